@@ -1,0 +1,1 @@
+"""The .tile grammar (tile.lark), shipped as package data of tiledsl."""

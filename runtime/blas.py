@@ -1,0 +1,119 @@
+"""GIL-releasing ctypes bindings to the BLAS/LAPACK that SciPy ships.
+
+``scipy.linalg.blas`` / ``scipy.linalg.lapack`` hold the GIL for the whole call, so
+worker threads calling them do not run in parallel. ``scipy.linalg.cython_blas`` and
+``cython_lapack`` export plain C function pointers (as PyCapsules in ``__pyx_capi__``);
+calling those through :mod:`ctypes` releases the GIL for the duration of the foreign
+call, which is what lets the runtime's CPU workers run kernels on all cores.
+
+Every routine keeps the Fortran calling convention: the functions below take the
+routine's argument list in LAPACK order, *without* the trailing ``info`` of LAPACK
+routines. Arguments are marshalled by type: ``str`` -> ``char*``, ``int`` -> ``int*``,
+``float`` -> ``double*``, :class:`numpy.ndarray` -> pointer to its first element (the
+caller passes the leading dimension explicitly), :class:`ctypes.c_void_p` -> that raw
+address (the caller keeps the memory alive). LAPACK routines return their
+``info`` (>= 0); a negative ``info`` (a bad argument, i.e. a bug in the caller)
+raises :class:`ValueError`.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+import scipy.linalg.cython_blas as _cython_blas
+import scipy.linalg.cython_lapack as _cython_lapack
+
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype = ctypes.c_char_p
+_capsule_name.argtypes = [ctypes.py_object]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def _foreign(module, name: str):
+    """The C function ``name`` exported by a SciPy cython module, as a ctypes callable.
+
+    CFUNCTYPE (not PYFUNCTYPE) is what makes ctypes drop the GIL around the call.
+    No argtypes are declared: :func:`_by_reference` already turns every argument into
+    a pointer, and skipping ctypes' per-argument conversion halves the call overhead.
+    """
+    capsule = module.__pyx_capi__[name]
+    function = ctypes.CFUNCTYPE(None)(_capsule_pointer(capsule, _capsule_name(capsule)))
+    function.argtypes = None
+    return function
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _scalar(value):
+    """A pointer to a C char/int/double holding ``value``.
+
+    Cached because kernels make thousands of small calls (the LU base case) where
+    building ctypes scalars costs more than the foreign call; sharing them between
+    threads is safe since BLAS/LAPACK never write their scalar input arguments.
+    """
+    if isinstance(value, str):
+        return ctypes.byref(ctypes.c_char(value.encode()))
+    if isinstance(value, (int, np.integer)):
+        return ctypes.byref(ctypes.c_int(int(value)))
+    if isinstance(value, (float, np.floating)):
+        return ctypes.byref(ctypes.c_double(float(value)))
+    raise TypeError(f"cannot pass {type(value).__name__} to BLAS/LAPACK")
+
+
+def _by_reference(args) -> list:
+    """The ctypes pointers for a Fortran argument list (see the module docstring)."""
+    pointers = []
+    for arg in args:
+        if isinstance(arg, np.ndarray):
+            # The ndarray stays referenced by the caller's argument tuple for the whole
+            # foreign call, so its buffer cannot be freed underneath BLAS.
+            pointers.append(ctypes.c_void_p(arg.ctypes.data))
+        elif isinstance(arg, ctypes.c_void_p):
+            pointers.append(arg)
+        else:
+            pointers.append(_scalar(arg))
+    return pointers
+
+
+def _blas(name: str):
+    """A Python function calling BLAS routine ``name`` with marshalled arguments."""
+    function = _foreign(_cython_blas, name)
+
+    def call(*args) -> None:
+        function(*_by_reference(args))
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"BLAS {name.upper()} (Fortran argument order)."
+    return call
+
+
+def _lapack(name: str):
+    """A Python function calling LAPACK routine ``name``; appends ``info`` and returns it."""
+    function = _foreign(_cython_lapack, name)
+
+    def call(*args) -> int:
+        info = ctypes.c_int(0)
+        function(*_by_reference(args), ctypes.byref(info))
+        if info.value < 0:
+            raise ValueError(f"{name}: argument {-info.value} had an illegal value")
+        return info.value
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"LAPACK {name.upper()} (Fortran argument order, info returned)."
+    return call
+
+
+dgemm = _blas("dgemm")      # (transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+dsyrk = _blas("dsyrk")      # (uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+dtrsm = _blas("dtrsm")      # (side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb)
+dscal = _blas("dscal")      # (n, alpha, x, incx)
+dger = _blas("dger")        # (m, n, alpha, x, incx, y, incy, a, lda)
+
+dpotrf = _lapack("dpotrf")  # (uplo, n, a, lda)
+dgeqrt = _lapack("dgeqrt")  # (m, n, nb, a, lda, t, ldt, work[nb*n])
+dgemqrt = _lapack("dgemqrt")  # (side, trans, m, n, k, nb, v, ldv, t, ldt, c, ldc, work[n*nb])
+dtpqrt = _lapack("dtpqrt")  # (m, n, l, nb, a, lda, b, ldb, t, ldt, work[nb*n])
+dtpmqrt = _lapack("dtpmqrt")  # (side, trans, m, n, k, l, nb, v, ldv, t, ldt, a, lda, b, ldb, work[n*nb])
+

@@ -1,0 +1,96 @@
+"""The static description of a compiled program, as a generated driver states it.
+
+A driver module (written by ``tiledsl compile``) defines three things that the
+runtime consumes:
+
+* ``PROGRAM``: a :class:`Program` describing the matrices, workspaces, tiling,
+  parameters, kernel call sites and the numerical check;
+* ``shapes(p)``: the global ``(rows, cols)`` of every matrix for parameters ``p``;
+* ``generate(rt, p)``: the program's loop nest, which calls ``rt.submit`` once per
+  task instance this rank takes part in.
+
+These types are plain frozen data so that a driver is readable and the runtime
+never needs the compiler.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+READ_MODES = frozenset({"in", "inout"})
+WRITE_MODES = frozenset({"out", "inout"})
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How matrices are cut into tiles: ``uniform`` (nb) or ``hybrid`` (B, b, s)."""
+
+    kind: str
+    defaults: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MatrixDecl:
+    """A matrix parameter: created by ``init`` (spd, general, diagdom, zeros) or loaded."""
+
+    name: str
+    init: str
+    line: int
+    load: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkspaceDecl:
+    """A workspace with the tile grid of ``like`` and tiles ``rows`` high."""
+
+    name: str
+    like: str
+    rows: str
+    line: int
+
+
+@dataclass(frozen=True)
+class CheckDecl:
+    """The residual check ``kind`` (cholesky, qr, lu) applied to ``args``."""
+
+    kind: str
+    args: tuple[str, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class Call:
+    """One kernel call site of the program.
+
+    ``modes`` holds the access mode of each argument; ``main`` is the index of the
+    first written argument (the task's main output). ``line`` and ``text`` point back
+    at the ``.tile`` source for messages.
+    """
+
+    kernel: str
+    modes: tuple[str, ...]
+    main: int
+    line: int
+    text: str
+
+    @property
+    def reads(self) -> tuple[int, ...]:
+        return tuple(i for i, m in enumerate(self.modes) if m in READ_MODES)
+
+    @property
+    def writes(self) -> tuple[int, ...]:
+        return tuple(i for i, m in enumerate(self.modes) if m in WRITE_MODES)
+
+
+@dataclass(frozen=True)
+class Program:
+    """Everything static about a compiled ``.tile`` program."""
+
+    name: str
+    source: str
+    tiling: Tiling
+    matrices: tuple[MatrixDecl, ...]
+    workspaces: tuple[WorkspaceDecl, ...] = ()
+    params: tuple[str, ...] = ()
+    check: CheckDecl | None = None
+    kernel_module: str | None = None
+    calls: tuple[Call, ...] = ()

@@ -1,0 +1,145 @@
+"""Affine forms over loop variables and size symbols, to prove tile indices out of range.
+
+An index such as ``A[k, k + 1]`` inside ``for k in 0 .. A.nt`` reaches ``A.nt`` at the
+last iteration, whatever the size: that is reported at compile time. The test is
+conservative: it needs affine indices and bounds with numeric coefficients, a point
+of the iteration space where every enclosing loop provably runs (symbols are
+non-negative), and no enclosing ``if``. Everything else is checked at run time.
+"""
+from __future__ import annotations
+
+from . import nodes as n
+
+Form = dict  # symbol -> integer coefficient; "" holds the constant
+
+
+def out_of_range_witness(tile: n.TileRef, loops, let_value, extent_symbol, guarded: bool) -> str | None:
+    """A sentence explaining why ``tile`` is provably out of range, or None."""
+    if guarded:
+        return None
+    converter = _Converter({loop.var.text for loop in loops}, let_value, extent_symbol)
+    bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
+    if any(lo is None or hi is None for _, lo, hi in bounds):
+        return None
+    for axis, index, count, noun in ((0, tile.row, "mt", "row"), (1, tile.col, "nt", "column")):
+        form = converter.form(index)
+        if form is None:
+            continue
+        extent = {extent_symbol(tile.matrix.text, count): 1}
+        converter.display[next(iter(extent))] = f"{tile.matrix.text}.{count}"
+        for direction in (+1, -1):
+            value, point = _extreme(form, bounds, direction)
+            if value is None:
+                continue
+            beyond = _add(value, _scale(extent, -1), {"": 1}) if direction > 0 else _scale(value, -1)
+            if _provably_at_least(beyond, 1):
+                where = ", ".join(f"{v} = {converter.render(point[v])}" for v, _, _ in bounds if v in point)
+                limit = f"{converter.render(_add(extent, {'': -1}))}" if direction > 0 else "0"
+                return (f"the tile {noun} index reaches {converter.render(value)} "
+                        f"({'past' if direction > 0 else 'below'} {limit}) when {where}")
+    return None
+
+
+def _extreme(form: Form, bounds, direction: int):
+    """Maximise (direction +1) or minimise (-1) ``form`` over the loop box, innermost first.
+
+    Returns the symbol-only value and the point (variable -> symbol-only form), or
+    (None, None) when the point is not provably inside every loop's range.
+    """
+    chosen = {}
+    current = dict(form)
+    for var, lo, hi in reversed(bounds):
+        coefficient = current.get(var, 0) * direction
+        chosen[var] = _add(hi, {"": -1}) if coefficient > 0 else lo
+        current = _substitute(current, var, chosen[var])
+    point = {}
+    for var, lo, hi in bounds:
+        resolved = lambda f: _resolve(f, point)
+        if not _provably_at_least(_add(resolved(hi), _scale(resolved(lo), -1)), 1):
+            return None, None
+        point[var] = resolved(chosen[var])
+    return current, point
+
+
+def _resolve(form: Form, point: dict) -> Form:
+    for var, value in point.items():
+        form = _substitute(form, var, value)
+    return form
+
+
+def _substitute(form: Form, var: str, value: Form) -> Form:
+    coefficient = form.get(var, 0)
+    rest = {k: v for k, v in form.items() if k != var}
+    return _add(rest, _scale(value, coefficient)) if coefficient else rest
+
+
+def _add(*forms: Form) -> Form:
+    total: Form = {}
+    for form in forms:
+        for key, value in form.items():
+            total[key] = total.get(key, 0) + value
+    return {k: v for k, v in total.items() if v or k == ""}
+
+
+def _scale(form: Form, factor: int) -> Form:
+    return {k: v * factor for k, v in form.items()}
+
+
+def _provably_at_least(form: Form, bound: int) -> bool:
+    """True when ``form >= bound`` for every non-negative value of its symbols."""
+    return all(v >= 0 for k, v in form.items() if k) and form.get("", 0) >= bound
+
+
+class _Converter:
+    """Turns expressions into affine forms; None for anything non-affine."""
+
+    def __init__(self, loop_vars, let_value, extent_symbol):
+        self.loop_vars = loop_vars
+        self.let_value = let_value
+        self.extent_symbol = extent_symbol
+        self.display: dict[str, str] = {}
+
+    def form(self, expr) -> Form | None:
+        match expr:
+            case n.IntLit(value=value):
+                return {"": value}
+            case n.Name(ident=ident):
+                value = self.let_value(ident.text)
+                return self.form(value) if value is not None else {ident.text: 1, "": 0}
+            case n.Attr(matrix=matrix, attr=attr) if attr.text in ("mt", "nt"):
+                symbol = self.extent_symbol(matrix.text, attr.text)
+                self.display.setdefault(symbol, f"{matrix.text}.{attr.text}")
+                return {symbol: 1, "": 0}
+            case n.Unary(op="-", operand=operand):
+                inner = self.form(operand)
+                return None if inner is None else _scale(inner, -1)
+            case n.Binary(op=op, left=left, right=right) if op in ("+", "-", "*"):
+                return self._binary(op, self.form(left), self.form(right))
+        return None
+
+    @staticmethod
+    def _binary(op, a, b):
+        if a is None or b is None:
+            return None
+        if op == "+":
+            return _add(a, b)
+        if op == "-":
+            return _add(a, _scale(b, -1))
+        if a.keys() == {""}:
+            return _scale(b, a[""])
+        if b.keys() == {""}:
+            return _scale(a, b[""])
+        return None
+
+    def render(self, form: Form) -> str:
+        terms = []
+        for key, value in form.items():
+            if key == "" or not value:
+                continue
+            name = self.display.get(key, key)
+            terms.append(name if value == 1 else f"-{name}" if value == -1 else f"{value}*{name}")
+        constant = form.get("", 0)
+        if constant or not terms:
+            terms.append(str(constant))
+        text = " + ".join(terms).replace("+ -", "- ")
+        return text

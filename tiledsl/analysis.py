@@ -1,0 +1,571 @@
+"""Semantic analysis: names, types, kernel signatures, affine bounds, tile ranges.
+
+``analyze(file)`` checks one parsed program against the prelude and returns a
+:class:`Checked` program: the AST plus, for every kernel call, its access summary
+(the ordered tiles it reads and writes, main output first among the writes) and
+the loop variables its tile indices depend on (used to hoist ownership tests).
+Problems are collected as diagnostics, never raised.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import nodes as n
+from .affine import out_of_range_witness
+from .diagnostics import DiagnosticBag
+from .source import Span
+
+TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
+TILING_DEFAULTS = {"uniform": {"nb": 256}, "hybrid": {"B": 512, "b": 128, "s": 2}}
+RANDOM_KINDS = ("spd", "general", "diagdom")
+NAMED_INITS = ("zeros", "identity")
+CHECK_ARITY = {"cholesky": 1, "lu": 1, "qr": 2}
+GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
+GEOMETRY_METHODS = ("height", "width", "offset")
+FUNCTIONS = ("min", "max")
+WRITE_MODES = ("out", "inout")
+READ_MODES = ("in", "inout")
+
+
+@dataclass(frozen=True)
+class Access:
+    """One tile argument of a call, with its mode and the loop names its indices use."""
+
+    tile: n.TileRef
+    mode: str
+    depends: frozenset[str]
+
+    @property
+    def matrix(self) -> str:
+        return self.tile.matrix.text
+
+
+@dataclass(frozen=True)
+class CallSummary:
+    """The access summary of one call site: ``accesses[main]`` is the main output."""
+
+    call: n.Call
+    kernel: n.KernelDecl
+    accesses: tuple[Access, ...]
+    main: int
+    under_condition: bool
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A program that passed analysis, with everything the generator needs."""
+
+    program: n.Program
+    path: str
+    tiling: str
+    tiling_defaults: dict
+    kernels: dict
+    calls: tuple[CallSummary, ...]
+    kernel_module: str | None
+    used_params: frozenset[str] = field(default_factory=frozenset)
+
+    def summary(self, call: n.Call) -> CallSummary:
+        return next(c for c in self.calls if c.call.span == call.span)
+
+
+@dataclass
+class _Symbol:
+    kind: str  # param, matrix, workspace, loop, let
+    span: Span | None
+    node: object = None
+    used: bool = False
+    depends: frozenset = frozenset()  # loop/let names a let's value depends on
+
+
+class _Scope:
+    """Nested name scopes; lookups walk outwards."""
+
+    def __init__(self):
+        self.frames: list[dict[str, _Symbol]] = [{}]
+
+    def lookup(self, name: str) -> _Symbol | None:
+        for frame in reversed(self.frames):
+            if name in frame:
+                return frame[name]
+        return None
+
+    def names(self) -> list[str]:
+        return [name for frame in self.frames for name in frame]
+
+
+def analyze(file: n.File, prelude: n.File) -> tuple[Checked | None, DiagnosticBag]:
+    """Check ``file`` (with the prelude's kernels); returns the checked program, if any."""
+    bag = DiagnosticBag()
+    if len(file.programs) != 1:
+        where = file.programs[1].name.span if file.programs else None
+        bag.error(where, "E209", f"a .tile file holds exactly one program, found {len(file.programs)}")
+        return None, bag
+    return _Analyzer(file, prelude, bag).run(), bag
+
+
+class _Analyzer:
+    def __init__(self, file: n.File, prelude: n.File, bag: DiagnosticBag):
+        self.file, self.bag = file, bag
+        self.program = file.programs[0]
+        self.scope = _Scope()
+        self.kernels: dict[str, n.KernelDecl] = {}
+        self.kernel_used: dict[str, bool] = {}
+        self.calls: list[CallSummary] = []
+        self.loops: list[n.For] = []
+        self.conditions = 0
+        self._declare_kernels(prelude.kernels + file.kernels)
+
+    # ---------------------------------------------------------------- driver
+    def run(self) -> Checked | None:
+        program = self.program
+        tiling = self._tiling(program.tiling)
+        self._declare_params(tiling, program.params)
+        self._declare_matrices(program.matrices, program.workspaces)
+        for check in program.checks:
+            self._check_decl(check)
+        module = self._kernel_module()
+        self._block(program.body)
+        self._report_unused()
+        if self.bag.has_errors:
+            return None
+        used = frozenset(name for name, s in self.scope.frames[0].items() if s.kind == "param" and s.used)
+        return Checked(program, self.file.path, tiling, self.tiling_defaults, dict(self.kernels),
+                       tuple(self.calls), module, used)
+
+    # ---------------------------------------------------------------- declarations
+    def _declare_kernels(self, decls):
+        for decl in decls:
+            name = decl.name.text
+            if name in self.kernels:
+                where = "the prelude" if self.kernels[name].prelude else f"line {self.kernels[name].span.line}"
+                self.bag.error(decl.name.span, "E207", f"kernel '{name}' is already declared in {where}")
+                continue
+            self._check_kernel_params(decl)
+            self.kernels[name] = decl
+            self.kernel_used[name] = False
+
+    def _check_kernel_params(self, decl: n.KernelDecl):
+        seen = set()
+        for param in decl.params:
+            if param.name.text in seen:
+                self.bag.error(param.name.span, "E207",
+                               f"kernel '{decl.name.text}' has two arguments named '{param.name.text}'")
+            seen.add(param.name.text)
+        if not any(p.mode in WRITE_MODES for p in decl.params):
+            self.bag.error(decl.name.span, "E210", f"kernel '{decl.name.text}' writes nothing",
+                           hint="declare at least one argument 'out' or 'inout': it is the task's main output")
+
+    def _tiling(self, decl: n.TilingDecl | None) -> str:
+        kind = decl.kind.text if decl else "uniform"
+        if kind not in TILING_SETTINGS:
+            self.bag.error(decl.kind.span, "E209", f"unknown tiling '{kind}'",
+                           hint="use 'tiling uniform(nb = ...)' or 'tiling hybrid(B = ..., b = ..., s = ...)'")
+            kind = "uniform"
+        self.tiling_defaults = dict(TILING_DEFAULTS[kind])
+        for setting in decl.settings if decl else ():
+            self._tiling_setting(kind, setting)
+        return kind
+
+    def _tiling_setting(self, kind: str, setting: n.Setting):
+        name = setting.name.text
+        if name not in TILING_SETTINGS[kind]:
+            allowed = ", ".join(TILING_SETTINGS[kind])
+            self.bag.error(setting.name.span, "E209", f"'{name}' is not a setting of {kind} tiling",
+                           hint=f"{kind} tiling takes {allowed}")
+            return
+        value = _constant(setting.value)
+        if value is None or value < 1:
+            self.bag.error(setting.value.span, "E209", f"{name} must be a positive integer constant")
+            return
+        self.tiling_defaults[name] = value
+
+    def _declare_params(self, tiling: str, params):
+        for name in ("n",) + TILING_SETTINGS[tiling]:
+            self.scope.frames[0][name] = _Symbol("param", None, used=False)
+        for decl in params:
+            self._int_expr(decl.default)
+            self._declare(decl.name, _Symbol("param", decl.name.span, decl))
+
+    def _declare_matrices(self, matrices, workspaces):
+        for decl in matrices:
+            self._int_expr(decl.rows)
+            self._int_expr(decl.cols)
+            self._check_init(decl.init)
+            self._declare(decl.name, _Symbol("matrix", decl.name.span, decl))
+        for decl in workspaces:
+            like = self._matrix(decl.like)
+            if like is not None and like.kind != "matrix":
+                self.bag.error(decl.like.span, "E209",
+                               f"workspace '{decl.name.text}' must be like a matrix, not a workspace")
+            self._int_expr(decl.rows)
+            self._declare(decl.name, _Symbol("workspace", decl.name.span, decl))
+
+    def _check_init(self, init: n.Init):
+        if init.kind == "random" and init.what.text not in RANDOM_KINDS:
+            self.bag.error(init.what.span, "E209", f"unknown random matrix kind '{init.what.text}'",
+                           hint=f"use one of {', '.join(RANDOM_KINDS)}")
+        if init.kind == "named" and init.what.text not in NAMED_INITS:
+            self.bag.error(init.what.span, "E209", f"unknown matrix initialiser '{init.what.text}'",
+                           hint=f"use 'random {'|'.join(RANDOM_KINDS)}', {', '.join(NAMED_INITS)} or load \"file.npy\"")
+
+    def _check_decl(self, check: n.CheckDecl):
+        kind = check.kind.text
+        if kind not in CHECK_ARITY:
+            self.bag.error(check.kind.span, "E209", f"unknown check '{kind}'",
+                           hint=f"use one of {', '.join(CHECK_ARITY)}")
+            return
+        if len(check.args) != CHECK_ARITY[kind]:
+            self.bag.error(check.span, "E202",
+                           f"check {kind} takes {CHECK_ARITY[kind]} argument(s), got {len(check.args)}")
+        for arg in check.args:
+            self._matrix(arg)
+
+    def _kernel_module(self) -> str | None:
+        uses = self.file.uses
+        for extra in uses[1:]:
+            self.bag.error(extra.span, "E209", "a program names at most one kernel module")
+        if not uses:
+            return None
+        path = Path(self.file.path).parent / uses[0].path
+        if not path.is_file():
+            self.bag.error(uses[0].span, "E209", f"kernel module '{uses[0].path}' not found",
+                           f"looked for {path}")
+        return uses[0].path
+
+    def _declare(self, ident: n.Ident, symbol: _Symbol):
+        previous = self.scope.lookup(ident.text)
+        if previous is not None:
+            where = f"line {previous.span.line}" if previous.span else "by the tiling"
+            verb = "shadows" if previous.kind in ("loop", "let") else "is already declared"
+            self.bag.error(ident.span, "E207",
+                           f"'{ident.text}' {verb} the {previous.kind} declared {where}"
+                           if verb == "shadows" else f"'{ident.text}' is already declared ({previous.kind}, {where})",
+                           hint="choose another name")
+        self.scope.frames[-1][ident.text] = symbol
+
+    def _report_unused(self):
+        for name, symbol in self.scope.frames[0].items():
+            if not symbol.used and symbol.span is not None:
+                self.bag.warning(symbol.span, "W300", f"{symbol.kind} '{name}' is declared but never used")
+        for name, used in self.kernel_used.items():
+            decl = self.kernels[name]
+            if not used and not decl.prelude:
+                self.bag.warning(decl.name.span, "W300", f"kernel '{name}' is declared but never called")
+
+    # ---------------------------------------------------------------- statements
+    def _block(self, stmts):
+        self.scope.frames.append({})
+        for stmt in stmts:
+            getattr(self, "_" + type(stmt).__name__.lower())(stmt)
+        for name, symbol in self.scope.frames.pop().items():
+            if symbol.kind == "let" and not symbol.used:
+                self.bag.warning(symbol.span, "W300", f"let '{name}' is declared but never used")
+
+    def _for(self, stmt: n.For):
+        for bound in (stmt.start, stmt.stop):
+            if self._int_expr(bound) and not self._affine(bound):
+                self.bag.error(bound.span, "E206", "loop bound is not affine in the loop variables",
+                               "bounds may add, subtract, take min/max and multiply by loop-invariant values",
+                               hint="'//', '%', products of loop variables and geometry queries on them "
+                                    "belong in tile indices or 'if' conditions")
+        self.scope.frames.append({})
+        self._declare(stmt.var, _Symbol("loop", stmt.var.span, stmt, used=True))
+        self.loops.append(stmt)
+        self._block(stmt.body)
+        self.loops.pop()
+        self.scope.frames.pop()
+
+    def _if(self, stmt: n.If):
+        self._bool_expr(stmt.cond)
+        self.conditions += 1
+        self._block(stmt.then)
+        self._block(stmt.orelse)
+        self.conditions -= 1
+
+    def _let(self, stmt: n.Let):
+        self._int_expr(stmt.value)
+        depends = self._depends(stmt.value)
+        self._declare(stmt.name, _Symbol("let", stmt.name.span, stmt, depends=depends))
+
+    def _release(self, stmt: n.Release):
+        self._tile(stmt.tile)
+
+    def _call(self, stmt: n.Call):
+        name = stmt.kernel.text
+        for tile in stmt.args:
+            self._tile(tile)
+        if stmt.priority is not None:
+            self._int_expr(stmt.priority)
+        decl = self.kernels.get(name)
+        if decl is None:
+            self.bag.error(stmt.kernel.span, "E201", f"unknown kernel '{name}'",
+                           *_suggest(name, self.kernels),
+                           hint="declare it with 'kernel NAME(in A, inout B)' and name its module with 'use \"kernels.py\"'")
+            return
+        self.kernel_used[name] = True
+        if not decl.prelude and not self.file.uses:
+            self.bag.error(stmt.kernel.span, "E209", f"kernel '{name}' has no body",
+                           hint="name the Python module that defines it: use \"my_kernels.py\"")
+        if len(stmt.args) != len(decl.params):
+            signature = ", ".join(f"{p.mode} {p.name.text}" for p in decl.params)
+            self.bag.error(stmt.span, "E202",
+                           f"{name} takes {len(decl.params)} tile argument(s), got {len(stmt.args)}",
+                           f"declared as {name}({signature})")
+            return
+        accesses = tuple(Access(tile, param.mode, self._tile_depends(tile))
+                         for tile, param in zip(stmt.args, decl.params))
+        self._check_written(name, accesses)
+        self._check_ranges(accesses)
+        main = next(i for i, a in enumerate(accesses) if a.mode in WRITE_MODES)
+        self.calls.append(CallSummary(stmt, decl, accesses, main, self.conditions > 0))
+
+    def _check_written(self, kernel: str, accesses):
+        for index, access in enumerate(accesses):
+            symbol = self.scope.lookup(access.matrix)
+            if access.mode in WRITE_MODES and symbol and symbol.kind == "matrix" and symbol.node.mode == "in":
+                self.bag.error(access.tile.span, "E203",
+                               f"matrix '{access.matrix}' is declared 'in' and cannot be written",
+                               f"argument {index + 1} of {kernel} is '{access.mode}'")
+        for i, first in enumerate(accesses):
+            for j in range(i + 1, len(accesses)):
+                second = accesses[j]
+                written = first.mode in WRITE_MODES or second.mode in WRITE_MODES
+                if written and _same_tile(first.tile, second.tile):
+                    self.bag.error(second.tile.span, "E204",
+                                   f"tile {_tile_text(second.tile)} is passed twice to {kernel} and one of them is written",
+                                   f"arguments {i + 1} ({first.mode}) and {j + 1} ({second.mode})")
+
+    def _check_ranges(self, accesses):
+        for access in accesses:
+            witness = out_of_range_witness(access.tile, self.loops, self._let_value, self._extent_symbol,
+                                           guarded=self.conditions > 0)
+            if witness:
+                self.bag.error(access.tile.span, "E208", f"tile index out of range in {_tile_text(access.tile)}",
+                               witness)
+
+    # ---------------------------------------------------------------- tiles & expressions
+    def _tile(self, tile: n.TileRef):
+        self._matrix(tile.matrix)
+        self._int_expr(tile.row)
+        self._int_expr(tile.col)
+        for part in (tile.rows, tile.cols):
+            for end in (part.start, part.stop) if part else ():
+                if end is not None:
+                    self._int_expr(end)
+
+    def _matrix(self, ident: n.Ident) -> _Symbol | None:
+        symbol = self.scope.lookup(ident.text)
+        if symbol is None:
+            matrices = [s for s in self.scope.names() if self.scope.lookup(s).kind in ("matrix", "workspace")]
+            self.bag.error(ident.span, "E200", f"unknown matrix '{ident.text}'", *_suggest(ident.text, matrices))
+            return None
+        if symbol.kind not in ("matrix", "workspace"):
+            self.bag.error(ident.span, "E205", f"'{ident.text}' is a {symbol.kind}, not a matrix")
+            return None
+        symbol.used = True
+        return symbol
+
+    def _int_expr(self, expr) -> bool:
+        return self._expect(expr, "int")
+
+    def _bool_expr(self, expr) -> bool:
+        return self._expect(expr, "bool")
+
+    def _expect(self, expr, want: str) -> bool:
+        got = self._type(expr)
+        if got is not None and got != want:
+            noun = {"int": "an integer", "bool": "a condition"}
+            self.bag.error(expr.span, "E205", f"expected {noun[want]}, found {noun[got]}")
+        return got == want
+
+    def _type(self, expr) -> str | None:
+        """The type of ``expr`` ('int' or 'bool'), or None after reporting an error."""
+        match expr:
+            case n.IntLit():
+                return "int"
+            case n.Name(ident=ident):
+                return self._name_type(ident)
+            case n.Attr(matrix=matrix, attr=attr):
+                return self._geometry(matrix, attr, GEOMETRY_ATTRS)
+            case n.Method(matrix=matrix, method=method, arg=arg):
+                ok = self._int_expr(arg)
+                return self._geometry(matrix, method, GEOMETRY_METHODS) if ok else None
+            case n.Func(func=func, args=args):
+                return self._func_type(func, args)
+            case n.Unary(op="not", operand=operand):
+                return "bool" if self._bool_expr(operand) else None
+            case n.Unary(operand=operand):
+                return "int" if self._int_expr(operand) else None
+            case n.Binary(op=op, left=left, right=right) if op in ("and", "or"):
+                return "bool" if self._bool_expr(left) & self._bool_expr(right) else None
+            case n.Binary(op=op, left=left, right=right):
+                ok = self._int_expr(left) & self._int_expr(right)
+                return ("bool" if op in ("==", "!=", "<", "<=", ">", ">=") else "int") if ok else None
+        raise TypeError(f"unknown expression node {expr!r}")
+
+    def _name_type(self, ident: n.Ident) -> str | None:
+        symbol = self.scope.lookup(ident.text)
+        if symbol is None:
+            self.bag.error(ident.span, "E200", f"unknown name '{ident.text}'",
+                           *_suggest(ident.text, self.scope.names()))
+            return None
+        symbol.used = True
+        if symbol.kind in ("matrix", "workspace"):
+            self.bag.error(ident.span, "E205", f"'{ident.text}' is a {symbol.kind}, not an integer",
+                           hint=f"use {ident.text}.mt or {ident.text}.nt for its number of tile rows or columns")
+            return None
+        return "int"
+
+    def _geometry(self, matrix: n.Ident, query: n.Ident, allowed) -> str | None:
+        if self._matrix(matrix) is None:
+            return None
+        if query.text not in allowed:
+            self.bag.error(query.span, "E200", f"unknown geometry query '{matrix.text}.{query.text}'",
+                           *_suggest(query.text, GEOMETRY_ATTRS + GEOMETRY_METHODS),
+                           hint="queries: .mt .nt .m .n, .height(i) .width(j) .offset(j)")
+            return None
+        return "int"
+
+    def _func_type(self, func: n.Ident, args) -> str | None:
+        ok = all([self._int_expr(a) for a in args])
+        if func.text not in FUNCTIONS:
+            self.bag.error(func.span, "E200", f"unknown function '{func.text}'", *_suggest(func.text, FUNCTIONS))
+            return None
+        if len(args) < 2:
+            self.bag.error(func.span, "E202", f"{func.text} takes at least 2 arguments, got {len(args)}")
+            return None
+        return "int" if ok else None
+
+    # ---------------------------------------------------------------- dependencies & affinity
+    def _depends(self, expr) -> frozenset[str]:
+        """The loop variables and lets that ``expr`` depends on (transitively through lets)."""
+        found = set()
+        for name in _names(expr):
+            symbol = self.scope.lookup(name)
+            if symbol is not None and symbol.kind in ("loop", "let"):
+                found.add(name)
+                found |= symbol.depends
+        return frozenset(found)
+
+    def _tile_depends(self, tile: n.TileRef) -> frozenset[str]:
+        return self._depends(tile.row) | self._depends(tile.col)
+
+    def _varying(self, expr) -> bool:
+        return any(self.scope.lookup(name).kind == "loop" for name in self._depends(expr)
+                   if self.scope.lookup(name) is not None)
+
+    def _affine(self, expr) -> bool:
+        match expr:
+            case n.IntLit() | n.Attr():
+                return True
+            case n.Name(ident=ident):
+                symbol = self.scope.lookup(ident.text)
+                return symbol is None or symbol.kind != "let" or self._affine(symbol.node.value)
+            case n.Method(arg=arg):
+                return not self._varying(arg)
+            case n.Func(args=args):
+                return all(self._affine(a) for a in args)
+            case n.Unary(operand=operand):
+                return self._affine(operand)
+            case n.Binary(op=op, left=left, right=right):
+                if op in ("+", "-"):
+                    return self._affine(left) and self._affine(right)
+                if op == "*":
+                    return self._affine(left) and self._affine(right) and not (
+                        self._varying(left) and self._varying(right))
+                return not (self._varying(left) or self._varying(right))
+        return False
+
+    def _let_value(self, name: str):
+        symbol = self.scope.lookup(name)
+        return symbol.node.value if symbol is not None and symbol.kind == "let" else None
+
+    def _extent_symbol(self, matrix: str, axis: str) -> str:
+        """A symbol naming the tile count of ``matrix`` along ``axis`` ('mt' or 'nt')."""
+        symbol = self.scope.lookup(matrix)
+        decl = symbol.node if symbol else None
+        if isinstance(decl, n.WorkspaceDecl):
+            return self._extent_symbol(decl.like.text, axis)
+        if not isinstance(decl, n.MatrixDecl):
+            return f"{matrix}.{axis}"
+        dim = decl.rows if axis == "mt" else decl.cols
+        counter = "tiles" if self.tiling_defaults.keys() == {"nb"} else ("blocks" if axis == "mt" else "slices")
+        return f"{counter}({_unparse(dim)})"
+
+
+# ---------------------------------------------------------------- helpers
+def _suggest(name: str, candidates) -> tuple[str, ...]:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return (f"did you mean '{close[0]}'?",) if close else ()
+
+
+def _constant(expr) -> int | None:
+    """The value of an expression made of integer literals only, else None."""
+    match expr:
+        case n.IntLit(value=value):
+            return value
+        case n.Unary(op="-", operand=operand):
+            value = _constant(operand)
+            return None if value is None else -value
+        case n.Binary(op=op, left=left, right=right) if op in ("+", "-", "*"):
+            a, b = _constant(left), _constant(right)
+            if a is None or b is None:
+                return None
+            return a + b if op == "+" else a - b if op == "-" else a * b
+    return None
+
+
+def _names(expr):
+    """Every plain name used in ``expr``."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        match node:
+            case n.Name(ident=ident):
+                yield ident.text
+            case n.Method(arg=arg):
+                stack.append(arg)
+            case n.Func(args=args):
+                stack.extend(args)
+            case n.Unary(operand=operand):
+                stack.append(operand)
+            case n.Binary(left=left, right=right):
+                stack.extend((left, right))
+
+
+def _unparse(expr) -> str:
+    """Source-like text of an expression (spans ignored): used for messages and symbols."""
+    match expr:
+        case n.IntLit(value=value):
+            return str(value)
+        case n.Name(ident=ident):
+            return ident.text
+        case n.Attr(matrix=m, attr=a):
+            return f"{m.text}.{a.text}"
+        case n.Method(matrix=m, method=q, arg=arg):
+            return f"{m.text}.{q.text}({_unparse(arg)})"
+        case n.Func(func=f, args=args):
+            return f"{f.text}({', '.join(_unparse(a) for a in args)})"
+        case n.Unary(op="not", operand=operand):
+            return f"not {_unparse(operand)}"
+        case n.Unary(operand=operand):
+            return f"-{_unparse(operand)}"
+        case n.Binary(op=op, left=left, right=right):
+            return f"({_unparse(left)} {op} {_unparse(right)})"
+    return "?"
+
+
+def unparse(expr) -> str:
+    """Source-like text of an expression without redundant outer parentheses."""
+    text = _unparse(expr)
+    return text[1:-1] if isinstance(expr, n.Binary) else text
+
+
+def _tile_text(tile: n.TileRef) -> str:
+    return f"{tile.matrix.text}[{unparse(tile.row)}, {unparse(tile.col)}]"
+
+
+def _same_tile(a: n.TileRef, b: n.TileRef) -> bool:
+    return a.matrix.text == b.matrix.text and _unparse(a.row) == _unparse(b.row) and _unparse(a.col) == _unparse(b.col)

@@ -1,0 +1,312 @@
+"""Checked program -> render model -> Python driver text (jinja2 template).
+
+The render model is plain data: the program's static description and the lines of
+its ``generate`` function. Statements become Python loops; every kernel call becomes
+an ownership test (ranks of its tiles, hoisted to the innermost loop or ``let`` that
+their indices depend on) guarding one ``submit``. User identifiers come from the
+grammar (``[A-Za-z_][A-Za-z0-9_]*``); any that could clash with Python keywords,
+builtins or the driver's own names are renamed, and strings are emitted with
+``repr``: nothing from a ``.tile`` file becomes code any other way.
+"""
+from __future__ import annotations
+
+import builtins
+import keyword
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import jinja2
+
+from . import __version__
+from . import nodes as n
+from .analysis import Checked, unparse
+
+INDENT = "    "
+_RESERVED = set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins)) | {"rt", "p"}
+
+
+@dataclass(frozen=True)
+class CallModel:
+    kernel: str
+    modes: tuple[str, ...]
+    main: int
+    line: int
+    text: str
+
+
+@dataclass
+class DriverModel:
+    """Everything the driver template renders."""
+
+    name: str
+    source: str
+    version: str
+    tiling: str
+    tiling_defaults: dict
+    params: list  # (name, python default expression)
+    matrices: list  # (name, init, load, line, rows expr, cols expr)
+    workspaces: list  # (name, like, rows expr, line)
+    check: tuple | None
+    kernel_module: str | None
+    calls: list = field(default_factory=list)
+    body: list = field(default_factory=list)  # lines of generate()
+
+
+def generate(checked: Checked) -> str:
+    """The driver module's text for a checked program."""
+    return _template().render(model=_Model(checked).build())
+
+
+@lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("tiledsl", "templates"),
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+                             undefined=jinja2.StrictUndefined, autoescape=False)
+    env.filters["py"] = repr
+    return env.get_template("driver.py.j2")
+
+
+class _Names:
+    """Maps user identifiers to safe Python names (stable, collision-free)."""
+
+    def __init__(self, program: n.Program):
+        self.taken: set[str] = set()
+        self.mapping: dict[str, str] = {}
+        for name in sorted(_all_names(program)):
+            self.taken.add(name)
+        for name in sorted(self.taken):
+            self.mapping[name] = self._safe(name)
+
+    def _safe(self, name: str) -> str:
+        if name not in _RESERVED and not name.startswith("_"):
+            return name
+        candidate = ("user" + name) if name.startswith("_") else name + "_"
+        while candidate in self.taken or candidate in _RESERVED:
+            candidate += "_"
+        self.taken.add(candidate)
+        return candidate
+
+    def __getitem__(self, name: str) -> str:
+        return self.mapping.get(name, name)
+
+
+def _all_names(program: n.Program) -> set[str]:
+    names = {"n", "nb", "B", "b", "s"}
+    stack: list = [program]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, n.Ident):
+            names.add(node.text)
+        elif isinstance(node, tuple):
+            stack.extend(node)
+        elif hasattr(node, "__dataclass_fields__"):
+            stack.extend(getattr(node, f) for f in node.__dataclass_fields__ if f != "span")
+    return names
+
+
+class _Model:
+    """Builds the render model by walking the checked program once."""
+
+    def __init__(self, checked: Checked):
+        self.checked = checked
+        self.program = checked.program
+        self.names = _Names(checked.program)
+        self.params = {"n", "nb", "B", "b", "s"} | {d.name.text for d in self.program.params}
+        self.lines: list[str] = []
+        self.rank_vars: dict[tuple, str] = {}
+        self.access_vars: dict[tuple, str] = {}
+        self.call_index: dict = {}
+
+    def build(self) -> DriverModel:
+        program, checked = self.program, self.checked
+        model = DriverModel(
+            name=program.name.text, source=checked.path, version=__version__,
+            tiling=checked.tiling, tiling_defaults=checked.tiling_defaults,
+            params=[(d.name.text, self.expr(d.default, params=True)) for d in program.params],
+            matrices=[(d.name.text, _init_kind(d.init), d.init.path, d.span.line,
+                       self.expr(d.rows, params=True), self.expr(d.cols, params=True)) for d in program.matrices],
+            workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
+                        for d in program.workspaces],
+            check=(program.checks[0].kind.text, tuple(a.text for a in program.checks[0].args),
+                   program.checks[0].span.line) if program.checks else None,
+            kernel_module=checked.kernel_module)
+        model.calls = [CallModel(c.kernel.name.text, tuple(a.mode for a in c.accesses), c.main,
+                                 c.call.span.line, _call_text(c.call)) for c in checked.calls]
+        self.call_index = {c.call.span: i for i, c in enumerate(checked.calls)}
+        self.anchors = self._anchors()
+        model.body = self._function_body()
+        return model
+
+    # ---------------------------------------------------------------- expressions
+    def expr(self, e, params: bool = False, parent: int = 0, right: bool = False) -> str:
+        """Python text for an expression, parenthesised only where precedence needs it.
+
+        ``params`` reads parameters from ``p``; ``parent`` is the enclosing operator's
+        precedence and ``right`` whether ``e`` is its right operand.
+        """
+        mine = _precedence(e)
+        text = self._expr(e, params, mine)
+        return f"({text})" if mine < parent or (right and mine == parent and mine < 7) else text
+
+    def _expr(self, e, params: bool, mine: int) -> str:
+        match e:
+            case n.IntLit(value=value):
+                return str(value)
+            case n.Name(ident=ident):
+                name = self.names[ident.text]
+                return f"p.{ident.text}" if params and ident.text in self.params else name
+            case n.Attr(matrix=m, attr=a):
+                return f"{self.names[m.text]}.{a.text}"
+            case n.Method(matrix=m, method=q, arg=arg):
+                return f"{self.names[m.text]}.{q.text}({self.expr(arg, params)})"
+            case n.Func(func=f, args=args):
+                return f"{f.text}({', '.join(self.expr(a, params) for a in args)})"
+            case n.Unary(op=op, operand=operand):
+                return f"{'not ' if op == 'not' else '-'}{self.expr(operand, params, mine)}"
+            case n.Binary(op=op, left=left, right=right):
+                return f"{self.expr(left, params, mine)} {op} {self.expr(right, params, mine, right=True)}"
+        raise TypeError(f"cannot generate {e!r}")
+
+    # ---------------------------------------------------------------- hoisting
+    def _anchors(self) -> dict:
+        """For each binder (For/Let span, or None for the top), the rank tests to compute there."""
+        anchors: dict = {}
+        binders: list = []
+
+        def visit(stmts):
+            for stmt in stmts:
+                if isinstance(stmt, n.For):
+                    depth = len(binders)
+                    binders.append((stmt.var.text, stmt.span))
+                    visit(stmt.body)
+                    del binders[depth:]
+                elif isinstance(stmt, n.Let):
+                    binders.append((stmt.name.text, stmt.span))
+                elif isinstance(stmt, n.If):
+                    depth = len(binders)
+                    visit(stmt.then)
+                    del binders[depth:]
+                    visit(stmt.orelse)
+                    del binders[depth:]
+                elif isinstance(stmt, n.Call) and stmt.span in self.call_index:
+                    summary = self.checked.calls[self.call_index[stmt.span]]
+                    for index, access in enumerate(summary.accesses):
+                        anchor = next((span for name, span in reversed(binders) if name in access.depends), None)
+                        key = (anchor, access.matrix, unparse(access.tile.row), unparse(access.tile.col))
+                        if key not in self.rank_vars:
+                            self.rank_vars[key] = f"_r{len(self.rank_vars)}"
+                            anchors.setdefault(anchor, []).append((key, access.tile))
+                        self.access_vars[stmt.span, index] = self.rank_vars[key]
+
+        visit(self.program.body)
+        return anchors
+
+    def _rank_lines(self, anchor, depth: int) -> list[str]:
+        pad = INDENT * depth
+        return [f"{pad}{self.rank_vars[key]} = {self.names[tile.matrix.text]}.rank_of("
+                f"{self.expr(tile.row)}, {self.expr(tile.col)})"
+                for key, tile in self.anchors.get(anchor, ())]
+
+    # ---------------------------------------------------------------- statements
+    def _function_body(self) -> list[str]:
+        lines = [f"{INDENT}{self.names[name]} = p.{name}" for name in sorted(self.checked.used_params)]
+        for decl in self.program.matrices + self.program.workspaces:
+            lines.append(f"{INDENT}{self.names[decl.name.text]} = rt.matrix({decl.name.text!r})")
+        lines += self._rank_lines(None, 1)
+        lines += self._block(self.program.body, 1)
+        return lines
+
+    def _block(self, stmts, depth: int) -> list[str]:
+        lines: list[str] = []
+        for stmt in stmts:
+            lines += getattr(self, "_" + type(stmt).__name__.lower())(stmt, depth)
+        return lines or [INDENT * depth + "pass"]
+
+    def _for(self, stmt: n.For, depth: int) -> list[str]:
+        pad = INDENT * depth
+        head = (f"{pad}for {self.names[stmt.var.text]} in range({self.expr(stmt.start)}, "
+                f"{self.expr(stmt.stop)}):  # {_where(self.checked.path, stmt.span)}")
+        return [head] + self._rank_lines(stmt.span, depth + 1) + self._block(stmt.body, depth + 1)
+
+    def _if(self, stmt: n.If, depth: int) -> list[str]:
+        pad = INDENT * depth
+        lines = [f"{pad}if {self.expr(stmt.cond)}:  # {_where(self.checked.path, stmt.span)}"]
+        lines += self._block(stmt.then, depth + 1)
+        if stmt.orelse:
+            lines += [f"{pad}else:"] + self._block(stmt.orelse, depth + 1)
+        return lines
+
+    def _let(self, stmt: n.Let, depth: int) -> list[str]:
+        pad = INDENT * depth
+        return [f"{pad}{self.names[stmt.name.text]} = {self.expr(stmt.value)}"] + self._rank_lines(stmt.span, depth)
+
+    def _release(self, stmt: n.Release, depth: int) -> list[str]:
+        pad = INDENT * depth
+        return [f"{pad}# {_where(self.checked.path, stmt.span)}: release {unparse_tile(stmt.tile)}",
+                f"{pad}_release({self._tile(stmt.tile, stmt.span.line)})"]
+
+    def _call(self, stmt: n.Call, depth: int) -> list[str]:
+        pad = INDENT * depth
+        index = self.call_index[stmt.span]
+        summary = self.checked.calls[index]
+        ranks = list(dict.fromkeys(self.access_vars[stmt.span, i] for i in range(len(summary.accesses))))
+        tiles = _tuple(self._tile(a.tile, stmt.span.line) for a in summary.accesses)
+        regions = [self._region(a.tile) for a in summary.accesses]
+        region_text = "None" if all(r == "None" for r in regions) else _tuple(regions)
+        priority = self.expr(stmt.priority) if stmt.priority is not None else "0"
+        test = " or ".join(f"_me == {v}" for v in ranks)
+        return [f"{pad}# {_where(self.checked.path, stmt.span)}: {_call_text(stmt)}",
+                f"{pad}if {test}:",
+                f"{pad}{INDENT}_submit(CALLS[{index}], {tiles}, {region_text}, {priority})"]
+
+    def _tile(self, tile: n.TileRef, line: int) -> str:
+        return f"{self.names[tile.matrix.text]}.tile({self.expr(tile.row)}, {self.expr(tile.col)}, {line})"
+
+    def _region(self, tile: n.TileRef) -> str:
+        if tile.rows is None and tile.cols is None:
+            return "None"
+        parts = []
+        for part in (tile.rows, tile.cols):
+            for end in (part.start, part.stop) if part else (None, None):
+                parts.append("None" if end is None else self.expr(end))
+        return f"({', '.join(parts)})"
+
+
+_PRECEDENCE = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
+               "+": 5, "-": 5, "*": 6, "//": 6, "%": 6}
+
+
+def _precedence(e) -> int:
+    """Python's binding strength of the expression's outermost operator (8: an atom)."""
+    if isinstance(e, n.Binary):
+        return _PRECEDENCE[e.op]
+    if isinstance(e, n.Unary):
+        return 3 if e.op == "not" else 7
+    return 8
+
+
+def _tuple(items) -> str:
+    items = list(items)
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+def _init_kind(init: n.Init) -> str:
+    return "load" if init.kind == "load" else init.what.text
+
+
+def _where(path: str, span) -> str:
+    return f"{path.rsplit('/', 1)[-1]}:{span.line}"
+
+
+def unparse_tile(tile: n.TileRef) -> str:
+    text = f"{tile.matrix.text}[{unparse(tile.row)}, {unparse(tile.col)}]"
+    parts = []
+    for part in (tile.rows, tile.cols):
+        if part is not None:
+            parts.append(f"{unparse(part.start) if part.start else ''}:{unparse(part.stop) if part.stop else ''}")
+    return text + (f"[{', '.join(parts)}]" if parts else "")
+
+
+def _call_text(call: n.Call) -> str:
+    text = f"{call.kernel.text}({', '.join(unparse_tile(t) for t in call.args)})"
+    return text + (f" priority {unparse(call.priority)}" if call.priority is not None else "")

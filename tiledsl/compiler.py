@@ -1,0 +1,70 @@
+"""The compiler's front door: read, parse, analyze and generate, collecting diagnostics.
+
+Each step hands data to the next (text -> AST -> checked program -> driver text);
+any diagnostic stops the chain and is returned, never raised.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+from . import nodes
+from .analysis import Checked, analyze
+from .diagnostics import Diagnostic, render
+from .parser import parse
+from .source import Source, SourceError, decode, read_source
+
+
+@dataclass
+class Result:
+    """What compiling one file produced: its source, diagnostics and checked program."""
+
+    path: str
+    source: Source | None = None
+    checked: Checked | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.checked is not None and not any(d.is_error for d in self.diagnostics)
+
+    def report(self) -> str:
+        return "\n\n".join(render(d, self.source) for d in self.diagnostics)
+
+
+@lru_cache(maxsize=1)
+def prelude() -> nodes.File:
+    """The standard kernel declarations every program sees."""
+    text = resources.files("tiledsl").joinpath("prelude.tile").read_bytes()
+    return parse(decode("<prelude>", text), prelude=True)
+
+
+def check_source(source: Source) -> Result:
+    """Parse and analyze already-decoded program text."""
+    result = Result(source.path, source)
+    try:
+        tree = parse(source)
+    except SourceError as error:
+        result.diagnostics.append(error.diagnostic)
+        return result
+    result.checked, bag = analyze(tree, prelude())
+    result.diagnostics.extend(bag.items)
+    return result
+
+
+def check_path(path) -> Result:
+    """Read, parse and analyze the ``.tile`` file at ``path``."""
+    try:
+        source = read_source(path)
+    except SourceError as error:
+        return Result(str(path), None, None, [error.diagnostic])
+    return check_source(source)
+
+
+def compile_path(path) -> tuple[Result, str | None]:
+    """Check ``path`` and, if it is clean of errors, generate its driver text."""
+    from .codegen import generate
+
+    result = check_path(path)
+    return result, (generate(result.checked) if result.ok else None)

@@ -1,0 +1,93 @@
+"""Diagnostics as data, and their rendering in the style of rustc / mypy --pretty.
+
+Every compile-time problem is a :class:`Diagnostic` (a span, a code, a message,
+notes and an optional hint). Passes collect them in a :class:`DiagnosticBag`;
+only the command line turns them into text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .source import Source, Span
+
+#: Codes and one-line meanings, listed in the language reference.
+CODES = {
+    "E000": "the file cannot be read",
+    "E001": "the file is not program text",
+    "E100": "syntax error",
+    "E101": "program nested too deeply",
+    "E200": "unknown name",
+    "E201": "unknown kernel",
+    "E202": "wrong number of kernel arguments",
+    "E203": "a read-only matrix in a written position",
+    "E204": "the same tile passed twice where one is written",
+    "E205": "wrong kind of expression (integer or condition expected)",
+    "E206": "loop bound is not affine in the loop variables",
+    "E207": "a name declared twice or shadowing another",
+    "E208": "tile index provably out of range",
+    "E209": "invalid declaration",
+    "E210": "a kernel that writes nothing",
+    "W300": "declared but never used",
+}
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem found in a program: ``span`` is None for whole-file problems."""
+
+    span: Span | None
+    code: str
+    message: str
+    notes: tuple[str, ...] = ()
+    hint: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        return self.code.startswith("E")
+
+
+@dataclass
+class DiagnosticBag:
+    """Collects diagnostics in the order the passes find them."""
+
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def error(self, span, code, message, *notes, hint=None):
+        self.items.append(Diagnostic(span, code, message, tuple(notes), hint))
+
+    def warning(self, span, code, message, *notes, hint=None):
+        self.items.append(Diagnostic(span, code, message, tuple(notes), hint))
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.is_error for d in self.items)
+
+
+def render(diagnostic: Diagnostic, source: Source | None) -> str:
+    """Format one diagnostic: ``file:line:col: error[E200]: ...``, the line, a caret."""
+    severity = "error" if diagnostic.is_error else "warning"
+    span = diagnostic.span
+    if span is None:
+        head = f"{severity}[{diagnostic.code}]: {diagnostic.message}"
+        return "\n".join([head, *(f"  = note: {n}" for n in diagnostic.notes)])
+    lines = [f"{span.path}:{span.line}:{span.column}: {severity}[{diagnostic.code}]: {diagnostic.message}"]
+    if source is not None:
+        lines += _excerpt(source, span)
+    lines += [f"  = note: {note}" for note in diagnostic.notes]
+    if diagnostic.hint:
+        lines.append(f"  = hint: {diagnostic.hint}")
+    return "\n".join(lines)
+
+
+def _excerpt(source: Source, span: Span, width: int = 160) -> list[str]:
+    """The source line under a span with a caret run, clipped around long lines."""
+    text = source.line_text(span.line).expandtabs(1)
+    start = max(0, span.column - 1 - width // 2) if len(text) > width else 0
+    shown = text[start:start + width]
+    end_column = span.end_column if span.end_line == span.line else len(text) + 1
+    carets = max(1, min(end_column, start + width + 1) - span.column)
+    gutter = f"{span.line:>5}"
+    pad = " " * len(gutter)
+    prefix = "…" if start else ""
+    return [f"{pad} |", f"{gutter} | {prefix}{shown}",
+            f"{pad} | {' ' * (len(prefix) + span.column - 1 - start)}{'^' * carets}"]

@@ -1,0 +1,264 @@
+"""Text to typed AST: Lark's LALR parser, then a bottom-up, non-recursive build.
+
+The build walks Lark's tree with ``iter_subtrees`` (iterative), so a pathological
+input (20,000 nested parentheses, a 1 MB line of ``a+a+...``) cannot exhaust the
+Python stack; nesting beyond :data:`MAX_DEPTH` is reported as a diagnostic.
+"""
+from __future__ import annotations
+
+import ast as _pyast
+from functools import lru_cache
+from importlib import resources
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from . import nodes as n
+from .diagnostics import Diagnostic
+from .source import Source, SourceError, Span
+
+#: Deepest nesting of brackets or expressions a program may have.
+MAX_DEPTH = 100
+
+
+@lru_cache(maxsize=1)
+def _lark() -> Lark:
+    grammar = resources.files("tiledsl.grammars").joinpath("tile.lark").read_text()
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def parse(source: Source, prelude: bool = False) -> n.File:
+    """Parse ``source`` into a :class:`nodes.File`, or raise :class:`SourceError`."""
+    _check_bracket_depth(source)
+    try:
+        tree = _lark().parse(source.text)
+    except UnexpectedInput as error:
+        raise SourceError(_syntax_diagnostic(source, error)) from None
+    return _Builder(source.path, prelude).build(tree)
+
+
+def _check_bracket_depth(source: Source) -> None:
+    """Refuse absurd bracket nesting before the parser sees it (it would be slow)."""
+    depth = 0
+    in_comment = False
+    for offset, char in enumerate(source.text):
+        if in_comment:
+            in_comment = char != "\n"
+        elif char == "#":
+            in_comment = True
+        elif char in "([{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SourceError(Diagnostic(source.span_at(offset), "E101",
+                                             f"brackets nested more than {MAX_DEPTH} deep"))
+        elif char in ")]}":
+            depth -= 1
+
+
+# ---------------------------------------------------------------- syntax errors
+_TOKEN_WORDS = {"NAME": "a name", "INT": "an integer", "STRING": "a string",
+                "MODE": "'in', 'out' or 'inout'", "CMP_OP": "a comparison",
+                "MUL_OP": "'*', '//' or '%'", "$END": "end of file"}
+
+
+def _describe(terminal: str) -> str:
+    if terminal in _TOKEN_WORDS:
+        return _TOKEN_WORDS[terminal]
+    try:
+        pattern = _lark().get_terminal(terminal).pattern
+    except KeyError:
+        return terminal
+    return f"'{pattern.value}'" if pattern.type == "str" else terminal.lower()
+
+
+def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
+    line, column = max(error.line, 1), max(error.column, 1)
+    if isinstance(error, UnexpectedCharacters):
+        char = source.text[error.pos_in_stream] if error.pos_in_stream < len(source.text) else ""
+        hint = "use '//' for integer division" if char == "/" else None
+        return Diagnostic(Span.point(source.path, line, column), "E100",
+                          f"unexpected character {char!r}", hint=hint)
+    expected = sorted({_describe(t) for t in getattr(error, "expected", ())} - {""})
+    if isinstance(error, UnexpectedEOF) or (isinstance(error, UnexpectedToken) and error.token.type == "$END"):
+        where = Span.point(source.path, *_end_position(source))
+        found = "end of file"
+    else:
+        token = error.token
+        where = Span(source.path, line, column, token.end_line or line,
+                     token.end_column or column + max(1, len(token)))
+        found = f"'{token}'" if len(token) <= 40 else f"'{token[:40]}…'"
+    notes = (f"expected {_join(expected)}",) if expected else ()
+    return Diagnostic(where, "E100", f"unexpected {found}", notes)
+
+
+def _end_position(source: Source) -> tuple[int, int]:
+    lines = source.text.split("\n")
+    return len(lines), len(lines[-1]) + 1
+
+
+def _join(words: list[str]) -> str:
+    words = words[:12]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+# ---------------------------------------------------------------- tree -> AST
+class _Builder:
+    """Builds AST nodes bottom-up; one method per grammar rule or alias."""
+
+    def __init__(self, path: str, prelude: bool):
+        self.path = path
+        self.prelude = prelude
+
+    def build(self, tree: Tree) -> n.File:
+        built: dict[int, object] = {}
+        depth: dict[int, int] = {}
+        for subtree in tree.iter_subtrees():
+            children = [self._child(c, built) for c in subtree.children]
+            level = 1 + max((depth.get(id(c), 0) for c in subtree.children), default=0)
+            depth[id(subtree)] = level
+            span = self._span(subtree)
+            if level > 3 * MAX_DEPTH:
+                raise SourceError(Diagnostic(span, "E101",
+                                             f"expression nested more than {MAX_DEPTH} deep",
+                                             hint="split it with 'let' bindings"))
+            built[id(subtree)] = getattr(self, subtree.data)(children, span)
+        return built[id(tree)]
+
+    def _child(self, child, built):
+        if isinstance(child, Tree):
+            return built[id(child)]
+        if isinstance(child, Token) and child.type in ("NAME", "MODE"):
+            return n.Ident(str(child), self._token_span(child))
+        return child
+
+    def _span(self, tree: Tree) -> Span:
+        meta = tree.meta
+        if getattr(meta, "empty", True):
+            return Span.point(self.path, 1, 1)
+        return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _token_span(self, token: Token) -> Span:
+        return Span(self.path, token.line, token.column, token.end_line, token.end_column)
+
+    # -- file level
+    def start(self, items, span):
+        pick = lambda kind: tuple(i for i in items if isinstance(i, kind))
+        return n.File(self.path, pick(n.Use), pick(n.KernelDecl), pick(n.Program))
+
+    def use_decl(self, c, span):
+        return n.Use(_string(c[0]), span)
+
+    def kernel_decl(self, c, span):
+        return n.KernelDecl(c[0], tuple(p for p in c[1:] if p is not None), span, self.prelude)
+
+    def kparam(self, c, span):
+        return n.KernelParam(c[0].text, c[1], span)
+
+    def program(self, c, span):
+        name, rest = c[0], c[1:]
+        pick = lambda kind: tuple(i for i in rest if isinstance(i, kind))
+        tilings = pick(n.TilingDecl)
+        body = tuple(i for i in rest if isinstance(i, (n.For, n.If, n.Let, n.Call, n.Release)))
+        return n.Program(name, tilings[0] if tilings else None, pick(n.ParamDecl),
+                         pick(n.MatrixDecl), pick(n.WorkspaceDecl), pick(n.CheckDecl), body, span)
+
+    # -- declarations
+    def tiling_decl(self, c, span):
+        return n.TilingDecl(c[0], tuple(s for s in c[1:] if s is not None), span)
+
+    def setting(self, c, span):
+        return n.Setting(c[0], c[1], span)
+
+    def param_decl(self, c, span):
+        return n.ParamDecl(c[0], c[1], span)
+
+    def matrix_decl(self, c, span):
+        mode = c[0].text if c[0] is not None else "inout"
+        return n.MatrixDecl(mode, c[1], c[2], c[3], c[4], span)
+
+    def init_random(self, c, span):
+        return n.Init("random", c[0], None, span)
+
+    def init_load(self, c, span):
+        return n.Init("load", None, _string(c[0]), span)
+
+    def init_named(self, c, span):
+        return n.Init("named", c[0], None, span)
+
+    def workspace_decl(self, c, span):
+        return n.WorkspaceDecl(c[0], c[1], c[2], span)
+
+    def check_decl(self, c, span):
+        return n.CheckDecl(c[0], tuple(c[1:]), span)
+
+    # -- statements
+    def for_stmt(self, c, span):
+        return n.For(c[0], c[1], c[2], c[3], span)
+
+    def if_stmt(self, c, span):
+        orelse = c[2] if isinstance(c[2], tuple) else (() if c[2] is None else (c[2],))
+        return n.If(c[0], c[1], orelse, span)
+
+    def block(self, c, span):
+        return tuple(c)
+
+    def let_stmt(self, c, span):
+        return n.Let(c[0], c[1], span)
+
+    def call_stmt(self, c, span):
+        args = tuple(a for a in c[1:-1] if a is not None)
+        return n.Call(c[0], args, c[-1], span)
+
+    def priority(self, c, span):
+        return c[0]
+
+    def release_stmt(self, c, span):
+        return n.Release(c[0], span)
+
+    def tile_ref(self, c, span):
+        rows, cols = c[3] if c[3] is not None else (None, None)
+        return n.TileRef(c[0], c[1], c[2], rows, cols, span)
+
+    def subrange(self, c, span):
+        return c[0], c[1]
+
+    def slice(self, c, span):
+        return n.Slice(c[0], c[2], span)
+
+    # -- expressions
+    def or_op(self, c, span):
+        return n.Binary("or", c[0], c[1], span)
+
+    def and_op(self, c, span):
+        return n.Binary("and", c[0], c[1], span)
+
+    def not_op(self, c, span):
+        return n.Unary("not", c[0], span)
+
+    def compare_op(self, c, span):
+        return n.Binary(str(c[1]), c[0], c[2], span)
+
+    def binary_op(self, c, span):
+        return n.Binary(str(c[1]), c[0], c[2], span)
+
+    def neg_op(self, c, span):
+        return n.Unary("-", c[1], span)
+
+    def int_lit(self, c, span):
+        return n.IntLit(int(c[0]), span)
+
+    def name_ref(self, c, span):
+        return n.Name(c[0], span)
+
+    def attr_ref(self, c, span):
+        return n.Attr(c[0], c[1], span)
+
+    def method_ref(self, c, span):
+        return n.Method(c[0], c[1], c[2], span)
+
+    def func_ref(self, c, span):
+        return n.Func(c[0], tuple(c[1:]), span)
+
+
+def _string(token: Token) -> str:
+    return _pyast.literal_eval(str(token))

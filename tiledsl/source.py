@@ -1,0 +1,90 @@
+"""Source text and spans: where a piece of a ``.tile`` program came from.
+
+Reading a file is the first place a user mistake can surface (missing path, a
+directory, bytes that are not UTF-8, NUL characters), so :func:`read_source`
+turns each of those into a :class:`~tiledsl.diagnostics.Diagnostic` instead of
+an exception.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of a source file: 1-based line and column of its start and end."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    @classmethod
+    def point(cls, path: str, line: int, column: int) -> "Span":
+        return cls(path, line, column, line, column + 1)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The decoded text of one ``.tile`` file, with newlines normalised to ``\\n``."""
+
+    path: str
+    text: str
+
+    def line_text(self, line: int) -> str:
+        lines = self.text.split("\n")
+        return lines[line - 1] if 1 <= line <= len(lines) else ""
+
+    def span_at(self, offset: int) -> Span:
+        """The one-character span at character ``offset``."""
+        line = self.text.count("\n", 0, offset) + 1
+        column = offset - (self.text.rfind("\n", 0, offset) + 1) + 1
+        return Span.point(self.path, line, column)
+
+
+class SourceError(Exception):
+    """A file that cannot be read as a ``.tile`` program; carries its diagnostic."""
+
+    def __init__(self, diagnostic):
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+
+
+def decode(path: str, data: bytes) -> Source:
+    """Decode ``data`` as UTF-8 program text, or raise :class:`SourceError`."""
+    from .diagnostics import Diagnostic
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        raise SourceError(Diagnostic(
+            Span.point(path, line, column), "E001",
+            f"file is not UTF-8 text (byte 0x{data[error.start]:02x} cannot be decoded)",
+            hint="save the program as UTF-8")) from None
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    source = Source(path, text)
+    nul = text.find("\0")
+    if nul >= 0:
+        raise SourceError(Diagnostic(source.span_at(nul), "E001",
+                                     "NUL character in program text; is this a binary file?"))
+    return source
+
+
+def read_source(path: str | Path) -> Source:
+    """Read and decode a ``.tile`` file, or raise :class:`SourceError`."""
+    from .diagnostics import Diagnostic
+
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except IsADirectoryError:
+        raise SourceError(Diagnostic(None, "E000", f"{name}: is a directory, not a .tile file")) from None
+    except FileNotFoundError:
+        raise SourceError(Diagnostic(None, "E000", f"{name}: no such file")) from None
+    except OSError as error:
+        raise SourceError(Diagnostic(None, "E000", f"{name}: cannot read ({error.strerror})")) from None
+    return decode(name, data)
