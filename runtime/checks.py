@@ -99,6 +99,7 @@ class Reflector:
 
 
 def _lapack_ok(name: str, info: int) -> None:
+    """Turn a nonzero LAPACK ``info`` into an exception."""
     if info != 0:
         raise RuntimeError(f"{name} failed with info={info}")
 

@@ -26,6 +26,7 @@ HOST = 0
 
 
 def _check_grid(pr: int, pc: int, gpus: int) -> None:
+    """Reject an empty grid or a negative GPU count."""
     if pr < 1 or pc < 1:
         raise ValueError(f"process grid must be at least 1x1, got {pr}x{pc}")
     if gpus < 0:

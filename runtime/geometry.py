@@ -21,6 +21,7 @@ def _cuts(total: int, step: int) -> tuple[int, ...]:
 
 
 def _require(ok: bool, message: str) -> None:
+    """Raise ValueError(message) unless ``ok``."""
     if not ok:
         raise ValueError(message)
 

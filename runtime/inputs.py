@@ -86,6 +86,7 @@ def _add_to_diagonal(out: np.ndarray, r0: int, c0: int, value: float) -> None:
 
 def _check_block(kind: str, n_rows: int, n_cols: int,
                  r0: int, r1: int, c0: int, c1: int) -> None:
+    """Reject an unknown kind, a block outside the matrix, or a non-square spd."""
     if kind not in KINDS:
         raise ValueError(f"unknown matrix kind {kind!r}; expected one of {', '.join(KINDS)}")
     if not (0 <= r0 <= r1 <= n_rows and 0 <= c0 <= c1 <= n_cols):

@@ -22,6 +22,7 @@ from . import blas
 from .errors import KernelError
 
 _DOUBLE = np.dtype(np.float64).itemsize
+_SAFE_MINIMUM = np.finfo(np.float64).tiny  # LAPACK's dlamch('S'): 1/x does not overflow
 
 # getrf_nopiv switches from recursion to column-by-column elimination below this many
 # columns: the recursion turns the work into dtrsm/dgemm, the base case keeps the
@@ -192,7 +193,10 @@ def _lu_unblocked(A: np.ndarray, offset: int) -> None:
         row = ctypes.c_void_p(diagonal + _DOUBLE * lda)        # A[j, j+1:]
         trailing = ctypes.c_void_p(diagonal + _DOUBLE * (lda + 1))  # A[j+1:, j+1:]
         below, right = m - j - 1, n - j - 1
-        blas.dscal(below, 1.0 / pivot, column, 1)
+        if abs(pivot) >= _SAFE_MINIMUM:
+            blas.dscal(below, 1.0 / pivot, column, 1)
+        else:  # 1/pivot would overflow; divide instead, as LAPACK's dgetf2 does
+            A[j + 1:, j] /= pivot
         blas.dger(below, right, -1.0, column, 1, row, lda, trailing, lda)
 
 

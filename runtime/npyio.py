@@ -67,7 +67,8 @@ def create_output(path: str | os.PathLike, shape: tuple[int, int]) -> np.memmap:
         return np.lib.format.open_memmap(path, mode="w+", dtype=np.float64,
                                          shape=tuple(shape), fortran_order=True)
     except OSError as exc:
-        raise OutputFileError(f"cannot create output file {path!r}: {exc.strerror or exc}") from None
+        reason = exc.strerror or exc
+        raise OutputFileError(f"cannot create output file {path!r}: {reason}") from None
 
 
 def read_block(source: np.ndarray, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:

@@ -40,11 +40,10 @@ class MatrixDecl:
 
 @dataclass(frozen=True)
 class WorkspaceDecl:
-    """A workspace with the tile grid of ``like`` and tiles ``rows`` high."""
+    """A workspace with the tile grid of matrix ``like`` (its tile height is in ``shapes``)."""
 
     name: str
     like: str
-    rows: str
     line: int
 
 

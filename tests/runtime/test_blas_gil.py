@@ -24,23 +24,37 @@ def tiles(seed: int):
     return [np.asfortranarray(rng.standard_normal((TILE, TILE))) for _ in range(3)]
 
 
-def run_gemms(a, b, c) -> None:
-    for _ in range(CALLS):
-        gemm(a, b, c)
+def numpy_gemm(a, b, c) -> None:
+    """The control: numpy's matmul is known to release the GIL."""
+    np.matmul(a, b.T, out=c)
 
 
-def elapsed(work) -> float:
-    start = time.perf_counter()
-    work()
-    return time.perf_counter() - start
+def two_thread_speedup(kernel, first, second) -> tuple[float, float, float]:
+    """(speedup, sequential s, parallel s) of ``kernel`` run CALLS times on two tile sets.
 
+    Best of interleaved rounds: on a shared machine one noisy round must not decide.
+    """
+    def repeat(args):
+        for _ in range(CALLS):
+            kernel(*args)
 
-def in_two_threads(first, second) -> None:
-    threads = [threading.Thread(target=run_gemms, args=args) for args in (first, second)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    def elapsed(work) -> float:
+        start = time.perf_counter()
+        work()
+        return time.perf_counter() - start
+
+    def in_two_threads():
+        threads = [threading.Thread(target=repeat, args=(args,)) for args in (first, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    repeat(first)  # warm up: page in the tiles, start BLAS
+    rounds = [(elapsed(lambda: (repeat(first), repeat(second))), elapsed(in_two_threads))
+              for _ in range(5)]
+    sequential, parallel = max(rounds, key=lambda r: r[0] / r[1])
+    return sequential / parallel, sequential, parallel
 
 
 @pytest.mark.timeout(120)
@@ -48,11 +62,10 @@ def in_two_threads(first, second) -> None:
 def test_two_threads_run_gemm_in_parallel():
     first, second = tiles(1), tiles(2)
     with threadpool_limits(1):  # BLAS single-threaded, so only our threads add cores
-        run_gemms(*first)  # warm up: page in the tiles, start BLAS
-        # Best of three rounds, so that one noisy round on a shared machine does not fail.
-        sequential = min(elapsed(lambda: (run_gemms(*first), run_gemms(*second)))
-                         for _ in range(3))
-        parallel = min(elapsed(lambda: in_two_threads(first, second)) for _ in range(3))
-    speedup = sequential / parallel
-    assert speedup > 1.4, f"2 threads: {speedup:.2f}x (sequential {sequential:.3f}s, " \
-                          f"parallel {parallel:.3f}s); is the GIL released?"
+        control, _, _ = two_thread_speedup(numpy_gemm, first, second)
+        if control < 1.5:
+            pytest.skip(f"the machine is busy: even numpy's matmul gets only {control:.2f}x")
+        speedup, sequential, parallel = two_thread_speedup(gemm, first, second)
+    assert speedup > 1.4, (f"2 threads: {speedup:.2f}x (sequential {sequential:.3f}s, "
+                           f"parallel {parallel:.3f}s, numpy control {control:.2f}x); "
+                           "is the GIL released?")

@@ -55,7 +55,8 @@ def test_hybrid_with_one_slice_is_uniform_in_columns():
 
 
 @pytest.mark.parametrize("n", [1, 63, 64, 65, 200, 1000])
-@pytest.mark.parametrize("B,b,s", [(64, 16, 1), (64, 16, 4), (64, 21, 4), (64, 63, 2), (90, 40, 3)])
+@pytest.mark.parametrize("B,b,s", [
+    (64, 16, 1), (64, 16, 4), (64, 21, 4), (64, 63, 2), (90, 40, 3)])
 def test_hybrid_slices_partition_every_block(n, B, b, s):
     geo = Geometry.hybrid(n, n, B, b, s)
     assert geo.nt == s * math.ceil(n / B)

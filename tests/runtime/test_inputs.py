@@ -19,7 +19,8 @@ def assemble(kind, geo, seed=7, matrix_index=0):
 
 
 def same_bits(x, y):
-    return x.shape == y.shape and np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes()
+    """Equal shapes and identical bits (stricter than ==, which ignores the sign of 0)."""
+    return x.shape == y.shape and np.array_equal(x.view(np.uint64), y.view(np.uint64))
 
 
 @pytest.mark.parametrize("kind", KINDS)

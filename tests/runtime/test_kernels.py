@@ -89,17 +89,19 @@ def test_cpu_kernels_registry_names():
 
 
 @pytest.mark.parametrize("bad", [
-    np.ones((4, 4)),                                     # C order
+    np.ones((4, 4)),                                      # C order
     np.asfortranarray(np.ones((4, 4), dtype=np.float32)),
-    np.asfortranarray(np.ones((8, 4)))[::2],            # row stride 16
-    np.asfortranarray(np.ones((4, 6)))[:, ::-1],        # negative column stride
-    np.ones(4),                                          # 1-D
+    np.asfortranarray(np.ones((8, 4)))[::2],             # row stride 16
+    np.asfortranarray(np.ones((4, 8)))[:, ::-2],         # negative column stride
+    np.ones((4, 1))[::-1],                                # negative row stride
+    np.ones(4),                                           # 1-D
 ])
 def test_non_fortran_tiles_are_rejected(bad):
     good = np.asfortranarray(np.ones((4, 4)))
-    with pytest.raises(ValueError):
+    reason = "column-major|2-D float64"
+    with pytest.raises(ValueError, match=reason):
         gemm(bad, good, good.copy(order="F"))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=reason):
         gemm(good, good, bad)
 
 
@@ -111,7 +113,9 @@ def test_read_only_output_is_rejected():
 
 
 def test_mismatched_shapes_are_rejected():
-    f = lambda m, n: np.zeros((m, n), order="F")  # noqa: E731
+    def f(m, n):
+        return np.zeros((m, n), order="F")
+
     with pytest.raises(ValueError):
         gemm(f(4, 3), f(5, 2), f(4, 5))
     with pytest.raises(ValueError):
@@ -235,6 +239,13 @@ def test_getrf_nopiv_zero_pivot_names_the_position(rng, position):
     a[position, :] = a[:, position] = 0.0
     with pytest.raises(KernelError, match=rf"U\[{position}, {position}\] is exactly 0"):
         getrf_nopiv(np.asfortranarray(a))
+
+
+def test_getrf_nopiv_subnormal_pivot_does_not_overflow():
+    """1/pivot overflows for a subnormal pivot, so that column is divided instead."""
+    a = np.asfortranarray([[1e-310, 1.0], [1e-310, 1.0 + 2.0**-20]])
+    getrf_nopiv(a)
+    np.testing.assert_array_equal(a, [[1e-310, 1.0], [1.0, 2.0**-20]])
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

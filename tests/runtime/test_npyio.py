@@ -7,7 +7,7 @@ from tiledsl.runtime.npyio import (
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, ">f8"])
 def test_input_read_per_tile(tmp_path, order, dtype):
     data = np.asarray(np.arange(35.0).reshape(5, 7), dtype=dtype, order=order)
     path = tmp_path / "a.npy"

@@ -1,0 +1,234 @@
+"""The threaded engine of one rank: task generation, CPU workers, the window, failures.
+
+Threads only run kernels and move data; every scheduling decision is the
+:class:`~tiledsl.runtime.scheduler.Scheduler`'s, taken under one lock. The
+calling thread is the task-generation thread: it runs the driver's loop nest and
+blocks while the window is full (back-pressure, released at three quarters).
+A kernel exception stops every thread promptly and is re-raised as a
+:class:`TaskFailure` naming the kernel, its tiles and the ``.tile`` line; a
+watchdog reports a window where no task completed for ``watchdog`` seconds.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .matrix import TileIndexError, region_view
+from .scheduler import Scheduler, Task
+
+
+class TaskFailure(Exception):
+    """A task (or the program's loop nest) failed on this rank."""
+
+    def __init__(self, message: str, rank: int, line: int | None = None):
+        super().__init__(message)
+        self.rank = rank
+        self.line = line
+
+
+class _Abort(Exception):
+    """Raised inside the generation thread to unwind the loop nest after a failure."""
+
+
+@dataclass
+class Stats:
+    """What one rank did: tasks per worker, busy seconds, the window's high-water mark."""
+
+    tasks: int = 0
+    per_worker: list = field(default_factory=list)
+    busy: list = field(default_factory=list)
+    peak_window: int = 0
+
+
+class Engine:
+    """Runs a driver's ``generate`` on this rank with ``workers`` CPU threads."""
+
+    def __init__(self, program, kernels: dict, workers: int, window: int = 4096,
+                 rank: int = 0, watchdog: float | None = None):
+        self.program = program
+        self.kernels = {id(call): kernels[call.kernel] for call in program.calls}
+        self.workers = workers
+        self.rank = rank
+        self.watchdog = watchdog
+        self.scheduler = Scheduler(window)
+        self.low_water = max(1, window * 3 // 4)
+        self.lock = threading.Lock()
+        self.work = threading.Condition(self.lock)
+        self.space = threading.Condition(self.lock)
+        self.failure: TaskFailure | None = None
+        self.stopping = False
+        self.last_progress = time.monotonic()
+        self.stats = Stats(per_worker=[0] * workers, busy=[0.0] * workers)
+        self.matrices: dict = {}
+
+    # ---------------------------------------------------------------- driver surface
+    def matrix(self, name: str):
+        return self.matrices[name]
+
+    def submit(self, call, tiles, regions, priority) -> None:
+        """APPEND one task (called by the generated driver)."""
+        if self.failure is not None:
+            raise _Abort()
+        task = Task(call, tiles, self._views(call, tiles, regions), priority, 0, self.kernels[id(call)])
+        with self.lock:
+            scheduler = self.scheduler
+            if scheduler.window_full():
+                while scheduler.in_flight > self.low_water and self.failure is None:
+                    self.space.wait()
+                if self.failure is not None:
+                    raise _Abort()
+            if scheduler.submit(task):
+                self.work.notify()
+            if scheduler.in_flight > self.stats.peak_window:
+                self.stats.peak_window = scheduler.in_flight
+
+    def release(self, tile) -> None:
+        """Release_Tile: on one rank every tile is home, so there is no copy to free."""
+
+    def _views(self, call, tiles, regions):
+        if len(set(tiles)) < len(tiles):
+            _check_distinct_writes(call, tiles)
+        if regions is None:
+            return None
+        try:
+            return tuple(None if r is None else region_view(t, r) for t, r in zip(tiles, regions))
+        except TileIndexError as error:
+            error.line = call.line
+            raise
+
+    # ---------------------------------------------------------------- running
+    def run(self, generate, params) -> float:
+        """Run the loop nest to completion; returns the wall seconds it took."""
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(1e-4)  # a worker back from BLAS must not wait 5 ms for the GIL
+        threads = [threading.Thread(target=self._worker, args=(w,), name=f"cpu-{w}", daemon=True)
+                   for w in range(self.workers)]
+        start = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        try:
+            self._generate(generate, params)
+            self._wait_until_idle()
+        finally:
+            with self.lock:
+                self.stopping = True
+                self.work.notify_all()
+            for thread in threads:
+                thread.join()
+            sys.setswitchinterval(switch)
+        if self.failure is not None:
+            raise self.failure
+        return time.perf_counter() - start
+
+    def _generate(self, generate, params) -> None:
+        try:
+            generate(self, params)
+        except _Abort:
+            pass
+        except TileIndexError as error:
+            self._fail(TaskFailure(f"{error}", self.rank, error.line or _driver_line(error)))
+        except Exception as error:  # a bug in the program's arithmetic, e.g. division by zero
+            self._fail(TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}",
+                                   self.rank, _driver_line(error)))
+
+    def _wait_until_idle(self) -> None:
+        with self.lock:
+            while not self.scheduler.idle and self.failure is None:
+                self.space.wait(timeout=1.0)
+                self._check_watchdog()
+
+    def _check_watchdog(self) -> None:
+        if self.watchdog is None or self.scheduler.idle:
+            return
+        stalled = time.monotonic() - self.last_progress
+        if stalled > self.watchdog:
+            self.failure = TaskFailure(f"watchdog: no task completed for {stalled:.0f} s; "
+                                       f"{self.scheduler.describe()}", self.rank)
+            self._wake_all()
+
+    def _worker(self, index: int) -> None:
+        scheduler = self.scheduler
+        busy = 0.0
+        count = 0
+        with self.lock:
+            while True:
+                task = scheduler.pop(0)
+                if task is None:
+                    if self.stopping or self.failure is not None:
+                        break
+                    self.work.wait()
+                    continue
+                self.lock.release()
+                began = time.perf_counter()
+                try:
+                    _execute(task)
+                    error = None
+                except Exception as caught:
+                    error = caught
+                busy += time.perf_counter() - began
+                count += 1
+                self.lock.acquire()
+                if error is not None:
+                    self.failure = self.failure or _task_failure(task, error, self.rank)
+                    self._wake_all()
+                    break
+                fired = scheduler.finish(task)
+                self.last_progress = time.monotonic()
+                if len(fired) > 1:
+                    self.work.notify(len(fired) - 1)  # this worker takes one itself
+                if scheduler.in_flight <= self.low_water:
+                    self.space.notify_all()
+        self.stats.per_worker[index] = count
+        self.stats.busy[index] = busy
+
+    def _fail(self, failure: TaskFailure) -> None:
+        with self.lock:
+            self.failure = self.failure or failure
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        self.work.notify_all()
+        self.space.notify_all()
+
+
+def _execute(task: Task) -> None:
+    tiles, views = task.tiles, task.regions
+    if views is None:
+        task.kernel(*[t.data for t in tiles])
+    else:
+        task.kernel(*[t.data if v is None else t.data[v] for t, v in zip(tiles, views)])
+
+
+def _task_failure(task: Task, error: Exception, rank: int) -> TaskFailure:
+    call = task.call
+    tiles = ", ".join(str(t) for t in task.tiles)
+    reason = str(error) if error.__class__.__name__ == "KernelError" else f"{type(error).__name__}: {error}"
+    return TaskFailure(f"kernel {call.kernel} failed on {tiles} ({call.text}): {reason}", rank, call.line)
+
+
+def _check_distinct_writes(call, tiles) -> None:
+    for index in call.writes:
+        if sum(t is tiles[index] for t in tiles) > 1:
+            raise TileIndexError(f"tile {tiles[index]} is passed twice to {call.kernel} and written", call.line)
+
+
+def _driver_line(error: BaseException) -> int | None:
+    """The ``.tile`` line of the driver statement that raised ``error``, from its comments."""
+    import linecache
+    import re
+
+    line = None
+    traceback = error.__traceback__
+    while traceback is not None:
+        frame = traceback.tb_frame
+        if frame.f_code.co_name == "generate":
+            filename, number = frame.f_code.co_filename, traceback.tb_lineno
+            for candidate in range(number, 0, -1):
+                found = re.search(r"# \S+\.tile:(\d+)", linecache.getline(filename, candidate))
+                if found:
+                    line = int(found.group(1))
+                    break
+        traceback = traceback.tb_next
+    return line

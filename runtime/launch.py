@@ -1,0 +1,405 @@
+"""Running a compiled program on this rank: options, inputs, the engine, the check, outputs.
+
+:func:`execute` is the one path every entry point takes (a driver run as a
+script, ``tiledsl run``, ``tiledsl.load(...).run``): it sizes and places the
+matrices, creates or loads the inputs, runs the engine, verifies the result
+with the DPLASMA-style backward error (DESIGN §5) and returns a
+:class:`RunResult`. :func:`main` is the command line of a generated driver.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import checks, inputs, npyio
+from .distribution import BlockCyclic, Hybrid
+from .engine import Engine, TaskFailure
+from .geometry import Geometry
+from .matrix import TiledMatrix
+
+FLOPS = {"cholesky": lambda n: n ** 3 / 3, "qr": lambda n: 4 * n ** 3 / 3, "lu": lambda n: 2 * n ** 3 / 3}
+TILE_SETTINGS = ("nb", "B", "b", "s")
+
+
+class UsageError(Exception):
+    """A bad option or size: reported in one line, exit status 2."""
+
+
+class Params:
+    """The program's integer parameters: ``n``, the tile sizes and its own ``param`` names."""
+
+    def __init__(self, values: dict):
+        self.__dict__.update(values)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Options:
+    """How to run: sizes, tile settings, workers and files (the command line's content)."""
+
+    n: int
+    tiles: dict = field(default_factory=dict)  # nb or B, b, s given explicitly
+    sets: dict = field(default_factory=dict)  # --set NAME=VALUE for the program's params
+    workers: int | None = None
+    window: int = 4096
+    seed: int = 42
+    inputs: dict = field(default_factory=dict)  # matrix name -> .npy path
+    outputs: dict = field(default_factory=dict)
+    check: bool = False
+    watchdog: float | None = None
+
+
+@dataclass
+class RunResult:
+    """What a run produced on this rank."""
+
+    program: str
+    params: dict
+    seconds: float
+    workers: int
+    tasks: int
+    residual: float | None = None
+    residuals: dict = field(default_factory=dict)
+    matrices: dict = field(default_factory=dict)
+    stats: object = None
+
+    @property
+    def passed(self) -> bool:
+        return self.residual is None or self.residual < checks.THRESHOLD
+
+
+# ---------------------------------------------------------------- the run
+def execute(driver, options: Options, arrays: dict | None = None) -> RunResult:
+    """Run the driver module (or namespace) ``driver`` with ``options`` on one rank."""
+    program = driver.PROGRAM
+    params = _params(driver, options)
+    matrices = _matrices(driver, params)
+    _fill_inputs(program, matrices, params, options, arrays or {})
+    workers = options.workers or max(1, os.cpu_count() or 1)
+    engine = Engine(program, _kernels(program, driver), workers, options.window, watchdog=options.watchdog)
+    engine.matrices = matrices
+    recorder = _ReflectorLog(engine) if program.check and program.check.kind == "qr" else None
+    with _single_threaded_blas():
+        seconds = engine.run(driver.generate if recorder is None else recorder.generate(driver.generate), params)
+    result = RunResult(program.name, params.as_dict(), seconds, workers, engine.scheduler.completed,
+                       matrices=matrices, stats=engine.stats)
+    if options.check and program.check is not None:
+        _verify(program, matrices, params, options, arrays or {}, recorder, result)
+    for name, path in options.outputs.items():
+        _write_output(matrices[name], path)
+    return result
+
+
+def _params(driver, options: Options) -> Params:
+    program = driver.PROGRAM
+    settings = TILE_SETTINGS if program.tiling.kind == "hybrid" else ("nb",)
+    extra = set(options.tiles) - set(settings)
+    if extra:
+        raise UsageError(f"--{sorted(extra)[0]} does not apply to {program.tiling.kind} tiling "
+                         f"(it takes {', '.join('--' + s for s in settings if s != 'nb' or program.tiling.kind == 'uniform')})")
+    values = {"n": options.n, "nb": None, "B": None, "b": None, "s": None}
+    values.update(program.tiling.defaults)
+    values.update(options.tiles)
+    unknown = set(options.sets) - set(program.params)
+    if unknown:
+        raise UsageError(f"--set {sorted(unknown)[0]}: {program.name} has no parameter of that name"
+                         + (f" (it has {', '.join(program.params)})" if program.params else ""))
+    values.update({name: options.sets.get(name) for name in program.params})
+    if options.n < 1:
+        raise UsageError(f"--n must be at least 1, got {options.n}")
+    return driver.resolve_params(Params(values))
+
+
+def _matrices(driver, params: Params) -> dict:
+    program = driver.PROGRAM
+    shapes, workspaces = driver.shapes(params)
+    distribution = (Hybrid(1, 1, params.s) if program.tiling.kind == "hybrid" else BlockCyclic(1, 1))
+    geometries = {}
+    try:
+        for name, (m, n) in shapes.items():
+            geometries[name] = (Geometry.hybrid(m, n, params.B, params.b, params.s)
+                                if program.tiling.kind == "hybrid" else Geometry.uniform(m, n, params.nb))
+        for name, (like, rows) in workspaces.items():
+            geometries[name] = Geometry.workspace(geometries[like], rows)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return {name: TiledMatrix(name, g, distribution, 0) for name, g in geometries.items()}
+
+
+def _fill_inputs(program, matrices, params, options: Options, arrays: dict) -> None:
+    for index, decl in enumerate(program.matrices):
+        matrix = matrices[decl.name]
+        matrix.allocate(_source(decl, index, matrix, options, arrays))
+    for decl in program.workspaces:
+        matrices[decl.name].allocate(lambda r0, r1, c0, c1: np.zeros((r1 - r0, c1 - c0), order="F"))
+
+
+def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict):
+    """``fill(r0, r1, c0, c1)`` for one matrix: an array given, a file, or a generator."""
+    shape = (matrix.m, matrix.n)
+    if decl.name in arrays:
+        array = np.asarray(arrays[decl.name], dtype=np.float64)
+        if array.shape != shape:
+            raise UsageError(f"{decl.name} has shape {array.shape}; the program needs {shape}")
+        return lambda r0, r1, c0, c1: array[r0:r1, c0:c1]
+    path = options.inputs.get(decl.name) or (decl.load if decl.init == "load" else None)
+    if path is not None:
+        try:
+            mapped = npyio.open_input(path, shape)
+        except (npyio.InputFileError, OSError) as error:
+            raise UsageError(str(error)) from None
+        return lambda r0, r1, c0, c1: npyio.read_block(mapped, r0, r1, c0, c1)
+    return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, options.seed, index, *shape, r0, r1, c0, c1)
+
+
+def _kernels(program, driver) -> dict:
+    from .kernels import CPU_KERNELS
+
+    table = dict(CPU_KERNELS)
+    if program.kernel_module:
+        module = _load_kernel_module(program, driver)
+        for call in program.calls:
+            if call.kernel not in CPU_KERNELS:
+                body = getattr(module, call.kernel, None)
+                if not callable(body):
+                    raise UsageError(f"kernel module {program.kernel_module} defines no function {call.kernel}")
+                table[call.kernel] = body
+    return table
+
+
+def _load_kernel_module(program, driver):
+    bases = [Path(program.source).parent, Path(getattr(driver, "__file__", ".")).parent, Path.cwd()]
+    for base in bases:
+        path = base / program.kernel_module
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location(f"tiledsl_kernels_{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise UsageError(f"kernel module {program.kernel_module} not found next to {program.source}")
+
+
+class _single_threaded_blas:
+    """Every BLAS in the process (numpy's and scipy's OpenBLAS) on one thread for the run."""
+
+    def __enter__(self):
+        from threadpoolctl import threadpool_limits
+
+        self.limits = threadpool_limits(1)
+
+    def __exit__(self, *exc):
+        self.limits.restore_original_limits()
+
+
+# ---------------------------------------------------------------- checks and outputs
+class _ReflectorLog:
+    """Records the QR kernels' reflectors in program order, for the Q-based check."""
+
+    KERNELS = ("geqrt", "tpqrt")
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.entries: list = []
+
+    def generate(self, generate):
+        log, submit = self.entries, self.engine.submit
+
+        def submit_and_record(call, tiles, regions, priority):
+            if call.kernel in self.KERNELS:
+                log.append((call.kernel, tiles, regions))
+            submit(call, tiles, regions, priority)
+
+        def wrapped(rt, params):
+            rt.submit = submit_and_record
+            try:
+                generate(rt, params)
+            finally:
+                rt.submit = submit
+        return wrapped
+
+    def reflectors(self) -> list:
+        return [_reflector(kind, tiles, regions) for kind, tiles, regions in self.entries]
+
+
+def _reflector(kind: str, tiles, regions) -> checks.Reflector:
+    """The global row/column ranges of one geqrt/tpqrt call, from its tiles and regions."""
+    def rows(tile, region):
+        g = tile.matrix.geometry
+        r0, r1 = g.row_range(tile.i)
+        if region is None or region[0] is None:
+            return r0, r1
+        start = r0 + (region[0] or 0)
+        return start, r0 + (region[1] if region[1] is not None else r1 - r0)
+
+    regions = regions or (None,) * len(tiles)
+    if kind == "geqrt":
+        a, t = tiles
+        v_rows = rows(a, regions[0])
+        return checks.Reflector("geqrt", v_rows, v_rows, a.matrix.geometry.col_range(a.j), t.data.copy(order="F"))
+    r, a, t = tiles
+    cols = a.matrix.geometry.col_range(a.j)
+    top = rows(r, regions[0])[0]
+    return checks.Reflector("tpqrt", (top, top + cols[1] - cols[0]), rows(a, regions[1]), cols,
+                            t.data.copy(order="F"))
+
+
+def _verify(program, matrices, params, options, arrays, recorder, result: RunResult) -> None:
+    check = program.check
+    first = check.args[0]
+    index = next(i for i, d in enumerate(program.matrices) if d.name == first)
+    matrix = matrices[first]
+    source = _source(program.matrices[index], index, matrix, options, arrays)
+    original = np.asfortranarray(source(0, matrix.m, 0, matrix.n))
+    factored = matrix.assemble()
+    if check.kind == "cholesky":
+        result.residuals = {"cholesky": checks.cholesky_residual(original, factored)}
+    elif check.kind == "lu":
+        result.residuals = {"lu": checks.lu_residual(original, factored)}
+    else:
+        qr, orth = checks.qr_residuals(original, factored, recorder.reflectors())
+        result.residuals = {"qr": qr, "orthogonality": orth}
+    result.residual = max(result.residuals.values())
+
+
+def _write_output(matrix: TiledMatrix, path: str) -> None:
+    try:
+        target = npyio.create_output(path, (matrix.m, matrix.n))
+    except npyio.OutputFileError as error:
+        raise UsageError(str(error)) from None
+    g = matrix.geometry
+    for tile in matrix.local_tiles():
+        npyio.write_block(target, g.row_range(tile.i)[0], g.col_range(tile.j)[0], tile.data)
+    target.flush()
+
+
+# ---------------------------------------------------------------- reporting
+def gflops(program, n: int, seconds: float) -> float | None:
+    kind = program.check.kind if program.check else None
+    return FLOPS[kind](n) / seconds / 1e9 if kind in FLOPS and seconds > 0 else None
+
+
+def summary_json(program, result: RunResult) -> dict:
+    stats = result.stats
+    rank = {"rank": 0, "tasks": result.tasks, "messages_sent": 0, "messages_received": 0,
+            "bytes_sent": 0, "bytes_received": 0,
+            "peak_tile_bytes": sum(m.local_bytes() for m in result.matrices.values()),
+            "device_copies": 0, "peak_window": stats.peak_window,
+            "busy_seconds": [round(b, 6) for b in stats.busy]}
+    totals = {k: v for k, v in rank.items() if k not in ("rank", "busy_seconds", "peak_window")}
+    n = result.params["n"]
+    return {"program": result.program, "n": n,
+            "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
+            "np": 1, "grid": [1, 1], "workers": result.workers, "gpus": 0,
+            "seconds": result.seconds, "gflops": gflops(program, n, result.seconds),
+            "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
+            "tasks": result.tasks, "ranks": [rank], "totals": totals}
+
+
+def summary_text(program, result: RunResult) -> str:
+    p = result.params
+    tiles = " ".join(f"{k}={p[k]}" for k in TILE_SETTINGS if p.get(k) is not None)
+    rate = gflops(program, p["n"], result.seconds)
+    lines = [f"{program.name}: n={p['n']} {tiles}, 1 rank × {result.workers} worker(s), {result.tasks} tasks",
+             f"  time      {result.seconds:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else "")]
+    for name, value in result.residuals.items():
+        verdict = "pass" if value < checks.THRESHOLD else "FAIL"
+        lines.append(f"  {name:<9} residual {value:.3g}  ({verdict}, threshold {checks.THRESHOLD:g})")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- command line of a driver
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run options shared by drivers and ``tiledsl run`` (DESIGN §8)."""
+    parser.add_argument("--n", type=int, required=True, help="matrix order")
+    for name in TILE_SETTINGS:
+        parser.add_argument(f"--{name}", type=int, help=f"tile setting {name} (default: the program's)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="set one of the program's own parameters")
+    parser.add_argument("--workers", type=int, help="CPU worker threads (default: all cores)")
+    parser.add_argument("--window", type=int, default=4096, help="task window size (default 4096)")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    parser.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy")
+    parser.add_argument("--check", action="store_true", help="verify the result (backward error)")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    parser.add_argument("--watchdog", type=float, help="report a run where no task completes for SECONDS")
+
+
+def options_from(args: argparse.Namespace, matrix_names) -> Options:
+    """Options from parsed arguments; a :class:`UsageError` for bad NAME=VALUE pairs."""
+    tiles = {k: getattr(args, k) for k in TILE_SETTINGS if getattr(args, k) is not None}
+    sets = {k: _int(v, "--set") for k, v in _pairs(args.set, "--set").items()}
+    files = {}
+    for flag in ("input", "output"):
+        files[flag] = _pairs(getattr(args, flag), f"--{flag}")
+        for name in files[flag]:
+            if name not in matrix_names:
+                raise UsageError(f"--{flag} {name}=...: no matrix named {name} "
+                                 f"(the program has {', '.join(matrix_names)})")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if args.window < 1:
+        raise UsageError(f"--window must be at least 1, got {args.window}")
+    return Options(n=args.n, tiles=tiles, sets=sets, workers=args.workers, window=args.window,
+                   seed=args.seed, inputs=files["input"], outputs=files["output"], check=args.check,
+                   watchdog=args.watchdog)
+
+
+def _pairs(items, flag: str) -> dict:
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}")
+        pairs[name] = value
+    return pairs
+
+
+def _int(text: str, flag: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not an integer") from None
+
+
+def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.stderr) -> int:
+    """Run with parsed ``args``, print the summary; returns the exit status."""
+    program = driver.PROGRAM
+    names = [d.name for d in program.matrices] + [d.name for d in program.workspaces]
+    try:
+        result = execute(driver, options_from(args, names))
+    except UsageError as error:
+        print(f"tiledsl: error: {error}", file=err)
+        return 2
+    except TaskFailure as failure:
+        where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
+        print(f"tiledsl: error: rank {failure.rank}{where}: {failure}", file=err)
+        return 1
+    if args.json:
+        print(json.dumps(summary_json(program, result)), file=out)
+    else:
+        print(summary_text(program, result), file=out)
+    if not result.passed:
+        print(f"tiledsl: error: check failed: residual {result.residual:.3g} is not below "
+              f"{checks.THRESHOLD:g}", file=err)
+        return 1
+    return 0
+
+
+def main(program, resolve_params, shapes, generate) -> None:
+    """Entry point of a generated driver run as a script."""
+    driver = sys.modules["__main__"]
+    parser = argparse.ArgumentParser(prog=Path(sys.argv[0]).name,
+                                     description=f"Run the tile program {program.name} ({program.source}).")
+    add_run_arguments(parser)
+    sys.exit(run_and_report(driver, parser.parse_args()))

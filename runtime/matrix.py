@@ -1,0 +1,124 @@
+"""Tiled matrices on one rank: tile objects, the indirect table, geometry queries.
+
+Every rank holds a :class:`Tile` object for every tile of every matrix (its
+owner, its shape and the head of its task list); only the tiles it owns, or
+copies it received, carry data (``tile.data``, a Fortran-ordered array: the
+indirect table of the seeds). The generated driver uses :meth:`TiledMatrix.tile`,
+:meth:`TiledMatrix.rank_of` and the geometry queries.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .geometry import Geometry
+from .scheduler import TileState
+
+
+class TileIndexError(IndexError):
+    """A tile or tile row/column that does not exist, named against the ``.tile`` line."""
+
+    def __init__(self, message: str, line: int | None = None):
+        super().__init__(message)
+        self.line = line
+
+
+class Tile(TileState):
+    """One tile of a matrix, as seen from this rank."""
+
+    __slots__ = ("matrix", "i", "j", "rank", "device", "data")
+
+    def __init__(self, matrix: "TiledMatrix", i: int, j: int, rank: int, device: int):
+        super().__init__()
+        self.matrix = matrix
+        self.i, self.j = i, j
+        self.rank, self.device = rank, device
+        self.data: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.matrix.geometry.tile_shape(self.i, self.j)
+
+    def __str__(self):
+        return f"{self.matrix.name}[{self.i}, {self.j}]"
+
+    __repr__ = __str__
+
+
+class TiledMatrix:
+    """A matrix cut into tiles by ``geometry`` and placed by ``distribution``."""
+
+    def __init__(self, name: str, geometry: Geometry, distribution, rank: int):
+        self.name = name
+        self.geometry = geometry
+        self.distribution = distribution
+        self.rank = rank
+        self.mt, self.nt, self.m, self.n = geometry.mt, geometry.nt, geometry.m, geometry.n
+        self.rank_of = distribution.rank_of
+        self.tiles = [[Tile(self, i, j, *distribution.owner(name, i, j)) for j in range(self.nt)]
+                      for i in range(self.mt)]
+
+    # ---------------------------------------------------------------- driver surface
+    def tile(self, i: int, j: int, line: int | None = None) -> Tile:
+        """Tile ``(i, j)``; a :class:`TileIndexError` naming ``line`` if it does not exist."""
+        if 0 <= i < self.mt and 0 <= j < self.nt:
+            return self.tiles[i][j]
+        raise TileIndexError(f"tile {self.name}[{i}, {j}] does not exist: {self.name} has "
+                             f"{self.mt}×{self.nt} tiles", line)
+
+    def height(self, i: int) -> int:
+        self._check(i, self.mt, "row")
+        return self.geometry.height(i)
+
+    def width(self, j: int) -> int:
+        self._check(j, self.nt, "column")
+        return self.geometry.width(j)
+
+    def offset(self, j: int) -> int:
+        self._check(j, self.nt, "column")
+        return self.geometry.offset(j)
+
+    def _check(self, index: int, count: int, what: str) -> None:
+        if not 0 <= index < count:
+            raise TileIndexError(f"{self.name} has no tile {what} {index} ({count} tile {what}s)")
+
+    # ---------------------------------------------------------------- storage
+    def local_tiles(self):
+        """The tiles this rank owns, row by row."""
+        return [t for row in self.tiles for t in row if t.rank == self.rank]
+
+    def allocate(self, fill) -> None:
+        """Give every local tile data: ``fill(r0, r1, c0, c1)`` returns its block."""
+        g = self.geometry
+        for tile in self.local_tiles():
+            (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
+            block = fill(r0, r1, c0, c1)
+            tile.data = np.asfortranarray(block, dtype=np.float64)
+
+    def assemble(self) -> np.ndarray:
+        """The whole matrix from local tiles (single-rank use: checks, outputs, the API)."""
+        g = self.geometry
+        full = np.zeros((self.m, self.n), order="F")
+        for tile in self.local_tiles():
+            (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
+            full[r0:r1, c0:c1] = tile.data
+        return full
+
+    def local_bytes(self) -> int:
+        return sum(t.data.nbytes for t in self.local_tiles() if t.data is not None)
+
+
+def region_view(tile: Tile, region) -> tuple:
+    """Slices for ``region`` = (r0, r1, c0, c1) of ``tile`` (None ends mean the edge).
+
+    Raises ValueError with a readable message when the region leaves the tile.
+    """
+    height, width = tile.shape
+    r0, r1, c0, c1 = region
+    r0 = 0 if r0 is None else r0
+    r1 = height if r1 is None else r1
+    c0 = 0 if c0 is None else c0
+    c1 = width if c1 is None else c1
+    if not (0 <= r0 <= r1 <= height and 0 <= c0 <= c1 <= width):
+        raise TileIndexError(f"sub-range [{r0}:{r1}, {c0}:{c1}] is outside tile {tile} "
+                             f"({height}×{width})")
+    return slice(r0, r1), slice(c0, c1)

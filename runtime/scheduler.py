@@ -1,0 +1,133 @@
+"""The scheduling core: an event-driven state machine over one rank's task window.
+
+No threads here. The engine feeds it events (a task was submitted, a task
+finished) under one lock and acts on what it returns: tasks that became ready
+go to their device's priority queue, from which workers :meth:`pop` them.
+
+Dependencies follow the seeds' per-tile task lists (DESIGN §4). Each tile keeps
+the head of its list in compressed form: ``tile.writer`` (the last unfinished
+writer) and ``tile.readers`` (the unfinished readers appended after it, an ordered set). APPEND
+links a new task behind them: a reader waits for the writer (RAW); a writer
+waits for the writer (WAW) and for every reader (WAR), so all three hazards are
+honoured by serialisation. FIRE, when a task finishes, releases the successors
+it was linked to. The window is bounded: :meth:`window_full` is the generation
+thread's back-pressure signal.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+
+
+class Task:
+    """One task instance on this rank: a call site applied to tiles."""
+
+    __slots__ = ("call", "tiles", "regions", "priority", "seq", "device", "waiting",
+                 "successors", "done", "kernel")
+
+    def __init__(self, call, tiles, regions, priority, device=0, kernel=None):
+        self.call = call
+        self.tiles = tiles
+        self.regions = regions
+        self.priority = priority
+        self.device = device
+        self.kernel = kernel
+        self.seq = 0
+        self.waiting = 0
+        self.successors: list[Task] = []
+        self.done = False
+
+    def __repr__(self):
+        names = ", ".join(map(str, self.tiles))
+        return f"<Task #{self.seq} {self.call.kernel}({names}) line {self.call.line}>"
+
+
+class TileState:
+    """The head of one tile's task list (mixed into the runtime's tile objects)."""
+
+    __slots__ = ("writer", "readers")
+
+    def __init__(self):
+        self.writer: Task | None = None
+        self.readers: dict[Task, None] = {}  # insertion-ordered set
+
+
+class Scheduler:
+    """Task window state: APPEND on submit, FIRE on finish, priority ready queues."""
+
+    def __init__(self, window: int, devices: int = 1):
+        self.window = window
+        self.in_flight = 0
+        self.submitted = 0
+        self.completed = 0
+        self.ready: list[list] = [[] for _ in range(devices)]
+        self._seq = itertools.count()
+
+    # ---------------------------------------------------------------- events
+    def submit(self, task: Task) -> bool:
+        """APPEND ``task`` to its tiles' lists; True if it is ready at once (and queued)."""
+        task.seq = next(self._seq)
+        self.in_flight += 1
+        self.submitted += 1
+        call = task.call
+        predecessors = set()
+        for index, tile in enumerate(task.tiles):
+            mode = call.modes[index]
+            writer = tile.writer
+            if writer is not None and writer is not task:
+                predecessors.add(writer)
+            if mode == "in":
+                tile.readers[task] = None
+                continue
+            predecessors.update(r for r in tile.readers if r is not task)
+            tile.writer = task
+            tile.readers = {}
+        for predecessor in predecessors:
+            predecessor.successors.append(task)
+        task.waiting = len(predecessors)
+        if task.waiting == 0:
+            self._enqueue(task)
+            return True
+        return False
+
+    def finish(self, task: Task) -> list[Task]:
+        """FIRE: ``task`` completed; returns (and queues) the successors it made ready."""
+        task.done = True
+        self.in_flight -= 1
+        self.completed += 1
+        for tile in task.tiles:
+            if tile.writer is task:
+                tile.writer = None
+            else:
+                tile.readers.pop(task, None)
+        fired = []
+        for successor in task.successors:
+            successor.waiting -= 1
+            if successor.waiting == 0:
+                self._enqueue(successor)
+                fired.append(successor)
+        task.successors = []
+        return fired
+
+    # ---------------------------------------------------------------- queues
+    def _enqueue(self, task: Task) -> None:
+        heapq.heappush(self.ready[task.device], (-task.priority, task.seq, task))
+
+    def pop(self, device: int = 0) -> Task | None:
+        """The highest-priority ready task of ``device`` (oldest first on ties), or None."""
+        queue = self.ready[device]
+        return heapq.heappop(queue)[2] if queue else None
+
+    def window_full(self) -> bool:
+        return self.in_flight >= self.window
+
+    @property
+    def idle(self) -> bool:
+        """True when every submitted task has finished."""
+        return self.in_flight == 0
+
+    def describe(self, limit: int = 10) -> str:
+        """A short account of the window for stall reports."""
+        queued = sum(len(q) for q in self.ready)
+        return (f"{self.in_flight} task(s) in the window, {queued} ready, "
+                f"{self.completed} of {self.submitted} submitted done")
