@@ -105,15 +105,16 @@ def _lapack(name: str):
     return call
 
 
-dgemm = _blas("dgemm")      # (transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-dsyrk = _blas("dsyrk")      # (uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
-dtrsm = _blas("dtrsm")      # (side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb)
-dscal = _blas("dscal")      # (n, alpha, x, incx)
-dger = _blas("dger")        # (m, n, alpha, x, incx, y, incy, a, lda)
+# Argument lists in Fortran order (LAPACK's trailing info omitted).
+dgemm = _blas("dgemm")  # transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
+dsyrk = _blas("dsyrk")  # uplo, trans, n, k, alpha, a, lda, beta, c, ldc
+dtrsm = _blas("dtrsm")  # side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb
+dscal = _blas("dscal")  # n, alpha, x, incx
+dger = _blas("dger")    # m, n, alpha, x, incx, y, incy, a, lda
 
-dpotrf = _lapack("dpotrf")  # (uplo, n, a, lda)
-dgeqrt = _lapack("dgeqrt")  # (m, n, nb, a, lda, t, ldt, work[nb*n])
-dgemqrt = _lapack("dgemqrt")  # (side, trans, m, n, k, nb, v, ldv, t, ldt, c, ldc, work[n*nb])
-dtpqrt = _lapack("dtpqrt")  # (m, n, l, nb, a, lda, b, ldb, t, ldt, work[nb*n])
-dtpmqrt = _lapack("dtpmqrt")  # (side, trans, m, n, k, l, nb, v, ldv, t, ldt, a, lda, b, ldb, work[n*nb])
-
+dpotrf = _lapack("dpotrf")    # uplo, n, a, lda
+dgeqrt = _lapack("dgeqrt")    # m, n, nb, a, lda, t, ldt, work[nb*n]
+dgemqrt = _lapack("dgemqrt")  # side, trans, m, n, k, nb, v, ldv, t, ldt, c, ldc, work[n*nb]
+dtpqrt = _lapack("dtpqrt")    # m, n, l, nb, a, lda, b, ldb, t, ldt, work[nb*n]
+# side, trans, m, n, k, l, nb, v, ldv, t, ldt, a, lda, b, ldb, work[n*nb]
+dtpmqrt = _lapack("dtpmqrt")

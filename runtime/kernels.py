@@ -212,7 +212,7 @@ def trsm_l(LU: np.ndarray, B: np.ndarray) -> None:
 
 
 def trsm_u(LU: np.ndarray, B: np.ndarray) -> None:
-    """B (m×k) <- B·U⁻¹ with U the upper triangle (non-unit) of the top-left k×k block of LU."""
+    """B (m×k) <- B·U⁻¹ with U the non-unit upper triangle of the top-left k×k block of LU."""
     ldu = _ld(LU, "trsm_u: LU")
     ldb = _ld(B, "trsm_u: B", writable=True)
     m, k = B.shape
@@ -287,7 +287,7 @@ def tpqrt(R: np.ndarray, A: np.ndarray, T: np.ndarray) -> None:
 
 
 def tpmqrt(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray) -> None:
-    """[C1[:k,:]; C2] <- Qᵀ·[C1[:k,:]; C2] with Q from :func:`tpqrt`; see :func:`tpmqrt_apply`."""
+    """[C1[:k,:]; C2] <- Qᵀ·[C1[:k,:]; C2], Q from :func:`tpqrt`; see :func:`tpmqrt_apply`."""
     tpmqrt_apply(V, T, C1, C2, "T")
 
 

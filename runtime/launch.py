@@ -82,8 +82,9 @@ class RunResult:
 def execute(driver, options: Options, arrays: dict | None = None) -> RunResult:
     """Run the driver module (or namespace) ``driver`` with ``options`` on one rank."""
     program = driver.PROGRAM
-    params = _params(driver, options)
-    matrices = _matrices(driver, params)
+    params = make_params(driver, options)
+    distribution = make_distribution(program, params, (1, 1), 0)
+    matrices = make_matrices(driver, params, distribution, 0)
     _fill_inputs(program, matrices, params, options, arrays or {})
     workers = options.workers or max(1, os.cpu_count() or 1)
     engine = Engine(program, _kernels(program, driver), workers, options.window, watchdog=options.watchdog)
@@ -100,7 +101,8 @@ def execute(driver, options: Options, arrays: dict | None = None) -> RunResult:
     return result
 
 
-def _params(driver, options: Options) -> Params:
+def make_params(driver, options: Options) -> Params:
+    """The program's parameters: run options over tiling defaults, then the driver's defaults."""
     program = driver.PROGRAM
     settings = TILE_SETTINGS if program.tiling.kind == "hybrid" else ("nb",)
     extra = set(options.tiles) - set(settings)
@@ -120,10 +122,21 @@ def _params(driver, options: Options) -> Params:
     return driver.resolve_params(Params(values))
 
 
-def _matrices(driver, params: Params) -> dict:
+def make_distribution(program, params: Params, grid: tuple[int, int], gpus: int):
+    """The default placement: multi-level hybrid for hybrid tiles, else 2-D block cyclic."""
+    pr, pc = grid
+    try:
+        if program.tiling.kind == "hybrid":
+            return Hybrid(pr, pc, params.s, gpus)
+        return BlockCyclic(pr, pc, gpus)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
+    """Every matrix and workspace of the program, tiled and placed, as seen by ``rank``."""
     program = driver.PROGRAM
     shapes, workspaces = driver.shapes(params)
-    distribution = (Hybrid(1, 1, params.s) if program.tiling.kind == "hybrid" else BlockCyclic(1, 1))
     geometries = {}
     try:
         for name, (m, n) in shapes.items():
@@ -133,7 +146,7 @@ def _matrices(driver, params: Params) -> dict:
             geometries[name] = Geometry.workspace(geometries[like], rows)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    return {name: TiledMatrix(name, g, distribution, 0) for name, g in geometries.items()}
+    return {name: TiledMatrix(name, g, distribution, rank) for name, g in geometries.items()}
 
 
 def _fill_inputs(program, matrices, params, options: Options, arrays: dict) -> None:
@@ -318,13 +331,18 @@ def summary_text(program, result: RunResult) -> str:
 
 
 # ---------------------------------------------------------------- command line of a driver
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The run options shared by drivers and ``tiledsl run`` (DESIGN §8)."""
+def add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    """SIZE = --n N [--nb NB | --B B --b b --s S], and --set for the program's parameters."""
     parser.add_argument("--n", type=int, required=True, help="matrix order")
     for name in TILE_SETTINGS:
         parser.add_argument(f"--{name}", type=int, help=f"tile setting {name} (default: the program's)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="set one of the program's own parameters")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run options shared by drivers and ``tiledsl run`` (DESIGN §8)."""
+    add_size_arguments(parser)
     parser.add_argument("--workers", type=int, help="CPU worker threads (default: all cores)")
     parser.add_argument("--window", type=int, default=4096, help="task window size (default 4096)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
@@ -335,10 +353,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watchdog", type=float, help="report a run where no task completes for SECONDS")
 
 
-def options_from(args: argparse.Namespace, matrix_names) -> Options:
-    """Options from parsed arguments; a :class:`UsageError` for bad NAME=VALUE pairs."""
+def size_options(args: argparse.Namespace) -> Options:
+    """Options holding only the size, tile settings and parameters of parsed arguments."""
     tiles = {k: getattr(args, k) for k in TILE_SETTINGS if getattr(args, k) is not None}
     sets = {k: _int(v, "--set") for k, v in _pairs(args.set, "--set").items()}
+    return Options(n=args.n, tiles=tiles, sets=sets)
+
+
+def options_from(args: argparse.Namespace, matrix_names) -> Options:
+    """Options from parsed arguments; a :class:`UsageError` for bad NAME=VALUE pairs."""
+    options = size_options(args)
     files = {}
     for flag in ("input", "output"):
         files[flag] = _pairs(getattr(args, flag), f"--{flag}")
@@ -350,9 +374,10 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
-    return Options(n=args.n, tiles=tiles, sets=sets, workers=args.workers, window=args.window,
-                   seed=args.seed, inputs=files["input"], outputs=files["output"], check=args.check,
-                   watchdog=args.watchdog)
+    options.workers, options.window, options.seed = args.workers, args.window, args.seed
+    options.inputs, options.outputs = files["input"], files["output"]
+    options.check, options.watchdog = args.check, args.watchdog
+    return options
 
 
 def _pairs(items, flag: str) -> dict:

@@ -1,0 +1,144 @@
+"""The ``tiledsl`` command line (DESIGN §8): check, compile, explain, run.
+
+Exit status: 0 success, 1 a program error (diagnostics, a failed kernel, a failed
+check), 2 a usage error. User mistakes never end in a Python traceback; set
+``TILEDSL_DEBUG=1`` to see one for an internal error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from .compiler import Result, check_path, compile_path
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except KeyboardInterrupt:
+        print("tiledsl: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a bug in tiledsl, not in the user's program
+        if os.environ.get("TILEDSL_DEBUG"):
+            traceback.print_exc()
+        print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
+              f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+        return 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .runtime.launch import add_run_arguments, add_size_arguments
+
+    parser = argparse.ArgumentParser(prog="tiledsl", description="A language and compiler for tile algorithms.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = commands.add_parser("check", help="report diagnostics for .tile files")
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.set_defaults(handler=_check)
+
+    compile_ = commands.add_parser("compile", help="write the Python driver of a .tile program")
+    compile_.add_argument("file", metavar="FILE")
+    compile_.add_argument("-o", "--output", metavar="DRIVER.py", help="where to write it (default: stdout)")
+    compile_.set_defaults(handler=_compile)
+
+    explain = commands.add_parser("explain", help="show each task's owner and every rank's instances")
+    explain.add_argument("file", metavar="FILE")
+    explain.add_argument("--grid", default="1x1", metavar="PxQ", help="process grid (default 1x1)")
+    explain.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
+    explain.add_argument("--json", action="store_true", help="print the plan as JSON")
+    add_size_arguments(explain)
+    explain.set_defaults(handler=_explain)
+
+    run = commands.add_parser("run", help="run a .tile program or a driver")
+    run.add_argument("file", metavar="PROGRAM.tile|DRIVER.py")
+    add_run_arguments(run)
+    run.set_defaults(handler=_run)
+    return parser
+
+
+# ---------------------------------------------------------------- commands
+def _print_diagnostics(result: Result) -> None:
+    if result.diagnostics:
+        print(result.report(), file=sys.stderr)
+
+
+def _check(args) -> int:
+    failed = 0
+    for path in args.files:
+        result = check_path(path)
+        _print_diagnostics(result)
+        failed += not result.ok
+    count = len(args.files)
+    print(f"checked {count} file(s): " + (f"{failed} with errors" if failed else "no errors"), file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _compile(args) -> int:
+    result, text = compile_path(args.file)
+    _print_diagnostics(result)
+    if text is None:
+        return 1
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(args.output).write_text(text)
+    except OSError as error:
+        print(f"tiledsl: error: cannot write {args.output}: {error.strerror}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _load_driver(path: str):
+    """The driver module for a .tile file (compiled through the cache) or a driver file."""
+    from .driverload import cached_driver_path, import_driver
+
+    if path.endswith(".py"):
+        if not Path(path).is_file():
+            print(f"tiledsl: error: {path}: no such file", file=sys.stderr)
+            return None
+        return import_driver(path)
+    result, text = compile_path(path)
+    _print_diagnostics(result)
+    if text is None:
+        return None
+    return import_driver(cached_driver_path(result.source.text, path, lambda: text))
+
+
+def _explain(args) -> int:
+    from .explain import as_json, plan, render
+    from .runtime.distribution import parse_grid
+    from .runtime.launch import UsageError, size_options
+
+    driver = _load_driver(args.file)
+    if driver is None:
+        return 1
+    try:
+        grid = parse_grid(args.grid)
+        if args.gpus < 0:
+            raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
+        explained = plan(driver, size_options(args), grid, args.gpus)
+    except (UsageError, ValueError) as error:
+        print(f"tiledsl: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(as_json(explained)) if args.json else render(explained, Path(args.file).name))
+    return 0
+
+
+def _run(args) -> int:
+    from .runtime.launch import run_and_report
+
+    driver = _load_driver(args.file)
+    if driver is None:
+        return 1
+    return run_and_report(driver, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

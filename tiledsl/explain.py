@@ -1,0 +1,177 @@
+"""``tiledsl explain``: who owns each task and which instances every rank creates.
+
+The program's own driver is run once with a rank that takes part in every task,
+recording the global task sequence; each task's instance types on each rank
+then follow from the protocol (:mod:`tiledsl.runtime.protocol`). Tile versions
+are tracked in program order to predict the inter-node messages (a version sent
+to a rank once) and the intra-node host/GPU copies.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .runtime.launch import make_distribution, make_matrices, make_params
+from .runtime.protocol import Instance, instances
+
+
+class _Everyone:
+    """A rank number equal to every rank: the driver then submits every task."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+@dataclass
+class PlannedTask:
+    index: int
+    call: object
+    tiles: tuple
+    places: tuple  # (rank, device) per argument
+    per_rank: dict = field(default_factory=dict)  # rank -> [(Instance, arg index)]
+
+    @property
+    def owner(self):
+        return self.places[self.call.main]
+
+
+@dataclass
+class Plan:
+    """The explained program: its tasks, per-rank instances and predicted traffic."""
+
+    program: str
+    params: dict
+    grid: tuple
+    gpus: int
+    tasks: list
+    messages: dict  # (sender, receiver) -> count
+    copies: dict  # rank -> count of host/GPU copies
+
+    def totals(self) -> dict:
+        """rank -> Counter of instance types."""
+        counts = {r: Counter() for r in range(self.grid[0] * self.grid[1])}
+        for task in self.tasks:
+            for rank, found in task.per_rank.items():
+                counts[rank].update(kind for kind, _ in found)
+        return counts
+
+
+class _Recorder:
+    """A stand-in runtime that records what the driver submits."""
+
+    def __init__(self, matrices: dict, rank):
+        self.matrices = matrices
+        self.rank = rank
+        self.submitted: list = []
+
+    def matrix(self, name):
+        return self.matrices[name]
+
+    def submit(self, call, tiles, regions, priority):
+        self.submitted.append((call, tiles))
+
+    def release(self, tile):
+        pass
+
+
+def submitted_tasks(driver, options, grid, gpus, rank) -> list:
+    """(call, tile positions) of the tasks the driver submits on ``rank`` (None: every task)."""
+    params = make_params(driver, options)
+    distribution = make_distribution(driver.PROGRAM, params, grid, gpus)
+    matrices = make_matrices(driver, params, distribution, 0 if rank is None else rank)
+    recorder = _Recorder(matrices, _Everyone() if rank is None else rank)
+    driver.generate(recorder, params)
+    return [(call, tuple((t.matrix.name, t.i, t.j) for t in tiles)) for call, tiles in recorder.submitted], \
+        params, recorder
+
+
+def plan(driver, options, grid: tuple[int, int], gpus: int = 0) -> Plan:
+    """Explain the driver's program for ``options`` on a ``grid`` with ``gpus`` GPUs per rank."""
+    _, params, recorder = submitted_tasks(driver, options, grid, gpus, None)
+    ranks = range(grid[0] * grid[1])
+    tasks, versions = [], Counter()
+    sent: set = set()
+    copied: set = set()
+    messages: Counter = Counter()
+    copies: Counter = Counter()
+    for index, (call, tiles) in enumerate(recorder.submitted):
+        places = tuple((t.rank, t.device) for t in tiles)
+        task = PlannedTask(index, call, tiles, places)
+        for rank in ranks:
+            found = instances(call, places, rank)
+            if found:
+                task.per_rank[rank] = found
+        main = places[call.main]
+        for position, (tile, place) in enumerate(zip(tiles, places)):
+            key = (tile.matrix.name, tile.i, tile.j)
+            if call.modes[position] != "out" and place != main:
+                _count_move(key, versions[key], place, main, sent, copied, messages, copies)
+        for position in call.writes:
+            key = (tiles[position].matrix.name, tiles[position].i, tiles[position].j)
+            versions[key] += 1
+            if position != call.main and places[position] != main:
+                _count_move(key, versions[key], main, places[position], sent, copied, messages, copies)
+        tasks.append(task)
+    return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, tasks, dict(messages), dict(copies))
+
+
+def _count_move(key, version, source, target, sent, copied, messages, copies):
+    """One tile version moving from ``source`` to ``target`` (rank, device), counted once."""
+    if source[0] != target[0]:
+        if (key, version, target[0]) not in sent:
+            sent.add((key, version, target[0]))
+            messages[source[0], target[0]] += 1
+        return
+    if (key, version, target) not in copied:
+        copied.add((key, version, target))
+        copies[source[0]] += 1
+
+
+# ---------------------------------------------------------------- rendering
+def _place(place) -> str:
+    rank, device = place
+    return f"({rank}, {'host' if device == 0 else f'gpu{device}'})"
+
+
+def render(plan: Plan, source_name: str, limit: int = 400) -> str:
+    nranks = plan.grid[0] * plan.grid[1]
+    tiles = " ".join(f"{k}={v}" for k, v in plan.params.items() if k in ("nb", "B", "b", "s") and v is not None)
+    lines = [f"{plan.program} ({source_name}) on a {plan.grid[0]}x{plan.grid[1]} grid, "
+             f"{plan.gpus} GPU(s) per rank: n={plan.params['n']} {tiles}, {len(plan.tasks)} tasks", ""]
+    rank_heads = "  ".join(f"r{r:<7}" for r in range(nranks))
+    lines.append(f"{'task':>5} {'line':>5}  {'call':<40} {'owner':<12} {rank_heads}")
+    for task in plan.tasks[:limit]:
+        text = f"{task.call.kernel}({', '.join(str(t) for t in task.tiles)})"
+        cells = "  ".join(f"{','.join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or '-':<8}"
+                          for r in range(nranks))
+        lines.append(f"{task.index:>5} {task.call.line:>5}  {text:<40} {_place(task.owner):<12} {cells}")
+    if len(plan.tasks) > limit:
+        lines.append(f"  ... {len(plan.tasks) - limit} more tasks (use a smaller size to see them all)")
+    lines += ["", "instance types: " + ", ".join(f"{int(k)} {k.label}" for k in Instance), ""]
+    lines.append("rank " + "".join(f"{int(k):>7}" for k in Instance) + "   total")
+    totals = plan.totals()
+    grand = Counter()
+    for rank, counts in totals.items():
+        grand.update(counts)
+        lines.append(f"{rank:>4} " + "".join(f"{counts[k]:>7}" for k in Instance) + f"{sum(counts.values()):>8}")
+    lines.append("all  " + "".join(f"{grand[k]:>7}" for k in Instance) + f"{sum(grand.values()):>8}")
+    sent = sum(plan.messages.values())
+    lines += ["", f"messages between ranks (tile versions sent): {sent}",
+              f"host/GPU copies inside ranks: {sum(plan.copies.values())}"]
+    return "\n".join(lines)
+
+
+def as_json(plan: Plan) -> dict:
+    totals = plan.totals()
+    return {
+        "program": plan.program, "params": plan.params, "grid": list(plan.grid), "gpus": plan.gpus,
+        "tasks": [{"index": t.index, "kernel": t.call.kernel, "line": t.call.line,
+                   "tiles": [str(x) for x in t.tiles], "owner": list(t.owner),
+                   "instances": {str(r): [[int(k), a] for k, a in found] for r, found in t.per_rank.items()}}
+                  for t in plan.tasks],
+        "totals": {str(r): {str(int(k)): c[k] for k in Instance} for r, c in totals.items()},
+        "messages": [[s, r, c] for (s, r), c in sorted(plan.messages.items())],
+        "copies": {str(r): c for r, c in plan.copies.items()},
+    }
