@@ -55,7 +55,7 @@ def _extreme(form: Form, bounds, direction: int):
     point = {}
     for var, lo, hi in bounds:
         resolved = lambda f: _resolve(f, point)
-        if not _provably_at_least(_add(resolved(hi), _scale(resolved(lo), -1)), 1):
+        if not _runs_for_large_sizes(_add(resolved(hi), _scale(resolved(lo), -1))):
             return None, None
         point[var] = resolved(chosen[var])
     return current, point
@@ -85,9 +85,26 @@ def _scale(form: Form, factor: int) -> Form:
     return {k: v * factor for k, v in form.items()}
 
 
+_AT_LEAST_ONE = {"n", "nb", "B", "b", "s"}  # sizes and tile settings, validated by run
+
+
+def _lowest(symbol: str) -> int:
+    """The least value a symbol can take: tile counts and sizes are at least 1."""
+    return 1 if symbol in _AT_LEAST_ONE or "(" in symbol else 0
+
+
+def _runs_for_large_sizes(trip_count: Form) -> bool:
+    """True when a loop with this trip count runs once sizes are large enough."""
+    if any(v < 0 for k, v in trip_count.items() if k):
+        return False
+    return any(v > 0 for k, v in trip_count.items() if k) or trip_count.get("", 0) >= 1
+
+
 def _provably_at_least(form: Form, bound: int) -> bool:
-    """True when ``form >= bound`` for every non-negative value of its symbols."""
-    return all(v >= 0 for k, v in form.items() if k) and form.get("", 0) >= bound
+    """True when ``form >= bound`` for every admissible value of its symbols."""
+    if any(v < 0 for k, v in form.items() if k):
+        return False
+    return sum(v * _lowest(k) for k, v in form.items() if k) + form.get("", 0) >= bound
 
 
 class _Converter:

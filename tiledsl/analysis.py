@@ -98,9 +98,13 @@ class _Scope:
 def analyze(file: n.File, prelude: n.File) -> tuple[Checked | None, DiagnosticBag]:
     """Check ``file`` (with the prelude's kernels); returns the checked program, if any."""
     bag = DiagnosticBag()
-    if len(file.programs) != 1:
-        where = file.programs[1].name.span if file.programs else None
-        bag.error(where, "E209", f"a .tile file holds exactly one program, found {len(file.programs)}")
+    if not file.programs:
+        bag.error(Span.whole(file.path), "E209", "no program in this file",
+                  hint="a .tile file holds one 'program NAME { ... }'")
+        return None, bag
+    if len(file.programs) > 1:
+        bag.error(file.programs[1].name.span, "E209", "a .tile file holds exactly one program",
+                  f"the first is '{file.programs[0].name.text}' at line {file.programs[0].span.line}")
         return None, bag
     return _Analyzer(file, prelude, bag).run(), bag
 

@@ -16,6 +16,7 @@ CODES = {
     "E001": "the file is not program text",
     "E100": "syntax error",
     "E101": "program nested too deeply",
+    "E102": "program too long to parse",
     "E200": "unknown name",
     "E201": "unknown kernel",
     "E202": "wrong number of kernel arguments",
@@ -33,7 +34,7 @@ CODES = {
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One problem found in a program: ``span`` is None for whole-file problems."""
+    """One problem found in a program; a span on line 0 stands for the whole file."""
 
     span: Span | None
     code: str
@@ -67,11 +68,9 @@ def render(diagnostic: Diagnostic, source: Source | None) -> str:
     """Format one diagnostic: ``file:line:col: error[E200]: ...``, the line, a caret."""
     severity = "error" if diagnostic.is_error else "warning"
     span = diagnostic.span
-    if span is None:
-        head = f"{severity}[{diagnostic.code}]: {diagnostic.message}"
-        return "\n".join([head, *(f"  = note: {n}" for n in diagnostic.notes)])
-    lines = [f"{span.path}:{span.line}:{span.column}: {severity}[{diagnostic.code}]: {diagnostic.message}"]
-    if source is not None:
+    where = "" if span is None else f"{span.path}: " if span.line == 0 else f"{span.path}:{span.line}:{span.column}: "
+    lines = [f"{where}{severity}[{diagnostic.code}]: {diagnostic.message}"]
+    if source is not None and span is not None and span.line > 0:
         lines += _excerpt(source, span)
     lines += [f"  = note: {note}" for note in diagnostic.notes]
     if diagnostic.hint:

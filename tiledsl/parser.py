@@ -7,6 +7,7 @@ Python stack; nesting beyond :data:`MAX_DEPTH` is reported as a diagnostic.
 from __future__ import annotations
 
 import ast as _pyast
+import re
 from functools import lru_cache
 from importlib import resources
 
@@ -19,6 +20,10 @@ from .source import Source, SourceError, Span
 
 #: Deepest nesting of brackets or expressions a program may have.
 MAX_DEPTH = 100
+#: Most tokens on one line, and in one file: Lark's LALR parser takes ~20 µs a token.
+MAX_LINE_TOKENS = 10_000
+MAX_FILE_TOKENS = 300_000
+_TOKEN = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|[^\s\w]')
 
 
 @lru_cache(maxsize=1)
@@ -30,6 +35,7 @@ def _lark() -> Lark:
 def parse(source: Source, prelude: bool = False) -> n.File:
     """Parse ``source`` into a :class:`nodes.File`, or raise :class:`SourceError`."""
     _check_bracket_depth(source)
+    _check_token_counts(source)
     try:
         tree = _lark().parse(source.text)
     except UnexpectedInput as error:
@@ -53,6 +59,21 @@ def _check_bracket_depth(source: Source) -> None:
                                              f"brackets nested more than {MAX_DEPTH} deep"))
         elif char in ")]}":
             depth -= 1
+
+
+def _check_token_counts(source: Source) -> None:
+    """Refuse inputs too big to parse in reasonable time, before parsing them."""
+    total = 0
+    for number, line in enumerate(source.text.split("\n"), start=1):
+        count = sum(1 for token in _TOKEN.findall(line) if not token.startswith("#"))
+        total += count
+        if count > MAX_LINE_TOKENS:
+            raise SourceError(Diagnostic(Span.point(source.path, number, 1), "E102",
+                                         f"line {number} holds {count} tokens (at most {MAX_LINE_TOKENS})",
+                                         hint="split long expressions with 'let' bindings"))
+        if total > MAX_FILE_TOKENS:
+            raise SourceError(Diagnostic(Span.point(source.path, number, 1), "E102",
+                                         f"the program is longer than {MAX_FILE_TOKENS} tokens"))
 
 
 # ---------------------------------------------------------------- syntax errors

@@ -25,6 +25,11 @@ class Span:
     def point(cls, path: str, line: int, column: int) -> "Span":
         return cls(path, line, column, line, column + 1)
 
+    @classmethod
+    def whole(cls, path: str) -> "Span":
+        """The whole file, for problems with no single position (line 0)."""
+        return cls(path, 0, 0, 0, 0)
+
 
 @dataclass(frozen=True)
 class Source:
@@ -82,9 +87,9 @@ def read_source(path: str | Path) -> Source:
     try:
         data = Path(path).read_bytes()
     except IsADirectoryError:
-        raise SourceError(Diagnostic(None, "E000", f"{name}: is a directory, not a .tile file")) from None
+        raise SourceError(Diagnostic(Span.whole(name), "E000", f"is a directory, not a .tile file")) from None
     except FileNotFoundError:
-        raise SourceError(Diagnostic(None, "E000", f"{name}: no such file")) from None
+        raise SourceError(Diagnostic(Span.whole(name), "E000", f"no such file")) from None
     except OSError as error:
-        raise SourceError(Diagnostic(None, "E000", f"{name}: cannot read ({error.strerror})")) from None
+        raise SourceError(Diagnostic(Span.whole(name), "E000", f"cannot read ({error.strerror})")) from None
     return decode(name, data)
