@@ -59,6 +59,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("file", metavar="PROGRAM.tile|DRIVER.py")
     add_run_arguments(run)
     run.set_defaults(handler=_run)
+
+    bench = commands.add_parser("bench", help="tiledsl against LAPACK and dask, alternated in one run")
+    bench.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
+    bench.add_argument("--workers", type=int, help="CPU workers, and BLAS threads of the reference")
+    bench.add_argument("--rounds", type=int, default=3, help="alternated rounds (default 3)")
+    bench.add_argument("--seed", type=int, default=42)
+    bench.add_argument("--no-dask", action="store_true", help="leave dask out")
+    bench.add_argument("--json", action="store_true", help="print the table as JSON")
+    add_size_arguments(bench)
+    bench.set_defaults(handler=_bench)
     return parser
 
 
@@ -128,6 +138,35 @@ def _explain(args) -> int:
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(as_json(explained)) if args.json else render(explained, Path(args.file).name))
+    return 0
+
+
+def _program_path(name: str) -> str:
+    """A .tile path as given, or the shipped program of that name."""
+    if name.endswith((".tile", ".py")) or "/" in name:
+        return name
+    return str(Path(__file__).resolve().parent.parent / "programs" / f"{name}.tile")
+
+
+def _bench(args) -> int:
+    from .bench import render, run_bench
+    from .runtime.launch import UsageError, size_options
+
+    driver = _load_driver(_program_path(args.file))
+    if driver is None:
+        return 1
+    try:
+        options = size_options(args)
+        options.workers = args.workers or os.cpu_count() or 1
+        options.seed = args.seed
+        options.check = True
+        if args.rounds < 1:
+            raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
+        table = run_bench(driver, options, args.rounds, not args.no_dask)
+    except UsageError as error:
+        print(f"tiledsl: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(table) if args.json else render(table))
     return 0
 
 

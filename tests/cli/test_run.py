@@ -1,0 +1,95 @@
+"""`tiledsl run` end to end: summaries, files, failures and usage errors."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tiledsl(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.timeout(130)
+def test_json_summary_is_the_last_line():
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 600, "--nb", 128, "--check", "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    for key in ("program", "n", "np", "grid", "workers", "gpus", "seconds", "gflops", "residual",
+                "tasks", "ranks", "totals"):
+        assert key in summary
+    assert summary["program"] == "cholesky" and summary["n"] == 600 and summary["residual"] < 60
+    assert summary["tasks"] == 5 + 10 + 10 + 10  # potrf, trsm, syrk, gemm on 5×5 tiles
+    assert summary["ranks"][0]["tasks"] == summary["tasks"]
+
+
+@pytest.mark.timeout(130)
+def test_input_and_output_files(tmp_path):
+    a = np.asfortranarray(np.random.default_rng(3).random((300, 300)) + 300 * np.eye(300))
+    np.save(tmp_path / "a.npy", a)
+    out = tiledsl("run", "programs/lu.tile", "--n", 300, "--nb", 70, "--check",
+                  "--input", f"A={tmp_path / 'a.npy'}", "--output", f"A={tmp_path / 'lu.npy'}")
+    assert out.returncode == 0, out.stderr
+    lu = np.load(tmp_path / "lu.npy")
+    l, u = np.tril(lu, -1) + np.eye(300), np.triu(lu)
+    assert np.allclose(l @ u, a, rtol=1e-12, atol=1e-10)
+
+
+@pytest.mark.timeout(130)
+def test_a_kernel_failure_names_kernel_tiles_line_and_rank(tmp_path):
+    a = np.eye(256)
+    a[200, 200] = -1.0  # not positive definite: fails in tile A[1, 1] with nb = 128
+    np.save(tmp_path / "bad.npy", a)
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 256, "--nb", 128, "--input", f"A={tmp_path / 'bad.npy'}")
+    assert out.returncode == 1
+    message = out.stderr
+    assert "Traceback" not in message
+    assert "rank 0" in message and "cholesky.tile:10" in message
+    assert "kernel potrf failed on A[1, 1]" in message and "not positive definite" in message
+
+
+@pytest.mark.timeout(130)
+@pytest.mark.parametrize("args, text", [
+    (("--n", 0), "--n must be at least 1"),
+    (("--n", 100, "--set", "ib=3"), "has no parameter"),
+    (("--n", 100, "--B", 64), "does not apply to uniform tiling"),
+    (("--n", 100, "--input", "Q=x.npy"), "no matrix named Q"),
+    (("--n", 100, "--input", "A=missing.npy"), "missing.npy"),
+    (("--n", 100, "--nb", 0), "tile size nb must be at least 1"),
+    (("--n", 100, "--workers", 0), "--workers must be at least 1"),
+])
+def test_usage_errors_exit_2_with_one_line(args, text):
+    out = tiledsl("run", "programs/cholesky.tile", *args)
+    assert out.returncode == 2, out.stderr
+    assert text in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.timeout(130)
+def test_a_wrong_shape_input_is_refused(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((10, 20)))
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 10, "--input", f"A={tmp_path / 'a.npy'}")
+    assert out.returncode == 2 and "shape (10, 20)" in out.stderr
+
+
+@pytest.mark.timeout(130)
+def test_a_compiled_driver_runs_on_its_own(tmp_path):
+    assert tiledsl("compile", "programs/qr.tile", "-o", tmp_path / "qr.py").returncode == 0
+    out = subprocess.run([sys.executable, str(tmp_path / "qr.py"), "--n", "200", "--nb", "64", "--check"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "qr        residual" in out.stdout
+
+
+@pytest.mark.timeout(130)
+def test_bench_reports_ratios_against_lapack():
+    out = tiledsl("bench", "cholesky", "--n", 512, "--nb", 128, "--rounds", 1, "--no-dask", "--json")
+    assert out.returncode == 0, out.stderr
+    table = json.loads(out.stdout)
+    names = [row["name"] for row in table["rows"]]
+    assert names[0] == "tiledsl" and names[1].startswith("scipy dpotrf")
+    assert table["rows"][1]["ratio"] > 0 and table["residual"] < 60

@@ -1,0 +1,104 @@
+"""The scheduling state machine, driven by events with no threads."""
+from tiledsl.runtime.program import Call
+from tiledsl.runtime.scheduler import Scheduler, Task, TileState
+
+READ = Call("read", ("in", "inout"), main=1, line=1, text="read(X, Y)")
+WRITE = Call("write", ("inout",), main=0, line=2, text="write(X)")
+
+
+class Tile(TileState):
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        super().__init__()
+        self.name = name
+
+    def __str__(self):
+        return self.name
+
+
+def task(call, *tiles, priority=0):
+    return Task(call, tiles, None, priority)
+
+
+def drain(scheduler):
+    order = []
+    while (t := scheduler.pop()) is not None:
+        order.append(t)
+        scheduler.finish(t)
+    return order
+
+
+def test_independent_tasks_are_ready_at_once():
+    s = Scheduler(window=10)
+    a, b = Tile("a"), Tile("b")
+    assert s.submit(task(WRITE, a)) and s.submit(task(WRITE, b))
+    assert s.in_flight == 2
+
+
+def test_read_after_write_waits_for_the_writer():
+    s = Scheduler(window=10)
+    x, y = Tile("x"), Tile("y")
+    writer, reader = task(WRITE, x), task(READ, x, y)
+    assert s.submit(writer)
+    assert not s.submit(reader)
+    assert s.pop() is writer and s.pop() is None
+    assert s.finish(writer) == [reader]
+    assert s.pop() is reader
+
+
+def test_write_after_read_waits_for_every_reader():
+    s = Scheduler(window=10)
+    x = Tile("x")
+    readers = [task(READ, x, Tile(f"y{i}")) for i in range(3)]
+    for r in readers:
+        assert s.submit(r)
+    writer = task(WRITE, x)
+    assert not s.submit(writer)
+    for r in readers[:2]:
+        assert s.finish(r) == []
+    assert s.finish(readers[2]) == [writer]
+
+
+def test_write_after_write_is_serialised():
+    s = Scheduler(window=10)
+    x = Tile("x")
+    first, second = task(WRITE, x), task(WRITE, x)
+    assert s.submit(first) and not s.submit(second)
+    assert s.finish(first) == [second]
+
+
+def test_ready_queue_orders_by_priority_then_submission():
+    s = Scheduler(window=10)
+    tasks = [task(WRITE, Tile(str(i)), priority=p) for i, p in enumerate([1, 5, 5, 0])]
+    for t in tasks:
+        s.submit(t)
+    assert drain(s) == [tasks[1], tasks[2], tasks[0], tasks[3]]
+
+
+def test_finished_tasks_leave_no_references_behind():
+    s = Scheduler(window=10)
+    x, y = Tile("x"), Tile("y")
+    s.submit(task(WRITE, x))
+    s.submit(task(READ, x, y))
+    drain(s)
+    assert x.writer is None and y.writer is None and not x.readers and s.idle
+
+
+def test_window_reports_full():
+    s = Scheduler(window=2)
+    s.submit(task(WRITE, Tile("a")))
+    assert not s.window_full()
+    s.submit(task(WRITE, Tile("b")))
+    assert s.window_full()
+    s.finish(s.pop())
+    assert not s.window_full()
+
+
+def test_a_chain_of_one_tile_runs_in_program_order():
+    s = Scheduler(window=100)
+    x, y = Tile("x"), Tile("y")
+    chain = [task(WRITE, x) if i % 3 else task(READ, x, y) for i in range(30)]
+    for t in chain:
+        s.submit(t)
+    assert drain(s) == chain
