@@ -9,6 +9,7 @@ with the DPLASMA-style backward error (DESIGN §5) and returns a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checks, inputs, npyio
+from . import checks, inputs, npyio, progress
 from .distribution import BlockCyclic, Hybrid
 from .engine import Engine, TaskFailure
 from .geometry import Geometry
@@ -57,6 +58,7 @@ class Options:
     outputs: dict = field(default_factory=dict)
     check: bool = False
     watchdog: float | None = None
+    progress: bool = False
 
 
 @dataclass
@@ -90,8 +92,9 @@ def execute(driver, options: Options, arrays: dict | None = None) -> RunResult:
     engine = Engine(program, _kernels(program, driver), workers, options.window, watchdog=options.watchdog)
     engine.matrices = matrices
     recorder = _ReflectorLog(engine) if program.check and program.check.kind == "qr" else None
-    with _single_threaded_blas():
-        seconds = engine.run(driver.generate if recorder is None else recorder.generate(driver.generate), params)
+    generate = driver.generate if recorder is None else recorder.generate(driver.generate)
+    with _single_threaded_blas(), _progress(options, driver, matrices, params, engine):
+        seconds = engine.run(generate, params)
     result = RunResult(program.name, params.as_dict(), seconds, workers, engine.scheduler.completed,
                        matrices=matrices, stats=engine.stats)
     if options.check and program.check is not None:
@@ -200,6 +203,15 @@ def _load_kernel_module(program, driver):
             spec.loader.exec_module(module)
             return module
     raise UsageError(f"kernel module {program.kernel_module} not found next to {program.source}")
+
+
+def _progress(options: Options, driver, matrices, params, engine):
+    """A terminal progress bar when asked for and possible, else a context doing nothing."""
+    if not (options.progress and progress.wanted()):
+        return contextlib.nullcontext()
+    counter = progress.TaskCounter(matrices, engine.rank)
+    driver.generate(counter, params)
+    return progress.Progress(driver.PROGRAM.name, counter.count, lambda: engine.scheduler.completed)
 
 
 class _single_threaded_blas:
@@ -377,6 +389,7 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
     options.inputs, options.outputs = files["input"], files["output"]
     options.check, options.watchdog = args.check, args.watchdog
+    options.progress = not args.json
     return options
 
 

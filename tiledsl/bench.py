@@ -35,8 +35,12 @@ class Measure:
 def _scipy(kind: str):
     from scipy.linalg import lapack
 
+    def geqrf(a):
+        lwork = int(lapack.dgeqrf_lwork(*a.shape)[0])  # the default lwork would run unblocked
+        lapack.dgeqrf(a, lwork=lwork, overwrite_a=1)
+
     routine = {"cholesky": lambda a: lapack.dpotrf(a, lower=1, overwrite_a=1),
-               "qr": lambda a: lapack.dgeqrf(a, overwrite_a=1),
+               "qr": geqrf,
                "lu": lambda a: lapack.dgetrf(a, overwrite_a=1)}[kind]
     name = {"cholesky": "dpotrf", "qr": "dgeqrf", "lu": "dgetrf"}[kind]
     return f"scipy {name}", routine

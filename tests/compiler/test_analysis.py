@@ -1,0 +1,241 @@
+"""Access summaries: the read/write set of every call site of every shipped program.
+
+Each expectation is written by hand from the program text and the prelude's
+signatures: (matrix, row index, column index, sub-range or None, mode) per
+argument, in order, and the index of the main output (the first written argument).
+"""
+from pathlib import Path
+
+import pytest
+
+from tiledsl.analysis import unparse
+from tiledsl.compiler import check_path, check_source
+from tiledsl.source import decode
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "programs"
+
+
+def sub_range(tile):
+    if tile.rows is None and tile.cols is None:
+        return None
+    parts = []
+    for part in (tile.rows, tile.cols):
+        if part is not None:
+            start = unparse(part.start) if part.start is not None else ""
+            stop = unparse(part.stop) if part.stop is not None else ""
+            parts.append(f"{start}:{stop}")
+    return ", ".join(parts)
+
+
+def summary(call):
+    return (call.kernel.name.text, call.call.span.line,
+            [(a.matrix, unparse(a.tile.row), unparse(a.tile.col), sub_range(a.tile), a.mode)
+             for a in call.accesses],
+            call.main)
+
+
+EXPECTED = {
+    "cholesky": [
+        ("potrf", 10, [("A", "k", "k", None, "inout")], 0),
+        ("trsm", 12, [("A", "k", "k", None, "in"), ("A", "m", "k", None, "inout")], 1),
+        ("syrk", 15, [("A", "j", "k", None, "in"), ("A", "j", "j", None, "inout")], 1),
+        ("gemm", 17, [("A", "m", "k", None, "in"), ("A", "j", "k", None, "in"),
+                      ("A", "m", "j", None, "inout")], 2),
+    ],
+    "hetero_cholesky": [
+        ("potrf", 17, [("A", "t", "k", "o:", "inout")], 0),
+        ("gemm", 21, [("A", "t", "k", "oj:", "in"), ("A", "t", "k", "oj:oj + A.width(j)", "in"),
+                      ("A", "t", "j", "oj:", "inout")], 2),
+        ("trsm", 24, [("A", "t", "k", "o:", "in"), ("A", "i", "k", None, "inout")], 1),
+        ("gemm", 30, [("A", "i", "k", None, "in"), ("A", "j // s", "k", "oj:oj + A.width(j)", "in"),
+                      ("A", "i", "j", None, "inout")], 2),
+    ],
+    "hetero_qr": [
+        ("geqrt", 16, [("A", "t", "k", "o:", "inout"), ("T", "t", "k", None, "out")], 0),
+        ("gemqrt", 18, [("A", "t", "k", "o:", "in"), ("T", "t", "k", None, "in"),
+                        ("A", "t", "j", "o:", "inout")], 2),
+        ("tpqrt", 21, [("A", "t", "k", "o:", "inout"), ("A", "i", "k", None, "inout"),
+                       ("T", "i", "k", None, "out")], 0),
+        ("tpmqrt", 23, [("A", "i", "k", None, "in"), ("T", "i", "k", None, "in"),
+                        ("A", "t", "j", "o:", "inout"), ("A", "i", "j", None, "inout")], 2),
+    ],
+    "lu": [
+        ("getrf_nopiv", 10, [("A", "k", "k", None, "inout")], 0),
+        ("trsm_l", 12, [("A", "k", "k", None, "in"), ("A", "k", "j", None, "inout")], 1),
+        ("trsm_u", 15, [("A", "k", "k", None, "in"), ("A", "i", "k", None, "inout")], 1),
+        ("gemm_nn", 17, [("A", "i", "k", None, "in"), ("A", "k", "j", None, "in"),
+                         ("A", "i", "j", None, "inout")], 2),
+    ],
+    "qr": [
+        ("geqrt", 12, [("A", "k", "k", None, "inout"), ("T", "k", "k", None, "out")], 0),
+        ("gemqrt", 14, [("A", "k", "k", None, "in"), ("T", "k", "k", None, "in"),
+                        ("A", "k", "j", None, "inout")], 2),
+        ("tpqrt", 17, [("A", "k", "k", None, "inout"), ("A", "i", "k", None, "inout"),
+                       ("T", "i", "k", None, "out")], 0),
+        ("tpmqrt", 19, [("A", "i", "k", None, "in"), ("T", "i", "k", None, "in"),
+                        ("A", "k", "j", None, "inout"), ("A", "i", "j", None, "inout")], 2),
+    ],
+}
+
+PRIORITIES = {
+    "cholesky": ["3 * (A.nt - k)", "2 * (A.nt - k)", "2 * (A.nt - j)", "A.nt - j"],
+    "hetero_cholesky": ["3 * (A.nt - k)", "3 * (A.nt - j)", "2 * (A.nt - k)", "A.nt - j"],
+    "hetero_qr": ["3 * (A.nt - k)", "2 * (A.nt - k)", "2 * (A.nt - k)", "A.nt - j"],
+    "lu": ["3 * (A.nt - k)", "2 * (A.nt - k)", "2 * (A.nt - k)", "A.nt - j"],
+    "qr": ["3 * (A.nt - k)", "2 * (A.nt - k)", "2 * (A.nt - k)", "A.nt - j"],
+}
+
+STATIC = {  # tiling, its settings (the values are tuned, so not pinned here), parameters read
+    "cholesky": ("uniform", {"nb"}, {"n"}),
+    "hetero_cholesky": ("hybrid", {"B", "b", "s"}, {"n", "s"}),
+    "hetero_qr": ("hybrid", {"B", "b", "s"}, {"n", "s", "ib"}),
+    "lu": ("uniform", {"nb"}, {"n"}),
+    "qr": ("uniform", {"nb"}, {"n", "ib"}),
+}
+
+
+@pytest.fixture(scope="module")
+def checked():
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            result = check_path(PROGRAMS / f"{name}.tile")
+            assert result.ok, result.report()
+            assert result.diagnostics == [], result.report()
+            cache[name] = result.checked
+        return cache[name]
+    return get
+
+
+def test_every_shipped_program_has_expectations():
+    assert sorted(p.stem for p in PROGRAMS.glob("*.tile")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_access_summaries(checked, name):
+    calls = checked(name).calls
+    assert [summary(c) for c in calls] == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_main_output_is_first_written_argument(checked, name):
+    for call in checked(name).calls:
+        written = [i for i, a in enumerate(call.accesses) if a.mode in ("out", "inout")]
+        assert call.main == written[0]
+        assert [a.mode for a in call.accesses] == [p.mode for p in call.kernel.params]
+        assert not call.under_condition
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_priorities_and_static_facts(checked, name):
+    program = checked(name)
+    assert [unparse(c.call.priority) for c in program.calls] == PRIORITIES[name]
+    tiling, defaults, used = STATIC[name]
+    assert (program.tiling, set(program.tiling_defaults), set(program.used_params)) == (tiling, defaults, used)
+    assert all(isinstance(v, int) and v >= 1 for v in program.tiling_defaults.values())
+    assert program.kernel_module is None
+    assert program.program.name.text == name
+
+
+DEPENDS = [
+    # (program, call index, argument index, loop/let names the tile indices depend on)
+    ("cholesky", 0, 0, {"k"}),
+    ("cholesky", 1, 0, {"k"}),
+    ("cholesky", 1, 1, {"m", "k"}),
+    ("cholesky", 2, 1, {"j"}),
+    ("cholesky", 3, 0, {"m", "k"}),
+    ("cholesky", 3, 1, {"j", "k"}),
+    ("cholesky", 3, 2, {"m", "j"}),
+    ("hetero_cholesky", 0, 0, {"t", "k", "d"}),          # k = t * s + d
+    ("hetero_cholesky", 1, 2, {"t", "j"}),
+    ("hetero_cholesky", 2, 1, {"i", "k", "t", "d"}),
+    ("hetero_cholesky", 3, 1, {"j", "k", "t", "d"}),     # A[j // s, k]
+    ("hetero_qr", 0, 1, {"t", "k", "d"}),
+    ("lu", 3, 1, {"k", "j"}),
+    ("qr", 3, 1, {"i", "k"}),
+]
+
+
+@pytest.mark.parametrize("name, call, arg, expected", DEPENDS)
+def test_depends(checked, name, call, arg, expected):
+    assert checked(name).calls[call].accesses[arg].depends == frozenset(expected)
+
+
+# ---------------------------------------------------------------- small programs
+def analyze_text(text):
+    result = check_source(decode("t.tile", text.encode()))
+    assert result.ok, result.report()
+    return result.checked
+
+
+def test_user_kernel_main_output_and_minor_outputs(tmp_path):
+    (tmp_path / "k.py").write_text("")
+    path = tmp_path / "t.tile"
+    path.write_text("""\
+use "k.py"
+kernel split(in A, out B, inout C)
+program p {
+  matrix A[n, n] = random general
+  matrix B[n, n] = zeros
+  for k in 0 .. A.nt {
+    split(A[k, k], B[k, k], A[k, 0])
+  }
+}
+""")
+    result = check_path(path)
+    assert result.ok, result.report()
+    (call,) = result.checked.calls
+    assert summary(call) == ("split", 7, [("A", "k", "k", None, "in"), ("B", "k", "k", None, "out"),
+                                          ("A", "k", "0", None, "inout")], 1)
+    assert result.checked.kernel_module == "k.py"
+    assert call.accesses[2].depends == {"k"}
+
+
+def test_calls_under_conditions_are_marked():
+    checked = analyze_text("""\
+program p {
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    if k > 0 { potrf(A[k, k]) } else { potrf(A[0, 0]) }
+    potrf(A[k, 0])
+  }
+}
+""")
+    assert [c.under_condition for c in checked.calls] == [True, True, False]
+    assert [c.accesses[0].depends for c in checked.calls] == [{"k"}, set(), {"k"}]
+
+
+def test_depends_through_nested_lets():
+    checked = analyze_text("""\
+program p {
+  param q = 2
+  matrix A[n, n] = random spd
+  for i in 0 .. A.mt {
+    for j in 0 .. A.nt {
+      let a = i + q
+      let b = a * 2
+      let c = 5
+      potrf(A[b, c])
+      potrf(A[c, q])
+    }
+  }
+}
+""")
+    first, second = checked.calls
+    assert first.accesses[0].depends == {"b", "a", "i", "c"}  # lets count, loops through lets
+    assert second.accesses[0].depends == {"c"}
+
+
+def test_unparse_minimal_parentheses():
+    from tiledsl.parser import parse
+
+    def value(text):
+        return parse(decode("t", f"program p {{ let x = {text} }}".encode())).programs[0].body[0].value
+
+    assert unparse(value("a - b - c")) == "(a - b) - c"
+    assert unparse(value("a - (b - c)")) == "a - (b - c)"
+    assert unparse(value("not a < b")) == "not (a < b)"
+    assert unparse(value("-(a + 1)")) == "-(a + 1)"
+    assert unparse(value("min(a, b + 1)")) == "min(a, (b + 1))"
