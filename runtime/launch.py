@@ -40,6 +40,12 @@ class Params:
     def __init__(self, values: dict):
         self.__dict__.update(values)
 
+    def __getitem__(self, name: str) -> int:
+        return self.__dict__[name]
+
+    def __setitem__(self, name: str, value: int) -> None:
+        self.__dict__[name] = value
+
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 

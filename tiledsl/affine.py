@@ -2,9 +2,12 @@
 
 An index such as ``A[k, k + 1]`` inside ``for k in 0 .. A.nt`` reaches ``A.nt`` at the
 last iteration, whatever the size: that is reported at compile time. The test is
-conservative: it needs affine indices and bounds with numeric coefficients, a point
-of the iteration space where every enclosing loop provably runs (symbols are
-non-negative), and no enclosing ``if``. Everything else is checked at run time.
+conservative: it needs affine indices and bounds with numeric coefficients, no
+enclosing ``if``, an extreme point of the iteration space where every enclosing
+loop runs once sizes are large enough, and an index there that is out of range
+for every size (sizes and tile counts are at least 1; the program's own
+parameters have no known sign, so no proof rests on them). Everything else is
+checked at run time.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ def out_of_range_witness(tile: n.TileRef, loops, let_value, extent_symbol, guard
                 where = ", ".join(f"{v} = {converter.render(point[v])}" for v, _, _ in bounds if v in point)
                 limit = f"{converter.render(_add(extent, {'': -1}))}" if direction > 0 else "0"
                 return (f"the tile {noun} index reaches {converter.render(value)} "
-                        f"({'past' if direction > 0 else 'below'} {limit}) when {where}")
+                        f"({'past' if direction > 0 else 'below'} {limit})" + (f" when {where}" if where else ""))
     return None
 
 
@@ -88,23 +91,26 @@ def _scale(form: Form, factor: int) -> Form:
 _AT_LEAST_ONE = {"n", "nb", "B", "b", "s"}  # sizes and tile settings, validated by run
 
 
-def _lowest(symbol: str) -> int:
-    """The least value a symbol can take: tile counts and sizes are at least 1."""
-    return 1 if symbol in _AT_LEAST_ONE or "(" in symbol else 0
+def _lowest(symbol: str) -> int | None:
+    """The least value of a symbol: sizes and tile counts are at least 1; the program's
+    own parameters may take any value (None)."""
+    return 1 if symbol in _AT_LEAST_ONE or "(" in symbol else None
 
 
 def _runs_for_large_sizes(trip_count: Form) -> bool:
     """True when a loop with this trip count runs once sizes are large enough."""
-    if any(v < 0 for k, v in trip_count.items() if k):
+    terms = {k: v for k, v in trip_count.items() if k and v}
+    if any(v < 0 or _lowest(k) is None for k, v in terms.items()):
         return False
-    return any(v > 0 for k, v in trip_count.items() if k) or trip_count.get("", 0) >= 1
+    return bool(terms) or trip_count.get("", 0) >= 1
 
 
 def _provably_at_least(form: Form, bound: int) -> bool:
     """True when ``form >= bound`` for every admissible value of its symbols."""
-    if any(v < 0 for k, v in form.items() if k):
+    terms = {k: v for k, v in form.items() if k and v}
+    if any(v < 0 or _lowest(k) is None for k, v in terms.items()):
         return False
-    return sum(v * _lowest(k) for k, v in form.items() if k) + form.get("", 0) >= bound
+    return sum(v * _lowest(k) for k, v in terms.items()) + form.get("", 0) >= bound
 
 
 class _Converter:

@@ -9,7 +9,7 @@ Problems are collected as diagnostics, never raised.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import nodes as n
@@ -64,7 +64,6 @@ class Checked:
     kernels: dict
     calls: tuple[CallSummary, ...]
     kernel_module: str | None
-    used_params: frozenset[str] = field(default_factory=frozenset)
 
     def summary(self, call: n.Call) -> CallSummary:
         return next(c for c in self.calls if c.call.span == call.span)
@@ -129,14 +128,16 @@ class _Analyzer:
         self._declare_matrices(program.matrices, program.workspaces)
         for check in program.checks:
             self._check_decl(check)
+        for extra in program.checks[1:]:
+            self.bag.error(extra.span, "E207", "the program declares a second check",
+                           f"the first is at line {program.checks[0].span.line}")
         module = self._kernel_module()
         self._block(program.body)
         self._report_unused()
         if self.bag.has_errors:
             return None
-        used = frozenset(name for name, s in self.scope.frames[0].items() if s.kind == "param" and s.used)
         return Checked(program, self.file.path, tiling, self.tiling_defaults, dict(self.kernels),
-                       tuple(self.calls), module, used)
+                       tuple(self.calls), module)
 
     # ---------------------------------------------------------------- declarations
     def _declare_kernels(self, decls):
@@ -168,8 +169,17 @@ class _Analyzer:
                            hint="use 'tiling uniform(nb = ...)' or 'tiling hybrid(B = ..., b = ..., s = ...)'")
             kind = "uniform"
         self.tiling_defaults = dict(TILING_DEFAULTS[kind])
+        seen = {}
         for setting in decl.settings if decl else ():
+            if setting.name.text in seen:
+                self.bag.error(setting.name.span, "E207", f"'{setting.name.text}' is set twice",
+                               f"first set at column {seen[setting.name.text]}")
+            seen[setting.name.text] = setting.name.span.column
             self._tiling_setting(kind, setting)
+        d = self.tiling_defaults
+        if kind == "hybrid" and (d["s"] - 1) * d["b"] >= d["B"]:
+            self.bag.error(decl.span, "E209", f"hybrid tiling needs (s - 1)·b < B, got s={d['s']}, b={d['b']}, B={d['B']}",
+                           hint="the last slice of every block would be empty")
         return kind
 
     def _tiling_setting(self, kind: str, setting: n.Setting):
@@ -194,8 +204,8 @@ class _Analyzer:
 
     def _declare_matrices(self, matrices, workspaces):
         for decl in matrices:
-            self._int_expr(decl.rows)
-            self._int_expr(decl.cols)
+            for dimension in (decl.rows, decl.cols):
+                self._size_expr(dimension, f"dimension of matrix '{decl.name.text}'")
             self._check_init(decl.init)
             self._declare(decl.name, _Symbol("matrix", decl.name.span, decl))
         for decl in workspaces:
@@ -203,8 +213,14 @@ class _Analyzer:
             if like is not None and like.kind != "matrix":
                 self.bag.error(decl.like.span, "E209",
                                f"workspace '{decl.name.text}' must be like a matrix, not a workspace")
-            self._int_expr(decl.rows)
+            self._size_expr(decl.rows, f"tile height of workspace '{decl.name.text}'")
             self._declare(decl.name, _Symbol("workspace", decl.name.span, decl))
+
+    def _size_expr(self, expr, what: str):
+        """A size: an integer expression of parameters only (no geometry queries)."""
+        if self._int_expr(expr) and any(isinstance(node, (n.Attr, n.Method)) for node in _nodes(expr)):
+            self.bag.error(expr.span, "E209", f"the {what} may use parameters only",
+                           hint="geometry queries such as A.mt exist only once matrices are tiled")
 
     def _check_init(self, init: n.Init):
         if init.kind == "random" and init.what.text not in RANDOM_KINDS:
@@ -223,8 +239,12 @@ class _Analyzer:
         if len(check.args) != CHECK_ARITY[kind]:
             self.bag.error(check.span, "E202",
                            f"check {kind} takes {CHECK_ARITY[kind]} argument(s), got {len(check.args)}")
-        for arg in check.args:
-            self._matrix(arg)
+        wanted = ("matrix", "workspace")[:CHECK_ARITY[kind]]
+        for arg, kind_wanted in zip(check.args, wanted):
+            symbol = self._matrix(arg)
+            if symbol is not None and symbol.kind != kind_wanted:
+                self.bag.error(arg.span, "E209", f"check {kind} needs a {kind_wanted} here, "
+                                                 f"'{arg.text}' is a {symbol.kind}")
 
     def _kernel_module(self) -> str | None:
         uses = self.file.uses
@@ -234,20 +254,22 @@ class _Analyzer:
             return None
         path = Path(self.file.path).parent / uses[0].path
         if not path.is_file():
-            self.bag.error(uses[0].span, "E209", f"kernel module '{uses[0].path}' not found",
+            self.bag.error(uses[0].span, "E209", f"kernel module {uses[0].path!r} not found",
                            f"looked for {path}")
         return uses[0].path
 
     def _declare(self, ident: n.Ident, symbol: _Symbol):
+        """Bind ``ident``; a second binding of a visible name is an error and is dropped."""
         previous = self.scope.lookup(ident.text)
-        if previous is not None:
-            where = f"line {previous.span.line}" if previous.span else "by the tiling"
-            verb = "shadows" if previous.kind in ("loop", "let") else "is already declared"
-            self.bag.error(ident.span, "E207",
-                           f"'{ident.text}' {verb} the {previous.kind} declared {where}"
-                           if verb == "shadows" else f"'{ident.text}' is already declared ({previous.kind}, {where})",
-                           hint="choose another name")
-        self.scope.frames[-1][ident.text] = symbol
+        if previous is None:
+            self.scope.frames[-1][ident.text] = symbol
+            return
+        where = f"at line {previous.span.line}" if previous.span else "by the tiling"
+        if previous.kind in ("loop", "let"):
+            message = f"'{ident.text}' shadows the {previous.kind} declared {where}"
+        else:
+            message = f"'{ident.text}' is already declared ({previous.kind}, {where})"
+        self.bag.error(ident.span, "E207", message, hint="choose another name")
 
     def _report_unused(self):
         for name, symbol in self.scope.frames[0].items():
@@ -289,9 +311,10 @@ class _Analyzer:
         self.conditions -= 1
 
     def _let(self, stmt: n.Let):
-        self._int_expr(stmt.value)
+        ok = self._int_expr(stmt.value)
         depends = self._depends(stmt.value)
-        self._declare(stmt.name, _Symbol("let", stmt.name.span, stmt, depends=depends))
+        # a let whose value has errors stays opaque: expanding it could loop forever
+        self._declare(stmt.name, _Symbol("let", stmt.name.span, stmt if ok else None, depends=depends))
 
     def _release(self, stmt: n.Release):
         self._tile(stmt.tile)
@@ -466,7 +489,7 @@ class _Analyzer:
                 return True
             case n.Name(ident=ident):
                 symbol = self.scope.lookup(ident.text)
-                return symbol is None or symbol.kind != "let" or self._affine(symbol.node.value)
+                return symbol is None or symbol.kind != "let" or symbol.node is None or self._affine(symbol.node.value)
             case n.Method(arg=arg):
                 return not self._varying(arg)
             case n.Func(args=args):
@@ -484,7 +507,7 @@ class _Analyzer:
 
     def _let_value(self, name: str):
         symbol = self.scope.lookup(name)
-        return symbol.node.value if symbol is not None and symbol.kind == "let" else None
+        return symbol.node.value if symbol is not None and symbol.kind == "let" and symbol.node else None
 
     def _extent_symbol(self, matrix: str, axis: str) -> str:
         """A symbol naming the tile count of ``matrix`` along ``axis`` ('mt' or 'nt')."""
@@ -513,22 +536,21 @@ def _constant(expr) -> int | None:
         case n.Unary(op="-", operand=operand):
             value = _constant(operand)
             return None if value is None else -value
-        case n.Binary(op=op, left=left, right=right) if op in ("+", "-", "*"):
+        case n.Binary(op=op, left=left, right=right) if op in ("+", "-", "*", "//", "%"):
             a, b = _constant(left), _constant(right)
-            if a is None or b is None:
+            if a is None or b is None or (op in ("//", "%") and b == 0):
                 return None
-            return a + b if op == "+" else a - b if op == "-" else a * b
+            return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0, "%": a % b if b else 0}[op]
     return None
 
 
-def _names(expr):
-    """Every plain name used in ``expr``."""
+def _nodes(expr):
+    """Every node of an expression, outermost first."""
     stack = [expr]
     while stack:
         node = stack.pop()
+        yield node
         match node:
-            case n.Name(ident=ident):
-                yield ident.text
             case n.Method(arg=arg):
                 stack.append(arg)
             case n.Func(args=args):
@@ -537,6 +559,11 @@ def _names(expr):
                 stack.append(operand)
             case n.Binary(left=left, right=right):
                 stack.extend((left, right))
+
+
+def _names(expr):
+    """Every plain name used in ``expr``."""
+    return (node.ident.text for node in _nodes(expr) if isinstance(node, n.Name))
 
 
 def _unparse(expr) -> str:

@@ -11,6 +11,7 @@ builtins or the driver's own names are renamed, and strings are emitted with
 from __future__ import annotations
 
 import builtins
+import json
 import keyword
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,7 +23,10 @@ from . import nodes as n
 from .analysis import Checked, unparse
 
 INDENT = "    "
-_RESERVED = set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins)) | {"rt", "p"}
+# Python's words, and every name the driver module itself defines or imports
+_RESERVED = (set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins))
+             | {"rt", "p", "CALLS", "PROGRAM", "Call", "CheckDecl", "MatrixDecl", "Program", "Tiling",
+                "WorkspaceDecl", "main", "resolve_params", "shapes", "generate"})
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class DriverModel:
     version: str
     tiling: str
     tiling_defaults: dict
-    params: list  # (name, python default expression)
+    params: list  # (name, python reference, python default expression)
     matrices: list  # (name, init, load, line, rows expr, cols expr)
     workspaces: list  # (name, like, rows expr, line)
     check: tuple | None
@@ -63,6 +67,7 @@ def _template() -> jinja2.Template:
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters["py"] = repr
+    env.filters["printable"] = printable
     return env.get_template("driver.py.j2")
 
 
@@ -72,8 +77,7 @@ class _Names:
     def __init__(self, program: n.Program):
         self.taken: set[str] = set()
         self.mapping: dict[str, str] = {}
-        for name in sorted(_all_names(program)):
-            self.taken.add(name)
+        self.taken = _all_names(program) | {"n", "nb", "B", "b", "s"}
         for name in sorted(self.taken):
             self.mapping[name] = self._safe(name)
 
@@ -90,9 +94,10 @@ class _Names:
         return self.mapping.get(name, name)
 
 
-def _all_names(program: n.Program) -> set[str]:
-    names = {"n", "nb", "B", "b", "s"}
-    stack: list = [program]
+def _all_names(node) -> set[str]:
+    """Every identifier written anywhere under ``node``."""
+    names = set()
+    stack: list = [node]
     while stack:
         node = stack.pop()
         if isinstance(node, n.Ident):
@@ -122,7 +127,7 @@ class _Model:
         model = DriverModel(
             name=program.name.text, source=checked.path, version=__version__,
             tiling=checked.tiling, tiling_defaults=checked.tiling_defaults,
-            params=[(d.name.text, self.expr(d.default, params=True)) for d in program.params],
+            params=[(d.name.text, param_ref(d.name.text), self.expr(d.default, params=True)) for d in program.params],
             matrices=[(d.name.text, _init_kind(d.init), d.init.path, d.span.line,
                        self.expr(d.rows, params=True), self.expr(d.cols, params=True)) for d in program.matrices],
             workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
@@ -154,7 +159,7 @@ class _Model:
                 return str(value)
             case n.Name(ident=ident):
                 name = self.names[ident.text]
-                return f"p.{ident.text}" if params and ident.text in self.params else name
+                return param_ref(ident.text) if params and ident.text in self.params else name
             case n.Attr(matrix=m, attr=a):
                 return f"{self.names[m.text]}.{a.text}"
             case n.Method(matrix=m, method=q, arg=arg):
@@ -183,15 +188,17 @@ class _Model:
                 elif isinstance(stmt, n.Let):
                     binders.append((stmt.name.text, stmt.span))
                 elif isinstance(stmt, n.If):
-                    depth = len(binders)
-                    visit(stmt.then)
-                    del binders[depth:]
-                    visit(stmt.orelse)
-                    del binders[depth:]
+                    # an index may only be valid under its condition: never hoist above it
+                    for branch, body in (("then", stmt.then), ("else", stmt.orelse)):
+                        depth = len(binders)
+                        binders.append((None, (stmt.span, branch)))
+                        visit(body)
+                        del binders[depth:]
                 elif isinstance(stmt, n.Call) and stmt.span in self.call_index:
                     summary = self.checked.calls[self.call_index[stmt.span]]
                     for index, access in enumerate(summary.accesses):
-                        anchor = next((span for name, span in reversed(binders) if name in access.depends), None)
+                        anchor = next((key for name, key in reversed(binders)
+                                       if name is None or name in access.depends), None)
                         key = (anchor, access.matrix, unparse(access.tile.row), unparse(access.tile.col))
                         if key not in self.rank_vars:
                             self.rank_vars[key] = f"_r{len(self.rank_vars)}"
@@ -209,7 +216,8 @@ class _Model:
 
     # ---------------------------------------------------------------- statements
     def _function_body(self) -> list[str]:
-        lines = [f"{INDENT}{self.names[name]} = p.{name}" for name in sorted(self.checked.used_params)]
+        used = _all_names(self.program.body) & self.params
+        lines = [f"{INDENT}{self.names[name]} = {param_ref(name)}" for name in sorted(used)]
         for decl in self.program.matrices + self.program.workspaces:
             lines.append(f"{INDENT}{self.names[decl.name.text]} = rt.matrix({decl.name.text!r})")
         lines += self._rank_lines(None, 1)
@@ -231,14 +239,16 @@ class _Model:
     def _if(self, stmt: n.If, depth: int) -> list[str]:
         pad = INDENT * depth
         lines = [f"{pad}if {self.expr(stmt.cond)}:  # {_where(self.checked.path, stmt.span)}"]
-        lines += self._block(stmt.then, depth + 1)
+        lines += self._rank_lines((stmt.span, "then"), depth + 1) + self._block(stmt.then, depth + 1)
         if stmt.orelse:
-            lines += [f"{pad}else:"] + self._block(stmt.orelse, depth + 1)
+            lines += [f"{pad}else:"]
+            lines += self._rank_lines((stmt.span, "else"), depth + 1) + self._block(stmt.orelse, depth + 1)
         return lines
 
     def _let(self, stmt: n.Let, depth: int) -> list[str]:
         pad = INDENT * depth
-        return [f"{pad}{self.names[stmt.name.text]} = {self.expr(stmt.value)}"] + self._rank_lines(stmt.span, depth)
+        return ([f"{pad}{self.names[stmt.name.text]} = {self.expr(stmt.value)}  "
+                 f"# {_where(self.checked.path, stmt.span)}"] + self._rank_lines(stmt.span, depth))
 
     def _release(self, stmt: n.Release, depth: int) -> list[str]:
         pad = INDENT * depth
@@ -294,8 +304,18 @@ def _init_kind(init: n.Init) -> str:
     return "load" if init.kind == "load" else init.what.text
 
 
+def param_ref(name: str) -> str:
+    """How the driver reads parameter ``name`` from ``p``: an attribute when Python allows."""
+    return f"p.{name}" if not keyword.iskeyword(name) else f"p[{name!r}]"
+
+
+def printable(text: str) -> str:
+    """``text`` safe inside a docstring or a comment: quotes, backslashes, controls escaped."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
 def _where(path: str, span) -> str:
-    return f"{path.rsplit('/', 1)[-1]}:{span.line}"
+    return f"{printable(path.rsplit('/', 1)[-1])}:{span.line}"
 
 
 def unparse_tile(tile: n.TileRef) -> str:

@@ -20,9 +20,12 @@ from .source import Source, SourceError, Span
 
 #: Deepest nesting of brackets or expressions a program may have.
 MAX_DEPTH = 100
+#: Deepest syntax tree (operators chain: a+b+c+... is one level per '+').
+MAX_TREE_DEPTH = 300
 #: Most tokens on one line, and in one file: Lark's LALR parser takes ~20 µs a token.
 MAX_LINE_TOKENS = 10_000
 MAX_FILE_TOKENS = 300_000
+_BRACKET = re.compile(r'"(?:[^"\\\n]|\\.)*"|#[^\n]*|[(\[{)\]}]')
 _TOKEN = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|[^\s\w]')
 
 
@@ -44,18 +47,14 @@ def parse(source: Source, prelude: bool = False) -> n.File:
 
 
 def _check_bracket_depth(source: Source) -> None:
-    """Refuse absurd bracket nesting before the parser sees it (it would be slow)."""
+    """Refuse absurd bracket nesting (outside strings and comments) before parsing."""
     depth = 0
-    in_comment = False
-    for offset, char in enumerate(source.text):
-        if in_comment:
-            in_comment = char != "\n"
-        elif char == "#":
-            in_comment = True
-        elif char in "([{":
+    for match in _BRACKET.finditer(source.text):
+        char = match.group()
+        if char in "([{":
             depth += 1
             if depth > MAX_DEPTH:
-                raise SourceError(Diagnostic(source.span_at(offset), "E101",
+                raise SourceError(Diagnostic(source.span_at(match.start()), "E101",
                                              f"brackets nested more than {MAX_DEPTH} deep"))
         elif char in ")]}":
             depth -= 1
@@ -78,7 +77,7 @@ def _check_token_counts(source: Source) -> None:
 
 # ---------------------------------------------------------------- syntax errors
 _TOKEN_WORDS = {"NAME": "a name", "INT": "an integer", "STRING": "a string",
-                "MODE": "'in', 'out' or 'inout'", "CMP_OP": "a comparison",
+                "CMP_OP": "a comparison",
                 "MUL_OP": "'*', '//' or '%'", "$END": "end of file"}
 
 
@@ -138,9 +137,9 @@ class _Builder:
             level = 1 + max((depth.get(id(c), 0) for c in subtree.children), default=0)
             depth[id(subtree)] = level
             span = self._span(subtree)
-            if level > 3 * MAX_DEPTH:
+            if level > MAX_TREE_DEPTH:
                 raise SourceError(Diagnostic(span, "E101",
-                                             f"expression nested more than {MAX_DEPTH} deep",
+                                             f"expression nested more than {MAX_TREE_DEPTH} levels deep",
                                              hint="split it with 'let' bindings"))
             built[id(subtree)] = getattr(self, subtree.data)(children, span)
         return built[id(tree)]
@@ -148,7 +147,7 @@ class _Builder:
     def _child(self, child, built):
         if isinstance(child, Tree):
             return built[id(child)]
-        if isinstance(child, Token) and child.type in ("NAME", "MODE"):
+        if isinstance(child, Token) and child.type == "NAME":
             return n.Ident(str(child), self._token_span(child))
         return child
 
@@ -157,6 +156,14 @@ class _Builder:
         if getattr(meta, "empty", True):
             return Span.point(self.path, 1, 1)
         return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _string(self, token: Token) -> str:
+        """The value of a string literal (Python escapes), or an E100 at a bad escape."""
+        try:
+            return _pyast.literal_eval(str(token))
+        except (SyntaxError, ValueError) as error:
+            raise SourceError(Diagnostic(self._token_span(token), "E100",
+                                         f"invalid string literal: {error.msg if isinstance(error, SyntaxError) else error}")) from None
 
     def _token_span(self, token: Token) -> Span:
         return Span(self.path, token.line, token.column, token.end_line, token.end_column)
@@ -167,18 +174,24 @@ class _Builder:
         return n.File(self.path, pick(n.Use), pick(n.KernelDecl), pick(n.Program))
 
     def use_decl(self, c, span):
-        return n.Use(_string(c[0]), span)
+        return n.Use(self._string(c[0]), span)
 
     def kernel_decl(self, c, span):
         return n.KernelDecl(c[0], tuple(p for p in c[1:] if p is not None), span, self.prelude)
 
     def kparam(self, c, span):
-        return n.KernelParam(c[0].text, c[1], span)
+        return n.KernelParam(c[0], c[1], span)
+
+    def mode(self, c, span):
+        return str(c[0])
 
     def program(self, c, span):
         name, rest = c[0], c[1:]
         pick = lambda kind: tuple(i for i in rest if isinstance(i, kind))
         tilings = pick(n.TilingDecl)
+        if len(tilings) > 1:
+            raise SourceError(Diagnostic(tilings[1].span, "E207", "the tiling is declared twice",
+                                         f"first declared at line {tilings[0].span.line}"))
         body = tuple(i for i in rest if isinstance(i, (n.For, n.If, n.Let, n.Call, n.Release)))
         return n.Program(name, tilings[0] if tilings else None, pick(n.ParamDecl),
                          pick(n.MatrixDecl), pick(n.WorkspaceDecl), pick(n.CheckDecl), body, span)
@@ -194,14 +207,14 @@ class _Builder:
         return n.ParamDecl(c[0], c[1], span)
 
     def matrix_decl(self, c, span):
-        mode = c[0].text if c[0] is not None else "inout"
+        mode = c[0] if c[0] is not None else "inout"
         return n.MatrixDecl(mode, c[1], c[2], c[3], c[4], span)
 
     def init_random(self, c, span):
         return n.Init("random", c[0], None, span)
 
     def init_load(self, c, span):
-        return n.Init("load", None, _string(c[0]), span)
+        return n.Init("load", None, self._string(c[0]), span)
 
     def init_named(self, c, span):
         return n.Init("named", c[0], None, span)
@@ -214,7 +227,7 @@ class _Builder:
 
     # -- statements
     def for_stmt(self, c, span):
-        return n.For(c[0], c[1], c[2], c[3], span)
+        return n.For(c[0], c[2], c[3], c[4], span)
 
     def if_stmt(self, c, span):
         orelse = c[2] if isinstance(c[2], tuple) else (() if c[2] is None else (c[2],))
@@ -281,5 +294,4 @@ class _Builder:
         return n.Func(c[0], tuple(c[1:]), span)
 
 
-def _string(token: Token) -> str:
-    return _pyast.literal_eval(str(token))
+

@@ -86,12 +86,12 @@ PRIORITIES = {
     "qr": ["3 * (A.nt - k)", "2 * (A.nt - k)", "2 * (A.nt - k)", "A.nt - j"],
 }
 
-STATIC = {  # tiling, its settings (the values are tuned, so not pinned here), parameters read
-    "cholesky": ("uniform", {"nb"}, {"n"}),
-    "hetero_cholesky": ("hybrid", {"B", "b", "s"}, {"n", "s"}),
-    "hetero_qr": ("hybrid", {"B", "b", "s"}, {"n", "s", "ib"}),
-    "lu": ("uniform", {"nb"}, {"n"}),
-    "qr": ("uniform", {"nb"}, {"n", "ib"}),
+STATIC = {  # tiling and its settings (the values are tuned, so not pinned here)
+    "cholesky": ("uniform", {"nb"}),
+    "hetero_cholesky": ("hybrid", {"B", "b", "s"}),
+    "hetero_qr": ("hybrid", {"B", "b", "s"}),
+    "lu": ("uniform", {"nb"}),
+    "qr": ("uniform", {"nb"}),
 }
 
 
@@ -132,8 +132,8 @@ def test_main_output_is_first_written_argument(checked, name):
 def test_priorities_and_static_facts(checked, name):
     program = checked(name)
     assert [unparse(c.call.priority) for c in program.calls] == PRIORITIES[name]
-    tiling, defaults, used = STATIC[name]
-    assert (program.tiling, set(program.tiling_defaults), set(program.used_params)) == (tiling, defaults, used)
+    tiling, defaults = STATIC[name]
+    assert (program.tiling, set(program.tiling_defaults)) == (tiling, defaults)
     assert all(isinstance(v, int) and v >= 1 for v in program.tiling_defaults.values())
     assert program.kernel_module is None
     assert program.program.name.text == name

@@ -140,9 +140,6 @@ def test_matrices_and_inits(full):
     assert span_of(d.init) == where(FULL, 9, 'load "d.npy"')
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: 'in'/'out'/'inout' before 'matrix' lexes as a NAME "
-                   "(the start of a call), not as MODE: 'unexpected matrix, expected (' "
-                   "(grammars/tile.lark: MODE and NAME both match; matrix_decl: [MODE] \"matrix\" ...)")
 @pytest.mark.parametrize("before, mode", [("", "in"), ("", "out"), ("param q = 3", "inout"),
                                           ("matrix A[n, n] = zeros", "in")])
 def test_matrix_mode_prefix(before, mode):

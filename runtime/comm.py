@@ -1,0 +1,287 @@
+"""One rank's MPI communication thread (DESIGN §4 item 6).
+
+:class:`Communicator` posts non-blocking sends and receives of tile buffers from
+any thread (MPI is initialised with ``MPI_THREAD_MULTIPLE``) and runs each
+request's ``on_done`` callback on its own daemon thread, ``"mpi"``, once MPI
+reports the request complete.
+
+Why the thread polls instead of blocking in ``Waitsome``: MPICH (ch4, the
+``mpich`` wheel) has no blocking progress — ``Wait``/``Waitany``/``Waitsome``
+spin in the progress engine, calling ``sched_yield`` every 1000 polls, and
+measured with 2 ranks on 2 cores a thread parked in ``Waitsome`` halves the
+compute of the other thread of its rank (so do ``MPIR_CVAR_ENABLE_HEAVY_YIELD``
+and ``MPIR_CVAR_CH4_PROGRESS_THROTTLE``, which never sleep on this path). So
+the thread tests its requests with ``Testsome`` (which releases the GIL) and
+sleeps in between on a :class:`threading.Event`:
+
+* with no request in flight it sleeps until ``send``/``receive``/``stop`` sets
+  the event — a real kernel block, free for the other threads;
+* right after any activity (a post or a completion) it polls back to back for
+  ``spin`` seconds, since messages come in bursts;
+* then it sleeps for as long as it has been quiet, between 50 µs and
+  ``max_interval`` (1 ms by default): an idle poll costs a few µs, so this bounds
+  the cost of pending receives to about one poll per ``max_interval``, at the
+  price of noticing a message up to ``max_interval`` late after a quiet spell.
+
+Messages are matched by MPI on (source, tag) in a private duplicate of the
+given communicator, so no other traffic can match them; the caller keeps tags
+unique per tile and posts in the same order on both sides per (source, tag)
+(MPI's non-overtaking rule then pairs them up).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_INTERVAL = 50e-6  # about the kernel's timer slack: a shorter sleep is not shorter
+
+
+def mpi_module():
+    """mpi4py's MPI module, initialised with ``MPI_THREAD_MULTIPLE`` if this call initialises it."""
+    import mpi4py
+    if "mpi4py.MPI" not in sys.modules:
+        mpi4py.rc.thread_level = "multiple"  # only read when mpi4py.MPI is first imported
+    from mpi4py import MPI
+    if not MPI.Is_initialized():  # mpi4py.rc.initialize was switched off by someone
+        MPI.Init_thread(MPI.THREAD_MULTIPLE)
+    return MPI
+
+
+@dataclass
+class CommStats:
+    """Completed transfers of one rank (updated on the communication thread only)."""
+
+    sends: int = 0
+    receives: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+
+@dataclass
+class _Pending:
+    """What to do when a request completes: the buffer kept alive, and the callback."""
+
+    kind: str  # "send" or "receive"
+    array: np.ndarray
+    on_done: object
+
+
+class Communicator:
+    """One rank's MPI communication thread: non-blocking sends/receives, completions as callbacks.
+
+    ``comm`` (default ``MPI.COMM_WORLD``) is duplicated, which is collective:
+    every rank of it constructs its Communicator at the same point.
+    ``on_error(exc)`` is called (on the communication thread) with the first
+    exception a callback or MPI raised there; the exception is kept in ``error``.
+    """
+
+    def __init__(self, comm=None, on_error=None, spin: float = 50e-6, max_interval: float = 1e-3):
+        MPI = mpi_module()
+        provided = MPI.Query_thread()
+        if provided < MPI.THREAD_MULTIPLE:
+            raise RuntimeError(
+                f"MPI was initialised with thread level {_level_name(MPI, provided)}; the "
+                "communication thread needs MPI_THREAD_MULTIPLE: create the Communicator (or set "
+                "mpi4py.rc.thread_level = 'multiple') before mpi4py.MPI is first imported")
+        self._MPI = MPI
+        self._comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
+        self.rank = self._comm.Get_rank()
+        self.size = self._comm.Get_size()
+        self.max_tag = self._comm.Get_attr(MPI.TAG_UB)
+        self.on_error = on_error
+        self.error: BaseException | None = None
+        self.stats = CommStats()
+        self.spin = spin
+        self.max_interval = max_interval
+        self._lock = threading.Lock()  # guards _posted and _stopping
+        self._posted: list = []  # (request, _Pending) posted by any thread, not yet adopted
+        self._stopping = False
+        self._stopped = False
+        self._wake = threading.Event()
+        self._requests: list = []  # in flight; owned by the communication thread
+        self._pending: list[_Pending] = []  # parallel to _requests
+        self._statuses: list = []  # reused by Testsome
+        self._thread: threading.Thread | None = None
+
+    # ---------------------------------------------------------------- posting (any thread)
+    def start(self) -> None:
+        """Start the communication thread."""
+        self._thread = threading.Thread(target=self._run, name="mpi", daemon=True)
+        self._thread.start()
+
+    def send(self, array: np.ndarray, dest: int, tag: int, on_done) -> None:
+        """Post an Isend of ``array``'s bytes, in memory order; ``on_done()`` once it completed.
+
+        ``array`` is kept referenced until then: the caller must not modify it before.
+        """
+        flat = self._flat(array, tag)
+        self._post(lambda: self._comm.Isend([flat, self._MPI.DOUBLE], dest, tag),
+                   _Pending("send", array, on_done))
+
+    def receive(self, array: np.ndarray, source: int, tag: int, on_done) -> None:
+        """Post an Irecv into ``array`` (preallocated, of the message's exact size); ``on_done()`` once it arrived."""
+        if not array.flags.writeable:
+            raise ValueError("receive buffer is read-only")
+        flat = self._flat(array, tag)
+        self._post(lambda: self._comm.Irecv([flat, self._MPI.DOUBLE], source, tag),
+                   _Pending("receive", array, on_done))
+
+    def _flat(self, array: np.ndarray, tag: int) -> np.ndarray:
+        """The 1-D view of a contiguous float64 ``array`` (no copy); checks ``tag``."""
+        if not 0 <= tag <= self.max_tag:
+            raise ValueError(f"tag {tag} is outside 0..{self.max_tag} (MPI_TAG_UB)")
+        if array.dtype != np.float64:
+            raise TypeError(f"only float64 buffers are sent, not {array.dtype}")
+        if not (array.flags.c_contiguous or array.flags.f_contiguous):
+            raise ValueError("a buffer must be C- or Fortran-contiguous")
+        return array.ravel(order="A")  # a view: "A" follows the array's own contiguous order
+
+    def _post(self, isend_or_irecv, pending: _Pending) -> None:
+        """Post the request (MPI_THREAD_MULTIPLE: from the caller's thread) and hand it over."""
+        with self._lock:
+            if self._stopping:
+                raise RuntimeError("the communicator is stopped")
+            self._posted.append((isend_or_irecv(), pending))
+        self._wake.set()
+
+    # ---------------------------------------------------------------- the thread
+    def _run(self) -> None:
+        """Adopt new requests, test them, run callbacks; sleep between polls (see module doc)."""
+        last_activity = time.perf_counter()
+        try:
+            while True:
+                timeout = self._sleep_for(time.perf_counter() - last_activity)
+                if timeout != 0:
+                    self._wake.wait(timeout)
+                self._wake.clear()  # before adopting: a later post sets it again
+                active = self._adopt()
+                if self._stopping:
+                    break
+                if self._requests and self._complete_some():
+                    active = True
+                if active:
+                    last_activity = time.perf_counter()
+        except Exception as exc:  # an MPI error: nothing more will complete here
+            self._record(exc)
+        else:
+            self._drain()
+
+    def _sleep_for(self, quiet: float) -> float | None:
+        """How long to sleep before the next poll, after ``quiet`` seconds without activity."""
+        if not self._requests:
+            return None  # nothing can complete: wait for a post or stop()
+        if quiet < self.spin:
+            return 0
+        return min(self.max_interval, max(MIN_INTERVAL, quiet))
+
+    def _adopt(self) -> bool:
+        """Move requests posted by other threads into the active list; True if there were any."""
+        with self._lock:
+            posted, self._posted = self._posted, []
+        for request, pending in posted:
+            self._requests.append(request)
+            self._pending.append(pending)
+        return bool(posted)
+
+    def _complete_some(self) -> bool:
+        """Test the active requests once; run the callbacks of those done. True if any was."""
+        done = self._MPI.Request.Testsome(self._requests, self._statuses)
+        if not done:
+            return False
+        for index in done:
+            self._finish(self._pending[index], self._statuses[index])
+        finished = set(done)
+        self._requests = [r for i, r in enumerate(self._requests) if i not in finished]
+        self._pending = [p for i, p in enumerate(self._pending) if i not in finished]
+        return True
+
+    def _finish(self, pending: _Pending, status) -> None:
+        """Count a completed request and run its callback, recording what it raises."""
+        stats = self.stats
+        try:
+            if pending.kind == "send":
+                stats.sends += 1
+                stats.bytes_sent += pending.array.nbytes
+            else:
+                received = status.Get_count(self._MPI.BYTE)
+                stats.receives += 1
+                stats.bytes_received += received
+                if received != pending.array.nbytes:
+                    raise ValueError(f"received {received} bytes from rank {status.Get_source()} "
+                                     f"(tag {status.Get_tag()}) into a {pending.array.nbytes}-byte buffer")
+            pending.on_done()
+        except Exception as exc:
+            self._record(exc)
+
+    def _record(self, exc: BaseException) -> None:
+        """Keep the first error and report it through ``on_error``."""
+        if self.error is None:
+            self.error = exc
+        if self.on_error is not None:
+            try:
+                self.on_error(exc)
+            except Exception:  # the hook failed too: say so rather than lose the thread
+                traceback.print_exc()
+
+    def _drain(self) -> None:
+        """At stop: cancel the receives, wait for the sends (they complete once matched)."""
+        self._adopt()
+        for request, pending in zip(self._requests, self._pending):
+            if pending.kind == "receive":
+                request.Cancel()
+        statuses = [self._MPI.Status() for _ in self._requests]
+        self._MPI.Request.Waitall(self._requests, statuses)
+        for pending, status in zip(self._pending, statuses):
+            if not status.Is_cancelled():
+                self._finish(pending, status)
+        self._requests, self._pending = [], []
+
+    # ---------------------------------------------------------------- ending
+    def stop(self) -> None:
+        """Stop the thread after draining what is in flight (see :meth:`_drain`); idempotent."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopping = self._stopped = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        else:
+            self._drain()
+
+    def abort(self, code: int = 1) -> None:
+        """Abort the whole MPI job with exit status ``code``, after flushing what was printed."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._MPI.COMM_WORLD.Abort(code)
+
+    # ---------------------------------------------------------------- collectives (main thread)
+    def allreduce_sum(self, array: np.ndarray) -> np.ndarray:
+        """Element-wise sum of ``array`` over all ranks (a new array)."""
+        source = np.ascontiguousarray(array)
+        result = np.empty_like(source)
+        self._comm.Allreduce(source, result, op=self._MPI.SUM)
+        return result
+
+    def allreduce_max(self, value: float) -> float:
+        """The largest ``value`` over all ranks."""
+        result = np.empty(1)
+        self._comm.Allreduce(np.array([value], dtype=np.float64), result, op=self._MPI.MAX)
+        return float(result[0])
+
+    def barrier(self) -> None:
+        """Wait until every rank reached this call."""
+        self._comm.Barrier()
+
+
+def _level_name(MPI, level: int) -> str:
+    """``MPI_THREAD_SERIALIZED`` for MPI.THREAD_SERIALIZED, and so on."""
+    for name in ("SINGLE", "FUNNELED", "SERIALIZED", "MULTIPLE"):
+        if getattr(MPI, f"THREAD_{name}") == level:
+            return f"MPI_THREAD_{name}"
+    return str(level)

@@ -1,0 +1,300 @@
+"""The command line never shows a traceback for a bad input, and exits with the right status.
+
+``tiledsl check`` on hostile files (empty, binary, not UTF-8, NUL bytes, a directory,
+deep nesting, huge lines, token salad) reports a diagnostic and exits 1 within seconds;
+usage errors exit 2. Property tests feed random bytes and random token sequences to the
+compiler's front door, which must answer with diagnostics only.
+"""
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from tiledsl.compiler import check_source
+from tiledsl.source import SourceError, decode
+
+ROOT = Path(__file__).resolve().parents[2]
+DIAGNOSTIC = re.compile(r"(error|warning)\[[EW]\d{3}\]")
+LIMIT = 20  # seconds per command
+CACHE = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def private_cache(tmp_path_factory):
+    """Keep compiled-driver caches of these runs out of the home directory and the checkout."""
+    CACHE["dir"] = tmp_path_factory.mktemp("tiledsl_cache")
+    yield
+
+
+def tiledsl(*args, cwd=None, timeout=LIMIT + 10):
+    env = dict(os.environ, XDG_CACHE_HOME=str(CACHE["dir"]))
+    env.pop("TILEDSL_DEBUG", None)
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd or ROOT, env=env,
+                         capture_output=True, timeout=timeout)
+    out.seconds = time.monotonic() - start
+    out.out = out.stdout.decode("utf-8", "replace")
+    out.err = out.stderr.decode("utf-8", "replace")
+    return out
+
+
+def assert_clean_failure(out, status=1):
+    assert "Traceback" not in out.out + out.err, out.err[-3000:]
+    assert "internal error" not in out.err, out.err[-3000:]
+    assert out.returncode == status, (out.returncode, out.err[-3000:])
+    assert out.seconds < LIMIT, f"took {out.seconds:.1f} s"
+
+
+# ---------------------------------------------------------------- hostile files
+KEYWORDS = ["use", "kernel", "program", "tiling", "param", "matrix", "workspace", "like", "rows", "check",
+            "random", "load", "for", "in", "out", "inout", "if", "else", "let", "priority", "release",
+            "and", "or", "not", "uniform", "hybrid", "spd", "general", "zeros", "identity", "cholesky", "qr"]
+PUNCTUATION = ["(", ")", "[", "]", "{", "}", ",", ":", "=", "..", ".", "+", "-", "*", "//", "%",
+               "==", "!=", "<", "<=", ">", ">="]
+NAMES = ["A", "T", "k", "i", "j", "n", "nb", "s", "b", "B", "x", "o", "potrf", "trsm", "gemm", "syrk",
+         "geqrt", "tpqrt", "mt", "nt", "m", "offset", "width", "height", "min", "max", "foo", "_me", "rt"]
+INTS = ["0", "1", "2", "3", "32", "007", "99999999999999999999"]
+VOCABULARY = KEYWORDS + PUNCTUATION + NAMES + INTS + ['"k.py"', '"a.npy"', '""', "# c\n", "\n", "\r\n", "\t"]
+
+
+def salad(size: int, seed: int = 7) -> str:
+    rng = random.Random(seed)
+    words = KEYWORDS + PUNCTUATION + NAMES + INTS + ["\n", "\n", '"k.py"', "# note\n"]
+    parts, length = [], 0
+    while length < size:
+        word = rng.choice(words)
+        parts.append(word)
+        length += len(word) + 1
+    return " ".join(parts)
+
+
+HOSTILE = {  # name -> (bytes of the file, made when the test runs; the code expected)
+    "empty": (lambda: b"", "E209"),
+    "binary": (lambda: random.Random(1).randbytes(4096), "E001"),
+    "latin-1": (lambda: "program p { # café\n}".encode("latin-1"), "E001"),
+    "nul": (lambda: b"program p {\n  let x = 1\0\n}\n", "E001"),
+    "nested-parentheses": (lambda: ("program p {\n  let x = " + "(" * 20000 + "1" + ")" * 20000
+                                    + "\n}\n").encode(), "E101"),
+    "megabyte-line": (lambda: ("program p {\n  let x = " + "+".join(["k"] * 500_000) + "\n}\n").encode(),
+                      "E102"),
+    "token-salad": (lambda: salad(500_000).encode(), "E100"),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_check_hostile_file(tmp_path, name):
+    make, code = HOSTILE[name]
+    path = tmp_path / f"{name}.tile"
+    path.write_bytes(make())
+    out = tiledsl("check", path)
+    assert_clean_failure(out)
+    assert DIAGNOSTIC.search(out.err), out.err[:2000]
+    assert f"error[{code}]" in out.err, out.err[:2000]
+    assert "checked 1 file(s): 1 with errors" in out.err
+
+
+@pytest.mark.timeout(60)
+def test_check_missing_path(tmp_path):
+    out = tiledsl("check", tmp_path / "nowhere.tile")
+    assert_clean_failure(out)
+    assert f"{tmp_path / 'nowhere.tile'}: error[E000]: no such file" in out.err
+
+
+@pytest.mark.timeout(60)
+def test_check_directory(tmp_path):
+    out = tiledsl("check", tmp_path)
+    assert_clean_failure(out)
+    assert "error[E000]: is a directory" in out.err
+
+
+@pytest.mark.timeout(60)
+def test_check_crlf_program_is_clean(tmp_path):
+    text = (ROOT / "programs" / "cholesky.tile").read_text()
+    path = tmp_path / "crlf.tile"
+    path.write_bytes(text.replace("\n", "\r\n").encode())
+    out = tiledsl("check", path)
+    assert_clean_failure(out, status=0)
+    assert "checked 1 file(s): no errors" in out.err
+    assert not DIAGNOSTIC.search(out.err)
+
+
+@pytest.mark.timeout(60)
+def test_check_crlf_error_position(tmp_path):
+    path = tmp_path / "crlf_bad.tile"
+    path.write_bytes(b"program p {\r\n  matrix A[n, n] = random spd\r\n  potrf(A[0, kk])\r\n}\r\n")
+    out = tiledsl("check", path)
+    assert_clean_failure(out)
+    assert f"{path}:3:14: error[E200]: unknown name 'kk'" in out.err
+    assert "\r" not in out.err
+
+
+@pytest.mark.timeout(60)
+def test_check_several_files_reports_each(tmp_path):
+    bad = tmp_path / "bad.tile"
+    bad.write_text("program p {\n  potrff(A[0, 0])\n}\n")
+    out = tiledsl("check", ROOT / "programs" / "lu.tile", bad, tmp_path / "missing.tile")
+    assert_clean_failure(out)
+    assert "error[E201]" in out.err and "error[E000]" in out.err
+    assert "checked 3 file(s): 2 with errors" in out.err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("text", ['use "\\N{nope}"\nprogram p { }\n',
+                                  "program p {\n  matrix A[n, n] = random spd\n  let k = k + 1\n"
+                                  "  potrf(A[k, k])\n}\n"], ids=["escape", "self-let"])
+def test_check_known_internal_errors(tmp_path, text):
+    path = tmp_path / "bug.tile"
+    path.write_text(text)
+    assert_clean_failure(tiledsl("check", path))
+
+
+# ---------------------------------------------------------------- usage errors and compile
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("args", [
+    ("check",),
+    ("explain", "programs/cholesky.tile", "--grid", "2y2", "--n", "64"),
+    ("explain", "programs/cholesky.tile", "--n", "64", "--gpus", "-1"),
+    ("explain", "programs/cholesky.tile", "--n", "64", "--B", "64"),
+    ("check", "--no-such-option", "programs/lu.tile"),
+    ("frobnicate",),
+    (),
+], ids=["no-file", "bad-grid", "negative-gpus", "wrong-tile-setting", "unknown-option", "unknown-command",
+        "no-command"])
+def test_usage_errors_exit_2(tmp_path, args):
+    out = tiledsl(*args)
+    assert_clean_failure(out, status=2)
+    assert out.err.strip(), "no message"
+
+
+@pytest.mark.timeout(60)
+def test_compile_writes_a_valid_driver(tmp_path):
+    target = tmp_path / "d.py"
+    out = tiledsl("compile", "programs/cholesky.tile", "-o", target)
+    assert_clean_failure(out, status=0)
+    assert out.out == ""
+    check = subprocess.run([sys.executable, "-m", "py_compile", str(target)], capture_output=True, text=True,
+                           timeout=LIMIT)
+    assert check.returncode == 0, check.stderr
+    assert "def generate(rt, p):" in target.read_text()
+
+
+@pytest.mark.timeout(60)
+def test_compile_refuses_a_bad_program(tmp_path):
+    bad = tmp_path / "bad.tile"
+    bad.write_text("program p {\n  potrf(A[0, 0])\n}\n")
+    target = tmp_path / "never.py"
+    out = tiledsl("compile", bad, "-o", target)
+    assert_clean_failure(out)
+    assert "error[E200]" in out.err and not target.exists()
+
+
+@pytest.mark.timeout(60)
+def test_compile_to_an_unwritable_place(tmp_path):
+    out = tiledsl("compile", "programs/lu.tile", "-o", tmp_path / "no" / "such" / "dir" / "d.py")
+    assert_clean_failure(out, status=2)
+    assert "cannot write" in out.err
+
+
+# ---------------------------------------------------------------- property tests
+PROGRAM_TOKENS = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|\.\.|//|==|!=|<=|>=|[^\s\w]')
+SHIPPED = [PROGRAM_TOKENS.findall((ROOT / "programs" / f"{name}.tile").read_text())
+           for name in ("cholesky", "lu", "qr", "hetero_cholesky", "hetero_qr")]
+SHIPPED = [[t for t in tokens if not t.startswith("#")] for tokens in SHIPPED]
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def front_door(data: bytes):
+    """decode + check_source: only SourceError (a diagnostic) may come out of decoding."""
+    try:
+        source = decode("fuzz.tile", data)
+    except SourceError as error:
+        assert error.diagnostic.code == "E001"
+        return None
+    result = check_source(source)
+    for d in result.diagnostics:
+        assert re.fullmatch(r"[EW]\d{3}", d.code) and d.message
+        result.report()
+    return result
+
+
+@FUZZ
+@given(st.binary(max_size=2000))
+def test_random_bytes_never_raise(data):
+    front_door(data)
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(VOCABULARY), max_size=150))
+def test_random_token_sequences_never_raise(tokens):
+    front_door(" ".join(tokens).encode())
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(VOCABULARY), max_size=60))
+def test_programs_with_random_bodies_never_raise(tokens):
+    body = " ".join(tokens)
+    front_door(f"program p {{\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {{ {body} }}\n}}\n".encode())
+
+
+EXPRESSION_JOINERS = {"(", "[", ",", "=", "..", ":", ".", "+", "-", "*", "//", "%", "==", "!=", "<", "<=", ">",
+                      ">=", "and", "or", "not", "in", "priority"}
+
+
+def let_value_end(tokens, start: int) -> int:
+    """Where the expression starting at ``tokens[start]`` ends (over-approximated by the next statement)."""
+    for j in range(start, len(tokens)):
+        token = tokens[j]
+        if token in ("let", "for", "if", "else", "release", "{", "}"):
+            return j
+        if (j > start and tokens[j - 1] not in EXPRESSION_JOINERS and j + 1 < len(tokens)
+                and tokens[j + 1] in ("(", "[") and re.fullmatch(r"[A-Za-z_]\w*", token)):
+            return j  # a call or a tile reference starting the next statement
+    return len(tokens)
+
+
+def self_referential_let(tokens) -> bool:
+    """A let whose value names itself or a later let: the known RecursionError (test_regressions.py)."""
+    lets = [(i, tokens[i + 1]) for i in range(len(tokens) - 2) if tokens[i] == "let" and tokens[i + 2] == "="]
+    for i, _ in lets:
+        later = {name for j, name in lets if j >= i}
+        value = tokens[i + 3:let_value_end(tokens, i + 3)]
+        if later & set(value):
+            return True
+    return False
+
+
+def test_the_fuzz_filter_keeps_the_shipped_programs():
+    assert not any(self_referential_let(tokens) for tokens in SHIPPED)
+    assert self_referential_let("let k = t * s + k".split())
+    assert self_referential_let("let a = b + 1 let b = a potrf ( A [ b , b ] )".split())
+    assert not self_referential_let("let k = t * s + d let o = A . offset ( k )".split())
+
+
+@FUZZ
+@given(st.integers(0, len(SHIPPED) - 1),
+       st.lists(st.tuples(st.sampled_from(["replace", "insert", "delete"]), st.integers(0, 10_000),
+                          st.sampled_from(VOCABULARY)), min_size=1, max_size=4))
+def test_mutated_programs_never_raise_and_compile_to_python(which, mutations):
+    from tiledsl.codegen import generate
+
+    tokens = list(SHIPPED[which])
+    for kind, where, token in mutations:
+        where %= len(tokens) + (kind == "insert")
+        if kind == "replace" and where < len(tokens):
+            tokens[where] = token
+        elif kind == "insert":
+            tokens.insert(where, token)
+        elif tokens and where < len(tokens):
+            del tokens[where]
+    assume(not self_referential_let(tokens))
+    result = front_door(" ".join(tokens).encode())
+    if result is not None and result.ok:
+        compile(generate(result.checked), "driver.py", "exec")

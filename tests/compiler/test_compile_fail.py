@@ -1,0 +1,194 @@
+"""Programs that must not compile, one file per diagnostic kind, and how diagnostics render.
+
+Each ``compile_fail/*.tile`` file states what it expects in header comments:
+
+    # expect: LINE:COL CODE message prefix     (one per diagnostic, in any order)
+    # expect-note: text                        (a note of the diagnostic above starts with it)
+    # expect-hint: text                        (the hint of the diagnostic above starts with it)
+    # xfail: reason                            (a known compiler bug: the test must fail)
+
+The check is exact for errors: every error ``check_path`` reports is expected, and every
+expectation is met. Warnings must be reported when expected and are otherwise ignored.
+"""
+import re
+from pathlib import Path
+
+import pytest
+
+from tiledsl.compiler import check_path, check_source
+from tiledsl.diagnostics import CODES, Diagnostic, render
+from tiledsl.parser import MAX_FILE_TOKENS, MAX_LINE_TOKENS
+from tiledsl.source import Span, decode
+
+HERE = Path(__file__).resolve().parent
+CASES = sorted((HERE / "compile_fail").glob("*.tile"))
+EXPECT = re.compile(r"#\s*expect:\s*(\d+):(\d+)\s+([EW]\d{3})\s*(.*?)\s*$")
+
+
+def expectations(path: Path):
+    """[(line, column, code, message prefix, [note prefixes], [hint prefixes])], xfail reason."""
+    expected, reason = [], None
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if match := EXPECT.match(line):
+            expected.append((int(match[1]), int(match[2]), match[3], match[4], [], []))
+        elif line.startswith("# expect-note:"):
+            expected[-1][4].append(line.split(":", 1)[1].strip())
+        elif line.startswith("# expect-hint:"):
+            expected[-1][5].append(line.split(":", 1)[1].strip())
+        elif line.startswith("# xfail:"):
+            reason = line.split(":", 1)[1].strip()
+        elif line.startswith("# expect"):
+            raise AssertionError(f"{path.name}: malformed header line {raw!r}")
+    return expected, reason
+
+
+def matches(d: Diagnostic, want) -> bool:
+    line, column, code, prefix, notes, hints = want
+    span = d.span or Span.whole("")
+    return ((span.line, span.column, d.code) == (line, column, code) and d.message.startswith(prefix)
+            and all(any(note.startswith(n) for note in d.notes) for n in notes)
+            and all((d.hint or "").startswith(h) for h in hints))
+
+
+def describe(d: Diagnostic) -> str:
+    span = d.span or Span.whole("")
+    return f"{span.line}:{span.column} {d.code} {d.message} notes={list(d.notes)} hint={d.hint!r}"
+
+
+def params():
+    for path in CASES:
+        _, reason = expectations(path)
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        yield pytest.param(path, id=path.stem, marks=marks)
+
+
+def test_there_is_a_file_for_every_code_checked_by_files():
+    stems = {p.stem.split("_")[0].upper() for p in CASES}
+    wanted = {c for c in CODES if c >= "E100"} - {"E102"}  # E102 is generated below
+    assert wanted <= stems, f"no compile_fail file for {sorted(wanted - stems)}"
+
+
+@pytest.mark.parametrize("path", params())
+def test_compile_fail(path):
+    expected, _ = expectations(path)
+    assert expected, f"{path.name} states no '# expect:' line"
+    result = check_path(path)
+    remaining = list(result.diagnostics)
+    missing = []
+    for want in expected:
+        found = next((d for d in remaining if matches(d, want)), None)
+        if found is None:
+            missing.append(want)
+        else:
+            remaining.remove(found)
+    unexpected = [d for d in remaining if d.is_error]
+    report = "\n".join(describe(d) for d in result.diagnostics)
+    assert not missing and not unexpected, (
+        f"{path.name}\nmissing: {missing}\nunexpected errors: {[describe(d) for d in unexpected]}\n"
+        f"all diagnostics:\n{report}")
+    codes = {w[2] for w in expected}
+    assert result.ok == (not any(c.startswith("E") for c in codes))
+
+
+def test_every_file_names_its_code_first():
+    for path in CASES:
+        expected, _ = expectations(path)
+        assert path.stem.split("_")[0].upper() in {w[2] for w in expected}, path.name
+
+
+# ---------------------------------------------------------------- token limits (E102)
+def check_text(text: str):
+    return check_source(decode("big.tile", text.encode()))
+
+
+def test_e102_line_with_too_many_tokens():
+    terms = MAX_LINE_TOKENS // 2 + 1  # k + k + ... : 2 tokens per term
+    text = "program p {\n  let x = " + " + ".join(["k"] * terms) + "\n}\n"
+    result = check_text(text)
+    (d,) = result.diagnostics
+    assert (d.code, d.span.line, d.span.column) == ("E102", 2, 1)
+    assert d.message.startswith(f"line 2 holds {2 * terms + 2} tokens (at most {MAX_LINE_TOKENS})")
+    assert d.hint and "let" in d.hint
+
+
+def test_e102_file_with_too_many_tokens():
+    per_line = MAX_LINE_TOKENS - 10
+    line = "  let x = " + " + ".join(["1"] * (per_line // 2 - 2))
+    lines = MAX_FILE_TOKENS // per_line + 2
+    text = "program p {\n" + "\n".join([line] * lines) + "\n}\n"
+    result = check_text(text)
+    (d,) = result.diagnostics
+    assert d.code == "E102"
+    assert d.message == f"the program is longer than {MAX_FILE_TOKENS} tokens"
+    assert 2 <= d.span.line <= lines + 1
+
+
+def test_comments_do_not_count_as_tokens():
+    text = "program p {\n  # " + "x " * (MAX_LINE_TOKENS + 5) + "\n}\n"
+    assert check_text(text).diagnostics == []
+
+
+def test_e102_just_below_the_line_limit_parses():
+    terms = (MAX_LINE_TOKENS - 10) // 2
+    text = "program p {\n  let x = " + " + ".join(["1"] * terms) + "\n  potrf(A[0, 0]) priority x\n" \
+           "  matrix A[n, n] = zeros\n}\n"
+    codes = {d.code for d in check_text(text).diagnostics}
+    assert "E102" not in codes
+
+
+# ---------------------------------------------------------------- rendering
+def test_rendered_report_has_header_source_line_and_caret(tmp_path):
+    path = tmp_path / "bad.tile"
+    path.write_text("program p {\n  matrix A[n, n] = random spd\n"
+                    "  for k in 0 .. A.nt { potrf(A[k, kk]) }\n}\n")
+    result = check_path(path)
+    report = result.report()
+    lines = report.split("\n")
+    assert lines[0] == f"{path}:3:35: error[E200]: unknown name 'kk'"
+    source_line = "  for k in 0 .. A.nt { potrf(A[k, kk]) }"
+    assert lines[1].strip() == "|"
+    gutter, text = lines[2].split(" | ", 1)
+    assert gutter.strip() == "3" and text == source_line
+    caret_gutter, carets = lines[3].split(" | ", 1)
+    assert caret_gutter.strip() == "" and len(caret_gutter) == len(gutter)
+    assert carets == " " * 34 + "^^"
+    assert source_line[carets.index("^"):carets.index("^") + 2] == "kk"
+    assert lines[4] == "  = note: did you mean 'k'?"
+
+
+def test_rendered_warning_and_hint(tmp_path):
+    path = tmp_path / "w.tile"
+    path.write_text("program p {\n  param unused = 1\n  matrix A[n, n] = random spd\n"
+                    "  let x = A\n  potrf(A[x, 0])\n}\n")
+    text = check_path(path).report()
+    assert f"{path}:2:9: warning[W300]: param 'unused' is declared but never used" in text
+    assert f"{path}:4:11: error[E205]: 'A' is a matrix, not an integer" in text
+    assert "  = hint: use A.mt or A.nt for its number of tile rows or columns" in text
+
+
+def test_rendered_whole_file_problem_has_no_excerpt(tmp_path):
+    path = tmp_path / "empty.tile"
+    path.write_text("")
+    text = check_path(path).report()
+    assert text.split("\n")[0] == f"{path}: error[E209]: no program in this file"
+    assert " | " not in text
+
+
+def test_rendered_caret_on_a_long_line_is_clipped_but_aligned():
+    source = decode("long.tile", ("program p { let x = " + "1 + " * 100 + "zz }").encode())
+    (d,) = [d for d in check_source(source).diagnostics if d.is_error]
+    lines = render(d, source).split("\n")
+    assert d.code == "E200"
+    shown, carets = lines[2].split(" | ", 1)[1], lines[3].split(" | ", 1)[1]
+    assert len(shown) <= 170
+    at = carets.index("^")
+    assert shown[at:at + 2] == "zz"
+
+
+def test_rendered_multiline_span_underlines_to_end_of_line():
+    source = decode("m.tile", b"program p {\n  matrix A[n, n] = random spd\n  potrf(A[0, 0],\n  A[0, 0])\n}\n")
+    (d,) = [d for d in check_source(source).diagnostics if d.code == "E202"]
+    lines = render(d, source).split("\n")
+    assert lines[2].endswith("  potrf(A[0, 0],")
+    assert lines[3].endswith("^" * len("potrf(A[0, 0],"))

@@ -1,0 +1,195 @@
+"""``tiledsl explain``: the task-assignment protocol's invariants on every shipped program.
+
+For each program, grid and GPU count: every task has one owner instance over all ranks,
+every (task, input) one input instance, remote inputs and remote minor outputs are the
+messages the plan predicts, sinks pair with sources, and the driver's own skipping
+(a rank submits a task iff it has an instance of it) is exact.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.explain import plan, submitted_tasks
+from tiledsl.runtime.launch import Options
+from tiledsl.runtime.protocol import Instance
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMES = sorted(p.stem for p in (ROOT / "programs").glob("*.tile"))
+GRIDS = [(1, 1), (1, 2), (2, 1), (2, 2), (3, 2)]
+GPUS = [0, 1, 2]
+INPUTS = {Instance.NATIVE_INPUT, Instance.INTRA_NODE_ALIEN_INPUT, Instance.INTER_NODE_ALIEN_INPUT}
+SOURCES = {Instance.INTRA_NODE_SOURCE_MINOR_OUTPUT, Instance.INTER_NODE_SOURCE_MINOR_OUTPUT}
+
+
+@pytest.fixture(scope="module")
+def drivers(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("explain_drivers")
+    loaded = {}
+    for name in NAMES:
+        result, text = compile_path(ROOT / "programs" / f"{name}.tile")
+        assert text is not None, result.report()
+        path = folder / f"{name}.py"
+        path.write_text(text)
+        loaded[name] = import_driver(path, f"explain_driver_{name}")
+    return loaded
+
+
+def options_for(driver) -> Options:
+    if driver.PROGRAM.tiling.kind == "hybrid":
+        return Options(n=300, tiles={"B": 128, "b": 32, "s": 3})
+    return Options(n=300, tiles={"nb": 64})  # 300 = 4 * 64 + 44: a ragged last tile
+
+
+def key(tile):
+    return (tile.matrix.name, tile.i, tile.j)
+
+
+@pytest.mark.parametrize("gpus", GPUS)
+@pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
+@pytest.mark.parametrize("name", NAMES)
+def test_protocol_invariants(drivers, name, grid, gpus):
+    driver = drivers[name]
+    options = options_for(driver)
+    explained = plan(driver, options, grid, gpus)
+    nranks = grid[0] * grid[1]
+    assert explained.tasks, "no tasks"
+    versions = Counter()
+    moves = set()  # (tile, version, sender, receiver)
+    for task in explained.tasks:
+        call, places = task.call, task.places
+        main = places[call.main]
+        found = [(rank, kind, arg) for rank, items in task.per_rank.items() for kind, arg in items]
+        assert all(0 <= rank < nranks for rank, _, _ in found)
+        assert set(task.per_rank) == {rank for rank, _, _ in found}, "a rank listed with no instance"
+        # one owner instance, on the main output's rank
+        owners = [(rank, arg) for rank, kind, arg in found if kind == Instance.OWNER]
+        assert owners == [(main[0], call.main)], task
+        # one input instance per argument read, on the rank holding it, of the right type
+        for arg, mode in enumerate(call.modes):
+            inputs = [(rank, kind) for rank, kind, a in found if a == arg and kind in INPUTS]
+            if mode == "out":
+                assert inputs == [], task
+                continue
+            assert len(inputs) == 1, (task, arg, inputs)
+            rank, kind = inputs[0]
+            assert rank == places[arg][0]
+            expected = (Instance.NATIVE_INPUT if places[arg] == main else
+                        Instance.INTRA_NODE_ALIEN_INPUT if places[arg][0] == main[0] else
+                        Instance.INTER_NODE_ALIEN_INPUT)
+            assert kind == expected, (task, arg)
+            if kind == Instance.INTER_NODE_ALIEN_INPUT:  # a send from the tile's rank to the owner
+                moves.add((key(task.tiles[arg]), versions[key(task.tiles[arg])], rank, main[0]))
+        # minor outputs: native, or a sink paired with exactly one source
+        for arg in call.writes:
+            kinds = Counter((rank, kind) for rank, kind, a in found if a == arg and kind not in INPUTS
+                            and kind != Instance.OWNER)
+            if arg == call.main:
+                assert not kinds, task
+                continue
+            place = places[arg]
+            if place == main:
+                assert kinds == Counter({(place[0], Instance.NATIVE_MINOR_OUTPUT): 1}), task
+                continue
+            sinks = [rank for (rank, kind), c in kinds.items() for _ in range(c) if kind == Instance.SINK_MINOR_OUTPUT]
+            sources = [(rank, kind) for (rank, kind), c in kinds.items() for _ in range(c) if kind in SOURCES]
+            assert sinks == [place[0]], task
+            source = (Instance.INTRA_NODE_SOURCE_MINOR_OUTPUT if place[0] == main[0]
+                      else Instance.INTER_NODE_SOURCE_MINOR_OUTPUT)
+            assert sources == [(main[0], source)], task
+            assert sum(kinds.values()) == 2
+        for arg in call.writes:
+            versions[key(task.tiles[arg])] += 1
+        for rank, kind, arg in found:
+            if kind == Instance.INTER_NODE_SOURCE_MINOR_OUTPUT:  # the owner sends the new version
+                tile = key(task.tiles[arg])
+                moves.add((tile, versions[tile], main[0], places[arg][0]))
+        if gpus == 0:
+            assert not any(kind in (Instance.INTRA_NODE_ALIEN_INPUT, Instance.INTRA_NODE_SOURCE_MINOR_OUTPUT)
+                           for _, kind, _ in found), "an intra-node copy without GPUs"
+        if nranks == 1:
+            assert not any(kind in (Instance.INTER_NODE_ALIEN_INPUT, Instance.INTER_NODE_SOURCE_MINOR_OUTPUT,
+                                    Instance.SINK_MINOR_OUTPUT) and task.places[arg][0] != main[0]
+                           for _, kind, arg in found)
+    # remote inputs and remote minor outputs are exactly the messages (a version sent once per rank)
+    messages = Counter((sender, receiver) for _, _, sender, receiver in moves)
+    assert messages == Counter(explained.messages)
+    totals = explained.totals()
+    count4 = sum(t[Instance.INTER_NODE_ALIEN_INPUT] for t in totals.values())
+    count8 = sum(t[Instance.INTER_NODE_SOURCE_MINOR_OUTPUT] for t in totals.values())
+    assert sum(explained.messages.values()) <= count4 + count8
+    if nranks == 1:
+        assert explained.messages == {}
+    # the sinks and sources balance over the whole run
+    count6 = sum(t[Instance.SINK_MINOR_OUTPUT] for t in totals.values())
+    count78 = sum(t[k] for t in totals.values() for k in SOURCES)
+    assert count6 == count78
+    assert sum(t[Instance.OWNER] for t in totals.values()) == len(explained.tasks)
+
+
+@pytest.mark.parametrize("gpus", [0, 2])
+@pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
+@pytest.mark.parametrize("name", NAMES)
+def test_driver_skipping_is_exact(drivers, name, grid, gpus):
+    driver = drivers[name]
+    options = options_for(driver)
+    explained = plan(driver, options, grid, gpus)
+    for rank in range(grid[0] * grid[1]):
+        submitted = submitted_tasks(driver, options, grid, gpus, rank)[0]
+        expected = [(t.call, tuple(key(x) for x in t.tiles)) for t in explained.tasks if rank in t.per_rank]
+        assert submitted == expected, f"rank {rank}"
+
+
+def test_gpus_create_intra_node_copies_on_hybrid_tiles(drivers):
+    explained = plan(drivers["hetero_cholesky"], options_for(drivers["hetero_cholesky"]), (1, 1), 1)
+    assert sum(t[Instance.INTRA_NODE_ALIEN_INPUT] for t in explained.totals().values()) > 0
+    assert sum(explained.copies.values()) > 0
+
+
+def test_two_ranks_exchange_messages(drivers):
+    explained = plan(drivers["cholesky"], options_for(drivers["cholesky"]), (2, 2), 0)
+    assert sum(explained.messages.values()) > 0
+    assert all(s != r for s, r in explained.messages)
+
+
+# ---------------------------------------------------------------- command line
+def run_cli(*args, cache):
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.timeout(120)
+def test_cli_explain_table_and_json(tmp_path):
+    args = ("explain", "programs/cholesky.tile", "--grid", "2x2", "--n", "512", "--nb", "128")
+    out = run_cli(*args, cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("cholesky (cholesky.tile) on a 2x2 grid, 0 GPU(s) per rank: n=512 nb=128, 20 tasks")
+    header = next(i for i, line in enumerate(lines) if line.startswith("rank "))
+    assert lines[header].split() == ["rank", "1", "2", "3", "4", "5", "6", "7", "8", "total"]
+    table = {}
+    for line in lines[header + 1:header + 6]:
+        cells = line.split()
+        table[cells[0]] = [int(c) for c in cells[1:]]
+    assert sorted(table) == ["0", "1", "2", "3", "all"]
+    assert table["all"] == [sum(table[r][i] for r in "0123") for i in range(9)]
+    assert table["all"][0] == 20  # one owner per task
+    sent = int(re.search(r"messages between ranks \(tile versions sent\): (\d+)", out.stdout)[1])
+    assert sent > 0
+
+    out = run_cli(*args, "--json", cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["program"] == "cholesky" and data["grid"] == [2, 2] and len(data["tasks"]) == 20
+    for rank in "0123":
+        assert [data["totals"][rank][str(k)] for k in range(1, 9)] == table[rank][:8]
+    assert sum(c for _, _, c in data["messages"]) == sent

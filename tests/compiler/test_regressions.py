@@ -1,0 +1,113 @@
+"""Regression tests for compiler bugs found while writing the front end's test suite.
+
+A test marked ``xfail(strict=True)`` states the correct behaviour of a bug not yet
+fixed; when the fix lands it passes, the strict marker turns that into a failure, and
+the marker must be removed (the test then guards the fix).
+"""
+import numpy as np
+import pytest
+
+from tiledsl.codegen import generate
+from tiledsl.compiler import check_source
+from tiledsl.driverload import import_driver
+from tiledsl.runtime.launch import Options, execute
+from tiledsl.source import decode
+
+
+def check(text: str, path: str = "t.tile"):
+    return check_source(decode(path, text.encode()))
+
+
+def errors(result):
+    return [d for d in result.diagnostics if d.is_error]
+
+
+def run(text: str, folder, n: int, nb: int = 32, **options):
+    result = check(text, str(folder / "prog.tile"))
+    assert result.ok, result.report()
+    path = folder / "driver.py"
+    path.write_text(generate(result.checked))
+    driver = import_driver(path, f"regression_{folder.name}")
+    return execute(driver, Options(n=n, tiles={"nb": nb}, workers=1, **options))
+
+
+# ---------------------------------------------------------------- analysis
+SELF_REFERENCE = {
+    "index": "for t in 0 .. A.mt {\n    let k = k + 1\n    potrf(A[k, k])\n  }",
+    "bound": "let k = k + 1\n  for t in 0 .. k { potrf(A[t, t]) }",
+    "shadowing": "for k in 0 .. A.nt {\n    let k = k + 1\n    potrf(A[k, k])\n  }",
+    "tiling parameter": "for k in 0 .. A.nt {\n    let nb = k + nb\n    potrf(A[nb, nb])\n  }",
+    "mutual": "for k in 0 .. A.nt {\n    let a = b + 1\n    let b = a + 1\n    potrf(A[b, b])\n  }",
+}
+
+
+@pytest.mark.parametrize("body", list(SELF_REFERENCE.values()), ids=list(SELF_REFERENCE))
+def test_self_referential_let_is_a_diagnostic(body):
+    result = check("program p {\n  matrix A[n, n] = random spd\n  %s\n}\n" % body)
+    assert errors(result), result.report()
+    assert all(d.code in ("E200", "E207") for d in errors(result)), result.report()
+
+
+def test_negative_parameter_is_not_provably_out_of_range(tmp_path):
+    text = ("program p {\n  tiling uniform(nb = 32)\n  param q = -3\n  matrix A[n, n] = random spd\n"
+            "  potrf(A[-q - 1, -q - 1])\n}\n")
+    assert errors(check(text)) == []
+
+
+def test_out_of_range_note_without_loops_is_a_sentence():
+    (d,) = errors(check("program p {\n  matrix A[n, n] = random spd\n  potrf(A[-1, 0])\n}\n"))
+    assert d.code == "E208"
+    assert not d.notes[0].rstrip().endswith("when"), d.notes
+
+
+def test_out_of_range_without_loops_is_still_reported():
+    result = check("program p {\n  matrix A[n, n] = random spd\n  potrf(A[0, A.nt])\n}\n")
+    assert [(d.code, d.span.line, d.span.column) for d in errors(result)] == [("E208", 3, 9)]
+
+
+def test_geometry_query_in_dimensions(tmp_path):
+    text = ("program p {\n  tiling uniform(nb = 32)\n  matrix A[n, n] = random spd\n"
+            "  matrix C[A.m, n] = zeros\n  workspace W like A rows A.nt\n"
+            "  for k in 0 .. A.nt { potrf(A[k, k]) trsm(A[k, k], C[k, 0]) trsm(A[k, k], W[k, 0]) }\n}\n")
+    result = check(text, str(tmp_path / "prog.tile"))
+    if errors(result):  # rejecting it at compile time is a fix too
+        assert {d.span.line for d in errors(result)} <= {4, 5}, result.report()
+        return
+    assert run(text, tmp_path, n=64).tasks == 6
+
+
+def test_check_of_a_workspace_is_rejected():
+    text = ("program p {\n  matrix A[n, n] = random spd\n  workspace T like A rows 32\n"
+            "  check cholesky(T)\n  for k in 0 .. A.nt { potrf(A[k, k]) potrf(T[k, k]) }\n}\n")
+    assert [d.span.line for d in errors(check(text))] == [4]
+
+
+def test_two_tilings_are_rejected():
+    text = ("program p {\n  tiling uniform(nb = 32)\n  tiling hybrid(B = 64, b = 16, s = 2)\n"
+            "  matrix A[n, n] = random spd\n  potrf(A[0, 0])\n}\n")
+    assert [d.span.line for d in errors(check(text))] == [3]
+
+
+def test_two_checks_are_rejected():
+    text = ("program p {\n  matrix A[n, n] = random spd\n  check cholesky(A)\n  check lu(A)\n"
+            "  potrf(A[0, 0])\n}\n")
+    assert [d.span.line for d in errors(check(text))] == [4]
+
+
+def test_duplicate_tiling_setting_is_rejected():
+    text = "program p {\n  tiling uniform(nb = 32, nb = 64)\n  matrix A[n, n] = random spd\n  potrf(A[0, 0])\n}\n"
+    assert [(d.span.line, d.span.column) for d in errors(check(text))] == [(2, 27)]
+
+
+def test_consistent_hybrid_defaults_compile():
+    text = "program p {\n  tiling hybrid(B = 64, b = 16, s = 4)\n  matrix A[n, n] = random spd\n  potrf(A[0, 0])\n}\n"
+    assert errors(check(text)) == []
+
+
+# ---------------------------------------------------------------- parser
+@pytest.mark.parametrize("escape", ["\\N{bogus}", "\\x4", "\\u12"])
+def test_invalid_string_escape_is_a_diagnostic(escape):
+    result = check('program p {\n  matrix A[n, n] = load "a%s.npy"\n  potrf(A[0, 0])\n}\n' % escape)
+    (d,) = errors(result)
+    assert (d.code, d.span.line) == ("E100", 2)
+
