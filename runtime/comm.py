@@ -154,14 +154,10 @@ class Communicator:
         """Adopt new requests, test them, run callbacks; sleep between polls (see module doc)."""
         last_activity = time.perf_counter()
         try:
-            while True:
+            while not self._stopping:
                 timeout = self._sleep_for(time.perf_counter() - last_activity)
-                if timeout != 0:
-                    self._wake.wait(timeout)
-                self._wake.clear()  # before adopting: a later post sets it again
-                active = self._adopt()
-                if self._stopping:
-                    break
+                rung = self._wake.wait(timeout) if timeout != 0 else self._wake.is_set()
+                active = rung and self._adopt()
                 if self._requests and self._complete_some():
                     active = True
                 if active:
@@ -181,6 +177,7 @@ class Communicator:
 
     def _adopt(self) -> bool:
         """Move requests posted by other threads into the active list; True if there were any."""
+        self._wake.clear()  # before taking the list: a later post rings again
         with self._lock:
             posted, self._posted = self._posted, []
         for request, pending in posted:
@@ -193,8 +190,8 @@ class Communicator:
         done = self._MPI.Request.Testsome(self._requests, self._statuses)
         if not done:
             return False
-        for index in done:
-            self._finish(self._pending[index], self._statuses[index])
+        for index, status in zip(done, self._statuses):  # statuses follow ``done``'s order
+            self._finish(self._pending[index], status)
         finished = set(done)
         self._requests = [r for i, r in enumerate(self._requests) if i not in finished]
         self._pending = [p for i, p in enumerate(self._pending) if i not in finished]
@@ -219,14 +216,16 @@ class Communicator:
             self._record(exc)
 
     def _record(self, exc: BaseException) -> None:
-        """Keep the first error and report it through ``on_error``."""
+        """Keep the first error and report it through ``on_error`` (or on stderr without one)."""
         if self.error is None:
             self.error = exc
-        if self.on_error is not None:
-            try:
-                self.on_error(exc)
-            except Exception:  # the hook failed too: say so rather than lose the thread
-                traceback.print_exc()
+        if self.on_error is None:
+            traceback.print_exception(exc)
+            return
+        try:
+            self.on_error(exc)
+        except Exception:  # the hook failed too: say so rather than lose the thread
+            traceback.print_exc()
 
     def _drain(self) -> None:
         """At stop: cancel the receives, wait for the sends (they complete once matched)."""

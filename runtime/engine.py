@@ -46,11 +46,12 @@ class Engine:
     """Runs a driver's ``generate`` on this rank with ``workers`` CPU threads."""
 
     def __init__(self, program, kernels: dict, workers: int, window: int = 4096,
-                 rank: int = 0, watchdog: float | None = None):
+                 watchdog: float | None = None, comm=None):
         self.program = program
         self.kernels = {id(call): kernels[call.kernel] for call in program.calls}
         self.workers = workers
-        self.rank = rank
+        self.comm = comm
+        self.rank = comm.rank if comm is not None else 0
         self.watchdog = watchdog
         self.scheduler = Scheduler(window)
         self.low_water = max(1, window * 3 // 4)
@@ -62,30 +63,74 @@ class Engine:
         self.last_progress = time.monotonic()
         self.stats = Stats(per_worker=[0] * workers, busy=[0.0] * workers)
         self.matrices: dict = {}
+        self.exchange = None
+        if comm is not None and comm.size > 1:
+            from .exchange import Exchange
+
+            self.exchange = Exchange(self, comm)
+
+    def attach(self, matrices: dict) -> None:
+        """Use ``matrices``; on several ranks, count skipped tasks' versions under the lock."""
+        self.matrices = matrices
+        if self.exchange is not None:
+            for matrix in matrices.values():
+                matrix.advance = self._advance
+
+    def _advance(self, tile) -> None:
+        with self.lock:
+            self.exchange.advance(tile)
 
     # ---------------------------------------------------------------- driver surface
     def matrix(self, name: str):
         return self.matrices[name]
 
-    def submit(self, call, tiles, regions, priority) -> None:
-        """APPEND one task (called by the generated driver)."""
+    def submit(self, call, tiles, regions, priority, kernel=None) -> None:
+        """APPEND one task (the generated driver's call; checks pass their own ``kernel``)."""
         if self.failure is not None:
             raise _Abort()
-        task = Task(call, tiles, self._views(call, tiles, regions), priority, 0, self.kernels[id(call)])
+        views, kernel = self._views(call, tiles, regions), kernel or self.kernels[id(call)]
         with self.lock:
-            scheduler = self.scheduler
-            if scheduler.window_full():
-                while scheduler.in_flight > self.low_water and self.failure is None:
-                    self.space.wait()
-                if self.failure is not None:
-                    raise _Abort()
-            if scheduler.submit(task):
-                self.work.notify()
-            if scheduler.in_flight > self.stats.peak_window:
-                self.stats.peak_window = scheduler.in_flight
+            self._wait_for_window()
+            if self.exchange is None:
+                self.enqueue(Task(call, tiles, views, priority, 0, kernel), 0)
+            else:
+                self.exchange.submit(call, tiles, views, priority, kernel)
+
+    def _wait_for_window(self) -> None:
+        """Back-pressure: a full window blocks generation until it drains to low water."""
+        scheduler = self.scheduler
+        if scheduler.window_full():
+            while scheduler.in_flight > self.low_water and self.failure is None:
+                self.space.wait()
+        if self.failure is not None:
+            raise _Abort()
+
+    def enqueue(self, task: Task, waits: int) -> None:
+        """APPEND ``task`` (lock held), waiting also for ``waits`` outside events."""
+        if self.scheduler.submit(task, waits):
+            self.work.notify()
+        if self.scheduler.in_flight > self.stats.peak_window:
+            self.stats.peak_window = self.scheduler.in_flight
+
+    def satisfy(self, task: Task) -> None:
+        """An outside event ``task`` waited for happened (any thread)."""
+        with self.lock:
+            self.satisfy_locked(task)
+
+    def satisfy_locked(self, task: Task) -> None:
+        if self.scheduler.satisfy(task):
+            self.work.notify()
+
+    def complete(self, task: Task) -> None:
+        """An asynchronous task (a send) is finished (any thread)."""
+        with self.lock:
+            self._finished(task)
 
     def release(self, tile) -> None:
-        """Release_Tile: on one rank every tile is home, so there is no copy to free."""
+        """Release_Tile: copies of ``tile`` held here are freed once their readers are done."""
+        if self.exchange is not None:
+            with self.lock:
+                self.exchange.close(tile)
 
     def _views(self, call, tiles, regions):
         if len(set(tiles)) < len(tiles):
@@ -101,6 +146,7 @@ class Engine:
     # ---------------------------------------------------------------- running
     def run(self, generate, params) -> float:
         """Run the loop nest to completion; returns the wall seconds it took."""
+        self.stopping = False
         switch = sys.getswitchinterval()
         sys.setswitchinterval(1e-4)  # a worker back from BLAS must not wait 5 ms for the GIL
         threads = [threading.Thread(target=self._worker, args=(w,), name=f"cpu-{w}", daemon=True)
@@ -125,6 +171,7 @@ class Engine:
     def _generate(self, generate, params) -> None:
         try:
             generate(self, params)
+            self._generation_ended()
         except _Abort:
             pass
         except TileIndexError as error:
@@ -132,6 +179,17 @@ class Engine:
         except Exception as error:  # a bug in the program's arithmetic, e.g. division by zero
             self._fail(TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}",
                                    self.rank, _driver_line(error)))
+
+    def _generation_ended(self) -> None:
+        """No task can read a remote copy any more: free those nobody holds."""
+        if self.exchange is None:
+            return
+        with self.lock:
+            for matrix in self.matrices.values():
+                for row in matrix.tiles:
+                    for tile in row:
+                        if tile.copies:
+                            self.exchange.close(tile)
 
     def _wait_until_idle(self) -> None:
         with self.lock:
@@ -174,14 +232,21 @@ class Engine:
                     self.failure = self.failure or _task_failure(task, error, self.rank)
                     self._wake_all()
                     break
-                fired = scheduler.finish(task)
-                self.last_progress = time.monotonic()
-                if len(fired) > 1:
-                    self.work.notify(len(fired) - 1)  # this worker takes one itself
-                if scheduler.in_flight <= self.low_water:
-                    self.space.notify_all()
+                if not task.asynchronous:
+                    self._finished(task)
         self.stats.per_worker[index] = count
         self.stats.busy[index] = busy
+
+    def _finished(self, task: Task) -> None:
+        """FIRE after ``task`` (lock held): wake workers for what became ready."""
+        fired = self.scheduler.finish(task)
+        self.last_progress = time.monotonic()
+        if task.on_complete is not None:
+            task.on_complete()
+        if fired:
+            self.work.notify(len(fired))
+        if self.scheduler.in_flight <= self.low_water:
+            self.space.notify_all()
 
     def _fail(self, failure: TaskFailure) -> None:
         with self.lock:
@@ -194,11 +259,11 @@ class Engine:
 
 
 def _execute(task: Task) -> None:
-    tiles, views = task.tiles, task.regions
+    sources, views = task.sources, task.regions
     if views is None:
-        task.kernel(*[t.data for t in tiles])
+        task.kernel(*[s.data for s in sources])
     else:
-        task.kernel(*[t.data if v is None else t.data[v] for t, v in zip(tiles, views)])
+        task.kernel(*[s.data if v is None else s.data[v] for s, v in zip(sources, views)])
 
 
 def _task_failure(task: Task, error: Exception, rank: int) -> TaskFailure:

@@ -12,9 +12,7 @@ import argparse
 import contextlib
 import importlib.util
 import json
-import os
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,13 +23,11 @@ from .distribution import BlockCyclic, Hybrid
 from .engine import Engine, TaskFailure
 from .geometry import Geometry
 from .matrix import TiledMatrix
+from .verify import Verifier
+from .world import UsageError, communicator, default_workers, grid_for
 
 FLOPS = {"cholesky": lambda n: n ** 3 / 3, "qr": lambda n: 4 * n ** 3 / 3, "lu": lambda n: 2 * n ** 3 / 3}
 TILE_SETTINGS = ("nb", "B", "b", "s")
-
-
-class UsageError(Exception):
-    """A bad option or size: reported in one line, exit status 2."""
 
 
 class Params:
@@ -65,6 +61,7 @@ class Options:
     check: bool = False
     watchdog: float | None = None
     progress: bool = False
+    grid: str | None = None  # "PxQ" on an MPI run
 
 
 @dataclass
@@ -79,7 +76,9 @@ class RunResult:
     residual: float | None = None
     residuals: dict = field(default_factory=dict)
     matrices: dict = field(default_factory=dict)
-    stats: object = None
+    stats: dict = field(default_factory=dict)
+    grid: tuple = (1, 1)
+    ranks: int = 1
 
     @property
     def passed(self) -> bool:
@@ -87,27 +86,64 @@ class RunResult:
 
 
 # ---------------------------------------------------------------- the run
-def execute(driver, options: Options, arrays: dict | None = None) -> RunResult:
-    """Run the driver module (or namespace) ``driver`` with ``options`` on one rank."""
+def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> RunResult:
+    """Run the driver module ``driver`` on this process: alone, or as a rank of ``comm``'s job."""
     program = driver.PROGRAM
+    ranks, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
     params = make_params(driver, options)
-    distribution = make_distribution(program, params, (1, 1), 0)
-    matrices = make_matrices(driver, params, distribution, 0)
-    _fill_inputs(program, matrices, params, options, arrays or {})
-    workers = options.workers or max(1, os.cpu_count() or 1)
-    engine = Engine(program, _kernels(program, driver), workers, options.window, watchdog=options.watchdog)
-    engine.matrices = matrices
-    recorder = _ReflectorLog(engine) if program.check and program.check.kind == "qr" else None
-    generate = driver.generate if recorder is None else recorder.generate(driver.generate)
-    with _single_threaded_blas(), _progress(options, driver, matrices, params, engine):
-        seconds = engine.run(generate, params)
-    result = RunResult(program.name, params.as_dict(), seconds, workers, engine.scheduler.completed,
-                       matrices=matrices, stats=engine.stats)
-    if options.check and program.check is not None:
-        _verify(program, matrices, params, options, arrays or {}, recorder, result)
+    grid = grid_for(options.grid, ranks)
+    matrices = make_matrices(driver, params, make_distribution(program, params, grid, 0), rank)
+    _check_every_rank_has_tiles(program, matrices, ranks)
+    sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}) for i, d in enumerate(program.matrices)}
+    _fill_inputs(program, matrices, sources)
+    workers = options.workers or default_workers(ranks)
+    engine = Engine(program, _kernels(program, driver), workers, options.window, watchdog=options.watchdog,
+                    comm=comm)
+    engine.attach(matrices)
+    with _single_threaded_blas():
+        with _progress(options, driver, matrices, params, engine):
+            seconds = _timed(engine, driver.generate, params, comm)
+        result = RunResult(program.name, params.as_dict(), seconds, workers, engine.scheduler.completed,
+                           matrices=matrices, stats=_rank_stats(engine, matrices, comm), grid=grid, ranks=ranks)
+        if options.check and program.check is not None:
+            result.residuals = _verify(driver, params, engine, matrices, sources, comm)
+            result.residual = max(result.residuals.values())
     for name, path in options.outputs.items():
-        _write_output(matrices[name], path)
+        _write_output(matrices[name], path, comm)
     return result
+
+
+def _timed(engine: Engine, generate, params, comm) -> float:
+    """Wall seconds of the run on the slowest rank, all ranks starting together."""
+    if comm is None:
+        return engine.run(generate, params)
+    comm.barrier()
+    return comm.allreduce_max(engine.run(generate, params))
+
+
+def _check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
+    if ranks == 1 or not program.matrices:
+        return
+    first = matrices[program.matrices[0].name]
+    owners = {tile.rank for row in first.tiles for tile in row}
+    if len(owners) < ranks:
+        raise UsageError(f"{ranks} ranks but {program.matrices[0].name} has {first.mt}×{first.nt} tiles, "
+                         f"owned by only {len(owners)} rank(s): use smaller tiles or fewer ranks")
+
+
+def _rank_stats(engine: Engine, matrices: dict, comm) -> dict:
+    """This rank's statistics for the summary (DESIGN §8), taken before any check runs."""
+    traffic = comm.stats if comm is not None else None
+    local = sum(m.local_bytes() for m in matrices.values())
+    copies = engine.exchange.peak_copy_bytes if engine.exchange is not None else 0
+    return {"rank": engine.rank, "tasks": sum(engine.stats.per_worker),
+            "messages_sent": traffic.sends if traffic else 0,
+            "messages_received": traffic.receives if traffic else 0,
+            "bytes_sent": traffic.bytes_sent if traffic else 0,
+            "bytes_received": traffic.bytes_received if traffic else 0,
+            "peak_tile_bytes": local + copies, "device_copies": 0,
+            "peak_window": engine.stats.peak_window,
+            "busy_seconds": [round(b, 6) for b in engine.stats.busy]}
 
 
 def make_params(driver, options: Options) -> Params:
@@ -155,13 +191,17 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
             geometries[name] = Geometry.workspace(geometries[like], rows)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    return {name: TiledMatrix(name, g, distribution, rank) for name, g in geometries.items()}
+    matrices, first_tag = {}, 0
+    for name, geometry in geometries.items():
+        matrices[name] = TiledMatrix(name, geometry, distribution, rank, first_tag)
+        first_tag += geometry.mt * geometry.nt
+    return matrices
 
 
-def _fill_inputs(program, matrices, params, options: Options, arrays: dict) -> None:
-    for index, decl in enumerate(program.matrices):
-        matrix = matrices[decl.name]
-        matrix.allocate(_source(decl, index, matrix, options, arrays))
+def _fill_inputs(program, matrices, sources: dict) -> None:
+    """Each rank makes (or reads) only the tiles it owns."""
+    for decl in program.matrices:
+        matrices[decl.name].allocate(sources[decl.name])
     for decl in program.workspaces:
         matrices[decl.name].allocate(lambda r0, r1, c0, c1: np.zeros((r1 - r0, c1 - c0), order="F"))
 
@@ -233,84 +273,39 @@ class _single_threaded_blas:
 
 
 # ---------------------------------------------------------------- checks and outputs
-class _ReflectorLog:
-    """Records the QR kernels' reflectors in program order, for the Q-based check."""
-
-    KERNELS = ("geqrt", "tpqrt")
-
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self.entries: list = []
-
-    def generate(self, generate):
-        log, submit = self.entries, self.engine.submit
-
-        def submit_and_record(call, tiles, regions, priority):
-            if call.kernel in self.KERNELS:
-                log.append((call.kernel, tiles, regions))
-            submit(call, tiles, regions, priority)
-
-        def wrapped(rt, params):
-            rt.submit = submit_and_record
-            try:
-                generate(rt, params)
-            finally:
-                rt.submit = submit
-        return wrapped
-
-    def reflectors(self) -> list:
-        return [_reflector(kind, tiles, regions) for kind, tiles, regions in self.entries]
-
-
-def _reflector(kind: str, tiles, regions) -> checks.Reflector:
-    """The global row/column ranges of one geqrt/tpqrt call, from its tiles and regions."""
-    def rows(tile, region):
-        g = tile.matrix.geometry
-        r0, r1 = g.row_range(tile.i)
-        if region is None or region[0] is None:
-            return r0, r1
-        start = r0 + (region[0] or 0)
-        return start, r0 + (region[1] if region[1] is not None else r1 - r0)
-
-    regions = regions or (None,) * len(tiles)
-    if kind == "geqrt":
-        a, t = tiles
-        v_rows = rows(a, regions[0])
-        return checks.Reflector("geqrt", v_rows, v_rows, a.matrix.geometry.col_range(a.j), t.data.copy(order="F"))
-    r, a, t = tiles
-    cols = a.matrix.geometry.col_range(a.j)
-    top = rows(r, regions[0])[0]
-    return checks.Reflector("tpqrt", (top, top + cols[1] - cols[0]), rows(a, regions[1]), cols,
-                            t.data.copy(order="F"))
-
-
-def _verify(program, matrices, params, options, arrays, recorder, result: RunResult) -> None:
-    check = program.check
-    first = check.args[0]
-    index = next(i for i, d in enumerate(program.matrices) if d.name == first)
-    matrix = matrices[first]
-    source = _source(program.matrices[index], index, matrix, options, arrays)
-    original = np.asfortranarray(source(0, matrix.m, 0, matrix.n))
-    factored = matrix.assemble()
+def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm) -> dict:
+    """The program's residual check, computed where the tiles live (see :mod:`.verify`)."""
+    check = driver.PROGRAM.check
+    first_tag = sum(m.mt * m.nt for m in matrices.values())
+    verifier = Verifier(engine, matrices, sources[check.args[0]], comm, first_tag)
+    factored = matrices[check.args[0]]
     if check.kind == "cholesky":
-        result.residuals = {"cholesky": checks.cholesky_residual(original, factored)}
-    elif check.kind == "lu":
-        result.residuals = {"lu": checks.lu_residual(original, factored)}
-    else:
-        qr, orth = checks.qr_residuals(original, factored, recorder.reflectors())
-        result.residuals = {"qr": qr, "orthogonality": orth}
-    result.residual = max(result.residuals.values())
+        return verifier.cholesky(factored)
+    if check.kind == "lu":
+        return verifier.lu(factored)
+    return verifier.qr(factored, driver, params)
 
 
-def _write_output(matrix: TiledMatrix, path: str) -> None:
+def _write_output(matrix: TiledMatrix, path: str, comm) -> None:
+    """Every rank writes its own tiles into one ``.npy`` file that rank 0 created."""
     try:
-        target = npyio.create_output(path, (matrix.m, matrix.n))
+        target = npyio.create_output(path, (matrix.m, matrix.n)) if matrix.rank == 0 else None
     except npyio.OutputFileError as error:
-        raise UsageError(str(error)) from None
+        target, failure = None, error
+    else:
+        failure = None
+    if comm is not None:
+        comm.barrier()
+        if target is None and failure is None:
+            target = np.load(path, mmap_mode="r+")
+    if failure is not None:
+        raise UsageError(str(failure))
     g = matrix.geometry
     for tile in matrix.local_tiles():
         npyio.write_block(target, g.row_range(tile.i)[0], g.col_range(tile.j)[0], tile.data)
     target.flush()
+    if comm is not None:
+        comm.barrier()
 
 
 # ---------------------------------------------------------------- reporting
@@ -319,29 +314,34 @@ def gflops(program, n: int, seconds: float) -> float | None:
     return FLOPS[kind](n) / seconds / 1e9 if kind in FLOPS and seconds > 0 else None
 
 
-def summary_json(program, result: RunResult) -> dict:
-    stats = result.stats
-    rank = {"rank": 0, "tasks": result.tasks, "messages_sent": 0, "messages_received": 0,
-            "bytes_sent": 0, "bytes_received": 0,
-            "peak_tile_bytes": sum(m.local_bytes() for m in result.matrices.values()),
-            "device_copies": 0, "peak_window": stats.peak_window,
-            "busy_seconds": [round(b, 6) for b in stats.busy]}
-    totals = {k: v for k, v in rank.items() if k not in ("rank", "busy_seconds", "peak_window")}
+SUMMED = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_received",
+          "peak_tile_bytes", "device_copies")
+
+
+def summary_json(program, result: RunResult, ranks: list) -> dict:
+    """The summary of DESIGN §8, from every rank's statistics (gathered on rank 0)."""
     n = result.params["n"]
+    totals = {key: sum(r[key] for r in ranks) for key in SUMMED}
     return {"program": result.program, "n": n,
             "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
-            "np": 1, "grid": [1, 1], "workers": result.workers, "gpus": 0,
+            "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": 0,
             "seconds": result.seconds, "gflops": gflops(program, n, result.seconds),
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
-            "tasks": result.tasks, "ranks": [rank], "totals": totals}
+            "tasks": totals["tasks"], "ranks": ranks, "totals": totals}
 
 
-def summary_text(program, result: RunResult) -> str:
+def summary_text(program, result: RunResult, ranks: list) -> str:
     p = result.params
     tiles = " ".join(f"{k}={p[k]}" for k in TILE_SETTINGS if p.get(k) is not None)
     rate = gflops(program, p["n"], result.seconds)
-    lines = [f"{program.name}: n={p['n']} {tiles}, 1 rank × {result.workers} worker(s), {result.tasks} tasks",
+    grid = f"{result.ranks} rank(s) on a {result.grid[0]}x{result.grid[1]} grid" if result.ranks > 1 else "1 rank"
+    lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
+             f"{sum(r['tasks'] for r in ranks)} tasks",
              f"  time      {result.seconds:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else "")]
+    if result.ranks > 1:
+        sent = sum(r["messages_sent"] for r in ranks)
+        volume = sum(r["bytes_sent"] for r in ranks)
+        lines.append(f"  messages  {sent} ({volume / 2 ** 20:.1f} MiB) between ranks")
     for name, value in result.residuals.items():
         verdict = "pass" if value < checks.THRESHOLD else "FAIL"
         lines.append(f"  {name:<9} residual {value:.3g}  ({verdict}, threshold {checks.THRESHOLD:g})")
@@ -361,7 +361,9 @@ def add_size_arguments(parser: argparse.ArgumentParser) -> None:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The run options shared by drivers and ``tiledsl run`` (DESIGN §8)."""
     add_size_arguments(parser)
-    parser.add_argument("--workers", type=int, help="CPU worker threads (default: all cores)")
+    parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest)")
+    parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
+                                                        "a rank has, less one for MPI on several ranks)")
     parser.add_argument("--window", type=int, default=4096, help="task window size (default 4096)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
@@ -393,6 +395,7 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
     if args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
+    options.grid = args.grid
     options.inputs, options.outputs = files["input"], files["output"]
     options.check, options.watchdog = args.check, args.watchdog
     options.progress = not args.json
@@ -417,27 +420,44 @@ def _int(text: str, flag: str) -> int:
 
 
 def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.stderr) -> int:
-    """Run with parsed ``args``, print the summary; returns the exit status."""
+    """Run with parsed ``args`` on this process (any rank), print the summary; the exit status.
+
+    A failure on one rank of an MPI job is reported by that rank, which then aborts
+    the whole job: no rank is left waiting for a message that will not come.
+    """
     program = driver.PROGRAM
     names = [d.name for d in program.matrices] + [d.name for d in program.workspaces]
+    comm = None
     try:
-        result = execute(driver, options_from(args, names))
+        options = options_from(args, names)
+        comm = communicator()
+        if comm is not None:
+            comm.start()
+        result = execute(driver, options, comm=comm)
+        ranks = comm.gather(result.stats) if comm is not None else [result.stats]
     except UsageError as error:
-        print(f"tiledsl: error: {error}", file=err)
-        return 2
+        if comm is None or comm.rank == 0:
+            print(f"tiledsl: error: {error}", file=err)
+        return _leave(comm, 2)
     except TaskFailure as failure:
         where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
-        print(f"tiledsl: error: rank {failure.rank}{where}: {failure}", file=err)
+        print(f"tiledsl: error: rank {failure.rank}{where}: {failure}", file=err, flush=True)
+        if comm is not None:
+            comm.abort(1)
         return 1
-    if args.json:
-        print(json.dumps(summary_json(program, result)), file=out)
-    else:
-        print(summary_text(program, result), file=out)
-    if not result.passed:
-        print(f"tiledsl: error: check failed: residual {result.residual:.3g} is not below "
-              f"{checks.THRESHOLD:g}", file=err)
-        return 1
-    return 0
+    if comm is None or comm.rank == 0:
+        print(json.dumps(summary_json(program, result, ranks)) if args.json
+              else summary_text(program, result, ranks), file=out, flush=True)
+        if not result.passed:
+            print(f"tiledsl: error: check failed: residual {result.residual:.3g} is not below "
+                  f"{checks.THRESHOLD:g}", file=err)
+    return _leave(comm, 0 if result.passed else 1)
+
+
+def _leave(comm, status: int) -> int:
+    if comm is not None:
+        comm.stop()
+    return status
 
 
 def main(program, resolve_params, shapes, generate) -> None:

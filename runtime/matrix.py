@@ -25,14 +25,18 @@ class TileIndexError(IndexError):
 class Tile(TileState):
     """One tile of a matrix, as seen from this rank."""
 
-    __slots__ = ("matrix", "i", "j", "rank", "device", "data")
+    __slots__ = ("matrix", "i", "j", "rank", "device", "data", "tag", "version", "sent", "copies")
 
-    def __init__(self, matrix: "TiledMatrix", i: int, j: int, rank: int, device: int):
+    def __init__(self, matrix: "TiledMatrix", i: int, j: int, rank: int, device: int, tag: int):
         super().__init__()
         self.matrix = matrix
         self.i, self.j = i, j
         self.rank, self.device = rank, device
         self.data: np.ndarray | None = None
+        self.tag = tag  # the MPI tag of its messages: unique per tile of the program
+        self.version = 0  # writes to it so far, in program order (all ranks agree)
+        self.sent: dict = {}  # rank -> the version last sent there (home rank)
+        self.copies: dict = {}  # version -> copy of a remote tile held here
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -47,15 +51,16 @@ class Tile(TileState):
 class TiledMatrix:
     """A matrix cut into tiles by ``geometry`` and placed by ``distribution``."""
 
-    def __init__(self, name: str, geometry: Geometry, distribution, rank: int):
+    def __init__(self, name: str, geometry: Geometry, distribution, rank: int, first_tag: int = 0):
         self.name = name
         self.geometry = geometry
         self.distribution = distribution
         self.rank = rank
         self.mt, self.nt, self.m, self.n = geometry.mt, geometry.nt, geometry.m, geometry.n
         self.rank_of = distribution.rank_of
-        self.tiles = [[Tile(self, i, j, *distribution.owner(name, i, j)) for j in range(self.nt)]
-                      for i in range(self.mt)]
+        self.tiles = [[Tile(self, i, j, *distribution.owner(name, i, j), first_tag + i * self.nt + j)
+                       for j in range(self.nt)] for i in range(self.mt)]
+        self.advance = _advance  # replaced by the engine of a distributed run
 
     # ---------------------------------------------------------------- driver surface
     def tile(self, i: int, j: int, line: int | None = None) -> Tile:
@@ -64,6 +69,14 @@ class TiledMatrix:
             return self.tiles[i][j]
         raise TileIndexError(f"tile {self.name}[{i}, {j}] does not exist: {self.name} has "
                              f"{self.mt}×{self.nt} tiles", line)
+
+    def bump(self, i: int, j: int) -> None:
+        """A task this rank takes no part in writes tile (i, j): count its new version.
+
+        Out-of-range indices are ignored here: the ranks that own the task report them.
+        """
+        if 0 <= i < self.mt and 0 <= j < self.nt:
+            self.advance(self.tiles[i][j])
 
     def height(self, i: int) -> int:
         self._check(i, self.mt, "row")
@@ -105,6 +118,10 @@ class TiledMatrix:
 
     def local_bytes(self) -> int:
         return sum(t.data.nbytes for t in self.local_tiles() if t.data is not None)
+
+
+def _advance(tile: Tile) -> None:
+    tile.version += 1
 
 
 def region_view(tile: Tile, region) -> tuple:

@@ -52,18 +52,3 @@ def wanted(stream=sys.stderr) -> bool:
     """True when a progress bar can be drawn (a terminal, not a pipe or a file)."""
     return hasattr(stream, "isatty") and stream.isatty()
 
-
-class TaskCounter:
-    """A stand-in runtime that counts the tasks a loop nest submits on one rank."""
-
-    def __init__(self, matrices: dict, rank: int):
-        self.matrices, self.rank, self.count = matrices, rank, 0
-
-    def matrix(self, name):
-        return self.matrices[name]
-
-    def submit(self, call, tiles, regions, priority):
-        self.count += 1
-
-    def release(self, tile):
-        pass

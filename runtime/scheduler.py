@@ -23,15 +23,18 @@ class Task:
     """One task instance on this rank: a call site applied to tiles."""
 
     __slots__ = ("call", "tiles", "regions", "priority", "seq", "device", "waiting",
-                 "successors", "done", "kernel")
+                 "successors", "done", "kernel", "sources", "asynchronous", "on_complete")
 
     def __init__(self, call, tiles, regions, priority, device=0, kernel=None):
         self.call = call
-        self.tiles = tiles
+        self.tiles = tiles  # the tiles whose task lists order this task
         self.regions = regions
         self.priority = priority
         self.device = device
         self.kernel = kernel
+        self.sources = tiles  # what the kernel runs on (``.data``): tiles, or copies of remote ones
+        self.asynchronous = False  # finished by a later event (a send completing), not on return
+        self.on_complete = None  # called under the engine lock once the task is finished
         self.seq = 0
         self.waiting = 0
         self.successors: list[Task] = []
@@ -64,8 +67,12 @@ class Scheduler:
         self._seq = itertools.count()
 
     # ---------------------------------------------------------------- events
-    def submit(self, task: Task) -> bool:
-        """APPEND ``task`` to its tiles' lists; True if it is ready at once (and queued)."""
+    def submit(self, task: Task, extra_waits: int = 0) -> bool:
+        """APPEND ``task`` to its tiles' lists; True if it is ready at once (and queued).
+
+        ``extra_waits`` counts events outside the task lists the task also waits for
+        (remote data arriving), each reported later by :meth:`satisfy`.
+        """
         task.seq = next(self._seq)
         self.in_flight += 1
         self.submitted += 1
@@ -84,7 +91,15 @@ class Scheduler:
             tile.readers = {}
         for predecessor in predecessors:
             predecessor.successors.append(task)
-        task.waiting = len(predecessors)
+        task.waiting = len(predecessors) + extra_waits
+        if task.waiting == 0:
+            self._enqueue(task)
+            return True
+        return False
+
+    def satisfy(self, task: Task) -> bool:
+        """One outside event ``task`` waited for happened; True if it became ready (queued)."""
+        task.waiting -= 1
         if task.waiting == 0:
             self._enqueue(task)
             return True

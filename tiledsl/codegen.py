@@ -3,7 +3,9 @@
 The render model is plain data: the program's static description and the lines of
 its ``generate`` function. Statements become Python loops; every kernel call becomes
 an ownership test (ranks of its tiles, hoisted to the innermost loop or ``let`` that
-their indices depend on) guarding one ``submit``. User identifiers come from the
+their indices depend on, never above an ``if``) guarding one ``submit``; a rank
+that takes no part in a task only counts the versions of the tiles it writes
+(the protocol matches messages by tile version). User identifiers come from the
 grammar (``[A-Za-z_][A-Za-z0-9_]*``); any that could clash with Python keywords,
 builtins or the driver's own names are renamed, and strings are emitted with
 ``repr``: nothing from a ``.tile`` file becomes code any other way.
@@ -54,6 +56,13 @@ class DriverModel:
     kernel_module: str | None
     calls: list = field(default_factory=list)
     body: list = field(default_factory=list)  # lines of generate()
+    releases: bool = False  # whether generate() needs rt.release
+
+    @property
+    def imports(self) -> list[str]:
+        names = ["Call", "MatrixDecl", "Program", "Tiling", "main"]
+        names += ["CheckDecl"] * bool(self.check) + ["WorkspaceDecl"] * bool(self.workspaces)
+        return sorted(names)
 
 
 def generate(checked: Checked) -> str:
@@ -92,6 +101,17 @@ class _Names:
 
     def __getitem__(self, name: str) -> str:
         return self.mapping.get(name, name)
+
+
+def _statements(body):
+    """Every statement of a block, nested ones included."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, n.For):
+            yield from _statements(stmt.body)
+        elif isinstance(stmt, n.If):
+            yield from _statements(stmt.then)
+            yield from _statements(stmt.orelse)
 
 
 def _all_names(node) -> set[str]:
@@ -140,6 +160,7 @@ class _Model:
         self.call_index = {c.call.span: i for i, c in enumerate(checked.calls)}
         self.anchors = self._anchors()
         model.body = self._function_body()
+        model.releases = any(isinstance(node, n.Release) for node in _statements(program.body))
         return model
 
     # ---------------------------------------------------------------- expressions
@@ -265,9 +286,13 @@ class _Model:
         region_text = "None" if all(r == "None" for r in regions) else _tuple(regions)
         priority = self.expr(stmt.priority) if stmt.priority is not None else "0"
         test = " or ".join(f"_me == {v}" for v in ranks)
+        written = [a.tile for a in summary.accesses if a.mode != "in"]
+        bumps = [f"{pad}{INDENT}{self.names[t.matrix.text]}.bump({self.expr(t.row)}, {self.expr(t.col)})"
+                 for t in written]
         return [f"{pad}# {_where(self.checked.path, stmt.span)}: {_call_text(stmt)}",
                 f"{pad}if {test}:",
-                f"{pad}{INDENT}_submit(CALLS[{index}], {tiles}, {region_text}, {priority})"]
+                f"{pad}{INDENT}_submit(CALLS[{index}], {tiles}, {region_text}, {priority})",
+                f"{pad}else:  # not ours: only count the new versions of the tiles it writes"] + bumps
 
     def _tile(self, tile: n.TileRef, line: int) -> str:
         return f"{self.names[tile.matrix.text]}.tile({self.expr(tile.row)}, {self.expr(tile.col)}, {line})"

@@ -13,15 +13,7 @@ from dataclasses import dataclass, field
 
 from .runtime.launch import make_distribution, make_matrices, make_params
 from .runtime.protocol import Instance, instances
-
-
-class _Everyone:
-    """A rank number equal to every rank: the driver then submits every task."""
-
-    def __eq__(self, other):
-        return True
-
-    __hash__ = object.__hash__
+from .runtime.recording import record
 
 
 @dataclass
@@ -58,45 +50,29 @@ class Plan:
         return counts
 
 
-class _Recorder:
-    """A stand-in runtime that records what the driver submits."""
-
-    def __init__(self, matrices: dict, rank):
-        self.matrices = matrices
-        self.rank = rank
-        self.submitted: list = []
-
-    def matrix(self, name):
-        return self.matrices[name]
-
-    def submit(self, call, tiles, regions, priority):
-        self.submitted.append((call, tiles))
-
-    def release(self, tile):
-        pass
+def _recorded(driver, options, grid, gpus, rank):
+    params = make_params(driver, options)
+    distribution = make_distribution(driver.PROGRAM, params, grid, gpus)
+    matrices = make_matrices(driver, params, distribution, 0 if rank is None else rank)
+    return record(driver, matrices, params, rank), params
 
 
 def submitted_tasks(driver, options, grid, gpus, rank) -> list:
     """(call, tile positions) of the tasks the driver submits on ``rank`` (None: every task)."""
-    params = make_params(driver, options)
-    distribution = make_distribution(driver.PROGRAM, params, grid, gpus)
-    matrices = make_matrices(driver, params, distribution, 0 if rank is None else rank)
-    recorder = _Recorder(matrices, _Everyone() if rank is None else rank)
-    driver.generate(recorder, params)
-    return [(call, tuple((t.matrix.name, t.i, t.j) for t in tiles)) for call, tiles in recorder.submitted], \
-        params, recorder
+    recorder, _ = _recorded(driver, options, grid, gpus, rank)
+    return [(call, tuple((t.matrix.name, t.i, t.j) for t in tiles)) for call, tiles, _ in recorder.submitted]
 
 
 def plan(driver, options, grid: tuple[int, int], gpus: int = 0) -> Plan:
     """Explain the driver's program for ``options`` on a ``grid`` with ``gpus`` GPUs per rank."""
-    _, params, recorder = submitted_tasks(driver, options, grid, gpus, None)
+    recorder, params = _recorded(driver, options, grid, gpus, None)
     ranks = range(grid[0] * grid[1])
     tasks, versions = [], Counter()
     sent: set = set()
     copied: set = set()
     messages: Counter = Counter()
     copies: Counter = Counter()
-    for index, (call, tiles) in enumerate(recorder.submitted):
+    for index, (call, tiles, _) in enumerate(recorder.submitted):
         places = tuple((t.rank, t.device) for t in tiles)
         task = PlannedTask(index, call, tiles, places)
         for rank in ranks:

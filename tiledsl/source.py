@@ -87,9 +87,9 @@ def read_source(path: str | Path) -> Source:
     try:
         data = Path(path).read_bytes()
     except IsADirectoryError:
-        raise SourceError(Diagnostic(Span.whole(name), "E000", f"is a directory, not a .tile file")) from None
+        raise SourceError(Diagnostic(Span.whole(name), "E000", "is a directory, not a .tile file")) from None
     except FileNotFoundError:
-        raise SourceError(Diagnostic(Span.whole(name), "E000", f"no such file")) from None
+        raise SourceError(Diagnostic(Span.whole(name), "E000", "no such file")) from None
     except OSError as error:
         raise SourceError(Diagnostic(Span.whole(name), "E000", f"cannot read ({error.strerror})")) from None
     return decode(name, data)

@@ -69,7 +69,7 @@ def test_there_is_a_file_for_every_code_checked_by_files():
     assert wanted <= stems, f"no compile_fail file for {sorted(wanted - stems)}"
 
 
-@pytest.mark.parametrize("path", params())
+@pytest.mark.parametrize("path", list(params()))
 def test_compile_fail(path):
     expected, _ = expectations(path)
     assert expected, f"{path.name} states no '# expect:' line"

@@ -202,13 +202,13 @@ def check_program(text, folder, tag):
     params = make_params(driver, OPTIONS)
     single = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (1, 1), 0), 0)
     expected = Interpreter(checked.program, single, params).run()
-    everything = submitted_tasks(driver, OPTIONS, (1, 1), 0, None)[0]
+    everything = submitted_tasks(driver, OPTIONS, (1, 1), 0, None)
     got = [(call.kernel, tiles) for call, tiles in everything]
     assert got == expected, text
     grid = (2, 2)
     placed = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), 0)
     for rank in range(4):
-        mine = [(call.kernel, tiles) for call, tiles in submitted_tasks(driver, OPTIONS, grid, 0, rank)[0]]
+        mine = [(call.kernel, tiles) for call, tiles in submitted_tasks(driver, OPTIONS, grid, 0, rank)]
         wanted = [task for task in expected
                   if any(placed[m].tiles[i][j].rank == rank for m, i, j in task[1])]
         assert mine == wanted, f"rank {rank}\n{text}"

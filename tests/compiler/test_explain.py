@@ -142,7 +142,7 @@ def test_driver_skipping_is_exact(drivers, name, grid, gpus):
     options = options_for(driver)
     explained = plan(driver, options, grid, gpus)
     for rank in range(grid[0] * grid[1]):
-        submitted = submitted_tasks(driver, options, grid, gpus, rank)[0]
+        submitted = submitted_tasks(driver, options, grid, gpus, rank)
         expected = [(t.call, tuple(key(x) for x in t.tiles)) for t in explained.tasks if rank in t.per_rank]
         assert submitted == expected, f"rank {rank}"
 

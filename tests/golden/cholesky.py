@@ -5,7 +5,7 @@ Do not edit: regenerate it with `tiledsl compile programs/cholesky.tile`. Run it
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
 Every rank runs the same loop nest and submits only the tasks it takes part in.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, main
+from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
 
 PROGRAM = Program(
     name='cholesky',
@@ -51,7 +51,6 @@ def generate(rt, p):
     """The loop nest of `cholesky`: submit this rank's share of every task."""
     _me = rt.rank
     _submit = rt.submit
-    _release = rt.release
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     for k in range(0, A.nt):  # cholesky.tile:9
@@ -59,23 +58,31 @@ def generate(rt, p):
         # cholesky.tile:10: potrf(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r0:
             _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k))
+        else:  # not ours: only count the new versions of the tiles it writes
+            A.bump(k, k)
         for m in range(k + 1, A.mt):  # cholesky.tile:11
             _r1 = A.rank_of(m, k)
             # cholesky.tile:12: trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
                 _submit(CALLS[1], (A.tile(k, k, 12), A.tile(m, k, 12)), None, 2 * (A.nt - k))
+            else:  # not ours: only count the new versions of the tiles it writes
+                A.bump(m, k)
         for j in range(k + 1, A.nt):  # cholesky.tile:14
             _r2 = A.rank_of(j, k)
             _r3 = A.rank_of(j, j)
             # cholesky.tile:15: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
             if _me == _r2 or _me == _r3:
                 _submit(CALLS[2], (A.tile(j, k, 15), A.tile(j, j, 15)), None, 2 * (A.nt - j))
+            else:  # not ours: only count the new versions of the tiles it writes
+                A.bump(j, j)
             for m in range(j + 1, A.mt):  # cholesky.tile:16
                 _r4 = A.rank_of(m, k)
                 _r5 = A.rank_of(m, j)
                 # cholesky.tile:17: gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j
                 if _me == _r4 or _me == _r2 or _me == _r5:
                     _submit(CALLS[3], (A.tile(m, k, 17), A.tile(j, k, 17), A.tile(m, j, 17)), None, A.nt - j)
+                else:  # not ours: only count the new versions of the tiles it writes
+                    A.bump(m, j)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Do not edit: regenerate it with `tiledsl compile programs/hetero_cholesky.tile`.
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
 Every rank runs the same loop nest and submits only the tasks it takes part in.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, main
+from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
 
 PROGRAM = Program(
     name='hetero_cholesky',
@@ -51,7 +51,6 @@ def generate(rt, p):
     """The loop nest of `hetero_cholesky`: submit this rank's share of every task."""
     _me = rt.rank
     _submit = rt.submit
-    _release = rt.release
     CALLS = PROGRAM.calls
     s = p.s
     A = rt.matrix('A')
@@ -63,17 +62,23 @@ def generate(rt, p):
             # hetero_cholesky.tile:17: potrf(A[t, k][o:]) priority 3 * (A.nt - k)
             if _me == _r0:
                 _submit(CALLS[0], (A.tile(t, k, 17),), ((o, None, None, None),), 3 * (A.nt - k))
+            else:  # not ours: only count the new versions of the tiles it writes
+                A.bump(t, k)
             for j in range(k + 1, (t + 1) * s):  # hetero_cholesky.tile:19
                 _r1 = A.rank_of(t, j)
                 oj = A.offset(j)  # hetero_cholesky.tile:20
                 # hetero_cholesky.tile:21: gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)
                 if _me == _r0 or _me == _r1:
                     _submit(CALLS[1], (A.tile(t, k, 21), A.tile(t, k, 21), A.tile(t, j, 21)), ((oj, None, None, None), (oj, oj + A.width(j), None, None), (oj, None, None, None)), 3 * (A.nt - j))
+                else:  # not ours: only count the new versions of the tiles it writes
+                    A.bump(t, j)
             for i in range(t + 1, A.mt):  # hetero_cholesky.tile:23
                 _r2 = A.rank_of(i, k)
                 # hetero_cholesky.tile:24: trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r2:
                     _submit(CALLS[2], (A.tile(t, k, 24), A.tile(i, k, 24)), ((o, None, None, None), None), 2 * (A.nt - k))
+                else:  # not ours: only count the new versions of the tiles it writes
+                    A.bump(i, k)
             for i in range(t + 1, A.mt):  # hetero_cholesky.tile:27
                 _r3 = A.rank_of(i, k)
                 for j in range(k + 1, (i + 1) * s):  # hetero_cholesky.tile:28
@@ -83,6 +88,8 @@ def generate(rt, p):
                     # hetero_cholesky.tile:30: gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j
                     if _me == _r3 or _me == _r4 or _me == _r5:
                         _submit(CALLS[3], (A.tile(i, k, 30), A.tile(j // s, k, 30), A.tile(i, j, 30)), (None, (oj, oj + A.width(j), None, None), None), A.nt - j)
+                    else:  # not ours: only count the new versions of the tiles it writes
+                        A.bump(i, j)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,6 @@ def generate(rt, p):
     """The loop nest of `hetero_qr`: submit this rank's share of every task."""
     _me = rt.rank
     _submit = rt.submit
-    _release = rt.release
     CALLS = PROGRAM.calls
     s = p.s
     A = rt.matrix('A')
@@ -69,23 +68,35 @@ def generate(rt, p):
             # hetero_qr.tile:16: geqrt(A[t, k][o:], T[t, k]) priority 3 * (A.nt - k)
             if _me == _r0 or _me == _r1:
                 _submit(CALLS[0], (A.tile(t, k, 16), T.tile(t, k, 16)), ((o, None, None, None), None), 3 * (A.nt - k))
+            else:  # not ours: only count the new versions of the tiles it writes
+                A.bump(t, k)
+                T.bump(t, k)
             for j in range(k + 1, A.nt):  # hetero_qr.tile:17
                 _r2 = A.rank_of(t, j)
                 # hetero_qr.tile:18: gemqrt(A[t, k][o:], T[t, k], A[t, j][o:]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r1 or _me == _r2:
                     _submit(CALLS[1], (A.tile(t, k, 18), T.tile(t, k, 18), A.tile(t, j, 18)), ((o, None, None, None), None, (o, None, None, None)), 2 * (A.nt - k))
+                else:  # not ours: only count the new versions of the tiles it writes
+                    A.bump(t, j)
             for i in range(t + 1, A.mt):  # hetero_qr.tile:20
                 _r3 = A.rank_of(i, k)
                 _r4 = T.rank_of(i, k)
                 # hetero_qr.tile:21: tpqrt(A[t, k][o:], A[i, k], T[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r3 or _me == _r4:
                     _submit(CALLS[2], (A.tile(t, k, 21), A.tile(i, k, 21), T.tile(i, k, 21)), ((o, None, None, None), None, None), 2 * (A.nt - k))
+                else:  # not ours: only count the new versions of the tiles it writes
+                    A.bump(t, k)
+                    A.bump(i, k)
+                    T.bump(i, k)
                 for j in range(k + 1, A.nt):  # hetero_qr.tile:22
                     _r5 = A.rank_of(t, j)
                     _r6 = A.rank_of(i, j)
                     # hetero_qr.tile:23: tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j]) priority A.nt - j
                     if _me == _r3 or _me == _r4 or _me == _r5 or _me == _r6:
                         _submit(CALLS[3], (A.tile(i, k, 23), T.tile(i, k, 23), A.tile(t, j, 23), A.tile(i, j, 23)), (None, None, (o, None, None, None), None), A.nt - j)
+                    else:  # not ours: only count the new versions of the tiles it writes
+                        A.bump(t, j)
+                        A.bump(i, j)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,6 @@ def generate(rt, p):
     """The loop nest of `qr`: submit this rank's share of every task."""
     _me = rt.rank
     _submit = rt.submit
-    _release = rt.release
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     T = rt.matrix('T')
@@ -65,23 +64,35 @@ def generate(rt, p):
         # qr.tile:12: geqrt(A[k, k], T[k, k]) priority 3 * (A.nt - k)
         if _me == _r0 or _me == _r1:
             _submit(CALLS[0], (A.tile(k, k, 12), T.tile(k, k, 12)), None, 3 * (A.nt - k))
+        else:  # not ours: only count the new versions of the tiles it writes
+            A.bump(k, k)
+            T.bump(k, k)
         for j in range(k + 1, A.nt):  # qr.tile:13
             _r2 = A.rank_of(k, j)
             # qr.tile:14: gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1 or _me == _r2:
                 _submit(CALLS[1], (A.tile(k, k, 14), T.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k))
+            else:  # not ours: only count the new versions of the tiles it writes
+                A.bump(k, j)
         for i in range(k + 1, A.mt):  # qr.tile:16
             _r3 = A.rank_of(i, k)
             _r4 = T.rank_of(i, k)
             # qr.tile:17: tpqrt(A[k, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r3 or _me == _r4:
                 _submit(CALLS[2], (A.tile(k, k, 17), A.tile(i, k, 17), T.tile(i, k, 17)), None, 2 * (A.nt - k))
+            else:  # not ours: only count the new versions of the tiles it writes
+                A.bump(k, k)
+                A.bump(i, k)
+                T.bump(i, k)
             for j in range(k + 1, A.nt):  # qr.tile:18
                 _r5 = A.rank_of(k, j)
                 _r6 = A.rank_of(i, j)
                 # qr.tile:19: tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j
                 if _me == _r3 or _me == _r4 or _me == _r5 or _me == _r6:
                     _submit(CALLS[3], (A.tile(i, k, 19), T.tile(i, k, 19), A.tile(k, j, 19), A.tile(i, j, 19)), None, A.nt - j)
+                else:  # not ours: only count the new versions of the tiles it writes
+                    A.bump(k, j)
+                    A.bump(i, j)
 
 
 if __name__ == "__main__":

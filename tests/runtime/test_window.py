@@ -28,7 +28,7 @@ def test_a_million_tasks_run_in_a_bounded_window(tmp_path):
             run = execute(driver, Options(n=100, tiles={{'nb': 1}}, sets={{'steps': steps}},
                                           window=1000, workers=2))
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            report[steps] = {{'tasks': run.tasks, 'window': run.stats.peak_window, 'rss': peak}}
+            report[steps] = {{'tasks': run.tasks, 'window': run.stats['peak_window'], 'rss': peak}}
         print(json.dumps(report))
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=230)

@@ -1,6 +1,6 @@
 """Measure the communication thread's cost and latency (run by hand, not by the tests).
 
-    mpiexec -n 2 python tests/runtime/mpi/bench_comm.py
+    mpiexec -n 2 python tests/runtime/mpi/bench_comm.py [--spin S] [--max-interval S]
 
 Each rank runs numpy matmul of 512x512 tiles on one thread (BLAS limited to one
 thread) and reports its throughput relative to rounds with no communication
@@ -13,6 +13,7 @@ blocking Send/Recv, for 0 bytes and a 256x256 tile.
 """
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import threading
@@ -29,6 +30,7 @@ RANK = WORLD.Get_rank()
 PEER = 1 - RANK
 ROUNDS = 5
 CALLS = 20  # matmuls per timing: about 0.3 s
+TUNING = {}  # Communicator keyword arguments from the command line
 
 
 def compute_seconds(a, b, c) -> float:
@@ -40,16 +42,20 @@ def compute_seconds(a, b, c) -> float:
 
 
 def with_communicator(pending: bool):
-    """Start a Communicator (with a receive that stays pending if asked); returns its stop."""
-    comm = Communicator()
+    """Start a Communicator (with a receive that stays pending if asked).
+
+    Returns its stop and its thread's native id.
+    """
+    comm = Communicator(**TUNING)
     comm.start()
     if pending:
         comm.receive(np.empty(1), RANK, 1, lambda: None)  # never sent: cancelled at stop
-    return comm.stop
+    thread = next(t for t in threading.enumerate() if t.name == "mpi")
+    return comm.stop, thread.native_id
 
 
 def with_waitsome():
-    """A thread blocked in MPI's Waitsome on a receive from itself; returns its release."""
+    """A thread blocked in MPI's Waitsome on a receive from itself; returns its release and id."""
     request = WORLD.Irecv(np.empty(1), RANK, 99)
     thread = threading.Thread(target=MPI.Request.Waitsome, args=([request],), daemon=True)
     thread.start()
@@ -57,34 +63,45 @@ def with_waitsome():
     def release():
         WORLD.Send(np.empty(1), RANK, 99)
         thread.join()
-    return release
+    return release, thread.native_id
+
+
+def cpu_seconds(native_id: int) -> float:
+    """CPU time a thread of this process has run (from the scheduler's accounting, in ns)."""
+    with open(f"/proc/self/task/{native_id}/schedstat") as stat:
+        return int(stat.read().split()[0]) / 1e9
 
 
 def throughput_ratios() -> dict:
-    """Median over rounds of (time without a comm thread) / (time with one), per mode."""
+    """Per mode, medians over rounds of: (time without a comm thread) / (time with one),
+    and the comm thread's CPU time as a share of that time."""
     rng = np.random.default_rng(RANK)
     a, b = rng.standard_normal((2, 512, 512))
     c = np.empty_like(a)
     modes = {"idle Communicator": lambda: with_communicator(False),
              "Communicator, receive pending": lambda: with_communicator(True),
              "thread in MPI Waitsome": with_waitsome}
-    ratios = {name: [] for name in modes}
+    samples = {name: [] for name in modes}
     compute_seconds(a, b, c)
     for _ in range(ROUNDS):
         for name, setup in modes.items():
             WORLD.Barrier()
             alone = compute_seconds(a, b, c)
             WORLD.Barrier()
-            finish = setup()
+            finish, thread = setup()
             time.sleep(0.01)  # let the thread settle into its idle state
-            ratios[name].append(alone / compute_seconds(a, b, c))
+            used = cpu_seconds(thread)
+            together = compute_seconds(a, b, c)
+            used = cpu_seconds(thread) - used
+            samples[name].append((alone / together, used / together))
             finish()
-    return {name: statistics.median(values) for name, values in ratios.items()}
+    return {name: tuple(statistics.median(column) for column in zip(*values))
+            for name, values in samples.items()}
 
 
 def communicator_latency(nbytes: int, quiet: float, reps: int) -> float:
     """One-way µs of ping-pong through Communicator (rank 0 pings; rank 1 echoes)."""
-    comm = Communicator()
+    comm = Communicator(**TUNING)
     comm.start()
     buffer = np.zeros(nbytes // 8)
     arrived = threading.Event()
@@ -125,8 +142,9 @@ def blocking_latency(nbytes: int, reps: int = 200) -> float:
 def main() -> None:
     with threadpool_limits(1):
         ratios = throughput_ratios()
-    lines = [f"rank {RANK}: matmul throughput relative to no comm thread (median of {ROUNDS})"]
-    lines += [f"  {name:32s} {ratio:.3f}" for name, ratio in ratios.items()]
+    lines = [f"rank {RANK}: matmul throughput relative to no comm thread; comm thread's CPU "
+             f"(medians of {ROUNDS})"]
+    lines += [f"  {name:32s} {ratio:.3f}  {cpu:6.1%}" for name, (ratio, cpu) in ratios.items()]
     for nbytes in (0, 8 * 256 * 256):
         blocking_latency(nbytes, 20)
         warm = communicator_latency(nbytes, 0.0, 200)
@@ -140,4 +158,8 @@ def main() -> None:
 if __name__ == "__main__":
     if WORLD.Get_size() != 2:
         sys.exit("run with mpiexec -n 2")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spin", type=float, help="Communicator spin (seconds)")
+    parser.add_argument("--max-interval", type=float, help="Communicator max_interval (seconds)")
+    TUNING.update((k, v) for k, v in vars(parser.parse_args()).items() if v is not None)
     main()
