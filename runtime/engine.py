@@ -34,7 +34,7 @@ class _Abort(Exception):
 
 @dataclass
 class Stats:
-    """What one rank did: tasks per worker, busy seconds, the window's high-water mark."""
+    """What one rank did: program tasks per worker, busy seconds, the window's high-water mark."""
 
     tasks: int = 0
     per_worker: list = field(default_factory=list)
@@ -71,7 +71,7 @@ class Engine:
 
     def attach(self, matrices: dict) -> None:
         """Use ``matrices``; on several ranks, count skipped tasks' versions under the lock."""
-        self.matrices = matrices
+        self.matrices = dict(matrices)
         if self.exchange is not None:
             for matrix in matrices.values():
                 matrix.advance = self._advance
@@ -188,8 +188,7 @@ class Engine:
             for matrix in self.matrices.values():
                 for row in matrix.tiles:
                     for tile in row:
-                        if tile.copies:
-                            self.exchange.close(tile)
+                        self.exchange.close(tile)
 
     def _wait_until_idle(self) -> None:
         with self.lock:
@@ -226,7 +225,7 @@ class Engine:
                 except Exception as caught:
                     error = caught
                 busy += time.perf_counter() - began
-                count += 1
+                count += task.call.line > 0  # program tasks, not transfers or check tasks
                 self.lock.acquire()
                 if error is not None:
                     self.failure = self.failure or _task_failure(task, error, self.rank)

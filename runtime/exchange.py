@@ -157,6 +157,9 @@ class Exchange:
         self.close(tile)
 
     def close(self, tile) -> None:
+        """No later task reads the current version of ``tile`` as a copy: free copies once
+        read, and forget what was sent (both sides of every transfer decide this alike)."""
+        tile.sent.clear()
         for copy in list(tile.copies.values()):
             copy.closed = True
             self._maybe_free(copy)

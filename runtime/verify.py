@@ -67,7 +67,7 @@ class Verifier:
         gives each local tile (``tile`` is ``base``'s tile at the same place)."""
         matrix = TiledMatrix(name, base.geometry, base.distribution, base.rank, self.first_tag)
         self.first_tag += base.mt * base.nt
-        matrix.advance = base.advance
+        self.engine.attach({**self.engine.matrices, f"check {name}": matrix})
         g = base.geometry
         for tile in matrix.local_tiles():
             (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)

@@ -18,7 +18,9 @@ from .compiler import Result, check_path, compile_path
 
 def main(argv=None) -> int:
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    args.argv = argv
     try:
         return args.handler(args)
     except KeyboardInterrupt:
@@ -57,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a .tile program or a driver")
     run.add_argument("file", metavar="PROGRAM.tile|DRIVER.py")
+    run.add_argument("--np", type=int, default=1, metavar="P", help="MPI ranks to start (default 1)")
+    run.add_argument("--launcher", metavar="CMD",
+                     help="how to start P ranks, e.g. 'srun' or 'mpirun' (default: $TILEDSL_LAUNCHER, "
+                          "else the mpiexec installed with tiledsl)")
     add_run_arguments(run)
     run.set_defaults(handler=_run)
 
@@ -107,18 +113,15 @@ def _compile(args) -> int:
 
 def _load_driver(path: str):
     """The driver module for a .tile file (compiled through the cache) or a driver file."""
-    from .driverload import cached_driver_path, import_driver
+    from .driverload import import_driver
 
     if path.endswith(".py"):
         if not Path(path).is_file():
             print(f"tiledsl: error: {path}: no such file", file=sys.stderr)
             return None
         return import_driver(path)
-    result, text = compile_path(path)
-    _print_diagnostics(result)
-    if text is None:
-        return None
-    return import_driver(cached_driver_path(result.source.text, path, lambda: text))
+    cached = _cached_driver(path)
+    return None if cached is None else import_driver(cached)
 
 
 def _explain(args) -> int:
@@ -173,10 +176,62 @@ def _bench(args) -> int:
 def _run(args) -> int:
     from .runtime.launch import run_and_report
 
+    if args.np < 1:
+        print(f"tiledsl: error: --np must be at least 1, got {args.np}", file=sys.stderr)
+        return 2
+    if args.np > 1 or args.launcher:
+        return _launch(args)
     driver = _load_driver(args.file)
     if driver is None:
         return 1
     return run_and_report(driver, args)
+
+
+def _launch(args) -> int:
+    """Start ``--np`` ranks of the program's driver under an MPI launcher and wait for them."""
+    import shlex
+    import shutil
+    import subprocess
+
+    path = args.file if args.file.endswith(".py") else _cached_driver(args.file)
+    if path is None:
+        return 1
+    launcher = shlex.split(args.launcher or os.environ.get("TILEDSL_LAUNCHER", "")) or [_mpiexec()]
+    if shutil.which(launcher[0]) is None:
+        print(f"tiledsl: error: launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)",
+              file=sys.stderr)
+        return 2
+    command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
+    return subprocess.run(command).returncode
+
+
+def _mpiexec() -> str:
+    """The mpiexec of the MPI that mpi4py was installed with (the mpich wheel), else PATH's."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    return str(beside) if beside.exists() else "mpiexec"
+
+
+def _forwarded(argv: list, program: str) -> list:
+    """The run options for the driver: argv without the command, the program, --np and --launcher."""
+    rest, skip = [], False
+    for index, item in enumerate(argv):
+        if skip:
+            skip = False
+        elif item in ("run", program) and index <= argv.index(program):
+            continue
+        elif item in ("--np", "--launcher"):
+            skip = True
+        elif not item.startswith(("--np=", "--launcher=")):
+            rest.append(item)
+    return rest
+
+
+def _cached_driver(path: str):
+    from .driverload import cached_driver_path
+
+    result, text = compile_path(path)
+    _print_diagnostics(result)
+    return None if text is None else cached_driver_path(result.source.text, path, lambda: text)
 
 
 if __name__ == "__main__":

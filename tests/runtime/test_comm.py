@@ -1,0 +1,89 @@
+"""The MPI communication thread (runtime/comm.py), exercised in real multi-rank jobs.
+
+Each test launches a helper script from ``tests/runtime/mpi/`` under ``mpiexec``
+(MPI can be initialised once per process, so never in the pytest process
+itself); the script checks its ranks' results and prints "ok".
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = Path(__file__).resolve().parent / "mpi"
+_BESIDE = Path(sys.executable).with_name("mpiexec")  # the launcher of the mpich wheel in use
+MPIEXEC = str(_BESIDE) if _BESIDE.exists() else shutil.which("mpiexec")
+
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+
+
+def mpirun(script: str, ranks: int, *args, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``script`` on ``ranks`` ranks; on timeout, kill the whole job (its own process group)."""
+    command = [MPIEXEC, "-n", str(ranks), sys.executable, str(SCRIPTS / script), *map(str, args)]
+    job = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True)
+    try:
+        stdout, stderr = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+        pytest.fail(f"{script} on {ranks} ranks ran past {timeout} s\n{stdout}\n{stderr}")
+    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+
+
+def assert_ok(result: subprocess.CompletedProcess) -> None:
+    """The job exited 0 and rank 0 printed "ok"."""
+    assert result.returncode == 0 and "ok" in result.stdout.split(), \
+        f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.mark.timeout(120)
+def test_many_messages_both_ways_arrive_intact_and_in_order():
+    assert_ok(mpirun("comm_traffic.py", 2, 40, 4))
+
+
+@pytest.mark.timeout(120)
+def test_all_to_all_on_four_ranks():
+    assert_ok(mpirun("comm_traffic.py", 4, 15, 3))
+
+
+@pytest.mark.timeout(120)
+def test_stop_cancels_receives_waits_for_sends_and_callbacks_errors_are_kept():
+    assert_ok(mpirun("comm_stop.py", 2))
+
+
+@pytest.mark.timeout(120)
+def test_collectives_from_the_main_thread_while_the_comm_thread_runs():
+    assert_ok(mpirun("comm_collectives.py", 3))
+
+
+@pytest.mark.timeout(120)
+def test_refuses_mpi_without_thread_multiple():
+    result = mpirun("comm_thread_level.py", 1)
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    assert "MPI_THREAD_SERIALIZED" in result.stdout and "MPI_THREAD_MULTIPLE" in result.stdout
+
+
+@pytest.mark.timeout(120)
+def test_abort_on_one_rank_ends_every_rank():
+    start = time.monotonic()
+    result = mpirun("comm_abort_probe.py", 3, timeout=30)
+    assert result.returncode != 0, f"{result.stdout}\n{result.stderr}"
+    assert time.monotonic() - start < 30
+    assert "rank 2 aborting" in result.stdout
+    deadline = time.monotonic() + 5
+    while (left := _running("comm_abort_probe.py")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, f"processes left behind: {left}"
+
+
+def _running(name: str) -> str:
+    """Command lines of live processes whose command line mentions ``name``."""
+    return subprocess.run(["pgrep", "-af", name], capture_output=True, text=True).stdout.strip()

@@ -1,0 +1,111 @@
+"""The distributed runtime under real ``mpiexec``: correctness, messages, failures.
+
+Every test starts a real MPI job through ``tiledsl run --np P`` (the mpich wheel's
+mpiexec), with a timeout.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.explain import plan
+from tiledsl.runtime import Options
+
+ROOT = Path(__file__).resolve().parents[2]
+GRIDS = ["1x2", "2x1", "2x2", "1x3", "3x1"]
+SIZES = {"cholesky": ["--nb", "96"], "lu": ["--nb", "96"], "qr": ["--nb", "96", "--set", "ib=32"],
+         "hetero_cholesky": ["--B", "160", "--b", "48", "--s", "3"],
+         "hetero_qr": ["--B", "160", "--b", "48", "--s", "3", "--set", "ib=16"]}
+
+
+def run(*args, np_=2, cache=None, timeout=120):
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache)) if cache else None
+    return subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", *map(str, args), "--np", str(np_)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def summary(out):
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("program", list(SIZES))
+def test_every_program_is_correct_on_every_grid(program):
+    for grid in GRIDS:
+        ranks = int(grid[0]) * int(grid[2])
+        result = summary(run(f"programs/{program}.tile", "--n", 517, *SIZES[program], "--grid", grid,
+                             "--check", "--json", "--watchdog", 60, np_=ranks))
+        assert result["np"] == ranks and result["grid"] == [int(grid[0]), int(grid[2])]
+        assert result["residual"] < 60, (grid, result["residuals"])
+        assert all(r["messages_sent"] > 0 for r in result["ranks"]), grid
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("program", ["cholesky", "lu"])
+def test_outputs_are_bitwise_identical_whatever_the_number_of_ranks(tmp_path, program):
+    outputs = []
+    for ranks in (1, 2, 4):
+        path = tmp_path / f"{program}-{ranks}.npy"
+        summary(run(f"programs/{program}.tile", "--n", 600, "--nb", 128, "--output", f"A={path}", "--json",
+                    np_=ranks))
+        outputs.append(np.load(path))
+    assert np.array_equal(outputs[0], outputs[1]) and np.array_equal(outputs[0], outputs[2])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("program, grid", [("cholesky", "2x2"), ("qr", "2x2"), ("hetero_qr", "2x1"),
+                                           ("lu", "1x3")])
+def test_messages_counted_equal_those_explain_predicts(tmp_path, program, grid):
+    ranks = int(grid[0]) * int(grid[2])
+    sizes = ["--n", 600, *SIZES[program]]
+    result = summary(run(f"programs/{program}.tile", *sizes, "--grid", grid, "--json", np_=ranks))
+    _, text = compile_path(ROOT / f"programs/{program}.tile")
+    (tmp_path / "driver.py").write_text(text)
+    driver = import_driver(tmp_path / "driver.py", f"mpi_{program}")
+    tiles = {k: int(v) for k, v in zip(sizes[2::2], sizes[3::2]) if k in ("--nb", "--B", "--b", "--s")}
+    options = Options(n=600, tiles={k[2:]: v for k, v in tiles.items()},
+                      sets={k: int(v) for k, v in (s.split("=") for s in sizes[3::2] if "=" in str(s))})
+    predicted = plan(driver, options, (int(grid[0]), int(grid[2]))).messages
+    for stats in result["ranks"]:
+        rank = stats["rank"]
+        assert stats["messages_sent"] == sum(c for (s, _), c in predicted.items() if s == rank), rank
+        assert stats["messages_received"] == sum(c for (_, r), c in predicted.items() if r == rank), rank
+
+
+@pytest.mark.timeout(120)
+def test_a_failure_on_one_rank_stops_every_rank(tmp_path):
+    a = np.eye(512)
+    a[400, 400] = -1.0  # A[3, 3] with nb = 128 is not positive definite: rank 1 of a 2x2 grid... or another
+    np.save(tmp_path / "bad.npy", a)
+    began = time.monotonic()
+    out = run("programs/cholesky.tile", "--n", 512, "--nb", 128, "--input", f"A={tmp_path / 'bad.npy'}",
+              np_=4, cache=tmp_path / "cache", timeout=60)
+    elapsed = time.monotonic() - began
+    assert out.returncode == 1, (out.returncode, out.stderr)
+    assert elapsed < 30
+    assert "Traceback" not in out.stderr
+    assert "rank 3 (cholesky.tile:10): kernel potrf failed on A[3, 3]" in out.stderr, out.stderr
+    assert "not positive definite" in out.stderr
+    leftover = subprocess.run(["pgrep", "-f", str(tmp_path / "cache")], capture_output=True, text=True)
+    assert leftover.stdout == "", "processes left behind"
+
+
+@pytest.mark.timeout(60)
+def test_a_grid_that_does_not_match_the_ranks_is_refused_before_anything_starts():
+    out = run("programs/cholesky.tile", "--n", 256, "--grid", "2x2", np_=3)
+    assert out.returncode == 2
+    assert out.stderr.count("--grid 2x2 has 4 rank(s) but the job has 3") == 1
+
+
+@pytest.mark.timeout(60)
+def test_more_ranks_than_tiles_is_refused():
+    out = run("programs/cholesky.tile", "--n", 100, "--nb", 100, np_=2)
+    assert out.returncode == 2 and "owned by only 1 rank" in out.stderr
