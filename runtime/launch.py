@@ -23,6 +23,7 @@ from .distribution import BlockCyclic, Hybrid
 from .engine import Engine, TaskFailure
 from .geometry import Geometry
 from .matrix import TiledMatrix
+from .recording import record
 from .verify import Verifier
 from .world import UsageError, communicator, default_workers, grid_for
 
@@ -54,7 +55,7 @@ class Options:
     tiles: dict = field(default_factory=dict)  # nb or B, b, s given explicitly
     sets: dict = field(default_factory=dict)  # --set NAME=VALUE for the program's params
     workers: int | None = None
-    window: int = 4096
+    window: int | None = None  # default: 4096 on one rank, 32 per worker (at least 64) on several
     seed: int = 42
     inputs: dict = field(default_factory=dict)  # matrix name -> .npy path
     outputs: dict = field(default_factory=dict)
@@ -95,15 +96,16 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     matrices = make_matrices(driver, params, make_distribution(program, params, grid, 0), rank)
     _check_every_rank_has_tiles(program, matrices, ranks)
     sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}) for i, d in enumerate(program.matrices)}
-    _fill_inputs(program, matrices, sources)
+    share = record(driver, matrices, params, rank)  # this rank's tasks, before any is run
+    _fill_inputs(program, matrices, sources, {tile for _, tiles, _ in share.submitted for tile in tiles})
     workers = options.workers or default_workers(ranks)
-    engine = Engine(program, _kernels(program, driver), workers, options.window, watchdog=options.watchdog,
-                    comm=comm)
+    window = options.window or (4096 if ranks == 1 else max(64, 32 * workers))
+    engine = Engine(program, _kernels(program, driver), workers, window, watchdog=options.watchdog, comm=comm)
     engine.attach(matrices)
     with _single_threaded_blas():
-        with _progress(options, driver, matrices, params, engine):
+        with _progress(options, program, share.count, engine):
             seconds = _timed(engine, driver.generate, params, comm)
-        result = RunResult(program.name, params.as_dict(), seconds, workers, engine.scheduler.completed,
+        result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
                            matrices=matrices, stats=_rank_stats(engine, matrices, comm), grid=grid, ranks=ranks)
         if options.check and program.check is not None:
             result.residuals = _verify(driver, params, engine, matrices, sources, comm)
@@ -198,12 +200,12 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
     return matrices
 
 
-def _fill_inputs(program, matrices, sources: dict) -> None:
-    """Each rank makes (or reads) only the tiles it owns."""
+def _fill_inputs(program, matrices, sources: dict, needed: set) -> None:
+    """Each rank makes (or reads) only the tiles it owns and some task of it touches."""
     for decl in program.matrices:
-        matrices[decl.name].allocate(sources[decl.name])
+        matrices[decl.name].allocate(sources[decl.name], needed)
     for decl in program.workspaces:
-        matrices[decl.name].allocate(lambda r0, r1, c0, c1: np.zeros((r1 - r0, c1 - c0), order="F"))
+        matrices[decl.name].allocate(lambda r0, r1, c0, c1: np.zeros((r1 - r0, c1 - c0), order="F"), needed)
 
 
 def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict):
@@ -251,13 +253,11 @@ def _load_kernel_module(program, driver):
     raise UsageError(f"kernel module {program.kernel_module} not found next to {program.source}")
 
 
-def _progress(options: Options, driver, matrices, params, engine):
-    """A terminal progress bar when asked for and possible, else a context doing nothing."""
-    if not (options.progress and progress.wanted()):
+def _progress(options: Options, program, tasks: int, engine):
+    """A terminal progress bar (rank 0) when asked for and possible, else a context doing nothing."""
+    if not (options.progress and engine.rank == 0 and progress.wanted()):
         return contextlib.nullcontext()
-    counter = progress.TaskCounter(matrices, engine.rank)
-    driver.generate(counter, params)
-    return progress.Progress(driver.PROGRAM.name, counter.count, lambda: engine.scheduler.completed)
+    return progress.Progress(program.name, tasks, lambda: engine.scheduler.completed)
 
 
 class _single_threaded_blas:
@@ -302,7 +302,7 @@ def _write_output(matrix: TiledMatrix, path: str, comm) -> None:
         raise UsageError(str(failure))
     g = matrix.geometry
     for tile in matrix.local_tiles():
-        npyio.write_block(target, g.row_range(tile.i)[0], g.col_range(tile.j)[0], tile.data)
+        npyio.write_block(target, g.row_range(tile.i)[0], g.col_range(tile.j)[0], matrix.block(tile))
     target.flush()
     if comm is not None:
         comm.barrier()
@@ -364,7 +364,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest)")
     parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
                                                         "a rank has, less one for MPI on several ranks)")
-    parser.add_argument("--window", type=int, default=4096, help="task window size (default 4096)")
+    parser.add_argument("--window", type=int, help="task window size (default: 4096 on one rank; on "
+                                                      "several, 32 per worker and at least 64, which bounds "
+                                                      "the copies of remote tiles held at once)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     parser.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy")
@@ -392,7 +394,7 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
                                  f"(the program has {', '.join(matrix_names)})")
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
-    if args.window < 1:
+    if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
     options.grid = args.grid

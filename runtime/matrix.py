@@ -99,21 +99,33 @@ class TiledMatrix:
         """The tiles this rank owns, row by row."""
         return [t for row in self.tiles for t in row if t.rank == self.rank]
 
-    def allocate(self, fill) -> None:
-        """Give every local tile data: ``fill(r0, r1, c0, c1)`` returns its block."""
-        g = self.geometry
+    def allocate(self, fill, needed=None) -> None:
+        """Give local tiles data: ``fill(r0, r1, c0, c1)`` returns a block.
+
+        Only tiles in ``needed`` (all when None) are stored; the others are never
+        touched by a task, so :meth:`block` makes them from ``fill`` when asked.
+        """
+        self.fill = fill
         for tile in self.local_tiles():
-            (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
-            block = fill(r0, r1, c0, c1)
-            tile.data = np.asfortranarray(block, dtype=np.float64)
+            if needed is None or tile in needed:
+                tile.data = self._filled(tile)
+
+    def _filled(self, tile: Tile) -> np.ndarray:
+        g = self.geometry
+        (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
+        return np.asfortranarray(self.fill(r0, r1, c0, c1), dtype=np.float64)
+
+    def block(self, tile: Tile) -> np.ndarray:
+        """A local tile's values: its data, or its input for a tile no task touched."""
+        return tile.data if tile.data is not None else self._filled(tile)
 
     def assemble(self) -> np.ndarray:
-        """The whole matrix from local tiles (single-rank use: checks, outputs, the API)."""
+        """The whole matrix from local tiles (single-rank use: the Python API, tests)."""
         g = self.geometry
         full = np.zeros((self.m, self.n), order="F")
         for tile in self.local_tiles():
             (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
-            full[r0:r1, c0:c1] = tile.data
+            full[r0:r1, c0:c1] = self.block(tile)
         return full
 
     def local_bytes(self) -> int:

@@ -51,6 +51,7 @@ def generate(rt, p):
     """The loop nest of `cholesky`: submit this rank's share of every task."""
     _me = rt.rank
     _submit = rt.submit
+    _release = rt.release
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     for k in range(0, A.nt):  # cholesky.tile:9
@@ -83,6 +84,9 @@ def generate(rt, p):
                     _submit(CALLS[3], (A.tile(m, k, 17), A.tile(j, k, 17), A.tile(m, j, 17)), None, A.nt - j)
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
+        for m in range(k, A.mt):  # cholesky.tile:21
+            # cholesky.tile:21: release A[m, k]
+            _release(A.tile(m, k, 21))
 
 
 if __name__ == "__main__":

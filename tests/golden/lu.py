@@ -51,6 +51,7 @@ def generate(rt, p):
     """The loop nest of `lu`: submit this rank's share of every task."""
     _me = rt.rank
     _submit = rt.submit
+    _release = rt.release
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     for k in range(0, min(A.mt, A.nt)):  # lu.tile:9
@@ -82,6 +83,12 @@ def generate(rt, p):
                     _submit(CALLS[3], (A.tile(i, k, 17), A.tile(k, j, 17), A.tile(i, j, 17)), None, A.nt - j)
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, j)
+        for i in range(k, A.mt):  # lu.tile:21
+            # lu.tile:21: release A[i, k]
+            _release(A.tile(i, k, 21))
+        for j in range(k + 1, A.nt):  # lu.tile:22
+            # lu.tile:22: release A[k, j]
+            _release(A.tile(k, j, 22))
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ def generate(rt, p):
     """The loop nest of `qr`: submit this rank's share of every task."""
     _me = rt.rank
     _submit = rt.submit
+    _release = rt.release
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     T = rt.matrix('T')
@@ -93,6 +94,11 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(k, j)
                     A.bump(i, j)
+        for i in range(k, A.mt):  # qr.tile:23
+            # qr.tile:24: release A[i, k]
+            _release(A.tile(i, k, 24))
+            # qr.tile:25: release T[i, k]
+            _release(T.tile(i, k, 25))
 
 
 if __name__ == "__main__":
