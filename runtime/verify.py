@@ -19,7 +19,7 @@ import bisect
 import numpy as np
 
 from . import kernels
-from .checks import EPS
+from .checks import scaled
 from .matrix import TiledMatrix
 from .program import Call
 from .recording import record
@@ -82,13 +82,13 @@ class Verifier:
         residual = self.like(factored, "R", self._original)
         norm_a = self._norm(residual, symmetric=True)
         self.run(lambda stream: _cholesky_products(stream, factored, residual))
-        return {"cholesky": self._norm(residual, symmetric=True) / (norm_a * factored.n * EPS)}
+        return {"cholesky": scaled(self._norm(residual, symmetric=True), norm_a, factored.n)}
 
     def lu(self, factored: TiledMatrix) -> dict:
         residual = self.like(factored, "R", self._original)
         norm_a = self._norm(residual)
         self.run(lambda stream: _lu_products(stream, factored, residual))
-        return {"lu": self._norm(residual) / (norm_a * factored.n * EPS)}
+        return {"lu": scaled(self._norm(residual), norm_a, factored.n)}
 
     def qr(self, factored: TiledMatrix, driver, params) -> dict:
         reflectors = record(driver, self.matrices, params, keep=lambda call: call.kernel in QR_KERNELS).submitted
@@ -104,7 +104,7 @@ class Verifier:
         for tile in q.local_tiles():
             tile.data -= _identity(*q.geometry.row_range(tile.i), *q.geometry.col_range(tile.j))
         n = factored.n
-        return {"qr": self._norm(difference) / (norm_a * n * EPS), "orthogonality": self._norm(q) / (n * EPS)}
+        return {"qr": scaled(self._norm(difference), norm_a, n), "orthogonality": scaled(self._norm(q), 1.0, n)}
 
     def _original(self, tile, r0, r1, c0, c1):
         return self.original(r0, r1, c0, c1)
