@@ -46,28 +46,30 @@ class Engine:
     """Runs a driver's ``generate`` on this rank with ``workers`` CPU threads."""
 
     def __init__(self, program, kernels: dict, workers: int, window: int = 4096,
-                 watchdog: float | None = None, comm=None):
+                 watchdog: float | None = None, comm=None, devices=None):
         self.program = program
         self.kernels = {id(call): kernels[call.kernel] for call in program.calls}
         self.workers = workers
         self.comm = comm
         self.rank = comm.rank if comm is not None else 0
         self.watchdog = watchdog
-        self.scheduler = Scheduler(window)
+        self.gpus = devices.gpus if devices is not None else 0
+        self.scheduler = Scheduler(window, 1 + self.gpus)
         self.low_water = max(1, window * 3 // 4)
         self.lock = threading.Lock()
-        self.work = threading.Condition(self.lock)
+        self.work = [threading.Condition(self.lock) for _ in range(1 + self.gpus)]  # one per ready queue
         self.space = threading.Condition(self.lock)
         self.failure: TaskFailure | None = None
         self.stopping = False
         self.last_progress = time.monotonic()
-        self.stats = Stats(per_worker=[0] * workers, busy=[0.0] * workers)
+        threads = workers + self.gpus
+        self.stats = Stats(per_worker=[0] * threads, busy=[0.0] * threads)
         self.matrices: dict = {}
         self.exchange = None
-        if comm is not None and comm.size > 1:
+        if (comm is not None and comm.size > 1) or devices is not None:
             from .exchange import Exchange
 
-            self.exchange = Exchange(self, comm)
+            self.exchange = Exchange(self, comm, devices)
 
     def attach(self, matrices: dict) -> None:
         """Use ``matrices``; on several ranks, count skipped tasks' versions under the lock."""
@@ -108,7 +110,7 @@ class Engine:
     def enqueue(self, task: Task, waits: int) -> None:
         """APPEND ``task`` (lock held), waiting also for ``waits`` outside events."""
         if self.scheduler.submit(task, waits):
-            self.work.notify()
+            self.work[task.device].notify()
         if self.scheduler.in_flight > self.stats.peak_window:
             self.stats.peak_window = self.scheduler.in_flight
 
@@ -119,7 +121,7 @@ class Engine:
 
     def satisfy_locked(self, task: Task) -> None:
         if self.scheduler.satisfy(task):
-            self.work.notify()
+            self.work[task.device].notify()
 
     def complete(self, task: Task) -> None:
         """An asynchronous task (a send) is finished (any thread)."""
@@ -149,8 +151,10 @@ class Engine:
         self.stopping = False
         switch = sys.getswitchinterval()
         sys.setswitchinterval(1e-4)  # a worker back from BLAS must not wait 5 ms for the GIL
-        threads = [threading.Thread(target=self._worker, args=(w,), name=f"cpu-{w}", daemon=True)
+        threads = [threading.Thread(target=self._worker, args=(w, 0), name=f"cpu-{w}", daemon=True)
                    for w in range(self.workers)]
+        threads += [threading.Thread(target=self._worker, args=(self.workers + g - 1, g), name=f"gpu-{g}",
+                                     daemon=True) for g in range(1, self.gpus + 1)]
         start = time.perf_counter()
         for thread in threads:
             thread.start()
@@ -160,7 +164,7 @@ class Engine:
         finally:
             with self.lock:
                 self.stopping = True
-                self.work.notify_all()
+                self._wake_all()
             for thread in threads:
                 thread.join()
             sys.setswitchinterval(switch)
@@ -205,17 +209,18 @@ class Engine:
                                        f"{self.scheduler.describe()}", self.rank)
             self._wake_all()
 
-    def _worker(self, index: int) -> None:
+    def _worker(self, index: int, device: int) -> None:
+        """A CPU worker (device 0) or a GPU's management thread: run ready tasks of ``device``."""
         scheduler = self.scheduler
         busy = 0.0
         count = 0
         with self.lock:
             while True:
-                task = scheduler.pop(0)
+                task = scheduler.pop(device)
                 if task is None:
                     if self.stopping or self.failure is not None:
                         break
-                    self.work.wait()
+                    self.work[device].wait()
                     continue
                 self.lock.release()
                 began = time.perf_counter()
@@ -242,10 +247,14 @@ class Engine:
         self.last_progress = time.monotonic()
         if task.on_complete is not None:
             task.on_complete()
-        if fired:
-            self.work.notify(len(fired))
+        for ready in fired:
+            self.work[ready.device].notify()
         if self.scheduler.in_flight <= self.low_water:
             self.space.notify_all()
+
+    def fail_from_thread(self, error: Exception) -> None:
+        """A helper thread (the copy thread) failed: stop the run with its error."""
+        self._fail(TaskFailure(f"a transfer failed: {type(error).__name__}: {error}", self.rank))
 
     def _fail(self, failure: TaskFailure) -> None:
         with self.lock:
@@ -253,7 +262,8 @@ class Engine:
             self._wake_all()
 
     def _wake_all(self) -> None:
-        self.work.notify_all()
+        for condition in self.work:
+            condition.notify_all()
         self.space.notify_all()
 
 

@@ -1,58 +1,99 @@
-"""The distributed half of the engine: the protocol's instances and the data they move.
+"""Moving tiles between places: the protocol's instances and the data they carry.
 
-On a run of several ranks every rank submits the tasks it takes part in
-(DESIGN §4, SPAA'12 §6) and decides alone, from the distribution, what to create:
+A place is ``(rank, device)``: device 0 is the host, ``g >= 1`` a GPU of that rank.
+Every rank submits the tasks it takes part in (DESIGN §4, SPAA'12 §6) and
+decides alone, from the distribution, what to create:
 
-* owner (type 1): the task itself. Inputs homed elsewhere are read from a
-  :class:`RemoteCopy` of the tile version the task needs, received once per
-  version and rank and shared by every local reader; minor outputs homed
-  elsewhere are computed into such a copy (or a scratch tile for ``out``) and
-  sent home when the task finishes (type 8);
-* inter-node alien input (type 4): a send task, a reader in the tile's task list,
-  that posts the tile to the owner once the version is ready, at most once per
-  version and destination;
-* sink minor output (type 6): a writer in the tile's task list that waits for the
-  new version from the owner and then takes its buffer (renaming, no copy).
+* owner (type 1): the task itself, on its main output's device. An input homed
+  at another place is read from a :class:`Copy` of the tile version it needs,
+  made once per version and place and shared by every reader there: received
+  over MPI from another rank (type 4 on the sender), copied from another device
+  of this rank (type 3), or both (received on the host, then copied). A minor
+  output homed elsewhere is computed into such a copy (or a zeroed one for
+  ``out``) and goes home when the task finishes (types 7 and 8);
+* send (type 4, on the input's rank): a reader in the tile's list that posts the
+  tile to the owner's rank once the version is ready (staged to the host first
+  when the tile lives on a GPU), at most once per version and destination;
+* sink (type 6, on the minor output's rank): a writer in the tile's list that
+  waits for the new version and then takes its buffer (renaming, no copy).
 
-Messages are matched by MPI tag (one per tile) and per-(source, tag) order, which
-is version order on both sides. A remote copy is freed when its last local reader
-is done and no later reader can appear: the tile got a newer version, ``release``
-was called, or generation ended.
+Host/GPU copies run on the copy thread (:class:`Mover`, the seeds' CUDA
+communication thread); MPI messages are matched by tag (one per tile) and
+per-(source, tag) order, which is version order on both sides. A copy is freed
+when its last reader is done and no later reader can appear: the tile got a
+newer version, ``release`` was called, or generation ended.
 """
 from __future__ import annotations
+
+import queue
+import threading
 
 import numpy as np
 
 from .program import Call
 from .scheduler import Task
 
-#: Transfers go before computation: a remote rank may be waiting for them.
+#: Transfers go before computation: another rank or device may be waiting for them.
 TRANSFER_PRIORITY = 1 << 40
 
 SEND = Call("send", ("in",), main=0, line=0, text="send a tile version to the rank that needs it")
 SINK = Call("receive", ("out",), main=0, line=0, text="receive a tile version computed elsewhere")
+COPY = Call("copy", ("in",), main=0, line=0, text="copy a tile version to another device")
 
 
-class RemoteCopy:
-    """This rank's copy of one version of a tile homed on another rank."""
+class Copy:
+    """This place's copy of one version of a tile homed at another place."""
 
-    __slots__ = ("tile", "version", "data", "arrived", "waiters", "readers", "closed")
+    __slots__ = ("tile", "version", "device", "data", "arrived", "waiters", "readers", "closed")
 
-    def __init__(self, tile, version: int, data: np.ndarray):
-        self.tile, self.version, self.data = tile, version, data
+    def __init__(self, tile, version: int, device: int):
+        self.tile, self.version, self.device = tile, version, device
+        self.data = None
         self.arrived = False
-        self.waiters: list[Task] = []
-        self.readers = 0  # local tasks holding it
-        self.closed = False  # no later local task can ask for this version
+        self.waiters: list = []  # callables run (engine lock held) when the data is here
+        self.readers = 0  # tasks and transfers still to use it
+        self.closed = False  # no later task can ask for this version
+
+
+class Mover:
+    """The copy thread: runs host/GPU copies one after another, then their callbacks."""
+
+    def __init__(self, on_error):
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.on_error = on_error
+        self.copies = 0
+        self.thread = threading.Thread(target=self._run, name="copy", daemon=True)
+        self.thread.start()
+
+    def move(self, copy_function, on_done) -> None:
+        self.jobs.put((copy_function, on_done))
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+        self.thread.join()
+
+    def _run(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            copy_function, on_done = job
+            try:
+                result = copy_function()
+                self.copies += 1
+                on_done(result)
+            except Exception as error:  # reported as the run's failure, never lost
+                self.on_error(error)
 
 
 class Exchange:
-    """Creates this rank's instances of distributed tasks; runs under the engine's lock."""
+    """Creates this rank's instances of tasks whose tiles live at several places.
 
-    def __init__(self, engine, comm):
-        self.engine = engine
-        self.comm = comm
-        self.rank = comm.rank
+    Runs under the engine's lock; ``comm`` is None on one rank, ``devices`` (a
+    backend) None without GPUs.
+    """
+
+    def __init__(self, engine, comm, devices):
+        self.engine, self.comm, self.devices = engine, comm, devices
+        self.rank = comm.rank if comm is not None else 0
+        self.mover = Mover(engine.fail_from_thread) if devices is not None else None
         self.copy_bytes = 0
         self.peak_copy_bytes = 0
 
@@ -61,32 +102,37 @@ class Exchange:
         """Create this rank's instances of one task, then count its tiles' new versions."""
         main = tiles[call.main]
         if main.rank == self.rank:
-            self._owner(call, tiles, views, priority, kernel)
+            self._owner(call, tiles, views, priority, kernel, main.device)
         else:
-            self._helper_instances(call, tiles, main)
+            self._helpers(call, tiles, main)
         for index in call.writes:
             self.advance(tiles[index])
 
-    def _owner(self, call, tiles, views, priority, kernel) -> None:
-        task = Task(call, tiles, views, priority, 0, kernel)
+    def _owner(self, call, tiles, views, priority, kernel, device) -> None:
+        if device:
+            kernel = self.devices.kernels.get(call.kernel)
+            if kernel is None:
+                raise ValueError(f"kernel {call.kernel} has no GPU body ({self.devices.name} backend)")
+        task = Task(call, tiles, views, priority, device, kernel)
         sources, waits, outgoing = list(tiles), 0, []
         for index, tile in enumerate(tiles):
-            if tile.rank == self.rank:
+            if (tile.rank, tile.device) == (self.rank, device):
                 continue
             mode = call.modes[index]
-            copy = self._scratch(tile) if mode == "out" else self._copy_of(tile)
-            if not copy.arrived:
-                copy.waiters.append(task)
-                waits += 1
+            copy = self._scratch(tile, device) if mode == "out" else self._copy(tile, device)
+            waits += self._wait_for(copy, lambda: self.engine.satisfy_locked(task))
             copy.readers += 1
             sources[index] = copy
             if mode != "in":
                 outgoing.append(copy)
         task.sources = sources
-        task.on_complete = lambda: self._owner_done(sources, tiles, outgoing)
         self.engine.enqueue(task, waits)
+        # after the task in its tiles' lists: later readers wait for the data to be home
+        sinks = [self._local_sink(copy) for copy in outgoing if copy.tile.rank == self.rank]
+        task.on_complete = lambda: self._owner_done(sources, tiles, outgoing, sinks)
 
-    def _helper_instances(self, call, tiles, main) -> None:
+    def _helpers(self, call, tiles, main) -> None:
+        """Instances for a task computed on another rank: sends of inputs, sinks of outputs."""
         for index, tile in enumerate(tiles):
             if tile.rank != self.rank:
                 continue
@@ -94,63 +140,163 @@ class Exchange:
                 tile.sent[main.rank] = tile.version
                 self._send_task(tile, main.rank)
             if call.modes[index] != "in" and index != call.main:
-                self._sink_task(tile, main.rank)
+                self._remote_sink(tile, main.rank)
 
-    def _send_task(self, tile, destination: int) -> None:
-        task = Task(SEND, (tile,), None, TRANSFER_PRIORITY)
-        task.asynchronous = True
-        task.kernel = lambda _data: self.comm.send(tile.data, destination, tile.tag,
-                                                   lambda: self.engine.complete(task))
-        self.engine.enqueue(task, 0)
-
-    def _sink_task(self, tile, source: int) -> None:
-        task = Task(SINK, (tile,), None, TRANSFER_PRIORITY)
-        buffer = np.empty(tile.shape, order="F")
-        task.sources = (_Holder(buffer),)
-        task.kernel = lambda received: setattr(tile, "data", received)
-        self.comm.receive(buffer, source, tile.tag, lambda: self.engine.satisfy(task))
-        self.engine.enqueue(task, 1)
-
-    # ---------------------------------------------------------------- remote copies
-    def _copy_of(self, tile) -> RemoteCopy:
-        """The copy of ``tile``'s current version, its receive posted on first request."""
-        copy = tile.copies.get(tile.version)
-        if copy is None:
-            copy = self._new_copy(tile, tile.version)
-            self.comm.receive(copy.data, tile.rank, tile.tag, lambda: self._arrived(copy))
+    # ---------------------------------------------------------------- copies of inputs
+    def _copy(self, tile, device: int) -> Copy:
+        """The copy of ``tile``'s current version at ``device`` of this rank, made on first request."""
+        key = (tile.version, device)
+        copy = tile.copies.get(key)
+        if copy is not None and not copy.closed:  # a closed one was released: the home sends anew
+            return copy
+        copy = self._new_copy(tile, device)
+        if tile.rank != self.rank and device == 0:
+            copy.data = np.empty(tile.shape, order="F")
+            self._count(copy.data.nbytes)
+            self.comm.receive(copy.data, tile.rank, tile.tag, lambda: self._arrive(copy, copy.data))
+        elif tile.rank != self.rank:
+            staged = self._copy(tile, 0)  # received on the host, then copied to the GPU
+            staged.readers += 1
+            self._wait_for(staged, lambda: self._move(lambda: self.devices.to_device(staged.data, device),
+                                                      copy, staged))
+        else:
+            self._copy_task(tile, copy)
         return copy
 
-    def _scratch(self, tile) -> RemoteCopy:
-        """A zeroed buffer for an ``out`` minor output homed elsewhere."""
-        copy = RemoteCopy(tile, -1, np.zeros(tile.shape, order="F"))
+    def _copy_task(self, tile, copy: Copy) -> None:
+        """A reader of ``tile`` at home that copies the version to another device."""
+        task = Task(COPY, (tile,), None, TRANSFER_PRIORITY)
+        task.asynchronous = True
+        move = self._mover_function(tile.device, copy.device)
+        task.kernel = lambda data: self.mover.move(lambda: move(data),
+                                                   lambda result: self._copied(task, copy, result))
+        self.engine.enqueue(task, 0)
+
+    def _copied(self, task, copy: Copy, data) -> None:
+        self._arrive(copy, data)
+        self.engine.complete(task)
+
+    def _move(self, function, copy: Copy, staged: Copy) -> None:
+        """Copy thread: ``function()`` makes ``copy``'s data from the host copy ``staged``."""
+        def done(data):
+            self._arrive(copy, data)
+            with self.engine.lock:
+                staged.readers -= 1
+                self._maybe_free(staged)
+        self.mover.move(function, done)
+
+    def _mover_function(self, source: int, target: int):
+        if source == 0:
+            return lambda data: self.devices.to_device(data, target)
+        if target == 0:
+            return self.devices.to_host
+        return lambda data: self.devices.copy(data, target)
+
+    def _scratch(self, tile, device: int) -> Copy:
+        """A zeroed buffer at ``device`` for an ``out`` minor output homed elsewhere."""
+        copy = Copy(tile, -1, device)
+        copy.data = self.devices.empty(tile.shape, device) if device else np.zeros(tile.shape, order="F")
         copy.arrived = True
         self._count(copy.data.nbytes)
         return copy
 
-    def _new_copy(self, tile, version: int) -> RemoteCopy:
-        copy = RemoteCopy(tile, version, np.empty(tile.shape, order="F"))
-        tile.copies[version] = copy
-        self._count(copy.data.nbytes)
+    def _new_copy(self, tile, device: int) -> Copy:
+        copy = Copy(tile, tile.version, device)
+        tile.copies[(tile.version, device)] = copy
         return copy
 
-    def _arrived(self, copy: RemoteCopy) -> None:
-        """Comm thread: a copy's data is here; its waiting tasks may become ready."""
-        with self.engine.lock:
-            copy.arrived = True
-            for task in copy.waiters:
-                self.engine.satisfy_locked(task)
-            copy.waiters = []
+    def _wait_for(self, copy: Copy, callback) -> int:
+        """Run ``callback`` once ``copy`` is here; 1 if that is later, 0 if it already is."""
+        if copy.arrived:
+            return 0
+        copy.waiters.append(callback)
+        return 1
 
-    def _owner_done(self, sources, tiles, outgoing) -> None:
-        """After an owner task: send minor outputs home, let go of remote copies."""
+    def _arrive(self, copy: Copy, data) -> None:
+        """Any thread: ``copy``'s data is here; what waited for it may go on."""
+        with self.engine.lock:
+            if copy.data is None:
+                copy.data = data
+                self._count(getattr(data, "nbytes", 0))
+            copy.arrived = True
+            waiters, copy.waiters = copy.waiters, []
+            for callback in waiters:
+                callback()
+
+    # ---------------------------------------------------------------- outputs going home
+    def _local_sink(self, copy: Copy):
+        """A writer of a tile homed on another device of this rank: takes the computed copy."""
+        tile = copy.tile
+        task = Task(SINK, (tile,), None, TRANSFER_PRIORITY)
+        holder = Copy(tile, -1, tile.device)
+        task.sources = (holder,)
+        task.kernel = lambda data: setattr(tile, "data", data)
+        self.engine.enqueue(task, 1)
+        return task, holder
+
+    def _owner_done(self, sources, tiles, outgoing, sinks) -> None:
+        """After an owner task: minor outputs go home; copies are let go."""
+        pending = iter(sinks)
         for copy in outgoing:
-            self.comm.send(copy.data, copy.tile.rank, copy.tile.tag, _nothing)
+            if copy.tile.rank == self.rank:
+                sink, holder = next(pending)
+                move = self._mover_function(copy.device, copy.tile.device)
+                data = copy.data
+                self.mover.move(lambda: move(data), lambda result: self._sink_arrived(sink, holder, result))
+            else:
+                self._send_home(copy)
             copy.closed = True
         for source, tile in zip(sources, tiles):
-            if isinstance(source, RemoteCopy):
+            if isinstance(source, Copy):
                 source.readers -= 1
                 self._maybe_free(source)
 
+    def _sink_arrived(self, sink, holder: Copy, data) -> None:
+        holder.data = data
+        self.engine.satisfy(sink)
+
+    def _send_home(self, copy: Copy) -> None:
+        tile = copy.tile
+        if copy.device == 0:
+            self.comm.send(copy.data, tile.rank, tile.tag, _nothing)
+        else:
+            data = copy.data
+            self.mover.move(lambda: self.devices.to_host(data),
+                            lambda host: self.comm.send(host, tile.rank, tile.tag, _nothing))
+
+    def _send_task(self, tile, destination: int) -> None:
+        """A reader of ``tile`` that sends the version to ``destination`` (via the host)."""
+        task = Task(SEND, (tile,), None, TRANSFER_PRIORITY)
+        task.asynchronous = True
+        done = lambda: self.engine.complete(task)
+        if tile.device == 0:
+            task.kernel = lambda data: self.comm.send(data, destination, tile.tag, done)
+        else:
+            task.kernel = lambda data: self.mover.move(
+                lambda: self.devices.to_host(data), lambda host: self.comm.send(host, destination, tile.tag, done))
+        self.engine.enqueue(task, 0)
+
+    def _remote_sink(self, tile, source: int) -> None:
+        """A writer of ``tile`` that waits for its new version from rank ``source``."""
+        task = Task(SINK, (tile,), None, TRANSFER_PRIORITY)
+        buffer = np.empty(tile.shape, order="F")
+        holder = Copy(tile, -1, 0)
+        holder.data = buffer
+        task.sources = (holder,)
+        if tile.device == 0:
+            task.kernel = lambda received: setattr(tile, "data", received)
+        else:
+            task.asynchronous = True
+            task.kernel = lambda received: self.mover.move(lambda: self.devices.to_device(received, tile.device),
+                                                           lambda data: self._home(task, tile, data))
+        self.comm.receive(buffer, source, tile.tag, lambda: self.engine.satisfy(task))
+        self.engine.enqueue(task, 1)
+
+    def _home(self, task, tile, data) -> None:
+        tile.data = data
+        self.engine.complete(task)
+
+    # ---------------------------------------------------------------- versions and freeing
     def advance(self, tile) -> None:
         """``tile`` has a new version: copies of older ones can take no new reader."""
         tile.version += 1
@@ -164,25 +310,24 @@ class Exchange:
             copy.closed = True
             self._maybe_free(copy)
 
-    def _maybe_free(self, copy: RemoteCopy) -> None:
+    def _maybe_free(self, copy: Copy) -> None:
         if copy.closed and copy.readers == 0 and copy.arrived:
-            if copy.tile.copies.get(copy.version) is copy:
-                del copy.tile.copies[copy.version]
-            self._count(-copy.data.nbytes)
+            if copy.tile.copies.get((copy.version, copy.device)) is copy:
+                del copy.tile.copies[(copy.version, copy.device)]
+            self._count(-getattr(copy.data, "nbytes", 0))
             copy.data = None
 
     def _count(self, nbytes: int) -> None:
         self.copy_bytes += nbytes
         self.peak_copy_bytes = max(self.peak_copy_bytes, self.copy_bytes)
 
+    @property
+    def device_copies(self) -> int:
+        return self.mover.copies if self.mover is not None else 0
 
-class _Holder:
-    """Gives a bare buffer the ``.data`` a task's sources have."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data):
-        self.data = data
+    def stop(self) -> None:
+        if self.mover is not None:
+            self.mover.stop()
 
 
 def _nothing() -> None:

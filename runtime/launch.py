@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks, inputs, npyio, progress
+from .devices import backend
 from .distribution import BlockCyclic, Hybrid
 from .engine import Engine, TaskFailure
 from .geometry import Geometry
@@ -63,6 +64,8 @@ class Options:
     watchdog: float | None = None
     progress: bool = False
     grid: str | None = None  # "PxQ" on an MPI run
+    gpus: int = 0  # GPUs per rank
+    gpu_backend: str = "emulated"
 
 
 @dataclass
@@ -80,6 +83,7 @@ class RunResult:
     stats: dict = field(default_factory=dict)
     grid: tuple = (1, 1)
     ranks: int = 1
+    gpus: int = 0
 
     @property
     def passed(self) -> bool:
@@ -93,26 +97,58 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     ranks, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
     params = make_params(driver, options)
     grid = grid_for(options.grid, ranks)
-    matrices = make_matrices(driver, params, make_distribution(program, params, grid, 0), rank)
+    devices = _devices(options)
+    matrices = make_matrices(driver, params, make_distribution(program, params, grid, options.gpus), rank)
     _check_every_rank_has_tiles(program, matrices, ranks)
     sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}) for i, d in enumerate(program.matrices)}
     share = record(driver, matrices, params, rank)  # this rank's tasks, before any is run
-    _fill_inputs(program, matrices, sources, {tile for _, tiles, _ in share.submitted for tile in tiles})
-    workers = options.workers or default_workers(ranks)
-    window = options.window or (4096 if ranks == 1 else max(64, 32 * workers))
-    engine = Engine(program, _kernels(program, driver), workers, window, watchdog=options.watchdog, comm=comm)
+    _fill_inputs(program, matrices, sources, {tile for _, tiles, _ in share.submitted for tile in tiles}, devices)
+    workers = options.workers or default_workers(ranks, options.gpus)
+    window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
+    engine = Engine(program, _kernels(program, driver), workers, window, watchdog=options.watchdog, comm=comm,
+                    devices=devices)
     engine.attach(matrices)
     with _single_threaded_blas():
-        with _progress(options, program, share.count, engine):
-            seconds = _timed(engine, driver.generate, params, comm)
+        try:
+            with _progress(options, program, share.count, engine):
+                seconds = _timed(engine, driver.generate, params, comm)
+            stats = _rank_stats(engine, matrices, comm)
+            _bring_home(matrices, devices)
+        finally:
+            if engine.exchange is not None:
+                engine.exchange.stop()
         result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
-                           matrices=matrices, stats=_rank_stats(engine, matrices, comm), grid=grid, ranks=ranks)
+                           matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus)
         if options.check and program.check is not None:
             result.residuals = _verify(driver, params, engine, matrices, sources, comm)
             result.residual = max(result.residuals.values())
     for name, path in options.outputs.items():
         _write_output(matrices[name], path, comm)
     return result
+
+
+def _devices(options: Options):
+    """The GPU backend for ``--gpus``, or None without GPUs."""
+    if options.gpus < 0:
+        raise UsageError(f"--gpus must be at least 0, got {options.gpus}")
+    if not options.gpus:
+        return None
+    try:
+        return backend(options.gpu_backend, options.gpus)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def _bring_home(matrices: dict, devices) -> None:
+    """After the run every tile returns to the host (checks and outputs read host memory)."""
+    if devices is None:
+        return
+    for matrix in matrices.values():
+        for row in matrix.tiles:
+            for tile in row:
+                if tile.device and tile.data is not None:
+                    tile.data = devices.to_host(tile.data)
+                tile.device = 0
 
 
 def _timed(engine: Engine, generate, params, comm) -> float:
@@ -136,14 +172,15 @@ def _check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
 def _rank_stats(engine: Engine, matrices: dict, comm) -> dict:
     """This rank's statistics for the summary (DESIGN §8), taken before any check runs."""
     traffic = comm.stats if comm is not None else None
-    local = sum(m.local_bytes() for m in matrices.values())
+    local = sum(m.local_bytes() for m in matrices.values())  # host and GPU memory alike
     copies = engine.exchange.peak_copy_bytes if engine.exchange is not None else 0
     return {"rank": engine.rank, "tasks": sum(engine.stats.per_worker),
             "messages_sent": traffic.sends if traffic else 0,
             "messages_received": traffic.receives if traffic else 0,
             "bytes_sent": traffic.bytes_sent if traffic else 0,
             "bytes_received": traffic.bytes_received if traffic else 0,
-            "peak_tile_bytes": local + copies, "device_copies": 0,
+            "peak_tile_bytes": local + copies,
+            "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
             "peak_window": engine.stats.peak_window,
             "busy_seconds": [round(b, 6) for b in engine.stats.busy]}
 
@@ -200,12 +237,17 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
     return matrices
 
 
-def _fill_inputs(program, matrices, sources: dict, needed: set) -> None:
-    """Each rank makes (or reads) only the tiles it owns and some task of it touches."""
+def _fill_inputs(program, matrices, sources: dict, needed: set, devices) -> None:
+    """Each rank makes (or reads) only the tiles it owns and some task of it touches;
+    tiles placed on a GPU are copied there (before the timed run)."""
     for decl in program.matrices:
         matrices[decl.name].allocate(sources[decl.name], needed)
     for decl in program.workspaces:
         matrices[decl.name].allocate(lambda r0, r1, c0, c1: np.zeros((r1 - r0, c1 - c0), order="F"), needed)
+    for matrix in matrices.values() if devices is not None else ():
+        for tile in matrix.local_tiles():
+            if tile.device and tile.data is not None:
+                tile.data = devices.to_device(tile.data, tile.device)
 
 
 def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict):
@@ -324,7 +366,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
     totals = {key: sum(r[key] for r in ranks) for key in SUMMED}
     return {"program": result.program, "n": n,
             "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
-            "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": 0,
+            "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
             "seconds": result.seconds, "gflops": gflops(program, n, result.seconds),
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals}
@@ -362,6 +404,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The run options shared by drivers and ``tiledsl run`` (DESIGN §8)."""
     add_size_arguments(parser)
     parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest)")
+    parser.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
+    parser.add_argument("--gpu-backend", default="emulated", choices=["emulated"],
+                        help="GPU backend: 'emulated' (numpy device memory, explicit copies; CI)")
     parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
                                                         "a rank has, less one for MPI on several ranks)")
     parser.add_argument("--window", type=int, help="task window size (default: 4096 on one rank; on "
@@ -397,7 +442,7 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
     if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
-    options.grid = args.grid
+    options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend
     options.inputs, options.outputs = files["input"], files["output"]
     options.check, options.watchdog = args.check, args.watchdog
     options.progress = not args.json

@@ -18,13 +18,15 @@ class Everyone:
 
 
 class Recorder:
-    """Records ``(call, tiles, regions)`` of every submit whose kernel ``keep`` accepts."""
+    """Records ``(call, tiles, regions)`` of every submit whose kernel ``keep`` accepts, and
+    ``events``: the same submits and the released tiles, in program order."""
 
     def __init__(self, matrices: dict, rank, keep=lambda call: True):
         self.matrices = matrices
         self.rank = rank
         self.keep = keep
         self.submitted: list = []
+        self.events: list = []  # ("task", (call, tiles, regions)) or ("release", tile)
         self.count = 0
 
     def matrix(self, name):
@@ -34,9 +36,10 @@ class Recorder:
         self.count += 1
         if self.keep(call):
             self.submitted.append((call, tiles, regions))
+            self.events.append(("task", (call, tiles, regions)))
 
     def release(self, tile):
-        pass
+        self.events.append(("release", tile))
 
 
 def record(driver, matrices: dict, params, rank=None, keep=lambda call: True) -> Recorder:

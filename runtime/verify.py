@@ -11,6 +11,7 @@ factorization:
 
 Norms reduce per-column sums of local tiles (O(n) numbers per rank) over MPI.
 The original matrix is rebuilt tile by tile on its owner from the input's source.
+Checks run on the hosts, after the run has brought GPU tiles home.
 """
 from __future__ import annotations
 
@@ -67,6 +68,9 @@ class Verifier:
         gives each local tile (``tile`` is ``base``'s tile at the same place)."""
         matrix = TiledMatrix(name, base.geometry, base.distribution, base.rank, self.first_tag)
         self.first_tag += base.mt * base.nt
+        for row in matrix.tiles:
+            for tile in row:
+                tile.device = 0  # checks run on the host
         self.engine.attach({**self.engine.matrices, f"check {name}": matrix})
         g = base.geometry
         for tile in matrix.local_tiles():

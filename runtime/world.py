@@ -51,9 +51,10 @@ def grid_for(text: str | None, ranks: int) -> tuple[int, int]:
     return pr, pc
 
 
-def default_workers(ranks: int) -> int:
-    """CPU worker threads per rank when ``--workers`` is not given."""
+def default_workers(ranks: int, gpus: int = 0) -> int:
+    """CPU worker threads per rank when ``--workers`` is not given: the rank's cores less one
+    per GPU (its management thread), one for the copy thread and one for MPI, as in use."""
     cores = os.cpu_count() or 1
     local = next((int(os.environ[v]) for v in LOCAL_SIZE_VARIABLES if os.environ.get(v, "").isdigit()), ranks)
     per_rank = max(1, cores // max(1, min(local, ranks)))
-    return max(1, per_rank - 1) if ranks > 1 else per_rank
+    return max(1, per_rank - gpus - (gpus > 0) - (ranks > 1))

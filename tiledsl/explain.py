@@ -72,7 +72,14 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0) -> Plan:
     copied: set = set()
     messages: Counter = Counter()
     copies: Counter = Counter()
-    for index, (call, tiles, _) in enumerate(recorder.submitted):
+    for kind, event in recorder.events:
+        if kind == "release":  # like the runtime: the next read of the tile is sent anew
+            key = (event.matrix.name, event.i, event.j)
+            sent -= {entry for entry in sent if entry[0] == key}
+            copied -= {entry for entry in copied if entry[0] == key}
+            continue
+        call, tiles, _ = event
+        index = len(tasks)
         places = tuple((t.rank, t.device) for t in tiles)
         task = PlannedTask(index, call, tiles, places)
         for rank in ranks:
@@ -88,21 +95,32 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0) -> Plan:
             key = (tiles[position].matrix.name, tiles[position].i, tiles[position].j)
             versions[key] += 1
             if position != call.main and places[position] != main:
-                _count_move(key, versions[key], main, places[position], sent, copied, messages, copies)
+                _count_move(key, versions[key], main, places[position], sent, copied, messages, copies, output=True)
         tasks.append(task)
     return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, tasks, dict(messages), dict(copies))
 
 
-def _count_move(key, version, source, target, sent, copied, messages, copies):
-    """One tile version moving from ``source`` to ``target`` (rank, device), counted once."""
-    if source[0] != target[0]:
-        if (key, version, target[0]) not in sent:
-            sent.add((key, version, target[0]))
-            messages[source[0], target[0]] += 1
+def _count_move(key, version, source, target, sent, copied, messages, copies, output=False):
+    """One tile version moving from place ``source`` to place ``target`` (rank, device).
+
+    Counted as the runtime moves it: an input once per version and place (a message
+    once per version and rank, staged through the sender's host from a GPU, copied to
+    the receiver's GPU); a minor output every time it goes home.
+    """
+    if source[0] == target[0]:
+        if output or (key, version, target) not in copied:
+            copied.add((key, version, target))
+            copies[source[0]] += 1
         return
-    if (key, version, target) not in copied:
+    if output or (key, version, target[0]) not in sent:
+        sent.add((key, version, target[0]))
+        messages[source[0], target[0]] += 1
+        copies[source[0]] += source[1] != 0
+        if output:
+            copies[target[0]] += target[1] != 0
+    if not output and target[1] != 0 and (key, version, target) not in copied:
         copied.add((key, version, target))
-        copies[source[0]] += 1
+        copies[target[0]] += 1
 
 
 # ---------------------------------------------------------------- rendering

@@ -4,7 +4,6 @@ A test marked ``xfail(strict=True)`` states the correct behaviour of a bug not y
 fixed; when the fix lands it passes, the strict marker turns that into a failure, and
 the marker must be removed (the test then guards the fix).
 """
-import numpy as np
 import pytest
 
 from tiledsl.codegen import generate

@@ -4,7 +4,6 @@ Residuals of a correct run are rounding noise (~1e-3) whose value depends on the
 order of summation, so the comparison with the dense formulas is made on a
 result with one entry perturbed: then both must give the same, large, number.
 """
-import numpy as np
 import pytest
 
 import dense_checks
