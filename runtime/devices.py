@@ -3,13 +3,13 @@
 A backend gives the engine three things (DESIGN §4, §7): memory on a device
 (``empty``, ``to_device``), copies back to the host (``to_host``), and the tile
 kernels that run there (``kernels``, the prelude's names, same arguments and
-semantics as :mod:`.kernels`). The backend here:
+semantics as :mod:`.kernels`). The backends:
 
 * ``emulated``: "device memory" is numpy arrays wrapped in :class:`EmulatedArray`,
   which no host kernel accepts, so a missing copy fails loudly; its kernels run
   the CPU kernels on the wrapped arrays. CI runs every GPU code path with it.
-
-A CuPy backend (real GPUs) is the next step; it will plug in here.
+* ``cupy``: real NVIDIA GPUs through CuPy (:mod:`.cupy_backend`), imported only
+  when asked for, so that nothing else needs CuPy.
 """
 from __future__ import annotations
 
@@ -77,4 +77,8 @@ def backend(name: str, gpus: int):
     """The backend called ``name`` for ``gpus`` GPUs; ValueError naming what is missing."""
     if name == "emulated":
         return EmulatedBackend(gpus)
-    raise ValueError(f"unknown GPU backend {name!r} (available: 'emulated')")
+    if name == "cupy":
+        from .cupy_backend import CupyBackend
+
+        return CupyBackend(gpus)
+    raise ValueError(f"unknown GPU backend {name!r} (available: 'emulated', 'cupy')")

@@ -15,6 +15,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from .errors import KernelError
 from .matrix import TileIndexError, region_view
 from .scheduler import Scheduler, Task
 
@@ -46,13 +49,14 @@ class Engine:
     """Runs a driver's ``generate`` on this rank with ``workers`` CPU threads."""
 
     def __init__(self, program, kernels: dict, workers: int, window: int = 4096,
-                 watchdog: float | None = None, comm=None, devices=None):
+                 watchdog: float | None = None, comm=None, devices=None, check_finite: bool = False):
         self.program = program
         self.kernels = {id(call): kernels[call.kernel] for call in program.calls}
         self.workers = workers
         self.comm = comm
         self.rank = comm.rank if comm is not None else 0
         self.watchdog = watchdog
+        self.check_finite = check_finite
         self.gpus = devices.gpus if devices is not None else 0
         self.scheduler = Scheduler(window, 1 + self.gpus)
         self.low_water = max(1, window * 3 // 4)
@@ -158,15 +162,19 @@ class Engine:
         start = time.perf_counter()
         for thread in threads:
             thread.start()
+        finished = False
         try:
             self._generate(generate, params)
             self._wait_until_idle()
+            finished = self.failure is None
         finally:
             with self.lock:
                 self.stopping = True
                 self._wake_all()
+            # after a failure or a signal a kernel may never return (a stall): wait briefly
+            deadline = None if finished else time.monotonic() + 2.0
             for thread in threads:
-                thread.join()
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             sys.setswitchinterval(switch)
         if self.failure is not None:
             raise self.failure
@@ -205,8 +213,10 @@ class Engine:
             return
         stalled = time.monotonic() - self.last_progress
         if stalled > self.watchdog:
+            transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""
             self.failure = TaskFailure(f"watchdog: no task completed for {stalled:.0f} s; "
-                                       f"{self.scheduler.describe()}", self.rank)
+                                       f"{self.scheduler.describe()}" + (f"\n{transfers}" if transfers else ""),
+                                       self.rank)
             self._wake_all()
 
     def _worker(self, index: int, device: int) -> None:
@@ -225,7 +235,7 @@ class Engine:
                 self.lock.release()
                 began = time.perf_counter()
                 try:
-                    _execute(task)
+                    _execute(task, self.check_finite)
                     error = None
                 except Exception as caught:
                     error = caught
@@ -267,12 +277,24 @@ class Engine:
         self.space.notify_all()
 
 
-def _execute(task: Task) -> None:
+def _execute(task: Task, check_finite: bool) -> None:
     sources, views = task.sources, task.regions
     if views is None:
-        task.kernel(*[s.data for s in sources])
+        arrays = [s.data for s in sources]
     else:
-        task.kernel(*[s.data if v is None else s.data[v] for s, v in zip(sources, views)])
+        arrays = [s.data if v is None else s.data[v] for s, v in zip(sources, views)]
+    task.kernel(*arrays)
+    if check_finite and task.call.line > 0:
+        _check_finite(task, arrays)
+
+
+def _check_finite(task: Task, arrays) -> None:
+    """--check-finite: a NaN or an infinity in a written tile stops the run here."""
+    for index in task.call.writes:
+        array = arrays[index]
+        if isinstance(array, np.ndarray) and not np.isfinite(array).all():
+            row, col = np.argwhere(~np.isfinite(array))[0]
+            raise KernelError(f"produced {array[row, col]} at ({row}, {col}) of {task.tiles[index]} (--check-finite)")
 
 
 def _task_failure(task: Task, error: Exception, rank: int) -> TaskFailure:

@@ -157,8 +157,9 @@ class Exchange:
         elif tile.rank != self.rank:
             staged = self._copy(tile, 0)  # received on the host, then copied to the GPU
             staged.readers += 1
-            self._wait_for(staged, lambda: self._move(lambda: self.devices.to_device(staged.data, device),
-                                                      copy, staged))
+            move = lambda: self._move(lambda: self.devices.to_device(staged.data, device), copy, staged)
+            if not self._wait_for(staged, move):
+                move()  # the host copy is already here
         else:
             self._copy_task(tile, copy)
         return copy
@@ -320,6 +321,16 @@ class Exchange:
     def _count(self, nbytes: int) -> None:
         self.copy_bytes += nbytes
         self.peak_copy_bytes = max(self.peak_copy_bytes, self.copy_bytes)
+
+    def describe(self, matrices) -> str:
+        """Copies this rank is still waiting for, for stall reports."""
+        waiting = [copy for matrix in matrices for row in matrix.tiles for tile in row
+                   for copy in tile.copies.values() if not copy.arrived]
+        lines = [f"  waiting for {copy.tile} version {copy.version} "
+                 + (f"from rank {copy.tile.rank}" if copy.tile.rank != self.rank else
+                    f"from device {copy.tile.device}") + (f" to GPU {copy.device}" if copy.device else "")
+                 for copy in waiting[:5]]
+        return "\n".join(lines)
 
     @property
     def device_copies(self) -> int:

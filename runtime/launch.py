@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import importlib.util
 import json
+import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,7 @@ class Options:
     progress: bool = False
     grid: str | None = None  # "PxQ" on an MPI run
     gpus: int = 0  # GPUs per rank
+    check_finite: bool = False
     gpu_backend: str = "emulated"
 
 
@@ -106,7 +108,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
     engine = Engine(program, _kernels(program, driver), workers, window, watchdog=options.watchdog, comm=comm,
-                    devices=devices)
+                    devices=devices, check_finite=options.check_finite)
     engine.attach(matrices)
     with _single_threaded_blas():
         try:
@@ -405,8 +407,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_size_arguments(parser)
     parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest)")
     parser.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
-    parser.add_argument("--gpu-backend", default="emulated", choices=["emulated"],
-                        help="GPU backend: 'emulated' (numpy device memory, explicit copies; CI)")
+    parser.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
+                        help="GPU backend: 'emulated' (numpy device memory, explicit copies; CI) or "
+                             "'cupy' (real NVIDIA GPUs through CuPy: pip install tiledsl[gpu])")
     parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
                                                         "a rank has, less one for MPI on several ranks)")
     parser.add_argument("--window", type=int, help="task window size (default: 4096 on one rank; on "
@@ -418,6 +421,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true", help="verify the result (backward error)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--watchdog", type=float, help="report a run where no task completes for SECONDS")
+    parser.add_argument("--check-finite", action="store_true",
+                        help="stop at the first task that writes a NaN or an infinity")
 
 
 def size_options(args: argparse.Namespace) -> Options:
@@ -444,7 +449,7 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
     options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend
     options.inputs, options.outputs = files["input"], files["output"]
-    options.check, options.watchdog = args.check, args.watchdog
+    options.check, options.watchdog, options.check_finite = args.check, args.watchdog, args.check_finite
     options.progress = not args.json
     return options
 
@@ -475,6 +480,7 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
     program = driver.PROGRAM
     names = [d.name for d in program.matrices] + [d.name for d in program.workspaces]
     comm = None
+    signal.signal(signal.SIGTERM, _stopped_by_signal)
     try:
         options = options_from(args, names)
         comm = communicator()
@@ -492,6 +498,13 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
         if comm is not None:
             comm.abort(1)
         return 1
+    except (KeyboardInterrupt, _Stopped) as stop:
+        signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
+        print(f"tiledsl: rank {comm.rank if comm else 0}: stopped by {signal.Signals(signum).name}",
+              file=err, flush=True)
+        if comm is not None:
+            comm.abort(128 + signum)
+        return 128 + signum
     if comm is None or comm.rank == 0:
         print(json.dumps(summary_json(program, result, ranks)) if args.json
               else summary_text(program, result, ranks), file=out, flush=True)
@@ -499,6 +512,18 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
             print(f"tiledsl: error: check failed: residual {result.residual:.3g} is not below "
                   f"{checks.THRESHOLD:g}", file=err)
     return _leave(comm, 0 if result.passed else 1)
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived: unwind the run (workers finish their kernel) and leave."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stopped_by_signal(signum, frame):
+    raise _Stopped(signum)
 
 
 def _leave(comm, status: int) -> int:

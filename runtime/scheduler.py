@@ -64,6 +64,7 @@ class Scheduler:
         self.submitted = 0
         self.completed = 0
         self.ready: list[list] = [[] for _ in range(devices)]
+        self.pending: dict[Task, None] = {}  # the window, oldest first
         self._seq = itertools.count()
 
     # ---------------------------------------------------------------- events
@@ -74,6 +75,7 @@ class Scheduler:
         (remote data arriving), each reported later by :meth:`satisfy`.
         """
         task.seq = next(self._seq)
+        self.pending[task] = None
         self.in_flight += 1
         self.submitted += 1
         call = task.call
@@ -108,6 +110,7 @@ class Scheduler:
     def finish(self, task: Task) -> list[Task]:
         """FIRE: ``task`` completed; returns (and queues) the successors it made ready."""
         task.done = True
+        self.pending.pop(task, None)
         self.in_flight -= 1
         self.completed += 1
         for tile in task.tiles:
@@ -141,8 +144,18 @@ class Scheduler:
         """True when every submitted task has finished."""
         return self.in_flight == 0
 
-    def describe(self, limit: int = 10) -> str:
-        """A short account of the window for stall reports."""
+    def describe(self, limit: int = 5) -> str:
+        """An account of the window for stall reports: the oldest blocked tasks and why."""
         queued = sum(len(q) for q in self.ready)
-        return (f"{self.in_flight} task(s) in the window, {queued} ready, "
-                f"{self.completed} of {self.submitted} submitted done")
+        lines = [f"{self.in_flight} task(s) in the window, {queued} ready, "
+                 f"{self.completed} of {self.submitted} submitted done"]
+        queued = {id(entry[2]) for queue in self.ready for entry in queue}
+        for task in [t for t in self.pending if t.waiting > 0][:limit]:
+            earlier = [t for t in self.pending if t.seq < task.seq and set(t.tiles) & set(task.tiles)]
+            reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, t.tiles))} "
+                       f"({'blocked' if t.waiting else 'queued' if id(t) in queued else 'running'})"
+                       for t in earlier[-3:]]
+            lines.append(f"  blocked #{task.seq} {task.call.kernel}({', '.join(map(str, task.tiles))}), "
+                         f"line {task.call.line}: waits for "
+                         + ("; ".join(reasons) if reasons else "data from another rank or device"))
+        return "\n".join(lines)

@@ -1,0 +1,621 @@
+"""Real NVIDIA GPUs through CuPy: device memory, copies and the prelude kernels.
+
+:class:`CupyBackend` is the ``cupy`` backend of :func:`.devices.backend` (DESIGN §4
+items 5 and 7). GPU ``g`` of the runtime is CUDA device ``g - 1``; a tile there is a
+Fortran-ordered float64 ``cupy.ndarray``. Each device has two non-blocking streams:
+
+* a copy stream, used by ``to_device``, ``to_host``, ``copy`` and ``empty`` (the
+  engine's copy thread calls them one at a time), with a pinned host staging buffer
+  per calling thread so that the DMA runs at full speed;
+* a compute stream, on which the GPU's management thread runs kernels.
+
+Every call synchronizes its stream before returning: the engine treats a returned
+kernel or copy as complete and at once hands its tiles to other threads and devices,
+which must see the result. (Events instead of host syncs would need a hook at the
+end of the run so that the timed section waits for the GPU.)
+
+The kernels (:class:`TileKernels`) have the names and semantics of
+:data:`.kernels.CPU_KERNELS` and work in place on views, because tiles move between
+CPU and GPU workers in the middle of a factorization:
+
+* BLAS-3 kernels and Cholesky are single cuBLAS/cuSOLVER calls on the views, with
+  their leading dimensions (:class:`CublasOps`); a view that is not column-major is
+  copied to a dense temporary and back;
+* LU without pivoting is blocked right-looking: a panel of :data:`LU_PANEL` columns
+  eliminated column by column (a division and a ``dger`` each), then ``dtrsm`` and
+  ``dgemm`` on the rest;
+* QR is blocked as LAPACK's DGEQRT/DTPQRT are, with the panel of ``ib`` columns
+  factored on the host by the CPU kernel, i.e. by LAPACK itself (as MAGMA does:
+  the GPU's management thread owns a core, and a narrow panel is latency-bound on a
+  GPU), and the block reflector applied to the rest by GEMMs on the GPU (DLARFB,
+  DTPRFB). Panels and T factors thus follow LAPACK's conventions exactly.
+
+CuPy is imported only when a :class:`CupyBackend` is made. :class:`TileKernels`
+and :class:`CublasOps` take the array module and the CUDA libraries as arguments,
+so the tests also run them on numpy arrays with the host BLAS/LAPACK standing in
+for cuBLAS/cuSOLVER (same pointers, leading dimensions and enums).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+
+from . import kernels as host
+from .errors import KernelError
+# The CPU kernels' argument checks, shared so that both raise the same messages.
+from .kernels import _check_trans, _inner_block, _require
+
+#: Columns of an LU panel eliminated one at a time before a BLAS-3 update.
+LU_PANEL = 32
+
+_DOUBLE = np.dtype(np.float64).itemsize
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class CupyBackend:
+    """``gpus`` CUDA devices through CuPy; ValueError (one line) when they cannot be had."""
+
+    name = "cupy"
+
+    def __init__(self, gpus: int):
+        cupy, cupyx = _import_cupy()
+        visible = _visible_devices(cupy)
+        if visible < gpus:
+            raise ValueError(f"--gpus {gpus} but CuPy sees {visible} GPU{'' if visible == 1 else 's'}")
+        cublas, cusolver = _import_libraries()
+        self.gpus = gpus
+        self._cupy, self._cupyx = cupy, cupyx
+        self._copy_streams, self._compute_streams = {}, {}
+        for device in range(gpus):
+            try:
+                with cupy.cuda.Device(device):
+                    # non-blocking: neither waits for work on the legacy default stream
+                    self._copy_streams[device] = cupy.cuda.Stream(non_blocking=True)
+                    self._compute_streams[device] = cupy.cuda.Stream(non_blocking=True)
+            except cupy.cuda.runtime.CUDARuntimeError as error:
+                raise ValueError(f"GPU {device + 1} (CUDA device {device}) cannot be used: {error}") from None
+        self._local = threading.local()  # each thread's pinned staging buffer
+        tile_kernels = TileKernels(cupy, CublasOps(cupy, _CupyLibraries(cupy, cublas, cusolver)))
+        self.kernels = {name: self._on_gpu(getattr(tile_kernels, name)) for name in host.CPU_KERNELS}
+
+    # ---------------------------------------------------------------- memory and copies
+    def empty(self, shape, device: int):
+        """A zeroed tile on GPU ``device``."""
+        with self._copying(device - 1):
+            return self._cupy.zeros(shape, order="F")
+
+    def to_device(self, array: np.ndarray, device: int):
+        """A copy of host ``array`` on GPU ``device``."""
+        with self._copying(device - 1) as stream:
+            result = self._cupy.empty(array.shape, order="F")
+            if result.size:
+                staged = self._staging(array.shape)
+                np.copyto(staged, array)
+                result.data.copy_from_host_async(staged.ctypes.data, result.nbytes, stream)
+        return result
+
+    def to_host(self, array) -> np.ndarray:
+        """A Fortran-ordered host copy of a device tile."""
+        staged = self._staging(array.shape)
+        with self._copying(array.device.id) as stream:
+            dense = self._cupy.asfortranarray(array)
+            if dense.size:
+                dense.data.copy_to_host_async(staged.ctypes.data, dense.nbytes, stream)
+        return np.array(staged, order="F", copy=True)  # the staging buffer is reused
+
+    def copy(self, array, device: int):
+        """A copy of a device tile on GPU ``device`` (the same or another one)."""
+        with self._copying(array.device.id):
+            source = self._cupy.asfortranarray(array)
+        with self._copying(device - 1) as stream:
+            result = self._cupy.empty(array.shape, order="F")
+            if result.size:
+                result.data.copy_from_device_async(source.data, result.nbytes, stream)
+        return result
+
+    @contextlib.contextmanager
+    def _copying(self, cuda_device: int):
+        """CUDA device ``cuda_device`` and its copy stream current; waits for the copy on exit."""
+        stream = self._copy_streams[cuda_device]
+        with self._cupy.cuda.Device(cuda_device), stream:
+            yield stream
+            stream.synchronize()
+
+    def _staging(self, shape) -> np.ndarray:
+        """This thread's pinned buffer as a Fortran array of ``shape``, grown on demand.
+
+        One per thread, so concurrent callers never share it; a copy synchronizes
+        before the buffer is used again.
+        """
+        size = int(np.prod(shape))
+        buffer = getattr(self._local, "buffer", None)
+        if buffer is None or buffer.size < size:
+            buffer = self._local.buffer = self._cupyx.empty_pinned((max(size, 1),), dtype=np.float64)
+        return buffer[:size].reshape(shape, order="F")
+
+    # ---------------------------------------------------------------- kernels
+    def _on_gpu(self, kernel):
+        """The GPU body of a tile kernel: on its tiles' device and compute stream, finished on return."""
+        def run(*arrays):
+            device = self._device_of(arrays)
+            stream = self._compute_streams[device]
+            with self._cupy.cuda.Device(device), stream:
+                kernel(*arrays)
+                stream.synchronize()
+        run.__name__, run.__doc__ = kernel.__name__, kernel.__doc__
+        return run
+
+    def _device_of(self, arrays) -> int:
+        """The CUDA device holding every tile of a kernel call; TypeError if one is elsewhere."""
+        devices = set()
+        for array in arrays:
+            if not isinstance(array, self._cupy.ndarray):
+                raise TypeError(f"a GPU kernel got a host array of shape {np.shape(array)}: a copy is missing")
+            devices.add(array.device.id)
+        if len(devices) > 1:
+            raise TypeError(f"a GPU kernel got tiles on GPUs {sorted(d + 1 for d in devices)}: a copy is missing")
+        return devices.pop()
+
+
+def _import_cupy():
+    """CuPy and cupyx, or ValueError saying how to install them."""
+    try:
+        import cupy
+        import cupyx
+    except ImportError:
+        raise ValueError("install tiledsl[gpu] (CuPy) for --gpu-backend cupy") from None
+    return cupy, cupyx
+
+
+def _visible_devices(cupy) -> int:
+    """CUDA devices CuPy can use; 0 without a driver or a device."""
+    try:
+        return cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return 0
+
+
+def _import_libraries():
+    """CuPy's cuBLAS and cuSOLVER bindings, which load the CUDA libraries on import."""
+    try:
+        from cupy_backends.cuda.libs import cublas, cusolver
+    except ImportError as error:
+        raise ValueError(f"CuPy cannot load cuBLAS/cuSOLVER ({error}); "
+                         f"install the CUDA libraries, e.g. pip install 'cupy-cuda12x[ctk]'") from None
+    return cublas, cusolver
+
+
+class _CupyLibraries:
+    """What :class:`CublasOps` needs from CUDA: handles, addresses, host round trips.
+
+    Everything runs on the current device and stream (the kernel's).
+    """
+
+    def __init__(self, cupy, cublas, cusolver):
+        self._cupy, self.cublas, self.cusolver = cupy, cublas, cusolver
+
+    def cublas_handle(self) -> int:
+        """This thread's cuBLAS handle for the current device, bound to the current stream."""
+        return self._on_current_stream(self.cublas, self._cupy.cuda.device.get_cublas_handle())
+
+    def cusolver_handle(self) -> int:
+        """This thread's cuSOLVER handle for the current device, bound to the current stream."""
+        return self._on_current_stream(self.cusolver, self._cupy.cuda.device.get_cusolver_handle())
+
+    def _on_current_stream(self, library, handle: int) -> int:
+        # CuPy's bindings rebind handles to the current stream themselves, but not every
+        # release has done so for every routine; being explicit costs one cheap call.
+        library.setStream(handle, self._cupy.cuda.get_current_stream().ptr)
+        return handle
+
+    @staticmethod
+    def address(array) -> int:
+        """The device address of an array's first element (a view's own, not its base's)."""
+        return array.data.ptr
+
+    def fetch(self, array) -> np.ndarray:
+        """A Fortran-ordered host copy of ``array`` once the current stream has computed it."""
+        stream = self._cupy.cuda.get_current_stream()
+        dense = self._cupy.asfortranarray(array)
+        result = np.empty(array.shape, dtype=array.dtype, order="F")
+        if result.size:
+            # pageable memory: CUDA stages it, and the copy is ordered on the stream
+            dense.data.copy_to_host_async(result.ctypes.data, result.nbytes, stream)
+        stream.synchronize()
+        return result
+
+    def upload(self, array: np.ndarray, view) -> None:
+        """view <- host ``array``, ordered on the current stream."""
+        dense = self._cupy.empty(view.shape, order="F")
+        if dense.size:
+            # from pageable memory this returns once CUDA has staged the data
+            source = np.asfortranarray(array)
+            dense.data.copy_from_host_async(source.ctypes.data, dense.nbytes,
+                                            self._cupy.cuda.get_current_stream())
+        view[...] = dense
+
+
+# --------------------------------------------------------------------------- BLAS on views
+
+
+class CublasOps:
+    """In-place cuBLAS/cuSOLVER calls on views of column-major tiles.
+
+    ``xp`` is the array module, ``cuda`` what :class:`_CupyLibraries` provides.
+    Arguments are passed with their own address and leading dimension; a view that
+    is not column-major goes through a dense copy. Callers skip empty products.
+    """
+
+    def __init__(self, xp, cuda):
+        self.xp, self.cuda = xp, cuda
+        lib = cuda.cublas
+        self._op = {"N": lib.CUBLAS_OP_N, "T": lib.CUBLAS_OP_T}
+        self._fill = {"L": lib.CUBLAS_FILL_MODE_LOWER, "U": lib.CUBLAS_FILL_MODE_UPPER}
+        self._side = {"L": lib.CUBLAS_SIDE_LEFT, "R": lib.CUBLAS_SIDE_RIGHT}
+        self._diag = {"N": lib.CUBLAS_DIAG_NON_UNIT, "U": lib.CUBLAS_DIAG_UNIT}
+
+    def gemm(self, transa: str, transb: str, alpha: float, A, B, beta: float, C) -> None:
+        """C <- alpha·op(A)·op(B) + beta·C."""
+        m, n = C.shape
+        k = A.shape[1] if transa == "N" else A.shape[0]
+        with self._dense(A) as (a, lda), self._dense(B) as (b, ldb), self._dense(C, True) as (c, ldc):
+            alpha_, beta_ = _host_double(alpha), _host_double(beta)
+            self.cuda.cublas.dgemm(self._blas_handle(), self._op[transa], self._op[transb], m, n, k,
+                                   alpha_.ctypes.data, self._at(a), lda, self._at(b), ldb,
+                                   beta_.ctypes.data, self._at(c), ldc)
+
+    def syrk(self, alpha: float, A, beta: float, C) -> None:
+        """lower(C) <- alpha·A·Aᵀ + beta·C; the strict upper triangle is not touched."""
+        n, k = A.shape
+        with self._dense(A) as (a, lda), self._dense(C, True) as (c, ldc):
+            alpha_, beta_ = _host_double(alpha), _host_double(beta)
+            self.cuda.cublas.dsyrk(self._blas_handle(), self._fill["L"], self._op["N"], n, k,
+                                   alpha_.ctypes.data, self._at(a), lda, beta_.ctypes.data, self._at(c), ldc)
+
+    def trsm(self, side: str, uplo: str, trans: str, diag: str, alpha: float, A, B) -> None:
+        """B <- alpha·op(A)⁻¹·B (side 'L') or alpha·B·op(A)⁻¹ (side 'R'), A triangular."""
+        m, n = B.shape
+        with self._dense(A) as (a, lda), self._dense(B, True) as (b, ldb):
+            alpha_ = _host_double(alpha)
+            self.cuda.cublas.dtrsm(self._blas_handle(), self._side[side], self._fill[uplo], self._op[trans],
+                                   self._diag[diag], m, n, alpha_.ctypes.data, self._at(a), lda, self._at(b), ldb)
+
+    def ger(self, alpha: float, x, y, A) -> None:
+        """A <- A + alpha·x·yᵀ for vectors (1-D views) x and y."""
+        m, n = A.shape
+        (x, incx), (y, incy) = self._vector(x), self._vector(y)
+        with self._dense(A, True) as (a, lda):
+            alpha_ = _host_double(alpha)
+            self.cuda.cublas.dger(self._blas_handle(), m, n, alpha_.ctypes.data, self._at(x), incx,
+                                  self._at(y), incy, self._at(a), lda)
+
+    def potrf(self, A) -> int:
+        """Cholesky of the lower triangle of square A in place; LAPACK's info (0: success)."""
+        n = A.shape[0]
+        with self._dense(A, True) as (a, lda):
+            handle = self.cuda.cusolver_handle()
+            lower = self._fill["L"]
+            lwork = self.cuda.cusolver.dpotrf_bufferSize(handle, lower, n, self._at(a), lda)
+            work = self.xp.empty(max(1, lwork))
+            info = self.xp.zeros(1, dtype=np.int32)
+            self.cuda.cusolver.dpotrf(handle, lower, n, self._at(a), lda, self._at(work), lwork, self._at(info))
+            return int(self.cuda.fetch(info)[0])
+
+    def fetch(self, array) -> np.ndarray:
+        """A Fortran-ordered host copy of a device array (waits for it)."""
+        return self.cuda.fetch(array)
+
+    def upload(self, array: np.ndarray, view) -> None:
+        """Device ``view`` <- host ``array``."""
+        self.cuda.upload(array, view)
+
+    # ---------------------------------------------------------------- arguments
+    def _blas_handle(self) -> int:
+        """The current device's cuBLAS handle, reading alpha and beta from host memory."""
+        handle = self.cuda.cublas_handle()
+        self.cuda.cublas.setPointerMode(handle, self.cuda.cublas.CUBLAS_POINTER_MODE_HOST)
+        return handle
+
+    def _at(self, array) -> int:
+        return self.cuda.address(array)
+
+    @contextlib.contextmanager
+    def _dense(self, array, written: bool = False):
+        """(array, leading dimension) for BLAS: the view itself when column-major, else a
+        dense copy, written back on exit when ``written``."""
+        ld = _leading_dimension(array)
+        if ld is not None:
+            yield array, ld
+            return
+        dense = self.xp.asfortranarray(array)
+        yield dense, max(1, dense.shape[0])
+        if written:
+            array[...] = dense
+
+    def _vector(self, x):
+        """(vector, increment) for BLAS level 2: a positive stride in doubles, else a copy."""
+        if x.shape[0] <= 1:
+            return x, 1
+        step, remainder = divmod(x.strides[0], _DOUBLE)
+        if step > 0 and not remainder:
+            return x, step
+        return self.xp.ascontiguousarray(x), 1
+
+
+def _leading_dimension(a) -> int | None:
+    """The leading dimension of a column-major 2-D view, or None if it has none."""
+    rows, cols = a.shape
+    if a.size == 0:
+        return max(1, rows)
+    # a stride along an extent of 1 is never used, so it may be anything
+    col_stride = a.strides[1] if cols > 1 else _DOUBLE * rows
+    if (rows > 1 and a.strides[0] != _DOUBLE) or col_stride % _DOUBLE or col_stride < _DOUBLE * rows:
+        return None
+    return col_stride // _DOUBLE
+
+
+def _host_double(value: float) -> np.ndarray:
+    """A float64 in host memory for cuBLAS to read alpha or beta from (kept alive by the caller)."""
+    return np.array(value, dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- the kernels
+
+
+class TileKernels:
+    """The prelude kernels on device tiles: same names, arguments and results as :mod:`.kernels`.
+
+    ``xp`` is the array module of the tiles (CuPy), ``ops`` a :class:`CublasOps`.
+    Every kernel works in place on views; a zero dimension makes it a no-op.
+    """
+
+    def __init__(self, xp, ops: CublasOps):
+        self.xp, self.ops = xp, ops
+
+    # ---------------------------------------------------------------- Cholesky
+    def potrf(self, A) -> None:
+        """Cholesky of a tall tile: A[:n,:n] <- L11 (lower), then A[n:,:] <- A[n:,:]·L11⁻ᵀ.
+
+        The strict upper triangle of A[:n,:n] is left untouched. Raises KernelError if
+        A[:n,:n] is not positive definite.
+        """
+        m, n = A.shape
+        _require(m >= n, f"potrf: tile is {m}x{n}; it needs at least as many rows as columns")
+        if n == 0:
+            return
+        info = self.ops.potrf(A[:n, :n])
+        if info == 0:
+            # LAPACK reports a NaN on the diagonal as a failed minor; make sure we do too
+            positive = self.ops.fetch(self.xp.diagonal(A[:n, :n]) > 0)
+            info = 0 if positive.all() else int(np.argmin(positive)) + 1
+        if info:
+            raise KernelError(f"matrix is not positive definite "
+                              f"(leading minor {info} of {n} is not positive)")
+        self.trsm(A[:n, :], A[n:, :])
+
+    def trsm(self, L, B) -> None:
+        """B (m×w) <- B·L⁻ᵀ with L the lower triangle of the top-left w×w block of L."""
+        m, w = B.shape
+        _require(L.shape[0] >= w and L.shape[1] >= w,
+                 f"trsm: L of shape {L.shape} has no {w}x{w} triangle for B of shape {B.shape}")
+        if m and w:
+            self.ops.trsm("R", "L", "T", "N", 1.0, L[:w, :w], B)
+
+    def syrk(self, A, C) -> None:
+        """C (w×w) <- C − A·Aᵀ on the lower triangle of C only; A is w×k."""
+        w, k = A.shape
+        _require(C.shape == (w, w), f"syrk: C of shape {C.shape} does not match A of shape {A.shape}")
+        if w and k:
+            self.ops.syrk(-1.0, A, 1.0, C)
+
+    def gemm(self, A, B, C) -> None:
+        """C (m×w) <- C − A·Bᵀ with A m×k and B w×k (A and B may overlap; C must not)."""
+        self._update("T", A, B, C, "gemm")
+
+    def gemm_nn(self, A, B, C) -> None:
+        """C (m×n) <- C − A·B with A m×k and B k×n."""
+        self._update("N", A, B, C, "gemm_nn")
+
+    def _update(self, trans_b: str, A, B, C, kernel: str) -> None:
+        """C <- C − A·op(B), op(B) = B or Bᵀ as ``trans_b`` says."""
+        m, k = A.shape
+        n, k_b = (B.shape[0], B.shape[1]) if trans_b == "T" else (B.shape[1], B.shape[0])
+        _require(k_b == k and C.shape == (m, n),
+                 f"{kernel}: shapes A {A.shape}, B {B.shape}, C {C.shape} do not conform")
+        if m and n and k:
+            self.ops.gemm("N", trans_b, -1.0, A, B, 1.0, C)
+
+    # ---------------------------------------------------------------- LU
+    def getrf_nopiv(self, A) -> None:
+        """LU without pivoting in place: A (m×n) <- L\\U, L unit lower, U upper, min(m,n) steps.
+
+        Raises KernelError on an exactly zero pivot, naming its position as the CPU
+        kernel does: the first zero on U's diagonal is where elimination met it, since
+        a diagonal entry is final once its step is done.
+        """
+        m, n = A.shape
+        k = min(m, n)
+        if k == 0:
+            return
+        for j in range(0, k, LU_PANEL):
+            width = min(LU_PANEL, k - j)
+            end = j + width
+            self._lu_panel(A[j:, j:end])
+            if end < n:
+                self.trsm_l(A[j:end, j:end], A[j:end, end:])
+                if end < m:
+                    self.gemm_nn(A[end:, j:end], A[j:end, end:], A[end:, end:])
+        diagonal = self.ops.fetch(self.xp.diagonal(A))
+        zeros = np.flatnonzero(diagonal == 0)
+        if zeros.size:
+            position = int(zeros[0])
+            raise KernelError(f"zero pivot in LU without pivoting "
+                              f"(U[{position}, {position}] is exactly 0)")
+
+    def _lu_panel(self, P) -> None:
+        """Eliminate the columns of a panel (at least as many rows as columns), one at a time.
+
+        Division by the pivot rather than multiplication by its inverse: no overflow for
+        a subnormal pivot, and no host round trip to test it.
+        """
+        rows, width = P.shape
+        for j in range(width):
+            column = P[j + 1:, j]
+            if column.size == 0:
+                break
+            column /= P[j, j]
+            if j + 1 < width:
+                self.ops.ger(-1.0, column, P[j, j + 1:], P[j + 1:, j + 1:])
+
+    def trsm_l(self, LU, B) -> None:
+        """B (k×n) <- L⁻¹·B with L the unit lower triangle of the top-left k×k block of LU."""
+        k, n = B.shape
+        _require(LU.shape[0] >= k and LU.shape[1] >= k,
+                 f"trsm_l: LU of shape {LU.shape} has no {k}x{k} triangle for B of shape {B.shape}")
+        if k and n:
+            self.ops.trsm("L", "L", "N", "U", 1.0, LU[:k, :k], B)
+
+    def trsm_u(self, LU, B) -> None:
+        """B (m×k) <- B·U⁻¹ with U the non-unit upper triangle of the top-left k×k block of LU."""
+        m, k = B.shape
+        _require(LU.shape[0] >= k and LU.shape[1] >= k,
+                 f"trsm_u: LU of shape {LU.shape} has no {k}x{k} triangle for B of shape {B.shape}")
+        if m and k:
+            self.ops.trsm("R", "U", "N", "N", 1.0, LU[:k, :k], B)
+
+    # ---------------------------------------------------------------- QR
+    def geqrt(self, A, T) -> None:
+        """Blocked QR of a tile (LAPACK DGEQRT): A (m×n) <- V\\R, T <- block reflector factors.
+
+        As DGEQRT: for each block of nb = min(T.shape[0], k) columns (k = min(m, n)), the
+        panel A[i:, i:i+nb] is factored (DGEQRT3, here on the host) into V, R and the
+        nb×nb upper triangular T[:nb, i:i+nb], then Qᵀ of the panel updates the columns
+        to its right. The rest of T is not written.
+        """
+        m, n = A.shape
+        k = min(m, n)
+        nb = _inner_block(T, k, "geqrt")
+        if k == 0:
+            return
+        for i in range(0, k, nb):
+            width = min(nb, k - i)
+            panel, factor = A[i:, i:i + width], T[:width, i:i + width]
+            self._on_host(host.geqrt, panel, factor)
+            if i + width < n:
+                self._larfb("T", self._unit_lower(panel), factor, A[i:, i + width:])
+
+    def gemqrt(self, V, T, C) -> None:
+        """C <- Qᵀ·C with Q from :meth:`geqrt` (V, T); see :meth:`gemqrt_apply`."""
+        self.gemqrt_apply(V, T, C, "T")
+
+    def gemqrt_apply(self, V, T, C, trans: str) -> None:
+        """C (m×nc) <- op(Q)·C (LAPACK DGEMQRT, side 'L'), op = identity ('N') or transpose ('T').
+
+        V is the m×nv tile that geqrt factored (k = min(m, nv) reflectors) and T its
+        factors, with the same nb = min(T.shape[0], k).
+        """
+        _check_trans(trans, "gemqrt")
+        m, nv = V.shape
+        k = min(m, nv)
+        _require(C.shape[0] == m, f"gemqrt: C of shape {C.shape} does not match V of shape {V.shape}")
+        nb = _inner_block(T, k, "gemqrt")
+        if not (k and C.shape[1]):
+            return
+        for i in _block_starts(k, nb, trans):
+            width = min(nb, k - i)
+            self._larfb(trans, self._unit_lower(V[i:, i:i + width]), T[:width, i:i + width], C[i:, :])
+
+    def tpqrt(self, R, A, T) -> None:
+        """QR of a triangle on top of a square tile (LAPACK DTPQRT with l=0).
+
+        [R; A] = Q·[R'; 0]: R' overwrites the upper triangle of the top-left n×n block
+        of R, A (m×n) is overwritten by the reflectors V, and T (ib, n) receives the
+        factors in T[:nb, :n] with nb = min(ib, n). As DTPQRT: each block of nb
+        columns is factored (DTPQRT2, here on the host), then applied to the columns
+        to its right.
+        """
+        m, n = A.shape
+        _require(R.shape[0] >= n and R.shape[1] >= n,
+                 f"tpqrt: R of shape {R.shape} has no {n}x{n} triangle for A of shape {A.shape}")
+        nb = _inner_block(T, n, "tpqrt")
+        if not (m and n):
+            return
+        for i in range(0, n, nb):
+            end = min(i + nb, n)
+            panel, factor = A[:, i:end], T[:end - i, i:end]
+            self._on_host(host.tpqrt, R[i:end, i:end], panel, factor)
+            if end < n:
+                self._tprfb("T", panel, factor, R[i:end, end:n], A[:, end:])
+
+    def tpmqrt(self, V, T, C1, C2) -> None:
+        """[C1[:k,:]; C2] <- Qᵀ·[C1[:k,:]; C2], Q from :meth:`tpqrt`; see :meth:`tpmqrt_apply`."""
+        self.tpmqrt_apply(V, T, C1, C2, "T")
+
+    def tpmqrt_apply(self, V, T, C1, C2, trans: str) -> None:
+        """[C1[:k,:]; C2] <- op(Q)·[C1[:k,:]; C2] (LAPACK DTPMQRT, side 'L', l=0).
+
+        V (m×k) and T are what tpqrt left in its A and T; nb = min(T.shape[0], k). C1
+        has at least k rows (only the first k are used) and C2 is m×nc.
+        """
+        _check_trans(trans, "tpmqrt")
+        m, k = V.shape
+        nc = C2.shape[1]
+        _require(C2.shape[0] == m and C1.shape[0] >= k and C1.shape[1] == nc,
+                 f"tpmqrt: shapes V {V.shape}, C1 {C1.shape}, C2 {C2.shape} do not conform")
+        nb = _inner_block(T, k, "tpmqrt")
+        if not (m and k and nc):
+            return
+        for i in _block_starts(k, nb, trans):
+            end = min(i + nb, k)
+            self._tprfb(trans, V[:, i:end], T[:end - i, i:end], C1[i:end, :], C2)
+
+    # ---------------------------------------------------------------- QR building blocks
+    def _on_host(self, kernel, *views) -> None:
+        """Run a CPU kernel on host copies of device ``views`` and write them back.
+
+        What the kernel does not write goes back unchanged, so a view may hold data
+        that is not the kernel's (the part of R below its diagonal, T below its blocks).
+        """
+        copies = [self.ops.fetch(view) for view in views]
+        kernel(*copies)
+        for view, copy in zip(views, copies):
+            self.ops.upload(copy, view)
+
+    def _unit_lower(self, panel):
+        """V of a factored panel as a dense matrix: ones on the diagonal, zeros above."""
+        width = panel.shape[1]
+        V = self.xp.array(panel, order="F")
+        top = V[:width]
+        top[...] = self.xp.tril(top, -1) + self.xp.eye(width)
+        return V
+
+    def _triangular_times(self, trans: str, T, W):
+        """op(triu(T))·W, op from ``trans``, as a new array."""
+        result = self.xp.empty(W.shape, order="F")
+        self.ops.gemm(trans, "N", 1.0, self.xp.triu(T), W, 0.0, result)
+        return result
+
+    def _larfb(self, trans: str, V, T, C) -> None:
+        """C <- op(I − V·T·Vᵀ)·C (LAPACK DLARFB: side 'L', forward, columnwise)."""
+        W = self.xp.empty((T.shape[0], C.shape[1]), order="F")
+        self.ops.gemm("T", "N", 1.0, V, C, 0.0, W)           # W = Vᵀ·C
+        W = self._triangular_times(trans, T, W)               # W = op(T)·W
+        self.ops.gemm("N", "N", -1.0, V, W, 1.0, C)            # C = C − V·W
+
+    def _tprfb(self, trans: str, V, T, top, bottom) -> None:
+        """[top; bottom] <- op(I − [I; V]·T·[I; V]ᵀ)·[top; bottom] (LAPACK DTPRFB with l=0)."""
+        W = self.xp.array(top, order="F")
+        self.ops.gemm("T", "N", 1.0, V, bottom, 1.0, W)      # W = top + Vᵀ·bottom
+        W = self._triangular_times(trans, T, W)               # W = op(T)·W
+        top -= W
+        self.ops.gemm("N", "N", -1.0, V, W, 1.0, bottom)      # bottom = bottom − V·W
+
+
+def _block_starts(k: int, nb: int, trans: str):
+    """First columns of the nb-wide blocks of k reflectors, in the order op(Q) applies them."""
+    starts = range(0, k, nb)
+    return starts if trans == "T" else reversed(starts)

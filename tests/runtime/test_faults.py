@@ -1,0 +1,82 @@
+"""Faults end a run promptly with a clear message: NaN, stalls, signals, a killed rank."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = "tests/runtime/programs/faults.tile"
+
+
+def start(*args, np_=1, cache):
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    command = [sys.executable, "-m", "tiledsl.cli", "run", PROGRAM, "--n", "256", *map(str, args)]
+    if np_ > 1:
+        command += ["--np", str(np_)]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finish(process, timeout=60):
+    """Exit status, everything printed (mpiexec reports on stdout), seconds it took."""
+    began = time.monotonic()
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out + err, time.monotonic() - began
+
+
+def no_process_left(cache):
+    found = subprocess.run(["pgrep", "-f", str(cache)], capture_output=True, text=True)
+    return found.stdout == ""
+
+
+@pytest.mark.timeout(90)
+def test_check_finite_stops_at_the_first_nan(tmp_path):
+    code, err, _ = finish(start("--set", "fault=1", "--check-finite", cache=tmp_path))
+    assert code == 1 and "Traceback" not in err
+    assert "kernel poison failed on A[1, 1]" in err and "produced nan" in err and "faults.tile:14" in err
+
+
+@pytest.mark.timeout(90)
+def test_without_check_finite_the_nan_goes_unnoticed_above_the_diagonal(tmp_path):
+    code, err, _ = finish(start("--set", "fault=1", cache=tmp_path))
+    assert code == 0, err
+
+
+@pytest.mark.timeout(90)
+def test_the_watchdog_reports_a_stall_with_the_blocked_tasks(tmp_path):
+    code, err, elapsed = finish(start("--set", "fault=2", "--watchdog", 3, cache=tmp_path))
+    assert code == 1 and elapsed < 30
+    assert "watchdog: no task completed for" in err
+    assert "waits for #" in err and "stall on A[1, 1] (running)" in err
+
+
+@pytest.mark.timeout(90)
+def test_sigterm_ends_the_run_with_a_message(tmp_path):
+    process = start("--set", "fault=2", cache=tmp_path)
+    time.sleep(4)
+    process.send_signal(signal.SIGTERM)
+    code, err, elapsed = finish(process)
+    assert code == 128 + signal.SIGTERM and elapsed < 30
+    assert "stopped by SIGTERM" in err and "Traceback" not in err
+    assert no_process_left(tmp_path)
+
+
+@pytest.mark.timeout(90)
+def test_sigint_ends_an_mpi_run_on_every_rank(tmp_path):
+    process = start("--set", "fault=2", np_=2, cache=tmp_path)
+    time.sleep(5)
+    process.send_signal(signal.SIGINT)
+    code, err, elapsed = finish(process)
+    assert code != 0 and elapsed < 30
+    assert no_process_left(tmp_path)
+
+
+@pytest.mark.timeout(90)
+def test_a_killed_rank_ends_every_rank(tmp_path):
+    code, err, elapsed = finish(start("--set", "fault=3", np_=2, cache=tmp_path))
+    assert code != 0 and elapsed < 30
+    assert "KILLED" in err or "signal 9" in err or "Killed" in err, err
+    assert no_process_left(tmp_path)
