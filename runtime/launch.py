@@ -103,10 +103,14 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     matrices = make_matrices(driver, params, make_distribution(program, params, grid, options.gpus), rank)
     _check_every_rank_has_tiles(program, matrices, ranks)
     sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}) for i, d in enumerate(program.matrices)}
+    # refuse what cannot fit even at half the local tiles before walking the loop nest
+    _check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5)
     share = record(driver, matrices, params, rank)  # this rank's tasks, before any is run
-    _fill_inputs(program, matrices, sources, {tile for _, tiles, _ in share.submitted for tile in tiles}, devices)
+    needed = {tile for _, tiles, _ in share.submitted for tile in tiles}
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
+    _check_memory(program, matrices, needed, window if ranks > 1 or options.gpus else 0, options.check)
+    _fill_inputs(program, matrices, sources, needed, devices)
     engine = Engine(program, _kernels(program, driver), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite)
     engine.attach(matrices)
@@ -151,6 +155,42 @@ def _bring_home(matrices: dict, devices) -> None:
                 if tile.device and tile.data is not None:
                     tile.data = devices.to_host(tile.data)
                 tile.device = 0
+
+
+def _check_memory(program, matrices: dict, needed: set, window: int, check: bool, share: float = 1.0) -> None:
+    """Refuse, with the numbers, a run whose tiles cannot fit in this machine's memory.
+
+    The estimate: the tiles this rank stores (``share`` of them), two copies of a
+    tile per task of the window when data moves between places, and the matrices
+    a check builds (one like A for Cholesky and LU, three for QR).
+    """
+    tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank for h, w in [tile.shape])
+    largest = max((8 * h * w for m in matrices.values() for row in m.tiles for t in row for h, w in [t.shape]),
+                  default=0)
+    transfers = 2 * window * largest
+    first = matrices[program.matrices[0].name] if program.matrices else None
+    checking = 0
+    if check and program.check is not None and first is not None:
+        checking = (3 if program.check.kind == "qr" else 1) * 8 * first.m * first.n // max(1, first.distribution.nranks)
+    total = share * tiles + transfers + checking
+    available = _available_memory()
+    if available is not None and total > available:
+        gib = lambda b: f"{b / 2 ** 30:.2f} GiB"
+        raise UsageError(f"the run needs about {gib(total)} on this rank (tiles {gib(share * tiles)}, transfer buffers "
+                         f"{gib(transfers)}, check {gib(checking)}) but {gib(available)} is available: "
+                         f"use more ranks, a smaller --n, or a smaller --window")
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available now (Linux: MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def _timed(engine: Engine, generate, params, comm) -> float:

@@ -93,3 +93,10 @@ def test_bench_reports_ratios_against_lapack():
     names = [row["name"] for row in table["rows"]]
     assert names[0] == "tiledsl" and names[1].startswith("scipy dpotrf")
     assert table["rows"][1]["ratio"] > 0 and table["residual"] < 60
+
+
+@pytest.mark.timeout(130)
+def test_a_run_that_cannot_fit_in_memory_is_refused_with_the_numbers():
+    out = tiledsl("run", "programs/qr.tile", "--n", 200000, "--nb", 1000)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "the run needs about" in out.stderr and "GiB is available" in out.stderr
