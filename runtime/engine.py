@@ -57,6 +57,7 @@ class Engine:
         self.rank = comm.rank if comm is not None else 0
         self.watchdog = watchdog
         self.check_finite = check_finite
+        self.tracer = None  # a trace.Tracer while a traced run is on
         self.gpus = devices.gpus if devices is not None else 0
         self.scheduler = Scheduler(window, 1 + self.gpus)
         self.low_water = max(1, window * 3 // 4)
@@ -155,10 +156,10 @@ class Engine:
         self.stopping = False
         switch = sys.getswitchinterval()
         sys.setswitchinterval(1e-4)  # a worker back from BLAS must not wait 5 ms for the GIL
-        threads = [threading.Thread(target=self._worker, args=(w, 0), name=f"cpu-{w}", daemon=True)
+        threads = [threading.Thread(target=self._worker, args=(w, 0, f"cpu-{w}"), name=f"cpu-{w}", daemon=True)
                    for w in range(self.workers)]
-        threads += [threading.Thread(target=self._worker, args=(self.workers + g - 1, g), name=f"gpu-{g}",
-                                     daemon=True) for g in range(1, self.gpus + 1)]
+        threads += [threading.Thread(target=self._worker, args=(self.workers + g - 1, g, f"gpu-{g}"),
+                                     name=f"gpu-{g}", daemon=True) for g in range(1, self.gpus + 1)]
         start = time.perf_counter()
         for thread in threads:
             thread.start()
@@ -219,7 +220,7 @@ class Engine:
                                        self.rank)
             self._wake_all()
 
-    def _worker(self, index: int, device: int) -> None:
+    def _worker(self, index: int, device: int, lane: str) -> None:
         """A CPU worker (device 0) or a GPU's management thread: run ready tasks of ``device``."""
         scheduler = self.scheduler
         busy = 0.0
@@ -239,8 +240,11 @@ class Engine:
                     error = None
                 except Exception as caught:
                     error = caught
-                busy += time.perf_counter() - began
+                ended = time.perf_counter()
+                busy += ended - began
                 count += task.call.line > 0  # program tasks, not transfers or check tasks
+                if self.tracer is not None and task.call.line > 0:  # transfers have lanes of their own
+                    self.tracer.task(lane, began, ended, task)
                 self.lock.acquire()
                 if error is not None:
                     self.failure = self.failure or _task_failure(task, error, self.rank)

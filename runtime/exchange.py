@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
 import numpy as np
 
@@ -58,9 +59,10 @@ class Copy:
 class Mover:
     """The copy thread: runs host/GPU copies one after another, then their callbacks."""
 
-    def __init__(self, on_error):
+    def __init__(self, on_error, tracer):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.on_error = on_error
+        self.tracer = tracer  # the engine's current tracer, if any
         self.copies = 0
         self.thread = threading.Thread(target=self._run, name="copy", daemon=True)
         self.thread.start()
@@ -76,8 +78,12 @@ class Mover:
         while (job := self.jobs.get()) is not None:
             copy_function, on_done = job
             try:
+                began = time.perf_counter()
                 result = copy_function()
                 self.copies += 1
+                tracer = self.tracer()
+                if tracer is not None:
+                    tracer.transfer("copy", began, "copy", {"bytes": getattr(result, "nbytes", 0)})
                 on_done(result)
             except Exception as error:  # reported as the run's failure, never lost
                 self.on_error(error)
@@ -93,7 +99,7 @@ class Exchange:
     def __init__(self, engine, comm, devices):
         self.engine, self.comm, self.devices = engine, comm, devices
         self.rank = comm.rank if comm is not None else 0
-        self.mover = Mover(engine.fail_from_thread) if devices is not None else None
+        self.mover = Mover(engine.fail_from_thread, lambda: engine.tracer) if devices is not None else None
         self.copy_bytes = 0
         self.peak_copy_bytes = 0
 
@@ -153,7 +159,8 @@ class Exchange:
         if tile.rank != self.rank and device == 0:
             copy.data = np.empty(tile.shape, order="F")
             self._count(copy.data.nbytes)
-            self.comm.receive(copy.data, tile.rank, tile.tag, lambda: self._arrive(copy, copy.data))
+            posted = time.perf_counter()
+            self.comm.receive(copy.data, tile.rank, tile.tag, lambda: self._received(copy, posted))
         elif tile.rank != self.rank:
             staged = self._copy(tile, 0)  # received on the host, then copied to the GPU
             staged.readers += 1
@@ -163,6 +170,13 @@ class Exchange:
         else:
             self._copy_task(tile, copy)
         return copy
+
+    def _received(self, copy: Copy, posted: float) -> None:
+        tracer = self.engine.tracer
+        if tracer is not None:
+            tracer.transfer("mpi", posted, "receive", {"tile": str(copy.tile), "version": copy.version,
+                                                        "from": copy.tile.rank, "bytes": copy.data.nbytes})
+        self._arrive(copy, copy.data)
 
     def _copy_task(self, tile, copy: Copy) -> None:
         """A reader of ``tile`` at home that copies the version to another device."""
@@ -269,12 +283,21 @@ class Exchange:
         """A reader of ``tile`` that sends the version to ``destination`` (via the host)."""
         task = Task(SEND, (tile,), None, TRANSFER_PRIORITY)
         task.asynchronous = True
-        done = lambda: self.engine.complete(task)
+        posted = [0.0]
+
+        def done():
+            tracer = self.engine.tracer
+            if tracer is not None:
+                tracer.transfer("mpi", posted[0], "send", {"tile": str(tile), "version": tile.version,
+                                                           "to": destination, "bytes": tile.shape[0] * tile.shape[1] * 8})
+            self.engine.complete(task)
         if tile.device == 0:
-            task.kernel = lambda data: self.comm.send(data, destination, tile.tag, done)
+            task.kernel = lambda data: (posted.__setitem__(0, time.perf_counter()),
+                                        self.comm.send(data, destination, tile.tag, done))
         else:
             task.kernel = lambda data: self.mover.move(
-                lambda: self.devices.to_host(data), lambda host: self.comm.send(host, destination, tile.tag, done))
+                lambda: self.devices.to_host(data),
+                lambda host: (posted.__setitem__(0, time.perf_counter()), self.comm.send(host, destination, tile.tag, done)))
         self.engine.enqueue(task, 0)
 
     def _remote_sink(self, tile, source: int) -> None:

@@ -26,6 +26,7 @@ from .engine import Engine, TaskFailure
 from .geometry import Geometry
 from .matrix import TiledMatrix
 from .recording import record
+from .trace import Tracer, area_bound, chrome_trace, critical_path, task_times, utilisation
 from .verify import Verifier
 from .world import UsageError, communicator, default_workers, grid_for
 
@@ -67,6 +68,7 @@ class Options:
     grid: str | None = None  # "PxQ" on an MPI run
     gpus: int = 0  # GPUs per rank
     check_finite: bool = False
+    trace: str | None = None  # path of the trace file to write
     gpu_backend: str = "emulated"
 
 
@@ -86,6 +88,7 @@ class RunResult:
     grid: tuple = (1, 1)
     ranks: int = 1
     gpus: int = 0
+    trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
 
     @property
     def passed(self) -> bool:
@@ -116,8 +119,10 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     engine.attach(matrices)
     with _single_threaded_blas():
         try:
+            engine.tracer = Tracer() if options.trace else None
             with _progress(options, program, share.count, engine):
                 seconds = _timed(engine, driver.generate, params, comm)
+            events, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = _rank_stats(engine, matrices, comm)
             _bring_home(matrices, devices)
         finally:
@@ -128,6 +133,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
         if options.check and program.check is not None:
             result.residuals = _verify(driver, params, engine, matrices, sources, comm)
             result.residual = max(result.residuals.values())
+    if events is not None:
+        result.trace = _write_trace(driver, params, matrices, events, result, options, comm)
     for name, path in options.outputs.items():
         _write_output(matrices[name], path, comm)
     return result
@@ -155,6 +162,23 @@ def _bring_home(matrices: dict, devices) -> None:
                 if tile.device and tile.data is not None:
                     tile.data = devices.to_host(tile.data)
                 tile.device = 0
+
+
+def _write_trace(driver, params, matrices, events, result, options: Options, comm) -> dict:
+    """Merge every rank's events on rank 0, write the trace file, compute the bounds."""
+    ranks = comm.gather(events) if comm is not None else [events]
+    if ranks is None:  # not rank 0
+        return {}
+    with open(options.trace, "w") as target:
+        json.dump(chrome_trace(ranks), target)
+    times = task_times(ranks)
+    capacity = {"cpu": result.workers * result.ranks, "gpu": options.gpus * result.ranks}
+    path = critical_path(driver, matrices, params, times)
+    area = area_bound(times, capacity)
+    summary = {"critical_path": path, "area_bound": area,
+               "efficiency": max(path, area) / result.seconds if result.seconds > 0 else None}
+    summary.update(utilisation(ranks, result.seconds))
+    return summary
 
 
 def _check_memory(program, matrices: dict, needed: set, window: int, check: bool, share: float = 1.0) -> None:
@@ -198,6 +222,8 @@ def _timed(engine: Engine, generate, params, comm) -> float:
     if comm is None:
         return engine.run(generate, params)
     comm.barrier()
+    if engine.tracer is not None:
+        engine.tracer.restart()
     return comm.allreduce_max(engine.run(generate, params))
 
 
@@ -411,7 +437,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
             "seconds": result.seconds, "gflops": gflops(program, n, result.seconds),
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
-            "tasks": totals["tasks"], "ranks": ranks, "totals": totals}
+            "tasks": totals["tasks"], "ranks": ranks, "totals": totals, **result.trace}
 
 
 def summary_text(program, result: RunResult, ranks: list) -> str:
@@ -422,6 +448,10 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
              f"{sum(r['tasks'] for r in ranks)} tasks",
              f"  time      {result.seconds:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else "")]
+    if result.trace:
+        t = result.trace
+        lines.append(f"  bounds    critical path {t['critical_path']:.4f} s, area {t['area_bound']:.4f} s, "
+                     f"efficiency {t['efficiency']:.2f}, load imbalance {t['imbalance']}")
     if result.ranks > 1:
         sent = sum(r["messages_sent"] for r in ranks)
         volume = sum(r["bytes_sent"] for r in ranks)
@@ -461,6 +491,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true", help="verify the result (backward error)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--watchdog", type=float, help="report a run where no task completes for SECONDS")
+    parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
+                                                                 "(all ranks) and report its bounds")
     parser.add_argument("--check-finite", action="store_true",
                         help="stop at the first task that writes a NaN or an infinity")
 
@@ -490,6 +522,7 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
     options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend
     options.inputs, options.outputs = files["input"], files["output"]
     options.check, options.watchdog, options.check_finite = args.check, args.watchdog, args.check_finite
+    options.trace = args.trace
     options.progress = not args.json
     return options
 

@@ -1,0 +1,154 @@
+"""Traces of a run and the bounds that judge it (DESIGN §6; RR-8513 §4.4).
+
+While tracing, each rank records one event per task it ran (lane, start, end),
+per MPI transfer and per host/GPU copy, with times relative to the barrier
+every rank passes just before the run, so lanes of all ranks line up. Rank 0
+merges them into one Chrome trace-event file (Perfetto opens it).
+
+Bounds use the program's own task graph, rebuilt in program order from the
+tiles every task reads and writes, with each task's measured time:
+
+* critical path: the longest chain of dependent tasks;
+* area bound: an LP over kernel types and worker kinds (CPU workers, GPUs):
+  the least time in which the workers could run every task, each kernel at
+  its measured speed on each kind (``scipy.optimize.linprog``).
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from .recording import record
+
+
+class Tracer:
+    """Collects this rank's events: ``(lane, start, end, name, args)``, times in seconds."""
+
+    def __init__(self):
+        self.origin = time.perf_counter()
+        self.events: list = []
+        self.occurrences: Counter = Counter()
+
+    def restart(self) -> None:
+        """Time zero: called right after the barrier that starts the run."""
+        self.origin = time.perf_counter()
+
+    def task(self, lane: str, began: float, ended: float, task) -> None:
+        """A program task; ``key`` (line, tiles, occurrence) names it the same on every rank."""
+        call = task.call
+        key = (call.line, tuple(str(t) for t in task.tiles))
+        self.occurrences[key] += 1
+        args = {"tiles": list(key[1]), "line": call.line, "priority": task.priority,
+                "key": [key[0], list(key[1]), self.occurrences[key]]}
+        self.events.append((lane, began - self.origin, ended - self.origin, call.kernel, args))
+
+    def transfer(self, lane: str, began: float, name: str, args: dict) -> None:
+        self.events.append((lane, began - self.origin, time.perf_counter() - self.origin, name, args))
+
+
+def chrome_trace(ranks: list) -> dict:
+    """One trace-event document from every rank's events (``ranks[r]`` = rank r's list)."""
+    events = []
+    for rank, rank_events in enumerate(ranks):
+        lanes = sorted({e[0] for e in rank_events}, key=_lane_order)
+        events.append({"ph": "M", "pid": rank, "name": "process_name", "args": {"name": f"rank {rank}"}})
+        for tid, lane in enumerate(lanes):
+            events.append({"ph": "M", "pid": rank, "tid": tid, "name": "thread_name", "args": {"name": lane}})
+        ids = {lane: tid for tid, lane in enumerate(lanes)}
+        for lane, start, end, name, args in rank_events:
+            events.append({"ph": "X", "pid": rank, "tid": ids[lane], "name": name, "cat": _category(lane),
+                           "ts": round(start * 1e6, 3), "dur": round(max(end - start, 0.0) * 1e6, 3), "args": args})
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def _lane_order(lane: str):
+    kind, _, number = lane.partition("-")
+    return ({"cpu": 0, "gpu": 1, "mpi": 2, "copy": 3}.get(kind, 4), int(number) if number.isdigit() else 0)
+
+
+def _category(lane: str) -> str:
+    return "transfer" if lane.startswith(("mpi", "copy")) else "task"
+
+
+# ---------------------------------------------------------------- bounds
+def task_times(ranks: list) -> dict:
+    """Measured (seconds, lane kind) of every program task, by its key."""
+    times = {}
+    for rank_events in ranks:
+        for lane, start, end, _, args in rank_events:
+            if "key" in args:
+                line, tiles, occurrence = args["key"]
+                times[(line, tuple(tiles), occurrence)] = (end - start, lane.partition("-")[0])
+    return times
+
+
+def critical_path(driver, matrices: dict, params, times: dict) -> float:
+    """The longest chain of dependent tasks, with measured task times (seconds)."""
+    finish_of: dict = {}
+    last_writer: dict = {}
+    readers: dict = defaultdict(list)
+    occurrences: Counter = Counter()
+    longest = 0.0
+    for call, tiles, _ in record(driver, matrices, params).submitted:
+        names = tuple(str(t) for t in tiles)
+        occurrences[(call.line, names)] += 1
+        duration = times.get((call.line, names, occurrences[(call.line, names)]), (0.0, "cpu"))[0]
+        start = 0.0
+        for name, mode in zip(names, call.modes):
+            start = max(start, finish_of.get(last_writer.get(name), 0.0))
+            if mode != "in":
+                start = max([start] + [finish_of[r] for r in readers[name]])
+        task = len(finish_of)
+        finish_of[task] = start + duration
+        for name, mode in zip(names, call.modes):
+            if mode == "in":
+                readers[name].append(task)
+            else:
+                last_writer[name], readers[name] = task, []
+        longest = max(longest, finish_of[task])
+    return longest
+
+
+def area_bound(times: dict, capacity: dict) -> float:
+    """Least time for all tasks on ``capacity`` workers per kind (LP over kernel types and kinds)."""
+    from scipy.optimize import linprog
+
+    counts, spent = Counter(), defaultdict(list)
+    for (line, _, _), (seconds, kind) in times.items():
+        counts[line] += 1
+        spent[line, kind].append(seconds)
+    kinds = [k for k in capacity if capacity[k] > 0]
+    variables = [(line, kind) for line in counts for kind in kinds if (line, kind) in spent]
+    if not variables:
+        return 0.0
+    speed = {v: float(np.mean(spent[v])) for v in variables}
+    cost = np.zeros(len(variables) + 1)
+    cost[-1] = 1.0  # minimise T
+    equal = np.zeros((len(counts), len(variables) + 1))
+    for row, line in enumerate(counts):
+        for col, v in enumerate(variables):
+            equal[row, col] = v[0] == line
+    upper = np.zeros((len(kinds), len(variables) + 1))
+    for row, kind in enumerate(kinds):
+        for col, v in enumerate(variables):
+            upper[row, col] = speed[v] if v[1] == kind else 0.0
+        upper[row, -1] = -capacity[kind]
+    result = linprog(cost, A_ub=upper, b_ub=np.zeros(len(kinds)), A_eq=equal,
+                     b_eq=np.array([counts[line] for line in counts], dtype=float), bounds=(0, None))
+    return float(result.x[-1]) if result.success else 0.0
+
+
+def utilisation(ranks: list, seconds: float) -> dict:
+    """Busy fraction of every compute lane, and the load imbalance max/avg of busy time."""
+    busy = {}
+    for rank, rank_events in enumerate(ranks):
+        for lane, start, end, _, args in rank_events:
+            if not lane.startswith(("mpi", "copy")):
+                busy[f"{rank}/{lane}"] = busy.get(f"{rank}/{lane}", 0.0) + end - start
+    if not busy or seconds <= 0:
+        return {"busy": {}, "imbalance": None}
+    values = list(busy.values())
+    return {"busy": {lane: round(b / seconds, 4) for lane, b in busy.items()},
+            "imbalance": round(max(values) / (sum(values) / len(values)), 4)}

@@ -1,0 +1,66 @@
+"""Traces and bounds: the trace file's schema, every task once, bounds with known answers."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiledsl.runtime import Options, execute
+from tiledsl.runtime.launch import make_distribution, make_matrices, make_params
+from tiledsl.runtime.trace import area_bound, critical_path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(120)
+def test_trace_of_a_two_rank_run(tmp_path):
+    trace_path = tmp_path / "trace.json"
+    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/cholesky.tile", "--np", "2",
+                          "--n", "700", "--nb", "100", "--trace", str(trace_path), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    events = json.loads(trace_path.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    for event in spans:
+        assert {"pid", "tid", "name", "ts", "dur", "args"} <= set(event) and event["dur"] >= 0
+    tasks = [e for e in spans if e["cat"] == "task"]
+    keys = [(e["args"]["line"], tuple(e["args"]["tiles"])) for e in tasks]
+    assert len(tasks) == summary["tasks"] == 7 + 21 + 21 + 35  # potrf, trsm, syrk, gemm on 7×7 tiles
+    assert len(set(keys)) == len(keys)  # every task exactly once
+    lanes = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {(0, "cpu-0"), (1, "cpu-0"), (0, "mpi"), (1, "mpi")} <= lanes
+    assert 0 < summary["efficiency"] <= 1
+    assert summary["critical_path"] > 0 and summary["area_bound"] > 0
+
+
+def test_area_bound_one_kind():
+    times = {(1, ("A[0, 0]",), i): (1.0, "cpu") for i in range(1, 5)}
+    assert area_bound(times, {"cpu": 2, "gpu": 0}) == pytest.approx(2.0)
+
+
+def test_area_bound_splits_work_between_kinds_by_speed():
+    times = {(1, ("A[0, 0]",), 1): (1.0, "cpu"), (1, ("A[0, 0]",), 2): (1.0, "cpu"),
+             (1, ("A[1, 1]",), 1): (0.25, "gpu"), (1, ("A[1, 1]",), 2): (0.25, "gpu")}
+    # x_cpu + x_gpu = 4, x_cpu·1 <= T, x_gpu·0.25 <= T: T = 0.8
+    assert area_bound(times, {"cpu": 1, "gpu": 1}) == pytest.approx(0.8)
+
+
+def test_critical_path_of_a_small_cholesky_with_unit_times(compiled):
+    driver = compiled("programs/cholesky.tile")
+    params = make_params(driver, Options(n=30, tiles={"nb": 10}))
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (1, 1), 0), 0)
+
+    class Unit(dict):
+        def get(self, key, default=None):
+            return (1.0, "cpu")
+    # potrf → trsm → syrk → potrf → trsm → syrk → potrf
+    assert critical_path(driver, matrices, params, Unit()) == pytest.approx(7.0)
+
+
+@pytest.mark.timeout(60)
+def test_efficiency_of_a_one_rank_run_is_at_most_one(compiled, tmp_path):
+    result = execute(compiled("programs/lu.tile"), Options(n=500, tiles={"nb": 100}, trace=str(tmp_path / "t.json")))
+    assert 0 < result.trace["efficiency"] <= 1
+    assert set(result.trace["busy"]) == {"0/cpu-0", "0/cpu-1"} or len(result.trace["busy"]) >= 1
