@@ -447,7 +447,7 @@ def test_getrf_nopiv_subnormal_pivot_does_not_overflow(implementation):
     np.testing.assert_array_equal(implementation.get(a), [[1e-310, 1.0], [1.0, 2.0**-20]])
 
 
-def test_shape_errors_are_the_cpu_kernels(rng):
+def test_shape_errors_are_the_cpu_kernels():
     kernels = HostImplementation().kernels
     with pytest.raises(ValueError, match="trsm: L of shape"):
         kernels.trsm(np.zeros((2, 2), order="F"), np.zeros((4, 3), order="F"))
