@@ -16,11 +16,11 @@ from . import nodes as n
 Form = dict  # symbol -> integer coefficient; "" holds the constant
 
 
-def out_of_range_witness(tile: n.TileRef, loops, let_value, extent_symbol, guarded: bool) -> str | None:
+def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guarded: bool) -> str | None:
     """A sentence explaining why ``tile`` is provably out of range, or None."""
     if guarded:
         return None
-    converter = _Converter({loop.var.text for loop in loops}, let_value, extent_symbol)
+    extent_symbol = converter.extent_symbol
     bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
     if any(lo is None or hi is None for _, lo, hi in bounds):
         return None
@@ -113,12 +113,16 @@ def _provably_at_least(form: Form, bound: int) -> bool:
     return sum(v * _lowest(k) for k, v in terms.items()) + form.get("", 0) >= bound
 
 
-class _Converter:
-    """Turns expressions into affine forms; None for anything non-affine."""
+class Converter:
+    """Turns expressions into affine forms; None for anything non-affine.
 
-    def __init__(self, loop_vars, let_value, extent_symbol):
-        self.loop_vars = loop_vars
-        self.let_value = let_value
+    ``let_form(name)`` gives ``(True, form)`` for a ``let`` (its form computed once,
+    when it was declared: long chains of lets cost linear time, no recursion) and
+    ``(False, None)`` for any other name, which becomes a symbol.
+    """
+
+    def __init__(self, let_form, extent_symbol):
+        self.let_form = let_form
         self.extent_symbol = extent_symbol
         self.display: dict[str, str] = {}
 
@@ -127,8 +131,10 @@ class _Converter:
             case n.IntLit(value=value):
                 return {"": value}
             case n.Name(ident=ident):
-                value = self.let_value(ident.text)
-                return self.form(value) if value is not None else {ident.text: 1, "": 0}
+                is_let, form = self.let_form(ident.text)
+                if is_let:
+                    return None if form is None else dict(form)
+                return {ident.text: 1, "": 0}
             case n.Attr(matrix=matrix, attr=attr) if attr.text in ("mt", "nt"):
                 symbol = self.extent_symbol(matrix.text, attr.text)
                 self.display.setdefault(symbol, f"{matrix.text}.{attr.text}")

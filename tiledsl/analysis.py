@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import nodes as n
-from .affine import out_of_range_witness
+from .affine import Converter, out_of_range_witness
 from .diagnostics import DiagnosticBag
 from .source import Span
 
@@ -76,6 +76,8 @@ class _Symbol:
     node: object = None
     used: bool = False
     depends: frozenset = frozenset()  # loop/let names a let's value depends on
+    affine: bool = True  # a let's value is affine in the loop variables
+    form: dict | None = None  # a let's affine form (None: not affine)
 
 
 class _Scope:
@@ -118,6 +120,7 @@ class _Analyzer:
         self.calls: list[CallSummary] = []
         self.loops: list[n.For] = []
         self.conditions = 0
+        self.converter = Converter(self._let_form, self._extent_symbol)
         self._declare_kernels(prelude.kernels + file.kernels)
 
     # ---------------------------------------------------------------- driver
@@ -312,9 +315,11 @@ class _Analyzer:
 
     def _let(self, stmt: n.Let):
         ok = self._int_expr(stmt.value)
-        depends = self._depends(stmt.value)
-        # a let whose value has errors stays opaque: expanding it could loop forever
-        self._declare(stmt.name, _Symbol("let", stmt.name.span, stmt if ok else None, depends=depends))
+        # facts about the value are taken now, from those of earlier lets: never re-expanded
+        symbol = _Symbol("let", stmt.name.span, stmt, depends=self._depends(stmt.value))
+        symbol.affine = not ok or self._affine(stmt.value)
+        symbol.form = self.converter.form(stmt.value) if ok else None
+        self._declare(stmt.name, symbol)
 
     def _release(self, stmt: n.Release):
         self._tile(stmt.tile)
@@ -366,8 +371,7 @@ class _Analyzer:
 
     def _check_ranges(self, accesses):
         for access in accesses:
-            witness = out_of_range_witness(access.tile, self.loops, self._let_value, self._extent_symbol,
-                                           guarded=self.conditions > 0)
+            witness = out_of_range_witness(access.tile, self.loops, self.converter, guarded=self.conditions > 0)
             if witness:
                 self.bag.error(access.tile.span, "E208", f"tile index out of range in {_tile_text(access.tile)}",
                                witness)
@@ -489,7 +493,7 @@ class _Analyzer:
                 return True
             case n.Name(ident=ident):
                 symbol = self.scope.lookup(ident.text)
-                return symbol is None or symbol.kind != "let" or symbol.node is None or self._affine(symbol.node.value)
+                return symbol is None or symbol.kind != "let" or symbol.affine
             case n.Method(arg=arg):
                 return not self._varying(arg)
             case n.Func(args=args):
@@ -505,9 +509,9 @@ class _Analyzer:
                 return not (self._varying(left) or self._varying(right))
         return False
 
-    def _let_value(self, name: str):
+    def _let_form(self, name: str):
         symbol = self.scope.lookup(name)
-        return symbol.node.value if symbol is not None and symbol.kind == "let" and symbol.node else None
+        return (True, symbol.form) if symbol is not None and symbol.kind == "let" else (False, None)
 
     def _extent_symbol(self, matrix: str, axis: str) -> str:
         """A symbol naming the tile count of ``matrix`` along ``axis`` ('mt' or 'nt')."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast as _pyast
 import re
+import warnings
 from functools import lru_cache
 from importlib import resources
 
@@ -20,6 +21,8 @@ from .source import Source, SourceError, Span
 
 #: Deepest nesting of brackets or expressions a program may have.
 MAX_DEPTH = 100
+#: Longest integer literal: sizes and indices fit in 64 bits, and folding never overflows.
+MAX_INT_DIGITS = 18
 #: Deepest syntax tree (operators chain: a+b+c+... is one level per '+').
 MAX_TREE_DEPTH = 300
 #: Most tokens on one line, and in one file: Lark's LALR parser takes ~20 µs a token.
@@ -160,10 +163,13 @@ class _Builder:
     def _string(self, token: Token) -> str:
         """The value of a string literal (Python escapes), or an E100 at a bad escape."""
         try:
-            return _pyast.literal_eval(str(token))
-        except (SyntaxError, ValueError) as error:
-            raise SourceError(Diagnostic(self._token_span(token), "E100",
-                                         f"invalid string literal: {error.msg if isinstance(error, SyntaxError) else error}")) from None
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # an unknown escape such as \e warns in Python: refuse it
+                return _pyast.literal_eval(str(token))
+        except (SyntaxError, ValueError, Warning) as error:
+            reason = error.msg if isinstance(error, SyntaxError) else str(error)
+            raise SourceError(Diagnostic(self._token_span(token), "E100", f"invalid string literal: {reason}",
+                                         hint="write a backslash as \\\\")) from None
 
     def _token_span(self, token: Token) -> Span:
         return Span(self.path, token.line, token.column, token.end_line, token.end_column)
@@ -279,7 +285,11 @@ class _Builder:
         return n.Unary("-", c[1], span)
 
     def int_lit(self, c, span):
-        return n.IntLit(int(c[0]), span)
+        digits = str(c[0]).lstrip("0") or "0"
+        if len(digits) > MAX_INT_DIGITS:
+            raise SourceError(Diagnostic(span, "E100", f"integer literal of {len(digits)} digits is too large",
+                                         hint=f"tile programs count tiles and rows: at most {MAX_INT_DIGITS} digits"))
+        return n.IntLit(int(digits), span)
 
     def name_ref(self, c, span):
         return n.Name(c[0], span)
