@@ -92,7 +92,7 @@ class RunResult:
 
     @property
     def passed(self) -> bool:
-        return self.residual is None or self.residual < checks.THRESHOLD
+        return checks.passes(*self.residuals.values())
 
 
 # ---------------------------------------------------------------- the run
