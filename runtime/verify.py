@@ -140,47 +140,47 @@ def _rows_of_columns(g, j: int) -> tuple[int, int]:
     return row, c0 - g.row_starts[row]
 
 
-def _cholesky_products(stream: Stream, l: TiledMatrix, residual: TiledMatrix) -> None:
-    """R[i, j] −= L[i, k]·L[rows of j, k]ᵀ for the lower tiles of R."""
-    g = l.geometry
+def _product_terms(g, lower_only: bool):
+    """Every nonzero term X[i, k]·Y[rows of k, j] of a product of triangles on tiles ``g``.
+
+    Yields ``(i, j, k)`` and the global starts/ends ``ri0, ri1, cj0, cj1, ck0, ck1``;
+    ``lower_only`` skips result tiles strictly above the diagonal (a symmetric result).
+    """
     for i in range(g.mt):
         ri0, ri1 = g.row_range(i)
         for j in range(g.nt):
             cj0, cj1 = g.col_range(j)
-            if ri1 <= cj0 or cj0 == cj1:
+            if cj0 == cj1 or (lower_only and ri1 <= cj0):
                 continue
-            row_j, offset_j = _rows_of_columns(g, j)
             for k in range(g.nt):
                 ck0, ck1 = g.col_range(k)
                 if ck0 >= min(ri1, cj1):
                     break
-                if ck0 == ck1:
-                    continue
-                stream.task("check_llt", ("in", "in", "inout"),
-                            (l.tiles[i][k], l.tiles[row_j][k], residual.tiles[i][j]),
-                            _subtract_product(ri0, cj0, ck0, lower_left=True, lower_right=True, transpose=True),
-                            (None, (offset_j, offset_j + cj1 - cj0, None, None), None))
+                if ck0 < ck1:
+                    yield i, j, k, (ri0, ri1, cj0, cj1, ck0, ck1)
+
+
+def _cholesky_products(stream: Stream, l: TiledMatrix, residual: TiledMatrix) -> None:
+    """R[i, j] −= L[i, k]·L[rows of j, k]ᵀ for the lower tiles of R."""
+    g = l.geometry
+    for i, j, k, (ri0, _, cj0, cj1, ck0, _) in _product_terms(g, lower_only=True):
+        row_j, offset_j = _rows_of_columns(g, j)
+        stream.task("check_llt", ("in", "in", "inout"),
+                    (l.tiles[i][k], l.tiles[row_j][k], residual.tiles[i][j]),
+                    _subtract_product(ri0, cj0, ck0, lower_left=True, lower_right=True, transpose=True),
+                    (None, (offset_j, offset_j + cj1 - cj0, None, None), None))
 
 
 def _lu_products(stream: Stream, lu: TiledMatrix, residual: TiledMatrix) -> None:
     """R[i, j] −= L[i, k]·U[rows of k, j] (L unit lower, U upper)."""
     g = lu.geometry
-    for i in range(g.mt):
-        ri0, ri1 = g.row_range(i)
-        for j in range(g.nt):
-            cj0, cj1 = g.col_range(j)
-            for k in range(g.nt):
-                ck0, ck1 = g.col_range(k)
-                if ck0 >= min(ri1, cj1):
-                    break
-                if ck0 == ck1:
-                    continue
-                row_k, offset_k = _rows_of_columns(g, k)
-                stream.task("check_lu", ("in", "in", "inout"),
-                            (lu.tiles[i][k], lu.tiles[row_k][j], residual.tiles[i][j]),
-                            _subtract_product(ri0, ck0, ck0, lower_left=True, lower_right=False, transpose=False,
-                                              right_cols=cj0),
-                            (None, (offset_k, offset_k + ck1 - ck0, None, None), None))
+    for i, j, k, (ri0, _, cj0, _, ck0, ck1) in _product_terms(g, lower_only=False):
+        row_k, offset_k = _rows_of_columns(g, k)
+        stream.task("check_lu", ("in", "in", "inout"),
+                    (lu.tiles[i][k], lu.tiles[row_k][j], residual.tiles[i][j]),
+                    _subtract_product(ri0, ck0, ck0, lower_left=True, lower_right=False, transpose=False,
+                                      right_cols=cj0),
+                    (None, (offset_k, offset_k + ck1 - ck0, None, None), None))
 
 
 def _subtract_product(left_row, right_row, inner, lower_left, lower_right, transpose, right_cols=None):
