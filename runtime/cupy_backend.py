@@ -45,7 +45,8 @@ import numpy as np
 from . import kernels as host
 from .errors import KernelError
 # The CPU kernels' argument checks, shared so that both raise the same messages.
-from .kernels import _check_trans, _inner_block, _require
+from .kernels import (_check_trans, _inner_block, _require, require_gemqrt, require_syrk,
+                      require_tpmqrt, require_triangle)
 
 #: Columns of an LU panel eliminated one at a time before a BLAS-3 update.
 LU_PANEL = 32
@@ -400,15 +401,14 @@ class TileKernels:
     def trsm(self, L, B) -> None:
         """B (m×w) <- B·L⁻ᵀ with L the lower triangle of the top-left w×w block of L."""
         m, w = B.shape
-        _require(L.shape[0] >= w and L.shape[1] >= w,
-                 f"trsm: L of shape {L.shape} has no {w}x{w} triangle for B of shape {B.shape}")
+        require_triangle("trsm", "L", L, w, "B", B)
         if m and w:
             self.ops.trsm("R", "L", "T", "N", 1.0, L[:w, :w], B)
 
     def syrk(self, A, C) -> None:
         """C (w×w) <- C − A·Aᵀ on the lower triangle of C only; A is w×k."""
         w, k = A.shape
-        _require(C.shape == (w, w), f"syrk: C of shape {C.shape} does not match A of shape {A.shape}")
+        require_syrk(A, C)
         if w and k:
             self.ops.syrk(-1.0, A, 1.0, C)
 
@@ -474,16 +474,14 @@ class TileKernels:
     def trsm_l(self, LU, B) -> None:
         """B (k×n) <- L⁻¹·B with L the unit lower triangle of the top-left k×k block of LU."""
         k, n = B.shape
-        _require(LU.shape[0] >= k and LU.shape[1] >= k,
-                 f"trsm_l: LU of shape {LU.shape} has no {k}x{k} triangle for B of shape {B.shape}")
+        require_triangle("trsm_l", "LU", LU, k, "B", B)
         if k and n:
             self.ops.trsm("L", "L", "N", "U", 1.0, LU[:k, :k], B)
 
     def trsm_u(self, LU, B) -> None:
         """B (m×k) <- B·U⁻¹ with U the non-unit upper triangle of the top-left k×k block of LU."""
         m, k = B.shape
-        _require(LU.shape[0] >= k and LU.shape[1] >= k,
-                 f"trsm_u: LU of shape {LU.shape} has no {k}x{k} triangle for B of shape {B.shape}")
+        require_triangle("trsm_u", "LU", LU, k, "B", B)
         if m and k:
             self.ops.trsm("R", "U", "N", "N", 1.0, LU[:k, :k], B)
 
@@ -521,7 +519,7 @@ class TileKernels:
         _check_trans(trans, "gemqrt")
         m, nv = V.shape
         k = min(m, nv)
-        _require(C.shape[0] == m, f"gemqrt: C of shape {C.shape} does not match V of shape {V.shape}")
+        require_gemqrt(V, C)
         nb = _inner_block(T, k, "gemqrt")
         if not (k and C.shape[1]):
             return
@@ -539,8 +537,7 @@ class TileKernels:
         to its right.
         """
         m, n = A.shape
-        _require(R.shape[0] >= n and R.shape[1] >= n,
-                 f"tpqrt: R of shape {R.shape} has no {n}x{n} triangle for A of shape {A.shape}")
+        require_triangle("tpqrt", "R", R, n, "A", A)
         nb = _inner_block(T, n, "tpqrt")
         if not (m and n):
             return
@@ -564,8 +561,7 @@ class TileKernels:
         _check_trans(trans, "tpmqrt")
         m, k = V.shape
         nc = C2.shape[1]
-        _require(C2.shape[0] == m and C1.shape[0] >= k and C1.shape[1] == nc,
-                 f"tpmqrt: shapes V {V.shape}, C1 {C1.shape}, C2 {C2.shape} do not conform")
+        require_tpmqrt(V, C1, C2)
         nb = _inner_block(T, k, "tpmqrt")
         if not (m and k and nc):
             return

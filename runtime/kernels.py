@@ -31,6 +31,26 @@ _LU_BASE_COLUMNS = 16
 _SAFE_MINIMUM = np.finfo(np.float64).tiny  # LAPACK's dlamch('S'): 1/x does not overflow
 
 
+def require_triangle(kernel: str, name: str, tri, k: int, other_name: str, other) -> None:
+    """``tri`` must hold a k×k triangle for ``other`` (shape checks shared by CPU and GPU kernels)."""
+    _require(tri.shape[0] >= k and tri.shape[1] >= k,
+             f"{kernel}: {name} of shape {tri.shape} has no {k}x{k} triangle for {other_name} of shape {other.shape}")
+
+
+def require_syrk(A, C) -> None:
+    _require(C.shape == (A.shape[0], A.shape[0]), f"syrk: C of shape {C.shape} does not match A of shape {A.shape}")
+
+
+def require_gemqrt(V, C) -> None:
+    _require(C.shape[0] == V.shape[0], f"gemqrt: C of shape {C.shape} does not match V of shape {V.shape}")
+
+
+def require_tpmqrt(V, C1, C2) -> None:
+    m, k = V.shape
+    _require(C2.shape[0] == m and C1.shape[0] >= k and C1.shape[1] == C2.shape[1],
+             f"tpmqrt: shapes V {V.shape}, C1 {C1.shape}, C2 {C2.shape} do not conform")
+
+
 def _ld(a: np.ndarray, name: str, writable: bool = False) -> int:
     """The leading dimension of tile ``a``; ValueError unless it is column-major float64."""
     if not isinstance(a, np.ndarray) or a.ndim != 2 or a.dtype != np.float64:
@@ -105,8 +125,7 @@ def trsm(L: np.ndarray, B: np.ndarray) -> None:
     ldl = _ld(L, "trsm: L")
     ldb = _ld(B, "trsm: B", writable=True)
     m, w = B.shape
-    _require(L.shape[0] >= w and L.shape[1] >= w,
-             f"trsm: L of shape {L.shape} has no {w}x{w} triangle for B of shape {B.shape}")
+    require_triangle("trsm", "L", L, w, "B", B)
     if m and w:
         blas.dtrsm("R", "L", "T", "N", m, w, 1.0, L, ldl, B, ldb)
 
@@ -116,7 +135,7 @@ def syrk(A: np.ndarray, C: np.ndarray) -> None:
     lda = _ld(A, "syrk: A")
     ldc = _ld(C, "syrk: C", writable=True)
     w, k = A.shape
-    _require(C.shape == (w, w), f"syrk: C of shape {C.shape} does not match A of shape {A.shape}")
+    require_syrk(A, C)
     if w and k:
         blas.dsyrk("L", "N", w, k, -1.0, A, lda, 1.0, C, ldc)
 
@@ -219,8 +238,7 @@ def trsm_l(LU: np.ndarray, B: np.ndarray) -> None:
     ldl = _ld(LU, "trsm_l: LU")
     ldb = _ld(B, "trsm_l: B", writable=True)
     k, n = B.shape
-    _require(LU.shape[0] >= k and LU.shape[1] >= k,
-             f"trsm_l: LU of shape {LU.shape} has no {k}x{k} triangle for B of shape {B.shape}")
+    require_triangle("trsm_l", "LU", LU, k, "B", B)
     if k and n:
         blas.dtrsm("L", "L", "N", "U", k, n, 1.0, LU, ldl, B, ldb)
 
@@ -230,8 +248,7 @@ def trsm_u(LU: np.ndarray, B: np.ndarray) -> None:
     ldu = _ld(LU, "trsm_u: LU")
     ldb = _ld(B, "trsm_u: B", writable=True)
     m, k = B.shape
-    _require(LU.shape[0] >= k and LU.shape[1] >= k,
-             f"trsm_u: LU of shape {LU.shape} has no {k}x{k} triangle for B of shape {B.shape}")
+    require_triangle("trsm_u", "LU", LU, k, "B", B)
     if m and k:
         blas.dtrsm("R", "U", "N", "N", m, k, 1.0, LU, ldu, B, ldb)
 
@@ -275,7 +292,7 @@ def gemqrt_apply(V: np.ndarray, T: np.ndarray, C: np.ndarray, trans: str) -> Non
     m, nv = V.shape
     nc = C.shape[1]
     k = min(m, nv)
-    _require(C.shape[0] == m, f"gemqrt: C of shape {C.shape} does not match V of shape {V.shape}")
+    require_gemqrt(V, C)
     nb = _inner_block(T, k, "gemqrt")
     if k and nc:
         blas.dgemqrt("L", trans, m, nc, k, nb, V, ldv, T, ldt, C, ldc, _work(nc * nb))
@@ -293,8 +310,7 @@ def tpqrt(R: np.ndarray, A: np.ndarray, T: np.ndarray) -> None:
     lda = _ld(A, "tpqrt: A", writable=True)
     ldt = _ld(T, "tpqrt: T", writable=True)
     m, n = A.shape
-    _require(R.shape[0] >= n and R.shape[1] >= n,
-             f"tpqrt: R of shape {R.shape} has no {n}x{n} triangle for A of shape {A.shape}")
+    require_triangle("tpqrt", "R", R, n, "A", A)
     nb = _inner_block(T, n, "tpqrt")
     if m and n:
         blas.dtpqrt(m, n, 0, nb, R, ldr, A, lda, T, ldt, _work(nb * n))
@@ -319,8 +335,7 @@ def tpmqrt_apply(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray,
     _check_trans(trans, "tpmqrt")
     m, k = V.shape
     nc = C2.shape[1]
-    _require(C2.shape[0] == m and C1.shape[0] >= k and C1.shape[1] == nc,
-             f"tpmqrt: shapes V {V.shape}, C1 {C1.shape}, C2 {C2.shape} do not conform")
+    require_tpmqrt(V, C1, C2)
     nb = _inner_block(T, k, "tpmqrt")
     if m and k and nc:
         blas.dtpmqrt("L", trans, m, nc, k, 0, nb, V, ldv, T, ldt, C1, ldc1, C2, ldc2,
