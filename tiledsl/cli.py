@@ -119,7 +119,11 @@ def _load_driver(path: str):
         if not Path(path).is_file():
             print(f"tiledsl: error: {path}: no such file", file=sys.stderr)
             return None
-        return import_driver(path)
+        driver = import_driver(path)
+        if not all(hasattr(driver, name) for name in ("PROGRAM", "resolve_params", "shapes", "generate")):
+            print(f"tiledsl: error: {path} is not a tiledsl driver (make one with tiledsl compile)", file=sys.stderr)
+            return None
+        return driver
     cached = _cached_driver(path)
     return None if cached is None else import_driver(cached)
 
