@@ -118,6 +118,12 @@ class CupyBackend:
                 result.data.copy_from_device_async(source.data, result.nbytes, stream)
         return result
 
+    def free_memory(self, device: int) -> int:
+        """Bytes GPU ``device`` can still give: free on the device plus CuPy's pool of freed blocks."""
+        with self._cupy.cuda.Device(device - 1):
+            free, _ = self._cupy.cuda.runtime.memGetInfo()
+        return free + self._cupy.get_default_memory_pool().free_bytes()
+
     @contextlib.contextmanager
     def _copying(self, cuda_device: int):
         """CUDA device ``cuda_device`` and its copy stream current; waits for the copy on exit."""

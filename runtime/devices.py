@@ -1,7 +1,7 @@
 """GPUs as the runtime sees them: a backend per kind of device, and device arrays.
 
 A backend gives the engine three things (DESIGN §4, §7): memory on a device
-(``empty``, ``to_device``), copies back to the host (``to_host``), and the tile
+(``empty``, ``to_device``, ``free_memory``), copies back to the host (``to_host``), and the tile
 kernels that run there (``kernels``, the prelude's names, same arguments and
 semantics as :mod:`.kernels`). The backends:
 
@@ -56,6 +56,10 @@ class EmulatedBackend:
 
     def to_host(self, array: EmulatedArray) -> np.ndarray:
         return np.array(array._array, order="F", copy=True)
+
+    def free_memory(self, device: int) -> None:
+        """Emulated devices share the host's memory, which the host's check covers."""
+        return None
 
     def copy(self, array: EmulatedArray, device: int) -> EmulatedArray:
         """A device-to-device copy."""

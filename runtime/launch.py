@@ -70,6 +70,7 @@ class Options:
     check_finite: bool = False
     trace: str | None = None  # path of the trace file to write
     gpu_backend: str = "emulated"
+    gpu_memory: int | None = None  # bytes each GPU may hold (default: what it has free)
 
 
 @dataclass
@@ -113,6 +114,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
     _check_memory(program, matrices, needed, window if ranks > 1 or options.gpus else 0, options.check)
+    _check_gpu_memory(matrices, needed, window, devices, options.gpu_memory, rank)
     _fill_inputs(program, matrices, sources, needed, devices)
     engine = Engine(program, _kernels(program, driver), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite)
@@ -199,10 +201,35 @@ def _check_memory(program, matrices: dict, needed: set, window: int, check: bool
     total = share * tiles + transfers + checking
     available = _available_memory()
     if available is not None and total > available:
-        gib = lambda b: f"{b / 2 ** 30:.2f} GiB"
-        raise UsageError(f"the run needs about {gib(total)} on this rank (tiles {gib(share * tiles)}, transfer buffers "
-                         f"{gib(transfers)}, check {gib(checking)}) but {gib(available)} is available: "
+        raise UsageError(f"the run needs about {_gib(total)} on this rank (tiles {_gib(share * tiles)}, transfer "
+                         f"buffers {_gib(transfers)}, check {_gib(checking)}) but {_gib(available)} is available: "
                          f"use more ranks, a smaller --n, or a smaller --window")
+
+
+def _check_gpu_memory(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int) -> None:
+    """Refuse, with the numbers, a run whose tiles cannot fit in one of this rank's GPUs.
+
+    The estimate per GPU: the tiles homed there, and two copies of a tile per task
+    of the window (the alien inputs and minor outputs a GPU holds at once).
+    """
+    if devices is None:
+        return
+    largest = max((8 * h * w for m in matrices.values() for row in m.tiles for t in row for h, w in [t.shape]),
+                  default=0)
+    copies = 2 * window * largest
+    for device in range(1, devices.gpus + 1):
+        tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device == device
+                    for h, w in [tile.shape])
+        known = [size for size in (devices.free_memory(device), limit) if size is not None]
+        if known and tiles + copies > min(known):
+            allowed = "allowed by --gpu-memory" if min(known) == limit else "free"
+            raise UsageError(f"the run needs about {_gib(tiles + copies)} on GPU {device} of rank {rank} "
+                             f"(tiles {_gib(tiles)}, copies {_gib(copies)}) but {_gib(min(known))} is {allowed}: "
+                             f"use more GPUs or ranks, a smaller --n, or a smaller --window")
+
+
+def _gib(size: float) -> str:
+    return f"{size / 2 ** 30:.2f} GiB"
 
 
 def _available_memory() -> int | None:
@@ -480,6 +507,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
                         help="GPU backend: 'emulated' (numpy device memory, explicit copies; CI) or "
                              "'cupy' (real NVIDIA GPUs through CuPy: pip install tiledsl[gpu])")
+    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory each GPU may hold, e.g. 20G or 512M "
+                                                             "(default: what it has free); a run whose "
+                                                             "estimate exceeds it is refused")
     parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
                                                         "a rank has, less one for MPI on several ranks)")
     parser.add_argument("--window", type=int, help="task window size (default: 4096 on one rank; on "
@@ -523,6 +553,7 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
     options.inputs, options.outputs = files["input"], files["output"]
     options.check, options.watchdog, options.check_finite = args.check, args.watchdog, args.check_finite
     options.trace = args.trace
+    options.gpu_memory = None if args.gpu_memory is None else _size(args.gpu_memory, "--gpu-memory")
     options.progress = not args.json
     return options
 
@@ -535,6 +566,19 @@ def _pairs(items, flag: str) -> dict:
             raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}")
         pairs[name] = value
     return pairs
+
+
+def _size(text: str, flag: str) -> int:
+    """Bytes from ``text``: an integer with an optional K, M, G or T suffix (powers of 1024)."""
+    scale = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}.get(text[-1:].upper(), 1)
+    number = text[:-1] if scale > 1 else text
+    try:
+        size = float(number) * scale
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not a size (e.g. 20G, 512M, 1000000)") from None
+    if not size > 0 or size == float("inf"):
+        raise UsageError(f"{flag} must be positive, got {text!r}")
+    return int(size)
 
 
 def _int(text: str, flag: str) -> int:

@@ -100,3 +100,27 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_with_the_numbers():
     out = tiledsl("run", "programs/qr.tile", "--n", 200000, "--nb", 1000)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "the run needs about" in out.stderr and "GiB is available" in out.stderr
+
+
+@pytest.mark.timeout(130)
+def test_a_run_that_cannot_fit_in_a_gpu_is_refused_with_the_numbers():
+    out = tiledsl("run", "programs/hetero_cholesky.tile", "--n", 2000, "--gpus", 1, "--gpu-memory", "4M")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "the run needs about" in out.stderr and "on GPU 1 of rank 0" in out.stderr
+    assert "GiB is allowed by --gpu-memory" in out.stderr
+
+
+@pytest.mark.timeout(130)
+def test_a_run_within_its_gpu_memory_runs():
+    out = tiledsl("run", "programs/hetero_cholesky.tile", "--n", 700, "--gpus", 1, "--gpu-memory", "2G",
+                  "--check", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["residual"] < 60
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("size", ["lots", "-3G", "0", "inf", "nanM"])
+def test_a_bad_gpu_memory_size_is_a_usage_error(size):
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 100, "--gpus", 1, f"--gpu-memory={size}")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--gpu-memory" in out.stderr

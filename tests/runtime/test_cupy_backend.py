@@ -565,6 +565,16 @@ def test_copies_of_views(gpu_implementation, rng):
     np.testing.assert_array_equal(gpu.to_host(gpu.copy(on_gpu[5:20, 3:9], 1)), a[5:20, 3:9])
 
 
+@needs_gpu
+def test_free_memory_is_what_the_device_reports():
+    import cupy
+
+    gpu = backend("cupy", 1)
+    with cupy.cuda.Device(0):
+        free, total = cupy.cuda.runtime.memGetInfo()
+    assert free <= gpu.free_memory(1) <= total
+
+
 @pytest.mark.skipif(GPUS < 2, reason="needs two GPUs")
 def test_copy_between_gpus(rng):
     gpu = backend("cupy", 2)
