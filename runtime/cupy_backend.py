@@ -124,6 +124,19 @@ class CupyBackend:
             free, _ = self._cupy.cuda.runtime.memGetInfo()
         return free + self._cupy.get_default_memory_pool().free_bytes()
 
+    def first_nonfinite(self, array) -> tuple | None:
+        """(row, column, value) of the first NaN or infinity of a device tile, or None (--check-finite).
+
+        Called by the GPU's management thread after a kernel, on its compute stream.
+        """
+        cupy = self._cupy
+        with cupy.cuda.Device(array.device.id), self._compute_streams[array.device.id]:
+            bad = ~cupy.isfinite(array.T)
+            if not bool(bad.any()):
+                return None
+            col, row = (int(x) for x in cupy.argwhere(bad)[0])
+            return row, col, float(array[row, col])
+
     @contextlib.contextmanager
     def _copying(self, cuda_device: int):
         """CUDA device ``cuda_device`` and its copy stream current; waits for the copy on exit."""

@@ -1,7 +1,8 @@
 """GPUs as the runtime sees them: a backend per kind of device, and device arrays.
 
 A backend gives the engine three things (DESIGN §4, §7): memory on a device
-(``empty``, ``to_device``, ``free_memory``), copies back to the host (``to_host``), and the tile
+(``empty``, ``to_device``, ``free_memory``), copies back to the host (``to_host``),
+``first_nonfinite`` for ``--check-finite``, and the tile
 kernels that run there (``kernels``, the prelude's names, same arguments and
 semantics as :mod:`.kernels`). The backends:
 
@@ -61,9 +62,20 @@ class EmulatedBackend:
         """Emulated devices share the host's memory, which the host's check covers."""
         return None
 
+    def first_nonfinite(self, array: EmulatedArray):
+        return first_nonfinite(array._array)
+
     def copy(self, array: EmulatedArray, device: int) -> EmulatedArray:
         """A device-to-device copy."""
         return EmulatedArray(np.array(array._array, order="F", copy=True), device)
+
+
+def first_nonfinite(array: np.ndarray) -> tuple | None:
+    """(row, column, value) of the first NaN or infinity of a host tile (column-major order), or None."""
+    if np.isfinite(array).all():
+        return None
+    col, row = np.argwhere(~np.isfinite(array.T))[0]
+    return int(row), int(col), float(array[row, col])
 
 
 def _on_device(kernel):

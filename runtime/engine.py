@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .devices import first_nonfinite
 from .errors import KernelError
 from .matrix import TileIndexError, region_view
 from .scheduler import Scheduler, Task
@@ -58,6 +59,7 @@ class Engine:
         self.watchdog = watchdog
         self.check_finite = check_finite
         self.tracer = None  # a trace.Tracer while a traced run is on
+        self.devices = devices
         self.gpus = devices.gpus if devices is not None else 0
         self.scheduler = Scheduler(window, 1 + self.gpus)
         self.low_water = max(1, window * 3 // 4)
@@ -236,7 +238,7 @@ class Engine:
                 self.lock.release()
                 began = time.perf_counter()
                 try:
-                    _execute(task, self.check_finite)
+                    _execute(task, self.check_finite, self.devices)
                     error = None
                 except Exception as caught:
                     error = caught
@@ -281,7 +283,7 @@ class Engine:
         self.space.notify_all()
 
 
-def _execute(task: Task, check_finite: bool) -> None:
+def _execute(task: Task, check_finite: bool, devices) -> None:
     sources, views = task.sources, task.regions
     if views is None:
         arrays = [s.data for s in sources]
@@ -289,23 +291,25 @@ def _execute(task: Task, check_finite: bool) -> None:
         arrays = [s.data if v is None else s.data[v] for s, v in zip(sources, views)]
     task.kernel(*arrays)
     if check_finite and task.call.line > 0:
-        _check_finite(task, arrays)
+        _check_finite(task, arrays, devices)
 
 
-def _check_finite(task: Task, arrays) -> None:
+def _check_finite(task: Task, arrays, devices) -> None:
     """--check-finite: a NaN or an infinity in a written tile stops the run here."""
     for index in task.call.writes:
         array = arrays[index]
-        if isinstance(array, np.ndarray) and not np.isfinite(array).all():
-            row, col = np.argwhere(~np.isfinite(array))[0]
-            raise KernelError(f"produced {array[row, col]} at ({row}, {col}) of {task.tiles[index]} (--check-finite)")
+        found = first_nonfinite(array) if isinstance(array, np.ndarray) else devices.first_nonfinite(array)
+        if found is not None:
+            row, col, value = found
+            raise KernelError(f"produced {value} at ({row}, {col}) of {task.tiles[index]} (--check-finite)")
 
 
 def _task_failure(task: Task, error: Exception, rank: int) -> TaskFailure:
     call = task.call
     tiles = ", ".join(str(t) for t in task.tiles)
     reason = str(error) if error.__class__.__name__ == "KernelError" else f"{type(error).__name__}: {error}"
-    return TaskFailure(f"kernel {call.kernel} failed on {tiles} ({call.text}): {reason}", rank, call.line)
+    where = f" on GPU {task.device}" if task.device else ""
+    return TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}): {reason}", rank, call.line)
 
 
 def _check_distinct_writes(call, tiles) -> None:

@@ -16,6 +16,7 @@ from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.explain import plan
 from tiledsl.runtime import Options, execute
+from tiledsl.runtime.engine import TaskFailure
 
 ROOT = Path(__file__).resolve().parents[2]
 TILES = {"cholesky": {"nb": 96}, "lu": {"nb": 96}, "qr": {"nb": 96},
@@ -64,3 +65,38 @@ def test_a_missing_copy_cannot_go_unnoticed():
     tile = gpu.to_device(np.eye(4), 1)
     with pytest.raises(TypeError, match="copy is missing"):
         gpu.kernels["gemm"](tile, tile, np.zeros((4, 4)))
+
+
+def _backend_or_skip(name: str) -> str:
+    if name == "cupy":
+        from tiledsl.runtime.devices import backend
+
+        try:
+            backend("cupy", 1)
+        except ValueError as error:
+            pytest.skip(f"needs CuPy and an NVIDIA GPU: {error}")
+    return name
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("gpu_backend", ["emulated", "cupy"])
+def test_a_kernel_failing_on_a_gpu_names_the_gpu(compiled, gpu_backend):
+    not_spd = np.eye(300)
+    not_spd[-1, -1] = -1.0  # the last diagonal tile is on the GPU
+    options = Options(n=300, tiles={"B": 100, "b": 50, "s": 2}, gpus=1, gpu_backend=_backend_or_skip(gpu_backend))
+    with pytest.raises(TaskFailure) as failure:
+        execute(compiled("programs/hetero_cholesky.tile"), options, arrays={"A": not_spd})
+    assert str(failure.value).startswith("kernel potrf failed on A[2, 5] on GPU 1 (potrf(A[t, k][o:])")
+    assert "not positive definite" in str(failure.value) and failure.value.line == 17
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("gpu_backend", ["emulated", "cupy"])
+def test_check_finite_looks_at_gpu_tiles(compiled, gpu_backend):
+    poisoned = np.eye(300)
+    poisoned[290, 195] = np.inf  # in tile A[2, 1], which the GPU updates
+    options = Options(n=300, tiles={"nb": 100}, gpus=1, gpu_backend=_backend_or_skip(gpu_backend),
+                      check_finite=True)
+    with pytest.raises(TaskFailure, match=r"failed on A\[2, 0\], A\[0, 1\], A\[2, 1\] on GPU 1 .*"
+                                          r"produced inf at \(90, 95\) of A\[2, 1\] \(--check-finite\)"):
+        execute(compiled("programs/lu.tile"), options, arrays={"A": poisoned})

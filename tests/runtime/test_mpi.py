@@ -49,12 +49,12 @@ def test_every_program_is_correct_on_every_grid(program):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("program", ["cholesky", "lu"])
+@pytest.mark.parametrize("program", list(SIZES))
 def test_outputs_are_bitwise_identical_whatever_the_number_of_ranks(tmp_path, program):
     outputs = []
     for ranks in (1, 2, 4):
         path = tmp_path / f"{program}-{ranks}.npy"
-        summary(run(f"programs/{program}.tile", "--n", 600, "--nb", 128, "--output", f"A={path}", "--json",
+        summary(run(f"programs/{program}.tile", "--n", 601, *SIZES[program], "--output", f"A={path}", "--json",
                     np_=ranks))
         outputs.append(np.load(path))
     assert np.array_equal(outputs[0], outputs[1]) and np.array_equal(outputs[0], outputs[2])

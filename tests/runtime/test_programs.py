@@ -58,9 +58,17 @@ def test_program_is_correct_at_every_size(compiled, path, tiles, compare, kind):
         compare(original, {name: m.assemble() for name, m in result.matrices.items()})
 
 
-@pytest.mark.timeout(120)
-def test_results_do_not_depend_on_the_number_of_workers(compiled):
-    driver = compiled("programs/cholesky.tile")
-    runs = [execute(driver, Options(n=700, tiles={"nb": 100}, workers=w)).matrices["A"].assemble()
+REPRODUCED = {"cholesky": {"nb": 100}, "lu": {"nb": 100}, "qr": {"nb": 100},
+              "hetero_cholesky": {"B": 160, "b": 48, "s": 3}, "hetero_qr": {"B": 160, "b": 48, "s": 3}}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("program", list(REPRODUCED))
+def test_results_do_not_depend_on_the_number_of_workers(compiled, program):
+    """Bitwise: every matrix and workspace, whatever the order in which workers ran the tasks."""
+    driver = compiled(f"programs/{program}.tile")
+    runs = [{name: m.assemble() for name, m in
+             execute(driver, Options(n=701, tiles=REPRODUCED[program], workers=w)).matrices.items()}
             for w in (1, 2, 4)]
-    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
+    for name in runs[0]:
+        assert all(np.array_equal(runs[0][name], other[name]) for other in runs[1:]), name
