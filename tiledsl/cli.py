@@ -14,6 +14,7 @@ import traceback
 from pathlib import Path
 
 from .compiler import Result, check_path, compile_path
+from .jobs import run_job
 
 
 def main(argv=None) -> int:
@@ -195,7 +196,6 @@ def _launch(args) -> int:
     """Start ``--np`` ranks of the program's driver under an MPI launcher and wait for them."""
     import shlex
     import shutil
-    import subprocess
 
     path = args.file if args.file.endswith(".py") else _cached_driver(args.file)
     if path is None:
@@ -206,7 +206,7 @@ def _launch(args) -> int:
               file=sys.stderr)
         return 2
     command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
-    return subprocess.run(command).returncode
+    return run_job(command)
 
 
 def _mpiexec() -> str:

@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from tiledsl import jobs
+
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = "tests/runtime/programs/faults.tile"
+
+
+@pytest.fixture
+def segments_before():
+    return jobs.segments()
 
 
 def start(*args, np_=1, cache):
@@ -27,9 +34,14 @@ def finish(process, timeout=60):
     return process.returncode, out + err, time.monotonic() - began
 
 
-def no_process_left(cache):
+def nothing_left(cache, segments_before):
+    """No process of the run, no temporary file (driver cache, MPICH shared memory) left behind."""
     found = subprocess.run(["pgrep", "-f", str(cache)], capture_output=True, text=True)
-    return found.stdout == ""
+    assert found.stdout == "", f"processes left: {found.stdout}"
+    assert not list(cache.rglob("*.tmp"))
+    in_use = jobs.mapped()  # segments of other jobs running beside the tests
+    assert not [p for p in jobs.segments() - segments_before if str(p) not in in_use]
+    return True
 
 
 @pytest.mark.timeout(90)
@@ -54,29 +66,32 @@ def test_the_watchdog_reports_a_stall_with_the_blocked_tasks(tmp_path):
 
 
 @pytest.mark.timeout(90)
-def test_sigterm_ends_the_run_with_a_message(tmp_path):
+def test_sigterm_ends_the_run_with_a_message(tmp_path, segments_before):
     process = start("--set", "fault=2", cache=tmp_path)
     time.sleep(4)
     process.send_signal(signal.SIGTERM)
     code, err, elapsed = finish(process)
     assert code == 128 + signal.SIGTERM and elapsed < 30
     assert "stopped by SIGTERM" in err and "Traceback" not in err
-    assert no_process_left(tmp_path)
+    assert nothing_left(tmp_path, segments_before)
 
 
 @pytest.mark.timeout(90)
-def test_sigint_ends_an_mpi_run_on_every_rank(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_an_mpi_run_on_every_rank(tmp_path, segments_before, signum):
+    """The signal goes to `tiledsl run --np 2`, which passes it once to the ranks."""
     process = start("--set", "fault=2", np_=2, cache=tmp_path)
     time.sleep(5)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     code, err, elapsed = finish(process)
-    assert code != 0 and elapsed < 30
-    assert no_process_left(tmp_path)
+    assert code == 128 + signum and elapsed < 30, err
+    assert f"stopped by {signal.Signals(signum).name}" in err and "Traceback" not in err
+    assert nothing_left(tmp_path, segments_before)
 
 
 @pytest.mark.timeout(90)
-def test_a_killed_rank_ends_every_rank(tmp_path):
+def test_a_killed_rank_ends_every_rank(tmp_path, segments_before):
     code, err, elapsed = finish(start("--set", "fault=3", np_=2, cache=tmp_path))
     assert code != 0 and elapsed < 30
     assert "KILLED" in err or "signal 9" in err or "Killed" in err, err
-    assert no_process_left(tmp_path)
+    assert nothing_left(tmp_path, segments_before)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiledsl import jobs
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.explain import plan
@@ -83,8 +84,9 @@ def test_messages_counted_equal_those_explain_predicts(tmp_path, program, grid):
 @pytest.mark.timeout(120)
 def test_a_failure_on_one_rank_stops_every_rank(tmp_path):
     a = np.eye(512)
-    a[400, 400] = -1.0  # A[3, 3] with nb = 128 is not positive definite: rank 1 of a 2x2 grid... or another
+    a[400, 400] = -1.0  # A[3, 3] with nb = 128 is not positive definite, on rank 3 of the 2x2 grid
     np.save(tmp_path / "bad.npy", a)
+    segments = jobs.segments()
     began = time.monotonic()
     out = run("programs/cholesky.tile", "--n", 512, "--nb", 128, "--input", f"A={tmp_path / 'bad.npy'}",
               np_=4, cache=tmp_path / "cache", timeout=60)
@@ -96,6 +98,8 @@ def test_a_failure_on_one_rank_stops_every_rank(tmp_path):
     assert "not positive definite" in out.stderr
     leftover = subprocess.run(["pgrep", "-f", str(tmp_path / "cache")], capture_output=True, text=True)
     assert leftover.stdout == "", "processes left behind"
+    in_use = jobs.mapped()
+    assert not [p for p in jobs.segments() - segments if str(p) not in in_use], "shared memory left behind"
 
 
 @pytest.mark.timeout(60)
