@@ -288,6 +288,10 @@ class Communicator:
         """Every rank's picklable ``value`` in rank order on ``root``; None on the other ranks."""
         return self._comm.gather(value, root=root)
 
+    def broadcast(self, value, root: int = 0):
+        """``root``'s picklable ``value``, on every rank."""
+        return self._comm.bcast(value, root=root)
+
     def barrier(self) -> None:
         """Wait until every rank reached this call."""
         self._comm.Barrier()

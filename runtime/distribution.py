@@ -7,13 +7,15 @@ Device 0 is the host (the CPU workers); device ``g >= 1`` is GPU ``g``.
 
 * :class:`BlockCyclic` is for uniform tiles: plain 2-D block cyclic over ranks,
   then inside a rank the local tile columns are dealt to the host and the GPUs in
-  a repeating cycle of ``host_columns`` host columns followed by one per GPU.
+  a repeating cycle of ``host_columns`` host columns followed by ``gpu_columns``
+  per GPU (the host/GPU column ratio ``H:G`` of ``--gpu-ratio``, tuned by
+  ``tiledsl tune``).
 * :class:`Hybrid` is the two-level layout of hybrid tiles (Song et al., ICS'12):
   a block column of ``s`` slices lives on one rank; its first ``s - 1`` (narrow)
   slices stay on the host and its last (wide) slice goes to a GPU.
 
 The helpers :func:`squarest_grid` and :func:`parse_grid` turn a rank count or a
-``--grid PxQ`` option into a grid.
+``--grid PxQ`` option into a grid; :func:`parse_ratio` reads ``--gpu-ratio H:G``.
 """
 from __future__ import annotations
 
@@ -67,17 +69,22 @@ class BlockCyclic(Distribution):
     """2-D block cyclic over ``pr``×``pc`` ranks, columns dealt to host and GPUs.
 
     Rank ``(i mod pr)·pc + (j mod pc)``. On that rank, local tile column
-    ``c = j // pc`` sits at ``p = c mod (host_columns + gpus)`` of the cycle: the
-    host when ``p < host_columns``, else GPU ``p - host_columns + 1``.
+    ``c = j // pc`` sits at ``p = c mod (host_columns + gpu_columns·gpus)`` of the
+    cycle: the host when ``p < host_columns``, else GPU
+    ``(p - host_columns) mod gpus + 1`` (the GPUs' columns dealt round robin).
+    With ``gpu_columns == 1`` this is the host's columns then one per GPU.
     """
 
     pr: int = 1
     pc: int = 1
     gpus: int = 0
     host_columns: int = 1
+    gpu_columns: int = 1
 
     def __post_init__(self) -> None:
         _check_grid(self.pr, self.pc, self.gpus)
+        if self.gpu_columns < 1:
+            raise ValueError(f"gpu_columns must be >= 1, got {self.gpu_columns}")
         if self.host_columns < 0 or self.host_columns + self.gpus < 1:
             raise ValueError(
                 f"host_columns must be >= 0 and leave some device a column, "
@@ -87,8 +94,8 @@ class BlockCyclic(Distribution):
         return (i % self.pr) * self.pc + j % self.pc
 
     def device_of(self, i: int, j: int) -> int:
-        p = (j // self.pc) % (self.host_columns + self.gpus)
-        return HOST if p < self.host_columns else p - self.host_columns + 1
+        p = (j // self.pc) % (self.host_columns + self.gpu_columns * self.gpus)
+        return HOST if p < self.host_columns else (p - self.host_columns) % self.gpus + 1
 
 
 @dataclass(frozen=True)
@@ -128,6 +135,22 @@ def squarest_grid(p: int) -> tuple[int, int]:
 
 
 _GRID = re.compile(r"\s*([0-9]+)\s*[xX]\s*([0-9]+)\s*")
+
+
+_RATIO = re.compile(r"\s*([0-9]+)\s*(?::\s*([0-9]+)\s*)?")
+
+
+def parse_ratio(text: str) -> tuple[int, int]:
+    """Parse a host/GPU column ratio ``"H:G"`` (``"H"`` alone is ``H:1``): H block columns
+    to the host for every G to each GPU, in each cycle of a rank's columns."""
+    match = _RATIO.fullmatch(text)
+    if match is None:
+        raise ValueError(f"bad GPU ratio {text!r}: expected H:G with integers, like 1:4 "
+                         f"(H host columns for every G columns of each GPU)")
+    host, gpu = int(match[1]), int(match[2] or 1)
+    if gpu < 1:
+        raise ValueError(f"bad GPU ratio {text!r}: G must be at least 1")
+    return host, gpu
 
 
 def parse_grid(text: str) -> tuple[int, int]:

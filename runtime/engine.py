@@ -59,6 +59,7 @@ class Engine:
         self.watchdog = watchdog
         self.check_finite = check_finite
         self.tracer = None  # a trace.Tracer while a traced run is on
+        self.priority_of = None  # (call, tiles, given) -> priority, to replace the program's own
         self.devices = devices
         self.gpus = devices.gpus if devices is not None else 0
         self.scheduler = Scheduler(window, 1 + self.gpus)
@@ -98,6 +99,8 @@ class Engine:
         if self.failure is not None:
             raise _Abort()
         views, kernel = self._views(call, tiles, regions), kernel or self.kernels[id(call)]
+        if self.priority_of is not None:
+            priority = self.priority_of(call, tiles, priority)
         with self.lock:
             self._wait_for_window()
             if self.exchange is None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -102,6 +103,7 @@ class Exchange:
         self.mover = Mover(engine.fail_from_thread, lambda: engine.tracer) if devices is not None else None
         self.copy_bytes = 0
         self.peak_copy_bytes = 0
+        self.posted: Counter = Counter()  # (kind, tag, peer) -> messages posted, to pair sends with receives
 
     # ---------------------------------------------------------------- instances
     def submit(self, call, tiles, views, priority, kernel) -> None:
@@ -159,8 +161,8 @@ class Exchange:
         if tile.rank != self.rank and device == 0:
             copy.data = np.empty(tile.shape, order="F")
             self._count(copy.data.nbytes)
-            posted = time.perf_counter()
-            self.comm.receive(copy.data, tile.rank, tile.tag, lambda: self._received(copy, posted))
+            done = self._traced("receive", tile, tile.rank, lambda: self._arrive(copy, copy.data))
+            self.comm.receive(copy.data, tile.rank, tile.tag, done)
         elif tile.rank != self.rank:
             staged = self._copy(tile, 0)  # received on the host, then copied to the GPU
             staged.readers += 1
@@ -170,13 +172,6 @@ class Exchange:
         else:
             self._copy_task(tile, copy)
         return copy
-
-    def _received(self, copy: Copy, posted: float) -> None:
-        tracer = self.engine.tracer
-        if tracer is not None:
-            tracer.transfer("mpi", posted, "receive", {"tile": str(copy.tile), "version": copy.version,
-                                                        "from": copy.tile.rank, "bytes": copy.data.nbytes})
-        self._arrive(copy, copy.data)
 
     def _copy_task(self, tile, copy: Copy) -> None:
         """A reader of ``tile`` at home that copies the version to another device."""
@@ -271,34 +266,47 @@ class Exchange:
         self.engine.satisfy(sink)
 
     def _send_home(self, copy: Copy) -> None:
+        """A minor output computed here goes to its home rank (via the host)."""
         tile = copy.tile
+        send = lambda host: self.comm.send(host, tile.rank, tile.tag, self._traced("send", tile, tile.rank, _nothing))
         if copy.device == 0:
-            self.comm.send(copy.data, tile.rank, tile.tag, _nothing)
+            send(copy.data)
         else:
             data = copy.data
-            self.mover.move(lambda: self.devices.to_host(data),
-                            lambda host: self.comm.send(host, tile.rank, tile.tag, _nothing))
+            self.mover.move(lambda: self.devices.to_host(data), send)
 
     def _send_task(self, tile, destination: int) -> None:
         """A reader of ``tile`` that sends the version to ``destination`` (via the host)."""
         task = Task(SEND, (tile,), None, TRANSFER_PRIORITY)
         task.asynchronous = True
-        posted = [0.0]
+        send = lambda host: self.comm.send(host, destination, tile.tag,
+                                           self._traced("send", tile, destination, lambda: self.engine.complete(task)))
+        if tile.device == 0:
+            task.kernel = send
+        else:
+            task.kernel = lambda data: self.mover.move(lambda: self.devices.to_host(data), send)
+        self.engine.enqueue(task, 0)
+
+    def _traced(self, kind: str, tile, peer: int, then):
+        """``then``, as the completion of a message posted now; traced as ``kind`` when tracing.
+
+        Messages are numbered per tile and peer in posting order, which MPI keeps
+        between two ranks on one tag: the n-th send of a tile to a rank is its
+        n-th receive there, so the trace can tell when a transfer really began.
+        """
+        key = (kind, tile.tag, peer)
+        self.posted[key] += 1
+        tracer = self.engine.tracer
+        if tracer is None:
+            return then
+        posted, number = time.perf_counter(), self.posted[key]
 
         def done():
-            tracer = self.engine.tracer
-            if tracer is not None:
-                tracer.transfer("mpi", posted[0], "send", {"tile": str(tile), "version": tile.version,
-                                                           "to": destination, "bytes": tile.shape[0] * tile.shape[1] * 8})
-            self.engine.complete(task)
-        if tile.device == 0:
-            task.kernel = lambda data: (posted.__setitem__(0, time.perf_counter()),
-                                        self.comm.send(data, destination, tile.tag, done))
-        else:
-            task.kernel = lambda data: self.mover.move(
-                lambda: self.devices.to_host(data),
-                lambda host: (posted.__setitem__(0, time.perf_counter()), self.comm.send(host, destination, tile.tag, done)))
-        self.engine.enqueue(task, 0)
+            peer_key = "to" if kind == "send" else "from"
+            tracer.transfer("mpi", posted, kind, {"tile": str(tile), peer_key: peer, "tag": tile.tag,
+                                                  "message": number, "bytes": tile.shape[0] * tile.shape[1] * 8})
+            then()
+        return done
 
     def _remote_sink(self, tile, source: int) -> None:
         """A writer of ``tile`` that waits for its new version from rank ``source``."""
@@ -313,7 +321,8 @@ class Exchange:
             task.asynchronous = True
             task.kernel = lambda received: self.mover.move(lambda: self.devices.to_device(received, tile.device),
                                                            lambda data: self._home(task, tile, data))
-        self.comm.receive(buffer, source, tile.tag, lambda: self.engine.satisfy(task))
+        self.comm.receive(buffer, source, tile.tag, self._traced("receive", tile, source,
+                                                                 lambda: self.engine.satisfy(task)))
         self.engine.enqueue(task, 1)
 
     def _home(self, task, tile, data) -> None:

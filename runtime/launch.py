@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import importlib.util
 import json
+import os
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -19,14 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checks, inputs, npyio, progress
+from . import checks, inputs, npyio, priorities, progress, tuning
 from .devices import backend
-from .distribution import BlockCyclic, Hybrid
+from .distribution import BlockCyclic, Hybrid, parse_ratio
 from .engine import Engine, TaskFailure
 from .geometry import Geometry
 from .matrix import TiledMatrix
 from .recording import record
-from .trace import Tracer, area_bound, chrome_trace, critical_path, task_times, utilisation
+from .trace import Tracer, area_bound, chrome_trace, communication, critical_path, task_times, utilisation
 from .verify import Verifier
 from .world import UsageError, communicator, default_workers, grid_for
 
@@ -71,6 +72,9 @@ class Options:
     trace: str | None = None  # path of the trace file to write
     gpu_backend: str = "emulated"
     gpu_memory: int | None = None  # bytes each GPU may hold (default: what it has free)
+    priorities: str = "program"  # "program", "auto" (bottom levels) or "none" (see runtime.priorities)
+    gpu_ratio: tuple | None = None  # (H, G): host/GPU block columns per cycle, uniform tiles (default 1:1)
+    sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
 
 
 @dataclass
@@ -90,6 +94,8 @@ class RunResult:
     ranks: int = 1
     gpus: int = 0
     trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
+    sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
+    gpu_ratio: tuple | None = None  # the host/GPU column ratio used (uniform tiles with GPUs)
 
     @property
     def passed(self) -> bool:
@@ -104,7 +110,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     params = make_params(driver, options)
     grid = grid_for(options.grid, ranks)
     devices = _devices(options)
-    matrices = make_matrices(driver, params, make_distribution(program, params, grid, options.gpus), rank)
+    distribution = make_distribution(program, params, grid, options.gpus, options.gpu_ratio)
+    matrices = make_matrices(driver, params, distribution, rank)
     _check_every_rank_has_tiles(program, matrices, ranks)
     sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}) for i, d in enumerate(program.matrices)}
     # refuse what cannot fit even at half the local tiles before walking the loop nest
@@ -119,6 +126,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     engine = Engine(program, _kernels(program, driver), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite)
     engine.attach(matrices)
+    engine.priority_of = _priority_of(driver, matrices, params, share, options.priorities, ranks)
     with _single_threaded_blas():
         try:
             engine.tracer = Tracer() if options.trace else None
@@ -132,6 +140,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                 engine.exchange.stop()
         result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
                            matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus)
+        result.sources, result.gpu_ratio = tiling_sources(program, params, options), _ratio_of(distribution)
         if options.check and program.check is not None:
             result.residuals = _verify(driver, params, engine, matrices, sources, comm)
             result.residual = max(result.residuals.values())
@@ -140,6 +149,18 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     for name, path in options.outputs.items():
         _write_output(matrices[name], path, comm)
     return result
+
+
+def _priority_of(driver, matrices: dict, params, share, mode: str, ranks: int):
+    """What replaces the program's priorities (``--priorities``), or None to keep them."""
+    if mode == "none":
+        return priorities.equal
+    if mode == "program" and not driver.PROGRAM.derive_priorities:
+        return None
+    everything = share if ranks == 1 else record(driver, matrices, params)
+    tasks = [(call, tiles) for call, tiles, _ in everything.submitted]
+    mine = None if ranks == 1 else {(id(call), tiles) for call, tiles, _ in share.submitted}
+    return priorities.PriorityTable(tasks, priorities.bottom_levels(tasks), mine).take
 
 
 def _devices(options: Options):
@@ -172,7 +193,9 @@ def _write_trace(driver, params, matrices, events, result, options: Options, com
     if ranks is None:  # not rank 0
         return {}
     with open(options.trace, "w") as target:
-        json.dump(chrome_trace(ranks), target)
+        about = {"program": driver.PROGRAM.name, **{k: v for k, v in params.as_dict().items() if v is not None},
+                 "ranks": result.ranks, "workers": result.workers, "gpus": result.gpus}
+        json.dump(chrome_trace(ranks, about), target)
     times = task_times(ranks)
     capacity = {"cpu": result.workers * result.ranks, "gpu": options.gpus * result.ranks}
     path = critical_path(driver, matrices, params, times)
@@ -180,6 +203,7 @@ def _write_trace(driver, params, matrices, events, result, options: Options, com
     summary = {"critical_path": path, "area_bound": area,
                "efficiency": max(path, area) / result.seconds if result.seconds > 0 else None}
     summary.update(utilisation(ranks, result.seconds))
+    summary.update(communication(ranks, result.seconds))
     return summary
 
 
@@ -301,15 +325,72 @@ def make_params(driver, options: Options) -> Params:
     return driver.resolve_params(Params(values))
 
 
-def make_distribution(program, params: Params, grid: tuple[int, int], gpus: int):
-    """The default placement: multi-level hybrid for hybrid tiles, else 2-D block cyclic."""
+def make_distribution(program, params: Params, grid: tuple[int, int], gpus: int, ratio: tuple | None = None):
+    """The default placement: multi-level hybrid for hybrid tiles, else 2-D block cyclic
+    with ``ratio = (H, G)`` host/GPU block columns per cycle (default 1:1)."""
     pr, pc = grid
     try:
         if program.tiling.kind == "hybrid":
+            if ratio is not None and gpus:
+                raise UsageError("--gpu-ratio applies to uniform tiling; hybrid tiles balance host and "
+                                 "GPUs with b (the host slices' width), see tiledsl tune")
             return Hybrid(pr, pc, params.s, gpus)
-        return BlockCyclic(pr, pc, gpus)
+        host, gpu = ratio if ratio is not None and gpus else (1, 1)
+        return BlockCyclic(pr, pc, gpus, host, gpu)
     except ValueError as error:
         raise UsageError(str(error)) from None
+
+
+def _ratio_of(distribution) -> tuple | None:
+    """``(H, G)`` of a block-cyclic distribution over GPUs, else None."""
+    if isinstance(distribution, BlockCyclic) and distribution.gpus:
+        return distribution.host_columns, distribution.gpu_columns
+    return None
+
+
+# ---------------------------------------------------------------- tuned defaults
+def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=None) -> None:
+    """Fill what the command line left out from this machine's ``tiledsl tune`` cache.
+
+    The tuned tile settings are used when no tile setting was given, the tuned
+    host/GPU ratio when no ``--gpu-ratio`` was (uniform tiles with GPUs); explicit
+    options always win. Each value taken is noted in ``options.sources``. Rank 0
+    reads the cache and every rank uses what it read (``TILEDSL_NO_TUNE=1`` or
+    ``enabled=False``: the cache is not read).
+    """
+    found = None
+    if enabled and not os.environ.get("TILEDSL_NO_TUNE"):
+        if comm is None or comm.rank == 0:
+            found = tuning.lookup(program.name, program.tiling.kind, options.gpus, options.gpu_backend, warn)
+        if comm is not None:
+            found = comm.broadcast(found)
+    if found is None:
+        return
+    tiles, ratio, path = found
+    source = f"tuned ({path})"
+    merged = {**program.tiling.defaults, **tiles}
+    if program.tiling.kind == "hybrid" and not (merged.get("s", 1) - 1) * merged.get("b", 0) < merged.get("B", 1):
+        if warn is not None:
+            warn(f"ignoring the tuned tiles {tiles} of {path}: they no longer fit {program.name}'s tiling")
+        tiles = {}
+    if tiles and not options.tiles:
+        options.tiles = dict(tiles)
+        options.sources.update({name: source for name in tiles})
+    if ratio is not None and options.gpu_ratio is None and options.gpus and program.tiling.kind == "uniform":
+        options.gpu_ratio = tuple(ratio)
+        options.sources["gpu_ratio"] = source
+
+
+def tiling_sources(program, params: Params, options: Options) -> dict:
+    """Where each tile setting (and the GPU ratio of uniform tiles on GPUs) came from:
+    ``command line``, ``tuned (<cache file>)`` or ``program default`` (``default`` for a ratio)."""
+    values = params.as_dict()
+    sources = {name: options.sources.get(name, "command line" if name in options.tiles else "program default")
+               for name in TILE_SETTINGS if values.get(name) is not None}
+    if options.gpus and program.tiling.kind == "uniform":
+        sources["gpu_ratio"] = options.sources.get("gpu_ratio",
+                                                   "command line" if options.gpu_ratio is not None else "default")
+    return sources
 
 
 def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
@@ -464,7 +545,22 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
             "seconds": result.seconds, "gflops": gflops(program, n, result.seconds),
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
-            "tasks": totals["tasks"], "ranks": ranks, "totals": totals, **result.trace}
+            "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
+            "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources, **result.trace}
+
+
+def _ratio_text(ratio) -> str | None:
+    return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
+
+
+def _sources_text(result: RunResult) -> str:
+    """``nb=320 tuned (/path); gpu-ratio 1:1 default``: values grouped by where they came from."""
+    groups: dict = {}
+    for name, source in result.sources.items():
+        value = (f"gpu-ratio {_ratio_text(result.gpu_ratio)}" if name == "gpu_ratio"
+                 else f"{name}={result.params.get(name)}")
+        groups.setdefault(source, []).append(value)
+    return "; ".join(f"{' '.join(values)} {source}" for source, values in groups.items())
 
 
 def summary_text(program, result: RunResult, ranks: list) -> str:
@@ -475,6 +571,8 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
              f"{sum(r['tasks'] for r in ranks)} tasks",
              f"  time      {result.seconds:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else "")]
+    if result.sources:
+        lines.append(f"  tiling    {_sources_text(result)}")
     if result.trace:
         t = result.trace
         lines.append(f"  bounds    critical path {t['critical_path']:.4f} s, area {t['area_bound']:.4f} s, "
@@ -482,7 +580,9 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     if result.ranks > 1:
         sent = sum(r["messages_sent"] for r in ranks)
         volume = sum(r["bytes_sent"] for r in ranks)
-        lines.append(f"  messages  {sent} ({volume / 2 ** 20:.1f} MiB) between ranks")
+        hidden = result.trace.get("communication_hidden")
+        lines.append(f"  messages  {sent} ({volume / 2 ** 20:.1f} MiB) between ranks"
+                     + (f", at least {hidden:.0%} of their time hidden by computation" if hidden is not None else ""))
     for name, value in result.residuals.items():
         verdict = "pass" if value < checks.THRESHOLD else "FAIL"
         lines.append(f"  {name:<9} residual {value:.3g}  ({verdict}, threshold {checks.THRESHOLD:g})")
@@ -510,11 +610,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory each GPU may hold, e.g. 20G or 512M "
                                                              "(default: what it has free); a run whose "
                                                              "estimate exceeds it is refused")
+    add_tuning_arguments(parser)
     parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
                                                         "a rank has, less one for MPI on several ranks)")
     parser.add_argument("--window", type=int, help="task window size (default: 4096 on one rank; on "
                                                       "several, 32 per worker and at least 64, which bounds "
                                                       "the copies of remote tiles held at once)")
+    parser.add_argument("--priorities", choices=priorities.MODES, default="program",
+                        help="task priorities: the program's own, derived from the task graph when it "
+                             "gives none (program, the default); always derived (auto); none")
     parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     parser.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy")
@@ -527,11 +631,28 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop at the first task that writes a NaN or an infinity")
 
 
+def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
+    """--gpu-ratio and --no-tune (run and explain)."""
+    parser.add_argument("--gpu-ratio", metavar="H:G",
+                        help="uniform tiles on GPUs: H block columns to the host for every G to each GPU, "
+                             "in each cycle of a rank's columns (default: tuned, else 1:1)")
+    parser.add_argument("--no-tune", action="store_true",
+                        help="ignore this machine's tuned tile sizes and ratio (tiledsl tune)")
+
+
 def size_options(args: argparse.Namespace) -> Options:
     """Options holding only the size, tile settings and parameters of parsed arguments."""
     tiles = {k: getattr(args, k) for k in TILE_SETTINGS if getattr(args, k) is not None}
     sets = {k: _int(v, "--set") for k, v in _pairs(args.set, "--set").items()}
-    return Options(n=args.n, tiles=tiles, sets=sets)
+    options = Options(n=args.n, tiles=tiles, sets=sets)
+    if getattr(args, "gpu_ratio", None) is not None:
+        try:
+            options.gpu_ratio = parse_ratio(args.gpu_ratio)
+        except ValueError as error:
+            raise UsageError(f"--gpu-ratio: {error}") from None
+        if not getattr(args, "gpus", 0):
+            raise UsageError("--gpu-ratio needs --gpus G (at least 1 GPU per rank)")
+    return options
 
 
 def options_from(args: argparse.Namespace, matrix_names) -> Options:
@@ -554,6 +675,7 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
     options.check, options.watchdog, options.check_finite = args.check, args.watchdog, args.check_finite
     options.trace = args.trace
     options.gpu_memory = None if args.gpu_memory is None else _size(args.gpu_memory, "--gpu-memory")
+    options.priorities = args.priorities
     options.progress = not args.json
     return options
 
@@ -603,6 +725,8 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
         comm = communicator()
         if comm is not None:
             comm.start()
+        use_tuned(program, options, not getattr(args, "no_tune", False), comm,
+                  lambda message: print(f"tiledsl: warning: {message}", file=err, flush=True))
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
     except UsageError as error:

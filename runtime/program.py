@@ -93,3 +93,4 @@ class Program:
     check: CheckDecl | None = None
     kernel_module: str | None = None
     calls: tuple[Call, ...] = ()
+    derive_priorities: bool = False  # no call states a priority: the runtime derives them

@@ -12,6 +12,12 @@ tiles every task reads and writes, with each task's measured time:
 * area bound: an LP over kernel types and worker kinds (CPU workers, GPUs):
   the least time in which the workers could run every task, each kernel at
   its measured speed on each kind (``scipy.optimize.linprog``).
+
+And how well communication was hidden (CPE'15 §7.2.1): on each rank, the time
+some MPI message was in flight (from the later of its send and its receive
+being posted, to its arrival) against the time the rank's compute lanes were
+idle. Communication that did not leave a lane idle was hidden:
+``hidden = 1 - Σ min(comm, idle) / Σ comm`` over ranks, a lower bound.
 """
 from __future__ import annotations
 
@@ -48,8 +54,9 @@ class Tracer:
         self.events.append((lane, began - self.origin, time.perf_counter() - self.origin, name, args))
 
 
-def chrome_trace(ranks: list) -> dict:
-    """One trace-event document from every rank's events (``ranks[r]`` = rank r's list)."""
+def chrome_trace(ranks: list, about: dict | None = None) -> dict:
+    """One trace-event document from every rank's events (``ranks[r]`` = rank r's list);
+    ``about`` (the program, its sizes) goes in ``otherData``."""
     events = []
     for rank, rank_events in enumerate(ranks):
         lanes = sorted({e[0] for e in rank_events}, key=_lane_order)
@@ -60,7 +67,7 @@ def chrome_trace(ranks: list) -> dict:
         for lane, start, end, name, args in rank_events:
             events.append({"ph": "X", "pid": rank, "tid": ids[lane], "name": name, "cat": _category(lane),
                            "ts": round(start * 1e6, 3), "dur": round(max(end - start, 0.0) * 1e6, 3), "args": args})
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": dict(about or {})}
 
 
 def _lane_order(lane: str):
@@ -138,6 +145,40 @@ def area_bound(times: dict, capacity: dict) -> float:
     result = linprog(cost, A_ub=upper, b_ub=np.zeros(len(kinds)), A_eq=equal,
                      b_eq=np.array([counts[line] for line in counts], dtype=float), bounds=(0, None))
     return float(result.x[-1]) if result.success else 0.0
+
+
+def communication(ranks: list, seconds: float) -> dict:
+    """Seconds of MPI traffic per rank and the fraction of it hidden behind computation."""
+    sent = {(rank, args["to"], args["tag"], args["message"]): start
+            for rank, rank_events in enumerate(ranks) for lane, start, _, name, args in rank_events
+            if name == "send"}
+    traffic, idle = {}, {}
+    for rank, rank_events in enumerate(ranks):
+        spans, busy, lanes = [], 0.0, set()
+        for lane, start, end, name, args in rank_events:
+            if name == "send":
+                spans.append((start, end))
+            elif name == "receive":
+                spans.append((max(start, sent.get((args["from"], rank, args["tag"], args["message"]), start)), end))
+            elif not lane.startswith(("mpi", "copy")):
+                busy += end - start
+                lanes.add(lane)
+        traffic[rank] = _covered(spans)
+        idle[rank] = max(0.0, seconds - busy / len(lanes)) if lanes else seconds
+    total = sum(traffic.values())
+    hidden = 1.0 - sum(min(traffic[r], idle[r]) for r in traffic) / total if total > 0 else None
+    return {"communication": {str(r): round(t, 6) for r, t in traffic.items()},
+            "communication_hidden": None if hidden is None else round(hidden, 4)}
+
+
+def _covered(spans: list) -> float:
+    """Length of the union of intervals."""
+    covered, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            covered += end - max(start, reach)
+            reach = end
+    return covered
 
 
 def utilisation(ranks: list, seconds: float) -> dict:

@@ -1,4 +1,5 @@
-"""The ``tiledsl`` command line (DESIGN §8): check, compile, explain, run.
+"""The ``tiledsl`` command line (DESIGN §8): check, compile, explain, run, bench,
+plot (a Gantt chart of a trace) and graph (a program's task graph as DOT).
 
 Exit status: 0 success, 1 a program error (diagnostics, a failed kernel, a failed
 check), 2 a usage error. User mistakes never end in a Python traceback; set
@@ -36,7 +37,7 @@ def main(argv=None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .runtime.launch import add_run_arguments, add_size_arguments
+    from .runtime.launch import add_run_arguments, add_size_arguments, add_tuning_arguments
 
     parser = argparse.ArgumentParser(prog="tiledsl", description="A language and compiler for tile algorithms.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -55,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--grid", default="1x1", metavar="PxQ", help="process grid (default 1x1)")
     explain.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
     explain.add_argument("--json", action="store_true", help="print the plan as JSON")
+    explain.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
+                         help="whose tuned values to use, as run's option (default emulated)")
+    add_tuning_arguments(explain)
     add_size_arguments(explain)
     explain.set_defaults(handler=_explain)
 
@@ -76,6 +80,36 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print the table as JSON")
     add_size_arguments(bench)
     bench.set_defaults(handler=_bench)
+
+    tune = commands.add_parser("tune", help="tune tile sizes (and the host/GPU ratio) for this machine")
+    tune.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
+    tune.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0: CPU tiles only)")
+    tune.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"], help="as for run")
+    tune.add_argument("--workers", type=int, help="CPU workers (default: as run chooses)")
+    tune.add_argument("--budget", type=float, metavar="SECONDS", help="time for the whole tuning (default 30)")
+    tune.add_argument("--quick", action="store_true", help="a 10-second budget")
+    tune.add_argument("--sizes", metavar="S1,S2,...", help="tile sizes to time the kernels at (multiples of 64; "
+                                                           "default 64..1024, 128..2048 on CuPy GPUs)")
+    tune.add_argument("--n", type=int, help="matrix order of the trial runs (default: 3·B·G or enough tiles "
+                                            "for the workers, within the budget)")
+    tune.add_argument("--no-save", action="store_true", help="print the result without caching it")
+    tune.add_argument("--json", action="store_true", help="print the result as JSON")
+    tune.set_defaults(handler=_tune)
+
+    plot = commands.add_parser("plot", help="draw a Gantt chart of a trace (tiledsl run --trace)")
+    plot.add_argument("trace", metavar="TRACE.json")
+    plot.add_argument("-o", "--output", required=True, metavar="GANTT.png", help="the chart: .png, .svg or .pdf")
+    plot.add_argument("--width", type=float, metavar="INCHES", help="figure width (default 12)")
+    plot.set_defaults(handler=_plot)
+
+    graph = commands.add_parser("graph", help="write a program's task graph for a small size (Graphviz DOT)")
+    graph.add_argument("file", metavar="PROGRAM")
+    graph.add_argument("--grid", default="1x1", metavar="PxQ", help="process grid (default 1x1)")
+    graph.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
+    graph.add_argument("-o", "--output", metavar="DAG.dot",
+                       help="where to write it: .dot, or .svg/.png/.pdf through graphviz (default: stdout)")
+    add_size_arguments(graph)
+    graph.set_defaults(handler=_graph)
     return parser
 
 
@@ -132,7 +166,7 @@ def _load_driver(path: str):
 def _explain(args) -> int:
     from .explain import as_json, plan, render
     from .runtime.distribution import parse_grid
-    from .runtime.launch import UsageError, size_options
+    from .runtime.launch import UsageError, size_options, use_tuned
 
     driver = _load_driver(args.file)
     if driver is None:
@@ -141,7 +175,10 @@ def _explain(args) -> int:
         grid = parse_grid(args.grid)
         if args.gpus < 0:
             raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
-        explained = plan(driver, size_options(args), grid, args.gpus)
+        options = size_options(args)
+        options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
+        use_tuned(driver.PROGRAM, options, not args.no_tune)  # the defaults run would use
+        explained = plan(driver, options, grid, args.gpus)
     except (UsageError, ValueError) as error:
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
@@ -175,6 +212,91 @@ def _bench(args) -> int:
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(table) if args.json else render(table))
+    return 0
+
+
+def _plot(args) -> int:
+    from .plot import MissingMatplotlib, TraceError, plot
+
+    try:
+        plot(args.trace, args.output, args.width)
+    except MissingMatplotlib as error:
+        print(f"tiledsl: error: {error}", file=sys.stderr)
+        return 2
+    except TraceError as error:
+        print(f"tiledsl: error: {error}", file=sys.stderr)
+        return 1
+    except ValueError as error:
+        print(f"tiledsl: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"tiledsl: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _graph(args) -> int:
+    from .explain import plan
+    from .graph import LIMIT, count_tasks, to_dot, write
+    from .runtime.distribution import parse_grid
+    from .runtime.launch import UsageError, size_options
+
+    driver = _load_driver(_program_path(args.file))
+    if driver is None:
+        return 1
+    try:
+        grid = parse_grid(args.grid)
+        if args.gpus < 0:
+            raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
+        options = size_options(args)
+        if count_tasks(driver, options, grid, args.gpus) > LIMIT:
+            raise UsageError(f"the task graph has more than {LIMIT} tasks at this size: "
+                             f"use a smaller --n (or larger tiles)")
+        text = to_dot(plan(driver, options, grid, args.gpus), Path(_program_path(args.file)).name)
+        if args.output is None:
+            sys.stdout.write(text)
+        else:
+            write(text, args.output)
+    except (UsageError, ValueError) as error:  # graph.GraphError is a ValueError
+        print(f"tiledsl: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"tiledsl: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _tune(args) -> int:
+    from .runtime.launch import UsageError
+    from .tune import BUDGET, QUICK, render, save, tune
+
+    driver = _load_driver(_program_path(args.file))
+    if driver is None:
+        return 1
+    try:
+        sizes = None
+        if args.sizes is not None:
+            try:
+                sizes = [int(item) for item in args.sizes.split(",") if item.strip()]
+            except ValueError:
+                raise UsageError(f"--sizes expects integers separated by commas, got {args.sizes!r}") from None
+        budget = args.budget if args.budget is not None else QUICK if args.quick else BUDGET
+        log = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
+        result = tune(driver, args.gpus, args.gpu_backend, args.workers, budget, sizes, args.n, log)
+    except UsageError as error:
+        print(f"tiledsl: error: {error}", file=sys.stderr)
+        return 2
+    path = key = None
+    if not args.no_save:
+        try:
+            path, key = save(result)
+        except OSError as error:
+            print(f"tiledsl: error: cannot write the tuning cache: {error.strerror or error}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps({**result, "cache": str(path) if path else None, "key": key}))
+    else:
+        print(render(result, path, key))
     return 0
 
 

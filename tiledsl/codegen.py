@@ -57,6 +57,7 @@ class DriverModel:
     calls: list = field(default_factory=list)
     body: list = field(default_factory=list)  # lines of generate()
     releases: bool = False  # whether generate() needs rt.release
+    derive_priorities: bool = False  # no call states a priority
 
     @property
     def imports(self) -> list[str]:
@@ -158,6 +159,7 @@ class _Model:
         model.calls = [CallModel(c.kernel.name.text, tuple(a.mode for a in c.accesses), c.main,
                                  c.call.span.line, _call_text(c.call)) for c in checked.calls]
         self.call_index = {c.call.span: i for i, c in enumerate(checked.calls)}
+        model.derive_priorities = all(c.call.priority is None for c in checked.calls)
         self.anchors = self._anchors()
         model.body = self._function_body()
         model.releases = any(isinstance(node, n.Release) for node in _statements(program.body))

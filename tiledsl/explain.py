@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .runtime.launch import make_distribution, make_matrices, make_params
+from .runtime.launch import make_distribution, make_matrices, make_params, tiling_sources
 from .runtime.protocol import Instance, instances
 from .runtime.recording import record
 
@@ -40,6 +40,8 @@ class Plan:
     tasks: list
     messages: dict  # (sender, receiver) -> count
     copies: dict  # rank -> count of host/GPU copies
+    gpu_ratio: tuple | None = None  # (H, G) host/GPU columns per cycle of uniform tiles on GPUs
+    sources: dict = field(default_factory=dict)  # tile setting -> where its value came from
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -52,7 +54,7 @@ class Plan:
 
 def _recorded(driver, options, grid, gpus, rank):
     params = make_params(driver, options)
-    distribution = make_distribution(driver.PROGRAM, params, grid, gpus)
+    distribution = make_distribution(driver.PROGRAM, params, grid, gpus, getattr(options, "gpu_ratio", None))
     matrices = make_matrices(driver, params, distribution, 0 if rank is None else rank)
     return record(driver, matrices, params, rank), params
 
@@ -97,7 +99,10 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0) -> Plan:
             if position != call.main and places[position] != main:
                 _count_move(key, versions[key], main, places[position], sent, copied, messages, copies, output=True)
         tasks.append(task)
-    return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, tasks, dict(messages), dict(copies))
+    ratio = getattr(options, "gpu_ratio", None) or (1, 1)
+    uniform_on_gpus = gpus and driver.PROGRAM.tiling.kind == "uniform"
+    return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, tasks, dict(messages), dict(copies),
+                tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options))
 
 
 def _count_move(key, version, source, target, sent, copied, messages, copies, output=False):
@@ -133,7 +138,13 @@ def render(plan: Plan, source_name: str, limit: int = 400) -> str:
     nranks = plan.grid[0] * plan.grid[1]
     tiles = " ".join(f"{k}={v}" for k, v in plan.params.items() if k in ("nb", "B", "b", "s") and v is not None)
     lines = [f"{plan.program} ({source_name}) on a {plan.grid[0]}x{plan.grid[1]} grid, "
-             f"{plan.gpus} GPU(s) per rank: n={plan.params['n']} {tiles}, {len(plan.tasks)} tasks", ""]
+             f"{plan.gpus} GPU(s) per rank"
+             + (f" (host:GPU columns {plan.gpu_ratio[0]}:{plan.gpu_ratio[1]})" if plan.gpu_ratio else "")
+             + f": n={plan.params['n']} {tiles}, {len(plan.tasks)} tasks"]
+    tuned = [f"{name} {source}" for name, source in plan.sources.items() if source.startswith("tuned")]
+    if tuned:
+        lines.append("tuned values: " + ", ".join(tuned))
+    lines.append("")
     rank_heads = "  ".join(f"r{r:<7}" for r in range(nranks))
     lines.append(f"{'task':>5} {'line':>5}  {'call':<40} {'owner':<12} {rank_heads}")
     for task in plan.tasks[:limit]:
@@ -161,6 +172,7 @@ def as_json(plan: Plan) -> dict:
     totals = plan.totals()
     return {
         "program": plan.program, "params": plan.params, "grid": list(plan.grid), "gpus": plan.gpus,
+        "gpu_ratio": list(plan.gpu_ratio) if plan.gpu_ratio else None, "sources": plan.sources,
         "tasks": [{"index": t.index, "kernel": t.call.kernel, "line": t.call.line,
                    "tiles": [str(x) for x in t.tiles], "owner": list(t.owner),
                    "instances": {str(r): [[int(k), a] for k, a in found] for r, found in t.per_rank.items()}}

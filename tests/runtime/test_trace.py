@@ -8,7 +8,7 @@ import pytest
 
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.launch import make_distribution, make_matrices, make_params
-from tiledsl.runtime.trace import area_bound, critical_path
+from tiledsl.runtime.trace import area_bound, communication, critical_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,6 +33,32 @@ def test_trace_of_a_two_rank_run(tmp_path):
     assert {(0, "cpu-0"), (1, "cpu-0"), (0, "mpi"), (1, "mpi")} <= lanes
     assert 0 < summary["efficiency"] <= 1
     assert summary["critical_path"] > 0 and summary["area_bound"] > 0
+    assert 0 <= summary["communication_hidden"] <= 1 and summary["communication"]["1"] > 0
+    sends = {(e["pid"], e["args"]["to"], e["args"]["tag"], e["args"]["message"]) for e in spans if e["name"] == "send"}
+    receives = {(e["args"]["from"], e["pid"], e["args"]["tag"], e["args"]["message"])
+                for e in spans if e["name"] == "receive"}
+    assert sends == receives and len(sends) == sum(r["messages_sent"] for r in summary["ranks"])
+
+
+def test_communication_hidden_on_a_synthetic_trace():
+    """Rank 0 sends for 4 s while its one lane computes 8 s of 10; rank 1 receives (posted at 0, the
+    data leaving at 2) and is idle 6 s of 10: 4 s of its 4 s of traffic could have left it idle."""
+    message = {"tag": 7, "message": 1, "bytes": 8}
+    ranks = [[("cpu-0", 0.0, 8.0, "gemm", {}), ("mpi", 2.0, 6.0, "send", {"to": 1, **message})],
+             [("cpu-0", 6.0, 10.0, "gemm", {}), ("mpi", 0.0, 6.0, "receive", {"from": 0, **message})]]
+    result = communication(ranks, 10.0)
+    assert result["communication"] == {"0": 4.0, "1": 4.0}  # the receive counts from the send: 2 to 6
+    # rank 0: idle 2 s, so at most 2 of its 4 s of traffic were exposed; rank 1: all 4 s
+    assert result["communication_hidden"] == pytest.approx(1 - (2 + 4) / 8)
+
+
+def test_communication_of_overlapping_messages_counts_once():
+    ranks = [[("cpu-0", 0.0, 10.0, "potrf", {}),
+              ("mpi", 1.0, 3.0, "send", {"to": 1, "tag": 1, "message": 1}),
+              ("mpi", 2.0, 5.0, "send", {"to": 1, "tag": 2, "message": 1})]]
+    result = communication(ranks, 10.0)
+    assert result["communication"] == {"0": 4.0} and result["communication_hidden"] == 1.0
+    assert communication([[("cpu-0", 0.0, 1.0, "potrf", {})]], 1.0)["communication_hidden"] is None
 
 
 def test_area_bound_one_kind():

@@ -1,0 +1,169 @@
+"""This machine's tuned tile settings: the cache ``tiledsl tune`` writes and ``run`` reads.
+
+One JSON file per machine, ``$XDG_CACHE_HOME/tiledsl/tune/<machine-key>.json``
+(``~/.cache`` by default). The machine key names the hostname, the CPU model,
+the core count and the NVIDIA GPUs the driver lists, so that a home directory
+shared by several machines (a cluster's nodes) keeps one file per kind of node.
+Inside, an entry per program name, GPU backend and GPU count (:func:`entry_key`)
+holds the tuned tile settings (``nb``, or ``B``/``b``/``s``), the host/GPU column
+ratio of uniform tiles, and what tuning measured.
+
+Plain standard library: every rank reads it before a run. A file that cannot be
+read or parsed is ignored with a one-line warning; writes are atomic (a
+temporary file, then :func:`os.replace`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import socket
+import sys
+from pathlib import Path
+
+VERSION = 1
+TILE_KEYS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/tiledsl/tune`` (``~/.cache/tiledsl/tune`` by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tiledsl" / "tune"
+
+
+def machine() -> dict:
+    """What identifies this machine for tuning: hostname, CPU model, cores, GPU names."""
+    return {"hostname": socket.gethostname(), "cpu": _cpu_model(), "cores": os.cpu_count() or 1,
+            "gpus": gpu_names()}
+
+
+def machine_key(description: dict | None = None) -> str:
+    """``<hostname>-<12 hex digits>``: readable, and different for any change of hardware."""
+    description = machine() if description is None else description
+    digest = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()[:12]
+    host = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(description.get("hostname") or "host"))[:40] or "host"
+    return f"{host}-{digest}"
+
+
+def cache_path() -> Path:
+    """This machine's tuning file."""
+    return cache_dir() / f"{machine_key()}.json"
+
+
+def entry_key(program: str, gpus: int, backend: str) -> str:
+    """``cholesky/cpu`` without GPUs, ``cholesky/cupy/2`` with two CuPy GPUs."""
+    return f"{program}/cpu" if gpus == 0 else f"{program}/{backend}/{gpus}"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith(("model name", "Hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_names() -> list[str]:
+    """NVIDIA GPUs as the driver lists them (Linux ``/proc/driver/nvidia``), in bus order.
+
+    Read from the kernel driver rather than CuPy so that a run without GPUs finds
+    the same machine key without importing CuPy.
+    """
+    root = Path("/proc/driver/nvidia/gpus")
+    names = []
+    try:
+        for bus in sorted(root.iterdir()):
+            try:
+                text = (bus / "information").read_text()
+            except OSError:
+                continue
+            model = re.search(r"^Model:\s*(.+)$", text, re.MULTILINE)
+            names.append(model[1].strip() if model else "unknown NVIDIA GPU")
+    except OSError:
+        pass
+    return names
+
+
+# ---------------------------------------------------------------- reading and writing
+def read(path: Path, warn=None) -> dict:
+    """The cache file's content; an empty cache (and a warning) if it is unreadable or corrupt."""
+    warn = warn or _warn
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return _empty()
+    except OSError as error:
+        warn(f"ignoring the tuning cache {path}: {error.strerror or error}")
+        return _empty()
+    try:
+        content = json.loads(text)
+        if not isinstance(content, dict) or not isinstance(content.get("entries"), dict):
+            raise ValueError("not a tiledsl tuning file")
+    except ValueError as error:
+        warn(f"ignoring the corrupt tuning cache {path} ({str(error).splitlines()[0]}); "
+             f"run tiledsl tune again to rewrite it")
+        return _empty()
+    return content
+
+
+def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
+    """Add or replace ``entry`` under ``key`` in this machine's file, atomically; its path."""
+    path = cache_path() if path is None else path
+    content = read(path, warn)
+    content["version"] = VERSION
+    content["machine"] = machine()
+    content["entries"][key] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+    return path
+
+
+def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: Path | None = None):
+    """``(tiles, ratio, path)`` tuned for this program and GPU setup, or None.
+
+    ``tiles`` holds only settings of the ``tiling`` kind; ``ratio`` is ``(H, G)`` or
+    None. An entry that does not fit the program is ignored with a warning.
+    """
+    warn = warn or _warn
+    path = cache_path() if path is None else path
+    entry = read(path, warn)["entries"].get(entry_key(program, gpus, backend))
+    if entry is None:
+        return None
+    try:
+        tiles = entry.get("tiles") or {}
+        if not isinstance(tiles, dict) or set(tiles) - set(TILE_KEYS.get(tiling, ())):
+            raise ValueError(f"tile settings {sorted(tiles)} do not fit {tiling} tiling")
+        tiles = {name: _positive(value, name) for name, value in tiles.items()}
+        ratio = entry.get("gpu_ratio")
+        if ratio is not None:
+            host, gpu = ratio
+            ratio = (_positive(host, "ratio", 0), _positive(gpu, "ratio"))
+    except (TypeError, ValueError, AttributeError) as error:
+        warn(f"ignoring the tuned entry {entry_key(program, gpus, backend)} of {path}: {error}")
+        return None
+    return tiles, ratio, path
+
+
+def _positive(value, name: str, least: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} = {value!r} is not an integer >= {least}")
+    return value
+
+
+def _empty() -> dict:
+    return {"version": VERSION, "entries": {}}
+
+
+def _warn(message: str) -> None:
+    print(f"tiledsl: warning: {message}", file=sys.stderr, flush=True)

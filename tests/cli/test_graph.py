@@ -1,0 +1,196 @@
+"""`tiledsl graph`: the task graph as DOT, its edges, and text that always parses."""
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import tiledsl.graph as graph
+from tiledsl.cli import main
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.explain import Plan, PlannedTask, plan
+from tiledsl.runtime.launch import Options
+from tiledsl.runtime.program import Call
+
+ROOT = Path(__file__).resolve().parents[2]
+CHOLESKY = str(ROOT / "programs" / "cholesky.tile")
+NODE = re.compile(r'^\s*"(t\d+)" \[label="((?:[^"\\]|\\.)*)"', re.M)
+EDGE = re.compile(r'^\s*"(t\d+)" -> "(t\d+)" \[label="((?:[^"\\]|\\.)*)"', re.M)
+
+
+def balanced(text: str) -> bool:
+    """Braces and brackets balance outside strings, and every string is closed on its line."""
+    depth, inside, escaped = [], False, False
+    pairs = {"}": "{", "]": "["}
+    for char in text:
+        if inside:
+            if char == "\n":
+                return False
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                inside = False
+        elif char == '"':
+            inside = True
+        elif char in "{[":
+            depth.append(char)
+        elif char in "}]":
+            if not depth or depth.pop() != pairs[char]:
+                return False
+    return not inside and not depth
+
+
+def assert_parses(text: str, tmp_path) -> None:
+    assert balanced(text)
+    if shutil.which("dot"):
+        done = subprocess.run(["dot", "-Tsvg", "-o", str(tmp_path / "check.svg")], input=text, text=True,
+                              capture_output=True, timeout=60)
+        assert done.returncode == 0 and "syntax error" not in done.stderr, done.stderr
+
+
+def dot_for(tmp_path, capsys, *args):
+    out = tmp_path / "dag.dot"
+    assert main(["graph", CHOLESKY, "--n", "300", "--nb", "100", *args, "-o", str(out)]) == 0, \
+        capsys.readouterr().err
+    text = out.read_text()
+    nodes = {name: label.split("\\n")[0] for name, label in NODE.findall(text)}
+    edges = {(nodes[a], nodes[b]): label for a, b, label in EDGE.findall(text)}
+    return text, nodes, edges
+
+
+@pytest.mark.timeout(60)
+def test_cholesky_nodes_are_the_tasks_of_explain(tmp_path, capsys):
+    text, nodes, _ = dot_for(tmp_path, capsys)
+    result, driver_text = compile_path(CHOLESKY)
+    (tmp_path / "driver.py").write_text(driver_text)
+    driver = import_driver(tmp_path / "driver.py", "graph_test_cholesky")
+    planned = plan(driver, Options(n=300, tiles={"nb": 100}), (1, 1))
+    assert len(nodes) == len(planned.tasks) == 10  # 3 potrf, 3 trsm, 3 syrk, 1 gemm
+    kernels = [label.split("(")[0] for label in nodes.values()]
+    assert sorted(kernels) == sorted(["potrf"] * 3 + ["trsm"] * 3 + ["syrk"] * 3 + ["gemm"])
+    assert "line 10" in text and "line 17" in text
+    assert graph.count_tasks(driver, Options(n=300, tiles={"nb": 100}), (1, 1), 0) == 10
+    assert graph.count_tasks(driver, Options(n=3000, tiles={"nb": 100}), (1, 1), 0, limit=50) == 51
+    assert_parses(text, tmp_path)
+
+
+@pytest.mark.timeout(60)
+def test_cholesky_edges_are_its_read_after_write_dependencies(tmp_path, capsys):
+    _, _, edges = dot_for(tmp_path, capsys)
+    expected = {
+        ("potrf(A[0, 0])", "trsm(A[0, 0], A[1, 0])"): "RAW A[0, 0]",
+        ("potrf(A[0, 0])", "trsm(A[0, 0], A[2, 0])"): "RAW A[0, 0]",
+        ("trsm(A[0, 0], A[1, 0])", "syrk(A[1, 0], A[1, 1])"): "RAW A[1, 0]",
+        ("trsm(A[0, 0], A[1, 0])", "gemm(A[2, 0], A[1, 0], A[2, 1])"): "RAW A[1, 0]",
+        ("trsm(A[0, 0], A[2, 0])", "gemm(A[2, 0], A[1, 0], A[2, 1])"): "RAW A[2, 0]",
+        ("trsm(A[0, 0], A[2, 0])", "syrk(A[2, 0], A[2, 2])"): "RAW A[2, 0]",
+        ("syrk(A[1, 0], A[1, 1])", "potrf(A[1, 1])"): "RAW A[1, 1]",
+        ("gemm(A[2, 0], A[1, 0], A[2, 1])", "trsm(A[1, 1], A[2, 1])"): "RAW A[2, 1]",
+        ("syrk(A[2, 0], A[2, 2])", "syrk(A[2, 1], A[2, 2])"): "RAW A[2, 2]",
+        ("potrf(A[1, 1])", "trsm(A[1, 1], A[2, 1])"): "RAW A[1, 1]",
+        ("trsm(A[1, 1], A[2, 1])", "syrk(A[2, 1], A[2, 2])"): "RAW A[2, 1]",
+        ("syrk(A[2, 1], A[2, 2])", "potrf(A[2, 2])"): "RAW A[2, 2]",
+    }
+    assert edges == expected  # no WAR/WAW: Cholesky never overwrites a tile another task still reads
+
+
+@pytest.mark.timeout(60)
+def test_a_2x1_grid_has_inter_node_edges(tmp_path, capsys):
+    text, _, local = dot_for(tmp_path, capsys)
+    assert not any("node)" in label for label in local.values())
+    text, _, edges = dot_for(tmp_path, capsys, "--grid", "2x1")
+    inter = [pair for pair, label in edges.items() if label.endswith("(inter-node)")]
+    assert inter and len(inter) < len(edges)
+    assert ("potrf(A[0, 0])", "trsm(A[0, 0], A[1, 0])") in inter  # A[1, 0] lives on rank 1
+    assert 'subgraph "cluster_rank_0"' in text and 'subgraph "cluster_rank_1"' in text
+    assert_parses(text, tmp_path)
+    text, _, edges = dot_for(tmp_path, capsys, "--grid", "2x1", "--gpus", "1")
+    assert any(label.endswith("(intra-node)") for label in edges.values())
+    assert_parses(text, tmp_path)
+
+
+@pytest.mark.timeout(60)
+def test_war_and_waw_edges():
+    def task(index, kernel, modes, *tiles):
+        call = Call(kernel, modes, modes.index(next(m for m in modes if m != "in")), index + 1, kernel)
+        return PlannedTask(index, call, tuple(Tile(name) for name in tiles), ((0, 0),) * len(tiles))
+
+    tasks = [task(0, "make", ("out",), "X"), task(1, "use", ("in", "out"), "X", "Y"),
+             task(2, "redo", ("out",), "X"), task(3, "bump", ("inout",), "X")]
+    found = {pair: dict(kinds) for pair, kinds in graph.edges(tasks).items()}
+    assert found == {(0, 1): {"RAW": ["X[0, 0]"]}, (1, 2): {"WAR": ["X[0, 0]"]},
+                     (0, 2): {"WAW": ["X[0, 0]"]}, (2, 3): {"RAW": ["X[0, 0]"]}}
+
+
+class Tile:
+    def __init__(self, name):
+        self.matrix, self.i, self.j = SimpleNamespace(name=name), 0, 0
+
+    def __str__(self):
+        return f"{self.matrix.name}[{self.i}, {self.j}]"
+
+
+@pytest.mark.timeout(60)
+def test_quote_escapes_quotes_backslashes_and_line_ends():
+    assert graph.quote('say "hi"') == r'"say \"hi\""'
+    assert graph.quote("back\\slash") == r'"back\\slash"'
+    assert graph.quote("two\nlines\r\nthree\rfour") == r'"two\nlines\nthree\nfour"'
+    assert graph.quote("bell\x07") == '"bell "'
+    assert graph.quote('\\"') == r'"\\\""'  # an escaped quote cannot close the string early
+    assert balanced(graph.quote('x" ]; } digraph { "y'))
+
+
+@pytest.mark.timeout(60)
+def test_hostile_names_keep_the_dot_text_valid(tmp_path):
+    hostile = 'k"}\\\n[x]'
+    call = Call(hostile, ("in", "inout"), 1, 7, 'call "with" \\ text\n')
+    tasks = [PlannedTask(0, call, (Tile('M"'), Tile("N\\")), ((0, 0), (1, 0))),
+             PlannedTask(1, call, (Tile("N\\"), Tile('M"')), ((1, 0), (0, 0)))]
+    fake = Plan('prog"\n}', {"n": 4, "nb": 2}, (2, 1), 0, tasks, {}, {})
+    text = graph.to_dot(fake, 'file "name".tile')
+    assert_parses(text, tmp_path)
+    assert text.count(" -> ") == 1 and len(NODE.findall(text)) == 2  # RAW on N\\, WAR on M"
+
+
+@pytest.mark.timeout(60)
+def test_svg_without_graphviz_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(graph.shutil, "which", lambda name: None)
+    assert main(["graph", CHOLESKY, "--n", "300", "--nb", "100", "-o", str(tmp_path / "dag.svg")]) == 2
+    err = capsys.readouterr().err
+    assert "graphviz is not installed" in err and "-o dag.dot" in err and "Traceback" not in err
+    assert not (tmp_path / "dag.svg").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz is not installed")
+def test_svg_through_graphviz(tmp_path, capsys):
+    assert main(["graph", CHOLESKY, "--n", "300", "--nb", "100", "--grid", "2x1",
+                 "-o", str(tmp_path / "dag.svg")]) == 0, capsys.readouterr().err
+    svg = (tmp_path / "dag.svg").read_text()
+    assert "<svg" in svg and "potrf(A[0, 0])" in svg
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("args, message", [
+    (("--n", "30000", "--nb", "100"), "more than 5000 tasks"),
+    (("--n", "300", "--nb", "100", "-o", "dag.txt"), "as .dot"),
+    (("--n", "300", "--grid", "2y1"), "2y1"),
+    (("--n", "300", "--gpus", "-1"), "--gpus must be at least 0"),
+])
+def test_usage_errors(tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert main(["graph", CHOLESKY, *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.timeout(60)
+def test_without_output_the_dot_goes_to_stdout(capsys):
+    assert main(["graph", "cholesky", "--n", "300", "--nb", "100"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('digraph "cholesky" {') and balanced(out)

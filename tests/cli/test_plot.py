@@ -1,0 +1,117 @@
+"""`tiledsl plot`: Gantt charts of real traces, and clear errors for bad input."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from tiledsl.cli import main  # noqa: E402
+from tiledsl.plot import lanes, load_trace, pack  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def traced(path, *args):
+    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/cholesky.tile", "--workers", "2",
+                          "--trace", str(path), *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=150)
+    assert out.returncode == 0, out.stderr
+    return path
+
+
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory):
+    return traced(tmp_path_factory.mktemp("plot") / "one.json", "--n", 300, "--nb", 100)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    return traced(tmp_path_factory.mktemp("plot") / "two.json", "--np", 2, "--n", 600, "--nb", 100)
+
+
+def assert_png(path):
+    from matplotlib.image import imread
+
+    assert path.read_bytes()[:8] == PNG
+    image = imread(path)
+    assert image.shape[0] > 150 and image.shape[1] > 600
+    assert (image[..., :3] < 0.9).any(axis=2).mean() > 0.02  # bars, not a blank canvas
+
+
+@pytest.mark.timeout(180)
+def test_a_png_from_a_one_rank_trace(one_rank, tmp_path, capsys):
+    out = tmp_path / "gantt.png"
+    assert main(["plot", str(one_rank), "-o", str(out)]) == 0, capsys.readouterr().err
+    assert_png(out)
+    found = lanes(load_trace(one_rank))
+    assert {lane.name for lane in found} == {"cpu-0", "cpu-1"}
+    assert sum(len(lane.events) for lane in found) == 10  # the 10 tasks of 3x3 tiles
+
+
+@pytest.mark.timeout(240)
+def test_a_two_rank_trace_has_lanes_of_both_ranks(two_ranks, tmp_path, capsys):
+    found = lanes(load_trace(two_ranks))
+    assert {lane.rank for lane in found} == {0, 1}
+    for rank in (0, 1):
+        names = {lane.name for lane in found if lane.rank == rank}
+        assert {"cpu-0", "cpu-1", "mpi"} <= names
+    transfers = [e for lane in found if lane.name == "mpi" for e in lane.events]
+    assert transfers and all(e[3] == "transfer" for e in transfers)
+    out = tmp_path / "gantt.png"
+    assert main(["plot", str(two_ranks), "-o", str(out), "--width", "14"]) == 0, capsys.readouterr().err
+    assert_png(out)
+    assert main(["plot", str(two_ranks), "-o", str(tmp_path / "gantt.svg")]) == 0
+    assert "<svg" in (tmp_path / "gantt.svg").read_text()[:2000]
+    assert main(["plot", str(two_ranks), "-o", str(tmp_path / "gantt.pdf")]) == 0
+    assert (tmp_path / "gantt.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+@pytest.mark.timeout(60)
+def test_overlapping_transfers_get_rows_of_their_own():
+    events = [(0.0, 2.0), (1.0, 2.0), (2.5, 1.0), (3.0, 1.0), (5.0, 1.0)]
+    assert pack(events) == [0, 1, 0, 1, 0]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    ("{not json", "not JSON"),
+    (json.dumps({"a": 1}), "not a trace"),
+    (json.dumps([1, 2, 3]), "not a trace"),
+    (json.dumps({"traceEvents": [{"ph": "M", "pid": 0, "name": "process_name"}]}), "no task or transfer events"),
+    (json.dumps({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": "soon", "dur": 1}]}), "not a number"),
+])
+def test_a_bad_trace_is_one_clear_line(tmp_path, capsys, content, message):
+    trace = tmp_path / "trace.json"
+    if content is not None:
+        trace.write_text(content)
+    assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tiledsl: error: ") and message in err and "Traceback" not in err
+    assert not (tmp_path / "g.png").exists()
+
+
+@pytest.mark.timeout(60)
+def test_an_unknown_output_format_is_a_usage_error(one_rank, tmp_path, capsys):
+    assert main(["plot", str(one_rank), "-o", str(tmp_path / "g.jpeg")]) == 2
+    assert ".png, .svg or .pdf" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_without_matplotlib_the_message_says_what_to_install(tmp_path, capsys, monkeypatch):
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")] + ["matplotlib"]:
+        monkeypatch.setitem(sys.modules, name, None)  # import matplotlib... now raises ImportError
+    assert main(["plot", str(tmp_path / "trace.json"), "-o", str(tmp_path / "g.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == 'tiledsl: error: plot needs matplotlib: pip install "tiledsl[plot]"'
+
+
+@pytest.mark.timeout(60)
+def test_the_command_line_exits_cleanly_on_a_missing_file(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "plot", str(tmp_path / "nope.json"),
+                          "-o", str(tmp_path / "g.png")], cwd=ROOT, capture_output=True, text=True, timeout=50)
+    assert out.returncode == 1 and "no such file" in out.stderr and "Traceback" not in out.stderr

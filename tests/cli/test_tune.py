@@ -1,0 +1,378 @@
+"""`tiledsl tune` (ICS'12 §3.6) and the tuned defaults of `tiledsl run` and `explain`.
+
+The decisions are pure functions checked on synthetic speed tables; the search
+takes an injected timing function; the cache lives under a private
+XDG_CACHE_HOME; the end-to-end runs use the emulated GPU backend at tiny sizes.
+"""
+import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.explain import plan
+from tiledsl.runtime import Options, execute, tuning
+from tiledsl.runtime.distribution import BlockCyclic, parse_ratio
+from tiledsl.tune import (RATIOS, STEP, hill_climb, host_width, hybrid_split, mix_rates, nearest_ratio,
+                          smallest_near_best, tune)
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ("--sizes", "64,128", "--n", "256", "--budget", "5")
+
+
+def tiledsl(*args, cache, cwd=ROOT, timeout=120, env=None):
+    env = {**{k: v for k, v in os.environ.items() if k not in ("TILEDSL_NO_TUNE", "TILEDSL_DEBUG")},
+           "XDG_CACHE_HOME": str(cache), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def last_json(out):
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A private cache directory, tuning enabled (the suite's conftest disables it)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("TILEDSL_NO_TUNE", raising=False)
+    return tmp_path
+
+
+def driver_of(tmp_path, program):
+    _, text = compile_path(ROOT / f"programs/{program}.tile")
+    (tmp_path / f"{program}.py").write_text(text)
+    return import_driver(tmp_path / f"{program}.py", f"tune_{program}")
+
+
+def seed_cache(program, gpus, backend, tiles, ratio=None):
+    """Write a tuned entry as tiledsl tune would; the file's path."""
+    return tuning.store(tuning.entry_key(program, gpus, backend),
+                        {"program": program, "gpus": gpus, "backend": backend, "tiles": tiles, "gpu_ratio": ratio})
+
+
+# ---------------------------------------------------------------- decisions on synthetic tables
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("rates, size", [
+    ({64: 10, 128: 50, 192: 90, 256: 96, 320: 100, 384: 99}, 256),     # 96 >= 95% of 100
+    ({128: 95, 256: 100, 512: 100}, 128),                               # exactly 95%
+    ({64: 1, 128: 2, 192: 4}, 192),                                     # still growing: the largest
+    ({128: 800, 256: 2400, 384: 2900, 512: 3050, 1024: 3100, 2048: 3000}, 512),  # a GPU-like curve
+])
+def test_b_is_the_smallest_size_within_95_percent_of_the_best_rate(rates, size):
+    assert smallest_near_best(rates) == size
+
+
+@pytest.mark.timeout(10)
+def test_the_host_width_follows_the_papers_formula():
+    # B_h = B·f_core·cores / (f_core·cores + f_gpu·gpus)
+    assert host_width(1024, 10.0, 8, 300.0, 1) == pytest.approx(1024 * 80 / 380)
+    assert host_width(960, 20.0, 12, 240.0, 3) == pytest.approx(960 * 240 / (240 + 720))
+    assert host_width(512, 1.0, 1, 1.0, 1) == pytest.approx(256)  # an emulated GPU: one more core
+    # one GPU's block takes as long as the host's G slices
+    B, f_core, cores, f_gpu, gpus = 1024, 10.0, 8, 300.0, 2
+    B_h = host_width(B, f_core, cores, f_gpu, gpus)
+    assert gpus * B_h / (f_core * cores) == pytest.approx((B - B_h) / f_gpu)
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("B, B_h, s, expected", [
+    (1024, 215.6, 2, (192, 2)),   # rounded to a multiple of 64
+    (1024, 300.0, 3, (128, 3)),   # two host slices share B_h
+    (256, 250.0, 2, (192, 2)),    # the GPU keeps a slice of 64 at least
+    (1024, 20.0, 2, (64, 1)),     # under half a step: every column on a GPU
+    (1024, 40.0, 2, (64, 2)),     # at least one step
+    (128, 100.0, 1, (64, 1)),     # s = 1 stays
+])
+def test_hybrid_split_rounds_b_to_multiples_of_64(B, B_h, s, expected):
+    assert hybrid_split(B, B_h, s) == expected
+    b, slices = expected
+    assert (slices - 1) * b < B and b % STEP == 0
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("host, gpu, gpus, ratio", [
+    (80.0, 80.0, 1, (1, 1)), (20.0, 60.0, 1, (1, 3)), (120.0, 40.0, 1, (3, 1)),
+    (1.0, 1000.0, 2, (0, 1)), (40.0, 40.0, 2, (1, 1)), (80.0, 40.0, 2, (2, 1)), (160.0, 40.0, 2, (4, 1))])
+def test_the_column_ratio_gives_the_host_its_share_of_the_speed(host, gpu, gpus, ratio):
+    assert nearest_ratio(host, gpu, gpus) == ratio
+
+
+@pytest.mark.timeout(10)
+def test_the_kernel_mix_weights_kernels_by_task_count():
+    speeds = {"gemm": {64: 20.0, 128: 40.0}, "potrf": {64: 2.0, 128: 4.0}}
+    rates = mix_rates(speeds, {"gemm": 10, "potrf": 0})
+    assert rates == pytest.approx({64: 20.0, 128: 40.0})
+    both = mix_rates(speeds, {"gemm": 1, "potrf": 3})  # 2s³ of gemm and 3·s³/3 of potrf
+    assert both[128] == pytest.approx(3 / (2 / 40 + 1 / 4))
+
+
+# ---------------------------------------------------------------- the search
+@pytest.mark.timeout(10)
+def test_the_search_walks_to_the_fastest_candidate():
+    candidates = list(range(64, 1025, 64))
+    times = {c: 1 + abs(c - 448) / 64 for c in candidates}
+    calls = []
+
+    def measure(c):
+        calls.append(c)
+        return times[c]
+    best, history = hill_climb(candidates, candidates.index(256), measure, max_trials=10)
+    assert best == 448
+    assert len(calls) == len(set(calls)) <= 10  # each candidate timed once
+    assert dict(history) == {c: times[c] for c in calls}
+
+
+@pytest.mark.timeout(10)
+def test_the_search_keeps_the_fastest_it_measured_within_its_limits():
+    candidates = list(range(64, 1025, 64))
+    times = {c: abs(c - 960) for c in candidates}
+    best, history = hill_climb(candidates, 0, times.get, max_trials=3)
+    assert [c for c, _ in history] == [64, 128, 192] and best == 192
+    best, history = hill_climb(candidates, 5, times.get, more_time=lambda: False)
+    assert history == [(384, times[384])] and best == 384  # the start is always timed
+    # a noisy neighbour: the fastest measured wins, even when it is not the start
+    noisy = {64: 3.0, 128: 1.0, 192: 2.0}
+    assert hill_climb([64, 128, 192], 1, noisy.get)[0] == 128
+    assert hill_climb([64, 128, 192], 0, noisy.get)[0] == 128
+
+
+@pytest.mark.timeout(10)
+def test_ratio_candidates_are_ordered_by_the_hosts_share():
+    assert RATIOS[0] == 0 and Fraction(1, 1) in RATIOS and RATIOS == sorted(RATIOS)
+
+
+# ---------------------------------------------------------------- the distribution's ratio
+@pytest.mark.timeout(10)
+def test_block_cyclic_deals_h_host_columns_and_g_per_gpu():
+    dist = BlockCyclic(1, 1, gpus=2, host_columns=1, gpu_columns=2)
+    assert [dist.device_of(0, j) for j in range(10)] == [0, 1, 2, 1, 2, 0, 1, 2, 1, 2]
+    assert [BlockCyclic(1, 1, 1, 0, 1).device_of(0, j) for j in range(3)] == [1, 1, 1]
+    assert [BlockCyclic(1, 2, 1, 3, 1).device_of(0, j) for j in range(10)] == [0, 0, 0, 0, 0, 0, 1, 1, 0, 0]
+    with pytest.raises(ValueError, match="gpu_columns"):
+        BlockCyclic(1, 1, 1, 1, 0)
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("text, ratio", [("1:4", (1, 4)), (" 3 : 2 ", (3, 2)), ("2", (2, 1)), ("0:1", (0, 1))])
+def test_parse_ratio(text, ratio):
+    assert parse_ratio(text) == ratio
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("text", ["", "1:0", "a:b", "1:2:3", "-1:2", "1/2"])
+def test_parse_ratio_rejects_bad_text(text):
+    with pytest.raises(ValueError, match="bad GPU ratio"):
+        parse_ratio(text)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program, gpus, ratio", [("cholesky", 1, (2, 1)), ("qr", 2, (1, 2)), ("lu", 1, (0, 1))])
+def test_the_runtime_copies_what_explain_predicts_at_any_ratio(tmp_path, program, gpus, ratio):
+    driver = driver_of(tmp_path, program)
+    result = execute(driver, Options(n=517, tiles={"nb": 96}, check=True, gpus=gpus, gpu_ratio=ratio, watchdog=60))
+    assert result.passed, result.residuals
+    assert result.gpu_ratio == ratio
+    predicted = plan(driver, Options(n=517, tiles={"nb": 96}, gpu_ratio=ratio), (1, 1), gpus)
+    assert result.stats["device_copies"] == predicted.copies.get(0, 0)
+
+
+# ---------------------------------------------------------------- the cache
+@pytest.mark.timeout(10)
+def test_the_cache_round_trips_under_xdg_cache_home(cache):
+    path = seed_cache("cholesky", 2, "cupy", {"nb": 512}, [1, 8])
+    assert path == tuning.cache_path() and path.parent == cache / "tiledsl" / "tune"
+    seed_cache("cholesky", 0, "emulated", {"nb": 320})
+    assert tuning.lookup("cholesky", "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), path)
+    assert tuning.lookup("cholesky", "uniform", 0, "cupy") == ({"nb": 320}, None, path)  # no GPU: any backend
+    assert tuning.lookup("cholesky", "uniform", 1, "cupy") is None
+    assert tuning.lookup("qr", "uniform", 2, "cupy") is None
+    content = json.loads(path.read_text())
+    assert set(content["entries"]) == {"cholesky/cupy/2", "cholesky/cpu"}
+    assert content["machine"] == tuning.machine()
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
+
+
+@pytest.mark.timeout(10)
+def test_the_machine_key_names_the_host_and_hashes_the_hardware():
+    here = {"hostname": "node-7.cluster", "cpu": "AMD EPYC 7763", "cores": 128, "gpus": ["NVIDIA A100"]}
+    key = tuning.machine_key(here)
+    assert key.startswith("node-7.cluster-") and key == tuning.machine_key(dict(here))
+    assert tuning.machine_key({**here, "gpus": ["NVIDIA H100"]}) != key
+    assert tuning.machine_key({**here, "cores": 64}) != key
+    assert tuning.machine_key({**here, "hostname": "a/b c"}).startswith("a_b_c-")
+    assert tuning.machine_key() == tuning.machine_key(tuning.machine())
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"entries": 3}', "\x00\x01"])
+def test_a_corrupt_cache_is_ignored_with_one_warning(cache, text):
+    path = tuning.cache_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    warnings = []
+    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
+    assert len(warnings) == 1 and str(path) in warnings[0] and "\n" not in warnings[0]
+    seed_cache("cholesky", 0, "emulated", {"nb": 128})  # tuning again rewrites it
+    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append)[0] == {"nb": 128}
+
+
+@pytest.mark.timeout(10)
+def test_an_entry_that_does_not_fit_the_program_is_ignored(cache):
+    seed_cache("cholesky", 0, "emulated", {"B": 512, "b": 128})
+    warnings = []
+    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
+    assert "do not fit uniform tiling" in warnings[0]
+    seed_cache("cholesky", 0, "emulated", {"nb": -3})
+    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
+
+
+# ---------------------------------------------------------------- run with tuned defaults
+@pytest.mark.timeout(120)
+def test_run_uses_tuned_values_and_says_where_they_came_from(tmp_path, cache):
+    path = seed_cache("cholesky", 1, "emulated", {"nb": 128}, [2, 1])
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--check", "--json", cache=cache)
+    assert out.returncode == 0, out.stderr
+    summary = last_json(out)
+    assert summary["tiles"] == {"nb": 128} and summary["gpu_ratio"] == "2:1"
+    assert summary["sources"] == {"nb": f"tuned ({path})", "gpu_ratio": f"tuned ({path})"}
+    text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, cache=cache)
+    assert text.returncode == 0, text.stderr
+    assert f"  tiling    nb=128 gpu-ratio 2:1 tuned ({path})" in text.stdout.splitlines()
+    # the driver run as a script reads the same cache
+    assert tiledsl("compile", "programs/cholesky.tile", "-o", tmp_path / "chol.py", cache=cache).returncode == 0
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    env.pop("TILEDSL_NO_TUNE", None)
+    script = subprocess.run([sys.executable, str(tmp_path / "chol.py"), "--n", "400", "--gpus", "1", "--json"],
+                            capture_output=True, text=True, timeout=100, env=env)
+    assert script.returncode == 0, script.stderr
+    assert last_json(script)["tiles"] == {"nb": 128} and last_json(script)["gpu_ratio"] == "2:1"
+
+
+@pytest.mark.timeout(120)
+def test_explicit_options_win_and_no_tune_ignores_the_cache(cache):
+    path = seed_cache("cholesky", 1, "emulated", {"nb": 128}, [2, 1])
+    explicit = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--nb", 64,
+                                 "--gpu-ratio", "1:3", "--json", cache=cache))
+    assert explicit["tiles"] == {"nb": 64} and explicit["gpu_ratio"] == "1:3"
+    assert explicit["sources"] == {"nb": "command line", "gpu_ratio": "command line"}
+    mixed = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--nb", 64, "--json",
+                              cache=cache))
+    assert mixed["sources"] == {"nb": "command line", "gpu_ratio": f"tuned ({path})"}
+    for args, env in [(("--no-tune",), None), ((), {"TILEDSL_NO_TUNE": "1"})]:
+        ignored = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--json", *args,
+                          cache=cache, env=env)
+        assert ignored.returncode == 0, ignored.stderr
+        summary = last_json(ignored)
+        assert summary["tiles"] == {"nb": 256} and summary["gpu_ratio"] == "1:1"
+        assert summary["sources"] == {"nb": "program default", "gpu_ratio": "default"}
+    other = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--json", cache=cache))  # no GPU entry
+    assert other["sources"] == {"nb": "program default"} and other["gpu_ratio"] is None
+
+
+@pytest.mark.timeout(120)
+def test_explain_predicts_the_tuned_run(cache):
+    seed_cache("cholesky", 1, "emulated", {"nb": 128}, [1, 2])
+    explained = tiledsl("explain", "programs/cholesky.tile", "--n", 517, "--gpus", 1, "--json", cache=cache)
+    assert explained.returncode == 0, explained.stderr
+    predicted = json.loads(explained.stdout)
+    assert predicted["params"]["nb"] == 128 and predicted["gpu_ratio"] == [1, 2]
+    ran = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 517, "--gpus", 1, "--json", cache=cache))
+    assert ran["ranks"][0]["device_copies"] == predicted["copies"]["0"] > 0
+    assert ran["tasks"] == len(predicted["tasks"])
+    text = tiledsl("explain", "programs/cholesky.tile", "--n", 517, "--gpus", 1, cache=cache).stdout
+    assert "(host:GPU columns 1:2)" in text.splitlines()[0] and "tuned values: nb tuned (" in text
+
+
+@pytest.mark.timeout(120)
+def test_a_corrupt_cache_warns_in_one_line_and_the_run_goes_on(cache):
+    path = tuning.cache_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('{"entries": {"cholesky/cpu": ')
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 300, "--check", cache=cache)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("tiledsl: warning: ignoring the corrupt tuning cache")
+    assert "Traceback" not in out.stderr and "nb=256 program default" in out.stdout
+
+
+@pytest.mark.timeout(60)
+def test_usage_errors_of_the_ratio(cache):
+    for args, text in [(("--gpu-ratio", "1:2"), "--gpu-ratio needs --gpus"),
+                       (("--gpus", 1, "--gpu-ratio", "1:0"), "bad GPU ratio")]:
+        out = tiledsl("run", "programs/cholesky.tile", "--n", 100, *args, cache=cache)
+        assert out.returncode == 2 and text in out.stderr and "Traceback" not in out.stderr
+    out = tiledsl("run", "programs/hetero_cholesky.tile", "--n", 300, "--gpus", 1, "--gpu-ratio", "1:2", cache=cache)
+    assert out.returncode == 2 and "applies to uniform tiling" in out.stderr
+
+
+# ---------------------------------------------------------------- tiledsl tune end to end
+@pytest.mark.timeout(180)
+def test_tune_cholesky_on_an_emulated_gpu_then_run_uses_it(cache):
+    out = tiledsl("tune", "cholesky", "--gpus", 1, "--gpu-backend", "emulated", *TINY, cache=cache, timeout=150)
+    assert out.returncode == 0, out.stderr
+    path = tuning.cache_path()
+    assert f"saved in {path} as cholesky/emulated/1" in out.stdout and "kernel speeds" in out.stdout
+    entry = json.loads(path.read_text())["entries"]["cholesky/emulated/1"]
+    assert entry["tiles"]["nb"] in (64, 128, 192) and entry["tiles"]["nb"] % 64 == 0
+    host, gpu = entry["gpu_ratio"]
+    assert host >= 0 and gpu >= 1 and entry["workers"] >= 1 and entry["trial_n"] == 256
+    assert set(entry["speeds"]) == {"core", "gpu"} and {"64", "128"} <= set(entry["speeds"]["gpu"]["gemm"])
+    assert {"gemm", "potrf", "syrk", "trsm"} <= set(entry["speeds"]["core"])
+    summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 300, "--gpus", 1, "--check", "--json",
+                                cache=cache))
+    assert summary["passed"] and summary["tiles"] == entry["tiles"]
+    assert summary["gpu_ratio"] == f"{host}:{gpu}" and summary["sources"]["nb"] == f"tuned ({path})"
+
+
+@pytest.mark.timeout(180)
+def test_tune_json_without_gpus_and_without_saving(cache):
+    out = tiledsl("tune", "programs/lu.tile", "--json", "--no-save", "--workers", 1, *TINY, cache=cache)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["program"] == "lu" and result["gpus"] == 0 and result["gpu_ratio"] is None
+    assert set(result["tiles"]) == {"nb"} and result["cache"] is None and "gpu" not in result["speeds"]
+    assert not tuning.cache_path().exists()
+
+
+@pytest.mark.timeout(120)
+def test_tune_a_hybrid_program_in_process(tmp_path, cache):
+    driver = driver_of(tmp_path, "hetero_cholesky")
+    lines = []
+    result = tune(driver, gpus=1, backend="emulated", workers=1, budget=5, sizes=[64, 128, 192], n=384,
+                  log=lines.append)
+    B, b, s = (result["tiles"][k] for k in ("B", "b", "s"))
+    assert B % 64 == 0 and b % 64 == 0 and (s - 1) * b < B and s in (1, 2)
+    assert result["formula"]["B_h"] == pytest.approx(
+        host_width(result["formula"]["B"], result["formula"]["f_core"], 1, result["formula"]["f_gpu"], 1), abs=0.1)
+    assert any(line.startswith("B_h = B·f_core·W/") for line in lines)
+    run = execute(driver, Options(n=300, tiles=result["tiles"], gpus=1, check=True))
+    assert run.passed
+
+
+@pytest.mark.timeout(60)
+def test_tune_with_cupy_and_no_gpu_is_a_clear_usage_error(cache):
+    try:
+        import cupy  # noqa: F401
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            pytest.skip("a GPU is present")
+    except Exception:
+        pass
+    out = tiledsl("tune", "cholesky", "--gpus", 1, "--gpu-backend", "cupy", *TINY, cache=cache)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("tiledsl: error:") and out.stderr.count("\n") == 1
+    assert "Traceback" not in out.stderr and not tuning.cache_path().exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("args, text", [
+    (("--gpus", -1), "--gpus must be at least 0"), (("--sizes", "100"), "multiples of 64"),
+    (("--sizes", "a,b"), "--sizes expects integers"), (("--budget", 0), "--budget must be positive"),
+    (("--workers", 0), "--workers must be at least 1")])
+def test_tune_usage_errors(cache, args, text):
+    out = tiledsl("tune", "cholesky", *args, cache=cache)
+    assert out.returncode == 2 and text in out.stderr and "Traceback" not in out.stderr

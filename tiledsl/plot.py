@@ -1,0 +1,264 @@
+"""``tiledsl plot``: a Gantt chart of a run's trace, one lane per worker of every rank.
+
+Reads the Chrome trace-event file that ``tiledsl run --trace`` writes
+(:func:`tiledsl.runtime.trace.chrome_trace`: ``pid`` = rank, ``tid`` = lane,
+named by ``thread_name`` metadata such as ``cpu-0``, ``gpu-1``, ``mpi``,
+``copy``; complete ``"X"`` events of category ``task`` or ``transfer``) and
+draws it like the execution traces of the StarPU and PaRSEC papers: lanes
+grouped by rank, one colour per kernel, idle time as white gaps, transfers as
+hatched bars on their lanes (overlapping transfers stacked in thin rows).
+
+Drawing uses matplotlib's object API (a :class:`~matplotlib.figure.Figure`
+saved through the Agg, SVG or PDF canvas): it never opens a window and never
+changes the process-wide pyplot backend. matplotlib is an optional dependency
+(``pip install "tiledsl[plot]"``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FORMATS = (".png", ".svg", ".pdf")
+TRANSFER_STYLES = {  # event name -> (face colour, hatch)
+    "send": ("#fbe3c8", "////"),
+    "receive": ("#d5e8f7", "\\\\\\\\"),
+    "copy": ("#e4e4e4", "xxxx"),
+}
+OTHER_TRANSFER = ("#eeeeee", "....")
+
+
+class TraceError(ValueError):
+    """The file is missing, unreadable, or not a tiledsl/Chrome trace."""
+
+
+class MissingMatplotlib(ImportError):
+    """matplotlib is not installed."""
+
+
+@dataclass
+class Lane:
+    """One (rank, lane) row of the chart and the events drawn on it."""
+
+    rank: int
+    tid: int
+    name: str
+    events: list = field(default_factory=list)  # (start s, duration s, name, category, args)
+
+    @property
+    def transfers(self) -> bool:
+        return self.name.startswith(("mpi", "copy")) or any(e[3] == "transfer" for e in self.events)
+
+
+# ---------------------------------------------------------------- reading
+def load_trace(path) -> dict:
+    """The trace document at ``path``; a :class:`TraceError` naming what is wrong."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise TraceError(f"{path}: cannot read it ({getattr(error, 'strerror', None) or error})") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TraceError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
+    events = document.get("traceEvents") if isinstance(document, dict) else document
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise TraceError(f"{path}: not a trace (expected a 'traceEvents' list, as tiledsl run --trace writes)")
+    if not any(e.get("ph") == "X" for e in events):
+        raise TraceError(f"{path}: the trace has no task or transfer events")
+    return document if isinstance(document, dict) else {"traceEvents": events}
+
+
+def lanes(document: dict) -> list[Lane]:
+    """Every (rank, lane) with its events, ordered by rank then lane number."""
+    names, found = {}, {}
+    for event in document["traceEvents"]:
+        pid, tid = _int(event.get("pid", 0)), _int(event.get("tid", 0))
+        if event.get("ph") == "M" and event.get("name") == "thread_name":
+            names[pid, tid] = str((event.get("args") or {}).get("name", f"lane {tid}"))
+        elif event.get("ph") == "X":
+            start, duration = _seconds(event.get("ts")), _seconds(event.get("dur", 0))
+            lane = found.setdefault((pid, tid), Lane(pid, tid, ""))
+            lane.events.append((start, max(duration, 0.0), str(event.get("name", "?")),
+                                event.get("cat", "task"), event.get("args") or {}))
+    for (pid, tid), lane in found.items():
+        lane.name = names.get((pid, tid), f"lane {tid}")
+        lane.events.sort(key=lambda e: e[0])
+    return [found[key] for key in sorted(found)]
+
+
+def _int(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise TraceError(f"not a trace: pid/tid {value!r} is not a number") from None
+
+
+def _seconds(value) -> float:
+    try:
+        return float(value) / 1e6
+    except (TypeError, ValueError):
+        raise TraceError(f"not a trace: time {value!r} is not a number") from None
+
+
+def pack(events: list) -> list[int]:
+    """A row for each event so that events in one row do not overlap (greedy, by start)."""
+    ends: list[float] = []
+    rows = []
+    for start, duration, *_ in events:
+        row = next((r for r, end in enumerate(ends) if end <= start), len(ends))
+        if row == len(ends):
+            ends.append(0.0)
+        ends[row] = start + duration
+        rows.append(row)
+    return rows
+
+
+def kernels(all_lanes: list[Lane]) -> list[str]:
+    """Kernel names in order of their first start."""
+    first = {}
+    for lane in all_lanes:
+        for start, _, name, category, _ in lane.events:
+            if category != "transfer":
+                first[name] = min(start, first.get(name, start))
+    return sorted(first, key=lambda name: (first[name], name))
+
+
+def title(document: dict, path, all_lanes: list[Lane]) -> str:
+    """The chart's title: the program's description when the trace has one, and totals."""
+    info = document.get("otherData") or document.get("metadata") or {}
+    head = Path(str(path)).name
+    if isinstance(info, dict) and info.get("program"):
+        sizes = " ".join(f"{k}={info[k]}" for k in ("n", "nb", "B", "b", "s") if info.get(k) is not None)
+        head = f"{info['program']} {sizes}".strip() + f" ({head})"
+    tasks = sum(e[3] != "transfer" for lane in all_lanes for e in lane.events)
+    ranks = len({lane.rank for lane in all_lanes})
+    span = max((e[0] + e[1] for lane in all_lanes for e in lane.events), default=0.0)
+    return f"{head}: {tasks} tasks on {ranks} rank(s), {span:.4g} s"
+
+
+# ---------------------------------------------------------------- drawing
+def _figure_class():
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise MissingMatplotlib('plot needs matplotlib: pip install "tiledsl[plot]"') from None
+    return Figure
+
+
+def _colours(names: list[str]) -> dict:
+    from matplotlib import colormaps
+
+    palette = colormaps["tab10" if len(names) <= 10 else "tab20"].colors
+    return {name: palette[index % len(palette)] for index, name in enumerate(names)}
+
+
+def _rows(all_lanes: list[Lane]) -> list[tuple]:
+    """(lane, y of its top, height, sub-rows of its events) top to bottom; a gap between ranks."""
+    rows, y, previous = [], 0.0, None
+    for lane in all_lanes:
+        if previous is not None and lane.rank != previous:
+            y += 0.6
+        sub = pack(lane.events) if lane.transfers else [0] * len(lane.events)
+        height = 1.0 if not lane.transfers else min(1.0 + 0.25 * max(sub, default=0), 2.5)
+        rows.append((lane, y, height, sub))
+        y += height
+        previous = lane.rank
+    return rows
+
+
+def _draw_lane(axes, lane: Lane, top: float, height: float, sub: list, colours: dict) -> None:
+    if not lane.transfers:
+        for kernel in {e[2] for e in lane.events}:
+            spans = [(e[0], e[1]) for e in lane.events if e[2] == kernel]
+            axes.broken_barh(spans, (top + 0.1, 0.8), facecolors=colours.get(kernel, "#999999"),
+                             edgecolors="white", linewidths=0.4 if len(lane.events) <= 200 else 0.0)
+        return
+    count = max(sub, default=0) + 1
+    step = (height - 0.2) / count
+    for (start, duration, name, *_), row in zip(lane.events, sub):
+        face, hatch = TRANSFER_STYLES.get(name, OTHER_TRANSFER)
+        axes.broken_barh([(start, duration)], (top + 0.1 + row * step, step * 0.85), facecolors=face,
+                         edgecolors="#555555", linewidths=0.4, hatch=hatch)
+
+
+def _lane_label(lane: Lane, span: float) -> str:
+    if lane.transfers or span <= 0:
+        return lane.name
+    busy = sum(e[1] for e in lane.events) / span
+    return f"{lane.name}  {100 * busy:.0f}%"
+
+
+def _legend(figure, axes, names: list[str], colours: dict, all_lanes: list[Lane]) -> None:
+    from matplotlib.patches import Patch
+
+    counts = {name: sum(e[2] == name for lane in all_lanes for e in lane.events) for name in names}
+    handles = [Patch(facecolor=colours[n], edgecolor="white", label=f"{n} ({counts[n]})") for n in names]
+    moved = sorted({e[2] for lane in all_lanes if lane.transfers for e in lane.events})
+    for name in moved:
+        face, hatch = TRANSFER_STYLES.get(name, OTHER_TRANSFER)
+        handles.append(Patch(facecolor=face, edgecolor="#555555", hatch=hatch, label=name))
+    axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+                title="kernels (tasks)" + (" / transfers" if moved else ""), fontsize=9, title_fontsize=9)
+
+
+def draw(document: dict, source, width: float | None = None):
+    """A matplotlib Figure with the Gantt chart of ``document`` (read from ``source``)."""
+    Figure = _figure_class()
+    all_lanes = lanes(document)
+    rows = _rows(all_lanes)
+    total = rows[-1][1] + rows[-1][2]
+    span = max(e[0] + e[1] for lane in all_lanes for e in lane.events)
+    figure = Figure(figsize=(width or 12.0, 1.6 + 0.32 * total), layout="constrained")
+    axes = figure.add_subplot()
+    names = kernels(all_lanes)
+    colours = _colours(names)
+    for lane, top, height, sub in rows:
+        _draw_lane(axes, lane, top, height, sub, colours)
+    axes.set_yticks([top + height / 2 for _, top, height, _ in rows],
+                    [_lane_label(lane, span) for lane, *_ in rows], fontsize=8)
+    _rank_labels(axes, rows, max(len(_lane_label(lane, span)) for lane, *_ in rows))
+    axes.set_ylim(total + 0.1, -0.1)
+    axes.set_xlim(0.0, span * 1.01 if span > 0 else 1.0)
+    axes.set_xlabel("time (s)")
+    axes.grid(axis="x", color="#dddddd", linewidth=0.5)
+    axes.set_axisbelow(True)
+    axes.tick_params(axis="y", length=0)
+    axes.set_title(title(document, source, all_lanes), fontsize=10)
+    _legend(figure, axes, names, colours, all_lanes)
+    return figure
+
+
+def _rank_labels(axes, rows: list, widest: int) -> None:
+    """Each rank's name left of its lanes (``widest``: the longest lane label), a line between ranks."""
+    ranks: dict = {}
+    for lane, top, height, _ in rows:
+        low, high = ranks.get(lane.rank, (top, top + height))
+        ranks[lane.rank] = (min(low, top), max(high, top + height))
+    if len(ranks) < 2:
+        return
+    transform = axes.get_yaxis_transform()  # x in axes fraction, y in data
+    for rank, (low, high) in ranks.items():
+        axes.annotate(f"rank {rank}", xy=(0, (low + high) / 2), xycoords=transform, xytext=(-5.2 * widest - 16, 0),
+                      textcoords="offset points", rotation=90, va="center", ha="center",
+                      fontsize=9, fontweight="bold", annotation_clip=False)
+        if low > 0:
+            axes.axhline(low - 0.3, color="#888888", linewidth=0.8)
+
+
+def plot(trace_path, output, width: float | None = None) -> None:
+    """Draw the trace at ``trace_path`` into ``output`` (.png, .svg or .pdf)."""
+    suffix = Path(str(output)).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"-o {output}: the chart is written as .png, .svg or .pdf")
+    if width is not None and not 2 <= width <= 200:
+        raise ValueError(f"--width must be between 2 and 200 inches, got {width}")
+    _figure_class()  # the missing-matplotlib message before reading anything
+    document = load_trace(trace_path)
+    try:
+        figure = draw(document, trace_path, width)
+    except TraceError as error:
+        raise TraceError(f"{trace_path}: {error}") from None
+    figure.savefig(output, dpi=150)

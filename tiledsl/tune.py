@@ -1,0 +1,424 @@
+"""``tiledsl tune``: this machine's tile sizes, after Song, Tomov & Dongarra (ICS'12, §3.6).
+
+1. Kernel speeds: the program's tile kernels (gemm always) are timed on one core
+   (single-threaded BLAS, as a CPU worker runs them) and on one GPU, over square
+   tile sizes in steps of 64, until the rate stops growing or the time share of
+   this step is spent.
+2. A first guess from the speeds. With GPUs, ``B`` (the tile size of uniform
+   programs, the block size of hybrid ones) is the smallest size whose GPU gemm
+   rate is within 95% of the best one measured (:func:`smallest_near_best`).
+   Hybrid tiles cut the host's share ``B_h`` off each ``B``-wide block by the
+   paper's formula (:func:`host_width`): ``B_h = B·f_core·W / (f_core·W + f_gpu·G)``
+   with ``f`` the best rate of the program's dominant kernel, ``W`` CPU workers and
+   ``G`` GPUs, split into ``s - 1`` host slices of width ``b`` (:func:`hybrid_split`).
+   Uniform tiles deal block columns to the host and the GPUs at the ratio of their
+   speeds on the program's kernel mix (:func:`nearest_ratio`). Without GPUs, the
+   tile size is the smallest one whose rate on the kernel mix (weighted by the
+   program's task counts) is within 95% of the best.
+3. A short search (:func:`hill_climb`): the program runs at a moderate size
+   (``N = 3·B·G`` as in the paper, or enough tiles for the workers) with the guess
+   and its neighbours, 64 columns (or one ratio step) apart, moving while it gets
+   faster; the fastest setting wins.
+
+The result goes to this machine's cache (:mod:`tiledsl.runtime.tuning`), where
+``tiledsl run`` finds it. ``budget`` (seconds) bounds the whole procedure.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from .runtime import Options, execute, tuning
+from .runtime.devices import backend as make_backend
+from .runtime.kernels import CPU_KERNELS
+from .runtime.launch import FLOPS, make_distribution, make_matrices, make_params
+from .runtime.recording import record
+from .runtime.world import UsageError, default_workers
+
+STEP = 64  # tile sizes are multiples of 64 (the paper's granularity in double precision)
+THRESHOLD = 0.95  # B: the smallest size within 95% of the best GEMM rate
+C0 = 3  # trial size N = C0·B·G (ICS'12 §3.6)
+BUDGET = 30.0  # seconds, the default
+QUICK = 10.0
+#: floating-point operations of each prelude kernel on s×s tiles, in units of s³
+KERNEL_FLOPS = {"gemm": 2, "gemm_nn": 2, "syrk": 1, "trsm": 1, "trsm_l": 1, "trsm_u": 1, "potrf": 1 / 3,
+                "getrf_nopiv": 2 / 3, "geqrt": 4 / 3, "gemqrt": 2, "tpqrt": 2, "tpmqrt": 4}
+#: host:GPU column ratios the uniform search walks through, by the host's share
+RATIOS = sorted({Fraction(h, g) for g in (1, 2, 3, 4) for h in range(0, 17)})
+
+
+# ---------------------------------------------------------------- the decisions (pure functions)
+def smallest_near_best(rates: dict, fraction: float = THRESHOLD) -> int:
+    """The smallest size whose rate reaches ``fraction`` of the best rate in ``rates`` {size: rate}."""
+    if not rates:
+        raise ValueError("no rates measured")
+    best = max(rates.values())
+    return min(size for size, rate in rates.items() if rate >= fraction * best)
+
+
+def host_width(B: int, core_rate: float, cores: int, gpu_rate: float, gpus: int) -> float:
+    """The paper's B_h: the columns of a B-wide block to give the host so that the host's
+    share of a cycle (G blocks) takes as long as one GPU's block: host/(host + G·gpu)·B."""
+    host = core_rate * cores
+    total = host + gpu_rate * gpus
+    return B * host / total if total > 0 else 0.0
+
+
+def hybrid_split(B: int, B_h: float, s: int, step: int = STEP) -> tuple[int, int]:
+    """``(b, s)`` for a host share ``B_h`` of each block: ``s - 1`` host slices of width
+    ``b``, a multiple of ``step``, leaving the GPU's slice at least ``step`` wide;
+    ``s = 1`` (every column on a GPU) when the share is under half a step."""
+    if s < 2 or B_h < step / 2:
+        return step, 1
+    widest = (B - step) // (s - 1) // step * step
+    if widest < step:
+        return step, 1
+    b = int(round(B_h / (s - 1) / step)) * step
+    return min(max(b, step), widest), s
+
+
+def nearest_ratio(host_rate: float, gpu_rate: float, gpus: int) -> tuple[int, int]:
+    """``(H, G)`` from :data:`RATIOS` whose host share of the columns, ``H / (H + G·gpus)``,
+    is nearest the host's share of the speed, ``host / (host + gpus·gpu)``."""
+    target = host_rate / (host_rate + gpus * gpu_rate)
+    best = min(RATIOS, key=lambda r: (abs(_share(r, gpus) - target), r.numerator + r.denominator))
+    return best.numerator, best.denominator
+
+
+def _share(ratio: Fraction, gpus: int) -> float:
+    return ratio.numerator / (ratio.numerator + ratio.denominator * gpus)
+
+
+def hill_climb(candidates: list, start: int, measure, max_trials: int = 6, more_time=lambda: True):
+    """Walk ``candidates`` (ordered) from index ``start``: measure it and its neighbours,
+    then keep stepping toward the fastest while it improves. ``(best, [(candidate, seconds)])``;
+    at most ``max_trials`` measures, and none after ``more_time()`` turns false (beyond the first)."""
+    seconds: dict = {}
+
+    def visit(i: int) -> bool:
+        if not 0 <= i < len(candidates) or i in seconds or len(seconds) >= max_trials:
+            return False
+        if seconds and not more_time():
+            return False
+        seconds[i] = measure(candidates[i])
+        return True
+
+    visit(start)
+    visit(start - 1)
+    visit(start + 1)
+    while True:
+        best = min(seconds, key=seconds.get)
+        if best - 1 not in seconds and visit(best - 1):
+            continue
+        if best + 1 not in seconds and visit(best + 1):
+            continue
+        break
+    best = min(seconds, key=seconds.get)
+    return candidates[best], [(candidates[i], seconds[i]) for i in sorted(seconds)]
+
+
+# ---------------------------------------------------------------- kernel speeds
+def _tile_inputs(kernel: str, s: int, ib: int, rng) -> list:
+    """Host arguments for one call of ``kernel`` on s×s tiles (T factors ib×s)."""
+    def general():
+        return np.asfortranarray(rng.standard_normal((s, s)))
+
+    def spd():
+        a = general()
+        return np.asfortranarray(a @ a.T + s * np.eye(s))
+
+    ib = max(1, min(ib, s))
+    if kernel in ("gemm", "gemm_nn"):
+        return [general(), general(), general()]
+    if kernel == "syrk":
+        return [general(), general()]
+    if kernel == "potrf":
+        return [spd()]
+    if kernel == "trsm":
+        return [np.asfortranarray(np.linalg.cholesky(spd())), general()]
+    if kernel in ("getrf_nopiv", "trsm_l", "trsm_u"):
+        dominant = np.asfortranarray(general() + 2 * s * np.eye(s))
+        return [dominant] if kernel == "getrf_nopiv" else [dominant, general()]
+    if kernel == "geqrt":
+        return [general(), np.zeros((ib, s), order="F")]
+    if kernel == "gemqrt":
+        v, t = general(), np.zeros((ib, s), order="F")
+        CPU_KERNELS["geqrt"](v, t)
+        return [v, t, general()]
+    if kernel == "tpqrt":
+        return [np.asfortranarray(np.triu(general()) + s * np.eye(s)), general(), np.zeros((ib, s), order="F")]
+    if kernel == "tpmqrt":
+        r, v, t = np.asfortranarray(np.triu(general()) + s * np.eye(s)), general(), np.zeros((ib, s), order="F")
+        CPU_KERNELS["tpqrt"](r, v, t)
+        return [v, t, general(), general()]
+    raise KeyError(kernel)
+
+
+def time_kernel(run, inputs: list, place, min_time: float, clock=time.perf_counter) -> float:
+    """Best seconds of ``run(*args)`` on fresh copies of ``inputs`` (made outside the timing)
+    at ``place`` (None: host memory; else a GPU backend, on its GPU 1); one warm-up call."""
+    def fresh():
+        if place is None:
+            return [np.array(a, order="F", copy=True) for a in inputs]
+        return [place.to_device(a, 1) for a in inputs]
+
+    run(*fresh())
+    best, spent, calls = math.inf, 0.0, 0
+    while calls < 2 or (spent < min_time and calls < 20):
+        args = fresh()
+        start = clock()
+        run(*args)
+        elapsed = clock() - start
+        best, spent, calls = min(best, elapsed), spent + elapsed, calls + 1
+    return best
+
+
+def measure_speeds(kernels: list, sizes: list, places: dict, ib: int, deadline: float, min_time: float,
+                   clock=time.perf_counter, reference: str = "gemm") -> dict:
+    """``{place: {kernel: {size: GFLOP/s}}}`` for ``places`` {"core": None, "gpu": backend}.
+
+    Sizes grow until the ``reference`` kernel's best rate has not grown by 2% over
+    three sizes, or the deadline passes (after two sizes at least).
+    """
+    rng = np.random.default_rng(7)
+    speeds = {place: {kernel: {} for kernel in kernels} for place in places}
+    for place, device in places.items():
+        table = CPU_KERNELS if device is None else device.kernels
+        best, since = 0.0, 0
+        for count, size in enumerate(sizes):
+            if count >= 2 and clock() > deadline:
+                break
+            for kernel in kernels:
+                seconds = time_kernel(table[kernel], _tile_inputs(kernel, size, ib, rng), device, min_time, clock)
+                speeds[place][kernel][size] = KERNEL_FLOPS[kernel] * size ** 3 / max(seconds, 1e-9) / 1e9
+            rate = speeds[place][reference][size]
+            best, since = (rate, 0) if rate > 1.02 * best else (best, since + 1)
+            if since >= 3:
+                break
+    return speeds
+
+
+def mix_rates(speeds: dict, weights: dict) -> dict:
+    """{size: GFLOP/s} of the program's kernel mix: its flops over its time, each kernel
+    weighted by its task count (sizes where every weighted kernel was measured)."""
+    kernels = [k for k in weights if k in speeds]
+    sizes = set.intersection(*(set(speeds[k]) for k in kernels)) if kernels else set()
+    rates = {}
+    for size in sizes:
+        work = sum(weights[k] * KERNEL_FLOPS[k] * size ** 3 for k in kernels)
+        seconds = sum(weights[k] * KERNEL_FLOPS[k] * size ** 3 / (speeds[k][size] * 1e9) for k in kernels)
+        rates[size] = work / seconds / 1e9
+    return rates
+
+
+def task_counts(driver, tiles: dict | None = None) -> Counter:
+    """How many tasks of each prelude kernel the program has at a small size
+    (8×8 uniform tiles of 64, or four blocks of the program's hybrid tiling)."""
+    program = driver.PROGRAM
+    if program.tiling.kind == "uniform":
+        options = Options(n=8 * STEP, tiles={"nb": STEP})
+    else:
+        settings = {**program.tiling.defaults, **(tiles or {})}
+        options = Options(n=4 * settings.get("B", 512), tiles=tiles or {})
+    params = make_params(driver, options)
+    matrices = make_matrices(driver, params, make_distribution(program, params, (1, 1), 0), 0)
+    return Counter(call.kernel for call, _, _ in record(driver, matrices, params).submitted
+                   if call.kernel in KERNEL_FLOPS)
+
+
+# ---------------------------------------------------------------- the procedure
+def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None = None, budget: float = BUDGET,
+         sizes: list | None = None, n: int | None = None, log=lambda line: None, clock=time.perf_counter) -> dict:
+    """Tune ``driver``'s program for this machine; the cache entry (see :mod:`.runtime.tuning`)."""
+    program = driver.PROGRAM
+    began = clock()
+    if gpus < 0:
+        raise UsageError(f"--gpus must be at least 0, got {gpus}")
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {workers}")
+    if budget <= 0:
+        raise UsageError(f"--budget must be positive, got {budget:g}")
+    if sizes is not None and (not sizes or any(s < STEP or s % STEP for s in sizes)):
+        raise UsageError(f"--sizes must be multiples of {STEP}, got {','.join(map(str, sizes or []))}")
+    if n is not None and n < 1:
+        raise UsageError(f"--n must be at least 1, got {n}")
+    workers = workers or default_workers(1, gpus)
+    device = None
+    if gpus:
+        try:
+            device = make_backend(backend, gpus)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+    defaults = make_params(driver, Options(n=STEP)).as_dict()
+    ib = int(defaults.get("ib") or 32)
+    counts = task_counts(driver)
+    weights = dict(counts) or {"gemm": 1}
+    dominant = max(weights, key=lambda k: weights[k] * KERNEL_FLOPS[k])
+    kernels = sorted(set(weights) | {"gemm"})
+    if sizes is None:
+        cpu_sizes = list(range(STEP, 1024 + 1, STEP))
+        gpu_sizes = list(range(2 * STEP, 2048 + 1, 2 * STEP)) if backend == "cupy" else cpu_sizes
+    else:
+        cpu_sizes = gpu_sizes = sorted(set(sizes))
+    log(f"tune {program.name}: {workers} worker(s)" + (f", {gpus} GPU(s) ({backend})" if gpus else "")
+        + f", budget {budget:g} s; kernels {', '.join(kernels)} (dominant {dominant})")
+
+    with threadpool_limits(1):
+        deadline = began + 0.4 * budget
+        min_time = 0.02 if budget <= QUICK else 0.05
+        speeds = measure_speeds(kernels, cpu_sizes, {"core": None}, ib, deadline, min_time, clock)
+        if gpus:
+            speeds.update(measure_speeds(kernels, gpu_sizes, {"gpu": device}, ib,
+                                         max(deadline, clock() + 0.1 * budget), min_time, clock))
+    core_mix = mix_rates(speeds["core"], weights)
+    gpu_mix = mix_rates(speeds["gpu"], weights) if gpus else {}
+    log(_speed_table(speeds))
+
+    result = {"program": program.name, "tiling": program.tiling.kind, "gpus": gpus,
+              "backend": backend if gpus else None, "workers": workers, "dominant": dominant,
+              "speeds": {place: {k: {str(s): round(r, 3) for s, r in v.items()} for k, v in table.items()}
+                         for place, table in speeds.items()},
+              "gpu_ratio": None}
+    best = {place: max(speeds[place][dominant].values()) for place in speeds}
+    largest = max(cpu_sizes + (gpu_sizes if gpus else []))
+
+    # ---- the first guess
+    hybrid = program.tiling.kind == "hybrid"
+    if hybrid and gpus:
+        B = smallest_near_best(speeds["gpu"]["gemm"])
+        s_default = int(defaults.get("s") or 2)
+        B = max(B, STEP * max(2, s_default))
+        B_h = host_width(B, best["core"], workers, best["gpu"], gpus)
+        b, s = hybrid_split(B, B_h, s_default)
+        log(f"B = {B}: the smallest GPU gemm size within {THRESHOLD:.0%} of the best "
+            f"({max(speeds['gpu']['gemm'].values()):.2f} GFLOP/s)")
+        log(f"B_h = B·f_core·W/(f_core·W + f_gpu·G) = {B}·{best['core']:.2f}·{workers}/"
+            f"({best['core']:.2f}·{workers} + {best['gpu']:.2f}·{gpus}) = {B_h:.0f} → b = {b}, s = {s}")
+        result["formula"] = {"B": B, "B_h": round(B_h, 1), "b": b, "s": s, "f_core": round(best["core"], 3),
+                             "f_gpu": round(best["gpu"], 3)}
+        widest = (B - STEP) // max(1, s_default - 1) // STEP * STEP
+        candidates = [(STEP, 1)] + [(w, s_default) for w in range(STEP, widest + 1, STEP)] if s_default > 1 \
+            else [(STEP, 1)]
+        start = candidates.index((b, s)) if (b, s) in candidates else 0
+        tile, label = B, "B"
+        settings = lambda c: {"B": B, "b": c[0], "s": c[1]}
+        describe = lambda c: f"b={c[0]} s={c[1]}"
+    elif hybrid:
+        B, s = int(defaults["B"]), int(defaults["s"])
+        widest = (B - 1) // max(1, s - 1) // STEP * STEP
+        if s < 2 or widest < STEP:
+            raise UsageError(f"{program.name}'s hybrid tiling B={B}, s={s} leaves no b to tune without GPUs")
+        b = min(max(smallest_near_best(core_mix), STEP), widest)
+        log(f"b = {b}: the smallest size within {THRESHOLD:.0%} of the best rate of the kernel mix on a core")
+        candidates = list(range(STEP, widest + 1, STEP))
+        start, tile, label = candidates.index(b), B, "B"
+        settings = lambda c: {"b": c}
+        describe = lambda c: f"b={c}"
+    else:
+        rates, where = (speeds["gpu"]["gemm"], "GPU gemm") if gpus else (core_mix, "kernel mix on a core")
+        nb = smallest_near_best(rates)
+        log(f"nb = {nb}: the smallest size within {THRESHOLD:.0%} of the best rate of the {where}")
+        candidates = list(range(STEP, max(largest, nb) + 1, STEP))
+        start, tile, label = candidates.index(nb), nb, "nb"
+        settings = lambda c: {"nb": c}
+        describe = lambda c: f"nb={c}"
+        if gpus:
+            host, gpu = _rate_at(core_mix, nb) * workers, _rate_at(gpu_mix, nb)
+            ratio = nearest_ratio(host, gpu, gpus)
+            log(f"host/GPU speed {host:.2f}/{gpu:.2f} GFLOP/s on the kernel mix at nb={nb} "
+                f"→ {ratio[0]}:{ratio[1]} host:GPU columns")
+            result["formula"] = {"nb": nb, "host_gflops": round(host, 3), "gpu_gflops": round(gpu, 3),
+                                 "gpu_ratio": list(ratio)}
+        else:
+            result["formula"] = {"nb": nb}
+
+    # ---- the search, at one moderate size
+    total_rate = (best["core"] * workers + (best.get("gpu", 0.0) * gpus)) * 1e9
+    flops = FLOPS.get(program.check.kind if program.check else "", lambda size: size ** 3)
+    remaining = lambda: began + budget - clock()
+    estimate = lambda size: 2 * flops(size) / total_rate + 0.02  # seconds of one run, at half the peak
+    target = min(2.0, remaining() / 24)  # a dozen trials, twice each
+    multiple = max(C0 * max(1, gpus), math.isqrt(2 * workers) + 3)
+    while multiple < 24 and estimate((multiple + 1) * tile) <= target:  # longer runs time better
+        multiple += 1
+    while multiple > 2 and estimate(multiple * tile) > target:
+        multiple -= 1
+    trial_n = n or multiple * tile
+    repeats = 2 if 24 * estimate(trial_n) < remaining() else 1
+    first_ratio = tuple(result["formula"]["gpu_ratio"]) if not hybrid and gpus else None
+
+    measured: dict = {}
+
+    def trial(tiles: dict, ratio) -> float:
+        key = (tuple(sorted(tiles.items())), ratio)
+        if key not in measured:
+            options = Options(n=trial_n, tiles=tiles, gpus=gpus, gpu_backend=backend, workers=workers,
+                              gpu_ratio=ratio)
+            measured[key] = min(execute(driver, options).seconds for _ in range(repeats))
+        return measured[key]
+
+    execute(driver, Options(n=min(trial_n, 2 * tile), tiles=settings(candidates[start]), gpus=gpus,
+                            gpu_backend=backend, workers=workers, gpu_ratio=first_ratio))  # warm-up
+    log(f"search at n={trial_n} ({label}-multiple {trial_n / tile:.3g}), best of {repeats} run(s) each:")
+    more_time = lambda: remaining() > 0
+    chosen, history = hill_climb(candidates, start, lambda c: trial(settings(c), first_ratio),
+                                 more_time=more_time)
+    log("  " + ", ".join(f"{describe(c)} {t:.4f} s" + ("*" if c == chosen else "") for c, t in history))
+    searches = [{"tiles": settings(c), "gpu_ratio": _listed(first_ratio), "seconds": round(t, 6)}
+                for c, t in history]
+    tiles = settings(chosen)
+    if not hybrid and gpus:
+        index = RATIOS.index(Fraction(*first_ratio))
+        chosen_ratio, history = hill_climb(RATIOS, index, lambda r: trial(tiles, (r.numerator, r.denominator)),
+                                           more_time=more_time)
+        log("  " + ", ".join(f"gpu-ratio {r.numerator}:{r.denominator} {t:.4f} s" + ("*" if r == chosen_ratio else "")
+                             for r, t in history))
+        searches += [{"tiles": tiles, "gpu_ratio": [r.numerator, r.denominator], "seconds": round(t, 6)}
+                     for r, t in history]
+        result["gpu_ratio"] = [chosen_ratio.numerator, chosen_ratio.denominator]
+    result.update({"tiles": tiles, "trial_n": trial_n, "search": searches,
+                   "seconds": round(clock() - began, 3),
+                   "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return result
+
+
+def _rate_at(rates: dict, size: int) -> float:
+    return rates.get(size) or rates[min(rates, key=lambda s: abs(s - size))]
+
+
+def _listed(ratio):
+    return None if ratio is None else list(ratio)
+
+
+def _speed_table(speeds: dict) -> str:
+    sizes = sorted({s for table in speeds.values() for rates in table.values() for s in rates})
+    lines = ["kernel speeds, GFLOP/s (one core; one GPU):",
+             f"  {'':<16}" + "".join(f"{s:>8}" for s in sizes)]
+    for place, table in speeds.items():
+        for kernel, rates in table.items():
+            lines.append(f"  {place + ' ' + kernel:<16}"
+                         + "".join(f"{rates[s]:>8.2f}" if s in rates else f"{'-':>8}" for s in sizes))
+    return "\n".join(lines)
+
+
+def save(result: dict) -> tuple:
+    """Store ``result`` in this machine's cache; ``(path, key)``."""
+    key = tuning.entry_key(result["program"], result["gpus"], result["backend"] or "emulated")
+    return tuning.store(key, result), key
+
+
+def render(result: dict, path=None, key=None) -> str:
+    tiles = " ".join(f"{k}={v}" for k, v in result["tiles"].items())
+    ratio = result.get("gpu_ratio")
+    lines = [f"tuned {result['program']}: {tiles}" + (f", gpu-ratio {ratio[0]}:{ratio[1]}" if ratio else "")
+             + f" (in {result['seconds']:.1f} s)"]
+    if path is not None:
+        gpus = f" --gpus {result['gpus']} --gpu-backend {result['backend']}" if result["gpus"] else ""
+        lines.append(f"saved in {path} as {key}: tiledsl run of {result['program']}{gpus} uses these values "
+                     f"unless given on the command line (--no-tune ignores them)")
+    return "\n".join(lines)
