@@ -113,7 +113,8 @@ class Engine:
         scheduler = self.scheduler
         if scheduler.window_full():
             while scheduler.in_flight > self.low_water and self.failure is None:
-                self.space.wait()
+                self.space.wait(timeout=1.0)
+                self._check_watchdog()  # a stall can leave the window full
         if self.failure is not None:
             raise _Abort()
 

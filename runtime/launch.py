@@ -755,8 +755,11 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
     return _leave(comm, 0 if result.passed else 1)
 
 
-class _Stopped(Exception):
-    """SIGTERM arrived: unwind the run (workers finish their kernel) and leave."""
+class _Stopped(BaseException):
+    """SIGTERM arrived: unwind the run (workers finish their kernel) and leave.
+
+    A BaseException, like KeyboardInterrupt, so that nothing that catches a
+    program's errors (the loop nest's ``except Exception``) takes it for one."""
 
     def __init__(self, signum: int):
         super().__init__(signum)

@@ -151,7 +151,7 @@ class Scheduler:
                  f"{self.completed} of {self.submitted} submitted done"]
         queued = {id(entry[2]) for queue in self.ready for entry in queue}
         for task in [t for t in self.pending if t.waiting > 0][:limit]:
-            earlier = [t for t in self.pending if t.seq < task.seq and set(t.tiles) & set(task.tiles)]
+            earlier = [t for t in self.pending if t.seq < task.seq and _conflict(t, task)]
             reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, t.tiles))} "
                        f"({'blocked' if t.waiting else 'queued' if id(t) in queued else 'running'})"
                        for t in earlier[-3:]]
@@ -159,3 +159,10 @@ class Scheduler:
                          f"line {task.call.line}: waits for "
                          + ("; ".join(reasons) if reasons else "data from another rank or device"))
         return "\n".join(lines)
+
+
+def _conflict(earlier: Task, later: Task) -> bool:
+    """Whether ``later`` must wait for ``earlier``: a tile they share is written by either."""
+    def written(task):
+        return {tile for tile, mode in zip(task.tiles, task.call.modes) if mode != "in"}
+    return bool(written(earlier) & set(later.tiles) or written(later) & set(earlier.tiles))

@@ -197,7 +197,7 @@ class _Builder:
         tilings = pick(n.TilingDecl)
         if len(tilings) > 1:
             raise SourceError(Diagnostic(tilings[1].span, "E207", "the tiling is declared twice",
-                                         f"first declared at line {tilings[0].span.line}"))
+                                         (f"first declared at line {tilings[0].span.line}",)))
         body = tuple(i for i in rest if isinstance(i, (n.For, n.If, n.Let, n.Call, n.Release)))
         return n.Program(name, tilings[0] if tilings else None, pick(n.ParamDecl),
                          pick(n.MatrixDecl), pick(n.WorkspaceDecl), pick(n.CheckDecl), body, span)

@@ -66,8 +66,20 @@ def test_the_watchdog_reports_a_stall_with_the_blocked_tasks(tmp_path):
 
 
 @pytest.mark.timeout(90)
-def test_sigterm_ends_the_run_with_a_message(tmp_path, segments_before):
-    process = start("--set", "fault=2", cache=tmp_path)
+def test_the_watchdog_fires_while_the_loop_nest_waits_for_a_full_window(tmp_path):
+    # 32×32 tiles: the loop nest is far from done when the window fills behind the stall
+    code, err, elapsed = finish(start("--set", "fault=2", "--watchdog", 2, "--window", 4, "--n", 2048,
+                                      cache=tmp_path))
+    assert code == 1 and elapsed < 30
+    assert "watchdog: no task completed for" in err and "4 task(s) in the window" in err
+    assert "of 37 submitted done" in err and "waits for #33 stall on A[1, 1] (running)" in err
+    assert "trsm on A[1, 1]" not in err  # readers of a tile do not wait for each other
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("extra", [[], ["--window", 4, "--n", 2048]], ids=["workers-busy", "loop-nest-waiting"])
+def test_sigterm_ends_the_run_with_a_message(tmp_path, segments_before, extra):
+    process = start("--set", "fault=2", *extra, cache=tmp_path)
     time.sleep(4)
     process.send_signal(signal.SIGTERM)
     code, err, elapsed = finish(process)

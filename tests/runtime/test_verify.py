@@ -49,3 +49,24 @@ def test_qr_check_passes_a_correct_run_and_fails_a_perturbed_one(compiled, monke
     assert set(correct.residuals) == {"qr", "orthogonality"} and correct.passed
     perturbed, _ = run_perturbed(monkeypatch, driver, Options(n=301, tiles=tiles, check=True))
     assert not perturbed.passed and max(perturbed.residuals.values()) > 1000
+
+
+PARTIAL = {"cholesky": "matrix A[n, n] = random spd\n  check cholesky(A)\n  for k in 0 .. A.nt { potrf(A[k, k]) }",
+           "lu": "matrix A[n, n] = random diagdom\n  check lu(A)\n  for k in 0 .. A.nt { getrf_nopiv(A[k, k]) }",
+           "qr": "param ib = 50\n  matrix A[n, n] = random general\n  workspace T like A rows ib\n"
+                 "  check qr(A, T)\n  for k in 0 .. A.nt { geqrt(A[k, k], T[k, k]) }"}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", list(PARTIAL))
+def test_a_program_that_leaves_tiles_untouched_fails_its_check_cleanly(tmp_path, kind):
+    """Only the diagonal tiles are factored: the check reads the others' inputs and fails."""
+    from tiledsl.compiler import compile_path
+    from tiledsl.driverload import import_driver
+
+    (tmp_path / "p.tile").write_text(f"program p {{\n  tiling uniform(nb = 100)\n  {PARTIAL[kind]}\n}}\n")
+    result, text = compile_path(tmp_path / "p.tile")
+    assert text is not None, result.report()
+    (tmp_path / "p.py").write_text(text)
+    run = execute(import_driver(tmp_path / "p.py", f"partial_{kind}"), Options(n=300, check=True, workers=2))
+    assert not run.passed and run.residuals[kind] > 1e6
