@@ -231,16 +231,21 @@ class Engine:
         scheduler = self.scheduler
         busy = 0.0
         count = 0
+        idle_since = None
         with self.lock:
             while True:
                 task = scheduler.pop(device)
                 if task is None:
                     if self.stopping or self.failure is not None:
                         break
+                    idle_since = idle_since or time.perf_counter()
                     self.work[device].wait()
                     continue
                 self.lock.release()
                 began = time.perf_counter()
+                if idle_since is not None and self.tracer is not None:
+                    self.tracer.idle(lane, idle_since, began)
+                idle_since = None
                 try:
                     _execute(task, self.check_finite, self.devices)
                     error = None

@@ -1,7 +1,7 @@
 """Traces of a run and the bounds that judge it (DESIGN §6; RR-8513 §4.4).
 
 While tracing, each rank records one event per task it ran (lane, start, end),
-per MPI transfer and per host/GPU copy, with times relative to the barrier
+per wait of a worker for work ("idle"), per MPI transfer and per host/GPU copy, with times relative to the barrier
 every rank passes just before the run, so lanes of all ranks line up. Rank 0
 merges them into one Chrome trace-event file (Perfetto opens it).
 
@@ -50,6 +50,10 @@ class Tracer:
                 "key": [key[0], list(key[1]), self.occurrences[key]]}
         self.events.append((lane, began - self.origin, ended - self.origin, call.kernel, args))
 
+    def idle(self, lane: str, began: float, ended: float) -> None:
+        """A worker waited for work from ``began`` to ``ended``."""
+        self.events.append((lane, began - self.origin, ended - self.origin, "idle", {}))
+
     def transfer(self, lane: str, began: float, name: str, args: dict) -> None:
         self.events.append((lane, began - self.origin, time.perf_counter() - self.origin, name, args))
 
@@ -65,7 +69,7 @@ def chrome_trace(ranks: list, about: dict | None = None) -> dict:
             events.append({"ph": "M", "pid": rank, "tid": tid, "name": "thread_name", "args": {"name": lane}})
         ids = {lane: tid for tid, lane in enumerate(lanes)}
         for lane, start, end, name, args in rank_events:
-            events.append({"ph": "X", "pid": rank, "tid": ids[lane], "name": name, "cat": _category(lane),
+            events.append({"ph": "X", "pid": rank, "tid": ids[lane], "name": name, "cat": _category(lane, name),
                            "ts": round(start * 1e6, 3), "dur": round(max(end - start, 0.0) * 1e6, 3), "args": args})
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": dict(about or {})}
 
@@ -75,7 +79,9 @@ def _lane_order(lane: str):
     return ({"cpu": 0, "gpu": 1, "mpi": 2, "copy": 3}.get(kind, 4), int(number) if number.isdigit() else 0)
 
 
-def _category(lane: str) -> str:
+def _category(lane: str, name: str) -> str:
+    if name == "idle":
+        return "idle"
     return "transfer" if lane.startswith(("mpi", "copy")) else "task"
 
 
@@ -161,7 +167,7 @@ def communication(ranks: list, seconds: float) -> dict:
             elif name == "receive":
                 spans.append((max(start, sent.get((args["from"], rank, args["tag"], args["message"]), start)), end))
             elif not lane.startswith(("mpi", "copy")):
-                busy += end - start
+                busy += end - start if name != "idle" else 0.0
                 lanes.add(lane)
         traffic[rank] = _covered(spans)
         idle[rank] = max(0.0, seconds - busy / len(lanes)) if lanes else seconds
@@ -185,9 +191,9 @@ def utilisation(ranks: list, seconds: float) -> dict:
     """Busy fraction of every compute lane, and the load imbalance max/avg of busy time."""
     busy = {}
     for rank, rank_events in enumerate(ranks):
-        for lane, start, end, _, args in rank_events:
+        for lane, start, end, name, args in rank_events:
             if not lane.startswith(("mpi", "copy")):
-                busy[f"{rank}/{lane}"] = busy.get(f"{rank}/{lane}", 0.0) + end - start
+                busy[f"{rank}/{lane}"] = busy.get(f"{rank}/{lane}", 0.0) + (end - start if name != "idle" else 0.0)
     if not busy or seconds <= 0:
         return {"busy": {}, "imbalance": None}
     values = list(busy.values())

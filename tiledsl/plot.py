@@ -78,7 +78,7 @@ def lanes(document: dict) -> list[Lane]:
         pid, tid = _int(event.get("pid", 0)), _int(event.get("tid", 0))
         if event.get("ph") == "M" and event.get("name") == "thread_name":
             names[pid, tid] = str((event.get("args") or {}).get("name", f"lane {tid}"))
-        elif event.get("ph") == "X":
+        elif event.get("ph") == "X" and event.get("cat") != "idle":  # idle shows as the gaps
             start, duration = _seconds(event.get("ts")), _seconds(event.get("dur", 0))
             lane = found.setdefault((pid, tid), Lane(pid, tid, ""))
             lane.events.append((start, max(duration, 0.0), str(event.get("name", "?")),

@@ -26,6 +26,11 @@ def test_trace_of_a_two_rank_run(tmp_path):
     for event in spans:
         assert {"pid", "tid", "name", "ts", "dur", "args"} <= set(event) and event["dur"] >= 0
     tasks = [e for e in spans if e["cat"] == "task"]
+    idle = [e for e in spans if e["cat"] == "idle"]
+    assert idle and all(e["name"] == "idle" for e in idle)
+    for lane in {(e["pid"], e["tid"]) for e in idle}:  # a lane is idle or busy, never both
+        busy = sorted((e["ts"], e["ts"] + e["dur"]) for e in tasks + idle if (e["pid"], e["tid"]) == lane)
+        assert all(end <= later + 1e-3 for (_, end), (later, _) in zip(busy, busy[1:]))
     keys = [(e["args"]["line"], tuple(e["args"]["tiles"])) for e in tasks]
     assert len(tasks) == summary["tasks"] == 7 + 21 + 21 + 35  # potrf, trsm, syrk, gemm on 7×7 tiles
     assert len(set(keys)) == len(keys)  # every task exactly once
