@@ -2,17 +2,23 @@
 
 :class:`CupyBackend` is the ``cupy`` backend of :func:`.devices.backend` (DESIGN §4
 items 5 and 7). GPU ``g`` of the runtime is CUDA device ``g - 1``; a tile there is a
-Fortran-ordered float64 ``cupy.ndarray``. Each device has two non-blocking streams:
+Fortran-ordered float64 ``cupy.ndarray``. Each device has three non-blocking streams:
 
-* a copy stream, used by ``to_device``, ``to_host``, ``copy`` and ``empty`` (the
-  engine's copy thread calls them one at a time), with a pinned host staging buffer
-  per calling thread so that the DMA runs at full speed;
-* a compute stream, on which the GPU's management thread runs kernels.
+* a compute stream, on which the GPU's management thread launches kernels;
+* an in-stream (``to_device``, ``empty``, the target side of ``copy``) and an
+  out-stream (``to_host``), used by the engine's copy thread, with a pinned host
+  staging buffer per calling thread so that the DMA runs at full speed.
 
-Every call synchronizes its stream before returning: the engine treats a returned
-kernel or copy as complete and at once hands its tiles to other threads and devices,
-which must see the result. (Events instead of host syncs would need a hook at the
-end of the run so that the timed section waits for the GPU.)
+Kernels do not wait for the GPU: the management thread launches one, records a
+CUDA event on the compute stream and goes on to the next task. Tasks on one GPU
+are ordered by its compute stream; everything else that touches a device first
+makes its stream wait for the device's latest event (``wait_event``), so a copy
+never reads a tile before the kernel that writes it has run, nor reuses memory
+(CuPy's pool recycles freed blocks) that a launched kernel still reads. Copies
+synchronize their stream before returning, since the engine hands their result
+to other threads at once; :meth:`CupyBackend.synchronize` ends the timed run.
+With ``synchronous`` set (traced runs), each kernel is waited for, so the trace
+shows kernel times rather than launch times.
 
 The kernels (:class:`TileKernels`) have the names and semantics of
 :data:`.kernels.CPU_KERNELS` and work in place on views, because tiles move between
@@ -61,6 +67,7 @@ class CupyBackend:
     """``gpus`` CUDA devices through CuPy; ValueError (one line) when they cannot be had."""
 
     name = "cupy"
+    synchronous = False  # wait for each kernel (traced runs)
 
     def __init__(self, gpus: int):
         cupy, cupyx = _import_cupy()
@@ -70,13 +77,14 @@ class CupyBackend:
         cublas, cusolver = _import_libraries()
         self.gpus = gpus
         self._cupy, self._cupyx = cupy, cupyx
-        self._copy_streams, self._compute_streams = {}, {}
+        self._streams = {"in": {}, "out": {}, "compute": {}}
+        self._launched = {}  # CUDA device -> event after the latest kernel launched there
         for device in range(gpus):
             try:
                 with cupy.cuda.Device(device):
-                    # non-blocking: neither waits for work on the legacy default stream
-                    self._copy_streams[device] = cupy.cuda.Stream(non_blocking=True)
-                    self._compute_streams[device] = cupy.cuda.Stream(non_blocking=True)
+                    for streams in self._streams.values():
+                        # non-blocking: none waits for work on the legacy default stream
+                        streams[device] = cupy.cuda.Stream(non_blocking=True)
             except cupy.cuda.runtime.CUDARuntimeError as error:
                 raise ValueError(f"GPU {device + 1} (CUDA device {device}) cannot be used: {error}") from None
         self._local = threading.local()  # each thread's pinned staging buffer
@@ -86,12 +94,12 @@ class CupyBackend:
     # ---------------------------------------------------------------- memory and copies
     def empty(self, shape, device: int):
         """A zeroed tile on GPU ``device``."""
-        with self._copying(device - 1):
+        with self._copying(device - 1, "in"):
             return self._cupy.zeros(shape, order="F")
 
     def to_device(self, array: np.ndarray, device: int):
         """A copy of host ``array`` on GPU ``device``."""
-        with self._copying(device - 1) as stream:
+        with self._copying(device - 1, "in") as stream:
             result = self._cupy.empty(array.shape, order="F")
             if result.size:
                 staged = self._staging(array.shape)
@@ -102,7 +110,7 @@ class CupyBackend:
     def to_host(self, array) -> np.ndarray:
         """A Fortran-ordered host copy of a device tile."""
         staged = self._staging(array.shape)
-        with self._copying(array.device.id) as stream:
+        with self._copying(array.device.id, "out") as stream:
             dense = self._cupy.asfortranarray(array)
             if dense.size:
                 dense.data.copy_to_host_async(staged.ctypes.data, dense.nbytes, stream)
@@ -110,9 +118,9 @@ class CupyBackend:
 
     def copy(self, array, device: int):
         """A copy of a device tile on GPU ``device`` (the same or another one)."""
-        with self._copying(array.device.id):
+        with self._copying(array.device.id, "out"):  # returns once the tile's writer has run
             source = self._cupy.asfortranarray(array)
-        with self._copying(device - 1) as stream:
+        with self._copying(device - 1, "in") as stream:
             result = self._cupy.empty(array.shape, order="F")
             if result.size:
                 result.data.copy_from_device_async(source.data, result.nbytes, stream)
@@ -130,18 +138,28 @@ class CupyBackend:
         Called by the GPU's management thread after a kernel, on its compute stream.
         """
         cupy = self._cupy
-        with cupy.cuda.Device(array.device.id), self._compute_streams[array.device.id]:
+        with cupy.cuda.Device(array.device.id), self._streams["compute"][array.device.id]:
             bad = ~cupy.isfinite(array.T)
             if not bool(bad.any()):
                 return None
             col, row = (int(x) for x in cupy.argwhere(bad)[0])
             return row, col, float(array[row, col])
 
+    def synchronize(self) -> None:
+        """Wait until every kernel launched on every GPU has run (the end of a timed run)."""
+        for device, stream in self._streams["compute"].items():
+            with self._cupy.cuda.Device(device):
+                stream.synchronize()
+
     @contextlib.contextmanager
-    def _copying(self, cuda_device: int):
-        """CUDA device ``cuda_device`` and its copy stream current; waits for the copy on exit."""
-        stream = self._copy_streams[cuda_device]
+    def _copying(self, cuda_device: int, direction: str):
+        """CUDA device ``cuda_device`` and its ``direction`` ("in" or "out") copy stream current,
+        after the kernels launched there so far; waits for the copy on exit."""
+        stream = self._streams[direction][cuda_device]
         with self._cupy.cuda.Device(cuda_device), stream:
+            launched = self._launched.get(cuda_device)
+            if launched is not None:
+                stream.wait_event(launched)
             yield stream
             stream.synchronize()
 
@@ -159,13 +177,16 @@ class CupyBackend:
 
     # ---------------------------------------------------------------- kernels
     def _on_gpu(self, kernel):
-        """The GPU body of a tile kernel: on its tiles' device and compute stream, finished on return."""
+        """The GPU body of a tile kernel: launched on its tiles' device and compute stream."""
         def run(*arrays):
             device = self._device_of(arrays)
-            stream = self._compute_streams[device]
+            stream = self._streams["compute"][device]
             with self._cupy.cuda.Device(device), stream:
                 kernel(*arrays)
-                stream.synchronize()
+                if self.synchronous:
+                    stream.synchronize()
+                else:
+                    self._launched[device] = stream.record()
         run.__name__, run.__doc__ = kernel.__name__, kernel.__doc__
         return run
 

@@ -2,7 +2,9 @@
 
 A backend gives the engine three things (DESIGN §4, §7): memory on a device
 (``empty``, ``to_device``, ``free_memory``), copies back to the host (``to_host``),
-``first_nonfinite`` for ``--check-finite``, and the tile
+``first_nonfinite`` for ``--check-finite``, ``synchronize`` (wait for every
+kernel launched; ``synchronous`` asks for kernels that finish before returning,
+for traces), and the tile
 kernels that run there (``kernels``, the prelude's names, same arguments and
 semantics as :mod:`.kernels`). The backends:
 
@@ -44,6 +46,10 @@ class EmulatedBackend:
     """GPUs emulated on the host: separate memory, explicit copies, the CPU kernels."""
 
     name = "emulated"
+    synchronous = True  # its kernels finish before they return
+
+    def synchronize(self) -> None:
+        """Nothing is left running: the emulated kernels are synchronous."""
 
     def __init__(self, gpus: int):
         self.gpus = gpus

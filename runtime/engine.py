@@ -173,6 +173,7 @@ class Engine:
         try:
             self._generate(generate, params)
             self._wait_until_idle()
+            self._wait_for_gpus()
             finished = self.failure is None
         finally:
             with self.lock:
@@ -186,6 +187,15 @@ class Engine:
         if self.failure is not None:
             raise self.failure
         return time.perf_counter() - start
+
+    def _wait_for_gpus(self) -> None:
+        """Kernels launched on GPUs may still run when their tasks are done: the run ends with them."""
+        if self.devices is None or self.failure is not None:
+            return
+        try:
+            self.devices.synchronize()
+        except Exception as error:  # an asynchronous GPU error surfaces here
+            self._fail(TaskFailure(f"a GPU failed: {type(error).__name__}: {error}", self.rank))
 
     def _generate(self, generate, params) -> None:
         try:

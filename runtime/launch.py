@@ -170,9 +170,12 @@ def _devices(options: Options):
     if not options.gpus:
         return None
     try:
-        return backend(options.gpu_backend, options.gpus)
+        devices = backend(options.gpu_backend, options.gpus)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if options.trace:
+        devices.synchronous = True  # the trace shows kernel times, not launch times
+    return devices
 
 
 def _bring_home(matrices: dict, devices) -> None:

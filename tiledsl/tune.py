@@ -254,6 +254,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
             device = make_backend(backend, gpus)
         except ValueError as error:
             raise UsageError(str(error)) from None
+        device.synchronous = True  # kernels are timed to their end, not to their launch
     defaults = make_params(driver, Options(n=STEP)).as_dict()
     ib = int(defaults.get("ib") or 32)
     counts = task_counts(driver)

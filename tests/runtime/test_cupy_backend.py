@@ -522,10 +522,11 @@ def test_the_cupy_api_the_backend_uses_exists():
                                  "diagonal", "tril", "triu", "eye"]),
                          (cupy.cuda, ["Device", "Stream", "get_current_stream"]),
                          (cupy.cuda.device, ["get_cublas_handle", "get_cusolver_handle"]),
-                         (cupy.cuda.runtime, ["getDeviceCount", "CUDARuntimeError"]),
+                         (cupy.cuda.runtime, ["getDeviceCount", "CUDARuntimeError", "memGetInfo"]),
+                         (cupy, ["isfinite", "argwhere", "get_default_memory_pool"]),
                          (cupy.cuda.MemoryPointer, ["copy_from_host_async", "copy_to_host_async",
                                                     "copy_from_device_async"]),
-                         (cupy.cuda.Stream, ["synchronize"]),
+                         (cupy.cuda.Stream, ["synchronize", "record", "wait_event"]),
                          (cupyx, ["empty_pinned"])]:
         for name in names:
             assert hasattr(owner, name), f"{owner.__name__}.{name}"
@@ -563,6 +564,19 @@ def test_copies_of_views(gpu_implementation, rng):
     on_gpu = gpu.to_device(a, 1)
     np.testing.assert_array_equal(gpu.to_host(on_gpu[5:20, 3:9]), a[5:20, 3:9])
     np.testing.assert_array_equal(gpu.to_host(gpu.copy(on_gpu[5:20, 3:9], 1)), a[5:20, 3:9])
+
+
+@needs_gpu
+def test_a_copy_waits_for_the_kernel_that_writes_its_tile(rng):
+    """Kernels only launch; the copy back must still see their result (the out-stream waits)."""
+    gpu = backend("cupy", 1)
+    a, b = rng.standard_normal((2000, 2000)), rng.standard_normal((2000, 2000))
+    c = np.zeros((2000, 2000), order="F")
+    on_gpu = [gpu.to_device(x, 1) for x in (a, b, c)]
+    for _ in range(3):  # long enough to still run when the copy is asked for
+        gpu.kernels["gemm_nn"](*on_gpu)
+    np.testing.assert_allclose(gpu.to_host(on_gpu[2]), -3 * a @ b, rtol=1e-10, atol=1e-8)
+    gpu.synchronize()
 
 
 @needs_gpu
