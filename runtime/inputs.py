@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 KINDS = ("general", "spd", "diagdom", "zeros", "identity")
+SQUARE_KINDS = ("spd",)  # kinds defined for square matrices only
 
 _MASK = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15  # splitmix64 increment (golden ratio)

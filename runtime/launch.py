@@ -26,7 +26,7 @@ from .distribution import BlockCyclic, Hybrid, parse_ratio
 from .engine import Engine, TaskFailure
 from .geometry import Geometry
 from .matrix import TiledMatrix
-from .recording import record
+from .recording import survey
 from .trace import Tracer, area_bound, chrome_trace, communication, critical_path, task_times, utilisation
 from .verify import Verifier
 from .world import UsageError, communicator, default_workers, grid_for
@@ -113,11 +113,15 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     distribution = make_distribution(program, params, grid, options.gpus, options.gpu_ratio)
     matrices = make_matrices(driver, params, distribution, rank)
     _check_every_rank_has_tiles(program, matrices, ranks)
-    sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}) for i, d in enumerate(program.matrices)}
+    check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
+                     options.inputs, options.outputs)
+    sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}, driver)
+               for i, d in enumerate(program.matrices)}
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     _check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5)
-    share = record(driver, matrices, params, rank)  # this rank's tasks, before any is run
-    needed = {tile for _, tiles, _ in share.submitted for tile in tiles}
+    derive = options.priorities == "auto" or (options.priorities == "program" and program.derive_priorities)
+    share = survey(driver, matrices, params, rank, priorities.TaskSequence() if derive else None)
+    needed = share.needed
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
     _check_memory(program, matrices, needed, window if ranks > 1 or options.gpus else 0, options.check)
@@ -126,7 +130,9 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     engine = Engine(program, _kernels(program, driver), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite)
     engine.attach(matrices)
-    engine.priority_of = _priority_of(driver, matrices, params, share, options.priorities, ranks)
+    engine.priority_of = (priorities.equal if options.priorities == "none" else
+                          priorities.in_turn(priorities.bottom_levels(share.sequence)) if derive else None)
+    share.sequence = None  # the levels are all the run needs of it
     with _single_threaded_blas():
         try:
             engine.tracer = Tracer() if options.trace else None
@@ -149,18 +155,6 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     for name, path in options.outputs.items():
         _write_output(matrices[name], path, comm)
     return result
-
-
-def _priority_of(driver, matrices: dict, params, share, mode: str, ranks: int):
-    """What replaces the program's priorities (``--priorities``), or None to keep them."""
-    if mode == "none":
-        return priorities.equal
-    if mode == "program" and not driver.PROGRAM.derive_priorities:
-        return None
-    everything = share if ranks == 1 else record(driver, matrices, params)
-    tasks = [(call, tiles) for call, tiles, _ in everything.submitted]
-    mine = None if ranks == 1 else {(id(call), tiles) for call, tiles, _ in share.submitted}
-    return priorities.PriorityTable(tasks, priorities.bottom_levels(tasks), mine).take
 
 
 def _devices(options: Options):
@@ -429,7 +423,7 @@ def _fill_inputs(program, matrices, sources: dict, needed: set, devices) -> None
                 tile.data = devices.to_device(tile.data, tile.device)
 
 
-def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict):
+def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict, driver=None):
     """``fill(r0, r1, c0, c1)`` for one matrix: an array given, a file, or a generator."""
     shape = (matrix.m, matrix.n)
     if decl.name in arrays:
@@ -437,14 +431,37 @@ def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dic
         if array.shape != shape:
             raise UsageError(f"{decl.name} has shape {array.shape}; the program needs {shape}")
         return lambda r0, r1, c0, c1: array[r0:r1, c0:c1]
-    path = options.inputs.get(decl.name) or (decl.load if decl.init == "load" else None)
+    path = options.inputs.get(decl.name)  # --input: as given, relative to the current directory
+    loaded = path is None and decl.init == "load"
+    if loaded:
+        path = load_path(decl, getattr(driver, "PROGRAM", None), driver)
     if path is not None:
         try:
             mapped = npyio.open_input(path, shape)
         except (npyio.InputFileError, OSError) as error:
-            raise UsageError(str(error)) from None
+            where = (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the "
+                     f"directory of the .tile file)" if loaded and not os.path.isabs(decl.load) else "")
+            raise UsageError(f"{error}{where}") from None
         return lambda r0, r1, c0, c1: npyio.read_block(mapped, r0, r1, c0, c1)
+    if decl.init in inputs.SQUARE_KINDS and shape[0] != shape[1]:
+        raise UsageError(f"{decl.name} is {shape[0]}×{shape[1]} but `random {decl.init}` needs a square matrix")
     return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, options.seed, index, *shape, r0, r1, c0, c1)
+
+
+def load_path(decl, program=None, driver=None) -> str:
+    """The file of ``matrix NAME = load "PATH"``: PATH when absolute, else PATH relative to
+    the ``.tile`` file's directory (as recorded when the driver was compiled, then as the
+    program's source path names it from here), else next to the driver; the first of
+    these that exists (the first if none does, for the message)."""
+    if os.path.isabs(decl.load):
+        return decl.load
+    bases = [Path(decl.base)] if getattr(decl, "base", None) else []
+    if program is not None:
+        bases.append(Path(program.source).parent)
+    if getattr(driver, "__file__", None):
+        bases.append(Path(driver.__file__).parent)
+    candidates = [str(base / decl.load) for base in bases] or [decl.load]
+    return next((c for c in candidates if os.path.isfile(c)), candidates[0])
 
 
 def _kernels(program, driver) -> dict:
@@ -658,16 +675,14 @@ def size_options(args: argparse.Namespace) -> Options:
     return options
 
 
-def options_from(args: argparse.Namespace, matrix_names) -> Options:
-    """Options from parsed arguments; a :class:`UsageError` for bad NAME=VALUE pairs."""
+def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> Options:
+    """Options from parsed arguments; a :class:`UsageError` for bad NAME=VALUE pairs.
+
+    ``--output`` may name a matrix or a workspace, ``--input`` a matrix only
+    (workspaces start as zeros)."""
     options = size_options(args)
-    files = {}
-    for flag in ("input", "output"):
-        files[flag] = _pairs(getattr(args, flag), f"--{flag}")
-        for name in files[flag]:
-            if name not in matrix_names:
-                raise UsageError(f"--{flag} {name}=...: no matrix named {name} "
-                                 f"(the program has {', '.join(matrix_names)})")
+    files = {flag: _pairs(getattr(args, flag), f"--{flag}") for flag in ("input", "output")}
+    check_file_names(matrix_names, workspace_names, files["input"], files["output"])
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.window is not None and args.window < 1:
@@ -681,6 +696,24 @@ def options_from(args: argparse.Namespace, matrix_names) -> Options:
     options.priorities = args.priorities
     options.progress = not args.json
     return options
+
+
+def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:
+    """A :class:`UsageError` for an ``--input`` that is not a matrix or an ``--output`` that
+    is neither a matrix nor a workspace."""
+    matrix_names, workspace_names = list(matrix_names), list(workspace_names)
+    for name in inputs:
+        if name in workspace_names:
+            raise UsageError(f"--input {name}=...: {name} is a workspace, which starts as zeros; "
+                             f"--input is for matrices (the program's: {', '.join(matrix_names) or 'none'})")
+        if name not in matrix_names:
+            raise UsageError(f"--input {name}=...: no matrix named {name} "
+                             f"(the program has {', '.join(matrix_names) or 'none'})")
+    everything = matrix_names + workspace_names
+    for name in outputs:
+        if name not in everything:
+            raise UsageError(f"--output {name}=...: no matrix named {name} "
+                             f"(the program has {', '.join(everything) or 'none'})")
 
 
 def _pairs(items, flag: str) -> dict:
@@ -720,11 +753,10 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
     the whole job: no rank is left waiting for a message that will not come.
     """
     program = driver.PROGRAM
-    names = [d.name for d in program.matrices] + [d.name for d in program.workspaces]
     comm = None
     signal.signal(signal.SIGTERM, _stopped_by_signal)
     try:
-        options = options_from(args, names)
+        options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
         comm = communicator()
         if comm is not None:
             comm.start()

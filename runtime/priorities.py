@@ -13,36 +13,79 @@ cube of a square tile's order, which is what a BLAS-3 tile kernel costs up to
 a constant, so that hybrid programs weigh a GPU's large tile above a core's
 small one. One pass in reverse program order computes every bottom level.
 
+The sequence is kept compact (a kernel code and tile numbers per task, about
+15 bytes a task), since a run may have millions of tasks; a rank then hands
+out the levels of the tasks it submits, in the order it submits them.
+
 ``--priorities`` chooses: ``program`` (the program's own; derived when it
 gives none), ``auto`` (derived always) or ``none`` (all equal: oldest first).
 """
 from __future__ import annotations
+
+from array import array
 
 from .program import WRITE_MODES
 
 MODES = ("program", "auto", "none")
 
 
-def bottom_levels(tasks: list) -> list[float]:
-    """The bottom level of each ``(call, tiles)`` of ``tasks``, given in program order."""
-    levels = [0.0] * len(tasks)
-    next_writer: dict = {}  # tile -> bottom level of its next writer (later in program order)
-    readers_before_it: dict = {}  # tile -> the largest bottom level of its readers up to that writer
-    for index in range(len(tasks) - 1, -1, -1):
-        call, tiles = tasks[index]
-        after = 0.0
-        for tile, mode in zip(tiles, call.modes):
-            after = max(after, next_writer.get(tile, 0.0))
-            if mode in WRITE_MODES:
-                after = max(after, readers_before_it.get(tile, 0.0))
-        level = levels[index] = work(tiles) + after
-        for tile, mode in zip(tiles, call.modes):
-            if mode in WRITE_MODES:
-                next_writer[tile] = level
-                readers_before_it[tile] = 0.0
-            else:
-                readers_before_it[tile] = max(readers_before_it.get(tile, 0.0), level)
-    return levels
+class TaskSequence:
+    """Every task of a program in program order, compactly, and which of them are this rank's."""
+
+    def __init__(self):
+        self.calls: list = []  # each distinct call site, by code
+        self._codes: dict = {}
+        self.code = array("H")  # per task: its call's code
+        self.tiles = array("i")  # per task: its tiles' numbers, as many as the call has arguments
+        self.mine = bytearray()  # per task: 1 if this rank submits it
+        self._numbers: dict = {}  # id(tile) -> number
+        self.work: list[float] = []  # per tile number: the work of a task on it (see work())
+
+    def add(self, call, tiles, mine: bool) -> None:
+        code = self._codes.get(id(call))
+        if code is None:
+            code = self._codes[id(call)] = len(self.calls)
+            self.calls.append(call)
+        self.code.append(code)
+        for tile in tiles:
+            number = self._numbers.get(id(tile))
+            if number is None:
+                number = self._numbers[id(tile)] = len(self.work)
+                self.work.append(work((tile,)))
+            self.tiles.append(number)
+        self.mine.append(mine)
+
+    def __len__(self) -> int:
+        return len(self.code)
+
+
+def bottom_levels(sequence: TaskSequence) -> array:
+    """The bottom level of every task of ``sequence`` this rank submits, in program order."""
+    next_writer = [0.0] * len(sequence.work)  # per tile: the level of its next writer (later in program order)
+    readers_before_it = [0.0] * len(sequence.work)  # per tile: the highest level of its readers up to that writer
+    modes = [call.modes for call in sequence.calls]
+    writes = [[mode in WRITE_MODES for mode in m] for m in modes]
+    mine = array("d")
+    end = len(sequence.tiles)
+    for index in range(len(sequence) - 1, -1, -1):
+        written = writes[sequence.code[index]]
+        start = end - len(written)
+        tiles = sequence.tiles[start:end]
+        end = start
+        after, cost = 0.0, 0.0
+        for tile, write in zip(tiles, written):
+            after = max(after, next_writer[tile], readers_before_it[tile] if write else 0.0)
+            cost = max(cost, sequence.work[tile])
+        level = cost + after
+        for tile, write in zip(tiles, written):
+            if write:
+                next_writer[tile], readers_before_it[tile] = level, 0.0
+            elif level > readers_before_it[tile]:
+                readers_before_it[tile] = level
+        if sequence.mine[index]:
+            mine.append(level)
+    mine.reverse()
+    return mine
 
 
 def work(tiles) -> float:
@@ -51,33 +94,13 @@ def work(tiles) -> float:
     return float(largest) ** 1.5
 
 
-class PriorityTable:
-    """The priority of each task a rank will submit, looked up by ``(call, tiles)``.
+def in_turn(levels: array):
+    """``priority_of`` for the engine: the next level for each program task this rank submits."""
+    upcoming = iter(levels)
 
-    A program may submit the same call on the same tiles more than once; such
-    keys hold their priorities in program order and hand them out in turn.
-    """
-
-    def __init__(self, tasks: list, levels: list[float], keep=None):
-        self._table: dict = {}
-        for (call, tiles), level in zip(tasks, levels):
-            key = (id(call), tiles)
-            if keep is not None and key not in keep:
-                continue
-            if key in self._table:
-                held = self._table[key]
-                self._table[key] = (held if isinstance(held, list) else [held]) + [level]
-            else:
-                self._table[key] = level
-
-    def take(self, call, tiles, given):
-        """The derived priority of the next ``call`` on ``tiles``; ``given`` for a task not in the table."""
-        held = self._table.get((id(call), tiles))
-        if held is None:
-            return given
-        if isinstance(held, list):
-            return held.pop(0) if len(held) > 1 else held[0]
-        return held
+    def priority_of(call, tiles, given):
+        return next(upcoming, given)  # after the program's tasks: the checks' own priorities
+    return priority_of
 
 
 def equal(call, tiles, given) -> int:

@@ -4,6 +4,9 @@ Running ``generate`` against one of these costs only the loop nest's integer
 arithmetic. :class:`Everyone` is a rank number equal to every rank, so the
 driver submits every task of the program (``tiledsl explain``, the reflector
 list of the QR check); a real rank number records that rank's share.
+:class:`Survey` walks every task once before a run and keeps only what the run
+needs: this rank's task count and tiles, and the compact task sequence that
+derived priorities are computed from.
 """
 from __future__ import annotations
 
@@ -40,6 +43,43 @@ class Recorder:
 
     def release(self, tile):
         self.events.append(("release", tile))
+
+
+class Survey:
+    """What a run needs to know of the loop nest before it starts, in one pass over every task.
+
+    A rank submits a task when it owns one of the task's tiles (the driver's own
+    test), so the pass can run as :class:`Everyone` and still tell this rank's tasks.
+    """
+
+    def __init__(self, matrices: dict, rank: int, sequence=None):
+        self.matrices = matrices
+        self.rank = Everyone()
+        self.me = rank
+        self.count = 0  # tasks this rank submits
+        self.needed: set = set()  # tiles they touch
+        self.sequence = sequence  # a priorities.TaskSequence to fill, or None
+
+    def matrix(self, name):
+        return self.matrices[name]
+
+    def submit(self, call, tiles, regions, priority):
+        mine = any(tile.rank == self.me for tile in tiles)
+        if mine:
+            self.count += 1
+            self.needed.update(tiles)
+        if self.sequence is not None:
+            self.sequence.add(call, tiles, mine)
+
+    def release(self, tile):
+        pass
+
+
+def survey(driver, matrices: dict, params, rank: int, sequence=None) -> Survey:
+    """One pass over the driver's loop nest for ``rank`` (see :class:`Survey`)."""
+    found = Survey(matrices, rank, sequence)
+    driver.generate(found, params)
+    return found
 
 
 def record(driver, matrices: dict, params, rank=None, keep=lambda call: True) -> Recorder:

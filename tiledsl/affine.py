@@ -43,6 +43,120 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guarded
     return None
 
 
+def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter",
+                        guarded: bool) -> str | None:
+    """Why tile references ``a`` and ``b`` of one matrix are provably the same tile, or None.
+
+    ``""`` when their indices are equal at every iteration; else ``"when k = 0, m = 0"``:
+    an iteration of the enclosing loops (one that runs once sizes are large enough, with
+    no enclosing ``if``) where both index pairs are equal whatever the sizes. The index
+    differences must be affine; they are solved for the innermost loop variable with a
+    coefficient of ±1, and the other variables tried at their first, second and last
+    values. Anything else is left to the run-time check.
+    """
+    forms = [converter.form(index) for index in (a.row, b.row, a.col, b.col)]
+    if any(form is None for form in forms):
+        return None
+    diffs = [_add(forms[0], _scale(forms[1], -1)), _add(forms[2], _scale(forms[3], -1))]
+    if all(_is_zero(diff) for diff in diffs):
+        return ""
+    if guarded:
+        return None
+    depth = {loop.var.text: level for level, loop in enumerate(loops)}
+    solved: dict = {}  # loop variable -> form in outer loop variables and sizes
+    for diff in diffs:
+        diff = _resolve(diff, solved)
+        variables = [v for v, c in diff.items() if v in depth and c]
+        if not variables:
+            if _is_zero(diff):
+                continue
+            return None  # they differ by a constant or by sizes: not provably equal
+        var = max(variables, key=depth.get)
+        coefficient = diff[var]
+        if abs(coefficient) != 1:
+            return None
+        value = _scale({k: v for k, v in diff.items() if k != var}, -coefficient)
+        solved = {v: _substitute(f, var, value) for v, f in solved.items()}
+        solved[var] = value
+    bounds = []
+    for loop in loops:
+        lows, highs = _bound_forms(loop.start, "max", converter), _bound_forms(loop.stop, "min", converter)
+        if lows is None or highs is None:
+            return None
+        bounds.append((loop.var.text, lows, highs))
+    point = _search(bounds, solved, {}, [200])
+    if point is None:
+        return None
+    return "when " + ", ".join(f"{v} = {converter.render(point[v])}" for v, _, _ in bounds)
+
+
+def provably_nonzero(form: Form) -> bool:
+    """True when ``form`` differs from 0 for every admissible value of its symbols."""
+    return _provably_at_least(form, 1) or _provably_at_least(_scale(form, -1), 1)
+
+
+def difference(a: Form, b: Form) -> Form:
+    return _add(a, _scale(b, -1))
+
+
+def _bound_forms(expr, func: str, converter: "Converter") -> list | None:
+    """The affine forms of a loop bound; ``min``/``max`` (``func``) of several give them all."""
+    if isinstance(expr, n.Func) and expr.func.text == func:
+        parts = [_bound_forms(arg, func, converter) for arg in expr.args]
+        return None if any(p is None for p in parts) else [form for part in parts for form in part]
+    form = converter.form(expr)
+    return None if form is None else [form]
+
+
+def _search(bounds, solved: dict, point: dict, budget: list) -> dict | None:
+    """Values of the loop variables (outermost first) inside every loop's range once sizes
+    are large enough, with the ``solved`` variables at their solutions; None if none found."""
+    if len(point) == len(bounds):
+        return point
+    var, lows, highs = bounds[len(point)]
+    lows = [_resolve(f, point) for f in lows]
+    highs = [_resolve(f, point) for f in highs]
+    if var in solved:
+        candidates = [_resolve(solved[var], point)]
+    else:
+        candidates = lows + [_add(f, {"": 1}) for f in lows] + [_add(f, {"": -1}) for f in highs]
+    loop_vars = {v for v, _, _ in bounds}
+    tried = []
+    for value in candidates:
+        if value in tried or any(k in loop_vars and c for k, c in value.items()):
+            continue
+        tried.append(value)
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        if (all(_holds_for_large_sizes(_add(value, _scale(low, -1)), 0) for low in lows)
+                and all(_holds_for_large_sizes(_add(high, _scale(value, -1)), 1) for high in highs)):
+            found = _search(bounds, solved, {**point, var: value}, budget)
+            if found is not None:
+                return found
+    return None
+
+
+def _is_zero(form: Form) -> bool:
+    return not any(form.values())
+
+
+def _growable(symbol: str) -> bool:
+    """A size that can be as large as one likes: n, a tile setting, a tile count of a
+    dimension that depends on a parameter (not of a constant dimension)."""
+    if symbol in _AT_LEAST_ONE:
+        return True
+    return "(" in symbol and any(c.isalpha() or c == "_" for c in symbol[symbol.index("("):])
+
+
+def _holds_for_large_sizes(form: Form, bound: int) -> bool:
+    """True when ``form >= bound`` for every size large enough (all sizes growing together)."""
+    terms = {k: v for k, v in form.items() if k and v}
+    if any(v < 0 or _lowest(k) is None for k, v in terms.items()):
+        return False
+    return any(_growable(k) for k in terms) or _provably_at_least(form, bound)
+
+
 def _extreme(form: Form, bounds, direction: int):
     """Maximise (direction +1) or minimise (-1) ``form`` over the loop box, innermost first.
 

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import nodes as n
-from .affine import Converter, out_of_range_witness
+from .affine import Converter, coincidence_witness, difference, out_of_range_witness, provably_nonzero
 from .diagnostics import DiagnosticBag
 from .source import Span
 
 TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
 TILING_DEFAULTS = {"uniform": {"nb": 256}, "hybrid": {"B": 512, "b": 128, "s": 2}}
 RANDOM_KINDS = ("spd", "general", "diagdom")
+SQUARE_KINDS = ("spd",)  # random kinds that exist for square matrices only
 NAMED_INITS = ("zeros", "identity")
 CHECK_ARITY = {"cholesky": 1, "lu": 1, "qr": 2}
 GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
@@ -207,9 +208,12 @@ class _Analyzer:
 
     def _declare_matrices(self, matrices, workspaces):
         for decl in matrices:
+            before = len(self.bag.items)
             for dimension in (decl.rows, decl.cols):
                 self._size_expr(dimension, f"dimension of matrix '{decl.name.text}'")
             self._check_init(decl.init)
+            if len(self.bag.items) == before:
+                self._check_square(decl)
             self._declare(decl.name, _Symbol("matrix", decl.name.span, decl))
         for decl in workspaces:
             like = self._matrix(decl.like)
@@ -232,6 +236,20 @@ class _Analyzer:
         if init.kind == "named" and init.what.text not in NAMED_INITS:
             self.bag.error(init.what.span, "E209", f"unknown matrix initialiser '{init.what.text}'",
                            hint=f"use 'random {'|'.join(RANDOM_KINDS)}', {', '.join(NAMED_INITS)} or load \"file.npy\"")
+
+    def _check_square(self, decl: n.MatrixDecl):
+        """``random spd`` of a matrix whose rows and columns differ whatever the sizes."""
+        init = decl.init
+        if init.kind != "random" or init.what.text not in SQUARE_KINDS:
+            return
+        rows, cols = self.converter.form(decl.rows), self.converter.form(decl.cols)
+        if rows is None or cols is None or not provably_nonzero(difference(rows, cols)):
+            return  # square, or only the run can tell: it refuses a matrix that is not
+        self.bag.error(init.span, "E209",
+                       f"random {init.what.text} needs a square matrix, but '{decl.name.text}' is "
+                       f"{unparse(decl.rows)} × {unparse(decl.cols)}",
+                       "its numbers of rows and columns differ whatever the sizes",
+                       hint="use 'random general' or 'random diagdom' for a matrix that is not square")
 
     def _check_decl(self, check: n.CheckDecl):
         kind = check.kind.text
@@ -364,10 +382,21 @@ class _Analyzer:
             for j in range(i + 1, len(accesses)):
                 second = accesses[j]
                 written = first.mode in WRITE_MODES or second.mode in WRITE_MODES
-                if written and _same_tile(first.tile, second.tile):
+                if not written or first.matrix != second.matrix:
+                    continue
+                arguments = f"arguments {i + 1} ({first.mode}) and {j + 1} ({second.mode})"
+                same = "" if _same_tile(first.tile, second.tile) else coincidence_witness(
+                    first.tile, second.tile, self.loops, self.converter, guarded=self.conditions > 0)
+                if same == "":
                     self.bag.error(second.tile.span, "E204",
                                    f"tile {_tile_text(second.tile)} is passed twice to {kernel} and one of them is written",
-                                   f"arguments {i + 1} ({first.mode}) and {j + 1} ({second.mode})")
+                                   arguments)
+                elif same is not None:
+                    self.bag.error(second.tile.span, "E204",
+                                   f"tiles {_tile_text(first.tile)} and {_tile_text(second.tile)} can be the same tile, "
+                                   f"passed twice to {kernel} where one of them is written",
+                                   arguments, f"they are the same tile {same}",
+                                   hint="change a loop bound, or guard the call with 'if', so that they never coincide")
 
     def _check_ranges(self, accesses):
         for access in accesses:

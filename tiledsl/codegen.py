@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import json
 import keyword
+import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -50,7 +51,7 @@ class DriverModel:
     tiling: str
     tiling_defaults: dict
     params: list  # (name, python reference, python default expression)
-    matrices: list  # (name, init, load, line, rows expr, cols expr)
+    matrices: list  # (name, init, load, load base, line, rows expr, cols expr)
     workspaces: list  # (name, like, rows expr, line)
     check: tuple | None
     kernel_module: str | None
@@ -149,8 +150,9 @@ class _Model:
             name=program.name.text, source=checked.path, version=__version__,
             tiling=checked.tiling, tiling_defaults=checked.tiling_defaults,
             params=[(d.name.text, param_ref(d.name.text), self.expr(d.default, params=True)) for d in program.params],
-            matrices=[(d.name.text, _init_kind(d.init), d.init.path, d.span.line,
-                       self.expr(d.rows, params=True), self.expr(d.cols, params=True)) for d in program.matrices],
+            matrices=[(d.name.text, _init_kind(d.init), d.init.path, _load_base(checked.path, d.init.path),
+                       d.span.line, self.expr(d.rows, params=True), self.expr(d.cols, params=True))
+                      for d in program.matrices],
             workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
                         for d in program.workspaces],
             check=(program.checks[0].kind.text, tuple(a.text for a in program.checks[0].args),
@@ -329,6 +331,14 @@ def _tuple(items) -> str:
 
 def _init_kind(init: n.Init) -> str:
     return "load" if init.kind == "load" else init.what.text
+
+
+def _load_base(source: str, load: str | None) -> str | None:
+    """The absolute directory of the ``.tile`` file, which a relative ``load`` path is
+    relative to: recorded so that a driver run from any directory finds the file."""
+    if load is None or os.path.isabs(load):
+        return None
+    return os.path.dirname(os.path.abspath(source))
 
 
 def param_ref(name: str) -> str:

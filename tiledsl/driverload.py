@@ -21,11 +21,12 @@ def cache_dir() -> Path:
 
 
 def cache_key(source_text: str, path: str) -> str:
-    """A hash of everything the driver depends on: tiledsl's version, grammar, prelude, source."""
+    """A hash of everything the driver depends on: tiledsl's version, grammar, prelude, source,
+    and the file's absolute directory (where a relative ``load`` path is found)."""
     digest = hashlib.sha256()
     for part in (__version__, _package_text("tiledsl.grammars", "tile.lark"),
                  _package_text("tiledsl", "prelude.tile"), _package_text("tiledsl.templates", "driver.py.j2"),
-                 path, source_text):
+                 path, os.path.dirname(os.path.abspath(path)), source_text):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:24]

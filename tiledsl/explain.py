@@ -145,23 +145,40 @@ def render(plan: Plan, source_name: str, limit: int = 400) -> str:
     if tuned:
         lines.append("tuned values: " + ", ".join(tuned))
     lines.append("")
-    rank_heads = "  ".join(f"r{r:<7}" for r in range(nranks))
-    lines.append(f"{'task':>5} {'line':>5}  {'call':<40} {'owner':<12} {rank_heads}")
-    for task in plan.tasks[:limit]:
-        text = f"{task.call.kernel}({', '.join(str(t) for t in task.tiles)})"
-        cells = "  ".join(f"{','.join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or '-':<8}"
-                          for r in range(nranks))
-        lines.append(f"{task.index:>5} {task.call.line:>5}  {text:<40} {_place(task.owner):<12} {cells}")
+    rows = [(str(task.index), str(task.call.line), f"{task.call.kernel}({', '.join(str(t) for t in task.tiles)})",
+             _place(task.owner), [",".join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or "-"
+                                  for r in range(nranks)])
+            for task in plan.tasks[:limit]]
+    heads = [f"r{r}" for r in range(nranks)]
+    # every column as wide as its widest cell
+    index_w, line_w = (max([5] + [len(row[c]) for row in rows]) for c in (0, 1))
+    call_w, owner_w = (max([len(head)] + [len(row[c]) for row in rows]) for c, head in ((2, "call"), (3, "owner")))
+    rank_w = [max([len(head)] + [len(row[4][r]) for row in rows]) for r, head in enumerate(heads)]
+
+    def line(index, at, call, owner, cells):
+        ranks = "  ".join(f"{cell:<{width}}" for cell, width in zip(cells, rank_w))
+        return f"{index:>{index_w}} {at:>{line_w}}  {call:<{call_w}}  {owner:<{owner_w}}  {ranks}".rstrip()
+
+    lines.append(line("task", "line", "call", "owner", heads))
+    lines += [line(*row) for row in rows]
     if len(plan.tasks) > limit:
         lines.append(f"  ... {len(plan.tasks) - limit} more tasks (use a smaller size to see them all)")
     lines += ["", "instance types: " + ", ".join(f"{int(k)} {k.label}" for k in Instance), ""]
-    lines.append("rank " + "".join(f"{int(k):>7}" for k in Instance) + "   total")
     totals = plan.totals()
     grand = Counter()
-    for rank, counts in totals.items():
+    for counts in totals.values():
         grand.update(counts)
-        lines.append(f"{rank:>4} " + "".join(f"{counts[k]:>7}" for k in Instance) + f"{sum(counts.values()):>8}")
-    lines.append("all  " + "".join(f"{grand[k]:>7}" for k in Instance) + f"{sum(grand.values()):>8}")
+    # the grand totals are the widest numbers of their columns
+    type_w = [max(6, len(str(grand[k]))) + 1 for k in Instance]
+    total_w = max(7, len(str(sum(grand.values())))) + 1
+    rank_w = max(4, len(str(len(totals) - 1)))
+    lines.append(f"{'rank':<{rank_w}} " + "".join(f"{int(k):>{w}}" for k, w in zip(Instance, type_w))
+                 + f"{'total':>{total_w}}")
+    for rank, counts in totals.items():
+        lines.append(f"{rank:>{rank_w}} " + "".join(f"{counts[k]:>{w}}" for k, w in zip(Instance, type_w))
+                     + f"{sum(counts.values()):>{total_w}}")
+    lines.append(f"{'all':<{rank_w}} " + "".join(f"{grand[k]:>{w}}" for k, w in zip(Instance, type_w))
+                 + f"{sum(grand.values()):>{total_w}}")
     sent = sum(plan.messages.values())
     lines += ["", f"messages between ranks (tile versions sent): {sent}",
               f"host/GPU copies inside ranks: {sum(plan.copies.values())}"]

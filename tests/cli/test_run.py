@@ -70,6 +70,68 @@ def test_usage_errors_exit_2_with_one_line(args, text):
 
 
 @pytest.mark.timeout(130)
+def test_an_input_naming_a_workspace_is_a_usage_error(tmp_path):
+    np.save(tmp_path / "t.npy", np.zeros((100, 100)))
+    out = tiledsl("run", "programs/qr.tile", "--n", 100, "--input", f"T={tmp_path / 't.npy'}")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == ("tiledsl: error: --input T=...: T is a workspace, which starts as zeros; "
+                                  "--input is for matrices (the program's: A)")
+    out = tiledsl("run", "programs/qr.tile", "--n", 100, "--nb", 50, "--output", f"T={tmp_path / 'out.npy'}")
+    assert out.returncode == 0, out.stderr  # a workspace can be saved
+    assert np.load(tmp_path / "out.npy").shape == (2 * 64, 100)  # 2 tile rows of ib = 64
+
+
+LOADING = """program loading {
+  tiling uniform(nb = 50)
+  matrix A[n, n] = load "a.npy"
+  check lu(A)
+  for k in 0 .. A.mt {
+    getrf_nopiv(A[k, k])
+    for j in k + 1 .. A.nt { trsm_l(A[k, k], A[k, j]) }
+    for i in k + 1 .. A.mt {
+      trsm_u(A[k, k], A[i, k])
+      for j in k + 1 .. A.nt { gemm_nn(A[i, k], A[k, j], A[i, j]) }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_relative_load_path_is_relative_to_the_tile_file(tmp_path):
+    program, elsewhere = tmp_path / "program", tmp_path / "elsewhere"
+    program.mkdir()
+    elsewhere.mkdir()
+    (program / "loading.tile").write_text(LOADING)
+    a = np.asfortranarray(np.random.default_rng(5).random((100, 100)) + 100 * np.eye(100))
+    np.save(program / "a.npy", a)
+    np.save(tmp_path / "a.npy", np.zeros((7, 7)))  # a decoy where the run starts: never read
+    out = tiledsl("run", "program/loading.tile", "--n", 100, "--check", "--output", "A=lu.npy", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lu = np.load(tmp_path / "lu.npy")  # --output: relative to where the run starts
+    assert np.allclose((np.tril(lu, -1) + np.eye(100)) @ np.triu(lu), a)
+    # a compiled driver finds the file wherever it lives and wherever it runs
+    out = tiledsl("compile", "program/loading.tile", "-o", "elsewhere/driver.py", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    out = subprocess.run([sys.executable, "driver.py", "--n", "100", "--check"], cwd=elsewhere,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "pass" in out.stdout, out.stderr
+    # --input stays relative to the current directory and wins over load
+    np.save(elsewhere / "b.npy", a.T.copy())
+    out = tiledsl("run", tmp_path / "program" / "loading.tile", "--n", 100, "--check", "--input", "A=b.npy",
+                  "--output", "A=lu.npy", cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+    lu = np.load(elsewhere / "lu.npy")
+    assert np.allclose((np.tril(lu, -1) + np.eye(100)) @ np.triu(lu), a.T)
+    # a missing file names where it was looked for
+    (program / "a.npy").unlink()
+    out = tiledsl("run", "program/loading.tile", "--n", 100, cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"input file {str(program / 'a.npy')!r} does not exist" in out.stderr
+    assert "relative to the directory of the .tile file" in out.stderr
+
+
+@pytest.mark.timeout(130)
 def test_a_wrong_shape_input_is_refused(tmp_path):
     np.save(tmp_path / "a.npy", np.zeros((10, 20)))
     out = tiledsl("run", "programs/cholesky.tile", "--n", 10, "--input", f"A={tmp_path / 'a.npy'}")

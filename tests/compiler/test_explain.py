@@ -17,7 +17,7 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.explain import plan, submitted_tasks
+from tiledsl.explain import plan, render, submitted_tasks
 from tiledsl.runtime.launch import Options
 from tiledsl.runtime.protocol import Instance
 
@@ -193,3 +193,21 @@ def test_cli_explain_table_and_json(tmp_path):
     for rank in "0123":
         assert [data["totals"][rank][str(k)] for k in range(1, 9)] == table[rank][:8]
     assert sum(c for _, _, c in data["messages"]) == sent
+
+
+def test_the_task_table_is_aligned_whatever_the_cell_widths(tmp_path):
+    """Calls longer than 40 characters and instance cells longer than 8 widen their columns."""
+    result, text = compile_path(ROOT / "docs" / "examples" / "ldlt.tile")
+    assert text is not None, result.report()
+    (tmp_path / "ldlt.py").write_text(text)
+    driver = import_driver(tmp_path / "ldlt.py", "explain_driver_ldlt_widths")
+    table = render(plan(driver, Options(n=300, tiles={"nb": 100}), (2, 2), 0), "ldlt.tile").splitlines()
+    header = next(i for i, line in enumerate(table) if line.split()[:3] == ["task", "line", "call"])
+    rows = table[header:table.index("", header)]
+    assert len(rows) == 11
+    starts = [table[header].index(name) for name in ("call", "owner", "r0", "r1", "r2", "r3")]
+    assert any(len(line[starts[0]:starts[1]].strip()) > 40 for line in rows[1:])  # ldlt_update(A[0, 0], ...)
+    assert any(len(cell) > 8 for line in rows[1:] for cell in line.split())  # 1,2,2,2,2
+    for line in rows[1:]:
+        for start in starts:  # every cell begins where its heading does, after a gap
+            assert line[start - 2:start] == "  " and line[start] != " ", (line, start)

@@ -4,12 +4,16 @@ A test marked ``xfail(strict=True)`` states the correct behaviour of a bug not y
 fixed; when the fix lands it passes, the strict marker turns that into a failure, and
 the marker must be removed (the test then guards the fix).
 """
+from pathlib import Path
+
 import pytest
 
 from tiledsl.codegen import generate
-from tiledsl.compiler import check_source
+from tiledsl.compiler import check_path, check_source
 from tiledsl.driverload import import_driver
+from tiledsl.runtime.engine import TaskFailure
 from tiledsl.runtime.launch import Options, execute
+from tiledsl.runtime.world import UsageError
 from tiledsl.source import decode
 
 
@@ -101,6 +105,55 @@ def test_duplicate_tiling_setting_is_rejected():
 def test_consistent_hybrid_defaults_compile():
     text = "program p {\n  tiling hybrid(B = 64, b = 16, s = 4)\n  matrix A[n, n] = random spd\n  potrf(A[0, 0])\n}\n"
     assert errors(check(text)) == []
+
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted([*ROOT.glob("programs/*.tile"), *ROOT.glob("docs/examples/*.tile"),
+                  *ROOT.glob("benchmarks/*.tile"), *ROOT.glob("tests/runtime/programs/*.tile")])
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_shipped_programs_have_no_errors(path):
+    """The coincidence check of E204 and the square check of E209 have no false positives here."""
+    result = check_path(path)
+    assert not errors(result), result.report()
+
+
+def test_indices_that_coincide_in_the_loop_range_are_e204():
+    text = ("program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n"
+            "    for m in k .. A.mt { trsm(A[k, k], A[m, k]) }\n  }\n}\n")
+    (d,) = errors(check(text))
+    assert (d.code, d.span.line, d.span.column) == ("E204", 4, 40)
+    assert d.notes == ("arguments 1 (in) and 2 (inout)", "they are the same tile when k = 0, m = 0")
+    # from k + 1 on they never coincide; under an 'if' the run checks them
+    assert errors(check(text.replace("m in k ..", "m in k + 1 .."))) == []
+    guarded = text.replace("{ trsm(A[k, k], A[m, k]) }", "{ if m > k { trsm(A[k, k], A[m, k]) } }")
+    assert errors(check(guarded)) == []
+
+
+def test_coinciding_tiles_the_compiler_cannot_see_stop_the_run(tmp_path):
+    text = ("program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n"
+            "    for m in k .. A.mt { if m >= k { trsm(A[k, k], A[m, k]) } }\n  }\n}\n")
+    with pytest.raises(TaskFailure, match=r"tile A\[0, 0\] is passed twice to trsm and written"):
+        run(text, tmp_path, n=64)
+
+
+def test_random_spd_that_is_provably_not_square_is_e209():
+    text = "program p {\n  matrix A[n, 2 * n] = random spd\n  potrf(A[0, 0])\n}\n"
+    (d,) = errors(check(text))
+    assert (d.code, d.span.line, d.span.column) == ("E209", 2, 24)
+    assert d.message == "random spd needs a square matrix, but 'A' is n × 2 * n"
+    for fine in ("random general", "random diagdom"):
+        assert errors(check(text.replace("random spd", fine))) == []
+
+
+def test_random_spd_not_square_at_run_time_is_a_usage_error(tmp_path):
+    text = ("program p {\n  tiling uniform(nb = 32)\n  param q = n\n  matrix A[n, q] = random spd\n"
+            "  potrf(A[0, 0])\n}\n")
+    assert errors(check(text)) == []  # q may equal n: only the run can tell
+    assert run(text, tmp_path, n=64).tasks == 1
+    with pytest.raises(UsageError, match=r"^A is 64×128 but `random spd` needs a square matrix$"):
+        run(text, tmp_path, n=64, sets={"q": 128})
 
 
 # ---------------------------------------------------------------- parser

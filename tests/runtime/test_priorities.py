@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tiledsl.runtime import Options, execute
-from tiledsl.runtime.priorities import PriorityTable, bottom_levels, work
+from tiledsl.runtime.priorities import TaskSequence, bottom_levels, in_turn, work
 from tiledsl.runtime.program import Call
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,9 +26,16 @@ class Tile:
         return self.name
 
 
+def levels_of(tasks, mine=None):
+    sequence = TaskSequence()
+    for index, (call, tiles) in enumerate(tasks):
+        sequence.add(call, tiles, mine is None or index in mine)
+    return list(bottom_levels(sequence))
+
+
 def test_a_chain_counts_down_to_its_end():
     x = Tile("x")
-    levels = bottom_levels([(UPDATE, (x,))] * 4)
+    levels = levels_of([(UPDATE, (x,))] * 4)
     assert levels == [4 * work((x,)), 3 * work((x,)), 2 * work((x,)), work((x,))]
 
 
@@ -40,41 +47,42 @@ def test_readers_wait_for_their_writer_and_the_next_writer_for_them():
              (USE, (x, z)),  # 2: a short branch
              (UPDATE, (y,)), (UPDATE, (y,)),
              (UPDATE, (x,))]  # 5: writes x after readers 1 and 2 (write after read)
-    levels = bottom_levels(tasks)
+    levels = levels_of(tasks)
     assert levels[5] == unit and levels[4] == unit and levels[3] == 2 * unit
     assert levels[2] == 2 * unit  # itself, then 5 (which must wait for its read of x)
     assert levels[1] == 3 * unit  # itself, 3, 4
     assert levels[0] == 4 * unit  # the longest way down: 0, 1, 3, 4
+    assert levels_of(tasks, mine={1, 5}) == [3 * unit, unit]  # a rank gets its own tasks' levels, in order
 
 
 def test_larger_tiles_weigh_more():
     big, small = Tile("big", (400, 400)), Tile("small", (100, 100))
     assert work((big,)) == 64 * work((small,))  # (n²)^1.5 = n³
     assert work((small, big)) == work((big,))
+    assert levels_of([(USE, (small, big))]) == [work((big,))]
 
 
-def test_the_table_hands_out_repeated_keys_in_program_order():
-    x = Tile("x")
-    tasks = [(UPDATE, (x,))] * 3
-    table = PriorityTable(tasks, [30.0, 20.0, 10.0])
-    assert [table.take(UPDATE, (x,), None) for _ in range(3)] == [30.0, 20.0, 10.0]
-    assert table.take(USE, (x, x), 7) == 7  # not a program task (a check's): its own priority
+def test_levels_are_handed_out_in_turn_then_the_given_priority():
+    priority_of = in_turn([30.0, 20.0])
+    assert [priority_of(UPDATE, (), 1) for _ in range(3)] == [30.0, 20.0, 1]  # a check's task keeps its own
 
 
 def test_cholesky_derived_priorities_put_the_panel_first(compiled):
     driver = compiled("programs/cholesky.tile")
     from tiledsl.runtime.launch import make_distribution, make_matrices, make_params
-    from tiledsl.runtime.recording import record
+    from tiledsl.runtime.recording import survey
 
     params = make_params(driver, Options(n=500, tiles={"nb": 100}))
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (1, 1), 0), 0)
-    tasks = [(call, tiles) for call, tiles, _ in record(driver, matrices, params).submitted]
-    levels = bottom_levels(tasks)
-    by_name = {(call.kernel, tuple((t.i, t.j) for t in tiles)): level for (call, tiles), level in zip(tasks, levels)}
+    sequence = TaskSequence()
+    found = survey(driver, matrices, params, 0, sequence)
+    assert found.count == len(sequence) == 5 + 10 + 10 + 10
+    levels = bottom_levels(sequence)
+    kernels = [sequence.calls[code].kernel for code in sequence.code]
     # the critical path of a 5×5 Cholesky: potrf, trsm, syrk, potrf, ... 3·5 − 2 = 13 tasks
-    assert levels[0] == max(levels) == 13 * 100 ** 3
-    assert by_name["trsm", ((0, 0), (1, 0))] > by_name["trsm", ((0, 0), (4, 0))]
-    assert by_name["gemm", ((2, 0), (1, 0), (2, 1))] > by_name["gemm", ((4, 0), (3, 0), (4, 3))]
+    assert levels[0] == max(levels) == 13 * 100 ** 3 and kernels[0] == "potrf"
+    trsm = [level for level, kernel in zip(levels, kernels) if kernel == "trsm"]
+    assert trsm[:4] == sorted(trsm[:4], reverse=True)  # the first column's solves, nearest the diagonal first
 
 
 def run(*args):
