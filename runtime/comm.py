@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MIN_INTERVAL = 50e-6  # about the kernel's timer slack: a shorter sleep is not shorter
+from . import polling
 
 
 def mpi_module():
@@ -86,7 +86,8 @@ class Communicator:
     Callbacks may post sends and receives, but must not call :meth:`stop`.
     """
 
-    def __init__(self, comm=None, on_error=None, spin: float = 50e-6, max_interval: float = 1e-3):
+    def __init__(self, comm=None, on_error=None, spin: float = polling.SPIN,
+                 max_interval: float = polling.MAX_INTERVAL):
         MPI = mpi_module()
         provided = MPI.Query_thread()
         if provided < MPI.THREAD_MULTIPLE:
@@ -181,9 +182,7 @@ class Communicator:
         """How long to sleep before the next poll, after ``quiet`` seconds without activity."""
         if not self._requests:
             return None  # nothing can complete: wait for a post or stop()
-        if quiet < self.spin:
-            return 0
-        return min(self.max_interval, max(MIN_INTERVAL, quiet))
+        return polling.interval(quiet, self.spin, self.max_interval)
 
     def _adopt(self) -> bool:
         """Move requests posted by other threads into the active list; True if there were any."""

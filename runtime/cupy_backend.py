@@ -5,18 +5,21 @@ items 5 and 7). GPU ``g`` of the runtime is CUDA device ``g - 1``; a tile there 
 Fortran-ordered float64 ``cupy.ndarray``. Each device has three non-blocking streams:
 
 * a compute stream, on which the GPU's management thread launches kernels;
-* an in-stream (``to_device``, ``empty``, the target side of ``copy``) and an
-  out-stream (``to_host``), used by the engine's copy thread, with a pinned host
-  staging buffer per calling thread so that the DMA runs at full speed.
+* an in-stream (``start_to_device``, ``empty``, the target side of ``start_copy``)
+  and an out-stream (``start_to_host``, the source side of ``start_copy``), on
+  which the engine's copy thread starts copies without waiting for them: each
+  records a CUDA event the copy thread polls (:class:`StreamCopy`), and host
+  data goes through pinned staging buffers (:class:`PinnedPool`) so that the DMA
+  runs at full speed and overlaps the kernels and the other direction.
 
 Kernels do not wait for the GPU: the management thread launches one, records a
 CUDA event on the compute stream and goes on to the next task. Tasks on one GPU
 are ordered by its compute stream; everything else that touches a device first
 makes its stream wait for the device's latest event (``wait_event``), so a copy
 never reads a tile before the kernel that writes it has run, nor reuses memory
-(CuPy's pool recycles freed blocks) that a launched kernel still reads. Copies
-synchronize their stream before returning, since the engine hands their result
-to other threads at once; :meth:`CupyBackend.synchronize` ends the timed run.
+(CuPy's pool recycles freed blocks) that a launched kernel still reads. A copy
+is handed to other threads only once its event has completed;
+:meth:`CupyBackend.synchronize` ends the timed run.
 With ``synchronous`` set (traced runs), each kernel is waited for, so the trace
 shows kernel times rather than launch times.
 
@@ -49,6 +52,7 @@ import threading
 import numpy as np
 
 from . import kernels as host
+from .devices import Backend
 from .errors import KernelError
 # The CPU kernels' argument checks, shared so that both raise the same messages.
 from .kernels import (_check_trans, _inner_block, _require, require_gemqrt, require_syrk,
@@ -63,7 +67,7 @@ _DOUBLE = np.dtype(np.float64).itemsize
 # --------------------------------------------------------------------------- backend
 
 
-class CupyBackend:
+class CupyBackend(Backend):
     """``gpus`` CUDA devices through CuPy; ValueError (one line) when they cannot be had."""
 
     name = "cupy"
@@ -87,44 +91,60 @@ class CupyBackend:
                         streams[device] = cupy.cuda.Stream(non_blocking=True)
             except cupy.cuda.runtime.CUDARuntimeError as error:
                 raise ValueError(f"GPU {device + 1} (CUDA device {device}) cannot be used: {error}") from None
-        self._local = threading.local()  # each thread's pinned staging buffer
+        self._pinned = PinnedPool(cupyx)
         tile_kernels = TileKernels(cupy, CublasOps(cupy, _CupyLibraries(cupy, cublas, cusolver)))
         self.kernels = {name: self._on_gpu(getattr(tile_kernels, name)) for name in host.CPU_KERNELS}
 
     # ---------------------------------------------------------------- memory and copies
     def empty(self, shape, device: int):
         """A zeroed tile on GPU ``device``."""
-        with self._copying(device - 1, "in"):
-            return self._cupy.zeros(shape, order="F")
+        with self._on_stream(device - 1, "in") as stream:
+            zeros = self._cupy.zeros(shape, order="F")
+            stream.synchronize()
+        return zeros
 
-    def to_device(self, array: np.ndarray, device: int):
-        """A copy of host ``array`` on GPU ``device``."""
-        with self._copying(device - 1, "in") as stream:
-            result = self._cupy.empty(array.shape, order="F")
+    def start_to_device(self, host: np.ndarray, device: int) -> "StreamCopy":
+        """Start copying host ``host`` to GPU ``device``: staged in a pinned buffer now, DMA on the in-stream."""
+        buffer = self._pinned.take(host.size)
+        np.copyto(_shaped(buffer, host.shape), host)
+        with self._on_stream(device - 1, "in") as stream:
+            result = self._cupy.empty(host.shape, order="F")
             if result.size:
-                staged = self._staging(array.shape)
-                np.copyto(staged, array)
-                result.data.copy_from_host_async(staged.ctypes.data, result.nbytes, stream)
-        return result
+                result.data.copy_from_host_async(buffer.ctypes.data, result.nbytes, stream)
+            arrived = stream.record()
 
-    def to_host(self, array) -> np.ndarray:
-        """A Fortran-ordered host copy of a device tile."""
-        staged = self._staging(array.shape)
-        with self._copying(array.device.id, "out") as stream:
-            dense = self._cupy.asfortranarray(array)
+        def finish():
+            self._pinned.give(buffer)
+            return result
+        return StreamCopy(arrived, finish)
+
+    def start_to_host(self, array) -> "StreamCopy":
+        """Start copying a device tile to the host, on its device's out-stream into a pinned buffer."""
+        buffer = self._pinned.take(array.size)
+        with self._on_stream(array.device.id, "out") as stream:
+            dense = self._cupy.asfortranarray(array)  # a view is made dense on the out-stream first
             if dense.size:
-                dense.data.copy_to_host_async(staged.ctypes.data, dense.nbytes, stream)
-        return np.array(staged, order="F", copy=True)  # the staging buffer is reused
+                dense.data.copy_to_host_async(buffer.ctypes.data, dense.nbytes, stream)
+            arrived = stream.record()
 
-    def copy(self, array, device: int):
-        """A copy of a device tile on GPU ``device`` (the same or another one)."""
-        with self._copying(array.device.id, "out"):  # returns once the tile's writer has run
+        def finish():
+            host = np.array(_shaped(buffer, array.shape), order="F", copy=True)
+            self._pinned.give(buffer)
+            return host
+        return StreamCopy(arrived, finish, keep=dense)
+
+    def start_copy(self, array, device: int) -> "StreamCopy":
+        """Start copying a device tile to GPU ``device`` (the same or another one), on its in-stream."""
+        with self._on_stream(array.device.id, "out") as out:  # after the tile's writer
             source = self._cupy.asfortranarray(array)
-        with self._copying(device - 1, "in") as stream:
+            dense = out.record()
+        with self._on_stream(device - 1, "in") as stream:
+            stream.wait_event(dense)
             result = self._cupy.empty(array.shape, order="F")
             if result.size:
                 result.data.copy_from_device_async(source.data, result.nbytes, stream)
-        return result
+            arrived = stream.record()
+        return StreamCopy(arrived, lambda: result, keep=source)
 
     def free_memory(self, device: int) -> int:
         """Bytes GPU ``device`` can still give: free on the device plus CuPy's pool of freed blocks."""
@@ -152,28 +172,15 @@ class CupyBackend:
                 stream.synchronize()
 
     @contextlib.contextmanager
-    def _copying(self, cuda_device: int, direction: str):
+    def _on_stream(self, cuda_device: int, direction: str):
         """CUDA device ``cuda_device`` and its ``direction`` ("in" or "out") copy stream current,
-        after the kernels launched there so far; waits for the copy on exit."""
+        ordered after the kernels launched there so far."""
         stream = self._streams[direction][cuda_device]
         with self._cupy.cuda.Device(cuda_device), stream:
             launched = self._launched.get(cuda_device)
             if launched is not None:
                 stream.wait_event(launched)
             yield stream
-            stream.synchronize()
-
-    def _staging(self, shape) -> np.ndarray:
-        """This thread's pinned buffer as a Fortran array of ``shape``, grown on demand.
-
-        One per thread, so concurrent callers never share it; a copy synchronizes
-        before the buffer is used again.
-        """
-        size = int(np.prod(shape))
-        buffer = getattr(self._local, "buffer", None)
-        if buffer is None or buffer.size < size:
-            buffer = self._local.buffer = self._cupyx.empty_pinned((max(size, 1),), dtype=np.float64)
-        return buffer[:size].reshape(shape, order="F")
 
     # ---------------------------------------------------------------- kernels
     def _on_gpu(self, kernel):
@@ -200,6 +207,62 @@ class CupyBackend:
         if len(devices) > 1:
             raise TypeError(f"a GPU kernel got tiles on GPUs {sorted(d + 1 for d in devices)}: a copy is missing")
         return devices.pop()
+
+
+class StreamCopy:
+    """A copy enqueued on a stream: arrived once the event recorded after it has.
+
+    ``keep`` holds the device memory the copy reads until then: CuPy's pool would
+    otherwise hand it out again while the DMA still reads it.
+    """
+
+    __slots__ = ("_arrived", "_finish", "_keep")
+
+    def __init__(self, arrived, finish, keep=None):
+        self._arrived, self._finish, self._keep = arrived, finish, keep
+
+    def ready(self) -> bool:
+        return self._arrived.done
+
+    def result(self):
+        self._arrived.synchronize()
+        self._keep = None
+        return self._finish()
+
+
+class PinnedPool:
+    """Pinned host buffers for copies under way, reused (pinning memory costs milliseconds).
+
+    Buffers come in powers of two of doubles, and at most :data:`KEEP` of a size are
+    kept free; the copy thread has at most ``exchange.IN_FLIGHT`` copies under way.
+    """
+
+    KEEP = 8
+
+    def __init__(self, cupyx):
+        self._cupyx = cupyx
+        self._free: dict[int, list] = {}
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> np.ndarray:
+        """A flat pinned float64 buffer of at least ``size`` elements."""
+        capacity = 1 << max(int(size) - 1, 0).bit_length()
+        with self._lock:
+            free = self._free.get(capacity)
+            if free:
+                return free.pop()
+        return self._cupyx.empty_pinned((capacity,), dtype=np.float64)
+
+    def give(self, buffer: np.ndarray) -> None:
+        with self._lock:
+            free = self._free.setdefault(buffer.size, [])
+            if len(free) < self.KEEP:
+                free.append(buffer)
+
+
+def _shaped(buffer: np.ndarray, shape) -> np.ndarray:
+    """The first elements of a flat buffer as a Fortran-ordered array of ``shape``."""
+    return buffer[:int(np.prod(shape))].reshape(shape, order="F")
 
 
 def _import_cupy():

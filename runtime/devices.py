@@ -1,20 +1,28 @@
 """GPUs as the runtime sees them: a backend per kind of device, and device arrays.
 
-A backend gives the engine three things (DESIGN §4, §7): memory on a device
-(``empty``, ``to_device``, ``free_memory``), copies back to the host (``to_host``),
-``first_nonfinite`` for ``--check-finite``, ``synchronize`` (wait for every
+A backend gives the engine (DESIGN §4, §7): memory on a device (``empty``,
+``free_memory``); copies that start and arrive later (``start_to_device``,
+``start_to_host``, ``start_copy`` between devices), each returning a transfer
+with ``ready()`` (has it arrived? never waits) and ``result()`` (waits, then the
+copy), which the copy thread overlaps; the same copies waited for
+(``to_device``, ``to_host``, ``copy``, from :class:`Backend`);
+``first_nonfinite`` for ``--check-finite``; ``synchronize`` (wait for every
 kernel launched; ``synchronous`` asks for kernels that finish before returning,
-for traces), and the tile
-kernels that run there (``kernels``, the prelude's names, same arguments and
-semantics as :mod:`.kernels`). The backends:
+for traces); and the tile kernels that run there (``kernels``, the prelude's
+names, same arguments and semantics as :mod:`.kernels`). The backends:
 
 * ``emulated``: "device memory" is numpy arrays wrapped in :class:`EmulatedArray`,
   which no host kernel accepts, so a missing copy fails loudly; its kernels run
-  the CPU kernels on the wrapped arrays. CI runs every GPU code path with it.
+  the CPU kernels on the wrapped arrays, and its copies run on two copy engines
+  of their own (threads standing for a GPU's in- and out-streams), so they
+  arrive after they are started, as on a GPU. CI runs every GPU code path with it.
 * ``cupy``: real NVIDIA GPUs through CuPy (:mod:`.cupy_backend`), imported only
   when asked for, so that nothing else needs CuPy.
 """
 from __future__ import annotations
+
+import queue
+import threading
 
 import numpy as np
 
@@ -42,27 +50,47 @@ class EmulatedArray:
         return EmulatedArray(self._array[region], self.device)
 
 
-class EmulatedBackend:
+class Backend:
+    """The copies of every backend, waited for: for inputs, outputs and checks, outside the copy thread."""
+
+    def to_device(self, host: np.ndarray, device: int):
+        """A copy of host ``host`` on GPU ``device``."""
+        return self.start_to_device(host, device).result()
+
+    def to_host(self, array) -> np.ndarray:
+        """A Fortran-ordered host copy of a device tile."""
+        return self.start_to_host(array).result()
+
+    def copy(self, array, device: int):
+        """A copy of a device tile on GPU ``device`` (the same or another one)."""
+        return self.start_copy(array, device).result()
+
+
+class EmulatedBackend(Backend):
     """GPUs emulated on the host: separate memory, explicit copies, the CPU kernels."""
 
     name = "emulated"
     synchronous = True  # its kernels finish before they return
 
-    def synchronize(self) -> None:
-        """Nothing is left running: the emulated kernels are synchronous."""
-
     def __init__(self, gpus: int):
         self.gpus = gpus
         self.kernels = {name: _on_device(kernel) for name, kernel in CPU_KERNELS.items()}
 
+    def synchronize(self) -> None:
+        """Nothing is left running: the emulated kernels are synchronous."""
+
     def empty(self, shape, device: int) -> EmulatedArray:
         return EmulatedArray(np.zeros(shape, order="F"), device)
 
-    def to_device(self, host: np.ndarray, device: int) -> EmulatedArray:
-        return EmulatedArray(np.array(host, order="F", copy=True), device)
+    def start_to_device(self, host: np.ndarray, device: int) -> "CopyUnderWay":
+        return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.array(host, order="F", copy=True), device))
 
-    def to_host(self, array: EmulatedArray) -> np.ndarray:
-        return np.array(array._array, order="F", copy=True)
+    def start_to_host(self, array: EmulatedArray) -> "CopyUnderWay":
+        return _COPY_ENGINES["out"].start(lambda: np.array(array._array, order="F", copy=True))
+
+    def start_copy(self, array: EmulatedArray, device: int) -> "CopyUnderWay":
+        return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.array(array._array, order="F", copy=True),
+                                                                device))
 
     def free_memory(self, device: int) -> None:
         """Emulated devices share the host's memory, which the host's check covers."""
@@ -71,9 +99,57 @@ class EmulatedBackend:
     def first_nonfinite(self, array: EmulatedArray):
         return first_nonfinite(array._array)
 
-    def copy(self, array: EmulatedArray, device: int) -> EmulatedArray:
-        """A device-to-device copy."""
-        return EmulatedArray(np.array(array._array, order="F", copy=True), device)
+
+class CopyUnderWay:
+    """A copy started on an emulated copy engine."""
+
+    __slots__ = ("_arrived", "_data", "_error")
+
+    def __init__(self):
+        self._arrived = threading.Event()
+        self._data = self._error = None
+
+    def ready(self) -> bool:
+        return self._arrived.is_set()
+
+    def result(self):
+        self._arrived.wait()
+        if self._error is not None:
+            raise self._error
+        return self._data
+
+
+class _CopyEngine:
+    """An emulated GPU copy engine: a thread that makes the copies started on it, in order (a stream)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self, make) -> CopyUnderWay:
+        """``make()`` run on the engine's thread; its result is the transfer's."""
+        with self._lock:
+            if self._thread is None:  # started on first use: most processes never copy
+                self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread.start()
+        transfer = CopyUnderWay()
+        self._jobs.put((make, transfer))
+        return transfer
+
+    def _run(self) -> None:
+        while True:
+            make, transfer = self._jobs.get()
+            try:
+                transfer._data = make()
+            except Exception as error:  # handed to whoever waits for the copy
+                transfer._error = error
+            transfer._arrived.set()
+
+
+# Shared by every emulated backend of the process: they hold no state of a run.
+_COPY_ENGINES = {"in": _CopyEngine("emulated-copy-in"), "out": _CopyEngine("emulated-copy-out")}
 
 
 def first_nonfinite(array: np.ndarray) -> tuple | None:

@@ -17,8 +17,8 @@ decides alone, from the distribution, what to create:
 * sink (type 6, on the minor output's rank): a writer in the tile's list that
   waits for the new version and then takes its buffer (renaming, no copy).
 
-Host/GPU copies run on the copy thread (:class:`Mover`, the seeds' CUDA
-communication thread); MPI messages are matched by tag (one per tile) and
+Host/GPU copies are started by the copy thread (:class:`Mover`, the seeds' CUDA
+communication thread) and overlap; MPI messages are matched by tag (one per tile) and
 per-(source, tag) order, which is version order on both sides. A copy is freed
 when its last reader is done and no later reader can appear: the tile got a
 newer version, ``release`` was called, or generation ended.
@@ -32,11 +32,15 @@ from collections import Counter
 
 import numpy as np
 
+from . import polling
 from .program import Call
 from .scheduler import Task
 
 #: Transfers go before computation: another rank or device may be waiting for them.
 TRANSFER_PRIORITY = 1 << 40
+#: Copies under way on the copy thread at most (each holds a pinned staging buffer on a GPU).
+IN_FLIGHT = 8
+_NO_JOB = object()  # the copy thread's "no new copy to start yet"
 
 SEND = Call("send", ("in",), main=0, line=0, text="send a tile version to the rank that needs it")
 SINK = Call("receive", ("out",), main=0, line=0, text="receive a tile version computed elsewhere")
@@ -58,7 +62,15 @@ class Copy:
 
 
 class Mover:
-    """The copy thread: runs host/GPU copies one after another, then their callbacks."""
+    """The copy thread (the seeds' CUDA communication thread).
+
+    It starts each copy as it is asked for, on its device's in- or out-stream,
+    and runs the copy's callback once it has arrived, so that copies to and from
+    every GPU overlap with each other and with the kernels. It polls the copies
+    in flight (:mod:`.polling`); at most :data:`IN_FLIGHT` are, which bounds the
+    pinned staging memory, and callbacks run in the order the copies started
+    among those that have arrived.
+    """
 
     def __init__(self, on_error, tracer):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -68,19 +80,55 @@ class Mover:
         self.thread = threading.Thread(target=self._run, name="copy", daemon=True)
         self.thread.start()
 
-    def move(self, copy_function, on_done) -> None:
-        self.jobs.put((copy_function, on_done))
+    def move(self, start, on_done) -> None:
+        """``start()`` (on the copy thread) begins a copy and returns its transfer; ``on_done(copy)``
+        once it has arrived."""
+        self.jobs.put((start, on_done))
 
     def stop(self) -> None:
         self.jobs.put(None)
         self.thread.join()
 
     def _run(self) -> None:
-        while (job := self.jobs.get()) is not None:
-            copy_function, on_done = job
+        in_flight: list = []  # (transfer, on_done, began), in the order they started
+        last_activity = time.perf_counter()
+        while (job := self._next_job(in_flight, last_activity)) is not None:
+            if job is not _NO_JOB:
+                self._start(job, in_flight)
+                last_activity = time.perf_counter()
+            if in_flight and self._arrivals(in_flight):
+                last_activity = time.perf_counter()
+
+    def _next_job(self, in_flight: list, last_activity: float):
+        """The next copy to start, None to stop, or _NO_JOB after a pause (:mod:`.polling`) while
+        copies are in flight: blocks only while none is."""
+        if not in_flight:
+            return self.jobs.get()
+        pause = polling.interval(time.perf_counter() - last_activity)
+        if len(in_flight) >= IN_FLIGHT:
+            time.sleep(pause)
+            return _NO_JOB
+        try:
+            return self.jobs.get(timeout=pause) if pause else self.jobs.get_nowait()
+        except queue.Empty:
+            return _NO_JOB
+
+    def _start(self, job, in_flight: list) -> None:
+        start, on_done = job
+        began = time.perf_counter()
+        try:
+            in_flight.append((start(), on_done, began))
+        except Exception as error:  # reported as the run's failure, never lost
+            self.on_error(error)
+
+    def _arrivals(self, in_flight: list) -> bool:
+        """Run the callbacks of the copies that have arrived; True if there were any."""
+        arrived = [item for item in in_flight if item[0].ready()]
+        for item in arrived:
+            in_flight.remove(item)
+            transfer, on_done, began = item
             try:
-                began = time.perf_counter()
-                result = copy_function()
+                result = transfer.result()
                 self.copies += 1
                 tracer = self.tracer()
                 if tracer is not None:
@@ -88,6 +136,7 @@ class Mover:
                 on_done(result)
             except Exception as error:  # reported as the run's failure, never lost
                 self.on_error(error)
+        return bool(arrived)
 
 
 class Exchange:
@@ -166,7 +215,7 @@ class Exchange:
         elif tile.rank != self.rank:
             staged = self._copy(tile, 0)  # received on the host, then copied to the GPU
             staged.readers += 1
-            move = lambda: self._move(lambda: self.devices.to_device(staged.data, device), copy, staged)
+            move = lambda: self._move(lambda: self.devices.start_to_device(staged.data, device), copy, staged)
             if not self._wait_for(staged, move):
                 move()  # the host copy is already here
         else:
@@ -197,10 +246,10 @@ class Exchange:
 
     def _mover_function(self, source: int, target: int):
         if source == 0:
-            return lambda data: self.devices.to_device(data, target)
+            return lambda data: self.devices.start_to_device(data, target)
         if target == 0:
-            return self.devices.to_host
-        return lambda data: self.devices.copy(data, target)
+            return self.devices.start_to_host
+        return lambda data: self.devices.start_copy(data, target)
 
     def _scratch(self, tile, device: int) -> Copy:
         """A zeroed buffer at ``device`` for an ``out`` minor output homed elsewhere."""
@@ -273,7 +322,7 @@ class Exchange:
             send(copy.data)
         else:
             data = copy.data
-            self.mover.move(lambda: self.devices.to_host(data), send)
+            self.mover.move(lambda: self.devices.start_to_host(data), send)
 
     def _send_task(self, tile, destination: int) -> None:
         """A reader of ``tile`` that sends the version to ``destination`` (via the host)."""
@@ -284,7 +333,7 @@ class Exchange:
         if tile.device == 0:
             task.kernel = send
         else:
-            task.kernel = lambda data: self.mover.move(lambda: self.devices.to_host(data), send)
+            task.kernel = lambda data: self.mover.move(lambda: self.devices.start_to_host(data), send)
         self.engine.enqueue(task, 0)
 
     def _traced(self, kind: str, tile, peer: int, then):
@@ -319,7 +368,7 @@ class Exchange:
             task.kernel = lambda received: setattr(tile, "data", received)
         else:
             task.asynchronous = True
-            task.kernel = lambda received: self.mover.move(lambda: self.devices.to_device(received, tile.device),
+            task.kernel = lambda received: self.mover.move(lambda: self.devices.start_to_device(received, tile.device),
                                                            lambda data: self._home(task, tile, data))
         self.comm.receive(buffer, source, tile.tag, self._traced("receive", tile, source,
                                                                  lambda: self.engine.satisfy(task)))

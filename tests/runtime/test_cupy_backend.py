@@ -31,7 +31,7 @@ import pytest
 
 from tiledsl.runtime import Options, blas, execute
 from tiledsl.runtime import kernels as cpu
-from tiledsl.runtime.cupy_backend import CublasOps, TileKernels
+from tiledsl.runtime.cupy_backend import CublasOps, PinnedPool, TileKernels
 from tiledsl.runtime.devices import backend
 from tiledsl.runtime.errors import KernelError
 
@@ -527,6 +527,7 @@ def test_the_cupy_api_the_backend_uses_exists():
                          (cupy.cuda.MemoryPointer, ["copy_from_host_async", "copy_to_host_async",
                                                     "copy_from_device_async"]),
                          (cupy.cuda.Stream, ["synchronize", "record", "wait_event"]),
+                         (cupy.cuda.Event, ["done", "synchronize"]),
                          (cupyx, ["empty_pinned"])]:
         for name in names:
             assert hasattr(owner, name), f"{owner.__name__}.{name}"
@@ -539,6 +540,27 @@ def test_the_cupy_api_the_backend_uses_exists():
                  "CUBLAS_DIAG_NON_UNIT", "CUBLAS_DIAG_UNIT", "CUBLAS_POINTER_MODE_HOST"]:
         assert hasattr(cublas, name), name
     assert hasattr(cusolver, "dpotrf") and hasattr(cusolver, "dpotrf_bufferSize")
+
+
+def test_pinned_buffers_are_reused_by_size_class():
+    allocated = []
+
+    class HostPinned:  # cupyx.empty_pinned's contract: a flat numpy array
+        @staticmethod
+        def empty_pinned(shape, dtype):
+            allocated.append(shape[0])
+            return np.empty(shape, dtype)
+    pool = PinnedPool(HostPinned)
+    first = pool.take(100)
+    assert first.size == 128 and first.dtype == np.float64
+    pool.give(first)
+    assert pool.take(65) is first  # the same class of size: no new pinned memory
+    assert pool.take(0).size == 1 and pool.take(129).size == 256
+    assert allocated == [128, 1, 256]
+    buffers = [pool.take(128) for _ in range(PinnedPool.KEEP + 3)]
+    for buffer in buffers:
+        pool.give(buffer)
+    assert len({id(pool.take(128)) for _ in range(PinnedPool.KEEP + 1)} & {id(b) for b in buffers}) == PinnedPool.KEEP
 
 
 # --------------------------------------------------------------------------- GPU only
@@ -577,6 +599,19 @@ def test_a_copy_waits_for_the_kernel_that_writes_its_tile(rng):
         gpu.kernels["gemm_nn"](*on_gpu)
     np.testing.assert_allclose(gpu.to_host(on_gpu[2]), -3 * a @ b, rtol=1e-10, atol=1e-8)
     gpu.synchronize()
+
+
+@needs_gpu
+def test_copies_under_way_in_both_directions_arrive_intact(rng):
+    gpu = backend("cupy", 1)
+    tiles = [rng.standard_normal((512, 384)) for _ in range(12)]
+    on_gpu = [transfer.result() for transfer in [gpu.start_to_device(t, 1) for t in tiles]]
+    downs = [gpu.start_to_host(a) for a in on_gpu]
+    ups = [gpu.start_to_device(2 * t, 1) for t in tiles]  # while the copies back are under way
+    for tile, down, up in zip(tiles, downs, ups):
+        np.testing.assert_array_equal(down.result(), tile)
+        np.testing.assert_array_equal(gpu.to_host(up.result()), 2 * tile)
+        assert down.ready() and up.ready()
 
 
 @needs_gpu

@@ -1,0 +1,110 @@
+"""The copy thread (runtime/exchange.py's Mover): copies overlap, and what arrives first goes on first.
+
+The transfers here are gates that the test opens, so each test decides when a
+copy arrives; the protocol's use of the Mover is covered by every GPU run
+(tests/runtime/test_gpus.py).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+import pytest
+
+from tiledsl.runtime.exchange import IN_FLIGHT, Mover
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Gate:
+    """A copy under way that arrives when the test opens it."""
+
+    def __init__(self, value):
+        self.value = value
+        self.open = threading.Event()
+
+    def ready(self) -> bool:
+        return self.open.is_set()
+
+    def result(self):
+        self.open.wait()
+        return self.value
+
+
+@pytest.fixture
+def mover():
+    errors = []
+    mover = Mover(errors.append, lambda: None)
+    mover.errors = errors
+    yield mover
+    mover.stop()
+
+
+def eventually(condition, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def test_a_copy_that_arrives_first_goes_on_first(mover):
+    arrived = queue.SimpleQueue()
+    slow, fast = Gate("slow"), Gate("fast")
+    mover.move(lambda: slow, arrived.put)
+    mover.move(lambda: fast, arrived.put)
+    fast.open.set()
+    assert arrived.get(timeout=5) == "fast"  # not held up by the copy started before it
+    slow.open.set()
+    assert arrived.get(timeout=5) == "slow"
+    assert mover.copies == 2 and mover.errors == []
+
+
+def test_copies_that_have_arrived_go_on_in_the_order_they_started(mover):
+    arrived = queue.SimpleQueue()
+    gates = [Gate(i) for i in range(5)]
+    blocker = Gate("blocker")  # keeps the thread polling until every gate is open
+    mover.move(lambda: blocker, arrived.put)
+    for gate in gates:
+        mover.move(lambda gate=gate: gate, arrived.put)
+    for gate in reversed(gates):
+        gate.open.set()
+    assert [arrived.get(timeout=5) for _ in gates] == list(range(5))
+    blocker.open.set()
+    assert arrived.get(timeout=5) == "blocker"
+
+
+def test_at_most_in_flight_copies_are_under_way(mover):
+    started, arrived = [], queue.SimpleQueue()
+    gates = [Gate(i) for i in range(IN_FLIGHT + 2)]
+
+    def start(gate):
+        started.append(gate.value)
+        return gate
+    for gate in gates:
+        mover.move(lambda gate=gate: start(gate), arrived.put)
+    assert eventually(lambda: len(started) == IN_FLIGHT)
+    time.sleep(0.05)
+    assert len(started) == IN_FLIGHT  # the rest wait for a copy to arrive
+    gates[3].open.set()
+    assert arrived.get(timeout=5) == 3
+    assert eventually(lambda: len(started) == IN_FLIGHT + 1)
+    for gate in gates:
+        gate.open.set()
+    assert sorted(arrived.get(timeout=5) for _ in range(IN_FLIGHT + 1)) == [i for i in range(IN_FLIGHT + 2) if i != 3]
+
+
+def test_a_failing_copy_is_reported_and_the_others_go_on(mover):
+    arrived = queue.SimpleQueue()
+
+    def broken():
+        raise MemoryError("out of device memory")
+    done = Gate("done")
+    done.open.set()
+    mover.move(broken, arrived.put)
+    mover.move(lambda: done, arrived.put)
+    assert arrived.get(timeout=5) == "done"
+    assert [str(error) for error in mover.errors] == ["out of device memory"]
+    assert mover.copies == 1
