@@ -423,7 +423,7 @@ def _fill_inputs(program, matrices, sources: dict, needed: set, devices) -> None
                 tile.data = devices.to_device(tile.data, tile.device)
 
 
-def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict, driver=None):
+def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict, driver):
     """``fill(r0, r1, c0, c1)`` for one matrix: an array given, a file, or a generator."""
     shape = (matrix.m, matrix.n)
     if decl.name in arrays:
@@ -434,7 +434,7 @@ def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dic
     path = options.inputs.get(decl.name)  # --input: as given, relative to the current directory
     loaded = path is None and decl.init == "load"
     if loaded:
-        path = load_path(decl, getattr(driver, "PROGRAM", None), driver)
+        path = load_path(decl, driver)
     if path is not None:
         try:
             mapped = npyio.open_input(path, shape)
@@ -448,19 +448,18 @@ def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dic
     return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, options.seed, index, *shape, r0, r1, c0, c1)
 
 
-def load_path(decl, program=None, driver=None) -> str:
+def load_path(decl, driver) -> str:
     """The file of ``matrix NAME = load "PATH"``: PATH when absolute, else PATH relative to
     the ``.tile`` file's directory (as recorded when the driver was compiled, then as the
     program's source path names it from here), else next to the driver; the first of
     these that exists (the first if none does, for the message)."""
     if os.path.isabs(decl.load):
         return decl.load
-    bases = [Path(decl.base)] if getattr(decl, "base", None) else []
-    if program is not None:
-        bases.append(Path(program.source).parent)
+    bases = [Path(decl.base)] if decl.base else []
+    bases.append(Path(driver.PROGRAM.source).parent)
     if getattr(driver, "__file__", None):
         bases.append(Path(driver.__file__).parent)
-    candidates = [str(base / decl.load) for base in bases] or [decl.load]
+    candidates = [str(base / decl.load) for base in bases]
     return next((c for c in candidates if os.path.isfile(c)), candidates[0])
 
 
