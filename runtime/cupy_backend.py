@@ -92,8 +92,20 @@ class CupyBackend(Backend):
             except cupy.cuda.runtime.CUDARuntimeError as error:
                 raise ValueError(f"GPU {device + 1} (CUDA device {device}) cannot be used: {error}") from None
         self._pinned = PinnedPool(cupyx)
-        tile_kernels = TileKernels(cupy, CublasOps(cupy, _CupyLibraries(cupy, cublas, cusolver)))
-        self.kernels = {name: self._on_gpu(getattr(tile_kernels, name)) for name in host.CPU_KERNELS}
+        self._tile_kernels = TileKernels(cupy, CublasOps(cupy, _CupyLibraries(cupy, cublas, cusolver)))
+        self.kernels = {name: self._on_gpu(getattr(self._tile_kernels, name)) for name in host.CPU_KERNELS}
+
+    def prepare(self, device: int) -> None:
+        """Ready GPU ``device`` for the calling thread, its management thread, before a timed run.
+
+        CuPy's cuBLAS and cuSOLVER handles belong to a thread, and making them, like the
+        first launch of each CUDA module, costs tens of milliseconds: every kernel runs
+        once here on tiny tiles so that the run does not pay for it.
+        """
+        stream = self._streams["compute"][device - 1]
+        with self._cupy.cuda.Device(device - 1), stream:
+            self._tile_kernels.warm_up()
+            stream.synchronize()
 
     # ---------------------------------------------------------------- memory and copies
     def empty(self, shape, device: int):
@@ -477,8 +489,22 @@ class TileKernels:
     Every kernel works in place on views; a zero dimension makes it a no-op.
     """
 
+    #: tile shapes of each kernel's arguments for :meth:`warm_up`: tiny, but through every code path
+    WARM_UP_SHAPES = {
+        "potrf": ((3, 2),), "trsm": ((2, 2), (3, 2)), "syrk": ((2, 2), (2, 2)),
+        "gemm": ((3, 2), (2, 2), (3, 2)), "gemm_nn": ((3, 2), (2, 2), (3, 2)),
+        "getrf_nopiv": ((3, 3),), "trsm_l": ((2, 2), (2, 3)), "trsm_u": ((2, 2), (3, 2)),
+        "geqrt": ((4, 3), (2, 3)), "gemqrt": ((4, 3), (2, 3), (4, 2)),
+        "tpqrt": ((3, 3), (4, 3), (2, 3)), "tpmqrt": ((4, 3), (2, 3), (3, 2), (4, 2)),
+    }
+
     def __init__(self, xp, ops: CublasOps):
         self.xp, self.ops = xp, ops
+
+    def warm_up(self) -> None:
+        """Run every kernel once on identity tiles of :data:`WARM_UP_SHAPES` (on the current device)."""
+        for name, shapes in self.WARM_UP_SHAPES.items():
+            getattr(self, name)(*(self.xp.asfortranarray(self.xp.eye(*shape)) for shape in shapes))
 
     # ---------------------------------------------------------------- Cholesky
     def potrf(self, A) -> None:

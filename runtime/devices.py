@@ -51,7 +51,11 @@ class EmulatedArray:
 
 
 class Backend:
-    """The copies of every backend, waited for: for inputs, outputs and checks, outside the copy thread."""
+    """What every backend shares: the copies waited for (for inputs, outputs and checks, outside
+    the copy thread), and ``prepare``."""
+
+    def prepare(self, device: int) -> None:
+        """Ready GPU ``device`` for the calling thread (its management thread) before a timed run."""
 
     def to_device(self, host: np.ndarray, device: int):
         """A copy of host ``host`` on GPU ``device``."""

@@ -23,6 +23,10 @@ from .matrix import TileIndexError, region_view
 from .scheduler import Scheduler, Task
 
 
+#: seconds the GPUs' management threads have to ready their devices before a run gives up
+PREPARE_SECONDS = 120.0
+
+
 class TaskFailure(Exception):
     """A task (or the program's loop nest) failed on this rank."""
 
@@ -162,12 +166,16 @@ class Engine:
         self.stopping = False
         switch = sys.getswitchinterval()
         sys.setswitchinterval(1e-4)  # a worker back from BLAS must not wait 5 ms for the GIL
-        threads = [threading.Thread(target=self._worker, args=(w, 0, f"cpu-{w}"), name=f"cpu-{w}", daemon=True)
-                   for w in range(self.workers)]
-        threads += [threading.Thread(target=self._worker, args=(self.workers + g - 1, g, f"gpu-{g}"),
-                                     name=f"gpu-{g}", daemon=True) for g in range(1, self.gpus + 1)]
+        prepared = threading.Barrier(self.gpus + 1)
+        threads = [threading.Thread(target=self._manage_gpu, args=(self.workers + g - 1, g, prepared),
+                                    name=f"gpu-{g}", daemon=True) for g in range(1, self.gpus + 1)]
+        threads += [threading.Thread(target=self._worker, args=(w, 0, f"cpu-{w}"), name=f"cpu-{w}", daemon=True)
+                    for w in range(self.workers)]
+        for thread in threads[:self.gpus]:
+            thread.start()
+        self._wait_until_prepared(prepared)
         start = time.perf_counter()
-        for thread in threads:
+        for thread in threads[self.gpus:]:
             thread.start()
         finished = False
         try:
@@ -187,6 +195,25 @@ class Engine:
         if self.failure is not None:
             raise self.failure
         return time.perf_counter() - start
+
+    def _manage_gpu(self, index: int, device: int, prepared: threading.Barrier) -> None:
+        """GPU ``device``'s management thread: readied before the clock starts, then a worker of its queue."""
+        try:
+            self.devices.prepare(device)
+        except Exception as error:  # a GPU that cannot run its first kernels
+            self._fail(TaskFailure(f"GPU {device} cannot run kernels: {type(error).__name__}: {error}", self.rank))
+        try:
+            prepared.wait()
+        except threading.BrokenBarrierError:  # the run gave up waiting, and said why
+            return
+        self._worker(index, device, f"gpu-{device}")
+
+    def _wait_until_prepared(self, prepared: threading.Barrier) -> None:
+        try:
+            prepared.wait(timeout=PREPARE_SECONDS)
+        except threading.BrokenBarrierError:
+            self._fail(TaskFailure(f"a GPU did not get ready within {PREPARE_SECONDS:.0f} s "
+                                   f"(its first kernels never finished)", self.rank))
 
     def _wait_for_gpus(self) -> None:
         """Kernels launched on GPUs may still run when their tasks are done: the run ends with them."""

@@ -461,6 +461,37 @@ def test_every_prelude_kernel_has_a_gpu_body():
         assert getattr(TileKernels, name).__doc__, name
 
 
+def test_warm_up_runs_every_prelude_kernel(monkeypatch):
+    assert set(TileKernels.WARM_UP_SHAPES) == set(cpu.CPU_KERNELS)
+    kernels, ran = HostImplementation().kernels, []
+    for name in cpu.CPU_KERNELS:
+        kernel = getattr(kernels, name)
+        monkeypatch.setattr(kernels, name, lambda *tiles, name=name, kernel=kernel: (ran.append(name), kernel(*tiles)))
+    kernels.warm_up()
+    assert set(ran) == set(cpu.CPU_KERNELS)  # kernels call each other too
+
+
+@needs_gpu
+def test_prepare_readies_a_management_thread(gpu_implementation, rng):
+    """After ``prepare`` on a fresh thread, that thread's kernels give the right answers."""
+    import threading
+
+    outcome = []
+
+    def manage():
+        gpu_implementation.backend.prepare(1)
+        a, b, c = (random(rng, 64, 64) for _ in range(3))
+        tiles = [gpu_implementation.put(x) for x in (a, b, c)]
+        gpu_implementation.run("gemm", *tiles)
+        gpu_implementation.backend.synchronize()
+        outcome.append(np.abs(gpu_implementation.get(tiles[2]) - (c - a @ b.T)).max())
+
+    thread = threading.Thread(target=manage)
+    thread.start()
+    thread.join(60)
+    assert outcome and outcome[0] < 1e-12
+
+
 # --------------------------------------------------------------------------- setup without a GPU
 
 

@@ -67,6 +67,26 @@ def test_a_missing_copy_cannot_go_unnoticed():
         gpu.kernels["gemm"](tile, tile, np.zeros((4, 4)))
 
 
+def test_each_gpu_is_prepared_by_its_management_thread_before_the_clock(tmp_path, monkeypatch):
+    """Handles and first launches (``prepare``) are made on the thread that launches the kernels,
+    and the run's seconds do not include them."""
+    import threading
+    import time
+
+    from tiledsl.runtime.devices import EmulatedBackend
+
+    prepared = []
+
+    def prepare(self, device):
+        prepared.append((device, threading.current_thread().name))
+        time.sleep(0.5)
+
+    monkeypatch.setattr(EmulatedBackend, "prepare", prepare)
+    result = execute(driver_of(tmp_path, "cholesky"), Options(n=64, tiles={"nb": 32}, gpus=2, workers=1))
+    assert sorted(prepared) == [(1, "gpu-1"), (2, "gpu-2")]
+    assert result.seconds < 0.5
+
+
 def _backend_or_skip(name: str) -> str:
     if name == "cupy":
         from tiledsl.runtime.devices import backend
