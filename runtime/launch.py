@@ -230,17 +230,20 @@ def _check_memory(program, matrices: dict, needed: set, window: int, check: bool
 def _check_gpu_memory(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int) -> None:
     """Refuse, with the numbers, a run whose tiles cannot fit in one of this rank's GPUs.
 
-    The estimate per GPU: the tiles homed there, and two copies of a tile per task
-    of the window (the alien inputs and minor outputs a GPU holds at once).
+    The estimate per GPU: the tiles homed there, and the copies it may hold at once
+    (alien inputs and minor outputs): two of a tile per task of the window, and
+    never more than two of each tile this rank's tasks touch that lives elsewhere.
     """
     if devices is None:
         return
     largest = max((8 * h * w for m in matrices.values() for row in m.tiles for t in row for h, w in [t.shape]),
                   default=0)
-    copies = 2 * window * largest
     for device in range(1, devices.gpus + 1):
         tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device == device
                     for h, w in [tile.shape])
+        elsewhere = sum(8 * h * w for tile in needed if not (tile.rank == tile.matrix.rank and tile.device == device)
+                        for h, w in [tile.shape])
+        copies = 2 * min(window * largest, elsewhere)
         known = [size for size in (devices.free_memory(device), limit) if size is not None]
         if known and tiles + copies > min(known):
             allowed = "allowed by --gpu-memory" if min(known) == limit else "free"

@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--budget", type=float, metavar="SECONDS", help="time for the whole tuning (default 30)")
     tune.add_argument("--quick", action="store_true", help="a 10-second budget")
     tune.add_argument("--sizes", metavar="S1,S2,...", help="tile sizes to time the kernels at (multiples of 64; "
-                                                           "default 64..1024, 128..2048 on CuPy GPUs)")
+                                                           "default 64..1024 in steps of 64; 256..4096 on CuPy GPUs)")
     tune.add_argument("--n", type=int, help="matrix order of the trial runs (default: 3·B·G or enough tiles "
                                             "for the workers, within the budget)")
     tune.add_argument("--no-save", action="store_true", help="print the result without caching it")

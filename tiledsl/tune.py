@@ -2,8 +2,8 @@
 
 1. Kernel speeds: the program's tile kernels (gemm always) are timed on one core
    (single-threaded BLAS, as a CPU worker runs them) and on one GPU, over square
-   tile sizes in steps of 64, until the rate stops growing or the time share of
-   this step is spent.
+   tile sizes in steps of 64 (on CuPy GPUs, :data:`CUPY_SIZES` up to 4096), until
+   the rate stops growing or the time share of this step is spent.
 2. A first guess from the speeds. With GPUs, ``B`` (the tile size of uniform
    programs, the block size of hybrid ones) is the smallest size whose GPU gemm
    rate is within 95% of the best one measured (:func:`smallest_near_best`).
@@ -17,8 +17,8 @@
    program's task counts) is within 95% of the best.
 3. A short search (:func:`hill_climb`): the program runs at a moderate size
    (``N = 3·B·G`` as in the paper, or enough tiles for the workers) with the guess
-   and its neighbours, 64 columns (or one ratio step) apart, moving while it gets
-   faster; the fastest setting wins.
+   and its neighbours, 64 columns (a GPU's uniform tiles: the next sizes timed; a
+   ratio: one step) apart, moving while it gets faster; the fastest setting wins.
 
 The result goes to this machine's cache (:mod:`tiledsl.runtime.tuning`), where
 ``tiledsl run`` finds it. ``budget`` (seconds) bounds the whole procedure.
@@ -48,6 +48,9 @@ QUICK = 10.0
 #: floating-point operations of each prelude kernel on s×s tiles, in units of s³
 KERNEL_FLOPS = {"gemm": 2, "gemm_nn": 2, "syrk": 1, "trsm": 1, "trsm_l": 1, "trsm_u": 1, "potrf": 1 / 3,
                 "getrf_nopiv": 2 / 3, "geqrt": 4 / 3, "gemqrt": 2, "tpqrt": 2, "tpmqrt": 4}
+#: tile sizes timed on CuPy GPUs: a GPU's dgemm keeps gaining up to thousands (H100: 48 TFLOP/s
+#: at 1024, 53 at 2048, 55 at 4096)
+CUPY_SIZES = (256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096)
 #: host:GPU column ratios the uniform search walks through, by the host's share
 RATIOS = sorted({Fraction(h, g) for g in (1, 2, 3, 4) for h in range(0, 17)})
 
@@ -263,7 +266,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     kernels = sorted(set(weights) | {"gemm"})
     if sizes is None:
         cpu_sizes = list(range(STEP, 1024 + 1, STEP))
-        gpu_sizes = list(range(2 * STEP, 2048 + 1, 2 * STEP)) if backend == "cupy" else cpu_sizes
+        gpu_sizes = list(CUPY_SIZES) if backend == "cupy" else cpu_sizes
     else:
         cpu_sizes = gpu_sizes = sorted(set(sizes))
     log(f"tune {program.name}: {workers} worker(s)" + (f", {gpus} GPU(s) ({backend})" if gpus else "")
@@ -275,7 +278,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         speeds = measure_speeds(kernels, cpu_sizes, {"core": None}, ib, deadline, min_time, clock)
         if gpus:
             speeds.update(measure_speeds(kernels, gpu_sizes, {"gpu": device}, ib,
-                                         max(deadline, clock() + 0.1 * budget), min_time, clock))
+                                         max(deadline, clock() + 0.25 * budget), min_time, clock))
     core_mix = mix_rates(speeds["core"], weights)
     gpu_mix = mix_rates(speeds["gpu"], weights) if gpus else {}
     log(_speed_table(speeds))
@@ -324,7 +327,9 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         rates, where = (speeds["gpu"]["gemm"], "GPU gemm") if gpus else (core_mix, "kernel mix on a core")
         nb = smallest_near_best(rates)
         log(f"nb = {nb}: the smallest size within {THRESHOLD:.0%} of the best rate of the {where}")
-        candidates = list(range(STEP, max(largest, nb) + 1, STEP))
+        # a GPU's tiles are searched among the sizes its kernels were timed at: steps of 64
+        # are too fine to cross the range a GPU's best tiles span within the budget
+        candidates = sorted(set(gpu_sizes) | {nb}) if gpus else list(range(STEP, max(largest, nb) + 1, STEP))
         start, tile, label = candidates.index(nb), nb, "nb"
         settings = lambda c: {"nb": c}
         describe = lambda c: f"nb={c}"

@@ -180,6 +180,16 @@ def test_a_run_within_its_gpu_memory_runs():
     assert json.loads(out.stdout.strip().splitlines()[-1])["residual"] < 60
 
 
+@pytest.mark.timeout(130)
+def test_a_gpu_holding_every_tile_needs_no_room_for_copies():
+    """All block columns on the GPU (ratio 0:1): the estimate is the tiles alone (3 of 512 KiB)."""
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 512, "--nb", 256, "--gpus", 1, "--gpu-ratio", "0:1",
+                  "--gpu-memory", "1600K", "--check", "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["passed"] and summary["ranks"][0]["device_copies"] == 0
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("size", ["lots", "-3G", "0", "inf", "nanM"])
 def test_a_bad_gpu_memory_size_is_a_usage_error(size):
