@@ -114,6 +114,7 @@ dger = _blas("dger")    # m, n, alpha, x, incx, y, incy, a, lda
 
 dpotrf = _lapack("dpotrf")    # uplo, n, a, lda
 dgetrf = _lapack("dgetrf")    # m, n, a, lda, ipiv[min(m,n)] (int32)
+dgeqrf = _lapack("dgeqrf")    # m, n, a, lda, tau[min(m,n)], work[lwork], lwork
 dgeqrt = _lapack("dgeqrt")    # m, n, nb, a, lda, t, ldt, work[nb*n]
 dgemqrt = _lapack("dgemqrt")  # side, trans, m, n, k, nb, v, ldv, t, ldt, c, ldc, work[n*nb]
 dtpqrt = _lapack("dtpqrt")    # m, n, l, nb, a, lda, b, ldb, t, ldt, work[nb*n]

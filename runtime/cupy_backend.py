@@ -33,11 +33,16 @@ CPU and GPU workers in the middle of a factorization:
 * LU without pivoting is blocked right-looking: a panel of :data:`LU_PANEL` columns
   eliminated column by column (a division and a ``dger`` each), then ``dtrsm`` and
   ``dgemm`` on the rest;
-* QR is blocked as LAPACK's DGEQRT/DTPQRT are, with the panel of ``ib`` columns
-  factored on the host by the CPU kernel, i.e. by LAPACK itself (as MAGMA does:
-  the GPU's management thread owns a core, and a narrow panel is latency-bound on a
-  GPU), and the block reflector applied to the rest by GEMMs on the GPU (DLARFB,
-  DTPRFB). Panels and T factors thus follow LAPACK's conventions exactly.
+* QR runs on the GPU alone (no host round trip, no synchronization): cuSOLVER's
+  geqrf factors the whole tile (geqrt), or the dense stack of the triangle on the
+  tile (tpqrt: under a triangle each reflector's top part stays exactly e_j), which
+  gives DGEQRT's and DTPQRT's reflectors, hence their V and R. Each T block of
+  ``ib`` reflectors is then built from V and the scalars tau by
+  T⁻¹ = diag(1/tau) + strict_upper(VᵀV) (Joffrain et al., 2006): a GEMM and a TRSM
+  on the identity per block, with tau = 0 (H_j = I) handled by elementwise masks.
+  V, R and T thus mean what LAPACK's do, so a tile can go on to a CPU worker in the
+  middle of a factorization. Q is applied by GEMMs, as DLARFB/DTPRFB do (gemqrt,
+  tpmqrt).
 
 CuPy is imported only when a :class:`CupyBackend` is made. :class:`TileKernels`
 and :class:`CublasOps` take the array module and the CUDA libraries as arguments,
@@ -344,16 +349,6 @@ class _CupyLibraries:
         stream.synchronize()
         return result
 
-    def upload(self, array: np.ndarray, view) -> None:
-        """view <- host ``array``, ordered on the current stream."""
-        dense = self._cupy.empty(view.shape, order="F")
-        if dense.size:
-            # from pageable memory this returns once CUDA has staged the data
-            source = np.asfortranarray(array)
-            dense.data.copy_from_host_async(source.ctypes.data, dense.nbytes,
-                                            self._cupy.cuda.get_current_stream())
-        view[...] = dense
-
 
 # --------------------------------------------------------------------------- BLAS on views
 
@@ -421,13 +416,25 @@ class CublasOps:
             self.cuda.cusolver.dpotrf(handle, lower, n, self._at(a), lda, self._at(work), lwork, self._at(info))
             return int(self.cuda.fetch(info)[0])
 
+    def geqrf(self, A, tau) -> None:
+        """QR of A (m×n) in place (LAPACK DGEQRF): V below the diagonal, R on and above it,
+        tau[:min(m, n)] <- the reflectors' scalars.
+
+        Its info is never read: it only flags an illegal argument (QR has no numerical
+        failure), and reading it would make the host wait for the GPU.
+        """
+        m, n = A.shape
+        with self._dense(A, True) as (a, lda):
+            handle = self.cuda.cusolver_handle()
+            lwork = self.cuda.cusolver.dgeqrf_bufferSize(handle, m, n, self._at(a), lda)
+            work = self.xp.empty(max(1, lwork))
+            info = self.xp.empty(1, dtype=np.int32)
+            self.cuda.cusolver.dgeqrf(handle, m, n, self._at(a), lda, self._at(tau), self._at(work), lwork,
+                                      self._at(info))
+
     def fetch(self, array) -> np.ndarray:
         """A Fortran-ordered host copy of a device array (waits for it)."""
         return self.cuda.fetch(array)
-
-    def upload(self, array: np.ndarray, view) -> None:
-        """Device ``view`` <- host ``array``."""
-        self.cuda.upload(array, view)
 
     # ---------------------------------------------------------------- arguments
     def _blas_handle(self) -> int:
@@ -618,22 +625,21 @@ class TileKernels:
     def geqrt(self, A, T) -> None:
         """Blocked QR of a tile (LAPACK DGEQRT): A (m×n) <- V\\R, T <- block reflector factors.
 
-        As DGEQRT: for each block of nb = min(T.shape[0], k) columns (k = min(m, n)), the
-        panel A[i:, i:i+nb] is factored (DGEQRT3, here on the host) into V, R and the
-        nb×nb upper triangular T[:nb, i:i+nb], then Qᵀ of the panel updates the columns
-        to its right. The rest of T is not written.
+        cuSOLVER's geqrf factors the whole tile at once: its reflectors are DGEQRT's (the
+        same Householder vectors, made the same way, in the same order), so V and R are
+        too. Each nb×nb upper triangular factor T[:nb, i:i+nb], nb = min(T.shape[0], k)
+        with k = min(m, n), is then built from V and the reflectors' scalars
+        (:meth:`_block_factors`); as in DGEQRT, nothing else of T is written.
         """
         m, n = A.shape
         k = min(m, n)
         nb = _inner_block(T, k, "geqrt")
         if k == 0:
             return
-        for i in range(0, k, nb):
-            width = min(nb, k - i)
-            panel, factor = A[i:, i:i + width], T[:width, i:i + width]
-            self._on_host(host.geqrt, panel, factor)
-            if i + width < n:
-                self._larfb("T", self._unit_lower(panel), factor, A[i:, i + width:])
+        tau = self._scalars(k, nb)
+        self.ops.geqrf(A, tau[:k])
+        V = self._unit_lower(A[:, :k])
+        self._block_factors(tau, k, T, lambda i, end: V[i:, i:end])
 
     def gemqrt(self, V, T, C) -> None:
         """C <- Qᵀ·C with Q from :meth:`geqrt` (V, T); see :meth:`gemqrt_apply`."""
@@ -661,21 +667,27 @@ class TileKernels:
 
         [R; A] = Q·[R'; 0]: R' overwrites the upper triangle of the top-left n×n block
         of R, A (m×n) is overwritten by the reflectors V, and T (ib, n) receives the
-        factors in T[:nb, :n] with nb = min(ib, n). As DTPQRT: each block of nb
-        columns is factored (DTPQRT2, here on the host), then applied to the columns
-        to its right.
+        factors in T[:nb, :n] with nb = min(ib, n). cuSOLVER's geqrf factors the dense
+        (n+m)×n stack of the triangle on A: the part of the stack below the triangle
+        stays exactly zero, so each reflector's top part is e_j and its bottom part,
+        its scalar and R' are DTPQRT's. The T blocks are built as in :meth:`geqrt`.
         """
         m, n = A.shape
         require_triangle("tpqrt", "R", R, n, "A", A)
         nb = _inner_block(T, n, "tpqrt")
         if not (m and n):
             return
-        for i in range(0, n, nb):
-            end = min(i + nb, n)
-            panel, factor = A[:, i:end], T[:end - i, i:end]
-            self._on_host(host.tpqrt, R[i:end, i:end], panel, factor)
-            if end < n:
-                self._tprfb("T", panel, factor, R[i:end, end:n], A[:, end:])
+        xp, top = self.xp, R[:n, :n]
+        stack = xp.empty((n + m, n), order="F")
+        stack[:n] = xp.triu(top)
+        stack[n:] = A
+        tau = self._scalars(n, nb)
+        self.ops.geqrf(stack, tau[:n])
+        # R' on the triangle only: R below its diagonal is not the kernel's
+        top[...] = xp.where(xp.triu(xp.ones((n, n), dtype=bool)), stack[:n], top)
+        A[...] = stack[n:]
+        # [e_i..e_end-1; V] has Gram matrix I + VᵀV: the identity adds nothing above the diagonal
+        self._block_factors(tau, n, T, lambda i, end: stack[n:, i:end], first_column=True)
 
     def tpmqrt(self, V, T, C1, C2) -> None:
         """[C1[:k,:]; C2] <- Qᵀ·[C1[:k,:]; C2], Q from :meth:`tpqrt`; see :meth:`tpmqrt_apply`."""
@@ -699,16 +711,75 @@ class TileKernels:
             self._tprfb(trans, V[:, i:end], T[:end - i, i:end], C1[i:end, :], C2)
 
     # ---------------------------------------------------------------- QR building blocks
-    def _on_host(self, kernel, *views) -> None:
-        """Run a CPU kernel on host copies of device ``views`` and write them back.
+    def _scalars(self, k: int, nb: int):
+        """A zeroed vector for the scalars tau of k reflectors, padded to whole blocks of nb."""
+        return self.xp.zeros(-(-k // nb) * nb)
 
-        What the kernel does not write goes back unchanged, so a view may hold data
-        that is not the kernel's (the part of R below its diagonal, T below its blocks).
+    def _block_factors(self, tau, k: int, T, reflectors, first_column: bool = False) -> None:
+        """T[:w, i:i+w] <- LAPACK's triangular factor of each block of reflectors i..i+w.
+
+        Blocks of nb = min(T.shape[0], k) reflectors (the last one possibly narrower);
+        ``tau`` holds the k scalars, padded with zeros to whole blocks (:meth:`_scalars`).
+        With V_blk the block's unit lower columns from its first row,
+        T⁻¹ = diag(1/tau) + strict_upper(V_blkᵀ·V_blk) (Joffrain et al., 2006): one GEMM
+        per block for the product, of ``reflectors(i, end)`` (the rows of V[:, i:end]
+        whose product has that strict upper part), then one TRSM per block on the
+        identity. Only device operations: no host round trip, no synchronization.
+        ``first_column``: see :meth:`_store_factors`.
         """
-        copies = [self.ops.fetch(view) for view in views]
-        kernel(*copies)
-        for view, copy in zip(views, copies):
-            self.ops.upload(copy, view)
+        nb = min(T.shape[0], k)
+        starts = range(0, k, nb)
+        gram = self.xp.zeros((nb, tau.size), order="F")
+        for i in starts:
+            end = min(i + nb, k)
+            V = reflectors(i, end)
+            self.ops.gemm("T", "N", 1.0, V, V, 0.0, gram[:end - i, i:end])
+        inverse = self._inverse_factors(gram, tau)
+        # a narrower last block is padded with the identity: inverting nb×nb inverts its w×w
+        factors = self.xp.asfortranarray(self.xp.tile(self.xp.eye(nb), len(starts)))
+        for i in starts:
+            self.ops.trsm("L", "U", "N", "N", 1.0, inverse[:, i:i + nb], factors[:, i:i + nb])
+        factors *= tau != 0  # LAPACK's column j is zero where tau_j = 0 (see _inverse_factors)
+        self._store_factors(factors, k, T, first_column)
+
+    def _store_factors(self, factors, k: int, T, first_column: bool) -> None:
+        """T[:w, i:i+w] <- the upper triangle of each block of ``factors`` (nb × padded k).
+
+        As in LAPACK, T below each block's diagonal is not written, except with
+        ``first_column``, where the first column of each block is zero there as
+        DTPQRT leaves it (DTPQRT2 keeps the scalars tau in it, then zeroes them).
+        """
+        xp = self.xp
+        nb, size = factors.shape
+        written = xp.triu(xp.ones((nb, nb), dtype=bool))
+        if first_column:
+            written[:, 0] = True
+        written = xp.tile(written, size // nb)
+        whole = k - k % nb
+        # the whole blocks at once, then the narrower last one (an empty range does nothing)
+        for rows, cols in ((nb, slice(0, whole)), (k - whole, slice(whole, k))):
+            T[:rows, cols] = xp.where(written[:rows, cols], factors[:rows, cols], T[:rows, cols])
+
+    def _inverse_factors(self, gram, tau):
+        """The inverses of the T blocks: diag(1/tau) + strict_upper(gram) per nb×nb block of gram (nb×K).
+
+        tau_j = 0 means H_j = I (DLARFG gives it when the column below the diagonal is
+        exactly zero), and LAPACK's T then has row and column j zero: the factor of the
+        other reflectors. So 1/tau_j is replaced by 1 and row j of the strict upper part
+        zeroed (it is zero already when v_j is zero below its 1, as in LAPACK): row j of
+        the inverse is then zero, so that column j of this matrix reaches no other column
+        of it, and :meth:`_block_factors` zeroes column j. All blocks at once, through an
+        (nb, nb, blocks) view: no host test.
+        """
+        xp = self.xp
+        nb, size = gram.shape
+        blocks = size // nb
+        scalars = tau.reshape((nb, blocks), order="F")  # [r, b]: reflector b·nb + r
+        kept = scalars != 0
+        strict = xp.triu(xp.ones((nb, nb), dtype=bool), 1)[:, :, None] & kept[:, None, :]
+        diagonal = xp.eye(nb)[:, :, None] / xp.where(kept, scalars, 1.0)[None, :, :]
+        inverse = xp.where(strict, gram.reshape((nb, nb, blocks), order="F"), 0.0) + diagonal
+        return xp.asfortranarray(inverse).reshape((nb, size), order="F")
 
     def _unit_lower(self, panel):
         """V of a factored panel as a dense matrix: ones on the diagonal, zeros above."""

@@ -113,7 +113,7 @@ class FakeCublas:
 
 
 class FakeCusolver:
-    """cuSOLVER's potrf as CuPy binds it, done by the host LAPACK; info written to "device" memory."""
+    """cuSOLVER's potrf and geqrf as CuPy binds them, done by the host LAPACK; info written to "device" memory."""
 
     WORK = 3
 
@@ -125,12 +125,28 @@ class FakeCusolver:
         assert lwork == self.WORK and work
         ctypes.c_int32.from_address(info).value = blas.dpotrf(FILL[uplo], n, ctypes.c_void_p(A), lda)
 
+    @staticmethod
+    def geqrf_work(n):
+        """Enough for LAPACK's blocked dgeqrf (n·64), so the workspace given is the one used."""
+        return max(1, n) * 64
+
+    def dgeqrf_bufferSize(self, handle, m, n, A, lda):
+        _check_ld(lda, m)
+        return self.geqrf_work(n)
+
+    def dgeqrf(self, handle, m, n, A, lda, tau, work, lwork, info):
+        _check_ld(lda, m)
+        assert lwork == self.geqrf_work(n) and work and tau
+        ctypes.c_int32.from_address(info).value = blas.dgeqrf(
+            m, n, ctypes.c_void_p(A), lda, ctypes.c_void_p(tau), ctypes.c_void_p(work), lwork)
+
 
 class HostCuda:
     """What CublasOps needs from CUDA, played by the host: "device" arrays are numpy arrays."""
 
     def __init__(self):
         self.cublas, self.cusolver = FakeCublas(), FakeCusolver()
+        self.fetches = 0  # host round trips: each would wait for the GPU
 
     def cublas_handle(self):
         return 1
@@ -142,13 +158,9 @@ class HostCuda:
     def address(array):
         return array.ctypes.data
 
-    @staticmethod
-    def fetch(array):
+    def fetch(self, array):
+        self.fetches += 1
         return np.array(array, order="F", copy=True)
-
-    @staticmethod
-    def upload(array, view):
-        view[...] = array
 
 
 # --------------------------------------------------------------------------- implementations
@@ -414,6 +426,108 @@ def test_tpmqrt_apply_both_ways(rng, trans, m, k, nc, ib):
             "rows", rng, trans)
 
 
+# Reflectors that are the identity: LAPACK's DLARFG gives tau = 0 when the column below
+# the diagonal is exactly zero, and T then has a zero row and column there.
+ZERO_COLUMNS = [0, 3, 4, 11]
+
+
+def hessenberg(rng, m, n):
+    """An upper Hessenberg tile with a zero below the diagonal in ZERO_COLUMNS: reflector j
+    touches rows j and j+1 only, so tau = 0 exactly there, while reflector j-1 is nonzero in row j."""
+    a = np.triu(random(rng, m, n), -1)
+    for j in ZERO_COLUMNS:
+        a[j + 1:, j] = 0.0
+    return a
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("ib", [1, 4, 32])
+@pytest.mark.parametrize("tile", ["identity 5x5", "identity 7x3", "identity 3x7", "hessenberg 13x12",
+                                  "hessenberg 40x12"])
+def test_geqrt_with_identity_reflectors(implementation, rng, layout, ib, tile):
+    m, n = (int(x) for x in tile.split()[-1].split("x"))
+    a = np.eye(m, n) if tile.startswith("identity") else hessenberg(rng, m, n)
+    compare(implementation, "geqrt", [a, np.full((ib, n), np.nan)], layout, rng)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("ib", [1, 4, 32])
+@pytest.mark.parametrize("tile", ["zero 5x4", "zero 3x7", "zero columns 9x12"])
+def test_tpqrt_with_identity_reflectors(implementation, rng, layout, ib, tile):
+    """A zero tile under any triangle, or zero columns under a diagonal, stay zero: tau = 0 there."""
+    m, n = (int(x) for x in tile.split()[-1].split("x"))
+    r = random(rng, n + 2, n)
+    a = np.zeros((m, n))
+    if tile.startswith("zero columns"):
+        r[np.triu_indices(n, 1)] = 0.0
+        a = random(rng, m, n)
+        a[:, ZERO_COLUMNS] = 0.0
+    compare(implementation, "tpqrt", [r, a, np.full((ib, n), np.nan)], layout, rng)
+
+
+def larft(V, tau):
+    """LAPACK's T of reflectors V (unit lower) and tau, by DLARFT's recurrence (forward, columnwise)."""
+    k = tau.size
+    T = np.zeros((k, k))
+    for i in range(k):
+        T[:i, i] = -tau[i] * T[:i, :i] @ (V[:, :i].T @ V[:, i])
+        T[i, i] = tau[i]
+    return T
+
+
+def test_an_identity_reflector_has_lapacks_zero_row_and_column_whatever_v_holds(rng):
+    """tau_j = 0 means H_j = I whatever v_j holds below its 1 (LAPACK leaves it zero, a solver
+    might not): T's row and column j are then zero, and the rest is the other reflectors' T."""
+    m, k, nb = 15, 10, 4
+    V = np.tril(random(rng, m, k), -1) + np.eye(m, k)
+    tau = 1 + rng.random(k)  # DLARFG's tau is 0 or in [1, 2]
+    tau[[0, 3, 4, 9]] = 0.0
+    expected = np.full((nb, k), np.nan)
+    for i in range(0, k, nb):
+        end = min(i + nb, k)
+        factor = larft(V[i:, i:end], tau[i:end])
+        expected[:end - i, i:end] = np.where(np.triu(np.ones(factor.shape, dtype=bool)), factor, np.nan)
+    padded, T = np.zeros(-(-k // nb) * nb), np.full((nb, k), np.nan, order="F")
+    padded[:k] = tau
+    HostImplementation().kernels._block_factors(padded, k, T, lambda i, end: V[i:, i:end])
+    assert_matches(T, expected)
+
+
+def test_qr_factorizations_make_no_host_round_trip(rng):
+    """geqrt and tpqrt run on the device alone: a host fetch would wait for the GPU."""
+    cuda = HostCuda()
+    kernels = HostImplementation(cuda).kernels
+    a = np.asfortranarray(random(rng, 100, 64))
+    kernels.geqrt(a[:64], np.zeros((16, 64), order="F"))
+    kernels.tpqrt(a[:64], a[64:], np.zeros((16, 64), order="F"))
+    kernels.geqrt(np.asfortranarray(np.eye(6)), np.zeros((4, 6), order="F"))  # tau = 0 too
+    assert cuda.fetches == 0
+    kernels.potrf(np.asfortranarray(spd(rng, 8)))  # the count does see the fetches that there are
+    assert cuda.fetches > 0
+
+
+@pytest.mark.parametrize("kernel", ["geqrt", "tpqrt"])
+def test_qr_of_a_rank_deficient_tile_is_one_the_cpu_kernels_can_apply(rng, kernel):
+    """Below rank, the trailing reflectors come from rounding errors, so no two algorithms
+    agree on them; V, R and T must still give A = Q·R with Q orthogonal, Q applied by the CPU."""
+    m, n, rank, ib = 96, 48, 5, 16
+    a = rng.standard_normal((m, rank)) @ rng.standard_normal((rank, n))
+    t, q = np.zeros((ib, n), order="F"), np.asfortranarray(np.eye(m))
+    if kernel == "geqrt":
+        v = np.asfortranarray(a)
+        HostImplementation().run("geqrt", v, t)
+        cpu.gemqrt_apply(v, t, q, "N")
+        r = np.triu(v)
+    else:  # the triangle of a rank-deficient tile over another tile of that rank
+        a[:n] = np.linalg.qr(a[:n], mode="r")
+        top, v = np.asfortranarray(a[:n]), np.asfortranarray(a[n:])
+        HostImplementation().run("tpqrt", top, v, t)
+        cpu.tpmqrt_apply(v, t, q[:n], q[n:], "N")
+        r = np.vstack([np.triu(top), np.zeros((m - n, n))])
+    assert np.linalg.norm(a - q @ r) <= 1e-14 * n * np.linalg.norm(a)
+    assert np.linalg.norm(np.eye(m) - q.T @ q) <= 1e-14 * n
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -550,7 +664,8 @@ def test_the_cupy_api_the_backend_uses_exists():
     cupy = pytest.importorskip("cupy")
     cupyx = importlib.import_module("cupyx")
     for owner, names in [(cupy, ["ndarray", "zeros", "empty", "array", "asfortranarray", "ascontiguousarray",
-                                 "diagonal", "tril", "triu", "eye"]),
+                                 "diagonal", "tril", "triu", "eye", "ones", "where", "tile"]),
+                         (cupy.ndarray, ["reshape"]),
                          (cupy.cuda, ["Device", "Stream", "get_current_stream"]),
                          (cupy.cuda.device, ["get_cublas_handle", "get_cusolver_handle"]),
                          (cupy.cuda.runtime, ["getDeviceCount", "CUDARuntimeError", "memGetInfo"]),
@@ -570,7 +685,8 @@ def test_the_cupy_api_the_backend_uses_exists():
                  "CUBLAS_FILL_MODE_LOWER", "CUBLAS_FILL_MODE_UPPER", "CUBLAS_SIDE_LEFT", "CUBLAS_SIDE_RIGHT",
                  "CUBLAS_DIAG_NON_UNIT", "CUBLAS_DIAG_UNIT", "CUBLAS_POINTER_MODE_HOST"]:
         assert hasattr(cublas, name), name
-    assert hasattr(cusolver, "dpotrf") and hasattr(cusolver, "dpotrf_bufferSize")
+    for name in ["dpotrf", "dpotrf_bufferSize", "dgeqrf", "dgeqrf_bufferSize"]:
+        assert hasattr(cusolver, name), name
 
 
 def test_pinned_buffers_are_reused_by_size_class():
