@@ -82,11 +82,12 @@ def test_the_host_width_follows_the_papers_formula():
 
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("B, B_h, s, expected", [
-    (1024, 215.6, 2, (192, 2)),   # rounded to a multiple of 64
+    (1024, 215.6, 2, (192, 2)),   # rounded down to a multiple of 64
     (1024, 300.0, 3, (128, 3)),   # two host slices share B_h
     (256, 250.0, 2, (192, 2)),    # the GPU keeps a slice of 64 at least
-    (1024, 20.0, 2, (64, 1)),     # under half a step: every column on a GPU
-    (1024, 40.0, 2, (64, 2)),     # at least one step
+    (1024, 20.0, 2, (64, 1)),     # under a step: every column on a GPU
+    (1024, 63.0, 2, (64, 1)),     # rounded down: the host never gets more than its share
+    (1024, 100.0, 2, (64, 2)),
     (128, 100.0, 1, (64, 1)),     # s = 1 stays
 ])
 def test_hybrid_split_rounds_b_to_multiples_of_64(B, B_h, s, expected):
