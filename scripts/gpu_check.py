@@ -75,7 +75,7 @@ def parse(argv) -> argparse.Namespace:
     parser.add_argument("--check-n", type=int, default=2048, help="matrix order of the program checks")
     parser.add_argument("--sizes", type=_sizes, default=[8192, 16384, 32768],
                         help="benchmark orders, comma separated ('' for no benchmark)")
-    parser.add_argument("--programs", type=lambda text: text.split(","), default=list(BENCHMARKED),
+    parser.add_argument("--programs", type=lambda text: [p for p in text.split(",") if p], default=list(BENCHMARKED),
                         help=f"benchmarked programs, comma separated (from {', '.join(BENCHMARKED)})")
     for name in ("nb", "B", "b", "s"):
         parser.add_argument(f"--{name}", type=int, metavar="N", help=f"tile setting {name} for the runs (default: the program's)")
