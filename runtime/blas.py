@@ -109,7 +109,6 @@ def _lapack(name: str):
 dgemm = _blas("dgemm")  # transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
 dsyrk = _blas("dsyrk")  # uplo, trans, n, k, alpha, a, lda, beta, c, ldc
 dtrsm = _blas("dtrsm")  # side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb
-dtrmm = _blas("dtrmm")  # side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb
 dscal = _blas("dscal")  # n, alpha, x, incx
 dger = _blas("dger")    # m, n, alpha, x, incx, y, incy, a, lda
 

@@ -395,16 +395,6 @@ class CublasOps:
             self.cuda.cublas.dtrsm(self._blas_handle(), self._side[side], self._fill[uplo], self._op[trans],
                                    self._diag[diag], m, n, alpha_.ctypes.data, self._at(a), lda, self._at(b), ldb)
 
-    def trmm(self, side: str, uplo: str, trans: str, diag: str, alpha: float, A, B) -> None:
-        """B <- alpha·op(A)·B (side 'L') or alpha·B·op(A) (side 'R') in place, A triangular."""
-        m, n = B.shape
-        with self._dense(A) as (a, lda), self._dense(B, True) as (b, ldb):
-            alpha_ = _host_double(alpha)
-            # cuBLAS's trmm writes a separate C; B given as C makes it BLAS's in-place trmm
-            self.cuda.cublas.dtrmm(self._blas_handle(), self._side[side], self._fill[uplo], self._op[trans],
-                                   self._diag[diag], m, n, alpha_.ctypes.data, self._at(a), lda, self._at(b), ldb,
-                                   self._at(b), ldb)
-
     def ger(self, alpha: float, x, y, A) -> None:
         """A <- A + alpha·x·yᵀ for vectors (1-D views) x and y."""
         m, n = A.shape
@@ -799,18 +789,24 @@ class TileKernels:
         top[...] = self.xp.tril(top, -1) + self.xp.eye(width)
         return V
 
+    def _triangular_times(self, trans: str, T, W):
+        """op(triu(T))·W, op from ``trans``, as a new array."""
+        result = self.xp.empty(W.shape, order="F")
+        self.ops.gemm(trans, "N", 1.0, self.xp.triu(T), W, 0.0, result)
+        return result
+
     def _larfb(self, trans: str, V, T, C) -> None:
         """C <- op(I − V·T·Vᵀ)·C (LAPACK DLARFB: side 'L', forward, columnwise)."""
         W = self.xp.empty((T.shape[0], C.shape[1]), order="F")
         self.ops.gemm("T", "N", 1.0, V, C, 0.0, W)           # W = Vᵀ·C
-        self.ops.trmm("L", "U", trans, "N", 1.0, T, W)        # W = op(T)·W
+        W = self._triangular_times(trans, T, W)               # W = op(T)·W
         self.ops.gemm("N", "N", -1.0, V, W, 1.0, C)            # C = C − V·W
 
     def _tprfb(self, trans: str, V, T, top, bottom) -> None:
         """[top; bottom] <- op(I − [I; V]·T·[I; V]ᵀ)·[top; bottom] (LAPACK DTPRFB with l=0)."""
         W = self.xp.array(top, order="F")
         self.ops.gemm("T", "N", 1.0, V, bottom, 1.0, W)      # W = top + Vᵀ·bottom
-        self.ops.trmm("L", "U", trans, "N", 1.0, T, W)        # W = op(T)·W
+        W = self._triangular_times(trans, T, W)               # W = op(T)·W
         top -= W
         self.ops.gemm("N", "N", -1.0, V, W, 1.0, bottom)      # bottom = bottom − V·W
 

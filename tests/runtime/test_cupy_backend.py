@@ -105,14 +105,6 @@ class FakeCublas:
         blas.dtrsm(SIDE[side], FILL[uplo], OP[trans], DIAG[diag], m, n, _double_at(alpha),
                    ctypes.c_void_p(A), lda, ctypes.c_void_p(B), ldb)
 
-    def dtrmm(self, handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc):
-        assert self.pointer_mode == HOST_POINTERS
-        assert (B, ldb) == (C, ldc), "the backend uses trmm in place"
-        _check_ld(lda, m if SIDE[side] == "L" else n)
-        _check_ld(ldb, m)
-        blas.dtrmm(SIDE[side], FILL[uplo], OP[trans], DIAG[diag], m, n, _double_at(alpha),
-                   ctypes.c_void_p(A), lda, ctypes.c_void_p(B), ldb)
-
     def dger(self, handle, m, n, alpha, x, incx, y, incy, A, lda):
         assert self.pointer_mode == HOST_POINTERS and incx > 0 and incy > 0
         _check_ld(lda, m)
@@ -689,7 +681,7 @@ def test_the_cupy_api_the_backend_uses_exists():
         from cupy_backends.cuda.libs import cublas, cusolver
     except ImportError:
         pytest.skip("the CUDA libraries (cuBLAS, cuSOLVER) are not installed")
-    for name in ["dgemm", "dsyrk", "dtrsm", "dtrmm", "dger", "setPointerMode", "CUBLAS_OP_N", "CUBLAS_OP_T",
+    for name in ["dgemm", "dsyrk", "dtrsm", "dger", "setPointerMode", "CUBLAS_OP_N", "CUBLAS_OP_T",
                  "CUBLAS_FILL_MODE_LOWER", "CUBLAS_FILL_MODE_UPPER", "CUBLAS_SIDE_LEFT", "CUBLAS_SIDE_RIGHT",
                  "CUBLAS_DIAG_NON_UNIT", "CUBLAS_DIAG_UNIT", "CUBLAS_POINTER_MODE_HOST"]:
         assert hasattr(cublas, name), name
