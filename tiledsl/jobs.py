@@ -19,11 +19,13 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 SHARED_MEMORY = Path("/dev/shm")
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 GRACE_SECONDS = 30  # after a forwarded signal, how long the job has to end before it is killed
+ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of their segments
 
 
 def run_job(command: list[str]) -> int:
@@ -34,8 +36,15 @@ def run_job(command: list[str]) -> int:
         job = subprocess.Popen(command, env=environment, start_new_session=True)
         code = _wait_forwarding_signals(job)
     if code != 0:
+        _kill_stragglers(job)
         remove_orphans(before)
     return code
+
+
+def _kill_stragglers(job: subprocess.Popen) -> None:
+    """Kill what is left of a failed job's process group (ranks the launcher has not reaped yet)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(job.pid, signal.SIGKILL)
 
 
 def _wait_forwarding_signals(job: subprocess.Popen) -> int:
@@ -77,12 +86,20 @@ def mapped() -> set[str]:
     return found
 
 
-def remove_orphans(before: set[Path]) -> list[Path]:
-    """Remove the segments made since ``before`` that no process maps; the paths removed."""
-    orphans = sorted(segments() - before)
-    if orphans:
-        in_use = mapped()
-        orphans = [p for p in orphans if str(p) not in in_use]
+def remove_orphans(before: set[Path], wait: float = ORPHAN_WAIT) -> list[Path]:
+    """Remove the segments made since ``before`` that no process maps; the paths removed.
+
+    The ranks of a failed job may still be exiting when the launcher returns: a
+    segment one of them maps is given up to ``wait`` seconds to be let go.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        made = sorted(segments() - before)
+        in_use = mapped() if made else set()
+        if not any(str(p) in in_use for p in made) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    orphans = [p for p in made if str(p) not in in_use]
     for path in orphans:
         with contextlib.suppress(OSError):
             path.unlink()

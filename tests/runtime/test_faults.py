@@ -107,3 +107,19 @@ def test_a_killed_rank_ends_every_rank(tmp_path, segments_before):
     assert code != 0 and elapsed < 30
     assert "KILLED" in err or "signal 9" in err or "Killed" in err, err
     assert nothing_left(tmp_path, segments_before)
+
+
+@pytest.mark.timeout(90)
+def test_check_finite_stops_every_rank_at_the_first_nan(tmp_path, segments_before):
+    code, err, elapsed = finish(start("--set", "fault=1", "--check-finite", np_=2, cache=tmp_path))
+    assert code != 0 and elapsed < 30 and "Traceback" not in err
+    assert "kernel poison failed on A[1, 1]" in err and "produced nan" in err and "faults.tile:14" in err
+    assert nothing_left(tmp_path, segments_before)
+
+
+@pytest.mark.timeout(90)
+def test_the_watchdog_stops_every_rank_on_a_stall(tmp_path, segments_before):
+    code, err, elapsed = finish(start("--set", "fault=2", "--watchdog", 3, np_=2, cache=tmp_path))
+    assert code != 0 and elapsed < 30 and "Traceback" not in err
+    assert "watchdog: no task completed for" in err and "stall on A[1, 1] (running)" in err
+    assert nothing_left(tmp_path, segments_before)

@@ -1,0 +1,57 @@
+"""What `tiledsl run --np` leaves behind after a failed job: MPICH segments are removed once free."""
+import mmap
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tiledsl import jobs
+
+HOLD = """
+import mmap, sys, time
+with open(sys.argv[1], "r+b") as f:
+    view = mmap.mmap(f.fileno(), 4096)
+    print("mapped", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+def segment():
+    path = jobs.SHARED_MEMORY / f"mpich_shm_test_{uuid.uuid4().hex[:8]}"
+    path.write_bytes(bytes(mmap.PAGESIZE))
+    return path
+
+
+def hold(path, seconds):
+    """A process mapping ``path`` for ``seconds``, as an exiting rank does."""
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "mapped"
+    return process
+
+
+@pytest.mark.timeout(30)
+def test_a_segment_is_removed_once_the_exiting_rank_lets_go():
+    before = jobs.segments()
+    path = segment()
+    rank = hold(path, 0.5)
+    began = time.monotonic()
+    assert jobs.remove_orphans(before) == [path]
+    assert not path.exists() and time.monotonic() - began >= 0.3
+    rank.wait(5)
+
+
+@pytest.mark.timeout(30)
+def test_a_segment_still_in_use_is_kept():
+    before = jobs.segments()
+    path = segment()
+    rank = hold(path, 20)
+    try:
+        began = time.monotonic()
+        assert jobs.remove_orphans(before, wait=0.5) == []
+        assert path.exists() and time.monotonic() - began < 5
+    finally:
+        rank.kill()
+        rank.wait(5)
+        path.unlink()
