@@ -75,9 +75,10 @@ def test_refuses_mpi_without_thread_multiple():
 def test_abort_on_one_rank_ends_every_rank():
     start = time.monotonic()
     result = mpirun("comm_abort_probe.py", 3, timeout=30)
-    assert result.returncode != 0, f"{result.stdout}\n{result.stderr}"
+    # mpiexec ends with the code rank 2 aborted with; the rank's own "aborting" line may be
+    # lost, as the abort can take mpiexec's output forwarding down before it is flushed
+    assert result.returncode == 3, f"{result.stdout}\n{result.stderr}"
     assert time.monotonic() - start < 30
-    assert "rank 2 aborting" in result.stdout
     deadline = time.monotonic() + 5
     while (left := _running("comm_abort_probe.py")) and time.monotonic() < deadline:
         time.sleep(0.1)
