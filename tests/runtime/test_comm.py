@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tiledsl import jobs
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "mpi"
 _BESIDE = Path(sys.executable).with_name("mpiexec")  # the launcher of the mpich wheel in use
@@ -27,6 +29,7 @@ pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
 def mpirun(script: str, ranks: int, *args, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run ``script`` on ``ranks`` ranks; on timeout, kill the whole job (its own process group)."""
     command = [MPIEXEC, "-n", str(ranks), sys.executable, str(SCRIPTS / script), *map(str, args)]
+    before = jobs.segments()
     job = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, start_new_session=True)
     try:
@@ -35,6 +38,9 @@ def mpirun(script: str, ranks: int, *args, timeout: float = 60) -> subprocess.Co
         os.killpg(job.pid, signal.SIGKILL)
         stdout, stderr = job.communicate()
         pytest.fail(f"{script} on {ranks} ranks ran past {timeout} s\n{stdout}\n{stderr}")
+    finally:
+        if job.returncode != 0:  # an aborted job leaves MPICH's shared memory, as `tiledsl run --np` would not
+            jobs.remove_orphans(before)
     return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
 
 
