@@ -65,6 +65,10 @@ from .kernels import (_check_trans, _inner_block, _require, require_gemqrt, requ
 
 #: Columns of an LU panel eliminated one at a time before a BLAS-3 update.
 LU_PANEL = 32
+#: Reflectors gemqrt and tpmqrt apply at once: narrower T blocks (small ib) are merged up to this
+#: width, since each block costs several launches and a narrow GEMM (H100, n = 16384, nb = 2048:
+#: ib = 64 took 2.45 s, ib = 512 0.73 s)
+APPLY_WIDTH = 512
 
 _DOUBLE = np.dtype(np.float64).itemsize
 
@@ -658,9 +662,9 @@ class TileKernels:
         nb = _inner_block(T, k, "gemqrt")
         if not (k and C.shape[1]):
             return
-        for i in _block_starts(k, nb, trans):
-            width = min(nb, k - i)
-            self._larfb(trans, self._unit_lower(V[i:, i:i + width]), T[:width, i:i + width], C[i:, :])
+        for i, end in _groups(k, nb, trans):
+            reflectors = self._unit_lower(V[i:, i:end])
+            self._larfb(trans, reflectors, self._group_factor(T, nb, i, end, reflectors), C[i:, :])
 
     def tpqrt(self, R, A, T) -> None:
         """QR of a triangle on top of a square tile (LAPACK DTPQRT with l=0).
@@ -706,9 +710,10 @@ class TileKernels:
         nb = _inner_block(T, k, "tpmqrt")
         if not (m and k and nc):
             return
-        for i in _block_starts(k, nb, trans):
-            end = min(i + nb, k)
-            self._tprfb(trans, V[:, i:end], T[:end - i, i:end], C1[i:end, :], C2)
+        for i, end in _groups(k, nb, trans):
+            # [e_i..e_end-1; V] has Gram matrix I + VᵀV: the identity adds nothing above the diagonal
+            factor = self._group_factor(T, nb, i, end, V[:, i:end])
+            self._tprfb(trans, V[:, i:end], factor, C1[i:end, :], C2)
 
     # ---------------------------------------------------------------- QR building blocks
     def _scalars(self, k: int, nb: int):
@@ -781,6 +786,26 @@ class TileKernels:
         inverse = xp.where(strict, gram.reshape((nb, nb, blocks), order="F"), 0.0) + diagonal
         return xp.asfortranarray(inverse).reshape((nb, size), order="F")
 
+    def _group_factor(self, T, nb: int, i: int, end: int, reflectors):
+        """The triangular factor of reflectors i..end, a group of whole nb-wide blocks of T.
+
+        A single block's factor is T's own. Wider groups are merged (a GPU applies a few
+        wide blocks far faster than many narrow ones): LAPACK's T has the scalars tau on
+        its diagonal, so the group's factor follows from them and the strict upper part
+        of ``reflectors``ᵀ·``reflectors`` as in :meth:`_block_factors`.
+        """
+        width = end - i
+        if width <= nb:
+            return T[:width, i:end]
+        columns = self.xp.arange(i, end)
+        tau = T[columns % nb, columns]
+        gram = self.xp.empty((width, width), order="F")
+        self.ops.gemm("T", "N", 1.0, reflectors, reflectors, 0.0, gram)
+        factor = self.xp.asfortranarray(self.xp.eye(width))
+        self.ops.trsm("L", "U", "N", "N", 1.0, self._inverse_factors(gram, tau), factor)
+        factor *= tau != 0  # column j is zero where tau_j = 0 (see _inverse_factors)
+        return factor
+
     def _unit_lower(self, panel):
         """V of a factored panel as a dense matrix: ones on the diagonal, zeros above."""
         width = panel.shape[1]
@@ -811,7 +836,9 @@ class TileKernels:
         self.ops.gemm("N", "N", -1.0, V, W, 1.0, bottom)      # bottom = bottom − V·W
 
 
-def _block_starts(k: int, nb: int, trans: str):
-    """First columns of the nb-wide blocks of k reflectors, in the order op(Q) applies them."""
-    starts = range(0, k, nb)
-    return starts if trans == "T" else reversed(starts)
+def _groups(k: int, nb: int, trans: str):
+    """(first, end) of the groups of whole nb-wide blocks of k reflectors that gemqrt and tpmqrt
+    apply at once (about :data:`APPLY_WIDTH` wide), in the order op(Q) applies them."""
+    width = nb * max(1, APPLY_WIDTH // nb)
+    starts = range(0, k, width)
+    return [(i, min(i + width, k)) for i in (starts if trans == "T" else reversed(starts))]

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiledsl.runtime import Options, blas, execute
+from tiledsl.runtime import Options, blas, cupy_backend, execute
 from tiledsl.runtime import kernels as cpu
 from tiledsl.runtime.cupy_backend import CublasOps, PinnedPool, TileKernels
 from tiledsl.runtime.devices import backend
@@ -463,6 +463,37 @@ def test_tpqrt_with_identity_reflectors(implementation, rng, layout, ib, tile):
         a = random(rng, m, n)
         a[:, ZERO_COLUMNS] = 0.0
     compare(implementation, "tpqrt", [r, a, np.full((ib, n), np.nan)], layout, rng)
+
+
+def factors_with_identity_reflectors(rng, ib):
+    """(V, T) of geqrt on a Hessenberg tile and of tpqrt over a tile with zero columns, from the
+    CPU kernels: some tau are 0 in every block of ib."""
+    v, t = np.asfortranarray(hessenberg(rng, 40, 13)), np.full((ib, 13), np.nan, order="F")
+    cpu.geqrt(v, t)
+    r, a = np.asfortranarray(np.triu(random(rng, 13, 13))), np.asfortranarray(random(rng, 9, 13))
+    a[:, ZERO_COLUMNS] = 0.0
+    r[np.triu_indices(13, 1)] = 0.0
+    w = np.full((ib, 13), np.nan, order="F")
+    cpu.tpqrt(r, a, w)
+    return (v, t), (a, w)
+
+
+@pytest.mark.parametrize("width", [4, 8, 512])  # groups of one block of 4, of two, of every block
+@pytest.mark.parametrize("ib", [1, 4])
+def test_reflectors_are_applied_in_groups_of_blocks(implementation, rng, monkeypatch, width, ib):
+    """gemqrt and tpmqrt merge narrow T blocks into groups of about APPLY_WIDTH reflectors."""
+    monkeypatch.setattr(cupy_backend, "APPLY_WIDTH", width)
+    (v, t), (a, w) = factors_with_identity_reflectors(rng, ib)
+    compare(implementation, "gemqrt", [v, t, random(rng, 40, 6)], "block", rng)
+    compare(implementation, "tpmqrt", [a, w, random(rng, 15, 6), random(rng, 9, 6)], "block", rng)
+
+
+@pytest.mark.parametrize("trans", ["N", "T"])
+def test_groups_of_blocks_are_applied_in_op_q_order(rng, monkeypatch, trans):
+    monkeypatch.setattr(cupy_backend, "APPLY_WIDTH", 4)
+    (v, t), (a, w) = factors_with_identity_reflectors(rng, 2)
+    compare(HostImplementation(), "gemqrt_apply", [v, t, random(rng, 40, 6)], "rows", rng, trans)
+    compare(HostImplementation(), "tpmqrt_apply", [a, w, random(rng, 15, 6), random(rng, 9, 6)], "rows", rng, trans)
 
 
 def larft(V, tau):
