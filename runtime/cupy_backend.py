@@ -42,7 +42,8 @@ CPU and GPU workers in the middle of a factorization:
   on the identity per block, with tau = 0 (H_j = I) handled by elementwise masks.
   V, R and T thus mean what LAPACK's do, so a tile can go on to a CPU worker in the
   middle of a factorization. Q is applied by GEMMs, as DLARFB/DTPRFB do (gemqrt,
-  tpmqrt).
+  tpmqrt), a group of :data:`APPLY_WIDTH` reflectors at a time: narrower T blocks
+  are merged by the same formula, tau being T's diagonal.
 
 CuPy is imported only when a :class:`CupyBackend` is made. :class:`TileKernels`
 and :class:`CublasOps` take the array module and the CUDA libraries as arguments,
