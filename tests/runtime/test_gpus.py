@@ -42,7 +42,7 @@ def test_one_rank_with_emulated_gpus(tmp_path, program, gpus):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("program", ["cholesky", "qr", "hetero_qr"])
+@pytest.mark.parametrize("program", list(TILES))
 def test_two_ranks_with_emulated_gpus(tmp_path, program):
     tiles = [item for k, v in TILES[program].items() for item in (f"--{k}", str(v))]
     out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", f"programs/{program}.tile", "--np", "2",
