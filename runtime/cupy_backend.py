@@ -729,8 +729,8 @@ class TileKernels:
         With V_blk the block's unit lower columns from its first row,
         T⁻¹ = diag(1/tau) + strict_upper(V_blkᵀ·V_blk) (Joffrain et al., 2006): one GEMM
         per block for the product, of ``reflectors(i, end)`` (the rows of V[:, i:end]
-        whose product has that strict upper part), then one TRSM per block on the
-        identity. Only device operations: no host round trip, no synchronization.
+        whose product has that strict upper part), then :meth:`_factors`. Only device
+        operations: no host round trip, no synchronization.
         ``first_column``: see :meth:`_store_factors`.
         """
         nb = min(T.shape[0], k)
@@ -740,13 +740,21 @@ class TileKernels:
             end = min(i + nb, k)
             V = reflectors(i, end)
             self.ops.gemm("T", "N", 1.0, V, V, 0.0, gram[:end - i, i:end])
+        self._store_factors(self._factors(gram, tau), k, T, first_column)
+
+    def _factors(self, gram, tau):
+        """The triangular factor of each nb×nb block of ``gram`` (nb × K, the blocks' Gram
+        matrices) and ``tau`` (K scalars): the inverse of :meth:`_inverse_factors`, by one
+        TRSM per block on the identity, with column j zero where tau_j = 0, as LAPACK has it.
+        A narrower last block is padded with the identity: inverting nb×nb inverts its w×w.
+        """
+        nb, size = gram.shape
         inverse = self._inverse_factors(gram, tau)
-        # a narrower last block is padded with the identity: inverting nb×nb inverts its w×w
-        factors = self.xp.asfortranarray(self.xp.tile(self.xp.eye(nb), len(starts)))
-        for i in starts:
+        factors = self.xp.asfortranarray(self.xp.tile(self.xp.eye(nb), size // nb))
+        for i in range(0, size, nb):
             self.ops.trsm("L", "U", "N", "N", 1.0, inverse[:, i:i + nb], factors[:, i:i + nb])
-        factors *= tau != 0  # LAPACK's column j is zero where tau_j = 0 (see _inverse_factors)
-        self._store_factors(factors, k, T, first_column)
+        factors *= tau != 0
+        return factors
 
     def _store_factors(self, factors, k: int, T, first_column: bool) -> None:
         """T[:w, i:i+w] <- the upper triangle of each block of ``factors`` (nb × padded k).
@@ -774,7 +782,7 @@ class TileKernels:
         other reflectors. So 1/tau_j is replaced by 1 and row j of the strict upper part
         zeroed (it is zero already when v_j is zero below its 1, as in LAPACK): row j of
         the inverse is then zero, so that column j of this matrix reaches no other column
-        of it, and :meth:`_block_factors` zeroes column j. All blocks at once, through an
+        of it, and :meth:`_factors` zeroes column j. All blocks at once, through an
         (nb, nb, blocks) view: no host test.
         """
         xp = self.xp
@@ -799,13 +807,9 @@ class TileKernels:
         if width <= nb:
             return T[:width, i:end]
         columns = self.xp.arange(i, end)
-        tau = T[columns % nb, columns]
         gram = self.xp.empty((width, width), order="F")
         self.ops.gemm("T", "N", 1.0, reflectors, reflectors, 0.0, gram)
-        factor = self.xp.asfortranarray(self.xp.eye(width))
-        self.ops.trsm("L", "U", "N", "N", 1.0, self._inverse_factors(gram, tau), factor)
-        factor *= tau != 0  # column j is zero where tau_j = 0 (see _inverse_factors)
-        return factor
+        return self._factors(gram, T[columns % nb, columns])
 
     def _unit_lower(self, panel):
         """V of a factored panel as a dense matrix: ones on the diagonal, zeros above."""
