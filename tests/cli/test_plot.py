@@ -48,7 +48,8 @@ def test_a_png_from_a_one_rank_trace(one_rank, tmp_path, capsys):
     assert main(["plot", str(one_rank), "-o", str(out)]) == 0, capsys.readouterr().err
     assert_png(out)
     found = lanes(load_trace(one_rank))
-    assert {lane.name for lane in found} == {"cpu-0", "cpu-1"}
+    # a lane per worker that ran tasks: with 10 small tasks, one worker may have run them all
+    assert found and {lane.name for lane in found} <= {"cpu-0", "cpu-1"}
     assert sum(len(lane.events) for lane in found) == 10  # the 10 tasks of 3x3 tiles
 
 
