@@ -4,7 +4,10 @@ The public surface is the static program description (:class:`Program` and its
 parts) and :func:`main`, the command line of a driver; :func:`execute` runs a
 driver module from Python. The runtime never imports lark, jinja2 or the compiler.
 """
-from .launch import Options, RunResult, UsageError, execute, main
+from .launch import execute, main
+from .options import Options
+from .reporting import RunResult
+from .world import UsageError
 from .program import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl
 
 __all__ = ["Call", "CheckDecl", "MatrixDecl", "Options", "Program", "RunResult", "Tiling",

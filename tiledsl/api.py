@@ -53,7 +53,7 @@ class Loaded:
         """
         from .runtime import Options, UsageError, execute
         from .runtime.engine import TaskFailure
-        from .runtime.launch import TILE_SETTINGS
+        from .runtime.options import TILE_SETTINGS
 
         tiles = {k: arrays_and_tiles.pop(k) for k in TILE_SETTINGS if k in arrays_and_tiles}
         unknown = set(arrays_and_tiles) - set(self.matrices)

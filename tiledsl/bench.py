@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from .runtime import Options, execute
 from .runtime.inputs import make_matrix
-from .runtime.launch import FLOPS
+from .runtime.reporting import FLOPS
 
 DASK_CHUNKS = (512, 1024, 2048)
 

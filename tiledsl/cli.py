@@ -37,7 +37,7 @@ def main(argv=None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .runtime.launch import add_run_arguments, add_size_arguments, add_tuning_arguments
+    from .runtime.options import add_run_arguments, add_size_arguments, add_tuning_arguments
 
     parser = argparse.ArgumentParser(prog="tiledsl", description="A language and compiler for tile algorithms.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -166,7 +166,8 @@ def _load_driver(path: str):
 def _explain(args) -> int:
     from .explain import as_json, plan, render
     from .runtime.distribution import parse_grid
-    from .runtime.launch import UsageError, size_options, use_tuned
+    from .runtime.layout import use_tuned
+    from .runtime.options import UsageError, size_options
 
     driver = _load_driver(args.file)
     if driver is None:
@@ -195,7 +196,7 @@ def _program_path(name: str) -> str:
 
 def _bench(args) -> int:
     from .bench import render, run_bench
-    from .runtime.launch import UsageError, size_options
+    from .runtime.options import UsageError, size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
@@ -239,7 +240,7 @@ def _graph(args) -> int:
     from .explain import plan
     from .graph import LIMIT, count_tasks, to_dot, write
     from .runtime.distribution import parse_grid
-    from .runtime.launch import UsageError, size_options
+    from .runtime.options import UsageError, size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
@@ -267,7 +268,7 @@ def _graph(args) -> int:
 
 
 def _tune(args) -> int:
-    from .runtime.launch import UsageError
+    from .runtime.world import UsageError
     from .tune import BUDGET, QUICK, render, save, tune
 
     driver = _load_driver(_program_path(args.file))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .runtime.launch import make_distribution, make_matrices, make_params, tiling_sources
+from .runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from .runtime.protocol import Instance, instances
 from .runtime.recording import record
 

@@ -58,7 +58,7 @@ def _key(tile) -> tuple:
 # ---------------------------------------------------------------- the graph
 def count_tasks(driver, options, grid, gpus, limit: int = LIMIT) -> int:
     """The program's task count for ``options``, stopping (at ``limit + 1``) once over ``limit``."""
-    from .runtime.launch import make_distribution, make_matrices, make_params
+    from .runtime.layout import make_distribution, make_matrices, make_params
     from .runtime.recording import record
 
     class Enough(Exception):

@@ -36,7 +36,8 @@ from threadpoolctl import threadpool_limits
 from .runtime import Options, execute, tuning
 from .runtime.devices import backend as make_backend
 from .runtime.kernels import CPU_KERNELS
-from .runtime.launch import FLOPS, make_distribution, make_matrices, make_params
+from .runtime.layout import make_distribution, make_matrices, make_params
+from .runtime.reporting import FLOPS
 from .runtime.recording import record
 from .runtime.world import UsageError, default_workers
 

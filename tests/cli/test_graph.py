@@ -12,7 +12,7 @@ from tiledsl.cli import main
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.explain import Plan, PlannedTask, plan
-from tiledsl.runtime.launch import Options
+from tiledsl.runtime.options import Options
 from tiledsl.runtime.program import Call
 
 ROOT = Path(__file__).resolve().parents[2]

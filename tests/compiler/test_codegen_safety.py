@@ -14,7 +14,8 @@ import pytest
 from tiledsl.codegen import generate
 from tiledsl.compiler import check_path, check_source
 from tiledsl.driverload import import_driver
-from tiledsl.runtime.launch import Options, execute
+from tiledsl.runtime.launch import execute
+from tiledsl.runtime.options import Options
 from tiledsl.source import decode
 
 TEMPLATE = """\

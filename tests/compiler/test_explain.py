@@ -18,7 +18,7 @@ import pytest
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.explain import plan, render, submitted_tasks
-from tiledsl.runtime.launch import Options
+from tiledsl.runtime.options import Options
 from tiledsl.runtime.protocol import Instance
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -69,7 +69,7 @@ def test_levels_are_handed_out_in_turn_then_the_given_priority():
 
 def test_cholesky_derived_priorities_put_the_panel_first(compiled):
     driver = compiled("programs/cholesky.tile")
-    from tiledsl.runtime.launch import make_distribution, make_matrices, make_params
+    from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
     from tiledsl.runtime.recording import survey
 
     params = make_params(driver, Options(n=500, tiles={"nb": 100}))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tiledsl.runtime import Options, execute
-from tiledsl.runtime.launch import make_distribution, make_matrices, make_params
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.trace import area_bound, communication, critical_path
 
 ROOT = Path(__file__).resolve().parents[2]

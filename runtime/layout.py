@@ -1,0 +1,120 @@
+"""A run's shape: its parameters, the placement of tiles on ranks and devices, the
+tiled matrices, and the tile sizes taken from this machine's ``tiledsl tune`` cache."""
+from __future__ import annotations
+
+import os
+
+from . import tuning
+from .distribution import BlockCyclic, Hybrid
+from .geometry import Geometry
+from .matrix import TiledMatrix
+from .options import TILE_SETTINGS, Options, Params
+from .world import UsageError
+
+def make_params(driver, options: Options) -> Params:
+    """The program's parameters: run options over tiling defaults, then the driver's defaults."""
+    program = driver.PROGRAM
+    settings = TILE_SETTINGS if program.tiling.kind == "hybrid" else ("nb",)
+    extra = set(options.tiles) - set(settings)
+    if extra:
+        raise UsageError(f"--{sorted(extra)[0]} does not apply to {program.tiling.kind} tiling "
+                         f"(it takes {', '.join('--' + s for s in settings if s != 'nb' or program.tiling.kind == 'uniform')})")
+    values = {"n": options.n, "nb": None, "B": None, "b": None, "s": None}
+    values.update(program.tiling.defaults)
+    values.update(options.tiles)
+    unknown = set(options.sets) - set(program.params)
+    if unknown:
+        raise UsageError(f"--set {sorted(unknown)[0]}: {program.name} has no parameter of that name"
+                         + (f" (it has {', '.join(program.params)})" if program.params else ""))
+    values.update({name: options.sets.get(name) for name in program.params})
+    if options.n < 1:
+        raise UsageError(f"--n must be at least 1, got {options.n}")
+    return driver.resolve_params(Params(values))
+
+
+def make_distribution(program, params: Params, grid: tuple[int, int], gpus: int, ratio: tuple | None = None):
+    """The default placement: multi-level hybrid for hybrid tiles, else 2-D block cyclic
+    with ``ratio = (H, G)`` host/GPU block columns per cycle (default 1:1)."""
+    pr, pc = grid
+    try:
+        if program.tiling.kind == "hybrid":
+            if ratio is not None and gpus:
+                raise UsageError("--gpu-ratio applies to uniform tiling; hybrid tiles balance host and "
+                                 "GPUs with b (the host slices' width), see tiledsl tune")
+            return Hybrid(pr, pc, params.s, gpus)
+        host, gpu = ratio if ratio is not None and gpus else (1, 1)
+        return BlockCyclic(pr, pc, gpus, host, gpu)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def ratio_of(distribution) -> tuple | None:
+    """``(H, G)`` of a block-cyclic distribution over GPUs, else None."""
+    if isinstance(distribution, BlockCyclic) and distribution.gpus:
+        return distribution.host_columns, distribution.gpu_columns
+    return None
+
+
+def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=None) -> None:
+    """Fill what the command line left out from this machine's ``tiledsl tune`` cache.
+
+    The tuned tile settings are used when no tile setting was given, the tuned
+    host/GPU ratio when no ``--gpu-ratio`` was (uniform tiles with GPUs); explicit
+    options always win. Each value taken is noted in ``options.sources``. Rank 0
+    reads the cache and every rank uses what it read (``TILEDSL_NO_TUNE=1`` or
+    ``enabled=False``: the cache is not read).
+    """
+    found = None
+    if enabled and not os.environ.get("TILEDSL_NO_TUNE"):
+        if comm is None or comm.rank == 0:
+            found = tuning.lookup(program.name, program.tiling.kind, options.gpus, options.gpu_backend, warn)
+        if comm is not None:
+            found = comm.broadcast(found)
+    if found is None:
+        return
+    tiles, ratio, path = found
+    source = f"tuned ({path})"
+    merged = {**program.tiling.defaults, **tiles}
+    if program.tiling.kind == "hybrid" and not (merged.get("s", 1) - 1) * merged.get("b", 0) < merged.get("B", 1):
+        if warn is not None:
+            warn(f"ignoring the tuned tiles {tiles} of {path}: they no longer fit {program.name}'s tiling")
+        tiles = {}
+    if tiles and not options.tiles:
+        options.tiles = dict(tiles)
+        options.sources.update({name: source for name in tiles})
+    if ratio is not None and options.gpu_ratio is None and options.gpus and program.tiling.kind == "uniform":
+        options.gpu_ratio = tuple(ratio)
+        options.sources["gpu_ratio"] = source
+
+
+def tiling_sources(program, params: Params, options: Options) -> dict:
+    """Where each tile setting (and the GPU ratio of uniform tiles on GPUs) came from:
+    ``command line``, ``tuned (<cache file>)`` or ``program default`` (``default`` for a ratio)."""
+    values = params.as_dict()
+    sources = {name: options.sources.get(name, "command line" if name in options.tiles else "program default")
+               for name in TILE_SETTINGS if values.get(name) is not None}
+    if options.gpus and program.tiling.kind == "uniform":
+        sources["gpu_ratio"] = options.sources.get("gpu_ratio",
+                                                   "command line" if options.gpu_ratio is not None else "default")
+    return sources
+
+
+def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
+    """Every matrix and workspace of the program, tiled and placed, as seen by ``rank``."""
+    program = driver.PROGRAM
+    shapes, workspaces = driver.shapes(params)
+    geometries = {}
+    try:
+        for name, (m, n) in shapes.items():
+            geometries[name] = (Geometry.hybrid(m, n, params.B, params.b, params.s)
+                                if program.tiling.kind == "hybrid" else Geometry.uniform(m, n, params.nb))
+        for name, (like, rows) in workspaces.items():
+            geometries[name] = Geometry.workspace(geometries[like], rows)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    matrices, first_tag = {}, 0
+    for name, geometry in geometries.items():
+        matrices[name] = TiledMatrix(name, geometry, distribution, rank, first_tag)
+        first_tag += geometry.mt * geometry.nt
+    return matrices
+

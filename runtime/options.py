@@ -1,0 +1,195 @@
+"""A run's options: the :class:`Options` record and the command line that fills it.
+
+The same options serve a driver run as a script, ``tiledsl run`` and ``explain``
+(sizes and tuning only); they are checked here once, so that a bad value is a
+one-line :class:`UsageError` before anything is sized or started.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from . import priorities
+from .distribution import parse_ratio
+from .world import UsageError
+
+TILE_SETTINGS = ("nb", "B", "b", "s")
+
+
+class Params:
+    """The program's integer parameters: ``n``, the tile sizes and its own ``param`` names."""
+
+    def __init__(self, values: dict):
+        self.__dict__.update(values)
+
+    def __getitem__(self, name: str) -> int:
+        return self.__dict__[name]
+
+    def __setitem__(self, name: str, value: int) -> None:
+        self.__dict__[name] = value
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Options:
+    """How to run: sizes, tile settings, workers and files (the command line's content)."""
+
+    n: int
+    tiles: dict = field(default_factory=dict)  # nb or B, b, s given explicitly
+    sets: dict = field(default_factory=dict)  # --set NAME=VALUE for the program's params
+    workers: int | None = None
+    window: int | None = None  # default: 4096 on one rank, 32 per worker (at least 64) on several
+    seed: int = 42
+    inputs: dict = field(default_factory=dict)  # matrix name -> .npy path
+    outputs: dict = field(default_factory=dict)
+    check: bool = False
+    watchdog: float | None = None
+    progress: bool = False
+    grid: str | None = None  # "PxQ" on an MPI run
+    gpus: int = 0  # GPUs per rank
+    check_finite: bool = False
+    trace: str | None = None  # path of the trace file to write
+    gpu_backend: str = "emulated"
+    gpu_memory: int | None = None  # bytes each GPU may hold (default: what it has free)
+    priorities: str = "program"  # "program", "auto" (bottom levels) or "none" (see runtime.priorities)
+    gpu_ratio: tuple | None = None  # (H, G): host/GPU block columns per cycle, uniform tiles (default 1:1)
+    sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
+
+
+def add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    """SIZE = --n N [--nb NB | --B B --b b --s S], and --set for the program's parameters."""
+    parser.add_argument("--n", type=int, required=True, help="matrix order")
+    for name in TILE_SETTINGS:
+        parser.add_argument(f"--{name}", type=int, help=f"tile setting {name} (default: the program's)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="set one of the program's own parameters")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run options shared by drivers and ``tiledsl run`` (DESIGN §8)."""
+    add_size_arguments(parser)
+    parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest)")
+    parser.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
+    parser.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
+                        help="GPU backend: 'emulated' (numpy device memory, explicit copies; CI) or "
+                             "'cupy' (real NVIDIA GPUs through CuPy: pip install tiledsl[gpu])")
+    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory each GPU may hold, e.g. 20G or 512M "
+                                                             "(default: what it has free); a run whose "
+                                                             "estimate exceeds it is refused")
+    add_tuning_arguments(parser)
+    parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
+                                                        "a rank has, less one for MPI on several ranks)")
+    parser.add_argument("--window", type=int, help="task window size (default: 4096 on one rank; on "
+                                                      "several, 32 per worker and at least 64, which bounds "
+                                                      "the copies of remote tiles held at once)")
+    parser.add_argument("--priorities", choices=priorities.MODES, default="program",
+                        help="task priorities: the program's own, derived from the task graph when it "
+                             "gives none (program, the default); always derived (auto); none")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    parser.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy")
+    parser.add_argument("--check", action="store_true", help="verify the result (backward error)")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    parser.add_argument("--watchdog", type=float, help="report a run where no task completes for SECONDS")
+    parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
+                                                                 "(all ranks) and report its bounds")
+    parser.add_argument("--check-finite", action="store_true",
+                        help="stop at the first task that writes a NaN or an infinity")
+
+
+def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
+    """--gpu-ratio and --no-tune (run and explain)."""
+    parser.add_argument("--gpu-ratio", metavar="H:G",
+                        help="uniform tiles on GPUs: H block columns to the host for every G to each GPU, "
+                             "in each cycle of a rank's columns (default: tuned, else 1:1)")
+    parser.add_argument("--no-tune", action="store_true",
+                        help="ignore this machine's tuned tile sizes and ratio (tiledsl tune)")
+
+
+def size_options(args: argparse.Namespace) -> Options:
+    """Options holding only the size, tile settings and parameters of parsed arguments."""
+    tiles = {k: getattr(args, k) for k in TILE_SETTINGS if getattr(args, k) is not None}
+    sets = {k: _int(v, "--set") for k, v in _pairs(args.set, "--set").items()}
+    options = Options(n=args.n, tiles=tiles, sets=sets)
+    if getattr(args, "gpu_ratio", None) is not None:
+        try:
+            options.gpu_ratio = parse_ratio(args.gpu_ratio)
+        except ValueError as error:
+            raise UsageError(f"--gpu-ratio: {error}") from None
+        if not getattr(args, "gpus", 0):
+            raise UsageError("--gpu-ratio needs --gpus G (at least 1 GPU per rank)")
+    return options
+
+
+def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> Options:
+    """Options from parsed arguments; a :class:`UsageError` for bad NAME=VALUE pairs.
+
+    ``--output`` may name a matrix or a workspace, ``--input`` a matrix only
+    (workspaces start as zeros)."""
+    options = size_options(args)
+    files = {flag: _pairs(getattr(args, flag), f"--{flag}") for flag in ("input", "output")}
+    check_file_names(matrix_names, workspace_names, files["input"], files["output"])
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if args.window is not None and args.window < 1:
+        raise UsageError(f"--window must be at least 1, got {args.window}")
+    options.workers, options.window, options.seed = args.workers, args.window, args.seed
+    options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend
+    options.inputs, options.outputs = files["input"], files["output"]
+    options.check, options.watchdog, options.check_finite = args.check, args.watchdog, args.check_finite
+    options.trace = args.trace
+    options.gpu_memory = None if args.gpu_memory is None else _size(args.gpu_memory, "--gpu-memory")
+    options.priorities = args.priorities
+    options.progress = not args.json
+    return options
+
+
+def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:
+    """A :class:`UsageError` for an ``--input`` that is not a matrix or an ``--output`` that
+    is neither a matrix nor a workspace."""
+    matrix_names, workspace_names = list(matrix_names), list(workspace_names)
+    for name in inputs:
+        if name in workspace_names:
+            raise UsageError(f"--input {name}=...: {name} is a workspace, which starts as zeros; "
+                             f"--input is for matrices (the program's: {', '.join(matrix_names) or 'none'})")
+        if name not in matrix_names:
+            raise UsageError(f"--input {name}=...: no matrix named {name} "
+                             f"(the program has {', '.join(matrix_names) or 'none'})")
+    everything = matrix_names + workspace_names
+    for name in outputs:
+        if name not in everything:
+            raise UsageError(f"--output {name}=...: no matrix named {name} "
+                             f"(the program has {', '.join(everything) or 'none'})")
+
+
+def _pairs(items, flag: str) -> dict:
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}")
+        pairs[name] = value
+    return pairs
+
+
+def _size(text: str, flag: str) -> int:
+    """Bytes from ``text``: an integer with an optional K, M, G or T suffix (powers of 1024)."""
+    scale = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}.get(text[-1:].upper(), 1)
+    number = text[:-1] if scale > 1 else text
+    try:
+        size = float(number) * scale
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not a size (e.g. 20G, 512M, 1000000)") from None
+    if not size > 0 or size == float("inf"):
+        raise UsageError(f"{flag} must be positive, got {text!r}")
+    return int(size)
+
+
+def _int(text: str, flag: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not an integer") from None
+

@@ -1,0 +1,115 @@
+"""What a run reports: its statistics per rank, the GFLOP/s, and the summary of DESIGN §8
+as text or one JSON object (printed by rank 0 from every rank's statistics)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import checks
+from .options import TILE_SETTINGS
+
+
+@dataclass
+class RunResult:
+    """What a run produced on this rank."""
+
+    program: str
+    params: dict
+    seconds: float
+    workers: int
+    tasks: int
+    residual: float | None = None
+    residuals: dict = field(default_factory=dict)
+    matrices: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+    grid: tuple = (1, 1)
+    ranks: int = 1
+    gpus: int = 0
+    trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
+    sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
+    gpu_ratio: tuple | None = None  # the host/GPU column ratio used (uniform tiles with GPUs)
+
+    @property
+    def passed(self) -> bool:
+        return checks.passes(*self.residuals.values())
+
+
+FLOPS = {"cholesky": lambda n: n ** 3 / 3, "qr": lambda n: 4 * n ** 3 / 3, "lu": lambda n: 2 * n ** 3 / 3}
+
+
+def gflops(program, n: int, seconds: float) -> float | None:
+    kind = program.check.kind if program.check else None
+    return FLOPS[kind](n) / seconds / 1e9 if kind in FLOPS and seconds > 0 else None
+
+
+SUMMED = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_received",
+          "peak_tile_bytes", "device_copies")
+
+
+def summary_json(program, result: RunResult, ranks: list) -> dict:
+    """The summary of DESIGN §8, from every rank's statistics (gathered on rank 0)."""
+    n = result.params["n"]
+    totals = {key: sum(r[key] for r in ranks) for key in SUMMED}
+    return {"program": result.program, "n": n,
+            "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
+            "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
+            "seconds": result.seconds, "gflops": gflops(program, n, result.seconds),
+            "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
+            "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
+            "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources, **result.trace}
+
+
+def _ratio_text(ratio) -> str | None:
+    return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
+
+
+def _sources_text(result: RunResult) -> str:
+    """``nb=320 tuned (/path); gpu-ratio 1:1 default``: values grouped by where they came from."""
+    groups: dict = {}
+    for name, source in result.sources.items():
+        value = (f"gpu-ratio {_ratio_text(result.gpu_ratio)}" if name == "gpu_ratio"
+                 else f"{name}={result.params.get(name)}")
+        groups.setdefault(source, []).append(value)
+    return "; ".join(f"{' '.join(values)} {source}" for source, values in groups.items())
+
+
+def summary_text(program, result: RunResult, ranks: list) -> str:
+    p = result.params
+    tiles = " ".join(f"{k}={p[k]}" for k in TILE_SETTINGS if p.get(k) is not None)
+    rate = gflops(program, p["n"], result.seconds)
+    grid = f"{result.ranks} rank(s) on a {result.grid[0]}x{result.grid[1]} grid" if result.ranks > 1 else "1 rank"
+    lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
+             f"{sum(r['tasks'] for r in ranks)} tasks",
+             f"  time      {result.seconds:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else "")]
+    if result.sources:
+        lines.append(f"  tiling    {_sources_text(result)}")
+    if result.trace:
+        t = result.trace
+        lines.append(f"  bounds    critical path {t['critical_path']:.4f} s, area {t['area_bound']:.4f} s, "
+                     f"efficiency {t['efficiency']:.2f}, load imbalance {t['imbalance']}")
+    if result.ranks > 1:
+        sent = sum(r["messages_sent"] for r in ranks)
+        volume = sum(r["bytes_sent"] for r in ranks)
+        hidden = result.trace.get("communication_hidden")
+        lines.append(f"  messages  {sent} ({volume / 2 ** 20:.1f} MiB) between ranks"
+                     + (f", at least {hidden:.0%} of their time hidden by computation" if hidden is not None else ""))
+    for name, value in result.residuals.items():
+        verdict = "pass" if value < checks.THRESHOLD else "FAIL"
+        lines.append(f"  {name:<9} residual {value:.3g}  ({verdict}, threshold {checks.THRESHOLD:g})")
+    return "\n".join(lines)
+
+
+def rank_stats(engine, matrices: dict, comm) -> dict:
+    """This rank's statistics for the summary (DESIGN §8), taken before any check runs."""
+    traffic = comm.stats if comm is not None else None
+    local = sum(m.local_bytes() for m in matrices.values())  # host and GPU memory alike
+    copies = engine.exchange.peak_copy_bytes if engine.exchange is not None else 0
+    return {"rank": engine.rank, "tasks": sum(engine.stats.per_worker),
+            "messages_sent": traffic.sends if traffic else 0,
+            "messages_received": traffic.receives if traffic else 0,
+            "bytes_sent": traffic.bytes_sent if traffic else 0,
+            "bytes_received": traffic.bytes_received if traffic else 0,
+            "peak_tile_bytes": local + copies,
+            "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
+            "peak_window": engine.stats.peak_window,
+            "busy_seconds": [round(b, 6) for b in engine.stats.busy]}
+

@@ -1,0 +1,79 @@
+"""Will the run fit? Memory estimates for the host and each GPU, checked before any work,
+and the refusal (with the numbers) of a run that cannot fit or leaves a rank without tiles."""
+from __future__ import annotations
+
+from .world import UsageError
+
+def check_memory(program, matrices: dict, needed: set, window: int, check: bool, share: float = 1.0) -> None:
+    """Refuse, with the numbers, a run whose tiles cannot fit in this machine's memory.
+
+    The estimate: the tiles this rank stores (``share`` of them), two copies of a
+    tile per task of the window when data moves between places, and the matrices
+    a check builds (one like A for Cholesky and LU, three for QR).
+    """
+    tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank for h, w in [tile.shape])
+    largest = max((8 * h * w for m in matrices.values() for row in m.tiles for t in row for h, w in [t.shape]),
+                  default=0)
+    transfers = 2 * window * largest
+    first = matrices[program.matrices[0].name] if program.matrices else None
+    checking = 0
+    if check and program.check is not None and first is not None:
+        checking = (3 if program.check.kind == "qr" else 1) * 8 * first.m * first.n // max(1, first.distribution.nranks)
+    total = share * tiles + transfers + checking
+    available = _available_memory()
+    if available is not None and total > available:
+        raise UsageError(f"the run needs about {gib(total)} on this rank (tiles {gib(share * tiles)}, transfer "
+                         f"buffers {gib(transfers)}, check {gib(checking)}) but {gib(available)} is available: "
+                         f"use more ranks, a smaller --n, or a smaller --window")
+
+
+def check_gpu_memory(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int) -> None:
+    """Refuse, with the numbers, a run whose tiles cannot fit in one of this rank's GPUs.
+
+    The estimate per GPU: the tiles homed there, and the copies it may hold at once
+    (alien inputs and minor outputs): two of a tile per task of the window, and
+    never more than two of each tile this rank's tasks touch that lives elsewhere.
+    """
+    if devices is None:
+        return
+    largest = max((8 * h * w for m in matrices.values() for row in m.tiles for t in row for h, w in [t.shape]),
+                  default=0)
+    for device in range(1, devices.gpus + 1):
+        tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device == device
+                    for h, w in [tile.shape])
+        elsewhere = sum(8 * h * w for tile in needed if not (tile.rank == tile.matrix.rank and tile.device == device)
+                        for h, w in [tile.shape])
+        copies = 2 * min(window * largest, elsewhere)
+        known = [size for size in (devices.free_memory(device), limit) if size is not None]
+        if known and tiles + copies > min(known):
+            allowed = "allowed by --gpu-memory" if min(known) == limit else "free"
+            raise UsageError(f"the run needs about {gib(tiles + copies)} on GPU {device} of rank {rank} "
+                             f"(tiles {gib(tiles)}, copies {gib(copies)}) but {gib(min(known))} is {allowed}: "
+                             f"use more GPUs or ranks, a smaller --n, or a smaller --window")
+
+
+def gib(size: float) -> str:
+    return f"{size / 2 ** 30:.2f} GiB"
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available now (Linux: MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
+    if ranks == 1 or not program.matrices:
+        return
+    first = matrices[program.matrices[0].name]
+    owners = {tile.rank for row in first.tiles for tile in row}
+    if len(owners) < ranks:
+        raise UsageError(f"{ranks} ranks but {program.matrices[0].name} has {first.mt}×{first.nt} tiles, "
+                         f"owned by only {len(owners)} rank(s): use smaller tiles or fewer ranks")
+
