@@ -250,8 +250,11 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
             comm.abort(128 + signum)
         return 128 + signum
     if comm is None or comm.rank == 0:
-        print(json.dumps(summary_json(program, result, ranks)) if args.json
-              else summary_text(program, result, ranks), file=out, flush=True)
+        try:
+            print(json.dumps(summary_json(program, result, ranks)) if args.json
+                  else summary_text(program, result, ranks), file=out, flush=True)
+        except BrokenPipeError:  # the reader left (`| head -1`): a normal end
+            return _leave(comm, stdout_closed())
         if not result.passed:
             print(f"tiledsl: error: check failed: residual {result.residual:.3g} is not below "
                   f"{checks.THRESHOLD:g}", file=err)
@@ -271,6 +274,13 @@ class _Stopped(BaseException):
 
 def _stopped_by_signal(signum, frame):
     raise _Stopped(signum)
+
+
+def stdout_closed() -> int:
+    """Stdout's reader has gone: what is still to be written (the flush at exit too) goes
+    to /dev/null, quietly; the status of a process ended by SIGPIPE, as shells show it."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 def _leave(comm, status: int) -> int:

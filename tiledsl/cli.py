@@ -1,9 +1,11 @@
 """The ``tiledsl`` command line (DESIGN §8): check, compile, explain, run, bench,
 plot (a Gantt chart of a trace) and graph (a program's task graph as DOT).
 
-Exit status: 0 success, 1 a program error (diagnostics, a failed kernel, a failed
-check), 2 a usage error. User mistakes never end in a Python traceback; set
-``TILEDSL_DEBUG=1`` to see one for an internal error.
+Exit status (:data:`EXIT_STATUS`, shown by every ``--help``): 0 success, 1 a program
+error (diagnostics, a failed kernel, a failed check), 2 a usage error, 3 an internal
+error, 128+N stopped by signal N. User mistakes never end in a Python traceback; set
+``TILEDSL_DEBUG=1`` to see one for an internal error. A closed stdout (``| head``)
+is a normal end: the command stops quietly.
 """
 from __future__ import annotations
 
@@ -14,17 +16,32 @@ import sys
 import traceback
 from pathlib import Path
 
+from . import __version__
 from .compiler import Result, check_path, compile_path
 from .jobs import run_job
+from .runtime.world import UsageError
+
+EXIT_STATUS = """exit status:
+  0      success
+  1      a program error: diagnostics, a failed kernel, a failed check
+  2      a usage error
+  3      an internal error (a bug in tiledsl: please report it)
+  128+N  stopped by signal N (130: Ctrl-C; 141: stdout's reader left, as in | head)"""
 
 
 def main(argv=None) -> int:
-    parser = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
-    args.argv = argv
     try:
+        args = _parser().parse_args(argv)
+        args.argv = argv
         return args.handler(args)
+    except BrokenPipeError:  # stdout's reader has gone (| head): a normal end
+        from .runtime.launch import stdout_closed
+
+        return stdout_closed()
+    except UsageError as error:
+        print(f"tiledsl: error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("tiledsl: interrupted", file=sys.stderr)
         return 130
@@ -37,32 +54,42 @@ def main(argv=None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .explain import TABLE_LIMIT
     from .runtime.options import add_run_arguments, add_size_arguments, add_tuning_arguments
 
-    parser = argparse.ArgumentParser(prog="tiledsl", description="A language and compiler for tile algorithms.")
+    parser = argparse.ArgumentParser(prog="tiledsl", description="A language and compiler for tile algorithms.",
+                                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"tiledsl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    check = commands.add_parser("check", help="report diagnostics for .tile files")
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=summary, description=summary, epilog=EXIT_STATUS,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    check = command("check", "report diagnostics for .tile files")
     check.add_argument("files", nargs="+", metavar="FILE")
     check.set_defaults(handler=_check)
 
-    compile_ = commands.add_parser("compile", help="write the Python driver of a .tile program")
+    compile_ = command("compile", "write the Python driver of a .tile program")
     compile_.add_argument("file", metavar="FILE")
     compile_.add_argument("-o", "--output", metavar="DRIVER.py", help="where to write it (default: stdout)")
     compile_.set_defaults(handler=_compile)
 
-    explain = commands.add_parser("explain", help="show each task's owner and every rank's instances")
+    explain = command("explain", "show each task's owner and every rank's instances")
     explain.add_argument("file", metavar="FILE")
     explain.add_argument("--grid", default="1x1", metavar="PxQ", help="process grid (default 1x1)")
     explain.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
     explain.add_argument("--json", action="store_true", help="print the plan as JSON")
+    explain.add_argument("--totals", action="store_true",
+                         help="print only the totals, not the per-task table (always so past "
+                              f"{TABLE_LIMIT} tasks)")
     explain.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
                          help="whose tuned values to use, as run's option (default emulated)")
     add_tuning_arguments(explain)
     add_size_arguments(explain)
     explain.set_defaults(handler=_explain)
 
-    run = commands.add_parser("run", help="run a .tile program or a driver")
+    run = command("run", "run a .tile program or a driver")
     run.add_argument("file", metavar="PROGRAM.tile|DRIVER.py")
     run.add_argument("--np", type=int, default=1, metavar="P", help="MPI ranks to start (default 1)")
     run.add_argument("--launcher", metavar="CMD",
@@ -71,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     add_run_arguments(run)
     run.set_defaults(handler=_run)
 
-    bench = commands.add_parser("bench", help="tiledsl against LAPACK and dask, alternated in one run")
+    bench = command("bench", "tiledsl against LAPACK and dask, alternated in one run")
     bench.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     bench.add_argument("--workers", type=int, help="CPU workers, and BLAS threads of the reference")
     bench.add_argument("--rounds", type=int, default=3, help="alternated rounds (default 3)")
@@ -81,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     add_size_arguments(bench)
     bench.set_defaults(handler=_bench)
 
-    tune = commands.add_parser("tune", help="tune tile sizes (and the host/GPU ratio) for this machine")
+    tune = command("tune", "tune tile sizes (and the host/GPU ratio) for this machine")
     tune.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     tune.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0: CPU tiles only)")
     tune.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"], help="as for run")
@@ -96,13 +123,13 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--json", action="store_true", help="print the result as JSON")
     tune.set_defaults(handler=_tune)
 
-    plot = commands.add_parser("plot", help="draw a Gantt chart of a trace (tiledsl run --trace)")
+    plot = command("plot", "draw a Gantt chart of a trace (tiledsl run --trace)")
     plot.add_argument("trace", metavar="TRACE.json")
     plot.add_argument("-o", "--output", required=True, metavar="GANTT.png", help="the chart: .png, .svg or .pdf")
     plot.add_argument("--width", type=float, metavar="INCHES", help="figure width (default 12)")
     plot.set_defaults(handler=_plot)
 
-    graph = commands.add_parser("graph", help="write a program's task graph for a small size (Graphviz DOT)")
+    graph = command("graph", "write a program's task graph for a small size (Graphviz DOT)")
     graph.add_argument("file", metavar="PROGRAM")
     graph.add_argument("--grid", default="1x1", metavar="PxQ", help="process grid (default 1x1)")
     graph.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
@@ -147,27 +174,37 @@ def _compile(args) -> int:
 
 
 def _load_driver(path: str):
-    """The driver module for a .tile file (compiled through the cache) or a driver file."""
+    """The driver module for a .tile file (compiled through the cache) or a driver file; None
+    once the reason was printed."""
     from .driverload import import_driver
 
-    if path.endswith(".py"):
-        if not Path(path).is_file():
-            print(f"tiledsl: error: {path}: no such file", file=sys.stderr)
-            return None
-        driver = import_driver(path)
-        if not all(hasattr(driver, name) for name in ("PROGRAM", "resolve_params", "shapes", "generate")):
-            print(f"tiledsl: error: {path} is not a tiledsl driver (make one with tiledsl compile)", file=sys.stderr)
-            return None
-        return driver
-    cached = _cached_driver(path)
-    return None if cached is None else import_driver(cached)
+    driver_path = _driver_path(path)
+    return None if driver_path is None else import_driver(driver_path)
+
+
+def _driver_path(path: str):
+    """The driver file for a .tile file (compiled through the cache) or a driver file, recognised
+    before anything runs it (a :class:`UsageError` for any other Python file); None once the
+    reason was printed."""
+    from .driverload import not_a_driver
+
+    if not path.endswith(".py"):
+        return _cached_driver(path)
+    if not Path(path).is_file():
+        print(f"tiledsl: error: {path}: no such file", file=sys.stderr)
+        return None
+    reason = not_a_driver(path)
+    if reason is not None:
+        raise UsageError(f"{path} is not a tiledsl driver, so it was not run: {reason} "
+                         f"(make a driver with tiledsl compile, or give the .tile program)")
+    return path
 
 
 def _explain(args) -> int:
-    from .explain import as_json, plan, render
+    from .explain import as_json, explain, render
     from .runtime.distribution import parse_grid
     from .runtime.layout import use_tuned
-    from .runtime.options import UsageError, size_options
+    from .runtime.options import size_options
 
     driver = _load_driver(args.file)
     if driver is None:
@@ -179,8 +216,8 @@ def _explain(args) -> int:
         options = size_options(args)
         options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
         use_tuned(driver.PROGRAM, options, not args.no_tune)  # the defaults run would use
-        explained = plan(driver, options, grid, args.gpus)
-    except (UsageError, ValueError) as error:
+        explained = explain(driver, options, grid, args.gpus, args.totals)
+    except ValueError as error:
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps(as_json(explained)) if args.json else render(explained, Path(args.file).name))
@@ -196,22 +233,18 @@ def _program_path(name: str) -> str:
 
 def _bench(args) -> int:
     from .bench import render, run_bench
-    from .runtime.options import UsageError, size_options
+    from .runtime.options import size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
         return 1
-    try:
-        options = size_options(args)
-        options.workers = args.workers or os.cpu_count() or 1
-        options.seed = args.seed
-        options.check = True
-        if args.rounds < 1:
-            raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
-        table = run_bench(driver, options, args.rounds, not args.no_dask)
-    except UsageError as error:
-        print(f"tiledsl: error: {error}", file=sys.stderr)
-        return 2
+    options = size_options(args)
+    options.workers = args.workers or os.cpu_count() or 1
+    options.seed = args.seed
+    options.check = True
+    if args.rounds < 1:
+        raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
+    table = run_bench(driver, options, args.rounds, not args.no_dask)
     print(json.dumps(table) if args.json else render(table))
     return 0
 
@@ -238,9 +271,9 @@ def _plot(args) -> int:
 
 def _graph(args) -> int:
     from .explain import plan
-    from .graph import LIMIT, count_tasks, to_dot, write
+    from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
     from .runtime.distribution import parse_grid
-    from .runtime.options import UsageError, size_options
+    from .runtime.options import size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
@@ -251,14 +284,13 @@ def _graph(args) -> int:
             raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
         options = size_options(args)
         if count_tasks(driver, options, grid, args.gpus) > LIMIT:
-            raise UsageError(f"the task graph has more than {LIMIT} tasks at this size: "
-                             f"use a smaller --n (or larger tiles)")
+            raise too_many_tasks(driver, options, LIMIT, f"graph draws at most {LIMIT}")
         text = to_dot(plan(driver, options, grid, args.gpus), Path(_program_path(args.file)).name)
         if args.output is None:
             sys.stdout.write(text)
         else:
             write(text, args.output)
-    except (UsageError, ValueError) as error:  # graph.GraphError is a ValueError
+    except ValueError as error:  # graph.GraphError is one
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
@@ -268,25 +300,20 @@ def _graph(args) -> int:
 
 
 def _tune(args) -> int:
-    from .runtime.world import UsageError
     from .tune import BUDGET, QUICK, render, save, tune
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
         return 1
-    try:
-        sizes = None
-        if args.sizes is not None:
-            try:
-                sizes = [int(item) for item in args.sizes.split(",") if item.strip()]
-            except ValueError:
-                raise UsageError(f"--sizes expects integers separated by commas, got {args.sizes!r}") from None
-        budget = args.budget if args.budget is not None else QUICK if args.quick else BUDGET
-        log = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
-        result = tune(driver, args.gpus, args.gpu_backend, args.workers, budget, sizes, args.n, log)
-    except UsageError as error:
-        print(f"tiledsl: error: {error}", file=sys.stderr)
-        return 2
+    sizes = None
+    if args.sizes is not None:
+        try:
+            sizes = [int(item) for item in args.sizes.split(",") if item.strip()]
+        except ValueError:
+            raise UsageError(f"--sizes expects integers separated by commas, got {args.sizes!r}") from None
+    budget = args.budget if args.budget is not None else QUICK if args.quick else BUDGET
+    log = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
+    result = tune(driver, args.gpus, args.gpu_backend, args.workers, budget, sizes, args.n, log)
     path = key = None
     if not args.no_save:
         try:
@@ -305,8 +332,7 @@ def _run(args) -> int:
     from .runtime.launch import run_and_report
 
     if args.np < 1:
-        print(f"tiledsl: error: --np must be at least 1, got {args.np}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--np must be at least 1, got {args.np}")
     if args.np > 1 or args.launcher:
         return _launch(args)
     driver = _load_driver(args.file)
@@ -320,14 +346,12 @@ def _launch(args) -> int:
     import shlex
     import shutil
 
-    path = args.file if args.file.endswith(".py") else _cached_driver(args.file)
+    path = _driver_path(args.file)
     if path is None:
         return 1
     launcher = shlex.split(args.launcher or os.environ.get("TILEDSL_LAUNCHER", "")) or [_mpiexec()]
     if shutil.which(launcher[0]) is None:
-        print(f"tiledsl: error: launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)")
     command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
     return run_job(command)
 

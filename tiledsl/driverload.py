@@ -3,9 +3,14 @@
 A ``.tile`` program is compiled once per content: the driver lands in
 ``$XDG_CACHE_HOME/tiledsl/drivers/<hash>.py`` (``~/.cache`` by default) and is
 imported from there, so a traceback or a profiler points at a real file.
+
+A ``.py`` file given to ``tiledsl`` is imported only once :func:`not_a_driver`
+has recognised it, from its syntax tree alone, as a generated driver: a user's
+script is never run by mistake.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import os
@@ -34,6 +39,53 @@ def cache_key(source_text: str, path: str) -> str:
 
 def _package_text(package: str, name: str) -> str:
     return resources.files(package).joinpath(name).read_text()
+
+
+DRIVER_DOCSTRING = "Driver of the tile program"  # how driver.py.j2 opens every driver
+DRIVER_FUNCTIONS = {"resolve_params", "shapes", "generate"}
+
+
+def not_a_driver(path: str | Path) -> str | None:
+    """Why the Python file at ``path`` is not a driver ``tiledsl compile`` wrote; None if it is one.
+
+    Judged without running it: its top level must be what the driver template
+    writes, and only that (the docstring, ``from tiledsl.runtime import ...``,
+    ``PROGRAM = Program(...)``, the functions, the ``__main__`` guard).
+    """
+    try:
+        tree = ast.parse(Path(path).read_bytes(), str(path))
+    except (SyntaxError, ValueError) as error:
+        return f"it is not valid Python ({error.msg if isinstance(error, SyntaxError) else error})"
+    except OSError as error:
+        return f"it cannot be read ({error.strerror or error})"
+    if not (ast.get_docstring(tree) or "").startswith(DRIVER_DOCSTRING):
+        return "it does not open with a generated driver's docstring"
+    defined = set()
+    for statement in tree.body[1:]:
+        name = _driver_statement(statement)
+        if name is None:
+            return f"line {statement.lineno} is not one a generated driver has"
+        defined.add(name)
+    missing = ({"import", "PROGRAM"} | DRIVER_FUNCTIONS) - defined
+    return f"it lacks {', '.join(sorted(missing))}" if missing else None
+
+
+def _driver_statement(statement) -> str | None:
+    """What a top-level statement of a generated driver is ("import", "PROGRAM", a function's
+    name, "main"); None for any other statement."""
+    if isinstance(statement, ast.ImportFrom) and statement.module == "tiledsl.runtime" and not statement.level:
+        return "import"
+    if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == "PROGRAM"
+            and isinstance(statement.value, ast.Call) and isinstance(statement.value.func, ast.Name)
+            and statement.value.func.id == "Program"):
+        return "PROGRAM"
+    if isinstance(statement, ast.FunctionDef) and statement.name in DRIVER_FUNCTIONS \
+            and not statement.decorator_list:
+        return statement.name
+    if isinstance(statement, ast.If) and ast.unparse(statement.test) == "__name__ == '__main__'":
+        return "main"
+    return None
 
 
 def import_driver(path: str | Path, name: str = "tiledsl_driver"):

@@ -1,10 +1,12 @@
 """``tiledsl explain``: who owns each task and which instances every rank creates.
 
-The program's own driver is run once with a rank that takes part in every task,
-recording the global task sequence; each task's instance types on each rank
-then follow from the protocol (:mod:`tiledsl.runtime.protocol`). Tile versions
-are tracked in program order to predict the inter-node messages (a version sent
-to a rank once) and the intra-node host/GPU copies.
+The program's own driver is run once with a rank that takes part in every task;
+each task it submits is explained as it comes: its instance types on each rank
+follow from the protocol (:mod:`tiledsl.runtime.protocol`), and tile versions,
+tracked in program order, predict the inter-node messages (a version sent to a
+rank once) and the intra-node host/GPU copies. Totals are counters, so memory
+grows with the tiles, not the tasks; the per-task table is kept only up to
+:data:`TABLE_LIMIT` tasks, and :func:`explain` refuses past :data:`WALK_LIMIT`.
 """
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
+from .runtime.options import TILE_SETTINGS
 from .runtime.protocol import Instance, instances
-from .runtime.recording import record
+from .runtime.recording import Everyone, record
+
+TABLE_LIMIT = 100_000  # tasks kept one by one (the table, --json's task list); past it, totals only
+WALK_LIMIT = 500_000  # tasks explained at all: a streaming walk of 10-50 µs per task
 
 
 @dataclass
@@ -31,13 +37,16 @@ class PlannedTask:
 
 @dataclass
 class Plan:
-    """The explained program: its tasks, per-rank instances and predicted traffic."""
+    """The explained program: its task count, per-rank instance totals, predicted traffic,
+    and its tasks one by one (None where they were left out)."""
 
     program: str
     params: dict
     grid: tuple
     gpus: int
-    tasks: list
+    tasks: list | None
+    task_count: int
+    counts: dict  # rank -> Counter of instance types
     messages: dict  # (sender, receiver) -> count
     copies: dict  # rank -> count of host/GPU copies
     gpu_ratio: tuple | None = None  # (H, G) host/GPU columns per cycle of uniform tiles on GPUs
@@ -45,87 +54,139 @@ class Plan:
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
-        counts = {r: Counter() for r in range(self.grid[0] * self.grid[1])}
-        for task in self.tasks:
-            for rank, found in task.per_rank.items():
-                counts[rank].update(kind for kind, _ in found)
-        return counts
+        return self.counts
 
 
-def _recorded(driver, options, grid, gpus, rank):
+def _matrices(driver, options, grid, gpus, rank):
     params = make_params(driver, options)
     distribution = make_distribution(driver.PROGRAM, params, grid, gpus, getattr(options, "gpu_ratio", None))
-    matrices = make_matrices(driver, params, distribution, 0 if rank is None else rank)
-    return record(driver, matrices, params, rank), params
+    return make_matrices(driver, params, distribution, 0 if rank is None else rank), params
 
 
 def submitted_tasks(driver, options, grid, gpus, rank) -> list:
     """(call, tile positions) of the tasks the driver submits on ``rank`` (None: every task)."""
-    recorder, _ = _recorded(driver, options, grid, gpus, rank)
+    matrices, params = _matrices(driver, options, grid, gpus, rank)
+    recorder = record(driver, matrices, params, rank)
     return [(call, tuple((t.matrix.name, t.i, t.j) for t in tiles)) for call, tiles, _ in recorder.submitted]
 
 
-def plan(driver, options, grid: tuple[int, int], gpus: int = 0) -> Plan:
+def explain(driver, options, grid: tuple[int, int], gpus: int = 0, totals_only: bool = False) -> Plan:
+    """:func:`plan` within bounds: tasks counted first (cheaply), a :class:`UsageError` past
+    :data:`WALK_LIMIT`, the per-task table left out past :data:`TABLE_LIMIT` or on request."""
+    from .graph import count_tasks, too_many_tasks
+
+    count = count_tasks(driver, options, grid, gpus, WALK_LIMIT)
+    if count > WALK_LIMIT:
+        raise too_many_tasks(driver, options, WALK_LIMIT,
+                             f"explain walks at most {WALK_LIMIT} (past {TABLE_LIMIT} it prints totals only)")
+    return plan(driver, options, grid, gpus, keep_tasks=not totals_only and count <= TABLE_LIMIT)
+
+
+def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool = True) -> Plan:
     """Explain the driver's program for ``options`` on a ``grid`` with ``gpus`` GPUs per rank."""
-    recorder, params = _recorded(driver, options, grid, gpus, None)
-    ranks = range(grid[0] * grid[1])
-    tasks, versions = [], Counter()
-    sent: set = set()
-    copied: set = set()
-    messages: Counter = Counter()
-    copies: Counter = Counter()
-    for kind, event in recorder.events:
-        if kind == "release":  # like the runtime: the next read of the tile is sent anew
-            key = (event.matrix.name, event.i, event.j)
-            sent -= {entry for entry in sent if entry[0] == key}
-            copied -= {entry for entry in copied if entry[0] == key}
-            continue
-        call, tiles, _ = event
-        index = len(tasks)
-        places = tuple((t.rank, t.device) for t in tiles)
-        task = PlannedTask(index, call, tiles, places)
-        for rank in ranks:
-            found = instances(call, places, rank)
-            if found:
-                task.per_rank[rank] = found
-        main = places[call.main]
-        for position, (tile, place) in enumerate(zip(tiles, places)):
-            key = (tile.matrix.name, tile.i, tile.j)
-            if call.modes[position] != "out" and place != main:
-                _count_move(key, versions[key], place, main, sent, copied, messages, copies)
-        for position in call.writes:
-            key = (tiles[position].matrix.name, tiles[position].i, tiles[position].j)
-            versions[key] += 1
-            if position != call.main and places[position] != main:
-                _count_move(key, versions[key], main, places[position], sent, copied, messages, copies, output=True)
-        tasks.append(task)
+    matrices, params = _matrices(driver, options, grid, gpus, None)
+    walk = _Walk(matrices, grid[0] * grid[1], keep_tasks)
+    driver.generate(walk, params)
     ratio = getattr(options, "gpu_ratio", None) or (1, 1)
     uniform_on_gpus = gpus and driver.PROGRAM.tiling.kind == "uniform"
-    return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, tasks, dict(messages), dict(copies),
+    return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, walk.tasks, walk.count, walk.counts,
+                dict(walk.traffic.messages), dict(walk.traffic.copies),
                 tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options))
 
 
-def _count_move(key, version, source, target, sent, copied, messages, copies, output=False):
-    """One tile version moving from place ``source`` to place ``target`` (rank, device).
+def _key(tile) -> tuple:
+    return (tile.matrix.name, tile.i, tile.j)
 
-    Counted as the runtime moves it: an input once per version and place (a message
-    once per version and rank, staged through the sender's host from a GPU, copied to
-    the receiver's GPU); a minor output every time it goes home.
+
+class _Walk:
+    """What the driver's loop nest submits to while explained (a rank taking part in every
+    task): each task is explained as it arrives and kept only if ``keep_tasks``."""
+
+    def __init__(self, matrices: dict, nranks: int, keep_tasks: bool):
+        self.matrices = matrices
+        self.rank = Everyone()
+        self.tasks = [] if keep_tasks else None
+        self.count = 0
+        self.counts = {rank: Counter() for rank in range(nranks)}
+        self.versions = Counter()  # tile key -> versions written so far
+        self.traffic = _Traffic()
+
+    def matrix(self, name):
+        return self.matrices[name]
+
+    def release(self, tile):
+        self.traffic.forget(_key(tile))  # like the runtime: the next read of the tile is sent anew
+
+    def submit(self, call, tiles, regions, priority):
+        places = tuple((t.rank, t.device) for t in tiles)
+        task = PlannedTask(self.count, call, tiles, places)
+        for rank in sorted({place[0] for place in places}):  # only a task's own ranks create its instances
+            found = instances(call, places, rank)
+            if found:
+                task.per_rank[rank] = found
+                self.counts[rank].update(kind for kind, _ in found)
+        main = places[call.main]
+        for position, (tile, place) in enumerate(zip(tiles, places)):
+            if call.modes[position] != "out" and place != main:
+                key = _key(tile)
+                self.traffic.move(key, self.versions[key], place, main)
+        for position in call.writes:
+            key = _key(tiles[position])
+            self.versions[key] += 1
+            if position != call.main and places[position] != main:
+                self.traffic.move(key, self.versions[key], main, places[position], output=True)
+        if self.tasks is not None:
+            self.tasks.append(task)
+        self.count += 1
+
+
+class _Traffic:
+    """Predicted messages and host/GPU copies, counted as the runtime moves tile versions.
+
+    Only each tile's latest version is remembered (an older one is never read
+    again), so memory grows with the tiles, not the tasks.
     """
-    if source[0] == target[0]:
-        if output or (key, version, target) not in copied:
-            copied.add((key, version, target))
-            copies[source[0]] += 1
-        return
-    if output or (key, version, target[0]) not in sent:
-        sent.add((key, version, target[0]))
-        messages[source[0], target[0]] += 1
-        copies[source[0]] += source[1] != 0
-        if output:
-            copies[target[0]] += target[1] != 0
-    if not output and target[1] != 0 and (key, version, target) not in copied:
-        copied.add((key, version, target))
-        copies[target[0]] += 1
+
+    def __init__(self):
+        self.messages: Counter = Counter()  # (sender, receiver) -> tile versions sent
+        self.copies: Counter = Counter()  # rank -> host/GPU copies
+        self._sent: dict = {}  # tile key -> (version, ranks it was sent to)
+        self._copied: dict = {}  # tile key -> (version, places it was copied to)
+
+    def forget(self, key) -> None:
+        self._sent.pop(key, None)
+        self._copied.pop(key, None)
+
+    def move(self, key, version, source, target, output=False) -> None:
+        """One tile version moving from place ``source`` to place ``target`` (rank, device).
+
+        An input moves once per version and place (a message once per version and
+        rank, staged through the sender's host from a GPU, copied to the receiver's
+        GPU); a minor output every time it goes home.
+        """
+        if source[0] == target[0]:
+            if _first(self._copied, key, version, target) or output:
+                self.copies[source[0]] += 1
+            return
+        if _first(self._sent, key, version, target[0]) or output:
+            self.messages[source[0], target[0]] += 1
+            self.copies[source[0]] += source[1] != 0
+            if output:
+                self.copies[target[0]] += target[1] != 0
+        if not output and target[1] != 0 and _first(self._copied, key, version, target):
+            self.copies[target[0]] += 1
+
+
+def _first(deliveries: dict, key, version, where) -> bool:
+    """Note that ``version`` of tile ``key`` reached ``where``; whether it had not before."""
+    known, places = deliveries.get(key, (None, None))
+    if known != version:
+        places = set()
+        deliveries[key] = (version, places)
+    if where in places:
+        return False
+    places.add(where)
+    return True
 
 
 # ---------------------------------------------------------------- rendering
@@ -134,35 +195,24 @@ def _place(place) -> str:
     return f"({rank}, {'host' if device == 0 else f'gpu{device}'})"
 
 
+def tiling_text(params: dict) -> str:
+    """The tile settings of ``params`` as ``nb=256`` or ``B=1024 b=128 s=2``."""
+    return " ".join(f"{k}={v}" for k, v in params.items() if k in TILE_SETTINGS and v is not None)
+
+
 def render(plan: Plan, source_name: str, limit: int = 400) -> str:
-    nranks = plan.grid[0] * plan.grid[1]
-    tiles = " ".join(f"{k}={v}" for k, v in plan.params.items() if k in ("nb", "B", "b", "s") and v is not None)
     lines = [f"{plan.program} ({source_name}) on a {plan.grid[0]}x{plan.grid[1]} grid, "
              f"{plan.gpus} GPU(s) per rank"
              + (f" (host:GPU columns {plan.gpu_ratio[0]}:{plan.gpu_ratio[1]})" if plan.gpu_ratio else "")
-             + f": n={plan.params['n']} {tiles}, {len(plan.tasks)} tasks"]
+             + f": n={plan.params['n']} {tiling_text(plan.params)}, {plan.task_count} tasks"]
     tuned = [f"{name} {source}" for name, source in plan.sources.items() if source.startswith("tuned")]
     if tuned:
         lines.append("tuned values: " + ", ".join(tuned))
     lines.append("")
-    rows = [(str(task.index), str(task.call.line), f"{task.call.kernel}({', '.join(str(t) for t in task.tiles)})",
-             _place(task.owner), [",".join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or "-"
-                                  for r in range(nranks)])
-            for task in plan.tasks[:limit]]
-    heads = [f"r{r}" for r in range(nranks)]
-    # every column as wide as its widest cell
-    index_w, line_w = (max([5] + [len(row[c]) for row in rows]) for c in (0, 1))
-    call_w, owner_w = (max([len(head)] + [len(row[c]) for row in rows]) for c, head in ((2, "call"), (3, "owner")))
-    rank_w = [max([len(head)] + [len(row[4][r]) for row in rows]) for r, head in enumerate(heads)]
-
-    def line(index, at, call, owner, cells):
-        ranks = "  ".join(f"{cell:<{width}}" for cell, width in zip(cells, rank_w))
-        return f"{index:>{index_w}} {at:>{line_w}}  {call:<{call_w}}  {owner:<{owner_w}}  {ranks}".rstrip()
-
-    lines.append(line("task", "line", "call", "owner", heads))
-    lines += [line(*row) for row in rows]
-    if len(plan.tasks) > limit:
-        lines.append(f"  ... {len(plan.tasks) - limit} more tasks (use a smaller size to see them all)")
+    if plan.tasks is None:
+        lines.append(f"(per-task table left out: it is shown up to {TABLE_LIMIT} tasks, without --totals)")
+    else:
+        lines += _task_table(plan, limit)
     lines += ["", "instance types: " + ", ".join(f"{int(k)} {k.label}" for k in Instance), ""]
     totals = plan.totals()
     grand = Counter()
@@ -185,12 +235,37 @@ def render(plan: Plan, source_name: str, limit: int = 400) -> str:
     return "\n".join(lines)
 
 
+def _task_table(plan: Plan, limit: int) -> list[str]:
+    """The first ``limit`` tasks: index, line, call, owner, and each rank's instance types."""
+    nranks = plan.grid[0] * plan.grid[1]
+    rows = [(str(task.index), str(task.call.line), f"{task.call.kernel}({', '.join(str(t) for t in task.tiles)})",
+             _place(task.owner), [",".join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or "-"
+                                  for r in range(nranks)])
+            for task in plan.tasks[:limit]]
+    heads = [f"r{r}" for r in range(nranks)]
+    # every column as wide as its widest cell
+    index_w, line_w = (max([5] + [len(row[c]) for row in rows]) for c in (0, 1))
+    call_w, owner_w = (max([len(head)] + [len(row[c]) for row in rows]) for c, head in ((2, "call"), (3, "owner")))
+    rank_w = [max([len(head)] + [len(row[4][r]) for row in rows]) for r, head in enumerate(heads)]
+
+    def line(index, at, call, owner, cells):
+        ranks = "  ".join(f"{cell:<{width}}" for cell, width in zip(cells, rank_w))
+        return f"{index:>{index_w}} {at:>{line_w}}  {call:<{call_w}}  {owner:<{owner_w}}  {ranks}".rstrip()
+
+    lines = [line("task", "line", "call", "owner", heads)]
+    lines += [line(*row) for row in rows]
+    if len(plan.tasks) > limit:
+        lines.append(f"  ... {len(plan.tasks) - limit} more tasks (use a smaller size to see them all)")
+    return lines
+
+
 def as_json(plan: Plan) -> dict:
     totals = plan.totals()
     return {
         "program": plan.program, "params": plan.params, "grid": list(plan.grid), "gpus": plan.gpus,
         "gpu_ratio": list(plan.gpu_ratio) if plan.gpu_ratio else None, "sources": plan.sources,
-        "tasks": [{"index": t.index, "kernel": t.call.kernel, "line": t.call.line,
+        "task_count": plan.task_count,
+        "tasks": None if plan.tasks is None else [{"index": t.index, "kernel": t.call.kernel, "line": t.call.line,
                    "tiles": [str(x) for x in t.tiles], "owner": list(t.owner),
                    "instances": {str(r): [[int(k), a] for k, a in found] for r, found in t.per_rank.items()}}
                   for t in plan.tasks],

@@ -22,6 +22,8 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
+from .explain import tiling_text
+
 LIMIT = 5000  # tasks; a larger graph is unreadable and slow to lay out
 KINDS = ("RAW", "WAR", "WAW")
 RENDERED = (".svg", ".png", ".pdf")
@@ -73,7 +75,7 @@ def count_tasks(driver, options, grid, gpus, limit: int = LIMIT) -> int:
         return False
 
     params = make_params(driver, options)
-    if _tiles(driver, params) > 20 * limit:  # do not even tile such matrices
+    if largest_tile_count(driver, params) > 20 * limit:  # do not even tile such matrices
         return limit + 1
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, gpus), 0)
     try:
@@ -83,7 +85,19 @@ def count_tasks(driver, options, grid, gpus, limit: int = LIMIT) -> int:
     return seen[0]
 
 
-def _tiles(driver, params) -> int:
+def too_many_tasks(driver, options, limit: int, refusal: str):
+    """The :class:`UsageError` for a program with more than ``limit`` tasks at ``options``'
+    size: the numbers, what the command refuses, and what to change."""
+    from .runtime.layout import make_params
+    from .runtime.world import UsageError
+
+    params = make_params(driver, options)
+    return UsageError(f"{driver.PROGRAM.name} at n={params.n} {tiling_text(params.as_dict())} has more than "
+                      f"{limit} tasks (its largest matrix has {largest_tile_count(driver, params)} tiles): "
+                      f"{refusal}; use a smaller --n or larger tiles")
+
+
+def largest_tile_count(driver, params) -> int:
     """The tile count of the program's largest matrix (its geometry only: no tiles made)."""
     from .runtime.geometry import Geometry
 
@@ -182,8 +196,8 @@ def to_dot(plan, source_name: str) -> str:
 
 
 def _caption(plan, source_name: str) -> str:
-    tiles = " ".join(f"{k}={v}" for k, v in plan.params.items() if k in ("nb", "B", "b", "s") and v is not None)
-    return (f"{plan.program} ({source_name}) n={plan.params['n']} {tiles}, {len(plan.tasks)} tasks, "
+    return (f"{plan.program} ({source_name}) n={plan.params['n']} {tiling_text(plan.params)}, "
+            f"{plan.task_count} tasks, "
             f"{plan.grid[0]}x{plan.grid[1]} grid, {plan.gpus} GPU(s) per rank\n"
             "edges: RAW solid, WAR dashed, WAW dotted; black local, blue intra-node, red inter-node")
 

@@ -151,7 +151,7 @@ def test_hostile_names_keep_the_dot_text_valid(tmp_path):
     call = Call(hostile, ("in", "inout"), 1, 7, 'call "with" \\ text\n')
     tasks = [PlannedTask(0, call, (Tile('M"'), Tile("N\\")), ((0, 0), (1, 0))),
              PlannedTask(1, call, (Tile("N\\"), Tile('M"')), ((1, 0), (0, 0)))]
-    fake = Plan('prog"\n}', {"n": 4, "nb": 2}, (2, 1), 0, tasks, {}, {})
+    fake = Plan('prog"\n}', {"n": 4, "nb": 2}, (2, 1), 0, tasks, len(tasks), {}, {}, {})
     text = graph.to_dot(fake, 'file "name".tile')
     assert_parses(text, tmp_path)
     assert text.count(" -> ") == 1 and len(NODE.findall(text)) == 2  # RAW on N\\, WAR on M"
