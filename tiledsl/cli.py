@@ -286,9 +286,7 @@ def _graph(args) -> int:
         if count_tasks(driver, options, grid, args.gpus) > LIMIT:
             raise too_many_tasks(driver, options, LIMIT, f"graph draws at most {LIMIT}")
         text = to_dot(plan(driver, options, grid, args.gpus), Path(_program_path(args.file)).name)
-        if args.output is None:
-            sys.stdout.write(text)
-        else:
+        if args.output is not None:
             write(text, args.output)
     except ValueError as error:  # graph.GraphError is one
         print(f"tiledsl: error: {error}", file=sys.stderr)
@@ -296,6 +294,8 @@ def _graph(args) -> int:
     except OSError as error:
         print(f"tiledsl: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
         return 2
+    if args.output is None:
+        sys.stdout.write(text)
     return 0
 
 

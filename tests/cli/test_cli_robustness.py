@@ -17,7 +17,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tiledsl.compiler import check_source
+import tiledsl as tiledsl_package
+from tiledsl.compiler import check_source, compile_path
+from tiledsl.driverload import not_a_driver
 from tiledsl.source import SourceError, decode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -298,3 +300,148 @@ def test_mutated_programs_never_raise_and_compile_to_python(which, mutations):
     result = front_door(" ".join(tokens).encode())
     if result is not None and result.ok:
         compile(generate(result.checked), "driver.py", "exec")
+
+
+# ---------------------------------------------------------------- Python files that are not drivers (issue 16.8)
+SCRIPT = 'from pathlib import Path\nPath(__file__).with_name("written.txt").write_text("ran")\n'
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args", [("run", "--n", "64"), ("run", "--np", "2", "--n", "64"), ("explain", "--n", "64"),
+                                  ("graph", "--n", "64"), ("bench", "--n", "64"), ("tune", "--quick")],
+                         ids=["run", "run-np2", "explain", "graph", "bench", "tune"])
+def test_a_python_file_that_is_not_a_driver_is_refused_unrun(tmp_path, args):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    out = tiledsl(args[0], script, *args[1:])
+    assert_clean_failure(out, status=2)
+    assert f"tiledsl: error: {script} is not a tiledsl driver, so it was not run" in out.err
+    assert not (tmp_path / "written.txt").exists(), "the script was run"
+
+
+@pytest.mark.timeout(60)
+def test_a_driver_lookalike_with_code_of_its_own_is_refused_unrun(tmp_path):
+    """A generated driver with one statement added is no longer what the template writes."""
+    result, text = compile_path(ROOT / "programs" / "cholesky.tile")
+    driver = tmp_path / "driver.py"
+    driver.write_text(text.replace("\nPROGRAM = Program(", "\n" + SCRIPT + "PROGRAM = Program(", 1))
+    added = driver.read_text().splitlines().index(SCRIPT.splitlines()[0]) + 1
+    assert not_a_driver(driver) == f"line {added} is not one a generated driver has"
+    out = tiledsl("run", driver, "--n", "64")
+    assert_clean_failure(out, status=2)
+    assert not (tmp_path / "written.txt").exists(), "the script was run"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", ["cholesky", "lu", "qr", "hetero_cholesky", "hetero_qr"])
+def test_every_compiled_driver_is_recognised(tmp_path, name):
+    result, text = compile_path(ROOT / "programs" / f"{name}.tile")
+    (tmp_path / "driver.py").write_text(text)
+    assert not_a_driver(tmp_path / "driver.py") is None
+
+
+# ---------------------------------------------------------------- a closed stdout (issue 16.7)
+def with_closed_stdout(command: list, cwd=ROOT):
+    """Run ``command`` with stdout a pipe whose reader has already gone: every write fails."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        return subprocess.run(command, cwd=cwd, stdout=writer, stderr=subprocess.PIPE, timeout=LIMIT * 4,
+                              env=dict(os.environ, XDG_CACHE_HOME=str(CACHE["dir"])))
+    finally:
+        os.close(writer)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("args", [
+    ("run", "programs/cholesky.tile", "--n", "256"),
+    ("run", "programs/cholesky.tile", "--n", "512", "--nb", "128", "--np", "2"),
+    ("explain", "programs/cholesky.tile", "--n", "512", "--nb", "128"),
+    ("graph", "programs/cholesky.tile", "--n", "512", "--nb", "128"),
+    ("compile", "programs/lu.tile"),
+    ("--version",),
+    ("explain", "--help"),
+], ids=["run", "run-np2", "explain", "graph", "compile", "version", "help"])
+def test_a_closed_stdout_ends_the_command_quietly(args):
+    out = with_closed_stdout([sys.executable, "-m", "tiledsl.cli", *args])
+    assert out.stderr.decode() == ""
+    assert out.returncode in (0, 141)
+
+
+@pytest.mark.timeout(120)
+def test_a_closed_stdout_ends_a_driver_script_quietly(tmp_path):
+    result, text = compile_path(ROOT / "programs" / "cholesky.tile")
+    (tmp_path / "driver.py").write_text(text)
+    out = with_closed_stdout([sys.executable, "driver.py", "--n", "256"], cwd=tmp_path)
+    assert (out.returncode, out.stderr.decode()) == (141, "")
+
+
+@pytest.mark.timeout(120)
+def test_a_reader_leaving_after_one_line_ends_explain_quietly():
+    """`tiledsl explain ... --json | head -1`: the plan is far larger than the pipe's buffer."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(CACHE["dir"]))
+    with subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "explain", "programs/cholesky.tile", "--n", "2048",
+                           "--nb", "64", "--grid", "2x2", "--json"], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as job:
+        first = job.stdout.read(100)
+        job.stdout.close()
+        error = job.stderr.read().decode()
+        status = job.wait(timeout=LIMIT * 3)
+    assert first.startswith(b'{"program": "cholesky"')
+    assert (status, error) == (141, "")
+
+
+# ---------------------------------------------------------------- version, help, usage errors (issues 16.9, 16.12)
+COMMANDS = ["check", "compile", "explain", "run", "bench", "tune", "plot", "graph"]
+
+
+@pytest.mark.timeout(60)
+def test_version():
+    out = tiledsl("--version")
+    assert_clean_failure(out, status=0)
+    assert out.out == f"tiledsl {tiledsl_package.__version__}\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", tiledsl_package.__version__)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_every_help_lists_the_exit_statuses(command):
+    out = tiledsl(*([command] if command else []), "--help")
+    assert_clean_failure(out, status=0)
+    statuses = re.findall(r"^  (\S+)\s+(\S.*)$", out.out.split("exit status:\n")[1], re.MULTILINE)
+    assert [code for code, _ in statuses] == ["0", "1", "2", "3", "128+N"]
+    assert "signal N" in statuses[-1][1]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("args", [
+    ("compile", "programs/lu.tile", "--bogus"),
+    ("explain", "programs/cholesky.tile"),
+    ("run", "programs/cholesky.tile", "--n", "x"),
+    ("bench", "programs/cholesky.tile", "--n", "64", "--rounds", "many"),
+    ("tune", "programs/cholesky.tile", "--budget", "soon"),
+    ("plot", "trace.json"),
+    ("graph", "programs/cholesky.tile", "--gpus", "1.5", "--n", "64"),
+    ("check", "--frobnicate", "programs/lu.tile"),
+], ids=lambda args: args[0])
+def test_every_command_rejects_a_bad_option_in_one_error_line(args):
+    out = tiledsl(*args)
+    assert_clean_failure(out, status=2)
+    errors = [line for line in out.err.splitlines() if "error" in line]
+    assert len(errors) == 1 and re.match(rf"tiledsl( {args[0]})?: error: ", errors[0]), out.err
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("args, message", [
+    (("run", "programs/cholesky.tile", "--n", "64", "--np", "0"), "--np must be at least 1, got 0"),
+    (("run", "programs/cholesky.tile", "--n", "64", "--np", "2", "--launcher", "no-such-launcher"),
+     "launcher 'no-such-launcher' not found (set --launcher or TILEDSL_LAUNCHER)"),
+    (("bench", "programs/cholesky.tile", "--n", "64", "--rounds", "0"), "--rounds must be at least 1, got 0"),
+    (("tune", "programs/cholesky.tile", "--sizes", "64,x"), "--sizes expects integers separated by commas"),
+    (("explain", "programs/cholesky.tile", "--n", "64", "--grid", "2y2"), "bad grid '2y2'"),
+    (("graph", "programs/cholesky.tile", "--n", "100000"), "graph draws at most 5000"),
+], ids=["run-np", "run-launcher", "bench-rounds", "tune-sizes", "explain-grid", "graph-size"])
+def test_every_command_reports_a_bad_value_in_one_line(args, message):
+    out = tiledsl(*args)
+    assert_clean_failure(out, status=2)
+    assert len(out.err.splitlines()) == 1 and out.err.startswith("tiledsl: error: ") and message in out.err, out.err

@@ -17,7 +17,7 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.explain import plan, render, submitted_tasks
+from tiledsl.explain import TABLE_LIMIT, WALK_LIMIT, plan, render, submitted_tasks
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.protocol import Instance
 
@@ -159,6 +159,24 @@ def test_two_ranks_exchange_messages(drivers):
     assert all(s != r for s, r in explained.messages)
 
 
+@pytest.mark.parametrize("gpus", [0, 2])
+@pytest.mark.parametrize("grid", [(1, 2), (2, 2)], ids=lambda g: f"{g[0]}x{g[1]}")
+@pytest.mark.parametrize("name", NAMES)
+def test_totals_streamed_without_the_tasks_equal_the_totals_of_the_tasks(drivers, name, grid, gpus):
+    """Issue 16.2: past the table limit only counters are kept; they must say what the tasks say."""
+    driver = drivers[name]
+    kept = plan(driver, options_for(driver), grid, gpus)
+    streamed = plan(driver, options_for(driver), grid, gpus, keep_tasks=False)
+    assert streamed.tasks is None and streamed.task_count == len(kept.tasks) > 0
+    from_tasks = {rank: Counter() for rank in range(grid[0] * grid[1])}
+    for task in kept.tasks:
+        for rank, found in task.per_rank.items():
+            from_tasks[rank].update(kind for kind, _ in found)
+    assert streamed.totals() == kept.totals() == from_tasks
+    assert streamed.messages == kept.messages and streamed.copies == kept.copies
+    assert render(streamed, f"{name}.tile").endswith(render(kept, f"{name}.tile").split("instance types:")[1])
+
+
 # ---------------------------------------------------------------- command line
 def run_cli(*args, cache):
     env = dict(os.environ, XDG_CACHE_HOME=str(cache))
@@ -211,3 +229,41 @@ def test_the_task_table_is_aligned_whatever_the_cell_widths(tmp_path):
     for line in rows[1:]:
         for start in starts:  # every cell begins where its heading does, after a gap
             assert line[start - 2:start] == "  " and line[start] != " ", (line, start)
+
+
+@pytest.mark.timeout(300)
+def test_cli_explain_refuses_a_program_too_large_to_walk_with_the_numbers(tmp_path):
+    """Issue 16.2: this command once ran for 10 minutes and reached 21 GB; it now refuses at once."""
+    out = run_cli("explain", "programs/cholesky.tile", "--n", "100000", "--grid", "2x2", cache=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == "" and "Traceback" not in out.stderr
+    assert out.stderr.splitlines() == [
+        f"tiledsl: error: cholesky at n=100000 nb=256 has more than {WALK_LIMIT} tasks (its largest matrix "
+        f"has {391 * 391} tiles): explain walks at most {WALK_LIMIT} (past {TABLE_LIMIT} it prints totals only); "
+        "use a smaller --n or larger tiles"]
+
+
+@pytest.mark.timeout(300)
+def test_cli_explain_past_the_table_limit_prints_the_totals_only(tmp_path):
+    """84 tiles a side: 84·85·86/6 = 102340 Cholesky tasks, just past the table limit."""
+    tasks = 84 * 85 * 86 // 6
+    assert tasks > TABLE_LIMIT
+    out = run_cli("explain", "programs/cholesky.tile", "--n", str(84 * 32), "--nb", "32", "--grid", "1x2",
+                  "--json", cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["tasks"] is None and data["task_count"] == tasks
+    assert sum(data["totals"][rank]["1"] for rank in "01") == tasks  # one owner per task
+    assert data["messages"] and all(count > 0 for _, _, count in data["messages"])
+
+
+@pytest.mark.timeout(120)
+def test_cli_explain_totals_leaves_the_table_out(tmp_path):
+    args = ("explain", "programs/cholesky.tile", "--grid", "2x2", "--n", "512", "--nb", "128")
+    full, totals = run_cli(*args, cache=tmp_path), run_cli(*args, "--totals", cache=tmp_path)
+    assert full.returncode == totals.returncode == 0, full.stderr + totals.stderr
+    table_head = re.compile(r"^\s*task\s+line\s+call\s+owner", re.MULTILINE)
+    assert table_head.search(full.stdout) and not table_head.search(totals.stdout)
+    assert "per-task table left out" in totals.stdout
+    assert totals.stdout.splitlines()[0] == full.stdout.splitlines()[0]
+    assert totals.stdout.split("instance types:")[1] == full.stdout.split("instance types:")[1]
