@@ -437,3 +437,13 @@ def test_the_readme_links_every_page():
     section = readme.split("## Documentation", 1)[1].split("\n## ", 1)[0]
     for page in PAGES:
         assert f"](docs/{page})" in section, f"README's Documentation section does not link docs/{page}"
+
+
+@pytest.mark.timeout(30)
+def test_the_repository_stands_alone():
+    """Issue 16.12: no file points outside the repository, to the design notes beside it."""
+    outside = "../" + "shared/"  # spelt in two parts so that this file does not match itself
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    pointing = [name for name in tracked.splitlines()
+                if (ROOT / name).is_file() and outside in (ROOT / name).read_text(errors="replace")]
+    assert pointing == []
