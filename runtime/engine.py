@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .devices import first_nonfinite
+from .devices import first_nonfinite, read_only
 from .errors import KernelError
 from .matrix import TileIndexError, region_view
 from .scheduler import Scheduler, Task
@@ -200,7 +200,7 @@ class Engine:
         """GPU ``device``'s management thread: readied before the clock starts, then a worker of its queue."""
         try:
             self.devices.prepare(device)
-        except Exception as error:  # a GPU that cannot run its first kernels
+        except BaseException as error:  # a GPU that cannot run its first kernels
             self._fail(TaskFailure(f"GPU {device} cannot run kernels: {type(error).__name__}: {error}", self.rank))
         try:
             prepared.wait()
@@ -286,7 +286,7 @@ class Engine:
                 try:
                     _execute(task, self.check_finite, self.devices)
                     error = None
-                except Exception as caught:
+                except BaseException as caught:  # sys.exit() or KeyboardInterrupt in a kernel too (17.3)
                     error = caught
                 ended = time.perf_counter()
                 busy += ended - began
@@ -314,8 +314,8 @@ class Engine:
         if self.scheduler.in_flight <= self.low_water:
             self.space.notify_all()
 
-    def fail_from_thread(self, error: Exception) -> None:
-        """A helper thread (the copy thread) failed: stop the run with its error."""
+    def fail_from_thread(self, error: BaseException) -> None:
+        """A helper thread (the copy thread, the MPI thread) failed: stop the run with its error."""
         self._fail(TaskFailure(f"a transfer failed: {type(error).__name__}: {error}", self.rank))
 
     def _fail(self, failure: TaskFailure) -> None:
@@ -335,6 +335,10 @@ def _execute(task: Task, check_finite: bool, devices) -> None:
         arrays = [s.data for s in sources]
     else:
         arrays = [s.data if v is None else s.data[v] for s, v in zip(sources, views)]
+    for index, mode in enumerate(task.call.modes):
+        if mode == "in":  # a write would change this rank's copy only: refuse it (17.4)
+            array = arrays[index]
+            arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     task.kernel(*arrays)
     if check_finite and task.call.line > 0:
         _check_finite(task, arrays, devices)
@@ -350,10 +354,16 @@ def _check_finite(task: Task, arrays, devices) -> None:
             raise KernelError(f"produced {value} at ({row}, {col}) of {task.tiles[index]} (--check-finite)")
 
 
-def _task_failure(task: Task, error: Exception, rank: int) -> TaskFailure:
+def _task_failure(task: Task, error: BaseException, rank: int) -> TaskFailure:
     call = task.call
     tiles = ", ".join(str(t) for t in task.tiles)
-    reason = str(error) if error.__class__.__name__ == "KernelError" else f"{type(error).__name__}: {error}"
+    reason = str(error) if error.__class__.__name__ == "KernelError" else \
+        f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if not isinstance(error, Exception):
+        reason += " (a kernel must return, or raise an Exception; it may not end the run)"
+    elif isinstance(error, ValueError) and "read-only" in str(error):
+        inputs = ", ".join(f"{task.tiles[i]} (argument {i + 1})" for i, mode in enumerate(call.modes) if mode == "in")
+        reason += f": a kernel may not write its `in` arguments: {inputs}"
     where = f" on GPU {task.device}" if task.device else ""
     return TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}): {reason}", rank, call.line)
 

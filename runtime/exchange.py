@@ -121,7 +121,7 @@ class Mover:
         began = time.perf_counter()
         try:
             in_flight.append((start(), on_done, began))
-        except Exception as error:  # reported as the run's failure, never lost
+        except BaseException as error:  # reported as the run's failure, never lost (17.3)
             self.on_error(error)
 
     def _arrivals(self, in_flight: list) -> bool:
@@ -137,7 +137,7 @@ class Mover:
                 if tracer is not None:
                     tracer.transfer("copy", began, "copy", {"bytes": getattr(result, "nbytes", 0)})
                 on_done(result)
-            except Exception as error:  # reported as the run's failure, never lost
+            except BaseException as error:  # reported as the run's failure, never lost (17.3)
                 self.on_error(error)
         return bool(arrived)
 
@@ -153,6 +153,8 @@ class Exchange:
         self.engine, self.comm, self.devices = engine, comm, devices
         self.rank = comm.rank if comm is not None else 0
         self.mover = Mover(engine.fail_from_thread, lambda: engine.tracer) if devices is not None else None
+        if comm is not None and comm.on_error is None:  # an MPI error stops the run, not just its thread
+            comm.on_error = engine.fail_from_thread
         self.copy_bytes = 0
         self.peak_copy_bytes = 0
         self.posted: Counter = Counter()  # (kind, tag, peer) -> messages posted, to pair sends with receives
@@ -357,7 +359,8 @@ class Exchange:
         self.engine.enqueue(task, 0)
 
     def _traced(self, kind: str, tile, peer: int, then):
-        """``then``, as the completion of a message posted now; traced as ``kind`` when tracing.
+        """``then``, as the completion of a message posted now; traced as ``kind`` when tracing,
+        and what it raises made the run's failure.
 
         Messages are numbered per tile and peer in posting order, which MPI keeps
         between two ranks on one tag: the n-th send of a tile to a rank is its
@@ -366,15 +369,18 @@ class Exchange:
         key = (kind, tile.tag, peer)
         self.posted[key] += 1
         tracer = self.engine.tracer
-        if tracer is None:
-            return then
         posted, number = time.perf_counter(), self.posted[key]
 
         def done():
-            peer_key = "to" if kind == "send" else "from"
-            tracer.transfer("mpi", posted, kind, {"tile": str(tile), peer_key: peer, "tag": tile.tag,
-                                                  "message": number, "bytes": tile.shape[0] * tile.shape[1] * 8})
-            then()
+            try:
+                if tracer is not None:
+                    peer_key = "to" if kind == "send" else "from"
+                    tracer.transfer("mpi", posted, kind, {"tile": str(tile), peer_key: peer, "tag": tile.tag,
+                                                          "message": number,
+                                                          "bytes": tile.shape[0] * tile.shape[1] * 8})
+                then()
+            except BaseException as error:  # the MPI thread must live on, and the run must hear of it (17.3)
+                self.engine.fail_from_thread(error)
         return done
 
     def _remote_sink(self, tile, source: int) -> None:
