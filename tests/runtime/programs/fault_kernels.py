@@ -42,3 +42,8 @@ class Escape(BaseException):
 
 def escape(a):
     raise Escape("unwinding")
+
+
+def nap(a):
+    """A slow kernel (a second), for runs long enough to stop a rank in the middle."""
+    time.sleep(1.0)
