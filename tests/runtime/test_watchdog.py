@@ -91,15 +91,15 @@ def test_a_loop_nest_spinning_before_the_run_is_stopped_in_the_survey(tmp_path):
 
 @pytest.mark.timeout(200)
 def test_a_stopped_rank_ends_the_job_without_a_watchdog_option(tmp_path):
-    """17.7: SIGSTOP one rank of two in the middle of the run (a second per diagonal tile, 16 of
-    them); the other's default watchdog reports it after its floor and the job ends."""
+    """17.7: SIGSTOP one rank of two in the middle of the run (a chain of 31 one-second tasks
+    through both ranks); the other's default watchdog reports it after its floor and the job ends."""
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
-    process = subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "run", PROGRAM, "--n", "1024", "--set",
+    process = subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "run", PROGRAM, "--n", "2048", "--set",
                                 "fault=9", "--np", "2", "--grid", "1x2"], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     rank = rank_process(tmp_path, "1")
     try:
-        time.sleep(8)  # started, and far from done
+        time.sleep(10)  # started, and far from done
         os.kill(rank, signal.SIGSTOP)
         out, err = process.communicate(timeout=FLOOR_SECONDS + 90)
     finally:

@@ -44,6 +44,6 @@ def escape(a):
     raise Escape("unwinding")
 
 
-def nap(a):
-    """A slow kernel (a second), for runs long enough to stop a rank in the middle."""
+def nap(a, b):
+    """A slow kernel (a second) reading the previous diagonal tile: a chain through every rank."""
     time.sleep(1.0)
