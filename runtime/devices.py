@@ -69,6 +69,10 @@ class Backend:
         """A copy of a device tile on GPU ``device`` (the same or another one)."""
         return self.start_copy(array, device).result()
 
+    def read_only(self, array):
+        """``array`` as a kernel's ``in`` argument: device arrays have no read-only flag (CuPy)."""
+        return array
+
 
 class EmulatedBackend(Backend):
     """GPUs emulated on the host: separate memory, explicit copies, the CPU kernels."""
@@ -95,6 +99,9 @@ class EmulatedBackend(Backend):
     def start_copy(self, array: EmulatedArray, device: int) -> "CopyUnderWay":
         return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.array(array._array, order="F", copy=True),
                                                                 device))
+
+    def read_only(self, array: EmulatedArray) -> EmulatedArray:
+        return EmulatedArray(read_only(array._array), array.device)
 
     def free_memory(self, device: int) -> None:
         """Emulated devices share the host's memory, which the host's check covers."""
@@ -147,13 +154,20 @@ class _CopyEngine:
             make, transfer = self._jobs.get()
             try:
                 transfer._data = make()
-            except Exception as error:  # handed to whoever waits for the copy
+            except BaseException as error:  # handed to whoever waits for the copy (17.3)
                 transfer._error = error
             transfer._arrived.set()
 
 
 # Shared by every emulated backend of the process: they hold no state of a run.
 _COPY_ENGINES = {"in": _CopyEngine("emulated-copy-in"), "out": _CopyEngine("emulated-copy-out")}
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only view of ``array`` (no copy), for a kernel's ``in`` argument."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def first_nonfinite(array: np.ndarray) -> tuple | None:

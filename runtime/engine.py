@@ -5,11 +5,14 @@ Threads only run kernels and move data; every scheduling decision is the
 calling thread is the task-generation thread: it runs the driver's loop nest and
 blocks while the window is full (back-pressure, released at three quarters).
 A kernel exception stops every thread promptly and is re-raised as a
-:class:`TaskFailure` naming the kernel, its tiles and the ``.tile`` line; a
-watchdog reports a window where no task completed for ``watchdog`` seconds.
+:class:`TaskFailure` naming the kernel, its tiles and the ``.tile`` line. The
+watchdog (:mod:`.watchdog`, on by default) runs on a monitor thread of its own:
+it reports a window where no task completed for its limit, and a loop nest that
+ran that long without submitting a task.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -17,10 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .devices import first_nonfinite
+from .devices import first_nonfinite, read_only
 from .errors import KernelError
 from .matrix import TileIndexError, region_view
 from .scheduler import Scheduler, Task
+from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, tile_line
 
 
 #: seconds the GPUs' management threads have to ready their devices before a run gives up
@@ -60,7 +64,8 @@ class Engine:
         self.workers = workers
         self.comm = comm
         self.rank = comm.rank if comm is not None else 0
-        self.watchdog = watchdog
+        self.limit = Limit(watchdog)  # None: automatic, 0: off, > 0: seconds (see .watchdog)
+        self.loop_nest: LoopNestWatch | None = None
         self.check_finite = check_finite
         self.tracer = None  # a trace.Tracer while a traced run is on
         self.priority_of = None  # (call, tiles, given) -> priority, to replace the program's own
@@ -102,6 +107,8 @@ class Engine:
         """APPEND one task (the generated driver's call; checks pass their own ``kernel``)."""
         if self.failure is not None:
             raise _Abort()
+        if self.loop_nest is not None:
+            self.loop_nest.submitted()
         views, kernel = self._views(call, tiles, regions), kernel or self.kernels[id(call)]
         if self.priority_of is not None:
             priority = self.priority_of(call, tiles, priority)
@@ -116,9 +123,9 @@ class Engine:
         """Back-pressure: a full window blocks generation until it drains to low water."""
         scheduler = self.scheduler
         if scheduler.window_full():
-            while scheduler.in_flight > self.low_water and self.failure is None:
-                self.space.wait(timeout=1.0)
-                self._check_watchdog()  # a stall can leave the window full
+            with self.loop_nest.waiting() if self.loop_nest is not None else contextlib.nullcontext():
+                while scheduler.in_flight > self.low_water and self.failure is None:
+                    self.space.wait(timeout=1.0)
         if self.failure is not None:
             raise _Abort()
 
@@ -178,9 +185,11 @@ class Engine:
         for thread in threads[self.gpus:]:
             thread.start()
         finished = False
+        self.last_progress = time.monotonic()
         try:
-            self._generate(generate, params)
-            self._wait_until_idle()
+            with Monitor(self._check_stalls):
+                self._generate(generate, params)
+                self._wait_until_idle()
             self._wait_for_gpus()
             finished = self.failure is None
         finally:
@@ -200,7 +209,7 @@ class Engine:
         """GPU ``device``'s management thread: readied before the clock starts, then a worker of its queue."""
         try:
             self.devices.prepare(device)
-        except Exception as error:  # a GPU that cannot run its first kernels
+        except BaseException as error:  # a GPU that cannot run its first kernels
             self._fail(TaskFailure(f"GPU {device} cannot run kernels: {type(error).__name__}: {error}", self.rank))
         try:
             prepared.wait()
@@ -225,10 +234,15 @@ class Engine:
             self._fail(TaskFailure(f"a GPU failed: {type(error).__name__}: {error}", self.rank))
 
     def _generate(self, generate, params) -> None:
+        watch = self.loop_nest = LoopNestWatch(self.limit)
         try:
-            generate(self, params)
+            try:
+                generate(self, params)
+            finally:
+                watch.finish()
+                self.loop_nest = None
             self._generation_ended()
-        except _Abort:
+        except (_Abort, Stalled):  # the failure is recorded already
             pass
         except TileIndexError as error:
             self._fail(TaskFailure(f"{error}", self.rank, error.line or _driver_line(error)))
@@ -250,13 +264,23 @@ class Engine:
         with self.lock:
             while not self.scheduler.idle and self.failure is None:
                 self.space.wait(timeout=1.0)
-                self._check_watchdog()
 
-    def _check_watchdog(self) -> None:
-        if self.watchdog is None or self.scheduler.idle:
+    def _check_stalls(self) -> None:
+        """The watchdog's monitor thread: a window without progress, or a loop nest without tasks."""
+        with self.lock:
+            self._check_tasks()
+        watch = self.loop_nest
+        quiet = watch.stalled() if watch is not None and self.failure is None else None
+        if quiet is not None:
+            self._fail(TaskFailure(watch.message(quiet), self.rank, watch.line()))
+            watch.interrupt()
+
+    def _check_tasks(self) -> None:
+        limit = self.limit.seconds
+        if limit is None or self.scheduler.idle or self.failure is not None:
             return
         stalled = time.monotonic() - self.last_progress
-        if stalled > self.watchdog:
+        if stalled > limit:
             transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""
             self.failure = TaskFailure(f"watchdog: no task completed for {stalled:.0f} s; "
                                        f"{self.scheduler.describe()}" + (f"\n{transfers}" if transfers else ""),
@@ -286,10 +310,11 @@ class Engine:
                 try:
                     _execute(task, self.check_finite, self.devices)
                     error = None
-                except Exception as caught:
+                except BaseException as caught:  # sys.exit() or KeyboardInterrupt in a kernel too (17.3)
                     error = caught
                 ended = time.perf_counter()
                 busy += ended - began
+                self.limit.task_took(ended - began)
                 count += task.call.line > 0  # program tasks, not transfers or check tasks
                 if self.tracer is not None and task.call.line > 0:  # transfers have lanes of their own
                     self.tracer.task(lane, began, ended, task)
@@ -314,8 +339,8 @@ class Engine:
         if self.scheduler.in_flight <= self.low_water:
             self.space.notify_all()
 
-    def fail_from_thread(self, error: Exception) -> None:
-        """A helper thread (the copy thread) failed: stop the run with its error."""
+    def fail_from_thread(self, error: BaseException) -> None:
+        """A helper thread (the copy thread, the MPI thread) failed: stop the run with its error."""
         self._fail(TaskFailure(f"a transfer failed: {type(error).__name__}: {error}", self.rank))
 
     def _fail(self, failure: TaskFailure) -> None:
@@ -335,6 +360,10 @@ def _execute(task: Task, check_finite: bool, devices) -> None:
         arrays = [s.data for s in sources]
     else:
         arrays = [s.data if v is None else s.data[v] for s, v in zip(sources, views)]
+    for index, mode in enumerate(task.call.modes):
+        if mode == "in":  # a write would change this rank's copy only: refuse it (17.4)
+            array = arrays[index]
+            arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     task.kernel(*arrays)
     if check_finite and task.call.line > 0:
         _check_finite(task, arrays, devices)
@@ -350,10 +379,16 @@ def _check_finite(task: Task, arrays, devices) -> None:
             raise KernelError(f"produced {value} at ({row}, {col}) of {task.tiles[index]} (--check-finite)")
 
 
-def _task_failure(task: Task, error: Exception, rank: int) -> TaskFailure:
+def _task_failure(task: Task, error: BaseException, rank: int) -> TaskFailure:
     call = task.call
     tiles = ", ".join(str(t) for t in task.tiles)
-    reason = str(error) if error.__class__.__name__ == "KernelError" else f"{type(error).__name__}: {error}"
+    reason = str(error) if error.__class__.__name__ == "KernelError" else \
+        f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if not isinstance(error, Exception):
+        reason += " (a kernel must return, or raise an Exception; it may not end the run)"
+    elif isinstance(error, ValueError) and "read-only" in str(error):
+        inputs = ", ".join(f"{task.tiles[i]} (argument {i + 1})" for i, mode in enumerate(call.modes) if mode == "in")
+        reason += f": a kernel may not write its `in` arguments: {inputs}"
     where = f" on GPU {task.device}" if task.device else ""
     return TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}): {reason}", rank, call.line)
 
@@ -366,19 +401,11 @@ def _check_distinct_writes(call, tiles) -> None:
 
 def _driver_line(error: BaseException) -> int | None:
     """The ``.tile`` line of the driver statement that raised ``error``, from its comments."""
-    import linecache
-    import re
-
     line = None
     traceback = error.__traceback__
     while traceback is not None:
         frame = traceback.tb_frame
         if frame.f_code.co_name == "generate":
-            filename, number = frame.f_code.co_filename, traceback.tb_lineno
-            for candidate in range(number, 0, -1):
-                found = re.search(r"# \S+\.tile:(\d+)", linecache.getline(filename, candidate))
-                if found:
-                    line = int(found.group(1))
-                    break
+            line = tile_line(frame.f_code.co_filename, traceback.tb_lineno) or line
         traceback = traceback.tb_next
     return line

@@ -21,7 +21,9 @@ Host/GPU copies are started by the copy thread (:class:`Mover`, the seeds' CUDA
 communication thread) and overlap; MPI messages are matched by tag (one per tile) and
 per-(source, tag) order, which is version order on both sides. A copy is freed
 when its last reader is done and no later reader can appear: the tile got a
-newer version, ``release`` was called, or generation ended.
+newer version, ``release`` was called, or generation ended. Every instance
+created is counted by type (``created``, in the run's statistics), so tests can
+hold the run to what ``tiledsl explain`` predicts.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ import numpy as np
 
 from . import polling
 from .program import Call
+from .protocol import Instance
 from .scheduler import Task
 
 #: Transfers go before computation: another rank or device may be waiting for them.
@@ -118,7 +121,7 @@ class Mover:
         began = time.perf_counter()
         try:
             in_flight.append((start(), on_done, began))
-        except Exception as error:  # reported as the run's failure, never lost
+        except BaseException as error:  # reported as the run's failure, never lost (17.3)
             self.on_error(error)
 
     def _arrivals(self, in_flight: list) -> bool:
@@ -134,7 +137,7 @@ class Mover:
                 if tracer is not None:
                     tracer.transfer("copy", began, "copy", {"bytes": getattr(result, "nbytes", 0)})
                 on_done(result)
-            except Exception as error:  # reported as the run's failure, never lost
+            except BaseException as error:  # reported as the run's failure, never lost (17.3)
                 self.on_error(error)
         return bool(arrived)
 
@@ -150,9 +153,12 @@ class Exchange:
         self.engine, self.comm, self.devices = engine, comm, devices
         self.rank = comm.rank if comm is not None else 0
         self.mover = Mover(engine.fail_from_thread, lambda: engine.tracer) if devices is not None else None
+        if comm is not None and comm.on_error is None:  # an MPI error stops the run, not just its thread
+            comm.on_error = engine.fail_from_thread
         self.copy_bytes = 0
         self.peak_copy_bytes = 0
         self.posted: Counter = Counter()  # (kind, tag, peer) -> messages posted, to pair sends with receives
+        self.created: Counter = Counter()  # protocol.Instance -> instances this rank created
 
     # ---------------------------------------------------------------- instances
     def submit(self, call, tiles, views, priority, kernel) -> None:
@@ -171,17 +177,25 @@ class Exchange:
             if kernel is None:
                 raise ValueError(f"kernel {call.kernel} has no GPU body ({self.devices.name} backend)")
         task = Task(call, tiles, views, priority, device, kernel)
+        self.created[Instance.OWNER] += 1
+        ready = lambda: self.engine.satisfy_locked(task)
         sources, waits, outgoing = list(tiles), 0, []
         for index, tile in enumerate(tiles):
-            if (tile.rank, tile.device) == (self.rank, device):
-                continue
             mode = call.modes[index]
+            if (tile.rank, tile.device) == (self.rank, device):
+                self.created[Instance.NATIVE_INPUT] += mode != "out"
+                self.created[Instance.NATIVE_MINOR_OUTPUT] += mode != "in" and index != call.main
+                continue
+            here = tile.rank == self.rank
+            self.created[Instance.INTRA_NODE_ALIEN_INPUT] += mode != "out" and here
             copy = self._scratch(tile, device) if mode == "out" else self._copy(tile, device)
-            waits += self._wait_for(copy, lambda: self.engine.satisfy_locked(task))
+            waits += self._wait_for(copy, ready)
             copy.readers += 1
             sources[index] = copy
             if mode != "in":
                 outgoing.append(copy)
+                self.created[Instance.INTRA_NODE_SOURCE_MINOR_OUTPUT if here
+                             else Instance.INTER_NODE_SOURCE_MINOR_OUTPUT] += 1
         task.sources = sources
         self.engine.enqueue(task, waits)
         # after the task in its tiles' lists: later readers wait for the data to be home
@@ -193,9 +207,11 @@ class Exchange:
         for index, tile in enumerate(tiles):
             if tile.rank != self.rank:
                 continue
-            if call.modes[index] != "out" and tile.sent.get(main.rank) != tile.version:
-                tile.sent[main.rank] = tile.version
-                self._send_task(tile, main.rank)
+            if call.modes[index] != "out":
+                self.created[Instance.INTER_NODE_ALIEN_INPUT] += 1
+                if tile.sent.get(main.rank) != tile.version:  # a version goes to a rank once
+                    tile.sent[main.rank] = tile.version
+                    self._send_task(tile, main.rank)
             if call.modes[index] != "in" and index != call.main:
                 self._remote_sink(tile, main.rank)
 
@@ -286,6 +302,7 @@ class Exchange:
     def _local_sink(self, copy: Copy):
         """A writer of a tile homed on another device of this rank: takes the computed copy."""
         tile = copy.tile
+        self.created[Instance.SINK_MINOR_OUTPUT] += 1
         task = Task(SINK, (tile,), None, TRANSFER_PRIORITY)
         holder = Copy(tile, -1, tile.device)
         task.sources = (holder,)
@@ -298,10 +315,7 @@ class Exchange:
         pending = iter(sinks)
         for copy in outgoing:
             if copy.tile.rank == self.rank:
-                sink, holder = next(pending)
-                move = self._mover_function(copy.device, copy.tile.device)
-                data = copy.data
-                self.mover.move(lambda: move(data), lambda result: self._sink_arrived(sink, holder, result))
+                self._move_home(copy, *next(pending))
             else:
                 self._send_home(copy)
             copy.closed = True
@@ -309,6 +323,14 @@ class Exchange:
             if isinstance(source, Copy):
                 source.readers -= 1
                 self._maybe_free(source)
+
+    def _move_home(self, copy: Copy, sink, holder: Copy) -> None:
+        """A minor output computed here goes to its home device of this rank, then to ``sink``.
+
+        A method of its own, not a loop body: the closures given to the copy thread
+        run later and must each keep their own copy, sink and holder (16.1)."""
+        move, data = self._mover_function(copy.device, copy.tile.device), copy.data
+        self.mover.move(lambda: move(data), lambda result: self._sink_arrived(sink, holder, result))
 
     def _sink_arrived(self, sink, holder: Copy, data) -> None:
         holder.data = data
@@ -337,7 +359,8 @@ class Exchange:
         self.engine.enqueue(task, 0)
 
     def _traced(self, kind: str, tile, peer: int, then):
-        """``then``, as the completion of a message posted now; traced as ``kind`` when tracing.
+        """``then``, as the completion of a message posted now; traced as ``kind`` when tracing,
+        and what it raises made the run's failure.
 
         Messages are numbered per tile and peer in posting order, which MPI keeps
         between two ranks on one tag: the n-th send of a tile to a rank is its
@@ -346,19 +369,23 @@ class Exchange:
         key = (kind, tile.tag, peer)
         self.posted[key] += 1
         tracer = self.engine.tracer
-        if tracer is None:
-            return then
         posted, number = time.perf_counter(), self.posted[key]
 
         def done():
-            peer_key = "to" if kind == "send" else "from"
-            tracer.transfer("mpi", posted, kind, {"tile": str(tile), peer_key: peer, "tag": tile.tag,
-                                                  "message": number, "bytes": tile.shape[0] * tile.shape[1] * 8})
-            then()
+            try:
+                if tracer is not None:
+                    peer_key = "to" if kind == "send" else "from"
+                    tracer.transfer("mpi", posted, kind, {"tile": str(tile), peer_key: peer, "tag": tile.tag,
+                                                          "message": number,
+                                                          "bytes": tile.shape[0] * tile.shape[1] * 8})
+                then()
+            except BaseException as error:  # the MPI thread must live on, and the run must hear of it (17.3)
+                self.engine.fail_from_thread(error)
         return done
 
     def _remote_sink(self, tile, source: int) -> None:
         """A writer of ``tile`` that waits for its new version from rank ``source``."""
+        self.created[Instance.SINK_MINOR_OUTPUT] += 1
         task = Task(SINK, (tile,), None, TRANSFER_PRIORITY)
         buffer = np.empty(tile.shape, order="F")
         holder = Copy(tile, -1, 0)
@@ -412,6 +439,10 @@ class Exchange:
                     f"from device {copy.tile.device}") + (f" to GPU {copy.device}" if copy.device else "")
                  for copy in waiting[:5]]
         return "\n".join(lines)
+
+    def instance_counts(self) -> list[int]:
+        """Instances created on this rank, by type: element ``t - 1`` counts type ``t``."""
+        return [self.created[kind] for kind in Instance]
 
     @property
     def device_copies(self) -> int:

@@ -34,6 +34,7 @@ from .resources import check_every_rank_has_tiles, check_gpu_memory, check_memor
 from .trace import Tracer
 from .userkernels import kernels
 from .verify import Verifier
+from .watchdog import watched
 from .world import UsageError, communicator, default_workers, grid_for
 
 
@@ -55,7 +56,9 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5)
     derive = options.priorities == "auto" or (options.priorities == "program" and program.derive_priorities)
-    share = survey(driver, matrices, params, rank, priorities.TaskSequence() if derive else None)
+    sequence = priorities.TaskSequence() if derive else None
+    share = watched(lambda noting: survey(noting, matrices, params, rank, sequence), driver, options.watchdog,
+                    lambda message, line: TaskFailure(f"{message} (surveying it before the run)", rank, line))
     needed = share.needed
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))

@@ -110,6 +110,7 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "bytes_received": traffic.bytes_received if traffic else 0,
             "peak_tile_bytes": local + copies,
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
+            "instances": engine.exchange.instance_counts() if engine.exchange is not None else None,
             "peak_window": engine.stats.peak_window,
             "busy_seconds": [round(b, 6) for b in engine.stats.busy]}
 

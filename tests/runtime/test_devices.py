@@ -47,3 +47,17 @@ def test_gpu_kernels_refuse_host_memory(gpus):
     tile = gpus.to_device(np.eye(3), 1)
     with pytest.raises(TypeError, match="copy is missing"):
         gpus.kernels["gemm"](tile, tile, np.zeros((3, 3)))
+
+
+def test_an_in_argument_on_an_emulated_gpu_is_read_only_and_not_copied():
+    """17.4: the engine hands `in` tiles to GPU kernels through ``read_only``, as on the host."""
+    from tiledsl.runtime.devices import EmulatedBackend
+
+    gpu = EmulatedBackend(1)
+    a, c = gpu.to_device(np.eye(4), 1), gpu.to_device(np.ones((4, 4)), 1)
+    fixed = gpu.read_only(a)
+    assert np.shares_memory(fixed._array, a._array) and fixed.device == 1
+    gpu.kernels["gemm"](fixed, fixed, c)  # the prelude reads its inputs only
+    assert np.array_equal(gpu.to_host(c), np.ones((4, 4)) - np.eye(4))
+    with pytest.raises(ValueError, match="read-only"):
+        gpu.kernels["potrf"](fixed)

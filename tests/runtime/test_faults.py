@@ -48,7 +48,7 @@ def nothing_left(cache, segments_before):
 def test_check_finite_stops_at_the_first_nan(tmp_path):
     code, err, _ = finish(start("--set", "fault=1", "--check-finite", cache=tmp_path))
     assert code == 1 and "Traceback" not in err
-    assert "kernel poison failed on A[1, 1]" in err and "produced nan" in err and "faults.tile:14" in err
+    assert "kernel poison failed on A[1, 1]" in err and "produced nan" in err and "faults.tile:19" in err
 
 
 @pytest.mark.timeout(90)
@@ -113,7 +113,7 @@ def test_a_killed_rank_ends_every_rank(tmp_path, segments_before):
 def test_check_finite_stops_every_rank_at_the_first_nan(tmp_path, segments_before):
     code, err, elapsed = finish(start("--set", "fault=1", "--check-finite", np_=2, cache=tmp_path))
     assert code != 0 and elapsed < 30 and "Traceback" not in err
-    assert "kernel poison failed on A[1, 1]" in err and "produced nan" in err and "faults.tile:14" in err
+    assert "kernel poison failed on A[1, 1]" in err and "produced nan" in err and "faults.tile:19" in err
     assert nothing_left(tmp_path, segments_before)
 
 
@@ -122,4 +122,28 @@ def test_the_watchdog_stops_every_rank_on_a_stall(tmp_path, segments_before):
     code, err, elapsed = finish(start("--set", "fault=2", "--watchdog", 3, np_=2, cache=tmp_path))
     assert code != 0 and elapsed < 30 and "Traceback" not in err
     assert "watchdog: no task completed for" in err and "stall on A[1, 1] (running)" in err
+    assert nothing_left(tmp_path, segments_before)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("fault, raised", [(5, "SystemExit: 0"), (6, "KeyboardInterrupt"), (7, "Escape: unwinding")],
+                         ids=["sys-exit", "keyboard-interrupt", "base-exception"])
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_kernel_raising_any_base_exception_fails_the_run(tmp_path, segments_before, fault, raised, ranks):
+    """17.3: sys.exit(0) in a kernel is a failed task (exit 1), never a hang or a success."""
+    code, err, elapsed = finish(start("--set", f"fault={fault}", np_=ranks, cache=tmp_path))
+    assert code == 1 and elapsed < 30 and "Traceback" not in err and "release unlocked lock" not in err, err
+    assert f"faults.tile:{18 + fault}): kernel " in err and f"failed on A[1, 1]" in err and raised in err
+    assert "it may not end the run" in err and "rank " in err
+    assert nothing_left(tmp_path, segments_before)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_kernel_writing_an_in_argument_fails_naming_it(tmp_path, segments_before, ranks):
+    """17.4: `in` tiles are read-only views, so the ranks cannot silently disagree."""
+    code, err, elapsed = finish(start("--set", "fault=4", np_=ranks, cache=tmp_path))
+    assert code == 1 and elapsed < 30 and "Traceback" not in err, err
+    assert "(faults.tile:22): kernel scribble failed on A[0, 0], A[1, 1]" in err
+    assert "assignment destination is read-only" in err and "`in` arguments: A[0, 0] (argument 1)" in err
     assert nothing_left(tmp_path, segments_before)

@@ -120,3 +120,25 @@ def test_check_finite_looks_at_gpu_tiles(compiled, gpu_backend):
     with pytest.raises(TaskFailure, match=r"failed on A\[2, 0\], A\[0, 1\], A\[2, 1\] on GPU 1 .*"
                                           r"produced inf at \(90, 95\) of A\[2, 1\] \(--check-finite\)"):
         execute(compiled("programs/lu.tile"), options, arrays={"A": poisoned})
+
+
+@pytest.mark.timeout(120)
+def test_a_gpu_kernel_calling_sys_exit_fails_the_run(compiled, monkeypatch):
+    """17.3: what a kernel raises on a GPU's management thread, SystemExit too, is its task's failure."""
+    import threading
+
+    from tiledsl.runtime import kernels
+
+    host_potrf = kernels.potrf
+
+    def potrf_exiting_on_gpus(a):
+        if threading.current_thread().name.startswith("gpu-"):
+            sys.exit(0)
+        host_potrf(a)
+
+    monkeypatch.setitem(kernels.CPU_KERNELS, "potrf", potrf_exiting_on_gpus)
+    options = Options(n=300, tiles={"B": 100, "b": 50, "s": 2}, gpus=1, watchdog=60)
+    with pytest.raises(TaskFailure) as failure:
+        execute(compiled("programs/hetero_cholesky.tile"), options)
+    assert str(failure.value).startswith("kernel potrf failed on A[") and " on GPU 1 " in str(failure.value)
+    assert "SystemExit: 0" in str(failure.value) and failure.value.line == 17

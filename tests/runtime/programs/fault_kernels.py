@@ -1,5 +1,6 @@
 """Kernels that misbehave on purpose, for the fault tests."""
 import os
+import sys
 import time
 
 
@@ -17,3 +18,32 @@ def die(a):
     """The process disappears, as if the node or the OOM killer took it (rank 1 only)."""
     if os.environ.get("PMI_RANK") == "1":
         os.kill(os.getpid(), 9)
+
+
+def scribble(a, b):
+    """Write the `in` argument A (on two ranks, a copy of the tile: the ranks would disagree)."""
+    a[0, 0] = 0.0
+    b[0, 0] += 1.0
+
+
+def leave(a):
+    """End the process as if all were well."""
+    sys.exit(0)
+
+
+def interrupt(a):
+    """Raise what Ctrl-C raises, from a worker thread."""
+    raise KeyboardInterrupt
+
+
+class Escape(BaseException):
+    """Neither an Exception nor an exit: what a kernel might raise to unwind everything."""
+
+
+def escape(a):
+    raise Escape("unwinding")
+
+
+def nap(a, b):
+    """A slow kernel (a second) reading the previous diagonal tile: a chain through every rank."""
+    time.sleep(1.0)

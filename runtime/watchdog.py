@@ -1,0 +1,202 @@
+"""The watchdog: no rank waits forever, whether for tasks or for its own loop nest.
+
+Its limit (``Options.watchdog``, ``Engine(watchdog=...)``) is one of:
+
+* ``None``, the default: automatic, ``max(FLOOR_SECONDS, TASK_FACTOR × the longest
+  task this rank has run)``. The floor leaves room for a slow first task and for
+  the waits of a rank whose work comes late; the factor for the spread of task
+  times on a loaded machine. Tasks are kernels: waiting for a transfer is not one;
+* ``0``: disabled;
+* ``> 0``: that many seconds.
+
+Two stalls are reported. The engine's: no task completed for the limit while
+tasks are in the window. The loop nest's (:class:`LoopNestWatch`): it ran for the
+limit without submitting a task (a spinning loop), before the run (the survey
+pass, :func:`watched`) or during it. A thread spinning in pure-Python arithmetic
+takes no lock and waits on nothing, so the watch raises :class:`Stalled` in it
+asynchronously (``PyThreadState_SetAsyncExc``), delivered at its next bytecode;
+a :class:`Monitor` thread checks once per :data:`TICK_SECONDS`.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import linecache
+import re
+import sys
+import threading
+import time
+
+FLOOR_SECONDS = 60.0
+TASK_FACTOR = 20.0
+TICK_SECONDS = 0.25
+
+
+class Limit:
+    """The watchdog's limit on this rank, as it stands now (see the module docstring)."""
+
+    def __init__(self, setting: float | None):
+        if setting is not None and setting < 0:
+            raise ValueError(f"the watchdog's limit must be at least 0 seconds, got {setting}")
+        self.setting = setting
+        self.longest_task = 0.0
+
+    def task_took(self, seconds: float) -> None:
+        if seconds > self.longest_task:
+            self.longest_task = seconds
+
+    @property
+    def seconds(self) -> float | None:
+        """Seconds without progress that make a stall; None when disabled."""
+        if self.setting is None:
+            return max(FLOOR_SECONDS, TASK_FACTOR * self.longest_task)
+        return self.setting or None
+
+
+class Stalled(BaseException):
+    """Raised asynchronously in a loop nest that stalled (not an Exception: nothing may swallow it)."""
+
+
+class LoopNestWatch:
+    """Watches the calling thread's loop nest: it must submit a task at least once per limit."""
+
+    def __init__(self, limit: Limit):
+        self.limit = limit
+        self.thread = threading.get_ident()
+        self.last_submit = time.monotonic()
+        self._guard = threading.Lock()  # orders interrupt() with waiting() and finish()
+        self._armed, self._waiting, self.fired = True, False, False
+
+    def submitted(self) -> None:
+        self.last_submit = time.monotonic()
+
+    @contextlib.contextmanager
+    def waiting(self):
+        """The loop nest waits for the tasks (a full window): not its own time, never interrupted."""
+        with self._guard:
+            self._waiting = True
+        try:
+            yield
+        finally:
+            self._waiting = False
+            self.last_submit = time.monotonic()
+
+    def stalled(self) -> float | None:
+        """Seconds since the last submit, when that is over the limit (monitor thread)."""
+        limit = self.limit.seconds
+        quiet = time.monotonic() - self.last_submit
+        if limit is None or self._waiting or self.fired or quiet <= limit:
+            return None
+        return quiet
+
+    def line(self) -> int | None:
+        """The ``.tile`` line the loop nest is at, read from the watched thread's stack."""
+        frame = sys._current_frames().get(self.thread)
+        while frame is not None and frame.f_code.co_name != "generate":
+            frame = frame.f_back
+        return None if frame is None else tile_line(frame.f_code.co_filename, frame.f_lineno)
+
+    def interrupt(self) -> None:
+        """Unwind the loop nest with :class:`Stalled` (once, and only while it runs and does not wait)."""
+        with self._guard:
+            if self._armed and not self._waiting and not self.fired:
+                self.fired = True
+                _raise_in(self.thread, Stalled)
+
+    def finish(self) -> None:
+        """The loop nest is over (watched thread): no Stalled may arrive after this returns."""
+        try:
+            with self._guard:
+                self._armed = False
+                _raise_in(self.thread, None)  # withdraw one raised but not yet delivered
+        except Stalled:  # it arrived on the way out; it was the only one
+            self._armed = False
+
+    def message(self, quiet: float) -> str:
+        return f"watchdog: the loop nest ran {quiet:.0f} s without submitting a task"
+
+
+class Monitor:
+    """A thread calling ``check()`` every :data:`TICK_SECONDS` while the ``with`` block runs."""
+
+    def __init__(self, check):
+        self.check = check
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while not self.stop.wait(TICK_SECONDS):
+            self.check()
+
+
+def watched(walk, driver, setting: float | None, failure):
+    """``walk(driver)``, a pass over the loop nest with no engine (the survey), under the watchdog.
+
+    ``driver`` is handed on with a ``generate`` that notes each submit; a loop nest
+    that runs for the limit without one raises ``failure(message, line)``.
+    """
+    watch = LoopNestWatch(Limit(setting))
+
+    def check():
+        quiet = watch.stalled()
+        if quiet is not None:
+            check.found = (watch.message(quiet), watch.line())
+            watch.interrupt()
+    check.found = None
+    try:
+        with Monitor(check):
+            try:
+                return walk(_NotingDriver(driver, watch))
+            finally:
+                watch.finish()
+    except Stalled:
+        pass
+    raise failure(*check.found)
+
+
+class _NotingDriver:
+    """A driver whose loop nest tells ``watch`` of every submit."""
+
+    def __init__(self, driver, watch: LoopNestWatch):
+        self.driver, self.watch = driver, watch
+
+    def __getattr__(self, name):
+        return getattr(self.driver, name)
+
+    def generate(self, runtime, params):
+        return self.driver.generate(_NotingRuntime(runtime, self.watch), params)
+
+
+class _NotingRuntime:
+    def __init__(self, runtime, watch: LoopNestWatch):
+        self._runtime, self._watch = runtime, watch
+
+    def __getattr__(self, name):
+        return getattr(self._runtime, name)
+
+    def submit(self, *args, **kwargs):
+        self._watch.submitted()
+        return self._runtime.submit(*args, **kwargs)
+
+
+def tile_line(filename: str, number: int) -> int | None:
+    """The ``.tile`` line of a generated driver's statement, from the ``# FILE.tile:N`` comments above it."""
+    for candidate in range(number, 0, -1):
+        found = re.search(r"# \S+\.tile:(\d+)", linecache.getline(filename, candidate))
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def _raise_in(thread: int, exception) -> None:
+    """Raise ``exception`` (a class; None withdraws a pending one) in the thread ``thread``."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread),
+                                               ctypes.py_object(exception) if exception else None)

@@ -1,0 +1,126 @@
+"""The watchdog (runtime/watchdog.py): its limits, and stalls of the loop nest and of the tasks.
+
+``programs/faults.tile`` with ``fault=8`` spins in a call-free loop of 10^18
+iterations at k = 1; ``fault=2`` runs a kernel that sleeps for ten minutes.
+"""
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiledsl.runtime import watchdog
+from tiledsl.runtime.engine import Engine, TaskFailure
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.options import Options
+from tiledsl.runtime.userkernels import kernels
+from tiledsl.runtime.watchdog import FLOOR_SECONDS, TASK_FACTOR, Limit
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = "tests/runtime/programs/faults.tile"
+
+
+def test_the_automatic_limit_scales_with_the_longest_task():
+    limit = Limit(None)
+    assert limit.seconds == FLOOR_SECONDS
+    limit.task_took(FLOOR_SECONDS / TASK_FACTOR / 2)
+    assert limit.seconds == FLOOR_SECONDS
+    limit.task_took(10.0)
+    limit.task_took(1.0)  # a shorter task later does not lower it
+    assert limit.seconds == TASK_FACTOR * 10.0
+
+
+def test_zero_disables_the_watchdog_and_a_positive_limit_is_fixed():
+    assert Limit(0).seconds is None
+    fixed = Limit(2.5)
+    fixed.task_took(100.0)
+    assert fixed.seconds == 2.5
+    with pytest.raises(ValueError):
+        Limit(-1)
+
+
+def engine_for(driver, options: Options, watchdog_limit):
+    """An engine on 1 rank with the program's matrices, as launch.execute makes it (no survey)."""
+    params = make_params(driver, options)
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (1, 1), 0), 0)
+    for matrix in matrices.values():
+        matrix.allocate(lambda r0, r1, c0, c1: np.eye(r1 - r0, c1 - c0, k=r0 - c0, order="F") * 4)
+    engine = Engine(driver.PROGRAM, kernels(driver.PROGRAM, driver), workers=1, watchdog=watchdog_limit)
+    engine.attach(matrices)
+    return engine, params
+
+
+@pytest.mark.timeout(60)
+def test_a_loop_nest_spinning_during_the_run_is_stopped_with_its_line(compiled):
+    driver = compiled(PROGRAM)
+    engine, params = engine_for(driver, Options(n=256, sets={"fault": 8}), 1)
+    began = time.monotonic()
+    with pytest.raises(TaskFailure) as failure:
+        engine.run(driver.generate, params)
+    assert time.monotonic() - began < 15
+    assert str(failure.value).startswith("watchdog: the loop nest ran 1 s without submitting a task")
+    assert failure.value.line == 27 and failure.value.rank == 0
+    assert engine.scheduler.completed > 0  # the tasks before the loop ran
+
+
+@pytest.mark.timeout(60)
+def test_the_automatic_limit_stops_a_stalled_task(compiled, monkeypatch):
+    """None is automatic: a stall longer than the floor (here lowered) and 20 × the longest task."""
+    monkeypatch.setattr(watchdog, "FLOOR_SECONDS", 2.0)
+    driver = compiled(PROGRAM)
+    engine, params = engine_for(driver, Options(n=256, sets={"fault": 2}), None)
+    began = time.monotonic()
+    with pytest.raises(TaskFailure, match=r"(?s)watchdog: no task completed for \d+ s; .*stall on A\[1, 1\] \(running\)"):
+        engine.run(driver.generate, params)
+    assert 2.0 <= time.monotonic() - began < 15
+
+
+@pytest.mark.timeout(60)
+def test_a_loop_nest_spinning_before_the_run_is_stopped_in_the_survey(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", PROGRAM, "--n", "256", "--set", "fault=8",
+                          "--watchdog", "1"], cwd=ROOT, capture_output=True, text=True, timeout=50)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip() == ("tiledsl: error: rank 0 (faults.tile:27): watchdog: the loop nest ran 1 s "
+                                  "without submitting a task (surveying it before the run)")
+
+
+@pytest.mark.timeout(200)
+def test_a_stopped_rank_ends_the_job_without_a_watchdog_option(tmp_path):
+    """17.7: SIGSTOP one rank of two in the middle of the run (a chain of 31 one-second tasks
+    through both ranks); the other's default watchdog reports it after its floor and the job ends."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    process = subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "run", PROGRAM, "--n", "2048", "--set",
+                                "fault=9", "--np", "2", "--grid", "1x2"], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    rank = rank_process(tmp_path, "1")
+    try:
+        time.sleep(10)  # started, and far from done
+        os.kill(rank, signal.SIGSTOP)
+        out, err = process.communicate(timeout=FLOOR_SECONDS + 90)
+    finally:
+        process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(rank, signal.SIGKILL)
+    assert process.returncode != 0
+    assert "tiledsl: error: rank 0: watchdog: no task completed for 6" in err, out + err
+
+
+def rank_process(cache: Path, rank: str) -> int:
+    """The pid of the rank ``rank`` of the job whose processes name ``cache``."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = subprocess.run(["pgrep", "-f", str(cache)], capture_output=True, text=True).stdout.split()
+        for pid in found:
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"PMI_RANK={rank}".encode() in environ:
+                return int(pid)
+        time.sleep(0.2)
+    raise AssertionError(f"rank {rank} did not start")
