@@ -20,10 +20,10 @@ def run_perturbed(monkeypatch, driver, options):
     captured = {}
     original_verify = launch._verify
 
-    def perturb_then_verify(driver, params, engine, matrices, sources, comm):
+    def perturb_then_verify(driver, params, engine, matrices, sources, *rest):
         matrices["A"].tiles[2][1].data[5, 3] += 1e-3
         captured["factored"] = matrices["A"].assemble()
-        return original_verify(driver, params, engine, matrices, sources, comm)
+        return original_verify(driver, params, engine, matrices, sources, *rest)
 
     monkeypatch.setattr(launch, "_verify", perturb_then_verify)
     return execute(driver, options), captured["factored"]
