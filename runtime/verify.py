@@ -8,10 +8,12 @@ the diagonal are copied to cut out a triangle:
 
 * Cholesky: R = A − L·Lᵀ on the lower tiles (L = the lower triangle of the result);
 * LU: R = A − L·U (L unit lower, U upper);
-* QR: Q·R and Q = Q·I by replaying the factorization's reflectors (geqrt/tpqrt
-  calls, last to first, through gemqrt/tpmqrt), skipping the columns where the
-  upper triangular R and I are still zero; then D = I − QᵀQ on its lower tiles
-  with tile products, as the DPLASMA testers do.
+* QR, as the DPLASMA testers do it: Q = Q·I by replaying the factorization's
+  reflectors (geqrt/tpqrt calls, last to first, through gemqrt/tpmqrt), skipping
+  the columns where I is still zero (what forming Q costs, DORGQR); then
+  A − Q·R and D = I − QᵀQ (its lower tiles) by tile products.
+
+The streams of one check are submitted as one task graph, so its phases overlap.
 
 Norms reduce per-column sums of local tiles (O(n) numbers per rank) over MPI.
 The original matrix is rebuilt tile by tile on its owner from the input's source.
@@ -106,18 +108,21 @@ class Verifier:
         return matrix
 
     def run(self, *streams) -> None:
-        """Run the task ``streams`` one after the other, under one progress bar."""
+        """Run the task ``streams``, in this order, as one task graph under one progress bar."""
         tally = Tally(self.engine.rank)
         for stream in streams:
             stream(tally)
-        with self.progress(tally.count):
+
+        def generate(rt, params):
             for stream in streams:
-                self.engine.run(lambda rt, params: stream(Stream(self.engine)), None)
+                stream(Stream(self.engine))
+        with self.progress(tally.count):
+            self.engine.run(generate, None)
 
     # ---------------------------------------------------------------- checks
     def cholesky(self, factored: TiledMatrix) -> dict:
         _materialize(factored)
-        residual = self.fill(self.matrix("R", factored.geometry, factored.distribution), self._original)
+        residual = self.fill(self.matrix("R", factored.geometry, factored.distribution), self._original_lower)
         norm_a = self._norm(residual, symmetric=True)
         self.run(lambda stream: _cholesky_products(stream, factored, residual))
         return {"cholesky": scaled(self._norm(residual, symmetric=True), norm_a, factored.n)}
@@ -136,33 +141,22 @@ class Verifier:
         g, distribution = factored.geometry, factored.distribution
         k = min(factored.m, factored.n)
         columns = tuple(min(c, k) for c in g.col_starts)  # Q has k columns; QᵀQ is k×k
-        product = self.fill(self.matrix("QR", g, distribution),
-                            lambda tile, r0, r1, c0, c1: _triangle(factored.tiles[tile.i][tile.j].data, r0, c0,
-                                                                   upper=True))
-        q = self.fill(self.matrix("Q", g, distribution), lambda tile, r0, r1, c0, c1: _identity(r0, r1, c0, c1))
-        gram = self.matrix("D", Geometry(columns, columns, g.s), distribution)
-        self.run(lambda stream: _apply_q_to_upper(stream, reflectors, product),
-                 lambda stream: _apply_q_to_upper(stream, reflectors, q))
-        norm_a, norm_difference = self._difference_from_original(product)
-        self.fill(gram, lambda tile, r0, r1, c0, c1: _identity(r0, r1, c0, c1))
-        self.run(lambda stream: _gram_products(stream, q, gram))
-        return {"qr": scaled(norm_difference, norm_a, factored.n),
+        q = self.fill(self.matrix("Q", g, distribution), _identity)
+        residual = self.fill(self.matrix("R", g, distribution), self._original)
+        norm_a = self._norm(residual)
+        gram = self.fill(self.matrix("D", Geometry(columns, columns, g.s), distribution), _identity)
+        self.run(lambda stream: _apply_q_to_identity(stream, reflectors, q),
+                 lambda stream: _qr_products(stream, q, factored, residual),
+                 lambda stream: _gram_products(stream, q, gram))
+        return {"qr": scaled(self._norm(residual), norm_a, factored.n),
                 "orthogonality": scaled(self._norm(gram, symmetric=True), 1.0, factored.n)}
 
     def _original(self, tile, r0, r1, c0, c1):
         return self.original(r0, r1, c0, c1)
 
-    def _difference_from_original(self, product: TiledMatrix) -> tuple[float, float]:
-        """(‖A‖₁, ‖A − P‖₁); ``product``'s tiles P become A − P (one input block alive at a time)."""
-        g = product.geometry
-        sums_a, sums_difference = np.zeros(product.n), np.zeros(product.n)
-        for tile in product.local_tiles():
-            (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
-            original = self.original(r0, r1, c0, c1)
-            sums_a[c0:c1] += np.abs(original).sum(axis=0)
-            np.subtract(original, tile.data, out=tile.data)
-            sums_difference[c0:c1] += np.abs(tile.data).sum(axis=0)
-        return self._largest(sums_a), self._largest(sums_difference)
+    def _original_lower(self, tile, r0, r1, c0, c1):
+        """The input's tiles that reach the lower triangle (the others: zeros, never read)."""
+        return self.original(r0, r1, c0, c1) if r1 > c0 else np.zeros((r1 - r0, c1 - c0))
 
     # ---------------------------------------------------------------- norms
     def _norm(self, matrix: TiledMatrix, symmetric: bool = False) -> float:
@@ -171,6 +165,8 @@ class Verifier:
         sums = np.zeros(matrix.n)
         for tile in matrix.local_tiles():
             (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
+            if symmetric and r1 <= c0:
+                continue  # wholly above the diagonal
             block = np.abs(tile.data)
             if symmetric:
                 sums[c0:c1] += _triangle(block, r0, c0, upper=False).sum(axis=0)
@@ -194,12 +190,15 @@ def _rows_of_columns(g, j: int) -> tuple[int, int]:
     return row, c0 - g.row_starts[row]
 
 
-def _product_terms(g, lower_only: bool):
-    """Every nonzero term X[i, k]·Y[rows of k, j] of a product of triangles on tiles ``g``.
+def _product_terms(g, lower_only: bool, left_lower: bool = True):
+    """Every nonzero term X[i, k]·Y[rows of k, j] on tiles ``g``, Y upper triangular.
 
     Yields ``(i, j, k)`` and the global starts/ends ``ri0, ri1, cj0, cj1, ck0, ck1``;
-    ``lower_only`` skips result tiles strictly above the diagonal (a symmetric result).
+    ``lower_only`` skips result tiles strictly above the diagonal (a symmetric result);
+    ``left_lower``: X is lower triangular, else full. The inner dimension stops at
+    min(m, n) (Y's rows), which may cut a tile column short (``ck1``).
     """
+    inner = min(g.m, g.n)
     for i in range(g.mt):
         ri0, ri1 = g.row_range(i)
         for j in range(g.nt):
@@ -208,10 +207,10 @@ def _product_terms(g, lower_only: bool):
                 continue
             for k in range(g.nt):
                 ck0, ck1 = g.col_range(k)
-                if ck0 >= min(ri1, cj1):
+                if ck0 >= min(ri1 if left_lower else inner, cj1, inner):
                     break
                 if ck0 < ck1:
-                    yield i, j, k, (ri0, ri1, cj0, cj1, ck0, ck1)
+                    yield i, j, k, (ri0, ri1, cj0, cj1, ck0, min(ck1, inner))
 
 
 def _cholesky_products(stream, l: TiledMatrix, residual: TiledMatrix) -> None:
@@ -238,7 +237,8 @@ def _lu_products(stream, lu: TiledMatrix, residual: TiledMatrix) -> None:
         row_k, offset_k = _rows_of_columns(g, k)
         stream.task("check_lu", ("in", "in", "inout"),
                     (lu.tiles[i][k], lu.tiles[row_k][j], residual.tiles[i][j]),
-                    _lu_kernel(ri0, ck0, cj0), (None, (offset_k, offset_k + ck1 - ck0, None, None), None))
+                    _lu_kernel(ri0, ck0, cj0),
+                    (_columns(ck1 - ck0), (offset_k, offset_k + ck1 - ck0, None, None), None))
 
 
 def _lu_kernel(row_i: int, column_k: int, column_j: int):
@@ -246,6 +246,23 @@ def _lu_kernel(row_i: int, column_k: int, column_j: int):
     def kernel(a, b, c):
         kernels.gemm_nn(_triangle(a, row_i, column_k, upper=False, unit=True),
                         _triangle(b, column_k, column_j, upper=True), c)
+    return kernel
+
+
+def _qr_products(stream, q: TiledMatrix, r: TiledMatrix, residual: TiledMatrix) -> None:
+    """A − Q·R: D[i, j] −= Q[i, k]·R[rows of k, j] (Q full, R upper)."""
+    g = q.geometry
+    for i, j, k, (_, _, cj0, _, ck0, ck1) in _product_terms(g, lower_only=False, left_lower=False):
+        row_k, offset_k = _rows_of_columns(g, k)
+        stream.task("check_qr", ("in", "in", "inout"), (q.tiles[i][k], r.tiles[row_k][j], residual.tiles[i][j]),
+                    _qr_kernel(ck0, cj0),
+                    (_columns(ck1 - ck0), (offset_k, offset_k + ck1 - ck0, None, None), None))
+
+
+def _qr_kernel(column_k: int, column_j: int):
+    """C −= Q·R, R upper from global (``column_k``, ``column_j``)."""
+    def kernel(a, b, c):
+        kernels.gemm_nn(a, _triangle(b, column_k, column_j, upper=True), c)
     return kernel
 
 
@@ -275,8 +292,8 @@ def _triangle(block, row0: int, col0: int, upper: bool, strict: bool = False, un
     return result
 
 
-def _apply_q_to_upper(stream, reflectors, x: TiledMatrix) -> None:
-    """X = Q·X for an upper triangular X: the reflectors last to first.
+def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
+    """X = Q·X for X = I (or any upper triangular X): the reflectors last to first.
 
     A reflector of column c changes rows c and below; in the tile columns that end
     at or before c those rows are zero, and stay so under the later reflectors
@@ -326,7 +343,8 @@ def _rows(region):
     return None if region is None else (region[0], region[1], None, None)
 
 
-def _identity(r0, r1, c0, c1):
+def _identity(tile, r0, r1, c0, c1):
+    """The identity's block rows r0..r1, columns c0..c1 (``tile``: the tile it fills)."""
     block = np.zeros((r1 - r0, c1 - c0), order="F")
     for d in range(max(r0, c0), min(r1, c1)):
         block[d - r0, d - c0] = 1.0
