@@ -2,8 +2,8 @@
 
 A progress bar of the tasks done with an estimate of the time left is drawn on
 stderr by rank 0 once a phase (the factorization, the check) has lasted
-:data:`DELAY` seconds: when stderr is a terminal, or when ``TILEDSL_PROGRESS=1``
-says so (``tiledsl run --np`` sets it for its ranks, whose stderr is a pipe to
+:data:`DELAY` seconds (``TILEDSL_PROGRESS_DELAY`` if set): when stderr is a
+terminal, or when ``TILEDSL_PROGRESS=1`` says so (``tiledsl run --np`` sets it for its ranks, whose stderr is a pipe to
 ``mpiexec``). On several ranks the bar counts rank 0's own tasks, and says so.
 :class:`Stopwatch` times the phases of a run for its summary.
 """
@@ -48,7 +48,7 @@ class Progress:
 
     def __init__(self, label: str, total: int, completed, delay: float | None = None, stream=None):
         self.label, self.total, self.completed = label, total, completed
-        self.delay = DELAY if delay is None else delay
+        self.delay = float(os.environ.get(FORCE + "_DELAY", DELAY)) if delay is None else delay
         self.stream = sys.stderr if stream is None else stream
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._draw, name="progress", daemon=True)
