@@ -91,3 +91,32 @@ def test_rank_0_draws_its_share_under_mpiexec():
     assert any(" (rank 0's share) [" in part for part in bars), out.stderr[-2000:]
     assert any("left" in part for part in bars), bars
     assert "  check " in out.stdout and "  total " in out.stdout
+
+
+@pytest.mark.timeout(300)
+def test_tiledsl_run_np_on_a_terminal_asks_its_ranks_for_the_bar():
+    """`tiledsl run --np` whose stderr is a terminal (a pseudo-terminal here) sets
+    TILEDSL_PROGRESS=1 for its ranks, whose own stderr is a pipe to mpiexec."""
+    import pty
+
+    env = {k: v for k, v in os.environ.items() if k != progress.FORCE}
+    env[progress.FORCE + "_DELAY"] = "0"
+    controller, terminal = pty.openpty()
+    try:
+        job = subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "run", "programs/cholesky.tile", "--n", "3600",
+                                "--nb", "96", "--np", "2", "--workers", "1"],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=terminal, env=env)
+        os.close(terminal)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # the job closed the terminal's last writer
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert job.wait(timeout=280) == 0, seen.decode(errors="replace")
+    finally:
+        os.close(controller)
+    assert b"(rank 0's share) [" in seen

@@ -1,4 +1,5 @@
-"""The distributed checks (task streams) agree with dense reference residuals and catch errors.
+"""The distributed checks (task streams) agree with dense reference residuals and catch errors;
+they cost about what the factorization costs, and the summary gives their time.
 
 Residuals of a correct run are rounding noise (~1e-3) whose value depends on the
 order of summation, so the comparison with the dense formulas is made on a
@@ -86,10 +87,11 @@ def reflectors_of(driver, params, matrices):
     """The block reflectors of a uniform-tile QR run, as :mod:`dense_checks` takes them."""
     found = []
     geometry = matrices["A"].geometry
-    for call, tiles, _ in record(driver, matrices, params, keep=lambda call: call.kernel in ("geqrt", "tpqrt")).submitted:
+    recorded = record(driver, matrices, params, keep=lambda call: call.kernel in ("geqrt", "tpqrt"))
+    for call, tiles, _ in recorded.submitted:
         v, t = tiles[0 if call.kernel == "geqrt" else 1], tiles[-1]
         cols = geometry.col_range(v.j)
-        top = geometry.row_range(v.i) if call.kernel == "geqrt" else (cols[0], cols[1])
+        top = geometry.row_range(v.i) if call.kernel == "geqrt" else cols  # tpqrt: the triangle's rows
         found.append(dense_checks.Reflector(call.kernel, top, geometry.row_range(v.i), cols, t.data.copy()))
     return found
 
