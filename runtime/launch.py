@@ -42,6 +42,7 @@ from .world import UsageError, communicator, default_workers, grid_for
 def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> RunResult:
     """Run the driver module ``driver`` on this process: alone, or as a rank of ``comm``'s job."""
     program = driver.PROGRAM
+    stopwatch = progress.Stopwatch()
     ranks, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
     params = make_params(driver, options)
     grid = grid_for(options.grid, ranks)
@@ -71,10 +72,11 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     engine.priority_of = (priorities.equal if options.priorities == "none" else
                           priorities.in_turn(priorities.bottom_levels(share.sequence)) if derive else None)
     share.sequence = None  # the levels are all the run needs of it
+    stopwatch.lap("setup")
     with _single_threaded_blas():
         try:
             engine.tracer = Tracer() if options.trace else None
-            with _progress(options, program, share.count, engine):
+            with _progress(options, program.name, ranks, share.count, engine):
                 seconds = _timed(engine, driver.generate, params, comm)
             events, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = rank_stats(engine, matrices, comm)
@@ -85,13 +87,18 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
         result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
                            matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
+        stopwatch.lap("run")
         if options.check and program.check is not None:
-            result.residuals = _verify(driver, params, engine, matrices, sources, comm)
+            result.residuals = _verify(driver, params, engine, matrices, sources, comm,
+                                       lambda total: _progress(options, "check", ranks, total, engine))
             result.residual = max(result.residuals.values())
+            result.check_seconds = stopwatch.lap("check")
     if events is not None:
         result.trace = write_trace(driver, params, matrices, events, result, options, comm)
     for name, path in options.outputs.items():
         write_output(matrices[name], path, comm)
+    stopwatch.lap("outputs")
+    result.phases, result.total_seconds = stopwatch.laps, stopwatch.total()
     return result
 
 
@@ -185,11 +192,13 @@ def load_path(decl, driver) -> str:
     return next((c for c in candidates if os.path.isfile(c)), candidates[0])
 
 
-def _progress(options: Options, program, tasks: int, engine):
-    """A terminal progress bar (rank 0) when asked for and possible, else a context doing nothing."""
+def _progress(options: Options, label: str, ranks: int, tasks: int, engine):
+    """A terminal progress bar of rank 0's ``tasks`` when asked for and possible, else a context
+    doing nothing."""
     if not (options.progress and engine.rank == 0 and progress.wanted()):
         return contextlib.nullcontext()
-    return progress.Progress(program.name, tasks, lambda: engine.scheduler.completed)
+    return progress.Progress(label if ranks == 1 else f"{label} (rank 0's share)", tasks,
+                             lambda: progress.tasks_done(engine))
 
 
 class _single_threaded_blas:
@@ -204,11 +213,12 @@ class _single_threaded_blas:
         self.limits.restore_original_limits()
 
 
-def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm) -> dict:
-    """The program's residual check, computed where the tiles live (see :mod:`.verify`)."""
+def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm, progress_bar) -> dict:
+    """The program's residual check, computed where the tiles live (see :mod:`.verify`);
+    ``progress_bar(total)`` shows the progress of its tasks."""
     check = driver.PROGRAM.check
     first_tag = sum(m.mt * m.nt for m in matrices.values())
-    verifier = Verifier(engine, matrices, sources[check.args[0]], comm, first_tag)
+    verifier = Verifier(engine, matrices, sources[check.args[0]], comm, first_tag, progress_bar)
     factored = matrices[check.args[0]]
     if check.kind == "cholesky":
         return verifier.cholesky(factored)

@@ -1,28 +1,62 @@
-"""A progress bar on the terminal for runs longer than a moment.
+"""What a run tells the terminal while it runs, and how long each of its phases took.
 
-Shown only when standard error is a terminal and the run has lasted
-``delay`` seconds; the total comes from a counting pass over the loop nest
-(cheap: integer arithmetic only, no kernels), taken only in that case.
+A progress bar of the tasks done with an estimate of the time left is drawn on
+stderr by rank 0 once a phase (the factorization, the check) has lasted
+:data:`DELAY` seconds (``TILEDSL_PROGRESS_DELAY`` if set): when stderr is a
+terminal, or when ``TILEDSL_PROGRESS=1`` says so (``tiledsl run --np`` sets it for its ranks, whose stderr is a pipe to
+``mpiexec``). On several ranks the bar counts rank 0's own tasks, and says so.
+:class:`Stopwatch` times the phases of a run for its summary.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 
+#: seconds a phase runs before its bar appears (short phases stay quiet)
+DELAY = 2.0
+#: the environment variable that asks for a bar when stderr is not a terminal
+FORCE = "TILEDSL_PROGRESS"
+WIDTH = 30
+
+
+def render(label: str, done: int, total: int, elapsed: float) -> str:
+    """The bar's text for ``done`` of ``total`` tasks after ``elapsed`` seconds.
+
+    The time left assumes the tasks still to run take as long, on average, as
+    those done so far.
+    """
+    done = max(0, min(done, total))
+    fraction = done / total if total else 1.0
+    bar = "#" * int(WIDTH * fraction)
+    text = f"{label} [{bar:<{WIDTH}}] {100 * fraction:5.1f}%  {done}/{total} tasks  {elapsed:.0f} s"
+    if 0 < done < total:
+        text += f", about {_duration(elapsed * (total - done) / done)} left"
+    return text
+
+
+def _duration(seconds: float) -> str:
+    """``42 s`` or ``3 min 05 s``."""
+    seconds = round(seconds)
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
+
 
 class Progress:
-    """Draws ``done/total`` tasks on stderr from a background thread until stopped."""
+    """Draws the bar of the tasks ``completed()`` counts from now on, from a background thread,
+    until the context ends (``total`` tasks are expected)."""
 
-    def __init__(self, label: str, total: int, completed, delay: float = 2.0, stream=sys.stderr):
+    def __init__(self, label: str, total: int, completed, delay: float | None = None, stream=None):
         self.label, self.total, self.completed = label, total, completed
-        self.delay, self.stream = delay, stream
+        self.delay = float(os.environ.get(FORCE + "_DELAY", DELAY)) if delay is None else delay
+        self.stream = sys.stderr if stream is None else stream
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._draw, name="progress", daemon=True)
         self.drawn = False
 
     def __enter__(self):
         self.start = time.monotonic()
+        self.already_done = self.completed()  # tasks of earlier phases
         self.thread.start()
         return self
 
@@ -37,18 +71,44 @@ class Progress:
         if self.stop_event.wait(self.delay):
             return
         while not self.stop_event.is_set():
-            done = self.completed()
-            fraction = min(1.0, done / self.total) if self.total else 1.0
-            bar = "#" * int(30 * fraction)
-            elapsed = time.monotonic() - self.start
-            self.stream.write(f"\r{self.label} [{bar:<30}] {100 * fraction:5.1f}%  "
-                              f"{done}/{self.total} tasks  {elapsed:.0f} s")
+            done = self.completed() - self.already_done
+            self.stream.write("\r\033[K" + render(self.label, done, self.total, time.monotonic() - self.start))
             self.stream.flush()
             self.drawn = True
             self.stop_event.wait(0.25)
 
 
-def wanted(stream=sys.stderr) -> bool:
-    """True when a progress bar can be drawn (a terminal, not a pipe or a file)."""
-    return hasattr(stream, "isatty") and stream.isatty()
+def wanted(stream=None) -> bool:
+    """True when a progress bar can be drawn: ``stream`` (stderr) is a terminal, or
+    ``TILEDSL_PROGRESS=1`` asks for one."""
+    stream = sys.stderr if stream is None else stream
+    return os.environ.get(FORCE) == "1" or (hasattr(stream, "isatty") and stream.isatty())
 
+
+def tasks_done(engine) -> int:
+    """Kernel tasks completed on ``engine``'s rank: every task the scheduler finished but the
+    transfers (messages sent and received, copies between devices)."""
+    transfers = 0
+    if engine.comm is not None:
+        transfers += engine.comm.stats.sends + engine.comm.stats.receives
+    if engine.exchange is not None:
+        transfers += engine.exchange.device_copies
+    return engine.scheduler.completed - transfers
+
+
+class Stopwatch:
+    """Wall seconds of a run's phases, each :meth:`lap` ending one."""
+
+    def __init__(self):
+        self.start = self.last = time.perf_counter()
+        self.laps: dict = {}
+
+    def lap(self, phase: str) -> float:
+        """End ``phase`` now; its seconds."""
+        now = time.perf_counter()
+        self.laps[phase] = now - self.last
+        self.last = now
+        return self.laps[phase]
+
+    def total(self) -> float:
+        return self.last - self.start

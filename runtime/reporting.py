@@ -27,6 +27,9 @@ class RunResult:
     trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
     gpu_ratio: tuple | None = None  # the host/GPU column ratio used (uniform tiles with GPUs)
+    check_seconds: float | None = None  # the residual check's wall seconds (None without --check)
+    total_seconds: float | None = None  # execute's wall seconds: setup and inputs, run, check, outputs
+    phases: dict = field(default_factory=dict)  # phase -> wall seconds, the parts of total_seconds
 
     @property
     def passed(self) -> bool:
@@ -53,6 +56,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
             "seconds": result.seconds, "gflops": gflops(program, n, result.seconds),
+            "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources, **result.trace}
@@ -80,6 +84,11 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
              f"{sum(r['tasks'] for r in ranks)} tasks",
              f"  time      {result.seconds:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else "")]
+    if result.check_seconds is not None:
+        lines.append(f"  check     {result.check_seconds:.4f} s")
+    if result.total_seconds is not None:
+        parts = ", ".join(f"{phase} {seconds:.2f}" for phase, seconds in result.phases.items())
+        lines.append(f"  total     {result.total_seconds:.4f} s ({parts})")
     if result.sources:
         lines.append(f"  tiling    {_sources_text(result)}")
     if result.trace:

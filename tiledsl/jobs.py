@@ -18,6 +18,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +33,8 @@ def run_job(command: list[str]) -> int:
     """Run ``command`` (a launcher and its ranks) to its end; its exit status, 128+N for signal N."""
     before = segments()
     with private_tmpdir(os.environ) as environment:
+        if sys.stderr.isatty():  # the ranks' stderr is a pipe: rank 0's progress bar asks for it (16.11)
+            environment["TILEDSL_PROGRESS"] = "1"
         # a session of its own: a Ctrl-C reaches the job once, through us, not twice
         job = subprocess.Popen(command, env=environment, start_new_session=True)
         code = _wait_forwarding_signals(job)

@@ -1,14 +1,25 @@
-"""The distributed checks (task streams) agree with dense reference residuals and catch errors.
+"""The distributed checks (task streams) agree with dense reference residuals and catch errors;
+they cost about what the factorization costs, and the summary gives their time.
 
 Residuals of a correct run are rounding noise (~1e-3) whose value depends on the
 order of summation, so the comparison with the dense formulas is made on a
 result with one entry perturbed: then both must give the same, large, number.
 """
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 import dense_checks
-from tiledsl.runtime import Options, execute, launch
+from tiledsl.runtime import Options, engine, execute, launch, verify
 from tiledsl.runtime.inputs import make_matrix
+from tiledsl.runtime.recording import record
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CASES = [("programs/cholesky.tile", {"nb": 96}, "spd", dense_checks.cholesky_residual),
          ("programs/lu.tile", {"nb": 96}, "diagdom", dense_checks.lu_residual),
@@ -20,10 +31,10 @@ def run_perturbed(monkeypatch, driver, options):
     captured = {}
     original_verify = launch._verify
 
-    def perturb_then_verify(driver, params, engine, matrices, sources, comm):
+    def perturb_then_verify(driver, params, engine, matrices, sources, *rest):
         matrices["A"].tiles[2][1].data[5, 3] += 1e-3
         captured["factored"] = matrices["A"].assemble()
-        return original_verify(driver, params, engine, matrices, sources, comm)
+        return original_verify(driver, params, engine, matrices, sources, *rest)
 
     monkeypatch.setattr(launch, "_verify", perturb_then_verify)
     return execute(driver, options), captured["factored"]
@@ -70,3 +81,87 @@ def test_a_program_that_leaves_tiles_untouched_fails_its_check_cleanly(tmp_path,
     (tmp_path / "p.py").write_text(text)
     run = execute(import_driver(tmp_path / "p.py", f"partial_{kind}"), Options(n=300, check=True, workers=2))
     assert not run.passed and run.residuals[kind] > 1e6
+
+
+def reflectors_of(driver, params, matrices):
+    """The block reflectors of a uniform-tile QR run, as :mod:`dense_checks` takes them."""
+    found = []
+    geometry = matrices["A"].geometry
+    recorded = record(driver, matrices, params, keep=lambda call: call.kernel in ("geqrt", "tpqrt"))
+    for call, tiles, _ in recorded.submitted:
+        v, t = tiles[0 if call.kernel == "geqrt" else 1], tiles[-1]
+        cols = geometry.col_range(v.j)
+        top = geometry.row_range(v.i) if call.kernel == "geqrt" else cols  # tpqrt: the triangle's rows
+        found.append(dense_checks.Reflector(call.kernel, top, geometry.row_range(v.i), cols, t.data.copy()))
+    return found
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("n, nb", [(301, 96), (384, 128)])
+def test_qr_stream_residuals_equal_the_dense_ones(compiled, monkeypatch, n, nb):
+    """A perturbed T makes Q far from orthogonal: both residuals are large and must agree."""
+    driver = compiled("programs/qr.tile")
+    captured = {}
+    original_verify = launch._verify
+
+    def perturb_then_verify(driver, params, engine, matrices, *rest):
+        matrices["T"].tiles[1][0].data[0, 0] += 1e-3
+        captured["factored"] = matrices["A"].assemble()
+        captured["reflectors"] = reflectors_of(driver, params, matrices)
+        return original_verify(driver, params, engine, matrices, *rest)
+
+    monkeypatch.setattr(launch, "_verify", perturb_then_verify)
+    result = execute(driver, Options(n=n, tiles={"nb": nb}, check=True, seed=7, workers=2))
+    expected_qr, expected_orthogonality = dense_checks.qr_residuals(
+        make_matrix("general", 7, 0, n, n), captured["factored"], captured["reflectors"])
+    assert expected_qr > 1000 and expected_orthogonality > 1000
+    assert result.residuals["qr"] == pytest.approx(expected_qr, rel=1e-6)
+    assert result.residuals["orthogonality"] == pytest.approx(expected_orthogonality, rel=1e-6)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("program, bound", [("qr", 3.5), ("cholesky", 2.0), ("lu", 2.0)])
+def test_the_check_costs_about_what_the_factorization_costs(compiled, monkeypatch, program, bound):
+    """16.10: the check's tasks are O(n³) work in the same BLAS kernels as the factorization
+    (they cost 3 to 5 times more: masked copies of every tile, Q applied three times).
+    Costs are the CPU seconds of the kernels' threads, which a shared machine does not inflate.
+    The flop ratios: Cholesky and LU about 1.3 (whole tiles on the diagonal); QR 2.5
+    (forming Q as the factorization, then A − Q·R and QᵀQ, n³ each)."""
+    cpu = {"factorization": 0.0, "check": 0.0}
+    run_task = engine._execute
+
+    def timed(task, *rest):
+        began = time.thread_time()
+        run_task(task, *rest)
+        phase = "check" if task.call.kernel.startswith("check_") else "factorization"
+        cpu[phase] += time.thread_time() - began  # one worker thread: no race on this phase's sum
+
+    monkeypatch.setattr(engine, "_execute", timed)
+    result = execute(compiled(f"programs/{program}.tile"), Options(n=2304, tiles={"nb": 192}, check=True, workers=1))
+    assert result.passed
+    assert cpu["check"] < bound * cpu["factorization"], cpu
+
+
+def test_tiles_off_the_diagonal_go_to_blas_as_they_are():
+    """Only the tiles that cross the diagonal are copied to cut out a triangle."""
+    block = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    assert verify._triangle(block, 10, 0, upper=False, unit=True) is block
+    assert verify._triangle(block, 0, 10, upper=True) is block
+    cut = verify._triangle(block, 0, 0, upper=False, unit=True)
+    assert cut.flags.f_contiguous
+    assert cut.tolist() == [[1, 0, 0, 0], [4, 1, 0, 0], [8, 9, 1, 0]]
+
+
+@pytest.mark.timeout(120)
+def test_the_summary_gives_the_checks_time_and_the_whole_time():
+    """`seconds` stays the factorization's; `check_seconds` and `total_seconds` join it."""
+    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/lu.tile", "--n", "700", "--nb", "96",
+                          "--check", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["check_seconds"] > 0 and list(summary["phases"]) == ["setup", "run", "check", "outputs"]
+    assert summary["total_seconds"] == pytest.approx(sum(summary["phases"].values()))
+    assert summary["total_seconds"] > summary["seconds"] + summary["check_seconds"]
+    text = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/lu.tile", "--n", "700", "--nb", "96",
+                           "--check"], cwd=ROOT, capture_output=True, text=True, timeout=100).stdout
+    assert "\n  check     " in text and "\n  total     " in text and "(setup " in text
