@@ -37,9 +37,9 @@ def main(argv=None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .runtime.options import add_run_arguments, add_size_arguments, add_tuning_arguments
+    from .runtime.options import SuggestingParser, add_run_arguments, add_size_arguments, add_tuning_arguments
 
-    parser = argparse.ArgumentParser(prog="tiledsl", description="A language and compiler for tile algorithms.")
+    parser = SuggestingParser(prog="tiledsl", description="A language and compiler for tile algorithms.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     check = commands.add_parser("check", help="report diagnostics for .tile files")
@@ -329,7 +329,7 @@ def _launch(args) -> int:
               file=sys.stderr)
         return 2
     command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
-    return run_job(command)
+    return run_job(command, args.np)
 
 
 def _mpiexec() -> str:
