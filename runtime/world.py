@@ -86,6 +86,7 @@ def _start_up_watch(limit: float | None):
         if not ready:
             os.write(2, (f"tiledsl: error: rank {launcher_rank()}: the other ranks did not answer within "
                          f"{limit:g} s at start-up (stopped or lost?)\n").encode())
+            record_completion(1)
             os.kill(os.getppid(), signal.SIGKILL)
         os._exit(0)
     os.close(read_end)

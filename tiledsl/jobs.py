@@ -51,6 +51,8 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         code = _wait_forwarding_signals(job, folder, grace)
         if code == 0 and ranks is not None:
             code = _check_every_rank_finished(folder, ranks)
+        elif code > 3 and not _forwarded_signal(code):
+            code = _recorded_failure(folder, code)
         if code != 0:
             kill_job(job, folder)
     if code != 0:
@@ -61,9 +63,29 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
 def _check_every_rank_finished(folder: str, ranks: int) -> int:
     """0 when every rank recorded that it finished its run with status 0, else 1 (said on stderr)."""
     unfinished = [rank for rank in range(ranks) if _recorded_status(folder, rank) != "0"]
-    for rank in unfinished:
-        print(f"tiledsl: error: rank {rank} ended without finishing the run", file=sys.stderr, flush=True)
+    if unfinished:
+        print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended without finishing the run",
+              file=sys.stderr, flush=True)
     return 1 if unfinished else 0
+
+
+def _forwarded_signal(code: int) -> bool:
+    return code > 128 and code - 128 in FORWARDED
+
+
+def _recorded_failure(folder: str, code: int) -> int:
+    """The exit status a rank recorded before it was killed (its start-up watcher kills a rank
+    stuck in MPI, whose launcher then reports the SIGKILL), else the launcher's ``code``."""
+    recorded = [text for text in map(str.strip, _read_markers(folder)) if text in ("1", "2", "3")]
+    return int(min(recorded)) if recorded else code
+
+
+def _read_markers(folder: str) -> list:
+    texts = []
+    for marker in Path(folder).glob("done.*"):
+        with contextlib.suppress(OSError):
+            texts.append(marker.read_text())
+    return texts
 
 
 def _recorded_status(folder: str, rank: int) -> str | None:
