@@ -125,25 +125,36 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -
         received.append(signum)
         with contextlib.suppress(ProcessLookupError):
             job.send_signal(SENT_FOR.get(signum, signum))
+        if len(received) == 1:
+            raise _Forwarded  # out of a wait without a deadline (waitpid resumes after a handler)
 
     previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
     try:
-        deadline = None
-        while True:
-            if received and deadline is None:
-                deadline = time.monotonic() + grace
-            try:
-                code = job.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
-                break
-            except subprocess.TimeoutExpired:
-                if deadline is not None and time.monotonic() >= deadline:
-                    kill_job(job, folder)
+        code = _wait(job, None)
+    except _Forwarded:
+        code = None
+    try:
+        if code is None and _wait(job, grace) is None:
+            kill_job(job, folder)
+            code = job.wait()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     if received:
         return 128 + received[0]
     return 128 - code if code < 0 else code
+
+
+class _Forwarded(Exception):
+    """The first signal was forwarded: the grace period starts."""
+
+
+def _wait(job: subprocess.Popen, timeout: float | None) -> int | None:
+    """The job's exit status, or None if it is still running after ``timeout`` seconds."""
+    try:
+        return job.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def segments() -> set[Path]:
