@@ -51,15 +51,17 @@ def finish(process, timeout=120):
     return process.returncode, out, err
 
 
-def rank_pid(rank, driver_part, timeout=60, in_mpi=False):
-    """The pid of rank ``rank`` of a running job whose command line contains ``driver_part``
-    (``in_mpi``: once MPI started there, so that the run's signal handlers are in place)."""
+def rank_pid(rank, driver_part, folder, timeout=60, in_mpi=False):
+    """The pid of rank ``rank`` of the job running in ``folder`` whose command line contains
+    ``driver_part`` (``in_mpi``: once MPI started there, so that the run's signal handlers are
+    in place). The folder singles out this test's job among any others on the machine."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for environ in Path("/proc").glob("[0-9]*/environ"):
             try:
                 if (f"PMI_RANK={rank}".encode() in environ.read_bytes().split(b"\0")
                         and driver_part in Path(environ.parent, "cmdline").read_text()
+                        and Path(environ.parent, "cwd").resolve() == Path(folder).resolve()
                         and (not in_mpi or "mpich_shm" in Path(environ.parent, "maps").read_text())):
                     return int(environ.parent.name)
             except OSError:
@@ -138,7 +140,7 @@ def test_a_signal_to_a_rank_during_the_run_leaves_the_previous_output(tmp_path, 
     before = jobs.segments()
     job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 4000, "--nb", 200,
                 "--output", "A=out.npy", cwd=tmp_path)
-    os.kill(rank_pid(1, "cholesky", in_mpi=True), signum)
+    os.kill(rank_pid(1, "cholesky", tmp_path, in_mpi=True), signum)
     code, out, err = finish(job)
     assert code != 0 and "Traceback" not in err
     assert np.array_equal(np.load(tmp_path / "out.npy"), np.ones((3, 3)))
@@ -150,8 +152,8 @@ def test_a_signal_to_a_rank_during_the_run_leaves_the_previous_output(tmp_path, 
 def test_sighup_stops_the_job_with_129(tmp_path):
     before = jobs.segments()
     job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 4000, "--nb", 200, cwd=tmp_path)
-    rank_pid(1, "cholesky", in_mpi=True)
-    rank_pid(0, "cholesky", in_mpi=True)
+    rank_pid(1, "cholesky", tmp_path, in_mpi=True)
+    rank_pid(0, "cholesky", tmp_path, in_mpi=True)
     job.send_signal(signal.SIGHUP)
     code, out, err = finish(job)
     assert code == 129, err
@@ -163,7 +165,7 @@ def test_sighup_stops_the_job_with_129(tmp_path):
 def test_a_rank_stopped_at_start_up_ends_the_job_at_the_watchdog_limit(tmp_path):
     before = jobs.segments()
     job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 1000, "--nb", 100, "--watchdog", 3, cwd=tmp_path)
-    stopped = rank_pid(1, "cholesky")
+    stopped = rank_pid(1, "cholesky", tmp_path)
     os.kill(stopped, signal.SIGSTOP)
     began = time.monotonic()
     try:
@@ -200,7 +202,7 @@ def test_a_launcher_ignoring_signals_is_killed_with_its_ranks_after_the_grace(tm
               f"sys.exit(jobs.run_job([{str(wrapper)!r}, {MPIEXEC!r}, '-n', '2', sys.executable, '-c', "
               f"'import time; time.sleep(600)'], 2, grace=3))")
     runner = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    rank_pid(1, "time.sleep(600)")
+    rank_pid(1, "time.sleep(600)", tmp_path)
     began = time.monotonic()
     runner.send_signal(signal.SIGTERM)
     runner.wait(60)
