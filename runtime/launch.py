@@ -36,7 +36,8 @@ from .resources import check_every_rank_has_tiles, check_gpu_memory, check_memor
 from .trace import Tracer
 from .userkernels import kernels
 from .verify import Verifier
-from .world import RankError, UsageError, communicator, default_workers, grid_for, record_completion
+from .world import (RankError, UsageError, abort_started_mpi, communicator, default_workers, grid_for,
+                    launcher_rank, record_completion)
 
 
 # ---------------------------------------------------------------- the run
@@ -271,8 +272,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     except (KeyboardInterrupt, _Stopped) as stop:
         signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
         print(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}", file=err, flush=True)
-        if comm is not None:
-            comm.abort(128 + signum)
+        _abort(comm, 128 + signum)
         return 128 + signum
     if comm is None or comm.rank == 0:
         print(json.dumps(summary_json(program, result, ranks)) if args.json
@@ -305,15 +305,22 @@ def _warner(comm, err):
 
 
 def _rank(comm) -> int:
-    return comm.rank if comm is not None else 0
+    return comm.rank if comm is not None else launcher_rank()
 
 
 def _fail(comm, message: str, err) -> int:
     """Report a failure of this rank and abort the job (every rank ends, exit status 1)."""
     print(f"tiledsl: error: {message}", file=err, flush=True)
-    if comm is not None:
-        comm.abort(1)
+    _abort(comm, 1)
     return 1
+
+
+def _abort(comm, code: int) -> None:
+    """End every rank of the job, this one with ``code`` (nothing to do alone)."""
+    if comm is not None:
+        comm.abort(code)
+    else:
+        abort_started_mpi(code)
 
 
 class _Stopped(BaseException):

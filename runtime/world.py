@@ -13,6 +13,7 @@ import contextlib
 import os
 import select
 import signal
+import sys
 
 from .distribution import parse_grid, squarest_grid
 
@@ -49,6 +50,16 @@ def record_completion(status: int) -> None:
     if folder:
         with open(os.path.join(folder, f"done.{launcher_rank()}"), "w") as marker:
             marker.write(str(status))
+
+
+def abort_started_mpi(code: int) -> None:
+    """Abort the MPI job if this rank started MPI but has no communicator yet (a signal or an
+    error during start-up): ending without it would wait in MPI's finalize for the others."""
+    MPI = sys.modules.get("mpi4py.MPI")
+    if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(code)
 
 
 def communicator(on_error=None, limit: float | None = None):

@@ -12,6 +12,7 @@ the folder, orphaned /dev/shm/mpich_shm_* segments). Not a test: a tool for a re
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,9 +110,10 @@ def scenario(name: str, args: list, fault, env: dict | None = None) -> list:
     return [name, str(job.returncode), f"{seconds:.1f}", message.replace("|", "/"), intact, left]
 
 
-def signal_rank(signum: int, rank: int = 1, in_mpi: bool = True):
+def signal_rank(signum: int, rank: int = 1, in_mpi: bool = True, after: float = 0.0):
     def fault(job, folder):
         pid = rank_pid(rank, in_mpi, folder)
+        time.sleep(after)  # into the run, past the start-up
         if pid:
             os.kill(pid, signum)
         return time.monotonic()
@@ -135,9 +137,9 @@ def none(job, folder):
 def main() -> None:
     rows = []
     big_out = [str(CHOLESKY), "--np", "2", *BIG, "--output", "A=out.npy"]
-    rows.append(scenario("SIGKILL rank 1 while running", big_out, signal_rank(signal.SIGKILL)))
-    rows.append(scenario("SIGINT rank 1 while running", big_out, signal_rank(signal.SIGINT)))
-    rows.append(scenario("SIGTERM rank 1 while running", big_out, signal_rank(signal.SIGTERM)))
+    rows.append(scenario("SIGKILL rank 1 while running", big_out, signal_rank(signal.SIGKILL, after=2)))
+    rows.append(scenario("SIGINT rank 1 while running", big_out, signal_rank(signal.SIGINT, after=2)))
+    rows.append(scenario("SIGTERM rank 1 while running", big_out, signal_rank(signal.SIGTERM, after=2)))
     rows.append(scenario("os._exit(0) in a kernel on rank 1", ["exits.tile", "--np", "2", "--n", "256",
                                                                 "--output", "A=out.npy"], none,
                          {"EXIT_IN_KERNEL": "1"}))
@@ -152,14 +154,14 @@ def main() -> None:
     rows.append(scenario("SIGSTOP rank 1 at start-up, --watchdog 3", [*big_out, "--watchdog", "3"],
                          signal_rank(signal.SIGSTOP, in_mpi=False)))
     rows.append(scenario("SIGSTOP rank 1 while running (default watchdog)", big_out,
-                         signal_rank(signal.SIGSTOP)))
+                         signal_rank(signal.SIGSTOP, after=2)))
     rows.append(scenario("SIGHUP to tiledsl run", big_out, signal_job(signal.SIGHUP)))
     rows.append(scenario("SIGINT to tiledsl run, rank 1 stopped", big_out, signal_job(signal.SIGINT, True)))
     stubborn = Path(tempfile.gettempdir()) / "fault-stubborn.sh"
     stubborn.write_text(STUBBORN)
     stubborn.chmod(0o755)
     rows.append(scenario("SIGTERM, launcher ignoring SIGTERM (grace 30 s)",
-                         [*big_out, "--launcher", f"{stubborn} {Path(sys.executable).with_name('mpiexec')}"],
+                         [*big_out, "--launcher", f"{stubborn} {shutil.which('mpiexec')}"],
                          signal_job(signal.SIGTERM)))
     print("| scenario | exit | seconds to stop | message | previous output intact | leftovers |")
     print("|---|---|---|---|---|---|")
