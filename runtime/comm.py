@@ -34,6 +34,7 @@ unique per tile and posts in the same order on both sides per (source, tag)
 """
 from __future__ import annotations
 
+import pickle
 import sys
 import threading
 import time
@@ -83,11 +84,12 @@ class Communicator:
     ``on_error(exc)`` is called on the communication thread with each exception
     a callback (or MPI) raised there; the first one is kept in ``error``.
     ``spin`` and ``max_interval`` (seconds) tune the polling (module docstring).
+    ``limit`` (seconds, None: none) bounds each collective's wait for the other ranks.
     Callbacks may post sends and receives, but must not call :meth:`stop`.
     """
 
     def __init__(self, comm=None, on_error=None, spin: float = polling.SPIN,
-                 max_interval: float = polling.MAX_INTERVAL):
+                 max_interval: float = polling.MAX_INTERVAL, limit: float | None = None):
         MPI = mpi_module()
         provided = MPI.Query_thread()
         if provided < MPI.THREAD_MULTIPLE:
@@ -97,6 +99,10 @@ class Communicator:
                 "mpi4py.rc.thread_level = 'multiple') before mpi4py.MPI is first imported")
         self._MPI = MPI
         self._comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
+        self._arrivals = self._comm.Dup()  # for the arrival announcements of collectives alone
+        self._token = np.zeros(1, np.uint8)
+        self._rounds = 0
+        self.limit = limit
         self.rank = self._comm.Get_rank()
         self.size = self._comm.Get_size()
         self.max_tag = self._comm.Get_attr(MPI.TAG_UB)
@@ -270,30 +276,87 @@ class Communicator:
         self._MPI.COMM_WORLD.Abort(code)
 
     # ---------------------------------------------------------------- collectives (main thread)
+    # Each collective is non-blocking and polled until a deadline (``limit`` seconds, None: no
+    # limit), so that a rank stopped or lost never leaves the others waiting for ever. Every
+    # rank also tells rank 0 that it arrived, so that rank 0 can name those that did not.
     def allreduce_sum(self, array: np.ndarray) -> np.ndarray:
         """Element-wise sum of ``array`` over all ranks (a new array)."""
         source = np.ascontiguousarray(array)
         result = np.empty_like(source)
-        self._comm.Allreduce(source, result, op=self._MPI.SUM)
+        self._collective(lambda: self._comm.Iallreduce(source, result, op=self._MPI.SUM))
         return result
 
     def allreduce_max(self, value: float) -> float:
         """The largest ``value`` over all ranks."""
         result = np.empty(1)
-        self._comm.Allreduce(np.array([value], dtype=np.float64), result, op=self._MPI.MAX)
+        self._collective(lambda: self._comm.Iallreduce(np.array([value], dtype=np.float64), result,
+                                                       op=self._MPI.MAX))
         return float(result[0])
 
     def gather(self, value, root: int = 0) -> list | None:
         """Every rank's picklable ``value`` in rank order on ``root``; None on the other ranks."""
-        return self._comm.gather(value, root=root)
+        data = np.frombuffer(pickle.dumps(value), dtype=np.uint8)
+        sizes = np.zeros(self.size, dtype=np.int64)
+        self._collective(lambda: self._comm.Igather(np.array([data.size], dtype=np.int64), sizes, root=root))
+        if self.rank != root:
+            self._collective(lambda: self._comm.Igatherv(data, None, root=root))
+            return None
+        gathered = np.empty(int(sizes.sum()), dtype=np.uint8)
+        self._collective(lambda: self._comm.Igatherv(data, [gathered, sizes, self._MPI.BYTE], root=root))
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        return [pickle.loads(gathered[a:b].tobytes()) for a, b in zip(bounds[:-1], bounds[1:])]
 
     def broadcast(self, value, root: int = 0):
         """``root``'s picklable ``value``, on every rank."""
-        return self._comm.bcast(value, root=root)
+        data = np.frombuffer(pickle.dumps(value), dtype=np.uint8) if self.rank == root else None
+        size = np.array([data.size if data is not None else 0], dtype=np.int64)
+        self._collective(lambda: self._comm.Ibcast(size, root=root))
+        if data is None:
+            data = np.empty(int(size[0]), dtype=np.uint8)
+        self._collective(lambda: self._comm.Ibcast(data, root=root))
+        return value if self.rank == root else pickle.loads(data.tobytes())
 
     def barrier(self) -> None:
         """Wait until every rank reached this call."""
-        self._comm.Barrier()
+        self._collective(self._comm.Ibarrier)
+
+    def _collective(self, post) -> None:
+        """Post a non-blocking collective and poll it to completion, or raise :class:`Unanswered`."""
+        self._rounds += 1
+        arrivals = self._announce_arrival(self._rounds % (self.max_tag + 1))
+        request = post()
+        began = time.monotonic()
+        while not request.Test():
+            waited = time.monotonic() - began
+            if self.limit is not None and waited > self.limit:
+                raise Unanswered(self.rank, self._missing(arrivals), self.limit)
+            time.sleep(polling.interval(waited, self.spin, self.max_interval))
+        self._MPI.Request.Waitall([r for _, r in arrivals])
+
+    def _announce_arrival(self, tag: int) -> list:
+        """Rank 0 listens for every other rank's arrival at this collective; the others announce it.
+        ``(rank, request)`` pairs: on rank 0 one per other rank, elsewhere the announcement."""
+        if self.rank != 0:
+            return [(0, self._arrivals.Isend([self._token, self._MPI.BYTE], 0, tag))]
+        return [(r, self._arrivals.Irecv([np.empty(1, np.uint8), self._MPI.BYTE], r, tag))
+                for r in range(1, self.size)]
+
+    def _missing(self, arrivals: list) -> list:
+        """The ranks that did not reach the collective, as far as this rank can tell: on rank 0
+        those whose arrival never came, elsewhere every other rank."""
+        if self.rank != 0:
+            return [r for r in range(self.size) if r != self.rank]
+        return [rank for rank, request in arrivals if not request.Test()]
+
+
+class Unanswered(Exception):
+    """Some rank did not reach a collective within the time limit (stopped, lost or stuck)."""
+
+    def __init__(self, rank: int, missing: list, limit: float):
+        names = ", ".join(map(str, missing))
+        who = f"rank(s) {names}" if len(missing) <= 1 or rank == 0 else f"one or more of rank(s) {names}"
+        super().__init__(f"rank {rank}: {who} did not answer within {limit:g} s (stopped or lost?)")
+        self.rank, self.missing = rank, missing
 
 
 def _level_name(MPI, level: int) -> str:

@@ -26,16 +26,19 @@ from .devices import backend
 from .engine import Engine, TaskFailure
 from .layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources, use_tuned
 from .matrix import TiledMatrix
-from .options import Options, add_run_arguments, check_file_names, options_from
-from .outputs import write_output, write_trace
+from .comm import Unanswered
+from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
+                      collective_limit, options_from, run_warnings)
+from .outputs import Staging, check_output_paths, write_output, write_trace
 from .recording import survey
-from .reporting import RunResult, rank_stats, summary_json, summary_text
+from .reporting import RunResult, count_nonfinite, rank_stats, summary_json, summary_text
 from .resources import check_every_rank_has_tiles, check_gpu_memory, check_memory
 from .trace import Tracer
 from .userkernels import kernels
 from .verify import Verifier
 from .watchdog import watched
-from .world import UsageError, communicator, default_workers, grid_for
+from .world import (RankError, UsageError, abort_started_mpi, communicator, default_workers, grid_for,
+                    launcher_rank, record_completion)
 
 
 # ---------------------------------------------------------------- the run
@@ -52,6 +55,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     check_every_rank_has_tiles(program, matrices, ranks)
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
                      options.inputs, options.outputs)
+    check_output_paths(options)
     sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}, driver)
                for i, d in enumerate(program.matrices)}
     # refuse what cannot fit even at half the local tiles before walking the loop nest
@@ -81,11 +85,13 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
             events, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = rank_stats(engine, matrices, comm)
             _bring_home(matrices, devices)
+            nonfinite = count_nonfinite(matrices, comm)
         finally:
             if engine.exchange is not None:
                 engine.exchange.stop()
         result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
-                           matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus)
+                           matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus,
+                           gpu_backend=options.gpu_backend if options.gpus else None, nonfinite=nonfinite)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
         stopwatch.lap("run")
         if options.check and program.check is not None:
@@ -93,10 +99,12 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                                        lambda total: _progress(options, "check", ranks, total, engine))
             result.residual = max(result.residuals.values())
             result.check_seconds = stopwatch.lap("check")
-    if events is not None:
-        result.trace = write_trace(driver, params, matrices, events, result, options, comm)
-    for name, path in options.outputs.items():
-        write_output(matrices[name], path, comm)
+    with Staging(comm) as staging:
+        if events is not None:
+            result.trace = write_trace(driver, params, matrices, events, result, options, comm, staging)
+        for name, path in options.outputs.items():
+            write_output(matrices[name], path, comm, staging)
+        result.errors += staging.commit(result.ok)
     stopwatch.lap("outputs")
     result.phases, result.total_seconds = stopwatch.laps, stopwatch.total()
     return result
@@ -166,15 +174,22 @@ def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dic
         path = load_path(decl, driver)
     if path is not None:
         try:
-            mapped = npyio.open_input(path, shape)
+            source_file = npyio.open_input(path, shape)
         except (npyio.InputFileError, OSError) as error:
             where = (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the "
                      f"directory of the .tile file)" if loaded and not os.path.isabs(decl.load) else "")
             raise UsageError(f"{error}{where}") from None
-        return lambda r0, r1, c0, c1: npyio.read_block(mapped, r0, r1, c0, c1)
+        return lambda r0, r1, c0, c1: _read_input(source_file, r0, r1, c0, c1)
     if decl.init in inputs.SQUARE_KINDS and shape[0] != shape[1]:
         raise UsageError(f"{decl.name} is {shape[0]}×{shape[1]} but `random {decl.init}` needs a square matrix")
     return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, options.seed, index, *shape, r0, r1, c0, c1)
+
+
+def _read_input(source: npyio.InputFile, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+    try:
+        return source.read(r0, r1, c0, c1)
+    except npyio.InputFileError as error:  # after the start: this rank's alone, the job must end
+        raise RankError(str(error)) from None
 
 
 def load_path(decl, driver) -> str:
@@ -231,18 +246,29 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
     """Run with parsed ``args`` on this process (any rank), print the summary; the exit status.
 
     A failure on one rank of an MPI job is reported by that rank, which then aborts
-    the whole job: no rank is left waiting for a message that will not come.
+    the whole job: no rank is left waiting for a message that will not come. A rank
+    that returns from here records its completion (:func:`~.world.record_completion`):
+    one that ends any other way (``os._exit``) did not finish the run.
     """
+    status = _run_and_report(driver, args, out, err)
+    record_completion(status)
+    return status
+
+
+def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     program = driver.PROGRAM
     comm = None
-    signal.signal(signal.SIGTERM, _stopped_by_signal)
+    for signum in STOPPING_SIGNALS:
+        signal.signal(signum, _stopped_by_signal)
     try:
         options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
-        comm = communicator()
+        comm = communicator(limit=collective_limit(options.watchdog))
         if comm is not None:
             comm.start()
-        use_tuned(program, options, not getattr(args, "no_tune", False), comm,
-                  lambda message: print(f"tiledsl: warning: {message}", file=err, flush=True))
+        warn = _warner(comm, err)
+        for warning in run_warnings(program, args):
+            warn(warning)
+        use_tuned(program, options, not getattr(args, "no_tune", False), comm, warn)
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
     except UsageError as error:
@@ -251,16 +277,15 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
         return _leave(comm, 2)
     except TaskFailure as failure:
         where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
-        print(f"tiledsl: error: rank {failure.rank}{where}: {failure}", file=err, flush=True)
-        if comm is not None:
-            comm.abort(1)
-        return 1
+        return _fail(comm, f"rank {failure.rank}{where}: {failure}", err)
+    except (RankError, Unanswered) as error:
+        return _fail(comm, str(error) if isinstance(error, Unanswered) else f"rank {_rank(comm)}: {error}", err)
+    except SystemExit as exit_:
+        return _fail(comm, f"rank {_rank(comm)}: the program called sys.exit({exit_.code!r}) during the run", err)
     except (KeyboardInterrupt, _Stopped) as stop:
         signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
-        print(f"tiledsl: rank {comm.rank if comm else 0}: stopped by {signal.Signals(signum).name}",
-              file=err, flush=True)
-        if comm is not None:
-            comm.abort(128 + signum)
+        print(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}", file=err, flush=True)
+        _abort(comm, 128 + signum)
         return 128 + signum
     if comm is None or comm.rank == 0:
         try:
@@ -268,14 +293,54 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
                   else summary_text(program, result, ranks), file=out, flush=True)
         except BrokenPipeError:  # the reader left (`| head -1`): a normal end
             return _leave(comm, stdout_closed())
-        if not result.passed:
-            print(f"tiledsl: error: check failed: residual {result.residual:.3g} is not below "
-                  f"{checks.THRESHOLD:g}", file=err)
-    return _leave(comm, 0 if result.passed else 1)
+        for problem in _problems(result):
+            print(f"tiledsl: error: {problem}", file=err, flush=True)
+    return _leave(comm, 0 if result.ok else 1)
+
+
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # Ctrl-C (SIGINT) is Python's KeyboardInterrupt
+
+
+def _problems(result: RunResult) -> list:
+    """Why a completed run failed, one line each (none: it succeeded)."""
+    problems = []
+    if result.passed is False:
+        problems.append(f"check failed: residual {result.residual:.3g} is not below {checks.THRESHOLD:g}")
+    for name, count in result.nonfinite.items():
+        problems.append(f"{name} holds {count} NaN or infinite value(s) after the run (--check-finite stops "
+                        f"at the first task that writes one)")
+    return problems + result.errors
+
+
+def _warner(comm, err):
+    """``warn(message)``: a warning printed once, by rank 0."""
+    def warn(message):
+        if comm is None or comm.rank == 0:
+            print(f"tiledsl: warning: {message}", file=err, flush=True)
+    return warn
+
+
+def _rank(comm) -> int:
+    return comm.rank if comm is not None else launcher_rank()
+
+
+def _fail(comm, message: str, err) -> int:
+    """Report a failure of this rank and abort the job (every rank ends, exit status 1)."""
+    print(f"tiledsl: error: {message}", file=err, flush=True)
+    _abort(comm, 1)
+    return 1
+
+
+def _abort(comm, code: int) -> None:
+    """End every rank of the job, this one with ``code`` (nothing to do alone)."""
+    if comm is not None:
+        comm.abort(code)
+    else:
+        abort_started_mpi(code)
 
 
 class _Stopped(BaseException):
-    """SIGTERM arrived: unwind the run (workers finish their kernel) and leave.
+    """SIGTERM or SIGHUP arrived: unwind the run (workers finish their kernel) and leave.
 
     A BaseException, like KeyboardInterrupt, so that nothing that catches a
     program's errors (the loop nest's ``except Exception``) takes it for one."""
@@ -305,8 +370,8 @@ def _leave(comm, status: int) -> int:
 def main(program, resolve_params, shapes, generate) -> None:
     """Entry point of a generated driver run as a script."""
     driver = sys.modules["__main__"]
-    parser = argparse.ArgumentParser(prog=Path(sys.argv[0]).name,
-                                     description=f"Run the tile program {program.name} ({program.source}).")
+    parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES,
+                              description=f"Run the tile program {program.name} ({program.source}).")
     add_run_arguments(parser)
     sys.exit(run_and_report(driver, parser.parse_args()))
 

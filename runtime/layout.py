@@ -11,14 +11,16 @@ from .matrix import TiledMatrix
 from .options import TILE_SETTINGS, Options, Params
 from .world import UsageError
 
+HYBRID_SETTINGS = ("B", "b", "s")  # the tile settings of hybrid tiling (uniform tiling has nb)
+
 def make_params(driver, options: Options) -> Params:
     """The program's parameters: run options over tiling defaults, then the driver's defaults."""
     program = driver.PROGRAM
-    settings = TILE_SETTINGS if program.tiling.kind == "hybrid" else ("nb",)
+    settings = HYBRID_SETTINGS if program.tiling.kind == "hybrid" else ("nb",)
     extra = set(options.tiles) - set(settings)
     if extra:
         raise UsageError(f"--{sorted(extra)[0]} does not apply to {program.tiling.kind} tiling "
-                         f"(it takes {', '.join('--' + s for s in settings if s != 'nb' or program.tiling.kind == 'uniform')})")
+                         f"(it takes {', '.join('--' + s for s in settings)})")
     values = {"n": options.n, "nb": None, "B": None, "b": None, "s": None}
     values.update(program.tiling.defaults)
     values.update(options.tiles)

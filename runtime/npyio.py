@@ -1,9 +1,12 @@
 """Matrices in ``.npy`` files (``run --input NAME=FILE.npy`` / ``--output NAME=FILE.npy``).
 
-Files are memory-mapped and read or written one tile at a time, so a matrix is
-never held in memory twice: a rank touches only the tiles it owns. Inputs may
-be float64 or float32 (converted per tile), in C or Fortran order; outputs are
-float64 in Fortran order, matching the column-major tiles of the kernels.
+Files are read or written one tile at a time, so a matrix is never held in
+memory twice: a rank touches only the tiles it owns. Inputs are read with
+explicit reads (:class:`InputFile`), which turn a file cut short or changed
+during the run into an error naming it; they may be float64 or float32
+(converted per tile), in C or Fortran order, of either byte order. Outputs are
+memory-mapped, float64 in Fortran order, matching the column-major tiles of the
+kernels.
 """
 from __future__ import annotations
 
@@ -23,30 +26,78 @@ class OutputFileError(ValueError):
     """An output ``.npy`` file cannot be created."""
 
 
-def _read_header(path: str) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype from the header of the ``.npy`` file at ``path``."""
+class InputFile:
+    """A ``.npy`` input read one block at a time by explicit reads at offsets computed from its
+    header (no long-lived memory map: a file cut short under a map kills the reader with SIGBUS).
+
+    Each read checks that the file is still the one opened (same inode, size and modification
+    time), so a file removed, truncated or rewritten during the run is a clear error naming it.
+    """
+
+    def __init__(self, path: str, shape: tuple, dtype: np.dtype, fortran: bool, offset: int):
+        self.path, self.shape, self.dtype, self.fortran, self.offset = path, shape, dtype, fortran, offset
+        self.identity = None
+
+    def read(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+        """A new Fortran float64 copy of rows ``r0:r1`` and columns ``c0:c1``."""
+        # the file's contiguous lines: columns in Fortran order, rows in C order
+        (first, last), (start, stop) = ((c0, c1), (r0, r1)) if self.fortran else ((r0, r1), (c0, c1))
+        length = self.shape[0] if self.fortran else self.shape[1]
+        lines = np.empty((last - first, stop - start), dtype=self.dtype)
+        with self._opened() as handle:
+            whole = start == 0 and stop == length  # the lines are one contiguous run of the file
+            for k in range(1 if whole else last - first):
+                buffer = lines if whole else lines[k]
+                where = self.offset + ((first + k) * length + start) * self.dtype.itemsize
+                if os.preadv(handle.fileno(), [buffer], where) != buffer.nbytes:
+                    raise InputFileError(f"input file {self.path!r} is shorter than its header says "
+                                         f"(cut short during the run?)")
+        block = lines.T if self.fortran else lines
+        return np.array(block, dtype=np.float64, order="F")
+
+    def _opened(self):
+        """The file, open, checked to be the one first opened."""
+        try:
+            handle = open(self.path, "rb")
+        except FileNotFoundError:
+            raise InputFileError(f"input file {self.path!r} disappeared during the run") from None
+        except OSError as exc:
+            raise InputFileError(f"cannot read input file {self.path!r}: {exc.strerror or exc}") from None
+        status = os.fstat(handle.fileno())
+        identity = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+        if self.identity is None:
+            self.identity = identity
+        elif identity != self.identity:
+            handle.close()
+            raise InputFileError(f"input file {self.path!r} changed during the run (rewritten, replaced "
+                                 f"or cut short): its tiles may not be the matrix the run started with")
+        return handle
+
+
+def _read_header(path: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """Shape, Fortran order, dtype and data offset from the header of the ``.npy`` file at ``path``."""
     try:
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
             read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                     else np.lib.format.read_array_header_2_0)
-            shape, _fortran, dtype = read(f)
+            shape, fortran, dtype = read(f)
+            return shape, fortran, dtype, f.tell()
     except FileNotFoundError:
         raise InputFileError(f"input file {path!r} does not exist") from None
     except OSError as exc:
         raise InputFileError(f"cannot read input file {path!r}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise InputFileError(f"input file {path!r} is not a .npy file ({exc})") from None
-    return shape, dtype
 
 
-def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> np.memmap:
-    """Map the ``.npy`` file at ``path`` read-only after checking dtype and shape.
+def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> InputFile:
+    """The ``.npy`` file at ``path``, ready to be read by blocks, after checking dtype, shape and size.
 
     Raises :class:`InputFileError` naming the file and what is wrong with it.
     """
     path = os.fspath(path)
-    shape, dtype = _read_header(path)
+    shape, fortran, dtype, offset = _read_header(path)
     if dtype.kind != "f" or dtype.itemsize not in _ACCEPTED_ITEMSIZES:
         raise InputFileError(f"input file {path!r} has dtype {dtype}; "
                              f"expected float64 (or float32)")
@@ -54,10 +105,12 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> np.m
     if tuple(shape) != expected:
         raise InputFileError(f"input file {path!r} has shape {tuple(shape)} "
                              f"but the matrix needs shape {expected}")
-    try:
-        return np.load(path, mmap_mode="r")
-    except (OSError, ValueError) as exc:  # for example a file cut short after its header
-        raise InputFileError(f"cannot map input file {path!r}: {exc}") from None
+    source = InputFile(path, expected, dtype, fortran, offset)
+    with source._opened():  # records what the file is now
+        pass
+    if source.identity[2] < offset + expected[0] * expected[1] * dtype.itemsize:
+        raise InputFileError(f"input file {path!r} is shorter than its header says (cut short?)")
+    return source
 
 
 def create_output(path: str | os.PathLike, shape: tuple[int, int]) -> np.memmap:
@@ -71,9 +124,9 @@ def create_output(path: str | os.PathLike, shape: tuple[int, int]) -> np.memmap:
         raise OutputFileError(f"cannot create output file {path!r}: {reason}") from None
 
 
-def read_block(source: np.ndarray, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
-    """A new Fortran float64 copy of ``source[r0:r1, c0:c1]`` (a tile of a mapped input)."""
-    return np.array(source[r0:r1, c0:c1], dtype=np.float64, order="F", copy=True)
+def open_output(path: str | os.PathLike) -> np.memmap:
+    """An output file that :func:`create_output` made (on any rank), mapped writable."""
+    return np.load(os.fspath(path), mmap_mode="r+")
 
 
 def write_block(target: np.ndarray, r0: int, c0: int, tile: np.ndarray) -> None:

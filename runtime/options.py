@@ -7,6 +7,8 @@ one-line :class:`UsageError` before anything is sized or started.
 from __future__ import annotations
 
 import argparse
+import difflib
+import sys
 from dataclasses import dataclass, field
 
 from . import priorities
@@ -14,6 +16,38 @@ from .distribution import parse_ratio
 from .world import UsageError
 
 TILE_SETTINGS = ("nb", "B", "b", "s")
+DEFAULT_WATCHDOG = 60.0  # seconds: the limit of a stalled run and of a rank's wait at a collective
+EXIT_CODES = ("exit status: 0 success; 1 a program error (a failed kernel, a failed check, non-finite "
+              "values in a matrix, a rank lost); 2 a usage error; 3 an internal error of tiledsl; "
+              "128+N stopped by signal N")
+
+
+class SuggestingParser(argparse.ArgumentParser):
+    """An argument parser whose error for a misspelled option suggests the closest one
+    (``--chekc``: did you mean --check?), looking in the subcommand's options too."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str):
+        unknown = [word.partition("=")[0] for word in message.split() if word.startswith("--")]
+        known = self._known_options()
+        for word in unknown if "unrecognized arguments" in message else ():
+            close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+            if close:
+                message += f" (did you mean {close[0]}?)"
+                break
+        super().error(message)
+
+    def _known_options(self) -> list:
+        options = list(self._option_string_actions)
+        given = getattr(self, "_given", [])
+        for action in self._subparsers._group_actions if self._subparsers is not None else ():
+            for name, parser in getattr(action, "choices", {}).items():
+                if name in given:
+                    options += list(parser._option_string_actions)
+        return [option for option in options if option.startswith("--")]
 
 
 class Params:
@@ -72,9 +106,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_size_arguments(parser)
     parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest)")
     parser.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
-    parser.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
+    parser.add_argument("--gpu-backend", choices=["emulated", "cupy"],
                         help="GPU backend: 'emulated' (numpy device memory, explicit copies; CI) or "
-                             "'cupy' (real NVIDIA GPUs through CuPy: pip install tiledsl[gpu])")
+                             "'cupy' (real NVIDIA GPUs through CuPy: pip install tiledsl[gpu]); default emulated, "
+                             "which the summary says")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory each GPU may hold, e.g. 20G or 512M "
                                                              "(default: what it has free); a run whose "
                                                              "estimate exceeds it is refused")
@@ -88,15 +123,43 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="task priorities: the program's own, derived from the task graph when it "
                              "gives none (program, the default); always derived (auto); none")
     parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
-    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
-    parser.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                        help="read matrix NAME from a .npy file (float64 or float32, any order) instead of "
+                             "generating it; repeat for several matrices")
+    parser.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy",
+                        help="write matrix (or workspace) NAME to a .npy file after the run; the file is "
+                             "written beside its target and renamed into place only once the run succeeded "
+                             "on every rank, so a failed or interrupted run leaves an existing file as it was")
     parser.add_argument("--check", action="store_true", help="verify the result (backward error)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
-    parser.add_argument("--watchdog", type=float, help="report a run where no task completes for SECONDS")
+    parser.add_argument("--watchdog", type=watchdog_seconds, metavar="SECONDS",
+                        help="report a run where no task completes for SECONDS, or a rank that waits that "
+                             f"long for the others (start-up, end of run); 0 disables it (default "
+                             f"{DEFAULT_WATCHDOG:g})")
     parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
                                                                  "(all ranks) and report its bounds")
     parser.add_argument("--check-finite", action="store_true",
-                        help="stop at the first task that writes a NaN or an infinity")
+                        help="stop at the first task that writes a NaN or an infinity (without it, the "
+                             "summary counts the non-finite values left in each matrix, and the run fails)")
+
+
+def watchdog_seconds(text: str) -> float:
+    """``--watchdog``'s value: seconds, at least 0 (0: no watchdog)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 (off) or a positive number of seconds, got {text!r}")
+    return seconds
+
+
+def collective_limit(watchdog: float | None) -> float | None:
+    """How long a rank waits for the others at a collective: the watchdog's limit
+    (:data:`DEFAULT_WATCHDOG` when not given), None (for ever) when it is 0."""
+    if watchdog is None:
+        return DEFAULT_WATCHDOG
+    return watchdog or None
 
 
 def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,7 +199,7 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
-    options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend
+    options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend or "emulated"
     options.inputs, options.outputs = files["input"], files["output"]
     options.check, options.watchdog, options.check_finite = args.check, args.watchdog, args.check_finite
     options.trace = args.trace
@@ -144,6 +207,18 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     options.priorities = args.priorities
     options.progress = not args.json
     return options
+
+
+def run_warnings(program, args: argparse.Namespace) -> list:
+    """What a run with these arguments should be told before it starts: options that
+    will do nothing, or something other than the user may think."""
+    warnings = []
+    if args.check and program.check is None:
+        warnings.append(f"program {program.name} declares no check: --check has nothing to verify")
+    if args.gpus and args.gpu_backend is None:
+        warnings.append(f"--gpus {args.gpus} with the emulated backend (numpy arrays standing in for GPUs); "
+                        f"use --gpu-backend cupy for NVIDIA GPUs")
+    return warnings
 
 
 def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:

@@ -1,8 +1,17 @@
 """The files a run writes: output matrices (each rank its own tiles into one ``.npy``) and the
-trace (every rank's events merged on rank 0, with the bounds computed from them)."""
+trace (every rank's events merged on rank 0, with the bounds computed from them).
+
+Every file is checked before the run (:func:`check_output_paths`: one clear usage error
+rather than a failure after it) and written beside its target under a temporary name
+(:class:`Staging`); rank 0 renames it into place only once every rank wrote its part and
+the run succeeded, so a failed or interrupted run leaves the previous file as it was.
+"""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import secrets
 
 import numpy as np
 
@@ -12,15 +21,91 @@ from .options import Options
 from .trace import area_bound, chrome_trace, communication, critical_path, task_times, utilisation
 from .world import UsageError
 
-def write_trace(driver, params, matrices, events, result, options: Options, comm) -> dict:
+PARTIAL_SUFFIX = ".tiledsl-partial"  # the temporary files of a run still writing (or killed while it did)
+
+
+def check_output_paths(options: Options) -> None:
+    """A :class:`UsageError` for an ``--output`` or ``--trace`` file that cannot be written."""
+    for name, path in options.outputs.items():
+        _check_writable(path, f"--output {name}={path}")
+    if options.trace:
+        _check_writable(options.trace, f"--trace {options.trace}")
+
+
+def _check_writable(path: str, what: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{what}: is a directory")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{what}: directory {os.path.dirname(path) or folder!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{what}: directory {os.path.dirname(path) or folder!r} is not writable")
+
+
+class Staging:
+    """The files of one run, written under temporary names beside their targets.
+
+    :meth:`temporary` (rank 0) makes one; :meth:`commit` (every rank) renames them all into
+    place when every rank wrote its part and the run succeeded, else removes them; leaving
+    the ``with`` block any other way (an error, a signal) removes them too.
+    """
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.files: dict = {}  # temporary path -> target (rank 0)
+        self.failures: list = []  # this rank's failures to write its part
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for temporary in self.files:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        self.files.clear()
+
+    def temporary(self, target: str) -> str:
+        """A new empty file beside ``target``, renamed to it by a successful :meth:`commit`."""
+        folder, name = os.path.split(os.path.abspath(target))
+        path = os.path.join(folder, f".{name}.{os.getpid()}-{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # mode as the umask says
+        self.files[path] = target
+        return path
+
+    def attempt(self, write, what: str):
+        """``write()``, a failure of which is kept (and the run failed) instead of raised."""
+        try:
+            return write()
+        except (OSError, npyio.OutputFileError) as error:
+            self.failures.append(f"cannot write {what}: {getattr(error, 'strerror', None) or error}")
+            return None
+
+    def commit(self, succeeded: bool) -> list:
+        """Rename the files into place if ``succeeded`` here and every rank wrote its part,
+        else remove them; the failures to report (this rank's, and on rank 0 a count of others')."""
+        local = np.array([len(self.failures), not succeeded], dtype=np.float64)
+        total = self.comm.allreduce_sum(local) if self.comm is not None else local
+        if not total.any():
+            for temporary, target in self.files.items():
+                os.replace(temporary, target)
+            self.files.clear()
+        elsewhere = int(total[0]) - len(self.failures)
+        return self.failures + ([f"{elsewhere} file part(s) could not be written on other ranks"]
+                                if elsewhere >= 1 else [])
+
+
+def write_trace(driver, params, matrices, events, result, options: Options, comm, staging: Staging) -> dict:
     """Merge every rank's events on rank 0, write the trace file, compute the bounds."""
     ranks = comm.gather(events) if comm is not None else [events]
     if ranks is None:  # not rank 0
         return {}
-    with open(options.trace, "w") as target:
-        about = {"program": driver.PROGRAM.name, **{k: v for k, v in params.as_dict().items() if v is not None},
-                 "ranks": result.ranks, "workers": result.workers, "gpus": result.gpus}
-        json.dump(chrome_trace(ranks, about), target)
+    about = {"program": driver.PROGRAM.name, **{k: v for k, v in params.as_dict().items() if v is not None},
+             "ranks": result.ranks, "workers": result.workers, "gpus": result.gpus}
+
+    def write():
+        with open(staging.temporary(options.trace), "w") as target:
+            json.dump(chrome_trace(ranks, about), target)
+    staging.attempt(write, f"the trace {options.trace!r}")
     times = task_times(ranks)
     capacity = {"cpu": result.workers * result.ranks, "gpu": options.gpus * result.ranks}
     path = critical_path(driver, matrices, params, times)
@@ -32,24 +117,25 @@ def write_trace(driver, params, matrices, events, result, options: Options, comm
     return summary
 
 
-def write_output(matrix: TiledMatrix, path: str, comm) -> None:
-    """Every rank writes its own tiles into one ``.npy`` file that rank 0 created."""
-    try:
-        target = npyio.create_output(path, (matrix.m, matrix.n)) if matrix.rank == 0 else None
-    except npyio.OutputFileError as error:
-        target, failure = None, error
-    else:
-        failure = None
+def write_output(matrix: TiledMatrix, path: str, comm, staging: Staging) -> None:
+    """Every rank writes its own tiles into one temporary ``.npy`` file that rank 0 created."""
+    what = f"output {matrix.name} to {path!r}"
+    temporary = None
+    if matrix.rank == 0:
+        temporary = staging.attempt(lambda: staging.temporary(path), what)
+        if temporary is not None and staging.attempt(
+                lambda: npyio.create_output(temporary, (matrix.m, matrix.n)), what) is None:
+            temporary = None
     if comm is not None:
-        comm.barrier()
-        if target is None and failure is None:
-            target = np.load(path, mmap_mode="r+")
-    if failure is not None:
-        raise UsageError(str(failure))
+        temporary = comm.broadcast(temporary)
+    if temporary is None:
+        return  # rank 0 could not create it, and said so
+    staging.attempt(lambda: _write_tiles(matrix, temporary), what)
+
+
+def _write_tiles(matrix: TiledMatrix, path: str) -> None:
+    target = npyio.open_output(path)
     g = matrix.geometry
     for tile in matrix.local_tiles():
         npyio.write_block(target, g.row_range(tile.i)[0], g.col_range(tile.j)[0], matrix.block(tile))
     target.flush()
-    if comm is not None:
-        comm.barrier()
-

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from . import checks
 from .options import TILE_SETTINGS
 
@@ -24,16 +26,25 @@ class RunResult:
     grid: tuple = (1, 1)
     ranks: int = 1
     gpus: int = 0
+    gpu_backend: str | None = None  # with GPUs: "emulated" or "cupy"
     trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
     gpu_ratio: tuple | None = None  # the host/GPU column ratio used (uniform tiles with GPUs)
     check_seconds: float | None = None  # the residual check's wall seconds (None without --check)
     total_seconds: float | None = None  # execute's wall seconds: setup and inputs, run, check, outputs
     phases: dict = field(default_factory=dict)  # phase -> wall seconds, the parts of total_seconds
+    nonfinite: dict = field(default_factory=dict)  # matrix name -> NaN or infinite values left in it
+    errors: list = field(default_factory=list)  # what else failed after the run (writing its files)
 
     @property
-    def passed(self) -> bool:
-        return checks.passes(*self.residuals.values())
+    def passed(self) -> bool | None:
+        """The check's verdict; None when no check ran (nothing was verified)."""
+        return checks.passes(*self.residuals.values()) if self.residuals else None
+
+    @property
+    def ok(self) -> bool:
+        """The run succeeded: no check failed, no matrix holds a NaN or infinity, nothing else failed."""
+        return self.passed is not False and not self.nonfinite and not self.errors
 
 
 FLOPS = {"cholesky": lambda n: n ** 3 / 3, "qr": lambda n: 4 * n ** 3 / 3, "lu": lambda n: 2 * n ** 3 / 3}
@@ -58,6 +69,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "seconds": result.seconds, "gflops": gflops(program, n, result.seconds),
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
+            "gpu_backend": result.gpu_backend, "nonfinite": result.nonfinite, "errors": result.errors,
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources, **result.trace}
 
@@ -91,6 +103,8 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         lines.append(f"  total     {result.total_seconds:.4f} s ({parts})")
     if result.sources:
         lines.append(f"  tiling    {_sources_text(result)}")
+    if result.gpus:
+        lines.append(f"  gpus      {result.gpus} per rank, {BACKENDS.get(result.gpu_backend, result.gpu_backend)}")
     if result.trace:
         t = result.trace
         lines.append(f"  bounds    critical path {t['critical_path']:.4f} s, area {t['area_bound']:.4f} s, "
@@ -104,7 +118,25 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     for name, value in result.residuals.items():
         verdict = "pass" if value < checks.THRESHOLD else "FAIL"
         lines.append(f"  {name:<9} residual {value:.3g}  ({verdict}, threshold {checks.THRESHOLD:g})")
+    for name, count in result.nonfinite.items():
+        lines.append(f"  nonfinite {name}: {count} NaN or infinite value(s)")
     return "\n".join(lines)
+
+
+BACKENDS = {"emulated": "emulated backend (numpy arrays standing in for GPUs)",
+            "cupy": "CuPy backend (NVIDIA GPUs)"}
+
+
+def count_nonfinite(matrices: dict, comm) -> dict:
+    """NaN and infinite values in each matrix after the run, over every rank (only the
+    matrices holding some): one pass over this rank's tiles, one sum over the ranks."""
+    names = list(matrices)
+    counts = np.array([sum(int(np.count_nonzero(~np.isfinite(tile.data)))
+                           for tile in matrices[name].local_tiles() if tile.data is not None)
+                       for name in names], dtype=np.float64)
+    if comm is not None:
+        counts = comm.allreduce_sum(counts)
+    return {name: int(count) for name, count in zip(names, counts) if count}
 
 
 def rank_stats(engine, matrices: dict, comm) -> dict:

@@ -71,9 +71,15 @@ def _available_memory() -> int | None:
 def check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
     if ranks == 1 or not program.matrices:
         return
+    """Refuse a run where some rank owns no tile of the program's first matrix, suggesting the
+    grids that would give every rank tiles (a 2-D cyclic grid P×Q needs P ≤ tile rows, Q ≤ tile columns)."""
     first = matrices[program.matrices[0].name]
     owners = {tile.rank for row in first.tiles for tile in row}
     if len(owners) < ranks:
+        grids = [f"--grid {p}x{ranks // p}" for p in range(1, ranks + 1)
+                 if ranks % p == 0 and p <= first.mt and ranks // p <= first.nt]
+        remedy = f"use {' or '.join(grids)}, smaller tiles or fewer ranks" if grids else \
+            "use smaller tiles or fewer ranks"
         raise UsageError(f"{ranks} ranks but {program.matrices[0].name} has {first.mt}×{first.nt} tiles, "
-                         f"owned by only {len(owners)} rank(s): use smaller tiles or fewer ranks")
+                         f"owned by only {len(owners)} rank(s): {remedy}")
 

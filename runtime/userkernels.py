@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from .world import UsageError
+from .world import RankError, UsageError
 
 def kernels(program, driver) -> dict:
     from .kernels import CPU_KERNELS
@@ -29,7 +29,12 @@ def _load_kernel_module(program, driver):
         if path.is_file():
             spec = importlib.util.spec_from_file_location(f"tiledsl_kernels_{path.stem}", path)
             module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+            except (Exception, SystemExit) as error:  # the user's code: a failure of the run, not ours
+                what = (f"called sys.exit({error.code!r})" if isinstance(error, SystemExit)
+                        else f"raised {type(error).__name__}: {error}")
+                raise RankError(f"kernel module {path} {what} while being loaded") from None
             return module
     raise UsageError(f"kernel module {program.kernel_module} not found next to {program.source}")
 

@@ -9,11 +9,17 @@ GPUs − communication threads in use).
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import select
+import signal
+import sys
 
 from .distribution import parse_grid, squarest_grid
 
 LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS")
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # set by ``tiledsl run --np``: where ranks record their completion
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 
 
@@ -25,17 +31,81 @@ def launched_by_mpi() -> bool:
     return any(name in os.environ for name in LAUNCHER_VARIABLES)
 
 
-def communicator(on_error=None):
-    """This rank's :class:`~tiledsl.runtime.comm.Communicator`, or None outside an MPI job of 2+ ranks."""
+class RankError(Exception):
+    """A failure of the user's program on this rank outside any task (a kernel module that
+    cannot be loaded, an input file that changed): reported with the rank, exit status 1,
+    and the job aborted, since the other ranks may not share it."""
+
+
+def launcher_rank() -> int:
+    """This process's rank as its launcher numbered it (0 without a launcher)."""
+    value = next((os.environ[v] for v in RANK_VARIABLES if os.environ.get(v, "").isdigit()), "0")
+    return int(value)
+
+
+def record_completion(status: int) -> None:
+    """Tell ``tiledsl run --np`` (through ``$TILEDSL_JOB_DIR``) that this rank reached the end
+    of its run with exit ``status``: a rank that exits without it did not finish."""
+    folder = os.environ.get(JOB_DIR_VARIABLE)
+    if folder:
+        with open(os.path.join(folder, f"done.{launcher_rank()}"), "w") as marker:
+            marker.write(str(status))
+
+
+def abort_started_mpi(code: int) -> None:
+    """Abort the MPI job if this rank started MPI but has no communicator yet (a signal or an
+    error during start-up): ending without it would wait in MPI's finalize for the others."""
+    MPI = sys.modules.get("mpi4py.MPI")
+    if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(code)
+
+
+def communicator(on_error=None, limit: float | None = None):
+    """This rank's :class:`~tiledsl.runtime.comm.Communicator`, or None outside an MPI job of 2+ ranks.
+
+    MPI's start-up waits for every rank; a rank stopped before it would hold the others
+    there for ever, inside MPI where no Python code runs, so a watcher process (forked
+    before MPI starts) ends this rank after ``limit`` seconds (None: no limit), saying why.
+    """
     if not launched_by_mpi():
         return None
     from .comm import Communicator
 
-    comm = Communicator(on_error=on_error)
+    with _start_up_watch(limit):
+        comm = Communicator(on_error=on_error, limit=limit)
     if comm.size == 1:
         comm.stop()
         return None
     return comm
+
+
+@contextlib.contextmanager
+def _start_up_watch(limit: float | None):
+    """Within the block, a forked watcher kills this process (SIGKILL: the block may hold
+    the GIL) if the block lasts more than ``limit`` seconds; it is told the block ended by
+    the pipe closing."""
+    if limit is None:
+        yield
+        return
+    read_end, write_end = os.pipe()
+    watcher = os.fork()
+    if watcher == 0:  # the watcher: only system calls, then _exit
+        os.close(write_end)
+        ready, _, _ = select.select([read_end], [], [], limit)
+        if not ready:
+            os.write(2, (f"tiledsl: error: rank {launcher_rank()}: the other ranks did not answer within "
+                         f"{limit:g} s at start-up (stopped or lost?)\n").encode())
+            record_completion(1)
+            os.kill(os.getppid(), signal.SIGKILL)
+        os._exit(0)
+    os.close(read_end)
+    try:
+        yield
+    finally:
+        os.close(write_end)
+        os.waitpid(watcher, 0)
 
 
 def grid_for(text: str | None, ranks: int) -> tuple[int, int]:

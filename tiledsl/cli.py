@@ -55,10 +55,10 @@ def main(argv=None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     from .explain import TABLE_LIMIT
-    from .runtime.options import add_run_arguments, add_size_arguments, add_tuning_arguments
+    from .runtime.options import SuggestingParser, add_run_arguments, add_size_arguments, add_tuning_arguments
 
-    parser = argparse.ArgumentParser(prog="tiledsl", description="A language and compiler for tile algorithms.",
-                                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = SuggestingParser(prog="tiledsl", description="A language and compiler for tile algorithms.",
+                              epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tiledsl {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -353,7 +353,7 @@ def _launch(args) -> int:
     if shutil.which(launcher[0]) is None:
         raise UsageError(f"launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)")
     command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
-    return run_job(command)
+    return run_job(command, args.np)
 
 
 def _mpiexec() -> str:

@@ -2,7 +2,10 @@
 
 :func:`run_job` starts the launcher (``mpiexec -n P python driver.py ...``),
 forwards SIGINT, SIGTERM and SIGHUP to it (so every rank hears them once, and
-the launcher is never left running without us), and removes what a failed job leaves behind.
+the launcher is never left running without us), kills every process of the job
+when it has not ended :data:`GRACE_SECONDS` after the first signal, checks that
+every rank finished its run (each records it in the job's folder), and removes
+what a failed job leaves behind.
 
 MPICH keeps the ranks of a node in touch through a shared-memory segment
 (``/dev/shm/mpich_shm_*``) that the ranks unlink when they finalize; a job that
@@ -25,50 +28,135 @@ from pathlib import Path
 
 SHARED_MEMORY = Path("/dev/shm")
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-GRACE_SECONDS = 30  # after a forwarded signal, how long the job has to end before it is killed
+# mpiexec (hydra) passes SIGINT and SIGTERM on to the ranks but dies of SIGHUP, leaving them
+# to be killed without a word: the ranks are sent SIGTERM instead (they stop as for SIGHUP)
+SENT_FOR = {signal.SIGHUP: signal.SIGTERM}
+GRACE_SECONDS = 30  # after the first forwarded signal, how long the job has to end before it is killed
 ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of their segments
+JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # as runtime.world names it: where ranks record their completion
 
 
-def run_job(command: list[str]) -> int:
-    """Run ``command`` (a launcher and its ranks) to its end; its exit status, 128+N for signal N."""
+def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_SECONDS) -> int:
+    """Run ``command`` (a launcher and its ``ranks`` ranks) to its end; its exit status.
+
+    128+N after a forwarded signal N (whatever the job returned); 1 when the launcher
+    returned 0 but some rank did not record that it finished the run (it exited in
+    the middle: ``os._exit(0)``, ``sys.exit(0)``).
+    """
     before = segments()
     with private_tmpdir(os.environ) as environment:
         if sys.stderr.isatty():  # the ranks' stderr is a pipe: rank 0's progress bar asks for it (16.11)
             environment["TILEDSL_PROGRESS"] = "1"
+        folder = environment[JOB_DIR_VARIABLE]
         # a session of its own: a Ctrl-C reaches the job once, through us, not twice
         job = subprocess.Popen(command, env=environment, start_new_session=True)
-        code = _wait_forwarding_signals(job)
+        code = _wait_forwarding_signals(job, folder, grace)
+        if code == 0 and ranks is not None:
+            code = _check_every_rank_finished(folder, ranks)
+        elif code > 3 and not _forwarded_signal(code):
+            code = _recorded_failure(folder, code)
+        if code != 0:
+            kill_job(job, folder)
     if code != 0:
-        _kill_stragglers(job)
         remove_orphans(before)
     return code
 
 
-def _kill_stragglers(job: subprocess.Popen) -> None:
-    """Kill what is left of a failed job's process group (ranks the launcher has not reaped yet)."""
+def _check_every_rank_finished(folder: str, ranks: int) -> int:
+    """0 when every rank recorded that it finished its run with status 0, else 1 (said on stderr)."""
+    unfinished = [rank for rank in range(ranks) if _recorded_status(folder, rank) != "0"]
+    if unfinished:
+        print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended without finishing the run",
+              file=sys.stderr, flush=True)
+    return 1 if unfinished else 0
+
+
+def _forwarded_signal(code: int) -> bool:
+    return code > 128 and code - 128 in FORWARDED
+
+
+def _recorded_failure(folder: str, code: int) -> int:
+    """The exit status a rank recorded before it was killed (its start-up watcher kills a rank
+    stuck in MPI, whose launcher then reports the SIGKILL), else the launcher's ``code``."""
+    recorded = [text for text in map(str.strip, _read_markers(folder)) if text in ("1", "2", "3")]
+    return int(min(recorded)) if recorded else code
+
+
+def _read_markers(folder: str) -> list:
+    texts = []
+    for marker in Path(folder).glob("done.*"):
+        with contextlib.suppress(OSError):
+            texts.append(marker.read_text())
+    return texts
+
+
+def _recorded_status(folder: str, rank: int) -> str | None:
+    try:
+        return Path(folder, f"done.{rank}").read_text().strip()
+    except OSError:
+        return None
+
+
+def kill_job(job: subprocess.Popen, folder: str) -> None:
+    """Kill every process of the job: the launcher's process group, and the processes that
+    carry the job's folder in their environment (hydra starts its proxies and the ranks in
+    sessions of their own, beyond the reach of the launcher's group)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(job.pid, signal.SIGKILL)
+    for pid in job_processes(folder):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
-def _wait_forwarding_signals(job: subprocess.Popen) -> int:
+def job_processes(folder: str) -> list[int]:
+    """The processes (of this user) whose environment names ``folder`` as their job's."""
+    marker = f"{JOB_DIR_VARIABLE}={folder}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if marker in environ.read_bytes().split(b"\0"):
+                found.append(int(environ.parent.name))
+    return found
+
+
+def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -> int:
+    """Wait for the job, forwarding signals; ``grace`` seconds after the first one, kill it all."""
     received = []
 
     def forward(signum, frame):
         received.append(signum)
-        job.send_signal(signum)
+        with contextlib.suppress(ProcessLookupError):
+            job.send_signal(SENT_FOR.get(signum, signum))
+        if len(received) == 1:
+            raise _Forwarded  # out of a wait without a deadline (waitpid resumes after a handler)
 
     previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
     try:
-        while True:
-            try:
-                code = job.wait(timeout=GRACE_SECONDS if received else None)
-                break
-            except subprocess.TimeoutExpired:
-                job.kill()
+        code = _wait(job, None)
+    except _Forwarded:
+        code = None
+    try:
+        if code is None and _wait(job, grace) is None:
+            kill_job(job, folder)
+            code = job.wait()
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    if received:
+        return 128 + received[0]
     return 128 - code if code < 0 else code
+
+
+class _Forwarded(Exception):
+    """The first signal was forwarded: the grace period starts."""
+
+
+def _wait(job: subprocess.Popen, timeout: float | None) -> int | None:
+    """The job's exit status, or None if it is still running after ``timeout`` seconds."""
+    try:
+        return job.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def segments() -> set[Path]:
@@ -111,6 +199,6 @@ def remove_orphans(before: set[Path], wait: float = ORPHAN_WAIT) -> list[Path]:
 
 @contextlib.contextmanager
 def private_tmpdir(environment: dict):
-    """``environment`` with TMPDIR pointing at a directory removed on exit."""
+    """``environment`` with TMPDIR (and the job's folder) pointing at a directory removed on exit."""
     with tempfile.TemporaryDirectory(prefix="tiledsl-job-") as folder:
-        yield dict(environment, TMPDIR=folder)
+        yield dict(environment, TMPDIR=folder, **{JOB_DIR_VARIABLE: folder})

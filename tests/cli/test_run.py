@@ -196,3 +196,70 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     out = tiledsl("run", "programs/cholesky.tile", "--n", 100, "--gpus", 1, f"--gpu-memory={size}")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "--gpu-memory" in out.stderr
+
+
+@pytest.mark.timeout(130)
+@pytest.mark.parametrize("args, text", [
+    (("--n", 100, "--watchdog", "-1"), "argument --watchdog: must be 0 (off) or a positive number of seconds"),
+    (("--n", 100, "--chekc"), "unrecognized arguments: --chekc (did you mean --check?)"),
+    (("--n", 100, "--output", "A=nodir/out.npy"), "--output A=nodir/out.npy: directory 'nodir' does not exist"),
+    (("--n", 100, "--trace", "nodir/t.json"), "--trace nodir/t.json: directory 'nodir' does not exist"),
+    (("--n", 100, "--output", "A=programs"), "--output A=programs: is a directory"),
+])
+def test_bad_run_options_are_one_line_usage_errors(args, text):
+    out = tiledsl("run", "programs/cholesky.tile", *args)
+    assert out.returncode == 2, out.stderr
+    assert text in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.timeout(130)
+def test_nb_is_refused_for_hybrid_tiling():
+    out = tiledsl("run", "programs/hetero_cholesky.tile", "--n", 500, "--nb", 64)
+    assert out.returncode == 2 and "--nb does not apply to hybrid tiling (it takes --B, --b, --s)" in out.stderr
+
+
+@pytest.mark.timeout(130)
+def test_a_run_without_check_has_passed_null_and_check_without_a_program_check_warns(tmp_path):
+    summary = json.loads(tiledsl("run", "programs/cholesky.tile", "--n", 200, "--nb", 100, "--json").stdout)
+    assert summary["passed"] is None and summary["nonfinite"] == {}
+    (tmp_path / "nocheck.tile").write_text("program nocheck {\n  tiling uniform(nb = 50)\n"
+                                           "  matrix A[n, n] = random spd\n"
+                                           "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    out = tiledsl("run", tmp_path / "nocheck.tile", "--n", 100, "--check")
+    assert out.returncode == 0, out.stderr
+    assert "warning: program nocheck declares no check: --check has nothing to verify" in out.stderr
+
+
+@pytest.mark.timeout(130)
+def test_emulated_gpus_are_named_in_the_summary_and_warned_about():
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 256, "--nb", 128, "--gpus", 1, "--json")
+    assert out.returncode == 0, out.stderr
+    assert "--gpus 1 with the emulated backend (numpy arrays standing in for GPUs)" in out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["gpu_backend"] == "emulated"
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 256, "--nb", 128, "--gpus", 1, "--gpu-backend", "emulated")
+    assert "warning" not in out.stderr and "gpus      1 per rank, emulated backend" in out.stdout
+
+
+@pytest.mark.timeout(130)
+def test_a_nan_left_in_the_result_fails_the_run_without_check(tmp_path):
+    a = np.eye(200) * 200
+    a[150, 150] = np.nan
+    np.save(tmp_path / "a.npy", a)
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 200, "--nb", 100, "--input", f"A={tmp_path / 'a.npy'}",
+                  "--json")
+    assert out.returncode == 1
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert list(summary["nonfinite"]) == ["A"] and summary["nonfinite"]["A"] >= 1 and summary["passed"] is None
+    assert "A holds" in out.stderr and "--check-finite" in out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_the_driver_help_explains_files_and_exit_codes(tmp_path):
+    assert tiledsl("compile", "programs/cholesky.tile", "-o", tmp_path / "c.py").returncode == 0
+    out = subprocess.run([sys.executable, str(tmp_path / "c.py"), "--help"], capture_output=True, text=True)
+    text = " ".join(out.stdout.split())
+    assert "renamed into place only once the run succeeded" in text and "128+N stopped by signal N" in text
+    assert "0 disables it (default 60)" in text
+    out = subprocess.run([sys.executable, str(tmp_path / "c.py"), "--n", "10", "--outptu", "A=x.npy"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "did you mean --output?" in out.stderr

@@ -94,3 +94,8 @@ def test_abort_on_one_rank_ends_every_rank():
 def _running(name: str) -> str:
     """Command lines of live processes whose command line mentions ``name``."""
     return subprocess.run(["pgrep", "-af", name], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.timeout(90)
+def test_a_collective_a_rank_never_reaches_ends_at_the_limit_naming_that_rank():
+    assert_ok(mpirun("comm_deadline.py", 2, timeout=60))

@@ -113,3 +113,13 @@ def test_a_grid_that_does_not_match_the_ranks_is_refused_before_anything_starts(
 def test_more_ranks_than_tiles_is_refused():
     out = run("programs/cholesky.tile", "--n", 100, "--nb", 100, np_=2)
     assert out.returncode == 2 and "owned by only 1 rank" in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_ranks_without_tiles_are_refused_with_the_grids_that_would_give_them_tiles(tmp_path):
+    (tmp_path / "tall.tile").write_text("program tall {\n  tiling uniform(nb = 64)\n"
+                                        "  matrix A[n, 64] = random general\n"
+                                        "  for m in 0 .. A.mt { potrf(A[m, 0]) }\n}\n")
+    out = run(tmp_path / "tall.tile", "--n", 256, "--grid", "2x2", np_=4)
+    assert out.returncode == 2, out.stderr
+    assert "owned by only 2 rank(s): use --grid 4x1, smaller tiles or fewer ranks" in out.stderr

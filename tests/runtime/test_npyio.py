@@ -1,30 +1,27 @@
 """``.npy`` inputs and outputs: round trips per tile and clear errors for bad files."""
+import os
+
 import numpy as np
 import pytest
 
-from tiledsl.runtime.npyio import (
-    InputFileError, OutputFileError, create_output, open_input, read_block, write_block)
+from tiledsl.runtime.npyio import InputFileError, OutputFileError, create_output, open_input, write_block
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, ">f8"])
-def test_input_read_per_tile(tmp_path, order, dtype):
-    data = np.asarray(np.arange(35.0).reshape(5, 7), dtype=dtype, order=order)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, ">f8", "<f4", ">f4"])
+@pytest.mark.parametrize("block", [(1, 4, 2, 7), (0, 5, 0, 7), (0, 5, 3, 4), (2, 3, 0, 7), (4, 4, 1, 3)])
+def test_input_read_per_tile(tmp_path, order, dtype, block):
+    data = np.asarray(np.arange(35.0).reshape(5, 7) - 17.25, dtype=dtype, order=order)
     path = tmp_path / "a.npy"
     np.save(path, data)
-    mapped = open_input(path, (5, 7))
-    tile = read_block(mapped, 1, 4, 2, 7)
+    source = open_input(path, (5, 7))
+    r0, r1, c0, c1 = block
+    tile = source.read(r0, r1, c0, c1)
     assert tile.dtype == np.float64 and tile.flags.f_contiguous and tile.flags.writeable
-    assert np.array_equal(tile, data[1:4, 2:7])
-    tile[0, 0] = -1  # a private copy: the mapped file is untouched
-    assert mapped[1, 2] == data[1, 2]
-
-
-def test_input_is_read_only(tmp_path):
-    np.save(tmp_path / "a.npy", np.zeros((2, 2)))
-    mapped = open_input(str(tmp_path / "a.npy"), (2, 2))
-    with pytest.raises(ValueError):
-        mapped[0, 0] = 1.0
+    assert np.array_equal(tile, data[r0:r1, c0:c1].astype(np.float64))
+    if tile.size:
+        tile[0, 0] = -1  # a private copy: the file is untouched
+        assert source.read(r0, r1, c0, c1)[0, 0] == data[r0, c0]
 
 
 def test_output_round_trip(tmp_path):
@@ -39,7 +36,7 @@ def test_output_round_trip(tmp_path):
     back = np.load(path)
     assert back.dtype == np.float64 and np.isfortran(back)
     assert np.array_equal(back, full)
-    assert np.array_equal(open_input(path, (6, 4)), full)
+    assert np.array_equal(open_input(path, (6, 4)).read(0, 6, 0, 4), full)
 
 
 def test_missing_file(tmp_path):
@@ -79,8 +76,34 @@ def test_truncated_file(tmp_path):
     path = tmp_path / "a.npy"
     np.save(path, np.zeros((100, 100)))
     path.write_bytes(path.read_bytes()[:1000])
-    with pytest.raises(InputFileError, match="cannot map input file"):
+    with pytest.raises(InputFileError, match="is shorter than its header says"):
         open_input(path, (100, 100))
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_file_cut_short_after_it_was_opened_is_an_error_naming_it(tmp_path, order):
+    """Issue 17.6: a mapped input cut short killed the rank with SIGBUS; now a clear error."""
+    path = tmp_path / "a.npy"
+    np.save(path, np.asarray(np.ones((100, 100)), order=order))
+    source = open_input(path, (100, 100))
+    with open(path, "r+b") as f:
+        f.truncate(2000)
+    with pytest.raises(InputFileError, match=r"'.*a\.npy' changed during the run"):
+        source.read(50, 100, 50, 100)
+
+
+def test_a_file_rewritten_or_removed_after_it_was_opened_is_an_error(tmp_path):
+    path = tmp_path / "a.npy"
+    np.save(path, np.ones((10, 10)))
+    source = open_input(path, (10, 10))
+    assert source.read(0, 10, 0, 10).sum() == 100
+    np.save(tmp_path / "b.npy", np.zeros((10, 10)))
+    os.replace(tmp_path / "b.npy", path)
+    with pytest.raises(InputFileError, match="changed during the run"):
+        source.read(0, 10, 0, 10)
+    path.unlink()
+    with pytest.raises(InputFileError, match="disappeared during the run"):
+        source.read(0, 10, 0, 10)
 
 
 def test_input_errors_are_value_errors():

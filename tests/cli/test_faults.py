@@ -1,0 +1,212 @@
+"""`tiledsl run --np 2` under faults (issues 16 and 17): ranks that exit in the middle, signals,
+stopped ranks, files cut short, and what every failure leaves behind (nothing, and the old output)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiledsl import jobs
+
+ROOT = Path(__file__).resolve().parents[2]
+MPIEXEC = str(Path(sys.executable).with_name("mpiexec")) if Path(sys.executable).with_name("mpiexec").exists() \
+    else "mpiexec"
+
+EXITS_TILE = """use "exits.py"
+kernel quit_(inout A)
+
+program exits {
+  tiling uniform(nb = 64)
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    potrf(A[k, k])
+    if k == 1 { quit_(A[k, k]) }
+    for m in k + 1 .. A.mt { trsm(A[k, k], A[m, k]) }
+  }
+}
+"""
+EXITS_KERNELS = """import os, sys
+if os.environ.get("EXIT_AT_IMPORT") == os.environ.get("PMI_RANK"):
+    sys.exit(0)
+
+
+def quit_(a):
+    if os.environ.get("PMI_RANK") == "1" and os.environ.get("EXIT_IN_KERNEL"):
+        os._exit(0)
+"""
+
+
+def start(*args, cwd=ROOT, env=None):
+    return subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "run", *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})))
+
+
+def finish(process, timeout=120):
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out, err
+
+
+def rank_pid(rank, driver_part, folder, timeout=60, in_mpi=False):
+    """The pid of rank ``rank`` of the job running in ``folder`` whose command line contains
+    ``driver_part`` (``in_mpi``: once MPI started there, so that the run's signal handlers are
+    in place). The folder singles out this test's job among any others on the machine."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for environ in Path("/proc").glob("[0-9]*/environ"):
+            try:
+                if (f"PMI_RANK={rank}".encode() in environ.read_bytes().split(b"\0")
+                        and driver_part in Path(environ.parent, "cmdline").read_text()
+                        and Path(environ.parent, "cwd").resolve() == Path(folder).resolve()
+                        and (not in_mpi or "mpich_shm" in Path(environ.parent, "maps").read_text())):
+                    return int(environ.parent.name)
+            except OSError:
+                continue
+        time.sleep(0.02)
+    pytest.fail(f"rank {rank} never started")
+
+
+def leftovers(before, folder):
+    """Orphaned MPICH segments made since ``before`` and live processes running in ``folder``
+    (the job's ranks and proxies; other jobs on the machine run elsewhere)."""
+    time.sleep(0.5)
+    in_use = jobs.mapped()
+    segments = sorted(p for p in jobs.segments() - before if str(p) not in in_use)
+    processes = []
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        try:
+            if cwd.resolve() == Path(folder).resolve() and "Z" not in _state(cwd.parent):
+                processes.append(int(cwd.parent.name))
+        except OSError:
+            continue
+    return segments, processes
+
+
+def _state(process: Path) -> str:
+    return (process / "stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.fixture
+def exits(tmp_path):
+    (tmp_path / "exits.tile").write_text(EXITS_TILE)
+    (tmp_path / "exits.py").write_text(EXITS_KERNELS)
+    return tmp_path
+
+
+@pytest.mark.timeout(180)
+def test_a_rank_that_exits_0_in_a_kernel_fails_the_job(exits):
+    before = jobs.segments()
+    code, out, err = finish(start("exits.tile", "--np", 2, "--n", 256, cwd=exits, env={"EXIT_IN_KERNEL": "1"}))
+    assert code == 1, err
+    assert "ended without finishing the run" in err and "1" in err.split("rank")[-1]
+    assert leftovers(before, exits) == ([], [])
+
+
+@pytest.mark.timeout(180)
+def test_a_kernel_module_calling_sys_exit_on_import_fails_the_job_naming_it(exits):
+    code, out, err = finish(start("exits.tile", "--np", 2, "--n", 256, cwd=exits, env={"EXIT_AT_IMPORT": "1"}))
+    assert code == 1, err
+    assert "rank 1: kernel module" in err and "called sys.exit(0) while being loaded" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.timeout(180)
+def test_a_previous_output_survives_a_failed_run_and_a_good_run_replaces_it(tmp_path):
+    previous = np.arange(16.0).reshape(4, 4)
+    np.save(tmp_path / "out.npy", previous)
+    bad = np.eye(256) * 256
+    bad[3, 3] = np.nan
+    np.save(tmp_path / "bad.npy", bad)
+    code, out, err = finish(start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 256, "--nb", 64,
+                                  "--input", "A=bad.npy", "--output", "A=out.npy", cwd=tmp_path))
+    assert code == 1 and "A holds" in err and "NaN or infinite" in err, err
+    assert np.array_equal(np.load(tmp_path / "out.npy"), previous)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npy", "out.npy"]  # no partial file left
+    code, out, err = finish(start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 256, "--nb", 64,
+                                  "--check", "--output", "A=out.npy", cwd=tmp_path))
+    assert code == 0, err
+    assert np.load(tmp_path / "out.npy").shape == (256, 256)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npy", "out.npy"]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_a_rank_during_the_run_leaves_the_previous_output(tmp_path, signum):
+    np.save(tmp_path / "out.npy", np.ones((3, 3)))
+    before = jobs.segments()
+    job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 4000, "--nb", 200,
+                "--output", "A=out.npy", cwd=tmp_path)
+    os.kill(rank_pid(1, "cholesky", tmp_path, in_mpi=True), signum)
+    code, out, err = finish(job)
+    assert code != 0 and "Traceback" not in err
+    assert np.array_equal(np.load(tmp_path / "out.npy"), np.ones((3, 3)))
+    assert [p.name for p in tmp_path.iterdir()] == ["out.npy"]
+    assert leftovers(before, tmp_path) == ([], [])
+
+
+@pytest.mark.timeout(180)
+def test_sighup_stops_the_job_with_129(tmp_path):
+    before = jobs.segments()
+    job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 4000, "--nb", 200, cwd=tmp_path)
+    rank_pid(1, "cholesky", tmp_path, in_mpi=True)
+    rank_pid(0, "cholesky", tmp_path, in_mpi=True)
+    job.send_signal(signal.SIGHUP)
+    code, out, err = finish(job)
+    assert code == 129, err
+    assert "stopped by SIG" in err and "Traceback" not in err
+    assert leftovers(before, tmp_path) == ([], [])
+
+
+@pytest.mark.timeout(180)
+def test_a_rank_stopped_at_start_up_ends_the_job_at_the_watchdog_limit(tmp_path):
+    before = jobs.segments()
+    job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 1000, "--nb", 100, "--watchdog", 3, cwd=tmp_path)
+    stopped = rank_pid(1, "cholesky", tmp_path)
+    os.kill(stopped, signal.SIGSTOP)
+    began = time.monotonic()
+    try:
+        code, out, err = finish(job, timeout=60)
+    finally:
+        kill_if_there(stopped)
+    assert code == 1, err
+    assert "did not answer within 3 s" in err and "(stopped or lost?)" in err
+    assert time.monotonic() - began < 30
+    assert leftovers(before, tmp_path) == ([], [])
+
+
+def kill_if_there(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+IGNORES_TERM = """#!/bin/sh
+trap '' TERM HUP INT
+"$@"
+sleep 600
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_launcher_ignoring_signals_is_killed_with_its_ranks_after_the_grace(tmp_path):
+    """run_job kills every process of the job ``grace`` seconds after the first signal."""
+    wrapper = tmp_path / "stubborn.sh"
+    wrapper.write_text(IGNORES_TERM)
+    wrapper.chmod(0o755)
+    script = (f"import sys; from tiledsl import jobs; "
+              f"sys.exit(jobs.run_job([{str(wrapper)!r}, {MPIEXEC!r}, '-n', '2', sys.executable, '-c', "
+              f"'import time; time.sleep(600)'], 2, grace=3))")
+    runner = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    rank_pid(1, "time.sleep(600)", tmp_path)
+    began = time.monotonic()
+    runner.send_signal(signal.SIGTERM)
+    runner.wait(60)
+    assert runner.returncode == 143
+    assert time.monotonic() - began < 15
+    time.sleep(0.5)
+    assert leftovers(set(), tmp_path)[1] == []
