@@ -84,7 +84,8 @@ class Communicator:
     ``on_error(exc)`` is called on the communication thread with each exception
     a callback (or MPI) raised there; the first one is kept in ``error``.
     ``spin`` and ``max_interval`` (seconds) tune the polling (module docstring).
-    ``limit`` (seconds, None: none) bounds each collective's wait for the other ranks.
+    ``limit`` (seconds, None: none): how long a collective waits for a rank that shows no
+    sign of life (no arrival, no heartbeat); ranks still at work keep beating.
     Callbacks may post sends and receives, but must not call :meth:`stop`.
     """
 
@@ -100,11 +101,16 @@ class Communicator:
         self._MPI = MPI
         self._comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
         self._arrivals = self._comm.Dup()  # for the arrival announcements of collectives alone
+        self._beats = self._comm.Dup()  # for the heartbeats alone
         self._token = np.zeros(1, np.uint8)
         self._rounds = 0
         self.limit = limit
         self.rank = self._comm.Get_rank()
         self.size = self._comm.Get_size()
+        self._heard = [time.monotonic()] * self.size  # when each rank last showed it is alive
+        self._listened = self._heard[0]  # when the heartbeats received were last noted
+        self._beating: threading.Thread | None = None
+        self._quiet = threading.Event()  # set: the heartbeat thread ends
         self.max_tag = self._comm.Get_attr(MPI.TAG_UB)
         self.on_error = on_error
         self.error: BaseException | None = None
@@ -126,6 +132,9 @@ class Communicator:
         """Start the communication thread."""
         self._thread = threading.Thread(target=self._run, name="mpi", daemon=True)
         self._thread.start()
+        if self.limit is not None and self.size > 1:
+            self._beating = threading.Thread(target=self._beat, name="mpi-heartbeat", daemon=True)
+            self._beating.start()
 
     def send(self, array: np.ndarray, dest: int, tag: int, on_done) -> None:
         """Post an Isend of ``array``'s bytes, in memory order; ``on_done()`` once it completed.
@@ -264,6 +273,9 @@ class Communicator:
                 return
             self._stopping = self._stopped = True
         self._wake.set()
+        self._quiet.set()
+        if self._beating is not None:
+            self._beating.join()
         if self._thread is not None:
             self._thread.join()
         else:
@@ -276,9 +288,10 @@ class Communicator:
         self._MPI.COMM_WORLD.Abort(code)
 
     # ---------------------------------------------------------------- collectives (main thread)
-    # Each collective is non-blocking and polled until a deadline (``limit`` seconds, None: no
-    # limit), so that a rank stopped or lost never leaves the others waiting for ever. Every
-    # rank also tells rank 0 that it arrived, so that rank 0 can name those that did not.
+    # Each collective is non-blocking and polled, so that a rank stopped or lost never leaves
+    # the others waiting for ever: a rank that gave no sign of life for ``limit`` seconds (None:
+    # no limit) ends the wait. Every rank tells rank 0 that it arrived, so that rank 0 can name
+    # those that did not, and a heartbeat thread tells every rank that it is still alive.
     def allreduce_sum(self, array: np.ndarray) -> np.ndarray:
         """Element-wise sum of ``array`` over all ranks (a new array)."""
         source = np.ascontiguousarray(array)
@@ -327,11 +340,42 @@ class Communicator:
         request = post()
         began = time.monotonic()
         while not request.Test():
-            waited = time.monotonic() - began
-            if self.limit is not None and waited > self.limit:
-                raise Unanswered(self.rank, self._missing(arrivals), self.limit)
-            time.sleep(polling.interval(waited, self.spin, self.max_interval))
+            if self.limit is not None:
+                self._check_alive(arrivals)
+            time.sleep(polling.interval(time.monotonic() - began, self.spin, self.max_interval))
         self._MPI.Request.Waitall([r for _, r in arrivals])
+
+    def _check_alive(self, arrivals: list) -> None:
+        """Raise :class:`Unanswered` when a rank this collective waits for has given no sign of
+        life (an arrival, a heartbeat) for ``limit`` seconds. A rank still busy with its share
+        beats, so an uneven end of the run is waited for; a stopped or lost one does not."""
+        # silence counts up to when this rank last listened: a rank resumed after being stopped
+        # itself has not heard the others yet, and must not take them for lost
+        silent = [r for r in self._missing(arrivals) if self._listened - self._heard[r] > self.limit]
+        if silent:
+            raise Unanswered(self.rank, silent, self.limit)
+
+    def _beat(self) -> None:
+        """The heartbeat thread: every ``limit / 6`` seconds (0.5 s at least) a one-byte message
+        to every other rank, and the note of every heartbeat received since the last time."""
+        interval = max(0.5, self.limit / 6)
+        others = [r for r in range(self.size) if r != self.rank]
+        sends: list = []
+        status = self._MPI.Status()
+        incoming = np.empty(1, np.uint8)
+        try:
+            while True:
+                sends = [r for r in sends if not r.Test()]  # one byte goes eagerly: they end at once
+                sends += [self._beats.Isend([self._token, self._MPI.BYTE], r, 0) for r in others]
+                while self._beats.Iprobe(self._MPI.ANY_SOURCE, 0, status):
+                    self._beats.Recv([incoming, self._MPI.BYTE], status.Get_source(), 0)
+                    self._heard[status.Get_source()] = time.monotonic()
+                self._listened = time.monotonic()
+                if self._quiet.wait(interval):
+                    break
+            self._MPI.Request.Waitall(sends)
+        except Exception as exc:  # an MPI error: the collectives then judge by arrivals alone
+            self._record(exc)
 
     def _announce_arrival(self, tag: int) -> list:
         """Rank 0 listens for every other rank's arrival at this collective; the others announce it.
@@ -354,8 +398,7 @@ class Unanswered(Exception):
 
     def __init__(self, rank: int, missing: list, limit: float):
         names = ", ".join(map(str, missing))
-        who = f"rank(s) {names}" if len(missing) <= 1 or rank == 0 else f"one or more of rank(s) {names}"
-        super().__init__(f"rank {rank}: {who} did not answer within {limit:g} s (stopped or lost?)")
+        super().__init__(f"rank {rank}: rank(s) {names} did not answer within {limit:g} s (stopped or lost?)")
         self.rank, self.missing = rank, missing
 
 

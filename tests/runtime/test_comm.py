@@ -97,5 +97,10 @@ def _running(name: str) -> str:
 
 
 @pytest.mark.timeout(90)
-def test_a_collective_a_rank_never_reaches_ends_at_the_limit_naming_that_rank():
-    assert_ok(mpirun("comm_deadline.py", 2, timeout=60))
+def test_a_collective_a_stopped_rank_never_reaches_ends_at_the_limit_naming_that_rank():
+    assert_ok(mpirun("comm_deadline.py", 2, "stopped", timeout=60))
+
+
+@pytest.mark.timeout(90)
+def test_a_collective_waits_past_the_limit_for_a_rank_that_is_late_but_alive():
+    assert_ok(mpirun("comm_deadline.py", 2, "late", timeout=60))
