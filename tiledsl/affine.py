@@ -227,6 +227,18 @@ def _provably_at_least(form: Form, bound: int) -> bool:
     return sum(v * _lowest(k) for k, v in terms.items()) + form.get("", 0) >= bound
 
 
+#: Limits on the forms worth reasoning about: past them a form is "not affine" (no proof),
+#: so that chains of lets cannot make forms grow without bound (time linear in the program).
+MAX_COEFFICIENT = 2**63 - 1
+MAX_TERMS = 64
+
+
+def _bounded(form: Form) -> Form | None:
+    if len(form) > MAX_TERMS or any(abs(v) > MAX_COEFFICIENT for v in form.values()):
+        return None
+    return form
+
+
 class Converter:
     """Turns expressions into affine forms; None for anything non-affine.
 
@@ -265,13 +277,13 @@ class Converter:
         if a is None or b is None:
             return None
         if op == "+":
-            return _add(a, b)
+            return _bounded(_add(a, b))
         if op == "-":
-            return _add(a, _scale(b, -1))
+            return _bounded(_add(a, _scale(b, -1)))
         if a.keys() == {""}:
-            return _scale(b, a[""])
+            return _bounded(_scale(b, a[""]))
         if b.keys() == {""}:
-            return _scale(a, b[""])
+            return _bounded(_scale(a, b[""]))
         return None
 
     def render(self, form: Form) -> str:

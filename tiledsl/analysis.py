@@ -9,6 +9,7 @@ Problems are collected as diagnostics, never raised.
 from __future__ import annotations
 
 import difflib
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,10 @@ GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
 GEOMETRY_METHODS = ("height", "width", "offset")
 FUNCTIONS = ("min", "max")
 WRITE_MODES = ("out", "inout")
+#: The largest magnitude of a value the analysis computes (a let, a product of constants).
+MAX_CONSTANT = 2**63 - 1
+_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul,
+               "//": operator.floordiv, "%": operator.mod}
 READ_MODES = ("in", "inout")
 
 
@@ -76,9 +81,10 @@ class _Symbol:
     span: Span | None
     node: object = None
     used: bool = False
-    depends: frozenset = frozenset()  # loop/let names a let's value depends on
+    loops: frozenset = frozenset()  # the loop variables a let's value depends on (through lets too)
     affine: bool = True  # a let's value is affine in the loop variables
     form: dict | None = None  # a let's affine form (None: not affine)
+    value: int | None = None  # a let's value when it is a constant
 
 
 class _Scope:
@@ -121,6 +127,7 @@ class _Analyzer:
         self.calls: list[CallSummary] = []
         self.loops: list[n.For] = []
         self.conditions = 0
+        self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
         self.converter = Converter(self._let_form, self._extent_symbol)
         self._declare_kernels(prelude.kernels + file.kernels)
 
@@ -334,9 +341,10 @@ class _Analyzer:
     def _let(self, stmt: n.Let):
         ok = self._int_expr(stmt.value)
         # facts about the value are taken now, from those of earlier lets: never re-expanded
-        symbol = _Symbol("let", stmt.name.span, stmt, depends=self._depends(stmt.value))
+        symbol = _Symbol("let", stmt.name.span, stmt, loops=self._loops(stmt.value))
         symbol.affine = not ok or self._affine(stmt.value)
         symbol.form = self.converter.form(stmt.value) if ok else None
+        symbol.value = self.values.get(id(stmt.value)) if ok else None
         self._declare(stmt.name, symbol)
 
     def _release(self, stmt: n.Release):
@@ -442,6 +450,45 @@ class _Analyzer:
 
     def _type(self, expr) -> str | None:
         """The type of ``expr`` ('int' or 'bool'), or None after reporting an error."""
+        got = self._kind(expr)
+        return self._fold(expr) if got == "int" else got
+
+    def _fold(self, expr) -> str | None:
+        """Record the value of a constant integer expression in ``values``: 'int', or None
+        after an E211 for a value beyond the 64-bit range (no value ever grows unbounded:
+        chained products of lets stop at the first one too large)."""
+        value = self._constant_value(expr)
+        if value is None:
+            return "int"
+        if abs(value) > MAX_CONSTANT:
+            self.bag.error(expr.span, "E211", f"the value of this expression, {_abbreviated(value)}, "
+                                              "is beyond the 64-bit range",
+                           f"constants a program computes stay within ±{MAX_CONSTANT} (2**63 - 1)",
+                           hint="tile programs count tiles and rows: check the formula")
+            return None
+        self.values[id(expr)] = value
+        return "int"
+
+    def _constant_value(self, expr) -> int | None:
+        """The value of ``expr`` from the values of its operands already folded, or None."""
+        match expr:
+            case n.IntLit(value=value):
+                return value
+            case n.Name(ident=ident):
+                symbol = self.scope.lookup(ident.text)
+                return symbol.value if symbol is not None else None
+            case n.Unary(op="-", operand=operand) if id(operand) in self.values:
+                return -self.values[id(operand)]
+            case n.Func(func=func, args=args) if all(id(a) in self.values for a in args):
+                return {"min": min, "max": max}[func.text](self.values[id(a)] for a in args)
+            case n.Binary(op=op, left=left, right=right) if op in _ARITHMETIC:
+                a, b = self.values.get(id(left)), self.values.get(id(right))
+                if a is not None and b is not None and (b != 0 or op in ("+", "-", "*")):
+                    return _ARITHMETIC[op](a, b)
+        return None
+
+    def _kind(self, expr) -> str | None:
+        """The type of ``expr`` from those of its operands, or None after reporting an error."""
         match expr:
             case n.IntLit():
                 return "int"
@@ -500,21 +547,31 @@ class _Analyzer:
 
     # ---------------------------------------------------------------- dependencies & affinity
     def _depends(self, expr) -> frozenset[str]:
-        """The loop variables and lets that ``expr`` depends on (transitively through lets)."""
+        """The lets ``expr`` names and the loop variables it depends on (through lets too).
+
+        Not the lets those lets name: they are bound before them, so the innermost
+        binder an expression depends on is one of these; and a let's loop variables are
+        at most the enclosing loops, so a chain of lets costs linear time."""
+        return frozenset(name for name in _names(expr)
+                         if (symbol := self.scope.lookup(name)) is not None and symbol.kind == "let") | self._loops(expr)
+
+    def _loops(self, expr) -> frozenset[str]:
+        """The loop variables ``expr`` depends on, directly or through lets."""
         found = set()
         for name in _names(expr):
             symbol = self.scope.lookup(name)
-            if symbol is not None and symbol.kind in ("loop", "let"):
+            if symbol is not None and symbol.kind == "loop":
                 found.add(name)
-                found |= symbol.depends
+            elif symbol is not None:
+                found |= symbol.loops
         return frozenset(found)
 
     def _tile_depends(self, tile: n.TileRef) -> frozenset[str]:
         return self._depends(tile.row) | self._depends(tile.col)
 
     def _varying(self, expr) -> bool:
-        return any(self.scope.lookup(name).kind == "loop" for name in self._depends(expr)
-                   if self.scope.lookup(name) is not None)
+        """Whether ``expr`` depends on a loop variable, directly or through lets."""
+        return bool(self._loops(expr))
 
     def _affine(self, expr) -> bool:
         match expr:
@@ -561,8 +618,16 @@ def _suggest(name: str, candidates) -> tuple[str, ...]:
     return (f"did you mean '{close[0]}'?",) if close else ()
 
 
+def _abbreviated(value: int) -> str:
+    """``value`` in full when short, else its leading digits and its number of digits."""
+    digits = str(abs(value))
+    sign = "-" if value < 0 else ""
+    return sign + digits if len(digits) <= 24 else f"{sign}{digits[:6]}… ({len(digits)} digits)"
+
+
 def _constant(expr) -> int | None:
-    """The value of an expression made of integer literals only, else None."""
+    """The value of an expression made of integer literals only, else None (also for
+    a value beyond :data:`MAX_CONSTANT`)."""
     match expr:
         case n.IntLit(value=value):
             return value
@@ -573,7 +638,8 @@ def _constant(expr) -> int | None:
             a, b = _constant(left), _constant(right)
             if a is None or b is None or (op in ("//", "%") and b == 0):
                 return None
-            return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0, "%": a % b if b else 0}[op]
+            value = _ARITHMETIC[op](a, b)
+            return value if abs(value) <= MAX_CONSTANT else None
     return None
 
 

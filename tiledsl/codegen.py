@@ -201,29 +201,43 @@ class _Model:
     def _anchors(self) -> dict:
         """For each binder (For/Let span, or None for the top), the rank tests to compute there."""
         anchors: dict = {}
-        binders: list = []
+        binders: list = []  # (name or None for an if branch, key), outermost first
+        position: dict = {}  # name -> its index in binders when last bound
+        barriers: list = []  # indices of the enclosing if branches
+
+        def bind(name, key):
+            position[name] = len(binders)
+            binders.append((name, key))
+
+        def anchor_of(depends) -> object:
+            """The innermost binder the access depends on, never above an enclosing if."""
+            bound = [position[name] for name in depends
+                     if position.get(name, len(binders)) < len(binders) and binders[position[name]][0] == name]
+            index = max(bound + barriers[-1:], default=None)
+            return None if index is None else binders[index][1]
 
         def visit(stmts):
             for stmt in stmts:
                 if isinstance(stmt, n.For):
                     depth = len(binders)
-                    binders.append((stmt.var.text, stmt.span))
+                    bind(stmt.var.text, stmt.span)
                     visit(stmt.body)
                     del binders[depth:]
                 elif isinstance(stmt, n.Let):
-                    binders.append((stmt.name.text, stmt.span))
+                    bind(stmt.name.text, stmt.span)
                 elif isinstance(stmt, n.If):
                     # an index may only be valid under its condition: never hoist above it
                     for branch, body in (("then", stmt.then), ("else", stmt.orelse)):
                         depth = len(binders)
+                        barriers.append(depth)
                         binders.append((None, (stmt.span, branch)))
                         visit(body)
+                        barriers.pop()
                         del binders[depth:]
                 elif isinstance(stmt, n.Call) and stmt.span in self.call_index:
                     summary = self.checked.calls[self.call_index[stmt.span]]
                     for index, access in enumerate(summary.accesses):
-                        anchor = next((key for name, key in reversed(binders)
-                                       if name is None or name in access.depends), None)
+                        anchor = anchor_of(access.depends)
                         key = (anchor, access.matrix, unparse(access.tile.row), unparse(access.tile.col))
                         if key not in self.rank_vars:
                             self.rank_vars[key] = f"_r{len(self.rank_vars)}"

@@ -28,6 +28,7 @@ CODES = {
     "E208": "tile index provably out of range",
     "E209": "invalid declaration",
     "E210": "a kernel that writes nothing",
+    "E211": "a value beyond the 64-bit range",
     "W300": "declared but never used",
 }
 
