@@ -28,6 +28,8 @@ GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
 GEOMETRY_METHODS = ("height", "width", "offset")
 FUNCTIONS = ("min", "max")
 WRITE_MODES = ("out", "inout")
+#: Deepest nest of loops: the driver nests one Python ``for`` per loop (CPython allows 20).
+MAX_LOOP_NESTING = 20
 #: The largest magnitude of a value the analysis computes (a let, a product of constants).
 MAX_CONSTANT = 2**63 - 1
 _ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul,
@@ -324,6 +326,11 @@ class _Analyzer:
                                "bounds may add, subtract, take min/max and multiply by loop-invariant values",
                                hint="'//', '%', products of loop variables and geometry queries on them "
                                     "belong in tile indices or 'if' conditions")
+        if len(self.loops) == MAX_LOOP_NESTING:
+            keyword = Span(stmt.span.path, stmt.span.line, stmt.span.column, stmt.span.line, stmt.span.column + 3)
+            self.bag.error(keyword, "E101", f"loops nested more than {MAX_LOOP_NESTING} deep",
+                           f"the generated driver is Python, which nests at most {MAX_LOOP_NESTING} loops",
+                           hint="merge loops, or compute indices from fewer loop variables")
         self.scope.frames.append({})
         self._declare(stmt.var, _Symbol("loop", stmt.var.span, stmt, used=True))
         self.loops.append(stmt)

@@ -276,9 +276,17 @@ class _Model:
         return [head] + self._rank_lines(stmt.span, depth + 1) + self._block(stmt.body, depth + 1)
 
     def _if(self, stmt: n.If, depth: int) -> list[str]:
+        """An ``if``; ``else if`` chains become ``elif`` (a nested ``if`` per link would
+        exceed Python's 100 levels of indentation)."""
         pad = INDENT * depth
-        lines = [f"{pad}if {self.expr(stmt.cond)}:  # {_where(self.checked.path, stmt.span)}"]
-        lines += self._rank_lines((stmt.span, "then"), depth + 1) + self._block(stmt.then, depth + 1)
+        lines, keyword = [], "if"
+        while True:
+            lines.append(f"{pad}{keyword} {self.expr(stmt.cond)}:  # {_where(self.checked.path, stmt.span)}")
+            lines += self._rank_lines((stmt.span, "then"), depth + 1) + self._block(stmt.then, depth + 1)
+            chained = len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], n.If)
+            if not (chained and not self.anchors.get((stmt.span, "else"))):
+                break
+            stmt, keyword = stmt.orelse[0], "elif"
         if stmt.orelse:
             lines += [f"{pad}else:"]
             lines += self._rank_lines((stmt.span, "else"), depth + 1) + self._block(stmt.orelse, depth + 1)

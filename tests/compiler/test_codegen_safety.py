@@ -328,3 +328,72 @@ def test_programs_without_tasks(tmp_path, body):
     path = _write(tmp_path, "nothing", text)
     result = execute(import_driver(path, "safety_nothing"), Options(n=10, workers=1))
     assert result.tasks == 0
+
+
+# ---------------------------------------------------------------- deep programs (issue 17.10)
+from pathlib import Path as _Path  # noqa: E402
+
+from fuzz_strategies import judge  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tiledsl.analysis import MAX_LOOP_NESTING  # noqa: E402
+
+
+def _nest(shape: list[str], call: str = "potrf(A[0, 0])") -> str:
+    """A program whose statements nest as ``shape`` says, outermost first: 'for', 'if',
+    or 'elif N' (an if with N 'else if' links, the call in the last one)."""
+    opening, closing = [], []
+    for depth, kind in enumerate(shape):
+        if kind == "for":
+            opening.append(f"for i{depth} in 0 .. 2 {{")
+            closing.append("}")
+        elif kind == "if":
+            opening.append(f"if n > {depth} {{")
+            closing.append("}")
+        else:
+            links = int(kind.split()[1])
+            opening.append(" else ".join(f"if n == {k} {{ potrf(A[0, 0]) }}" for k in range(links))
+                           + f" else if n > {depth} {{")
+            closing.append("}")
+    body = "\n".join(opening) + f"\n{call}\n" + "\n".join(reversed(closing))
+    return f"program deep {{\n  matrix A[n, n] = random spd\n{body}\n}}\n"
+
+
+def _driver(text: str) -> str:
+    result = check_source(decode("deep.tile", text.encode()))
+    assert result.ok, result.report()
+    return generate(result.checked)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", [
+    ["for"] * MAX_LOOP_NESTING,
+    ["elif 120"],
+    ["elif 140"],
+    ["if"] * 97,
+    ["for"] * MAX_LOOP_NESTING + ["if"] * 70,
+    ["for", "elif 50", "for", "elif 50"] + ["for"] * (MAX_LOOP_NESTING - 2),
+], ids=["20 loops", "else-if 120", "else-if 140", "97 ifs", "20 loops and 70 ifs", "chains in loops"])
+def test_drivers_of_programs_at_the_nesting_limits_compile(shape):
+    driver = _driver(_nest(shape))
+    compile(driver, "driver.py", "exec")
+    if shape[0].startswith("elif"):
+        assert driver.count("elif ") == int(shape[0].split()[1])
+
+
+@pytest.mark.timeout(60)
+def test_one_loop_too_many_is_a_diagnostic():
+    result = check_source(decode("deep.tile", _nest(["for"] * (MAX_LOOP_NESTING + 1)).encode()))
+    errors = [d for d in result.diagnostics if d.is_error]
+    assert [(d.code, d.message) for d in errors] == [("E101", "loops nested more than 20 deep")]
+    assert errors[0].span.line == 3 + MAX_LOOP_NESTING
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(shape=st.lists(st.sampled_from(["for", "if"]) | st.integers(1, 40).map(lambda k: f"elif {k}"),
+                      min_size=1, max_size=110))
+def test_every_deep_program_check_accepts_has_a_driver_that_compiles(tmp_path_factory, shape):
+    # judge: check_source never raises; a program it accepts has a driver compile() accepts
+    judge(_nest(shape), _Path(tmp_path_factory.getbasetemp()) / "deep.tile")
