@@ -6,9 +6,13 @@ driver submits every task of the program (``tiledsl explain``, the reflector
 list of the QR check); a real rank number records that rank's share.
 :class:`Survey` walks every task once before a run and keeps only what the run
 needs: this rank's task count and tiles, and the compact task sequence that
-derived priorities are computed from.
+derived priorities are computed from. Every walk turns a mistake of the
+program's loop nest (a tile that does not exist, a division by zero) into the
+:class:`~.errors.TaskFailure` a run reports, naming the ``.tile`` line.
 """
 from __future__ import annotations
+
+from .errors import loop_nest_failure
 
 
 class Everyone:
@@ -78,12 +82,20 @@ class Survey:
 def survey(driver, matrices: dict, params, rank: int, sequence=None) -> Survey:
     """One pass over the driver's loop nest for ``rank`` (see :class:`Survey`)."""
     found = Survey(matrices, rank, sequence)
-    driver.generate(found, params)
+    walk(driver, found, params, rank)
     return found
 
 
 def record(driver, matrices: dict, params, rank=None, keep=lambda call: True) -> Recorder:
     """Run the driver's loop nest for ``rank`` (None: every rank) and return what it submitted."""
     recorder = Recorder(matrices, Everyone() if rank is None else rank, keep)
-    driver.generate(recorder, params)
+    walk(driver, recorder, params, rank if isinstance(rank, int) else 0)
     return recorder
+
+
+def walk(driver, stand_in, params, rank: int) -> None:
+    """Run the driver's loop nest against ``stand_in``; its mistakes raise TaskFailure."""
+    try:
+        driver.generate(stand_in, params)
+    except Exception as error:
+        raise loop_nest_failure(error, rank) from None

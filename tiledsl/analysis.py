@@ -282,11 +282,26 @@ class _Analyzer:
             self.bag.error(extra.span, "E209", "a program names at most one kernel module")
         if not uses:
             return None
-        path = Path(self.file.path).parent / uses[0].path
-        if not path.is_file():
-            self.bag.error(uses[0].span, "E209", f"kernel module {uses[0].path!r} not found",
-                           f"looked for {path}")
-        return uses[0].path
+        use = uses[0]
+        path = Path(self.file.path).parent / use.path
+        if path.suffix != ".py":
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not a Python file",
+                           hint="name the .py file that defines the program's kernels")
+        elif not path.is_file():
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} not found", f"looked for {path}")
+        else:
+            self._check_module_syntax(use, path)
+        return use.path
+
+    def _check_module_syntax(self, use: n.Use, path: Path):
+        """A kernel module must at least compile (checked without running it)."""
+        try:
+            compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        except SyntaxError as error:
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not valid Python",
+                           f"{use.path}:{error.lineno}: SyntaxError: {error.msg}")
+        except (OSError, ValueError) as error:  # unreadable, or NUL bytes
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} cannot be read: {error}")
 
     def _declare(self, ident: n.Ident, symbol: _Symbol):
         """Bind ``ident``; a second binding of a visible name is an error and is dropped."""

@@ -241,7 +241,7 @@ class _Model:
                         key = (anchor, access.matrix, unparse(access.tile.row), unparse(access.tile.col))
                         if key not in self.rank_vars:
                             self.rank_vars[key] = f"_r{len(self.rank_vars)}"
-                            anchors.setdefault(anchor, []).append((key, access.tile))
+                            anchors.setdefault(anchor, []).append((key, access.tile, stmt.span))
                         self.access_vars[stmt.span, index] = self.rank_vars[key]
 
         visit(self.program.body)
@@ -249,9 +249,10 @@ class _Model:
 
     def _rank_lines(self, anchor, depth: int) -> list[str]:
         pad = INDENT * depth
+        # each names the call it serves: an index that fails here is that call's mistake
         return [f"{pad}{self.rank_vars[key]} = {self.names[tile.matrix.text]}.rank_of("
-                f"{self.expr(tile.row)}, {self.expr(tile.col)})"
-                for key, tile in self.anchors.get(anchor, ())]
+                f"{self.expr(tile.row)}, {self.expr(tile.col)})  # {_where(self.checked.path, span)}"
+                for key, tile, span in self.anchors.get(anchor, ())]
 
     # ---------------------------------------------------------------- statements
     def _function_body(self) -> list[str]:
@@ -279,14 +280,14 @@ class _Model:
         """An ``if``; ``else if`` chains become ``elif`` (a nested ``if`` per link would
         exceed Python's 100 levels of indentation)."""
         pad = INDENT * depth
-        lines, keyword = [], "if"
+        lines, opener = [], "if"
         while True:
-            lines.append(f"{pad}{keyword} {self.expr(stmt.cond)}:  # {_where(self.checked.path, stmt.span)}")
+            lines.append(f"{pad}{opener} {self.expr(stmt.cond)}:  # {_where(self.checked.path, stmt.span)}")
             lines += self._rank_lines((stmt.span, "then"), depth + 1) + self._block(stmt.then, depth + 1)
             chained = len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], n.If)
             if not (chained and not self.anchors.get((stmt.span, "else"))):
                 break
-            stmt, keyword = stmt.orelse[0], "elif"
+            stmt, opener = stmt.orelse[0], "elif"
         if stmt.orelse:
             lines += [f"{pad}else:"]
             lines += self._rank_lines((stmt.span, "else"), depth + 1) + self._block(stmt.orelse, depth + 1)
@@ -364,8 +365,9 @@ def _load_base(source: str, load: str | None) -> str | None:
 
 
 def param_ref(name: str) -> str:
-    """How the driver reads parameter ``name`` from ``p``: an attribute when Python allows."""
-    return f"p.{name}" if not keyword.iskeyword(name) else f"p[{name!r}]"
+    """How the driver reads parameter ``name`` from ``p``: by key, so that any name the
+    grammar allows (``as_dict``, ``__class__``, a keyword) is the program's own."""
+    return f"p[{name!r}]"
 
 
 def printable(text: str) -> str:

@@ -214,10 +214,11 @@ def test_generated_text_names_tile_lines():
 
 
 # ---------------------------------------------------------------- expression semantics
-from types import SimpleNamespace  # noqa: E402
 
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+from tiledsl.runtime.options import Params  # noqa: E402
 
 VALUES = {"x": 3, "y": -5, "z": 7}
 
@@ -279,7 +280,7 @@ def evaluate_generated(body: str):
     namespace = {}
     exec(compile(generate(result.checked), "e_driver.py", "exec"), namespace)
     runtime = FakeRuntime()
-    namespace["generate"](runtime, SimpleNamespace(n=128, nb=32, **VALUES))
+    namespace["generate"](runtime, Params(dict(n=128, nb=32, **VALUES)))
     return runtime.priorities
 
 
@@ -334,8 +335,6 @@ def test_programs_without_tasks(tmp_path, body):
 from pathlib import Path as _Path  # noqa: E402
 
 from fuzz_strategies import judge  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 from tiledsl.analysis import MAX_LOOP_NESTING  # noqa: E402
 
@@ -397,3 +396,29 @@ def test_one_loop_too_many_is_a_diagnostic():
 def test_every_deep_program_check_accepts_has_a_driver_that_compiles(tmp_path_factory, shape):
     # judge: check_source never raises; a program it accepts has a driver compile() accepts
     judge(_nest(shape), _Path(tmp_path_factory.getbasetemp()) / "deep.tile")
+
+
+# ---------------------------------------------------------------- parameter names (issue 17.11)
+COLLIDING_PARAMS = ["__class__", "__dict__", "as_dict", "_values", "__getattr__", "__getitem__", "keys"]
+
+
+@pytest.mark.timeout(150)
+def test_parameters_may_have_any_name_the_grammar_allows(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    declared = "\n".join(f"  param {name} = 1" for name in COLLIDING_PARAMS)
+    product = " * ".join(COLLIDING_PARAMS)
+    (tmp_path / "t.tile").write_text(f"program p {{\n{declared}\n  matrix A[n, n] = random spd\n"
+                                     f"  let x = {product}\n  potrf(A[x, x])\n}}\n")
+    for sets, tile in (([], 1), (["--set", "as_dict=0"], 0)):
+        tiledsl = [sys.executable, "-m", "tiledsl.cli"]
+        out = subprocess.run([*tiledsl, "run", "t.tile", "--n", "64", "--nb", "32", *sets],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        out = subprocess.run([*tiledsl, "explain", "t.tile", "--n", "64", "--nb", "32", "--json", *sets],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        explained = json.loads(out.stdout)
+        assert explained["params"]["as_dict"] == tile
+        assert [task["tiles"] for task in explained["tasks"]] == [[f"A[{tile}, {tile}]"]]
