@@ -129,6 +129,7 @@ class _Analyzer:
         self.calls: list[CallSummary] = []
         self.loops: list[n.For] = []
         self.conditions = 0
+        self.guards: list = []  # (condition, branch taken) of the enclosing ifs, outermost first
         self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
         self.converter = Converter(self._let_form, self._extent_symbol)
         self._declare_kernels(prelude.kernels + file.kernels)
@@ -356,8 +357,10 @@ class _Analyzer:
     def _if(self, stmt: n.If):
         self._bool_expr(stmt.cond)
         self.conditions += 1
-        self._block(stmt.then)
-        self._block(stmt.orelse)
+        for taken, block in ((True, stmt.then), (False, stmt.orelse)):
+            self.guards.append((stmt.cond, taken))
+            self._block(block)
+            self.guards.pop()
         self.conditions -= 1
 
     def _let(self, stmt: n.Let):
@@ -398,7 +401,9 @@ class _Analyzer:
                          for tile, param in zip(stmt.args, decl.params))
         self._check_written(name, accesses)
         self._check_ranges(accesses)
-        main = next(i for i, a in enumerate(accesses) if a.mode in WRITE_MODES)
+        main = next((i for i, a in enumerate(accesses) if a.mode in WRITE_MODES), None)
+        if main is None:
+            return  # a kernel that writes nothing: E210 at its declaration
         self.calls.append(CallSummary(stmt, decl, accesses, main, self.conditions > 0))
 
     def _check_written(self, kernel: str, accesses):
@@ -430,7 +435,7 @@ class _Analyzer:
 
     def _check_ranges(self, accesses):
         for access in accesses:
-            witness = out_of_range_witness(access.tile, self.loops, self.converter, guarded=self.conditions > 0)
+            witness = out_of_range_witness(access.tile, self.loops, self.converter, self.guards)
             if witness:
                 self.bag.error(access.tile.span, "E208", f"tile index out of range in {_tile_text(access.tile)}",
                                witness)
