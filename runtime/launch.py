@@ -24,6 +24,7 @@ import numpy as np
 from . import checks, inputs, npyio, priorities, progress
 from .devices import backend
 from .engine import Engine, TaskFailure
+from .iterations import check_iterations
 from .layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources, use_tuned
 from .matrix import TiledMatrix
 from .options import Options, add_run_arguments, check_file_names, options_from
@@ -55,6 +56,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5)
     derive = options.priorities == "auto" or (options.priorities == "program" and program.derive_priorities)
+    check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
     share = survey(driver, matrices, params, rank, priorities.TaskSequence() if derive else None)
     needed = share.needed
     workers = options.workers or default_workers(ranks, options.gpus)

@@ -120,6 +120,11 @@ def _holds_at(cond, taken: bool, point: dict, converter: "Converter") -> bool:
     return False
 
 
+def never_runs(start: Form, stop: Form) -> bool:
+    """True when a loop from ``start`` to ``stop`` runs no iteration whatever the sizes."""
+    return _provably_at_least(difference(start, stop), 0)
+
+
 def provably_nonzero(form: Form) -> bool:
     """True when ``form`` differs from 0 for every admissible value of its symbols."""
     return _provably_at_least(form, 1) or _provably_at_least(_scale(form, -1), 1)

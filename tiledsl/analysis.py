@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import nodes as n
-from .affine import Converter, coincidence_witness, difference, out_of_range_witness, provably_nonzero
+from .affine import (Converter, coincidence_witness, difference, never_runs, out_of_range_witness,
+                     provably_nonzero)
 from .diagnostics import DiagnosticBag
 from .source import Span
 
@@ -30,6 +31,8 @@ FUNCTIONS = ("min", "max")
 WRITE_MODES = ("out", "inout")
 #: Deepest nest of loops: the driver nests one Python ``for`` per loop (CPython allows 20).
 MAX_LOOP_NESTING = 20
+#: Most loop iterations a run walks (runtime/iterations.py refuses more).
+MAX_ITERATIONS = 10**10
 #: The largest magnitude of a value the analysis computes (a let, a product of constants).
 MAX_CONSTANT = 2**63 - 1
 _ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul,
@@ -342,9 +345,9 @@ class _Analyzer:
                                "bounds may add, subtract, take min/max and multiply by loop-invariant values",
                                hint="'//', '%', products of loop variables and geometry queries on them "
                                     "belong in tile indices or 'if' conditions")
+        self._check_trip_count(stmt)
         if len(self.loops) == MAX_LOOP_NESTING:
-            keyword = Span(stmt.span.path, stmt.span.line, stmt.span.column, stmt.span.line, stmt.span.column + 3)
-            self.bag.error(keyword, "E101", f"loops nested more than {MAX_LOOP_NESTING} deep",
+            self.bag.error(_keyword(stmt), "E101", f"loops nested more than {MAX_LOOP_NESTING} deep",
                            f"the generated driver is Python, which nests at most {MAX_LOOP_NESTING} loops",
                            hint="merge loops, or compute indices from fewer loop variables")
         self.scope.frames.append({})
@@ -353,6 +356,19 @@ class _Analyzer:
         self._block(stmt.body)
         self.loops.pop()
         self.scope.frames.pop()
+
+    def _check_trip_count(self, stmt: n.For):
+        """Warn of a loop that never runs, or runs more times than a run walks (issue 16.3)."""
+        start, stop = self.values.get(id(stmt.start)), self.values.get(id(stmt.stop))
+        header = _keyword(stmt)
+        if start is not None and stop is not None and stop - start > MAX_ITERATIONS:
+            self.bag.warning(header, "W301", f"this loop runs {stop - start} times",
+                             f"a run walks at most {MAX_ITERATIONS} loop iterations and refuses more")
+            return
+        forms = self.converter.form(stmt.start), self.converter.form(stmt.stop)
+        if None not in forms and never_runs(*forms):
+            self.bag.warning(header, "W302", "this loop never runs",
+                             f"its start, {unparse(stmt.start)}, is never below its stop, {unparse(stmt.stop)}")
 
     def _if(self, stmt: n.If):
         self._bool_expr(stmt.cond)
@@ -643,6 +659,12 @@ class _Analyzer:
 def _suggest(name: str, candidates) -> tuple[str, ...]:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return (f"did you mean '{close[0]}'?",) if close else ()
+
+
+def _keyword(stmt: n.For) -> Span:
+    """The span of a loop's ``for``."""
+    span = stmt.span
+    return Span(span.path, span.line, span.column, span.line, span.column + 3)
 
 
 def _abbreviated(value: int) -> str:

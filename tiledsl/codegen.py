@@ -57,6 +57,7 @@ class DriverModel:
     kernel_module: str | None
     calls: list = field(default_factory=list)
     body: list = field(default_factory=list)  # lines of generate()
+    bounds: list = field(default_factory=list)  # lines of loop_bounds()
     releases: bool = False  # whether generate() needs rt.release
     derive_priorities: bool = False  # no call states a priority
 
@@ -164,21 +165,23 @@ class _Model:
         model.derive_priorities = all(c.call.priority is None for c in checked.calls)
         self.anchors = self._anchors()
         model.body = self._function_body()
+        model.bounds = self._bounds_body()
         model.releases = any(isinstance(node, n.Release) for node in _statements(program.body))
         return model
 
     # ---------------------------------------------------------------- expressions
-    def expr(self, e, params: bool = False, parent: int = 0, right: bool = False) -> str:
+    def expr(self, e, params: bool = False, parent: int = 0, right: bool = False, bound: bool = False) -> str:
         """Python text for an expression, parenthesised only where precedence needs it.
 
         ``params`` reads parameters from ``p``; ``parent`` is the enclosing operator's
-        precedence and ``right`` whether ``e`` is its right operand.
+        precedence and ``right`` whether ``e`` is its right operand; ``bound`` computes
+        over intervals in ``loop_bounds`` (min, max and geometry queries through ``_bound``).
         """
         mine = _precedence(e)
-        text = self._expr(e, params, mine)
+        text = self._expr(e, params, mine, bound)
         return f"({text})" if mine < parent or (right and mine == parent and mine < 7) else text
 
-    def _expr(self, e, params: bool, mine: int) -> str:
+    def _expr(self, e, params: bool, mine: int, bound: bool) -> str:
         match e:
             case n.IntLit(value=value):
                 return str(value)
@@ -187,14 +190,18 @@ class _Model:
                 return param_ref(ident.text) if params and ident.text in self.params else name
             case n.Attr(matrix=m, attr=a):
                 return f"{self.names[m.text]}.{a.text}"
+            case n.Method(matrix=m, method=q, arg=arg) if bound:
+                return f"_bound.query({self.names[m.text]}.{q.text}, {self.expr(arg, bound=True)})"
             case n.Method(matrix=m, method=q, arg=arg):
                 return f"{self.names[m.text]}.{q.text}({self.expr(arg, params)})"
             case n.Func(func=f, args=args):
-                return f"{f.text}({', '.join(self.expr(a, params) for a in args)})"
+                prefix = "_bound." if bound else ""
+                return f"{prefix}{f.text}({', '.join(self.expr(a, params, bound=bound) for a in args)})"
             case n.Unary(op=op, operand=operand):
-                return f"{'not ' if op == 'not' else '-'}{self.expr(operand, params, mine)}"
+                return f"{'not ' if op == 'not' else '-'}{self.expr(operand, params, mine, bound=bound)}"
             case n.Binary(op=op, left=left, right=right):
-                return f"{self.expr(left, params, mine)} {op} {self.expr(right, params, mine, right=True)}"
+                return (f"{self.expr(left, params, mine, bound=bound)} {op} "
+                        f"{self.expr(right, params, mine, right=True, bound=bound)}")
         raise TypeError(f"cannot generate {e!r}")
 
     # ---------------------------------------------------------------- hoisting
@@ -263,6 +270,30 @@ class _Model:
         lines += self._rank_lines(None, 1)
         lines += self._block(self.program.body, 1)
         return lines
+
+    def _bounds_body(self) -> list[str]:
+        """``loop_bounds``: every loop's start and stop over intervals, never iterated; ifs
+        are left out (both branches may run), calls too (they cost the survey little)."""
+        used = _all_names(self.program.body) & self.params
+        lines = [f"{INDENT}{self.names[name]} = {param_ref(name)}" for name in sorted(used)]
+        for decl in self.program.matrices + self.program.workspaces:
+            lines.append(f"{INDENT}{self.names[decl.name.text]} = _bound.matrix({decl.name.text!r})")
+        lines.append(f"{INDENT}_t0 = 1")
+        self._bound_lines(self.program.body, 0, lines)
+        return lines
+
+    def _bound_lines(self, stmts, level: int, lines: list) -> None:
+        """Lines for the loops and lets of ``stmts``; ``_t{level}``: the enclosing loop's iterations."""
+        for stmt in stmts:
+            if isinstance(stmt, n.For):
+                lines.append(f"{INDENT}{self.names[stmt.var.text]}, _t{level + 1} = _bound.loop("
+                             f"{self.expr(stmt.start, bound=True)}, {self.expr(stmt.stop, bound=True)}, "
+                             f"_t{level}, {stmt.span.line})")
+                self._bound_lines(stmt.body, level + 1, lines)
+            elif isinstance(stmt, n.Let):
+                lines.append(f"{INDENT}{self.names[stmt.name.text]} = {self.expr(stmt.value, bound=True)}")
+            elif isinstance(stmt, n.If):
+                self._bound_lines(stmt.then + stmt.orelse, level, lines)
 
     def _block(self, stmts, depth: int) -> list[str]:
         lines: list[str] = []

@@ -30,6 +30,8 @@ CODES = {
     "E210": "a kernel that writes nothing",
     "E211": "a value beyond the 64-bit range",
     "W300": "declared but never used",
+    "W301": "a loop too long to run",
+    "W302": "a loop that never runs",
 }
 
 

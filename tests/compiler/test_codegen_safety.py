@@ -133,7 +133,7 @@ program clash {
   }
 }
 """)
-    body = text[text.index("def generate"):]
+    body = text[text.index("def generate"):text.index("def loop_bounds")]
     bound = re.findall(r"^\s+(\w+) = ", body, re.M) + re.findall(r"^\s+for (\w+) in", body, re.M)
     user = [name for name in bound if not name.startswith("_r") and name not in
             ("_me", "_submit", "_release", "CALLS", "n", "A")]

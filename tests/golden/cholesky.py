@@ -89,5 +89,18 @@ def generate(rt, p):
             _release(A.tile(m, k, 21))
 
 
+
+def loop_bounds(_bound, p):
+    """Every loop's bounds over intervals, never iterated: an upper bound on the loop
+    nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
+    A = _bound.matrix('A')
+    _t0 = 1
+    k, _t1 = _bound.loop(0, A.nt, _t0, 9)
+    m, _t2 = _bound.loop(k + 1, A.mt, _t1, 11)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 14)
+    m, _t3 = _bound.loop(j + 1, A.mt, _t2, 16)
+    m, _t2 = _bound.loop(k, A.mt, _t1, 21)
+
+
 if __name__ == "__main__":
     main(PROGRAM, resolve_params, shapes, generate)

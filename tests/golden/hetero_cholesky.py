@@ -92,5 +92,24 @@ def generate(rt, p):
                         A.bump(i, j)
 
 
+
+def loop_bounds(_bound, p):
+    """Every loop's bounds over intervals, never iterated: an upper bound on the loop
+    nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
+    s = p['s']
+    A = _bound.matrix('A')
+    _t0 = 1
+    t, _t1 = _bound.loop(0, A.mt, _t0, 12)
+    d, _t2 = _bound.loop(0, s, _t1, 13)
+    k = t * s + d
+    o = _bound.query(A.offset, k)
+    j, _t3 = _bound.loop(k + 1, (t + 1) * s, _t2, 19)
+    oj = _bound.query(A.offset, j)
+    i, _t3 = _bound.loop(t + 1, A.mt, _t2, 23)
+    i, _t3 = _bound.loop(t + 1, A.mt, _t2, 27)
+    j, _t4 = _bound.loop(k + 1, (i + 1) * s, _t3, 28)
+    oj = _bound.query(A.offset, j)
+
+
 if __name__ == "__main__":
     main(PROGRAM, resolve_params, shapes, generate)

@@ -91,5 +91,19 @@ def generate(rt, p):
             _release(A.tile(k, j, 22))
 
 
+
+def loop_bounds(_bound, p):
+    """Every loop's bounds over intervals, never iterated: an upper bound on the loop
+    nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
+    A = _bound.matrix('A')
+    _t0 = 1
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 9)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 11)
+    i, _t2 = _bound.loop(k + 1, A.mt, _t1, 14)
+    j, _t3 = _bound.loop(k + 1, A.nt, _t2, 16)
+    i, _t2 = _bound.loop(k, A.mt, _t1, 21)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 22)
+
+
 if __name__ == "__main__":
     main(PROGRAM, resolve_params, shapes, generate)

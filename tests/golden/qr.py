@@ -101,5 +101,19 @@ def generate(rt, p):
             _release(T.tile(i, k, 25))
 
 
+
+def loop_bounds(_bound, p):
+    """Every loop's bounds over intervals, never iterated: an upper bound on the loop
+    nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
+    A = _bound.matrix('A')
+    T = _bound.matrix('T')
+    _t0 = 1
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 11)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 13)
+    i, _t2 = _bound.loop(k + 1, A.mt, _t1, 16)
+    j, _t3 = _bound.loop(k + 1, A.nt, _t2, 18)
+    i, _t2 = _bound.loop(k, A.mt, _t1, 23)
+
+
 if __name__ == "__main__":
     main(PROGRAM, resolve_params, shapes, generate)
