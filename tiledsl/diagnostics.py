@@ -7,8 +7,10 @@ only the command line turns them into text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .source import Source, Span
+if TYPE_CHECKING:  # spans and sources are only read here: source.py imports this module
+    from .source import Source, Span
 
 #: Codes and one-line meanings, listed in the language reference.
 CODES = {
