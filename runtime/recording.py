@@ -94,8 +94,23 @@ def record(driver, matrices: dict, params, rank=None, keep=lambda call: True) ->
 
 
 def walk(driver, stand_in, params, rank: int) -> None:
-    """Run the driver's loop nest against ``stand_in``; its mistakes raise TaskFailure."""
+    """Run the driver's loop nest against ``stand_in``; its mistakes raise TaskFailure.
+
+    An exception of the stand-in's own (a ``keep`` that stops the walk early) is not
+    the program's mistake: it goes through unchanged."""
     try:
         driver.generate(stand_in, params)
     except Exception as error:
+        if _raised_by(stand_in, error):
+            raise
         raise loop_nest_failure(error, rank) from None
+
+
+def _raised_by(stand_in, error: BaseException) -> bool:
+    """Whether ``error`` passed through a method of ``stand_in`` (its submit, its keep)."""
+    traceback = error.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_locals.get("self") is stand_in:
+            return True
+        traceback = traceback.tb_next
+    return False
