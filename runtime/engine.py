@@ -21,23 +21,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .devices import first_nonfinite, read_only
-from .errors import KernelError
+from .errors import KernelError, TaskFailure, loop_nest_failure
 from .matrix import TileIndexError, region_view
 from .scheduler import Scheduler, Task
-from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, tile_line
+from .watchdog import Limit, LoopNestWatch, Monitor, Stalled
 
 
 #: seconds the GPUs' management threads have to ready their devices before a run gives up
 PREPARE_SECONDS = 120.0
-
-
-class TaskFailure(Exception):
-    """A task (or the program's loop nest) failed on this rank."""
-
-    def __init__(self, message: str, rank: int, line: int | None = None):
-        super().__init__(message)
-        self.rank = rank
-        self.line = line
 
 
 class _Abort(Exception):
@@ -244,11 +235,8 @@ class Engine:
             self._generation_ended()
         except (_Abort, Stalled):  # the failure is recorded already
             pass
-        except TileIndexError as error:
-            self._fail(TaskFailure(f"{error}", self.rank, error.line or _driver_line(error)))
-        except Exception as error:  # a bug in the program's arithmetic, e.g. division by zero
-            self._fail(TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}",
-                                   self.rank, _driver_line(error)))
+        except Exception as error:  # the program's own mistake: a missing tile, a division by zero
+            self._fail(loop_nest_failure(error, self.rank))
 
     def _generation_ended(self) -> None:
         """No task can read a remote copy any more: free those nobody holds."""
@@ -397,15 +385,3 @@ def _check_distinct_writes(call, tiles) -> None:
     for index in call.writes:
         if sum(t is tiles[index] for t in tiles) > 1:
             raise TileIndexError(f"tile {tiles[index]} is passed twice to {call.kernel} and written", call.line)
-
-
-def _driver_line(error: BaseException) -> int | None:
-    """The ``.tile`` line of the driver statement that raised ``error``, from its comments."""
-    line = None
-    traceback = error.__traceback__
-    while traceback is not None:
-        frame = traceback.tb_frame
-        if frame.f_code.co_name == "generate":
-            line = tile_line(frame.f_code.co_filename, traceback.tb_lineno) or line
-        traceback = traceback.tb_next
-    return line

@@ -20,6 +20,23 @@ def _cuts(total: int, step: int) -> tuple[int, ...]:
     return tuple(range(0, total, step)) + (total,)
 
 
+#: Most tiles one matrix may have: every rank makes an object for each tile of each
+#: matrix (a few hundred bytes and a microsecond or two apiece), before any data.
+MAX_TILES = 1 << 22
+
+
+def _require_makeable(m: int, n: int, tile_rows: int, tile_cols: int) -> None:
+    """Refuse, before making any boundary, a matrix whose tiles could not all be made."""
+    tiles = tile_rows * tile_cols
+    _require(tiles <= MAX_TILES,
+             f"a {m}×{n} matrix would have {tile_rows}×{tile_cols} = {tiles} tiles "
+             f"({8 * m * n:.3g} bytes); at most {MAX_TILES} tiles can be made: use larger tiles or a smaller size")
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def _require(ok: bool, message: str) -> None:
     """Raise ValueError(message) unless ``ok``."""
     if not ok:
@@ -55,6 +72,7 @@ class Geometry:
         """Square ``nb``×``nb`` tiles; the last tile row and column may be smaller."""
         _require(m >= 1 and n >= 1, f"matrix size must be at least 1x1, got {m}x{n}")
         _require(nb >= 1, f"tile size nb must be at least 1, got {nb}")
+        _require_makeable(m, n, _ceil_div(m, nb), _ceil_div(n, nb))
         return cls(_cuts(m, nb), _cuts(n, nb))
 
     @classmethod
@@ -72,6 +90,7 @@ class Geometry:
         _require((s - 1) * b < B,
                  f"hybrid tiling needs (s-1)*b < B so the last slice is not empty, "
                  f"got (s-1)*b = {(s - 1) * b} with B={B}")
+        _require_makeable(m, n, _ceil_div(m, B), _ceil_div(n, B) * s)
         cols = []
         for start in range(0, n, B):
             width = min(B, n - start)

@@ -24,6 +24,7 @@ import numpy as np
 from . import checks, inputs, npyio, priorities, progress
 from .devices import backend
 from .engine import Engine, TaskFailure
+from .iterations import check_iterations
 from .layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources, use_tuned
 from .matrix import TiledMatrix
 from .comm import Unanswered
@@ -61,6 +62,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5)
     derive = options.priorities == "auto" or (options.priorities == "program" and program.derive_priorities)
+    check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
     sequence = priorities.TaskSequence() if derive else None
     share = watched(lambda noting: survey(noting, matrices, params, rank, sequence), driver, options.watchdog,
                     lambda message, line: TaskFailure(f"{message} (surveying it before the run)", rank, line))

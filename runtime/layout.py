@@ -105,7 +105,7 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
     """Every matrix and workspace of the program, tiled and placed, as seen by ``rank``."""
     program = driver.PROGRAM
     shapes, workspaces = driver.shapes(params)
-    geometries = {}
+    geometries, name = {}, None
     try:
         for name, (m, n) in shapes.items():
             geometries[name] = (Geometry.hybrid(m, n, params.B, params.b, params.s)
@@ -113,7 +113,7 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
         for name, (like, rows) in workspaces.items():
             geometries[name] = Geometry.workspace(geometries[like], rows)
     except ValueError as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(f"matrix {name}: {error}") from None
     matrices, first_tag = {}, 0
     for name, geometry in geometries.items():
         matrices[name] = TiledMatrix(name, geometry, distribution, rank, first_tag)

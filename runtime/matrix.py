@@ -79,20 +79,21 @@ class TiledMatrix:
             self.advance(self.tiles[i][j])
 
     def height(self, i: int) -> int:
-        self._check(i, self.mt, "row")
+        self._check("height", i, self.mt, "row")
         return self.geometry.height(i)
 
     def width(self, j: int) -> int:
-        self._check(j, self.nt, "column")
+        self._check("width", j, self.nt, "column")
         return self.geometry.width(j)
 
     def offset(self, j: int) -> int:
-        self._check(j, self.nt, "column")
+        self._check("offset", j, self.nt, "column")
         return self.geometry.offset(j)
 
-    def _check(self, index: int, count: int, what: str) -> None:
+    def _check(self, query: str, index: int, count: int, what: str) -> None:
         if not 0 <= index < count:
-            raise TileIndexError(f"{self.name} has no tile {what} {index} ({count} tile {what}s)")
+            raise TileIndexError(f"{self.name}.{query}({index}): {self.name} has no tile {what} {index} "
+                                 f"(its tile {what}s are 0 .. {count - 1})")
 
     # ---------------------------------------------------------------- storage
     def local_tiles(self):

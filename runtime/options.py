@@ -54,16 +54,24 @@ class Params:
     """The program's integer parameters: ``n``, the tile sizes and its own ``param`` names."""
 
     def __init__(self, values: dict):
-        self.__dict__.update(values)
+        # a dict of their own: no program name (as_dict, __class__) can replace an attribute
+        self._values = dict(values)
+
+    def __getattr__(self, name: str) -> int:
+        """``p.n``, ``p.nb``... for the runtime; drivers index ``p["name"]``."""
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
 
     def __getitem__(self, name: str) -> int:
-        return self.__dict__[name]
+        return self._values[name]
 
     def __setitem__(self, name: str, value: int) -> None:
-        self.__dict__[name] = value
+        self._values[name] = value
 
     def as_dict(self) -> dict:
-        return dict(self.__dict__)
+        return dict(self._values)
 
 
 @dataclass

@@ -6,9 +6,13 @@ driver submits every task of the program (``tiledsl explain``, the reflector
 list of the QR check); a real rank number records that rank's share.
 :class:`Survey` walks every task once before a run and keeps only what the run
 needs: this rank's task count and tiles, and the compact task sequence that
-derived priorities are computed from.
+derived priorities are computed from. Every walk turns a mistake of the
+program's loop nest (a tile that does not exist, a division by zero) into the
+:class:`~.errors.TaskFailure` a run reports, naming the ``.tile`` line.
 """
 from __future__ import annotations
+
+from .errors import loop_nest_failure
 
 
 class Everyone:
@@ -78,12 +82,35 @@ class Survey:
 def survey(driver, matrices: dict, params, rank: int, sequence=None) -> Survey:
     """One pass over the driver's loop nest for ``rank`` (see :class:`Survey`)."""
     found = Survey(matrices, rank, sequence)
-    driver.generate(found, params)
+    walk(driver, found, params, rank)
     return found
 
 
 def record(driver, matrices: dict, params, rank=None, keep=lambda call: True) -> Recorder:
     """Run the driver's loop nest for ``rank`` (None: every rank) and return what it submitted."""
     recorder = Recorder(matrices, Everyone() if rank is None else rank, keep)
-    driver.generate(recorder, params)
+    walk(driver, recorder, params, rank if isinstance(rank, int) else 0)
     return recorder
+
+
+def walk(driver, stand_in, params, rank: int) -> None:
+    """Run the driver's loop nest against ``stand_in``; its mistakes raise TaskFailure.
+
+    An exception of the stand-in's own (a ``keep`` that stops the walk early) is not
+    the program's mistake: it goes through unchanged."""
+    try:
+        driver.generate(stand_in, params)
+    except Exception as error:
+        if _raised_by(stand_in, error):
+            raise
+        raise loop_nest_failure(error, rank) from None
+
+
+def _raised_by(stand_in, error: BaseException) -> bool:
+    """Whether ``error`` passed through a method of ``stand_in`` (its submit, its keep)."""
+    traceback = error.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_locals.get("self") is stand_in:
+            return True
+        traceback = traceback.tb_next
+    return False

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import linecache
-import re
 import sys
 import threading
 import time
+
+from .errors import tile_line
 
 FLOOR_SECONDS = 60.0
 TASK_FACTOR = 20.0
@@ -185,15 +185,6 @@ class _NotingRuntime:
     def submit(self, *args, **kwargs):
         self._watch.submitted()
         return self._runtime.submit(*args, **kwargs)
-
-
-def tile_line(filename: str, number: int) -> int | None:
-    """The ``.tile`` line of a generated driver's statement, from the ``# FILE.tile:N`` comments above it."""
-    for candidate in range(number, 0, -1):
-        found = re.search(r"# \S+\.tile:(\d+)", linecache.getline(filename, candidate))
-        if found:
-            return int(found.group(1))
-    return None
 
 
 def _raise_in(thread: int, exception) -> None:

@@ -2,9 +2,10 @@
 
 An index such as ``A[k, k + 1]`` inside ``for k in 0 .. A.nt`` reaches ``A.nt`` at the
 last iteration, whatever the size: that is reported at compile time. The test is
-conservative: it needs affine indices and bounds with numeric coefficients, no
-enclosing ``if``, an extreme point of the iteration space where every enclosing
-loop runs once sizes are large enough, and an index there that is out of range
+conservative: it needs affine indices and bounds with numeric coefficients, an
+extreme point of the iteration space where every enclosing loop runs once sizes
+are large enough and every enclosing ``if`` condition holds (affine comparisons
+joined by and/or/not), and an index there that is out of range
 for every size (sizes and tile counts are at least 1; the program's own
 parameters have no known sign, so no proof rests on them). Everything else is
 checked at run time.
@@ -16,10 +17,12 @@ from . import nodes as n
 Form = dict  # symbol -> integer coefficient; "" holds the constant
 
 
-def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guarded: bool) -> str | None:
-    """A sentence explaining why ``tile`` is provably out of range, or None."""
-    if guarded:
-        return None
+def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=()) -> str | None:
+    """A sentence explaining why ``tile`` is provably out of range, or None.
+
+    ``guards`` are the enclosing ``if`` conditions, ``(condition, branch taken)``: the
+    extreme point must satisfy each of them once sizes are large enough (affine
+    comparisons joined by and/or/not; anything else proves nothing)."""
     extent_symbol = converter.extent_symbol
     bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
     if any(lo is None or hi is None for _, lo, hi in bounds):
@@ -32,7 +35,7 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guarded
         converter.display[next(iter(extent))] = f"{tile.matrix.text}.{count}"
         for direction in (+1, -1):
             value, point = _extreme(form, bounds, direction)
-            if value is None:
+            if value is None or not all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
                 continue
             beyond = _add(value, _scale(extent, -1), {"": 1}) if direction > 0 else _scale(value, -1)
             if _provably_at_least(beyond, 1):
@@ -88,6 +91,38 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
     if point is None:
         return None
     return "when " + ", ".join(f"{v} = {converter.render(point[v])}" for v, _, _ in bounds)
+
+
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def _holds_at(cond, taken: bool, point: dict, converter: "Converter") -> bool:
+    """True when ``cond`` (negated when not ``taken``) holds at ``point`` once sizes are
+    large enough; False when it does not or cannot be told."""
+    match cond:
+        case n.Unary(op="not", operand=inner):
+            return _holds_at(inner, not taken, point, converter)
+        case n.Binary(op="and" | "or" as op, left=left, right=right):
+            parts = (_holds_at(left, taken, point, converter), _holds_at(right, taken, point, converter))
+            return all(parts) if (op == "and") == taken else any(parts)
+        case n.Binary(op=op, left=left, right=right) if op in _NEGATED:
+            a, b = converter.form(left), converter.form(right)
+            if a is None or b is None:
+                return False
+            gap = _resolve(difference(a, b), point)  # left - right
+            relation = op if taken else _NEGATED[op]
+            if relation == "==":
+                return _is_zero(gap)
+            if relation == "!=":
+                return _holds_for_large_sizes(gap, 1) or _holds_for_large_sizes(_scale(gap, -1), 1)
+            sign, bound = {">=": (1, 0), ">": (1, 1), "<=": (-1, 0), "<": (-1, 1)}[relation]
+            return _holds_for_large_sizes(_scale(gap, sign), bound)
+    return False
+
+
+def never_runs(start: Form, stop: Form) -> bool:
+    """True when a loop from ``start`` to ``stop`` runs no iteration whatever the sizes."""
+    return _provably_at_least(difference(start, stop), 0)
 
 
 def provably_nonzero(form: Form) -> bool:
@@ -227,6 +262,18 @@ def _provably_at_least(form: Form, bound: int) -> bool:
     return sum(v * _lowest(k) for k, v in terms.items()) + form.get("", 0) >= bound
 
 
+#: Limits on the forms worth reasoning about: past them a form is "not affine" (no proof),
+#: so that chains of lets cannot make forms grow without bound (time linear in the program).
+MAX_COEFFICIENT = 2**63 - 1
+MAX_TERMS = 64
+
+
+def _bounded(form: Form) -> Form | None:
+    if len(form) > MAX_TERMS or any(abs(v) > MAX_COEFFICIENT for v in form.values()):
+        return None
+    return form
+
+
 class Converter:
     """Turns expressions into affine forms; None for anything non-affine.
 
@@ -265,13 +312,13 @@ class Converter:
         if a is None or b is None:
             return None
         if op == "+":
-            return _add(a, b)
+            return _bounded(_add(a, b))
         if op == "-":
-            return _add(a, _scale(b, -1))
+            return _bounded(_add(a, _scale(b, -1)))
         if a.keys() == {""}:
-            return _scale(b, a[""])
+            return _bounded(_scale(b, a[""]))
         if b.keys() == {""}:
-            return _scale(a, b[""])
+            return _bounded(_scale(a, b[""]))
         return None
 
     def render(self, form: Form) -> str:

@@ -9,11 +9,13 @@ Problems are collected as diagnostics, never raised.
 from __future__ import annotations
 
 import difflib
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import nodes as n
-from .affine import Converter, coincidence_witness, difference, out_of_range_witness, provably_nonzero
+from .affine import (Converter, coincidence_witness, difference, never_runs, out_of_range_witness,
+                     provably_nonzero)
 from .diagnostics import DiagnosticBag
 from .source import Span
 
@@ -27,6 +29,14 @@ GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
 GEOMETRY_METHODS = ("height", "width", "offset")
 FUNCTIONS = ("min", "max")
 WRITE_MODES = ("out", "inout")
+#: Deepest nest of loops: the driver nests one Python ``for`` per loop (CPython allows 20).
+MAX_LOOP_NESTING = 20
+#: Most loop iterations a run walks (runtime/iterations.py refuses more).
+MAX_ITERATIONS = 10**10
+#: The largest magnitude of a value the analysis computes (a let, a product of constants).
+MAX_CONSTANT = 2**63 - 1
+_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul,
+               "//": operator.floordiv, "%": operator.mod}
 READ_MODES = ("in", "inout")
 
 
@@ -76,9 +86,10 @@ class _Symbol:
     span: Span | None
     node: object = None
     used: bool = False
-    depends: frozenset = frozenset()  # loop/let names a let's value depends on
+    loops: frozenset = frozenset()  # the loop variables a let's value depends on (through lets too)
     affine: bool = True  # a let's value is affine in the loop variables
     form: dict | None = None  # a let's affine form (None: not affine)
+    value: int | None = None  # a let's value when it is a constant
 
 
 class _Scope:
@@ -121,6 +132,8 @@ class _Analyzer:
         self.calls: list[CallSummary] = []
         self.loops: list[n.For] = []
         self.conditions = 0
+        self.guards: list = []  # (condition, branch taken) of the enclosing ifs, outermost first
+        self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
         self.converter = Converter(self._let_form, self._extent_symbol)
         self._declare_kernels(prelude.kernels + file.kernels)
 
@@ -273,11 +286,26 @@ class _Analyzer:
             self.bag.error(extra.span, "E209", "a program names at most one kernel module")
         if not uses:
             return None
-        path = Path(self.file.path).parent / uses[0].path
-        if not path.is_file():
-            self.bag.error(uses[0].span, "E209", f"kernel module {uses[0].path!r} not found",
-                           f"looked for {path}")
-        return uses[0].path
+        use = uses[0]
+        path = Path(self.file.path).parent / use.path
+        if path.suffix != ".py":
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not a Python file",
+                           hint="name the .py file that defines the program's kernels")
+        elif not path.is_file():
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} not found", f"looked for {path}")
+        else:
+            self._check_module_syntax(use, path)
+        return use.path
+
+    def _check_module_syntax(self, use: n.Use, path: Path):
+        """A kernel module must at least compile (checked without running it)."""
+        try:
+            compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        except SyntaxError as error:
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not valid Python",
+                           f"{use.path}:{error.lineno}: SyntaxError: {error.msg}")
+        except (OSError, ValueError) as error:  # unreadable, or NUL bytes
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} cannot be read: {error}")
 
     def _declare(self, ident: n.Ident, symbol: _Symbol):
         """Bind ``ident``; a second binding of a visible name is an error and is dropped."""
@@ -317,6 +345,11 @@ class _Analyzer:
                                "bounds may add, subtract, take min/max and multiply by loop-invariant values",
                                hint="'//', '%', products of loop variables and geometry queries on them "
                                     "belong in tile indices or 'if' conditions")
+        self._check_trip_count(stmt)
+        if len(self.loops) == MAX_LOOP_NESTING:
+            self.bag.error(_keyword(stmt), "E101", f"loops nested more than {MAX_LOOP_NESTING} deep",
+                           f"the generated driver is Python, which nests at most {MAX_LOOP_NESTING} loops",
+                           hint="merge loops, or compute indices from fewer loop variables")
         self.scope.frames.append({})
         self._declare(stmt.var, _Symbol("loop", stmt.var.span, stmt, used=True))
         self.loops.append(stmt)
@@ -324,19 +357,35 @@ class _Analyzer:
         self.loops.pop()
         self.scope.frames.pop()
 
+    def _check_trip_count(self, stmt: n.For):
+        """Warn of a loop that never runs, or runs more times than a run walks (issue 16.3)."""
+        start, stop = self.values.get(id(stmt.start)), self.values.get(id(stmt.stop))
+        header = _keyword(stmt)
+        if start is not None and stop is not None and stop - start > MAX_ITERATIONS:
+            self.bag.warning(header, "W301", f"this loop runs {stop - start} times",
+                             f"a run walks at most {MAX_ITERATIONS} loop iterations and refuses more")
+            return
+        forms = self.converter.form(stmt.start), self.converter.form(stmt.stop)
+        if None not in forms and never_runs(*forms):
+            self.bag.warning(header, "W302", "this loop never runs",
+                             f"its start, {unparse(stmt.start)}, is never below its stop, {unparse(stmt.stop)}")
+
     def _if(self, stmt: n.If):
         self._bool_expr(stmt.cond)
         self.conditions += 1
-        self._block(stmt.then)
-        self._block(stmt.orelse)
+        for taken, block in ((True, stmt.then), (False, stmt.orelse)):
+            self.guards.append((stmt.cond, taken))
+            self._block(block)
+            self.guards.pop()
         self.conditions -= 1
 
     def _let(self, stmt: n.Let):
         ok = self._int_expr(stmt.value)
         # facts about the value are taken now, from those of earlier lets: never re-expanded
-        symbol = _Symbol("let", stmt.name.span, stmt, depends=self._depends(stmt.value))
+        symbol = _Symbol("let", stmt.name.span, stmt, loops=self._loops(stmt.value))
         symbol.affine = not ok or self._affine(stmt.value)
         symbol.form = self.converter.form(stmt.value) if ok else None
+        symbol.value = self.values.get(id(stmt.value)) if ok else None
         self._declare(stmt.name, symbol)
 
     def _release(self, stmt: n.Release):
@@ -368,7 +417,9 @@ class _Analyzer:
                          for tile, param in zip(stmt.args, decl.params))
         self._check_written(name, accesses)
         self._check_ranges(accesses)
-        main = next(i for i, a in enumerate(accesses) if a.mode in WRITE_MODES)
+        main = next((i for i, a in enumerate(accesses) if a.mode in WRITE_MODES), None)
+        if main is None:
+            return  # a kernel that writes nothing: E210 at its declaration
         self.calls.append(CallSummary(stmt, decl, accesses, main, self.conditions > 0))
 
     def _check_written(self, kernel: str, accesses):
@@ -400,7 +451,7 @@ class _Analyzer:
 
     def _check_ranges(self, accesses):
         for access in accesses:
-            witness = out_of_range_witness(access.tile, self.loops, self.converter, guarded=self.conditions > 0)
+            witness = out_of_range_witness(access.tile, self.loops, self.converter, self.guards)
             if witness:
                 self.bag.error(access.tile.span, "E208", f"tile index out of range in {_tile_text(access.tile)}",
                                witness)
@@ -442,6 +493,45 @@ class _Analyzer:
 
     def _type(self, expr) -> str | None:
         """The type of ``expr`` ('int' or 'bool'), or None after reporting an error."""
+        got = self._kind(expr)
+        return self._fold(expr) if got == "int" else got
+
+    def _fold(self, expr) -> str | None:
+        """Record the value of a constant integer expression in ``values``: 'int', or None
+        after an E211 for a value beyond the 64-bit range (no value ever grows unbounded:
+        chained products of lets stop at the first one too large)."""
+        value = self._constant_value(expr)
+        if value is None:
+            return "int"
+        if abs(value) > MAX_CONSTANT:
+            self.bag.error(expr.span, "E211", f"the value of this expression, {_abbreviated(value)}, "
+                                              "is beyond the 64-bit range",
+                           f"constants a program computes stay within ±{MAX_CONSTANT} (2**63 - 1)",
+                           hint="tile programs count tiles and rows: check the formula")
+            return None
+        self.values[id(expr)] = value
+        return "int"
+
+    def _constant_value(self, expr) -> int | None:
+        """The value of ``expr`` from the values of its operands already folded, or None."""
+        match expr:
+            case n.IntLit(value=value):
+                return value
+            case n.Name(ident=ident):
+                symbol = self.scope.lookup(ident.text)
+                return symbol.value if symbol is not None else None
+            case n.Unary(op="-", operand=operand) if id(operand) in self.values:
+                return -self.values[id(operand)]
+            case n.Func(func=func, args=args) if all(id(a) in self.values for a in args):
+                return {"min": min, "max": max}[func.text](self.values[id(a)] for a in args)
+            case n.Binary(op=op, left=left, right=right) if op in _ARITHMETIC:
+                a, b = self.values.get(id(left)), self.values.get(id(right))
+                if a is not None and b is not None and (b != 0 or op in ("+", "-", "*")):
+                    return _ARITHMETIC[op](a, b)
+        return None
+
+    def _kind(self, expr) -> str | None:
+        """The type of ``expr`` from those of its operands, or None after reporting an error."""
         match expr:
             case n.IntLit():
                 return "int"
@@ -500,21 +590,31 @@ class _Analyzer:
 
     # ---------------------------------------------------------------- dependencies & affinity
     def _depends(self, expr) -> frozenset[str]:
-        """The loop variables and lets that ``expr`` depends on (transitively through lets)."""
+        """The lets ``expr`` names and the loop variables it depends on (through lets too).
+
+        Not the lets those lets name: they are bound before them, so the innermost
+        binder an expression depends on is one of these; and a let's loop variables are
+        at most the enclosing loops, so a chain of lets costs linear time."""
+        return frozenset(name for name in _names(expr)
+                         if (symbol := self.scope.lookup(name)) is not None and symbol.kind == "let") | self._loops(expr)
+
+    def _loops(self, expr) -> frozenset[str]:
+        """The loop variables ``expr`` depends on, directly or through lets."""
         found = set()
         for name in _names(expr):
             symbol = self.scope.lookup(name)
-            if symbol is not None and symbol.kind in ("loop", "let"):
+            if symbol is not None and symbol.kind == "loop":
                 found.add(name)
-                found |= symbol.depends
+            elif symbol is not None:
+                found |= symbol.loops
         return frozenset(found)
 
     def _tile_depends(self, tile: n.TileRef) -> frozenset[str]:
         return self._depends(tile.row) | self._depends(tile.col)
 
     def _varying(self, expr) -> bool:
-        return any(self.scope.lookup(name).kind == "loop" for name in self._depends(expr)
-                   if self.scope.lookup(name) is not None)
+        """Whether ``expr`` depends on a loop variable, directly or through lets."""
+        return bool(self._loops(expr))
 
     def _affine(self, expr) -> bool:
         match expr:
@@ -561,8 +661,22 @@ def _suggest(name: str, candidates) -> tuple[str, ...]:
     return (f"did you mean '{close[0]}'?",) if close else ()
 
 
+def _keyword(stmt: n.For) -> Span:
+    """The span of a loop's ``for``."""
+    span = stmt.span
+    return Span(span.path, span.line, span.column, span.line, span.column + 3)
+
+
+def _abbreviated(value: int) -> str:
+    """``value`` in full when short, else its leading digits and its number of digits."""
+    digits = str(abs(value))
+    sign = "-" if value < 0 else ""
+    return sign + digits if len(digits) <= 24 else f"{sign}{digits[:6]}… ({len(digits)} digits)"
+
+
 def _constant(expr) -> int | None:
-    """The value of an expression made of integer literals only, else None."""
+    """The value of an expression made of integer literals only, else None (also for
+    a value beyond :data:`MAX_CONSTANT`)."""
     match expr:
         case n.IntLit(value=value):
             return value
@@ -573,7 +687,8 @@ def _constant(expr) -> int | None:
             a, b = _constant(left), _constant(right)
             if a is None or b is None or (op in ("//", "%") and b == 0):
                 return None
-            return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else 0, "%": a % b if b else 0}[op]
+            value = _ARITHMETIC[op](a, b)
+            return value if abs(value) <= MAX_CONSTANT else None
     return None
 
 

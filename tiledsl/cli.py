@@ -19,6 +19,7 @@ from pathlib import Path
 from . import __version__
 from .compiler import Result, check_path, compile_path
 from .jobs import run_job
+from .runtime.errors import TaskFailure
 from .runtime.world import UsageError
 
 EXIT_STATUS = """exit status:
@@ -45,6 +46,10 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("tiledsl: interrupted", file=sys.stderr)
         return 130
+    except TaskFailure as failure:  # the program's loop nest failed (explain, graph, tune walk it)
+        where = f" ({Path(args.file).name}:{failure.line})" if failure.line and hasattr(args, "file") else ""
+        print(f"tiledsl: error: rank {failure.rank}{where}: {failure}", file=sys.stderr)
+        return 1
     except Exception as error:  # a bug in tiledsl, not in the user's program
         if os.environ.get("TILEDSL_DEBUG"):
             traceback.print_exc()

@@ -57,6 +57,7 @@ class DriverModel:
     kernel_module: str | None
     calls: list = field(default_factory=list)
     body: list = field(default_factory=list)  # lines of generate()
+    bounds: list = field(default_factory=list)  # lines of loop_bounds()
     releases: bool = False  # whether generate() needs rt.release
     derive_priorities: bool = False  # no call states a priority
 
@@ -164,21 +165,23 @@ class _Model:
         model.derive_priorities = all(c.call.priority is None for c in checked.calls)
         self.anchors = self._anchors()
         model.body = self._function_body()
+        model.bounds = self._bounds_body()
         model.releases = any(isinstance(node, n.Release) for node in _statements(program.body))
         return model
 
     # ---------------------------------------------------------------- expressions
-    def expr(self, e, params: bool = False, parent: int = 0, right: bool = False) -> str:
+    def expr(self, e, params: bool = False, parent: int = 0, right: bool = False, bound: bool = False) -> str:
         """Python text for an expression, parenthesised only where precedence needs it.
 
         ``params`` reads parameters from ``p``; ``parent`` is the enclosing operator's
-        precedence and ``right`` whether ``e`` is its right operand.
+        precedence and ``right`` whether ``e`` is its right operand; ``bound`` computes
+        over intervals in ``loop_bounds`` (min, max and geometry queries through ``_bound``).
         """
         mine = _precedence(e)
-        text = self._expr(e, params, mine)
+        text = self._expr(e, params, mine, bound)
         return f"({text})" if mine < parent or (right and mine == parent and mine < 7) else text
 
-    def _expr(self, e, params: bool, mine: int) -> str:
+    def _expr(self, e, params: bool, mine: int, bound: bool) -> str:
         match e:
             case n.IntLit(value=value):
                 return str(value)
@@ -187,47 +190,65 @@ class _Model:
                 return param_ref(ident.text) if params and ident.text in self.params else name
             case n.Attr(matrix=m, attr=a):
                 return f"{self.names[m.text]}.{a.text}"
+            case n.Method(matrix=m, method=q, arg=arg) if bound:
+                return f"_bound.query({self.names[m.text]}.{q.text}, {self.expr(arg, bound=True)})"
             case n.Method(matrix=m, method=q, arg=arg):
                 return f"{self.names[m.text]}.{q.text}({self.expr(arg, params)})"
             case n.Func(func=f, args=args):
-                return f"{f.text}({', '.join(self.expr(a, params) for a in args)})"
+                prefix = "_bound." if bound else ""
+                return f"{prefix}{f.text}({', '.join(self.expr(a, params, bound=bound) for a in args)})"
             case n.Unary(op=op, operand=operand):
-                return f"{'not ' if op == 'not' else '-'}{self.expr(operand, params, mine)}"
+                return f"{'not ' if op == 'not' else '-'}{self.expr(operand, params, mine, bound=bound)}"
             case n.Binary(op=op, left=left, right=right):
-                return f"{self.expr(left, params, mine)} {op} {self.expr(right, params, mine, right=True)}"
+                return (f"{self.expr(left, params, mine, bound=bound)} {op} "
+                        f"{self.expr(right, params, mine, right=True, bound=bound)}")
         raise TypeError(f"cannot generate {e!r}")
 
     # ---------------------------------------------------------------- hoisting
     def _anchors(self) -> dict:
         """For each binder (For/Let span, or None for the top), the rank tests to compute there."""
         anchors: dict = {}
-        binders: list = []
+        binders: list = []  # (name or None for an if branch, key), outermost first
+        position: dict = {}  # name -> its index in binders when last bound
+        barriers: list = []  # indices of the enclosing if branches
+
+        def bind(name, key):
+            position[name] = len(binders)
+            binders.append((name, key))
+
+        def anchor_of(depends) -> object:
+            """The innermost binder the access depends on, never above an enclosing if."""
+            bound = [position[name] for name in depends
+                     if position.get(name, len(binders)) < len(binders) and binders[position[name]][0] == name]
+            index = max(bound + barriers[-1:], default=None)
+            return None if index is None else binders[index][1]
 
         def visit(stmts):
             for stmt in stmts:
                 if isinstance(stmt, n.For):
                     depth = len(binders)
-                    binders.append((stmt.var.text, stmt.span))
+                    bind(stmt.var.text, stmt.span)
                     visit(stmt.body)
                     del binders[depth:]
                 elif isinstance(stmt, n.Let):
-                    binders.append((stmt.name.text, stmt.span))
+                    bind(stmt.name.text, stmt.span)
                 elif isinstance(stmt, n.If):
                     # an index may only be valid under its condition: never hoist above it
                     for branch, body in (("then", stmt.then), ("else", stmt.orelse)):
                         depth = len(binders)
+                        barriers.append(depth)
                         binders.append((None, (stmt.span, branch)))
                         visit(body)
+                        barriers.pop()
                         del binders[depth:]
                 elif isinstance(stmt, n.Call) and stmt.span in self.call_index:
                     summary = self.checked.calls[self.call_index[stmt.span]]
                     for index, access in enumerate(summary.accesses):
-                        anchor = next((key for name, key in reversed(binders)
-                                       if name is None or name in access.depends), None)
+                        anchor = anchor_of(access.depends)
                         key = (anchor, access.matrix, unparse(access.tile.row), unparse(access.tile.col))
                         if key not in self.rank_vars:
                             self.rank_vars[key] = f"_r{len(self.rank_vars)}"
-                            anchors.setdefault(anchor, []).append((key, access.tile))
+                            anchors.setdefault(anchor, []).append((key, access.tile, stmt.span))
                         self.access_vars[stmt.span, index] = self.rank_vars[key]
 
         visit(self.program.body)
@@ -235,9 +256,10 @@ class _Model:
 
     def _rank_lines(self, anchor, depth: int) -> list[str]:
         pad = INDENT * depth
+        # each names the call it serves: an index that fails here is that call's mistake
         return [f"{pad}{self.rank_vars[key]} = {self.names[tile.matrix.text]}.rank_of("
-                f"{self.expr(tile.row)}, {self.expr(tile.col)})"
-                for key, tile in self.anchors.get(anchor, ())]
+                f"{self.expr(tile.row)}, {self.expr(tile.col)})  # {_where(self.checked.path, span)}"
+                for key, tile, span in self.anchors.get(anchor, ())]
 
     # ---------------------------------------------------------------- statements
     def _function_body(self) -> list[str]:
@@ -248,6 +270,30 @@ class _Model:
         lines += self._rank_lines(None, 1)
         lines += self._block(self.program.body, 1)
         return lines
+
+    def _bounds_body(self) -> list[str]:
+        """``loop_bounds``: every loop's start and stop over intervals, never iterated; ifs
+        are left out (both branches may run), calls too (they cost the survey little)."""
+        used = _all_names(self.program.body) & self.params
+        lines = [f"{INDENT}{self.names[name]} = {param_ref(name)}" for name in sorted(used)]
+        for decl in self.program.matrices + self.program.workspaces:
+            lines.append(f"{INDENT}{self.names[decl.name.text]} = _bound.matrix({decl.name.text!r})")
+        lines.append(f"{INDENT}_t0 = 1")
+        self._bound_lines(self.program.body, 0, lines)
+        return lines
+
+    def _bound_lines(self, stmts, level: int, lines: list) -> None:
+        """Lines for the loops and lets of ``stmts``; ``_t{level}``: the enclosing loop's iterations."""
+        for stmt in stmts:
+            if isinstance(stmt, n.For):
+                lines.append(f"{INDENT}{self.names[stmt.var.text]}, _t{level + 1} = _bound.loop("
+                             f"{self.expr(stmt.start, bound=True)}, {self.expr(stmt.stop, bound=True)}, "
+                             f"_t{level}, {stmt.span.line})")
+                self._bound_lines(stmt.body, level + 1, lines)
+            elif isinstance(stmt, n.Let):
+                lines.append(f"{INDENT}{self.names[stmt.name.text]} = {self.expr(stmt.value, bound=True)}")
+            elif isinstance(stmt, n.If):
+                self._bound_lines(stmt.then + stmt.orelse, level, lines)
 
     def _block(self, stmts, depth: int) -> list[str]:
         lines: list[str] = []
@@ -262,9 +308,17 @@ class _Model:
         return [head] + self._rank_lines(stmt.span, depth + 1) + self._block(stmt.body, depth + 1)
 
     def _if(self, stmt: n.If, depth: int) -> list[str]:
+        """An ``if``; ``else if`` chains become ``elif`` (a nested ``if`` per link would
+        exceed Python's 100 levels of indentation)."""
         pad = INDENT * depth
-        lines = [f"{pad}if {self.expr(stmt.cond)}:  # {_where(self.checked.path, stmt.span)}"]
-        lines += self._rank_lines((stmt.span, "then"), depth + 1) + self._block(stmt.then, depth + 1)
+        lines, opener = [], "if"
+        while True:
+            lines.append(f"{pad}{opener} {self.expr(stmt.cond)}:  # {_where(self.checked.path, stmt.span)}")
+            lines += self._rank_lines((stmt.span, "then"), depth + 1) + self._block(stmt.then, depth + 1)
+            chained = len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], n.If)
+            if not (chained and not self.anchors.get((stmt.span, "else"))):
+                break
+            stmt, opener = stmt.orelse[0], "elif"
         if stmt.orelse:
             lines += [f"{pad}else:"]
             lines += self._rank_lines((stmt.span, "else"), depth + 1) + self._block(stmt.orelse, depth + 1)
@@ -342,8 +396,9 @@ def _load_base(source: str, load: str | None) -> str | None:
 
 
 def param_ref(name: str) -> str:
-    """How the driver reads parameter ``name`` from ``p``: an attribute when Python allows."""
-    return f"p.{name}" if not keyword.iskeyword(name) else f"p[{name!r}]"
+    """How the driver reads parameter ``name`` from ``p``: by key, so that any name the
+    grammar allows (``as_dict``, ``__class__``, a keyword) is the program's own."""
+    return f"p[{name!r}]"
 
 
 def printable(text: str) -> str:

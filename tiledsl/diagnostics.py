@@ -7,8 +7,10 @@ only the command line turns them into text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .source import Source, Span
+if TYPE_CHECKING:  # spans and sources are only read here: source.py imports this module
+    from .source import Source, Span
 
 #: Codes and one-line meanings, listed in the language reference.
 CODES = {
@@ -28,7 +30,10 @@ CODES = {
     "E208": "tile index provably out of range",
     "E209": "invalid declaration",
     "E210": "a kernel that writes nothing",
+    "E211": "a value beyond the 64-bit range",
     "W300": "declared but never used",
+    "W301": "a loop too long to run",
+    "W302": "a loop that never runs",
 }
 
 

@@ -19,6 +19,9 @@ from pathlib import Path
 
 from . import __version__
 
+#: the modules whose code shapes a driver: a change to any of them compiles programs anew
+COMPILER_STAGES = ("parser", "nodes", "analysis", "affine", "codegen")
+
 
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -26,11 +29,13 @@ def cache_dir() -> Path:
 
 
 def cache_key(source_text: str, path: str) -> str:
-    """A hash of everything the driver depends on: tiledsl's version, grammar, prelude, source,
-    and the file's absolute directory (where a relative ``load`` path is found)."""
+    """A hash of everything the driver depends on: tiledsl's version, grammar, prelude, the
+    compiler's stages and template, the source, and the file's absolute directory (where a
+    relative ``load`` path is found)."""
     digest = hashlib.sha256()
+    stages = [_package_text("tiledsl", f"{stage}.py") for stage in COMPILER_STAGES]
     for part in (__version__, _package_text("tiledsl.grammars", "tile.lark"),
-                 _package_text("tiledsl", "prelude.tile"), _package_text("tiledsl.templates", "driver.py.j2"),
+                 _package_text("tiledsl", "prelude.tile"), *stages, _package_text("tiledsl.templates", "driver.py.j2"),
                  path, os.path.dirname(os.path.abspath(path)), source_text):
         digest.update(part.encode())
         digest.update(b"\0")

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .diagnostics import Diagnostic
+
 
 @dataclass(frozen=True)
 class Span:
@@ -59,8 +61,6 @@ class SourceError(Exception):
 
 def decode(path: str, data: bytes) -> Source:
     """Decode ``data`` as UTF-8 program text, or raise :class:`SourceError`."""
-    from .diagnostics import Diagnostic
-
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -81,8 +81,6 @@ def decode(path: str, data: bytes) -> Source:
 
 def read_source(path: str | Path) -> Source:
     """Read and decode a ``.tile`` file, or raise :class:`SourceError`."""
-    from .diagnostics import Diagnostic
-
     name = str(path)
     try:
         data = Path(path).read_bytes()

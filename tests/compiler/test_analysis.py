@@ -224,7 +224,8 @@ program p {
 }
 """)
     first, second = checked.calls
-    assert first.accesses[0].depends == {"b", "a", "i", "c"}  # lets count, loops through lets
+    # the lets named and the loops through lets; not 'a', bound before 'b' (linear in the lets)
+    assert first.accesses[0].depends == {"b", "i", "c"}
     assert second.accesses[0].depends == {"c"}
 
 
@@ -239,3 +240,46 @@ def test_unparse_minimal_parentheses():
     assert unparse(value("not a < b")) == "not (a < b)"
     assert unparse(value("-(a + 1)")) == "-(a + 1)"
     assert unparse(value("min(a, b + 1)")) == "min(a, (b + 1))"
+
+
+# ---------------------------------------------------------------- size of programs (issue 17.8)
+def _let_chain(count: int) -> str:
+    lets = "\n".join(f"  let x{i} = x{i - 1} + 1" for i in range(1, count))
+    return (f"program p {{\n  matrix A[n, n] = random spd\n  let x0 = 1\n{lets}\n"
+            f"  potrf(A[x{count - 1} - {count - 1}, 0])\n}}\n")
+
+
+@pytest.mark.timeout(300)
+def test_forty_thousand_lets_are_analyzed_in_linear_time():
+    import time
+
+    from tiledsl.analysis import analyze
+    from tiledsl.compiler import prelude
+    from tiledsl.parser import parse
+    from tiledsl.source import decode
+
+    tree = parse(decode("lets.tile", _let_chain(40_000).encode()))
+    started = time.process_time()
+    checked, bag = analyze(tree, prelude())
+    seconds = time.process_time() - started
+    assert checked is not None and not bag.has_errors
+    assert seconds < 8, f"analysis of 40,000 lets took {seconds:.1f} s CPU (quadratic?)"
+    # the value of the chain is known: x39999 = 40000, so the index is the constant 0
+    assert checked.calls[0].accesses[0].depends == {"x39999"}
+
+
+@pytest.mark.timeout(120)
+def test_chained_products_stop_at_the_first_value_beyond_64_bits():
+    import time
+
+    lets = "\n".join(f"  let a{i} = a{i - 1} * a{i - 1}" for i in range(1, 40))
+    text = f"program p {{\n  matrix A[n, n] = random spd\n  let a0 = 99999 * 99999\n{lets}\n  potrf(A[a39 - a39, 0])\n}}\n"
+    from tiledsl.compiler import check_source
+    from tiledsl.source import decode
+
+    started = time.process_time()
+    result = check_source(decode("products.tile", text.encode()))
+    assert time.process_time() - started < 10
+    errors = [d for d in result.diagnostics if d.is_error]
+    assert [(d.code, d.span.line, d.span.column) for d in errors] == [("E211", 4, 12)]
+    assert "99996000059999600001" in errors[0].message

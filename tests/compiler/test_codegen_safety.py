@@ -133,7 +133,7 @@ program clash {
   }
 }
 """)
-    body = text[text.index("def generate"):]
+    body = text[text.index("def generate"):text.index("def loop_bounds")]
     bound = re.findall(r"^\s+(\w+) = ", body, re.M) + re.findall(r"^\s+for (\w+) in", body, re.M)
     user = [name for name in bound if not name.startswith("_r") and name not in
             ("_me", "_submit", "_release", "CALLS", "n", "A")]
@@ -214,10 +214,11 @@ def test_generated_text_names_tile_lines():
 
 
 # ---------------------------------------------------------------- expression semantics
-from types import SimpleNamespace  # noqa: E402
 
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+from tiledsl.runtime.options import Params  # noqa: E402
 
 VALUES = {"x": 3, "y": -5, "z": 7}
 
@@ -279,7 +280,7 @@ def evaluate_generated(body: str):
     namespace = {}
     exec(compile(generate(result.checked), "e_driver.py", "exec"), namespace)
     runtime = FakeRuntime()
-    namespace["generate"](runtime, SimpleNamespace(n=128, nb=32, **VALUES))
+    namespace["generate"](runtime, Params(dict(n=128, nb=32, **VALUES)))
     return runtime.priorities
 
 
@@ -328,3 +329,96 @@ def test_programs_without_tasks(tmp_path, body):
     path = _write(tmp_path, "nothing", text)
     result = execute(import_driver(path, "safety_nothing"), Options(n=10, workers=1))
     assert result.tasks == 0
+
+
+# ---------------------------------------------------------------- deep programs (issue 17.10)
+from pathlib import Path as _Path  # noqa: E402
+
+from fuzz_strategies import judge  # noqa: E402
+
+from tiledsl.analysis import MAX_LOOP_NESTING  # noqa: E402
+
+
+def _nest(shape: list[str], call: str = "potrf(A[0, 0])") -> str:
+    """A program whose statements nest as ``shape`` says, outermost first: 'for', 'if',
+    or 'elif N' (an if with N 'else if' links, the call in the last one)."""
+    opening, closing = [], []
+    for depth, kind in enumerate(shape):
+        if kind == "for":
+            opening.append(f"for i{depth} in 0 .. 2 {{")
+            closing.append("}")
+        elif kind == "if":
+            opening.append(f"if n > {depth} {{")
+            closing.append("}")
+        else:
+            links = int(kind.split()[1])
+            opening.append(" else ".join(f"if n == {k} {{ potrf(A[0, 0]) }}" for k in range(links))
+                           + f" else if n > {depth} {{")
+            closing.append("}")
+    body = "\n".join(opening) + f"\n{call}\n" + "\n".join(reversed(closing))
+    return f"program deep {{\n  matrix A[n, n] = random spd\n{body}\n}}\n"
+
+
+def _driver(text: str) -> str:
+    result = check_source(decode("deep.tile", text.encode()))
+    assert result.ok, result.report()
+    return generate(result.checked)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("shape", [
+    ["for"] * MAX_LOOP_NESTING,
+    ["elif 120"],
+    ["elif 140"],
+    ["if"] * 97,
+    ["for"] * MAX_LOOP_NESTING + ["if"] * 70,
+    ["for", "elif 50", "for", "elif 50"] + ["for"] * (MAX_LOOP_NESTING - 2),
+], ids=["20 loops", "else-if 120", "else-if 140", "97 ifs", "20 loops and 70 ifs", "chains in loops"])
+def test_drivers_of_programs_at_the_nesting_limits_compile(shape):
+    driver = _driver(_nest(shape))
+    compile(driver, "driver.py", "exec")
+    if shape[0].startswith("elif"):
+        assert driver.count("elif ") == int(shape[0].split()[1])
+
+
+@pytest.mark.timeout(60)
+def test_one_loop_too_many_is_a_diagnostic():
+    result = check_source(decode("deep.tile", _nest(["for"] * (MAX_LOOP_NESTING + 1)).encode()))
+    errors = [d for d in result.diagnostics if d.is_error]
+    assert [(d.code, d.message) for d in errors] == [("E101", "loops nested more than 20 deep")]
+    assert errors[0].span.line == 3 + MAX_LOOP_NESTING
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(shape=st.lists(st.sampled_from(["for", "if"]) | st.integers(1, 40).map(lambda k: f"elif {k}"),
+                      min_size=1, max_size=110))
+def test_every_deep_program_check_accepts_has_a_driver_that_compiles(tmp_path_factory, shape):
+    # judge: check_source never raises; a program it accepts has a driver compile() accepts
+    judge(_nest(shape), _Path(tmp_path_factory.getbasetemp()) / "deep.tile")
+
+
+# ---------------------------------------------------------------- parameter names (issue 17.11)
+COLLIDING_PARAMS = ["__class__", "__dict__", "as_dict", "_values", "__getattr__", "__getitem__", "keys"]
+
+
+@pytest.mark.timeout(150)
+def test_parameters_may_have_any_name_the_grammar_allows(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    declared = "\n".join(f"  param {name} = 1" for name in COLLIDING_PARAMS)
+    product = " * ".join(COLLIDING_PARAMS)
+    (tmp_path / "t.tile").write_text(f"program p {{\n{declared}\n  matrix A[n, n] = random spd\n"
+                                     f"  let x = {product}\n  potrf(A[x, x])\n}}\n")
+    for sets, tile in (([], 1), (["--set", "as_dict=0"], 0)):
+        tiledsl = [sys.executable, "-m", "tiledsl.cli"]
+        out = subprocess.run([*tiledsl, "run", "t.tile", "--n", "64", "--nb", "32", *sets],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        out = subprocess.run([*tiledsl, "explain", "t.tile", "--n", "64", "--nb", "32", "--json", *sets],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        explained = json.loads(out.stdout)
+        assert explained["params"]["as_dict"] == tile
+        assert [task["tiles"] for task in explained["tasks"]] == [[f"A[{tile}, {tile}]"]]

@@ -40,7 +40,7 @@ def resolve_params(p):
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {
-        'A': (p.n, p.n),
+        'A': (p['n'], p['n']),
     }
     workspaces = {
     }
@@ -55,30 +55,30 @@ def generate(rt, p):
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     for k in range(0, A.nt):  # cholesky.tile:9
-        _r0 = A.rank_of(k, k)
+        _r0 = A.rank_of(k, k)  # cholesky.tile:10
         # cholesky.tile:10: potrf(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r0:
             _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
         for m in range(k + 1, A.mt):  # cholesky.tile:11
-            _r1 = A.rank_of(m, k)
+            _r1 = A.rank_of(m, k)  # cholesky.tile:12
             # cholesky.tile:12: trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
                 _submit(CALLS[1], (A.tile(k, k, 12), A.tile(m, k, 12)), None, 2 * (A.nt - k))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
         for j in range(k + 1, A.nt):  # cholesky.tile:14
-            _r2 = A.rank_of(j, k)
-            _r3 = A.rank_of(j, j)
+            _r2 = A.rank_of(j, k)  # cholesky.tile:15
+            _r3 = A.rank_of(j, j)  # cholesky.tile:15
             # cholesky.tile:15: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
             if _me == _r2 or _me == _r3:
                 _submit(CALLS[2], (A.tile(j, k, 15), A.tile(j, j, 15)), None, 2 * (A.nt - j))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
             for m in range(j + 1, A.mt):  # cholesky.tile:16
-                _r4 = A.rank_of(m, k)
-                _r5 = A.rank_of(m, j)
+                _r4 = A.rank_of(m, k)  # cholesky.tile:17
+                _r5 = A.rank_of(m, j)  # cholesky.tile:17
                 # cholesky.tile:17: gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j
                 if _me == _r4 or _me == _r2 or _me == _r5:
                     _submit(CALLS[3], (A.tile(m, k, 17), A.tile(j, k, 17), A.tile(m, j, 17)), None, A.nt - j)
@@ -87,6 +87,19 @@ def generate(rt, p):
         for m in range(k, A.mt):  # cholesky.tile:21
             # cholesky.tile:21: release A[m, k]
             _release(A.tile(m, k, 21))
+
+
+
+def loop_bounds(_bound, p):
+    """Every loop's bounds over intervals, never iterated: an upper bound on the loop
+    nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
+    A = _bound.matrix('A')
+    _t0 = 1
+    k, _t1 = _bound.loop(0, A.nt, _t0, 9)
+    m, _t2 = _bound.loop(k + 1, A.mt, _t1, 11)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 14)
+    m, _t3 = _bound.loop(j + 1, A.mt, _t2, 16)
+    m, _t2 = _bound.loop(k, A.mt, _t1, 21)
 
 
 if __name__ == "__main__":

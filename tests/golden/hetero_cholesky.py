@@ -40,7 +40,7 @@ def resolve_params(p):
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {
-        'A': (p.n, p.n),
+        'A': (p['n'], p['n']),
     }
     workspaces = {
     }
@@ -52,12 +52,12 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     CALLS = PROGRAM.calls
-    s = p.s
+    s = p['s']
     A = rt.matrix('A')
     for t in range(0, A.mt):  # hetero_cholesky.tile:12
         for d in range(0, s):  # hetero_cholesky.tile:13
             k = t * s + d  # hetero_cholesky.tile:14
-            _r0 = A.rank_of(t, k)
+            _r0 = A.rank_of(t, k)  # hetero_cholesky.tile:17
             o = A.offset(k)  # hetero_cholesky.tile:15
             # hetero_cholesky.tile:17: potrf(A[t, k][o:]) priority 3 * (A.nt - k)
             if _me == _r0:
@@ -65,7 +65,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(t, k)
             for j in range(k + 1, (t + 1) * s):  # hetero_cholesky.tile:19
-                _r1 = A.rank_of(t, j)
+                _r1 = A.rank_of(t, j)  # hetero_cholesky.tile:21
                 oj = A.offset(j)  # hetero_cholesky.tile:20
                 # hetero_cholesky.tile:21: gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)
                 if _me == _r0 or _me == _r1:
@@ -73,23 +73,42 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
             for i in range(t + 1, A.mt):  # hetero_cholesky.tile:23
-                _r2 = A.rank_of(i, k)
+                _r2 = A.rank_of(i, k)  # hetero_cholesky.tile:24
                 # hetero_cholesky.tile:24: trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r2:
                     _submit(CALLS[2], (A.tile(t, k, 24), A.tile(i, k, 24)), ((o, None, None, None), None), 2 * (A.nt - k))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, k)
             for i in range(t + 1, A.mt):  # hetero_cholesky.tile:27
-                _r3 = A.rank_of(i, k)
+                _r3 = A.rank_of(i, k)  # hetero_cholesky.tile:30
                 for j in range(k + 1, (i + 1) * s):  # hetero_cholesky.tile:28
-                    _r4 = A.rank_of(j // s, k)
-                    _r5 = A.rank_of(i, j)
+                    _r4 = A.rank_of(j // s, k)  # hetero_cholesky.tile:30
+                    _r5 = A.rank_of(i, j)  # hetero_cholesky.tile:30
                     oj = A.offset(j)  # hetero_cholesky.tile:29
                     # hetero_cholesky.tile:30: gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j
                     if _me == _r3 or _me == _r4 or _me == _r5:
                         _submit(CALLS[3], (A.tile(i, k, 30), A.tile(j // s, k, 30), A.tile(i, j, 30)), (None, (oj, oj + A.width(j), None, None), None), A.nt - j)
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(i, j)
+
+
+
+def loop_bounds(_bound, p):
+    """Every loop's bounds over intervals, never iterated: an upper bound on the loop
+    nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
+    s = p['s']
+    A = _bound.matrix('A')
+    _t0 = 1
+    t, _t1 = _bound.loop(0, A.mt, _t0, 12)
+    d, _t2 = _bound.loop(0, s, _t1, 13)
+    k = t * s + d
+    o = _bound.query(A.offset, k)
+    j, _t3 = _bound.loop(k + 1, (t + 1) * s, _t2, 19)
+    oj = _bound.query(A.offset, j)
+    i, _t3 = _bound.loop(t + 1, A.mt, _t2, 23)
+    i, _t3 = _bound.loop(t + 1, A.mt, _t2, 27)
+    j, _t4 = _bound.loop(k + 1, (i + 1) * s, _t3, 28)
+    oj = _bound.query(A.offset, j)
 
 
 if __name__ == "__main__":

@@ -35,18 +35,18 @@ PROGRAM = Program(
 
 def resolve_params(p):
     """Give the program's own parameters their defaults where the run options set none."""
-    if p.ib is None:
-        p.ib = 32
+    if p['ib'] is None:
+        p['ib'] = 32
     return p
 
 
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {
-        'A': (p.n, p.n),
+        'A': (p['n'], p['n']),
     }
     workspaces = {
-        'T': ('A', p.ib),
+        'T': ('A', p['ib']),
     }
     return matrices, workspaces
 
@@ -56,14 +56,14 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     CALLS = PROGRAM.calls
-    s = p.s
+    s = p['s']
     A = rt.matrix('A')
     T = rt.matrix('T')
     for t in range(0, A.mt):  # hetero_qr.tile:12
         for d in range(0, s):  # hetero_qr.tile:13
             k = t * s + d  # hetero_qr.tile:14
-            _r0 = A.rank_of(t, k)
-            _r1 = T.rank_of(t, k)
+            _r0 = A.rank_of(t, k)  # hetero_qr.tile:16
+            _r1 = T.rank_of(t, k)  # hetero_qr.tile:16
             o = A.offset(k)  # hetero_qr.tile:15
             # hetero_qr.tile:16: geqrt(A[t, k][o:], T[t, k]) priority 3 * (A.nt - k)
             if _me == _r0 or _me == _r1:
@@ -72,15 +72,15 @@ def generate(rt, p):
                 A.bump(t, k)
                 T.bump(t, k)
             for j in range(k + 1, A.nt):  # hetero_qr.tile:17
-                _r2 = A.rank_of(t, j)
+                _r2 = A.rank_of(t, j)  # hetero_qr.tile:18
                 # hetero_qr.tile:18: gemqrt(A[t, k][o:], T[t, k], A[t, j][o:]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r1 or _me == _r2:
                     _submit(CALLS[1], (A.tile(t, k, 18), T.tile(t, k, 18), A.tile(t, j, 18)), ((o, None, None, None), None, (o, None, None, None)), 2 * (A.nt - k))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
             for i in range(t + 1, A.mt):  # hetero_qr.tile:20
-                _r3 = A.rank_of(i, k)
-                _r4 = T.rank_of(i, k)
+                _r3 = A.rank_of(i, k)  # hetero_qr.tile:21
+                _r4 = T.rank_of(i, k)  # hetero_qr.tile:21
                 # hetero_qr.tile:21: tpqrt(A[t, k][o:], A[i, k], T[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r3 or _me == _r4:
                     _submit(CALLS[2], (A.tile(t, k, 21), A.tile(i, k, 21), T.tile(i, k, 21)), ((o, None, None, None), None, None), 2 * (A.nt - k))
@@ -89,14 +89,31 @@ def generate(rt, p):
                     A.bump(i, k)
                     T.bump(i, k)
                 for j in range(k + 1, A.nt):  # hetero_qr.tile:22
-                    _r5 = A.rank_of(t, j)
-                    _r6 = A.rank_of(i, j)
+                    _r5 = A.rank_of(t, j)  # hetero_qr.tile:23
+                    _r6 = A.rank_of(i, j)  # hetero_qr.tile:23
                     # hetero_qr.tile:23: tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j]) priority A.nt - j
                     if _me == _r3 or _me == _r4 or _me == _r5 or _me == _r6:
                         _submit(CALLS[3], (A.tile(i, k, 23), T.tile(i, k, 23), A.tile(t, j, 23), A.tile(i, j, 23)), (None, None, (o, None, None, None), None), A.nt - j)
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(t, j)
                         A.bump(i, j)
+
+
+
+def loop_bounds(_bound, p):
+    """Every loop's bounds over intervals, never iterated: an upper bound on the loop
+    nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
+    s = p['s']
+    A = _bound.matrix('A')
+    T = _bound.matrix('T')
+    _t0 = 1
+    t, _t1 = _bound.loop(0, A.mt, _t0, 12)
+    d, _t2 = _bound.loop(0, s, _t1, 13)
+    k = t * s + d
+    o = _bound.query(A.offset, k)
+    j, _t3 = _bound.loop(k + 1, A.nt, _t2, 17)
+    i, _t3 = _bound.loop(t + 1, A.mt, _t2, 20)
+    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 22)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ def resolve_params(p):
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {
-        'A': (p.n, p.n),
+        'A': (p['n'], p['n']),
     }
     workspaces = {
     }
@@ -55,29 +55,29 @@ def generate(rt, p):
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     for k in range(0, min(A.mt, A.nt)):  # lu.tile:9
-        _r0 = A.rank_of(k, k)
+        _r0 = A.rank_of(k, k)  # lu.tile:10
         # lu.tile:10: getrf_nopiv(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r0:
             _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
         for j in range(k + 1, A.nt):  # lu.tile:11
-            _r1 = A.rank_of(k, j)
+            _r1 = A.rank_of(k, j)  # lu.tile:12
             # lu.tile:12: trsm_l(A[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
                 _submit(CALLS[1], (A.tile(k, k, 12), A.tile(k, j, 12)), None, 2 * (A.nt - k))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
         for i in range(k + 1, A.mt):  # lu.tile:14
-            _r2 = A.rank_of(i, k)
+            _r2 = A.rank_of(i, k)  # lu.tile:15
             # lu.tile:15: trsm_u(A[k, k], A[i, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r2:
                 _submit(CALLS[2], (A.tile(k, k, 15), A.tile(i, k, 15)), None, 2 * (A.nt - k))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(i, k)
             for j in range(k + 1, A.nt):  # lu.tile:16
-                _r3 = A.rank_of(k, j)
-                _r4 = A.rank_of(i, j)
+                _r3 = A.rank_of(k, j)  # lu.tile:17
+                _r4 = A.rank_of(i, j)  # lu.tile:17
                 # lu.tile:17: gemm_nn(A[i, k], A[k, j], A[i, j]) priority A.nt - j
                 if _me == _r2 or _me == _r3 or _me == _r4:
                     _submit(CALLS[3], (A.tile(i, k, 17), A.tile(k, j, 17), A.tile(i, j, 17)), None, A.nt - j)
@@ -89,6 +89,20 @@ def generate(rt, p):
         for j in range(k + 1, A.nt):  # lu.tile:22
             # lu.tile:22: release A[k, j]
             _release(A.tile(k, j, 22))
+
+
+
+def loop_bounds(_bound, p):
+    """Every loop's bounds over intervals, never iterated: an upper bound on the loop
+    nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
+    A = _bound.matrix('A')
+    _t0 = 1
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 9)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 11)
+    i, _t2 = _bound.loop(k + 1, A.mt, _t1, 14)
+    j, _t3 = _bound.loop(k + 1, A.nt, _t2, 16)
+    i, _t2 = _bound.loop(k, A.mt, _t1, 21)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 22)
 
 
 if __name__ == "__main__":

@@ -35,18 +35,18 @@ PROGRAM = Program(
 
 def resolve_params(p):
     """Give the program's own parameters their defaults where the run options set none."""
-    if p.ib is None:
-        p.ib = 64
+    if p['ib'] is None:
+        p['ib'] = 64
     return p
 
 
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {
-        'A': (p.n, p.n),
+        'A': (p['n'], p['n']),
     }
     workspaces = {
-        'T': ('A', p.ib),
+        'T': ('A', p['ib']),
     }
     return matrices, workspaces
 
@@ -60,8 +60,8 @@ def generate(rt, p):
     A = rt.matrix('A')
     T = rt.matrix('T')
     for k in range(0, min(A.mt, A.nt)):  # qr.tile:11
-        _r0 = A.rank_of(k, k)
-        _r1 = T.rank_of(k, k)
+        _r0 = A.rank_of(k, k)  # qr.tile:12
+        _r1 = T.rank_of(k, k)  # qr.tile:12
         # qr.tile:12: geqrt(A[k, k], T[k, k]) priority 3 * (A.nt - k)
         if _me == _r0 or _me == _r1:
             _submit(CALLS[0], (A.tile(k, k, 12), T.tile(k, k, 12)), None, 3 * (A.nt - k))
@@ -69,15 +69,15 @@ def generate(rt, p):
             A.bump(k, k)
             T.bump(k, k)
         for j in range(k + 1, A.nt):  # qr.tile:13
-            _r2 = A.rank_of(k, j)
+            _r2 = A.rank_of(k, j)  # qr.tile:14
             # qr.tile:14: gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1 or _me == _r2:
                 _submit(CALLS[1], (A.tile(k, k, 14), T.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
         for i in range(k + 1, A.mt):  # qr.tile:16
-            _r3 = A.rank_of(i, k)
-            _r4 = T.rank_of(i, k)
+            _r3 = A.rank_of(i, k)  # qr.tile:17
+            _r4 = T.rank_of(i, k)  # qr.tile:17
             # qr.tile:17: tpqrt(A[k, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r3 or _me == _r4:
                 _submit(CALLS[2], (A.tile(k, k, 17), A.tile(i, k, 17), T.tile(i, k, 17)), None, 2 * (A.nt - k))
@@ -86,8 +86,8 @@ def generate(rt, p):
                 A.bump(i, k)
                 T.bump(i, k)
             for j in range(k + 1, A.nt):  # qr.tile:18
-                _r5 = A.rank_of(k, j)
-                _r6 = A.rank_of(i, j)
+                _r5 = A.rank_of(k, j)  # qr.tile:19
+                _r6 = A.rank_of(i, j)  # qr.tile:19
                 # qr.tile:19: tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j
                 if _me == _r3 or _me == _r4 or _me == _r5 or _me == _r6:
                     _submit(CALLS[3], (A.tile(i, k, 19), T.tile(i, k, 19), A.tile(k, j, 19), A.tile(i, j, 19)), None, A.nt - j)
@@ -99,6 +99,20 @@ def generate(rt, p):
             _release(A.tile(i, k, 24))
             # qr.tile:25: release T[i, k]
             _release(T.tile(i, k, 25))
+
+
+
+def loop_bounds(_bound, p):
+    """Every loop's bounds over intervals, never iterated: an upper bound on the loop
+    nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
+    A = _bound.matrix('A')
+    T = _bound.matrix('T')
+    _t0 = 1
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 11)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 13)
+    i, _t2 = _bound.loop(k + 1, A.mt, _t1, 16)
+    j, _t3 = _bound.loop(k + 1, A.nt, _t2, 18)
+    i, _t2 = _bound.loop(k, A.mt, _t1, 23)
 
 
 if __name__ == "__main__":

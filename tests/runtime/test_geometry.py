@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from tiledsl.runtime.geometry import Geometry
+from tiledsl.runtime.geometry import MAX_TILES, Geometry
 
 
 def widths(geo):
@@ -98,3 +98,29 @@ def test_workspace_follows_columns_of_like():
 def test_validation_messages(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+# ---------------------------------------------------------------- sizes that cannot be made (issue 17.11)
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("make, counts", [
+    (lambda: Geometry.uniform(999_999_999_999_999_999, 10, 256), "3906250000000000×1 = 3906250000000000 tiles"),
+    (lambda: Geometry.uniform(10**6, 10**6, 32), "31250×31250 = 976562500 tiles"),
+    (lambda: Geometry.hybrid(10**6, 10**6, 512, 128, 2), "1954×3908 = 7636232 tiles"),
+])
+def test_a_matrix_with_too_many_tiles_is_refused_before_making_any(make, counts):
+    with pytest.raises(ValueError, match=f"would have {counts}.*at most {MAX_TILES} tiles can be made"):
+        make()
+
+
+@pytest.mark.timeout(120)
+def test_a_run_with_too_many_tiles_is_a_usage_error_naming_the_matrix(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "t.tile").write_text("program p {\n  matrix A[n * n, n * n] = random general\n"
+                                     "  getrf_nopiv(A[0, 0])\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "t.tile", "--n", "1000", "--nb", "32"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("tiledsl: error: matrix A: a 1000000×1000000 matrix would have "
+                                 "31250×31250 = 976562500 tiles (8e+12 bytes)")

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiledsl.runtime import Options, execute
+from tiledsl.runtime import Options
 from tiledsl.runtime.priorities import TaskSequence, bottom_levels, in_turn, work
 from tiledsl.runtime.program import Call
 

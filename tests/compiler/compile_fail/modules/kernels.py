@@ -1,0 +1,6 @@
+def scale():
+    pass
+
+
+def look(A):
+    pass

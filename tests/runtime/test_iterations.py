@@ -1,0 +1,86 @@
+"""The bound on a loop nest's iterations, checked before the survey walks it (issue 16.3):
+real drivers, real ``tiledsl run`` processes on one and two ranks."""
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.runtime.iterations import MAX_ITERATIONS, Interval, LoopBound
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.options import Options
+from tiledsl.runtime.recording import record
+
+ROOT = Path(__file__).resolve().parents[2]
+LONG = """program p {
+  param big = 1000000
+  matrix A[n, n] = random general
+  gemm(A[0, 0], A[0, 1], A[1, 1])
+  for i in 0 .. big {
+    for j in i .. big { gemm(A[0, 0], A[0, 1], A[1, 1]) }
+  }
+}
+"""
+
+
+def tiledsl(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=150)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_loop_nest_too_long_to_walk_is_refused_before_it_is_walked(tmp_path, ranks):
+    (tmp_path / "t.tile").write_text(LONG)
+    started = time.monotonic()
+    out = tiledsl("run", "t.tile", "--n", 64, "--nb", 32, "--np", ranks, cwd=tmp_path)
+    assert out.returncode == 1 and time.monotonic() - started < 120, out.stderr
+    found = re.findall(r"tiledsl: error: rank \d \(t\.tile:6\): the loop nest would run up to 1e\+12 loop "
+                       r"iterations \(at most 1e\+10 are run\); this loop alone up to 1e\+12", out.stderr)
+    assert 1 <= len(found) <= ranks and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_a_loop_nest_within_the_bound_runs(tmp_path):
+    (tmp_path / "t.tile").write_text(LONG)
+    out = tiledsl("run", "t.tile", "--n", 64, "--nb", 32, "--set", "big=30", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert '"tasks": 466' in out.stdout  # 1 + 30 * 31 / 2
+
+
+def _bound_and_walk(program: str, folder: Path, n: int, **tiles):
+    result, text = compile_path(ROOT / "programs" / f"{program}.tile")
+    path = folder / f"iterations_{program}.py"
+    path.write_text(text)
+    driver = import_driver(str(path))
+    params = make_params(driver, Options(n=n, tiles=tiles))
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (1, 1), 0), 0)
+    bound = LoopBound(matrices)
+    driver.loop_bounds(bound, params)
+    return bound.total, len(record(driver, matrices, params).submitted)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program, n, tiles", [("cholesky", 1000, {"nb": 100}), ("qr", 700, {"nb": 100}),
+                                               ("lu", 900, {"nb": 100}),
+                                               ("hetero_cholesky", 1000, {"B": 200, "b": 50, "s": 3})])
+def test_the_bound_of_every_shipped_program_is_an_upper_bound_of_its_tasks(tmp_path, program, n, tiles):
+    # every task is submitted inside its innermost loop, once per iteration at most per call site
+    total, tasks = _bound_and_walk(program, tmp_path, n, **tiles)
+    calls = {"cholesky": 4, "qr": 4, "lu": 4, "hetero_cholesky": 4}[program]
+    assert 0 < total <= 20 * tasks and tasks <= calls * max(total, 1)
+
+
+def test_intervals_bound_every_value():
+    k = Interval(2, 5)
+    for value, (lo, hi) in ((k + 1, (3, 6)), (1 - k, (-4, -1)), (k * -2, (-10, -4)), (k // 2, (1, 2)),
+                            (k % 3, (0, 2)), (LoopBound.min(k, 4), (2, 4)), (LoopBound.max(k * 2, 7), (7, 10))):
+        assert (value.lo, value.hi) == (lo, hi)
+    bound = LoopBound({})
+    j, trips = bound.loop(k, 10, 3, 7)
+    assert (j.lo, j.hi, trips, bound.total) == (2, 9, 24, 24)
+    assert MAX_ITERATIONS == 10**10

@@ -1,0 +1,91 @@
+"""Walks of the loop nest outside the engine (the survey before a run, explain, graph):
+a mistake of the program's loop nest is a clean error naming the ``.tile`` line and the
+rank, exit 1, on one rank and on two (real mpiexec), never a traceback (issues 16.6, 17.11)."""
+import re
+import subprocess
+import sys
+
+import pytest
+
+PROGRAMS = {
+    # name: (program, line of the mistake, message)
+    "tile out of range": ("""program p {
+  matrix A[n, n] = random general
+  matrix B[2 * n, n] = random general
+  for k in 0 .. B.mt {
+    gemm(B[k, 0], A[k, 0], B[k, 1])
+  }
+}""", 5, "tile A[2, 0] does not exist: A has 2×2 tiles"),
+    "division by zero": ("""program p {
+  param z = 0
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    potrf(A[k // z, k])
+  }
+}""", 5, "the loop nest failed: ZeroDivisionError: integer division or modulo by zero"),
+    "modulo by zero": ("""program p {
+  param z = 0
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    let q = k % z
+    potrf(A[k, q])
+  }
+}""", 5, "the loop nest failed: ZeroDivisionError: integer modulo by zero"),
+    "negative height": ("""program p {
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    if A.height(k - 1) > 0 { potrf(A[k, k]) }
+  }
+}""", 4, "A.height(-1): A has no tile row -1 (its tile rows are 0 .. 1)"),
+    "width past the end": ("""program p {
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    let w = A.width(k + 5)
+    potrf(A[k, k]) priority w
+  }
+}""", 4, "A.width(5): A has no tile column 5 (its tile columns are 0 .. 1)"),
+    "offset below zero": ("""program p {
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    potrf(A[k, k]) priority A.offset(k - 3)
+  }
+}""", 4, "A.offset(-3): A has no tile column -3 (its tile columns are 0 .. 1)"),
+    "release of a missing tile": ("""program p {
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    potrf(A[k, k])
+    release A[k + 1, k]
+  }
+}""", 5, "tile A[2, 1] does not exist: A has 2×2 tiles"),
+}
+ERROR = re.compile(r"tiledsl: error: rank (\d+) \(t\.tile:(\d+)\): (.*?)(?=tiledsl: |Abort|\n|$)")
+
+
+def tiledsl(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=150)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("case", list(PROGRAMS))
+def test_a_mistake_of_the_loop_nest_is_one_clean_error_per_rank(tmp_path, case, ranks):
+    text, line, message = PROGRAMS[case]
+    (tmp_path / "t.tile").write_text(text + "\n")
+    assert tiledsl("check", "t.tile", cwd=tmp_path).returncode == 0  # only the run can tell
+    out = tiledsl("run", "t.tile", "--n", 64, "--nb", 32, "--np", ranks, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr and "internal error" not in out.stderr, out.stderr
+    found = ERROR.findall(out.stderr)
+    assert 1 <= len(found) <= ranks and len({rank for rank, _, _ in found}) == len(found), out.stderr
+    assert all((int(at), said.strip()) == (line, message) for _, at, said in found), out.stderr
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("command", ["explain", "graph"])
+def test_explain_and_graph_report_the_mistake_too(tmp_path, command):
+    text, line, message = PROGRAMS["tile out of range"]
+    (tmp_path / "t.tile").write_text(text + "\n")
+    out = tiledsl(command, "t.tile", "--n", 64, "--nb", 32, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip() == f"tiledsl: error: rank 0 (t.tile:{line}): {message}"
