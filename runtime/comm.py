@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import polling
+from .world import abort_job
 
 
 def mpi_module():
@@ -108,7 +109,7 @@ class Communicator:
         self.rank = self._comm.Get_rank()
         self.size = self._comm.Get_size()
         self._heard = [time.monotonic()] * self.size  # when each rank last showed it is alive
-        self._listened = self._heard[0]  # when the heartbeats received were last noted
+        self._listened = [self._heard[0]] * 2  # when the heartbeats were noted: the last two times
         self._beating: threading.Thread | None = None
         self._quiet = threading.Event()  # set: the heartbeat thread ends
         self.max_tag = self._comm.Get_attr(MPI.TAG_UB)
@@ -282,10 +283,8 @@ class Communicator:
             self._drain()
 
     def abort(self, code: int = 1) -> None:
-        """Abort the whole MPI job with exit status ``code``, after flushing what was printed."""
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self._MPI.COMM_WORLD.Abort(code)
+        """Abort the whole MPI job with exit status ``code``, after what was printed is out."""
+        abort_job(self._MPI, code)
 
     # ---------------------------------------------------------------- collectives (main thread)
     # Each collective is non-blocking and polled, so that a rank stopped or lost never leaves
@@ -349,9 +348,10 @@ class Communicator:
         """Raise :class:`Unanswered` when a rank this collective waits for has given no sign of
         life (an arrival, a heartbeat) for ``limit`` seconds. A rank still busy with its share
         beats, so an uneven end of the run is waited for; a stopped or lost one does not."""
-        # silence counts up to when this rank last listened: a rank resumed after being stopped
-        # itself has not heard the others yet, and must not take them for lost
-        silent = [r for r in self._missing(arrivals) if self._listened - self._heard[r] > self.limit]
+        # silence counts up to the next-to-last time this rank listened: a rank resumed after
+        # being stopped itself has not heard the others yet (MPI may hand over what they sent
+        # meanwhile only on a later probe), and must not take them for lost
+        silent = [r for r in self._missing(arrivals) if self._listened[0] - self._heard[r] > self.limit]
         if silent:
             raise Unanswered(self.rank, silent, self.limit)
 
@@ -370,7 +370,7 @@ class Communicator:
                 while self._beats.Iprobe(self._MPI.ANY_SOURCE, 0, status):
                     self._beats.Recv([incoming, self._MPI.BYTE], status.Get_source(), 0)
                     self._heard[status.Get_source()] = time.monotonic()
-                self._listened = time.monotonic()
+                self._listened = [self._listened[1], time.monotonic()]
                 if self._quiet.wait(interval):
                     break
             self._MPI.Request.Waitall(sends)

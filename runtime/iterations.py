@@ -8,7 +8,9 @@ variables, never iterated; :func:`check_iterations` refuses a run whose bound
 passes :data:`MAX_ITERATIONS`, naming the ``.tile`` line of the largest loop.
 Anything the intervals cannot tell (a geometry query of a varying index, a
 division by a varying value) is :data:`UNKNOWN`, and the loops it bounds count
-for nothing: the check refuses only what it can prove is too long.
+for nothing: the check refuses only what it can prove is too long. An ``if``'s
+conditions are evaluated over the intervals too, three-valued (True, False,
+:data:`MAYBE`): a branch whose condition is certainly false counts nothing.
 """
 from __future__ import annotations
 
@@ -18,14 +20,29 @@ from .errors import TaskFailure
 MAX_ITERATIONS = 10**10
 
 
+class _Maybe:
+    """A condition that may hold or not over the intervals (True and False are certain)."""
+
+    def __bool__(self):
+        raise TypeError("an uncertain condition has no truth value: combine it with and_, or_, not_")
+
+
+MAYBE = _Maybe()
+
+
 class _Unknown:
     """A value intervals cannot bound: every operation on it is unknown too."""
 
     def _unknown(self, *args):
         return self
 
+    def _maybe(self, other):
+        return MAYBE
+
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unknown
     __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __neg__ = _unknown
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _maybe
+    __hash__ = object.__hash__
 
 
 UNKNOWN = _Unknown()
@@ -77,6 +94,55 @@ class Interval:
 
     __rmod__ = __rfloordiv__
 
+    # comparisons: True or False when every value of the intervals agrees, else MAYBE
+    def __eq__(self, other):
+        other = _interval(other)
+        if other is UNKNOWN:
+            return MAYBE
+        if self.lo == self.hi == other.lo == other.hi:
+            return True
+        return MAYBE if self.lo <= other.hi and other.lo <= self.hi else False
+
+    def __ne__(self, other):
+        return not_(self == other)
+
+    def __lt__(self, other):
+        other = _interval(other)
+        if other is UNKNOWN:
+            return MAYBE
+        return True if self.hi < other.lo else False if self.lo >= other.hi else MAYBE
+
+    def __ge__(self, other):
+        return not_(self < other)
+
+    def __gt__(self, other):
+        other = _interval(other)
+        return MAYBE if other is UNKNOWN else other < self
+
+    def __le__(self, other):
+        return not_(self > other)
+
+    __hash__ = object.__hash__
+
+
+def not_(condition):
+    """``not`` of a condition that may be MAYBE."""
+    return MAYBE if condition is MAYBE else not condition
+
+
+def and_(left, right):
+    """``and`` of conditions that may be MAYBE."""
+    if left is False or right is False:
+        return False
+    return True if left is True and right is True else MAYBE
+
+
+def or_(left, right):
+    """``or`` of conditions that may be MAYBE."""
+    if left is True or right is True:
+        return True
+    return False if left is False and right is False else MAYBE
+
 
 def _interval(value):
     """``value`` (an int, an Interval or UNKNOWN) as an Interval or UNKNOWN."""
@@ -98,13 +164,20 @@ class LoopBound:
         """The interval of a loop's variable and its iterations in all (``outer``: those
         of the enclosing loop); adds them to the total."""
         start, stop = _interval(start), _interval(stop)
-        if UNKNOWN in (start, stop, outer):
+        if any(value is UNKNOWN for value in (start, stop, outer)):
             return UNKNOWN, UNKNOWN
         count = max(0, stop.hi - start.lo)
         iterations = outer * count
         self.total += iterations
         self.largest = max(self.largest, (iterations, line), key=lambda pair: pair[0])
         return Interval(start.lo, max(start.lo, stop.hi - 1)), iterations
+
+    @staticmethod
+    def when(condition, outer):
+        """The iterations of an if's branch: none when its condition is certainly false."""
+        return 0 if condition is False else outer
+
+    not_, and_, or_ = staticmethod(not_), staticmethod(and_), staticmethod(or_)
 
     @staticmethod
     def min(*values):
@@ -129,7 +202,7 @@ class LoopBound:
 
 def _extreme(pick, values):
     intervals = [_interval(v) for v in values]
-    if UNKNOWN in intervals:
+    if any(i is UNKNOWN for i in intervals):
         return UNKNOWN
     return Interval(pick(i.lo for i in intervals), pick(i.hi for i in intervals))
 

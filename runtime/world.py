@@ -14,6 +14,7 @@ import os
 import select
 import signal
 import sys
+import time
 
 from .distribution import parse_grid, squarest_grid
 
@@ -57,9 +58,20 @@ def abort_started_mpi(code: int) -> None:
     error during start-up): ending without it would wait in MPI's finalize for the others."""
     MPI = sys.modules.get("mpi4py.MPI")
     if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        MPI.COMM_WORLD.Abort(code)
+        abort_job(MPI, code)
+
+
+#: seconds an aborting rank gives the launcher to forward what it printed: an abort kills the
+#: ranks at once, and the launcher's proxy may not have read the last lines from their pipes
+ABORT_DELAY = 0.3
+
+
+def abort_job(MPI, code: int) -> None:
+    """End every rank of the job with ``code`` (MPI_Abort), after what this rank printed is out."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(ABORT_DELAY)
+    MPI.COMM_WORLD.Abort(code)
 
 
 def communicator(on_error=None, limit: float | None = None):

@@ -197,6 +197,10 @@ class _Model:
             case n.Func(func=f, args=args):
                 prefix = "_bound." if bound else ""
                 return f"{prefix}{f.text}({', '.join(self.expr(a, params, bound=bound) for a in args)})"
+            case n.Unary(op="not", operand=operand) if bound:
+                return f"_bound.not_({self.expr(operand, bound=True)})"
+            case n.Binary(op=op, left=left, right=right) if bound and op in ("and", "or"):
+                return f"_bound.{op}_({self.expr(left, bound=True)}, {self.expr(right, bound=True)})"
             case n.Unary(op=op, operand=operand):
                 return f"{'not ' if op == 'not' else '-'}{self.expr(operand, params, mine, bound=bound)}"
             case n.Binary(op=op, left=left, right=right):
@@ -272,28 +276,37 @@ class _Model:
         return lines
 
     def _bounds_body(self) -> list[str]:
-        """``loop_bounds``: every loop's start and stop over intervals, never iterated; ifs
-        are left out (both branches may run), calls too (they cost the survey little)."""
+        """``loop_bounds``: every loop's start and stop over intervals, never iterated, flat
+        (no Python block per loop or if); an if's branch counts its loops unless its
+        condition is certainly false over the intervals. Calls are left out (they cost the
+        survey little)."""
         used = _all_names(self.program.body) & self.params
         lines = [f"{INDENT}{self.names[name]} = {param_ref(name)}" for name in sorted(used)]
         for decl in self.program.matrices + self.program.workspaces:
             lines.append(f"{INDENT}{self.names[decl.name.text]} = _bound.matrix({decl.name.text!r})")
         lines.append(f"{INDENT}_t0 = 1")
-        self._bound_lines(self.program.body, 0, lines)
+        self._bound_lines(self.program.body, "_t0", lines, iter(range(1, 1 << 62)))
         return lines
 
-    def _bound_lines(self, stmts, level: int, lines: list) -> None:
-        """Lines for the loops and lets of ``stmts``; ``_t{level}``: the enclosing loop's iterations."""
+    def _bound_lines(self, stmts, outer: str, lines: list, numbers) -> None:
+        """Lines for the loops, lets and ifs of ``stmts``; ``outer`` names the iterations of the
+        code around them, and ``numbers`` gives each new count a name of its own."""
         for stmt in stmts:
             if isinstance(stmt, n.For):
-                lines.append(f"{INDENT}{self.names[stmt.var.text]}, _t{level + 1} = _bound.loop("
+                count = f"_t{next(numbers)}"
+                lines.append(f"{INDENT}{self.names[stmt.var.text]}, {count} = _bound.loop("
                              f"{self.expr(stmt.start, bound=True)}, {self.expr(stmt.stop, bound=True)}, "
-                             f"_t{level}, {stmt.span.line})")
-                self._bound_lines(stmt.body, level + 1, lines)
+                             f"{outer}, {stmt.span.line})")
+                self._bound_lines(stmt.body, count, lines, numbers)
             elif isinstance(stmt, n.Let):
                 lines.append(f"{INDENT}{self.names[stmt.name.text]} = {self.expr(stmt.value, bound=True)}")
             elif isinstance(stmt, n.If):
-                self._bound_lines(stmt.then + stmt.orelse, level, lines)
+                condition = self.expr(stmt.cond, bound=True)
+                for branch, test in ((stmt.then, condition), (stmt.orelse, f"_bound.not_({condition})")):
+                    if branch:
+                        count = f"_t{next(numbers)}"
+                        lines.append(f"{INDENT}{count} = _bound.when({test}, {outer})")
+                        self._bound_lines(branch, count, lines, numbers)
 
     def _block(self, stmts, depth: int) -> list[str]:
         lines: list[str] = []

@@ -47,7 +47,7 @@ def _package_text(package: str, name: str) -> str:
 
 
 DRIVER_DOCSTRING = "Driver of the tile program"  # how driver.py.j2 opens every driver
-DRIVER_FUNCTIONS = {"resolve_params", "shapes", "generate"}
+DRIVER_FUNCTIONS = {"resolve_params", "shapes", "generate", "loop_bounds"}
 
 
 def not_a_driver(path: str | Path) -> str | None:

@@ -105,9 +105,9 @@ def loop_bounds(_bound, p):
     o = _bound.query(A.offset, k)
     j, _t3 = _bound.loop(k + 1, (t + 1) * s, _t2, 19)
     oj = _bound.query(A.offset, j)
-    i, _t3 = _bound.loop(t + 1, A.mt, _t2, 23)
-    i, _t3 = _bound.loop(t + 1, A.mt, _t2, 27)
-    j, _t4 = _bound.loop(k + 1, (i + 1) * s, _t3, 28)
+    i, _t4 = _bound.loop(t + 1, A.mt, _t2, 23)
+    i, _t5 = _bound.loop(t + 1, A.mt, _t2, 27)
+    j, _t6 = _bound.loop(k + 1, (i + 1) * s, _t5, 28)
     oj = _bound.query(A.offset, j)
 
 

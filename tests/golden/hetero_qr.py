@@ -112,8 +112,8 @@ def loop_bounds(_bound, p):
     k = t * s + d
     o = _bound.query(A.offset, k)
     j, _t3 = _bound.loop(k + 1, A.nt, _t2, 17)
-    i, _t3 = _bound.loop(t + 1, A.mt, _t2, 20)
-    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 22)
+    i, _t4 = _bound.loop(t + 1, A.mt, _t2, 20)
+    j, _t5 = _bound.loop(k + 1, A.nt, _t4, 22)
 
 
 if __name__ == "__main__":

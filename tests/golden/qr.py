@@ -110,9 +110,9 @@ def loop_bounds(_bound, p):
     _t0 = 1
     k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 11)
     j, _t2 = _bound.loop(k + 1, A.nt, _t1, 13)
-    i, _t2 = _bound.loop(k + 1, A.mt, _t1, 16)
-    j, _t3 = _bound.loop(k + 1, A.nt, _t2, 18)
-    i, _t2 = _bound.loop(k, A.mt, _t1, 23)
+    i, _t3 = _bound.loop(k + 1, A.mt, _t1, 16)
+    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 18)
+    i, _t5 = _bound.loop(k, A.mt, _t1, 23)
 
 
 if __name__ == "__main__":

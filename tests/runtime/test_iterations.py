@@ -84,3 +84,34 @@ def test_intervals_bound_every_value():
     j, trips = bound.loop(k, 10, 3, 7)
     assert (j.lo, j.hi, trips, bound.total) == (2, 9, 24, 24)
     assert MAX_ITERATIONS == 10**10
+
+
+GUARDED = """program p {
+  param big = 0
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    potrf(A[k, k])
+    if k == 1 and big == 1 { for i in 0 .. 999999999999999999 { } }
+    if not (big == 0) { for i in 0 .. 999999999999999999 { } } else if k >= 0 { potrf(A[k, k]) }
+  }
+}
+"""
+
+
+@pytest.mark.timeout(200)
+def test_a_loop_under_a_condition_certainly_false_counts_nothing(tmp_path):
+    (tmp_path / "t.tile").write_text(GUARDED)
+    out = tiledsl("run", "t.tile", "--n", 64, "--nb", 32, "--json", cwd=tmp_path)
+    assert out.returncode == 0 and '"tasks": 4' in out.stdout, out.stderr
+    refused = tiledsl("run", "t.tile", "--n", 64, "--nb", 32, "--set", "big=1", cwd=tmp_path)
+    assert refused.returncode == 1 and "the loop nest would run up to 4e+18" in refused.stderr, refused.stderr
+
+
+def test_conditions_over_intervals_are_three_valued():
+    from tiledsl.runtime.iterations import MAYBE, and_, not_, or_
+
+    k = Interval(0, 4)
+    assert (k == 1) is MAYBE and (k == 7) is False and (Interval(2, 2) == 2) is True
+    assert (k < 5) is True and (k >= 5) is False and (k > 3) is MAYBE and (k != 9) is True
+    assert and_(k == 1, k == 7) is False and or_(k == 1, k < 5) is True and not_(k == 1) is MAYBE
+    assert LoopBound({}).when(k == 7, 10) == 0 and LoopBound({}).when(k == 1, 10) == 10

@@ -1,7 +1,7 @@
 """The watchdog (runtime/watchdog.py): its limits, and stalls of the loop nest and of the tasks.
 
-``programs/faults.tile`` with ``fault=8`` spins in a call-free loop of 10^18
-iterations at k = 1; ``fault=2`` runs a kernel that sleeps for ten minutes.
+``programs/faults.tile`` with ``fault=8`` spins at k = 1 in a call-free loop of 10^9
+iterations (under the bound on a loop nest's iterations, but many seconds long); ``fault=2`` runs a kernel that sleeps for ten minutes.
 """
 import contextlib
 import os
