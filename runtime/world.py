@@ -85,12 +85,26 @@ def communicator(on_error=None, limit: float | None = None):
         return None
     from .comm import Communicator
 
-    with _start_up_watch(limit):
+    with _start_up_watch(limit), _signals_deferred():
         comm = Communicator(on_error=on_error, limit=limit)
     if comm.size == 1:
         comm.stop()
         return None
     return comm
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Within the block, SIGINT, SIGTERM and SIGHUP wait: MPI's start-up is no place to stop
+    (a rank interrupted there can neither abort the job, MPI not being up, nor leave it, MPI's
+    finalize waiting for the others); they arrive once the block is done, where a stop aborts
+    the whole job at once."""
+    deferred = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, deferred)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextlib.contextmanager

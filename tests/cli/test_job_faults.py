@@ -148,6 +148,20 @@ def test_a_signal_to_a_rank_during_the_run_leaves_the_previous_output(tmp_path, 
     assert leftovers(before, tmp_path) == ([], [])
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_a_rank_while_mpi_starts_stops_the_job_at_once(tmp_path, signum):
+    """A rank stopped inside MPI's start-up could neither abort the job nor leave it: the signal
+    waits until MPI is up, then aborts the job (not 60 s later, at the start-up limit)."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}  # a cold cache: the ranks start slowly
+    job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 1000, "--nb", 100, cwd=tmp_path, env=env)
+    os.kill(rank_pid(1, "cholesky", tmp_path, in_mpi=True), signum)
+    sent = time.monotonic()
+    code, out, err = finish(job)
+    assert code == 128 + signum and time.monotonic() - sent < 10, err
+    assert f"rank 1: stopped by {signal.Signals(signum).name}" in err and "Traceback" not in err
+
+
 @pytest.mark.timeout(180)
 def test_sighup_stops_the_job_with_129(tmp_path):
     before = jobs.segments()
