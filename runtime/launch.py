@@ -334,7 +334,9 @@ def _fail(comm, message: str, err) -> int:
 
 
 def _abort(comm, code: int) -> None:
-    """End every rank of the job, this one with ``code`` (nothing to do alone)."""
+    """End every rank of the job, this one with ``code`` (nothing to do alone); the record of
+    its status tells ``tiledsl run --np`` that this rank ended the job and said why."""
+    record_completion(code)
     if comm is not None:
         comm.abort(code)
     else:

@@ -53,8 +53,10 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         code = _wait_forwarding_signals(job, folder, grace)
         if code == 0 and ranks is not None:
             code = _check_every_rank_finished(folder, ranks)
-        elif code > 3 and not _forwarded_signal(code):
-            code = _recorded_failure(folder, code)
+        elif code != 0 and not _forwarded_signal(code):
+            code = _recorded_failure(folder, code) if code > 3 else code
+            if not _some_rank_reported(folder):
+                _report_lost_ranks(folder, ranks, code)
         if code != 0:
             kill_job(job, folder)
     if code != 0:
@@ -69,6 +71,22 @@ def _check_every_rank_finished(folder: str, ranks: int) -> int:
         print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended without finishing the run",
               file=sys.stderr, flush=True)
     return 1 if unfinished else 0
+
+
+def _some_rank_reported(folder: str) -> bool:
+    """Whether a rank recorded a failure: it printed why before it ended the job."""
+    return any(text.strip() not in ("", "0") for text in _read_markers(folder))
+
+
+def _report_lost_ranks(folder: str, ranks: int | None, code: int) -> None:
+    """Say which ranks ended without a word (killed by a signal, lost), when none said why."""
+    if ranks is None:
+        return
+    lost = [rank for rank in range(ranks) if _recorded_status(folder, rank) is None]
+    if lost:
+        print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
+              f"a word (killed by a signal, or lost; the launcher's exit status is {code})",
+              file=sys.stderr, flush=True)
 
 
 def _forwarded_signal(code: int) -> bool:

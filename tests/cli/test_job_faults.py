@@ -1,6 +1,7 @@
 """`tiledsl run --np 2` under faults (issues 16 and 17): ranks that exit in the middle, signals,
 stopped ranks, files cut short, and what every failure leaves behind (nothing, and the old output)."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -160,6 +161,21 @@ def test_a_signal_to_a_rank_while_mpi_starts_stops_the_job_at_once(tmp_path, sig
     code, out, err = finish(job)
     assert code == 128 + signum and time.monotonic() - sent < 10, err
     assert f"rank 1: stopped by {signal.Signals(signum).name}" in err and "Traceback" not in err
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_killed_without_a_word_is_named(tmp_path):
+    np.save(tmp_path / "out.npy", np.ones((3, 3)))
+    before = jobs.segments()
+    job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 4000, "--nb", 200,
+                "--output", "A=out.npy", cwd=tmp_path)
+    os.kill(rank_pid(1, "cholesky", tmp_path, in_mpi=True), signal.SIGKILL)
+    sent = time.monotonic()
+    code, out, err = finish(job)
+    assert code != 0 and time.monotonic() - sent < 10 and "Traceback" not in err
+    assert re.search(r"tiledsl: error: rank (0, )?1 ended without finishing the run and without a word", err), err
+    assert np.array_equal(np.load(tmp_path / "out.npy"), np.ones((3, 3)))
+    assert leftovers(before, tmp_path) == ([], [])
 
 
 @pytest.mark.timeout(180)
