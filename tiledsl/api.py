@@ -3,16 +3,28 @@
 Usable from a notebook: compile once, run many times on numpy arrays, get numpy
 arrays back. Problems surface as :class:`TiledslError` with the same messages
 the command line prints.
+
+Matrices and settings never share a name: :meth:`Loaded.run` takes the input
+matrices by keyword (``run(A=a, B=b)``) or, for any name at all, in a mapping
+given first (``run({"n": a, "check": c})``), and the settings as keyword-only
+parameters (``n=``, ``tiles={"nb": 256}``, ``params={"ib": 32}``, ``check=``,
+``workers=``, ``seed=``). ``n`` and the program's ``param`` values the arrays'
+shapes determine are inferred from them.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
 
 from .compiler import compile_path
 from .driverload import cached_driver_path, import_driver
+
+SETTINGS = ("n", "tiles", "params", "check", "workers", "seed")  # run()'s keyword-only parameters
+MAX_TRIALS = 100_000  # assignments of n and the params tried against the arrays' shapes
 
 
 class TiledslError(Exception):
@@ -21,12 +33,18 @@ class TiledslError(Exception):
 
 @dataclass
 class Output:
-    """The matrices a run produced (by name), with its timing and check."""
+    """The matrices a run produced (by name), with its timing and check.
+
+    ``residuals`` maps each checked quantity to its backward error (empty without
+    ``check=True``); ``passed`` is the check's verdict, None when no check ran.
+    """
 
     matrices: dict
     seconds: float
     residual: float | None
     tasks: int
+    residuals: dict
+    passed: bool | None
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.matrices[name]
@@ -44,33 +62,210 @@ class Loaded:
     def matrices(self) -> list[str]:
         return [d.name for d in self.program.matrices]
 
-    def run(self, n: int | None = None, *, check: bool = False, workers: int | None = None,
-            seed: int = 42, params: dict | None = None, **arrays_and_tiles) -> Output:
+    def run(self, arrays=None, /, *, n: int | None = None, tiles: dict | None = None, params: dict | None = None,
+            check: bool = False, workers: int | None = None, seed: int = 42, **matrices) -> Output:
         """Run the program; matrices given as arrays are copied in, every matrix comes back.
 
-        Keyword arguments named like a matrix are its input array; ``nb``, ``B``, ``b``
-        and ``s`` set the tiling; ``n`` defaults to the first array's order.
+        ``arrays`` (a mapping, positional) and the keywords not listed here give the
+        input matrices by name; a matrix named like a setting (``n``, ``check``...)
+        goes in the mapping. ``tiles`` sets the tiling (``{"nb": 256}`` or
+        ``{"B": ..., "b": ..., "s": ...}``), ``params`` the program's own parameters.
+        ``n`` and the params left out are inferred from the arrays' shapes where
+        these determine them; a param they do not determine keeps its default.
         """
         from .runtime import Options, UsageError, execute
         from .runtime.engine import TaskFailure
-        from .runtime.options import TILE_SETTINGS
+        from .runtime.world import RankError
 
-        tiles = {k: arrays_and_tiles.pop(k) for k in TILE_SETTINGS if k in arrays_and_tiles}
-        unknown = set(arrays_and_tiles) - set(self.matrices)
-        if unknown:
-            raise TiledslError(f"{self.program.name} has no matrix {sorted(unknown)[0]} "
-                               f"(it has {', '.join(self.matrices)})")
-        if n is None:
-            if not arrays_and_tiles:
-                raise TiledslError("give n= or an input array")
-            n = int(np.shape(next(iter(arrays_and_tiles.values())))[-1])
-        options = Options(n=n, tiles=tiles, sets=dict(params or {}), workers=workers, seed=seed, check=check)
+        given = self._inputs(arrays, matrices, dict(n=n, check=check, workers=workers, seed=seed))
+        tiles, params = self._tiles(tiles), self._params(params)
+        self._check_settings(n, workers, seed)
         try:
-            result = execute(self.driver, options, arrays_and_tiles)
-        except (UsageError, TaskFailure) as error:
+            n, params = self._fit(given, n, tiles, params)
+            options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check))
+            result = execute(self.driver, options, given)
+        except UsageError as error:
             raise TiledslError(str(error)) from None
+        except TaskFailure as failure:
+            where = f" ({Path(self.program.source).name}:{failure.line})" if failure.line else ""
+            raise TiledslError(f"rank {failure.rank}{where}: {failure}") from None
+        except RankError as error:
+            raise TiledslError(f"rank 0: {error}") from None
         matrices = {name: m.assemble() for name, m in result.matrices.items()}
-        return Output(matrices, result.seconds, result.residual, result.tasks)
+        return Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
+                      result.passed)
+
+    # ------------------------------------------------------------ the arguments
+
+    def _inputs(self, arrays, keywords: dict, settings: dict) -> dict:
+        """The input matrices by name, as 2-D float arrays, from the mapping and the keywords."""
+        if arrays is not None and not hasattr(arrays, "keys"):
+            raise TiledslError(f"run()'s positional argument is a mapping of matrices by name, got "
+                               f"{type(arrays).__name__}; the size is a keyword: run(n=...)")
+        arrays = dict(arrays or {})
+        for name in set(arrays) & set(keywords):
+            raise TiledslError(f"matrix {name} is given twice (in the mapping and as {name}=)")
+        for name, value in settings.items():  # a matrix named like a setting, given as that setting
+            if name in self.matrices and np.ndim(value) == 2:
+                raise TiledslError(f"{name}= is a setting of run(); give matrix {name} in the mapping: "
+                                   f"run({{{name!r}: array}})")
+        given = {**arrays, **keywords}
+        for name in given:
+            self._check_matrix_name(name)
+        return {name: self._array(name, value) for name, value in given.items()}
+
+    def _check_matrix_name(self, name: str) -> None:
+        program, workspaces = self.program, [d.name for d in self.program.workspaces]
+        if name in self.matrices:
+            return
+        if name in workspaces:
+            raise TiledslError(f"{name} is a workspace of {program.name}, which starts as zeros; only its "
+                               f"matrices ({', '.join(self.matrices)}) take arrays")
+        if name in ("nb", "B", "b", "s"):
+            raise TiledslError(f"{program.name} has no matrix {name}: tile settings go in tiles=, "
+                               f"e.g. run(..., tiles={{{name!r}: ...}})")
+        if name in program.params:
+            raise TiledslError(f"{program.name} has no matrix {name}: it is a parameter, set with "
+                               f"params={{{name!r}: ...}}")
+        raise TiledslError(f"{program.name} has no matrix {name} (its matrices: {', '.join(self.matrices)})")
+
+    @staticmethod
+    def _array(name: str, value) -> np.ndarray:
+        try:
+            array = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise TiledslError(f"matrix {name}: not an array of numbers ({error})") from None
+        if array.ndim != 2:
+            raise TiledslError(f"matrix {name}: expected a 2-D array, got "
+                               f"{'shape ' + str(array.shape) if array.ndim else repr(value)}")
+        return array
+
+    def _tiles(self, tiles) -> dict:
+        from .runtime.layout import HYBRID_SETTINGS
+
+        tiles = dict(tiles or {})
+        kind = self.program.tiling.kind
+        takes = HYBRID_SETTINGS if kind == "hybrid" else ("nb",)
+        for name, value in tiles.items():
+            if name not in takes:
+                raise TiledslError(f"tiles={{{name!r}: ...}}: {self.program.name}'s {kind} tiling takes "
+                                   f"{', '.join(takes)}")
+            _check_int(f"tiles[{name!r}]", value, 1)
+        return tiles
+
+    def _params(self, params) -> dict:
+        params = dict(params or {})
+        for name, value in params.items():
+            if name not in self.program.params:
+                has = f" (it has {', '.join(self.program.params)})" if self.program.params else ""
+                raise TiledslError(f"params={{{name!r}: ...}}: {self.program.name} has no parameter {name}{has}")
+            _check_int(f"params[{name!r}]", value, None)
+        return params
+
+    @staticmethod
+    def _check_settings(n, workers, seed) -> None:
+        if n is not None:
+            _check_int("n", n, 1)
+        if workers is not None:
+            _check_int("workers", workers, 1)
+        _check_int("seed", seed, 0)
+
+    # ------------------------------------------------------------ inferring n and the params
+
+    def _fit(self, arrays: dict, n: int | None, tiles: dict, params: dict) -> tuple[int, dict]:
+        """``n`` and the params (given ones, and those the arrays' shapes determine) of the run.
+
+        Every assignment of the unknowns to a dimension of some array (or, for a
+        param, its default) is tried against the driver's ``shapes(p)``; of those
+        that fit every array, the ones keeping the most defaults win, and must
+        agree. An inferred value that could change and still fit is undetermined.
+        """
+        unknown = [name for name in self.program.params if name not in params]
+        dims = sorted({d for array in arrays.values() for d in array.shape})
+        if n is None and not dims:
+            raise TiledslError(f"give n= (the matrix order) or an input array ({', '.join(self.matrices)})")
+        choices = [[n] if n is not None else dims] + [[None] + dims] * len(unknown)
+        if np.prod([len(c) for c in choices], dtype=float) > MAX_TRIALS:
+            raise TiledslError(f"too many ways to fit n and {', '.join(unknown)} to the arrays' shapes: "
+                               f"give n= and params= explicitly")
+        fits = {}  # (n, every param's value) -> the fewest params set (given or inferred) that give it
+        for n_value, *values in itertools.product(*choices):
+            chosen = {**params, **{k: v for k, v in zip(unknown, values) if v is not None}}
+            if self._fits(arrays, n_value, tiles, chosen):
+                key = (n_value, tuple(sorted(self._resolved(n_value, tiles, chosen).items())))
+                fits[key] = min(fits.get(key, len(chosen)), len(chosen))
+        if not fits:
+            raise TiledslError(self._misfit(arrays, n, tiles, params))
+        fewest = min(fits.values())
+        best = [key for key, count in fits.items() if count == fewest]
+        if len(best) > 1:
+            options = " or ".join(_assignment(key[0], dict(key[1])) for key in best[:4])
+            raise TiledslError(f"the arrays' shapes fit several sizes ({options}): give n= or params= to choose")
+        n_value, resolved = best[0][0], dict(best[0][1])
+        chosen = {k: v for k, v in resolved.items() if k in params or v != self._default(n_value, tiles, k)}
+        self._check_determined(arrays, n is None, n_value, tiles, chosen, set(chosen) - set(params))
+        return n_value, chosen
+
+    def _check_determined(self, arrays, n_inferred: bool, n: int, tiles: dict, chosen: dict, inferred) -> None:
+        """A :class:`TiledslError` when an inferred value could be another and the arrays still fit."""
+        if n_inferred and self._fits(arrays, n + 1, tiles, chosen):
+            raise TiledslError("n cannot be inferred: no input array's shape depends on it; give n=")
+        for name in sorted(inferred):
+            if self._fits(arrays, n, tiles, {**chosen, name: chosen[name] + 1}):
+                raise TiledslError(f"param {name} cannot be inferred from the arrays' shapes: "
+                                   f"give params={{{name!r}: ...}}")
+
+    def _fits(self, arrays: dict, n: int, tiles: dict, params: dict) -> bool:
+        shapes = self._shapes(n, tiles, params)
+        return shapes is not None and all(shapes[name] == array.shape for name, array in arrays.items())
+
+    def _shapes(self, n: int, tiles: dict, params: dict) -> dict | None:
+        """Each matrix's (rows, cols) for these values; None where the program has no such size."""
+        from .runtime import Options, UsageError
+        from .runtime.layout import make_params
+
+        try:
+            shapes = self.driver.shapes(make_params(self.driver, Options(n=n, tiles=tiles, sets=params)))[0]
+        except (UsageError, ArithmeticError):  # e.g. n < 1, or a shape dividing by a param of 0
+            return None
+        return {name: (int(rows), int(cols)) for name, (rows, cols) in shapes.items()}
+
+    def _resolved(self, n: int, tiles: dict, params: dict) -> dict:
+        """The program's params with their defaults filled in."""
+        from .runtime import Options
+        from .runtime.layout import make_params
+
+        values = make_params(self.driver, Options(n=n, tiles=tiles, sets=params))
+        return {name: values[name] for name in self.program.params}
+
+    def _default(self, n: int, tiles: dict, name: str):
+        return self._resolved(n, tiles, {})[name]
+
+    def _misfit(self, arrays: dict, n: int | None, tiles: dict, params: dict) -> str:
+        """Why no size fits: the arrays' shapes against those the program expects with n (given,
+        else the first array's rows) and the params at their given or default values."""
+        reference_n = n if n is not None else next(iter(arrays.values())).shape[0]
+        expected = self._shapes(reference_n, tiles, params)
+        if expected is None:
+            found = ", ".join(f"{name} {array.shape}" for name, array in arrays.items())
+            return f"the arrays' shapes ({found}) fit no size of {self.program.name}: give n= and params="
+        wrong = "; ".join(f"{name} has shape {array.shape}, expected {expected[name]}"
+                          for name, array in arrays.items() if expected[name] != array.shape)
+        values = _assignment(reference_n, self._resolved(reference_n, tiles, params))
+        inferred = n is None or len(params) < len(self.program.params)
+        return (f"the arrays' shapes fit no size of {self.program.name}: with {values}, {wrong}"
+                + ("; give n= and params= for the size you mean" if inferred else ""))
+
+
+def _assignment(n: int, params: dict) -> str:
+    return ", ".join(f"{name}={value}" for name, value in {"n": n, **params}.items())
+
+
+def _check_int(name: str, value, least: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TiledslError(f"{name} must be an integer, got {value!r}")
+    if least is not None and value < least:
+        raise TiledslError(f"{name} must be at least {least}, got {value}")
 
 
 def load(path) -> Loaded:
