@@ -103,8 +103,9 @@ class Loaded:
             raise TiledslError(f"run()'s positional argument is a mapping of matrices by name, got "
                                f"{type(arrays).__name__}; the size is a keyword: run(n=...)")
         arrays = dict(arrays or {})
-        for name in set(arrays) & set(keywords):
-            raise TiledslError(f"matrix {name} is given twice (in the mapping and as {name}=)")
+        twice = sorted(set(arrays) & set(keywords))
+        if twice:
+            raise TiledslError(f"matrix {twice[0]} is given twice (in the mapping and as {twice[0]}=)")
         for name, value in settings.items():  # a matrix named like a setting, given as that setting
             if name in self.matrices and np.ndim(value) == 2:
                 raise TiledslError(f"{name}= is a setting of run(); give matrix {name} in the mapping: "
@@ -115,13 +116,15 @@ class Loaded:
         return {name: self._array(name, value) for name, value in given.items()}
 
     def _check_matrix_name(self, name: str) -> None:
+        from .runtime.options import TILE_SETTINGS
+
         program, workspaces = self.program, [d.name for d in self.program.workspaces]
         if name in self.matrices:
             return
         if name in workspaces:
             raise TiledslError(f"{name} is a workspace of {program.name}, which starts as zeros; only its "
                                f"matrices ({', '.join(self.matrices)}) take arrays")
-        if name in ("nb", "B", "b", "s"):
+        if name in TILE_SETTINGS:
             raise TiledslError(f"{program.name} has no matrix {name}: tile settings go in tiles=, "
                                f"e.g. run(..., tiles={{{name!r}: ...}})")
         if name in program.params:

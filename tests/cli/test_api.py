@@ -175,3 +175,9 @@ def test_a_failed_kernel_names_the_kernel_its_line_and_rank():
     not_spd = -np.eye(64)
     with pytest.raises(TiledslError, match=r"rank 0 \(cholesky\.tile:\d+\): .*potrf"):
         tiledsl.load(ROOT / "programs/cholesky.tile").run(A=not_spd, tiles={"nb": 32})
+
+
+@pytest.mark.timeout(120)
+def test_a_matrix_given_both_in_the_mapping_and_by_keyword_is_refused():
+    with pytest.raises(TiledslError, match=r"matrix A is given twice \(in the mapping and as A=\)"):
+        tiledsl.load(ROOT / "programs/cholesky.tile").run({"A": np.eye(8)}, A=np.eye(8))
