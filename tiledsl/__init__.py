@@ -1,15 +1,15 @@
 """tiledsl: a language and compiler for tile algorithms, and the runtime that runs them.
 
 ``tiledsl.load(path)`` compiles a ``.tile`` program and returns an object whose
-``run(**inputs)`` executes it (see :mod:`tiledsl.api`). The compiler is imported
+``run(A=array, tiles={...}, params={...})`` executes it (see :mod:`tiledsl.api`). The compiler is imported
 lazily so that ``tiledsl.runtime`` (all a generated driver needs) stays free of
 lark and jinja2.
 """
 __version__ = "0.1.0"
 
 
-def load(path, **options):
+def load(path):
     """Compile the ``.tile`` program at ``path`` into a runnable :class:`tiledsl.api.Loaded`."""
     from .api import load as _load
 
-    return _load(path, **options)
+    return _load(path)

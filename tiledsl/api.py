@@ -36,7 +36,9 @@ class Output:
     """The matrices a run produced (by name), with its timing and check.
 
     ``residuals`` maps each checked quantity to its backward error (empty without
-    ``check=True``); ``passed`` is the check's verdict, None when no check ran.
+    ``check=True``); ``passed`` is the check's verdict, None when no check ran;
+    ``nonfinite`` counts the NaN and infinite values left in each matrix that has any
+    (the command line fails such a run).
     """
 
     matrices: dict
@@ -45,6 +47,7 @@ class Output:
     tasks: int
     residuals: dict
     passed: bool | None
+    nonfinite: dict
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.matrices[name]
@@ -93,7 +96,7 @@ class Loaded:
             raise TiledslError(f"rank 0: {error}") from None
         matrices = {name: m.assemble() for name, m in result.matrices.items()}
         return Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
-                      result.passed)
+                      result.passed, dict(result.nonfinite))
 
     # ------------------------------------------------------------ the arguments
 

@@ -181,3 +181,11 @@ def test_a_failed_kernel_names_the_kernel_its_line_and_rank():
 def test_a_matrix_given_both_in_the_mapping_and_by_keyword_is_refused():
     with pytest.raises(TiledslError, match=r"matrix A is given twice \(in the mapping and as A=\)"):
         tiledsl.load(ROOT / "programs/cholesky.tile").run({"A": np.eye(8)}, A=np.eye(8))
+
+
+@pytest.mark.timeout(120)
+def test_nan_left_in_a_matrix_is_counted_in_the_output():
+    spd = np.eye(64) * 4.0
+    spd[0, 63] = np.nan  # above the diagonal: Cholesky never reads it, the count sees it
+    out = tiledsl.load(ROOT / "programs/cholesky.tile").run(A=spd, tiles={"nb": 32})
+    assert out.nonfinite == {"A": 1} and out.passed is None
