@@ -7,7 +7,7 @@ list of its possible bindings:
 * a ``def`` (undecorated) or ``NAME = lambda ...`` is a :class:`Function` whose
   positional parameters can be counted; ``NAME = other`` where ``other`` is such a
   function binds the same function under a second name;
-* a ``class`` is a :class:`NotFunction` (the run wants a function);
+* a ``class`` or ``NAME = 3`` (a literal) is a :class:`NotFunction` (the run wants a function);
 * anything else (an import, a decorated ``def``, ``NAME = make_kernel()``, a loop
   or ``with`` target) is :data:`UNKNOWN`: only running the module could tell.
 
@@ -74,6 +74,7 @@ class NotFunction:
 
 
 UNKNOWN = object()  # a binding only running the module could tell
+LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr)
 
 
 @dataclass
@@ -151,6 +152,8 @@ def _value(statement: ast.Assign, definitions: Definitions):
     value = statement.value
     if isinstance(value, ast.Lambda):
         return Function(statement.lineno, "lambda", value.args)
+    if isinstance(value, LITERALS):
+        return NotFunction(statement.lineno, f"{ast.unparse(statement.targets[-1])} = {ast.unparse(value)[:40]}")
     bound = definitions.of(value.id) if isinstance(value, ast.Name) else []
     if len(bound) == 1 and isinstance(bound[0], Function):
         return Function(bound[0].line, bound[0].name, bound[0].arguments, alias_line=statement.lineno)
