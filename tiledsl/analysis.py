@@ -8,6 +8,7 @@ Problems are collected as diagnostics, never raised.
 """
 from __future__ import annotations
 
+import ast
 import difflib
 import operator
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from . import nodes as n
 from .affine import (Converter, coincidence_witness, difference, never_runs, out_of_range_witness,
                      provably_nonzero)
 from .diagnostics import DiagnosticBag
+from .kernel_module import UNKNOWN, Definitions, Function, read_definitions
 from .source import Span
 
 TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
@@ -134,6 +136,7 @@ class _Analyzer:
         self.conditions = 0
         self.guards: list = []  # (condition, branch taken) of the enclosing ifs, outermost first
         self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
+        self.module_definitions: Definitions | None = None
         self.converter = Converter(self._let_form, self._extent_symbol)
         self._declare_kernels(prelude.kernels + file.kernels)
 
@@ -150,6 +153,7 @@ class _Analyzer:
                            f"the first is at line {program.checks[0].span.line}")
         module = self._kernel_module()
         self._block(program.body)
+        self._check_kernel_functions()
         self._report_unused()
         if self.bag.has_errors:
             return None
@@ -294,18 +298,48 @@ class _Analyzer:
         elif not path.is_file():
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} not found", f"looked for {path}")
         else:
-            self._check_module_syntax(use, path)
+            self.module_definitions = self._read_module(use, path)
         return use.path
 
-    def _check_module_syntax(self, use: n.Use, path: Path):
-        """A kernel module must at least compile (checked without running it)."""
+    def _read_module(self, use: n.Use, path: Path) -> Definitions | None:
+        """The kernel module's definitions, if it compiles (read and compiled, never run)."""
         try:
-            compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+            tree = ast.parse(path.read_bytes(), str(path))
+            compile(tree, str(path), "exec", dont_inherit=True)  # what parsing alone lets through
         except SyntaxError as error:
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not valid Python",
                            f"{use.path}:{error.lineno}: SyntaxError: {error.msg}")
         except (OSError, ValueError) as error:  # unreadable, or NUL bytes
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} cannot be read: {error}")
+        else:
+            return read_definitions(tree)
+        return None
+
+    def _check_kernel_functions(self):
+        """Every user kernel the program calls is a function of the module taking its tile arguments."""
+        if self.module_definitions is None:
+            return
+        module = self.file.uses[0].path
+        for name, decl in self.kernels.items():
+            if not decl.prelude and self.kernel_used[name]:
+                self._check_kernel_function(decl, module, self.module_definitions.of(name))
+
+    def _check_kernel_function(self, decl: n.KernelDecl, module: str, bindings: list):
+        name, count = decl.name.text, len(decl.params)
+        if UNKNOWN in bindings or (not bindings and self.module_definitions.open):
+            return  # only running the module could tell
+        declared = f"declared as {name}({', '.join(f'{p.mode} {p.name.text}' for p in decl.params)})"
+        functions = [b for b in bindings if isinstance(b, Function)]
+        if not functions:
+            others = [f"{module}:{b.line} defines {b.what}" for b in bindings]
+            self.bag.error(decl.name.span, "E212", f"kernel module {module!r} defines no function '{name}'",
+                           *others, *_suggest(name, self.module_definitions.functions()),
+                           hint=f"define it in {module}: def {name}({', '.join(p.name.text for p in decl.params)}):")
+        elif not any(f.accepts(count) for f in functions):
+            self.bag.error(decl.name.span, "E213",
+                           f"function '{name}' of {module!r} cannot take the {count} tile argument(s) of kernel '{name}'",
+                           *(_function_note(module, f) for f in functions), declared,
+                           hint="give the function one positional parameter per tile argument, in declaration order")
 
     def _declare(self, ident: n.Ident, symbol: _Symbol):
         """Bind ``ident``; a second binding of a visible name is an error and is dropped."""
@@ -659,6 +693,15 @@ class _Analyzer:
 def _suggest(name: str, candidates) -> tuple[str, ...]:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return (f"did you mean '{close[0]}'?",) if close else ()
+
+
+def _function_note(module: str, function: Function) -> str:
+    """``k.py:3 defines scale(A, B): 2 positional argument(s)``, with what else stops a positional call."""
+    alias = f" (bound to the kernel's name at line {function.alias_line})" if function.alias_line else ""
+    note = f"{module}:{function.line} defines {function.signature()}{alias}: {function.takes()} positional argument(s)"
+    if function.required_keywords:
+        note += f", and keyword-only {', '.join(function.required_keywords)} without a default"
+    return note
 
 
 def _keyword(stmt: n.For) -> Span:

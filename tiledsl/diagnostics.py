@@ -31,6 +31,8 @@ CODES = {
     "E209": "invalid declaration",
     "E210": "a kernel that writes nothing",
     "E211": "a value beyond the 64-bit range",
+    "E212": "a called kernel the module does not define",
+    "E213": "a kernel function that cannot take the kernel's tile arguments",
     "W300": "declared but never used",
     "W301": "a loop too long to run",
     "W302": "a loop that never runs",

@@ -171,7 +171,7 @@ def analyze_text(text):
 
 
 def test_user_kernel_main_output_and_minor_outputs(tmp_path):
-    (tmp_path / "k.py").write_text("")
+    (tmp_path / "k.py").write_text("def split(A, B, C):\n    B[:] = A\n")
     path = tmp_path / "t.tile"
     path.write_text("""\
 use "k.py"

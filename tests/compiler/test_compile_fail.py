@@ -11,6 +11,8 @@ The check is exact for errors: every error ``check_path`` reports is expected, a
 expectation is met. Warnings must be reported when expected and are otherwise ignored.
 """
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,3 +194,45 @@ def test_rendered_multiline_span_underlines_to_end_of_line():
     lines = render(d, source).split("\n")
     assert lines[2].endswith("  potrf(A[0, 0],")
     assert lines[3].endswith("^" * len("potrf(A[0, 0],"))
+
+
+# ---------------------------------------------------------------- the kernel module (E209, E212, E213)
+KERNEL_PROGRAM = ('use "k.py"\nkernel scale(in A, inout B)\nprogram p {\n  matrix A[n, n] = random spd\n'
+                  '  scale(A[1, 0], A[1, 1])\n}\n')
+
+
+def tiledsl_check(folder: Path, module_text: str):
+    (folder / "k.py").write_text(module_text)
+    (folder / "t.tile").write_text(KERNEL_PROGRAM)
+    return subprocess.run([sys.executable, "-m", "tiledsl.cli", "check", "t.tile"], cwd=folder,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.timeout(90)
+def test_check_prints_a_wrong_kernel_arity_with_the_def_line(tmp_path):
+    done = tiledsl_check(tmp_path, "import numpy\n\n\ndef scale(A, B, C):\n    C[:] = A @ B\n")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.split("\n")[:7] == [
+        "t.tile:2:8: error[E213]: function 'scale' of 'k.py' cannot take the 2 tile argument(s) of kernel 'scale'",
+        "      |", "    2 | kernel scale(in A, inout B)", "      |        ^^^^^",
+        "  = note: k.py:4 defines scale(A, B, C): 3 positional argument(s)",
+        "  = note: declared as scale(in A, inout B)",
+        "  = hint: give the function one positional parameter per tile argument, in declaration order"]
+
+
+@pytest.mark.timeout(90)
+def test_check_reads_the_kernel_module_without_running_it(tmp_path):
+    marker = tmp_path / "ran"
+    done = tiledsl_check(tmp_path, f"import sys\nopen({str(marker)!r}, 'w')\nsys.exit(3)\n\n\n"
+                                   "def scale(A, B):\n    B += A\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "checked 1 file(s): no errors"
+    assert not marker.exists()
+
+
+@pytest.mark.timeout(90)
+def test_a_module_that_parses_but_does_not_compile_is_still_e209(tmp_path):
+    done = tiledsl_check(tmp_path, "def scale(A, B):\n    B += A\n\nreturn scale\n")
+    assert done.returncode == 1
+    assert "t.tile:1:1: error[E209]: kernel module 'k.py' is not valid Python" in done.stderr
+    assert "= note: k.py:4: SyntaxError: 'return' outside function" in done.stderr

@@ -39,9 +39,11 @@ def test_a_module_that_cannot_be_loaded_is_a_clean_error_naming_it(tmp_path, cas
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("kernel", ["__eq__", "__class__", "__init__", "__dict__", "__loader__"])
 def test_a_kernel_is_a_function_the_module_defines_not_an_attribute_of_every_module(tmp_path, kernel):
-    (tmp_path / "kernels.py").write_text("def scale(A):\n    A *= 2\n")
+    (tmp_path / "kernels.py").write_text(f"def {kernel}(A):\n    A *= 2\n")
     (tmp_path / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel=kernel))
-    out = tiledsl("run", "t.tile", "--n", 32, "--nb", 32, cwd=tmp_path)
+    assert tiledsl("compile", "t.tile", "-o", "driver.py", cwd=tmp_path).returncode == 0
+    (tmp_path / "kernels.py").write_text("def scale(A):\n    A *= 2\n")  # check would find it missing (E212)
+    out = tiledsl("run", "driver.py", "--n", 32, "--nb", 32, cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip() == (f"tiledsl: error: kernel module kernels.py defines no function {kernel} "
                                   f"(for the call {kernel}(A[0, 0]) at line 5)")

@@ -1,0 +1,57 @@
+"""What check reads of a kernel module: bindings found in its syntax tree, never by running it."""
+import ast
+
+import pytest
+
+from tiledsl.kernel_module import UNKNOWN, Function, NotFunction, read_definitions
+
+
+def bindings(text: str, name: str) -> list:
+    return read_definitions(ast.parse(text)).of(name)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("parameters, accepted", [
+    ("A, B", [2]), ("A, B=1, C=2", [1, 2, 3]), ("A, *rest", list(range(1, 10))), ("*tiles", list(range(10))),
+    ("A, /, B", [2]), ("A, *, key=1", [1]), ("A, *, key", []), ("", [0])])
+def test_a_function_accepts_the_positional_counts_its_parameters_allow(parameters, accepted):
+    (function,) = bindings(f"def k({parameters}):\n    pass\n", "k")
+    assert [count for count in range(10) if function.accepts(count)] == accepted
+
+
+@pytest.mark.timeout(30)
+def test_later_top_level_bindings_replace_earlier_ones_and_del_removes_them():
+    assert bindings("def k(A): pass\nk = 3\n", "k") == [NotFunction(2, "k = 3")]
+    assert bindings("def k(A): pass\ndel k\n", "k") == []
+    (function,) = bindings("def k(A): pass\ndef k(A, B): pass\n", "k")
+    assert (function.line, function.least) == (2, 2)
+
+
+@pytest.mark.timeout(30)
+def test_a_conditional_binding_joins_the_others():
+    text = "try:\n    from fast import k\nexcept ImportError:\n    def k(A): pass\n"
+    assert [b if b is UNKNOWN else type(b) for b in bindings(text, "k")] == [UNKNOWN, Function]
+    text = "def k(A): pass\nif X:\n    def k(A, B): pass\n"
+    assert [b.least for b in bindings(text, "k")] == [1, 2]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("text", ["from kernels import *\n", "globals()['k'] = print\n",
+                                  "def make():\n    global k\n    k = print\n"])
+def test_dynamic_definitions_leave_names_unchecked(text):
+    definitions = read_definitions(ast.parse(text))
+    assert definitions.open or UNKNOWN in definitions.of("k")
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("text", ["import k\n", "import k.sub\n", "from m import j as k\n",
+                                  "@decorate\ndef k(A): pass\n", "k = make()\n", "for k in x: pass\n",
+                                  "with x as k: pass\n", "k = other\n"])
+def test_bindings_only_running_could_tell_are_unknown(text):
+    assert bindings(text, "k") == [UNKNOWN]
+
+
+@pytest.mark.timeout(30)
+def test_an_alias_keeps_the_signature_and_notes_where_it_was_bound():
+    (function,) = bindings("def base(A, B):\n    pass\n\nk = base\n", "k")
+    assert (function.signature(), function.line, function.alias_line) == ("base(A, B)", 1, 4)

@@ -1,0 +1,176 @@
+"""What a kernel module defines, read from its syntax tree without running it.
+
+``tiledsl check`` must never execute user code, so it cannot know a module's names
+for sure; it reads the module's top-level statements instead. Each name gets the
+list of its possible bindings:
+
+* a ``def`` (undecorated) or ``NAME = lambda ...`` is a :class:`Function` whose
+  positional parameters can be counted; ``NAME = other`` where ``other`` is such a
+  function binds the same function under a second name;
+* a ``class`` or ``NAME = 3`` (a literal) is a :class:`NotFunction` (the run wants a function);
+* anything else (an import, a decorated ``def``, ``NAME = make_kernel()``, a loop
+  or ``with`` target) is :data:`UNKNOWN`: only running the module could tell.
+
+A binding directly in the module body replaces the earlier ones; one inside an
+``if``, ``try``, ``for``, ``while``, ``with`` or ``match`` block may or may not
+happen, so it joins them. A ``from m import *`` or a use of ``globals()`` may bind
+any name: :attr:`Definitions.open` is then true. A name a function declares
+``global``, or a walrus operator binds, is unknown too.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function the module defines: where, under which name, and its parameters."""
+
+    line: int
+    name: str
+    arguments: ast.arguments
+    alias_line: int | None = None  # the line of ``NAME = name`` when reached through another name
+
+    @property
+    def required_keywords(self) -> list[str]:
+        """Keyword-only parameters without a default: a positional call cannot fill them."""
+        return [arg.arg for arg, default in zip(self.arguments.kwonlyargs, self.arguments.kw_defaults)
+                if default is None]
+
+    @property
+    def least(self) -> int:
+        positional = self.arguments.posonlyargs + self.arguments.args
+        return len(positional) - len(self.arguments.defaults)
+
+    @property
+    def most(self) -> int | None:
+        """The most positional arguments it takes; None for any number (``*args``)."""
+        if self.arguments.vararg:
+            return None
+        return len(self.arguments.posonlyargs + self.arguments.args)
+
+    def accepts(self, count: int) -> bool:
+        """Whether ``function(t1, ..., t_count)`` binds every parameter."""
+        return not self.required_keywords and self.least <= count and (self.most is None or count <= self.most)
+
+    def takes(self) -> str:
+        """The positional argument counts it takes, in words: ``2``, ``1 to 3``, ``at least 2``."""
+        if self.most is None:
+            return f"at least {self.least}"
+        return str(self.least) if self.least == self.most else f"{self.least} to {self.most}"
+
+    def signature(self) -> str:
+        parameters = ast.unparse(self.arguments)
+        return f"lambda {parameters}" if self.name == "lambda" else f"{self.name}({parameters})"
+
+
+@dataclass(frozen=True)
+class NotFunction:
+    """A name bound to something that is certainly not a function (a class)."""
+
+    line: int
+    what: str
+
+
+UNKNOWN = object()  # a binding only running the module could tell
+LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr)
+
+
+@dataclass
+class Definitions:
+    """The possible top-level bindings of each name of one module."""
+
+    bindings: dict[str, list]
+    open: bool  # a star import or globals() may bind any name
+
+    def of(self, name: str) -> list:
+        return self.bindings.get(name, [])
+
+    def functions(self) -> list[str]:
+        """The names that may be bound to a function (for suggestions)."""
+        return [name for name, found in self.bindings.items() if any(isinstance(b, Function) for b in found)]
+
+
+def read_definitions(tree: ast.Module) -> Definitions:
+    """The top-level bindings of a parsed module (see the module's docstring)."""
+    definitions = Definitions({}, open=any(isinstance(node, ast.Name) and node.id == "globals"
+                                           for node in ast.walk(tree)))
+    _read_block(tree.body, definitions, conditional=False)
+    # names a function declares global, or a walrus binds, may be bound anywhere: nothing to check
+    for node in ast.walk(tree):
+        names = node.names if isinstance(node, ast.Global) else [node.target.id] if isinstance(node, ast.NamedExpr) else []
+        for name in names:
+            definitions.bindings.setdefault(name, []).append(UNKNOWN)
+    return definitions
+
+
+def _read_block(statements, definitions: Definitions, conditional: bool):
+    for statement in statements:
+        for name, binding in _bindings(statement, definitions):
+            if conditional:
+                definitions.bindings.setdefault(name, []).append(binding)
+            else:
+                definitions.bindings[name] = [binding]
+        if isinstance(statement, ast.Delete) and not conditional:
+            for target in statement.targets:
+                if isinstance(target, ast.Name):
+                    definitions.bindings.pop(target.id, None)
+        for block in _inner_blocks(statement):
+            _read_block(block, definitions, conditional=True)
+
+
+def _inner_blocks(statement) -> list[list]:
+    """The statement lists nested in a module-level compound statement (not in defs or classes)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return []
+    blocks = [getattr(statement, field, []) for field in ("body", "orelse", "finalbody")]
+    blocks += [handler.body for handler in getattr(statement, "handlers", [])]
+    blocks += [case.body for case in getattr(statement, "cases", [])]
+    return blocks
+
+
+def _bindings(statement, definitions: Definitions):
+    """(name, binding) for every module-level name ``statement`` itself binds."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        binding = UNKNOWN if statement.decorator_list else Function(statement.lineno, statement.name, statement.args)
+        return [(statement.name, binding)]
+    if isinstance(statement, ast.ClassDef):
+        return [(statement.name, NotFunction(statement.lineno, f"class {statement.name}"))]
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        if any(alias.name == "*" for alias in statement.names):
+            definitions.open = True
+        return [((alias.asname or alias.name).split(".")[0], UNKNOWN) for alias in statement.names]
+    if isinstance(statement, ast.Assign):
+        value = _value(statement, definitions)
+        return [(name, value) for target in statement.targets for name in _target_names(target)]
+    return [(name, UNKNOWN) for name in _statement_targets(statement)]
+
+
+def _value(statement: ast.Assign, definitions: Definitions):
+    """What ``NAME = value`` binds: a lambda, the single function another name is bound to, else unknown."""
+    value = statement.value
+    if isinstance(value, ast.Lambda):
+        return Function(statement.lineno, "lambda", value.args)
+    if isinstance(value, LITERALS):
+        return NotFunction(statement.lineno, f"{ast.unparse(statement.targets[-1])} = {ast.unparse(value)[:40]}")
+    bound = definitions.of(value.id) if isinstance(value, ast.Name) else []
+    if len(bound) == 1 and isinstance(bound[0], Function):
+        return Function(bound[0].line, bound[0].name, bound[0].arguments, alias_line=statement.lineno)
+    return UNKNOWN
+
+
+def _statement_targets(statement) -> list[str]:
+    """Names bound by assignments other than ``=``, and by loop and ``with`` targets."""
+    targets = []
+    if isinstance(statement, (ast.AugAssign, ast.AnnAssign)) and statement.value is not None:
+        targets.append(statement.target)
+    if isinstance(statement, (ast.For, ast.AsyncFor)):
+        targets.append(statement.target)
+    if isinstance(statement, (ast.With, ast.AsyncWith)):
+        targets += [item.optional_vars for item in statement.items if item.optional_vars]
+    return [name for target in targets for name in _target_names(target)]
+
+
+def _target_names(target) -> list[str]:
+    return [node.id for node in ast.walk(target) if isinstance(node, ast.Name)]
