@@ -3,9 +3,6 @@
 ``programs/faults.tile`` with ``fault=8`` spins at k = 1 in a call-free loop of 10^9
 iterations (under the bound on a loop nest's iterations, but many seconds long); ``fault=2`` runs a kernel that sleeps for ten minutes.
 """
-import contextlib
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -87,40 +84,3 @@ def test_a_loop_nest_spinning_before_the_run_is_stopped_in_the_survey(tmp_path):
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip() == ("tiledsl: error: rank 0 (faults.tile:27): watchdog: the loop nest ran 1 s "
                                   "without submitting a task (surveying it before the run)")
-
-
-@pytest.mark.timeout(200)
-def test_a_stopped_rank_ends_the_job_without_a_watchdog_option(tmp_path):
-    """17.7: SIGSTOP one rank of two in the middle of the run (a chain of 31 one-second tasks
-    through both ranks); the other's default watchdog reports it after its floor and the job ends."""
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
-    process = subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "run", PROGRAM, "--n", "2048", "--set",
-                                "fault=9", "--np", "2", "--grid", "1x2"], cwd=ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env)
-    rank = rank_process(tmp_path, "1")
-    try:
-        time.sleep(10)  # started, and far from done
-        os.kill(rank, signal.SIGSTOP)
-        out, err = process.communicate(timeout=FLOOR_SECONDS + 90)
-    finally:
-        process.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(rank, signal.SIGKILL)
-    assert process.returncode != 0
-    assert "tiledsl: error: rank 0: watchdog: no task completed for 6" in err, out + err
-
-
-def rank_process(cache: Path, rank: str) -> int:
-    """The pid of the rank ``rank`` of the job whose processes name ``cache``."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        found = subprocess.run(["pgrep", "-f", str(cache)], capture_output=True, text=True).stdout.split()
-        for pid in found:
-            try:
-                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if f"PMI_RANK={rank}".encode() in environ:
-                return int(pid)
-        time.sleep(0.2)
-    raise AssertionError(f"rank {rank} did not start")
