@@ -55,7 +55,8 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
             code = _check_every_rank_finished(folder, ranks)
         elif code != 0 and not _forwarded_signal(code):
             code = _recorded_failure(folder, code) if code > 3 else code
-            if not _some_rank_reported(folder):
+            # 141: the launcher died of SIGPIPE, its reader gone (`| head`), a quiet end
+            if code != 128 + signal.SIGPIPE and not _some_rank_reported(folder):
                 _report_lost_ranks(folder, ranks, code)
         if code != 0:
             kill_job(job, folder)
