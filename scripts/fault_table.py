@@ -47,7 +47,7 @@ program exits {
 }
 '''
 STUBBORN = "#!/bin/sh\ntrap '' TERM HUP INT\n\"$@\"\nsleep 60\n"
-BIG = ["--n", "4000", "--nb", "200"]
+BIG = ["--n", "8000", "--nb", "200"]  # about 10 s on 2 cores: the faults strike mid-run
 GOOD = np.arange(9.0).reshape(3, 3)
 
 
@@ -146,7 +146,7 @@ def main() -> None:
     rows.append(scenario("sys.exit(0) importing kernels on rank 1", ["exits.tile", "--np", "2", "--n", "256",
                                                                       "--output", "A=out.npy"], none,
                          {"EXIT_AT_IMPORT": "1"}))
-    np.save(Path(tempfile.gettempdir()) / "fault-a.npy", np.eye(4000) * 4000)
+    np.save(Path(tempfile.gettempdir()) / "fault-a.npy", np.eye(int(BIG[1])) * int(BIG[1]))
     rows.append(scenario("--input cut short during the run (--check)",
                          [str(CHOLESKY), "--np", "2", *BIG, "--check", "--input",
                           f"A={Path(tempfile.gettempdir()) / 'fault-a.npy'}", "--output", "A=out.npy"],
