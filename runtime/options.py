@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from . import priorities
 from .distribution import parse_ratio
+from .watchdog import FLOOR_SECONDS, TASK_FACTOR
 from .world import UsageError
 
 TILE_SETTINGS = ("nb", "B", "b", "s")
-DEFAULT_WATCHDOG = 60.0  # seconds: the limit of a stalled run and of a rank's wait at a collective
 EXIT_CODES = ("exit status: 0 success; 1 a program error (a failed kernel, a failed check, non-finite "
               "values in a matrix, a rank lost); 2 a usage error; 3 an internal error of tiledsl; "
               "128+N stopped by signal N")
@@ -142,8 +142,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--watchdog", type=watchdog_seconds, metavar="SECONDS",
                         help="report a run where no task completes for SECONDS, or a rank that waits that "
-                             f"long for the others (start-up, end of run); 0 disables it (default "
-                             f"{DEFAULT_WATCHDOG:g})")
+                             "long for the others (start-up, end of run); 0 disables it (default: "
+                             f"automatic, max({FLOOR_SECONDS:g} s, {TASK_FACTOR:g} × the longest task))")
     parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
                                                                  "(all ranks) and report its bounds")
     parser.add_argument("--check-finite", action="store_true",
@@ -164,9 +164,10 @@ def watchdog_seconds(text: str) -> float:
 
 def collective_limit(watchdog: float | None) -> float | None:
     """How long a rank waits for the others at a collective: the watchdog's limit
-    (:data:`DEFAULT_WATCHDOG` when not given), None (for ever) when it is 0."""
+    (the automatic limit's floor, :data:`~.watchdog.FLOOR_SECONDS`, when not given), None
+    (for ever) when it is 0."""
     if watchdog is None:
-        return DEFAULT_WATCHDOG
+        return FLOOR_SECONDS
     return watchdog or None
 
 
