@@ -15,7 +15,7 @@ MODES = ("program", "auto", "none")
 
 
 def measure(program: str, mode: str, extra: list) -> dict:
-    command = [sys.executable, "-m", "tiledsl.cli", "run", program, "--json", "--priorities", mode, *extra]
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", program, "--json", "--priorities", mode, *extra]
     out = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -12,7 +12,7 @@ import sys
 
 
 def measure(program, n, extra, ranks, workers):
-    command = [sys.executable, "-m", "tiledsl.cli", "run", program, "--n", str(n), "--json",
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", program, "--n", str(n), "--json",
                "--np", str(ranks), "--workers", str(workers), *extra]
     out = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tiledsl import jobs
+from tiledsl.commands import jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 CHOLESKY = ROOT / "programs" / "cholesky.tile"
@@ -85,7 +85,7 @@ def scenario(name: str, args: list, fault, env: dict | None = None) -> list:
     (folder / "exits.tile").write_text(EXITS)
     np.save(folder / "out.npy", GOOD)
     before = jobs.segments()
-    job = subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "run", *args], cwd=folder, text=True,
+    job = subprocess.Popen([sys.executable, "-m", "tiledsl.commands.cli", "run", *args], cwd=folder, text=True,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, **(env or {})))
     struck = fault(job, folder) or time.monotonic()
     try:

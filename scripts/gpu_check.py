@@ -122,7 +122,7 @@ def tune(args) -> bool:
     print("## Tuning (tiledsl tune PROGRAM --gpus 1 --gpu-backend cupy)\n")
     ok = True
     for program in sorted(set(args.programs)):
-        out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "tune", program, "--gpus", "1",
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "tune", program, "--gpus", "1",
                               "--gpu-backend", "cupy"], cwd=ROOT, capture_output=True, text=True,
                              timeout=args.timeout)
         ok &= out.returncode == 0
@@ -155,7 +155,7 @@ def tiledsl_run(program: str, n: int, args, *extra):
     """(the ``run --json`` summary, None) of a run on one GPU, or (None, why it failed)."""
     tiles = [item for name in ("nb", "B", "b", "s") if getattr(args, name) is not None
              for item in (f"--{name}", str(getattr(args, name)))]
-    command = [sys.executable, "-m", "tiledsl.cli", "run", f"programs/{program}.tile", "--n", str(n), *tiles,
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", f"programs/{program}.tile", "--n", str(n), *tiles,
                "--gpus", "1", "--gpu-backend", "cupy", "--json", *extra]
     try:
         out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout)
@@ -228,7 +228,7 @@ def dgemm_rate(gpu=None, size: int = 1024) -> float:
     from threadpoolctl import threadpool_limits
 
     from tiledsl.runtime.kernels import CPU_KERNELS
-    from tiledsl.tune import time_kernel
+    from tiledsl.commands.tune import time_kernel
 
     rng = np.random.default_rng(1)
     tiles = [np.asfortranarray(rng.standard_normal((size, size))) for _ in range(3)]

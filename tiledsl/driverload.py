@@ -20,7 +20,7 @@ from pathlib import Path
 from . import __version__
 
 #: the modules whose code shapes a driver: a change to any of them compiles programs anew
-COMPILER_STAGES = ("parser", "nodes", "analysis", "affine", "codegen")
+COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "affine", "kernel_module", "codegen")
 
 
 def cache_dir() -> Path:
@@ -33,9 +33,9 @@ def cache_key(source_text: str, path: str) -> str:
     compiler's stages and template, the source, and the file's absolute directory (where a
     relative ``load`` path is found)."""
     digest = hashlib.sha256()
-    stages = [_package_text("tiledsl", f"{stage}.py") for stage in COMPILER_STAGES]
+    stages = [_package_text("tiledsl.compiler", f"{stage}.py") for stage in COMPILER_STAGES]
     for part in (__version__, _package_text("tiledsl.grammars", "tile.lark"),
-                 _package_text("tiledsl", "prelude.tile"), *stages, _package_text("tiledsl.templates", "driver.py.j2"),
+                 _package_text("tiledsl.compiler", "prelude.tile"), *stages, _package_text("tiledsl.compiler.templates", "driver.py.j2"),
                  path, os.path.dirname(os.path.abspath(path)), source_text):
         digest.update(part.encode())
         digest.update(b"\0")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import tiledsl as tiledsl_package
 from tiledsl.compiler import check_source, compile_path
 from tiledsl.driverload import not_a_driver
-from tiledsl.source import SourceError, decode
+from tiledsl.compiler.source import SourceError, decode
 
 ROOT = Path(__file__).resolve().parents[2]
 DIAGNOSTIC = re.compile(r"(error|warning)\[[EW]\d{3}\]")
@@ -39,7 +39,7 @@ def tiledsl(*args, cwd=None, timeout=LIMIT + 10):
     env = dict(os.environ, XDG_CACHE_HOME=str(CACHE["dir"]))
     env.pop("TILEDSL_DEBUG", None)
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd or ROOT, env=env,
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *map(str, args)], cwd=cwd or ROOT, env=env,
                          capture_output=True, timeout=timeout)
     out.seconds = time.monotonic() - start
     out.out = out.stdout.decode("utf-8", "replace")
@@ -285,7 +285,7 @@ def test_the_fuzz_filter_keeps_the_shipped_programs():
        st.lists(st.tuples(st.sampled_from(["replace", "insert", "delete"]), st.integers(0, 10_000),
                           st.sampled_from(VOCABULARY)), min_size=1, max_size=4))
 def test_mutated_programs_never_raise_and_compile_to_python(which, mutations):
-    from tiledsl.codegen import generate
+    from tiledsl.compiler.codegen import generate
 
     tokens = list(SHIPPED[which])
     for kind, where, token in mutations:
@@ -363,7 +363,7 @@ def with_closed_stdout(command: list, cwd=ROOT):
     ("explain", "--help"),
 ], ids=["run", "run-np2", "explain", "graph", "compile", "version", "help"])
 def test_a_closed_stdout_ends_the_command_quietly(args):
-    out = with_closed_stdout([sys.executable, "-m", "tiledsl.cli", *args])
+    out = with_closed_stdout([sys.executable, "-m", "tiledsl.commands.cli", *args])
     assert out.stderr.decode() == ""
     assert out.returncode in (0, 141)
 
@@ -380,7 +380,7 @@ def test_a_closed_stdout_ends_a_driver_script_quietly(tmp_path):
 def test_a_reader_leaving_after_one_line_ends_explain_quietly():
     """`tiledsl explain ... --json | head -1`: the plan is far larger than the pipe's buffer."""
     env = dict(os.environ, XDG_CACHE_HOME=str(CACHE["dir"]))
-    with subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "explain", "programs/cholesky.tile", "--n", "2048",
+    with subprocess.Popen([sys.executable, "-m", "tiledsl.commands.cli", "explain", "programs/cholesky.tile", "--n", "2048",
                            "--nb", "64", "--grid", "2x2", "--json"], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as job:
         first = job.stdout.read(100)

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-import tiledsl.graph as graph
-from tiledsl.cli import main
+import tiledsl.commands.graph as graph
+from tiledsl.commands.cli import main
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.explain import Plan, PlannedTask, plan
+from tiledsl.commands.explain import Plan, PlannedTask, plan
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.program import Call
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiledsl import jobs
+from tiledsl.commands import jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 MPIEXEC = str(Path(sys.executable).with_name("mpiexec")) if Path(sys.executable).with_name("mpiexec").exists() \
@@ -42,7 +42,7 @@ def quit_(a):
 
 
 def start(*args, cwd=ROOT, env=None):
-    return subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "run", *map(str, args)], cwd=cwd,
+    return subprocess.Popen([sys.executable, "-m", "tiledsl.commands.cli", "run", *map(str, args)], cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, **(env or {})))
 
@@ -228,7 +228,7 @@ def test_a_launcher_ignoring_signals_is_killed_with_its_ranks_after_the_grace(tm
     wrapper = tmp_path / "stubborn.sh"
     wrapper.write_text(IGNORES_TERM)
     wrapper.chmod(0o755)
-    script = (f"import sys; from tiledsl import jobs; "
+    script = (f"import sys; from tiledsl.commands import jobs; "
               f"sys.exit(jobs.run_job([{str(wrapper)!r}, {MPIEXEC!r}, '-n', '2', sys.executable, '-c', "
               f"'import time; time.sleep(600)'], 2, grace=3))")
     runner = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True, cwd=tmp_path)

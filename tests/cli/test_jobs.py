@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from tiledsl import jobs
+from tiledsl.commands import jobs
 
 HOLD = """
 import mmap, sys, time

@@ -8,15 +8,15 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from tiledsl.cli import main  # noqa: E402
-from tiledsl.plot import lanes, load_trace, pack  # noqa: E402
+from tiledsl.commands.cli import main  # noqa: E402
+from tiledsl.commands.plot import lanes, load_trace, pack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def traced(path, *args):
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/cholesky.tile", "--workers", "2",
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile", "--workers", "2",
                           "--trace", str(path), *map(str, args)], cwd=ROOT, capture_output=True, text=True,
                          timeout=150)
     assert out.returncode == 0, out.stderr
@@ -113,6 +113,6 @@ def test_without_matplotlib_the_message_says_what_to_install(tmp_path, capsys, m
 
 @pytest.mark.timeout(60)
 def test_the_command_line_exits_cleanly_on_a_missing_file(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "plot", str(tmp_path / "nope.json"),
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "plot", str(tmp_path / "nope.json"),
                           "-o", str(tmp_path / "g.png")], cwd=ROOT, capture_output=True, text=True, timeout=50)
     assert out.returncode == 1 and "no such file" in out.stderr and "Traceback" not in out.stderr

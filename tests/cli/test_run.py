@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def tiledsl(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 

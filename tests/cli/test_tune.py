@@ -15,10 +15,10 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.explain import plan
+from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options, execute, tuning
 from tiledsl.runtime.distribution import BlockCyclic, parse_ratio
-from tiledsl.tune import (RATIOS, STEP, hill_climb, host_width, hybrid_split, mix_rates, nearest_ratio,
+from tiledsl.commands.tune import (RATIOS, STEP, hill_climb, host_width, hybrid_split, mix_rates, nearest_ratio,
                           smallest_near_best, tune)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ TINY = ("--sizes", "64,128", "--n", "256", "--budget", "5")
 def tiledsl(*args, cache, cwd=ROOT, timeout=120, env=None):
     env = {**{k: v for k, v in os.environ.items() if k not in ("TILEDSL_NO_TUNE", "TILEDSL_DEBUG")},
            "XDG_CACHE_HOME": str(cache), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

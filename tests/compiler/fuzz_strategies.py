@@ -33,10 +33,10 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from tiledsl.codegen import generate
+from tiledsl.compiler.codegen import generate
 from tiledsl.compiler import check_source, prelude
-from tiledsl.diagnostics import CODES
-from tiledsl.source import SourceError, decode
+from tiledsl.compiler.diagnostics import CODES
+from tiledsl.compiler.source import SourceError, decode
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The module user kernels ``use``: the folder of the path given to :func:`judge` must hold it.

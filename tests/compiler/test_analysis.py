@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tiledsl.analysis import unparse
+from tiledsl.compiler.analysis import unparse
 from tiledsl.compiler import check_path, check_source
-from tiledsl.source import decode
+from tiledsl.compiler.source import decode
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "programs"
@@ -230,7 +230,7 @@ program p {
 
 
 def test_unparse_minimal_parentheses():
-    from tiledsl.parser import parse
+    from tiledsl.compiler.parser import parse
 
     def value(text):
         return parse(decode("t", f"program p {{ let x = {text} }}".encode())).programs[0].body[0].value
@@ -253,10 +253,10 @@ def _let_chain(count: int) -> str:
 def test_forty_thousand_lets_are_analyzed_in_linear_time():
     import time
 
-    from tiledsl.analysis import analyze
+    from tiledsl.compiler.analysis import analyze
     from tiledsl.compiler import prelude
-    from tiledsl.parser import parse
-    from tiledsl.source import decode
+    from tiledsl.compiler.parser import parse
+    from tiledsl.compiler.source import decode
 
     tree = parse(decode("lets.tile", _let_chain(40_000).encode()))
     started = time.process_time()
@@ -275,7 +275,7 @@ def test_chained_products_stop_at_the_first_value_beyond_64_bits():
     lets = "\n".join(f"  let a{i} = a{i - 1} * a{i - 1}" for i in range(1, 40))
     text = f"program p {{\n  matrix A[n, n] = random spd\n  let a0 = 99999 * 99999\n{lets}\n  potrf(A[a39 - a39, 0])\n}}\n"
     from tiledsl.compiler import check_source
-    from tiledsl.source import decode
+    from tiledsl.compiler.source import decode
 
     started = time.process_time()
     result = check_source(decode("products.tile", text.encode()))

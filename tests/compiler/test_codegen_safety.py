@@ -11,12 +11,12 @@ import re
 import numpy as np
 import pytest
 
-from tiledsl.codegen import generate
+from tiledsl.compiler.codegen import generate
 from tiledsl.compiler import check_path, check_source
 from tiledsl.driverload import import_driver
 from tiledsl.runtime.launch import execute
 from tiledsl.runtime.options import Options
-from tiledsl.source import decode
+from tiledsl.compiler.source import decode
 
 TEMPLATE = """\
 program hostile {
@@ -336,7 +336,7 @@ from pathlib import Path as _Path  # noqa: E402
 
 from fuzz_strategies import judge  # noqa: E402
 
-from tiledsl.analysis import MAX_LOOP_NESTING  # noqa: E402
+from tiledsl.compiler.analysis import MAX_LOOP_NESTING  # noqa: E402
 
 
 def _nest(shape: list[str], call: str = "potrf(A[0, 0])") -> str:
@@ -413,7 +413,7 @@ def test_parameters_may_have_any_name_the_grammar_allows(tmp_path):
     (tmp_path / "t.tile").write_text(f"program p {{\n{declared}\n  matrix A[n, n] = random spd\n"
                                      f"  let x = {product}\n  potrf(A[x, x])\n}}\n")
     for sets, tile in (([], 1), (["--set", "as_dict=0"], 0)):
-        tiledsl = [sys.executable, "-m", "tiledsl.cli"]
+        tiledsl = [sys.executable, "-m", "tiledsl.commands.cli"]
         out = subprocess.run([*tiledsl, "run", "t.tile", "--n", "64", "--nb", "32", *sets],
                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr

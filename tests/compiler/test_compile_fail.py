@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tiledsl.compiler import check_path, check_source
-from tiledsl.diagnostics import CODES, Diagnostic, render
-from tiledsl.parser import MAX_FILE_TOKENS, MAX_LINE_TOKENS
-from tiledsl.source import Span, decode
+from tiledsl.compiler.diagnostics import CODES, Diagnostic, render
+from tiledsl.compiler.parser import MAX_FILE_TOKENS, MAX_LINE_TOKENS
+from tiledsl.compiler.source import Span, decode
 
 HERE = Path(__file__).resolve().parent
 CASES = sorted((HERE / "compile_fail").glob("*.tile"))
@@ -204,7 +204,7 @@ KERNEL_PROGRAM = ('use "k.py"\nkernel scale(in A, inout B)\nprogram p {\n  matri
 def tiledsl_check(folder: Path, module_text: str):
     (folder / "k.py").write_text(module_text)
     (folder / "t.tile").write_text(KERNEL_PROGRAM)
-    return subprocess.run([sys.executable, "-m", "tiledsl.cli", "check", "t.tile"], cwd=folder,
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "check", "t.tile"], cwd=folder,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -11,14 +11,14 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tiledsl import nodes as n
-from tiledsl.codegen import generate
+from tiledsl.compiler import nodes as n
+from tiledsl.compiler.codegen import generate
 from tiledsl.compiler import check_source
 from tiledsl.driverload import import_driver
-from tiledsl.explain import submitted_tasks
+from tiledsl.commands.explain import submitted_tasks
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.options import Options
-from tiledsl.source import decode
+from tiledsl.compiler.source import decode
 
 OPTIONS = Options(n=100, tiles={"nb": 32})  # A: 4x4 tiles, B: 4x7 tiles, both ragged
 HEADER = """\

@@ -17,7 +17,7 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.explain import TABLE_LIMIT, WALK_LIMIT, plan, render, submitted_tasks
+from tiledsl.commands.explain import TABLE_LIMIT, WALK_LIMIT, plan, render, submitted_tasks
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.protocol import Instance
 
@@ -180,7 +180,7 @@ def test_totals_streamed_without_the_tasks_equal_the_totals_of_the_tasks(drivers
 # ---------------------------------------------------------------- command line
 def run_cli(*args, cache):
     env = dict(os.environ, XDG_CACHE_HOME=str(cache))
-    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -57,7 +57,7 @@ def test_generation_is_deterministic(at_root):
 
 @pytest.mark.timeout(60)
 def test_cli_compile_prints_the_golden_text():
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "compile", "programs/cholesky.tile"],
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "programs/cholesky.tile"],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout == (GOLDEN / "cholesky.py").read_text(), REFRESH
@@ -77,10 +77,10 @@ for path in sys.argv[1:]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert callable(module.generate) and module.PROGRAM.calls
-heavy = [m for m in ("lark", "jinja2", "tiledsl.compiler", "tiledsl.parser", "tiledsl.analysis",
-                     "tiledsl.codegen") if m in sys.modules]
+heavy = [m for m in ("lark", "jinja2", "tiledsl.compiler", "tiledsl.compiler.parser", "tiledsl.compiler.analysis",
+                     "tiledsl.compiler.codegen") if m in sys.modules]
 assert 'lark' not in sys.modules and 'jinja2' not in sys.modules, heavy
-assert 'tiledsl.compiler' not in sys.modules and 'tiledsl.parser' not in sys.modules, heavy
+assert 'tiledsl.compiler' not in sys.modules and 'tiledsl.compiler.parser' not in sys.modules, heavy
 assert not heavy, heavy
 print("isolated", len(sys.argv) - 1)
 """

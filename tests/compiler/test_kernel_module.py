@@ -3,7 +3,7 @@ import ast
 
 import pytest
 
-from tiledsl.kernel_module import UNKNOWN, Function, NotFunction, read_definitions
+from tiledsl.compiler.kernel_module import UNKNOWN, Function, NotFunction, read_definitions
 
 
 def bindings(text: str, name: str) -> list:

@@ -5,10 +5,10 @@ sits on its line), so each assertion says "this node covers exactly that text".
 """
 import pytest
 
-from tiledsl import nodes as n
-from tiledsl.analysis import unparse
-from tiledsl.parser import parse
-from tiledsl.source import SourceError, decode
+from tiledsl.compiler import nodes as n
+from tiledsl.compiler.analysis import unparse
+from tiledsl.compiler.parser import parse
+from tiledsl.compiler.source import SourceError, decode
 
 
 def parse_text(text: str, path: str = "t.tile") -> n.File:

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tiledsl.codegen import generate
+from tiledsl.compiler.codegen import generate
 from tiledsl.compiler import check_path, check_source
 from tiledsl.driverload import import_driver
 from tiledsl.runtime.engine import TaskFailure
 from tiledsl.runtime.launch import execute
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.world import UsageError
-from tiledsl.source import decode
+from tiledsl.compiler.source import decode
 
 
 def check(text: str, path: str = "t.tile"):

@@ -49,7 +49,7 @@ import numpy as np
 import pytest
 
 from tiledsl.compiler import check_path
-from tiledsl.diagnostics import CODES, render
+from tiledsl.compiler.diagnostics import CODES, render
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -114,7 +114,7 @@ def tool_environment(root: Path) -> dict:
     private cache (no compiled drivers or tuned tile sizes from elsewhere)."""
     tools = root / "bin"
     tools.mkdir()
-    for name, target in (("tiledsl", f'"{sys.executable}" -m tiledsl.cli "$@"'),
+    for name, target in (("tiledsl", f'"{sys.executable}" -m tiledsl.commands.cli "$@"'),
                          ("python", f'"{sys.executable}" "$@"')):
         (tools / name).write_text(f"#!/bin/sh\nexec {target}\n")
         (tools / name).chmod(0o755)

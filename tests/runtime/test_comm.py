@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tiledsl import jobs
+from tiledsl.commands import jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "mpi"

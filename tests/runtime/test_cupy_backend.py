@@ -681,7 +681,7 @@ def test_cupy_is_imported_only_for_the_cupy_backend():
 
 @pytest.mark.skipif(GPUS > 0, reason="a GPU is present: the run would succeed")
 def test_run_without_a_gpu_says_why_in_one_line():
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/cholesky.tile", "--n", "64",
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile", "--n", "64",
                           "--gpus", "1", "--gpu-backend", "cupy"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tiledsl import jobs
+from tiledsl.commands import jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = "tests/runtime/programs/faults.tile"
@@ -21,7 +21,7 @@ def segments_before():
 
 def start(*args, np_=1, cache):
     env = dict(os.environ, XDG_CACHE_HOME=str(cache))
-    command = [sys.executable, "-m", "tiledsl.cli", "run", PROGRAM, "--n", "256", *map(str, args)]
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", "256", *map(str, args)]
     if np_ > 1:
         command += ["--np", str(np_)]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

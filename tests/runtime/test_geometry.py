@@ -119,7 +119,7 @@ def test_a_run_with_too_many_tiles_is_a_usage_error_naming_the_matrix(tmp_path):
 
     (tmp_path / "t.tile").write_text("program p {\n  matrix A[n * n, n * n] = random general\n"
                                      "  getrf_nopiv(A[0, 0])\n}\n")
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "t.tile", "--n", "1000", "--nb", "32"],
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "t.tile", "--n", "1000", "--nb", "32"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=100)
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("tiledsl: error: matrix A: a 1000000×1000000 matrix would have "

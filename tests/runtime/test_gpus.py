@@ -14,7 +14,7 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.explain import plan
+from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.engine import TaskFailure
 
@@ -45,7 +45,7 @@ def test_one_rank_with_emulated_gpus(tmp_path, program, gpus):
 @pytest.mark.parametrize("program", list(TILES))
 def test_two_ranks_with_emulated_gpus(tmp_path, program):
     tiles = [item for k, v in TILES[program].items() for item in (f"--{k}", str(v))]
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", f"programs/{program}.tile", "--np", "2",
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", f"programs/{program}.tile", "--np", "2",
                           "--n", "517", *tiles, "--gpus", "2", "--check", "--json", "--watchdog", "60"],
                          cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert out.returncode == 0, out.stderr

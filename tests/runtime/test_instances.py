@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiledsl.explain import plan
+from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.protocol import Instance
 
@@ -40,7 +40,7 @@ def reference(tmp_path_factory):
 
 
 def run_cli(*args, np_=1):
-    command = [sys.executable, "-m", "tiledsl.cli", "run", PROGRAM, "--n", str(N), "--no-tune", "--json",
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", str(N), "--no-tune", "--json",
                "--watchdog", "60", *map(str, args)]
     if np_ > 1:
         command += ["--np", str(np_), "--grid", f"1x{np_}"]

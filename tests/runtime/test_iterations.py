@@ -28,7 +28,7 @@ LONG = """program p {
 
 
 def tiledsl(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=150)
 
 

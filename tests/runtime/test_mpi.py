@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiledsl import jobs
+from tiledsl.commands import jobs
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.explain import plan
+from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ SIZES = {"cholesky": ["--nb", "96"], "lu": ["--nb", "96"], "qr": ["--nb", "96", 
 
 def run(*args, np_=2, cache=None, timeout=120):
     env = dict(os.environ, XDG_CACHE_HOME=str(cache)) if cache else None
-    return subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", *map(str, args), "--np", str(np_)],
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", *map(str, args), "--np", str(np_)],
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
 
 

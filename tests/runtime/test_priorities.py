@@ -86,7 +86,7 @@ def test_cholesky_derived_priorities_put_the_panel_first(compiled):
 
 
 def run(*args):
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", *map(str, args), "--json"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", *map(str, args), "--json"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])

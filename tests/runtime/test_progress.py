@@ -83,7 +83,7 @@ def test_the_check_has_a_bar_of_its_own(compiled, monkeypatch, capsys):
 def test_rank_0_draws_its_share_under_mpiexec():
     """A real 2-rank job whose stderr is a pipe: the environment asks for the bar."""
     env = dict(os.environ, **{progress.FORCE: "1", progress.FORCE + "_DELAY": "0"})
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/cholesky.tile", "--n", "3600",
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile", "--n", "3600",
                           "--nb", "96", "--check", "--np", "2", "--workers", "1"],
                          cwd=ROOT, capture_output=True, text=True, timeout=280, env=env)
     assert out.returncode == 0, out.stderr
@@ -103,7 +103,7 @@ def test_tiledsl_run_np_on_a_terminal_asks_its_ranks_for_the_bar():
     env[progress.FORCE + "_DELAY"] = "0"
     controller, terminal = pty.openpty()
     try:
-        job = subprocess.Popen([sys.executable, "-m", "tiledsl.cli", "run", "programs/cholesky.tile", "--n", "3600",
+        job = subprocess.Popen([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile", "--n", "3600",
                                 "--nb", "96", "--np", "2", "--workers", "1"],
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=terminal, env=env)
         os.close(terminal)

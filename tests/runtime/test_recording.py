@@ -62,7 +62,7 @@ ERROR = re.compile(r"tiledsl: error: rank (\d+) \(t\.tile:(\d+)\): (.*?)(?=tiled
 
 
 def tiledsl(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=150)
 
 

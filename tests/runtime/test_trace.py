@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(120)
 def test_trace_of_a_two_rank_run(tmp_path):
     trace_path = tmp_path / "trace.json"
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/cholesky.tile", "--np", "2",
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile", "--np", "2",
                           "--n", "700", "--nb", "100", "--trace", str(trace_path), "--json"],
                          cwd=ROOT, capture_output=True, text=True, timeout=110)
     assert out.returncode == 0, out.stderr

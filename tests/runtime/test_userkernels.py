@@ -20,7 +20,7 @@ MODULES = {
 
 
 def tiledsl(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "tiledsl.cli", *map(str, args)], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *map(str, args)], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 

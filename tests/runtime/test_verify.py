@@ -155,13 +155,13 @@ def test_tiles_off_the_diagonal_go_to_blas_as_they_are():
 @pytest.mark.timeout(120)
 def test_the_summary_gives_the_checks_time_and_the_whole_time():
     """`seconds` stays the factorization's; `check_seconds` and `total_seconds` join it."""
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/lu.tile", "--n", "700", "--nb", "96",
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/lu.tile", "--n", "700", "--nb", "96",
                           "--check", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=100)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["check_seconds"] > 0 and list(summary["phases"]) == ["setup", "run", "check", "outputs"]
     assert summary["total_seconds"] == pytest.approx(sum(summary["phases"].values()))
     assert summary["total_seconds"] > summary["seconds"] + summary["check_seconds"]
-    text = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", "programs/lu.tile", "--n", "700", "--nb", "96",
+    text = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/lu.tile", "--n", "700", "--nb", "96",
                            "--check"], cwd=ROOT, capture_output=True, text=True, timeout=100).stdout
     assert "\n  check     " in text and "\n  total     " in text and "(setup " in text

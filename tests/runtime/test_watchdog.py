@@ -79,7 +79,7 @@ def test_the_automatic_limit_stops_a_stalled_task(compiled, monkeypatch):
 
 @pytest.mark.timeout(60)
 def test_a_loop_nest_spinning_before_the_run_is_stopped_in_the_survey(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "tiledsl.cli", "run", PROGRAM, "--n", "256", "--set", "fault=8",
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", "256", "--set", "fault=8",
                           "--watchdog", "1"], cwd=ROOT, capture_output=True, text=True, timeout=50)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip() == ("tiledsl: error: rank 0 (faults.tile:27): watchdog: the loop nest ran 1 s "

@@ -1,6 +1,6 @@
 """``tiledsl graph``: the task graph of a program for a small size, as Graphviz DOT.
 
-Tasks come from :func:`tiledsl.explain.plan` (the program's own driver run with
+Tasks come from :func:`tiledsl.commands.explain.plan` (the program's own driver run with
 a rank that takes part in every task), so nodes and owners are exactly the ones
 ``tiledsl explain`` shows. Edges are rebuilt in program order from every task's
 accesses at tile granularity, as the runtime orders them:
@@ -60,8 +60,8 @@ def _key(tile) -> tuple:
 # ---------------------------------------------------------------- the graph
 def count_tasks(driver, options, grid, gpus, limit: int = LIMIT) -> int:
     """The program's task count for ``options``, stopping (at ``limit + 1``) once over ``limit``."""
-    from .runtime.layout import make_distribution, make_matrices, make_params
-    from .runtime.recording import record
+    from ..runtime.layout import make_distribution, make_matrices, make_params
+    from ..runtime.recording import record
 
     class Enough(Exception):
         pass
@@ -88,8 +88,8 @@ def count_tasks(driver, options, grid, gpus, limit: int = LIMIT) -> int:
 def too_many_tasks(driver, options, limit: int, refusal: str):
     """The :class:`UsageError` for a program with more than ``limit`` tasks at ``options``'
     size: the numbers, what the command refuses, and what to change."""
-    from .runtime.layout import make_params
-    from .runtime.world import UsageError
+    from ..runtime.layout import make_params
+    from ..runtime.world import UsageError
 
     params = make_params(driver, options)
     return UsageError(f"{driver.PROGRAM.name} at n={params.n} {tiling_text(params.as_dict())} has more than "
@@ -99,7 +99,7 @@ def too_many_tasks(driver, options, limit: int, refusal: str):
 
 def largest_tile_count(driver, params) -> int:
     """The tile count of the program's largest matrix (its geometry only: no tiles made)."""
-    from .runtime.geometry import Geometry
+    from ..runtime.geometry import Geometry
 
     most = 0
     for m, n in driver.shapes(params)[0].values():

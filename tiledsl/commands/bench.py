@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .runtime import Options, execute
-from .runtime.inputs import make_matrix
-from .runtime.reporting import FLOPS
+from ..runtime import Options, execute
+from ..runtime.inputs import make_matrix
+from ..runtime.reporting import FLOPS
 
 DASK_CHUNKS = (512, 1024, 2048)
 

@@ -2,7 +2,7 @@
 
 Reading a file is the first place a user mistake can surface (missing path, a
 directory, bytes that are not UTF-8, NUL characters), so :func:`read_source`
-turns each of those into a :class:`~tiledsl.diagnostics.Diagnostic` instead of
+turns each of those into a :class:`~tiledsl.compiler.diagnostics.Diagnostic` instead of
 an exception.
 """
 from __future__ import annotations

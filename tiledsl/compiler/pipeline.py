@@ -36,7 +36,7 @@ class Result:
 @lru_cache(maxsize=1)
 def prelude() -> nodes.File:
     """The standard kernel declarations every program sees."""
-    text = resources.files("tiledsl").joinpath("prelude.tile").read_bytes()
+    text = resources.files("tiledsl.compiler").joinpath("prelude.tile").read_bytes()
     return parse(decode("<prelude>", text), prelude=True)
 
 

@@ -33,13 +33,13 @@ from fractions import Fraction
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .runtime import Options, execute, tuning
-from .runtime.devices import backend as make_backend
-from .runtime.kernels import CPU_KERNELS
-from .runtime.layout import make_distribution, make_matrices, make_params
-from .runtime.reporting import FLOPS
-from .runtime.recording import record
-from .runtime.world import UsageError, default_workers
+from ..runtime import Options, execute, tuning
+from ..runtime.devices import backend as make_backend
+from ..runtime.kernels import CPU_KERNELS
+from ..runtime.layout import make_distribution, make_matrices, make_params
+from ..runtime.reporting import FLOPS
+from ..runtime.recording import record
+from ..runtime.world import UsageError, default_workers
 
 STEP = 64  # tile sizes are multiples of 64 (the paper's granularity in double precision)
 THRESHOLD = 0.95  # B: the smallest size within 95% of the best GEMM rate

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
-from .runtime.options import TILE_SETTINGS
-from .runtime.protocol import Instance, instances
-from .runtime.recording import Everyone, record
+from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
+from ..runtime.options import TILE_SETTINGS
+from ..runtime.protocol import Instance, instances
+from ..runtime.recording import Everyone, record
 
 TABLE_LIMIT = 100_000  # tasks kept one by one (the table, --json's task list); past it, totals only
 WALK_LIMIT = 500_000  # tasks explained at all: a streaming walk of 10-50 µs per task

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import jinja2
 
-from . import __version__
+from .. import __version__
 from . import nodes as n
 from .analysis import Checked, unparse
 
@@ -75,7 +75,7 @@ def generate(checked: Checked) -> str:
 
 @lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("tiledsl", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("tiledsl.compiler", "templates"),
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters["py"] = repr

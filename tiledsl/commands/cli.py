@@ -16,11 +16,11 @@ import sys
 import traceback
 from pathlib import Path
 
-from . import __version__
-from .compiler import Result, check_path, compile_path
+from .. import __version__
+from ..compiler import Result, check_path, compile_path
 from .jobs import run_job
-from .runtime.errors import TaskFailure
-from .runtime.world import UsageError
+from ..runtime.errors import TaskFailure
+from ..runtime.world import UsageError
 
 EXIT_STATUS = """exit status:
   0      success
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
         args.argv = argv
         return args.handler(args)
     except BrokenPipeError:  # stdout's reader has gone (| head): a normal end
-        from .runtime.launch import stdout_closed
+        from ..runtime.launch import stdout_closed
 
         return stdout_closed()
     except UsageError as error:
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     from .explain import TABLE_LIMIT
-    from .runtime.options import SuggestingParser, add_run_arguments, add_size_arguments, add_tuning_arguments
+    from ..runtime.options import SuggestingParser, add_run_arguments, add_size_arguments, add_tuning_arguments
 
     parser = SuggestingParser(prog="tiledsl", description="A language and compiler for tile algorithms.",
                               epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -181,7 +181,7 @@ def _compile(args) -> int:
 def _load_driver(path: str):
     """The driver module for a .tile file (compiled through the cache) or a driver file; None
     once the reason was printed."""
-    from .driverload import import_driver
+    from ..driverload import import_driver
 
     driver_path = _driver_path(path)
     return None if driver_path is None else import_driver(driver_path)
@@ -191,7 +191,7 @@ def _driver_path(path: str):
     """The driver file for a .tile file (compiled through the cache) or a driver file, recognised
     before anything runs it (a :class:`UsageError` for any other Python file); None once the
     reason was printed."""
-    from .driverload import not_a_driver
+    from ..driverload import not_a_driver
 
     if not path.endswith(".py"):
         return _cached_driver(path)
@@ -207,9 +207,9 @@ def _driver_path(path: str):
 
 def _explain(args) -> int:
     from .explain import as_json, explain, render
-    from .runtime.distribution import parse_grid
-    from .runtime.layout import use_tuned
-    from .runtime.options import size_options
+    from ..runtime.distribution import parse_grid
+    from ..runtime.layout import use_tuned
+    from ..runtime.options import size_options
 
     driver = _load_driver(args.file)
     if driver is None:
@@ -233,12 +233,12 @@ def _program_path(name: str) -> str:
     """A .tile path as given, or the shipped program of that name."""
     if name.endswith((".tile", ".py")) or "/" in name:
         return name
-    return str(Path(__file__).resolve().parent.parent / "programs" / f"{name}.tile")
+    return str(Path(__file__).resolve().parent.parent.parent / "programs" / f"{name}.tile")
 
 
 def _bench(args) -> int:
     from .bench import render, run_bench
-    from .runtime.options import size_options
+    from ..runtime.options import size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
@@ -277,8 +277,8 @@ def _plot(args) -> int:
 def _graph(args) -> int:
     from .explain import plan
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
-    from .runtime.distribution import parse_grid
-    from .runtime.options import size_options
+    from ..runtime.distribution import parse_grid
+    from ..runtime.options import size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
@@ -334,7 +334,7 @@ def _tune(args) -> int:
 
 
 def _run(args) -> int:
-    from .runtime.launch import run_and_report
+    from ..runtime.launch import run_and_report
 
     if args.np < 1:
         raise UsageError(f"--np must be at least 1, got {args.np}")
@@ -383,7 +383,7 @@ def _forwarded(argv: list, program: str) -> list:
 
 
 def _cached_driver(path: str):
-    from .driverload import cached_driver_path
+    from ..driverload import cached_driver_path
 
     result, text = compile_path(path)
     _print_diagnostics(result)

@@ -1,0 +1,3 @@
+"""The ``tiledsl`` command line: one module per command (cli dispatches; explain, graph,
+plot, bench, tune; jobs launches MPI jobs). Commands use the compiler and the runtime;
+neither uses them."""
