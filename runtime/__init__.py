@@ -8,7 +8,7 @@ from .launch import execute, main
 from .options import Options
 from .reporting import RunResult
 from .world import UsageError
-from .program import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl
+from .program import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, takes_part
 
 __all__ = ["Call", "CheckDecl", "MatrixDecl", "Options", "Program", "RunResult", "Tiling",
-           "UsageError", "WorkspaceDecl", "execute", "main"]
+           "UsageError", "WorkspaceDecl", "execute", "main", "takes_part"]

@@ -23,6 +23,8 @@ import numpy as np
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure
 from .matrix import TileIndexError, region_view
+from .flops import PRELUDE_FLOPS
+from .program import flatten
 from .scheduler import Scheduler, Task
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled
 
@@ -40,6 +42,8 @@ class Stats:
     """What one rank did: program tasks per worker, busy seconds, the window's high-water mark."""
 
     tasks: int = 0
+    flops: float = 0.0  # of the tasks this rank owns, by their kernels' flop counts
+    uncounted: set = field(default_factory=set)  # kernels of owned tasks that state no flop count
     per_worker: list = field(default_factory=list)
     busy: list = field(default_factory=list)
     peak_window: int = 0
@@ -52,6 +56,7 @@ class Engine:
                  watchdog: float | None = None, comm=None, devices=None, check_finite: bool = False):
         self.program = program
         self.kernels = {id(call): kernels[call.kernel] for call in program.calls}
+        self.flop_counts = {id(call): call.flops or PRELUDE_FLOPS.get(call.kernel) for call in program.calls}
         self.workers = workers
         self.comm = comm
         self.rank = comm.rank if comm is not None else 0
@@ -94,21 +99,34 @@ class Engine:
     def matrix(self, name: str):
         return self.matrices[name]
 
-    def submit(self, call, tiles, regions, priority, kernel=None) -> None:
-        """APPEND one task (the generated driver's call; checks pass their own ``kernel``)."""
+    def submit(self, call, tiles, regions, priority, values=(), kernel=None) -> None:
+        """APPEND one task (the generated driver's call: a panel argument is a tuple of tiles;
+        ``values`` are the value arguments; checks pass their own ``kernel``)."""
         if self.failure is not None:
             raise _Abort()
         if self.loop_nest is not None:
             self.loop_nest.submitted()
-        views, kernel = self._views(call, tiles, regions), kernel or self.kernels[id(call)]
+        site = id(call)
+        call, tiles, regions = flatten(call, tiles, regions)
+        views, kernel = self._views(call, tiles, regions), kernel or self.kernels[site]
         if self.priority_of is not None:
             priority = self.priority_of(call, tiles, priority)
+        if tiles[call.main].rank == self.rank and call.line > 0:
+            self._count_flops(site, call, tiles, views, values)
         with self.lock:
             self._wait_for_window()
             if self.exchange is None:
-                self.enqueue(Task(call, tiles, views, priority, 0, kernel), 0)
+                self.enqueue(Task(call, tiles, views, priority, 0, kernel, values), 0)
             else:
-                self.exchange.submit(call, tiles, views, priority, kernel)
+                self.exchange.submit(call, tiles, views, priority, kernel, values)
+
+    def _count_flops(self, site: int, call, tiles, views, values) -> None:
+        """Add an owned task's flops (its kernel's count, from its arguments' shapes and values)."""
+        count = self.flop_counts.get(site)
+        if count is None:
+            self.stats.uncounted.add(call.kernel)
+            return
+        self.stats.flops += count(*call.interleave(call.shapes(tiles, views), values))
 
     def _wait_for_window(self) -> None:
         """Back-pressure: a full window blocks generation until it drains to low water."""
@@ -343,16 +361,15 @@ class Engine:
 
 
 def _execute(task: Task, check_finite: bool, devices) -> None:
-    sources, views = task.sources, task.regions
+    sources, views, call = task.sources, task.regions, task.call
     if views is None:
         arrays = [s.data for s in sources]
     else:
         arrays = [s.data if v is None else s.data[v] for s, v in zip(sources, views)]
-    for index, mode in enumerate(task.call.modes):
-        if mode == "in":  # a write would change this rank's copy only: refuse it (17.4)
-            array = arrays[index]
-            arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
-    task.kernel(*arrays)
+    for index in call.reads_only:  # a write would change this rank's copy only: refuse it (17.4)
+        array = arrays[index]
+        arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
+    task.kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
     if check_finite and task.call.line > 0:
         _check_finite(task, arrays, devices)
 

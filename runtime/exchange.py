@@ -161,22 +161,22 @@ class Exchange:
         self.created: Counter = Counter()  # protocol.Instance -> instances this rank created
 
     # ---------------------------------------------------------------- instances
-    def submit(self, call, tiles, views, priority, kernel) -> None:
+    def submit(self, call, tiles, views, priority, kernel, values=()) -> None:
         """Create this rank's instances of one task, then count its tiles' new versions."""
         main = tiles[call.main]
         if main.rank == self.rank:
-            self._owner(call, tiles, views, priority, kernel, main.device)
+            self._owner(call, tiles, views, priority, kernel, main.device, values)
         else:
             self._helpers(call, tiles, main)
         for index in call.writes:
             self.advance(tiles[index])
 
-    def _owner(self, call, tiles, views, priority, kernel, device) -> None:
+    def _owner(self, call, tiles, views, priority, kernel, device, values) -> None:
         if device:
             kernel = self.devices.kernels.get(call.kernel)
             if kernel is None:
                 raise ValueError(f"kernel {call.kernel} has no GPU body ({self.devices.name} backend)")
-        task = Task(call, tiles, views, priority, device, kernel)
+        task = Task(call, tiles, views, priority, device, kernel, values)
         self.created[Instance.OWNER] += 1
         ready = lambda: self.engine.satisfy_locked(task)
         sources, waits, outgoing = list(tiles), 0, []

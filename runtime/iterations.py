@@ -160,17 +160,20 @@ class LoopBound:
     def matrix(self, name: str):
         return self.matrices[name]
 
-    def loop(self, start, stop, outer, line: int):
+    def loop(self, start, stop, outer, line: int, step: int = 1):
         """The interval of a loop's variable and its iterations in all (``outer``: those
-        of the enclosing loop); adds them to the total."""
+        of the enclosing loop); adds them to the total. A negative ``step`` counts down."""
         start, stop = _interval(start), _interval(stop)
         if any(value is UNKNOWN for value in (start, stop, outer)):
             return UNKNOWN, UNKNOWN
-        count = max(0, stop.hi - start.lo)
+        if step > 0:
+            count, values = -(-max(0, stop.hi - start.lo) // step), Interval(start.lo, max(start.lo, stop.hi - 1))
+        else:
+            count, values = -(-max(0, start.hi - stop.lo) // -step), Interval(min(start.hi, stop.lo + 1), start.hi)
         iterations = outer * count
         self.total += iterations
         self.largest = max(self.largest, (iterations, line), key=lambda pair: pair[0])
-        return Interval(start.lo, max(start.lo, stop.hi - 1)), iterations
+        return values, iterations
 
     @staticmethod
     def when(condition, outer):

@@ -70,6 +70,18 @@ class TiledMatrix:
         raise TileIndexError(f"tile {self.name}[{i}, {j}] does not exist: {self.name} has "
                              f"{self.mt}×{self.nt} tiles", line)
 
+    def panel(self, r0: int, r1: int, c0: int, c1: int, line: int | None = None) -> tuple:
+        """The tiles of rows r0 .. r1 − 1 of columns c0 .. c1 − 1, one of the two ranges a single
+        index: a panel argument, in order along its range; TileIndexError if empty or outside."""
+        if r0 >= r1 or c0 >= c1:
+            raise TileIndexError(f"the tile range {self.name}[{_range(r0, r1)}, {_range(c0, c1)}] is empty", line)
+        if not (0 <= r0 and r1 <= self.mt and 0 <= c0 and c1 <= self.nt):
+            raise TileIndexError(f"the tile range {self.name}[{_range(r0, r1)}, {_range(c0, c1)}] leaves {self.name}, "
+                                 f"which has {self.mt}×{self.nt} tiles", line)
+        if c1 - c0 == 1:
+            return tuple(self.tiles[i][c0] for i in range(r0, r1))
+        return tuple(self.tiles[r0][j] for j in range(c0, c1))
+
     def bump(self, i: int, j: int) -> None:
         """A task this rank takes no part in writes tile (i, j): count its new version.
 
@@ -131,6 +143,10 @@ class TiledMatrix:
 
     def local_bytes(self) -> int:
         return sum(t.data.nbytes for t in self.local_tiles() if t.data is not None)
+
+
+def _range(start: int, stop: int) -> str:
+    return str(start) if stop == start + 1 else f"{start} : {stop}"
 
 
 def _advance(tile: Tile) -> None:

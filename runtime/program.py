@@ -15,6 +15,7 @@ never needs the compiler.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 READ_MODES = frozenset({"in", "inout"})
 WRITE_MODES = frozenset({"out", "inout"})
@@ -55,20 +56,35 @@ class WorkspaceDecl:
 
 @dataclass(frozen=True)
 class CheckDecl:
-    """The residual check ``kind`` (cholesky, qr, lu) applied to ``args``."""
+    """The residual check ``kind`` applied to the matrices ``args``.
+
+    ``kind`` is a built-in check (cholesky, lu, qr, solve, inverse, product) or, with
+    ``user``, a function of the program's kernel module. ``qualifiers`` holds, per
+    argument, the words written before its name (lower, upper, unit, symmetric,
+    transposed); ``options`` the ``NAME = value`` pairs (product's alpha and beta).
+    """
 
     kind: str
     args: tuple[str, ...]
     line: int
+    qualifiers: tuple[tuple[str, ...], ...] = ()
+    options: tuple[tuple[str, object], ...] = ()
+    user: bool = False
 
 
 @dataclass(frozen=True)
 class Call:
     """One kernel call site of the program.
 
-    ``modes`` holds the access mode of each argument; ``main`` is the index of the
-    first written argument (the task's main output). ``line`` and ``text`` point back
-    at the ``.tile`` source for messages.
+    ``modes`` holds the access mode of each tile argument; ``main`` is the index of the
+    first written one (the task's main output). ``line`` and ``text`` point back at the
+    ``.tile`` source for messages. A kernel with value parameters names them in
+    ``values`` and gives its parameters' order in ``order`` ("t" a tile argument, "v" a
+    value), so that :meth:`arguments` interleaves them as the kernel declares them.
+    ``panels`` are the tile arguments that are ranges of tiles at this call site: a task
+    has one tile per tile of the range (see :meth:`expanded`), and the kernel receives
+    the range as a list. ``flops`` counts a user kernel's flops from its arguments'
+    shapes and values (the prelude's are the runtime's own).
     """
 
     kernel: str
@@ -76,14 +92,102 @@ class Call:
     main: int
     line: int
     text: str
+    values: tuple[str, ...] = ()
+    order: str = ""
+    panels: tuple[int, ...] = ()
+    flops: object = None
+    groups: tuple | None = None  # an expanded call: (first tile, tiles) of each argument; None: one tile each
 
-    @property
+    @cached_property
     def reads(self) -> tuple[int, ...]:
         return tuple(i for i, m in enumerate(self.modes) if m in READ_MODES)
 
-    @property
+    @cached_property
     def writes(self) -> tuple[int, ...]:
         return tuple(i for i, m in enumerate(self.modes) if m in WRITE_MODES)
+
+    @cached_property
+    def reads_only(self) -> tuple[int, ...]:
+        """The ``in`` tiles: a kernel gets them read-only."""
+        return tuple(i for i, m in enumerate(self.modes) if m == "in")
+
+    @cached_property
+    def plain(self) -> bool:
+        """A kernel taking its tiles as they come: no value, no panel."""
+        return not self.values and self.groups is None
+
+    def expanded(self, lengths: tuple[int, ...]) -> "Call":
+        """This call for panels of ``lengths`` tiles (one per argument of ``panels``), with one
+        mode per tile: what the scheduler and the protocol see."""
+        return _expanded(self, lengths)
+
+    def arguments(self, arrays: list, values: tuple) -> list:
+        """The kernel's arguments in declaration order: a tile's array, a panel's list of
+        arrays, a value."""
+        groups = self.groups or tuple((i, None) for i in range(len(arrays)))
+        return self.interleave([arrays[first] if count is None else arrays[first:first + count]
+                                for first, count in groups], values)
+
+    def interleave(self, tile_arguments: list, values: tuple) -> list:
+        """Tile arguments and value arguments in the kernel's declaration order."""
+        if not self.order:
+            return tile_arguments
+        tiles, values = iter(tile_arguments), iter(values)
+        return [next(tiles) if kind == "t" else next(values) for kind in self.order]
+
+    def shapes(self, tiles, regions) -> list:
+        """Each tile argument's (rows, cols): a panel's tiles stacked along its range."""
+        shapes = [_shape(tile, None if regions is None else regions[i]) for i, tile in enumerate(tiles)]
+        if self.groups is None:
+            return shapes
+        out = []
+        for first, count in self.groups:
+            if count is None:
+                out.append(shapes[first])
+                continue
+            part, column = shapes[first:first + count], tiles[first].j == tiles[first + count - 1].j
+            out.append((sum(s[0] for s in part), part[0][1]) if column else (part[0][0], sum(s[1] for s in part)))
+        return out
+
+
+@lru_cache(maxsize=4096)
+def _expanded(call: Call, lengths: tuple[int, ...]) -> Call:
+    lengths_of = dict(zip(call.panels, lengths))
+    modes, groups, main = [], [], None
+    for index, mode in enumerate(call.modes):
+        count = lengths_of.get(index)
+        if index == call.main:
+            main = len(modes)
+        groups.append((len(modes), count))
+        modes += [mode] * (1 if count is None else count)
+    return Call(call.kernel, tuple(modes), main, call.line, call.text, call.values, call.order, (), call.flops,
+                tuple(groups))
+
+
+def _shape(tile, region) -> tuple[int, int]:
+    rows, cols = tile.shape
+    if region is None:
+        return rows, cols
+    r, c = region if isinstance(region, tuple) else (region, slice(None))
+    return len(range(*r.indices(rows))), len(range(*c.indices(cols)))
+
+
+def takes_part(tiles, rank) -> bool:
+    """Whether ``rank`` owns a tile of a panel (the generated driver's test of its part in a task)."""
+    return any(tile.rank == rank for tile in tiles)
+
+
+def flatten(call: Call, tiles: tuple, regions):
+    """A submitted task with one tile per access: a panel argument (a tuple of tiles) spread
+    out, the call :meth:`Call.expanded` to match. Tasks without panels pass unchanged."""
+    if not call.panels:
+        return call, tiles, regions
+    lengths = tuple(len(tiles[i]) for i in call.panels)
+    flat = tuple(tile for arg in tiles for tile in (arg if isinstance(arg, tuple) else (arg,)))
+    if regions is not None:
+        regions = tuple(r for arg, region in zip(tiles, regions)
+                        for r in ((None,) * len(arg) if isinstance(arg, tuple) else (region,)))
+    return call.expanded(lengths), flat, regions
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ program's loop nest (a tile that does not exist, a division by zero) into the
 from __future__ import annotations
 
 from .errors import loop_nest_failure
+from .program import flatten
 
 
 class Everyone:
@@ -39,8 +40,9 @@ class Recorder:
     def matrix(self, name):
         return self.matrices[name]
 
-    def submit(self, call, tiles, regions, priority):
+    def submit(self, call, tiles, regions, priority, values=()):
         self.count += 1
+        call, tiles, regions = flatten(call, tiles, regions)
         if self.keep(call):
             self.submitted.append((call, tiles, regions))
             self.events.append(("task", (call, tiles, regions)))
@@ -67,7 +69,8 @@ class Survey:
     def matrix(self, name):
         return self.matrices[name]
 
-    def submit(self, call, tiles, regions, priority):
+    def submit(self, call, tiles, regions, priority, values=()):
+        call, tiles, regions = flatten(call, tiles, regions)
         mine = any(tile.rank == self.me for tile in tiles)
         if mine:
             self.count += 1

@@ -23,10 +23,11 @@ class Task:
     """One task instance on this rank: a call site applied to tiles."""
 
     __slots__ = ("call", "tiles", "regions", "priority", "seq", "device", "waiting",
-                 "successors", "done", "kernel", "sources", "asynchronous", "on_complete")
+                 "successors", "done", "kernel", "values", "sources", "asynchronous", "on_complete")
 
-    def __init__(self, call, tiles, regions, priority, device=0, kernel=None):
+    def __init__(self, call, tiles, regions, priority, device=0, kernel=None, values=()):
         self.call = call
+        self.values = values  # the value arguments, in declaration order
         self.tiles = tiles  # the tiles whose task lists order this task
         self.regions = regions
         self.priority = priority

@@ -55,7 +55,7 @@ class Stream:
 
     def task(self, name, modes, tiles, kernel, regions=None) -> None:
         if any(t.rank == self.rank for t in tiles):
-            self.engine.submit(_call(name, modes), tiles, regions, 0, kernel)
+            self.engine.submit(_call(name, modes), tiles, regions, 0, kernel=kernel)
             return
         for tile, mode in zip(tiles, modes):
             if mode != "in":

@@ -213,11 +213,11 @@ def test_check_prints_a_wrong_kernel_arity_with_the_def_line(tmp_path):
     done = tiledsl_check(tmp_path, "import numpy\n\n\ndef scale(A, B, C):\n    C[:] = A @ B\n")
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.split("\n")[:7] == [
-        "t.tile:2:8: error[E213]: function 'scale' of 'k.py' cannot take the 2 tile argument(s) of kernel 'scale'",
+        "t.tile:2:8: error[E213]: function 'scale' of 'k.py' cannot take the 2 argument(s) of kernel 'scale'",
         "      |", "    2 | kernel scale(in A, inout B)", "      |        ^^^^^",
         "  = note: k.py:4 defines scale(A, B, C): 3 positional argument(s)",
         "  = note: declared as scale(in A, inout B)",
-        "  = hint: give the function one positional parameter per tile argument, in declaration order"]
+        "  = hint: give the function one positional parameter per argument, in declaration order"]
 
 
 @pytest.mark.timeout(90)

@@ -158,7 +158,7 @@ def test_workspace(full):
 
 def test_check(full):
     (check,) = full.programs[0].checks
-    assert check.kind.text == "qr" and [a.text for a in check.args] == ["A", "T"]
+    assert check.kind.text == "qr" and [a.name.text for a in check.args] == ["A", "T"]
     assert span_of(check) == where(FULL, 11, "check qr(A, T)")
     assert span_of(check.args[1]) == where(FULL, 11, "T")
 

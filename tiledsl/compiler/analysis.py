@@ -26,7 +26,12 @@ TILING_DEFAULTS = {"uniform": {"nb": 256}, "hybrid": {"B": 512, "b": 128, "s": 2
 RANDOM_KINDS = ("spd", "general", "diagdom")
 SQUARE_KINDS = ("spd",)  # random kinds that exist for square matrices only
 NAMED_INITS = ("zeros", "identity")
-CHECK_ARITY = {"cholesky": 1, "lu": 1, "qr": 2}
+#: built-in checks: the numbers of matrices each takes, and the options it has
+CHECK_ARITY = {"cholesky": (1,), "lu": (1, 2), "qr": (2,), "solve": (3,), "inverse": (2,), "product": (3,)}
+CHECK_OPTIONS = {"product": ("alpha", "beta")}
+#: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
+CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
+VALUE_TYPES = ("int", "float", "char")
 GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
 GEOMETRY_METHODS = ("height", "width", "offset")
 FUNCTIONS = ("min", "max")
@@ -57,13 +62,20 @@ class Access:
 
 @dataclass(frozen=True)
 class CallSummary:
-    """The access summary of one call site: ``accesses[main]`` is the main output."""
+    """The access summary of one call site: ``accesses[main]`` is the main output.
+
+    ``accesses`` are the tile arguments (a panel is one access); ``values`` the value
+    arguments in declaration order, ``(name, expression)``, a declared default where the
+    call gives none; ``order`` the kernel's parameters in declaration order, "t" for a tile
+    and "v" for a value."""
 
     call: n.Call
     kernel: n.KernelDecl
     accesses: tuple[Access, ...]
     main: int
     under_condition: bool
+    values: tuple[tuple[str, object], ...] = ()
+    order: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,7 @@ class Checked:
     kernels: dict
     calls: tuple[CallSummary, ...]
     kernel_module: str | None
+    float_lets: frozenset = frozenset()  # spans of the lets whose value is a float
 
     def summary(self, call: n.Call) -> CallSummary:
         return next(c for c in self.calls if c.call.span == call.span)
@@ -92,6 +105,7 @@ class _Symbol:
     affine: bool = True  # a let's value is affine in the loop variables
     form: dict | None = None  # a let's affine form (None: not affine)
     value: int | None = None  # a let's value when it is a constant
+    type: str = "int"  # the value's type: int, float or char (loops and lets of integers: int)
 
 
 class _Scope:
@@ -138,6 +152,8 @@ class _Analyzer:
         self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
         self.module_definitions: Definitions | None = None
         self.converter = Converter(self._let_form, self._extent_symbol)
+        self.flops_of: n.KernelDecl | None = None  # the kernel whose flop count is being checked
+        self.float_lets: set = set()
         self._declare_kernels(prelude.kernels + file.kernels)
 
     # ---------------------------------------------------------------- driver
@@ -158,7 +174,7 @@ class _Analyzer:
         if self.bag.has_errors:
             return None
         return Checked(program, self.file.path, tiling, self.tiling_defaults, dict(self.kernels),
-                       tuple(self.calls), module)
+                       tuple(self.calls), module, frozenset(self.float_lets))
 
     # ---------------------------------------------------------------- declarations
     def _declare_kernels(self, decls):
@@ -179,9 +195,53 @@ class _Analyzer:
                 self.bag.error(param.name.span, "E207",
                                f"kernel '{decl.name.text}' has two arguments named '{param.name.text}'")
             seen.add(param.name.text)
+            if param.kind != "tile":
+                self._check_value_param(param)
         if not any(p.mode in WRITE_MODES for p in decl.params):
             self.bag.error(decl.name.span, "E210", f"kernel '{decl.name.text}' writes nothing",
                            hint="declare at least one argument 'out' or 'inout': it is the task's main output")
+        if decl.flops is not None:
+            self._check_flops(decl)
+
+    def _check_value_param(self, param: n.KernelParam):
+        """A value parameter's allowed characters and default fit its type."""
+        if param.choices is not None and (param.kind != "char" or not param.choices):
+            self.bag.error(param.span, "E209", f"only a char parameter lists its allowed values, "
+                                               f"as a non-empty string: char {param.name.text} in \"NT\"")
+        if param.default is not None and self._constant_of(param.default, param.kind) is None:
+            self.bag.error(param.default.span, "E205", f"the default of {param.kind} parameter "
+                                                       f"'{param.name.text}' must be {_TYPE_NOUN[param.kind]} constant")
+        elif param.default is not None and param.kind == "char":
+            self._check_char(param.default, param)
+
+    def _check_char(self, value: n.StrLit, param: n.KernelParam) -> None:
+        if len(value.value) != 1:
+            self.bag.error(value.span, "E205", f"a char value is one character, got {value.value!r}")
+        elif param.choices is not None and value.value not in param.choices:
+            self.bag.error(value.span, "E205", f"{param.name.text} is one of {', '.join(map(repr, param.choices))}, "
+                                               f"got {value.value!r}")
+
+    def _constant_of(self, expr, kind: str):
+        """The constant value of ``expr`` for a ``kind`` parameter, or None: a (negated) number
+        literal for int and float (an int literal for int), a string literal for char."""
+        negated = isinstance(expr, n.Unary) and expr.op == "-"
+        literal = expr.operand if negated else expr
+        if kind == "char":
+            return literal.value if isinstance(literal, n.StrLit) and not negated else None
+        allowed = (n.IntLit,) if kind == "int" else (n.IntLit, n.FloatLit)
+        if not isinstance(literal, allowed):
+            return None
+        return -literal.value if negated else literal.value
+
+    def _check_flops(self, decl: n.KernelDecl):
+        """``flops EXPR``: a number from the shapes (``A.m``, ``A.n``) and values of the arguments."""
+        self.scope.frames.append({p.name.text: _Symbol("argument" if p.kind == "tile" else "value", p.name.span, p,
+                                                       used=True, type=p.kind if p.kind != "tile" else "tile")
+                                  for p in decl.params})
+        self.flops_of = decl
+        self._number_expr(decl.flops)
+        self.flops_of = None
+        self.scope.frames.pop()
 
     def _tiling(self, decl: n.TilingDecl | None) -> str:
         kind = decl.kind.text if decl else "uniform"
@@ -220,8 +280,8 @@ class _Analyzer:
         for name in ("n",) + TILING_SETTINGS[tiling]:
             self.scope.frames[0][name] = _Symbol("param", None, used=False)
         for decl in params:
-            self._int_expr(decl.default)
-            self._declare(decl.name, _Symbol("param", decl.name.span, decl))
+            kind = self._number_expr(decl.default)
+            self._declare(decl.name, _Symbol("param", decl.name.span, decl, type=kind or "int"))
 
     def _declare_matrices(self, matrices, workspaces):
         for decl in matrices:
@@ -269,20 +329,37 @@ class _Analyzer:
                        hint="use 'random general' or 'random diagdom' for a matrix that is not square")
 
     def _check_decl(self, check: n.CheckDecl):
+        """A built-in check (its arity, qualifiers and options), or a function of the kernel module."""
         kind = check.kind.text
+        symbols = [self._matrix(arg.name) for arg in check.args]
+        for arg in check.args:
+            for word in arg.qualifiers:
+                if word.text not in CHECK_QUALIFIERS:
+                    self.bag.error(word.span, "E209", f"unknown qualifier '{word.text}' of {arg.name.text}",
+                                   *_suggest(word.text, CHECK_QUALIFIERS),
+                                   hint=f"qualifiers: {', '.join(CHECK_QUALIFIERS)}")
         if kind not in CHECK_ARITY:
-            self.bag.error(check.kind.span, "E209", f"unknown check '{kind}'",
-                           hint=f"use one of {', '.join(CHECK_ARITY)}")
-            return
-        if len(check.args) != CHECK_ARITY[kind]:
-            self.bag.error(check.span, "E202",
-                           f"check {kind} takes {CHECK_ARITY[kind]} argument(s), got {len(check.args)}")
-        wanted = ("matrix", "workspace")[:CHECK_ARITY[kind]]
-        for arg, kind_wanted in zip(check.args, wanted):
-            symbol = self._matrix(arg)
+            if not self.file.uses:
+                self.bag.error(check.kind.span, "E209", f"unknown check '{kind}'", *_suggest(kind, CHECK_ARITY),
+                               hint=f"use one of {', '.join(CHECK_ARITY)}, or a function of the program's kernel "
+                                    f"module (use \"kernels.py\")")
+            return  # a user check: the module is read with the kernels
+        arity = CHECK_ARITY[kind]
+        if len(check.args) not in arity:
+            counts = " or ".join(map(str, arity))
+            self.bag.error(check.span, "E202", f"check {kind} takes {counts} argument(s), got {len(check.args)}")
+        wanted = {"qr": ("matrix", "workspace"), "lu": ("matrix", "workspace")}.get(kind, ("matrix",) * 3)
+        for arg, symbol, kind_wanted in zip(check.args, symbols, wanted):
             if symbol is not None and symbol.kind != kind_wanted:
-                self.bag.error(arg.span, "E209", f"check {kind} needs a {kind_wanted} here, "
-                                                 f"'{arg.text}' is a {symbol.kind}")
+                self.bag.error(arg.name.span, "E209", f"check {kind} needs a {kind_wanted} here, "
+                                                      f"'{arg.name.text}' is a {symbol.kind}")
+        for option in check.options:
+            if option.name.text not in CHECK_OPTIONS.get(kind, ()):
+                allowed = CHECK_OPTIONS.get(kind, ())
+                self.bag.error(option.name.span, "E202", f"check {kind} has no option '{option.name.text}'",
+                               hint=f"its options: {', '.join(allowed)}" if allowed else None)
+            elif self._constant_of(option.value, "float") is None:
+                self.bag.error(option.value.span, "E205", f"option {option.name.text} must be a number constant")
 
     def _kernel_module(self) -> str | None:
         uses = self.file.uses
@@ -316,30 +393,38 @@ class _Analyzer:
         return None
 
     def _check_kernel_functions(self):
-        """Every user kernel the program calls is a function of the module taking its tile arguments."""
+        """Every user kernel the program calls is a function of the module taking its arguments;
+        so is a check the module defines (it takes the matrices before and after the run)."""
         if self.module_definitions is None:
             return
-        module = self.file.uses[0].path
         for name, decl in self.kernels.items():
             if not decl.prelude and self.kernel_used[name]:
-                self._check_kernel_function(decl, module, self.module_definitions.of(name))
+                params = [p.name.text for p in decl.params]
+                self._check_function(name, decl.name.span, params, f"kernel '{name}'",
+                                     f"declared as {name}({', '.join(_param_text(p) for p in decl.params)})",
+                                     "give the function one positional parameter per argument, in declaration order")
+        for check in self.program.checks[:1]:
+            if check.kind.text not in CHECK_ARITY:
+                self._check_function(check.kind.text, check.kind.span, ["before", "after"],
+                                     f"check '{check.kind.text}'", "a check function takes the dicts of the "
+                                     "matrices before and after the run, name -> numpy array",
+                                     "define it as def NAME(before, after): and return the residual")
 
-    def _check_kernel_function(self, decl: n.KernelDecl, module: str, bindings: list):
-        name, count = decl.name.text, len(decl.params)
+    def _check_function(self, name: str, span: Span, params: list, what: str, declared: str, advice: str):
+        """``name`` is a function of the kernel module that can take ``len(params)`` positional arguments."""
+        module, bindings = self.file.uses[0].path, self.module_definitions.of(name)
         if UNKNOWN in bindings or (not bindings and self.module_definitions.open):
             return  # only running the module could tell
-        declared = f"declared as {name}({', '.join(f'{p.mode} {p.name.text}' for p in decl.params)})"
         functions = [b for b in bindings if isinstance(b, Function)]
         if not functions:
             others = [f"{module}:{b.line} defines {b.what}" for b in bindings]
-            self.bag.error(decl.name.span, "E212", f"kernel module {module!r} defines no function '{name}'",
+            self.bag.error(span, "E212", f"kernel module {module!r} defines no function '{name}'",
                            *others, *_suggest(name, self.module_definitions.functions()),
-                           hint=f"define it in {module}: def {name}({', '.join(p.name.text for p in decl.params)}):")
-        elif not any(f.accepts(count) for f in functions):
-            self.bag.error(decl.name.span, "E213",
-                           f"function '{name}' of {module!r} cannot take the {count} tile argument(s) of kernel '{name}'",
-                           *(_function_note(module, f) for f in functions), declared,
-                           hint="give the function one positional parameter per tile argument, in declaration order")
+                           hint=f"define it in {module}: def {name}({', '.join(params)}):")
+        elif not any(f.accepts(len(params)) for f in functions):
+            self.bag.error(span, "E213",
+                           f"function '{name}' of {module!r} cannot take the {len(params)} argument(s) of {what}",
+                           *(_function_note(module, f) for f in functions), declared, hint=advice)
 
     def _declare(self, ident: n.Ident, symbol: _Symbol):
         """Bind ``ident``; a second binding of a visible name is an error and is dropped."""
@@ -379,30 +464,50 @@ class _Analyzer:
                                "bounds may add, subtract, take min/max and multiply by loop-invariant values",
                                hint="'//', '%', products of loop variables and geometry queries on them "
                                     "belong in tile indices or 'if' conditions")
-        self._check_trip_count(stmt)
+        step = self._step(stmt)
+        self._check_trip_count(stmt, step)
         if len(self.loops) == MAX_LOOP_NESTING:
             self.bag.error(_keyword(stmt), "E101", f"loops nested more than {MAX_LOOP_NESTING} deep",
                            f"the generated driver is Python, which nests at most {MAX_LOOP_NESTING} loops",
                            hint="merge loops, or compute indices from fewer loop variables")
         self.scope.frames.append({})
         self._declare(stmt.var, _Symbol("loop", stmt.var.span, stmt, used=True))
-        self.loops.append(stmt)
+        self.loops.append(_visited_range(stmt, step))
         self._block(stmt.body)
         self.loops.pop()
         self.scope.frames.pop()
 
-    def _check_trip_count(self, stmt: n.For):
+    def _step(self, stmt: n.For) -> int | None:
+        """The loop's step: 1 when none is written, else a nonzero integer constant (None after an error)."""
+        if stmt.step is None:
+            return 1
+        if not self._int_expr(stmt.step):
+            return None
+        value = self.values.get(id(stmt.step))
+        if value is None or value == 0:
+            self.bag.error(stmt.step.span, "E206", "a loop's step is a nonzero integer constant",
+                           f"found {unparse(stmt.step)}" + (", which is never zero" if value == 0 else ""),
+                           hint="write the step as a number: 'step 2', 'step -1'")
+            return None
+        return value
+
+    def _check_trip_count(self, stmt: n.For, step: int | None):
         """Warn of a loop that never runs, or runs more times than a run walks (issue 16.3)."""
+        if step is None:
+            return
         start, stop = self.values.get(id(stmt.start)), self.values.get(id(stmt.stop))
         header = _keyword(stmt)
-        if start is not None and stop is not None and stop - start > MAX_ITERATIONS:
-            self.bag.warning(header, "W301", f"this loop runs {stop - start} times",
+        if start is not None and stop is not None and len(range(start, stop, step)) > MAX_ITERATIONS:
+            self.bag.warning(header, "W301", f"this loop runs {len(range(start, stop, step))} times",
                              f"a run walks at most {MAX_ITERATIONS} loop iterations and refuses more")
             return
         forms = self.converter.form(stmt.start), self.converter.form(stmt.stop)
-        if None not in forms and never_runs(*forms):
+        first, last = forms if step > 0 else forms[::-1]
+        if None not in forms and never_runs(first, last):
+            relation = "below" if step > 0 else "above"
             self.bag.warning(header, "W302", "this loop never runs",
-                             f"its start, {unparse(stmt.start)}, is never below its stop, {unparse(stmt.stop)}")
+                             f"its start, {unparse(stmt.start)}, is never {relation} its stop, {unparse(stmt.stop)}"
+                             + (f" (step {step})" if stmt.step is not None else ""))
 
     def _if(self, stmt: n.If):
         self._bool_expr(stmt.cond)
@@ -414,9 +519,12 @@ class _Analyzer:
         self.conditions -= 1
 
     def _let(self, stmt: n.Let):
-        ok = self._int_expr(stmt.value)
+        kind = self._number_expr(stmt.value)
+        ok = kind == "int"
         # facts about the value are taken now, from those of earlier lets: never re-expanded
-        symbol = _Symbol("let", stmt.name.span, stmt, loops=self._loops(stmt.value))
+        symbol = _Symbol("let", stmt.name.span, stmt, loops=self._loops(stmt.value), type=kind or "int")
+        if kind == "float":
+            self.float_lets.add(stmt.span)
         symbol.affine = not ok or self._affine(stmt.value)
         symbol.form = self.converter.form(stmt.value) if ok else None
         symbol.value = self.values.get(id(stmt.value)) if ok else None
@@ -427,8 +535,10 @@ class _Analyzer:
 
     def _call(self, stmt: n.Call):
         name = stmt.kernel.text
-        for tile in stmt.args:
-            self._tile(tile)
+        for arg in stmt.args:
+            self._tile(arg) if isinstance(arg, n.TileRef) else self._type(arg)
+        for keyword in stmt.keywords:
+            self._type(keyword.value)
         if stmt.priority is not None:
             self._int_expr(stmt.priority)
         decl = self.kernels.get(name)
@@ -441,20 +551,84 @@ class _Analyzer:
         if not decl.prelude and not self.file.uses:
             self.bag.error(stmt.kernel.span, "E209", f"kernel '{name}' has no body",
                            hint="name the Python module that defines it: use \"my_kernels.py\"")
-        if len(stmt.args) != len(decl.params):
-            signature = ", ".join(f"{p.mode} {p.name.text}" for p in decl.params)
-            self.bag.error(stmt.span, "E202",
-                           f"{name} takes {len(decl.params)} tile argument(s), got {len(stmt.args)}",
-                           f"declared as {name}({signature})")
+        bound = self._bind_arguments(stmt, decl)
+        if bound is None:
             return
-        accesses = tuple(Access(tile, param.mode, self._tile_depends(tile))
-                         for tile, param in zip(stmt.args, decl.params))
+        accesses = tuple(Access(arg, param.mode, self._tile_depends(arg))
+                         for param, arg in bound if param.kind == "tile")
+        values = tuple((param.name.text, arg) for param, arg in bound if param.kind != "tile")
         self._check_written(name, accesses)
         self._check_ranges(accesses)
         main = next((i for i, a in enumerate(accesses) if a.mode in WRITE_MODES), None)
         if main is None:
             return  # a kernel that writes nothing: E210 at its declaration
-        self.calls.append(CallSummary(stmt, decl, accesses, main, self.conditions > 0))
+        order = "".join("t" if p.kind == "tile" else "v" for p in decl.params)
+        self.calls.append(CallSummary(stmt, decl, accesses, main, self.conditions > 0, values,
+                                      order if values else ""))
+
+    def _bind_arguments(self, stmt: n.Call, decl: n.KernelDecl):
+        """Pair every parameter of ``decl`` with its argument (positional, then by name, then its
+        default): ``[(param, argument)]``, or None after reporting why the call does not fit."""
+        name, params = stmt.kernel.text, decl.params
+        signature = f"declared as {name}({', '.join(_param_text(p) for p in params)})"
+        required = sum(p.default is None for p in params)
+        takes = f"{name} takes {required if required == len(params) else f'{required} to {len(params)}'} argument(s)"
+        if len(stmt.args) > len(params):
+            self.bag.error(stmt.span, "E202", f"{takes}, got {len(stmt.args) + len(stmt.keywords)}", signature)
+            return None
+        given = dict(zip((p.name.text for p in params), stmt.args))
+        by_name = {p.name.text: p for p in params}
+        for keyword in stmt.keywords:
+            param = by_name.get(keyword.name.text)
+            word = keyword.name.text
+            if param is None:
+                self.bag.error(keyword.name.span, "E202", f"{name} has no parameter '{word}'",
+                               *_suggest(word, [p.name.text for p in params if p.kind != "tile"]), signature)
+            elif param.kind == "tile":
+                self.bag.error(keyword.name.span, "E202", f"tile argument '{word}' of {name} is passed by position",
+                               signature)
+            elif word in given:
+                self.bag.error(keyword.name.span, "E202", f"argument '{word}' of {name} is given twice", signature)
+            if param is None or param.kind == "tile" or word in given:
+                return None
+            given[keyword.name.text] = keyword.value
+        bound, ok = [], True
+        for index, param in enumerate(params):
+            arg = given.get(param.name.text, param.default)
+            if arg is None:
+                self.bag.error(stmt.span, "E202", f"{takes}, got {len(stmt.args) + len(stmt.keywords)}", signature,
+                               f"argument {index + 1}, '{param.name.text}', is missing")
+                return None
+            ok &= self._fits(param, arg, name, index)
+            bound.append((param, arg))
+        return bound if ok else None
+
+    def _fits(self, param: n.KernelParam, arg, kernel: str, index: int) -> bool:
+        """Whether ``arg`` can be the argument of ``param`` (a tile for a tile, a number or a char)."""
+        where = f"argument {index + 1} of {kernel} ('{param.name.text}')"
+        if param.kind == "tile":
+            if not isinstance(arg, n.TileRef):
+                self.bag.error(arg.span, "E205", f"{where} is a tile: pass A[i, j] or a range A[i0 : i1, j]")
+                return False
+            return True
+        if isinstance(arg, n.TileRef):
+            self.bag.error(arg.span, "E205", f"{where} is {_TYPE_NOUN[param.kind]} value, not a tile")
+            return False
+        got = self._type(arg)
+        if got is None:
+            return False
+        if param.kind == "char":
+            if not isinstance(arg, n.StrLit):
+                self.bag.error(arg.span, "E205", f"{where} is a char: pass a one-character string such as \"N\"")
+                return False
+            before = len(self.bag.items)
+            self._check_char(arg, param)
+            return len(self.bag.items) == before
+        if got == param.kind or (param.kind == "float" and got == "int"):
+            return True
+        self.bag.error(arg.span, "E205", f"{where} is {_TYPE_NOUN[param.kind]}, found {_TYPE_NOUN[got]}",
+                       hint="use '//' for integer division" if _divides(arg) else None)
+        return False
 
     def _check_written(self, kernel: str, accesses):
         for index, access in enumerate(accesses):
@@ -485,16 +659,26 @@ class _Analyzer:
 
     def _check_ranges(self, accesses):
         for access in accesses:
-            witness = out_of_range_witness(access.tile, self.loops, self.converter, self.guards)
-            if witness:
-                self.bag.error(access.tile.span, "E208", f"tile index out of range in {_tile_text(access.tile)}",
-                               witness)
+            for tile in _range_ends(access.tile):
+                witness = out_of_range_witness(tile, self.loops, self.converter, self.guards)
+                if witness:
+                    self.bag.error(access.tile.span, "E208", f"tile index out of range in {_tile_text(access.tile)}",
+                                   witness)
+                    break
 
     # ---------------------------------------------------------------- tiles & expressions
     def _tile(self, tile: n.TileRef):
         self._matrix(tile.matrix)
-        self._int_expr(tile.row)
-        self._int_expr(tile.col)
+        for index in (tile.row, tile.col):
+            for end in (index.start, index.stop) if isinstance(index, n.Range) else (index,):
+                self._int_expr(end)
+        ranges = [index for index in (tile.row, tile.col) if isinstance(index, n.Range)]
+        if len(ranges) == 2:
+            self.bag.error(ranges[1].span, "E209", "a panel is a range of tiles along one index",
+                           hint="pass a column of tiles A[i0 : i1, j] or a row A[i, j0 : j1]")
+        if ranges and (tile.rows is not None or tile.cols is not None):
+            self.bag.error(tile.span, "E209", "a panel of tiles takes no sub-range",
+                           hint="pass whole tiles, or a tile A[i, j][r0 : r1] one at a time")
         for part in (tile.rows, tile.cols):
             for end in (part.start, part.stop) if part else ():
                 if end is not None:
@@ -518,15 +702,23 @@ class _Analyzer:
     def _bool_expr(self, expr) -> bool:
         return self._expect(expr, "bool")
 
+    def _number_expr(self, expr) -> str | None:
+        """'int' or 'float' for a number, else None after reporting an error."""
+        got = self._type(expr)
+        if got is not None and got not in ("int", "float"):
+            self.bag.error(expr.span, "E205", f"expected a number, found {_TYPE_NOUN[got]}")
+            return None
+        return got
+
     def _expect(self, expr, want: str) -> bool:
         got = self._type(expr)
         if got is not None and got != want:
-            noun = {"int": "an integer", "bool": "a condition"}
-            self.bag.error(expr.span, "E205", f"expected {noun[want]}, found {noun[got]}")
+            self.bag.error(expr.span, "E205", f"expected {_TYPE_NOUN[want]}, found {_TYPE_NOUN[got]}",
+                           hint="use '//' for integer division" if want == "int" and _divides(expr) else None)
         return got == want
 
     def _type(self, expr) -> str | None:
-        """The type of ``expr`` ('int' or 'bool'), or None after reporting an error."""
+        """The type of ``expr`` ('int', 'float', 'char' or 'bool'), or None after reporting an error."""
         got = self._kind(expr)
         return self._fold(expr) if got == "int" else got
 
@@ -569,6 +761,10 @@ class _Analyzer:
         match expr:
             case n.IntLit():
                 return "int"
+            case n.FloatLit():
+                return "float"
+            case n.StrLit():
+                return "char"
             case n.Name(ident=ident):
                 return self._name_type(ident)
             case n.Attr(matrix=matrix, attr=attr):
@@ -581,12 +777,18 @@ class _Analyzer:
             case n.Unary(op="not", operand=operand):
                 return "bool" if self._bool_expr(operand) else None
             case n.Unary(operand=operand):
-                return "int" if self._int_expr(operand) else None
+                return self._number_expr(operand)
             case n.Binary(op=op, left=left, right=right) if op in ("and", "or"):
                 return "bool" if self._bool_expr(left) & self._bool_expr(right) else None
+            case n.Binary(op=op, left=left, right=right) if op in ("//", "%"):
+                return "int" if self._int_expr(left) & self._int_expr(right) else None
             case n.Binary(op=op, left=left, right=right):
-                ok = self._int_expr(left) & self._int_expr(right)
-                return ("bool" if op in ("==", "!=", "<", "<=", ">", ">=") else "int") if ok else None
+                kinds = (self._number_expr(left), self._number_expr(right))
+                if None in kinds:
+                    return None
+                if op in ("==", "!=", "<", "<=", ">", ">="):
+                    return "bool"
+                return "float" if op == "/" or "float" in kinds else "int"
         raise TypeError(f"unknown expression node {expr!r}")
 
     def _name_type(self, ident: n.Ident) -> str | None:
@@ -600,9 +802,15 @@ class _Analyzer:
             self.bag.error(ident.span, "E205", f"'{ident.text}' is a {symbol.kind}, not an integer",
                            hint=f"use {ident.text}.mt or {ident.text}.nt for its number of tile rows or columns")
             return None
-        return "int"
+        if symbol.kind == "argument":
+            self.bag.error(ident.span, "E205", f"'{ident.text}' is a tile argument, not a number",
+                           hint=f"use {ident.text}.m or {ident.text}.n for its numbers of rows or columns")
+            return None
+        return symbol.type
 
     def _geometry(self, matrix: n.Ident, query: n.Ident, allowed) -> str | None:
+        if self.flops_of is not None:
+            return self._argument_shape(matrix, query)
         if self._matrix(matrix) is None:
             return None
         if query.text not in allowed:
@@ -612,15 +820,28 @@ class _Analyzer:
             return None
         return "int"
 
+    def _argument_shape(self, argument: n.Ident, query: n.Ident) -> str | None:
+        """``A.m`` and ``A.n`` in a flop count: the rows and columns of tile argument A."""
+        symbol = self.scope.lookup(argument.text)
+        if symbol is None or symbol.kind != "argument":
+            self.bag.error(argument.span, "E200", f"'{argument.text}' is not a tile argument of kernel "
+                                                  f"'{self.flops_of.name.text}'")
+            return None
+        if query.text not in ("m", "n"):
+            self.bag.error(query.span, "E200", f"a flop count knows {argument.text}.m and {argument.text}.n only",
+                           hint="the rows and columns of the argument (a panel's: of its tiles stacked)")
+            return None
+        return "int"
+
     def _func_type(self, func: n.Ident, args) -> str | None:
-        ok = all([self._int_expr(a) for a in args])
+        kinds = [self._number_expr(a) for a in args]
         if func.text not in FUNCTIONS:
             self.bag.error(func.span, "E200", f"unknown function '{func.text}'", *_suggest(func.text, FUNCTIONS))
             return None
         if len(args) < 2:
             self.bag.error(func.span, "E202", f"{func.text} takes at least 2 arguments, got {len(args)}")
             return None
-        return "int" if ok else None
+        return None if None in kinds else "float" if "float" in kinds else "int"
 
     # ---------------------------------------------------------------- dependencies & affinity
     def _depends(self, expr) -> frozenset[str]:
@@ -644,7 +865,11 @@ class _Analyzer:
         return frozenset(found)
 
     def _tile_depends(self, tile: n.TileRef) -> frozenset[str]:
-        return self._depends(tile.row) | self._depends(tile.col)
+        found = frozenset()
+        for index in (tile.row, tile.col):
+            for end in (index.start, index.stop) if isinstance(index, n.Range) else (index,):
+                found |= self._depends(end)
+        return found
 
     def _varying(self, expr) -> bool:
         """Whether ``expr`` depends on a loop variable, directly or through lets."""
@@ -690,6 +915,58 @@ class _Analyzer:
 
 
 # ---------------------------------------------------------------- helpers
+_TYPE_NOUN = {"int": "an integer", "float": "a number", "char": "a char", "bool": "a condition", "tile": "a tile"}
+
+
+@dataclass(frozen=True)
+class _LoopRange:
+    """The values a loop variable takes, as the affine proofs see them: ``start .. stop``
+    counting up (a loop counting down by 1 is read backwards; other steps prove nothing)."""
+
+    var: n.Ident
+    start: object
+    stop: object
+
+
+def _visited_range(loop: n.For, step: int | None):
+    if step == 1:
+        return loop
+    if step == -1:
+        one = n.IntLit(1, loop.span)
+        return _LoopRange(loop.var, n.Binary("+", loop.stop, one, loop.span),
+                          n.Binary("+", loop.start, one, loop.span))
+    unknown = n.StrLit("", loop.span)  # no affine form: nothing is proved about this loop
+    return _LoopRange(loop.var, unknown, unknown)
+
+
+def _range_ends(tile: n.TileRef):
+    """The tile references to prove in range: the tile, or a panel's first and last tiles."""
+    if not isinstance(tile.row, n.Range) and not isinstance(tile.col, n.Range):
+        return (tile,)
+    ends = []
+    for first in (True, False):
+        index = []
+        for part in (tile.row, tile.col):
+            if isinstance(part, n.Range):
+                part = part.start if first else n.Binary("-", part.stop, n.IntLit(1, part.span), part.span)
+            index.append(part)
+        ends.append(n.TileRef(tile.matrix, index[0], index[1], None, None, tile.span))
+    return ends
+
+
+def _divides(expr) -> bool:
+    """Whether ``expr`` uses '/' (a number with a fraction where an integer was meant)."""
+    return any(isinstance(node, n.Binary) and node.op == "/" for node in _nodes(expr))
+
+
+def _param_text(param: n.KernelParam) -> str:
+    if param.kind == "tile":
+        return f"{param.mode} {param.name.text}"
+    default = f" = {unparse(param.default)}" if param.default is not None else ""
+    choices = f' in "{param.choices}"' if param.choices else ""
+    return f"{param.kind} {param.name.text}{choices}{default}"
+
+
 def _suggest(name: str, candidates) -> tuple[str, ...]:
     close = difflib.get_close_matches(name, list(candidates), n=1)
     return (f"did you mean '{close[0]}'?",) if close else ()
@@ -760,8 +1037,12 @@ def _names(expr):
 def _unparse(expr) -> str:
     """Source-like text of an expression (spans ignored): used for messages and symbols."""
     match expr:
-        case n.IntLit(value=value):
+        case n.IntLit(value=value) | n.FloatLit(value=value):
             return str(value)
+        case n.StrLit(value=value):
+            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        case n.Range(start=start, stop=stop):
+            return f"{unparse(start)} : {unparse(stop)}"
         case n.Name(ident=ident):
             return ident.text
         case n.Attr(matrix=m, attr=a):

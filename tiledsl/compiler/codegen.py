@@ -23,13 +23,13 @@ import jinja2
 
 from .. import __version__
 from . import nodes as n
-from .analysis import Checked, unparse
+from .analysis import CHECK_ARITY, Checked, unparse
 
 INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports
 _RESERVED = (set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins))
              | {"rt", "p", "CALLS", "PROGRAM", "Call", "CheckDecl", "MatrixDecl", "Program", "Tiling",
-                "WorkspaceDecl", "main", "resolve_params", "shapes", "generate"})
+                "WorkspaceDecl", "main", "takes_part", "resolve_params", "shapes", "generate", "loop_bounds"})
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,21 @@ class CallModel:
     main: int
     line: int
     text: str
+    values: tuple[str, ...] = ()  # the value arguments' names
+    order: str = ""  # parameters in declaration order: t(ile) or v(alue); "" for tiles only
+    panels: tuple[int, ...] = ()  # the tile arguments that are panels at this call site
+    flops: str | None = None  # the driver's function counting the kernel's flops
+
+
+@dataclass(frozen=True)
+class FlopsModel:
+    """A user kernel's ``flops`` expression as a driver function of its arguments."""
+
+    function: str
+    kernel: str
+    line: int
+    params: tuple[str, ...]
+    body: str
 
 
 @dataclass
@@ -53,9 +68,10 @@ class DriverModel:
     params: list  # (name, python reference, python default expression)
     matrices: list  # (name, init, load, load base, line, rows expr, cols expr)
     workspaces: list  # (name, like, rows expr, line)
-    check: tuple | None
+    check: dict | None  # the CheckDecl's arguments, as driver text
     kernel_module: str | None
     calls: list = field(default_factory=list)
+    flops: list = field(default_factory=list)  # FlopsModel of the user kernels that state a count
     body: list = field(default_factory=list)  # lines of generate()
     bounds: list = field(default_factory=list)  # lines of loop_bounds()
     releases: bool = False  # whether generate() needs rt.release
@@ -64,6 +80,7 @@ class DriverModel:
     @property
     def imports(self) -> list[str]:
         names = ["Call", "MatrixDecl", "Program", "Tiling", "main"]
+        names += ["takes_part"] * any(call.panels for call in self.calls)
         names += ["CheckDecl"] * bool(self.check) + ["WorkspaceDecl"] * bool(self.workspaces)
         return sorted(names)
 
@@ -144,6 +161,7 @@ class _Model:
         self.rank_vars: dict[tuple, str] = {}
         self.access_vars: dict[tuple, str] = {}
         self.call_index: dict = {}
+        self.local: tuple | None = None  # (names, tile arguments) while writing a flops function
 
     def build(self) -> DriverModel:
         program, checked = self.program, self.checked
@@ -156,11 +174,14 @@ class _Model:
                       for d in program.matrices],
             workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
                         for d in program.workspaces],
-            check=(program.checks[0].kind.text, tuple(a.text for a in program.checks[0].args),
-                   program.checks[0].span.line) if program.checks else None,
+            check=_check_model(program.checks[0], checked.kernel_module) if program.checks else None,
             kernel_module=checked.kernel_module)
+        model.flops = self._flops_models()
+        counters = {f.kernel: f.function for f in model.flops}
         model.calls = [CallModel(c.kernel.name.text, tuple(a.mode for a in c.accesses), c.main,
-                                 c.call.span.line, _call_text(c.call)) for c in checked.calls]
+                                 c.call.span.line, _call_text(c.call), tuple(name for name, _ in c.values),
+                                 c.order, tuple(i for i, a in enumerate(c.accesses) if _is_panel(a.tile)),
+                                 counters.get(c.kernel.name.text)) for c in checked.calls]
         self.call_index = {c.call.span: i for i, c in enumerate(checked.calls)}
         model.derive_priorities = all(c.call.priority is None for c in checked.calls)
         self.anchors = self._anchors()
@@ -168,6 +189,20 @@ class _Model:
         model.bounds = self._bounds_body()
         model.releases = any(isinstance(node, n.Release) for node in _statements(program.body))
         return model
+
+    def _flops_models(self) -> list:
+        """The user kernels (called by the program) whose declarations state a flop count."""
+        models = []
+        for decl in dict.fromkeys(c.kernel for c in self.checked.calls):
+            if decl.flops is None or decl.prelude:
+                continue
+            params = {p.name.text: _local(p.name.text) for p in decl.params}
+            self.local = (params, {p.name.text for p in decl.params if p.kind == "tile"})
+            body = self.expr(decl.flops)
+            self.local = None
+            models.append(FlopsModel(f"_flops_{decl.name.text}", decl.name.text, decl.span.line,
+                                     tuple(params.values()), body))
+        return models
 
     # ---------------------------------------------------------------- expressions
     def expr(self, e, params: bool = False, parent: int = 0, right: bool = False, bound: bool = False) -> str:
@@ -185,6 +220,12 @@ class _Model:
         match e:
             case n.IntLit(value=value):
                 return str(value)
+            case n.FloatLit(value=value) | n.StrLit(value=value):
+                return repr(value)
+            case n.Name(ident=ident) if self.local is not None:
+                return self.local[0][ident.text]
+            case n.Attr(matrix=m, attr=a) if self.local is not None:
+                return f"{self.local[0][m.text]}[{'01'[a.text == 'n']}]"
             case n.Name(ident=ident):
                 name = self.names[ident.text]
                 return param_ref(ident.text) if params and ident.text in self.params else name
@@ -248,6 +289,8 @@ class _Model:
                 elif isinstance(stmt, n.Call) and stmt.span in self.call_index:
                     summary = self.checked.calls[self.call_index[stmt.span]]
                     for index, access in enumerate(summary.accesses):
+                        if _is_panel(access.tile):
+                            continue  # a panel's ranks are those of its tiles, found at the call
                         anchor = anchor_of(access.depends)
                         key = (anchor, access.matrix, unparse(access.tile.row), unparse(access.tile.col))
                         if key not in self.rank_vars:
@@ -294,10 +337,13 @@ class _Model:
         for stmt in stmts:
             if isinstance(stmt, n.For):
                 count = f"_t{next(numbers)}"
+                step = f", {self.expr(stmt.step)}" if stmt.step is not None else ""
                 lines.append(f"{INDENT}{self.names[stmt.var.text]}, {count} = _bound.loop("
                              f"{self.expr(stmt.start, bound=True)}, {self.expr(stmt.stop, bound=True)}, "
-                             f"{outer}, {stmt.span.line})")
+                             f"{outer}, {stmt.span.line}{step})")
                 self._bound_lines(stmt.body, count, lines, numbers)
+            elif isinstance(stmt, n.Let) and stmt.span in self.checked.float_lets:
+                continue  # a number with a fraction bounds no loop
             elif isinstance(stmt, n.Let):
                 lines.append(f"{INDENT}{self.names[stmt.name.text]} = {self.expr(stmt.value, bound=True)}")
             elif isinstance(stmt, n.If):
@@ -316,8 +362,9 @@ class _Model:
 
     def _for(self, stmt: n.For, depth: int) -> list[str]:
         pad = INDENT * depth
+        step = f", {self.expr(stmt.step)}" if stmt.step is not None else ""
         head = (f"{pad}for {self.names[stmt.var.text]} in range({self.expr(stmt.start)}, "
-                f"{self.expr(stmt.stop)}):  # {_where(self.checked.path, stmt.span)}")
+                f"{self.expr(stmt.stop)}{step}):  # {_where(self.checked.path, stmt.span)}")
         return [head] + self._rank_lines(stmt.span, depth + 1) + self._block(stmt.body, depth + 1)
 
     def _if(self, stmt: n.If, depth: int) -> list[str]:
@@ -344,29 +391,51 @@ class _Model:
 
     def _release(self, stmt: n.Release, depth: int) -> list[str]:
         pad = INDENT * depth
-        return [f"{pad}# {_where(self.checked.path, stmt.span)}: release {unparse_tile(stmt.tile)}",
-                f"{pad}_release({self._tile(stmt.tile, stmt.span.line)})"]
+        comment = f"{pad}# {_where(self.checked.path, stmt.span)}: release {unparse_tile(stmt.tile)}"
+        if _is_panel(stmt.tile):
+            return [comment, f"{pad}for _tile in {self._tile(stmt.tile, stmt.span.line)}:",
+                    f"{pad}{INDENT}_release(_tile)"]
+        return [comment, f"{pad}_release({self._tile(stmt.tile, stmt.span.line)})"]
 
     def _call(self, stmt: n.Call, depth: int) -> list[str]:
         pad = INDENT * depth
         index = self.call_index[stmt.span]
         summary = self.checked.calls[index]
-        ranks = list(dict.fromkeys(self.access_vars[stmt.span, i] for i in range(len(summary.accesses))))
-        tiles = _tuple(self._tile(a.tile, stmt.span.line) for a in summary.accesses)
-        regions = [self._region(a.tile) for a in summary.accesses]
+        accesses = summary.accesses
+        panels = {i: f"_p{i}" for i, a in enumerate(accesses) if _is_panel(a.tile)}
+        ranks = list(dict.fromkeys(self.access_vars[stmt.span, i] for i in range(len(accesses)) if i not in panels))
+        tiles = _tuple(panels.get(i) or self._tile(a.tile, stmt.span.line) for i, a in enumerate(accesses))
+        regions = [self._region(a.tile) for a in accesses]
         region_text = "None" if all(r == "None" for r in regions) else _tuple(regions)
         priority = self.expr(stmt.priority) if stmt.priority is not None else "0"
-        test = " or ".join(f"_me == {v}" for v in ranks)
-        written = [a.tile for a in summary.accesses if a.mode != "in"]
-        bumps = [f"{pad}{INDENT}{self.names[t.matrix.text]}.bump({self.expr(t.row)}, {self.expr(t.col)})"
-                 for t in written]
-        return [f"{pad}# {_where(self.checked.path, stmt.span)}: {_call_text(stmt)}",
-                f"{pad}if {test}:",
-                f"{pad}{INDENT}_submit(CALLS[{index}], {tiles}, {region_text}, {priority})",
-                f"{pad}else:  # not ours: only count the new versions of the tiles it writes"] + bumps
+        values = f", {_tuple(self.expr(value) for _, value in summary.values)}" if summary.values else ""
+        test = " or ".join([f"_me == {v}" for v in ranks] + [f"takes_part({v}, _me)" for v in panels.values()])
+        bumps = []
+        for i, access in enumerate(accesses):
+            if access.mode == "in":
+                continue
+            t = access.tile
+            bumps += ([f"{pad}{INDENT}for _tile in {panels[i]}:", f"{pad}{INDENT * 2}_tile.matrix.bump(_tile.i, _tile.j)"]
+                      if i in panels else
+                      [f"{pad}{INDENT}{self.names[t.matrix.text]}.bump({self.expr(t.row)}, {self.expr(t.col)})"])
+        return ([f"{pad}# {_where(self.checked.path, stmt.span)}: {_call_text(stmt)}"]
+                + [f"{pad}{name} = {self._tile(accesses[i].tile, stmt.span.line)}" for i, name in panels.items()]
+                + [f"{pad}if {test}:",
+                   f"{pad}{INDENT}_submit(CALLS[{index}], {tiles}, {region_text}, {priority}{values})",
+                   f"{pad}else:  # not ours: only count the new versions of the tiles it writes"] + bumps)
 
     def _tile(self, tile: n.TileRef, line: int) -> str:
-        return f"{self.names[tile.matrix.text]}.tile({self.expr(tile.row)}, {self.expr(tile.col)}, {line})"
+        """A tile, or a panel's tuple of tiles (``A.panel(r0, r1, c0, c1, line)``)."""
+        matrix = self.names[tile.matrix.text]
+        if not _is_panel(tile):
+            return f"{matrix}.tile({self.expr(tile.row)}, {self.expr(tile.col)}, {line})"
+        ends = []
+        for index in (tile.row, tile.col):
+            if isinstance(index, n.Range):
+                ends += [self.expr(index.start), self.expr(index.stop)]
+            else:
+                ends += [self.expr(index), self.expr(index, parent=5) + " + 1"]
+        return f"{matrix}.panel({', '.join(ends)}, {line})"
 
     def _region(self, tile: n.TileRef) -> str:
         if tile.rows is None and tile.cols is None:
@@ -379,7 +448,7 @@ class _Model:
 
 
 _PRECEDENCE = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
-               "+": 5, "-": 5, "*": 6, "//": 6, "%": 6}
+               "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6}
 
 
 def _precedence(e) -> int:
@@ -433,5 +502,34 @@ def unparse_tile(tile: n.TileRef) -> str:
 
 
 def _call_text(call: n.Call) -> str:
-    text = f"{call.kernel.text}({', '.join(unparse_tile(t) for t in call.args)})"
+    args = [unparse_tile(a) if isinstance(a, n.TileRef) else unparse(a) for a in call.args]
+    args += [f"{k.name.text} = {unparse(k.value)}" for k in call.keywords]
+    text = f"{call.kernel.text}({', '.join(args)})"
     return text + (f" priority {unparse(call.priority)}" if call.priority is not None else "")
+
+
+def _is_panel(tile: n.TileRef) -> bool:
+    return isinstance(tile.row, n.Range) or isinstance(tile.col, n.Range)
+
+
+def _local(name: str) -> str:
+    """A kernel parameter's name as a Python parameter of a flops function."""
+    return name + "_" if name in _RESERVED or name.startswith("_") else name
+
+
+def _check_model(check: n.CheckDecl, module: str | None) -> dict:
+    """The arguments of the driver's ``CheckDecl``: kind, matrices, and what is not the default."""
+    model = {"kind": repr(check.kind.text), "args": repr(tuple(a.name.text for a in check.args)),
+             "line": str(check.span.line)}
+    if any(a.qualifiers for a in check.args):
+        model["qualifiers"] = repr(tuple(tuple(q.text for q in a.qualifiers) for a in check.args))
+    if check.options:
+        model["options"] = repr(tuple((o.name.text, float(_number(o.value))) for o in check.options))
+    if module is not None and check.kind.text not in CHECK_ARITY:
+        model["user"] = "True"
+    return model
+
+
+def _number(expr) -> float:
+    """The value of a (negated) number literal."""
+    return -_number(expr.operand) if isinstance(expr, n.Unary) else expr.value

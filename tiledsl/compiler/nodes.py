@@ -25,6 +25,20 @@ class IntLit:
 
 
 @dataclass(frozen=True)
+class FloatLit:
+    value: float
+    span: Span
+
+
+@dataclass(frozen=True)
+class StrLit:
+    """A quoted string: the value of a ``char`` argument (``"T"``)."""
+
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True)
 class Name:
     ident: Ident
     span: Span
@@ -67,13 +81,13 @@ class Unary:
 
 @dataclass(frozen=True)
 class Binary:
-    op: str  # + - * // % == != < <= > >= and or
+    op: str  # + - * / // % == != < <= > >= and or
     left: "Expr"
     right: "Expr"
     span: Span
 
 
-Expr = IntLit | Name | Attr | Method | Func | Unary | Binary
+Expr = IntLit | FloatLit | StrLit | Name | Attr | Method | Func | Unary | Binary
 
 
 # ---------------------------------------------------------------- tiles
@@ -87,12 +101,22 @@ class Slice:
 
 
 @dataclass(frozen=True)
+class Range:
+    """``start : stop`` as a tile index: the tiles start .. stop − 1 along that index (a panel)."""
+
+    start: Expr
+    stop: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
 class TileRef:
-    """``A[i, j]`` optionally narrowed to ``[rows]`` or ``[rows, cols]`` of the tile."""
+    """``A[i, j]`` optionally narrowed to ``[rows]`` or ``[rows, cols]`` of the tile; a panel
+    ``A[k : A.mt, j]`` when one index is a :class:`Range`."""
 
     matrix: Ident
-    row: Expr
-    col: Expr
+    row: Expr | Range
+    col: Expr | Range
     rows: Slice | None
     cols: Slice | None
     span: Span
@@ -104,6 +128,7 @@ class For:
     var: Ident
     start: Expr
     stop: Expr
+    step: Expr | None
     body: tuple["Stmt", ...]
     span: Span
 
@@ -124,9 +149,21 @@ class Let:
 
 
 @dataclass(frozen=True)
+class Keyword:
+    """``NAME = value``: a value argument given by name (calls), or a check's option."""
+
+    name: Ident
+    value: Expr
+    span: Span
+
+
+@dataclass(frozen=True)
 class Call:
+    """A kernel call: positional arguments (tiles, panels, values) then keyword values."""
+
     kernel: Ident
-    args: tuple[TileRef, ...]
+    args: tuple[TileRef | Expr, ...]
+    keywords: tuple[Keyword, ...]
     priority: Expr | None
     span: Span
 
@@ -143,9 +180,15 @@ Stmt = For | If | Let | Call | Release
 # ---------------------------------------------------------------- declarations
 @dataclass(frozen=True)
 class KernelParam:
-    mode: str  # in, out, inout
+    """A tile parameter (``kind`` "tile", ``mode`` in/out/inout) or a value parameter
+    (``kind`` int, float or char, with its allowed ``choices`` and its ``default``)."""
+
+    kind: str
+    mode: str | None
     name: Ident
     span: Span
+    choices: str | None = None
+    default: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +197,7 @@ class KernelDecl:
     params: tuple[KernelParam, ...]
     span: Span
     prelude: bool = False
+    flops: Expr | None = None  # the flop count, an expression of the arguments' shapes and values
 
 
 @dataclass(frozen=True)
@@ -214,9 +258,19 @@ class WorkspaceDecl:
 
 
 @dataclass(frozen=True)
+class CheckArg:
+    """A matrix named by a check, with the words written before it (``lower A``)."""
+
+    qualifiers: tuple[Ident, ...]
+    name: Ident
+    span: Span
+
+
+@dataclass(frozen=True)
 class CheckDecl:
     kind: Ident
-    args: tuple[Ident, ...]
+    args: tuple[CheckArg, ...]
+    options: tuple[Keyword, ...]
     span: Span
 
 

@@ -79,9 +79,9 @@ def _check_token_counts(source: Source) -> None:
 
 
 # ---------------------------------------------------------------- syntax errors
-_TOKEN_WORDS = {"NAME": "a name", "INT": "an integer", "STRING": "a string",
+_TOKEN_WORDS = {"NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string",
                 "CMP_OP": "a comparison",
-                "MUL_OP": "'*', '//' or '%'", "$END": "end of file"}
+                "MUL_OP": "'*', '//' or '%'", "SLASH": "'/'", "VALUE_TYPE": "int, float or char", "$END": "end of file"}
 
 
 def _describe(terminal: str) -> str:
@@ -98,9 +98,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     line, column = max(error.line, 1), max(error.column, 1)
     if isinstance(error, UnexpectedCharacters):
         char = source.text[error.pos_in_stream] if error.pos_in_stream < len(source.text) else ""
-        hint = "use '//' for integer division" if char == "/" else None
-        return Diagnostic(Span.point(source.path, line, column), "E100",
-                          f"unexpected character {char!r}", hint=hint)
+        return Diagnostic(Span.point(source.path, line, column), "E100", f"unexpected character {char!r}")
     expected = sorted({_describe(t) for t in getattr(error, "expected", ())} - {""})
     if isinstance(error, UnexpectedEOF) or (isinstance(error, UnexpectedToken) and error.token.type == "$END"):
         where = Span.point(source.path, *_end_position(source))
@@ -183,10 +181,18 @@ class _Builder:
         return n.Use(self._string(c[0]), span)
 
     def kernel_decl(self, c, span):
-        return n.KernelDecl(c[0], tuple(p for p in c[1:] if p is not None), span, self.prelude)
+        params = tuple(p for p in c[1:-1] if p is not None)
+        return n.KernelDecl(c[0], params, span, self.prelude, c[-1])
 
-    def kparam(self, c, span):
-        return n.KernelParam(c[0], c[1], span)
+    def tile_param(self, c, span):
+        return n.KernelParam("tile", c[0], c[1], span)
+
+    def value_param(self, c, span):
+        choices = self._string(c[3]) if c[3] is not None else None
+        return n.KernelParam(str(c[0]), None, c[1], span, choices, c[4])
+
+    def flops(self, c, span):
+        return c[0]
 
     def mode(self, c, span):
         return str(c[0])
@@ -229,11 +235,21 @@ class _Builder:
         return n.WorkspaceDecl(c[0], c[1], c[2], span)
 
     def check_decl(self, c, span):
-        return n.CheckDecl(c[0], tuple(c[1:]), span)
+        args = tuple(a for a in c[1:] if isinstance(a, n.CheckArg))
+        return n.CheckDecl(c[0], args, tuple(a for a in c[1:] if isinstance(a, n.Keyword)), span)
+
+    def check_operand(self, c, span):
+        return n.CheckArg(tuple(c[:-1]), c[-1], span)
+
+    def check_option(self, c, span):
+        return n.Keyword(c[0], c[1], span)
 
     # -- statements
     def for_stmt(self, c, span):
-        return n.For(c[0], c[2], c[3], c[4], span)
+        return n.For(c[0], c[2], c[3], c[4], c[5], span)
+
+    def step(self, c, span):
+        return c[0]
 
     def if_stmt(self, c, span):
         orelse = c[2] if isinstance(c[2], tuple) else (() if c[2] is None else (c[2],))
@@ -246,8 +262,12 @@ class _Builder:
         return n.Let(c[0], c[1], span)
 
     def call_stmt(self, c, span):
-        args = tuple(a for a in c[1:-1] if a is not None)
-        return n.Call(c[0], args, c[-1], span)
+        args = [a for a in c[1:-1] if a is not None]
+        positional = tuple(a for a in args if not isinstance(a, n.Keyword))
+        return n.Call(c[0], positional, tuple(a for a in args if isinstance(a, n.Keyword)), c[-1], span)
+
+    def keyword_arg(self, c, span):
+        return n.Keyword(c[0], c[1], span)
 
     def priority(self, c, span):
         return c[0]
@@ -258,6 +278,9 @@ class _Builder:
     def tile_ref(self, c, span):
         rows, cols = c[3] if c[3] is not None else (None, None)
         return n.TileRef(c[0], c[1], c[2], rows, cols, span)
+
+    def tile_range(self, c, span):
+        return n.Range(c[0], c[2], span)
 
     def subrange(self, c, span):
         return c[0], c[1]
@@ -290,6 +313,12 @@ class _Builder:
             raise SourceError(Diagnostic(span, "E100", f"integer literal of {len(digits)} digits is too large",
                                          hint=f"tile programs count tiles and rows: at most {MAX_INT_DIGITS} digits"))
         return n.IntLit(int(digits), span)
+
+    def float_lit(self, c, span):
+        return n.FloatLit(float(str(c[0])), span)
+
+    def str_lit(self, c, span):
+        return n.StrLit(self._string(c[0]), span)
 
     def name_ref(self, c, span):
         return n.Name(c[0], span)
