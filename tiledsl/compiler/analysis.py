@@ -599,7 +599,7 @@ class _Analyzer:
                 self.bag.error(stmt.span, "E202", f"{takes}, got {len(stmt.args) + len(stmt.keywords)}", signature,
                                f"argument {index + 1}, '{param.name.text}', is missing")
                 return None
-            ok &= self._fits(param, arg, name, index)
+            ok &= arg is param.default or self._fits(param, arg, name, index)  # defaults: checked once
             bound.append((param, arg))
         return bound if ok else None
 

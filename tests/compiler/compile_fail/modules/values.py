@@ -1,0 +1,20 @@
+"""Kernels with value parameters, for the compile-fail tests of value arguments."""
+
+
+def scale(A, alpha, side):
+    A *= alpha
+
+
+def step(A, k, by):
+    A[0, 0] += k * by
+
+
+def one(A, alpha):
+    A *= alpha
+
+
+two = three = one
+
+
+def panel(A, P):
+    pass

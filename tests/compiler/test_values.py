@@ -1,0 +1,70 @@
+"""Value arguments, loops with a step and panels of tiles, run end to end.
+
+``programs/values.tile`` passes integers, numbers and chars (by position, by name and by
+default), counts down and by threes, and hands kernels columns and rows of tiles; its
+kernels write what they received into its matrices, so the results state it exactly.
+The same program on 4 ranks (2x2) and with 2 emulated GPUs gives the same bits.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl.commands.explain import submitted_tasks
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.runtime import Options
+from tiledsl.runtime.inputs import make_matrix
+
+PROGRAM = Path(__file__).parent / "programs" / "values.tile"
+N, NB = 10, 4  # 3×3 tiles, the last ragged
+
+
+@pytest.fixture(scope="module")
+def output():
+    return tiledsl.load(PROGRAM).run(n=N)
+
+
+def test_values_reach_the_kernel_by_position_name_and_default(output):
+    d = output["D"]
+    assert (d[0, 0], d[0, 1], d[0, 2]) == (7, 0.5, ord("T"))  # x by default, c by name
+    assert (d[4, 4], d[4, 5], d[4, 6]) == (3, 0.125, ord("N"))  # D.nt, half / 4
+
+
+def test_loops_count_down_and_by_steps(output):
+    assert output["D"][0, 4] == 3210  # for k in 3 .. -1 step -1
+    assert output["D"][4, 0] == 147  # for k in 0 .. 7 step 3: k + 1 = 1, 4, 7
+
+
+def test_panels_hand_kernels_lists_of_tiles(output):
+    original = make_matrix("general", 42, 0, N, N)
+    assert np.allclose(output["C"][0], original.sum(axis=0))  # column panels A[0 : A.mt, j]
+    assert np.allclose(output["R"][:, 0], original.sum(axis=1))  # row panels A[i, 0 : A.nt]
+    expected = original.copy()
+    expected[NB:, :NB] *= -1.0  # scale_panel(A[1 : A.mt, 0]) with its default alpha
+    assert np.array_equal(output["A"], expected)
+
+
+def test_a_panel_is_one_task_with_one_access_per_tile(tmp_path):
+    result, text = compile_path(PROGRAM)
+    (tmp_path / "values.py").write_text(text)
+    driver = import_driver(tmp_path / "values.py")
+    tasks = [t for t in submitted_tasks(driver, Options(n=N), (1, 1), 0, None) if t[0].kernel == "column_sums"]
+    assert [len(tiles) for _, tiles in tasks] == [4, 4, 4]  # 3 tiles of column j and C[0, j]
+    assert tasks[0][0].modes == ("in", "in", "in", "inout") and tasks[0][0].main == 3
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("extra", [["--np", "4", "--grid", "2x2"], ["--gpus", "2", "--gpu-backend", "emulated"]],
+                         ids=["2x2", "2-emulated-gpus"])
+def test_ranks_and_gpus_give_the_same_bits(output, tmp_path, extra):
+    files = {name: tmp_path / f"{name}.npy" for name in ("A", "C", "D", "R")}
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", str(PROGRAM), "--n", str(N), "--no-tune",
+               "--watchdog", "60", *extra, *(f"--output={name}={path}" for name, path in files.items())]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stderr
+    for name, path in files.items():
+        assert np.array_equal(np.load(path), output[name]), name
