@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks, inputs, npyio, priorities, progress
-from .devices import backend
+from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
 from .layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources, use_tuned

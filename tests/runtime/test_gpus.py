@@ -89,7 +89,7 @@ def test_each_gpu_is_prepared_by_its_management_thread_before_the_clock(tmp_path
 
 def _backend_or_skip(name: str) -> str:
     if name == "cupy":
-        from tiledsl.runtime.devices import backend
+        from tiledsl.runtime.backends import backend
 
         try:
             backend("cupy", 1)
