@@ -32,8 +32,12 @@ class PlannedTask:
     call: object
     tiles: tuple
     places: tuple  # (rank, device) per argument
-    at: tuple  # (rank, device) where it runs: its main output's place, or that rank's host
     per_rank: dict = field(default_factory=dict)  # rank -> [(Instance, arg index)]
+    at: tuple | None = None  # (rank, device) where it runs: its main output's place (the default), or that host
+
+    def __post_init__(self):
+        if self.at is None:
+            self.at = self.places[self.call.main]
 
     @property
     def owner(self):
@@ -59,10 +63,10 @@ class Plan:
     counts: dict  # rank -> Counter of instance types
     messages: dict  # (sender, receiver) -> count
     copies: dict  # rank -> count of host/GPU copies
-    runs_on: dict  # rank -> Counter of tasks by the device they run on
-    on_host: dict  # kernel -> tasks run on the host because it has no GPU body (main output on a GPU)
     gpu_ratio: tuple | None = None  # (H, G) host/GPU columns per cycle of uniform tiles on GPUs
     sources: dict = field(default_factory=dict)  # tile setting -> where its value came from
+    runs_on: dict = field(default_factory=dict)  # rank -> Counter of tasks by the device they run on
+    on_host: dict = field(default_factory=dict)  # kernel -> tasks on the host for want of a GPU body
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -102,8 +106,9 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
     ratio = getattr(options, "gpu_ratio", None) or (1, 1)
     uniform_on_gpus = gpus and driver.PROGRAM.tiling.kind == "uniform"
     return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, walk.tasks, walk.count, walk.counts,
-                dict(walk.traffic.messages), dict(walk.traffic.copies), walk.runs_on, dict(walk.on_host),
-                tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options))
+                dict(walk.traffic.messages), dict(walk.traffic.copies),
+                tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options),
+                walk.runs_on, dict(walk.on_host))
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -144,7 +149,7 @@ class _Walk:
     def submit(self, call, tiles, regions, priority):
         places = tuple((t.rank, t.device) for t in tiles)
         at = runs_at(places[call.main], call.kernel, self.gpu_kernels)
-        task = PlannedTask(self.count, call, tiles, places, at)
+        task = PlannedTask(self.count, call, tiles, places, at=at)
         for rank in sorted({place[0] for place in places}):  # only a task's own ranks create its instances
             found = instances(call, places, rank, at)
             if found:
