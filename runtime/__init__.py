@@ -2,8 +2,11 @@
 
 The public surface is the static program description (:class:`Program` and its
 parts) and :func:`main`, the command line of a driver; :func:`execute` runs a
-driver module from Python. The runtime never imports lark, jinja2 or the compiler.
+driver module from Python; :func:`array_module` serves a user kernel's GPU body
+(``NAME_gpu``), written once for numpy and CuPy. The runtime never imports lark,
+jinja2 or the compiler.
 """
+from .devices import array_module
 from .launch import execute, main
 from .options import Options
 from .reporting import RunResult
@@ -11,4 +14,4 @@ from .world import UsageError
 from .program import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, takes_part
 
 __all__ = ["Call", "CheckDecl", "MatrixDecl", "Options", "Program", "RunResult", "Tiling",
-           "UsageError", "WorkspaceDecl", "execute", "main", "takes_part"]
+           "UsageError", "WorkspaceDecl", "array_module", "execute", "main", "takes_part"]

@@ -1,6 +1,6 @@
 """Real NVIDIA GPUs through CuPy: device memory, copies and the prelude kernels.
 
-:class:`CupyBackend` is the ``cupy`` backend of :func:`.devices.backend` (DESIGN §4
+:class:`CupyBackend` is the ``cupy`` backend of :func:`.backends.backend` (DESIGN §4
 items 5 and 7). GPU ``g`` of the runtime is CUDA device ``g - 1``; a tile there is a
 Fortran-ordered float64 ``cupy.ndarray``. Each device has three non-blocking streams:
 
@@ -58,7 +58,7 @@ import threading
 import numpy as np
 
 from . import kernels as host
-from .devices import Backend
+from .devices import Backend, missing_copy, tiles_in
 from .errors import KernelError
 # The CPU kernels' argument checks, shared so that both raise the same messages.
 from .kernels import (_check_trans, _inner_block, _require, require_gemqrt, require_syrk,
@@ -206,12 +206,13 @@ class CupyBackend(Backend):
 
     # ---------------------------------------------------------------- kernels
     def _on_gpu(self, kernel):
-        """The GPU body of a tile kernel: launched on its tiles' device and compute stream."""
-        def run(*arrays):
-            device = self._device_of(arrays)
+        """The GPU body of a kernel (the prelude's, or a user's ``NAME_gpu``): launched on its
+        tiles' device and compute stream, so that it is ordered with the other kernels there."""
+        def run(*arguments):
+            device = self._device_of(arguments)
             stream = self._streams["compute"][device]
             with self._cupy.cuda.Device(device), stream:
-                kernel(*arrays)
+                kernel(*arguments)
                 if self.synchronous:
                     stream.synchronize()
                 else:
@@ -219,12 +220,13 @@ class CupyBackend(Backend):
         run.__name__, run.__doc__ = kernel.__name__, kernel.__doc__
         return run
 
-    def _device_of(self, arrays) -> int:
-        """The CUDA device holding every tile of a kernel call; TypeError if one is elsewhere."""
+    def _device_of(self, arguments) -> int:
+        """The CUDA device holding every tile of a kernel call (panels' tiles too; values aside);
+        TypeError if one is elsewhere."""
         devices = set()
-        for array in arrays:
+        for array in tiles_in(arguments):
             if not isinstance(array, self._cupy.ndarray):
-                raise TypeError(f"a GPU kernel got a host array of shape {np.shape(array)}: a copy is missing")
+                raise missing_copy(array)
             devices.add(array.device.id)
         if len(devices) > 1:
             raise TypeError(f"a GPU kernel got tiles on GPUs {sorted(d + 1 for d in devices)}: a copy is missing")

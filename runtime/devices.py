@@ -9,7 +9,8 @@ copy), which the copy thread overlaps; the same copies waited for
 ``first_nonfinite`` for ``--check-finite``; ``synchronize`` (wait for every
 kernel launched; ``synchronous`` asks for kernels that finish before returning,
 for traces); and the tile kernels that run there (``kernels``, the prelude's
-names, same arguments and semantics as :mod:`.kernels`). The backends:
+names, same arguments and semantics as :mod:`.kernels`, to which ``add_kernel``
+adds the GPU bodies of user kernels). The backends (made by :func:`.backends.backend`):
 
 * ``emulated``: "device memory" is numpy arrays wrapped in :class:`EmulatedArray`,
   which no host kernel accepts, so a missing copy fails loudly; its kernels run
@@ -18,6 +19,11 @@ names, same arguments and semantics as :mod:`.kernels`). The backends:
   arrive after they are started, as on a GPU. CI runs every GPU code path with it.
 * ``cupy``: real NVIDIA GPUs through CuPy (:mod:`.cupy_backend`), imported only
   when asked for, so that nothing else needs CuPy.
+
+A GPU kernel is called as a CPU kernel is, with its arguments in declaration order:
+a tile is a device array, a panel a list of them, and a value (an int, a float, a
+one-character str) passes through as it is. :func:`array_module` lets a user's GPU
+body be written once for numpy (the emulated backend hands it host arrays) and CuPy.
 """
 from __future__ import annotations
 
@@ -70,8 +76,13 @@ class Backend:
         return self.start_copy(array, device).result()
 
     def read_only(self, array):
-        """``array`` as a kernel's ``in`` argument: device arrays have no read-only flag (CuPy)."""
+        """``array`` (a tile or a panel) as a kernel's ``in`` argument: device arrays have no
+        read-only flag (CuPy)."""
         return array
+
+    def add_kernel(self, name: str, body) -> None:
+        """Run ``body`` (a user kernel's GPU body, same arguments) as GPU kernel ``name``."""
+        self.kernels[name] = self._on_gpu(body)
 
 
 class EmulatedBackend(Backend):
@@ -82,7 +93,12 @@ class EmulatedBackend(Backend):
 
     def __init__(self, gpus: int):
         self.gpus = gpus
-        self.kernels = {name: _on_device(kernel) for name, kernel in CPU_KERNELS.items()}
+        self.kernels = {name: self._on_gpu(kernel) for name, kernel in CPU_KERNELS.items()}
+
+    @staticmethod
+    def _on_gpu(kernel):
+        """The emulated GPU body of ``kernel`` (:func:`_on_device`)."""
+        return _on_device(kernel)
 
     def synchronize(self) -> None:
         """Nothing is left running: the emulated kernels are synchronous."""
@@ -100,7 +116,9 @@ class EmulatedBackend(Backend):
         return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.array(array._array, order="F", copy=True),
                                                                 device))
 
-    def read_only(self, array: EmulatedArray) -> EmulatedArray:
+    def read_only(self, array):
+        if isinstance(array, list):
+            return [self.read_only(tile) for tile in array]
         return EmulatedArray(read_only(array._array), array.device)
 
     def free_memory(self, device: int) -> None:
@@ -163,8 +181,10 @@ class _CopyEngine:
 _COPY_ENGINES = {"in": _CopyEngine("emulated-copy-in"), "out": _CopyEngine("emulated-copy-out")}
 
 
-def read_only(array: np.ndarray) -> np.ndarray:
-    """A read-only view of ``array`` (no copy), for a kernel's ``in`` argument."""
+def read_only(array):
+    """A read-only view of ``array`` (no copy), for a kernel's ``in`` argument; of every tile of a panel."""
+    if isinstance(array, list):
+        return [read_only(tile) for tile in array]
     view = array.view()
     view.flags.writeable = False
     return view
@@ -178,23 +198,55 @@ def first_nonfinite(array: np.ndarray) -> tuple | None:
     return int(row), int(col), float(array[row, col])
 
 
+def array_module(array):
+    """The array module of ``array`` (of a panel's tiles): numpy, or cupy (imported only then),
+    so that a GPU body is written once for both backends: ``xp = array_module(A)``."""
+    if isinstance(array, list) and array:
+        array = array[0]
+    if isinstance(array, np.ndarray):
+        return np
+    if type(array).__module__.partition(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    raise TypeError(f"array_module takes a numpy or CuPy array, not {type(array).__name__}")
+
+
+def is_value(argument) -> bool:
+    """Whether a kernel argument is a value (an int, a float, a char), not a tile or a panel."""
+    return isinstance(argument, (int, float, str, np.generic))
+
+
+def tiles_in(arguments):
+    """The tiles among a kernel's arguments: tile arguments and every tile of each panel."""
+    for argument in arguments:
+        if isinstance(argument, list):
+            yield from argument
+        elif not is_value(argument):
+            yield argument
+
+
+def missing_copy(array) -> TypeError:
+    """The error of a GPU kernel given a tile that is not in its GPU's memory."""
+    return TypeError(f"a GPU kernel got a host array of shape {np.shape(array)}: a copy is missing")
+
+
 def _on_device(kernel):
-    """The emulated GPU body of a CPU kernel: the same code on the wrapped arrays."""
-    def run(*arrays):
-        for array in arrays:
-            if not isinstance(array, EmulatedArray):
-                raise TypeError(f"a GPU kernel got a host array of shape {np.shape(array)}: a copy is missing")
-        kernel(*[array._array for array in arrays])
+    """The emulated GPU body of a kernel: the same code on the wrapped arrays, values as they are."""
+    def run(*arguments):
+        kernel(*[_unwrapped_argument(argument) for argument in arguments])
     run.__name__ = kernel.__name__
     return run
 
 
-def backend(name: str, gpus: int):
-    """The backend called ``name`` for ``gpus`` GPUs; ValueError naming what is missing."""
-    if name == "emulated":
-        return EmulatedBackend(gpus)
-    if name == "cupy":
-        from .cupy_backend import CupyBackend
+def _unwrapped_argument(argument):
+    """A kernel argument as the wrapped code sees it: tiles unwrapped (a panel's too), values as they are."""
+    if isinstance(argument, list):
+        return [_unwrapped(tile) for tile in argument]
+    return argument if is_value(argument) else _unwrapped(argument)
 
-        return CupyBackend(gpus)
-    raise ValueError(f"unknown GPU backend {name!r} (available: 'emulated', 'cupy')")
+
+def _unwrapped(tile) -> np.ndarray:
+    if not isinstance(tile, EmulatedArray):
+        raise missing_copy(tile)
+    return tile._array

@@ -4,13 +4,15 @@ A place is ``(rank, device)``: device 0 is the host, ``g >= 1`` a GPU of that ra
 Every rank submits the tasks it takes part in (DESIGN §4, SPAA'12 §6) and
 decides alone, from the distribution, what to create:
 
-* owner (type 1): the task itself, on its main output's device. An input homed
+* owner (type 1): the task itself, on its main output's device, or on the host
+  when its kernel has no GPU body (:func:`.protocol.runs_at`). An input homed
   at another place is read from a :class:`Copy` of the tile version it needs,
   made once per version and place and shared by every reader there: received
   over MPI from another rank (type 4 on the sender), copied from another device
   of this rank (type 3), or both (received on the host, then copied). A minor
   output homed elsewhere is computed into such a copy (or a zeroed one for
-  ``out``) and goes home when the task finishes (types 7 and 8);
+  ``out``) and goes home when the task finishes (types 7 and 8), as does the main
+  output of a task run on the host while it lives on a GPU;
 * send (type 4, on the input's rank): a reader in the tile's list that posts the
   tile to the owner's rank once the version is ready (staged to the host first
   when the tile lives on a GPU), at most once per version and destination;
@@ -36,7 +38,7 @@ import numpy as np
 
 from . import polling
 from .program import Call
-from .protocol import Instance
+from .protocol import Instance, runs_at
 from .scheduler import Task
 
 #: Transfers go before computation: another rank or device may be waiting for them.
@@ -165,17 +167,21 @@ class Exchange:
         """Create this rank's instances of one task, then count its tiles' new versions."""
         main = tiles[call.main]
         if main.rank == self.rank:
-            self._owner(call, tiles, views, priority, kernel, main.device, values)
+            self._owner(call, tiles, views, priority, kernel, self._device_for(call, main), values)
         else:
             self._helpers(call, tiles, main)
         for index in call.writes:
             self.advance(tiles[index])
 
+    def _device_for(self, call, main) -> int:
+        """The device of this rank that computes a task whose main output is ``main``."""
+        if not main.device:
+            return 0
+        return runs_at((main.rank, main.device), call.kernel, self.devices.kernels)[1]
+
     def _owner(self, call, tiles, views, priority, kernel, device, values) -> None:
         if device:
-            kernel = self.devices.kernels.get(call.kernel)
-            if kernel is None:
-                raise ValueError(f"kernel {call.kernel} has no GPU body ({self.devices.name} backend)")
+            kernel = self.devices.kernels[call.kernel]
         task = Task(call, tiles, views, priority, device, kernel, values)
         self.created[Instance.OWNER] += 1
         ready = lambda: self.engine.satisfy_locked(task)

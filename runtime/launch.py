@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checks, inputs, npyio, priorities, progress
-from .devices import backend
+from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
 from .layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources, use_tuned
@@ -72,7 +72,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     check_memory(program, matrices, needed, window if ranks > 1 or options.gpus else 0, options.check)
     check_gpu_memory(matrices, needed, window, devices, options.gpu_memory, rank)
     _fill_inputs(program, matrices, sources, needed, devices)
-    engine = Engine(program, kernels(program, driver), workers, window, watchdog=options.watchdog, comm=comm,
+    engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite)
     engine.attach(matrices)
     engine.priority_of = (priorities.equal if options.priorities == "none" else

@@ -5,6 +5,11 @@ distribution, which of the eight instance types (Song & Dongarra, SPAA'12 §6;
 DESIGN §4) it creates for a task. Rule 1 looks at the main output, rules 2-4 at
 every input (an argument read, ``in`` or ``inout``), rules 5-8 at every minor
 output (a written argument other than the main one).
+
+The owner computes the task where its main output lives, except that a kernel
+without a GPU body runs on the owner's host (:func:`runs_at`): a main output on a GPU
+then moves as a minor output homed there does (an input copy, type 3, unless it is
+``out``; computed into a copy, type 7, that goes home to its sink, type 6).
 """
 from __future__ import annotations
 
@@ -27,22 +32,31 @@ class Instance(IntEnum):
             "inter node", "inter-node")
 
 
-def instances(call, places, rank: int) -> list[tuple[Instance, int]]:
+def runs_at(main: tuple, kernel: str, gpu_kernels) -> tuple:
+    """The place ``(rank, device)`` where a task runs, given its main output's place: there,
+    unless that is a GPU and ``kernel`` is not among ``gpu_kernels`` (those with a GPU body):
+    then on the host of the same rank."""
+    rank, device = main
+    return (rank, device if kernel in gpu_kernels else 0)
+
+
+def instances(call, places, rank: int, at: tuple | None = None) -> list[tuple[Instance, int]]:
     """The ``(instance type, argument index)`` pairs ``rank`` creates for one task.
 
     ``places[i]`` is the ``(rank, device)`` of argument ``i``; ``call.main`` indexes
-    the main output, ``call.modes`` the access modes.
+    the main output, ``call.modes`` the access modes; ``at`` is where the task runs
+    (:func:`runs_at`; by default the main output's place).
     """
-    main = places[call.main]
+    at = places[call.main] if at is None else at
     found = []
-    if main[0] == rank:
+    if at[0] == rank:
         found.append((Instance.OWNER, call.main))
     for index, mode in enumerate(call.modes):
         place = places[index]
         if mode != "out" and place[0] == rank:
-            found.append((_input_type(place, main), index))
-        if mode != "in" and index != call.main:
-            found.extend((kind, index) for kind in _minor_types(place, main, rank))
+            found.append((_input_type(place, at), index))
+        if mode != "in" and (index != call.main or place != at):
+            found.extend((kind, index) for kind in _minor_types(place, at, rank))
     return found
 
 

@@ -3,35 +3,75 @@ module a program names with ``use``.
 
 A user kernel is a Python function the module itself defines (looked up in the
 module's own namespace, never among the attributes every module object has, such as
-``__eq__`` or ``__class__``). A module that is missing or not a ``.py`` file is a usage
-error; one whose own code fails as it loads (a syntax error, an import that fails, a
-``SystemExit``) is this rank's failure (:class:`~.world.RankError`: the job is aborted),
-naming the file, the line and the cause, never a traceback.
+``__eq__`` or ``__class__``). Its CPU body is the function ``NAME``; a function
+``NAME_gpu`` (same parameters), if the module defines one, is its GPU body, which the
+GPU backend runs on the task's device (CuPy arrays, or host arrays on the emulated
+backend: :func:`.devices.array_module` serves both). A kernel without one runs on the
+host of the rank that owns its main output (:func:`.protocol.runs_at`).
+
+A module that is missing or not a ``.py`` file is a usage error, as is a ``NAME`` or
+``NAME_gpu`` that is not a function; one whose own code fails as it loads (a syntax
+error, an import that fails, a ``SystemExit``) is this rank's failure
+(:class:`~.world.RankError`: the job is aborted), naming the file, the line and the
+cause, never a traceback.
 """
 from __future__ import annotations
 
 import importlib.util
+import reprlib
 import traceback
 import types
 from pathlib import Path
 
+from .kernels import CPU_KERNELS
 from .world import RankError, UsageError
 
+#: ``NAME`` + GPU_SUFFIX names the GPU body of user kernel ``NAME``
+GPU_SUFFIX = "_gpu"
 
-def kernels(program, driver) -> dict:
-    from .kernels import CPU_KERNELS
 
+def kernels(program, driver, devices=None) -> dict:
+    """The CPU bodies of the program's kernels by name; the user's GPU bodies go to the GPU
+    backend ``devices`` (if any), beside the prelude's."""
     table = dict(CPU_KERNELS)
-    if program.kernel_module:
-        module = _load_kernel_module(program, driver)
-        for call in program.calls:
-            if call.kernel not in CPU_KERNELS:
-                body = vars(module).get(call.kernel)
-                if not isinstance(body, types.FunctionType):
-                    raise UsageError(f"kernel module {program.kernel_module} defines no function {call.kernel}"
-                                     f" (for the call {call.text} at line {call.line})")
-                table[call.kernel] = body
+    for name, (body, gpu_body) in _user_kernels(program, driver).items():
+        table[name] = body
+        if gpu_body is not None and devices is not None:
+            devices.add_kernel(name, gpu_body)
     return table
+
+
+def gpu_kernels(program, driver) -> frozenset:
+    """The names of the program's kernels that have a GPU body: the prelude's, and the user's
+    that define ``NAME_gpu`` (the module is loaded, as a run loads it)."""
+    return frozenset(CPU_KERNELS) | {name for name, (_, gpu_body) in _user_kernels(program, driver).items()
+                                     if gpu_body is not None}
+
+
+def _user_kernels(program, driver) -> dict:
+    """name -> (CPU body, GPU body or None) of every user kernel the program calls."""
+    if not program.kernel_module:
+        return {}
+    module = _load_kernel_module(program, driver)
+    found = {}
+    for call in program.calls:
+        if call.kernel not in CPU_KERNELS and call.kernel not in found:
+            body = vars(module).get(call.kernel)
+            if not isinstance(body, types.FunctionType):
+                raise UsageError(f"kernel module {program.kernel_module} defines no function {call.kernel}"
+                                 f" (for the call {call.text} at line {call.line})")
+            found[call.kernel] = (body, _gpu_body(module, program.kernel_module, call.kernel))
+    return found
+
+
+def _gpu_body(module, module_name: str, kernel: str):
+    """The function ``kernel``_gpu of ``module``, None if it has none; a UsageError if it is not a function."""
+    name = kernel + GPU_SUFFIX
+    body = vars(module).get(name)
+    if body is None or isinstance(body, types.FunctionType):
+        return body
+    raise UsageError(f"kernel module {module_name}: {name} must be a function (the GPU body of kernel {kernel}), "
+                     f"not {type(body).__name__} {reprlib.repr(body)}")
 
 
 def _load_kernel_module(program, driver):

@@ -239,7 +239,7 @@ def dgemm_rate(gpu=None, size: int = 1024) -> float:
 
 def gpu_dgemm_rate(size: int = 4096) -> float:
     """GFLOP/s of the CuPy backend's gemm on GPU 1, each call waited for."""
-    from tiledsl.runtime.devices import backend
+    from tiledsl.runtime.backends import backend
 
     gpu = backend("cupy", 1)
     gpu.synchronous = True  # timed to the kernel's end, not its launch

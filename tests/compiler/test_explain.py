@@ -3,7 +3,10 @@
 For each program, grid and GPU count: every task has one owner instance over all ranks,
 every (task, input) one input instance, remote inputs and remote minor outputs are the
 messages the plan predicts, sinks pair with sources, and the driver's own skipping
-(a rank submits a task iff it has an instance of it) is exact.
+(a rank submits a task iff it has an instance of it) is exact. The shipped programs use
+the prelude's kernels, which run where their main output lives; the documentation's
+LDLᵀ example has user kernels without GPU bodies, which run on the owner's host (their
+main output, when on a GPU, moves as a minor output homed there does).
 """
 import json
 import os
@@ -17,12 +20,14 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.commands.explain import TABLE_LIMIT, WALK_LIMIT, plan, render, submitted_tasks
+from tiledsl.commands.explain import TABLE_LIMIT, WALK_LIMIT, as_json, plan, render, submitted_tasks
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.protocol import Instance
+from tiledsl.runtime.world import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = sorted(p.stem for p in (ROOT / "programs").glob("*.tile"))
+PATHS = {p.stem: p for p in (ROOT / "programs").glob("*.tile")} | {"ldlt": ROOT / "docs" / "examples" / "ldlt.tile"}
+NAMES = sorted(PATHS)
 GRIDS = [(1, 1), (1, 2), (2, 1), (2, 2), (3, 2)]
 GPUS = [0, 1, 2]
 INPUTS = {Instance.NATIVE_INPUT, Instance.INTRA_NODE_ALIEN_INPUT, Instance.INTER_NODE_ALIEN_INPUT}
@@ -34,7 +39,7 @@ def drivers(tmp_path_factory):
     folder = tmp_path_factory.mktemp("explain_drivers")
     loaded = {}
     for name in NAMES:
-        result, text = compile_path(ROOT / "programs" / f"{name}.tile")
+        result, text = compile_path(PATHS[name])
         assert text is not None, result.report()
         path = folder / f"{name}.py"
         path.write_text(text)
@@ -65,7 +70,8 @@ def test_protocol_invariants(drivers, name, grid, gpus):
     moves = set()  # (tile, version, sender, receiver)
     for task in explained.tasks:
         call, places = task.call, task.places
-        main = places[call.main]
+        main = task.owner  # where it runs: the main output's place, or a host for a kernel without GPU body
+        assert main == places[call.main] or (main == (places[call.main][0], 0) and call.kernel.startswith("ldlt"))
         found = [(rank, kind, arg) for rank, items in task.per_rank.items() for kind, arg in items]
         assert all(0 <= rank < nranks for rank, _, _ in found)
         assert set(task.per_rank) == {rank for rank, _, _ in found}, "a rank listed with no instance"
@@ -91,10 +97,10 @@ def test_protocol_invariants(drivers, name, grid, gpus):
         for arg in call.writes:
             kinds = Counter((rank, kind) for rank, kind, a in found if a == arg and kind not in INPUTS
                             and kind != Instance.OWNER)
-            if arg == call.main:
+            place = places[arg]
+            if arg == call.main and place == main:
                 assert not kinds, task
                 continue
-            place = places[arg]
             if place == main:
                 assert kinds == Counter({(place[0], Instance.NATIVE_MINOR_OUTPUT): 1}), task
                 continue
@@ -151,6 +157,42 @@ def test_gpus_create_intra_node_copies_on_hybrid_tiles(drivers):
     explained = plan(drivers["hetero_cholesky"], options_for(drivers["hetero_cholesky"]), (1, 1), 1)
     assert sum(t[Instance.INTRA_NODE_ALIEN_INPUT] for t in explained.totals().values()) > 0
     assert sum(explained.copies.values()) > 0
+
+
+def test_tasks_of_kernels_without_a_gpu_body_run_on_their_owners_host(drivers):
+    """LDLᵀ's user kernels have no ``NAME_gpu``: with GPUs every task runs on a host, and those whose
+    main output is on a GPU are starred in the table, counted by kernel and named in the JSON."""
+    explained = plan(drivers["ldlt"], options_for(drivers["ldlt"]), (1, 2), 2)
+    assert all(task.owner == (task.places[task.call.main][0], 0) for task in explained.tasks)
+    moved = [task for task in explained.tasks if task.places[task.call.main][1]]
+    assert moved and explained.on_host == Counter(task.call.kernel for task in moved)
+    assert explained.runs_on == {0: Counter({0: 19}), 1: Counter({0: 16})}
+    text = render(explained, "ldlt.tile")
+    starred = [line for line in text.splitlines() if ", host)* " in line]
+    assert len(starred) == len(moved)
+    assert "\n* on its owner's host: the kernel has no GPU body (NAME_gpu)" in text
+    assert text.endswith("tasks run on rank 0: host 19\ntasks run on rank 1: host 16\n"
+                         "on the host for want of a GPU body (NAME_gpu), their main output on a GPU: "
+                         + ", ".join(f"{kernel} {count} tasks" for kernel, count in explained.on_host.items()))
+    data = as_json(explained)
+    assert data["runs_on"] == {"0": {"host": 19}, "1": {"host": 16}}
+    assert data["on_host_without_gpu_body"] == explained.on_host
+    first = data["tasks"][moved[0].index]
+    assert first["owner"] == [first["main_output"][0], 0] and first["main_output"][1] > 0
+
+
+def test_explain_loads_the_kernel_module_only_for_gpus_and_refuses_one_that_fails(tmp_path):
+    examples = ROOT / "docs" / "examples"
+    for name in ("ldlt.tile", "ldlt_kernels.py"):
+        (tmp_path / name).write_text((examples / name).read_text())
+    _, text = compile_path(tmp_path / "ldlt.tile")
+    (tmp_path / "ldlt.py").write_text(text)
+    driver = import_driver(tmp_path / "ldlt.py", "explain_driver_ldlt_broken")
+    (tmp_path / "ldlt_kernels.py").write_text("import no_such_module_here\n")
+    assert plan(driver, options_for(driver), (1, 1), 0).task_count > 0  # all on the host: nothing to load
+    with pytest.raises(UsageError, match=r"^kernel module .*ldlt_kernels.py:1: ModuleNotFoundError: "
+                                         r"No module named 'no_such_module_here'$"):
+        plan(driver, options_for(driver), (1, 1), 1)
 
 
 def test_two_ranks_exchange_messages(drivers):

@@ -3,7 +3,7 @@ import ast
 
 import pytest
 
-from tiledsl.compiler.kernel_module import UNKNOWN, Function, NotFunction, read_definitions
+from tiledsl.compiler.kernel_module import GPU_SUFFIX, UNKNOWN, Function, NotFunction, gpu_body, read_definitions
 
 
 def bindings(text: str, name: str) -> list:
@@ -55,3 +55,38 @@ def test_bindings_only_running_could_tell_are_unknown(text):
 def test_an_alias_keeps_the_signature_and_notes_where_it_was_bound():
     (function,) = bindings("def base(A, B):\n    pass\n\nk = base\n", "k")
     assert (function.signature(), function.line, function.alias_line) == ("base(A, B)", 1, 4)
+
+
+def gpu(text: str, kernel: str = "k"):
+    return gpu_body(read_definitions(ast.parse(text)), kernel)
+
+
+@pytest.mark.timeout(30)
+def test_a_kernels_gpu_body_is_the_function_name_gpu_with_its_arity():
+    body = gpu("def k(A, B): pass\ndef k_gpu(A, B, alpha=1.0): pass\n")
+    assert (body.name, body.absent, body.unknown) == ("k_gpu", False, False)
+    assert [f.line for f in body.functions] == [2] and body.others == []
+    assert [count for count in range(5) if body.accepts(count)] == [2, 3]
+    assert gpu("def k(A): pass\nk_gpu = lambda A: None\n").accepts(1)
+
+
+@pytest.mark.timeout(30)
+def test_a_cpu_only_kernel_has_no_gpu_body_and_a_non_function_is_not_one():
+    absent = gpu("def k(A): pass\ndef other_gpu(A): pass\n")
+    assert absent.absent and not absent.unknown and absent.accepts(1) is None
+    constant = gpu("def k(A): pass\nk_gpu = 3\n")
+    assert constant.others == [NotFunction(2, "k_gpu = 3")] and constant.accepts(1) is False
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("text", ["from fast import k_gpu\n", "from fast import *\n", "@jit\ndef k_gpu(A): pass\n"])
+def test_a_gpu_body_only_running_could_tell_is_unknown(text):
+    body = gpu(text)
+    assert body.unknown and not body.absent and body.accepts(1) is None
+
+
+@pytest.mark.timeout(30)
+def test_the_compiler_and_the_runtime_name_gpu_bodies_alike():
+    from tiledsl.runtime import userkernels
+
+    assert GPU_SUFFIX == userkernels.GPU_SUFFIX == "_gpu"

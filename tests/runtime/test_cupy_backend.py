@@ -32,7 +32,7 @@ import pytest
 from tiledsl.runtime import Options, blas, cupy_backend, execute
 from tiledsl.runtime import kernels as cpu
 from tiledsl.runtime.cupy_backend import CublasOps, PinnedPool, TileKernels
-from tiledsl.runtime.devices import backend
+from tiledsl.runtime.backends import backend
 from tiledsl.runtime.errors import KernelError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -674,7 +674,7 @@ def test_too_few_gpus_is_a_one_line_error(monkeypatch, gpus, count, message):
 
 def test_cupy_is_imported_only_for_the_cupy_backend():
     code = ("import sys, tiledsl.runtime.devices, tiledsl.runtime.launch, tiledsl.runtime.cupy_backend; "
-            "from tiledsl.runtime.devices import backend; backend('emulated', 1); "
+            "from tiledsl.runtime.backends import backend; backend('emulated', 1); "
             "assert 'cupy' not in sys.modules, 'cupy was imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
 

@@ -1,10 +1,16 @@
-"""The emulated GPU backend (runtime/devices.py): its memory, and copies that arrive after they start."""
+"""The emulated GPU backend (runtime/devices.py): its memory, copies that arrive after they start, and
+the call convention of GPU kernels (tiles, panels, values) on the emulated and the CuPy backend."""
 from __future__ import annotations
+
+import contextlib
+import sys
+import types
 
 import numpy as np
 import pytest
 
-from tiledsl.runtime.devices import EmulatedArray, backend
+from tiledsl.runtime.backends import backend
+from tiledsl.runtime.devices import EmulatedArray
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -61,3 +67,78 @@ def test_an_in_argument_on_an_emulated_gpu_is_read_only_and_not_copied():
     assert np.array_equal(gpu.to_host(c), np.ones((4, 4)) - np.eye(4))
     with pytest.raises(ValueError, match="read-only"):
         gpu.kernels["potrf"](fixed)
+
+
+# ---------------------------------------------------------------- the call convention on GPUs
+def test_an_emulated_gpu_kernel_takes_panels_and_values_in_declaration_order(gpus):
+    """Tiles and panels' tiles arrive unwrapped, values as they are; a host tile anywhere is refused."""
+    got = []
+    gpus.add_kernel("k", lambda *arguments: got.append(arguments))
+    a, b, c = (gpus.to_device(np.full((2, 2), float(i)), 1) for i in range(3))
+    gpus.kernels["k"]([a, b], 2.5, 3, "T", c)
+    (panel, alpha, count, trans, tile), = got
+    assert [p[0, 0] for p in panel] == [0.0, 1.0] and all(type(p) is np.ndarray for p in panel)
+    assert (alpha, count, trans) == (2.5, 3, "T") and type(tile) is np.ndarray and tile[0, 0] == 2.0
+    with pytest.raises(TypeError, match=r"host array of shape \(2, 2\): a copy is missing"):
+        gpus.kernels["k"]([a, np.zeros((2, 2))], 1.0, c)
+
+
+def test_read_only_applies_to_every_tile_of_a_panel(gpus):
+    from tiledsl.runtime.devices import read_only
+
+    host = read_only([np.zeros((2, 2)), np.ones((3, 2))])
+    device = [t._array for t in gpus.read_only([gpus.to_device(np.eye(2), 1), gpus.to_device(np.eye(3), 2)])]
+    for tile in host + device:
+        with pytest.raises(ValueError, match="read-only"):
+            tile[0, 0] = 5.0
+
+
+class _FakeCupyArray:
+    """A stand-in for a cupy.ndarray on CUDA device ``device``."""
+
+    def __init__(self, device):
+        self.device = types.SimpleNamespace(id=device)
+
+
+class _FakeStream:
+    def __init__(self):
+        self.current = False
+
+    def __enter__(self):
+        self.current = True
+
+    def __exit__(self, *_):
+        self.current = False
+
+    def record(self):
+        return "event"
+
+
+def test_a_cupy_gpu_body_runs_on_its_tiles_device_and_compute_stream_with_panels_and_values():
+    """CupyBackend._on_gpu without CuPy: the device is the one of every tile, panels' tiles included."""
+    from tiledsl.runtime.cupy_backend import CupyBackend
+
+    gpu = object.__new__(CupyBackend)  # no CUDA here: just what _on_gpu uses
+    cuda = types.SimpleNamespace(Device=lambda device: contextlib.nullcontext())
+    gpu._cupy = types.SimpleNamespace(ndarray=_FakeCupyArray, cuda=cuda)
+    gpu._streams, gpu._launched, gpu.kernels = {"compute": {0: _FakeStream(), 1: _FakeStream()}}, {}, {}
+    seen = []
+    gpu.add_kernel("k", lambda *arguments: seen.append((arguments, gpu._streams["compute"][1].current)))
+    panel, tile = [_FakeCupyArray(1), _FakeCupyArray(1)], _FakeCupyArray(1)
+    gpu.kernels["k"](panel, -1.0, "N", tile)
+    assert seen == [((panel, -1.0, "N", tile), True)] and gpu._launched == {1: "event"}
+    with pytest.raises(TypeError, match=r"tiles on GPUs \[1, 2\]: a copy is missing"):
+        gpu.kernels["k"]([_FakeCupyArray(0)], 1.0, tile)
+    with pytest.raises(TypeError, match="host array of shape"):
+        gpu.kernels["k"]([np.zeros(2)], 1.0, tile)
+
+
+def test_array_module_is_numpy_or_cupy_imported_only_then(monkeypatch):
+    from tiledsl.runtime import array_module
+
+    assert array_module(np.eye(2)) is np and array_module([np.eye(2)]) is np
+    stand_in = types.ModuleType("cupy")
+    monkeypatch.setitem(sys.modules, "cupy", stand_in)
+    assert array_module(type("ndarray", (), {"__module__": "cupy._core.core"})()) is stand_in
+    with pytest.raises(TypeError, match="array_module takes a numpy or CuPy array, not EmulatedArray"):
+        array_module(EmulatedArray(np.eye(2), 1))

@@ -2,11 +2,15 @@
 
 The emulated device keeps tiles in its own memory (no host kernel accepts them),
 so every host/GPU copy the protocol needs must really happen; the copies counted
-by the runtime must equal those ``explain --gpus G`` predicts.
+by the runtime must equal those ``explain --gpus G`` predicts. User kernels run
+their GPU body (``NAME_gpu``) on the GPU holding their main output, and on the
+owner's host without one.
 """
 import json
+import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +19,9 @@ import pytest
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.commands.explain import plan
-from tiledsl.runtime import Options, execute
+from tiledsl.runtime import Options, UsageError, execute
 from tiledsl.runtime.engine import TaskFailure
+from tiledsl.runtime.protocol import Instance
 
 ROOT = Path(__file__).resolve().parents[2]
 TILES = {"cholesky": {"nb": 96}, "lu": {"nb": 96}, "qr": {"nb": 96},
@@ -89,7 +94,7 @@ def test_each_gpu_is_prepared_by_its_management_thread_before_the_clock(tmp_path
 
 def _backend_or_skip(name: str) -> str:
     if name == "cupy":
-        from tiledsl.runtime.devices import backend
+        from tiledsl.runtime.backends import backend
 
         try:
             backend("cupy", 1)
@@ -142,3 +147,71 @@ def test_a_gpu_kernel_calling_sys_exit_fails_the_run(compiled, monkeypatch):
         execute(compiled("programs/hetero_cholesky.tile"), options)
     assert str(failure.value).startswith("kernel potrf failed on A[") and " on GPU 1 " in str(failure.value)
     assert "SystemExit: 0" in str(failure.value) and failure.value.line == 17
+
+
+# ---------------------------------------------------------------- user kernels' GPU bodies
+GPU_BODIES = {  # GPU bodies a test appends to placement_kernels.py: each notes where it ran
+    "mix": "def mix_gpu(a, b, c):\n    ran('mix', a, b, c)\n    xp = array_module(c)\n"
+           "    c += xp.matmul(a, b.T) * 0.5\n",
+    "pair": "def pair_gpu(a, b):\n    ran('pair', a, b)\n    a *= 1.5\n    b[:a.shape[0]] += a\n",
+    "fresh": "def fresh_gpu(a, b):\n    ran('fresh', a, b)\n    b[:] = a + 1.0\n",
+}
+RAN = """
+import threading
+
+from tiledsl.runtime import array_module
+
+
+def ran(kernel, *tiles):
+    \"\"\"Note a GPU body's run: its thread and the types of its tiles.\"\"\"
+    with open({log!r}, "a") as log:
+        log.write(f"{{kernel}} {{threading.current_thread().name}} {{' '.join(type(t).__name__ for t in tiles)}}\\n")
+
+"""
+
+
+def placement_with_gpu_bodies(folder: Path, kernels):
+    """placement.tile compiled in ``folder``, its module given GPU bodies for ``kernels``; and the log."""
+    programs = ROOT / "tests/runtime/programs"
+    shutil.copy(programs / "placement.tile", folder)
+    log = folder / "ran.log"
+    (folder / "placement_kernels.py").write_text((programs / "placement_kernels.py").read_text()
+                                                  + RAN.format(log=str(log))
+                                                  + "\n\n".join(GPU_BODIES[k] for k in kernels))
+    _, text = compile_path(folder / "placement.tile")
+    (folder / "placement.py").write_text(text)
+    return import_driver(folder / "placement.py", f"placement_{'_'.join(kernels) or 'cpu'}"), log
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kernels", [(), ("mix",), ("mix", "pair", "fresh")], ids=["cpu-only", "mixed", "gpu"])
+def test_user_kernels_run_their_gpu_body_on_gpus_and_their_cpu_body_on_the_host(tmp_path, kernels):
+    """Bitwise the CPU run's result, whichever kernels have a GPU body; each GPU body runs on its
+    GPU's thread (on host arrays, unwrapped) exactly for the tasks explain places on a GPU."""
+    driver, log = placement_with_gpu_bodies(tmp_path, kernels)
+    alone = execute(driver, Options(n=56, watchdog=60)).matrices["A"].assemble()
+    assert not log.exists()  # no GPU, no GPU body
+    options = Options(n=56, gpus=2, gpu_ratio=(1, 1), watchdog=60)
+    result = execute(driver, options)
+    assert np.array_equal(result.matrices["A"].assemble(), alone)
+    explained = plan(driver, options, (1, 1), 2)
+    assert result.stats["instances"] == [explained.totals()[0][kind] for kind in Instance]
+    assert result.stats["device_copies"] == explained.copies[0]
+    on_gpus = Counter(task.call.kernel for task in explained.tasks if task.owner[1])
+    assert sorted(on_gpus) == sorted(kernels)
+    assert set(explained.on_host) == {"mix", "pair", "fresh"} - set(kernels)
+    runs = [line.split() for line in log.read_text().splitlines()] if kernels else []
+    assert Counter(kernel for kernel, *_ in runs) == on_gpus
+    assert {thread for _, thread, *_ in runs} <= {"gpu-1", "gpu-2"}
+    assert {kind for _, _, *kinds in runs for kind in kinds} <= {"ndarray"}
+
+
+@pytest.mark.timeout(60)
+def test_a_gpu_body_that_is_not_a_function_is_a_usage_error(tmp_path):
+    driver, _ = placement_with_gpu_bodies(tmp_path, ())
+    with open(tmp_path / "placement_kernels.py", "a") as module:
+        module.write("\npair_gpu = 'fast'\n")
+    with pytest.raises(UsageError) as error:
+        execute(driver, Options(n=56, gpus=1))
+    assert str(error.value) == ("kernel module placement_kernels.py: pair_gpu must be a function "
+                                "(the GPU body of kernel pair), not str 'fast'")

@@ -6,7 +6,8 @@ emulated GPUs per rank the arguments live at every kind of place. Each run is
 real (in-process with emulated GPUs, or ``mpiexec`` through ``tiledsl run
 --np 2``); its output must equal a 1-rank CPU run bitwise, and the instances
 each rank counted must be those ``tiledsl explain`` predicts, with the types
-the configuration is built for among them.
+the configuration is built for among them. ``programs/placement.tile`` does the same
+with user kernels that have no GPU body, which run on their owner's host.
 """
 import json
 import subprocess
@@ -22,6 +23,7 @@ from tiledsl.runtime.protocol import Instance
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = "tests/runtime/programs/instances.tile"
+USER_PROGRAM = "tests/runtime/programs/placement.tile"
 N = 56  # 7×7 tiles of 8: every row the program names, and 7 columns to place
 RATIO = (1, 1)  # with 2 GPUs, block columns cycle host, GPU 1, GPU 2 on each rank
 
@@ -39,17 +41,17 @@ def reference(tmp_path_factory):
     return np.load(path)
 
 
-def run_cli(*args, np_=1):
-    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", str(N), "--no-tune", "--json",
+def run_cli(*args, np_=1, program=PROGRAM):
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", program, "--n", str(N), "--no-tune", "--json",
                "--watchdog", "60", *map(str, args)]
     if np_ > 1:
         command += ["--np", str(np_), "--grid", f"1x{np_}"]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
 
 
-def predicted(compiled, grid, gpus) -> list:
+def predicted(compiled, grid, gpus, program=PROGRAM) -> list:
     """Per rank, the instance counts by type (index t - 1 for type t) that explain predicts."""
-    totals = plan(compiled(PROGRAM), Options(n=N, gpu_ratio=RATIO if gpus else None), grid, gpus).totals()
+    totals = plan(compiled(program), Options(n=N, gpu_ratio=RATIO if gpus else None), grid, gpus).totals()
     return [[totals[rank][kind] for kind in Instance] for rank in sorted(totals)]
 
 
@@ -79,3 +81,23 @@ def test_two_ranks_create_the_types_they_are_built_for(compiled, reference, tmp_
     assert counts == predicted(compiled, (1, 2), gpus)
     assert types_present(counts) == expected
     assert np.array_equal(np.load(path), reference)
+
+
+@pytest.mark.timeout(240)
+def test_kernels_without_a_gpu_body_run_on_the_host_with_the_instances_explain_predicts(compiled, tmp_path):
+    """Their GPU tiles (the main output too) are copied to the host and sent home: types 3, 6 and 7."""
+    driver = compiled(USER_PROGRAM)
+    alone = execute(driver, Options(n=N, watchdog=60)).matrices["A"].assemble()
+    result = execute(driver, Options(n=N, gpus=2, gpu_ratio=RATIO, watchdog=60))
+    counts = [result.stats["instances"]]
+    assert counts == predicted(compiled, (1, 1), 2, USER_PROGRAM)
+    assert types_present(counts) == ON_ONE_RANK_WITH_GPUS
+    assert np.array_equal(result.matrices["A"].assemble(), alone)
+    path = tmp_path / "A.npy"
+    out = run_cli("--output", f"A={path}", "--gpus", 2, "--gpu-ratio", "1:1", np_=2, program=USER_PROGRAM)
+    assert out.returncode == 0, out.stdout + out.stderr
+    ranks = json.loads(out.stdout.strip().splitlines()[-1])["ranks"]
+    counts = [stats["instances"] for stats in sorted(ranks, key=lambda stats: stats["rank"])]
+    assert counts == predicted(compiled, (1, 2), 2, USER_PROGRAM)
+    assert types_present(counts) == EVERY_TYPE
+    assert np.array_equal(np.load(path), alone)

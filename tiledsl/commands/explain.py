@@ -1,8 +1,10 @@
-"""``tiledsl explain``: who owns each task and which instances every rank creates.
+"""``tiledsl explain``: where each task runs and which instances every rank creates.
 
 The program's own driver is run once with a rank that takes part in every task;
-each task it submits is explained as it comes: its instance types on each rank
-follow from the protocol (:mod:`tiledsl.runtime.protocol`), and tile versions,
+each task it submits is explained as it comes: it runs where its main output
+lives, or on that rank's host if its kernel has no GPU body (a user kernel without
+``NAME_gpu``: the kernel module is loaded, as a run loads it, to know), its instance
+types on each rank follow from the protocol (:mod:`tiledsl.runtime.protocol`), and tile versions,
 tracked in program order, predict the inter-node messages (a version sent to a
 rank once) and the intra-node host/GPU copies. Totals are counters, so memory
 grows with the tiles, not the tasks; the per-task table is kept only up to
@@ -15,8 +17,10 @@ from dataclasses import dataclass, field
 
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import TILE_SETTINGS
-from ..runtime.protocol import Instance, instances
+from ..runtime.protocol import Instance, instances, runs_at
 from ..runtime.recording import Everyone, record
+from ..runtime.userkernels import gpu_kernels
+from ..runtime.world import RankError, UsageError
 
 TABLE_LIMIT = 100_000  # tasks kept one by one (the table, --json's task list); past it, totals only
 WALK_LIMIT = 500_000  # tasks explained at all: a streaming walk of 10-50 µs per task
@@ -29,10 +33,20 @@ class PlannedTask:
     tiles: tuple
     places: tuple  # (rank, device) per argument
     per_rank: dict = field(default_factory=dict)  # rank -> [(Instance, arg index)]
+    at: tuple | None = None  # (rank, device) where it runs: its main output's place (the default), or that host
+
+    def __post_init__(self):
+        if self.at is None:
+            self.at = self.places[self.call.main]
 
     @property
     def owner(self):
-        return self.places[self.call.main]
+        """The place that computes the task (its owner rank, and the device it runs on)."""
+        return self.at
+
+    @property
+    def on_host_for_want_of_gpu_body(self) -> bool:
+        return self.at != self.places[self.call.main]
 
 
 @dataclass
@@ -51,6 +65,8 @@ class Plan:
     copies: dict  # rank -> count of host/GPU copies
     gpu_ratio: tuple | None = None  # (H, G) host/GPU columns per cycle of uniform tiles on GPUs
     sources: dict = field(default_factory=dict)  # tile setting -> where its value came from
+    runs_on: dict = field(default_factory=dict)  # rank -> Counter of tasks by the device they run on
+    on_host: dict = field(default_factory=dict)  # kernel -> tasks on the host for want of a GPU body
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -85,13 +101,23 @@ def explain(driver, options, grid: tuple[int, int], gpus: int = 0, totals_only: 
 def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool = True) -> Plan:
     """Explain the driver's program for ``options`` on a ``grid`` with ``gpus`` GPUs per rank."""
     matrices, params = _matrices(driver, options, grid, gpus, None)
-    walk = _Walk(matrices, grid[0] * grid[1], keep_tasks)
+    walk = _Walk(matrices, grid[0] * grid[1], keep_tasks, _gpu_kernels(driver) if gpus else frozenset())
     driver.generate(walk, params)
     ratio = getattr(options, "gpu_ratio", None) or (1, 1)
     uniform_on_gpus = gpus and driver.PROGRAM.tiling.kind == "uniform"
     return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, walk.tasks, walk.count, walk.counts,
                 dict(walk.traffic.messages), dict(walk.traffic.copies),
-                tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options))
+                tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options),
+                walk.runs_on, dict(walk.on_host))
+
+
+def _gpu_kernels(driver) -> frozenset:
+    """The program's kernels with a GPU body, as a run finds them; a module that fails to load is
+    a usage error here (explain runs no kernel)."""
+    try:
+        return gpu_kernels(driver.PROGRAM, driver)
+    except RankError as error:
+        raise UsageError(str(error)) from None
 
 
 def _key(tile) -> tuple:
@@ -102,12 +128,15 @@ class _Walk:
     """What the driver's loop nest submits to while explained (a rank taking part in every
     task): each task is explained as it arrives and kept only if ``keep_tasks``."""
 
-    def __init__(self, matrices: dict, nranks: int, keep_tasks: bool):
+    def __init__(self, matrices: dict, nranks: int, keep_tasks: bool, gpu_kernels: frozenset):
         self.matrices = matrices
         self.rank = Everyone()
         self.tasks = [] if keep_tasks else None
+        self.gpu_kernels = gpu_kernels
         self.count = 0
         self.counts = {rank: Counter() for rank in range(nranks)}
+        self.runs_on = {rank: Counter() for rank in range(nranks)}
+        self.on_host = Counter()
         self.versions = Counter()  # tile key -> versions written so far
         self.traffic = _Traffic()
 
@@ -119,22 +148,25 @@ class _Walk:
 
     def submit(self, call, tiles, regions, priority):
         places = tuple((t.rank, t.device) for t in tiles)
-        task = PlannedTask(self.count, call, tiles, places)
+        at = runs_at(places[call.main], call.kernel, self.gpu_kernels)
+        task = PlannedTask(self.count, call, tiles, places, at=at)
         for rank in sorted({place[0] for place in places}):  # only a task's own ranks create its instances
-            found = instances(call, places, rank)
+            found = instances(call, places, rank, at)
             if found:
                 task.per_rank[rank] = found
                 self.counts[rank].update(kind for kind, _ in found)
-        main = places[call.main]
+        self.runs_on[at[0]][at[1]] += 1
+        if task.on_host_for_want_of_gpu_body:
+            self.on_host[call.kernel] += 1
         for position, (tile, place) in enumerate(zip(tiles, places)):
-            if call.modes[position] != "out" and place != main:
+            if call.modes[position] != "out" and place != at:
                 key = _key(tile)
-                self.traffic.move(key, self.versions[key], place, main)
-        for position in call.writes:
+                self.traffic.move(key, self.versions[key], place, at)
+        for position in call.writes:  # outputs computed elsewhere go home (the main output too, from a host)
             key = _key(tiles[position])
             self.versions[key] += 1
-            if position != call.main and places[position] != main:
-                self.traffic.move(key, self.versions[key], main, places[position], output=True)
+            if places[position] != at:
+                self.traffic.move(key, self.versions[key], at, places[position], output=True)
         if self.tasks is not None:
             self.tasks.append(task)
         self.count += 1
@@ -190,9 +222,18 @@ def _first(deliveries: dict, key, version, where) -> bool:
 
 
 # ---------------------------------------------------------------- rendering
+def _device(device: int) -> str:
+    return "host" if device == 0 else f"gpu{device}"
+
+
 def _place(place) -> str:
     rank, device = place
-    return f"({rank}, {'host' if device == 0 else f'gpu{device}'})"
+    return f"({rank}, {_device(device)})"
+
+
+def _runs_on(task) -> str:
+    """Where ``task`` runs; starred when on the host for want of a GPU body (see the table's note)."""
+    return _place(task.at) + ("*" if task.on_host_for_want_of_gpu_body else "")
 
 
 def tiling_text(params: dict) -> str:
@@ -232,30 +273,47 @@ def render(plan: Plan, source_name: str, limit: int = 400) -> str:
     sent = sum(plan.messages.values())
     lines += ["", f"messages between ranks (tile versions sent): {sent}",
               f"host/GPU copies inside ranks: {sum(plan.copies.values())}"]
+    if plan.gpus:
+        lines += [""] + _placement(plan)
     return "\n".join(lines)
 
 
+def _placement(plan: Plan) -> list[str]:
+    """How many tasks each rank runs on its host and on each GPU, and which kernels run on the host
+    for want of a GPU body."""
+    lines = [f"tasks run on rank {rank}: " + ", ".join(f"{_device(d)} {count}" for d, count in sorted(devices.items()))
+             for rank, devices in plan.runs_on.items() if devices]
+    if plan.on_host:
+        lines.append("on the host for want of a GPU body (NAME_gpu), their main output on a GPU: "
+                     + ", ".join(f"{kernel} {count} tasks" for kernel, count in plan.on_host.items()))
+    return lines
+
+
 def _task_table(plan: Plan, limit: int) -> list[str]:
-    """The first ``limit`` tasks: index, line, call, owner, and each rank's instance types."""
+    """The first ``limit`` tasks: index, line, call, owner (its rank and the device the task runs on),
+    and each rank's instance types."""
     nranks = plan.grid[0] * plan.grid[1]
     rows = [(str(task.index), str(task.call.line), f"{task.call.kernel}({', '.join(str(t) for t in task.tiles)})",
-             _place(task.owner), [",".join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or "-"
-                                  for r in range(nranks)])
+             _runs_on(task), [",".join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or "-"
+                              for r in range(nranks)])
             for task in plan.tasks[:limit]]
     heads = [f"r{r}" for r in range(nranks)]
     # every column as wide as its widest cell
     index_w, line_w = (max([5] + [len(row[c]) for row in rows]) for c in (0, 1))
-    call_w, owner_w = (max([len(head)] + [len(row[c]) for row in rows]) for c, head in ((2, "call"), (3, "owner")))
+    call_w, place_w = (max([len(head)] + [len(row[c]) for row in rows]) for c, head in ((2, "call"), (3, "owner")))
     rank_w = [max([len(head)] + [len(row[4][r]) for row in rows]) for r, head in enumerate(heads)]
 
-    def line(index, at, call, owner, cells):
+    def line(index, at, call, place, cells):
         ranks = "  ".join(f"{cell:<{width}}" for cell, width in zip(cells, rank_w))
-        return f"{index:>{index_w}} {at:>{line_w}}  {call:<{call_w}}  {owner:<{owner_w}}  {ranks}".rstrip()
+        return f"{index:>{index_w}} {at:>{line_w}}  {call:<{call_w}}  {place:<{place_w}}  {ranks}".rstrip()
 
     lines = [line("task", "line", "call", "owner", heads)]
     lines += [line(*row) for row in rows]
     if len(plan.tasks) > limit:
         lines.append(f"  ... {len(plan.tasks) - limit} more tasks (use a smaller size to see them all)")
+    if plan.on_host:
+        lines.append("* on its owner's host: the kernel has no GPU body (NAME_gpu) and the main output is on a GPU, "
+                     "so the task's GPU tiles are copied to the host and back")
     return lines
 
 
@@ -267,9 +325,12 @@ def as_json(plan: Plan) -> dict:
         "task_count": plan.task_count,
         "tasks": None if plan.tasks is None else [{"index": t.index, "kernel": t.call.kernel, "line": t.call.line,
                    "tiles": [str(x) for x in t.tiles], "owner": list(t.owner),
+                   "main_output": list(t.places[t.call.main]),
                    "instances": {str(r): [[int(k), a] for k, a in found] for r, found in t.per_rank.items()}}
                   for t in plan.tasks],
         "totals": {str(r): {str(int(k)): c[k] for k in Instance} for r, c in totals.items()},
         "messages": [[s, r, c] for (s, r), c in sorted(plan.messages.items())],
         "copies": {str(r): c for r, c in plan.copies.items()},
+        "runs_on": {str(r): {_device(d): c for d, c in sorted(devices.items())} for r, devices in plan.runs_on.items()},
+        "on_host_without_gpu_body": plan.on_host,
     }

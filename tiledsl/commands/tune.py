@@ -34,7 +34,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..runtime import Options, execute, tuning
-from ..runtime.devices import backend as make_backend
+from ..runtime.backends import backend as make_backend
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime.layout import make_distribution, make_matrices, make_params
 from ..runtime.reporting import FLOPS

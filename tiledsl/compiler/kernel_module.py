@@ -16,11 +16,18 @@ A binding directly in the module body replaces the earlier ones; one inside an
 happen, so it joins them. A ``from m import *`` or a use of ``globals()`` may bind
 any name: :attr:`Definitions.open` is then true. A name a function declares
 ``global``, or a walrus operator binds, is unknown too.
+
+A kernel ``NAME``'s optional GPU body is the function ``NAME_gpu``: :func:`gpu_body`
+says what the syntax tells of it. (The runtime, which never imports the compiler,
+states the suffix too: ``tiledsl.runtime.userkernels.GPU_SUFFIX``, held equal by a test.)
 """
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+
+#: ``NAME`` + GPU_SUFFIX names the GPU body of user kernel ``NAME``
+GPU_SUFFIX = "_gpu"
 
 
 @dataclass(frozen=True)
@@ -174,3 +181,45 @@ def _statement_targets(statement) -> list[str]:
 
 def _target_names(target) -> list[str]:
     return [node.id for node in ast.walk(target) if isinstance(node, ast.Name)]
+
+
+@dataclass(frozen=True)
+class GpuBody:
+    """What a module's syntax tells of the GPU body of one kernel, the function ``name``."""
+
+    name: str  # NAME_gpu
+    bindings: tuple  # its possible bindings (Function, NotFunction, UNKNOWN); none: a CPU-only kernel
+    open: bool  # a star import or globals() may bind it all the same
+
+    @property
+    def unknown(self) -> bool:
+        """Only running the module could tell whether there is one, or what it is."""
+        return UNKNOWN in self.bindings or (not self.bindings and self.open)
+
+    @property
+    def absent(self) -> bool:
+        """Certainly none: the kernel has a CPU body only (its tasks run on the host)."""
+        return not self.bindings and not self.open
+
+    @property
+    def functions(self) -> list[Function]:
+        return [b for b in self.bindings if isinstance(b, Function)]
+
+    @property
+    def others(self) -> list[NotFunction]:
+        """Bindings to what is certainly not a function (``NAME_gpu = 3``, a class): a run refuses them."""
+        return [b for b in self.bindings if isinstance(b, NotFunction)]
+
+    def accepts(self, count: int) -> bool | None:
+        """Whether the GPU body can take the kernel's ``count`` arguments: None when unknown or absent,
+        else whether one of its possible functions can (False when it is certainly not a function)."""
+        if self.unknown or self.absent:
+            return None
+        return any(f.accepts(count) for f in self.functions)
+
+
+def gpu_body(definitions: Definitions, kernel: str) -> GpuBody:
+    """The GPU body of kernel ``kernel`` as the module's syntax tree (read by :func:`read_definitions`)
+    tells it: a pure function of the tree, which runs nothing."""
+    name = kernel + GPU_SUFFIX
+    return GpuBody(name, tuple(definitions.of(name)), definitions.open)
