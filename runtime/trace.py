@@ -48,6 +48,8 @@ class Tracer:
         self.occurrences[key] += 1
         args = {"tiles": list(key[1]), "line": call.line, "priority": task.priority,
                 "key": [key[0], list(key[1]), self.occurrences[key]]}
+        if task.values:
+            args["values"] = dict(zip(call.values, task.values))
         self.events.append((lane, began - self.origin, ended - self.origin, call.kernel, args))
 
     def idle(self, lane: str, began: float, ended: float) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import TILE_SETTINGS
+from ..runtime.program import flatten
 from ..runtime.protocol import Instance, instances, runs_at
 from ..runtime.recording import Everyone, record
 from ..runtime.userkernels import gpu_kernels
@@ -33,6 +34,7 @@ class PlannedTask:
     tiles: tuple
     places: tuple  # (rank, device) per argument
     per_rank: dict = field(default_factory=dict)  # rank -> [(Instance, arg index)]
+    values: tuple = ()  # the value arguments, in declaration order
     at: tuple | None = None  # (rank, device) where it runs: its main output's place (the default), or that host
 
     def __post_init__(self):
@@ -146,10 +148,11 @@ class _Walk:
     def release(self, tile):
         self.traffic.forget(_key(tile))  # like the runtime: the next read of the tile is sent anew
 
-    def submit(self, call, tiles, regions, priority):
+    def submit(self, call, tiles, regions, priority, values=()):
+        call, tiles, regions = flatten(call, tiles, regions)
         places = tuple((t.rank, t.device) for t in tiles)
         at = runs_at(places[call.main], call.kernel, self.gpu_kernels)
-        task = PlannedTask(self.count, call, tiles, places, at=at)
+        task = PlannedTask(self.count, call, tiles, places, values=values, at=at)
         for rank in sorted({place[0] for place in places}):  # only a task's own ranks create its instances
             found = instances(call, places, rank, at)
             if found:
@@ -293,7 +296,7 @@ def _task_table(plan: Plan, limit: int) -> list[str]:
     """The first ``limit`` tasks: index, line, call, owner (its rank and the device the task runs on),
     and each rank's instance types."""
     nranks = plan.grid[0] * plan.grid[1]
-    rows = [(str(task.index), str(task.call.line), f"{task.call.kernel}({', '.join(str(t) for t in task.tiles)})",
+    rows = [(str(task.index), str(task.call.line), _call_text(task),
              _runs_on(task), [",".join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or "-"
                               for r in range(nranks)])
             for task in plan.tasks[:limit]]
@@ -317,6 +320,13 @@ def _task_table(plan: Plan, limit: int) -> list[str]:
     return lines
 
 
+def _call_text(task: PlannedTask) -> str:
+    """``kernel(tiles; name=value, ...)``: the tiles of the task (a panel's one by one), then its values."""
+    values = "; " + ", ".join(f"{name}={value!r}" for name, value in zip(task.call.values, task.values)) \
+        if task.values else ""
+    return f"{task.call.kernel}({', '.join(str(t) for t in task.tiles)}{values})"
+
+
 def as_json(plan: Plan) -> dict:
     totals = plan.totals()
     return {
@@ -324,7 +334,8 @@ def as_json(plan: Plan) -> dict:
         "gpu_ratio": list(plan.gpu_ratio) if plan.gpu_ratio else None, "sources": plan.sources,
         "task_count": plan.task_count,
         "tasks": None if plan.tasks is None else [{"index": t.index, "kernel": t.call.kernel, "line": t.call.line,
-                   "tiles": [str(x) for x in t.tiles], "owner": list(t.owner),
+                   "tiles": [str(x) for x in t.tiles], "values": dict(zip(t.call.values, t.values)),
+                   "owner": list(t.owner),
                    "main_output": list(t.places[t.call.main]),
                    "instances": {str(r): [[int(k), a] for k, a in found] for r, found in t.per_rank.items()}}
                   for t in plan.tasks],
