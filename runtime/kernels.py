@@ -68,6 +68,8 @@ def check_option(kernel: str, name: str, value, allowed: str) -> None:
 
 def check_number(kernel: str, name: str, value) -> float:
     """``value`` as a float (a float parameter); ValueError unless it is a real number."""
+    if type(value) is float:  # the usual case, and the fast one: kernels are called thousands of times
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{kernel}: {name} must be a number, got {value!r}")
     return float(value)
@@ -75,8 +77,9 @@ def check_number(kernel: str, name: str, value) -> float:
 
 def require_triangle(kernel: str, name: str, tri, k: int, other_name: str, other) -> None:
     """``tri`` must hold a k×k triangle for ``other``."""
-    _require(tri.shape[0] >= k and tri.shape[1] >= k,
-             f"{kernel}: {name} of shape {tri.shape} has no {k}x{k} triangle for {other_name} of shape {other.shape}")
+    if tri.shape[0] < k or tri.shape[1] < k:
+        raise ValueError(f"{kernel}: {name} of shape {tri.shape} has no {k}x{k} triangle "
+                         f"for {other_name} of shape {other.shape}")
 
 
 def require_square(kernel: str, A) -> int:
@@ -91,9 +94,9 @@ def gemm_dims(kernel: str, A, B, C, transa: str, transb: str) -> tuple[int, int,
     check_option(kernel, "transb", transb, "NT")
     m, k = A.shape if transa == "N" else A.shape[::-1]
     k_b, n = B.shape if transb == "N" else B.shape[::-1]
-    _require(k_b == k and C.shape == (m, n),
-             f"{kernel}: shapes A {A.shape}, B {B.shape}, C {C.shape} do not conform "
-             f"(transa {transa!r}, transb {transb!r})")
+    if k_b != k or C.shape != (m, n):
+        raise ValueError(f"{kernel}: shapes A {A.shape}, B {B.shape}, C {C.shape} do not conform "
+                         f"(transa {transa!r}, transb {transb!r})")
     return m, n, k
 
 
@@ -112,8 +115,10 @@ def rank_k_dims(kernel: str, A, B, C, uplo: str, trans: str) -> tuple[int, int]:
     check_option(kernel, "uplo", uplo, "LU")
     check_option(kernel, "trans", trans, "NT")
     n, k = A.shape if trans == "N" else A.shape[::-1]
-    _require(C.shape == (n, n), f"{kernel}: C of shape {C.shape} does not match A of shape {A.shape} (trans {trans!r})")
-    _require(B.shape == A.shape, f"{kernel}: B of shape {B.shape} does not match A of shape {A.shape}")
+    if C.shape != (n, n):
+        raise ValueError(f"{kernel}: C of shape {C.shape} does not match A of shape {A.shape} (trans {trans!r})")
+    if B.shape != A.shape:
+        raise ValueError(f"{kernel}: B of shape {B.shape} does not match A of shape {A.shape}")
     return n, k
 
 
@@ -258,7 +263,11 @@ def _describe(a) -> str:
 
 
 def _require(condition: bool, message: str) -> None:
-    """Raise ValueError(message) unless ``condition`` (a shape mismatch is a caller bug)."""
+    """Raise ValueError(message) unless ``condition`` (a shape mismatch is a caller bug).
+
+    The checks on the BLAS-3 kernels' path raise directly instead: formatting a message
+    that is not needed costs as much as the rest of a small kernel's Python.
+    """
     if not condition:
         raise ValueError(message)
 
