@@ -518,7 +518,8 @@ class CublasOps:
         fill, unit = self._fill[uplo], self._diag[diag]
         with self._dense(A, True) as (a, lda):
             device_bytes, host_bytes = library.xtrtri_buffer_size(handle, fill, unit, n, _CUDA_R_64F, self._at(a), lda)
-            work, host_work = self.xp.empty(max(1, device_bytes), dtype=np.uint8), np.empty(max(1, host_bytes), np.uint8)
+            work = self.xp.empty(max(1, device_bytes), dtype=np.uint8)
+            host_work = np.empty(max(1, host_bytes), dtype=np.uint8)
             info = self.xp.zeros(1, dtype=np.int32)
             library.xtrtri(handle, fill, unit, n, _CUDA_R_64F, self._at(a), lda, self._at(work), device_bytes,
                            host_work.ctypes.data, host_bytes, self._at(info))
@@ -685,7 +686,7 @@ class TileKernels:
             self.ops.symm(side, uplo, alpha, A[:order, :order], B, beta, C)
 
     def syrk(self, A, C, uplo: str = "L", trans: str = "N", alpha: float = -1.0, beta: float = 1.0) -> None:
-        """C (n×n) <- alpha·op(A)·op(A)ᵀ + beta·C on the ``uplo`` triangle; the defaults give C − A·Aᵀ, lower."""
+        """C (n×n) <- alpha·op(A)·op(A)ᵀ + beta·C on the ``uplo`` triangle (defaults: C − A·Aᵀ, lower)."""
         n, k = rank_k_dims("syrk", A, A, C, uplo, trans)
         alpha, beta = check_number("syrk", "alpha", alpha), check_number("syrk", "beta", beta)
         if n and (k or beta != 1.0):
@@ -700,7 +701,7 @@ class TileKernels:
 
     def trsm(self, A, B, side: str = "R", uplo: str = "L", transa: str = "T", diag: str = "N",
              alpha: float = 1.0) -> None:
-        """B <- alpha·op(A)⁻¹·B (side 'L') or alpha·B·op(A)⁻¹ ('R'), A's top-left triangle; the defaults give B·L⁻ᵀ."""
+        """B <- alpha·op(A)⁻¹·B (side 'L') or alpha·B·op(A)⁻¹ ('R'), A's top-left triangle (defaults: B·L⁻ᵀ)."""
         self._triangular("trsm", self.ops.trsm, A, B, side, uplo, transa, diag, alpha)
 
     def trmm(self, A, B, side: str = "L", uplo: str = "L", transa: str = "N", diag: str = "N",
@@ -1068,7 +1069,7 @@ class TileKernels:
         return result
 
     def _larfb(self, side: str, trans: str, V, T, C) -> None:
-        """C <- op(I − V·T·Vᵀ)·C (side 'L') or C·op(I − V·T·Vᵀ) ('R') (LAPACK DLARFB, forward, columnwise)."""
+        """C <- op(I − V·T·Vᵀ)·C (side 'L') or C·op(I − V·T·Vᵀ) ('R') (DLARFB, forward, columnwise)."""
         if side == "L":
             W = self.xp.empty((T.shape[0], C.shape[1]), order="F")
             self.ops.gemm("T", "N", 1.0, V, C, 0.0, W)               # W = Vᵀ·C

@@ -213,7 +213,8 @@ def require_tpmqrt(V, C1, C2, side: str) -> None:
 def require_sums(kernel: str, S, width: int) -> None:
     """S must hold ``width`` accumulators in its first row."""
     _require(S.shape[0] >= 1 and S.shape[1] >= width,
-             f"{kernel}: S of shape {S.shape} cannot hold {width} value{'' if width == 1 else 's'} (1x{width} at least)")
+             f"{kernel}: S of shape {S.shape} cannot hold {width} value{'' if width == 1 else 's'} "
+             f"(1x{width} at least)")
 
 
 def add_to_sum_of_squares(xp, S, x) -> None:

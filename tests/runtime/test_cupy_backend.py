@@ -147,7 +147,7 @@ class FakeNvmathCublas:
 
 
 class FakeCusolver:
-    """cuSOLVER's potrf, getrf and geqrf as CuPy binds them, done by the host LAPACK; info written to "device" memory."""
+    """cuSOLVER's potrf, getrf and geqrf as CuPy binds them, done by the host LAPACK; info in "device" memory."""
 
     WORK = 3
 
@@ -1039,7 +1039,8 @@ def test_nvmath_handles_are_per_thread_and_device_on_the_current_stream(monkeypa
     log, state = [], {"device": 0, "stream": 111}
     blas_library = FakeNvmathLibrary("cublas", log, pointer_modes=True)
     solver_library = FakeNvmathLibrary("cusolverDn", log, pointer_modes=False)
-    for name, module in [("nvmath", types.ModuleType("nvmath")), ("nvmath.bindings", types.ModuleType("nvmath.bindings")),
+    for name, module in [("nvmath", types.ModuleType("nvmath")),
+                         ("nvmath.bindings", types.ModuleType("nvmath.bindings")),
                          ("nvmath.bindings.cublas", blas_library), ("nvmath.bindings.cusolverDn", solver_library)]:
         monkeypatch.setitem(sys.modules, name, module)
     cuda = cupy_backend._CupyLibraries(fake_cupy_device(state), None, None)

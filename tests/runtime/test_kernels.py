@@ -118,7 +118,8 @@ def test_python_signatures_are_the_prelude_declarations():
     assert set(declarations) == set(CPU_KERNELS)
     for name, params in declarations.items():
         signature = inspect.signature(CPU_KERNELS[name]).parameters.values()
-        assert [(p.name, None if p.default is inspect.Parameter.empty else p.default) for p in signature] == params, name
+        defaults = [(p.name, None if p.default is inspect.Parameter.empty else p.default) for p in signature]
+        assert defaults == params, name
 
 
 # ----------------------------------------------------------------------- layout checks
