@@ -43,6 +43,7 @@ class Stats:
     per_worker: list = field(default_factory=list)
     busy: list = field(default_factory=list)
     peak_window: int = 0
+    flops: float = 0.0  # the flops of the program tasks this rank owns (the kernels' flop counts)
 
 
 class Engine:

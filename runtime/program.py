@@ -55,11 +55,14 @@ class WorkspaceDecl:
 
 @dataclass(frozen=True)
 class CheckDecl:
-    """The residual check ``kind`` (cholesky, qr, lu) applied to ``args``."""
+    """The residual check ``kind`` applied to ``args`` (see :mod:`.verify` and :mod:`.usercheck`)."""
 
-    kind: str
-    args: tuple[str, ...]
+    kind: str                 # a built-in kind, or the name of a function of the program's kernel module
+    args: tuple[str, ...]     # matrix / workspace names, in order
     line: int
+    qualifiers: tuple[tuple[str, ...], ...] = ()   # per argument: the words written before its name
+    options: tuple[tuple[str, object], ...] = ()   # NAME = constant pairs, e.g. (("alpha", -1.0),)
+    user: bool = False        # True: kind names a function of the kernel module
 
 
 @dataclass(frozen=True)
