@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from ..runtime import Options, execute
 from ..runtime.inputs import make_matrix
-from ..runtime.reporting import FLOPS
+from ..runtime.reporting import FLOPS, flop_count
 
 DASK_CHUNKS = (512, 1024, 2048)
 
@@ -85,7 +85,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
             found = _dask(kind, chunk, workers) if chunk < options.n else None
             if found:
                 references.append((Measure(found[0]), found[1], 1))
-    residual, tiles = None, {}
+    residual, tiles, flops = None, {}, None
     for _ in range(rounds):
         result = execute(driver, options, {program.matrices[0].name: a})
         tiled.times.append(result.seconds)
@@ -93,11 +93,12 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         for measure, routine, threads in references:
             measure.times.append(_timed(routine, a, threads))
         tiles = {k: v for k, v in result.params.items() if k in ("nb", "B", "b", "s") and v is not None}
-    return _table(program, options, kind, tiled, [m for m, _, _ in references], residual, tiles)
+        flops, _ = flop_count(program, result.matrices, [result.stats])
+    return _table(program, options, flops, tiled, [m for m, _, _ in references], residual, tiles)
 
 
-def _table(program, options, kind, tiled, references, residual, tiles) -> dict:
-    flops = FLOPS[kind](options.n) if kind in FLOPS else None
+def _table(program, options, flops, tiled, references, residual, tiles) -> dict:
+    """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`)."""
     rate = (lambda t: flops / t / 1e9) if flops else (lambda t: None)
     rows = [{"name": m.name, "seconds": m.best, "gflops": rate(m.best),
              "ratio": (m.best / tiled.best) if flops else None} for m in [tiled] + references]
