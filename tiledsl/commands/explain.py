@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import TILE_SETTINGS
+from ..runtime.program import flatten
 from ..runtime.protocol import Instance, instances, runs_at
 from ..runtime.recording import Everyone, record
 from ..runtime.userkernels import gpu_kernels
@@ -146,7 +147,8 @@ class _Walk:
     def release(self, tile):
         self.traffic.forget(_key(tile))  # like the runtime: the next read of the tile is sent anew
 
-    def submit(self, call, tiles, regions, priority):
+    def submit(self, call, tiles, regions, priority, values=()):
+        call, tiles, _ = flatten(call, tiles, regions)  # a panel: one access per tile, as a run has it
         places = tuple((t.rank, t.device) for t in tiles)
         at = runs_at(places[call.main], call.kernel, self.gpu_kernels)
         task = PlannedTask(self.count, call, tiles, places, at=at)
