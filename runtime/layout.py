@@ -28,9 +28,13 @@ def make_params(driver, options: Options) -> Params:
     if unknown:
         raise UsageError(f"--set {sorted(unknown)[0]}: {program.name} has no parameter of that name"
                          + (f" (it has {', '.join(program.params)})" if program.params else ""))
-    values.update({name: options.sets.get(name) for name in program.params})
     if options.n < 1:
         raise UsageError(f"--n must be at least 1, got {options.n}")
+    defaults = driver.resolve_params(Params({**values, **{name: None for name in program.params}}))
+    for name, value in options.sets.items():
+        if isinstance(value, float) and isinstance(defaults[name], int):
+            raise UsageError(f"--set {name}={value!r}: {name} is an integer parameter (its default is {defaults[name]})")
+    values.update({name: options.sets.get(name) for name in program.params})
     return driver.resolve_params(Params(values))
 
 

@@ -183,7 +183,7 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
 def size_options(args: argparse.Namespace) -> Options:
     """Options holding only the size, tile settings and parameters of parsed arguments."""
     tiles = {k: getattr(args, k) for k in TILE_SETTINGS if getattr(args, k) is not None}
-    sets = {k: _int(v, "--set") for k, v in _pairs(args.set, "--set").items()}
+    sets = {k: _number(v, "--set") for k, v in _pairs(args.set, "--set").items()}
     options = Options(n=args.n, tiles=tiles, sets=sets)
     if getattr(args, "gpu_ratio", None) is not None:
         try:
@@ -271,9 +271,18 @@ def _size(text: str, flag: str) -> int:
     return int(size)
 
 
-def _int(text: str, flag: str) -> int:
+def _number(text: str, flag: str) -> int | float:
+    """An integer, or a number with a fraction (a float parameter's value)."""
     try:
         return int(text)
     except ValueError:
-        raise UsageError(f"{flag}: {text!r} is not an integer") from None
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise UsageError(f"{flag}: {text!r} is not a finite number")
+    return value
+
 

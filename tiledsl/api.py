@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from numbers import Integral
+from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
@@ -165,7 +165,8 @@ class Loaded:
             if name not in self.program.params:
                 has = f" (it has {', '.join(self.program.params)})" if self.program.params else ""
                 raise TiledslError(f"params={{{name!r}: ...}}: {self.program.name} has no parameter {name}{has}")
-            _check_int(f"params[{name!r}]", value, None)
+            if isinstance(value, bool) or not isinstance(value, (Integral, Real)):
+                raise TiledslError(f"params[{name!r}] must be a number, got {value!r}")
         return params
 
     @staticmethod

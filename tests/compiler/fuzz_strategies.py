@@ -127,7 +127,7 @@ class ProgramWriter:
 
     def __init__(self, chooser: Chooser):
         self.c = chooser
-        self.kernels = {k.name.text: tuple(p.mode for p in k.params) for k in prelude().kernels}
+        self.kernels = {k.name.text: tuple(p.mode for p in k.params if p.kind == "tile") for k in prelude().kernels}
         self.taken = set(self.kernels) | TILE_WORDS | {"n", "nb", "B", "b", "s"}
         self.count = 0
         self.ints: list[str] = []  # integer names visible here

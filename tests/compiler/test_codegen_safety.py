@@ -242,7 +242,7 @@ class FakeRuntime:
     def matrix(self, name):
         return FakeMatrix()
 
-    def submit(self, call, tiles, regions, priority):
+    def submit(self, call, tiles, regions, priority, values=()):
         self.priorities.append(priority)
 
     def release(self, tile):

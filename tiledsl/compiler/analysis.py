@@ -490,7 +490,8 @@ class _Analyzer:
         value = self.values.get(id(stmt.step))
         if value is None or value == 0:
             self.bag.error(stmt.step.span, "E206", "a loop's step is a nonzero integer constant",
-                           f"found {unparse(stmt.step)}" + (", which is never zero" if value == 0 else ""),
+                           f"found {unparse(stmt.step)}" + (", a loop that would never end" if value == 0
+                                                             else ", which is not a constant"),
                            hint="write the step as a number: 'step 2', 'step -1'")
             return None
         return value

@@ -408,7 +408,8 @@ class _Model:
         regions = [self._region(a.tile) for a in accesses]
         region_text = "None" if all(r == "None" for r in regions) else _tuple(regions)
         priority = self.expr(stmt.priority) if stmt.priority is not None else "0"
-        values = f", {_tuple(self.expr(value) for _, value in summary.values)}" if summary.values else ""
+        values = f", {_tuple(self._value(name, value, summary.kernel) for name, value in summary.values)}" \
+            if summary.values else ""
         test = " or ".join([f"_me == {v}" for v in ranks] + [f"takes_part({v}, _me)" for v in panels.values()])
         bumps = []
         for i, access in enumerate(accesses):
@@ -423,6 +424,16 @@ class _Model:
                 + [f"{pad}if {test}:",
                    f"{pad}{INDENT}_submit(CALLS[{index}], {tiles}, {region_text}, {priority}{values})",
                    f"{pad}else:  # not ours: only count the new versions of the tiles it writes"] + bumps)
+
+    def _value(self, name: str, value, kernel: n.KernelDecl) -> str:
+        """A value argument; a float parameter gets a float even from an integer expression."""
+        kind = next(p.kind for p in kernel.params if p.name.text == name)
+        if kind != "float":
+            return self.expr(value)
+        literal = value.operand if isinstance(value, n.Unary) and value.op == "-" else value
+        if isinstance(literal, (n.IntLit, n.FloatLit)):
+            return repr(float(_number(value)))
+        return f"float({self.expr(value)})"
 
     def _tile(self, tile: n.TileRef, line: int) -> str:
         """A tile, or a panel's tuple of tiles (``A.panel(r0, r1, c0, c1, line)``)."""
