@@ -13,7 +13,8 @@ routines. Arguments are marshalled by type: ``str`` -> ``char*``, ``int`` -> ``i
 caller passes the leading dimension explicitly), :class:`ctypes.c_void_p` -> that raw
 address (the caller keeps the memory alive). LAPACK routines return their
 ``info`` (>= 0); a negative ``info`` (a bad argument, i.e. a bug in the caller)
-raises :class:`ValueError`.
+raises :class:`ValueError`. The few routines that are Fortran functions (``dasum``,
+``dlange``) return their double.
 """
 from __future__ import annotations
 
@@ -32,15 +33,16 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-def _foreign(module, name: str):
+def _foreign(module, name: str, restype=None):
     """The C function ``name`` exported by a SciPy cython module, as a ctypes callable.
 
     CFUNCTYPE (not PYFUNCTYPE) is what makes ctypes drop the GIL around the call.
     No argtypes are declared: :func:`_by_reference` already turns every argument into
     a pointer, and skipping ctypes' per-argument conversion halves the call overhead.
+    ``restype`` is ctypes.c_double for the routines that are Fortran functions.
     """
     capsule = module.__pyx_capi__[name]
-    function = ctypes.CFUNCTYPE(None)(_capsule_pointer(capsule, _capsule_name(capsule)))
+    function = ctypes.CFUNCTYPE(restype)(_capsule_pointer(capsule, _capsule_name(capsule)))
     function.argtypes = None
     return function
 
@@ -77,12 +79,13 @@ def _by_reference(args) -> list:
     return pointers
 
 
-def _blas(name: str):
-    """A Python function calling BLAS routine ``name`` with marshalled arguments."""
-    function = _foreign(_cython_blas, name)
+def _blas(name: str, module=_cython_blas, restype=None):
+    """A Python function calling routine ``name`` (BLAS, or a LAPACK routine without
+    ``info``) with marshalled arguments; it returns what the routine returns."""
+    function = _foreign(module, name, restype)
 
-    def call(*args) -> None:
-        function(*_by_reference(args))
+    def call(*args):
+        return function(*_by_reference(args))
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = f"BLAS {name.upper()} (Fortran argument order)."
@@ -109,10 +112,19 @@ def _lapack(name: str):
 dgemm = _blas("dgemm")  # transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
 dsyrk = _blas("dsyrk")  # uplo, trans, n, k, alpha, a, lda, beta, c, ldc
 dtrsm = _blas("dtrsm")  # side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb
-dscal = _blas("dscal")  # n, alpha, x, incx
-dger = _blas("dger")    # m, n, alpha, x, incx, y, incy, a, lda
+dsymm = _blas("dsymm")    # side, uplo, m, n, alpha, a, lda, b, ldb, beta, c, ldc
+dsyr2k = _blas("dsyr2k")  # uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc
+dtrmm = _blas("dtrmm")    # side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb
+dscal = _blas("dscal")    # n, alpha, x, incx
+dger = _blas("dger")      # m, n, alpha, x, incx, y, incy, a, lda
+dswap = _blas("dswap")    # n, x, incx, y, incy
+dasum = _blas("dasum", restype=ctypes.c_double)  # n, x, incx -> sum of |x_i|
+# norm ('M' max |a_ij|, 'F' Frobenius, ...), m, n, a, lda, work -> the norm
+dlange = _blas("dlange", _cython_lapack, ctypes.c_double)
 
 dpotrf = _lapack("dpotrf")    # uplo, n, a, lda
+dtrtri = _lapack("dtrtri")    # uplo, diag, n, a, lda
+dlauum = _lapack("dlauum")    # uplo, n, a, lda
 dgetrf = _lapack("dgetrf")    # m, n, a, lda, ipiv[min(m,n)] (int32)
 dgeqrf = _lapack("dgeqrf")    # m, n, a, lda, tau[min(m,n)], work[lwork], lwork
 dgeqrt = _lapack("dgeqrt")    # m, n, nb, a, lda, t, ldt, work[nb*n]

@@ -27,9 +27,15 @@ The kernels (:class:`TileKernels`) have the names and semantics of
 :data:`.kernels.CPU_KERNELS` and work in place on views, because tiles move between
 CPU and GPU workers in the middle of a factorization:
 
-* BLAS-3 kernels and Cholesky are single cuBLAS/cuSOLVER calls on the views, with
-  their leading dimensions (:class:`CublasOps`); a view that is not column-major is
-  copied to a dense temporary and back;
+* BLAS-3 kernels, Cholesky, trtri and lauum are single cuBLAS/cuSOLVER calls on the
+  views, with their leading dimensions (:class:`CublasOps`); a view that is not
+  column-major is copied to a dense temporary and back. CuPy binds gemm, syrk, trsm,
+  potrf, getrf and geqrf; symm, syr2k, trmm, laswp, trtri and lauum come from NVIDIA's
+  nvmath-python, imported when first needed;
+* LU with partial pivoting (getrf) is cuSOLVER's getrf on the panel stacked into one
+  matrix; laswp lets cuSOLVER's laswp permute the row numbers, then moves the
+  panel's rows in one gather (or scatter, backward);
+* the norm kernels are array expressions (no host round trip);
 * LU without pivoting is blocked right-looking: a panel of :data:`LU_PANEL` columns
   eliminated column by column (a division and a ``dger`` each), then ``dtrsm`` and
   ``dgemm`` on the rest;
@@ -53,6 +59,7 @@ for cuBLAS/cuSOLVER (same pointers, leading dimensions and enums).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 
 import numpy as np
@@ -61,8 +68,10 @@ from . import kernels as host
 from .devices import Backend, missing_copy, tiles_in
 from .errors import KernelError
 # The CPU kernels' argument checks, shared so that both raise the same messages.
-from .kernels import (_check_trans, _inner_block, _require, require_gemqrt, require_syrk,
-                      require_tpmqrt, require_triangle)
+from .kernels import (_inner_block, add_to_sum_of_squares, check_number, check_option, gemm_dims, getrf_dims,
+                      laswp_range, merge_sums_of_squares, not_positive_definite, panel_tiles, potrf_dims,
+                      qr_apply_dims, rank_k_dims, record_pivots, require_square, require_sums, require_tpmqrt,
+                      require_triangle, singular_triangle, symm_dims, triangular_dims)
 
 #: Columns of an LU panel eliminated one at a time before a BLAS-3 update.
 LU_PANEL = 32
@@ -320,11 +329,15 @@ def _import_libraries():
 class _CupyLibraries:
     """What :class:`CublasOps` needs from CUDA: handles, addresses, host round trips.
 
-    Everything runs on the current device and stream (the kernel's).
+    Everything runs on the current device and stream (the kernel's). The routines CuPy
+    does not bind (cuBLAS symm, syr2k, trmm; cuSOLVER laswp, trtri, lauum) come from
+    NVIDIA's nvmath-python, imported on first use, with handles of its own: it may
+    have loaded its own copy of the CUDA libraries, where CuPy's handles mean nothing.
     """
 
     def __init__(self, cupy, cublas, cusolver):
         self._cupy, self.cublas, self.cusolver = cupy, cublas, cusolver
+        self._threads = threading.local()  # this thread's nvmath handles, per (library, device)
 
     def cublas_handle(self) -> int:
         """This thread's cuBLAS handle for the current device, bound to the current stream."""
@@ -339,6 +352,24 @@ class _CupyLibraries:
         # release has done so for every routine; being explicit costs one cheap call.
         library.setStream(handle, self._cupy.cuda.get_current_stream().ptr)
         return handle
+
+    def nvmath_cublas(self):
+        """(nvmath.bindings.cublas, this thread's handle for the current device on the current stream)."""
+        return self._nvmath("cublas")
+
+    def nvmath_cusolver(self):
+        """(nvmath.bindings.cusolverDn, this thread's handle for the current device on the current stream)."""
+        return self._nvmath("cusolverDn")
+
+    def _nvmath(self, name: str):
+        library = _import_nvmath(name)
+        handles = self._threads.__dict__.setdefault("handles", {})
+        key = (name, self._cupy.cuda.Device().id)
+        if key not in handles:
+            handles[key] = _Handle(library)
+        handle = handles[key].handle
+        library.set_stream(handle, self._cupy.cuda.get_current_stream().ptr)
+        return library, handle
 
     @staticmethod
     def address(array) -> int:
@@ -357,7 +388,35 @@ class _CupyLibraries:
         return result
 
 
+class _Handle:
+    """An nvmath cuBLAS or cuSOLVER handle, destroyed with the thread that made it."""
+
+    def __init__(self, library):
+        self._library, self.handle = library, library.create()
+        if hasattr(library, "PointerMode"):  # cuBLAS: alpha and beta are read from host memory
+            library.set_pointer_mode(self.handle, library.PointerMode.HOST)
+
+    def __del__(self):
+        try:
+            self._library.destroy(self.handle)
+        except Exception:  # the CUDA context may be gone already at interpreter exit
+            pass
+
+
+def _import_nvmath(name: str):
+    """``nvmath.bindings.<name>``; KernelError saying how to install it."""
+    try:
+        return importlib.import_module(f"nvmath.bindings.{name}")
+    except ImportError:
+        raise KernelError("this GPU kernel needs NVIDIA's nvmath-python for the cuBLAS/cuSOLVER routines "
+                          "CuPy does not bind: pip install 'nvmath-python[cu12]'") from None
+
+
 # --------------------------------------------------------------------------- BLAS on views
+
+
+#: cudaDataType's CUDA_R_64F, for cuSOLVER's 64-bit API (Xtrtri)
+_CUDA_R_64F = 1
 
 
 class CublasOps:
@@ -371,6 +430,7 @@ class CublasOps:
     def __init__(self, xp, cuda):
         self.xp, self.cuda = xp, cuda
         lib = cuda.cublas
+        # cuBLAS's enums, which nvmath's routines and cuSOLVER's take too
         self._op = {"N": lib.CUBLAS_OP_N, "T": lib.CUBLAS_OP_T}
         self._fill = {"L": lib.CUBLAS_FILL_MODE_LOWER, "U": lib.CUBLAS_FILL_MODE_UPPER}
         self._side = {"L": lib.CUBLAS_SIDE_LEFT, "R": lib.CUBLAS_SIDE_RIGHT}
@@ -386,13 +446,33 @@ class CublasOps:
                                    alpha_.ctypes.data, self._at(a), lda, self._at(b), ldb,
                                    beta_.ctypes.data, self._at(c), ldc)
 
-    def syrk(self, alpha: float, A, beta: float, C) -> None:
-        """lower(C) <- alpha·A·Aᵀ + beta·C; the strict upper triangle is not touched."""
-        n, k = A.shape
+    def symm(self, side: str, uplo: str, alpha: float, A, B, beta: float, C) -> None:
+        """C <- alpha·A·B + beta·C (side 'L') or alpha·B·A + beta·C ('R'), A symmetric (its ``uplo`` triangle)."""
+        m, n = C.shape
+        library, handle = self.cuda.nvmath_cublas()
+        with self._dense(A) as (a, lda), self._dense(B) as (b, ldb), self._dense(C, True) as (c, ldc):
+            alpha_, beta_ = _host_double(alpha), _host_double(beta)
+            library.dsymm(handle, self._side[side], self._fill[uplo], m, n, alpha_.ctypes.data, self._at(a), lda,
+                          self._at(b), ldb, beta_.ctypes.data, self._at(c), ldc)
+
+    def syrk(self, uplo: str, trans: str, alpha: float, A, beta: float, C) -> None:
+        """C <- alpha·op(A)·op(A)ᵀ + beta·C on the ``uplo`` triangle; the other is not touched."""
+        n = C.shape[0]
+        k = A.shape[1] if trans == "N" else A.shape[0]
         with self._dense(A) as (a, lda), self._dense(C, True) as (c, ldc):
             alpha_, beta_ = _host_double(alpha), _host_double(beta)
-            self.cuda.cublas.dsyrk(self._blas_handle(), self._fill["L"], self._op["N"], n, k,
+            self.cuda.cublas.dsyrk(self._blas_handle(), self._fill[uplo], self._op[trans], n, k,
                                    alpha_.ctypes.data, self._at(a), lda, beta_.ctypes.data, self._at(c), ldc)
+
+    def syr2k(self, uplo: str, trans: str, alpha: float, A, B, beta: float, C) -> None:
+        """C <- alpha·(op(A)·op(B)ᵀ + op(B)·op(A)ᵀ) + beta·C on the ``uplo`` triangle."""
+        n = C.shape[0]
+        k = A.shape[1] if trans == "N" else A.shape[0]
+        library, handle = self.cuda.nvmath_cublas()
+        with self._dense(A) as (a, lda), self._dense(B) as (b, ldb), self._dense(C, True) as (c, ldc):
+            alpha_, beta_ = _host_double(alpha), _host_double(beta)
+            library.dsyr2k(handle, self._fill[uplo], self._op[trans], n, k, alpha_.ctypes.data, self._at(a), lda,
+                           self._at(b), ldb, beta_.ctypes.data, self._at(c), ldc)
 
     def trsm(self, side: str, uplo: str, trans: str, diag: str, alpha: float, A, B) -> None:
         """B <- alpha·op(A)⁻¹·B (side 'L') or alpha·B·op(A)⁻¹ (side 'R'), A triangular."""
@@ -401,6 +481,16 @@ class CublasOps:
             alpha_ = _host_double(alpha)
             self.cuda.cublas.dtrsm(self._blas_handle(), self._side[side], self._fill[uplo], self._op[trans],
                                    self._diag[diag], m, n, alpha_.ctypes.data, self._at(a), lda, self._at(b), ldb)
+
+    def trmm(self, side: str, uplo: str, trans: str, diag: str, alpha: float, A, B) -> None:
+        """B <- alpha·op(A)·B (side 'L') or alpha·B·op(A) (side 'R'), A triangular: cuBLAS's
+        out-of-place trmm, in place by giving B as its output too (which cuBLAS allows)."""
+        m, n = B.shape
+        library, handle = self.cuda.nvmath_cublas()
+        with self._dense(A) as (a, lda), self._dense(B, True) as (b, ldb):
+            alpha_ = _host_double(alpha)
+            library.dtrmm(handle, self._side[side], self._fill[uplo], self._op[trans], self._diag[diag], m, n,
+                          alpha_.ctypes.data, self._at(a), lda, self._at(b), ldb, self._at(b), ldb)
 
     def ger(self, alpha: float, x, y, A) -> None:
         """A <- A + alpha·x·yᵀ for vectors (1-D views) x and y."""
@@ -411,17 +501,62 @@ class CublasOps:
             self.cuda.cublas.dger(self._blas_handle(), m, n, alpha_.ctypes.data, self._at(x), incx,
                                   self._at(y), incy, self._at(a), lda)
 
-    def potrf(self, A) -> int:
-        """Cholesky of the lower triangle of square A in place; LAPACK's info (0: success)."""
+    def potrf(self, A, uplo: str) -> int:
+        """Cholesky of the ``uplo`` triangle of square A in place; LAPACK's info (0: success)."""
         n = A.shape[0]
         with self._dense(A, True) as (a, lda):
             handle = self.cuda.cusolver_handle()
-            lower = self._fill["L"]
-            lwork = self.cuda.cusolver.dpotrf_bufferSize(handle, lower, n, self._at(a), lda)
+            fill = self._fill[uplo]
+            lwork = self.cuda.cusolver.dpotrf_bufferSize(handle, fill, n, self._at(a), lda)
             work = self.xp.empty(max(1, lwork))
             info = self.xp.zeros(1, dtype=np.int32)
-            self.cuda.cusolver.dpotrf(handle, lower, n, self._at(a), lda, self._at(work), lwork, self._at(info))
+            self.cuda.cusolver.dpotrf(handle, fill, n, self._at(a), lda, self._at(work), lwork, self._at(info))
             return int(self.cuda.fetch(info)[0])
+
+    def trtri(self, A, uplo: str, diag: str) -> int:
+        """The inverse of the ``uplo`` triangle of square A in place (cuSOLVER Xtrtri); LAPACK's info."""
+        n = A.shape[0]
+        library, handle = self.cuda.nvmath_cusolver()
+        fill, unit = self._fill[uplo], self._diag[diag]
+        with self._dense(A, True) as (a, lda):
+            device_bytes, host_bytes = library.xtrtri_buffer_size(handle, fill, unit, n, _CUDA_R_64F, self._at(a), lda)
+            work = self.xp.empty(max(1, device_bytes), dtype=np.uint8)
+            host_work = np.empty(max(1, host_bytes), dtype=np.uint8)
+            info = self.xp.zeros(1, dtype=np.int32)
+            library.xtrtri(handle, fill, unit, n, _CUDA_R_64F, self._at(a), lda, self._at(work), device_bytes,
+                           host_work.ctypes.data, host_bytes, self._at(info))
+            return int(self.cuda.fetch(info)[0])
+
+    def lauum(self, A, uplo: str) -> None:
+        """Lᵀ·L or U·Uᵀ of the ``uplo`` triangle of square A in place (cuSOLVER lauum; info only
+        flags an illegal argument, and is not read: that would wait for the GPU)."""
+        n = A.shape[0]
+        library, handle = self.cuda.nvmath_cusolver()
+        fill = self._fill[uplo]
+        with self._dense(A, True) as (a, lda):
+            lwork = library.dlauum_buffer_size(handle, fill, n, self._at(a), lda)
+            work, info = self.xp.empty(max(1, lwork)), self.xp.empty(1, dtype=np.int32)
+            library.dlauum(handle, fill, n, self._at(a), lda, self._at(work), lwork, self._at(info))
+
+    def getrf(self, A):
+        """LU with partial pivoting of A (m×n) in place (cuSOLVER getrf): LAPACK's 1-based pivots,
+        min(m, n) int32 on the device. Its info is not read: a singular A is no error."""
+        m, n = A.shape
+        with self._dense(A, True) as (a, lda):
+            handle = self.cuda.cusolver_handle()
+            lwork = self.cuda.cusolver.dgetrf_bufferSize(handle, m, n, self._at(a), lda)
+            work = self.xp.empty(max(1, lwork))
+            pivots, info = self.xp.empty(min(m, n), dtype=np.int32), self.xp.empty(1, dtype=np.int32)
+            self.cuda.cusolver.dgetrf(handle, m, n, self._at(a), lda, self._at(work), self._at(pivots),
+                                      self._at(info))
+        return pivots
+
+    def laswp(self, A, k1: int, k2: int, pivots) -> None:
+        """LAPACK DLASWP, forward (cuSOLVER laswp): rows j and pivots[j−1] of A swapped for
+        j = k1, ..., k2 (1-based, as the int32 device vector ``pivots``)."""
+        library, handle = self.cuda.nvmath_cusolver()
+        with self._dense(A, True) as (a, lda):
+            library.dlaswp(handle, A.shape[1], self._at(a), lda, k1, k2, self._at(pivots), 1)
 
     def geqrf(self, A, tau) -> None:
         """QR of A (m×n) in place (LAPACK DGEQRF): V below the diagonal, R on and above it,
@@ -500,16 +635,20 @@ class TileKernels:
     """The prelude kernels on device tiles: same names, arguments and results as :mod:`.kernels`.
 
     ``xp`` is the array module of the tiles (CuPy), ``ops`` a :class:`CublasOps`.
-    Every kernel works in place on views; a zero dimension makes it a no-op.
+    Every kernel works in place on views; a zero dimension makes it a no-op. The
+    argument checks are the CPU kernels' own.
     """
 
-    #: tile shapes of each kernel's arguments for :meth:`warm_up`: tiny, but through every code path
+    #: argument shapes of each kernel for :meth:`warm_up` (a list: a panel): tiny, but through every code path
     WARM_UP_SHAPES = {
-        "potrf": ((3, 2),), "trsm": ((2, 2), (3, 2)), "syrk": ((2, 2), (2, 2)),
-        "gemm": ((3, 2), (2, 2), (3, 2)), "gemm_nn": ((3, 2), (2, 2), (3, 2)),
+        "gemm": ((3, 2), (2, 2), (3, 2)), "symm": ((3, 3), (3, 2), (3, 2)), "syrk": ((2, 2), (2, 2)),
+        "syr2k": ((2, 2), (2, 2), (2, 2)), "trsm": ((2, 2), (3, 2)), "trmm": ((3, 3), (3, 2)),
+        "potrf": ((3, 2),), "trtri": ((2, 2),), "lauum": ((2, 2),),
         "getrf_nopiv": ((3, 3),), "trsm_l": ((2, 2), (2, 3)), "trsm_u": ((2, 2), (3, 2)),
+        "gemm_nn": ((3, 2), (2, 2), (3, 2)), "getrf": ([(2, 2), (1, 2)], (1, 2)), "laswp": ((1, 2), [(2, 2), (1, 2)]),
         "geqrt": ((4, 3), (2, 3)), "gemqrt": ((4, 3), (2, 3), (4, 2)),
         "tpqrt": ((3, 3), (4, 3), (2, 3)), "tpmqrt": ((4, 3), (2, 3), (3, 2), (4, 2)),
+        "lassq": ((2, 2), (1, 2)), "lassq_merge": ((1, 2), (1, 2)), "amax": ((2, 2), (1, 1)), "asum": ((2, 2), (1, 2)),
     }
 
     def __init__(self, xp, ops: CublasOps):
@@ -518,59 +657,107 @@ class TileKernels:
     def warm_up(self) -> None:
         """Run every kernel once on identity tiles of :data:`WARM_UP_SHAPES` (on the current device)."""
         for name, shapes in self.WARM_UP_SHAPES.items():
-            getattr(self, name)(*(self.xp.asfortranarray(self.xp.eye(*shape)) for shape in shapes))
+            getattr(self, name)(*(self._identity(shape) for shape in shapes))
 
-    # ---------------------------------------------------------------- Cholesky
-    def potrf(self, A) -> None:
-        """Cholesky of a tall tile: A[:n,:n] <- L11 (lower), then A[n:,:] <- A[n:,:]·L11⁻ᵀ.
+    def _identity(self, shape):
+        if isinstance(shape, list):
+            return [self._identity(s) for s in shape]
+        return self.xp.asfortranarray(self.xp.eye(*shape))
 
-        The strict upper triangle of A[:n,:n] is left untouched. Raises KernelError if
-        A[:n,:n] is not positive definite.
+    # ---------------------------------------------------------------- BLAS-3
+    def gemm(self, A, B, C, transa: str = "N", transb: str = "T", alpha: float = -1.0, beta: float = 1.0) -> None:
+        """C (m×n) <- alpha·op(A)·op(B) + beta·C; the defaults give C − A·Bᵀ (A and B may overlap)."""
+        self._gemm("gemm", A, B, C, transa, transb, alpha, beta)
+
+    def gemm_nn(self, A, B, C) -> None:
+        """C (m×n) <- C − A·B with A m×k and B k×n."""
+        self._gemm("gemm_nn", A, B, C, "N", "N", -1.0, 1.0)
+
+    def _gemm(self, kernel: str, A, B, C, transa: str, transb: str, alpha, beta) -> None:
+        m, n, k = gemm_dims(kernel, A, B, C, transa, transb)
+        alpha, beta = check_number(kernel, "alpha", alpha), check_number(kernel, "beta", beta)
+        if m and n and (k or beta != 1.0):
+            self.ops.gemm(transa, transb, alpha, A, B, beta, C)
+
+    def symm(self, A, B, C, side: str = "L", uplo: str = "L", alpha: float = 1.0, beta: float = 1.0) -> None:
+        """C (m×n) <- alpha·A·B + beta·C (side 'L') or alpha·B·A + beta·C ('R'), A symmetric."""
+        m, n = symm_dims(A, B, C, side, uplo)
+        alpha, beta = check_number("symm", "alpha", alpha), check_number("symm", "beta", beta)
+        order = m if side == "L" else n
+        if m and n:
+            self.ops.symm(side, uplo, alpha, A[:order, :order], B, beta, C)
+
+    def syrk(self, A, C, uplo: str = "L", trans: str = "N", alpha: float = -1.0, beta: float = 1.0) -> None:
+        """C (n×n) <- alpha·op(A)·op(A)ᵀ + beta·C on the ``uplo`` triangle (defaults: C − A·Aᵀ, lower)."""
+        n, k = rank_k_dims("syrk", A, A, C, uplo, trans)
+        alpha, beta = check_number("syrk", "alpha", alpha), check_number("syrk", "beta", beta)
+        if n and (k or beta != 1.0):
+            self.ops.syrk(uplo, trans, alpha, A, beta, C)
+
+    def syr2k(self, A, B, C, uplo: str = "L", trans: str = "N", alpha: float = -1.0, beta: float = 1.0) -> None:
+        """C (n×n) <- alpha·(op(A)·op(B)ᵀ + op(B)·op(A)ᵀ) + beta·C on the ``uplo`` triangle."""
+        n, k = rank_k_dims("syr2k", A, B, C, uplo, trans)
+        alpha, beta = check_number("syr2k", "alpha", alpha), check_number("syr2k", "beta", beta)
+        if n and (k or beta != 1.0):
+            self.ops.syr2k(uplo, trans, alpha, A, B, beta, C)
+
+    def trsm(self, A, B, side: str = "R", uplo: str = "L", transa: str = "T", diag: str = "N",
+             alpha: float = 1.0) -> None:
+        """B <- alpha·op(A)⁻¹·B (side 'L') or alpha·B·op(A)⁻¹ ('R'), A's top-left triangle (defaults: B·L⁻ᵀ)."""
+        self._triangular("trsm", self.ops.trsm, A, B, side, uplo, transa, diag, alpha)
+
+    def trmm(self, A, B, side: str = "L", uplo: str = "L", transa: str = "N", diag: str = "N",
+             alpha: float = 1.0) -> None:
+        """B <- alpha·op(A)·B (side 'L') or alpha·B·op(A) ('R'), A's top-left triangle."""
+        self._triangular("trmm", self.ops.trmm, A, B, side, uplo, transa, diag, alpha)
+
+    def trsm_l(self, LU, B) -> None:
+        """B (k×n) <- L⁻¹·B with L the unit lower triangle of the top-left k×k block of LU."""
+        self._triangular("trsm_l", self.ops.trsm, LU, B, "L", "L", "N", "U", 1.0, "LU")
+
+    def trsm_u(self, LU, B) -> None:
+        """B (m×k) <- B·U⁻¹ with U the non-unit upper triangle of the top-left k×k block of LU."""
+        self._triangular("trsm_u", self.ops.trsm, LU, B, "R", "U", "N", "N", 1.0, "LU")
+
+    def _triangular(self, kernel: str, routine, A, B, side, uplo, transa, diag, alpha, a_name: str = "A") -> None:
+        m, n = triangular_dims(kernel, A, B, side, uplo, transa, diag, a_name)
+        alpha = check_number(kernel, "alpha", alpha)
+        order = m if side == "L" else n
+        if m and n:
+            routine(side, uplo, transa, diag, alpha, A[:order, :order], B)
+
+    # ---------------------------------------------------------------- Cholesky, inverses
+    def potrf(self, A, uplo: str = "L") -> None:
+        """Cholesky factor in place: lower, of a tall tile (A[:n,:n] <- L11, then A[n:,:] <- A[n:,:]·L11⁻ᵀ);
+        upper, of a square tile (A <- U). The other strict triangle is left untouched.
+        Raises KernelError if A[:n,:n] is not positive definite.
         """
-        m, n = A.shape
-        _require(m >= n, f"potrf: tile is {m}x{n}; it needs at least as many rows as columns")
+        m, n = potrf_dims(A, uplo)
         if n == 0:
             return
-        info = self.ops.potrf(A[:n, :n])
+        info = self.ops.potrf(A[:n, :n], uplo)
         if info == 0:
             # LAPACK reports a NaN on the diagonal as a failed minor; make sure we do too
             positive = self.ops.fetch(self.xp.diagonal(A[:n, :n]) > 0)
             info = 0 if positive.all() else int(np.argmin(positive)) + 1
         if info:
-            raise KernelError(f"matrix is not positive definite "
-                              f"(leading minor {info} of {n} is not positive)")
+            raise not_positive_definite(info, n)
         self.trsm(A[:n, :], A[n:, :])
 
-    def trsm(self, L, B) -> None:
-        """B (m×w) <- B·L⁻ᵀ with L the lower triangle of the top-left w×w block of L."""
-        m, w = B.shape
-        require_triangle("trsm", "L", L, w, "B", B)
-        if m and w:
-            self.ops.trsm("R", "L", "T", "N", 1.0, L[:w, :w], B)
+    def trtri(self, A, uplo: str = "L", diag: str = "N") -> None:
+        """A (n×n) <- the inverse of its ``uplo`` triangle in place; KernelError on an exactly zero diagonal."""
+        check_option("trtri", "uplo", uplo, "LU")
+        check_option("trtri", "diag", diag, "NU")
+        if require_square("trtri", A):
+            info = self.ops.trtri(A, uplo, diag)
+            if info > 0:
+                raise singular_triangle(info)
 
-    def syrk(self, A, C) -> None:
-        """C (w×w) <- C − A·Aᵀ on the lower triangle of C only; A is w×k."""
-        w, k = A.shape
-        require_syrk(A, C)
-        if w and k:
-            self.ops.syrk(-1.0, A, 1.0, C)
-
-    def gemm(self, A, B, C) -> None:
-        """C (m×w) <- C − A·Bᵀ with A m×k and B w×k (A and B may overlap; C must not)."""
-        self._update("T", A, B, C, "gemm")
-
-    def gemm_nn(self, A, B, C) -> None:
-        """C (m×n) <- C − A·B with A m×k and B k×n."""
-        self._update("N", A, B, C, "gemm_nn")
-
-    def _update(self, trans_b: str, A, B, C, kernel: str) -> None:
-        """C <- C − A·op(B), op(B) = B or Bᵀ as ``trans_b`` says."""
-        m, k = A.shape
-        n, k_b = (B.shape[0], B.shape[1]) if trans_b == "T" else (B.shape[1], B.shape[0])
-        _require(k_b == k and C.shape == (m, n),
-                 f"{kernel}: shapes A {A.shape}, B {B.shape}, C {C.shape} do not conform")
-        if m and n and k:
-            self.ops.gemm("N", trans_b, -1.0, A, B, 1.0, C)
+    def lauum(self, A, uplo: str = "L") -> None:
+        """A (n×n) <- Lᵀ·L (lower) or U·Uᵀ (upper) of its ``uplo`` triangle, in place."""
+        check_option("lauum", "uplo", uplo, "LU")
+        if require_square("lauum", A):
+            self.ops.lauum(A, uplo)
 
     # ---------------------------------------------------------------- LU
     def getrf_nopiv(self, A) -> None:
@@ -614,19 +801,53 @@ class TileKernels:
             if j + 1 < width:
                 self.ops.ger(-1.0, column, P[j, j + 1:], P[j + 1:, j + 1:])
 
-    def trsm_l(self, LU, B) -> None:
-        """B (k×n) <- L⁻¹·B with L the unit lower triangle of the top-left k×k block of LU."""
-        k, n = B.shape
-        require_triangle("trsm_l", "LU", LU, k, "B", B)
-        if k and n:
-            self.ops.trsm("L", "L", "N", "U", 1.0, LU[:k, :k], B)
+    def getrf(self, A, P) -> None:
+        """LU with partial pivoting of a tile or a panel (tiles stacked), as :func:`.kernels.getrf`:
+        cuSOLVER's getrf on the stacked matrix; no host round trip (a singular panel is no error)."""
+        tiles = panel_tiles(A, "getrf: A")
+        m, n, k = getrf_dims(tiles, P)
+        pivots = None
+        if k:
+            with self._stacked(tiles) as stacked:
+                pivots = self.ops.getrf(stacked)
+        record_pivots(self.xp, P, pivots, k)
 
-    def trsm_u(self, LU, B) -> None:
-        """B (m×k) <- B·U⁻¹ with U the non-unit upper triangle of the top-left k×k block of LU."""
-        m, k = B.shape
-        require_triangle("trsm_u", "LU", LU, k, "B", B)
-        if m and k:
-            self.ops.trsm("R", "U", "N", "N", 1.0, LU[:k, :k], B)
+    def laswp(self, P, A, first: int = 0, direction: str = "F") -> None:
+        """getrf's row interchanges applied to a tile or a panel, as :func:`.kernels.laswp`.
+
+        cuSOLVER's laswp applies them, forward, to the row numbers 0..m−1; the panel's rows
+        are then gathered in that order (forward) or scattered to it (backward, the
+        inverse). P is not checked here: reading it would wait for the GPU.
+        """
+        tiles = panel_tiles(A, "laswp: A")
+        rows = sum(tile.shape[0] for tile in tiles)
+        start, end = laswp_range(P, rows, first, direction)
+        if end <= start or not tiles[0].shape[1]:
+            return
+        xp = self.xp
+        order = xp.arange(rows, dtype=np.float64).reshape((rows, 1))
+        self.ops.laswp(order, start + 1, end, (P[0, :end] + 1).astype(np.int32))
+        source = order[:, 0].astype(np.int64)
+        with self._stacked(tiles) as stacked:
+            if direction == "F":
+                stacked[...] = stacked[source]
+            else:
+                stacked[source] = stacked.copy()
+
+    @contextlib.contextmanager
+    def _stacked(self, tiles):
+        """The tiles of a panel as one matrix: the tile itself, or a stacked copy written back on exit."""
+        if len(tiles) == 1:
+            yield tiles[0]
+            return
+        ends = np.cumsum([tile.shape[0] for tile in tiles]).tolist()
+        parts = list(zip(tiles, [0] + ends, ends))
+        stacked = self.xp.empty((ends[-1], tiles[0].shape[1]), order="F")
+        for tile, start, end in parts:
+            stacked[start:end] = tile
+        yield stacked
+        for tile, start, end in parts:
+            tile[...] = stacked[start:end]
 
     # ---------------------------------------------------------------- QR
     def geqrt(self, A, T) -> None:
@@ -648,26 +869,19 @@ class TileKernels:
         V = self._unit_lower(A[:, :k])
         self._block_factors(tau, k, T, lambda i, end: V[i:, i:end])
 
-    def gemqrt(self, V, T, C) -> None:
-        """C <- Qᵀ·C with Q from :meth:`geqrt` (V, T); see :meth:`gemqrt_apply`."""
-        self.gemqrt_apply(V, T, C, "T")
+    def gemqrt(self, V, T, C, side: str = "L", trans: str = "T") -> None:
+        """C <- op(Q)·C (side 'L') or C·op(Q) ('R'), Q from :meth:`geqrt` (LAPACK DGEMQRT).
 
-    def gemqrt_apply(self, V, T, C, trans: str) -> None:
-        """C (m×nc) <- op(Q)·C (LAPACK DGEMQRT, side 'L'), op = identity ('N') or transpose ('T').
-
-        V is the m×nv tile that geqrt factored (k = min(m, nv) reflectors) and T its
-        factors, with the same nb = min(T.shape[0], k).
+        V is the tile geqrt factored (k = min of its dimensions reflectors), T its
+        factors, with the same nb = min(T.shape[0], k); the defaults give Qᵀ·C.
         """
-        _check_trans(trans, "gemqrt")
-        m, nv = V.shape
-        k = min(m, nv)
-        require_gemqrt(V, C)
-        nb = _inner_block(T, k, "gemqrt")
-        if not (k and C.shape[1]):
+        k, nb = qr_apply_dims("gemqrt", V, T, C, side, trans)
+        if not (k and C.size):
             return
-        for i, end in _groups(k, nb, trans):
+        for i, end in _groups(k, nb, side, trans):
             reflectors = self._unit_lower(V[i:, i:end])
-            self._larfb(trans, reflectors, self._group_factor(T, nb, i, end, reflectors), C[i:, :])
+            factor = self._group_factor(T, nb, i, end, reflectors)
+            self._larfb(side, trans, reflectors, factor, C[i:, :] if side == "L" else C[:, i:])
 
     def tpqrt(self, R, A, T) -> None:
         """QR of a triangle on top of a square tile (LAPACK DTPQRT with l=0).
@@ -696,27 +910,53 @@ class TileKernels:
         # [e_i..e_end-1; V] has Gram matrix I + VᵀV: the identity adds nothing above the diagonal
         self._block_factors(tau, n, T, lambda i, end: stack[n:, i:end], first_column=True)
 
-    def tpmqrt(self, V, T, C1, C2) -> None:
-        """[C1[:k,:]; C2] <- Qᵀ·[C1[:k,:]; C2], Q from :meth:`tpqrt`; see :meth:`tpmqrt_apply`."""
-        self.tpmqrt_apply(V, T, C1, C2, "T")
-
-    def tpmqrt_apply(self, V, T, C1, C2, trans: str) -> None:
-        """[C1[:k,:]; C2] <- op(Q)·[C1[:k,:]; C2] (LAPACK DTPMQRT, side 'L', l=0).
-
-        V (m×k) and T are what tpqrt left in its A and T; nb = min(T.shape[0], k). C1
-        has at least k rows (only the first k are used) and C2 is m×nc.
-        """
-        _check_trans(trans, "tpmqrt")
-        m, k = V.shape
-        nc = C2.shape[1]
-        require_tpmqrt(V, C1, C2)
-        nb = _inner_block(T, k, "tpmqrt")
-        if not (m and k and nc):
+    def tpmqrt(self, V, T, C1, C2, side: str = "L", trans: str = "T") -> None:
+        """Q from :meth:`tpqrt` applied to [C1[:k, :]; C2] from the left (side 'L') or to
+        [C1[:, :k], C2] from the right ('R') (LAPACK DTPMQRT with l=0); the defaults give Qᵀ·[C1; C2]."""
+        k, nb = qr_apply_dims("tpmqrt", V, T, C2, side, trans)
+        require_tpmqrt(V, C1, C2, side)
+        if not (k and C2.size):
             return
-        for i, end in _groups(k, nb, trans):
+        for i, end in _groups(k, nb, side, trans):
             # [e_i..e_end-1; V] has Gram matrix I + VᵀV: the identity adds nothing above the diagonal
             factor = self._group_factor(T, nb, i, end, V[:, i:end])
-            self._tprfb(trans, V[:, i:end], factor, C1[i:end, :], C2)
+            self._tprfb(side, trans, V[:, i:end], factor, C1[i:end, :] if side == "L" else C1[:, i:end], C2)
+
+    # ---------------------------------------------------------------- norms
+    def lassq(self, A, S) -> None:
+        """S[0, :2] = (scale, sumsq) <- the pair with A's entries added, as :func:`.kernels.lassq`.
+
+        The tile's own norm, max|a|·‖A/max|a|‖_F, does not overflow unless the sum does.
+        """
+        require_sums("lassq", S, 2)
+        if A.size:
+            xp = self.xp
+            magnitude = xp.abs(A)
+            big = magnitude.max()
+            scaled = magnitude / xp.where(big > 0, big, 1.0)
+            # an infinite entry makes the norm infinite (inf/inf would make it NaN); a NaN stays
+            norm = xp.where(big < np.inf, big * xp.sqrt((scaled * scaled).sum()), big)
+            add_to_sum_of_squares(xp, S, norm)
+
+    def lassq_merge(self, R, S) -> None:
+        """S[0, :2] <- the (scale, sumsq) pair of the sums of the pairs R[0, :2] and S[0, :2]."""
+        require_sums("lassq_merge", R, 2)
+        require_sums("lassq_merge", S, 2)
+        merge_sums_of_squares(self.xp, R, S)
+
+    def amax(self, A, S) -> None:
+        """S[0, 0] <- max(S[0, 0], max |a_ij|); a NaN in A makes it NaN."""
+        require_sums("amax", S, 1)
+        if A.size:
+            S[0, 0] = self.xp.maximum(S[0, 0], self.xp.abs(A).max())
+
+    def asum(self, A, S, trans: str = "N") -> None:
+        """S[0, j] += Σ_i |op(A)_ij|: A's column sums (trans 'N') or row sums ('T')."""
+        check_option("asum", "trans", trans, "NT")
+        count = A.shape[1] if trans == "N" else A.shape[0]
+        require_sums("asum", S, count)
+        if A.size:
+            S[0, :count] += self.xp.abs(A).sum(axis=0 if trans == "N" else 1)
 
     # ---------------------------------------------------------------- QR building blocks
     def _scalars(self, k: int, nb: int):
@@ -821,31 +1061,49 @@ class TileKernels:
         top[...] = self.xp.tril(top, -1) + self.xp.eye(width)
         return V
 
-    def _triangular_times(self, trans: str, T, W):
-        """op(triu(T))·W, op from ``trans``, as a new array."""
+    def _times_triangle(self, side: str, trans: str, T, W):
+        """op(triu(T))·W (side 'L') or W·op(triu(T)) (side 'R'), op from ``trans``, as a new array."""
         result = self.xp.empty(W.shape, order="F")
-        self.ops.gemm(trans, "N", 1.0, self.xp.triu(T), W, 0.0, result)
+        if side == "L":
+            self.ops.gemm(trans, "N", 1.0, self.xp.triu(T), W, 0.0, result)
+        else:
+            self.ops.gemm("N", trans, 1.0, W, self.xp.triu(T), 0.0, result)
         return result
 
-    def _larfb(self, trans: str, V, T, C) -> None:
-        """C <- op(I − V·T·Vᵀ)·C (LAPACK DLARFB: side 'L', forward, columnwise)."""
-        W = self.xp.empty((T.shape[0], C.shape[1]), order="F")
-        self.ops.gemm("T", "N", 1.0, V, C, 0.0, W)           # W = Vᵀ·C
-        W = self._triangular_times(trans, T, W)               # W = op(T)·W
-        self.ops.gemm("N", "N", -1.0, V, W, 1.0, C)            # C = C − V·W
+    def _larfb(self, side: str, trans: str, V, T, C) -> None:
+        """C <- op(I − V·T·Vᵀ)·C (side 'L') or C·op(I − V·T·Vᵀ) ('R') (DLARFB, forward, columnwise)."""
+        if side == "L":
+            W = self.xp.empty((T.shape[0], C.shape[1]), order="F")
+            self.ops.gemm("T", "N", 1.0, V, C, 0.0, W)               # W = Vᵀ·C
+            W = self._times_triangle(side, trans, T, W)                # W = op(T)·W
+            self.ops.gemm("N", "N", -1.0, V, W, 1.0, C)                # C = C − V·W
+        else:
+            W = self.xp.empty((C.shape[0], T.shape[0]), order="F")
+            self.ops.gemm("N", "N", 1.0, C, V, 0.0, W)                 # W = C·V
+            W = self._times_triangle(side, trans, T, W)                # W = W·op(T)
+            self.ops.gemm("N", "T", -1.0, W, V, 1.0, C)                # C = C − W·Vᵀ
 
-    def _tprfb(self, trans: str, V, T, top, bottom) -> None:
-        """[top; bottom] <- op(I − [I; V]·T·[I; V]ᵀ)·[top; bottom] (LAPACK DTPRFB with l=0)."""
+    def _tprfb(self, side: str, trans: str, V, T, top, bottom) -> None:
+        """op(Q_b) = op(I − [I; V]·T·[I; V]ᵀ) applied to [top; bottom] from the left (side 'L')
+        or to [top, bottom] from the right ('R') (LAPACK DTPRFB with l=0)."""
         W = self.xp.array(top, order="F")
-        self.ops.gemm("T", "N", 1.0, V, bottom, 1.0, W)      # W = top + Vᵀ·bottom
-        W = self._triangular_times(trans, T, W)               # W = op(T)·W
+        if side == "L":
+            self.ops.gemm("T", "N", 1.0, V, bottom, 1.0, W)          # W = top + Vᵀ·bottom
+        else:
+            self.ops.gemm("N", "N", 1.0, bottom, V, 1.0, W)          # W = top + bottom·V
+        W = self._times_triangle(side, trans, T, W)                   # W = op(T)·W or W·op(T)
         top -= W
-        self.ops.gemm("N", "N", -1.0, V, W, 1.0, bottom)      # bottom = bottom − V·W
+        if side == "L":
+            self.ops.gemm("N", "N", -1.0, V, W, 1.0, bottom)          # bottom = bottom − V·W
+        else:
+            self.ops.gemm("N", "T", -1.0, W, V, 1.0, bottom)          # bottom = bottom − W·Vᵀ
 
 
-def _groups(k: int, nb: int, trans: str):
+def _groups(k: int, nb: int, side: str, trans: str):
     """(first, end) of the groups of whole nb-wide blocks of k reflectors that gemqrt and tpmqrt
-    apply at once (about :data:`APPLY_WIDTH` wide), in the order op(Q) applies them."""
+    apply at once (about :data:`APPLY_WIDTH` wide), in the order op(Q) applies them: Q = H_1···H_k,
+    so Qᵀ·C and C·Q take the first group first, Q·C and C·Qᵀ the last."""
     width = nb * max(1, APPLY_WIDTH // nb)
     starts = range(0, k, width)
-    return [(i, min(i + width, k)) for i in (starts if trans == "T" else reversed(starts))]
+    forward = (side == "L") == (trans == "T")
+    return [(i, min(i + width, k)) for i in (starts if forward else reversed(starts))]

@@ -149,7 +149,8 @@ def parse_ratio(text: str) -> tuple[int, int]:
                          f"(H host columns for every G columns of each GPU)")
     host, gpu = int(match[1]), int(match[2] or 1)
     if gpu < 1:
-        raise ValueError(f"bad GPU ratio {text!r}: G must be at least 1")
+        raise ValueError(f"bad GPU ratio {text!r}: G must be at least 1 (to keep every tile on the host, "
+                         f"leave out --gpus; kernels without a GPU body run on the host anyway)")
     return host, gpu
 
 

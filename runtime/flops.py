@@ -1,59 +1,131 @@
 """Flop counts of the prelude's kernels, from their arguments' shapes and values.
 
-``PRELUDE_FLOPS[name](*args)`` takes a kernel's arguments with every tile replaced
-by its (rows, cols) shape (a panel by the shape of its tiles stacked) and values as
-they are, and returns the kernel's flops (LAPACK's counts).
+``PRELUDE_FLOPS[name](*args)`` takes a kernel's arguments in declaration order with
+every tile replaced by its (rows, cols) shape, a panel by the shape of its tiles
+stacked (a column panel: total rows × cols), and values as they are (each defaults
+as the prelude declares it), and returns the kernel's flops as a float.
+
+The counts are LAPACK's (LAWN 41, leading terms), the ones the testers of PLASMA and
+Chameleon use: gemm 2mnk; symm 2m²n (side L) or 2mn² (R); syrk k·n·(n+1); syr2k
+2k·n²; trsm and trmm m²n (side L) or mn² (R); potrf n³/3, plus the trsm of the rows
+below n in a tall tile; trtri and lauum n³/3; getrf (with or without pivoting)
+2mnk − (m+n)k² + 2k³/3 with k = min(m, n) (mn² − n³/3 for m >= n); geqrt 2mnk −
+2k³/3; gemqrt 4mnk − 2nk² (side L, C m×n, k reflectors) or 4mnk − 2mk² (R); tpqrt
+2mn² (m×n under an n×n triangle); tpmqrt 4mnk with C2 m×n. laswp moves data and
+counts none; the norm kernels count a flop or two per entry (amax and asum m·n,
+lassq 2mn) and lassq_merge none.
 """
 from __future__ import annotations
 
 
-def _gemm(a, b, c, *options) -> float:
+def _gemm(a, b, c, transa="N", transb="T", alpha=-1.0, beta=1.0) -> float:
+    k = a[1] if transa == "N" else a[0]
+    return 2.0 * c[0] * c[1] * k
+
+
+def _gemm_nn(a, b, c) -> float:
     return 2.0 * c[0] * c[1] * a[1]
 
 
-def _syrk(a, c, *options) -> float:
-    return float(a[1]) * c[0] * (c[0] + 1)
+def _symm(a, b, c, side="L", uplo="L", alpha=1.0, beta=1.0) -> float:
+    m, n = c
+    return 2.0 * m * n * (m if side == "L" else n)
 
 
-def _trsm(l, b, *options) -> float:
-    return float(b[0]) * b[1] * b[1]
+def _syrk(a, c, uplo="L", trans="N", alpha=-1.0, beta=1.0) -> float:
+    n = c[0]
+    k = a[1] if trans == "N" else a[0]
+    return float(k) * n * (n + 1)
 
 
-def _potrf(a, *options) -> float:
-    m, n = a
-    return n ** 3 / 3.0 + (m - n) * n * n
+def _syr2k(a, b, c, uplo="L", trans="N", alpha=-1.0, beta=1.0) -> float:
+    n = c[0]
+    k = a[1] if trans == "N" else a[0]
+    return 2.0 * k * n * n
 
 
-def _getrf_nopiv(a) -> float:
-    m, n = a
-    k = min(m, n)
-    return m * n * k - (m + n) * k * k / 2.0 + k ** 3 / 3.0
+def _triangular(b, side: str) -> float:
+    """trsm/trmm on B (m×n): the triangle has B's rows (side L) or columns (R)."""
+    m, n = b
+    return float(m) * n * (m if side == "L" else n)
+
+
+def _trsm(a, b, side="R", uplo="L", transa="T", diag="N", alpha=1.0) -> float:
+    return _triangular(b, side)
+
+
+def _trmm(a, b, side="L", uplo="L", transa="N", diag="N", alpha=1.0) -> float:
+    return _triangular(b, side)
 
 
 def _trsm_l(lu, b) -> float:
-    return float(b[0]) * b[0] * b[1]
+    return _triangular(b, "L")
 
 
-def _geqrt(a, t) -> float:
+def _trsm_u(lu, b) -> float:
+    return _triangular(b, "R")
+
+
+def _potrf(a, uplo="L") -> float:
+    m, n = a
+    return n ** 3 / 3.0 + _triangular((m - n, n), "R")
+
+
+def _cubic(a, uplo="L", diag="N") -> float:
+    """trtri and lauum of an n×n triangle."""
+    return a[1] ** 3 / 3.0
+
+
+def _lu(a, *pivots) -> float:
+    """getrf_nopiv and getrf (whose pivots P count nothing)."""
     m, n = a
     k = min(m, n)
     return 2.0 * m * n * k - (m + n) * k * k + 2.0 * k ** 3 / 3.0
 
 
-def _gemqrt(v, t, c, *options) -> float:
-    return 4.0 * c[0] * c[1] * v[1] - 2.0 * c[1] * v[1] * v[1]
+def _laswp(p, a, first=0, direction="F") -> float:
+    return 0.0
+
+
+def _geqrt(a, t) -> float:
+    m, n = a
+    k = min(m, n)
+    return 2.0 * m * n * k - 2.0 * k ** 3 / 3.0
+
+
+def _gemqrt(v, t, c, side="L", trans="T") -> float:
+    m, n = c
+    k = min(v)
+    return 4.0 * m * n * k - 2.0 * (n if side == "L" else m) * k * k
 
 
 def _tpqrt(r, a, t) -> float:
-    return 2.0 * a[0] * r[1] * r[1]
+    m, n = a
+    return 2.0 * m * n * n
 
 
-def _tpmqrt(v, t, c1, c2, *options) -> float:
+def _tpmqrt(v, t, c1, c2, side="L", trans="T") -> float:
     return 4.0 * c2[0] * c2[1] * v[1]
 
 
+def _entries(a, s, trans="N") -> float:
+    """amax and asum: one flop per entry of A."""
+    return float(a[0]) * a[1]
+
+
+def _lassq(a, s) -> float:
+    return 2.0 * a[0] * a[1]
+
+
+def _lassq_merge(r, s) -> float:
+    return 0.0
+
+
 PRELUDE_FLOPS = {
-    "potrf": _potrf, "trsm": _trsm, "syrk": _syrk, "gemm": _gemm,
-    "getrf_nopiv": _getrf_nopiv, "trsm_l": _trsm_l, "trsm_u": _trsm, "gemm_nn": _gemm,
+    "gemm": _gemm, "symm": _symm, "syrk": _syrk, "syr2k": _syr2k, "trsm": _trsm, "trmm": _trmm,
+    "potrf": _potrf, "trtri": _cubic, "lauum": _cubic,
+    "getrf_nopiv": _lu, "trsm_l": _trsm_l, "trsm_u": _trsm_u, "gemm_nn": _gemm_nn,
+    "getrf": _lu, "laswp": _laswp,
     "geqrt": _geqrt, "gemqrt": _gemqrt, "tpqrt": _tpqrt, "tpmqrt": _tpmqrt,
+    "lassq": _lassq, "lassq_merge": _lassq_merge, "amax": _entries, "asum": _entries,
 }

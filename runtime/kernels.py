@@ -1,20 +1,46 @@
 """CPU tile kernels: in-place BLAS/LAPACK operations on column-major float64 tiles.
 
+These are the prelude's kernels (``tiledsl/compiler/prelude.tile`` declares them):
+
+* BLAS-3: gemm, symm, syrk, syr2k, trsm, trmm, with BLAS's options (side, uplo,
+  trans, diag, alpha, beta); gemm_nn, trsm_l and trsm_u are the LU-without-pivoting
+  special cases that programs name;
+* Cholesky and triangular inverses: potrf, trtri, lauum;
+* LU: getrf_nopiv, getrf (partial pivoting, of a tile or a panel) and laswp (its
+  row interchanges, applied to other tiles or panels);
+* QR with block reflectors: geqrt, gemqrt, tpqrt, tpmqrt (LAPACK's, side and trans);
+* norms over tiles: lassq and lassq_merge (Frobenius, as LAPACK's overflow-safe
+  (scale, sumsq) pairs), amax (max |a_ij|) and asum (column or row sums of |a_ij|, for
+  the one and infinity norms).
+
+The runtime calls a kernel with its arguments in declaration order: a tile is a 2-D
+float64 numpy array, a panel (a range of tiles, for getrf and laswp) a list of them
+stacked top to bottom, an ``int``/``float``/``char`` value a Python int, float or
+one-character str. The Python signatures carry the declarations' defaults, which are
+the kernels' original meanings (gemm is C − A·Bᵀ, trsm is B·L⁻ᵀ, ...).
+
 Every kernel works in place on numpy ``float64`` arrays stored column-major with a
 leading dimension (``a.strides[0] == 8`` and ``a.strides[1] >= 8 * max(1, rows)``),
 which includes row sub-ranges ``X[r0:r1, :]`` of a Fortran-ordered array: those are
 passed to BLAS as they are, with ``lda = strides[1] // 8``, never copied. Anything
-else raises :class:`ValueError`. A tile with a zero dimension makes a kernel a no-op
-(hybrid tilings produce empty tiles). Numerical failures raise
-:class:`~.errors.KernelError`.
+else, a shape that does not conform or an option that is not one of the allowed
+characters raises :class:`ValueError`. A tile with a zero dimension makes a kernel a
+no-op (hybrid tilings produce empty tiles), except that C = beta·C still holds when
+the inner dimension of a product is zero. Where a triangle is read from a tile, it is
+the top-left k×k block with k the dimension of the other operand (hybrid tilings
+pass taller diagonal tiles). Numerical failures raise :class:`~.errors.KernelError`.
 
 All calls go through :mod:`.blas`, which releases the GIL, so CPU worker threads run
 kernels in parallel. ``CPU_KERNELS`` maps the kernel names used by ``.tile`` programs
-to these functions.
+to these functions. The argument checks shared with the GPU kernels
+(:mod:`.cupy_backend`) are the public ``check_*``/``*_dims`` helpers below, so that
+both raise the same messages.
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
+import numbers
 
 import numpy as np
 
@@ -28,27 +54,189 @@ _SAFE_MINIMUM = np.finfo(np.float64).tiny  # LAPACK's dlamch('S'): 1/x does not 
 # columns: the recursion turns the work into dtrsm/dgemm, the base case keeps the
 # number of Python-level foreign calls small.
 _LU_BASE_COLUMNS = 16
-_SAFE_MINIMUM = np.finfo(np.float64).tiny  # LAPACK's dlamch('S'): 1/x does not overflow
+
+
+# --------------------------------------------------------------------------- checks shared with the GPU
+
+
+def check_option(kernel: str, name: str, value, allowed: str) -> None:
+    """``value`` must be one of the characters of ``allowed`` (a char parameter)."""
+    if not (isinstance(value, str) and len(value) == 1 and value in allowed):
+        choices = ", ".join(repr(c) for c in allowed)
+        raise ValueError(f"{kernel}: {name} must be one of {choices}, got {value!r}")
+
+
+def check_number(kernel: str, name: str, value) -> float:
+    """``value`` as a float (a float parameter); ValueError unless it is a real number."""
+    if type(value) is float:  # the usual case, and the fast one: kernels are called thousands of times
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{kernel}: {name} must be a number, got {value!r}")
+    return float(value)
 
 
 def require_triangle(kernel: str, name: str, tri, k: int, other_name: str, other) -> None:
-    """``tri`` must hold a k×k triangle for ``other`` (shape checks shared by CPU and GPU kernels)."""
-    _require(tri.shape[0] >= k and tri.shape[1] >= k,
-             f"{kernel}: {name} of shape {tri.shape} has no {k}x{k} triangle for {other_name} of shape {other.shape}")
+    """``tri`` must hold a k×k triangle for ``other``."""
+    if tri.shape[0] < k or tri.shape[1] < k:
+        raise ValueError(f"{kernel}: {name} of shape {tri.shape} has no {k}x{k} triangle "
+                         f"for {other_name} of shape {other.shape}")
 
 
-def require_syrk(A, C) -> None:
-    _require(C.shape == (A.shape[0], A.shape[0]), f"syrk: C of shape {C.shape} does not match A of shape {A.shape}")
+def require_square(kernel: str, A) -> int:
+    """The order of square tile ``A``."""
+    _require(A.shape[0] == A.shape[1], f"{kernel}: A is {A.shape[0]}x{A.shape[1]}; it must be square")
+    return A.shape[0]
 
 
-def require_gemqrt(V, C) -> None:
-    _require(C.shape[0] == V.shape[0], f"gemqrt: C of shape {C.shape} does not match V of shape {V.shape}")
+def gemm_dims(kernel: str, A, B, C, transa: str, transb: str) -> tuple[int, int, int]:
+    """(m, n, k) of C (m×n) = op(A) (m×k) · op(B) (k×n)."""
+    check_option(kernel, "transa", transa, "NT")
+    check_option(kernel, "transb", transb, "NT")
+    m, k = A.shape if transa == "N" else A.shape[::-1]
+    k_b, n = B.shape if transb == "N" else B.shape[::-1]
+    if k_b != k or C.shape != (m, n):
+        raise ValueError(f"{kernel}: shapes A {A.shape}, B {B.shape}, C {C.shape} do not conform "
+                         f"(transa {transa!r}, transb {transb!r})")
+    return m, n, k
 
 
-def require_tpmqrt(V, C1, C2) -> None:
-    m, k = V.shape
-    _require(C2.shape[0] == m and C1.shape[0] >= k and C1.shape[1] == C2.shape[1],
-             f"tpmqrt: shapes V {V.shape}, C1 {C1.shape}, C2 {C2.shape} do not conform")
+def symm_dims(A, B, C, side: str, uplo: str) -> tuple[int, int]:
+    """(m, n) of C for symm; A holds the symmetric m×m (side 'L') or n×n (side 'R') block."""
+    check_option("symm", "side", side, "LR")
+    check_option("symm", "uplo", uplo, "LU")
+    _require(B.shape == C.shape, f"symm: B of shape {B.shape} does not match C of shape {C.shape}")
+    m, n = C.shape
+    require_triangle("symm", "A", A, m if side == "L" else n, "C", C)
+    return m, n
+
+
+def rank_k_dims(kernel: str, A, B, C, uplo: str, trans: str) -> tuple[int, int]:
+    """(n, k) of a rank-k update of C (n×n) by op(A) (n×k), and op(B) for syr2k."""
+    check_option(kernel, "uplo", uplo, "LU")
+    check_option(kernel, "trans", trans, "NT")
+    n, k = A.shape if trans == "N" else A.shape[::-1]
+    if C.shape != (n, n):
+        raise ValueError(f"{kernel}: C of shape {C.shape} does not match A of shape {A.shape} (trans {trans!r})")
+    if B.shape != A.shape:
+        raise ValueError(f"{kernel}: B of shape {B.shape} does not match A of shape {A.shape}")
+    return n, k
+
+
+def triangular_dims(kernel: str, A, B, side: str, uplo: str, transa: str, diag: str,
+                    a_name: str = "A") -> tuple[int, int]:
+    """(m, n) of B for trsm/trmm; the triangle is A's top-left block of B's matching order."""
+    check_option(kernel, "side", side, "LR")
+    check_option(kernel, "uplo", uplo, "LU")
+    check_option(kernel, "transa", transa, "NT")
+    check_option(kernel, "diag", diag, "NU")
+    m, n = B.shape
+    require_triangle(kernel, a_name, A, m if side == "L" else n, "B", B)
+    return m, n
+
+
+def potrf_dims(A, uplo: str) -> tuple[int, int]:
+    """(m, n) of potrf's tile: lower, m >= n (the rows below are solved); upper, square."""
+    check_option("potrf", "uplo", uplo, "LU")
+    m, n = A.shape
+    if uplo == "U":
+        _require(m == n, f"potrf: tile is {m}x{n}; uplo 'U' needs a square tile")
+    _require(m >= n, f"potrf: tile is {m}x{n}; it needs at least as many rows as columns")
+    return m, n
+
+
+def not_positive_definite(info: int, n: int) -> KernelError:
+    return KernelError(f"matrix is not positive definite (leading minor {info} of {n} is not positive)")
+
+
+def singular_triangle(info: int) -> KernelError:
+    return KernelError(f"trtri: the triangle is singular (A[{info - 1}, {info - 1}] is exactly 0)")
+
+
+def panel_tiles(A, name: str) -> list:
+    """The tiles of a panel (a list stacked top to bottom) or of one tile, all as wide."""
+    tiles = list(A) if isinstance(A, (list, tuple)) else [A]
+    _require(len(tiles) > 0, f"{name}: the panel has no tiles")
+    widths = sorted({tile.shape[1] for tile in tiles})
+    _require(len(widths) == 1,
+             f"{name}: the panel's tiles have {', '.join(map(str, widths))} columns; they must all have the same")
+    return tiles
+
+
+def getrf_dims(tiles, P) -> tuple[int, int, int]:
+    """(m, n, k = min(m, n)) of the stacked panel; P must hold k pivots in its first row."""
+    m, n = sum(tile.shape[0] for tile in tiles), tiles[0].shape[1]
+    k = min(m, n)
+    _require(P.shape[1] >= k and (P.shape[0] >= 1 or P.shape[1] == 0),
+             f"getrf: P of shape {P.shape} cannot hold the {k} pivots of a {m}x{n} panel (1x{k} at least)")
+    return m, n, k
+
+
+def record_pivots(xp, P, ipiv, k: int) -> None:
+    """P[0, :k] <- LAPACK's 1-based ``ipiv`` − 1; P[0, k:] <- their own indices (no interchange)."""
+    if P.shape[0]:
+        if k:
+            P[0, :k] = ipiv[:k] - 1
+        P[0, k:] = xp.arange(k, P.shape[1])
+
+
+def laswp_range(P, rows: int, first, direction: str) -> tuple[int, int]:
+    """The interchanges laswp applies: (first, end) of the entries of P[0, :]."""
+    check_option("laswp", "direction", direction, "FB")
+    _require(isinstance(first, numbers.Integral) and not isinstance(first, bool) and first >= 0,
+             f"laswp: first must be an integer >= 0, got {first!r}")
+    width = P.shape[1] if P.shape[0] else 0
+    return min(int(first), width), min(width, rows)
+
+
+def qr_apply_dims(kernel: str, V, T, C, side: str, trans: str) -> tuple[int, int]:
+    """(k, nb) of gemqrt/tpmqrt: k reflectors (gemqrt: min(rows, cols) of V, below its diagonal;
+    tpmqrt: a column of V each) applied to C's rows (side 'L') or columns (side 'R'), which
+    must be as many as V's rows."""
+    check_option(kernel, "side", side, "LR")
+    check_option(kernel, "trans", trans, "NT")
+    q = V.shape[0]
+    _require(C.shape[0 if side == "L" else 1] == q,
+             f"{kernel}: C{'2' if kernel == 'tpmqrt' else ''} of shape {C.shape} does not match V of shape {V.shape} "
+             f"(side {side!r})")
+    k = min(V.shape) if kernel == "gemqrt" else V.shape[1]
+    return k, _inner_block(T, k, kernel)
+
+
+def require_tpmqrt(V, C1, C2, side: str) -> None:
+    """C1 holds the k rows (side 'L') or columns (side 'R') that pair with C2's, k = V's columns."""
+    k = V.shape[1]
+    fits = (C1.shape[0] >= k and C1.shape[1] == C2.shape[1] if side == "L"
+            else C1.shape[1] >= k and C1.shape[0] == C2.shape[0])
+    _require(fits, f"tpmqrt: shapes V {V.shape}, C1 {C1.shape}, C2 {C2.shape} do not conform (side {side!r})")
+
+
+def require_sums(kernel: str, S, width: int) -> None:
+    """S must hold ``width`` accumulators in its first row."""
+    _require(S.shape[0] >= 1 and S.shape[1] >= width,
+             f"{kernel}: S of shape {S.shape} cannot hold {width} value{'' if width == 1 else 's'} "
+             f"(1x{width} at least)")
+
+
+def add_to_sum_of_squares(xp, S, x) -> None:
+    """(S[0,0], S[0,1]) = (scale, sumsq) <- the pair for scale²·sumsq + x², x >= 0 (LAPACK's DLASSQ
+    update: the larger of scale and x becomes the scale, so nothing is squared that could overflow).
+
+    A NaN in x or in S stays a NaN. Works on numpy and CuPy tiles alike (no host round trip).
+    """
+    scale, sumsq = S[0, 0], S[0, 1]
+    big, small = xp.maximum(scale, x), xp.minimum(scale, x)
+    ratio = xp.where(big > 0, small / xp.where(big > 0, big, 1.0), small)  # small is 0 or NaN
+    S[0, 1] = xp.where(x > scale, 1.0 + sumsq * ratio * ratio, sumsq + ratio * ratio)
+    S[0, 0] = big
+
+
+def merge_sums_of_squares(xp, R, S) -> None:
+    """S <- the (scale, sumsq) pair of both pairs' sums: R's sum enters as its norm, which is
+    finite whenever the total is."""
+    add_to_sum_of_squares(xp, S, R[0, 0] * xp.sqrt(R[0, 1]))
+
+
+# --------------------------------------------------------------------------- arguments
 
 
 def _ld(a: np.ndarray, name: str, writable: bool = False) -> int:
@@ -76,7 +264,11 @@ def _describe(a) -> str:
 
 
 def _require(condition: bool, message: str) -> None:
-    """Raise ValueError(message) unless ``condition`` (a shape mismatch is a caller bug)."""
+    """Raise ValueError(message) unless ``condition`` (a shape mismatch is a caller bug).
+
+    The checks on the BLAS-3 kernels' path raise directly instead: formatting a message
+    that is not needed costs as much as the rest of a small kernel's Python.
+    """
     if not condition:
         raise ValueError(message)
 
@@ -94,74 +286,163 @@ def _inner_block(T: np.ndarray, k: int, kernel: str) -> int:
     return min(ib, k)
 
 
-def _check_trans(trans: str, kernel: str) -> None:
-    """Only Q (``'N'``) and Qᵀ (``'T'``) are meaningful for real reflectors."""
-    _require(trans in ("N", "T"), f"{kernel}: trans must be 'N' or 'T', got {trans!r}")
+def _row_offsets(tiles) -> list[int]:
+    """The first row of each tile of a panel in the stacked matrix, and the total."""
+    offsets = [0]
+    for tile in tiles:
+        offsets.append(offsets[-1] + tile.shape[0])
+    return offsets
 
 
-# --------------------------------------------------------------------------- Cholesky
+# --------------------------------------------------------------------------- BLAS-3
 
 
-def potrf(A: np.ndarray) -> None:
-    """Cholesky of a tall tile: A[:n,:n] <- L11 (lower), then A[n:,:] <- A[n:,:]·L11⁻ᵀ.
+def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray, transa: str = "N", transb: str = "T",
+         alpha: float = -1.0, beta: float = 1.0) -> None:
+    """C (m×n) <- alpha·op(A)·op(B) + beta·C, op(X) = X or Xᵀ as transa/transb say.
 
-    A is m×n with m >= n. The strict upper triangle of A[:n,:n] is left untouched.
-    Raises KernelError if A[:n,:n] is not positive definite.
+    The defaults give C − A·Bᵀ, the Cholesky update. A and B may overlap; C must not.
     """
-    lda = _ld(A, "potrf: A", writable=True)
-    m, n = A.shape
-    _require(m >= n, f"potrf: tile is {m}x{n}; it needs at least as many rows as columns")
-    if n == 0:
-        return
-    info = blas.dpotrf("L", n, A, lda)
-    if info > 0:
-        raise KernelError(f"matrix is not positive definite "
-                          f"(leading minor {info} of {n} is not positive)")
-    trsm(A[:n, :], A[n:, :])
-
-
-def trsm(L: np.ndarray, B: np.ndarray) -> None:
-    """B (m×w) <- B·L⁻ᵀ with L the lower triangle of the top-left w×w block of L."""
-    ldl = _ld(L, "trsm: L")
-    ldb = _ld(B, "trsm: B", writable=True)
-    m, w = B.shape
-    require_triangle("trsm", "L", L, w, "B", B)
-    if m and w:
-        blas.dtrsm("R", "L", "T", "N", m, w, 1.0, L, ldl, B, ldb)
-
-
-def syrk(A: np.ndarray, C: np.ndarray) -> None:
-    """C (w×w) <- C − A·Aᵀ on the lower triangle of C only; A is w×k."""
-    lda = _ld(A, "syrk: A")
-    ldc = _ld(C, "syrk: C", writable=True)
-    w, k = A.shape
-    require_syrk(A, C)
-    if w and k:
-        blas.dsyrk("L", "N", w, k, -1.0, A, lda, 1.0, C, ldc)
-
-
-def gemm(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:
-    """C (m×w) <- C − A·Bᵀ with A m×k and B w×k (A and B may overlap; C must not)."""
-    _gemm("T", A, B, C, "gemm")
+    _gemm("gemm", A, B, C, transa, transb, alpha, beta)
 
 
 def gemm_nn(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:
     """C (m×n) <- C − A·B with A m×k and B k×n."""
-    _gemm("N", A, B, C, "gemm_nn")
+    _gemm("gemm_nn", A, B, C, "N", "N", -1.0, 1.0)
 
 
-def _gemm(trans_b: str, A: np.ndarray, B: np.ndarray, C: np.ndarray, kernel: str) -> None:
-    """C <- C − A·op(B), op(B) = B or Bᵀ as ``trans_b`` says."""
+def _gemm(kernel: str, A, B, C, transa: str, transb: str, alpha, beta) -> None:
     lda = _ld(A, f"{kernel}: A")
     ldb = _ld(B, f"{kernel}: B")
     ldc = _ld(C, f"{kernel}: C", writable=True)
-    m, k = A.shape
-    n = B.shape[0] if trans_b == "T" else B.shape[1]
-    k_b = B.shape[1] if trans_b == "T" else B.shape[0]
-    _require(k_b == k and C.shape == (m, n),
-             f"{kernel}: shapes A {A.shape}, B {B.shape}, C {C.shape} do not conform")
-    if m and n and k:
-        blas.dgemm("N", trans_b, m, n, k, -1.0, A, lda, B, ldb, 1.0, C, ldc)
+    m, n, k = gemm_dims(kernel, A, B, C, transa, transb)
+    alpha, beta = check_number(kernel, "alpha", alpha), check_number(kernel, "beta", beta)
+    if m and n and (k or beta != 1.0):
+        blas.dgemm(transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+
+
+def symm(A: np.ndarray, B: np.ndarray, C: np.ndarray, side: str = "L", uplo: str = "L",
+         alpha: float = 1.0, beta: float = 1.0) -> None:
+    """C (m×n) <- alpha·A·B + beta·C (side 'L') or alpha·B·A + beta·C (side 'R').
+
+    A is symmetric, given by the ``uplo`` triangle of its top-left m×m (n×n) block.
+    """
+    lda = _ld(A, "symm: A")
+    ldb = _ld(B, "symm: B")
+    ldc = _ld(C, "symm: C", writable=True)
+    m, n = symm_dims(A, B, C, side, uplo)
+    alpha, beta = check_number("symm", "alpha", alpha), check_number("symm", "beta", beta)
+    if m and n:
+        blas.dsymm(side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc)
+
+
+def syrk(A: np.ndarray, C: np.ndarray, uplo: str = "L", trans: str = "N",
+         alpha: float = -1.0, beta: float = 1.0) -> None:
+    """C (n×n) <- alpha·op(A)·op(A)ᵀ + beta·C on the ``uplo`` triangle of C only.
+
+    op(A) (n×k) is A (trans 'N') or Aᵀ ('T'). The defaults give C − A·Aᵀ, lower.
+    """
+    lda = _ld(A, "syrk: A")
+    ldc = _ld(C, "syrk: C", writable=True)
+    n, k = rank_k_dims("syrk", A, A, C, uplo, trans)
+    alpha, beta = check_number("syrk", "alpha", alpha), check_number("syrk", "beta", beta)
+    if n and (k or beta != 1.0):
+        blas.dsyrk(uplo, trans, n, k, alpha, A, lda, beta, C, ldc)
+
+
+def syr2k(A: np.ndarray, B: np.ndarray, C: np.ndarray, uplo: str = "L", trans: str = "N",
+          alpha: float = -1.0, beta: float = 1.0) -> None:
+    """C (n×n) <- alpha·(op(A)·op(B)ᵀ + op(B)·op(A)ᵀ) + beta·C on the ``uplo`` triangle of C only.
+
+    op(X) (n×k) is X (trans 'N') or Xᵀ ('T'); A and B have the same shape.
+    """
+    lda = _ld(A, "syr2k: A")
+    ldb = _ld(B, "syr2k: B")
+    ldc = _ld(C, "syr2k: C", writable=True)
+    n, k = rank_k_dims("syr2k", A, B, C, uplo, trans)
+    alpha, beta = check_number("syr2k", "alpha", alpha), check_number("syr2k", "beta", beta)
+    if n and (k or beta != 1.0):
+        blas.dsyr2k(uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+
+
+def trsm(A: np.ndarray, B: np.ndarray, side: str = "R", uplo: str = "L", transa: str = "T",
+         diag: str = "N", alpha: float = 1.0) -> None:
+    """B (m×n) <- alpha·op(A)⁻¹·B (side 'L') or alpha·B·op(A)⁻¹ (side 'R').
+
+    A is the ``uplo`` triangle of the top-left m×m (n×n) block of A, with a unit
+    diagonal that is not read if ``diag`` is 'U'. The defaults give B·L⁻ᵀ (Cholesky).
+    """
+    _triangular("trsm", blas.dtrsm, A, B, side, uplo, transa, diag, alpha)
+
+
+def trmm(A: np.ndarray, B: np.ndarray, side: str = "L", uplo: str = "L", transa: str = "N",
+         diag: str = "N", alpha: float = 1.0) -> None:
+    """B (m×n) <- alpha·op(A)·B (side 'L') or alpha·B·op(A) (side 'R'), A triangular as in :func:`trsm`."""
+    _triangular("trmm", blas.dtrmm, A, B, side, uplo, transa, diag, alpha)
+
+
+def trsm_l(LU: np.ndarray, B: np.ndarray) -> None:
+    """B (k×n) <- L⁻¹·B with L the unit lower triangle of the top-left k×k block of LU."""
+    _triangular("trsm_l", blas.dtrsm, LU, B, "L", "L", "N", "U", 1.0, "LU")
+
+
+def trsm_u(LU: np.ndarray, B: np.ndarray) -> None:
+    """B (m×k) <- B·U⁻¹ with U the non-unit upper triangle of the top-left k×k block of LU."""
+    _triangular("trsm_u", blas.dtrsm, LU, B, "R", "U", "N", "N", 1.0, "LU")
+
+
+def _triangular(kernel: str, routine, A, B, side, uplo, transa, diag, alpha, a_name: str = "A") -> None:
+    """B <- op(A)⁻¹ or op(A) applied to B by ``routine`` (dtrsm or dtrmm)."""
+    lda = _ld(A, f"{kernel}: {a_name}")
+    ldb = _ld(B, f"{kernel}: B", writable=True)
+    m, n = triangular_dims(kernel, A, B, side, uplo, transa, diag, a_name)
+    alpha = check_number(kernel, "alpha", alpha)
+    if m and n:
+        routine(side, uplo, transa, diag, m, n, alpha, A, lda, B, ldb)
+
+
+# --------------------------------------------------------------------------- Cholesky, inverses
+
+
+def potrf(A: np.ndarray, uplo: str = "L") -> None:
+    """Cholesky factor of a tile, in place.
+
+    Lower (the default): A is m×n with m >= n; A[:n,:n] <- L11 with A[:n,:n] = L11·L11ᵀ,
+    then A[n:,:] <- A[n:,:]·L11⁻ᵀ (a tall tile of a hybrid tiling). Upper: A is square
+    and A <- U with A = Uᵀ·U. The other strict triangle is left untouched. Raises
+    KernelError if A[:n,:n] is not positive definite.
+    """
+    lda = _ld(A, "potrf: A", writable=True)
+    m, n = potrf_dims(A, uplo)
+    if n == 0:
+        return
+    info = blas.dpotrf(uplo, n, A, lda)
+    if info > 0:
+        raise not_positive_definite(info, n)
+    trsm(A[:n, :], A[n:, :])
+
+
+def trtri(A: np.ndarray, uplo: str = "L", diag: str = "N") -> None:
+    """A (n×n) <- the inverse of its ``uplo`` triangle, in place (unit diagonal, not read, if
+    ``diag`` is 'U'); the other strict triangle is untouched. KernelError on an exactly zero diagonal."""
+    lda = _ld(A, "trtri: A", writable=True)
+    check_option("trtri", "uplo", uplo, "LU")
+    check_option("trtri", "diag", diag, "NU")
+    n = require_square("trtri", A)
+    if n:
+        info = blas.dtrtri(uplo, diag, n, A, lda)
+        if info > 0:
+            raise singular_triangle(info)
+
+
+def lauum(A: np.ndarray, uplo: str = "L") -> None:
+    """A (n×n) <- Lᵀ·L (lower, stored in the lower triangle) or U·Uᵀ (upper), in place;
+    the other strict triangle is untouched (with trtri, the inverse from a Cholesky factor)."""
+    lda = _ld(A, "lauum: A", writable=True)
+    check_option("lauum", "uplo", uplo, "LU")
+    n = require_square("lauum", A)
+    if n:
+        blas.dlauum(uplo, n, A, lda)
 
 
 # --------------------------------------------------------------------------- LU
@@ -233,24 +514,76 @@ def _lu_unblocked(A: np.ndarray, offset: int) -> None:
         blas.dger(below, right, -1.0, column, 1, row, lda, trailing, lda)
 
 
-def trsm_l(LU: np.ndarray, B: np.ndarray) -> None:
-    """B (k×n) <- L⁻¹·B with L the unit lower triangle of the top-left k×k block of LU."""
-    ldl = _ld(LU, "trsm_l: LU")
-    ldb = _ld(B, "trsm_l: B", writable=True)
-    k, n = B.shape
-    require_triangle("trsm_l", "LU", LU, k, "B", B)
-    if k and n:
-        blas.dtrsm("L", "L", "N", "U", k, n, 1.0, LU, ldl, B, ldb)
+def getrf(A, P: np.ndarray) -> None:
+    """LU with partial pivoting (LAPACK DGETRF) of a tile or a panel: P·A = L·U in place.
+
+    A is one m×n tile or a list of tiles stacked top to bottom (a column panel, all
+    with n columns), factored as one matrix: gathered into one buffer, factored,
+    scattered back (one tile is factored where it is). L (unit lower) and U overwrite
+    it as in LAPACK. P (1×w, w >= k = min(m, n)) receives in P[0, j] the row, counted
+    from the panel's first row, that row j was interchanged with (LAPACK's ipiv − 1),
+    and j itself for k <= j < w. An exactly singular panel is no error: U then has a
+    zero on its diagonal, and the factorization is still valid; NaNs spread as they do.
+    """
+    tiles = panel_tiles(A, "getrf: A")
+    lds = [_ld(tile, "getrf: A", writable=True) for tile in tiles]
+    _ld(P, "getrf: P", writable=True)
+    m, n, k = getrf_dims(tiles, P)
+    ipiv = np.empty(k, dtype=np.int32)
+    if k and len(tiles) == 1:
+        blas.dgetrf(m, n, tiles[0], lds[0], ipiv)  # info > 0: a zero on U's diagonal, not an error
+    elif k:
+        offsets = _row_offsets(tiles)
+        stacked = np.empty((m, n), order="F")
+        for tile, start, end in zip(tiles, offsets, offsets[1:]):
+            stacked[start:end] = tile
+        blas.dgetrf(m, n, stacked, m, ipiv)
+        for tile, start, end in zip(tiles, offsets, offsets[1:]):
+            tile[...] = stacked[start:end]
+    record_pivots(np, P, ipiv, k)
 
 
-def trsm_u(LU: np.ndarray, B: np.ndarray) -> None:
-    """B (m×k) <- B·U⁻¹ with U the non-unit upper triangle of the top-left k×k block of LU."""
-    ldu = _ld(LU, "trsm_u: LU")
-    ldb = _ld(B, "trsm_u: B", writable=True)
-    m, k = B.shape
-    require_triangle("trsm_u", "LU", LU, k, "B", B)
-    if m and k:
-        blas.dtrsm("R", "U", "N", "N", m, k, 1.0, LU, ldu, B, ldb)
+def laswp(P: np.ndarray, A, first: int = 0, direction: str = "F") -> None:
+    """Apply getrf's row interchanges to a tile or a panel (LAPACK DLASWP on the stacked rows).
+
+    For j = first, ..., w − 1 (direction 'F', as getrf made them) or in reverse order
+    (direction 'B', undoing them), rows j and P[0, j] of A are swapped, rows counted
+    from the panel's first row as getrf counts them; entries equal to their own index
+    (and any at j >= A's rows) are no interchange. So a tile LU with partial pivoting
+    applies a panel's P to the same rows of every other column (laswp(P, A[k:mt, j])),
+    and a solve applies it to the right-hand side, forward for A·x = b (P·b) and
+    backward for Aᵀ·x = b (Pᵀ·y). ``first`` skips interchanges already applied, when one
+    P is applied in parts. Each swap is one dswap, wherever the two rows are.
+    """
+    _ld(P, "laswp: P")
+    tiles = panel_tiles(A, "laswp: A")
+    lds = [_ld(tile, "laswp: A", writable=True) for tile in tiles]
+    offsets = _row_offsets(tiles)
+    start, end = laswp_range(P, offsets[-1], first, direction)
+    n = tiles[0].shape[1]
+    swaps = _interchanges(P, start, end, offsets[-1])
+    if not n or not swaps:
+        return
+    for j, p in (swaps if direction == "F" else reversed(swaps)):
+        rows = [_row_address(tiles, lds, offsets, r) for r in (j, p)]
+        blas.dswap(n, rows[0][0], rows[0][1], rows[1][0], rows[1][1])
+
+
+def _interchanges(P, start: int, end: int, rows: int) -> list[tuple[int, int]]:
+    """The (j, P[0, j]) pairs for j in start..end−1 that swap two rows; ValueError naming an
+    entry of P that is not a row of the panel."""
+    pivots = P[0, start:end] if end > start else np.empty(0)
+    bad = ~((pivots >= 0) & (pivots < rows) & (pivots == np.floor(pivots)))
+    if bad.any():
+        j = start + int(np.argmax(bad))
+        raise ValueError(f"laswp: P[0, {j}] = {float(P[0, j])!r} is not a row of the panel (it has {rows} rows)")
+    return [(j, int(p)) for j, p in enumerate(pivots.tolist(), start) if p != j]
+
+
+def _row_address(tiles, lds, offsets, row: int) -> tuple[ctypes.c_void_p, int]:
+    """(address, stride in doubles) of a row of the stacked panel."""
+    t = bisect.bisect_right(offsets, row) - 1
+    return ctypes.c_void_p(tiles[t].ctypes.data + _DOUBLE * (row - offsets[t])), lds[t]
 
 
 # --------------------------------------------------------------------------- QR
@@ -274,28 +607,21 @@ def geqrt(A: np.ndarray, T: np.ndarray) -> None:
         blas.dgeqrt(m, n, nb, A, lda, T, ldt, _work(nb * n))
 
 
-def gemqrt(V: np.ndarray, T: np.ndarray, C: np.ndarray) -> None:
-    """C <- Qᵀ·C with Q from :func:`geqrt` (V, T); see :func:`gemqrt_apply`."""
-    gemqrt_apply(V, T, C, "T")
+def gemqrt(V: np.ndarray, T: np.ndarray, C: np.ndarray, side: str = "L", trans: str = "T") -> None:
+    """C <- op(Q)·C (side 'L') or C·op(Q) (side 'R') with Q from :func:`geqrt` (LAPACK DGEMQRT).
 
-
-def gemqrt_apply(V: np.ndarray, T: np.ndarray, C: np.ndarray, trans: str) -> None:
-    """C (m×nc) <- op(Q)·C (LAPACK DGEMQRT, side 'L'), op = identity ('N') or transpose ('T').
-
-    V is the m×nv tile that geqrt factored (k = min(m, nv) reflectors below its
-    diagonal) and T its factors, with the same nb = min(T.shape[0], k).
+    op(Q) is Q (trans 'N') or Qᵀ ('T'); the defaults give Qᵀ·C. V is the tile that geqrt
+    factored (k = min of its dimensions reflectors below its diagonal), with as many
+    rows as C has rows (side 'L') or columns ('R'); T its factors, with the same
+    nb = min(T.shape[0], k).
     """
     ldv = _ld(V, "gemqrt: V")
     ldt = _ld(T, "gemqrt: T")
     ldc = _ld(C, "gemqrt: C", writable=True)
-    _check_trans(trans, "gemqrt")
-    m, nv = V.shape
-    nc = C.shape[1]
-    k = min(m, nv)
-    require_gemqrt(V, C)
-    nb = _inner_block(T, k, "gemqrt")
-    if k and nc:
-        blas.dgemqrt("L", trans, m, nc, k, nb, V, ldv, T, ldt, C, ldc, _work(nc * nb))
+    k, nb = qr_apply_dims("gemqrt", V, T, C, side, trans)
+    m, n = C.shape
+    if k and m and n:
+        blas.dgemqrt(side, trans, m, n, k, nb, V, ldv, T, ldt, C, ldc, _work((n if side == "L" else m) * nb))
 
 
 def tpqrt(R: np.ndarray, A: np.ndarray, T: np.ndarray) -> None:
@@ -316,43 +642,92 @@ def tpqrt(R: np.ndarray, A: np.ndarray, T: np.ndarray) -> None:
         blas.dtpqrt(m, n, 0, nb, R, ldr, A, lda, T, ldt, _work(nb * n))
 
 
-def tpmqrt(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray) -> None:
-    """[C1[:k,:]; C2] <- Qᵀ·[C1[:k,:]; C2], Q from :func:`tpqrt`; see :func:`tpmqrt_apply`."""
-    tpmqrt_apply(V, T, C1, C2, "T")
+def tpmqrt(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray, side: str = "L",
+           trans: str = "T") -> None:
+    """Q from :func:`tpqrt` applied to a pair of tiles (LAPACK DTPMQRT with l=0).
 
-
-def tpmqrt_apply(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray,
-                 trans: str) -> None:
-    """[C1[:k,:]; C2] <- op(Q)·[C1[:k,:]; C2] (LAPACK DTPMQRT, side 'L', l=0).
-
-    V (m×k) and T are what tpqrt left in its A and T; nb = min(T.shape[0], k). C1 has
-    at least k rows (only the first k are used) and C2 is m×nc.
+    Side 'L': [C1[:k, :]; C2] <- op(Q)·[C1[:k, :]; C2], C2 with V's rows. Side 'R':
+    [C1[:, :k], C2] <- [C1[:, :k], C2]·op(Q), C2 with as many columns as V has rows.
+    op(Q) is Q (trans 'N') or Qᵀ ('T'); the defaults give Qᵀ·[C1; C2]. V (m×k) and T
+    are what tpqrt left in its A and T, nb = min(T.shape[0], k); only the first k rows
+    (columns) of C1 are used.
     """
     ldv = _ld(V, "tpmqrt: V")
     ldt = _ld(T, "tpmqrt: T")
     ldc1 = _ld(C1, "tpmqrt: C1", writable=True)
     ldc2 = _ld(C2, "tpmqrt: C2", writable=True)
-    _check_trans(trans, "tpmqrt")
-    m, k = V.shape
-    nc = C2.shape[1]
-    require_tpmqrt(V, C1, C2)
-    nb = _inner_block(T, k, "tpmqrt")
-    if m and k and nc:
-        blas.dtpmqrt("L", trans, m, nc, k, 0, nb, V, ldv, T, ldt, C1, ldc1, C2, ldc2,
-                     _work(nc * nb))
+    k, nb = qr_apply_dims("tpmqrt", V, T, C2, side, trans)
+    require_tpmqrt(V, C1, C2, side)
+    m, n = C2.shape
+    if k and m and n:
+        blas.dtpmqrt(side, trans, m, n, k, 0, nb, V, ldv, T, ldt, C1, ldc1, C2, ldc2,
+                     _work((n if side == "L" else m) * nb))
+
+
+# --------------------------------------------------------------------------- norms
+
+
+def lassq(A: np.ndarray, S: np.ndarray) -> None:
+    """S[0, :2] = (scale, sumsq) <- the pair with A's entries added: scale²·sumsq grows by Σ a_ij².
+
+    A zeroed S is an empty sum. Over tiles, ‖A‖_F = scale·√sumsq without overflow: sum
+    each tile into a pair (per tile column, say), merge the pairs with :func:`lassq_merge`.
+    """
+    lda = _ld(A, "lassq: A")
+    _ld(S, "lassq: S", writable=True)
+    require_sums("lassq", S, 2)
+    m, n = A.shape
+    if m and n:  # the tile's own norm is finite unless the whole sum overflows
+        add_to_sum_of_squares(np, S, blas.dlange("F", m, n, A, lda, _work(1)))
+
+
+def lassq_merge(R: np.ndarray, S: np.ndarray) -> None:
+    """S[0, :2] <- the (scale, sumsq) pair of the sums of both pairs R[0, :2] and S[0, :2]."""
+    _ld(R, "lassq_merge: R")
+    _ld(S, "lassq_merge: S", writable=True)
+    require_sums("lassq_merge", R, 2)
+    require_sums("lassq_merge", S, 2)
+    merge_sums_of_squares(np, R, S)
+
+
+def amax(A: np.ndarray, S: np.ndarray) -> None:
+    """S[0, 0] <- max(S[0, 0], max |a_ij|); a NaN in A makes it NaN.
+
+    Merging partial results is amax again (they are >= 0): the max norm over tiles.
+    """
+    lda = _ld(A, "amax: A")
+    _ld(S, "amax: S", writable=True)
+    require_sums("amax", S, 1)
+    m, n = A.shape
+    if m and n:
+        S[0, 0] = np.maximum(S[0, 0], blas.dlange("M", m, n, A, lda, _work(1)))
+
+
+def asum(A: np.ndarray, S: np.ndarray, trans: str = "N") -> None:
+    """S[0, j] += Σ_i |op(A)_ij| for each column j of op(A): A's column sums (trans 'N') or row sums ('T').
+
+    Summed over a tile column (row) into one S, then the largest by :func:`amax`: the
+    one-norm (infinity norm) over tiles.
+    """
+    lda = _ld(A, "asum: A")
+    _ld(S, "asum: S", writable=True)
+    check_option("asum", "trans", trans, "NT")
+    m, n = A.shape
+    count, length = (n, m) if trans == "N" else (m, n)
+    require_sums("asum", S, count)
+    if not (m and n):
+        return
+    step, stride = (lda, 1) if trans == "N" else (1, lda)  # from one sum's vector to the next; within it
+    base = A.ctypes.data
+    sums = [blas.dasum(length, ctypes.c_void_p(base + _DOUBLE * step * j), stride) for j in range(count)]
+    S[0, :count] += sums
 
 
 CPU_KERNELS = {
-    "potrf": potrf,
-    "trsm": trsm,
-    "syrk": syrk,
-    "gemm": gemm,
-    "getrf_nopiv": getrf_nopiv,
-    "trsm_l": trsm_l,
-    "trsm_u": trsm_u,
-    "gemm_nn": gemm_nn,
-    "geqrt": geqrt,
-    "gemqrt": gemqrt,
-    "tpqrt": tpqrt,
-    "tpmqrt": tpmqrt,
+    "gemm": gemm, "symm": symm, "syrk": syrk, "syr2k": syr2k, "trsm": trsm, "trmm": trmm,
+    "potrf": potrf, "trtri": trtri, "lauum": lauum,
+    "getrf_nopiv": getrf_nopiv, "trsm_l": trsm_l, "trsm_u": trsm_u, "gemm_nn": gemm_nn,
+    "getrf": getrf, "laswp": laswp,
+    "geqrt": geqrt, "gemqrt": gemqrt, "tpqrt": tpqrt, "tpmqrt": tpmqrt,
+    "lassq": lassq, "lassq_merge": lassq_merge, "amax": amax, "asum": asum,
 }

@@ -308,12 +308,12 @@ def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
             (v, t), rows = tiles, regions[0]
             for j in columns:
                 stream.task("check_gemqrt", ("in", "in", "inout"), (v, t, x.tiles[v.i][j]),
-                            lambda vv, tt, cc: kernels.gemqrt_apply(vv, tt, cc, "N"), (rows, None, _rows(rows)))
+                            lambda vv, tt, cc: kernels.gemqrt(vv, tt, cc, "L", "N"), (rows, None, _rows(rows)))
         else:
             r, v, t = tiles
             for j in columns:
                 stream.task("check_tpmqrt", ("in", "in", "inout", "inout"), (v, t, x.tiles[r.i][j], x.tiles[v.i][j]),
-                            lambda vv, tt, c1, c2: kernels.tpmqrt_apply(vv, tt, c1, c2, "N"),
+                            lambda vv, tt, c1, c2: kernels.tpmqrt(vv, tt, c1, c2, "L", "N"),
                             (regions[1], None, _rows(regions[0]), None))
 
 

@@ -21,13 +21,13 @@ PROGRAM = Program(
     kernel_module=None,
     calls=(
         Call('potrf', ('inout',), main=0, line=10,
-             text='potrf(A[k, k]) priority 3 * (A.nt - k)'),
+             text='potrf(A[k, k]) priority 3 * (A.nt - k)', values=('uplo',), order='tv'),
         Call('trsm', ('in', 'inout'), main=1, line=12,
-             text='trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)'),
+             text='trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
         Call('syrk', ('in', 'inout'), main=1, line=15,
-             text='syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)'),
+             text='syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=17,
-             text='gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j'),
+             text='gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
     ),
 )
 
@@ -58,14 +58,14 @@ def generate(rt, p):
         _r0 = A.rank_of(k, k)  # cholesky.tile:10
         # cholesky.tile:10: potrf(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r0:
-            _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k))
+            _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k), ('L',))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
         for m in range(k + 1, A.mt):  # cholesky.tile:11
             _r1 = A.rank_of(m, k)  # cholesky.tile:12
             # cholesky.tile:12: trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[1], (A.tile(k, k, 12), A.tile(m, k, 12)), None, 2 * (A.nt - k))
+                _submit(CALLS[1], (A.tile(k, k, 12), A.tile(m, k, 12)), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
         for j in range(k + 1, A.nt):  # cholesky.tile:14
@@ -73,7 +73,7 @@ def generate(rt, p):
             _r3 = A.rank_of(j, j)  # cholesky.tile:15
             # cholesky.tile:15: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
             if _me == _r2 or _me == _r3:
-                _submit(CALLS[2], (A.tile(j, k, 15), A.tile(j, j, 15)), None, 2 * (A.nt - j))
+                _submit(CALLS[2], (A.tile(j, k, 15), A.tile(j, j, 15)), None, 2 * (A.nt - j), ('L', 'N', -1.0, 1.0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
             for m in range(j + 1, A.mt):  # cholesky.tile:16
@@ -81,7 +81,7 @@ def generate(rt, p):
                 _r5 = A.rank_of(m, j)  # cholesky.tile:17
                 # cholesky.tile:17: gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j
                 if _me == _r4 or _me == _r2 or _me == _r5:
-                    _submit(CALLS[3], (A.tile(m, k, 17), A.tile(j, k, 17), A.tile(m, j, 17)), None, A.nt - j)
+                    _submit(CALLS[3], (A.tile(m, k, 17), A.tile(j, k, 17), A.tile(m, j, 17)), None, A.nt - j, ('N', 'T', -1.0, 1.0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
         for m in range(k, A.mt):  # cholesky.tile:21

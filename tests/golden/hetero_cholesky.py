@@ -21,13 +21,13 @@ PROGRAM = Program(
     kernel_module=None,
     calls=(
         Call('potrf', ('inout',), main=0, line=17,
-             text='potrf(A[t, k][o:]) priority 3 * (A.nt - k)'),
+             text='potrf(A[t, k][o:]) priority 3 * (A.nt - k)', values=('uplo',), order='tv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=21,
-             text='gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)'),
+             text='gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
         Call('trsm', ('in', 'inout'), main=1, line=24,
-             text='trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)'),
+             text='trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=30,
-             text='gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j'),
+             text='gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
     ),
 )
 
@@ -61,7 +61,7 @@ def generate(rt, p):
             o = A.offset(k)  # hetero_cholesky.tile:15
             # hetero_cholesky.tile:17: potrf(A[t, k][o:]) priority 3 * (A.nt - k)
             if _me == _r0:
-                _submit(CALLS[0], (A.tile(t, k, 17),), ((o, None, None, None),), 3 * (A.nt - k))
+                _submit(CALLS[0], (A.tile(t, k, 17),), ((o, None, None, None),), 3 * (A.nt - k), ('L',))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(t, k)
             for j in range(k + 1, (t + 1) * s):  # hetero_cholesky.tile:19
@@ -69,14 +69,14 @@ def generate(rt, p):
                 oj = A.offset(j)  # hetero_cholesky.tile:20
                 # hetero_cholesky.tile:21: gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)
                 if _me == _r0 or _me == _r1:
-                    _submit(CALLS[1], (A.tile(t, k, 21), A.tile(t, k, 21), A.tile(t, j, 21)), ((oj, None, None, None), (oj, oj + A.width(j), None, None), (oj, None, None, None)), 3 * (A.nt - j))
+                    _submit(CALLS[1], (A.tile(t, k, 21), A.tile(t, k, 21), A.tile(t, j, 21)), ((oj, None, None, None), (oj, oj + A.width(j), None, None), (oj, None, None, None)), 3 * (A.nt - j), ('N', 'T', -1.0, 1.0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
             for i in range(t + 1, A.mt):  # hetero_cholesky.tile:23
                 _r2 = A.rank_of(i, k)  # hetero_cholesky.tile:24
                 # hetero_cholesky.tile:24: trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r2:
-                    _submit(CALLS[2], (A.tile(t, k, 24), A.tile(i, k, 24)), ((o, None, None, None), None), 2 * (A.nt - k))
+                    _submit(CALLS[2], (A.tile(t, k, 24), A.tile(i, k, 24)), ((o, None, None, None), None), 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, k)
             for i in range(t + 1, A.mt):  # hetero_cholesky.tile:27
@@ -87,7 +87,7 @@ def generate(rt, p):
                     oj = A.offset(j)  # hetero_cholesky.tile:29
                     # hetero_cholesky.tile:30: gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j
                     if _me == _r3 or _me == _r4 or _me == _r5:
-                        _submit(CALLS[3], (A.tile(i, k, 30), A.tile(j // s, k, 30), A.tile(i, j, 30)), (None, (oj, oj + A.width(j), None, None), None), A.nt - j)
+                        _submit(CALLS[3], (A.tile(i, k, 30), A.tile(j // s, k, 30), A.tile(i, j, 30)), (None, (oj, oj + A.width(j), None, None), None), A.nt - j, ('N', 'T', -1.0, 1.0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(i, j)
 

@@ -24,11 +24,11 @@ PROGRAM = Program(
         Call('geqrt', ('inout', 'out'), main=0, line=16,
              text='geqrt(A[t, k][o:], T[t, k]) priority 3 * (A.nt - k)'),
         Call('gemqrt', ('in', 'in', 'inout'), main=2, line=18,
-             text='gemqrt(A[t, k][o:], T[t, k], A[t, j][o:]) priority 2 * (A.nt - k)'),
+             text='gemqrt(A[t, k][o:], T[t, k], A[t, j][o:]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
         Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=21,
              text='tpqrt(A[t, k][o:], A[i, k], T[i, k]) priority 2 * (A.nt - k)'),
         Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=23,
-             text='tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j]) priority A.nt - j'),
+             text='tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j]) priority A.nt - j', values=('side', 'trans'), order='ttttvv'),
     ),
 )
 
@@ -75,7 +75,7 @@ def generate(rt, p):
                 _r2 = A.rank_of(t, j)  # hetero_qr.tile:18
                 # hetero_qr.tile:18: gemqrt(A[t, k][o:], T[t, k], A[t, j][o:]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r1 or _me == _r2:
-                    _submit(CALLS[1], (A.tile(t, k, 18), T.tile(t, k, 18), A.tile(t, j, 18)), ((o, None, None, None), None, (o, None, None, None)), 2 * (A.nt - k))
+                    _submit(CALLS[1], (A.tile(t, k, 18), T.tile(t, k, 18), A.tile(t, j, 18)), ((o, None, None, None), None, (o, None, None, None)), 2 * (A.nt - k), ('L', 'T'))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
             for i in range(t + 1, A.mt):  # hetero_qr.tile:20
@@ -93,7 +93,7 @@ def generate(rt, p):
                     _r6 = A.rank_of(i, j)  # hetero_qr.tile:23
                     # hetero_qr.tile:23: tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j]) priority A.nt - j
                     if _me == _r3 or _me == _r4 or _me == _r5 or _me == _r6:
-                        _submit(CALLS[3], (A.tile(i, k, 23), T.tile(i, k, 23), A.tile(t, j, 23), A.tile(i, j, 23)), (None, None, (o, None, None, None), None), A.nt - j)
+                        _submit(CALLS[3], (A.tile(i, k, 23), T.tile(i, k, 23), A.tile(t, j, 23), A.tile(i, j, 23)), (None, None, (o, None, None, None), None), A.nt - j, ('L', 'T'))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(t, j)
                         A.bump(i, j)

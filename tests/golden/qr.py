@@ -24,11 +24,11 @@ PROGRAM = Program(
         Call('geqrt', ('inout', 'out'), main=0, line=12,
              text='geqrt(A[k, k], T[k, k]) priority 3 * (A.nt - k)'),
         Call('gemqrt', ('in', 'in', 'inout'), main=2, line=14,
-             text='gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)'),
+             text='gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
         Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=17,
              text='tpqrt(A[k, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)'),
         Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=19,
-             text='tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j'),
+             text='tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j', values=('side', 'trans'), order='ttttvv'),
     ),
 )
 
@@ -72,7 +72,7 @@ def generate(rt, p):
             _r2 = A.rank_of(k, j)  # qr.tile:14
             # qr.tile:14: gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1 or _me == _r2:
-                _submit(CALLS[1], (A.tile(k, k, 14), T.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k))
+                _submit(CALLS[1], (A.tile(k, k, 14), T.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k), ('L', 'T'))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
         for i in range(k + 1, A.mt):  # qr.tile:16
@@ -90,7 +90,7 @@ def generate(rt, p):
                 _r6 = A.rank_of(i, j)  # qr.tile:19
                 # qr.tile:19: tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j
                 if _me == _r3 or _me == _r4 or _me == _r5 or _me == _r6:
-                    _submit(CALLS[3], (A.tile(i, k, 19), T.tile(i, k, 19), A.tile(k, j, 19), A.tile(i, j, 19)), None, A.nt - j)
+                    _submit(CALLS[3], (A.tile(i, k, 19), T.tile(i, k, 19), A.tile(k, j, 19), A.tile(i, j, 19)), None, A.nt - j, ('L', 'T'))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(k, j)
                     A.bump(i, j)

@@ -1,4 +1,5 @@
-"""The kernels release the GIL: two threads running gemm overlap on two cores.
+"""The kernels release the GIL: two threads running gemm (or symm, through the same
+bindings) overlap on two cores.
 
 This is the property the CPU workers of the runtime depend on (DESIGN §4 item 4);
 ``scipy.linalg.blas`` would give a speedup of 1.0 here.
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from tiledsl.runtime.kernels import gemm
+from tiledsl.runtime.kernels import gemm, symm
 
 TILE = 512
 CALLS = 8  # per thread: long enough (about 0.1 s) to swamp thread start-up noise
@@ -59,13 +60,14 @@ def two_thread_speedup(kernel, first, second) -> tuple[float, float, float]:
 
 @pytest.mark.timeout(120)
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs at least two cores")
-def test_two_threads_run_gemm_in_parallel():
+@pytest.mark.parametrize("kernel", [gemm, symm], ids=["gemm", "symm"])
+def test_two_threads_run_kernels_in_parallel(kernel):
     first, second = tiles(1), tiles(2)
     with threadpool_limits(1):  # BLAS single-threaded, so only our threads add cores
         control, _, _ = two_thread_speedup(numpy_gemm, first, second)
         if control < 1.5:
             pytest.skip(f"the machine is busy: even numpy's matmul gets only {control:.2f}x")
-        speedup, sequential, parallel = two_thread_speedup(gemm, first, second)
+        speedup, sequential, parallel = two_thread_speedup(kernel, first, second)
     assert speedup > 1.4, (f"2 threads: {speedup:.2f}x (sequential {sequential:.3f}s, "
                            f"parallel {parallel:.3f}s, numpy control {control:.2f}x); "
                            "is the GIL released?")

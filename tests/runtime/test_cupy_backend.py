@@ -20,7 +20,11 @@ without a GPU.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
+import inspect
+import itertools
+import threading
 import subprocess
 import sys
 import types
@@ -56,6 +60,8 @@ IMPLEMENTATIONS = ["host", pytest.param("gpu", marks=needs_gpu)]
 
 OP, FILL, SIDE, DIAG = {10: "N", 11: "T"}, {20: "L", 21: "U"}, {30: "L", 31: "R"}, {40: "N", 41: "U"}
 HOST_POINTERS = 50
+NVMATH_HANDLE = 7  # the stand-in's handle of nvmath's own; CuPy's are 1 (cuBLAS) and 2 (cuSOLVER)
+CUDA_R_64F = 1
 
 
 def _double_at(address: int) -> float:
@@ -112,8 +118,36 @@ class FakeCublas:
                   ctypes.c_void_p(A), lda)
 
 
+class FakeNvmathCublas:
+    """nvmath-python's cuBLAS routines that CuPy lacks, as nvmath binds them (alpha and beta on the host)."""
+
+    def dsymm(self, handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc):
+        assert handle == NVMATH_HANDLE
+        _check_ld(lda, m if SIDE[side] == "L" else n)
+        _check_ld(ldb, m)
+        _check_ld(ldc, m)
+        blas.dsymm(SIDE[side], FILL[uplo], m, n, _double_at(alpha), ctypes.c_void_p(A), lda, ctypes.c_void_p(B), ldb,
+                   _double_at(beta), ctypes.c_void_p(C), ldc)
+
+    def dsyr2k(self, handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc):
+        assert handle == NVMATH_HANDLE
+        _check_ld(lda, n if OP[trans] == "N" else k)
+        _check_ld(ldb, n if OP[trans] == "N" else k)
+        _check_ld(ldc, n)
+        blas.dsyr2k(FILL[uplo], OP[trans], n, k, _double_at(alpha), ctypes.c_void_p(A), lda, ctypes.c_void_p(B), ldb,
+                    _double_at(beta), ctypes.c_void_p(C), ldc)
+
+    def dtrmm(self, handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc):
+        """cuBLAS's trmm is out of place (C = op(A)·B); the kernels ask for it in place."""
+        assert handle == NVMATH_HANDLE and C == B and ldc == ldb
+        _check_ld(lda, m if SIDE[side] == "L" else n)
+        _check_ld(ldb, m)
+        blas.dtrmm(SIDE[side], FILL[uplo], OP[trans], DIAG[diag], m, n, _double_at(alpha),
+                   ctypes.c_void_p(A), lda, ctypes.c_void_p(B), ldb)
+
+
 class FakeCusolver:
-    """cuSOLVER's potrf and geqrf as CuPy binds them, done by the host LAPACK; info written to "device" memory."""
+    """cuSOLVER's potrf, getrf and geqrf as CuPy binds them, done by the host LAPACK; info in "device" memory."""
 
     WORK = 3
 
@@ -134,6 +168,16 @@ class FakeCusolver:
         _check_ld(lda, m)
         return self.geqrf_work(n)
 
+    def dgetrf_bufferSize(self, handle, m, n, A, lda):
+        _check_ld(lda, m)
+        return self.WORK
+
+    def dgetrf(self, handle, m, n, A, lda, work, ipiv, info):
+        _check_ld(lda, m)
+        assert work and ipiv
+        pivots = np.ctypeslib.as_array((ctypes.c_int32 * min(m, n)).from_address(ipiv))
+        ctypes.c_int32.from_address(info).value = blas.dgetrf(m, n, ctypes.c_void_p(A), lda, pivots)
+
     def dgeqrf(self, handle, m, n, A, lda, tau, work, lwork, info):
         _check_ld(lda, m)
         assert lwork == self.geqrf_work(n) and work and tau
@@ -141,11 +185,45 @@ class FakeCusolver:
             m, n, ctypes.c_void_p(A), lda, ctypes.c_void_p(tau), ctypes.c_void_p(work), lwork)
 
 
+class FakeNvmathCusolver:
+    """nvmath-python's cuSOLVER routines that CuPy lacks, as nvmath binds them, done by the host LAPACK."""
+
+    WORK, HOST_WORK = 5, 9
+
+    def dlaswp(self, handle, n, A, lda, k1, k2, ipiv, incx):
+        """DLASWP, forward (the kernels use nothing else), by host dswaps on the raw pointers."""
+        assert handle == NVMATH_HANDLE and incx == 1 and 1 <= k1 <= k2
+        pivots = np.ctypeslib.as_array((ctypes.c_int32 * k2).from_address(ipiv))
+        for j in range(k1, k2 + 1):
+            p = int(pivots[j - 1])
+            assert 1 <= p and max(j, p) <= lda
+            blas.dswap(n, ctypes.c_void_p(A + 8 * (j - 1)), lda, ctypes.c_void_p(A + 8 * (p - 1)), lda)
+
+    def xtrtri_buffer_size(self, handle, uplo, diag, n, data_type, A, lda):
+        assert data_type == CUDA_R_64F
+        _check_ld(lda, n)
+        return 8 * self.WORK, self.HOST_WORK
+
+    def xtrtri(self, handle, uplo, diag, n, data_type, A, lda, work, work_bytes, host_work, host_bytes, info):
+        assert handle == NVMATH_HANDLE and data_type == CUDA_R_64F
+        assert (work_bytes, host_bytes) == (8 * self.WORK, self.HOST_WORK) and work and host_work
+        ctypes.c_int32.from_address(info).value = blas.dtrtri(FILL[uplo], DIAG[diag], n, ctypes.c_void_p(A), lda)
+
+    def dlauum_buffer_size(self, handle, uplo, n, A, lda):
+        _check_ld(lda, n)
+        return self.WORK
+
+    def dlauum(self, handle, uplo, n, A, lda, work, lwork, info):
+        assert handle == NVMATH_HANDLE and lwork == self.WORK and work
+        ctypes.c_int32.from_address(info).value = blas.dlauum(FILL[uplo], n, ctypes.c_void_p(A), lda)
+
+
 class HostCuda:
     """What CublasOps needs from CUDA, played by the host: "device" arrays are numpy arrays."""
 
     def __init__(self):
         self.cublas, self.cusolver = FakeCublas(), FakeCusolver()
+        self.nvmath = {"cublas": FakeNvmathCublas(), "cusolverDn": FakeNvmathCusolver()}
         self.fetches = 0  # host round trips: each would wait for the GPU
 
     def cublas_handle(self):
@@ -153,6 +231,12 @@ class HostCuda:
 
     def cusolver_handle(self):
         return 2
+
+    def nvmath_cublas(self):
+        return self.nvmath["cublas"], NVMATH_HANDLE
+
+    def nvmath_cusolver(self):
+        return self.nvmath["cusolverDn"], NVMATH_HANDLE
 
     @staticmethod
     def address(array):
@@ -259,15 +343,29 @@ def assert_matches(actual, expected) -> None:
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-12 * scale)
 
 
-def compare(implementation, name, arrays, layout, rng, *extra):
-    """Run kernel ``name`` on the CPU and on ``implementation``; every argument must agree."""
-    expected = [np.asfortranarray(a.copy()) for a in arrays]
-    getattr(cpu, name)(*expected, *extra)
-    placed = [Placed(a, layout, rng) for a in arrays]
-    devices = [implementation.put(p.parent) for p in placed]
-    implementation.run(name, *[d[p.region] for d, p in zip(devices, placed)], *extra)
-    for p, device, e in zip(placed, devices, expected):
-        p.check(implementation.get(device), e)
+def compare(implementation, name, arguments, layout, rng, *values):
+    """Run kernel ``name`` on the CPU and on ``implementation``; every argument must agree.
+
+    An argument is an array or a list of arrays (a panel); ``values`` follow them.
+    """
+    expected = [[np.asfortranarray(a.copy()) for a in _tiles(argument)] for argument in arguments]
+    getattr(cpu, name)(*[_as_given(a, tiles) for a, tiles in zip(arguments, expected)], *values)
+    placed = [[Placed(a, layout, rng) for a in _tiles(argument)] for argument in arguments]
+    devices = [[implementation.put(p.parent) for p in tiles] for tiles in placed]
+    views = [[d[p.region] for d, p in zip(on_device, tiles)] for on_device, tiles in zip(devices, placed)]
+    implementation.run(name, *[_as_given(a, tiles) for a, tiles in zip(arguments, views)], *values)
+    for tiles, on_device, expected_tiles in zip(placed, devices, expected):
+        for p, device, e in zip(tiles, on_device, expected_tiles):
+            p.check(implementation.get(device), e)
+
+
+def _tiles(argument) -> list:
+    return argument if isinstance(argument, list) else [argument]
+
+
+def _as_given(argument, tiles):
+    """``tiles`` as ``argument`` was given: a panel (list) or one tile."""
+    return tiles if isinstance(argument, list) else tiles[0]
 
 
 def random(rng, m, n):
@@ -339,7 +437,165 @@ def test_gemm_nn(implementation, rng, layout, m, n, k):
     compare(implementation, "gemm_nn", [random(rng, m, k), random(rng, k, n), random(rng, m, n)], layout, rng)
 
 
+NT = ["N", "T"]
+
+
+def shaped(rng, shape, trans):
+    """A random matrix whose op(·) has ``shape``."""
+    return random(rng, *(shape if trans == "N" else shape[::-1]))
+
+
+def other_triangle_nan(a, uplo):
+    """``a`` with NaN in the strict triangle of its top square opposite ``uplo`` (neither read nor written)."""
+    n = min(a.shape)
+    return with_nan(a, np.triu_indices(n, 1) if uplo == "L" else np.tril_indices(n, -1))
+
+
+@pytest.mark.parametrize("layout", ["block", "C"])
+@pytest.mark.parametrize("transa,transb", itertools.product(NT, NT))
+@pytest.mark.parametrize("m,n,k,alpha,beta", [(7, 3, 5, 0.5, 2.0), (30, 20, 17, -1.0, 0.0), (4, 5, 0, 1.0, 3.0)])
+def test_gemm_options(implementation, rng, layout, transa, transb, m, n, k, alpha, beta):
+    compare(implementation, "gemm", [shaped(rng, (m, k), transa), shaped(rng, (k, n), transb), random(rng, m, n)],
+            layout, rng, transa, transb, alpha, beta)
+
+
+@pytest.mark.parametrize("layout", ["block", "C"])
+@pytest.mark.parametrize("side,uplo", itertools.product("LR", "LU"))
+@pytest.mark.parametrize("m,n", [(7, 3), (3, 7), (0, 3)])
+def test_symm(implementation, rng, layout, side, uplo, m, n):
+    order = m if side == "L" else n
+    a = other_triangle_nan(random(rng, order + 2, order), uplo)
+    compare(implementation, "symm", [a, random(rng, m, n), random(rng, m, n)], layout, rng, side, uplo, 0.5, -2.0)
+
+
+@pytest.mark.parametrize("layout", ["block", "C"])
+@pytest.mark.parametrize("kernel", ["syrk", "syr2k"])
+@pytest.mark.parametrize("uplo,trans", itertools.product("LU", NT))
+@pytest.mark.parametrize("n,k,beta", [(7, 3, 1.0), (3, 7, 0.5), (4, 0, 2.0)])
+def test_rank_k_updates(implementation, rng, layout, kernel, uplo, trans, n, k, beta):
+    inputs = [shaped(rng, (n, k), trans) for _ in range(1 if kernel == "syrk" else 2)]
+    compare(implementation, kernel, [*inputs, random(rng, n, n)], layout, rng, uplo, trans, 1.5, beta)
+
+
+@pytest.mark.parametrize("layout", ["rows", "C"])
+@pytest.mark.parametrize("kernel", ["trsm", "trmm"])
+@pytest.mark.parametrize("side,uplo,transa,diag", itertools.product("LR", "LU", NT, "NU"))
+def test_triangular_options(implementation, rng, layout, kernel, side, uplo, transa, diag):
+    m, n = 7, 4
+    order = m if side == "L" else n
+    a = other_triangle_nan(diagonally_dominant(rng, order + 3, order), uplo)
+    if diag == "U":
+        a = with_nan(a, np.diag_indices(order))
+    compare(implementation, kernel, [a, random(rng, m, n)], layout, rng, side, uplo, transa, diag, -2.0)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("n", [1, 40, 0])
+def test_potrf_upper(implementation, rng, layout, n):
+    compare(implementation, "potrf", [other_triangle_nan(spd(rng, n), "U")], layout, rng, "U")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("uplo,diag", itertools.product("LU", "NU"))
+@pytest.mark.parametrize("n", [1, 30, 0])
+def test_trtri(implementation, rng, layout, uplo, diag, n):
+    a = other_triangle_nan(random(rng, n, n) / max(n, 1) + 2 * np.eye(n), uplo)
+    compare(implementation, "trtri", [a], layout, rng, uplo, diag)
+
+
+def test_trtri_of_a_singular_triangle_names_the_zero(implementation):
+    a = implementation.put(np.asfortranarray(np.diag([2.0, 3.0, 0.0, 1.0])))
+    with pytest.raises(KernelError, match=r"trtri: the triangle is singular \(A\[2, 2\] is exactly 0\)"):
+        implementation.run("trtri", a)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("uplo", "LU")
+@pytest.mark.parametrize("n", [1, 40, 0])
+def test_lauum(implementation, rng, layout, uplo, n):
+    compare(implementation, "lauum", [other_triangle_nan(random(rng, n, n), uplo)], layout, rng, uplo)
+
+
 # --------------------------------------------------------------------------- LU
+
+
+PANELS = [[7], [40], [3, 12], [16, 16, 16], [10, 0, 13, 5]]
+
+
+def panel(rng, heights, n):
+    return [random(rng, h, n) for h in heights]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("heights", PANELS)
+@pytest.mark.parametrize("n", [5, 16])
+def test_getrf(implementation, rng, layout, heights, n):
+    """Factors and pivots as the CPU's (hence lu_factor's), on a tile and on panels; P wider than needed."""
+    tiles = panel(rng, heights, n)
+    compare(implementation, "getrf", [tiles if len(tiles) > 1 else tiles[0], np.full((1, n + 2), np.nan)],
+            layout, rng)
+
+
+def lu_pivots(rng, rows, n):
+    """P as getrf leaves it for a random rows×n panel, one entry wider."""
+    p = np.zeros((1, n + 1), order="F")
+    cpu.getrf(np.asfortranarray(random(rng, rows, n)), p)
+    return p
+
+
+@pytest.mark.parametrize("layout", ["block", "C"])
+@pytest.mark.parametrize("heights", PANELS)
+@pytest.mark.parametrize("first,direction", [(0, "F"), (0, "B"), (3, "F"), (2, "B")])
+def test_laswp(implementation, rng, layout, heights, first, direction):
+    tiles = panel(rng, heights, 3)
+    compare(implementation, "laswp", [lu_pivots(rng, sum(heights), 6), tiles if len(tiles) > 1 else tiles[0]],
+            layout, rng, first, direction)
+
+
+def test_pivoted_lu_makes_no_host_round_trip(rng):
+    cuda = HostCuda()
+    kernels = HostImplementation(cuda).kernels
+    tiles = [np.asfortranarray(random(rng, 8, 4)) for _ in range(3)]
+    p = np.zeros((1, 4), order="F")
+    kernels.getrf(tiles, p)
+    kernels.laswp(p, [np.asfortranarray(random(rng, 8, 2)) for _ in range(3)], 0, "B")
+    assert cuda.fetches == 0
+
+
+# --------------------------------------------------------------------------- norms
+
+
+@pytest.mark.parametrize("layout", ["block", "C"])
+@pytest.mark.parametrize("m,n", [(7, 3), (1, 1), (0, 3)])
+@pytest.mark.parametrize("magnitude", [1.0, 1e300, 1e-300])
+def test_lassq(implementation, rng, layout, m, n, magnitude):
+    compare(implementation, "lassq", [random(rng, m, n) * magnitude, np.array([[magnitude / 2, 3.0]])], layout, rng)
+    compare(implementation, "lassq", [random(rng, m, n) * magnitude, np.zeros((1, 2))], layout, rng)
+
+
+@pytest.mark.parametrize("pair", [(0.0, 0.0), (0.0, 1.0), (2.0, 5.0), (1e300, 2.0), (np.nan, 1.0)])
+def test_lassq_merge(implementation, rng, pair):
+    for other in [(1.0, 3.0), (3e300, 1.0), (0.0, 0.0)]:
+        compare(implementation, "lassq_merge", [np.array([pair]), np.array([other])], "rows", rng)
+        compare(implementation, "lassq_merge", [np.array([other]), np.array([pair])], "rows", rng)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m,n", [(7, 3), (1, 1), (0, 3)])
+def test_amax_and_asum(implementation, rng, layout, m, n):
+    a = random(rng, m, n)
+    compare(implementation, "amax", [a, np.array([[0.5]])], layout, rng)
+    compare(implementation, "asum", [a, np.ones((1, n + 1))], layout, rng)
+    compare(implementation, "asum", [a, np.ones((1, m))], layout, rng, "T")
+
+
+def test_norms_keep_a_nan(implementation, rng):
+    a = with_nan(random(rng, 4, 4), (2, 1))
+    compare(implementation, "lassq", [a, np.zeros((1, 2))], "own", rng)
+    compare(implementation, "amax", [a, np.zeros((1, 1))], "own", rng)
+
+
+# --------------------------------------------------------------------------- LU without pivoting
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -395,11 +651,17 @@ def test_gemqrt(implementation, rng, layout, m, nv, nc, ib):
     compare(implementation, "gemqrt", [v, t, random(rng, m, nc)], layout, rng)
 
 
-@pytest.mark.parametrize("trans", ["N", "T"])
-@pytest.mark.parametrize("m,nv,nc,ib", [(7, 3, 5, 2), (100, 64, 30, 32), (30, 40, 8, 7)])
-def test_gemqrt_apply_both_ways(rng, trans, m, nv, nc, ib):
+def facing(side, rows, cols):
+    """The shape of a matrix that reflectors on ``rows`` rows apply to: rows×cols from the left, cols×rows
+    from the right."""
+    return (rows, cols) if side == "L" else (cols, rows)
+
+
+@pytest.mark.parametrize("side,trans", [("L", "N"), ("R", "N"), ("R", "T")])
+@pytest.mark.parametrize("m,nv,nc,ib", [(7, 3, 5, 2), (100, 64, 30, 32), (30, 40, 8, 7), (6, 4, 0, 4)])
+def test_gemqrt_options(implementation, rng, side, trans, m, nv, nc, ib):
     v, t = geqrt_factors(rng, m, nv, ib)
-    compare(HostImplementation(), "gemqrt_apply", [v, t, random(rng, m, nc)], "block", rng, trans)
+    compare(implementation, "gemqrt", [v, t, random(rng, *facing(side, m, nc))], "block", rng, side, trans)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -418,12 +680,12 @@ def test_tpmqrt(implementation, rng, layout, m, k, nc, ib):
     compare(implementation, "tpmqrt", [v, t, random(rng, k + 2, nc), random(rng, m, nc)], layout, rng)
 
 
-@pytest.mark.parametrize("trans", ["N", "T"])
-@pytest.mark.parametrize("m,k,nc,ib", [(7, 3, 5, 2), (100, 64, 30, 32), (30, 40, 8, 7)])
-def test_tpmqrt_apply_both_ways(rng, trans, m, k, nc, ib):
+@pytest.mark.parametrize("side,trans", [("L", "N"), ("R", "N"), ("R", "T")])
+@pytest.mark.parametrize("m,k,nc,ib", [(7, 3, 5, 2), (100, 64, 30, 32), (30, 40, 8, 7), (6, 4, 0, 4)])
+def test_tpmqrt_options(implementation, rng, side, trans, m, k, nc, ib):
     v, t = tpqrt_factors(rng, m, k, ib)
-    compare(HostImplementation(), "tpmqrt_apply", [v, t, random(rng, k + 2, nc), random(rng, m, nc)],
-            "rows", rng, trans)
+    compare(implementation, "tpmqrt", [v, t, random(rng, *facing(side, k + 2, nc)), random(rng, *facing(side, m, nc))],
+            "rows", rng, side, trans)
 
 
 # Reflectors that are the identity: LAPACK's DLARFG gives tau = 0 when the column below
@@ -488,12 +750,13 @@ def test_reflectors_are_applied_in_groups_of_blocks(implementation, rng, monkeyp
     compare(implementation, "tpmqrt", [a, w, random(rng, 15, 6), random(rng, 9, 6)], "block", rng)
 
 
-@pytest.mark.parametrize("trans", ["N", "T"])
-def test_groups_of_blocks_are_applied_in_op_q_order(rng, monkeypatch, trans):
+@pytest.mark.parametrize("side,trans", [("L", "N"), ("L", "T"), ("R", "N"), ("R", "T")])
+def test_groups_of_blocks_are_applied_in_op_q_order(rng, monkeypatch, side, trans):
     monkeypatch.setattr(cupy_backend, "APPLY_WIDTH", 4)
     (v, t), (a, w) = factors_with_identity_reflectors(rng, 2)
-    compare(HostImplementation(), "gemqrt_apply", [v, t, random(rng, 40, 6)], "rows", rng, trans)
-    compare(HostImplementation(), "tpmqrt_apply", [a, w, random(rng, 15, 6), random(rng, 9, 6)], "rows", rng, trans)
+    compare(HostImplementation(), "gemqrt", [v, t, random(rng, *facing(side, 40, 6))], "rows", rng, side, trans)
+    compare(HostImplementation(), "tpmqrt", [a, w, random(rng, *facing(side, 15, 6)), random(rng, *facing(side, 9, 6))],
+            "rows", rng, side, trans)
 
 
 def larft(V, tau):
@@ -547,13 +810,13 @@ def test_qr_of_a_rank_deficient_tile_is_one_the_cpu_kernels_can_apply(rng, kerne
     if kernel == "geqrt":
         v = np.asfortranarray(a)
         HostImplementation().run("geqrt", v, t)
-        cpu.gemqrt_apply(v, t, q, "N")
+        cpu.gemqrt(v, t, q, "L", "N")
         r = np.triu(v)
     else:  # the triangle of a rank-deficient tile over another tile of that rank
         a[:n] = np.linalg.qr(a[:n], mode="r")
         top, v = np.asfortranarray(a[:n]), np.asfortranarray(a[n:])
         HostImplementation().run("tpqrt", top, v, t)
-        cpu.tpmqrt_apply(v, t, q[:n], q[n:], "N")
+        cpu.tpmqrt(v, t, q[:n], q[n:], "L", "N")
         r = np.vstack([np.triu(top), np.zeros((m - n, n))])
     assert np.linalg.norm(a - q @ r) <= 1e-14 * n * np.linalg.norm(a)
     assert np.linalg.norm(np.eye(m) - q.T @ q) <= 1e-14 * n
@@ -594,11 +857,22 @@ def test_getrf_nopiv_subnormal_pivot_does_not_overflow(implementation):
 
 def test_shape_errors_are_the_cpu_kernels():
     kernels = HostImplementation().kernels
-    with pytest.raises(ValueError, match="trsm: L of shape"):
+    with pytest.raises(ValueError, match="trsm: A of shape"):
         kernels.trsm(np.zeros((2, 2), order="F"), np.zeros((4, 3), order="F"))
-    with pytest.raises(ValueError, match="gemqrt: trans must be"):
-        kernels.gemqrt_apply(np.zeros((4, 4), order="F"), np.zeros((2, 4), order="F"),
-                             np.zeros((4, 4), order="F"), "C")
+    with pytest.raises(ValueError, match="gemqrt: trans must be one of 'N', 'T', got 'C'"):
+        kernels.gemqrt(np.zeros((4, 4), order="F"), np.zeros((2, 4), order="F"), np.zeros((4, 4), order="F"), "L", "C")
+    with pytest.raises(ValueError, match="getrf: A: the panel's tiles have 2, 3 columns"):
+        kernels.getrf([np.zeros((3, 3), order="F"), np.zeros((3, 2), order="F")], np.zeros((1, 3), order="F"))
+    with pytest.raises(ValueError, match="syr2k: B of shape"):
+        kernels.syr2k(np.zeros((3, 2), order="F"), np.zeros((3, 3), order="F"), np.zeros((3, 3), order="F"))
+
+
+def test_python_signatures_are_the_cpu_kernels():
+    """Same parameters, same defaults: a driver calls both alike."""
+    def parameters(function):
+        return [(p.name, p.default) for p in inspect.signature(function).parameters.values() if p.name != "self"]
+    for name, kernel in cpu.CPU_KERNELS.items():
+        assert parameters(getattr(TileKernels, name)) == parameters(kernel), name
 
 
 def test_every_prelude_kernel_has_a_gpu_body():
@@ -716,8 +990,82 @@ def test_the_cupy_api_the_backend_uses_exists():
                  "CUBLAS_FILL_MODE_LOWER", "CUBLAS_FILL_MODE_UPPER", "CUBLAS_SIDE_LEFT", "CUBLAS_SIDE_RIGHT",
                  "CUBLAS_DIAG_NON_UNIT", "CUBLAS_DIAG_UNIT", "CUBLAS_POINTER_MODE_HOST"]:
         assert hasattr(cublas, name), name
-    for name in ["dpotrf", "dpotrf_bufferSize", "dgeqrf", "dgeqrf_bufferSize"]:
+    for name in ["dpotrf", "dpotrf_bufferSize", "dgetrf", "dgetrf_bufferSize", "dgeqrf", "dgeqrf_bufferSize"]:
         assert hasattr(cusolver, name), name
+
+
+def test_the_nvmath_api_the_backend_uses_exists():
+    """Names only, as above, for the routines that come from nvmath-python."""
+    blas_library = pytest.importorskip("nvmath.bindings.cublas")
+    solver_library = importlib.import_module("nvmath.bindings.cusolverDn")
+    for owner, names in [(blas_library, ["create", "destroy", "set_stream", "set_pointer_mode", "PointerMode",
+                                         "dsymm", "dsyr2k", "dtrmm"]),
+                         (solver_library, ["create", "destroy", "set_stream", "dlaswp", "xtrtri", "xtrtri_buffer_size",
+                                           "dlauum", "dlauum_buffer_size"])]:
+        for name in names:
+            assert hasattr(owner, name), f"{owner.__name__}.{name}"
+    assert blas_library.PointerMode.HOST == 0
+
+
+class FakeNvmathLibrary(types.ModuleType):
+    """nvmath.bindings.cublas or .cusolverDn as far as handles go; ``log`` records the calls."""
+
+    def __init__(self, name, log, pointer_modes):
+        super().__init__(f"nvmath.bindings.{name}")
+        self.made, self.log = 0, log
+        if pointer_modes:
+            self.PointerMode = types.SimpleNamespace(HOST=0)
+            self.set_pointer_mode = lambda handle, mode: log.append(("pointer mode", handle, mode))
+
+    def create(self):
+        self.made += 1
+        return f"{self.__name__.rsplit('.', 1)[1]} {self.made}"
+
+    def set_stream(self, handle, stream):
+        self.log.append(("stream", handle, stream))
+
+    def destroy(self, handle):
+        self.log.append(("destroy", handle))
+
+
+def fake_cupy_device(state):
+    """Just enough of CuPy for _CupyLibraries: the current device and stream come from ``state``."""
+    cuda = types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=state["device"]),
+                                 get_current_stream=lambda: types.SimpleNamespace(ptr=state["stream"]))
+    return types.SimpleNamespace(cuda=cuda)
+
+
+def test_nvmath_handles_are_per_thread_and_device_on_the_current_stream(monkeypatch):
+    log, state = [], {"device": 0, "stream": 111}
+    blas_library = FakeNvmathLibrary("cublas", log, pointer_modes=True)
+    solver_library = FakeNvmathLibrary("cusolverDn", log, pointer_modes=False)
+    for name, module in [("nvmath", types.ModuleType("nvmath")),
+                         ("nvmath.bindings", types.ModuleType("nvmath.bindings")),
+                         ("nvmath.bindings.cublas", blas_library), ("nvmath.bindings.cusolverDn", solver_library)]:
+        monkeypatch.setitem(sys.modules, name, module)
+    cuda = cupy_backend._CupyLibraries(fake_cupy_device(state), None, None)
+    assert cuda.nvmath_cublas() == (blas_library, "cublas 1")
+    state["stream"] = 222
+    assert cuda.nvmath_cublas() == (blas_library, "cublas 1")  # the same handle, on the new stream
+    assert log == [("pointer mode", "cublas 1", 0), ("stream", "cublas 1", 111), ("stream", "cublas 1", 222)]
+    state["device"] = 1
+    assert cuda.nvmath_cublas()[1] == "cublas 2"
+    assert cuda.nvmath_cusolver() == (solver_library, "cusolverDn 1")
+    other = []
+    thread = threading.Thread(target=lambda: other.append(cuda.nvmath_cublas()[1]))
+    thread.start()
+    thread.join(10)
+    assert other == ["cublas 3"]
+    gc.collect()
+    assert ("destroy", "cublas 3") in log  # with its thread
+    assert not any(entry[0] == "destroy" and entry[1] != "cublas 3" for entry in log)
+
+
+def test_missing_nvmath_is_a_one_line_kernel_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nvmath", None)  # what an absent package looks like to import
+    cuda = cupy_backend._CupyLibraries(fake_cupy_device({"device": 0, "stream": 1}), None, None)
+    with pytest.raises(KernelError, match=r"needs NVIDIA's nvmath-python .*pip install 'nvmath-python\[cu12\]'$"):
+        cuda.nvmath_cusolver()
 
 
 def test_pinned_buffers_are_reused_by_size_class():

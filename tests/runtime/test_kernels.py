@@ -1,19 +1,27 @@
 """Tests of the CPU tile kernels against numpy/scipy references.
 
-Every kernel runs on square, ragged and empty shapes, both on a Fortran array of its
-own and on a row sub-range of a taller Fortran array (the no-copy path): results must
-match the reference and the rows outside the view must stay untouched.
+Every kernel, with every option, runs on square, ragged and empty shapes, both on a
+Fortran array of its own and on a row sub-range of a taller Fortran array (the no-copy
+path): results must match the reference and the rows outside the view must stay
+untouched. getrf's pivots must be scipy's lu_factor's, on tiles and on panels.
 """
 from __future__ import annotations
+
+import inspect
+import itertools
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.linalg as sla
 
 from tiledsl.runtime.errors import KernelError
-from tiledsl.runtime.kernels import (CPU_KERNELS, gemm, gemm_nn, gemqrt, gemqrt_apply,
-                                     geqrt, getrf_nopiv, potrf, syrk, tpmqrt, tpmqrt_apply,
-                                     tpqrt, trsm, trsm_l, trsm_u)
+from tiledsl.runtime.kernels import (CPU_KERNELS, amax, asum, gemm, gemm_nn, gemqrt, geqrt, getrf,
+                                     getrf_nopiv, lassq, lassq_merge, laswp, lauum, potrf, symm, syr2k,
+                                     syrk, tpmqrt, tpqrt, trmm, trsm, trsm_l, trsm_u, trtri)
+
+PRELUDE = Path(__file__).resolve().parents[2] / "tiledsl" / "compiler" / "prelude.tile"
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -79,10 +87,39 @@ def reference_lu_nopiv(a):
 
 
 def test_cpu_kernels_registry_names():
-    assert set(CPU_KERNELS) == {"potrf", "trsm", "syrk", "gemm", "getrf_nopiv", "trsm_l",
-                                "trsm_u", "gemm_nn", "geqrt", "gemqrt", "tpqrt", "tpmqrt"}
+    assert set(CPU_KERNELS) == {"gemm", "symm", "syrk", "syr2k", "trsm", "trmm", "potrf", "trtri", "lauum",
+                                "getrf_nopiv", "trsm_l", "trsm_u", "gemm_nn", "getrf", "laswp",
+                                "geqrt", "gemqrt", "tpqrt", "tpmqrt", "lassq", "lassq_merge", "amax", "asum"}
     assert CPU_KERNELS["gemqrt"] is gemqrt and CPU_KERNELS["tpmqrt"] is tpmqrt
     assert all(f.__doc__ for f in CPU_KERNELS.values())
+
+
+def prelude_declarations() -> dict:
+    """{kernel: [(name, default or None)]} from prelude.tile, read with a regular expression
+    (the compiler's grammar is tested elsewhere): the parameters in order."""
+    declarations = {}
+    for name, params in re.findall(r"^kernel (\w+)\(([^)]*)\)", PRELUDE.read_text(), re.M):
+        declarations[name] = []
+        for param in params.split(","):
+            match = re.fullmatch(r'\s*(?:in|out|inout|int|float|char) (\w+)(?: in "[A-Z]+")?(?: = ("?)([^"]*)\2)?\s*',
+                                 param)
+            assert match, f"{name}: cannot read the parameter {param!r}"
+            default = match.group(3)
+            if default is not None and not match.group(2):
+                default = float(default) if "." in default else int(default)
+            declarations[name].append((match.group(1), default))
+    return declarations
+
+
+def test_python_signatures_are_the_prelude_declarations():
+    """Same parameters in the same order, and the declared defaults (so programs written before
+    the options keep their meaning whichever way a kernel is called)."""
+    declarations = prelude_declarations()
+    assert set(declarations) == set(CPU_KERNELS)
+    for name, params in declarations.items():
+        signature = inspect.signature(CPU_KERNELS[name]).parameters.values()
+        defaults = [(p.name, None if p.default is inspect.Parameter.empty else p.default) for p in signature]
+        assert defaults == params, name
 
 
 # ----------------------------------------------------------------------- layout checks
@@ -126,8 +163,8 @@ def test_mismatched_shapes_are_rejected():
         potrf(f(3, 4))
     with pytest.raises(ValueError):
         geqrt(f(4, 4), f(2, 3))
-    with pytest.raises(ValueError):
-        gemqrt_apply(f(4, 4), f(2, 4), f(4, 4), "C")
+    with pytest.raises(ValueError, match="gemqrt: trans must be one of 'N', 'T', got 'C'"):
+        gemqrt(f(4, 4), f(2, 4), f(4, 4), "L", "C")
 
 
 def test_extent_one_strides_are_ignored(rng):
@@ -318,10 +355,10 @@ def test_geqrt_reconstructs_and_is_orthogonal(rng, layout, ib, m, n):
     assert_t_layout(t, nb, k)
     r = np.zeros((m, n), order="F")
     r[:k] = np.triu(tile.view[:k])
-    gemqrt_apply(tile.view, t, r, "N")  # Q·R
+    gemqrt(tile.view, t, r, "L", "N")  # Q·R
     assert_close(r, a, m)
     q = np.asfortranarray(np.eye(m))
-    gemqrt_apply(tile.view, t, q, "N")
+    gemqrt(tile.view, t, q, "L", "N")
     assert_close(q.T @ q, np.eye(m), m)
     if k:
         assert_close(np.abs(np.diag(tile.view)), np.abs(np.diag(sla.qr(a, mode="r")[0])), m)
@@ -343,7 +380,7 @@ def test_gemqrt_applies_q_transpose(rng, layout, ib, m, n, nc):
     c = random(rng, m, nc)
     target = Placed(c, layout, rng)
     gemqrt(tile.view, t, target.view)
-    gemqrt_apply(tile.view, t, target.view, "N")
+    gemqrt(tile.view, t, target.view, "L", "N")
     assert_close(target.view, c, m)
     target.assert_outside_untouched()
 
@@ -371,7 +408,7 @@ def test_tpqrt(rng, ib, m, n):
     np.testing.assert_array_equal(r[n:], r0[n:])
     # Q·[R'; 0] reconstructs [R; A].
     top, bottom = np.asfortranarray(np.triu(r)), np.zeros((m, n), order="F")
-    tpmqrt_apply(tile.view, t, top, bottom, "N")
+    tpmqrt(tile.view, t, top, bottom, "L", "N")
     assert_close(np.vstack([top[:n], bottom]), stacked, m + n)
     tile.assert_outside_untouched()
 
@@ -393,8 +430,424 @@ def test_tpmqrt_applies_q_transpose(rng, layout, m, n, nc):
     d1, d2 = random(rng, n, nc), random(rng, m, nc)
     top, bottom = np.asfortranarray(d1), Placed(d2, layout, rng)
     tpmqrt(tile.view, t, top, bottom.view)
-    tpmqrt_apply(tile.view, t, top, bottom.view, "N")
+    tpmqrt(tile.view, t, top, bottom.view, "L", "N")
     assert_close(top, d1, m + n)
     assert_close(bottom.view, d2, m + n)
     bottom.assert_outside_untouched()
 
+
+
+# ----------------------------------------------------------------------- options of BLAS-3
+
+NT = ["N", "T"]
+
+
+def op(x, trans):
+    return x if trans == "N" else x.T
+
+
+def shaped(rng, shape, trans):
+    """A random matrix whose op(·) has ``shape``."""
+    return random(rng, *(shape if trans == "N" else shape[::-1]))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("transa,transb", itertools.product(NT, NT))
+@pytest.mark.parametrize("m,n,k,alpha,beta", [(7, 3, 5, 0.5, 2.0), (3, 7, 2, -1.0, 0.0), (1, 1, 1, 2.0, -1.0),
+                                              (64, 40, 33, 1.5, 1.0), (4, 5, 0, 1.0, 3.0), (0, 4, 4, 1.0, 2.0)])
+def test_gemm_options(rng, layout, transa, transb, m, n, k, alpha, beta):
+    a, b, c = shaped(rng, (m, k), transa), shaped(rng, (k, n), transb), random(rng, m, n)
+    tile_a, tile_c = Placed(a, layout, rng), Placed(c, layout, rng)
+    gemm(tile_a.view, np.asfortranarray(b), tile_c.view, transa, transb, alpha, beta)
+    assert_close(tile_c.view, alpha * op(a, transa) @ op(b, transb) + beta * c, k + 3)
+    tile_c.assert_outside_untouched()
+
+
+def test_gemm_beta_zero_ignores_nan_in_c(rng):
+    """As in BLAS: C is not read when beta is 0."""
+    a, b = np.asfortranarray(random(rng, 4, 3)), np.asfortranarray(random(rng, 3, 5))
+    c = np.full((4, 5), np.nan, order="F")
+    gemm(a, b, c, "N", "N", 1.0, 0.0)
+    assert_close(c, a @ b, 3)
+
+
+def symmetric_from(a, uplo):
+    """The symmetric matrix that the ``uplo`` triangle of square ``a`` stands for."""
+    t = np.tril(a) if uplo == "L" else np.triu(a)
+    return t + t.T - np.diag(np.diag(a))
+
+
+def other_triangle_nan(a, uplo):
+    """``a`` with NaN in the strict triangle opposite ``uplo`` (which must be neither read nor written)."""
+    a = a.copy()
+    n = min(a.shape)
+    rows, cols = np.triu_indices(n, 1) if uplo == "L" else np.tril_indices(n, -1)
+    a[rows, cols] = np.nan
+    return a
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("side,uplo", itertools.product("LR", "LU"))
+@pytest.mark.parametrize("m,n", [(7, 3), (3, 7), (1, 1), (40, 40), (0, 3), (3, 0)])
+def test_symm(rng, layout, side, uplo, m, n):
+    order = m if side == "L" else n
+    a = other_triangle_nan(random(rng, order + 2, order), uplo)  # a taller tile: its top block is used
+    b, c = random(rng, m, n), random(rng, m, n)
+    tile_c = Placed(c, layout, rng)
+    symm(np.asfortranarray(a), np.asfortranarray(b), tile_c.view, side, uplo, 0.5, -2.0)
+    s = symmetric_from(a[:order], uplo) if order else np.zeros((0, 0))
+    assert_close(tile_c.view, 0.5 * (s @ b if side == "L" else b @ s) - 2.0 * c, order)
+    tile_c.assert_outside_untouched()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kernel", ["syrk", "syr2k"])
+@pytest.mark.parametrize("uplo,trans", itertools.product("LU", NT))
+@pytest.mark.parametrize("n,k,beta", [(7, 3, 1.0), (3, 7, 0.5), (1, 1, 1.0), (40, 33, -1.0), (4, 0, 2.0), (0, 3, 1.0)])
+def test_rank_k_updates(rng, layout, kernel, uplo, trans, n, k, beta):
+    a, b, c = shaped(rng, (n, k), trans), shaped(rng, (n, k), trans), random(rng, n, n)
+    tile_c = Placed(c, layout, rng)
+    if kernel == "syrk":
+        syrk(np.asfortranarray(a), tile_c.view, uplo, trans, 1.5, beta)
+        update = op(a, trans) @ op(a, trans).T
+    else:
+        syr2k(np.asfortranarray(a), np.asfortranarray(b), tile_c.view, uplo, trans, 1.5, beta)
+        update = op(a, trans) @ op(b, trans).T + op(b, trans) @ op(a, trans).T
+    kept = np.tril_indices(n) if uplo == "L" else np.triu_indices(n)
+    untouched = np.triu_indices(n, 1) if uplo == "L" else np.tril_indices(n, -1)
+    assert_close(tile_c.view[kept], (1.5 * update + beta * c)[kept], k + 3)
+    np.testing.assert_array_equal(tile_c.view[untouched], c[untouched])
+    tile_c.assert_outside_untouched()
+
+
+def triangle(a, uplo, diag):
+    """The triangular matrix that square ``a`` holds for ``uplo`` and ``diag``."""
+    t = np.tril(a) if uplo == "L" else np.triu(a)
+    if diag == "U":
+        np.fill_diagonal(t, 1.0)
+    return t
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kernel", ["trsm", "trmm"])
+@pytest.mark.parametrize("side,uplo,transa,diag", itertools.product("LR", "LU", NT, "NU"))
+@pytest.mark.parametrize("m,n", [(7, 3), (3, 7), (0, 3)])
+def test_triangular_options(rng, layout, kernel, side, uplo, transa, diag, m, n):
+    order = m if side == "L" else n
+    a = other_triangle_nan(well_conditioned_square(rng, order, rows=order + 3), uplo)
+    if diag == "U":
+        a[np.diag_indices(order)] = np.nan  # the unit diagonal is implicit
+    b = random(rng, m, n)
+    tile_b = Placed(b, layout, rng)
+    CPU_KERNELS[kernel](np.asfortranarray(a), tile_b.view, side, uplo, transa, diag, -2.0)
+    t = op(triangle(a[:order], uplo, diag), transa)
+    if kernel == "trmm":
+        expected = -2.0 * (t @ b if side == "L" else b @ t)
+    else:
+        expected = -2.0 * (np.linalg.solve(t, b) if side == "L" else np.linalg.solve(t.T, b.T).T) if order else b
+    assert_close(tile_b.view, expected, order)
+    tile_b.assert_outside_untouched()
+
+
+def test_option_values_are_checked():
+    f = np.zeros((3, 3), order="F")
+    with pytest.raises(ValueError, match=r"^gemm: transa must be one of 'N', 'T', got 'X'$"):
+        gemm(f, f, f.copy(order="F"), "X")
+    with pytest.raises(ValueError, match="trmm: side must be one of 'L', 'R', got 'l'"):
+        trmm(f, f.copy(order="F"), "l")
+    with pytest.raises(ValueError, match="syrk: alpha must be a number, got 'x'"):
+        syrk(f, f.copy(order="F"), "L", "N", "x")
+    with pytest.raises(ValueError, match="laswp: direction must be one of 'F', 'B', got 'N'"):
+        laswp(np.zeros((1, 3), order="F"), f.copy(order="F"), 0, "N")
+    with pytest.raises(ValueError, match="laswp: first must be an integer >= 0, got -1"):
+        laswp(np.zeros((1, 3), order="F"), f.copy(order="F"), -1)
+    with pytest.raises(ValueError, match=r"potrf: tile is 3x2; uplo 'U' needs a square tile"):
+        potrf(np.zeros((3, 2), order="F"), "U")
+    with pytest.raises(ValueError, match=r"trtri: A is 3x2; it must be square"):
+        trtri(np.zeros((3, 2), order="F"))
+    with pytest.raises(ValueError, match=r"symm: A of shape \(2, 2\) has no 3x3 triangle"):
+        symm(np.zeros((2, 2), order="F"), f, f.copy(order="F"))
+    with pytest.raises(ValueError, match="expected a 2-D float64 array, got list"):
+        gemm([f], f, f.copy(order="F"))  # a panel where a tile is expected
+
+
+# ----------------------------------------------------------------------- Cholesky, inverses
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("n", [1, 5, 64, 0])
+def test_potrf_upper(rng, layout, n):
+    a = other_triangle_nan(spd(rng, n), "U")
+    tile = Placed(a, layout, rng)
+    potrf(tile.view, "U")
+    u = np.linalg.cholesky(spd(rng, 0) if n == 0 else np.triu(a) + np.triu(a, 1).T).T
+    assert_close(np.triu(tile.view), u, n)
+    assert np.isnan(tile.view[np.tril_indices(n, -1)]).all()
+    tile.assert_outside_untouched()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("uplo,diag", itertools.product("LU", "NU"))
+@pytest.mark.parametrize("n", [1, 6, 50, 0])
+def test_trtri(rng, layout, uplo, diag, n):
+    a = other_triangle_nan(random(rng, n, n) / max(n, 1) + 2 * np.eye(n), uplo)  # well conditioned, unit or not
+    tile = Placed(a, layout, rng)
+    trtri(tile.view, uplo, diag)
+    kept = np.tril_indices(n, 0 if diag == "N" else -1) if uplo == "L" else np.triu_indices(n, 0 if diag == "N" else 1)
+    assert_close(tile.view[kept], np.linalg.inv(triangle(a, uplo, diag))[kept], n)
+    assert np.isnan(other_triangle_nan(tile.view, uplo)[np.isnan(a)]).all()
+    tile.assert_outside_untouched()
+
+
+def test_trtri_of_a_singular_triangle_names_the_zero():
+    a = np.asfortranarray(np.diag([2.0, 3.0, 0.0, 1.0]))
+    with pytest.raises(KernelError, match=r"trtri: the triangle is singular \(A\[2, 2\] is exactly 0\)"):
+        trtri(a)
+    trtri(a, "L", "U")  # its unit diagonal is not read
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("uplo", "LU")
+@pytest.mark.parametrize("n", [1, 6, 70, 0])
+def test_lauum(rng, layout, uplo, n):
+    a = other_triangle_nan(random(rng, n, n), uplo)
+    tile = Placed(a, layout, rng)
+    lauum(tile.view, uplo)
+    t = triangle(a, uplo, "N")
+    product = t.T @ t if uplo == "L" else t @ t.T
+    kept = np.tril_indices(n) if uplo == "L" else np.triu_indices(n)
+    assert_close(tile.view[kept], product[kept], n)
+    tile.assert_outside_untouched()
+
+
+def test_trtri_then_lauum_inverts_from_the_cholesky_factor(rng):
+    a = np.asfortranarray(spd(rng, 30))
+    expected = np.linalg.inv(a)
+    potrf(a)
+    trtri(a)
+    lauum(a)
+    assert_close(np.tril(a), np.tril(expected), 30)
+
+
+# ----------------------------------------------------------------------- LU with partial pivoting
+
+
+def panel_of(a, heights, layout, rng):
+    """``a`` cut into tiles of ``heights`` rows, each placed as ``layout`` says."""
+    ends = np.cumsum(heights)
+    return [Placed(a[end - h:end], layout, rng) for h, end in zip(heights, ends)]
+
+
+def stacked(panel):
+    return np.vstack([tile.view for tile in panel])
+
+
+PANELS = [[7], [40], [3, 12], [16, 16, 16], [10, 0, 13, 5], [4, 3, 2]]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("heights", PANELS)
+@pytest.mark.parametrize("n", [5, 16, 9])
+def test_getrf_is_lapacks_partial_pivoting(rng, layout, heights, n):
+    """The pivots are lu_factor's, the factors too, on a tile and on panels of tiles."""
+    a = random(rng, sum(heights), n)
+    panel = panel_of(a, heights, layout, rng)
+    p = np.full((1, n + 2), np.nan, order="F")
+    getrf([tile.view for tile in panel] if len(panel) > 1 else panel[0].view, p)
+    lu, pivots = sla.lu_factor(a)
+    k = len(pivots)
+    np.testing.assert_array_equal(p[0, :k], pivots)
+    np.testing.assert_array_equal(p[0, k:], np.arange(k, n + 2))  # no interchange
+    assert_close(stacked(panel), lu, n)
+    for tile in panel:
+        tile.assert_outside_untouched()
+
+
+def test_getrf_of_a_singular_panel_is_a_factorization(rng):
+    a = random(rng, 12, 5)
+    a[:, 2] = a[:, 0]  # exactly dependent columns: U[2, 2] = 0 (LAPACK's info > 0)
+    panel = [np.asfortranarray(a[:6]), np.asfortranarray(a[6:])]
+    p = np.zeros((1, 5), order="F")
+    getrf(panel, p)
+    lu = np.vstack(panel)
+    rows = np.arange(12)
+    for j, pivot in enumerate(p[0].astype(int)):
+        rows[[j, pivot]] = rows[[pivot, j]]
+    lower, upper = np.tril(lu, -1) + np.eye(12, 5), np.triu(lu[:5])
+    assert upper[2, 2] == 0.0
+    assert_close(lower @ upper, a[rows], 12)
+
+
+def test_getrf_lets_a_nan_through(rng):
+    a = random(rng, 8, 4)
+    a[5, 1] = np.nan
+    tile, p = np.asfortranarray(a), np.zeros((1, 4), order="F")
+    getrf(tile, p)
+    assert np.isnan(tile).any()
+
+
+def test_getrf_panel_errors():
+    with pytest.raises(ValueError, match="getrf: A: the panel's tiles have 3, 4 columns; they must all have the same"):
+        getrf([np.zeros((4, 4), order="F"), np.zeros((4, 3), order="F")], np.zeros((1, 4), order="F"))
+    with pytest.raises(ValueError, match=r"getrf: P of shape \(1, 3\) cannot hold the 4 pivots of a 8x4 panel"):
+        getrf([np.zeros((4, 4), order="F")] * 2, np.zeros((1, 3), order="F"))
+
+
+def permuted(b, pivots):
+    """P·b for LAPACK's 0-based pivots, interchanges applied in order."""
+    b = b.copy()
+    for j, p in enumerate(pivots):
+        b[[j, p]] = b[[p, j]]
+    return b
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("heights", PANELS)
+def test_laswp_applies_lu_factors_interchanges(rng, layout, heights):
+    """A panel's P applied to another column's panel (forward), then undone (backward)."""
+    m, n = sum(heights), 6
+    _, pivots = sla.lu_factor(random(rng, m, n))
+    p = np.asfortranarray(np.arange(n + 1, dtype=float)[None, :])  # the extra entry: no interchange
+    p[0, :len(pivots)] = pivots
+    b = random(rng, m, 3)
+    panel = panel_of(b, heights, layout, rng)
+    tiles = [tile.view for tile in panel]
+    laswp(p, tiles)
+    np.testing.assert_array_equal(stacked(panel), permuted(b, pivots))
+    laswp(p, tiles, 0, "B")
+    np.testing.assert_array_equal(stacked(panel), b)
+    for tile in panel:
+        tile.assert_outside_untouched()
+
+
+def test_laswp_first_skips_interchanges(rng):
+    b = random(rng, 10, 2)
+    pivots = np.array([4, 9, 2, 5])
+    tile = np.asfortranarray(b)
+    laswp(np.asfortranarray(pivots[None, :].astype(float)), tile, 2)
+    np.testing.assert_array_equal(tile, permuted(b, [0, 1, 2, 5]))
+
+
+def test_getrf_and_laswp_solve_a_system_by_tiles(rng):
+    """getrs by tiles: P·b, then L and U by trsm."""
+    a, b = random(rng, 12, 12), random(rng, 12, 2)
+    panel, p = [np.asfortranarray(a[:5]), np.asfortranarray(a[5:])], np.zeros((1, 12), order="F")
+    getrf(panel, p)
+    rhs = [np.asfortranarray(b[:5]), np.asfortranarray(b[5:])]
+    laswp(p, rhs)
+    lu, x = np.asfortranarray(np.vstack(panel)), np.asfortranarray(np.vstack(rhs))
+    trsm(lu, x, "L", "L", "N", "U")
+    trsm(lu, x, "L", "U", "N", "N")
+    assert np.linalg.norm(a @ x - b) <= 1e-13 * np.linalg.norm(a) * np.linalg.norm(x) * 12
+
+
+def test_laswp_rejects_a_pivot_outside_the_panel():
+    with pytest.raises(ValueError, match=r"laswp: P\[0, 1\] = 7.0 is not a row of the panel \(it has 6 rows\)"):
+        laswp(np.asfortranarray([[0.0, 7.0]]), [np.zeros((3, 2), order="F")] * 2)
+    with pytest.raises(ValueError, match=r"P\[0, 0\] = 1.5 is not a row"):
+        laswp(np.asfortranarray([[1.5]]), np.zeros((3, 2), order="F"))
+
+
+# ----------------------------------------------------------------------- QR, side R
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("trans", NT)
+@pytest.mark.parametrize("m,nv,rows,ib", [(7, 3, 5, 2), (30, 30, 4, 8), (3, 7, 6, 2), (6, 4, 0, 4)])
+def test_gemqrt_from_the_right(rng, layout, trans, m, nv, rows, ib):
+    a = random(rng, m, nv)
+    tile, t, _, _ = factor(rng, a, ib, layout)
+    q = np.asfortranarray(np.eye(m))
+    gemqrt(tile.view, t, q, "L", "N")  # Q itself
+    c = random(rng, rows, m)
+    target = Placed(c, layout, rng)
+    gemqrt(tile.view, t, target.view, "R", trans)
+    assert_close(target.view, c @ op(q, trans), m)
+    target.assert_outside_untouched()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("trans", NT)
+@pytest.mark.parametrize("m,n,rows", [(7, 3, 5), (3, 7, 4), (20, 20, 1), (6, 4, 0)])
+def test_tpmqrt_from_the_right(rng, layout, trans, m, n, rows):
+    _, _, _, tile, t = factor_pair(rng, n, m, ib=4)
+    q1, q2 = np.asfortranarray(np.eye(n + m)[:n]), np.asfortranarray(np.eye(n + m)[n:])
+    tpmqrt(tile.view, t, q1, q2, "L", "N")  # Q, by rows
+    q = np.vstack([q1, q2])
+    c1 = random(rng, rows, n + 2)  # only its first n columns are used
+    c2 = random(rng, rows, m)
+    top, bottom = Placed(c1, layout, rng), Placed(c2, layout, rng)
+    tpmqrt(tile.view, t, top.view, bottom.view, "R", trans)
+    expected = np.hstack([c1[:, :n], c2]) @ op(q, trans)
+    assert_close(np.hstack([top.view[:, :n], bottom.view]), expected, m + n)
+    np.testing.assert_array_equal(top.view[:, n:], c1[:, n:])
+    bottom.assert_outside_untouched()
+
+
+# ----------------------------------------------------------------------- norms
+
+
+def tiles_of(a, size):
+    """The size×size tiles of ``a`` (ragged at the edges), in Fortran storage."""
+    return [np.asfortranarray(a[i:i + size, j:j + size]) for i in range(0, a.shape[0], size)
+            for j in range(0, a.shape[1], size)]
+
+
+@pytest.mark.parametrize("magnitude", [1.0, 1e300, 1e-300])
+def test_frobenius_norm_over_tiles_does_not_overflow(rng, magnitude):
+    """Squares of 1e300 overflow and of 1e-300 underflow; the pairs keep the norm exact."""
+    a = random(rng, 23, 17)
+    halves = [np.zeros((1, 2), order="F"), np.full((1, 2), 0.0, order="F")]
+    for index, tile in enumerate(tiles_of(a * magnitude, 5)):
+        lassq(tile, halves[index % 2])
+    total = np.asfortranarray([[0.0, 1.0]])  # LAPACK's own start: scale 0, sumsq 1
+    for half in halves:
+        lassq_merge(half, total)
+    assert total[0, 0] * np.sqrt(total[0, 1]) == pytest.approx(np.linalg.norm(a) * magnitude, rel=1e-14)
+
+
+def test_norms_keep_a_nan(rng):
+    a = random(rng, 4, 4)
+    a[2, 1] = np.nan
+    pair, biggest = np.zeros((1, 2), order="F"), np.zeros((1, 1), order="F")
+    lassq(np.asfortranarray(a), pair)
+    amax(np.asfortranarray(a), biggest)
+    amax(np.asfortranarray(np.ones((2, 2))), biggest)  # a later max does not hide it
+    assert np.isnan(pair[0, 1]) and np.isnan(biggest[0, 0])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m,n", [(7, 3), (1, 1), (0, 3), (3, 0)])
+def test_amax_and_asum(rng, layout, m, n):
+    a = random(rng, m, n)
+    tile = Placed(a, layout, rng)
+    biggest = np.asfortranarray([[0.25]])
+    amax(tile.view, biggest)
+    assert biggest[0, 0] == max([0.25, *np.abs(a).ravel()])
+    columns, rows = np.ones((1, n + 1), order="F"), np.ones((1, m), order="F")
+    asum(tile.view, columns)
+    asum(tile.view, rows, "T")
+    assert_close(columns[0], np.append(1 + np.abs(a).sum(axis=0), 1), m)
+    assert_close(rows[0], 1 + np.abs(a).sum(axis=1), n)
+    tile.assert_outside_untouched()
+
+
+def test_one_and_infinity_norms_over_tiles(rng):
+    a = random(rng, 11, 9)
+    column_sums, row_sums = np.zeros((1, 9), order="F"), np.zeros((1, 11), order="F")
+    for i in range(0, 11, 4):
+        for j in range(0, 9, 4):
+            asum(np.asfortranarray(a[i:i + 4, j:j + 4]), column_sums[:, j:j + 4])
+            asum(np.asfortranarray(a[i:i + 4, j:j + 4]), row_sums[:, i:i + 4], "T")
+    one, infinity = np.zeros((1, 1), order="F"), np.zeros((1, 1), order="F")
+    amax(column_sums, one)
+    amax(row_sums, infinity)
+    assert one[0, 0] == pytest.approx(np.linalg.norm(a, 1), rel=1e-14)
+    assert infinity[0, 0] == pytest.approx(np.linalg.norm(a, np.inf), rel=1e-14)
+
+
+def test_norm_accumulators_are_checked():
+    with pytest.raises(ValueError, match=r"lassq: S of shape \(1, 1\) cannot hold 2 values"):
+        lassq(np.ones((2, 2), order="F"), np.zeros((1, 1), order="F"))
+    with pytest.raises(ValueError, match=r"asum: S of shape \(1, 2\) cannot hold 3 values"):
+        asum(np.ones((2, 3), order="F"), np.zeros((1, 2), order="F"))

@@ -18,7 +18,7 @@ from . import nodes as n
 from .affine import (Converter, coincidence_witness, difference, never_runs, out_of_range_witness,
                      provably_nonzero)
 from .diagnostics import DiagnosticBag
-from .kernel_module import UNKNOWN, Definitions, Function, read_definitions
+from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
 from .source import Span
 
 TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
@@ -400,9 +400,13 @@ class _Analyzer:
         for name, decl in self.kernels.items():
             if not decl.prelude and self.kernel_used[name]:
                 params = [p.name.text for p in decl.params]
-                self._check_function(name, decl.name.span, params, f"kernel '{name}'",
-                                     f"declared as {name}({', '.join(_param_text(p) for p in decl.params)})",
-                                     "give the function one positional parameter per argument, in declaration order")
+                declared = f"declared as {name}({', '.join(_param_text(p) for p in decl.params)})"
+                advice = "give the function one positional parameter per argument, in declaration order"
+                self._check_function(name, decl.name.span, params, f"kernel '{name}'", declared, advice)
+                body = gpu_body(self.module_definitions, name)
+                if not body.absent and not body.unknown:  # a GPU body is optional; one that is there must fit
+                    self._check_function(body.name, decl.name.span, params, f"kernel '{name}' (its GPU body)",
+                                         declared, advice)
         for check in self.program.checks[:1]:
             if check.kind.text not in CHECK_ARITY:
                 self._check_function(check.kind.text, check.kind.span, ["before", "after"],

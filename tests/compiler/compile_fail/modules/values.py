@@ -18,3 +18,15 @@ two = three = one
 
 def panel(A, P):
     pass
+
+
+def with_gpu(A, alpha):
+    A *= alpha
+
+
+def with_gpu_gpu(A):
+    pass
+
+
+broken = with_gpu
+broken_gpu = "fast"
