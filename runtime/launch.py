@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checks, inputs, npyio, priorities, progress
+from . import checks, inputs, npyio, priorities, progress, usercheck
 from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
@@ -97,9 +97,13 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
         stopwatch.lap("run")
         if options.check and program.check is not None:
-            result.residuals = _verify(driver, params, engine, matrices, sources, comm,
-                                       lambda total: _progress(options, "check", ranks, total, engine))
-            result.residual = max(result.residuals.values())
+            try:
+                result.residuals = _verify(driver, params, engine, matrices, sources, comm,
+                                           lambda total: _progress(options, "check", ranks, total, engine))
+            except checks.CheckError as error:  # every rank has the same: the check failed, with this message
+                result.residuals = {error.name: float("nan")}
+                result.errors.append(str(error))
+            result.residual = checks.largest(result.residuals.values())
             result.check_seconds = stopwatch.lap("check")
     with Staging(comm) as staging:
         if events is not None:
@@ -231,17 +235,14 @@ class _single_threaded_blas:
 
 
 def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm, progress_bar) -> dict:
-    """The program's residual check, computed where the tiles live (see :mod:`.verify`);
-    ``progress_bar(total)`` shows the progress of its tasks."""
+    """The program's residual check: a built-in one computed where the tiles live (see
+    :mod:`.verify`; ``progress_bar(total)`` shows the progress of its tasks), or a function
+    of the kernel module called on rank 0 (:mod:`.usercheck`)."""
     check = driver.PROGRAM.check
+    if check.user:
+        return usercheck.run(check, driver, matrices, sources, comm)
     first_tag = sum(m.mt * m.nt for m in matrices.values())
-    verifier = Verifier(engine, matrices, sources[check.args[0]], comm, first_tag, progress_bar)
-    factored = matrices[check.args[0]]
-    if check.kind == "cholesky":
-        return verifier.cholesky(factored)
-    if check.kind == "lu":
-        return verifier.lu(factored)
-    return verifier.qr(factored, driver, params)
+    return Verifier(engine, matrices, sources, comm, first_tag, progress_bar).check(check, driver, params)
 
 
 def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.stderr) -> int:

@@ -1,5 +1,9 @@
 """What a run reports: its statistics per rank, the GFLOP/s, and the summary of DESIGN §8
-as text or one JSON object (printed by rank 0 from every rank's statistics)."""
+as text or one JSON object (printed by rank 0 from every rank's statistics).
+
+The GFLOP/s count the standard flops of the factorization a program's check names
+(Cholesky, LU, QR, for the shape of its matrix), else the flops of the tasks every
+rank ran, from the kernels' flop counts; ``flops_source`` says which."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,12 +51,42 @@ class RunResult:
         return self.passed is not False and not self.nonfinite and not self.errors
 
 
-FLOPS = {"cholesky": lambda n: n ** 3 / 3, "qr": lambda n: 4 * n ** 3 / 3, "lu": lambda n: 2 * n ** 3 / 3}
+def _cholesky_flops(m: int, n: int | None = None) -> float:
+    return (m if n is None else n) ** 3 / 3
 
 
-def gflops(program, n: int, seconds: float) -> float | None:
-    kind = program.check.kind if program.check else None
-    return FLOPS[kind](n) / seconds / 1e9 if kind in FLOPS and seconds > 0 else None
+def _lu_flops(m: int, n: int | None = None) -> float:
+    """m·n² − n³/3 for m ≥ n (LAPACK's dgetrf count), the transposed count for m < n."""
+    n = m if n is None else n
+    long, short = max(m, n), min(m, n)
+    return long * short ** 2 - short ** 3 / 3
+
+
+def _qr_flops(m: int, n: int | None = None) -> float:
+    """2mn² − 2n³/3 for m ≥ n (LAPACK's dgeqrf count), the transposed count for m < n."""
+    return 2 * _lu_flops(m, n)
+
+
+# The standard flop counts of the factorizations, of an m×n matrix (n defaults to m).
+FLOPS = {"cholesky": _cholesky_flops, "lu": _lu_flops, "qr": _qr_flops}
+
+
+def flop_count(program, matrices: dict, ranks: list) -> tuple[float | None, str | None]:
+    """The run's flops and where they come from: ``"standard"``, the count of the factorization
+    its check names (for the check's first matrix's shape), else ``"kernels"``, the flop counts
+    of the tasks the ranks ran (``ranks``: every rank's statistics); (None, None) for neither."""
+    check = program.check
+    if check is not None and not check.user and check.kind in FLOPS and check.args[0] in matrices:
+        factored = matrices[check.args[0]]
+        return FLOPS[check.kind](factored.m, factored.n), "standard"
+    total = sum(r["flops"] for r in ranks)
+    return (total, "kernels") if total > 0 else (None, None)
+
+
+def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float | None, str | None]:
+    """The GFLOP/s of a run of ``seconds`` and the source of its flop count (:func:`flop_count`)."""
+    flops, source = flop_count(program, matrices, ranks)
+    return (flops / seconds / 1e9, source) if flops is not None and seconds > 0 else (None, None)
 
 
 SUMMED = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_received",
@@ -63,10 +97,11 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
     """The summary of DESIGN §8, from every rank's statistics (gathered on rank 0)."""
     n = result.params["n"]
     totals = {key: sum(r[key] for r in ranks) for key in SUMMED}
+    rate, source = gflops(program, result.matrices, ranks, result.seconds)
     return {"program": result.program, "n": n,
             "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
-            "seconds": result.seconds, "gflops": gflops(program, n, result.seconds),
+            "seconds": result.seconds, "gflops": rate, "flops_source": source,
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
             "gpu_backend": result.gpu_backend, "nonfinite": result.nonfinite, "errors": result.errors,
@@ -91,11 +126,12 @@ def _sources_text(result: RunResult) -> str:
 def summary_text(program, result: RunResult, ranks: list) -> str:
     p = result.params
     tiles = " ".join(f"{k}={p[k]}" for k in TILE_SETTINGS if p.get(k) is not None)
-    rate = gflops(program, p["n"], result.seconds)
+    rate, source = gflops(program, result.matrices, ranks, result.seconds)
     grid = f"{result.ranks} rank(s) on a {result.grid[0]}x{result.grid[1]} grid" if result.ranks > 1 else "1 rank"
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
              f"{sum(r['tasks'] for r in ranks)} tasks",
-             f"  time      {result.seconds:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else "")]
+             f"  time      {result.seconds:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else "")
+             + (" (from the kernels' flop counts)" if rate and source == "kernels" else "")]
     if result.check_seconds is not None:
         lines.append(f"  check     {result.check_seconds:.4f} s")
     if result.total_seconds is not None:
@@ -152,6 +188,6 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "peak_tile_bytes": local + copies,
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
             "instances": engine.exchange.instance_counts() if engine.exchange is not None else None,
-            "peak_window": engine.stats.peak_window,
+            "peak_window": engine.stats.peak_window, "flops": engine.stats.flops,
             "busy_seconds": [round(b, 6) for b in engine.stats.busy]}
 

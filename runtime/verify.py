@@ -7,17 +7,27 @@ on whole tiles (the factorization's own gemm kernels); only tiles that straddle
 the diagonal are copied to cut out a triangle:
 
 * Cholesky: R = A − L·Lᵀ on the lower tiles (L = the lower triangle of the result);
-* LU: R = A − L·U (L unit lower, U upper);
+* LU: R = A − L·U (L unit lower, U upper); with the interchanges of a workspace
+  P, R = P·A − L·U, the rows of P·A read from the input where the interchanges
+  took them;
 * QR, as the DPLASMA testers do it: Q = Q·I by replaying the factorization's
   reflectors (geqrt/tpqrt calls, last to first, through gemqrt/tpmqrt), skipping
   the columns where I is still zero (what forming Q costs, DORGQR); then
-  A − Q·R and D = I − QᵀQ (its lower tiles) by tile products.
+  A − Q·R and D = I − QᵀQ (its lower tiles) by tile products;
+* solve: R = B₀ − op(A₀)·X; inverse: R = I − op(A₀)·op(X); product:
+  R = β·op(C₀) + α·op(A₀)·op(B₀) − C (on the part of C its qualifiers keep). The
+  ops (:mod:`.operands`) of originals are built on each tile's owner from the
+  input's source, those of finals by copy tasks; products skip the tiles an op
+  makes zero (a triangle).
 
 The streams of one check are submitted as one task graph, so its phases overlap.
+The scalings are in :mod:`.checks`; :func:`Verifier.check` dispatches a program's
+``check`` declaration (a user check, :mod:`.usercheck`, is the one that gathers).
 
-Norms reduce per-column sums of local tiles (O(n) numbers per rank) over MPI.
-The original matrix is rebuilt tile by tile on its owner from the input's source.
-Checks run on the hosts, after the run has brought GPU tiles home.
+Norms reduce per-column (or per-row) sums of local tiles (O(n) numbers per rank)
+over MPI. An original matrix is rebuilt tile by tile on its owner from the input's
+source (a workspace's from zeros). Checks run on the hosts, after the run has
+brought GPU tiles home.
 """
 from __future__ import annotations
 
@@ -27,11 +37,14 @@ import contextlib
 import numpy as np
 
 from . import kernels
-from .checks import scaled
+from .checks import CheckError, scaled
 from .geometry import Geometry
 from .matrix import TiledMatrix
+from .operands import (Operand, View, materialize, meets, original_block, part_of, set_diagonal, triangle, unit_block,
+                       view_of)
 from .program import Call
 from .recording import record
+from .world import UsageError
 
 QR_KERNELS = ("geqrt", "tpqrt")
 _CALLS: dict = {}
@@ -80,10 +93,10 @@ class Verifier:
     while this rank's ``total`` check tasks run.
     """
 
-    def __init__(self, engine, matrices: dict, original, comm, first_tag: int,
+    def __init__(self, engine, matrices: dict, sources: dict, comm, first_tag: int,
                  progress=lambda total: contextlib.nullcontext()):
         self.engine, self.matrices, self.comm = engine, matrices, comm
-        self.original = original  # original(r0, r1, c0, c1) -> the input block
+        self.sources = sources  # matrix name -> source(r0, r1, c0, c1), the input block
         self.first_tag = first_tag
         self.progress = progress
 
@@ -91,21 +104,43 @@ class Verifier:
     def matrix(self, name: str, geometry: Geometry, distribution) -> TiledMatrix:
         """A new host matrix of the check (its tiles carry no data yet)."""
         matrix = TiledMatrix(name, geometry, distribution, self.engine.rank, self.first_tag)
-        self.first_tag += matrix.mt * matrix.nt
         for row in matrix.tiles:
             for tile in row:
                 tile.device = 0  # checks run on the host
-        self.engine.attach({**self.engine.matrices, f"check {name}": matrix})
+        self.engine.attach({**self.engine.matrices, f"check {name} {self.first_tag}": matrix})  # a key of its own
+        self.first_tag += matrix.mt * matrix.nt
         return matrix
 
     @staticmethod
     def fill(matrix: TiledMatrix, block) -> TiledMatrix:
-        """Give each local tile ``block(tile, r0, r1, c0, c1)``, as a Fortran float64 array."""
+        """Give each local tile a copy of ``block(tile, r0, r1, c0, c1)``, as a Fortran float64
+        array (a copy: a source may hand out views of the caller's input array)."""
         g = matrix.geometry
         for tile in matrix.local_tiles():
             (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
-            tile.data = np.asfortranarray(block(tile, r0, r1, c0, c1), dtype=np.float64)
+            tile.data = np.array(block(tile, r0, r1, c0, c1), dtype=np.float64, order="F")
         return matrix
+
+    def original(self, name: str, view: View, geometry: Geometry, distribution) -> Operand:
+        """op(M₀) of matrix ``name``, tiled by ``geometry``: each tile built on its owner."""
+        source = self.source(name)
+        matrix = self.fill(self.matrix(f"op({name})", geometry, distribution),
+                           lambda tile, r0, r1, c0, c1: original_block(source, view, r0, r1, c0, c1))
+        return Operand(matrix, view)
+
+    def final(self, name: str, view: View) -> tuple[Operand, list]:
+        """op(M) of the final matrix ``name`` and the task streams that make it (none for a plain view)."""
+        stored = self.matrices[name]
+        fill_untouched(stored)
+        if view.plain:
+            return Operand(stored), []
+        target = self.fill(self.matrix(f"op({name})", view.geometry(stored.geometry), stored.distribution),
+                           unit_block(view))
+        return Operand(target, view), [lambda stream: materialize(stream, stored, view, target)]
+
+    def source(self, name: str):
+        """``source(r0, r1, c0, c1)`` of matrix ``name``'s original (a workspace starts as zeros)."""
+        return self.sources.get(name, _zeros)
 
     def run(self, *streams) -> None:
         """Run the task ``streams``, in this order, as one task graph under one progress bar."""
@@ -120,29 +155,57 @@ class Verifier:
             self.engine.run(generate, None)
 
     # ---------------------------------------------------------------- checks
+    def check(self, decl, driver, params) -> dict:
+        """The residuals of the built-in check ``decl`` (a :class:`~.program.CheckDecl`)."""
+        where = f"check {decl.kind} (line {decl.line})"
+        views = _views(decl, where)
+        names = decl.args
+        if decl.kind == "cholesky":
+            return self.cholesky(self.matrices[names[0]])
+        if decl.kind == "lu":
+            return self.lu(*(self.matrices[name] for name in names))
+        if decl.kind == "qr":
+            return self.qr(self.matrices[names[0]], driver, params)
+        if decl.kind == "solve":
+            return self.solve(*names, views[0], where)
+        if decl.kind == "inverse":
+            return self.inverse(*names, *views, where)
+        options = dict(decl.options)
+        unknown = set(options) - {"alpha", "beta"}
+        if unknown:
+            raise UsageError(f"{where}: unknown option {', '.join(sorted(unknown))} (a product takes alpha and beta)")
+        return self.product(*names, views, float(options.get("alpha", 1.0)), float(options.get("beta", 1.0)), where)
+
     def cholesky(self, factored: TiledMatrix) -> dict:
-        _materialize(factored)
-        residual = self.fill(self.matrix("R", factored.geometry, factored.distribution), self._original_lower)
+        fill_untouched(factored)
+        residual = self.fill(self.matrix("R", factored.geometry, factored.distribution),
+                             _lower_of(self.source(factored.name)))
         norm_a = self._norm(residual, symmetric=True)
         self.run(lambda stream: _cholesky_products(stream, factored, residual))
         return {"cholesky": scaled(self._norm(residual, symmetric=True), norm_a, factored.n)}
 
-    def lu(self, factored: TiledMatrix) -> dict:
-        _materialize(factored)
-        residual = self.fill(self.matrix("R", factored.geometry, factored.distribution), self._original)
-        norm_a = self._norm(residual)
+    def lu(self, factored: TiledMatrix, pivots: TiledMatrix | None = None) -> dict:
+        """‖A − L·U‖₁, or with the interchanges in ``pivots`` ‖P·A − L·U‖₁ (over ‖A‖₁·n·ε)."""
+        fill_untouched(factored)
+        source = self.source(factored.name)
+        residual = self.matrix("R", factored.geometry, factored.distribution)
+        if pivots is None:
+            self.fill(residual, _whole(source))
+        else:
+            _fill_rows(residual, source, _permutation(self._interchanges(factored, pivots), factored.m))
+        norm_a = self._norm(residual)  # row interchanges keep the column sums
         self.run(lambda stream: _lu_products(stream, factored, residual))
         return {"lu": scaled(self._norm(residual), norm_a, factored.n)}
 
     def qr(self, factored: TiledMatrix, driver, params) -> dict:
         reflectors = record(driver, self.matrices, params, keep=lambda call: call.kernel in QR_KERNELS).submitted
         for matrix in self.matrices.values():  # the reflectors' V and T too
-            _materialize(matrix)
+            fill_untouched(matrix)
         g, distribution = factored.geometry, factored.distribution
         k = min(factored.m, factored.n)
         columns = tuple(min(c, k) for c in g.col_starts)  # Q has k columns; QᵀQ is k×k
         q = self.fill(self.matrix("Q", g, distribution), _identity)
-        residual = self.fill(self.matrix("R", g, distribution), self._original)
+        residual = self.fill(self.matrix("R", g, distribution), _whole(self.source(factored.name)))
         norm_a = self._norm(residual)
         gram = self.fill(self.matrix("D", Geometry(columns, columns, g.s), distribution), _identity)
         self.run(lambda stream: _apply_q_to_identity(stream, reflectors, q),
@@ -151,38 +214,239 @@ class Verifier:
         return {"qr": scaled(self._norm(residual), norm_a, factored.n),
                 "orthogonality": scaled(self._norm(gram, symmetric=True), 1.0, factored.n)}
 
-    def _original(self, tile, r0, r1, c0, c1):
-        return self.original(r0, r1, c0, c1)
+    def solve(self, a: str, x: str, b: str, view_a: View, where: str) -> dict:
+        """‖B₀ − op(A₀)·X‖∞ / ((‖op(A₀)‖∞·‖X‖∞ + ‖B₀‖∞)·n·ε), DPLASMA's check of a solve."""
+        n = _square(self.matrices[a], a, where)
+        solution, streams = self.final(x, View())
+        g = solution.matrix.geometry
+        _conform(where, (x, solution.matrix), (b, self.matrices[b]), rows=n)
+        residual = self.fill(self.matrix("R", g, solution.matrix.distribution), _whole(self.source(b)))
+        left = self.original(a, view_a, Geometry(g.row_starts, g.row_starts), solution.matrix.distribution)
+        norm_a, norm_x, norm_b = (self._norm(m, infinity=True) for m in (left.matrix, solution.matrix, residual))
+        self.run(*streams, lambda stream: _products(stream, left, solution, residual))
+        return {"solve": scaled(self._norm(residual, infinity=True), norm_a * norm_x + norm_b, n)}
 
-    def _original_lower(self, tile, r0, r1, c0, c1):
-        """The input's tiles that reach the lower triangle (the others: zeros, never read)."""
-        return self.original(r0, r1, c0, c1) if r1 > c0 else np.zeros((r1 - r0, c1 - c0))
+    def inverse(self, a: str, x: str, view_a: View, view_x: View, where: str) -> dict:
+        """‖I − op(A₀)·op(X)‖₁ / (‖op(A₀)‖₁·‖op(X)‖₁·n·ε), DPLASMA's check of an inverse."""
+        n = _square(self.matrices[a], a, where)
+        _conform(where, (x, self.matrices[x]), (a, self.matrices[a]))
+        right, streams = self.final(x, view_x)
+        g = right.matrix.geometry
+        residual = self.fill(self.matrix("R", g, right.matrix.distribution), _identity)
+        left = self.original(a, view_a, Geometry(g.row_starts, g.row_starts), right.matrix.distribution)
+        norm_a = self._norm(left.matrix)
+        self.run(*streams, lambda stream: _products(stream, left, right, residual))
+        return {"inverse": scaled(self._norm(residual), norm_a * self._norm(right.matrix), n)}
+
+    def product(self, c: str, a: str, b: str, views: tuple, alpha: float, beta: float, where: str) -> dict:
+        """‖C − (α·op(A₀)·op(B₀) + β·op(C₀))‖∞ / ((|α|·‖op(A₀)‖∞·‖op(B₀)‖∞ + |β|·‖op(C₀)‖∞)·k·ε),
+        on the part of C that its qualifier keeps (a symmetric C: its lower triangle)."""
+        view_c, view_a, view_b = views
+        result = self.matrices[c]
+        (m, k), (k_b, n) = (_op_shape(self.matrices[name], view) for name, view in ((a, view_a), (b, view_b)))
+        if (m, n) != (result.m, result.n) or k != k_b:
+            raise UsageError(f"{where}: op({a}) is {m}×{k} and op({b}) is {k_b}×{n}: their product cannot be "
+                             f"{c}, which is {result.m}×{result.n}")
+        part, symmetric = _result_part(view_c)
+        fill_untouched(result)
+        g = result.geometry
+        inner = Geometry.uniform(k, k, g.height(0)).row_starts
+        residual = self.fill(self.matrix("R", g, result.distribution),
+                             lambda tile, r0, r1, c0, c1: original_block(self.source(c), view_c, r0, r1, c0, c1))
+        norm_c = self._norm(residual, symmetric, infinity=True, part=part)
+        left = self.original(a, view_a, Geometry(g.row_starts, inner), result.distribution)
+        right = self.original(b, view_b, Geometry(inner, g.col_starts, g.s), result.distribution)
+        norm_a, norm_b = self._norm(left.matrix, infinity=True), self._norm(right.matrix, infinity=True)
+        _scale(residual, beta)
+        _scale(left.matrix, -alpha)  # the products subtract: R − (−α·A)·B
+        self.run(lambda stream: _subtract(stream, result, residual, part),
+                 lambda stream: _products(stream, left, right, residual, part))
+        bound = abs(alpha) * norm_a * norm_b + abs(beta) * norm_c
+        return {"product": scaled(self._norm(residual, symmetric, infinity=True, part=part), bound, k)}
+
+    def _interchanges(self, factored: TiledMatrix, pivots: TiledMatrix) -> np.ndarray:
+        """LAPACK's ipiv − 1 (global rows), on every rank, from the first row of ``pivots``' tiles
+        on the diagonal: column j of panel t names the row, relative to the panel's first row
+        (its diagonal row), that the panel's row j was interchanged with."""
+        g = factored.geometry
+        ipiv = np.zeros(min(factored.m, factored.n))
+        if pivots.geometry.col_starts != g.col_starts or pivots.mt < factored.mt:
+            raise UsageError(f"check lu: the pivots {pivots.name} need the tile columns and tile rows of "
+                             f"{factored.name}")
+        for t in range(g.nt):
+            c0, c1 = g.col_range(t)
+            end = min(c1, factored.m)  # a panel has a pivot per column, down to the last row
+            tile = pivots.tiles[_rows_of_columns(g, t)[0]][t] if c0 < end else None
+            if tile is not None and tile.rank == self.engine.rank:
+                ipiv[c0:end] = c0 + tile.data[0, :end - c0]
+        return self.comm.allreduce_sum(ipiv) if self.comm is not None else ipiv
 
     # ---------------------------------------------------------------- norms
-    def _norm(self, matrix: TiledMatrix, symmetric: bool = False) -> float:
-        """‖M‖₁ from local tiles; ``symmetric``: M is given by its lower triangle."""
+    def _norm(self, matrix: TiledMatrix, symmetric: bool = False, infinity: bool = False, part: str = "all") -> float:
+        """‖M‖₁ (or ‖M‖∞) from local tiles, M's ``part`` only; ``symmetric``: M is given by its
+        lower triangle (then both norms are one)."""
         g = matrix.geometry
-        sums = np.zeros(matrix.n)
+        sums = np.zeros(matrix.m if infinity and not symmetric else matrix.n)
         for tile in matrix.local_tiles():
             (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
-            if symmetric and r1 <= c0:
-                continue  # wholly above the diagonal
+            if not meets("lower" if symmetric else part, r0, r1, c0, c1):
+                continue
             block = np.abs(tile.data)
             if symmetric:
-                sums[c0:c1] += _triangle(block, r0, c0, upper=False).sum(axis=0)
-                sums[r0:r1] += _triangle(block, r0, c0, upper=False, strict=True).sum(axis=1)
+                sums[c0:c1] += triangle(block, r0, c0, upper=False).sum(axis=0)
+                sums[r0:r1] += triangle(block, r0, c0, upper=False, strict=True).sum(axis=1)
+            elif infinity:
+                sums[r0:r1] += part_of(block, r0, c0, part).sum(axis=1)
             else:
-                sums[c0:c1] += block.sum(axis=0)
+                sums[c0:c1] += part_of(block, r0, c0, part).sum(axis=0)
         return self._largest(sums)
 
-    def _largest(self, column_sums: np.ndarray) -> float:
-        """The largest of the column sums added over every rank."""
+    def _largest(self, sums: np.ndarray) -> float:
+        """The largest of the column (or row) sums added over every rank."""
         if self.comm is not None:
-            column_sums = self.comm.allreduce_sum(column_sums)
-        return float(column_sums.max()) if column_sums.size else 0.0
+            sums = self.comm.allreduce_sum(sums)
+        return float(sums.max()) if sums.size else 0.0
+
+
+# ---------------------------------------------------------------- declarations
+# The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" any
+# op (.operands), "r" a result's part (lower, upper or symmetric).
+ARGUMENTS = {"cholesky": ("-",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
+             "product": ("roo",)}
+RESULT_QUALIFIERS = ((), ("lower",), ("upper",), ("symmetric",))
+
+
+def _views(decl, where: str) -> tuple:
+    """The :class:`~.operands.View` of each argument of ``decl``; a usage error for a declaration
+    that no built-in check takes."""
+    signatures = ARGUMENTS.get(decl.kind)
+    if signatures is None:
+        raise UsageError(f"{where}: there is no built-in check {decl.kind} (the built-in checks: "
+                         f"{', '.join(ARGUMENTS)})")
+    signature = next((s for s in signatures if len(s) == len(decl.args)), None)
+    if signature is None:
+        counts = " or ".join(str(len(s)) for s in signatures)
+        raise UsageError(f"{where}: takes {counts} argument(s), got {len(decl.args)}")
+    words = tuple(decl.qualifiers) + ((),) * (len(decl.args) - len(decl.qualifiers))
+    for accepts, name, given in zip(signature, decl.args, words):
+        if (accepts == "-" and given) or (accepts == "r" and tuple(given) not in RESULT_QUALIFIERS):
+            allowed = "no qualifier" if accepts == "-" else "lower, upper or symmetric"
+            raise UsageError(f"{where}: {name} takes {allowed}, not {' '.join(given)!r}")
+    return tuple(view_of(tuple(given), f"{where}, {name}") for name, given in zip(decl.args, words))
+
+
+def _square(matrix: TiledMatrix, name: str, where: str) -> int:
+    if matrix.m != matrix.n:
+        raise UsageError(f"{where}: {name} is {matrix.m}×{matrix.n}, not square")
+    return matrix.n
+
+
+def _conform(where: str, first: tuple, second: tuple, rows: int | None = None) -> None:
+    """The named matrices ``first`` and ``second`` have one shape (with ``rows`` rows)."""
+    (name_1, one), (name_2, two) = first, second
+    if (one.m, one.n) != (two.m, two.n) or one.m != (one.m if rows is None else rows):
+        need = f"; both need {rows} rows" if rows is not None else ""
+        raise UsageError(f"{where}: {name_1} is {one.m}×{one.n} and {name_2} is {two.m}×{two.n}{need}")
+
+
+def _op_shape(matrix: TiledMatrix, view: View) -> tuple[int, int]:
+    return (matrix.n, matrix.m) if view.direct is None else (matrix.m, matrix.n)
+
+
+def _result_part(view: View) -> tuple[str, bool]:
+    """(the part of a product's result that counts, whether it stands for a symmetric matrix)."""
+    return view.direct, view.mirror is not None
+
+
+def _permutation(ipiv: np.ndarray, m: int) -> np.ndarray:
+    """The rows of P·A (its row r is A's row ``rows[r]``) for the interchanges ``ipiv``, in order."""
+    bad = np.flatnonzero(~((ipiv == np.floor(ipiv)) & (ipiv >= 0) & (ipiv < m)))
+    if bad.size:
+        raise CheckError("lu", f"check lu: the pivots interchange row {bad[0]} with row {ipiv[bad[0]]:g}, "
+                               f"which is not a row of the matrix (0 .. {m - 1})")
+    rows = np.arange(m)
+    for j, target in enumerate(ipiv.astype(np.int64)):
+        rows[j], rows[target] = rows[target], rows[j]
+    return rows
+
+
+def _fill_rows(matrix: TiledMatrix, source, rows: np.ndarray) -> None:
+    """Give this rank's tiles of ``matrix`` rows ``rows`` of the source (its row r: the source's row
+    ``rows[r]``), a tile column at a time: the rows of a column come from one read of each tile-high
+    block of the source holding some (scattered rows would cost one read each)."""
+    g = matrix.geometry
+    columns: dict = {}
+    for tile in matrix.local_tiles():
+        columns.setdefault(tile.j, []).append(tile)
+    for j, tiles in columns.items():
+        spans = [g.row_range(tile.i) for tile in tiles]
+        picked = _read_rows(source, np.concatenate([rows[r0:r1] for r0, r1 in spans]), *g.col_range(j), g.height(0))
+        for tile, (r0, r1), start in zip(tiles, spans, np.cumsum([0] + [r1 - r0 for r0, r1 in spans])):
+            tile.data = np.asfortranarray(picked[start:start + r1 - r0])
+
+
+def _read_rows(source, wanted: np.ndarray, c0: int, c1: int, step: int) -> np.ndarray:
+    """Rows ``wanted`` of the source's columns c0..c1, reading each ``step``-row block once."""
+    out = np.empty((wanted.size, c1 - c0), order="F")
+    blocks = wanted // step
+    for block in np.unique(blocks):
+        here = np.flatnonzero(blocks == block)
+        first, last = wanted[here].min(), wanted[here].max()
+        out[here] = np.asarray(source(first, last + 1, c0, c1))[wanted[here] - first]
+    return out
+
+
+def _lower_of(source):
+    """``fill`` giving the tiles that reach the lower triangle their block of ``source`` (the
+    others: zeros, never read)."""
+    return lambda tile, r0, r1, c0, c1: source(r0, r1, c0, c1) if r1 > c0 else np.zeros((r1 - r0, c1 - c0))
+
+
+def _whole(source):
+    """``fill`` giving each tile its block of ``source``."""
+    return lambda tile, r0, r1, c0, c1: source(r0, r1, c0, c1)
+
+
+def _zeros(r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+    return np.zeros((r1 - r0, c1 - c0), order="F")
+
+
+def _scale(matrix: TiledMatrix, factor: float) -> None:
+    """Multiply this rank's tiles of ``matrix`` by ``factor``."""
+    if factor != 1.0:
+        for tile in matrix.local_tiles():
+            tile.data *= factor
 
 
 # ---------------------------------------------------------------- task streams
+def _products(stream, left: Operand, right: Operand, residual: TiledMatrix, part: str = "all") -> None:
+    """R[i, j] −= Σₖ L[i, k]·Rt[k, j] on R's tiles that meet ``part``, skipping the terms where an
+    op makes a factor's tile zero (L's tile columns are cut like Rt's tile rows)."""
+    g = residual.geometry
+    for i in range(g.mt):
+        for j in range(g.nt):
+            if not meets(part, *g.row_range(i), *g.col_range(j)):
+                continue
+            for k in range(left.matrix.nt):
+                if not (left.zero(i, k) or right.zero(k, j)):
+                    stream.task("check_gemm", ("in", "in", "inout"),
+                                (left.matrix.tiles[i][k], right.matrix.tiles[k][j], residual.tiles[i][j]),
+                                kernels.gemm_nn)
+
+
+def _subtract(stream, final: TiledMatrix, residual: TiledMatrix, part: str) -> None:
+    """R[i, j] −= C[i, j] on R's tiles that meet ``part`` (R is tiled like C)."""
+    g = residual.geometry
+    for i in range(g.mt):
+        for j in range(g.nt):
+            if meets(part, *g.row_range(i), *g.col_range(j)):
+                stream.task("check_sub", ("in", "inout"), (final.tiles[i][j], residual.tiles[i][j]), _minus)
+
+
+def _minus(c, r) -> None:
+    r -= c
+
+
 def _rows_of_columns(g, j: int) -> tuple[int, int]:
     """(tile row, first row inside it) holding the rows numbered like tile column ``j``."""
     c0 = g.col_starts[j]
@@ -226,7 +490,7 @@ def _cholesky_products(stream, l: TiledMatrix, residual: TiledMatrix) -> None:
 def _llt_kernel(row_i: int, row_j: int, column_k: int):
     """C −= L_i·L_jᵀ, the L blocks starting at global rows ``row_i``/``row_j``, column ``column_k``."""
     def kernel(a, b, c):
-        kernels.gemm(_triangle(a, row_i, column_k, upper=False), _triangle(b, row_j, column_k, upper=False), c)
+        kernels.gemm(triangle(a, row_i, column_k, upper=False), triangle(b, row_j, column_k, upper=False), c)
     return kernel
 
 
@@ -244,8 +508,8 @@ def _lu_products(stream, lu: TiledMatrix, residual: TiledMatrix) -> None:
 def _lu_kernel(row_i: int, column_k: int, column_j: int):
     """C −= L·U, L (unit lower) from global (``row_i``, ``column_k``), U from (``column_k``, ``column_j``)."""
     def kernel(a, b, c):
-        kernels.gemm_nn(_triangle(a, row_i, column_k, upper=False, unit=True),
-                        _triangle(b, column_k, column_j, upper=True), c)
+        kernels.gemm_nn(triangle(a, row_i, column_k, upper=False, unit=True),
+                        triangle(b, column_k, column_j, upper=True), c)
     return kernel
 
 
@@ -262,34 +526,8 @@ def _qr_products(stream, q: TiledMatrix, r: TiledMatrix, residual: TiledMatrix) 
 def _qr_kernel(column_k: int, column_j: int):
     """C −= Q·R, R upper from global (``column_k``, ``column_j``)."""
     def kernel(a, b, c):
-        kernels.gemm_nn(a, _triangle(b, column_k, column_j, upper=True), c)
+        kernels.gemm_nn(a, triangle(b, column_k, column_j, upper=True), c)
     return kernel
-
-
-def _triangle(block, row0: int, col0: int, upper: bool, strict: bool = False, unit: bool = False):
-    """``block`` (first element at global (row0, col0)) with one global triangle kept.
-
-    ``upper`` keeps row <= col, else row >= col; ``strict`` drops the diagonal;
-    ``unit`` puts ones on the diagonal (the implicit diagonal of LU's L). A block
-    wholly inside the kept triangle is returned as it is (no copy): only the
-    tiles on the diagonal pay for a masked copy.
-    """
-    height, width = block.shape
-    shift = row0 - col0  # global row − column = local row − column + shift
-    drop_diagonal = strict or unit
-    if upper and height - 1 + shift < (0 if drop_diagonal else 1):
-        return block
-    if not upper and shift - (width - 1) > (0 if drop_diagonal else -1):
-        return block
-    if upper:
-        result = np.triu(block, shift + 1 if drop_diagonal else shift)
-    else:
-        result = np.tril(block, shift - 1 if drop_diagonal else shift)
-    result = np.asfortranarray(result)
-    if unit:
-        rows = np.arange(max(0, -shift), min(height, width - shift))
-        result[rows, rows + shift] = 1.0
-    return result
 
 
 def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
@@ -345,13 +583,10 @@ def _rows(region):
 
 def _identity(tile, r0, r1, c0, c1):
     """The identity's block rows r0..r1, columns c0..c1 (``tile``: the tile it fills)."""
-    block = np.zeros((r1 - r0, c1 - c0), order="F")
-    for d in range(max(r0, c0), min(r1, c1)):
-        block[d - r0, d - c0] = 1.0
-    return block
+    return set_diagonal(np.zeros((r1 - r0, c1 - c0), order="F"), r0, c0)
 
 
-def _materialize(matrix: TiledMatrix) -> None:
+def fill_untouched(matrix: TiledMatrix) -> None:
     """Give the local tiles no task touched their input values: checks read every tile."""
     for tile in matrix.local_tiles():
         if tile.data is None:

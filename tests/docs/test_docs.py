@@ -297,7 +297,8 @@ def test_tutorial_end_to_end_on_four_ranks(tmp_path_factory):
     from tiledsl.runtime.checks import EPS, THRESHOLD, scaled
 
     session = session_of("tutorial.md", tmp_path_factory)
-    runs = [(c, s, o) for c, s, o in session.outputs if c.startswith("tiledsl run") and "--np 4" in c]
+    runs = [(c, s, o) for c, s, o in session.outputs
+            if c.startswith("tiledsl run docs/examples/ldlt.tile") and "--np 4" in c]
     assert len(runs) == 1, [c for c, _, _ in session.outputs]
     command, status, output = runs[0]
     assert status == 0 and "4 rank(s) on a 2x2 grid" in output and "56 tasks" in output, output

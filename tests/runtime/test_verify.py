@@ -11,11 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import dense_checks
-from tiledsl.runtime import Options, engine, execute, launch, verify
+from tiledsl.runtime import Options, engine, execute, launch
 from tiledsl.runtime.inputs import make_matrix
 from tiledsl.runtime.recording import record
 
@@ -140,16 +139,6 @@ def test_the_check_costs_about_what_the_factorization_costs(compiled, monkeypatc
     result = execute(compiled(f"programs/{program}.tile"), Options(n=2304, tiles={"nb": 192}, check=True, workers=1))
     assert result.passed
     assert cpu["check"] < bound * cpu["factorization"], cpu
-
-
-def test_tiles_off_the_diagonal_go_to_blas_as_they_are():
-    """Only the tiles that cross the diagonal are copied to cut out a triangle."""
-    block = np.asfortranarray(np.arange(12.0).reshape(3, 4))
-    assert verify._triangle(block, 10, 0, upper=False, unit=True) is block
-    assert verify._triangle(block, 0, 10, upper=True) is block
-    cut = verify._triangle(block, 0, 0, upper=False, unit=True)
-    assert cut.flags.f_contiguous
-    assert cut.tolist() == [[1, 0, 0, 0], [4, 1, 0, 0], [8, 9, 1, 0]]
 
 
 @pytest.mark.timeout(120)

@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 from ..runtime import Options, execute
 from ..runtime.inputs import make_matrix
 from ..runtime.layout import make_params
-from ..runtime.reporting import FLOPS
+from ..runtime.reporting import flop_count
 
 DASK_CHUNKS = (512, 1024, 2048)
 #: the qualifiers that choose among a check kind's references (the first one found)
@@ -148,7 +148,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
             dask = _dask(kind, chunk, workers) if chunk < options.n else None
             if dask:
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
-    residual, tiles = None, {}
+    residual, tiles, flops = None, {}, None
     for _ in range(rounds):
         result = execute(driver, options, inputs)
         tiled.times.append(result.seconds)
@@ -156,14 +156,15 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         for measure, routine, matrices, threads, check_options in references:
             measure.times.append(_timed(routine, matrices, threads, check_options))
         tiles = {k: v for k, v in result.params.items() if k in ("nb", "B", "b", "s") and v is not None}
-    return _table(program, options, kind, tiled, [r[0] for r in references], residual, tiles)
+        flops, _ = flop_count(program, result.matrices, [result.stats])
+    return _table(program, options, flops, tiled, [r[0] for r in references], residual, tiles)
 
 
-def _table(program, options, kind, tiled, references, residual, tiles) -> dict:
-    flops = FLOPS[kind](options.n) if kind in FLOPS else None
+def _table(program, options, flops, tiled, references, residual, tiles) -> dict:
+    """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`)."""
     rate = (lambda t: flops / t / 1e9) if flops else (lambda t: None)
     rows = [{"name": m.name, "seconds": m.best, "gflops": rate(m.best),
-             "ratio": (m.best / tiled.best) if flops else None} for m in [tiled] + references]
+             "ratio": m.best / tiled.best} for m in [tiled] + references]
     dask_rows = [r for r in rows if r["name"].startswith("dask")]
     best_dask = min(dask_rows, key=lambda r: r["seconds"]) if dask_rows else None
     return {"program": program.name, "n": options.n, "tiles": tiles, "workers": options.workers,

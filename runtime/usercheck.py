@@ -1,0 +1,105 @@
+"""User checks: ``check NAME(A, B, ...)`` where NAME is a function of the program's kernel module.
+
+The one check that gathers: rank 0 receives every named matrix's final tiles from
+the ranks that own them, rebuilds each original whole from the input's source (a
+workspace's: zeros), and calls ``NAME(before, after)``, two dicts name → numpy
+array (float64, the matrices' original and final values). The function returns a
+float residual, or a dict name → float; the run passes when every residual is
+below :data:`~.checks.THRESHOLD` (a NaN fails). Rank 0 broadcasts the residuals,
+or why there are none (the function raised, returned something else, or is not
+there): then every rank raises the same :class:`~.checks.CheckError`, one line
+naming the function and the check's ``.tile`` line, never a traceback.
+"""
+from __future__ import annotations
+
+import numbers
+import traceback
+import types
+from pathlib import Path
+
+import numpy as np
+
+from .checks import CheckError
+from .userkernels import _load_kernel_module
+from .verify import fill_untouched
+from .world import RankError, UsageError
+
+
+def run(check, driver, matrices: dict, sources: dict, comm) -> dict:
+    """The residuals of the user check ``check``, on every rank (computed on rank 0)."""
+    finals = {name: _gather(matrices[name], comm) for name in dict.fromkeys(check.args)}
+    outcome = None
+    if comm is None or comm.rank == 0:
+        before = {name: _original(matrices[name], sources.get(name)) for name in finals}
+        outcome = _call(check, driver, before, finals)
+    if comm is not None:
+        outcome = comm.broadcast(outcome)
+    residuals, error = outcome
+    if error is not None:
+        raise CheckError(check.kind, error)
+    return residuals
+
+
+def _gather(matrix, comm) -> np.ndarray | None:
+    """The whole final ``matrix`` on rank 0 (None on the other ranks)."""
+    fill_untouched(matrix)
+    g = matrix.geometry
+    mine = [(g.row_range(t.i)[0], g.col_range(t.j)[0], t.data) for t in matrix.local_tiles()]
+    parts = comm.gather(mine) if comm is not None else [mine]
+    if parts is None:
+        return None
+    whole = np.zeros((matrix.m, matrix.n), order="F")
+    for r0, c0, block in (piece for part in parts for piece in part):
+        whole[r0:r0 + block.shape[0], c0:c0 + block.shape[1]] = block
+    return whole
+
+
+def _original(matrix, source) -> np.ndarray:
+    if source is None:  # a workspace
+        return np.zeros((matrix.m, matrix.n), order="F")
+    return np.array(source(0, matrix.m, 0, matrix.n), dtype=np.float64, order="F")
+
+
+def _call(check, driver, before: dict, after: dict) -> tuple:
+    """``(residuals, None)``, or ``(None, why)`` when the check function gave none."""
+    program = driver.PROGRAM
+    where = f"check {check.kind} ({Path(program.source).name}:{check.line})"
+    if not program.kernel_module:
+        return None, f"{where}: the program names no kernel module to find the function {check.kind} in"
+    try:
+        module = _load_kernel_module(program, driver)
+    except (UsageError, RankError) as error:
+        return None, f"{where}: {error}"
+    function = vars(module).get(check.kind)
+    if not isinstance(function, types.FunctionType):
+        return None, f"{where}: kernel module {program.kernel_module} defines no function {check.kind}"
+    try:
+        value = function(before, after)
+    except (Exception, SystemExit) as error:  # the user's check: its failure is the run's, in one line
+        return None, f"{where}: {check.kind} raised {_described(error, function)}"
+    residuals = _residuals(check.kind, value)
+    if residuals is None:
+        return None, (f"{where}: {check.kind} returned {type(value).__name__}; a check returns a float residual "
+                      f"or a non-empty dict of name → float")
+    return residuals, None
+
+
+def _described(error: BaseException, function) -> str:
+    """``ValueError at checks.py:12: message``: the error and the last line of the module it came from."""
+    path = Path(function.__code__.co_filename).resolve()
+    line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
+                 if Path(frame.filename).resolve() == path), None)
+    what = f"sys.exit({error.code!r})" if isinstance(error, SystemExit) else type(error).__name__
+    text = "" if isinstance(error, SystemExit) or not str(error) else f": {error}"
+    return f"{what}{f' at {path.name}:{line}' if line else ''}{text}"
+
+
+def _residuals(name: str, value) -> dict | None:
+    """``{name: value}`` for a number, the dict itself for a dict name → number; None otherwise."""
+    def real(x) -> bool:
+        return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+    if real(value):
+        return {name: float(value)}
+    if isinstance(value, dict) and value and all(isinstance(k, str) and real(v) for k, v in value.items()):
+        return {k: float(v) for k, v in value.items()}
+    return None

@@ -1,0 +1,304 @@
+"""Checks of any program: solve, inverse, product, pivoted LU and user checks, on one rank and on
+several, and the GFLOP/s of any program.
+
+The built-in checks run on the cases of :mod:`check_cases` (results made with numpy/scipy,
+ragged and hybrid tiles, non-square products): a right result passes, a wrong one (one
+entry off by 1e-3) fails with the residual the dense formula gives. The user checks run
+end to end, through a cholesky driver whose check is a function of its kernel module.
+"""
+import ast
+import json
+import math
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from check_cases import Harness, cases, decl
+from test_comm import mpirun
+from tiledsl.runtime import Options, execute, operands, reporting
+from tiledsl.runtime.checks import THRESHOLD, CheckError
+from tiledsl.runtime.operands import View, view_of
+from tiledsl.runtime.program import CheckDecl, Program, Tiling
+from tiledsl.runtime.world import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = cases()
+
+
+@pytest.fixture(scope="module")
+def harness():
+    return Harness()
+
+
+# ---------------------------------------------------------------- built-in checks
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_right_result_passes_and_a_wrong_one_fails_with_the_dense_residual(harness, name):
+    case = CASES[name]
+    right = harness.residuals(case)
+    assert set(right) == set(harness.dense(case)) and all(0 <= r < 1 for r in right.values()), right
+    wrong, expected = harness.residuals(case, wrong=True), harness.dense(case, wrong=True)
+    assert all(expected[k] > 1e3 * THRESHOLD for k in expected)
+    assert wrong == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_every_check_gives_on_several_ranks_what_it_gives_on_one(harness, ranks):
+    """1x2 and 2x2 grids: every tile product, mirror and norm crosses ranks."""
+    job = mpirun("check_cases_job.py", ranks, timeout=100)
+    assert job.returncode == 0, job.stderr
+    found = json.loads(job.stdout.strip().splitlines()[-1])
+    assert found["agree"] and found["ranks"] == ranks
+    for name, case in CASES.items():
+        got = found["cases"][name]
+        assert all(r < 1 for r in got["right"].values()), (name, got)
+        assert got["wrong"] == pytest.approx(harness.dense(case, wrong=True), rel=1e-6), name
+
+
+def test_pivots_that_name_no_row_fail_the_check_with_one_line(harness):
+    case = CASES["getrf"]
+    pivots = case.matrices["P"][1].copy()
+    pivots[0, 3] = 1e6
+    broken = replace(case, matrices={**case.matrices, "P": (None, pivots)})
+    with pytest.raises(CheckError, match=r"^check lu: the pivots interchange row 3 with row 1e\+06, which is not"):
+        harness.residuals(broken)
+
+
+def test_pivots_applied_out_of_order_fail(harness):
+    """Two interchanges swapped: P·A is another matrix, the check fails."""
+    case = CASES["getrf"]
+    pivots = case.matrices["P"][1].copy()
+    pivots[0, [0, 1]] = pivots[0, [1, 0]] + 5
+    assert harness.residuals(replace(case, matrices={**case.matrices, "P": (None, pivots)}))["lu"] > THRESHOLD
+
+
+@pytest.mark.parametrize("check, message", [
+    (decl("solve", "A B B", ["lower upper", "", ""]), r"A: the qualifiers 'lower upper' mean nothing together"),
+    (decl("solve", "A B B", ["", "transposed", ""]), r"check solve \(line 3\): B takes no qualifier, not 'transposed'"),
+    (decl("product", "C A B", ["unit lower", "", ""]), r"C takes lower, upper or symmetric, not 'unit lower'"),
+    (decl("product", "C A B", gamma=2.0), r"unknown option gamma \(a product takes alpha and beta\)"),
+    (decl("solve", "A B"), r"check solve \(line 3\): takes 3 argument\(s\), got 2"),
+    (decl("norm", "A"), r"there is no built-in check norm"),
+    (decl("product", "C A A"), r"op\(A\) is 130×70 and op\(A\) is 130×70: their product cannot be C"),
+    (decl("inverse", "A B"), r"check inverse \(line 3\): A is 130×70, not square"),
+])
+def test_a_check_that_cannot_apply_is_a_usage_error(harness, check, message):
+    with pytest.raises(UsageError, match=message):
+        harness.residuals(replace(CASES["gemm"], decl=check))
+
+
+def test_a_solution_of_another_shape_is_a_usage_error(harness):
+    with pytest.raises(UsageError, match=r"^check solve \(line 3\): B is 150×37 and A is 150×150; both need 150 rows$"):
+        harness.residuals(replace(CASES["posv"], decl=decl("solve", "A B A")))
+
+
+# ---------------------------------------------------------------- operands
+@pytest.mark.parametrize("words, view", [
+    ((), View("all")), (("lower",), View("lower")), (("unit", "upper"), View("strict upper", None, True)),
+    (("symmetric",), View("lower", "strict upper")), (("transposed", "symmetric"), View("lower", "strict upper")),
+    (("transposed",), View(None, "all")), (("lower", "transposed"), View(None, "upper")),
+    (("transposed", "lower", "unit"), View(None, "strict upper", True)),
+])
+def test_qualifiers_read_the_stored_matrix(words, view):
+    assert view_of(words, "check") == view
+    stored = np.arange(1.0, 10.0).reshape(3, 3)
+    expected = stored.copy()
+    for word in words:
+        expected = {"lower": np.tril, "upper": np.triu, "symmetric": lambda x: np.tril(x) + np.tril(x, -1).T,
+                    "unit": lambda x: x, "transposed": lambda x: x}[word](expected)
+    if "unit" in words:
+        np.fill_diagonal(expected, 1.0)
+    if "transposed" in words and "symmetric" not in words:
+        expected = expected.T
+    block = operands.original_block(lambda r0, r1, c0, c1: stored[r0:r1, c0:c1], view, 0, 3, 0, 3)
+    assert block.tolist() == expected.tolist()
+
+
+def test_a_view_knows_which_tiles_are_zero():
+    lower = View("lower")
+    assert lower.zero(0, 10, 10, 20) and not lower.zero(10, 20, 0, 10) and not lower.zero(0, 10, 9, 20)
+    assert View("strict lower").zero(0, 10, 9, 20) and not View("strict lower", None, True).zero(0, 10, 9, 20)
+    assert View().zero(0, 0, 0, 10) and not View().zero(0, 1, 5, 6)
+
+
+def test_tiles_off_the_diagonal_go_to_blas_as_they_are():
+    """Only the tiles that cross the diagonal are copied to cut out a triangle."""
+    block = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    assert operands.triangle(block, 10, 0, upper=False, unit=True) is block
+    assert operands.triangle(block, 0, 10, upper=True) is block
+    cut = operands.triangle(block, 0, 0, upper=False, unit=True)
+    assert cut.flags.f_contiguous
+    assert cut.tolist() == [[1, 0, 0, 0], [4, 1, 0, 0], [8, 9, 1, 0]]
+
+
+# ---------------------------------------------------------------- user checks
+CHECKS = '''
+import sys
+import numpy as np
+
+
+def llt(before, after):
+    a, l = before["A"], np.tril(after["A"])
+    scale = np.linalg.norm(a, 1) * a.shape[0] * np.finfo(float).eps
+    return {"llt": np.linalg.norm(a - l @ l.T, 1) / scale, "rows": float(len(a) % 7)}
+
+
+def too_large(before, after):
+    return 60
+
+
+def not_a_number(before, after):
+    return float("nan")
+
+
+def raising(before, after):
+    return {"x": 1.0}["y"]
+
+
+def wrong_type(before, after):
+    return [1.0]
+
+
+def exits(before, after):
+    sys.exit(3)
+'''
+
+
+
+def line_of(text: str) -> int:
+    """The line of :data:`CHECKS` (as a file) that holds ``text``."""
+    return next(number for number, line in enumerate(CHECKS.splitlines(), 1) if text in line)
+
+
+RAISES_AT, EXITS_AT = line_of('["y"]'), line_of("exit(3)")
+
+
+def with_user_check(text: str, function: str, folder: Path) -> str:
+    """The driver ``text`` with its PROGRAM's check the user check ``function`` of checks.py."""
+    tree = ast.parse(text)
+    program = next(node.value for node in tree.body if isinstance(node, ast.Assign) and node.targets[0].id == "PROGRAM")
+    values = {"check": f"CheckDecl({function!r}, ('A',), line=7, user=True)", "kernel_module": "'checks.py'",
+              "source": repr(str(folder / "p.tile"))}
+    for keyword in program.keywords:
+        if keyword.arg in values:
+            keyword.value = ast.parse(values[keyword.arg], mode="eval").body
+    return ast.unparse(tree)
+
+
+@pytest.fixture(scope="module")
+def user_driver(tmp_path_factory):
+    """user_driver(function) -> path of a cholesky driver whose check is ``checks.function``."""
+    from tiledsl.compiler import compile_path
+
+    folder = tmp_path_factory.mktemp("user_checks")
+    result, text = compile_path(ROOT / "programs/cholesky.tile")
+    assert text is not None, result.report()
+    (folder / "checks.py").write_text(CHECKS)
+
+    def write(function: str) -> Path:
+        path = folder / f"driver_{function}.py"
+        path.write_text(with_user_check(text, function, folder))
+        return path
+    return write
+
+
+def run_user(user_driver, function):
+    from tiledsl.driverload import import_driver
+
+    driver = import_driver(user_driver(function), f"user_{function}")
+    return execute(driver, Options(n=250, tiles={"nb": 64}, check=True, workers=2))
+
+
+@pytest.mark.timeout(60)
+def test_a_user_check_sees_the_original_and_the_final_matrices(user_driver):
+    result = run_user(user_driver, "llt")
+    assert set(result.residuals) == {"llt", "rows"} and result.residuals["rows"] == 250 % 7
+    assert 0 < result.residuals["llt"] < 1 and result.passed and result.ok
+    assert result.residual == result.residuals["rows"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("function", ["too_large", "not_a_number"])
+def test_a_user_residual_at_the_threshold_or_nan_fails(user_driver, function):
+    result = run_user(user_driver, function)
+    assert result.passed is False and not result.errors
+    assert result.residuals == {function: 60.0} or math.isnan(result.residuals[function])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("function, message", [
+    ("raising", rf"^check raising \(p.tile:7\): raising raised KeyError at checks.py:{RAISES_AT}: 'y'$"),
+    ("wrong_type", r"^check wrong_type \(p.tile:7\): wrong_type returned list; a check returns a float residual"),
+    ("exits", rf"^check exits \(p.tile:7\): exits raised sys.exit\(3\) at checks.py:{EXITS_AT}$"),
+    ("missing", r"^check missing \(p.tile:7\): kernel module checks.py defines no function missing$"),
+])
+def test_a_user_check_that_gives_no_residual_fails_with_one_line(user_driver, function, message):
+    result = run_user(user_driver, function)
+    assert not result.ok and result.passed is False and math.isnan(result.residual)
+    assert len(result.errors) == 1 and result.errors[0].count("\n") == 0
+    assert re.search(message, result.errors[0]), result.errors[0]
+
+
+def run_cli(*args, timeout=100):
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.timeout(120)
+def test_a_user_check_on_two_ranks_gathers_on_rank_0_and_every_rank_gets_the_verdict(user_driver):
+    out = run_cli(user_driver("llt"), "--n", 250, "--nb", 64, "--np", 2, "--check", "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["np"] == 2 and summary["passed"] and set(summary["residuals"]) == {"llt", "rows"}
+    assert summary["residuals"]["llt"] < 1 and all(r["messages_sent"] > 0 for r in summary["ranks"])
+    failed = run_cli(user_driver("raising"), "--n", 250, "--nb", 64, "--np", 2, "--check")
+    assert failed.returncode == 1
+    errors = [line for line in failed.stderr.splitlines() if "raising raised" in line]
+    reason = f"raising raised KeyError at checks.py:{RAISES_AT}: 'y'"
+    assert errors == [f"tiledsl: error: check raising (p.tile:7): {reason}"]
+    assert "Traceback" not in failed.stderr
+
+
+# ---------------------------------------------------------------- GFLOP/s
+class Shaped:
+    """A matrix's shape, all that the flop counts read of it."""
+
+    def __init__(self, m, n):
+        self.m, self.n = m, n
+
+
+def _program(check=None):
+    return Program("p", "p.tile", Tiling("uniform"), matrices=(), check=check)
+
+
+@pytest.mark.parametrize("kind, m, n, flops", [
+    ("cholesky", 300, 300, 300 ** 3 / 3), ("lu", 300, 300, 2 * 300 ** 3 / 3),
+    ("lu", 500, 200, 500 * 200 ** 2 - 200 ** 3 / 3), ("lu", 200, 500, 500 * 200 ** 2 - 200 ** 3 / 3),
+    ("qr", 1440, 180, 2 * 1440 * 180 ** 2 - 2 * 180 ** 3 / 3), ("qr", 300, 300, 4 * 300 ** 3 / 3),
+])
+def test_the_standard_counts_follow_the_matrix_shape(kind, m, n, flops):
+    program = _program(CheckDecl(kind, ("A",), line=1))
+    assert reporting.flop_count(program, {"A": Shaped(m, n)}, [{"flops": 7.0}]) == (pytest.approx(flops), "standard")
+
+
+def test_a_program_without_a_standard_count_reports_its_kernels_flops():
+    ranks = [{"flops": 3e9}, {"flops": 1e9}]
+    for check in (None, CheckDecl("product", ("C", "A", "B"), line=1),
+                  CheckDecl("lu", ("A",), line=1, user=True)):
+        assert reporting.gflops(_program(check), {"A": Shaped(9, 9)}, ranks, 2.0) == (2.0, "kernels")
+    assert reporting.gflops(_program(), {}, [{"flops": 0.0}], 2.0) == (None, None)
+
+
+@pytest.mark.timeout(60)
+def test_the_summary_says_which_count_it_used():
+    out = run_cli("programs/qr.tile", "--n", 300, "--nb", 100, "--json")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["flops_source"] == "standard"
+    assert summary["gflops"] == pytest.approx(4 * 300 ** 3 / 3 / summary["seconds"] / 1e9)
