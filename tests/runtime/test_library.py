@@ -1,6 +1,7 @@
 """The library of programs under programs/: each passes its own check and agrees with
 scipy at ragged sizes, on 1 rank, on 1 and 2 emulated GPUs and on 4 ranks (2x2, a
-real ``tiledsl run --np 4`` job), with every output bitwise the same.
+real ``tiledsl run --np 4`` job), with every output bitwise the same; and the routine
+``tiledsl bench`` measures each new program against computes the same result.
 
 Sizes are small and ragged (n = 301 on 64-wide tiles, the shapes of the products and
 right-hand sides all different), so that the whole file stays fast: the 1-rank and
@@ -12,13 +13,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pytest
 import scipy.linalg
 
+from tiledsl.commands.bench import inputs_of, reference_of, run_bench
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
 from tiledsl.runtime import Options, execute
-from tiledsl.runtime.inputs import make_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 301
@@ -72,20 +76,26 @@ def _tsqr(inputs, out, params):
     assert _relative(out["B"][:params["cols"]], expected) < 1e-12
 
 
-# program -> (tile settings, --set parameters, comparison with scipy or None)
-NEW = {"getrf": ({"nb": 64}, {}, _getrf),
-       "gesv": ({"nb": 64}, {"nrhs": 70}, _solution("gen")),
-       "posv": ({"nb": 64}, {"nrhs": 70}, _solution("pos")),
-       "trtri": ({"nb": 64}, {}, _trtri),
-       "potri": ({"nb": 64}, {}, _potri),
-       "gemm": ({"nb": 64}, {"m": 250, "k": 170}, _gemm),
-       "syrk": ({"nb": 64}, {"k": 170}, _syrk),
-       "trmm": ({"nb": 64}, {"nrhs": 70}, _trmm),
+class Case(NamedTuple):
+    tiles: dict  # tile settings
+    sets: dict  # --set parameters
+    compare: Callable | None = None  # compare(inputs, outputs, params): asserts agreement with scipy
+    reference: str | None = None  # the routine tiledsl bench runs against it
+
+
+NEW = {"getrf": Case({"nb": 64}, {}, _getrf, "dgetrf"),
+       "gesv": Case({"nb": 64}, {"nrhs": 70}, _solution("gen"), "dgesv"),
+       "posv": Case({"nb": 64}, {"nrhs": 70}, _solution("pos"), "dposv"),
+       "trtri": Case({"nb": 64}, {}, _trtri, "dtrtri"),
+       "potri": Case({"nb": 64}, {}, _potri, "dpotrf+dpotri"),
+       "gemm": Case({"nb": 64}, {"m": 250, "k": 170}, _gemm, "dgemm"),
+       "syrk": Case({"nb": 64}, {"k": 170}, _syrk, "dsyrk"),
+       "trmm": Case({"nb": 64}, {"nrhs": 70}, _trmm, "dtrmm"),
        # 5 tile rows in domains of 2: both levels of the tree, and a short last tile row
-       "tsqr": ({"nb": 64}, {"cols": 90, "nrhs": 5, "dom": 2}, _tsqr)}
-SHIPPED = {"cholesky": ({"nb": 64}, {}, None), "lu": ({"nb": 64}, {}, None), "qr": ({"nb": 64}, {}, None),
-           "hetero_cholesky": ({"B": 160, "b": 48, "s": 3}, {}, None),
-           "hetero_qr": ({"B": 160, "b": 48, "s": 3}, {}, None)}
+       "tsqr": Case({"nb": 64}, {"cols": 90, "nrhs": 5, "dom": 2}, _tsqr, "dgels")}
+SHIPPED = {"cholesky": Case({"nb": 64}, {}), "lu": Case({"nb": 64}, {}), "qr": Case({"nb": 64}, {}),
+           "hetero_cholesky": Case({"B": 160, "b": 48, "s": 3}, {}),
+           "hetero_qr": Case({"B": 160, "b": 48, "s": 3}, {})}
 PROGRAMS = {**NEW, **SHIPPED}
 
 
@@ -93,16 +103,13 @@ def test_every_program_is_in_the_library():
     assert sorted(PROGRAMS) == sorted(p.stem for p in (ROOT / "programs").glob("*.tile"))
 
 
-def _inputs(driver, params, seed):
-    """The programs' input matrices, as the run makes them."""
-    shapes = driver.shapes(params)[0]
-    return {d.name: make_matrix(d.init, seed, i, *shapes[d.name]) for i, d in enumerate(driver.PROGRAM.matrices)}
+def _options(program, **options) -> Options:
+    case = PROGRAMS[program]
+    return Options(n=N, tiles=case.tiles, sets=case.sets, watchdog=60, **options)
 
 
 def _run(compiled, program, **options):
-    tiles, sets, _ = PROGRAMS[program]
-    result = execute(compiled(f"programs/{program}.tile"),
-                     Options(n=N, tiles=tiles, sets=sets, check=True, watchdog=60, **options))
+    result = execute(compiled(f"programs/{program}.tile"), _options(program, check=True, **options))
     assert result.passed, result.residuals
     return result, {name: m.assemble() for name, m in result.matrices.items()}
 
@@ -123,10 +130,9 @@ def one_rank(compiled):
 @pytest.mark.parametrize("program", list(PROGRAMS))
 def test_one_rank_passes_its_check_and_agrees_with_scipy(compiled, one_rank, program):
     result, outputs = one_rank(program)
-    compare = PROGRAMS[program][2]
+    compare = PROGRAMS[program].compare
     if compare:
-        driver = compiled(f"programs/{program}.tile")
-        compare(_inputs(driver, result.params, 42), outputs, result.params)
+        compare(inputs_of(compiled(f"programs/{program}.tile"), _options(program)), outputs, result.params)
 
 
 @pytest.mark.timeout(60)
@@ -143,7 +149,7 @@ def test_emulated_gpus_give_the_same_bits(compiled, one_rank, program, gpus):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("program", list(NEW))
 def test_four_ranks_give_the_same_bits(tmp_path, one_rank, program):
-    tiles, sets, _ = NEW[program]
+    tiles, sets = NEW[program].tiles, NEW[program].sets
     expected = one_rank(program)[1]
     command = [sys.executable, "-m", "tiledsl.commands.cli", "run", f"programs/{program}.tile", "--np", "4",
                "--grid", "2x2", "--n", str(N), "--check", "--json", "--watchdog", "60"]
@@ -157,3 +163,42 @@ def test_four_ranks_give_the_same_bits(tmp_path, one_rank, program):
     assert all(r["messages_sent"] > 0 for r in summary["ranks"])
     for name, matrix in expected.items():
         assert np.array_equal(np.load(tmp_path / f"{name}.npy"), matrix), name
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("program", list(NEW))
+def test_the_bench_reference_computes_what_the_program_does(compiled, one_rank, program):
+    """The routine tiledsl bench times, run on the same inputs, passes the program's own comparison."""
+    driver = compiled(f"programs/{program}.tile")
+    result, outputs = one_rank(program)
+    reference, names, options = reference_of(driver.PROGRAM)
+    assert reference.routine == NEW[program].reference
+    inputs = inputs_of(driver, _options(program))
+    work = {name: np.array(inputs[name], order="F") for name in names}
+    reference.run(*work.values(), **options)
+    NEW[program].compare(inputs, {**outputs, **work}, result.params)
+
+
+@pytest.mark.timeout(60)
+def test_bench_reports_the_ratio_against_the_reference(compiled):
+    driver = compiled("programs/trmm.tile")
+    table = run_bench(driver, _options("trmm", check=True, workers=2), rounds=2, with_dask=False)
+    ours, reference = table["rows"]
+    assert reference["name"] == "scipy dtrmm (2 threads)" and len(table["rows"]) == 2
+    assert reference["ratio"] == pytest.approx(reference["seconds"] / ours["seconds"])
+    flops = N * N * NEW["trmm"].sets["nrhs"]  # the kernels' count: n²·nrhs for a triangle times B
+    assert ours["gflops"] == pytest.approx(flops / ours["seconds"] / 1e9, rel=0.05)
+    assert table["residual"] < 60
+
+
+@pytest.mark.timeout(60)
+def test_getrf_fails_its_check_without_the_swaps_of_the_left_columns(tmp_path):
+    text = (ROOT / "programs/getrf.tile").read_text()
+    left = "    for j in 0 .. k {\n      laswp(P[k, k], A[k : A.mt, j])\n    }\n"
+    assert left in text
+    (tmp_path / "getrf.tile").write_text(text.replace(left, ""))
+    _, driver_text = compile_path(tmp_path / "getrf.tile")
+    (tmp_path / "driver.py").write_text(driver_text)
+    driver = import_driver(tmp_path / "driver.py", "getrf_without_left_swaps")
+    result = execute(driver, _options("getrf", check=True, workers=2))
+    assert result.residuals["lu"] > 1e3
