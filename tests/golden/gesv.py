@@ -10,7 +10,7 @@ from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, Worksp
 PROGRAM = Program(
     name='gesv',
     source='programs/gesv.tile',
-    tiling=Tiling('uniform', {'nb': 256}),
+    tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
         MatrixDecl('A', 'general', line=13),
         MatrixDecl('B', 'general', line=14),

@@ -10,7 +10,7 @@ from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, Worksp
 PROGRAM = Program(
     name='getrf',
     source='programs/getrf.tile',
-    tiling=Tiling('uniform', {'nb': 256}),
+    tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
         MatrixDecl('A', 'general', line=12),
     ),

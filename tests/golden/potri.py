@@ -10,7 +10,7 @@ from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
 PROGRAM = Program(
     name='potri',
     source='programs/potri.tile',
-    tiling=Tiling('uniform', {'nb': 256}),
+    tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
         MatrixDecl('A', 'spd', line=10),
     ),

@@ -10,7 +10,7 @@ from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
 PROGRAM = Program(
     name='syrk',
     source='programs/syrk.tile',
-    tiling=Tiling('uniform', {'nb': 256}),
+    tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
         MatrixDecl('A', 'general', line=9),
         MatrixDecl('C', 'spd', line=10),

@@ -10,7 +10,7 @@ from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
 PROGRAM = Program(
     name='trmm',
     source='programs/trmm.tile',
-    tiling=Tiling('uniform', {'nb': 256}),
+    tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
         MatrixDecl('A', 'general', line=12),
         MatrixDecl('B', 'general', line=13),

@@ -10,7 +10,7 @@ from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
 PROGRAM = Program(
     name='trtri',
     source='programs/trtri.tile',
-    tiling=Tiling('uniform', {'nb': 256}),
+    tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
         MatrixDecl('A', 'diagdom', line=11),
     ),

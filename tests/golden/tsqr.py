@@ -20,7 +20,7 @@ def _flops_ttmqrt(V, T, C1, C2):
 PROGRAM = Program(
     name='tsqr',
     source='programs/tsqr.tile',
-    tiling=Tiling('uniform', {'nb': 256}),
+    tiling=Tiling('uniform', {'nb': 512}),
     matrices=(
         MatrixDecl('A', 'general', line=23),
         MatrixDecl('B', 'general', line=24),
