@@ -2,11 +2,13 @@
 reference (``tiledsl bench``), and getrf's traffic on 4 ranks against lu.tile's.
 
     python benchmarks/library.py --n 4096 [--rounds 3] [--workers 2] [--programs getrf,gemm]
+    python benchmarks/library.py --n 32768 --programs tsqr --set cols=512 --no-traffic
 
 Prints one markdown table of the best seconds, GFLOP/s and the tiledsl/reference
 ratio (above 1: tiledsl is faster) of each program, then one of the tasks, messages
-and bytes that getrf and lu (LU without pivoting) move on a 2x2 grid at the same n
-and tile size (real ``tiledsl run --np 4`` jobs).
+and bytes that getrf and lu (LU without pivoting) move on 4 ranks, 2x2 and 1x4, at
+the same n and tile size (real ``tiledsl run --np 4`` jobs). Arguments it does not
+know (``--set NAME=VALUE``, ``--nb``) go to every ``tiledsl bench``.
 """
 import argparse
 import json
@@ -54,27 +56,30 @@ def render_bench(rows) -> str:
 
 
 def traffic(n: int, nb: int) -> str:
-    lines = ["| program (2x2, 4 ranks) | tasks | messages | MB sent | seconds |", "|---|---:|---:|---:|---:|"]
-    for program in ("getrf", "lu"):
-        summary = tiledsl("run", f"programs/{program}.tile", "--np", 4, "--grid", "2x2", "--n", n, "--nb", nb,
-                          "--json")
-        totals = summary["totals"]
-        lines.append(f"| {program} | {summary['tasks']} | {totals['messages_sent']} | "
-                     f"{totals['bytes_sent'] / 1e6:.0f} | {summary['seconds']:.2f} |")
+    lines = ["| program | grid | tasks | messages | MB sent | seconds |", "|---|---|---:|---:|---:|---:|"]
+    for grid in ("2x2", "1x4"):
+        for program in ("getrf", "lu"):
+            summary = tiledsl("run", f"programs/{program}.tile", "--np", 4, "--grid", grid, "--n", n, "--nb", nb,
+                              "--json")
+            totals = summary["totals"]
+            lines.append(f"| {program} | {grid} | {summary['tasks']} | {totals['messages_sent']} | "
+                         f"{totals['bytes_sent'] / 1e6:.0f} | {summary['seconds']:.2f} |")
     return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=4096)
-    parser.add_argument("--nb", type=int, default=256, help="tile size of the getrf/lu traffic comparison")
+    parser.add_argument("--traffic-nb", type=int, default=384, help="tile size of the getrf/lu traffic comparison")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--programs", default=",".join(LIBRARY), help="comma-separated (default: the library)")
+    parser.add_argument("--no-traffic", action="store_true", help="leave out the getrf/lu traffic table")
     args, extra = parser.parse_known_args()
     print(render_bench(bench_rows(args.programs.split(","), args.n, args.rounds, args.workers, extra)))
-    print()
-    print(traffic(args.n, args.nb))
+    if not args.no_traffic:
+        print()
+        print(traffic(args.n, args.traffic_nb))
 
 
 if __name__ == "__main__":
