@@ -1,25 +1,35 @@
 """``tiledsl bench``: tiledsl against the reference libraries, alternated in one run.
 
-For a program whose check is ``cholesky``, ``qr`` or ``lu`` the references are
-scipy's LAPACK (dpotrf / dgeqrf / dgetrf, given as many BLAS threads as tiledsl
-has workers) and, when dask is installed and has the routine,
-``dask.array.linalg`` at several chunk sizes (its best is reported). Every
-implementation runs once per round, rounds alternate, the best time of each
+The reference of a program is the LAPACK or BLAS routine (scipy's, given as many
+BLAS threads as tiledsl has workers) that computes what its check verifies:
+:data:`REFERENCES` maps the check (its kind, and the first of ``symmetric``,
+``lower``, ``upper`` among its qualifiers; a user check by its function's name) to
+the routine, e.g. ``solve`` to dgesv, ``solve symmetric`` to dposv, ``product
+lower`` to dtrmm. The routine takes the check's matrices (each once, in the check's
+order, as the program's inputs make them) and works on them in place, and the
+check's options (product's alpha and beta). For Cholesky and LU, when dask is
+installed, ``dask.array.linalg`` at several chunk sizes too (its best is reported).
+Every implementation runs once per round, rounds alternate, the best time of each
 is kept; ratios are tiledsl's GFLOP/s over the reference's.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
+from scipy.linalg import blas, lapack
 from threadpoolctl import threadpool_limits
 
 from ..runtime import Options, execute
 from ..runtime.inputs import make_matrix
-from ..runtime.reporting import FLOPS, flop_count
+from ..runtime.layout import make_params
+from ..runtime.reporting import flop_count
 
 DASK_CHUNKS = (512, 1024, 2048)
+#: the qualifiers that choose among a check kind's references (the first one found)
+FLAVOURS = ("symmetric", "lower", "upper")
 
 
 @dataclass
@@ -32,40 +42,91 @@ class Measure:
         return min(self.times)
 
 
-def _scipy(kind: str):
-    from scipy.linalg import lapack
+@dataclass(frozen=True)
+class Reference:
+    """A LAPACK/BLAS routine of scipy's and how to call it on a check's matrices."""
 
-    def geqrf(a):
-        lwork = int(lapack.dgeqrf_lwork(*a.shape)[0])  # the default lwork would run unblocked
-        lapack.dgeqrf(a, lwork=lwork, overwrite_a=1)
+    routine: str
+    run: Callable  # run(*matrices, **options), in place on Fortran-ordered copies
 
-    routine = {"cholesky": lambda a: lapack.dpotrf(a, lower=1, overwrite_a=1),
-               "qr": geqrf,
-               "lu": lambda a: lapack.dgetrf(a, overwrite_a=1)}[kind]
-    name = {"cholesky": "dpotrf", "qr": "dgeqrf", "lu": "dgetrf"}[kind]
-    return f"scipy {name}", routine
+
+def _geqrf(a):
+    lwork = int(lapack.dgeqrf_lwork(*a.shape)[0])  # the default lwork would run unblocked
+    lapack.dgeqrf(a, lwork=lwork, overwrite_a=1)
+
+
+def _potri(a):
+    lapack.dpotrf(a, lower=1, overwrite_a=1)
+    lapack.dpotri(a, lower=1, overwrite_c=1)
+
+
+def _gels(a, b):
+    lwork = int(lapack.dgels_lwork(*a.shape, b.shape[1])[0])
+    lapack.dgels(a, b, lwork=lwork, overwrite_a=1, overwrite_b=1)
+
+
+REFERENCES = {
+    "cholesky": Reference("dpotrf", lambda a: lapack.dpotrf(a, lower=1, overwrite_a=1)),
+    "lu": Reference("dgetrf", lambda a: lapack.dgetrf(a, overwrite_a=1)),
+    "qr": Reference("dgeqrf", _geqrf),
+    "solve": Reference("dgesv", lambda a, b: lapack.dgesv(a, b, overwrite_a=1, overwrite_b=1)),
+    "solve symmetric": Reference("dposv", lambda a, b: lapack.dposv(a, b, lower=1, overwrite_a=1, overwrite_b=1)),
+    "inverse lower": Reference("dtrtri", lambda a: lapack.dtrtri(a, lower=1, overwrite_c=1)),
+    "inverse symmetric": Reference("dpotrf+dpotri", _potri),
+    "product": Reference("dgemm", lambda c, a, b, alpha=1.0, beta=1.0:
+                         blas.dgemm(alpha, a, b, beta, c, overwrite_c=1)),
+    "product symmetric": Reference("dsyrk", lambda c, a, alpha=1.0, beta=1.0:
+                                   blas.dsyrk(alpha, a, beta, c, lower=1, overwrite_c=1)),
+    # B = alpha·L·B: dtrmm has no beta (the program's check says beta = 0)
+    "product lower": Reference("dtrmm", lambda b, a, alpha=1.0, beta=0.0:
+                               blas.dtrmm(alpha, a, b, lower=1, overwrite_b=1)),
+    "least_squares": Reference("dgels", _gels),
+}
+
+
+def reference_of(program) -> tuple[Reference, list, dict] | None:
+    """The reference of ``program`` (None without one), the names of the matrices it takes
+    and the check's options."""
+    check = program.check
+    if check is None:
+        return None
+    words = {word for qualifiers in check.qualifiers for word in qualifiers}
+    flavour = next((word for word in FLAVOURS if word in words), None)
+    key = check.kind if check.user or flavour is None else f"{check.kind} {flavour}"
+    matrices = [d.name for d in program.matrices]
+    names = [name for i, name in enumerate(check.args) if name in matrices and name not in check.args[:i]]
+    return (REFERENCES[key], names, dict(check.options)) if key in REFERENCES else None
+
+
+def inputs_of(driver, options: Options) -> dict:
+    """The program's input matrices, as a run with ``options`` makes them (by name)."""
+    shapes = driver.shapes(make_params(driver, options))[0]
+    return {d.name: make_matrix(d.init, options.seed, i, *shapes[d.name])
+            for i, d in enumerate(driver.PROGRAM.matrices)}
 
 
 def _dask(kind: str, chunk: int, workers: int):
+    """dask's Cholesky or LU at ``chunk`` (None for other kinds, or without dask; its QR is
+    tall-and-skinny only)."""
+    if kind not in ("cholesky", "lu"):
+        return None
     try:
         import dask.array as da
     except ImportError:
         return None
-    if kind == "qr":
-        return None  # dask's QR is tall-and-skinny only
     compute = {"cholesky": lambda x: da.linalg.cholesky(x, lower=True),
                "lu": lambda x: da.linalg.lu(x)[2]}[kind]
 
     def run(a):
         compute(da.from_array(a, chunks=chunk)).compute(scheduler="threads", num_workers=workers)
-    return f"dask.array.linalg.{'cholesky' if kind == 'cholesky' else 'lu'} (chunks {chunk})", run
+    return f"dask.array.linalg.{kind} (chunks {chunk})", run
 
 
-def _timed(function, a: np.ndarray, threads: int) -> float:
-    work = np.array(a, order="F", copy=True)
+def _timed(function, matrices: list, threads: int, options: dict) -> float:
+    work = [np.array(a, order="F", copy=True) for a in matrices]
     with threadpool_limits(threads):
         start = time.perf_counter()
-        function(work)
+        function(*work, **options)
         return time.perf_counter() - start
 
 
@@ -74,34 +135,36 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     program = driver.PROGRAM
     kind = program.check.kind if program.check else None
     workers = options.workers
-    index = 0
-    a = make_matrix(program.matrices[index].init, options.seed, index, options.n, options.n)
+    inputs = inputs_of(driver, options)
     tiled = Measure("tiledsl")
-    references = []
-    if kind in FLOPS:
-        name, routine = _scipy(kind)
-        references.append((Measure(f"{name} ({workers} threads)"), routine, workers))
+    references = []  # (measure, routine, its matrices, BLAS threads, options)
+    found = reference_of(program)
+    if found:
+        reference, names, check_options = found
+        matrices = [inputs[name] for name in names]
+        references.append((Measure(f"scipy {reference.routine} ({workers} threads)"), reference.run, matrices,
+                           workers, check_options))
         for chunk in DASK_CHUNKS if with_dask else ():
-            found = _dask(kind, chunk, workers) if chunk < options.n else None
-            if found:
-                references.append((Measure(found[0]), found[1], 1))
+            dask = _dask(kind, chunk, workers) if chunk < options.n else None
+            if dask:
+                references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
     residual, tiles, flops = None, {}, None
     for _ in range(rounds):
-        result = execute(driver, options, {program.matrices[0].name: a})
+        result = execute(driver, options, inputs)
         tiled.times.append(result.seconds)
         residual = result.residual
-        for measure, routine, threads in references:
-            measure.times.append(_timed(routine, a, threads))
+        for measure, routine, matrices, threads, check_options in references:
+            measure.times.append(_timed(routine, matrices, threads, check_options))
         tiles = {k: v for k, v in result.params.items() if k in ("nb", "B", "b", "s") and v is not None}
         flops, _ = flop_count(program, result.matrices, [result.stats])
-    return _table(program, options, flops, tiled, [m for m, _, _ in references], residual, tiles)
+    return _table(program, options, flops, tiled, [r[0] for r in references], residual, tiles)
 
 
 def _table(program, options, flops, tiled, references, residual, tiles) -> dict:
     """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`)."""
     rate = (lambda t: flops / t / 1e9) if flops else (lambda t: None)
     rows = [{"name": m.name, "seconds": m.best, "gflops": rate(m.best),
-             "ratio": (m.best / tiled.best) if flops else None} for m in [tiled] + references]
+             "ratio": m.best / tiled.best} for m in [tiled] + references]
     dask_rows = [r for r in rows if r["name"].startswith("dask")]
     best_dask = min(dask_rows, key=lambda r: r["seconds"]) if dask_rows else None
     return {"program": program.name, "n": options.n, "tiles": tiles, "workers": options.workers,

@@ -1,0 +1,204 @@
+"""The library of programs under programs/: each passes its own check and agrees with
+scipy at ragged sizes, on 1 rank, on 1 and 2 emulated GPUs and on 4 ranks (2x2, a
+real ``tiledsl run --np 4`` job), with every output bitwise the same; and the routine
+``tiledsl bench`` measures each new program against computes the same result.
+
+Sizes are small and ragged (n = 301 on 64-wide tiles, the shapes of the products and
+right-hand sides all different), so that the whole file stays fast: the 1-rank and
+GPU runs are in-process, and each new program starts one MPI job. The shipped
+programs that predate the library run on 1 rank and on GPUs only (tests/runtime/
+test_mpi.py runs them on every grid).
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import numpy as np
+import pytest
+import scipy.linalg
+
+from tiledsl.commands.bench import inputs_of, reference_of, run_bench
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.runtime import Options, execute
+
+ROOT = Path(__file__).resolve().parents[2]
+N = 301
+
+
+def _relative(a, b):
+    return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+
+def _getrf(inputs, out, params):
+    """LAPACK's own result: the same L\\U to rounding and the same pivots as scipy's lu_factor."""
+    lu, piv = scipy.linalg.lu_factor(inputs["A"])
+    nb, n = params["nb"], params["n"]
+    pivots = np.concatenate([out["P"][k, k * nb:(k + 1) * nb] + k * nb for k in range(-(-n // nb))])
+    assert np.array_equal(pivots, piv)
+    assert _relative(out["A"], lu) < 1e-13
+
+
+def _solution(assume):
+    def compare(inputs, out, params):
+        expected = scipy.linalg.solve(inputs["A"], inputs["B"], assume_a=assume)
+        assert _relative(out["B"], expected) < 1e-12
+    return compare
+
+
+def _trtri(inputs, out, params):
+    assert _relative(np.tril(out["A"]), np.linalg.inv(np.tril(inputs["A"]))) < 1e-13
+    assert np.array_equal(np.triu(out["A"], 1), np.triu(inputs["A"], 1))  # never touched
+
+
+def _potri(inputs, out, params):
+    assert _relative(np.tril(out["A"]), np.tril(np.linalg.inv(inputs["A"]))) < 1e-12
+
+
+def _gemm(inputs, out, params):
+    assert _relative(out["C"], inputs["C"] + inputs["A"] @ inputs["B"]) < 1e-14
+
+
+def _syrk(inputs, out, params):
+    expected = inputs["C"] - inputs["A"] @ inputs["A"].T
+    assert _relative(np.tril(out["C"]), np.tril(expected)) < 1e-14
+    assert np.array_equal(np.triu(out["C"], 1), np.triu(inputs["C"], 1))
+
+
+def _trmm(inputs, out, params):
+    assert _relative(out["B"], np.tril(inputs["A"]) @ inputs["B"]) < 1e-14
+
+
+def _tsqr(inputs, out, params):
+    expected = scipy.linalg.lstsq(inputs["A"], inputs["B"])[0]
+    assert _relative(out["B"][:params["cols"]], expected) < 1e-12
+
+
+class Case(NamedTuple):
+    tiles: dict  # tile settings
+    sets: dict  # --set parameters
+    compare: Callable | None = None  # compare(inputs, outputs, params): asserts agreement with scipy
+    reference: str | None = None  # the routine tiledsl bench runs against it
+
+
+NEW = {"getrf": Case({"nb": 64}, {}, _getrf, "dgetrf"),
+       "gesv": Case({"nb": 64}, {"nrhs": 70}, _solution("gen"), "dgesv"),
+       "posv": Case({"nb": 64}, {"nrhs": 70}, _solution("pos"), "dposv"),
+       "trtri": Case({"nb": 64}, {}, _trtri, "dtrtri"),
+       "potri": Case({"nb": 64}, {}, _potri, "dpotrf+dpotri"),
+       "gemm": Case({"nb": 64}, {"m": 250, "k": 170}, _gemm, "dgemm"),
+       "syrk": Case({"nb": 64}, {"k": 170}, _syrk, "dsyrk"),
+       "trmm": Case({"nb": 64}, {"nrhs": 70}, _trmm, "dtrmm"),
+       # 5 tile rows in domains of 2: both levels of the tree, and a short last tile row
+       "tsqr": Case({"nb": 64}, {"cols": 90, "nrhs": 5, "dom": 2}, _tsqr, "dgels")}
+SHIPPED = {"cholesky": Case({"nb": 64}, {}), "lu": Case({"nb": 64}, {}), "qr": Case({"nb": 64}, {}),
+           "hetero_cholesky": Case({"B": 160, "b": 48, "s": 3}, {}),
+           "hetero_qr": Case({"B": 160, "b": 48, "s": 3}, {})}
+PROGRAMS = {**NEW, **SHIPPED}
+
+
+def test_every_program_is_in_the_library():
+    assert sorted(PROGRAMS) == sorted(p.stem for p in (ROOT / "programs").glob("*.tile"))
+
+
+def _options(program, **options) -> Options:
+    case = PROGRAMS[program]
+    return Options(n=N, tiles=case.tiles, sets=case.sets, watchdog=60, **options)
+
+
+def _run(compiled, program, **options):
+    result = execute(compiled(f"programs/{program}.tile"), _options(program, check=True, **options))
+    assert result.passed, result.residuals
+    return result, {name: m.assemble() for name, m in result.matrices.items()}
+
+
+@pytest.fixture(scope="module")
+def one_rank(compiled):
+    """one_rank(program) -> (result, outputs) of its checked 1-rank CPU run, made once."""
+    runs = {}
+
+    def get(program):
+        if program not in runs:
+            runs[program] = _run(compiled, program, workers=2)
+        return runs[program]
+    return get
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_one_rank_passes_its_check_and_agrees_with_scipy(compiled, one_rank, program):
+    result, outputs = one_rank(program)
+    compare = PROGRAMS[program].compare
+    if compare:
+        compare(inputs_of(compiled(f"programs/{program}.tile"), _options(program)), outputs, result.params)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("gpus", [1, 2])
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_emulated_gpus_give_the_same_bits(compiled, one_rank, program, gpus):
+    result, outputs = _run(compiled, program, gpus=gpus, gpu_backend="emulated")
+    assert result.stats["device_copies"] > 0
+    expected = one_rank(program)[1]
+    for name, matrix in expected.items():
+        assert np.array_equal(outputs[name], matrix), name
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program", list(NEW))
+def test_four_ranks_give_the_same_bits(tmp_path, one_rank, program):
+    tiles, sets = NEW[program].tiles, NEW[program].sets
+    expected = one_rank(program)[1]
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", f"programs/{program}.tile", "--np", "4",
+               "--grid", "2x2", "--n", str(N), "--check", "--json", "--watchdog", "60"]
+    command += [word for k, v in tiles.items() for word in (f"--{k}", str(v))]
+    command += [word for k, v in sets.items() for word in ("--set", f"{k}={v}")]
+    command += [word for name in expected for word in ("--output", f"{name}={tmp_path / name}.npy")]
+    out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["np"] == 4 and summary["passed"], summary["residuals"]
+    assert all(r["messages_sent"] > 0 for r in summary["ranks"])
+    for name, matrix in expected.items():
+        assert np.array_equal(np.load(tmp_path / f"{name}.npy"), matrix), name
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("program", list(NEW))
+def test_the_bench_reference_computes_what_the_program_does(compiled, one_rank, program):
+    """The routine tiledsl bench times, run on the same inputs, passes the program's own comparison."""
+    driver = compiled(f"programs/{program}.tile")
+    result, outputs = one_rank(program)
+    reference, names, options = reference_of(driver.PROGRAM)
+    assert reference.routine == NEW[program].reference
+    inputs = inputs_of(driver, _options(program))
+    work = {name: np.array(inputs[name], order="F") for name in names}
+    reference.run(*work.values(), **options)
+    NEW[program].compare(inputs, {**outputs, **work}, result.params)
+
+
+@pytest.mark.timeout(60)
+def test_bench_reports_the_ratio_against_the_reference(compiled):
+    driver = compiled("programs/trmm.tile")
+    table = run_bench(driver, _options("trmm", check=True, workers=2), rounds=2, with_dask=False)
+    ours, reference = table["rows"]
+    assert reference["name"] == "scipy dtrmm (2 threads)" and len(table["rows"]) == 2
+    assert reference["ratio"] == pytest.approx(reference["seconds"] / ours["seconds"])
+    flops = N * N * NEW["trmm"].sets["nrhs"]  # the kernels' count: n²·nrhs for a triangle times B
+    assert ours["gflops"] == pytest.approx(flops / ours["seconds"] / 1e9, rel=0.05)
+    assert table["residual"] < 60
+
+
+@pytest.mark.timeout(60)
+def test_getrf_fails_its_check_without_the_swaps_of_the_left_columns(tmp_path):
+    text = (ROOT / "programs/getrf.tile").read_text()
+    left = "    for j in 0 .. k {\n      laswp(P[k, k], A[k : A.mt, j])\n    }\n"
+    assert left in text
+    (tmp_path / "getrf.tile").write_text(text.replace(left, ""))
+    _, driver_text = compile_path(tmp_path / "getrf.tile")
+    (tmp_path / "driver.py").write_text(driver_text)
+    driver = import_driver(tmp_path / "driver.py", "getrf_without_left_swaps")
+    result = execute(driver, _options("getrf", check=True, workers=2))
+    assert result.residuals["lu"] > 1e3
