@@ -68,3 +68,13 @@ def test_ranks_and_gpus_give_the_same_bits(output, tmp_path, extra):
     assert done.returncode == 0, done.stderr
     for name, path in files.items():
         assert np.array_equal(np.load(path), output[name]), name
+
+
+def test_float_parameters_are_set_and_integer_ones_refuse_fractions():
+    program = tiledsl.load(PROGRAM)
+    assert program.run(n=N, params={"half": 0.25})["D"][4, 5] == 0.25 / 4
+    done = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/hetero_qr.tile", "--n", "100",
+                           "--no-tune", "--set", "ib=2.5"], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 2 and done.stderr.strip() == \
+        "tiledsl: error: --set ib=2.5: ib is an integer parameter (its default is 32)"
