@@ -136,10 +136,10 @@ def test_a_gpu_kernel_calling_sys_exit_fails_the_run(compiled, monkeypatch):
 
     host_potrf = kernels.potrf
 
-    def potrf_exiting_on_gpus(a):
+    def potrf_exiting_on_gpus(a, *options):
         if threading.current_thread().name.startswith("gpu-"):
             sys.exit(0)
-        host_potrf(a)
+        host_potrf(a, *options)
 
     monkeypatch.setitem(kernels.CPU_KERNELS, "potrf", potrf_exiting_on_gpus)
     options = Options(n=300, tiles={"B": 100, "b": 50, "s": 2}, gpus=1, watchdog=60)
