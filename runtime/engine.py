@@ -42,8 +42,7 @@ class Stats:
     """What one rank did: program tasks per worker, busy seconds, the window's high-water mark."""
 
     tasks: int = 0
-    flops: float = 0.0  # of the tasks this rank owns, by their kernels' flop counts
-    uncounted: set = field(default_factory=set)  # kernels of owned tasks that state no flop count
+    flops: float | None = 0.0  # of the tasks this rank owns, by their kernels' counts; None: a kernel has none
     per_worker: list = field(default_factory=list)
     busy: list = field(default_factory=list)
     peak_window: int = 0
@@ -53,10 +52,13 @@ class Engine:
     """Runs a driver's ``generate`` on this rank with ``workers`` CPU threads."""
 
     def __init__(self, program, kernels: dict, workers: int, window: int = 4096,
-                 watchdog: float | None = None, comm=None, devices=None, check_finite: bool = False):
+                 watchdog: float | None = None, comm=None, devices=None, check_finite: bool = False,
+                 count_flops: bool = True):
         self.program = program
         self.kernels = {id(call): kernels[call.kernel] for call in program.calls}
-        self.flop_counts = {id(call): call.flops or PRELUDE_FLOPS.get(call.kernel) for call in program.calls}
+        # a task's flops cost the generation thread ~2 µs: counted only where no standard count serves
+        self.flop_counts = ({id(call): call.flops or PRELUDE_FLOPS.get(call.kernel) for call in program.calls}
+                            if count_flops else None)
         self.workers = workers
         self.comm = comm
         self.rank = comm.rank if comm is not None else 0
@@ -111,7 +113,7 @@ class Engine:
         views, kernel = self._views(call, tiles, regions), kernel or self.kernels[site]
         if self.priority_of is not None:
             priority = self.priority_of(call, tiles, priority)
-        if tiles[call.main].rank == self.rank and call.line > 0:
+        if self.flop_counts is not None and tiles[call.main].rank == self.rank and call.line > 0:
             self._count_flops(site, call, tiles, views, values)
         with self.lock:
             self._wait_for_window()
@@ -122,9 +124,9 @@ class Engine:
 
     def _count_flops(self, site: int, call, tiles, views, values) -> None:
         """Add an owned task's flops (its kernel's count, from its arguments' shapes and values)."""
-        count = self.flop_counts.get(site)
-        if count is None:
-            self.stats.uncounted.add(call.kernel)
+        count = self.flop_counts[site]
+        if count is None or self.stats.flops is None:
+            self.stats.flops = None
             return
         self.stats.flops += count(*call.interleave(call.shapes(tiles, views), values))
 
@@ -370,7 +372,7 @@ def _execute(task: Task, check_finite: bool, devices) -> None:
         array = arrays[index]
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     task.kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
-    if check_finite and task.call.line > 0:
+    if check_finite and call.line > 0:
         _check_finite(task, arrays, devices)
 
 

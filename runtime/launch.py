@@ -32,7 +32,7 @@ from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, 
                       collective_limit, options_from, run_warnings)
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .recording import survey
-from .reporting import RunResult, count_nonfinite, rank_stats, summary_json, summary_text
+from .reporting import RunResult, count_nonfinite, has_standard_count, rank_stats, summary_json, summary_text
 from .resources import check_every_rank_has_tiles, check_gpu_memory, check_memory
 from .trace import Tracer
 from .userkernels import kernels
@@ -73,7 +73,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     check_gpu_memory(matrices, needed, window, devices, options.gpu_memory, rank)
     _fill_inputs(program, matrices, sources, needed, devices)
     engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
-                    devices=devices, check_finite=options.check_finite)
+                    devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program))
     engine.attach(matrices)
     engine.priority_of = (priorities.equal if options.priorities == "none" else
                           priorities.in_turn(priorities.bottom_levels(share.sequence)) if derive else None)

@@ -76,11 +76,21 @@ def flop_count(program, matrices: dict, ranks: list) -> tuple[float | None, str 
     its check names (for the check's first matrix's shape), else ``"kernels"``, the flop counts
     of the tasks the ranks ran (``ranks``: every rank's statistics); (None, None) for neither."""
     check = program.check
-    if check is not None and not check.user and check.kind in FLOPS and check.args[0] in matrices:
+    if has_standard_count(program) and check.args[0] in matrices:
         factored = matrices[check.args[0]]
         return FLOPS[check.kind](factored.m, factored.n), "standard"
-    total = sum(r["flops"] for r in ranks)
+    counts = [r["flops"] for r in ranks]
+    if None in counts:  # a kernel without a flop count ran: the sum would understate the work
+        return None, None
+    total = sum(counts)
     return (total, "kernels") if total > 0 else (None, None)
+
+
+def has_standard_count(program) -> bool:
+    """Whether the program's check names a factorization with a standard flop count (then the
+    engine need not count its tasks' flops)."""
+    check = program.check
+    return check is not None and not check.user and check.kind in FLOPS
 
 
 def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float | None, str | None]:
