@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .checks import CheckError
-from .userkernels import _load_kernel_module
+from .userkernels import load_kernel_module
 from .verify import fill_untouched
 from .world import RankError, UsageError
 
@@ -67,7 +67,7 @@ def _call(check, driver, before: dict, after: dict) -> tuple:
     if not program.kernel_module:
         return None, f"{where}: the program names no kernel module to find the function {check.kind} in"
     try:
-        module = _load_kernel_module(program, driver)
+        module = load_kernel_module(program, driver)
     except (UsageError, RankError) as error:
         return None, f"{where}: {error}"
     function = vars(module).get(check.kind)

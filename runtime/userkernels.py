@@ -52,7 +52,7 @@ def _user_kernels(program, driver) -> dict:
     """name -> (CPU body, GPU body or None) of every user kernel the program calls."""
     if not program.kernel_module:
         return {}
-    module = _load_kernel_module(program, driver)
+    module = load_kernel_module(program, driver)
     found = {}
     for call in program.calls:
         if call.kernel not in CPU_KERNELS and call.kernel not in found:
@@ -74,7 +74,7 @@ def _gpu_body(module, module_name: str, kernel: str):
                      f"not {type(body).__name__} {reprlib.repr(body)}")
 
 
-def _load_kernel_module(program, driver):
+def load_kernel_module(program, driver):
     bases = [Path(program.source).parent, Path(getattr(driver, "__file__", ".")).parent, Path.cwd()]
     for base in bases:
         path = base / program.kernel_module

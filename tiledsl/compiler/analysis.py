@@ -208,7 +208,7 @@ class _Analyzer:
         if param.choices is not None and (param.kind != "char" or not param.choices):
             self.bag.error(param.span, "E209", f"only a char parameter lists its allowed values, "
                                                f"as a non-empty string: char {param.name.text} in \"NT\"")
-        if param.default is not None and self._constant_of(param.default, param.kind) is None:
+        if param.default is not None and constant_of(param.default, param.kind) is None:
             self.bag.error(param.default.span, "E205", f"the default of {param.kind} parameter "
                                                        f"'{param.name.text}' must be {_TYPE_NOUN[param.kind]} constant")
         elif param.default is not None and param.kind == "char":
@@ -220,18 +220,6 @@ class _Analyzer:
         elif param.choices is not None and value.value not in param.choices:
             self.bag.error(value.span, "E205", f"{param.name.text} is one of {', '.join(map(repr, param.choices))}, "
                                                f"got {value.value!r}")
-
-    def _constant_of(self, expr, kind: str):
-        """The constant value of ``expr`` for a ``kind`` parameter, or None: a (negated) number
-        literal for int and float (an int literal for int), a string literal for char."""
-        negated = isinstance(expr, n.Unary) and expr.op == "-"
-        literal = expr.operand if negated else expr
-        if kind == "char":
-            return literal.value if isinstance(literal, n.StrLit) and not negated else None
-        allowed = (n.IntLit,) if kind == "int" else (n.IntLit, n.FloatLit)
-        if not isinstance(literal, allowed):
-            return None
-        return -literal.value if negated else literal.value
 
     def _check_flops(self, decl: n.KernelDecl):
         """``flops EXPR``: a number from the shapes (``A.m``, ``A.n``) and values of the arguments."""
@@ -358,7 +346,7 @@ class _Analyzer:
                 allowed = CHECK_OPTIONS.get(kind, ())
                 self.bag.error(option.name.span, "E202", f"check {kind} has no option '{option.name.text}'",
                                hint=f"its options: {', '.join(allowed)}" if allowed else None)
-            elif self._constant_of(option.value, "float") is None:
+            elif constant_of(option.value, "float") is None:
                 self.bag.error(option.value.span, "E205", f"option {option.name.text} must be a number constant")
 
     def _kernel_module(self) -> str | None:
@@ -920,6 +908,19 @@ class _Analyzer:
 
 
 # ---------------------------------------------------------------- helpers
+def constant_of(expr, kind: str):
+    """The constant value of ``expr`` for a ``kind`` parameter, or None: a (negated) number
+    literal for int and float (an int literal for int), a string literal for char."""
+    negated = isinstance(expr, n.Unary) and expr.op == "-"
+    literal = expr.operand if negated else expr
+    if kind == "char":
+        return literal.value if isinstance(literal, n.StrLit) and not negated else None
+    allowed = (n.IntLit,) if kind == "int" else (n.IntLit, n.FloatLit)
+    if not isinstance(literal, allowed):
+        return None
+    return -literal.value if negated else literal.value
+
+
 _TYPE_NOUN = {"int": "an integer", "float": "a number", "char": "a char", "bool": "a condition", "tile": "a tile"}
 
 

@@ -23,7 +23,7 @@ import jinja2
 
 from .. import __version__
 from . import nodes as n
-from .analysis import CHECK_ARITY, Checked, unparse
+from .analysis import CHECK_ARITY, Checked, constant_of, unparse
 
 INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports
@@ -430,10 +430,8 @@ class _Model:
         kind = next(p.kind for p in kernel.params if p.name.text == name)
         if kind != "float":
             return self.expr(value)
-        literal = value.operand if isinstance(value, n.Unary) and value.op == "-" else value
-        if isinstance(literal, (n.IntLit, n.FloatLit)):
-            return repr(float(_number(value)))
-        return f"float({self.expr(value)})"
+        constant = constant_of(value, "float")
+        return repr(float(constant)) if constant is not None else f"float({self.expr(value)})"
 
     def _tile(self, tile: n.TileRef, line: int) -> str:
         """A tile, or a panel's tuple of tiles (``A.panel(r0, r1, c0, c1, line)``)."""
@@ -535,12 +533,8 @@ def _check_model(check: n.CheckDecl, module: str | None) -> dict:
     if any(a.qualifiers for a in check.args):
         model["qualifiers"] = repr(tuple(tuple(q.text for q in a.qualifiers) for a in check.args))
     if check.options:
-        model["options"] = repr(tuple((o.name.text, float(_number(o.value))) for o in check.options))
+        model["options"] = repr(tuple((o.name.text, float(constant_of(o.value, "float"))) for o in check.options))
     if module is not None and check.kind.text not in CHECK_ARITY:
         model["user"] = "True"
     return model
 
-
-def _number(expr) -> float:
-    """The value of a (negated) number literal."""
-    return -_number(expr.operand) if isinstance(expr, n.Unary) else expr.value
