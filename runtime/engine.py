@@ -128,7 +128,10 @@ class Engine:
         if count is None or self.stats.flops is None:
             self.stats.flops = None
             return
-        self.stats.flops += count(*call.interleave(call.shapes(tiles, views), values))
+        try:
+            self.stats.flops += count(*call.interleave(call.shapes(tiles, views), values))
+        except ArithmeticError as error:  # a user's flops expression, such as A.m / k at k = 0
+            raise ArithmeticError(f"the flop count of kernel {call.kernel}: {error}") from None
 
     def _wait_for_window(self) -> None:
         """Back-pressure: a full window blocks generation until it drains to low water."""
