@@ -37,8 +37,9 @@ from collections import Counter
 import numpy as np
 
 from . import polling
+from .matrix import part_of, part_text, region_view
 from .program import Call
-from .protocol import Instance, runs_at
+from .protocol import Instance, delivery, runs_at
 from .scheduler import Task
 
 #: Transfers go before computation: another rank or device may be waiting for them.
@@ -53,12 +54,13 @@ COPY = Call("copy", ("in",), main=0, line=0, text="copy a tile version to anothe
 
 
 class Copy:
-    """This place's copy of one version of a tile homed at another place."""
+    """This place's copy of one version of a tile homed at another place, or of a part of it
+    (``part`` = (r0, r1, c0, c1), the sub-range an ``in`` argument names; None: the whole tile)."""
 
-    __slots__ = ("tile", "version", "device", "data", "arrived", "waiters", "readers", "closed")
+    __slots__ = ("tile", "version", "device", "part", "data", "arrived", "waiters", "readers", "closed")
 
-    def __init__(self, tile, version: int, device: int):
-        self.tile, self.version, self.device = tile, version, device
+    def __init__(self, tile, version: int, device: int, part: tuple | None = None):
+        self.tile, self.version, self.device, self.part = tile, version, device, part
         self.data = None
         self.arrived = False
         self.waiters: list = []  # callables run (engine lock held) when the data is here
@@ -160,6 +162,7 @@ class Exchange:
         self.copy_bytes = 0
         self.peak_copy_bytes = 0
         self.posted: Counter = Counter()  # (kind, tag, peer) -> messages posted, to pair sends with receives
+        self.unposted: dict = {}  # (tag, peer) -> sends of one tile to one rank not posted yet, in program order
         self.created: Counter = Counter()  # protocol.Instance -> instances this rank created
 
     # ---------------------------------------------------------------- instances
@@ -169,7 +172,7 @@ class Exchange:
         if main.rank == self.rank:
             self._owner(call, tiles, views, priority, kernel, self._device_for(call, main), values)
         else:
-            self._helpers(call, tiles, main)
+            self._helpers(call, tiles, views, main)
         for index in call.writes:
             self.advance(tiles[index])
 
@@ -194,7 +197,10 @@ class Exchange:
                 continue
             here = tile.rank == self.rank
             self.created[Instance.INTRA_NODE_ALIEN_INPUT] += mode != "out" and here
-            copy = self._scratch(tile, device) if mode == "out" else self._copy(tile, device)
+            copy = self._scratch(tile, device) if mode == "out" else self._copy(tile, device,
+                                                                                _moved_part(call, tiles, views, index))
+            if copy.part is not None:  # the copy is the sub-range itself
+                task.regions = _whole_at(task.regions, index)
             waits += self._wait_for(copy, ready)
             copy.readers += 1
             sources[index] = copy
@@ -208,36 +214,40 @@ class Exchange:
         sinks = [self._local_sink(copy) for copy in outgoing if copy.tile.rank == self.rank]
         task.on_complete = lambda: self._owner_done(sources, tiles, outgoing, sinks)
 
-    def _helpers(self, call, tiles, main) -> None:
+    def _helpers(self, call, tiles, views, main) -> None:
         """Instances for a task computed on another rank: sends of inputs, sinks of outputs."""
         for index, tile in enumerate(tiles):
             if tile.rank != self.rank:
                 continue
             if call.modes[index] != "out":
                 self.created[Instance.INTER_NODE_ALIEN_INPUT] += 1
-                if tile.sent.get(main.rank) != tile.version:  # a version goes to a rank once
-                    tile.sent[main.rank] = tile.version
-                    self._send_task(tile, main.rank)
+                moves, what = delivery(tile.delivered, (main.rank, 0), _moved_part(call, tiles, views, index),
+                                       tile.shape)  # as the receiver decides (:meth:`_copy`)
+                if moves:
+                    self._send_task(tile, main.rank, what)
             if call.modes[index] != "in" and index != call.main:
                 self._remote_sink(tile, main.rank)
 
     # ---------------------------------------------------------------- copies of inputs
-    def _copy(self, tile, device: int) -> Copy:
-        """The copy of ``tile``'s current version at ``device`` of this rank, made on first request."""
-        key = (tile.version, device)
-        copy = tile.copies.get(key)
-        if copy is not None and not copy.closed:  # a closed one was released: the home sends anew
-            return copy
-        copy = self._new_copy(tile, device)
+    def _copy(self, tile, device: int, wanted: tuple | None = None) -> Copy:
+        """The copy of ``tile``'s current version at ``device`` of this rank that serves a reader of
+        ``wanted`` of it (None: the whole tile), made on first request: a copy of that part, or of
+        the whole tile as :func:`.protocol.delivery` rules (the sender follows the same rule)."""
+        for key in ((tile.version, device, None), (tile.version, device, wanted)):
+            copy = tile.copies.get(key)
+            if copy is not None and not copy.closed:  # a closed one was released: the home sends anew
+                return copy
+        _, part = delivery(tile.delivered, (self.rank, device), wanted, tile.shape)
+        copy = self._new_copy(tile, device, part)
         if tile.rank != self.rank and device == 0:
-            copy.data = np.empty(tile.shape, order="F")
+            copy.data = np.empty(_shape(tile, part), order="F")
             self._count(copy.data.nbytes)
-            done = self._traced("receive", tile, tile.rank, lambda: self._arrive(copy, copy.data))
+            done = self._traced("receive", tile, tile.rank, copy.data.nbytes, lambda: self._arrive(copy, copy.data))
             self.comm.receive(copy.data, tile.rank, tile.tag, done)
         elif tile.rank != self.rank:
-            staged = self._copy(tile, 0)  # received on the host, then copied to the GPU
+            staged = self._copy(tile, 0, wanted)  # received on the host, then copied to the GPU
             staged.readers += 1
-            move = lambda: self._move(lambda: self.devices.start_to_device(staged.data, device), copy, staged)
+            move = lambda: self._move(lambda: self.devices.start_to_device(_part(staged, part), device), copy, staged)
             if not self._wait_for(staged, move):
                 move()  # the host copy is already here
         else:
@@ -245,8 +255,8 @@ class Exchange:
         return copy
 
     def _copy_task(self, tile, copy: Copy) -> None:
-        """A reader of ``tile`` at home that copies the version to another device."""
-        task = Task(COPY, (tile,), None, TRANSFER_PRIORITY)
+        """A reader of ``tile`` at home that copies the version (or the copy's part of it) to another device."""
+        task = Task(COPY, (tile,), _view_of(tile, copy.part), TRANSFER_PRIORITY)
         task.asynchronous = True
         move = self._mover_function(tile.device, copy.device)
         task.kernel = lambda data: self.mover.move(lambda: move(data),
@@ -281,9 +291,9 @@ class Exchange:
         self._count(copy.data.nbytes)
         return copy
 
-    def _new_copy(self, tile, device: int) -> Copy:
-        copy = Copy(tile, tile.version, device)
-        tile.copies[(tile.version, device)] = copy
+    def _new_copy(self, tile, device: int, part: tuple | None) -> Copy:
+        copy = Copy(tile, tile.version, device, part)
+        tile.copies[(tile.version, device, part)] = copy
         return copy
 
     def _wait_for(self, copy: Copy, callback) -> int:
@@ -345,26 +355,48 @@ class Exchange:
     def _send_home(self, copy: Copy) -> None:
         """A minor output computed here goes to its home rank (via the host)."""
         tile = copy.tile
-        send = lambda host: self.comm.send(host, tile.rank, tile.tag, self._traced("send", tile, tile.rank, _nothing))
+        send = lambda host: self.comm.send(host, tile.rank, tile.tag,
+                                           self._traced("send", tile, tile.rank, host.nbytes, _nothing))
         if copy.device == 0:
             send(copy.data)
         else:
             data = copy.data
             self.mover.move(lambda: self.devices.start_to_host(data), send)
 
-    def _send_task(self, tile, destination: int) -> None:
-        """A reader of ``tile`` that sends the version to ``destination`` (via the host)."""
-        task = Task(SEND, (tile,), None, TRANSFER_PRIORITY)
+    def _send_task(self, tile, destination: int, part: tuple | None) -> None:
+        """A reader of ``tile`` that sends the version, or the sub-range ``part`` of it, to
+        ``destination`` (via the host).
+
+        The receiver posts its receives for one tile in program order and MPI matches them
+        in posting order, so the sends of one tile to one rank are posted in program order
+        too: each waits for the one before it to be posted (two parts of one version are
+        ready at the same time)."""
+        task = Task(SEND, (tile,), _view_of(tile, part), TRANSFER_PRIORITY)
         task.asynchronous = True
-        send = lambda host: self.comm.send(host, destination, tile.tag,
-                                           self._traced("send", tile, destination, lambda: self.engine.complete(task)))
+        order = self.unposted.setdefault((tile.tag, destination), [])
+
+        def send(host):
+            self.comm.send(host, destination, tile.tag,
+                           self._traced("send", tile, destination, host.nbytes, lambda: self.engine.complete(task)))
+            self._posted((tile.tag, destination))
         if tile.device == 0:
-            task.kernel = send
+            task.kernel = lambda data: send(np.asfortranarray(data))  # a sub-range of rows is strided
         else:
             task.kernel = lambda data: self.mover.move(lambda: self.devices.start_to_host(data), send)
-        self.engine.enqueue(task, 0)
+        order.append(task)
+        self.engine.enqueue(task, len(order) > 1)
 
-    def _traced(self, kind: str, tile, peer: int, then):
+    def _posted(self, key) -> None:
+        """Any thread: the oldest unposted send of one tile to one rank is posted; the next may go."""
+        with self.engine.lock:
+            order = self.unposted[key]
+            order.pop(0)
+            if order:
+                self.engine.satisfy_locked(order[0])
+            else:
+                del self.unposted[key]
+
+    def _traced(self, kind: str, tile, peer: int, nbytes: int, then):
         """``then``, as the completion of a message posted now; traced as ``kind`` when tracing,
         and what it raises made the run's failure.
 
@@ -383,7 +415,7 @@ class Exchange:
                     peer_key = "to" if kind == "send" else "from"
                     tracer.transfer("mpi", posted, kind, {"tile": str(tile), peer_key: peer, "tag": tile.tag,
                                                           "message": number,
-                                                          "bytes": tile.shape[0] * tile.shape[1] * 8})
+                                                          "bytes": nbytes})
                 then()
             except BaseException as error:  # the MPI thread must live on, and the run must hear of it (17.3)
                 self.engine.fail_from_thread(error)
@@ -403,7 +435,7 @@ class Exchange:
             task.asynchronous = True
             task.kernel = lambda received: self.mover.move(lambda: self.devices.start_to_device(received, tile.device),
                                                            lambda data: self._home(task, tile, data))
-        self.comm.receive(buffer, source, tile.tag, self._traced("receive", tile, source,
+        self.comm.receive(buffer, source, tile.tag, self._traced("receive", tile, source, buffer.nbytes,
                                                                  lambda: self.engine.satisfy(task)))
         self.engine.enqueue(task, 1)
 
@@ -420,15 +452,16 @@ class Exchange:
     def close(self, tile) -> None:
         """No later task reads the current version of ``tile`` as a copy: free copies once
         read, and forget what was sent (both sides of every transfer decide this alike)."""
-        tile.sent.clear()
+        tile.delivered.clear()
         for copy in list(tile.copies.values()):
             copy.closed = True
             self._maybe_free(copy)
 
     def _maybe_free(self, copy: Copy) -> None:
         if copy.closed and copy.readers == 0 and copy.arrived:
-            if copy.tile.copies.get((copy.version, copy.device)) is copy:
-                del copy.tile.copies[(copy.version, copy.device)]
+            key = (copy.version, copy.device, copy.part)
+            if copy.tile.copies.get(key) is copy:
+                del copy.tile.copies[key]
             self._count(-getattr(copy.data, "nbytes", 0))
             copy.data = None
 
@@ -440,7 +473,7 @@ class Exchange:
         """Copies this rank is still waiting for, for stall reports."""
         waiting = [copy for matrix in matrices for row in matrix.tiles for tile in row
                    for copy in tile.copies.values() if not copy.arrived]
-        lines = [f"  waiting for {copy.tile} version {copy.version} "
+        lines = [f"  waiting for {copy.tile}{part_text(copy.part)} version {copy.version} "
                  + (f"from rank {copy.tile.rank}" if copy.tile.rank != self.rank else
                     f"from device {copy.tile.device}") + (f" to GPU {copy.device}" if copy.device else "")
                  for copy in waiting[:5]]
@@ -461,3 +494,33 @@ class Exchange:
 
 def _nothing() -> None:
     """A completion that needs no action (the comm thread holds the buffer until then)."""
+
+
+def _moved_part(call, tiles, views, index: int) -> tuple | None:
+    """What of argument ``index``'s tile moves to a task run elsewhere: the sub-range an ``in``
+    argument names; the whole tile for a written one (it goes home whole)."""
+    if views is None or call.modes[index] != "in":
+        return None
+    return part_of(tiles[index], views[index])
+
+
+def _view_of(tile, part: tuple | None):
+    """The task regions that read ``part`` of ``tile`` (None: the whole tile)."""
+    return None if part is None else (region_view(tile, part),)
+
+
+def _part(copy: Copy, part: tuple | None):
+    """The data of ``copy`` that a copy of ``part`` is made from: the part itself when ``copy``
+    holds the whole tile."""
+    assert copy.part in (part, None), "a GPU copy takes no more of a tile than its host copy holds"
+    return copy.data if copy.part == part else copy.data[region_view(copy.tile, part)]
+
+
+def _shape(tile, part: tuple | None) -> tuple[int, int]:
+    return tile.shape if part is None else (part[1] - part[0], part[3] - part[2])
+
+
+def _whole_at(views: tuple, index: int) -> tuple:
+    """``views`` with argument ``index`` read whole: its copy is already the sub-range."""
+    return views[:index] + (None,) + views[index + 1:]
+

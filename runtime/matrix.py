@@ -25,7 +25,7 @@ class TileIndexError(IndexError):
 class Tile(TileState):
     """One tile of a matrix, as seen from this rank."""
 
-    __slots__ = ("matrix", "i", "j", "rank", "device", "data", "tag", "version", "sent", "copies")
+    __slots__ = ("matrix", "i", "j", "rank", "device", "data", "tag", "version", "delivered", "copies")
 
     def __init__(self, matrix: "TiledMatrix", i: int, j: int, rank: int, device: int, tag: int):
         super().__init__()
@@ -35,8 +35,8 @@ class Tile(TileState):
         self.data: np.ndarray | None = None
         self.tag = tag  # the MPI tag of its messages: unique per tile of the program
         self.version = 0  # writes to it so far, in program order (all ranks agree)
-        self.sent: dict = {}  # rank -> the version last sent there (home rank)
-        self.copies: dict = {}  # version -> copy of a remote tile held here
+        self.delivered: dict = {}  # place -> parts of the current version sent or copied there
+        self.copies: dict = {}  # (version, device, part) -> copy of a tile homed elsewhere
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -168,3 +168,18 @@ def region_view(tile: Tile, region) -> tuple:
         raise TileIndexError(f"sub-range [{r0}:{r1}, {c0}:{c1}] is outside tile {tile} "
                              f"({height}×{width})")
     return slice(r0, r1), slice(c0, c1)
+
+
+def part_of(tile: Tile, view) -> tuple | None:
+    """The sub-range ``(r0, r1, c0, c1)`` that ``view`` (slices from :func:`region_view`, or None)
+    covers of ``tile``; None when it is the whole tile."""
+    if view is None:
+        return None
+    rows, cols = view
+    part = (rows.start, rows.stop, cols.start, cols.stop)
+    return None if part == (0, tile.shape[0], 0, tile.shape[1]) else part
+
+
+def part_text(part: tuple | None) -> str:
+    """``[r0:r1, c0:c1]`` for a sub-range key of :func:`part_of`; nothing for the whole tile."""
+    return "" if part is None else f"[{part[0]}:{part[1]}, {part[2]}:{part[3]}]"

@@ -78,3 +78,29 @@ def _minor_types(place, main, rank: int) -> list[Instance]:
         kinds.append(Instance.INTRA_NODE_SOURCE_MINOR_OUTPUT if place[0] == main[0]
                      else Instance.INTER_NODE_SOURCE_MINOR_OUTPUT)
     return kinds
+
+
+#: A part of a tile version moves alone while the parts of it moved to a place stay within
+#: this share of the tile; past it, the whole tile moves, in one message instead of many.
+PART_SHARE = 0.25
+
+
+def delivery(delivered: dict, where, part, shape) -> tuple[bool, tuple | None]:
+    """Whether a tile version (of ``shape``) must move to place ``where`` for a reader of ``part``
+    of it (a sub-range key ``(r0, r1, c0, c1)``, None for the whole tile), and what moves:
+    ``part``, or None for the whole tile. ``delivered`` (updated) maps each place to the parts
+    of the version that went there, with their sizes.
+
+    The whole version serves every part; a part moves once per version and place, alone while
+    the parts moved there stay within :data:`PART_SHARE` of the tile. The sender, the receiver
+    and every prediction of traffic decide by this one rule, so that messages pair up (DESIGN §4).
+    """
+    parts = delivered.setdefault(where, {})
+    if None in parts or part in parts:
+        return False, None
+    if part is not None:
+        size = (part[1] - part[0]) * (part[3] - part[2])
+        if sum(parts.values()) + size > PART_SHARE * shape[0] * shape[1]:
+            part = None
+    parts[part] = 0 if part is None else size
+    return True, part

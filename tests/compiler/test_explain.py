@@ -22,7 +22,7 @@ from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.commands.explain import TABLE_LIMIT, WALK_LIMIT, as_json, plan, render, submitted_tasks
 from tiledsl.runtime.options import Options
-from tiledsl.runtime.protocol import Instance
+from tiledsl.runtime.protocol import Instance, delivery
 from tiledsl.runtime.world import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,8 @@ def test_protocol_invariants(drivers, name, grid, gpus):
     nranks = grid[0] * grid[1]
     assert explained.tasks, "no tasks"
     versions = Counter()
-    moves = set()  # (tile, version, sender, receiver)
+    moves = set()  # (tile, version, sender, receiver, what moved)
+    delivered = {}  # (tile, version) -> the parts that went to each rank, by protocol.delivery's rule
     for task in explained.tasks:
         call, places = task.call, task.places
         main = task.owner  # where it runs: the main output's place, or a host for a kernel without GPU body
@@ -92,7 +93,11 @@ def test_protocol_invariants(drivers, name, grid, gpus):
                         Instance.INTER_NODE_ALIEN_INPUT)
             assert kind == expected, (task, arg)
             if kind == Instance.INTER_NODE_ALIEN_INPUT:  # a send from the tile's rank to the owner
-                moves.add((key(task.tiles[arg]), versions[key(task.tiles[arg])], rank, main[0]))
+                version = (key(task.tiles[arg]), versions[key(task.tiles[arg])])
+                part = task.parts[arg] if task.parts and mode == "in" else None
+                moved, what = delivery(delivered.setdefault(version, {}), main[0], part, task.tiles[arg].shape)
+                if moved:
+                    moves.add((*version, rank, main[0], what))
         # minor outputs: native, or a sink paired with exactly one source
         for arg in call.writes:
             kinds = Counter((rank, kind) for rank, kind, a in found if a == arg and kind not in INPUTS
@@ -116,7 +121,7 @@ def test_protocol_invariants(drivers, name, grid, gpus):
         for rank, kind, arg in found:
             if kind == Instance.INTER_NODE_SOURCE_MINOR_OUTPUT:  # the owner sends the new version
                 tile = key(task.tiles[arg])
-                moves.add((tile, versions[tile], main[0], places[arg][0]))
+                moves.add((tile, versions[tile], main[0], places[arg][0], None))
         if gpus == 0:
             assert not any(kind in (Instance.INTRA_NODE_ALIEN_INPUT, Instance.INTRA_NODE_SOURCE_MINOR_OUTPUT)
                            for _, kind, _ in found), "an intra-node copy without GPUs"
@@ -125,7 +130,7 @@ def test_protocol_invariants(drivers, name, grid, gpus):
                                     Instance.SINK_MINOR_OUTPUT) and task.places[arg][0] != main[0]
                            for _, kind, arg in found)
     # remote inputs and remote minor outputs are exactly the messages (a version sent once per rank)
-    messages = Counter((sender, receiver) for _, _, sender, receiver in moves)
+    messages = Counter((sender, receiver) for _, _, sender, receiver, _ in moves)
     assert messages == Counter(explained.messages)
     totals = explained.totals()
     count4 = sum(t[Instance.INTER_NODE_ALIEN_INPUT] for t in totals.values())

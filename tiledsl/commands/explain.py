@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import TILE_SETTINGS
 from ..runtime.program import flatten
-from ..runtime.protocol import Instance, instances, runs_at
+from ..runtime.matrix import part_of, part_text, region_view
+from ..runtime.protocol import Instance, delivery, instances, runs_at
 from ..runtime.recording import Everyone, record
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import RankError, UsageError
@@ -36,6 +37,7 @@ class PlannedTask:
     per_rank: dict = field(default_factory=dict)  # rank -> [(Instance, arg index)]
     values: tuple = ()  # the value arguments, in declaration order
     at: tuple | None = None  # (rank, device) where it runs: its main output's place (the default), or that host
+    parts: tuple | None = None  # per argument, the sub-range (r0, r1, c0, c1) it names; None: the whole tile
 
     def __post_init__(self):
         if self.at is None:
@@ -69,6 +71,7 @@ class Plan:
     sources: dict = field(default_factory=dict)  # tile setting -> where its value came from
     runs_on: dict = field(default_factory=dict)  # rank -> Counter of tasks by the device they run on
     on_host: dict = field(default_factory=dict)  # kernel -> tasks on the host for want of a GPU body
+    volume: dict = field(default_factory=dict)  # (sender, receiver) -> bytes of the messages
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -110,7 +113,7 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
     return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, walk.tasks, walk.count, walk.counts,
                 dict(walk.traffic.messages), dict(walk.traffic.copies),
                 tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options),
-                walk.runs_on, dict(walk.on_host))
+                walk.runs_on, dict(walk.on_host), dict(walk.traffic.volume))
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -152,7 +155,9 @@ class _Walk:
         call, tiles, regions = flatten(call, tiles, regions)
         places = tuple((t.rank, t.device) for t in tiles)
         at = runs_at(places[call.main], call.kernel, self.gpu_kernels)
-        task = PlannedTask(self.count, call, tiles, places, values=values, at=at)
+        parts = None if regions is None else tuple(
+            None if r is None else part_of(t, region_view(t, r)) for t, r in zip(tiles, regions))
+        task = PlannedTask(self.count, call, tiles, places, values=values, at=at, parts=parts)
         for rank in sorted({place[0] for place in places}):  # only a task's own ranks create its instances
             found = instances(call, places, rank, at)
             if found:
@@ -164,12 +169,13 @@ class _Walk:
         for position, (tile, place) in enumerate(zip(tiles, places)):
             if call.modes[position] != "out" and place != at:
                 key = _key(tile)
-                self.traffic.move(key, self.versions[key], place, at)
+                moved = parts[position] if parts is not None and call.modes[position] == "in" else None
+                self.traffic.move(key, self.versions[key], place, at, tile.shape, part=moved)
         for position in call.writes:  # outputs computed elsewhere go home (the main output too, from a host)
             key = _key(tiles[position])
             self.versions[key] += 1
             if places[position] != at:
-                self.traffic.move(key, self.versions[key], at, places[position], output=True)
+                self.traffic.move(key, self.versions[key], at, places[position], tiles[position].shape, output=True)
         if self.tasks is not None:
             self.tasks.append(task)
         self.count += 1
@@ -184,47 +190,54 @@ class _Traffic:
 
     def __init__(self):
         self.messages: Counter = Counter()  # (sender, receiver) -> tile versions sent
+        self.volume: Counter = Counter()  # (sender, receiver) -> bytes sent
         self.copies: Counter = Counter()  # rank -> host/GPU copies
-        self._sent: dict = {}  # tile key -> (version, ranks it was sent to)
-        self._copied: dict = {}  # tile key -> (version, places it was copied to)
+        self._sent: dict = {}  # tile key -> (version, {rank: parts sent there})
+        self._copied: dict = {}  # tile key -> (version, {place: parts copied there})
 
     def forget(self, key) -> None:
         self._sent.pop(key, None)
         self._copied.pop(key, None)
 
-    def move(self, key, version, source, target, output=False) -> None:
-        """One tile version moving from place ``source`` to place ``target`` (rank, device).
+    def move(self, key, version, source, target, shape, output=False, part=None) -> None:
+        """One tile version (of ``shape``, or the sub-range ``part`` of it that an ``in`` argument
+        names) moving from place ``source`` to place ``target`` (rank, device).
 
-        An input moves once per version and place (a message once per version and
-        rank, staged through the sender's host from a GPU, copied to the receiver's
-        GPU); a minor output every time it goes home.
+        An input moves as the runtime moves it (:func:`.protocol.delivery`: once per version
+        and place, the part or the whole tile, not at all where the whole version went): a
+        message once per rank, staged through the sender's host from a GPU, copied to the
+        receiver's GPU; a minor output every time it goes home.
         """
         if source[0] == target[0]:
-            if _first(self._copied, key, version, target) or output:
+            if _delivery(self._copied, key, version, target, part, shape)[0] or output:
                 self.copies[source[0]] += 1
             return
-        if _first(self._sent, key, version, target[0]) or output:
+        moves, what = _delivery(self._sent, key, version, target[0], part, shape)
+        if moves or output:
             self.messages[source[0], target[0]] += 1
+            rows, cols = shape if what is None else (what[1] - what[0], what[3] - what[2])
+            self.volume[source[0], target[0]] += rows * cols * 8
             self.copies[source[0]] += source[1] != 0
             if output:
                 self.copies[target[0]] += target[1] != 0
-        if not output and target[1] != 0 and _first(self._copied, key, version, target):
+        if not output and target[1] != 0 and _delivery(self._copied, key, version, target, part, shape)[0]:
             self.copies[target[0]] += 1
 
 
-def _first(deliveries: dict, key, version, where) -> bool:
-    """Note that ``version`` of tile ``key`` reached ``where``; whether it had not before."""
-    known, places = deliveries.get(key, (None, None))
+def _delivery(deliveries: dict, key, version, where, part, shape) -> tuple[bool, tuple | None]:
+    """:func:`.protocol.delivery` for ``version`` of tile ``key`` (the latest one it saw)."""
+    known, delivered = deliveries.get(key, (None, None))
     if known != version:
-        places = set()
-        deliveries[key] = (version, places)
-    if where in places:
-        return False
-    places.add(where)
-    return True
+        delivered = {}
+        deliveries[key] = (version, delivered)
+    return delivery(delivered, where, part, shape)
 
 
 # ---------------------------------------------------------------- rendering
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB"
+
+
 def _device(device: int) -> str:
     return "host" if device == 0 else f"gpu{device}"
 
@@ -274,7 +287,7 @@ def render(plan: Plan, source_name: str, limit: int = 400) -> str:
     lines.append(f"{'all':<{rank_w}} " + "".join(f"{grand[k]:>{w}}" for k, w in zip(Instance, type_w))
                  + f"{sum(grand.values()):>{total_w}}")
     sent = sum(plan.messages.values())
-    lines += ["", f"messages between ranks (tile versions sent): {sent}",
+    lines += ["", f"messages between ranks (tile versions sent): {sent} ({_mib(sum(plan.volume.values()))})",
               f"host/GPU copies inside ranks: {sum(plan.copies.values())}"]
     if plan.gpus:
         lines += [""] + _placement(plan)
@@ -321,10 +334,12 @@ def _task_table(plan: Plan, limit: int) -> list[str]:
 
 
 def _call_text(task: PlannedTask) -> str:
-    """``kernel(tiles; name=value, ...)``: the tiles of the task (a panel's one by one), then its values."""
+    """``kernel(tiles; name=value, ...)``: the tiles of the task (a panel's one by one, a sub-range
+    after its tile), then its values."""
     values = "; " + ", ".join(f"{name}={value!r}" for name, value in zip(task.call.values, task.values)) \
         if task.values else ""
-    return f"{task.call.kernel}({', '.join(str(t) for t in task.tiles)}{values})"
+    parts = task.parts or (None,) * len(task.tiles)
+    return f"{task.call.kernel}({', '.join(f'{t}{part_text(p)}' for t, p in zip(task.tiles, parts))}{values})"
 
 
 def as_json(plan: Plan) -> dict:
@@ -341,6 +356,7 @@ def as_json(plan: Plan) -> dict:
                   for t in plan.tasks],
         "totals": {str(r): {str(int(k)): c[k] for k in Instance} for r, c in totals.items()},
         "messages": [[s, r, c] for (s, r), c in sorted(plan.messages.items())],
+        "bytes": [[s, r, b] for (s, r), b in sorted(plan.volume.items())],
         "copies": {str(r): c for r, c in plan.copies.items()},
         "runs_on": {str(r): {_device(d): c for d, c in sorted(devices.items())} for r, devices in plan.runs_on.items()},
         "on_host_without_gpu_body": plan.on_host,
