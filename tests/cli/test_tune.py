@@ -56,7 +56,9 @@ def seed_cache(program, gpus, backend, tiles, ratio=None, params=None):
     """Write a tuned entry as tiledsl tune would (without ``params``: as versions before inner
     blocks were tuned wrote it); the file's path."""
     entry = {"program": program, "gpus": gpus, "backend": backend, "tiles": tiles, "gpu_ratio": ratio}
-    return tuning.store(tuning.entry_key(program, gpus, backend), entry if params is None else {**entry, "params": params})
+    if params is not None:
+        entry["params"] = params
+    return tuning.store(tuning.entry_key(program, gpus, backend), entry)
 
 
 # ---------------------------------------------------------------- decisions on synthetic tables
@@ -174,10 +176,12 @@ def test_the_gpu_only_setting_is_always_measured_and_wins_when_fastest():
 @pytest.mark.parametrize("gpu_only_seconds, picked", [(0.5, "gpu only"), (2.0, "split")])
 def test_tune_never_picks_a_split_slower_than_the_gpus_alone(tmp_path, monkeypatch, gpu_only_seconds, picked):
     """tune() itself, its trial runs replaced by a fake timing: hybrid tiles with s = 1 and
-    uniform tiles at 0:1 are the GPU-only settings."""
+    uniform tiles at 0:1 are the GPU-only settings. A larger host share is faster, so the
+    ratio search climbs away from 0:1."""
     def fake(self, tiles, ratio, params):
         gpu_only = ratio == (0, 1) if ratio is not None else tiles.get("s") == 1
-        return gpu_only_seconds if gpu_only else 1.0 + abs(tiles.get("nb", tiles.get("b")) - 128) / 640
+        host_share = ratio[0] / ratio[1] / 100 if ratio else 0
+        return gpu_only_seconds if gpu_only else 1.0 + abs(tiles.get("nb", tiles.get("b")) - 128) / 640 - host_share
     monkeypatch.setattr(tune_command.Trials, "seconds", fake)
     for program in ("cholesky", "hetero_cholesky"):
         result = tune(driver_of(tmp_path, program), gpus=1, workers=1, budget=2, sizes=[64, 128, 192], n=128)
