@@ -65,8 +65,10 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
     """Fill what the command line left out from this machine's ``tiledsl tune`` cache.
 
     The tuned tile settings are used when no tile setting was given, the tuned
-    host/GPU ratio when no ``--gpu-ratio`` was (uniform tiles with GPUs); explicit
-    options always win. Each value taken is noted in ``options.sources``. Rank 0
+    host/GPU ratio when no ``--gpu-ratio`` was (uniform tiles with GPUs), and the
+    parameters tuned with the tiles (a QR's ``ib``) where no ``--set`` gives them and
+    those tiles are the run's; explicit options always win. Where each tuned value
+    came from is noted in ``options.sources``. Rank 0
     reads the cache and every rank uses what it read (``TILEDSL_NO_TUNE=1`` or
     ``enabled=False``: the cache is not read).
     """
@@ -78,7 +80,7 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
             found = comm.broadcast(found)
     if found is None:
         return
-    tiles, ratio, path = found
+    tiles, ratio, params, path = found
     source = f"tuned ({path})"
     merged = {**program.tiling.defaults, **tiles}
     if program.tiling.kind == "hybrid" and not (merged.get("s", 1) - 1) * merged.get("b", 0) < merged.get("B", 1):
@@ -91,14 +93,32 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
     if ratio is not None and options.gpu_ratio is None and options.gpus and program.tiling.kind == "uniform":
         options.gpu_ratio = tuple(ratio)
         options.sources["gpu_ratio"] = source
+    _use_tuned_params(program, options, params if tiles and options.tiles == tiles else {}, params, source)
+
+
+def _use_tuned_params(program, options: Options, usable: dict, tuned: dict, source: str) -> None:
+    """Take the ``usable`` tuned parameters the command line leaves unset; note where each
+    parameter ``tuned`` names came from (it was tuned for other tiles: the program default)."""
+    for name in program.params:
+        if name not in tuned:
+            continue
+        if name in options.sets:
+            options.sources[name] = "command line"
+        elif name in usable:
+            options.sets[name] = usable[name]
+            options.sources[name] = source
+        else:
+            options.sources[name] = "program default"
 
 
 def tiling_sources(program, params: Params, options: Options) -> dict:
-    """Where each tile setting (and the GPU ratio of uniform tiles on GPUs) came from:
-    ``command line``, ``tuned (<cache file>)`` or ``program default`` (``default`` for a ratio)."""
+    """Where each tile setting (the GPU ratio of uniform tiles on GPUs, and the parameters
+    the tuning cache has values for) came from: ``command line``, ``tuned (<cache file>)``
+    or ``program default`` (``default`` for a ratio)."""
     values = params.as_dict()
     sources = {name: options.sources.get(name, "command line" if name in options.tiles else "program default")
                for name in TILE_SETTINGS if values.get(name) is not None}
+    sources.update({name: options.sources[name] for name in program.params if name in options.sources})
     if options.gpus and program.tiling.kind == "uniform":
         sources["gpu_ratio"] = options.sources.get("gpu_ratio",
                                                    "command line" if options.gpu_ratio is not None else "default")

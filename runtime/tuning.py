@@ -5,8 +5,10 @@ One JSON file per machine, ``$XDG_CACHE_HOME/tiledsl/tune/<machine-key>.json``
 the core count and the NVIDIA GPUs the driver lists, so that a home directory
 shared by several machines (a cluster's nodes) keeps one file per kind of node.
 Inside, an entry per program name, GPU backend and GPU count (:func:`entry_key`)
-holds the tuned tile settings (``nb``, or ``B``/``b``/``s``), the host/GPU column
-ratio of uniform tiles, and what tuning measured.
+holds the tuned tile settings (``nb``, or ``B``/``b``/``s``), the program
+parameters tuned with them (``params``: a QR's inner block ``ib``; absent from the
+files of older versions, which stay readable), the host/GPU column ratio of
+uniform tiles, and what tuning measured.
 
 Plain standard library: every rank reads it before a run. A file that cannot be
 read or parsed is ignored with a one-line warning; writes are atomic (a
@@ -22,6 +24,7 @@ import re
 import socket
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 VERSION = 1
 TILE_KEYS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
@@ -129,11 +132,19 @@ def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
     return path
 
 
-def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: Path | None = None):
-    """``(tiles, ratio, path)`` tuned for this program and GPU setup, or None.
+class Tuned(NamedTuple):
+    """One cache entry as ``run`` uses it."""
 
-    ``tiles`` holds only settings of the ``tiling`` kind; ``ratio`` is ``(H, G)`` or
-    None. An entry that does not fit the program is ignored with a warning.
+    tiles: dict  # tile settings of the program's tiling kind
+    ratio: tuple | None  # (H, G) host/GPU block columns of uniform tiles on GPUs
+    params: dict  # program parameters tuned with these tiles ({"ib": 64}), {} if none
+    path: Path  # the cache file, for the summary's "tuned (<path>)"
+
+
+def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: Path | None = None):
+    """The :class:`Tuned` values for this program and GPU setup, or None.
+
+    An entry that does not fit the program's tiling kind is ignored with a warning.
     """
     warn = warn or _warn
     path = cache_path() if path is None else path
@@ -149,10 +160,11 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
         if ratio is not None:
             host, gpu = ratio
             ratio = (_positive(host, "ratio", 0), _positive(gpu, "ratio"))
+        params = {name: _positive(value, name) for name, value in (entry.get("params") or {}).items()}
     except (TypeError, ValueError, AttributeError) as error:
         warn(f"ignoring the tuned entry {entry_key(program, gpus, backend)} of {path}: {error}")
         return None
-    return tiles, ratio, path
+    return Tuned(tiles, ratio, params, path)
 
 
 def _positive(value, name: str, least: int = 1) -> int:

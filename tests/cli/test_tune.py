@@ -18,8 +18,10 @@ from tiledsl.driverload import import_driver
 from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options, execute, tuning
 from tiledsl.runtime.distribution import BlockCyclic, parse_ratio
-from tiledsl.commands.tune import (RATIOS, STEP, hill_climb, host_width, hybrid_split, mix_rates, nearest_ratio,
-                          smallest_near_best, tune)
+from tiledsl.commands import tune as tune_command
+from tiledsl.commands.tune import (RATIOS, STEP, gpu_only_unless_slower, hill_climb, host_width, hybrid_split,
+                                   inner_block_candidates, inner_block_params, mix_rates, narrowest_column,
+                                   nearest_ratio, search_inner_blocks, smallest_near_best, tune)
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ("--sizes", "64,128", "--n", "256", "--budget", "5")
@@ -50,10 +52,13 @@ def driver_of(tmp_path, program):
     return import_driver(tmp_path / f"{program}.py", f"tune_{program}")
 
 
-def seed_cache(program, gpus, backend, tiles, ratio=None):
-    """Write a tuned entry as tiledsl tune would; the file's path."""
-    return tuning.store(tuning.entry_key(program, gpus, backend),
-                        {"program": program, "gpus": gpus, "backend": backend, "tiles": tiles, "gpu_ratio": ratio})
+def seed_cache(program, gpus, backend, tiles, ratio=None, params=None):
+    """Write a tuned entry as tiledsl tune would (without ``params``: as versions before inner
+    blocks were tuned wrote it); the file's path."""
+    entry = {"program": program, "gpus": gpus, "backend": backend, "tiles": tiles, "gpu_ratio": ratio}
+    if params is not None:
+        entry["params"] = params
+    return tuning.store(tuning.entry_key(program, gpus, backend), entry)
 
 
 # ---------------------------------------------------------------- decisions on synthetic tables
@@ -148,6 +153,88 @@ def test_ratio_candidates_are_ordered_by_the_hosts_share():
     assert RATIOS[0] == 0 and Fraction(1, 1) in RATIOS and RATIOS == sorted(RATIOS)
 
 
+@pytest.mark.timeout(10)
+def test_the_gpu_only_setting_is_always_measured_and_wins_when_fastest():
+    calls = []
+
+    def measure(setting):
+        calls.append(setting)
+        return {Fraction(0): 0.5, Fraction(1): 0.9}.get(setting, 1.0)
+    # the search stayed at 1:1 (its neighbours were slower) and never reached 0:1
+    chosen, history = hill_climb(RATIOS, RATIOS.index(1), measure)
+    assert chosen == 1 and Fraction(0) not in calls
+    chosen, history = gpu_only_unless_slower(chosen, history, RATIOS[0], measure)
+    assert chosen == 0 and calls[-1] == 0 and history[-1] == (0, 0.5)
+    # slower than the split: the search's choice stays; measured already: not again
+    slower = {Fraction(0): 2.0, Fraction(1, 2): 1.0}
+    assert gpu_only_unless_slower(Fraction(1, 2), [(Fraction(1, 2), 1.0)], 0, slower.get)[0] == Fraction(1, 2)
+    assert gpu_only_unless_slower(1, [(0, 3.0), (1, 2.0)], 0, lambda r: pytest.fail("measured again")) == \
+        (1, [(0, 3.0), (1, 2.0)])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("gpu_only_seconds, picked", [(0.5, "gpu only"), (2.0, "split")])
+def test_tune_never_picks_a_split_slower_than_the_gpus_alone(tmp_path, monkeypatch, gpu_only_seconds, picked):
+    """tune() itself, its trial runs replaced by a fake timing: hybrid tiles with s = 1 and
+    uniform tiles at 0:1 are the GPU-only settings. A larger host share is faster, so the
+    ratio search climbs away from 0:1."""
+    def fake(self, tiles, ratio, params):
+        gpu_only = ratio == (0, 1) if ratio is not None else tiles.get("s") == 1
+        host_share = ratio[0] / ratio[1] / 100 if ratio else 0
+        return gpu_only_seconds if gpu_only else 1.0 + abs(tiles.get("nb", tiles.get("b")) - 128) / 640 - host_share
+    monkeypatch.setattr(tune_command.Trials, "seconds", fake)
+    for program in ("cholesky", "hetero_cholesky"):
+        result = tune(driver_of(tmp_path, program), gpus=1, workers=1, budget=2, sizes=[64, 128, 192], n=128)
+        gpu_only = result["gpu_ratio"] == [0, 1] if program == "cholesky" else result["tiles"]["s"] == 1
+        assert gpu_only == (picked == "gpu only"), result
+
+
+# ---------------------------------------------------------------- inner blocks
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("program, blocks", [("qr", ("ib",)), ("hetero_qr", ("ib",)), ("tsqr", ("ib",)),
+                                             ("gesv", ()), ("cholesky", ())])
+def test_inner_blocks_are_the_params_that_are_a_workspaces_rows(tmp_path, program, blocks):
+    # tsqr's cols, nrhs and dom and gesv's nrhs are no workspace's rows; gesv's P has 1
+    assert inner_block_params(driver_of(tmp_path, program)) == blocks
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("width, default, candidates", [
+    (64, 64, [32, 64]), (384, 64, [32, 48, 64, 96, 128, 192, 384]), (1024, 64, [32, 64, 128, 256, 512]),
+    (192, 32, [32, 48, 64, 96, 192]), (128, 40, [32, 40, 64, 128]), (64, 128, [32, 64])])
+def test_inner_block_candidates_divide_the_tiles_and_keep_the_default(width, default, candidates):
+    assert inner_block_candidates(width, default) == candidates
+
+
+@pytest.mark.timeout(10)
+def test_the_inner_block_fits_the_narrowest_tile_column():
+    assert narrowest_column({"nb": 384}) == 384
+    assert narrowest_column({"B": 512, "b": 128, "s": 2}) == 128
+    assert narrowest_column({"B": 256, "b": 192, "s": 2}) == 64  # the GPU's slice is the narrower
+    assert narrowest_column({"B": 512, "b": 64, "s": 1}) == 512  # one slice: the whole block
+
+
+@pytest.mark.timeout(10)
+def test_the_inner_block_search_climbs_each_parameter_in_turn():
+    best = {"ib": 256, "jb": 64}
+    seconds = lambda values: 1 + sum(abs(values[k] - best[k]) for k in best) / 64
+    calls = []
+
+    def measure(values):
+        calls.append(dict(values))
+        return seconds(values)
+    values, history = search_inner_blocks(["ib", "jb"], {"ib": 64, "jb": 32}, 1024, measure)
+    assert values == best and calls[0] == {"ib": 64, "jb": 32}
+    # ib first (at most INNER_TRIALS sizes: 512 is not reached), then jb from ib's best
+    assert [c["ib"] for c in calls[:4]] == [64, 32, 128, 256] and tune_command.INNER_TRIALS == 4
+    assert all(c["jb"] == 32 for c in calls[:4])
+    assert [(c["ib"], c["jb"]) for c in calls[4:]] == [(256, 32), (256, 64), (256, 128)]
+    assert len(history) == len(calls) and all((c, seconds(c)) in history for c in calls)
+    # a start wider than the tiles begins at the nearest candidate; no time left: only it is timed
+    values, history = search_inner_blocks(["ib"], {"ib": 200}, 128, lambda v: v["ib"], more_time=lambda: False)
+    assert values == {"ib": 128} and history == [({"ib": 128}, 128)]
+
+
 # ---------------------------------------------------------------- the distribution's ratio
 @pytest.mark.timeout(10)
 def test_block_cyclic_deals_h_host_columns_and_g_per_gpu():
@@ -189,12 +276,14 @@ def test_the_cache_round_trips_under_xdg_cache_home(cache):
     path = seed_cache("cholesky", 2, "cupy", {"nb": 512}, [1, 8])
     assert path == tuning.cache_path() and path.parent == cache / "tiledsl" / "tune"
     seed_cache("cholesky", 0, "emulated", {"nb": 320})
-    assert tuning.lookup("cholesky", "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), path)
-    assert tuning.lookup("cholesky", "uniform", 0, "cupy") == ({"nb": 320}, None, path)  # no GPU: any backend
+    assert tuning.lookup("cholesky", "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), {}, path)
+    assert tuning.lookup("cholesky", "uniform", 0, "cupy") == ({"nb": 320}, None, {}, path)  # no GPU: any backend
+    seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 96})
+    assert tuning.lookup("qr", "uniform", 0, "emulated") == tuning.Tuned({"nb": 256}, None, {"ib": 96}, path)
     assert tuning.lookup("cholesky", "uniform", 1, "cupy") is None
     assert tuning.lookup("qr", "uniform", 2, "cupy") is None
     content = json.loads(path.read_text())
-    assert set(content["entries"]) == {"cholesky/cupy/2", "cholesky/cpu"}
+    assert set(content["entries"]) == {"cholesky/cupy/2", "cholesky/cpu", "qr/cpu"}
     assert content["machine"] == tuning.machine()
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
 
@@ -231,6 +320,9 @@ def test_an_entry_that_does_not_fit_the_program_is_ignored(cache):
     assert "do not fit uniform tiling" in warnings[0]
     seed_cache("cholesky", 0, "emulated", {"nb": -3})
     assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
+    seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 0})
+    assert tuning.lookup("qr", "uniform", 0, "emulated", warnings.append) is None
+    assert "ib = 0 is not an integer >= 1" in warnings[-1]
 
 
 # ---------------------------------------------------------------- run with tuned defaults
@@ -328,6 +420,40 @@ def test_tune_cholesky_on_an_emulated_gpu_then_run_uses_it(cache):
                                 cache=cache))
     assert summary["passed"] and summary["tiles"] == entry["tiles"]
     assert summary["gpu_ratio"] == f"{host}:{gpu}" and summary["sources"]["nb"] == f"tuned ({path})"
+
+
+@pytest.mark.timeout(180)
+def test_tune_qr_tunes_ib_with_the_tiles_then_run_uses_it(cache):
+    out = tiledsl("tune", "qr", "--gpus", 1, "--quick", "--sizes", "64,128", "--n", 256, cache=cache, timeout=150)
+    assert out.returncode == 0, out.stderr
+    entry = json.loads(tuning.cache_path().read_text())["entries"]["qr/emulated/1"]
+    nb, ib = entry["tiles"]["nb"], entry["params"]["ib"]
+    assert set(entry["params"]) == {"ib"} and ib in inner_block_candidates(nb, 64)
+    assert f"tuned qr: nb={nb} ib={ib}, gpu-ratio " in out.stdout and "inner blocks ib" in out.stdout
+    tried = {(t["tiles"]["nb"], t["params"]["ib"]) for t in entry["search"]}
+    assert {(64, 32), (64, 64), (128, 32), (128, 64)} <= tried  # ib searched at each nb
+    assert any(t["gpu_ratio"] == [0, 1] for t in entry["search"])  # the GPU alone, always measured
+    summary = last_json(tiledsl("run", "programs/qr.tile", "--n", 300, "--gpus", 1, "--check", "--json",
+                                cache=cache))
+    assert summary["passed"] and summary["tiles"] == {"nb": nb}
+    assert summary["sources"]["ib"] == summary["sources"]["nb"] == f"tuned ({tuning.cache_path()})"
+
+
+@pytest.mark.timeout(120)
+def test_a_tuned_ib_goes_with_its_tiles_and_set_wins(cache):
+    path = seed_cache("qr", 0, "emulated", {"nb": 128}, params={"ib": 96})
+    text = tiledsl("run", "programs/qr.tile", "--n", 300, "--check", cache=cache)
+    assert text.returncode == 0, text.stderr
+    assert f"  tiling    nb=128 ib=96 tuned ({path})" in text.stdout.splitlines()
+    explained = json.loads(tiledsl("explain", "programs/qr.tile", "--n", 300, "--json", cache=cache).stdout)
+    assert explained["params"]["ib"] == 96 and explained["sources"]["ib"] == f"tuned ({path})"
+    for args, source in [(("--set", "ib=32"), "command line"), (("--nb", 64), "program default")]:
+        summary = last_json(tiledsl("run", "programs/qr.tile", "--n", 300, "--json", *args, cache=cache))
+        assert summary["sources"]["ib"] == source  # other tiles than the tuned ones: ib is the program's
+    # a cache written before inner blocks were tuned: nb is used, ib not mentioned
+    seed_cache("qr", 0, "emulated", {"nb": 128})
+    summary = last_json(tiledsl("run", "programs/qr.tile", "--n", 300, "--json", cache=cache))
+    assert summary["sources"] == {"nb": f"tuned ({path})"}
 
 
 @pytest.mark.timeout(180)

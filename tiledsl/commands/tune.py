@@ -19,6 +19,12 @@
    (``N = 3·B·G`` as in the paper, or enough tiles for the workers) with the guess
    and its neighbours, 64 columns (a GPU's uniform tiles: the next sizes timed; a
    ratio: one step) apart, moving while it gets faster; the fastest setting wins.
+   A program with an inner block (:func:`inner_block_params`: QR's ``ib``, the
+   height of its ``T`` workspace) has it searched at each tile setting tried,
+   among the sizes of :data:`INNER_BLOCKS` that divide the tiles
+   (:func:`search_inner_blocks`). With GPUs the GPU-only setting (ratio 0:1,
+   or hybrid tiles with ``s = 1``) is always measured and wins when it is the
+   fastest (:func:`gpu_only_unless_slower`).
 
 The result goes to this machine's cache (:mod:`tiledsl.runtime.tuning`), where
 ``tiledsl run`` finds it. ``budget`` (seconds) bounds the whole procedure.
@@ -28,6 +34,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -37,6 +44,7 @@ from ..runtime import Options, execute, tuning
 from ..runtime.backends import backend as make_backend
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime.layout import make_distribution, make_matrices, make_params
+from ..runtime.options import TILE_SETTINGS
 from ..runtime.reporting import FLOPS
 from ..runtime.recording import record
 from ..runtime.world import UsageError, default_workers
@@ -54,6 +62,10 @@ KERNEL_FLOPS = {"gemm": 2, "gemm_nn": 2, "syrk": 1, "trsm": 1, "trsm_l": 1, "trs
 CUPY_SIZES = (256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096)
 #: host:GPU column ratios the uniform search walks through, by the host's share
 RATIOS = sorted({Fraction(h, g) for g in (1, 2, 3, 4) for h in range(0, 17)})
+#: inner block sizes searched (those dividing the tiles): QR's T factors are ib×nb, and a
+#: GPU's QR kernels want wider ones than a core's (ib = 512 on an H100 at nb = 2048)
+INNER_BLOCKS = (32, 48, 64, 96, 128, 192, 256, 384, 512)
+INNER_TRIALS = 4  # inner block sizes timed at most per tile setting and parameter
 
 
 # ---------------------------------------------------------------- the decisions (pure functions)
@@ -127,6 +139,69 @@ def hill_climb(candidates: list, start: int, measure, max_trials: int = 6, more_
         break
     best = min(seconds, key=seconds.get)
     return candidates[best], [(candidates[i], seconds[i]) for i in sorted(seconds)]
+
+
+def gpu_only_unless_slower(chosen, history: list, gpu_only, measure):
+    """``(choice, history)``: the fastest of the search's ``history`` [(setting, seconds)]
+    once ``gpu_only`` (every column on the GPUs) is in it, measured here if the search
+    did not reach it, whatever the time left: tune never picks a host/GPU split slower
+    than the GPUs alone."""
+    if all(setting != gpu_only for setting, _ in history):
+        history = [*history, (gpu_only, measure(gpu_only))]
+    return min(history, key=lambda item: item[1])[0], history
+
+
+# ---------------------------------------------------------------- inner blocks
+def inner_block_params(driver) -> tuple[str, ...]:
+    """The program's integer parameters that are a workspace's tile height (``workspace T
+    like A rows ib``): inner blocks, as QR's ``ib``, which tune searches with the tiles.
+
+    Asked of the compiled program: each integer parameter in turn is set to a value
+    no other formula makes, and is an inner block if a workspace's rows come out at it.
+    """
+    program = driver.PROGRAM
+    defaults = make_params(driver, Options(n=STEP)).as_dict()
+    found = []
+    for name in program.params:
+        if isinstance(defaults[name], bool) or not isinstance(defaults[name], int):
+            continue
+        _, workspaces = driver.shapes(make_params(driver, Options(n=STEP, sets={name: _PROBE})))
+        if any(rows == _PROBE for _, rows in workspaces.values()):
+            found.append(name)
+    return tuple(found)
+
+
+_PROBE = 7919  # a prime: a workspace's rows equal it only when they are the probed parameter
+
+
+def inner_block_candidates(width: int, default: int) -> list[int]:
+    """Inner block sizes to try on tiles ``width`` columns wide: those of :data:`INNER_BLOCKS`
+    that divide ``width``, and the program's ``default`` if it is no wider."""
+    return sorted({ib for ib in INNER_BLOCKS if width % ib == 0} | ({default} if default <= width else set()))
+
+
+def narrowest_column(tiles: dict) -> int:
+    """The narrowest tile column of these settings, the widest an inner block may be: ``nb``,
+    or the narrower slice of a hybrid block (the whole block ``B`` when ``s = 1``)."""
+    if "nb" in tiles:
+        return tiles["nb"]
+    B, b, s = tiles["B"], tiles["b"], tiles["s"]
+    return B if s < 2 else min(b, B - (s - 1) * b)
+
+
+def search_inner_blocks(names, start: dict, width: int, measure, more_time=lambda: True):
+    """``(values, [(values, seconds)])``: each inner block of ``names`` in turn hill-climbed over
+    :func:`inner_block_candidates` from its ``start`` value (the nearest candidate), the
+    others held at their best so far; ``measure(values)`` times one setting of all of them."""
+    values, history = dict(start), []
+    for name in names:
+        candidates = inner_block_candidates(width, start[name])
+        first = min(range(len(candidates)), key=lambda i: abs(candidates[i] - start[name]))
+        best, tried = hill_climb(candidates, first, lambda ib: measure({**values, name: ib}), INNER_TRIALS,
+                                 more_time)
+        history += [({**values, name: ib}, seconds) for ib, seconds in tried]
+        values[name] = best
+    return values, history
 
 
 # ---------------------------------------------------------------- kernel speeds
@@ -263,7 +338,8 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
             raise UsageError(str(error)) from None
         device.synchronous = True  # kernels are timed to their end, not to their launch
     defaults = make_params(driver, Options(n=STEP)).as_dict()
-    ib = int(defaults.get("ib") or 32)
+    blocks = inner_block_params(driver)
+    ib = defaults[blocks[0]] if blocks else 32  # the height of the QR kernels' T factors
     counts = task_counts(driver)
     weights = dict(counts) or {"gemm": 1}
     dominant = max(weights, key=lambda k: weights[k] * KERNEL_FLOPS[k])
@@ -274,7 +350,8 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     else:
         cpu_sizes = gpu_sizes = sorted(set(sizes))
     log(f"tune {program.name}: {workers} worker(s)" + (f", {gpus} GPU(s) ({backend})" if gpus else "")
-        + f", budget {budget:g} s; kernels {', '.join(kernels)} (dominant {dominant})")
+        + f", budget {budget:g} s; kernels {', '.join(kernels)} (dominant {dominant})"
+        + (f"; inner blocks {', '.join(blocks)}" if blocks else ""))
 
     with threadpool_limits(1):
         deadline = began + 0.4 * budget
@@ -348,53 +425,85 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
             result["formula"] = {"nb": nb}
 
     # ---- the search, at one moderate size
+    planned = 12 * (1 + len(blocks))  # trials: a dozen, and as many again per inner block
     total_rate = (best["core"] * workers + (best.get("gpu", 0.0) * gpus)) * 1e9
     flops = FLOPS.get(program.check.kind if program.check else "", lambda size: size ** 3)
     remaining = lambda: began + budget - clock()
     estimate = lambda size: 2 * flops(size) / total_rate + 0.02  # seconds of one run, at half the peak
-    target = min(2.0, remaining() / 24)  # a dozen trials, twice each
+    target = min(2.0, remaining() / (2 * planned))  # every trial twice
     multiple = max(C0 * max(1, gpus), math.isqrt(2 * workers) + 3)
     while multiple < 24 and estimate((multiple + 1) * tile) <= target:  # longer runs time better
         multiple += 1
     while multiple > 2 and estimate(multiple * tile) > target:
         multiple -= 1
     trial_n = n or multiple * tile
-    repeats = 2 if 24 * estimate(trial_n) < remaining() else 1
+    repeats = 2 if 2 * planned * estimate(trial_n) < remaining() else 1
     first_ratio = tuple(result["formula"]["gpu_ratio"]) if not hybrid and gpus else None
-
-    measured: dict = {}
-
-    def trial(tiles: dict, ratio) -> float:
-        key = (tuple(sorted(tiles.items())), ratio)
-        if key not in measured:
-            options = Options(n=trial_n, tiles=tiles, gpus=gpus, gpu_backend=backend, workers=workers,
-                              gpu_ratio=ratio)
-            measured[key] = min(execute(driver, options).seconds for _ in range(repeats))
-        return measured[key]
+    trials = Trials(driver, Options(n=trial_n, gpus=gpus, gpu_backend=backend, workers=workers), repeats)
+    more_time = lambda: remaining() > 0
 
     execute(driver, Options(n=min(trial_n, 2 * tile), tiles=settings(candidates[start]), gpus=gpus,
                             gpu_backend=backend, workers=workers, gpu_ratio=first_ratio))  # warm-up
     log(f"search at n={trial_n} ({label}-multiple {trial_n / tile:.3g}), best of {repeats} run(s) each:")
-    more_time = lambda: remaining() > 0
-    chosen, history = hill_climb(candidates, start, lambda c: trial(settings(c), first_ratio),
-                                 more_time=more_time)
-    log("  " + ", ".join(f"{describe(c)} {t:.4f} s" + ("*" if c == chosen else "") for c, t in history))
-    searches = [{"tiles": settings(c), "gpu_ratio": _listed(first_ratio), "seconds": round(t, 6)}
-                for c, t in history]
-    tiles = settings(chosen)
+    tile_defaults = {k: v for k, v in defaults.items() if k in TILE_SETTINGS and v is not None}
+    inner = {name: defaults[name] for name in blocks}  # the latest tile setting's best inner blocks
+    best_inner: dict = {}  # tile candidate -> its best inner blocks
+
+    def measure_tiles(candidate) -> float:
+        tiles = settings(candidate)
+        if blocks:
+            width = narrowest_column({**tile_defaults, **tiles})
+            values, tried = search_inner_blocks(blocks, inner, width,
+                                                lambda v: trials.seconds(tiles, first_ratio, v), more_time)
+            log(f"  {describe(candidate)}: " + ", ".join(f"{_assigned(v)} {t:.4f} s" for v, t in tried))
+            inner.update(values)
+            best_inner[candidate] = values
+        return trials.seconds(tiles, first_ratio, best_inner.get(candidate, {}))
+
+    chosen, history = hill_climb(candidates, start, measure_tiles, more_time=more_time)
+    if hybrid and gpus:
+        chosen, history = gpu_only_unless_slower(chosen, history, (STEP, 1), measure_tiles)
+    log("  " + ", ".join(f"{describe(c)}{_assigned(best_inner.get(c, {}), ' ')} {t:.4f} s"
+                         + ("*" if c == chosen else "") for c, t in history))
+    tiles, params = settings(chosen), best_inner.get(chosen, {})
     if not hybrid and gpus:
-        index = RATIOS.index(Fraction(*first_ratio))
-        chosen_ratio, history = hill_climb(RATIOS, index, lambda r: trial(tiles, (r.numerator, r.denominator)),
+        measure_ratio = lambda r: trials.seconds(tiles, (r.numerator, r.denominator), params)
+        chosen_ratio, history = hill_climb(RATIOS, RATIOS.index(Fraction(*first_ratio)), measure_ratio,
                                            more_time=more_time)
+        chosen_ratio, history = gpu_only_unless_slower(chosen_ratio, history, RATIOS[0], measure_ratio)
         log("  " + ", ".join(f"gpu-ratio {r.numerator}:{r.denominator} {t:.4f} s" + ("*" if r == chosen_ratio else "")
                              for r, t in history))
-        searches += [{"tiles": tiles, "gpu_ratio": [r.numerator, r.denominator], "seconds": round(t, 6)}
-                     for r, t in history]
         result["gpu_ratio"] = [chosen_ratio.numerator, chosen_ratio.denominator]
-    result.update({"tiles": tiles, "trial_n": trial_n, "search": searches,
+    result.update({"tiles": tiles, "params": params, "trial_n": trial_n, "search": trials.records(),
                    "seconds": round(clock() - began, 3),
                    "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return result
+
+
+class Trials:
+    """The search's runs of the program, each setting timed once (best of ``repeats``)."""
+
+    def __init__(self, driver, options: Options, repeats: int):
+        self.driver, self.options, self.repeats = driver, options, repeats
+        self.measured: dict = {}  # (tiles, ratio, params), as sorted tuples -> seconds
+
+    def seconds(self, tiles: dict, ratio, params: dict) -> float:
+        """Seconds of the run with these tile settings, host/GPU ratio and parameters."""
+        key = (tuple(sorted(tiles.items())), ratio, tuple(sorted(params.items())))
+        if key not in self.measured:
+            options = replace(self.options, tiles=dict(tiles), gpu_ratio=ratio, sets=dict(params))
+            self.measured[key] = min(execute(self.driver, options).seconds for _ in range(self.repeats))
+        return self.measured[key]
+
+    def records(self) -> list:
+        """Every setting timed, in order, as the cache entry's ``search``."""
+        return [{"tiles": dict(tiles), "params": dict(params), "gpu_ratio": _listed(ratio),
+                 "seconds": round(seconds, 6)} for (tiles, ratio, params), seconds in self.measured.items()]
+
+
+def _assigned(values: dict, lead: str = "") -> str:
+    """``ib=64`` (``lead`` before it), or nothing for no values."""
+    return lead + " ".join(f"{k}={v}" for k, v in values.items()) if values else ""
 
 
 def _rate_at(rates: dict, size: int) -> float:
@@ -423,7 +532,7 @@ def save(result: dict) -> tuple:
 
 
 def render(result: dict, path=None, key=None) -> str:
-    tiles = " ".join(f"{k}={v}" for k, v in result["tiles"].items())
+    tiles = _assigned(result["tiles"]) + _assigned(result.get("params") or {}, " ")
     ratio = result.get("gpu_ratio")
     lines = [f"tuned {result['program']}: {tiles}" + (f", gpu-ratio {ratio[0]}:{ratio[1]}" if ratio else "")
              + f" (in {result['seconds']:.1f} s)"]
