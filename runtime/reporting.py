@@ -110,6 +110,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
     rate, source = gflops(program, result.matrices, ranks, result.seconds)
     return {"program": result.program, "n": n,
             "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
+            "params": {k: result.params[k] for k in program.params if k in result.params},
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
             "seconds": result.seconds, "gflops": rate, "flops_source": source,
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
