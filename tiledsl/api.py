@@ -83,6 +83,7 @@ class Loaded:
         given = self._inputs(arrays, matrices, dict(n=n, check=check, workers=workers, seed=seed))
         tiles, params = self._tiles(tiles), self._params(params)
         self._check_settings(n, workers, seed)
+        self._check_integers(tiles, params)
         try:
             n, params = self._fit(given, n, tiles, params)
             options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check))
@@ -168,6 +169,23 @@ class Loaded:
             if isinstance(value, bool) or not isinstance(value, (Integral, Real)):
                 raise TiledslError(f"params[{name!r}] must be a number, got {value!r}")
         return params
+
+    def _check_integers(self, tiles: dict, params: dict) -> None:
+        """A fraction for an integer parameter (one whose default is an integer) is refused by
+        name, before any size is tried against the arrays."""
+        fractions = [name for name, value in params.items() if not isinstance(value, Integral)]
+        if not fractions:
+            return
+        from .runtime import UsageError
+
+        try:
+            defaults = self._resolved(1, tiles, {})
+        except (UsageError, ArithmeticError):  # no size 1: the run's own checks will speak
+            return
+        for name in fractions:
+            if isinstance(defaults[name], int):
+                raise TiledslError(f"params[{name!r}] = {params[name]!r}: {name} is an integer parameter "
+                                   f"(its default is {defaults[name]})")
 
     @staticmethod
     def _check_settings(n, workers, seed) -> None:

@@ -114,6 +114,8 @@ def test_old_style_tile_keyword_points_at_tiles():
         cholesky.run(A=np.eye(64), tiles={"B": 32})
     with pytest.raises(TiledslError, match=r"positional argument is a mapping of matrices"):
         cholesky.run(64)
+    with pytest.raises(TiledslError, match=r"params\['ib'\] = 2.5: ib is an integer parameter \(its default is 64\)"):
+        tiledsl.load(ROOT / "programs/qr.tile").run(A=np.eye(64), params={"ib": 2.5})
 
 
 @pytest.mark.timeout(120)
