@@ -53,6 +53,7 @@ class Plan:
     """An out-of-core run on this rank: each GPU's cache bound, and where the tiles moved to the host are homed."""
 
     capacity: int
+    bound: str  # what set the capacity, for messages
     placement: dict  # tile -> its GPU (its data now on the host)
 
 
@@ -67,7 +68,7 @@ def plan(matrices: dict, needed: set, window: int, devices, limit: int | None, r
         for tile in matrix.local_tiles():
             if tile.device:
                 placement[tile], tile.device = tile.device, 0
-    return Plan(capacity, placement)
+    return Plan(capacity, "--gpu-memory" if capacity == limit else "the GPU's free memory", placement)
 
 
 class Use:
@@ -102,6 +103,7 @@ class OutOfCore:
         self.rank = exchange.rank
         self.placement = out_of_core.placement
         self.capacity = out_of_core.capacity
+        self.bound = out_of_core.bound
         self.caches = {g: GpuCache(self, g, out_of_core.capacity) for g in range(1, self.devices.gpus + 1)}
         self.latest: dict = {}  # own tile -> the GPU whose cache will hold its newest version, dirty
         self.numbers = itertools.count()
@@ -208,7 +210,7 @@ class GpuCache:
         if sum(tiles.values()) > self.policy.capacity:
             raise TaskFailure(f"the {len(tiles)} tile(s) of {call.kernel}({', '.join(map(str, tiles))}) need "
                               f"{bytes_text(sum(tiles.values()))} at once on GPU {self.device}, more than its cache of "
-                              f"{bytes_text(self.policy.capacity)} (--gpu-memory): allow more, or use smaller tiles",
+                              f"{bytes_text(self.policy.capacity)} ({self.ooc.bound}): allow more, or use smaller tiles",
                               self.ooc.rank, call.line)
 
     # ---------------------------------------------------------------- a task's tiles

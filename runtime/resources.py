@@ -59,8 +59,8 @@ def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: in
     capacity = min(bounds)
     if capacity < largest:
         given = "--gpu-memory allows" if capacity == limit else "the GPUs have free for tiles"
-        raise UsageError(f"GPU tiles of rank {rank} go out of core, but {given} {gib(max(capacity, 0))}, less "
-                         f"than one tile ({gib(largest)}): allow more, or use smaller tiles")
+        raise UsageError(f"GPU tiles of rank {rank} go out of core, but {given} {bytes_text(max(capacity, 0))}, "
+                         f"less than one tile ({bytes_text(largest)}): allow more, or use smaller tiles")
     return capacity
 
 
