@@ -89,20 +89,39 @@ def test_every_instance_type_and_kernels_without_gpu_bodies_out_of_core(compiled
     assert (cache["copies_in"] > 0) == (program == "instances")
 
 
+def run_two_ranks(program: str, output: Path, *options) -> dict:
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", program, "--np", "2", "--grid", "1x2",
+                          "--gpus", "2", "--output", f"A={output}", "--json", "--watchdog", "60", "--no-tune",
+                          *map(str, options)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.timeout(200)
 def test_two_ranks_out_of_core_receive_on_the_host_and_match_the_cpu_run(compiled, tmp_path):
     cpu = run(compiled("programs/cholesky.tile")).matrices["A"].assemble()
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile", "--np", "2",
-                          "--n", str(N), "--nb", str(NB), "--seed", "5", "--gpus", "2", "--gpu-memory", str(BOUND),
-                          "--output", f"A={tmp_path / 'A.npy'}", "--check", "--json", "--watchdog", "60"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stderr
-    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    summary = run_two_ranks("programs/cholesky.tile", tmp_path / "A.npy", "--n", N, "--nb", NB, "--seed", 5,
+                            "--gpu-memory", BOUND, "--check")
     assert summary["passed"] and summary["totals"]["messages_sent"] > 0
     for stats in summary["ranks"]:
         assert_within_bound(stats["out_of_core"], BOUND)
     assert summary["out_of_core"]["copies_in"] == sum(r["out_of_core"]["copies_in"] for r in summary["ranks"])
     assert np.array_equal(np.load(tmp_path / "A.npy"), cpu)
+
+
+@pytest.mark.timeout(200)
+def test_two_ranks_out_of_core_make_every_instance_type_explain_predicts(compiled, tmp_path):
+    """Minor outputs computed on a GPU for another rank are written back and sent home at once."""
+    driver = compiled("tests/runtime/programs/instances.tile")
+    alone = execute(driver, Options(n=56, watchdog=60)).matrices["A"].assemble()
+    summary = run_two_ranks("tests/runtime/programs/instances.tile", tmp_path / "A.npy", "--n", 56,
+                            "--gpu-ratio", "1:1", "--gpu-memory", 4 * 8 * 8 * 8)
+    explained = plan(driver, Options(n=56, gpu_ratio=(1, 1)), (1, 2), 2).totals()
+    ranks = sorted(summary["ranks"], key=lambda stats: stats["rank"])
+    assert [stats["instances"] for stats in ranks] == [[explained[r][kind] for kind in Instance] for r in (0, 1)]
+    assert all(stats["instances"][Instance.INTER_NODE_SOURCE_MINOR_OUTPUT - 1] for stats in ranks)
+    assert all(0 < stats["out_of_core"]["peak_cache_bytes"] <= 4 * 8 * 8 * 8 for stats in ranks)
+    assert np.array_equal(np.load(tmp_path / "A.npy"), alone)
 
 
 @pytest.mark.timeout(120)
@@ -235,3 +254,27 @@ def test_a_simulated_window_never_exceeds_the_bound_and_fetches_only_what_the_ho
             policy.unpin(taken[key])
         policy.unplan(number, keys)
     assert policy.peak <= policy.capacity and policy.evictions > 0 and policy.write_backs > 0
+
+
+# --------------------------------------------------------------------------- a real GPU (skipped without one)
+
+
+def _cupy_or_skip() -> None:
+    from tiledsl.runtime.backends import backend
+
+    try:
+        backend("cupy", 1)
+    except ValueError as error:
+        pytest.skip(f"needs CuPy and an NVIDIA GPU: {error}")
+
+
+@pytest.mark.timeout(300)
+def test_out_of_core_on_a_gpu_is_bitwise_its_in_memory_run(compiled):
+    """CuPy: host tiles pinned, copied straight into and out of them; same kernels, same result."""
+    _cupy_or_skip()
+    driver = compiled("programs/cholesky.tile")
+    in_memory = run(driver, gpus=1, gpu_backend="cupy")
+    out_of_core = run(driver, gpus=1, gpu_backend="cupy", gpu_memory=BOUND, check=True)
+    assert np.array_equal(out_of_core.matrices["A"].assemble(), in_memory.matrices["A"].assemble())
+    assert out_of_core.passed
+    assert_within_bound(out_of_core.stats["out_of_core"], BOUND)
