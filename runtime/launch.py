@@ -70,9 +70,11 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     needed = share.needed
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
-    check_memory(program, matrices, needed, window if ranks > 1 or options.gpus else 0, options.check)
     # GPU tiles that do not fit their GPUs stay on the host, cached on the GPUs (None: they fit)
     out_of_core = outofcore.plan(matrices, needed, window, devices, options.gpu_memory, rank)
+    # host copies of tiles in transit: received from other ranks, or of GPU tiles that host tasks read
+    in_transit = ranks > 1 or (options.gpus and out_of_core is None)
+    check_memory(program, matrices, needed, window if in_transit else 0, options.check)
     _fill_inputs(program, matrices, sources, needed, devices)
     engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program))
