@@ -10,7 +10,9 @@ Fortran-ordered float64 ``cupy.ndarray``. Each device has three non-blocking str
   which the engine's copy thread starts copies without waiting for them: each
   records a CUDA event the copy thread polls (:class:`StreamCopy`), and host
   data goes through pinned staging buffers (:class:`PinnedPool`) so that the DMA
-  runs at full speed and overlaps the kernels and the other direction.
+  runs at full speed and overlaps the kernels and the other direction. Host
+  tiles already pinned (``pinned``: those of an out-of-core run, up to
+  :data:`PINNED_SHARE` of the host's memory) are copied from and into directly.
 
 Kernels do not wait for the GPU: the management thread launches one, records a
 CUDA event on the compute stream and goes on to the next task. Tasks on one GPU
@@ -65,8 +67,9 @@ import threading
 import numpy as np
 
 from . import kernels as host
-from .devices import Backend, missing_copy, tiles_in
+from .devices import Backend, copied_into, missing_copy, tiles_in
 from .errors import KernelError
+from .resources import meminfo
 # The CPU kernels' argument checks, shared so that both raise the same messages.
 from .kernels import (_inner_block, add_to_sum_of_squares, check_number, check_option, gemm_dims, getrf_dims,
                       laswp_range, merge_sums_of_squares, not_positive_definite, panel_tiles, potrf_dims,
@@ -81,6 +84,9 @@ LU_PANEL = 32
 APPLY_WIDTH = 512
 
 _DOUBLE = np.dtype(np.float64).itemsize
+#: The share of the host's memory that out-of-core tiles may pin (pinned pages cannot be swapped
+#: out, and the rest of the process and the system need room too)
+PINNED_SHARE = 0.5
 
 
 # --------------------------------------------------------------------------- backend
@@ -111,6 +117,7 @@ class CupyBackend(Backend):
             except cupy.cuda.runtime.CUDARuntimeError as error:
                 raise ValueError(f"GPU {device + 1} (CUDA device {device}) cannot be used: {error}") from None
         self._pinned = PinnedPool(cupyx)
+        self._pinnable = int(PINNED_SHARE * (meminfo("MemTotal") or 0))  # bytes ``pinned`` may still pin
         self._tile_kernels = TileKernels(cupy, CublasOps(cupy, _CupyLibraries(cupy, cublas, cusolver)))
         self.kernels = {name: self._on_gpu(getattr(self._tile_kernels, name)) for name in host.CPU_KERNELS}
 
@@ -134,35 +141,69 @@ class CupyBackend(Backend):
             stream.synchronize()
         return zeros
 
+    def pinned(self, host: np.ndarray) -> np.ndarray:
+        """A pinned copy of host tile ``host`` while the pinning budget lasts and CUDA gives one, else ``host``."""
+        if host.nbytes > self._pinnable or self._is_pinned(host):
+            return host
+        try:
+            copy = self._cupyx.empty_pinned(host.shape, dtype=np.float64, order="F")
+        except self._cupy.cuda.runtime.CUDARuntimeError:  # the driver refused: copies stage instead
+            self._pinnable = 0
+            return host
+        np.copyto(copy, host)
+        self._pinnable -= host.nbytes
+        return copy
+
+    def _is_pinned(self, host: np.ndarray) -> bool:
+        """Whether ``host`` is a whole pinned allocation, column-major, that a DMA may use directly."""
+        return isinstance(host.base, self._cupy.cuda.PinnedMemoryPointer) and host.flags.f_contiguous
+
     def start_to_device(self, host: np.ndarray, device: int) -> "StreamCopy":
-        """Start copying host ``host`` to GPU ``device``: staged in a pinned buffer now, DMA on the in-stream."""
-        buffer = self._pinned.take(host.size)
-        np.copyto(_shaped(buffer, host.shape), host)
+        """Start copying host ``host`` to GPU ``device``: staged in a pinned buffer now unless it is pinned,
+        DMA on the in-stream."""
+        buffer = None if self._is_pinned(host) else self._pinned.take(host.size)
+        if buffer is not None:
+            np.copyto(_shaped(buffer, host.shape), host)
         with self._on_stream(device - 1, "in") as stream:
             result = self._cupy.empty(host.shape, order="F")
             if result.size:
-                result.data.copy_from_host_async(buffer.ctypes.data, result.nbytes, stream)
+                source = host if buffer is None else buffer
+                result.data.copy_from_host_async(source.ctypes.data, result.nbytes, stream)
             arrived = stream.record()
 
         def finish():
-            self._pinned.give(buffer)
+            if buffer is not None:
+                self._pinned.give(buffer)
             return result
-        return StreamCopy(arrived, finish)
+        return StreamCopy(arrived, finish, keep=host)
 
-    def start_to_host(self, array) -> "StreamCopy":
-        """Start copying a device tile to the host, on its device's out-stream into a pinned buffer."""
-        buffer = self._pinned.take(array.size)
+    def start_to_host(self, array, into: np.ndarray | None = None) -> "StreamCopy":
+        """Start copying a device tile to the host, on its device's out-stream: into ``into`` (the
+        same shape) or a new array, directly if ``into`` is pinned, else through a pinned buffer."""
+        direct = into is not None and self._is_pinned(into)
+        buffer = None if direct else self._pinned.take(array.size)
         with self._on_stream(array.device.id, "out") as stream:
             dense = self._cupy.asfortranarray(array)  # a view is made dense on the out-stream first
             if dense.size:
-                dense.data.copy_to_host_async(buffer.ctypes.data, dense.nbytes, stream)
+                target = into if direct else buffer
+                dense.data.copy_to_host_async(target.ctypes.data, dense.nbytes, stream)
             arrived = stream.record()
 
         def finish():
-            host = np.array(_shaped(buffer, array.shape), order="F", copy=True)
+            if direct:
+                return into
+            staged = _shaped(buffer, array.shape)
+            host = np.array(staged, order="F", copy=True) if into is None else copied_into(into, staged)
             self._pinned.give(buffer)
             return host
         return StreamCopy(arrived, finish, keep=dense)
+
+    def start_zeros(self, shape, device: int) -> "StreamCopy":
+        """Start making a zeroed tile on GPU ``device``, on its in-stream."""
+        with self._on_stream(device - 1, "in") as stream:
+            zeros = self._cupy.zeros(shape, order="F")
+            arrived = stream.record()
+        return StreamCopy(arrived, lambda: zeros)
 
     def start_copy(self, array, device: int) -> "StreamCopy":
         """Start copying a device tile to GPU ``device`` (the same or another one), on its in-stream."""

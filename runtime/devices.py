@@ -1,8 +1,10 @@
 """GPUs as the runtime sees them: a backend per kind of device, and device arrays.
 
 A backend gives the engine (DESIGN §4, §7): memory on a device (``empty``,
-``free_memory``); copies that start and arrive later (``start_to_device``,
-``start_to_host``, ``start_copy`` between devices), each returning a transfer
+``free_memory``) and host memory the copies read fastest (``pinned``, for the
+tiles of an out-of-core run); copies that start and arrive later (``start_to_device``,
+``start_to_host``, into a given host array or a new one, ``start_copy`` between
+devices, and ``start_zeros``, a zeroed tile), each returning a transfer
 with ``ready()`` (has it arrived? never waits) and ``result()`` (waits, then the
 copy), which the copy thread overlaps; the same copies waited for
 (``to_device``, ``to_host``, ``copy``, from :class:`Backend`);
@@ -80,6 +82,10 @@ class Backend:
         read-only flag (CuPy)."""
         return array
 
+    def pinned(self, host: np.ndarray) -> np.ndarray:
+        """``host``'s values in memory the backend copies from and to fastest (itself here)."""
+        return host
+
     def add_kernel(self, name: str, body) -> None:
         """Run ``body`` (a user kernel's GPU body, same arguments) as GPU kernel ``name``."""
         self.kernels[name] = self._on_gpu(body)
@@ -109,8 +115,13 @@ class EmulatedBackend(Backend):
     def start_to_device(self, host: np.ndarray, device: int) -> "CopyUnderWay":
         return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.array(host, order="F", copy=True), device))
 
-    def start_to_host(self, array: EmulatedArray) -> "CopyUnderWay":
-        return _COPY_ENGINES["out"].start(lambda: np.array(array._array, order="F", copy=True))
+    def start_to_host(self, array: EmulatedArray, into: np.ndarray | None = None) -> "CopyUnderWay":
+        if into is None:
+            return _COPY_ENGINES["out"].start(lambda: np.array(array._array, order="F", copy=True))
+        return _COPY_ENGINES["out"].start(lambda: copied_into(into, array._array))
+
+    def start_zeros(self, shape, device: int) -> "CopyUnderWay":
+        return _COPY_ENGINES["in"].start(lambda: self.empty(shape, device))
 
     def start_copy(self, array: EmulatedArray, device: int) -> "CopyUnderWay":
         return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.array(array._array, order="F", copy=True),
@@ -179,6 +190,12 @@ class _CopyEngine:
 
 # Shared by every emulated backend of the process: they hold no state of a run.
 _COPY_ENGINES = {"in": _CopyEngine("emulated-copy-in"), "out": _CopyEngine("emulated-copy-out")}
+
+
+def copied_into(into: np.ndarray, array: np.ndarray) -> np.ndarray:
+    """``into``, given ``array``'s values (a copy to the host into a given array)."""
+    np.copyto(into, array)
+    return into
 
 
 def read_only(array):

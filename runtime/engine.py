@@ -168,7 +168,7 @@ class Engine:
         """Release_Tile: copies of ``tile`` held here are freed once their readers are done."""
         if self.exchange is not None:
             with self.lock:
-                self.exchange.close(tile)
+                self.exchange.release(tile)
 
     def _views(self, call, tiles, regions):
         if len(set(tiles)) < len(tiles):
@@ -262,14 +262,15 @@ class Engine:
             self._fail(loop_nest_failure(error, self.rank))
 
     def _generation_ended(self) -> None:
-        """No task can read a remote copy any more: free those nobody holds."""
+        """No task can read a remote copy any more: free those nobody holds (out-of-core, tiles
+        written on a GPU go home)."""
         if self.exchange is None:
             return
         with self.lock:
             for matrix in self.matrices.values():
                 for row in matrix.tiles:
                     for tile in row:
-                        self.exchange.close(tile)
+                        self.exchange.release(tile)
 
     def _wait_until_idle(self) -> None:
         with self.lock:
@@ -319,6 +320,8 @@ class Engine:
                     self.tracer.idle(lane, idle_since, began)
                 idle_since = None
                 try:
+                    if task.device and self.exchange is not None:  # out-of-core: its tiles onto the GPU first
+                        self.exchange.make_resident(task)
                     _execute(task, self.check_finite, self.devices)
                     error = None
                 except BaseException as caught:  # sys.exit() or KeyboardInterrupt in a kernel too (17.3)

@@ -26,6 +26,10 @@ when its last reader is done and no later reader can appear: the tile got a
 newer version, ``release`` was called, or generation ended. Every instance
 created is counted by type (``created``, in the run's statistics), so tests can
 hold the run to what ``tiledsl explain`` predicts.
+
+An out-of-core rank (:mod:`.outofcore`) keeps its GPU tiles on the host: the hooks
+marked "out-of-core" hand its GPU tasks to the GPUs' caches, place tasks by the
+tiles' GPUs, and write tiles back to the host before another place touches them.
 """
 from __future__ import annotations
 
@@ -164,13 +168,23 @@ class Exchange:
         self.posted: Counter = Counter()  # (kind, tag, peer) -> messages posted, to pair sends with receives
         self.unposted: dict = {}  # (tag, peer) -> sends of one tile to one rank not posted yet, in program order
         self.created: Counter = Counter()  # protocol.Instance -> instances this rank created
+        self.out_of_core = None  # an outofcore.OutOfCore when this rank's GPU tiles live on the host
+
+    def go_out_of_core(self, plan) -> None:
+        """Out-of-core hook: run with this rank's GPU tiles on the host (an :class:`.outofcore.Plan`)."""
+        from .outofcore import OutOfCore
+
+        self.out_of_core = OutOfCore(self, plan)
 
     # ---------------------------------------------------------------- instances
     def submit(self, call, tiles, views, priority, kernel, values=()) -> None:
         """Create this rank's instances of one task, then count its tiles' new versions."""
         main = tiles[call.main]
-        if main.rank == self.rank:
-            self._owner(call, tiles, views, priority, kernel, self._device_for(call, main), values)
+        device = self._device_for(call, main) if main.rank == self.rank else None
+        if self.out_of_core is not None:  # out-of-core: tiles another place wrote come home first
+            self.out_of_core.submitting(call, tiles, device)
+        if device is not None:
+            self._owner(call, tiles, views, priority, kernel, device, values)
         else:
             self._helpers(call, tiles, views, main)
         for index in call.writes:
@@ -178,11 +192,15 @@ class Exchange:
 
     def _device_for(self, call, main) -> int:
         """The device of this rank that computes a task whose main output is ``main``."""
-        if not main.device:
+        device = main.device if self.out_of_core is None else self.out_of_core.device_of(main)  # out-of-core
+        if not device:
             return 0
-        return runs_at((main.rank, main.device), call.kernel, self.devices.kernels)[1]
+        return runs_at((main.rank, device), call.kernel, self.devices.kernels)[1]
 
     def _owner(self, call, tiles, views, priority, kernel, device, values) -> None:
+        if device and self.out_of_core is not None:  # out-of-core: the GPU's cache serves every tile
+            self.out_of_core.owner(call, tiles, views, priority, device, values)
+            return
         if device:
             kernel = self.devices.kernels[call.kernel]
         task = Task(call, tiles, views, priority, device, kernel, values)
@@ -449,6 +467,17 @@ class Exchange:
         tile.version += 1
         self.close(tile)
 
+    def release(self, tile) -> None:
+        """Release_Tile, or the end of generation: :meth:`close`, and (out-of-core) the tile goes home."""
+        self.close(tile)
+        if self.out_of_core is not None:
+            self.out_of_core.release(tile)
+
+    def make_resident(self, task) -> None:
+        """Out-of-core hook: a GPU's management thread waits for ``task``'s tiles in the GPU's cache."""
+        if self.out_of_core is not None:
+            self.out_of_core.make_resident(task)
+
     def close(self, tile) -> None:
         """No later task reads the current version of ``tile`` as a copy: free copies once
         read, and forget what was sent (both sides of every transfer decide this alike)."""
@@ -480,8 +509,10 @@ class Exchange:
         return "\n".join(lines)
 
     def instance_counts(self) -> list[int]:
-        """Instances created on this rank, by type: element ``t - 1`` counts type ``t``."""
-        return [self.created[kind] for kind in Instance]
+        """Instances created on this rank, by type: element ``t - 1`` counts type ``t`` (out-of-core:
+        as the tiles are placed, what ``tiledsl explain`` predicts)."""
+        created = self.created if self.out_of_core is None else self.out_of_core.created
+        return [created[kind] for kind in Instance]
 
     @property
     def device_copies(self) -> int:
@@ -490,6 +521,9 @@ class Exchange:
     def stop(self) -> None:
         if self.mover is not None:
             self.mover.stop()
+        if self.out_of_core is not None:  # out-of-core: the tiles are home; later runs (checks) are the host's
+            self.out_of_core.stop()
+            self.out_of_core = None
 
 
 def _nothing() -> None:

@@ -2,7 +2,8 @@
 
 :func:`execute` is the one path every entry point takes (a driver run as a
 script, ``tiledsl run``, ``tiledsl.load(...).run``): it sizes and places the
-matrices (:mod:`.layout`), refuses what cannot fit (:mod:`.resources`), creates
+matrices (:mod:`.layout`), refuses what cannot fit (:mod:`.resources`) or keeps
+GPU tiles that do not fit on the host (:mod:`.outofcore`), creates
 or loads the inputs, runs the engine, verifies the result with the DPLASMA-style
 backward error (DESIGN §5), writes the outputs (:mod:`.outputs`) and returns a
 :class:`~.reporting.RunResult`. :func:`main` is the command line of a generated
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checks, inputs, npyio, priorities, progress, usercheck
+from . import checks, inputs, npyio, outofcore, priorities, progress, usercheck
 from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
@@ -33,7 +34,7 @@ from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, 
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .recording import survey
 from .reporting import RunResult, count_nonfinite, has_standard_count, rank_stats, summary_json, summary_text
-from .resources import check_every_rank_has_tiles, check_gpu_memory, check_memory
+from .resources import check_every_rank_has_tiles, check_memory
 from .trace import Tracer
 from .userkernels import kernels
 from .verify import Verifier
@@ -69,11 +70,16 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     needed = share.needed
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
-    check_memory(program, matrices, needed, window if ranks > 1 or options.gpus else 0, options.check)
-    check_gpu_memory(matrices, needed, window, devices, options.gpu_memory, rank)
+    # GPU tiles that do not fit their GPUs stay on the host, cached on the GPUs (None: they fit)
+    out_of_core = outofcore.plan(matrices, needed, window, devices, options.gpu_memory, rank)
+    # host copies of tiles in transit: received from other ranks, or of GPU tiles that host tasks read
+    in_transit = ranks > 1 or (options.gpus and out_of_core is None)
+    check_memory(program, matrices, needed, window if in_transit else 0, options.check)
     _fill_inputs(program, matrices, sources, needed, devices)
     engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program))
+    if out_of_core is not None:
+        engine.exchange.go_out_of_core(out_of_core)
     engine.attach(matrices)
     engine.priority_of = (priorities.equal if options.priorities == "none" else
                           priorities.in_turn(priorities.bottom_levels(share.sequence)) if derive else None)

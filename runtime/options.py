@@ -94,7 +94,7 @@ class Options:
     check_finite: bool = False
     trace: str | None = None  # path of the trace file to write
     gpu_backend: str = "emulated"
-    gpu_memory: int | None = None  # bytes each GPU may hold (default: what it has free)
+    gpu_memory: int | None = None  # bytes each GPU may hold (default: what it has free); beyond: out of core
     priorities: str = "program"  # "program", "auto" (bottom levels) or "none" (see runtime.priorities)
     gpu_ratio: tuple | None = None  # (H, G): host/GPU block columns per cycle, uniform tiles (default 1:1)
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
@@ -119,8 +119,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "'cupy' (real NVIDIA GPUs through CuPy: pip install tiledsl[gpu]); default emulated, "
                              "which the summary says")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory each GPU may hold, e.g. 20G or 512M "
-                                                             "(default: what it has free); a run whose "
-                                                             "estimate exceeds it is refused")
+                                                             "(default: what it has free); a run whose GPU "
+                                                             "tiles exceed it goes out of core: they stay on "
+                                                             "the host and each GPU caches this much of them")
     add_tuning_arguments(parser)
     parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
                                                         "a rank has, less one for MPI on several ranks)")

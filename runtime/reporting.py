@@ -3,7 +3,8 @@ as text or one JSON object (printed by rank 0 from every rank's statistics).
 
 The GFLOP/s count the standard flops of the factorization a program's check names
 (Cholesky, LU, QR, for the shape of its matrix), else the flops of the tasks every
-rank ran, from the kernels' flop counts; ``flops_source`` says which."""
+rank ran, from the kernels' flop counts; ``flops_source`` says which. An out-of-core
+run (:mod:`.outofcore`) also reports its GPU caches' copies, evictions and peak bytes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -117,7 +118,19 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
             "gpu_backend": result.gpu_backend, "nonfinite": result.nonfinite, "errors": result.errors,
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
-            "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources, **result.trace}
+            "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources,
+            "out_of_core": out_of_core_totals(ranks), **result.trace}
+
+
+def out_of_core_totals(ranks: list) -> dict | None:
+    """The GPU caches' statistics over the out-of-core ranks (peak and bound: the largest), or None."""
+    caches = [r["out_of_core"] for r in ranks if r.get("out_of_core")]
+    if not caches:
+        return None
+    totals = {key: sum(c[key] for c in caches) for key in caches[0]}
+    for key in ("peak_cache_bytes", "cache_bytes"):
+        totals[key] = max(c[key] for c in caches)
+    return totals
 
 
 def _ratio_text(ratio) -> str | None:
@@ -152,6 +165,11 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         lines.append(f"  tiling    {_sources_text(result)}")
     if result.gpus:
         lines.append(f"  gpus      {result.gpus} per rank, {BACKENDS.get(result.gpu_backend, result.gpu_backend)}")
+    cache = out_of_core_totals(ranks)
+    if cache is not None:
+        lines.append(f"  gpu cache out of core, {_mib(cache['cache_bytes'])} per GPU (peak {_mib(cache['peak_cache_bytes'])}): "
+                     f"{cache['copies_in']} copies in ({_mib(cache['bytes_in'])}), {cache['copies_out']} write-backs "
+                     f"({_mib(cache['bytes_out'])}), {cache['evictions']} evictions")
     if result.trace:
         t = result.trace
         lines.append(f"  bounds    critical path {t['critical_path']:.4f} s, area {t['area_bound']:.4f} s, "
@@ -168,6 +186,10 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     for name, count in result.nonfinite.items():
         lines.append(f"  nonfinite {name}: {count} NaN or infinite value(s)")
     return "\n".join(lines)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2 ** 20:.1f} MiB"
 
 
 BACKENDS = {"emulated": "emulated backend (numpy arrays standing in for GPUs)",
@@ -198,7 +220,15 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "bytes_received": traffic.bytes_received if traffic else 0,
             "peak_tile_bytes": local + copies,
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
+            "out_of_core": _cache_statistics(engine),
             "instances": engine.exchange.instance_counts() if engine.exchange is not None else None,
             "peak_window": engine.stats.peak_window, "flops": engine.stats.flops,
             "busy_seconds": [round(b, 6) for b in engine.stats.busy]}
 
+
+
+def _cache_statistics(engine) -> dict | None:
+    """An out-of-core rank's GPU caches: copies in and out (count, bytes), evictions, peak and bound
+    of the bytes each GPU held; None for an in-memory run."""
+    exchange = engine.exchange
+    return exchange.out_of_core.statistics() if exchange is not None and exchange.out_of_core is not None else None

@@ -1,5 +1,6 @@
-"""Will the run fit? Memory estimates for the host and each GPU, checked before any work,
-and the refusal (with the numbers) of a run that cannot fit or leaves a rank without tiles."""
+"""Will the run fit? Memory estimates for the host and each GPU, checked before any work:
+the refusal (with the numbers) of a run that cannot fit in the host or leaves a rank without
+tiles, and the bound of each GPU's cache when its tiles do not fit it (out of core)."""
 from __future__ import annotations
 
 from .world import UsageError
@@ -27,41 +28,68 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
                          f"use more ranks, a smaller --n, or a smaller --window")
 
 
-def check_gpu_memory(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int) -> None:
-    """Refuse, with the numbers, a run whose tiles cannot fit in one of this rank's GPUs.
+def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int) -> int | None:
+    """None when each of this rank's GPUs holds its tiles (an in-memory run); else the bytes each
+    GPU's cache of tiles may hold in an out-of-core run (:mod:`.outofcore`): ``limit``
+    (``--gpu-memory``) and at most the smallest GPU's free memory less room for the kernels'
+    workspace. Refuses, with the numbers, a bound that cannot hold the largest tile.
 
-    The estimate per GPU: the tiles homed there, and the copies it may hold at once
-    (alien inputs and minor outputs): two of a tile per task of the window, and
+    The in-memory estimate per GPU: the tiles homed there, and the copies it may hold at
+    once (alien inputs and minor outputs): two of a tile per task of the window, and
     never more than two of each tile this rank's tasks touch that lives elsewhere.
     """
     if devices is None:
-        return
+        return None
     largest = max((8 * h * w for m in matrices.values() for row in m.tiles for t in row for h, w in [t.shape]),
                   default=0)
+    bounds, fits = [limit] if limit is not None else [], True
     for device in range(1, devices.gpus + 1):
         tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device == device
                     for h, w in [tile.shape])
         elsewhere = sum(8 * h * w for tile in needed if not (tile.rank == tile.matrix.rank and tile.device == device)
                         for h, w in [tile.shape])
         copies = 2 * min(window * largest, elsewhere)
-        known = [size for size in (devices.free_memory(device), limit) if size is not None]
-        if known and tiles + copies > min(known):
-            allowed = "allowed by --gpu-memory" if min(known) == limit else "free"
-            raise UsageError(f"the run needs about {gib(tiles + copies)} on GPU {device} of rank {rank} "
-                             f"(tiles {gib(tiles)}, copies {gib(copies)}) but {gib(min(known))} is {allowed}: "
-                             f"use more GPUs or ranks, a smaller --n, or a smaller --window")
+        free = devices.free_memory(device)
+        if free is not None:
+            bounds.append(free - WORKSPACE - WORKSPACE_TILES * largest)
+        known = [size for size in (free, limit) if size is not None]
+        fits = fits and (not known or tiles + copies <= min(known))
+    if fits:
+        return None
+    capacity = min(bounds)
+    if capacity < largest:
+        given = "--gpu-memory allows" if capacity == limit else "the GPUs have free for tiles"
+        raise UsageError(f"GPU tiles of rank {rank} go out of core, but {given} {bytes_text(max(capacity, 0))}, "
+                         f"less than one tile ({bytes_text(largest)}): allow more, or use smaller tiles")
+    return capacity
+
+
+#: Room a GPU keeps beside its cache of tiles for the kernels' own workspace (cuSOLVER's, QR's
+#: temporaries) when its free memory bounds the cache: this much, and this many of the largest tile.
+WORKSPACE = 2 ** 30
+WORKSPACE_TILES = 4
 
 
 def gib(size: float) -> str:
     return f"{size / 2 ** 30:.2f} GiB"
 
 
+def bytes_text(size: float) -> str:
+    """``size`` bytes in GiB, or in MiB below one GiB."""
+    return gib(size) if size >= 2 ** 30 else f"{size / 2 ** 20:.2f} MiB"
+
+
 def _available_memory() -> int | None:
     """Bytes of memory available now (Linux: MemAvailable), or None if unknown."""
+    return meminfo("MemAvailable")
+
+
+def meminfo(field: str) -> int | None:
+    """A Linux /proc/meminfo field in bytes (``MemTotal``, ``MemAvailable``), or None if unknown."""
     try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
+        with open("/proc/meminfo") as lines:
+            for line in lines:
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except OSError:
         return None

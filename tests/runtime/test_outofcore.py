@@ -1,0 +1,280 @@
+"""Out-of-core GPUs (runtime/outofcore.py, runtime/devicecache.py) through the emulated backend.
+
+A ``--gpu-memory`` of a few tiles sends a run out of core: its GPU tiles stay on
+the host and each GPU caches at most that many bytes of them. The result must be
+bitwise the in-memory run's and the CPU run's (same kernels, same order per tile),
+with copies in and out, evictions and write-backs counted and the peak within the
+bound; instances are still those ``explain`` predicts. A bound below one task's
+tiles is a one-line error. The eviction policy is tested alone as a state machine.
+"""
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tiledsl.commands.explain import plan
+from tiledsl.runtime import Options, UsageError, execute
+from tiledsl.runtime.devicecache import RESIDENT, WRITING_BACK, CacheFull, CachePolicy
+from tiledsl.runtime.engine import TaskFailure
+from tiledsl.runtime.protocol import Instance
+from tiledsl.runtime.reporting import summary_text
+
+ROOT = Path(__file__).resolve().parents[2]
+N, NB = 389, 64  # 7×7 tiles, the last row and column ragged (5 wide)
+TILE = 8 * NB * NB
+BOUND = 5 * TILE  # a few tiles' worth: every task fits, the matrix (49 tiles) does not
+
+
+def run(driver, **options):
+    return execute(driver, Options(n=N, tiles={"nb": NB}, seed=5, watchdog=60, **options))
+
+
+def assert_within_bound(cache: dict, bound: int) -> None:
+    assert cache["cache_bytes"] == bound and 0 < cache["peak_cache_bytes"] <= bound
+    assert cache["copies_in"] > 0 and cache["copies_out"] > 0 and cache["evictions"] > 0
+    assert cache["bytes_in"] > cache["copies_in"] * 8 * 5 * 5  # the smallest tile is 5×5
+
+
+# --------------------------------------------------------------------------- whole runs
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program", ["cholesky", "lu", "qr"])
+def test_out_of_core_is_bitwise_the_in_memory_and_the_cpu_run(compiled, program):
+    driver = compiled(f"programs/{program}.tile")
+    cpu = run(driver)
+    in_memory = run(driver, gpus=2)
+    out_of_core = run(driver, gpus=2, gpu_memory=BOUND, check=True)
+    for name, matrix in cpu.matrices.items():
+        assert np.array_equal(out_of_core.matrices[name].assemble(), matrix.assemble()), name
+        assert np.array_equal(out_of_core.matrices[name].assemble(), in_memory.matrices[name].assemble()), name
+    assert out_of_core.passed and in_memory.stats["out_of_core"] is None
+    assert_within_bound(out_of_core.stats["out_of_core"], BOUND)
+    assert out_of_core.stats["instances"] == in_memory.stats["instances"]
+    assert "gpu cache out of core, 0.2 MiB per GPU" in summary_text(driver.PROGRAM, out_of_core, [out_of_core.stats])
+
+
+@pytest.mark.timeout(120)
+def test_a_hybrid_tiling_out_of_core_is_bitwise_the_cpu_run(compiled):
+    """Host tasks (POTF2 on the host's slices) read and write tiles the GPUs cached: written back first."""
+    driver = compiled("programs/hetero_cholesky.tile")
+    tiles = {"B": 160, "b": 48, "s": 3}
+    cpu = execute(driver, Options(n=517, tiles=tiles, seed=2, watchdog=60))
+    bound = 4 * 8 * 160 * 160
+    out_of_core = execute(driver, Options(n=517, tiles=tiles, seed=2, watchdog=60, gpus=2, gpu_memory=bound))
+    assert np.array_equal(out_of_core.matrices["A"].assemble(), cpu.matrices["A"].assemble())
+    cache = out_of_core.stats["out_of_core"]
+    assert 0 < cache["peak_cache_bytes"] <= bound and cache["copies_out"] > 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program", ["instances", "placement"])
+def test_every_instance_type_and_kernels_without_gpu_bodies_out_of_core(compiled, program):
+    """instances.tile makes every type one rank can, placement.tile's kernels have no GPU body
+    (they run on the host): bitwise the CPU run, with the instances explain predicts."""
+    driver = compiled(f"tests/runtime/programs/{program}.tile")
+    alone = execute(driver, Options(n=56, watchdog=60)).matrices["A"].assemble()
+    options = Options(n=56, gpus=2, gpu_ratio=(1, 1), watchdog=60)
+    options.gpu_memory = 4 * 8 * 8 * 8  # four 8×8 tiles
+    result = execute(driver, options)
+    assert np.array_equal(result.matrices["A"].assemble(), alone)
+    explained = plan(driver, Options(n=56, gpu_ratio=(1, 1)), (1, 1), 2).totals()[0]
+    assert result.stats["instances"] == [explained[kind] for kind in Instance]
+    cache = result.stats["out_of_core"]
+    assert cache["peak_cache_bytes"] <= options.gpu_memory
+    assert (cache["copies_in"] > 0) == (program == "instances")
+
+
+def run_two_ranks(program: str, output: Path, *options) -> dict:
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", program, "--np", "2", "--grid", "1x2",
+                          "--gpus", "2", "--output", f"A={output}", "--json", "--watchdog", "60", "--no-tune",
+                          *map(str, options)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(200)
+def test_two_ranks_out_of_core_receive_on_the_host_and_match_the_cpu_run(compiled, tmp_path):
+    cpu = run(compiled("programs/cholesky.tile")).matrices["A"].assemble()
+    summary = run_two_ranks("programs/cholesky.tile", tmp_path / "A.npy", "--n", N, "--nb", NB, "--seed", 5,
+                            "--gpu-memory", BOUND, "--check")
+    assert summary["passed"] and summary["totals"]["messages_sent"] > 0
+    for stats in summary["ranks"]:
+        assert_within_bound(stats["out_of_core"], BOUND)
+    assert summary["out_of_core"]["copies_in"] == sum(r["out_of_core"]["copies_in"] for r in summary["ranks"])
+    assert np.array_equal(np.load(tmp_path / "A.npy"), cpu)
+
+
+@pytest.mark.timeout(200)
+def test_two_ranks_out_of_core_make_every_instance_type_explain_predicts(compiled, tmp_path):
+    """Minor outputs computed on a GPU for another rank are written back and sent home at once."""
+    driver = compiled("tests/runtime/programs/instances.tile")
+    alone = execute(driver, Options(n=56, watchdog=60)).matrices["A"].assemble()
+    summary = run_two_ranks("tests/runtime/programs/instances.tile", tmp_path / "A.npy", "--n", 56,
+                            "--gpu-ratio", "1:1", "--gpu-memory", 4 * 8 * 8 * 8)
+    explained = plan(driver, Options(n=56, gpu_ratio=(1, 1)), (1, 2), 2).totals()
+    ranks = sorted(summary["ranks"], key=lambda stats: stats["rank"])
+    assert [stats["instances"] for stats in ranks] == [[explained[r][kind] for kind in Instance] for r in (0, 1)]
+    assert all(stats["instances"][Instance.INTER_NODE_SOURCE_MINOR_OUTPUT - 1] for stats in ranks)
+    assert all(0 < stats["out_of_core"]["peak_cache_bytes"] <= 4 * 8 * 8 * 8 for stats in ranks)
+    assert np.array_equal(np.load(tmp_path / "A.npy"), alone)
+
+
+@pytest.mark.timeout(120)
+def test_a_bound_below_one_tile_or_one_tasks_tiles_is_refused(compiled):
+    driver = compiled("programs/cholesky.tile")
+    with pytest.raises(UsageError, match=r"--gpu-memory allows 0.02 MiB, less than one tile \(0.03 MiB\)"):
+        run(driver, gpus=1, gpu_memory=TILE - 8000)
+    with pytest.raises(TaskFailure, match=r"the 3 tile\(s\) of gemm\(A\[2, 0\], A\[1, 0\], A\[2, 1\]\) need 0.09 MiB "
+                                          r"at once on GPU 1, more than its cache of 0.06 MiB \(--gpu-memory\)"):
+        run(driver, gpus=1, gpu_memory=2 * TILE)
+
+
+@pytest.mark.timeout(120)
+def test_an_impossible_bound_is_one_line_on_the_command_line():
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/qr.tile", "--n", "300",
+                          "--nb", "64", "--gpus", "1", "--gpu-memory", "64K"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=100)
+    errors = [line for line in out.stderr.splitlines() if "warning" not in line]
+    assert out.returncode == 1 and len(errors) == 1, out.stderr
+    assert errors[0].startswith("tiledsl: error: rank 0 (qr.tile:") and "more than its cache of 0.06 MiB" in errors[0]
+
+
+# --------------------------------------------------------------------------- the policy alone
+
+
+def resident(policy: CachePolicy, key, nbytes=1, version=0, dirty=False):
+    entry = policy.add(key, nbytes, version)
+    policy.arrived(entry)
+    if dirty:
+        policy.wrote(entry, version + 1)
+    return entry
+
+
+def test_victims_are_unused_ones_oldest_first_then_the_furthest_next_use():
+    policy = CachePolicy(capacity=4)
+    for key in "abcd":
+        policy.pin(resident(policy, key))
+        policy.unpin(policy.entries[key])
+    policy.plan(7, ["a"])
+    policy.plan(3, ["b"])
+    policy.pin(policy.entries["c"])  # c: used again, so d is the least recently used of the unused
+    policy.unpin(policy.entries["c"])
+    order = []
+    for new in range(4):
+        enough, dropped, to_write_back = policy.make_room(1)
+        assert enough and not to_write_back
+        order += [entry.key for entry in dropped]
+        resident(policy, new)
+        policy.plan(0, [new])  # the newcomers are needed first of all
+    assert order == ["d", "c", "a", "b"]
+    assert policy.evictions == 4 and policy.used == 4
+
+
+def test_pinned_fetching_and_dirty_entries_are_not_dropped_dirty_ones_are_written_back_first():
+    policy = CachePolicy(capacity=3)
+    pinned = resident(policy, "pinned")
+    policy.pin(pinned)
+    policy.add("fetching", 1, 0)
+    dirty = resident(policy, "dirty", dirty=True)
+    assert policy.make_room(1) == (False, [], [dirty])
+    policy.write_back(dirty)
+    assert dirty.state == WRITING_BACK and policy.make_room(1) == (False, [], [])  # its write-back is under way
+    policy.written_back(dirty)
+    assert dirty.state == RESIDENT and not dirty.dirty
+    assert policy.make_room(1) == (True, [dirty], [])
+    assert set(policy.entries) == {"pinned", "fetching"}
+    assert (policy.write_backs, policy.written_bytes, policy.fetches) == (1, 1, 3)
+
+
+def test_a_prefetch_takes_only_entries_no_earlier_task_needs():
+    policy = CachePolicy(capacity=2)
+    soon, late = resident(policy, "soon"), resident(policy, "late")
+    policy.plan(1, ["soon"])
+    policy.plan(9, ["late"])
+    assert policy.make_room(1, before=5) == (True, [late], [])
+    assert policy.make_room(2, before=5) == (False, [], [])  # task 1 needs soon before task 5
+    assert policy.make_room(2) == (True, [soon], [])  # the running task may take any
+    policy.unplan(1, ["soon"])
+    assert policy.next_use("soon") is None and policy.next_use("late") == 9
+
+
+def test_a_task_larger_than_the_cache_is_refused():
+    with pytest.raises(CacheFull):
+        CachePolicy(capacity=10).make_room(11)
+
+
+def test_a_simulated_window_never_exceeds_the_bound_and_fetches_only_what_the_host_holds():
+    """Random tasks of one to three tiles, some written, each admitted as a GPU's management thread
+    does (hits pinned first, then room made; write-backs and fetches arrive later, in order): a tile
+    leaves the cache only once the host holds its newest version."""
+    rng = random.Random(7)
+    sizes = {key: rng.choice([2, 3, 5]) for key in range(12)}
+    policy = CachePolicy(capacity=16)
+    tasks = [rng.sample(range(12), rng.randint(1, 3)) for _ in range(300)]
+    for number, keys in enumerate(tasks):
+        policy.plan(number, keys)
+    versions, on_host = dict.fromkeys(sizes, 0), dict.fromkeys(sizes, 0)
+    for number, keys in enumerate(tasks):
+        taken, under_way = {}, []
+        while len(taken) < len(keys) or under_way:
+            for key in keys:
+                if key not in taken and policy.lookup(key, versions[key]) is not None:
+                    taken[key] = policy.lookup(key, versions[key])
+                    policy.pin(taken[key])
+            for key in [k for k in keys if k not in taken]:
+                enough, dropped, to_write_back = policy.make_room(sizes[key])
+                assert not any(entry.dirty for entry in dropped)
+                for entry in to_write_back:
+                    policy.write_back(entry)
+                    under_way.append(entry)
+                if not enough:
+                    break
+                assert on_host[key] == versions[key]
+                taken[key] = policy.add(key, sizes[key], versions[key])
+                policy.pin(taken[key])
+                under_way.append(taken[key])
+            assert policy.used <= policy.capacity
+            assert under_way or len(taken) == len(keys), "no room, and nothing under way to make some"
+            if under_way:  # the oldest copy arrives
+                entry = under_way.pop(0)
+                if entry.state == WRITING_BACK:
+                    on_host[entry.key] = entry.version
+                    policy.written_back(entry)
+                else:
+                    policy.arrived(entry)
+        for key in keys:
+            if rng.random() < 0.5:
+                versions[key] += 1
+                policy.wrote(taken[key], versions[key])
+            policy.unpin(taken[key])
+        policy.unplan(number, keys)
+    assert policy.peak <= policy.capacity and policy.evictions > 0 and policy.write_backs > 0
+
+
+# --------------------------------------------------------------------------- a real GPU (skipped without one)
+
+
+def _cupy_or_skip() -> None:
+    from tiledsl.runtime.backends import backend
+
+    try:
+        backend("cupy", 1)
+    except ValueError as error:
+        pytest.skip(f"needs CuPy and an NVIDIA GPU: {error}")
+
+
+@pytest.mark.timeout(300)
+def test_out_of_core_on_a_gpu_is_bitwise_its_in_memory_run(compiled):
+    """CuPy: host tiles pinned, copied straight into and out of them; same kernels, same result."""
+    _cupy_or_skip()
+    driver = compiled("programs/cholesky.tile")
+    in_memory = run(driver, gpus=1, gpu_backend="cupy")
+    out_of_core = run(driver, gpus=1, gpu_backend="cupy", gpu_memory=BOUND, check=True)
+    assert np.array_equal(out_of_core.matrices["A"].assemble(), in_memory.matrices["A"].assemble())
+    assert out_of_core.passed
+    assert_within_bound(out_of_core.stats["out_of_core"], BOUND)
