@@ -216,9 +216,9 @@ class Exchange:
             here = tile.rank == self.rank
             self.created[Instance.INTRA_NODE_ALIEN_INPUT] += mode != "out" and here
             copy = self._scratch(tile, device) if mode == "out" else self._copy(tile, device,
-                                                                                _moved_part(call, tiles, views, index))
+                                                                                moved_part(call, tiles, views, index))
             if copy.part is not None:  # the copy is the sub-range itself
-                task.regions = _whole_at(task.regions, index)
+                task.regions = read_whole(task.regions, index)
             waits += self._wait_for(copy, ready)
             copy.readers += 1
             sources[index] = copy
@@ -239,7 +239,7 @@ class Exchange:
                 continue
             if call.modes[index] != "out":
                 self.created[Instance.INTER_NODE_ALIEN_INPUT] += 1
-                moves, what = delivery(tile.delivered, (main.rank, 0), _moved_part(call, tiles, views, index),
+                moves, what = delivery(tile.delivered, (main.rank, 0), moved_part(call, tiles, views, index),
                                        tile.shape)  # as the receiver decides (:meth:`_copy`)
                 if moves:
                     self._send_task(tile, main.rank, what)
@@ -530,7 +530,7 @@ def _nothing() -> None:
     """A completion that needs no action (the comm thread holds the buffer until then)."""
 
 
-def _moved_part(call, tiles, views, index: int) -> tuple | None:
+def moved_part(call, tiles, views, index: int) -> tuple | None:
     """What of argument ``index``'s tile moves to a task run elsewhere: the sub-range an ``in``
     argument names; the whole tile for a written one (it goes home whole)."""
     if views is None or call.modes[index] != "in":
@@ -554,7 +554,7 @@ def _shape(tile, part: tuple | None) -> tuple[int, int]:
     return tile.shape if part is None else (part[1] - part[0], part[3] - part[2])
 
 
-def _whole_at(views: tuple, index: int) -> tuple:
+def read_whole(views: tuple, index: int) -> tuple:
     """``views`` with argument ``index`` read whole: its copy is already the sub-range."""
     return views[:index] + (None,) + views[index + 1:]
 

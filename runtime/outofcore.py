@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 from .devicecache import RESIDENT, CachePolicy
 from .errors import TaskFailure
-from .exchange import TRANSFER_PRIORITY, Copy
+from .exchange import TRANSFER_PRIORITY, Copy, moved_part, read_whole
+from .matrix import part_text
 from .program import Call
 from .protocol import instances, runs_at
 from .resources import bytes_text, gpu_cache_bytes
@@ -75,10 +76,13 @@ class Use:
     """One tile argument of a task on an out-of-core GPU: where its data comes from, and its buffer
     while the task runs (``data``, what the kernel gets)."""
 
-    __slots__ = ("tile", "version", "source", "held", "writes", "number", "entry", "data")
+    __slots__ = ("tile", "key", "shape", "version", "source", "held", "writes", "number", "entry", "data")
 
     def __init__(self, tile, source, held, writes: bool, number: int):
         self.tile, self.version = tile, tile.version
+        part = getattr(source, "part", None)  # a received copy of the rows an `in` argument names
+        self.key = tile if part is None else (tile, part)  # what the cache holds: a part apart from its tile
+        self.shape = tile.shape if part is None else (part[1] - part[0], part[3] - part[2])
         self.source = source  # what holds its data on the host (``.data``): the tile, a received copy; None: zeros
         self.held = held  # the received copy this task holds a reader of, or None
         self.writes = writes
@@ -88,8 +92,11 @@ class Use:
 
     @property
     def nbytes(self) -> int:
-        height, width = self.tile.shape
+        height, width = self.shape
         return 8 * height * width
+
+    def __str__(self):
+        return str(self.tile) + (part_text(self.key[1]) if self.key is not self.tile else "")
 
 
 class OutOfCore:
@@ -153,7 +160,9 @@ class OutOfCore:
         ready = lambda: self.engine.satisfy_locked(task)
         uses, waits = [], 0
         for index, tile in enumerate(tiles):
-            source = held = self._source(tile, call.modes[index], device)
+            source = held = self._source(tile, call.modes[index], device, moved_part(call, tiles, views, index))
+            if getattr(source, "part", None) is not None:  # the received copy is the sub-range itself
+                task.regions = read_whole(task.regions, index)
             if tile.rank == self.rank or source is None:
                 held = None
             else:
@@ -162,17 +171,18 @@ class OutOfCore:
             uses.append(Use(tile, source, held, index in call.writes, number))
         cache = self.caches[device]
         cache.check_fits(call, uses)
-        cache.policy.plan(number, {use.tile for use in uses})
+        cache.policy.plan(number, {use.key for use in uses})
         task.sources = uses
         task.on_complete = lambda: cache.done(uses)
         self.engine.enqueue(task, waits)
 
-    def _source(self, tile, mode: str, device: int):
+    def _source(self, tile, mode: str, device: int, wanted):
         """Where a task on GPU ``device`` finds ``tile``'s data: the tile (on this rank's host), the
-        copy received from its rank, or None for zeros (``out``, placed elsewhere, as in an in-memory run)."""
+        copy received from its rank (of the part ``wanted``, or the whole tile, as the sender sends
+        it), or None for zeros (``out``, placed elsewhere, as in an in-memory run)."""
         if mode == "out" and (tile.rank != self.rank or self.device_of(tile) != device):
             return None
-        return tile if tile.rank == self.rank else self.exchange._copy(tile, 0)
+        return tile if tile.rank == self.rank else self.exchange._copy(tile, 0, wanted)
 
     # ---------------------------------------------------------------- running
     def make_resident(self, task) -> None:
@@ -206,7 +216,7 @@ class GpuCache:
 
     def check_fits(self, call, uses) -> None:
         """Refuse (a one-line failure naming the sizes) a task whose tiles exceed the cache."""
-        tiles = {use.tile: use.nbytes for use in uses}
+        tiles = {str(use): use.nbytes for use in uses}
         if sum(tiles.values()) > self.policy.capacity:
             raise TaskFailure(f"the {len(tiles)} tile(s) of {call.kernel}({', '.join(map(str, tiles))}) need "
                               f"{bytes_text(sum(tiles.values()))} at once on GPU {self.device}, more than its cache of "
@@ -235,7 +245,7 @@ class GpuCache:
         the others cannot evict them; True once all are resident."""
         for use in uses:
             if use.entry is None and use.source is not None:
-                self._take(use, self.policy.lookup(use.tile, use.version))
+                self._take(use, self.policy.lookup(use.key, use.version))
         for use in uses:
             if use.entry is None and not self._take(use, self._entry_for(use)):
                 return False
@@ -251,10 +261,10 @@ class GpuCache:
         """``use``'s entry: a hit, or a new one being fetched; None while there is no room yet."""
         policy = self.policy
         if use.source is not None:
-            entry = policy.lookup(use.tile, use.version)
+            entry = policy.lookup(use.key, use.version)
             if entry is not None:
                 return entry
-        old = policy.entries.get(use.tile)
+        old = policy.entries.get(use.key)
         if old is not None:  # an older version, or a buffer about to be overwritten by zeros
             if old.state != RESIDENT or old.pins:
                 return None
@@ -268,14 +278,14 @@ class GpuCache:
             self._write_back(entry)
         if not enough:
             return None
-        entry = policy.add(use.tile, use.nbytes, use.version, copied=use.source is not None)
+        entry = policy.add(use.key, use.nbytes, use.version, copied=use.source is not None)
         self._fetch(entry, use)
         return entry
 
     def _fetch(self, entry, use) -> None:
         device, devices = self.device, self.devices
         if use.source is None:
-            shape = use.tile.shape
+            shape = use.shape
             start = lambda: devices.start_zeros(shape, device)
         else:
             host = use.source.data
@@ -305,7 +315,7 @@ class GpuCache:
             if use.held is not None:
                 use.held.readers -= 1
                 self.ooc.exchange._maybe_free(use.held)
-        policy.unplan(uses[0].number, {use.tile for use in uses})
+        policy.unplan(uses[0].number, {use.key for use in uses})
         self._prefetch()
 
     def _prefetch(self) -> None:
@@ -315,7 +325,7 @@ class GpuCache:
             return
         for _, _, task in heapq.nsmallest(PREFETCH_DEPTH, self.engine.scheduler.ready[self.device]):
             for use in task.sources:
-                if use.source is None or use.tile in self.policy.entries:
+                if use.source is None or use.key in self.policy.entries:
                     continue  # zeros and replacements are made when the task runs
                 if self._entry_for(use, before=use.number) is None:
                     return

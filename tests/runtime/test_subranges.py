@@ -81,3 +81,14 @@ def test_parts_go_to_emulated_gpus_of_one_rank(tmp_path, compiled, one_rank):
     assert np.array_equal(output, one_rank)
     explained = plan(compiled(str(PROGRAM.relative_to(ROOT))), Options(n=N, tiles={"nb": NB}), (1, 1), 2)
     assert summary["ranks"][0]["device_copies"] == explained.copies[0] > 0
+
+
+@pytest.mark.timeout(120)
+def test_parts_received_by_an_out_of_core_rank_are_cached_apart_from_their_tiles(tmp_path, compiled, one_rank):
+    summary, output = _run(tmp_path, "ooc", "--np", 2, "--grid", "2x1", "--gpus", 2, "--gpu-backend", "emulated",
+                           "--gpu-memory", "2K")
+    assert np.array_equal(output, one_rank)
+    assert summary["out_of_core"]["copies_in"] > 0 and summary["out_of_core"]["peak_cache_bytes"] <= 2048
+    explained = plan(compiled(str(PROGRAM.relative_to(ROOT))), Options(n=N, tiles={"nb": NB}), (2, 1), 2)
+    for stats in summary["ranks"]:
+        assert stats["bytes_sent"] == sum(b for (s, _), b in explained.volume.items() if s == stats["rank"])
