@@ -555,10 +555,10 @@ def laswp(P: np.ndarray, A, first: int = 0, direction: str = "F") -> None:
     backward for Aᵀ·x = b (Pᵀ·y). ``first`` skips interchanges already applied, when one
     P is applied in parts.
 
-    The swaps compose into one permutation of the rows they touch, applied in two passes
-    over the columns (the moved rows gathered, then scattered): a column-major tile is
-    walked along its columns, not across them one row at a time as a swap per row would
-    (ten times faster on 384×384 tiles).
+    The swaps compose into one permutation of the rows they touch, applied tile by tile
+    (the moved rows gathered, then scattered), not one strided dswap per swap: a quarter
+    faster on a column of eleven 384×384 tiles, and a row moves once however many swaps
+    it takes part in.
     """
     _ld(P, "laswp: P")
     tiles = panel_tiles(A, "laswp: A")
