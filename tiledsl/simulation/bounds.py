@@ -27,14 +27,21 @@ class CriticalPath:
         writer_end, readers_end = self.writer_end, self.readers_end
         start = 0.0
         for tile, mode in zip(tiles, modes):
-            start = max(start, writer_end.get(tile, 0.0), readers_end.get(tile, 0.0) if mode != "in" else 0.0)
+            end = writer_end.get(tile, 0.0)
+            if end > start:
+                start = end
+            if mode != "in":
+                end = readers_end.get(tile, 0.0)
+                if end > start:
+                    start = end
         end = start + seconds
         for tile, mode in zip(tiles, modes):
             if mode == "in":
                 if end > readers_end.get(tile, 0.0):
                     readers_end[tile] = end
             else:
-                writer_end[tile], readers_end[tile] = end, 0.0
+                writer_end[tile] = end
+                readers_end[tile] = 0.0
         if end > self.longest:
             self.longest = end
 

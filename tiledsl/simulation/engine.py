@@ -78,49 +78,54 @@ class Rank:
 class Simulator:
     """The event loop over every rank (see the module docstring)."""
 
-    def __init__(self, machine, nranks: int, workers: int, gpus: int, window: int, cpu_share: float,
-                 tracer=None):
+    def __init__(self, machine, nranks: int, workers: int, gpus: int, window: int, tracer=None):
         self.machine = machine
         runtime = machine.runtime
         self.walk_s, self.submit_s = runtime["walk_us"] * 1e-6, runtime["submit_us"] * 1e-6
         self.transfer_s, self.notice_s = runtime["transfer_us"] * 1e-6, runtime["notice_us"] * 1e-6
         self.ranks = [Rank(r, window, workers, gpus) for r in range(nranks)]
         self.workers = workers
-        self.cpu_share = cpu_share  # a CPU task's slowdown: workers sharing a node's cores
         self.events: list = []
         self.sequence = itertools.count()
         self.now = 0.0
         self.starved: list = [(0.0, r, -1) for r in range(nranks)]  # (ready_at - last·walk, rank, last)
         self.walked = 0  # tasks the walk has produced so far
+        self.horizon = 0.0  # events before it can run: no starved rank can act earlier
         self.walk_over = False
         self.tracer = tracer
         self.handlers = {"owner": self._owner, "helper": self._helper}
 
     # ---------------------------------------------------------------- feeding and running
     def dispatch(self, rank: int, index: int, kind: str, payload) -> None:
-        """The walk hands ``rank`` its share of task ``index``."""
+        """The walk hands ``rank`` its share of task ``index``; one with nothing to create (an
+        input sent already: ``payload == ()``) is counted on the share queued before it."""
         state = self.ranks[rank]
-        state.items.append((index, kind, payload))
+        state.submitted += 1
+        items = state.items
+        if not payload and items:
+            items[-1][3] += 1
+            return
+        items.append([index, kind, payload, 0])
         if state.state == "starved":
             state.state = "scheduled"
             self._at(state.ready_at + (index - state.last) * self.walk_s, self._generate, state)
 
     def advance(self, walked: int) -> None:
-        """Run every event that no rank still waiting for the walk could precede."""
+        """Run every event that no rank still waiting for the walk could precede (a rank that
+        starves meanwhile lowers the horizon: see :meth:`_starve`)."""
         self.walked = walked
         events, starved, ranks = self.events, self.starved, self.ranks
-        while events:
-            while starved and not _still_starved(ranks[starved[0][1]], starved[0][2]):
-                heapq.heappop(starved)
-            horizon = starved[0][0] + walked * self.walk_s if starved else INFINITY
-            if events[0][0] >= horizon:
-                return
-            self.now, _, function, argument = heapq.heappop(events)
+        while starved and not _still_starved(ranks[starved[0][1]], starved[0][2]):
+            heapq.heappop(starved)
+        self.horizon = starved[0][0] + walked * self.walk_s if starved else INFINITY
+        pop = heapq.heappop
+        while events and events[0][0] < self.horizon:
+            self.now, _, function, argument = pop(events)
             function(argument)
 
     def finish(self, walked: int) -> float:
         """The walk is over: run to the end; the predicted seconds (the last rank done)."""
-        self.walk_over = True
+        self.walk_over, self.walked = True, walked
         for rank in self.ranks:
             if rank.state == "starved":
                 self._generation_done(rank)
@@ -136,19 +141,34 @@ class Simulator:
 
     # ---------------------------------------------------------------- the generation thread
     def _generate(self, rank: Rank) -> None:
-        if rank.scheduler.window_full():
+        """The generation thread reaches its next share: APPEND it, unless the window is full."""
+        scheduler = rank.scheduler
+        if scheduler.window_full():
             rank.state = "blocked"
             return
-        index, kind, payload = rank.items.popleft()
-        self.handlers[kind](rank, payload)
+        items = rank.items
+        index, kind, payload, empty = items.popleft()
+        if payload:
+            self.handlers[kind](rank, payload)
         rank.ready_at, rank.last = self.now + self.submit_s, index
-        if rank.items:
-            self._at(rank.ready_at + (rank.items[0][0] - index) * self.walk_s, self._generate, rank)
+        if empty:  # the shares with nothing to create that followed it: only their time
+            if scheduler.window_full():  # the first of them waits for room
+                items.appendleft([index, "helper", (), empty - 1])
+            else:  # the window cannot fill before they are done: they take their time at once
+                rank.ready_at += empty * self.submit_s
+        if items:
+            self._at(rank.ready_at + (items[0][0] - index) * self.walk_s, self._generate, rank)
         elif self.walk_over:
             self._generation_done(rank)
         else:
-            rank.state = "starved"
-            heapq.heappush(self.starved, (rank.ready_at - index * self.walk_s, rank.number, index))
+            self._starve(rank)
+
+    def _starve(self, rank: Rank) -> None:
+        """``rank`` has generated all the walk gave it so far: it waits for its next share."""
+        rank.state = "starved"
+        key = rank.ready_at - rank.last * self.walk_s
+        heapq.heappush(self.starved, (key, rank.number, rank.last))
+        self.horizon = min(self.horizon, key + self.walked * self.walk_s)
 
     def _generation_done(self, rank: Rank) -> None:
         rank.state = "done"
@@ -165,8 +185,7 @@ class Simulator:
     def _owner(self, rank: Rank, owned) -> None:
         """The owner's task, its input copies, and the sinks of its outputs homed on other devices."""
         proxies = tuple(rank.proxy(t) for t in owned.tiles)
-        seconds = owned.seconds * (self.cpu_share if owned.device == 0 else 1.0)
-        task = SimTask(owned.call, proxies, owned.priority, owned.device, seconds, owned=owned)
+        task = SimTask(owned.call, proxies, owned.priority, owned.device, owned.seconds, owned=owned)
         waits = 0
         for copy in owned.copies:
             if copy is None:

@@ -26,10 +26,6 @@ from .bounds import Area, CriticalPath
 from .engine import Simulator
 from .walk import Walk
 
-#: tasks between two calls of the progress callback
-PROGRESS_EVERY = 20_000
-
-
 def rank_layout(machine, nranks: int, gpus: int, workers: int | None):
     """``(workers per rank, ranks per node, CPU slowdown)``: as ``run`` chooses workers on a node
     of the machine's cores (:func:`tiledsl.runtime.world.default_workers`), the slowdown
@@ -41,23 +37,33 @@ def rank_layout(machine, nranks: int, gpus: int, workers: int | None):
 
 
 class Timing:
-    """``(seconds, flops)`` of a task on the device it runs on, memoised by its shapes."""
+    """``(seconds, flops)`` of a task on the device it runs on, memoised by its shapes; the work
+    of every call site on each kind of worker, and the critical path, for the bounds."""
 
-    def __init__(self, machine, record):
+    def __init__(self, machine, cpu_share: float, gpu_kernels: frozenset):
         self.machine = machine
-        self.record = record  # (call, device, seconds on a core, on a GPU) of each task, for the bounds
-        self.known: dict = {}
+        self.cpu_share = cpu_share
+        self.gpu_kernels = gpu_kernels
+        self.known: dict = {}  # shapes key -> [flops, seconds on a core, on a GPU, tasks]
+        self.shapes: dict = {}  # tile -> its shape
+        self.path = CriticalPath()
 
     def __call__(self, call, tiles, regions, values, device):
-        key = (id(call), regions, values, tuple(t.shape for t in tiles))
+        shapes = self.shapes
+        key = (id(call), regions, values, tuple([shapes.get(t) or self._shape(t) for t in tiles]))
         found = self.known.get(key)
         if found is None:
             found = self.known[key] = self._model(call, tiles, regions, values)
-        flops, on_cpu, on_gpu = found
-        self.record(call, tiles, device, on_cpu, on_gpu)
-        return (on_gpu if device else on_cpu), flops
+        found[4] += 1
+        seconds = found[2] if device else found[1]
+        self.path.add(call.modes, tiles, seconds)
+        return seconds, found[0]
 
-    def _model(self, call, tiles, regions, values):
+    def _shape(self, tile) -> tuple:
+        shape = self.shapes[tile] = tile.shape
+        return shape
+
+    def _model(self, call, tiles, regions, values) -> list:
         count = call.flops or PRELUDE_FLOPS.get(call.kernel)
         views = None if regions is None else [None if r is None else region_view(t, r) for t, r in zip(tiles, regions)]
         shapes = call.shapes(tiles, views)
@@ -65,8 +71,18 @@ class Timing:
             flops = 2.0 * max(r * c for r, c in shapes) ** 1.5
         else:
             flops = float(count(*call.interleave(shapes, values)))
-        gpu = self.machine.seconds(call.kernel, flops, True) if self.machine.gpu is not None else None
-        return flops, self.machine.seconds(call.kernel, flops, False), gpu
+        on_gpu = self.machine.gpu is not None and call.kernel in self.gpu_kernels
+        gpu = self.machine.seconds(call.kernel, flops, True) if on_gpu else None
+        return [flops, self.machine.seconds(call.kernel, flops, False) * self.cpu_share, gpu, call.line, 0]
+
+    def area(self) -> Area:
+        """The work of every call site on each kind of worker, all tasks counted."""
+        area = Area()
+        for flops, on_cpu, on_gpu, line, tasks in self.known.values():
+            area.add(line, "cpu", on_cpu * tasks)
+            if on_gpu is not None:
+                area.add(line, "gpu", on_gpu * tasks)
+        return area
 
 
 def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = False, progress=None) -> dict:
@@ -82,17 +98,10 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     workers, per_node, cpu_share = rank_layout(machine, nranks, gpus, options.workers)
     window = options.window or (4096 if nranks == 1 and not gpus else max(64, 32 * (workers + gpus)))
     tracer = Tracer(nranks) if trace else None
-    simulator = Simulator(machine, nranks, workers, gpus, window, cpu_share, tracer)
-    path, area = CriticalPath(), Area()
-
-    def record(call, tiles, device, on_cpu, on_gpu):
-        path.add(call.modes, tiles, on_gpu if device else on_cpu * cpu_share)
-        area.add(call.line, "cpu", on_cpu * cpu_share)
-        if on_gpu is not None and call.kernel in kernels_on_gpu:
-            area.add(call.line, "gpu", on_gpu)
-
+    simulator = Simulator(machine, nranks, workers, gpus, window, tracer)
     kernels_on_gpu = gpu_kernels(program, driver) if gpus else frozenset()
-    walker = Walk(matrices, nranks, kernels_on_gpu, _feeder(simulator, progress), Timing(machine, record),
+    timing = Timing(machine, cpu_share, kernels_on_gpu)
+    walker = Walk(matrices, nranks, kernels_on_gpu, _feeder(simulator, progress), timing,
                   _priority_of(driver, matrices, params, options))
     began = time.perf_counter()
     walk(driver, walker, params, 0)
@@ -103,7 +112,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     runtime = machine.runtime
     generation = [(walker.count * runtime["walk_us"] + simulator.ranks[r].submitted * runtime["submit_us"]) * 1e-6
                   for r in range(nranks)]
-    critical, bound = path.longest, area.bound({"cpu": workers * nranks, "gpu": gpus * nranks})
+    critical, bound = timing.path.longest, timing.area().bound({"cpu": workers * nranks, "gpu": gpus * nranks})
     return {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
             "workers": workers, "gpus": gpus, "window": window, "ranks_per_node": per_node,
             "machine": machine.name, "seconds": seconds, "gflops": rate, "flops_source": source,
@@ -118,16 +127,17 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
 
 def _feeder(simulator: Simulator, progress):
     """The walk's ``dispatch``: hand the share to its rank, and let the clock catch up."""
-    counter = {"calls": 0}
+    handed = simulator.dispatch
+    calls = 0
 
     def dispatch(rank, index, kind, payload):
-        simulator.dispatch(rank, index, kind, payload)
-        simulator.ranks[rank].submitted += 1
-        counter["calls"] += 1
-        if counter["calls"] & 63 == 0:
+        nonlocal calls
+        handed(rank, index, kind, payload)
+        calls += 1
+        if not calls & 63:
             simulator.advance(index)
-        if progress is not None and index % PROGRESS_EVERY == 0 and kind == "owner":
-            progress(index)
+            if progress is not None and not calls & 0x3FFFF:
+                progress(index)
     return dispatch
 
 

@@ -30,10 +30,10 @@ from ..runtime.recording import Everyone
 OUT, IN = "out", "in"
 
 
-def message_bytes(tile) -> int:
-    """Bytes one message of ``tile`` carries: the whole tile (the runtime sends a tile
-    version as one buffer of float64, whatever part of it the reader uses)."""
-    rows, cols = tile.shape
+def message_bytes(shape: tuple) -> int:
+    """Bytes one message of a tile of ``shape`` carries: the whole tile (the runtime sends a
+    tile version as one buffer of float64, whatever part of it the reader uses)."""
+    rows, cols = shape
     return rows * cols * 8
 
 
@@ -42,9 +42,8 @@ class Message:
 
     __slots__ = ("tile", "source", "target", "nbytes", "sent_at", "posted_at", "on_sent", "on_arrived", "fresh")
 
-    def __init__(self, tile, source: int, target: int):
-        self.tile, self.source, self.target = tile, source, target
-        self.nbytes = message_bytes(tile)
+    def __init__(self, tile, source: int, target: int, nbytes: int):
+        self.tile, self.source, self.target, self.nbytes = tile, source, target, nbytes
         self.sent_at = self.posted_at = None  # simulated times the send and the receive were posted
         self.on_sent = self.on_arrived = None  # (function, argument) for the sender and the receiver
         self.fresh = True  # no send of it has been planned yet
@@ -83,7 +82,7 @@ class Walk:
     """The stand-in runtime the driver submits every task to (see the module docstring).
 
     ``dispatch(rank, index, kind, payload)`` receives each rank's share of task
-    ``index``: ``"owner"`` (an :class:`Owned`) or ``"helper"`` (a list of ``("send",
+    ``index``: ``"owner"`` (an :class:`Owned`) or ``"helper"`` (a tuple of ``("send",
     Message)``, an input to send once its version is ready, and ``("sink", Message)``,
     a written tile coming home, in argument order; maybe empty).
     ``timing(call, tiles, regions, values, device)`` gives ``(seconds, flops)`` of a task.
@@ -103,7 +102,6 @@ class Walk:
         self.flops = [0.0] * nranks  # of the tasks each rank owns
         self.open: dict = {}  # tile -> {(rank, device): Copy} of its current version
         self.sent: dict = {}  # tile -> {rank: Message} of its current version
-        self.on_task = None  # (call, tiles, at, seconds) of every task, for the bounds
 
     def matrix(self, name: str):
         return self.matrices[name]
@@ -124,8 +122,6 @@ class Walk:
         seconds, flops = self.timing(call, tiles, regions, values, device)
         owner = main.rank
         self.flops[owner] += flops
-        if self.on_task is not None:
-            self.on_task(call, tiles, device, seconds)
         owned = self._owned(call, tiles, device, priority, seconds, values)
         self.dispatch(owner, index, "owner", owned)
         for rank in sorted({t.rank for t in tiles if t.rank != owner}):
@@ -178,7 +174,7 @@ class Walk:
         return copy
 
     def _message(self, tile, source: int, target: int) -> Message:
-        message = Message(tile, source, target)
+        message = Message(tile, source, target, message_bytes(self.timing.shapes.get(tile) or tile.shape))
         sender, receiver = self.traffic[source], self.traffic[target]
         sender[0] += 1
         receiver[1] += 1
@@ -208,4 +204,4 @@ class Walk:
                 counts[Instance.SINK_MINOR_OUTPUT - 1] += 1
                 self.copies[rank] += tile.device != 0  # received on the host, then to its GPU
                 actions.append(("sink", owned.outgoing_message(position)))
-        self.dispatch(rank, index, "helper", actions)
+        self.dispatch(rank, index, "helper", tuple(actions))
