@@ -15,10 +15,11 @@ priority on the host's queue as there. Time advances by events in a heap:
 * a worker (``W`` CPU workers, one per GPU) runs the highest-priority ready task of
   its queue for the modelled time (:class:`.machine.Machine`); FIRE then readies
   its successors;
-* a message starts once both its send and its receive are posted and its
-  sender's and receiver's links are free (each link FIFO, full duplex), holds them
-  for ``bytes / bandwidth`` and arrives ``latency`` later; host/GPU copies hold
-  the GPU's in- or out-stream the same way.
+* a message starts once both its send and its receive are posted; it holds the
+  sender's link for ``bytes / bandwidth`` once the link is free, then the
+  receiver's link as long, once that is free (each link FIFO, full duplex), and
+  arrives ``latency`` later; host/GPU copies hold a GPU's in- or out-stream the
+  same way.
 
 The walk runs ahead of the clock only as far as needed: events are processed up to
 the earliest time a rank still waiting for its next share could act.
@@ -318,16 +319,18 @@ class Simulator:
             self._transmit(message)
 
     def _transmit(self, message) -> None:
-        """Both sides have posted: the message takes both links when they are free."""
+        """Both sides have posted: the message leaves on the sender's link when it is free, and
+        comes in on the receiver's link when that is free (each link FIFO, full duplex)."""
         network = self.machine.network
         source, target = self.ranks[message.source], self.ranks[message.target]
-        begin = max(self.now, source.links[0], target.links[1])
-        end = source.links[0] = target.links[1] = begin + network.seconds(message.nbytes)
-        arrival = end + network.latency + self.notice_s
+        hold = network.seconds(message.nbytes)
+        sent = source.links[0] = max(self.now, source.links[0]) + hold
+        received = target.links[1] = max(sent, target.links[1] + hold)
+        arrival = received + network.latency + self.notice_s
         if self.tracer is not None:
-            self.tracer.message(message, begin, end + self.notice_s, arrival)
+            self.tracer.message(message, sent - hold, sent + self.notice_s, arrival)
         if message.on_sent is not None:
-            self._at(end + self.notice_s, _call, message.on_sent)
+            self._at(sent + self.notice_s, _call, message.on_sent)
         self._at(arrival, _call, message.on_arrived)
 
     # ---------------------------------------------------------------- workers
