@@ -27,7 +27,9 @@ def add_arguments(parser) -> None:
                                                                                "cluster's machine file)")
     parser.add_argument("--grid", metavar="PxQ", help="process grid (default: the squarest)")
     parser.add_argument("--gpus", type=int, metavar="G", help="GPUs per rank (default: the machine file's; "
-                                                              "0 for this machine)")
+                                                              "0 for this machine); with a machine file, "
+                                                              "uniform tiles are dealt to host and GPUs at the "
+                                                              "ratio of their gemm rates unless --gpu-ratio is given")
     parser.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
                         help="whose tuned rates to use on this machine (default emulated)")
     parser.add_argument("--machine", metavar="FILE|NAME",
@@ -57,14 +59,17 @@ def run(args, driver) -> int:
     program = driver.PROGRAM
     grid = grid_for(args.grid, args.nodes)
     machine = load(args.machine, program.name, args.gpus or 0, args.gpu_backend)
+    if args.gpus is None:
+        args.gpus = machine.gpus if args.machine else 0
     options = size_options(args)
-    options.gpus = machine.gpus if args.gpus is None and args.machine else (args.gpus or 0)
+    options.gpus = args.gpus
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
     options.priorities = args.priorities
     if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
         use_tuned(program, options, not args.no_tune)
     progress = None if args.json or not sys.stderr.isatty() else _progress
-    result = simulate(driver, options, args.nodes, grid, machine, trace=args.trace is not None, progress=progress)
+    result = simulate(driver, options, args.nodes, grid, machine, trace=args.trace is not None, progress=progress,
+                      ratio_from_rates=args.machine is not None)
     events = result.pop("events")
     if args.trace is not None:
         about = {"program": program.name, "n": result["n"], **result["tiles"], "ranks": args.nodes,

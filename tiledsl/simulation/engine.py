@@ -67,6 +67,8 @@ class Rank:
         self.busy = [0.0] * (workers + gpus)
         self.links = [0.0, 0.0]  # when its network link is free: out, in
         self.streams: dict = {}  # (gpu, "in"|"out") -> when that copy stream is free
+        self.stream_busy: dict = {}  # (gpu, "in"|"out") -> seconds it copied
+        self.link_busy = self.link_busy_in = 0.0  # seconds its link sent, received
         self.peak_window = 0
 
     def proxy(self, tile) -> TileState:
@@ -271,16 +273,17 @@ class Simulator:
 
     def _stream(self, rank: Rank, source: int, target: int, tile, then) -> None:
         """A host/GPU copy of ``tile`` on the copy streams of the GPUs involved, then ``then``."""
-        pcie = self.machine.pcie
+        link = self.machine.gpu_link if source and target else self.machine.pcie
         nbytes = tile.shape[0] * tile.shape[1] * 8
         keys = [key for key in ((source, "out"), (target, "in")) if key[0]]
         begin = max([self.now] + [rank.streams.get(key, 0.0) for key in keys])
-        end = begin + pcie.seconds(nbytes)
+        hold = link.seconds(nbytes)
         for key in keys:
-            rank.streams[key] = end
+            rank.streams[key] = begin + hold
+            rank.stream_busy[key] = rank.stream_busy.get(key, 0.0) + hold
         if self.tracer is not None:
-            self.tracer.transfer(rank.number, "copy", begin, end + pcie.latency, "copy", {"bytes": nbytes})
-        self._at(end + pcie.latency, _call, then)
+            self.tracer.transfer(rank.number, "copy", begin, begin + hold + link.latency, "copy", {"bytes": nbytes})
+        self._at(begin + hold + link.latency, _call, then)
 
     def _to_device_then_complete(self, argument) -> None:
         rank, task, message = argument
@@ -326,6 +329,8 @@ class Simulator:
         hold = network.seconds(message.nbytes)
         sent = source.links[0] = max(self.now, source.links[0]) + hold
         received = target.links[1] = max(sent, target.links[1] + hold)
+        source.link_busy += hold
+        target.link_busy_in += hold
         arrival = received + network.latency + self.notice_s
         if self.tracer is not None:
             self.tracer.message(message, sent - hold, sent + self.notice_s, arrival)

@@ -9,6 +9,7 @@ A machine file is a small JSON object (the shipped ones are in ``tiledsl/machine
      "gpu": {"gemm": {"256": 120, "1088": 290}, "default": 200},
      "network": {"latency_us": 1.5, "bandwidth_gbs": 3.2},
      "pcie": {"latency_us": 10, "bandwidth_gbs": 5.5},
+     "gpu_link": {"latency_us": 5, "bandwidth_gbs": 300},   # optional: GPU to GPU (NVLink)
      "runtime": {"walk_us": 0.3, "submit_us": 25, "task_us": 15, "transfer_us": 8, "notice_us": 0}}
 
 * ``cpu`` / ``gpu``: GFLOP/s of one CPU core / one GPU per kernel, a number or a
@@ -18,7 +19,8 @@ A machine file is a small JSON object (the shipped ones are in ``tiledsl/machine
   square tile with the same flops (a gemm on 512×128 slices is timed at ~203).
 * ``network``: each message takes ``latency + bytes / bandwidth`` and holds the
   sender's and the receiver's link (full duplex, FIFO) for ``bytes / bandwidth``.
-* ``pcie``: host/GPU copies, the same way on each GPU's in- and out-stream.
+* ``pcie``: host/GPU copies, the same way on each GPU's in- and out-stream;
+  ``gpu_link`` (optional, default ``pcie``): copies between two GPUs of a node.
 * ``runtime``: the costs of tiledsl itself: the generation thread's walk per task
   of the loop nest (``walk_us``, every rank walks every task) and per task it
   submits (``submit_us``); a worker's cost per program task (``task_us``) and per
@@ -46,7 +48,8 @@ from ..runtime.world import UsageError
 
 RUNTIME_FIELDS = {"walk_us": 0.0, "submit_us": 0.0, "task_us": 0.0, "transfer_us": 0.0, "notice_us": 0.0}
 LINK_FIELDS = ("latency_us", "bandwidth_gbs")
-TOP_FIELDS = {"name", "about", "cores", "gpus", "cpu", "gpu", "network", "pcie", "runtime", "ranks_per_node"}
+TOP_FIELDS = {"name", "about", "cores", "gpus", "cpu", "gpu", "network", "pcie", "gpu_link", "runtime",
+              "ranks_per_node"}
 
 
 class MachineError(UsageError):
@@ -96,6 +99,7 @@ class Machine:
     gpu: Rates | None
     network: Link
     pcie: Link
+    gpu_link: Link
     runtime: dict = field(default_factory=lambda: dict(RUNTIME_FIELDS))
     ranks_per_node: int | None = 1  # None: every rank on one node
     about: str = ""
@@ -183,6 +187,7 @@ def machine(content: dict, where: str = "machine file") -> Machine:
                    cpu=Rates(_rates(content["cpu"], "cpu"), "cpu"),
                    gpu=Rates(_rates(content["gpu"], "gpu"), "gpu") if "gpu" in content else None,
                    network=_link(content["network"], "network"), pcie=_link(content["pcie"], "pcie"),
+                   gpu_link=_link(content.get("gpu_link", content["pcie"]), "gpu_link"),
                    runtime={**RUNTIME_FIELDS, **{k: _number(v, f"runtime.{k}") for k, v in runtime.items()}},
                    ranks_per_node=per_node, about=str(content.get("about", "")), source=where)
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from ..commands.tune import nearest_ratio
 from ..runtime import priorities
 from ..runtime.flops import PRELUDE_FLOPS
-from ..runtime.layout import make_distribution, make_matrices, make_params
+from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
 from ..runtime.matrix import region_view
 from ..runtime.recording import Everyone, walk
 from ..runtime.reporting import SUMMED, gflops
@@ -85,13 +86,19 @@ class Timing:
         return area
 
 
-def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = False, progress=None) -> dict:
-    """Predict ``driver``'s run for ``options`` on ``nranks`` ranks of ``machine`` (see the module)."""
+def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = False, progress=None,
+             ratio_from_rates: bool = False) -> dict:
+    """Predict ``driver``'s run for ``options`` on ``nranks`` ranks of ``machine`` (see the module);
+    ``ratio_from_rates``: uniform tiles on GPUs without a ratio get the one the machine's rates give."""
     program = driver.PROGRAM
     gpus = options.gpus
     if gpus > machine.gpus:
         raise UsageError(f"--gpus {gpus}: {machine.name} has {machine.gpus} GPU(s) per node")
     params = make_params(driver, options)
+    if ratio_from_rates and gpus and program.tiling.kind == "uniform" and options.gpu_ratio is None:
+        workers = rank_layout(machine, nranks, gpus, options.workers)[0]
+        options.gpu_ratio = nearest_ratio(machine.cpu.gflops("gemm", params.nb) * workers,
+                                          machine.gpu.gflops("gemm", params.nb), gpus)
     distribution = make_distribution(program, params, grid, gpus, options.gpu_ratio)
     matrices = make_matrices(driver, params, distribution, 0)
     check_every_rank_has_tiles(program, matrices, nranks)
@@ -114,12 +121,16 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                   for r in range(nranks)]
     critical, bound = timing.path.longest, timing.area().bound({"cpu": workers * nranks, "gpu": gpus * nranks})
     return {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
-            "workers": workers, "gpus": gpus, "window": window, "ranks_per_node": per_node,
+            "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
+            "ranks_per_node": per_node,
             "machine": machine.name, "seconds": seconds, "gflops": rate, "flops_source": source,
             "tasks": walker.count, "ranks": ranks, "totals": totals,
             "walk": {"per_task_us": runtime["walk_us"], "per_submit_us": runtime["submit_us"],
                      "seconds": max(generation), "share": max(generation) / seconds if seconds else None},
             "critical_path": critical, "area_bound": bound,
+            "busiest": {"link_seconds": max(max(r.link_busy, r.link_busy_in) for r in simulator.ranks),
+                        "gpu_stream_seconds": max((b for r in simulator.ranks for b in r.stream_busy.values()),
+                                                  default=0.0)},
             "efficiency": max(critical, bound) / seconds if seconds > 0 else None,
             "simulation_seconds": time.perf_counter() - began,
             "events": tracer.ranks if tracer is not None else None}
@@ -170,6 +181,11 @@ class _Sequencer:
 
     def release(self, tile):
         pass
+
+
+def _ratio(distribution) -> str | None:
+    ratio = ratio_of(distribution)
+    return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
 
 
 def _tiles(params) -> dict:

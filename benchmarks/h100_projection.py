@@ -1,0 +1,55 @@
+"""Project tiledsl's Cholesky on today's GPU clusters with `tiledsl simulate` (issue 15).
+
+    python benchmarks/h100_projection.py [--nodes 16,64,256,1024] [--nb 8192] [--n16 327680] [--out rows.jsonl]
+
+Weak scaling on the ``h100`` machine file (4 H100 and 64 cores per node, 200 Gb/s
+links): the order grows with the square root of the nodes from ``--n16`` on 16
+nodes (53 GB of matrix per node), uniform tiles of ``--nb`` all on the GPUs (the
+ratio of the rates gives the host no column). Each row says where the time goes
+and so why scaling stops: the generation thread's walk (every rank walks every
+task of the loop nest), the busiest link (bytes a rank sends over the bandwidth),
+the busiest copy stream of a GPU (PCIe to and from the host, NVLink between GPUs),
+the critical path, and the area bound (the machine's compute).
+"""
+import argparse
+import json
+import math
+import subprocess
+import sys
+
+def project(nodes: int, n: int, nb: int) -> dict:
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "simulate", "cholesky", "--n", str(n),
+                          "--nb", str(nb), "--nodes", str(nodes), "--machine", "h100", "--json"],
+                         capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(out.stderr.strip())
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    limits = {"walk": r["walk"]["seconds"], "links": r["busiest"]["link_seconds"],
+              "GPU copies": r["busiest"]["gpu_stream_seconds"], "critical path": r["critical_path"],
+              "compute": r["area_bound"]}
+    return {"nodes": nodes, "n": n, "tasks": r["tasks"], "seconds": round(r["seconds"], 2),
+            "pflops": round(r["gflops"] / 1e6, 2), "tflops_per_node": round(r["gflops"] / 1e3 / nodes, 1),
+            **{k.replace(" ", "_"): round(v, 2) for k, v in limits.items()},
+            "messages_per_rank": round(r["totals"]["messages_sent"] / nodes),
+            "bound_by": max(limits, key=limits.get), "simulation_seconds": round(r["simulation_seconds"], 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", default="16,64,256,1024")
+    parser.add_argument("--nb", type=int, default=8192)
+    parser.add_argument("--n16", type=int, default=327680)
+    parser.add_argument("--out", help="append each row to this file as one JSON line")
+    args = parser.parse_args()
+    for nodes in (int(p) for p in args.nodes.split(",")):
+        n = args.n16 * math.isqrt(nodes // 16) if nodes % 16 == 0 and math.isqrt(nodes // 16) ** 2 == nodes // 16 \
+            else round(args.n16 * math.sqrt(nodes / 16) / args.nb) * args.nb
+        row = project(nodes, n, args.nb)
+        print(json.dumps(row), flush=True)
+        if args.out:
+            with open(args.out, "a") as target:
+                target.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
