@@ -50,6 +50,7 @@ def real_run(program, np, *args):
 @pytest.mark.parametrize("program, np, gpus, size", [
     ("cholesky", 4, 0, ("--n", 1000, "--nb", 96)),  # ragged last tile row and column
     ("hetero_qr", 3, 1, ("--n", 900, "--B", 192, "--b", 64, "--s", 2)),
+    ("lu", 3, 2, ("--n", 700, "--nb", 100, "--gpu-ratio", "1:2")),  # host/GPU and GPU/GPU copies
 ])
 def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, program, np, gpus, size):
     real = real_run(program, np, *size, "--gpus", gpus, "--gpu-backend", "emulated")
