@@ -100,7 +100,10 @@ def test_rates_are_interpolated_in_the_tile_size():
     assert rates.gflops("gemm", 50) == 10 and rates.gflops("gemm", 200) == 20 and rates.gflops("gemm", 900) == 30
     assert rates.gflops("potrf", 700) == 4 and rates.gflops("syrk", 200) == 20  # no rate: gemm's
     node = machine(MACHINE)
-    assert node.seconds("gemm", 2 * 256 ** 3, False) == pytest.approx(2 * 256 ** 3 / 10e9 + 20e-6)
+    assert node.seconds("gemm", 2 * 256 ** 3, 0, False) == pytest.approx(2 * 256 ** 3 / 10e9 + 20e-6)
+    fetching = machine({**MACHINE, "memory_gbs": 4})
+    assert fetching.seconds("gemm", 2 * 256 ** 3, 4e6, False) == pytest.approx(2 * 256 ** 3 / 10e9 + 1e-3 + 20e-6)
+    assert fetching.seconds("gemm", 2 * 256 ** 3, 4e6, True) == node.seconds("gemm", 2 * 256 ** 3, 4e6, True)
     assert {"keeneland", "h100", "local"} <= set(shipped())
 
 

@@ -5,6 +5,7 @@ A machine file is a small JSON object (the shipped ones are in ``tiledsl/machine
 
     {"name": "...", "about": "where the figures come from",
      "cores": 12, "gpus": 3,                      # per node
+     "memory_gbs": 10,                            # optional: a core streaming a task's tiles
      "cpu": {"gemm": 10.7, "potrf": {"256": 5.1, "1152": 8.4}, "default": 8.0},
      "gpu": {"gemm": {"256": 120, "1088": 290}, "default": 200},
      "network": {"latency_us": 1.5, "bandwidth_gbs": 3.2},
@@ -17,6 +18,9 @@ A machine file is a small JSON object (the shipped ones are in ``tiledsl/machine
   ends); ``default`` serves kernels the file does not name (else gemm's rate).
   A task of a kernel takes ``flops / rate + task_us``; its size is the order of the
   square tile with the same flops (a gemm on 512×128 slices is timed at ~203).
+  ``memory_gbs`` (optional) adds, on a core, the time to bring the task's tiles
+  from memory: tune times kernels on tiles still in cache, a run's tasks mostly
+  find them in memory.
 * ``network``: each message takes ``latency + bytes / bandwidth`` and holds the
   sender's and the receiver's link (full duplex, FIFO) for ``bytes / bandwidth``.
 * ``pcie``: host/GPU copies, the same way on each GPU's in- and out-stream;
@@ -49,7 +53,7 @@ from ..runtime.world import UsageError
 RUNTIME_FIELDS = {"walk_us": 0.0, "submit_us": 0.0, "task_us": 0.0, "transfer_us": 0.0, "notice_us": 0.0}
 LINK_FIELDS = ("latency_us", "bandwidth_gbs")
 TOP_FIELDS = {"name", "about", "cores", "gpus", "cpu", "gpu", "network", "pcie", "gpu_link", "runtime",
-              "ranks_per_node"}
+              "ranks_per_node", "memory_gbs"}
 
 
 class MachineError(UsageError):
@@ -102,14 +106,17 @@ class Machine:
     gpu_link: Link
     runtime: dict = field(default_factory=lambda: dict(RUNTIME_FIELDS))
     ranks_per_node: int | None = 1  # None: every rank on one node
+    memory: float = 0.0  # bytes per second a core streams a task's tiles at (0: not counted)
     about: str = ""
     source: str = ""
 
-    def seconds(self, kernel: str, flops: float, on_gpu: bool) -> float:
-        """Modelled seconds of one task of ``kernel`` doing ``flops`` on a core or a GPU."""
+    def seconds(self, kernel: str, flops: float, nbytes: int, on_gpu: bool) -> float:
+        """Modelled seconds of one task of ``kernel`` doing ``flops`` on tiles of ``nbytes``, on a
+        core or a GPU."""
         rates = self.gpu if on_gpu else self.cpu
         size = (flops / KERNEL_FLOPS.get(kernel, 2)) ** (1 / 3) if flops > 0 else 0.0
-        return flops / (rates.gflops(kernel, size) * 1e9) + self.runtime["task_us"] * 1e-6
+        fetch = nbytes / self.memory if self.memory and not on_gpu else 0.0
+        return flops / (rates.gflops(kernel, size) * 1e9) + fetch + self.runtime["task_us"] * 1e-6
 
 
 def _table(value, where: str) -> tuple[list, list]:
@@ -189,7 +196,8 @@ def machine(content: dict, where: str = "machine file") -> Machine:
                    network=_link(content["network"], "network"), pcie=_link(content["pcie"], "pcie"),
                    gpu_link=_link(content.get("gpu_link", content["pcie"]), "gpu_link"),
                    runtime={**RUNTIME_FIELDS, **{k: _number(v, f"runtime.{k}") for k, v in runtime.items()}},
-                   ranks_per_node=per_node, about=str(content.get("about", "")), source=where)
+                   ranks_per_node=per_node, memory=_number(content.get("memory_gbs", 0), "memory_gbs") * 1e9,
+                   about=str(content.get("about", "")), source=where)
 
 
 def _rates(value, where: str) -> dict:

@@ -72,9 +72,10 @@ class Timing:
             flops = 2.0 * max(r * c for r, c in shapes) ** 1.5
         else:
             flops = float(count(*call.interleave(shapes, values)))
+        nbytes = 8 * sum(rows * cols for rows, cols in shapes)
         on_gpu = self.machine.gpu is not None and call.kernel in self.gpu_kernels
-        gpu = self.machine.seconds(call.kernel, flops, True) if on_gpu else None
-        return [flops, self.machine.seconds(call.kernel, flops, False) * self.cpu_share, gpu, call.line, 0]
+        gpu = self.machine.seconds(call.kernel, flops, nbytes, True) if on_gpu else None
+        return [flops, self.machine.seconds(call.kernel, flops, nbytes, False) * self.cpu_share, gpu, call.line, 0]
 
     def area(self) -> Area:
         """The work of every call site on each kind of worker, all tasks counted."""
