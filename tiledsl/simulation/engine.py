@@ -87,7 +87,7 @@ class Simulator:
         self.walk_s, self.submit_s = runtime["walk_us"] * 1e-6, runtime["submit_us"] * 1e-6
         self.transfer_s, self.notice_s = runtime["transfer_us"] * 1e-6, runtime["notice_us"] * 1e-6
         self.ranks = [Rank(r, window, workers, gpus) for r in range(nranks)]
-        self.workers = workers
+        self.workers, self.gpus = workers, gpus
         self.events: list = []
         self.sequence = itertools.count()
         self.now = 0.0

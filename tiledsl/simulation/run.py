@@ -18,6 +18,7 @@ from ..runtime import priorities
 from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
 from ..runtime.matrix import region_view
+from ..runtime.program import flatten
 from ..runtime.recording import Everyone, walk
 from ..runtime.reporting import SUMMED, gflops
 from ..runtime.resources import check_every_rank_has_tiles
@@ -114,27 +115,33 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     began = time.perf_counter()
     walk(driver, walker, params, 0)
     seconds = simulator.finish(walker.count)
+    summary = {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
+               "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
+               "ranks_per_node": per_node, "machine": machine.name}
+    summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds))
+    summary["simulation_seconds"] = time.perf_counter() - began
+    summary["events"] = tracer.ranks if tracer is not None else None
+    return summary
+
+
+def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, timing: Timing, seconds: float) -> dict:
+    """The predicted time and rate, every rank's statistics, the walk's cost and the bounds."""
     ranks = [_rank_stats(rank, walker, number) for number, rank in enumerate(simulator.ranks)]
-    totals = {key: sum(r[key] for r in ranks) for key in SUMMED}
     rate, source = gflops(program, matrices, ranks, seconds)
     runtime = machine.runtime
-    generation = [(walker.count * runtime["walk_us"] + simulator.ranks[r].submitted * runtime["submit_us"]) * 1e-6
-                  for r in range(nranks)]
-    critical, bound = timing.path.longest, timing.area().bound({"cpu": workers * nranks, "gpu": gpus * nranks})
-    return {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
-            "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
-            "ranks_per_node": per_node,
-            "machine": machine.name, "seconds": seconds, "gflops": rate, "flops_source": source,
-            "tasks": walker.count, "ranks": ranks, "totals": totals,
+    generation = max((walker.count * runtime["walk_us"] + rank.submitted * runtime["submit_us"]) * 1e-6
+                     for rank in simulator.ranks)
+    capacity = {"cpu": simulator.workers * len(ranks), "gpu": simulator.gpus * len(ranks)}
+    critical, bound = timing.path.longest, timing.area().bound(capacity)
+    return {"seconds": seconds, "gflops": rate, "flops_source": source, "tasks": walker.count, "ranks": ranks,
+            "totals": {key: sum(r[key] for r in ranks) for key in SUMMED},
             "walk": {"per_task_us": runtime["walk_us"], "per_submit_us": runtime["submit_us"],
-                     "seconds": max(generation), "share": max(generation) / seconds if seconds else None},
+                     "seconds": generation, "share": generation / seconds if seconds else None},
             "critical_path": critical, "area_bound": bound,
+            "efficiency": max(critical, bound) / seconds if seconds > 0 else None,
             "busiest": {"link_seconds": max(max(r.link_busy, r.link_busy_in) for r in simulator.ranks),
                         "gpu_stream_seconds": max((b for r in simulator.ranks for b in r.stream_busy.values()),
-                                                  default=0.0)},
-            "efficiency": max(critical, bound) / seconds if seconds > 0 else None,
-            "simulation_seconds": time.perf_counter() - began,
-            "events": tracer.ranks if tracer is not None else None}
+                                                  default=0.0)}}
 
 
 def _feeder(simulator: Simulator, progress):
@@ -175,8 +182,6 @@ class _Sequencer:
         return self.matrices[name]
 
     def submit(self, call, tiles, regions, priority, values=()):
-        from ..runtime.program import flatten
-
         call, tiles, _ = flatten(call, tiles, regions)
         self.sequence.add(call, tiles, True)
 

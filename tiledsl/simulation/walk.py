@@ -66,7 +66,7 @@ class Copy:
 class Owned:
     """The owner's share of a task: what it computes, where, and the copies it uses."""
 
-    __slots__ = ("call", "tiles", "device", "priority", "seconds", "copies", "outgoing", "line", "values")
+    __slots__ = ("call", "tiles", "device", "priority", "seconds", "copies", "outgoing", "values")
 
     def __init__(self, call, tiles, device, priority, seconds, values):
         self.call, self.tiles, self.device, self.priority = call, tiles, device, priority
@@ -174,7 +174,7 @@ class Walk:
         return copy
 
     def _message(self, tile, source: int, target: int) -> Message:
-        message = Message(tile, source, target, message_bytes(self.timing.shapes.get(tile) or tile.shape))
+        message = Message(tile, source, target, message_bytes(tile.shape))
         sender, receiver = self.traffic[source], self.traffic[target]
         sender[0] += 1
         receiver[1] += 1
