@@ -1,5 +1,6 @@
 """The ``tiledsl`` command line (DESIGN §8): check, compile, explain, run, bench,
-plot (a Gantt chart of a trace) and graph (a program's task graph as DOT).
+plot (a Gantt chart of a trace), graph (a program's task graph as DOT) and simulate
+(a run predicted on N ranks of a modelled machine).
 
 Exit status (:data:`EXIT_STATUS`, shown by every ``--help``): 0 success, 1 a program
 error (diagnostics, a failed kernel, a failed check), 2 a usage error, 3 an internal
@@ -142,6 +143,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="where to write it: .dot, or .svg/.png/.pdf through graphviz (default: stdout)")
     add_size_arguments(graph)
     graph.set_defaults(handler=_graph)
+
+    from .simulate import add_arguments as add_simulate_arguments
+    simulate = command("simulate", "predict a run on N ranks without running its kernels")
+    add_simulate_arguments(simulate)
+    simulate.set_defaults(handler=_simulate)
     return parser
 
 
@@ -331,6 +337,13 @@ def _tune(args) -> int:
     else:
         print(render(result, path, key))
     return 0
+
+
+def _simulate(args) -> int:
+    from .simulate import run
+
+    driver = _load_driver(_program_path(args.file))
+    return 1 if driver is None else run(args, driver)
 
 
 def _run(args) -> int:

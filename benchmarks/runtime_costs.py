@@ -1,0 +1,95 @@
+"""Measure tiledsl's own costs on this machine: the ``runtime`` section of a machine file.
+
+    python benchmarks/runtime_costs.py [--tiles 40] [--repeats 3]
+
+* ``walk_us``: a rank's generation thread walking a task it takes no part in (the
+  driver's ownership test, then the count of the written tiles' new versions
+  under the engine's lock, as on a rank of a distributed run);
+* ``submit_us``: the same thread submitting a task's share on a rank of a 2-rank run
+  (owner tasks, input sends and copies of remote tiles planned; nothing runs);
+* ``task_us``: a CPU worker's cost per task: an empty-kernel program
+  (``benchmarks/overhead.tile``) run on one worker, less the generation's share;
+* ``transfer_us``: a transfer task's cost on a worker, taken as half a task's.
+
+Cholesky on ``--tiles``² tiles of 64 gives the walk; best of ``--repeats`` rounds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.runtime import Options, execute
+from tiledsl.runtime.engine import Engine
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.userkernels import kernels
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def driver_of(path: Path, name: str):
+    _, text = compile_path(path)
+    target = Path("/tmp") / f"runtime_costs_{name}.py"
+    target.write_text(text)
+    return import_driver(target, f"runtime_costs_{name}")
+
+
+class QuietComm:
+    """A communicator that posts nothing: the generation thread's cost alone is measured."""
+
+    def __init__(self, rank: int, size: int):
+        self.rank, self.size, self.on_error = rank, size, None
+
+    def send(self, *args):
+        pass
+
+    def receive(self, *args):
+        pass
+
+
+def generation_seconds(driver, n: int, rank: int) -> tuple[float, int]:
+    """Seconds of one walk of the loop nest by ``rank`` of a 1×2 grid, and the tasks walked."""
+    params = make_params(driver, Options(n=n, tiles={"nb": 64}))
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (1, 2), 0), rank)
+    engine = Engine(driver.PROGRAM, kernels(driver.PROGRAM, driver), 1, window=1 << 30,
+                    comm=QuietComm(rank, 2), count_flops=False)
+    engine.attach(matrices)
+    counter = SimpleNamespace(tasks=0)
+    submit = engine.submit
+
+    def counting(*args, **kwargs):
+        counter.tasks += 1
+        submit(*args, **kwargs)
+    engine.submit = counting
+    started = time.perf_counter()
+    driver.generate(engine, params)
+    return time.perf_counter() - started, counter.tasks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tiles", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    cholesky = driver_of(ROOT / "programs/cholesky.tile", "cholesky")
+    n = 64 * args.tiles
+    total = args.tiles + args.tiles * (args.tiles - 1) + args.tiles * (args.tiles - 1) * (args.tiles - 2) // 6
+    walk = min(generation_seconds(cholesky, n, 5)[0] for _ in range(args.repeats)) / total  # rank 5: no tile
+    shares = [generation_seconds(cholesky, n, 0) for _ in range(args.repeats)]
+    seconds, submitted = min(shares)
+    submit = (seconds - (total - submitted) * walk) / submitted
+    overhead = driver_of(ROOT / "benchmarks/overhead.tile", "overhead")
+    options = Options(n=64, tiles={"nb": 8}, sets={"steps": 40}, workers=1)
+    run = min((execute(overhead, options) for _ in range(args.repeats)), key=lambda result: result.seconds)
+    task = max(0.0, run.seconds / run.tasks - submit)
+    costs = {"walk_us": round(walk * 1e6, 2), "submit_us": round(submit * 1e6, 1),
+             "task_us": round(task * 1e6, 1), "transfer_us": round(task * 5e5, 1)}
+    print(json.dumps(costs))
+
+
+if __name__ == "__main__":
+    main()

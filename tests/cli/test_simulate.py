@@ -1,0 +1,145 @@
+"""`tiledsl simulate`: a predicted run that moves exactly the data a real run moves.
+
+Real multi-rank runs (emulated GPUs, ragged sizes) are compared rank by rank with
+their simulation: tasks, messages and bytes both ways, protocol instances and
+host/GPU copies must be equal. The predicted time must depend only on the program,
+the size and the machine file; mistakes are one-line messages.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiledsl.commands.cli import main
+from tiledsl.simulation.machine import Rates, machine, shipped
+
+ROOT = Path(__file__).resolve().parents[2]
+EXACT = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_received", "instances",
+         "device_copies")
+MACHINE = {"name": "test node", "cores": 4, "gpus": 2, "ranks_per_node": None,
+           "cpu": {"gemm": {"64": 5, "256": 10}, "potrf": 4}, "gpu": {"gemm": 100, "default": 50},
+           "network": {"latency_us": 5, "bandwidth_gbs": 2}, "pcie": {"latency_us": 8, "bandwidth_gbs": 4},
+           "runtime": {"walk_us": 0.5, "submit_us": 20, "task_us": 20, "transfer_us": 10, "notice_us": 100}}
+
+
+@pytest.fixture
+def machine_file(tmp_path):
+    path = tmp_path / "node.json"
+    path.write_text(json.dumps(MACHINE))
+    return path
+
+
+def simulate(capsys, *args):
+    status = main(["simulate", *map(str, args), "--json"])
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    return json.loads(out.out.strip().splitlines()[-1])
+
+
+def real_run(program, np, *args):
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", f"programs/{program}.tile",
+                          "--np", str(np), "--json", "--no-tune", *map(str, args)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=150)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(160)
+@pytest.mark.parametrize("program, np, gpus, size", [
+    ("cholesky", 4, 0, ("--n", 1000, "--nb", 96)),  # ragged last tile row and column
+    ("hetero_qr", 3, 1, ("--n", 900, "--B", 192, "--b", 64, "--s", 2)),
+    ("lu", 3, 2, ("--n", 700, "--nb", 100, "--gpu-ratio", "1:2")),  # host/GPU and GPU/GPU copies
+])
+def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, program, np, gpus, size):
+    real = real_run(program, np, *size, "--gpus", gpus, "--gpu-backend", "emulated")
+    predicted = simulate(capsys, program, "--nodes", np, "--machine", machine_file, *size, "--gpus", gpus)
+    assert predicted["tasks"] == real["tasks"] and predicted["grid"] == real["grid"]
+    for mine, theirs in zip(predicted["ranks"], real["ranks"], strict=True):
+        assert {k: mine[k] for k in EXACT} == {k: theirs[k] for k in EXACT}
+    assert predicted["totals"]["messages_sent"] == predicted["totals"]["messages_received"] > 0
+
+
+@pytest.mark.timeout(60)
+def test_one_rank_counts_every_task_and_no_message(capsys, machine_file):
+    predicted = simulate(capsys, "lu", "--nodes", 1, "--machine", machine_file, "--n", 500, "--nb", 96)
+    assert predicted["tasks"] == predicted["ranks"][0]["tasks"] == 6 + 2 * 15 + 55  # 6×6 tiles, ragged
+    assert predicted["totals"]["messages_sent"] == 0
+    assert predicted["seconds"] >= max(predicted["critical_path"], predicted["area_bound"]) > 0
+
+
+@pytest.mark.timeout(60)
+def test_predicted_time_depends_only_on_the_machine_file(capsys, machine_file, tmp_path):
+    args = ("cholesky", "--nodes", 4, "--machine", machine_file, "--n", 1500, "--nb", 128, "--gpus", 1)
+    first, second = simulate(capsys, *args), simulate(capsys, *args)
+    for key in ("seconds", "gflops", "critical_path", "area_bound", "walk"):
+        assert first[key] == second[key]
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({**MACHINE, "network": {"latency_us": 5, "bandwidth_gbs": 0.05}}))
+    slower = simulate(capsys, *args[:4], slow, *args[5:])
+    assert slower["seconds"] > first["seconds"] and slower["totals"] == first["totals"]
+
+
+@pytest.mark.timeout(60)
+def test_trace_is_the_run_trace_format(capsys, machine_file, tmp_path):
+    trace = tmp_path / "sim.json"
+    simulate(capsys, "cholesky", "--nodes", 2, "--machine", machine_file, "--n", 600, "--nb", 128, "--trace", trace)
+    events = json.loads(trace.read_text())["traceEvents"]
+    tasks = [e for e in events if e["ph"] == "X" and e["cat"] == "task"]
+    assert len(tasks) == 5 + 10 + 10 + 10 and {e["pid"] for e in tasks} == {0, 1}
+    sends = [e for e in events if e.get("name") == "send"]
+    receives = [e for e in events if e.get("name") == "receive"]
+    assert len(sends) == len(receives) > 0
+    assert all(e["args"]["bytes"] == 128 * 128 * 8 or e["args"]["bytes"] == 88 * 128 * 8 for e in sends)
+
+
+@pytest.mark.timeout(30)
+def test_rates_are_interpolated_in_the_tile_size():
+    rates = Rates({"gemm": {"100": 10, "300": 30}, "potrf": 4}, "cpu")
+    assert rates.gflops("gemm", 50) == 10 and rates.gflops("gemm", 200) == 20 and rates.gflops("gemm", 900) == 30
+    assert rates.gflops("potrf", 700) == 4 and rates.gflops("syrk", 200) == 20  # no rate: gemm's
+    node = machine(MACHINE)
+    assert node.seconds("gemm", 2 * 256 ** 3, 0, False) == pytest.approx(2 * 256 ** 3 / 10e9 + 20e-6)
+    fetching = machine({**MACHINE, "memory_gbs": 4})
+    assert fetching.seconds("gemm", 2 * 256 ** 3, 4e6, False) == pytest.approx(2 * 256 ** 3 / 10e9 + 1e-3 + 20e-6)
+    assert fetching.seconds("gemm", 2 * 256 ** 3, 4e6, True) == node.seconds("gemm", 2 * 256 ** 3, 4e6, True)
+    assert {"keeneland", "h100", "local"} <= set(shipped())
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("change, message", [
+    ({"cores": 0}, "cores must be at least 1"),
+    ({"network": {"latency_us": 1}}, "network must give exactly latency_us, bandwidth_gbs"),
+    ({"cpu": {"potrf": 3}}, "give at least gemm's rate"),
+    ({"cpu": {"gemm": {"big": 3}}}, "cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
+    ({"speed": 3}, "unknown field 'speed'"),
+])
+def test_a_bad_machine_file_is_one_line(capsys, tmp_path, change, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({**MACHINE, **change}))
+    status = main(["simulate", "cholesky", "--nodes", "2", "--machine", str(path), "--n", "500"])
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("args, message", [
+    (("--nodes", 0, "--machine", "keeneland"), "--nodes must be at least 1"),
+    (("--nodes", 2, "--machine", "nowhere.json"), "machine file 'nowhere.json' not found"),
+    (("--nodes", 2, "--machine", "keeneland", "--gpus", 4), "Keeneland has 3 GPU(s) per node"),
+    (("--nodes", 2, "--grid", "3x1", "--machine", "keeneland"), "--grid 3x1 has 3 rank(s)"),
+])
+def test_usage_errors_are_one_line(capsys, args, message):
+    status = main(["simulate", "cholesky", "--n", "2000", *map(str, args)])
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.timeout(60)
+def test_this_machine_needs_its_tuned_rates(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    status = main(["simulate", "cholesky", "--n", "2000", "--nodes", "2"])
+    err = capsys.readouterr().err
+    assert status == 2 and "run `tiledsl tune cholesky` first, or give --machine FILE" in err
+

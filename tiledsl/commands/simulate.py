@@ -1,0 +1,116 @@
+"""``tiledsl simulate``: predict a run on N ranks without running its kernels (issue 15).
+
+    tiledsl simulate PROGRAM --n N [--nb NB | --B B --b b --s S] --nodes P [--gpus G]
+                     [--machine FILE|NAME] [--grid PxQ] [--json] [--trace TRACE.json]
+
+The simulation itself is :mod:`tiledsl.simulation`; this module reads the command
+line, picks the machine (``--machine``, else this machine: the ``local`` machine file
+with ``tiledsl tune``'s rates, and tuned tile sizes as ``run`` uses them), and prints
+the summary: as text, or as one JSON line shaped like ``run --json``'s. ``--trace``
+writes the simulated run in ``run --trace``'s format, which ``tiledsl plot`` draws.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..runtime.layout import use_tuned
+from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
+from ..runtime.priorities import MODES
+from ..runtime.trace import chrome_trace
+from ..runtime.world import UsageError, grid_for
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
+    parser.add_argument("--nodes", type=int, required=True, metavar="P", help="ranks (one per node on a "
+                                                                               "cluster's machine file)")
+    parser.add_argument("--grid", metavar="PxQ", help="process grid (default: the squarest)")
+    parser.add_argument("--gpus", type=int, metavar="G", help="GPUs per rank (default: the machine file's; "
+                                                              "0 for this machine); with a machine file, "
+                                                              "uniform tiles are dealt to host and GPUs at the "
+                                                              "ratio of their gemm rates unless --gpu-ratio is given")
+    parser.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
+                        help="whose tuned rates to use on this machine (default emulated)")
+    parser.add_argument("--machine", metavar="FILE|NAME",
+                        help="a machine file, or a shipped one (keeneland, h100); default: this machine, "
+                             "with the kernel rates tiledsl tune measured")
+    parser.add_argument("--workers", type=int, help="CPU workers per rank (default: as run chooses on the "
+                                                     "machine's cores)")
+    parser.add_argument("--window", type=int, help="task window per rank (default: as run)")
+    parser.add_argument("--priorities", choices=MODES, default="program", help="as for run")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    parser.add_argument("--trace", metavar="TRACE.json", help="write the simulated run's trace (tiledsl plot "
+                                                                 "draws it)")
+    add_tuning_arguments(parser)
+    add_size_arguments(parser)
+
+
+def run(args, driver) -> int:
+    from ..simulation import load, simulate
+
+    if args.nodes < 1:
+        raise UsageError(f"--nodes must be at least 1, got {args.nodes}")
+    if args.gpus is not None and args.gpus < 0:
+        raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
+    for name in ("workers", "window"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    program = driver.PROGRAM
+    grid = grid_for(args.grid, args.nodes)
+    machine = load(args.machine, program.name, args.gpus or 0, args.gpu_backend)
+    if args.gpus is None:
+        args.gpus = machine.gpus if args.machine else 0
+    options = size_options(args)
+    options.gpus = args.gpus
+    options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
+    options.priorities = args.priorities
+    if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
+        use_tuned(program, options, not args.no_tune)
+    progress = None if args.json or not sys.stderr.isatty() else _progress
+    result = simulate(driver, options, args.nodes, grid, machine, trace=args.trace is not None, progress=progress,
+                      ratio_from_rates=args.machine is not None)
+    events = result.pop("events")
+    if args.trace is not None:
+        about = {"program": program.name, "n": result["n"], **result["tiles"], "ranks": args.nodes,
+                 "workers": result["workers"], "gpus": result["gpus"], "simulated": machine.name}
+        try:
+            with open(args.trace, "w") as target:
+                json.dump(chrome_trace(events, about), target)
+        except OSError as error:
+            raise UsageError(f"cannot write {args.trace}: {error.strerror or error}") from None
+    print(json.dumps(result) if args.json else render(result))
+    return 0
+
+
+def _progress(index: int) -> None:
+    print(f"\r  walked {index} tasks", end="", file=sys.stderr, flush=True)
+
+
+def render(result: dict) -> str:
+    """The summary as text: time and rate, bounds, walk, traffic, and a table of ranks."""
+    tiles = " ".join(f"{k}={v}" for k, v in result["tiles"].items())
+    gpus = f" + {result['gpus']} GPU(s)" if result["gpus"] else ""
+    grid = "x".join(map(str, result["grid"]))
+    rate = result["gflops"]
+    walk = result["walk"]
+    lines = [f"{result['program']}: n={result['n']} {tiles}, simulated on {result['np']} rank(s) ({grid} grid) of "
+             f"{result['machine']}, {result['workers']} worker(s){gpus} each, {result['tasks']} tasks",
+             f"  time      {result['seconds']:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else ""),
+             f"  bounds    critical path {result['critical_path']:.4f} s, area {result['area_bound']:.4f} s, "
+             f"efficiency {result['efficiency']:.2f}",
+             f"  walk      {walk['per_task_us']:g} µs per task walked + {walk['per_submit_us']:g} µs per share "
+             f"submitted: {walk['seconds']:.4f} s on the busiest rank ({walk['share']:.0%} of the time)"]
+    totals = result["totals"]
+    if result["np"] > 1:
+        lines.append(f"  messages  {totals['messages_sent']} ({totals['bytes_sent'] / 2 ** 20:.1f} MiB) between ranks")
+    lines.append(f"  simulated in {result['simulation_seconds']:.1f} s")
+    ranks = result["ranks"]
+    shown = ranks if len(ranks) <= 16 else sorted(ranks, key=lambda r: -r["messages_sent"])[:8]
+    if result["np"] > 1:
+        lines.append(f"  {'rank':>6} {'tasks':>9} {'sent':>8} {'MiB sent':>10} {'received':>9} {'MiB recv':>10}"
+                     + ("   (the 8 ranks sending most)" if shown is not ranks else ""))
+        for r in shown:
+            lines.append(f"  {r['rank']:>6} {r['tasks']:>9} {r['messages_sent']:>8} {r['bytes_sent'] / 2 ** 20:>10.1f} "
+                         f"{r['messages_received']:>9} {r['bytes_received'] / 2 ** 20:>10.1f}")
+    return "\n".join(lines)

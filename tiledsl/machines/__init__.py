@@ -1,0 +1,1 @@
+"""Machine files for ``tiledsl simulate --machine NAME`` (see :mod:`tiledsl.simulation.machine`)."""

@@ -1,0 +1,399 @@
+"""Simulated ranks: the real scheduler state machine driven by a discrete-event clock.
+
+Each simulated rank has a real :class:`~tiledsl.runtime.scheduler.Scheduler` (task
+window, APPEND/FIRE over per-tile task lists, priority ready queues: one for the
+host's CPU workers, one per GPU) and replays, at its own simulated time, its share
+of every task it takes part in (:mod:`.walk`), creating the tasks a real rank's
+:class:`~tiledsl.runtime.exchange.Exchange` creates: the owner's task, the copy
+tasks and sinks around it, and the send tasks of other ranks, all at transfer
+priority on the host's queue as there. Time advances by events in a heap:
+
+* a rank's generation thread reaches its next share after walking the tasks in
+  between (``walk_us`` each) and spends ``submit_us`` on it; a full window stops
+  it until the window drains to three quarters, as :class:`~tiledsl.runtime.engine.Engine`
+  does;
+* a worker (``W`` CPU workers, one per GPU) runs the highest-priority ready task of
+  its queue for the modelled time (:class:`.machine.Machine`); FIRE then readies
+  its successors;
+* a message starts once both its send and its receive are posted; it holds the
+  sender's link for ``bytes / bandwidth`` once the link is free, then the
+  receiver's link as long, once that is free (each link FIFO, full duplex), and
+  arrives ``latency`` later; host/GPU copies hold a GPU's in- or out-stream the
+  same way.
+
+The walk runs ahead of the clock only as far as needed: events are processed up to
+the earliest time a rank still waiting for its next share could act.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+
+from ..runtime.exchange import COPY, SEND, SINK, TRANSFER_PRIORITY
+from ..runtime.scheduler import Scheduler, Task, TileState
+
+INFINITY = float("inf")
+
+
+class SimTask(Task):
+    """A task on a simulated rank: its modelled seconds and what its end sets off."""
+
+    __slots__ = ("seconds", "started", "then", "owned")
+
+    def __init__(self, call, tiles, priority, device, seconds, then=None, owned=None):
+        super().__init__(call, tiles, None, priority, device)
+        self.seconds = seconds
+        self.then = then  # (function, argument) run when a worker is done with it
+        self.owned = owned  # the program task's walk.Owned, for traces
+
+
+class Rank:
+    """One simulated rank: its scheduler, workers, links and generation thread."""
+
+    def __init__(self, number: int, window: int, workers: int, gpus: int):
+        self.number = number
+        self.scheduler = Scheduler(window, 1 + gpus)
+        self.low_water = max(1, window * 3 // 4)
+        self.idle = [list(range(workers - 1, -1, -1))] + [[g] for g in range(1, gpus + 1)]
+        self.tiles: dict = {}  # tile -> this rank's TileState (the head of its task list)
+        self.items: deque = deque()  # (walk index, kind, payload) still to generate
+        self.ready_at = 0.0  # when the generation thread is free for its next share
+        self.last = -1  # walk index of the last share generated
+        self.state = "starved"  # starved (waits for the walk), scheduled, blocked (full window), done
+        self.finished = 0.0  # when its last task ended, or its generation did
+        self.tasks = 0  # program tasks run
+        self.submitted = 0  # shares of tasks generated (each costs submit_us)
+        self.busy = [0.0] * (workers + gpus)
+        self.links = [0.0, 0.0]  # when its network link is free: out, in
+        self.streams: dict = {}  # (gpu, "in"|"out") -> when that copy stream is free
+        self.stream_busy: dict = {}  # (gpu, "in"|"out") -> seconds it copied
+        self.link_busy = self.link_busy_in = 0.0  # seconds its link sent, received
+        self.peak_window = 0
+
+    def proxy(self, tile) -> TileState:
+        state = self.tiles.get(tile)
+        if state is None:
+            state = self.tiles[tile] = TileState()
+        return state
+
+
+class Simulator:
+    """The event loop over every rank (see the module docstring)."""
+
+    def __init__(self, machine, nranks: int, workers: int, gpus: int, window: int, tracer=None):
+        self.machine = machine
+        runtime = machine.runtime
+        self.walk_s, self.submit_s = runtime["walk_us"] * 1e-6, runtime["submit_us"] * 1e-6
+        self.transfer_s, self.notice_s = runtime["transfer_us"] * 1e-6, runtime["notice_us"] * 1e-6
+        self.ranks = [Rank(r, window, workers, gpus) for r in range(nranks)]
+        self.workers, self.gpus = workers, gpus
+        self.events: list = []
+        self.sequence = itertools.count()
+        self.now = 0.0
+        self.starved: list = [(0.0, r, -1) for r in range(nranks)]  # (ready_at - last·walk, rank, last)
+        self.walked = 0  # tasks the walk has produced so far
+        self.horizon = 0.0  # events before it can run: no starved rank can act earlier
+        self.walk_over = False
+        self.tracer = tracer
+        self.handlers = {"owner": self._owner, "helper": self._helper}
+
+    # ---------------------------------------------------------------- feeding and running
+    def dispatch(self, rank: int, index: int, kind: str, payload) -> None:
+        """The walk hands ``rank`` its share of task ``index``; one with nothing to create (an
+        input sent already: ``payload == ()``) is counted on the share queued before it."""
+        state = self.ranks[rank]
+        state.submitted += 1
+        items = state.items
+        if not payload and items:
+            items[-1][3] += 1
+            return
+        items.append([index, kind, payload, 0])
+        if state.state == "starved":
+            state.state = "scheduled"
+            self._at(state.ready_at + (index - state.last) * self.walk_s, self._generate, state)
+
+    def advance(self, walked: int) -> None:
+        """Run every event that no rank still waiting for the walk could precede (a rank that
+        starves meanwhile lowers the horizon: see :meth:`_starve`)."""
+        self.walked = walked
+        events, starved, ranks = self.events, self.starved, self.ranks
+        while starved and not _still_starved(ranks[starved[0][1]], starved[0][2]):
+            heapq.heappop(starved)
+        self.horizon = starved[0][0] + walked * self.walk_s if starved else INFINITY
+        pop = heapq.heappop
+        while events and events[0][0] < self.horizon:
+            self.now, _, function, argument = pop(events)
+            function(argument)
+
+    def finish(self, walked: int) -> float:
+        """The walk is over: run to the end; the predicted seconds (the last rank done)."""
+        self.walk_over, self.walked = True, walked
+        for rank in self.ranks:
+            if rank.state == "starved":
+                self._generation_done(rank)
+        self.starved = []
+        self.advance(walked)
+        stuck = [r.number for r in self.ranks if r.state != "done" or not r.scheduler.idle]
+        if stuck:
+            raise RuntimeError(f"simulated ranks {stuck[:5]} never finished (a bug of the simulator)")
+        return max(rank.finished for rank in self.ranks)
+
+    def _at(self, time: float, function, argument) -> None:
+        heapq.heappush(self.events, (time, next(self.sequence), function, argument))
+
+    # ---------------------------------------------------------------- the generation thread
+    def _generate(self, rank: Rank) -> None:
+        """The generation thread reaches its next share: APPEND it, unless the window is full."""
+        scheduler = rank.scheduler
+        if scheduler.window_full():
+            rank.state = "blocked"
+            return
+        items = rank.items
+        index, kind, payload, empty = items.popleft()
+        if payload:
+            self.handlers[kind](rank, payload)
+        rank.ready_at, rank.last = self.now + self.submit_s, index
+        if empty:  # the shares with nothing to create that followed it: only their time
+            if scheduler.window_full():  # the first of them waits for room
+                items.appendleft([index, "helper", (), empty - 1])
+            else:  # the window cannot fill before they are done: they take their time at once
+                rank.ready_at += empty * self.submit_s
+        if items:
+            self._at(rank.ready_at + (items[0][0] - index) * self.walk_s, self._generate, rank)
+        elif self.walk_over:
+            self._generation_done(rank)
+        else:
+            self._starve(rank)
+
+    def _starve(self, rank: Rank) -> None:
+        """``rank`` has generated all the walk gave it so far: it waits for its next share."""
+        rank.state = "starved"
+        key = rank.ready_at - rank.last * self.walk_s
+        heapq.heappush(self.starved, (key, rank.number, rank.last))
+        self.horizon = min(self.horizon, key + self.walked * self.walk_s)
+
+    def _generation_done(self, rank: Rank) -> None:
+        rank.state = "done"
+        rank.finished = max(rank.finished, rank.ready_at + (self.walked - 1 - rank.last) * self.walk_s)
+
+    def _enqueue(self, rank: Rank, task: SimTask, waits: int) -> None:
+        scheduler = rank.scheduler
+        if scheduler.submit(task, waits):
+            self._run_ready(rank, task.device)
+        if scheduler.in_flight > rank.peak_window:
+            rank.peak_window = scheduler.in_flight
+
+    # ---------------------------------------------------------------- a rank's share of a task
+    def _owner(self, rank: Rank, owned) -> None:
+        """The owner's task, its input copies, and the sinks of its outputs homed on other devices."""
+        proxies = tuple(rank.proxy(t) for t in owned.tiles)
+        task = SimTask(owned.call, proxies, owned.priority, owned.device, owned.seconds, owned=owned)
+        waits = 0
+        for copy in owned.copies:
+            if copy is None:
+                continue
+            if not copy.started:
+                self._start_copy(rank, copy)
+            if not copy.arrived:
+                copy.waiters.append((self._satisfy, (rank, task)))
+                waits += 1
+        self._enqueue(rank, task, waits)
+        sinks = []
+        for _, copy, message in owned.outgoing:
+            if message is None:
+                sink = SimTask(SINK, (rank.proxy(copy.tile),), TRANSFER_PRIORITY, 0, self.transfer_s)
+                self._enqueue(rank, sink, 1)
+                sinks.append(sink)
+        if owned.outgoing:
+            task.then = (self._outputs_home, (rank, owned, sinks))
+
+    def _helper(self, rank: Rank, actions) -> None:
+        for kind, message in actions:
+            proxy = rank.proxy(message.tile)
+            if kind == "send":
+                task = SimTask(SEND, (proxy,), TRANSFER_PRIORITY, 0, self.transfer_s,
+                               then=(self._send_tile, (rank, message)))
+                task.asynchronous = True
+                message.on_sent = (self._complete_pair, (rank, task))
+                self._enqueue(rank, task, 0)
+            else:
+                self._receive_home(rank, proxy, message)
+
+    def _receive_home(self, rank: Rank, proxy, message) -> None:
+        """A sink: the new version of a tile homed here, computed on another rank."""
+        task = SimTask(SINK, (proxy,), TRANSFER_PRIORITY, 0, self.transfer_s)
+        device = message.tile.device
+        if device:
+            task.asynchronous = True
+            task.then = (self._to_device_then_complete, (rank, task, message))
+        message.on_arrived = (self._satisfy, (rank, task))
+        self._enqueue(rank, task, 1)
+        self._post_receive(message)
+
+    # ---------------------------------------------------------------- copies
+    def _start_copy(self, rank: Rank, copy) -> None:
+        copy.started = True
+        if copy.message is not None:
+            copy.message.on_arrived = (self._arrive, copy)
+            self._post_receive(copy.message)
+        elif copy.staged is not None:
+            staged = copy.staged
+            if not staged.started:
+                self._start_copy(rank, staged)
+            move = (self._stage_to_device, (rank, copy))
+            if staged.arrived:
+                self._stage_to_device((rank, copy))
+            else:
+                staged.waiters.append(move)
+        else:  # from the tile's home device on this rank: a copy task, a reader in the tile's list
+            task = SimTask(COPY, (rank.proxy(copy.tile),), TRANSFER_PRIORITY, 0, self.transfer_s)
+            task.asynchronous = True
+            task.then = (self._copy_across, (rank, task, copy))
+            self._enqueue(rank, task, 0)
+
+    def _stage_to_device(self, argument) -> None:
+        rank, copy = argument
+        self._stream(rank, 0, copy.device, copy.tile, (self._arrive, copy))
+
+    def _copy_across(self, argument) -> None:
+        rank, task, copy = argument
+        self._stream(rank, copy.tile.device, copy.device, copy.tile, (self._arrived_then_complete, (rank, task, copy)))
+
+    def _arrived_then_complete(self, argument) -> None:
+        rank, task, copy = argument
+        self._arrive(copy)
+        self._complete(rank, task)
+
+    def _arrive(self, copy) -> None:
+        copy.arrived = True
+        waiters, copy.waiters = copy.waiters, []
+        for function, argument in waiters:
+            function(argument)
+
+    def _stream(self, rank: Rank, source: int, target: int, tile, then) -> None:
+        """A host/GPU copy of ``tile`` on the copy streams of the GPUs involved, then ``then``."""
+        link = self.machine.gpu_link if source and target else self.machine.pcie
+        nbytes = tile.shape[0] * tile.shape[1] * 8
+        keys = [key for key in ((source, "out"), (target, "in")) if key[0]]
+        begin = max([self.now] + [rank.streams.get(key, 0.0) for key in keys])
+        hold = link.seconds(nbytes)
+        for key in keys:
+            rank.streams[key] = begin + hold
+            rank.stream_busy[key] = rank.stream_busy.get(key, 0.0) + hold
+        if self.tracer is not None:
+            self.tracer.transfer(rank.number, "copy", begin, begin + hold + link.latency, "copy", {"bytes": nbytes})
+        self._at(begin + hold + link.latency, _call, then)
+
+    def _to_device_then_complete(self, argument) -> None:
+        rank, task, message = argument
+        self._stream(rank, 0, message.tile.device, message.tile, (self._complete_pair, (rank, task)))
+
+    # ---------------------------------------------------------------- outputs going home
+    def _outputs_home(self, argument) -> None:
+        rank, owned, sinks = argument
+        pending = iter(sinks)
+        for _, copy, message in owned.outgoing:
+            if message is None:
+                self._stream(rank, copy.device, copy.tile.device, copy.tile, (self._satisfy, (rank, next(pending))))
+            elif copy.device:
+                self._stream(rank, copy.device, 0, copy.tile, (self._post_send, message))
+            else:
+                self._post_send(message)
+
+    def _send_tile(self, argument) -> None:
+        """A send task ran: the tile version goes out (staged to the host first from a GPU)."""
+        rank, message = argument
+        device = message.tile.device
+        if device:
+            self._stream(rank, device, 0, message.tile, (self._post_send, message))
+        else:
+            self._post_send(message)
+
+    # ---------------------------------------------------------------- messages
+    def _post_send(self, message) -> None:
+        message.sent_at = self.now
+        if message.posted_at is not None:
+            self._transmit(message)
+
+    def _post_receive(self, message) -> None:
+        message.posted_at = self.now
+        if message.sent_at is not None:
+            self._transmit(message)
+
+    def _transmit(self, message) -> None:
+        """Both sides have posted: the message leaves on the sender's link when it is free, and
+        comes in on the receiver's link when that is free (each link FIFO, full duplex)."""
+        network = self.machine.network
+        source, target = self.ranks[message.source], self.ranks[message.target]
+        hold = network.seconds(message.nbytes)
+        sent = source.links[0] = max(self.now, source.links[0]) + hold
+        received = target.links[1] = max(sent, target.links[1] + hold)
+        source.link_busy += hold
+        target.link_busy_in += hold
+        arrival = received + network.latency + self.notice_s
+        if self.tracer is not None:
+            self.tracer.message(message, sent - hold, sent + self.notice_s, arrival)
+        if message.on_sent is not None:
+            self._at(sent + self.notice_s, _call, message.on_sent)
+        self._at(arrival, _call, message.on_arrived)
+
+    # ---------------------------------------------------------------- workers
+    def _satisfy(self, argument) -> None:
+        rank, task = argument
+        if rank.scheduler.satisfy(task):
+            self._run_ready(rank, task.device)
+
+    def _run_ready(self, rank: Rank, device: int) -> None:
+        """Idle workers of ``device`` take the highest-priority ready tasks."""
+        idle = rank.idle[device]
+        scheduler = rank.scheduler
+        while idle:
+            task = scheduler.pop(device)
+            if task is None:
+                return
+            lane = idle.pop()
+            task.started = self.now
+            self._at(self.now + task.seconds, self._ran, (rank, lane, task))
+
+    def _ran(self, argument) -> None:
+        rank, lane, task = argument
+        device = task.device
+        index = lane if device == 0 else self.workers + device - 1
+        rank.busy[index] += task.seconds
+        if task.owned is not None:
+            rank.tasks += 1
+            if self.tracer is not None:
+                self.tracer.task(rank.number, lane, device, task)
+        rank.idle[device].append(lane)
+        if task.then is not None:
+            function, then_argument = task.then
+            function(then_argument)
+        if not task.asynchronous:
+            self._complete(rank, task)
+        self._run_ready(rank, device)
+
+    def _complete_pair(self, argument) -> None:
+        self._complete(*argument)
+
+    def _complete(self, rank: Rank, task: SimTask) -> None:
+        """FIRE: ``task`` is finished; its successors may run; the window may have room again."""
+        scheduler = rank.scheduler
+        devices = {t.device for t in scheduler.finish(task)}
+        for device in devices:
+            self._run_ready(rank, device)
+        if self.now > rank.finished:
+            rank.finished = self.now
+        if rank.state == "blocked" and scheduler.in_flight <= rank.low_water:
+            rank.state = "scheduled"
+            self._at(self.now, self._generate, rank)
+
+
+def _still_starved(rank: Rank, last: int) -> bool:
+    """Whether a starved-heap entry made when ``rank`` had generated up to ``last`` still holds."""
+    return rank.state == "starved" and rank.last == last
+
+
+def _call(then) -> None:
+    function, argument = then
+    function(argument)

@@ -1,0 +1,227 @@
+"""Machine files: what ``tiledsl simulate`` knows of the machine it predicts a run on.
+
+A machine file is a small JSON object (the shipped ones are in ``tiledsl/machines/``;
+``--machine NAME`` finds them by name, ``--machine PATH`` reads any file)::
+
+    {"name": "...", "about": "where the figures come from",
+     "cores": 12, "gpus": 3,                      # per node
+     "memory_gbs": 10,                            # optional: a core streaming a task's tiles
+     "cpu": {"gemm": 10.7, "potrf": {"256": 5.1, "1152": 8.4}, "default": 8.0},
+     "gpu": {"gemm": {"256": 120, "1088": 290}, "default": 200},
+     "network": {"latency_us": 1.5, "bandwidth_gbs": 3.2},
+     "pcie": {"latency_us": 10, "bandwidth_gbs": 5.5},
+     "gpu_link": {"latency_us": 5, "bandwidth_gbs": 300},   # optional: GPU to GPU (NVLink)
+     "runtime": {"walk_us": 0.3, "submit_us": 25, "task_us": 15, "transfer_us": 8, "notice_us": 0}}
+
+* ``cpu`` / ``gpu``: GFLOP/s of one CPU core / one GPU per kernel, a number or a
+  table over square tile sizes (interpolated linearly in the size, clamped at the
+  ends); ``default`` serves kernels the file does not name (else gemm's rate).
+  A task of a kernel takes ``flops / rate + task_us``; its size is the order of the
+  square tile with the same flops (a gemm on 512×128 slices is timed at ~203).
+  ``memory_gbs`` (optional) adds, on a core, the time to bring the task's tiles
+  from memory: tune times kernels on tiles still in cache, a run's tasks mostly
+  find them in memory.
+* ``network``: each message takes ``latency + bytes / bandwidth`` and holds the
+  sender's and the receiver's link (full duplex, FIFO) for ``bytes / bandwidth``.
+* ``pcie``: host/GPU copies, the same way on each GPU's in- and out-stream;
+  ``gpu_link`` (optional, default ``pcie``): copies between two GPUs of a node.
+* ``runtime``: the costs of tiledsl itself: the generation thread's walk per task
+  of the loop nest (``walk_us``, every rank walks every task) and per task it
+  submits (``submit_us``); a worker's cost per program task (``task_us``) and per
+  transfer task (``transfer_us``, a send posted, a received tile taken); how late
+  the MPI thread notices a completed message (``notice_us``).
+* ``ranks_per_node``: ranks sharing one node's cores (the ``local`` machine puts
+  every rank on it, as ``tiledsl run --np`` does); their CPU workers share the cores.
+
+Without ``--machine`` the ``local`` file (this kind of machine's runtime costs,
+measured on the development machine) is used with the kernel rates ``tiledsl tune``
+measured here (its cache entry for the program).
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ..commands.tune import KERNEL_FLOPS
+from ..runtime import tuning
+from ..runtime.world import UsageError
+
+RUNTIME_FIELDS = {"walk_us": 0.0, "submit_us": 0.0, "task_us": 0.0, "transfer_us": 0.0, "notice_us": 0.0}
+LINK_FIELDS = ("latency_us", "bandwidth_gbs")
+TOP_FIELDS = {"name", "about", "cores", "gpus", "cpu", "gpu", "network", "pcie", "gpu_link", "runtime",
+              "ranks_per_node", "memory_gbs"}
+
+
+class MachineError(UsageError):
+    """A machine file that cannot be read or does not say what it must: a one-line message."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link's latency (seconds) and bandwidth (bytes per second)."""
+
+    latency: float
+    bandwidth: float
+
+    def seconds(self, nbytes: int) -> float:
+        """How long ``nbytes`` hold the link (the latency is added on arrival)."""
+        return nbytes / self.bandwidth
+
+
+class Rates:
+    """GFLOP/s of one device kind per kernel, as functions of the tile size."""
+
+    def __init__(self, table: dict, where: str):
+        self.tables = {name: _table(value, f"{where}.{name}") for name, value in table.items()}
+
+    def __contains__(self, kernel: str) -> bool:
+        return kernel in self.tables or "default" in self.tables or "gemm" in self.tables
+
+    def gflops(self, kernel: str, size: float) -> float:
+        sizes, rates = self.tables.get(kernel) or self.tables.get("default") or self.tables["gemm"]
+        if len(sizes) == 1 or size <= sizes[0]:
+            return rates[0]
+        if size >= sizes[-1]:
+            return rates[-1]
+        k = bisect.bisect_right(sizes, size)
+        fraction = (size - sizes[k - 1]) / (sizes[k] - sizes[k - 1])
+        return rates[k - 1] + fraction * (rates[k] - rates[k - 1])
+
+
+@dataclass
+class Machine:
+    """A machine's node: cores, GPUs, kernel rates, links and tiledsl's own costs."""
+
+    name: str
+    cores: int
+    gpus: int
+    cpu: Rates
+    gpu: Rates | None
+    network: Link
+    pcie: Link
+    gpu_link: Link
+    runtime: dict = field(default_factory=lambda: dict(RUNTIME_FIELDS))
+    ranks_per_node: int | None = 1  # None: every rank on one node
+    memory: float = 0.0  # bytes per second a core streams a task's tiles at (0: not counted)
+    about: str = ""
+    source: str = ""
+
+    def seconds(self, kernel: str, flops: float, nbytes: int, on_gpu: bool) -> float:
+        """Modelled seconds of one task of ``kernel`` doing ``flops`` on tiles of ``nbytes``, on a
+        core or a GPU."""
+        rates = self.gpu if on_gpu else self.cpu
+        size = (flops / KERNEL_FLOPS.get(kernel, 2)) ** (1 / 3) if flops > 0 else 0.0
+        fetch = nbytes / self.memory if self.memory and not on_gpu else 0.0
+        return flops / (rates.gflops(kernel, size) * 1e9) + fetch + self.runtime["task_us"] * 1e-6
+
+
+def _table(value, where: str) -> tuple[list, list]:
+    """``(sizes, rates)`` of a rate given as a number or a {size: rate} table."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        pairs = [(0, float(value))]
+    elif isinstance(value, dict) and value:
+        try:
+            pairs = sorted((int(size), float(rate)) for size, rate in value.items())
+        except (TypeError, ValueError):
+            raise MachineError(f"{where}: a rate table maps tile sizes to GFLOP/s, got {value!r}") from None
+    else:
+        raise MachineError(f"{where}: a rate is a number of GFLOP/s or a {{size: GFLOP/s}} table, got {value!r}")
+    if any(rate <= 0 for _, rate in pairs):
+        raise MachineError(f"{where}: rates must be positive, got {value!r}")
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _link(value, where: str) -> Link:
+    if not isinstance(value, dict) or set(value) != set(LINK_FIELDS):
+        raise MachineError(f"{where} must give exactly {', '.join(LINK_FIELDS)}, got {value!r}")
+    latency, bandwidth = (_number(value[key], f"{where}.{key}") for key in LINK_FIELDS)
+    if bandwidth <= 0:
+        raise MachineError(f"{where}.bandwidth_gbs must be positive, got {bandwidth:g}")
+    return Link(latency * 1e-6, bandwidth * 1e9)
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise MachineError(f"{where} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def shipped() -> list[str]:
+    """The names of the machine files that ship with tiledsl."""
+    return sorted(p.name[:-5] for p in resources.files("tiledsl.machines").iterdir() if p.name.endswith(".json"))
+
+
+def read(spec: str) -> dict:
+    """The JSON object of machine file ``spec``: a path, or the name of a shipped file."""
+    path = Path(spec)
+    if not path.is_file():
+        if spec in shipped():
+            return json.loads(resources.files("tiledsl.machines").joinpath(f"{spec}.json").read_text())
+        raise MachineError(f"machine file {spec!r} not found (a path, or one of: {', '.join(shipped())})")
+    try:
+        content = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise MachineError(f"cannot read machine file {spec}: {error}") from None
+    if not isinstance(content, dict):
+        raise MachineError(f"machine file {spec}: not a JSON object")
+    return content
+
+
+def machine(content: dict, where: str = "machine file") -> Machine:
+    """A :class:`Machine` from a machine file's content (checked field by field)."""
+    unknown = set(content) - TOP_FIELDS
+    if unknown:
+        raise MachineError(f"{where}: unknown field {sorted(unknown)[0]!r} (fields: {', '.join(sorted(TOP_FIELDS))})")
+    for key in ("cores", "cpu", "network", "pcie"):
+        if key not in content:
+            raise MachineError(f"{where}: missing field {key!r}")
+    runtime = content.get("runtime", {})
+    if not isinstance(runtime, dict) or set(runtime) - set(RUNTIME_FIELDS):
+        raise MachineError(f"{where}: runtime takes {', '.join(RUNTIME_FIELDS)}, got {runtime!r}")
+    cores, gpus = int(_number(content["cores"], "cores")), int(_number(content.get("gpus", 0), "gpus"))
+    if cores < 1:
+        raise MachineError(f"{where}: cores must be at least 1")
+    if gpus and "gpu" not in content:
+        raise MachineError(f"{where}: {gpus} GPU(s) per node but no 'gpu' rates")
+    per_node = content.get("ranks_per_node", 1)
+    if per_node is not None and (not isinstance(per_node, int) or per_node < 1):
+        raise MachineError(f"{where}: ranks_per_node must be a positive integer or null (all ranks on one node)")
+    return Machine(name=str(content.get("name", where)), cores=cores, gpus=gpus,
+                   cpu=Rates(_rates(content["cpu"], "cpu"), "cpu"),
+                   gpu=Rates(_rates(content["gpu"], "gpu"), "gpu") if "gpu" in content else None,
+                   network=_link(content["network"], "network"), pcie=_link(content["pcie"], "pcie"),
+                   gpu_link=_link(content.get("gpu_link", content["pcie"]), "gpu_link"),
+                   runtime={**RUNTIME_FIELDS, **{k: _number(v, f"runtime.{k}") for k, v in runtime.items()}},
+                   ranks_per_node=per_node, memory=_number(content.get("memory_gbs", 0), "memory_gbs") * 1e9,
+                   about=str(content.get("about", "")), source=where)
+
+
+def _rates(value, where: str) -> dict:
+    if not isinstance(value, dict) or not value:
+        raise MachineError(f"{where}: kernel rates are a {{kernel: GFLOP/s}} object, got {value!r}")
+    if not ({"gemm", "default"} & set(value)):
+        raise MachineError(f"{where}: give at least gemm's rate (or a default)")
+    return value
+
+
+def load(spec: str | None, program: str, gpus: int, backend: str) -> Machine:
+    """The machine of ``--machine spec``; without one, this machine: the ``local`` file with
+    the kernel rates of this machine's ``tiledsl tune`` cache for ``program``."""
+    if spec is not None:
+        return machine(read(spec), spec)
+    content = {**read("local"), "cores": os.cpu_count() or 1}
+    entry = tuning.read(tuning.cache_path())["entries"].get(tuning.entry_key(program, gpus, backend))
+    speeds = (entry or {}).get("speeds") or {}
+    if "core" not in speeds:
+        raise MachineError(f"no kernel rates for {program} on this machine: run `tiledsl tune {program}"
+                           + (f" --gpus {gpus} --gpu-backend {backend}" if gpus else "")
+                           + "` first, or give --machine FILE")
+    content["cpu"] = speeds["core"]
+    if gpus:
+        content["gpu"] = speeds.get("gpu") or speeds["core"]
+        content["gpus"] = gpus
+    return machine(content, f"local + {tuning.cache_path()}")

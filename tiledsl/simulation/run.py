@@ -1,0 +1,241 @@
+"""One simulated run: the driver's loop nest walked once, every rank replayed, the summary.
+
+:func:`simulate` sizes and places the matrices exactly as ``tiledsl run`` does
+(:mod:`tiledsl.runtime.layout`), walks the program's loop nest once for all ranks
+(:mod:`.walk`) while the event loop (:mod:`.engine`) advances, and returns a summary
+shaped like ``run --json``'s (DESIGN §8): predicted seconds and GFLOP/s, per-rank
+tasks, messages, bytes and instance counts, plus the walk's cost, the bounds
+(:mod:`.bounds`) and the machine used. With ``trace`` it also returns the events of
+every rank, in the trace format of ``run --trace`` (:mod:`tiledsl.runtime.trace`).
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from ..commands.tune import nearest_ratio
+from ..runtime import priorities
+from ..runtime.flops import PRELUDE_FLOPS
+from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
+from ..runtime.matrix import region_view
+from ..runtime.program import flatten
+from ..runtime.recording import Everyone, walk
+from ..runtime.reporting import SUMMED, gflops
+from ..runtime.resources import check_every_rank_has_tiles
+from ..runtime.userkernels import gpu_kernels
+from ..runtime.world import UsageError
+from .bounds import Area, CriticalPath
+from .engine import Simulator
+from .walk import Walk
+
+def rank_layout(machine, nranks: int, gpus: int, workers: int | None):
+    """``(workers per rank, ranks per node, CPU slowdown)``: as ``run`` chooses workers on a node
+    of the machine's cores (:func:`tiledsl.runtime.world.default_workers`), the slowdown
+    being the workers' share of the cores when ranks on one node have more than it."""
+    per_node = nranks if machine.ranks_per_node is None else min(machine.ranks_per_node, nranks)
+    per_rank = max(1, machine.cores // per_node)
+    workers = workers or max(1, per_rank - gpus - (gpus > 0) - (nranks > 1))
+    return workers, per_node, max(1.0, per_node * workers / machine.cores)
+
+
+class Timing:
+    """``(seconds, flops)`` of a task on the device it runs on, memoised by its shapes; the work
+    of every call site on each kind of worker, and the critical path, for the bounds."""
+
+    def __init__(self, machine, cpu_share: float, gpu_kernels: frozenset):
+        self.machine = machine
+        self.cpu_share = cpu_share
+        self.gpu_kernels = gpu_kernels
+        self.known: dict = {}  # shapes key -> [flops, seconds on a core, on a GPU, tasks]
+        self.shapes: dict = {}  # tile -> its shape
+        self.path = CriticalPath()
+
+    def __call__(self, call, tiles, regions, values, device):
+        shapes = self.shapes
+        key = (id(call), regions, values, tuple([shapes.get(t) or self._shape(t) for t in tiles]))
+        found = self.known.get(key)
+        if found is None:
+            found = self.known[key] = self._model(call, tiles, regions, values)
+        found[4] += 1
+        seconds = found[2] if device else found[1]
+        self.path.add(call.modes, tiles, seconds)
+        return seconds, found[0]
+
+    def _shape(self, tile) -> tuple:
+        shape = self.shapes[tile] = tile.shape
+        return shape
+
+    def _model(self, call, tiles, regions, values) -> list:
+        count = call.flops or PRELUDE_FLOPS.get(call.kernel)
+        views = None if regions is None else [None if r is None else region_view(t, r) for t, r in zip(tiles, regions)]
+        shapes = call.shapes(tiles, views)
+        if count is None:  # a user kernel without a flop count: as a gemm on its largest argument
+            flops = 2.0 * max(r * c for r, c in shapes) ** 1.5
+        else:
+            flops = float(count(*call.interleave(shapes, values)))
+        nbytes = 8 * sum(rows * cols for rows, cols in shapes)
+        on_gpu = self.machine.gpu is not None and call.kernel in self.gpu_kernels
+        gpu = self.machine.seconds(call.kernel, flops, nbytes, True) if on_gpu else None
+        return [flops, self.machine.seconds(call.kernel, flops, nbytes, False) * self.cpu_share, gpu, call.line, 0]
+
+    def area(self) -> Area:
+        """The work of every call site on each kind of worker, all tasks counted."""
+        area = Area()
+        for flops, on_cpu, on_gpu, line, tasks in self.known.values():
+            area.add(line, "cpu", on_cpu * tasks)
+            if on_gpu is not None:
+                area.add(line, "gpu", on_gpu * tasks)
+        return area
+
+
+def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = False, progress=None,
+             ratio_from_rates: bool = False) -> dict:
+    """Predict ``driver``'s run for ``options`` on ``nranks`` ranks of ``machine`` (see the module);
+    ``ratio_from_rates``: uniform tiles on GPUs without a ratio get the one the machine's rates give."""
+    program = driver.PROGRAM
+    gpus = options.gpus
+    if gpus > machine.gpus:
+        raise UsageError(f"--gpus {gpus}: {machine.name} has {machine.gpus} GPU(s) per node")
+    params = make_params(driver, options)
+    if ratio_from_rates and gpus and program.tiling.kind == "uniform" and options.gpu_ratio is None:
+        workers = rank_layout(machine, nranks, gpus, options.workers)[0]
+        options.gpu_ratio = nearest_ratio(machine.cpu.gflops("gemm", params.nb) * workers,
+                                          machine.gpu.gflops("gemm", params.nb), gpus)
+    distribution = make_distribution(program, params, grid, gpus, options.gpu_ratio)
+    matrices = make_matrices(driver, params, distribution, 0)
+    check_every_rank_has_tiles(program, matrices, nranks)
+    workers, per_node, cpu_share = rank_layout(machine, nranks, gpus, options.workers)
+    window = options.window or (4096 if nranks == 1 and not gpus else max(64, 32 * (workers + gpus)))
+    tracer = Tracer(nranks) if trace else None
+    simulator = Simulator(machine, nranks, workers, gpus, window, tracer)
+    kernels_on_gpu = gpu_kernels(program, driver) if gpus else frozenset()
+    timing = Timing(machine, cpu_share, kernels_on_gpu)
+    walker = Walk(matrices, nranks, kernels_on_gpu, _feeder(simulator, progress), timing,
+                  _priority_of(driver, matrices, params, options))
+    began = time.perf_counter()
+    walk(driver, walker, params, 0)
+    seconds = simulator.finish(walker.count)
+    summary = {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
+               "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
+               "ranks_per_node": per_node, "machine": machine.name}
+    summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds))
+    summary["simulation_seconds"] = time.perf_counter() - began
+    summary["events"] = tracer.ranks if tracer is not None else None
+    return summary
+
+
+def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, timing: Timing, seconds: float) -> dict:
+    """The predicted time and rate, every rank's statistics, the walk's cost and the bounds."""
+    ranks = [_rank_stats(rank, walker, number) for number, rank in enumerate(simulator.ranks)]
+    rate, source = gflops(program, matrices, ranks, seconds)
+    runtime = machine.runtime
+    generation = max((walker.count * runtime["walk_us"] + rank.submitted * runtime["submit_us"]) * 1e-6
+                     for rank in simulator.ranks)
+    capacity = {"cpu": simulator.workers * len(ranks), "gpu": simulator.gpus * len(ranks)}
+    critical, bound = timing.path.longest, timing.area().bound(capacity)
+    return {"seconds": seconds, "gflops": rate, "flops_source": source, "tasks": walker.count, "ranks": ranks,
+            "totals": {key: sum(r[key] for r in ranks) for key in SUMMED},
+            "walk": {"per_task_us": runtime["walk_us"], "per_submit_us": runtime["submit_us"],
+                     "seconds": generation, "share": generation / seconds if seconds else None},
+            "critical_path": critical, "area_bound": bound,
+            "efficiency": max(critical, bound) / seconds if seconds > 0 else None,
+            "busiest": {"link_seconds": max(max(r.link_busy, r.link_busy_in) for r in simulator.ranks),
+                        "gpu_stream_seconds": max((b for r in simulator.ranks for b in r.stream_busy.values()),
+                                                  default=0.0)}}
+
+
+def _feeder(simulator: Simulator, progress):
+    """The walk's ``dispatch``: hand the share to its rank, and let the clock catch up."""
+    handed = simulator.dispatch
+    calls = 0
+
+    def dispatch(rank, index, kind, payload):
+        nonlocal calls
+        handed(rank, index, kind, payload)
+        calls += 1
+        if not calls & 63:
+            simulator.advance(index)
+            if progress is not None and not calls & 0x3FFFF:
+                progress(index)
+    return dispatch
+
+
+def _priority_of(driver, matrices, params, options):
+    """The priorities a run would use (``--priorities``): the program's, derived, or none."""
+    program = driver.PROGRAM
+    if options.priorities == "none":
+        return priorities.equal
+    if options.priorities == "auto" or program.derive_priorities:
+        sequence = priorities.TaskSequence()
+        walk(driver, _Sequencer(matrices, sequence), params, 0)
+        return priorities.in_turn(priorities.bottom_levels(sequence))
+    return None
+
+
+class _Sequencer:
+    """Records every task for derived priorities (each is on some rank: all count)."""
+
+    def __init__(self, matrices, sequence):
+        self.matrices, self.sequence, self.rank = matrices, sequence, Everyone()
+
+    def matrix(self, name):
+        return self.matrices[name]
+
+    def submit(self, call, tiles, regions, priority, values=()):
+        call, tiles, _ = flatten(call, tiles, regions)
+        self.sequence.add(call, tiles, True)
+
+    def release(self, tile):
+        pass
+
+
+def _ratio(distribution) -> str | None:
+    ratio = ratio_of(distribution)
+    return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
+
+
+def _tiles(params) -> dict:
+    values = params.as_dict()
+    return {k: values[k] for k in ("nb", "B", "b", "s") if values.get(k) is not None}
+
+
+def _rank_stats(rank, walker: Walk, number: int) -> dict:
+    sent, received, bytes_sent, bytes_received = walker.traffic[number]
+    return {"rank": number, "tasks": rank.tasks, "messages_sent": sent, "messages_received": received,
+            "bytes_sent": bytes_sent, "bytes_received": bytes_received, "peak_tile_bytes": 0,
+            "device_copies": walker.copies[number], "instances": walker.instances[number],
+            "peak_window": rank.peak_window, "flops": walker.flops[number],
+            "busy_seconds": [round(b, 6) for b in rank.busy]}
+
+
+class Tracer:
+    """Every simulated rank's events, as ``run --trace`` records them (lane, start, end, name, args)."""
+
+    def __init__(self, nranks: int):
+        self.ranks = [[] for _ in range(nranks)]
+        self.occurrences: Counter = Counter()
+        self.numbers: Counter = Counter()
+
+    def task(self, rank: int, lane: int, device: int, task) -> None:
+        owned = task.owned
+        call = owned.call
+        key = (call.line, tuple(str(t) for t in owned.tiles))
+        self.occurrences[key] += 1
+        args = {"tiles": list(key[1]), "line": call.line, "priority": task.priority,
+                "key": [key[0], list(key[1]), self.occurrences[key]]}
+        if owned.values:
+            args["values"] = dict(zip(call.values, owned.values))
+        name = f"gpu-{device}" if device else f"cpu-{lane}"
+        self.ranks[rank].append((name, task.started, task.started + task.seconds, call.kernel, args))
+
+    def transfer(self, rank: int, lane: str, began: float, ended: float, name: str, args: dict) -> None:
+        self.ranks[rank].append((lane, began, ended, name, args))
+
+    def message(self, message, began: float, sent: float, arrived: float) -> None:
+        tile = message.tile
+        key = (tile, message.source, message.target)
+        self.numbers[key] += 1
+        common = {"tile": str(tile), "tag": tile.tag, "message": self.numbers[key], "bytes": message.nbytes}
+        self.ranks[message.source].append(("mpi", message.sent_at, sent, "send", {**common, "to": message.target}))
+        self.ranks[message.target].append(("mpi", message.posted_at, arrived, "receive",
+                                           {**common, "from": message.source}))

@@ -1,0 +1,207 @@
+"""The loop nest walked once for every rank: each task's instances and the data they move.
+
+The program's own driver runs once against :class:`Walk`, whose rank number equals
+every rank (:class:`~tiledsl.runtime.recording.Everyone`), so it submits every task.
+For each task the walk takes, in program order, the decisions every real rank takes
+alone in :mod:`tiledsl.runtime.exchange` (which its tests hold to the protocol of
+:mod:`tiledsl.runtime.protocol`):
+
+* the owner (the rank of the main output) computes it on the main output's device,
+  or on its host for a kernel without a GPU body; an input homed elsewhere is read
+  from a copy made once per tile version and place (received over MPI, copied
+  from another device, or both); a written tile homed elsewhere is computed into a
+  copy that goes home when the task ends (a message to another rank, a copy to
+  another device);
+* the rank of an input sends it to the owner's rank at most once per version (a
+  ``release`` or a new version starts over: both sides decide alike);
+* the rank of a written tile computed elsewhere receives the new version (a sink).
+
+Each rank taking part gets one item (its share of the task) to replay at its own
+simulated time (:mod:`.engine`); a rank taking no part is never touched, which is
+what makes 100 ranks × 10⁶ tasks cheap. What one message carries, and so its size,
+is decided by :func:`message_bytes` alone.
+"""
+from __future__ import annotations
+
+from ..runtime.program import flatten
+from ..runtime.protocol import Instance, runs_at
+from ..runtime.recording import Everyone
+
+OUT, IN = "out", "in"
+
+
+def message_bytes(shape: tuple) -> int:
+    """Bytes one message of a tile of ``shape`` carries: the whole tile (the runtime sends a
+    tile version as one buffer of float64, whatever part of it the reader uses)."""
+    rows, cols = shape
+    return rows * cols * 8
+
+
+class Message:
+    """One MPI message: posted by both sides at their own times, then on the links."""
+
+    __slots__ = ("tile", "source", "target", "nbytes", "sent_at", "posted_at", "on_sent", "on_arrived", "fresh")
+
+    def __init__(self, tile, source: int, target: int, nbytes: int):
+        self.tile, self.source, self.target, self.nbytes = tile, source, target, nbytes
+        self.sent_at = self.posted_at = None  # simulated times the send and the receive were posted
+        self.on_sent = self.on_arrived = None  # (function, argument) for the sender and the receiver
+        self.fresh = True  # no send of it has been planned yet
+
+
+class Copy:
+    """A rank's copy of one version of a tile homed at another place: made by ``message``
+    (received on the host), from ``staged`` (the host copy, then to a GPU) or from the
+    tile's home device of the same rank (neither). A scratch copy (an ``out`` argument
+    computed away from home) has arrived from the start."""
+
+    __slots__ = ("tile", "device", "message", "staged", "started", "arrived", "waiters")
+
+    def __init__(self, tile, device: int, message=None, staged=None, scratch=False):
+        self.tile, self.device, self.message, self.staged = tile, device, message, staged
+        self.started = self.arrived = scratch
+        self.waiters: list = []  # (function, argument) run once it has arrived
+
+
+class Owned:
+    """The owner's share of a task: what it computes, where, and the copies it uses."""
+
+    __slots__ = ("call", "tiles", "device", "priority", "seconds", "copies", "outgoing", "values")
+
+    def __init__(self, call, tiles, device, priority, seconds, values):
+        self.call, self.tiles, self.device, self.priority = call, tiles, device, priority
+        self.seconds, self.values = seconds, values
+        self.copies: list = []  # per argument: None (native) or the Copy it reads or writes
+        self.outgoing: list = []  # (position, Copy, Message or None): written copies going home, in order
+
+    def outgoing_message(self, position: int):
+        return next(message for index, _, message in self.outgoing if index == position)
+
+
+class Walk:
+    """The stand-in runtime the driver submits every task to (see the module docstring).
+
+    ``dispatch(rank, index, kind, payload)`` receives each rank's share of task
+    ``index``: ``"owner"`` (an :class:`Owned`) or ``"helper"`` (a tuple of ``("send",
+    Message)``, an input to send once its version is ready, and ``("sink", Message)``,
+    a written tile coming home, in argument order; maybe empty).
+    ``timing(call, tiles, regions, values, device)`` gives ``(seconds, flops)`` of a task.
+    """
+
+    def __init__(self, matrices: dict, nranks: int, gpu_kernels: frozenset, dispatch, timing, priority_of=None):
+        self.matrices = matrices
+        self.rank = Everyone()
+        self.gpu_kernels = gpu_kernels
+        self.dispatch = dispatch
+        self.timing = timing
+        self.priority_of = priority_of
+        self.count = 0  # tasks walked
+        self.instances = [[0] * len(Instance) for _ in range(nranks)]
+        self.traffic = [[0, 0, 0, 0] for _ in range(nranks)]  # messages sent, received, bytes sent, received
+        self.copies = [0] * nranks  # host/GPU copies
+        self.flops = [0.0] * nranks  # of the tasks each rank owns
+        self.open: dict = {}  # tile -> {(rank, device): Copy} of its current version
+        self.sent: dict = {}  # tile -> {rank: Message} of its current version
+
+    def matrix(self, name: str):
+        return self.matrices[name]
+
+    def release(self, tile) -> None:
+        """Release_Tile: later readers of the version get it sent or copied anew."""
+        self.open.pop(tile, None)
+        self.sent.pop(tile, None)
+
+    def submit(self, call, tiles, regions, priority, values=()) -> None:
+        call, tiles, regions = flatten(call, tiles, regions)
+        index = self.count
+        self.count += 1
+        if self.priority_of is not None:
+            priority = self.priority_of(call, tiles, priority)
+        main = tiles[call.main]
+        device = runs_at((main.rank, main.device), call.kernel, self.gpu_kernels)[1] if main.device else 0
+        seconds, flops = self.timing(call, tiles, regions, values, device)
+        owner = main.rank
+        self.flops[owner] += flops
+        owned = self._owned(call, tiles, device, priority, seconds, values)
+        self.dispatch(owner, index, "owner", owned)
+        for rank in sorted({t.rank for t in tiles if t.rank != owner}):
+            self._helper(rank, index, call, tiles, owned)
+        for position in call.writes:  # a new version: copies and sends of the old one are done with
+            self.release(tiles[position])
+
+    # ---------------------------------------------------------------- the owner
+    def _owned(self, call, tiles, device, priority, seconds, values) -> Owned:
+        rank = tiles[call.main].rank
+        owned = Owned(call, tiles, device, priority, seconds, values)
+        counts = self.instances[rank]
+        counts[Instance.OWNER - 1] += 1
+        for index, tile in enumerate(tiles):
+            mode = call.modes[index]
+            if tile.rank == rank and tile.device == device:
+                counts[Instance.NATIVE_INPUT - 1] += mode != OUT
+                counts[Instance.NATIVE_MINOR_OUTPUT - 1] += mode != IN and index != call.main
+                owned.copies.append(None)
+                continue
+            here = tile.rank == rank
+            counts[Instance.INTRA_NODE_ALIEN_INPUT - 1] += mode != OUT and here
+            copy = Copy(tile, device, scratch=True) if mode == OUT else self._copy(tile, rank, device)
+            owned.copies.append(copy)
+            if mode != IN:
+                counts[(Instance.INTRA_NODE_SOURCE_MINOR_OUTPUT if here else Instance.INTER_NODE_SOURCE_MINOR_OUTPUT) - 1] += 1
+                owned.outgoing.append((index, copy, None if here else self._message(tile, rank, tile.rank)))
+        for _, copy, message in owned.outgoing:
+            counts[Instance.SINK_MINOR_OUTPUT - 1] += message is None
+            self.copies[rank] += message is None or copy.device != 0  # moved home, or staged to the host
+        return owned
+
+    def _copy(self, tile, rank: int, device: int) -> Copy:
+        """The copy of ``tile``'s current version at ``(rank, device)``, planned on first request."""
+        held = self.open.setdefault(tile, {})
+        copy = held.get((rank, device))
+        if copy is not None:
+            return copy
+        if tile.rank != rank and device == 0:
+            message = self._message(tile, tile.rank, rank)
+            self.sent.setdefault(tile, {})[rank] = message
+            copy = Copy(tile, 0, message=message)
+        elif tile.rank != rank:
+            copy = Copy(tile, device, staged=self._copy(tile, rank, 0))
+            self.copies[rank] += 1
+        else:
+            copy = Copy(tile, device)
+            self.copies[rank] += 1
+        held[(rank, device)] = copy
+        return copy
+
+    def _message(self, tile, source: int, target: int) -> Message:
+        message = Message(tile, source, target, message_bytes(tile.shape))
+        sender, receiver = self.traffic[source], self.traffic[target]
+        sender[0] += 1
+        receiver[1] += 1
+        sender[2] += message.nbytes
+        receiver[3] += message.nbytes
+        return message
+
+    # ---------------------------------------------------------------- the other ranks
+    def _helper(self, rank: int, index: int, call, tiles, owned: Owned) -> None:
+        """``rank``'s share of a task it does not own: per argument homed here, the send of an
+        input to the owner (once per version), the sink of a tile written there."""
+        counts = self.instances[rank]
+        owner = tiles[call.main].rank
+        actions = []
+        for position, tile in enumerate(tiles):
+            if tile.rank != rank:
+                continue
+            mode = call.modes[position]
+            if mode != OUT:
+                counts[Instance.INTER_NODE_ALIEN_INPUT - 1] += 1
+                message = self.sent.get(tile, {}).get(owner)
+                if message is not None and message.fresh:  # the first reader of this version there
+                    message.fresh = False
+                    self.copies[rank] += tile.device != 0  # staged to the host first
+                    actions.append(("send", message))
+            if mode != IN and position != call.main:
+                counts[Instance.SINK_MINOR_OUTPUT - 1] += 1
+                self.copies[rank] += tile.device != 0  # received on the host, then to its GPU
+                actions.append(("sink", owned.outgoing_message(position)))
+        self.dispatch(rank, index, "helper", tuple(actions))
