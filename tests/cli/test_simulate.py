@@ -39,7 +39,8 @@ def simulate(capsys, *args):
 
 
 def real_run(program, np, *args):
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", f"programs/{program}.tile",
+    path = program if program.endswith(".tile") else f"programs/{program}.tile"
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", path,
                           "--np", str(np), "--json", "--no-tune", *map(str, args)],
                          cwd=ROOT, capture_output=True, text=True, timeout=150)
     assert out.returncode == 0, out.stderr
@@ -51,6 +52,7 @@ def real_run(program, np, *args):
     ("cholesky", 4, 0, ("--n", 1000, "--nb", 96)),  # ragged last tile row and column
     ("hetero_qr", 3, 1, ("--n", 900, "--B", 192, "--b", 64, "--s", 2)),
     ("lu", 3, 2, ("--n", 700, "--nb", 100, "--gpu-ratio", "1:2")),  # host/GPU and GPU/GPU copies
+    (str(ROOT / "tests/runtime/programs/halo.tile"), 4, 1, ("--n", 37, "--nb", 8, "--gpu-ratio", "1:1")),  # parts
 ])
 def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, program, np, gpus, size):
     real = real_run(program, np, *size, "--gpus", gpus, "--gpu-backend", "emulated")

@@ -254,11 +254,11 @@ class Simulator:
 
     def _stage_to_device(self, argument) -> None:
         rank, copy = argument
-        self._stream(rank, 0, copy.device, copy.tile, (self._arrive, copy))
+        self._stream(rank, 0, copy.device, copy.nbytes, (self._arrive, copy))
 
     def _copy_across(self, argument) -> None:
         rank, task, copy = argument
-        self._stream(rank, copy.tile.device, copy.device, copy.tile, (self._arrived_then_complete, (rank, task, copy)))
+        self._stream(rank, copy.tile.device, copy.device, copy.nbytes, (self._arrived_then_complete, (rank, task, copy)))
 
     def _arrived_then_complete(self, argument) -> None:
         rank, task, copy = argument
@@ -271,10 +271,10 @@ class Simulator:
         for function, argument in waiters:
             function(argument)
 
-    def _stream(self, rank: Rank, source: int, target: int, tile, then) -> None:
-        """A host/GPU copy of ``tile`` on the copy streams of the GPUs involved, then ``then``."""
+    def _stream(self, rank: Rank, source: int, target: int, nbytes: int, then) -> None:
+        """A host/GPU copy of ``nbytes`` (a tile or a part) on the copy streams of the GPUs involved,
+        then ``then``."""
         link = self.machine.gpu_link if source and target else self.machine.pcie
-        nbytes = tile.shape[0] * tile.shape[1] * 8
         keys = [key for key in ((source, "out"), (target, "in")) if key[0]]
         begin = max([self.now] + [rank.streams.get(key, 0.0) for key in keys])
         hold = link.seconds(nbytes)
@@ -287,7 +287,7 @@ class Simulator:
 
     def _to_device_then_complete(self, argument) -> None:
         rank, task, message = argument
-        self._stream(rank, 0, message.tile.device, message.tile, (self._complete_pair, (rank, task)))
+        self._stream(rank, 0, message.tile.device, message.nbytes, (self._complete_pair, (rank, task)))
 
     # ---------------------------------------------------------------- outputs going home
     def _outputs_home(self, argument) -> None:
@@ -295,9 +295,9 @@ class Simulator:
         pending = iter(sinks)
         for _, copy, message in owned.outgoing:
             if message is None:
-                self._stream(rank, copy.device, copy.tile.device, copy.tile, (self._satisfy, (rank, next(pending))))
+                self._stream(rank, copy.device, copy.tile.device, copy.nbytes, (self._satisfy, (rank, next(pending))))
             elif copy.device:
-                self._stream(rank, copy.device, 0, copy.tile, (self._post_send, message))
+                self._stream(rank, copy.device, 0, copy.nbytes, (self._post_send, message))
             else:
                 self._post_send(message)
 
@@ -306,7 +306,7 @@ class Simulator:
         rank, message = argument
         device = message.tile.device
         if device:
-            self._stream(rank, device, 0, message.tile, (self._post_send, message))
+            self._stream(rank, device, 0, message.nbytes, (self._post_send, message))
         else:
             self._post_send(message)
 

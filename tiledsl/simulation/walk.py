@@ -13,7 +13,8 @@ alone in :mod:`tiledsl.runtime.exchange` (which its tests hold to the protocol o
   copy that goes home when the task ends (a message to another rank, a copy to
   another device);
 * the rank of an input sends it to the owner's rank at most once per version (a
-  ``release`` or a new version starts over: both sides decide alike);
+  ``release`` or a new version starts over: both sides decide alike), or only the
+  sub-range an ``in`` argument names, as :func:`~tiledsl.runtime.protocol.delivery` rules;
 * the rank of a written tile computed elsewhere receives the new version (a sink).
 
 Each rank taking part gets one item (its share of the task) to replay at its own
@@ -23,17 +24,19 @@ is decided by :func:`message_bytes` alone.
 """
 from __future__ import annotations
 
+from ..runtime.matrix import part_of, region_view
 from ..runtime.program import flatten
-from ..runtime.protocol import Instance, runs_at
+from ..runtime.protocol import Instance, delivery, runs_at
 from ..runtime.recording import Everyone
 
 OUT, IN = "out", "in"
 
 
-def message_bytes(shape: tuple) -> int:
-    """Bytes one message of a tile of ``shape`` carries: the whole tile (the runtime sends a
-    tile version as one buffer of float64, whatever part of it the reader uses)."""
-    rows, cols = shape
+def message_bytes(shape: tuple, part: tuple | None) -> int:
+    """Bytes one message of a tile of ``shape`` carries: the whole tile, or the sub-range
+    ``part`` = (r0, r1, c0, c1) of it that :func:`~tiledsl.runtime.protocol.delivery` chose
+    (one buffer of float64 either way)."""
+    rows, cols = shape if part is None else (part[1] - part[0], part[3] - part[2])
     return rows * cols * 8
 
 
@@ -53,14 +56,19 @@ class Copy:
     """A rank's copy of one version of a tile homed at another place: made by ``message``
     (received on the host), from ``staged`` (the host copy, then to a GPU) or from the
     tile's home device of the same rank (neither). A scratch copy (an ``out`` argument
-    computed away from home) has arrived from the start."""
+    computed away from home) has arrived from the start. ``part``: the sub-range it holds
+    (None: the whole tile)."""
 
-    __slots__ = ("tile", "device", "message", "staged", "started", "arrived", "waiters")
+    __slots__ = ("tile", "device", "message", "staged", "started", "arrived", "waiters", "part")
 
-    def __init__(self, tile, device: int, message=None, staged=None, scratch=False):
-        self.tile, self.device, self.message, self.staged = tile, device, message, staged
+    def __init__(self, tile, device: int, message=None, staged=None, scratch=False, part=None):
+        self.tile, self.device, self.message, self.staged, self.part = tile, device, message, staged, part
         self.started = self.arrived = scratch
         self.waiters: list = []  # (function, argument) run once it has arrived
+
+    @property
+    def nbytes(self) -> int:
+        return message_bytes(self.tile.shape, self.part)
 
 
 class Owned:
@@ -100,8 +108,9 @@ class Walk:
         self.traffic = [[0, 0, 0, 0] for _ in range(nranks)]  # messages sent, received, bytes sent, received
         self.copies = [0] * nranks  # host/GPU copies
         self.flops = [0.0] * nranks  # of the tasks each rank owns
-        self.open: dict = {}  # tile -> {(rank, device): Copy} of its current version
-        self.sent: dict = {}  # tile -> {rank: Message} of its current version
+        self.open: dict = {}  # tile -> {(rank, device, part): Copy} of its current version
+        self.delivered: dict = {}  # tile -> {(rank, device): parts} of its current version (protocol.delivery)
+        self.sent: dict = {}  # tile -> {rank: [Message]} of its current version, in program order
 
     def matrix(self, name: str):
         return self.matrices[name]
@@ -109,6 +118,7 @@ class Walk:
     def release(self, tile) -> None:
         """Release_Tile: later readers of the version get it sent or copied anew."""
         self.open.pop(tile, None)
+        self.delivered.pop(tile, None)
         self.sent.pop(tile, None)
 
     def submit(self, call, tiles, regions, priority, values=()) -> None:
@@ -122,7 +132,7 @@ class Walk:
         seconds, flops = self.timing(call, tiles, regions, values, device)
         owner = main.rank
         self.flops[owner] += flops
-        owned = self._owned(call, tiles, device, priority, seconds, values)
+        owned = self._owned(call, tiles, _parts(call, tiles, regions), device, priority, seconds, values)
         self.dispatch(owner, index, "owner", owned)
         for rank in sorted({t.rank for t in tiles if t.rank != owner}):
             self._helper(rank, index, call, tiles, owned)
@@ -130,7 +140,7 @@ class Walk:
             self.release(tiles[position])
 
     # ---------------------------------------------------------------- the owner
-    def _owned(self, call, tiles, device, priority, seconds, values) -> Owned:
+    def _owned(self, call, tiles, parts, device, priority, seconds, values) -> Owned:
         rank = tiles[call.main].rank
         owned = Owned(call, tiles, device, priority, seconds, values)
         counts = self.instances[rank]
@@ -144,7 +154,7 @@ class Walk:
                 continue
             here = tile.rank == rank
             counts[Instance.INTRA_NODE_ALIEN_INPUT - 1] += mode != OUT and here
-            copy = Copy(tile, device, scratch=True) if mode == OUT else self._copy(tile, rank, device)
+            copy = Copy(tile, device, scratch=True) if mode == OUT else self._copy(tile, rank, device, parts[index])
             owned.copies.append(copy)
             if mode != IN:
                 counts[(Instance.INTRA_NODE_SOURCE_MINOR_OUTPUT if here else Instance.INTER_NODE_SOURCE_MINOR_OUTPUT) - 1] += 1
@@ -154,27 +164,30 @@ class Walk:
             self.copies[rank] += message is None or copy.device != 0  # moved home, or staged to the host
         return owned
 
-    def _copy(self, tile, rank: int, device: int) -> Copy:
-        """The copy of ``tile``'s current version at ``(rank, device)``, planned on first request."""
+    def _copy(self, tile, rank: int, device: int, wanted: tuple | None) -> Copy:
+        """The copy of ``tile``'s current version at ``(rank, device)`` that serves a reader of
+        ``wanted`` of it (None: the whole tile), planned on first request: of that part, or of
+        the whole tile, as the runtime's exchange decides."""
         held = self.open.setdefault(tile, {})
-        copy = held.get((rank, device))
+        copy = held.get((rank, device, None)) or held.get((rank, device, wanted))
         if copy is not None:
             return copy
+        _, part = delivery(self.delivered.setdefault(tile, {}), (rank, device), wanted, tile.shape)
         if tile.rank != rank and device == 0:
-            message = self._message(tile, tile.rank, rank)
-            self.sent.setdefault(tile, {})[rank] = message
-            copy = Copy(tile, 0, message=message)
+            message = self._message(tile, tile.rank, rank, part)
+            self.sent.setdefault(tile, {}).setdefault(rank, []).append(message)
+            copy = Copy(tile, 0, message=message, part=part)
         elif tile.rank != rank:
-            copy = Copy(tile, device, staged=self._copy(tile, rank, 0))
+            copy = Copy(tile, device, staged=self._copy(tile, rank, 0, wanted), part=part)
             self.copies[rank] += 1
         else:
-            copy = Copy(tile, device)
+            copy = Copy(tile, device, part=part)
             self.copies[rank] += 1
-        held[(rank, device)] = copy
+        held[(rank, device, part)] = copy
         return copy
 
-    def _message(self, tile, source: int, target: int) -> Message:
-        message = Message(tile, source, target, message_bytes(tile.shape))
+    def _message(self, tile, source: int, target: int, part: tuple | None = None) -> Message:
+        message = Message(tile, source, target, message_bytes(tile.shape, part))
         sender, receiver = self.traffic[source], self.traffic[target]
         sender[0] += 1
         receiver[1] += 1
@@ -195,13 +208,22 @@ class Walk:
             mode = call.modes[position]
             if mode != OUT:
                 counts[Instance.INTER_NODE_ALIEN_INPUT - 1] += 1
-                message = self.sent.get(tile, {}).get(owner)
-                if message is not None and message.fresh:  # the first reader of this version there
-                    message.fresh = False
-                    self.copies[rank] += tile.device != 0  # staged to the host first
-                    actions.append(("send", message))
+                for message in self.sent.get(tile, {}).get(owner, ()):
+                    if message.fresh:  # planned by this task's owner: the first reader of it there
+                        message.fresh = False
+                        self.copies[rank] += tile.device != 0  # staged to the host first
+                        actions.append(("send", message))
             if mode != IN and position != call.main:
                 counts[Instance.SINK_MINOR_OUTPUT - 1] += 1
                 self.copies[rank] += tile.device != 0  # received on the host, then to its GPU
                 actions.append(("sink", owned.outgoing_message(position)))
         self.dispatch(rank, index, "helper", tuple(actions))
+
+
+def _parts(call, tiles, regions) -> tuple:
+    """Per argument, what of its tile a task run elsewhere needs: the sub-range an ``in``
+    argument names, else None (the whole tile; written tiles go home whole)."""
+    if regions is None:
+        return (None,) * len(tiles)
+    return tuple(part_of(tile, region_view(tile, region)) if region is not None and mode == IN else None
+                 for tile, region, mode in zip(tiles, regions, call.modes))
