@@ -42,15 +42,9 @@ class Tracer:
         self.origin = time.perf_counter()
 
     def task(self, lane: str, began: float, ended: float, task) -> None:
-        """A program task; ``key`` (line, tiles, occurrence) names it the same on every rank."""
-        call = task.call
-        key = (call.line, tuple(str(t) for t in task.tiles))
-        self.occurrences[key] += 1
-        args = {"tiles": list(key[1]), "line": call.line, "priority": task.priority,
-                "key": [key[0], list(key[1]), self.occurrences[key]]}
-        if task.values:
-            args["values"] = dict(zip(call.values, task.values))
-        self.events.append((lane, began - self.origin, ended - self.origin, call.kernel, args))
+        """A program task, named the same on every rank (:func:`task_args`)."""
+        args = task_args(self.occurrences, task.call, task.tiles, task.priority, task.values)
+        self.events.append((lane, began - self.origin, ended - self.origin, task.call.kernel, args))
 
     def idle(self, lane: str, began: float, ended: float) -> None:
         """A worker waited for work from ``began`` to ``ended``."""
@@ -201,3 +195,15 @@ def utilisation(ranks: list, seconds: float) -> dict:
     values = list(busy.values())
     return {"busy": {lane: round(b / seconds, 4) for lane, b in busy.items()},
             "imbalance": round(max(values) / (sum(values) / len(values)), 4)}
+
+
+def task_args(occurrences: Counter, call, tiles, priority, values) -> dict:
+    """A task event's arguments: its tiles, line, priority, values, and ``key`` (line, tiles,
+    occurrence), which names it the same on every rank (``occurrences`` counts them)."""
+    key = (call.line, tuple(str(t) for t in tiles))
+    occurrences[key] += 1
+    args = {"tiles": list(key[1]), "line": call.line, "priority": priority,
+            "key": [key[0], list(key[1]), occurrences[key]]}
+    if values:
+        args["values"] = dict(zip(call.values, values))
+    return args

@@ -22,6 +22,7 @@ from ..runtime.program import flatten
 from ..runtime.recording import Everyone, walk
 from ..runtime.reporting import SUMMED, gflops
 from ..runtime.resources import check_every_rank_has_tiles
+from ..runtime.trace import task_args
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import UsageError
 from .bounds import Area, CriticalPath
@@ -218,15 +219,9 @@ class Tracer:
 
     def task(self, rank: int, lane: int, device: int, task) -> None:
         owned = task.owned
-        call = owned.call
-        key = (call.line, tuple(str(t) for t in owned.tiles))
-        self.occurrences[key] += 1
-        args = {"tiles": list(key[1]), "line": call.line, "priority": task.priority,
-                "key": [key[0], list(key[1]), self.occurrences[key]]}
-        if owned.values:
-            args["values"] = dict(zip(call.values, owned.values))
+        args = task_args(self.occurrences, owned.call, owned.tiles, task.priority, owned.values)
         name = f"gpu-{device}" if device else f"cpu-{lane}"
-        self.ranks[rank].append((name, task.started, task.started + task.seconds, call.kernel, args))
+        self.ranks[rank].append((name, task.started, task.started + task.seconds, owned.call.kernel, args))
 
     def transfer(self, rank: int, lane: str, began: float, ended: float, name: str, args: dict) -> None:
         self.ranks[rank].append((lane, began, ended, name, args))
