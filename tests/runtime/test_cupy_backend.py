@@ -452,7 +452,7 @@ def other_triangle_nan(a, uplo):
 
 
 @pytest.mark.parametrize("layout", ["block", "C"])
-@pytest.mark.parametrize("transa,transb", itertools.product(NT, NT))
+@pytest.mark.parametrize("transa,transb", list(itertools.product(NT, NT)))
 @pytest.mark.parametrize("m,n,k,alpha,beta", [(7, 3, 5, 0.5, 2.0), (30, 20, 17, -1.0, 0.0), (4, 5, 0, 1.0, 3.0)])
 def test_gemm_options(implementation, rng, layout, transa, transb, m, n, k, alpha, beta):
     compare(implementation, "gemm", [shaped(rng, (m, k), transa), shaped(rng, (k, n), transb), random(rng, m, n)],
@@ -460,7 +460,7 @@ def test_gemm_options(implementation, rng, layout, transa, transb, m, n, k, alph
 
 
 @pytest.mark.parametrize("layout", ["block", "C"])
-@pytest.mark.parametrize("side,uplo", itertools.product("LR", "LU"))
+@pytest.mark.parametrize("side,uplo", list(itertools.product("LR", "LU")))
 @pytest.mark.parametrize("m,n", [(7, 3), (3, 7), (0, 3)])
 def test_symm(implementation, rng, layout, side, uplo, m, n):
     order = m if side == "L" else n
@@ -470,7 +470,7 @@ def test_symm(implementation, rng, layout, side, uplo, m, n):
 
 @pytest.mark.parametrize("layout", ["block", "C"])
 @pytest.mark.parametrize("kernel", ["syrk", "syr2k"])
-@pytest.mark.parametrize("uplo,trans", itertools.product("LU", NT))
+@pytest.mark.parametrize("uplo,trans", list(itertools.product("LU", NT)))
 @pytest.mark.parametrize("n,k,beta", [(7, 3, 1.0), (3, 7, 0.5), (4, 0, 2.0)])
 def test_rank_k_updates(implementation, rng, layout, kernel, uplo, trans, n, k, beta):
     inputs = [shaped(rng, (n, k), trans) for _ in range(1 if kernel == "syrk" else 2)]
@@ -479,7 +479,7 @@ def test_rank_k_updates(implementation, rng, layout, kernel, uplo, trans, n, k, 
 
 @pytest.mark.parametrize("layout", ["rows", "C"])
 @pytest.mark.parametrize("kernel", ["trsm", "trmm"])
-@pytest.mark.parametrize("side,uplo,transa,diag", itertools.product("LR", "LU", NT, "NU"))
+@pytest.mark.parametrize("side,uplo,transa,diag", list(itertools.product("LR", "LU", NT, "NU")))
 def test_triangular_options(implementation, rng, layout, kernel, side, uplo, transa, diag):
     m, n = 7, 4
     order = m if side == "L" else n
@@ -496,7 +496,7 @@ def test_potrf_upper(implementation, rng, layout, n):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("uplo,diag", itertools.product("LU", "NU"))
+@pytest.mark.parametrize("uplo,diag", list(itertools.product("LU", "NU")))
 @pytest.mark.parametrize("n", [1, 30, 0])
 def test_trtri(implementation, rng, layout, uplo, diag, n):
     a = other_triangle_nan(random(rng, n, n) / max(n, 1) + 2 * np.eye(n), uplo)

@@ -452,7 +452,7 @@ def shaped(rng, shape, trans):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("transa,transb", itertools.product(NT, NT))
+@pytest.mark.parametrize("transa,transb", list(itertools.product(NT, NT)))
 @pytest.mark.parametrize("m,n,k,alpha,beta", [(7, 3, 5, 0.5, 2.0), (3, 7, 2, -1.0, 0.0), (1, 1, 1, 2.0, -1.0),
                                               (64, 40, 33, 1.5, 1.0), (4, 5, 0, 1.0, 3.0), (0, 4, 4, 1.0, 2.0)])
 def test_gemm_options(rng, layout, transa, transb, m, n, k, alpha, beta):
@@ -487,7 +487,7 @@ def other_triangle_nan(a, uplo):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("side,uplo", itertools.product("LR", "LU"))
+@pytest.mark.parametrize("side,uplo", list(itertools.product("LR", "LU")))
 @pytest.mark.parametrize("m,n", [(7, 3), (3, 7), (1, 1), (40, 40), (0, 3), (3, 0)])
 def test_symm(rng, layout, side, uplo, m, n):
     order = m if side == "L" else n
@@ -502,7 +502,7 @@ def test_symm(rng, layout, side, uplo, m, n):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kernel", ["syrk", "syr2k"])
-@pytest.mark.parametrize("uplo,trans", itertools.product("LU", NT))
+@pytest.mark.parametrize("uplo,trans", list(itertools.product("LU", NT)))
 @pytest.mark.parametrize("n,k,beta", [(7, 3, 1.0), (3, 7, 0.5), (1, 1, 1.0), (40, 33, -1.0), (4, 0, 2.0), (0, 3, 1.0)])
 def test_rank_k_updates(rng, layout, kernel, uplo, trans, n, k, beta):
     a, b, c = shaped(rng, (n, k), trans), shaped(rng, (n, k), trans), random(rng, n, n)
@@ -530,7 +530,7 @@ def triangle(a, uplo, diag):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kernel", ["trsm", "trmm"])
-@pytest.mark.parametrize("side,uplo,transa,diag", itertools.product("LR", "LU", NT, "NU"))
+@pytest.mark.parametrize("side,uplo,transa,diag", list(itertools.product("LR", "LU", NT, "NU")))
 @pytest.mark.parametrize("m,n", [(7, 3), (3, 7), (0, 3)])
 def test_triangular_options(rng, layout, kernel, side, uplo, transa, diag, m, n):
     order = m if side == "L" else n
@@ -587,7 +587,7 @@ def test_potrf_upper(rng, layout, n):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("uplo,diag", itertools.product("LU", "NU"))
+@pytest.mark.parametrize("uplo,diag", list(itertools.product("LU", "NU")))
 @pytest.mark.parametrize("n", [1, 6, 50, 0])
 def test_trtri(rng, layout, uplo, diag, n):
     a = other_triangle_nan(random(rng, n, n) / max(n, 1) + 2 * np.eye(n), uplo)  # well conditioned, unit or not
