@@ -8,7 +8,8 @@ Inside, an entry per program name, GPU backend and GPU count (:func:`entry_key`)
 holds the tuned tile settings (``nb``, or ``B``/``b``/``s``), the program
 parameters tuned with them (``params``: a QR's inner block ``ib``; absent from the
 files of older versions, which stay readable), the host/GPU column ratio of
-uniform tiles, and what tuning measured.
+uniform tiles, and what tuning measured. :func:`nearest_ratio` turns host and GPU
+speeds into such a ratio (for ``tune`` and for ``simulate``'s machine files).
 
 Plain standard library: every rank reads it before a run. A file that cannot be
 read or parsed is ignored with a one-line warning; writes are atomic (a
@@ -23,6 +24,7 @@ import platform
 import re
 import socket
 import sys
+from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
@@ -179,3 +181,19 @@ def _empty() -> dict:
 
 def _warn(message: str) -> None:
     print(f"tiledsl: warning: {message}", file=sys.stderr, flush=True)
+
+
+#: host:GPU column ratios the uniform search walks through, by the host's share
+RATIOS = sorted({Fraction(h, g) for g in (1, 2, 3, 4) for h in range(0, 17)})
+
+
+def nearest_ratio(host_rate: float, gpu_rate: float, gpus: int) -> tuple[int, int]:
+    """``(H, G)`` from :data:`RATIOS` whose host share of the columns, ``H / (H + G·gpus)``,
+    is nearest the host's share of the speed, ``host / (host + gpus·gpu)``."""
+    target = host_rate / (host_rate + gpus * gpu_rate)
+    best = min(RATIOS, key=lambda r: (abs(_share(r, gpus) - target), r.numerator + r.denominator))
+    return best.numerator, best.denominator
+
+
+def _share(ratio: Fraction, gpus: int) -> float:
+    return ratio.numerator / (ratio.numerator + ratio.denominator * gpus)

@@ -19,9 +19,10 @@ from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options, execute, tuning
 from tiledsl.runtime.distribution import BlockCyclic, parse_ratio
 from tiledsl.commands import tune as tune_command
-from tiledsl.commands.tune import (RATIOS, STEP, gpu_only_unless_slower, hill_climb, host_width, hybrid_split,
+from tiledsl.commands.tune import (STEP, gpu_only_unless_slower, hill_climb, host_width, hybrid_split,
                                    inner_block_candidates, inner_block_params, mix_rates, narrowest_column,
-                                   nearest_ratio, search_inner_blocks, smallest_near_best, tune)
+                                   search_inner_blocks, smallest_near_best, tune)
+from tiledsl.runtime.tuning import RATIOS, nearest_ratio
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ("--sizes", "64,128", "--n", "256", "--budget", "5")

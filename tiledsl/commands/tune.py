@@ -12,7 +12,7 @@
    with ``f`` the best rate of the program's dominant kernel, ``W`` CPU workers and
    ``G`` GPUs, split into ``s - 1`` host slices of width ``b`` (:func:`hybrid_split`).
    Uniform tiles deal block columns to the host and the GPUs at the ratio of their
-   speeds on the program's kernel mix (:func:`nearest_ratio`). Without GPUs, the
+   speeds on the program's kernel mix (:func:`~tiledsl.runtime.tuning.nearest_ratio`). Without GPUs, the
    tile size is the smallest one whose rate on the kernel mix (weighted by the
    program's task counts) is within 95% of the best.
 3. A short search (:func:`hill_climb`): the program runs at a moderate size
@@ -41,6 +41,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..runtime import Options, execute, tuning
+from ..runtime.tuning import RATIOS, nearest_ratio
 from ..runtime.backends import backend as make_backend
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime.layout import make_distribution, make_matrices, make_params
@@ -60,8 +61,6 @@ KERNEL_FLOPS = {"gemm": 2, "gemm_nn": 2, "syrk": 1, "trsm": 1, "trsm_l": 1, "trs
 #: tile sizes timed on CuPy GPUs: a GPU's dgemm keeps gaining up to thousands (H100: 48 TFLOP/s
 #: at 1024, 53 at 2048, 55 at 4096)
 CUPY_SIZES = (256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096)
-#: host:GPU column ratios the uniform search walks through, by the host's share
-RATIOS = sorted({Fraction(h, g) for g in (1, 2, 3, 4) for h in range(0, 17)})
 #: inner block sizes searched (those dividing the tiles): QR's T factors are ib×nb, and a
 #: GPU's QR kernels want wider ones than a core's (ib = 512 on an H100 at nb = 2048)
 INNER_BLOCKS = (32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -99,18 +98,6 @@ def hybrid_split(B: int, B_h: float, s: int, step: int = STEP) -> tuple[int, int
     widest = (B - step) // (s - 1) // step * step
     b = min(int(B_h / (s - 1) // step) * step, widest)
     return (b, s) if b >= step else (step, 1)
-
-
-def nearest_ratio(host_rate: float, gpu_rate: float, gpus: int) -> tuple[int, int]:
-    """``(H, G)`` from :data:`RATIOS` whose host share of the columns, ``H / (H + G·gpus)``,
-    is nearest the host's share of the speed, ``host / (host + gpus·gpu)``."""
-    target = host_rate / (host_rate + gpus * gpu_rate)
-    best = min(RATIOS, key=lambda r: (abs(_share(r, gpus) - target), r.numerator + r.denominator))
-    return best.numerator, best.denominator
-
-
-def _share(ratio: Fraction, gpus: int) -> float:
-    return ratio.numerator / (ratio.numerator + ratio.denominator * gpus)
 
 
 def hill_climb(candidates: list, start: int, measure, max_trials: int = 6, more_time=lambda: True):

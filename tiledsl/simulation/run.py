@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from ..commands.tune import nearest_ratio
 from ..runtime import priorities
 from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
@@ -23,6 +22,7 @@ from ..runtime.recording import Everyone, walk
 from ..runtime.reporting import SUMMED, gflops
 from ..runtime.resources import check_every_rank_has_tiles
 from ..runtime.trace import task_args
+from ..runtime.tuning import nearest_ratio
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import UsageError
 from .bounds import Area, CriticalPath
