@@ -22,7 +22,7 @@ import numpy as np
 
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure
-from .matrix import TileIndexError, region_view
+from .matrix import TileIndexError, call_views
 from .flops import PRELUDE_FLOPS
 from .program import flatten
 from .scheduler import Scheduler, Task
@@ -173,13 +173,7 @@ class Engine:
     def _views(self, call, tiles, regions):
         if len(set(tiles)) < len(tiles):
             _check_distinct_writes(call, tiles)
-        if regions is None:
-            return None
-        try:
-            return tuple(None if r is None else region_view(t, r) for t, r in zip(tiles, regions))
-        except TileIndexError as error:
-            error.line = call.line
-            raise
+        return call_views(call, tiles, regions)
 
     # ---------------------------------------------------------------- running
     def run(self, generate, params) -> float:

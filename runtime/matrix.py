@@ -183,3 +183,15 @@ def part_of(tile: Tile, view) -> tuple | None:
 def part_text(part: tuple | None) -> str:
     """``[r0:r1, c0:c1]`` for a sub-range key of :func:`part_of`; nothing for the whole tile."""
     return "" if part is None else f"[{part[0]}:{part[1]}, {part[2]}:{part[3]}]"
+
+
+def call_views(call, tiles, regions) -> tuple | None:
+    """The slices of each argument's sub-range (None: the whole tile; None for a call without
+    any); a :class:`TileIndexError` naming the call's line for a sub-range outside its tile."""
+    if regions is None:
+        return None
+    try:
+        return tuple(None if r is None else region_view(t, r) for t, r in zip(tiles, regions))
+    except TileIndexError as error:
+        error.line = call.line
+        raise

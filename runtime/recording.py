@@ -100,11 +100,14 @@ def walk(driver, stand_in, params, rank: int) -> None:
     """Run the driver's loop nest against ``stand_in``; its mistakes raise TaskFailure.
 
     An exception of the stand-in's own (a ``keep`` that stops the walk early) is not
-    the program's mistake: it goes through unchanged."""
+    the program's mistake: it goes through unchanged. A tile or sub-range outside its
+    matrix is the program's, wherever it was found (a stand-in checks sub-ranges too)."""
+    from .matrix import TileIndexError
+
     try:
         driver.generate(stand_in, params)
     except Exception as error:
-        if _raised_by(stand_in, error):
+        if _raised_by(stand_in, error) and not isinstance(error, TileIndexError):
             raise
         raise loop_nest_failure(error, rank) from None
 

@@ -92,3 +92,19 @@ def test_parts_received_by_an_out_of_core_rank_are_cached_apart_from_their_tiles
     explained = plan(compiled(str(PROGRAM.relative_to(ROOT))), Options(n=N, tiles={"nb": NB}), (2, 1), 2)
     for stats in summary["ranks"]:
         assert stats["bytes_sent"] == sum(b for (s, _), b in explained.volume.items() if s == stats["rank"])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", [["explain", "--grid", "2x1"], ["graph", "-o", "dag.dot"],
+                                     ["simulate", "--nodes", "2", "--machine", "keeneland"]])
+def test_a_sub_range_outside_its_tile_is_the_programs_mistake_everywhere(tmp_path, capsys, monkeypatch, command):
+    """What moves is decided from the sub-ranges, so commands that plan moves check them as a run does."""
+    from tiledsl.commands.cli import main
+
+    text = PROGRAM.read_text().replace("[U.height(i - 1) - 1 :]", "[U.height(i - 1) - 1 : U.height(i - 1) + 3]")
+    (tmp_path / "bad.tile").write_text(text)
+    (tmp_path / "halo_kernels.py").write_text((PROGRAM.parent / "halo_kernels.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    assert main([command[0], "bad.tile", "--n", "300", "--nb", "100", *command[1:]]) == 1
+    err = capsys.readouterr().err
+    assert "rank 0 (bad.tile:23): sub-range [99:103, 0:100] is outside tile U[0, 0] (100×100)" in err, err

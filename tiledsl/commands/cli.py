@@ -211,9 +211,17 @@ def _driver_path(path: str):
     return path
 
 
+def _grid_of(args) -> tuple[int, int]:
+    """The ``--grid`` that explain and graph plan for, with their ``--gpus`` checked."""
+    from ..runtime.distribution import parse_grid
+
+    if args.gpus < 0:
+        raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
+    return parse_grid(args.grid)
+
+
 def _explain(args) -> int:
     from .explain import as_json, explain, render
-    from ..runtime.distribution import parse_grid
     from ..runtime.layout import use_tuned
     from ..runtime.options import size_options
 
@@ -221,9 +229,7 @@ def _explain(args) -> int:
     if driver is None:
         return 1
     try:
-        grid = parse_grid(args.grid)
-        if args.gpus < 0:
-            raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
+        grid = _grid_of(args)
         options = size_options(args)
         options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
         use_tuned(driver.PROGRAM, options, not args.no_tune)  # the defaults run would use
@@ -283,16 +289,13 @@ def _plot(args) -> int:
 def _graph(args) -> int:
     from .explain import plan
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
-    from ..runtime.distribution import parse_grid
     from ..runtime.options import size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
         return 1
     try:
-        grid = parse_grid(args.grid)
-        if args.gpus < 0:
-            raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
+        grid = _grid_of(args)
         options = size_options(args)
         if count_tasks(driver, options, grid, args.gpus) > LIMIT:
             raise too_many_tasks(driver, options, LIMIT, f"graph draws at most {LIMIT}")

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import TILE_SETTINGS
 from ..runtime.program import flatten
-from ..runtime.matrix import part_of, part_text, region_view
+from ..runtime.matrix import call_views, part_of, part_text
 from ..runtime.protocol import Instance, delivery, instances, runs_at
-from ..runtime.recording import Everyone, record
+from ..runtime.recording import Everyone, record, walk as run_walk
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import RankError, UsageError
 
@@ -107,7 +107,7 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
     """Explain the driver's program for ``options`` on a ``grid`` with ``gpus`` GPUs per rank."""
     matrices, params = _matrices(driver, options, grid, gpus, None)
     walk = _Walk(matrices, grid[0] * grid[1], keep_tasks, _gpu_kernels(driver) if gpus else frozenset())
-    driver.generate(walk, params)
+    run_walk(driver, walk, params, 0)
     ratio = getattr(options, "gpu_ratio", None) or (1, 1)
     uniform_on_gpus = gpus and driver.PROGRAM.tiling.kind == "uniform"
     return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, walk.tasks, walk.count, walk.counts,
@@ -155,8 +155,8 @@ class _Walk:
         call, tiles, regions = flatten(call, tiles, regions)
         places = tuple((t.rank, t.device) for t in tiles)
         at = runs_at(places[call.main], call.kernel, self.gpu_kernels)
-        parts = None if regions is None else tuple(
-            None if r is None else part_of(t, region_view(t, r)) for t, r in zip(tiles, regions))
+        views = call_views(call, tiles, regions)
+        parts = None if views is None else tuple(part_of(t, v) for t, v in zip(tiles, views))
         task = PlannedTask(self.count, call, tiles, places, values=values, at=at, parts=parts)
         for rank in sorted({place[0] for place in places}):  # only a task's own ranks create its instances
             found = instances(call, places, rank, at)

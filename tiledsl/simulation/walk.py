@@ -24,7 +24,7 @@ is decided by :func:`message_bytes` alone.
 """
 from __future__ import annotations
 
-from ..runtime.matrix import part_of, region_view
+from ..runtime.matrix import call_views, part_of
 from ..runtime.program import flatten
 from ..runtime.protocol import Instance, delivery, runs_at
 from ..runtime.recording import Everyone
@@ -123,6 +123,7 @@ class Walk:
 
     def submit(self, call, tiles, regions, priority, values=()) -> None:
         call, tiles, regions = flatten(call, tiles, regions)
+        parts = _parts(call, tiles, call_views(call, tiles, regions))  # a bad sub-range names its line
         index = self.count
         self.count += 1
         if self.priority_of is not None:
@@ -132,7 +133,7 @@ class Walk:
         seconds, flops = self.timing(call, tiles, regions, values, device)
         owner = main.rank
         self.flops[owner] += flops
-        owned = self._owned(call, tiles, _parts(call, tiles, regions), device, priority, seconds, values)
+        owned = self._owned(call, tiles, parts, device, priority, seconds, values)
         self.dispatch(owner, index, "owner", owned)
         for rank in sorted({t.rank for t in tiles if t.rank != owner}):
             self._helper(rank, index, call, tiles, owned)
@@ -220,10 +221,10 @@ class Walk:
         self.dispatch(rank, index, "helper", tuple(actions))
 
 
-def _parts(call, tiles, regions) -> tuple:
+def _parts(call, tiles, views) -> tuple:
     """Per argument, what of its tile a task run elsewhere needs: the sub-range an ``in``
-    argument names, else None (the whole tile; written tiles go home whole)."""
-    if regions is None:
+    argument names (``views``: :func:`~tiledsl.runtime.matrix.call_views`), else None (the
+    whole tile; written tiles go home whole)."""
+    if views is None:
         return (None,) * len(tiles)
-    return tuple(part_of(tile, region_view(tile, region)) if region is not None and mode == IN else None
-                 for tile, region, mode in zip(tiles, regions, call.modes))
+    return tuple(part_of(tile, view) if mode == IN else None for tile, view, mode in zip(tiles, views, call.modes))
