@@ -6,12 +6,14 @@ driver module from Python; :func:`array_module` serves a user kernel's GPU body
 (``NAME_gpu``), written once for numpy and CuPy. The runtime never imports lark,
 jinja2 or the compiler.
 """
+from .dataflow import Event, Loop
 from .devices import array_module
 from .launch import execute, main
 from .options import Options
 from .reporting import RunResult
 from .world import UsageError
 from .program import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, takes_part
+from .share import ANY, AT, MINUS, PLUS
 
-__all__ = ["Call", "CheckDecl", "MatrixDecl", "Options", "Program", "RunResult", "Tiling",
-           "UsageError", "WorkspaceDecl", "array_module", "execute", "main", "takes_part"]
+__all__ = ["ANY", "AT", "Call", "CheckDecl", "Event", "Loop", "MINUS", "MatrixDecl", "Options", "PLUS", "Program",
+           "RunResult", "Tiling", "UsageError", "WorkspaceDecl", "array_module", "execute", "main", "takes_part"]

@@ -55,6 +55,13 @@ class Distribution(ABC):
     def device_of(self, i: int, j: int) -> int:
         """Device (0 host, ``g >= 1`` GPU ``g``) holding tile ``(i, j)`` on its rank."""
 
+    def lines_of(self, rank: int, mt: int, nt: int):
+        """``(rows, cols)``: the tile rows and columns of an ``mt``×``nt`` grid of tiles such that
+        ``rank`` owns tile (i, j) exactly when i is among the rows and j among the columns; None
+        when ownership is not a matter of rows and columns apart (then every rank walks the
+        whole loop nest)."""
+        return None
+
     def owner(self, matrix: str, i: int, j: int) -> tuple[int, int]:
         """``(rank, device)`` of tile ``(i, j)`` of ``matrix``.
 
@@ -93,6 +100,10 @@ class BlockCyclic(Distribution):
     def rank_of(self, i: int, j: int) -> int:
         return (i % self.pr) * self.pc + j % self.pc
 
+    def lines_of(self, rank: int, mt: int, nt: int):
+        p, q = divmod(rank, self.pc)
+        return range(p, mt, self.pr), range(q, nt, self.pc)
+
     def device_of(self, i: int, j: int) -> int:
         p = (j // self.pc) % (self.host_columns + self.gpu_columns * self.gpus)
         return HOST if p < self.host_columns else (p - self.host_columns) % self.gpus + 1
@@ -119,6 +130,10 @@ class Hybrid(Distribution):
 
     def rank_of(self, i: int, j: int) -> int:
         return (i % self.pr) * self.pc + (j // self.s) % self.pc
+
+    def lines_of(self, rank: int, mt: int, nt: int):
+        p, q = divmod(rank, self.pc)
+        return range(p, mt, self.pr), [j for j in range(nt) if (j // self.s) % self.pc == q]
 
     def device_of(self, i: int, j: int) -> int:
         if self.gpus == 0 or j % self.s < self.s - 1:

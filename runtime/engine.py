@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure
 from .matrix import TileIndexError, call_views
 from .flops import PRELUDE_FLOPS
 from .program import flatten
 from .scheduler import Scheduler, Task
+from .share import among, every_value
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled
 
 
@@ -81,6 +83,8 @@ class Engine:
         self.stats = Stats(per_worker=[0] * threads, busy=[0.0] * threads)
         self.matrices: dict = {}
         self.exchange = None
+        self.among = every_value  # the loop values to walk: all, unless guided
+        self.tracker = None  # versions of tiles owned elsewhere, when guided
         if (comm is not None and comm.size > 1) or devices is not None:
             from .exchange import Exchange
 
@@ -101,9 +105,18 @@ class Engine:
     def matrix(self, name: str):
         return self.matrices[name]
 
-    def submit(self, call, tiles, regions, priority, values=(), kernel=None) -> None:
+    def guide(self, events: dict) -> None:
+        """Walk only this rank's share of the loop nest (:mod:`.share`): tiles owned elsewhere
+        change version when :mod:`.dataflow` says, not as the walk passes tasks of other ranks."""
+        self.among = among
+        self.tracker = Tracker(events, self.rank, self.exchange.advance, self.exchange.release)
+        for matrix in self.matrices.values():
+            matrix.advance = _ignore
+
+    def submit(self, call, tiles, regions, priority, values=(), kernel=None, at=None) -> None:
         """APPEND one task (the generated driver's call: a panel argument is a tuple of tiles;
-        ``values`` are the value arguments; checks pass their own ``kernel``)."""
+        ``values`` are the value arguments; checks pass their own ``kernel``; ``at`` is the
+        task's schedule key, for a rank that walks only its share)."""
         if self.failure is not None:
             raise _Abort()
         if self.loop_nest is not None:
@@ -115,12 +128,17 @@ class Engine:
             priority = self.priority_of(call, tiles, priority)
         if self.flop_counts is not None and tiles[call.main].rank == self.rank and call.line > 0:
             self._count_flops(site, call, tiles, views, values)
+        tracker = self.tracker if at is not None else None
         with self.lock:
             self._wait_for_window()
+            if tracker is not None:
+                tracker.reach(at)
             if self.exchange is None:
                 self.enqueue(Task(call, tiles, views, priority, 0, kernel, values), 0)
             else:
                 self.exchange.submit(call, tiles, views, priority, kernel, values)
+        if tracker is not None:
+            tracker.touched(at, tiles)
 
     def _count_flops(self, site: int, call, tiles, views, values) -> None:
         """Add an owned task's flops (its kernel's count, from its arguments' shapes and values)."""
@@ -164,11 +182,16 @@ class Engine:
         with self.lock:
             self._finished(task)
 
-    def release(self, tile) -> None:
+    def release(self, tile, at=None) -> None:
         """Release_Tile: copies of ``tile`` held here are freed once their readers are done."""
         if self.exchange is not None:
+            tracker = self.tracker if at is not None else None
             with self.lock:
+                if tracker is not None:
+                    tracker.reach(at)
                 self.exchange.release(tile)
+            if tracker is not None:
+                tracker.touched(at, (tile,))
 
     def _views(self, call, tiles, regions):
         if len(set(tiles)) < len(tiles):
@@ -261,6 +284,8 @@ class Engine:
         if self.exchange is None:
             return
         with self.lock:
+            if self.tracker is not None:
+                self.tracker.finish()
             for matrix in self.matrices.values():
                 for row in matrix.tiles:
                     for tile in row:
@@ -404,3 +429,7 @@ def _check_distinct_writes(call, tiles) -> None:
     for index in call.writes:
         if sum(t is tiles[index] for t in tiles) > 1:
             raise TileIndexError(f"tile {tiles[index]} is passed twice to {call.kernel} and written", call.line)
+
+
+def _ignore(tile) -> None:
+    """A guided rank's bump: the tiles a task of another rank writes are not its to count."""

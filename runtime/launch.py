@@ -32,6 +32,7 @@ from .comm import Unanswered
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
                       collective_limit, options_from, run_warnings)
 from .outputs import Staging, check_output_paths, write_output, write_trace
+from .dataflow import events_of
 from .recording import survey
 from .reporting import RunResult, count_nonfinite, has_standard_count, rank_stats, summary_json, summary_text
 from .resources import check_every_rank_has_tiles, check_memory
@@ -65,7 +66,10 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     derive = options.priorities == "auto" or (options.priorities == "program" and program.derive_priorities)
     check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
     sequence = priorities.TaskSequence() if derive else None
-    share = watched(lambda noting: survey(noting, matrices, params, rank, sequence), driver, options.watchdog,
+    # on several ranks, walk only this rank's share of an affine loop nest (derived priorities need it all)
+    events = events_of(driver, matrices, params) if ranks > 1 and not derive else None
+    share = watched(lambda noting: survey(noting, matrices, params, rank, sequence, events is not None),
+                    driver, options.watchdog,
                     lambda message, line: TaskFailure(f"{message} (surveying it before the run)", rank, line))
     needed = share.needed
     workers = options.workers or default_workers(ranks, options.gpus)
@@ -81,6 +85,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     if out_of_core is not None:
         engine.exchange.go_out_of_core(out_of_core)
     engine.attach(matrices)
+    if events is not None:
+        engine.guide(events)
     engine.priority_of = (priorities.equal if options.priorities == "none" else
                           priorities.in_turn(priorities.bottom_levels(share.sequence)) if derive else None)
     share.sequence = None  # the levels are all the run needs of it

@@ -12,6 +12,7 @@ import numpy as np
 
 from .geometry import Geometry
 from .scheduler import TileState
+from .share import Lines
 
 
 class TileIndexError(IndexError):
@@ -61,6 +62,7 @@ class TiledMatrix:
         self.tiles = [[Tile(self, i, j, *distribution.owner(name, i, j), first_tag + i * self.nt + j)
                        for j in range(self.nt)] for i in range(self.mt)]
         self.advance = _advance  # replaced by the engine of a distributed run
+        self._lines = None
 
     # ---------------------------------------------------------------- driver surface
     def tile(self, i: int, j: int, line: int | None = None) -> Tile:
@@ -81,6 +83,15 @@ class TiledMatrix:
         if c1 - c0 == 1:
             return tuple(self.tiles[i][c0] for i in range(r0, r1))
         return tuple(self.tiles[r0][j] for j in range(c0, c1))
+
+    @property
+    def lines(self):
+        """The tile rows and columns of this rank's tiles (:class:`~.share.Lines`), or None
+        when the distribution does not tell them apart."""
+        if self._lines is None:
+            found = self.distribution.lines_of(self.rank, self.mt, self.nt)
+            self._lines = False if found is None else Lines(*found)
+        return self._lines or None
 
     def bump(self, i: int, j: int) -> None:
         """A task this rank takes no part in writes tile (i, j): count its new version.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from .errors import loop_nest_failure
 from .program import flatten
+from .share import among, every_value
 
 
 class Everyone:
@@ -29,6 +30,8 @@ class Recorder:
     """Records ``(call, tiles, regions)`` of every submit whose kernel ``keep`` accepts, and
     ``events``: the same submits and the released tiles, in program order."""
 
+    among = staticmethod(every_value)
+
     def __init__(self, matrices: dict, rank, keep=lambda call: True):
         self.matrices = matrices
         self.rank = rank
@@ -40,14 +43,14 @@ class Recorder:
     def matrix(self, name):
         return self.matrices[name]
 
-    def submit(self, call, tiles, regions, priority, values=()):
+    def submit(self, call, tiles, regions, priority, values=(), at=None):
         self.count += 1
         call, tiles, regions = flatten(call, tiles, regions)
         if self.keep(call):
             self.submitted.append((call, tiles, regions))
             self.events.append(("task", (call, tiles, regions)))
 
-    def release(self, tile):
+    def release(self, tile, at=None):
         self.events.append(("release", tile))
 
 
@@ -55,21 +58,27 @@ class Survey:
     """What a run needs to know of the loop nest before it starts, in one pass over every task.
 
     A rank submits a task when it owns one of the task's tiles (the driver's own
-    test), so the pass can run as :class:`Everyone` and still tell this rank's tasks.
+    test), so the pass can run as :class:`Everyone` and still tell this rank's tasks,
+    which derived priorities need (they look at every task). Otherwise, when ``guided``,
+    it walks as this rank, only the loop values that can lead to its tasks (:mod:`.share`),
+    and ``foreign`` counts the tasks of other ranks it met on the way.
     """
 
-    def __init__(self, matrices: dict, rank: int, sequence=None):
+    def __init__(self, matrices: dict, rank: int, sequence=None, guided: bool = False):
         self.matrices = matrices
-        self.rank = Everyone()
+        self.guided = guided and sequence is None
+        self.rank = rank if self.guided else Everyone()
+        self.among = among if self.guided else every_value
         self.me = rank
         self.count = 0  # tasks this rank submits
+        self.foreign = 0  # tasks of other ranks met (guided: the driver's test said no)
         self.needed: set = set()  # tiles they touch
         self.sequence = sequence  # a priorities.TaskSequence to fill, or None
 
     def matrix(self, name):
         return self.matrices[name]
 
-    def submit(self, call, tiles, regions, priority, values=()):
+    def submit(self, call, tiles, regions, priority, values=(), at=None):
         call, tiles, regions = flatten(call, tiles, regions)
         mine = any(tile.rank == self.me for tile in tiles)
         if mine:
@@ -77,15 +86,28 @@ class Survey:
             self.needed.update(tiles)
         if self.sequence is not None:
             self.sequence.add(call, tiles, mine)
+        self.foreign += not mine
 
-    def release(self, tile):
+    def release(self, tile, at=None):
         pass
 
+    def met(self, tile) -> None:
+        """A guided walk's bump: a task of another rank, which writes ``tile``."""
+        self.foreign += 1
 
-def survey(driver, matrices: dict, params, rank: int, sequence=None) -> Survey:
+
+def survey(driver, matrices: dict, params, rank: int, sequence=None, guided: bool = False) -> Survey:
     """One pass over the driver's loop nest for ``rank`` (see :class:`Survey`)."""
-    found = Survey(matrices, rank, sequence)
-    walk(driver, found, params, rank)
+    found = Survey(matrices, rank, sequence, guided)
+    saved = {name: matrix.advance for name, matrix in matrices.items()}
+    if found.guided:  # the driver bumps the tiles other ranks' tasks write: count those tasks
+        for matrix in matrices.values():
+            matrix.advance = found.met
+    try:
+        walk(driver, found, params, rank)
+    finally:
+        for name, matrix in matrices.items():
+            matrix.advance = saved[name]
     return found
 
 

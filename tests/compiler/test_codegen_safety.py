@@ -11,6 +11,8 @@ import re
 import numpy as np
 import pytest
 
+from tiledsl.runtime.share import every_value
+
 from tiledsl.compiler.codegen import generate
 from tiledsl.compiler import check_path, check_source
 from tiledsl.driverload import import_driver
@@ -133,10 +135,10 @@ program clash {
   }
 }
 """)
-    body = text[text.index("def generate"):text.index("def loop_bounds")]
+    body = text[text.index("def generate"):text.index("def dataflow")]
     bound = re.findall(r"^\s+(\w+) = ", body, re.M) + re.findall(r"^\s+for (\w+) in", body, re.M)
     user = [name for name in bound if not name.startswith("_r") and name not in
-            ("_me", "_submit", "_release", "CALLS", "n", "A")]
+            ("_me", "_submit", "_release", "_among", "CALLS", "n", "A")]
     assert len(user) == len(set(user)) == 5, user  # five distinct Python names for five .tile names
     assert "_me = rt.rank" in body and "_me == _r0" in body
 
@@ -235,6 +237,7 @@ class FakeMatrix:
 
 class FakeRuntime:
     rank = 0
+    among = staticmethod(every_value)
 
     def __init__(self):
         self.priorities = []
@@ -242,10 +245,10 @@ class FakeRuntime:
     def matrix(self, name):
         return FakeMatrix()
 
-    def submit(self, call, tiles, regions, priority, values=()):
+    def submit(self, call, tiles, regions, priority, values=(), at=None):
         self.priorities.append(priority)
 
-    def release(self, tile):
+    def release(self, tile, at=None):
         pass
 
 

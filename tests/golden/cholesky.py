@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/cholesky.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='cholesky',
@@ -52,42 +54,57 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     for k in range(0, A.nt):  # cholesky.tile:9
         _r0 = A.rank_of(k, k)  # cholesky.tile:10
         # cholesky.tile:10: potrf(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r0:
-            _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k), ('L',))
+            _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k), ('L',), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for m in range(k + 1, A.mt):  # cholesky.tile:11
+        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # cholesky.tile:11
             _r1 = A.rank_of(m, k)  # cholesky.tile:12
             # cholesky.tile:12: trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[1], (A.tile(k, k, 12), A.tile(m, k, 12)), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0))
+                _submit(CALLS[1], (A.tile(k, k, 12), A.tile(m, k, 12)), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1, m, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
-        for j in range(k + 1, A.nt):  # cholesky.tile:14
+        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # cholesky.tile:14
             _r2 = A.rank_of(j, k)  # cholesky.tile:15
             _r3 = A.rank_of(j, j)  # cholesky.tile:15
             # cholesky.tile:15: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
             if _me == _r2 or _me == _r3:
-                _submit(CALLS[2], (A.tile(j, k, 15), A.tile(j, j, 15)), None, 2 * (A.nt - j), ('L', 'N', -1.0, 1.0))
+                _submit(CALLS[2], (A.tile(j, k, 15), A.tile(j, j, 15)), None, 2 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in range(j + 1, A.mt):  # cholesky.tile:16
+            for m in _among(j + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, j, AT, k), (A, PLUS, 0, AT, j))):  # cholesky.tile:16
                 _r4 = A.rank_of(m, k)  # cholesky.tile:17
                 _r5 = A.rank_of(m, j)  # cholesky.tile:17
                 # cholesky.tile:17: gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j
                 if _me == _r4 or _me == _r2 or _me == _r5:
-                    _submit(CALLS[3], (A.tile(m, k, 17), A.tile(j, k, 17), A.tile(m, j, 17)), None, A.nt - j, ('N', 'T', -1.0, 1.0))
+                    _submit(CALLS[3], (A.tile(m, k, 17), A.tile(j, k, 17), A.tile(m, j, 17)), None, A.nt - j, ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for m in range(k, A.mt):  # cholesky.tile:21
+        for m in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k),)):  # cholesky.tile:21
             # cholesky.tile:21: release A[m, k]
-            _release(A.tile(m, k, 21))
+            _release(A.tile(m, k, 21), at=(0, k, 3, m, 0))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    A = rt.matrix('A')
+    return (
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=10),  # writes at cholesky.tile:10
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=12),  # writes at cholesky.tile:12
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=15),  # writes at cholesky.tile:15
+        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 0, 1, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=17),  # writes at cholesky.tile:17
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=21),  # release at cholesky.tile:21
+    )
 
 
 def loop_bounds(_bound, p):

@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/gemm.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='gemm',
@@ -55,29 +57,45 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     C = rt.matrix('C')
     for l in range(0, A.nt):  # gemm.tile:16
-        for i in range(0, C.mt):  # gemm.tile:17
+        for i in _among(0, C.mt, 1, ((A, PLUS, 0, AT, l), (B, AT, l, ANY, 0), (C, PLUS, 0, ANY, 0))):  # gemm.tile:17
             _r0 = A.rank_of(i, l)  # gemm.tile:19
-            for j in range(0, C.nt):  # gemm.tile:18
+            for j in _among(0, C.nt, 1, ((A, AT, i, AT, l), (B, AT, l, PLUS, 0), (C, AT, i, PLUS, 0))):  # gemm.tile:18
                 _r1 = B.rank_of(l, j)  # gemm.tile:19
                 _r2 = C.rank_of(i, j)  # gemm.tile:19
                 # gemm.tile:19: gemm(A[i, l], B[l, j], C[i, j], "N", "N", 1.0, 1.0)
                 if _me == _r0 or _me == _r1 or _me == _r2:
-                    _submit(CALLS[0], (A.tile(i, l, 19), B.tile(l, j, 19), C.tile(i, j, 19)), None, 0, ('N', 'N', 1.0, 1.0))
+                    _submit(CALLS[0], (A.tile(i, l, 19), B.tile(l, j, 19), C.tile(i, j, 19)), None, 0, ('N', 'N', 1.0, 1.0), at=(0, l, 0, i, 0, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     C.bump(i, j)
-        for i in range(0, A.mt):  # gemm.tile:22
+        for i in _among(0, A.mt, 1, ((A, PLUS, 0, AT, l),)):  # gemm.tile:22
             # gemm.tile:22: release A[i, l]
-            _release(A.tile(i, l, 22))
-        for j in range(0, B.nt):  # gemm.tile:23
+            _release(A.tile(i, l, 22), at=(0, l, 1, i, 0))
+        for j in _among(0, B.nt, 1, ((B, AT, l, PLUS, 0),)):  # gemm.tile:23
             # gemm.tile:23: release B[l, j]
-            _release(B.tile(l, j, 23))
+            _release(B.tile(l, j, 23), at=(0, l, 2, j, 0))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    B = p['B']
+    A = rt.matrix('A')
+    B = rt.matrix('B')
+    C = rt.matrix('C')
+    return (
+        Event('C', (0, 0, 0, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((C.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((C.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=19),  # writes at gemm.tile:19
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=22),  # release at gemm.tile:22
+        Event('B', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=23),  # release at gemm.tile:23
+    )
 
 
 def loop_bounds(_bound, p):

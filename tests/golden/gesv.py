@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/gesv.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, main, takes_part
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main, takes_part
 
 PROGRAM = Program(
     name='gesv',
@@ -68,6 +70,7 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     B = p['B']
     A = rt.matrix('A')
@@ -79,78 +82,102 @@ def generate(rt, p):
         # gesv.tile:19: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
         _p0 = A.panel(k, A.mt, k, k + 1, 19)
         if _me == _r0 or takes_part(_p0, _me):
-            _submit(CALLS[0], (_p0, P.tile(k, k, 19)), None, 4 * (A.nt - k))
+            _submit(CALLS[0], (_p0, P.tile(k, k, 19)), None, 4 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in range(k + 1, A.nt):  # gesv.tile:20
+        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:20
             _r2 = A.rank_of(k, j)  # gesv.tile:22
             # gesv.tile:21: laswp(P[k, k], A[k : A.mt, j]) priority (3 * (A.nt - k)) - (j - k)
             _p1 = A.panel(k, A.mt, j, j + 1, 21)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[1], (P.tile(k, k, 21), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'))
+                _submit(CALLS[1], (P.tile(k, k, 21), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
             # gesv.tile:22: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority (3 * (A.nt - k)) - (j - k)
             if _me == _r1 or _me == _r2:
-                _submit(CALLS[2], (A.tile(k, k, 22), A.tile(k, j, 22)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0))
+                _submit(CALLS[2], (A.tile(k, k, 22), A.tile(k, j, 22)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-            for i in range(k + 1, A.mt):  # gesv.tile:23
+            for i in _among(k + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # gesv.tile:23
                 _r3 = A.rank_of(i, k)  # gesv.tile:24
                 _r4 = A.rank_of(i, j)  # gesv.tile:24
                 # gesv.tile:24: gemm(A[i, k], A[k, j], A[i, j], "N", "N") priority 2 * (A.nt - j)
                 if _me == _r3 or _me == _r2 or _me == _r4:
-                    _submit(CALLS[3], (A.tile(i, k, 24), A.tile(k, j, 24), A.tile(i, j, 24)), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0))
+                    _submit(CALLS[3], (A.tile(i, k, 24), A.tile(k, j, 24), A.tile(i, j, 24)), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, j)
-        for j in range(0, B.nt):  # gesv.tile:27
+        for j in _among(0, B.nt, 1, ((P, AT, k, AT, k), (B, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:27
             _r5 = B.rank_of(k, j)  # gesv.tile:29
             # gesv.tile:28: laswp(P[k, k], B[k : B.mt, j]) priority 2 * (A.nt - k)
             _p1 = B.panel(k, B.mt, j, j + 1, 28)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[4], (P.tile(k, k, 28), _p1), None, 2 * (A.nt - k), (0, 'F'))
+                _submit(CALLS[4], (P.tile(k, k, 28), _p1), None, 2 * (A.nt - k), (0, 'F'), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
             # gesv.tile:29: trsm(A[k, k], B[k, j], "L", "L", "N", "U") priority 2 * (A.nt - k)
             if _me == _r1 or _me == _r5:
-                _submit(CALLS[5], (A.tile(k, k, 29), B.tile(k, j, 29)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'U', 1.0))
+                _submit(CALLS[5], (A.tile(k, k, 29), B.tile(k, j, 29)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 2, j, 1))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in range(k + 1, B.mt):  # gesv.tile:30
+            for i in _among(k + 1, B.mt, 1, ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # gesv.tile:30
                 _r6 = A.rank_of(i, k)  # gesv.tile:31
                 _r7 = B.rank_of(i, j)  # gesv.tile:31
                 # gesv.tile:31: gemm(A[i, k], B[k, j], B[i, j], "N", "N") priority A.nt - k
                 if _me == _r6 or _me == _r5 or _me == _r7:
-                    _submit(CALLS[6], (A.tile(i, k, 31), B.tile(k, j, 31), B.tile(i, j, 31)), None, A.nt - k, ('N', 'N', -1.0, 1.0))
+                    _submit(CALLS[6], (A.tile(i, k, 31), B.tile(k, j, 31), B.tile(i, j, 31)), None, A.nt - k, ('N', 'N', -1.0, 1.0), at=(0, k, 2, j, 2, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(i, j)
         # gesv.tile:34: release P[k, k]
-        _release(P.tile(k, k, 34))
+        _release(P.tile(k, k, 34), at=(0, k, 3))
     for k in range(A.nt - 1, -1, -1):  # gesv.tile:37
         _r8 = A.rank_of(k, k)  # gesv.tile:39
-        for j in range(0, B.nt):  # gesv.tile:38
+        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # gesv.tile:38
             _r9 = B.rank_of(k, j)  # gesv.tile:39
             # gesv.tile:39: trsm(A[k, k], B[k, j], "L", "U", "N", "N") priority k + 1
             if _me == _r8 or _me == _r9:
-                _submit(CALLS[7], (A.tile(k, k, 39), B.tile(k, j, 39)), None, k + 1, ('L', 'U', 'N', 'N', 1.0))
+                _submit(CALLS[7], (A.tile(k, k, 39), B.tile(k, j, 39)), None, k + 1, ('L', 'U', 'N', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in range(0, k):  # gesv.tile:40
+            for i in _among(0, k, 1, ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # gesv.tile:40
                 _r10 = A.rank_of(i, k)  # gesv.tile:41
                 _r11 = B.rank_of(i, j)  # gesv.tile:41
                 # gesv.tile:41: gemm(A[i, k], B[k, j], B[i, j], "N", "N") priority k
                 if _me == _r10 or _me == _r9 or _me == _r11:
-                    _submit(CALLS[8], (A.tile(i, k, 41), B.tile(k, j, 41), B.tile(i, j, 41)), None, k, ('N', 'N', -1.0, 1.0))
+                    _submit(CALLS[8], (A.tile(i, k, 41), B.tile(k, j, 41), B.tile(i, j, 41)), None, k, ('N', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(i, j)
-        for i in range(0, k + 1):  # gesv.tile:44
+        for i in _among(0, k + 1, 1, ((A, PLUS, 0, AT, k),)):  # gesv.tile:44
             # gesv.tile:44: release A[i, k]
-            _release(A.tile(i, k, 44))
+            _release(A.tile(i, k, 44), at=(1, -k, 1, i, 0))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    B = p['B']
+    A = rt.matrix('A')
+    B = rt.matrix('B')
+    P = rt.matrix('P')
+    return (
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=19),  # writes at gesv.tile:19
+        Event('P', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=19),  # writes at gesv.tile:19
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=21),  # writes at gesv.tile:21
+        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=22),  # writes at gesv.tile:22
+        Event('A', (0, 1, 2, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=24),  # writes at gesv.tile:24
+        Event('B', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (B.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=28),  # writes at gesv.tile:28
+        Event('B', (0, 2, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=29),  # writes at gesv.tile:29
+        Event('B', (0, 2, 2, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((B.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=31),  # writes at gesv.tile:31
+        Event('P', (0, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=34),  # release at gesv.tile:34
+        Event('B', (1, 0, 0), (Loop((((A.nt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=39),  # writes at gesv.tile:39
+        Event('B', (1, 0, 1, 0), (Loop((((A.nt + -1) * -1, 0, 0, 0),), ((1, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, -1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=41),  # writes at gesv.tile:41
+        Event('A', (1, 1, 0), (Loop((((A.nt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((1, -1, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, -1, 0), (1, -1, 0)), release=True, line=44),  # release at gesv.tile:44
+    )
 
 
 def loop_bounds(_bound, p):

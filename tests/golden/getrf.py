@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/getrf.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, main, takes_part
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main, takes_part
 
 PROGRAM = Program(
     name='getrf',
@@ -56,6 +58,7 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     P = rt.matrix('P')
@@ -65,47 +68,65 @@ def generate(rt, p):
         # getrf.tile:17: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
         _p0 = A.panel(k, A.mt, k, k + 1, 17)
         if _me == _r0 or takes_part(_p0, _me):
-            _submit(CALLS[0], (_p0, P.tile(k, k, 17)), None, 4 * (A.nt - k))
+            _submit(CALLS[0], (_p0, P.tile(k, k, 17)), None, 4 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in range(k + 1, A.nt):  # getrf.tile:18
+        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:18
             _r2 = A.rank_of(k, j)  # getrf.tile:20
             # getrf.tile:19: laswp(P[k, k], A[k : A.mt, j]) priority (3 * (A.nt - k)) - (j - k)
             _p1 = A.panel(k, A.mt, j, j + 1, 19)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[1], (P.tile(k, k, 19), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'))
+                _submit(CALLS[1], (P.tile(k, k, 19), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
             # getrf.tile:20: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority (3 * (A.nt - k)) - (j - k)
             if _me == _r1 or _me == _r2:
-                _submit(CALLS[2], (A.tile(k, k, 20), A.tile(k, j, 20)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0))
+                _submit(CALLS[2], (A.tile(k, k, 20), A.tile(k, j, 20)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-            for i in range(k + 1, A.mt):  # getrf.tile:21
+            for i in _among(k + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # getrf.tile:21
                 _r3 = A.rank_of(i, k)  # getrf.tile:22
                 _r4 = A.rank_of(i, j)  # getrf.tile:22
                 # getrf.tile:22: gemm(A[i, k], A[k, j], A[i, j], "N", "N") priority 2 * (A.nt - j)
                 if _me == _r3 or _me == _r2 or _me == _r4:
-                    _submit(CALLS[3], (A.tile(i, k, 22), A.tile(k, j, 22), A.tile(i, j, 22)), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0))
+                    _submit(CALLS[3], (A.tile(i, k, 22), A.tile(k, j, 22), A.tile(i, j, 22)), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, j)
-        for j in range(0, k):  # getrf.tile:26
+        for j in _among(0, k, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:26
             # getrf.tile:27: laswp(P[k, k], A[k : A.mt, j])
             _p1 = A.panel(k, A.mt, j, j + 1, 27)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[4], (P.tile(k, k, 27), _p1), None, 0, (0, 'F'))
+                _submit(CALLS[4], (P.tile(k, k, 27), _p1), None, 0, (0, 'F'), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        for j in range(0, A.nt):  # getrf.tile:30
+        for j in _among(0, A.nt, 1, ((A, AT, k, PLUS, 0),)):  # getrf.tile:30
             # getrf.tile:30: release A[k, j]
-            _release(A.tile(k, j, 30))
+            _release(A.tile(k, j, 30), at=(0, k, 3, j, 0))
         # getrf.tile:31: release P[k, k]
-        _release(P.tile(k, k, 31))
+        _release(P.tile(k, k, 31), at=(0, k, 4))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    A = rt.matrix('A')
+    P = rt.matrix('P')
+    return (
+        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=17),  # writes at getrf.tile:17
+        Event('P', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=17),  # writes at getrf.tile:17
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=19),  # writes at getrf.tile:19
+        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=20),  # writes at getrf.tile:20
+        Event('A', (0, 1, 2, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=22),  # writes at getrf.tile:22
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=27),  # writes at getrf.tile:27
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=30),  # release at getrf.tile:30
+        Event('P', (0, 4), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=31),  # release at getrf.tile:31
+    )
 
 
 def loop_bounds(_bound, p):

@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/hetero_cholesky.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='hetero_cholesky',
@@ -51,6 +53,7 @@ def generate(rt, p):
     """The loop nest of `hetero_cholesky`: submit this rank's share of every task."""
     _me = rt.rank
     _submit = rt.submit
+    _among = rt.among
     CALLS = PROGRAM.calls
     s = p['s']
     A = rt.matrix('A')
@@ -61,36 +64,50 @@ def generate(rt, p):
             o = A.offset(k)  # hetero_cholesky.tile:15
             # hetero_cholesky.tile:17: potrf(A[t, k][o:]) priority 3 * (A.nt - k)
             if _me == _r0:
-                _submit(CALLS[0], (A.tile(t, k, 17),), ((o, None, None, None),), 3 * (A.nt - k), ('L',))
+                _submit(CALLS[0], (A.tile(t, k, 17),), ((o, None, None, None),), 3 * (A.nt - k), ('L',), at=(0, t, 0, d, 2))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(t, k)
-            for j in range(k + 1, (t + 1) * s):  # hetero_cholesky.tile:19
+            for j in _among(k + 1, (t + 1) * s, 1, ((A, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_cholesky.tile:19
                 _r1 = A.rank_of(t, j)  # hetero_cholesky.tile:21
                 oj = A.offset(j)  # hetero_cholesky.tile:20
                 # hetero_cholesky.tile:21: gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)
                 if _me == _r0 or _me == _r1:
-                    _submit(CALLS[1], (A.tile(t, k, 21), A.tile(t, k, 21), A.tile(t, j, 21)), ((oj, None, None, None), (oj, oj + A.width(j), None, None), (oj, None, None, None)), 3 * (A.nt - j), ('N', 'T', -1.0, 1.0))
+                    _submit(CALLS[1], (A.tile(t, k, 21), A.tile(t, k, 21), A.tile(t, j, 21)), ((oj, None, None, None), (oj, oj + A.width(j), None, None), (oj, None, None, None)), 3 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, t, 0, d, 3, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
-            for i in range(t + 1, A.mt):  # hetero_cholesky.tile:23
+            for i in _among(t + 1, A.mt, 1, ((A, AT, t, AT, s * t + d), (A, PLUS, 0, AT, s * t + d))):  # hetero_cholesky.tile:23
                 _r2 = A.rank_of(i, k)  # hetero_cholesky.tile:24
                 # hetero_cholesky.tile:24: trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r2:
-                    _submit(CALLS[2], (A.tile(t, k, 24), A.tile(i, k, 24)), ((o, None, None, None), None), 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0))
+                    _submit(CALLS[2], (A.tile(t, k, 24), A.tile(i, k, 24)), ((o, None, None, None), None), 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, t, 0, d, 4, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, k)
-            for i in range(t + 1, A.mt):  # hetero_cholesky.tile:27
+            for i in _among(t + 1, A.mt, 1, ((A, PLUS, 0, AT, s * t + d), (A, ANY, 0, AT, s * t + d), (A, PLUS, 0, ANY, 0))):  # hetero_cholesky.tile:27
                 _r3 = A.rank_of(i, k)  # hetero_cholesky.tile:30
-                for j in range(k + 1, (i + 1) * s):  # hetero_cholesky.tile:28
+                for j in _among(k + 1, (i + 1) * s, 1, ((A, AT, i, AT, s * t + d), (A, ANY, 0, AT, s * t + d), (A, AT, i, PLUS, 0))):  # hetero_cholesky.tile:28
                     _r4 = A.rank_of(j // s, k)  # hetero_cholesky.tile:30
                     _r5 = A.rank_of(i, j)  # hetero_cholesky.tile:30
                     oj = A.offset(j)  # hetero_cholesky.tile:29
                     # hetero_cholesky.tile:30: gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j
                     if _me == _r3 or _me == _r4 or _me == _r5:
-                        _submit(CALLS[3], (A.tile(i, k, 30), A.tile(j // s, k, 30), A.tile(i, j, 30)), (None, (oj, oj + A.width(j), None, None), None), A.nt - j, ('N', 'T', -1.0, 1.0))
+                        _submit(CALLS[3], (A.tile(i, k, 30), A.tile(j // s, k, 30), A.tile(i, j, 30)), (None, (oj, oj + A.width(j), None, None), None), A.nt - j, ('N', 'T', -1.0, 1.0), at=(0, t, 0, d, 5, i, 0, j, 1))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(i, j)
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    s = p['s']
+    A = rt.matrix('A')
+    return (
+        Event('A', (0, 0, 2), (Loop(((0, 0, 0),), ((A.mt, 0, 0),)), Loop(((0, 0, 0),), ((s, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, s, 1), (1, s, 1)), line=17),  # writes at hetero_cholesky.tile:17
+        Event('A', (0, 0, 3, 1), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, s, 1, 0),), ((s, s, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=21),  # writes at hetero_cholesky.tile:21
+        Event('A', (0, 0, 4, 0), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, s, 1, 0), (1, s, 1, 0)), line=24),  # writes at hetero_cholesky.tile:24
+        Event('A', (0, 0, 5, 0, 1), (Loop(((0, 0, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((0, 0, 0, 0, 0),), ((s, 0, 0, 0, 0),)), Loop(((1, 1, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((1, s, 1, 0, 0),), ((s, 0, 0, s, 0),))), ((0, 0, 0, 1, 0), (1, 0, 0, 1, 0)), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), line=30),  # writes at hetero_cholesky.tile:30
+    )
 
 
 def loop_bounds(_bound, p):

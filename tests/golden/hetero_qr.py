@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/hetero_qr.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
 
 PROGRAM = Program(
     name='hetero_qr',
@@ -55,6 +57,7 @@ def generate(rt, p):
     """The loop nest of `hetero_qr`: submit this rank's share of every task."""
     _me = rt.rank
     _submit = rt.submit
+    _among = rt.among
     CALLS = PROGRAM.calls
     s = p['s']
     A = rt.matrix('A')
@@ -67,37 +70,56 @@ def generate(rt, p):
             o = A.offset(k)  # hetero_qr.tile:15
             # hetero_qr.tile:16: geqrt(A[t, k][o:], T[t, k]) priority 3 * (A.nt - k)
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[0], (A.tile(t, k, 16), T.tile(t, k, 16)), ((o, None, None, None), None), 3 * (A.nt - k))
+                _submit(CALLS[0], (A.tile(t, k, 16), T.tile(t, k, 16)), ((o, None, None, None), None), 3 * (A.nt - k), at=(0, t, 0, d, 2))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(t, k)
                 T.bump(t, k)
-            for j in range(k + 1, A.nt):  # hetero_qr.tile:17
+            for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, s * t + d), (T, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_qr.tile:17
                 _r2 = A.rank_of(t, j)  # hetero_qr.tile:18
                 # hetero_qr.tile:18: gemqrt(A[t, k][o:], T[t, k], A[t, j][o:]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r1 or _me == _r2:
-                    _submit(CALLS[1], (A.tile(t, k, 18), T.tile(t, k, 18), A.tile(t, j, 18)), ((o, None, None, None), None, (o, None, None, None)), 2 * (A.nt - k), ('L', 'T'))
+                    _submit(CALLS[1], (A.tile(t, k, 18), T.tile(t, k, 18), A.tile(t, j, 18)), ((o, None, None, None), None, (o, None, None, None)), 2 * (A.nt - k), ('L', 'T'), at=(0, t, 0, d, 3, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
-            for i in range(t + 1, A.mt):  # hetero_qr.tile:20
+            for i in _among(t + 1, A.mt, 1, ((A, AT, t, AT, s * t + d), (A, PLUS, 0, AT, s * t + d), (T, PLUS, 0, AT, s * t + d), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hetero_qr.tile:20
                 _r3 = A.rank_of(i, k)  # hetero_qr.tile:21
                 _r4 = T.rank_of(i, k)  # hetero_qr.tile:21
                 # hetero_qr.tile:21: tpqrt(A[t, k][o:], A[i, k], T[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r3 or _me == _r4:
-                    _submit(CALLS[2], (A.tile(t, k, 21), A.tile(i, k, 21), T.tile(i, k, 21)), ((o, None, None, None), None, None), 2 * (A.nt - k))
+                    _submit(CALLS[2], (A.tile(t, k, 21), A.tile(i, k, 21), T.tile(i, k, 21)), ((o, None, None, None), None, None), 2 * (A.nt - k), at=(0, t, 0, d, 4, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, k)
                     A.bump(i, k)
                     T.bump(i, k)
-                for j in range(k + 1, A.nt):  # hetero_qr.tile:22
+                for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, s * t + d), (T, AT, i, AT, s * t + d), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hetero_qr.tile:22
                     _r5 = A.rank_of(t, j)  # hetero_qr.tile:23
                     _r6 = A.rank_of(i, j)  # hetero_qr.tile:23
                     # hetero_qr.tile:23: tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j]) priority A.nt - j
                     if _me == _r3 or _me == _r4 or _me == _r5 or _me == _r6:
-                        _submit(CALLS[3], (A.tile(i, k, 23), T.tile(i, k, 23), A.tile(t, j, 23), A.tile(i, j, 23)), (None, None, (o, None, None, None), None), A.nt - j, ('L', 'T'))
+                        _submit(CALLS[3], (A.tile(i, k, 23), T.tile(i, k, 23), A.tile(t, j, 23), A.tile(i, j, 23)), (None, None, (o, None, None, None), None), A.nt - j, ('L', 'T'), at=(0, t, 0, d, 4, i, 1, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(t, j)
                         A.bump(i, j)
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    s = p['s']
+    A = rt.matrix('A')
+    T = rt.matrix('T')
+    return (
+        Event('A', (0, 0, 2), (Loop(((0, 0, 0),), ((A.mt, 0, 0),)), Loop(((0, 0, 0),), ((s, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, s, 1), (1, s, 1)), line=16),  # writes at hetero_qr.tile:16
+        Event('T', (0, 0, 2), (Loop(((0, 0, 0),), ((A.mt, 0, 0),)), Loop(((0, 0, 0),), ((s, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, s, 1), (1, s, 1)), line=16),  # writes at hetero_qr.tile:16
+        Event('A', (0, 0, 3, 0), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, s, 1, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=18),  # writes at hetero_qr.tile:18
+        Event('A', (0, 0, 4, 0), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, s, 1, 0), (1, s, 1, 0)), line=21),  # writes at hetero_qr.tile:21
+        Event('A', (0, 0, 4, 0), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, s, 1, 0), (1, s, 1, 0)), line=21),  # writes at hetero_qr.tile:21
+        Event('T', (0, 0, 4, 0), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, s, 1, 0), (1, s, 1, 0)), line=21),  # writes at hetero_qr.tile:21
+        Event('A', (0, 0, 4, 1, 0), (Loop(((0, 0, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((0, 0, 0, 0, 0),), ((s, 0, 0, 0, 0),)), Loop(((1, 1, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((1, s, 1, 0, 0),), ((A.nt, 0, 0, 0, 0),))), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), line=23),  # writes at hetero_qr.tile:23
+        Event('A', (0, 0, 4, 1, 0), (Loop(((0, 0, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((0, 0, 0, 0, 0),), ((s, 0, 0, 0, 0),)), Loop(((1, 1, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((1, s, 1, 0, 0),), ((A.nt, 0, 0, 0, 0),))), ((0, 0, 0, 1, 0), (1, 0, 0, 1, 0)), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), line=23),  # writes at hetero_qr.tile:23
+    )
 
 
 def loop_bounds(_bound, p):

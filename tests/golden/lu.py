@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/lu.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='lu',
@@ -52,44 +54,60 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     for k in range(0, min(A.mt, A.nt)):  # lu.tile:9
         _r0 = A.rank_of(k, k)  # lu.tile:10
         # lu.tile:10: getrf_nopiv(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r0:
-            _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k))
+            _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in range(k + 1, A.nt):  # lu.tile:11
+        for j in _among(k + 1, A.nt, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # lu.tile:11
             _r1 = A.rank_of(k, j)  # lu.tile:12
             # lu.tile:12: trsm_l(A[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[1], (A.tile(k, k, 12), A.tile(k, j, 12)), None, 2 * (A.nt - k))
+                _submit(CALLS[1], (A.tile(k, k, 12), A.tile(k, j, 12)), None, 2 * (A.nt - k), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        for i in range(k + 1, A.mt):  # lu.tile:14
+        for i in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # lu.tile:14
             _r2 = A.rank_of(i, k)  # lu.tile:15
             # lu.tile:15: trsm_u(A[k, k], A[i, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r2:
-                _submit(CALLS[2], (A.tile(k, k, 15), A.tile(i, k, 15)), None, 2 * (A.nt - k))
+                _submit(CALLS[2], (A.tile(k, k, 15), A.tile(i, k, 15)), None, 2 * (A.nt - k), at=(0, k, 2, i, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(i, k)
-            for j in range(k + 1, A.nt):  # lu.tile:16
+            for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # lu.tile:16
                 _r3 = A.rank_of(k, j)  # lu.tile:17
                 _r4 = A.rank_of(i, j)  # lu.tile:17
                 # lu.tile:17: gemm_nn(A[i, k], A[k, j], A[i, j]) priority A.nt - j
                 if _me == _r2 or _me == _r3 or _me == _r4:
-                    _submit(CALLS[3], (A.tile(i, k, 17), A.tile(k, j, 17), A.tile(i, j, 17)), None, A.nt - j)
+                    _submit(CALLS[3], (A.tile(i, k, 17), A.tile(k, j, 17), A.tile(i, j, 17)), None, A.nt - j, at=(0, k, 2, i, 1, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, j)
-        for i in range(k, A.mt):  # lu.tile:21
+        for i in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k),)):  # lu.tile:21
             # lu.tile:21: release A[i, k]
-            _release(A.tile(i, k, 21))
-        for j in range(k + 1, A.nt):  # lu.tile:22
+            _release(A.tile(i, k, 21), at=(0, k, 3, i, 0))
+        for j in _among(k + 1, A.nt, 1, ((A, AT, k, PLUS, 0),)):  # lu.tile:22
             # lu.tile:22: release A[k, j]
-            _release(A.tile(k, j, 22))
+            _release(A.tile(k, j, 22), at=(0, k, 4, j, 0))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    A = rt.matrix('A')
+    return (
+        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=10),  # writes at lu.tile:10
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=12),  # writes at lu.tile:12
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=15),  # writes at lu.tile:15
+        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=17),  # writes at lu.tile:17
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=21),  # release at lu.tile:21
+        Event('A', (0, 4, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=22),  # release at lu.tile:22
+    )
 
 
 def loop_bounds(_bound, p):

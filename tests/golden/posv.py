@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/posv.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='posv',
@@ -65,6 +67,7 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     B = p['B']
     A = rt.matrix('A')
@@ -73,68 +76,88 @@ def generate(rt, p):
         _r0 = A.rank_of(k, k)  # posv.tile:15
         # posv.tile:15: potrf(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r0:
-            _submit(CALLS[0], (A.tile(k, k, 15),), None, 3 * (A.nt - k), ('L',))
+            _submit(CALLS[0], (A.tile(k, k, 15),), None, 3 * (A.nt - k), ('L',), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for m in range(k + 1, A.mt):  # posv.tile:16
+        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # posv.tile:16
             _r1 = A.rank_of(m, k)  # posv.tile:17
             # posv.tile:17: trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[1], (A.tile(k, k, 17), A.tile(m, k, 17)), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0))
+                _submit(CALLS[1], (A.tile(k, k, 17), A.tile(m, k, 17)), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1, m, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
-        for j in range(k + 1, A.nt):  # posv.tile:19
+        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # posv.tile:19
             _r2 = A.rank_of(j, k)  # posv.tile:20
             _r3 = A.rank_of(j, j)  # posv.tile:20
             # posv.tile:20: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
             if _me == _r2 or _me == _r3:
-                _submit(CALLS[2], (A.tile(j, k, 20), A.tile(j, j, 20)), None, 2 * (A.nt - j), ('L', 'N', -1.0, 1.0))
+                _submit(CALLS[2], (A.tile(j, k, 20), A.tile(j, j, 20)), None, 2 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in range(j + 1, A.mt):  # posv.tile:21
+            for m in _among(j + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, j, AT, k), (A, PLUS, 0, AT, j))):  # posv.tile:21
                 _r4 = A.rank_of(m, k)  # posv.tile:22
                 _r5 = A.rank_of(m, j)  # posv.tile:22
                 # posv.tile:22: gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j
                 if _me == _r4 or _me == _r2 or _me == _r5:
-                    _submit(CALLS[3], (A.tile(m, k, 22), A.tile(j, k, 22), A.tile(m, j, 22)), None, A.nt - j, ('N', 'T', -1.0, 1.0))
+                    _submit(CALLS[3], (A.tile(m, k, 22), A.tile(j, k, 22), A.tile(m, j, 22)), None, A.nt - j, ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for j in range(0, B.nt):  # posv.tile:26
+        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # posv.tile:26
             _r6 = B.rank_of(k, j)  # posv.tile:27
             # posv.tile:27: trsm(A[k, k], B[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r6:
-                _submit(CALLS[4], (A.tile(k, k, 27), B.tile(k, j, 27)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0))
+                _submit(CALLS[4], (A.tile(k, k, 27), B.tile(k, j, 27)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(0, k, 3, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for m in range(k + 1, B.mt):  # posv.tile:28
+            for m in _among(k + 1, B.mt, 1, ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # posv.tile:28
                 _r7 = A.rank_of(m, k)  # posv.tile:29
                 _r8 = B.rank_of(m, j)  # posv.tile:29
                 # posv.tile:29: gemm(A[m, k], B[k, j], B[m, j], "N", "N") priority A.nt - k
                 if _me == _r7 or _me == _r6 or _me == _r8:
-                    _submit(CALLS[5], (A.tile(m, k, 29), B.tile(k, j, 29), B.tile(m, j, 29)), None, A.nt - k, ('N', 'N', -1.0, 1.0))
+                    _submit(CALLS[5], (A.tile(m, k, 29), B.tile(k, j, 29), B.tile(m, j, 29)), None, A.nt - k, ('N', 'N', -1.0, 1.0), at=(0, k, 3, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(m, j)
     for k in range(A.nt - 1, -1, -1):  # posv.tile:34
         _r9 = A.rank_of(k, k)  # posv.tile:36
-        for j in range(0, B.nt):  # posv.tile:35
+        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, AT, k, ANY, 0), (B, ANY, 0, PLUS, 0))):  # posv.tile:35
             _r10 = B.rank_of(k, j)  # posv.tile:36
             # posv.tile:36: trsm(A[k, k], B[k, j], "L", "L", "T", "N") priority k + 1
             if _me == _r9 or _me == _r10:
-                _submit(CALLS[6], (A.tile(k, k, 36), B.tile(k, j, 36)), None, k + 1, ('L', 'L', 'T', 'N', 1.0))
+                _submit(CALLS[6], (A.tile(k, k, 36), B.tile(k, j, 36)), None, k + 1, ('L', 'L', 'T', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in range(0, k):  # posv.tile:37
+            for i in _among(0, k, 1, ((A, AT, k, PLUS, 0), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # posv.tile:37
                 _r11 = A.rank_of(k, i)  # posv.tile:38
                 _r12 = B.rank_of(i, j)  # posv.tile:38
                 # posv.tile:38: gemm(A[k, i], B[k, j], B[i, j], "T", "N") priority k
                 if _me == _r11 or _me == _r10 or _me == _r12:
-                    _submit(CALLS[7], (A.tile(k, i, 38), B.tile(k, j, 38), B.tile(i, j, 38)), None, k, ('T', 'N', -1.0, 1.0))
+                    _submit(CALLS[7], (A.tile(k, i, 38), B.tile(k, j, 38), B.tile(i, j, 38)), None, k, ('T', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(i, j)
-        for i in range(0, k + 1):  # posv.tile:41
+        for i in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # posv.tile:41
             # posv.tile:41: release A[k, i]
-            _release(A.tile(k, i, 41))
+            _release(A.tile(k, i, 41), at=(1, -k, 1, i, 0))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    B = p['B']
+    A = rt.matrix('A')
+    B = rt.matrix('B')
+    return (
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=15),  # writes at posv.tile:15
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at posv.tile:17
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=20),  # writes at posv.tile:20
+        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 0, 1, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=22),  # writes at posv.tile:22
+        Event('B', (0, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=27),  # writes at posv.tile:27
+        Event('B', (0, 3, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((B.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=29),  # writes at posv.tile:29
+        Event('B', (1, 0, 0), (Loop((((A.nt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=36),  # writes at posv.tile:36
+        Event('B', (1, 0, 1, 0), (Loop((((A.nt + -1) * -1, 0, 0, 0),), ((1, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, -1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=38),  # writes at posv.tile:38
+        Event('A', (1, 1, 0), (Loop((((A.nt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((1, -1, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=41),  # release at posv.tile:41
+    )
 
 
 def loop_bounds(_bound, p):

@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/potri.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='potri',
@@ -69,103 +71,126 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     for k in range(0, A.nt):  # potri.tile:14
         _r0 = A.rank_of(k, k)  # potri.tile:15
         # potri.tile:15: potrf(A[k, k]) priority 6 * (A.nt - k)
         if _me == _r0:
-            _submit(CALLS[0], (A.tile(k, k, 15),), None, 6 * (A.nt - k), ('L',))
+            _submit(CALLS[0], (A.tile(k, k, 15),), None, 6 * (A.nt - k), ('L',), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for m in range(k + 1, A.mt):  # potri.tile:16
+        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # potri.tile:16
             _r1 = A.rank_of(m, k)  # potri.tile:17
             # potri.tile:17: trsm(A[k, k], A[m, k]) priority 5 * (A.nt - k)
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[1], (A.tile(k, k, 17), A.tile(m, k, 17)), None, 5 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0))
+                _submit(CALLS[1], (A.tile(k, k, 17), A.tile(m, k, 17)), None, 5 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1, m, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
-        for j in range(k + 1, A.nt):  # potri.tile:19
+        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # potri.tile:19
             _r2 = A.rank_of(j, k)  # potri.tile:20
             _r3 = A.rank_of(j, j)  # potri.tile:20
             # potri.tile:20: syrk(A[j, k], A[j, j]) priority 5 * (A.nt - j)
             if _me == _r2 or _me == _r3:
-                _submit(CALLS[2], (A.tile(j, k, 20), A.tile(j, j, 20)), None, 5 * (A.nt - j), ('L', 'N', -1.0, 1.0))
+                _submit(CALLS[2], (A.tile(j, k, 20), A.tile(j, j, 20)), None, 5 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in range(j + 1, A.mt):  # potri.tile:21
+            for m in _among(j + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, j, AT, k), (A, PLUS, 0, AT, j))):  # potri.tile:21
                 _r4 = A.rank_of(m, k)  # potri.tile:22
                 _r5 = A.rank_of(m, j)  # potri.tile:22
                 # potri.tile:22: gemm(A[m, k], A[j, k], A[m, j]) priority 4 * (A.nt - j)
                 if _me == _r4 or _me == _r2 or _me == _r5:
-                    _submit(CALLS[3], (A.tile(m, k, 22), A.tile(j, k, 22), A.tile(m, j, 22)), None, 4 * (A.nt - j), ('N', 'T', -1.0, 1.0))
+                    _submit(CALLS[3], (A.tile(m, k, 22), A.tile(j, k, 22), A.tile(m, j, 22)), None, 4 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
     for k in range(0, A.nt):  # potri.tile:27
         _r6 = A.rank_of(k, k)  # potri.tile:29
-        for m in range(k + 1, A.mt):  # potri.tile:28
+        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # potri.tile:28
             _r7 = A.rank_of(m, k)  # potri.tile:29
             # potri.tile:29: trsm(A[k, k], A[m, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
             if _me == _r6 or _me == _r7:
-                _submit(CALLS[4], (A.tile(k, k, 29), A.tile(m, k, 29)), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0))
+                _submit(CALLS[4], (A.tile(k, k, 29), A.tile(m, k, 29)), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(1, k, 0, m, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
-        for m in range(k + 1, A.mt):  # potri.tile:31
+        for m in _among(k + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # potri.tile:31
             _r8 = A.rank_of(m, k)  # potri.tile:33
-            for j in range(0, k):  # potri.tile:32
+            for j in _among(0, k, 1, ((A, AT, m, AT, k), (A, AT, k, PLUS, 0), (A, AT, m, PLUS, 0))):  # potri.tile:32
                 _r9 = A.rank_of(k, j)  # potri.tile:33
                 _r10 = A.rank_of(m, j)  # potri.tile:33
                 # potri.tile:33: gemm(A[m, k], A[k, j], A[m, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
                 if _me == _r8 or _me == _r9 or _me == _r10:
-                    _submit(CALLS[5], (A.tile(m, k, 33), A.tile(k, j, 33), A.tile(m, j, 33)), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0))
+                    _submit(CALLS[5], (A.tile(m, k, 33), A.tile(k, j, 33), A.tile(m, j, 33)), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(1, k, 1, m, 0, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for j in range(0, k):  # potri.tile:36
+        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:36
             _r11 = A.rank_of(k, j)  # potri.tile:37
             # potri.tile:37: trsm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
             if _me == _r6 or _me == _r11:
-                _submit(CALLS[6], (A.tile(k, k, 37), A.tile(k, j, 37)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0))
+                _submit(CALLS[6], (A.tile(k, k, 37), A.tile(k, j, 37)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(1, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
         # potri.tile:39: trtri(A[k, k]) priority 2 * (A.nt - k)
         if _me == _r6:
-            _submit(CALLS[7], (A.tile(k, k, 39),), None, 2 * (A.nt - k), ('L', 'N'))
+            _submit(CALLS[7], (A.tile(k, k, 39),), None, 2 * (A.nt - k), ('L', 'N'), at=(1, k, 3))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
     for k in range(0, A.nt):  # potri.tile:42
         _r16 = A.rank_of(k, k)  # potri.tile:50
-        for j in range(0, k):  # potri.tile:43
+        for j in _among(0, k, 1, ((A, AT, k, PLUS, 0), (A, PLUS, 0, PLUS, 0), (A, AT, k, ANY, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:43
             _r12 = A.rank_of(k, j)  # potri.tile:44
             _r13 = A.rank_of(j, j)  # potri.tile:44
             # potri.tile:44: syrk(A[k, j], A[j, j], "L", "T", 1.0, 1.0) priority A.nt - k
             if _me == _r12 or _me == _r13:
-                _submit(CALLS[8], (A.tile(k, j, 44), A.tile(j, j, 44)), None, A.nt - k, ('L', 'T', 1.0, 1.0))
+                _submit(CALLS[8], (A.tile(k, j, 44), A.tile(j, j, 44)), None, A.nt - k, ('L', 'T', 1.0, 1.0), at=(2, k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in range(j + 1, k):  # potri.tile:45
+            for m in _among(j + 1, k, 1, ((A, AT, k, PLUS, 0), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # potri.tile:45
                 _r14 = A.rank_of(k, m)  # potri.tile:46
                 _r15 = A.rank_of(m, j)  # potri.tile:46
                 # potri.tile:46: gemm(A[k, m], A[k, j], A[m, j], "T", "N", 1.0, 1.0) priority A.nt - k
                 if _me == _r14 or _me == _r12 or _me == _r15:
-                    _submit(CALLS[9], (A.tile(k, m, 46), A.tile(k, j, 46), A.tile(m, j, 46)), None, A.nt - k, ('T', 'N', 1.0, 1.0))
+                    _submit(CALLS[9], (A.tile(k, m, 46), A.tile(k, j, 46), A.tile(m, j, 46)), None, A.nt - k, ('T', 'N', 1.0, 1.0), at=(2, k, 0, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for j in range(0, k):  # potri.tile:49
+        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:49
             _r17 = A.rank_of(k, j)  # potri.tile:50
             # potri.tile:50: trmm(A[k, k], A[k, j], "L", "L", "T", "N") priority A.nt - k
             if _me == _r16 or _me == _r17:
-                _submit(CALLS[10], (A.tile(k, k, 50), A.tile(k, j, 50)), None, A.nt - k, ('L', 'L', 'T', 'N', 1.0))
+                _submit(CALLS[10], (A.tile(k, k, 50), A.tile(k, j, 50)), None, A.nt - k, ('L', 'L', 'T', 'N', 1.0), at=(2, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
         # potri.tile:52: lauum(A[k, k]) priority A.nt - k
         if _me == _r16:
-            _submit(CALLS[11], (A.tile(k, k, 52),), None, A.nt - k, ('L',))
+            _submit(CALLS[11], (A.tile(k, k, 52),), None, A.nt - k, ('L',), at=(2, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in range(0, k + 1):  # potri.tile:53
+        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # potri.tile:53
             # potri.tile:53: release A[k, j]
-            _release(A.tile(k, j, 53))
+            _release(A.tile(k, j, 53), at=(2, k, 3, j, 0))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    A = rt.matrix('A')
+    return (
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=15),  # writes at potri.tile:15
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at potri.tile:17
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=20),  # writes at potri.tile:20
+        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 0, 1, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=22),  # writes at potri.tile:22
+        Event('A', (1, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=29),  # writes at potri.tile:29
+        Event('A', (1, 1, 0, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, 1, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=33),  # writes at potri.tile:33
+        Event('A', (1, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=37),  # writes at potri.tile:37
+        Event('A', (1, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=39),  # writes at potri.tile:39
+        Event('A', (2, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=44),  # writes at potri.tile:44
+        Event('A', (2, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, 1, 0, 0),)), Loop(((1, 0, 1, 0),), ((0, 1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=46),  # writes at potri.tile:46
+        Event('A', (2, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=50),  # writes at potri.tile:50
+        Event('A', (2, 2), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=52),  # writes at potri.tile:52
+        Event('A', (2, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((1, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=53),  # release at potri.tile:53
+    )
 
 
 def loop_bounds(_bound, p):

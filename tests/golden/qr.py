@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/qr.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
 
 PROGRAM = Program(
     name='qr',
@@ -56,6 +58,7 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     T = rt.matrix('T')
@@ -64,42 +67,62 @@ def generate(rt, p):
         _r1 = T.rank_of(k, k)  # qr.tile:12
         # qr.tile:12: geqrt(A[k, k], T[k, k]) priority 3 * (A.nt - k)
         if _me == _r0 or _me == _r1:
-            _submit(CALLS[0], (A.tile(k, k, 12), T.tile(k, k, 12)), None, 3 * (A.nt - k))
+            _submit(CALLS[0], (A.tile(k, k, 12), T.tile(k, k, 12)), None, 3 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
             T.bump(k, k)
-        for j in range(k + 1, A.nt):  # qr.tile:13
+        for j in _among(k + 1, A.nt, 1, ((A, AT, k, AT, k), (T, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # qr.tile:13
             _r2 = A.rank_of(k, j)  # qr.tile:14
             # qr.tile:14: gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1 or _me == _r2:
-                _submit(CALLS[1], (A.tile(k, k, 14), T.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k), ('L', 'T'))
+                _submit(CALLS[1], (A.tile(k, k, 14), T.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        for i in range(k + 1, A.mt):  # qr.tile:16
+        for i in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # qr.tile:16
             _r3 = A.rank_of(i, k)  # qr.tile:17
             _r4 = T.rank_of(i, k)  # qr.tile:17
             # qr.tile:17: tpqrt(A[k, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r3 or _me == _r4:
-                _submit(CALLS[2], (A.tile(k, k, 17), A.tile(i, k, 17), T.tile(i, k, 17)), None, 2 * (A.nt - k))
+                _submit(CALLS[2], (A.tile(k, k, 17), A.tile(i, k, 17), T.tile(i, k, 17)), None, 2 * (A.nt - k), at=(0, k, 2, i, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, k)
                 A.bump(i, k)
                 T.bump(i, k)
-            for j in range(k + 1, A.nt):  # qr.tile:18
+            for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # qr.tile:18
                 _r5 = A.rank_of(k, j)  # qr.tile:19
                 _r6 = A.rank_of(i, j)  # qr.tile:19
                 # qr.tile:19: tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j
                 if _me == _r3 or _me == _r4 or _me == _r5 or _me == _r6:
-                    _submit(CALLS[3], (A.tile(i, k, 19), T.tile(i, k, 19), A.tile(k, j, 19), A.tile(i, j, 19)), None, A.nt - j, ('L', 'T'))
+                    _submit(CALLS[3], (A.tile(i, k, 19), T.tile(i, k, 19), A.tile(k, j, 19), A.tile(i, j, 19)), None, A.nt - j, ('L', 'T'), at=(0, k, 2, i, 1, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(k, j)
                     A.bump(i, j)
-        for i in range(k, A.mt):  # qr.tile:23
+        for i in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k))):  # qr.tile:23
             # qr.tile:24: release A[i, k]
-            _release(A.tile(i, k, 24))
+            _release(A.tile(i, k, 24), at=(0, k, 3, i, 0))
             # qr.tile:25: release T[i, k]
-            _release(T.tile(i, k, 25))
+            _release(T.tile(i, k, 25), at=(0, k, 3, i, 1))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    A = rt.matrix('A')
+    T = rt.matrix('T')
+    return (
+        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=12),  # writes at qr.tile:12
+        Event('T', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=12),  # writes at qr.tile:12
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=14),  # writes at qr.tile:14
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at qr.tile:17
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at qr.tile:17
+        Event('T', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at qr.tile:17
+        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=19),  # writes at qr.tile:19
+        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=19),  # writes at qr.tile:19
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=24),  # release at qr.tile:24
+        Event('T', (0, 3, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=25),  # release at qr.tile:25
+    )
 
 
 def loop_bounds(_bound, p):

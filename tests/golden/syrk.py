@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/syrk.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='syrk',
@@ -55,30 +57,44 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     C = rt.matrix('C')
     for l in range(0, A.nt):  # syrk.tile:13
-        for j in range(0, C.nt):  # syrk.tile:14
+        for j in _among(0, C.nt, 1, ((A, PLUS, 0, AT, l), (C, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, l), (C, ANY, 0, PLUS, 0))):  # syrk.tile:14
             _r0 = A.rank_of(j, l)  # syrk.tile:15
             _r1 = C.rank_of(j, j)  # syrk.tile:15
             # syrk.tile:15: syrk(A[j, l], C[j, j])
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[0], (A.tile(j, l, 15), C.tile(j, j, 15)), None, 0, ('L', 'N', -1.0, 1.0))
+                _submit(CALLS[0], (A.tile(j, l, 15), C.tile(j, j, 15)), None, 0, ('L', 'N', -1.0, 1.0), at=(0, l, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 C.bump(j, j)
-            for i in range(j + 1, C.mt):  # syrk.tile:16
+            for i in _among(j + 1, C.mt, 1, ((A, PLUS, 0, AT, l), (A, AT, j, AT, l), (C, PLUS, 0, AT, j))):  # syrk.tile:16
                 _r2 = A.rank_of(i, l)  # syrk.tile:17
                 _r3 = C.rank_of(i, j)  # syrk.tile:17
                 # syrk.tile:17: gemm(A[i, l], A[j, l], C[i, j])
                 if _me == _r2 or _me == _r0 or _me == _r3:
-                    _submit(CALLS[1], (A.tile(i, l, 17), A.tile(j, l, 17), C.tile(i, j, 17)), None, 0, ('N', 'T', -1.0, 1.0))
+                    _submit(CALLS[1], (A.tile(i, l, 17), A.tile(j, l, 17), C.tile(i, j, 17)), None, 0, ('N', 'T', -1.0, 1.0), at=(0, l, 0, j, 1, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     C.bump(i, j)
-        for i in range(0, A.mt):  # syrk.tile:20
+        for i in _among(0, A.mt, 1, ((A, PLUS, 0, AT, l),)):  # syrk.tile:20
             # syrk.tile:20: release A[i, l]
-            _release(A.tile(i, l, 20))
+            _release(A.tile(i, l, 20), at=(0, l, 1, i, 0))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    A = rt.matrix('A')
+    C = rt.matrix('C')
+    return (
+        Event('C', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=15),  # writes at syrk.tile:15
+        Event('C', (0, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((C.nt, 0, 0, 0),)), Loop(((1, 0, 1, 0),), ((C.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=17),  # writes at syrk.tile:17
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=20),  # release at syrk.tile:20
+    )
 
 
 def loop_bounds(_bound, p):

@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/trmm.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='trmm',
@@ -54,31 +56,46 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     for i in range(A.mt - 1, -1, -1):  # trmm.tile:16
         _r0 = A.rank_of(i, i)  # trmm.tile:18
-        for j in range(0, B.nt):  # trmm.tile:17
+        for j in _among(0, B.nt, 1, ((A, AT, i, AT, i), (B, AT, i, PLUS, 0), (A, AT, i, ANY, 0), (B, ANY, 0, PLUS, 0))):  # trmm.tile:17
             _r1 = B.rank_of(i, j)  # trmm.tile:18
             # trmm.tile:18: trmm(A[i, i], B[i, j]) priority i + 1
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[0], (A.tile(i, i, 18), B.tile(i, j, 18)), None, i + 1, ('L', 'L', 'N', 'N', 1.0))
+                _submit(CALLS[0], (A.tile(i, i, 18), B.tile(i, j, 18)), None, i + 1, ('L', 'L', 'N', 'N', 1.0), at=(0, -i, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(i, j)
-            for l in range(i - 1, -1, -1):  # trmm.tile:19
+            for l in _among(i - 1, -1, -1, ((A, AT, i, PLUS, 0), (B, PLUS, 0, AT, j), (B, AT, i, AT, j))):  # trmm.tile:19
                 _r2 = A.rank_of(i, l)  # trmm.tile:20
                 _r3 = B.rank_of(l, j)  # trmm.tile:20
                 # trmm.tile:20: gemm(A[i, l], B[l, j], B[i, j], "N", "N", 1.0, 1.0) priority i + 1
                 if _me == _r2 or _me == _r3 or _me == _r1:
-                    _submit(CALLS[1], (A.tile(i, l, 20), B.tile(l, j, 20), B.tile(i, j, 20)), None, i + 1, ('N', 'N', 1.0, 1.0))
+                    _submit(CALLS[1], (A.tile(i, l, 20), B.tile(l, j, 20), B.tile(i, j, 20)), None, i + 1, ('N', 'N', 1.0, 1.0), at=(0, -i, 0, j, 1, -l, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(i, j)
-        for l in range(0, i + 1):  # trmm.tile:23
+        for l in _among(0, i + 1, 1, ((A, AT, i, PLUS, 0),)):  # trmm.tile:23
             # trmm.tile:23: release A[i, l]
-            _release(A.tile(i, l, 23))
+            _release(A.tile(i, l, 23), at=(0, -i, 1, l, 0))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    B = p['B']
+    A = rt.matrix('A')
+    B = rt.matrix('B')
+    return (
+        Event('B', (0, 0, 0), (Loop((((A.mt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=18),  # writes at trmm.tile:18
+        Event('B', (0, 0, 1, 0), (Loop((((A.mt + -1) * -1, 0, 0, 0),), ((1, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((1, 0, 0, 0),))), ((0, -1, 0, 0), (1, -1, 0, 0)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=20),  # writes at trmm.tile:20
+        Event('A', (0, 1, 0), (Loop((((A.mt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((1, -1, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=23),  # release at trmm.tile:23
+    )
 
 
 def loop_bounds(_bound, p):

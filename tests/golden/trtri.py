@@ -3,9 +3,11 @@
 Do not edit: regenerate it with `tiledsl compile programs/trtri.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='trtri',
@@ -53,43 +55,58 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     for k in range(0, A.nt):  # trtri.tile:14
         _r0 = A.rank_of(k, k)  # trtri.tile:16
-        for m in range(k + 1, A.mt):  # trtri.tile:15
+        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # trtri.tile:15
             _r1 = A.rank_of(m, k)  # trtri.tile:16
             # trtri.tile:16: trsm(A[k, k], A[m, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[0], (A.tile(k, k, 16), A.tile(m, k, 16)), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0))
+                _submit(CALLS[0], (A.tile(k, k, 16), A.tile(m, k, 16)), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(0, k, 0, m, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
-        for m in range(k + 1, A.mt):  # trtri.tile:18
+        for m in _among(k + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # trtri.tile:18
             _r2 = A.rank_of(m, k)  # trtri.tile:20
-            for j in range(0, k):  # trtri.tile:19
+            for j in _among(0, k, 1, ((A, AT, m, AT, k), (A, AT, k, PLUS, 0), (A, AT, m, PLUS, 0))):  # trtri.tile:19
                 _r3 = A.rank_of(k, j)  # trtri.tile:20
                 _r4 = A.rank_of(m, j)  # trtri.tile:20
                 # trtri.tile:20: gemm(A[m, k], A[k, j], A[m, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
                 if _me == _r2 or _me == _r3 or _me == _r4:
-                    _submit(CALLS[1], (A.tile(m, k, 20), A.tile(k, j, 20), A.tile(m, j, 20)), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0))
+                    _submit(CALLS[1], (A.tile(m, k, 20), A.tile(k, j, 20), A.tile(m, j, 20)), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(0, k, 1, m, 0, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for j in range(0, k):  # trtri.tile:23
+        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # trtri.tile:23
             _r5 = A.rank_of(k, j)  # trtri.tile:24
             # trtri.tile:24: trsm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r5:
-                _submit(CALLS[2], (A.tile(k, k, 24), A.tile(k, j, 24)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0))
+                _submit(CALLS[2], (A.tile(k, k, 24), A.tile(k, j, 24)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
         # trtri.tile:26: trtri(A[k, k]) priority A.nt - k
         if _me == _r0:
-            _submit(CALLS[3], (A.tile(k, k, 26),), None, A.nt - k, ('L', 'N'))
+            _submit(CALLS[3], (A.tile(k, k, 26),), None, A.nt - k, ('L', 'N'), at=(0, k, 3))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in range(0, k + 1):  # trtri.tile:28
+        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # trtri.tile:28
             # trtri.tile:28: release A[k, j]
-            _release(A.tile(k, j, 28))
+            _release(A.tile(k, j, 28), at=(0, k, 4, j, 0))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    A = rt.matrix('A')
+    return (
+        Event('A', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=16),  # writes at trtri.tile:16
+        Event('A', (0, 1, 0, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, 1, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=20),  # writes at trtri.tile:20
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=24),  # writes at trtri.tile:24
+        Event('A', (0, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=26),  # writes at trtri.tile:26
+        Event('A', (0, 4, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((1, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=28),  # release at trtri.tile:28
+    )
 
 
 def loop_bounds(_bound, p):

@@ -3,7 +3,8 @@
 Do not edit: regenerate it with `tiledsl compile programs/tsqr.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in.
+Every rank runs the same loop nest and submits only the tasks it takes part in (the loop
+nest is not affine: every rank walks all of it).
 """
 from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, main
 

@@ -21,6 +21,7 @@ from ..runtime.program import flatten
 from ..runtime.matrix import call_views, part_of, part_text
 from ..runtime.protocol import Instance, delivery, instances, runs_at
 from ..runtime.recording import Everyone, record, walk as run_walk
+from ..runtime.share import every_value
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import RankError, UsageError
 
@@ -136,6 +137,7 @@ class _Walk:
     def __init__(self, matrices: dict, nranks: int, keep_tasks: bool, gpu_kernels: frozenset):
         self.matrices = matrices
         self.rank = Everyone()
+        self.among = every_value  # every rank's share: all of the loop nest
         self.tasks = [] if keep_tasks else None
         self.gpu_kernels = gpu_kernels
         self.count = 0
@@ -148,10 +150,10 @@ class _Walk:
     def matrix(self, name):
         return self.matrices[name]
 
-    def release(self, tile):
+    def release(self, tile, at=None):
         self.traffic.forget(_key(tile))  # like the runtime: the next read of the tile is sent anew
 
-    def submit(self, call, tiles, regions, priority, values=()):
+    def submit(self, call, tiles, regions, priority, values=(), at=None):
         call, tiles, regions = flatten(call, tiles, regions)
         places = tuple((t.rank, t.device) for t in tiles)
         at = runs_at(places[call.main], call.kernel, self.gpu_kernels)

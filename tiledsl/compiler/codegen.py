@@ -23,13 +23,15 @@ import jinja2
 
 from .. import __version__
 from . import nodes as n
+from . import dataflow
 from .analysis import CHECK_ARITY, Checked, constant_of, unparse
 
 INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports
 _RESERVED = (set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins))
              | {"rt", "p", "CALLS", "PROGRAM", "Call", "CheckDecl", "MatrixDecl", "Program", "Tiling",
-                "WorkspaceDecl", "main", "takes_part", "resolve_params", "shapes", "generate", "loop_bounds"})
+                "WorkspaceDecl", "main", "takes_part", "resolve_params", "shapes", "generate", "loop_bounds",
+                "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS"})
 
 
 @dataclass(frozen=True)
@@ -76,12 +78,20 @@ class DriverModel:
     bounds: list = field(default_factory=list)  # lines of loop_bounds()
     releases: bool = False  # whether generate() needs rt.release
     derive_priorities: bool = False  # no call states a priority
+    guided: bool = False  # some loop visits only the values that can lead to this rank's tasks
+    events: list | None = None  # lines of dataflow()'s events; None: no share plan (not affine)
+    share_prelude: list = field(default_factory=list)  # dataflow()'s first lines
 
     @property
     def imports(self) -> list[str]:
         names = ["Call", "MatrixDecl", "Program", "Tiling", "main"]
         names += ["takes_part"] * any(call.panels for call in self.calls)
         names += ["CheckDecl"] * bool(self.check) + ["WorkspaceDecl"] * bool(self.workspaces)
+        if self.events is not None:
+            names += ["Event", "Loop"]
+        if self.guided:
+            names += sorted({kind for line in self.body for kind in ("ANY", "AT", "PLUS", "MINUS")
+                             if f", {kind}, " in line})
         return sorted(names)
 
 
@@ -161,6 +171,7 @@ class _Model:
         self.rank_vars: dict[tuple, str] = {}
         self.access_vars: dict[tuple, str] = {}
         self.call_index: dict = {}
+        self.share = dataflow.plan(checked)
         self.local: tuple | None = None  # (names, tile arguments) while writing a flops function
 
     def build(self) -> DriverModel:
@@ -188,7 +199,63 @@ class _Model:
         model.body = self._function_body()
         model.bounds = self._bounds_body()
         model.releases = any(isinstance(node, n.Release) for node in _statements(program.body))
+        if self.share is not None:
+            model.guided = any(loop.terms for loop in self.share.loops.values())
+            model.events = self._event_lines()
+            model.share_prelude = self._prelude()
         return model
+
+    # ---------------------------------------------------------------- the share plan
+    def _event_lines(self) -> list[str]:
+        """``dataflow()``'s events: each statement's writes and releases as affine data."""
+        lines = []
+        for event in self.share.events:
+            loops = ", ".join(f"Loop({self._forms(lower)}, {self._forms(upper)}"
+                              f"{'' if step == 1 else f', {step}'})" for lower, upper, step in event.loops)
+            what = "release" if event.release else "writes"
+            lines.append(f"Event({event.matrix!r}, {event.positions!r}, ({loops}{',' if len(event.loops) == 1 else ''}), "
+                         f"{self._forms(event.rows)}, {self._forms(event.cols)}"
+                         f"{', release=True' if event.release else ''}, line={event.line}),  "
+                         f"# {what} at {_where(self.checked.path, _Line(event.line))}")
+        return lines
+
+    def _forms(self, forms) -> str:
+        return _tuple(_tuple(self._coefficient(c) for c in form) for form in forms)
+
+    def _coefficient(self, value) -> str:
+        return str(value) if isinstance(value, int) else self.expr(value)
+
+    def _affine(self, form: dict) -> str:
+        """An affine form of loop variables as Python text."""
+        parts = []
+        for var, coefficient in form.items():
+            if var == "":
+                continue
+            name = self.names[var]
+            if isinstance(coefficient, int):
+                parts.append(name if coefficient == 1 else f"-{name}" if coefficient == -1 else f"{coefficient} * {name}")
+            else:
+                parts.append(f"{self.expr(coefficient, parent=6)} * {name}")
+        constant = form.get("", 0)
+        if not isinstance(constant, int) or constant != 0 or not parts:
+            parts.append(self._coefficient(constant) if isinstance(constant, int) else self.expr(constant, parent=5))
+        text = " + ".join(parts)
+        return text.replace("+ -", "- ")
+
+    def _term(self, term) -> str:
+        matrix, row_kind, row, col_kind, col = term
+        values = [self._spec_value(kind, value) for kind, value in ((row_kind, row), (col_kind, col))]
+        return f"({self.names[matrix]}, {row_kind}, {values[0]}, {col_kind}, {values[1]})"
+
+    def _spec_value(self, kind: str, value) -> str:
+        if kind == dataflow.ANY:
+            return "0"
+        return self._affine(value) if isinstance(value, dict) else self.expr(value)
+
+    def _key(self, span) -> str:
+        items = [str(item) if isinstance(item, int) else (self.names[item[0]] if item[1] > 0 else f"-{self.names[item[0]]}")
+                 for item in self.share.keys[span]]
+        return _tuple(items)
 
     def _flops_models(self) -> list:
         """The user kernels (called by the program) whose declarations state a flop count."""
@@ -309,11 +376,16 @@ class _Model:
                 for key, tile, span in self.anchors.get(anchor, ())]
 
     # ---------------------------------------------------------------- statements
-    def _function_body(self) -> list[str]:
+    def _prelude(self) -> list[str]:
+        """The lines naming the parameters and matrices the loop nest uses."""
         used = _all_names(self.program.body) & self.params
         lines = [f"{INDENT}{self.names[name]} = {param_ref(name)}" for name in sorted(used)]
         for decl in self.program.matrices + self.program.workspaces:
             lines.append(f"{INDENT}{self.names[decl.name.text]} = rt.matrix({decl.name.text!r})")
+        return lines
+
+    def _function_body(self) -> list[str]:
+        lines = self._prelude()
         lines += self._rank_lines(None, 1)
         lines += self._block(self.program.body, 1)
         return lines
@@ -363,8 +435,13 @@ class _Model:
     def _for(self, stmt: n.For, depth: int) -> list[str]:
         pad = INDENT * depth
         step = f", {self.expr(stmt.step)}" if stmt.step is not None else ""
-        head = (f"{pad}for {self.names[stmt.var.text]} in range({self.expr(stmt.start)}, "
-                f"{self.expr(stmt.stop)}{step}):  # {_where(self.checked.path, stmt.span)}")
+        loop = self.share.loops.get(stmt.span) if self.share is not None else None
+        if loop is not None and loop.terms:
+            terms = _tuple(self._term(term) for term in loop.terms)
+            values = f"_among({self.expr(stmt.start)}, {self.expr(stmt.stop)}, {self.expr(stmt.step) if stmt.step else 1}, {terms})"
+        else:
+            values = f"range({self.expr(stmt.start)}, {self.expr(stmt.stop)}{step})"
+        head = f"{pad}for {self.names[stmt.var.text]} in {values}:  # {_where(self.checked.path, stmt.span)}"
         return [head] + self._rank_lines(stmt.span, depth + 1) + self._block(stmt.body, depth + 1)
 
     def _if(self, stmt: n.If, depth: int) -> list[str]:
@@ -392,10 +469,11 @@ class _Model:
     def _release(self, stmt: n.Release, depth: int) -> list[str]:
         pad = INDENT * depth
         comment = f"{pad}# {_where(self.checked.path, stmt.span)}: release {unparse_tile(stmt.tile)}"
+        at = f", at={self._key(stmt.span)}" if self.share is not None else ""
         if _is_panel(stmt.tile):
             return [comment, f"{pad}for _tile in {self._tile(stmt.tile, stmt.span.line)}:",
-                    f"{pad}{INDENT}_release(_tile)"]
-        return [comment, f"{pad}_release({self._tile(stmt.tile, stmt.span.line)})"]
+                    f"{pad}{INDENT}_release(_tile{at})"]
+        return [comment, f"{pad}_release({self._tile(stmt.tile, stmt.span.line)}{at})"]
 
     def _call(self, stmt: n.Call, depth: int) -> list[str]:
         pad = INDENT * depth
@@ -410,6 +488,7 @@ class _Model:
         priority = self.expr(stmt.priority) if stmt.priority is not None else "0"
         values = f", {_tuple(self._value(name, value, summary.kernel) for name, value in summary.values)}" \
             if summary.values else ""
+        at = f", at={self._key(stmt.span)}" if self.share is not None else ""
         test = " or ".join([f"_me == {v}" for v in ranks] + [f"takes_part({v}, _me)" for v in panels.values()])
         bumps = []
         for i, access in enumerate(accesses):
@@ -422,7 +501,7 @@ class _Model:
         return ([f"{pad}# {_where(self.checked.path, stmt.span)}: {_call_text(stmt)}"]
                 + [f"{pad}{name} = {self._tile(accesses[i].tile, stmt.span.line)}" for i, name in panels.items()]
                 + [f"{pad}if {test}:",
-                   f"{pad}{INDENT}_submit(CALLS[{index}], {tiles}, {region_text}, {priority}{values})",
+                   f"{pad}{INDENT}_submit(CALLS[{index}], {tiles}, {region_text}, {priority}{values}{at})",
                    f"{pad}else:  # not ours: only count the new versions of the tiles it writes"] + bumps)
 
     def _value(self, name: str, value, kernel: n.KernelDecl) -> str:
@@ -495,6 +574,11 @@ def param_ref(name: str) -> str:
 def printable(text: str) -> str:
     """``text`` safe inside a docstring or a comment: quotes, backslashes, controls escaped."""
     return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+@dataclass(frozen=True)
+class _Line:
+    line: int
 
 
 def _where(path: str, span) -> str:

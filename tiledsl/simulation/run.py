@@ -19,6 +19,7 @@ from ..runtime.layout import make_distribution, make_matrices, make_params, rati
 from ..runtime.matrix import region_view
 from ..runtime.program import flatten
 from ..runtime.recording import Everyone, walk
+from ..runtime.share import every_value
 from ..runtime.reporting import SUMMED, gflops
 from ..runtime.resources import check_every_rank_has_tiles
 from ..runtime.trace import task_args
@@ -178,15 +179,16 @@ class _Sequencer:
 
     def __init__(self, matrices, sequence):
         self.matrices, self.sequence, self.rank = matrices, sequence, Everyone()
+        self.among = every_value
 
     def matrix(self, name):
         return self.matrices[name]
 
-    def submit(self, call, tiles, regions, priority, values=()):
+    def submit(self, call, tiles, regions, priority, values=(), at=None):
         call, tiles, _ = flatten(call, tiles, regions)
         self.sequence.add(call, tiles, True)
 
-    def release(self, tile):
+    def release(self, tile, at=None):
         pass
 
 

@@ -28,6 +28,7 @@ from ..runtime.matrix import call_views, part_of
 from ..runtime.program import flatten
 from ..runtime.protocol import Instance, delivery, runs_at
 from ..runtime.recording import Everyone
+from ..runtime.share import every_value
 
 OUT, IN = "out", "in"
 
@@ -99,6 +100,7 @@ class Walk:
     def __init__(self, matrices: dict, nranks: int, gpu_kernels: frozenset, dispatch, timing, priority_of=None):
         self.matrices = matrices
         self.rank = Everyone()
+        self.among = every_value  # every rank's share: all of the loop nest
         self.gpu_kernels = gpu_kernels
         self.dispatch = dispatch
         self.timing = timing
@@ -115,13 +117,13 @@ class Walk:
     def matrix(self, name: str):
         return self.matrices[name]
 
-    def release(self, tile) -> None:
+    def release(self, tile, at=None) -> None:
         """Release_Tile: later readers of the version get it sent or copied anew."""
         self.open.pop(tile, None)
         self.delivered.pop(tile, None)
         self.sent.pop(tile, None)
 
-    def submit(self, call, tiles, regions, priority, values=()) -> None:
+    def submit(self, call, tiles, regions, priority, values=(), at=None) -> None:
         call, tiles, regions = flatten(call, tiles, regions)
         parts = _parts(call, tiles, call_views(call, tiles, regions))  # a bad sub-range names its line
         index = self.count

@@ -1,0 +1,314 @@
+"""When a tile is next written or released, found from the loop nest's affine description.
+
+A rank that walks only its share of the loop nest (:mod:`.share`) never sees the
+tasks of other ranks that write a tile it reads. It need not: for a tile it does
+not own, it asks when that tile is next written or released after the point it
+has reached, and acts on that event (a new version: copies of the old one can
+take no new reader; a release: they go once read) when its walk passes the
+point. The owner takes part in every task that touches its tiles, so it counts
+their versions as it submits them, as before.
+
+The compiler describes every statement that writes or releases tiles as an
+:class:`Event`: its loops (bounds affine in the enclosing loop variables), its
+place in the program (the positions that make up its instances' *schedule
+keys*) and the tile range it touches (affine too). A schedule key
+``(β0, u1, β1, …, ud, βd)`` interleaves the statement's position in each block
+with the iteration of each enclosing loop (``u = v`` for a loop counting up,
+``-v`` for one counting down), so that Python's tuple order is program order.
+:func:`next_event` finds the least key after a given one over every event of a
+matrix whose tile range holds a given tile: per event, the equalities (tile
+index = tile) are solved for the deepest variable they name where its
+coefficient is ±1, the rest become bounds of the deepest variable each names,
+and a depth-first search takes each variable at its least admissible value
+(the exact lexicographic minimum, as a polyhedral library's ``lexmin`` would
+give, for the affine nests the compiler accepts).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+
+Form = tuple  # (constant, coefficient of u1, …, coefficient of ud)
+
+
+@dataclass(frozen=True)
+class Loop:
+    """``u`` ranges over ``max(lower) <= u < min(upper)`` in steps of ``step`` from its start."""
+
+    lower: tuple  # forms over the enclosing loops' variables
+    upper: tuple
+    step: int = 1
+
+
+@dataclass(frozen=True)
+class Event:
+    """The instances of one statement that write (or release, ``release=True``) tiles of
+    ``matrix``: tile rows ``rows[0] <= i < rows[1]`` and columns ``cols[0] <= j < cols[1]``."""
+
+    matrix: str
+    positions: tuple  # β0 … βd
+    loops: tuple  # Loop per enclosing loop, outermost first
+    rows: tuple  # (first, past) forms
+    cols: tuple
+    release: bool = False
+    line: int = 0
+    _system: "_System" = field(default=None, compare=False, repr=False)
+
+    def system(self) -> "_System":
+        if self._system is None:
+            object.__setattr__(self, "_system", _System(self))
+        return self._system
+
+
+# a constraint is a list [constant, coefficient of r, coefficient of c, coefficient of u1, …]:
+# an equality (== 0) or an inequality (>= 0) over the tile (r, c) asked about and the loops
+_R, _C, _U = 1, 2, 3
+
+
+class _System:
+    """An event's constraints with the tile as two symbols, variables eliminated once."""
+
+    def __init__(self, event: Event):
+        depth = len(event.loops)
+        self.depth = depth
+        self.positions = event.positions
+        width = _U + depth
+
+        def lifted(form, symbol=None, scale=1, shift=0):
+            row = [0] * width
+            row[0] = scale * form[0] + shift
+            for level, coefficient in enumerate(form[1:]):
+                row[_U + level] = scale * coefficient
+            if symbol is not None:
+                row[symbol] = -scale
+            return row
+
+        equalities, inequalities = [], []
+        for (first, past), symbol in ((event.rows, _R), (event.cols, _C)):
+            if _difference(past, first) == (1,) + (0,) * depth:  # a single index: index == tile
+                equalities.append(lifted(first, symbol))
+            else:
+                inequalities.append(lifted(first, symbol, scale=-1))  # tile - first >= 0
+                inequalities.append(lifted(past, symbol, shift=-1))  # past - 1 - tile >= 0
+        self.steps = []
+        for level, loop in enumerate(event.loops):
+            for form in loop.lower:  # u - lower >= 0
+                row = lifted(form, scale=-1)
+                row[_U + level] += 1
+                inequalities.append(row)
+            for form in loop.upper:  # upper - 1 - u >= 0
+                row = lifted(form, shift=-1)
+                row[_U + level] -= 1
+                inequalities.append(row)
+        self.loops = event.loops
+        # solved[level]: u at that level as a form of shallower variables (and r, c), or None
+        self.solved: list = [None] * depth
+        self.constant_equalities: list = []  # equalities over r and c alone
+        self.divides: list = [[] for _ in range(depth)]  # (coefficient, rest) checks: coefficient·u + rest == 0
+        for equality in equalities:
+            self._eliminate(equality, equalities, inequalities)
+        self.constant: list = []  # inequalities over r and c alone
+        self.bounds: list = [[] for _ in range(depth)]  # inequalities whose deepest variable is that level
+        for row in inequalities:
+            level = _deepest(row)
+            (self.constant if level is None else self.bounds[level]).append(row)
+
+    def _eliminate(self, equality, equalities, inequalities) -> None:
+        level = _deepest(equality)
+        if level is None:
+            self.constant_equalities.append(equality)
+            return
+        coefficient = equality[_U + level]
+        if coefficient not in (1, -1) or self.solved[level] is not None:
+            self.divides[level].append(equality)
+            return
+        # u = -(equality without u) / coefficient: substitute it everywhere else
+        value = [-x * coefficient for x in equality]
+        value[_U + level] = 0
+        self.solved[level] = value
+        others = itertools.chain(equalities, inequalities, self.constant_equalities,
+                                 (v for v in self.solved if v is not None), *self.divides)
+        for row in others:
+            if row is not value and row is not equality and row[_U + level]:
+                factor = row[_U + level]
+                row[_U + level] = 0
+                for index, x in enumerate(value):
+                    row[index] += factor * x
+
+    def first_after(self, r: int, c: int, after: tuple):
+        """The least schedule key of this event's instances on tile (r, c) after ``after``, or None."""
+        if any(_evaluate(row, r, c, ()) < 0 for row in self.constant) or \
+                any(_evaluate(row, r, c, ()) != 0 for row in self.constant_equalities):
+            return None
+        values = [0] * self.depth
+        found = self._search(0, True, r, c, after, values)
+        return None if found is None else _key(self.positions, found)
+
+    def _search(self, level: int, tight: bool, r: int, c: int, after: tuple, values: list):
+        """Depth-first, least values first: the variables from ``level`` on, given shallower ones;
+        ``tight`` while the key so far equals ``after``'s beginning."""
+        position = self.positions[level]
+        if tight:
+            theirs = after[2 * level] if 2 * level < len(after) else None
+            if theirs is None or position < theirs:
+                return None
+            tight = position == theirs
+        if level == self.depth:
+            return None if tight else list(values)
+        low, high = self._range(level, r, c, values)
+        floor = after[2 * level + 1] if tight and 2 * level + 1 < len(after) else None
+        if floor is not None:
+            low = max(low, floor)
+        for u in self._candidates(level, low, high, r, c, values):
+            values[level] = u
+            found = self._search(level + 1, tight and u == floor, r, c, after, values)
+            if found is not None:
+                return found
+        return None
+
+    def _candidates(self, level: int, low: int, high: int, r: int, c: int, values: list):
+        if low > high:
+            return ()
+        solved = self.solved[level]
+        if solved is not None:
+            u = _evaluate(solved, r, c, values)
+            return (u,) if low <= u <= high and self._admissible(level, u, r, c, values) else ()
+        step = self.loops[level].step
+        if step != 1:
+            start = max(_evaluate_form(f, values) for f in self.loops[level].lower)
+            low += (start - low) % step
+        return (u for u in range(low, high + 1, step) if self._admissible(level, u, r, c, values))
+
+    def _admissible(self, level: int, u: int, r: int, c: int, values: list) -> bool:
+        values[level] = u
+        for row in self.divides[level]:
+            if _evaluate(row, r, c, values) != 0:
+                return False
+        step = self.loops[level].step
+        if step != 1:
+            start = max(_evaluate_form(f, values) for f in self.loops[level].lower)
+            return (u - start) % step == 0
+        return True
+
+    def _range(self, level: int, r: int, c: int, values: list) -> tuple[int, int]:
+        """Bounds of the variable at ``level`` from the inequalities whose deepest variable it is."""
+        low, high = -(1 << 62), 1 << 62
+        for row in self.bounds[level]:
+            a = row[_U + level]
+            values[level] = 0
+            rest = _evaluate(row, r, c, values)
+            if a > 0:
+                low = max(low, -(rest // a))  # a·u + rest >= 0  ⇔  u >= ceil(-rest / a)
+            else:
+                high = min(high, rest // -a)  # u <= floor(rest / -a)
+        return low, high
+
+
+def _difference(a: Form, b: Form) -> tuple:
+    return tuple(x - y for x, y in zip(a, b))
+
+
+def _deepest(row) -> int | None:
+    for index in range(len(row) - 1, _U - 1, -1):
+        if row[index]:
+            return index - _U
+    return None
+
+
+def _evaluate(row, r: int, c: int, values: list) -> int:
+    total = row[0] + row[_R] * r + row[_C] * c
+    for index in range(_U, len(row)):
+        if row[index]:
+            total += row[index] * values[index - _U]
+    return total
+
+
+def _evaluate_form(form: Form, values: list) -> int:
+    return form[0] + sum(a * u for a, u in zip(form[1:], values) if a)
+
+
+def _key(positions: tuple, values) -> tuple:
+    key = [positions[0]]
+    for u, position in zip(values, positions[1:]):
+        key += (u, position)
+    return tuple(key)
+
+
+def next_event(events, r: int, c: int, after: tuple):
+    """``(key, event)`` of the first of ``events`` (of one matrix) to touch tile (r, c) after the
+    schedule key ``after``; None if none does."""
+    best = None
+    for event in events:
+        key = event.system().first_after(r, c, after)
+        if key is not None and (best is None or key < best[0]):
+            best = (key, event)
+    return best
+
+
+class _Matrices:
+    """What ``dataflow(rt, p)`` asks of its ``rt``: the matrices."""
+
+    def __init__(self, matrices: dict):
+        self.matrices = matrices
+
+    def matrix(self, name: str):
+        return self.matrices[name]
+
+
+def events_of(driver, matrices: dict, params) -> dict | None:
+    """The driver's events by matrix name, for a rank that walks only its share; None when the
+    driver has none (its loop nest is not affine), a matrix's distribution does not tell rows and
+    columns apart, or a coefficient is not an integer at these sizes."""
+    if not hasattr(driver, "dataflow") or any(m.lines is None for m in matrices.values()):
+        return None
+    events: dict = {}
+    for event in driver.dataflow(_Matrices(matrices), params):
+        forms = [f for loop in event.loops for f in loop.lower + loop.upper] + list(event.rows + event.cols)
+        if not all(isinstance(x, int) for form in forms for x in form):
+            return None
+        events.setdefault(event.matrix, []).append(event)
+    return events
+
+
+class Tracker:
+    """A rank's view of the tiles it does not own, as its walk of its share goes on.
+
+    Before the rank submits the task (or release) at schedule key ``at``, :meth:`reach`
+    acts on every pending event before it (``advance(tile)`` for a write, ``release(tile)``
+    for a release); after, :meth:`touched` makes sure each tile it does not own that the
+    task touched has its next event pending. Only the first event after each touch is
+    acted on: it closes the copies the rank holds of the tile (a closed copy is never read
+    by a later task), so the ones after it, until the rank touches the tile again, would
+    close nothing more. A tile never written or released again is asked about once.
+    """
+
+    def __init__(self, events: dict, rank: int, advance, release):
+        self.events = events  # matrix name -> its Events
+        self.rank = rank
+        self.advance, self.release = advance, release
+        self.pending: dict = {}  # tile -> key of its next event
+        self.heap: list = []
+        self.order = itertools.count()
+        self.queries = 0
+
+    def reach(self, at: tuple) -> None:
+        heap = self.heap
+        while heap and heap[0][0] <= at:
+            key, _, tile, event = heapq.heappop(heap)
+            del self.pending[tile]
+            if key < at:  # the task at ``at`` itself counts its own write
+                (self.release if event.release else self.advance)(tile)
+
+    def touched(self, at: tuple, tiles) -> None:
+        for tile in tiles:
+            if tile.rank != self.rank and tile not in self.pending:
+                self.queries += 1
+                found = next_event(self.events.get(tile.matrix.name, ()), tile.i, tile.j, at)
+                self.pending[tile] = None if found is None else found[0]  # None: nothing happens to it again
+                if found is not None:
+                    heapq.heappush(self.heap, (found[0], next(self.order), tile, found[1]))
+
+    def finish(self) -> None:
+        """The walk is over: act on every event left (versions end where the program ends)."""
+        self.reach((1 << 62,))

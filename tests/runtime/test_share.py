@@ -1,0 +1,188 @@
+"""A rank's share of the loop nest (runtime/share.py, runtime/dataflow.py, compiler/dataflow.py).
+
+On several ranks a rank walks only the loop values that can lead to its tasks and
+learns from the program's affine description when the tiles it reads but does not
+own are written or released elsewhere. Checked here against the whole walk, for
+every shipped program with such a description, on several grids: the same tasks in
+the same order, the same tiles, and the same moments where a tile it does not own
+changed version or was released (what its copies and messages follow), while the
+tasks of other ranks it meets fall with the grid. Real multi-rank runs (test_mpi,
+test_subranges) run guided and check messages and results against explain.
+"""
+from pathlib import Path
+
+import pytest
+
+from tiledsl.compiler import compile_path
+from tiledsl.compiler.dataflow import plan
+from tiledsl.compiler.pipeline import check_path
+from tiledsl.driverload import import_driver
+from tiledsl.runtime.dataflow import Tracker, events_of
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.options import Options
+from tiledsl.runtime.program import WRITE_MODES, flatten
+from tiledsl.runtime.recording import Everyone, survey
+from tiledsl.runtime.share import ANY, AT, MINUS, PLUS, among, every_value
+
+ROOT = Path(__file__).resolve().parents[2]
+AFFINE = ["cholesky", "gemm", "gesv", "getrf", "hetero_cholesky", "hetero_qr", "lu", "posv", "potri", "qr",
+          "syrk", "trmm", "trtri"]
+GRIDS = [(2, 2), (2, 3), (3, 1), (1, 4)]
+
+
+@pytest.fixture(scope="module")
+def drivers(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("share")
+    found = {}
+    for name in AFFINE + ["tsqr"]:
+        _, text = compile_path(ROOT / "programs" / f"{name}.tile")
+        (folder / f"share_{name}.py").write_text(text)
+        found[name] = import_driver(folder / f"share_{name}.py", f"share_{name}")
+    return found
+
+
+def setup(driver, name: str, grid, rank: int):
+    tiles = {"B": 96, "b": 32, "s": 2} if name.startswith("hetero") else {"nb": 48}
+    params = make_params(driver, Options(n=430, tiles=tiles))
+    return params, make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), rank)
+
+
+class Touches:
+    """A stand-in that notes, for each task of ``me`` and each tile of it ``me`` does not own,
+    whether that tile was written or released since ``me`` last touched it."""
+
+    def __init__(self, matrices, me: int, guided_by=None):
+        self.matrices, self.me = matrices, me
+        self.version: dict = {}  # tile -> writes (whole walk) or new versions seen (guided)
+        self.released: set = set()
+        self.last: dict = {}  # tile -> version at my last touch
+        self.seen: list = []
+        self.tasks = 0
+        if guided_by is None:
+            self.rank, self.among, self.tracker = Everyone(), every_value, None
+        else:
+            self.rank, self.among = me, among
+            self.tracker = Tracker(guided_by, me, self._advance, self.released.add)
+
+    def _advance(self, tile):
+        self.version[tile] = self.version.get(tile, 0) + 1
+
+    def matrix(self, name):
+        return self.matrices[name]
+
+    def submit(self, call, tiles, regions, priority, values=(), at=None):
+        call, tiles, _ = flatten(call, tiles, regions)
+        if self.tracker is not None:
+            self.tracker.reach(at)
+        if any(t.rank == self.me for t in tiles):
+            self.tasks += 1
+            for tile in tiles:
+                if tile.rank != self.me:
+                    version = self.version.get(tile, 0)
+                    # what its copies follow: whether anything happened to the tile since (the first
+                    # event closes the copies of the old version; later ones have nothing left to close)
+                    self.seen.append((self.tasks, str(tile), self.last.get(tile, version) != version
+                                      or tile in self.released))
+                    self.last[tile] = version
+                    self.released.discard(tile)
+            for index in call.writes:
+                self._advance(tiles[index])
+        elif self.tracker is None:
+            for index in call.writes:
+                self._advance(tiles[index])
+        if self.tracker is not None:
+            self.tracker.touched(at, tiles)
+
+    def release(self, tile, at=None):
+        if self.tracker is not None:
+            self.tracker.reach(at)
+        self.released.add(tile)
+        if self.tracker is not None:
+            self.tracker.touched(at, (tile,))
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", AFFINE)
+def test_a_guided_rank_submits_what_the_whole_walk_does(drivers, name):
+    driver = drivers[name]
+    for grid in GRIDS:
+        for rank in range(grid[0] * grid[1]):
+            params, matrices = setup(driver, name, grid, rank)
+            events = events_of(driver, matrices, params)
+            assert events is not None
+            whole, guided = survey(driver, matrices, params, rank), survey(driver, matrices, params, rank, guided=True)
+            assert (guided.count, guided.needed) == (whole.count, whole.needed), (grid, rank)
+            assert guided.foreign < whole.foreign or whole.foreign == 0, (grid, rank)
+            full, share = Touches(matrices, rank), Touches(matrices, rank, events)
+            driver.generate(full, params)
+            for matrix in matrices.values():
+                matrix.advance = lambda tile: None  # a guided rank ignores other ranks' writes as it walks
+            driver.generate(share, params)
+            share.tracker.finish()
+            assert share.seen == full.seen, (grid, rank)
+            # one question per tile and per version or release it goes through, not per touch
+            moments = len({t for _, t, _ in share.seen}) + sum(happened for _, _, happened in share.seen)
+            assert share.tracker.queries <= 2 * moments + 10, (grid, rank)
+
+
+@pytest.mark.timeout(300)
+def test_other_ranks_tasks_met_fall_with_the_grid(drivers):
+    driver = drivers["cholesky"]
+    met = []
+    params = make_params(driver, Options(n=1440, tiles={"nb": 48}))
+    for grid in [(2, 2), (4, 4), (8, 8)]:
+        matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), 0)
+        whole = survey(driver, matrices, params, 0)
+        guided = survey(driver, matrices, params, 0, guided=True)
+        met.append((guided.foreign, whole.foreign, guided.count))
+    # the whole walk meets nearly every task of the program; the guided one a few per own task
+    for foreign, whole_foreign, own in met:
+        assert foreign < whole_foreign / 3 and foreign <= 2 * own + 100
+    assert met[2][0] < met[0][0]
+
+
+def test_a_loop_nest_with_a_call_under_an_if_has_no_plan(drivers):
+    assert not hasattr(drivers["tsqr"], "dataflow")
+    assert hasattr(drivers["cholesky"], "dataflow")
+
+
+def test_the_plan_reads_lets_and_loops_counting_down(tmp_path):
+    source = tmp_path / "p.tile"
+    source.write_text("""\
+program p {
+  tiling uniform(nb = 32)
+  matrix A[n, n] = random spd
+  for t in A.nt - 1 .. -1 step -1 {
+    let k = t + 1
+    for j in 0 .. t { gemm(A[t, j], A[j, k - 1], A[t, t]) }
+  }
+}
+""")
+    found = plan(check_path(source).checked)
+    gemm = found.events[0]
+    assert gemm.positions == (0, 1, 0) and len(found.events) == 1
+    assert list(found.keys.values()) == [[0, ("t", -1), 1, ("j", 1), 0]]  # u = -t: program order
+    (lower_t, upper_t, step_t), (lower_j, upper_j, step_j) = gemm.loops
+    assert (upper_t, step_t, lower_j, step_j) == (((1, 0, 0),), 1, ((0, 0, 0),), 1)  # -t < 1; j >= 0
+    assert upper_j == ((0, -1, 0),)  # j < t = -u
+    assert gemm.rows == ((0, -1, 0), (1, -1, 0)) and gemm.cols == ((0, -1, 0), (1, -1, 0))  # A[t, t]
+    terms = next(loop.terms for loop in found.loops.values() if loop.var == "j")
+    # at loop j: A[t, j] is (row known, column j), A[j, k - 1] (row j, column t through the let)
+    assert ("A", "AT", {"t": 1}, "PLUS", {}) in terms
+    assert ("A", "PLUS", {}, "AT", {"t": 1, "": 0}) in terms
+
+
+def test_among_takes_the_union_of_the_terms_in_loop_order():
+    class Lines:
+        rows, row_set = [1, 3, 5, 7], {1, 3, 5, 7}
+        cols, col_set = [0, 2, 4, 6], {0, 2, 4, 6}
+
+    class M:
+        lines = Lines()
+
+    assert list(among(0, 8, 1, ((M, PLUS, 0, ANY, 0),))) == [1, 3, 5, 7]
+    assert list(among(0, 8, 1, ((M, PLUS, 1, ANY, 0),))) == [0, 2, 4, 6]  # v + 1 among the rows
+    assert list(among(7, -1, -1, ((M, ANY, 0, MINUS, 6),))) == [6, 4, 2, 0]  # 6 - v among the columns
+    assert list(among(0, 8, 1, ((M, AT, 2, ANY, 0),))) == []
+    assert list(among(0, 8, 2, ((M, AT, 3, ANY, 0),))) == [0, 2, 4, 6]  # a known row it owns: every value
+    assert list(among(0, 8, 1, ((M, PLUS, 0, PLUS, 0), (M, ANY, 0, PLUS, 1)))) == [1, 3, 5]
