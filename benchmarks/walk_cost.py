@@ -1,0 +1,102 @@
+"""One rank's walk of a program's loop nest before a run, against the process grid size.
+
+    python benchmarks/walk_cost.py [--grids 2x2,4x4,8x8,16x16,32x32] [--n 30720] [--nb 480]
+                                   [--repeats 3] [--json FILE]
+
+For Cholesky and QR on ``--n``/``--nb`` tiles (64×64 tiles by default) and each
+grid, times ``recording.survey`` (the pass over the loop nest a rank makes before
+generating its tasks) for rank 0 and the last rank, best of ``--repeats`` rounds,
+and reports the slower of the two: no MPI, no kernels. The table gives the
+program's tasks (a 1×1 survey), the measured rank's own tasks, its walk per own
+task, and the walk against the first grid's. ``--json`` writes the rows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.runtime import Options
+from tiledsl.runtime.distribution import parse_grid
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.recording import survey
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ("cholesky", "qr")
+PAPER = "paper (CPE'15 Table I, 64 nodes): 2.8 s task generation"
+
+
+def driver_of(name: str):
+    _, text = compile_path(ROOT / "programs" / f"{name}.tile")
+    target = Path("/tmp") / f"walk_cost_{name}.py"
+    target.write_text(text)
+    return import_driver(target, f"walk_cost_{name}")
+
+
+def surveyed(driver, params, grid: tuple[int, int], rank: int):
+    """Seconds of ``rank``'s survey on ``grid``, and the survey."""
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), rank)
+    started = time.perf_counter()
+    found = survey(driver, matrices, params, rank)
+    return time.perf_counter() - started, found
+
+
+def rank_walk(driver, params, grid: tuple[int, int], rank: int, repeats: int) -> tuple[float, int]:
+    """Best seconds of ``repeats`` surveys by ``rank``, and its own tasks."""
+    runs = [surveyed(driver, params, grid, rank) for _ in range(repeats)]
+    return min(seconds for seconds, _ in runs), runs[0][1].count
+
+
+def row(name: str, driver, params, grid: tuple[int, int], total: int, repeats: int) -> dict:
+    """The slower of rank 0 and the last rank on ``grid``."""
+    ranks = grid[0] * grid[1]
+    seconds, tasks = max(rank_walk(driver, params, grid, rank, repeats) for rank in (0, ranks - 1))
+    return {"program": name, "grid": f"{grid[0]}x{grid[1]}", "ranks": ranks, "tasks_all": total,
+            "tasks_rank": tasks, "walk_s": seconds, "us_per_own_task": seconds / tasks * 1e6 if tasks else None}
+
+
+def program_rows(name: str, grids: list, n: int, nb: int, repeats: int) -> list[dict]:
+    driver = driver_of(name)
+    params = make_params(driver, Options(n=n, tiles={"nb": nb}))
+    total = surveyed(driver, params, (1, 1), 0)[1].count
+    rows = []
+    for grid in grids:
+        rows.append(row(name, driver, params, grid, total, repeats))
+        rows[-1]["vs_first"] = rows[-1]["walk_s"] / rows[0]["walk_s"]
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def per_task(r: dict) -> str:
+    return "–" if r["us_per_own_task"] is None else f"{r['us_per_own_task']:.1f}"
+
+
+def table(rows: list[dict], first: str) -> str:
+    lines = [f"| program | grid | ranks | tasks (all) | tasks (rank) | walk s (rank) | µs per own task "
+             f"| walk / (walk at {first}) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['program']} | {r['grid']} | {r['ranks']} | {r['tasks_all']} | {r['tasks_rank']} "
+              f"| {r['walk_s']:.4f} | {per_task(r)} | {r['vs_first']:.2f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--grids", default="2x2,4x4,8x8,16x16,32x32")
+    parser.add_argument("--n", type=int, default=30720)
+    parser.add_argument("--nb", type=int, default=480)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args()
+    grids = [parse_grid(text) for text in args.grids.split(",")]
+    rows = [r for name in PROGRAMS for r in program_rows(name, grids, args.n, args.nb, args.repeats)]
+    print(table(rows, args.grids.split(",")[0]))
+    print(PAPER)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
