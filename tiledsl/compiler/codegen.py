@@ -5,7 +5,10 @@ its ``generate`` function. Statements become Python loops; every kernel call bec
 an ownership test (ranks of its tiles, hoisted to the innermost loop or ``let`` that
 their indices depend on, never above an ``if``) guarding one ``submit``; a rank
 that takes no part in a task only counts the versions of the tiles it writes
-(the protocol matches messages by tile version). User identifiers come from the
+(the protocol matches messages by tile version). For an affine loop nest
+(:mod:`.dataflow`) loops run over ``_among`` (the values that can lead to this
+rank's tasks), every call and release passes its schedule key, and ``dataflow()``
+describes the writes and releases, so that a rank of a run need not walk the rest. User identifiers come from the
 grammar (``[A-Za-z_][A-Za-z0-9_]*``); any that could clash with Python keywords,
 builtins or the driver's own names are renamed, and strings are emitted with
 ``repr``: nothing from a ``.tile`` file becomes code any other way.
