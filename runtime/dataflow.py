@@ -176,8 +176,7 @@ class _System:
             return (u,) if low <= u <= high and self._admissible(level, u, r, c, values) else ()
         step = self.loops[level].step
         if step != 1:
-            start = max(_evaluate_form(f, values) for f in self.loops[level].lower)
-            low += (start - low) % step
+            low += (self._start(level, values) - low) % step
         return (u for u in range(low, high + 1, step) if self._admissible(level, u, r, c, values))
 
     def _admissible(self, level: int, u: int, r: int, c: int, values: list) -> bool:
@@ -186,10 +185,11 @@ class _System:
             if _evaluate(row, r, c, values) != 0:
                 return False
         step = self.loops[level].step
-        if step != 1:
-            start = max(_evaluate_form(f, values) for f in self.loops[level].lower)
-            return (u - start) % step == 0
-        return True
+        return step == 1 or (u - self._start(level, values)) % step == 0
+
+    def _start(self, level: int, values: list) -> int:
+        """The first value of the loop at ``level``, given the shallower ones (its steps count from it)."""
+        return max(_evaluate_form(f, values) for f in self.loops[level].lower)
 
     def _range(self, level: int, r: int, c: int, values: list) -> tuple[int, int]:
         """Bounds of the variable at ``level`` from the inequalities whose deepest variable it is."""
@@ -262,8 +262,12 @@ def events_of(driver, matrices: dict, params) -> dict | None:
     columns apart, or a coefficient is not an integer at these sizes."""
     if not hasattr(driver, "dataflow") or any(m.lines is None for m in matrices.values()):
         return None
+    try:
+        described = driver.dataflow(_Matrices(matrices), params)
+    except Exception:  # a coefficient the sizes make impossible (n // z with z = 0): the whole walk reports it
+        return None
     events: dict = {}
-    for event in driver.dataflow(_Matrices(matrices), params):
+    for event in described:
         forms = [f for loop in event.loops for f in loop.lower + loop.upper] + list(event.rows + event.cols)
         if not all(isinstance(x, int) for form in forms for x in form):
             return None

@@ -84,6 +84,7 @@ class DriverModel:
     guided: bool = False  # some loop visits only the values that can lead to this rank's tasks
     events: list | None = None  # lines of dataflow()'s events; None: no share plan (not affine)
     share_prelude: list = field(default_factory=list)  # dataflow()'s first lines
+    kinds: set = field(default_factory=set)  # the term kinds (ANY, AT, PLUS, MINUS) the loops use
 
     @property
     def imports(self) -> list[str]:
@@ -92,10 +93,7 @@ class DriverModel:
         names += ["CheckDecl"] * bool(self.check) + ["WorkspaceDecl"] * bool(self.workspaces)
         if self.events is not None:
             names += ["Event", "Loop"]
-        if self.guided:
-            names += sorted({kind for line in self.body for kind in ("ANY", "AT", "PLUS", "MINUS")
-                             if f", {kind}, " in line})
-        return sorted(names)
+        return sorted(names + list(self.kinds))
 
 
 def generate(checked: Checked) -> str:
@@ -175,6 +173,7 @@ class _Model:
         self.access_vars: dict[tuple, str] = {}
         self.call_index: dict = {}
         self.share = dataflow.plan(checked)
+        self.kinds: set = set()  # term kinds the rendered loops use
         self.local: tuple | None = None  # (names, tile arguments) while writing a flops function
 
     def build(self) -> DriverModel:
@@ -200,6 +199,7 @@ class _Model:
         model.derive_priorities = all(c.call.priority is None for c in checked.calls)
         self.anchors = self._anchors()
         model.body = self._function_body()
+        model.kinds = self.kinds
         model.bounds = self._bounds_body()
         model.releases = any(isinstance(node, n.Release) for node in _statements(program.body))
         if self.share is not None:
@@ -219,7 +219,7 @@ class _Model:
             lines.append(f"Event({event.matrix!r}, {event.positions!r}, ({loops}{',' if len(event.loops) == 1 else ''}), "
                          f"{self._forms(event.rows)}, {self._forms(event.cols)}"
                          f"{', release=True' if event.release else ''}, line={event.line}),  "
-                         f"# {what} at {_where(self.checked.path, _Line(event.line))}")
+                         f"# {what} at {_where_line(self.checked.path, event.line)}")
         return lines
 
     def _forms(self, forms) -> str:
@@ -247,6 +247,7 @@ class _Model:
 
     def _term(self, term) -> str:
         matrix, row_kind, row, col_kind, col = term
+        self.kinds.update((row_kind, col_kind))
         values = [self._spec_value(kind, value) for kind, value in ((row_kind, row), (col_kind, col))]
         return f"({self.names[matrix]}, {row_kind}, {values[0]}, {col_kind}, {values[1]})"
 
@@ -579,13 +580,12 @@ def printable(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-@dataclass(frozen=True)
-class _Line:
-    line: int
-
-
 def _where(path: str, span) -> str:
-    return f"{printable(path.rsplit('/', 1)[-1])}:{span.line}"
+    return _where_line(path, span.line)
+
+
+def _where_line(path: str, line: int) -> str:
+    return f"{printable(path.rsplit('/', 1)[-1])}:{line}"
 
 
 def unparse_tile(tile: n.TileRef) -> str:

@@ -38,7 +38,6 @@ Form = dict  # loop variable -> coefficient, "" -> constant; coefficients are in
 @dataclass
 class LoopPlan:
     var: str
-    sign: int  # +1 counting up, -1 counting down
     terms: list = field(default_factory=list)  # (matrix, row kind, row value, col kind, col value)
 
 
@@ -110,7 +109,7 @@ class _Planner:
         loop = (stmt.var.text, sign, start, stop, abs(step))
         refs = self._block(stmt.body, loops + [loop], positions, lets)
         depth = len(loops)
-        plan = LoopPlan(stmt.var.text, sign)
+        plan = LoopPlan(stmt.var.text)
         for tile, leaf_lets, leaf_loops in refs:
             term = (tile.matrix.text,) + self._spec(tile.row, depth, leaf_loops, leaf_lets) + \
                 self._spec(tile.col, depth, leaf_loops, leaf_lets)
@@ -165,7 +164,7 @@ class _Planner:
     def _event(self, tile: n.TileRef, loops: list, positions: list, lets: dict, release: bool, line: int) -> None:
         space = [(v, sign) for v, sign, *_ in loops]
         bounds = []
-        for level, (var, sign, start, stop, step) in enumerate(loops):
+        for var, sign, start, stop, step in loops:
             if sign > 0:
                 bounds.append(((_u(start, space),), (_u(stop, space),), step))
             else:  # u = -v runs from -start while u < -stop
