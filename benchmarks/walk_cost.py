@@ -11,8 +11,9 @@ kernels. Each is timed twice in the same run: walking the whole loop nest (what
 every rank did before, and still does for a program without a share plan) and
 walking only the rank's share (``guided``: what a rank of a run does now). The
 table gives the program's tasks (a 1×1 survey), the measured rank's own tasks,
-both walks, the share walk per own task and against the first grid's.
-``--json`` writes the rows.
+both walks, the share walk per own task and against the first grid's, and the tile
+objects the rank holds after its share walk (those of its tasks and its own tiles:
+tiles are made when first met) against the program's tiles. ``--json`` writes the rows.
 """
 from __future__ import annotations
 
@@ -42,37 +43,41 @@ def driver_of(name: str):
 
 
 def surveyed(driver, params, grid: tuple[int, int], rank: int, guided: bool):
-    """Seconds of ``rank``'s survey on ``grid`` (of its share when ``guided``), and the survey."""
+    """Seconds of ``rank``'s survey on ``grid`` (of its share when ``guided``), the survey, and
+    the tile objects the rank then holds (its tasks' tiles and its own)."""
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), rank)
     guided = guided and events_of(driver, matrices, params) is not None
     started = time.perf_counter()
     found = survey(driver, matrices, params, rank, guided=guided)
-    return time.perf_counter() - started, found
+    seconds = time.perf_counter() - started
+    held = sum(len(set(m.made_tiles()) | set(m.local_tiles())) for m in matrices.values())
+    return seconds, found, held
 
 
-def rank_walk(driver, params, grid: tuple[int, int], rank: int, repeats: int, guided: bool) -> tuple[float, int]:
-    """Best seconds of ``repeats`` surveys by ``rank``, and its own tasks."""
+def rank_walk(driver, params, grid: tuple[int, int], rank: int, repeats: int, guided: bool):
+    """Best seconds of ``repeats`` surveys by ``rank``, its own tasks, and the tile objects it holds."""
     runs = [surveyed(driver, params, grid, rank, guided) for _ in range(repeats)]
-    return min(seconds for seconds, _ in runs), runs[0][1].count
+    return min(seconds for seconds, _, _ in runs), runs[0][1].count, runs[0][2]
 
 
-def row(name: str, driver, params, grid: tuple[int, int], total: int, repeats: int) -> dict:
+def row(name: str, driver, params, grid: tuple[int, int], total: int, tiles: int, repeats: int) -> dict:
     """The slower of rank 0 and the last rank on ``grid``, walking the whole nest and the share."""
     ranks = grid[0] * grid[1]
-    whole, _ = max(rank_walk(driver, params, grid, rank, repeats, False) for rank in (0, ranks - 1))
-    seconds, tasks = max(rank_walk(driver, params, grid, rank, repeats, True) for rank in (0, ranks - 1))
+    whole = max(rank_walk(driver, params, grid, rank, repeats, False)[0] for rank in (0, ranks - 1))
+    seconds, tasks, held = max(rank_walk(driver, params, grid, rank, repeats, True) for rank in (0, ranks - 1))
     return {"program": name, "grid": f"{grid[0]}x{grid[1]}", "ranks": ranks, "tasks_all": total,
             "tasks_rank": tasks, "whole_walk_s": whole, "walk_s": seconds,
-            "us_per_own_task": seconds / tasks * 1e6 if tasks else None}
+            "us_per_own_task": seconds / tasks * 1e6 if tasks else None, "tiles_all": tiles, "tiles_rank": held}
 
 
 def program_rows(name: str, grids: list, n: int, nb: int, repeats: int) -> list[dict]:
     driver = driver_of(name)
     params = make_params(driver, Options(n=n, tiles={"nb": nb}))
-    total = surveyed(driver, params, (1, 1), 0, False)[1].count
+    _, whole, _ = surveyed(driver, params, (1, 1), 0, False)
+    tiles = sum(m.mt * m.nt for m in whole.matrices.values())
     rows = []
     for grid in grids:
-        rows.append(row(name, driver, params, grid, total, repeats))
+        rows.append(row(name, driver, params, grid, whole.count, tiles, repeats))
         rows[-1]["vs_first"] = rows[-1]["walk_s"] / rows[0]["walk_s"]
         print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -84,10 +89,11 @@ def per_task(r: dict) -> str:
 
 def table(rows: list[dict], first: str) -> str:
     lines = [f"| program | grid | ranks | tasks (all) | tasks (rank) | whole walk s | share walk s | whole / share "
-             f"| µs per own task | share walk / (at {first}) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             f"| µs per own task | share walk / (at {first}) | tiles (all) | tile objects (rank) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['program']} | {r['grid']} | {r['ranks']} | {r['tasks_all']} | {r['tasks_rank']} "
               f"| {r['whole_walk_s']:.4f} | {r['walk_s']:.4f} | {r['whole_walk_s'] / r['walk_s']:.1f} "
-              f"| {per_task(r)} | {r['vs_first']:.3f} |" for r in rows]
+              f"| {per_task(r)} | {r['vs_first']:.3f} | {r['tiles_all']} | {r['tiles_rank']} |" for r in rows]
     return "\n".join(lines)
 
 

@@ -111,7 +111,7 @@ class Engine:
         self.among = among
         self.tracker = Tracker(events, self.rank, self.exchange.advance, self.exchange.release)
         for matrix in self.matrices.values():
-            matrix.advance = _ignore
+            matrix.counts_foreign_writes = False
 
     def submit(self, call, tiles, regions, priority, values=(), kernel=None, at=None) -> None:
         """APPEND one task (the generated driver's call: a panel argument is a tuple of tiles;
@@ -287,9 +287,8 @@ class Engine:
             if self.tracker is not None:
                 self.tracker.finish()
             for matrix in self.matrices.values():
-                for row in matrix.tiles:
-                    for tile in row:
-                        self.exchange.release(tile)
+                for tile in matrix.made_tiles():
+                    self.exchange.release(tile)
 
     def _wait_until_idle(self) -> None:
         with self.lock:
@@ -430,6 +429,3 @@ def _check_distinct_writes(call, tiles) -> None:
         if sum(t is tiles[index] for t in tiles) > 1:
             raise TileIndexError(f"tile {tiles[index]} is passed twice to {call.kernel} and written", call.line)
 
-
-def _ignore(tile) -> None:
-    """A guided rank's bump: the tiles a task of another rank writes are not its to count."""

@@ -500,7 +500,7 @@ class Exchange:
 
     def describe(self, matrices) -> str:
         """Copies this rank is still waiting for, for stall reports."""
-        waiting = [copy for matrix in matrices for row in matrix.tiles for tile in row
+        waiting = [copy for matrix in matrices for tile in matrix.made_tiles()
                    for copy in tile.copies.values() if not copy.arrived]
         lines = [f"  waiting for {copy.tile}{part_text(copy.part)} version {copy.version} "
                  + (f"from rank {copy.tile.rank}" if copy.tile.rank != self.rank else

@@ -63,7 +63,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                for i, d in enumerate(program.matrices)}
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5)
-    derive = options.priorities == "auto" or (options.priorities == "program" and program.derive_priorities)
+    derive = priorities.derived(program, options.priorities)
     check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
     sequence = priorities.TaskSequence() if derive else None
     # on several ranks, walk only this rank's share of an affine loop nest (derived priorities need it all)
@@ -148,11 +148,11 @@ def _bring_home(matrices: dict, devices) -> None:
     if devices is None:
         return
     for matrix in matrices.values():
-        for row in matrix.tiles:
-            for tile in row:
-                if tile.device and tile.data is not None:
-                    tile.data = devices.to_host(tile.data)
-                tile.device = 0
+        matrix.on_host = True  # and so are the tiles made from now on
+        for tile in matrix.made_tiles():
+            if tile.device and tile.data is not None:
+                tile.data = devices.to_host(tile.data)
+            tile.device = 0
 
 
 def _timed(engine: Engine, generate, params, comm) -> float:

@@ -1,10 +1,13 @@
 """Tiled matrices on one rank: tile objects, the indirect table, geometry queries.
 
-Every rank holds a :class:`Tile` object for every tile of every matrix (its
-owner, its shape and the head of its task list); only the tiles it owns, or
-copies it received, carry data (``tile.data``, a Fortran-ordered array: the
-indirect table of the seeds). The generated driver uses :meth:`TiledMatrix.tile`,
-:meth:`TiledMatrix.rank_of` and the geometry queries.
+A rank makes a :class:`Tile` object (its owner, its shape, its version and the
+head of its task list) for a tile when it first meets it: the tiles it owns and
+those its tasks touch, so its tile metadata follows its share of the program,
+not the matrix (a rank that walks the whole loop nest meets every tile). Only
+the tiles it owns, or copies it received, carry data (``tile.data``, a
+Fortran-ordered array: the indirect table of the seeds). The generated driver
+uses :meth:`TiledMatrix.tile`, :meth:`TiledMatrix.rank_of` and the geometry
+queries.
 """
 from __future__ import annotations
 
@@ -52,25 +55,43 @@ class Tile(TileState):
 class TiledMatrix:
     """A matrix cut into tiles by ``geometry`` and placed by ``distribution``."""
 
-    def __init__(self, name: str, geometry: Geometry, distribution, rank: int, first_tag: int = 0):
+    def __init__(self, name: str, geometry: Geometry, distribution, rank: int, first_tag: int = 0,
+                 on_host: bool = False):
         self.name = name
         self.geometry = geometry
         self.distribution = distribution
         self.rank = rank
         self.mt, self.nt, self.m, self.n = geometry.mt, geometry.nt, geometry.m, geometry.n
         self.rank_of = distribution.rank_of
-        self.tiles = [[Tile(self, i, j, *distribution.owner(name, i, j), first_tag + i * self.nt + j)
-                       for j in range(self.nt)] for i in range(self.mt)]
+        self.first_tag = first_tag
+        self.on_host = on_host  # every tile on its rank's host, whatever the distribution's devices
+        self._made: dict[int, Tile] = {}  # i·nt + j -> the tile, once this rank met it
+        self._local: list | None = None
         self.advance = _advance  # replaced by the engine of a distributed run
+        self.counts_foreign_writes = True  # False once the versions of foreign tiles come from elsewhere
+        self.foreign_writes = 0  # the bumps skipped meanwhile
         self._lines = None
 
     # ---------------------------------------------------------------- driver surface
     def tile(self, i: int, j: int, line: int | None = None) -> Tile:
         """Tile ``(i, j)``; a :class:`TileIndexError` naming ``line`` if it does not exist."""
+        tile = self._made.get(i * self.nt + j) if 0 <= j < self.nt else None
+        if tile is not None:
+            return tile
         if 0 <= i < self.mt and 0 <= j < self.nt:
-            return self.tiles[i][j]
+            return self._make(i, j)
         raise TileIndexError(f"tile {self.name}[{i}, {j}] does not exist: {self.name} has "
                              f"{self.mt}×{self.nt} tiles", line)
+
+    def _make(self, i: int, j: int) -> Tile:
+        rank, device = self.distribution.owner(self.name, i, j)
+        number = i * self.nt + j
+        tile = self._made[number] = Tile(self, i, j, rank, 0 if self.on_host else device, self.first_tag + number)
+        return tile
+
+    def made_tiles(self) -> list:
+        """The tiles this rank has met so far (the only ones that can hold data, copies or tasks)."""
+        return list(self._made.values())
 
     def panel(self, r0: int, r1: int, c0: int, c1: int, line: int | None = None) -> tuple:
         """The tiles of rows r0 .. r1 − 1 of columns c0 .. c1 − 1, one of the two ranges a single
@@ -81,8 +102,8 @@ class TiledMatrix:
             raise TileIndexError(f"the tile range {self.name}[{_range(r0, r1)}, {_range(c0, c1)}] leaves {self.name}, "
                                  f"which has {self.mt}×{self.nt} tiles", line)
         if c1 - c0 == 1:
-            return tuple(self.tiles[i][c0] for i in range(r0, r1))
-        return tuple(self.tiles[r0][j] for j in range(c0, c1))
+            return tuple(self.tile(i, c0) for i in range(r0, r1))
+        return tuple(self.tile(r0, j) for j in range(c0, c1))
 
     @property
     def lines(self):
@@ -97,9 +118,12 @@ class TiledMatrix:
         """A task this rank takes no part in writes tile (i, j): count its new version.
 
         Out-of-range indices are ignored here: the ranks that own the task report them.
+        A rank guided by the program's dataflow only counts it (and makes no tile object).
         """
-        if 0 <= i < self.mt and 0 <= j < self.nt:
-            self.advance(self.tiles[i][j])
+        if not self.counts_foreign_writes:
+            self.foreign_writes += 1
+        elif 0 <= i < self.mt and 0 <= j < self.nt:
+            self.advance(self.tile(i, j))
 
     def height(self, i: int) -> int:
         self._check("height", i, self.mt, "row")
@@ -119,9 +143,15 @@ class TiledMatrix:
                                  f"(its tile {what}s are 0 .. {count - 1})")
 
     # ---------------------------------------------------------------- storage
-    def local_tiles(self):
-        """The tiles this rank owns, row by row."""
-        return [t for row in self.tiles for t in row if t.rank == self.rank]
+    def local_tiles(self) -> list:
+        """The tiles this rank owns, row by row (found from its lines where the distribution
+        gives them, so a rank never visits the others' tiles)."""
+        if self._local is None:
+            lines = self.lines
+            rows, cols = (lines.rows, lines.cols) if lines else (range(self.mt), range(self.nt))
+            owner, name, rank = self.distribution.owner, self.name, self.rank
+            self._local = [self.tile(i, j) for i in rows for j in cols if owner(name, i, j)[0] == rank]
+        return self._local
 
     def allocate(self, fill, needed=None) -> None:
         """Give local tiles data: ``fill(r0, r1, c0, c1)`` returns a block.

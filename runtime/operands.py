@@ -174,7 +174,7 @@ def materialize(stream, stored, view: View, target) -> None:
                     (ra, _), (cb, _) = g.row_range(a), g.col_range(b)
                     here = (y0 - r0, y1 - r0, x0 - c0, x1 - c0) if mirrored else (x0 - r0, x1 - r0, y0 - c0, y1 - c0)
                     corner = (y0, x0) if mirrored else (x0, y0)
-                    stream.task("check_op", ("in", "inout"), (stored.tiles[a][b], target.tiles[i][j]),
+                    stream.task("check_op", ("in", "inout"), (stored.tile(a, b), target.tile(i, j)),
                                 _add_part(part, *corner, mirrored), ((x0 - ra, x1 - ra, y0 - cb, y1 - cb), here))
 
 

@@ -106,3 +106,9 @@ def in_turn(levels: array):
 def equal(call, tiles, given) -> int:
     """``--priorities none``: every task the same, so the oldest ready task runs first."""
     return 0
+
+
+def derived(program, choice: str) -> bool:
+    """Whether ``--priorities choice`` derives the priorities from the task graph (``auto``, or the
+    program's own choice when it asks for them): such a run looks at every task of the program."""
+    return choice == "auto" or (choice == "program" and program.derive_priorities)

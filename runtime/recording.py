@@ -71,7 +71,7 @@ class Survey:
         self.among = among if self.guided else every_value
         self.me = rank
         self.count = 0  # tasks this rank submits
-        self.foreign = 0  # tasks of other ranks met (guided: the driver's test said no)
+        self.foreign = 0  # tasks of other ranks met (guided: the tiles they write, bumped and skipped)
         self.needed: set = set()  # tiles they touch
         self.sequence = sequence  # a priorities.TaskSequence to fill, or None
 
@@ -91,23 +91,20 @@ class Survey:
     def release(self, tile, at=None):
         pass
 
-    def met(self, tile) -> None:
-        """A guided walk's bump: a task of another rank, which writes ``tile``."""
-        self.foreign += 1
-
 
 def survey(driver, matrices: dict, params, rank: int, sequence=None, guided: bool = False) -> Survey:
     """One pass over the driver's loop nest for ``rank`` (see :class:`Survey`)."""
     found = Survey(matrices, rank, sequence, guided)
-    saved = {name: matrix.advance for name, matrix in matrices.items()}
-    if found.guided:  # the driver bumps the tiles other ranks' tasks write: count those tasks
+    saved = {name: (matrix.counts_foreign_writes, matrix.foreign_writes) for name, matrix in matrices.items()}
+    if found.guided:  # the driver bumps the tiles other ranks' tasks write: count them, make no tile
         for matrix in matrices.values():
-            matrix.advance = found.met
+            matrix.counts_foreign_writes = False
     try:
         walk(driver, found, params, rank)
     finally:
         for name, matrix in matrices.items():
-            matrix.advance = saved[name]
+            found.foreign += matrix.foreign_writes - saved[name][1]
+            matrix.counts_foreign_writes = saved[name][0]
     return found
 
 

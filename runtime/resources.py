@@ -13,8 +13,7 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
     a check builds (one like A for Cholesky and LU, three for QR).
     """
     tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank for h, w in [tile.shape])
-    largest = max((8 * h * w for m in matrices.values() for row in m.tiles for t in row for h, w in [t.shape]),
-                  default=0)
+    largest = largest_tile_bytes(matrices)
     transfers = 2 * window * largest
     first = matrices[program.matrices[0].name] if program.matrices else None
     checking = 0
@@ -40,8 +39,7 @@ def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: in
     """
     if devices is None:
         return None
-    largest = max((8 * h * w for m in matrices.values() for row in m.tiles for t in row for h, w in [t.shape]),
-                  default=0)
+    largest = largest_tile_bytes(matrices)
     bounds, fits = [limit] if limit is not None else [], True
     for device in range(1, devices.gpus + 1):
         tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device == device
@@ -96,13 +94,34 @@ def meminfo(field: str) -> int | None:
     return None
 
 
+def largest_tile_bytes(matrices: dict) -> int:
+    """The bytes of the largest tile of any matrix (from the geometries: no tile is made)."""
+    return max((8 * _widest(m.geometry.row_starts) * _widest(m.geometry.col_starts) for m in matrices.values()),
+               default=0)
+
+
+def _widest(starts) -> int:
+    return max((b - a for a, b in zip(starts, starts[1:])), default=0)
+
+
+def _owners(matrix, ranks: int) -> set:
+    """The ranks owning some tile of ``matrix`` (the search stops once all ``ranks`` are found)."""
+    owners = set()
+    for i in range(matrix.mt):
+        for j in range(matrix.nt):
+            owners.add(matrix.rank_of(i, j))
+            if len(owners) == ranks:
+                return owners
+    return owners
+
+
 def check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
     if ranks == 1 or not program.matrices:
         return
     """Refuse a run where some rank owns no tile of the program's first matrix, suggesting the
     grids that would give every rank tiles (a 2-D cyclic grid P×Q needs P ≤ tile rows, Q ≤ tile columns)."""
     first = matrices[program.matrices[0].name]
-    owners = {tile.rank for row in first.tiles for tile in row}
+    owners = _owners(first, ranks)
     if len(owners) < ranks:
         grids = [f"--grid {p}x{ranks // p}" for p in range(1, ranks + 1)
                  if ranks % p == 0 and p <= first.mt and ranks // p <= first.nt]

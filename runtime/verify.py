@@ -103,10 +103,7 @@ class Verifier:
     # ---------------------------------------------------------------- matrices
     def matrix(self, name: str, geometry: Geometry, distribution) -> TiledMatrix:
         """A new host matrix of the check (its tiles carry no data yet)."""
-        matrix = TiledMatrix(name, geometry, distribution, self.engine.rank, self.first_tag)
-        for row in matrix.tiles:
-            for tile in row:
-                tile.device = 0  # checks run on the host
+        matrix = TiledMatrix(name, geometry, distribution, self.engine.rank, self.first_tag, on_host=True)
         self.engine.attach({**self.engine.matrices, f"check {name} {self.first_tag}": matrix})  # a key of its own
         self.first_tag += matrix.mt * matrix.nt
         return matrix
@@ -276,9 +273,9 @@ class Verifier:
         for t in range(g.nt):
             c0, c1 = g.col_range(t)
             end = min(c1, factored.m)  # a panel has a pivot per column, down to the last row
-            tile = pivots.tiles[_rows_of_columns(g, t)[0]][t] if c0 < end else None
-            if tile is not None and tile.rank == self.engine.rank:
-                ipiv[c0:end] = c0 + tile.data[0, :end - c0]
+            row = _rows_of_columns(g, t)[0]
+            if c0 < end and pivots.rank_of(row, t) == self.engine.rank:
+                ipiv[c0:end] = c0 + pivots.tile(row, t).data[0, :end - c0]
         return self.comm.allreduce_sum(ipiv) if self.comm is not None else ipiv
 
     # ---------------------------------------------------------------- norms
@@ -430,7 +427,7 @@ def _products(stream, left: Operand, right: Operand, residual: TiledMatrix, part
             for k in range(left.matrix.nt):
                 if not (left.zero(i, k) or right.zero(k, j)):
                     stream.task("check_gemm", ("in", "in", "inout"),
-                                (left.matrix.tiles[i][k], right.matrix.tiles[k][j], residual.tiles[i][j]),
+                                (left.matrix.tile(i, k), right.matrix.tile(k, j), residual.tile(i, j)),
                                 kernels.gemm_nn)
 
 
@@ -440,7 +437,7 @@ def _subtract(stream, final: TiledMatrix, residual: TiledMatrix, part: str) -> N
     for i in range(g.mt):
         for j in range(g.nt):
             if meets(part, *g.row_range(i), *g.col_range(j)):
-                stream.task("check_sub", ("in", "inout"), (final.tiles[i][j], residual.tiles[i][j]), _minus)
+                stream.task("check_sub", ("in", "inout"), (final.tile(i, j), residual.tile(i, j)), _minus)
 
 
 def _minus(c, r) -> None:
@@ -483,7 +480,7 @@ def _cholesky_products(stream, l: TiledMatrix, residual: TiledMatrix) -> None:
     for i, j, k, (ri0, _, cj0, cj1, ck0, _) in _product_terms(g, lower_only=True):
         row_j, offset_j = _rows_of_columns(g, j)
         stream.task("check_llt", ("in", "in", "inout"),
-                    (l.tiles[i][k], l.tiles[row_j][k], residual.tiles[i][j]),
+                    (l.tile(i, k), l.tile(row_j, k), residual.tile(i, j)),
                     _llt_kernel(ri0, cj0, ck0), (None, (offset_j, offset_j + cj1 - cj0, None, None), None))
 
 
@@ -500,7 +497,7 @@ def _lu_products(stream, lu: TiledMatrix, residual: TiledMatrix) -> None:
     for i, j, k, (ri0, _, cj0, _, ck0, ck1) in _product_terms(g, lower_only=False):
         row_k, offset_k = _rows_of_columns(g, k)
         stream.task("check_lu", ("in", "in", "inout"),
-                    (lu.tiles[i][k], lu.tiles[row_k][j], residual.tiles[i][j]),
+                    (lu.tile(i, k), lu.tile(row_k, j), residual.tile(i, j)),
                     _lu_kernel(ri0, ck0, cj0),
                     (_columns(ck1 - ck0), (offset_k, offset_k + ck1 - ck0, None, None), None))
 
@@ -518,7 +515,7 @@ def _qr_products(stream, q: TiledMatrix, r: TiledMatrix, residual: TiledMatrix) 
     g = q.geometry
     for i, j, k, (_, _, cj0, _, ck0, ck1) in _product_terms(g, lower_only=False, left_lower=False):
         row_k, offset_k = _rows_of_columns(g, k)
-        stream.task("check_qr", ("in", "in", "inout"), (q.tiles[i][k], r.tiles[row_k][j], residual.tiles[i][j]),
+        stream.task("check_qr", ("in", "in", "inout"), (q.tile(i, k), r.tile(row_k, j), residual.tile(i, j)),
                     _qr_kernel(ck0, cj0),
                     (_columns(ck1 - ck0), (offset_k, offset_k + ck1 - ck0, None, None), None))
 
@@ -545,12 +542,12 @@ def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
         if call.kernel == "geqrt":
             (v, t), rows = tiles, regions[0]
             for j in columns:
-                stream.task("check_gemqrt", ("in", "in", "inout"), (v, t, x.tiles[v.i][j]),
+                stream.task("check_gemqrt", ("in", "in", "inout"), (v, t, x.tile(v.i, j)),
                             lambda vv, tt, cc: kernels.gemqrt(vv, tt, cc, "L", "N"), (rows, None, _rows(rows)))
         else:
             r, v, t = tiles
             for j in columns:
-                stream.task("check_tpmqrt", ("in", "in", "inout", "inout"), (v, t, x.tiles[r.i][j], x.tiles[v.i][j]),
+                stream.task("check_tpmqrt", ("in", "in", "inout", "inout"), (v, t, x.tile(r.i, j), x.tile(v.i, j)),
                             lambda vv, tt, c1, c2: kernels.tpmqrt(vv, tt, c1, c2, "L", "N"),
                             (regions[1], None, _rows(regions[0]), None))
 
@@ -562,7 +559,7 @@ def _gram_products(stream, q: TiledMatrix, gram: TiledMatrix) -> None:
         for j in range(i + 1):
             if widths[i] and widths[j]:
                 for k in range(q.mt):
-                    stream.task("check_gram", ("in", "in", "inout"), (q.tiles[k][i], q.tiles[k][j], gram.tiles[i][j]),
+                    stream.task("check_gram", ("in", "in", "inout"), (q.tile(k, i), q.tile(k, j), gram.tile(i, j)),
                                 _subtract_transposed_product, (_columns(widths[i]), _columns(widths[j]), None))
 
 

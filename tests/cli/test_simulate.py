@@ -72,6 +72,20 @@ def test_one_rank_counts_every_task_and_no_message(capsys, machine_file):
 
 
 @pytest.mark.timeout(60)
+def test_a_rank_walks_as_the_run_would(capsys, machine_file):
+    """Several ranks of an affine program walk their share (fewer tasks met, a cheaper walk); one
+    rank, derived priorities and a program with a call under an 'if' walk the whole nest."""
+    size = ("--machine", machine_file, "--n", 1500, "--nb", 100)
+    share = simulate(capsys, "cholesky", "--nodes", 4, *size)["walk"]
+    whole = simulate(capsys, "cholesky", "--nodes", 4, *size, "--priorities", "auto")
+    assert share["rank_walks"] == "share" and whole["walk"]["rank_walks"] == "whole"
+    assert whole["walk"]["tasks_met"] == whole["tasks"] == 680
+    assert share["tasks_met"] < whole["tasks"] * 0.75 and share["seconds"] < whole["walk"]["seconds"]
+    assert simulate(capsys, "cholesky", "--nodes", 1, *size)["walk"]["rank_walks"] == "whole"
+    assert simulate(capsys, "tsqr", "--nodes", 2, *size)["walk"]["rank_walks"] == "whole"
+
+
+@pytest.mark.timeout(60)
 def test_predicted_time_depends_only_on_the_machine_file(capsys, machine_file, tmp_path):
     args = ("cholesky", "--nodes", 4, "--machine", machine_file, "--n", 1500, "--nb", 128, "--gpus", 1)
     first, second = simulate(capsys, *args), simulate(capsys, *args)

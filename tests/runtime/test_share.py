@@ -116,7 +116,7 @@ def test_a_guided_rank_submits_what_the_whole_walk_does(drivers, name):
             full, share = Touches(matrices, rank), Touches(matrices, rank, events)
             driver.generate(full, params)
             for matrix in matrices.values():
-                matrix.advance = lambda tile: None  # a guided rank ignores other ranks' writes as it walks
+                matrix.counts_foreign_writes = False  # a guided rank ignores other ranks' writes as it walks
             driver.generate(share, params)
             share.tracker.finish()
             assert share.seen == full.seen, (grid, rank)
@@ -126,19 +126,24 @@ def test_a_guided_rank_submits_what_the_whole_walk_does(drivers, name):
 
 
 @pytest.mark.timeout(300)
-def test_other_ranks_tasks_met_fall_with_the_grid(drivers):
+def test_other_ranks_tasks_met_and_tiles_made_fall_with_the_grid(drivers):
     driver = drivers["cholesky"]
-    met = []
+    met, made = [], []
     params = make_params(driver, Options(n=1440, tiles={"nb": 48}))
     for grid in [(2, 2), (4, 4), (8, 8)]:
         matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), 0)
-        whole = survey(driver, matrices, params, 0)
         guided = survey(driver, matrices, params, 0, guided=True)
+        # tile objects: only those of its own tasks (a whole walk makes one for every tile it meets)
+        made.append(len(matrices["A"].made_tiles()))
+        assert set(matrices["A"].made_tiles()) == guided.needed
+        whole = survey(driver, matrices, params, 0)
         met.append((guided.foreign, whole.foreign, guided.count))
     # the whole walk meets nearly every task of the program; the guided one a few per own task
     for foreign, whole_foreign, own in met:
         assert foreign < whole_foreign / 3 and foreign <= 2 * own + 100
     assert met[2][0] < met[0][0]
+    # the tiles a rank takes part in: its own and those its tasks read (about n²/P + n²·(1/P + 1/Q)/2)
+    assert made[0] > made[1] > made[2] and made[2] < 465 / 4, made  # 465 tiles in the lower triangle
 
 
 def test_a_loop_nest_with_a_call_under_an_if_has_no_plan(drivers):

@@ -100,7 +100,8 @@ def render(result: dict) -> str:
              f"  bounds    critical path {result['critical_path']:.4f} s, area {result['area_bound']:.4f} s, "
              f"efficiency {result['efficiency']:.2f}",
              f"  walk      {walk['per_task_us']:g} µs per task walked + {walk['per_submit_us']:g} µs per share "
-             f"submitted: {walk['seconds']:.4f} s on the busiest rank ({walk['share']:.0%} of the time)"]
+             f"submitted: {walk['seconds']:.4f} s on the busiest rank ({walk['share']:.0%} of the time)",
+             f"            {_walked(walk)}"]
     totals = result["totals"]
     if result["np"] > 1:
         lines.append(f"  messages  {totals['messages_sent']} ({totals['bytes_sent'] / 2 ** 20:.1f} MiB) between ranks")
@@ -114,3 +115,9 @@ def render(result: dict) -> str:
             lines.append(f"  {r['rank']:>6} {r['tasks']:>9} {r['messages_sent']:>8} {r['bytes_sent'] / 2 ** 20:>10.1f} "
                          f"{r['messages_received']:>9} {r['bytes_received'] / 2 ** 20:>10.1f}")
     return "\n".join(lines)
+
+
+def _walked(walk: dict) -> str:
+    if walk["rank_walks"] == "share":
+        return f"each rank walks its share of the loop nest (at most {walk['tasks_met']:,} tasks met)"
+    return f"each rank walks the whole loop nest ({walk['tasks_met']:,} tasks)"

@@ -12,6 +12,8 @@ checked at run time.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import nodes as n
 
 Form = dict  # symbol -> integer coefficient; "" holds the constant
@@ -48,15 +50,40 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
 
 def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter",
                         guarded: bool) -> str | None:
-    """Why tile references ``a`` and ``b`` of one matrix are provably the same tile, or None.
+    """Why tile references ``a`` and ``b`` of one matrix are provably the same tile (or, when
+    either is a panel, share a tile), or None.
 
     ``""`` when their indices are equal at every iteration; else ``"when k = 0, m = 0"``:
     an iteration of the enclosing loops (one that runs once sizes are large enough, with
     no enclosing ``if``) where both index pairs are equal whatever the sizes. The index
     differences must be affine; they are solved for the innermost loop variable with a
     coefficient of ±1, and the other variables tried at their first, second and last
-    values. Anything else is left to the run-time check.
+    values. A panel's range index is a variable of its own over the range, innermost
+    (not shown in the sentence). Anything else is left to the run-time check.
     """
+    panels: list = []
+    a, b = _pointwise(a, panels), _pointwise(b, panels)
+    point = _coincidence(a, b, (*loops, *panels), converter, guarded)
+    if point is None or point == "":
+        return None if point == "" and panels else point
+    return "when " + ", ".join(f"{loop.var.text} = {converter.render(point[loop.var.text])}" for loop in loops)
+
+
+def _pointwise(tile: n.TileRef, panels: list) -> n.TileRef:
+    """``tile`` with its range index (a panel's) replaced by a new variable over the range,
+    appended to ``panels`` as a loop."""
+    for axis in ("row", "col"):
+        index = getattr(tile, axis)
+        if isinstance(index, n.Range):
+            var = n.Ident(f" panel {len(panels)}", index.span)  # a name no program can write
+            panels.append(n.For(var, index.start, index.stop, None, (), index.span))
+            return replace(tile, **{axis: n.Name(var, index.span)})
+    return tile
+
+
+def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guarded: bool):
+    """``""``, a point (loop variable -> form) where ``a`` and ``b`` are the same tile, or None
+    (see :func:`coincidence_witness`)."""
     forms = [converter.form(index) for index in (a.row, b.row, a.col, b.col)]
     if any(form is None for form in forms):
         return None
@@ -87,10 +114,7 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
         if lows is None or highs is None:
             return None
         bounds.append((loop.var.text, lows, highs))
-    point = _search(bounds, solved, {}, [200])
-    if point is None:
-        return None
-    return "when " + ", ".join(f"{v} = {converter.render(point[v])}" for v, _, _ in bounds)
+    return _search(bounds, solved, {}, [200])
 
 
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}

@@ -643,6 +643,13 @@ class _Analyzer:
                     self.bag.error(second.tile.span, "E204",
                                    f"tile {_tile_text(second.tile)} is passed twice to {kernel} and one of them is written",
                                    arguments)
+                elif same is not None and (_is_panel(first.tile) or _is_panel(second.tile)):
+                    self.bag.error(second.tile.span, "E204",
+                                   f"{_tile_text(first.tile)} and {_tile_text(second.tile)} can share a tile, "
+                                   f"passed to {kernel} where one of them is written",
+                                   arguments, f"they share a tile {same}",
+                                   hint="change a range or a loop bound, or guard the call with 'if', "
+                                        "so that they never meet")
                 elif same is not None:
                     self.bag.error(second.tile.span, "E204",
                                    f"tiles {_tile_text(first.tile)} and {_tile_text(second.tile)} can be the same tile, "
@@ -1074,6 +1081,10 @@ def unparse(expr) -> str:
 
 def _tile_text(tile: n.TileRef) -> str:
     return f"{tile.matrix.text}[{unparse(tile.row)}, {unparse(tile.col)}]"
+
+
+def _is_panel(tile: n.TileRef) -> bool:
+    return isinstance(tile.row, n.Range) or isinstance(tile.col, n.Range)
 
 
 def _same_tile(a: n.TileRef, b: n.TileRef) -> bool:

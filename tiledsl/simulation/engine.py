@@ -9,9 +9,11 @@ tasks and sinks around it, and the send tasks of other ranks, all at transfer
 priority on the host's queue as there. Time advances by events in a heap:
 
 * a rank's generation thread reaches its next share after walking the tasks in
-  between (``walk_us`` each) and spends ``submit_us`` on it; a full window stops
-  it until the window drains to three quarters, as :class:`~tiledsl.runtime.engine.Engine`
-  does;
+  between (``walk_us`` each; a rank that walks only its share of the loop nest
+  pays for the other ranks' tasks it meets, spread evenly over the walk: its
+  ``walked`` fraction of ``walk_us`` per task) and spends ``submit_us`` on it; a
+  full window stops it until the window drains to three quarters, as
+  :class:`~tiledsl.runtime.engine.Engine` does;
 * a worker (``W`` CPU workers, one per GPU) runs the highest-priority ready task of
   its queue for the modelled time (:class:`.machine.Machine`); FIRE then readies
   its successors;
@@ -51,8 +53,9 @@ class SimTask(Task):
 class Rank:
     """One simulated rank: its scheduler, workers, links and generation thread."""
 
-    def __init__(self, number: int, window: int, workers: int, gpus: int):
+    def __init__(self, number: int, window: int, workers: int, gpus: int, walk_s: float):
         self.number = number
+        self.walk_s = walk_s  # its walk's seconds per task of the program
         self.scheduler = Scheduler(window, 1 + gpus)
         self.low_water = max(1, window * 3 // 4)
         self.idle = [list(range(workers - 1, -1, -1))] + [[g] for g in range(1, gpus + 1)]
@@ -81,17 +84,20 @@ class Rank:
 class Simulator:
     """The event loop over every rank (see the module docstring)."""
 
-    def __init__(self, machine, nranks: int, workers: int, gpus: int, window: int, tracer=None):
+    def __init__(self, machine, nranks: int, workers: int, gpus: int, window: int, tracer=None, walked=None):
+        """``walked``: per rank, the fraction of the program's tasks its walk pays for (None: all)."""
         self.machine = machine
         runtime = machine.runtime
-        self.walk_s, self.submit_s = runtime["walk_us"] * 1e-6, runtime["submit_us"] * 1e-6
+        walk_s, self.submit_s = runtime["walk_us"] * 1e-6, runtime["submit_us"] * 1e-6
         self.transfer_s, self.notice_s = runtime["transfer_us"] * 1e-6, runtime["notice_us"] * 1e-6
-        self.ranks = [Rank(r, window, workers, gpus) for r in range(nranks)]
+        self.ranks = [Rank(r, window, workers, gpus, walk_s * (1.0 if walked is None else walked[r]))
+                      for r in range(nranks)]
+        self.walk_s = min(rank.walk_s for rank in self.ranks)  # the slowest walk towards the horizon
         self.workers, self.gpus = workers, gpus
         self.events: list = []
         self.sequence = itertools.count()
         self.now = 0.0
-        self.starved: list = [(0.0, r, -1) for r in range(nranks)]  # (ready_at - last·walk, rank, last)
+        self.starved: list = [(0.0, r, -1) for r in range(nranks)]  # (ready_at - last·walk_s, rank, last)
         self.walked = 0  # tasks the walk has produced so far
         self.horizon = 0.0  # events before it can run: no starved rank can act earlier
         self.walk_over = False
@@ -111,7 +117,7 @@ class Simulator:
         items.append([index, kind, payload, 0])
         if state.state == "starved":
             state.state = "scheduled"
-            self._at(state.ready_at + (index - state.last) * self.walk_s, self._generate, state)
+            self._at(state.ready_at + (index - state.last) * state.walk_s, self._generate, state)
 
     def advance(self, walked: int) -> None:
         """Run every event that no rank still waiting for the walk could precede (a rank that
@@ -160,14 +166,15 @@ class Simulator:
             else:  # the window cannot fill before they are done: they take their time at once
                 rank.ready_at += empty * self.submit_s
         if items:
-            self._at(rank.ready_at + (items[0][0] - index) * self.walk_s, self._generate, rank)
+            self._at(rank.ready_at + (items[0][0] - index) * rank.walk_s, self._generate, rank)
         elif self.walk_over:
             self._generation_done(rank)
         else:
             self._starve(rank)
 
     def _starve(self, rank: Rank) -> None:
-        """``rank`` has generated all the walk gave it so far: it waits for its next share."""
+        """``rank`` has generated all the walk gave it so far: it waits for its next share (it cannot
+        act before ``ready_at + (walked - last)·walk_s`` with the smallest rank's ``walk_s``)."""
         rank.state = "starved"
         key = rank.ready_at - rank.last * self.walk_s
         heapq.heappush(self.starved, (key, rank.number, rank.last))
@@ -175,7 +182,7 @@ class Simulator:
 
     def _generation_done(self, rank: Rank) -> None:
         rank.state = "done"
-        rank.finished = max(rank.finished, rank.ready_at + (self.walked - 1 - rank.last) * self.walk_s)
+        rank.finished = max(rank.finished, rank.ready_at + (self.walked - 1 - rank.last) * rank.walk_s)
 
     def _enqueue(self, rank: Rank, task: SimTask, waits: int) -> None:
         scheduler = rank.scheduler

@@ -26,7 +26,8 @@ A machine file is a small JSON object (the shipped ones are in ``tiledsl/machine
 * ``pcie``: host/GPU copies, the same way on each GPU's in- and out-stream;
   ``gpu_link`` (optional, default ``pcie``): copies between two GPUs of a node.
 * ``runtime``: the costs of tiledsl itself: the generation thread's walk per task
-  of the loop nest (``walk_us``, every rank walks every task) and per task it
+  of the loop nest met (``walk_us``: every task where a rank walks the whole nest,
+  those its share walk meets where it walks only its share) and per task it
   submits (``submit_us``); a worker's cost per program task (``task_us``) and per
   transfer task (``transfer_us``, a send posted, a received tile taken); how late
   the MPI thread notices a completed message (``notice_us``).

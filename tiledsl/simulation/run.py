@@ -18,7 +18,8 @@ from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
 from ..runtime.matrix import region_view
 from ..runtime.program import flatten
-from ..runtime.recording import Everyone, walk
+from ..runtime.dataflow import events_of
+from ..runtime.recording import Everyone, survey, walk
 from ..runtime.share import every_value
 from ..runtime.reporting import SUMMED, gflops
 from ..runtime.resources import check_every_rank_has_tiles
@@ -109,36 +110,59 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     workers, per_node, cpu_share = rank_layout(machine, nranks, gpus, options.workers)
     window = options.window or (4096 if nranks == 1 and not gpus else max(64, 32 * (workers + gpus)))
     tracer = Tracer(nranks) if trace else None
-    simulator = Simulator(machine, nranks, workers, gpus, window, tracer)
+    began = time.perf_counter()
+    walked = _share_walks(driver, params, distribution, nranks, options)
+    simulator = Simulator(machine, nranks, workers, gpus, window, tracer, walked)
     kernels_on_gpu = gpu_kernels(program, driver) if gpus else frozenset()
     timing = Timing(machine, cpu_share, kernels_on_gpu)
     walker = Walk(matrices, nranks, kernels_on_gpu, _feeder(simulator, progress), timing,
                   _priority_of(driver, matrices, params, options))
-    began = time.perf_counter()
     walk(driver, walker, params, 0)
     seconds = simulator.finish(walker.count)
     summary = {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
                "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
                "ranks_per_node": per_node, "machine": machine.name}
-    summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds))
+    summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
     return summary
 
 
-def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, timing: Timing, seconds: float) -> dict:
+def _share_walks(driver, params, distribution, nranks: int, options) -> list[float] | None:
+    """Per rank, the fraction of the program's tasks its walk meets, where a run would walk only
+    each rank's share of the loop nest (as ``run`` decides: several ranks, an affine program, a
+    distribution by rows and columns, priorities not derived); None where every rank walks it all.
+    Each rank's share walk is made here, as the run makes it (no kernels, no messages)."""
+    if nranks == 1 or priorities.derived(driver.PROGRAM, options.priorities):
+        return None
+    matrices = make_matrices(driver, params, distribution, 0)
+    if events_of(driver, matrices, params) is None:
+        return None
+    whole = survey(driver, matrices, params, 0)
+    total = max(1, whole.count + whole.foreign)
+    walked = []
+    for rank in range(nranks):
+        share = survey(driver, make_matrices(driver, params, distribution, rank), params, rank, guided=True)
+        walked.append(max(1, share.count + share.foreign) / total)
+    return walked
+
+
+def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, timing: Timing, seconds: float,
+             walked: list | None) -> dict:
     """The predicted time and rate, every rank's statistics, the walk's cost and the bounds."""
     ranks = [_rank_stats(rank, walker, number) for number, rank in enumerate(simulator.ranks)]
     rate, source = gflops(program, matrices, ranks, seconds)
     runtime = machine.runtime
-    generation = max((walker.count * runtime["walk_us"] + rank.submitted * runtime["submit_us"]) * 1e-6
+    generation = max(walker.count * rank.walk_s + rank.submitted * runtime["submit_us"] * 1e-6
                      for rank in simulator.ranks)
     capacity = {"cpu": simulator.workers * len(ranks), "gpu": simulator.gpus * len(ranks)}
     critical, bound = timing.path.longest, timing.area().bound(capacity)
     return {"seconds": seconds, "gflops": rate, "flops_source": source, "tasks": walker.count, "ranks": ranks,
             "totals": {key: sum(r[key] for r in ranks) for key in SUMMED},
             "walk": {"per_task_us": runtime["walk_us"], "per_submit_us": runtime["submit_us"],
-                     "seconds": generation, "share": generation / seconds if seconds else None},
+                     "seconds": generation, "share": generation / seconds if seconds else None,
+                     "rank_walks": "share" if walked else "whole",
+                     "tasks_met": round(walker.count * max(walked)) if walked else walker.count},
             "critical_path": critical, "area_bound": bound,
             "efficiency": max(critical, bound) / seconds if seconds > 0 else None,
             "busiest": {"link_seconds": max(max(r.link_busy, r.link_busy_in) for r in simulator.ranks),
@@ -167,7 +191,7 @@ def _priority_of(driver, matrices, params, options):
     program = driver.PROGRAM
     if options.priorities == "none":
         return priorities.equal
-    if options.priorities == "auto" or program.derive_priorities:
+    if priorities.derived(program, options.priorities):
         sequence = priorities.TaskSequence()
         walk(driver, _Sequencer(matrices, sequence), params, 0)
         return priorities.in_turn(priorities.bottom_levels(sequence))
