@@ -13,7 +13,7 @@ from .options import Options
 from .reporting import RunResult
 from .world import UsageError
 from .program import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, takes_part
-from .share import ANY, AT, MINUS, PLUS
+from .share import ANY, AT, DIV, MINUS, PLUS
 
-__all__ = ["ANY", "AT", "Call", "CheckDecl", "Event", "Loop", "MINUS", "MatrixDecl", "Options", "PLUS", "Program",
+__all__ = ["ANY", "AT", "Call", "CheckDecl", "DIV", "Event", "Loop", "MINUS", "MatrixDecl", "Options", "PLUS", "Program",
            "RunResult", "Tiling", "UsageError", "WorkspaceDecl", "array_module", "execute", "main", "takes_part"]

@@ -8,8 +8,10 @@ could touch a tile of this rank. The compiler states, for each loop, one
 *term* per tile argument below it: for each of the tile's row and column
 index, either nothing known at this loop (``ANY``: it depends on a deeper
 loop, or is not affine), its value (``AT``: it depends only on enclosing
-loops), or the loop variable plus (``PLUS``) or minus (``MINUS``) a value
-known here. :func:`among` returns the union over the terms of the values
+loops), the loop variable plus (``PLUS``) or minus (``MINUS``) a value
+known here, or the loop variable plus a value, divided by a positive value
+(``DIV``, with the pair ``(value, divisor)``: the block row ``j // s`` of a
+hybrid tile column). :func:`among` returns the union over the terms of the values
 whose row and column index this rank owns, in the loop's order: a superset of
 the values that lead to this rank's tasks (the driver's own ownership test
 still decides each task), whose size follows the rank's share rather than the
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-ANY, AT, PLUS, MINUS = 0, 1, 2, 3
+ANY, AT, PLUS, MINUS, DIV = 0, 1, 2, 3, 4
 
 
 def every_value(start: int, stop: int, step: int, terms=()) -> range:
@@ -62,9 +64,23 @@ def _axis(owned: list, owned_set, kind: int, value: int, low: int, high: int):
     if kind == PLUS:  # index = v + value
         first, past = bisect_left(owned, low + value), bisect_left(owned, high + value)
         return [x - value for x in owned[first:past]] or ()
-    # MINUS: index = value - v, v in [low, high)  ⇔  index in (value - high, value - low]
-    first, past = bisect_left(owned, value - high + 1), bisect_left(owned, value - low + 1)
-    return [value - x for x in owned[first:past]] or ()
+    if kind == MINUS:  # index = value - v, v in [low, high)  ⇔  index in (value - high, value - low]
+        first, past = bisect_left(owned, value - high + 1), bisect_left(owned, value - low + 1)
+        return [value - x for x in owned[first:past]] or ()
+    return _divided(owned, *value, low, high)
+
+
+def _divided(owned: list, offset: int, divisor: int, low: int, high: int):
+    """DIV: the v in [low, high) with (v + offset) // divisor owned (None: all of them, for a
+    divisor that is not positive: the driver's own test decides)."""
+    if divisor < 1:
+        return None
+    first = bisect_left(owned, (low + offset) // divisor)
+    past = bisect_left(owned, (high - 1 + offset) // divisor + 1)
+    values = []
+    for x in owned[first:past]:
+        values.extend(range(max(low, x * divisor - offset), min(high, (x + 1) * divisor - offset)))
+    return values or ()
 
 
 class Lines:

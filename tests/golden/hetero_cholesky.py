@@ -7,7 +7,7 @@ Every rank runs the same loop nest and submits only the tasks it takes part in; 
 ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
 when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, DIV, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
 
 PROGRAM = Program(
     name='hetero_cholesky',
@@ -84,7 +84,7 @@ def generate(rt, p):
                     A.bump(i, k)
             for i in _among(t + 1, A.mt, 1, ((A, PLUS, 0, AT, s * t + d), (A, ANY, 0, AT, s * t + d), (A, PLUS, 0, ANY, 0))):  # hetero_cholesky.tile:27
                 _r3 = A.rank_of(i, k)  # hetero_cholesky.tile:30
-                for j in _among(k + 1, (i + 1) * s, 1, ((A, AT, i, AT, s * t + d), (A, ANY, 0, AT, s * t + d), (A, AT, i, PLUS, 0))):  # hetero_cholesky.tile:28
+                for j in _among(k + 1, (i + 1) * s, 1, ((A, AT, i, AT, s * t + d), (A, DIV, (0, s), AT, s * t + d), (A, AT, i, PLUS, 0))):  # hetero_cholesky.tile:28
                     _r4 = A.rank_of(j // s, k)  # hetero_cholesky.tile:30
                     _r5 = A.rank_of(i, j)  # hetero_cholesky.tile:30
                     oj = A.offset(j)  # hetero_cholesky.tile:29

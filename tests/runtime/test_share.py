@@ -22,7 +22,7 @@ from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.program import WRITE_MODES, flatten
 from tiledsl.runtime.recording import Everyone, survey
-from tiledsl.runtime.share import ANY, AT, MINUS, PLUS, among, every_value
+from tiledsl.runtime.share import ANY, AT, DIV, MINUS, PLUS, among, every_value
 
 ROOT = Path(__file__).resolve().parents[2]
 AFFINE = ["cholesky", "gemm", "gesv", "getrf", "hetero_cholesky", "hetero_qr", "lu", "posv", "potri", "qr",
@@ -191,3 +191,7 @@ def test_among_takes_the_union_of_the_terms_in_loop_order():
     assert list(among(0, 8, 1, ((M, AT, 2, ANY, 0),))) == []
     assert list(among(0, 8, 2, ((M, AT, 3, ANY, 0),))) == [0, 2, 4, 6]  # a known row it owns: every value
     assert list(among(0, 8, 1, ((M, PLUS, 0, PLUS, 0), (M, ANY, 0, PLUS, 1)))) == [1, 3, 5]
+    # (v + 1) // 3 among the rows 1, 3, 5, 7: v + 1 in 3..5 or 9..11 (v < 12)
+    assert list(among(0, 12, 1, ((M, DIV, (1, 3), ANY, 0),))) == [2, 3, 4, 8, 9, 10]
+    assert list(among(3, 12, 1, ((M, DIV, (0, 2), AT, 2),))) == [3, 6, 7, 10, 11]
+    assert list(among(0, 4, 1, ((M, DIV, (0, 0), AT, 2),))) == [0, 1, 2, 3]  # no sense: every value

@@ -34,7 +34,7 @@ INDENT = "    "
 _RESERVED = (set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins))
              | {"rt", "p", "CALLS", "PROGRAM", "Call", "CheckDecl", "MatrixDecl", "Program", "Tiling",
                 "WorkspaceDecl", "main", "takes_part", "resolve_params", "shapes", "generate", "loop_bounds",
-                "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS"})
+                "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS", "DIV"})
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class DriverModel:
     guided: bool = False  # some loop visits only the values that can lead to this rank's tasks
     events: list | None = None  # lines of dataflow()'s events; None: no share plan (not affine)
     share_prelude: list = field(default_factory=list)  # dataflow()'s first lines
-    kinds: set = field(default_factory=set)  # the term kinds (ANY, AT, PLUS, MINUS) the loops use
+    kinds: set = field(default_factory=set)  # the term kinds (ANY, AT, PLUS, MINUS, DIV) the loops use
 
     @property
     def imports(self) -> list[str]:
@@ -254,6 +254,9 @@ class _Model:
     def _spec_value(self, kind: str, value) -> str:
         if kind == dataflow.ANY:
             return "0"
+        if kind == dataflow.DIV:
+            rest, divisor = value
+            return f"({self._affine(rest)}, {self.expr(divisor)})"
         return self._affine(value) if isinstance(value, dict) else self.expr(value)
 
     def _key(self, span) -> str:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from . import nodes as n
 from .analysis import Checked
 
-ANY, AT, PLUS, MINUS = "ANY", "AT", "PLUS", "MINUS"
+ANY, AT, PLUS, MINUS, DIV = "ANY", "AT", "PLUS", "MINUS", "DIV"
 Form = dict  # loop variable -> coefficient, "" -> constant; coefficients are ints or loop-invariant Exprs
 
 
@@ -128,6 +128,9 @@ class _Planner:
         try:
             form = _form(index, loops, lets)
         except NotAffine:
+            divided = self._divided(index, depth, loops, lets)
+            if divided is not None:
+                return (DIV, divided)
             # known at this loop when it depends on no loop from here in, through lets bound outside it
             names = _names(index)
             if _depends(index, lets) & inner or any(lets[v].depth > depth for v in names if v in lets):
@@ -145,6 +148,25 @@ class _Planner:
         if coefficient == -1:
             return (MINUS, rest)
         return (ANY, None)
+
+    def _divided(self, index, depth: int, loops: list, lets: dict) -> tuple | None:
+        """``(rest, divisor)`` when ``index`` is ``(v + rest) // divisor`` for the loop variable v at
+        ``depth`` (such as the block row ``j // s`` of a hybrid tile column), the rest and the
+        divisor known at that loop; else None."""
+        if not (isinstance(index, n.Binary) and index.op == "//"):
+            return None
+        inner = {loop[0] for loop in loops[depth:]}
+        names = _names(index.right)
+        if _depends(index.right, lets) & inner or any(lets[v].depth > depth for v in names if v in lets):
+            return None
+        try:
+            form = _form(index.left, loops, lets)
+        except NotAffine:
+            return None
+        var = loops[depth][0]
+        if form.get(var, 0) != 1 or any(v in inner and v != var and c != 0 for v, c in form.items()):
+            return None
+        return {v: c for v, c in form.items() if v != var}, index.right
 
     def _leaf(self, stmt, loops: list, positions: list, lets: dict) -> list:
         key = []
