@@ -1,6 +1,6 @@
 """`tiledsl simulate` on Keeneland against the papers' measurements (issue 15).
 
-    python benchmarks/keeneland_table.py [--max-nodes 64] [--programs cholesky,qr] [--out rows.jsonl]
+    python benchmarks/keeneland_table.py [--max-nodes 64 | --nodes 2,4] [--programs cholesky,qr] [--out rows.jsonl]
 
 The weak-scaling runs of CPE'15 Table I (Song & Dongarra, seeds/): Cholesky from
 n = 34,560 and QR from n = 32,256 on one node, the order growing with the square
@@ -54,12 +54,14 @@ def simulate(program: str, nodes: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--max-nodes", type=int, default=64)
+    parser.add_argument("--nodes", help="only these node counts (comma-separated), e.g. 100 for SPAA'12's")
     parser.add_argument("--programs", default="cholesky,qr")
     parser.add_argument("--out", help="append each row to this file as one JSON line")
     args = parser.parse_args()
     for program in args.programs.split(","):
+        wanted = {int(x) for x in args.nodes.split(",")} if args.nodes else None
         for nodes in sorted(PAPER[program]):
-            if nodes > args.max_nodes:
+            if nodes > args.max_nodes if wanted is None else nodes not in wanted:
                 continue
             row = simulate(program, nodes)
             print(json.dumps(row), flush=True)

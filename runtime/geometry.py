@@ -20,8 +20,9 @@ def _cuts(total: int, step: int) -> tuple[int, ...]:
     return tuple(range(0, total, step)) + (total,)
 
 
-#: Most tiles one matrix may have: every rank makes an object for each tile of each
-#: matrix (a few hundred bytes and a microsecond or two apiece), before any data.
+#: Most tiles one matrix may have: a walk of the whole loop nest (one rank, explain,
+#: simulate, programs without a share plan) makes an object for every tile it meets
+#: (a few hundred bytes and a microsecond or two apiece).
 MAX_TILES = 1 << 22
 
 
