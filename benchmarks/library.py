@@ -76,6 +76,9 @@ def main():
     parser.add_argument("--programs", default=",".join(LIBRARY), help="comma-separated (default: the library)")
     parser.add_argument("--no-traffic", action="store_true", help="leave out the getrf/lu traffic table")
     args, extra = parser.parse_known_args()
+    unknown = sorted(set(args.programs.split(",")) - set(LIBRARY))
+    if unknown:
+        parser.error(f"--programs: {', '.join(unknown)} not in the library ({', '.join(LIBRARY)})")
     print(render_bench(bench_rows(args.programs.split(","), args.n, args.rounds, args.workers, extra)))
     if not args.no_traffic:
         print()
