@@ -117,10 +117,10 @@ dsyr2k = _blas("dsyr2k")  # uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, l
 dtrmm = _blas("dtrmm")    # side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb
 dscal = _blas("dscal")    # n, alpha, x, incx
 dger = _blas("dger")      # m, n, alpha, x, incx, y, incy, a, lda
-dswap = _blas("dswap")    # n, x, incx, y, incy
 dasum = _blas("dasum", restype=ctypes.c_double)  # n, x, incx -> sum of |x_i|
 # norm ('M' max |a_ij|, 'F' Frobenius, ...), m, n, a, lda, work -> the norm
 dlange = _blas("dlange", _cython_lapack, ctypes.c_double)
+dlaswp = _blas("dlaswp", _cython_lapack)  # n, a, lda, k1, k2, ipiv (int32, 1-based), incx
 
 dpotrf = _lapack("dpotrf")    # uplo, n, a, lda
 dtrtri = _lapack("dtrtri")    # uplo, diag, n, a, lda

@@ -12,7 +12,7 @@ from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, P
 PROGRAM = Program(
     name='gesv',
     source='programs/gesv.tile',
-    tiling=Tiling('uniform', {'nb': 384}),
+    tiling=Tiling('uniform', {'nb': 448}),
     matrices=(
         MatrixDecl('A', 'general', line=13),
         MatrixDecl('B', 'general', line=14),

@@ -728,6 +728,24 @@ def test_laswp_first_skips_interchanges(rng):
     np.testing.assert_array_equal(tile, permuted(b, [0, 1, 2, 5]))
 
 
+@pytest.mark.parametrize("heights", [(10,), (3, 4, 5), (2, 2, 2, 2, 2, 2), (7, 1, 0, 6)])
+@pytest.mark.parametrize("first", [0, 2, 5])
+@pytest.mark.parametrize("direction", "FB")
+def test_laswp_applies_any_interchanges_in_order(rng, heights, first, direction):
+    """Partners before, inside and after the swapped rows, repeated ones, tiles of any height:
+    the same rows as swapping one pair at a time."""
+    m = sum(heights)
+    partners = rng.integers(0, m, size=8)
+    b = random(rng, m, 3)
+    expected = b.copy()
+    order = range(first, len(partners)) if direction == "F" else reversed(range(first, len(partners)))
+    for j in order:
+        expected[[j, partners[j]]] = expected[[partners[j], j]]
+    tiles = [np.array(part, order="F") for part in np.split(b, np.cumsum(heights)[:-1])]
+    laswp(np.asfortranarray(partners[None, :].astype(float)), tiles, first, direction)
+    np.testing.assert_array_equal(np.vstack(tiles), expected)
+
+
 def test_getrf_and_laswp_solve_a_system_by_tiles(rng):
     """getrs by tiles: P·b, then L and U by trsm."""
     a, b = random(rng, 12, 12), random(rng, 12, 2)
