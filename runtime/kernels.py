@@ -573,8 +573,14 @@ def laswp(P: np.ndarray, A, first: int = 0, direction: str = "F") -> None:
     if len(tiles) == 1:
         blas.dlaswp(columns, tiles[0], lds[0], start + 1, end, _fortran_pivots(partners, start), increment)
         return
+    _laswp_compact(tiles, offsets, partners, start, end, increment)
+
+
+def _laswp_compact(tiles, offsets, partners: np.ndarray, start: int, end: int, increment: int) -> None:
+    """laswp's interchanges start..end−1 on a panel, by DLASWP on a compact copy of the rows they
+    touch: rows start..end−1 (copied by slices), then the partners outside them (gathered)."""
     elsewhere = np.unique(partners[(partners < start) | (partners >= end)])
-    compact = np.empty((end - start + len(elsewhere), columns), order="F")
+    compact = np.empty((end - start + len(elsewhere), tiles[0].shape[1]), order="F")
     block = [(tile, max(start, low) - low, min(end, high) - low, max(start, low) - start)
              for tile, low, high in zip(tiles, offsets, offsets[1:]) if low < end and high > start]
     for tile, top, bottom, at in block:
@@ -582,10 +588,10 @@ def laswp(P: np.ndarray, A, first: int = 0, direction: str = "F") -> None:
     below = compact[end - start:]
     for tile, rows, at in _by_tile(tiles, offsets, elsewhere):
         below[at] = tile[rows]
-    # a partner's row in the compact copy: its place in the block, or after the block
     in_compact = np.where((partners >= start) & (partners < end), partners - start,
                           end - start + np.searchsorted(elsewhere, partners))
-    blas.dlaswp(columns, compact, compact.shape[0], 1, end - start, _fortran_pivots(in_compact, 0), increment)
+    blas.dlaswp(compact.shape[1], compact, compact.shape[0], 1, end - start, _fortran_pivots(in_compact, 0),
+                increment)
     for tile, top, bottom, at in block:
         tile[top:bottom] = compact[at:at + bottom - top]
     for tile, rows, at in _by_tile(tiles, offsets, elsewhere):
