@@ -8,10 +8,10 @@ Runs of ``NODES:N`` on the ``h100`` machine file (4 H100 and 64 cores per node,
 gives the host no column). The default: weak scaling from 16 to 256 nodes (the
 order growing with the square root of the nodes: 53 GB of matrix per node), then
 the same order on 1,024 nodes (strong scaling: a quarter of the work per node,
-and a walk of 700,000 tasks rather than the 5.5 million of the weak-scaling order,
-which would take this simulator hours). Each row says where the time goes
-and so why scaling stops: the generation thread's walk (every rank walks every
-task of the loop nest), the busiest link (bytes a rank sends over the bandwidth),
+and 700,000 tasks rather than the 5.5 million of the weak-scaling order, which
+would take this simulator hours). Each row says where the time goes
+and so why scaling stops: the generation thread's walk (each rank walks its share
+of the loop nest), the busiest link (bytes a rank sends over the bandwidth),
 the busiest copy stream of a GPU (PCIe to and from the host, NVLink between GPUs),
 the critical path, and the area bound (the machine's compute).
 """
