@@ -104,29 +104,32 @@ def _widest(starts) -> int:
     return max((b - a for a, b in zip(starts, starts[1:])), default=0)
 
 
-def _owners(matrix, ranks: int) -> set:
-    """The ranks owning some tile of ``matrix`` (the search stops once all ``ranks`` are found)."""
+def _owners(matrices, ranks: int) -> set:
+    """The ranks owning some tile of one of ``matrices`` (the search stops once all ``ranks`` are found)."""
     owners = set()
-    for i in range(matrix.mt):
-        for j in range(matrix.nt):
-            owners.add(matrix.rank_of(i, j))
-            if len(owners) == ranks:
-                return owners
+    for matrix in matrices:
+        for i in range(matrix.mt):
+            for j in range(matrix.nt):
+                owners.add(matrix.rank_of(i, j))
+                if len(owners) == ranks:
+                    return owners
     return owners
 
 
 def check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
+    """Refuse a run where some rank owns no tile of any matrix (it would have nothing to do),
+    suggesting the grids that would give every rank tiles of the matrix with the most tiles
+    (a 2-D cyclic grid P×Q needs P ≤ tile rows, Q ≤ tile columns)."""
     if ranks == 1 or not program.matrices:
         return
-    """Refuse a run where some rank owns no tile of the program's first matrix, suggesting the
-    grids that would give every rank tiles (a 2-D cyclic grid P×Q needs P ≤ tile rows, Q ≤ tile columns)."""
-    first = matrices[program.matrices[0].name]
-    owners = _owners(first, ranks)
+    declared = [matrices[decl.name] for decl in program.matrices]
+    owners = _owners(declared, ranks)
     if len(owners) < ranks:
+        name, largest = max(((decl.name, matrices[decl.name]) for decl in program.matrices),
+                            key=lambda item: item[1].mt * item[1].nt)
         grids = [f"--grid {p}x{ranks // p}" for p in range(1, ranks + 1)
-                 if ranks % p == 0 and p <= first.mt and ranks // p <= first.nt]
+                 if ranks % p == 0 and p <= largest.mt and ranks // p <= largest.nt]
         remedy = f"use {' or '.join(grids)}, smaller tiles or fewer ranks" if grids else \
             "use smaller tiles or fewer ranks"
-        raise UsageError(f"{ranks} ranks but {program.matrices[0].name} has {first.mt}×{first.nt} tiles, "
-                         f"owned by only {len(owners)} rank(s): {remedy}")
-
+        raise UsageError(f"{ranks} ranks but only {len(owners)} of them own tiles (the largest matrix, {name}, "
+                         f"has {largest.mt}×{largest.nt} tiles): {remedy}")

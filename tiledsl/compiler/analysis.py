@@ -331,6 +331,7 @@ class _Analyzer:
                 self.bag.error(check.kind.span, "E209", f"unknown check '{kind}'", *_suggest(kind, CHECK_ARITY),
                                hint=f"use one of {', '.join(CHECK_ARITY)}, or a function of the program's kernel "
                                     f"module (use \"kernels.py\")")
+            self._user_check_words(check)
             return  # a user check: the module is read with the kernels
         arity = CHECK_ARITY[kind]
         if len(check.args) not in arity:
@@ -348,6 +349,20 @@ class _Analyzer:
                                hint=f"its options: {', '.join(allowed)}" if allowed else None)
             elif constant_of(option.value, "float") is None:
                 self.bag.error(option.value.span, "E205", f"option {option.name.text} must be a number constant")
+
+    def _user_check_words(self, check: n.CheckDecl):
+        """A user check receives the named matrices as they are: qualifiers and options would be
+        silently without effect, so they are errors."""
+        for arg in check.args:
+            for word in arg.qualifiers:
+                self.bag.error(word.span, "E209", f"qualifier '{word.text}' of {arg.name.text} has no effect on "
+                                                  f"user check '{check.kind.text}'",
+                               "a user check receives the whole matrices, before and after the run",
+                               hint=f"drop it, and take what the check needs from before[\"{arg.name.text}\"] and "
+                                    f"after[\"{arg.name.text}\"] in {check.kind.text}")
+        for option in check.options:
+            self.bag.error(option.name.span, "E202", f"user check '{check.kind.text}' takes no options",
+                           hint=f"give {option.name.text} its value in the check function")
 
     def _kernel_module(self) -> str | None:
         uses = self.file.uses

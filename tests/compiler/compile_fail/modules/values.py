@@ -30,3 +30,7 @@ def with_gpu_gpu(A):
 
 broken = with_gpu
 broken_gpu = "fast"
+
+
+def residual(before, after):
+    return 0.0
