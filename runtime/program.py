@@ -202,5 +202,6 @@ class Program:
     params: tuple[str, ...] = ()
     check: CheckDecl | None = None
     kernel_module: str | None = None
+    source_dir: str | None = None  # the .tile's directory relative to the driver file's (compiled with -o)
     calls: tuple[Call, ...] = ()
     derive_priorities: bool = False  # no call states a priority: the runtime derives them

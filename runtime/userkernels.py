@@ -9,7 +9,9 @@ GPU backend runs on the task's device (CuPy arrays, or host arrays on the emulat
 backend: :func:`.devices.array_module` serves both). A kernel without one runs on the
 host of the rank that owns its main output (:func:`.protocol.runs_at`).
 
-A module that is missing or not a ``.py`` file is a usage error, as is a ``NAME`` or
+The module is looked for next to the ``.tile`` file, which a driver compiled with ``-o``
+(or through the cache) records relative to itself, so that it runs from any directory;
+then next to the driver and in the working directory. A module that is missing or not a ``.py`` file is a usage error, as is a ``NAME`` or
 ``NAME_gpu`` that is not a function; one whose own code fails as it loads (a syntax
 error, an import that fails, a ``SystemExit``) is this rank's failure
 (:class:`~.world.RankError`: the job is aborted), naming the file, the line and the
@@ -18,6 +20,7 @@ cause, never a traceback.
 from __future__ import annotations
 
 import importlib.util
+import os
 import reprlib
 import traceback
 import types
@@ -75,12 +78,36 @@ def _gpu_body(module, module_name: str, kernel: str):
 
 
 def load_kernel_module(program, driver):
-    bases = [Path(program.source).parent, Path(getattr(driver, "__file__", ".")).parent, Path.cwd()]
-    for base in bases:
+    """The program's kernel module, found in the first of :func:`kernel_module_places` that has it."""
+    places = kernel_module_places(program, driver)
+    for base in places:
         path = base / program.kernel_module
         if path.is_file():
-            return _import(path)
-    raise UsageError(f"kernel module {program.kernel_module} not found next to {program.source}")
+            return _import(_shown(path))
+    raise UsageError(f"kernel module {program.kernel_module} not found next to {program.source} "
+                     f"(looked in {', '.join(str(base) for base in places)})")
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the working directory when it is inside it: messages name
+    ``kernels.py:2`` rather than a long absolute path."""
+    try:
+        return path.relative_to(Path.cwd().absolute())
+    except ValueError:
+        return path
+
+
+def kernel_module_places(program, driver) -> list:
+    """Where the kernel module may be, in order, each once: the ``.tile``'s directory as the
+    driver recorded it relative to itself (found from any working directory), the
+    ``.tile``'s directory as its path was given (relative to the working directory), the
+    driver's own directory and the working directory."""
+    here = Path(getattr(driver, "__file__", None) or ".").resolve().parent
+    recorded = [here / program.source_dir] if getattr(program, "source_dir", None) else []
+    places = {}
+    for base in [*recorded, Path(program.source).parent, here, Path.cwd()]:
+        places.setdefault(Path(os.path.normpath(base.absolute())), None)
+    return list(places)
 
 
 def _import(path: Path):

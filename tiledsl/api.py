@@ -14,13 +14,14 @@ shapes determine are inferred from them.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
 
 from .compiler import compile_path
+from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver
 
 SETTINGS = ("n", "tiles", "params", "check", "workers", "seed")  # run()'s keyword-only parameters
@@ -28,7 +29,16 @@ MAX_TRIALS = 100_000  # assignments of n and the params tried against the arrays
 
 
 class TiledslError(Exception):
-    """A program that does not compile, a bad option, or a failed run."""
+    """A program that does not compile, a bad option, or a failed run.
+
+    ``output`` is the :class:`Output` of a run that completed but failed (a check that
+    gave no residual, NaN or infinite values left in a matrix), so that its matrices can
+    still be inspected; None otherwise.
+    """
+
+    def __init__(self, message: str, output: Output | None = None):
+        super().__init__(message)
+        self.output = output
 
 
 @dataclass
@@ -37,8 +47,11 @@ class Output:
 
     ``residuals`` maps each checked quantity to its backward error (empty without
     ``check=True``); ``passed`` is the check's verdict, None when no check ran;
-    ``nonfinite`` counts the NaN and infinite values left in each matrix that has any
-    (the command line fails such a run).
+    ``nonfinite`` counts the NaN and infinite values left in each matrix that has any;
+    ``errors`` says, one line each, why the run failed otherwise (a user check that
+    raised or returned no number). :meth:`Loaded.run` raises a :class:`TiledslError`
+    carrying the output when ``nonfinite`` or ``errors`` is not empty, as the command
+    line fails such a run, so a returned output has both empty.
     """
 
     matrices: dict
@@ -48,6 +61,7 @@ class Output:
     residuals: dict
     passed: bool | None
     nonfinite: dict
+    errors: list = field(default_factory=list)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.matrices[name]
@@ -96,8 +110,12 @@ class Loaded:
         except RankError as error:
             raise TiledslError(f"rank 0: {error}") from None
         matrices = {name: m.assemble() for name, m in result.matrices.items()}
-        return Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
-                      result.passed, dict(result.nonfinite))
+        output = Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
+                        result.passed, dict(result.nonfinite), list(result.errors))
+        problems = _problems(output)
+        if problems:  # the command line fails this run: so does the API, the output kept on the error
+            raise TiledslError("; ".join(problems), output)
+        return output
 
     # ------------------------------------------------------------ the arguments
 
@@ -138,10 +156,18 @@ class Loaded:
 
     @staticmethod
     def _array(name: str, value) -> np.ndarray:
+        """``value`` as a float64 array, refused where the conversion would change a value."""
         try:
-            array = np.asarray(value, dtype=np.float64)
+            given = np.asarray(value)
+        except (TypeError, ValueError) as error:  # e.g. ragged nested lists
+            raise TiledslError(f"matrix {name}: not an array of numbers ({error})") from None
+        _check_kind(name, given)
+        try:
+            array = given.astype(np.float64)
         except (TypeError, ValueError) as error:
             raise TiledslError(f"matrix {name}: not an array of numbers ({error})") from None
+        if given.dtype.kind in "iuO" or given.dtype.itemsize > 8:  # may round: compare exactly
+            _check_exact(name, given, array)
         if array.ndim != 2:
             raise TiledslError(f"matrix {name}: expected a 2-D array, got "
                                f"{'shape ' + str(array.shape) if array.ndim else repr(value)}")
@@ -282,6 +308,45 @@ class Loaded:
                 + ("; give n= and params= for the size you mean" if inferred else ""))
 
 
+def _problems(output: Output) -> list:
+    """Why a completed run failed, in the command line's words (a residual that is too large
+    is not among them: ``passed`` is the check's verdict)."""
+    counts = [f"{name} holds {count} NaN or infinite value(s) after the run"
+              for name, count in output.nonfinite.items()]
+    return counts + output.errors
+
+
+def _check_kind(name: str, array: np.ndarray) -> None:
+    """Refuse the dtypes whose conversion to float64 loses what they say (complex, bool,
+    text, dates): tiledsl computes in float64, and a silent cast would compute on other values."""
+    kind = array.dtype.kind
+    if kind == "c":
+        raise TiledslError(f"matrix {name}: complex values (dtype {array.dtype}); tiledsl computes in float64: "
+                           f"pass {name}.real to drop the imaginary part")
+    if kind not in "fiuO":
+        raise TiledslError(f"matrix {name}: dtype {array.dtype} is not a number type; tiledsl takes arrays "
+                           f"of floats or integers")
+
+
+def _check_exact(name: str, given: np.ndarray, array: np.ndarray) -> None:
+    """Refuse integers (or other values) that float64 does not hold exactly."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        back = array.astype(given.dtype)
+        exact = np.asarray(back == given, dtype=bool)
+        if given.dtype.kind == "O":  # a NaN object is NaN as a float64 too (and never equal to itself)
+            exact |= np.asarray(_is_nan(given), dtype=bool) & np.isnan(array)
+    if not exact.all():
+        where = tuple(int(i) for i in np.argwhere(~exact)[0])
+        value, nearest = str(given[where]), str(array[where])
+        if value == nearest:  # a long double prints as its nearest double: show all its digits
+            value = repr(given[where])
+        raise TiledslError(f"matrix {name}: element {where} = {value} is not exactly a float64 "
+                           f"(nearest {nearest})")
+
+
+_is_nan = np.frompyfunc(lambda x: x != x, 1, 1)  # elementwise, for any Python object
+
+
 def _assignment(n: int, params: dict) -> str:
     return ", ".join(f"{name}={value}" for name, value in {"n": n, **params}.items())
 
@@ -298,5 +363,7 @@ def load(path) -> Loaded:
     result, text = compile_path(path)
     if text is None:
         raise TiledslError(result.report())
-    driver_path = cached_driver_path(result.source.text, str(path), lambda: text)
+    # generated for where it is cached: the driver records the .tile's directory relative to
+    # itself, so the kernel module is found whatever the working directory is when it runs
+    driver_path = cached_driver_path(result.source.text, str(path), lambda target: generate(result.checked, target))
     return Loaded(str(path), import_driver(driver_path, f"tiledsl_driver_{Path(path).stem}"))

@@ -105,11 +105,12 @@ def import_driver(path: str | Path, name: str = "tiledsl_driver"):
 
 
 def cached_driver_path(source_text: str, path: str, generate) -> Path:
-    """The cached driver for ``source_text``, written with ``generate()`` on a miss."""
+    """The cached driver for ``source_text``, written with ``generate(target)`` on a miss
+    (``target``: where the driver goes, which it finds the kernel module from)."""
     target = cache_dir() / f"{Path(path).stem}-{cache_key(source_text, path)}.py"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(generate())
+        temporary.write_text(generate(target))
         temporary.replace(target)  # atomic: concurrent ranks never read half a file
     return target

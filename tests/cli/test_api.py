@@ -1,5 +1,6 @@
 """The Python API (tiledsl.api): matrices by name apart from the settings, and n and
 the program's params inferred from the arrays' shapes, on real runs."""
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -186,8 +187,100 @@ def test_a_matrix_given_both_in_the_mapping_and_by_keyword_is_refused():
 
 
 @pytest.mark.timeout(120)
-def test_nan_left_in_a_matrix_is_counted_in_the_output():
+def test_nan_left_in_a_matrix_fails_the_run_as_on_the_command_line():
     spd = np.eye(64) * 4.0
     spd[0, 5] = np.nan  # above the diagonal of a diagonal tile: potrf never reads it, the count sees it
-    out = tiledsl.load(ROOT / "programs/cholesky.tile").run(A=spd, tiles={"nb": 32})
-    assert out.nonfinite == {"A": 1} and out.passed is None
+    with pytest.raises(TiledslError) as caught:
+        tiledsl.load(ROOT / "programs/cholesky.tile").run(A=spd, tiles={"nb": 32})
+    assert str(caught.value) == "A holds 1 NaN or infinite value(s) after the run"
+    out = caught.value.output  # the run's output stays at hand on the error
+    assert out.nonfinite == {"A": 1} and out.passed is None and out.errors == []
+    assert np.isnan(out["A"][0, 5]) and out["A"][0, 0] == 2.0
+
+
+# A user check that raises, or returns text: elementwise Y = X + Y, checked by `verdict`.
+USER_CHECK = """
+use "checks.py"
+
+kernel add(in X, inout Y)
+
+program checked {
+  tiling uniform(nb = 4)
+  matrix X[n, n] = random general
+  matrix Y[n, n] = zeros
+  check verdict(X, Y)
+
+  for i in 0 .. Y.mt { for j in 0 .. Y.nt { add(X[i, j], Y[i, j]) } }
+}
+"""
+
+CHECK_BODIES = {
+    "raises": "def verdict(before, after):\n    raise KeyError('nope')\n",
+    "text": "def verdict(before, after):\n    return 'tiny'\n",
+}
+CHECK_MESSAGES = {
+    "raises": "check verdict (checked.tile:10): verdict raised KeyError at checks.py:6: 'nope'",
+    "text": ("check verdict (checked.tile:10): verdict returned str; a check returns a float residual "
+             "or a non-empty dict of name → float"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(CHECK_BODIES))
+def test_a_check_that_gives_no_residual_is_an_error_saying_why(tmp_path, case):
+    (tmp_path / "checked.tile").write_text(USER_CHECK)
+    kernels = "def add(X, Y):\n    Y[:] += X\n\n\n"  # puts `raise` on line 6
+    (tmp_path / "checks.py").write_text(kernels + CHECK_BODIES[case])
+    with pytest.raises(TiledslError) as caught:
+        tiledsl.load(tmp_path / "checked.tile").run(n=8, check=True)
+    assert str(caught.value) == CHECK_MESSAGES[case]
+    out = caught.value.output
+    assert out.errors == [CHECK_MESSAGES[case]] and out.passed is False
+    assert np.isnan(out.residuals["verdict"]) and out.nonfinite == {}
+    assert np.array_equal(out["Y"], out["X"])  # the run itself completed
+
+
+@pytest.mark.timeout(120)
+def test_a_loaded_program_finds_its_kernel_module_from_another_directory(tmp_path, monkeypatch):
+    (tmp_path / "checked.tile").write_text(USER_CHECK)
+    (tmp_path / "checks.py").write_text("def add(X, Y):\n    Y[:] += X\n\n\n"
+                                        "def verdict(before, after):\n    return 0.0\n")
+    monkeypatch.chdir(tmp_path)
+    program = tiledsl.load("checked.tile")  # a relative path, then another working directory
+    monkeypatch.chdir(tmp_path.parent)
+    x = np.arange(64.0).reshape(8, 8)
+    out = program.run(X=x, check=True)
+    assert out.passed is True and np.array_equal(out["Y"], x)
+
+
+REFUSED_INPUTS = {
+    "complex": (np.eye(8, dtype=complex), "matrix A: complex values (dtype complex128); tiledsl computes in "
+                                          "float64: pass A.real to drop the imaginary part"),
+    "bool": (np.eye(8, dtype=bool), "matrix A: dtype bool is not a number type; tiledsl takes arrays "
+                                    "of floats or integers"),
+    "text": (np.full((8, 8), "1.5"), "matrix A: dtype <U3 is not a number type; tiledsl takes arrays "
+                                     "of floats or integers"),
+    "big integer": (np.eye(8, dtype=np.int64) * (2 ** 53 + 1),
+                    "matrix A: element (0, 0) = 9007199254740993 is not exactly a float64 "
+                    "(nearest 9007199254740992.0)"),
+    "fraction": (np.full((8, 8), Fraction(1, 3), dtype=object),
+                 "matrix A: element (0, 0) = 1/3 is not exactly a float64 (nearest 0.3333333333333333)"),
+    "None": (np.full((8, 8), None), "matrix A: element (0, 0) = None is not exactly a float64 (nearest nan)"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", sorted(REFUSED_INPUTS))
+def test_an_input_float64_cannot_hold_exactly_is_refused_by_name(case):
+    value, message = REFUSED_INPUTS[case]
+    with pytest.raises(TiledslError) as caught:
+        tiledsl.load(ROOT / "programs/cholesky.tile").run(A=value, tiles={"nb": 4})
+    assert str(caught.value) == message
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.float32, object])
+def test_an_input_float64_holds_exactly_is_accepted(dtype):
+    spd = (np.eye(8) * 4).astype(dtype)
+    out = tiledsl.load(ROOT / "programs/cholesky.tile").run(A=spd, tiles={"nb": 4}, check=True)
+    assert out.passed is True and np.array_equal(np.tril(out["A"]), np.eye(8) * 2)

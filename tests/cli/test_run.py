@@ -147,6 +147,46 @@ def test_a_compiled_driver_runs_on_its_own(tmp_path):
     assert "qr        residual" in out.stdout
 
 
+# Elementwise Y = X + Y with a user kernel, beside the program in its kernel module.
+WITH_MODULE = """
+use "add_kernels.py"
+
+kernel add(in X, inout Y)
+
+program adding {
+  tiling uniform(nb = 4)
+  matrix X[n, n] = random general
+  matrix Y[n, n] = zeros
+
+  for i in 0 .. Y.mt { for j in 0 .. Y.nt { add(X[i, j], Y[i, j]) } }
+}
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_compiled_driver_finds_the_kernel_module_from_any_directory(tmp_path):
+    source, drivers, elsewhere = tmp_path / "source", tmp_path / "drivers", tmp_path / "elsewhere"
+    for folder in (source, drivers, elsewhere):
+        folder.mkdir()
+    (source / "adding.tile").write_text(WITH_MODULE)
+    (source / "add_kernels.py").write_text("def add(X, Y):\n    Y[:] += X\n")
+    out = tiledsl("compile", "adding.tile", "-o", drivers / "adding.py", cwd=source)
+    assert out.returncode == 0, out.stderr
+    text = (drivers / "adding.py").read_text()
+    assert "source_dir='../source'," in text and str(tmp_path) not in text  # relative: no machine path
+    run = [sys.executable, str(drivers / "adding.py"), "--n", "8"]
+    out = subprocess.run(run, cwd=elsewhere, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    # moved away from the program, the driver says where it looked
+    (elsewhere / "deeper").mkdir()
+    (drivers / "adding.py").rename(elsewhere / "deeper" / "adding.py")
+    out = subprocess.run([sys.executable, "deeper/adding.py", "--n", "8"], cwd=elsewhere, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert (f"kernel module add_kernels.py not found next to adding.tile (looked in {elsewhere / 'source'}, "
+            f"{elsewhere}, {elsewhere / 'deeper'})") in out.stderr
+
+
 @pytest.mark.timeout(130)
 def test_bench_reports_ratios_against_lapack():
     out = tiledsl("bench", "cholesky", "--n", 512, "--nb", 128, "--rounds", 1, "--no-dask", "--json")

@@ -169,7 +169,7 @@ def _check(args) -> int:
 
 
 def _compile(args) -> int:
-    result, text = compile_path(args.file)
+    result, text = compile_path(args.file, args.output)
     _print_diagnostics(result)
     if text is None:
         return 1
@@ -399,11 +399,13 @@ def _forwarded(argv: list, program: str) -> list:
 
 
 def _cached_driver(path: str):
+    from ..compiler.codegen import generate
     from ..driverload import cached_driver_path
 
     result, text = compile_path(path)
     _print_diagnostics(result)
-    return None if text is None else cached_driver_path(result.source.text, path, lambda: text)
+    return None if text is None else cached_driver_path(result.source.text, path,
+                                                        lambda target: generate(result.checked, target))
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ class DriverModel:
     workspaces: list  # (name, like, rows expr, line)
     check: dict | None  # the CheckDecl's arguments, as driver text
     kernel_module: str | None
+    source_dir: str | None = None  # the .tile's directory relative to the driver file's (compile -o)
     calls: list = field(default_factory=list)
     flops: list = field(default_factory=list)  # FlopsModel of the user kernels that state a count
     body: list = field(default_factory=list)  # lines of generate()
@@ -96,9 +97,26 @@ class DriverModel:
         return sorted(names + list(self.kinds))
 
 
-def generate(checked: Checked) -> str:
-    """The driver module's text for a checked program."""
-    return _template().render(model=_Model(checked).build())
+def generate(checked: Checked, driver_path=None) -> str:
+    """The driver module's text for a checked program, to be written at ``driver_path`` (None:
+    printed, its place unknown)."""
+    model = _Model(checked).build()
+    model.source_dir = _source_dir(checked.path, driver_path)
+    return _template().render(model=model)
+
+
+def _source_dir(source: str, driver_path) -> str | None:
+    """The ``.tile`` file's directory relative to the driver's, where its kernel module is: a
+    relative path keeps the driver free of this machine's absolute paths while it finds the
+    module from any working directory (None when the driver's place is unknown)."""
+    if driver_path is None:
+        return None
+    source_dir = os.path.dirname(os.path.abspath(source))
+    driver_dir = os.path.dirname(os.path.abspath(driver_path))
+    try:
+        return os.path.relpath(source_dir, driver_dir).replace(os.sep, "/")
+    except ValueError:  # another drive (Windows): no relative path exists
+        return source_dir
 
 
 @lru_cache(maxsize=1)

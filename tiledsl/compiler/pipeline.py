@@ -62,9 +62,10 @@ def check_path(path) -> Result:
     return check_source(source)
 
 
-def compile_path(path) -> tuple[Result, str | None]:
-    """Check ``path`` and, if it is clean of errors, generate its driver text."""
+def compile_path(path, driver_path=None) -> tuple[Result, str | None]:
+    """Check ``path`` and, if it is clean of errors, generate its driver text (to be written at
+    ``driver_path``, if known: the driver then finds the kernel module from anywhere)."""
     from .codegen import generate
 
     result = check_path(path)
-    return result, (generate(result.checked) if result.ok else None)
+    return result, (generate(result.checked, driver_path) if result.ok else None)
