@@ -13,3 +13,12 @@ def load(path):
     from .api import load as _load
 
     return _load(path)
+
+
+def __getattr__(name):
+    """``tiledsl.TiledslError``, the API's error, without importing the compiler up front."""
+    if name == "TiledslError":
+        from .api import TiledslError
+
+        return TiledslError
+    raise AttributeError(f"module 'tiledsl' has no attribute {name!r}")

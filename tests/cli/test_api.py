@@ -284,3 +284,7 @@ def test_an_input_float64_holds_exactly_is_accepted(dtype):
     spd = (np.eye(8) * 4).astype(dtype)
     out = tiledsl.load(ROOT / "programs/cholesky.tile").run(A=spd, tiles={"nb": 4}, check=True)
     assert out.passed is True and np.array_equal(np.tril(out["A"]), np.eye(8) * 2)
+
+
+def test_the_api_error_is_tiledsl_error_at_the_top_of_the_package():
+    assert tiledsl.TiledslError is TiledslError
