@@ -504,3 +504,16 @@ def test_tune_with_cupy_and_no_gpu_is_a_clear_usage_error(cache):
 def test_tune_usage_errors(cache, args, text):
     out = tiledsl("tune", "cholesky", *args, cache=cache)
     assert out.returncode == 2 and text in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_tune_says_which_user_kernels_it_does_not_time(tmp_path, cache):
+    (tmp_path / "halve_kernels.py").write_text("def halve(A):\n    A *= 0.5\n")
+    (tmp_path / "halve.tile").write_text('use "halve_kernels.py"\nkernel halve(inout A)\n'
+                                         "program halve {\n  tiling uniform(nb = 64)\n"
+                                         "  matrix A[n, n] = random general\n"
+                                         "  for i in 0 .. A.mt { for j in 0 .. A.nt { halve(A[i, j]) } }\n}\n")
+    out = tiledsl("tune", tmp_path / "halve.tile", "--no-save", "--workers", 1, *TINY, cache=cache)
+    assert out.returncode == 0, out.stderr
+    assert "not timed: halve (user kernels; tune times the prelude's kernels, so the tile sizes follow " \
+           "gemm's rates)" in out.stdout + out.stderr

@@ -286,7 +286,7 @@ def mix_rates(speeds: dict, weights: dict) -> dict:
 
 
 def task_counts(driver, tiles: dict | None = None) -> Counter:
-    """How many tasks of each prelude kernel the program has at a small size
+    """How many tasks of each kernel the program has at a small size
     (8×8 uniform tiles of 64, or four blocks of the program's hybrid tiling)."""
     program = driver.PROGRAM
     if program.tiling.kind == "uniform":
@@ -296,8 +296,7 @@ def task_counts(driver, tiles: dict | None = None) -> Counter:
         options = Options(n=4 * settings.get("B", 512), tiles=tiles or {})
     params = make_params(driver, options)
     matrices = make_matrices(driver, params, make_distribution(program, params, (1, 1), 0), 0)
-    return Counter(call.kernel for call, _, _ in record(driver, matrices, params).submitted
-                   if call.kernel in KERNEL_FLOPS)
+    return Counter(call.kernel for call, _, _ in record(driver, matrices, params).submitted)
 
 
 # ---------------------------------------------------------------- the procedure
@@ -328,7 +327,9 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     blocks = inner_block_params(driver)
     ib = defaults[blocks[0]] if blocks else 32  # the height of the QR kernels' T factors
     counts = task_counts(driver)
-    weights = dict(counts) or {"gemm": 1}
+    # a user kernel's inputs cannot be made up, so only the prelude's kernels are timed
+    untimed = sorted(set(counts) - set(KERNEL_FLOPS))
+    weights = {kernel: count for kernel, count in counts.items() if kernel in KERNEL_FLOPS} or {"gemm": 1}
     dominant = max(weights, key=lambda k: weights[k] * KERNEL_FLOPS[k])
     kernels = sorted(set(weights) | {"gemm"})
     if sizes is None:
@@ -339,6 +340,9 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     log(f"tune {program.name}: {workers} worker(s)" + (f", {gpus} GPU(s) ({backend})" if gpus else "")
         + f", budget {budget:g} s; kernels {', '.join(kernels)} (dominant {dominant})"
         + (f"; inner blocks {', '.join(blocks)}" if blocks else ""))
+    if untimed:
+        log(f"not timed: {', '.join(untimed)} (user kernels; tune times the prelude's kernels, so the tile "
+            f"sizes follow {dominant}'s rates)")
 
     with threadpool_limits(1):
         deadline = began + 0.4 * budget
