@@ -28,7 +28,7 @@ from .flops import PRELUDE_FLOPS
 from .program import flatten
 from .scheduler import Scheduler, Task
 from .share import among, every_value
-from .watchdog import Limit, LoopNestWatch, Monitor, Stalled
+from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, running_line, running_lines
 
 
 #: seconds the GPUs' management threads have to ready their devices before a run gives up
@@ -79,6 +79,7 @@ class Engine:
         self.failure: TaskFailure | None = None
         self.stopping = False
         self.last_progress = time.monotonic()
+        self.running: dict = {}  # task -> (lane, monotonic start), under the lock: what a stall report names
         threads = workers + self.gpus
         self.stats = Stats(per_worker=[0] * threads, busy=[0.0] * threads)
         self.matrices: dict = {}
@@ -312,9 +313,9 @@ class Engine:
         stalled = time.monotonic() - self.last_progress
         if stalled > limit:
             transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""
-            self.failure = TaskFailure(f"watchdog: no task completed for {stalled:.0f} s; "
-                                       f"{self.scheduler.describe()}" + (f"\n{transfers}" if transfers else ""),
-                                       self.rank)
+            window = self.scheduler.describe(running=running_lines(self.running, time.monotonic()))
+            self.failure = TaskFailure(f"watchdog: no task completed for {stalled:.0f} s; {window}"
+                                       + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))
             self._wake_all()
 
     def _worker(self, index: int, device: int, lane: str) -> None:
@@ -332,6 +333,7 @@ class Engine:
                     idle_since = idle_since or time.perf_counter()
                     self.work[device].wait()
                     continue
+                self.running[task] = (lane, time.monotonic())
                 self.lock.release()
                 began = time.perf_counter()
                 if idle_since is not None and self.tracer is not None:
@@ -351,6 +353,7 @@ class Engine:
                 if self.tracer is not None and task.call.line > 0:  # transfers have lanes of their own
                     self.tracer.task(lane, began, ended, task)
                 self.lock.acquire()
+                del self.running[task]
                 if error is not None:
                     self.failure = self.failure or _task_failure(task, error, self.rank)
                     self._wake_all()
