@@ -25,7 +25,7 @@ from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure
 from .matrix import TileIndexError, call_views
 from .flops import PRELUDE_FLOPS
-from .program import flatten
+from .program import flatten, tiles_text
 from .scheduler import Scheduler, Task
 from .share import among, every_value
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, running_line, running_lines
@@ -415,13 +415,16 @@ def _check_finite(task: Task, arrays, devices) -> None:
 
 def _task_failure(task: Task, error: BaseException, rank: int) -> TaskFailure:
     call = task.call
-    tiles = ", ".join(str(t) for t in task.tiles)
+    arguments = call.declared(task.tiles)
+    tiles = ", ".join(tiles_text(group) for _, _, group, _ in arguments)
     reason = str(error) if error.__class__.__name__ == "KernelError" else \
         f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     if not isinstance(error, Exception):
         reason += " (a kernel must return, or raise an Exception; it may not end the run)"
     elif isinstance(error, ValueError) and "read-only" in str(error):
-        inputs = ", ".join(f"{task.tiles[i]} (argument {i + 1})" for i, mode in enumerate(call.modes) if mode == "in")
+        # numbered as the kernel declares them: a panel is one argument, value arguments count
+        inputs = ", ".join(f"{tiles_text(group)} (argument {number}{', a panel' if panel else ''})"
+                           for number, mode, group, panel in arguments if mode == "in")
         reason += f": a kernel may not write its `in` arguments: {inputs}"
     where = f" on GPU {task.device}" if task.device else ""
     return TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}): {reason}", rank, call.line)
