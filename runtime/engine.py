@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure
@@ -218,8 +219,9 @@ class Engine:
             thread.start()
         finished = False
         self.last_progress = time.monotonic()
+        guard_exit()
         try:
-            with Monitor(self._check_stalls):
+            with Monitor(self._check_stalls), fatal_signals_traced():
                 self._generate(generate, params)
                 self._wait_until_idle()
             self._wait_for_gpus()
@@ -398,7 +400,11 @@ def _execute(task: Task, check_finite: bool, devices) -> None:
     for index in call.reads_only:  # a write would change this rank's copy only: refuse it (17.4)
         array = arrays[index]
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
-    task.kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
+    in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
+    try:
+        task.kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
+    finally:
+        in_kernel.task = None
     if check_finite and call.line > 0:
         _check_finite(task, arrays, devices)
 
@@ -417,7 +423,7 @@ def _task_failure(task: Task, error: BaseException, rank: int) -> TaskFailure:
     call = task.call
     arguments = call.declared(task.tiles)
     tiles = ", ".join(tiles_text(group) for _, _, group, _ in arguments)
-    reason = str(error) if error.__class__.__name__ == "KernelError" else \
+    reason = str(error) if error.__class__.__name__ == "KernelError" or isinstance(error, KernelExit) else \
         f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     if not isinstance(error, Exception):
         reason += " (a kernel must return, or raise an Exception; it may not end the run)"
