@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure
 from .matrix import TileIndexError, call_views
 from .flops import PRELUDE_FLOPS
-from .program import flatten
+from .program import flatten, tiles_text
 from .scheduler import Scheduler, Task
 from .share import among, every_value
-from .watchdog import Limit, LoopNestWatch, Monitor, Stalled
+from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, running_line, running_lines
 
 
 #: seconds the GPUs' management threads have to ready their devices before a run gives up
@@ -79,6 +80,7 @@ class Engine:
         self.failure: TaskFailure | None = None
         self.stopping = False
         self.last_progress = time.monotonic()
+        self.running: dict = {}  # task -> (lane, monotonic start), under the lock: what a stall report names
         threads = workers + self.gpus
         self.stats = Stats(per_worker=[0] * threads, busy=[0.0] * threads)
         self.matrices: dict = {}
@@ -217,8 +219,9 @@ class Engine:
             thread.start()
         finished = False
         self.last_progress = time.monotonic()
+        guard_exit()
         try:
-            with Monitor(self._check_stalls):
+            with Monitor(self._check_stalls), fatal_signals_traced():
                 self._generate(generate, params)
                 self._wait_until_idle()
             self._wait_for_gpus()
@@ -312,9 +315,9 @@ class Engine:
         stalled = time.monotonic() - self.last_progress
         if stalled > limit:
             transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""
-            self.failure = TaskFailure(f"watchdog: no task completed for {stalled:.0f} s; "
-                                       f"{self.scheduler.describe()}" + (f"\n{transfers}" if transfers else ""),
-                                       self.rank)
+            window = self.scheduler.describe(running=running_lines(self.running, time.monotonic()))
+            self.failure = TaskFailure(f"watchdog: no task completed for {stalled:.0f} s; {window}"
+                                       + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))
             self._wake_all()
 
     def _worker(self, index: int, device: int, lane: str) -> None:
@@ -332,6 +335,7 @@ class Engine:
                     idle_since = idle_since or time.perf_counter()
                     self.work[device].wait()
                     continue
+                self.running[task] = (lane, time.monotonic())
                 self.lock.release()
                 began = time.perf_counter()
                 if idle_since is not None and self.tracer is not None:
@@ -351,6 +355,7 @@ class Engine:
                 if self.tracer is not None and task.call.line > 0:  # transfers have lanes of their own
                     self.tracer.task(lane, began, ended, task)
                 self.lock.acquire()
+                del self.running[task]
                 if error is not None:
                     self.failure = self.failure or _task_failure(task, error, self.rank)
                     self._wake_all()
@@ -395,7 +400,11 @@ def _execute(task: Task, check_finite: bool, devices) -> None:
     for index in call.reads_only:  # a write would change this rank's copy only: refuse it (17.4)
         array = arrays[index]
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
-    task.kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
+    in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
+    try:
+        task.kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
+    finally:
+        in_kernel.task = None
     if check_finite and call.line > 0:
         _check_finite(task, arrays, devices)
 
@@ -412,13 +421,16 @@ def _check_finite(task: Task, arrays, devices) -> None:
 
 def _task_failure(task: Task, error: BaseException, rank: int) -> TaskFailure:
     call = task.call
-    tiles = ", ".join(str(t) for t in task.tiles)
-    reason = str(error) if error.__class__.__name__ == "KernelError" else \
+    arguments = call.declared(task.tiles)
+    tiles = ", ".join(tiles_text(group) for _, _, group, _ in arguments)
+    reason = str(error) if error.__class__.__name__ == "KernelError" or isinstance(error, KernelExit) else \
         f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     if not isinstance(error, Exception):
         reason += " (a kernel must return, or raise an Exception; it may not end the run)"
     elif isinstance(error, ValueError) and "read-only" in str(error):
-        inputs = ", ".join(f"{task.tiles[i]} (argument {i + 1})" for i, mode in enumerate(call.modes) if mode == "in")
+        # numbered as the kernel declares them: a panel is one argument, value arguments count
+        inputs = ", ".join(f"{tiles_text(group)} (argument {number}{', a panel' if panel else ''})"
+                           for number, mode, group, panel in arguments if mode == "in")
         reason += f": a kernel may not write its `in` arguments: {inputs}"
     where = f" on GPU {task.device}" if task.device else ""
     return TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}): {reason}", rank, call.line)

@@ -135,6 +135,16 @@ class Call:
         tiles, values = iter(tile_arguments), iter(values)
         return [next(tiles) if kind == "t" else next(values) for kind in self.order]
 
+    def declared(self, tiles) -> list[tuple[int, str, tuple, bool]]:
+        """Each tile argument as the kernel declares it, for messages: (its number among the
+        kernel's parameters, value ones included, from 1; its mode; its tiles; whether it is a
+        panel), from ``tiles`` as a task holds them (a panel's spread out)."""
+        groups = self.groups or tuple((i, None) for i in range(len(tiles)))
+        numbers = ([i + 1 for i, kind in enumerate(self.order) if kind == "t"] if self.order
+                   else range(1, len(groups) + 1))
+        return [(number, self.modes[first], tuple(tiles[first:first + (count or 1)]), count is not None)
+                for number, (first, count) in zip(numbers, groups)]
+
     def shapes(self, tiles, regions) -> list:
         """Each tile argument's (rows, cols): a panel's tiles stacked along its range."""
         shapes = [_shape(tile, None if regions is None else regions[i]) for i, tile in enumerate(tiles)]
@@ -170,6 +180,21 @@ def _shape(tile, region) -> tuple[int, int]:
         return rows, cols
     r, c = region if isinstance(region, tuple) else (region, slice(None))
     return len(range(*r.indices(rows))), len(range(*c.indices(cols)))
+
+
+def tiles_text(tiles) -> str:
+    """``U[0:3, 0]`` for a panel of consecutive tiles of one column (or row) of one matrix,
+    as a ``.tile`` range writes it; else the tiles one by one."""
+    if len(tiles) == 1:
+        return str(tiles[0])
+    first, last = tiles[0], tiles[-1]
+    steps = [(b.i - a.i, b.j - a.j) for a, b in zip(tiles, tiles[1:])]
+    same = all(t.matrix is first.matrix for t in tiles)
+    if same and all(step == (1, 0) for step in steps):
+        return f"{first.matrix.name}[{first.i}:{last.i + 1}, {first.j}]"
+    if same and all(step == (0, 1) for step in steps):
+        return f"{first.matrix.name}[{first.i}, {first.j}:{last.j + 1}]"
+    return ", ".join(map(str, tiles))
 
 
 def takes_part(tiles, rank) -> bool:

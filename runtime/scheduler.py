@@ -145,11 +145,12 @@ class Scheduler:
         """True when every submitted task has finished."""
         return self.in_flight == 0
 
-    def describe(self, limit: int = 5) -> str:
-        """An account of the window for stall reports: the oldest blocked tasks and why."""
+    def describe(self, limit: int = 5, running: list[str] = ()) -> str:
+        """An account of the window for stall reports: ``running`` (lines naming the tasks
+        workers run now, which the scheduler does not track), then the oldest blocked tasks and why."""
         queued = sum(len(q) for q in self.ready)
         lines = [f"{self.in_flight} task(s) in the window, {queued} ready, "
-                 f"{self.completed} of {self.submitted} submitted done"]
+                 f"{self.completed} of {self.submitted} submitted done", *running]
         queued = {id(entry[2]) for queue in self.ready for entry in queue}
         for task in [t for t in self.pending if t.waiting > 0][:limit]:
             earlier = [t for t in self.pending if t.seq < task.seq and _conflict(t, task)]

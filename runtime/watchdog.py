@@ -137,6 +137,30 @@ class Monitor:
             self.check()
 
 
+def running_lines(running: dict, now: float) -> list[str]:
+    """Lines naming the tasks the workers run now (``running``: task -> (lane, monotonic start)),
+    oldest first: a stalled kernel blocks no other task when it is the last, so only these name it."""
+    lines = []
+    for task, (lane, began) in sorted(running.items(), key=lambda item: item[1][1]):
+        tiles = ", ".join(map(str, task.tiles))
+        where = f", line {task.call.line}," if task.call.line > 0 else ""  # a transfer has no line
+        lines.append(f"  running #{task.seq} {task.call.kernel}({tiles}){where} for {now - began:.0f} s "
+                     f"on {lane_text(lane)}")
+    return lines
+
+
+def running_line(running: dict) -> int | None:
+    """The ``.tile`` line a stall points at: the one line of every running program task, if one."""
+    lines = {task.call.line for task in running if task.call.line > 0}
+    return lines.pop() if len(lines) == 1 else None
+
+
+def lane_text(lane: str) -> str:
+    """``cpu-1`` -> ``CPU worker 1``, ``gpu-2`` -> ``GPU 2`` (the engine's thread names)."""
+    kind, _, number = lane.partition("-")
+    return f"GPU {number}" if kind == "gpu" else f"CPU worker {number}"
+
+
 def watched(walk, driver, setting: float | None, failure):
     """``walk(driver)``, a pass over the loop nest with no engine (the survey), under the watchdog.
 

@@ -3,6 +3,7 @@
 ``programs/faults.tile`` with ``fault=8`` spins at k = 1 in a call-free loop of 10^9
 iterations (under the bound on a loop nest's iterations, but many seconds long); ``fault=2`` runs a kernel that sleeps for ten minutes.
 """
+import re
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ from tiledsl.runtime import watchdog
 from tiledsl.runtime.engine import Engine, TaskFailure
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.options import Options
+from tiledsl.runtime.program import Call
+from tiledsl.runtime.scheduler import Task
 from tiledsl.runtime.userkernels import kernels
 from tiledsl.runtime.watchdog import FLOOR_SECONDS, TASK_FACTOR, Limit
 
@@ -84,3 +87,30 @@ def test_a_loop_nest_spinning_before_the_run_is_stopped_in_the_survey(tmp_path):
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip() == ("tiledsl: error: rank 0 (faults.tile:27): watchdog: the loop nest ran 1 s "
                                   "without submitting a task (surveying it before the run)")
+
+
+@pytest.mark.timeout(60)
+def test_a_stalled_task_that_blocks_no_other_is_named_with_its_line_and_worker(compiled):
+    """At n = 128 (2×2 tiles) the stall at k = 1 is the last task: no blocked task points at it."""
+    driver = compiled(PROGRAM)
+    engine, params = engine_for(driver, Options(n=128, sets={"fault": 2}), 1)
+    with pytest.raises(TaskFailure) as failure:
+        engine.run(driver.generate, params)
+    head, running = str(failure.value).split("\n")
+    assert re.fullmatch(r"watchdog: no task completed for \d s; 1 task\(s\) in the window, 0 ready, "
+                        r"3 of 4 submitted done", head), head
+    assert re.fullmatch(r"  running #3 stall\(A\[1, 1\]\), line 20, for \d s on CPU worker 0", running), running
+    assert failure.value.line == 20 and failure.value.rank == 0
+
+
+@pytest.mark.timeout(10)
+def test_running_tasks_are_named_oldest_first_with_their_lanes():
+    call = Call("stall", ("inout",), 0, 9, "stall(A[k, k])")
+    copy = Call("copy", ("inout",), 0, 0, "")
+    older, newer = Task(call, ("A[3, 3]",), None, 0), Task(copy, ("B[0, 1]",), None, 0)
+    older.seq, newer.seq = 10, 12
+    running = {newer: ("gpu-2", 95.0), older: ("cpu-1", 90.0)}
+    assert watchdog.running_lines(running, 100.0) == ["  running #10 stall(A[3, 3]), line 9, for 10 s on CPU worker 1",
+                                                      "  running #12 copy(B[0, 1]) for 5 s on GPU 2"]
+    assert watchdog.running_line(running) == 9  # transfers have no line of their own
+    assert watchdog.running_line({}) is None

@@ -1,0 +1,63 @@
+"""A kernel that ends its process: named, like any failed task, where that can be done.
+
+* ``os._exit(N)`` in a kernel would end the rank at once with status N (3 reads as
+  an internal error of tiledsl) and, on several ranks, leave the launcher to kill
+  the others without a word. While a task runs, :func:`guard_exit`'s ``os._exit``
+  raises :class:`KernelExit` in the kernel's thread instead, so the task fails as
+  one raising ``SystemExit`` does: kernel, tiles, ``.tile`` line, every rank stopped.
+  Anywhere else (the runtime's own forked watcher, a process a kernel forks) it is
+  the real ``os._exit``.
+* A crash (a segmentation fault in a kernel's C code) cannot run Python code:
+  :func:`fatal_signals_traced` turns on :mod:`faulthandler` for the run, which
+  writes the crashing thread's Python stack (the kernel's function, its file and
+  line) to stderr before the process dies of the signal as before.
+"""
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import io
+import os
+import sys
+import threading
+
+#: the task the calling thread runs (``task`` set by the engine around a kernel call)
+in_kernel = threading.local()
+_real_exit = os._exit
+_guard_pid: int | None = None
+
+
+class KernelExit(BaseException):
+    """``os._exit`` called by a kernel (a BaseException: the kernel is to end, as it asked)."""
+
+
+def guard_exit() -> None:
+    """Install the ``os._exit`` of the module docstring (once per process; idempotent)."""
+    global _guard_pid
+    _guard_pid = os.getpid()
+    os._exit = _exit
+
+
+def _exit(status: int) -> None:
+    # a forked child's one thread may be a worker's copy, flag and all: it must really exit
+    if getattr(in_kernel, "task", None) is not None and os.getpid() == _guard_pid:
+        raise KernelExit(f"called os._exit({status})")
+    _real_exit(status)
+
+
+@contextlib.contextmanager
+def fatal_signals_traced():
+    """Within the block, a fatal signal writes the faulting thread's Python stack to stderr
+    (unless faulthandler is on already, as under pytest; then it is left as it is)."""
+    if faulthandler.is_enabled():
+        yield
+        return
+    try:
+        faulthandler.enable(file=sys.stderr, all_threads=False)
+    except (AttributeError, ValueError, io.UnsupportedOperation, OSError):  # a stderr without a file descriptor
+        yield
+        return
+    try:
+        yield
+    finally:
+        faulthandler.disable()

@@ -1,0 +1,54 @@
+"""A kernel that ends its process (runtime/crash.py): os._exit fails its task like any
+failure; a segmentation fault leaves the kernel's Python stack on stderr."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiledsl.runtime import Options, execute
+from tiledsl.runtime.engine import TaskFailure
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAM = "tests/runtime/programs/exits.tile"
+
+
+@pytest.mark.timeout(60)
+def test_os_exit_in_a_kernel_fails_its_task_naming_it(compiled):
+    with pytest.raises(TaskFailure) as failure:
+        execute(compiled(PROGRAM), Options(n=16, sets={"how": 1}, workers=1))
+    assert str(failure.value) == ("kernel leave failed on A[1, 1] (leave(A[1, 1])): called os._exit(3) "
+                                  "(a kernel must return, or raise an Exception; it may not end the run)")
+    assert failure.value.line == 11 and failure.value.rank == 0
+
+
+@pytest.mark.timeout(60)
+def test_os_exit_outside_a_kernel_still_ends_the_process(compiled):
+    execute(compiled(PROGRAM), Options(n=16, workers=1))  # installs the guard in this process
+    pid = os.fork()
+    if pid == 0:
+        os._exit(7)  # the test's own thread runs no kernel
+    assert os.waitpid(pid, 0)[1] == 7 << 8
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", "16", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=100)
+
+
+@pytest.mark.timeout(120)
+def test_os_exit_in_a_kernel_is_a_program_error_not_an_internal_one():
+    out = cli("--set", "how=1")
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip() == ("tiledsl: error: rank 0 (exits.tile:11): kernel leave failed on A[1, 1] "
+                                  "(leave(A[1, 1])): called os._exit(3) (a kernel must return, or raise an "
+                                  "Exception; it may not end the run)")
+
+
+@pytest.mark.timeout(120)
+def test_a_segmentation_fault_in_a_kernel_shows_the_kernel_on_stderr():
+    out = cli("--set", "how=2")
+    assert out.returncode == -11, out.stderr  # the process still dies of SIGSEGV
+    assert "Fatal Python error: Segmentation fault" in out.stderr
+    assert 'exits_kernels.py", line 11 in crash' in out.stderr, out.stderr
