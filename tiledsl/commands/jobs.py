@@ -84,10 +84,13 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int) -> None:
     if ranks is None:
         return
     lost = [rank for rank in range(ranks) if _recorded_status(folder, rank) is None]
-    if lost:
-        print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
-              f"a word (killed by a signal, or lost; the launcher's exit status is {code})",
-              file=sys.stderr, flush=True)
+    if not lost:
+        return
+    # once one rank dies the launcher kills the others, so which one died first cannot be told
+    why = ("at least one died (a crash, a signal) and the launcher then ended the others" if len(lost) > 1
+           else "killed by a signal, or lost")
+    print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
+          f"a word ({why}; the launcher's exit status is {code})", file=sys.stderr, flush=True)
 
 
 def _forwarded_signal(code: int) -> bool:
