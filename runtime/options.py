@@ -250,11 +250,15 @@ def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:
 
 
 def _pairs(items, flag: str) -> dict:
+    """NAME -> VALUE of repeated ``flag NAME=VALUE`` options; a NAME given twice is a usage
+    error (which one was meant cannot be told)."""
     pairs = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name or not value:
             raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}")
+        if name in pairs and pairs[name] != value:
+            raise UsageError(f"{flag} {name} is given twice ({name}={pairs[name]} and {name}={value})")
         pairs[name] = value
     return pairs
 
