@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import signal
 import sys
@@ -318,13 +319,14 @@ STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # Ctrl-C (SIGINT) is Python'
 
 def _problems(result: RunResult) -> list:
     """Why a completed run failed, one line each (none: it succeeded)."""
-    problems = []
-    if result.passed is False:
+    problems = list(result.errors)  # the causes first: a check that raised gives a NaN residual
+    explained = bool(result.errors) and result.residual is not None and math.isnan(result.residual)
+    if result.passed is False and not explained:
         problems.append(f"check failed: residual {result.residual:.3g} is not below {checks.THRESHOLD:g}")
     for name, count in result.nonfinite.items():
         problems.append(f"{name} holds {count} NaN or infinite value(s) after the run (--check-finite stops "
                         f"at the first task that writes one)")
-    return problems + result.errors
+    return problems
 
 
 def _warner(comm, err):
