@@ -288,7 +288,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
     except UsageError as error:
-        if comm is None or comm.rank == 0:
+        # every rank meets the same usage error (before MPI starts too): rank 0 says it
+        if _rank(comm) == 0:
             print(f"tiledsl: error: {error}", file=err)
         return _leave(comm, 2)
     except TaskFailure as failure:

@@ -225,7 +225,7 @@ def run_warnings(program, args: argparse.Namespace) -> list:
     warnings = []
     if args.check and program.check is None:
         warnings.append(f"program {program.name} declares no check: --check has nothing to verify")
-    if args.gpus and args.gpu_backend is None:
+    if args.gpus > 0 and args.gpu_backend is None:  # a negative count is a usage error, said alone
         warnings.append(f"--gpus {args.gpus} with the emulated backend (numpy arrays standing in for GPUs); "
                         f"use --gpu-backend cupy for NVIDIA GPUs")
     return warnings

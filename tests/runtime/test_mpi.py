@@ -110,6 +110,13 @@ def test_a_grid_that_does_not_match_the_ranks_is_refused_before_anything_starts(
 
 
 @pytest.mark.timeout(60)
+def test_a_usage_error_met_before_mpi_starts_is_said_once():
+    out = run("programs/cholesky.tile", "--n", 256, "--output", "Q=x.npy", np_=4)
+    assert out.returncode == 2
+    assert out.stderr.count("--output Q=...: no matrix named Q (the program has A)") == 1
+
+
+@pytest.mark.timeout(60)
 def test_more_ranks_than_tiles_is_refused():
     out = run("programs/cholesky.tile", "--n", 100, "--nb", 100, np_=2)
     assert out.returncode == 2
