@@ -38,21 +38,64 @@ def loop_nest_failure(error: Exception, rank: int) -> TaskFailure:
     if isinstance(error, TaskFailure):
         return error
     if isinstance(error, TileIndexError):
-        return TaskFailure(f"{error}", rank, error.line or driver_line(error))
+        line = error.line or driver_line(error)
+        return TaskFailure(f"{error}{_where(error, line)}", rank, line)
     # a mistake in the program's arithmetic, e.g. a division by zero
-    return TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}", rank, driver_line(error))
+    line = driver_line(error)
+    return TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}{_where(error, line)}", rank, line)
 
 
 def driver_line(error: BaseException) -> int | None:
     """The ``.tile`` line of the driver statement that raised ``error``, from its comments."""
-    line = None
+    frame, number = _generate_frame(error)
+    return None if frame is None else tile_line(frame.f_code.co_filename, number)
+
+
+def _generate_frame(error: BaseException):
+    """(the innermost frame of the driver's ``generate`` that ``error`` passed, its line number),
+    or (None, None)."""
+    found = (None, None)
     traceback = error.__traceback__
     while traceback is not None:
-        frame = traceback.tb_frame
-        if frame.f_code.co_name == "generate":
-            line = tile_line(frame.f_code.co_filename, traceback.tb_lineno) or line
+        if traceback.tb_frame.f_code.co_name == "generate":
+            found = (traceback.tb_frame, traceback.tb_lineno)
         traceback = traceback.tb_next
-    return line
+    return found
+
+
+def _where(error: BaseException, line: int | None) -> str:
+    """`` (in `STATEMENT`, with k = 1, m = 2)``: the ``.tile`` call or release that raised ``error``
+    (quoted from the driver's comment above it) and the loop nest's integer variables then."""
+    frame, number = _generate_frame(error)
+    if frame is None or line is None:
+        return ""
+    statement = _quoted_statement(linecache.getlines(frame.f_code.co_filename), number - 1)
+    values = ", ".join(f"{name} = {value}" for name, value in frame.f_locals.items()
+                       if not name.startswith("_") and type(value) is int)
+    parts = ([f"in `{statement}`"] if statement else []) + ([f"with {values}"] if values else [])
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+_QUOTED = re.compile(r"^\s*# \S+\.tile:\d+: (.+)$")
+_OWNER_LINE = re.compile(r"^\s*_r\d+ = ")
+
+
+def _quoted_statement(lines: list, at: int) -> str | None:
+    """The ``.tile`` statement a driver quotes in the comment heading the block that line ``at``
+    (0-based) belongs to: the block's owner lines (``_rN = ...``) come before the comment, its
+    submit after. A control line (for, if, let: a trailing ``# X.tile:N``) quotes nothing."""
+    if at >= len(lines):
+        return None
+    step = 1 if _OWNER_LINE.match(lines[at]) else -1
+    while 0 <= at < len(lines):
+        text = lines[at]
+        found = _QUOTED.match(text)
+        if found:
+            return found.group(1).strip()
+        if step == 1 and not _OWNER_LINE.match(text) or step == -1 and _TILE_LINE.search(text):
+            return None
+        at += step
+    return None
 
 
 def tile_line(filename: str, number: int) -> int | None:

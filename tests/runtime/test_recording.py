@@ -15,14 +15,15 @@ PROGRAMS = {
   for k in 0 .. B.mt {
     gemm(B[k, 0], A[k, 0], B[k, 1])
   }
-}""", 5, "tile A[2, 0] does not exist: A has 2×2 tiles"),
+}""", 5, "tile A[2, 0] does not exist: A has 2×2 tiles (in `gemm(B[k, 0], A[k, 0], B[k, 1])`, with k = 2)"),
     "division by zero": ("""program p {
   param z = 0
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
     potrf(A[k // z, k])
   }
-}""", 5, "the loop nest failed: ZeroDivisionError: integer division or modulo by zero"),
+}""", 5, "the loop nest failed: ZeroDivisionError: integer division or modulo by zero "
+             "(in `potrf(A[k // z, k])`, with z = 0, k = 0)"),
     "modulo by zero": ("""program p {
   param z = 0
   matrix A[n, n] = random spd
@@ -30,33 +31,34 @@ PROGRAMS = {
     let q = k % z
     potrf(A[k, q])
   }
-}""", 5, "the loop nest failed: ZeroDivisionError: integer modulo by zero"),
+}""", 5, "the loop nest failed: ZeroDivisionError: integer modulo by zero (with z = 0, k = 0)"),
     "negative height": ("""program p {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
     if A.height(k - 1) > 0 { potrf(A[k, k]) }
   }
-}""", 4, "A.height(-1): A has no tile row -1 (its tile rows are 0 .. 1)"),
+}""", 4, "A.height(-1): A has no tile row -1 (its tile rows are 0 .. 1) (with k = 0)"),
     "width past the end": ("""program p {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
     let w = A.width(k + 5)
     potrf(A[k, k]) priority w
   }
-}""", 4, "A.width(5): A has no tile column 5 (its tile columns are 0 .. 1)"),
+}""", 4, "A.width(5): A has no tile column 5 (its tile columns are 0 .. 1) (with k = 0)"),
     "offset below zero": ("""program p {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
     potrf(A[k, k]) priority A.offset(k - 3)
   }
-}""", 4, "A.offset(-3): A has no tile column -3 (its tile columns are 0 .. 1)"),
+}""", 4, "A.offset(-3): A has no tile column -3 (its tile columns are 0 .. 1) "
+             "(in `potrf(A[k, k]) priority A.offset((k - 3))`, with k = 0)"),
     "release of a missing tile": ("""program p {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
     potrf(A[k, k])
     release A[k + 1, k]
   }
-}""", 5, "tile A[2, 1] does not exist: A has 2×2 tiles"),
+}""", 5, "tile A[2, 1] does not exist: A has 2×2 tiles (in `release A[k + 1, k]`, with k = 1)"),
 }
 ERROR = re.compile(r"tiledsl: error: rank (\d+) \(t\.tile:(\d+)\): (.*?)(?=tiledsl: |Abort|\n|$)")
 
