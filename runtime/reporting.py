@@ -137,7 +137,7 @@ def _ratio_text(ratio) -> str | None:
     return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
 
 
-def _sources_text(result: RunResult) -> str:
+def sources_text(result: RunResult) -> str:
     """``nb=320 tuned (/path); gpu-ratio 1:1 default``: values grouped by where they came from."""
     groups: dict = {}
     for name, source in result.sources.items():
@@ -162,7 +162,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         parts = ", ".join(f"{phase} {seconds:.2f}" for phase, seconds in result.phases.items())
         lines.append(f"  total     {result.total_seconds:.4f} s ({parts})")
     if result.sources:
-        lines.append(f"  tiling    {_sources_text(result)}")
+        lines.append(f"  tiling    {sources_text(result)}")
     if result.gpus:
         lines.append(f"  gpus      {result.gpus} per rank, {BACKENDS.get(result.gpu_backend, result.gpu_backend)}")
     cache = out_of_core_totals(ranks)

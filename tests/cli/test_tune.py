@@ -517,3 +517,16 @@ def test_tune_says_which_user_kernels_it_does_not_time(tmp_path, cache):
     assert out.returncode == 0, out.stderr
     assert "not timed: halve (user kernels; tune times the prelude's kernels, so the tile sizes follow " \
            "gemm's rates)" in out.stdout + out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_bench_uses_the_tuned_tiles_as_run_does_and_no_tune_ignores_them(cache):
+    path = seed_cache("gemm", 0, None, {"nb": 128})
+    tuned = tiledsl("bench", "gemm", "--n", 256, "--rounds", 1, "--no-dask", "--workers", 1, "--json", cache=cache)
+    assert tuned.returncode == 0, tuned.stderr
+    table = json.loads(tuned.stdout)
+    assert table["tiles"] == {"nb": 128} and table["tiling"] == f"nb=128 tuned ({path})"
+    plain = tiledsl("bench", "gemm", "--n", 256, "--rounds", 1, "--no-dask", "--workers", 1, "--json", "--no-tune",
+                    cache=cache)
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout)["tiling"] == "nb=384 program default"

@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 from ..runtime import Options, execute
 from ..runtime.inputs import make_matrix
 from ..runtime.layout import make_params
-from ..runtime.reporting import flop_count
+from ..runtime.reporting import flop_count, sources_text
 
 DASK_CHUNKS = (512, 1024, 2048)
 #: the qualifiers that choose among a check kind's references (the first one found)
@@ -148,7 +148,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
             dask = _dask(kind, chunk, workers) if chunk < options.n else None
             if dask:
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
-    residual, tiles, flops = None, {}, None
+    residual, tiles, tiling, flops = None, {}, "", None
     for _ in range(rounds):
         result = execute(driver, options, inputs)
         tiled.times.append(result.seconds)
@@ -156,18 +156,19 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         for measure, routine, matrices, threads, check_options in references:
             measure.times.append(_timed(routine, matrices, threads, check_options))
         tiles = {k: v for k, v in result.params.items() if k in ("nb", "B", "b", "s") and v is not None}
+        tiling = sources_text(result)
         flops, _ = flop_count(program, result.matrices, [result.stats])
-    return _table(program, options, flops, tiled, [r[0] for r in references], residual, tiles)
+    return _table(program, options, flops, tiled, [r[0] for r in references], residual, tiles, tiling)
 
 
-def _table(program, options, flops, tiled, references, residual, tiles) -> dict:
+def _table(program, options, flops, tiled, references, residual, tiles, tiling) -> dict:
     """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`)."""
     rate = (lambda t: flops / t / 1e9) if flops else (lambda t: None)
     rows = [{"name": m.name, "seconds": m.best, "gflops": rate(m.best),
              "ratio": m.best / tiled.best} for m in [tiled] + references]
     dask_rows = [r for r in rows if r["name"].startswith("dask")]
     best_dask = min(dask_rows, key=lambda r: r["seconds"]) if dask_rows else None
-    return {"program": program.name, "n": options.n, "tiles": tiles, "workers": options.workers,
+    return {"program": program.name, "n": options.n, "tiles": tiles, "tiling": tiling, "workers": options.workers,
             "rounds": len(tiled.times), "residual": residual, "rows": rows,
             "best_dask": best_dask["name"] if best_dask else None}
 
@@ -175,7 +176,7 @@ def _table(program, options, flops, tiled, references, residual, tiles) -> dict:
 def render(table: dict) -> str:
     tiles = " ".join(f"{k}={v}" for k, v in table["tiles"].items())
     lines = [f"bench {table['program']}: n={table['n']} {tiles}, {table['workers']} worker(s), "
-             f"best of {table['rounds']} alternated rounds", "",
+             f"best of {table['rounds']} alternated rounds", f"tiling {table['tiling']}", "",
              f"{'implementation':<44} {'seconds':>9} {'GFLOP/s':>9} {'tiledsl speedup':>16}"]
     for row in table["rows"]:
         rate = f"{row['gflops']:.2f}" if row["gflops"] else "-"

@@ -111,6 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=42)
     bench.add_argument("--no-dask", action="store_true", help="leave dask out")
     bench.add_argument("--json", action="store_true", help="print the table as JSON")
+    bench.add_argument("--no-tune", action="store_true",
+                       help="ignore this machine's tuned tile sizes (tiledsl tune), which bench uses as run does")
     add_size_arguments(bench)
     bench.set_defaults(handler=_bench)
 
@@ -250,6 +252,7 @@ def _program_path(name: str) -> str:
 
 def _bench(args) -> int:
     from .bench import render, run_bench
+    from ..runtime.layout import use_tuned
     from ..runtime.options import size_options
 
     driver = _load_driver(_program_path(args.file))
@@ -261,6 +264,7 @@ def _bench(args) -> int:
     options.check = True
     if args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
+    use_tuned(driver.PROGRAM, options, not args.no_tune)  # what run would use
     table = run_bench(driver, options, args.rounds, not args.no_dask)
     print(json.dumps(table) if args.json else render(table))
     return 0
