@@ -191,13 +191,11 @@ class FakeNvmathCusolver:
     WORK, HOST_WORK = 5, 9
 
     def dlaswp(self, handle, n, A, lda, k1, k2, ipiv, incx):
-        """DLASWP, forward (the kernels use nothing else), by host dswaps on the raw pointers."""
+        """DLASWP, forward (the kernels use nothing else), by the host's DLASWP on the raw pointers."""
         assert handle == NVMATH_HANDLE and incx == 1 and 1 <= k1 <= k2
         pivots = np.ctypeslib.as_array((ctypes.c_int32 * k2).from_address(ipiv))
-        for j in range(k1, k2 + 1):
-            p = int(pivots[j - 1])
-            assert 1 <= p and max(j, p) <= lda
-            blas.dswap(n, ctypes.c_void_p(A + 8 * (j - 1)), lda, ctypes.c_void_p(A + 8 * (p - 1)), lda)
+        assert all(1 <= int(p) and max(j, int(p)) <= lda for j, p in enumerate(pivots[k1 - 1:], k1))
+        blas.dlaswp(n, ctypes.c_void_p(A), lda, k1, k2, ctypes.c_void_p(ipiv), incx)
 
     def xtrtri_buffer_size(self, handle, uplo, diag, n, data_type, A, lda):
         assert data_type == CUDA_R_64F
