@@ -186,7 +186,9 @@ def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dic
         array = np.asarray(arrays[decl.name], dtype=np.float64)
         if array.shape != shape:
             raise UsageError(f"{decl.name} has shape {array.shape}; the program needs {shape}")
-        return lambda r0, r1, c0, c1: array[r0:r1, c0:c1]
+        # a copy: a tile covering a whole Fortran-ordered array would otherwise be the array
+        # itself, and the check rebuilds the original matrix from it after the run
+        return lambda r0, r1, c0, c1: np.array(array[r0:r1, c0:c1], order="F")
     path = options.inputs.get(decl.name)  # --input: as given, relative to the current directory
     loaded = path is None and decl.init == "load"
     if loaded:

@@ -288,3 +288,16 @@ def test_an_input_float64_holds_exactly_is_accepted(dtype):
 
 def test_the_api_error_is_tiledsl_error_at_the_top_of_the_package():
     assert tiledsl.TiledslError is TiledslError
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("n, nb, order", [(40, 64, "F"), (200, 200, "F"), (1, 64, "C")])
+def test_a_single_tile_input_is_not_the_checks_original(n, nb, order):
+    """One tile covering a whole Fortran-ordered input (or a 1×1 one) was that very array: the
+    factorization overwrote the original the check compares with, and a right run failed."""
+    m = np.random.default_rng(3).standard_normal((n, n))
+    a = np.array(m @ m.T + n * np.eye(n), order=order)
+    kept = a.copy()
+    out = tiledsl.load(ROOT / "programs/cholesky.tile").run(A=a, tiles={"nb": nb}, check=True, workers=1)
+    assert out.passed and out.residuals["cholesky"] < 1
+    assert np.array_equal(a, kept)
