@@ -159,3 +159,15 @@ def test_this_machine_needs_its_tuned_rates(capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err
     assert status == 2 and "run `tiledsl tune cholesky` first, or give --machine FILE" in err
 
+
+
+@pytest.mark.timeout(60)
+def test_a_program_of_no_task_on_several_nodes_is_simulated_and_rendered(capsys, machine_file, tmp_path):
+    (tmp_path / "none.tile").write_text("program none {\n  tiling uniform(nb = 64)\n  param count = 0\n"
+                                        "  matrix A[n, n] = random spd\n"
+                                        "  for k in 0 .. count { potrf(A[k, k]) }\n}\n")
+    status = main(["simulate", str(tmp_path / "none.tile"), "--n", "256", "--nodes", "2",
+                   "--machine", str(machine_file)])
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    assert "0 tasks" in out.out and "efficiency -" in out.out and "(- of the time)" in out.out

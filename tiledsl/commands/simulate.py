@@ -87,6 +87,11 @@ def _progress(index: int) -> None:
     print(f"\r  walked {index} tasks", end="", file=sys.stderr, flush=True)
 
 
+def _or_dash(value, spec: str) -> str:
+    """``value`` formatted, or a dash for none (a run of no task has no efficiency, no walk share)."""
+    return "-" if value is None else format(value, spec)
+
+
 def render(result: dict) -> str:
     """The summary as text: time and rate, bounds, walk, traffic, and a table of ranks."""
     tiles = " ".join(f"{k}={v}" for k, v in result["tiles"].items())
@@ -98,9 +103,9 @@ def render(result: dict) -> str:
              f"{result['machine']}, {result['workers']} worker(s){gpus} each, {result['tasks']} tasks",
              f"  time      {result['seconds']:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else ""),
              f"  bounds    critical path {result['critical_path']:.4f} s, area {result['area_bound']:.4f} s, "
-             f"efficiency {result['efficiency']:.2f}",
+             f"efficiency {_or_dash(result['efficiency'], '.2f')}",
              f"  walk      {walk['per_task_us']:g} µs per task walked + {walk['per_submit_us']:g} µs per share "
-             f"submitted: {walk['seconds']:.4f} s on the busiest rank ({walk['share']:.0%} of the time)",
+             f"submitted: {walk['seconds']:.4f} s on the busiest rank ({_or_dash(walk['share'], '.0%')} of the time)",
              f"            {_walked(walk)}"]
     totals = result["totals"]
     if result["np"] > 1:
