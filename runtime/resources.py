@@ -3,6 +3,8 @@ the refusal (with the numbers) of a run that cannot fit in the host or leaves a 
 tiles, and the bound of each GPU's cache when its tiles do not fit it (out of core)."""
 from __future__ import annotations
 
+import dataclasses
+
 from .world import UsageError
 
 def check_memory(program, matrices: dict, needed: set, window: int, check: bool, share: float = 1.0) -> None:
@@ -104,31 +106,47 @@ def _widest(starts) -> int:
     return max((b - a for a, b in zip(starts, starts[1:])), default=0)
 
 
-def _owners(matrices, ranks: int) -> set:
-    """The ranks owning some tile of one of ``matrices`` (the search stops once all ``ranks`` are found)."""
+def _ranks_with_tiles(placements, ranks: int) -> set:
+    """The ranks owning some tile of the ``(distribution, mt, nt)`` placements."""
     owners = set()
-    for matrix in matrices:
-        for i in range(matrix.mt):
-            for j in range(matrix.nt):
-                owners.add(matrix.rank_of(i, j))
-                if len(owners) == ranks:
-                    return owners
+    for distribution, mt, nt in placements:
+        for rank in range(ranks):
+            lines = distribution.lines_of(rank, mt, nt)
+            if lines is None:  # a distribution that cannot say: look at every tile
+                owners.update(distribution.rank_of(i, j) for i in range(mt) for j in range(nt))
+                break
+            if len(lines[0]) and len(lines[1]):
+                owners.add(rank)
     return owners
+
+
+def _grids_giving_every_rank_tiles(matrices, ranks: int) -> list:
+    """The grids P×Q of ``ranks`` under which every rank owns a tile (none known for a
+    distribution that is not a dataclass of ``pr`` and ``pc``)."""
+    grids = []
+    for p in range(1, ranks + 1):
+        if ranks % p:
+            continue
+        try:
+            placements = [(dataclasses.replace(m.distribution, pr=p, pc=ranks // p), m.mt, m.nt) for m in matrices]
+        except TypeError:
+            return []
+        if len(_ranks_with_tiles(placements, ranks)) == ranks:
+            grids.append(f"--grid {p}x{ranks // p}")
+    return grids
 
 
 def check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
     """Refuse a run where some rank owns no tile of any matrix (it would have nothing to do),
-    suggesting the grids that would give every rank tiles of the matrix with the most tiles
-    (a 2-D cyclic grid P×Q needs P ≤ tile rows, Q ≤ tile columns)."""
+    suggesting the grids that would give every rank tiles."""
     if ranks == 1 or not program.matrices:
         return
     declared = [matrices[decl.name] for decl in program.matrices]
-    owners = _owners(declared, ranks)
+    owners = _ranks_with_tiles([(m.distribution, m.mt, m.nt) for m in declared], ranks)
     if len(owners) < ranks:
         name, largest = max(((decl.name, matrices[decl.name]) for decl in program.matrices),
                             key=lambda item: item[1].mt * item[1].nt)
-        grids = [f"--grid {p}x{ranks // p}" for p in range(1, ranks + 1)
-                 if ranks % p == 0 and p <= largest.mt and ranks // p <= largest.nt]
+        grids = _grids_giving_every_rank_tiles(declared, ranks)
         remedy = f"use {' or '.join(grids)}, smaller tiles or fewer ranks" if grids else \
             "use smaller tiles or fewer ranks"
         raise UsageError(f"{ranks} ranks but only {len(owners)} of them own tiles (the largest matrix, {name}, "

@@ -1,0 +1,40 @@
+"""The checks made before a run starts (runtime/resources.py): every rank must own tiles."""
+from types import SimpleNamespace
+
+import pytest
+
+from tiledsl.runtime.distribution import BlockCyclic, Hybrid
+from tiledsl.runtime.resources import check_every_rank_has_tiles
+from tiledsl.runtime.world import UsageError
+
+
+def _program(*names):
+    return SimpleNamespace(matrices=[SimpleNamespace(name=name) for name in names])
+
+
+def _matrix(distribution, mt, nt):
+    return SimpleNamespace(distribution=distribution, mt=mt, nt=nt)
+
+
+@pytest.mark.timeout(10)
+def test_a_rank_owning_tiles_of_another_matrix_only_is_enough():
+    grid = BlockCyclic(pr=1, pc=2)
+    check_every_rank_has_tiles(_program("S", "A"), {"S": _matrix(grid, 1, 1), "A": _matrix(grid, 4, 4)}, 2)
+
+
+@pytest.mark.timeout(10)
+def test_hybrid_tiles_suggest_only_grids_whose_block_columns_reach_every_rank():
+    """4×12 tiles in block columns of s = 3 (4 of them): 1x6 leaves two ranks without a block
+    column; 2x3 and 3x2 give every rank tiles."""
+    matrices = {"A": _matrix(Hybrid(pr=1, pc=6, s=3), 4, 12)}
+    with pytest.raises(UsageError) as refused:
+        check_every_rank_has_tiles(_program("A"), matrices, 6)
+    assert str(refused.value) == ("6 ranks but only 4 of them own tiles (the largest matrix, A, has 4×12 tiles): "
+                                  "use --grid 2x3 or --grid 3x2, smaller tiles or fewer ranks")
+
+
+@pytest.mark.timeout(10)
+def test_no_grid_is_suggested_when_none_works():
+    matrices = {"A": _matrix(Hybrid(pr=1, pc=3, s=3), 2, 6)}
+    with pytest.raises(UsageError, match=r"only 2 of them own tiles .*: use smaller tiles or fewer ranks$"):
+        check_every_rank_has_tiles(_program("A"), matrices, 3)
