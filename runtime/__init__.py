@@ -6,7 +6,15 @@ driver module from Python; :func:`array_module` serves a user kernel's GPU body
 (``NAME_gpu``), written once for numpy and CuPy. The runtime never imports lark,
 jinja2 or the compiler.
 """
-from .dataflow import Event, Loop
+import os as _os
+import signal as _signal
+
+if _os.environ.get("TILEDSL_JOB_DIR"):  # a rank of `tiledsl run --np` (world.JOB_DIR_VARIABLE)
+    # Ctrl-C while numpy and SciPy load ends the rank at once, without a traceback;
+    # main() gives SIGINT back to Python's KeyboardInterrupt when the run starts
+    _signal.signal(_signal.SIGINT, lambda signum, frame: _os._exit(128 + signum))
+
+from .dataflow import Event, Loop  # noqa: E402 (after the handler: these imports are the slow part)
 from .devices import array_module
 from .launch import execute, main
 from .options import Options

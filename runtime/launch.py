@@ -391,6 +391,7 @@ def _leave(comm, status: int) -> int:
 
 def main(program, resolve_params, shapes, generate) -> None:
     """Entry point of a generated driver run as a script."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
     driver = sys.modules["__main__"]
     parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES,
                               description=f"Run the tile program {program.name} ({program.source}).")

@@ -118,6 +118,10 @@ def _start_up_watch(limit: float | None):
     read_end, write_end = os.pipe()
     watcher = os.fork()
     if watcher == 0:  # the watcher: only system calls, then _exit
+        # a Ctrl-C to the group is the rank's to handle: here it would unwind the rank's copied
+        # stack and report (and abort MPI) a second time; the watcher ends with the pipe anyway
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         os.close(write_end)
         ready, _, _ = select.select([read_end], [], [], limit)
         if not ready:

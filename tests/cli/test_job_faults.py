@@ -165,6 +165,19 @@ def test_a_signal_to_a_rank_while_mpi_starts_stops_the_job_at_once(tmp_path, sig
 
 
 @pytest.mark.timeout(120)
+def test_ctrl_c_while_mpi_starts_is_said_once_per_rank(tmp_path):
+    """The start-up watcher (a fork of the rank) took the group's SIGINT too, unwound the rank's
+    copied stack and reported a second time, aborting MPI from the fork."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}  # a cold cache: the ranks start slowly
+    job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 1000, "--nb", 100, cwd=tmp_path, env=env)
+    rank_pid(1, "cholesky", tmp_path, in_mpi=True)
+    job.send_signal(signal.SIGINT)
+    code, out, err = finish(job)
+    assert code == 130 and "Traceback" not in err, err
+    assert all(err.count(f"rank {rank}: stopped by SIGINT") <= 1 for rank in (0, 1)), err
+
+
+@pytest.mark.timeout(120)
 def test_a_rank_killed_without_a_word_is_named(tmp_path):
     np.save(tmp_path / "out.npy", np.ones((3, 3)))
     before = jobs.segments()
