@@ -80,7 +80,8 @@ class Loaded:
         return [d.name for d in self.program.matrices]
 
     def run(self, arrays=None, /, *, n: int | None = None, tiles: dict | None = None, params: dict | None = None,
-            check: bool = False, workers: int | None = None, seed: int = 42, **matrices) -> Output:
+            check: bool = False, workers: int | None = None, seed: int = 42, gpus: int = 0,
+            gpu_backend: str | None = None, **matrices) -> Output:
         """Run the program; matrices given as arrays are copied in, every matrix comes back.
 
         ``arrays`` (a mapping, positional) and the keywords not listed here give the
@@ -89,18 +90,26 @@ class Loaded:
         ``{"B": ..., "b": ..., "s": ...}``), ``params`` the program's own parameters.
         ``n`` and the params left out are inferred from the arrays' shapes where
         these determine them; a param they do not determine keeps its default.
+        ``gpus`` GPUs of ``gpu_backend`` ('emulated', the default, or 'cupy') take their
+        share of the tiles, as ``--gpus`` does; the run is one rank (several ranks are
+        ``tiledsl run --np`` or a compiled driver under MPI).
         """
         from .runtime import Options, UsageError, execute
         from .runtime.engine import TaskFailure
         from .runtime.world import RankError
 
-        given = self._inputs(arrays, matrices, dict(n=n, check=check, workers=workers, seed=seed))
+        given = self._inputs(arrays, matrices, dict(n=n, check=check, workers=workers, seed=seed, gpus=gpus,
+                                                    gpu_backend=gpu_backend))
         tiles, params = self._tiles(tiles), self._params(params)
         self._check_settings(n, workers, seed)
+        _check_int("gpus", gpus, 0)
+        if gpu_backend not in (None, "emulated", "cupy"):
+            raise TiledslError(f"gpu_backend must be 'emulated' or 'cupy', got {gpu_backend!r}")
         self._check_integers(tiles, params)
         try:
             n, params = self._fit(given, n, tiles, params)
-            options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check))
+            options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check),
+                              gpus=gpus, gpu_backend=gpu_backend or "emulated")
             result = execute(self.driver, options, given)
         except UsageError as error:
             raise TiledslError(str(error)) from None

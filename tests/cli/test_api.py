@@ -301,3 +301,17 @@ def test_a_single_tile_input_is_not_the_checks_original(n, nb, order):
     out = tiledsl.load(ROOT / "programs/cholesky.tile").run(A=a, tiles={"nb": nb}, check=True, workers=1)
     assert out.passed and out.residuals["cholesky"] < 1
     assert np.array_equal(a, kept)
+
+
+@pytest.mark.timeout(120)
+def test_gpus_take_their_share_of_the_tiles_through_the_api():
+    m = np.random.default_rng(1).standard_normal((300, 300))
+    a = m @ m.T + 300 * np.eye(300)
+    cholesky = tiledsl.load(ROOT / "programs/cholesky.tile")
+    on_cores = cholesky.run(A=a, tiles={"nb": 64}, check=True, workers=1)
+    on_gpus = cholesky.run(A=a, tiles={"nb": 64}, check=True, workers=1, gpus=2, gpu_backend="emulated")
+    assert on_cores.passed and on_gpus.passed and np.array_equal(on_cores["A"], on_gpus["A"])
+    with pytest.raises(TiledslError, match=r"^gpus must be at least 0, got -1$"):
+        cholesky.run(A=a, gpus=-1)
+    with pytest.raises(TiledslError, match=r"^gpu_backend must be 'emulated' or 'cupy', got 'cuda'$"):
+        cholesky.run(A=a, gpu_backend="cuda")
