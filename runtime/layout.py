@@ -26,7 +26,10 @@ def make_params(driver, options: Options) -> Params:
     values.update(options.tiles)
     unknown = set(options.sets) - set(program.params)
     if unknown:
-        raise UsageError(f"--set {sorted(unknown)[0]}: {program.name} has no parameter of that name"
+        name = sorted(unknown)[0]
+        if name in values:  # the size or a tile setting: an option of its own
+            raise UsageError(f"--set {name}: {name} is not a parameter of {program.name}: give it as --{name}")
+        raise UsageError(f"--set {name}: {program.name} has no parameter of that name"
                          + (f" (it has {', '.join(program.params)})" if program.params else ""))
     if options.n < 1:
         raise UsageError(f"--n must be at least 1, got {options.n}")

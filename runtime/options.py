@@ -34,6 +34,9 @@ class SuggestingParser(argparse.ArgumentParser):
         unknown = [word.partition("=")[0] for word in message.split() if word.startswith("--")]
         known = self._known_options()
         for word in unknown if "unrecognized arguments" in message else ():
+            if word == "--np" and "--np" not in known:  # a compiled driver: its launcher makes the ranks
+                message += " (a driver runs on the ranks its launcher starts: mpiexec -n N python DRIVER.py)"
+                break
             close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
             if close:
                 message += f" (did you mean {close[0]}?)"

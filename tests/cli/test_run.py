@@ -248,6 +248,7 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--output", "A=x.npy", "--output", "A=y.npy"), "--output A is given twice (A=x.npy and A=y.npy)"),
     (("--n", 100, "--set", "n=1", "--set", "n=2"), "--set n is given twice (n=1 and n=2)"),
     (("--n", 100, "--gpus", "-1"), "--gpus must be at least 0, got -1"),
+    (("--n", 100, "--set", "nb=64"), "--set nb: nb is not a parameter of cholesky: give it as --nb"),
 ])
 def test_bad_run_options_are_one_line_usage_errors(args, text):
     out = tiledsl("run", "programs/cholesky.tile", *args)
@@ -306,3 +307,13 @@ def test_the_driver_help_explains_files_and_exit_codes(tmp_path):
     out = subprocess.run([sys.executable, str(tmp_path / "c.py"), "--n", "10", "--outptu", "A=x.npy"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "did you mean --output?" in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_compiled_driver_given_np_says_its_launcher_makes_the_ranks(tmp_path):
+    assert tiledsl("compile", "programs/cholesky.tile", "-o", tmp_path / "chol.py").returncode == 0
+    out = subprocess.run([sys.executable, str(tmp_path / "chol.py"), "--n", "100", "--np", "3"],
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 2
+    assert "unrecognized arguments: --np 3 (a driver runs on the ranks its launcher starts: " \
+           "mpiexec -n N python DRIVER.py)" in out.stderr
