@@ -1,4 +1,5 @@
 """`tiledsl run` end to end: summaries, files, failures and usage errors."""
+import importlib.util
 import json
 import subprocess
 import sys
@@ -194,7 +195,15 @@ def test_bench_reports_ratios_against_lapack():
     table = json.loads(out.stdout)
     names = [row["name"] for row in table["rows"]]
     assert names[0] == "tiledsl" and names[1].startswith("scipy dpotrf")
-    assert table["rows"][1]["ratio"] > 0 and table["residual"] < 60
+    assert table["rows"][1]["ratio"] > 0 and table["residual"] < 60 and table["notes"] == []
+
+
+@pytest.mark.timeout(130)
+def test_bench_says_when_dask_is_left_out_for_want_of_it():
+    out = tiledsl("bench", "cholesky", "--n", 256, "--nb", 128, "--rounds", 1)
+    assert out.returncode == 0, out.stderr
+    missing = importlib.util.find_spec("dask") is None
+    assert ("note: dask is not installed (pip install 'dask[array]' to compare with it too)" in out.stdout) == missing
 
 
 @pytest.mark.timeout(130)

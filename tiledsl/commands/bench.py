@@ -14,6 +14,7 @@ is kept; ratios are tiledsl's GFLOP/s over the reference's.
 """
 from __future__ import annotations
 
+import importlib.util
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -148,6 +149,9 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
             dask = _dask(kind, chunk, workers) if chunk < options.n else None
             if dask:
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
+    notes = []
+    if with_dask and kind in ("cholesky", "lu") and importlib.util.find_spec("dask") is None:
+        notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
     residual, tiles, tiling, flops = None, {}, "", None
     for _ in range(rounds):
         result = execute(driver, options, inputs)
@@ -158,10 +162,10 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         tiles = {k: v for k, v in result.params.items() if k in ("nb", "B", "b", "s") and v is not None}
         tiling = sources_text(result)
         flops, _ = flop_count(program, result.matrices, [result.stats])
-    return _table(program, options, flops, tiled, [r[0] for r in references], residual, tiles, tiling)
+    return _table(program, options, flops, tiled, [r[0] for r in references], residual, tiles, tiling, notes)
 
 
-def _table(program, options, flops, tiled, references, residual, tiles, tiling) -> dict:
+def _table(program, options, flops, tiled, references, residual, tiles, tiling, notes) -> dict:
     """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`)."""
     rate = (lambda t: flops / t / 1e9) if flops else (lambda t: None)
     rows = [{"name": m.name, "seconds": m.best, "gflops": rate(m.best),
@@ -170,7 +174,7 @@ def _table(program, options, flops, tiled, references, residual, tiles, tiling) 
     best_dask = min(dask_rows, key=lambda r: r["seconds"]) if dask_rows else None
     return {"program": program.name, "n": options.n, "tiles": tiles, "tiling": tiling, "workers": options.workers,
             "rounds": len(tiled.times), "residual": residual, "rows": rows,
-            "best_dask": best_dask["name"] if best_dask else None}
+            "best_dask": best_dask["name"] if best_dask else None, "notes": notes}
 
 
 def render(table: dict) -> str:
@@ -184,4 +188,5 @@ def render(table: dict) -> str:
         lines.append(f"{row['name']:<44} {row['seconds']:>9.4f} {rate:>9} {ratio:>16}")
     if table["residual"] is not None:
         lines.append(f"\ntiledsl residual {table['residual']:.3g} (threshold 60)")
+    lines += [f"note: {note}" for note in table["notes"]]
     return "\n".join(lines)
