@@ -110,7 +110,7 @@ def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guar
         solved[var] = value
     bounds = []
     for loop in loops:
-        lows, highs = _bound_forms(loop.start, "max", converter), _bound_forms(loop.stop, "min", converter)
+        lows, highs = bound_forms(loop.start, "max", converter), bound_forms(loop.stop, "min", converter)
         if lows is None or highs is None:
             return None
         bounds.append((loop.var.text, lows, highs))
@@ -158,10 +158,10 @@ def difference(a: Form, b: Form) -> Form:
     return _add(a, _scale(b, -1))
 
 
-def _bound_forms(expr, func: str, converter: "Converter") -> list | None:
+def bound_forms(expr, func: str, converter: "Converter") -> list | None:
     """The affine forms of a loop bound; ``min``/``max`` (``func``) of several give them all."""
     if isinstance(expr, n.Func) and expr.func.text == func:
-        parts = [_bound_forms(arg, func, converter) for arg in expr.args]
+        parts = [bound_forms(arg, func, converter) for arg in expr.args]
         return None if any(p is None for p in parts) else [form for part in parts for form in part]
     form = converter.form(expr)
     return None if form is None else [form]
