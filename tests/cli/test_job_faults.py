@@ -171,6 +171,7 @@ def test_ctrl_c_while_mpi_starts_is_said_once_per_rank(tmp_path):
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}  # a cold cache: the ranks start slowly
     job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 1000, "--nb", 100, cwd=tmp_path, env=env)
     rank_pid(1, "cholesky", tmp_path, in_mpi=True)
+    rank_pid(0, "cholesky", tmp_path, in_mpi=True)
     job.send_signal(signal.SIGINT)
     code, out, err = finish(job)
     assert code == 130 and "Traceback" not in err, err
