@@ -35,7 +35,8 @@ from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, 
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
-from .reporting import RunResult, count_nonfinite, has_standard_count, rank_stats, summary_json, summary_text
+from .reporting import (RunResult, count_nonfinite, has_standard_count, nonfinite_lines, rank_stats, summary_json,
+                        summary_text)
 from .resources import check_every_rank_has_tiles, check_memory
 from .trace import Tracer
 from .userkernels import kernels
@@ -326,10 +327,7 @@ def _problems(result: RunResult) -> list:
     explained = bool(result.errors) and result.residual is not None and math.isnan(result.residual)
     if result.passed is False and not explained:
         problems.append(f"check failed: residual {result.residual:.3g} is not below {checks.THRESHOLD:g}")
-    for name, count in result.nonfinite.items():
-        problems.append(f"{name} holds {count} NaN or infinite value(s) after the run (--check-finite stops "
-                        f"at the first task that writes one)")
-    return problems
+    return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)")
 
 
 def _warner(comm, err):

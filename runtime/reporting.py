@@ -137,6 +137,11 @@ def _ratio_text(ratio) -> str | None:
     return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
 
 
+def nonfinite_lines(nonfinite: dict, hint: str = "") -> list:
+    """One line per matrix left holding NaN or infinite values (the run then fails)."""
+    return [f"{name} holds {count} NaN or infinite value(s) after the run{hint}" for name, count in nonfinite.items()]
+
+
 def sources_text(result: RunResult) -> str:
     """``nb=320 tuned (/path); gpu-ratio 1:1 default``: values grouped by where they came from."""
     groups: dict = {}

@@ -11,11 +11,11 @@ host of the rank that owns its main output (:func:`.protocol.runs_at`).
 
 The module is looked for next to the ``.tile`` file, which a driver compiled with ``-o``
 (or through the cache) records relative to itself, so that it runs from any directory;
-then next to the driver and in the working directory. A module that is missing or not a ``.py`` file is a usage error, as is a ``NAME`` or
-``NAME_gpu`` that is not a function; one whose own code fails as it loads (a syntax
-error, an import that fails, a ``SystemExit``) is this rank's failure
-(:class:`~.world.RankError`: the job is aborted), naming the file, the line and the
-cause, never a traceback.
+then next to the driver and in the working directory. A module that is missing or not a
+``.py`` file is a usage error, as is a ``NAME`` or ``NAME_gpu`` that is not a function;
+one whose own code fails as it loads (a syntax error, an import that fails, a
+``SystemExit``) is this rank's failure (:class:`~.world.RankError`: the job is aborted),
+naming the file, the line and the cause, never a traceback.
 """
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def kernel_module_places(program, driver) -> list:
     ``.tile``'s directory as its path was given (relative to the working directory), the
     driver's own directory and the working directory."""
     here = Path(getattr(driver, "__file__", None) or ".").resolve().parent
-    recorded = [here / program.source_dir] if getattr(program, "source_dir", None) else []
+    recorded = [here / program.source_dir] if program.source_dir else []
     places = {}
     for base in [*recorded, Path(program.source).parent, here, Path.cwd()]:
         places.setdefault(Path(os.path.normpath(base.absolute())), None)

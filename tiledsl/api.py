@@ -24,7 +24,6 @@ from .compiler import compile_path
 from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver
 
-SETTINGS = ("n", "tiles", "params", "check", "workers", "seed")  # run()'s keyword-only parameters
 MAX_TRIALS = 100_000  # assignments of n and the params tried against the arrays' shapes
 
 
@@ -318,11 +317,11 @@ class Loaded:
 
 
 def _problems(output: Output) -> list:
-    """Why a completed run failed, in the command line's words (a residual that is too large
-    is not among them: ``passed`` is the check's verdict)."""
-    counts = [f"{name} holds {count} NaN or infinite value(s) after the run"
-              for name, count in output.nonfinite.items()]
-    return counts + output.errors
+    """Why a completed run failed, in the command line's words and order (a residual that is too
+    large is not among them: ``passed`` is the check's verdict)."""
+    from .runtime.reporting import nonfinite_lines
+
+    return output.errors + nonfinite_lines(output.nonfinite)
 
 
 def _check_kind(name: str, array: np.ndarray) -> None:
