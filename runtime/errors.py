@@ -38,11 +38,10 @@ def loop_nest_failure(error: Exception, rank: int) -> TaskFailure:
     if isinstance(error, TaskFailure):
         return error
     if isinstance(error, TileIndexError):
-        line = error.line or driver_line(error)
-        return TaskFailure(f"{error}{_where(error, line)}", rank, line)
+        return TaskFailure(f"{error}{_where(error)}", rank, error.line or driver_line(error))
     # a mistake in the program's arithmetic, e.g. a division by zero
-    line = driver_line(error)
-    return TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}{_where(error, line)}", rank, line)
+    return TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}{_where(error)}", rank,
+                       driver_line(error))
 
 
 def driver_line(error: BaseException) -> int | None:
@@ -63,11 +62,11 @@ def _generate_frame(error: BaseException):
     return found
 
 
-def _where(error: BaseException, line: int | None) -> str:
+def _where(error: BaseException) -> str:
     """`` (in `STATEMENT`, with k = 1, m = 2)``: the ``.tile`` call or release that raised ``error``
     (quoted from the driver's comment above it) and the loop nest's integer variables then."""
     frame, number = _generate_frame(error)
-    if frame is None or line is None:
+    if frame is None:
         return ""
     statement = _quoted_statement(linecache.getlines(frame.f_code.co_filename), number - 1)
     values = ", ".join(f"{name} = {value}" for name, value in frame.f_locals.items()
