@@ -29,6 +29,7 @@ from ..runtime.layout import make_params
 from ..runtime.reporting import flop_count, sources_text
 
 DASK_CHUNKS = (512, 1024, 2048)
+DASK_KINDS = ("cholesky", "lu")  # the checks dask has a factorization for (its QR is tall-and-skinny only)
 #: the qualifiers that choose among a check kind's references (the first one found)
 FLAVOURS = ("symmetric", "lower", "upper")
 
@@ -109,7 +110,7 @@ def inputs_of(driver, options: Options) -> dict:
 def _dask(kind: str, chunk: int, workers: int):
     """dask's Cholesky or LU at ``chunk`` (None for other kinds, or without dask; its QR is
     tall-and-skinny only)."""
-    if kind not in ("cholesky", "lu"):
+    if kind not in DASK_KINDS:
         return None
     try:
         import dask.array as da
@@ -150,7 +151,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
             if dask:
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
     notes = []
-    if with_dask and kind in ("cholesky", "lu") and importlib.util.find_spec("dask") is None:
+    if with_dask and kind in DASK_KINDS and importlib.util.find_spec("dask") is None:
         notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
     residual, tiles, tiling, flops = None, {}, "", None
     for _ in range(rounds):
