@@ -40,6 +40,15 @@ def _check_writable(path: str, what: str) -> None:
         raise UsageError(f"{what}: directory {os.path.dirname(path) or folder!r} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"{what}: directory {os.path.dirname(path) or folder!r} is not writable")
+    # permissions do not tell everything (a read-only mount, /proc, root's access): try it
+    probe = os.path.join(folder, f".tiledsl-probe-{secrets.token_hex(8)}")
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError as error:
+        raise UsageError(f"{what}: cannot create a file in {os.path.dirname(path) or folder!r}: "
+                         f"{error.strerror or error}") from None
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 class Staging:
