@@ -88,7 +88,7 @@ def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guar
     if any(form is None for form in forms):
         return None
     diffs = [_add(forms[0], _scale(forms[1], -1)), _add(forms[2], _scale(forms[3], -1))]
-    if all(_is_zero(diff) for diff in diffs):
+    if all(is_zero(diff) for diff in diffs):
         return ""
     if guarded:
         return None
@@ -98,7 +98,7 @@ def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guar
         diff = _resolve(diff, solved)
         variables = [v for v, c in diff.items() if v in depth and c]
         if not variables:
-            if _is_zero(diff):
+            if is_zero(diff):
                 continue
             return None  # they differ by a constant or by sizes: not provably equal
         var = max(variables, key=depth.get)
@@ -136,7 +136,7 @@ def _holds_at(cond, taken: bool, point: dict, converter: "Converter") -> bool:
             gap = _resolve(difference(a, b), point)  # left - right
             relation = op if taken else _NEGATED[op]
             if relation == "==":
-                return _is_zero(gap)
+                return is_zero(gap)
             if relation == "!=":
                 return _holds_for_large_sizes(gap, 1) or _holds_for_large_sizes(_scale(gap, -1), 1)
             sign, bound = {">=": (1, 0), ">": (1, 1), "<=": (-1, 0), "<": (-1, 1)}[relation]
@@ -196,7 +196,7 @@ def _search(bounds, solved: dict, point: dict, budget: list) -> dict | None:
     return None
 
 
-def _is_zero(form: Form) -> bool:
+def is_zero(form: Form) -> bool:
     return not any(form.values())
 
 

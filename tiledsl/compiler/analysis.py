@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import nodes as n
 from .affine import (Converter, bound_forms, coincidence_witness, difference, never_runs, out_of_range_witness,
-                     provably_nonzero)
+                     is_zero, provably_nonzero)
 from .diagnostics import DiagnosticBag
 from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
 from .source import Span
@@ -798,15 +798,26 @@ class _Analyzer:
             case n.Binary(op=op, left=left, right=right) if op in ("and", "or"):
                 return "bool" if self._bool_expr(left) & self._bool_expr(right) else None
             case n.Binary(op=op, left=left, right=right) if op in ("//", "%"):
-                return "int" if self._int_expr(left) & self._int_expr(right) else None
+                ok = self._int_expr(left) & self._int_expr(right)
+                return "int" if ok and self._divisor_not_zero(op, right) else None
             case n.Binary(op=op, left=left, right=right):
                 kinds = (self._number_expr(left), self._number_expr(right))
-                if None in kinds:
+                if None in kinds or op == "/" and not self._divisor_not_zero(op, right):
                     return None
                 if op in ("==", "!=", "<", "<=", ">", ">="):
                     return "bool"
                 return "float" if op == "/" or "float" in kinds else "int"
         raise TypeError(f"unknown expression node {expr!r}")
+
+    def _divisor_not_zero(self, op: str, divisor) -> bool:
+        """False after an E214 for a divisor that is zero whatever the loop variables and sizes
+        (``k - k``, ``2 - 2``): every evaluation would divide by zero."""
+        form = self.converter.form(divisor)
+        if form is not None and is_zero(form):
+            self.bag.error(divisor.span, "E214", f"division by zero: the right operand of '{op}' is always 0",
+                           hint="a divisor must be nonzero for every value of the loop variables")
+            return False
+        return True
 
     def _name_type(self, ident: n.Ident) -> str | None:
         symbol = self.scope.lookup(ident.text)

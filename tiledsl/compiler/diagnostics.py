@@ -33,6 +33,7 @@ CODES = {
     "E211": "a value beyond the 64-bit range",
     "E212": "a called kernel the module does not define",
     "E213": "a kernel function that cannot take the kernel's tile arguments",
+    "E214": "a divisor that is always zero",
     "W300": "declared but never used",
     "W301": "a loop too long to run",
     "W302": "a loop that never runs",
@@ -61,10 +62,15 @@ class DiagnosticBag:
     items: list[Diagnostic] = field(default_factory=list)
 
     def error(self, span, code, message, *notes, hint=None):
-        self.items.append(Diagnostic(span, code, message, tuple(notes), hint))
+        self._add(Diagnostic(span, code, message, tuple(notes), hint))
 
     def warning(self, span, code, message, *notes, hint=None):
-        self.items.append(Diagnostic(span, code, message, tuple(notes), hint))
+        self._add(Diagnostic(span, code, message, tuple(notes), hint))
+
+    def _add(self, diagnostic: Diagnostic) -> None:
+        # a pass that looks at one expression twice (its type, then a value's) says it once
+        if diagnostic not in self.items:
+            self.items.append(diagnostic)
 
     @property
     def has_errors(self) -> bool:
