@@ -49,6 +49,7 @@ def _package_text(package: str, name: str) -> str:
 DRIVER_DOCSTRING = "Driver of the tile program"  # how driver.py.j2 opens every driver
 DRIVER_FUNCTIONS = {"resolve_params", "shapes", "generate", "loop_bounds"}
 OPTIONAL_FUNCTIONS = {"dataflow"}  # an affine loop nest's writes and releases
+FLOPS_PREFIX = "_flops_"  # how codegen names a user kernel's flop count: _flops_<kernel>
 
 
 def not_a_driver(path: str | Path) -> str | None:
@@ -86,8 +87,8 @@ def _driver_statement(statement) -> str | None:
             and isinstance(statement.value, ast.Call) and isinstance(statement.value.func, ast.Name)
             and statement.value.func.id == "Program"):
         return "PROGRAM"
-    if isinstance(statement, ast.FunctionDef) and statement.name in DRIVER_FUNCTIONS | OPTIONAL_FUNCTIONS \
-            and not statement.decorator_list:
+    if isinstance(statement, ast.FunctionDef) and not statement.decorator_list and (
+            statement.name in DRIVER_FUNCTIONS | OPTIONAL_FUNCTIONS or statement.name.startswith(FLOPS_PREFIX)):
         return statement.name
     if isinstance(statement, ast.If) and ast.unparse(statement.test) == "__name__ == '__main__'":
         return "main"

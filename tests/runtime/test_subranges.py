@@ -23,9 +23,9 @@ PROGRAM = ROOT / "tests/runtime/programs/halo.tile"
 N, NB = 37, 8  # ragged: the last tile row and column are 5 wide
 
 
-def _run(tmp_path, name: str, *options) -> tuple[dict, np.ndarray]:
+def _run(tmp_path, name: str, *options, program=PROGRAM) -> tuple[dict, np.ndarray]:
     output = tmp_path / f"{name}.npy"
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", str(PROGRAM), "--n", str(N),
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", str(program), "--n", str(N),
                           "--json", "--watchdog", "60", "--output", f"U={output}", *map(str, options)],
                          cwd=ROOT, capture_output=True, text=True, timeout=110)
     assert out.returncode == 0, out.stderr
@@ -73,6 +73,18 @@ def test_only_the_named_rows_and_columns_move(tmp_path, compiled, one_rank, grid
         assert stats["device_copies"] == explained.copies.get(rank, 0)
     whole_tiles = sum(explained.messages.values()) * NB * NB * 8
     assert sum(s["bytes_sent"] for s in summary["ranks"]) < whole_tiles / 3  # one row or column of 8, but for parts past a quarter
+
+
+@pytest.mark.timeout(240)
+def test_an_out_sub_range_written_elsewhere_leaves_the_rest_of_its_tile(tmp_path):
+    """The kernel writes one row of a tile on another rank (or device): the tile's other
+    rows come back as they were, so every placement gives one rank's result."""
+    program = ROOT / "tests/runtime/programs/outpart.tile"
+    _, alone = _run(tmp_path, "alone", program=program)
+    for options in (("--np", 4, "--grid", "2x2"), ("--gpus", 2, "--gpu-backend", "emulated")):
+        _, output = _run(tmp_path, "placed", *options, program=program)
+        assert np.array_equal(output, alone), options
+    assert np.count_nonzero(alone[NB + 1:2 * NB]) == (NB - 1) * N  # the random rows under the stamped one
 
 
 @pytest.mark.timeout(120)

@@ -564,7 +564,7 @@ class _Analyzer:
         bound = self._bind_arguments(stmt, decl)
         if bound is None:
             return
-        accesses = tuple(Access(arg, param.mode, self._tile_depends(arg))
+        accesses = tuple(Access(arg, _moved_mode(param.mode, arg), self._tile_depends(arg))
                          for param, arg in bound if param.kind == "tile")
         values = tuple((param.name.text, arg) for param, arg in bound if param.kind != "tile")
         self._check_written(name, accesses)
@@ -993,6 +993,13 @@ def _range_ends(tile: n.TileRef):
             index.append(part)
         ends.append(n.TileRef(tile.matrix, index[0], index[1], None, None, tile.span))
     return ends
+
+
+def _moved_mode(mode: str, tile: n.TileRef) -> str:
+    """An ``out`` argument naming a sub-range leaves the rest of its tile as it was: where the
+    task runs on another rank or device the whole tile goes there and back, as for ``inout``
+    (a zeroed buffer going home would wipe the rest)."""
+    return "inout" if mode == "out" and (tile.rows is not None or tile.cols is not None) else mode
 
 
 def _divides(expr) -> bool:

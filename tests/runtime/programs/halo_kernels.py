@@ -1,4 +1,5 @@
-"""Kernels of halo.tile: each reads the edges of other tiles (one row or one column)."""
+"""Kernels of halo.tile (each reads the edges of other tiles: one row or one column) and of
+outpart.tile (stamp writes one row of another tile)."""
 
 
 def edges(first, last, u):
@@ -19,6 +20,13 @@ def mix(v, u):
     u[:rows, :cols] += 0.25 * v[:rows, :cols]
 
 
+def stamp(u, row):
+    """The first row of another tile set to U's column means (written, not read); U halved."""
+    row[0, :] = u.mean(axis=0)
+    u *= 0.5
+
+
 # GPU bodies (array code that CuPy runs as numpy does); mix has none, so it runs on the host
 edges_gpu = edges
 blend_gpu = blend
+stamp_gpu = stamp
