@@ -202,3 +202,22 @@ def test_getrf_fails_its_check_without_the_swaps_of_the_left_columns(tmp_path):
     driver = import_driver(tmp_path / "driver.py", "getrf_without_left_swaps")
     result = execute(driver, _options("getrf", check=True, workers=2))
     assert result.residuals["lu"] > 1e3
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("check, routine, names", [
+    ("inverse(symmetric A, X)", "dpotrf+dpotri", ["A"]),  # X the result, a matrix of its own
+    ("solve(A, X, B)", "dgesv", ["A", "B"]),
+    ("solve(A, B, B)", "dgesv", ["A", "B"]),
+    ("solve(symmetric A, X, B)", "dposv", ["A", "B"]),
+])
+def test_the_bench_reference_takes_the_checks_inputs_wherever_the_result_is(tmp_path, check, routine, names):
+    """The reference of a solve or an inverse takes A (and B): the result X may be a matrix
+    of its own, which the routine does not take."""
+    (tmp_path / "p.tile").write_text(
+        "program p { matrix A[n, n] = random spd  matrix X[n, n] = identity  matrix B[n, n] = random general\n"
+        f"  check {check}\n  for k in 0 .. A.nt {{ potrf(A[k, k])  potrf(X[k, k])  potrf(B[k, k]) }} }}\n")
+    _, text = compile_path(tmp_path / "p.tile")
+    (tmp_path / "driver.py").write_text(text)
+    reference, found, _ = reference_of(import_driver(tmp_path / "driver.py", f"bench_{routine}").PROGRAM)
+    assert (reference.routine, found) == (routine, names)

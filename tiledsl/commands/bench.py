@@ -15,6 +15,7 @@ is kept; ratios are tiledsl's GFLOP/s over the reference's.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -50,6 +51,12 @@ class Reference:
 
     routine: str
     run: Callable  # run(*matrices, **options), in place on Fortran-ordered copies
+    operands: tuple | None = None  # the positions of the check's arguments it takes (None: all)
+
+    def arity(self) -> int:
+        """How many matrices the routine takes."""
+        parameters = inspect.signature(self.run).parameters.values()
+        return sum(p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD for p in parameters)
 
 
 def _geqrf(a):
@@ -71,10 +78,12 @@ REFERENCES = {
     "cholesky": Reference("dpotrf", lambda a: lapack.dpotrf(a, lower=1, overwrite_a=1)),
     "lu": Reference("dgetrf", lambda a: lapack.dgetrf(a, overwrite_a=1)),
     "qr": Reference("dgeqrf", _geqrf),
-    "solve": Reference("dgesv", lambda a, b: lapack.dgesv(a, b, overwrite_a=1, overwrite_b=1)),
-    "solve symmetric": Reference("dposv", lambda a, b: lapack.dposv(a, b, lower=1, overwrite_a=1, overwrite_b=1)),
-    "inverse lower": Reference("dtrtri", lambda a: lapack.dtrtri(a, lower=1, overwrite_c=1)),
-    "inverse symmetric": Reference("dpotrf+dpotri", _potri),
+    # solve(A, X, B) and inverse(A, X): X is the result, wherever the program keeps it
+    "solve": Reference("dgesv", lambda a, b: lapack.dgesv(a, b, overwrite_a=1, overwrite_b=1), (0, 2)),
+    "solve symmetric": Reference("dposv", lambda a, b: lapack.dposv(a, b, lower=1, overwrite_a=1, overwrite_b=1),
+                                 (0, 2)),
+    "inverse lower": Reference("dtrtri", lambda a: lapack.dtrtri(a, lower=1, overwrite_c=1), (0,)),
+    "inverse symmetric": Reference("dpotrf+dpotri", _potri, (0,)),
     "product": Reference("dgemm", lambda c, a, b, alpha=1.0, beta=1.0:
                          blas.dgemm(alpha, a, b, beta, c, overwrite_c=1)),
     "product symmetric": Reference("dsyrk", lambda c, a, alpha=1.0, beta=1.0:
@@ -87,17 +96,21 @@ REFERENCES = {
 
 
 def reference_of(program) -> tuple[Reference, list, dict] | None:
-    """The reference of ``program`` (None without one), the names of the matrices it takes
-    and the check's options."""
+    """The reference of ``program`` (None without one, or when its matrices are not the ones
+    the routine takes), the names of the matrices it takes and the check's options."""
     check = program.check
     if check is None:
         return None
     words = {word for qualifiers in check.qualifiers for word in qualifiers}
     flavour = next((word for word in FLAVOURS if word in words), None)
     key = check.kind if check.user or flavour is None else f"{check.kind} {flavour}"
+    reference = REFERENCES.get(key)
+    if reference is None:
+        return None
     matrices = [d.name for d in program.matrices]
-    names = [name for i, name in enumerate(check.args) if name in matrices and name not in check.args[:i]]
-    return (REFERENCES[key], names, dict(check.options)) if key in REFERENCES else None
+    taken = check.args if reference.operands is None else [check.args[i] for i in reference.operands]
+    names = [name for i, name in enumerate(taken) if name in matrices and name not in taken[:i]]
+    return (reference, names, dict(check.options)) if len(names) == reference.arity() else None
 
 
 def inputs_of(driver, options: Options) -> dict:
