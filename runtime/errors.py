@@ -97,8 +97,11 @@ def _quoted_statement(lines: list, at: int) -> str | None:
     return None
 
 
-def tile_line(filename: str, number: int) -> int | None:
-    """The ``.tile`` line of a generated driver's statement, from the ``# FILE.tile:N`` comments above it."""
+def tile_line(filename: str, number: int | None) -> int | None:
+    """The ``.tile`` line of a generated driver's statement, from the ``# FILE.tile:N`` comments above it
+    (None when the statement's line is unknown: a frame between two lines has ``f_lineno`` None)."""
+    if number is None:
+        return None
     for candidate in range(number, 0, -1):
         found = _TILE_LINE.search(linecache.getline(filename, candidate))
         if found:

@@ -114,3 +114,9 @@ def test_running_tasks_are_named_oldest_first_with_their_lanes():
                                                       "  running #12 copy(B[0, 1]) for 5 s on GPU 2"]
     assert watchdog.running_line(running) == 9  # transfers have no line of their own
     assert watchdog.running_line({}) is None
+
+
+def test_a_frame_between_two_lines_has_no_tile_line():
+    """The watchdog reads the loop nest's line from a running frame, whose f_lineno can be None."""
+    from tiledsl.runtime.errors import tile_line
+    assert tile_line(__file__, None) is None
