@@ -25,11 +25,17 @@ PARTIAL_SUFFIX = ".tiledsl-partial"  # the temporary files of a run still writin
 
 
 def check_output_paths(options: Options) -> None:
-    """A :class:`UsageError` for an ``--output`` or ``--trace`` file that cannot be written."""
-    for name, path in options.outputs.items():
-        _check_writable(path, f"--output {name}={path}")
+    """A :class:`UsageError` for an ``--output`` or ``--trace`` file that cannot be written, or
+    one file named twice (the last written would replace the others)."""
+    files = {f"--output {name}={path}": path for name, path in options.outputs.items()}
     if options.trace:
-        _check_writable(options.trace, f"--trace {options.trace}")
+        files[f"--trace {options.trace}"] = options.trace
+    seen = {}
+    for what, path in files.items():
+        _check_writable(path, what)
+        same = seen.setdefault(os.path.realpath(path), what)
+        if same != what:
+            raise UsageError(f"{what}: the same file as {same}: give each output a file of its own")
 
 
 def _check_writable(path: str, what: str) -> None:

@@ -255,6 +255,7 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--trace", "nodir/t.json"), "--trace nodir/t.json: directory 'nodir' does not exist"),
     (("--n", 100, "--output", "A=programs"), "--output A=programs: is a directory"),
     (("--n", 100, "--output", "A=/proc/a.npy"), "--output A=/proc/a.npy: cannot create a file in '/proc'"),
+    (("--n", 100, "--output", "A=t.npy", "--trace", "./t.npy"), "--trace ./t.npy: the same file as --output A=t.npy"),
     (("--n", 100, "--output", "A=x.npy", "--output", "A=y.npy"), "--output A is given twice (A=x.npy and A=y.npy)"),
     (("--n", 100, "--set", "n=1", "--set", "n=2"), "--set n is given twice (n=1 and n=2)"),
     (("--n", 100, "--gpus", "-1"), "--gpus must be at least 0, got -1"),
