@@ -41,6 +41,19 @@ def make_params(driver, options: Options) -> Params:
     return driver.resolve_params(Params(values))
 
 
+def matrix_shapes(driver, params: Params) -> tuple[dict, dict]:
+    """``driver.shapes(params)``: each matrix's (rows, cols) and each workspace's (like, rows);
+    a :class:`UsageError` when the program's size formulas fail for these values (a division
+    by a parameter set to 0)."""
+    try:
+        return driver.shapes(params)
+    except ArithmeticError as error:
+        names = ["n", *driver.PROGRAM.params]
+        values = ", ".join(f"{name} = {params[name]}" for name in names)
+        raise UsageError(f"the sizes of {driver.PROGRAM.name}'s matrices cannot be computed with {values}: "
+                         f"{error}") from None
+
+
 def make_distribution(program, params: Params, grid: tuple[int, int], gpus: int, ratio: tuple | None = None):
     """The default placement: multi-level hybrid for hybrid tiles, else 2-D block cyclic
     with ``ratio = (H, G)`` host/GPU block columns per cycle (default 1:1)."""
@@ -131,7 +144,7 @@ def tiling_sources(program, params: Params, options: Options) -> dict:
 def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
     """Every matrix and workspace of the program, tiled and placed, as seen by ``rank``."""
     program = driver.PROGRAM
-    shapes, workspaces = driver.shapes(params)
+    shapes, workspaces = matrix_shapes(driver, params)
     geometries, name = {}, None
     try:
         for name, (m, n) in shapes.items():

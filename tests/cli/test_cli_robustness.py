@@ -447,3 +447,13 @@ def test_every_command_reports_a_bad_value_in_one_line(args, message):
     out = tiledsl(*args)
     assert_clean_failure(out, status=2)
     assert len(out.err.splitlines()) == 1 and out.err.startswith("tiledsl: error: ") and message in out.err, out.err
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["run", "explain", "graph"])
+def test_a_matrix_size_dividing_by_a_zero_param_is_a_usage_error(tmp_path, command):
+    (tmp_path / "t.tile").write_text("program p {\n  param d = 0\n  matrix A[n // d, n] = zeros\n  potrf(A[0, 0])\n}\n")
+    out = tiledsl(command, tmp_path / "t.tile", "--n", "30")
+    assert_clean_failure(out, status=2)
+    assert out.stderr.strip() == ("tiledsl: error: the sizes of p's matrices cannot be computed with n = 30, d = 0: "
+                                  "integer division or modulo by zero")

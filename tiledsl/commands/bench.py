@@ -26,7 +26,7 @@ from threadpoolctl import threadpool_limits
 
 from ..runtime import Options, execute
 from ..runtime.inputs import make_matrix
-from ..runtime.layout import make_params
+from ..runtime.layout import make_params, matrix_shapes
 from ..runtime.reporting import flop_count, sources_text
 
 DASK_CHUNKS = (512, 1024, 2048)
@@ -115,7 +115,7 @@ def reference_of(program) -> tuple[Reference, list, dict] | None:
 
 def inputs_of(driver, options: Options) -> dict:
     """The program's input matrices, as a run with ``options`` makes them (by name)."""
-    shapes = driver.shapes(make_params(driver, options))[0]
+    shapes = matrix_shapes(driver, make_params(driver, options))[0]
     return {d.name: make_matrix(d.init, options.seed, i, *shapes[d.name])
             for i, d in enumerate(driver.PROGRAM.matrices)}
 

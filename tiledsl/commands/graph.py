@@ -100,9 +100,10 @@ def too_many_tasks(driver, options, limit: int, refusal: str):
 def largest_tile_count(driver, params) -> int:
     """The tile count of the program's largest matrix (its geometry only: no tiles made)."""
     from ..runtime.geometry import Geometry
+    from ..runtime.layout import matrix_shapes
 
     most = 0
-    for m, n in driver.shapes(params)[0].values():
+    for m, n in matrix_shapes(driver, params)[0].values():
         try:
             geometry = (Geometry.hybrid(m, n, params.B, params.b, params.s)
                         if driver.PROGRAM.tiling.kind == "hybrid" else Geometry.uniform(m, n, params.nb))
