@@ -455,5 +455,5 @@ def test_a_matrix_size_dividing_by_a_zero_param_is_a_usage_error(tmp_path, comma
     (tmp_path / "t.tile").write_text("program p {\n  param d = 0\n  matrix A[n // d, n] = zeros\n  potrf(A[0, 0])\n}\n")
     out = tiledsl(command, tmp_path / "t.tile", "--n", "30")
     assert_clean_failure(out, status=2)
-    assert out.stderr.strip() == ("tiledsl: error: the sizes of p's matrices cannot be computed with n = 30, d = 0: "
-                                  "integer division or modulo by zero")
+    assert out.err.strip() == ("tiledsl: error: the sizes of p's matrices cannot be computed with n = 30, d = 0: "
+                               "integer division or modulo by zero")
