@@ -46,6 +46,7 @@ class Stats:
 
     tasks: int = 0
     flops: float | None = 0.0  # of the tasks this rank owns, by their kernels' counts; None: a kernel has none
+    uncounted: str | None = None  # the first kernel run without a flop count
     per_worker: list = field(default_factory=list)
     busy: list = field(default_factory=list)
     peak_window: int = 0
@@ -147,6 +148,7 @@ class Engine:
         count = self.flop_counts[site]
         if count is None or self.stats.flops is None:
             self.stats.flops = None
+            self.stats.uncounted = self.stats.uncounted or call.kernel
             return
         try:
             self.stats.flops += count(*call.interleave(call.shapes(tiles, views), values))

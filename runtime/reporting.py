@@ -94,6 +94,15 @@ def has_standard_count(program) -> bool:
     return check is not None and not check.user and check.kind in FLOPS
 
 
+def rate_text(rate: float | None, ranks: list) -> str:
+    """The summary's GFLOP/s after the time, or why there are none when a kernel without a flop
+    count ran (a rate from the others would understate the work)."""
+    if rate:
+        return f"   {rate:.2f} GFLOP/s"
+    uncounted = next((r["uncounted"] for r in ranks if r.get("uncounted")), None)
+    return f"   (no GFLOP/s: kernel {uncounted} declares no flop count)" if uncounted else ""
+
+
 def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float | None, str | None]:
     """The GFLOP/s of a run of ``seconds`` and the source of its flop count (:func:`flop_count`)."""
     flops, source = flop_count(program, matrices, ranks)
@@ -159,7 +168,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     grid = f"{result.ranks} rank(s) on a {result.grid[0]}x{result.grid[1]} grid" if result.ranks > 1 else "1 rank"
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
              f"{sum(r['tasks'] for r in ranks)} tasks",
-             f"  time      {result.seconds:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else "")
+             f"  time      {result.seconds:.4f} s" + rate_text(rate, ranks)
              + (" (from the kernels' flop counts)" if rate and source == "kernels" else "")]
     if result.check_seconds is not None:
         lines.append(f"  check     {result.check_seconds:.4f} s")
@@ -228,6 +237,7 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "out_of_core": _cache_statistics(engine),
             "instances": engine.exchange.instance_counts() if engine.exchange is not None else None,
             "peak_window": engine.stats.peak_window, "flops": engine.stats.flops,
+            "uncounted": engine.stats.uncounted,
             "busy_seconds": [round(b, 6) for b in engine.stats.busy]}
 
 

@@ -171,3 +171,14 @@ def test_a_program_of_no_task_on_several_nodes_is_simulated_and_rendered(capsys,
     out = capsys.readouterr()
     assert status == 0, out.err
     assert "0 tasks" in out.out and "efficiency -" in out.out and "(- of the time)" in out.out
+
+
+@pytest.mark.timeout(60)
+def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, machine_file, tmp_path):
+    (tmp_path / "k.py").write_text("def fill(A):\n    A[...] = 1.0\n")
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel fill(out A)\nprogram p {\n  tiling uniform(nb = 50)\n'
+                                     "  matrix A[n, n] = random spd\n  matrix B[n, n] = zeros\n"
+                                     "  for k in 0 .. A.nt { potrf(A[k, k])  fill(B[k, k]) }\n}\n")
+    result = simulate(capsys, str(tmp_path / "p.tile"), "--n", "200", "--nodes", "2", "--machine", str(machine_file))
+    assert result["gflops"] is None and result["flops_source"] is None
+    assert {rank["uncounted"] for rank in result["ranks"]} == {"fill"}

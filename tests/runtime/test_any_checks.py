@@ -296,6 +296,14 @@ def test_a_program_without_a_standard_count_reports_its_kernels_flops():
     assert reporting.gflops(_program(), {}, [{"flops": 0.0}], 2.0) == (None, None)
 
 
+def test_a_kernel_without_a_count_leaves_no_rate_and_the_summary_names_it():
+    ranks = [{"flops": 3e9, "uncounted": None}, {"flops": None, "uncounted": "fill"}]
+    assert reporting.gflops(_program(), {}, ranks, 2.0) == (None, None)
+    assert reporting.rate_text(None, ranks) == "   (no GFLOP/s: kernel fill declares no flop count)"
+    assert reporting.rate_text(2.5, ranks) == "   2.50 GFLOP/s"
+    assert reporting.rate_text(None, [{"flops": 0.0, "uncounted": None}]) == ""
+
+
 @pytest.mark.timeout(60)
 def test_the_summary_says_which_count_it_used():
     out = run_cli("programs/qr.tile", "--n", 300, "--nb", 100, "--json")

@@ -17,6 +17,7 @@ import sys
 from ..runtime.layout import use_tuned
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
 from ..runtime.priorities import MODES
+from ..runtime.reporting import rate_text
 from ..runtime.trace import chrome_trace
 from ..runtime.world import UsageError, grid_for
 
@@ -101,7 +102,7 @@ def render(result: dict) -> str:
     walk = result["walk"]
     lines = [f"{result['program']}: n={result['n']} {tiles}, simulated on {result['np']} rank(s) ({grid} grid) of "
              f"{result['machine']}, {result['workers']} worker(s){gpus} each, {result['tasks']} tasks",
-             f"  time      {result['seconds']:.4f} s" + (f"   {rate:.2f} GFLOP/s" if rate else ""),
+             f"  time      {result['seconds']:.4f} s" + rate_text(rate, result["ranks"]),
              f"  bounds    critical path {result['critical_path']:.4f} s, area {result['area_bound']:.4f} s, "
              f"efficiency {_or_dash(result['efficiency'], '.2f')}",
              f"  walk      {walk['per_task_us']:g} µs per task walked + {walk['per_submit_us']:g} µs per share "

@@ -52,6 +52,7 @@ class Timing:
         self.known: dict = {}  # shapes key -> [flops, seconds on a core, on a GPU, tasks]
         self.shapes: dict = {}  # tile -> its shape
         self.path = CriticalPath()
+        self.uncounted: str | None = None  # the first kernel modelled without a flop count
 
     def __call__(self, call, tiles, regions, values, device):
         shapes = self.shapes
@@ -72,8 +73,9 @@ class Timing:
         count = call.flops or PRELUDE_FLOPS.get(call.kernel)
         views = None if regions is None else [None if r is None else region_view(t, r) for t, r in zip(tiles, regions)]
         shapes = call.shapes(tiles, views)
-        if count is None:  # a user kernel without a flop count: as a gemm on its largest argument
+        if count is None:  # a user kernel without a flop count: timed as a gemm on its largest argument
             flops = 2.0 * max(r * c for r, c in shapes) ** 1.5
+            self.uncounted = self.uncounted or call.kernel
         else:
             flops = float(count(*call.interleave(shapes, values)))
         nbytes = 8 * sum(rows * cols for rows, cols in shapes)
@@ -150,7 +152,7 @@ def _share_walks(driver, params, distribution, nranks: int, options) -> list[flo
 def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, timing: Timing, seconds: float,
              walked: list | None) -> dict:
     """The predicted time and rate, every rank's statistics, the walk's cost and the bounds."""
-    ranks = [_rank_stats(rank, walker, number) for number, rank in enumerate(simulator.ranks)]
+    ranks = [_rank_stats(rank, walker, number, timing.uncounted) for number, rank in enumerate(simulator.ranks)]
     rate, source = gflops(program, matrices, ranks, seconds)
     runtime = machine.runtime
     generation = max(walker.count * rank.walk_s + rank.submitted * runtime["submit_us"] * 1e-6
@@ -226,12 +228,15 @@ def _tiles(params) -> dict:
     return {k: values[k] for k in ("nb", "B", "b", "s") if values.get(k) is not None}
 
 
-def _rank_stats(rank, walker: Walk, number: int) -> dict:
+def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
+    """One simulated rank's statistics, as a run reports them (no flops when a kernel without a
+    count ran: its modelled flops time it, they do not count)."""
     sent, received, bytes_sent, bytes_received = walker.traffic[number]
     return {"rank": number, "tasks": rank.tasks, "messages_sent": sent, "messages_received": received,
             "bytes_sent": bytes_sent, "bytes_received": bytes_received, "peak_tile_bytes": 0,
             "device_copies": walker.copies[number], "instances": walker.instances[number],
-            "peak_window": rank.peak_window, "flops": walker.flops[number],
+            "peak_window": rank.peak_window, "flops": None if uncounted else walker.flops[number],
+            "uncounted": uncounted,
             "busy_seconds": [round(b, 6) for b in rank.busy]}
 
 
