@@ -23,7 +23,7 @@ import numpy as np
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
-from .errors import KernelError, TaskFailure, loop_nest_failure
+from .errors import KernelError, TaskFailure, loop_nest_failure, user_code_line
 from .matrix import TileIndexError, call_views
 from .flops import PRELUDE_FLOPS
 from .program import flatten, tiles_text
@@ -425,8 +425,9 @@ def _task_failure(task: Task, error: BaseException, rank: int) -> TaskFailure:
     call = task.call
     arguments = call.declared(task.tiles)
     tiles = ", ".join(tiles_text(group) for _, _, group, _ in arguments)
+    at = user_code_line(error)
     reason = str(error) if error.__class__.__name__ == "KernelError" or isinstance(error, KernelExit) else \
-        f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        f"{type(error).__name__}{at}: {error}" if str(error) else f"{type(error).__name__}{at}"
     if not isinstance(error, Exception):
         reason += " (a kernel must return, or raise an Exception; it may not end the run)"
     elif isinstance(error, ValueError) and "read-only" in str(error):

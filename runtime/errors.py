@@ -9,7 +9,10 @@ a :class:`TaskFailure` too, wherever the loop nest is walked (:func:`loop_nest_f
 from __future__ import annotations
 
 import linecache
+import os
 import re
+import sysconfig
+import traceback
 
 _TILE_LINE = re.compile(r"# \S+\.tile:(\d+)")
 
@@ -20,6 +23,21 @@ class KernelError(Exception):
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
+
+
+# where the runtime and the installed libraries live: a frame elsewhere is the user's code
+_NOT_USERS = tuple({os.path.dirname(os.path.abspath(__file__)) + os.sep}
+                   | {os.path.abspath(path) + os.sep for key, path in sysconfig.get_paths().items()
+                      if key in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def user_code_line(error: BaseException) -> str:
+    """`` at kernels.py:12``: the innermost line of the user's own code (a kernel module) that
+    ``error`` went through, or "" when it rose in the runtime or a library alone."""
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if not os.path.abspath(frame.filename).startswith(_NOT_USERS) and not frame.filename.startswith("<"):
+            return f" at {os.path.basename(frame.filename)}:{frame.lineno}"
+    return ""
 
 
 class TaskFailure(Exception):

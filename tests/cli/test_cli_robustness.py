@@ -457,3 +457,17 @@ def test_a_matrix_size_dividing_by_a_zero_param_is_a_usage_error(tmp_path, comma
     assert_clean_failure(out, status=2)
     assert out.err.strip() == ("tiledsl: error: the sizes of p's matrices cannot be computed with n = 30, d = 0: "
                                "integer division or modulo by zero")
+
+
+@pytest.mark.timeout(120)
+def test_a_failing_user_kernel_is_located_in_its_module(tmp_path):
+    """The innermost line of the user's own code is named, through helpers and into libraries."""
+    (tmp_path / "kn.py").write_text("import numpy as np\n\ndef helper(A):\n    return A @ undefined_thing\n\n"
+                                    "def h(A):\n    A += helper(A)\n\ndef g(A):\n    np.linalg.cholesky(-A)\n")
+    for kernel, expected in (("h", "NameError at kn.py:4: name 'undefined_thing' is not defined"),
+                             ("g", "LinAlgError at kn.py:10: Matrix is not positive definite")):
+        (tmp_path / "t.tile").write_text(f'use "kn.py"\nkernel {kernel}(inout A)\n'
+                                         f"program p {{ matrix A[n, n] = random spd\n  {kernel}(A[0, 0])\n}}\n")
+        out = tiledsl("run", tmp_path / "t.tile", "--n", "50")
+        assert_clean_failure(out)
+        assert out.err.strip().endswith(f"({kernel}(A[0, 0])): {expected}"), out.err

@@ -146,7 +146,7 @@ def test_a_gpu_kernel_calling_sys_exit_fails_the_run(compiled, monkeypatch):
     with pytest.raises(TaskFailure) as failure:
         execute(compiled("programs/hetero_cholesky.tile"), options)
     assert str(failure.value).startswith("kernel potrf failed on A[") and " on GPU 1 " in str(failure.value)
-    assert "SystemExit: 0" in str(failure.value) and failure.value.line == 17
+    assert "SystemExit at test_gpus.py:" in str(failure.value) and failure.value.line == 17
 
 
 # ---------------------------------------------------------------- user kernels' GPU bodies
