@@ -86,11 +86,42 @@ def _where(error: BaseException) -> str:
     frame, number = _generate_frame(error)
     if frame is None:
         return ""
-    statement = _quoted_statement(linecache.getlines(frame.f_code.co_filename), number - 1)
+    lines = linecache.getlines(frame.f_code.co_filename)
+    statement = _quoted_statement(lines, number - 1)
+    visible = _names_in_scope(lines, number - 1)
     values = ", ".join(f"{name} = {value}" for name, value in frame.f_locals.items()
-                       if not name.startswith("_") and type(value) is int)
+                       if name in visible and type(value) is int)
     parts = ([f"in `{statement}`"] if statement else []) + ([f"with {values}"] if values else [])
     return f" ({', '.join(parts)})" if parts else ""
+
+
+_LOOP = re.compile(r"\s*for ([A-Za-z]\w*) in ")
+_ASSIGNED = re.compile(r"\s*([A-Za-z]\w*) = ")
+
+
+def _names_in_scope(lines: list, at: int) -> set:
+    """The loop variables and lets of the driver's loop nest visible at line ``at`` (0-based):
+    those of the loops around it and the lets before it in its own or an enclosing block,
+    not those of a loop that ended before it."""
+    names: set = set()
+    if at >= len(lines):
+        return names
+    indent = len(lines[at]) - len(lines[at].lstrip())
+    for text in reversed(lines[:at]):
+        stripped = text.lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith("def "):
+            break
+        level = len(text) - len(stripped)
+        if level < indent:  # a header of an enclosing block: a loop's variable, or an if/else
+            indent = level
+            found = _LOOP.match(text)
+        else:
+            found = _ASSIGNED.match(text) if level == indent else None
+        if found:
+            names.add(found.group(1))
+    return names
 
 
 _QUOTED = re.compile(r"^\s*# \S+\.tile:\d+: (.+)$")

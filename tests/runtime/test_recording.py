@@ -52,6 +52,15 @@ PROGRAMS = {
   }
 }""", 4, "A.offset(-3): A has no tile column -3 (its tile columns are 0 .. 1) "
              "(in `potrf(A[k, k]) priority A.offset((k - 3))`, with k = 0)"),
+    "a loop that ended before": ("""program p {
+  matrix A[n, n] = random spd
+  matrix B[n // 2, n] = random general
+  for i in 0 .. A.mt { potrf(A[i, i]) }
+  for k in 0 .. A.nt {
+    let m = k
+    if m >= 0 { trsm(A[k, k], B[m, 0]) }
+  }
+}""", 7, "tile B[1, 0] does not exist: B has 1×2 tiles (in `trsm(A[k, k], B[m, 0])`, with k = 1, m = 1)"),
     "release of a missing tile": ("""program p {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
