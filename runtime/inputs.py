@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .world import RankError
+
 KINDS = ("general", "spd", "diagdom", "zeros", "identity")
 SQUARE_KINDS = ("spd",)  # kinds defined for square matrices only
 
@@ -124,3 +126,20 @@ def make_tile(kind: str, seed: int, matrix_index: int, n_rows: int, n_cols: int,
 def make_matrix(kind: str, seed: int, matrix_index: int, n_rows: int, n_cols: int) -> np.ndarray:
     """The whole ``n_rows``×``n_cols`` input matrix (for checks and references)."""
     return make_tile(kind, seed, matrix_index, n_rows, n_cols, 0, n_rows, 0, n_cols)
+
+
+def finite_watched(fill, name: str, held: dict, refuse: bool):
+    """``fill`` (tiles read from a user's array or file), counting the NaN and infinite values
+    it reads in ``held[name]``; with ``refuse`` (--check-finite) the first one is an error
+    rather than blamed on the task that meets it."""
+    def read(r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+        tile = fill(r0, r1, c0, c1)
+        bad = ~np.isfinite(tile)
+        if bad.any():
+            if refuse:
+                row, col = (int(x) for x in np.argwhere(bad)[0])
+                raise RankError(f"input {name} holds {tile[row, col]} at ({r0 + row}, {c0 + col}) "
+                                f"(--check-finite refuses non-finite inputs)")
+            held[name] = held.get(name, 0) + int(np.count_nonzero(bad))
+        return tile
+    return read

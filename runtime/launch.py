@@ -61,7 +61,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
                      options.inputs, options.outputs)
     check_output_paths(options)
-    sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}, driver)
+    held: dict = {}  # matrix name -> NaN or infinite values in the input tiles read (this rank)
+    sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}, driver, held)
                for i, d in enumerate(program.matrices)}
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5)
@@ -101,13 +102,14 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
             events, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = rank_stats(engine, matrices, comm)
             _bring_home(matrices, devices)
-            nonfinite = count_nonfinite(matrices, comm)
+            nonfinite, from_inputs = count_nonfinite(matrices, comm, held)
         finally:
             if engine.exchange is not None:
                 engine.exchange.stop()
         result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
                            matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus,
-                           gpu_backend=options.gpu_backend if options.gpus else None, nonfinite=nonfinite)
+                           gpu_backend=options.gpu_backend if options.gpus else None, nonfinite=nonfinite,
+                           input_nonfinite=from_inputs)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
         stopwatch.lap("run")
         if options.check and program.check is not None:
@@ -180,8 +182,10 @@ def _fill_inputs(program, matrices, sources: dict, needed: set, devices) -> None
                 tile.data = devices.to_device(tile.data, tile.device)
 
 
-def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict, driver):
-    """``fill(r0, r1, c0, c1)`` for one matrix: an array given, a file, or a generator."""
+def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict, driver, held: dict):
+    """``fill(r0, r1, c0, c1)`` for one matrix: an array given, a file, or a generator; the
+    non-finite values of what is read from an array or a file are counted in ``held`` (with
+    --check-finite: refused)."""
     shape = (matrix.m, matrix.n)
     if decl.name in arrays:
         array = np.asarray(arrays[decl.name], dtype=np.float64)
@@ -189,7 +193,8 @@ def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dic
             raise UsageError(f"{decl.name} has shape {array.shape}; the program needs {shape}")
         # a copy: a tile covering a whole Fortran-ordered array would otherwise be the array
         # itself, and the check rebuilds the original matrix from it after the run
-        return lambda r0, r1, c0, c1: np.array(array[r0:r1, c0:c1], order="F")
+        return inputs.finite_watched(lambda r0, r1, c0, c1: np.array(array[r0:r1, c0:c1], order="F"),
+                                     decl.name, held, options.check_finite)
     path = options.inputs.get(decl.name)  # --input: as given, relative to the current directory
     loaded = path is None and decl.init == "load"
     if loaded:
@@ -201,7 +206,8 @@ def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dic
             where = (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the "
                      f"directory of the .tile file)" if loaded and not os.path.isabs(decl.load) else "")
             raise UsageError(f"{error}{where}") from None
-        return lambda r0, r1, c0, c1: _read_input(source_file, r0, r1, c0, c1)
+        return inputs.finite_watched(lambda r0, r1, c0, c1: _read_input(source_file, r0, r1, c0, c1),
+                                     decl.name, held, options.check_finite)
     if decl.init in inputs.SQUARE_KINDS and shape[0] != shape[1]:
         raise UsageError(f"{decl.name} is {shape[0]}×{shape[1]} but `random {decl.init}` needs a square matrix")
     return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, options.seed, index, *shape, r0, r1, c0, c1)
@@ -327,7 +333,8 @@ def _problems(result: RunResult) -> list:
     explained = bool(result.errors) and result.residual is not None and math.isnan(result.residual)
     if result.passed is False and not explained:
         problems.append(f"check failed: residual {result.residual:.3g} is not below {checks.THRESHOLD:g}")
-    return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)")
+    return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)",
+                                      result.input_nonfinite)
 
 
 def _warner(comm, err):

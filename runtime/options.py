@@ -151,8 +151,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
                                                                  "(all ranks) and report its bounds")
     parser.add_argument("--check-finite", action="store_true",
-                        help="stop at the first task that writes a NaN or an infinity (without it, the "
-                             "summary counts the non-finite values left in each matrix, and the run fails)")
+                        help="stop at the first task that writes a NaN or an infinity, or at an input "
+                             "(--input, an array) holding one (without it, the summary counts the non-finite "
+                             "values left in each matrix, and the run fails)")
 
 
 def watchdog_seconds(text: str) -> float:

@@ -39,6 +39,7 @@ class RunResult:
     total_seconds: float | None = None  # execute's wall seconds: setup and inputs, run, check, outputs
     phases: dict = field(default_factory=dict)  # phase -> wall seconds, the parts of total_seconds
     nonfinite: dict = field(default_factory=dict)  # matrix name -> NaN or infinite values left in it
+    input_nonfinite: dict = field(default_factory=dict)  # matrix name -> those in the input tiles the run read
     errors: list = field(default_factory=list)  # what else failed after the run (writing its files)
 
     @property
@@ -146,9 +147,13 @@ def _ratio_text(ratio) -> str | None:
     return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
 
 
-def nonfinite_lines(nonfinite: dict, hint: str = "") -> list:
-    """One line per matrix left holding NaN or infinite values (the run then fails)."""
-    return [f"{name} holds {count} NaN or infinite value(s) after the run{hint}" for name, count in nonfinite.items()]
+def nonfinite_lines(nonfinite: dict, hint: str = "", from_inputs: dict | None = None) -> list:
+    """One line per matrix left holding NaN or infinite values (the run then fails); ``hint``
+    after those whose input held none (``from_inputs``: matrix name -> how many it held)."""
+    from_inputs = from_inputs or {}
+    return [f"{name} holds {count} NaN or infinite value(s) after the run"
+            + (f"; its input held {from_inputs[name]} in the tiles the run read" if name in from_inputs else hint)
+            for name, count in nonfinite.items()]
 
 
 def sources_text(result: RunResult) -> str:
@@ -210,16 +215,19 @@ BACKENDS = {"emulated": "emulated backend (numpy arrays standing in for GPUs)",
             "cupy": "CuPy backend (NVIDIA GPUs)"}
 
 
-def count_nonfinite(matrices: dict, comm) -> dict:
-    """NaN and infinite values in each matrix after the run, over every rank (only the
-    matrices holding some): one pass over this rank's tiles, one sum over the ranks."""
+def count_nonfinite(matrices: dict, comm, held: dict) -> tuple[dict, dict]:
+    """NaN and infinite values in each matrix after the run, and in the input tiles the run
+    read (``held``: this rank's), over every rank (only the matrices holding some): one pass
+    over this rank's tiles, one sum over the ranks."""
     names = list(matrices)
     counts = np.array([sum(int(np.count_nonzero(~np.isfinite(tile.data)))
                            for tile in matrices[name].local_tiles() if tile.data is not None)
-                       for name in names], dtype=np.float64)
+                       for name in names] + [held.get(name, 0) for name in names], dtype=np.float64)
     if comm is not None:
         counts = comm.allreduce_sum(counts)
-    return {name: int(count) for name, count in zip(names, counts) if count}
+    after, before = counts[:len(names)], counts[len(names):]
+    return ({name: int(count) for name, count in zip(names, after) if count},
+            {name: int(count) for name, count in zip(names, before) if count})
 
 
 def rank_stats(engine, matrices: dict, comm) -> dict:

@@ -102,3 +102,18 @@ def test_generation_is_fast():
     make_matrix("spd", 1, 0, 2048, 2048)
     # About 20 ms on one core; the bound only catches an accidental slow path.
     assert time.perf_counter() - start < 1.0
+
+
+def test_non_finite_input_values_are_counted_as_read_and_refused_with_check_finite():
+    from tiledsl.runtime.inputs import finite_watched
+    from tiledsl.runtime.world import RankError
+    array = np.ones((6, 6))
+    array[4, 1], array[5, 5] = np.nan, np.inf
+    fill = lambda r0, r1, c0, c1: array[r0:r1, c0:c1]
+    held = {}
+    watched = finite_watched(fill, "U", held, refuse=False)
+    assert same_bits(watched(0, 3, 0, 3), array[:3, :3]) and held == {}
+    watched(3, 6, 0, 6)
+    assert held == {"U": 2}
+    with pytest.raises(RankError, match=r"input U holds nan at \(4, 1\) \(--check-finite refuses non-finite inputs\)"):
+        finite_watched(fill, "U", {}, refuse=True)(3, 6, 0, 3)
