@@ -404,11 +404,20 @@ def _execute(task: Task, check_finite: bool, devices) -> None:
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
     try:
-        task.kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
+        returned = task.kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
     finally:
         in_kernel.task = None
+    if returned is not None and hasattr(returned, "shape") and not _is_argument(returned, arrays):
+        raise KernelError(f"returned a new {type(returned).__name__} of shape {tuple(returned.shape)}, which is "
+                          f"dropped: a kernel writes its results into its tiles in place (A[...] = ...)")
     if check_finite and call.line > 0:
         _check_finite(task, arrays, devices)
+
+
+def _is_argument(array, arrays) -> bool:
+    """Whether a kernel's returned array is (a view of) one of its tiles, which it wrote in place."""
+    return any(array is a or isinstance(array, np.ndarray) and isinstance(a, np.ndarray)
+               and np.shares_memory(array, a) for a in arrays)
 
 
 def _check_finite(task: Task, arrays, devices) -> None:

@@ -471,3 +471,16 @@ def test_a_failing_user_kernel_is_located_in_its_module(tmp_path):
         out = tiledsl("run", tmp_path / "t.tile", "--n", "50")
         assert_clean_failure(out)
         assert out.err.strip().endswith(f"({kernel}(A[0, 0])): {expected}"), out.err
+
+
+@pytest.mark.timeout(120)
+def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(tmp_path):
+    """`return A + v` (where `A += v` was meant) would lose the result silently."""
+    (tmp_path / "r.py").write_text("def bump(A, v):\n    return A + v\n\ndef ok(A, v):\n    A += v\n    return A\n")
+    for kernel, status in (("ok", 0), ("bump", 1)):
+        (tmp_path / "r.tile").write_text(f'use "r.py"\nkernel {kernel}(inout A, float v)\n'
+                                         f"program p {{ matrix A[n, n] = zeros\n  {kernel}(A[0, 0], 2.0)\n}}\n")
+        out = tiledsl("run", tmp_path / "r.tile", "--n", "20")
+        assert out.returncode == status and "Traceback" not in out.err, out.err
+    assert out.err.strip().endswith("(bump(A[0, 0], 2.0)): returned a new ndarray of shape (20, 20), which is dropped: "
+                                    "a kernel writes its results into its tiles in place (A[...] = ...)")
