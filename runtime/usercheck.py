@@ -77,10 +77,9 @@ def _call(check, driver, before: dict, after: dict) -> tuple:
         value = function(before, after)
     except (Exception, SystemExit) as error:  # the user's check: its failure is the run's, in one line
         return None, f"{where}: {check.kind} raised {_described(error, function)}"
-    residuals = _residuals(check.kind, value)
-    if residuals is None:
-        return None, (f"{where}: {check.kind} returned {type(value).__name__}; a check returns a float residual "
-                      f"or a non-empty dict of name → float")
+    residuals, problem = _residuals(check.kind, value)
+    if problem is not None:
+        return None, f"{where}: {check.kind} {problem}"
     return residuals, None
 
 
@@ -94,12 +93,25 @@ def _described(error: BaseException, function) -> str:
     return f"{what}{f' at {path.name}:{line}' if line else ''}{text}"
 
 
-def _residuals(name: str, value) -> dict | None:
-    """``{name: value}`` for a number, the dict itself for a dict name → number; None otherwise."""
+def _residuals(name: str, value) -> tuple[dict | None, str | None]:
+    """``({name: value}, None)`` for a number, the dict itself for a dict name → number; else
+    ``(None, what is wrong)``: another type, an entry that is not a number, or a negative
+    residual (a residual is a ratio of norms: a negative one is a mistake, never a pass)."""
     def real(x) -> bool:
         return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
     if real(value):
-        return {name: float(value)}
-    if isinstance(value, dict) and value and all(isinstance(k, str) and real(v) for k, v in value.items()):
-        return {k: float(v) for k, v in value.items()}
-    return None
+        if value < 0:
+            return None, f"returned {float(value):g}, below 0: a residual is a ratio of norms (a signed difference would always pass)"
+        return {name: float(value)}, None
+    if not isinstance(value, dict) or not value:
+        shown = "an empty dict" if isinstance(value, dict) else type(value).__name__
+        return None, f"returned {shown}; a check returns a float residual or a non-empty dict of name → float"
+    for key, entry in value.items():
+        if not isinstance(key, str):
+            return None, f"returned a dict whose key {key!r} is not a name (str)"
+        if not real(entry):
+            return None, f"returned a dict whose entry {key!r} is {type(entry).__name__}, not a number"
+        if entry < 0:
+            return None, (f"returned a dict whose entry {key!r} is {float(entry):g}, below 0: a residual is a "
+                          f"ratio of norms (a signed difference would always pass)")
+    return {k: float(v) for k, v in value.items()}, None

@@ -167,6 +167,18 @@ def wrong_type(before, after):
 
 def exits(before, after):
     sys.exit(3)
+
+
+def negative(before, after):
+    return -5.0
+
+
+def bad_entry(before, after):
+    return {"a": 1.0, "b": [1]}
+
+
+def negative_entry(before, after):
+    return {"a": 1.0, "b": -0.5}
 '''
 
 
@@ -237,6 +249,9 @@ def test_a_user_residual_at_the_threshold_or_nan_fails(user_driver, function):
     ("wrong_type", r"^check wrong_type \(p.tile:7\): wrong_type returned list; a check returns a float residual"),
     ("exits", rf"^check exits \(p.tile:7\): exits raised sys.exit\(3\) at checks.py:{EXITS_AT}$"),
     ("missing", r"^check missing \(p.tile:7\): kernel module checks.py defines no function missing$"),
+    ("negative", r"^check negative \(p.tile:7\): negative returned -5, below 0: a residual is a ratio of norms"),
+    ("bad_entry", r"^check bad_entry \(p.tile:7\): bad_entry returned a dict whose entry 'b' is list, not a number$"),
+    ("negative_entry", r"negative_entry returned a dict whose entry 'b' is -0.5, below 0"),
 ])
 def test_a_user_check_that_gives_no_residual_fails_with_one_line(user_driver, function, message):
     result = run_user(user_driver, function)
