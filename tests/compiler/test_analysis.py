@@ -239,11 +239,13 @@ def test_unparse_minimal_parentheses():
     def value(text):
         return parse(decode("t", f"program p {{ let x = {text} }}".encode())).programs[0].body[0].value
 
-    assert unparse(value("a - b - c")) == "(a - b) - c"
+    assert unparse(value("a - b - c")) == "a - b - c"
     assert unparse(value("a - (b - c)")) == "a - (b - c)"
-    assert unparse(value("not a < b")) == "not (a < b)"
+    assert unparse(value("not a < b")) == "not a < b" and unparse(value("(not a) < b")) == "(not a) < b"
     assert unparse(value("-(a + 1)")) == "-(a + 1)"
-    assert unparse(value("min(a, b + 1)")) == "min(a, (b + 1))"
+    assert unparse(value("min(a, b + 1)")) == "min(a, b + 1)"
+    assert unparse(value("(a + 1) * 2 - (3 - a) // 4")) == "(a + 1) * 2 - (3 - a) // 4"
+    assert unparse(value("-a * b")) == "-a * b" and unparse(value("(-a) - -b")) == "-a - -b"
 
 
 # ---------------------------------------------------------------- size of programs (issue 17.8)

@@ -27,9 +27,9 @@ PROGRAM = Program(
         Call('getrf', ('inout', 'out'), main=0, line=19,
              text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,)),
         Call('laswp', ('in', 'inout'), main=1, line=21,
-             text='laswp(P[k, k], A[k : A.mt, j]) priority (3 * (A.nt - k)) - (j - k)', values=('first', 'direction'), order='ttvv', panels=(1,)),
+             text='laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)', values=('first', 'direction'), order='ttvv', panels=(1,)),
         Call('trsm', ('in', 'inout'), main=1, line=22,
-             text='trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority (3 * (A.nt - k)) - (j - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
+             text='trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=24,
              text='gemm(A[i, k], A[k, j], A[i, j], "N", "N") priority 2 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
         Call('laswp', ('in', 'inout'), main=1, line=28,
@@ -89,14 +89,14 @@ def generate(rt, p):
             P.bump(k, k)
         for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:20
             _r2 = A.rank_of(k, j)  # gesv.tile:22
-            # gesv.tile:21: laswp(P[k, k], A[k : A.mt, j]) priority (3 * (A.nt - k)) - (j - k)
+            # gesv.tile:21: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
             _p1 = A.panel(k, A.mt, j, j + 1, 21)
             if _me == _r0 or takes_part(_p1, _me):
                 _submit(CALLS[1], (P.tile(k, k, 21), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            # gesv.tile:22: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority (3 * (A.nt - k)) - (j - k)
+            # gesv.tile:22: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)
             if _me == _r1 or _me == _r2:
                 _submit(CALLS[2], (A.tile(k, k, 22), A.tile(k, j, 22)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
             else:  # not ours: only count the new versions of the tiles it writes

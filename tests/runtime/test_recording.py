@@ -51,7 +51,7 @@ PROGRAMS = {
     potrf(A[k, k]) priority A.offset(k - 3)
   }
 }""", 4, "A.offset(-3): A has no tile column -3 (its tile columns are 0 .. 1) "
-             "(in `potrf(A[k, k]) priority A.offset((k - 3))`, with k = 0)"),
+             "(in `potrf(A[k, k]) priority A.offset(k - 3)`, with k = 0)"),
     "a loop that ended before": ("""program p {
   matrix A[n, n] = random spd
   matrix B[n // 2, n] = random general

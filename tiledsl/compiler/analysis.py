@@ -439,7 +439,8 @@ class _Analyzer:
         if previous is None:
             self.scope.frames[-1][ident.text] = symbol
             return
-        where = f"at line {previous.span.line}" if previous.span else "by the tiling"
+        where = (f"at line {previous.span.line}" if previous.span
+                 else "built in: the matrix order" if ident.text == "n" else "by the tiling")
         if previous.kind in ("loop", "let"):
             message = f"'{ident.text}' shadows the {previous.kind} declared {where}"
         else:
@@ -1108,10 +1109,40 @@ def _unparse(expr) -> str:
     return "?"
 
 
-def unparse(expr) -> str:
-    """Source-like text of an expression without redundant outer parentheses."""
-    text = _unparse(expr)
-    return text[1:-1] if isinstance(expr, n.Binary) else text
+_PRECEDENCE = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
+               "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6}
+
+
+def precedence(expr) -> int:
+    """The binding strength of the expression's outermost operator, the language's as Python's
+    (8: an atom)."""
+    if isinstance(expr, n.Binary):
+        return _PRECEDENCE[expr.op]
+    if isinstance(expr, n.Unary):
+        return 3 if expr.op == "not" else 7
+    return 8
+
+
+def unparse(expr, outer: int = 0) -> str:
+    """Source-like text of an expression with the parentheses its operators need and no
+    others (for messages); inside an operator binding ``outer`` strongly."""
+    match expr:
+        case n.Range(start=start, stop=stop):
+            return f"{unparse(start)} : {unparse(stop)}"
+        case n.Method(matrix=m, method=q, arg=arg):
+            return f"{m.text}.{q.text}({unparse(arg)})"
+        case n.Func(func=f, args=args):
+            return f"{f.text}({', '.join(unparse(a) for a in args)})"
+        case n.Unary(op=op, operand=operand):
+            mine = precedence(expr)
+            text = f"not {unparse(operand, mine)}" if op == "not" else f"-{unparse(operand, mine)}"
+        case n.Binary(op=op, left=left, right=right):
+            mine = precedence(expr)
+            # operators of one level group from the left: a right operand of that level needs parentheses
+            text = f"{unparse(left, mine)} {op} {unparse(right, mine + 1)}"
+        case _:
+            return _unparse(expr)
+    return f"({text})" if mine < outer else text
 
 
 def _tile_text(tile: n.TileRef) -> str:

@@ -27,7 +27,7 @@ import jinja2
 from .. import __version__
 from . import nodes as n
 from . import dataflow
-from .analysis import CHECK_ARITY, Checked, constant_of, unparse
+from .analysis import CHECK_ARITY, Checked, constant_of, precedence, unparse
 
 INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports
@@ -304,7 +304,7 @@ class _Model:
         precedence and ``right`` whether ``e`` is its right operand; ``bound`` computes
         over intervals in ``loop_bounds`` (min, max and geometry queries through ``_bound``).
         """
-        mine = _precedence(e)
+        mine = precedence(e)
         text = self._expr(e, params, mine, bound)
         return f"({text})" if mine < parent or (right and mine == parent and mine < 7) else text
 
@@ -558,19 +558,6 @@ class _Model:
             for end in (part.start, part.stop) if part else (None, None):
                 parts.append("None" if end is None else self.expr(end))
         return f"({', '.join(parts)})"
-
-
-_PRECEDENCE = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
-               "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6}
-
-
-def _precedence(e) -> int:
-    """Python's binding strength of the expression's outermost operator (8: an atom)."""
-    if isinstance(e, n.Binary):
-        return _PRECEDENCE[e.op]
-    if isinstance(e, n.Unary):
-        return 3 if e.op == "not" else 7
-    return 8
 
 
 def _tuple(items) -> str:
