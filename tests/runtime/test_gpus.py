@@ -119,10 +119,11 @@ def test_a_kernel_failing_on_a_gpu_names_the_gpu(compiled, gpu_backend):
 @pytest.mark.parametrize("gpu_backend", ["emulated", "cupy"])
 def test_check_finite_looks_at_gpu_tiles(compiled, gpu_backend):
     poisoned = np.eye(300)
-    poisoned[290, 195] = np.inf  # in tile A[2, 1], which the GPU updates
+    # finite input: the trsm of A[2, 1], on the GPU, divides 1e308 by the pivot 1e-10
+    poisoned[195, 195], poisoned[290, 195] = 1e-10, 1e308
     options = Options(n=300, tiles={"nb": 100}, gpus=1, gpu_backend=_backend_or_skip(gpu_backend),
                       check_finite=True)
-    with pytest.raises(TaskFailure, match=r"failed on A\[2, 0\], A\[0, 1\], A\[2, 1\] on GPU 1 .*"
+    with pytest.raises(TaskFailure, match=r"failed on A\[1, 1\], A\[2, 1\] on GPU 1 .*"
                                           r"produced inf at \(90, 95\) of A\[2, 1\] \(--check-finite\)"):
         execute(compiled("programs/lu.tile"), options, arrays={"A": poisoned})
 
