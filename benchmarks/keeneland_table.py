@@ -1,6 +1,7 @@
 """`tiledsl simulate` on Keeneland against the papers' measurements (issue 15).
 
-    python benchmarks/keeneland_table.py [--max-nodes 64 | --nodes 2,4] [--programs cholesky,qr] [--out rows.jsonl]
+    python benchmarks/keeneland_table.py [--max-nodes 64 | --nodes 2,4] [--programs cholesky,qr] [--one-row]
+                                         [--out rows.jsonl]
 
 The weak-scaling runs of CPE'15 Table I (Song & Dongarra, seeds/): Cholesky from
 n = 34,560 and QR from n = 32,256 on one node, the order growing with the square
@@ -8,7 +9,8 @@ root of the nodes, on hybrid tiles (Cholesky B = 1152, QR B = 896, host slices o
 the paper's tuning formula for 7 workers and 3 GPUs), one rank per node. Each row
 (one JSON line, appended to ``--out`` as it is done, since the large ones take
 minutes) holds the predicted seconds, TFLOP/s, critical path, the generation
-thread's walk and the traffic, beside the paper's total seconds.
+thread's walk and the traffic, beside the paper's total seconds. ``--one-row`` runs
+on a 1×P grid instead of the paper's (for QR, whose tile pairs then share a rank).
 """
 import argparse
 import json
@@ -32,8 +34,9 @@ TILES = {"cholesky": ("hetero_cholesky", ("--B", 1152, "--b", 64, "--s", 2)),
          "qr": ("hetero_qr", ("--B", 896, "--b", 64, "--s", 2))}
 
 
-def simulate(program: str, nodes: int) -> dict:
+def simulate(program: str, nodes: int, one_row: bool = False) -> dict:
     n, grid, total, *_ = PAPER[program][nodes]
+    grid = f"1x{nodes}" if one_row else grid
     name, tiles = TILES[program]
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "simulate", name, "--n", str(n),
                           *map(str, tiles), "--nodes", str(nodes), "--grid", grid, "--machine", "keeneland",
@@ -42,7 +45,7 @@ def simulate(program: str, nodes: int) -> dict:
         sys.exit(out.stderr.strip())
     result = json.loads(out.stdout.strip().splitlines()[-1])
     totals = result["totals"]
-    return {"program": program, "nodes": nodes, "n": n, "tasks": result["tasks"], "paper_seconds": total,
+    return {"program": program, "nodes": nodes, "grid": grid, "n": n, "tasks": result["tasks"], "paper_seconds": total,
             "seconds": round(result["seconds"], 2), "tflops": round(result["gflops"] / 1e3, 2),
             "critical_path": round(result["critical_path"], 2), "area_bound": round(result["area_bound"], 2),
             "walk_seconds": round(result["walk"]["seconds"], 2),
@@ -56,6 +59,7 @@ def main() -> None:
     parser.add_argument("--max-nodes", type=int, default=64)
     parser.add_argument("--nodes", help="only these node counts (comma-separated), e.g. 100 for SPAA'12's")
     parser.add_argument("--programs", default="cholesky,qr")
+    parser.add_argument("--one-row", action="store_true", help="1xP grids instead of the paper's")
     parser.add_argument("--out", help="append each row to this file as one JSON line")
     args = parser.parse_args()
     for program in args.programs.split(","):
@@ -63,7 +67,7 @@ def main() -> None:
         for nodes in sorted(PAPER[program]):
             if nodes > args.max_nodes if wanted is None else nodes not in wanted:
                 continue
-            row = simulate(program, nodes)
+            row = simulate(program, nodes, args.one_row)
             print(json.dumps(row), flush=True)
             if args.out:
                 with open(args.out, "a") as target:
