@@ -351,7 +351,10 @@ def _rank(comm) -> int:
 
 def _fail(comm, message: str, err) -> int:
     """Report a failure of this rank and abort the job (every rank ends, exit status 1)."""
-    print(f"tiledsl: error: {message}", file=err, flush=True)
+    # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
+    # written in two parts let another rank's line in before its last newline
+    err.write(f"tiledsl: error: {message}\n")
+    err.flush()
     _abort(comm, 1)
     return 1
 
