@@ -1084,29 +1084,9 @@ def _names(expr):
 
 
 def _unparse(expr) -> str:
-    """Source-like text of an expression (spans ignored): used for messages and symbols."""
-    match expr:
-        case n.IntLit(value=value) | n.FloatLit(value=value):
-            return str(value)
-        case n.StrLit(value=value):
-            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        case n.Range(start=start, stop=stop):
-            return f"{unparse(start)} : {unparse(stop)}"
-        case n.Name(ident=ident):
-            return ident.text
-        case n.Attr(matrix=m, attr=a):
-            return f"{m.text}.{a.text}"
-        case n.Method(matrix=m, method=q, arg=arg):
-            return f"{m.text}.{q.text}({_unparse(arg)})"
-        case n.Func(func=f, args=args):
-            return f"{f.text}({', '.join(_unparse(a) for a in args)})"
-        case n.Unary(op="not", operand=operand):
-            return f"not {_unparse(operand)}"
-        case n.Unary(operand=operand):
-            return f"-{_unparse(operand)}"
-        case n.Binary(op=op, left=left, right=right):
-            return f"({_unparse(left)} {op} {_unparse(right)})"
-    return "?"
+    """Source-like text of an expression with every operation in parentheses (spans ignored):
+    one text per expression tree, for symbols and comparisons."""
+    return _render(expr, 0, canonical=True)
 
 
 _PRECEDENCE = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
@@ -1123,26 +1103,40 @@ def precedence(expr) -> int:
     return 8
 
 
-def unparse(expr, outer: int = 0) -> str:
+def unparse(expr) -> str:
     """Source-like text of an expression with the parentheses its operators need and no
-    others (for messages); inside an operator binding ``outer`` strongly."""
+    others (for messages)."""
+    return _render(expr, 0, canonical=False)
+
+
+def _render(expr, outer: int, canonical: bool) -> str:
+    """``expr`` inside an operator binding ``outer`` strongly; ``canonical``: every operation
+    in parentheses."""
     match expr:
+        case n.IntLit(value=value) | n.FloatLit(value=value):
+            return str(value)
+        case n.StrLit(value=value):
+            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
         case n.Range(start=start, stop=stop):
             return f"{unparse(start)} : {unparse(stop)}"
+        case n.Name(ident=ident):
+            return ident.text
+        case n.Attr(matrix=m, attr=a):
+            return f"{m.text}.{a.text}"
         case n.Method(matrix=m, method=q, arg=arg):
-            return f"{m.text}.{q.text}({unparse(arg)})"
+            return f"{m.text}.{q.text}({_render(arg, 0, canonical)})"
         case n.Func(func=f, args=args):
-            return f"{f.text}({', '.join(unparse(a) for a in args)})"
+            return f"{f.text}({', '.join(_render(a, 0, canonical) for a in args)})"
         case n.Unary(op=op, operand=operand):
             mine = precedence(expr)
-            text = f"not {unparse(operand, mine)}" if op == "not" else f"-{unparse(operand, mine)}"
+            text = ("not " if op == "not" else "-") + _render(operand, mine, canonical)
         case n.Binary(op=op, left=left, right=right):
             mine = precedence(expr)
             # operators of one level group from the left: a right operand of that level needs parentheses
-            text = f"{unparse(left, mine)} {op} {unparse(right, mine + 1)}"
+            text = f"{_render(left, mine, canonical)} {op} {_render(right, mine + 1, canonical)}"
         case _:
-            return _unparse(expr)
-    return f"({text})" if mine < outer else text
+            return "?"
+    return f"({text})" if canonical and isinstance(expr, n.Binary) or mine < outer else text
 
 
 def _tile_text(tile: n.TileRef) -> str:
