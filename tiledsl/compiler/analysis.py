@@ -409,7 +409,7 @@ class _Analyzer:
                 body = gpu_body(self.module_definitions, name)
                 if not body.absent and not body.unknown:  # a GPU body is optional; one that is there must fit
                     self._check_function(body.name, decl.name.span, params, f"kernel '{name}' (its GPU body)",
-                                         declared, advice)
+                                         declared, advice, not_suggested=name)
         for check in self.program.checks[:1]:
             if check.kind.text not in CHECK_ARITY:
                 self._check_function(check.kind.text, check.kind.span, ["before", "after"],
@@ -417,8 +417,10 @@ class _Analyzer:
                                      "matrices before and after the run, name -> numpy array",
                                      "define it as def NAME(before, after): and return the residual")
 
-    def _check_function(self, name: str, span: Span, params: list, what: str, declared: str, advice: str):
-        """``name`` is a function of the kernel module that can take ``len(params)`` positional arguments."""
+    def _check_function(self, name: str, span: Span, params: list, what: str, declared: str, advice: str,
+                        not_suggested: str | None = None):
+        """``name`` is a function of the kernel module that can take ``len(params)`` positional arguments
+        (a missing one is not told to be ``not_suggested``: a GPU body is not its CPU body)."""
         module, bindings = self.file.uses[0].path, self.module_definitions.of(name)
         if UNKNOWN in bindings or (not bindings and self.module_definitions.open):
             return  # only running the module could tell
@@ -426,7 +428,7 @@ class _Analyzer:
         if not functions:
             others = [f"{module}:{b.line} defines {b.what}" for b in bindings]
             self.bag.error(span, "E212", f"kernel module {module!r} defines no function '{name}'",
-                           *others, *_suggest(name, self.module_definitions.functions()),
+                           *others, *_suggest(name, set(self.module_definitions.functions()) - {not_suggested}),
                            hint=f"define it in {module}: def {name}({', '.join(params)}):")
         elif not any(f.accepts(len(params)) for f in functions):
             self.bag.error(span, "E213",
