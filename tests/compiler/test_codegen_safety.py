@@ -279,6 +279,8 @@ def evaluate_generated(body: str):
     text = ("program e {\n  tiling uniform(nb = 32)\n  param x = 3\n  param y = 0 - 5\n  param z = 7\n"
             "  matrix A[n, n] = zeros\n" + body + "\n}\n")
     result = check_source(decode("e.tile", text.encode()))
+    if any(d.code == "E214" for d in result.diagnostics):
+        return None  # a divisor that is always zero is refused, even where `and`/`or` would skip it
     assert result.ok, result.report()
     namespace = {}
     exec(compile(generate(result.checked), "e_driver.py", "exec"), namespace)
@@ -303,7 +305,9 @@ EXPRESSIONS = settings(max_examples=150, deadline=None, suppress_health_check=[H
 def test_generated_integer_expressions_keep_their_meaning(text):
     expected = python_value(text)  # the .tile operators mean what Python's do, with the same precedence
     assume(expected is not ZeroDivisionError)
-    assert evaluate_generated(f"  potrf(A[0, 0]) priority {text}") == [expected]
+    submitted = evaluate_generated(f"  potrf(A[0, 0]) priority {text}")
+    assume(submitted is not None)
+    assert submitted == [expected]
 
 
 @EXPRESSIONS
@@ -312,6 +316,7 @@ def test_generated_conditions_keep_their_meaning(text):
     expected = python_value(text)
     assume(expected is not ZeroDivisionError)
     submitted = evaluate_generated(f"  if {text} {{ potrf(A[0, 0]) priority 1 }} else {{ potrf(A[0, 0]) priority 2 }}")
+    assume(submitted is not None)
     assert submitted == [1 if expected else 2]
 
 

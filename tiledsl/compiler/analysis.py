@@ -448,6 +448,9 @@ class _Analyzer:
         else:
             message = f"'{ident.text}' is already declared ({previous.kind}, {where})"
         self.bag.error(ident.span, "E207", message, hint="choose another name")
+        if not previous.span and symbol.kind in ("matrix", "workspace"):
+            # a matrix named like a built-in (a tiling setting): its later uses mean the matrix
+            self.scope.frames[-1][ident.text] = symbol
 
     def _report_unused(self):
         for name, symbol in self.scope.frames[0].items():
