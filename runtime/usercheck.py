@@ -93,6 +93,9 @@ def _described(error: BaseException, function) -> str:
     return f"{what}{f' at {path.name}:{line}' if line else ''}{text}"
 
 
+_BELOW_ZERO = "below 0: a residual is a ratio of norms (a signed difference would always pass)"
+
+
 def _residuals(name: str, value) -> tuple[dict | None, str | None]:
     """``({name: value}, None)`` for a number, the dict itself for a dict name → number; else
     ``(None, what is wrong)``: another type, an entry that is not a number, or a negative
@@ -101,7 +104,7 @@ def _residuals(name: str, value) -> tuple[dict | None, str | None]:
         return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
     if real(value):
         if value < 0:
-            return None, f"returned {float(value):g}, below 0: a residual is a ratio of norms (a signed difference would always pass)"
+            return None, f"returned {float(value):g}, {_BELOW_ZERO}"
         return {name: float(value)}, None
     if not isinstance(value, dict) or not value:
         shown = "an empty dict" if isinstance(value, dict) else type(value).__name__
@@ -112,6 +115,5 @@ def _residuals(name: str, value) -> tuple[dict | None, str | None]:
         if not real(entry):
             return None, f"returned a dict whose entry {key!r} is {type(entry).__name__}, not a number"
         if entry < 0:
-            return None, (f"returned a dict whose entry {key!r} is {float(entry):g}, below 0: a residual is a "
-                          f"ratio of norms (a signed difference would always pass)")
+            return None, f"returned a dict whose entry {key!r} is {float(entry):g}, {_BELOW_ZERO}"
     return {k: float(v) for k, v in value.items()}, None
