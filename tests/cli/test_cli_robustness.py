@@ -333,8 +333,8 @@ def test_a_driver_lookalike_with_code_of_its_own_is_refused_unrun(tmp_path):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("path", sorted((ROOT / "programs").glob("*.tile")) + sorted((ROOT / "docs" / "examples").glob("*.tile")),
-                         ids=lambda path: path.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "programs").glob("*.tile"))
+                         + sorted((ROOT / "docs" / "examples").glob("*.tile")), ids=lambda path: path.name)
 def test_every_compiled_driver_is_recognised(tmp_path, path):
     """Shipped programs and the docs' examples (user kernels with flop counts among them)."""
     result, text = compile_path(path)
