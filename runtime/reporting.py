@@ -126,7 +126,8 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "seconds": result.seconds, "gflops": rate, "flops_source": source,
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
-            "gpu_backend": result.gpu_backend, "nonfinite": result.nonfinite, "errors": result.errors,
+            "gpu_backend": result.gpu_backend, "nonfinite": result.nonfinite,
+            "input_nonfinite": result.input_nonfinite, "errors": result.errors,
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources,
             "out_of_core": out_of_core_totals(ranks), **result.trace}

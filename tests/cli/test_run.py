@@ -305,7 +305,8 @@ def test_a_nan_left_in_the_result_fails_the_run_without_check(tmp_path):
     assert out.returncode == 1
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert list(summary["nonfinite"]) == ["A"] and summary["nonfinite"]["A"] >= 1 and summary["passed"] is None
-    assert "A holds" in out.stderr and "--check-finite" in out.stderr
+    assert summary["input_nonfinite"] == {"A": 1}
+    assert out.stderr.startswith("tiledsl: error: A holds ") and "; its input held 1 in the tiles the run read" in out.stderr
 
 
 @pytest.mark.timeout(60)
