@@ -415,9 +415,15 @@ def _execute(task: Task, check_finite: bool, devices) -> None:
 
 
 def _is_argument(array, arrays) -> bool:
-    """Whether a kernel's returned array is (a view of) one of its tiles, which it wrote in place."""
-    return any(array is a or isinstance(array, np.ndarray) and isinstance(a, np.ndarray)
-               and np.shares_memory(array, a) for a in arrays)
+    """Whether a kernel's returned array is (a view of) one of its tiles, which it wrote in place:
+    numpy's by shared memory, a GPU array's (CuPy's) by its chain of bases."""
+    if isinstance(array, np.ndarray):
+        return any(isinstance(a, np.ndarray) and np.shares_memory(array, a) for a in arrays)
+    bases = []
+    while array is not None and len(bases) < 64:
+        bases.append(array)
+        array = getattr(array, "base", None)
+    return any(b is a for b in bases for a in arrays)
 
 
 def _check_finite(task: Task, arrays, devices) -> None:
