@@ -1,7 +1,7 @@
 """`tiledsl simulate` on Keeneland against the papers' measurements (issue 15).
 
     python benchmarks/keeneland_table.py [--max-nodes 64 | --nodes 2,4] [--programs cholesky,qr] [--one-row]
-                                         [--out rows.jsonl]
+                                         [--broadcast tree] [--out rows.jsonl]
 
 The weak-scaling runs of CPE'15 Table I (Song & Dongarra, seeds/): Cholesky from
 n = 34,560 and QR from n = 32,256 on one node, the order growing with the square
@@ -10,7 +10,8 @@ the paper's tuning formula for 7 workers and 3 GPUs), one rank per node. Each ro
 (one JSON line, appended to ``--out`` as it is done, since the large ones take
 minutes) holds the predicted seconds, TFLOP/s, critical path, the generation
 thread's walk and the traffic, beside the paper's total seconds. ``--one-row`` runs
-on a 1×P grid instead of the paper's (for QR, whose tile pairs then share a rank).
+on a 1×P grid instead of the paper's (for QR, whose tile pairs then share a rank);
+``--broadcast tree`` sends each tile version along a tree of its readers (as ``run``).
 """
 import argparse
 import json
@@ -34,22 +35,24 @@ TILES = {"cholesky": ("hetero_cholesky", ("--B", 1152, "--b", 64, "--s", 2)),
          "qr": ("hetero_qr", ("--B", 896, "--b", 64, "--s", 2))}
 
 
-def simulate(program: str, nodes: int, one_row: bool = False) -> dict:
+def simulate(program: str, nodes: int, one_row: bool = False, broadcast: str = "direct") -> dict:
     n, grid, total, *_ = PAPER[program][nodes]
     grid = f"1x{nodes}" if one_row else grid
     name, tiles = TILES[program]
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "simulate", name, "--n", str(n),
                           *map(str, tiles), "--nodes", str(nodes), "--grid", grid, "--machine", "keeneland",
-                          "--json"], capture_output=True, text=True)
+                          "--broadcast", broadcast, "--json"], capture_output=True, text=True)
     if out.returncode:
         sys.exit(out.stderr.strip())
     result = json.loads(out.stdout.strip().splitlines()[-1])
     totals = result["totals"]
-    return {"program": program, "nodes": nodes, "grid": grid, "n": n, "tasks": result["tasks"], "paper_seconds": total,
+    return {"program": program, "nodes": nodes, "grid": grid, "broadcast": broadcast, "n": n, "tasks": result["tasks"], "paper_seconds": total,
             "seconds": round(result["seconds"], 2), "tflops": round(result["gflops"] / 1e3, 2),
             "critical_path": round(result["critical_path"], 2), "area_bound": round(result["area_bound"], 2),
             "walk_seconds": round(result["walk"]["seconds"], 2),
             "messages_per_rank": round(totals["messages_sent"] / nodes),
+            "most_messages_sent": max(r["messages_sent"] for r in result["ranks"]),
+            "busiest_link_seconds": round(result["busiest"]["link_seconds"], 2),
             "gib_per_rank": round(totals["bytes_sent"] / nodes / 2 ** 30, 2),
             "simulation_seconds": round(result["simulation_seconds"], 1)}
 
@@ -60,6 +63,8 @@ def main() -> None:
     parser.add_argument("--nodes", help="only these node counts (comma-separated), e.g. 100 for SPAA'12's")
     parser.add_argument("--programs", default="cholesky,qr")
     parser.add_argument("--one-row", action="store_true", help="1xP grids instead of the paper's")
+    parser.add_argument("--broadcast", choices=["direct", "tree"], default="direct",
+                        help="how tile versions reach their readers (as run)")
     parser.add_argument("--out", help="append each row to this file as one JSON line")
     args = parser.parse_args()
     for program in args.programs.split(","):
@@ -67,7 +72,7 @@ def main() -> None:
         for nodes in sorted(PAPER[program]):
             if nodes > args.max_nodes if wanted is None else nodes not in wanted:
                 continue
-            row = simulate(program, nodes, args.one_row)
+            row = simulate(program, nodes, args.one_row, args.broadcast)
             print(json.dumps(row), flush=True)
             if args.out:
                 with open(args.out, "a") as target:

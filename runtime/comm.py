@@ -66,13 +66,15 @@ class CommStats:
     receives: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
+    plans_sent: int = 0  # the small messages that say where a tile version comes from (not counted above)
+    plans_received: int = 0
 
 
 @dataclass
 class _Pending:
     """What to do when a request completes: the buffer kept alive, and the callback."""
 
-    kind: str  # "send" or "receive"
+    kind: str  # "send", "receive", "plan-send" or "plan-receive"
     array: np.ndarray
     on_done: object
 
@@ -103,6 +105,7 @@ class Communicator:
         self._comm = (MPI.COMM_WORLD if comm is None else comm).Dup()
         self._arrivals = self._comm.Dup()  # for the arrival announcements of collectives alone
         self._beats = self._comm.Dup()  # for the heartbeats alone
+        self._plans = self._comm.Dup()  # for the plans of tree broadcasts alone (:mod:`.broadcast`)
         self._token = np.zeros(1, np.uint8)
         self._rounds = 0
         self.limit = limit
@@ -157,6 +160,19 @@ class Communicator:
         flat = self._flat(array, tag)
         self._post(lambda: self._comm.Irecv([flat, self._MPI.DOUBLE], source, tag),
                    _Pending("receive", array, on_done))
+
+    def send_plan(self, plan: np.ndarray, dest: int, tag: int) -> None:
+        """Post an Isend of the small float64 array ``plan`` on the plans' own communicator
+        (matched by (source, tag) there, apart from the tiles' messages)."""
+        flat = self._flat(plan, tag)
+        self._post(lambda: self._plans.Isend([flat, self._MPI.DOUBLE], dest, tag),
+                   _Pending("plan-send", plan, _ignore))
+
+    def receive_plan(self, plan: np.ndarray, source: int, tag: int, on_done) -> None:
+        """Post an Irecv of a plan (see :meth:`send_plan`) into ``plan``; ``on_done()`` once here."""
+        flat = self._flat(plan, tag)
+        self._post(lambda: self._plans.Irecv([flat, self._MPI.DOUBLE], source, tag),
+                   _Pending("plan-receive", plan, on_done))
 
     def _flat(self, array: np.ndarray, tag: int) -> np.ndarray:
         """The 1-D view of a contiguous float64 ``array`` (no copy); checks ``tag``."""
@@ -226,9 +242,13 @@ class Communicator:
         """Count a completed request and run its callback, recording what it raises."""
         stats = self.stats
         try:
-            if pending.kind == "send":
+            if pending.kind == "plan-send":
+                stats.plans_sent += 1
+            elif pending.kind == "send":
                 stats.sends += 1
                 stats.bytes_sent += pending.array.nbytes
+            elif pending.kind == "plan-receive":
+                stats.plans_received += 1
             else:
                 received = status.Get_count(self._MPI.BYTE)
                 stats.receives += 1
@@ -257,7 +277,7 @@ class Communicator:
         """At stop: cancel the receives, wait for the sends (they complete once matched)."""
         self._adopt()
         for request, pending in zip(self._requests, self._pending):
-            if pending.kind == "receive":
+            if pending.kind.endswith("receive"):
                 request.Cancel()
         statuses = [self._MPI.Status() for _ in self._requests]
         self._MPI.Request.Waitall(self._requests, statuses)
@@ -391,6 +411,10 @@ class Communicator:
         if self.rank != 0:
             return [r for r in range(self.size) if r != self.rank]
         return [rank for rank, request in arrivals if not request.Test()]
+
+
+def _ignore() -> None:
+    """The completion of a send that needs no action."""
 
 
 class Unanswered(Exception):

@@ -57,7 +57,7 @@ class Engine:
 
     def __init__(self, program, kernels: dict, workers: int, window: int = 4096,
                  watchdog: float | None = None, comm=None, devices=None, check_finite: bool = False,
-                 count_flops: bool = True):
+                 count_flops: bool = True, broadcast: str = "direct"):
         self.program = program
         self.kernels = {id(call): kernels[call.kernel] for call in program.calls}
         # a task's flops cost the generation thread ~2 µs: counted only where no standard count serves
@@ -91,7 +91,7 @@ class Engine:
         if (comm is not None and comm.size > 1) or devices is not None:
             from .exchange import Exchange
 
-            self.exchange = Exchange(self, comm, devices)
+            self.exchange = Exchange(self, comm, devices, broadcast)
 
     def attach(self, matrices: dict) -> None:
         """Use ``matrices``; on several ranks, count skipped tasks' versions under the lock."""

@@ -43,6 +43,7 @@ import numpy as np
 from . import polling
 from .matrix import part_of, part_text, region_view
 from .program import Call
+from .broadcast import Broadcasts
 from .protocol import Instance, delivery, runs_at
 from .scheduler import Task
 
@@ -157,9 +158,11 @@ class Exchange:
     backend) None without GPUs.
     """
 
-    def __init__(self, engine, comm, devices):
+    def __init__(self, engine, comm, devices, broadcast: str = "direct"):
         self.engine, self.comm, self.devices = engine, comm, devices
         self.rank = comm.rank if comm is not None else 0
+        # tile versions to several ranks along a tree of them (:mod:`.broadcast`), or each from its owner
+        self.broadcasts = Broadcasts(self, TRANSFER_PRIORITY) if broadcast == "tree" and comm is not None else None
         self.mover = Mover(engine.fail_from_thread, lambda: engine.tracer) if devices is not None else None
         if comm is not None and comm.on_error is None:  # an MPI error stops the run, not just its thread
             comm.on_error = engine.fail_from_thread
@@ -219,7 +222,7 @@ class Exchange:
                                                                                 moved_part(call, tiles, views, index))
             if copy.part is not None:  # the copy is the sub-range itself
                 task.regions = read_whole(task.regions, index)
-            waits += self._wait_for(copy, ready)
+            waits += self.wait_for(copy, ready)
             copy.readers += 1
             sources[index] = copy
             if mode != "in":
@@ -260,13 +263,16 @@ class Exchange:
         if tile.rank != self.rank and device == 0:
             copy.data = np.empty(_shape(tile, part), order="F")
             self._count(copy.data.nbytes)
-            done = self._traced("receive", tile, tile.rank, copy.data.nbytes, lambda: self._arrive(copy, copy.data))
-            self.comm.receive(copy.data, tile.rank, tile.tag, done)
+            if self.broadcasts is not None:
+                self.broadcasts.expect(copy)
+            else:
+                done = self.traced("receive", tile, tile.rank, copy.data.nbytes, lambda: self.arrive(copy, copy.data))
+                self.comm.receive(copy.data, tile.rank, tile.tag, done)
         elif tile.rank != self.rank:
             staged = self._copy(tile, 0, wanted)  # received on the host, then copied to the GPU
             staged.readers += 1
             move = lambda: self._move(lambda: self.devices.start_to_device(_part(staged, part), device), copy, staged)
-            if not self._wait_for(staged, move):
+            if not self.wait_for(staged, move):
                 move()  # the host copy is already here
         else:
             self._copy_task(tile, copy)
@@ -282,16 +288,16 @@ class Exchange:
         self.engine.enqueue(task, 0)
 
     def _copied(self, task, copy: Copy, data) -> None:
-        self._arrive(copy, data)
+        self.arrive(copy, data)
         self.engine.complete(task)
 
     def _move(self, function, copy: Copy, staged: Copy) -> None:
         """Copy thread: ``function()`` makes ``copy``'s data from the host copy ``staged``."""
         def done(data):
-            self._arrive(copy, data)
+            self.arrive(copy, data)
             with self.engine.lock:
                 staged.readers -= 1
-                self._maybe_free(staged)
+                self.maybe_free(staged)
         self.mover.move(function, done)
 
     def _mover_function(self, source: int, target: int):
@@ -314,14 +320,14 @@ class Exchange:
         tile.copies[(tile.version, device, part)] = copy
         return copy
 
-    def _wait_for(self, copy: Copy, callback) -> int:
+    def wait_for(self, copy: Copy, callback) -> int:
         """Run ``callback`` once ``copy`` is here; 1 if that is later, 0 if it already is."""
         if copy.arrived:
             return 0
         copy.waiters.append(callback)
         return 1
 
-    def _arrive(self, copy: Copy, data) -> None:
+    def arrive(self, copy: Copy, data) -> None:
         """Any thread: ``copy``'s data is here; what waited for it may go on."""
         with self.engine.lock:
             if copy.data is None:
@@ -356,7 +362,7 @@ class Exchange:
         for source, tile in zip(sources, tiles):
             if isinstance(source, Copy):
                 source.readers -= 1
-                self._maybe_free(source)
+                self.maybe_free(source)
 
     def _move_home(self, copy: Copy, sink, holder: Copy) -> None:
         """A minor output computed here goes to its home device of this rank, then to ``sink``.
@@ -374,7 +380,7 @@ class Exchange:
         """A minor output computed here goes to its home rank (via the host)."""
         tile = copy.tile
         send = lambda host: self.comm.send(host, tile.rank, tile.tag,
-                                           self._traced("send", tile, tile.rank, host.nbytes, _nothing))
+                                           self.traced("send", tile, tile.rank, host.nbytes, _nothing))
         if copy.device == 0:
             send(copy.data)
         else:
@@ -395,16 +401,18 @@ class Exchange:
 
         def send(host):
             self.comm.send(host, destination, tile.tag,
-                           self._traced("send", tile, destination, host.nbytes, lambda: self.engine.complete(task)))
-            self._posted((tile.tag, destination))
+                           self.traced("send", tile, destination, host.nbytes, lambda: self.engine.complete(task)))
+            self.posted_in_order((tile.tag, destination))
         if tile.device == 0:
             task.kernel = lambda data: send(np.asfortranarray(data))  # a sub-range of rows is strided
         else:
             task.kernel = lambda data: self.mover.move(lambda: self.devices.start_to_host(data), send)
+        if self.broadcasts is not None:
+            self.broadcasts.send(task, tile, destination, part, task.kernel)
         order.append(task)
         self.engine.enqueue(task, len(order) > 1)
 
-    def _posted(self, key) -> None:
+    def posted_in_order(self, key) -> None:
         """Any thread: the oldest unposted send of one tile to one rank is posted; the next may go."""
         with self.engine.lock:
             order = self.unposted[key]
@@ -414,7 +422,7 @@ class Exchange:
             else:
                 del self.unposted[key]
 
-    def _traced(self, kind: str, tile, peer: int, nbytes: int, then):
+    def traced(self, kind: str, tile, peer: int, nbytes: int, then):
         """``then``, as the completion of a message posted now; traced as ``kind`` when tracing,
         and what it raises made the run's failure.
 
@@ -453,7 +461,7 @@ class Exchange:
             task.asynchronous = True
             task.kernel = lambda received: self.mover.move(lambda: self.devices.start_to_device(received, tile.device),
                                                            lambda data: self._home(task, tile, data))
-        self.comm.receive(buffer, source, tile.tag, self._traced("receive", tile, source, buffer.nbytes,
+        self.comm.receive(buffer, source, tile.tag, self.traced("receive", tile, source, buffer.nbytes,
                                                                  lambda: self.engine.satisfy(task)))
         self.engine.enqueue(task, 1)
 
@@ -484,9 +492,9 @@ class Exchange:
         tile.delivered.clear()
         for copy in list(tile.copies.values()):
             copy.closed = True
-            self._maybe_free(copy)
+            self.maybe_free(copy)
 
-    def _maybe_free(self, copy: Copy) -> None:
+    def maybe_free(self, copy: Copy) -> None:
         if copy.closed and copy.readers == 0 and copy.arrived:
             key = (copy.version, copy.device, copy.part)
             if copy.tile.copies.get(key) is copy:

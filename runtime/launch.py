@@ -84,7 +84,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     check_memory(program, matrices, needed, window if in_transit else 0, options.check)
     _fill_inputs(program, matrices, sources, needed, devices)
     engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
-                    devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program))
+                    devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program),
+                    broadcast=options.broadcast)
     if out_of_core is not None:
         engine.exchange.go_out_of_core(out_of_core)
     engine.attach(matrices)

@@ -167,7 +167,7 @@ class OutOfCore:
                 held = None
             else:
                 held.readers += 1
-                waits += self.exchange._wait_for(held, ready)
+                waits += self.exchange.wait_for(held, ready)
             uses.append(Use(tile, source, held, index in call.writes, number))
         cache = self.caches[device]
         cache.check_fits(call, uses)
@@ -314,7 +314,7 @@ class GpuCache:
             use.entry = use.data = None
             if use.held is not None:
                 use.held.readers -= 1
-                self.ooc.exchange._maybe_free(use.held)
+                self.ooc.exchange.maybe_free(use.held)
         policy.unplan(uses[0].number, {use.key for use in uses})
         self._prefetch()
 

@@ -182,3 +182,20 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
     result = simulate(capsys, str(tmp_path / "p.tile"), "--n", "200", "--nodes", "2", "--machine", str(machine_file))
     assert result["gflops"] is None and result["flops_source"] is None
     assert {rank["uncounted"] for rank in result["ranks"]} == {"fill"}
+
+
+@pytest.mark.timeout(160)
+def test_a_tree_broadcast_is_simulated_as_it_runs(capsys, machine_file):
+    """--broadcast tree: the simulation receives exactly what the real run receives, rank by rank;
+    which rank sends a forwarded version depends on timing, the totals do not."""
+    size = ("--n", 1000, "--nb", 96, "--grid", "1x4", "--broadcast", "tree")
+    real = real_run("cholesky", 4, *size)
+    predicted = simulate(capsys, "cholesky", "--nodes", 4, "--machine", machine_file, *size)
+    direct = simulate(capsys, "cholesky", "--nodes", 4, "--machine", machine_file, *size[:-1], "direct")
+    for key in ("tasks", "messages_received", "bytes_received"):
+        assert [r[key] for r in predicted["ranks"]] == [r[key] for r in real["ranks"]] == \
+            [r[key] for r in direct["ranks"]], key
+    assert predicted["totals"]["messages_sent"] == real["totals"]["messages_sent"] == direct["totals"]["messages_sent"]
+    assert [r["messages_sent"] for r in predicted["ranks"]] != [r["messages_sent"] for r in direct["ranks"]]
+    assert simulate(capsys, "cholesky", "--nodes", 4, "--machine", machine_file, *size)["seconds"] == \
+        predicted["seconds"]

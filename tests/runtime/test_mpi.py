@@ -142,3 +142,25 @@ def test_a_small_matrix_declared_first_does_not_refuse_a_run_whose_other_matrice
                                         "  for k in 0 .. A.mt { potrf(A[k, k]) }\n}\n")
     out = run(tmp_path / "norm.tile", "--n", 256, np_=2)
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("path, matrix, grid, sizes", [
+    ("programs/cholesky.tile", "A", "1x4", SIZES["cholesky"]),
+    ("programs/qr.tile", "A", "2x2", [*SIZES["qr"], "--gpus", 1, "--gpu-backend", "emulated"]),  # staged from GPUs
+    ("tests/runtime/programs/halo.tile", "U", "1x4", ["--nb", 8]),  # sub-ranges go directly, announced too
+])
+def test_a_tree_broadcast_gives_the_same_bits_and_the_same_receives(tmp_path, path, matrix, grid, sizes):
+    """--broadcast tree: every rank receives what it receives from the owners alone, the result
+    is the same to the bit, and forwarding ranks take over sends from the owners."""
+    results = {}
+    for broadcast in ("direct", "tree"):
+        results[broadcast] = summary(run(path, "--n", 600, *sizes, "--grid", grid, "--json", "--broadcast", broadcast,
+                                         "--output", f"{matrix}={tmp_path / broadcast}.npy", np_=4))
+    assert np.array_equal(np.load(tmp_path / "direct.npy"), np.load(tmp_path / "tree.npy"))
+    direct, tree = results["direct"]["ranks"], results["tree"]["ranks"]
+    for key in ("messages_received", "bytes_received"):
+        assert [r[key] for r in tree] == [r[key] for r in direct], key
+    assert sum(r["messages_sent"] for r in tree) == sum(r["messages_sent"] for r in direct)
+    if "cholesky" in path:  # a panel tile goes to three ranks: one of them gets it from another
+        assert [r["messages_sent"] for r in tree] != [r["messages_sent"] for r in direct]

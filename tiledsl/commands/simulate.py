@@ -40,6 +40,7 @@ def add_arguments(parser) -> None:
                                                      "machine's cores)")
     parser.add_argument("--window", type=int, help="task window per rank (default: as run)")
     parser.add_argument("--priorities", choices=MODES, default="program", help="as for run")
+    parser.add_argument("--broadcast", choices=["direct", "tree"], default="direct", help="as for run")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--trace", metavar="TRACE.json", help="write the simulated run's trace (tiledsl plot "
                                                                  "draws it)")
@@ -65,7 +66,7 @@ def run(args, driver) -> int:
     options = size_options(args)
     options.gpus = args.gpus
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
-    options.priorities = args.priorities
+    options.priorities, options.broadcast = args.priorities, args.broadcast
     if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
         use_tuned(program, options, not args.no_tune)
     progress = None if args.json or not sys.stderr.isatty() else _progress

@@ -21,7 +21,13 @@ priority on the host's queue as there. Time advances by events in a heap:
   sender's link for ``bytes / bandwidth`` once the link is free, then the
   receiver's link as long, once that is free (each link FIFO, full duplex), and
   arrives ``latency`` later; host/GPU copies hold a GPU's in- or out-stream the
-  same way.
+  same way;
+* with ``broadcast="tree"`` (:mod:`tiledsl.runtime.broadcast`) the owner's first send
+  of a version to run plans a binomial tree over the sends of it ready then: a plan
+  reaches each receiver ``latency`` later (its receive is posted only then), the
+  owner sends to its children, and each receiver runs a forward task to its own once
+  the version has arrived; a send whose receiver gets the data from another rank
+  ends at once.
 
 The walk runs ahead of the clock only as far as needed: events are processed up to
 the earliest time a rank still waiting for its next share could act.
@@ -32,6 +38,7 @@ import heapq
 import itertools
 from collections import deque
 
+from ..runtime.broadcast import FORWARD, binomial_tree
 from ..runtime.exchange import COPY, SEND, SINK, TRANSFER_PRIORITY
 from ..runtime.scheduler import Scheduler, Task, TileState
 
@@ -84,9 +91,12 @@ class Rank:
 class Simulator:
     """The event loop over every rank (see the module docstring)."""
 
-    def __init__(self, machine, nranks: int, workers: int, gpus: int, window: int, tracer=None, walked=None):
+    def __init__(self, machine, nranks: int, workers: int, gpus: int, window: int, tracer=None, walked=None,
+                 broadcast: str = "direct"):
         """``walked``: per rank, the fraction of the program's tasks its walk pays for (None: all)."""
         self.machine = machine
+        self.tree = broadcast == "tree"
+        self.traffic = None  # the walk's per-rank messages and bytes, which a tree's forwards move
         runtime = machine.runtime
         walk_s, self.submit_s = runtime["walk_us"] * 1e-6, runtime["submit_us"] * 1e-6
         self.transfer_s, self.notice_s = runtime["transfer_us"] * 1e-6, runtime["notice_us"] * 1e-6
@@ -223,6 +233,7 @@ class Simulator:
                                then=(self._send_tile, (rank, message)))
                 task.asynchronous = True
                 message.on_sent = (self._complete_pair, (rank, task))
+                message.task = task
                 self._enqueue(rank, task, 0)
             else:
                 self._receive_home(rank, proxy, message)
@@ -309,23 +320,74 @@ class Simulator:
                 self._post_send(message)
 
     def _send_tile(self, argument) -> None:
-        """A send task ran: the tile version goes out (staged to the host first from a GPU)."""
+        """A send task ran: the tile version goes out (staged to the host first from a GPU), unless
+        a tree's plan gives its receiver another source."""
         rank, message = argument
+        if self.tree:
+            if not message.planned:
+                self._plan(rank, message)
+            if message.source != rank.number:
+                self._complete(rank, message.task)
+                return
         device = message.tile.device
         if device:
             self._stream(rank, device, 0, message.nbytes, (self._post_send, message))
         else:
             self._post_send(message)
 
+    # ---------------------------------------------------------------- tree broadcasts
+    def _plan(self, rank: Rank, message) -> None:
+        """The owner plans the tree of ``message``'s version over its sends ready now, as
+        :class:`~tiledsl.runtime.broadcast.Broadcasts` does; each plan reaches its receiver later."""
+        members = [message]
+        if message.group is not None:
+            members = [m for m in message.group if m is message or (
+                not m.planned and m.task is not None and m.task.waiting == 0)]
+        tree = binomial_tree(rank.number, [m.target for m in members])
+        by_target = {m.target: m for m in members}
+        arrival = self.now + self.machine.network.latency + self.notice_s
+        for member in members:
+            parent, children = tree[member.target]
+            member.planned, member.plan_in = True, False
+            member.forwards = [by_target[child] for child in children]
+            if parent != member.source:
+                self._move_traffic(member, parent)
+            self._at(arrival, self._plan_arrived, member)
+
+    def _move_traffic(self, message, source: int) -> None:
+        """``message`` leaves from ``source`` instead of the owner."""
+        owner, forwarder = self.traffic[message.source], self.traffic[source]
+        owner[0] -= 1
+        owner[2] -= message.nbytes
+        forwarder[0] += 1
+        forwarder[2] += message.nbytes
+        message.source = source
+
+    def _plan_arrived(self, message) -> None:
+        message.plan_in = True
+        if message.posted_at is not None:
+            message.posted_at = max(message.posted_at, self.now)
+            if message.sent_at is not None:
+                self._transmit(message)
+
+    def _forward(self, message) -> None:
+        """``message`` arrived: its receiver sends the version on to its children in the tree."""
+        rank = self.ranks[message.target]
+        for child in message.forwards:
+            task = SimTask(FORWARD, (), TRANSFER_PRIORITY, 0, self.transfer_s, then=(self._post_send, child))
+            task.asynchronous = True
+            child.on_sent = (self._complete_pair, (rank, task))
+            self._enqueue(rank, task, 0)
+
     # ---------------------------------------------------------------- messages
     def _post_send(self, message) -> None:
         message.sent_at = self.now
-        if message.posted_at is not None:
+        if message.posted_at is not None and message.plan_in:
             self._transmit(message)
 
     def _post_receive(self, message) -> None:
         message.posted_at = self.now
-        if message.sent_at is not None:
+        if message.sent_at is not None and message.plan_in:
             self._transmit(message)
 
     def _transmit(self, message) -> None:
@@ -344,6 +406,8 @@ class Simulator:
         if message.on_sent is not None:
             self._at(sent + self.notice_s, _call, message.on_sent)
         self._at(arrival, _call, message.on_arrived)
+        if message.forwards:
+            self._at(arrival, self._forward, message)
 
     # ---------------------------------------------------------------- workers
     def _satisfy(self, argument) -> None:

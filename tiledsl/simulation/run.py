@@ -114,16 +114,17 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     tracer = Tracer(nranks) if trace else None
     began = time.perf_counter()
     walked = _share_walks(driver, params, distribution, nranks, options)
-    simulator = Simulator(machine, nranks, workers, gpus, window, tracer, walked)
+    simulator = Simulator(machine, nranks, workers, gpus, window, tracer, walked, options.broadcast)
     kernels_on_gpu = gpu_kernels(program, driver) if gpus else frozenset()
     timing = Timing(machine, cpu_share, kernels_on_gpu)
     walker = Walk(matrices, nranks, kernels_on_gpu, _feeder(simulator, progress), timing,
                   _priority_of(driver, matrices, params, options))
+    simulator.traffic = walker.traffic
     walk(driver, walker, params, 0)
     seconds = simulator.finish(walker.count)
     summary = {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
                "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
-               "ranks_per_node": per_node, "machine": machine.name}
+               "ranks_per_node": per_node, "machine": machine.name, "broadcast": options.broadcast}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None

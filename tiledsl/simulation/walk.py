@@ -44,13 +44,20 @@ def message_bytes(shape: tuple, part: tuple | None) -> int:
 class Message:
     """One MPI message: posted by both sides at their own times, then on the links."""
 
-    __slots__ = ("tile", "source", "target", "nbytes", "sent_at", "posted_at", "on_sent", "on_arrived", "fresh")
+    __slots__ = ("tile", "source", "target", "nbytes", "sent_at", "posted_at", "on_sent", "on_arrived", "fresh",
+                 "group", "task", "planned", "plan_in", "forwards")
 
     def __init__(self, tile, source: int, target: int, nbytes: int):
         self.tile, self.source, self.target, self.nbytes = tile, source, target, nbytes
         self.sent_at = self.posted_at = None  # simulated times the send and the receive were posted
         self.on_sent = self.on_arrived = None  # (function, argument) for the sender and the receiver
         self.fresh = True  # no send of it has been planned yet
+        # a tree broadcast (runtime.broadcast): the messages of the same whole version (None for a part)
+        self.group = None
+        self.task = None  # the owner's send task, once its walk reached it
+        self.planned = False  # its source (the owner or a forwarding reader) is decided
+        self.plan_in = True  # the receiver knows where it comes from (False until its plan arrives)
+        self.forwards: list = []  # the messages its receiver sends on once it has arrived
 
 
 class Copy:
@@ -113,6 +120,7 @@ class Walk:
         self.open: dict = {}  # tile -> {(rank, device, part): Copy} of its current version
         self.delivered: dict = {}  # tile -> {(rank, device): parts} of its current version (protocol.delivery)
         self.sent: dict = {}  # tile -> {rank: [Message]} of its current version, in program order
+        self.versions: dict = {}  # tile -> [Message] of its current version moving whole (a tree's members)
 
     def matrix(self, name: str):
         return self.matrices[name]
@@ -122,6 +130,7 @@ class Walk:
         self.open.pop(tile, None)
         self.delivered.pop(tile, None)
         self.sent.pop(tile, None)
+        self.versions.pop(tile, None)
 
     def submit(self, call, tiles, regions, priority, values=(), at=None) -> None:
         call, tiles, regions = flatten(call, tiles, regions)
@@ -178,6 +187,9 @@ class Walk:
         _, part = delivery(self.delivered.setdefault(tile, {}), (rank, device), wanted, tile.shape)
         if tile.rank != rank and device == 0:
             message = self._message(tile, tile.rank, rank, part)
+            if part is None:
+                message.group = self.versions.setdefault(tile, [])
+                message.group.append(message)
             self.sent.setdefault(tile, {}).setdefault(rank, []).append(message)
             copy = Copy(tile, 0, message=message, part=part)
         elif tile.rank != rank:
