@@ -5,11 +5,13 @@ Residuals of a correct run are rounding noise (~1e-3) whose value depends on the
 order of summation, so the comparison with the dense formulas is made on a
 result with one entry perturbed: then both must give the same, large, number.
 """
+import itertools
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -154,3 +156,34 @@ def test_the_summary_gives_the_checks_time_and_the_whole_time():
     text = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/lu.tile", "--n", "700", "--nb", "96",
                            "--check"], cwd=ROOT, capture_output=True, text=True, timeout=100).stdout
     assert "\n  check     " in text and "\n  total     " in text and "(setup " in text
+
+
+def test_check_declarations_are_judged_alike_by_the_compiler_and_the_runtime():
+    """`tiledsl check` refuses exactly the qualifiers of built-in checks that a run refuses (a
+    driver's declarations are checked again at run time, from the runtime's own table)."""
+    from tiledsl.compiler import check_source
+    from tiledsl.compiler.analysis import CHECK_ARGUMENTS, CHECK_QUALIFIERS
+    from tiledsl.compiler.source import decode
+    from tiledsl.runtime.verify import ARGUMENTS, _views
+    from tiledsl.runtime.world import UsageError
+
+    assert CHECK_ARGUMENTS == ARGUMENTS
+    word_sets = [()] + [(w,) for w in CHECK_QUALIFIERS] + list(itertools.combinations(CHECK_QUALIFIERS, 2)) + \
+        [("unit", "lower", "transposed")]
+    for kind, signatures in ARGUMENTS.items():
+        for signature in signatures:
+            names = ["A", "T"] if kind in ("lu", "qr") and len(signature) == 2 else ["A", "B", "C"][:len(signature)]
+            for position, words in itertools.product(range(len(signature)), word_sets):
+                qualifiers = [()] * len(signature)
+                qualifiers[position] = words
+                declared = ", ".join(" ".join([*q, name]) for q, name in zip(qualifiers, names))
+                text = ("program p {\n  matrix A[n, n] = random spd\n  matrix B[n, n] = random general\n"
+                        "  matrix C[n, n] = random general\n  workspace T like A rows 4\n"
+                        f"  check {kind}({declared})\n  geqrt(A[0, 0], T[0, 0])\n  gemm(B[0, 0], C[0, 0], A[0, 0])\n}}\n")
+                result = check_source(decode("p.tile", text.encode()))
+                try:
+                    _views(SimpleNamespace(kind=kind, args=names, qualifiers=qualifiers), "check")
+                    runs = True
+                except UsageError:
+                    runs = False
+                assert not any(d.is_error for d in result.diagnostics) == runs, (kind, declared)

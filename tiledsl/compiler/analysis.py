@@ -27,7 +27,12 @@ RANDOM_KINDS = ("spd", "general", "diagdom")
 SQUARE_KINDS = ("spd",)  # random kinds that exist for square matrices only
 NAMED_INITS = ("zeros", "identity")
 #: built-in checks: the numbers of matrices each takes, and the options it has
-CHECK_ARITY = {"cholesky": (1,), "lu": (1, 2), "qr": (2,), "solve": (3,), "inverse": (2,), "product": (3,)}
+#: The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" an operand's
+#: (a triangle, unit, symmetric, transposed), "r" a result's part (lower, upper or symmetric). The
+#: runtime, which checks a driver's declarations as well, holds the same table (a test compares them).
+CHECK_ARGUMENTS = {"cholesky": ("-",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
+                   "product": ("roo",)}
+CHECK_ARITY = {kind: tuple(len(s) for s in signatures) for kind, signatures in CHECK_ARGUMENTS.items()}
 CHECK_OPTIONS = {"product": ("alpha", "beta")}
 #: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
 CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
@@ -337,6 +342,10 @@ class _Analyzer:
         if len(check.args) not in arity:
             counts = " or ".join(map(str, arity))
             self.bag.error(check.span, "E202", f"check {kind} takes {counts} argument(s), got {len(check.args)}")
+        else:
+            signature = next(s for s in CHECK_ARGUMENTS[kind] if len(s) == len(check.args))
+            for arg, accepts in zip(check.args, signature):
+                self._check_qualifiers(kind, arg, accepts)
         wanted = {"qr": ("matrix", "workspace"), "lu": ("matrix", "workspace")}.get(kind, ("matrix",) * 3)
         for arg, symbol, kind_wanted in zip(check.args, symbols, wanted):
             if symbol is not None and symbol.kind != kind_wanted:
@@ -349,6 +358,27 @@ class _Analyzer:
                                hint=f"its options: {', '.join(allowed)}" if allowed else None)
             elif constant_of(option.value, "float") is None:
                 self.bag.error(option.value.span, "E205", f"option {option.name.text} must be a number constant")
+
+    def _check_qualifiers(self, kind: str, arg, accepts: str) -> None:
+        """The qualifiers of one argument of built-in check ``kind`` (``accepts``: see
+        :data:`CHECK_ARGUMENTS`) are ones it takes, and mean something together."""
+        words = [w for w in arg.qualifiers if w.text in CHECK_QUALIFIERS]
+        given = {w.text for w in words}
+        if not words:
+            return
+        if accepts == "-":
+            self.bag.error(words[0].span, "E209", f"check {kind} takes {arg.name.text} as it is, "
+                                                  f"without the qualifier '{words[0].text}'")
+        elif accepts == "r" and (len(given) > 1 or given & {"unit", "transposed"}):
+            self.bag.error(words[0].span, "E209", f"the result {arg.name.text} of check {kind} takes one of "
+                                                  f"lower, upper or symmetric, not '{' '.join(w.text for w in words)}'")
+        elif accepts == "o" and not _operand_words(given):
+            alone = len(words) == 1
+            self.bag.error(words[0].span, "E209", f"the qualifier{'' if alone else 's'} "
+                                                  f"'{' '.join(w.text for w in words)}' of {arg.name.text} "
+                                                  f"{'means nothing alone' if alone else 'mean nothing together'}",
+                           hint="one of lower or upper, with unit if its diagonal is 1; or symmetric; "
+                                "transposed with either")
 
     def _user_check_words(self, check: n.CheckDecl):
         """A user check receives the named matrices as they are: qualifiers and options would be
@@ -968,7 +998,8 @@ _TYPE_NOUN = {"int": "an integer", "float": "a number", "char": "a char", "bool"
 @dataclass(frozen=True)
 class _LoopRange:
     """The values a loop variable takes, as the affine proofs see them: ``start .. stop``
-    counting up (a loop counting down by 1 is read backwards; other steps prove nothing)."""
+    counting up (a loop counting down by 1 is read backwards; one of another step is seen
+    as its first value alone, which every run of it visits)."""
 
     var: n.Ident
     start: object
@@ -982,8 +1013,15 @@ def _visited_range(loop: n.For, step: int | None):
         one = n.IntLit(1, loop.span)
         return _LoopRange(loop.var, n.Binary("+", loop.stop, one, loop.span),
                           n.Binary("+", loop.start, one, loop.span))
-    unknown = n.StrLit("", loop.span)  # no affine form: nothing is proved about this loop
-    return _LoopRange(loop.var, unknown, unknown)
+    if step is None or isinstance(loop.start, n.Func):  # the first value is not one affine form
+        unknown = n.StrLit("", loop.span)  # no affine form: nothing is proved about this loop
+        return _LoopRange(loop.var, unknown, unknown)
+    one, span = n.IntLit(1, loop.span), loop.span
+    after_start = n.Binary("+", loop.start, one, span)
+    if step > 0:  # start, when start < stop
+        return _LoopRange(loop.var, loop.start, n.Func(n.Ident("min", span), (loop.stop, after_start), span))
+    return _LoopRange(loop.var, n.Func(n.Ident("max", span), (loop.start, n.Binary("+", loop.stop, one, span)), span),
+                      after_start)  # start, when start > stop
 
 
 def _range_ends(tile: n.TileRef):
@@ -1019,6 +1057,15 @@ def _param_text(param: n.KernelParam) -> str:
     default = f" = {unparse(param.default)}" if param.default is not None else ""
     choices = f' in "{param.choices}"' if param.choices else ""
     return f"{param.kind} {param.name.text}{choices}{default}"
+
+
+def _operand_words(given: set) -> bool:
+    """Whether qualifiers ``given`` describe an operand: one triangle (``unit`` with it),
+    or ``symmetric``; ``transposed`` with either."""
+    triangles = given & {"lower", "upper"}
+    if "symmetric" in given:
+        return given <= {"symmetric", "transposed"}
+    return len(triangles) <= 1 and ("unit" not in given or bool(triangles))
 
 
 def _suggest(name: str, candidates) -> tuple[str, ...]:
