@@ -71,6 +71,7 @@ def _qr_flops(m: int, n: int | None = None) -> float:
 
 # The standard flop counts of the factorizations, of an m×n matrix (n defaults to m).
 FLOPS = {"cholesky": _cholesky_flops, "lu": _lu_flops, "qr": _qr_flops}
+_NAMES = {"cholesky": "Cholesky", "lu": "LU", "qr": "QR"}
 
 
 def flop_count(program, matrices: dict, ranks: list) -> tuple[float | None, str | None]:
@@ -102,6 +103,15 @@ def rate_text(rate: float | None, ranks: list) -> str:
         return f"   {rate:.2f} GFLOP/s"
     uncounted = next((r["uncounted"] for r in ranks if r.get("uncounted")), None)
     return f"   (no GFLOP/s: kernel {uncounted} declares no flop count)" if uncounted else ""
+
+
+def _count_text(program, matrices: dict, source: str) -> str:
+    """Where the GFLOP/s's flops come from: the kernels, or the standard count the check names
+    (which a program doing less, such as a banded factorization, should not take for its own)."""
+    if source == "kernels":
+        return " (from the kernels' flop counts)"
+    factored = matrices[program.check.args[0]]
+    return f" (LAPACK's count for a {factored.m}×{factored.n} {_NAMES[program.check.kind]})"
 
 
 def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float | None, str | None]:
@@ -175,7 +185,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
              f"{sum(r['tasks'] for r in ranks)} tasks",
              f"  time      {result.seconds:.4f} s" + rate_text(rate, ranks)
-             + (" (from the kernels' flop counts)" if rate and source == "kernels" else "")]
+             + (_count_text(program, result.matrices, source) if rate else "")]
     if result.check_seconds is not None:
         lines.append(f"  check     {result.check_seconds:.4f} s")
     if result.total_seconds is not None:
