@@ -199,3 +199,17 @@ def test_a_tree_broadcast_is_simulated_as_it_runs(capsys, machine_file):
     assert [r["messages_sent"] for r in predicted["ranks"]] != [r["messages_sent"] for r in direct["ranks"]]
     assert simulate(capsys, "cholesky", "--nodes", 4, "--machine", machine_file, *size)["seconds"] == \
         predicted["seconds"]
+
+
+@pytest.mark.timeout(60)
+def test_a_share_walk_meets_no_more_tasks_than_the_program_has(capsys, machine_file, tmp_path):
+    """Tasks that write several tiles (tpqrt, tpmqrt) bump several versions when another rank
+    owns them: the walk's cost counts tasks, not bumps."""
+    program = tmp_path / "m3.tile"
+    program.write_text("program m3 {\n  tiling uniform(nb = 128)\n  param ib = 32\n"
+                       "  matrix A[n, n // 2] = random general\n  matrix B[n, 3] = random general\n"
+                       "  workspace T like A rows ib\n  for k in 0 .. A.nt {\n    geqrt(A[k, k], T[k, k]) priority 1\n"
+                       "    for i in k + 1 .. A.mt {\n      tpqrt(A[k, k], A[i, k], T[i, k])\n"
+                       "      for j in 0 .. B.nt { tpmqrt(A[i, k], T[i, k], B[k, j], B[i, j]) }\n    }\n  }\n}\n")
+    walk = simulate(capsys, program, "--nodes", 2, "--machine", machine_file, "--n", 900)
+    assert walk["walk"]["rank_walks"] == "share" and walk["walk"]["tasks_met"] <= walk["tasks"] == 48
