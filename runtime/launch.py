@@ -28,7 +28,6 @@ from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
 from .layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources, use_tuned
-from .matrix import TiledMatrix
 from .comm import Unanswered
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
                       collective_limit, options_from, run_warnings)
@@ -62,7 +61,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                      options.inputs, options.outputs)
     check_output_paths(options)
     held: dict = {}  # matrix name -> NaN or infinite values in the input tiles read (this rank)
-    sources = {d.name: _source(d, i, matrices[d.name], options, arrays or {}, driver, held)
+    sources = {d.name: source(d, i, (matrices[d.name].m, matrices[d.name].n), options, arrays or {}, driver, held)
                for i, d in enumerate(program.matrices)}
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5)
@@ -183,11 +182,10 @@ def _fill_inputs(program, matrices, sources: dict, needed: set, devices) -> None
                 tile.data = devices.to_device(tile.data, tile.device)
 
 
-def _source(decl, index: int, matrix: TiledMatrix, options: Options, arrays: dict, driver, held: dict):
-    """``fill(r0, r1, c0, c1)`` for one matrix: an array given, a file, or a generator; the
-    non-finite values of what is read from an array or a file are counted in ``held`` (with
-    --check-finite: refused)."""
-    shape = (matrix.m, matrix.n)
+def source(decl, index: int, shape: tuple, options: Options, arrays: dict, driver, held: dict):
+    """``fill(r0, r1, c0, c1)`` for matrix ``decl`` (the program's ``index``-th) of ``shape``: an
+    array given, a file, or a generator; the non-finite values of what is read from an array or
+    a file are counted in ``held`` (with --check-finite: refused)."""
     if decl.name in arrays:
         array = np.asarray(arrays[decl.name], dtype=np.float64)
         if array.shape != shape:

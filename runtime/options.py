@@ -258,6 +258,13 @@ def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:
                              f"(the program has {', '.join(everything) or 'none'})")
 
 
+def input_files(program, given: list) -> dict:
+    """Matrix name -> path of the ``--input NAME=FILE`` options ``given`` (checked as run checks them)."""
+    files = _pairs(given, "--input")
+    check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], files, {})
+    return files
+
+
 def _pairs(items, flag: str) -> dict:
     """NAME -> VALUE of repeated ``flag NAME=VALUE`` options; a NAME given twice is a usage
     error (which one was meant cannot be told)."""

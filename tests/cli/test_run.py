@@ -199,6 +199,27 @@ def test_bench_reports_ratios_against_lapack():
 
 
 @pytest.mark.timeout(130)
+def test_bench_reads_inputs_for_both_sides_and_fails_on_a_failed_check(tmp_path):
+    """--input feeds tiledsl and the reference alike; a matrix the program cannot factor
+    accurately (LU without pivoting, a tiny first pivot) makes a failed check, which fails the bench."""
+    rng = np.random.default_rng(1)
+    spd = rng.standard_normal((300, 300))
+    np.save(tmp_path / "spd.npy", spd @ spd.T + 300 * np.eye(300))
+    out = tiledsl("bench", "cholesky", "--n", 300, "--nb", 100, "--rounds", 1, "--no-dask", "--json",
+                  "--input", f"A={tmp_path / 'spd.npy'}")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["passed"] is True
+    bad = rng.standard_normal((300, 300))
+    bad[0, 0] = 1e-13
+    np.save(tmp_path / "bad.npy", bad)
+    out = tiledsl("bench", "lu", "--n", 300, "--nb", 100, "--rounds", 1, "--no-dask",
+                  "--input", f"A={tmp_path / 'bad.npy'}")
+    assert out.returncode == 1 and "(FAIL: the timings are of a wrong result, threshold 60)" in out.stdout
+    out = tiledsl("bench", "cholesky", "--n", 200, "--rounds", 1, "--input", f"A={tmp_path / 'bad.npy'}")
+    assert out.returncode == 2 and "has shape (300, 300) but the matrix needs shape (200, 200)" in out.stderr
+
+
+@pytest.mark.timeout(130)
 def test_bench_says_when_dask_is_left_out_for_want_of_it():
     out = tiledsl("bench", "cholesky", "--n", 256, "--nb", 128, "--rounds", 1)
     assert out.returncode == 0, out.stderr

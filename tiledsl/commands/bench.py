@@ -25,7 +25,7 @@ from scipy.linalg import blas, lapack
 from threadpoolctl import threadpool_limits
 
 from ..runtime import Options, execute
-from ..runtime.inputs import make_matrix
+from ..runtime.launch import source
 from ..runtime.layout import make_params, matrix_shapes
 from ..runtime.reporting import flop_count, sources_text
 
@@ -114,10 +114,14 @@ def reference_of(program) -> tuple[Reference, list, dict] | None:
 
 
 def inputs_of(driver, options: Options) -> dict:
-    """The program's input matrices, as a run with ``options`` makes them (by name)."""
+    """The program's input matrices, as a run with ``options`` makes them (by name): generated,
+    or read from an ``--input`` file or the file a ``load`` names."""
     shapes = matrix_shapes(driver, make_params(driver, options))[0]
-    return {d.name: make_matrix(d.init, options.seed, i, *shapes[d.name])
-            for i, d in enumerate(driver.PROGRAM.matrices)}
+    made = {}
+    for index, decl in enumerate(driver.PROGRAM.matrices):
+        rows, cols = shape = shapes[decl.name]
+        made[decl.name] = source(decl, index, shape, options, {}, driver, {})(0, rows, 0, cols)
+    return made
 
 
 def _dask(kind: str, chunk: int, workers: int):
@@ -166,28 +170,30 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     notes = []
     if with_dask and kind in DASK_KINDS and importlib.util.find_spec("dask") is None:
         notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
-    residual, tiles, tiling, flops = None, {}, "", None
+    residual, passed, tiles, tiling, flops = None, None, {}, "", None
     for _ in range(rounds):
         result = execute(driver, options, inputs)
         tiled.times.append(result.seconds)
-        residual = result.residual
+        residual, passed = result.residual, result.passed
         for measure, routine, matrices, threads, check_options in references:
             measure.times.append(_timed(routine, matrices, threads, check_options))
         tiles = {k: v for k, v in result.params.items() if k in ("nb", "B", "b", "s") and v is not None}
         tiling = sources_text(result)
         flops, _ = flop_count(program, result.matrices, [result.stats])
-    return _table(program, options, flops, tiled, [r[0] for r in references], residual, tiles, tiling, notes)
+    return _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, tiling,
+                  notes)
 
 
-def _table(program, options, flops, tiled, references, residual, tiles, tiling, notes) -> dict:
-    """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`)."""
+def _table(program, options, flops, tiled, references, verdict, tiles, tiling, notes) -> dict:
+    """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`); ``verdict``:
+    its check's (residual, passed)."""
     rate = (lambda t: flops / t / 1e9) if flops else (lambda t: None)
     rows = [{"name": m.name, "seconds": m.best, "gflops": rate(m.best),
              "ratio": m.best / tiled.best} for m in [tiled] + references]
     dask_rows = [r for r in rows if r["name"].startswith("dask")]
     best_dask = min(dask_rows, key=lambda r: r["seconds"]) if dask_rows else None
     return {"program": program.name, "n": options.n, "tiles": tiles, "tiling": tiling, "workers": options.workers,
-            "rounds": len(tiled.times), "residual": residual, "rows": rows,
+            "rounds": len(tiled.times), "residual": verdict[0], "passed": verdict[1], "rows": rows,
             "best_dask": best_dask["name"] if best_dask else None, "notes": notes}
 
 
@@ -201,6 +207,7 @@ def render(table: dict) -> str:
         ratio = f"{row['ratio']:.2f}x" if row["ratio"] else "-"
         lines.append(f"{row['name']:<44} {row['seconds']:>9.4f} {rate:>9} {ratio:>16}")
     if table["residual"] is not None:
-        lines.append(f"\ntiledsl residual {table['residual']:.3g} (threshold 60)")
+        verdict = "pass" if table["passed"] else "FAIL: the timings are of a wrong result"
+        lines.append(f"\ntiledsl residual {table['residual']:.3g} ({verdict}, threshold 60)")
     lines += [f"note: {note}" for note in table["notes"]]
     return "\n".join(lines)

@@ -109,6 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--workers", type=int, help="CPU workers, and BLAS threads of the reference")
     bench.add_argument("--rounds", type=int, default=3, help="alternated rounds (default 3)")
     bench.add_argument("--seed", type=int, default=42)
+    bench.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                       help="read matrix NAME from a .npy file, for tiledsl and the reference alike (as for run)")
     bench.add_argument("--no-dask", action="store_true", help="leave dask out")
     bench.add_argument("--json", action="store_true", help="print the table as JSON")
     bench.add_argument("--no-tune", action="store_true",
@@ -253,7 +255,7 @@ def _program_path(name: str) -> str:
 def _bench(args) -> int:
     from .bench import render, run_bench
     from ..runtime.layout import use_tuned
-    from ..runtime.options import size_options
+    from ..runtime.options import input_files, size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
@@ -261,13 +263,14 @@ def _bench(args) -> int:
     options = size_options(args)
     options.workers = args.workers or os.cpu_count() or 1
     options.seed = args.seed
+    options.inputs = input_files(driver.PROGRAM, args.input)
     options.check = True
     if args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
     use_tuned(driver.PROGRAM, options, not args.no_tune)  # what run would use
     table = run_bench(driver, options, args.rounds, not args.no_dask)
     print(json.dumps(table) if args.json else render(table))
-    return 0
+    return 1 if table["passed"] is False else 0
 
 
 def _plot(args) -> int:
@@ -293,7 +296,7 @@ def _plot(args) -> int:
 def _graph(args) -> int:
     from .explain import plan
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
-    from ..runtime.options import size_options
+    from ..runtime.options import input_files, size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
