@@ -15,7 +15,9 @@ decides alone, from the distribution, what to create:
   output of a task run on the host while it lives on a GPU;
 * send (type 4, on the input's rank): a reader in the tile's list that posts the
   tile to the owner's rank once the version is ready (staged to the host first
-  when the tile lives on a GPU), at most once per version and destination;
+  when the tile lives on a GPU), at most once per version and destination; with
+  ``--broadcast tree`` the version goes along a tree of the ranks that read it,
+  each forwarding it on (:mod:`.broadcast`);
 * sink (type 6, on the minor output's rank): a writer in the tile's list that
   waits for the new version and then takes its buffer (renaming, no copy).
 
