@@ -149,8 +149,13 @@ class Broadcasts:
             if not waiting:
                 del self.expected[tag]
 
+    def unplanned_copy(self, copy) -> bool:
+        """Whether ``copy`` still waits for its plan (for stall reports)."""
+        return any(entry[0] is copy and entry[1] is None for entry in self.expected.get(copy.tile.tag, ()))
+
     def _receive(self, copy, parent: int, children: list) -> None:
         exchange, tile = self.exchange, copy.tile
+        copy.source = parent
         for child in children:
             self._forward(copy, child)
         done = exchange.traced("receive", tile, parent, copy.data.nbytes,

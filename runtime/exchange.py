@@ -64,10 +64,11 @@ class Copy:
     """This place's copy of one version of a tile homed at another place, or of a part of it
     (``part`` = (r0, r1, c0, c1), the sub-range an ``in`` argument names; None: the whole tile)."""
 
-    __slots__ = ("tile", "version", "device", "part", "data", "arrived", "waiters", "readers", "closed")
+    __slots__ = ("tile", "version", "device", "part", "data", "arrived", "waiters", "readers", "closed", "source")
 
     def __init__(self, tile, version: int, device: int, part: tuple | None = None):
         self.tile, self.version, self.device, self.part = tile, version, device, part
+        self.source = tile.rank  # the rank it comes from (a tree broadcast's plan may name another)
         self.data = None
         self.arrived = False
         self.waiters: list = []  # callables run (engine lock held) when the data is here
@@ -513,8 +514,10 @@ class Exchange:
         waiting = [copy for matrix in matrices for tile in matrix.made_tiles()
                    for copy in tile.copies.values() if not copy.arrived]
         lines = [f"  waiting for {copy.tile}{part_text(copy.part)} version {copy.version} "
-                 + (f"from rank {copy.tile.rank}" if copy.tile.rank != self.rank else
+                 + (f"from rank {copy.source}" if copy.tile.rank != self.rank else
                     f"from device {copy.tile.device}") + (f" to GPU {copy.device}" if copy.device else "")
+                 + (" (its plan from the owner is not in yet)" if self.broadcasts and self.broadcasts.unplanned_copy(copy)
+                    else "")
                  for copy in waiting[:5]]
         return "\n".join(lines)
 
