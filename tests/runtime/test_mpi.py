@@ -82,14 +82,15 @@ def test_messages_counted_equal_those_explain_predicts(tmp_path, program, grid):
 
 
 @pytest.mark.timeout(120)
-def test_a_failure_on_one_rank_stops_every_rank(tmp_path):
+@pytest.mark.parametrize("broadcast", ["direct", "tree"])
+def test_a_failure_on_one_rank_stops_every_rank(tmp_path, broadcast):
     a = np.eye(512)
     a[400, 400] = -1.0  # A[3, 3] with nb = 128 is not positive definite, on rank 3 of the 2x2 grid
     np.save(tmp_path / "bad.npy", a)
     segments = jobs.segments()
     began = time.monotonic()
     out = run("programs/cholesky.tile", "--n", 512, "--nb", 128, "--input", f"A={tmp_path / 'bad.npy'}",
-              np_=4, cache=tmp_path / "cache", timeout=60)
+              "--broadcast", broadcast, np_=4, cache=tmp_path / "cache", timeout=60)
     elapsed = time.monotonic() - began
     assert out.returncode == 1, (out.returncode, out.stderr)
     assert elapsed < 30
