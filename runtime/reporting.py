@@ -251,6 +251,8 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "messages_received": traffic.receives if traffic else 0,
             "bytes_sent": traffic.bytes_sent if traffic else 0,
             "bytes_received": traffic.bytes_received if traffic else 0,
+            "plans_sent": traffic.plans_sent if traffic else 0,  # announcements of a tree broadcast's deliveries
+            "plans_received": traffic.plans_received if traffic else 0,
             "peak_tile_bytes": local + copies,
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
             "out_of_core": _cache_statistics(engine),

@@ -163,5 +163,10 @@ def test_a_tree_broadcast_gives_the_same_bits_and_the_same_receives(tmp_path, pa
     for key in ("messages_received", "bytes_received"):
         assert [r[key] for r in tree] == [r[key] for r in direct], key
     assert sum(r["messages_sent"] for r in tree) == sum(r["messages_sent"] for r in direct)
+    # every input delivered is announced by a plan (under tree only); outputs going home are not
+    plans, received = sum(r["plans_sent"] for r in tree), sum(r["messages_received"] for r in direct)
+    assert 0 < plans == sum(r["plans_received"] for r in tree) <= received
+    assert sum(r["plans_sent"] for r in direct) == 0
     if "cholesky" in path:  # a panel tile goes to three ranks: one of them gets it from another
         assert [r["messages_sent"] for r in tree] != [r["messages_sent"] for r in direct]
+        assert plans == received  # no task of Cholesky writes a tile of another rank
