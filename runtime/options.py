@@ -23,8 +23,9 @@ EXIT_CODES = ("exit status: 0 success; 1 a program error (a failed kernel, a fai
 
 
 class SuggestingParser(argparse.ArgumentParser):
-    """An argument parser whose error for a misspelled option suggests the closest one
-    (``--chekc``: did you mean --check?), looking in the subcommand's options too."""
+    """An argument parser whose errors are one line, and whose error for a misspelled option
+    suggests the closest one (``--chekc``: did you mean --check?), looking in the subcommand's
+    options too."""
 
     def parse_known_args(self, args=None, namespace=None):
         self._given = list(sys.argv[1:] if args is None else args)
@@ -41,7 +42,7 @@ class SuggestingParser(argparse.ArgumentParser):
             if close:
                 message += f" (did you mean {close[0]}?)"
                 break
-        super().error(message)
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def _known_options(self) -> list:
         options = list(self._option_string_actions)

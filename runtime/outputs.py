@@ -39,20 +39,29 @@ def check_output_paths(options: Options) -> None:
 
 
 def _check_writable(path: str, what: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
+    """The file is written as :meth:`Staging.temporary` does: beside what ``path`` names once its
+    links are followed (a link stays a link), then renamed over it, which only a regular file
+    may be (a device such as /dev/null would be replaced)."""
     if os.path.isdir(path):
         raise UsageError(f"{what}: is a directory")
+    given = os.path.dirname(path) or "."
+    if not os.path.isdir(given):  # as the system resolves it: 'nosuch/..' does not exist
+        raise UsageError(f"{what}: directory {given!r} does not exist")
+    real = os.path.realpath(path)
+    if os.path.exists(real) and not os.path.isfile(real):
+        raise UsageError(f"{what}: {real!r} is not a regular file (a device, a pipe or a socket), "
+                         f"which the written file would replace: name a file")
+    folder = os.path.dirname(real)
     if not os.path.isdir(folder):
-        raise UsageError(f"{what}: directory {os.path.dirname(path) or folder!r} does not exist")
+        raise UsageError(f"{what}: directory {folder!r} (where the link leads) does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise UsageError(f"{what}: directory {os.path.dirname(path) or folder!r} is not writable")
+        raise UsageError(f"{what}: directory {folder!r} is not writable")
     # permissions do not tell everything (a read-only mount, /proc, root's access): try it
     probe = os.path.join(folder, f".tiledsl-probe-{secrets.token_hex(8)}")
     try:
         os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError as error:
-        raise UsageError(f"{what}: cannot create a file in {os.path.dirname(path) or folder!r}: "
-                         f"{error.strerror or error}") from None
+        raise UsageError(f"{what}: cannot create a file in {folder!r}: {error.strerror or error}") from None
     with contextlib.suppress(OSError):
         os.unlink(probe)
 
@@ -80,8 +89,10 @@ class Staging:
         self.files.clear()
 
     def temporary(self, target: str) -> str:
-        """A new empty file beside ``target``, renamed to it by a successful :meth:`commit`."""
-        folder, name = os.path.split(os.path.abspath(target))
+        """A new empty file beside ``target`` (what a link leads to: the link is kept), renamed to
+        it by a successful :meth:`commit`."""
+        target = os.path.realpath(target)
+        folder, name = os.path.split(target)
         path = os.path.join(folder, f".{name}.{os.getpid()}-{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # mode as the umask says
         self.files[path] = target

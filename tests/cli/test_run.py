@@ -281,11 +281,35 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--set", "n=1", "--set", "n=2"), "--set n is given twice (n=1 and n=2)"),
     (("--n", 100, "--gpus", "-1"), "--gpus must be at least 0, got -1"),
     (("--n", 100, "--set", "nb=64"), "--set nb: nb is not a parameter of cholesky: give it as --nb"),
+    (("--n", "1e3"), "tiledsl run: error: argument --n: invalid int value: '1e3' (see tiledsl run --help)"),
+    ((), "tiledsl run: error: the following arguments are required: --n (see tiledsl run --help)"),
+    (("--n", 100, "--output", "A=nosuch/../o.npy"), "--output A=nosuch/../o.npy: directory 'nosuch/..' does not exist"),
+    (("--n", 100, "--output", "A=/dev/null"), "--output A=/dev/null: '/dev/null' is not a regular file"),
+    (("--n", 100, "--trace", "/dev/null"), "--trace /dev/null: '/dev/null' is not a regular file"),
 ])
 def test_bad_run_options_are_one_line_usage_errors(args, text):
     out = tiledsl("run", "programs/cholesky.tile", *args)
     assert out.returncode == 2, out.stderr
     assert text in out.stderr and "Traceback" not in out.stderr and "warning" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.timeout(130)
+def test_an_output_through_a_link_replaces_what_it_leads_to(tmp_path):
+    """The link stays; the file it names gets the matrix (a device is refused: see above)."""
+    (tmp_path / "real.npy").write_text("old")
+    (tmp_path / "link.npy").symlink_to("real.npy")
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 200, "--nb", 100, "--output", f"A={tmp_path / 'link.npy'}")
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "link.npy").is_symlink() and np.load(tmp_path / "real.npy").shape == (200, 200)
+
+
+@pytest.mark.timeout(130)
+def test_run_and_explain_take_a_shipped_programs_name():
+    assert tiledsl("run", "cholesky", "--n", 200, "--nb", 100).returncode == 0
+    assert tiledsl("explain", "qr", "--n", 200, "--nb", 100, "--totals").returncode == 0
+    out = tiledsl("run", "nosuch", "--n", 200)
+    assert out.returncode == 1 and out.stderr.startswith("nosuch: error[E000]: no such file")
 
 
 @pytest.mark.timeout(130)

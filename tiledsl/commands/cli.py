@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     compile_.set_defaults(handler=_compile)
 
     explain = command("explain", "show each task's owner and every rank's instances")
-    explain.add_argument("file", metavar="FILE")
+    explain.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     explain.add_argument("--grid", default="1x1", metavar="PxQ", help="process grid (default 1x1)")
     explain.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
     explain.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -96,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     explain.set_defaults(handler=_explain)
 
     run = command("run", "run a .tile program or a driver")
-    run.add_argument("file", metavar="PROGRAM.tile|DRIVER.py")
+    run.add_argument("file", metavar="PROGRAM.tile|DRIVER.py",
+                     help="a .tile file, a shipped program's name, or a compiled driver")
     run.add_argument("--np", type=int, default=1, metavar="P", help="MPI ranks to start (default 1)")
     run.add_argument("--launcher", metavar="CMD",
                      help="how to start P ranks, e.g. 'srun' or 'mpirun' (default: $TILEDSL_LAUNCHER, "
@@ -229,7 +230,7 @@ def _explain(args) -> int:
     from ..runtime.layout import use_tuned
     from ..runtime.options import size_options
 
-    driver = _load_driver(args.file)
+    driver = _load_driver(_program_path(args.file))
     if driver is None:
         return 1
     try:
@@ -246,10 +247,11 @@ def _explain(args) -> int:
 
 
 def _program_path(name: str) -> str:
-    """A .tile path as given, or the shipped program of that name."""
+    """A .tile path as given, or the shipped program of that name if there is one."""
     if name.endswith((".tile", ".py")) or "/" in name:
         return name
-    return str(Path(__file__).resolve().parent.parent.parent / "programs" / f"{name}.tile")
+    shipped = Path(__file__).resolve().parent.parent.parent / "programs" / f"{name}.tile"
+    return str(shipped) if shipped.exists() else name
 
 
 def _bench(args) -> int:
@@ -363,7 +365,7 @@ def _run(args) -> int:
         raise UsageError(f"--np must be at least 1, got {args.np}")
     if args.np > 1 or args.launcher:
         return _launch(args)
-    driver = _load_driver(args.file)
+    driver = _load_driver(_program_path(args.file))
     if driver is None:
         return 1
     return run_and_report(driver, args)
@@ -374,7 +376,7 @@ def _launch(args) -> int:
     import shlex
     import shutil
 
-    path = _driver_path(args.file)
+    path = _driver_path(_program_path(args.file))
     if path is None:
         return 1
     launcher = shlex.split(args.launcher or os.environ.get("TILEDSL_LAUNCHER", "")) or [_mpiexec()]
