@@ -218,6 +218,9 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
+    if args.gpu_memory is not None and not args.gpus:
+        raise UsageError("--gpu-memory needs --gpus G (at least 1 GPU per rank)")
+    check_seed(args.seed)
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
     options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend or "emulated"
     options.inputs, options.outputs = files["input"], files["output"]
@@ -257,6 +260,15 @@ def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:
         if name not in everything:
             raise UsageError(f"--output {name}=...: no matrix named {name} "
                              f"(the program has {', '.join(everything) or 'none'})")
+
+
+#: Seeds are 64-bit: a larger or negative one would stand for another silently.
+SEEDS = 2 ** 64
+
+
+def check_seed(seed: int) -> None:
+    if not 0 <= seed < SEEDS:
+        raise UsageError(f"--seed must be from 0 to 2^64 - 1, got {seed}")
 
 
 def input_files(program, given: list) -> dict:

@@ -227,7 +227,11 @@ class Loaded:
             _check_int("n", n, 1)
         if workers is not None:
             _check_int("workers", workers, 1)
+        from .runtime.options import SEEDS
+
         _check_int("seed", seed, 0)
+        if seed >= SEEDS:
+            raise TiledslError(f"seed must be below 2^64, got {seed}")
 
     # ------------------------------------------------------------ inferring n and the params
 

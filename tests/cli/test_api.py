@@ -315,3 +315,5 @@ def test_gpus_take_their_share_of_the_tiles_through_the_api():
         cholesky.run(A=a, gpus=-1)
     with pytest.raises(TiledslError, match=r"^gpu_backend must be 'emulated' or 'cupy', got 'cuda'$"):
         cholesky.run(A=a, gpu_backend="cuda")
+    with pytest.raises(TiledslError, match=r"^seed must be below 2\^64, got 18446744073709551616$"):
+        cholesky.run(n=100, seed=2 ** 64)

@@ -217,6 +217,8 @@ def test_bench_reads_inputs_for_both_sides_and_fails_on_a_failed_check(tmp_path)
     assert out.returncode == 1 and "(FAIL: the timings are of a wrong result, threshold 60)" in out.stdout
     out = tiledsl("bench", "cholesky", "--n", 200, "--rounds", 1, "--input", f"A={tmp_path / 'bad.npy'}")
     assert out.returncode == 2 and "has shape (300, 300) but the matrix needs shape (200, 200)" in out.stderr
+    out = tiledsl("bench", "cholesky", "--n", 200, "--workers", 0)
+    assert out.returncode == 2 and "--workers must be at least 1, got 0" in out.stderr
 
 
 @pytest.mark.timeout(130)
@@ -286,6 +288,9 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--output", "A=nosuch/../o.npy"), "--output A=nosuch/../o.npy: directory 'nosuch/..' does not exist"),
     (("--n", 100, "--output", "A=/dev/null"), "--output A=/dev/null: '/dev/null' is not a regular file"),
     (("--n", 100, "--trace", "/dev/null"), "--trace /dev/null: '/dev/null' is not a regular file"),
+    (("--n", 100, "--seed", -1), "--seed must be from 0 to 2^64 - 1, got -1"),
+    (("--n", 100, "--seed", 2 ** 64), "--seed must be from 0 to 2^64 - 1, got 18446744073709551616"),
+    (("--n", 100, "--gpu-memory", "1M"), "--gpu-memory needs --gpus G (at least 1 GPU per rank)"),
 ])
 def test_bad_run_options_are_one_line_usage_errors(args, text):
     out = tiledsl("run", "programs/cholesky.tile", *args)

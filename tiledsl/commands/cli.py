@@ -257,12 +257,15 @@ def _program_path(name: str) -> str:
 def _bench(args) -> int:
     from .bench import render, run_bench
     from ..runtime.layout import use_tuned
-    from ..runtime.options import input_files, size_options
+    from ..runtime.options import check_seed, input_files, size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
         return 1
     options = size_options(args)
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    check_seed(args.seed)
     options.workers = args.workers or os.cpu_count() or 1
     options.seed = args.seed
     options.inputs = input_files(driver.PROGRAM, args.input)
@@ -298,7 +301,7 @@ def _plot(args) -> int:
 def _graph(args) -> int:
     from .explain import plan
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
-    from ..runtime.options import input_files, size_options
+    from ..runtime.options import check_seed, input_files, size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:

@@ -41,7 +41,8 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
 
     128+N after a forwarded signal N (whatever the job returned); 1 when the launcher
     returned 0 but some rank did not record that it finished the run (it exited in
-    the middle: ``os._exit(0)``, ``sys.exit(0)``).
+    the middle: ``os._exit(0)``, ``sys.exit(0)``), or when a rank was lost (killed by a
+    signal: the launcher's own status, 9 or 11, is said, not returned).
     """
     before = segments()
     with private_tmpdir(os.environ) as environment:
@@ -56,8 +57,9 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         elif code != 0 and not _forwarded_signal(code):
             code = _recorded_failure(folder, code) if code > 3 else code
             # 141: the launcher died of SIGPIPE, its reader gone (`| head`), a quiet end
-            if code != 128 + signal.SIGPIPE and not _some_rank_reported(folder):
-                _report_lost_ranks(folder, ranks, code)
+            if code != 128 + signal.SIGPIPE and not _some_rank_reported(folder) and \
+                    _report_lost_ranks(folder, ranks, code) and code > 3:
+                code = 1  # a rank lost is a program error (options.EXIT_CODES), not the launcher's status
         if code != 0:
             kill_job(job, folder)
     if code != 0:
@@ -79,18 +81,20 @@ def _some_rank_reported(folder: str) -> bool:
     return any(text.strip() not in ("", "0") for text in _read_markers(folder))
 
 
-def _report_lost_ranks(folder: str, ranks: int | None, code: int) -> None:
-    """Say which ranks ended without a word (killed by a signal, lost), when none said why."""
+def _report_lost_ranks(folder: str, ranks: int | None, code: int) -> bool:
+    """Say which ranks ended without a word (killed by a signal, lost), when none said why;
+    whether there were such ranks."""
     if ranks is None:
-        return
+        return False
     lost = [rank for rank in range(ranks) if _recorded_status(folder, rank) is None]
     if not lost:
-        return
+        return False
     # once one rank dies the launcher kills the others, so which one died first cannot be told
     why = ("at least one died (a crash, a signal) and the launcher then ended the others" if len(lost) > 1
            else "killed by a signal, or lost")
     print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
           f"a word ({why}; the launcher's exit status is {code})", file=sys.stderr, flush=True)
+    return True
 
 
 def _forwarded_signal(code: int) -> bool:
