@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from . import priorities
 from .distribution import parse_ratio
-from .watchdog import FLOOR_SECONDS
+from .watchdog import FLOOR_SECONDS, TASK_FACTOR
 from .world import UsageError
 
 TILE_SETTINGS = ("nb", "B", "b", "s")
@@ -152,8 +152,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--watchdog", type=watchdog_seconds, metavar="SECONDS",
                         help="report a run where no task completes for SECONDS, or a rank that waits that "
-                             f"long for the others (start-up, end of run); 0 disables it (default "
-                             f"{FLOOR_SECONDS:g})")
+                             f"long for the others (start-up, end of run); 0 disables it (default: the "
+                             f"larger of {FLOOR_SECONDS:g} s and {TASK_FACTOR:g} times the longest task so far)")
     parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
                                                                  "(all ranks) and report its bounds")
     parser.add_argument("--check-finite", action="store_true",

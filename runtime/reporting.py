@@ -135,7 +135,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
             "seconds": result.seconds, "gflops": rate, "flops_source": source,
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
-            "residual": result.residual, "residuals": result.residuals, "passed": result.passed,
+            "residual": result.residual, "residuals": result.residuals, "passed": result.passed, "ok": result.ok,
             "gpu_backend": result.gpu_backend, "nonfinite": result.nonfinite,
             "input_nonfinite": result.input_nonfinite, "errors": result.errors,
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,

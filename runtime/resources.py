@@ -149,5 +149,7 @@ def check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
         grids = _grids_giving_every_rank_tiles(declared, ranks)
         remedy = f"use {' or '.join(grids)}, smaller tiles or fewer ranks" if grids else \
             "use smaller tiles or fewer ranks"
+        slices = getattr(largest.distribution, "s", 1)  # hybrid tiles: a block column of s slices is placed whole
+        columns = f", {-(-largest.nt // slices)} block column(s) of {slices} slices" if slices > 1 else ""
         raise UsageError(f"{ranks} ranks but only {len(owners)} of them own tiles (the largest matrix, {name}, "
-                         f"has {largest.mt}×{largest.nt} tiles): {remedy}")
+                         f"has {largest.mt}×{largest.nt} tiles{columns}): {remedy}")

@@ -326,7 +326,7 @@ def test_nb_is_refused_for_hybrid_tiling():
 @pytest.mark.timeout(130)
 def test_a_run_without_check_has_passed_null_and_check_without_a_program_check_warns(tmp_path):
     summary = json.loads(tiledsl("run", "programs/cholesky.tile", "--n", 200, "--nb", 100, "--json").stdout)
-    assert summary["passed"] is None and summary["nonfinite"] == {}
+    assert summary["passed"] is None and summary["nonfinite"] == {} and summary["ok"] is True
     (tmp_path / "nocheck.tile").write_text("program nocheck {\n  tiling uniform(nb = 50)\n"
                                            "  matrix A[n, n] = random spd\n"
                                            "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
@@ -355,6 +355,7 @@ def test_a_nan_left_in_the_result_fails_the_run_without_check(tmp_path):
     assert out.returncode == 1
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert list(summary["nonfinite"]) == ["A"] and summary["nonfinite"]["A"] >= 1 and summary["passed"] is None
+    assert summary["ok"] is False  # the exit status is 1: a NaN is left
     assert summary["input_nonfinite"] == {"A": 1}
     assert out.stderr.startswith("tiledsl: error: A holds ") and "; its input held 1 in the tiles the run read" in out.stderr
 

@@ -23,6 +23,8 @@ from ..runtime.world import UsageError, grid_for
 
 
 def add_arguments(parser) -> None:
+    from ..simulation.machine import shipped
+
     parser.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     parser.add_argument("--nodes", type=int, required=True, metavar="P", help="ranks (one per node on a "
                                                                                "cluster's machine file)")
@@ -34,8 +36,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
                         help="whose tuned rates to use on this machine (default emulated)")
     parser.add_argument("--machine", metavar="FILE|NAME",
-                        help="a machine file, or a shipped one (keeneland, h100); default: this machine, "
-                             "with the kernel rates tiledsl tune measured")
+                        help=f"a machine file, or a shipped one ({', '.join(shipped())}); default: this "
+                             "machine, with the kernel rates tiledsl tune measured")
     parser.add_argument("--workers", type=int, help="CPU workers per rank (default: as run chooses on the "
                                                      "machine's cores)")
     parser.add_argument("--window", type=int, help="task window per rank (default: as run)")
