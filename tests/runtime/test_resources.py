@@ -29,7 +29,8 @@ def test_hybrid_tiles_suggest_only_grids_whose_block_columns_reach_every_rank():
     matrices = {"A": _matrix(Hybrid(pr=1, pc=6, s=3), 4, 12)}
     with pytest.raises(UsageError) as refused:
         check_every_rank_has_tiles(_program("A"), matrices, 6)
-    assert str(refused.value) == ("6 ranks but only 4 of them own tiles (the largest matrix, A, has 4×12 tiles): "
+    assert str(refused.value) == ("6 ranks but only 4 of them own tiles (the largest matrix, A, has 4×12 tiles, "
+                                  "4 block column(s) of 3 slices): "
                                   "use --grid 2x3 or --grid 3x2, smaller tiles or fewer ranks")
 
 
