@@ -1,7 +1,7 @@
 """`tiledsl simulate` on Keeneland against the papers' measurements (issue 15).
 
     python benchmarks/keeneland_table.py [--max-nodes 64 | --nodes 2,4] [--programs cholesky,qr] [--one-row]
-                                         [--broadcast tree] [--out rows.jsonl]
+                                         [--broadcast auto|direct|tree] [--out rows.jsonl]
 
 The weak-scaling runs of CPE'15 Table I (Song & Dongarra, seeds/): Cholesky from
 n = 34,560 and QR from n = 32,256 on one node, the order growing with the square
@@ -11,7 +11,8 @@ the paper's tuning formula for 7 workers and 3 GPUs), one rank per node. Each ro
 minutes) holds the predicted seconds, TFLOP/s, critical path, the generation
 thread's walk and the traffic, beside the paper's total seconds. ``--one-row`` runs
 on a 1×P grid instead of the paper's (for QR, whose tile pairs then share a rank);
-``--broadcast tree`` sends each tile version along a tree of its readers (as ``run``).
+``--broadcast`` chooses how each tile version reaches its readers, as for ``run`` (auto: along a
+tree of them from 8 nodes).
 """
 import argparse
 import json
@@ -35,7 +36,7 @@ TILES = {"cholesky": ("hetero_cholesky", ("--B", 1152, "--b", 64, "--s", 2)),
          "qr": ("hetero_qr", ("--B", 896, "--b", 64, "--s", 2))}
 
 
-def simulate(program: str, nodes: int, one_row: bool = False, broadcast: str = "direct") -> dict:
+def simulate(program: str, nodes: int, one_row: bool = False, broadcast: str = "auto") -> dict:
     n, grid, total, *_ = PAPER[program][nodes]
     grid = f"1x{nodes}" if one_row else grid
     name, tiles = TILES[program]
@@ -46,7 +47,7 @@ def simulate(program: str, nodes: int, one_row: bool = False, broadcast: str = "
         sys.exit(out.stderr.strip())
     result = json.loads(out.stdout.strip().splitlines()[-1])
     totals = result["totals"]
-    return {"program": program, "nodes": nodes, "grid": grid, "broadcast": broadcast, "n": n, "tasks": result["tasks"], "paper_seconds": total,
+    return {"program": program, "nodes": nodes, "grid": grid, "broadcast": result["broadcast"], "n": n, "tasks": result["tasks"], "paper_seconds": total,
             "seconds": round(result["seconds"], 2), "tflops": round(result["gflops"] / 1e3, 2),
             "critical_path": round(result["critical_path"], 2), "area_bound": round(result["area_bound"], 2),
             "walk_seconds": round(result["walk"]["seconds"], 2),
@@ -63,7 +64,7 @@ def main() -> None:
     parser.add_argument("--nodes", help="only these node counts (comma-separated), e.g. 100 for SPAA'12's")
     parser.add_argument("--programs", default="cholesky,qr")
     parser.add_argument("--one-row", action="store_true", help="1xP grids instead of the paper's")
-    parser.add_argument("--broadcast", choices=["direct", "tree"], default="direct",
+    parser.add_argument("--broadcast", choices=["auto", "direct", "tree"], default="auto",
                         help="how tile versions reach their readers (as run)")
     parser.add_argument("--out", help="append each row to this file as one JSON line")
     args = parser.parse_args()

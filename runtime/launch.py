@@ -28,6 +28,7 @@ from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
 from .layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources, use_tuned
+from .broadcast import broadcast_for
 from .comm import Unanswered
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
                       collective_limit, options_from, run_warnings)
@@ -84,7 +85,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     _fill_inputs(program, matrices, sources, needed, devices)
     engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program),
-                    broadcast=options.broadcast)
+                    broadcast=broadcast_for(options.broadcast, ranks))
     if out_of_core is not None:
         engine.exchange.go_out_of_core(out_of_core)
     engine.attach(matrices)

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 
 from . import priorities
+from .broadcast import CHOICES, TREE_FROM_RANKS
 from .distribution import parse_ratio
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR
 from .world import UsageError
@@ -99,7 +100,7 @@ class Options:
     trace: str | None = None  # path of the trace file to write
     gpu_backend: str = "emulated"
     gpu_memory: int | None = None  # bytes each GPU may hold (default: what it has free); beyond: out of core
-    broadcast: str = "direct"  # how a tile version reaches the ranks that read it: "direct" or "tree"
+    broadcast: str = "auto"  # how a tile version reaches the ranks that read it (.broadcast.broadcast_for)
     priorities: str = "program"  # "program", "auto" (bottom levels) or "none" (see runtime.priorities)
     gpu_ratio: tuple | None = None  # (H, G): host/GPU block columns per cycle, uniform tiles (default 1:1)
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
@@ -136,10 +137,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--priorities", choices=priorities.MODES, default="program",
                         help="task priorities: the program's own, derived from the task graph when it "
                              "gives none (program, the default); always derived (auto); none")
-    parser.add_argument("--broadcast", choices=["direct", "tree"], default="direct",
+    parser.add_argument("--broadcast", choices=CHOICES, default="auto",
                         help="how a tile version reaches the ranks that read it: each from its owner "
-                             "(direct, the default), or along a binomial tree of them, each forwarding it "
-                             "on (tree: the owner sends log2 of the readers' messages; for many ranks)")
+                             "(direct), or along a binomial tree of them, each forwarding it on (tree: the "
+                             f"owner sends log2 of the readers' messages); auto, the default: tree from "
+                             f"{TREE_FROM_RANKS} ranks")
     parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                         help="read matrix NAME from a .npy file (float64 or float32, any order) instead of "

@@ -199,6 +199,9 @@ def test_a_tree_broadcast_is_simulated_as_it_runs(capsys, machine_file):
     assert [r["messages_sent"] for r in predicted["ranks"]] != [r["messages_sent"] for r in direct["ranks"]]
     assert simulate(capsys, "cholesky", "--nodes", 4, "--machine", machine_file, *size)["seconds"] == \
         predicted["seconds"]
+    assert predicted["broadcast"] == "tree" and direct["broadcast"] == "direct"
+    auto = ("cholesky", "--machine", machine_file, "--n", 1000, "--nb", 96)  # by default: a tree from 8 ranks
+    assert [simulate(capsys, *auto, "--nodes", nodes)["broadcast"] for nodes in (4, 8)] == ["direct", "tree"]
 
 
 @pytest.mark.timeout(60)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tiledsl.runtime.broadcast import PLAN_SLOTS, binomial_tree, decode, encode
+from tiledsl.runtime.broadcast import PLAN_SLOTS, binomial_tree, broadcast_for, decode, encode
 
 
 def depth(tree: dict, root: int, member: int) -> int:
@@ -47,3 +47,8 @@ def test_a_plan_travels_as_a_fixed_size_message():
     assert decode(encode(0, [])) == (0, [])
     with pytest.raises(ValueError, match="30 children at most"):
         encode(0, list(range(31)))
+
+
+def test_auto_sends_along_trees_from_eight_ranks():
+    assert [broadcast_for("auto", ranks) for ranks in (1, 4, 7, 8, 100)] == ["direct"] * 3 + ["tree"] * 2
+    assert broadcast_for("direct", 100) == "direct" and broadcast_for("tree", 2) == "tree"

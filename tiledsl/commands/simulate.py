@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..runtime.broadcast import CHOICES
 from ..runtime.layout import use_tuned
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
 from ..runtime.priorities import MODES
@@ -42,7 +43,7 @@ def add_arguments(parser) -> None:
                                                      "machine's cores)")
     parser.add_argument("--window", type=int, help="task window per rank (default: as run)")
     parser.add_argument("--priorities", choices=MODES, default="program", help="as for run")
-    parser.add_argument("--broadcast", choices=["direct", "tree"], default="direct", help="as for run")
+    parser.add_argument("--broadcast", choices=CHOICES, default="auto", help="as for run")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--trace", metavar="TRACE.json", help="write the simulated run's trace (tiledsl plot "
                                                                  "draws it)")

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 
 from ..runtime import priorities
+from ..runtime.broadcast import broadcast_for
 from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
 from ..runtime.matrix import region_view
@@ -114,7 +115,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     tracer = Tracer(nranks) if trace else None
     began = time.perf_counter()
     walked = _share_walks(driver, params, distribution, nranks, options)
-    simulator = Simulator(machine, nranks, workers, gpus, window, tracer, walked, options.broadcast)
+    broadcast = broadcast_for(options.broadcast, nranks)
+    simulator = Simulator(machine, nranks, workers, gpus, window, tracer, walked, broadcast)
     kernels_on_gpu = gpu_kernels(program, driver) if gpus else frozenset()
     timing = Timing(machine, cpu_share, kernels_on_gpu)
     walker = Walk(matrices, nranks, kernels_on_gpu, _feeder(simulator, progress), timing,
@@ -124,7 +126,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     seconds = simulator.finish(walker.count)
     summary = {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
                "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
-               "ranks_per_node": per_node, "machine": machine.name, "broadcast": options.broadcast}
+               "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
