@@ -32,6 +32,9 @@ from .share import among, every_value
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, running_line, running_lines
 
 
+#: A rank running nothing, only waiting for other ranks, reports a stall after this many times the
+#: watchdog's limit: the rank running the kernel that holds everything up names it first.
+WAITING_FACTOR = 3
 #: seconds the GPUs' management threads have to ready their devices before a run gives up
 PREPARE_SECONDS = 120.0
 
@@ -314,6 +317,9 @@ class Engine:
         limit = self.limit.seconds
         if limit is None or self.scheduler.idle or self.failure is not None:
             return
+        if not self.running and self.comm is not None and self.comm.size > 1:
+            # only waiting for other ranks: give the rank whose kernel is stuck the time to say so
+            limit *= WAITING_FACTOR
         stalled = time.monotonic() - self.last_progress
         if stalled > limit:
             transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""
