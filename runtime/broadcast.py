@@ -21,8 +21,9 @@ in posting order: the k-th plan of a tile from its owner is for the k-th deliver
 of that tile there. Once its plan is in, the reader posts the data's receive
 (from the parent it names; plans of one tile are acted on in program order, so
 the receives from one parent are posted in the order it sends) and, for each
-child, a forward task that sends the copy once it has arrived (after the forwards
-of earlier versions to the same child: the same order rule).
+child, a forward that sends the copy once it has arrived (after the forwards of
+earlier versions to the same child: the same order rule), posted by the thread that
+sees it arrive rather than by a worker, which a long kernel could keep.
 
 The owner plans a version when the first of its sends runs (the version is
 ready): the sends of that version created by then and ready to go are the tree's
@@ -100,6 +101,7 @@ class Broadcasts:
         self.unplanned: dict = {}  # (tag, version) -> [(send task, destination)] of whole versions, in order
         self.sources: dict = {}  # send task -> the rank its destination gets the data from (planned)
         self.expected: dict = {}  # tag -> deque of [copy, plan or None] waiting for their plans, in order
+        self.forwards: dict = {}  # (tag, child) -> deque of (copy, its forward task) still to post, in order
 
     # ---------------------------------------------------------------- the owner
     def send(self, task: Task, tile, destination: int, part, post) -> None:
@@ -175,24 +177,28 @@ class Broadcasts:
         self.comm.receive(copy.data, parent, tile.tag, done)
 
     def _forward(self, copy, child: int) -> None:
-        """A task that sends ``copy`` on to ``child`` once it is here, after the earlier sends of
-        the tile to ``child``; the copy is kept until then."""
-        exchange, tile = self.exchange, copy.tile
+        """Send ``copy`` on to ``child`` once it is here, after the earlier forwards of the tile to
+        ``child``; the copy is kept until then. The send is posted by the thread that sees the
+        data arrive, not by a worker, which a long kernel of this rank could hold: a forward is a
+        task of the window (the run ends when it is done) that never goes to a ready queue."""
         task = Task(FORWARD, (), None, self.priority)
-        task.asynchronous = True
-        task.sources = (copy,)
+        self.engine.enqueue(task, 1)  # completed by _forwarded, never made ready
         copy.readers += 1
-        key = (tile.tag, child)
+        key = (copy.tile.tag, child)
+        self.forwards.setdefault(key, deque()).append((copy, task))
+        if not self.exchange.wait_for(copy, lambda: self._post_forwards(key)):
+            self._post_forwards(key)
 
-        def kernel(data):  # on a worker, without the lock
-            self.comm.send(data, child, tile.tag,
-                           exchange.traced("send", tile, child, data.nbytes, lambda: self._forwarded(task, copy)))
-            exchange.posted_in_order(key)
-        task.kernel = kernel
-        order = exchange.unposted.setdefault(key, [])
-        order.append(task)
-        waits = (len(order) > 1) + exchange.wait_for(copy, lambda: self.engine.satisfy_locked(task))
-        self.engine.enqueue(task, waits)
+    def _post_forwards(self, key) -> None:
+        """Post the forwards of one tile to one child whose data is here, in order."""
+        waiting = self.forwards[key]
+        while waiting and waiting[0][0].arrived:
+            copy, task = waiting.popleft()
+            tile, child = copy.tile, key[1]
+            self.comm.send(copy.data, child, tile.tag, self.exchange.traced(
+                "send", tile, child, copy.data.nbytes, lambda copy=copy, task=task: self._forwarded(task, copy)))
+        if not waiting:
+            del self.forwards[key]
 
     def _forwarded(self, task: Task, copy) -> None:
         """The MPI thread: a forward is done; the copy may go."""

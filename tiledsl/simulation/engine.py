@@ -25,9 +25,8 @@ priority on the host's queue as there. Time advances by events in a heap:
 * with ``broadcast="tree"`` (:mod:`tiledsl.runtime.broadcast`) the owner's first send
   of a version to run plans a binomial tree over the sends of it ready then: a plan
   reaches each receiver ``latency`` later (its receive is posted only then), the
-  owner sends to its children, and each receiver runs a forward task to its own once
-  the version has arrived; a send whose receiver gets the data from another rank
-  ends at once.
+  owner sends to its children, and each receiver sends it on to its own as it
+  arrives; a send whose receiver gets the data from another rank ends at once.
 
 The walk runs ahead of the clock only as far as needed: events are processed up to
 the earliest time a rank still waiting for its next share could act.
@@ -38,7 +37,7 @@ import heapq
 import itertools
 from collections import deque
 
-from ..runtime.broadcast import FORWARD, binomial_tree
+from ..runtime.broadcast import binomial_tree
 from ..runtime.exchange import COPY, SEND, SINK, TRANSFER_PRIORITY
 from ..runtime.scheduler import Scheduler, Task, TileState
 
@@ -350,8 +349,9 @@ class Simulator:
             parent, children = tree[member.target]
             member.planned, member.plan_in = True, False
             member.forwards = [by_target[child] for child in children]
-            if parent != member.source:
+            if parent != member.source:  # forwarded: the owner's send task ends when it runs
                 self._move_traffic(member, parent)
+                member.on_sent = None
             self._at(arrival, self._plan_arrived, member)
 
     def _move_traffic(self, message, source: int) -> None:
@@ -371,13 +371,10 @@ class Simulator:
                 self._transmit(message)
 
     def _forward(self, message) -> None:
-        """``message`` arrived: its receiver sends the version on to its children in the tree."""
-        rank = self.ranks[message.target]
+        """``message`` arrived: its receiver sends the version on to its children in the tree (posted
+        by the thread that sees it arrive, no worker needed)."""
         for child in message.forwards:
-            task = SimTask(FORWARD, (), TRANSFER_PRIORITY, 0, self.transfer_s, then=(self._post_send, child))
-            task.asynchronous = True
-            child.on_sent = (self._complete_pair, (rank, task))
-            self._enqueue(rank, task, 0)
+            self._post_send(child)
 
     # ---------------------------------------------------------------- messages
     def _post_send(self, message) -> None:
