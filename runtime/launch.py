@@ -83,9 +83,10 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     in_transit = ranks > 1 or (options.gpus and out_of_core is None)
     check_memory(program, matrices, needed, window if in_transit else 0, options.check)
     _fill_inputs(program, matrices, sources, needed, devices)
+    broadcast = broadcast_for(options.broadcast, ranks)
     engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program),
-                    broadcast=broadcast_for(options.broadcast, ranks))
+                    broadcast=broadcast)
     if out_of_core is not None:
         engine.exchange.go_out_of_core(out_of_core)
     engine.attach(matrices)
@@ -110,7 +111,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
         result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
                            matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus,
                            gpu_backend=options.gpu_backend if options.gpus else None, nonfinite=nonfinite,
-                           input_nonfinite=from_inputs)
+                           input_nonfinite=from_inputs, broadcast=broadcast)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
         stopwatch.lap("run")
         if options.check and program.check is not None:

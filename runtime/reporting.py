@@ -32,6 +32,7 @@ class RunResult:
     ranks: int = 1
     gpus: int = 0
     gpu_backend: str | None = None  # with GPUs: "emulated" or "cupy"
+    broadcast: str = "direct"  # how tile versions reached the ranks reading them: "direct" or "tree"
     trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
     gpu_ratio: tuple | None = None  # the host/GPU column ratio used (uniform tiles with GPUs)
@@ -133,6 +134,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
             "params": {k: result.params[k] for k in program.params if k in result.params},
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
+            "broadcast": result.broadcast,
             "seconds": result.seconds, "gflops": rate, "flops_source": source,
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed, "ok": result.ok,
@@ -257,7 +259,9 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
             "out_of_core": _cache_statistics(engine),
             "instances": engine.exchange.instance_counts() if engine.exchange is not None else None,
-            "peak_window": engine.stats.peak_window, "flops": engine.stats.flops,
+            "peak_window": engine.stats.peak_window,
+            # not counted where the check names a standard count (null, as when a kernel has none)
+            "flops": engine.stats.flops if engine.flop_counts is not None else None,
             "uncounted": engine.stats.uncounted,
             "busy_seconds": [round(b, 6) for b in engine.stats.busy]}
 

@@ -192,14 +192,15 @@ def test_a_tree_broadcast_is_simulated_as_it_runs(capsys, machine_file):
     real = real_run("cholesky", 4, *size)
     predicted = simulate(capsys, "cholesky", "--nodes", 4, "--machine", machine_file, *size)
     direct = simulate(capsys, "cholesky", "--nodes", 4, "--machine", machine_file, *size[:-1], "direct")
+    for key in ("tasks", "messages_received", "bytes_received", "plans_received"):
+        assert [r[key] for r in predicted["ranks"]] == [r[key] for r in real["ranks"]], key
     for key in ("tasks", "messages_received", "bytes_received"):
-        assert [r[key] for r in predicted["ranks"]] == [r[key] for r in real["ranks"]] == \
-            [r[key] for r in direct["ranks"]], key
+        assert [r[key] for r in predicted["ranks"]] == [r[key] for r in direct["ranks"]], key
     assert predicted["totals"]["messages_sent"] == real["totals"]["messages_sent"] == direct["totals"]["messages_sent"]
     assert [r["messages_sent"] for r in predicted["ranks"]] != [r["messages_sent"] for r in direct["ranks"]]
     assert simulate(capsys, "cholesky", "--nodes", 4, "--machine", machine_file, *size)["seconds"] == \
         predicted["seconds"]
-    assert predicted["broadcast"] == "tree" and direct["broadcast"] == "direct"
+    assert predicted["broadcast"] == real["broadcast"] == "tree" and direct["broadcast"] == "direct"
     auto = ("cholesky", "--machine", machine_file, "--n", 1000, "--nb", 96)  # by default: a tree from 8 ranks
     assert [simulate(capsys, *auto, "--nodes", nodes)["broadcast"] for nodes in (4, 8)] == ["direct", "tree"]
 

@@ -79,6 +79,7 @@ class Rank:
         self.stream_busy: dict = {}  # (gpu, "in"|"out") -> seconds it copied
         self.link_busy = self.link_busy_in = 0.0  # seconds its link sent, received
         self.peak_window = 0
+        self.plans = [0, 0]  # plans of tree broadcasts sent, received
 
     def proxy(self, tile) -> TileState:
         state = self.tiles.get(tile)
@@ -347,6 +348,8 @@ class Simulator:
         arrival = self.now + self.machine.network.latency + self.notice_s
         for member in members:
             parent, children = tree[member.target]
+            rank.plans[0] += 1
+            self.ranks[member.target].plans[1] += 1
             member.planned, member.plan_in = True, False
             member.forwards = [by_target[child] for child in children]
             if parent != member.source:  # forwarded: the owner's send task ends when it runs

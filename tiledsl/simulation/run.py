@@ -238,7 +238,8 @@ def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
     count ran: its modelled flops time it, they do not count)."""
     sent, received, bytes_sent, bytes_received = walker.traffic[number]
     return {"rank": number, "tasks": rank.tasks, "messages_sent": sent, "messages_received": received,
-            "bytes_sent": bytes_sent, "bytes_received": bytes_received, "peak_tile_bytes": 0,
+            "bytes_sent": bytes_sent, "bytes_received": bytes_received,
+            "plans_sent": rank.plans[0], "plans_received": rank.plans[1], "peak_tile_bytes": 0,
             "device_copies": walker.copies[number], "instances": walker.instances[number],
             "peak_window": rank.peak_window, "flops": None if uncounted else walker.flops[number],
             "uncounted": uncounted,
