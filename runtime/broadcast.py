@@ -49,6 +49,8 @@ PLAN_SLOTS = 32
 #: nodes, 18% faster at 32), and the direct protocol's senders are what ``explain`` predicts.
 TREE_FROM_RANKS = 8
 CHOICES = ("auto", "direct", "tree")
+#: the call a forward stands for in the task window (and in stall reports)
+FORWARD = Call("forward", ("in",), main=0, line=0, text="forward a tile version to another rank that reads it")
 
 
 def broadcast_for(choice: str, ranks: int) -> str:
@@ -56,7 +58,6 @@ def broadcast_for(choice: str, ranks: int) -> str:
     if choice == "auto":
         return "tree" if ranks >= TREE_FROM_RANKS else "direct"
     return choice
-FORWARD = Call("forward", ("in",), main=0, line=0, text="forward a tile version to another rank that reads it")
 
 
 def binomial_tree(root: int, destinations: list) -> dict:

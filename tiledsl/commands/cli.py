@@ -301,7 +301,7 @@ def _plot(args) -> int:
 def _graph(args) -> int:
     from .explain import plan
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
-    from ..runtime.options import check_seed, input_files, size_options
+    from ..runtime.options import size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
