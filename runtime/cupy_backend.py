@@ -198,6 +198,13 @@ class CupyBackend(Backend):
             return host
         return StreamCopy(arrived, finish, keep=dense)
 
+    def write_into(self, array, host: np.ndarray) -> None:
+        """Copy host ``host`` into device tile (or view) ``array``, after the kernels launched on its
+        device, and wait: a GPU task a CPU worker ran (``--host-takes``) writes its results back."""
+        with self._on_stream(array.device.id, "in") as stream:
+            array[...] = self._cupy.asarray(host)
+            stream.synchronize()
+
     def start_zeros(self, shape, device: int) -> "StreamCopy":
         """Start making a zeroed tile on GPU ``device``, on its in-stream."""
         with self._on_stream(device - 1, "in") as stream:

@@ -127,6 +127,10 @@ class EmulatedBackend(Backend):
         return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.array(array._array, order="F", copy=True),
                                                                 device))
 
+    def write_into(self, array: EmulatedArray, host: np.ndarray) -> None:
+        """Copy host ``host`` into device tile (or view) ``array`` and wait (a GPU task a CPU worker ran)."""
+        _COPY_ENGINES["in"].start(lambda: np.copyto(array._array, host)).result()
+
     def read_only(self, array):
         if isinstance(array, list):
             return [self.read_only(tile) for tile in array]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import heteroprio
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
@@ -53,6 +54,7 @@ class Stats:
     per_worker: list = field(default_factory=list)
     busy: list = field(default_factory=list)
     peak_window: int = 0
+    host_took: int = 0  # GPU tasks a CPU worker took (--host-takes)
 
 
 class Engine:
@@ -74,8 +76,10 @@ class Engine:
         self.check_finite = check_finite
         self.tracer = None  # a trace.Tracer while a traced run is on
         self.priority_of = None  # (call, tiles, given) -> priority, to replace the program's own
+        self.host_costs = None  # --host-takes: heteroprio.Costs, for idle CPU workers to take GPU tasks
         self.devices = devices
         self.gpus = devices.gpus if devices is not None else 0
+        self.gpu_busy_until = [0.0] * (1 + self.gpus)  # --host-takes: when each GPU's started tasks end
         self.scheduler = Scheduler(window, 1 + self.gpus)
         self.low_water = max(1, window * 3 // 4)
         self.lock = threading.Lock()
@@ -171,7 +175,7 @@ class Engine:
     def enqueue(self, task: Task, waits: int) -> None:
         """APPEND ``task`` (lock held), waiting also for ``waits`` outside events."""
         if self.scheduler.submit(task, waits):
-            self.work[task.device].notify()
+            self._wake_for(task)
         if self.scheduler.in_flight > self.stats.peak_window:
             self.stats.peak_window = self.scheduler.in_flight
 
@@ -182,7 +186,13 @@ class Engine:
 
     def satisfy_locked(self, task: Task) -> None:
         if self.scheduler.satisfy(task):
-            self.work[task.device].notify()
+            self._wake_for(task)
+
+    def _wake_for(self, task: Task) -> None:
+        """A worker of the queue ``task`` is ready in; and a CPU worker, which may take a GPU task."""
+        self.work[task.device].notify()
+        if task.device and self.host_costs is not None:
+            self.work[0].notify()
 
     def complete(self, task: Task) -> None:
         """An asynchronous task (a send) is finished (any thread)."""
@@ -337,6 +347,8 @@ class Engine:
         with self.lock:
             while True:
                 task = scheduler.pop(device)
+                if self.host_costs is not None:
+                    task = self._host_takes(task, device)
                 if task is None:
                     if self.stopping or self.failure is not None:
                         break
@@ -350,9 +362,12 @@ class Engine:
                     self.tracer.idle(lane, idle_since, began)
                 idle_since = None
                 try:
-                    if task.device and self.exchange is not None:  # out-of-core: its tiles onto the GPU first
-                        self.exchange.make_resident(task)
-                    _execute(task, self.check_finite, self.devices)
+                    if task.device and not device:  # a GPU task this CPU worker took (--host-takes)
+                        _execute_on_host(task, self.check_finite, self.devices)
+                    else:
+                        if task.device and self.exchange is not None:  # out-of-core: its tiles onto the GPU first
+                            self.exchange.make_resident(task)
+                        _execute(task, self.check_finite, self.devices)
                     error = None
                 except BaseException as caught:  # sys.exit() or KeyboardInterrupt in a kernel too (17.3)
                     error = caught
@@ -365,13 +380,25 @@ class Engine:
                 self.lock.acquire()
                 del self.running[task]
                 if error is not None:
-                    self.failure = self.failure or _task_failure(task, error, self.rank)
+                    self.failure = self.failure or _task_failure(task, error, self.rank, device)
                     self._wake_all()
                     break
                 if not task.asynchronous:
                     self._finished(task)
         self.stats.per_worker[index] = count
         self.stats.busy[index] = busy
+
+    def _host_takes(self, task: Task | None, device: int) -> Task | None:
+        """--host-takes (lock held): a CPU worker without a task of its own may take a GPU's; a GPU
+        starting one is busy that much longer (by the estimates: a CuPy kernel returns at launch)."""
+        now = time.perf_counter()
+        if task is None and device == 0:
+            backlog = [max(0.0, until - now) for until in self.gpu_busy_until]
+            task = heteroprio.take(self.scheduler, self.host_costs, backlog)
+            self.stats.host_took += task is not None
+        elif task is not None and device:
+            self.gpu_busy_until[device] = max(now, self.gpu_busy_until[device]) + self.host_costs(task)[1]
+        return task
 
     def _finished(self, task: Task) -> None:
         """FIRE after ``task`` (lock held): wake workers for what became ready."""
@@ -380,7 +407,7 @@ class Engine:
         if task.on_complete is not None:
             task.on_complete()
         for ready in fired:
-            self.work[ready.device].notify()
+            self._wake_for(ready)
         if self.scheduler.in_flight <= self.low_water:
             self.space.notify_all()
 
@@ -400,24 +427,46 @@ class Engine:
 
 
 def _execute(task: Task, check_finite: bool, devices) -> None:
-    sources, views, call = task.sources, task.regions, task.call
+    arrays = _arrays(task)
+    _call_kernel(task, task.kernel, arrays, devices)
+    if check_finite and task.call.line > 0:
+        _check_finite(task, arrays, devices)
+
+
+def _execute_on_host(task: Task, check_finite: bool, devices) -> None:
+    """A GPU task run by a CPU worker: its CPU body on host copies of its tiles (each waits for the
+    kernels launched on its GPU), then the written ones copied back, before the task completes."""
+    on_gpu = _arrays(task)
+    arrays = [devices.to_host(array) for array in on_gpu]
+    _call_kernel(task, task.host_kernel, arrays, devices)
+    if check_finite:
+        _check_finite(task, arrays, devices)
+    for index in task.call.writes:
+        devices.write_into(on_gpu[index], arrays[index])
+
+
+def _arrays(task: Task) -> list:
+    """What the kernel runs on, per tile argument: the source's data, or the view the call names."""
+    sources, views = task.sources, task.regions
     if views is None:
-        arrays = [s.data for s in sources]
-    else:
-        arrays = [s.data if v is None else s.data[v] for s, v in zip(sources, views)]
+        return [s.data for s in sources]
+    return [s.data if v is None else s.data[v] for s, v in zip(sources, views)]
+
+
+def _call_kernel(task: Task, kernel, arrays: list, devices) -> None:
+    call = task.call
+    arrays = list(arrays)
     for index in call.reads_only:  # a write would change this rank's copy only: refuse it (17.4)
         array = arrays[index]
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
     try:
-        returned = task.kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
+        returned = kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
     finally:
         in_kernel.task = None
     if returned is not None and hasattr(returned, "shape") and not _is_argument(returned, arrays):
         raise KernelError(f"returned a new {type(returned).__name__} of shape {tuple(returned.shape)}, which is "
                           f"dropped: a kernel writes its results into its tiles in place (A[...] = ...)")
-    if check_finite and call.line > 0:
-        _check_finite(task, arrays, devices)
 
 
 def _is_argument(array, arrays) -> bool:
@@ -442,7 +491,8 @@ def _check_finite(task: Task, arrays, devices) -> None:
             raise KernelError(f"produced {value} at ({row}, {col}) of {task.tiles[index]} (--check-finite)")
 
 
-def _task_failure(task: Task, error: BaseException, rank: int) -> TaskFailure:
+def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> TaskFailure:
+    """The failure of ``task`` run by a worker of ``device`` (0: a CPU worker, which may have taken a GPU task)."""
     call = task.call
     arguments = call.declared(task.tiles)
     tiles = ", ".join(tiles_text(group) for _, _, group, _ in arguments)
@@ -456,7 +506,8 @@ def _task_failure(task: Task, error: BaseException, rank: int) -> TaskFailure:
         inputs = ", ".join(f"{tiles_text(group)} (argument {number}{', a panel' if panel else ''})"
                            for number, mode, group, panel in arguments if mode == "in")
         reason += f": a kernel may not write its `in` arguments: {inputs}"
-    where = f" on GPU {task.device}" if task.device else ""
+    where = (f" on GPU {device}" if device else
+             f" on a CPU worker, taken from GPU {task.device} (--host-takes)" if task.device else "")
     return TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}): {reason}", rank, call.line)
 
 

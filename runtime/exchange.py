@@ -207,9 +207,12 @@ class Exchange:
         if device and self.out_of_core is not None:  # out-of-core: the GPU's cache serves every tile
             self.out_of_core.owner(call, tiles, views, priority, device, values)
             return
+        host_kernel = kernel
         if device:
             kernel = self.devices.kernels[call.kernel]
         task = Task(call, tiles, views, priority, device, kernel, values)
+        if device and call.line > 0:
+            task.host_kernel = host_kernel
         self.created[Instance.OWNER] += 1
         ready = lambda: self.engine.satisfy_locked(task)
         sources, waits, outgoing = list(tiles), 0, []

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checks, inputs, npyio, outofcore, priorities, progress, usercheck
+from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress, tuning, usercheck
 from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
@@ -55,6 +55,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     params = make_params(driver, options)
     grid = grid_for(options.grid, ranks)
     devices = _devices(options)
+    host_costs = heteroprio.costs_from_speeds(_host_speeds(program, options), program.name, options.gpus,
+                                              options.gpu_backend) if options.host_takes else None
     distribution = make_distribution(program, params, grid, options.gpus, options.gpu_ratio)
     matrices = make_matrices(driver, params, distribution, rank)
     check_every_rank_has_tiles(program, matrices, ranks)
@@ -89,6 +91,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                     broadcast=broadcast)
     if out_of_core is not None:
         engine.exchange.go_out_of_core(out_of_core)
+    else:  # out of core, a GPU's tiles are on the host already: its cache decides where they go
+        engine.host_costs = host_costs
     engine.attach(matrices)
     if events is not None:
         engine.guide(events)
@@ -111,7 +115,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
         result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
                            matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus,
                            gpu_backend=options.gpu_backend if options.gpus else None, nonfinite=nonfinite,
-                           input_nonfinite=from_inputs, broadcast=broadcast)
+                           input_nonfinite=from_inputs, broadcast=broadcast,
+                           host_takes=engine.host_costs is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
         stopwatch.lap("run")
         if options.check and program.check is not None:
@@ -132,6 +137,13 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     stopwatch.lap("outputs")
     result.phases, result.total_seconds = stopwatch.laps, stopwatch.total()
     return result
+
+
+def _host_speeds(program, options: Options) -> dict | None:
+    """The kernel rates ``--host-takes`` estimates with: the options', else this machine's tune cache's."""
+    if options.host_speeds is not None:
+        return options.host_speeds
+    return (tuning.entry(program.name, options.gpus, options.gpu_backend) or {}).get("speeds")
 
 
 def _devices(options: Options):

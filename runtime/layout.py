@@ -96,7 +96,7 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
             found = comm.broadcast(found)
     if found is None:
         return
-    tiles, ratio, params, path = found
+    tiles, ratio, params, path, host_takes = found
     source = f"tuned ({path})"
     merged = {**program.tiling.defaults, **tiles}
     if program.tiling.kind == "hybrid" and not (merged.get("s", 1) - 1) * merged.get("b", 0) < merged.get("B", 1):
@@ -109,6 +109,9 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
     if ratio is not None and options.gpu_ratio is None and options.gpus and program.tiling.kind == "uniform":
         options.gpu_ratio = tuple(ratio)
         options.sources["gpu_ratio"] = source
+    if host_takes and options.host_takes is None and options.gpus:
+        options.host_takes = True
+        options.sources["host_takes"] = source
     _use_tuned_params(program, options, params if tiles and options.tiles == tiles else {}, params, source)
 
 
@@ -128,8 +131,8 @@ def _use_tuned_params(program, options: Options, usable: dict, tuned: dict, sour
 
 
 def tiling_sources(program, params: Params, options: Options) -> dict:
-    """Where each tile setting (the GPU ratio of uniform tiles on GPUs, and the parameters
-    the tuning cache has values for) came from: ``command line``, ``tuned (<cache file>)``
+    """Where each tile setting (the GPU ratio of uniform tiles on GPUs, the parameters the
+    tuning cache has values for, and ``--host-takes on`` where it was tuned) came from: ``command line``, ``tuned (<cache file>)``
     or ``program default`` (``default`` for a ratio)."""
     values = params.as_dict()
     sources = {name: options.sources.get(name, "command line" if name in options.tiles else "program default")
@@ -138,6 +141,8 @@ def tiling_sources(program, params: Params, options: Options) -> dict:
     if options.gpus and program.tiling.kind == "uniform":
         sources["gpu_ratio"] = options.sources.get("gpu_ratio",
                                                    "command line" if options.gpu_ratio is not None else "default")
+    if "host_takes" in options.sources:
+        sources["host_takes"] = options.sources["host_takes"]
     return sources
 
 

@@ -101,6 +101,8 @@ class Options:
     gpu_backend: str = "emulated"
     gpu_memory: int | None = None  # bytes each GPU may hold (default: what it has free); beyond: out of core
     broadcast: str = "auto"  # how a tile version reaches the ranks that read it (.broadcast.broadcast_for)
+    host_takes: bool | None = None  # idle CPU workers take GPU tasks (.heteroprio); None: as tuned, else off
+    host_speeds: dict | None = None  # the kernel rates it estimates with (default: this machine's tune cache)
     priorities: str = "program"  # "program", "auto" (bottom levels) or "none" (see runtime.priorities)
     gpu_ratio: tuple | None = None  # (H, G): host/GPU block columns per cycle, uniform tiles (default 1:1)
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
@@ -142,6 +144,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "(direct), or along a binomial tree of them, each forwarding it on (tree: the "
                              f"owner sends log2 of the readers' messages); auto, the default: tree from "
                              f"{TREE_FROM_RANKS} ranks")
+    parser.add_argument("--host-takes", choices=["on", "off"],
+                        help="with GPUs: a CPU worker with nothing to do takes a ready GPU task it would "
+                             "finish no later than the GPU (its tiles copied to the host and back), the one "
+                             "the GPU is least ahead on first, as HeteroPrio does; times are estimated from "
+                             "this machine's kernel rates, which `tiledsl tune` measures (default: on where "
+                             "tune found it faster, else off)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                         help="read matrix NAME from a .npy file (float64 or float32, any order) instead of "
@@ -220,8 +228,9 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
-    if args.gpu_memory is not None and not args.gpus:
-        raise UsageError("--gpu-memory needs --gpus G (at least 1 GPU per rank)")
+    for flag, given in (("--gpu-memory", args.gpu_memory is not None), ("--host-takes on", args.host_takes == "on")):
+        if given and not args.gpus:
+            raise UsageError(f"{flag} needs --gpus G (at least 1 GPU per rank)")
     check_seed(args.seed)
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
     options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend or "emulated"
@@ -230,6 +239,7 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     options.trace = args.trace
     options.gpu_memory = None if args.gpu_memory is None else _size(args.gpu_memory, "--gpu-memory")
     options.priorities, options.broadcast = args.priorities, args.broadcast
+    options.host_takes = None if args.host_takes is None else args.host_takes == "on"
     options.progress = not args.json
     return options
 

@@ -145,9 +145,14 @@ class Call:
         return [(number, self.modes[first], tuple(tiles[first:first + (count or 1)]), count is not None)
                 for number, (first, count) in zip(numbers, groups)]
 
+    @staticmethod
+    def tile_shapes(tiles, regions) -> list:
+        """Each tile's (rows, cols), or its region's."""
+        return [_shape(tile, None if regions is None else regions[i]) for i, tile in enumerate(tiles)]
+
     def shapes(self, tiles, regions) -> list:
         """Each tile argument's (rows, cols): a panel's tiles stacked along its range."""
-        shapes = [_shape(tile, None if regions is None else regions[i]) for i, tile in enumerate(tiles)]
+        shapes = self.tile_shapes(tiles, regions)
         if self.groups is None:
             return shapes
         out = []

@@ -33,6 +33,7 @@ class RunResult:
     gpus: int = 0
     gpu_backend: str | None = None  # with GPUs: "emulated" or "cupy"
     broadcast: str = "direct"  # how tile versions reached the ranks reading them: "direct" or "tree"
+    host_takes: bool = False  # idle CPU workers took GPU tasks (--host-takes on, in memory)
     trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
     gpu_ratio: tuple | None = None  # the host/GPU column ratio used (uniform tiles with GPUs)
@@ -122,7 +123,7 @@ def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float 
 
 
 SUMMED = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_received",
-          "peak_tile_bytes", "device_copies")
+          "peak_tile_bytes", "device_copies", "host_took")
 
 
 def summary_json(program, result: RunResult, ranks: list) -> dict:
@@ -134,7 +135,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
             "params": {k: result.params[k] for k in program.params if k in result.params},
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
-            "broadcast": result.broadcast,
+            "broadcast": result.broadcast, "host_takes": result.host_takes,
             "seconds": result.seconds, "gflops": rate, "flops_source": source,
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed, "ok": result.ok,
@@ -174,7 +175,7 @@ def sources_text(result: RunResult) -> str:
     groups: dict = {}
     for name, source in result.sources.items():
         value = (f"gpu-ratio {_ratio_text(result.gpu_ratio)}" if name == "gpu_ratio"
-                 else f"{name}={result.params.get(name)}")
+                 else "host-takes on" if name == "host_takes" else f"{name}={result.params.get(name)}")
         groups.setdefault(source, []).append(value)
     return "; ".join(f"{' '.join(values)} {source}" for source, values in groups.items())
 
@@ -196,7 +197,9 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     if result.sources:
         lines.append(f"  tiling    {sources_text(result)}")
     if result.gpus:
-        lines.append(f"  gpus      {result.gpus} per rank, {BACKENDS.get(result.gpu_backend, result.gpu_backend)}")
+        lines.append(f"  gpus      {result.gpus} per rank, {BACKENDS.get(result.gpu_backend, result.gpu_backend)}"
+                     + (f"; CPU workers took {sum(r['host_took'] for r in ranks)} GPU task(s)"
+                        if result.host_takes else ""))
     cache = out_of_core_totals(ranks)
     if cache is not None:
         lines.append(f"  gpu cache out of core, {_mib(cache['cache_bytes'])} per GPU (peak {_mib(cache['peak_cache_bytes'])}): "
@@ -257,6 +260,7 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "plans_received": traffic.plans_received if traffic else 0,
             "peak_tile_bytes": local + copies,
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
+            "host_took": engine.stats.host_took,  # GPU tasks its CPU workers took (--host-takes)
             "out_of_core": _cache_statistics(engine),
             "instances": engine.exchange.instance_counts() if engine.exchange is not None else None,
             "peak_window": engine.stats.peak_window,

@@ -23,7 +23,7 @@ class Task:
     """One task instance on this rank: a call site applied to tiles."""
 
     __slots__ = ("call", "tiles", "regions", "priority", "seq", "device", "waiting",
-                 "successors", "done", "kernel", "values", "sources", "asynchronous", "on_complete")
+                 "successors", "done", "kernel", "host_kernel", "values", "sources", "asynchronous", "on_complete")
 
     def __init__(self, call, tiles, regions, priority, device=0, kernel=None, values=()):
         self.call = call
@@ -33,6 +33,7 @@ class Task:
         self.priority = priority
         self.device = device
         self.kernel = kernel
+        self.host_kernel = None  # a GPU task's CPU body, which a CPU worker may run instead (.heteroprio)
         self.sources = tiles  # what the kernel runs on (``.data``): tiles, or copies of remote ones
         self.asynchronous = False  # finished by a later event (a send completing), not on return
         self.on_complete = None  # called under the engine lock once the task is finished

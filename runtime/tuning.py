@@ -141,6 +141,12 @@ class Tuned(NamedTuple):
     ratio: tuple | None  # (H, G) host/GPU block columns of uniform tiles on GPUs
     params: dict  # program parameters tuned with these tiles ({"ib": 64}), {} if none
     path: Path  # the cache file, for the summary's "tuned (<path>)"
+    host_takes: bool = False  # CPU workers taking GPU tasks was the fastest (--host-takes on)
+
+
+def entry(program: str, gpus: int, backend: str, path: Path | None = None) -> dict | None:
+    """This machine's cache entry for the program and GPU setup as stored (None: never tuned)."""
+    return read(cache_path() if path is None else path)["entries"].get(entry_key(program, gpus, backend))
 
 
 def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: Path | None = None):
@@ -166,7 +172,7 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
     except (TypeError, ValueError, AttributeError) as error:
         warn(f"ignoring the tuned entry {entry_key(program, gpus, backend)} of {path}: {error}")
         return None
-    return Tuned(tiles, ratio, params, path)
+    return Tuned(tiles, ratio, params, path, entry.get("host_takes") is True)
 
 
 def _positive(value, name: str, least: int = 1) -> int:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tiledsl.commands.cli import main
-from tiledsl.simulation.machine import Rates, machine, shipped
+from tiledsl.runtime.rates import Rates
+from tiledsl.simulation.machine import machine, shipped
 
 ROOT = Path(__file__).resolve().parents[2]
 EXACT = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_received", "instances",
@@ -217,3 +218,18 @@ def test_a_share_walk_meets_no_more_tasks_than_the_program_has(capsys, machine_f
                        "      for j in 0 .. B.nt { tpmqrt(A[i, k], T[i, k], B[k, j], B[i, j]) }\n    }\n  }\n}\n")
     walk = simulate(capsys, program, "--nodes", 2, "--machine", machine_file, "--n", 900)
     assert walk["walk"]["rank_walks"] == "share" and walk["walk"]["tasks_met"] <= walk["tasks"] == 48
+
+
+@pytest.mark.timeout(60)
+def test_host_cores_taking_gpu_tasks_are_simulated_with_the_same_traffic(capsys, machine_file):
+    """--host-takes on: CPU workers take GPU tasks (those the model says they finish no later); what
+    each rank runs and moves is unchanged, the prediction stays deterministic."""
+    args = ("cholesky", "--nodes", 2, "--machine", machine_file, "--n", 2000, "--nb", 128, "--gpus", 1,
+            "--gpu-ratio", "0:1")
+    alone = simulate(capsys, *args)
+    taking = simulate(capsys, *args, "--host-takes", "on")
+    assert alone["host_takes"] is False and taking["host_takes"] is True
+    assert taking["totals"]["host_took"] > 0 == alone["totals"]["host_took"]
+    for key in EXACT:
+        assert [r[key] for r in taking["ranks"]] == [r[key] for r in alone["ranks"]], key
+    assert simulate(capsys, *args, "--host-takes", "on")["seconds"] == taking["seconds"]

@@ -53,10 +53,10 @@ def driver_of(tmp_path, program):
     return import_driver(tmp_path / f"{program}.py", f"tune_{program}")
 
 
-def seed_cache(program, gpus, backend, tiles, ratio=None, params=None):
+def seed_cache(program, gpus, backend, tiles, ratio=None, params=None, **more):
     """Write a tuned entry as tiledsl tune would (without ``params``: as versions before inner
     blocks were tuned wrote it); the file's path."""
-    entry = {"program": program, "gpus": gpus, "backend": backend, "tiles": tiles, "gpu_ratio": ratio}
+    entry = {"program": program, "gpus": gpus, "backend": backend, "tiles": tiles, "gpu_ratio": ratio, **more}
     if params is not None:
         entry["params"] = params
     return tuning.store(tuning.entry_key(program, gpus, backend), entry)
@@ -174,20 +174,29 @@ def test_the_gpu_only_setting_is_always_measured_and_wins_when_fastest():
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("gpu_only_seconds, picked", [(0.5, "gpu only"), (2.0, "split")])
-def test_tune_never_picks_a_split_slower_than_the_gpus_alone(tmp_path, monkeypatch, gpu_only_seconds, picked):
+@pytest.mark.parametrize("gpu_only_seconds, taking_seconds, picked", [
+    (0.5, 9.0, "gpu only"), (2.0, 9.0, "split"), (2.0, 0.4, "host takes")])
+def test_tune_never_picks_a_split_slower_than_the_gpus_alone(tmp_path, monkeypatch, gpu_only_seconds,
+                                                             taking_seconds, picked):
     """tune() itself, its trial runs replaced by a fake timing: hybrid tiles with s = 1 and
     uniform tiles at 0:1 are the GPU-only settings. A larger host share is faster, so the
-    ratio search climbs away from 0:1."""
-    def fake(self, tiles, ratio, params):
+    ratio search climbs away from 0:1. Uniform tiles are timed at 0:1 with the host taking
+    GPU tasks too (hybrid ones are not), and keep it when it is the fastest."""
+    def fake(self, tiles, ratio, params, host_takes=False):
+        if host_takes:
+            assert ratio == (0, 1) and self.options.host_speeds["core"] and self.options.host_speeds["gpu"]
+            return taking_seconds
         gpu_only = ratio == (0, 1) if ratio is not None else tiles.get("s") == 1
         host_share = ratio[0] / ratio[1] / 100 if ratio else 0
         return gpu_only_seconds if gpu_only else 1.0 + abs(tiles.get("nb", tiles.get("b")) - 128) / 640 - host_share
     monkeypatch.setattr(tune_command.Trials, "seconds", fake)
     for program in ("cholesky", "hetero_cholesky"):
         result = tune(driver_of(tmp_path, program), gpus=1, workers=1, budget=2, sizes=[64, 128, 192], n=128)
-        gpu_only = result["gpu_ratio"] == [0, 1] if program == "cholesky" else result["tiles"]["s"] == 1
-        assert gpu_only == (picked == "gpu only"), result
+        if program == "cholesky":
+            assert result["host_takes"] == (picked == "host takes"), result
+            assert (result["gpu_ratio"] == [0, 1]) == (picked != "split"), result
+        else:
+            assert "host_takes" not in result and (result["tiles"]["s"] == 1) == (picked == "gpu only"), result
 
 
 # ---------------------------------------------------------------- inner blocks
@@ -277,14 +286,16 @@ def test_the_cache_round_trips_under_xdg_cache_home(cache):
     path = seed_cache("cholesky", 2, "cupy", {"nb": 512}, [1, 8])
     assert path == tuning.cache_path() and path.parent == cache / "tiledsl" / "tune"
     seed_cache("cholesky", 0, "emulated", {"nb": 320})
-    assert tuning.lookup("cholesky", "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), {}, path)
-    assert tuning.lookup("cholesky", "uniform", 0, "cupy") == ({"nb": 320}, None, {}, path)  # no GPU: any backend
+    assert tuning.lookup("cholesky", "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), {}, path, False)
+    assert tuning.lookup("cholesky", "uniform", 0, "cupy") == ({"nb": 320}, None, {}, path, False)  # no GPU: any backend
     seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 96})
     assert tuning.lookup("qr", "uniform", 0, "emulated") == tuning.Tuned({"nb": 256}, None, {"ib": 96}, path)
     assert tuning.lookup("cholesky", "uniform", 1, "cupy") is None
     assert tuning.lookup("qr", "uniform", 2, "cupy") is None
+    seed_cache("cholesky", 1, "cupy", {"nb": 512}, [0, 1], host_takes=True)
+    assert tuning.lookup("cholesky", "uniform", 1, "cupy").host_takes is True
     content = json.loads(path.read_text())
-    assert set(content["entries"]) == {"cholesky/cupy/2", "cholesky/cpu", "qr/cpu"}
+    assert set(content["entries"]) == {"cholesky/cupy/2", "cholesky/cpu", "qr/cpu", "cholesky/cupy/1"}
     assert content["machine"] == tuning.machine()
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left
 
@@ -370,6 +381,19 @@ def test_explicit_options_win_and_no_tune_ignores_the_cache(cache):
 
 
 @pytest.mark.timeout(120)
+def test_a_tuned_host_takes_is_used_unless_the_command_line_says(cache):
+    speeds = {"core": {"gemm": 40.0}, "gpu": {"gemm": 0.4}}
+    path = seed_cache("cholesky", 1, "emulated", {"nb": 128}, [0, 1], host_takes=True, speeds=speeds)
+    text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--check", cache=cache)
+    assert text.returncode == 0, text.stderr
+    assert f"  tiling    nb=128 gpu-ratio 0:1 host-takes on tuned ({path})" in text.stdout.splitlines()
+    assert "; CPU workers took " in text.stdout
+    off = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--host-takes", "off", "--json",
+                            cache=cache))
+    assert off["host_takes"] is False and "host_takes" not in off["sources"] and off["totals"]["host_took"] == 0
+
+
+@pytest.mark.timeout(120)
 def test_explain_predicts_the_tuned_run(cache):
     seed_cache("cholesky", 1, "emulated", {"nb": 128}, [1, 2])
     explained = tiledsl("explain", "programs/cholesky.tile", "--n", 517, "--gpus", 1, "--json", cache=cache)
@@ -421,6 +445,7 @@ def test_tune_cholesky_on_an_emulated_gpu_then_run_uses_it(cache):
                                 cache=cache))
     assert summary["passed"] and summary["tiles"] == entry["tiles"]
     assert summary["gpu_ratio"] == f"{host}:{gpu}" and summary["sources"]["nb"] == f"tuned ({path})"
+    assert summary["host_takes"] is entry["host_takes"] and ("host_takes" in summary["sources"]) is entry["host_takes"]
 
 
 @pytest.mark.timeout(180)

@@ -44,6 +44,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--window", type=int, help="task window per rank (default: as run)")
     parser.add_argument("--priorities", choices=MODES, default="program", help="as for run")
     parser.add_argument("--broadcast", choices=CHOICES, default="auto", help="as for run")
+    parser.add_argument("--host-takes", choices=["on", "off"], default="off",
+                        help="as for run, the machine's kernel rates and PCIe link estimating the times")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--trace", metavar="TRACE.json", help="write the simulated run's trace (tiledsl plot "
                                                                  "draws it)")
@@ -70,6 +72,7 @@ def run(args, driver) -> int:
     options.gpus = args.gpus
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
     options.priorities, options.broadcast = args.priorities, args.broadcast
+    options.host_takes = args.host_takes == "on"
     if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
         use_tuned(program, options, not args.no_tune)
     progress = None if args.json or not sys.stderr.isatty() else _progress

@@ -24,7 +24,10 @@
    among the sizes of :data:`INNER_BLOCKS` that divide the tiles
    (:func:`search_inner_blocks`). With GPUs the GPU-only setting (ratio 0:1,
    or hybrid tiles with ``s = 1``) is always measured and wins when it is the
-   fastest (:func:`gpu_only_unless_slower`).
+   fastest (:func:`gpu_only_unless_slower`); uniform tiles are also timed all on the
+   GPUs with the host's cores taking GPU tasks as the run goes (``--host-takes on``,
+   :mod:`~tiledsl.runtime.heteroprio`, estimated with the speeds of step 1), which
+   the cache records and ``run`` uses when it is the fastest.
 
 The result goes to this machine's cache (:mod:`tiledsl.runtime.tuning`), where
 ``tiledsl run`` finds it. ``budget`` (seconds) bounds the whole procedure.
@@ -46,6 +49,7 @@ from ..runtime.backends import backend as make_backend
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime.layout import make_distribution, make_matrices, make_params
 from ..runtime.options import TILE_SETTINGS
+from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
 from ..runtime.recording import record
 from ..runtime.world import UsageError, default_workers
@@ -55,9 +59,6 @@ THRESHOLD = 0.95  # B: the smallest size within 95% of the best GEMM rate
 C0 = 3  # trial size N = C0·B·G (ICS'12 §3.6)
 BUDGET = 30.0  # seconds, the default
 QUICK = 10.0
-#: floating-point operations of each prelude kernel on s×s tiles, in units of s³
-KERNEL_FLOPS = {"gemm": 2, "gemm_nn": 2, "syrk": 1, "trsm": 1, "trsm_l": 1, "trsm_u": 1, "potrf": 1 / 3,
-                "getrf_nopiv": 2 / 3, "geqrt": 4 / 3, "gemqrt": 2, "tpqrt": 2, "tpmqrt": 4}
 #: tile sizes timed on CuPy GPUs: a GPU's dgemm keeps gaining up to thousands (H100: 48 TFLOP/s
 #: at 1024, 53 at 2048, 55 at 4096)
 CUPY_SIZES = (256, 512, 768, 1024, 1536, 2048, 2560, 3072, 4096)
@@ -430,7 +431,8 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     trial_n = n or multiple * tile
     repeats = 2 if 2 * planned * estimate(trial_n) < remaining() else 1
     first_ratio = tuple(result["formula"]["gpu_ratio"]) if not hybrid and gpus else None
-    trials = Trials(driver, Options(n=trial_n, gpus=gpus, gpu_backend=backend, workers=workers), repeats)
+    trials = Trials(driver, Options(n=trial_n, gpus=gpus, gpu_backend=backend, workers=workers,
+                                    host_speeds=result["speeds"]), repeats)
     more_time = lambda: remaining() > 0
 
     execute(driver, Options(n=min(trial_n, 2 * tile), tiles=settings(candidates[start]), gpus=gpus,
@@ -462,9 +464,13 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         chosen_ratio, history = hill_climb(RATIOS, RATIOS.index(Fraction(*first_ratio)), measure_ratio,
                                            more_time=more_time)
         chosen_ratio, history = gpu_only_unless_slower(chosen_ratio, history, RATIOS[0], measure_ratio)
-        log("  " + ", ".join(f"gpu-ratio {r.numerator}:{r.denominator} {t:.4f} s" + ("*" if r == chosen_ratio else "")
-                             for r, t in history))
-        result["gpu_ratio"] = [chosen_ratio.numerator, chosen_ratio.denominator]
+        ratio = (chosen_ratio.numerator, chosen_ratio.denominator)
+        taking = trials.seconds(tiles, (0, 1), params, host_takes=True)  # the host takes GPU work as it goes
+        result["host_takes"] = taking < trials.seconds(tiles, ratio, params)
+        log("  " + ", ".join(f"gpu-ratio {r.numerator}:{r.denominator} {t:.4f} s"
+                             + ("*" if r == chosen_ratio and not result["host_takes"] else "") for r, t in history)
+            + f", gpu-ratio 0:1 with --host-takes on {taking:.4f} s" + ("*" if result["host_takes"] else ""))
+        result["gpu_ratio"] = [0, 1] if result["host_takes"] else list(ratio)
     result.update({"tiles": tiles, "params": params, "trial_n": trial_n, "search": trials.records(),
                    "seconds": round(clock() - began, 3),
                    "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
@@ -476,20 +482,23 @@ class Trials:
 
     def __init__(self, driver, options: Options, repeats: int):
         self.driver, self.options, self.repeats = driver, options, repeats
-        self.measured: dict = {}  # (tiles, ratio, params), as sorted tuples -> seconds
+        self.measured: dict = {}  # (tiles, ratio, params as sorted tuples, host takes) -> seconds
 
-    def seconds(self, tiles: dict, ratio, params: dict) -> float:
-        """Seconds of the run with these tile settings, host/GPU ratio and parameters."""
-        key = (tuple(sorted(tiles.items())), ratio, tuple(sorted(params.items())))
+    def seconds(self, tiles: dict, ratio, params: dict, host_takes: bool = False) -> float:
+        """Seconds of the run with these tile settings, host/GPU ratio and parameters (and CPU workers
+        taking GPU tasks)."""
+        key = (tuple(sorted(tiles.items())), ratio, tuple(sorted(params.items())), host_takes)
         if key not in self.measured:
-            options = replace(self.options, tiles=dict(tiles), gpu_ratio=ratio, sets=dict(params))
+            options = replace(self.options, tiles=dict(tiles), gpu_ratio=ratio, sets=dict(params),
+                              host_takes=host_takes)
             self.measured[key] = min(execute(self.driver, options).seconds for _ in range(self.repeats))
         return self.measured[key]
 
     def records(self) -> list:
         """Every setting timed, in order, as the cache entry's ``search``."""
         return [{"tiles": dict(tiles), "params": dict(params), "gpu_ratio": _listed(ratio),
-                 "seconds": round(seconds, 6)} for (tiles, ratio, params), seconds in self.measured.items()]
+                 **({"host_takes": True} if host_takes else {}), "seconds": round(seconds, 6)}
+                for (tiles, ratio, params, host_takes), seconds in self.measured.items()]
 
 
 def _assigned(values: dict, lead: str = "") -> str:
@@ -526,6 +535,7 @@ def render(result: dict, path=None, key=None) -> str:
     tiles = _assigned(result["tiles"]) + _assigned(result.get("params") or {}, " ")
     ratio = result.get("gpu_ratio")
     lines = [f"tuned {result['program']}: {tiles}" + (f", gpu-ratio {ratio[0]}:{ratio[1]}" if ratio else "")
+             + (", --host-takes on" if result.get("host_takes") else "")
              + f" (in {result['seconds']:.1f} s)"]
     if path is not None:
         gpus = f" --gpus {result['gpus']} --gpu-backend {result['backend']}" if result["gpus"] else ""

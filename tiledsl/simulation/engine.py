@@ -26,7 +26,11 @@ priority on the host's queue as there. Time advances by events in a heap:
   of a version to run plans a binomial tree over the sends of it ready then: a plan
   reaches each receiver ``latency`` later (its receive is posted only then), the
   owner sends to its children, and each receiver sends it on to its own as it
-  arrives; a send whose receiver gets the data from another rank ends at once.
+  arrives; a send whose receiver gets the data from another rank ends at once;
+* with ``host_takes`` (``--host-takes on``) an idle CPU worker with no host task ready
+  takes the GPU task :func:`~tiledsl.runtime.heteroprio.choose` picks, as a run's
+  does, and runs it for its time on a core plus its tiles' copies to the host and
+  back (on the PCIe link, not counted on the GPU's copy streams).
 
 The walk runs ahead of the clock only as far as needed: events are processed up to
 the earliest time a rank still waiting for its next share could act.
@@ -37,6 +41,7 @@ import heapq
 import itertools
 from collections import deque
 
+from ..runtime import heteroprio
 from ..runtime.broadcast import binomial_tree
 from ..runtime.exchange import COPY, SEND, SINK, TRANSFER_PRIORITY
 from ..runtime.scheduler import Scheduler, Task, TileState
@@ -80,6 +85,8 @@ class Rank:
         self.link_busy = self.link_busy_in = 0.0  # seconds its link sent, received
         self.peak_window = 0
         self.plans = [0, 0]  # plans of tree broadcasts sent, received
+        self.host_took = 0  # GPU tasks its CPU workers took
+        self.gpu_free_at = [0.0] * (1 + gpus)  # when each GPU's running task ends
 
     def proxy(self, tile) -> TileState:
         state = self.tiles.get(tile)
@@ -92,10 +99,11 @@ class Simulator:
     """The event loop over every rank (see the module docstring)."""
 
     def __init__(self, machine, nranks: int, workers: int, gpus: int, window: int, tracer=None, walked=None,
-                 broadcast: str = "direct"):
+                 broadcast: str = "direct", host_takes: bool = False):
         """``walked``: per rank, the fraction of the program's tasks its walk pays for (None: all)."""
         self.machine = machine
         self.tree = broadcast == "tree"
+        self.host_takes = host_takes
         self.traffic = None  # the walk's per-rank messages and bytes, which a tree's forwards move
         runtime = machine.runtime
         walk_s, self.submit_s = runtime["walk_us"] * 1e-6, runtime["submit_us"] * 1e-6
@@ -206,6 +214,8 @@ class Simulator:
         """The owner's task, its input copies, and the sinks of its outputs homed on other devices."""
         proxies = tuple(rank.proxy(t) for t in owned.tiles)
         task = SimTask(owned.call, proxies, owned.priority, owned.device, owned.seconds, owned=owned)
+        if owned.device and self.host_takes:
+            task.host_kernel = owned.call.kernel  # its CPU body, by name: a CPU worker may take it
         waits = 0
         for copy in owned.copies:
             if copy is None:
@@ -416,16 +426,34 @@ class Simulator:
             self._run_ready(rank, task.device)
 
     def _run_ready(self, rank: Rank, device: int) -> None:
-        """Idle workers of ``device`` take the highest-priority ready tasks."""
+        """Idle workers of ``device`` take the highest-priority ready tasks; with ``host_takes``, idle
+        CPU workers then take GPU tasks."""
         idle = rank.idle[device]
         scheduler = rank.scheduler
         while idle:
             task = scheduler.pop(device)
             if task is None:
-                return
+                break
             lane = idle.pop()
             task.started = self.now
+            if device:
+                rank.gpu_free_at[device] = self.now + task.seconds
             self._at(self.now + task.seconds, self._ran, (rank, lane, task))
+        if self.host_takes and rank.idle[0]:
+            self._host_takes(rank)
+
+    def _host_takes(self, rank: Rank) -> None:
+        """Idle CPU workers take the GPU tasks :func:`~tiledsl.runtime.heteroprio.choose` picks."""
+        idle = rank.idle[0]
+        busy = [max(0.0, free - self.now) for free in rank.gpu_free_at]
+        while idle:
+            task = heteroprio.take(rank.scheduler, _host_and_gpu_seconds, busy)
+            if task is None:
+                return
+            rank.host_took += 1
+            task.device, task.seconds = 0, task.owned.host_seconds  # it runs on the host now
+            task.started = self.now
+            self._at(self.now + task.seconds, self._ran, (rank, idle.pop(), task))
 
     def _ran(self, argument) -> None:
         rank, lane, task = argument
@@ -458,6 +486,11 @@ class Simulator:
         if rank.state == "blocked" and scheduler.in_flight <= rank.low_water:
             rank.state = "scheduled"
             self._at(self.now, self._generate, rank)
+
+
+def _host_and_gpu_seconds(task: SimTask) -> tuple[float, float]:
+    """A GPU task's modelled seconds on a core (copies included) and on its GPU."""
+    return task.owned.host_seconds, task.seconds
 
 
 def _still_starved(rank: Rank, last: int) -> bool:

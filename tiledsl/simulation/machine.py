@@ -40,15 +40,14 @@ measured here (its cache entry for the program).
 """
 from __future__ import annotations
 
-import bisect
 import json
 import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..commands.tune import KERNEL_FLOPS
 from ..runtime import tuning
+from ..runtime.rates import RateError, Rates
 from ..runtime.world import UsageError
 
 RUNTIME_FIELDS = {"walk_us": 0.0, "submit_us": 0.0, "task_us": 0.0, "transfer_us": 0.0, "notice_us": 0.0}
@@ -73,26 +72,6 @@ class Link:
         return nbytes / self.bandwidth
 
 
-class Rates:
-    """GFLOP/s of one device kind per kernel, as functions of the tile size."""
-
-    def __init__(self, table: dict, where: str):
-        self.tables = {name: _table(value, f"{where}.{name}") for name, value in table.items()}
-
-    def __contains__(self, kernel: str) -> bool:
-        return kernel in self.tables or "default" in self.tables or "gemm" in self.tables
-
-    def gflops(self, kernel: str, size: float) -> float:
-        sizes, rates = self.tables.get(kernel) or self.tables.get("default") or self.tables["gemm"]
-        if len(sizes) == 1 or size <= sizes[0]:
-            return rates[0]
-        if size >= sizes[-1]:
-            return rates[-1]
-        k = bisect.bisect_right(sizes, size)
-        fraction = (size - sizes[k - 1]) / (sizes[k] - sizes[k - 1])
-        return rates[k - 1] + fraction * (rates[k] - rates[k - 1])
-
-
 @dataclass
 class Machine:
     """A machine's node: cores, GPUs, kernel rates, links and tiledsl's own costs."""
@@ -115,25 +94,8 @@ class Machine:
         """Modelled seconds of one task of ``kernel`` doing ``flops`` on tiles of ``nbytes``, on a
         core or a GPU."""
         rates = self.gpu if on_gpu else self.cpu
-        size = (flops / KERNEL_FLOPS.get(kernel, 2)) ** (1 / 3) if flops > 0 else 0.0
         fetch = nbytes / self.memory if self.memory and not on_gpu else 0.0
-        return flops / (rates.gflops(kernel, size) * 1e9) + fetch + self.runtime["task_us"] * 1e-6
-
-
-def _table(value, where: str) -> tuple[list, list]:
-    """``(sizes, rates)`` of a rate given as a number or a {size: rate} table."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        pairs = [(0, float(value))]
-    elif isinstance(value, dict) and value:
-        try:
-            pairs = sorted((int(size), float(rate)) for size, rate in value.items())
-        except (TypeError, ValueError):
-            raise MachineError(f"{where}: a rate table maps tile sizes to GFLOP/s, got {value!r}") from None
-    else:
-        raise MachineError(f"{where}: a rate is a number of GFLOP/s or a {{size: GFLOP/s}} table, got {value!r}")
-    if any(rate <= 0 for _, rate in pairs):
-        raise MachineError(f"{where}: rates must be positive, got {value!r}")
-    return [p[0] for p in pairs], [p[1] for p in pairs]
+        return rates.seconds(kernel, flops) + fetch + self.runtime["task_us"] * 1e-6
 
 
 def _link(value, where: str) -> Link:
@@ -192,8 +154,7 @@ def machine(content: dict, where: str = "machine file") -> Machine:
     if per_node is not None and (not isinstance(per_node, int) or per_node < 1):
         raise MachineError(f"{where}: ranks_per_node must be a positive integer or null (all ranks on one node)")
     return Machine(name=str(content.get("name", where)), cores=cores, gpus=gpus,
-                   cpu=Rates(_rates(content["cpu"], "cpu"), "cpu"),
-                   gpu=Rates(_rates(content["gpu"], "gpu"), "gpu") if "gpu" in content else None,
+                   cpu=_rates(content["cpu"], "cpu"), gpu=_rates(content["gpu"], "gpu") if "gpu" in content else None,
                    network=_link(content["network"], "network"), pcie=_link(content["pcie"], "pcie"),
                    gpu_link=_link(content.get("gpu_link", content["pcie"]), "gpu_link"),
                    runtime={**RUNTIME_FIELDS, **{k: _number(v, f"runtime.{k}") for k, v in runtime.items()}},
@@ -201,12 +162,11 @@ def machine(content: dict, where: str = "machine file") -> Machine:
                    about=str(content.get("about", "")), source=where)
 
 
-def _rates(value, where: str) -> dict:
-    if not isinstance(value, dict) or not value:
-        raise MachineError(f"{where}: kernel rates are a {{kernel: GFLOP/s}} object, got {value!r}")
-    if not ({"gemm", "default"} & set(value)):
-        raise MachineError(f"{where}: give at least gemm's rate (or a default)")
-    return value
+def _rates(table, where: str) -> Rates:
+    try:
+        return Rates(table, where)
+    except RateError as error:
+        raise MachineError(str(error)) from None
 
 
 def load(spec: str | None, program: str, gpus: int, backend: str) -> Machine:
@@ -215,8 +175,7 @@ def load(spec: str | None, program: str, gpus: int, backend: str) -> Machine:
     if spec is not None:
         return machine(read(spec), spec)
     content = {**read("local"), "cores": os.cpu_count() or 1}
-    entry = tuning.read(tuning.cache_path())["entries"].get(tuning.entry_key(program, gpus, backend))
-    speeds = (entry or {}).get("speeds") or {}
+    speeds = (tuning.entry(program, gpus, backend) or {}).get("speeds") or {}
     if "core" not in speeds:
         raise MachineError(f"no kernel rates for {program} on this machine: run `tiledsl tune {program}"
                            + (f" --gpus {gpus} --gpu-backend {backend}" if gpus else "")

@@ -16,6 +16,7 @@ from collections import Counter
 from ..runtime import priorities
 from ..runtime.broadcast import broadcast_for
 from ..runtime.flops import PRELUDE_FLOPS
+from ..runtime.heteroprio import round_trip_bytes
 from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
 from ..runtime.matrix import region_view
 from ..runtime.program import flatten
@@ -64,7 +65,7 @@ class Timing:
         found[4] += 1
         seconds = found[2] if device else found[1]
         self.path.add(call.modes, tiles, seconds)
-        return seconds, found[0]
+        return seconds, found[0], found[5] if device else None
 
     def _shape(self, tile) -> tuple:
         shape = self.shapes[tile] = tile.shape
@@ -82,12 +83,15 @@ class Timing:
         nbytes = 8 * sum(rows * cols for rows, cols in shapes)
         on_gpu = self.machine.gpu is not None and call.kernel in self.gpu_kernels
         gpu = self.machine.seconds(call.kernel, flops, nbytes, True) if on_gpu else None
-        return [flops, self.machine.seconds(call.kernel, flops, nbytes, False) * self.cpu_share, gpu, call.line, 0]
+        cpu = self.machine.seconds(call.kernel, flops, nbytes, False) * self.cpu_share
+        pcie = self.machine.pcie
+        trip = pcie.seconds(round_trip_bytes(call, call.tile_shapes(tiles, views))) + 2 * pcie.latency
+        return [flops, cpu, gpu, call.line, 0, cpu + trip]
 
     def area(self) -> Area:
         """The work of every call site on each kind of worker, all tasks counted."""
         area = Area()
-        for flops, on_cpu, on_gpu, line, tasks in self.known.values():
+        for flops, on_cpu, on_gpu, line, tasks, _ in self.known.values():
             area.add(line, "cpu", on_cpu * tasks)
             if on_gpu is not None:
                 area.add(line, "gpu", on_gpu * tasks)
@@ -116,7 +120,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     began = time.perf_counter()
     walked = _share_walks(driver, params, distribution, nranks, options)
     broadcast = broadcast_for(options.broadcast, nranks)
-    simulator = Simulator(machine, nranks, workers, gpus, window, tracer, walked, broadcast)
+    simulator = Simulator(machine, nranks, workers, gpus, window, tracer, walked, broadcast,
+                          options.host_takes and gpus > 0)
     kernels_on_gpu = gpu_kernels(program, driver) if gpus else frozenset()
     timing = Timing(machine, cpu_share, kernels_on_gpu)
     walker = Walk(matrices, nranks, kernels_on_gpu, _feeder(simulator, progress), timing,
@@ -126,7 +131,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     seconds = simulator.finish(walker.count)
     summary = {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
                "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
-               "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast}
+               "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
+               "host_takes": simulator.host_takes}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
@@ -240,7 +246,8 @@ def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
     return {"rank": number, "tasks": rank.tasks, "messages_sent": sent, "messages_received": received,
             "bytes_sent": bytes_sent, "bytes_received": bytes_received,
             "plans_sent": rank.plans[0], "plans_received": rank.plans[1], "peak_tile_bytes": 0,
-            "device_copies": walker.copies[number], "instances": walker.instances[number],
+            "device_copies": walker.copies[number], "host_took": rank.host_took,
+            "instances": walker.instances[number],
             "peak_window": rank.peak_window, "flops": None if uncounted else walker.flops[number],
             "uncounted": uncounted,
             "busy_seconds": [round(b, 6) for b in rank.busy]}

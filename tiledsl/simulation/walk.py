@@ -82,11 +82,12 @@ class Copy:
 class Owned:
     """The owner's share of a task: what it computes, where, and the copies it uses."""
 
-    __slots__ = ("call", "tiles", "device", "priority", "seconds", "copies", "outgoing", "values")
+    __slots__ = ("call", "tiles", "device", "priority", "seconds", "host_seconds", "copies", "outgoing", "values")
 
     def __init__(self, call, tiles, device, priority, seconds, values):
         self.call, self.tiles, self.device, self.priority = call, tiles, device, priority
         self.seconds, self.values = seconds, values
+        self.host_seconds = None  # a GPU task's seconds on a core, its tiles copied there and back
         self.copies: list = []  # per argument: None (native) or the Copy it reads or writes
         self.outgoing: list = []  # (position, Copy, Message or None): written copies going home, in order
 
@@ -101,7 +102,8 @@ class Walk:
     ``index``: ``"owner"`` (an :class:`Owned`) or ``"helper"`` (a tuple of ``("send",
     Message)``, an input to send once its version is ready, and ``("sink", Message)``,
     a written tile coming home, in argument order; maybe empty).
-    ``timing(call, tiles, regions, values, device)`` gives ``(seconds, flops)`` of a task.
+    ``timing(call, tiles, regions, values, device)`` gives ``(seconds, flops, host seconds)`` of a
+    task (the last: a GPU task's on a core, its tiles' copies included; else None).
     """
 
     def __init__(self, matrices: dict, nranks: int, gpu_kernels: frozenset, dispatch, timing, priority_of=None):
@@ -141,10 +143,11 @@ class Walk:
             priority = self.priority_of(call, tiles, priority)
         main = tiles[call.main]
         device = runs_at((main.rank, main.device), call.kernel, self.gpu_kernels)[1] if main.device else 0
-        seconds, flops = self.timing(call, tiles, regions, values, device)
+        seconds, flops, host_seconds = self.timing(call, tiles, regions, values, device)
         owner = main.rank
         self.flops[owner] += flops
         owned = self._owned(call, tiles, parts, device, priority, seconds, values)
+        owned.host_seconds = host_seconds
         self.dispatch(owner, index, "owner", owned)
         for rank in sorted({t.rank for t in tiles if t.rank != owner}):
             self._helper(rank, index, call, tiles, owned)

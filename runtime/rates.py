@@ -1,0 +1,72 @@
+"""Kernel rates: how fast one core or one GPU runs each tile kernel, and a task's modelled time.
+
+A rate table gives GFLOP/s per kernel, as a number or as a ``{tile size: GFLOP/s}``
+table (interpolated linearly in the size, clamped at the ends); ``default`` serves
+the kernels it does not name (else gemm's rate). ``tiledsl tune`` measures such
+tables on this machine (its cache's ``speeds``: ``core`` and ``gpu``), machine files
+give them for others (``tiledsl simulate``), and both the simulator and the
+runtime's host/GPU work sharing (:mod:`.heteroprio`) time tasks with them.
+
+A task's size is the order of the square tile with the same flops
+(:data:`KERNEL_FLOPS`: a gemm on 512×128 slices is timed as one on ~203×203).
+"""
+from __future__ import annotations
+
+import bisect
+
+from .world import UsageError
+
+#: floating-point operations of each prelude kernel on s×s tiles, in units of s³
+KERNEL_FLOPS = {"gemm": 2, "gemm_nn": 2, "syrk": 1, "trsm": 1, "trsm_l": 1, "trsm_u": 1, "potrf": 1 / 3,
+                "getrf_nopiv": 2 / 3, "geqrt": 4 / 3, "gemqrt": 2, "tpqrt": 2, "tpmqrt": 4}
+
+
+class RateError(UsageError):
+    """A rate table that does not say what it must: a one-line message."""
+
+
+class Rates:
+    """GFLOP/s of one device kind per kernel, as functions of the tile size."""
+
+    def __init__(self, table: dict, where: str):
+        if not isinstance(table, dict) or not table:
+            raise RateError(f"{where}: kernel rates are a {{kernel: GFLOP/s}} object, got {table!r}")
+        if not ({"gemm", "default"} & set(table)):
+            raise RateError(f"{where}: give at least gemm's rate (or a default)")
+        self.tables = {name: _table(value, f"{where}.{name}") for name, value in table.items()}
+
+    def __contains__(self, kernel: str) -> bool:
+        return kernel in self.tables or "default" in self.tables or "gemm" in self.tables
+
+    def gflops(self, kernel: str, size: float) -> float:
+        sizes, rates = self.tables.get(kernel) or self.tables.get("default") or self.tables["gemm"]
+        if len(sizes) == 1 or size <= sizes[0]:
+            return rates[0]
+        if size >= sizes[-1]:
+            return rates[-1]
+        k = bisect.bisect_right(sizes, size)
+        fraction = (size - sizes[k - 1]) / (sizes[k] - sizes[k - 1])
+        return rates[k - 1] + fraction * (rates[k] - rates[k - 1])
+
+    def seconds(self, kernel: str, flops: float) -> float:
+        """Seconds of one task of ``kernel`` doing ``flops`` at this device's rate for its size."""
+        if flops <= 0:
+            return 0.0
+        size = (flops / KERNEL_FLOPS.get(kernel, 2)) ** (1 / 3)
+        return flops / (self.gflops(kernel, size) * 1e9)
+
+
+def _table(value, where: str) -> tuple[list, list]:
+    """``(sizes, rates)`` of a rate given as a number or a {size: rate} table."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        pairs = [(0, float(value))]
+    elif isinstance(value, dict) and value:
+        try:
+            pairs = sorted((int(size), float(rate)) for size, rate in value.items())
+        except (TypeError, ValueError):
+            raise RateError(f"{where}: a rate table maps tile sizes to GFLOP/s, got {value!r}") from None
+    else:
+        raise RateError(f"{where}: a rate is a number of GFLOP/s or a {{size: GFLOP/s}} table, got {value!r}")
+    if any(rate <= 0 for _, rate in pairs):
+        raise RateError(f"{where}: rates must be positive, got {value!r}")
+    return [p[0] for p in pairs], [p[1] for p in pairs]
