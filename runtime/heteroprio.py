@@ -102,7 +102,8 @@ def take(scheduler, costs, busy=None):
 
 def costs_from_speeds(speeds: dict | None, program: str, gpus: int, backend: str) -> Costs:
     """The :class:`Costs` of kernel rates as ``tiledsl tune`` measures them (``speeds``: ``core`` and
-    ``gpu`` tables); a usage error when there are none for a GPU."""
+    ``gpu`` tables); a usage error when there are none for a GPU (``program``: its .tile, for the
+    command to run)."""
     speeds = speeds or {}
     if "core" not in speeds or "gpu" not in speeds:
         raise UsageError(f"--host-takes on needs this machine's kernel rates on a core and a GPU: run "

@@ -55,7 +55,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     params = make_params(driver, options)
     grid = grid_for(options.grid, ranks)
     devices = _devices(options)
-    host_costs = heteroprio.costs_from_speeds(_host_speeds(program, options), program.name, options.gpus,
+    host_costs = heteroprio.costs_from_speeds(_host_speeds(program, options), program.source, options.gpus,
                                               options.gpu_backend) if options.host_takes else None
     distribution = make_distribution(program, params, grid, options.gpus, options.gpu_ratio)
     matrices = make_matrices(driver, params, distribution, rank)
@@ -116,7 +116,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                            matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus,
                            gpu_backend=options.gpu_backend if options.gpus else None, nonfinite=nonfinite,
                            input_nonfinite=from_inputs, broadcast=broadcast,
-                           host_takes=engine.host_costs is not None)
+                           host_takes=engine.host_costs is not None,
+                           host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
         stopwatch.lap("run")
         if options.check and program.check is not None:
@@ -140,7 +141,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
 
 
 def _host_speeds(program, options: Options) -> dict | None:
-    """The kernel rates ``--host-takes`` estimates with: the options', else this machine's tune cache's."""
+    """The kernel rates ``--host-takes`` estimates with: the options' (on several ranks, those rank 0
+    read: :func:`~.layout.use_tuned`), else this machine's tune cache's."""
     if options.host_speeds is not None:
         return options.host_speeds
     return (tuning.entry(program.name, options.gpus, options.gpu_backend) or {}).get("speeds")

@@ -84,18 +84,30 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
     host/GPU ratio when no ``--gpu-ratio`` was (uniform tiles with GPUs), and the
     parameters tuned with the tiles (a QR's ``ib``) where no ``--set`` gives them and
     those tiles are the run's; explicit options always win. Where each tuned value
-    came from is noted in ``options.sources``. Rank 0
-    reads the cache and every rank uses what it read (``TILEDSL_NO_TUNE=1`` or
-    ``enabled=False``: the cache is not read).
+    came from is noted in ``options.sources``. Where tune found CPU workers taking GPU
+    tasks fastest, the run takes them at 0:1 unless ``--host-takes off``, which keeps the
+    tuned ratio. Rank 0 reads the cache and every rank uses what it read
+    (``TILEDSL_NO_TUNE=1`` or ``enabled=False``: the cache is not read). A run with
+    ``--host-takes on`` gets the kernel rates tune measured, from the cache in any case.
     """
     found = None
     if enabled and not os.environ.get("TILEDSL_NO_TUNE"):
-        if comm is None or comm.rank == 0:
-            found = tuning.lookup(program.name, program.tiling.kind, options.gpus, options.gpu_backend, warn)
-        if comm is not None:
-            found = comm.broadcast(found)
-    if found is None:
-        return
+        found = _read_on_rank_zero(comm, lambda: tuning.lookup(program.name, program.tiling.kind, options.gpus,
+                                                               options.gpu_backend, warn))
+    if found is not None:
+        _use_tuned_entry(program, options, found, warn)
+    if options.host_takes and options.host_speeds is None:
+        entry = _read_on_rank_zero(comm, lambda: tuning.entry(program.name, options.gpus, options.gpu_backend))
+        options.host_speeds = (entry or {}).get("speeds") or {}
+
+
+def _read_on_rank_zero(comm, read):
+    """What ``read()`` returns on rank 0, on every rank (one cache read, one answer for all)."""
+    found = read() if comm is None or comm.rank == 0 else None
+    return comm.broadcast(found) if comm is not None else found
+
+
+def _use_tuned_entry(program, options: Options, found: tuning.Tuned, warn) -> None:
     tiles, ratio, params, path, host_takes = found
     source = f"tuned ({path})"
     merged = {**program.tiling.defaults, **tiles}
@@ -106,12 +118,13 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
     if tiles and not options.tiles:
         options.tiles = dict(tiles)
         options.sources.update({name: source for name in tiles})
-    if ratio is not None and options.gpu_ratio is None and options.gpus and program.tiling.kind == "uniform":
-        options.gpu_ratio = tuple(ratio)
-        options.sources["gpu_ratio"] = source
     if host_takes and options.host_takes is None and options.gpus:
         options.host_takes = True
         options.sources["host_takes"] = source
+        ratio = (0, 1)  # the GPUs hold every column, the host's cores take tasks from them
+    if ratio is not None and options.gpu_ratio is None and options.gpus and program.tiling.kind == "uniform":
+        options.gpu_ratio = tuple(ratio)
+        options.sources["gpu_ratio"] = source
     _use_tuned_params(program, options, params if tiles and options.tiles == tiles else {}, params, source)
 
 
@@ -141,8 +154,8 @@ def tiling_sources(program, params: Params, options: Options) -> dict:
     if options.gpus and program.tiling.kind == "uniform":
         sources["gpu_ratio"] = options.sources.get("gpu_ratio",
                                                    "command line" if options.gpu_ratio is not None else "default")
-    if "host_takes" in options.sources:
-        sources["host_takes"] = options.sources["host_takes"]
+    if options.host_takes:
+        sources["host_takes"] = options.sources.get("host_takes", "command line")
     return sources
 
 

@@ -146,10 +146,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{TREE_FROM_RANKS} ranks")
     parser.add_argument("--host-takes", choices=["on", "off"],
                         help="with GPUs: a CPU worker with nothing to do takes a ready GPU task it would "
-                             "finish no later than the GPU (its tiles copied to the host and back), the one "
-                             "the GPU is least ahead on first, as HeteroPrio does; times are estimated from "
-                             "this machine's kernel rates, which `tiledsl tune` measures (default: on where "
-                             "tune found it faster, else off)")
+                             "finish no later than the GPU (its tiles copied to the host and back), those the "
+                             "GPU accelerates least first, as HeteroPrio does; times are estimated from the "
+                             "kernel rates `tiledsl tune` measured (read even with --no-tune); not out of "
+                             "core (default: on, at gpu-ratio 0:1, where tune found it fastest; else off)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                         help="read matrix NAME from a .npy file (float64 or float32, any order) instead of "

@@ -34,6 +34,7 @@ class RunResult:
     gpu_backend: str | None = None  # with GPUs: "emulated" or "cupy"
     broadcast: str = "direct"  # how tile versions reached the ranks reading them: "direct" or "tree"
     host_takes: bool = False  # idle CPU workers took GPU tasks (--host-takes on, in memory)
+    host_takes_out_of_core: bool = False  # --host-takes on, but out of core: nothing taken
     trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
     gpu_ratio: tuple | None = None  # the host/GPU column ratio used (uniform tiles with GPUs)
@@ -204,7 +205,8 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     if cache is not None:
         lines.append(f"  gpu cache out of core, {_mib(cache['cache_bytes'])} per GPU (peak {_mib(cache['peak_cache_bytes'])}): "
                      f"{cache['copies_in']} copies in ({_mib(cache['bytes_in'])}), {cache['copies_out']} write-backs "
-                     f"({_mib(cache['bytes_out'])}), {cache['evictions']} evictions")
+                     f"({_mib(cache['bytes_out'])}), {cache['evictions']} evictions"
+                     + ("; --host-takes does nothing out of core" if result.host_takes_out_of_core else ""))
     if result.trace:
         t = result.trace
         lines.append(f"  bounds    critical path {t['critical_path']:.4f} s, area {t['area_bound']:.4f} s, "

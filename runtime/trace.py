@@ -42,8 +42,11 @@ class Tracer:
         self.origin = time.perf_counter()
 
     def task(self, lane: str, began: float, ended: float, task) -> None:
-        """A program task, named the same on every rank (:func:`task_args`)."""
+        """A program task, named the same on every rank (:func:`task_args`); a GPU task a CPU worker
+        took (``--host-takes``) says from which GPU."""
         args = task_args(self.occurrences, task.call, task.tiles, task.priority, task.values)
+        if task.device and lane.startswith("cpu"):
+            args["taken from"] = f"gpu-{task.device}"
         self.events.append((lane, began - self.origin, ended - self.origin, task.call.kernel, args))
 
     def idle(self, lane: str, began: float, ended: float) -> None:

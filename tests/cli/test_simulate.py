@@ -233,3 +233,17 @@ def test_host_cores_taking_gpu_tasks_are_simulated_with_the_same_traffic(capsys,
     for key in EXACT:
         assert [r[key] for r in taking["ranks"]] == [r[key] for r in alone["ranks"]], key
     assert simulate(capsys, *args, "--host-takes", "on")["seconds"] == taking["seconds"]
+
+
+@pytest.mark.timeout(60)
+def test_taken_tasks_are_marked_in_the_trace_and_need_gpus(capsys, machine_file, tmp_path):
+    trace = tmp_path / "taken.json"
+    args = ("cholesky", "--nodes", 1, "--machine", machine_file, "--n", 2000, "--nb", 128, "--gpu-ratio", "0:1")
+    result = simulate(capsys, *args, "--gpus", 1, "--host-takes", "on", "--trace", trace)
+    taken = [e for e in json.loads(trace.read_text())["traceEvents"] if "taken from" in e.get("args", {})]
+    assert len(taken) == result["totals"]["host_took"] > 0 and {e["args"]["taken from"] for e in taken} == {"gpu-1"}
+    assert main(["simulate", *map(str, args[:-2]), "--gpus", "0", "--host-takes", "on"]) == 2
+    assert capsys.readouterr().err.strip() == ("tiledsl: error: --host-takes on needs GPUs (--gpus G, or a machine "
+                                               "file that has them)")
+    main(["simulate", *map(str, args), "--gpus", "1", "--host-takes", "on"])
+    assert "  gpus      CPU workers took " in capsys.readouterr().out

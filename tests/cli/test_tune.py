@@ -192,9 +192,9 @@ def test_tune_never_picks_a_split_slower_than_the_gpus_alone(tmp_path, monkeypat
     monkeypatch.setattr(tune_command.Trials, "seconds", fake)
     for program in ("cholesky", "hetero_cholesky"):
         result = tune(driver_of(tmp_path, program), gpus=1, workers=1, budget=2, sizes=[64, 128, 192], n=128)
-        if program == "cholesky":
+        if program == "cholesky":  # the best ratio without taking is kept for --host-takes off
             assert result["host_takes"] == (picked == "host takes"), result
-            assert (result["gpu_ratio"] == [0, 1]) == (picked != "split"), result
+            assert (result["gpu_ratio"] == [0, 1]) == (picked == "gpu only"), result
         else:
             assert "host_takes" not in result and (result["tiles"]["s"] == 1) == (picked == "gpu only"), result
 
@@ -383,7 +383,7 @@ def test_explicit_options_win_and_no_tune_ignores_the_cache(cache):
 @pytest.mark.timeout(120)
 def test_a_tuned_host_takes_is_used_unless_the_command_line_says(cache):
     speeds = {"core": {"gemm": 40.0}, "gpu": {"gemm": 0.4}}
-    path = seed_cache("cholesky", 1, "emulated", {"nb": 128}, [0, 1], host_takes=True, speeds=speeds)
+    path = seed_cache("cholesky", 1, "emulated", {"nb": 128}, [2, 1], host_takes=True, speeds=speeds)
     text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--check", cache=cache)
     assert text.returncode == 0, text.stderr
     assert f"  tiling    nb=128 gpu-ratio 0:1 host-takes on tuned ({path})" in text.stdout.splitlines()
@@ -391,6 +391,10 @@ def test_a_tuned_host_takes_is_used_unless_the_command_line_says(cache):
     off = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--host-takes", "off", "--json",
                             cache=cache))
     assert off["host_takes"] is False and "host_takes" not in off["sources"] and off["totals"]["host_took"] == 0
+    assert off["gpu_ratio"] == "2:1" and off["sources"]["gpu_ratio"] == f"tuned ({path})"
+    given = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--gpu-ratio", "1:1",
+                              "--host-takes", "on", "--no-tune", "--json", cache=cache))  # the rates still read
+    assert given["host_takes"] and given["sources"]["host_takes"] == "command line" and given["gpu_ratio"] == "1:1"
 
 
 @pytest.mark.timeout(120)
@@ -444,7 +448,8 @@ def test_tune_cholesky_on_an_emulated_gpu_then_run_uses_it(cache):
     summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 300, "--gpus", 1, "--check", "--json",
                                 cache=cache))
     assert summary["passed"] and summary["tiles"] == entry["tiles"]
-    assert summary["gpu_ratio"] == f"{host}:{gpu}" and summary["sources"]["nb"] == f"tuned ({path})"
+    ratio = "0:1" if entry["host_takes"] else f"{host}:{gpu}"  # taking GPU tasks goes with every column there
+    assert summary["gpu_ratio"] == ratio and summary["sources"]["nb"] == f"tuned ({path})"
     assert summary["host_takes"] is entry["host_takes"] and ("host_takes" in summary["sources"]) is entry["host_takes"]
 
 

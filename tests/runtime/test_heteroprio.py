@@ -152,12 +152,14 @@ def test_out_of_core_runs_leave_placement_to_the_cache(compiled, slow_gpu_rates)
     result = execute(driver, Options(n=400, tiles={"nb": 100}, gpus=1, gpu_ratio=(0, 1), gpu_memory=300_000,
                                      host_takes=True, check=True))
     assert result.passed and not result.host_takes and result.stats["host_took"] == 0
+    assert result.host_takes_out_of_core
 
 
 def test_without_tuned_rates_the_run_is_refused(compiled, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     with pytest.raises(UsageError, match=r"--host-takes on needs this machine's kernel rates on a core and a "
-                                         r"GPU: run `tiledsl tune cholesky --gpus 1 --gpu-backend emulated` first"):
+                                         r"GPU: run `tiledsl tune \S*programs/cholesky.tile --gpus 1 --gpu-backend "
+                                         r"emulated` first"):
         execute(compiled("programs/cholesky.tile"), Options(n=200, tiles={"nb": 100}, gpus=1, host_takes=True))
 
 
@@ -195,3 +197,31 @@ def test_a_taken_task_that_fails_says_where_it_ran():
                                  "(--host-takes) (potrf(A[k, k])): ValueError")
     assert taken.line == 7 and taken.rank == 3
     assert " on GPU 1 (potrf(A[k, k]))" in str(_task_failure(task, ValueError("x"), 3, 1))
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("empty_rank", [1, 0])
+def test_rank_zero_reads_the_rates_for_every_rank(tmp_path, slow_gpu_rates, empty_rank):
+    """Ranks on other nodes have no tune cache of this machine: every rank uses the rates rank 0
+    read, as for the tuned settings; without them on rank 0, every rank stops with its message."""
+    slow_gpu_rates("cholesky", 1)
+    wrapper = tmp_path / "rank.sh"
+    wrapper.write_text("#!/bin/bash\nr=${PMI_RANK:-${OMPI_COMM_WORLD_RANK:-0}}\n"
+                       f'if [ "$r" = "{empty_rank}" ]; then export XDG_CACHE_HOME={tmp_path / "empty"}; fi\n'
+                       'exec "$@"\n')
+    launcher = tmp_path / "launch.sh"
+    launcher.write_text(f'#!/bin/bash\nn=$2; shift 2\nexec mpiexec -n $n {wrapper} "$@"\n')
+    for script in (wrapper, launcher):
+        script.chmod(0o755)
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile", "--n", "517",
+                          "--nb", "96", "--gpus", "1", "--gpu-ratio", "0:1", "--np", "2", "--launcher", str(launcher),
+                          "--host-takes", "on", "--json", "--watchdog", "60"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=180)
+    if empty_rank:
+        assert out.returncode == 0, out.stderr
+        assert all(rank["host_took"] > 0 for rank in json.loads(out.stdout.strip().splitlines()[-1])["ranks"])
+    else:
+        assert out.returncode == 2 and "did not answer" not in out.stderr, out.stderr
+        assert out.stderr.strip().splitlines()[-1] == (
+            "tiledsl: error: --host-takes on needs this machine's kernel rates on a core and a GPU: run "
+            "`tiledsl tune programs/cholesky.tile --gpus 1 --gpu-backend emulated` first")

@@ -44,8 +44,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--window", type=int, help="task window per rank (default: as run)")
     parser.add_argument("--priorities", choices=MODES, default="program", help="as for run")
     parser.add_argument("--broadcast", choices=CHOICES, default="auto", help="as for run")
-    parser.add_argument("--host-takes", choices=["on", "off"], default="off",
-                        help="as for run, the machine's kernel rates and PCIe link estimating the times")
+    parser.add_argument("--host-takes", choices=["on", "off"],
+                        help="as for run, the machine's kernel rates and PCIe link estimating the times "
+                             "(default: as run would, on this machine; else off)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--trace", metavar="TRACE.json", help="write the simulated run's trace (tiledsl plot "
                                                                  "draws it)")
@@ -72,7 +73,9 @@ def run(args, driver) -> int:
     options.gpus = args.gpus
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
     options.priorities, options.broadcast = args.priorities, args.broadcast
-    options.host_takes = args.host_takes == "on"
+    options.host_takes = None if args.host_takes is None else args.host_takes == "on"
+    if options.host_takes and not options.gpus:
+        raise UsageError("--host-takes on needs GPUs (--gpus G, or a machine file that has them)")
     if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
         use_tuned(program, options, not args.no_tune)
     progress = None if args.json or not sys.stderr.isatty() else _progress
@@ -116,6 +119,8 @@ def render(result: dict) -> str:
              f"submitted: {walk['seconds']:.4f} s on the busiest rank ({_or_dash(walk['share'], '.0%')} of the time)",
              f"            {_walked(walk)}"]
     totals = result["totals"]
+    if result["host_takes"]:
+        lines.append(f"  gpus      CPU workers took {totals['host_took']} GPU task(s) (--host-takes)")
     if result["np"] > 1:
         lines.append(f"  messages  {totals['messages_sent']} ({totals['bytes_sent'] / 2 ** 20:.1f} MiB) between ranks")
     lines.append(f"  simulated in {result['simulation_seconds']:.1f} s")

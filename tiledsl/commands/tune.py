@@ -27,7 +27,8 @@
    fastest (:func:`gpu_only_unless_slower`); uniform tiles are also timed all on the
    GPUs with the host's cores taking GPU tasks as the run goes (``--host-takes on``,
    :mod:`~tiledsl.runtime.heteroprio`, estimated with the speeds of step 1), which
-   the cache records and ``run`` uses when it is the fastest.
+   the cache records (beside the best ratio without it) and ``run`` uses when it is
+   the fastest.
 
 The result goes to this machine's cache (:mod:`tiledsl.runtime.tuning`), where
 ``tiledsl run`` finds it. ``budget`` (seconds) bounds the whole procedure.
@@ -470,7 +471,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         log("  " + ", ".join(f"gpu-ratio {r.numerator}:{r.denominator} {t:.4f} s"
                              + ("*" if r == chosen_ratio and not result["host_takes"] else "") for r, t in history)
             + f", gpu-ratio 0:1 with --host-takes on {taking:.4f} s" + ("*" if result["host_takes"] else ""))
-        result["gpu_ratio"] = [0, 1] if result["host_takes"] else list(ratio)
+        result["gpu_ratio"] = list(ratio)  # the best without taking, which --host-takes off gets
     result.update({"tiles": tiles, "params": params, "trial_n": trial_n, "search": trials.records(),
                    "seconds": round(clock() - began, 3),
                    "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
@@ -534,8 +535,9 @@ def save(result: dict) -> tuple:
 def render(result: dict, path=None, key=None) -> str:
     tiles = _assigned(result["tiles"]) + _assigned(result.get("params") or {}, " ")
     ratio = result.get("gpu_ratio")
-    lines = [f"tuned {result['program']}: {tiles}" + (f", gpu-ratio {ratio[0]}:{ratio[1]}" if ratio else "")
-             + (", --host-takes on" if result.get("host_takes") else "")
+    lines = [f"tuned {result['program']}: {tiles}"
+             + (", gpu-ratio 0:1 with --host-takes on" if result.get("host_takes")
+                else f", gpu-ratio {ratio[0]}:{ratio[1]}" if ratio else "")
              + f" (in {result['seconds']:.1f} s)"]
     if path is not None:
         gpus = f" --gpus {result['gpus']} --gpu-backend {result['backend']}" if result["gpus"] else ""

@@ -52,11 +52,12 @@ INFINITY = float("inf")
 class SimTask(Task):
     """A task on a simulated rank: its modelled seconds and what its end sets off."""
 
-    __slots__ = ("seconds", "started", "then", "owned")
+    __slots__ = ("seconds", "started", "then", "owned", "taken_from")
 
     def __init__(self, call, tiles, priority, device, seconds, then=None, owned=None):
         super().__init__(call, tiles, None, priority, device)
         self.seconds = seconds
+        self.taken_from = 0  # the GPU whose task a CPU worker took (--host-takes), else 0
         self.then = then  # (function, argument) run when a worker is done with it
         self.owned = owned  # the program task's walk.Owned, for traces
 
@@ -451,7 +452,7 @@ class Simulator:
             if task is None:
                 return
             rank.host_took += 1
-            task.device, task.seconds = 0, task.owned.host_seconds  # it runs on the host now
+            task.taken_from, task.device, task.seconds = task.device, 0, task.owned.host_seconds  # on the host now
             task.started = self.now
             self._at(self.now + task.seconds, self._ran, (rank, idle.pop(), task))
 

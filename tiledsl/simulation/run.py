@@ -121,7 +121,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     walked = _share_walks(driver, params, distribution, nranks, options)
     broadcast = broadcast_for(options.broadcast, nranks)
     simulator = Simulator(machine, nranks, workers, gpus, window, tracer, walked, broadcast,
-                          options.host_takes and gpus > 0)
+                          bool(options.host_takes) and gpus > 0)
     kernels_on_gpu = gpu_kernels(program, driver) if gpus else frozenset()
     timing = Timing(machine, cpu_share, kernels_on_gpu)
     walker = Walk(matrices, nranks, kernels_on_gpu, _feeder(simulator, progress), timing,
@@ -264,6 +264,8 @@ class Tracer:
     def task(self, rank: int, lane: int, device: int, task) -> None:
         owned = task.owned
         args = task_args(self.occurrences, owned.call, owned.tiles, task.priority, owned.values)
+        if task.taken_from:
+            args["taken from"] = f"gpu-{task.taken_from}"
         name = f"gpu-{device}" if device else f"cpu-{lane}"
         self.ranks[rank].append((name, task.started, task.started + task.seconds, owned.call.kernel, args))
 
