@@ -91,7 +91,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                     broadcast=broadcast)
     if out_of_core is not None:
         engine.exchange.go_out_of_core(out_of_core)
-    else:  # out of core, a GPU's tiles are on the host already: its cache decides where they go
+    else:  # in memory, CPU workers may take GPU tasks (out of core, the GPUs' caches place the tiles)
         engine.host_costs = host_costs
     engine.attach(matrices)
     if events is not None:
