@@ -129,3 +129,13 @@ PRELUDE_FLOPS = {
     "geqrt": _geqrt, "gemqrt": _gemqrt, "tpqrt": _tpqrt, "tpmqrt": _tpmqrt,
     "lassq": _lassq, "lassq_merge": _lassq_merge, "amax": _entries, "asum": _entries,
 }
+
+
+def modelled_flops(call, arguments: list, values: tuple) -> tuple[float, bool]:
+    """``(flops, counted)`` of one task for timing it (``arguments``: its arguments' shapes, as
+    :meth:`~.program.Call.shapes` gives them): its kernel's count, or, for a kernel without one,
+    a gemm's on its largest argument (``counted`` False)."""
+    count = call.flops or PRELUDE_FLOPS.get(call.kernel)
+    if count is None:
+        return 2.0 * max(r * c for r, c in arguments) ** 1.5, False
+    return float(count(*call.interleave(arguments, values))), True

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 
-from .flops import PRELUDE_FLOPS
+from .flops import modelled_flops
 from .rates import Rates
 from .world import UsageError
 
@@ -37,8 +37,8 @@ COPY_RATE = 10e9
 class Costs:
     """``(seconds on a core, seconds on a GPU)`` of a task, memoised by call site, shapes and values."""
 
-    def __init__(self, core: Rates, gpu: Rates, copy_rate: float = COPY_RATE, task_s: float = 0.0):
-        self.core, self.gpu, self.copy_rate, self.task_s = core, gpu, copy_rate, task_s
+    def __init__(self, core: Rates, gpu: Rates, copy_rate: float = COPY_RATE):
+        self.core, self.gpu, self.copy_rate = core, gpu, copy_rate
         self.known: dict = {}
 
     def __call__(self, task) -> tuple[float, float]:
@@ -51,12 +51,9 @@ class Costs:
         return found
 
     def _model(self, call, tiles, regions, values, shapes) -> tuple[float, float]:
-        count = call.flops or PRELUDE_FLOPS.get(call.kernel)
-        arguments = call.shapes(tiles, regions)
-        flops = 2.0 * max(r * c for r, c in arguments) ** 1.5 if count is None else float(count(
-            *call.interleave(arguments, values)))
-        host = self.core.seconds(call.kernel, flops) + round_trip_bytes(call, shapes) / self.copy_rate + self.task_s
-        return host, self.gpu.seconds(call.kernel, flops) + self.task_s
+        flops, _ = modelled_flops(call, call.shapes(tiles, regions), values)
+        host = self.core.seconds(call.kernel, flops) + round_trip_bytes(call, shapes) / self.copy_rate
+        return host, self.gpu.seconds(call.kernel, flops)
 
 
 def round_trip_bytes(call, shapes) -> int:

@@ -15,7 +15,7 @@ from collections import Counter
 
 from ..runtime import priorities
 from ..runtime.broadcast import broadcast_for
-from ..runtime.flops import PRELUDE_FLOPS
+from ..runtime.flops import modelled_flops
 from ..runtime.heteroprio import round_trip_bytes
 from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
 from ..runtime.matrix import region_view
@@ -72,14 +72,11 @@ class Timing:
         return shape
 
     def _model(self, call, tiles, regions, values) -> list:
-        count = call.flops or PRELUDE_FLOPS.get(call.kernel)
         views = None if regions is None else [None if r is None else region_view(t, r) for t, r in zip(tiles, regions)]
         shapes = call.shapes(tiles, views)
-        if count is None:  # a user kernel without a flop count: timed as a gemm on its largest argument
-            flops = 2.0 * max(r * c for r, c in shapes) ** 1.5
+        flops, counted = modelled_flops(call, shapes, values)
+        if not counted:  # a user kernel without a flop count: timed as a gemm on its largest argument
             self.uncounted = self.uncounted or call.kernel
-        else:
-            flops = float(count(*call.interleave(shapes, values)))
         nbytes = 8 * sum(rows * cols for rows, cols in shapes)
         on_gpu = self.machine.gpu is not None and call.kernel in self.gpu_kernels
         gpu = self.machine.seconds(call.kernel, flops, nbytes, True) if on_gpu else None
