@@ -161,6 +161,24 @@ def panel_tiles(A, name: str) -> list:
     return tiles
 
 
+def stacked(tiles: list) -> np.ndarray | None:
+    """The panel ``tiles`` as one column-major matrix, a view, when each tile starts where the
+    one above it ends in one array (a rank stores its tiles of a column so); else None. Tiles
+    without rows are left out (numpy gives an empty slice no address of its own)."""
+    tiles = [tile for tile in tiles if tile.shape[0]] or tiles[:1]
+    first = tiles[0]
+    for above, below in zip(tiles, tiles[1:]):
+        if (below.base is None or below.base is not first.base or below.strides != first.strides
+                or _address(below) != _address(above) + _DOUBLE * above.shape[0]):
+            return None
+    rows = sum(tile.shape[0] for tile in tiles)
+    return np.lib.stride_tricks.as_strided(first, (rows, first.shape[1]), writeable=first.flags.writeable)
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
 def getrf_dims(tiles, P) -> tuple[int, int, int]:
     """(m, n, k = min(m, n)) of the stacked panel; P must hold k pivots in its first row."""
     m, n = sum(tile.shape[0] for tile in tiles), tiles[0].shape[1]
@@ -517,28 +535,31 @@ def getrf(A, P: np.ndarray) -> None:
     """LU with partial pivoting (LAPACK DGETRF) of a tile or a panel: P·A = L·U in place.
 
     A is one m×n tile or a list of tiles stacked top to bottom (a column panel, all
-    with n columns), factored as one matrix: gathered into one buffer, factored,
-    scattered back (one tile is factored where it is). L (unit lower) and U overwrite
+    with n columns), factored as one matrix: where it is when the tiles are adjacent
+    in memory (:func:`stacked`), else gathered into one buffer, factored and
+    scattered back. L (unit lower) and U overwrite
     it as in LAPACK. P (1×w, w >= k = min(m, n)) receives in P[0, j] the row, counted
     from the panel's first row, that row j was interchanged with (LAPACK's ipiv − 1),
     and j itself for k <= j < w. An exactly singular panel is no error: U then has a
     zero on its diagonal, and the factorization is still valid; NaNs spread as they do.
     """
     tiles = panel_tiles(A, "getrf: A")
-    lds = [_ld(tile, "getrf: A", writable=True) for tile in tiles]
+    for tile in tiles:
+        _ld(tile, "getrf: A", writable=True)
     _ld(P, "getrf: P", writable=True)
     m, n, k = getrf_dims(tiles, P)
     ipiv = np.empty(k, dtype=np.int32)
-    if k and len(tiles) == 1:
-        blas.dgetrf(m, n, tiles[0], lds[0], ipiv)  # info > 0: a zero on U's diagonal, not an error
+    matrix = stacked(tiles)
+    if k and matrix is not None:
+        blas.dgetrf(m, n, matrix, _ld(matrix, "getrf: A"), ipiv)  # info > 0: a zero on U's diagonal, no error
     elif k:
         offsets = _row_offsets(tiles)
-        stacked = np.empty((m, n), order="F")
+        gathered = np.empty((m, n), order="F")
         for tile, start, end in zip(tiles, offsets, offsets[1:]):
-            stacked[start:end] = tile
-        blas.dgetrf(m, n, stacked, m, ipiv)
+            gathered[start:end] = tile
+        blas.dgetrf(m, n, gathered, m, ipiv)
         for tile, start, end in zip(tiles, offsets, offsets[1:]):
-            tile[...] = stacked[start:end]
+            tile[...] = gathered[start:end]
     record_pivots(np, P, ipiv, k)
 
 
@@ -554,7 +575,8 @@ def laswp(P: np.ndarray, A, first: int = 0, direction: str = "F") -> None:
     backward for Aᵀ·x = b (Pᵀ·y). ``first`` skips interchanges already applied, when one
     P is applied in parts.
 
-    A tile is swapped where it is. A panel's swaps run on a compact copy of the rows they
+    A tile, or a panel whose tiles are adjacent in memory (:func:`stacked`), is swapped
+    where it is (4096×448 with getrf's pivots: 0.5 ms). Other panels' swaps run on a compact copy of the rows they
     touch: the block of rows first..end−1 (copied by slices) and the rows their partners
     name elsewhere (gathered), swapped there by DLASWP and written back. On a 4096-row panel of
     384 columns with getrf's pivots this takes 1.4 ms, against 2.6 ms when every moved row
@@ -562,7 +584,8 @@ def laswp(P: np.ndarray, A, first: int = 0, direction: str = "F") -> None:
     """
     _ld(P, "laswp: P")
     tiles = panel_tiles(A, "laswp: A")
-    lds = [_ld(tile, "laswp: A", writable=True) for tile in tiles]
+    for tile in tiles:
+        _ld(tile, "laswp: A", writable=True)
     offsets = _row_offsets(tiles)
     start, end = laswp_range(P, offsets[-1], first, direction)
     partners = _partners(P, start, end, offsets[-1])
@@ -570,8 +593,10 @@ def laswp(P: np.ndarray, A, first: int = 0, direction: str = "F") -> None:
     if not columns or not np.any(partners != np.arange(start, end)):
         return
     increment = 1 if direction == "F" else -1
-    if len(tiles) == 1:
-        blas.dlaswp(columns, tiles[0], lds[0], start + 1, end, _fortran_pivots(partners, start), increment)
+    matrix = stacked(tiles)
+    if matrix is not None:
+        blas.dlaswp(columns, matrix, _ld(matrix, "laswp: A"), start + 1, end, _fortran_pivots(partners, start),
+                    increment)
         return
     _laswp_compact(tiles, offsets, partners, start, end, increment)
 

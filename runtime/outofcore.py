@@ -115,7 +115,9 @@ class OutOfCore:
         self.latest: dict = {}  # own tile -> the GPU whose cache will hold its newest version, dirty
         self.numbers = itertools.count()
         self.created: Counter = Counter()  # protocol.Instance -> instances, by placement
-        for tile in self.placement:
+        # Column by column: a rank's tiles of a column are views of one array, freed once the
+        # column's last tile has its pinned copy (in row order every array would live to the end).
+        for tile in sorted(self.placement, key=lambda tile: (tile.matrix.name, tile.j, tile.i)):
             if tile.data is not None:
                 tile.data = self.devices.pinned(tile.data)
 

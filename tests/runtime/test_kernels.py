@@ -20,6 +20,7 @@ from tiledsl.runtime.errors import KernelError
 from tiledsl.runtime.kernels import (CPU_KERNELS, amax, asum, gemm, gemm_nn, gemqrt, geqrt, getrf,
                                      getrf_nopiv, lassq, lassq_merge, laswp, lauum, potrf, symm, syr2k,
                                      syrk, tpmqrt, tpqrt, trmm, trsm, trsm_l, trsm_u, trtri)
+from tiledsl.runtime.kernels import stacked as stacked_matrix
 
 PRELUDE = Path(__file__).resolve().parents[2] / "tiledsl" / "compiler" / "prelude.tile"
 
@@ -632,9 +633,27 @@ def test_trtri_then_lauum_inverts_from_the_cholesky_factor(rng):
 # ----------------------------------------------------------------------- LU with partial pivoting
 
 
+class Adjacent:
+    """Rows ``start:end`` of ``whole`` (a :class:`Placed`): one of a panel's tiles stored one
+    after another in a taller array, as a rank stores a tile column."""
+
+    def __init__(self, whole: Placed, start: int, end: int):
+        self.whole, self.view = whole, whole.view[start:end]
+
+    def assert_outside_untouched(self) -> None:
+        self.whole.assert_outside_untouched()
+
+
+PANEL_LAYOUTS = LAYOUTS + ["adjacent"]
+
+
 def panel_of(a, heights, layout, rng):
-    """``a`` cut into tiles of ``heights`` rows, each placed as ``layout`` says."""
+    """``a`` cut into tiles of ``heights`` rows, each placed as ``layout`` says ("adjacent": all
+    in one array, one after another)."""
     ends = np.cumsum(heights)
+    if layout == "adjacent":
+        whole = Placed(a, "rows", rng)
+        return [Adjacent(whole, end - h, end) for h, end in zip(heights, ends)]
     return [Placed(a[end - h:end], layout, rng) for h, end in zip(heights, ends)]
 
 
@@ -645,7 +664,7 @@ def stacked(panel):
 PANELS = [[7], [40], [3, 12], [16, 16, 16], [10, 0, 13, 5], [4, 3, 2]]
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", PANEL_LAYOUTS)
 @pytest.mark.parametrize("heights", PANELS)
 @pytest.mark.parametrize("n", [5, 16, 9])
 def test_getrf_is_lapacks_partial_pivoting(rng, layout, heights, n):
@@ -693,6 +712,38 @@ def test_getrf_panel_errors():
         getrf([np.zeros((4, 4), order="F")] * 2, np.zeros((1, 3), order="F"))
 
 
+@pytest.mark.parametrize("heights", [[7], [3, 12], [10, 0, 13, 5]])
+def test_adjacent_tiles_are_one_matrix(rng, heights):
+    """Tiles one after another in one array are that array's rows, written through; tiles
+    apart, or in arrays of their own, are not one matrix."""
+    adjacent = [tile.view for tile in panel_of(random(rng, sum(heights), 4), heights, "adjacent", rng)]
+    matrix = stacked_matrix(adjacent)
+    np.testing.assert_array_equal(matrix, np.vstack(adjacent))
+    matrix[-1, 0] = 42.0
+    assert adjacent[-1][-1, 0] == 42.0
+    parent = np.asfortranarray(random(rng, 12, 4))
+    apart = [parent[0:3], parent[4:8]]
+    own = [np.asfortranarray(parent[0:3]), np.asfortranarray(parent[3:8])]
+    columns = [parent[0:3, :2], parent[3:8, 2:]]
+    assert stacked_matrix(apart) is None and stacked_matrix(own) is None and stacked_matrix(columns) is None
+    read_only = [tile.view() for tile in adjacent]
+    for tile in read_only:
+        tile.flags.writeable = False
+    assert not stacked_matrix(read_only).flags.writeable
+
+
+def test_getrf_and_laswp_in_place_equal_gathered_bitwise(rng):
+    """A panel factored where it is (adjacent tiles, leading dimension 131) and one gathered
+    first give the same bits: the same LAPACK calls on the same numbers."""
+    a, heights = random(rng, 128, 32), [40, 40, 40, 8]
+    apart, adjacent = panel_of(a, heights, "own", rng), panel_of(a, heights, "adjacent", rng)
+    pivots = [np.zeros((1, 32), order="F") for _ in range(2)]
+    for panel, p in zip((apart, adjacent), pivots):
+        getrf([tile.view for tile in panel], p)
+    np.testing.assert_array_equal(pivots[0], pivots[1])
+    np.testing.assert_array_equal(stacked(apart), stacked(adjacent))
+
+
 def permuted(b, pivots):
     """P·b for LAPACK's 0-based pivots, interchanges applied in order."""
     b = b.copy()
@@ -701,7 +752,7 @@ def permuted(b, pivots):
     return b
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", PANEL_LAYOUTS)
 @pytest.mark.parametrize("heights", PANELS)
 def test_laswp_applies_lu_factors_interchanges(rng, layout, heights):
     """A panel's P applied to another column's panel (forward), then undone (backward)."""

@@ -1,0 +1,48 @@
+"""runtime.matrix: where a rank stores its tiles."""
+import numpy as np
+import pytest
+
+from tiledsl.runtime.distribution import BlockCyclic
+from tiledsl.runtime.geometry import Geometry
+from tiledsl.runtime.kernels import stacked
+from tiledsl.runtime.matrix import TiledMatrix
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def allocated(m: int, n: int, nb: int) -> tuple:
+    values = np.arange(m * n, dtype=float).reshape(m, n)
+    matrix = TiledMatrix("A", Geometry.uniform(m, n, nb), BlockCyclic(), 0)
+    matrix.allocate(lambda r0, r1, c0, c1: values[r0:r1, c0:c1])
+    return matrix, values
+
+
+@pytest.mark.parametrize("m,n,nb", [(512, 300, 128), (100, 70, 32), (7, 7, 3)])
+def test_a_tile_column_is_one_array_off_power_of_two_strides(m, n, nb):
+    """Each tile holds its values; the tiles of a column are one matrix to LAPACK, whose
+    leading dimension is no multiple of 256 doubles (512 rows would be)."""
+    matrix, values = allocated(m, n, nb)
+    g = matrix.geometry
+    for tile in matrix.local_tiles():
+        (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
+        np.testing.assert_array_equal(tile.data, values[r0:r1, c0:c1])
+    for j in range(matrix.nt):
+        column = stacked([matrix.tile(i, j).data for i in range(matrix.mt)])
+        np.testing.assert_array_equal(column, values[:, slice(*g.col_range(j))])
+        if column.shape[1] > 1:  # numpy's stride along an extent of 1 means nothing
+            leading = column.strides[1] // 8
+            assert leading >= m and leading % 8 == 0 and leading % 256 != 0
+
+
+def test_a_rank_stacks_its_own_stored_tiles_of_a_column():
+    """On a 2x1 grid rank 1 owns tile rows 1 and 3: stored one after the other. A tile no
+    task touches is not stored."""
+    matrix = TiledMatrix("A", Geometry.uniform(8, 4, 2), BlockCyclic(2, 1), 1)
+    values = np.arange(32, dtype=float).reshape(8, 4)
+    needed = {matrix.tile(1, 0), matrix.tile(3, 0), matrix.tile(3, 1)}
+    matrix.allocate(lambda r0, r1, c0, c1: values[r0:r1, c0:c1], needed)
+    np.testing.assert_array_equal(stacked([matrix.tile(1, 0).data, matrix.tile(3, 0).data]),
+                                  values[[2, 3, 6, 7], 0:2])
+    assert matrix.tile(1, 1).data is None
+    np.testing.assert_array_equal(matrix.block(matrix.tile(1, 1)), values[2:4, 2:4])
+    np.testing.assert_array_equal(matrix.tile(3, 1).data, values[6:8, 2:4])
