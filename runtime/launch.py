@@ -84,7 +84,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     # host copies of tiles in transit: received from other ranks, or of GPU tiles that host tasks read
     in_transit = ranks > 1 or (options.gpus and out_of_core is None)
     check_memory(program, matrices, needed, window if in_transit else 0, options.check)
-    _fill_inputs(program, matrices, sources, needed, devices)
+    _fill_inputs(program, matrices, sources, needed, share.column_panels, devices)
     broadcast = broadcast_for(options.broadcast, ranks)
     engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program),
@@ -185,13 +185,14 @@ def _timed(engine: Engine, generate, params, comm) -> float:
     return comm.allreduce_max(engine.run(generate, params))
 
 
-def _fill_inputs(program, matrices, sources: dict, needed: set, devices) -> None:
-    """Each rank makes (or reads) only the tiles it owns and some task of it touches;
-    tiles placed on a GPU are copied there (before the timed run)."""
-    for decl in program.matrices:
-        matrices[decl.name].allocate(sources[decl.name], needed)
-    for decl in program.workspaces:
-        matrices[decl.name].allocate(lambda r0, r1, c0, c1: np.zeros((r1 - r0, c1 - c0), order="F"), needed)
+def _fill_inputs(program, matrices, sources: dict, needed: set, by_columns: set, devices) -> None:
+    """Each rank makes (or reads) only the tiles it owns and some task of it touches, a
+    matrix in ``by_columns`` stored by tile columns; tiles placed on a GPU are copied there
+    (before the timed run)."""
+    zeros = lambda r0, r1, c0, c1: np.zeros((r1 - r0, c1 - c0), order="F")
+    for name, fill in [(d.name, sources[d.name]) for d in program.matrices] + [(d.name, zeros)
+                                                                               for d in program.workspaces]:
+        matrices[name].allocate(fill, needed, name in by_columns)
     for matrix in matrices.values() if devices is not None else ():
         for tile in matrix.local_tiles():
             if tile.device and tile.data is not None:

@@ -153,17 +153,25 @@ class TiledMatrix:
             self._local = [self.tile(i, j) for i in rows for j in cols if owner(name, i, j)[0] == rank]
         return self._local
 
-    def allocate(self, fill, needed=None) -> None:
+    def allocate(self, fill, needed=None, by_columns: bool = False) -> None:
         """Give local tiles data: ``fill(r0, r1, c0, c1)`` returns a block.
 
         Only tiles in ``needed`` (all when None) are stored; the others are never
-        touched by a task, so :meth:`block` makes them from ``fill`` when asked. The
-        stored tiles of one tile column are views of one column-major array, in row
-        order: a panel of adjacent stored tiles is then one matrix to LAPACK, factored
-        and row-swapped in place (``kernels.stacked``) rather than gathered first.
+        touched by a task, so :meth:`block` makes them from ``fill`` when asked. Each
+        tile is an array of its own, unless ``by_columns`` (a matrix of which built-in
+        kernels take column panels): then the stored tiles of one tile column are views
+        of one column-major array, in row order, and a panel of adjacent stored tiles is
+        one matrix to LAPACK, factored and row-swapped in place (``kernels.stacked``)
+        rather than gathered first. Not for every matrix: user kernels written for a
+        tile of their own (``np.asfortranarray(A)`` then writing, a raw pointer with the
+        row count as leading dimension) would lose writes or write into the next tile.
         """
         self.fill = fill
         stored = [tile for tile in self.local_tiles() if needed is None or tile in needed]
+        if not by_columns:
+            for tile in stored:
+                tile.data = self._filled(tile)
+            return
         for column in _by_column(stored):
             heights = [tile.shape[0] for tile in column]
             storage = np.empty((_leading_dimension(sum(heights)), column[0].shape[1]), order="F")

@@ -13,6 +13,7 @@ program's loop nest (a tile that does not exist, a division by zero) into the
 from __future__ import annotations
 
 from .errors import loop_nest_failure
+from .kernels import CPU_KERNELS
 from .program import flatten
 from .share import among, every_value
 
@@ -73,17 +74,21 @@ class Survey:
         self.count = 0  # tasks this rank submits
         self.foreign = 0  # tasks of other ranks met (guided: the tiles they write, bumped and skipped)
         self.needed: set = set()  # tiles they touch
+        self.column_panels: set = set()  # matrices of which they give a built-in kernel column panels
         self.sequence = sequence  # a priorities.TaskSequence to fill, or None
 
     def matrix(self, name):
         return self.matrices[name]
 
     def submit(self, call, tiles, regions, priority, values=(), at=None):
+        panels = [tiles[i] for i in call.panels] if call.kernel in CPU_KERNELS else ()
         call, tiles, regions = flatten(call, tiles, regions)
         mine = any(tile.rank == self.me for tile in tiles)
         if mine:
             self.count += 1
             self.needed.update(tiles)
+            self.column_panels.update(panel[0].matrix.name for panel in panels
+                                      if len(panel) > 1 and panel[0].j == panel[1].j)
         if self.sequence is not None:
             self.sequence.add(call, tiles, mine)
         self.foreign += not mine

@@ -13,8 +13,17 @@ pytestmark = pytest.mark.timeout(60)
 def allocated(m: int, n: int, nb: int) -> tuple:
     values = np.arange(m * n, dtype=float).reshape(m, n)
     matrix = TiledMatrix("A", Geometry.uniform(m, n, nb), BlockCyclic(), 0)
-    matrix.allocate(lambda r0, r1, c0, c1: values[r0:r1, c0:c1])
+    matrix.allocate(lambda r0, r1, c0, c1: values[r0:r1, c0:c1], by_columns=True)
     return matrix, values
+
+
+def test_a_tile_is_an_array_of_its_own_unless_stored_by_columns():
+    """User kernels may count on a contiguous tile of their own, except in a matrix of which
+    built-in kernels take column panels."""
+    matrix = TiledMatrix("A", Geometry.uniform(7, 7, 3), BlockCyclic(), 0)
+    matrix.allocate(lambda r0, r1, c0, c1: np.ones((r1 - r0, c1 - c0)))
+    assert all(tile.data.flags.f_contiguous and tile.data.base is None for tile in matrix.local_tiles())
+    assert stacked([matrix.tile(0, 0).data, matrix.tile(1, 0).data]) is None
 
 
 @pytest.mark.parametrize("m,n,nb", [(512, 300, 128), (100, 70, 32), (7, 7, 3)])
@@ -40,7 +49,7 @@ def test_a_rank_stacks_its_own_stored_tiles_of_a_column():
     matrix = TiledMatrix("A", Geometry.uniform(8, 4, 2), BlockCyclic(2, 1), 1)
     values = np.arange(32, dtype=float).reshape(8, 4)
     needed = {matrix.tile(1, 0), matrix.tile(3, 0), matrix.tile(3, 1)}
-    matrix.allocate(lambda r0, r1, c0, c1: values[r0:r1, c0:c1], needed)
+    matrix.allocate(lambda r0, r1, c0, c1: values[r0:r1, c0:c1], needed, by_columns=True)
     np.testing.assert_array_equal(stacked([matrix.tile(1, 0).data, matrix.tile(3, 0).data]),
                                   values[[2, 3, 6, 7], 0:2])
     assert matrix.tile(1, 1).data is None

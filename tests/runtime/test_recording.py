@@ -7,6 +7,12 @@ import sys
 
 import pytest
 
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.options import Options
+from tiledsl.runtime.recording import survey
+
 PROGRAMS = {
     # name: (program, line of the mistake, message)
     "tile out of range": ("""program p {
@@ -107,3 +113,27 @@ def test_explain_and_graph_report_the_mistake_too(tmp_path, command):
     out = tiledsl(command, "t.tile", "--n", 64, "--nb", 32, cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     assert out.stderr.strip() == f"tiledsl: error: rank 0 (t.tile:{line}): {message}"
+
+
+@pytest.mark.parametrize("program,by_columns", [("getrf", {"A"}), ("gesv", {"A", "B"}), ("cholesky", set())])
+def test_the_survey_names_the_matrices_built_in_kernels_take_column_panels_of(compiled, program, by_columns):
+    """getrf's and laswp's column panels: those matrices are stored by columns (factored and
+    swapped in place); in a program without panels every tile is an array of its own."""
+    assert column_panels(compiled(f"programs/{program}.tile")) == by_columns
+
+
+def test_a_user_kernels_panels_leave_every_tile_an_array_of_its_own(tmp_path):
+    (tmp_path / "norms.py").write_text("def sum_squares(P, S):\n    for tile in P:\n        S += (tile ** 2).sum(0)\n")
+    (tmp_path / "norms.tile").write_text(
+        'use "norms.py"\nkernel sum_squares(in P, inout S)\n'
+        "program norms {\n  matrix A[n, n] = random general\n  workspace S like A rows 1\n"
+        "  for j in 0 .. A.nt {\n    sum_squares(A[0 : A.mt, j], S[0, j])\n  }\n}\n")
+    _, text = compile_path(tmp_path / "norms.tile")
+    (tmp_path / "norms_driver.py").write_text(text)
+    assert column_panels(import_driver(tmp_path / "norms_driver.py", "norms_driver")) == set()
+
+
+def column_panels(driver) -> set:
+    params = make_params(driver, Options(n=600, tiles={"nb": 128}))
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (1, 1), 0), 0)
+    return survey(driver, matrices, params, 0).column_panels
