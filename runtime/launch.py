@@ -185,13 +185,17 @@ def _timed(engine: Engine, generate, params, comm) -> float:
     return comm.allreduce_max(engine.run(generate, params))
 
 
+def _zeros(r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+    return np.zeros((r1 - r0, c1 - c0), order="F")
+
+
 def _fill_inputs(program, matrices, sources: dict, needed: set, by_columns: set, devices) -> None:
     """Each rank makes (or reads) only the tiles it owns and some task of it touches, a
     matrix in ``by_columns`` stored by tile columns; tiles placed on a GPU are copied there
     (before the timed run)."""
-    zeros = lambda r0, r1, c0, c1: np.zeros((r1 - r0, c1 - c0), order="F")
-    for name, fill in [(d.name, sources[d.name]) for d in program.matrices] + [(d.name, zeros)
-                                                                               for d in program.workspaces]:
+    fills = {decl.name: sources[decl.name] for decl in program.matrices}
+    fills.update((decl.name, _zeros) for decl in program.workspaces)
+    for name, fill in fills.items():
         matrices[name].allocate(fill, needed, name in by_columns)
     for matrix in matrices.values() if devices is not None else ():
         for tile in matrix.local_tiles():
