@@ -15,7 +15,7 @@ if _os.environ.get("TILEDSL_JOB_DIR"):  # a rank of `tiledsl run --np` (world.JO
     _signal.signal(_signal.SIGINT, lambda signum, frame: _os._exit(128 + signum))
 
 from .dataflow import Event, Loop  # noqa: E402 (after the handler: these imports are the slow part)
-from .devices import array_module
+from .panels import array_module
 from .launch import execute, main
 from .options import Options
 from .reporting import RunResult

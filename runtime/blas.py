@@ -13,8 +13,8 @@ routines. Arguments are marshalled by type: ``str`` -> ``char*``, ``int`` -> ``i
 caller passes the leading dimension explicitly), :class:`ctypes.c_void_p` -> that raw
 address (the caller keeps the memory alive). LAPACK routines return their
 ``info`` (>= 0); a negative ``info`` (a bad argument, i.e. a bug in the caller)
-raises :class:`ValueError`. The few routines that are Fortran functions (``dasum``,
-``dlange``) return their double.
+raises :class:`ValueError`. The routine that is a Fortran function (``dlange``)
+returns its double.
 """
 from __future__ import annotations
 
@@ -117,7 +117,6 @@ dsyr2k = _blas("dsyr2k")  # uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, l
 dtrmm = _blas("dtrmm")    # side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb
 dscal = _blas("dscal")    # n, alpha, x, incx
 dger = _blas("dger")      # m, n, alpha, x, incx, y, incy, a, lda
-dasum = _blas("dasum", restype=ctypes.c_double)  # n, x, incx -> sum of |x_i|
 # norm ('M' max |a_ij|, 'F' Frobenius, ...), m, n, a, lda, work -> the norm
 dlange = _blas("dlange", _cython_lapack, ctypes.c_double)
 dlaswp = _blas("dlaswp", _cython_lapack)  # n, a, lda, k1, k2, ipiv (int32, 1-based), incx

@@ -69,10 +69,11 @@ import numpy as np
 from . import kernels as host
 from .devices import Backend, copied_into, missing_copy, tiles_in
 from .errors import KernelError
+from .panels import Panel, taking_matrices
 from .resources import meminfo
 # The CPU kernels' argument checks, shared so that both raise the same messages.
-from .kernels import (_inner_block, add_to_sum_of_squares, check_number, check_option, gemm_dims, getrf_dims,
-                      laswp_range, merge_sums_of_squares, not_positive_definite, panel_tiles, potrf_dims,
+from .kernels import (_inner_block, add_absolute_sums, add_to_sum_of_squares, check_number, check_option, gemm_dims, getrf_dims,
+                      laswp_range, merge_sums_of_squares, not_positive_definite, potrf_dims,
                       qr_apply_dims, rank_k_dims, record_pivots, require_square, require_sums, require_tpmqrt,
                       require_triangle, singular_triangle, symm_dims, triangular_dims)
 
@@ -119,7 +120,9 @@ class CupyBackend(Backend):
         self._pinned = PinnedPool(cupyx)
         self._pinnable = int(PINNED_SHARE * (meminfo("MemTotal") or 0))  # bytes ``pinned`` may still pin
         self._tile_kernels = TileKernels(cupy, CublasOps(cupy, _CupyLibraries(cupy, cublas, cusolver)))
-        self.kernels = {name: self._on_gpu(getattr(self._tile_kernels, name)) for name in host.CPU_KERNELS}
+        # every panel as one matrix: a GPU's tiles are apart, gathered on the task's stream
+        self.kernels = {name: self._on_gpu(taking_matrices(getattr(self._tile_kernels, name)))
+                        for name in host.CPU_KERNELS}
 
     def prepare(self, device: int) -> None:
         """Ready GPU ``device`` for the calling thread, its management thread, before a timed run.
@@ -703,13 +706,14 @@ class TileKernels:
         self.xp, self.ops = xp, ops
 
     def warm_up(self) -> None:
-        """Run every kernel once on identity tiles of :data:`WARM_UP_SHAPES` (on the current device)."""
+        """Run every kernel once as the runtime calls it (a panel gathered) on identity tiles of
+        :data:`WARM_UP_SHAPES` (on the current device)."""
         for name, shapes in self.WARM_UP_SHAPES.items():
-            getattr(self, name)(*(self._identity(shape) for shape in shapes))
+            taking_matrices(getattr(self, name))(*(self._identity(shape) for shape in shapes))
 
     def _identity(self, shape):
         if isinstance(shape, list):
-            return [self._identity(s) for s in shape]
+            return Panel([self._identity(s) for s in shape], 0, True)
         return self.xp.asfortranarray(self.xp.eye(*shape))
 
     # ---------------------------------------------------------------- BLAS-3
@@ -852,13 +856,8 @@ class TileKernels:
     def getrf(self, A, P) -> None:
         """LU with partial pivoting of a tile or a panel (tiles stacked), as :func:`.kernels.getrf`:
         cuSOLVER's getrf on the stacked matrix; no host round trip (a singular panel is no error)."""
-        tiles = panel_tiles(A, "getrf: A")
-        m, n, k = getrf_dims(tiles, P)
-        pivots = None
-        if k:
-            with self._stacked(tiles) as stacked:
-                pivots = self.ops.getrf(stacked)
-        record_pivots(self.xp, P, pivots, k)
+        m, n, k = getrf_dims(A, P)
+        record_pivots(self.xp, P, self.ops.getrf(A) if k else None, k)
 
     def laswp(self, P, A, first: int = 0, direction: str = "F") -> None:
         """getrf's row interchanges applied to a tile or a panel, as :func:`.kernels.laswp`.
@@ -867,35 +866,18 @@ class TileKernels:
         are then gathered in that order (forward) or scattered to it (backward, the
         inverse). P is not checked here: reading it would wait for the GPU.
         """
-        tiles = panel_tiles(A, "laswp: A")
-        rows = sum(tile.shape[0] for tile in tiles)
+        rows = A.shape[0]
         start, end = laswp_range(P, rows, first, direction)
-        if end <= start or not tiles[0].shape[1]:
+        if end <= start or not A.shape[1]:
             return
         xp = self.xp
         order = xp.arange(rows, dtype=np.float64).reshape((rows, 1))
         self.ops.laswp(order, start + 1, end, (P[0, :end] + 1).astype(np.int32))
         source = order[:, 0].astype(np.int64)
-        with self._stacked(tiles) as stacked:
-            if direction == "F":
-                stacked[...] = stacked[source]
-            else:
-                stacked[source] = stacked.copy()
-
-    @contextlib.contextmanager
-    def _stacked(self, tiles):
-        """The tiles of a panel as one matrix: the tile itself, or a stacked copy written back on exit."""
-        if len(tiles) == 1:
-            yield tiles[0]
-            return
-        ends = np.cumsum([tile.shape[0] for tile in tiles]).tolist()
-        parts = list(zip(tiles, [0] + ends, ends))
-        stacked = self.xp.empty((ends[-1], tiles[0].shape[1]), order="F")
-        for tile, start, end in parts:
-            stacked[start:end] = tile
-        yield stacked
-        for tile, start, end in parts:
-            tile[...] = stacked[start:end]
+        if direction == "F":
+            A[...] = A[source]
+        else:
+            A[source] = A.copy()
 
     # ---------------------------------------------------------------- QR
     def geqrt(self, A, T) -> None:
@@ -1004,7 +986,7 @@ class TileKernels:
         count = A.shape[1] if trans == "N" else A.shape[0]
         require_sums("asum", S, count)
         if A.size:
-            S[0, :count] += self.xp.abs(A).sum(axis=0 if trans == "N" else 1)
+            add_absolute_sums(self.xp, A, S, trans)
 
     # ---------------------------------------------------------------- QR building blocks
     def _scalars(self, k: int, nb: int):

@@ -23,9 +23,10 @@ adds the GPU bodies of user kernels). The backends (made by :func:`.backends.bac
   when asked for, so that nothing else needs CuPy.
 
 A GPU kernel is called as a CPU kernel is, with its arguments in declaration order:
-a tile is a device array, a panel a list of them, and a value (an int, a float, a
-one-character str) passes through as it is. :func:`array_module` lets a user's GPU
-body be written once for numpy (the emulated backend hands it host arrays) and CuPy.
+a tile is a device array, a panel a :class:`.panels.Panel` of them (a built-in kernel
+takes it as one matrix), and a value (an int, a float, a one-character str) passes
+through as it is. :func:`.panels.array_module` lets a user's GPU body be written once
+for numpy (the emulated backend hands it host arrays) and CuPy.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ import threading
 import numpy as np
 
 from .kernels import CPU_KERNELS
+from .panels import Panel
 
 
 class EmulatedArray:
@@ -78,7 +80,7 @@ class Backend:
         return self.start_copy(array, device).result()
 
     def read_only(self, array):
-        """``array`` (a tile or a panel) as a kernel's ``in`` argument: device arrays have no
+        """``array`` (a tile) as a kernel's ``in`` argument: device arrays have no
         read-only flag (CuPy)."""
         return array
 
@@ -132,8 +134,6 @@ class EmulatedBackend(Backend):
         _COPY_ENGINES["in"].start(lambda: np.copyto(array._array, host)).result()
 
     def read_only(self, array):
-        if isinstance(array, list):
-            return [self.read_only(tile) for tile in array]
         return EmulatedArray(read_only(array._array), array.device)
 
     def free_memory(self, device: int) -> None:
@@ -203,9 +203,7 @@ def copied_into(into: np.ndarray, array: np.ndarray) -> np.ndarray:
 
 
 def read_only(array):
-    """A read-only view of ``array`` (no copy), for a kernel's ``in`` argument; of every tile of a panel."""
-    if isinstance(array, list):
-        return [read_only(tile) for tile in array]
+    """A read-only view of ``array`` (no copy), for a kernel's ``in`` argument."""
     view = array.view()
     view.flags.writeable = False
     return view
@@ -217,20 +215,6 @@ def first_nonfinite(array: np.ndarray) -> tuple | None:
         return None
     col, row = np.argwhere(~np.isfinite(array.T))[0]
     return int(row), int(col), float(array[row, col])
-
-
-def array_module(array):
-    """The array module of ``array`` (of a panel's tiles): numpy, or cupy (imported only then),
-    so that a GPU body is written once for both backends: ``xp = array_module(A)``."""
-    if isinstance(array, list) and array:
-        array = array[0]
-    if isinstance(array, np.ndarray):
-        return np
-    if type(array).__module__.partition(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    raise TypeError(f"array_module takes a numpy or CuPy array, not {type(array).__name__}")
 
 
 def is_value(argument) -> bool:
@@ -262,8 +246,8 @@ def _on_device(kernel):
 
 def _unwrapped_argument(argument):
     """A kernel argument as the wrapped code sees it: tiles unwrapped (a panel's too), values as they are."""
-    if isinstance(argument, list):
-        return [_unwrapped(tile) for tile in argument]
+    if isinstance(argument, Panel):
+        return argument.like([_unwrapped(tile) for tile in argument])
     return argument if is_value(argument) else _unwrapped(argument)
 
 

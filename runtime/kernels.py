@@ -14,9 +14,10 @@ These are the prelude's kernels (``tiledsl/compiler/prelude.tile`` declares them
   the one and infinity norms).
 
 The runtime calls a kernel with its arguments in declaration order: a tile is a 2-D
-float64 numpy array, a panel (a range of tiles, for getrf and laswp) a list of them
-stacked top to bottom, an ``int``/``float``/``char`` value a Python int, float or
-one-character str. The Python signatures carry the declarations' defaults, which are
+float64 numpy array, a panel (a range of tiles) the matrix of its tiles stacked along
+the range (``CPU_KERNELS`` wrap the functions below with
+:func:`.panels.taking_matrices`; laswp takes a column panel as its list of tiles), an
+``int``/``float``/``char`` value a Python int, float or one-character str. The Python signatures carry the declarations' defaults, which are
 the kernels' original meanings (gemm is C − A·Bᵀ, trsm is B·L⁻ᵀ, ...).
 
 Every kernel works in place on numpy ``float64`` arrays stored column-major with a
@@ -45,6 +46,7 @@ import numpy as np
 
 from . import blas
 from .errors import KernelError
+from .panels import stacked, taking_matrices
 
 _DOUBLE = np.dtype(np.float64).itemsize
 _SAFE_MINIMUM = np.finfo(np.float64).tiny  # LAPACK's dlamch('S'): 1/x does not overflow
@@ -161,27 +163,9 @@ def panel_tiles(A, name: str) -> list:
     return tiles
 
 
-def stacked(tiles: list) -> np.ndarray | None:
-    """The panel ``tiles`` as one column-major matrix, a view, when each tile starts where the
-    one above it ends in one array (a rank stores its tiles of a column so); else None. Tiles
-    without rows are left out (numpy gives an empty slice no address of its own)."""
-    tiles = [tile for tile in tiles if tile.shape[0]] or tiles[:1]
-    first = tiles[0]
-    for above, below in zip(tiles, tiles[1:]):
-        if (below.base is None or below.base is not first.base or below.strides != first.strides
-                or _address(below) != _address(above) + _DOUBLE * above.shape[0]):
-            return None
-    rows = sum(tile.shape[0] for tile in tiles)
-    return np.lib.stride_tricks.as_strided(first, (rows, first.shape[1]), writeable=first.flags.writeable)
-
-
-def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
-
-
-def getrf_dims(tiles, P) -> tuple[int, int, int]:
-    """(m, n, k = min(m, n)) of the stacked panel; P must hold k pivots in its first row."""
-    m, n = sum(tile.shape[0] for tile in tiles), tiles[0].shape[1]
+def getrf_dims(A, P) -> tuple[int, int, int]:
+    """(m, n, k = min(m, n)) of A; P must hold k pivots in its first row."""
+    m, n = A.shape
     k = min(m, n)
     _require(P.shape[1] >= k and (P.shape[0] >= 1 or P.shape[1] == 0),
              f"getrf: P of shape {P.shape} cannot hold the {k} pivots of a {m}x{n} panel (1x{k} at least)")
@@ -232,6 +216,17 @@ def require_sums(kernel: str, S, width: int) -> None:
     _require(S.shape[0] >= 1 and S.shape[1] >= width,
              f"{kernel}: S of shape {S.shape} cannot hold {width} value{'' if width == 1 else 's'} "
              f"(1x{width} at least)")
+
+
+def add_absolute_sums(xp, A, S, trans: str) -> None:
+    """S[0, :count] += A's column sums of |a_ij| (trans 'N') or its row sums ('T').
+
+    numpy's sums (pairwise, in an order fixed by the shape) give the same bits wherever
+    the tile lies in memory; BLAS's dasum does not (its vector loops start on aligned
+    addresses, so a column's sum moved with its offset in a stacked panel).
+    """
+    sums = xp.abs(A).sum(axis=0 if trans == "N" else 1)
+    S[0, :sums.shape[0]] += sums
 
 
 def add_to_sum_of_squares(xp, S, x) -> None:
@@ -531,34 +526,22 @@ def _lu_unblocked(A: np.ndarray, offset: int) -> None:
         blas.dger(below, right, -1.0, column, 1, row, lda, trailing, lda)
 
 
-def getrf(A, P: np.ndarray) -> None:
+def getrf(A: np.ndarray, P: np.ndarray) -> None:
     """LU with partial pivoting (LAPACK DGETRF) of a tile or a panel: P·A = L·U in place.
 
-    A is one m×n tile or a list of tiles stacked top to bottom (a column panel, all
-    with n columns), factored as one matrix: where it is when the tiles are adjacent
-    in memory (:func:`stacked`), else gathered into one buffer, factored and
-    scattered back. L (unit lower) and U overwrite it as in LAPACK. P (1×w, w >= k = min(m, n)) receives in P[0, j] the row, counted
-    from the panel's first row, that row j was interchanged with (LAPACK's ipiv − 1),
-    and j itself for k <= j < w. An exactly singular panel is no error: U then has a
-    zero on its diagonal, and the factorization is still valid; NaNs spread as they do.
+    A is m×n (a panel arrives as one matrix: :func:`.panels.taking_matrices`); L (unit
+    lower) and U overwrite it as in LAPACK. P (1×w, w >= k = min(m, n)) receives in
+    P[0, j] the row, counted from A's first row, that row j was interchanged with
+    (LAPACK's ipiv − 1), and j itself for k <= j < w. An exactly singular A is no
+    error: U then has a zero on its diagonal, and the factorization is still valid;
+    NaNs spread as they do.
     """
-    tiles = panel_tiles(A, "getrf: A")
-    for tile in tiles:
-        _ld(tile, "getrf: A", writable=True)
+    lda = _ld(A, "getrf: A", writable=True)
     _ld(P, "getrf: P", writable=True)
-    m, n, k = getrf_dims(tiles, P)
+    m, n, k = getrf_dims(A, P)
     ipiv = np.empty(k, dtype=np.int32)
-    matrix = stacked(tiles)
-    if k and matrix is not None:
-        blas.dgetrf(m, n, matrix, _ld(matrix, "getrf: A"), ipiv)  # info > 0: a zero on U's diagonal, no error
-    elif k:
-        offsets = _row_offsets(tiles)
-        gathered = np.empty((m, n), order="F")
-        for tile, start, end in zip(tiles, offsets, offsets[1:]):
-            gathered[start:end] = tile
-        blas.dgetrf(m, n, gathered, m, ipiv)
-        for tile, start, end in zip(tiles, offsets, offsets[1:]):
-            tile[...] = gathered[start:end]
+    if k:
+        blas.dgetrf(m, n, A, lda, ipiv)  # info > 0: a zero on U's diagonal, no error
     record_pivots(np, P, ipiv, k)
 
 
@@ -574,7 +557,7 @@ def laswp(P: np.ndarray, A, first: int = 0, direction: str = "F") -> None:
     backward for Aᵀ·x = b (Pᵀ·y). ``first`` skips interchanges already applied, when one
     P is applied in parts.
 
-    A tile, or a panel whose tiles are adjacent in memory (:func:`stacked`), is swapped
+    A tile, or a column panel whose tiles are adjacent in memory (:func:`.panels.stacked`), is swapped
     where it is (4096×448 with getrf's pivots: 0.4 ms). Other panels' swaps run on a
     compact copy of the rows they touch: the block of rows first..end−1 (copied by
     slices) and the rows their partners name elsewhere (gathered), swapped there by
@@ -772,21 +755,17 @@ def asum(A: np.ndarray, S: np.ndarray, trans: str = "N") -> None:
     Summed over a tile column (row) into one S, then the largest by :func:`amax`: the
     one-norm (infinity norm) over tiles.
     """
-    lda = _ld(A, "asum: A")
+    _ld(A, "asum: A")
     _ld(S, "asum: S", writable=True)
     check_option("asum", "trans", trans, "NT")
     m, n = A.shape
-    count, length = (n, m) if trans == "N" else (m, n)
+    count = n if trans == "N" else m
     require_sums("asum", S, count)
-    if not (m and n):
-        return
-    step, stride = (lda, 1) if trans == "N" else (1, lda)  # from one sum's vector to the next; within it
-    base = A.ctypes.data
-    sums = [blas.dasum(length, ctypes.c_void_p(base + _DOUBLE * step * j), stride) for j in range(count)]
-    S[0, :count] += sums
+    if m and n:
+        add_absolute_sums(np, A, S, trans)
 
 
-CPU_KERNELS = {
+_KERNELS = {
     "gemm": gemm, "symm": symm, "syrk": syrk, "syr2k": syr2k, "trsm": trsm, "trmm": trmm,
     "potrf": potrf, "trtri": trtri, "lauum": lauum,
     "getrf_nopiv": getrf_nopiv, "trsm_l": trsm_l, "trsm_u": trsm_u, "gemm_nn": gemm_nn,
@@ -794,3 +773,9 @@ CPU_KERNELS = {
     "geqrt": geqrt, "gemqrt": gemqrt, "tpqrt": tpqrt, "tpmqrt": tpmqrt,
     "lassq": lassq, "lassq_merge": lassq_merge, "amax": amax, "asum": asum,
 }
+
+#: The kernels that take a column panel as its list of tiles: laswp swaps only the rows it
+#: touches when they are apart (:func:`_laswp_compact`), cheaper than gathering them all.
+TAKE_COLUMN_LISTS = frozenset({"laswp"})
+
+CPU_KERNELS = {name: taking_matrices(kernel, name in TAKE_COLUMN_LISTS) for name, kernel in _KERNELS.items()}

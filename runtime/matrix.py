@@ -161,7 +161,7 @@ class TiledMatrix:
         tile is an array of its own, unless ``by_columns`` (a matrix of which built-in
         kernels take column panels): then the stored tiles of one tile column are views
         of one column-major array, in row order, and a panel of adjacent stored tiles is
-        one matrix to LAPACK, factored and row-swapped in place (``kernels.stacked``)
+        one matrix to LAPACK, factored and row-swapped in place (``panels.stacked``)
         rather than gathered first. Not for every matrix: user kernels written for a
         tile of their own (``np.asfortranarray(A)`` then writing, a raw pointer with the
         row count as leading dimension) would lose writes or write into the next tile.

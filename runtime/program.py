@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
+from .panels import Panel
+
 READ_MODES = frozenset({"in", "inout"})
 WRITE_MODES = frozenset({"out", "inout"})
 
@@ -96,7 +98,7 @@ class Call:
     order: str = ""
     panels: tuple[int, ...] = ()
     flops: object = None
-    groups: tuple | None = None  # an expanded call: (first tile, tiles) of each argument; None: one tile each
+    groups: tuple | None = None  # an expanded call: (first tile, tiles, axis) of each argument; None: one tile each
 
     @cached_property
     def reads(self) -> tuple[int, ...]:
@@ -116,17 +118,19 @@ class Call:
         """A kernel taking its tiles as they come: no value, no panel."""
         return not self.values and self.groups is None
 
-    def expanded(self, lengths: tuple[int, ...]) -> "Call":
-        """This call for panels of ``lengths`` tiles (one per argument of ``panels``), with one
-        mode per tile: what the scheduler and the protocol see."""
-        return _expanded(self, lengths)
+    def expanded(self, lengths: tuple[int, ...], axes: tuple[int, ...] | None = None) -> "Call":
+        """This call for panels of ``lengths`` tiles (one per argument of ``panels``), along
+        ``axes`` (0: a column of tiles, the default; 1: a row), with one mode per tile: what
+        the scheduler and the protocol see."""
+        return _expanded(self, lengths, axes or (0,) * len(lengths))
 
     def arguments(self, arrays: list, values: tuple) -> list:
-        """The kernel's arguments in declaration order: a tile's array, a panel's list of
-        arrays, a value."""
-        groups = self.groups or tuple((i, None) for i in range(len(arrays)))
-        return self.interleave([arrays[first] if count is None else arrays[first:first + count]
-                                for first, count in groups], values)
+        """The kernel's arguments in declaration order: a tile's array, a panel's arrays as a
+        :class:`.panels.Panel`, a value."""
+        groups = self.groups or tuple((i, None, 0) for i in range(len(arrays)))
+        return self.interleave([arrays[first] if count is None else
+                                Panel(arrays[first:first + count], axis, self.modes[first] in WRITE_MODES)
+                                for first, count, axis in groups], values)
 
     def interleave(self, tile_arguments: list, values: tuple) -> list:
         """Tile arguments and value arguments in the kernel's declaration order."""
@@ -139,11 +143,11 @@ class Call:
         """Each tile argument as the kernel declares it, for messages: (its number among the
         kernel's parameters, value ones included, from 1; its mode; its tiles; whether it is a
         panel), from ``tiles`` as a task holds them (a panel's spread out)."""
-        groups = self.groups or tuple((i, None) for i in range(len(tiles)))
+        groups = self.groups or tuple((i, None, 0) for i in range(len(tiles)))
         numbers = ([i + 1 for i, kind in enumerate(self.order) if kind == "t"] if self.order
                    else range(1, len(groups) + 1))
         return [(number, self.modes[first], tuple(tiles[first:first + (count or 1)]), count is not None)
-                for number, (first, count) in zip(numbers, groups)]
+                for number, (first, count, _) in zip(numbers, groups)]
 
     @staticmethod
     def tile_shapes(tiles, regions) -> list:
@@ -156,24 +160,24 @@ class Call:
         if self.groups is None:
             return shapes
         out = []
-        for first, count in self.groups:
+        for first, count, axis in self.groups:
             if count is None:
                 out.append(shapes[first])
                 continue
-            part, column = shapes[first:first + count], tiles[first].j == tiles[first + count - 1].j
-            out.append((sum(s[0] for s in part), part[0][1]) if column else (part[0][0], sum(s[1] for s in part)))
+            part = shapes[first:first + count]
+            out.append((sum(s[0] for s in part), part[0][1]) if axis == 0 else (part[0][0], sum(s[1] for s in part)))
         return out
 
 
 @lru_cache(maxsize=4096)
-def _expanded(call: Call, lengths: tuple[int, ...]) -> Call:
-    lengths_of = dict(zip(call.panels, lengths))
+def _expanded(call: Call, lengths: tuple[int, ...], axes: tuple[int, ...]) -> Call:
+    lengths_of, axis_of = dict(zip(call.panels, lengths)), dict(zip(call.panels, axes))
     modes, groups, main = [], [], None
     for index, mode in enumerate(call.modes):
         count = lengths_of.get(index)
         if index == call.main:
             main = len(modes)
-        groups.append((len(modes), count))
+        groups.append((len(modes), count, axis_of.get(index, 0)))
         modes += [mode] * (1 if count is None else count)
     return Call(call.kernel, tuple(modes), main, call.line, call.text, call.values, call.order, (), call.flops,
                 tuple(groups))
@@ -213,11 +217,12 @@ def flatten(call: Call, tiles: tuple, regions):
     if not call.panels:
         return call, tiles, regions
     lengths = tuple(len(tiles[i]) for i in call.panels)
+    axes = tuple(int(tiles[i][0].j != tiles[i][-1].j) for i in call.panels)  # a column of tiles: 0
     flat = tuple(tile for arg in tiles for tile in (arg if isinstance(arg, tuple) else (arg,)))
     if regions is not None:
         regions = tuple(r for arg, region in zip(tiles, regions)
                         for r in ((None,) * len(arg) if isinstance(arg, tuple) else (region,)))
-    return call.expanded(lengths), flat, regions
+    return call.expanded(lengths, axes), flat, regions
 
 
 @dataclass(frozen=True)

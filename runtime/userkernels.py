@@ -6,7 +6,7 @@ module's own namespace, never among the attributes every module object has, such
 ``__eq__`` or ``__class__``). Its CPU body is the function ``NAME``; a function
 ``NAME_gpu`` (same parameters), if the module defines one, is its GPU body, which the
 GPU backend runs on the task's device (CuPy arrays, or host arrays on the emulated
-backend: :func:`.devices.array_module` serves both). A kernel without one runs on the
+backend: :func:`.panels.array_module` serves both). A kernel without one runs on the
 host of the rank that owns its main output (:func:`.protocol.runs_at`).
 
 The module is looked for next to the ``.tile`` file, which a driver compiled with ``-o``

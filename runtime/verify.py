@@ -42,6 +42,7 @@ from .geometry import Geometry
 from .matrix import TiledMatrix
 from .operands import (Operand, View, materialize, meets, original_block, part_of, set_diagonal, triangle, unit_block,
                        view_of)
+from .panels import Panel
 from .program import Call
 from .recording import record
 from .world import UsageError
@@ -536,6 +537,9 @@ def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
     """
     g = x.geometry
     for call, tiles, regions in reversed(reflectors):
+        if call.groups is not None:
+            _apply_panel_reflectors(stream, call, tiles, x)
+            continue
         regions = regions or (None,) * len(tiles)
         first_column = g.col_starts[tiles[0].j if call.kernel == "geqrt" else tiles[1].j]
         columns = [j for j in range(x.nt) if g.col_starts[j + 1] > first_column]
@@ -550,6 +554,47 @@ def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
                 stream.task("check_tpmqrt", ("in", "in", "inout", "inout"), (v, t, x.tile(r.i, j), x.tile(v.i, j)),
                             lambda vv, tt, c1, c2: kernels.tpmqrt(vv, tt, c1, c2, "L", "N"),
                             (regions[1], None, _rows(regions[0]), None))
+
+
+def _apply_panel_reflectors(stream, call, tiles, x: TiledMatrix) -> None:
+    """X = Q·X for the reflectors of a geqrt or tpqrt call given panels (whole tiles): gemqrt
+    or tpmqrt of the panels' matrices on X's rows that V's (and R's) tiles cover."""
+    arguments = _tile_arguments(call, tiles)
+    (v, v_axis), (t, t_axis) = arguments[-2:]
+    covered = [_rows_covered(v, v_axis)]
+    if call.kernel == "tpqrt":
+        covered.insert(0, _rows_covered(*arguments[0]))
+    first_column = x.geometry.col_starts[v[0].j]
+    for j in range(x.nt):
+        if x.geometry.col_starts[j + 1] > first_column:
+            parts = [[x.tile(i, j) for i in rows] for rows in covered]
+            shape = [(len(v), v_axis, False), (len(t), t_axis, False)] + [(len(p), 0, True) for p in parts]
+            apply = "gemqrt" if call.kernel == "geqrt" else "tpmqrt"
+            stream.task(f"check_{apply}", ("in",) * (len(v) + len(t)) + ("inout",) * sum(map(len, parts)),
+                        (*v, *t, *(tile for part in parts for tile in part)), _on_panels(apply, shape, "L", "N"))
+
+
+def _tile_arguments(call, tiles) -> list:
+    """Each tile argument of an expanded call: (its tiles, the axis they stack along)."""
+    return [(tiles[first:first + (count or 1)], axis) for first, count, axis in call.groups]
+
+
+def _rows_covered(tiles, axis: int) -> list[int]:
+    """The tile rows of an argument's matrix: each tile's of a column of tiles, else the one."""
+    return [tile.i for tile in tiles] if axis == 0 else [tiles[0].i]
+
+
+def _on_panels(kernel: str, shape: list, *values):
+    """A check kernel calling built-in ``kernel`` with each argument's arrays as the runtime
+    passes them: a tile, or a :class:`.panels.Panel` (``shape``: (count, axis, written) each)."""
+    def run(*arrays):
+        arguments, at = [], 0
+        for count, axis, written in shape:
+            part = list(arrays[at:at + count])
+            arguments.append(Panel(part, axis, written) if count > 1 else part[0])
+            at += count
+        kernels.CPU_KERNELS[kernel](*arguments, *values)
+    return run
 
 
 def _gram_products(stream, q: TiledMatrix, gram: TiledMatrix) -> None:

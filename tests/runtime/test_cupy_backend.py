@@ -38,6 +38,7 @@ from tiledsl.runtime import kernels as cpu
 from tiledsl.runtime.cupy_backend import CublasOps, PinnedPool, TileKernels
 from tiledsl.runtime.backends import backend
 from tiledsl.runtime.errors import KernelError
+from tiledsl.runtime.panels import Panel, taking_matrices
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
@@ -263,7 +264,7 @@ class HostImplementation:
         return np.array(array, copy=True)
 
     def run(self, name, *args):
-        getattr(self.kernels, name)(*args)
+        taking_matrices(getattr(self.kernels, name))(*args)  # as the backend's kernels are wrapped
 
 
 class GpuImplementation:
@@ -347,7 +348,7 @@ def compare(implementation, name, arguments, layout, rng, *values):
     An argument is an array or a list of arrays (a panel); ``values`` follow them.
     """
     expected = [[np.asfortranarray(a.copy()) for a in _tiles(argument)] for argument in arguments]
-    getattr(cpu, name)(*[_as_given(a, tiles) for a, tiles in zip(arguments, expected)], *values)
+    cpu.CPU_KERNELS[name](*[_as_given(a, tiles) for a, tiles in zip(arguments, expected)], *values)
     placed = [[Placed(a, layout, rng) for a in _tiles(argument)] for argument in arguments]
     devices = [[implementation.put(p.parent) for p in tiles] for tiles in placed]
     views = [[d[p.region] for d, p in zip(on_device, tiles)] for on_device, tiles in zip(devices, placed)]
@@ -362,8 +363,8 @@ def _tiles(argument) -> list:
 
 
 def _as_given(argument, tiles):
-    """``tiles`` as ``argument`` was given: a panel (list) or one tile."""
-    return tiles if isinstance(argument, list) else tiles[0]
+    """``tiles`` as ``argument`` was given: a (written column) panel or one tile."""
+    return Panel(tiles, 0, True) if isinstance(argument, list) else tiles[0]
 
 
 def random(rng, m, n):
@@ -552,11 +553,11 @@ def test_laswp(implementation, rng, layout, heights, first, direction):
 
 def test_pivoted_lu_makes_no_host_round_trip(rng):
     cuda = HostCuda()
-    kernels = HostImplementation(cuda).kernels
-    tiles = [np.asfortranarray(random(rng, 8, 4)) for _ in range(3)]
+    kernels = HostImplementation(cuda)
+    tiles = Panel([np.asfortranarray(random(rng, 8, 4)) for _ in range(3)], 0, True)
     p = np.zeros((1, 4), order="F")
-    kernels.getrf(tiles, p)
-    kernels.laswp(p, [np.asfortranarray(random(rng, 8, 2)) for _ in range(3)], 0, "B")
+    kernels.run("getrf", tiles, p)
+    kernels.run("laswp", p, Panel([np.asfortranarray(random(rng, 8, 2)) for _ in range(3)], 0, True), 0, "B")
     assert cuda.fetches == 0
 
 
@@ -859,8 +860,9 @@ def test_shape_errors_are_the_cpu_kernels():
         kernels.trsm(np.zeros((2, 2), order="F"), np.zeros((4, 3), order="F"))
     with pytest.raises(ValueError, match="gemqrt: trans must be one of 'N', 'T', got 'C'"):
         kernels.gemqrt(np.zeros((4, 4), order="F"), np.zeros((2, 4), order="F"), np.zeros((4, 4), order="F"), "L", "C")
-    with pytest.raises(ValueError, match="getrf: A: the panel's tiles have 2, 3 columns"):
-        kernels.getrf([np.zeros((3, 3), order="F"), np.zeros((3, 2), order="F")], np.zeros((1, 3), order="F"))
+    with pytest.raises(ValueError, match="getrf: a panel's tiles have 3, 2 columns"):
+        taking_matrices(kernels.getrf)(Panel([np.zeros((3, 3), order="F"), np.zeros((3, 2), order="F")], 0, True),
+                                       np.zeros((1, 3), order="F"))
     with pytest.raises(ValueError, match="syr2k: B of shape"):
         kernels.syr2k(np.zeros((3, 2), order="F"), np.zeros((3, 3), order="F"), np.zeros((3, 3), order="F"))
 

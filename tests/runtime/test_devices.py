@@ -11,6 +11,7 @@ import pytest
 
 from tiledsl.runtime.backends import backend
 from tiledsl.runtime.devices import EmulatedArray
+from tiledsl.runtime.panels import Panel
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -75,22 +76,13 @@ def test_an_emulated_gpu_kernel_takes_panels_and_values_in_declaration_order(gpu
     got = []
     gpus.add_kernel("k", lambda *arguments: got.append(arguments))
     a, b, c = (gpus.to_device(np.full((2, 2), float(i)), 1) for i in range(3))
-    gpus.kernels["k"]([a, b], 2.5, 3, "T", c)
+    gpus.kernels["k"](Panel([a, b], 1, False), 2.5, 3, "T", c)
     (panel, alpha, count, trans, tile), = got
     assert [p[0, 0] for p in panel] == [0.0, 1.0] and all(type(p) is np.ndarray for p in panel)
+    assert isinstance(panel, Panel) and (panel.axis, panel.written) == (1, False)
     assert (alpha, count, trans) == (2.5, 3, "T") and type(tile) is np.ndarray and tile[0, 0] == 2.0
     with pytest.raises(TypeError, match=r"host array of shape \(2, 2\): a copy is missing"):
-        gpus.kernels["k"]([a, np.zeros((2, 2))], 1.0, c)
-
-
-def test_read_only_applies_to_every_tile_of_a_panel(gpus):
-    from tiledsl.runtime.devices import read_only
-
-    host = read_only([np.zeros((2, 2)), np.ones((3, 2))])
-    device = [t._array for t in gpus.read_only([gpus.to_device(np.eye(2), 1), gpus.to_device(np.eye(3), 2)])]
-    for tile in host + device:
-        with pytest.raises(ValueError, match="read-only"):
-            tile[0, 0] = 5.0
+        gpus.kernels["k"](Panel([a, np.zeros((2, 2))], 0, False), 1.0, c)
 
 
 class _FakeCupyArray:

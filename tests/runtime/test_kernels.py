@@ -17,10 +17,11 @@ import pytest
 import scipy.linalg as sla
 
 from tiledsl.runtime.errors import KernelError
-from tiledsl.runtime.kernels import (CPU_KERNELS, amax, asum, gemm, gemm_nn, gemqrt, geqrt, getrf,
+from tiledsl.runtime.kernels import (CPU_KERNELS, amax, asum, gemm, gemm_nn, gemqrt, geqrt,
                                      getrf_nopiv, lassq, lassq_merge, laswp, lauum, potrf, symm, syr2k,
                                      syrk, tpmqrt, tpqrt, trmm, trsm, trsm_l, trsm_u, trtri)
-from tiledsl.runtime.kernels import stacked as stacked_matrix
+from tiledsl.runtime.panels import Panel
+from tiledsl.runtime.panels import stacked as stacked_matrix
 
 PRELUDE = Path(__file__).resolve().parents[2] / "tiledsl" / "compiler" / "prelude.tile"
 
@@ -29,6 +30,14 @@ pytestmark = pytest.mark.timeout(120)
 LAYOUTS = ["own", "rows"]
 RAGGED = [(1, 1), (7, 3), (3, 7), (100, 64), (64, 64), (0, 5), (5, 0), (0, 0)]
 TALL = [(1, 1), (7, 3), (100, 64), (64, 64), (200, 200), (5, 0), (0, 0)]
+
+
+getrf = CPU_KERNELS["getrf"]  # as the runtime calls it: a panel is stacked into one matrix first
+
+
+def column(tiles) -> Panel:
+    """A written column panel of ``tiles``, as the runtime passes one."""
+    return Panel(tiles, 0, True)
 
 
 def assert_close(actual, expected, scale=1.0):
@@ -91,7 +100,7 @@ def test_cpu_kernels_registry_names():
     assert set(CPU_KERNELS) == {"gemm", "symm", "syrk", "syr2k", "trsm", "trmm", "potrf", "trtri", "lauum",
                                 "getrf_nopiv", "trsm_l", "trsm_u", "gemm_nn", "getrf", "laswp",
                                 "geqrt", "gemqrt", "tpqrt", "tpmqrt", "lassq", "lassq_merge", "amax", "asum"}
-    assert CPU_KERNELS["gemqrt"] is gemqrt and CPU_KERNELS["tpmqrt"] is tpmqrt
+    assert CPU_KERNELS["gemqrt"].__wrapped__ is gemqrt and CPU_KERNELS["tpmqrt"].__wrapped__ is tpmqrt
     assert all(f.__doc__ for f in CPU_KERNELS.values())
 
 
@@ -672,7 +681,7 @@ def test_getrf_is_lapacks_partial_pivoting(rng, layout, heights, n):
     a = random(rng, sum(heights), n)
     panel = panel_of(a, heights, layout, rng)
     p = np.full((1, n + 2), np.nan, order="F")
-    getrf([tile.view for tile in panel] if len(panel) > 1 else panel[0].view, p)
+    getrf(column([tile.view for tile in panel]) if len(panel) > 1 else panel[0].view, p)
     lu, pivots = sla.lu_factor(a)
     k = len(pivots)
     np.testing.assert_array_equal(p[0, :k], pivots)
@@ -687,7 +696,7 @@ def test_getrf_of_a_singular_panel_is_a_factorization(rng):
     a[:, 2] = a[:, 0]  # exactly dependent columns: U[2, 2] = 0 (LAPACK's info > 0)
     panel = [np.asfortranarray(a[:6]), np.asfortranarray(a[6:])]
     p = np.zeros((1, 5), order="F")
-    getrf(panel, p)
+    getrf(column(panel), p)
     lu = np.vstack(panel)
     rows = np.arange(12)
     for j, pivot in enumerate(p[0].astype(int)):
@@ -706,10 +715,10 @@ def test_getrf_lets_a_nan_through(rng):
 
 
 def test_getrf_panel_errors():
-    with pytest.raises(ValueError, match="getrf: A: the panel's tiles have 3, 4 columns; they must all have the same"):
-        getrf([np.zeros((4, 4), order="F"), np.zeros((4, 3), order="F")], np.zeros((1, 4), order="F"))
+    with pytest.raises(ValueError, match="getrf: a panel's tiles have 4, 3 columns; they must all have the same"):
+        getrf(column([np.zeros((4, 4), order="F"), np.zeros((4, 3), order="F")]), np.zeros((1, 4), order="F"))
     with pytest.raises(ValueError, match=r"getrf: P of shape \(1, 3\) cannot hold the 4 pivots of a 8x4 panel"):
-        getrf([np.zeros((4, 4), order="F")] * 2, np.zeros((1, 3), order="F"))
+        getrf(column([np.zeros((4, 4), order="F")] * 2), np.zeros((1, 3), order="F"))
 
 
 @pytest.mark.parametrize("heights", [[7], [3, 12], [10, 0, 13, 5]])
@@ -739,7 +748,7 @@ def test_getrf_and_laswp_in_place_equal_gathered_bitwise(rng):
     apart, adjacent = panel_of(a, heights, "own", rng), panel_of(a, heights, "adjacent", rng)
     pivots = [np.zeros((1, 32), order="F") for _ in range(2)]
     for panel, p in zip((apart, adjacent), pivots):
-        getrf([tile.view for tile in panel], p)
+        getrf(column([tile.view for tile in panel]), p)
     np.testing.assert_array_equal(pivots[0], pivots[1])
     np.testing.assert_array_equal(stacked(apart), stacked(adjacent))
 
@@ -801,7 +810,7 @@ def test_getrf_and_laswp_solve_a_system_by_tiles(rng):
     """getrs by tiles: P·b, then L and U by trsm."""
     a, b = random(rng, 12, 12), random(rng, 12, 2)
     panel, p = [np.asfortranarray(a[:5]), np.asfortranarray(a[5:])], np.zeros((1, 12), order="F")
-    getrf(panel, p)
+    getrf(column(panel), p)
     rhs = [np.asfortranarray(b[:5]), np.asfortranarray(b[5:])]
     laswp(p, rhs)
     lu, x = np.asfortranarray(np.vstack(panel)), np.asfortranarray(np.vstack(rhs))

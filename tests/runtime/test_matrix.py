@@ -4,7 +4,7 @@ import pytest
 
 from tiledsl.runtime.distribution import BlockCyclic
 from tiledsl.runtime.geometry import Geometry
-from tiledsl.runtime.kernels import stacked
+from tiledsl.runtime.panels import stacked
 from tiledsl.runtime.matrix import TiledMatrix
 
 pytestmark = pytest.mark.timeout(60)
