@@ -140,8 +140,8 @@ def potrf_dims(A, uplo: str) -> tuple[int, int]:
     check_option("potrf", "uplo", uplo, "LU")
     m, n = A.shape
     if uplo == "U":
-        _require(m == n, f"potrf: tile is {m}x{n}; uplo 'U' needs a square tile")
-    _require(m >= n, f"potrf: tile is {m}x{n}; it needs at least as many rows as columns")
+        _require(m == n, f"potrf: A is {m}x{n}; uplo 'U' needs it square")
+    _require(m >= n, f"potrf: A is {m}x{n}; it needs at least as many rows as columns")
     return m, n
 
 

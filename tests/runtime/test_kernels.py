@@ -571,7 +571,7 @@ def test_option_values_are_checked():
         laswp(np.zeros((1, 3), order="F"), f.copy(order="F"), 0, "N")
     with pytest.raises(ValueError, match="laswp: first must be an integer >= 0, got -1"):
         laswp(np.zeros((1, 3), order="F"), f.copy(order="F"), -1)
-    with pytest.raises(ValueError, match=r"potrf: tile is 3x2; uplo 'U' needs a square tile"):
+    with pytest.raises(ValueError, match=r"potrf: A is 3x2; uplo 'U' needs it square"):
         potrf(np.zeros((3, 2), order="F"), "U")
     with pytest.raises(ValueError, match=r"trtri: A is 3x2; it must be square"):
         trtri(np.zeros((3, 2), order="F"))
