@@ -62,7 +62,8 @@ class Survey:
     test), so the pass can run as :class:`Everyone` and still tell this rank's tasks,
     which derived priorities need (they look at every task). Otherwise, when ``guided``,
     it walks as this rank, only the loop values that can lead to its tasks (:mod:`.share`),
-    and ``foreign`` counts the tasks of other ranks it met on the way.
+    and ``foreign`` counts the tiles written by tasks of other ranks it met on the way
+    (what a guided walk does for them: a bump each; a whole walk counts them alike).
     """
 
     def __init__(self, matrices: dict, rank: int, sequence=None, guided: bool = False):
@@ -72,7 +73,7 @@ class Survey:
         self.among = among if self.guided else every_value
         self.me = rank
         self.count = 0  # tasks this rank submits
-        self.foreign = 0  # tasks of other ranks met (guided: the tiles they write, bumped and skipped)
+        self.foreign = 0  # the tiles that tasks of other ranks write, met on the way
         self.needed: set = set()  # tiles they touch
         self.column_panels: set = set()  # matrices of which they give a built-in kernel column panels
         self.sequence = sequence  # a priorities.TaskSequence to fill, or None
@@ -92,7 +93,7 @@ class Survey:
                                           if len(panel) > 1 and panel[0].j == panel[1].j)
         if self.sequence is not None:
             self.sequence.add(call, tiles, mine)
-        self.foreign += not mine
+        self.foreign += 0 if mine else len(call.writes)
 
     def release(self, tile, at=None):
         pass

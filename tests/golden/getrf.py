@@ -14,24 +14,24 @@ PROGRAM = Program(
     source='programs/getrf.tile',
     tiling=Tiling('uniform', {'nb': 448}),
     matrices=(
-        MatrixDecl('A', 'general', line=12),
+        MatrixDecl('A', 'general', line=16),
     ),
     workspaces=(
-        WorkspaceDecl('P', like='A', line=13),
+        WorkspaceDecl('P', like='A', line=17),
     ),
     params=(),
-    check=CheckDecl('lu', ('A', 'P'), line=14),
+    check=CheckDecl('lu', ('A', 'P'), line=18),
     kernel_module=None,
     calls=(
-        Call('getrf', ('inout', 'out'), main=0, line=17,
+        Call('getrf', ('inout', 'out'), main=0, line=21,
              text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,)),
-        Call('laswp', ('in', 'inout'), main=1, line=19,
+        Call('laswp', ('in', 'inout'), main=1, line=23,
              text='laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)', values=('first', 'direction'), order='ttvv', panels=(1,)),
-        Call('trsm', ('in', 'inout'), main=1, line=20,
+        Call('trsm', ('in', 'inout'), main=1, line=24,
              text='trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=22,
-             text='gemm(A[i, k], A[k, j], A[i, j], "N", "N") priority 2 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
-        Call('laswp', ('in', 'inout'), main=1, line=27,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=26,
+             text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2)),
+        Call('laswp', ('in', 'inout'), main=1, line=31,
              text='laswp(P[k, k], A[k : A.mt, j])', values=('first', 'direction'), order='ttvv', panels=(1,)),
     ),
 )
@@ -62,52 +62,54 @@ def generate(rt, p):
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     P = rt.matrix('P')
-    for k in range(0, min(A.mt, A.nt)):  # getrf.tile:16
-        _r0 = P.rank_of(k, k)  # getrf.tile:17
-        _r1 = A.rank_of(k, k)  # getrf.tile:20
-        # getrf.tile:17: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
-        _p0 = A.panel(k, A.mt, k, k + 1, 17)
+    for k in range(0, min(A.mt, A.nt)):  # getrf.tile:20
+        _r0 = P.rank_of(k, k)  # getrf.tile:21
+        _r1 = A.rank_of(k, k)  # getrf.tile:24
+        # getrf.tile:21: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
+        _p0 = A.panel(k, A.mt, k, k + 1, 21)
         if _me == _r0 or takes_part(_p0, _me):
-            _submit(CALLS[0], (_p0, P.tile(k, k, 17)), None, 4 * (A.nt - k), at=(0, k, 0))
+            _submit(CALLS[0], (_p0, P.tile(k, k, 21)), None, 4 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:18
-            _r2 = A.rank_of(k, j)  # getrf.tile:20
-            # getrf.tile:19: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
-            _p1 = A.panel(k, A.mt, j, j + 1, 19)
+        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:22
+            _r2 = A.rank_of(k, j)  # getrf.tile:24
+            # getrf.tile:23: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
+            _p1 = A.panel(k, A.mt, j, j + 1, 23)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[1], (P.tile(k, k, 19), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
+                _submit(CALLS[1], (P.tile(k, k, 23), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            # getrf.tile:20: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)
+            # getrf.tile:24: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)
             if _me == _r1 or _me == _r2:
-                _submit(CALLS[2], (A.tile(k, k, 20), A.tile(k, j, 20)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
+                _submit(CALLS[2], (A.tile(k, k, 24), A.tile(k, j, 24)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-            for i in _among(k + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # getrf.tile:21
-                _r3 = A.rank_of(i, k)  # getrf.tile:22
-                _r4 = A.rank_of(i, j)  # getrf.tile:22
-                # getrf.tile:22: gemm(A[i, k], A[k, j], A[i, j], "N", "N") priority 2 * (A.nt - j)
-                if _me == _r3 or _me == _r2 or _me == _r4:
-                    _submit(CALLS[3], (A.tile(i, k, 22), A.tile(k, j, 22), A.tile(i, j, 22)), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2, i, 0))
+            if k + 1 < A.mt:  # getrf.tile:25
+                _r3 = A.rank_of(k, j)  # getrf.tile:26
+                # getrf.tile:26: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)
+                _p0 = A.panel(k + 1, A.mt, k, k + 1, 26)
+                _p2 = A.panel(k + 1, A.mt, j, j + 1, 26)
+                if _me == _r3 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                    _submit(CALLS[3], (_p0, A.tile(k, j, 26), _p2), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    A.bump(i, j)
-        for j in _among(0, k, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:26
-            # getrf.tile:27: laswp(P[k, k], A[k : A.mt, j])
-            _p1 = A.panel(k, A.mt, j, j + 1, 27)
+                    for _tile in _p2:
+                        _tile.matrix.bump(_tile.i, _tile.j)
+        for j in _among(0, k, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:30
+            # getrf.tile:31: laswp(P[k, k], A[k : A.mt, j])
+            _p1 = A.panel(k, A.mt, j, j + 1, 31)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[4], (P.tile(k, k, 27), _p1), None, 0, (0, 'F'), at=(0, k, 2, j, 0))
+                _submit(CALLS[4], (P.tile(k, k, 31), _p1), None, 0, (0, 'F'), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, A.nt, 1, ((A, AT, k, PLUS, 0),)):  # getrf.tile:30
-            # getrf.tile:30: release A[k, j]
-            _release(A.tile(k, j, 30), at=(0, k, 3, j, 0))
-        # getrf.tile:31: release P[k, k]
-        _release(P.tile(k, k, 31), at=(0, k, 4))
+        for j in _among(0, A.nt, 1, ((A, AT, k, PLUS, 0),)):  # getrf.tile:34
+            # getrf.tile:34: release A[k, j]
+            _release(A.tile(k, j, 34), at=(0, k, 3, j, 0))
+        # getrf.tile:35: release P[k, k]
+        _release(P.tile(k, k, 35), at=(0, k, 4))
 
 
 
@@ -118,14 +120,14 @@ def dataflow(rt, p):
     A = rt.matrix('A')
     P = rt.matrix('P')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=17),  # writes at getrf.tile:17
-        Event('P', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=17),  # writes at getrf.tile:17
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=19),  # writes at getrf.tile:19
-        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=20),  # writes at getrf.tile:20
-        Event('A', (0, 1, 2, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=22),  # writes at getrf.tile:22
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=27),  # writes at getrf.tile:27
-        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=30),  # release at getrf.tile:30
-        Event('P', (0, 4), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=31),  # release at getrf.tile:31
+        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=21),  # writes at getrf.tile:21
+        Event('P', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=21),  # writes at getrf.tile:21
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=23),  # writes at getrf.tile:23
+        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=24),  # writes at getrf.tile:24
+        Event('A', (0, 1, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0), (-1 + (1 + A.mt * -1) * -1 + 1, 0, 0))), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=26),  # writes at getrf.tile:26
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=31),  # writes at getrf.tile:31
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=34),  # release at getrf.tile:34
+        Event('P', (0, 4), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=35),  # release at getrf.tile:35
     )
 
 
@@ -135,11 +137,11 @@ def loop_bounds(_bound, p):
     A = _bound.matrix('A')
     P = _bound.matrix('P')
     _t0 = 1
-    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 16)
-    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 18)
-    i, _t3 = _bound.loop(k + 1, A.mt, _t2, 21)
-    j, _t4 = _bound.loop(0, k, _t1, 26)
-    j, _t5 = _bound.loop(0, A.nt, _t1, 30)
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 20)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 22)
+    _t3 = _bound.when(k + 1 < A.mt, _t2)
+    j, _t4 = _bound.loop(0, k, _t1, 30)
+    j, _t5 = _bound.loop(0, A.nt, _t1, 34)
 
 
 if __name__ == "__main__":

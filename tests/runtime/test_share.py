@@ -104,7 +104,50 @@ class Touches:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", AFFINE)
 def test_a_guided_rank_submits_what_the_whole_walk_does(drivers, name):
-    driver = drivers[name]
+    assert_guided_is_the_whole_walk(drivers[name], name)
+
+
+GUARDED = """\
+program guarded {
+  tiling uniform(nb = 48)
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    for m in 0 .. A.mt {
+      if m > k and not (m > k + 3 or k < 1) { potrf(A[m, 0]) }
+      if m < k + 2 { trsm(A[m, 2], A[m, 3]) } else { trsm(A[m, 2], A[m, 3], "R", "L", "T", "N", 2.0) }
+    }
+    for m in 0 .. A.mt {
+      trsm(A[m, 0], A[m, 1])
+      if m == k { trsm(A[m, 1], A[m, 2]) }
+    }
+    if k + 1 < A.mt { gemm(A[k + 1 : A.mt, 0], A[k, 1], A[k + 1 : A.mt, 4]) }
+  }
+  for t in A.nt - 1 .. -1 step -1 {
+    trsm(A[0, 5], A[t, 6])
+    if t >= 2 and 2 * t < A.nt + t - 1 { potrf(A[0, 5]) }
+  }
+  for k in 0 .. A.nt step 2 {
+    trsm(A[1, 7], A[k, 6])
+    if k < 5 { potrf(A[1, 7]) }
+  }
+}
+"""
+
+
+@pytest.mark.timeout(300)
+def test_calls_under_affine_ifs_walk_their_share(tmp_path):
+    """if and else, and, not over or, ==, a loop counting down, a loop of step 2 bounded above:
+    the guided walk follows the whole one (tiles written only under an if and read on
+    other ranks: an event at an iteration the if leaves out would show as a version)."""
+    (tmp_path / "guarded.tile").write_text(GUARDED)
+    _, text = compile_path(tmp_path / "guarded.tile")
+    (tmp_path / "share_guarded.py").write_text(text)
+    driver = import_driver(tmp_path / "share_guarded.py", "share_guarded")
+    assert hasattr(driver, "dataflow")
+    assert_guided_is_the_whole_walk(driver, "guarded")
+
+
+def assert_guided_is_the_whole_walk(driver, name: str) -> None:
     for grid in GRIDS:
         for rank in range(grid[0] * grid[1]):
             params, matrices = setup(driver, name, grid, rank)
@@ -112,7 +155,7 @@ def test_a_guided_rank_submits_what_the_whole_walk_does(drivers, name):
             assert events is not None
             whole, guided = survey(driver, matrices, params, rank), survey(driver, matrices, params, rank, guided=True)
             assert (guided.count, guided.needed) == (whole.count, whole.needed), (grid, rank)
-            assert guided.foreign < whole.foreign or whole.foreign == 0, (grid, rank)
+            assert guided.foreign <= whole.foreign, (grid, rank)  # equal where every panel spans the ranks
             full, share = Touches(matrices, rank), Touches(matrices, rank, events)
             driver.generate(full, params)
             for matrix in matrices.values():
@@ -146,9 +189,9 @@ def test_other_ranks_tasks_met_and_tiles_made_fall_with_the_grid(drivers):
     assert made[0] > made[1] > made[2] and made[2] < 465 / 4, made  # 465 tiles in the lower triangle
 
 
-def test_a_loop_nest_with_a_call_under_an_if_has_no_plan(drivers):
-    assert not hasattr(drivers["tsqr"], "dataflow")
-    assert hasattr(drivers["cholesky"], "dataflow")
+def test_a_loop_nest_with_a_call_under_a_non_affine_if_has_no_plan(drivers):
+    assert not hasattr(drivers["tsqr"], "dataflow")  # if top < min(d * dom + dom, A.mt)
+    assert hasattr(drivers["cholesky"], "dataflow") and hasattr(drivers["getrf"], "dataflow")  # if k + 1 < A.mt
 
 
 def test_the_plan_reads_lets_and_loops_counting_down(tmp_path):
@@ -175,6 +218,35 @@ program p {
     # at loop j: A[t, j] is (row known, column j), A[j, k - 1] (row j, column t through the let)
     assert ("A", "AT", {"t": 1}, "PLUS", {}) in terms
     assert ("A", "PLUS", {}, "AT", {"t": 1, "": 0}) in terms
+
+
+def _plan_of(tmp_path, body: str):
+    (tmp_path / "p.tile").write_text("program p {\n  tiling uniform(nb = 32)\n  matrix A[n, n] = random spd\n"
+                                     + body + "\n}\n")
+    return plan(check_path(tmp_path / "p.tile").checked)
+
+
+def test_an_if_bounds_the_innermost_loop_its_comparison_names(tmp_path):
+    found = _plan_of(tmp_path, "for k in 0 .. A.nt { for m in 0 .. A.mt {\n"
+                               "  if k + 1 < A.mt and m >= k { potrf(A[m, k]) } } }")
+    (k_lower, k_upper, _), (m_lower, m_upper, _) = found.events[0].loops
+    assert len(k_lower) == 1 and len(k_upper) == 2  # k < A.nt and k < A.mt - 1
+    assert m_lower == ((0, 0, 0), (0, 1, 0)) and len(m_upper) == 1  # m >= 0 and m >= k
+    found = _plan_of(tmp_path, "for k in 0 .. A.nt { for m in 0 .. A.mt {\n"
+                               "  if m >= k { potrf(A[m, k]) } else { potrf(A[k, k]) } } }")
+    then, orelse = found.events
+    assert then.loops[1][0] == ((0, 0, 0), (0, 1, 0)) and orelse.loops[1][1][1:] == ((0, 1, 0),)  # else: m < k
+    assert (then.positions, orelse.positions) == ((0, 0, 0), (0, 0, 1))  # numbered in program order
+
+
+@pytest.mark.parametrize("condition", ["k != 1", "2 * k < A.nt", "k > 0 or k < 3", "k * k < 4", "A.nt > 3"])
+def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition):
+    assert _plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}") is None
+
+
+def test_an_if_bounding_a_stepped_loop_from_below_leaves_no_plan(tmp_path):
+    assert _plan_of(tmp_path, "for k in 0 .. A.nt step 2 { if k > 0 { potrf(A[k, k]) } }") is None
+    assert _plan_of(tmp_path, "for k in 0 .. A.nt step 2 { if k < 3 { potrf(A[k, k]) } }") is not None
 
 
 def test_among_takes_the_union_of_the_terms_in_loop_order():

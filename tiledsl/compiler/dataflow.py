@@ -18,7 +18,10 @@ Affine here means: every loop that encloses a call or release has constant
 step and bounds that are affine in the enclosing loops' variables, every tile
 index written or released is affine, with coefficients that the run knows
 before it starts (numbers, parameters, matrix sizes: ``(t + 1) * s`` is
-affine), and no call or release sits under an ``if``. ``let`` values count
+affine), and a call or release under an ``if`` is so only under comparisons of
+affine forms joined by ``and`` (or ``or`` under ``not``; an ``else`` branch is the
+condition negated), each naming a loop variable with coefficient ±1, whose bounds
+join that loop's. ``let`` values count
 as their forms. Indices that are only read may be anything (``j // s``): their
 terms say nothing, and the driver's ownership test decides. A program outside
 this class gets no plan (:func:`plan` returns None) and every rank walks its
@@ -26,6 +29,7 @@ whole loop nest, as the driver's docstring then says.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from . import nodes as n
@@ -85,20 +89,29 @@ class _Planner:
 
     def _block(self, stmts, loops: list, positions: list, lets: dict) -> list:
         """Plan a block; returns the tile references of every leaf in it, with the leaf's lets and loops."""
-        refs = []
-        lets = dict(lets)
-        for position, stmt in enumerate(stmts):
-            here = positions + [position]
+        refs: list = []
+        self._statements(stmts, loops, positions, dict(lets), itertools.count(), refs)
+        return refs
+
+    def _statements(self, stmts, loops: list, positions: list, lets: dict, numbers, refs: list) -> None:
+        """Plan statements of a block, numbered from ``numbers`` in program order. The
+        statements of an ``if`` holding calls take their numbers in the enclosing block,
+        then branch before else (at most one of them runs), and its condition bounds the
+        loops around them (:func:`_guards`)."""
+        for stmt in stmts:
+            if isinstance(stmt, n.If) and (_has_leaf(stmt.then) or _has_leaf(stmt.orelse)):
+                for branch, negated in ((stmt.then, False), (stmt.orelse, True)):
+                    if _has_leaf(branch):
+                        guarded = _guarded(loops, _guards(stmt.cond, loops, lets, negated))
+                        self._statements(branch, guarded, positions, dict(lets), numbers, refs)
+                continue
+            here = positions + [next(numbers)]
             if isinstance(stmt, n.Let):
                 lets[stmt.name.text] = _let(stmt.value, loops, lets)
             elif isinstance(stmt, n.For):
                 refs += self._for(stmt, loops, here, lets)
-            elif isinstance(stmt, n.If):
-                if _has_leaf(stmt.then) or _has_leaf(stmt.orelse):
-                    raise NotAffine("a call or release under an if")
             elif isinstance(stmt, (n.Call, n.Release)):
                 refs += self._leaf(stmt, loops, here, lets)
-        return refs
 
     def _for(self, stmt: n.For, loops: list, positions: list, lets: dict) -> list:
         step = 1 if stmt.step is None else _integer(stmt.step)
@@ -106,7 +119,7 @@ class _Planner:
             raise NotAffine("a loop step that is not a constant")
         sign = 1 if step > 0 else -1
         start, stop = (_form(e, loops, lets) for e in (stmt.start, stmt.stop))
-        loop = (stmt.var.text, sign, start, stop, abs(step))
+        loop = (stmt.var.text, sign, start, stop, abs(step), ())  # no guards yet
         refs = self._block(stmt.body, loops + [loop], positions, lets)
         depth = len(loops)
         plan = LoopPlan(stmt.var.text)
@@ -186,11 +199,16 @@ class _Planner:
     def _event(self, tile: n.TileRef, loops: list, positions: list, lets: dict, release: bool, line: int) -> None:
         space = [(v, sign) for v, sign, *_ in loops]
         bounds = []
-        for var, sign, start, stop, step in loops:
-            if sign > 0:
-                bounds.append(((_u(start, space),), (_u(stop, space),), step))
-            else:  # u = -v runs from -start while u < -stop
-                bounds.append(((_u(_scale(start, -1), space),), (_u(_scale(stop, -1), space),), step))
+        for var, sign, start, stop, step, guards in loops:
+            # in u = sign·v: v >= F is u >= F (u <= -F, counting down), v < F is u < F (u >= 1 - F)
+            lower = [start] + [f for kind, f in guards if kind == "ge"]
+            upper = [stop] + [f for kind, f in guards if kind == "lt"]
+            if sign < 0:  # u = -v runs from -start while u < -stop
+                lower, upper = ([_scale(start, -1)] + [_add(_scale(f, -1), {"": 1}) for f in upper[1:]],
+                                [_scale(stop, -1)] + [_add(_scale(f, -1), {"": 1}) for f in lower[1:]])
+            if step != 1 and len(lower) > 1:
+                raise NotAffine("an if bounding a loop of step other than 1 from below")  # its start would move
+            bounds.append((tuple(_u(f, space) for f in lower), tuple(_u(f, space) for f in upper), step))
         ranges = []
         for index in (tile.row, tile.col):
             if isinstance(index, n.Range):
@@ -201,6 +219,57 @@ class _Planner:
             ranges.append((_u(first, space), _u(past, space)))
         self.result.events.append(EventPlan(tile.matrix.text, tuple(positions), tuple(bounds), ranges[0],
                                             ranges[1], release, line))
+
+
+# ---------------------------------------------------------------- if conditions
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def _guards(cond, loops: list, lets: dict, negated: bool = False) -> list:
+    """The bounds a condition puts on the loops around it: (loop variable, "ge" or "lt", F) for
+    v >= F or v < F, F a form of shallower variables. A condition is comparisons of affine
+    forms joined by ``and`` (``or`` under ``not``), each bounding the innermost loop variable
+    it names, with coefficient ±1; else the program is not affine."""
+    match cond:
+        case n.Unary(op="not", operand=operand):
+            return _guards(operand, loops, lets, not negated)
+        case n.Binary(op="and" | "or", left=left, right=right) if (cond.op == "and") != negated:
+            return _guards(left, loops, lets, negated) + _guards(right, loops, lets, negated)
+        case n.Binary(op="<" | "<=" | ">" | ">=" | "==", left=left, right=right) if not negated:
+            return _comparison(cond.op, _add(_form(left, loops, lets), _scale(_form(right, loops, lets), -1)),
+                               loops)
+        case n.Binary(op="<" | "<=" | ">" | ">=" | "!=", left=left, right=right) if negated:
+            return _guards(n.Binary(_NEGATED[cond.op], left, right, cond.span), loops, lets)
+    raise NotAffine("an if condition that is not affine comparisons joined by and")
+
+
+def _comparison(op: str, difference: Form, loops: list) -> list:
+    """The bounds of ``difference op 0``: on the innermost loop variable it names."""
+    named = [loop[0] for loop in loops if difference.get(loop[0], 0) != 0]
+    if not named or difference[named[-1]] not in (1, -1):
+        raise NotAffine("a comparison bounding no loop variable with coefficient ±1")
+    var = named[-1]
+    coefficient, rest = difference[var], {k: v for k, v in difference.items() if k != var}
+    # coefficient·v + rest  >= 0  or  <= 0  (a strict comparison moves the bound by one)
+    at_least = {"<": None, "<=": None, ">": 1, ">=": 0, "==": 0}[op]
+    at_most = {"<": -1, "<=": 0, ">": None, ">=": None, "==": 0}[op]
+    bounds = []
+    if at_least is not None:  # coefficient·v >= at_least − rest
+        bound = _add({"": at_least}, _scale(rest, -1))
+        bounds.append((var, "ge", bound) if coefficient == 1 else (var, "lt", _add(_scale(bound, -1), {"": 1})))
+    if at_most is not None:  # coefficient·v <= at_most − rest
+        bound = _add({"": at_most}, _scale(rest, -1))
+        bounds.append((var, "lt", _add(bound, {"": 1})) if coefficient == 1 else (var, "ge", _scale(bound, -1)))
+    return bounds
+
+
+def _guarded(loops: list, guards: list) -> list:
+    """``loops`` with each guard added to the loop of its variable."""
+    out = []
+    for var, sign, start, stop, step, existing in loops:
+        more = tuple((kind, form) for v, kind, form in guards if v == var)
+        out.append((var, sign, start, stop, step, existing + more))
+    return out
 
 
 # ---------------------------------------------------------------- affine forms
