@@ -27,7 +27,7 @@ from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress
 from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
-from .layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources, use_tuned
+from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
 from .broadcast import broadcast_for
 from .comm import Unanswered
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
@@ -42,7 +42,7 @@ from .trace import Tracer
 from .userkernels import kernels
 from .verify import Verifier
 from .watchdog import watched
-from .world import (RankError, UsageError, abort_started_mpi, communicator, default_workers, grid_for,
+from .world import (RankError, UsageError, abort_started_mpi, communicator, default_workers,
                     launcher_rank, record_completion)
 
 
@@ -53,12 +53,11 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     stopwatch = progress.Stopwatch()
     ranks, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
     params = make_params(driver, options)
-    grid = grid_for(options.grid, ranks)
     devices = _devices(options)
     host_costs = heteroprio.costs_from_speeds(_host_speeds(program, options), program.source, options.gpus,
                                               options.gpu_backend) if options.host_takes else None
-    distribution = make_distribution(program, params, grid, options.gpus, options.gpu_ratio)
-    matrices = make_matrices(driver, params, distribution, rank)
+    grid, distribution, matrices = placement(driver, params, options.grid, ranks, rank, options.gpus,
+                                             options.gpu_ratio)
     check_every_rank_has_tiles(program, matrices, ranks)
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
                      options.inputs, options.outputs)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 
 from . import tuning
-from .distribution import BlockCyclic, Hybrid
+from .distribution import BlockCyclic, Hybrid, squarest_grid
 from .geometry import Geometry
 from .matrix import TiledMatrix
 from .options import TILE_SETTINGS, Options, Params
-from .world import UsageError
+from .resources import every_rank_has_tiles
+from .world import UsageError, grid_for
 
 HYBRID_SETTINGS = ("B", "b", "s")  # the tile settings of hybrid tiling (uniform tiling has nb)
 
@@ -178,3 +179,19 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
         first_tag += geometry.mt * geometry.nt
     return matrices
 
+
+
+def placement(driver, params: Params, grid_text: str | None, ranks: int, rank: int, gpus: int,
+              ratio: tuple | None = None) -> tuple:
+    """(grid, distribution, ``rank``'s matrices): ``--grid`` if given, else the program's
+    preferred grid (:func:`.world.preferred_grid`) where it gives every rank tiles, else
+    the squarest."""
+    program = driver.PROGRAM
+    grid = grid_for(grid_text, ranks, program)
+    distribution = make_distribution(program, params, grid, gpus, ratio)
+    matrices = make_matrices(driver, params, distribution, rank)
+    if grid_text is None and grid != squarest_grid(ranks) and not every_rank_has_tiles(program, matrices, ranks):
+        grid = squarest_grid(ranks)
+        distribution = make_distribution(program, params, grid, gpus, ratio)
+        matrices = make_matrices(driver, params, distribution, rank)
+    return grid, distribution, matrices

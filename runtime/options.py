@@ -120,7 +120,8 @@ def add_size_arguments(parser: argparse.ArgumentParser) -> None:
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The run options shared by drivers and ``tiledsl run`` (DESIGN §8)."""
     add_size_arguments(parser)
-    parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest)")
+    parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest; "
+                        "one process row for a program writing columns of tiles)")
     parser.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
     parser.add_argument("--gpu-backend", choices=["emulated", "cupy"],
                         help="GPU backend: 'emulated' (numpy device memory, explicit copies; CI) or "

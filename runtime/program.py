@@ -98,6 +98,7 @@ class Call:
     order: str = ""
     panels: tuple[int, ...] = ()
     flops: object = None
+    panel_axes: tuple[int, ...] = ()  # per panel: 0 a column of tiles, 1 a row (for the grid, before any tile)
     groups: tuple | None = None  # an expanded call: (first tile, tiles, axis) of each argument; None: one tile each
 
     @cached_property
@@ -180,7 +181,7 @@ def _expanded(call: Call, lengths: tuple[int, ...], axes: tuple[int, ...]) -> Ca
         groups.append((len(modes), count, axis_of.get(index, 0)))
         modes += [mode] * (1 if count is None else count)
     return Call(call.kernel, tuple(modes), main, call.line, call.text, call.values, call.order, (), call.flops,
-                tuple(groups))
+                groups=tuple(groups))
 
 
 def _shape(tile, region) -> tuple[int, int]:
@@ -240,3 +241,9 @@ class Program:
     source_dir: str | None = None  # the .tile's directory relative to the driver file's (compiled with -o)
     calls: tuple[Call, ...] = ()
     derive_priorities: bool = False  # no call states a priority: the runtime derives them
+
+    @cached_property
+    def written_panel_axes(self) -> frozenset:
+        """The axes of the panels its calls write: 0 columns of tiles, 1 rows of tiles."""
+        return frozenset(axis for call in self.calls for index, axis in zip(call.panels, call.panel_axes)
+                         if call.modes[index] in WRITE_MODES)

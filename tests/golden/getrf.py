@@ -24,15 +24,15 @@ PROGRAM = Program(
     kernel_module=None,
     calls=(
         Call('getrf', ('inout', 'out'), main=0, line=21,
-             text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,)),
+             text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,), panel_axes=(0,)),
         Call('laswp', ('in', 'inout'), main=1, line=23,
-             text='laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)', values=('first', 'direction'), order='ttvv', panels=(1,)),
+             text='laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
         Call('trsm', ('in', 'inout'), main=1, line=24,
              text='trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=26,
-             text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2)),
+             text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
         Call('laswp', ('in', 'inout'), main=1, line=31,
-             text='laswp(P[k, k], A[k : A.mt, j])', values=('first', 'direction'), order='ttvv', panels=(1,)),
+             text='laswp(P[k, k], A[k : A.mt, j])', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
     ),
 )
 

@@ -1,11 +1,14 @@
-"""The checks made before a run starts (runtime/resources.py): every rank must own tiles."""
+"""The checks made before a run starts (runtime/resources.py): every rank must own tiles; and
+the grid a run takes by default (world.preferred_grid, layout.placement)."""
 from types import SimpleNamespace
 
 import pytest
 
+from tiledsl.runtime import Call, MatrixDecl, Options, Program, Tiling
 from tiledsl.runtime.distribution import BlockCyclic, Hybrid
+from tiledsl.runtime.layout import make_params, placement
 from tiledsl.runtime.resources import check_every_rank_has_tiles
-from tiledsl.runtime.world import UsageError
+from tiledsl.runtime.world import UsageError, preferred_grid
 
 
 def _program(*names):
@@ -39,3 +42,25 @@ def test_no_grid_is_suggested_when_none_works():
     matrices = {"A": _matrix(Hybrid(pr=1, pc=3, s=3), 2, 6)}
     with pytest.raises(UsageError, match=r"only 2 of them own tiles .*: use smaller tiles or fewer ranks$"):
         check_every_rank_has_tiles(_program("A"), matrices, 3)
+
+
+def _writing(*panels) -> Program:
+    """A program with one call per (mode, axis) in ``panels``: a panel it reads or writes."""
+    calls = tuple(Call("k", ("in", mode), main=1, line=1, text="k", panels=(1,), panel_axes=(axis,))
+                  for mode, axis in panels)
+    return Program("p", "p.tile", Tiling("uniform", {"nb": 1}), (MatrixDecl("A", "general", line=1),), calls=calls)
+
+
+def test_a_program_writing_columns_of_tiles_gets_one_process_row():
+    assert preferred_grid(_writing(("inout", 0), ("in", 1)), 6) == (1, 6)
+    assert preferred_grid(_writing(("out", 1)), 6) == (6, 1)
+    assert preferred_grid(_writing(("inout", 0), ("inout", 1)), 6) == (2, 3)
+    assert preferred_grid(_writing(("in", 0)), 4) == (2, 2)
+
+
+def test_the_preferred_grid_gives_way_where_a_rank_would_own_no_tile(compiled):
+    getrf = compiled("programs/getrf.tile")
+    params = make_params(getrf, Options(n=301, tiles={"nb": 64}))  # 5 tile columns
+    assert placement(getrf, params, None, 4, 0, 0)[0] == (1, 4)
+    assert placement(getrf, params, None, 6, 0, 0)[0] == (2, 3)  # 1x6 leaves a rank without a column
+    assert placement(getrf, params, "3x2", 6, 0, 0)[0] == (3, 2)

@@ -15,12 +15,12 @@ import json
 import sys
 
 from ..runtime.broadcast import CHOICES
-from ..runtime.layout import use_tuned
+from ..runtime.layout import make_params, placement, use_tuned
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
 from ..runtime.priorities import MODES
 from ..runtime.reporting import rate_text
 from ..runtime.trace import chrome_trace
-from ..runtime.world import UsageError, grid_for
+from ..runtime.world import UsageError
 
 
 def add_arguments(parser) -> None:
@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     parser.add_argument("--nodes", type=int, required=True, metavar="P", help="ranks (one per node on a "
                                                                                "cluster's machine file)")
-    parser.add_argument("--grid", metavar="PxQ", help="process grid (default: the squarest)")
+    parser.add_argument("--grid", metavar="PxQ", help="process grid (default: the squarest; one process row for a program writing columns of tiles)")
     parser.add_argument("--gpus", type=int, metavar="G", help="GPUs per rank (default: the machine file's; "
                                                               "0 for this machine); with a machine file, "
                                                               "uniform tiles are dealt to host and GPUs at the "
@@ -65,7 +65,6 @@ def run(args, driver) -> int:
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     program = driver.PROGRAM
-    grid = grid_for(args.grid, args.nodes)
     machine = load(args.machine, program.name, args.gpus or 0, args.gpu_backend)
     if args.gpus is None:
         args.gpus = machine.gpus if args.machine else 0
@@ -78,6 +77,8 @@ def run(args, driver) -> int:
         raise UsageError("--host-takes on needs GPUs (--gpus G, or a machine file that has them)")
     if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
         use_tuned(program, options, not args.no_tune)
+    grid, _, _ = placement(driver, make_params(driver, options), args.grid, args.nodes, 0, options.gpus,
+                           options.gpu_ratio)
     progress = None if args.json or not sys.stderr.isatty() else _progress
     result = simulate(driver, options, args.nodes, grid, machine, trace=args.trace is not None, progress=progress,
                       ratio_from_rates=args.machine is not None)

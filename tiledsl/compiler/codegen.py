@@ -48,6 +48,7 @@ class CallModel:
     order: str = ""  # parameters in declaration order: t(ile) or v(alue); "" for tiles only
     panels: tuple[int, ...] = ()  # the tile arguments that are panels at this call site
     flops: str | None = None  # the driver's function counting the kernel's flops
+    panel_axes: tuple[int, ...] = ()  # per panel: 0 a column of tiles (a range of rows), 1 a row
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,9 @@ class _Model:
         model.calls = [CallModel(c.kernel.name.text, tuple(a.mode for a in c.accesses), c.main,
                                  c.call.span.line, _call_text(c.call), tuple(name for name, _ in c.values),
                                  c.order, tuple(i for i, a in enumerate(c.accesses) if _is_panel(a.tile)),
-                                 counters.get(c.kernel.name.text)) for c in checked.calls]
+                                 counters.get(c.kernel.name.text),
+                                 tuple(int(not isinstance(a.tile.row, n.Range)) for a in c.accesses
+                                       if _is_panel(a.tile))) for c in checked.calls]
         self.call_index = {c.call.span: i for i, c in enumerate(checked.calls)}
         model.derive_priorities = all(c.call.priority is None for c in checked.calls)
         self.anchors = self._anchors()
