@@ -7,25 +7,25 @@ Every rank runs the same loop nest and submits only the tasks it takes part in; 
 ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
 when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
 
 PROGRAM = Program(
     name='gemm',
     source='programs/gemm.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'general', line=11),
-        MatrixDecl('B', 'general', line=12),
-        MatrixDecl('C', 'general', line=13),
+        MatrixDecl('A', 'general', line=13),
+        MatrixDecl('B', 'general', line=14),
+        MatrixDecl('C', 'general', line=15),
     ),
     workspaces=(
     ),
     params=('m', 'k', ),
-    check=CheckDecl('product', ('C', 'A', 'B'), line=14),
+    check=CheckDecl('product', ('C', 'A', 'B'), line=16),
     kernel_module=None,
     calls=(
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=19,
-             text='gemm(A[i, l], B[l, j], C[i, j], "N", "N", 1.0, 1.0)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=20,
+             text='gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
     ),
     derive_priorities=True,  # no call states a priority: the runtime derives them (--priorities)
 )
@@ -63,20 +63,20 @@ def generate(rt, p):
     A = rt.matrix('A')
     B = rt.matrix('B')
     C = rt.matrix('C')
-    for l in range(0, A.nt):  # gemm.tile:16
-        for i in _among(0, C.mt, 1, ((A, PLUS, 0, AT, l), (B, AT, l, ANY, 0), (C, PLUS, 0, ANY, 0))):  # gemm.tile:17
-            _r0 = A.rank_of(i, l)  # gemm.tile:19
-            for j in _among(0, C.nt, 1, ((A, AT, i, AT, l), (B, AT, l, PLUS, 0), (C, AT, i, PLUS, 0))):  # gemm.tile:18
-                _r1 = B.rank_of(l, j)  # gemm.tile:19
-                _r2 = C.rank_of(i, j)  # gemm.tile:19
-                # gemm.tile:19: gemm(A[i, l], B[l, j], C[i, j], "N", "N", 1.0, 1.0)
-                if _me == _r0 or _me == _r1 or _me == _r2:
-                    _submit(CALLS[0], (A.tile(i, l, 19), B.tile(l, j, 19), C.tile(i, j, 19)), None, 0, ('N', 'N', 1.0, 1.0), at=(0, l, 0, i, 0, j, 0))
-                else:  # not ours: only count the new versions of the tiles it writes
-                    C.bump(i, j)
-        for i in _among(0, A.mt, 1, ((A, PLUS, 0, AT, l),)):  # gemm.tile:22
-            # gemm.tile:22: release A[i, l]
-            _release(A.tile(i, l, 22), at=(0, l, 1, i, 0))
+    for l in range(0, A.nt):  # gemm.tile:18
+        for j in _among(0, C.nt, 1, ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (C, ANY, 0, PLUS, 0))):  # gemm.tile:19
+            _r0 = B.rank_of(l, j)  # gemm.tile:20
+            # gemm.tile:20: gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0)
+            _p0 = A.panel(0, A.mt, l, l + 1, 20)
+            _p2 = C.panel(0, C.mt, j, j + 1, 20)
+            if _me == _r0 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                _submit(CALLS[0], (_p0, B.tile(l, j, 20), _p2), None, 0, ('N', 'N', 1.0, 1.0), at=(0, l, 0, j, 0))
+            else:  # not ours: only count the new versions of the tiles it writes
+                for _tile in _p2:
+                    _tile.matrix.bump(_tile.i, _tile.j)
+        # gemm.tile:22: release A[0 : A.mt, l]
+        for _tile in A.panel(0, A.mt, l, l + 1, 22):
+            _release(_tile, at=(0, l, 1))
         for j in _among(0, B.nt, 1, ((B, AT, l, PLUS, 0),)):  # gemm.tile:23
             # gemm.tile:23: release B[l, j]
             _release(B.tile(l, j, 23), at=(0, l, 2, j, 0))
@@ -92,8 +92,8 @@ def dataflow(rt, p):
     B = rt.matrix('B')
     C = rt.matrix('C')
     return (
-        Event('C', (0, 0, 0, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((C.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((C.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=19),  # writes at gemm.tile:19
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=22),  # release at gemm.tile:22
+        Event('C', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0),))), ((0, 0, 0), (C.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=20),  # writes at gemm.tile:20
+        Event('A', (0, 1), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 0), (A.mt, 0)), ((0, 1), (1, 1)), release=True, line=22),  # release at gemm.tile:22
         Event('B', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=23),  # release at gemm.tile:23
     )
 
@@ -106,11 +106,9 @@ def loop_bounds(_bound, p):
     B = _bound.matrix('B')
     C = _bound.matrix('C')
     _t0 = 1
-    l, _t1 = _bound.loop(0, A.nt, _t0, 16)
-    i, _t2 = _bound.loop(0, C.mt, _t1, 17)
-    j, _t3 = _bound.loop(0, C.nt, _t2, 18)
-    i, _t4 = _bound.loop(0, A.mt, _t1, 22)
-    j, _t5 = _bound.loop(0, B.nt, _t1, 23)
+    l, _t1 = _bound.loop(0, A.nt, _t0, 18)
+    j, _t2 = _bound.loop(0, C.nt, _t1, 19)
+    j, _t3 = _bound.loop(0, B.nt, _t1, 23)
 
 
 if __name__ == "__main__":

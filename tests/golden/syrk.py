@@ -7,28 +7,28 @@ Every rank runs the same loop nest and submits only the tasks it takes part in; 
 ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
 when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
 
 PROGRAM = Program(
     name='syrk',
     source='programs/syrk.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'general', line=9),
-        MatrixDecl('C', 'spd', line=10),
+        MatrixDecl('A', 'general', line=10),
+        MatrixDecl('C', 'spd', line=11),
     ),
     workspaces=(
     ),
     params=('k', ),
-    check=CheckDecl('product', ('C', 'A', 'A'), line=11,
+    check=CheckDecl('product', ('C', 'A', 'A'), line=12,
                     qualifiers=(('symmetric',), (), ('transposed',)),
                     options=(('alpha', -1.0),)),
     kernel_module=None,
     calls=(
-        Call('syrk', ('in', 'inout'), main=1, line=15,
+        Call('syrk', ('in', 'inout'), main=1, line=16,
              text='syrk(A[j, l], C[j, j])', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=17,
-             text='gemm(A[i, l], A[j, l], C[i, j])', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=18,
+             text='gemm(A[j + 1 : A.mt, l], A[j, l], C[j + 1 : C.mt, j])', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
     ),
     derive_priorities=True,  # no call states a priority: the runtime derives them (--priorities)
 )
@@ -61,26 +61,28 @@ def generate(rt, p):
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     C = rt.matrix('C')
-    for l in range(0, A.nt):  # syrk.tile:13
-        for j in _among(0, C.nt, 1, ((A, PLUS, 0, AT, l), (C, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, l), (C, ANY, 0, PLUS, 0))):  # syrk.tile:14
-            _r0 = A.rank_of(j, l)  # syrk.tile:15
-            _r1 = C.rank_of(j, j)  # syrk.tile:15
-            # syrk.tile:15: syrk(A[j, l], C[j, j])
+    for l in range(0, A.nt):  # syrk.tile:14
+        for j in _among(0, C.nt, 1, ((A, PLUS, 0, AT, l), (C, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, l), (C, ANY, 0, PLUS, 0))):  # syrk.tile:15
+            _r0 = A.rank_of(j, l)  # syrk.tile:16
+            _r1 = C.rank_of(j, j)  # syrk.tile:16
+            # syrk.tile:16: syrk(A[j, l], C[j, j])
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[0], (A.tile(j, l, 15), C.tile(j, j, 15)), None, 0, ('L', 'N', -1.0, 1.0), at=(0, l, 0, j, 0))
+                _submit(CALLS[0], (A.tile(j, l, 16), C.tile(j, j, 16)), None, 0, ('L', 'N', -1.0, 1.0), at=(0, l, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 C.bump(j, j)
-            for i in _among(j + 1, C.mt, 1, ((A, PLUS, 0, AT, l), (A, AT, j, AT, l), (C, PLUS, 0, AT, j))):  # syrk.tile:16
-                _r2 = A.rank_of(i, l)  # syrk.tile:17
-                _r3 = C.rank_of(i, j)  # syrk.tile:17
-                # syrk.tile:17: gemm(A[i, l], A[j, l], C[i, j])
-                if _me == _r2 or _me == _r0 or _me == _r3:
-                    _submit(CALLS[1], (A.tile(i, l, 17), A.tile(j, l, 17), C.tile(i, j, 17)), None, 0, ('N', 'T', -1.0, 1.0), at=(0, l, 0, j, 1, i, 0))
+            if j + 1 < C.mt:  # syrk.tile:17
+                _r2 = A.rank_of(j, l)  # syrk.tile:18
+                # syrk.tile:18: gemm(A[j + 1 : A.mt, l], A[j, l], C[j + 1 : C.mt, j])
+                _p0 = A.panel(j + 1, A.mt, l, l + 1, 18)
+                _p2 = C.panel(j + 1, C.mt, j, j + 1, 18)
+                if _me == _r2 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                    _submit(CALLS[1], (_p0, A.tile(j, l, 18), _p2), None, 0, ('N', 'T', -1.0, 1.0), at=(0, l, 0, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    C.bump(i, j)
-        for i in _among(0, A.mt, 1, ((A, PLUS, 0, AT, l),)):  # syrk.tile:20
-            # syrk.tile:20: release A[i, l]
-            _release(A.tile(i, l, 20), at=(0, l, 1, i, 0))
+                    for _tile in _p2:
+                        _tile.matrix.bump(_tile.i, _tile.j)
+        # syrk.tile:21: release A[0 : A.mt, l]
+        for _tile in A.panel(0, A.mt, l, l + 1, 21):
+            _release(_tile, at=(0, l, 1))
 
 
 
@@ -91,9 +93,9 @@ def dataflow(rt, p):
     A = rt.matrix('A')
     C = rt.matrix('C')
     return (
-        Event('C', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=15),  # writes at syrk.tile:15
-        Event('C', (0, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((C.nt, 0, 0, 0),)), Loop(((1, 0, 1, 0),), ((C.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=17),  # writes at syrk.tile:17
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=20),  # release at syrk.tile:20
+        Event('C', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=16),  # writes at syrk.tile:16
+        Event('C', (0, 0, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0), (-1 + (1 + C.mt * -1) * -1 + 1, 0, 0)))), ((1, 0, 1), (C.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=18),  # writes at syrk.tile:18
+        Event('A', (0, 1), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 0), (A.mt, 0)), ((0, 1), (1, 1)), release=True, line=21),  # release at syrk.tile:21
     )
 
 
@@ -103,10 +105,9 @@ def loop_bounds(_bound, p):
     A = _bound.matrix('A')
     C = _bound.matrix('C')
     _t0 = 1
-    l, _t1 = _bound.loop(0, A.nt, _t0, 13)
-    j, _t2 = _bound.loop(0, C.nt, _t1, 14)
-    i, _t3 = _bound.loop(j + 1, C.mt, _t2, 16)
-    i, _t4 = _bound.loop(0, A.mt, _t1, 20)
+    l, _t1 = _bound.loop(0, A.nt, _t0, 14)
+    j, _t2 = _bound.loop(0, C.nt, _t1, 15)
+    _t3 = _bound.when(j + 1 < C.mt, _t2)
 
 
 if __name__ == "__main__":

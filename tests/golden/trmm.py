@@ -7,7 +7,7 @@ Every rank runs the same loop nest and submits only the tasks it takes part in; 
 ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
 when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
 
 PROGRAM = Program(
     name='trmm',
@@ -25,10 +25,10 @@ PROGRAM = Program(
                     options=(('beta', 0.0),)),
     kernel_module=None,
     calls=(
-        Call('trmm', ('in', 'inout'), main=1, line=18,
-             text='trmm(A[i, i], B[i, j]) priority i + 1', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=20,
-             text='gemm(A[i, l], B[l, j], B[i, j], "N", "N", 1.0, 1.0) priority i + 1', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=19,
+             text='gemm(A[l + 1 : A.mt, l], B[l, j], B[l + 1 : B.mt, j], "N", "N", 1.0, 1.0) priority l + 1', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+        Call('trmm', ('in', 'inout'), main=1, line=21,
+             text='trmm(A[l, l], B[l, j]) priority l + 1', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
     ),
 )
 
@@ -61,26 +61,28 @@ def generate(rt, p):
     B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
-    for i in range(A.mt - 1, -1, -1):  # trmm.tile:16
-        _r0 = A.rank_of(i, i)  # trmm.tile:18
-        for j in _among(0, B.nt, 1, ((A, AT, i, AT, i), (B, AT, i, PLUS, 0), (A, AT, i, ANY, 0), (B, ANY, 0, PLUS, 0))):  # trmm.tile:17
-            _r1 = B.rank_of(i, j)  # trmm.tile:18
-            # trmm.tile:18: trmm(A[i, i], B[i, j]) priority i + 1
-            if _me == _r0 or _me == _r1:
-                _submit(CALLS[0], (A.tile(i, i, 18), B.tile(i, j, 18)), None, i + 1, ('L', 'L', 'N', 'N', 1.0), at=(0, -i, 0, j, 0))
-            else:  # not ours: only count the new versions of the tiles it writes
-                B.bump(i, j)
-            for l in _among(i - 1, -1, -1, ((A, AT, i, PLUS, 0), (B, PLUS, 0, AT, j), (B, AT, i, AT, j))):  # trmm.tile:19
-                _r2 = A.rank_of(i, l)  # trmm.tile:20
-                _r3 = B.rank_of(l, j)  # trmm.tile:20
-                # trmm.tile:20: gemm(A[i, l], B[l, j], B[i, j], "N", "N", 1.0, 1.0) priority i + 1
-                if _me == _r2 or _me == _r3 or _me == _r1:
-                    _submit(CALLS[1], (A.tile(i, l, 20), B.tile(l, j, 20), B.tile(i, j, 20)), None, i + 1, ('N', 'N', 1.0, 1.0), at=(0, -i, 0, j, 1, -l, 0))
+    for l in range(A.nt - 1, -1, -1):  # trmm.tile:16
+        _r1 = A.rank_of(l, l)  # trmm.tile:21
+        for j in _among(0, B.nt, 1, ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (B, ANY, 0, PLUS, 0), (A, AT, l, AT, l))):  # trmm.tile:17
+            _r2 = B.rank_of(l, j)  # trmm.tile:21
+            if l + 1 < B.mt:  # trmm.tile:18
+                _r0 = B.rank_of(l, j)  # trmm.tile:19
+                # trmm.tile:19: gemm(A[l + 1 : A.mt, l], B[l, j], B[l + 1 : B.mt, j], "N", "N", 1.0, 1.0) priority l + 1
+                _p0 = A.panel(l + 1, A.mt, l, l + 1, 19)
+                _p2 = B.panel(l + 1, B.mt, j, j + 1, 19)
+                if _me == _r0 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                    _submit(CALLS[0], (_p0, B.tile(l, j, 19), _p2), None, l + 1, ('N', 'N', 1.0, 1.0), at=(0, -l, 0, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    B.bump(i, j)
-        for l in _among(0, i + 1, 1, ((A, AT, i, PLUS, 0),)):  # trmm.tile:23
-            # trmm.tile:23: release A[i, l]
-            _release(A.tile(i, l, 23), at=(0, -i, 1, l, 0))
+                    for _tile in _p2:
+                        _tile.matrix.bump(_tile.i, _tile.j)
+            # trmm.tile:21: trmm(A[l, l], B[l, j]) priority l + 1
+            if _me == _r1 or _me == _r2:
+                _submit(CALLS[1], (A.tile(l, l, 21), B.tile(l, j, 21)), None, l + 1, ('L', 'L', 'N', 'N', 1.0), at=(0, -l, 0, j, 1))
+            else:  # not ours: only count the new versions of the tiles it writes
+                B.bump(l, j)
+        # trmm.tile:23: release A[l : A.mt, l]
+        for _tile in A.panel(l, A.mt, l, l + 1, 23):
+            _release(_tile, at=(0, -l, 1))
 
 
 
@@ -92,9 +94,9 @@ def dataflow(rt, p):
     A = rt.matrix('A')
     B = rt.matrix('B')
     return (
-        Event('B', (0, 0, 0), (Loop((((A.mt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=18),  # writes at trmm.tile:18
-        Event('B', (0, 0, 1, 0), (Loop((((A.mt + -1) * -1, 0, 0, 0),), ((1, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((1, 0, 0, 0),))), ((0, -1, 0, 0), (1, -1, 0, 0)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=20),  # writes at trmm.tile:20
-        Event('A', (0, 1, 0), (Loop((((A.mt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((1, -1, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=23),  # release at trmm.tile:23
+        Event('B', (0, 0, 0), (Loop((((A.nt + -1) * -1, 0, 0), ((-1 + (1 + B.mt * -1) * -1 + 1) * -1 + 1, 0, 0)), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((1, -1, 0), (B.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=19),  # writes at trmm.tile:19
+        Event('B', (0, 0, 1), (Loop((((A.nt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=21),  # writes at trmm.tile:21
+        Event('A', (0, 1), (Loop((((A.nt + -1) * -1, 0),), ((1, 0),)),), ((0, -1), (A.mt, 0)), ((0, -1), (1, -1)), release=True, line=23),  # release at trmm.tile:23
     )
 
 
@@ -105,10 +107,9 @@ def loop_bounds(_bound, p):
     A = _bound.matrix('A')
     B = _bound.matrix('B')
     _t0 = 1
-    i, _t1 = _bound.loop(A.mt - 1, -1, _t0, 16, -1)
+    l, _t1 = _bound.loop(A.nt - 1, -1, _t0, 16, -1)
     j, _t2 = _bound.loop(0, B.nt, _t1, 17)
-    l, _t3 = _bound.loop(i - 1, -1, _t2, 19, -1)
-    l, _t4 = _bound.loop(0, i + 1, _t1, 23)
+    _t3 = _bound.when(l + 1 < B.mt, _t2)
 
 
 if __name__ == "__main__":
