@@ -72,8 +72,8 @@ from .errors import KernelError
 from .panels import Panel, taking_matrices
 from .resources import meminfo
 # The CPU kernels' argument checks, shared so that both raise the same messages.
-from .kernels import (_inner_block, add_absolute_sums, add_to_sum_of_squares, check_number, check_option, gemm_dims, getrf_dims,
-                      laswp_range, merge_sums_of_squares, not_positive_definite, potrf_dims,
+from .kernels import (_inner_block, add_absolute_sums, add_to_sum_of_squares, check_number, check_option, gemm_dims,
+                      getrf_dims, laswp_range, merge_sums_of_squares, not_positive_definite, potrf_dims,
                       qr_apply_dims, rank_k_dims, record_pivots, require_square, require_sums, require_tpmqrt,
                       require_triangle, singular_triangle, symm_dims, triangular_dims)
 

@@ -17,8 +17,9 @@ The runtime calls a kernel with its arguments in declaration order: a tile is a 
 float64 numpy array, a panel (a range of tiles) the matrix of its tiles stacked along
 the range (``CPU_KERNELS`` wrap the functions below with
 :func:`.panels.taking_matrices`; laswp takes a column panel as its list of tiles), an
-``int``/``float``/``char`` value a Python int, float or one-character str. The Python signatures carry the declarations' defaults, which are
-the kernels' original meanings (gemm is C − A·Bᵀ, trsm is B·L⁻ᵀ, ...).
+``int``/``float``/``char`` value a Python int, float or one-character str. The Python
+signatures carry the declarations' defaults, which are the kernels' original meanings
+(gemm is C − A·Bᵀ, trsm is B·L⁻ᵀ, ...).
 
 Every kernel works in place on numpy ``float64`` arrays stored column-major with a
 leading dimension (``a.strides[0] == 8`` and ``a.strides[1] >= 8 * max(1, rows)``),
@@ -557,10 +558,10 @@ def laswp(P: np.ndarray, A, first: int = 0, direction: str = "F") -> None:
     backward for Aᵀ·x = b (Pᵀ·y). ``first`` skips interchanges already applied, when one
     P is applied in parts.
 
-    A tile, or a column panel whose tiles are adjacent in memory (:func:`.panels.stacked`), is swapped
-    where it is (4096×448 with getrf's pivots: 0.4 ms). Other panels' swaps run on a
-    compact copy of the rows they touch: the block of rows first..end−1 (copied by
-    slices) and the rows their partners name elsewhere (gathered), swapped there by
+    A tile, or a column panel whose tiles are adjacent in memory (:func:`.panels.stacked`),
+    is swapped where it is (4096×448 with getrf's pivots: 0.4 ms). Other panels' swaps
+    run on a compact copy of the rows they touch: the block of rows first..end−1 (copied
+    by slices) and the rows their partners name elsewhere (gathered), swapped there by
     DLASWP and written back (2.0 ms for the same panel: numpy's gathers dominate).
     """
     _ld(P, "laswp: P")

@@ -98,7 +98,7 @@ class Call:
     order: str = ""
     panels: tuple[int, ...] = ()
     flops: object = None
-    panel_axes: tuple[int, ...] = ()  # per panel: 0 a column of tiles, 1 a row (for the grid, before any tile)
+    panel_axes: tuple[int, ...] = ()  # per panel: 0 a column of tiles (the default), 1 a row of tiles
     groups: tuple | None = None  # an expanded call: (first tile, tiles, axis) of each argument; None: one tile each
 
     @cached_property
@@ -119,11 +119,10 @@ class Call:
         """A kernel taking its tiles as they come: no value, no panel."""
         return not self.values and self.groups is None
 
-    def expanded(self, lengths: tuple[int, ...], axes: tuple[int, ...] | None = None) -> "Call":
-        """This call for panels of ``lengths`` tiles (one per argument of ``panels``), along
-        ``axes`` (0: a column of tiles, the default; 1: a row), with one mode per tile: what
-        the scheduler and the protocol see."""
-        return _expanded(self, lengths, axes or (0,) * len(lengths))
+    def expanded(self, lengths: tuple[int, ...]) -> "Call":
+        """This call for panels of ``lengths`` tiles (one per argument of ``panels``), with one
+        mode per tile: what the scheduler and the protocol see."""
+        return _expanded(self, lengths)
 
     def arguments(self, arrays: list, values: tuple) -> list:
         """The kernel's arguments in declaration order: a tile's array, a panel's arrays as a
@@ -171,8 +170,8 @@ class Call:
 
 
 @lru_cache(maxsize=4096)
-def _expanded(call: Call, lengths: tuple[int, ...], axes: tuple[int, ...]) -> Call:
-    lengths_of, axis_of = dict(zip(call.panels, lengths)), dict(zip(call.panels, axes))
+def _expanded(call: Call, lengths: tuple[int, ...]) -> Call:
+    lengths_of, axis_of = dict(zip(call.panels, lengths)), dict(zip(call.panels, call.panel_axes))
     modes, groups, main = [], [], None
     for index, mode in enumerate(call.modes):
         count = lengths_of.get(index)
@@ -218,12 +217,11 @@ def flatten(call: Call, tiles: tuple, regions):
     if not call.panels:
         return call, tiles, regions
     lengths = tuple(len(tiles[i]) for i in call.panels)
-    axes = tuple(int(tiles[i][0].j != tiles[i][-1].j) for i in call.panels)  # a column of tiles: 0
     flat = tuple(tile for arg in tiles for tile in (arg if isinstance(arg, tuple) else (arg,)))
     if regions is not None:
         regions = tuple(r for arg, region in zip(tiles, regions)
                         for r in ((None,) * len(arg) if isinstance(arg, tuple) else (region,)))
-    return call.expanded(lengths, axes), flat, regions
+    return call.expanded(lengths), flat, regions
 
 
 @dataclass(frozen=True)

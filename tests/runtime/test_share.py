@@ -20,7 +20,7 @@ from tiledsl.driverload import import_driver
 from tiledsl.runtime.dataflow import Tracker, events_of
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.options import Options
-from tiledsl.runtime.program import WRITE_MODES, flatten
+from tiledsl.runtime.program import flatten
 from tiledsl.runtime.recording import Everyone, survey
 from tiledsl.runtime.share import ANY, AT, DIV, MINUS, PLUS, among, every_value
 
