@@ -7,45 +7,45 @@ Every rank runs the same loop nest and submits only the tasks it takes part in; 
 ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
 when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
 
 PROGRAM = Program(
     name='potri',
     source='programs/potri.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'spd', line=10),
+        MatrixDecl('A', 'spd', line=11),
     ),
     workspaces=(
     ),
     params=(),
-    check=CheckDecl('inverse', ('A', 'A'), line=11,
+    check=CheckDecl('inverse', ('A', 'A'), line=12,
                     qualifiers=(('symmetric',), ('symmetric',))),
     kernel_module=None,
     calls=(
-        Call('potrf', ('inout',), main=0, line=15,
+        Call('potrf', ('inout',), main=0, line=16,
              text='potrf(A[k, k]) priority 6 * (A.nt - k)', values=('uplo',), order='tv'),
-        Call('trsm', ('in', 'inout'), main=1, line=17,
+        Call('trsm', ('in', 'inout'), main=1, line=18,
              text='trsm(A[k, k], A[m, k]) priority 5 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('syrk', ('in', 'inout'), main=1, line=20,
+        Call('syrk', ('in', 'inout'), main=1, line=21,
              text='syrk(A[j, k], A[j, j]) priority 5 * (A.nt - j)', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=22,
-             text='gemm(A[m, k], A[j, k], A[m, j]) priority 4 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
-        Call('trsm', ('in', 'inout'), main=1, line=29,
-             text='trsm(A[k, k], A[m, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=33,
-             text='gemm(A[m, k], A[k, j], A[m, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
-        Call('trsm', ('in', 'inout'), main=1, line=37,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=23,
+             text='gemm(A[j + 1 : A.mt, k], A[j, k], A[j + 1 : A.mt, j]) priority 4 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+        Call('trsm', ('in', 'inout'), main=1, line=30,
+             text='trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv', panels=(1,), panel_axes=(0,)),
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=32,
+             text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+        Call('trsm', ('in', 'inout'), main=1, line=36,
              text='trsm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('trtri', ('inout',), main=0, line=39,
+        Call('trtri', ('inout',), main=0, line=38,
              text='trtri(A[k, k]) priority 2 * (A.nt - k)', values=('uplo', 'diag'), order='tvv'),
-        Call('syrk', ('in', 'inout'), main=1, line=44,
+        Call('syrk', ('in', 'inout'), main=1, line=43,
              text='syrk(A[k, j], A[j, j], "L", "T", 1.0, 1.0) priority A.nt - k', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=46,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=45,
              text='gemm(A[k, m], A[k, j], A[m, j], "T", "N", 1.0, 1.0) priority A.nt - k', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
-        Call('trmm', ('in', 'inout'), main=1, line=50,
+        Call('trmm', ('in', 'inout'), main=1, line=49,
              text='trmm(A[k, k], A[k, j], "L", "L", "T", "N") priority A.nt - k', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('lauum', ('inout',), main=0, line=52,
+        Call('lauum', ('inout',), main=0, line=51,
              text='lauum(A[k, k]) priority A.nt - k', values=('uplo',), order='tv'),
     ),
 )
@@ -74,100 +74,104 @@ def generate(rt, p):
     _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
-    for k in range(0, A.nt):  # potri.tile:14
-        _r0 = A.rank_of(k, k)  # potri.tile:15
-        # potri.tile:15: potrf(A[k, k]) priority 6 * (A.nt - k)
+    for k in range(0, A.nt):  # potri.tile:15
+        _r0 = A.rank_of(k, k)  # potri.tile:16
+        # potri.tile:16: potrf(A[k, k]) priority 6 * (A.nt - k)
         if _me == _r0:
-            _submit(CALLS[0], (A.tile(k, k, 15),), None, 6 * (A.nt - k), ('L',), at=(0, k, 0))
+            _submit(CALLS[0], (A.tile(k, k, 16),), None, 6 * (A.nt - k), ('L',), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # potri.tile:16
-            _r1 = A.rank_of(m, k)  # potri.tile:17
-            # potri.tile:17: trsm(A[k, k], A[m, k]) priority 5 * (A.nt - k)
+        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # potri.tile:17
+            _r1 = A.rank_of(m, k)  # potri.tile:18
+            # potri.tile:18: trsm(A[k, k], A[m, k]) priority 5 * (A.nt - k)
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[1], (A.tile(k, k, 17), A.tile(m, k, 17)), None, 5 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1, m, 0))
+                _submit(CALLS[1], (A.tile(k, k, 18), A.tile(m, k, 18)), None, 5 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1, m, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
-        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # potri.tile:19
-            _r2 = A.rank_of(j, k)  # potri.tile:20
-            _r3 = A.rank_of(j, j)  # potri.tile:20
-            # potri.tile:20: syrk(A[j, k], A[j, j]) priority 5 * (A.nt - j)
+        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # potri.tile:20
+            _r2 = A.rank_of(j, k)  # potri.tile:21
+            _r3 = A.rank_of(j, j)  # potri.tile:21
+            # potri.tile:21: syrk(A[j, k], A[j, j]) priority 5 * (A.nt - j)
             if _me == _r2 or _me == _r3:
-                _submit(CALLS[2], (A.tile(j, k, 20), A.tile(j, j, 20)), None, 5 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
+                _submit(CALLS[2], (A.tile(j, k, 21), A.tile(j, j, 21)), None, 5 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in _among(j + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, j, AT, k), (A, PLUS, 0, AT, j))):  # potri.tile:21
-                _r4 = A.rank_of(m, k)  # potri.tile:22
-                _r5 = A.rank_of(m, j)  # potri.tile:22
-                # potri.tile:22: gemm(A[m, k], A[j, k], A[m, j]) priority 4 * (A.nt - j)
-                if _me == _r4 or _me == _r2 or _me == _r5:
-                    _submit(CALLS[3], (A.tile(m, k, 22), A.tile(j, k, 22), A.tile(m, j, 22)), None, 4 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1, m, 0))
+            if j + 1 < A.mt:  # potri.tile:22
+                _r4 = A.rank_of(j, k)  # potri.tile:23
+                # potri.tile:23: gemm(A[j + 1 : A.mt, k], A[j, k], A[j + 1 : A.mt, j]) priority 4 * (A.nt - j)
+                _p0 = A.panel(j + 1, A.mt, k, k + 1, 23)
+                _p2 = A.panel(j + 1, A.mt, j, j + 1, 23)
+                if _me == _r4 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                    _submit(CALLS[3], (_p0, A.tile(j, k, 23), _p2), None, 4 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    A.bump(m, j)
-    for k in range(0, A.nt):  # potri.tile:27
-        _r6 = A.rank_of(k, k)  # potri.tile:29
-        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # potri.tile:28
-            _r7 = A.rank_of(m, k)  # potri.tile:29
-            # potri.tile:29: trsm(A[k, k], A[m, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
-            if _me == _r6 or _me == _r7:
-                _submit(CALLS[4], (A.tile(k, k, 29), A.tile(m, k, 29)), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(1, k, 0, m, 0))
+                    for _tile in _p2:
+                        _tile.matrix.bump(_tile.i, _tile.j)
+    for k in range(0, A.nt):  # potri.tile:28
+        _r7 = A.rank_of(k, k)  # potri.tile:36
+        if k + 1 < A.mt:  # potri.tile:29
+            _r5 = A.rank_of(k, k)  # potri.tile:30
+            # potri.tile:30: trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
+            _p1 = A.panel(k + 1, A.mt, k, k + 1, 30)
+            if _me == _r5 or takes_part(_p1, _me):
+                _submit(CALLS[4], (A.tile(k, k, 30), _p1), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(1, k, 0))
             else:  # not ours: only count the new versions of the tiles it writes
-                A.bump(m, k)
-        for m in _among(k + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # potri.tile:31
-            _r8 = A.rank_of(m, k)  # potri.tile:33
-            for j in _among(0, k, 1, ((A, AT, m, AT, k), (A, AT, k, PLUS, 0), (A, AT, m, PLUS, 0))):  # potri.tile:32
-                _r9 = A.rank_of(k, j)  # potri.tile:33
-                _r10 = A.rank_of(m, j)  # potri.tile:33
-                # potri.tile:33: gemm(A[m, k], A[k, j], A[m, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
-                if _me == _r8 or _me == _r9 or _me == _r10:
-                    _submit(CALLS[5], (A.tile(m, k, 33), A.tile(k, j, 33), A.tile(m, j, 33)), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(1, k, 1, m, 0, j, 0))
+                for _tile in _p1:
+                    _tile.matrix.bump(_tile.i, _tile.j)
+            for j in _among(0, k, 1, ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:31
+                _r6 = A.rank_of(k, j)  # potri.tile:32
+                # potri.tile:32: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
+                _p0 = A.panel(k + 1, A.mt, k, k + 1, 32)
+                _p2 = A.panel(k + 1, A.mt, j, j + 1, 32)
+                if _me == _r6 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                    _submit(CALLS[5], (_p0, A.tile(k, j, 32), _p2), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(1, k, 1, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    A.bump(m, j)
-        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:36
-            _r11 = A.rank_of(k, j)  # potri.tile:37
-            # potri.tile:37: trsm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
-            if _me == _r6 or _me == _r11:
-                _submit(CALLS[6], (A.tile(k, k, 37), A.tile(k, j, 37)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(1, k, 2, j, 0))
+                    for _tile in _p2:
+                        _tile.matrix.bump(_tile.i, _tile.j)
+        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:35
+            _r8 = A.rank_of(k, j)  # potri.tile:36
+            # potri.tile:36: trsm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
+            if _me == _r7 or _me == _r8:
+                _submit(CALLS[6], (A.tile(k, k, 36), A.tile(k, j, 36)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(1, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        # potri.tile:39: trtri(A[k, k]) priority 2 * (A.nt - k)
-        if _me == _r6:
-            _submit(CALLS[7], (A.tile(k, k, 39),), None, 2 * (A.nt - k), ('L', 'N'), at=(1, k, 3))
+        # potri.tile:38: trtri(A[k, k]) priority 2 * (A.nt - k)
+        if _me == _r7:
+            _submit(CALLS[7], (A.tile(k, k, 38),), None, 2 * (A.nt - k), ('L', 'N'), at=(1, k, 3))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-    for k in range(0, A.nt):  # potri.tile:42
-        _r16 = A.rank_of(k, k)  # potri.tile:50
-        for j in _among(0, k, 1, ((A, AT, k, PLUS, 0), (A, PLUS, 0, PLUS, 0), (A, AT, k, ANY, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:43
-            _r12 = A.rank_of(k, j)  # potri.tile:44
-            _r13 = A.rank_of(j, j)  # potri.tile:44
-            # potri.tile:44: syrk(A[k, j], A[j, j], "L", "T", 1.0, 1.0) priority A.nt - k
-            if _me == _r12 or _me == _r13:
-                _submit(CALLS[8], (A.tile(k, j, 44), A.tile(j, j, 44)), None, A.nt - k, ('L', 'T', 1.0, 1.0), at=(2, k, 0, j, 0))
+    for k in range(0, A.nt):  # potri.tile:41
+        _r13 = A.rank_of(k, k)  # potri.tile:49
+        for j in _among(0, k, 1, ((A, AT, k, PLUS, 0), (A, PLUS, 0, PLUS, 0), (A, AT, k, ANY, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:42
+            _r9 = A.rank_of(k, j)  # potri.tile:43
+            _r10 = A.rank_of(j, j)  # potri.tile:43
+            # potri.tile:43: syrk(A[k, j], A[j, j], "L", "T", 1.0, 1.0) priority A.nt - k
+            if _me == _r9 or _me == _r10:
+                _submit(CALLS[8], (A.tile(k, j, 43), A.tile(j, j, 43)), None, A.nt - k, ('L', 'T', 1.0, 1.0), at=(2, k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in _among(j + 1, k, 1, ((A, AT, k, PLUS, 0), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # potri.tile:45
-                _r14 = A.rank_of(k, m)  # potri.tile:46
-                _r15 = A.rank_of(m, j)  # potri.tile:46
-                # potri.tile:46: gemm(A[k, m], A[k, j], A[m, j], "T", "N", 1.0, 1.0) priority A.nt - k
-                if _me == _r14 or _me == _r12 or _me == _r15:
-                    _submit(CALLS[9], (A.tile(k, m, 46), A.tile(k, j, 46), A.tile(m, j, 46)), None, A.nt - k, ('T', 'N', 1.0, 1.0), at=(2, k, 0, j, 1, m, 0))
+            for m in _among(j + 1, k, 1, ((A, AT, k, PLUS, 0), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # potri.tile:44
+                _r11 = A.rank_of(k, m)  # potri.tile:45
+                _r12 = A.rank_of(m, j)  # potri.tile:45
+                # potri.tile:45: gemm(A[k, m], A[k, j], A[m, j], "T", "N", 1.0, 1.0) priority A.nt - k
+                if _me == _r11 or _me == _r9 or _me == _r12:
+                    _submit(CALLS[9], (A.tile(k, m, 45), A.tile(k, j, 45), A.tile(m, j, 45)), None, A.nt - k, ('T', 'N', 1.0, 1.0), at=(2, k, 0, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:49
-            _r17 = A.rank_of(k, j)  # potri.tile:50
-            # potri.tile:50: trmm(A[k, k], A[k, j], "L", "L", "T", "N") priority A.nt - k
-            if _me == _r16 or _me == _r17:
-                _submit(CALLS[10], (A.tile(k, k, 50), A.tile(k, j, 50)), None, A.nt - k, ('L', 'L', 'T', 'N', 1.0), at=(2, k, 1, j, 0))
+        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:48
+            _r14 = A.rank_of(k, j)  # potri.tile:49
+            # potri.tile:49: trmm(A[k, k], A[k, j], "L", "L", "T", "N") priority A.nt - k
+            if _me == _r13 or _me == _r14:
+                _submit(CALLS[10], (A.tile(k, k, 49), A.tile(k, j, 49)), None, A.nt - k, ('L', 'L', 'T', 'N', 1.0), at=(2, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        # potri.tile:52: lauum(A[k, k]) priority A.nt - k
-        if _me == _r16:
-            _submit(CALLS[11], (A.tile(k, k, 52),), None, A.nt - k, ('L',), at=(2, k, 2))
+        # potri.tile:51: lauum(A[k, k]) priority A.nt - k
+        if _me == _r13:
+            _submit(CALLS[11], (A.tile(k, k, 51),), None, A.nt - k, ('L',), at=(2, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # potri.tile:53
-            # potri.tile:53: release A[k, j]
-            _release(A.tile(k, j, 53), at=(2, k, 3, j, 0))
+        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # potri.tile:52
+            # potri.tile:52: release A[k, j]
+            _release(A.tile(k, j, 52), at=(2, k, 3, j, 0))
 
 
 
@@ -177,19 +181,19 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=15),  # writes at potri.tile:15
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at potri.tile:17
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=20),  # writes at potri.tile:20
-        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 0, 1, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=22),  # writes at potri.tile:22
-        Event('A', (1, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=29),  # writes at potri.tile:29
-        Event('A', (1, 1, 0, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, 1, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=33),  # writes at potri.tile:33
-        Event('A', (1, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=37),  # writes at potri.tile:37
-        Event('A', (1, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=39),  # writes at potri.tile:39
-        Event('A', (2, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=44),  # writes at potri.tile:44
-        Event('A', (2, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, 1, 0, 0),)), Loop(((1, 0, 1, 0),), ((0, 1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=46),  # writes at potri.tile:46
-        Event('A', (2, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=50),  # writes at potri.tile:50
-        Event('A', (2, 2), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=52),  # writes at potri.tile:52
-        Event('A', (2, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((1, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=53),  # release at potri.tile:53
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=16),  # writes at potri.tile:16
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=18),  # writes at potri.tile:18
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=21),  # writes at potri.tile:21
+        Event('A', (0, 2, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0), (-1 + (1 + A.mt * -1) * -1 + 1, 0, 0)))), ((1, 0, 1), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=23),  # writes at potri.tile:23
+        Event('A', (1, 0), (Loop(((0, 0),), ((A.nt, 0), (-1 + (1 + A.mt * -1) * -1 + 1, 0))),), ((1, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=30),  # writes at potri.tile:30
+        Event('A', (1, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (-1 + (1 + A.mt * -1) * -1 + 1, 0, 0))), Loop(((0, 0, 0),), ((0, 1, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=32),  # writes at potri.tile:32
+        Event('A', (1, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=36),  # writes at potri.tile:36
+        Event('A', (1, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=38),  # writes at potri.tile:38
+        Event('A', (2, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=43),  # writes at potri.tile:43
+        Event('A', (2, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, 1, 0, 0),)), Loop(((1, 0, 1, 0),), ((0, 1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=45),  # writes at potri.tile:45
+        Event('A', (2, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=49),  # writes at potri.tile:49
+        Event('A', (2, 2), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=51),  # writes at potri.tile:51
+        Event('A', (2, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((1, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=52),  # release at potri.tile:52
     )
 
 
@@ -198,20 +202,19 @@ def loop_bounds(_bound, p):
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     A = _bound.matrix('A')
     _t0 = 1
-    k, _t1 = _bound.loop(0, A.nt, _t0, 14)
-    m, _t2 = _bound.loop(k + 1, A.mt, _t1, 16)
-    j, _t3 = _bound.loop(k + 1, A.nt, _t1, 19)
-    m, _t4 = _bound.loop(j + 1, A.mt, _t3, 21)
-    k, _t5 = _bound.loop(0, A.nt, _t0, 27)
-    m, _t6 = _bound.loop(k + 1, A.mt, _t5, 28)
-    m, _t7 = _bound.loop(k + 1, A.mt, _t5, 31)
-    j, _t8 = _bound.loop(0, k, _t7, 32)
-    j, _t9 = _bound.loop(0, k, _t5, 36)
-    k, _t10 = _bound.loop(0, A.nt, _t0, 42)
-    j, _t11 = _bound.loop(0, k, _t10, 43)
-    m, _t12 = _bound.loop(j + 1, k, _t11, 45)
-    j, _t13 = _bound.loop(0, k, _t10, 49)
-    j, _t14 = _bound.loop(0, k + 1, _t10, 53)
+    k, _t1 = _bound.loop(0, A.nt, _t0, 15)
+    m, _t2 = _bound.loop(k + 1, A.mt, _t1, 17)
+    j, _t3 = _bound.loop(k + 1, A.nt, _t1, 20)
+    _t4 = _bound.when(j + 1 < A.mt, _t3)
+    k, _t5 = _bound.loop(0, A.nt, _t0, 28)
+    _t6 = _bound.when(k + 1 < A.mt, _t5)
+    j, _t7 = _bound.loop(0, k, _t6, 31)
+    j, _t8 = _bound.loop(0, k, _t5, 35)
+    k, _t9 = _bound.loop(0, A.nt, _t0, 41)
+    j, _t10 = _bound.loop(0, k, _t9, 42)
+    m, _t11 = _bound.loop(j + 1, k, _t10, 44)
+    j, _t12 = _bound.loop(0, k, _t9, 48)
+    j, _t13 = _bound.loop(0, k + 1, _t9, 52)
 
 
 if __name__ == "__main__":
