@@ -1,6 +1,7 @@
 """The library of programs under programs/: each passes its own check and agrees with
-scipy at ragged sizes, on 1 rank, on 1 and 2 emulated GPUs and on 4 ranks (2x2, a
-real ``tiledsl run --np 4`` job), with every output bitwise the same; and the routine
+scipy at ragged sizes, on 1 rank, on 1 and 2 emulated GPUs and on 4 ranks (2x2 and
+the default grid, 1x4 for programs of column tasks: real ``tiledsl run --np 4`` jobs),
+with every output bitwise the same; and the routine
 ``tiledsl bench`` measures each new program against computes the same result.
 
 Sizes are small and ragged (n = 301 on 64-wide tiles, the shapes of the products and
@@ -97,6 +98,7 @@ SHIPPED = {"cholesky": Case({"nb": 64}, {}), "lu": Case({"nb": 64}, {}), "qr": C
            "hetero_cholesky": Case({"B": 160, "b": 48, "s": 3}, {}),
            "hetero_qr": Case({"B": 160, "b": 48, "s": 3}, {})}
 PROGRAMS = {**NEW, **SHIPPED}
+SQUARE_BY_DEFAULT = {"posv", "tsqr"}  # they write no panel: the others' column tasks get a 1x4 grid
 
 
 def test_every_program_is_in_the_library():
@@ -147,12 +149,13 @@ def test_emulated_gpus_give_the_same_bits(compiled, one_rank, program, gpus):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("grid", ["2x2", None])  # None: the default, one process row for column tasks
 @pytest.mark.parametrize("program", list(NEW))
-def test_four_ranks_give_the_same_bits(tmp_path, one_rank, program):
+def test_four_ranks_give_the_same_bits(tmp_path, one_rank, program, grid):
     tiles, sets = NEW[program].tiles, NEW[program].sets
     expected = one_rank(program)[1]
     command = [sys.executable, "-m", "tiledsl.commands.cli", "run", f"programs/{program}.tile", "--np", "4",
-               "--grid", "2x2", "--n", str(N), "--check", "--json", "--watchdog", "60"]
+               *(["--grid", grid] if grid else []), "--n", str(N), "--check", "--json", "--watchdog", "60"]
     command += [word for k, v in tiles.items() for word in (f"--{k}", str(v))]
     command += [word for k, v in sets.items() for word in ("--set", f"{k}={v}")]
     command += [word for name in expected for word in ("--output", f"{name}={tmp_path / name}.npy")]
@@ -160,7 +163,10 @@ def test_four_ranks_give_the_same_bits(tmp_path, one_rank, program):
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["np"] == 4 and summary["passed"], summary["residuals"]
-    assert all(r["messages_sent"] > 0 for r in summary["ranks"])
+    assert summary["grid"] == ([2, 2] if grid or program in SQUARE_BY_DEFAULT else [1, 4])
+    # on 2x2 every rank sends (column tasks gather from the other process row); on 1x4 a rank may own
+    # only tiles that never leave it
+    assert all(r["messages_sent"] > 0 for r in summary["ranks"]) if grid else summary["totals"]["messages_sent"] > 0
     for name, matrix in expected.items():
         assert np.array_equal(np.load(tmp_path / f"{name}.npy"), matrix), name
 
