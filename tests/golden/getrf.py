@@ -124,7 +124,7 @@ def dataflow(rt, p):
         Event('P', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=21),  # writes at getrf.tile:21
         Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=23),  # writes at getrf.tile:23
         Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=24),  # writes at getrf.tile:24
-        Event('A', (0, 1, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0), (-1 + (1 + A.mt * -1) * -1 + 1, 0, 0))), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=26),  # writes at getrf.tile:26
+        Event('A', (0, 1, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0), (A.mt - 1, 0, 0))), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=26),  # writes at getrf.tile:26
         Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=31),  # writes at getrf.tile:31
         Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=34),  # release at getrf.tile:34
         Event('P', (0, 4), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=35),  # release at getrf.tile:35

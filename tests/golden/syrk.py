@@ -94,7 +94,7 @@ def dataflow(rt, p):
     C = rt.matrix('C')
     return (
         Event('C', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=16),  # writes at syrk.tile:16
-        Event('C', (0, 0, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0), (-1 + (1 + C.mt * -1) * -1 + 1, 0, 0)))), ((1, 0, 1), (C.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=18),  # writes at syrk.tile:18
+        Event('C', (0, 0, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0), (C.mt - 1, 0, 0)))), ((1, 0, 1), (C.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=18),  # writes at syrk.tile:18
         Event('A', (0, 1), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 0), (A.mt, 0)), ((0, 1), (1, 1)), release=True, line=21),  # release at syrk.tile:21
     )
 

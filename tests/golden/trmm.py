@@ -94,9 +94,9 @@ def dataflow(rt, p):
     A = rt.matrix('A')
     B = rt.matrix('B')
     return (
-        Event('B', (0, 0, 0), (Loop((((A.nt + -1) * -1, 0, 0), ((-1 + (1 + B.mt * -1) * -1 + 1) * -1 + 1, 0, 0)), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((1, -1, 0), (B.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=19),  # writes at trmm.tile:19
-        Event('B', (0, 0, 1), (Loop((((A.nt + -1) * -1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=21),  # writes at trmm.tile:21
-        Event('A', (0, 1), (Loop((((A.nt + -1) * -1, 0),), ((1, 0),)),), ((0, -1), (A.mt, 0)), ((0, -1), (1, -1)), release=True, line=23),  # release at trmm.tile:23
+        Event('B', (0, 0, 0), (Loop(((-A.nt + 1, 0, 0), (-B.mt + 2, 0, 0)), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((1, -1, 0), (B.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=19),  # writes at trmm.tile:19
+        Event('B', (0, 0, 1), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=21),  # writes at trmm.tile:21
+        Event('A', (0, 1), (Loop(((-A.nt + 1, 0),), ((1, 0),)),), ((0, -1), (A.mt, 0)), ((0, -1), (1, -1)), release=True, line=23),  # release at trmm.tile:23
     )
 
 

@@ -103,8 +103,8 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0), (-1 + (1 + A.mt * -1) * -1 + 1, 0))),), ((1, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=17),  # writes at trtri.tile:17
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (-1 + (1 + A.mt * -1) * -1 + 1, 0, 0))), Loop(((0, 0, 0),), ((0, 1, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=19),  # writes at trtri.tile:19
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0), (A.mt - 1, 0))),), ((1, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=17),  # writes at trtri.tile:17
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0))), Loop(((0, 0, 0),), ((0, 1, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=19),  # writes at trtri.tile:19
         Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=23),  # writes at trtri.tile:23
         Event('A', (0, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=25),  # writes at trtri.tile:25
         Event('A', (0, 4, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((1, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=27),  # release at trtri.tile:27

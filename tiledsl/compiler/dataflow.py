@@ -33,7 +33,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from . import nodes as n
-from .analysis import Checked
+from .analysis import Checked, unparse
 
 ANY, AT, PLUS, MINUS, DIV = "ANY", "AT", "PLUS", "MINUS", "DIV"
 Form = dict  # loop variable -> coefficient, "" -> constant; coefficients are ints or loop-invariant Exprs
@@ -356,25 +356,65 @@ def _scale(form: Form, factor) -> Form:
 
 
 def _plus(a, b):
+    """a + b, loop-invariant values (ints or expressions), folded: ``A.mt - 1``, not
+    ``-1 + (1 + A.mt * -1) * -1``."""
     if isinstance(a, int) and isinstance(b, int):
         return a + b
-    if isinstance(a, int) and a == 0:
-        return b
-    if isinstance(b, int) and b == 0:
-        return a
-    return n.Binary("+", _expr(a), _expr(b), _span_of(a, b))
+    return _rebuild(_combined(_linear(a), _linear(b), 1))
 
 
 def _times(a, b):
     if isinstance(a, int) and isinstance(b, int):
         return a * b
-    if (isinstance(a, int) and a == 0) or (isinstance(b, int) and b == 0):
-        return 0
-    if isinstance(a, int) and a == 1:
-        return b
-    if isinstance(b, int) and b == 1:
-        return a
+    if isinstance(b, int) or isinstance(a, int):
+        factor, value = (b, a) if isinstance(b, int) else (a, b)
+        return _rebuild(_combined(({}, 0), _linear(value), factor))
     return n.Binary("*", _expr(a), _expr(b), _span_of(a, b))
+
+
+def _linear(value) -> tuple[dict, int]:
+    """``value`` as ({text: (term, coefficient)}, constant): a sum of integer multiples of the
+    terms that are not sums, differences or integer multiples themselves."""
+    match value:
+        case int():
+            return {}, value
+        case n.IntLit(value=number):
+            return {}, number
+        case n.Unary(op="-", operand=operand):
+            return _combined(({}, 0), _linear(operand), -1)
+        case n.Binary(op="+" | "-", left=left, right=right):
+            return _combined(_linear(left), _linear(right), 1 if value.op == "+" else -1)
+        case n.Binary(op="*", left=left, right=right) if _integer(left) is not None or _integer(right) is not None:
+            factor, other = (_integer(left), right) if _integer(left) is not None else (_integer(right), left)
+            return _combined(({}, 0), _linear(other), factor)
+    return {unparse(value): (value, 1)}, 0
+
+
+def _combined(a: tuple, b: tuple, factor: int) -> tuple[dict, int]:
+    """a + factor·b over linear values."""
+    terms = dict(a[0])
+    for text, (term, coefficient) in b[0].items():
+        total = terms.get(text, (term, 0))[1] + factor * coefficient
+        terms[text] = (term, total)
+    return {k: v for k, v in terms.items() if v[1] != 0}, a[1] + factor * b[1]
+
+
+def _rebuild(linear: tuple):
+    """An int, or the expression of a linear value: its terms in order, then the constant."""
+    terms, constant = linear
+    out = None
+    for term, coefficient in terms.values():
+        scaled = term if abs(coefficient) == 1 else n.Binary("*", term, n.IntLit(abs(coefficient), term.span),
+                                                                 term.span)
+        if out is None:
+            out = scaled if coefficient > 0 else n.Unary("-", scaled, term.span)
+        else:
+            out = n.Binary("+" if coefficient > 0 else "-", out, scaled, term.span)
+    if out is None:
+        return constant
+    if constant:
+        out = n.Binary("+" if constant > 0 else "-", out, n.IntLit(abs(constant), out.span), out.span)
+    return out
 
 
 def _expr(value):
