@@ -82,15 +82,14 @@ class Survey:
         return self.matrices[name]
 
     def submit(self, call, tiles, regions, priority, values=(), at=None):
-        panels = [tiles[i] for i in call.panels] if call.panels else ()
+        columns = [tiles[i] for i, axis in zip(call.panels, call.panel_axes) if axis == 0]
         call, tiles, regions = flatten(call, tiles, regions)
         mine = any(tile.rank == self.me for tile in tiles)
         if mine:
             self.count += 1
             self.needed.update(tiles)
-            if panels and call.kernel in CPU_KERNELS:
-                self.column_panels.update(panel[0].matrix.name for panel in panels
-                                          if len(panel) > 1 and panel[0].j == panel[1].j)
+            if call.kernel in CPU_KERNELS:
+                self.column_panels.update(panel[0].matrix.name for panel in columns if len(panel) > 1)
         if self.sequence is not None:
             self.sequence.add(call, tiles, mine)
         self.foreign += 0 if mine else len(call.writes)

@@ -138,18 +138,24 @@ def _grids_giving_every_rank_tiles(matrices, ranks: int) -> list:
 
 def every_rank_has_tiles(program, matrices: dict, ranks: int) -> bool:
     """Whether every rank owns a tile of some matrix of the program."""
+    return len(_owners(program, matrices, ranks)) == ranks
+
+
+def _owners(program, matrices: dict, ranks: int) -> set:
+    """The ranks owning a tile of some matrix of the program (all of them on one rank or
+    without matrices: nothing to check)."""
     if ranks == 1 or not program.matrices:
-        return True
-    declared = [matrices[decl.name] for decl in program.matrices]
-    return len(_ranks_with_tiles([(m.distribution, m.mt, m.nt) for m in declared], ranks)) == ranks
+        return set(range(ranks))
+    return _ranks_with_tiles([(matrices[d.name].distribution, matrices[d.name].mt, matrices[d.name].nt)
+                              for d in program.matrices], ranks)
 
 
 def check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
     """Refuse a run where some rank owns no tile of any matrix (it would have nothing to do),
     suggesting the grids that would give every rank tiles."""
-    if not every_rank_has_tiles(program, matrices, ranks):
+    owners = _owners(program, matrices, ranks)
+    if len(owners) < ranks:
         declared = [matrices[decl.name] for decl in program.matrices]
-        owners = _ranks_with_tiles([(m.distribution, m.mt, m.nt) for m in declared], ranks)
         name, largest = max(((decl.name, matrices[decl.name]) for decl in program.matrices),
                             key=lambda item: item[1].mt * item[1].nt)
         grids = _grids_giving_every_rank_tiles(declared, ranks)

@@ -42,7 +42,6 @@ from .geometry import Geometry
 from .matrix import TiledMatrix
 from .operands import (Operand, View, materialize, meets, original_block, part_of, set_diagonal, triangle, unit_block,
                        view_of)
-from .panels import Panel
 from .program import Call
 from .recording import record
 from .world import UsageError
@@ -559,24 +558,19 @@ def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
 def _apply_panel_reflectors(stream, call, tiles, x: TiledMatrix) -> None:
     """X = Q·X for the reflectors of a geqrt or tpqrt call given panels (whole tiles): gemqrt
     or tpmqrt of the panels' matrices on X's rows that V's (and R's) tiles cover."""
-    arguments = _tile_arguments(call, tiles)
+    arguments = [(tiles[first:first + (count or 1)], axis) for first, count, axis in call.groups]
     (v, v_axis), (t, t_axis) = arguments[-2:]
     covered = [_rows_covered(v, v_axis)]
     if call.kernel == "tpqrt":
         covered.insert(0, _rows_covered(*arguments[0]))
+    apply = "gemqrt" if call.kernel == "geqrt" else "tpmqrt"
     first_column = x.geometry.col_starts[v[0].j]
     for j in range(x.nt):
         if x.geometry.col_starts[j + 1] > first_column:
             parts = [[x.tile(i, j) for i in rows] for rows in covered]
-            shape = [(len(v), v_axis, False), (len(t), t_axis, False)] + [(len(p), 0, True) for p in parts]
-            apply = "gemqrt" if call.kernel == "geqrt" else "tpmqrt"
-            stream.task(f"check_{apply}", ("in",) * (len(v) + len(t)) + ("inout",) * sum(map(len, parts)),
-                        (*v, *t, *(tile for part in parts for tile in part)), _on_panels(apply, shape, "L", "N"))
-
-
-def _tile_arguments(call, tiles) -> list:
-    """Each tile argument of an expanded call: (its tiles, the axis they stack along)."""
-    return [(tiles[first:first + (count or 1)], axis) for first, count, axis in call.groups]
+            given = [(v, v_axis, "in"), (t, t_axis, "in")] + [(part, 0, "inout") for part in parts]
+            stream.task(f"check_{apply}", tuple(mode for group, _, mode in given for _ in group),
+                        tuple(tile for group, _, _ in given for tile in group), _on_panels(apply, given))
 
 
 def _rows_covered(tiles, axis: int) -> list[int]:
@@ -584,16 +578,19 @@ def _rows_covered(tiles, axis: int) -> list[int]:
     return [tile.i for tile in tiles] if axis == 0 else [tiles[0].i]
 
 
-def _on_panels(kernel: str, shape: list, *values):
-    """A check kernel calling built-in ``kernel`` with each argument's arrays as the runtime
-    passes them: a tile, or a :class:`.panels.Panel` (``shape``: (count, axis, written) each)."""
+def _on_panels(kernel: str, given: list):
+    """A check kernel calling built-in ``kernel`` (from the left, Q not transposed) on the
+    ``given`` (tiles, axis, mode) arguments as a run passes them (:meth:`.Call.arguments`:
+    a tile, or a panel)."""
+    groups, first = [], 0
+    for group, axis, _ in given:
+        groups.append((first, len(group) if len(group) > 1 else None, axis))
+        first += len(group)
+    modes = tuple(mode for group, _, mode in given for _ in group)
+    call = Call(kernel, modes, main=modes.index("inout"), line=0, text=kernel, groups=tuple(groups))
+
     def run(*arrays):
-        arguments, at = [], 0
-        for count, axis, written in shape:
-            part = list(arrays[at:at + count])
-            arguments.append(Panel(part, axis, written) if count > 1 else part[0])
-            at += count
-        kernels.CPU_KERNELS[kernel](*arguments, *values)
+        kernels.CPU_KERNELS[kernel](*call.arguments(list(arrays), ()), "L", "N")
     return run
 
 

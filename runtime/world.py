@@ -138,11 +138,11 @@ def _start_up_watch(limit: float | None):
         os.waitpid(watcher, 0)
 
 
-def grid_for(text: str | None, ranks: int, program=None) -> tuple[int, int]:
+def grid_for(text: str | None, ranks: int, program) -> tuple[int, int]:
     """The process grid: ``--grid PxQ`` if given (it must use every rank), else
-    :func:`preferred_grid` for ``program``, or the squarest."""
+    :func:`preferred_grid` for ``program``."""
     if text is None:
-        return squarest_grid(ranks) if program is None else preferred_grid(program, ranks)
+        return preferred_grid(program, ranks)
     try:
         pr, pc = parse_grid(text)
     except ValueError as error:
