@@ -299,6 +299,7 @@ def test_getrf_nopiv_subnormal_pivot_does_not_overflow():
 @pytest.mark.parametrize("k,n", RAGGED)
 def test_trsm_l(rng, layout, k, n):
     lu = well_conditioned_square(rng, k, rows=k + 2)
+    lu[np.tril_indices(k, -1)] /= 2 * k  # dominant over the unit diagonal too
     lu[np.diag_indices(k)] = np.nan  # the unit diagonal is implicit
     b = random(rng, k, n)
     tile = Placed(b, layout, rng)
@@ -541,12 +542,15 @@ def triangle(a, uplo, diag):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("kernel", ["trsm", "trmm"])
 @pytest.mark.parametrize("side,uplo,transa,diag", list(itertools.product("LR", "LU", NT, "NU")))
-@pytest.mark.parametrize("m,n", [(7, 3), (3, 7), (0, 3)])
+# orders above 48 take trsm's recursive split, three levels deep at 130
+@pytest.mark.parametrize("m,n", [(7, 3), (3, 7), (0, 3), (130, 9), (9, 130)])
 def test_triangular_options(rng, layout, kernel, side, uplo, transa, diag, m, n):
     order = m if side == "L" else n
-    a = other_triangle_nan(well_conditioned_square(rng, order, rows=order + 3), uplo)
+    a = well_conditioned_square(rng, order, rows=order + 3)
     if diag == "U":
+        a[:order][~np.eye(order, dtype=bool)] /= 2 * order  # dominant over the unit diagonal too
         a[np.diag_indices(order)] = np.nan  # the unit diagonal is implicit
+    a = other_triangle_nan(a, uplo)
     b = random(rng, m, n)
     tile_b = Placed(b, layout, rng)
     CPU_KERNELS[kernel](np.asfortranarray(a), tile_b.view, side, uplo, transa, diag, -2.0)
@@ -598,7 +602,7 @@ def test_potrf_upper(rng, layout, n):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("uplo,diag", list(itertools.product("LU", "NU")))
-@pytest.mark.parametrize("n", [1, 6, 50, 0])
+@pytest.mark.parametrize("n", [1, 6, 50, 0, 230])  # 230: three levels of the recursive split
 def test_trtri(rng, layout, uplo, diag, n):
     a = other_triangle_nan(random(rng, n, n) / max(n, 1) + 2 * np.eye(n), uplo)  # well conditioned, unit or not
     tile = Placed(a, layout, rng)
@@ -614,6 +618,10 @@ def test_trtri_of_a_singular_triangle_names_the_zero():
     with pytest.raises(KernelError, match=r"trtri: the triangle is singular \(A\[2, 2\] is exactly 0\)"):
         trtri(a)
     trtri(a, "L", "U")  # its unit diagonal is not read
+    large = np.asfortranarray(np.eye(200))
+    large[150, 150] = 0.0
+    with pytest.raises(KernelError, match=r"A\[150, 150\] is exactly 0"):
+        trtri(large, "U")
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
