@@ -489,7 +489,7 @@ def potrf(A: np.ndarray, uplo: str = "L") -> None:
 def trtri(A: np.ndarray, uplo: str = "L", diag: str = "N") -> None:
     """A (n×n) <- the inverse of its ``uplo`` triangle, in place (unit diagonal, not read, if
     ``diag`` is 'U'); the other strict triangle is untouched. KernelError on an exactly zero diagonal."""
-    lda = _ld(A, "trtri: A", writable=True)
+    _ld(A, "trtri: A", writable=True)  # a column-major, writable tile, or ValueError
     check_option("trtri", "uplo", uplo, "LU")
     check_option("trtri", "diag", diag, "NU")
     n = require_square("trtri", A)
