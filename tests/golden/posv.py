@@ -7,38 +7,38 @@ Every rank runs the same loop nest and submits only the tasks it takes part in; 
 ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
 when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
 
 PROGRAM = Program(
     name='posv',
     source='programs/posv.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'spd', line=10),
-        MatrixDecl('B', 'general', line=11),
+        MatrixDecl('A', 'spd', line=15),
+        MatrixDecl('B', 'general', line=16),
     ),
     workspaces=(
     ),
     params=('nrhs', ),
-    check=CheckDecl('solve', ('A', 'B', 'B'), line=12,
+    check=CheckDecl('solve', ('A', 'B', 'B'), line=17,
                     qualifiers=(('symmetric',), (), ())),
     kernel_module=None,
     calls=(
-        Call('potrf', ('inout',), main=0, line=15,
+        Call('potrf', ('inout',), main=0, line=20,
              text='potrf(A[k, k]) priority 3 * (A.nt - k)', values=('uplo',), order='tv'),
-        Call('trsm', ('in', 'inout'), main=1, line=17,
-             text='trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('syrk', ('in', 'inout'), main=1, line=20,
+        Call('trsm', ('in', 'inout'), main=1, line=22,
+             text='trsm(A[k, k], A[k + 1 : A.mt, k]) priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv', panels=(1,), panel_axes=(0,)),
+        Call('syrk', ('in', 'inout'), main=1, line=25,
              text='syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=22,
-             text='gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
-        Call('trsm', ('in', 'inout'), main=1, line=27,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=27,
+             text='gemm(A[j + 1 : A.mt, k], A[j, k], A[j + 1 : A.mt, j]) priority A.nt - j', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+        Call('trsm', ('in', 'inout'), main=1, line=32,
              text='trsm(A[k, k], B[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=29,
-             text='gemm(A[m, k], B[k, j], B[m, j], "N", "N") priority A.nt - k', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
-        Call('trsm', ('in', 'inout'), main=1, line=36,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=34,
+             text='gemm(A[k + 1 : A.mt, k], B[k, j], B[k + 1 : B.mt, j], "N", "N") priority A.nt - k', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+        Call('trsm', ('in', 'inout'), main=1, line=41,
              text='trsm(A[k, k], B[k, j], "L", "L", "T", "N") priority k + 1', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=38,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=43,
              text='gemm(A[k, i], B[k, j], B[i, j], "T", "N") priority k', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
     ),
 )
@@ -72,71 +72,77 @@ def generate(rt, p):
     B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
-    for k in range(0, A.nt):  # posv.tile:14
-        _r0 = A.rank_of(k, k)  # posv.tile:15
-        # posv.tile:15: potrf(A[k, k]) priority 3 * (A.nt - k)
+    for k in range(0, A.nt):  # posv.tile:19
+        _r0 = A.rank_of(k, k)  # posv.tile:20
+        # posv.tile:20: potrf(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r0:
-            _submit(CALLS[0], (A.tile(k, k, 15),), None, 3 * (A.nt - k), ('L',), at=(0, k, 0))
+            _submit(CALLS[0], (A.tile(k, k, 20),), None, 3 * (A.nt - k), ('L',), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # posv.tile:16
-            _r1 = A.rank_of(m, k)  # posv.tile:17
-            # posv.tile:17: trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)
-            if _me == _r0 or _me == _r1:
-                _submit(CALLS[1], (A.tile(k, k, 17), A.tile(m, k, 17)), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1, m, 0))
+        if k + 1 < A.mt:  # posv.tile:21
+            _r1 = A.rank_of(k, k)  # posv.tile:22
+            # posv.tile:22: trsm(A[k, k], A[k + 1 : A.mt, k]) priority 2 * (A.nt - k)
+            _p1 = A.panel(k + 1, A.mt, k, k + 1, 22)
+            if _me == _r1 or takes_part(_p1, _me):
+                _submit(CALLS[1], (A.tile(k, k, 22), _p1), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1))
             else:  # not ours: only count the new versions of the tiles it writes
-                A.bump(m, k)
-        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # posv.tile:19
-            _r2 = A.rank_of(j, k)  # posv.tile:20
-            _r3 = A.rank_of(j, j)  # posv.tile:20
-            # posv.tile:20: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
+                for _tile in _p1:
+                    _tile.matrix.bump(_tile.i, _tile.j)
+        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # posv.tile:24
+            _r2 = A.rank_of(j, k)  # posv.tile:25
+            _r3 = A.rank_of(j, j)  # posv.tile:25
+            # posv.tile:25: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
             if _me == _r2 or _me == _r3:
-                _submit(CALLS[2], (A.tile(j, k, 20), A.tile(j, j, 20)), None, 2 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
+                _submit(CALLS[2], (A.tile(j, k, 25), A.tile(j, j, 25)), None, 2 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in _among(j + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, j, AT, k), (A, PLUS, 0, AT, j))):  # posv.tile:21
-                _r4 = A.rank_of(m, k)  # posv.tile:22
-                _r5 = A.rank_of(m, j)  # posv.tile:22
-                # posv.tile:22: gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j
-                if _me == _r4 or _me == _r2 or _me == _r5:
-                    _submit(CALLS[3], (A.tile(m, k, 22), A.tile(j, k, 22), A.tile(m, j, 22)), None, A.nt - j, ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1, m, 0))
+            if j + 1 < A.mt:  # posv.tile:26
+                _r4 = A.rank_of(j, k)  # posv.tile:27
+                # posv.tile:27: gemm(A[j + 1 : A.mt, k], A[j, k], A[j + 1 : A.mt, j]) priority A.nt - j
+                _p0 = A.panel(j + 1, A.mt, k, k + 1, 27)
+                _p2 = A.panel(j + 1, A.mt, j, j + 1, 27)
+                if _me == _r4 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                    _submit(CALLS[3], (_p0, A.tile(j, k, 27), _p2), None, A.nt - j, ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    A.bump(m, j)
-        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # posv.tile:26
-            _r6 = B.rank_of(k, j)  # posv.tile:27
-            # posv.tile:27: trsm(A[k, k], B[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
-            if _me == _r0 or _me == _r6:
-                _submit(CALLS[4], (A.tile(k, k, 27), B.tile(k, j, 27)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(0, k, 3, j, 0))
+                    for _tile in _p2:
+                        _tile.matrix.bump(_tile.i, _tile.j)
+        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # posv.tile:31
+            _r5 = B.rank_of(k, j)  # posv.tile:32
+            # posv.tile:32: trsm(A[k, k], B[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
+            if _me == _r0 or _me == _r5:
+                _submit(CALLS[4], (A.tile(k, k, 32), B.tile(k, j, 32)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(0, k, 3, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for m in _among(k + 1, B.mt, 1, ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # posv.tile:28
-                _r7 = A.rank_of(m, k)  # posv.tile:29
-                _r8 = B.rank_of(m, j)  # posv.tile:29
-                # posv.tile:29: gemm(A[m, k], B[k, j], B[m, j], "N", "N") priority A.nt - k
-                if _me == _r7 or _me == _r6 or _me == _r8:
-                    _submit(CALLS[5], (A.tile(m, k, 29), B.tile(k, j, 29), B.tile(m, j, 29)), None, A.nt - k, ('N', 'N', -1.0, 1.0), at=(0, k, 3, j, 1, m, 0))
+            if k + 1 < B.mt:  # posv.tile:33
+                _r6 = B.rank_of(k, j)  # posv.tile:34
+                # posv.tile:34: gemm(A[k + 1 : A.mt, k], B[k, j], B[k + 1 : B.mt, j], "N", "N") priority A.nt - k
+                _p0 = A.panel(k + 1, A.mt, k, k + 1, 34)
+                _p2 = B.panel(k + 1, B.mt, j, j + 1, 34)
+                if _me == _r6 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                    _submit(CALLS[5], (_p0, B.tile(k, j, 34), _p2), None, A.nt - k, ('N', 'N', -1.0, 1.0), at=(0, k, 3, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    B.bump(m, j)
-    for k in range(A.nt - 1, -1, -1):  # posv.tile:34
-        _r9 = A.rank_of(k, k)  # posv.tile:36
-        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, AT, k, ANY, 0), (B, ANY, 0, PLUS, 0))):  # posv.tile:35
-            _r10 = B.rank_of(k, j)  # posv.tile:36
-            # posv.tile:36: trsm(A[k, k], B[k, j], "L", "L", "T", "N") priority k + 1
-            if _me == _r9 or _me == _r10:
-                _submit(CALLS[6], (A.tile(k, k, 36), B.tile(k, j, 36)), None, k + 1, ('L', 'L', 'T', 'N', 1.0), at=(1, -k, 0, j, 0))
+                    for _tile in _p2:
+                        _tile.matrix.bump(_tile.i, _tile.j)
+    for k in range(A.nt - 1, -1, -1):  # posv.tile:39
+        _r7 = A.rank_of(k, k)  # posv.tile:41
+        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, AT, k, ANY, 0), (B, ANY, 0, PLUS, 0))):  # posv.tile:40
+            _r8 = B.rank_of(k, j)  # posv.tile:41
+            # posv.tile:41: trsm(A[k, k], B[k, j], "L", "L", "T", "N") priority k + 1
+            if _me == _r7 or _me == _r8:
+                _submit(CALLS[6], (A.tile(k, k, 41), B.tile(k, j, 41)), None, k + 1, ('L', 'L', 'T', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in _among(0, k, 1, ((A, AT, k, PLUS, 0), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # posv.tile:37
-                _r11 = A.rank_of(k, i)  # posv.tile:38
-                _r12 = B.rank_of(i, j)  # posv.tile:38
-                # posv.tile:38: gemm(A[k, i], B[k, j], B[i, j], "T", "N") priority k
-                if _me == _r11 or _me == _r10 or _me == _r12:
-                    _submit(CALLS[7], (A.tile(k, i, 38), B.tile(k, j, 38), B.tile(i, j, 38)), None, k, ('T', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1, i, 0))
+            for i in _among(0, k, 1, ((A, AT, k, PLUS, 0), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # posv.tile:42
+                _r9 = A.rank_of(k, i)  # posv.tile:43
+                _r10 = B.rank_of(i, j)  # posv.tile:43
+                # posv.tile:43: gemm(A[k, i], B[k, j], B[i, j], "T", "N") priority k
+                if _me == _r9 or _me == _r8 or _me == _r10:
+                    _submit(CALLS[7], (A.tile(k, i, 43), B.tile(k, j, 43), B.tile(i, j, 43)), None, k, ('T', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(i, j)
-        for i in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # posv.tile:41
-            # posv.tile:41: release A[k, i]
-            _release(A.tile(k, i, 41), at=(1, -k, 1, i, 0))
+        for i in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # posv.tile:46
+            # posv.tile:46: release A[k, i]
+            _release(A.tile(k, i, 46), at=(1, -k, 1, i, 0))
 
 
 
@@ -148,15 +154,15 @@ def dataflow(rt, p):
     A = rt.matrix('A')
     B = rt.matrix('B')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=15),  # writes at posv.tile:15
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at posv.tile:17
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=20),  # writes at posv.tile:20
-        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 0, 1, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=22),  # writes at posv.tile:22
-        Event('B', (0, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=27),  # writes at posv.tile:27
-        Event('B', (0, 3, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((B.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=29),  # writes at posv.tile:29
-        Event('B', (1, 0, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=36),  # writes at posv.tile:36
-        Event('B', (1, 0, 1, 0), (Loop(((-A.nt + 1, 0, 0, 0),), ((1, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, -1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=38),  # writes at posv.tile:38
-        Event('A', (1, 1, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((1, -1, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=41),  # release at posv.tile:41
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=20),  # writes at posv.tile:20
+        Event('A', (0, 1), (Loop(((0, 0),), ((A.nt, 0), (A.mt - 1, 0))),), ((1, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=22),  # writes at posv.tile:22
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=25),  # writes at posv.tile:25
+        Event('A', (0, 2, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0)))), ((1, 0, 1), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=27),  # writes at posv.tile:27
+        Event('B', (0, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=32),  # writes at posv.tile:32
+        Event('B', (0, 3, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (B.mt - 1, 0, 0))), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((1, 1, 0), (B.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=34),  # writes at posv.tile:34
+        Event('B', (1, 0, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=41),  # writes at posv.tile:41
+        Event('B', (1, 0, 1, 0), (Loop(((-A.nt + 1, 0, 0, 0),), ((1, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, -1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=43),  # writes at posv.tile:43
+        Event('A', (1, 1, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((1, -1, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=46),  # release at posv.tile:46
     )
 
 
@@ -167,16 +173,16 @@ def loop_bounds(_bound, p):
     A = _bound.matrix('A')
     B = _bound.matrix('B')
     _t0 = 1
-    k, _t1 = _bound.loop(0, A.nt, _t0, 14)
-    m, _t2 = _bound.loop(k + 1, A.mt, _t1, 16)
-    j, _t3 = _bound.loop(k + 1, A.nt, _t1, 19)
-    m, _t4 = _bound.loop(j + 1, A.mt, _t3, 21)
-    j, _t5 = _bound.loop(0, B.nt, _t1, 26)
-    m, _t6 = _bound.loop(k + 1, B.mt, _t5, 28)
-    k, _t7 = _bound.loop(A.nt - 1, -1, _t0, 34, -1)
-    j, _t8 = _bound.loop(0, B.nt, _t7, 35)
-    i, _t9 = _bound.loop(0, k, _t8, 37)
-    i, _t10 = _bound.loop(0, k + 1, _t7, 41)
+    k, _t1 = _bound.loop(0, A.nt, _t0, 19)
+    _t2 = _bound.when(k + 1 < A.mt, _t1)
+    j, _t3 = _bound.loop(k + 1, A.nt, _t1, 24)
+    _t4 = _bound.when(j + 1 < A.mt, _t3)
+    j, _t5 = _bound.loop(0, B.nt, _t1, 31)
+    _t6 = _bound.when(k + 1 < B.mt, _t5)
+    k, _t7 = _bound.loop(A.nt - 1, -1, _t0, 39, -1)
+    j, _t8 = _bound.loop(0, B.nt, _t7, 40)
+    i, _t9 = _bound.loop(0, k, _t8, 42)
+    i, _t10 = _bound.loop(0, k + 1, _t7, 46)
 
 
 if __name__ == "__main__":

@@ -14,38 +14,38 @@ PROGRAM = Program(
     source='programs/potri.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'spd', line=11),
+        MatrixDecl('A', 'spd', line=13),
     ),
     workspaces=(
     ),
     params=(),
-    check=CheckDecl('inverse', ('A', 'A'), line=12,
+    check=CheckDecl('inverse', ('A', 'A'), line=14,
                     qualifiers=(('symmetric',), ('symmetric',))),
     kernel_module=None,
     calls=(
-        Call('potrf', ('inout',), main=0, line=16,
+        Call('potrf', ('inout',), main=0, line=18,
              text='potrf(A[k, k]) priority 6 * (A.nt - k)', values=('uplo',), order='tv'),
-        Call('trsm', ('in', 'inout'), main=1, line=18,
-             text='trsm(A[k, k], A[m, k]) priority 5 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('syrk', ('in', 'inout'), main=1, line=21,
+        Call('trsm', ('in', 'inout'), main=1, line=20,
+             text='trsm(A[k, k], A[k + 1 : A.mt, k]) priority 5 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv', panels=(1,), panel_axes=(0,)),
+        Call('syrk', ('in', 'inout'), main=1, line=23,
              text='syrk(A[j, k], A[j, j]) priority 5 * (A.nt - j)', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=23,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=25,
              text='gemm(A[j + 1 : A.mt, k], A[j, k], A[j + 1 : A.mt, j]) priority 4 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
-        Call('trsm', ('in', 'inout'), main=1, line=30,
+        Call('trsm', ('in', 'inout'), main=1, line=32,
              text='trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv', panels=(1,), panel_axes=(0,)),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=32,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=34,
              text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
-        Call('trsm', ('in', 'inout'), main=1, line=36,
-             text='trsm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('trtri', ('inout',), main=0, line=38,
-             text='trtri(A[k, k]) priority 2 * (A.nt - k)', values=('uplo', 'diag'), order='tvv'),
-        Call('syrk', ('in', 'inout'), main=1, line=43,
+        Call('trtri', ('inout',), main=0, line=37,
+             text='trtri(A[k, k]) priority 3 * (A.nt - k)', values=('uplo', 'diag'), order='tvv'),
+        Call('trmm', ('in', 'inout'), main=1, line=39,
+             text='trmm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
+        Call('syrk', ('in', 'inout'), main=1, line=45,
              text='syrk(A[k, j], A[j, j], "L", "T", 1.0, 1.0) priority A.nt - k', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=45,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=47,
              text='gemm(A[k, m], A[k, j], A[m, j], "T", "N", 1.0, 1.0) priority A.nt - k', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
-        Call('trmm', ('in', 'inout'), main=1, line=49,
+        Call('trmm', ('in', 'inout'), main=1, line=51,
              text='trmm(A[k, k], A[k, j], "L", "L", "T", "N") priority A.nt - k', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('lauum', ('inout',), main=0, line=51,
+        Call('lauum', ('inout',), main=0, line=53,
              text='lauum(A[k, k]) priority A.nt - k', values=('uplo',), order='tv'),
     ),
 )
@@ -74,104 +74,106 @@ def generate(rt, p):
     _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
-    for k in range(0, A.nt):  # potri.tile:15
-        _r0 = A.rank_of(k, k)  # potri.tile:16
-        # potri.tile:16: potrf(A[k, k]) priority 6 * (A.nt - k)
+    for k in range(0, A.nt):  # potri.tile:17
+        _r0 = A.rank_of(k, k)  # potri.tile:18
+        # potri.tile:18: potrf(A[k, k]) priority 6 * (A.nt - k)
         if _me == _r0:
-            _submit(CALLS[0], (A.tile(k, k, 16),), None, 6 * (A.nt - k), ('L',), at=(0, k, 0))
+            _submit(CALLS[0], (A.tile(k, k, 18),), None, 6 * (A.nt - k), ('L',), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # potri.tile:17
-            _r1 = A.rank_of(m, k)  # potri.tile:18
-            # potri.tile:18: trsm(A[k, k], A[m, k]) priority 5 * (A.nt - k)
-            if _me == _r0 or _me == _r1:
-                _submit(CALLS[1], (A.tile(k, k, 18), A.tile(m, k, 18)), None, 5 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1, m, 0))
-            else:  # not ours: only count the new versions of the tiles it writes
-                A.bump(m, k)
-        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # potri.tile:20
-            _r2 = A.rank_of(j, k)  # potri.tile:21
-            _r3 = A.rank_of(j, j)  # potri.tile:21
-            # potri.tile:21: syrk(A[j, k], A[j, j]) priority 5 * (A.nt - j)
-            if _me == _r2 or _me == _r3:
-                _submit(CALLS[2], (A.tile(j, k, 21), A.tile(j, j, 21)), None, 5 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
-            else:  # not ours: only count the new versions of the tiles it writes
-                A.bump(j, j)
-            if j + 1 < A.mt:  # potri.tile:22
-                _r4 = A.rank_of(j, k)  # potri.tile:23
-                # potri.tile:23: gemm(A[j + 1 : A.mt, k], A[j, k], A[j + 1 : A.mt, j]) priority 4 * (A.nt - j)
-                _p0 = A.panel(j + 1, A.mt, k, k + 1, 23)
-                _p2 = A.panel(j + 1, A.mt, j, j + 1, 23)
-                if _me == _r4 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                    _submit(CALLS[3], (_p0, A.tile(j, k, 23), _p2), None, 4 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1))
-                else:  # not ours: only count the new versions of the tiles it writes
-                    for _tile in _p2:
-                        _tile.matrix.bump(_tile.i, _tile.j)
-    for k in range(0, A.nt):  # potri.tile:28
-        _r7 = A.rank_of(k, k)  # potri.tile:36
-        if k + 1 < A.mt:  # potri.tile:29
-            _r5 = A.rank_of(k, k)  # potri.tile:30
-            # potri.tile:30: trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
-            _p1 = A.panel(k + 1, A.mt, k, k + 1, 30)
-            if _me == _r5 or takes_part(_p1, _me):
-                _submit(CALLS[4], (A.tile(k, k, 30), _p1), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(1, k, 0))
+        if k + 1 < A.mt:  # potri.tile:19
+            _r1 = A.rank_of(k, k)  # potri.tile:20
+            # potri.tile:20: trsm(A[k, k], A[k + 1 : A.mt, k]) priority 5 * (A.nt - k)
+            _p1 = A.panel(k + 1, A.mt, k, k + 1, 20)
+            if _me == _r1 or takes_part(_p1, _me):
+                _submit(CALLS[1], (A.tile(k, k, 20), _p1), None, 5 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            for j in _among(0, k, 1, ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:31
-                _r6 = A.rank_of(k, j)  # potri.tile:32
-                # potri.tile:32: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 32)
-                _p2 = A.panel(k + 1, A.mt, j, j + 1, 32)
-                if _me == _r6 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                    _submit(CALLS[5], (_p0, A.tile(k, j, 32), _p2), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(1, k, 1, j, 0))
+        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # potri.tile:22
+            _r2 = A.rank_of(j, k)  # potri.tile:23
+            _r3 = A.rank_of(j, j)  # potri.tile:23
+            # potri.tile:23: syrk(A[j, k], A[j, j]) priority 5 * (A.nt - j)
+            if _me == _r2 or _me == _r3:
+                _submit(CALLS[2], (A.tile(j, k, 23), A.tile(j, j, 23)), None, 5 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
+            else:  # not ours: only count the new versions of the tiles it writes
+                A.bump(j, j)
+            if j + 1 < A.mt:  # potri.tile:24
+                _r4 = A.rank_of(j, k)  # potri.tile:25
+                # potri.tile:25: gemm(A[j + 1 : A.mt, k], A[j, k], A[j + 1 : A.mt, j]) priority 4 * (A.nt - j)
+                _p0 = A.panel(j + 1, A.mt, k, k + 1, 25)
+                _p2 = A.panel(j + 1, A.mt, j, j + 1, 25)
+                if _me == _r4 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                    _submit(CALLS[3], (_p0, A.tile(j, k, 25), _p2), None, 4 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:35
-            _r8 = A.rank_of(k, j)  # potri.tile:36
-            # potri.tile:36: trsm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
-            if _me == _r7 or _me == _r8:
-                _submit(CALLS[6], (A.tile(k, k, 36), A.tile(k, j, 36)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(1, k, 2, j, 0))
+    for k in range(0, A.nt):  # potri.tile:30
+        _r7 = A.rank_of(k, k)  # potri.tile:37
+        if k + 1 < A.mt:  # potri.tile:31
+            _r5 = A.rank_of(k, k)  # potri.tile:32
+            # potri.tile:32: trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
+            _p1 = A.panel(k + 1, A.mt, k, k + 1, 32)
+            if _me == _r5 or takes_part(_p1, _me):
+                _submit(CALLS[4], (A.tile(k, k, 32), _p1), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(1, k, 0))
             else:  # not ours: only count the new versions of the tiles it writes
-                A.bump(k, j)
-        # potri.tile:38: trtri(A[k, k]) priority 2 * (A.nt - k)
+                for _tile in _p1:
+                    _tile.matrix.bump(_tile.i, _tile.j)
+            for j in _among(0, k, 1, ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:33
+                _r6 = A.rank_of(k, j)  # potri.tile:34
+                # potri.tile:34: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
+                _p0 = A.panel(k + 1, A.mt, k, k + 1, 34)
+                _p2 = A.panel(k + 1, A.mt, j, j + 1, 34)
+                if _me == _r6 or takes_part(_p0, _me) or takes_part(_p2, _me):
+                    _submit(CALLS[5], (_p0, A.tile(k, j, 34), _p2), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(1, k, 1, j, 0))
+                else:  # not ours: only count the new versions of the tiles it writes
+                    for _tile in _p2:
+                        _tile.matrix.bump(_tile.i, _tile.j)
+        # potri.tile:37: trtri(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r7:
-            _submit(CALLS[7], (A.tile(k, k, 38),), None, 2 * (A.nt - k), ('L', 'N'), at=(1, k, 3))
+            _submit(CALLS[6], (A.tile(k, k, 37),), None, 3 * (A.nt - k), ('L', 'N'), at=(1, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-    for k in range(0, A.nt):  # potri.tile:41
-        _r13 = A.rank_of(k, k)  # potri.tile:49
-        for j in _among(0, k, 1, ((A, AT, k, PLUS, 0), (A, PLUS, 0, PLUS, 0), (A, AT, k, ANY, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:42
-            _r9 = A.rank_of(k, j)  # potri.tile:43
-            _r10 = A.rank_of(j, j)  # potri.tile:43
-            # potri.tile:43: syrk(A[k, j], A[j, j], "L", "T", 1.0, 1.0) priority A.nt - k
+        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:38
+            _r8 = A.rank_of(k, j)  # potri.tile:39
+            # potri.tile:39: trmm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
+            if _me == _r7 or _me == _r8:
+                _submit(CALLS[7], (A.tile(k, k, 39), A.tile(k, j, 39)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(1, k, 3, j, 0))
+            else:  # not ours: only count the new versions of the tiles it writes
+                A.bump(k, j)
+    for k in range(0, A.nt):  # potri.tile:43
+        _r13 = A.rank_of(k, k)  # potri.tile:51
+        for j in _among(0, k, 1, ((A, AT, k, PLUS, 0), (A, PLUS, 0, PLUS, 0), (A, AT, k, ANY, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:44
+            _r9 = A.rank_of(k, j)  # potri.tile:45
+            _r10 = A.rank_of(j, j)  # potri.tile:45
+            # potri.tile:45: syrk(A[k, j], A[j, j], "L", "T", 1.0, 1.0) priority A.nt - k
             if _me == _r9 or _me == _r10:
-                _submit(CALLS[8], (A.tile(k, j, 43), A.tile(j, j, 43)), None, A.nt - k, ('L', 'T', 1.0, 1.0), at=(2, k, 0, j, 0))
+                _submit(CALLS[8], (A.tile(k, j, 45), A.tile(j, j, 45)), None, A.nt - k, ('L', 'T', 1.0, 1.0), at=(2, k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in _among(j + 1, k, 1, ((A, AT, k, PLUS, 0), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # potri.tile:44
-                _r11 = A.rank_of(k, m)  # potri.tile:45
-                _r12 = A.rank_of(m, j)  # potri.tile:45
-                # potri.tile:45: gemm(A[k, m], A[k, j], A[m, j], "T", "N", 1.0, 1.0) priority A.nt - k
+            for m in _among(j + 1, k, 1, ((A, AT, k, PLUS, 0), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # potri.tile:46
+                _r11 = A.rank_of(k, m)  # potri.tile:47
+                _r12 = A.rank_of(m, j)  # potri.tile:47
+                # potri.tile:47: gemm(A[k, m], A[k, j], A[m, j], "T", "N", 1.0, 1.0) priority A.nt - k
                 if _me == _r11 or _me == _r9 or _me == _r12:
-                    _submit(CALLS[9], (A.tile(k, m, 45), A.tile(k, j, 45), A.tile(m, j, 45)), None, A.nt - k, ('T', 'N', 1.0, 1.0), at=(2, k, 0, j, 1, m, 0))
+                    _submit(CALLS[9], (A.tile(k, m, 47), A.tile(k, j, 47), A.tile(m, j, 47)), None, A.nt - k, ('T', 'N', 1.0, 1.0), at=(2, k, 0, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:48
-            _r14 = A.rank_of(k, j)  # potri.tile:49
-            # potri.tile:49: trmm(A[k, k], A[k, j], "L", "L", "T", "N") priority A.nt - k
+        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:50
+            _r14 = A.rank_of(k, j)  # potri.tile:51
+            # potri.tile:51: trmm(A[k, k], A[k, j], "L", "L", "T", "N") priority A.nt - k
             if _me == _r13 or _me == _r14:
-                _submit(CALLS[10], (A.tile(k, k, 49), A.tile(k, j, 49)), None, A.nt - k, ('L', 'L', 'T', 'N', 1.0), at=(2, k, 1, j, 0))
+                _submit(CALLS[10], (A.tile(k, k, 51), A.tile(k, j, 51)), None, A.nt - k, ('L', 'L', 'T', 'N', 1.0), at=(2, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        # potri.tile:51: lauum(A[k, k]) priority A.nt - k
+        # potri.tile:53: lauum(A[k, k]) priority A.nt - k
         if _me == _r13:
-            _submit(CALLS[11], (A.tile(k, k, 51),), None, A.nt - k, ('L',), at=(2, k, 2))
+            _submit(CALLS[11], (A.tile(k, k, 53),), None, A.nt - k, ('L',), at=(2, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # potri.tile:52
-            # potri.tile:52: release A[k, j]
-            _release(A.tile(k, j, 52), at=(2, k, 3, j, 0))
+        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # potri.tile:54
+            # potri.tile:54: release A[k, j]
+            _release(A.tile(k, j, 54), at=(2, k, 3, j, 0))
 
 
 
@@ -181,19 +183,19 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=16),  # writes at potri.tile:16
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=18),  # writes at potri.tile:18
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=21),  # writes at potri.tile:21
-        Event('A', (0, 2, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0)))), ((1, 0, 1), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=23),  # writes at potri.tile:23
-        Event('A', (1, 0), (Loop(((0, 0),), ((A.nt, 0), (A.mt - 1, 0))),), ((1, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=30),  # writes at potri.tile:30
-        Event('A', (1, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0))), Loop(((0, 0, 0),), ((0, 1, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=32),  # writes at potri.tile:32
-        Event('A', (1, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=36),  # writes at potri.tile:36
-        Event('A', (1, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=38),  # writes at potri.tile:38
-        Event('A', (2, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=43),  # writes at potri.tile:43
-        Event('A', (2, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, 1, 0, 0),)), Loop(((1, 0, 1, 0),), ((0, 1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=45),  # writes at potri.tile:45
-        Event('A', (2, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=49),  # writes at potri.tile:49
-        Event('A', (2, 2), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=51),  # writes at potri.tile:51
-        Event('A', (2, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((1, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=52),  # release at potri.tile:52
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=18),  # writes at potri.tile:18
+        Event('A', (0, 1), (Loop(((0, 0),), ((A.nt, 0), (A.mt - 1, 0))),), ((1, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=20),  # writes at potri.tile:20
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=23),  # writes at potri.tile:23
+        Event('A', (0, 2, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0)))), ((1, 0, 1), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=25),  # writes at potri.tile:25
+        Event('A', (1, 0), (Loop(((0, 0),), ((A.nt, 0), (A.mt - 1, 0))),), ((1, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=32),  # writes at potri.tile:32
+        Event('A', (1, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0))), Loop(((0, 0, 0),), ((0, 1, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=34),  # writes at potri.tile:34
+        Event('A', (1, 2), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=37),  # writes at potri.tile:37
+        Event('A', (1, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=39),  # writes at potri.tile:39
+        Event('A', (2, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=45),  # writes at potri.tile:45
+        Event('A', (2, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, 1, 0, 0),)), Loop(((1, 0, 1, 0),), ((0, 1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=47),  # writes at potri.tile:47
+        Event('A', (2, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=51),  # writes at potri.tile:51
+        Event('A', (2, 2), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=53),  # writes at potri.tile:53
+        Event('A', (2, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((1, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=54),  # release at potri.tile:54
     )
 
 
@@ -202,19 +204,19 @@ def loop_bounds(_bound, p):
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     A = _bound.matrix('A')
     _t0 = 1
-    k, _t1 = _bound.loop(0, A.nt, _t0, 15)
-    m, _t2 = _bound.loop(k + 1, A.mt, _t1, 17)
-    j, _t3 = _bound.loop(k + 1, A.nt, _t1, 20)
+    k, _t1 = _bound.loop(0, A.nt, _t0, 17)
+    _t2 = _bound.when(k + 1 < A.mt, _t1)
+    j, _t3 = _bound.loop(k + 1, A.nt, _t1, 22)
     _t4 = _bound.when(j + 1 < A.mt, _t3)
-    k, _t5 = _bound.loop(0, A.nt, _t0, 28)
+    k, _t5 = _bound.loop(0, A.nt, _t0, 30)
     _t6 = _bound.when(k + 1 < A.mt, _t5)
-    j, _t7 = _bound.loop(0, k, _t6, 31)
-    j, _t8 = _bound.loop(0, k, _t5, 35)
-    k, _t9 = _bound.loop(0, A.nt, _t0, 41)
-    j, _t10 = _bound.loop(0, k, _t9, 42)
-    m, _t11 = _bound.loop(j + 1, k, _t10, 44)
-    j, _t12 = _bound.loop(0, k, _t9, 48)
-    j, _t13 = _bound.loop(0, k + 1, _t9, 52)
+    j, _t7 = _bound.loop(0, k, _t6, 33)
+    j, _t8 = _bound.loop(0, k, _t5, 38)
+    k, _t9 = _bound.loop(0, A.nt, _t0, 43)
+    j, _t10 = _bound.loop(0, k, _t9, 44)
+    m, _t11 = _bound.loop(j + 1, k, _t10, 46)
+    j, _t12 = _bound.loop(0, k, _t9, 50)
+    j, _t13 = _bound.loop(0, k + 1, _t9, 54)
 
 
 if __name__ == "__main__":

@@ -14,23 +14,23 @@ PROGRAM = Program(
     source='programs/trtri.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'diagdom', line=12),
+        MatrixDecl('A', 'diagdom', line=15),
     ),
     workspaces=(
     ),
     params=(),
-    check=CheckDecl('inverse', ('A', 'A'), line=13,
+    check=CheckDecl('inverse', ('A', 'A'), line=16,
                     qualifiers=(('lower',), ('lower',))),
     kernel_module=None,
     calls=(
-        Call('trsm', ('in', 'inout'), main=1, line=17,
+        Call('trsm', ('in', 'inout'), main=1, line=20,
              text='trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv', panels=(1,), panel_axes=(0,)),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=19,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=22,
              text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
-        Call('trsm', ('in', 'inout'), main=1, line=23,
-             text='trsm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
         Call('trtri', ('inout',), main=0, line=25,
-             text='trtri(A[k, k]) priority A.nt - k', values=('uplo', 'diag'), order='tvv'),
+             text='trtri(A[k, k]) priority 3 * (A.nt - k)', values=('uplo', 'diag'), order='tvv'),
+        Call('trmm', ('in', 'inout'), main=1, line=27,
+             text='trmm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
     ),
 )
 
@@ -58,42 +58,42 @@ def generate(rt, p):
     _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
-    for k in range(0, A.nt):  # trtri.tile:15
-        _r2 = A.rank_of(k, k)  # trtri.tile:23
-        if k + 1 < A.mt:  # trtri.tile:16
-            _r0 = A.rank_of(k, k)  # trtri.tile:17
-            # trtri.tile:17: trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
-            _p1 = A.panel(k + 1, A.mt, k, k + 1, 17)
+    for k in range(0, A.nt):  # trtri.tile:18
+        _r2 = A.rank_of(k, k)  # trtri.tile:25
+        if k + 1 < A.mt:  # trtri.tile:19
+            _r0 = A.rank_of(k, k)  # trtri.tile:20
+            # trtri.tile:20: trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
+            _p1 = A.panel(k + 1, A.mt, k, k + 1, 20)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[0], (A.tile(k, k, 17), _p1), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(0, k, 0))
+                _submit(CALLS[0], (A.tile(k, k, 20), _p1), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(0, k, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            for j in _among(0, k, 1, ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # trtri.tile:18
-                _r1 = A.rank_of(k, j)  # trtri.tile:19
-                # trtri.tile:19: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 19)
-                _p2 = A.panel(k + 1, A.mt, j, j + 1, 19)
+            for j in _among(0, k, 1, ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # trtri.tile:21
+                _r1 = A.rank_of(k, j)  # trtri.tile:22
+                # trtri.tile:22: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
+                _p0 = A.panel(k + 1, A.mt, k, k + 1, 22)
+                _p2 = A.panel(k + 1, A.mt, j, j + 1, 22)
                 if _me == _r1 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                    _submit(CALLS[1], (_p0, A.tile(k, j, 19), _p2), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(0, k, 1, j, 0))
+                    _submit(CALLS[1], (_p0, A.tile(k, j, 22), _p2), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(0, k, 1, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # trtri.tile:22
-            _r3 = A.rank_of(k, j)  # trtri.tile:23
-            # trtri.tile:23: trsm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
-            if _me == _r2 or _me == _r3:
-                _submit(CALLS[2], (A.tile(k, k, 23), A.tile(k, j, 23)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(0, k, 2, j, 0))
-            else:  # not ours: only count the new versions of the tiles it writes
-                A.bump(k, j)
-        # trtri.tile:25: trtri(A[k, k]) priority A.nt - k
+        # trtri.tile:25: trtri(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r2:
-            _submit(CALLS[3], (A.tile(k, k, 25),), None, A.nt - k, ('L', 'N'), at=(0, k, 3))
+            _submit(CALLS[2], (A.tile(k, k, 25),), None, 3 * (A.nt - k), ('L', 'N'), at=(0, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # trtri.tile:27
-            # trtri.tile:27: release A[k, j]
-            _release(A.tile(k, j, 27), at=(0, k, 4, j, 0))
+        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # trtri.tile:26
+            _r3 = A.rank_of(k, j)  # trtri.tile:27
+            # trtri.tile:27: trmm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
+            if _me == _r2 or _me == _r3:
+                _submit(CALLS[3], (A.tile(k, k, 27), A.tile(k, j, 27)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(0, k, 3, j, 0))
+            else:  # not ours: only count the new versions of the tiles it writes
+                A.bump(k, j)
+        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # trtri.tile:30
+            # trtri.tile:30: release A[k, j]
+            _release(A.tile(k, j, 30), at=(0, k, 4, j, 0))
 
 
 
@@ -103,11 +103,11 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0), (A.mt - 1, 0))),), ((1, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=17),  # writes at trtri.tile:17
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0))), Loop(((0, 0, 0),), ((0, 1, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=19),  # writes at trtri.tile:19
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=23),  # writes at trtri.tile:23
-        Event('A', (0, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=25),  # writes at trtri.tile:25
-        Event('A', (0, 4, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((1, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=27),  # release at trtri.tile:27
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0), (A.mt - 1, 0))),), ((1, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=20),  # writes at trtri.tile:20
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0))), Loop(((0, 0, 0),), ((0, 1, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=22),  # writes at trtri.tile:22
+        Event('A', (0, 2), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=25),  # writes at trtri.tile:25
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=27),  # writes at trtri.tile:27
+        Event('A', (0, 4, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((1, 1, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=30),  # release at trtri.tile:30
     )
 
 
@@ -116,11 +116,11 @@ def loop_bounds(_bound, p):
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     A = _bound.matrix('A')
     _t0 = 1
-    k, _t1 = _bound.loop(0, A.nt, _t0, 15)
+    k, _t1 = _bound.loop(0, A.nt, _t0, 18)
     _t2 = _bound.when(k + 1 < A.mt, _t1)
-    j, _t3 = _bound.loop(0, k, _t2, 18)
-    j, _t4 = _bound.loop(0, k, _t1, 22)
-    j, _t5 = _bound.loop(0, k + 1, _t1, 27)
+    j, _t3 = _bound.loop(0, k, _t2, 21)
+    j, _t4 = _bound.loop(0, k, _t1, 26)
+    j, _t5 = _bound.loop(0, k + 1, _t1, 30)
 
 
 if __name__ == "__main__":
