@@ -14,34 +14,34 @@ PROGRAM = Program(
     source='programs/gesv.tile',
     tiling=Tiling('uniform', {'nb': 448}),
     matrices=(
-        MatrixDecl('A', 'general', line=14),
-        MatrixDecl('B', 'general', line=15),
+        MatrixDecl('A', 'general', line=17),
+        MatrixDecl('B', 'general', line=18),
     ),
     workspaces=(
-        WorkspaceDecl('P', like='A', line=16),
+        WorkspaceDecl('P', like='A', line=19),
     ),
     params=('nrhs', ),
-    check=CheckDecl('solve', ('A', 'B', 'B'), line=17),
+    check=CheckDecl('solve', ('A', 'B', 'B'), line=20),
     kernel_module=None,
     calls=(
-        Call('getrf', ('inout', 'out'), main=0, line=20,
+        Call('getrf', ('inout', 'out'), main=0, line=23,
              text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,), panel_axes=(0,)),
-        Call('laswp', ('in', 'inout'), main=1, line=22,
+        Call('laswp', ('in', 'inout'), main=1, line=25,
              text='laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
-        Call('trsm', ('in', 'inout'), main=1, line=23,
+        Call('trsm', ('in', 'inout'), main=1, line=26,
              text='trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=25,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=28,
              text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
-        Call('laswp', ('in', 'inout'), main=1, line=29,
+        Call('laswp', ('in', 'inout'), main=1, line=32,
              text='laswp(P[k, k], B[k : B.mt, j]) priority 2 * (A.nt - k)', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
-        Call('trsm', ('in', 'inout'), main=1, line=30,
+        Call('trsm', ('in', 'inout'), main=1, line=33,
              text='trsm(A[k, k], B[k, j], "L", "L", "N", "U") priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=32,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=35,
              text='gemm(A[k + 1 : A.mt, k], B[k, j], B[k + 1 : B.mt, j], "N", "N") priority A.nt - k', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
-        Call('trsm', ('in', 'inout'), main=1, line=40,
+        Call('trsm', ('in', 'inout'), main=1, line=43,
              text='trsm(A[k, k], B[k, j], "L", "U", "N", "N") priority k + 1', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=42,
-             text='gemm(A[0 : k, k], B[k, j], B[0 : k, j], "N", "N") priority k', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=45,
+             text='gemm(A[i, k], B[k, j], B[i, j], "N", "N") priority i', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
     ),
 )
 
@@ -76,89 +76,87 @@ def generate(rt, p):
     A = rt.matrix('A')
     B = rt.matrix('B')
     P = rt.matrix('P')
-    for k in range(0, A.nt):  # gesv.tile:19
-        _r0 = P.rank_of(k, k)  # gesv.tile:20
-        _r1 = A.rank_of(k, k)  # gesv.tile:23
-        # gesv.tile:20: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
-        _p0 = A.panel(k, A.mt, k, k + 1, 20)
+    for k in range(0, A.nt):  # gesv.tile:22
+        _r0 = P.rank_of(k, k)  # gesv.tile:23
+        _r1 = A.rank_of(k, k)  # gesv.tile:26
+        # gesv.tile:23: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
+        _p0 = A.panel(k, A.mt, k, k + 1, 23)
         if _me == _r0 or takes_part(_p0, _me):
-            _submit(CALLS[0], (_p0, P.tile(k, k, 20)), None, 4 * (A.nt - k), at=(0, k, 0))
+            _submit(CALLS[0], (_p0, P.tile(k, k, 23)), None, 4 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:21
-            _r2 = A.rank_of(k, j)  # gesv.tile:23
-            # gesv.tile:22: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
-            _p1 = A.panel(k, A.mt, j, j + 1, 22)
+        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:24
+            _r2 = A.rank_of(k, j)  # gesv.tile:26
+            # gesv.tile:25: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
+            _p1 = A.panel(k, A.mt, j, j + 1, 25)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[1], (P.tile(k, k, 22), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
+                _submit(CALLS[1], (P.tile(k, k, 25), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            # gesv.tile:23: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)
+            # gesv.tile:26: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)
             if _me == _r1 or _me == _r2:
-                _submit(CALLS[2], (A.tile(k, k, 23), A.tile(k, j, 23)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
+                _submit(CALLS[2], (A.tile(k, k, 26), A.tile(k, j, 26)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-            if k + 1 < A.mt:  # gesv.tile:24
-                _r3 = A.rank_of(k, j)  # gesv.tile:25
-                # gesv.tile:25: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 25)
-                _p2 = A.panel(k + 1, A.mt, j, j + 1, 25)
+            if k + 1 < A.mt:  # gesv.tile:27
+                _r3 = A.rank_of(k, j)  # gesv.tile:28
+                # gesv.tile:28: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)
+                _p0 = A.panel(k + 1, A.mt, k, k + 1, 28)
+                _p2 = A.panel(k + 1, A.mt, j, j + 1, 28)
                 if _me == _r3 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                    _submit(CALLS[3], (_p0, A.tile(k, j, 25), _p2), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2))
+                    _submit(CALLS[3], (_p0, A.tile(k, j, 28), _p2), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2))
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, B.nt, 1, ((P, AT, k, AT, k), (B, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:28
-            _r4 = B.rank_of(k, j)  # gesv.tile:30
-            # gesv.tile:29: laswp(P[k, k], B[k : B.mt, j]) priority 2 * (A.nt - k)
-            _p1 = B.panel(k, B.mt, j, j + 1, 29)
+        for j in _among(0, B.nt, 1, ((P, AT, k, AT, k), (B, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:31
+            _r4 = B.rank_of(k, j)  # gesv.tile:33
+            # gesv.tile:32: laswp(P[k, k], B[k : B.mt, j]) priority 2 * (A.nt - k)
+            _p1 = B.panel(k, B.mt, j, j + 1, 32)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[4], (P.tile(k, k, 29), _p1), None, 2 * (A.nt - k), (0, 'F'), at=(0, k, 2, j, 0))
+                _submit(CALLS[4], (P.tile(k, k, 32), _p1), None, 2 * (A.nt - k), (0, 'F'), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            # gesv.tile:30: trsm(A[k, k], B[k, j], "L", "L", "N", "U") priority 2 * (A.nt - k)
+            # gesv.tile:33: trsm(A[k, k], B[k, j], "L", "L", "N", "U") priority 2 * (A.nt - k)
             if _me == _r1 or _me == _r4:
-                _submit(CALLS[5], (A.tile(k, k, 30), B.tile(k, j, 30)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 2, j, 1))
+                _submit(CALLS[5], (A.tile(k, k, 33), B.tile(k, j, 33)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 2, j, 1))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            if k + 1 < B.mt:  # gesv.tile:31
-                _r5 = B.rank_of(k, j)  # gesv.tile:32
-                # gesv.tile:32: gemm(A[k + 1 : A.mt, k], B[k, j], B[k + 1 : B.mt, j], "N", "N") priority A.nt - k
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 32)
-                _p2 = B.panel(k + 1, B.mt, j, j + 1, 32)
+            if k + 1 < B.mt:  # gesv.tile:34
+                _r5 = B.rank_of(k, j)  # gesv.tile:35
+                # gesv.tile:35: gemm(A[k + 1 : A.mt, k], B[k, j], B[k + 1 : B.mt, j], "N", "N") priority A.nt - k
+                _p0 = A.panel(k + 1, A.mt, k, k + 1, 35)
+                _p2 = B.panel(k + 1, B.mt, j, j + 1, 35)
                 if _me == _r5 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                    _submit(CALLS[6], (_p0, B.tile(k, j, 32), _p2), None, A.nt - k, ('N', 'N', -1.0, 1.0), at=(0, k, 2, j, 2))
+                    _submit(CALLS[6], (_p0, B.tile(k, j, 35), _p2), None, A.nt - k, ('N', 'N', -1.0, 1.0), at=(0, k, 2, j, 2))
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        # gesv.tile:35: release P[k, k]
-        _release(P.tile(k, k, 35), at=(0, k, 3))
-    for k in range(A.nt - 1, -1, -1):  # gesv.tile:38
-        _r6 = A.rank_of(k, k)  # gesv.tile:40
-        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # gesv.tile:39
-            _r7 = B.rank_of(k, j)  # gesv.tile:40
-            # gesv.tile:40: trsm(A[k, k], B[k, j], "L", "U", "N", "N") priority k + 1
+        # gesv.tile:38: release P[k, k]
+        _release(P.tile(k, k, 38), at=(0, k, 3))
+    for k in range(A.nt - 1, -1, -1):  # gesv.tile:41
+        _r6 = A.rank_of(k, k)  # gesv.tile:43
+        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # gesv.tile:42
+            _r7 = B.rank_of(k, j)  # gesv.tile:43
+            # gesv.tile:43: trsm(A[k, k], B[k, j], "L", "U", "N", "N") priority k + 1
             if _me == _r6 or _me == _r7:
-                _submit(CALLS[7], (A.tile(k, k, 40), B.tile(k, j, 40)), None, k + 1, ('L', 'U', 'N', 'N', 1.0), at=(1, -k, 0, j, 0))
+                _submit(CALLS[7], (A.tile(k, k, 43), B.tile(k, j, 43)), None, k + 1, ('L', 'U', 'N', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            if k > 0:  # gesv.tile:41
-                _r8 = B.rank_of(k, j)  # gesv.tile:42
-                # gesv.tile:42: gemm(A[0 : k, k], B[k, j], B[0 : k, j], "N", "N") priority k
-                _p0 = A.panel(0, k, k, k + 1, 42)
-                _p2 = B.panel(0, k, j, j + 1, 42)
-                if _me == _r8 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                    _submit(CALLS[8], (_p0, B.tile(k, j, 42), _p2), None, k, ('N', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1))
+            for i in _among(0, k, 1, ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # gesv.tile:44
+                _r8 = A.rank_of(i, k)  # gesv.tile:45
+                _r9 = B.rank_of(i, j)  # gesv.tile:45
+                # gesv.tile:45: gemm(A[i, k], B[k, j], B[i, j], "N", "N") priority i
+                if _me == _r8 or _me == _r7 or _me == _r9:
+                    _submit(CALLS[8], (A.tile(i, k, 45), B.tile(k, j, 45), B.tile(i, j, 45)), None, i, ('N', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    for _tile in _p2:
-                        _tile.matrix.bump(_tile.i, _tile.j)
-        for i in _among(0, k + 1, 1, ((A, PLUS, 0, AT, k),)):  # gesv.tile:45
-            # gesv.tile:45: release A[i, k]
-            _release(A.tile(i, k, 45), at=(1, -k, 1, i, 0))
+                    B.bump(i, j)
+        for i in _among(0, k + 1, 1, ((A, PLUS, 0, AT, k),)):  # gesv.tile:48
+            # gesv.tile:48: release A[i, k]
+            _release(A.tile(i, k, 48), at=(1, -k, 1, i, 0))
 
 
 
@@ -171,18 +169,18 @@ def dataflow(rt, p):
     B = rt.matrix('B')
     P = rt.matrix('P')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=20),  # writes at gesv.tile:20
-        Event('P', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=20),  # writes at gesv.tile:20
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=22),  # writes at gesv.tile:22
-        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=23),  # writes at gesv.tile:23
-        Event('A', (0, 1, 2), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0))), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=25),  # writes at gesv.tile:25
-        Event('B', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (B.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=29),  # writes at gesv.tile:29
-        Event('B', (0, 2, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=30),  # writes at gesv.tile:30
-        Event('B', (0, 2, 2), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (B.mt - 1, 0, 0))), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((1, 1, 0), (B.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=32),  # writes at gesv.tile:32
-        Event('P', (0, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=35),  # release at gesv.tile:35
-        Event('B', (1, 0, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=40),  # writes at gesv.tile:40
-        Event('B', (1, 0, 1), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0), (0, 0, 0))), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 0, 0), (0, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=42),  # writes at gesv.tile:42
-        Event('A', (1, 1, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((1, -1, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, -1, 0), (1, -1, 0)), release=True, line=45),  # release at gesv.tile:45
+        Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=23),  # writes at gesv.tile:23
+        Event('P', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=23),  # writes at gesv.tile:23
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=25),  # writes at gesv.tile:25
+        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=26),  # writes at gesv.tile:26
+        Event('A', (0, 1, 2), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (A.mt - 1, 0, 0))), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=28),  # writes at gesv.tile:28
+        Event('B', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (B.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=32),  # writes at gesv.tile:32
+        Event('B', (0, 2, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=33),  # writes at gesv.tile:33
+        Event('B', (0, 2, 2), (Loop(((0, 0, 0),), ((A.nt, 0, 0), (B.mt - 1, 0, 0))), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((1, 1, 0), (B.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=35),  # writes at gesv.tile:35
+        Event('P', (0, 3), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=38),  # release at gesv.tile:38
+        Event('B', (1, 0, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=43),  # writes at gesv.tile:43
+        Event('B', (1, 0, 1, 0), (Loop(((-A.nt + 1, 0, 0, 0),), ((1, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, -1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=45),  # writes at gesv.tile:45
+        Event('A', (1, 1, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((1, -1, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, -1, 0), (1, -1, 0)), release=True, line=48),  # release at gesv.tile:48
     )
 
 
@@ -194,15 +192,15 @@ def loop_bounds(_bound, p):
     B = _bound.matrix('B')
     P = _bound.matrix('P')
     _t0 = 1
-    k, _t1 = _bound.loop(0, A.nt, _t0, 19)
-    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 21)
+    k, _t1 = _bound.loop(0, A.nt, _t0, 22)
+    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 24)
     _t3 = _bound.when(k + 1 < A.mt, _t2)
-    j, _t4 = _bound.loop(0, B.nt, _t1, 28)
+    j, _t4 = _bound.loop(0, B.nt, _t1, 31)
     _t5 = _bound.when(k + 1 < B.mt, _t4)
-    k, _t6 = _bound.loop(A.nt - 1, -1, _t0, 38, -1)
-    j, _t7 = _bound.loop(0, B.nt, _t6, 39)
-    _t8 = _bound.when(k > 0, _t7)
-    i, _t9 = _bound.loop(0, k + 1, _t6, 45)
+    k, _t6 = _bound.loop(A.nt - 1, -1, _t0, 41, -1)
+    j, _t7 = _bound.loop(0, B.nt, _t6, 42)
+    i, _t8 = _bound.loop(0, k, _t7, 44)
+    i, _t9 = _bound.loop(0, k + 1, _t6, 48)
 
 
 if __name__ == "__main__":
