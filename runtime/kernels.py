@@ -385,38 +385,46 @@ def trsm(A: np.ndarray, B: np.ndarray, side: str = "R", uplo: str = "L", transa:
     A is the ``uplo`` triangle of the top-left m×m (n×n) block of A, with a unit
     diagonal that is not read if ``diag`` is 'U'. The defaults give B·L⁻ᵀ (Cholesky).
     """
-    _triangular("trsm", blas.dtrsm, A, B, side, uplo, transa, diag, alpha)
+    _triangular("trsm", _solve_recursive, A, B, side, uplo, transa, diag, alpha)
 
 
 def trmm(A: np.ndarray, B: np.ndarray, side: str = "L", uplo: str = "L", transa: str = "N",
          diag: str = "N", alpha: float = 1.0) -> None:
     """B (m×n) <- alpha·op(A)·B (side 'L') or alpha·B·op(A) (side 'R'), A triangular as in :func:`trsm`."""
-    _triangular("trmm", blas.dtrmm, A, B, side, uplo, transa, diag, alpha)
+    _triangular("trmm", _multiply, A, B, side, uplo, transa, diag, alpha)
 
 
 def trsm_l(LU: np.ndarray, B: np.ndarray) -> None:
     """B (k×n) <- L⁻¹·B with L the unit lower triangle of the top-left k×k block of LU."""
-    _triangular("trsm_l", blas.dtrsm, LU, B, "L", "L", "N", "U", 1.0, "LU")
+    _triangular("trsm_l", _solve_recursive, LU, B, "L", "L", "N", "U", 1.0, "LU")
 
 
 def trsm_u(LU: np.ndarray, B: np.ndarray) -> None:
     """B (m×k) <- B·U⁻¹ with U the non-unit upper triangle of the top-left k×k block of LU."""
-    _triangular("trsm_u", blas.dtrsm, LU, B, "R", "U", "N", "N", 1.0, "LU")
+    _triangular("trsm_u", _solve_recursive, LU, B, "R", "U", "N", "N", 1.0, "LU")
 
 
-def _triangular(kernel: str, routine, A, B, side, uplo, transa, diag, alpha, a_name: str = "A") -> None:
-    """B <- op(A)⁻¹ or op(A) applied to B by ``routine`` (dtrsm or dtrmm)."""
-    lda = _ld(A, f"{kernel}: {a_name}")
-    ldb = _ld(B, f"{kernel}: B", writable=True)
+def _triangular(kernel: str, apply, A, B, side, uplo, transa, diag, alpha, a_name: str = "A") -> None:
+    """B <- op(A)⁻¹ or op(A) applied to B by ``apply`` (:func:`_solve_recursive` or
+    :func:`_multiply`), given the triangle's block of A once the arguments are checked."""
+    _ld(A, f"{kernel}: {a_name}")
+    _ld(B, f"{kernel}: B", writable=True)
     m, n = triangular_dims(kernel, A, B, side, uplo, transa, diag, a_name)
     alpha = check_number(kernel, "alpha", alpha)
-    if not (m and n):
-        return
-    if routine is blas.dtrsm:
+    if m and n:
         order = m if side == "L" else n
-        _solve_recursive(side, uplo, transa, diag, alpha, A[:order, :order], B)
-    else:
-        routine(side, uplo, transa, diag, m, n, alpha, A, lda, B, ldb)
+        apply(side, uplo, transa, diag, alpha, A[:order, :order], B)
+
+
+def _blas_triangular(routine, side: str, uplo: str, transa: str, diag: str, alpha: float,
+                     A: np.ndarray, B: np.ndarray) -> None:
+    """dtrsm or dtrmm on B with the triangle A, in LAPACK's argument order."""
+    routine(side, uplo, transa, diag, B.shape[0], B.shape[1], alpha, A, _ld(A, "A"), B, _ld(B, "B"))
+
+
+def _multiply(side: str, uplo: str, transa: str, diag: str, alpha: float, A: np.ndarray, B: np.ndarray) -> None:
+    """B <- alpha·op(A)·B or alpha·B·op(A): one dtrmm, which runs at dgemm's speed."""
+    _blas_triangular(blas.dtrmm, side, uplo, transa, diag, alpha, A, B)
 
 
 # OpenBLAS's single-threaded dtrsm runs at a third of dgemm's speed on a 384×384
@@ -437,8 +445,7 @@ def _solve_recursive(side: str, uplo: str, transa: str, diag: str, alpha: float,
     """
     order = A.shape[0]
     if order <= _TRSM_BASE_ORDER:
-        blas.dtrsm(side, uplo, transa, diag, B.shape[0], B.shape[1], alpha, A, _ld(A, "trsm: A"),
-                   B, _ld(B, "trsm: B"))
+        _blas_triangular(blas.dtrsm, side, uplo, transa, diag, alpha, A, B)
         return
     half = (order // 2 + 15) // 16 * 16   # keep the blocks' columns aligned
     top, bottom = A[:half, :half], A[half:, half:]
@@ -524,9 +531,7 @@ def _invert_recursive(uplo: str, diag: str, A: np.ndarray) -> None:
     else:
         coupling, inverted_first, solved_with = A[:half, half:], bottom, top
     _invert_recursive(uplo, diag, inverted_first)
-    rows, cols = coupling.shape
-    blas.dtrmm("R", uplo, "N", diag, rows, cols, -1.0, inverted_first, _ld(inverted_first, "trtri: A"),
-               coupling, _ld(coupling, "trtri: A"))
+    _multiply("R", uplo, "N", diag, -1.0, inverted_first, coupling)
     _solve_recursive("L", uplo, "N", diag, 1.0, solved_with, coupling)
     _invert_recursive(uplo, diag, solved_with)
 
