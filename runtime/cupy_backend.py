@@ -272,11 +272,12 @@ class CupyBackend(Backend):
             device = self._device_of(arguments)
             stream = self._streams["compute"][device]
             with self._cupy.cuda.Device(device), stream:
-                kernel(*arguments)
+                returned = kernel(*arguments)  # the engine refuses a new array: a kernel writes in place
                 if self.synchronous:
                     stream.synchronize()
                 else:
                     self._launched[device] = stream.record()
+            return returned
         run.__name__, run.__doc__ = kernel.__name__, kernel.__doc__
         return run
 

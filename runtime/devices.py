@@ -237,9 +237,15 @@ def missing_copy(array) -> TypeError:
 
 
 def _on_device(kernel):
-    """The emulated GPU body of a kernel: the same code on the wrapped arrays, values as they are."""
+    """The emulated GPU body of a kernel: the same code on the wrapped arrays, values as they are.
+    What it returns goes back to the engine (which refuses a new array: a kernel writes in place),
+    None standing for a view of one of its tiles, as the arrays it returns are unwrapped ones."""
     def run(*arguments):
-        kernel(*[_unwrapped_argument(argument) for argument in arguments])
+        unwrapped = [_unwrapped_argument(argument) for argument in arguments]
+        returned = kernel(*unwrapped)
+        if isinstance(returned, np.ndarray) and any(np.shares_memory(returned, tile) for tile in tiles_in(unwrapped)):
+            return None
+        return returned
     run.__name__ = kernel.__name__
     return run
 

@@ -474,13 +474,17 @@ def test_a_failing_user_kernel_is_located_in_its_module(tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(tmp_path):
-    """`return A + v` (where `A += v` was meant) would lose the result silently."""
-    (tmp_path / "r.py").write_text("def bump(A, v):\n    return A + v\n\ndef ok(A, v):\n    A += v\n    return A\n")
+@pytest.mark.parametrize("where", ["host", "GPU body"])
+def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(tmp_path, where):
+    """`return A + v` (where `A += v` was meant) would lose the result silently, in a GPU body too."""
+    bodies = "def bump(A, v):\n    return A + v\n\ndef ok(A, v):\n    A += v\n    return A[:, :]\n"
+    (tmp_path / "r.py").write_text(bodies + ("" if where == "host" else bodies.replace("(A, v)", "_gpu(A, v)")))
+    gpus = () if where == "host" else ("--gpus", "1", "--gpu-backend", "emulated", "--gpu-ratio", "0:1")
     for kernel, status in (("ok", 0), ("bump", 1)):
         (tmp_path / "r.tile").write_text(f'use "r.py"\nkernel {kernel}(inout A, float v)\n'
                                          f"program p {{ matrix A[n, n] = zeros\n  {kernel}(A[0, 0], 2.0)\n}}\n")
-        out = tiledsl("run", tmp_path / "r.tile", "--n", "20")
+        out = tiledsl("run", tmp_path / "r.tile", "--n", "20", *gpus)
         assert out.returncode == status and "Traceback" not in out.err, out.err
-    assert out.err.strip().endswith("(bump(A[0, 0], 2.0)): returned a new ndarray of shape (20, 20), which is dropped: "
-                                    "a kernel writes its results into its tiles in place (A[...] = ...)")
+    place = "" if where == "host" else " on GPU 1"
+    assert out.err.strip().endswith(f"{place} (bump(A[0, 0], 2.0)): returned a new ndarray of shape (20, 20), which is "
+                                    "dropped: a kernel writes its results into its tiles in place (A[...] = ...)")
