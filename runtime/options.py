@@ -36,23 +36,42 @@ class SuggestingParser(argparse.ArgumentParser):
         unknown = [word.partition("=")[0] for word in message.split() if word.startswith("--")]
         known = self._known_options()
         for word in unknown if "unrecognized arguments" in message else ():
-            if word == "--np" and "--np" not in known:  # a compiled driver: its launcher makes the ranks
-                message += " (a driver runs on the ranks its launcher starts: mpiexec -n N python DRIVER.py)"
+            if word == "--np" and "--np" not in known:
+                message += self._np_hint(known)
                 break
             close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
             if close:
                 message += f" (did you mean {close[0]}?)"
                 break
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        command = self._subcommand()
+        helped = self.prog if command is None else f"{self.prog} {command[0]}"
+        self.exit(2, f"{self.prog}: error: {message} (see {helped} --help)\n")
+
+    def _np_hint(self, known: list) -> str:
+        """Where the ranks of a command that takes no ``--np`` come from."""
+        if self._subparsers is None:  # a compiled driver
+            return " (a driver runs on the ranks its launcher starts: mpiexec -n N python DRIVER.py)"
+        if "--nodes" in known:
+            return " (a simulated run's ranks: --nodes N, or --grid PxQ)"
+        if "--grid" in known:
+            return " (this command starts no ranks: give the process grid as --grid PxQ)"
+        return " (only tiledsl run starts ranks)"
 
     def _known_options(self) -> list:
         options = list(self._option_string_actions)
+        command = self._subcommand()
+        if command is not None:
+            options += list(command[1]._option_string_actions)
+        return [option for option in options if option.startswith("--")]
+
+    def _subcommand(self) -> tuple | None:
+        """``(name, parser)`` of the subcommand given on the command line, if any."""
         given = getattr(self, "_given", [])
         for action in self._subparsers._group_actions if self._subparsers is not None else ():
             for name, parser in getattr(action, "choices", {}).items():
                 if name in given:
-                    options += list(parser._option_string_actions)
-        return [option for option in options if option.startswith("--")]
+                    return name, parser
+        return None
 
 
 class Params:

@@ -374,6 +374,19 @@ def test_the_driver_help_explains_files_and_exit_codes(tmp_path):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("command, hint", [
+    ("explain", "(this command starts no ranks: give the process grid as --grid PxQ) (see tiledsl explain --help)"),
+    ("graph", "(this command starts no ranks: give the process grid as --grid PxQ) (see tiledsl graph --help)"),
+    ("simulate", "(a simulated run's ranks: --nodes N, or --grid PxQ) (see tiledsl simulate --help)"),
+    ("bench", "(only tiledsl run starts ranks) (see tiledsl bench --help)"),
+])
+def test_a_command_given_np_says_where_its_ranks_come_from(command, hint):
+    out = tiledsl(command, "programs/cholesky.tile", "--n", "100", *(("--nodes", "2") if command == "simulate" else ()),
+                  "--np", "4")
+    assert out.returncode == 2 and out.stderr.strip() == f"tiledsl: error: unrecognized arguments: --np 4 {hint}"
+
+
+@pytest.mark.timeout(120)
 def test_a_compiled_driver_given_np_says_its_launcher_makes_the_ranks(tmp_path):
     assert tiledsl("compile", "programs/cholesky.tile", "-o", tmp_path / "chol.py").returncode == 0
     out = subprocess.run([sys.executable, str(tmp_path / "chol.py"), "--n", "100", "--np", "3"],
