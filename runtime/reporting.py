@@ -13,6 +13,7 @@ import numpy as np
 
 from . import checks
 from .options import TILE_SETTINGS
+from .resources import bytes_text
 
 
 @dataclass
@@ -226,7 +227,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
 
 
 def _mib(size: int) -> str:
-    return f"{size / 2 ** 20:.1f} MiB"
+    return bytes_text(size, digits=1)
 
 
 BACKENDS = {"emulated": "emulated backend (numpy arrays standing in for GPUs)",

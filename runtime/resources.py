@@ -74,9 +74,15 @@ def gib(size: float) -> str:
     return f"{size / 2 ** 30:.2f} GiB"
 
 
-def bytes_text(size: float) -> str:
-    """``size`` bytes in GiB, or in MiB below one GiB."""
-    return gib(size) if size >= 2 ** 30 else f"{size / 2 ** 20:.2f} MiB"
+def bytes_text(size: float, digits: int = 2) -> str:
+    """``size`` bytes in GiB, or in MiB below one GiB, KiB below one MiB (so that small sizes,
+    a cache of a few tiles, still tell apart), bytes below one KiB."""
+    if size >= 2 ** 30:
+        return gib(size)
+    for unit, scale in (("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if size >= scale:
+            return f"{size / scale:.{digits}f} {unit}"
+    return f"{size:.0f} bytes"
 
 
 def _available_memory() -> int | None:

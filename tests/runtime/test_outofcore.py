@@ -55,7 +55,7 @@ def test_out_of_core_is_bitwise_the_in_memory_and_the_cpu_run(compiled, program)
     assert out_of_core.passed and in_memory.stats["out_of_core"] is None
     assert_within_bound(out_of_core.stats["out_of_core"], BOUND)
     assert out_of_core.stats["instances"] == in_memory.stats["instances"]
-    assert "gpu cache out of core, 0.2 MiB per GPU" in summary_text(driver.PROGRAM, out_of_core, [out_of_core.stats])
+    assert "gpu cache out of core, 160.0 KiB per GPU" in summary_text(driver.PROGRAM, out_of_core, [out_of_core.stats])
 
 
 @pytest.mark.timeout(120)
@@ -127,10 +127,10 @@ def test_two_ranks_out_of_core_make_every_instance_type_explain_predicts(compile
 @pytest.mark.timeout(120)
 def test_a_bound_below_one_tile_or_one_tasks_tiles_is_refused(compiled):
     driver = compiled("programs/cholesky.tile")
-    with pytest.raises(UsageError, match=r"--gpu-memory allows 0.02 MiB, less than one tile \(0.03 MiB\)"):
+    with pytest.raises(UsageError, match=r"--gpu-memory allows 24.19 KiB, less than one tile \(32.00 KiB\)"):
         run(driver, gpus=1, gpu_memory=TILE - 8000)
-    with pytest.raises(TaskFailure, match=r"the 3 tile\(s\) of gemm\(A\[2, 0\], A\[1, 0\], A\[2, 1\]\) need 0.09 MiB "
-                                          r"at once on GPU 1, more than its cache of 0.06 MiB \(--gpu-memory\)"):
+    with pytest.raises(TaskFailure, match=r"the 3 tile\(s\) of gemm\(A\[2, 0\], A\[1, 0\], A\[2, 1\]\) need 96.00 KiB "
+                                          r"at once on GPU 1, more than its cache of 64.00 KiB \(--gpu-memory\)"):
         run(driver, gpus=1, gpu_memory=2 * TILE)
 
 
@@ -141,7 +141,7 @@ def test_an_impossible_bound_is_one_line_on_the_command_line():
                          cwd=ROOT, capture_output=True, text=True, timeout=100)
     errors = [line for line in out.stderr.splitlines() if "warning" not in line]
     assert out.returncode == 1 and len(errors) == 1, out.stderr
-    assert errors[0].startswith("tiledsl: error: rank 0 (qr.tile:") and "more than its cache of 0.06 MiB" in errors[0]
+    assert errors[0].startswith("tiledsl: error: rank 0 (qr.tile:") and "more than its cache of 64.00 KiB" in errors[0]
 
 
 # --------------------------------------------------------------------------- the policy alone
