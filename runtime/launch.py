@@ -134,6 +134,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
         for name, path in options.outputs.items():
             write_output(matrices[name], path, comm, staging)
         result.errors += staging.commit(result.ok)
+        result.withheld = staging.withheld
     stopwatch.lap("outputs")
     result.phases, result.total_seconds = stopwatch.laps, stopwatch.total()
     return result
@@ -340,6 +341,10 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
             return _leave(comm, stdout_closed())
         for problem in _problems(result):
             print(f"tiledsl: error: {problem}", file=err, flush=True)
+        if result.withheld:
+            files = ", ".join(map(os.path.relpath, result.withheld))
+            print(f"tiledsl: note: the run failed, so {files} {'was' if len(result.withheld) == 1 else 'were'} "
+                  f"not written (a file already there is left as it was)", file=err, flush=True)
     return _leave(comm, 0 if result.ok else 1)
 
 

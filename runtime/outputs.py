@@ -78,6 +78,7 @@ class Staging:
         self.comm = comm
         self.files: dict = {}  # temporary path -> target (rank 0)
         self.failures: list = []  # this rank's failures to write its part
+        self.withheld: list = []  # the targets a failed run left as they were (rank 0)
 
     def __enter__(self):
         return self
@@ -115,6 +116,8 @@ class Staging:
             for temporary, target in self.files.items():
                 os.replace(temporary, target)
             self.files.clear()
+        else:
+            self.withheld = list(self.files.values())
         elsewhere = int(total[0]) - len(self.failures)
         return self.failures + ([f"{elsewhere} file part(s) could not be written on other ranks"]
                                 if elsewhere >= 1 else [])

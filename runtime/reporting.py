@@ -45,6 +45,7 @@ class RunResult:
     nonfinite: dict = field(default_factory=dict)  # matrix name -> NaN or infinite values left in it
     input_nonfinite: dict = field(default_factory=dict)  # matrix name -> those in the input tiles the run read
     errors: list = field(default_factory=list)  # what else failed after the run (writing its files)
+    withheld: list = field(default_factory=list)  # the files a failed run did not write (rank 0)
 
     @property
     def passed(self) -> bool | None:

@@ -126,6 +126,8 @@ def test_a_previous_output_survives_a_failed_run_and_a_good_run_replaces_it(tmp_
     code, out, err = finish(start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 256, "--nb", 64,
                                   "--input", "A=bad.npy", "--output", "A=out.npy", cwd=tmp_path))
     assert code == 1 and "A holds" in err and "NaN or infinite" in err, err
+    assert err.strip().endswith("tiledsl: note: the run failed, so out.npy was not written "
+                                "(a file already there is left as it was)"), err
     assert np.array_equal(np.load(tmp_path / "out.npy"), previous)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npy", "out.npy"]  # no partial file left
     code, out, err = finish(start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 256, "--nb", 64,
