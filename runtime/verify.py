@@ -250,7 +250,7 @@ class Verifier:
         inner = Geometry.uniform(k, k, g.height(0)).row_starts
         residual = self.fill(self.matrix("R", g, result.distribution),
                              lambda tile, r0, r1, c0, c1: original_block(self.source(c), view_c, r0, r1, c0, c1))
-        norm_c = self._norm(residual, symmetric, infinity=True, part=part)
+        norm_c = self._norm(residual, symmetric, infinity=True, part=part) if beta else 0.0  # β = 0: C₀ unread
         left = self.original(a, view_a, Geometry(g.row_starts, inner), result.distribution)
         right = self.original(b, view_b, Geometry(inner, g.col_starts, g.s), result.distribution)
         norm_a, norm_b = self._norm(left.matrix, infinity=True), self._norm(right.matrix, infinity=True)
@@ -409,10 +409,14 @@ def _zeros(r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
 
 
 def _scale(matrix: TiledMatrix, factor: float) -> None:
-    """Multiply this rank's tiles of ``matrix`` by ``factor``."""
+    """Multiply this rank's tiles of ``matrix`` by ``factor``; 0 sets them to zero, as BLAS's
+    β = 0 does, whatever they held (a NaN too)."""
     if factor != 1.0:
         for tile in matrix.local_tiles():
-            tile.data *= factor
+            if factor:
+                tile.data *= factor
+            else:
+                tile.data[...] = 0.0
 
 
 # ---------------------------------------------------------------- task streams

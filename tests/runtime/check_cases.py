@@ -79,7 +79,8 @@ def inverse_residual(op_a, op_x) -> float:
 
 
 def product_residual(c, op_a, op_b, c0, alpha=1.0, beta=1.0, keep=lambda x: x) -> float:
-    """``keep`` cuts the part of C that counts out of a full matrix."""
+    """``keep`` cuts the part of C that counts out of a full matrix; β = 0 leaves C₀ unread (BLAS)."""
+    c0 = c0 if beta else np.zeros_like(c0)
     bound = abs(alpha) * _inf(op_a) * _inf(op_b) + abs(beta) * _inf(keep(c0))
     return _scaled(_inf(keep(c - (alpha * op_a @ op_b + beta * c0))), bound, op_a.shape[1])
 
@@ -157,6 +158,11 @@ def cases() -> dict:
                          {"A": (a, a), "B": (b, b), "C": (c0, -0.5 * a @ b + 2.0 * c0)},
                          lambda o, f: {"product": product_residual(f["C"], o["A"], o["B"], o["C"], -0.5, 2.0)},
                          ("C", 129, 89))
+
+    nan = np.full((m, w), np.nan)
+    found["gemm beta 0"] = Case(decl("product", "C A B", beta=0.0), {"A": (a, a), "B": (b, b), "C": (nan, a @ b)},
+                                lambda o, f: {"product": product_residual(f["C"], o["A"], o["B"], o["C"], beta=0.0)},
+                                ("C", 64, 1))
 
     found["gemm transposed"] = Case(decl("product", "C A B", ["", "transposed", ""]),
                                     {"A": (a.T, a.T), "B": (b, b), "C": (c0, a @ b + c0)},
