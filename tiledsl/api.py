@@ -252,22 +252,29 @@ class Loaded:
             raise TiledslError(f"too many ways to fit n and {', '.join(unknown)} to the arrays' shapes: "
                                f"give n= and params= explicitly")
         fits = {}  # (n, every param's value) -> the fewest params set (given or inferred) that give it
+        closest = None  # ((dimensions matched, −params set), n, params) of the trial nearest to fitting
         for n_value, *values in itertools.product(*choices):
             chosen = {**params, **{k: v for k, v in zip(unknown, values) if v is not None}}
-            if self._fits(arrays, n_value, tiles, chosen):
+            shapes = self._shapes(n_value, tiles, chosen)
+            if shapes is None:
+                continue
+            matched = sum(got == wanted for name, array in arrays.items() for got, wanted in zip(array.shape, shapes[name]))
+            if matched == 2 * len(arrays):
                 key = (n_value, tuple(sorted(self._resolved(n_value, tiles, chosen).items())))
                 fits[key] = min(fits.get(key, len(chosen)), len(chosen))
+            elif closest is None or (matched, -len(chosen)) > closest[0]:
+                closest = ((matched, -len(chosen)), n_value, chosen)
         if not fits:
-            raise TiledslError(self._misfit(arrays, n, tiles, params))
+            raise TiledslError(self._misfit(arrays, n, tiles, params, closest))
         fewest = min(fits.values())
         best = [key for key, count in fits.items() if count == fewest]
+        inferred = lambda key: {k: v for k, v in key[1] if k in params or v != self._default(key[0], tiles, k)}
+        for key in best:  # the fits differ where a value is left free by every array: say which
+            self._check_determined(arrays, n is None, key[0], tiles, inferred(key), set(inferred(key)) - set(params))
         if len(best) > 1:
             options = " or ".join(_assignment(key[0], dict(key[1])) for key in best[:4])
             raise TiledslError(f"the arrays' shapes fit several sizes ({options}): give n= or params= to choose")
-        n_value, resolved = best[0][0], dict(best[0][1])
-        chosen = {k: v for k, v in resolved.items() if k in params or v != self._default(n_value, tiles, k)}
-        self._check_determined(arrays, n is None, n_value, tiles, chosen, set(chosen) - set(params))
-        return n_value, chosen
+        return best[0][0], inferred(best[0])
 
     def _check_determined(self, arrays, n_inferred: bool, n: int, tiles: dict, chosen: dict, inferred) -> None:
         """A :class:`TiledslError` when an inferred value could be another and the arrays still fit."""
@@ -304,17 +311,18 @@ class Loaded:
     def _default(self, n: int, tiles: dict, name: str):
         return self._resolved(n, tiles, {})[name]
 
-    def _misfit(self, arrays: dict, n: int | None, tiles: dict, params: dict) -> str:
-        """Why no size fits: the arrays' shapes against those the program expects with n (given,
-        else the first array's rows) and the params at their given or default values."""
-        reference_n = n if n is not None else next(iter(arrays.values())).shape[0]
-        expected = self._shapes(reference_n, tiles, params)
-        if expected is None:
+    def _misfit(self, arrays: dict, n: int | None, tiles: dict, params: dict, closest) -> str:
+        """Why no size fits: the arrays' shapes against those the program expects with the values
+        of ``closest``, the trial that matched the most dimensions (so that the arrays named
+        are the ones at odds with the others)."""
+        if closest is None:
             found = ", ".join(f"{name} {array.shape}" for name, array in arrays.items())
             return f"the arrays' shapes ({found}) fit no size of {self.program.name}: give n= and params="
+        _, reference_n, chosen = closest
+        expected = self._shapes(reference_n, tiles, chosen)
         wrong = "; ".join(f"{name} has shape {array.shape}, expected {expected[name]}"
                           for name, array in arrays.items() if expected[name] != array.shape)
-        values = _assignment(reference_n, self._resolved(reference_n, tiles, params))
+        values = _assignment(reference_n, self._resolved(reference_n, tiles, chosen))
         inferred = n is None or len(params) < len(self.program.params)
         return (f"the arrays' shapes fit no size of {self.program.name}: with {values}, {wrong}"
                 + ("; give n= and params= for the size you mean" if inferred else ""))

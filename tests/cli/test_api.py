@@ -128,10 +128,12 @@ def test_a_matrix_named_like_a_setting_given_as_that_setting_is_refused(tmp_path
 @pytest.mark.timeout(120)
 def test_contradictory_shapes_name_the_matrix_its_shape_and_the_expected_one(tmp_path):
     settings = program(tmp_path, SETTING_NAMES)
+    with pytest.raises(TiledslError, match=r"fit no size of settings: with n=6, m=3, A has shape \(8, 3\), "
+                                           r"expected \(6, 3\); give n= and params= for the size you mean$"):
+        settings.run(A=np.zeros((8, 3)), B=np.zeros((6, 6)))  # the values that fit the most dimensions
     with pytest.raises(TiledslError, match=r"fit no size of settings: with n=8, m=2, A has shape \(8, 3\), "
-                                           r"expected \(8, 2\); B has shape \(6, 6\), expected \(8, 8\); "
-                                           r"give n= and params= for the size you mean$"):
-        settings.run(A=np.zeros((8, 3)), B=np.zeros((6, 6)))
+                                           r"expected \(8, 2\); B has shape \(6, 6\), expected \(8, 8\)$"):
+        settings.run(A=np.zeros((8, 3)), B=np.zeros((6, 6)), n=8, params={"m": 2})
     with pytest.raises(TiledslError, match=r"with n=12, A has shape \(10, 10\), expected \(12, 12\)$"):
         tiledsl.load(ROOT / "programs/cholesky.tile").run(A=np.eye(10), n=12)
     with pytest.raises(TiledslError, match=r"matrix A: expected a 2-D array, got shape \(3,\)"):
@@ -171,6 +173,29 @@ program no_n {
     with pytest.raises(TiledslError, match=r"n cannot be inferred: no input array's shape depends on it; give n="):
         no_n.run(A=np.zeros((4, 4)))
     assert no_n.run(A=np.zeros((4, 4)), n=1).tasks == 1
+
+
+@pytest.mark.timeout(120)
+def test_a_param_fixed_by_one_array_is_used_to_find_the_odd_one_out(tmp_path):
+    """A right-hand side of 3 columns sets nrhs, whatever its default: the rows are what is wrong."""
+    solve = program(tmp_path, """
+program solve {
+  tiling uniform(nb = 4)
+  param nrhs = 300
+  param m = 1000
+  matrix L[n, n] = zeros
+  matrix B[n, nrhs] = zeros
+  matrix R[m, nrhs] = zeros
+  for k in 0 .. L.mt {
+    trsm(L[k, k], B[k, 0])
+    trsm(L[k, k], R[k, 0])
+  }
+}
+""")
+    with pytest.raises(TiledslError, match=r"with n=500, nrhs=3, m=1000, B has shape \(400, 3\), expected \(500, 3\);"):
+        solve.run(L=np.zeros((500, 500)), B=np.zeros((400, 3)))
+    with pytest.raises(TiledslError, match=r"^n cannot be inferred: no input array's shape depends on it; give n=$"):
+        solve.run(R=np.zeros((1000, 7)))  # n = 7 and n = 1000 fit alike: neither is a choice to offer
 
 
 @pytest.mark.timeout(120)
