@@ -221,6 +221,17 @@ def test_check_prints_a_wrong_kernel_arity_with_the_def_line(tmp_path):
 
 
 @pytest.mark.timeout(90)
+def test_a_kernel_name_bound_to_a_constant_is_shown_without_suggesting_another_function(tmp_path):
+    done = tiledsl_check(tmp_path, "def scal(A, B):\n    B += A\n\n\nscale = 3.0\n")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.split("\n")[:6] == [
+        "t.tile:2:8: error[E212]: kernel module 'k.py' defines no function 'scale'",
+        "      |", "    2 | kernel scale(in A, inout B)", "      |        ^^^^^",
+        "  = note: k.py:5 defines scale = 3.0",
+        "  = hint: define it in k.py: def scale(A, B):"]
+
+
+@pytest.mark.timeout(90)
 def test_check_reads_the_kernel_module_without_running_it(tmp_path):
     marker = tmp_path / "ran"
     done = tiledsl_check(tmp_path, f"import sys\nopen({str(marker)!r}, 'w')\nsys.exit(3)\n\n\n"

@@ -457,8 +457,9 @@ class _Analyzer:
         functions = [b for b in bindings if isinstance(b, Function)]
         if not functions:
             others = [f"{module}:{b.line} defines {b.what}" for b in bindings]
-            self.bag.error(span, "E212", f"kernel module {module!r} defines no function '{name}'",
-                           *others, *_suggest(name, set(self.module_definitions.functions()) - {not_suggested}),
+            # a name bound to something else is the mistake to mend: no other function to suggest
+            close = () if others else _suggest(name, set(self.module_definitions.functions()) - {not_suggested})
+            self.bag.error(span, "E212", f"kernel module {module!r} defines no function '{name}'", *others, *close,
                            hint=f"define it in {module}: def {name}({', '.join(params)}):")
         elif not any(f.accepts(len(params)) for f in functions):
             self.bag.error(span, "E213",
