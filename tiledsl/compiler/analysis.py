@@ -159,12 +159,15 @@ class _Analyzer:
         self.converter = Converter(self._let_form, self._extent_symbol)
         self.flops_of: n.KernelDecl | None = None  # the kernel whose flop count is being checked
         self.float_lets: set = set()
+        self.declarations: dict = {}  # name -> span of the program's parameters, matrices and workspaces
+        self.used_early: set = set()  # names used before their declaration (E200 then, but used)
         self._declare_kernels(prelude.kernels + file.kernels)
 
     # ---------------------------------------------------------------- driver
     def run(self) -> Checked | None:
         program = self.program
         tiling = self._tiling(program.tiling)
+        self.declarations = {d.name.text: d.name.span for d in (*program.params, *program.matrices, *program.workspaces)}
         self._declare_params(tiling, program.params)
         self._declare_matrices(program.matrices, program.workspaces)
         for check in program.checks:
@@ -471,6 +474,7 @@ class _Analyzer:
         previous = self.scope.lookup(ident.text)
         if previous is None:
             self.scope.frames[-1][ident.text] = symbol
+            symbol.used = symbol.used or ident.text in self.used_early
             return
         where = (f"at line {previous.span.line}" if previous.span
                  else "built in: the matrix order" if ident.text == "n" else "by the tiling")
@@ -742,7 +746,7 @@ class _Analyzer:
         symbol = self.scope.lookup(ident.text)
         if symbol is None:
             matrices = [s for s in self.scope.names() if self.scope.lookup(s).kind in ("matrix", "workspace")]
-            self.bag.error(ident.span, "E200", f"unknown matrix '{ident.text}'", *_suggest(ident.text, matrices))
+            self._unknown(ident, "matrix", matrices)
             return None
         if symbol.kind not in ("matrix", "workspace"):
             self.bag.error(ident.span, "E205", f"'{ident.text}' is a {symbol.kind}, not a matrix")
@@ -859,8 +863,7 @@ class _Analyzer:
     def _name_type(self, ident: n.Ident) -> str | None:
         symbol = self.scope.lookup(ident.text)
         if symbol is None:
-            self.bag.error(ident.span, "E200", f"unknown name '{ident.text}'",
-                           *_suggest(ident.text, self.scope.names()))
+            self._unknown(ident, "name", self.scope.names())
             return None
         symbol.used = True
         if symbol.kind in ("matrix", "workspace"):
@@ -872,6 +875,18 @@ class _Analyzer:
                            hint=f"use {ident.text}.m or {ident.text}.n for its numbers of rows or columns")
             return None
         return symbol.type
+
+    def _unknown(self, ident: n.Ident, what: str, known) -> None:
+        """E200 for a name not in scope: if the program declares it further on, say where (the
+        declarations are read in order: parameters, then matrices, then workspaces)."""
+        later = self.declarations.get(ident.text)
+        if later is not None:
+            self.used_early.add(ident.text)
+            self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'",
+                           f"'{ident.text}' is declared at line {later.line}, after this use",
+                           hint=f"declare '{ident.text}' first")
+            return
+        self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *_suggest(ident.text, known))
 
     def _geometry(self, matrix: n.Ident, query: n.Ident, allowed) -> str | None:
         if self.flops_of is not None:
