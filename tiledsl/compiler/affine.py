@@ -144,9 +144,25 @@ def _holds_at(cond, taken: bool, point: dict, converter: "Converter") -> bool:
     return False
 
 
-def never_runs(start: Form, stop: Form) -> bool:
-    """True when a loop from ``start`` to ``stop`` runs no iteration whatever the sizes."""
-    return _provably_at_least(difference(start, stop), 0)
+def never_runs(low, high, converter: "Converter") -> bool:
+    """True when a loop whose values lie from the expression ``low`` up to (not including)
+    ``high`` runs no iteration whatever the sizes: low ≥ high. A ``max`` at the low end or a
+    ``min`` at the high end needs one of its terms to show it, a ``min`` at the low end or
+    a ``max`` at the high end all of them."""
+    if _is_call(low, "max"):
+        return any(never_runs(term, high, converter) for term in low.args)
+    if _is_call(high, "min"):
+        return any(never_runs(low, term, converter) for term in high.args)
+    if _is_call(low, "min"):
+        return all(never_runs(term, high, converter) for term in low.args)
+    if _is_call(high, "max"):
+        return all(never_runs(low, term, converter) for term in high.args)
+    start, stop = converter.form(low), converter.form(high)
+    return start is not None and stop is not None and _provably_at_least(difference(start, stop), 0)
+
+
+def _is_call(expr, func: str) -> bool:
+    return isinstance(expr, n.Func) and expr.func.text == func
 
 
 def provably_nonzero(form: Form) -> bool:
@@ -160,7 +176,7 @@ def difference(a: Form, b: Form) -> Form:
 
 def bound_forms(expr, func: str, converter: "Converter") -> list | None:
     """The affine forms of a loop bound; ``min``/``max`` (``func``) of several give them all."""
-    if isinstance(expr, n.Func) and expr.func.text == func:
+    if _is_call(expr, func):
         parts = [bound_forms(arg, func, converter) for arg in expr.args]
         return None if any(p is None for p in parts) else [form for part in parts for form in part]
     form = converter.form(expr)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import nodes as n
-from .affine import (Converter, bound_forms, coincidence_witness, difference, never_runs, out_of_range_witness,
+from .affine import (Converter, coincidence_witness, difference, never_runs, out_of_range_witness,
                      is_zero, provably_nonzero)
 from .diagnostics import DiagnosticBag
 from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
@@ -550,11 +550,9 @@ class _Analyzer:
             self.bag.warning(header, "W301", f"this loop runs {len(range(start, stop, step))} times",
                              f"a run walks at most {MAX_ITERATIONS} loop iterations and refuses more")
             return
-        # the loop's low end (the start counting up, the stop counting down) never below its high
-        # end; a max() at the low end or a min() at the high end: one of its terms is enough
+        # the loop's low end (the start counting up, the stop counting down) never below its high end
         low, high = (stmt.start, stmt.stop) if step > 0 else (stmt.stop, stmt.start)
-        lows, highs = bound_forms(low, "max", self.converter), bound_forms(high, "min", self.converter)
-        if lows and highs and any(never_runs(first, last) for first in lows for last in highs):
+        if never_runs(low, high, self.converter):
             relation = "below" if step > 0 else "above"
             self.bag.warning(header, "W302", "this loop never runs",
                              f"its start, {unparse(stmt.start)}, is never {relation} its stop, {unparse(stmt.stop)}"
