@@ -5,7 +5,7 @@ import pytest
 from tiledsl.runtime.distribution import BlockCyclic
 from tiledsl.runtime.geometry import Geometry
 from tiledsl.runtime.panels import stacked
-from tiledsl.runtime.matrix import TiledMatrix
+from tiledsl.runtime.matrix import TiledMatrix, TileIndexError, region_view
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,3 +55,16 @@ def test_a_rank_stacks_its_own_stored_tiles_of_a_column():
     assert matrix.tile(1, 1).data is None
     np.testing.assert_array_equal(matrix.block(matrix.tile(1, 1)), values[2:4, 2:4])
     np.testing.assert_array_equal(matrix.tile(3, 1).data, values[6:8, 2:4])
+
+
+@pytest.mark.parametrize("region, message", [
+    ((3, 2, 0, 1), "sub-range [3:2, 0:1] of tile A[0, 0] is reversed: its rows start at 3 and end before, at 2"),
+    ((0, 1, 5, None), "sub-range [0:1, 5:3] of tile A[0, 0] is reversed: its columns start at 5 and end before, at 3"),
+    ((2, 4, 0, 1), "sub-range [2:4, 0:1] is outside tile A[0, 0] (3×3)"),
+    ((-1, 2, 0, 1), "sub-range [-1:2, 0:1] is outside tile A[0, 0] (3×3)"),
+])
+def test_a_sub_range_that_leaves_its_tile_or_is_reversed_says_which(region, message):
+    matrix = TiledMatrix("A", Geometry.uniform(7, 7, 3), BlockCyclic(), 0)
+    with pytest.raises(TileIndexError) as raised:
+        region_view(matrix.tile(0, 0), region)
+    assert str(raised.value.args[0]) == message
