@@ -183,15 +183,25 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
 
 def placement(driver, params: Params, grid_text: str | None, ranks: int, rank: int, gpus: int,
               ratio: tuple | None = None) -> tuple:
-    """(grid, distribution, ``rank``'s matrices): ``--grid`` if given, else the program's
-    preferred grid (:func:`.world.preferred_grid`) where it gives every rank tiles, else
-    the squarest."""
+    """(grid, distribution, ``rank``'s matrices): ``--grid`` if given, else the first grid that
+    gives every rank tiles among the program's preferred one (:func:`.world.preferred_grid`),
+    the squarest, then the others from the squarest on (3 ranks on a matrix of one tile
+    column: 3x1); the squarest when none does (the run then says which sizes would)."""
     program = driver.PROGRAM
-    grid = grid_for(grid_text, ranks, program)
-    distribution = make_distribution(program, params, grid, gpus, ratio)
-    matrices = make_matrices(driver, params, distribution, rank)
-    if grid_text is None and grid != squarest_grid(ranks) and not every_rank_has_tiles(program, matrices, ranks):
-        grid = squarest_grid(ranks)
+    grids = [grid_for(grid_text, ranks, program)]
+    if grid_text is None:
+        grids += [grid for grid in _grids_by_squareness(ranks) if grid != grids[0]]
+    for grid in grids:
         distribution = make_distribution(program, params, grid, gpus, ratio)
         matrices = make_matrices(driver, params, distribution, rank)
-    return grid, distribution, matrices
+        if grid_text is not None or every_rank_has_tiles(program, matrices, ranks):
+            return grid, distribution, matrices
+    grid = squarest_grid(ranks)
+    distribution = make_distribution(program, params, grid, gpus, ratio)
+    return grid, distribution, make_matrices(driver, params, distribution, rank)
+
+
+def _grids_by_squareness(ranks: int) -> list:
+    """Every grid P×Q of ``ranks``, the squarest first (P ≤ Q before P > Q at equal distance)."""
+    grids = [(p, ranks // p) for p in range(1, ranks + 1) if ranks % p == 0]
+    return sorted(grids, key=lambda grid: (abs(grid[0] - grid[1]), grid[0] > grid[1]))

@@ -64,3 +64,13 @@ def test_the_preferred_grid_gives_way_where_a_rank_would_own_no_tile(compiled):
     assert placement(getrf, params, None, 4, 0, 0)[0] == (1, 4)
     assert placement(getrf, params, None, 6, 0, 0)[0] == (2, 3)  # 1x6 leaves a rank without a column
     assert placement(getrf, params, "3x2", 6, 0, 0)[0] == (3, 2)
+
+
+def test_without_a_grid_the_squarest_one_that_gives_every_rank_tiles_is_taken(compiled):
+    gemm = compiled("programs/gemm.tile")
+    narrow = make_params(gemm, Options(n=50, tiles={"nb": 64}, sets={"m": 301, "k": 50}))  # C: 5×1 tiles
+    assert placement(gemm, narrow, None, 3, 0, 0)[0] == (3, 1)  # 1x3 would leave two ranks idle
+    assert placement(gemm, narrow, None, 4, 0, 0)[0] == (4, 1)
+    wide = make_params(gemm, Options(n=301, tiles={"nb": 64}, sets={"m": 50, "k": 50}))  # C: 1×5 tiles
+    assert placement(gemm, wide, None, 3, 0, 0)[0] == (1, 3)
+    assert placement(gemm, wide, None, 7, 0, 0)[0] == (1, 7)  # none works: the squarest (the run refuses it)
