@@ -216,6 +216,9 @@ def test_getrf_fails_its_check_without_the_swaps_of_the_left_columns(tmp_path):
     ("solve(A, X, B)", "dgesv", ["A", "B"]),
     ("solve(A, B, B)", "dgesv", ["A", "B"]),
     ("solve(symmetric A, X, B)", "dposv", ["A", "B"]),
+    ("solve(lower A, B, B)", "dtrsm", ["A", "B"]),
+    ("solve(transposed upper A, X, B)", "dtrsm", ["A", "B"]),
+    ("inverse(upper A, A)", "dtrtri", ["A"]),
 ])
 def test_the_bench_reference_takes_the_checks_inputs_wherever_the_result_is(tmp_path, check, routine, names):
     """The reference of a solve or an inverse takes A (and B): the result X may be a matrix
@@ -227,3 +230,21 @@ def test_the_bench_reference_takes_the_checks_inputs_wherever_the_result_is(tmp_
     (tmp_path / "driver.py").write_text(text)
     reference, found, _ = reference_of(import_driver(tmp_path / "driver.py", f"bench_{routine}").PROGRAM)
     assert (reference.routine, found) == (routine, names)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("check, note", [
+    ("", "no reference to time against: the program declares no check (a check says what it computes)"),
+    ("check lu(A)", None),
+    ("check inverse(A, X)", "no LAPACK/BLAS routine is known for a check inverse: tiledsl is timed alone"),
+])
+def test_bench_says_why_tiledsl_is_timed_alone(tmp_path, check, note):
+    (tmp_path / "p.tile").write_text(
+        "program p { tiling uniform(nb = 50)  matrix A[n, n] = random spd  matrix X[n, n] = identity\n"
+        f"  {check}\n  for k in 0 .. A.nt {{ potrf(A[k, k])  potrf(X[k, k]) }} }}\n")
+    _, text = compile_path(tmp_path / "p.tile")
+    (tmp_path / "driver.py").write_text(text)
+    driver = import_driver(tmp_path / "driver.py", f"bench_alone_{len(check)}")
+    table = run_bench(driver, Options(n=100, workers=1), rounds=1, with_dask=False)
+    assert table["notes"] == ([note] if note else [])
+    assert len(table["rows"]) == (1 if note else 2)

@@ -4,8 +4,9 @@ The reference of a program is the LAPACK or BLAS routine (scipy's, given as many
 BLAS threads as tiledsl has workers) that computes what its check verifies:
 :data:`REFERENCES` maps the check (its kind, and the first of ``symmetric``,
 ``lower``, ``upper`` among its qualifiers; a user check by its function's name) to
-the routine, e.g. ``solve`` to dgesv, ``solve symmetric`` to dposv, ``product
-lower`` to dtrmm. The routine takes the check's matrices (each once, in the check's
+the routine, e.g. ``solve`` to dgesv, ``solve symmetric`` to dposv, ``solve lower``
+to dtrsm, ``product lower`` to dtrmm; a program without one is timed alone, and a
+note says why. The routine takes the check's matrices (each once, in the check's
 order, as the program's inputs make them) and works on them in place, and the
 check's options (product's alpha and beta). For Cholesky and LU, when dask is
 installed, ``dask.array.linalg`` at several chunk sizes too (its best is reported).
@@ -82,7 +83,10 @@ REFERENCES = {
     "solve": Reference("dgesv", lambda a, b: lapack.dgesv(a, b, overwrite_a=1, overwrite_b=1), (0, 2)),
     "solve symmetric": Reference("dposv", lambda a, b: lapack.dposv(a, b, lower=1, overwrite_a=1, overwrite_b=1),
                                  (0, 2)),
+    "solve lower": Reference("dtrsm", lambda a, b: blas.dtrsm(1.0, a, b, lower=1, overwrite_b=1), (0, 2)),
+    "solve upper": Reference("dtrsm", lambda a, b: blas.dtrsm(1.0, a, b, lower=0, overwrite_b=1), (0, 2)),
     "inverse lower": Reference("dtrtri", lambda a: lapack.dtrtri(a, lower=1, overwrite_c=1), (0,)),
+    "inverse upper": Reference("dtrtri", lambda a: lapack.dtrtri(a, lower=0, overwrite_c=1), (0,)),
     "inverse symmetric": Reference("dpotrf+dpotri", _potri, (0,)),
     "product": Reference("dgemm", lambda c, a, b, alpha=1.0, beta=1.0:
                          blas.dgemm(alpha, a, b, beta, c, overwrite_c=1)),
@@ -91,6 +95,8 @@ REFERENCES = {
     # B = alpha·L·B: dtrmm has no beta (the program's check says beta = 0)
     "product lower": Reference("dtrmm", lambda b, a, alpha=1.0, beta=0.0:
                                blas.dtrmm(alpha, a, b, lower=1, overwrite_b=1)),
+    "product upper": Reference("dtrmm", lambda b, a, alpha=1.0, beta=0.0:
+                               blas.dtrmm(alpha, a, b, lower=0, overwrite_b=1)),
     "least_squares": Reference("dgels", _gels),
 }
 
@@ -101,16 +107,29 @@ def reference_of(program) -> tuple[Reference, list, dict] | None:
     check = program.check
     if check is None:
         return None
-    words = {word for qualifiers in check.qualifiers for word in qualifiers}
-    flavour = next((word for word in FLAVOURS if word in words), None)
-    key = check.kind if check.user or flavour is None else f"{check.kind} {flavour}"
-    reference = REFERENCES.get(key)
+    reference = REFERENCES.get(_reference_key(check))
     if reference is None:
         return None
     matrices = [d.name for d in program.matrices]
     taken = check.args if reference.operands is None else [check.args[i] for i in reference.operands]
     names = [name for i, name in enumerate(taken) if name in matrices and name not in taken[:i]]
     return (reference, names, dict(check.options)) if len(names) == reference.arity() else None
+
+
+def _reference_key(check) -> str:
+    """The key of :data:`REFERENCES` for a check: its kind and flavour, or a user check's function."""
+    words = {word for qualifiers in check.qualifiers for word in qualifiers}
+    flavour = next((word for word in FLAVOURS if word in words), None)
+    return check.kind if check.user or flavour is None else f"{check.kind} {flavour}"
+
+
+def _without_reference(program) -> str:
+    """Why a program is timed alone (it has no reference, :func:`reference_of`)."""
+    check = program.check
+    if check is None:
+        return "no reference to time against: the program declares no check (a check says what it computes)"
+    what = f"user check {check.kind}" if check.user else f"check {_reference_key(check)}"
+    return f"no LAPACK/BLAS routine is known for a {what}: tiledsl is timed alone"
 
 
 def inputs_of(driver, options: Options) -> dict:
@@ -167,7 +186,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
             dask = _dask(kind, chunk, workers) if chunk < options.n else None
             if dask:
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
-    notes = []
+    notes = [] if found else [_without_reference(program)]
     if with_dask and kind in DASK_KINDS and importlib.util.find_spec("dask") is None:
         notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
     residual, passed, tiles, tiling, flops = None, None, {}, "", None
