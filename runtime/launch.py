@@ -282,7 +282,8 @@ def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm,
     of the kernel module called on rank 0 (:mod:`.usercheck`)."""
     check = driver.PROGRAM.check
     if check.user:
-        return usercheck.run(check, driver, matrices, sources, comm)
+        values = {name: value for name, value in params.as_dict().items() if value is not None}
+        return usercheck.run(check, driver, matrices, sources, comm, values)
     first_tag = sum(m.mt * m.nt for m in matrices.values())
     return Verifier(engine, matrices, sources, comm, first_tag, progress_bar).check(check, driver, params)
 

@@ -3,15 +3,18 @@
 The one check that gathers: rank 0 receives every named matrix's final tiles from
 the ranks that own them, rebuilds each original whole from the input's source (a
 workspace's: zeros), and calls ``NAME(before, after)``, two dicts name → numpy
-array (float64, the matrices' original and final values). The function returns a
-float residual, or a dict name → float; the run passes when every residual is
-below :data:`~.checks.THRESHOLD` (a NaN fails). Rank 0 broadcasts the residuals,
-or why there are none (the function raised, returned something else, or is not
-there): then every rank raises the same :class:`~.checks.CheckError`, one line
-naming the function and the check's ``.tile`` line, never a traceback.
+array (float64, the matrices' original and final values), or ``NAME(before, after,
+params)`` for a function that takes three: the run's ``n``, tile settings and
+``param`` values, name → number. The function returns a float residual, or a dict
+name → float; the run passes when every residual is below
+:data:`~.checks.THRESHOLD` (a NaN fails). Rank 0 broadcasts the residuals, or why
+there are none (the function raised, returned something else, or is not there):
+then every rank raises the same :class:`~.checks.CheckError`, one line naming the
+function and the check's ``.tile`` line, never a traceback.
 """
 from __future__ import annotations
 
+import inspect
 import numbers
 import traceback
 import types
@@ -25,13 +28,14 @@ from .verify import fill_untouched
 from .world import RankError, UsageError
 
 
-def run(check, driver, matrices: dict, sources: dict, comm) -> dict:
-    """The residuals of the user check ``check``, on every rank (computed on rank 0)."""
+def run(check, driver, matrices: dict, sources: dict, comm, params: dict) -> dict:
+    """The residuals of the user check ``check``, on every rank (computed on rank 0); ``params``:
+    the run's parameters, name → value, the third argument of a function that takes three."""
     finals = {name: _gather(matrices[name], comm) for name in dict.fromkeys(check.args)}
     outcome = None
     if comm is None or comm.rank == 0:
         before = {name: _original(matrices[name], sources.get(name)) for name in finals}
-        outcome = _call(check, driver, before, finals)
+        outcome = _call(check, driver, before, finals, params)
     if comm is not None:
         outcome = comm.broadcast(outcome)
     residuals, error = outcome
@@ -60,7 +64,7 @@ def _original(matrix, source) -> np.ndarray:
     return np.array(source(0, matrix.m, 0, matrix.n), dtype=np.float64, order="F")
 
 
-def _call(check, driver, before: dict, after: dict) -> tuple:
+def _call(check, driver, before: dict, after: dict, params: dict) -> tuple:
     """``(residuals, None)``, or ``(None, why)`` when the check function gave none."""
     program = driver.PROGRAM
     where = f"check {check.kind} ({Path(program.source).name}:{check.line})"
@@ -73,14 +77,24 @@ def _call(check, driver, before: dict, after: dict) -> tuple:
     function = vars(module).get(check.kind)
     if not isinstance(function, types.FunctionType):
         return None, f"{where}: kernel module {program.kernel_module} defines no function {check.kind}"
+    arguments = (before, after, dict(params)) if _takes_three(function) else (before, after)
     try:
-        value = function(before, after)
+        value = function(*arguments)
     except (Exception, SystemExit) as error:  # the user's check: its failure is the run's, in one line
         return None, f"{where}: {check.kind} raised {_described(error, function)}"
     residuals, problem = _residuals(check.kind, value)
     if problem is not None:
         return None, f"{where}: {check.kind} {problem}"
     return residuals, None
+
+
+def _takes_three(function) -> bool:
+    """Whether a check function takes three positional arguments (the third: the parameters)."""
+    try:
+        inspect.signature(function).bind(None, None, None)
+    except TypeError:
+        return False
+    return True
 
 
 def _described(error: BaseException, function) -> str:

@@ -153,6 +153,11 @@ def too_large(before, after):
     return 60
 
 
+def with_params(before, after, params):
+    """The run's parameters, as a third argument: n and nb here."""
+    return {"n": float(params["n"]), "nb": float(params["nb"]) / 100, "count": float(len(params))}
+
+
 def not_a_number(before, after):
     return float("nan")
 
@@ -233,6 +238,12 @@ def test_a_user_check_sees_the_original_and_the_final_matrices(user_driver):
     assert set(result.residuals) == {"llt", "rows"} and result.residuals["rows"] == 250 % 7
     assert 0 < result.residuals["llt"] < 1 and result.passed and result.ok
     assert result.residual == result.residuals["rows"]
+
+
+@pytest.mark.timeout(60)
+def test_a_user_check_taking_three_arguments_gets_the_runs_parameters(user_driver):
+    result = run_user(user_driver, "with_params")  # cholesky has no params of its own: n and nb
+    assert result.residuals == {"n": 250.0, "nb": 0.64, "count": 2.0} and not result.passed
 
 
 @pytest.mark.timeout(60)

@@ -447,13 +447,16 @@ class _Analyzer:
             if check.kind.text not in CHECK_ARITY:
                 self._check_function(check.kind.text, check.kind.span, ["before", "after"],
                                      f"check '{check.kind.text}'", "a check function takes the dicts of the "
-                                     "matrices before and after the run, name -> numpy array",
-                                     "define it as def NAME(before, after): and return the residual")
+                                     "matrices before and after the run, name -> numpy array (and, as a third "
+                                     "argument, the dict of the run's parameters)",
+                                     "define it as def NAME(before, after): and return the residual",
+                                     optional=1)
 
     def _check_function(self, name: str, span: Span, params: list, what: str, declared: str, advice: str,
-                        not_suggested: str | None = None):
-        """``name`` is a function of the kernel module that can take ``len(params)`` positional arguments
-        (a missing one is not told to be ``not_suggested``: a GPU body is not its CPU body)."""
+                        not_suggested: str | None = None, optional: int = 0):
+        """``name`` is a function of the kernel module that can take ``len(params)`` positional arguments,
+        or up to ``optional`` more (a missing one is not told to be ``not_suggested``: a GPU body is not
+        its CPU body)."""
         module, bindings = self.file.uses[0].path, self.module_definitions.of(name)
         if UNKNOWN in bindings or (not bindings and self.module_definitions.open):
             return  # only running the module could tell
@@ -464,9 +467,9 @@ class _Analyzer:
             close = () if others else _suggest(name, set(self.module_definitions.functions()) - {not_suggested})
             self.bag.error(span, "E212", f"kernel module {module!r} defines no function '{name}'", *others, *close,
                            hint=f"define it in {module}: def {name}({', '.join(params)}):")
-        elif not any(f.accepts(len(params)) for f in functions):
-            self.bag.error(span, "E213",
-                           f"function '{name}' of {module!r} cannot take the {len(params)} argument(s) of {what}",
+        elif not any(f.accepts(count) for f in functions for count in range(len(params), len(params) + optional + 1)):
+            counts = f"{len(params)}" + "".join(f" or {len(params) + extra}" for extra in range(1, optional + 1))
+            self.bag.error(span, "E213", f"function '{name}' of {module!r} cannot take the {counts} argument(s) of {what}",
                            *(_function_note(module, f) for f in functions), declared, hint=advice)
 
     def _declare(self, ident: n.Ident, symbol: _Symbol):
