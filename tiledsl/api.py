@@ -258,7 +258,8 @@ class Loaded:
             shapes = self._shapes(n_value, tiles, chosen)
             if shapes is None:
                 continue
-            matched = sum(got == wanted for name, array in arrays.items() for got, wanted in zip(array.shape, shapes[name]))
+            matched = sum(got == wanted for name, array in arrays.items()
+                          for got, wanted in zip(array.shape, shapes[name]))
             if matched == 2 * len(arrays):
                 key = (n_value, tuple(sorted(self._resolved(n_value, tiles, chosen).items())))
                 fits[key] = min(fits.get(key, len(chosen)), len(chosen))

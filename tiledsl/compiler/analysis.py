@@ -469,7 +469,8 @@ class _Analyzer:
                            hint=f"define it in {module}: def {name}({', '.join(params)}):")
         elif not any(f.accepts(count) for f in functions for count in range(len(params), len(params) + optional + 1)):
             counts = f"{len(params)}" + "".join(f" or {len(params) + extra}" for extra in range(1, optional + 1))
-            self.bag.error(span, "E213", f"function '{name}' of {module!r} cannot take the {counts} argument(s) of {what}",
+            self.bag.error(span, "E213",
+                           f"function '{name}' of {module!r} cannot take the {counts} argument(s) of {what}",
                            *(_function_note(module, f) for f in functions), declared, hint=advice)
 
     def _declare(self, ident: n.Ident, symbol: _Symbol):
