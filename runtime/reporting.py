@@ -7,6 +7,7 @@ rank ran, from the kernels' flop counts; ``flops_source`` says which. An out-of-
 run (:mod:`.outofcore`) also reports its GPU caches' copies, evictions and peak bytes."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -220,6 +221,9 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         lines.append(f"  messages  {sent} ({volume / 2 ** 20:.1f} MiB) between ranks"
                      + (f", at least {hidden:.0%} of their time hidden by computation" if hidden is not None else ""))
     for name, value in result.residuals.items():
+        if math.isnan(value) and result.errors:  # the check gave no residual: the error says why
+            lines.append(f"  {name:<9} no residual  (FAIL: the check failed, see below)")
+            continue
         verdict = "pass" if value < checks.THRESHOLD else "FAIL"
         lines.append(f"  {name:<9} residual {value:.3g}  ({verdict}, threshold {checks.THRESHOLD:g})")
     for name, count in result.nonfinite.items():
