@@ -71,6 +71,9 @@ def abort_job(MPI, code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     time.sleep(ABORT_DELAY)
+    # MPICH's line ("Abort(1) on node 0 ...: application called MPI_Abort ...") would only repeat
+    # that this rank ends the job, after the rank said why
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     MPI.COMM_WORLD.Abort(code)
 
 
