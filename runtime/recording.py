@@ -13,6 +13,7 @@ program's loop nest (a tile that does not exist, a division by zero) into the
 from __future__ import annotations
 
 from .errors import loop_nest_failure
+from .iterations import check_iterations
 from .kernels import CPU_KERNELS
 from .program import flatten
 from .share import among, every_value
@@ -124,11 +125,14 @@ def record(driver, matrices: dict, params, rank=None, keep=lambda call: True) ->
 def walk(driver, stand_in, params, rank: int) -> None:
     """Run the driver's loop nest against ``stand_in``; its mistakes raise TaskFailure.
 
-    An exception of the stand-in's own (a ``keep`` that stops the walk early) is not
-    the program's mistake: it goes through unchanged. A tile or sub-range outside its
-    matrix is the program's, wherever it was found (a stand-in checks sub-ranges too)."""
+    A loop nest too long to walk is refused first (:func:`.iterations.check_iterations`),
+    whatever walks it (a run's survey, explain, graph, simulate, tune). An exception of
+    the stand-in's own (a ``keep`` that stops the walk early) is not the program's
+    mistake: it goes through unchanged. A tile or sub-range outside its matrix is the
+    program's, wherever it was found (a stand-in checks sub-ranges too)."""
     from .matrix import TileIndexError
 
+    check_iterations(driver, stand_in.matrices, params, rank)
     try:
         driver.generate(stand_in, params)
     except Exception as error:

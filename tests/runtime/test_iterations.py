@@ -44,6 +44,17 @@ def test_a_loop_nest_too_long_to_walk_is_refused_before_it_is_walked(tmp_path, r
     assert 1 <= len(found) <= ranks and "Traceback" not in out.stderr, out.stderr
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("command", [["explain", "--totals"], ["graph", "-o", "g.dot"], ["tune", "--quick", "--no-save"],
+                                     ["simulate", "--nodes", "2", "--nb", "32", "--machine", "keeneland"]])
+def test_every_command_that_walks_the_loop_nest_refuses_one_too_long(tmp_path, command):
+    (tmp_path / "t.tile").write_text(LONG)
+    out = tiledsl(command[0], "t.tile", "--n", 64, *command[1:], cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "(t.tile:6): the loop nest would run up to 1e+12 loop iterations" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
 @pytest.mark.timeout(200)
 def test_a_loop_nest_within_the_bound_runs(tmp_path):
     (tmp_path / "t.tile").write_text(LONG)
