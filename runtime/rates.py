@@ -13,6 +13,7 @@ A task's size is the order of the square tile with the same flops
 from __future__ import annotations
 
 import bisect
+import math
 
 from .world import UsageError
 
@@ -67,6 +68,8 @@ def _table(value, where: str) -> tuple[list, list]:
             raise RateError(f"{where}: a rate table maps tile sizes to GFLOP/s, got {value!r}") from None
     else:
         raise RateError(f"{where}: a rate is a number of GFLOP/s or a {{size: GFLOP/s}} table, got {value!r}")
-    if any(rate <= 0 for _, rate in pairs):
-        raise RateError(f"{where}: rates must be positive, got {value!r}")
+    if any(not (0 < rate < math.inf) for _, rate in pairs):  # NaN fails both comparisons
+        raise RateError(f"{where}: rates must be positive and finite, got {value!r}")
+    if isinstance(value, dict) and any(size < 1 for size, _ in pairs):
+        raise RateError(f"{where}: the tile sizes of a rate table are positive integers, got {value!r}")
     return [p[0] for p in pairs], [p[1] for p in pairs]

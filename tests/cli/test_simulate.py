@@ -126,7 +126,15 @@ def test_rates_are_interpolated_in_the_tile_size():
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("change, message", [
-    ({"cores": 0}, "cores must be at least 1"),
+    ({"cores": 0}, "bad.json: cores must be an integer >= 1, got 0"),
+    ({"cores": 2.5}, "bad.json: cores must be an integer >= 1, got 2.5"),
+    ({"gpus": 1.5, "gpu": {"gemm": 9}}, "bad.json: gpus must be an integer >= 0, got 1.5"),
+    ({"cpu": {"gemm": float("nan")}}, "bad.json: cpu.gemm: rates must be positive and finite, got nan"),
+    ({"cpu": {"gemm": float("inf")}}, "bad.json: cpu.gemm: rates must be positive and finite, got inf"),
+    ({"cpu": {"gemm": {"0": 3}}}, "bad.json: cpu.gemm: the tile sizes of a rate table are positive integers"),
+    ({"network": {"latency_us": float("nan"), "bandwidth_gbs": 3}},
+     "bad.json: network.latency_us must be a finite number >= 0, got nan"),
+    ({"runtime": {"task_us": float("nan")}}, "bad.json: runtime.task_us must be a finite number >= 0, got nan"),
     ({"network": {"latency_us": 1}}, "network must give exactly latency_us, bandwidth_gbs"),
     ({"cpu": {"potrf": 3}}, "give at least gemm's rate"),
     ({"cpu": {"gemm": {"big": 3}}}, "cpu.gemm: a rate table maps tile sizes to GFLOP/s"),

@@ -30,7 +30,7 @@ A machine file is a small JSON object (the shipped ones are in ``tiledsl/machine
   those its share walk meets where it walks only its share) and per task it
   submits (``submit_us``); a worker's cost per program task (``task_us``) and per
   transfer task (``transfer_us``, a send posted, a received tile taken); how late
-  the MPI thread notices a completed message (``notice_us``).
+  the MPI thread notices a completed message (``notice_us``); a field left out counts 0.
 * ``ranks_per_node``: ranks sharing one node's cores (the ``local`` machine puts
   every rank on it, as ``tiledsl run --np`` does); their CPU workers share the cores.
 
@@ -41,6 +41,7 @@ measured here (its cache entry for the program).
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -108,9 +109,15 @@ def _link(value, where: str) -> Link:
 
 
 def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise MachineError(f"{where} must be a number >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise MachineError(f"{where} must be a finite number >= 0, got {value!r}")
     return float(value)
+
+
+def _count(value, where: str, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise MachineError(f"{where} must be an integer >= {least}, got {value!r}")
+    return value
 
 
 def shipped() -> list[str]:
@@ -145,20 +152,21 @@ def machine(content: dict, where: str = "machine file") -> Machine:
     runtime = content.get("runtime", {})
     if not isinstance(runtime, dict) or set(runtime) - set(RUNTIME_FIELDS):
         raise MachineError(f"{where}: runtime takes {', '.join(RUNTIME_FIELDS)}, got {runtime!r}")
-    cores, gpus = int(_number(content["cores"], "cores")), int(_number(content.get("gpus", 0), "gpus"))
-    if cores < 1:
-        raise MachineError(f"{where}: cores must be at least 1")
+    cores, gpus = _count(content["cores"], f"{where}: cores", 1), _count(content.get("gpus", 0), f"{where}: gpus", 0)
     if gpus and "gpu" not in content:
         raise MachineError(f"{where}: {gpus} GPU(s) per node but no 'gpu' rates")
     per_node = content.get("ranks_per_node", 1)
     if per_node is not None and (not isinstance(per_node, int) or per_node < 1):
         raise MachineError(f"{where}: ranks_per_node must be a positive integer or null (all ranks on one node)")
-    return Machine(name=str(content.get("name", where)), cores=cores, gpus=gpus,
-                   cpu=_rates(content["cpu"], "cpu"), gpu=_rates(content["gpu"], "gpu") if "gpu" in content else None,
-                   network=_link(content["network"], "network"), pcie=_link(content["pcie"], "pcie"),
-                   gpu_link=_link(content.get("gpu_link", content["pcie"]), "gpu_link"),
-                   runtime={**RUNTIME_FIELDS, **{k: _number(v, f"runtime.{k}") for k, v in runtime.items()}},
-                   ranks_per_node=per_node, memory=_number(content.get("memory_gbs", 0), "memory_gbs") * 1e9,
+    cpu = _rates(content["cpu"], f"{where}: cpu")
+    gpu = _rates(content["gpu"], f"{where}: gpu") if "gpu" in content else None
+    return Machine(name=str(content.get("name", where)), cores=cores, gpus=gpus, cpu=cpu, gpu=gpu,
+                   network=_link(content["network"], f"{where}: network"),
+                   pcie=_link(content["pcie"], f"{where}: pcie"),
+                   gpu_link=_link(content.get("gpu_link", content["pcie"]), f"{where}: gpu_link"),
+                   runtime={**RUNTIME_FIELDS, **{k: _number(v, f"{where}: runtime.{k}") for k, v in runtime.items()}},
+                   ranks_per_node=per_node,
+                   memory=_number(content.get("memory_gbs", 0), f"{where}: memory_gbs") * 1e9,
                    about=str(content.get("about", "")), source=where)
 
 
