@@ -560,3 +560,12 @@ def test_bench_uses_the_tuned_tiles_as_run_does_and_no_tune_ignores_them(cache):
                     cache=cache)
     assert plain.returncode == 0, plain.stderr
     assert json.loads(plain.stdout)["tiling"] == "nb=384 program default"
+
+
+@pytest.mark.timeout(120)
+def test_a_search_size_below_two_tiles_is_refused_and_nothing_is_cached(cache):
+    out = tiledsl("tune", "programs/cholesky.tile", "--sizes", "64,128", "--n", "10", "--budget", "5", cache=cache)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "tiledsl: error: --n 10 is less than two tiles of the first guess, nb=" in out.stderr
+    assert "runs of one tile cannot tell tile sizes apart" in out.stderr
+    assert tuning.entry("cholesky", 0, "emulated") is None

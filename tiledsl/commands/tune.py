@@ -429,6 +429,9 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         multiple += 1
     while multiple > 2 and estimate(multiple * tile) > target:
         multiple -= 1
+    if n is not None and n < 2 * tile:
+        raise UsageError(f"--n {n} is less than two tiles of the first guess, {label}={tile}: runs of one tile "
+                         f"cannot tell tile sizes apart (give --n {2 * tile} or more, or leave it out)")
     trial_n = n or multiple * tile
     repeats = 2 if 2 * planned * estimate(trial_n) < remaining() else 1
     first_ratio = tuple(result["formula"]["gpu_ratio"]) if not hybrid and gpus else None
