@@ -248,3 +248,16 @@ def test_bench_says_why_tiledsl_is_timed_alone(tmp_path, check, note):
     table = run_bench(driver, Options(n=100, workers=1), rounds=1, with_dask=False)
     assert table["notes"] == ([note] if note else [])
     assert len(table["rows"]) == (1 if note else 2)
+
+
+@pytest.mark.timeout(60)
+def test_bench_times_no_implementation_cold(compiled, monkeypatch):
+    """One untimed call of tiledsl and of each reference comes before the timed rounds."""
+    from tiledsl.commands import bench
+
+    calls = {"tiledsl": 0, "reference": 0}
+    timed, executed = bench._timed, bench.execute
+    monkeypatch.setattr(bench, "_timed", lambda *a: calls.__setitem__("reference", calls["reference"] + 1) or timed(*a))
+    monkeypatch.setattr(bench, "execute", lambda *a: calls.__setitem__("tiledsl", calls["tiledsl"] + 1) or executed(*a))
+    table = run_bench(compiled("programs/trmm.tile"), _options("trmm", workers=1), rounds=1, with_dask=False)
+    assert calls == {"tiledsl": 2, "reference": 2} and table["rounds"] == 1
