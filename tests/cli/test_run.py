@@ -387,6 +387,15 @@ def test_a_command_given_np_says_where_its_ranks_come_from(command, hint):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["explain", "graph"])
+def test_a_plan_of_a_grid_that_leaves_a_rank_idle_warns_that_run_refuses_it(command):
+    out = tiledsl(command, "programs/cholesky.tile", "--n", "256", "--nb", "128", "--grid", "3x3")
+    assert out.returncode == 0 and out.stdout
+    assert out.stderr.strip() == ("tiledsl: warning: 9 ranks but only 4 of them own tiles (the largest matrix, A, has "
+                                  "2×2 tiles): use smaller tiles or fewer ranks (tiledsl run refuses this grid)")
+
+
+@pytest.mark.timeout(120)
 def test_a_compiled_driver_given_np_says_its_launcher_makes_the_ranks(tmp_path):
     assert tiledsl("compile", "programs/cholesky.tile", "-o", tmp_path / "chol.py").returncode == 0
     out = subprocess.run([sys.executable, str(tmp_path / "chol.py"), "--n", "100", "--np", "3"],

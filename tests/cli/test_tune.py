@@ -6,6 +6,7 @@ XDG_CACHE_HOME; the end-to-end runs use the emulated GPU backend at tiny sizes.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -409,6 +410,16 @@ def test_explain_predicts_the_tuned_run(cache):
     assert ran["tasks"] == len(predicted["tasks"])
     text = tiledsl("explain", "programs/cholesky.tile", "--n", 517, "--gpus", 1, cache=cache).stdout
     assert "(host:GPU columns 1:2)" in text.splitlines()[0] and "tuned values: nb tuned (" in text
+
+
+@pytest.mark.timeout(120)
+def test_graph_draws_the_tuned_run_unless_told_not_to(cache):
+    seed_cache("cholesky", 0, "emulated", {"nb": 128})
+    tasks = lambda out: int(re.search(r"nb=\d+, (\d+) tasks", out.stdout)[1])
+    tuned = tiledsl("graph", "programs/cholesky.tile", "--n", 512, cache=cache)
+    assert tuned.returncode == 0, tuned.stderr
+    untuned = tiledsl("graph", "programs/cholesky.tile", "--n", 512, "--no-tune", cache=cache)
+    assert tasks(tuned) == 20 and tasks(untuned) == 4  # 4×4 tiles of 128; the program's nb = 384: 2×2
 
 
 @pytest.mark.timeout(120)

@@ -146,6 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
     graph.add_argument("-o", "--output", metavar="DAG.dot",
                        help="where to write it: .dot, or .svg/.png/.pdf through graphviz (default: stdout)")
+    graph.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
+                       help="whose tuned values to use, as run's option (default emulated)")
+    add_tuning_arguments(graph)
     add_size_arguments(graph)
     graph.set_defaults(handler=_graph)
 
@@ -225,19 +228,34 @@ def _grid_of(args) -> tuple[int, int]:
     return parse_grid(args.grid)
 
 
+def _planned_options(driver, args, grid: tuple[int, int]):
+    """The size options of explain and graph, with the tuned values a run would use; a warning
+    when ``grid`` leaves a rank without tiles, which a run refuses (a plan of it still tells)."""
+    from ..runtime.layout import make_distribution, make_matrices, make_params, use_tuned
+    from ..runtime.options import size_options
+    from ..runtime.resources import check_every_rank_has_tiles
+
+    options = size_options(args)
+    options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
+    use_tuned(driver.PROGRAM, options, not args.no_tune)  # the defaults run would use
+    params = make_params(driver, options)
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, args.gpus), 0)
+    try:
+        check_every_rank_has_tiles(driver.PROGRAM, matrices, grid[0] * grid[1])
+    except UsageError as error:
+        print(f"tiledsl: warning: {error} (tiledsl run refuses this grid)", file=sys.stderr)
+    return options
+
+
 def _explain(args) -> int:
     from .explain import as_json, explain, render
-    from ..runtime.layout import use_tuned
-    from ..runtime.options import size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
         return 1
     try:
         grid = _grid_of(args)
-        options = size_options(args)
-        options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
-        use_tuned(driver.PROGRAM, options, not args.no_tune)  # the defaults run would use
+        options = _planned_options(driver, args, grid)
         explained = explain(driver, options, grid, args.gpus, args.totals)
     except ValueError as error:
         print(f"tiledsl: error: {error}", file=sys.stderr)
@@ -301,14 +319,13 @@ def _plot(args) -> int:
 def _graph(args) -> int:
     from .explain import plan
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
-    from ..runtime.options import size_options
 
     driver = _load_driver(_program_path(args.file))
     if driver is None:
         return 1
     try:
         grid = _grid_of(args)
-        options = size_options(args)
+        options = _planned_options(driver, args, grid)
         if count_tasks(driver, options, grid, args.gpus) > LIMIT:
             raise too_many_tasks(driver, options, LIMIT, f"graph draws at most {LIMIT}")
         text = to_dot(plan(driver, options, grid, args.gpus), Path(_program_path(args.file)).name)
