@@ -191,6 +191,9 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
     result = simulate(capsys, str(tmp_path / "p.tile"), "--n", "200", "--nodes", "2", "--machine", str(machine_file))
     assert result["gflops"] is None and result["flops_source"] is None
     assert {rank["uncounted"] for rank in result["ranks"]} == {"fill"}
+    assert result["notes"] == [  # the CPU rates have no default; the GPU's (unused here) have one
+        "kernel fill declares no flop count: its tasks are timed as a gemm on their largest argument",
+        f"no cpu rate for fill ({machine_file}): timed at gemm's"]
 
 
 @pytest.mark.timeout(160)

@@ -126,6 +126,7 @@ def render(result: dict) -> str:
     if result["np"] > 1:
         lines.append(f"  messages  {totals['messages_sent']} ({totals['bytes_sent'] / 2 ** 20:.1f} MiB) between ranks")
     lines.append(f"  simulated in {result['simulation_seconds']:.1f} s")
+    lines += [f"  note      {note}" for note in result["notes"]]
     ranks = result["ranks"]
     shown = ranks if len(ranks) <= 16 else sorted(ranks, key=lambda r: -r["messages_sent"])[:8]
     if result["np"] > 1:

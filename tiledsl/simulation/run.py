@@ -55,6 +55,7 @@ class Timing:
         self.shapes: dict = {}  # tile -> its shape
         self.path = CriticalPath()
         self.uncounted: str | None = None  # the first kernel modelled without a flop count
+        self.kernels: set = set()  # the kernels of the tasks timed
 
     def __call__(self, call, tiles, regions, values, device):
         shapes = self.shapes
@@ -75,6 +76,7 @@ class Timing:
         views = None if regions is None else [None if r is None else region_view(t, r) for t, r in zip(tiles, regions)]
         shapes = call.shapes(tiles, views)
         flops, counted = modelled_flops(call, shapes, values)
+        self.kernels.add(call.kernel)
         if not counted:  # a user kernel without a flop count: timed as a gemm on its largest argument
             self.uncounted = self.uncounted or call.kernel
         nbytes = 8 * sum(rows * cols for rows, cols in shapes)
@@ -171,7 +173,7 @@ def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, tim
                      "seconds": generation, "share": generation / seconds if seconds else None,
                      "rank_walks": "share" if walked else "whole",
                      "tasks_met": round(walker.count * max(walked)) if walked else walker.count},
-            "critical_path": critical, "area_bound": bound,
+            "critical_path": critical, "area_bound": bound, "notes": _model_notes(machine, timing),
             "efficiency": max(critical, bound) / seconds if seconds > 0 else None,
             "busiest": {"link_seconds": max(max(r.link_busy, r.link_busy_in) for r in simulator.ranks),
                         "gpu_stream_seconds": max((b for r in simulator.ranks for b in r.stream_busy.values()),
@@ -232,6 +234,21 @@ def _ratio(distribution) -> str | None:
 def _tiles(params) -> dict:
     values = params.as_dict()
     return {k: values[k] for k in ("nb", "B", "b", "s") if values.get(k) is not None}
+
+
+def _model_notes(machine, timing: Timing) -> list[str]:
+    """What the prediction made up: kernels without a flop count, and kernels given neither a
+    rate nor a default by the machine (the tune cache's rates: user kernels), timed at gemm's."""
+    notes = []
+    if timing.uncounted:
+        notes.append(f"kernel {timing.uncounted} declares no flop count: its tasks are timed as a gemm on "
+                     f"their largest argument")
+    for place, rates in (("cpu", machine.cpu), ("gpu", machine.gpu if timing.gpu_kernels else None)):
+        unrated = sorted(timing.kernels - set(rates.tables)) if rates is not None and "default" not in rates.tables \
+            else []
+        if unrated:
+            notes.append(f"no {place} rate for {', '.join(unrated)} ({machine.source}): timed at gemm's")
+    return notes
 
 
 def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
