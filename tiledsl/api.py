@@ -22,7 +22,7 @@ import numpy as np
 
 from .compiler import compile_path
 from .compiler.codegen import generate
-from .driverload import cached_driver_path, import_driver
+from .driverload import cached_driver_path, import_driver, program_path
 
 MAX_TRIALS = 100_000  # assignments of n and the params tried against the arrays' shapes
 
@@ -380,7 +380,9 @@ def _check_int(name: str, value, least: int | None) -> None:
 
 
 def load(path) -> Loaded:
-    """Compile the ``.tile`` program at ``path`` (cached by content) and load its driver."""
+    """Compile the ``.tile`` program at ``path`` (or the shipped program of that name, as the
+    commands take it: ``load("cholesky")``; cached by content) and load its driver."""
+    path = program_path(str(path))
     result, text = compile_path(path)
     if text is None:
         raise TiledslError(result.report())

@@ -23,6 +23,14 @@ from . import __version__
 COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "affine", "kernel_module", "codegen")
 
 
+def program_path(name: str) -> str:
+    """A path as given, or the shipped program of that name (``cholesky``) if there is one."""
+    if name.endswith((".tile", ".py")) or "/" in name:
+        return name
+    shipped = Path(__file__).resolve().parent.parent / "programs" / f"{name}.tile"
+    return str(shipped) if shipped.exists() else name
+
+
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "tiledsl" / "drivers"

@@ -1,5 +1,7 @@
 """The Python API (tiledsl.api): matrices by name apart from the settings, and n and
 the program's params inferred from the arrays' shapes, on real runs."""
+import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -342,3 +344,11 @@ def test_gpus_take_their_share_of_the_tiles_through_the_api():
         cholesky.run(A=a, gpu_backend="cuda")
     with pytest.raises(TiledslError, match=r"^seed must be below 2\^64, got 18446744073709551616$"):
         cholesky.run(n=100, seed=2 ** 64)
+
+
+@pytest.mark.timeout(120)
+def test_a_shipped_program_is_loaded_and_compiled_by_its_name_as_the_commands_run_it():
+    assert tiledsl.load("cholesky").run(A=np.eye(64) * 64, tiles={"nb": 32}).tasks == 4
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "cholesky"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "def generate(rt, p):" in out.stdout, out.stderr

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..compiler import Result, check_path, compile_path
+from ..driverload import program_path
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.world import UsageError
@@ -177,7 +178,7 @@ def _check(args) -> int:
 
 
 def _compile(args) -> int:
-    result, text = compile_path(args.file, args.output)
+    result, text = compile_path(program_path(args.file), args.output)
     _print_diagnostics(result)
     if text is None:
         return 1
@@ -250,7 +251,7 @@ def _planned_options(driver, args, grid: tuple[int, int]):
 def _explain(args) -> int:
     from .explain import as_json, explain, render
 
-    driver = _load_driver(_program_path(args.file))
+    driver = _load_driver(program_path(args.file))
     if driver is None:
         return 1
     try:
@@ -260,16 +261,8 @@ def _explain(args) -> int:
     except ValueError as error:
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(as_json(explained)) if args.json else render(explained, Path(args.file).name))
+    print(json.dumps(as_json(explained)) if args.json else render(explained, Path(program_path(args.file)).name))
     return 0
-
-
-def _program_path(name: str) -> str:
-    """A .tile path as given, or the shipped program of that name if there is one."""
-    if name.endswith((".tile", ".py")) or "/" in name:
-        return name
-    shipped = Path(__file__).resolve().parent.parent.parent / "programs" / f"{name}.tile"
-    return str(shipped) if shipped.exists() else name
 
 
 def _bench(args) -> int:
@@ -277,7 +270,7 @@ def _bench(args) -> int:
     from ..runtime.layout import use_tuned
     from ..runtime.options import check_seed, input_files, size_options
 
-    driver = _load_driver(_program_path(args.file))
+    driver = _load_driver(program_path(args.file))
     if driver is None:
         return 1
     options = size_options(args)
@@ -320,7 +313,7 @@ def _graph(args) -> int:
     from .explain import plan
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
 
-    driver = _load_driver(_program_path(args.file))
+    driver = _load_driver(program_path(args.file))
     if driver is None:
         return 1
     try:
@@ -328,7 +321,7 @@ def _graph(args) -> int:
         options = _planned_options(driver, args, grid)
         if count_tasks(driver, options, grid, args.gpus) > LIMIT:
             raise too_many_tasks(driver, options, LIMIT, f"graph draws at most {LIMIT}")
-        text = to_dot(plan(driver, options, grid, args.gpus), Path(_program_path(args.file)).name)
+        text = to_dot(plan(driver, options, grid, args.gpus), Path(program_path(args.file)).name)
         if args.output is not None:
             write(text, args.output)
     except ValueError as error:  # graph.GraphError is one
@@ -345,7 +338,7 @@ def _graph(args) -> int:
 def _tune(args) -> int:
     from .tune import BUDGET, QUICK, render, save, tune
 
-    driver = _load_driver(_program_path(args.file))
+    driver = _load_driver(program_path(args.file))
     if driver is None:
         return 1
     sizes = None
@@ -374,7 +367,7 @@ def _tune(args) -> int:
 def _simulate(args) -> int:
     from .simulate import run
 
-    driver = _load_driver(_program_path(args.file))
+    driver = _load_driver(program_path(args.file))
     return 1 if driver is None else run(args, driver)
 
 
@@ -385,7 +378,7 @@ def _run(args) -> int:
         raise UsageError(f"--np must be at least 1, got {args.np}")
     if args.np > 1 or args.launcher:
         return _launch(args)
-    driver = _load_driver(_program_path(args.file))
+    driver = _load_driver(program_path(args.file))
     if driver is None:
         return 1
     return run_and_report(driver, args)
@@ -396,7 +389,7 @@ def _launch(args) -> int:
     import shlex
     import shutil
 
-    path = _driver_path(_program_path(args.file))
+    path = _driver_path(program_path(args.file))
     if path is None:
         return 1
     launcher = shlex.split(args.launcher or os.environ.get("TILEDSL_LAUNCHER", "")) or [_mpiexec()]
