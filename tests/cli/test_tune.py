@@ -192,7 +192,7 @@ def test_tune_never_picks_a_split_slower_than_the_gpus_alone(tmp_path, monkeypat
         return gpu_only_seconds if gpu_only else 1.0 + abs(tiles.get("nb", tiles.get("b")) - 128) / 640 - host_share
     monkeypatch.setattr(tune_command.Trials, "seconds", fake)
     for program in ("cholesky", "hetero_cholesky"):
-        result = tune(driver_of(tmp_path, program), gpus=1, workers=1, budget=2, sizes=[64, 128, 192], n=128)
+        result = tune(driver_of(tmp_path, program), gpus=1, workers=1, budget=2, sizes=[64, 128, 192], n=384)
         if program == "cholesky":  # the best ratio without taking is kept for --host-takes off
             assert result["host_takes"] == (picked == "host takes"), result
             assert (result["gpu_ratio"] == [0, 1]) == (picked == "gpu only"), result
