@@ -154,13 +154,16 @@ class Loaded:
         if name in workspaces:
             raise TiledslError(f"{name} is a workspace of {program.name}, which starts as zeros; only its "
                                f"matrices ({', '.join(self.matrices)}) take arrays")
-        if name in TILE_SETTINGS:
+        settings = ("B", "b", "s") if program.tiling.kind == "hybrid" else ("nb",)
+        if name in settings:
             raise TiledslError(f"{program.name} has no matrix {name}: tile settings go in tiles=, "
                                f"e.g. run(..., tiles={{{name!r}: ...}})")
         if name in program.params:
             raise TiledslError(f"{program.name} has no matrix {name}: it is a parameter, set with "
                                f"params={{{name!r}: ...}}")
-        raise TiledslError(f"{program.name} has no matrix {name} (its matrices: {', '.join(self.matrices)})")
+        raise TiledslError(f"{program.name} has no matrix {name} (its matrices: {', '.join(self.matrices)})"
+                           + (f"; its {program.tiling.kind} tiling takes tiles={{{settings[0]!r}: ...}}"
+                              if name in TILE_SETTINGS else ""))
 
     @staticmethod
     def _array(name: str, value) -> np.ndarray:

@@ -109,6 +109,8 @@ def test_old_style_tile_keyword_points_at_tiles():
         cholesky.run(A=np.eye(64), nb=32)
     with pytest.raises(TiledslError, match=r"cholesky has no matrix C \(its matrices: A\)"):
         cholesky.run(C=np.eye(64))
+    with pytest.raises(TiledslError, match=r"no matrix B \(its matrices: A\); its uniform tiling takes tiles=\{'nb'"):
+        cholesky.run(B=np.eye(64))  # a setting of hybrid tiling: not one to suggest
     with pytest.raises(TiledslError, match=r"qr has no matrix ib: it is a parameter, set with params=\{'ib'"):
         tiledsl.load(ROOT / "programs/qr.tile").run(A=np.eye(64), ib=8)
     with pytest.raises(TiledslError, match=r"T is a workspace of qr"):
