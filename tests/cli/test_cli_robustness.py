@@ -488,3 +488,11 @@ def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(
     place = "" if where == "host" else " on GPU 1"
     assert out.err.strip().endswith(f"{place} (bump(A[0, 0], 2.0)): returned a new ndarray of shape (20, 20), which is "
                                     "dropped: a kernel writes its results into its tiles in place (A[...] = ...)")
+
+
+@pytest.mark.timeout(60)
+def test_check_counts_the_warnings_of_a_program_without_errors(tmp_path):
+    (tmp_path / "w.tile").write_text("program p {\n  matrix A[n, n] = random spd\n  param unused = 3\n"
+                                     "  for k in A.nt .. 0 { potrf(A[k, k]) }\n}\n")
+    out = tiledsl("check", tmp_path / "w.tile")
+    assert out.returncode == 0 and out.err.strip().endswith("checked 1 file(s): no errors, 2 warning(s)"), out.err

@@ -167,13 +167,15 @@ def _print_diagnostics(result: Result) -> None:
 
 
 def _check(args) -> int:
-    failed = 0
+    failed = warnings = 0
     for path in args.files:
         result = check_path(path)
         _print_diagnostics(result)
         failed += not result.ok
+        warnings += sum(not d.is_error for d in result.diagnostics)
     count = len(args.files)
-    print(f"checked {count} file(s): " + (f"{failed} with errors" if failed else "no errors"), file=sys.stderr)
+    print(f"checked {count} file(s): " + (f"{failed} with errors" if failed else "no errors")
+          + (f", {warnings} warning(s)" if warnings else ""), file=sys.stderr)
     return 1 if failed else 0
 
 
