@@ -324,11 +324,13 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         return _leave(comm, 2)
     except TaskFailure as failure:
         where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
-        return _fail(comm, f"rank {failure.rank}{where}: {failure}", err)
+        return _fail(comm, f"rank {failure.rank}{where}: {failure}", err, _json_out(program, args, out))
     except (RankError, Unanswered) as error:
-        return _fail(comm, str(error) if isinstance(error, Unanswered) else f"rank {_rank(comm)}: {error}", err)
+        message = str(error) if isinstance(error, Unanswered) else f"rank {_rank(comm)}: {error}"
+        return _fail(comm, message, err, _json_out(program, args, out))
     except SystemExit as exit_:
-        return _fail(comm, f"rank {_rank(comm)}: the program called sys.exit({exit_.code!r}) during the run", err)
+        return _fail(comm, f"rank {_rank(comm)}: the program called sys.exit({exit_.code!r}) during the run", err,
+                     _json_out(program, args, out))
     except (KeyboardInterrupt, _Stopped) as stop:
         signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
         print(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}", file=err, flush=True)
@@ -374,12 +376,22 @@ def _rank(comm) -> int:
     return comm.rank if comm is not None else launcher_rank()
 
 
-def _fail(comm, message: str, err) -> int:
-    """Report a failure of this rank and abort the job (every rank ends, exit status 1)."""
+def _json_out(program, args, out):
+    """``(program, out)`` where ``--json`` asks for the outcome on stdout, else None."""
+    return (program, out) if getattr(args, "json", False) else None
+
+
+def _fail(comm, message: str, err, json_out=None) -> int:
+    """Report a failure of this rank and abort the job (every rank ends, exit status 1); with
+    ``--json`` (``json_out``), also as a JSON object on stdout, for a script reading it."""
     # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
     # written in two parts let another rank's line in before its last newline
     err.write(f"tiledsl: error: {message}\n")
     err.flush()
+    if json_out is not None:
+        program, out = json_out
+        print(json.dumps({"program": program.name, "ok": False, "passed": None, "error": message}), file=out,
+              flush=True)
     _abort(comm, 1)
     return 1
 

@@ -52,6 +52,11 @@ def test_a_kernel_failure_names_kernel_tiles_line_and_rank(tmp_path):
     assert "Traceback" not in message
     assert "rank 0" in message and "cholesky.tile:10" in message
     assert "kernel potrf failed on A[1, 1]" in message and "not positive definite" in message
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 256, "--nb", 128, "--input", f"A={tmp_path / 'bad.npy'}",
+                  "--json")
+    failed = json.loads(out.stdout.strip().splitlines()[-1])  # for a script reading stdout
+    assert out.returncode == 1 and failed["ok"] is False and failed["passed"] is None
+    assert failed["error"] in out.stderr and "kernel potrf failed on A[1, 1]" in failed["error"]
 
 
 @pytest.mark.timeout(130)
