@@ -24,7 +24,7 @@ from . import heteroprio
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
-from .errors import KernelError, TaskFailure, loop_nest_failure, user_code_line
+from .errors import KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
 from .matrix import TileIndexError, call_views
 from .flops import PRELUDE_FLOPS
 from .program import flatten, tiles_text
@@ -497,11 +497,12 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> T
     arguments = call.declared(task.tiles)
     tiles = ", ".join(tiles_text(group) for _, _, group, _ in arguments)
     at = user_code_line(error)
-    reason = str(error) if error.__class__.__name__ == "KernelError" or isinstance(error, KernelExit) else \
-        f"{type(error).__name__}{at}: {error}" if str(error) else f"{type(error).__name__}{at}"
+    text = message_of(error)
+    reason = text if error.__class__.__name__ == "KernelError" or isinstance(error, KernelExit) else \
+        f"{type(error).__name__}{at}: {text}" if text else f"{type(error).__name__}{at}"
     if not isinstance(error, Exception):
         reason += " (a kernel must return, or raise an Exception; it may not end the run)"
-    elif isinstance(error, ValueError) and "read-only" in str(error):
+    elif isinstance(error, ValueError) and "read-only" in text:
         # numbered as the kernel declares them: a panel is one argument, value arguments count
         inputs = ", ".join(f"{tiles_text(group)} (argument {number}{', a panel' if panel else ''})"
                            for number, mode, group, panel in arguments if mode == "in")

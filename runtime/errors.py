@@ -40,6 +40,21 @@ def user_code_line(error: BaseException) -> str:
     return ""
 
 
+#: the most characters of an exception's message a one-line report keeps
+MESSAGE_LIMIT = 500
+
+
+def message_of(error: BaseException) -> str:
+    """``str(error)`` on one line (lines joined by " | "), cut at :data:`MESSAGE_LIMIT`
+    characters; a stand-in when the user's exception cannot even be turned into text."""
+    try:
+        text = str(error)
+    except Exception as failure:  # its __str__ raised: the failure is still the task's
+        return f"(its message could not be printed: {type(failure).__name__} in its __str__)"
+    text = " | ".join(line.strip() for line in text.splitlines() if line.strip())
+    return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + f"… ({len(text)} characters)"
+
+
 class TaskFailure(Exception):
     """A task (or the program's loop nest) failed on this rank."""
 
