@@ -496,3 +496,15 @@ def test_check_counts_the_warnings_of_a_program_without_errors(tmp_path):
                                      "  for k in A.nt .. 0 { potrf(A[k, k]) }\n}\n")
     out = tiledsl("check", tmp_path / "w.tile")
     assert out.returncode == 0 and out.err.strip().endswith("checked 1 file(s): no errors, 2 warning(s)"), out.err
+
+
+@pytest.mark.timeout(120)
+def test_a_kernel_resizing_its_tile_fails_rather_than_losing_it(tmp_path):
+    (tmp_path / "r.py").write_text("def shrink(A):\n    A.resize((3, 3), refcheck=False)\n")
+    (tmp_path / "r.tile").write_text('use "r.py"\nkernel shrink(inout A)\n'
+                                     "program p { matrix A[n, n] = zeros\n  shrink(A[0, 0])\n}\n")
+    out = tiledsl("run", tmp_path / "r.tile", "--n", "20", "--output", f"A={tmp_path / 'a.npy'}")
+    assert out.returncode == 1 and "Traceback" not in out.err, out.err
+    assert out.err.splitlines()[0].endswith("(shrink(A[0, 0])): changed the shape of A[0, 0] from (20, 20) to (3, 3): "
+                                            "a kernel writes into its tiles, it cannot resize them")
+    assert not (tmp_path / "a.npy").exists()
