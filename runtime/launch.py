@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -62,6 +63,10 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
                      options.inputs, options.outputs)
     check_output_paths(options)
+    # the files are written after the run, where the paths given meant when it started (a kernel
+    # may change the working directory)
+    pinned = {name: os.path.abspath(path) for name, path in options.outputs.items()}
+    options = dataclasses.replace(options, outputs=pinned, trace=options.trace and os.path.abspath(options.trace))
     held: dict = {}  # matrix name -> NaN or infinite values in the input tiles read (this rank)
     sources = {d.name: source(d, i, (matrices[d.name].m, matrices[d.name].n), options, arrays or {}, driver, held)
                for i, d in enumerate(program.matrices)}

@@ -508,3 +508,15 @@ def test_a_kernel_resizing_its_tile_fails_rather_than_losing_it(tmp_path):
     assert out.err.splitlines()[0].endswith("(shrink(A[0, 0])): changed the shape of A[0, 0] from (20, 20) to (3, 3): "
                                             "a kernel writes into its tiles, it cannot resize them")
     assert not (tmp_path / "a.npy").exists()
+
+
+@pytest.mark.timeout(120)
+def test_outputs_go_where_the_command_line_meant_even_if_a_kernel_changes_directory(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "c.py").write_text(f"import os\n\ndef wander(A):\n    os.chdir({str(tmp_path / 'sub')!r})\n    A += 1\n")
+    (tmp_path / "c.tile").write_text('use "c.py"\nkernel wander(inout A)\n'
+                                     "program p { matrix A[n, n] = zeros\n  wander(A[0, 0])\n}\n")
+    out = tiledsl("run", "c.tile", "--n", "20", "--output", "A=a.npy", "--trace", "t.json", cwd=tmp_path)
+    assert out.returncode == 0, out.err
+    assert (tmp_path / "a.npy").exists() and (tmp_path / "t.json").exists()
+    assert list((tmp_path / "sub").iterdir()) == []
