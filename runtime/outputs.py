@@ -113,9 +113,13 @@ class Staging:
         local = np.array([len(self.failures), not succeeded], dtype=np.float64)
         total = self.comm.allreduce_sum(local) if self.comm is not None else local
         if not total.any():
-            for temporary, target in self.files.items():
-                os.replace(temporary, target)
-            self.files.clear()
+            for temporary, target in list(self.files.items()):
+                try:
+                    os.replace(temporary, target)
+                except OSError as error:  # an immutable file, a directory made meanwhile
+                    self.failures.append(f"cannot write {target}: {error.strerror or error}")
+                    continue
+                del self.files[temporary]
         else:
             self.withheld = list(self.files.values())
         elsewhere = int(total[0]) - len(self.failures)

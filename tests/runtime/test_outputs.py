@@ -1,0 +1,36 @@
+"""runtime.outputs: a run's files, renamed into place all together or not at all."""
+import os
+
+import pytest
+
+from tiledsl.runtime.outputs import Staging
+
+
+def test_a_target_that_cannot_be_replaced_is_a_failure_to_report_not_an_error(tmp_path, monkeypatch):
+    target = tmp_path / "out.npy"
+    target.write_text("before")
+    replace = os.replace
+
+    def refuse(source, destination):
+        if destination == str(target):
+            raise PermissionError(1, "Operation not permitted")
+        replace(source, destination)
+    monkeypatch.setattr(os, "replace", refuse)
+    with Staging(None) as staging:
+        kept = staging.temporary(str(tmp_path / "trace.json"))
+        refused = staging.temporary(str(target))
+        failures = staging.commit(True)
+    assert failures == [f"cannot write {target}: Operation not permitted"]
+    assert (tmp_path / "trace.json").exists() and target.read_text() == "before"
+    assert not os.path.exists(kept) and not os.path.exists(refused)  # no temporary left behind
+
+
+@pytest.mark.parametrize("succeeded", [True, False])
+def test_files_are_renamed_only_when_the_run_succeeded(tmp_path, succeeded):
+    with Staging(None) as staging:
+        with open(staging.temporary(str(tmp_path / "a.npy")), "w") as file:
+            file.write("new")
+        assert staging.commit(succeeded) == []
+    assert (tmp_path / "a.npy").exists() == succeeded
+    assert staging.withheld == ([] if succeeded else [str(tmp_path / "a.npy")])
+    assert [p.name for p in tmp_path.iterdir()] == (["a.npy"] if succeeded else [])
