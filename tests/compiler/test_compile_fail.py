@@ -247,3 +247,13 @@ def test_a_module_that_parses_but_does_not_compile_is_still_e209(tmp_path):
     assert done.returncode == 1
     assert "t.tile:1:1: error[E209]: kernel module 'k.py' is not valid Python" in done.stderr
     assert "= note: k.py:4: SyntaxError: 'return' outside function" in done.stderr
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("signature, warned", [("before, after", True), ("before, after, params", False)])
+def test_a_param_only_a_user_check_can_read_is_not_unused(tmp_path, signature, warned):
+    (tmp_path / "k.py").write_text(f"def mine({signature}):\n    return 0.0\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nprogram p {\n  param tol = 3\n  matrix A[n, n] = random spd\n'
+                                     "  check mine(A)\n  potrf(A[0, 0])\n}\n")
+    result = check_path(tmp_path / "t.tile")
+    assert result.ok and [d.code for d in result.diagnostics] == (["W300"] if warned else [])

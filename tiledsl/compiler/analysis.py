@@ -492,13 +492,23 @@ class _Analyzer:
             self.scope.frames[-1][ident.text] = symbol
 
     def _report_unused(self):
+        read_by_check = self._check_reads_params()
         for name, symbol in self.scope.frames[0].items():
-            if not symbol.used and symbol.span is not None:
+            if not symbol.used and symbol.span is not None and not (symbol.kind == "param" and read_by_check):
                 self.bag.warning(symbol.span, "W300", f"{symbol.kind} '{name}' is declared but never used")
         for name, used in self.kernel_used.items():
             decl = self.kernels[name]
             if not used and not decl.prelude:
                 self.bag.warning(decl.name.span, "W300", f"kernel '{name}' is declared but never called")
+
+    def _check_reads_params(self) -> bool:
+        """Whether the program's user check function may take the run's parameters (a third
+        argument): then a param the loop nest does not use may still be the check's."""
+        checks = [check for check in self.program.checks[:1] if check.kind.text not in CHECK_ARITY]
+        if not checks or self.module_definitions is None:
+            return False
+        bindings = self.module_definitions.of(checks[0].kind.text)
+        return any(not isinstance(b, Function) or b.accepts(3) for b in bindings)
 
     # ---------------------------------------------------------------- statements
     def _block(self, stmts):
