@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress, tuning, usercheck
+from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress, tuning, usercheck, userkernels
 from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
@@ -42,7 +42,7 @@ from .resources import check_every_rank_has_tiles, check_memory
 from .trace import Tracer
 from .userkernels import kernels
 from .verify import Verifier
-from .watchdog import watched
+from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, communicator, default_workers,
                     launcher_rank, record_completion)
 
@@ -53,6 +53,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     program = driver.PROGRAM
     stopwatch = progress.Stopwatch()
     ranks, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
+    userkernels.import_limit = user_code_limit(options.watchdog, userkernels.IMPORT_SECONDS)
     params = make_params(driver, options)
     devices = _devices(options)
     host_costs = heteroprio.costs_from_speeds(_host_speeds(program, options), program.source, options.gpus,
@@ -126,7 +127,9 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
         stopwatch.lap("run")
         if options.check and program.check is not None:
             try:
-                result.residuals = _verify(driver, params, engine, matrices, sources, comm,
+                # a user check has the watchdog's limit, else TASK_FACTOR times the run on every rank
+                limit = user_code_limit(options.watchdog, max(FLOOR_SECONDS, TASK_FACTOR * seconds * ranks))
+                result.residuals = _verify(driver, params, engine, matrices, sources, comm, limit,
                                            lambda total: _progress(options, "check", ranks, total, engine))
             except checks.CheckError as error:  # every rank has the same: the check failed, with this message
                 result.residuals = {error.name: float("nan")}
@@ -281,14 +284,14 @@ class _single_threaded_blas:
         self.limits.restore_original_limits()
 
 
-def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm, progress_bar) -> dict:
+def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm, limit, progress_bar) -> dict:
     """The program's residual check: a built-in one computed where the tiles live (see
     :mod:`.verify`; ``progress_bar(total)`` shows the progress of its tasks), or a function
     of the kernel module called on rank 0 (:mod:`.usercheck`)."""
     check = driver.PROGRAM.check
     if check.user:
         values = {name: value for name, value in params.as_dict().items() if value is not None}
-        return usercheck.run(check, driver, matrices, sources, comm, values)
+        return usercheck.run(check, driver, matrices, sources, comm, values, limit)
     first_tag = sum(m.mt * m.nt for m in matrices.values())
     return Verifier(engine, matrices, sources, comm, first_tag, progress_bar).check(check, driver, params)
 

@@ -25,17 +25,21 @@ import numpy as np
 from .checks import CheckError
 from .userkernels import load_kernel_module
 from .verify import fill_untouched
+from .watchdog import deadline
 from .world import RankError, UsageError
 
 
-def run(check, driver, matrices: dict, sources: dict, comm, params: dict) -> dict:
+def run(check, driver, matrices: dict, sources: dict, comm, params: dict, limit: float | None = None) -> dict:
     """The residuals of the user check ``check``, on every rank (computed on rank 0); ``params``:
-    the run's parameters, name → value, the third argument of a function that takes three."""
+    the run's parameters, name → value, the third argument of a function that takes three; a
+    function that has not returned after ``limit`` seconds ends the job."""
     finals = {name: _gather(matrices[name], comm) for name in dict.fromkeys(check.args)}
     outcome = None
     if comm is None or comm.rank == 0:
         before = {name: _original(matrices[name], sources.get(name)) for name in finals}
-        outcome = _call(check, driver, before, finals, params)
+        where = f"{Path(driver.PROGRAM.source).name}:{check.line}"
+        with deadline(limit, f"check {check.kind} ({where}) has not returned", 0):
+            outcome = _call(check, driver, before, finals, params)
     if comm is not None:
         outcome = comm.broadcast(outcome)
     residuals, error = outcome

@@ -15,7 +15,8 @@ then next to the driver and in the working directory. A module that is missing o
 ``.py`` file is a usage error, as is a ``NAME`` or ``NAME_gpu`` that is not a function;
 one whose own code fails as it loads (a syntax error, an import that fails, a
 ``SystemExit``) is this rank's failure (:class:`~.world.RankError`: the job is aborted),
-naming the file, the line and the cause, never a traceback.
+naming the file, the line and the cause, never a traceback; one that does not finish
+loading (it blocks) ends the job after the watchdog's limit.
 """
 from __future__ import annotations
 
@@ -27,10 +28,17 @@ import types
 from pathlib import Path
 
 from .kernels import CPU_KERNELS
-from .world import RankError, UsageError
+from .watchdog import FLOOR_SECONDS, deadline
+from .world import RankError, UsageError, launcher_rank
 
 #: ``NAME`` + GPU_SUFFIX names the GPU body of user kernel ``NAME``
 GPU_SUFFIX = "_gpu"
+#: how long a module may take to load without ``--watchdog`` (libraries it imports included)
+IMPORT_SECONDS = 5 * FLOOR_SECONDS
+
+
+#: seconds a kernel module may take to load (a run sets its --watchdog limit here; None: no limit)
+import_limit: float | None = IMPORT_SECONDS
 
 
 def kernels(program, driver, devices=None) -> dict:
@@ -111,13 +119,15 @@ def kernel_module_places(program, driver) -> list:
 
 
 def _import(path: Path):
-    """Execute the kernel module at ``path``; its failures are this rank's, naming the file and line."""
+    """Execute the kernel module at ``path``; its failures are this rank's, naming the file and
+    line; one that does not finish loading within :data:`import_limit` ends the job."""
     if path.suffix != ".py":
         raise UsageError(f"kernel module {path} is not a Python file (its name must end in .py)")
     spec = importlib.util.spec_from_file_location(f"tiledsl_kernels_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()):
+            spec.loader.exec_module(module)
     except SyntaxError as error:
         raise RankError(f"kernel module {path}:{error.lineno}: SyntaxError: {error.msg}") from None
     except (Exception, SystemExit) as error:  # a failing import, a SystemExit: the module's mistake

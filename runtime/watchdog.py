@@ -26,6 +26,7 @@ import threading
 import time
 
 from .errors import tile_line
+from .world import end_job
 
 FLOOR_SECONDS = 60.0
 TASK_FACTOR = 20.0
@@ -147,6 +148,36 @@ def running_lines(running: dict, now: float) -> list[str]:
         lines.append(f"  running #{task.seq} {task.call.kernel}({tiles}){where} for {now - began:.0f} s "
                      f"on {lane_text(lane)}")
     return lines
+
+
+def user_code_limit(setting: float | None, automatic: float) -> float | None:
+    """The :func:`deadline` of the user's code for a ``--watchdog`` setting: the setting's seconds,
+    None when it is 0 (off), ``automatic`` when it is not given."""
+    if setting is None:
+        return automatic
+    return setting or None
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None, what: str, rank: int):
+    """The user's code run outside the engine (a kernel module's import, a user check) ends
+    within ``seconds`` (None: no limit), or this rank says ``what`` (what has not happened)
+    and ends the job: such code may block where no exception reaches it (a sleep, a lock)."""
+    if seconds is None:
+        yield
+        return
+    returned = threading.Event()
+
+    def watch():
+        if not returned.wait(seconds):
+            sys.stderr.write(f"tiledsl: error: rank {rank}: watchdog: {what} after {seconds:g} s (--watchdog)\n")
+            sys.stderr.flush()
+            end_job(1)
+    threading.Thread(target=watch, name="deadline", daemon=True).start()
+    try:
+        yield
+    finally:
+        returned.set()
 
 
 def running_line(running: dict) -> int | None:

@@ -53,6 +53,14 @@ def record_completion(status: int) -> None:
             marker.write(str(status))
 
 
+def end_job(code: int) -> None:
+    """End this rank, and the whole job if MPI runs, with ``code`` at once, from any thread
+    (what it had to say is said): for a rank whose main thread is stuck in the user's code."""
+    record_completion(code)
+    abort_started_mpi(code)
+    os._exit(code)
+
+
 def abort_started_mpi(code: int) -> None:
     """Abort the MPI job if this rank started MPI but has no communicator yet (a signal or an
     error during start-up): ending without it would wait in MPI's finalize for the others."""

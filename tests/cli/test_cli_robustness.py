@@ -520,3 +520,21 @@ def test_outputs_go_where_the_command_line_meant_even_if_a_kernel_changes_direct
     assert out.returncode == 0, out.err
     assert (tmp_path / "a.npy").exists() and (tmp_path / "t.json").exists()
     assert list((tmp_path / "sub").iterdir()) == []
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("where, said", [
+    ("import", "kernel module k.py has not finished loading after 2 s (--watchdog)"),
+    ("check", "check forever (t.tile:4) has not returned after 2 s (--watchdog)")])
+def test_user_code_that_never_returns_outside_a_task_ends_at_the_watchdog(tmp_path, ranks, where, said):
+    """A kernel module blocking as it loads, a user check blocking: no task runs, yet no hang."""
+    blocking = "import time\n\ntime.sleep(1000)\n" if where == "import" else ""
+    (tmp_path / "k.py").write_text(blocking + "\ndef forever(before, after):\n    import time\n"
+                                   "    time.sleep(1000)\n\ndef bump(A):\n    A += 1\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel bump(inout A)\nprogram p {  matrix A[n, n] = zeros\n'
+                                     "  check forever(A)\n  for k in 0 .. A.nt { bump(A[k, k]) }\n}\n")
+    out = tiledsl("run", "t.tile", "--n", "40", "--nb", "20", "--check", "--watchdog", "2", "--np", ranks,
+                  cwd=tmp_path)
+    assert out.returncode == 1 and out.seconds < 60 and "Traceback" not in out.err, out.err
+    assert f"tiledsl: error: rank 0: watchdog: {said}" in out.err.splitlines(), out.err
