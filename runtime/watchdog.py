@@ -15,7 +15,10 @@ limit without submitting a task (a spinning loop), before the run (the survey
 pass, :func:`watched`) or during it. A thread spinning in pure-Python arithmetic
 takes no lock and waits on nothing, so the watch raises :class:`Stalled` in it
 asynchronously (``PyThreadState_SetAsyncExc``), delivered at its next bytecode;
-a :class:`Monitor` thread checks once per :data:`TICK_SECONDS`.
+a :class:`Monitor` thread checks once per :data:`TICK_SECONDS`. The user's code
+that runs outside tasks (a kernel module as it loads, a user check) has a
+:func:`deadline`: past it, the rank says what has not returned and ends the job,
+since such code may block where no exception reaches it.
 """
 from __future__ import annotations
 
