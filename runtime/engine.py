@@ -459,15 +459,15 @@ def _call_kernel(task: Task, kernel, arrays: list, devices) -> None:
     for index in call.reads_only:  # a write would change this rank's copy only: refuse it (17.4)
         array = arrays[index]
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
-    shapes = [getattr(array, "shape", None) for array in arrays]
+    shapes = [arrays[index].shape for index in call.writes]
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
     try:
         returned = kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
     finally:
         in_kernel.task = None
-    for index in call.writes:  # ndarray.resize in place: the tile would no longer be its tile
-        if getattr(arrays[index], "shape", None) != shapes[index]:
-            raise KernelError(f"changed the shape of {task.tiles[index]} from {shapes[index]} to "
+    for index, shape in zip(call.writes, shapes):  # ndarray.resize in place: the tile would no longer be its tile
+        if arrays[index].shape != shape:
+            raise KernelError(f"changed the shape of {task.tiles[index]} from {shape} to "
                               f"{arrays[index].shape}: a kernel writes into its tiles, it cannot resize them")
     if returned is not None and hasattr(returned, "shape") and not _is_argument(returned, arrays):
         raise KernelError(f"returned a new {type(returned).__name__} of shape {tuple(returned.shape)}, which is "
