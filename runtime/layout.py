@@ -191,14 +191,13 @@ def placement(driver, params: Params, grid_text: str | None, ranks: int, rank: i
     grids = [grid_for(grid_text, ranks, program)]
     if grid_text is None:
         grids += [grid for grid in _grids_by_squareness(ranks) if grid != grids[0]]
+    tried = {}
     for grid in grids:
         distribution = make_distribution(program, params, grid, gpus, ratio)
-        matrices = make_matrices(driver, params, distribution, rank)
-        if grid_text is not None or every_rank_has_tiles(program, matrices, ranks):
-            return grid, distribution, matrices
-    grid = squarest_grid(ranks)
-    distribution = make_distribution(program, params, grid, gpus, ratio)
-    return grid, distribution, make_matrices(driver, params, distribution, rank)
+        tried[grid] = grid, distribution, make_matrices(driver, params, distribution, rank)
+        if grid_text is not None or every_rank_has_tiles(program, tried[grid][2], ranks):
+            return tried[grid]
+    return tried[squarest_grid(ranks)]
 
 
 def _grids_by_squareness(ranks: int) -> list:

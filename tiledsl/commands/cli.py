@@ -62,7 +62,7 @@ def main(argv=None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     from .explain import TABLE_LIMIT
-    from ..runtime.options import SuggestingParser, add_run_arguments, add_size_arguments, add_tuning_arguments
+    from ..runtime.options import SuggestingParser, add_run_arguments, add_size_arguments
 
     parser = SuggestingParser(prog="tiledsl", description="A language and compiler for tile algorithms.",
                               epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -90,9 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--totals", action="store_true",
                          help="print only the totals, not the per-task table (always so past "
                               f"{TABLE_LIMIT} tasks)")
-    explain.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
-                         help="whose tuned values to use, as run's option (default emulated)")
-    add_tuning_arguments(explain)
+    _add_planning_arguments(explain)
     add_size_arguments(explain)
     explain.set_defaults(handler=_explain)
 
@@ -147,9 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
     graph.add_argument("-o", "--output", metavar="DAG.dot",
                        help="where to write it: .dot, or .svg/.png/.pdf through graphviz (default: stdout)")
-    graph.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
-                       help="whose tuned values to use, as run's option (default emulated)")
-    add_tuning_arguments(graph)
+    _add_planning_arguments(graph)
     add_size_arguments(graph)
     graph.set_defaults(handler=_graph)
 
@@ -158,6 +154,16 @@ def _parser() -> argparse.ArgumentParser:
     add_simulate_arguments(simulate)
     simulate.set_defaults(handler=_simulate)
     return parser
+
+
+def _add_planning_arguments(parser: argparse.ArgumentParser) -> None:
+    """What explain and graph take to plan the run a run would make: whose tuned values, and
+    --gpu-ratio and --no-tune as run takes them."""
+    from ..runtime.options import add_tuning_arguments
+
+    parser.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
+                        help="whose tuned values to use, as run's option (default emulated)")
+    add_tuning_arguments(parser)
 
 
 # ---------------------------------------------------------------- commands
