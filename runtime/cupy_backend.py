@@ -43,15 +43,17 @@ CPU and GPU workers in the middle of a factorization:
   ``dgemm`` on the rest;
 * QR runs on the GPU alone (no host round trip, no synchronization): cuSOLVER's
   geqrf factors the whole tile (geqrt), or the dense stack of the triangle on the
-  tile (tpqrt: under a triangle each reflector's top part stays exactly e_j), which
-  gives DGEQRT's and DTPQRT's reflectors, hence their V and R. Each T block of
-  ``ib`` reflectors is then built from V and the scalars tau by
+  tile (tpqrt: under a triangle each reflector's top part stays exactly e_j) or on
+  the tile's upper trapezoid (ttqrt: below the trapezoid each reflector's bottom part
+  stays exactly zero too), which gives DGEQRT's and DTPQRT's reflectors, hence their
+  V and R. Each T block of ``ib`` reflectors is then built from V and the scalars tau by
   T⁻¹ = diag(1/tau) + strict_upper(VᵀV) (Joffrain et al., 2006): a GEMM and a TRSM
   on the identity per block, with tau = 0 (H_j = I) handled by elementwise masks.
   V, R and T thus mean what LAPACK's do, so a tile can go on to a CPU worker in the
   middle of a factorization. Q is applied by GEMMs, as DLARFB/DTPRFB do (gemqrt,
-  tpmqrt), a group of :data:`APPLY_WIDTH` reflectors at a time: narrower T blocks
-  are merged by the same formula, tau being T's diagonal.
+  tpmqrt; ttmqrt on a dense copy of V's trapezoid), a group of :data:`APPLY_WIDTH`
+  reflectors at a time: narrower T blocks are merged by the same formula, tau being
+  T's diagonal.
 
 CuPy is imported only when a :class:`CupyBackend` is made. :class:`TileKernels`
 and :class:`CublasOps` take the array module and the CUDA libraries as arguments,
@@ -79,7 +81,7 @@ from .kernels import (_inner_block, add_absolute_sums, add_to_sum_of_squares, ch
 
 #: Columns of an LU panel eliminated one at a time before a BLAS-3 update.
 LU_PANEL = 32
-#: Reflectors gemqrt and tpmqrt apply at once: narrower T blocks (small ib) are merged up to this
+#: Reflectors gemqrt, tpmqrt and ttmqrt apply at once: narrower T blocks (small ib) are merged up to this
 #: width, since each block costs several launches and a narrow GEMM (H100, n = 16384, nb = 2048:
 #: ib = 64 took 2.45 s, ib = 512 0.73 s)
 APPLY_WIDTH = 512
@@ -700,6 +702,7 @@ class TileKernels:
         "gemm_nn": ((3, 2), (2, 2), (3, 2)), "getrf": ([(2, 2), (1, 2)], (1, 2)), "laswp": ((1, 2), [(2, 2), (1, 2)]),
         "geqrt": ((4, 3), (2, 3)), "gemqrt": ((4, 3), (2, 3), (4, 2)),
         "tpqrt": ((3, 3), (4, 3), (2, 3)), "tpmqrt": ((4, 3), (2, 3), (3, 2), (4, 2)),
+        "ttqrt": ((3, 3), (4, 3), (2, 3)), "ttmqrt": ((4, 3), (2, 3), (3, 2), (4, 2)),
         "lassq": ((2, 2), (1, 2)), "lassq_merge": ((1, 2), (1, 2)), "amax": ((2, 2), (1, 1)), "asum": ((2, 2), (1, 2)),
     }
 
@@ -919,36 +922,79 @@ class TileKernels:
 
         [R; A] = Q·[R'; 0]: R' overwrites the upper triangle of the top-left n×n block
         of R, A (m×n) is overwritten by the reflectors V, and T (ib, n) receives the
-        factors in T[:nb, :n] with nb = min(ib, n). cuSOLVER's geqrf factors the dense
-        (n+m)×n stack of the triangle on A: the part of the stack below the triangle
-        stays exactly zero, so each reflector's top part is e_j and its bottom part,
-        its scalar and R' are DTPQRT's. The T blocks are built as in :meth:`geqrt`.
+        factors in T[:nb, :n] with nb = min(ib, n). See :meth:`_stacked_qr`.
         """
         m, n = A.shape
         require_triangle("tpqrt", "R", R, n, "A", A)
         nb = _inner_block(T, n, "tpqrt")
-        if not (m and n):
-            return
-        xp, top = self.xp, R[:n, :n]
+        if m and n:
+            A[...] = self._stacked_qr(R[:n, :n], A, T, nb)
+
+    def ttqrt(self, R, A, T) -> None:
+        """QR of a triangle on top of a triangle (LAPACK DTPQRT with l = m), as :func:`.kernels.ttqrt`.
+
+        The upper triangle of R's top-left n×n block and the upper trapezoid of A's first
+        m = min(rows, n) rows (n = A's columns): R' overwrites R's triangle, the reflectors
+        V A's trapezoid; both strict lower parts and A's rows past m are not touched, and
+        T (ib, n) receives the factors in T[:nb, :n], nb = min(ib, n). The trapezoid is
+        factored as a dense tile (:meth:`_stacked_qr`): below it, each reflector's part
+        stays exactly zero, so V is DTPQRT's.
+        """
+        n = A.shape[1]
+        m = min(A.shape[0], n)
+        require_triangle("ttqrt", "R", R, n, "A", A)
+        nb = _inner_block(T, n, "ttqrt")
+        if m and n:
+            xp, block = self.xp, A[:m]
+            V = self._stacked_qr(R[:n, :n], xp.triu(block), T, nb)
+            block[...] = xp.where(xp.triu(xp.ones((m, n), dtype=bool)), V, block)
+
+    def _stacked_qr(self, top, bottom, T, nb: int):
+        """QR of the n×n triangle ``top`` on the dense m×n ``bottom`` (DTPQRT): R' into ``top``'s
+        upper triangle, T's blocks of nb as in :meth:`geqrt`; returns V (m×n, a new array).
+
+        cuSOLVER's geqrf factors the dense (n+m)×n stack of the triangle on ``bottom``: the
+        part of the stack below the triangle stays exactly zero, so each reflector's top
+        part is e_j and its bottom part, its scalar and R' are DTPQRT's.
+        """
+        xp = self.xp
+        n, m = top.shape[0], bottom.shape[0]
         stack = xp.empty((n + m, n), order="F")
         stack[:n] = xp.triu(top)
-        stack[n:] = A
+        stack[n:] = bottom
         tau = self._scalars(n, nb)
         self.ops.geqrf(stack, tau[:n])
-        # R' on the triangle only: R below its diagonal is not the kernel's
+        # R' on the triangle only: below its diagonal is not the kernel's
         top[...] = xp.where(xp.triu(xp.ones((n, n), dtype=bool)), stack[:n], top)
-        A[...] = stack[n:]
         # [e_i..e_end-1; V] has Gram matrix I + VᵀV: the identity adds nothing above the diagonal
         self._block_factors(tau, n, T, lambda i, end: stack[n:, i:end], first_column=True)
+        return stack[n:]
 
     def tpmqrt(self, V, T, C1, C2, side: str = "L", trans: str = "T") -> None:
         """Q from :meth:`tpqrt` applied to [C1[:k, :]; C2] from the left (side 'L') or to
         [C1[:, :k], C2] from the right ('R') (LAPACK DTPMQRT with l=0); the defaults give Qᵀ·[C1; C2]."""
         k, nb = qr_apply_dims("tpmqrt", V, T, C2, side, trans)
         require_tpmqrt(V, C1, C2, side)
-        if not (k and C2.size):
-            return
-        for i, end in _groups(k, nb, side, trans):
+        if k and C2.size:
+            self._apply_stacked(V, T, nb, C1, C2, side, trans)
+
+    def ttmqrt(self, V, T, C1, C2, side: str = "L", trans: str = "T") -> None:
+        """Q from :meth:`ttqrt` applied to [C1[:k, :]; C2[:m, :]] from the left (side 'L') or to
+        [C1[:, :k], C2[:, :m]] from the right ('R') (LAPACK DTPMQRT with l = m), m = min(V's rows, k);
+        the defaults give Qᵀ·[C1; C2]. The reflectors are the upper trapezoid of V[:m], applied
+        as :meth:`tpmqrt` applies a dense V; the rest of C1 and C2 is not touched."""
+        k, nb = qr_apply_dims("ttmqrt", V, T, C2, side, trans)
+        require_tpmqrt(V, C1, C2, side, "ttmqrt")
+        m = min(V.shape[0], k)
+        bottom = C2[:m, :] if side == "L" else C2[:, :m]
+        if k and bottom.size:
+            dense = self.xp.asfortranarray(self.xp.triu(V[:m]))  # zero below the trapezoid, for GEMMs
+            self._apply_stacked(dense, T, nb, C1, bottom, side, trans)
+
+    def _apply_stacked(self, V, T, nb: int, C1, C2, side: str, trans: str) -> None:
+        """op(Q) of the k reflectors [e_j; V[:, j]] (V dense, k columns) applied to [C1[:k, :]; C2]
+        (side 'L') or [C1[:, :k], C2] ('R'), a group of T's blocks at a time (DTPMQRT with l=0)."""
+        for i, end in _groups(V.shape[1], nb, side, trans):
             # [e_i..e_end-1; V] has Gram matrix I + VᵀV: the identity adds nothing above the diagonal
             factor = self._group_factor(T, nb, i, end, V[:, i:end])
             self._tprfb(side, trans, V[:, i:end], factor, C1[i:end, :] if side == "L" else C1[:, i:end], C2)
@@ -1131,7 +1177,7 @@ class TileKernels:
 
 
 def _groups(k: int, nb: int, side: str, trans: str):
-    """(first, end) of the groups of whole nb-wide blocks of k reflectors that gemqrt and tpmqrt
+    """(first, end) of the groups of whole nb-wide blocks of k reflectors that gemqrt, tpmqrt and ttmqrt
     apply at once (about :data:`APPLY_WIDTH` wide), in the order op(Q) applies them: Q = H_1···H_k,
     so Qᵀ·C and C·Q take the first group first, Q·C and C·Qᵀ the last."""
     width = nb * max(1, APPLY_WIDTH // nb)

@@ -11,7 +11,8 @@ Chameleon use: gemm 2mnk; symm 2m²n (side L) or 2mn² (R); syrk k·n·(n+1); sy
 below n in a tall tile; trtri and lauum n³/3; getrf (with or without pivoting)
 2mnk − (m+n)k² + 2k³/3 with k = min(m, n) (mn² − n³/3 for m >= n); geqrt 2mnk −
 2k³/3; gemqrt 4mnk − 2nk² (side L, C m×n, k reflectors) or 4mnk − 2mk² (R); tpqrt
-2mn² (m×n under an n×n triangle); tpmqrt 4mnk with C2 m×n. laswp moves data and
+2mn² (m×n under an n×n triangle); tpmqrt 4mnk with C2 m×n; ttqrt 2n³/3 and ttmqrt
+2k²n for a triangle under a triangle (exact sums for a trapezoid). laswp moves data and
 counts none; the norm kernels count a flop or two per entry (amax and asum m·n,
 lassq 2mn) and lassq_merge none.
 """
@@ -108,6 +109,20 @@ def _tpmqrt(v, t, c1, c2, side="L", trans="T") -> float:
     return 4.0 * c2[0] * c2[1] * v[1]
 
 
+def _ttqrt(r, a, t) -> float:
+    """Σ over the n columns of 4·(reflector length)·(columns right of it, and its own):
+    reflector j is min(j + 1, m) long below R, m = min(rows, n); 2n³/3 for m = n."""
+    m, n = min(a[0], a[1]), a[1]
+    return 4.0 * ((n + 1) * m * (m + 1) / 2 - m * (m + 1) * (2 * m + 1) / 6) + 2.0 * m * (n - m) * (n - m + 1)
+
+
+def _ttmqrt(v, t, c1, c2, side="L", trans="T") -> float:
+    """4·(reflector length)·(C's other dimension) per reflector: 2k²·c for m = k."""
+    k, m = v[1], min(v[0], v[1])
+    other = c2[1] if side == "L" else c2[0]
+    return 4.0 * other * (m * (m + 1) / 2 + m * (k - m))
+
+
 def _entries(a, s, trans="N") -> float:
     """amax and asum: one flop per entry of A."""
     return float(a[0]) * a[1]
@@ -127,6 +142,7 @@ PRELUDE_FLOPS = {
     "getrf_nopiv": _lu, "trsm_l": _trsm_l, "trsm_u": _trsm_u, "gemm_nn": _gemm_nn,
     "getrf": _lu, "laswp": _laswp,
     "geqrt": _geqrt, "gemqrt": _gemqrt, "tpqrt": _tpqrt, "tpmqrt": _tpmqrt,
+    "ttqrt": _ttqrt, "ttmqrt": _ttmqrt,
     "lassq": _lassq, "lassq_merge": _lassq_merge, "amax": _entries, "asum": _entries,
 }
 

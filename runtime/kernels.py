@@ -8,7 +8,7 @@ These are the prelude's kernels (``tiledsl/compiler/prelude.tile`` declares them
 * Cholesky and triangular inverses: potrf, trtri, lauum;
 * LU: getrf_nopiv, getrf (partial pivoting, of a tile or a panel) and laswp (its
   row interchanges, applied to other tiles or panels);
-* QR with block reflectors: geqrt, gemqrt, tpqrt, tpmqrt (LAPACK's, side and trans);
+* QR with block reflectors: geqrt, gemqrt, tpqrt, tpmqrt, ttqrt, ttmqrt (LAPACK's, side and trans);
 * norms over tiles: lassq and lassq_merge (Frobenius, as LAPACK's overflow-safe
   (scale, sumsq) pairs), amax (max |a_ij|) and asum (column or row sums of |a_ij|, for
   the one and infinity norms).
@@ -191,25 +191,25 @@ def laswp_range(P, rows: int, first, direction: str) -> tuple[int, int]:
 
 
 def qr_apply_dims(kernel: str, V, T, C, side: str, trans: str) -> tuple[int, int]:
-    """(k, nb) of gemqrt/tpmqrt: k reflectors (gemqrt: min(rows, cols) of V, below its diagonal;
-    tpmqrt: a column of V each) applied to C's rows (side 'L') or columns (side 'R'), which
+    """(k, nb) of gemqrt/tpmqrt/ttmqrt: k reflectors (gemqrt: min(rows, cols) of V, below its
+    diagonal; tpmqrt and ttmqrt: a column of V each) applied to C's rows (side 'L') or columns (side 'R'), which
     must be as many as V's rows."""
     check_option(kernel, "side", side, "LR")
     check_option(kernel, "trans", trans, "NT")
     q = V.shape[0]
     _require(C.shape[0 if side == "L" else 1] == q,
-             f"{kernel}: C{'2' if kernel == 'tpmqrt' else ''} of shape {C.shape} does not match V of shape {V.shape} "
+             f"{kernel}: C{'' if kernel == 'gemqrt' else '2'} of shape {C.shape} does not match V of shape {V.shape} "
              f"(side {side!r})")
     k = min(V.shape) if kernel == "gemqrt" else V.shape[1]
     return k, _inner_block(T, k, kernel)
 
 
-def require_tpmqrt(V, C1, C2, side: str) -> None:
+def require_tpmqrt(V, C1, C2, side: str, kernel: str = "tpmqrt") -> None:
     """C1 holds the k rows (side 'L') or columns (side 'R') that pair with C2's, k = V's columns."""
     k = V.shape[1]
     fits = (C1.shape[0] >= k and C1.shape[1] == C2.shape[1] if side == "L"
             else C1.shape[1] >= k and C1.shape[0] == C2.shape[0])
-    _require(fits, f"tpmqrt: shapes V {V.shape}, C1 {C1.shape}, C2 {C2.shape} do not conform (side {side!r})")
+    _require(fits, f"{kernel}: shapes V {V.shape}, C1 {C1.shape}, C2 {C2.shape} do not conform (side {side!r})")
 
 
 def require_sums(kernel: str, S, width: int) -> None:
@@ -799,6 +799,53 @@ def tpmqrt(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray, side: s
                      _work((n if side == "L" else m) * nb))
 
 
+
+def ttqrt(R: np.ndarray, A: np.ndarray, T: np.ndarray) -> None:
+    """QR of a triangle on top of a triangle (LAPACK DTPQRT with l = m), which merges two R
+    factors in a reduction tree.
+
+    [R; A] = Q·[R'; 0] for the upper triangle of R's top-left n×n block and the upper
+    trapezoid of A's first m = min(rows, n) rows (n = A's columns; m < n for a short last
+    tile row): R' overwrites R's triangle and the reflectors V A's trapezoid. Neither
+    tile's strict lower part, nor A's rows past m, is read or written (a tile that geqrt
+    factored keeps its reflectors there); T (ib, n) receives the factors in T[:nb, :n]
+    with nb = min(ib, n).
+    """
+    ldr = _ld(R, "ttqrt: R", writable=True)
+    lda = _ld(A, "ttqrt: A", writable=True)
+    ldt = _ld(T, "ttqrt: T", writable=True)
+    n = A.shape[1]
+    m = min(A.shape[0], n)
+    require_triangle("ttqrt", "R", R, n, "A", A)
+    nb = _inner_block(T, n, "ttqrt")
+    if m and n:
+        blas.dtpqrt(m, n, m, nb, R, ldr, A, lda, T, ldt, _work(nb * n))
+
+
+def ttmqrt(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray, side: str = "L",
+           trans: str = "T") -> None:
+    """Q from :func:`ttqrt` applied to a pair of tiles (LAPACK DTPMQRT with l = m).
+
+    V (rows×k) and T are what ttqrt left in its A and T; its reflectors fill the upper
+    trapezoid of V's first m = min(rows, k) rows. Side 'L': [C1[:k, :]; C2[:m, :]] <-
+    op(Q)·[C1[:k, :]; C2[:m, :]], C2 with V's rows. Side 'R': [C1[:, :k], C2[:, :m]] <-
+    [C1[:, :k], C2[:, :m]]·op(Q), C2 with as many columns as V has rows. op(Q) is Q
+    (trans 'N') or Qᵀ ('T'); the defaults give Qᵀ·[C1; C2]. The rest of C1 and C2 is
+    not touched.
+    """
+    ldv = _ld(V, "ttmqrt: V")
+    ldt = _ld(T, "ttmqrt: T")
+    ldc1 = _ld(C1, "ttmqrt: C1", writable=True)
+    ldc2 = _ld(C2, "ttmqrt: C2", writable=True)
+    k, nb = qr_apply_dims("ttmqrt", V, T, C2, side, trans)
+    require_tpmqrt(V, C1, C2, side, "ttmqrt")
+    m = min(V.shape[0], k)
+    rows, cols = (m, C2.shape[1]) if side == "L" else (C2.shape[0], m)
+    if k and rows and cols:
+        blas.dtpmqrt(side, trans, rows, cols, k, m, nb, V, ldv, T, ldt, C1, ldc1, C2, ldc2,
+                     _work((cols if side == "L" else rows) * nb))
+
+
 # --------------------------------------------------------------------------- norms
 
 
@@ -859,7 +906,7 @@ _KERNELS = {
     "potrf": potrf, "trtri": trtri, "lauum": lauum,
     "getrf_nopiv": getrf_nopiv, "trsm_l": trsm_l, "trsm_u": trsm_u, "gemm_nn": gemm_nn,
     "getrf": getrf, "laswp": laswp,
-    "geqrt": geqrt, "gemqrt": gemqrt, "tpqrt": tpqrt, "tpmqrt": tpmqrt,
+    "geqrt": geqrt, "gemqrt": gemqrt, "tpqrt": tpqrt, "tpmqrt": tpmqrt, "ttqrt": ttqrt, "ttmqrt": ttmqrt,
     "lassq": lassq, "lassq_merge": lassq_merge, "amax": amax, "asum": asum,
 }
 

@@ -19,7 +19,8 @@ from .world import UsageError
 
 #: floating-point operations of each prelude kernel on s×s tiles, in units of s³
 KERNEL_FLOPS = {"gemm": 2, "gemm_nn": 2, "syrk": 1, "trsm": 1, "trsm_l": 1, "trsm_u": 1, "potrf": 1 / 3,
-                "getrf_nopiv": 2 / 3, "geqrt": 4 / 3, "gemqrt": 2, "tpqrt": 2, "tpmqrt": 4}
+                "getrf_nopiv": 2 / 3, "geqrt": 4 / 3, "gemqrt": 2, "tpqrt": 2, "tpmqrt": 4,
+                "ttqrt": 2 / 3, "ttmqrt": 2}
 
 
 class RateError(UsageError):

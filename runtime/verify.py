@@ -11,7 +11,7 @@ the diagonal are copied to cut out a triangle:
   P, R = P·A − L·U, the rows of P·A read from the input where the interchanges
   took them;
 * QR, as the DPLASMA testers do it: Q = Q·I by replaying the factorization's
-  reflectors (geqrt/tpqrt calls, last to first, through gemqrt/tpmqrt), skipping
+  reflectors (geqrt/tpqrt/ttqrt calls, last to first, through gemqrt/tpmqrt/ttmqrt), skipping
   the columns where I is still zero (what forming Q costs, DORGQR); then
   A − Q·R and D = I − QᵀQ (its lower tiles) by tile products;
 * solve: R = B₀ − op(A₀)·X; inverse: R = I − op(A₀)·op(X); product:
@@ -46,7 +46,9 @@ from .program import Call
 from .recording import record
 from .world import UsageError
 
-QR_KERNELS = ("geqrt", "tpqrt")
+QR_KERNELS = ("geqrt", "tpqrt", "ttqrt")
+#: the kernel that applies the reflectors each of them makes
+_APPLY = {"geqrt": "gemqrt", "tpqrt": "tpmqrt", "ttqrt": "ttmqrt"}
 _CALLS: dict = {}
 
 
@@ -553,21 +555,27 @@ def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
                             lambda vv, tt, cc: kernels.gemqrt(vv, tt, cc, "L", "N"), (rows, None, _rows(rows)))
         else:
             r, v, t = tiles
+            apply = _APPLY[call.kernel]
             for j in columns:
-                stream.task("check_tpmqrt", ("in", "in", "inout", "inout"), (v, t, x.tile(r.i, j), x.tile(v.i, j)),
-                            lambda vv, tt, c1, c2: kernels.tpmqrt(vv, tt, c1, c2, "L", "N"),
-                            (regions[1], None, _rows(regions[0]), None))
+                stream.task(f"check_{apply}", ("in", "in", "inout", "inout"), (v, t, x.tile(r.i, j), x.tile(v.i, j)),
+                            _on_pair(apply), (regions[1], None, _rows(regions[0]), None))
+
+
+def _on_pair(kernel: str):
+    """A check kernel applying Q (from the left, not transposed) of a tpqrt or ttqrt to a pair of tiles."""
+    apply = getattr(kernels, kernel)
+    return lambda v, t, c1, c2: apply(v, t, c1, c2, "L", "N")
 
 
 def _apply_panel_reflectors(stream, call, tiles, x: TiledMatrix) -> None:
-    """X = Q·X for the reflectors of a geqrt or tpqrt call given panels (whole tiles): gemqrt
-    or tpmqrt of the panels' matrices on X's rows that V's (and R's) tiles cover."""
+    """X = Q·X for the reflectors of a geqrt, tpqrt or ttqrt call given panels (whole tiles):
+    gemqrt, tpmqrt or ttmqrt of the panels' matrices on X's rows that V's (and R's) tiles cover."""
     arguments = [(tiles[first:first + (count or 1)], axis) for first, count, axis in call.groups]
     (v, v_axis), (t, t_axis) = arguments[-2:]
     covered = [_rows_covered(v, v_axis)]
-    if call.kernel == "tpqrt":
+    if call.kernel != "geqrt":
         covered.insert(0, _rows_covered(*arguments[0]))
-    apply = "gemqrt" if call.kernel == "geqrt" else "tpmqrt"
+    apply = _APPLY[call.kernel]
     first_column = x.geometry.col_starts[v[0].j]
     for j in range(x.nt):
         if x.geometry.col_starts[j + 1] > first_column:

@@ -110,7 +110,7 @@ def checked():
 
 
 #: the library's programs, checked end to end (against scipy, on ranks and GPUs) by tests/runtime/test_library.py
-LIBRARY = ("gemm", "gesv", "getrf", "posv", "potri", "syrk", "trmm", "trtri", "tsqr")
+LIBRARY = ("gemm", "gesv", "getrf", "hqr", "posv", "potri", "syrk", "trmm", "trtri", "tsqr")
 
 
 def test_every_shipped_program_has_expectations():

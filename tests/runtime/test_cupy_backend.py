@@ -687,6 +687,62 @@ def test_tpmqrt_options(implementation, rng, side, trans, m, k, nc, ib):
             "rows", rng, side, trans)
 
 
+def upper_trapezoid(a, fill=np.nan):
+    """``a`` with ``fill`` below its diagonal (in rows past its width too): what ttqrt neither reads nor writes."""
+    return np.where(np.triu(np.ones(a.shape, dtype=bool)), a, fill)
+
+
+def ttqrt_factors(rng, m, n, ib):
+    """V and T of a random triangle over the upper trapezoid of a random m×n tile, from the CPU kernel,
+    with NaN below the trapezoid (ttmqrt must not read it)."""
+    r, v = np.asfortranarray(random(rng, n, n)), np.asfortranarray(random(rng, m, n))
+    t = np.asfortranarray(np.full((ib, n), np.nan))
+    cpu.ttqrt(r, v, t)
+    return np.asfortranarray(upper_trapezoid(v)), t
+
+
+TT_SHAPES = RAGGED + [(150, 100), (40, 100)]  # (3, 7), (40, 100): a short last tile row, m < n
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("ib", [1, 4, 32])
+@pytest.mark.parametrize("m,n", TT_SHAPES)
+def test_ttqrt(implementation, rng, layout, ib, m, n):
+    """Below either triangle (and in A's rows past n) is NaN: neither read nor written."""
+    r = with_nan(random(rng, n + 2, n), np.tril_indices(n, -1))  # and rows past n: data that is not the kernel's
+    compare(implementation, "ttqrt", [r, upper_trapezoid(random(rng, m, n)), np.full((ib, n), np.nan)], layout, rng)
+
+
+@pytest.mark.parametrize("m,n,ib", [(64, 64, 16), (20, 48, 8), (100, 40, 32), (5, 5, 1)])
+def test_ttqrt_keeps_the_reflectors_below_the_triangles(implementation, rng, m, n, ib):
+    """Two tiles that geqrt factored, merged as in a reduction tree: their reflectors below the
+    triangles, and A's rows past n, stay bit for bit."""
+    r, _ = geqrt_factors(rng, n + 3, n, ib)
+    a, _ = geqrt_factors(rng, m, n, ib)
+    compare(implementation, "ttqrt", [r, a, np.full((ib, n), np.nan)], "own", rng)
+    tiles = [implementation.put(np.asfortranarray(x)) for x in (r, a, np.zeros((ib, n)))]
+    implementation.run("ttqrt", *tiles)
+    for before, after in zip((r, a), tiles):
+        below = ~np.triu(np.ones(before.shape, dtype=bool))
+        np.testing.assert_array_equal(implementation.get(after)[below], before[below])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m,k,nc,ib", [(1, 1, 1, 1), (7, 3, 5, 2), (3, 7, 4, 2), (100, 64, 30, 32),
+                                       (64, 64, 64, 16), (40, 100, 20, 32), (6, 4, 0, 4), (0, 4, 4, 4)])
+def test_ttmqrt(implementation, rng, layout, m, k, nc, ib):
+    v, t = ttqrt_factors(rng, m, k, ib)
+    compare(implementation, "ttmqrt", [v, t, random(rng, k + 2, nc), random(rng, m, nc)], layout, rng)
+
+
+@pytest.mark.parametrize("side,trans", [("L", "N"), ("R", "N"), ("R", "T")])
+@pytest.mark.parametrize("m,k,nc,ib", [(7, 3, 5, 2), (100, 64, 30, 32), (30, 40, 8, 7), (6, 4, 0, 4)])
+def test_ttmqrt_options(implementation, rng, side, trans, m, k, nc, ib):
+    v, t = ttqrt_factors(rng, m, k, ib)
+    compare(implementation, "ttmqrt", [v, t, random(rng, *facing(side, k + 2, nc)), random(rng, *facing(side, m, nc))],
+            "rows", rng, side, trans)
+
+
 # Reflectors that are the identity: LAPACK's DLARFG gives tau = 0 when the column below
 # the diagonal is exactly zero, and T then has a zero row and column there.
 ZERO_COLUMNS = [0, 3, 4, 11]
@@ -714,7 +770,8 @@ def test_geqrt_with_identity_reflectors(implementation, rng, layout, ib, tile):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("ib", [1, 4, 32])
 @pytest.mark.parametrize("tile", ["zero 5x4", "zero 3x7", "zero columns 9x12"])
-def test_tpqrt_with_identity_reflectors(implementation, rng, layout, ib, tile):
+@pytest.mark.parametrize("kernel", ["tpqrt", "ttqrt"])
+def test_tpqrt_with_identity_reflectors(implementation, rng, layout, ib, tile, kernel):
     """A zero tile under any triangle, or zero columns under a diagonal, stay zero: tau = 0 there."""
     m, n = (int(x) for x in tile.split()[-1].split("x"))
     r = random(rng, n + 2, n)
@@ -723,7 +780,7 @@ def test_tpqrt_with_identity_reflectors(implementation, rng, layout, ib, tile):
         r[np.triu_indices(n, 1)] = 0.0
         a = random(rng, m, n)
         a[:, ZERO_COLUMNS] = 0.0
-    compare(implementation, "tpqrt", [r, a, np.full((ib, n), np.nan)], layout, rng)
+    compare(implementation, kernel, [r, a, np.full((ib, n), np.nan)], layout, rng)
 
 
 def factors_with_identity_reflectors(rng, ib):
@@ -742,11 +799,13 @@ def factors_with_identity_reflectors(rng, ib):
 @pytest.mark.parametrize("width", [4, 8, 512])  # groups of one block of 4, of two, of every block
 @pytest.mark.parametrize("ib", [1, 4])
 def test_reflectors_are_applied_in_groups_of_blocks(implementation, rng, monkeypatch, width, ib):
-    """gemqrt and tpmqrt merge narrow T blocks into groups of about APPLY_WIDTH reflectors."""
+    """gemqrt, tpmqrt and ttmqrt merge narrow T blocks into groups of about APPLY_WIDTH reflectors."""
     monkeypatch.setattr(cupy_backend, "APPLY_WIDTH", width)
     (v, t), (a, w) = factors_with_identity_reflectors(rng, ib)
     compare(implementation, "gemqrt", [v, t, random(rng, 40, 6)], "block", rng)
     compare(implementation, "tpmqrt", [a, w, random(rng, 15, 6), random(rng, 9, 6)], "block", rng)
+    compare(implementation, "ttmqrt", [*ttqrt_factors(rng, 9, 13, ib), random(rng, 15, 6), random(rng, 9, 6)],
+            "block", rng)
 
 
 @pytest.mark.parametrize("side,trans", [("L", "N"), ("L", "T"), ("R", "N"), ("R", "T")])
@@ -756,6 +815,8 @@ def test_groups_of_blocks_are_applied_in_op_q_order(rng, monkeypatch, side, tran
     compare(HostImplementation(), "gemqrt", [v, t, random(rng, *facing(side, 40, 6))], "rows", rng, side, trans)
     compare(HostImplementation(), "tpmqrt", [a, w, random(rng, *facing(side, 15, 6)), random(rng, *facing(side, 9, 6))],
             "rows", rng, side, trans)
+    compare(HostImplementation(), "ttmqrt", [*ttqrt_factors(rng, 9, 13, 2), random(rng, *facing(side, 15, 6)),
+                                             random(rng, *facing(side, 9, 6))], "rows", rng, side, trans)
 
 
 def larft(V, tau):
@@ -787,12 +848,13 @@ def test_an_identity_reflector_has_lapacks_zero_row_and_column_whatever_v_holds(
 
 
 def test_qr_factorizations_make_no_host_round_trip(rng):
-    """geqrt and tpqrt run on the device alone: a host fetch would wait for the GPU."""
+    """geqrt, tpqrt and ttqrt run on the device alone: a host fetch would wait for the GPU."""
     cuda = HostCuda()
     kernels = HostImplementation(cuda).kernels
     a = np.asfortranarray(random(rng, 100, 64))
     kernels.geqrt(a[:64], np.zeros((16, 64), order="F"))
     kernels.tpqrt(a[:64], a[64:], np.zeros((16, 64), order="F"))
+    kernels.ttqrt(a[:64], a[64:], np.zeros((16, 64), order="F"))
     kernels.geqrt(np.asfortranarray(np.eye(6)), np.zeros((4, 6), order="F"))  # tau = 0 too
     assert cuda.fetches == 0
     kernels.potrf(np.asfortranarray(spd(rng, 8)))  # the count does see the fetches that there are
@@ -865,6 +927,14 @@ def test_shape_errors_are_the_cpu_kernels():
                                        np.zeros((1, 3), order="F"))
     with pytest.raises(ValueError, match="syr2k: B of shape"):
         kernels.syr2k(np.zeros((3, 2), order="F"), np.zeros((3, 3), order="F"), np.zeros((3, 3), order="F"))
+    with pytest.raises(ValueError, match=r"ttqrt: R of shape \(2, 3\) has no 3x3 triangle"):
+        kernels.ttqrt(np.zeros((2, 3), order="F"), np.zeros((2, 3), order="F"), np.zeros((2, 3), order="F"))
+    with pytest.raises(ValueError, match="ttmqrt: C2 of shape"):
+        kernels.ttmqrt(np.zeros((4, 3), order="F"), np.zeros((2, 3), order="F"), np.zeros((3, 2), order="F"),
+                       np.zeros((3, 2), order="F"))
+    with pytest.raises(ValueError, match="ttmqrt: shapes V"):
+        kernels.ttmqrt(np.zeros((4, 3), order="F"), np.zeros((2, 3), order="F"), np.zeros((2, 2), order="F"),
+                       np.zeros((4, 2), order="F"))
 
 
 def test_python_signatures_are_the_cpu_kernels():

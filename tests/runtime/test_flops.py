@@ -60,6 +60,10 @@ def test_every_prelude_kernel_is_counted_from_its_own_arguments():
     ("tpqrt", [(NB, NB), (NB, NB), (32, NB)], 2 * NB ** 3),
     ("tpmqrt", [(NB, NB), (32, NB), (NB, NB), (NB, NB)], 4 * NB ** 3),
     ("tpmqrt", [(30, 10), (4, 10), (20, 10), (20, 30), "R"], 4 * 20 * 30 * 10),
+    ("ttqrt", [(NB, NB), (NB, NB), (32, NB)], 4 * NB * (NB + 1) * (NB + 2) / 6),  # 2n³/3 and lower terms
+    ("ttqrt", [(4, 4), (2, 4), (2, 4)], 4 * (1 * 4 + 2 * 3) + 4 * 2 * (2 + 1)),  # reflectors of 1, 2, 2, 2 rows
+    ("ttmqrt", [(NB, NB), (32, NB), (NB, NB), (NB, 30)], 4 * 30 * NB * (NB + 1) / 2),
+    ("ttmqrt", [(2, 4), (2, 4), (4, 30), (20, 2), "R"], 4 * 20 * (1 + 2 + 2 + 2)),
     ("lassq", [(10, 20), (1, 2)], 400),
     ("lassq_merge", [(1, 2), (1, 2)], 0),
     ("amax", [(10, 20), (1, 1)], 200),
@@ -113,3 +117,12 @@ def test_tile_qr_adds_up_to_four_n_cubed_over_3():
         total += rest * PRELUDE_FLOPS["tpqrt"](shape(), shape(), t)
         total += rest * rest * PRELUDE_FLOPS["tpmqrt"](shape(), t, shape(), shape())
     assert total == pytest.approx(4 * (T * NB) ** 3 / 3, rel=1 / T)
+
+
+def test_a_two_level_tree_does_the_flat_trees_flops():
+    """geqrt + ttqrt cost a tpqrt, gemqrt + ttmqrt a tpmqrt (programs/hqr.tile)."""
+    t = (32, NB)
+    assert (PRELUDE_FLOPS["geqrt"](shape(), t) + PRELUDE_FLOPS["ttqrt"](shape(), shape(), t)
+            == pytest.approx(PRELUDE_FLOPS["tpqrt"](shape(), shape(), t), rel=3 / NB))
+    assert (PRELUDE_FLOPS["gemqrt"](shape(), t, shape()) + PRELUDE_FLOPS["ttmqrt"](shape(), t, shape(), shape())
+            == pytest.approx(PRELUDE_FLOPS["tpmqrt"](shape(), t, shape(), shape()), rel=3 / NB))

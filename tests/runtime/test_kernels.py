@@ -19,7 +19,8 @@ import scipy.linalg as sla
 from tiledsl.runtime.errors import KernelError
 from tiledsl.runtime.kernels import (CPU_KERNELS, amax, asum, gemm, gemm_nn, gemqrt, geqrt,
                                      getrf_nopiv, lassq, lassq_merge, laswp, lauum, potrf, symm, syr2k,
-                                     syrk, tpmqrt, tpqrt, trmm, trsm, trsm_l, trsm_u, trtri)
+                                     syrk, tpmqrt, tpqrt, trmm, trsm, trsm_l, trsm_u, trtri, ttmqrt,
+                                     ttqrt)
 from tiledsl.runtime.panels import Panel
 from tiledsl.runtime.panels import stacked as stacked_matrix
 
@@ -99,7 +100,7 @@ def reference_lu_nopiv(a):
 def test_cpu_kernels_registry_names():
     assert set(CPU_KERNELS) == {"gemm", "symm", "syrk", "syr2k", "trsm", "trmm", "potrf", "trtri", "lauum",
                                 "getrf_nopiv", "trsm_l", "trsm_u", "gemm_nn", "getrf", "laswp",
-                                "geqrt", "gemqrt", "tpqrt", "tpmqrt", "lassq", "lassq_merge", "amax", "asum"}
+                                "geqrt", "gemqrt", "tpqrt", "tpmqrt", "ttqrt", "ttmqrt", "lassq", "lassq_merge", "amax", "asum"}
     assert CPU_KERNELS["gemqrt"].__wrapped__ is gemqrt and CPU_KERNELS["tpmqrt"].__wrapped__ is tpmqrt
     assert all(f.__doc__ for f in CPU_KERNELS.values())
 
@@ -445,6 +446,64 @@ def test_tpmqrt_applies_q_transpose(rng, layout, m, n, nc):
     assert_close(top, d1, m + n)
     assert_close(bottom.view, d2, m + n)
     bottom.assert_outside_untouched()
+
+
+
+def merge_pair(rng, n, rows, ib, layout="own"):
+    """ttqrt of a random triangle (in an (n + 3)×n tile) with a random rows×n tile below it,
+    both with random strict lower parts (a factored tile keeps its reflectors there)."""
+    r = np.asfortranarray(random(rng, n + 3, n))
+    a = random(rng, rows, n)
+    r_before, a_before, tile = r.copy(), a.copy(), Placed(a, layout, rng)
+    t = np.asfortranarray(np.full((ib, n), np.nan))
+    ttqrt(r, tile.view, t)
+    return r_before, a_before, r, tile, t
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("ib", [1, 4, 32])
+@pytest.mark.parametrize("rows,n", [(1, 1), (7, 7), (3, 7), (64, 64), (100, 64), (0, 5), (5, 0)])
+def test_ttqrt_merges_two_triangles_and_touches_nothing_else(rng, layout, ib, rows, n):
+    r0, a0, r, tile, t = merge_pair(rng, n, rows, ib, layout)
+    m = min(rows, n)
+    stacked = np.vstack([np.triu(r0[:n]), np.triu(a0[:m])])
+    if n and m:
+        assert_close(np.abs(np.diag(r)), np.abs(np.diag(sla.qr(stacked, mode="r")[0])), m + n)
+        assert_t_layout(t, min(ib, n), n)
+    np.testing.assert_array_equal(np.tril(r, -1), np.tril(r0, -1))
+    np.testing.assert_array_equal(np.tril(tile.view, -1), np.tril(a0, -1))  # geqrt's reflectors stay
+    tile.assert_outside_untouched()
+    # Q·[R'; 0] reconstructs the two triangles; Q's other rows (C2's past m) are not touched
+    top, bottom = np.asfortranarray(np.triu(r[:n])), np.zeros((rows, n), order="F")
+    bottom[m:] = 5.0
+    ttmqrt(tile.view, t, top, bottom, "L", "N")
+    assert_close(np.vstack([top, bottom[:m]]), stacked, m + n)
+    assert np.all(bottom[m:] == 5.0)
+
+
+@pytest.mark.parametrize("side", ["L", "R"])
+@pytest.mark.parametrize("rows,n,nc", [(7, 7, 5), (3, 7, 4), (64, 64, 64), (6, 4, 0)])
+def test_ttmqrt_is_orthogonal_from_either_side(rng, side, rows, n, nc):
+    _, _, _, tile, t = merge_pair(rng, n, rows, ib=4)
+    m = min(rows, n)
+    c1 = np.asfortranarray(random(rng, *((n + 2, nc) if side == "L" else (nc, n + 2))))
+    c2 = np.asfortranarray(random(rng, *((rows, nc) if side == "L" else (nc, rows))))
+    d1, d2 = c1.copy(), c2.copy()
+    ttmqrt(tile.view, t, c1, c2, side, "T")
+    if nc and m:
+        assert not np.allclose(c1, d1)
+    ttmqrt(tile.view, t, c1, c2, side, "N")
+    assert_close(c1, d1, n + rows)
+    assert_close(c2, d2, n + rows)
+    # C1 past its first n rows (columns) and C2 past its first m are not touched
+    np.testing.assert_array_equal(c1[n:] if side == "L" else c1[:, n:], d1[n:] if side == "L" else d1[:, n:])
+    np.testing.assert_array_equal(c2[m:] if side == "L" else c2[:, m:], d2[m:] if side == "L" else d2[:, m:])
+
+
+def test_ttmqrt_refuses_a_c2_that_does_not_face_v(rng):
+    _, _, _, tile, t = merge_pair(rng, 6, 6, ib=4)
+    with pytest.raises(ValueError, match=r"ttmqrt: C2 of shape \(5, 3\) does not match V of shape \(6, 6\)"):
+        ttmqrt(tile.view, t, np.asfortranarray(random(rng, 6, 3)), np.asfortranarray(random(rng, 5, 3)))
 
 
 

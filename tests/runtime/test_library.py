@@ -77,6 +77,12 @@ def _tsqr(inputs, out, params):
     assert _relative(out["B"][:params["cols"]], expected) < 1e-12
 
 
+def _qr(inputs, out, params):
+    """R agrees with LAPACK's to the signs of its rows; the strict lower triangle holds reflectors."""
+    expected = scipy.linalg.qr(inputs["A"], mode="r")[0]
+    assert _relative(np.abs(np.triu(out["A"])), np.abs(expected)) < 1e-12
+
+
 class Case(NamedTuple):
     tiles: dict  # tile settings
     sets: dict  # --set parameters
@@ -93,12 +99,14 @@ NEW = {"getrf": Case({"nb": 64}, {}, _getrf, "dgetrf"),
        "syrk": Case({"nb": 64}, {"k": 170}, _syrk, "dsyrk"),
        "trmm": Case({"nb": 64}, {"nrhs": 70}, _trmm, "dtrmm"),
        # 5 tile rows in domains of 2: both levels of the tree, and a short last tile row
-       "tsqr": Case({"nb": 64}, {"cols": 90, "nrhs": 5, "dom": 2}, _tsqr, "dgels")}
+       "tsqr": Case({"nb": 64}, {"cols": 90, "nrhs": 5, "dom": 2}, _tsqr, "dgels"),
+       # 5 tile rows, 2 domains: chains of 2 and 3 tiles, then the merge of their R factors
+       "hqr": Case({"nb": 64}, {"domains": 2}, _qr, "dgeqrf")}
 SHIPPED = {"cholesky": Case({"nb": 64}, {}), "lu": Case({"nb": 64}, {}), "qr": Case({"nb": 64}, {}),
            "hetero_cholesky": Case({"B": 160, "b": 48, "s": 3}, {}),
            "hetero_qr": Case({"B": 160, "b": 48, "s": 3}, {})}
 PROGRAMS = {**NEW, **SHIPPED}
-SQUARE_BY_DEFAULT = {"tsqr"}  # it writes no panel: the others' column tasks get a 1x4 grid
+SQUARE_BY_DEFAULT = {"tsqr", "hqr"}  # they write no panel: the others' column tasks get a 1x4 grid
 
 
 def test_every_program_is_in_the_library():
@@ -208,6 +216,24 @@ def test_getrf_fails_its_check_without_the_swaps_of_the_left_columns(tmp_path):
     driver = import_driver(tmp_path / "driver.py", "getrf_without_left_swaps")
     result = execute(driver, _options("getrf", check=True, workers=2))
     assert result.residuals["lu"] > 1e3
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("dropped, residual", [
+    ("        ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)\n", "qr"),
+    ("          tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j\n", "qr"),
+])
+def test_hqr_fails_its_check_without_either_levels_updates(tmp_path, dropped, residual):
+    """check qr replays ttqrt's reflectors as well as geqrt's and tpqrt's: the check sees
+    a missing update of either level of the tree."""
+    text = (ROOT / "programs/hqr.tile").read_text()
+    assert dropped in text
+    (tmp_path / "hqr.tile").write_text(text.replace(dropped, ""))
+    _, driver_text = compile_path(tmp_path / "hqr.tile")
+    (tmp_path / "driver.py").write_text(driver_text)
+    driver = import_driver(tmp_path / "driver.py", f"hqr_without_{len(dropped)}")
+    result = execute(driver, _options("hqr", check=True, workers=2))
+    assert result.residuals[residual] > 1e3
 
 
 @pytest.mark.timeout(60)

@@ -221,11 +221,11 @@ def _tile_inputs(kernel: str, s: int, ib: int, rng) -> list:
         v, t = general(), np.zeros((ib, s), order="F")
         CPU_KERNELS["geqrt"](v, t)
         return [v, t, general()]
-    if kernel == "tpqrt":
+    if kernel in ("tpqrt", "ttqrt"):
         return [np.asfortranarray(np.triu(general()) + s * np.eye(s)), general(), np.zeros((ib, s), order="F")]
-    if kernel == "tpmqrt":
+    if kernel in ("tpmqrt", "ttmqrt"):
         r, v, t = np.asfortranarray(np.triu(general()) + s * np.eye(s)), general(), np.zeros((ib, s), order="F")
-        CPU_KERNELS["tpqrt"](r, v, t)
+        CPU_KERNELS["tpqrt" if kernel == "tpmqrt" else "ttqrt"](r, v, t)
         return [v, t, general(), general()]
     raise KeyError(kernel)
 
