@@ -11,6 +11,7 @@ script is never run by mistake.
 from __future__ import annotations
 
 import ast
+import difflib
 import hashlib
 import importlib.util
 import os
@@ -18,17 +19,27 @@ from importlib import resources
 from pathlib import Path
 
 from . import __version__
+from .runtime.world import UsageError
 
 #: the modules whose code shapes a driver: a change to any of them compiles programs anew
 COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "affine", "kernel_module", "codegen")
 
 
 def program_path(name: str) -> str:
-    """A path as given, or the shipped program of that name (``cholesky``) if there is one."""
-    if name.endswith((".tile", ".py")) or "/" in name:
+    """A path as given, or the shipped program of that name (``cholesky``) if there is one.
+
+    A bare name that is neither a file nor a shipped program is a :class:`UsageError`
+    naming the shipped programs, and the closest one if the name looks misspelled."""
+    if name.endswith((".tile", ".py")) or "/" in name or Path(name).exists():
         return name
-    shipped = Path(__file__).resolve().parent.parent / "programs" / f"{name}.tile"
-    return str(shipped) if shipped.exists() else name
+    programs = Path(__file__).resolve().parent.parent / "programs"
+    shipped = programs / f"{name}.tile"
+    if shipped.exists():
+        return str(shipped)
+    names = sorted(path.stem for path in programs.glob("*.tile"))
+    close = difflib.get_close_matches(name, names, n=1)
+    raise UsageError(f"{name}: no such file, nor a shipped program of that name"
+                     + (f" (did you mean {close[0]}?)" if close else f" (shipped: {', '.join(names)})"))
 
 
 def cache_dir() -> Path:

@@ -320,7 +320,9 @@ def test_run_and_explain_take_a_shipped_programs_name():
     assert tiledsl("run", "cholesky", "--n", 200, "--nb", 100).returncode == 0
     assert tiledsl("explain", "qr", "--n", 200, "--nb", 100, "--totals").returncode == 0
     out = tiledsl("run", "nosuch", "--n", 200)
-    assert out.returncode == 1 and out.stderr.startswith("nosuch: error[E000]: no such file")
+    assert out.returncode == 2 and "nosuch: no such file, nor a shipped program of that name (shipped: cholesky, gemm," in out.stderr
+    out = tiledsl("explain", "choleski", "--n", 200)
+    assert out.returncode == 2 and "choleski: no such file, nor a shipped program of that name (did you mean cholesky?)" in out.stderr
 
 
 @pytest.mark.timeout(130)
