@@ -160,9 +160,11 @@ class LoopBound:
     def matrix(self, name: str):
         return self.matrices[name]
 
-    def loop(self, start, stop, outer, line: int, step: int = 1):
+    def loop(self, start, stop, outer, line: int, step: int = 1, width=None):
         """The interval of a loop's variable and its iterations in all (``outer``: those
-        of the enclosing loop); adds them to the total. A negative ``step`` counts down."""
+        of the enclosing loop); adds them to the total. A negative ``step`` counts down.
+        ``width``, when the compiler knows it, is stop − start at every outer iteration:
+        the count then comes from it rather than from the intervals' extremes."""
         start, stop = _interval(start), _interval(stop)
         if any(value is UNKNOWN for value in (start, stop, outer)):
             return UNKNOWN, UNKNOWN
@@ -170,6 +172,9 @@ class LoopBound:
             count, values = -(-max(0, stop.hi - start.lo) // step), Interval(start.lo, max(start.lo, stop.hi - 1))
         else:
             count, values = -(-max(0, start.hi - stop.lo) // -step), Interval(min(start.hi, stop.lo + 1), start.hi)
+        width = _interval(width) if width is not None else UNKNOWN
+        if width is not UNKNOWN:
+            count = min(count, -(-max(0, width.hi if step > 0 else -width.lo) // abs(step)))
         iterations = outer * count
         self.total += iterations
         self.largest = max(self.largest, (iterations, line), key=lambda pair: pair[0])

@@ -3,37 +3,38 @@
 Do not edit: regenerate it with `tiledsl compile programs/hqr.tile`. Run it alone
 (`python driver.py --n 2048 --check`) or under any MPI launcher
 (`mpiexec -n 4 python driver.py --n 8192`); `--help` lists the options.
-Every rank runs the same loop nest and submits only the tasks it takes part in (the loop
-nest is not affine: every rank walks all of it).
+Every rank runs the same loop nest and submits only the tasks it takes part in; on several
+ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
+when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, main
+from tiledsl.runtime import ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
 
 PROGRAM = Program(
     name='hqr',
     source='programs/hqr.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'general', line=29),
+        MatrixDecl('A', 'general', line=28),
     ),
     workspaces=(
-        WorkspaceDecl('T', like='A', line=30),
-        WorkspaceDecl('T2', like='A', line=31),
+        WorkspaceDecl('T', like='A', line=29),
+        WorkspaceDecl('T2', like='A', line=30),
     ),
     params=('ib', 'domains', ),
-    check=CheckDecl('qr', ('A', 'T'), line=32),
+    check=CheckDecl('qr', ('A', 'T'), line=31),
     kernel_module=None,
     calls=(
-        Call('geqrt', ('inout', 'out'), main=0, line=37,
+        Call('geqrt', ('inout', 'out'), main=0, line=39,
              text='geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)'),
-        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=39,
+        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=41,
              text='gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
-        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=44,
+        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=46,
              text='tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)'),
-        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=46,
+        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=48,
              text='tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j', values=('side', 'trans'), order='ttttvv'),
-        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=53,
+        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=58,
              text='ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)'),
-        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=55,
+        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=60,
              text='ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
     ),
 )
@@ -65,78 +66,109 @@ def generate(rt, p):
     _me = rt.rank
     _submit = rt.submit
     _release = rt.release
+    _among = rt.among
     CALLS = PROGRAM.calls
     domains = p['domains']
     A = rt.matrix('A')
     T = rt.matrix('T')
     T2 = rt.matrix('T2')
-    for k in range(0, min(A.mt, A.nt)):  # hqr.tile:34
-        _r8 = A.rank_of(k, k)  # hqr.tile:53
-        for t in range(k, min(k + domains, A.mt)):  # hqr.tile:36
-            _r0 = A.rank_of(t, k)  # hqr.tile:37
-            _r1 = T.rank_of(t, k)  # hqr.tile:37
-            # hqr.tile:37: geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)
-            if _me == _r0 or _me == _r1:
-                _submit(CALLS[0], (A.tile(t, k, 37), T.tile(t, k, 37)), None, 3 * (A.nt - k))
-            else:  # not ours: only count the new versions of the tiles it writes
-                A.bump(t, k)
-                T.bump(t, k)
-            for j in range(k + 1, A.nt):  # hqr.tile:38
-                _r2 = A.rank_of(t, j)  # hqr.tile:39
-                # hqr.tile:39: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
-                if _me == _r0 or _me == _r1 or _me == _r2:
-                    _submit(CALLS[1], (A.tile(t, k, 39), T.tile(t, k, 39), A.tile(t, j, 39)), None, 2 * (A.nt - k), ('L', 'T'))
+    for k in range(0, min(A.mt, A.nt)):  # hqr.tile:33
+        for t in range(k, k + domains):  # hqr.tile:37
+            if t < A.mt:  # hqr.tile:38
+                _r0 = A.rank_of(t, k)  # hqr.tile:39
+                _r1 = T.rank_of(t, k)  # hqr.tile:39
+                # hqr.tile:39: geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)
+                if _me == _r0 or _me == _r1:
+                    _submit(CALLS[0], (A.tile(t, k, 39), T.tile(t, k, 39)), None, 3 * (A.nt - k), at=(0, k, 0, t, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    A.bump(t, j)
-            for r in range(1, A.mt - t):  # hqr.tile:41
-                i = t + r * domains  # hqr.tile:42
-                if i < A.mt:  # hqr.tile:43
-                    _r3 = A.rank_of(t, k)  # hqr.tile:44
-                    _r4 = A.rank_of(i, k)  # hqr.tile:44
-                    _r5 = T.rank_of(i, k)  # hqr.tile:44
-                    # hqr.tile:44: tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
-                    if _me == _r3 or _me == _r4 or _me == _r5:
-                        _submit(CALLS[2], (A.tile(t, k, 44), A.tile(i, k, 44), T.tile(i, k, 44)), None, 2 * (A.nt - k))
+                    A.bump(t, k)
+                    T.bump(t, k)
+                for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # hqr.tile:40
+                    _r2 = A.rank_of(t, j)  # hqr.tile:41
+                    # hqr.tile:41: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
+                    if _me == _r0 or _me == _r1 or _me == _r2:
+                        _submit(CALLS[1], (A.tile(t, k, 41), T.tile(t, k, 41), A.tile(t, j, 41)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 1, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
-                        A.bump(t, k)
-                        A.bump(i, k)
-                        T.bump(i, k)
-                    for j in range(k + 1, A.nt):  # hqr.tile:45
-                        _r6 = A.rank_of(t, j)  # hqr.tile:46
-                        _r7 = A.rank_of(i, j)  # hqr.tile:46
-                        # hqr.tile:46: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j
-                        if _me == _r4 or _me == _r5 or _me == _r6 or _me == _r7:
-                            _submit(CALLS[3], (A.tile(i, k, 46), T.tile(i, k, 46), A.tile(t, j, 46), A.tile(i, j, 46)), None, A.nt - j, ('L', 'T'))
-                        else:  # not ours: only count the new versions of the tiles it writes
-                            A.bump(t, j)
-                            A.bump(i, j)
-        for t in range(k + 1, min(k + domains, A.mt)):  # hqr.tile:52
-            _r9 = A.rank_of(t, k)  # hqr.tile:53
-            _r10 = T2.rank_of(t, k)  # hqr.tile:53
-            # hqr.tile:53: ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)
-            if _me == _r8 or _me == _r9 or _me == _r10:
-                _submit(CALLS[4], (A.tile(k, k, 53), A.tile(t, k, 53), T2.tile(t, k, 53)), None, 3 * (A.nt - k))
-            else:  # not ours: only count the new versions of the tiles it writes
-                A.bump(k, k)
-                A.bump(t, k)
-                T2.bump(t, k)
-            for j in range(k + 1, A.nt):  # hqr.tile:54
-                _r11 = A.rank_of(k, j)  # hqr.tile:55
-                _r12 = A.rank_of(t, j)  # hqr.tile:55
-                # hqr.tile:55: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
-                if _me == _r9 or _me == _r10 or _me == _r11 or _me == _r12:
-                    _submit(CALLS[5], (A.tile(t, k, 55), T2.tile(t, k, 55), A.tile(k, j, 55), A.tile(t, j, 55)), None, 2 * (A.nt - k), ('L', 'T'))
+                        A.bump(t, j)
+                for r in range(1, A.mt - t):  # hqr.tile:43
+                    for i in _among(t + r * domains, t + r * domains + 1, 1, ((A, AT, t, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:44
+                        if i < A.mt:  # hqr.tile:45
+                            _r3 = A.rank_of(t, k)  # hqr.tile:46
+                            _r4 = A.rank_of(i, k)  # hqr.tile:46
+                            _r5 = T.rank_of(i, k)  # hqr.tile:46
+                            # hqr.tile:46: tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
+                            if _me == _r3 or _me == _r4 or _me == _r5:
+                                _submit(CALLS[2], (A.tile(t, k, 46), A.tile(i, k, 46), T.tile(i, k, 46)), None, 2 * (A.nt - k), at=(0, k, 0, t, 2, r, 0, i, 0))
+                            else:  # not ours: only count the new versions of the tiles it writes
+                                A.bump(t, k)
+                                A.bump(i, k)
+                                T.bump(i, k)
+                            for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hqr.tile:47
+                                _r6 = A.rank_of(t, j)  # hqr.tile:48
+                                _r7 = A.rank_of(i, j)  # hqr.tile:48
+                                # hqr.tile:48: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j
+                                if _me == _r4 or _me == _r5 or _me == _r6 or _me == _r7:
+                                    _submit(CALLS[3], (A.tile(i, k, 48), T.tile(i, k, 48), A.tile(t, j, 48), A.tile(i, j, 48)), None, A.nt - j, ('L', 'T'), at=(0, k, 0, t, 2, r, 0, i, 1, j, 0))
+                                else:  # not ours: only count the new versions of the tiles it writes
+                                    A.bump(t, j)
+                                    A.bump(i, j)
+        for t in _among(k + 1, k + domains, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:56
+            if t < A.mt:  # hqr.tile:57
+                _r8 = A.rank_of(k, k)  # hqr.tile:58
+                _r9 = A.rank_of(t, k)  # hqr.tile:58
+                _r10 = T2.rank_of(t, k)  # hqr.tile:58
+                # hqr.tile:58: ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)
+                if _me == _r8 or _me == _r9 or _me == _r10:
+                    _submit(CALLS[4], (A.tile(k, k, 58), A.tile(t, k, 58), T2.tile(t, k, 58)), None, 3 * (A.nt - k), at=(0, k, 1, t, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
-                    A.bump(k, j)
-                    A.bump(t, j)
-        for i in range(k, A.mt):  # hqr.tile:59
-            # hqr.tile:60: release A[i, k]
-            _release(A.tile(i, k, 60))
-            # hqr.tile:61: release T[i, k]
-            _release(T.tile(i, k, 61))
-            # hqr.tile:62: release T2[i, k]
-            _release(T2.tile(i, k, 62))
+                    A.bump(k, k)
+                    A.bump(t, k)
+                    T2.bump(t, k)
+                for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # hqr.tile:59
+                    _r11 = A.rank_of(k, j)  # hqr.tile:60
+                    _r12 = A.rank_of(t, j)  # hqr.tile:60
+                    # hqr.tile:60: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
+                    if _me == _r9 or _me == _r10 or _me == _r11 or _me == _r12:
+                        _submit(CALLS[5], (A.tile(t, k, 60), T2.tile(t, k, 60), A.tile(k, j, 60), A.tile(t, j, 60)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, t, 1, j, 0))
+                    else:  # not ours: only count the new versions of the tiles it writes
+                        A.bump(k, j)
+                        A.bump(t, j)
+        for i in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k))):  # hqr.tile:65
+            # hqr.tile:66: release A[i, k]
+            _release(A.tile(i, k, 66), at=(0, k, 2, i, 0))
+            # hqr.tile:67: release T[i, k]
+            _release(T.tile(i, k, 67), at=(0, k, 2, i, 1))
+            # hqr.tile:68: release T2[i, k]
+            _release(T2.tile(i, k, 68), at=(0, k, 2, i, 2))
 
+
+
+def dataflow(rt, p):
+    """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
+    as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
+    and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
+    domains = p['domains']
+    A = rt.matrix('A')
+    T = rt.matrix('T')
+    T2 = rt.matrix('T2')
+    return (
+        Event('A', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=39),  # writes at hqr.tile:39
+        Event('T', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=39),  # writes at hqr.tile:39
+        Event('A', (0, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((0, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=41),  # writes at hqr.tile:41
+        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 1, 0, 0), (1, 0, 1, 0, 0)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=46),  # writes at hqr.tile:46
+        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=46),  # writes at hqr.tile:46
+        Event('T', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=46),  # writes at hqr.tile:46
+        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 1, 0, 0, 0), (1, 0, 1, 0, 0, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=48),  # writes at hqr.tile:48
+        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 0, 0, 1, 0), (1, 0, 0, 0, 1, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=48),  # writes at hqr.tile:48
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=58),  # writes at hqr.tile:58
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=58),  # writes at hqr.tile:58
+        Event('T2', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=58),  # writes at hqr.tile:58
+        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=60),  # writes at hqr.tile:60
+        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=60),  # writes at hqr.tile:60
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=66),  # release at hqr.tile:66
+        Event('T', (0, 2, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=67),  # release at hqr.tile:67
+        Event('T2', (0, 2, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=68),  # release at hqr.tile:68
+    )
 
 
 def loop_bounds(_bound, p):
@@ -147,16 +179,18 @@ def loop_bounds(_bound, p):
     T = _bound.matrix('T')
     T2 = _bound.matrix('T2')
     _t0 = 1
-    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 34)
-    t, _t2 = _bound.loop(k, _bound.min(k + domains, A.mt), _t1, 36)
-    j, _t3 = _bound.loop(k + 1, A.nt, _t2, 38)
-    r, _t4 = _bound.loop(1, A.mt - t, _t2, 41)
-    i = t + r * domains
-    _t5 = _bound.when(i < A.mt, _t4)
-    j, _t6 = _bound.loop(k + 1, A.nt, _t5, 45)
-    t, _t7 = _bound.loop(k + 1, _bound.min(k + domains, A.mt), _t1, 52)
-    j, _t8 = _bound.loop(k + 1, A.nt, _t7, 54)
-    i, _t9 = _bound.loop(k, A.mt, _t1, 59)
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 33)
+    t, _t2 = _bound.loop(k, k + domains, _t1, 37, width=domains)
+    _t3 = _bound.when(t < A.mt, _t2)
+    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 40)
+    r, _t5 = _bound.loop(1, A.mt - t, _t3, 43)
+    i, _t6 = _bound.loop(t + r * domains, t + r * domains + 1, _t5, 44, width=1)
+    _t7 = _bound.when(i < A.mt, _t6)
+    j, _t8 = _bound.loop(k + 1, A.nt, _t7, 47)
+    t, _t9 = _bound.loop(k + 1, k + domains, _t1, 56, width=domains - 1)
+    _t10 = _bound.when(t < A.mt, _t9)
+    j, _t11 = _bound.loop(k + 1, A.nt, _t10, 59)
+    i, _t12 = _bound.loop(k, A.mt, _t1, 65)
 
 
 if __name__ == "__main__":

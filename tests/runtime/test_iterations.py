@@ -77,13 +77,27 @@ def _bound_and_walk(program: str, folder: Path, n: int, **tiles):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("program, n, tiles", [("cholesky", 1000, {"nb": 100}), ("qr", 700, {"nb": 100}),
-                                               ("lu", 900, {"nb": 100}),
+                                               ("lu", 900, {"nb": 100}), ("hqr", 1500, {"nb": 100}),
                                                ("hetero_cholesky", 1000, {"B": 200, "b": 50, "s": 3})])
 def test_the_bound_of_every_shipped_program_is_an_upper_bound_of_its_tasks(tmp_path, program, n, tiles):
     # every task is submitted inside its innermost loop, once per iteration at most per call site
     total, tasks = _bound_and_walk(program, tmp_path, n, **tiles)
-    calls = {"cholesky": 4, "qr": 4, "lu": 4, "hetero_cholesky": 4}[program]
+    calls = {"cholesky": 4, "qr": 4, "lu": 4, "hqr": 6, "hetero_cholesky": 4}[program]
     assert 0 < total <= 20 * tasks and tasks <= calls * max(total, 1)
+
+
+def test_a_loop_of_one_value_counts_one_iteration_wherever_it_starts():
+    """``for i in t + r * s .. t + r * s + 1``: the intervals of its start and stop span the
+    outer loops' range, but its width is 1 at every iteration (the compiler passes it)."""
+    bound = LoopBound({})
+    t, outer = bound.loop(0, 100, 1, 1)
+    r, outer = bound.loop(1, 1000, outer, 2)
+    start = t + r * 16
+    bound.loop(start, start + 1, outer, 3, width=1)
+    assert bound.largest == (100 * 999, 2) and bound.total == 100 + 2 * 100 * 999
+    stepped, outer = LoopBound({}), 5
+    assert stepped.loop(Interval(0, 9), Interval(20, 29), outer, 1, 3, width=20)[1] == 5 * 7
+    assert stepped.loop(Interval(20, 29), Interval(0, 9), outer, 1, -3, width=-20)[1] == 5 * 7
 
 
 def test_intervals_bound_every_value():

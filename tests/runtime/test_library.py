@@ -220,8 +220,8 @@ def test_getrf_fails_its_check_without_the_swaps_of_the_left_columns(tmp_path):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("dropped, residual", [
-    ("        ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)\n", "qr"),
-    ("          tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j\n", "qr"),
+    ("          ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)\n", "qr"),
+    ("                tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j\n", "qr"),
 ])
 def test_hqr_fails_its_check_without_either_levels_updates(tmp_path, dropped, residual):
     """check qr replays ttqrt's reflectors as well as geqrt's and tpqrt's: the check sees

@@ -25,7 +25,7 @@ from tiledsl.runtime.recording import Everyone, survey
 from tiledsl.runtime.share import ANY, AT, DIV, MINUS, PLUS, among, every_value
 
 ROOT = Path(__file__).resolve().parents[2]
-AFFINE = ["cholesky", "gemm", "gesv", "getrf", "hetero_cholesky", "hetero_qr", "lu", "posv", "potri", "qr",
+AFFINE = ["cholesky", "gemm", "gesv", "getrf", "hetero_cholesky", "hetero_qr", "hqr", "lu", "posv", "potri", "qr",
           "syrk", "trmm", "trtri"]
 GRIDS = [(2, 2), (2, 3), (3, 1), (1, 4)]
 

@@ -428,31 +428,38 @@ class _Model:
         for decl in self.program.matrices + self.program.workspaces:
             lines.append(f"{INDENT}{self.names[decl.name.text]} = _bound.matrix({decl.name.text!r})")
         lines.append(f"{INDENT}_t0 = 1")
-        self._bound_lines(self.program.body, "_t0", lines, iter(range(1, 1 << 62)))
+        self._bound_lines(self.program.body, "_t0", lines, iter(range(1, 1 << 62)), [], {})
         return lines
 
-    def _bound_lines(self, stmts, outer: str, lines: list, numbers) -> None:
+    def _bound_lines(self, stmts, outer: str, lines: list, numbers, loops: list, lets: dict) -> None:
         """Lines for the loops, lets and ifs of ``stmts``; ``outer`` names the iterations of the
-        code around them, and ``numbers`` gives each new count a name of its own."""
+        code around them, and ``numbers`` gives each new count a name of its own. A loop whose
+        width (stop − start) is the same at every outer iteration passes it, so that its count
+        is exact where intervals of its start and stop would not be (``t + r * s .. t + r * s + 1``);
+        ``loops`` and ``lets`` are the enclosing ones, for that."""
+        lets = dict(lets)
         for stmt in stmts:
             if isinstance(stmt, n.For):
                 count = f"_t{next(numbers)}"
                 step = f", {self.expr(stmt.step)}" if stmt.step is not None else ""
+                width = dataflow.invariant_width(stmt.start, stmt.stop, loops, lets)
+                exact = f", width={self._affine({'': width})}" if width is not None else ""
                 lines.append(f"{INDENT}{self.names[stmt.var.text]}, {count} = _bound.loop("
                              f"{self.expr(stmt.start, bound=True)}, {self.expr(stmt.stop, bound=True)}, "
-                             f"{outer}, {stmt.span.line}{step})")
-                self._bound_lines(stmt.body, count, lines, numbers)
+                             f"{outer}, {stmt.span.line}{step}{exact})")
+                self._bound_lines(stmt.body, count, lines, numbers, loops + [(stmt.var.text,)], lets)
             elif isinstance(stmt, n.Let) and stmt.span in self.checked.float_lets:
                 continue  # a number with a fraction bounds no loop
             elif isinstance(stmt, n.Let):
                 lines.append(f"{INDENT}{self.names[stmt.name.text]} = {self.expr(stmt.value, bound=True)}")
+                lets[stmt.name.text] = dataflow.let_info(stmt.value, loops, lets)
             elif isinstance(stmt, n.If):
                 condition = self.expr(stmt.cond, bound=True)
                 for branch, test in ((stmt.then, condition), (stmt.orelse, f"_bound.not_({condition})")):
                     if branch:
                         count = f"_t{next(numbers)}"
                         lines.append(f"{INDENT}{count} = _bound.when({test}, {outer})")
-                        self._bound_lines(branch, count, lines, numbers)
+                        self._bound_lines(branch, count, lines, numbers, loops, lets)
 
     def _block(self, stmts, depth: int) -> list[str]:
         lines: list[str] = []

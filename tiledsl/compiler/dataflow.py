@@ -225,6 +225,24 @@ class _Planner:
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 
 
+def invariant_width(start, stop, loops: list, lets: dict):
+    """``stop − start`` of a loop whose bounds vary with the loops around it but whose width
+    does not (``for i in t + r * s .. t + r * s + 1``: 1), as a loop-invariant value (an int
+    or an expression); else None. ``loops`` are the enclosing loops (their variables first)
+    and ``lets`` the :func:`let_info` of the lets in scope."""
+    try:
+        first, past = _form(start, loops, lets), _form(stop, loops, lets)
+    except NotAffine:
+        return None
+    width = _add(past, _scale(first, -1))
+    return width.get("", 0) if _invariant(width) and not (_invariant(first) and _invariant(past)) else None
+
+
+def let_info(value, loops: list, lets: dict) -> "_LetInfo":
+    """What :func:`invariant_width` needs to know of a ``let``."""
+    return _let(value, loops, lets)
+
+
 def _guards(cond, loops: list, lets: dict, negated: bool = False) -> list:
     """The bounds a condition puts on the loops around it: (loop variable, "ge" or "lt", F) for
     v >= F or v < F, F a form of shallower variables. A condition is comparisons of affine
