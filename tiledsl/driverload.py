@@ -22,7 +22,7 @@ from . import __version__
 from .runtime.world import UsageError
 
 #: the modules whose code shapes a driver: a change to any of them compiles programs anew
-COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "affine", "kernel_module", "codegen")
+COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "affine", "dataflow", "kernel_module", "codegen")
 
 
 def program_path(name: str) -> str:

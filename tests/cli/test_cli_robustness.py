@@ -538,3 +538,12 @@ def test_user_code_that_never_returns_outside_a_task_ends_at_the_watchdog(tmp_pa
                   cwd=tmp_path)
     assert out.returncode == 1 and out.seconds < 60 and "Traceback" not in out.err, out.err
     assert f"tiledsl: error: rank 0: watchdog: {said}" in out.err.splitlines(), out.err
+
+
+def test_the_driver_cache_key_covers_every_compiler_stage_that_shapes_a_driver():
+    """A change to any of them compiles programs anew (the share plan's dataflow included);
+    source and diagnostics read files and word messages, and no driver text comes from them."""
+    from tiledsl.driverload import COMPILER_STAGES
+
+    stages = {path.stem for path in (ROOT / "tiledsl" / "compiler").glob("*.py")} - {"__init__"}
+    assert set(COMPILER_STAGES) == stages - {"source", "diagnostics"}
