@@ -767,14 +767,7 @@ def tpqrt(R: np.ndarray, A: np.ndarray, T: np.ndarray) -> None:
     touched), A (m×n) is overwritten by the reflectors V, and T (ib, n) receives the
     factors in T[:nb, :n] with nb = min(ib, n).
     """
-    ldr = _ld(R, "tpqrt: R", writable=True)
-    lda = _ld(A, "tpqrt: A", writable=True)
-    ldt = _ld(T, "tpqrt: T", writable=True)
-    m, n = A.shape
-    require_triangle("tpqrt", "R", R, n, "A", A)
-    nb = _inner_block(T, n, "tpqrt")
-    if m and n:
-        blas.dtpqrt(m, n, 0, nb, R, ldr, A, lda, T, ldt, _work(nb * n))
+    _pair_qr("tpqrt", R, A, T, triangle=False)
 
 
 def tpmqrt(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray, side: str = "L",
@@ -787,17 +780,7 @@ def tpmqrt(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray, side: s
     are what tpqrt left in its A and T, nb = min(T.shape[0], k); only the first k rows
     (columns) of C1 are used.
     """
-    ldv = _ld(V, "tpmqrt: V")
-    ldt = _ld(T, "tpmqrt: T")
-    ldc1 = _ld(C1, "tpmqrt: C1", writable=True)
-    ldc2 = _ld(C2, "tpmqrt: C2", writable=True)
-    k, nb = qr_apply_dims("tpmqrt", V, T, C2, side, trans)
-    require_tpmqrt(V, C1, C2, side)
-    m, n = C2.shape
-    if k and m and n:
-        blas.dtpmqrt(side, trans, m, n, k, 0, nb, V, ldv, T, ldt, C1, ldc1, C2, ldc2,
-                     _work((n if side == "L" else m) * nb))
-
+    _pair_apply("tpmqrt", V, T, C1, C2, side, trans, triangle=False)
 
 
 def ttqrt(R: np.ndarray, A: np.ndarray, T: np.ndarray) -> None:
@@ -811,15 +794,7 @@ def ttqrt(R: np.ndarray, A: np.ndarray, T: np.ndarray) -> None:
     factored keeps its reflectors there); T (ib, n) receives the factors in T[:nb, :n]
     with nb = min(ib, n).
     """
-    ldr = _ld(R, "ttqrt: R", writable=True)
-    lda = _ld(A, "ttqrt: A", writable=True)
-    ldt = _ld(T, "ttqrt: T", writable=True)
-    n = A.shape[1]
-    m = min(A.shape[0], n)
-    require_triangle("ttqrt", "R", R, n, "A", A)
-    nb = _inner_block(T, n, "ttqrt")
-    if m and n:
-        blas.dtpqrt(m, n, m, nb, R, ldr, A, lda, T, ldt, _work(nb * n))
+    _pair_qr("ttqrt", R, A, T, triangle=True)
 
 
 def ttmqrt(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray, side: str = "L",
@@ -833,16 +808,39 @@ def ttmqrt(V: np.ndarray, T: np.ndarray, C1: np.ndarray, C2: np.ndarray, side: s
     (trans 'N') or Qᵀ ('T'); the defaults give Qᵀ·[C1; C2]. The rest of C1 and C2 is
     not touched.
     """
-    ldv = _ld(V, "ttmqrt: V")
-    ldt = _ld(T, "ttmqrt: T")
-    ldc1 = _ld(C1, "ttmqrt: C1", writable=True)
-    ldc2 = _ld(C2, "ttmqrt: C2", writable=True)
-    k, nb = qr_apply_dims("ttmqrt", V, T, C2, side, trans)
-    require_tpmqrt(V, C1, C2, side, "ttmqrt")
-    m = min(V.shape[0], k)
-    rows, cols = (m, C2.shape[1]) if side == "L" else (C2.shape[0], m)
+    _pair_apply("ttmqrt", V, T, C1, C2, side, trans, triangle=True)
+
+
+def _pair_qr(kernel: str, R, A, T, triangle: bool) -> None:
+    """DTPQRT of R's triangle on A: all of A (l = 0), or the upper trapezoid of its first
+    m = min(rows, n) rows (``triangle``, l = m)."""
+    ldr = _ld(R, f"{kernel}: R", writable=True)
+    lda = _ld(A, f"{kernel}: A", writable=True)
+    ldt = _ld(T, f"{kernel}: T", writable=True)
+    rows, n = A.shape
+    m = min(rows, n) if triangle else rows
+    require_triangle(kernel, "R", R, n, "A", A)
+    nb = _inner_block(T, n, kernel)
+    if m and n:
+        blas.dtpqrt(m, n, m if triangle else 0, nb, R, ldr, A, lda, T, ldt, _work(nb * n))
+
+
+def _pair_apply(kernel: str, V, T, C1, C2, side: str, trans: str, triangle: bool) -> None:
+    """DTPMQRT of the reflectors :func:`_pair_qr` left in V and T on [C1; C2] (side 'L') or
+    [C1, C2] ('R'): all of C2 (l = 0), or its first m = min(V's rows, k) rows or columns
+    (``triangle``, l = m)."""
+    ldv = _ld(V, f"{kernel}: V")
+    ldt = _ld(T, f"{kernel}: T")
+    ldc1 = _ld(C1, f"{kernel}: C1", writable=True)
+    ldc2 = _ld(C2, f"{kernel}: C2", writable=True)
+    k, nb = qr_apply_dims(kernel, V, T, C2, side, trans)
+    require_tpmqrt(V, C1, C2, side, kernel)
+    rows, cols = C2.shape
+    trapezoid = min(V.shape[0], k) if triangle else 0  # DTPMQRT's l
+    if triangle:
+        rows, cols = (trapezoid, cols) if side == "L" else (rows, trapezoid)
     if k and rows and cols:
-        blas.dtpmqrt(side, trans, rows, cols, k, m, nb, V, ldv, T, ldt, C1, ldc1, C2, ldc2,
+        blas.dtpmqrt(side, trans, rows, cols, k, trapezoid, nb, V, ldv, T, ldt, C1, ldc1, C2, ldc2,
                      _work((cols if side == "L" else rows) * nb))
 
 
