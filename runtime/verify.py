@@ -552,13 +552,13 @@ def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
             (v, t), rows = tiles, regions[0]
             for j in columns:
                 stream.task("check_gemqrt", ("in", "in", "inout"), (v, t, x.tile(v.i, j)),
-                            lambda vv, tt, cc: kernels.gemqrt(vv, tt, cc, "L", "N"), (rows, None, _rows(rows)))
+                            lambda vv, tt, cc: kernels.gemqrt(vv, tt, cc, "L", "N"), (rows, regions[1], _rows(rows)))
         else:
             r, v, t = tiles
             apply = _APPLY[call.kernel]
             for j in columns:
                 stream.task(f"check_{apply}", ("in", "in", "inout", "inout"), (v, t, x.tile(r.i, j), x.tile(v.i, j)),
-                            _on_pair(apply), (regions[1], None, _rows(regions[0]), None))
+                            _on_pair(apply), (regions[1], regions[2], _rows(regions[0]), None))
 
 
 def _on_pair(kernel: str):

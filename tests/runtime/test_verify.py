@@ -63,6 +63,40 @@ def test_qr_check_passes_a_correct_run_and_fails_a_perturbed_one(compiled, monke
     assert not perturbed.passed and max(perturbed.residuals.values()) > 1000
 
 
+SUB_RANGE_QR = """program p {
+  tiling uniform(nb = 64)
+  param ib = 16
+  matrix A[n, n] = random general
+  workspace T like A rows 2 * ib
+  check qr(A, T)
+  for k in 0 .. min(A.mt, A.nt) {
+    geqrt(A[k, k], T[k, k][0 : ib])
+    for j in k + 1 .. A.nt { gemqrt(A[k, k], T[k, k][0 : ib], A[k, j]) }
+    for i in k + 1 .. A.mt {
+      tpqrt(A[k, k], A[i, k], T[i, k][ib : 2 * ib])
+      for j in k + 1 .. A.nt { tpmqrt(A[i, k], T[i, k][ib : 2 * ib], A[k, j], A[i, j]) }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.timeout(60)
+def test_the_qr_check_replays_reflectors_whose_t_is_a_row_sub_range(tmp_path):
+    """geqrt's T in rows 0 : ib of a tile, tpqrt's in rows ib : 2·ib: the check applies
+    each with its own rows of T (it once passed the whole tile, and failed a right QR)."""
+    from tiledsl.compiler import compile_path
+    from tiledsl.driverload import import_driver
+
+    (tmp_path / "p.tile").write_text(SUB_RANGE_QR)
+    result, text = compile_path(tmp_path / "p.tile")
+    assert text is not None, result.report()
+    (tmp_path / "p.py").write_text(text)
+    run = execute(import_driver(tmp_path / "p.py", "sub_range_qr"), Options(n=201, check=True, workers=2))
+    assert run.passed and set(run.residuals) == {"qr", "orthogonality"}, run.residuals
+    assert max(run.residuals.values()) < 5
+
+
 PARTIAL = {"cholesky": "matrix A[n, n] = random spd\n  check cholesky(A)\n  for k in 0 .. A.nt { potrf(A[k, k]) }",
            "lu": "matrix A[n, n] = random diagdom\n  check lu(A)\n  for k in 0 .. A.nt { getrf_nopiv(A[k, k]) }",
            "qr": "param ib = 50\n  matrix A[n, n] = random general\n  workspace T like A rows ib\n"
