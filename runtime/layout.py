@@ -8,16 +8,15 @@ from . import tuning
 from .distribution import BlockCyclic, Hybrid, squarest_grid
 from .geometry import Geometry
 from .matrix import TiledMatrix
-from .options import TILE_SETTINGS, Options, Params
+from .options import TILING_SETTINGS, Options, Params
 from .resources import every_rank_has_tiles
 from .world import UsageError, grid_for
 
-HYBRID_SETTINGS = ("B", "b", "s")  # the tile settings of hybrid tiling (uniform tiling has nb)
 
 def make_params(driver, options: Options) -> Params:
     """The program's parameters: run options over tiling defaults, then the driver's defaults."""
     program = driver.PROGRAM
-    settings = HYBRID_SETTINGS if program.tiling.kind == "hybrid" else ("nb",)
+    settings = TILING_SETTINGS[program.tiling.kind]
     extra = set(options.tiles) - set(settings)
     if extra:
         raise UsageError(f"--{sorted(extra)[0]} does not apply to {program.tiling.kind} tiling "
@@ -150,7 +149,7 @@ def tiling_sources(program, params: Params, options: Options) -> dict:
     or ``program default`` (``default`` for a ratio)."""
     values = params.as_dict()
     sources = {name: options.sources.get(name, "command line" if name in options.tiles else "program default")
-               for name in TILE_SETTINGS if values.get(name) is not None}
+               for name in TILING_SETTINGS[program.tiling.kind] if values.get(name) is not None}
     sources.update({name: options.sources[name] for name in program.params if name in options.sources})
     if options.gpus and program.tiling.kind == "uniform":
         sources["gpu_ratio"] = options.sources.get("gpu_ratio",

@@ -17,7 +17,14 @@ from .distribution import parse_ratio
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR
 from .world import UsageError
 
-TILE_SETTINGS = ("nb", "B", "b", "s")
+#: the tile settings of each kind of tiling (a program's own parameter may take another kind's name)
+TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
+TILE_SETTINGS = ("nb", "B", "b", "s")  # every kind's: --nb, --B, --b, --s
+
+
+def tile_values(params: dict, tiling: str) -> dict:
+    """The settings of a ``tiling`` kind of tiling that ``params`` gives values."""
+    return {name: params[name] for name in TILING_SETTINGS[tiling] if params.get(name) is not None}
 EXIT_CODES = ("exit status: 0 success; 1 a program error (a failed kernel, a failed check, non-finite "
               "values in a matrix, a rank lost); 2 a usage error; 3 an internal error of tiledsl; "
               "128+N stopped by signal N")

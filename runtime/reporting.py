@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import checks
-from .options import TILE_SETTINGS
+from .options import tile_values
 from .resources import bytes_text
 
 
@@ -136,7 +136,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
     totals = {key: sum(r[key] for r in ranks) for key in SUMMED}
     rate, source = gflops(program, result.matrices, ranks, result.seconds)
     return {"program": result.program, "n": n,
-            "tiles": {k: result.params[k] for k in TILE_SETTINGS if result.params.get(k) is not None},
+            "tiles": tile_values(result.params, program.tiling.kind),
             "params": {k: result.params[k] for k in program.params if k in result.params},
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
             "broadcast": result.broadcast, "host_takes": result.host_takes,
@@ -186,7 +186,7 @@ def sources_text(result: RunResult) -> str:
 
 def summary_text(program, result: RunResult, ranks: list) -> str:
     p = result.params
-    tiles = " ".join(f"{k}={p[k]}" for k in TILE_SETTINGS if p.get(k) is not None)
+    tiles = " ".join(f"{k}={v}" for k, v in tile_values(p, program.tiling.kind).items())
     rate, source = gflops(program, result.matrices, ranks, result.seconds)
     grid = f"{result.ranks} rank(s) on a {result.grid[0]}x{result.grid[1]} grid" if result.ranks > 1 else "1 rank"
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "

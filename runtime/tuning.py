@@ -28,8 +28,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
+from .options import TILING_SETTINGS
+
 VERSION = 1
-TILE_KEYS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
 
 
 def cache_dir() -> Path:
@@ -161,7 +162,7 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
         return None
     try:
         tiles = entry.get("tiles") or {}
-        if not isinstance(tiles, dict) or set(tiles) - set(TILE_KEYS.get(tiling, ())):
+        if not isinstance(tiles, dict) or set(tiles) - set(TILING_SETTINGS.get(tiling, ())):
             raise ValueError(f"tile settings {sorted(tiles)} do not fit {tiling} tiling")
         tiles = {name: _positive(value, name) for name, value in tiles.items()}
         ratio = entry.get("gpu_ratio")

@@ -146,7 +146,7 @@ class Loaded:
         return {name: self._array(name, value) for name, value in given.items()}
 
     def _check_matrix_name(self, name: str) -> None:
-        from .runtime.options import TILE_SETTINGS
+        from .runtime.options import TILE_SETTINGS, TILING_SETTINGS
 
         program, workspaces = self.program, [d.name for d in self.program.workspaces]
         if name in self.matrices:
@@ -154,7 +154,7 @@ class Loaded:
         if name in workspaces:
             raise TiledslError(f"{name} is a workspace of {program.name}, which starts as zeros; only its "
                                f"matrices ({', '.join(self.matrices)}) take arrays")
-        settings = ("B", "b", "s") if program.tiling.kind == "hybrid" else ("nb",)
+        settings = TILING_SETTINGS[program.tiling.kind]
         if name in settings:
             raise TiledslError(f"{program.name} has no matrix {name}: tile settings go in tiles=, "
                                f"e.g. run(..., tiles={{{name!r}: ...}})")
@@ -185,11 +185,11 @@ class Loaded:
         return array
 
     def _tiles(self, tiles) -> dict:
-        from .runtime.layout import HYBRID_SETTINGS
+        from .runtime.options import TILING_SETTINGS
 
         tiles = dict(tiles or {})
         kind = self.program.tiling.kind
-        takes = HYBRID_SETTINGS if kind == "hybrid" else ("nb",)
+        takes = TILING_SETTINGS[kind]
         for name, value in tiles.items():
             if name not in takes:
                 raise TiledslError(f"tiles={{{name!r}: ...}}: {self.program.name}'s {kind} tiling takes "

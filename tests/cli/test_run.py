@@ -332,6 +332,19 @@ def test_nb_is_refused_for_hybrid_tiling():
 
 
 @pytest.mark.timeout(130)
+def test_a_parameter_named_like_another_tilings_setting_is_no_tile_setting(tmp_path):
+    """b, B and s are hybrid tiling's settings; in a uniform program they are its own parameters."""
+    (tmp_path / "scaled.tile").write_text("program scaled {\n  tiling uniform(nb = 50)\n  param b = 0.25\n"
+                                          "  param s = 2\n  matrix A[n, n] = random spd\n"
+                                          "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    out = tiledsl("run", tmp_path / "scaled.tile", "--n", 120, "--set", "b=0.5")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("scaled: n=120 nb=50, ") and "tiling    nb=50 program default\n" in out.stdout
+    summary = json.loads(tiledsl("run", tmp_path / "scaled.tile", "--n", 120, "--set", "b=0.5", "--json").stdout)
+    assert summary["tiles"] == {"nb": 50} and summary["params"] == {"b": 0.5, "s": 2}
+
+
+@pytest.mark.timeout(130)
 def test_a_run_without_check_has_passed_null_and_check_without_a_program_check_warns(tmp_path):
     summary = json.loads(tiledsl("run", "programs/cholesky.tile", "--n", 200, "--nb", 100, "--json").stdout)
     assert summary["passed"] is None and summary["nonfinite"] == {} and summary["ok"] is True

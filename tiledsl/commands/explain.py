@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
-from ..runtime.options import TILE_SETTINGS
+from ..runtime.options import tile_values
 from ..runtime.program import flatten
 from ..runtime.matrix import call_views, part_of, part_text
 from ..runtime.protocol import Instance, delivery, instances, runs_at
@@ -73,6 +73,7 @@ class Plan:
     runs_on: dict = field(default_factory=dict)  # rank -> Counter of tasks by the device they run on
     on_host: dict = field(default_factory=dict)  # kernel -> tasks on the host for want of a GPU body
     volume: dict = field(default_factory=dict)  # (sender, receiver) -> bytes of the messages
+    tiling: str = "uniform"  # the program's kind of tiling, which says which params are tile settings
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -114,7 +115,7 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
     return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, walk.tasks, walk.count, walk.counts,
                 dict(walk.traffic.messages), dict(walk.traffic.copies),
                 tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options),
-                walk.runs_on, dict(walk.on_host), dict(walk.traffic.volume))
+                walk.runs_on, dict(walk.on_host), dict(walk.traffic.volume), driver.PROGRAM.tiling.kind)
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -254,16 +255,16 @@ def _runs_on(task) -> str:
     return _place(task.at) + ("*" if task.on_host_for_want_of_gpu_body else "")
 
 
-def tiling_text(params: dict) -> str:
-    """The tile settings of ``params`` as ``nb=256`` or ``B=1024 b=128 s=2``."""
-    return " ".join(f"{k}={v}" for k, v in params.items() if k in TILE_SETTINGS and v is not None)
+def tiling_text(params: dict, tiling: str) -> str:
+    """The settings of a ``tiling`` kind of tiling in ``params``, as ``nb=256`` or ``B=1024 b=128 s=2``."""
+    return " ".join(f"{k}={v}" for k, v in tile_values(params, tiling).items())
 
 
 def render(plan: Plan, source_name: str, limit: int = 400) -> str:
     lines = [f"{plan.program} ({source_name}) on a {plan.grid[0]}x{plan.grid[1]} grid, "
              f"{plan.gpus} GPU(s) per rank"
              + (f" (host:GPU columns {plan.gpu_ratio[0]}:{plan.gpu_ratio[1]})" if plan.gpu_ratio else "")
-             + f": n={plan.params['n']} {tiling_text(plan.params)}, {plan.task_count} tasks"]
+             + f": n={plan.params['n']} {tiling_text(plan.params, plan.tiling)}, {plan.task_count} tasks"]
     tuned = [f"{name} {source}" for name, source in plan.sources.items() if source.startswith("tuned")]
     if tuned:
         lines.append("tuned values: " + ", ".join(tuned))

@@ -92,7 +92,7 @@ def too_many_tasks(driver, options, limit: int, refusal: str):
     from ..runtime.world import UsageError
 
     params = make_params(driver, options)
-    return UsageError(f"{driver.PROGRAM.name} at n={params.n} {tiling_text(params.as_dict())} has more than "
+    return UsageError(f"{driver.PROGRAM.name} at n={params.n} {tiling_text(params.as_dict(), driver.PROGRAM.tiling.kind)} has more than "
                       f"{limit} tasks (its largest matrix has {largest_tile_count(driver, params)} tiles): "
                       f"{refusal}; use a smaller --n or larger tiles")
 
@@ -197,7 +197,7 @@ def to_dot(plan, source_name: str) -> str:
 
 
 def _caption(plan, source_name: str) -> str:
-    return (f"{plan.program} ({source_name}) n={plan.params['n']} {tiling_text(plan.params)}, "
+    return (f"{plan.program} ({source_name}) n={plan.params['n']} {tiling_text(plan.params, plan.tiling)}, "
             f"{plan.task_count} tasks, "
             f"{plan.grid[0]}x{plan.grid[1]} grid, {plan.gpus} GPU(s) per rank\n"
             "edges: RAW solid, WAR dashed, WAW dotted; black local, blue intra-node, red inter-node")

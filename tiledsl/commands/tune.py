@@ -49,7 +49,7 @@ from ..runtime.tuning import RATIOS, nearest_ratio
 from ..runtime.backends import backend as make_backend
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime.layout import make_distribution, make_matrices, make_params
-from ..runtime.options import TILE_SETTINGS
+from ..runtime.options import tile_values
 from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
 from ..runtime.recording import record
@@ -442,7 +442,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     execute(driver, Options(n=min(trial_n, 2 * tile), tiles=settings(candidates[start]), gpus=gpus,
                             gpu_backend=backend, workers=workers, gpu_ratio=first_ratio))  # warm-up
     log(f"search at n={trial_n} ({label}-multiple {trial_n / tile:.3g}), best of {repeats} run(s) each:")
-    tile_defaults = {k: v for k, v in defaults.items() if k in TILE_SETTINGS and v is not None}
+    tile_defaults = tile_values(defaults, driver.PROGRAM.tiling.kind)
     inner = {name: defaults[name] for name in blocks}  # the latest tile setting's best inner blocks
     best_inner: dict = {}  # tile candidate -> its best inner blocks
 
