@@ -614,16 +614,16 @@ class _Analyzer:
         if not decl.prelude and not self.file.uses:
             self.bag.error(stmt.kernel.span, "E209", f"kernel '{name}' has no body",
                            hint="name the Python module that defines it: use \"my_kernels.py\"")
-        bound = self._bind_arguments(stmt, decl)
+        bound, fits = self._bind_arguments(stmt, decl)
         if bound is None:
             return
         accesses = tuple(Access(arg, _moved_mode(param.mode, arg), self._tile_depends(arg))
-                         for param, arg in bound if param.kind == "tile")
+                         for param, arg in bound if param.kind == "tile" and isinstance(arg, n.TileRef))
         values = tuple((param.name.text, arg) for param, arg in bound if param.kind != "tile")
         self._check_written(name, accesses)
         self._check_ranges(accesses)
         main = next((i for i, a in enumerate(accesses) if a.mode in WRITE_MODES), None)
-        if main is None:
+        if main is None or not fits:
             return  # a kernel that writes nothing: E210 at its declaration
         order = "".join("t" if p.kind == "tile" else "v" for p in decl.params)
         self.calls.append(CallSummary(stmt, decl, accesses, main, self.conditions > 0, values,
@@ -631,14 +631,15 @@ class _Analyzer:
 
     def _bind_arguments(self, stmt: n.Call, decl: n.KernelDecl):
         """Pair every parameter of ``decl`` with its argument (positional, then by name, then its
-        default): ``[(param, argument)]``, or None after reporting why the call does not fit."""
+        default): ``([(param, argument)], whether every argument fits its parameter)``, or
+        ``(None, False)`` after reporting why the arguments cannot be paired."""
         name, params = stmt.kernel.text, decl.params
         signature = f"declared as {name}({', '.join(_param_text(p) for p in params)})"
         required = sum(p.default is None for p in params)
         takes = f"{name} takes {required if required == len(params) else f'{required} to {len(params)}'} argument(s)"
         if len(stmt.args) > len(params):
             self.bag.error(stmt.span, "E202", f"{takes}, got {len(stmt.args) + len(stmt.keywords)}", signature)
-            return None
+            return None, False
         given = dict(zip((p.name.text for p in params), stmt.args))
         by_name = {p.name.text: p for p in params}
         for keyword in stmt.keywords:
@@ -653,7 +654,7 @@ class _Analyzer:
             elif word in given:
                 self.bag.error(keyword.name.span, "E202", f"argument '{word}' of {name} is given twice", signature)
             if param is None or param.kind == "tile" or word in given:
-                return None
+                return None, False
             given[keyword.name.text] = keyword.value
         bound, ok = [], True
         for index, param in enumerate(params):
@@ -661,10 +662,10 @@ class _Analyzer:
             if arg is None:
                 self.bag.error(stmt.span, "E202", f"{takes}, got {len(stmt.args) + len(stmt.keywords)}", signature,
                                f"argument {index + 1}, '{param.name.text}', is missing")
-                return None
+                return None, False
             ok &= arg is param.default or self._fits(param, arg, name, index)  # defaults: checked once
             bound.append((param, arg))
-        return bound if ok else None
+        return bound, ok
 
     def _fits(self, param: n.KernelParam, arg, kernel: str, index: int) -> bool:
         """Whether ``arg`` can be the argument of ``param`` (a tile for a tile, a number or a char)."""
