@@ -543,14 +543,14 @@ class _Analyzer:
         """The loop's step: 1 when none is written, else a nonzero integer constant (None after an error)."""
         if stmt.step is None:
             return 1
-        if not self._int_expr(stmt.step):
+        if self._number_expr(stmt.step) is None:
             return None
         value = self.values.get(id(stmt.step))
-        if value is None or value == 0:
+        if not isinstance(value, int) or value == 0:
+            why = (", a loop that would never end" if value == 0 else ", which is not an integer"
+                   if self._type(stmt.step) == "float" else ", which is not a constant")
             self.bag.error(stmt.step.span, "E206", "a loop's step is a nonzero integer constant",
-                           f"found {unparse(stmt.step)}" + (", a loop that would never end" if value == 0
-                                                             else ", which is not a constant"),
-                           hint="write the step as a number: 'step 2', 'step -1'")
+                           f"found {unparse(stmt.step)}{why}", hint="write the step as a number: 'step 2', 'step -1'")
             return None
         return value
 
