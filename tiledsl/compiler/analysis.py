@@ -595,6 +595,10 @@ class _Analyzer:
 
     def _release(self, stmt: n.Release):
         self._tile(stmt.tile)
+        if stmt.tile.rows is not None or stmt.tile.cols is not None:
+            self.bag.error(stmt.tile.span, "E205", "release takes a tile or a panel, not a part of a tile",
+                           hint=f"release the whole tile: release {stmt.tile.matrix.text}[{unparse(stmt.tile.row)}, "
+                                f"{unparse(stmt.tile.col)}]")
 
     def _call(self, stmt: n.Call):
         name = stmt.kernel.text
