@@ -36,8 +36,8 @@ from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, 
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
-from .reporting import (RunResult, count_nonfinite, has_standard_count, nonfinite_lines, rank_stats, summary_json,
-                        summary_text)
+from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_warning, nonfinite_lines, rank_stats,
+                        summary_json, summary_text)
 from .resources import check_every_rank_has_tiles, check_memory
 from .trace import Tracer
 from .userkernels import kernels
@@ -325,6 +325,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         use_tuned(program, options, not getattr(args, "no_tune", False), comm, warn)
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
+        if comm is None or comm.rank == 0:
+            if idle := idle_warning(program, result.params, ranks):
+                warn(idle)
     except UsageError as error:
         # every rank meets the same usage error (before MPI starts too): rank 0 says it
         if _rank(comm) == 0:

@@ -85,6 +85,8 @@ def flop_count(program, matrices: dict, ranks: list) -> tuple[float | None, str 
     its check names (for the check's first matrix's shape), else ``"kernels"``, the flop counts
     of the tasks the ranks ran (``ranks``: every rank's statistics); (None, None) for neither."""
     check = program.check
+    if not sum(r["tasks"] for r in ranks):
+        return None, None  # nothing ran: a rate would be made up
     if has_standard_count(program) and check.args[0] in matrices:
         factored = matrices[check.args[0]]
         return FLOPS[check.kind](factored.m, factored.n), "standard"
@@ -92,7 +94,7 @@ def flop_count(program, matrices: dict, ranks: list) -> tuple[float | None, str 
     if None in counts:  # a kernel without a flop count ran: the sum would understate the work
         return None, None
     total = sum(counts)
-    return (total, "kernels") if total > 0 else (None, None)
+    return (total, "kernels") if 0 < total < math.inf else (None, None)
 
 
 def has_standard_count(program) -> bool:
@@ -107,8 +109,23 @@ def rate_text(rate: float | None, ranks: list) -> str:
     count ran (a rate from the others would understate the work)."""
     if rate:
         return f"   {rate:.2f} GFLOP/s"
+    if not sum(r["tasks"] for r in ranks):
+        return "   (no GFLOP/s: no task ran)"
     uncounted = next((r["uncounted"] for r in ranks if r.get("uncounted")), None)
-    return f"   (no GFLOP/s: kernel {uncounted} declares no flop count)" if uncounted else ""
+    if uncounted:
+        return f"   (no GFLOP/s: kernel {uncounted} declares no flop count)"
+    total = sum(r.get("flops") or 0 for r in ranks)
+    return f"   (no GFLOP/s: the kernels' flop counts add up to {total:.3g})" if not 0 < total < math.inf else ""
+
+
+def idle_warning(program, params: dict, ranks: list) -> str | None:
+    """The warning of a run in which no task ran: its loop nest called no kernel (a loop
+    bounded by a parameter of 0, a guard never true), so its outputs are its inputs."""
+    if sum(r["tasks"] for r in ranks):
+        return None
+    given = " ".join(f"{name}={params[name]}" for name in program.params if name in params)
+    return (f"no task ran: the loop nest of {program.name} calls no kernel at n={params['n']}"
+            + (f" with {given}" if given else "") + "; its matrices are left as they were")
 
 
 def _count_text(program, matrices: dict, source: str) -> str:

@@ -312,7 +312,8 @@ def _program(check=None):
 ])
 def test_the_standard_counts_follow_the_matrix_shape(kind, m, n, flops):
     program = _program(CheckDecl(kind, ("A",), line=1))
-    assert reporting.flop_count(program, {"A": Shaped(m, n)}, [{"flops": 7.0}]) == (pytest.approx(flops), "standard")
+    assert reporting.flop_count(program, {"A": Shaped(m, n)}, [{"flops": 7.0, "tasks": 1}]) == \
+        (pytest.approx(flops), "standard")
 
 
 def test_the_summary_says_where_its_flops_come_from():
@@ -325,19 +326,37 @@ def test_the_summary_says_where_its_flops_come_from():
 
 
 def test_a_program_without_a_standard_count_reports_its_kernels_flops():
-    ranks = [{"flops": 3e9}, {"flops": 1e9}]
+    ranks = [{"flops": 3e9, "tasks": 2}, {"flops": 1e9, "tasks": 1}]
     for check in (None, CheckDecl("product", ("C", "A", "B"), line=1),
                   CheckDecl("lu", ("A",), line=1, user=True)):
         assert reporting.gflops(_program(check), {"A": Shaped(9, 9)}, ranks, 2.0) == (2.0, "kernels")
-    assert reporting.gflops(_program(), {}, [{"flops": 0.0}], 2.0) == (None, None)
+    assert reporting.gflops(_program(), {}, [{"flops": 0.0, "tasks": 1}], 2.0) == (None, None)
 
 
 def test_a_kernel_without_a_count_leaves_no_rate_and_the_summary_names_it():
-    ranks = [{"flops": 3e9, "uncounted": None}, {"flops": None, "uncounted": "fill"}]
+    ranks = [{"flops": 3e9, "uncounted": None, "tasks": 1}, {"flops": None, "uncounted": "fill", "tasks": 1}]
     assert reporting.gflops(_program(), {}, ranks, 2.0) == (None, None)
     assert reporting.rate_text(None, ranks) == "   (no GFLOP/s: kernel fill declares no flop count)"
     assert reporting.rate_text(2.5, ranks) == "   2.50 GFLOP/s"
-    assert reporting.rate_text(None, [{"flops": 0.0, "uncounted": None}]) == ""
+    assert reporting.rate_text(None, [{"flops": 0.0, "uncounted": None, "tasks": 0}]) == \
+        "   (no GFLOP/s: no task ran)"
+
+
+@pytest.mark.parametrize("flops, text", [(-1e4, "-1e+04"), (math.inf, "inf"), (0.0, "0")])
+def test_flop_counts_that_add_up_to_no_work_or_to_infinity_give_no_rate_and_say_so(flops, text):
+    ranks = [{"flops": flops, "uncounted": None, "tasks": 3}]
+    assert reporting.gflops(_program(), {}, ranks, 2.0) == (None, None)
+    assert reporting.rate_text(None, ranks) == f"   (no GFLOP/s: the kernels' flop counts add up to {text})"
+
+
+def test_a_run_in_which_no_task_ran_has_no_rate_even_with_a_standard_count_and_warns():
+    program = _program(CheckDecl("qr", ("A",), line=1))
+    ranks = [{"flops": 0.0, "uncounted": None, "tasks": 0}] * 2
+    assert reporting.gflops(program, {"A": Shaped(100, 100)}, ranks, 2.0) == (None, None)
+    program = Program("p", "p.tile", Tiling("uniform"), matrices=(), params=("domains",))
+    assert reporting.idle_warning(program, {"n": 157, "domains": 0}, ranks) == \
+        "no task ran: the loop nest of p calls no kernel at n=157 with domains=0; its matrices are left as they were"
+    assert reporting.idle_warning(program, {"n": 157, "domains": 2}, [{"tasks": 1}]) is None
 
 
 @pytest.mark.timeout(60)
