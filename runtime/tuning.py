@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .options import TILING_SETTINGS
+from .world import UsageError
 
 VERSION = 1
 
@@ -124,11 +125,14 @@ def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
     content["version"] = VERSION
     content["machine"] = machine()
     content["entries"][key] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         temporary.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
         os.replace(temporary, path)
+    except OSError as error:
+        raise UsageError(f"cannot write the tuning cache {path}: {error.strerror or error} "
+                         f"(set XDG_CACHE_HOME to a writable directory)") from None
     finally:
         if temporary.exists():
             temporary.unlink()

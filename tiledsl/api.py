@@ -23,6 +23,7 @@ import numpy as np
 from .compiler import compile_path
 from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver, program_path
+from .runtime.world import UsageError
 
 MAX_TRIALS = 100_000  # assignments of n and the params tried against the arrays' shapes
 
@@ -93,7 +94,7 @@ class Loaded:
         share of the tiles, as ``--gpus`` does; the run is one rank (several ranks are
         ``tiledsl run --np`` or a compiled driver under MPI).
         """
-        from .runtime import Options, UsageError, execute
+        from .runtime import Options, execute
         from .runtime.engine import TaskFailure
         from .runtime.world import RankError
 
@@ -101,6 +102,8 @@ class Loaded:
                                                     gpu_backend=gpu_backend))
         tiles, params = self._tiles(tiles), self._params(params)
         self._check_settings(n, workers, seed)
+        if not isinstance(check, (bool, np.bool_)):
+            raise TiledslError(f"check must be True or False, got {check!r}")
         _check_int("gpus", gpus, 0)
         if gpu_backend not in (None, "emulated", "cupy"):
             raise TiledslError(f"gpu_backend must be 'emulated' or 'cupy', got {gpu_backend!r}")
@@ -168,6 +171,8 @@ class Loaded:
     @staticmethod
     def _array(name: str, value) -> np.ndarray:
         """``value`` as a float64 array, refused where the conversion would change a value."""
+        if value is None:
+            raise TiledslError(f"matrix {name}: expected a 2-D array, got None")
         try:
             given = np.asarray(value)
         except (TypeError, ValueError) as error:  # e.g. ragged nested lists
@@ -187,7 +192,7 @@ class Loaded:
     def _tiles(self, tiles) -> dict:
         from .runtime.options import TILING_SETTINGS
 
-        tiles = dict(tiles or {})
+        tiles = _mapping("tiles", tiles, "{'nb': 256}")
         kind = self.program.tiling.kind
         takes = TILING_SETTINGS[kind]
         for name, value in tiles.items():
@@ -198,7 +203,7 @@ class Loaded:
         return tiles
 
     def _params(self, params) -> dict:
-        params = dict(params or {})
+        params = _mapping("params", params, "{'ib': 32}")
         for name, value in params.items():
             if name not in self.program.params:
                 has = f" (it has {', '.join(self.program.params)})" if self.program.params else ""
@@ -213,7 +218,6 @@ class Loaded:
         fractions = [name for name, value in params.items() if not isinstance(value, Integral)]
         if not fractions:
             return
-        from .runtime import UsageError
 
         try:
             defaults = self._resolved(1, tiles, {})
@@ -295,7 +299,7 @@ class Loaded:
 
     def _shapes(self, n: int, tiles: dict, params: dict) -> dict | None:
         """Each matrix's (rows, cols) for these values; None where the program has no such size."""
-        from .runtime import Options, UsageError
+        from .runtime import Options
         from .runtime.layout import make_params
 
         try:
@@ -375,6 +379,15 @@ def _assignment(n: int, params: dict) -> str:
     return ", ".join(f"{name}={value}" for name, value in {"n": n, **params}.items())
 
 
+def _mapping(name: str, value, example: str) -> dict:
+    """``value`` (a mapping of names, or None for none) as a dict."""
+    if value is None:
+        return {}
+    if not hasattr(value, "keys"):
+        raise TiledslError(f"{name}= is a mapping of names to values, e.g. {name}={example}, got {value!r}")
+    return dict(value)
+
+
 def _check_int(name: str, value, least: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TiledslError(f"{name} must be an integer, got {value!r}")
@@ -385,11 +398,15 @@ def _check_int(name: str, value, least: int | None) -> None:
 def load(path) -> Loaded:
     """Compile the ``.tile`` program at ``path`` (or the shipped program of that name, as the
     commands take it: ``load("cholesky")``; cached by content) and load its driver."""
-    path = program_path(str(path))
-    result, text = compile_path(path)
-    if text is None:
-        raise TiledslError(result.report())
-    # generated for where it is cached: the driver records the .tile's directory relative to
-    # itself, so the kernel module is found whatever the working directory is when it runs
-    driver_path = cached_driver_path(result.source.text, str(path), lambda target: generate(result.checked, target))
+    try:
+        path = program_path(str(path))
+        result, text = compile_path(path)
+        if text is None:
+            raise TiledslError(result.report())
+        # generated for where it is cached: the driver records the .tile's directory relative to
+        # itself, so the kernel module is found whatever the working directory is when it runs
+        driver_path = cached_driver_path(result.source.text, str(path),
+                                         lambda target: generate(result.checked, target))
+    except UsageError as error:  # no such program, no cache to write the driver in
+        raise TiledslError(str(error)) from None
     return Loaded(str(path), import_driver(driver_path, f"tiledsl_driver_{Path(path).stem}"))

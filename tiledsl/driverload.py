@@ -129,8 +129,12 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
     (``target``: where the driver goes, which it finds the kernel module from)."""
     target = cache_dir() / f"{Path(path).stem}-{cache_key(source_text, path)}.py"
     if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(generate(target))
-        temporary.replace(target)  # atomic: concurrent ranks never read half a file
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(generate(target))
+            temporary.replace(target)  # atomic: concurrent ranks never read half a file
+        except OSError as error:
+            raise UsageError(f"cannot write tiledsl's driver cache in {target.parent}: {error.strerror or error} "
+                             f"(set XDG_CACHE_HOME to a writable directory)") from None
     return target

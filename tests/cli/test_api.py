@@ -123,6 +123,25 @@ def test_old_style_tile_keyword_points_at_tiles():
         tiledsl.load(ROOT / "programs/qr.tile").run(A=np.eye(64), params={"ib": 2.5})
 
 
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("settings, message", [
+    ({"tiles": [64]}, r"tiles= is a mapping of names to values, e\.g\. tiles=\{'nb': 256\}, got \[64\]"),
+    ({"params": [1]}, r"params= is a mapping of names to values, e\.g\. params=\{'ib': 32\}, got \[1\]"),
+    ({"check": "no"}, r"check must be True or False, got 'no'"),
+    ({"A": None}, r"matrix A: expected a 2-D array, got None"),
+])
+def test_settings_of_the_wrong_kind_are_refused_by_name(settings, message):
+    with pytest.raises(TiledslError, match=message):
+        tiledsl.load("cholesky").run(n=20, **settings)
+
+
+def test_loading_a_program_that_is_not_there_is_a_tiledsl_error():
+    with pytest.raises(TiledslError, match=r"cholesk: no such file, nor a shipped program of that name "
+                                           r"\(did you mean cholesky\?\)"):
+        tiledsl.load("cholesk")
+
+
 @pytest.mark.timeout(120)
 def test_a_matrix_named_like_a_setting_given_as_that_setting_is_refused(tmp_path):
     with pytest.raises(TiledslError, match=r"seed= is a setting of run\(\); give matrix seed in the mapping"):

@@ -205,6 +205,18 @@ def test_compile_to_an_unwritable_place(tmp_path):
     assert "cannot write" in out.err
 
 
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", [("run", "cholesky", "--n", "100"), ("explain", "cholesky", "--n", "100")])
+def test_a_cache_directory_that_cannot_be_written_is_a_usage_error(tmp_path, command):
+    (tmp_path / "a_file").write_text("")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "a_file"))
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *command], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=LIMIT)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert f"cannot write tiledsl's driver cache in {tmp_path / 'a_file'}/tiledsl/drivers" in out.stderr
+    assert "set XDG_CACHE_HOME to a writable directory" in out.stderr
+
 # ---------------------------------------------------------------- property tests
 PROGRAM_TOKENS = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|\.\.|//|==|!=|<=|>=|[^\s\w]')
 SHIPPED = [PROGRAM_TOKENS.findall((ROOT / "programs" / f"{name}.tile").read_text())
