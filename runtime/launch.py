@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import signal
@@ -36,8 +35,8 @@ from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, 
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
-from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_warning, nonfinite_lines, rank_stats,
-                        summary_json, summary_text)
+from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_warning, json_text, nonfinite_lines,
+                        rank_stats, summary_json, summary_text)
 from .resources import check_every_rank_has_tiles, check_memory
 from .trace import Tracer
 from .userkernels import kernels
@@ -349,7 +348,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         return 128 + signum
     if comm is None or comm.rank == 0:
         try:
-            print(json.dumps(summary_json(program, result, ranks)) if args.json
+            print(json_text(summary_json(program, result, ranks)) if args.json
                   else summary_text(program, result, ranks), file=out, flush=True)
         except BrokenPipeError:  # the reader left (`| head -1`): a normal end
             return _leave(comm, stdout_closed())
@@ -401,7 +400,7 @@ def _fail(comm, message: str, err, json_out=None) -> int:
     err.flush()
     if json_out is not None:
         program, out = json_out
-        print(json.dumps({"program": program.name, "ok": False, "passed": None, "error": message}), file=out,
+        print(json_text({"program": program.name, "ok": False, "passed": None, "error": message}), file=out,
               flush=True)
     _abort(comm, 1)
     return 1

@@ -7,6 +7,7 @@ rank ran, from the kernels' flop counts; ``flops_source`` says which. An out-of-
 run (:mod:`.outofcore`) also reports its GPU caches' copies, evictions and peak bytes."""
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -141,6 +142,22 @@ def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float 
     """The GFLOP/s of a run of ``seconds`` and the source of its flop count (:func:`flop_count`)."""
     flops, source = flop_count(program, matrices, ranks)
     return (flops / seconds / 1e9, source) if flops is not None and seconds > 0 else (None, None)
+
+
+def json_text(value) -> str:
+    """``value`` as strict JSON, which has no NaN or infinity: a non-finite number (a check's
+    NaN residual, a rate of an infinite flop count) becomes null."""
+    return json.dumps(_finite_or_none(value), allow_nan=False)
+
+
+def _finite_or_none(value):
+    if isinstance(value, dict):
+        return {key: _finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):  # numpy's float64 is a float
+        return None
+    return value
 
 
 SUMMED = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_received",

@@ -333,6 +333,13 @@ def test_a_program_without_a_standard_count_reports_its_kernels_flops():
     assert reporting.gflops(_program(), {}, [{"flops": 0.0, "tasks": 1}], 2.0) == (None, None)
 
 
+def test_the_json_of_a_summary_is_strict_json_with_null_for_a_non_finite_number():
+    text = reporting.json_text({"residual": math.nan, "residuals": {"mine": math.inf}, "gflops": np.float64(-math.inf),
+                                "ranks": [{"seconds": 1.5}], "passed": False})
+    assert json.loads(text, parse_constant=lambda word: pytest.fail(f"{word} in strict JSON")) == \
+        {"residual": None, "residuals": {"mine": None}, "gflops": None, "ranks": [{"seconds": 1.5}], "passed": False}
+
+
 def test_a_kernel_without_a_count_leaves_no_rate_and_the_summary_names_it():
     ranks = [{"flops": 3e9, "uncounted": None, "tasks": 1}, {"flops": None, "uncounted": "fill", "tasks": 1}]
     assert reporting.gflops(_program(), {}, ranks, 2.0) == (None, None)

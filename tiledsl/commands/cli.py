@@ -11,7 +11,6 @@ is a normal end: the command stops quietly.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
@@ -22,6 +21,7 @@ from ..compiler import Result, check_path, compile_path
 from ..driverload import program_path
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
+from ..runtime.reporting import json_text
 from ..runtime.world import UsageError
 
 EXIT_STATUS = """exit status:
@@ -269,7 +269,7 @@ def _explain(args) -> int:
     except ValueError as error:
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(as_json(explained)) if args.json else render(explained, Path(program_path(args.file)).name))
+    print(json_text(as_json(explained)) if args.json else render(explained, Path(program_path(args.file)).name))
     return 0
 
 
@@ -293,7 +293,7 @@ def _bench(args) -> int:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
     use_tuned(driver.PROGRAM, options, not args.no_tune)  # what run would use
     table = run_bench(driver, options, args.rounds, not args.no_dask)
-    print(json.dumps(table) if args.json else render(table))
+    print(json_text(table) if args.json else render(table))
     return 1 if table["passed"] is False else 0
 
 
@@ -366,7 +366,7 @@ def _tune(args) -> int:
             print(f"tiledsl: error: cannot write the tuning cache: {error.strerror or error}", file=sys.stderr)
             return 2
     if args.json:
-        print(json.dumps({**result, "cache": str(path) if path else None, "key": key}))
+        print(json_text({**result, "cache": str(path) if path else None, "key": key}))
     else:
         print(render(result, path, key))
     return 0

@@ -18,7 +18,7 @@ from ..runtime.broadcast import CHOICES
 from ..runtime.layout import make_params, placement, use_tuned
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
 from ..runtime.priorities import MODES
-from ..runtime.reporting import rate_text
+from ..runtime.reporting import json_text, rate_text
 from ..runtime.trace import chrome_trace
 from ..runtime.world import UsageError
 
@@ -92,7 +92,7 @@ def run(args, driver) -> int:
                 json.dump(chrome_trace(events, about), target)
         except OSError as error:
             raise UsageError(f"cannot write {args.trace}: {error.strerror or error}") from None
-    print(json.dumps(result) if args.json else render(result))
+    print(json_text(result) if args.json else render(result))
     return 0
 
 
