@@ -39,7 +39,7 @@ from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_war
                         rank_stats, summary_json, summary_text)
 from .resources import check_every_rank_has_tiles, check_memory
 from .trace import Tracer
-from .userkernels import kernels
+from .userkernels import kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, communicator, default_workers,
@@ -62,7 +62,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     check_every_rank_has_tiles(program, matrices, ranks)
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
                      options.inputs, options.outputs)
-    check_output_paths(options)
+    check_output_paths(options, program_files(program, driver))
     # the files are written after the run, where the paths given meant when it started (a kernel
     # may change the working directory)
     pinned = {name: os.path.abspath(path) for name, path in options.outputs.items()}

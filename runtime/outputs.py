@@ -24,14 +24,19 @@ from .world import UsageError
 PARTIAL_SUFFIX = ".tiledsl-partial"  # the temporary files of a run still writing (or killed while it did)
 
 
-def check_output_paths(options: Options) -> None:
-    """A :class:`UsageError` for an ``--output`` or ``--trace`` file that cannot be written, or
-    one file named twice (the last written would replace the others)."""
+def check_output_paths(options: Options, program_files=()) -> None:
+    """A :class:`UsageError` for an ``--output`` or ``--trace`` file that cannot be written, one
+    file named twice (the last written would replace the others), or one of the
+    ``program_files`` (its ``.tile``, kernel module, driver)."""
     files = {f"--output {name}={path}": path for name, path in options.outputs.items()}
     if options.trace:
         files[f"--trace {options.trace}"] = options.trace
+    own = {os.path.realpath(path): path for path in program_files}
     seen = {}
     for what, path in files.items():
+        if os.path.realpath(path) in own:
+            raise UsageError(f"{what}: that is {os.path.basename(own[os.path.realpath(path)])}, a file of the "
+                             f"program itself, which the output would replace: name another file")
         _check_writable(path, what)
         same = seen.setdefault(os.path.realpath(path), what)
         if same != what:

@@ -118,6 +118,15 @@ def kernel_module_places(program, driver) -> list:
     return list(places)
 
 
+def program_files(program, driver) -> list:
+    """The files a run of ``program`` is made of, which its outputs must not replace: the
+    ``.tile``, its kernel module and the driver, wherever they are found."""
+    names = [Path(program.source).name] + ([program.kernel_module] if program.kernel_module else [])
+    found = [base / name for base in kernel_module_places(program, driver) for name in names]
+    driver_file = getattr(driver, "__file__", None)
+    return [path for path in found + ([Path(driver_file)] if driver_file else []) if path.is_file()]
+
+
 def _import(path: Path):
     """Execute the kernel module at ``path``; its failures are this rank's, naming the file and
     line; one that does not finish loading within :data:`import_limit` ends the job."""

@@ -332,6 +332,20 @@ def test_nb_is_refused_for_hybrid_tiling():
 
 
 @pytest.mark.timeout(130)
+def test_no_output_replaces_a_file_of_the_program(tmp_path):
+    program, kernels = tmp_path / "adding.tile", tmp_path / "add_kernels.py"
+    program.write_text(WITH_MODULE)
+    kernels.write_text("def add(X, Y):\n    Y[:] += X\n")
+    out = tiledsl("compile", program, "-o", program)
+    assert out.returncode == 2 and "that is the program itself, which the driver would replace" in out.stderr
+    for target in (program, kernels):
+        out = tiledsl("run", program, "--n", 100, "--output", f"Y={target}")
+        assert out.returncode == 2, out.stderr
+        assert f"--output Y={target}: that is {target.name}, a file of the program itself" in out.stderr
+    assert program.read_text() == WITH_MODULE and kernels.read_text() == "def add(X, Y):\n    Y[:] += X\n"
+
+
+@pytest.mark.timeout(130)
 def test_a_parameter_named_like_another_tilings_setting_is_no_tile_setting(tmp_path):
     """b, B and s are hybrid tiling's settings; in a uniform program they are its own parameters."""
     (tmp_path / "scaled.tile").write_text("program scaled {\n  tiling uniform(nb = 50)\n  param b = 0.25\n"

@@ -186,7 +186,11 @@ def _check(args) -> int:
 
 
 def _compile(args) -> int:
-    result, text = compile_path(program_path(args.file), args.output)
+    path = program_path(args.file)
+    if args.output is not None and Path(args.output).resolve() == Path(path).resolve():
+        raise UsageError(f"-o {args.output}: that is the program itself, which the driver would replace: "
+                         f"name a .py file")
+    result, text = compile_path(path, args.output)
     _print_diagnostics(result)
     if text is None:
         return 1
