@@ -37,13 +37,13 @@ def check_output_paths(options: Options, program_files=()) -> None:
         if os.path.realpath(path) in own:
             raise UsageError(f"{what}: that is {os.path.basename(own[os.path.realpath(path)])}, a file of the "
                              f"program itself, which the output would replace: name another file")
-        _check_writable(path, what)
+        check_writable(path, what)
         same = seen.setdefault(os.path.realpath(path), what)
         if same != what:
             raise UsageError(f"{what}: the same file as {same}: give each output a file of its own")
 
 
-def _check_writable(path: str, what: str) -> None:
+def check_writable(path: str, what: str) -> None:
     """The file is written as :meth:`Staging.temporary` does: beside what ``path`` names once its
     links are followed (a link stays a link), then renamed over it, which only a regular file
     may be (a device such as /dev/null would be replaced)."""

@@ -154,6 +154,8 @@ def test_a_bad_machine_file_is_one_line(capsys, tmp_path, change, message):
     (("--nodes", 2, "--machine", "nowhere.json"), "machine file 'nowhere.json' not found"),
     (("--nodes", 2, "--machine", "keeneland", "--gpus", 4), "Keeneland has 3 GPU(s) per node"),
     (("--nodes", 2, "--grid", "3x1", "--machine", "keeneland"), "--grid 3x1 has 3 rank(s)"),
+    (("--nodes", 2, "--machine", "keeneland", "--trace", "/nonexistent/t.json"),  # said before simulating
+     "--trace /nonexistent/t.json: directory '/nonexistent' does not exist"),
 ])
 def test_usage_errors_are_one_line(capsys, args, message):
     status = main(["simulate", "cholesky", "--n", "2000", *map(str, args)])

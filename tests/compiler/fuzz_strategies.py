@@ -301,7 +301,7 @@ class ProgramWriter:
             self.line(depth, f"let {name} = {value}")
             self.declare(name, "let")
         else:
-            self.line(depth, f"release {self.tile(self.c.choice(self.shapes), set())}")
+            self.line(depth, f"release {self.tile(self.c.choice(self.shapes), set(), part=False)}")
 
     def for_loop(self, depth: int):
         var = self.fresh()
@@ -339,14 +339,15 @@ class ProgramWriter:
         priority = f" priority {self.expr()}" if self.c.chance(0.3) else ""
         return f"{kernel}({', '.join(args)}){priority}"
 
-    def tile(self, shape, seen: set) -> str:
-        """A tile of ``shape`` not in ``seen`` (a tile passed twice may not be written)."""
+    def tile(self, shape, seen: set, part: bool = True) -> str:
+        """A tile of ``shape`` not in ``seen`` (a tile passed twice may not be written), sometimes
+        a ``part`` of one."""
         name = shape[0]
         row, col = self.index(shape, "mt"), self.index(shape, "nt")
         if (name, row, col) in seen:  # an index no other draw writes this way
             row = f"min({len(seen)}, {name}.mt - 1)"
         seen.add((name, row, col))
-        return f"{name}[{row}, {col}]" + (self.subrange() if self.c.chance(0.15) else "")
+        return f"{name}[{row}, {col}]" + (self.subrange() if part and self.c.chance(0.15) else "")
 
     def index(self, shape, axis: str) -> str:
         name, _, extent = shape

@@ -164,3 +164,13 @@ def test_invalid_string_escape_is_a_diagnostic(escape):
     (d,) = errors(result)
     assert (d.code, d.span.line) == ("E100", 2)
 
+
+
+@pytest.mark.parametrize("name", ["b", "B", "s", "scale"])
+def test_a_uniform_programs_parameter_named_like_a_hybrid_setting_may_be_zero(tmp_path, name):
+    """The sizes (n, a tile setting) are at least 1; the program's own parameters may be 0,
+    even named like hybrid tiling's b, B or s: A[A.mt - 1 + b, ...] is in range for b = 0."""
+    text = (f"program p {{\n  tiling uniform(nb = 32)\n  param {name} = 0\n  matrix A[n, n] = random spd\n"
+            f"  potrf(A[A.mt - 1 + {name}, A.nt - 1 + {name}])\n}}\n")
+    assert not errors(check(text))
+    assert run(text, tmp_path, n=70).passed is None

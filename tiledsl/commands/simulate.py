@@ -17,6 +17,7 @@ import sys
 from ..runtime.broadcast import CHOICES
 from ..runtime.layout import make_params, placement, use_tuned
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
+from ..runtime.outputs import check_writable
 from ..runtime.priorities import MODES
 from ..runtime.reporting import json_text, rate_text
 from ..runtime.trace import chrome_trace
@@ -80,6 +81,8 @@ def run(args, driver) -> int:
         use_tuned(program, options, not args.no_tune)
     grid, _, _ = placement(driver, make_params(driver, options), args.grid, args.nodes, 0, options.gpus,
                            options.gpu_ratio)
+    if args.trace is not None:  # before the simulation, which may take minutes
+        check_writable(args.trace, f"--trace {args.trace}")
     progress = None if args.json or not sys.stderr.isatty() else _progress
     result = simulate(driver, options, args.nodes, grid, machine, trace=args.trace is not None, progress=progress,
                       ratio_from_rates=args.machine is not None)

@@ -319,12 +319,16 @@ class Converter:
 
     ``let_form(name)`` gives ``(True, form)`` for a ``let`` (its form computed once,
     when it was declared: long chains of lets cost linear time, no recursion) and
-    ``(False, None)`` for any other name, which becomes a symbol.
+    ``(False, None)`` for any other name, which becomes a symbol: ``name_symbol(name)``,
+    the name itself for a size (``n``, a tile setting: at least 1) or a loop variable,
+    another symbol for the program's own parameter (any value, even when it is named
+    like another tiling's setting).
     """
 
-    def __init__(self, let_form, extent_symbol):
+    def __init__(self, let_form, extent_symbol, name_symbol):
         self.let_form = let_form
         self.extent_symbol = extent_symbol
+        self.name_symbol = name_symbol
         self.display: dict[str, str] = {}
 
     def form(self, expr) -> Form | None:
@@ -335,7 +339,9 @@ class Converter:
                 is_let, form = self.let_form(ident.text)
                 if is_let:
                     return None if form is None else dict(form)
-                return {ident.text: 1, "": 0}
+                symbol = self.name_symbol(ident.text)
+                self.display.setdefault(symbol, ident.text)
+                return {symbol: 1, "": 0}
             case n.Attr(matrix=matrix, attr=attr) if attr.text in ("mt", "nt"):
                 symbol = self.extent_symbol(matrix.text, attr.text)
                 self.display.setdefault(symbol, f"{matrix.text}.{attr.text}")

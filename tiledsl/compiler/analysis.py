@@ -156,7 +156,7 @@ class _Analyzer:
         self.guards: list = []  # (condition, branch taken) of the enclosing ifs, outermost first
         self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
         self.module_definitions: Definitions | None = None
-        self.converter = Converter(self._let_form, self._extent_symbol)
+        self.converter = Converter(self._let_form, self._extent_symbol, self._name_symbol)
         self.flops_of: n.KernelDecl | None = None  # the kernel whose flop count is being checked
         self.float_lets: set = set()
         self.declarations: dict = {}  # name -> span of the program's parameters, matrices and workspaces
@@ -997,6 +997,12 @@ class _Analyzer:
     def _let_form(self, name: str):
         symbol = self.scope.lookup(name)
         return (True, symbol.form) if symbol is not None and symbol.kind == "let" else (False, None)
+
+    def _name_symbol(self, name: str) -> str:
+        """The symbol of ``name`` in affine forms: a size or a loop variable itself; the program's
+        own parameter, which may be zero or negative, marked apart from the sizes."""
+        symbol = self.scope.lookup(name)
+        return f"param {name}" if symbol is not None and symbol.kind == "param" and symbol.node is not None else name
 
     def _extent_symbol(self, matrix: str, axis: str) -> str:
         """A symbol naming the tile count of ``matrix`` along ``axis`` ('mt' or 'nt')."""

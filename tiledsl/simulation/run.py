@@ -18,6 +18,7 @@ from ..runtime.broadcast import broadcast_for
 from ..runtime.flops import modelled_flops
 from ..runtime.heteroprio import round_trip_bytes
 from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
+from ..runtime.options import tile_values
 from ..runtime.matrix import region_view
 from ..runtime.program import flatten
 from ..runtime.dataflow import events_of
@@ -128,7 +129,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     simulator.traffic = walker.traffic
     walk(driver, walker, params, 0)
     seconds = simulator.finish(walker.count)
-    summary = {"program": program.name, "n": params.n, "tiles": _tiles(params), "np": nranks, "grid": list(grid),
+    summary = {"program": program.name, "n": params.n, "tiles": tile_values(params.as_dict(), program.tiling.kind), "np": nranks, "grid": list(grid),
                "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes}
@@ -229,11 +230,6 @@ class _Sequencer:
 def _ratio(distribution) -> str | None:
     ratio = ratio_of(distribution)
     return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
-
-
-def _tiles(params) -> dict:
-    values = params.as_dict()
-    return {k: values[k] for k in ("nb", "B", "b", "s") if values.get(k) is not None}
 
 
 def _model_notes(machine, timing: Timing) -> list[str]:
