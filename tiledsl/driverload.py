@@ -29,8 +29,13 @@ def program_path(name: str) -> str:
     """A path as given, or the shipped program of that name (``cholesky``) if there is one.
 
     A bare name that is neither a file nor a shipped program is a :class:`UsageError`
-    naming the shipped programs, and the closest one if the name looks misspelled."""
+    naming the shipped programs, and the closest one if the name looks misspelled; so is
+    a path that leads nowhere, or to a matrix file."""
+    if name.endswith(".npy"):
+        raise UsageError(f"{name} is a matrix file, not a program: give it to the run as --input NAME={name}")
     if name.endswith((".tile", ".py")) or "/" in name or Path(name).exists():
+        if not os.path.lexists(name):
+            raise UsageError(f"{name}: no such file")
         return name
     programs = Path(__file__).resolve().parent.parent / "programs"
     shipped = programs / f"{name}.tile"

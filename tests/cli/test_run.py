@@ -331,6 +331,18 @@ def test_nb_is_refused_for_hybrid_tiling():
     assert out.returncode == 2 and "--nb does not apply to hybrid tiling (it takes --B, --b, --s)" in out.stderr
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("args, message", [
+    (("run", "nowhere.tile", "--n", 10), "nowhere.tile: no such file"),
+    (("compile", "nowhere.tile"), "nowhere.tile: no such file"),
+    (("explain", "sub/nowhere", "--n", 10), "sub/nowhere: no such file"),
+    (("run", "spd.npy", "--n", 10), "spd.npy is a matrix file, not a program: give it to the run as --input NAME=spd.npy"),
+])
+def test_a_program_path_that_leads_nowhere_is_a_usage_error(args, message):
+    out = tiledsl(*args)
+    assert out.returncode == 2 and f"tiledsl: error: {message}" in out.stderr, out.stderr
+
+
 @pytest.mark.timeout(130)
 def test_no_output_replaces_a_file_of_the_program(tmp_path):
     program, kernels = tmp_path / "adding.tile", tmp_path / "add_kernels.py"

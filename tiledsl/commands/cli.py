@@ -223,8 +223,7 @@ def _driver_path(path: str):
     if not path.endswith(".py"):
         return _cached_driver(path)
     if not Path(path).is_file():
-        print(f"tiledsl: error: {path}: no such file", file=sys.stderr)
-        return None
+        raise UsageError(f"{path}: not a file")
     reason = not_a_driver(path)
     if reason is not None:
         raise UsageError(f"{path} is not a tiledsl driver, so it was not run: {reason} "
