@@ -255,7 +255,8 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
-    for flag, given in (("--gpu-memory", args.gpu_memory is not None), ("--host-takes on", args.host_takes == "on")):
+    for flag, given in (("--gpu-memory", args.gpu_memory is not None), ("--host-takes on", args.host_takes == "on"),
+                        ("--gpu-backend", args.gpu_backend is not None)):
         if given and not args.gpus:
             raise UsageError(f"{flag} needs --gpus G (at least 1 GPU per rank)")
     check_seed(args.seed)

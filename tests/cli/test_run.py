@@ -297,6 +297,7 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--seed", 2 ** 64), "--seed must be from 0 to 2^64 - 1, got 18446744073709551616"),
     (("--n", 100, "--gpu-memory", "1M"), "--gpu-memory needs --gpus G (at least 1 GPU per rank)"),
     (("--n", 100, "--host-takes", "on"), "--host-takes on needs --gpus G (at least 1 GPU per rank)"),
+    (("--n", 100, "--gpu-backend", "cupy"), "--gpu-backend needs --gpus G (at least 1 GPU per rank)"),
 ])
 def test_bad_run_options_are_one_line_usage_errors(args, text):
     out = tiledsl("run", "programs/cholesky.tile", *args)
