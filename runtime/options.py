@@ -255,8 +255,7 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
-    for flag, given in (("--gpu-memory", args.gpu_memory is not None), ("--host-takes on", args.host_takes == "on"),
-                        ("--gpu-backend", args.gpu_backend is not None)):
+    for flag, given in (("--gpu-memory", args.gpu_memory is not None), ("--host-takes on", args.host_takes == "on")):
         if given and not args.gpus:
             raise UsageError(f"{flag} needs --gpus G (at least 1 GPU per rank)")
     check_seed(args.seed)
@@ -281,6 +280,8 @@ def run_warnings(program, args: argparse.Namespace) -> list:
     if args.gpus > 0 and args.gpu_backend is None:  # a negative count is a usage error, said alone
         warnings.append(f"--gpus {args.gpus} with the emulated backend (numpy arrays standing in for GPUs); "
                         f"use --gpu-backend cupy for NVIDIA GPUs")
+    if args.gpus == 0 and args.gpu_backend is not None:  # kept for scripts that vary --gpus alone
+        warnings.append(f"--gpu-backend {args.gpu_backend} does nothing without --gpus G: the run uses no GPU")
     return warnings
 
 

@@ -13,7 +13,6 @@ A task's size is the order of the square tile with the same flops
 from __future__ import annotations
 
 import bisect
-import math
 
 from .world import UsageError
 
@@ -21,6 +20,9 @@ from .world import UsageError
 KERNEL_FLOPS = {"gemm": 2, "gemm_nn": 2, "syrk": 1, "trsm": 1, "trsm_l": 1, "trsm_u": 1, "potrf": 1 / 3,
                 "getrf_nopiv": 2 / 3, "geqrt": 4 / 3, "gemqrt": 2, "tpqrt": 2, "tpmqrt": 4,
                 "ttqrt": 2 / 3, "ttmqrt": 2}
+
+
+LEAST_RATE, MOST_RATE = 1e-6, 1e9  # GFLOP/s: what a rate past these means is a mistake (1e-300, 1e300)
 
 
 class RateError(UsageError):
@@ -69,8 +71,8 @@ def _table(value, where: str) -> tuple[list, list]:
             raise RateError(f"{where}: a rate table maps tile sizes to GFLOP/s, got {value!r}") from None
     else:
         raise RateError(f"{where}: a rate is a number of GFLOP/s or a {{size: GFLOP/s}} table, got {value!r}")
-    if any(not (0 < rate < math.inf) for _, rate in pairs):  # NaN fails both comparisons
-        raise RateError(f"{where}: rates must be positive and finite, got {value!r}")
+    if any(not (LEAST_RATE <= rate <= MOST_RATE) for _, rate in pairs):  # NaN fails both comparisons
+        raise RateError(f"{where}: rates are GFLOP/s from {LEAST_RATE:g} to {MOST_RATE:g}, got {value!r}")
     if isinstance(value, dict) and any(size < 1 for size, _ in pairs):
         raise RateError(f"{where}: the tile sizes of a rate table are positive integers, got {value!r}")
     return [p[0] for p in pairs], [p[1] for p in pairs]

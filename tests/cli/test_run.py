@@ -297,7 +297,6 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--seed", 2 ** 64), "--seed must be from 0 to 2^64 - 1, got 18446744073709551616"),
     (("--n", 100, "--gpu-memory", "1M"), "--gpu-memory needs --gpus G (at least 1 GPU per rank)"),
     (("--n", 100, "--host-takes", "on"), "--host-takes on needs --gpus G (at least 1 GPU per rank)"),
-    (("--n", 100, "--gpu-backend", "cupy"), "--gpu-backend needs --gpus G (at least 1 GPU per rank)"),
 ])
 def test_bad_run_options_are_one_line_usage_errors(args, text):
     out = tiledsl("run", "programs/cholesky.tile", *args)
@@ -381,6 +380,13 @@ def test_a_run_without_check_has_passed_null_and_check_without_a_program_check_w
     out = tiledsl("run", tmp_path / "nocheck.tile", "--n", 100, "--check")
     assert out.returncode == 0, out.stderr
     assert "warning: program nocheck declares no check: --check has nothing to verify" in out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_gpu_backend_without_gpus_is_warned_about():
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 100, "--gpu-backend", "cupy")
+    assert out.returncode == 0 and "warning: --gpu-backend cupy does nothing without --gpus G: the run uses no GPU" \
+        in out.stderr
 
 
 @pytest.mark.timeout(130)

@@ -41,7 +41,6 @@ measured here (its cache entry for the program).
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -108,9 +107,12 @@ def _link(value, where: str) -> Link:
     return Link(latency * 1e-6, bandwidth * 1e9)
 
 
+MOST = 1e9  # microseconds, GB/s: a machine file's number past this is a mistake (1e300), not a machine
+
+
 def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise MachineError(f"{where} must be a finite number >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MOST:
+        raise MachineError(f"{where} must be a number from 0 to {MOST:g}, got {value!r}")
     return float(value)
 
 
