@@ -13,6 +13,8 @@ if _os.environ.get("TILEDSL_JOB_DIR"):  # a rank of `tiledsl run --np` (world.JO
     # Ctrl-C while numpy and SciPy load ends the rank at once, without a traceback;
     # main() gives SIGINT back to Python's KeyboardInterrupt when the run starts
     _signal.signal(_signal.SIGINT, lambda signum, frame: _os._exit(128 + signum))
+    from .world import record_start as _record_start
+    _record_start()
 
 from .dataflow import Event, Loop  # noqa: E402 (after the handler: these imports are the slow part)
 from .panels import array_module

@@ -44,13 +44,22 @@ def launcher_rank() -> int:
     return int(value)
 
 
+def record_start() -> None:
+    """Tell ``tiledsl run --np`` that this rank started (a launcher that fails starts none)."""
+    _record("started", "")
+
+
 def record_completion(status: int) -> None:
     """Tell ``tiledsl run --np`` (through ``$TILEDSL_JOB_DIR``) that this rank reached the end
     of its run with exit ``status``: a rank that exits without it did not finish."""
+    _record("done", str(status))
+
+
+def _record(what: str, text: str) -> None:
     folder = os.environ.get(JOB_DIR_VARIABLE)
     if folder:
-        with open(os.path.join(folder, f"done.{launcher_rank()}"), "w") as marker:
-            marker.write(str(status))
+        with open(os.path.join(folder, f"{what}.{launcher_rank()}"), "w") as marker:
+            marker.write(text)
 
 
 def end_job(code: int) -> None:

@@ -195,6 +195,16 @@ def test_a_rank_killed_without_a_word_is_named(tmp_path):
     assert leftovers(before, tmp_path) == ([], [])
 
 
+@pytest.mark.timeout(60)
+def test_a_launcher_that_starts_no_rank_is_said_to(tmp_path):
+    job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 100, cwd=tmp_path,
+                env={"TILEDSL_LAUNCHER": "false"})
+    code, out, err = finish(job)
+    assert code == 1 and "Traceback" not in err
+    assert "tiledsl: error: no rank started: the launcher (false) ended with exit status 1 before any rank " \
+           "reached tiledsl" in err and "without a word" not in err, err
+
+
 @pytest.mark.timeout(180)
 def test_sighup_stops_the_job_with_129(tmp_path):
     before = jobs.segments()

@@ -58,7 +58,7 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
             code = _recorded_failure(folder, code) if code > 3 else code
             # 141: the launcher died of SIGPIPE, its reader gone (`| head`), a quiet end
             if code != 128 + signal.SIGPIPE and not _some_rank_reported(folder) and \
-                    _report_lost_ranks(folder, ranks, code) and code > 3:
+                    _report_lost_ranks(folder, ranks, code, command[0]) and code > 3:
                 code = 1  # a rank lost is a program error (options.EXIT_CODES), not the launcher's status
         if code != 0:
             kill_job(job, folder)
@@ -81,14 +81,18 @@ def _some_rank_reported(folder: str) -> bool:
     return any(text.strip() not in ("", "0") for text in _read_markers(folder))
 
 
-def _report_lost_ranks(folder: str, ranks: int | None, code: int) -> bool:
-    """Say which ranks ended without a word (killed by a signal, lost), when none said why;
-    whether there were such ranks."""
+def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str) -> bool:
+    """Say which ranks ended without a word (killed by a signal, lost), or that none started,
+    when none said why; whether there were such ranks."""
     if ranks is None:
         return False
     lost = [rank for rank in range(ranks) if _recorded_status(folder, rank) is None]
     if not lost:
         return False
+    if not any(Path(folder).glob("started.*")):
+        print(f"tiledsl: error: no rank started: the launcher ({launcher}) ended with exit status {code} before "
+              f"any rank reached tiledsl (or every rank died while starting)", file=sys.stderr, flush=True)
+        return True
     # once one rank dies the launcher kills the others, so which one died first cannot be told
     why = ("at least one died (a crash, a signal) and the launcher then ended the others" if len(lost) > 1
            else "killed by a signal, or lost")
