@@ -1,6 +1,7 @@
 """`tiledsl run` end to end: summaries, files, failures and usage errors."""
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -341,6 +342,15 @@ def test_nb_is_refused_for_hybrid_tiling():
 def test_a_program_path_that_leads_nowhere_is_a_usage_error(args, message):
     out = tiledsl(*args)
     assert out.returncode == 2 and f"tiledsl: error: {message}" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", [("run",), ("explain",), ("graph", "-o", "x.dot"),
+                                     ("simulate", "--nodes", 2, "--machine", "keeneland")])
+def test_a_failing_loop_nest_names_the_tile_file_and_line_for_a_shipped_programs_name(tmp_path, command):
+    out = tiledsl(command[0], "tsqr", "--n", 300, "--nb", 64, "--set", "dom=0", *command[1:], cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert re.search(r"tiledsl: error: rank 0 \(tsqr\.tile:\d+\): the loop nest failed: ZeroDivisionError", out.stderr)
 
 
 @pytest.mark.timeout(130)

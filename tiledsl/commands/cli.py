@@ -49,7 +49,8 @@ def main(argv=None) -> int:
         print("tiledsl: interrupted", file=sys.stderr)
         return 130
     except TaskFailure as failure:  # the program's loop nest failed (explain, graph, tune walk it)
-        where = f" ({Path(args.file).name}:{failure.line})" if failure.line and hasattr(args, "file") else ""
+        where = f" ({Path(program_path(args.file)).name}:{failure.line})" if failure.line and hasattr(args, "file") \
+            else ""
         print(f"tiledsl: error: rank {failure.rank}{where}: {failure}", file=sys.stderr)
         return 1
     except Exception as error:  # a bug in tiledsl, not in the user's program
