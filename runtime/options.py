@@ -46,9 +46,11 @@ class SuggestingParser(argparse.ArgumentParser):
             if word == "--np" and "--np" not in known:
                 message += self._np_hint(known)
                 break
-            close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+            # compared without their dashes, which every option shares (--bogus is not --gpus)
+            names = {option.lstrip("-"): option for option in known}
+            close = difflib.get_close_matches(word.lstrip("-"), list(names), n=1, cutoff=0.7)
             if close:
-                message += f" (did you mean {close[0]}?)"
+                message += f" (did you mean {names[close[0]]}?)"
                 break
         command = self._subcommand()
         helped = self.prog if command is None else f"{self.prog} {command[0]}"

@@ -280,6 +280,7 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
 @pytest.mark.parametrize("args, text", [
     (("--n", 100, "--watchdog", "-1"), "argument --watchdog: must be 0 (off) or a positive number of seconds"),
     (("--n", 100, "--chekc"), "unrecognized arguments: --chekc (did you mean --check?)"),
+    (("--n", 100, "--bogus"), "unrecognized arguments: --bogus (see "),
     (("--n", 100, "--output", "A=nodir/out.npy"), "--output A=nodir/out.npy: directory 'nodir' does not exist"),
     (("--n", 100, "--trace", "nodir/t.json"), "--trace nodir/t.json: directory 'nodir' does not exist"),
     (("--n", 100, "--output", "A=programs"), "--output A=programs: is a directory"),
