@@ -28,6 +28,7 @@ from threadpoolctl import threadpool_limits
 from ..runtime import Options, execute
 from ..runtime.launch import source
 from ..runtime.layout import make_params, matrix_shapes
+from ..runtime.options import tile_values
 from ..runtime.reporting import flop_count, sources_text
 
 DASK_CHUNKS = (512, 1024, 2048)
@@ -199,7 +200,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         residual, passed = result.residual, result.passed
         for measure, routine, matrices, threads, check_options in references:
             measure.times.append(_timed(routine, matrices, threads, check_options))
-        tiles = {k: v for k, v in result.params.items() if k in ("nb", "B", "b", "s") and v is not None}
+        tiles = tile_values(result.params, program.tiling.kind)
         tiling = sources_text(result)
         flops, _ = flop_count(program, result.matrices, [result.stats])
     return _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, tiling,

@@ -92,7 +92,8 @@ def too_many_tasks(driver, options, limit: int, refusal: str):
     from ..runtime.world import UsageError
 
     params = make_params(driver, options)
-    return UsageError(f"{driver.PROGRAM.name} at n={params.n} {tiling_text(params.as_dict(), driver.PROGRAM.tiling.kind)} has more than "
+    tiles = tiling_text(params.as_dict(), driver.PROGRAM.tiling.kind)
+    return UsageError(f"{driver.PROGRAM.name} at n={params.n} {tiles} has more than "
                       f"{limit} tasks (its largest matrix has {largest_tile_count(driver, params)} tiles): "
                       f"{refusal}; use a smaller --n or larger tiles")
 

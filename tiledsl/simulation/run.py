@@ -129,8 +129,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     simulator.traffic = walker.traffic
     walk(driver, walker, params, 0)
     seconds = simulator.finish(walker.count)
-    summary = {"program": program.name, "n": params.n, "tiles": tile_values(params.as_dict(), program.tiling.kind), "np": nranks, "grid": list(grid),
-               "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
+    summary = {"program": program.name, "n": params.n, "tiles": tile_values(params.as_dict(), program.tiling.kind),
+               "np": nranks, "grid": list(grid), "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
