@@ -93,7 +93,7 @@ def test_a_bad_trace_is_one_clear_line(tmp_path, capsys, content, message):
     trace = tmp_path / "trace.json"
     if content is not None:
         trace.write_text(content)
-    assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 1
+    assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 2  # a usage error, as a bad --input
     err = capsys.readouterr().err
     assert err.startswith("tiledsl: error: ") and message in err and "Traceback" not in err
     assert not (tmp_path / "g.png").exists()
@@ -118,4 +118,4 @@ def test_without_matplotlib_the_message_says_what_to_install(tmp_path, capsys, m
 def test_the_command_line_exits_cleanly_on_a_missing_file(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "plot", str(tmp_path / "nope.json"),
                           "-o", str(tmp_path / "g.png")], cwd=ROOT, capture_output=True, text=True, timeout=50)
-    assert out.returncode == 1 and "no such file" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "no such file" in out.stderr and "Traceback" not in out.stderr

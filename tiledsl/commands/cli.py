@@ -302,17 +302,11 @@ def _bench(args) -> int:
 
 
 def _plot(args) -> int:
-    from .plot import MissingMatplotlib, TraceError, plot
+    from .plot import MissingMatplotlib, plot
 
     try:
         plot(args.trace, args.output, args.width)
-    except MissingMatplotlib as error:
-        print(f"tiledsl: error: {error}", file=sys.stderr)
-        return 2
-    except TraceError as error:
-        print(f"tiledsl: error: {error}", file=sys.stderr)
-        return 1
-    except ValueError as error:
+    except (MissingMatplotlib, ValueError) as error:  # a trace that is not there or not one (TraceError) too
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
