@@ -81,7 +81,7 @@ class Engine:
         self.gpus = devices.gpus if devices is not None else 0
         self.gpu_busy_until = [0.0] * (1 + self.gpus)  # --host-takes: when each GPU's started tasks end
         self.scheduler = Scheduler(window, 1 + self.gpus)
-        self.low_water = max(1, window * 3 // 4)
+        self.low_water = window * 3 // 4  # below the window: a window of 1 drains to 0 before the next task
         self.lock = threading.Lock()
         self.work = [threading.Condition(self.lock) for _ in range(1 + self.gpus)]  # one per ready queue
         self.space = threading.Condition(self.lock)

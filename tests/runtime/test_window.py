@@ -38,3 +38,12 @@ def test_a_million_tasks_run_in_a_bounded_window(tmp_path):
     assert (small["tasks"], large["tasks"]) == (100_000, 1_000_000)
     assert large["window"] <= 1000
     assert large["rss"] - small["rss"] < 50 * 2 ** 20, report
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("window", [1, 2, 5])
+def test_on_one_rank_without_gpus_the_window_never_holds_more_tasks_than_its_size(compiled, window):
+    from tiledsl.runtime import Options, execute
+
+    run = execute(compiled("programs/cholesky.tile"), Options(n=400, tiles={"nb": 64}, window=window, workers=2))
+    assert run.tasks == 84 and run.stats["peak_window"] == window
