@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -558,6 +559,23 @@ def test_tune_says_which_user_kernels_it_does_not_time(tmp_path, cache):
     assert out.returncode == 0, out.stderr
     assert "not timed: halve (user kernels; tune times the prelude's kernels, so the tile sizes follow " \
            "gemm's rates)" in out.stdout + out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_program_of_slow_user_kernels_is_tuned_within_its_budget(tmp_path, cache):
+    """The rates tune times are the prelude's: the timed warm-up tells how much slower the
+    program runs, and the search's size shrinks so that its trials fit the budget."""
+    (tmp_path / "slow_kernels.py").write_text("def slow(A, B, C):\n    for _ in range(60):\n"
+                                              "        C += (A @ B) * 1e-3\n")
+    (tmp_path / "slow.tile").write_text('use "slow_kernels.py"\nkernel slow(in A, in B, inout C) flops 120 * A.m * A.n * B.n\n'
+                                        "program slow {\n  tiling uniform(nb = 64)\n"
+                                        "  matrix A[n, n] = random general\n  matrix C[n, n] = zeros\n"
+                                        "  for i in 0 .. A.mt { for j in 0 .. A.nt { for k in 0 .. A.nt {\n"
+                                        "    slow(A[i, k], A[k, j], C[i, j]) } } }\n}\n")
+    started = time.monotonic()
+    out = tiledsl("tune", tmp_path / "slow.tile", "--no-save", "--workers", 1, "--quick", cache=cache)
+    assert out.returncode == 0, out.stderr
+    assert time.monotonic() - started < 25, out.stdout  # --quick: 10 s; it took a minute when runs followed gemm
 
 
 @pytest.mark.timeout(120)

@@ -422,6 +422,10 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     total_rate = (best["core"] * workers + (best.get("gpu", 0.0) * gpus)) * 1e9
     flops = FLOPS.get(program.check.kind if program.check else "", lambda size: size ** 3)
     remaining = lambda: began + budget - clock()
+    if n is not None and n < 2 * tile:
+        raise UsageError(f"--n {n} is less than two tiles of the first guess, {label}={tile}: runs of one tile "
+                         f"cannot tell tile sizes apart (give --n {2 * tile} or more, or leave it out)")
+    first_ratio = tuple(result["formula"]["gpu_ratio"]) if not hybrid and gpus else None
     estimate = lambda size: 2 * flops(size) / total_rate + 0.02  # seconds of one run, at half the peak
     target = min(2.0, remaining() / (2 * planned))  # every trial twice
     multiple = max(C0 * max(1, gpus), math.isqrt(2 * workers) + 3)
@@ -429,18 +433,21 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         multiple += 1
     while multiple > 2 and estimate(multiple * tile) > target:
         multiple -= 1
-    if n is not None and n < 2 * tile:
-        raise UsageError(f"--n {n} is less than two tiles of the first guess, {label}={tile}: runs of one tile "
-                         f"cannot tell tile sizes apart (give --n {2 * tile} or more, or leave it out)")
+    probe_n = min(n or multiple * tile, 2 * tile)  # the warm-up, timed: the smallest trial
+    probe = execute(driver, Options(n=probe_n, tiles=settings(candidates[start]), gpus=gpus, gpu_backend=backend,
+                                    workers=workers, gpu_ratio=first_ratio)).seconds
+    if probe > 2 * estimate(probe_n):  # kernels slower than the rates timed (a user's): runs grow as n³
+        estimate = lambda size: probe * (size / probe_n) ** 3
+        while multiple > 2 and estimate(multiple * tile) > target:
+            multiple -= 1
     trial_n = n or multiple * tile
     repeats = 2 if 2 * planned * estimate(trial_n) < remaining() else 1
-    first_ratio = tuple(result["formula"]["gpu_ratio"]) if not hybrid and gpus else None
     trials = Trials(driver, Options(n=trial_n, gpus=gpus, gpu_backend=backend, workers=workers,
                                     host_speeds=result["speeds"]), repeats)
+    if trial_n == probe_n and repeats == 1:  # the probe was the first trial (runs too slow to repeat)
+        trials.measured[trials.key(settings(candidates[start]), first_ratio, {})] = probe
     more_time = lambda: remaining() > 0
 
-    execute(driver, Options(n=min(trial_n, 2 * tile), tiles=settings(candidates[start]), gpus=gpus,
-                            gpu_backend=backend, workers=workers, gpu_ratio=first_ratio))  # warm-up
     log(f"search at n={trial_n} ({label}-multiple {trial_n / tile:.3g}), best of {repeats} run(s) each:")
     tile_defaults = tile_values(defaults, driver.PROGRAM.tiling.kind)
     inner = {name: defaults[name] for name in blocks}  # the latest tile setting's best inner blocks
@@ -491,12 +498,16 @@ class Trials:
     def seconds(self, tiles: dict, ratio, params: dict, host_takes: bool = False) -> float:
         """Seconds of the run with these tile settings, host/GPU ratio and parameters (and CPU workers
         taking GPU tasks)."""
-        key = (tuple(sorted(tiles.items())), ratio, tuple(sorted(params.items())), host_takes)
+        key = self.key(tiles, ratio, params, host_takes)
         if key not in self.measured:
             options = replace(self.options, tiles=dict(tiles), gpu_ratio=ratio, sets=dict(params),
                               host_takes=host_takes)
             self.measured[key] = min(execute(self.driver, options).seconds for _ in range(self.repeats))
         return self.measured[key]
+
+    @staticmethod
+    def key(tiles: dict, ratio, params: dict, host_takes: bool = False) -> tuple:
+        return tuple(sorted(tiles.items())), ratio, tuple(sorted(params.items())), host_takes
 
     def records(self) -> list:
         """Every setting timed, in order, as the cache entry's ``search``."""
