@@ -330,7 +330,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     ib = defaults[blocks[0]] if blocks else 32  # the height of the QR kernels' T factors
     counts = task_counts(driver)
     # a user kernel's inputs cannot be made up, so only the prelude's kernels are timed
-    untimed = sorted(set(counts) - set(KERNEL_FLOPS))
+    untimed = sorted({call.kernel for call in program.calls} - set(KERNEL_FLOPS))  # called at any size
     weights = {kernel: count for kernel, count in counts.items() if kernel in KERNEL_FLOPS} or {"gemm": 1}
     dominant = max(weights, key=lambda k: weights[k] * KERNEL_FLOPS[k])
     kernels = sorted(set(weights) | {"gemm"})
