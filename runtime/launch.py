@@ -119,7 +119,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
         result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
                            matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus,
                            gpu_backend=options.gpu_backend if options.gpus else None, nonfinite=nonfinite,
-                           input_nonfinite=from_inputs, broadcast=broadcast,
+                           input_nonfinite=from_inputs, nonfinite_allowed=options.allow_nonfinite, broadcast=broadcast,
                            host_takes=engine.host_costs is not None,
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
@@ -370,8 +370,10 @@ def _problems(result: RunResult) -> list:
     explained = bool(result.errors) and result.residual is not None and math.isnan(result.residual)
     if result.passed is False and not explained:
         problems.append(f"check failed: residual {result.residual:.3g} is not below {checks.THRESHOLD:g}")
+    if result.nonfinite_allowed:
+        return problems
     return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)",
-                                      result.input_nonfinite)
+                                      result.input_nonfinite, "; --allow-nonfinite takes them for results")
 
 
 def _warner(comm, err):

@@ -125,6 +125,7 @@ class Options:
     grid: str | None = None  # "PxQ" on an MPI run
     gpus: int = 0  # GPUs per rank
     check_finite: bool = False
+    allow_nonfinite: bool = False  # NaN or infinite values left in a matrix are results, not a failure
     trace: str | None = None  # path of the trace file to write
     gpu_backend: str = "emulated"
     gpu_memory: int | None = None  # bytes each GPU may hold (default: what it has free); beyond: out of core
@@ -199,6 +200,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop at the first task that writes a NaN or an infinity, or at an input "
                              "(--input, an array) holding one (without it, the summary counts the non-finite "
                              "values left in each matrix, and the run fails)")
+    parser.add_argument("--allow-nonfinite", action="store_true",
+                        help="NaN or infinite values left in a matrix are results (a shortest path's "
+                             "'unreachable'): the summary still counts them, but the run does not fail for them")
 
 
 def watchdog_seconds(text: str) -> float:
@@ -265,6 +269,9 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend or "emulated"
     options.inputs, options.outputs = files["input"], files["output"]
     options.check, options.watchdog, options.check_finite = args.check, args.watchdog, args.check_finite
+    options.allow_nonfinite = args.allow_nonfinite
+    if options.allow_nonfinite and options.check_finite:
+        raise UsageError("--allow-nonfinite and --check-finite contradict each other: give one")
     options.trace = args.trace
     options.gpu_memory = None if args.gpu_memory is None else _size(args.gpu_memory, "--gpu-memory")
     options.priorities, options.broadcast = args.priorities, args.broadcast

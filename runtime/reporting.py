@@ -46,6 +46,7 @@ class RunResult:
     phases: dict = field(default_factory=dict)  # phase -> wall seconds, the parts of total_seconds
     nonfinite: dict = field(default_factory=dict)  # matrix name -> NaN or infinite values left in it
     input_nonfinite: dict = field(default_factory=dict)  # matrix name -> those in the input tiles the run read
+    nonfinite_allowed: bool = False  # --allow-nonfinite: those values are results
     errors: list = field(default_factory=list)  # what else failed after the run (writing its files)
     withheld: list = field(default_factory=list)  # the files a failed run did not write (rank 0)
 
@@ -57,7 +58,7 @@ class RunResult:
     @property
     def ok(self) -> bool:
         """The run succeeded: no check failed, no matrix holds a NaN or infinity, nothing else failed."""
-        return self.passed is not False and not self.nonfinite and not self.errors
+        return self.passed is not False and (self.nonfinite_allowed or not self.nonfinite) and not self.errors
 
 
 def _cholesky_flops(m: int, n: int | None = None) -> float:
@@ -199,13 +200,14 @@ def _ratio_text(ratio) -> str | None:
     return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
 
 
-def nonfinite_lines(nonfinite: dict, hint: str = "", from_inputs: dict | None = None) -> list:
+def nonfinite_lines(nonfinite: dict, hint: str = "", from_inputs: dict | None = None, allow: str = "") -> list:
     """One line per matrix left holding NaN or infinite values (the run then fails); ``hint``
-    after those whose input held none (``from_inputs``: matrix name -> how many it held)."""
+    after those whose input held none (``from_inputs``: matrix name -> how many it held), and
+    ``allow`` (how to take them for results) after every one."""
     from_inputs = from_inputs or {}
     return [f"{name} holds {count} NaN or infinite value(s) after the run"
             + (f"; its input held {from_inputs[name]} in the tiles the run read" if name in from_inputs else hint)
-            for name, count in nonfinite.items()]
+            + allow for name, count in nonfinite.items()]
 
 
 def sources_text(result: RunResult) -> str:

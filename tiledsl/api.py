@@ -81,7 +81,7 @@ class Loaded:
 
     def run(self, arrays=None, /, *, n: int | None = None, tiles: dict | None = None, params: dict | None = None,
             check: bool = False, workers: int | None = None, seed: int = 42, gpus: int = 0,
-            gpu_backend: str | None = None, **matrices) -> Output:
+            gpu_backend: str | None = None, allow_nonfinite: bool = False, **matrices) -> Output:
         """Run the program; matrices given as arrays are copied in, every matrix comes back.
 
         ``arrays`` (a mapping, positional) and the keywords not listed here give the
@@ -92,18 +92,21 @@ class Loaded:
         these determine them; a param they do not determine keeps its default.
         ``gpus`` GPUs of ``gpu_backend`` ('emulated', the default, or 'cupy') take their
         share of the tiles, as ``--gpus`` does; the run is one rank (several ranks are
-        ``tiledsl run --np`` or a compiled driver under MPI).
+        ``tiledsl run --np`` or a compiled driver under MPI). ``allow_nonfinite`` takes NaN
+        or infinite values left in a matrix for results rather than a failure
+        (``--allow-nonfinite``).
         """
         from .runtime import Options, execute
         from .runtime.engine import TaskFailure
         from .runtime.world import RankError
 
         given = self._inputs(arrays, matrices, dict(n=n, check=check, workers=workers, seed=seed, gpus=gpus,
-                                                    gpu_backend=gpu_backend))
+                                                    gpu_backend=gpu_backend, allow_nonfinite=allow_nonfinite))
         tiles, params = self._tiles(tiles), self._params(params)
         self._check_settings(n, workers, seed)
-        if not isinstance(check, (bool, np.bool_)):
-            raise TiledslError(f"check must be True or False, got {check!r}")
+        for name, flag in (("check", check), ("allow_nonfinite", allow_nonfinite)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TiledslError(f"{name} must be True or False, got {flag!r}")
         _check_int("gpus", gpus, 0)
         if gpu_backend not in (None, "emulated", "cupy"):
             raise TiledslError(f"gpu_backend must be 'emulated' or 'cupy', got {gpu_backend!r}")
@@ -111,7 +114,7 @@ class Loaded:
         try:
             n, params = self._fit(given, n, tiles, params)
             options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check),
-                              gpus=gpus, gpu_backend=gpu_backend or "emulated")
+                              gpus=gpus, gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite))
             result = execute(self.driver, options, given)
         except UsageError as error:
             raise TiledslError(str(error)) from None
@@ -123,7 +126,7 @@ class Loaded:
         matrices = {name: m.assemble() for name, m in result.matrices.items()}
         output = Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
                         result.passed, dict(result.nonfinite), list(result.errors))
-        problems = _problems(output)
+        problems = _problems(output, bool(allow_nonfinite))
         if problems:  # the command line fails this run: so does the API, the output kept on the error
             raise TiledslError("; ".join(problems), output)
         return output
@@ -336,12 +339,13 @@ class Loaded:
                 + ("; give n= and params= for the size you mean" if inferred else ""))
 
 
-def _problems(output: Output) -> list:
+def _problems(output: Output, allow_nonfinite: bool) -> list:
     """Why a completed run failed, in the command line's words and order (a residual that is too
     large is not among them: ``passed`` is the check's verdict)."""
     from .runtime.reporting import nonfinite_lines
 
-    return output.errors + nonfinite_lines(output.nonfinite)
+    return output.errors + ([] if allow_nonfinite else
+                            nonfinite_lines(output.nonfinite, allow="; allow_nonfinite=True takes them for results"))
 
 
 def _check_kind(name: str, array: np.ndarray) -> None:

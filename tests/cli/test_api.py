@@ -136,6 +136,18 @@ def test_settings_of_the_wrong_kind_are_refused_by_name(settings, message):
         tiledsl.load("cholesky").run(n=20, **settings)
 
 
+@pytest.mark.timeout(60)
+def test_allow_nonfinite_returns_the_output_that_would_fail_the_run():
+    a = np.eye(64) * 64
+    a[40, 40] = np.inf
+    cholesky = tiledsl.load("cholesky")
+    with pytest.raises(TiledslError, match=r"A holds \d+ NaN or infinite value\(s\) after the run; "
+                                           r"allow_nonfinite=True takes them for results"):
+        cholesky.run(A=a, tiles={"nb": 32})
+    out = cholesky.run(A=a, tiles={"nb": 32}, allow_nonfinite=True)
+    assert out.nonfinite["A"] >= 1 and np.isinf(out["A"][40, 40])
+
+
 def test_loading_a_program_that_is_not_there_is_a_tiledsl_error():
     with pytest.raises(TiledslError, match=r"cholesk: no such file, nor a shipped program of that name "
                                            r"\(did you mean cholesky\?\)"):
@@ -240,7 +252,7 @@ def test_nan_left_in_a_matrix_fails_the_run_as_on_the_command_line():
     spd[0, 5] = np.nan  # above the diagonal of a diagonal tile: potrf never reads it, the count sees it
     with pytest.raises(TiledslError) as caught:
         tiledsl.load(ROOT / "programs/cholesky.tile").run(A=spd, tiles={"nb": 32})
-    assert str(caught.value) == "A holds 1 NaN or infinite value(s) after the run"
+    assert str(caught.value) == "A holds 1 NaN or infinite value(s) after the run; allow_nonfinite=True takes them for results"
     out = caught.value.output  # the run's output stays at hand on the error
     assert out.nonfinite == {"A": 1} and out.passed is None and out.errors == []
     assert np.isnan(out["A"][0, 5]) and out["A"][0, 0] == 2.0

@@ -426,6 +426,25 @@ def test_a_nan_left_in_the_result_fails_the_run_without_check(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_allow_nonfinite_takes_what_is_left_for_results_and_writes_the_outputs(tmp_path):
+    a = np.eye(200) * 200
+    a[150, 150] = np.inf
+    np.save(tmp_path / "a.npy", a)
+    args = ("run", "programs/cholesky.tile", "--n", 200, "--nb", 100, "--input", f"A={tmp_path / 'a.npy'}",
+            "--output", f"A={tmp_path / 'l.npy'}", "--json")
+    failed = tiledsl(*args)
+    assert failed.returncode == 1 and "; --allow-nonfinite takes them for results" in failed.stderr
+    assert not (tmp_path / "l.npy").exists()
+    out = tiledsl(*args, "--allow-nonfinite")
+    assert out.returncode == 0 and "error" not in out.stderr, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["ok"] is True and summary["nonfinite"]["A"] >= 1
+    assert np.isinf(np.load(tmp_path / "l.npy")[150, 150])
+    both = tiledsl(*args, "--allow-nonfinite", "--check-finite")
+    assert both.returncode == 2 and "--allow-nonfinite and --check-finite contradict each other" in both.stderr
+
+
+@pytest.mark.timeout(60)
 def test_the_driver_help_explains_files_and_exit_codes(tmp_path):
     assert tiledsl("compile", "programs/cholesky.tile", "-o", tmp_path / "c.py").returncode == 0
     out = subprocess.run([sys.executable, str(tmp_path / "c.py"), "--help"], capture_output=True, text=True)
