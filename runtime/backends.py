@@ -11,12 +11,13 @@ from .devices import EmulatedBackend
 NAMES = ("emulated", "cupy")
 
 
-def backend(name: str, gpus: int):
-    """The backend called ``name`` for ``gpus`` GPUs; ValueError naming what is missing."""
+def backend(name: str, gpus: int, streams: int = 1):
+    """The backend called ``name`` for ``gpus`` GPUs of ``streams`` compute streams each; ValueError
+    naming what is missing."""
     if name == "emulated":
-        return EmulatedBackend(gpus)
+        return EmulatedBackend(gpus, streams)
     if name == "cupy":
         from .cupy_backend import CupyBackend
 
-        return CupyBackend(gpus)
+        return CupyBackend(gpus, streams)
     raise ValueError(f"unknown GPU backend {name!r} (available: {', '.join(map(repr, NAMES))})")

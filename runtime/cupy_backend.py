@@ -2,9 +2,10 @@
 
 :class:`CupyBackend` is the ``cupy`` backend of :func:`.backends.backend` (DESIGN §4
 items 5 and 7). GPU ``g`` of the runtime is CUDA device ``g - 1``; a tile there is a
-Fortran-ordered float64 ``cupy.ndarray``. Each device has three non-blocking streams:
+Fortran-ordered float64 ``cupy.ndarray``. Each device has non-blocking streams:
 
-* a compute stream, on which the GPU's management thread launches kernels;
+* ``streams`` compute streams (``--gpu-streams``, 1 by default), on which the GPU's
+  management thread launches kernels;
 * an in-stream (``start_to_device``, ``empty``, the target side of ``start_copy``)
   and an out-stream (``start_to_host``, the source side of ``start_copy``), on
   which the engine's copy thread starts copies without waiting for them: each
@@ -15,11 +16,14 @@ Fortran-ordered float64 ``cupy.ndarray``. Each device has three non-blocking str
   :data:`PINNED_SHARE` of the host's memory) are copied from and into directly.
 
 Kernels do not wait for the GPU: the management thread launches one, records a
-CUDA event on the compute stream and goes on to the next task. Tasks on one GPU
-are ordered by its compute stream; everything else that touches a device first
-makes its stream wait for the device's latest event (``wait_event``), so a copy
-never reads a tile before the kernel that writes it has run, nor reuses memory
-(CuPy's pool recycles freed blocks) that a launched kernel still reads. A copy
+CUDA event on its compute stream and goes on to the next task. Tasks on one GPU
+are ordered by its compute streams and events (:class:`.streams.StreamOrder`: a
+kernel waits for the kernels of other streams that wrote what it reads, or
+touched what it writes). A copy from the device first makes its stream wait for
+the event of the tile's last writer, so it never reads a tile before that kernel
+has run; a copy or an allocation on the in-stream waits for the latest event of
+every compute stream, so that it never reuses memory (CuPy's pool recycles freed
+blocks) that a launched kernel still reads. A copy
 is handed to other threads only once its event has completed;
 :meth:`CupyBackend.synchronize` ends the timed run.
 With ``synchronous`` set (traced runs), each kernel is waited for, so the trace
@@ -69,10 +73,11 @@ import threading
 import numpy as np
 
 from . import kernels as host
-from .devices import Backend, copied_into, missing_copy, tiles_in
+from .devices import Backend, copied_into, launch_keys, missing_copy, tiles_in
 from .errors import KernelError
 from .panels import Panel, taking_matrices
 from .resources import meminfo
+from .streams import StreamOrder
 # The CPU kernels' argument checks, shared so that both raise the same messages.
 from .kernels import (_inner_block, add_absolute_sums, add_to_sum_of_squares, check_number, check_option, gemm_dims,
                       getrf_dims, laswp_range, merge_sums_of_squares, not_positive_definite, potrf_dims,
@@ -101,22 +106,23 @@ class CupyBackend(Backend):
     name = "cupy"
     synchronous = False  # wait for each kernel (traced runs)
 
-    def __init__(self, gpus: int):
+    def __init__(self, gpus: int, streams: int = 1):
         cupy, cupyx = _import_cupy()
         visible = _visible_devices(cupy)
         if visible < gpus:
             raise ValueError(f"--gpus {gpus} but CuPy sees {visible} GPU{'' if visible == 1 else 's'}")
         cublas, cusolver = _import_libraries()
-        self.gpus = gpus
+        self.gpus, self.streams = gpus, streams
         self._cupy, self._cupyx = cupy, cupyx
-        self._streams = {"in": {}, "out": {}, "compute": {}}
-        self._launched = {}  # CUDA device -> event after the latest kernel launched there
+        self._streams = {"in": {}, "out": {}, "compute": {}}  # compute: a list per device
+        self._orders = {device: StreamOrder(streams) for device in range(gpus)}  # by CUDA device
         for device in range(gpus):
             try:
                 with cupy.cuda.Device(device):
-                    for streams in self._streams.values():
-                        # non-blocking: none waits for work on the legacy default stream
-                        streams[device] = cupy.cuda.Stream(non_blocking=True)
+                    # non-blocking: none waits for work on the legacy default stream
+                    for direction in ("in", "out"):
+                        self._streams[direction][device] = cupy.cuda.Stream(non_blocking=True)
+                    self._streams["compute"][device] = [cupy.cuda.Stream(non_blocking=True) for _ in range(streams)]
             except cupy.cuda.runtime.CUDARuntimeError as error:
                 raise ValueError(f"GPU {device + 1} (CUDA device {device}) cannot be used: {error}") from None
         self._pinned = PinnedPool(cupyx)
@@ -133,7 +139,7 @@ class CupyBackend(Backend):
         first launch of each CUDA module, costs tens of milliseconds: every kernel runs
         once here on tiny tiles so that the run does not pay for it.
         """
-        stream = self._streams["compute"][device - 1]
+        stream = self._streams["compute"][device - 1][0]
         with self._cupy.cuda.Device(device - 1), stream:
             self._tile_kernels.warm_up()
             stream.synchronize()
@@ -187,7 +193,7 @@ class CupyBackend(Backend):
         same shape) or a new array, directly if ``into`` is pinned, else through a pinned buffer."""
         direct = into is not None and self._is_pinned(into)
         buffer = None if direct else self._pinned.take(array.size)
-        with self._on_stream(array.device.id, "out") as stream:
+        with self._on_stream(array.device.id, "out", array) as stream:
             dense = self._cupy.asfortranarray(array)  # a view is made dense on the out-stream first
             if dense.size:
                 target = into if direct else buffer
@@ -219,7 +225,7 @@ class CupyBackend(Backend):
 
     def start_copy(self, array, device: int) -> "StreamCopy":
         """Start copying a device tile to GPU ``device`` (the same or another one), on its in-stream."""
-        with self._on_stream(array.device.id, "out") as out:  # after the tile's writer
+        with self._on_stream(array.device.id, "out", array) as out:  # after the tile's writer
             source = self._cupy.asfortranarray(array)
             dense = out.record()
         with self._on_stream(device - 1, "in") as stream:
@@ -239,10 +245,12 @@ class CupyBackend(Backend):
     def first_nonfinite(self, array) -> tuple | None:
         """(row, column, value) of the first NaN or infinity of a device tile, or None (--check-finite).
 
-        Called by the GPU's management thread after a kernel, on its compute stream.
+        Called by the GPU's management thread after a kernel, on the stream of the tile's writer.
         """
         cupy = self._cupy
-        with cupy.cuda.Device(array.device.id), self._streams["compute"][array.device.id]:
+        device = array.device.id
+        writer = self._orders[device].writer(_memory_key(array))
+        with cupy.cuda.Device(device), self._streams["compute"][device][0 if writer is None else writer[0]]:
             bad = ~cupy.isfinite(array.T)
             if not bool(bad.any()):
                 return None
@@ -251,34 +259,45 @@ class CupyBackend(Backend):
 
     def synchronize(self) -> None:
         """Wait until every kernel launched on every GPU has run (the end of a timed run)."""
-        for device, stream in self._streams["compute"].items():
+        for device, streams in self._streams["compute"].items():
             with self._cupy.cuda.Device(device):
-                stream.synchronize()
+                for stream in streams:
+                    stream.synchronize()
 
     @contextlib.contextmanager
-    def _on_stream(self, cuda_device: int, direction: str):
-        """CUDA device ``cuda_device`` and its ``direction`` ("in" or "out") copy stream current,
-        ordered after the kernels launched there so far."""
+    def _on_stream(self, cuda_device: int, direction: str, source=None):
+        """CUDA device ``cuda_device`` and its ``direction`` ("in" or "out") copy stream current:
+        after the kernel that last wrote tile ``source``, or (none given) after every kernel
+        launched on the device so far."""
         stream = self._streams[direction][cuda_device]
+        order = self._orders[cuda_device]
         with self._cupy.cuda.Device(cuda_device), stream:
-            launched = self._launched.get(cuda_device)
-            if launched is not None:
-                stream.wait_event(launched)
+            if source is None:
+                for event in order.latest():
+                    stream.wait_event(event)
+            else:
+                writer = order.writer(_memory_key(source))
+                if writer is not None:
+                    stream.wait_event(writer[1])
             yield stream
 
     # ---------------------------------------------------------------- kernels
     def _on_gpu(self, kernel):
         """The GPU body of a kernel (the prelude's, or a user's ``NAME_gpu``): launched on its
         tiles' device and compute stream, so that it is ordered with the other kernels there."""
-        def run(*arguments):
+        def run(*arguments, written=None):
             device = self._device_of(arguments)
-            stream = self._streams["compute"][device]
+            reads, writes = launch_keys(list(tiles_in(arguments)), written, _memory_key)
+            order = self._orders[device]
+            number, waits = order.plan(reads, writes)
+            stream = self._streams["compute"][device][number]
             with self._cupy.cuda.Device(device), stream:
+                for event in waits:
+                    stream.wait_event(event)
                 returned = kernel(*arguments)  # the engine refuses a new array: a kernel writes in place
                 if self.synchronous:
                     stream.synchronize()
-                else:
-                    self._launched[device] = stream.record()
+                order.launched(number, stream.record(), reads, writes)
             return returned
         run.__name__, run.__doc__ = kernel.__name__, kernel.__doc__
         return run
@@ -294,6 +313,11 @@ class CupyBackend(Backend):
         if len(devices) > 1:
             raise TypeError(f"a GPU kernel got tiles on GPUs {sorted(d + 1 for d in devices)}: a copy is missing")
         return devices.pop()
+
+
+def _memory_key(array) -> int:
+    """The allocation a device tile (or a view of it) lies in: the start of its memory."""
+    return array.data.mem.ptr
 
 
 class StreamCopy:

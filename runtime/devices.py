@@ -18,11 +18,18 @@ adds the GPU bodies of user kernels). The backends (made by :func:`.backends.bac
   which no host kernel accepts, so a missing copy fails loudly; its kernels run
   the CPU kernels on the wrapped arrays, and its copies run on two copy engines
   of their own (threads standing for a GPU's in- and out-streams), so they
-  arrive after they are started, as on a GPU. CI runs every GPU code path with it.
+  arrive after they are started, as on a GPU. Its kernels finish before they
+  return, but they are placed on compute streams (``streams`` per GPU) and
+  ordered by events as on a GPU (:mod:`.streams`), and vector clocks check that
+  order: a kernel or a copy that a real GPU could run before, or beside, one it
+  conflicts with fails the run (:class:`.streams.StreamRace`). CI runs every
+  GPU code path with it.
 * ``cupy``: real NVIDIA GPUs through CuPy (:mod:`.cupy_backend`), imported only
   when asked for, so that nothing else needs CuPy.
 
-A GPU kernel is called as a CPU kernel is, with its arguments in declaration order:
+A GPU kernel is called as a CPU kernel is, with its arguments in declaration order
+(and, from the engine, ``written=``: the tiles it writes, which decides what it waits
+for on other streams; without it every tile is taken as written):
 a tile is a device array, a panel a :class:`.panels.Panel` of them (a built-in kernel
 takes it as one matrix), and a value (an int, a float, a one-character str) passes
 through as it is. :func:`.panels.array_module` lets a user's GPU body be written once
@@ -30,6 +37,7 @@ for numpy (the emulated backend hands it host arrays) and CuPy.
 """
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 
@@ -37,16 +45,19 @@ import numpy as np
 
 from .kernels import CPU_KERNELS
 from .panels import Panel
+from .streams import StreamOrder, VectorClocks
 
 
 class EmulatedArray:
-    """A tile in an emulated GPU's memory: reachable only through copies and GPU kernels."""
+    """A tile in an emulated GPU's memory: reachable only through copies and GPU kernels.
+    ``memory`` names its allocation (views share it), never reused, unlike ``id``."""
 
-    __slots__ = ("_array", "device")
+    __slots__ = ("_array", "device", "memory")
 
-    def __init__(self, array: np.ndarray, device: int):
+    def __init__(self, array: np.ndarray, device: int, memory: int | None = None):
         self._array = array
         self.device = device
+        self.memory = next(_ALLOCATIONS) if memory is None else memory
 
     @property
     def shape(self):
@@ -57,7 +68,10 @@ class EmulatedArray:
         return self._array.nbytes
 
     def __getitem__(self, region) -> "EmulatedArray":
-        return EmulatedArray(self._array[region], self.device)
+        return EmulatedArray(self._array[region], self.device, self.memory)
+
+
+_ALLOCATIONS = itertools.count()
 
 
 class Backend:
@@ -94,19 +108,67 @@ class Backend:
 
 
 class EmulatedBackend(Backend):
-    """GPUs emulated on the host: separate memory, explicit copies, the CPU kernels."""
+    """GPUs emulated on the host: separate memory, explicit copies, the CPU kernels, and
+    ``streams`` compute streams per GPU whose order is checked (see the module)."""
 
     name = "emulated"
     synchronous = True  # its kernels finish before they return
 
-    def __init__(self, gpus: int):
+    def __init__(self, gpus: int, streams: int = 1):
         self.gpus = gpus
+        self.streams = streams
+        self._orders = {device: StreamOrder(streams) for device in range(1, gpus + 1)}
+        self._clocks = VectorClocks()
+        self._lock = threading.Lock()  # the management threads launch, the copy thread copies
         self.kernels = {name: self._on_gpu(kernel) for name, kernel in CPU_KERNELS.items()}
 
-    @staticmethod
-    def _on_gpu(kernel):
-        """The emulated GPU body of ``kernel`` (:func:`_on_device`)."""
-        return _on_device(kernel)
+    def _on_gpu(self, kernel):
+        """The emulated GPU body of ``kernel`` (:func:`_on_device`), placed on a stream of its tiles' GPU."""
+        body = _on_device(kernel)
+
+        def run(*arguments, written=None):
+            tiles = list(tiles_in(arguments))
+            if not tiles or not all(isinstance(tile, EmulatedArray) for tile in tiles):
+                return body(*arguments)  # which says what is missing
+            reads, writes = launch_keys(tiles, written, _memory_key)
+            device = tiles[0].device
+            order = self._orders[device]
+            with self._lock:
+                stream, waits = order.plan(reads, writes)
+                for event in waits:
+                    self._clocks.wait((device, stream), event)
+                self._clocks.access((device, stream), reads, writes, f"kernel {kernel.__name__}")
+            returned = body(*arguments)
+            with self._lock:
+                order.launched(stream, self._clocks.record((device, stream)), reads, writes)
+            return returned
+        run.__name__ = kernel.__name__
+        return run
+
+    def _copy_from(self, array: EmulatedArray, copy, engine: str = "out") -> "CopyUnderWay":
+        """Start ``copy`` (a job of copy engine ``engine``) reading ``array``, ordered on its GPU's
+        out-stream after the tile's last writer. Host memory where a device tile should be fails when
+        waited for, as the copy runs."""
+        if not isinstance(array, EmulatedArray):
+            return _COPY_ENGINES[engine].start(copy)
+        key, stream = _memory_key(array), (array.device, "out")
+        with self._lock:
+            writer = self._orders[array.device].writer(key)
+            if writer is not None:
+                self._clocks.wait(stream, writer[1])
+            self._clocks.access(stream, (key,), (), f"a copy from GPU {array.device}")
+        return self._arrived(_COPY_ENGINES[engine].start(copy), stream)
+
+    def _arrived(self, transfer: "CopyUnderWay", stream) -> "CopyUnderWay":
+        """``transfer``, which tells the clocks when the host sees it arrive (what is launched after
+        is ordered after it)."""
+        event = self._clocks.record(stream)
+        transfer.on_arrival = lambda: self._synchronized(event)
+        return transfer
+
+    def _synchronized(self, event) -> None:
+        with self._lock:
+            self._clocks.host_saw(event)
 
     def synchronize(self) -> None:
         """Nothing is left running: the emulated kernels are synchronous."""
@@ -119,22 +181,27 @@ class EmulatedBackend(Backend):
 
     def start_to_host(self, array: EmulatedArray, into: np.ndarray | None = None) -> "CopyUnderWay":
         if into is None:
-            return _COPY_ENGINES["out"].start(lambda: np.array(array._array, order="F", copy=True))
-        return _COPY_ENGINES["out"].start(lambda: copied_into(into, array._array))
+            return self._copy_from(array, lambda: np.array(array._array, order="F", copy=True))
+        return self._copy_from(array, lambda: copied_into(into, array._array))
 
     def start_zeros(self, shape, device: int) -> "CopyUnderWay":
         return _COPY_ENGINES["in"].start(lambda: self.empty(shape, device))
 
     def start_copy(self, array: EmulatedArray, device: int) -> "CopyUnderWay":
-        return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.array(array._array, order="F", copy=True),
-                                                                device))
+        return self._copy_from(array, lambda: EmulatedArray(np.array(array._array, order="F", copy=True), device),
+                               "in")
 
     def write_into(self, array: EmulatedArray, host: np.ndarray) -> None:
         """Copy host ``host`` into device tile (or view) ``array`` and wait (a GPU task a CPU worker ran)."""
-        _COPY_ENGINES["in"].start(lambda: np.copyto(array._array, host)).result()
+        stream = (array.device, "in")
+        with self._lock:
+            for event in self._orders[array.device].latest():
+                self._clocks.wait(stream, event)
+            self._clocks.access(stream, (), (_memory_key(array),), f"a copy to GPU {array.device}")
+        self._arrived(_COPY_ENGINES["in"].start(lambda: np.copyto(array._array, host)), stream).result()
 
     def read_only(self, array):
-        return EmulatedArray(read_only(array._array), array.device)
+        return EmulatedArray(read_only(array._array), array.device, array.memory)
 
     def free_memory(self, device: int) -> None:
         """Emulated devices share the host's memory, which the host's check covers."""
@@ -147,20 +214,30 @@ class EmulatedBackend(Backend):
 class CopyUnderWay:
     """A copy started on an emulated copy engine."""
 
-    __slots__ = ("_arrived", "_data", "_error")
+    __slots__ = ("_arrived", "_data", "_error", "on_arrival")
 
     def __init__(self):
         self._arrived = threading.Event()
         self._data = self._error = None
+        self.on_arrival = None  # called once the host sees the copy arrived
 
     def ready(self) -> bool:
-        return self._arrived.is_set()
+        if not self._arrived.is_set():
+            return False
+        self._seen()
+        return True
 
     def result(self):
         self._arrived.wait()
+        self._seen()
         if self._error is not None:
             raise self._error
         return self._data
+
+    def _seen(self) -> None:
+        seen, self.on_arrival = self.on_arrival, None
+        if seen is not None:
+            seen()
 
 
 class _CopyEngine:
@@ -229,6 +306,21 @@ def tiles_in(arguments):
             yield from argument
         elif not is_value(argument):
             yield argument
+
+
+def launch_keys(tiles: list, written, key) -> tuple[list, list]:
+    """(read, written) keys of a kernel's ``tiles`` (panels' spread out), ``written`` being the
+    engine's list of the tiles it writes (None: all of them); a tile both read and written is written."""
+    keys = list(dict.fromkeys(key(tile) for tile in tiles))
+    if written is None:
+        return [], keys
+    writes = list(dict.fromkeys(key(tile) for tile in tiles_in(written)))
+    return [k for k in keys if k not in writes], writes
+
+
+def _memory_key(array: EmulatedArray) -> int:
+    """The emulated allocation a device tile (or a view of it) lies in."""
+    return array.memory
 
 
 def missing_copy(array) -> TypeError:

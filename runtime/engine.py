@@ -428,7 +428,7 @@ class Engine:
 
 def _execute(task: Task, check_finite: bool, devices) -> None:
     arrays = _arrays(task)
-    _call_kernel(task, task.kernel, arrays, devices)
+    _call_kernel(task, task.kernel, arrays, devices, on_gpu=bool(task.device))
     if check_finite and task.call.line > 0:
         _check_finite(task, arrays, devices)
 
@@ -453,16 +453,19 @@ def _arrays(task: Task) -> list:
     return [s.data if v is None else s.data[v] for s, v in zip(sources, views)]
 
 
-def _call_kernel(task: Task, kernel, arrays: list, devices) -> None:
+def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False) -> None:
+    """Run ``kernel`` on the task's ``arrays`` (``on_gpu``: a GPU body, told the tiles it writes,
+    which order it on the GPU's streams)."""
     call = task.call
     arrays = list(arrays)
+    extra = {"written": [arrays[index] for index in call.writes]} if on_gpu else {}
     for index in call.reads_only:  # a write would change this rank's copy only: refuse it (17.4)
         array = arrays[index]
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     shapes = [arrays[index].shape for index in call.writes]
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
     try:
-        returned = kernel(*(arrays if call.plain else call.arguments(arrays, task.values)))
+        returned = kernel(*(arrays if call.plain else call.arguments(arrays, task.values)), **extra)
     finally:
         in_kernel.task = None
     for index, shape in zip(call.writes, shapes):  # ndarray.resize in place: the tile would no longer be its tile

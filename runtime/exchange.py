@@ -107,12 +107,15 @@ class Mover:
     def _run(self) -> None:
         in_flight: list = []  # (transfer, on_done, began), in the order they started
         last_activity = time.perf_counter()
-        while (job := self._next_job(in_flight, last_activity)) is not None:
-            if job is not _NO_JOB:
-                self._start(job, in_flight)
-                last_activity = time.perf_counter()
-            if in_flight and self._arrivals(in_flight):
-                last_activity = time.perf_counter()
+        try:
+            while (job := self._next_job(in_flight, last_activity)) is not None:
+                if job is not _NO_JOB:
+                    self._start(job, in_flight)
+                    last_activity = time.perf_counter()
+                if in_flight and self._arrivals(in_flight):
+                    last_activity = time.perf_counter()
+        except BaseException as error:  # the thread's own failure stops the run at once, not at the watchdog
+            self.on_error(error)
 
     def _next_job(self, in_flight: list, last_activity: float):
         """The next copy to start, None to stop, or _NO_JOB after a pause (:mod:`.polling`) while

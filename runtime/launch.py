@@ -112,13 +112,14 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
             events, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = rank_stats(engine, matrices, comm)
             _bring_home(matrices, devices)
-            nonfinite, from_inputs = count_nonfinite(matrices, comm, held)
+            nonfinite, from_inputs = count_nonfinite(matrices, comm, held, given_inputs(program, options, arrays))
         finally:
             if engine.exchange is not None:
                 engine.exchange.stop()
         result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
                            matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus,
-                           gpu_backend=options.gpu_backend if options.gpus else None, nonfinite=nonfinite,
+                           gpu_backend=options.gpu_backend if options.gpus else None,
+                           gpu_streams=options.gpu_streams if options.gpus else None, nonfinite=nonfinite,
                            input_nonfinite=from_inputs, nonfinite_allowed=options.allow_nonfinite, broadcast=broadcast,
                            host_takes=engine.host_costs is not None,
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
@@ -162,7 +163,7 @@ def _devices(options: Options):
     if not options.gpus:
         return None
     try:
-        devices = backend(options.gpu_backend, options.gpus)
+        devices = backend(options.gpu_backend, options.gpus, options.gpu_streams)
     except ValueError as error:
         raise UsageError(str(error)) from None
     if options.trace:
@@ -208,6 +209,12 @@ def _fill_inputs(program, matrices, sources: dict, needed: set, by_columns: set,
         for tile in matrix.local_tiles():
             if tile.device and tile.data is not None:
                 tile.data = devices.to_device(tile.data, tile.device)
+
+
+def given_inputs(program, options: Options, arrays: dict | None) -> set:
+    """The matrices whose input is given (an array, an ``--input`` file, a ``load``), not generated."""
+    return {d.name for d in program.matrices
+            if d.name in (arrays or {}) or d.name in options.inputs or d.init == "load"}
 
 
 def source(decl, index: int, shape: tuple, options: Options, arrays: dict, driver, held: dict):

@@ -129,6 +129,7 @@ class Options:
     trace: str | None = None  # path of the trace file to write
     gpu_backend: str = "emulated"
     gpu_memory: int | None = None  # bytes each GPU may hold (default: what it has free); beyond: out of core
+    gpu_streams: int = 1  # compute streams per GPU (.streams)
     broadcast: str = "auto"  # how a tile version reaches the ranks that read it (.broadcast.broadcast_for)
     host_takes: bool | None = None  # idle CPU workers take GPU tasks (.heteroprio); None: as tuned, else off
     host_speeds: dict | None = None  # the kernel rates it estimates with (default: this machine's tune cache)
@@ -160,6 +161,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                                                              "(default: what it has free); a run whose GPU "
                                                              "tiles exceed it goes out of core: they stay on "
                                                              "the host and each GPU caches this much of them")
+    parser.add_argument("--gpu-streams", type=int, metavar="S", help="compute streams per GPU (default 1): "
+                        "with several, kernels of independent tasks may run at once on a GPU, each waiting "
+                        "only for the kernels it depends on (CUDA events)")
     add_tuning_arguments(parser)
     parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
                                                         "a rank has, less one for MPI on several ranks)")
@@ -261,7 +265,10 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
-    for flag, given in (("--gpu-memory", args.gpu_memory is not None), ("--host-takes on", args.host_takes == "on")):
+    if args.gpu_streams is not None and args.gpu_streams < 1:
+        raise UsageError(f"--gpu-streams must be at least 1, got {args.gpu_streams}")
+    for flag, given in (("--gpu-memory", args.gpu_memory is not None), ("--host-takes on", args.host_takes == "on"),
+                        ("--gpu-streams", args.gpu_streams is not None)):
         if given and not args.gpus:
             raise UsageError(f"{flag} needs --gpus G (at least 1 GPU per rank)")
     check_seed(args.seed)
@@ -274,6 +281,7 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
         raise UsageError("--allow-nonfinite and --check-finite contradict each other: give one")
     options.trace = args.trace
     options.gpu_memory = None if args.gpu_memory is None else _size(args.gpu_memory, "--gpu-memory")
+    options.gpu_streams = args.gpu_streams or 1
     options.priorities, options.broadcast = args.priorities, args.broadcast
     options.host_takes = None if args.host_takes is None else args.host_takes == "on"
     options.progress = not args.json

@@ -220,10 +220,10 @@ class GpuCache:
         """Refuse (a one-line failure naming the sizes) a task whose tiles exceed the cache."""
         tiles = {str(use): use.nbytes for use in uses}
         if sum(tiles.values()) > self.policy.capacity:
-            raise TaskFailure(f"the {len(tiles)} tile(s) of {call.kernel}({', '.join(map(str, tiles))}) need "
-                              f"{bytes_text(sum(tiles.values()))} at once on GPU {self.device}, more than its cache of "
-                              f"{bytes_text(self.policy.capacity)} ({self.ooc.bound}): allow more, or use smaller tiles",
-                              self.ooc.rank, call.line)
+            raise TaskFailure(f"a call of {call.kernel} needs its {len(tiles)} tile(s) {', '.join(map(str, tiles))} "
+                              f"({bytes_text(sum(tiles.values()))}; a sub-range holds its whole tile out of core) at "
+                              f"once on GPU {self.device}, more than its cache of {bytes_text(self.policy.capacity)} "
+                              f"({self.ooc.bound}): allow more, or use smaller tiles", self.ooc.rank, call.line)
 
     # ---------------------------------------------------------------- a task's tiles
     def make_resident(self, uses) -> None:

@@ -35,6 +35,7 @@ class RunResult:
     ranks: int = 1
     gpus: int = 0
     gpu_backend: str | None = None  # with GPUs: "emulated" or "cupy"
+    gpu_streams: int | None = None  # with GPUs: compute streams per GPU
     broadcast: str = "direct"  # how tile versions reached the ranks reading them: "direct" or "tree"
     host_takes: bool = False  # idle CPU workers took GPU tasks (--host-takes on, in memory)
     host_takes_out_of_core: bool = False  # --host-takes on, but out of core: nothing taken
@@ -45,7 +46,7 @@ class RunResult:
     total_seconds: float | None = None  # execute's wall seconds: setup and inputs, run, check, outputs
     phases: dict = field(default_factory=dict)  # phase -> wall seconds, the parts of total_seconds
     nonfinite: dict = field(default_factory=dict)  # matrix name -> NaN or infinite values left in it
-    input_nonfinite: dict = field(default_factory=dict)  # matrix name -> those in the input tiles the run read
+    input_nonfinite: dict = field(default_factory=dict)  # matrix name -> those its input (an array, a file) held
     nonfinite_allowed: bool = False  # --allow-nonfinite: those values are results
     errors: list = field(default_factory=list)  # what else failed after the run (writing its files)
     withheld: list = field(default_factory=list)  # the files a failed run did not write (rank 0)
@@ -148,14 +149,14 @@ def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float 
 def json_text(value) -> str:
     """``value`` as strict JSON, which has no NaN or infinity: a non-finite number (a check's
     NaN residual, a rate of an infinite flop count) becomes null."""
-    return json.dumps(_finite_or_none(value), allow_nan=False)
+    return json.dumps(finite_or_none(value), allow_nan=False)
 
 
-def _finite_or_none(value):
+def finite_or_none(value):
     if isinstance(value, dict):
-        return {key: _finite_or_none(item) for key, item in value.items()}
+        return {key: finite_or_none(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite_or_none(item) for item in value]
+        return [finite_or_none(item) for item in value]
     if isinstance(value, float) and not math.isfinite(value):  # numpy's float64 is a float
         return None
     return value
@@ -178,7 +179,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "seconds": result.seconds, "gflops": rate, "flops_source": source,
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed, "ok": result.ok,
-            "gpu_backend": result.gpu_backend, "nonfinite": result.nonfinite,
+            "gpu_backend": result.gpu_backend, "gpu_streams": result.gpu_streams, "nonfinite": result.nonfinite,
             "input_nonfinite": result.input_nonfinite, "errors": result.errors,
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources,
@@ -203,21 +204,22 @@ def _ratio_text(ratio) -> str | None:
 def nonfinite_lines(nonfinite: dict, hint: str = "", from_inputs: dict | None = None, allow: str = "") -> list:
     """One line per matrix left holding NaN or infinite values (the run then fails); ``hint``
     after those whose input held none (``from_inputs``: matrix name -> how many it held), and
-    ``allow`` (how to take them for results) after every one."""
+    ``allow`` (how to take them for results) after the last."""
     from_inputs = from_inputs or {}
-    return [f"{name} holds {count} NaN or infinite value(s) after the run"
-            + (f"; its input held {from_inputs[name]} in the tiles the run read" if name in from_inputs else hint)
-            + allow for name, count in nonfinite.items()]
+    lines = [f"{name} holds {count} NaN or infinite value(s) after the run"
+             + (f"; its input held {from_inputs[name]}" if name in from_inputs else hint)
+             for name, count in nonfinite.items()]
+    return lines[:-1] + [lines[-1] + allow] if lines else []
 
 
 def sources_text(result: RunResult) -> str:
-    """``nb=320 tuned (/path); gpu-ratio 1:1 default``: values grouped by where they came from."""
+    """``nb=320, ib=64: tuned (/path); gpu-ratio 1:1: default``: values grouped by where they came from."""
     groups: dict = {}
     for name, source in result.sources.items():
         value = (f"gpu-ratio {_ratio_text(result.gpu_ratio)}" if name == "gpu_ratio"
                  else "host-takes on" if name == "host_takes" else f"{name}={result.params.get(name)}")
         groups.setdefault(source, []).append(value)
-    return "; ".join(f"{' '.join(values)} {source}" for source, values in groups.items())
+    return "; ".join(f"{', '.join(values)}: {source}" for source, values in groups.items())
 
 
 def summary_text(program, result: RunResult, ranks: list) -> str:
@@ -235,9 +237,11 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         parts = ", ".join(f"{phase} {seconds:.2f}" for phase, seconds in result.phases.items())
         lines.append(f"  total     {result.total_seconds:.4f} s ({parts})")
     if result.sources:
-        lines.append(f"  tiling    {sources_text(result)}")
+        lines.append(f"  settings  {sources_text(result)}")
     if result.gpus:
+        streams = f", {result.gpu_streams} compute streams each" if (result.gpu_streams or 1) > 1 else ""
         lines.append(f"  gpus      {result.gpus} per rank, {BACKENDS.get(result.gpu_backend, result.gpu_backend)}"
+                     + streams
                      + (f"; CPU workers took {sum(r['host_took'] for r in ranks)} GPU task(s)"
                         if result.host_takes else ""))
     cache = out_of_core_totals(ranks)
@@ -275,14 +279,17 @@ BACKENDS = {"emulated": "emulated backend (numpy arrays standing in for GPUs)",
             "cupy": "CuPy backend (NVIDIA GPUs)"}
 
 
-def count_nonfinite(matrices: dict, comm, held: dict) -> tuple[dict, dict]:
-    """NaN and infinite values in each matrix after the run, and in the input tiles the run
-    read (``held``: this rank's), over every rank (only the matrices holding some): one pass
-    over this rank's tiles, one sum over the ranks."""
+def count_nonfinite(matrices: dict, comm, held: dict, given: set) -> tuple[dict, dict]:
+    """NaN and infinite values in each matrix after the run, and in its input (``held``: this
+    rank's, counted as tiles are read from an array or a file), over every rank (only the
+    matrices holding some): one pass over this rank's tiles, one sum over the ranks. The tiles
+    no task touched are counted too where the input was ``given`` (an array or a file: they
+    are the output's as they were); a generated input is finite."""
     names = list(matrices)
-    counts = np.array([sum(int(np.count_nonzero(~np.isfinite(tile.data)))
-                           for tile in matrices[name].local_tiles() if tile.data is not None)
-                       for name in names] + [held.get(name, 0) for name in names], dtype=np.float64)
+    after = [sum(int(np.count_nonzero(~np.isfinite(matrices[name].block(tile) if name in given else tile.data)))
+                 for tile in matrices[name].local_tiles() if name in given or tile.data is not None)
+             for name in names]  # before reading held: reading an untouched tile counts its input
+    counts = np.array(after + [held.get(name, 0) for name in names], dtype=np.float64)
     if comm is not None:
         counts = comm.allreduce_sum(counts)
     after, before = counts[:len(names)], counts[len(names):]
@@ -295,7 +302,11 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
     traffic = comm.stats if comm is not None else None
     local = sum(m.local_bytes() for m in matrices.values())  # host and GPU memory alike
     copies = engine.exchange.peak_copy_bytes if engine.exchange is not None else 0
-    return {"rank": engine.rank, "tasks": sum(engine.stats.per_worker),
+    per_worker, workers = engine.stats.per_worker, engine.workers
+    return {"rank": engine.rank, "tasks": sum(per_worker),
+            # where they ran: the CPU workers (GPU tasks they took included), then each GPU
+            "tasks_by_device": {"host": sum(per_worker[:workers]),
+                                **{f"gpu{g}": count for g, count in enumerate(per_worker[workers:], 1)}},
             "messages_sent": traffic.sends if traffic else 0,
             "messages_received": traffic.receives if traffic else 0,
             "bytes_sent": traffic.bytes_sent if traffic else 0,

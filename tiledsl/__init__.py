@@ -16,9 +16,10 @@ def load(path):
 
 
 def __getattr__(name):
-    """``tiledsl.TiledslError``, the API's error, without importing the compiler up front."""
-    if name == "TiledslError":
-        from .api import TiledslError
+    """``tiledsl.TiledslError`` and ``tiledsl.TiledslWarning``, the API's, without importing the
+    compiler up front."""
+    if name in ("TiledslError", "TiledslWarning"):
+        from . import api
 
-        return TiledslError
+        return getattr(api, name)
     raise AttributeError(f"module 'tiledsl' has no attribute {name!r}")

@@ -8,12 +8,16 @@ Matrices and settings never share a name: :meth:`Loaded.run` takes the input
 matrices by keyword (``run(A=a, B=b)``) or, for any name at all, in a mapping
 given first (``run({"n": a, "check": c})``), and the settings as keyword-only
 parameters (``n=``, ``tiles={"nb": 256}``, ``params={"ib": 32}``, ``check=``,
-``workers=``, ``seed=``). ``n`` and the program's ``param`` values the arrays'
-shapes determine are inferred from them.
+``workers=``, ``seed=``, ``gpus=`` and the GPU settings). ``n`` and the program's
+``param`` values the arrays' shapes determine are inferred from them.
 """
 from __future__ import annotations
 
+import difflib
+import inspect
 import itertools
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from pathlib import Path
@@ -26,6 +30,11 @@ from .driverload import cached_driver_path, import_driver, program_path
 from .runtime.world import UsageError
 
 MAX_TRIALS = 100_000  # assignments of n and the params tried against the arrays' shapes
+
+
+class TiledslWarning(UserWarning):
+    """What the command line would print as a warning: a compiler warning of a loaded program,
+    a setting that does nothing."""
 
 
 class TiledslError(Exception):
@@ -42,16 +51,21 @@ class TiledslError(Exception):
 
 
 @dataclass
-class Output:
-    """The matrices a run produced (by name), with its timing and check.
+class Output(Mapping):
+    """The matrices a run produced, by name (``output["A"]``, ``"A" in output``, ``dict(output)``),
+    with what the run was and how it went.
 
-    ``residuals`` maps each checked quantity to its backward error (empty without
-    ``check=True``); ``passed`` is the check's verdict, None when no check ran;
-    ``nonfinite`` counts the NaN and infinite values left in each matrix that has any;
-    ``errors`` says, one line each, why the run failed otherwise (a user check that
-    raised or returned no number). :meth:`Loaded.run` raises a :class:`TiledslError`
-    carrying the output when ``nonfinite`` or ``errors`` is not empty, as the command
-    line fails such a run, so a returned output has both empty.
+    ``n``, ``tiles`` and ``params`` are the values it ran with (tuned or default ones
+    included); ``seconds`` its wall time (the factorization only), ``gflops`` its rate
+    (None without a flop count) and ``tasks`` its task count. ``residuals`` maps each
+    checked quantity to its backward error (empty without ``check=True``), ``residual``
+    is the largest of them, ``passed`` the check's verdict (None when no check ran).
+    ``nonfinite`` counts the NaN and infinite values left in each matrix that has any,
+    ``input_nonfinite`` those its input array or file held; ``errors`` says, one line
+    each, why the run failed otherwise (a user check that raised or returned no number).
+    :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output when ``errors``
+    is not empty, or ``nonfinite`` is not and ``allow_nonfinite`` was not given, as the
+    command line fails such a run. :meth:`summary` is all but the matrices, for JSON.
     """
 
     matrices: dict
@@ -62,9 +76,28 @@ class Output:
     passed: bool | None
     nonfinite: dict
     errors: list = field(default_factory=list)
+    input_nonfinite: dict = field(default_factory=dict)
+    n: int | None = None
+    tiles: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    gflops: float | None = None
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.matrices[name]
+
+    def __iter__(self):
+        return iter(self.matrices)
+
+    def __len__(self) -> int:
+        return len(self.matrices)
+
+    def summary(self) -> dict:
+        """Everything but the matrices, as JSON takes it (a NaN residual is None)."""
+        from .runtime.reporting import finite_or_none
+
+        return finite_or_none({key: getattr(self, key) for key in (
+            "n", "tiles", "params", "seconds", "gflops", "tasks", "residual", "residuals", "passed", "nonfinite",
+            "input_nonfinite", "errors")})
 
 
 class Loaded:
@@ -81,7 +114,9 @@ class Loaded:
 
     def run(self, arrays=None, /, *, n: int | None = None, tiles: dict | None = None, params: dict | None = None,
             check: bool = False, workers: int | None = None, seed: int = 42, gpus: int = 0,
-            gpu_backend: str | None = None, allow_nonfinite: bool = False, **matrices) -> Output:
+            gpu_backend: str | None = None, gpu_memory: int | str | None = None, gpu_ratio=None,
+            gpu_streams: int = 1, host_takes: bool | None = None, allow_nonfinite: bool = False,
+            watchdog: float | None = None, **matrices) -> Output:
         """Run the program; matrices given as arrays are copied in, every matrix comes back.
 
         ``arrays`` (a mapping, positional) and the keywords not listed here give the
@@ -91,7 +126,11 @@ class Loaded:
         ``n`` and the params left out are inferred from the arrays' shapes where
         these determine them; a param they do not determine keeps its default.
         ``gpus`` GPUs of ``gpu_backend`` ('emulated', the default, or 'cupy') take their
-        share of the tiles, as ``--gpus`` does; the run is one rank (several ranks are
+        share of the tiles, as ``--gpus`` does; ``gpu_memory`` (bytes, or ``"512M"``),
+        ``gpu_ratio`` (``"1:2"`` or ``(1, 2)``), ``gpu_streams`` and ``host_takes`` are
+        ``--gpu-memory``, ``--gpu-ratio``, ``--gpu-streams`` and ``--host-takes on|off``.
+        ``watchdog`` is ``--watchdog`` (seconds without a task completing before the run is
+        stopped; 0 turns it off; default automatic). The run is one rank (several ranks are
         ``tiledsl run --np`` or a compiled driver under MPI). ``allow_nonfinite`` takes NaN
         or infinite values left in a matrix for results rather than a failure
         (``--allow-nonfinite``).
@@ -100,8 +139,11 @@ class Loaded:
         from .runtime.engine import TaskFailure
         from .runtime.world import RankError
 
+        gpu_settings = dict(gpu_memory=gpu_memory, gpu_ratio=gpu_ratio, gpu_streams=gpu_streams,
+                            host_takes=host_takes)
         given = self._inputs(arrays, matrices, dict(n=n, check=check, workers=workers, seed=seed, gpus=gpus,
-                                                    gpu_backend=gpu_backend, allow_nonfinite=allow_nonfinite))
+                                                    gpu_backend=gpu_backend, allow_nonfinite=allow_nonfinite,
+                                                    watchdog=watchdog, **gpu_settings))
         tiles, params = self._tiles(tiles), self._params(params)
         self._check_settings(n, workers, seed)
         for name, flag in (("check", check), ("allow_nonfinite", allow_nonfinite)):
@@ -110,11 +152,19 @@ class Loaded:
         _check_int("gpus", gpus, 0)
         if gpu_backend not in (None, "emulated", "cupy"):
             raise TiledslError(f"gpu_backend must be 'emulated' or 'cupy', got {gpu_backend!r}")
+        gpu_settings = _gpu_settings(gpus, **gpu_settings)
+        if watchdog is not None and (isinstance(watchdog, bool) or not isinstance(watchdog, Real)
+                                     or not 0 <= watchdog < float("inf")):
+            raise TiledslError(f"watchdog must be 0 (off) or a positive number of seconds, got {watchdog!r}")
+        if check and self.program.check is None:
+            warnings.warn(f"program {self.program.name} declares no check: check=True has nothing to verify",
+                          TiledslWarning, stacklevel=2)
         self._check_integers(tiles, params)
         try:
             n, params = self._fit(given, n, tiles, params)
             options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check),
-                              gpus=gpus, gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite))
+                              gpus=gpus, gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
+                              watchdog=watchdog, **gpu_settings)
             result = execute(self.driver, options, given)
         except UsageError as error:
             raise TiledslError(str(error)) from None
@@ -125,11 +175,22 @@ class Loaded:
             raise TiledslError(f"rank 0: {error}") from None
         matrices = {name: m.assemble() for name, m in result.matrices.items()}
         output = Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
-                        result.passed, dict(result.nonfinite), list(result.errors))
+                        result.passed, dict(result.nonfinite), list(result.errors), dict(result.input_nonfinite),
+                        **self._ran_with(result))
         problems = _problems(output, bool(allow_nonfinite))
         if problems:  # the command line fails this run: so does the API, the output kept on the error
             raise TiledslError("; ".join(problems), output)
         return output
+
+    def _ran_with(self, result) -> dict:
+        """Output's n, tiles, params and gflops of a run's ``result``."""
+        from .runtime.options import tile_values
+        from .runtime.reporting import gflops
+
+        values = result.params
+        return dict(n=values["n"], tiles=tile_values(values, self.program.tiling.kind),
+                    params={name: values[name] for name in self.program.params if name in values},
+                    gflops=gflops(self.program, result.matrices, [result.stats], result.seconds)[0])
 
     # ------------------------------------------------------------ the arguments
 
@@ -167,22 +228,36 @@ class Loaded:
         if name in program.params:
             raise TiledslError(f"{program.name} has no matrix {name}: it is a parameter, set with "
                                f"params={{{name!r}: ...}}")
+        if name in COMMAND_LINE_ONLY:
+            raise TiledslError(f"{program.name} has no matrix {name}: {COMMAND_LINE_ONLY[name]}")
+        close = difflib.get_close_matches(name, RUN_SETTINGS, n=1)
         raise TiledslError(f"{program.name} has no matrix {name} (its matrices: {', '.join(self.matrices)})"
                            + (f"; its {program.tiling.kind} tiling takes tiles={{{settings[0]!r}: ...}}"
-                              if name in TILE_SETTINGS else ""))
+                              if name in TILE_SETTINGS else
+                              f", and run() has no setting {name}: did you mean {close[0]}=?" if close else ""))
 
     @staticmethod
     def _array(name: str, value) -> np.ndarray:
         """``value`` as a float64 array, refused where the conversion would change a value."""
         if value is None:
             raise TiledslError(f"matrix {name}: expected a 2-D array, got None")
+        if isinstance(value, np.ma.MaskedArray):
+            raise TiledslError(f"matrix {name}: a masked array, whose masked entries would be taken as they "
+                               f"are: pass {name}.filled(value) to say what they are")
+        if isinstance(value, (str, Path)):
+            raise TiledslError(f"matrix {name}: expected a 2-D array, got the text {str(value)!r}; for a "
+                               f".npy file, pass np.load(...) (or use --input on the command line)")
+        if not isinstance(value, np.ndarray) and hasattr(value, "toarray"):
+            raise TiledslError(f"matrix {name}: a sparse matrix ({type(value).__name__}); tiledsl takes dense "
+                               f"arrays: pass {name}.toarray()")
         try:
             given = np.asarray(value)
         except (TypeError, ValueError) as error:  # e.g. ragged nested lists
             raise TiledslError(f"matrix {name}: not an array of numbers ({error})") from None
         _check_kind(name, given)
         try:
-            array = given.astype(np.float64)
+            with np.errstate(over="ignore"):  # a value float64 cannot hold is refused just below
+                array = given.astype(np.float64)
         except (TypeError, ValueError) as error:
             raise TiledslError(f"matrix {name}: not an array of numbers ({error})") from None
         if given.dtype.kind in "iuO" or given.dtype.itemsize > 8:  # may round: compare exactly
@@ -209,6 +284,11 @@ class Loaded:
         params = _mapping("params", params, "{'ib': 32}")
         for name, value in params.items():
             if name not in self.program.params:
+                from .runtime.options import TILE_SETTINGS
+
+                if name == "n" or name in TILE_SETTINGS:
+                    raise TiledslError(f"params={{{name!r}: ...}}: {name} is not a parameter of the program: "
+                                       + ("give run(n=...)" if name == "n" else f"give tiles={{{name!r}: ...}}"))
                 has = f" (it has {', '.join(self.program.params)})" if self.program.params else ""
                 raise TiledslError(f"params={{{name!r}: ...}}: {self.program.name} has no parameter {name}{has}")
             if isinstance(value, bool) or not isinstance(value, (Integral, Real)):
@@ -345,7 +425,8 @@ def _problems(output: Output, allow_nonfinite: bool) -> list:
     from .runtime.reporting import nonfinite_lines
 
     return output.errors + ([] if allow_nonfinite else
-                            nonfinite_lines(output.nonfinite, allow="; allow_nonfinite=True takes them for results"))
+                            nonfinite_lines(output.nonfinite, from_inputs=output.input_nonfinite,
+                                            allow="; allow_nonfinite=True takes them for results"))
 
 
 def _check_kind(name: str, array: np.ndarray) -> None:
@@ -383,6 +464,40 @@ def _assignment(n: int, params: dict) -> str:
     return ", ".join(f"{name}={value}" for name, value in {"n": n, **params}.items())
 
 
+def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> dict:
+    """Options' GPU settings from run()'s, each checked as the command line checks its option."""
+    from .runtime.distribution import parse_ratio
+    from .runtime.options import _size
+
+    _check_int("gpu_streams", gpu_streams, 1)
+    if host_takes not in (None, True, False):
+        raise TiledslError(f"host_takes must be True, False or None (as tuned), got {host_takes!r}")
+    given = [name for name, value in (("gpu_memory", gpu_memory), ("gpu_ratio", gpu_ratio),
+                                      ("host_takes", host_takes or None)) if value is not None]
+    given += ["gpu_streams"] if gpu_streams != 1 else []
+    if given and not gpus:
+        raise TiledslError(f"{given[0]}= needs gpus= (at least 1 GPU)")
+    if isinstance(gpu_memory, str):
+        try:
+            gpu_memory = _size(gpu_memory, "gpu_memory")
+        except UsageError as error:
+            raise TiledslError(str(error)) from None
+    elif gpu_memory is not None:
+        _check_int("gpu_memory", gpu_memory, 1)
+    if gpu_ratio is not None:
+        if isinstance(gpu_ratio, (tuple, list)) and len(gpu_ratio) == 2:
+            for part in gpu_ratio:
+                _check_int("each of gpu_ratio's two numbers", part, 0)
+            gpu_ratio = f"{gpu_ratio[0]}:{gpu_ratio[1]}"
+        if not isinstance(gpu_ratio, str):
+            raise TiledslError(f"gpu_ratio must be 'H:G' or (H, G), got {gpu_ratio!r}")
+        try:
+            gpu_ratio = parse_ratio(gpu_ratio)
+        except ValueError as error:
+            raise TiledslError(str(error)) from None
+    return dict(gpu_memory=gpu_memory, gpu_ratio=gpu_ratio, gpu_streams=gpu_streams, host_takes=host_takes)
+
+
 def _mapping(name: str, value, example: str) -> dict:
     """``value`` (a mapping of names, or None for none) as a dict."""
     if value is None:
@@ -413,4 +528,18 @@ def load(path) -> Loaded:
                                          lambda target: generate(result.checked, target))
     except UsageError as error:  # no such program, no cache to write the driver in
         raise TiledslError(str(error)) from None
+    if result.diagnostics:  # warnings only: errors gave no driver
+        warnings.warn(result.report(), TiledslWarning, stacklevel=3)  # the caller of tiledsl.load
     return Loaded(str(path), import_driver(driver_path, f"tiledsl_driver_{Path(path).stem}"))
+
+
+#: Options of ``tiledsl run`` that run() has no setting for, and what to do instead
+_RANKS = "a run from Python is one rank: several ranks are `tiledsl run --np P` or a compiled driver under MPI"
+COMMAND_LINE_ONLY = {
+    "ranks": _RANKS, "np": _RANKS, "grid": _RANKS,
+    **{name: f"--{name.replace('_', '-')} is an option of `tiledsl run` that run() does not take"
+       for name in ("trace", "priorities", "broadcast", "window", "check_finite", "input", "output")}}
+
+#: run()'s settings: every other keyword names a matrix
+RUN_SETTINGS = [name for name, parameter in inspect.signature(Loaded.run).parameters.items()
+                if parameter.kind is inspect.Parameter.KEYWORD_ONLY]

@@ -15,6 +15,7 @@ import difflib
 import hashlib
 import importlib.util
 import os
+import threading
 from importlib import resources
 from pathlib import Path
 
@@ -134,7 +135,7 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
     (``target``: where the driver goes, which it finds the kernel module from)."""
     target = cache_dir() / f"{Path(path).stem}-{cache_key(source_text, path)}.py"
     if not target.is_file():
-        temporary = target.with_suffix(f".{os.getpid()}.tmp")
+        temporary = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # processes and threads apart
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             temporary.write_text(generate(target))

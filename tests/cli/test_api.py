@@ -142,7 +142,7 @@ def test_allow_nonfinite_returns_the_output_that_would_fail_the_run():
     a[40, 40] = np.inf
     cholesky = tiledsl.load("cholesky")
     with pytest.raises(TiledslError, match=r"A holds \d+ NaN or infinite value\(s\) after the run; "
-                                           r"allow_nonfinite=True takes them for results"):
+                                           r"its input held 1; allow_nonfinite=True takes them for results"):
         cholesky.run(A=a, tiles={"nb": 32})
     out = cholesky.run(A=a, tiles={"nb": 32}, allow_nonfinite=True)
     assert out.nonfinite["A"] >= 1 and np.isinf(out["A"][40, 40])
@@ -252,7 +252,8 @@ def test_nan_left_in_a_matrix_fails_the_run_as_on_the_command_line():
     spd[0, 5] = np.nan  # above the diagonal of a diagonal tile: potrf never reads it, the count sees it
     with pytest.raises(TiledslError) as caught:
         tiledsl.load(ROOT / "programs/cholesky.tile").run(A=spd, tiles={"nb": 32})
-    assert str(caught.value) == "A holds 1 NaN or infinite value(s) after the run; allow_nonfinite=True takes them for results"
+    assert str(caught.value) == ("A holds 1 NaN or infinite value(s) after the run; its input held 1; "
+                                 "allow_nonfinite=True takes them for results")
     out = caught.value.output  # the run's output stays at hand on the error
     assert out.nonfinite == {"A": 1} and out.passed is None and out.errors == []
     assert np.isnan(out["A"][0, 5]) and out["A"][0, 0] == 2.0
@@ -385,3 +386,93 @@ def test_a_shipped_program_is_loaded_and_compiled_by_its_name_as_the_commands_ru
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "cholesky"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and "def generate(rt, p):" in out.stdout, out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("nb", [64, 128])
+def test_nan_in_an_input_tile_no_task_touches_counts_as_one_left(nb):
+    """At nb = 64 the NaN lies in tile (0, 1), which Cholesky never touches; at 128 in (0, 0): either
+    way it is in the output, so the run fails alike, and nonfinite agrees with the array returned."""
+    a = np.eye(200) * 200.0
+    a[3, 100] = np.nan
+    with pytest.raises(TiledslError, match="A holds 1 NaN or infinite value.s. after the run; its input held 1;"):
+        tiledsl.load("cholesky").run(A=a, tiles={"nb": nb})
+    out = tiledsl.load("cholesky").run(A=a, tiles={"nb": nb}, allow_nonfinite=True)
+    assert out.nonfinite == {"A": int(np.isnan(out["A"]).sum())} == {"A": 1} and out.input_nonfinite == {"A": 1}
+
+
+@pytest.mark.timeout(120)
+def test_loading_one_new_program_from_several_threads_at_once(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = tmp_path / "fresh.tile"
+    path.write_text((ROOT / "programs/cholesky.tile").read_text().replace("program cholesky", "program fresh"))
+    results = []
+
+    def load_and_run():
+        try:
+            results.append(tiledsl.load(path).run(n=100, tiles={"nb": 32}, check=True).passed)
+        except Exception as error:  # noted, for the assertion to show
+            results.append(repr(error))
+    threads = [threading.Thread(target=load_and_run) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [True] * 6
+
+
+@pytest.mark.timeout(120)
+def test_gpu_settings_are_the_command_lines():
+    a = np.random.default_rng(3).standard_normal((150, 150))
+    a = a @ a.T + 150 * np.eye(150)
+    cholesky = tiledsl.load("cholesky")
+    alone = cholesky.run(A=a, tiles={"nb": 32})["A"]
+    out = cholesky.run(A=a, tiles={"nb": 32}, gpus=2, gpu_memory="40K", gpu_ratio=(0, 1), gpu_streams=3,
+                       check=True, watchdog=0)
+    assert out.passed and np.array_equal(out["A"], alone)
+    for settings, message in ((dict(gpu_memory="1M"), "gpu_memory= needs gpus= .at least 1 GPU."),
+                              (dict(gpus=1, gpu_memory="lots"), "gpu_memory: 'lots' is not a size"),
+                              (dict(gpus=1, gpu_ratio=(1, 0)), "G must be at least 1"),
+                              (dict(gpus=1, gpu_ratio=1.5), "gpu_ratio must be 'H:G' or .H, G., got 1.5"),
+                              (dict(gpus=1, gpu_streams=0), "gpu_streams must be at least 1, got 0"),
+                              (dict(gpus=1, host_takes="yes"), "host_takes must be True, False or None"),
+                              (dict(watchdog=-1), "watchdog must be 0 .off. or a positive number of seconds"),
+                              (dict(gpu_memroy="1M"), "no setting gpu_memroy: did you mean gpu_memory=.")):
+        with pytest.raises(TiledslError, match=message):
+            cholesky.run(A=a, **settings)
+
+
+@pytest.mark.timeout(60)
+def test_the_output_is_a_mapping_of_matrices_and_says_what_ran():
+    import json
+
+    out = tiledsl.load("gemm").run(n=90, tiles={"nb": 32}, params={"k": 40}, check=True)
+    assert "C" in out and sorted(out) == ["A", "B", "C"] and len(out) == 3 and dict(out)["C"] is out["C"]
+    summary = json.loads(json.dumps(out.summary()))
+    assert summary["n"] == 90 and summary["tiles"] == {"nb": 32} and summary["params"] == {"m": 90, "k": 40}
+    assert summary["gflops"] > 0 and summary["passed"] is True and summary["residual"] == out.residual
+
+
+@pytest.mark.timeout(60)
+def test_warnings_the_command_line_would_print(tmp_path):
+    path = tmp_path / "unused.tile"
+    path.write_text("program unused {\n  tiling uniform(nb = 4)\n  param p = 3\n  matrix A[n, n] = identity\n"
+                    "  potrf(A[0, 0])\n}\n")
+    with pytest.warns(tiledsl.TiledslWarning, match=r"warning\[W300\]: param 'p' is declared but never used"):
+        program = tiledsl.load(path)
+    with pytest.warns(tiledsl.TiledslWarning, match="program unused declares no check: check=True has nothing"):
+        program.run(n=4, check=True)
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(A=np.ma.masked_array(np.eye(8))), r"a masked array, .*: pass A.filled\(value\)"),
+    (dict(A="a.npy"), r"got the text 'a.npy'; for a .npy file, pass np.load"),
+    (dict(A=np.eye(8), ranks=2), r"a run from Python is one rank: several ranks are `tiledsl run --np P`"),
+    (dict(A=np.eye(8), trace="t.json"), r"--trace is an option of `tiledsl run` that run\(\) does not take"),
+    (dict(A=np.eye(8), params={"n": 8}), r"n is not a parameter of the program: give run\(n=...\)"),
+    (dict(A=np.eye(8), params={"nb": 4}), r"nb is not a parameter of the program: give tiles=\{'nb': ...\}")])
+def test_inputs_and_names_that_mean_something_else_are_explained(settings, message):
+    with pytest.raises(TiledslError, match=message):
+        tiledsl.load("cholesky").run(**settings)

@@ -350,7 +350,7 @@ def test_run_uses_tuned_values_and_says_where_they_came_from(tmp_path, cache):
     assert summary["sources"] == {"nb": f"tuned ({path})", "gpu_ratio": f"tuned ({path})"}
     text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, cache=cache)
     assert text.returncode == 0, text.stderr
-    assert f"  tiling    nb=128 gpu-ratio 2:1 tuned ({path})" in text.stdout.splitlines()
+    assert f"  settings  nb=128, gpu-ratio 2:1: tuned ({path})" in text.stdout.splitlines()
     # the driver run as a script reads the same cache
     assert tiledsl("compile", "programs/cholesky.tile", "-o", tmp_path / "chol.py", cache=cache).returncode == 0
     env = dict(os.environ, XDG_CACHE_HOME=str(cache))
@@ -388,7 +388,7 @@ def test_a_tuned_host_takes_is_used_unless_the_command_line_says(cache):
     path = seed_cache("cholesky", 1, "emulated", {"nb": 128}, [2, 1], host_takes=True, speeds=speeds)
     text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--check", cache=cache)
     assert text.returncode == 0, text.stderr
-    assert f"  tiling    nb=128 gpu-ratio 0:1 host-takes on tuned ({path})" in text.stdout.splitlines()
+    assert f"  settings  nb=128, gpu-ratio 0:1, host-takes on: tuned ({path})" in text.stdout.splitlines()
     assert "; CPU workers took " in text.stdout
     off = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--host-takes", "off", "--json",
                             cache=cache))
@@ -431,7 +431,7 @@ def test_a_corrupt_cache_warns_in_one_line_and_the_run_goes_on(cache):
     out = tiledsl("run", "programs/cholesky.tile", "--n", 300, "--check", cache=cache)
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("tiledsl: warning: ignoring the corrupt tuning cache")
-    assert "Traceback" not in out.stderr and "nb=256 program default" in out.stdout
+    assert "Traceback" not in out.stderr and "nb=256: program default" in out.stdout
 
 
 @pytest.mark.timeout(60)
@@ -487,7 +487,7 @@ def test_a_tuned_ib_goes_with_its_tiles_and_set_wins(cache):
     path = seed_cache("qr", 0, "emulated", {"nb": 128}, params={"ib": 96})
     text = tiledsl("run", "programs/qr.tile", "--n", 300, "--check", cache=cache)
     assert text.returncode == 0, text.stderr
-    assert f"  tiling    nb=128 ib=96 tuned ({path})" in text.stdout.splitlines()
+    assert f"  settings  nb=128, ib=96: tuned ({path})" in text.stdout.splitlines()
     explained = json.loads(tiledsl("explain", "programs/qr.tile", "--n", 300, "--json", cache=cache).stdout)
     assert explained["params"]["ib"] == 96 and explained["sources"]["ib"] == f"tuned ({path})"
     for args, source in [(("--set", "ib=32"), "command line"), (("--nb", 64), "program default")]:
@@ -584,11 +584,11 @@ def test_bench_uses_the_tuned_tiles_as_run_does_and_no_tune_ignores_them(cache):
     tuned = tiledsl("bench", "gemm", "--n", 256, "--rounds", 1, "--no-dask", "--workers", 1, "--json", cache=cache)
     assert tuned.returncode == 0, tuned.stderr
     table = json.loads(tuned.stdout)
-    assert table["tiles"] == {"nb": 128} and table["tiling"] == f"nb=128 tuned ({path})"
+    assert table["tiles"] == {"nb": 128} and table["tiling"] == f"nb=128: tuned ({path})"
     plain = tiledsl("bench", "gemm", "--n", 256, "--rounds", 1, "--no-dask", "--workers", 1, "--json", "--no-tune",
                     cache=cache)
     assert plain.returncode == 0, plain.stderr
-    assert json.loads(plain.stdout)["tiling"] == "nb=384 program default"
+    assert json.loads(plain.stdout)["tiling"] == "nb=384: program default"
 
 
 @pytest.mark.timeout(120)

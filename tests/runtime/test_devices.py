@@ -86,15 +86,16 @@ def test_an_emulated_gpu_kernel_takes_panels_and_values_in_declaration_order(gpu
 
 
 class _FakeCupyArray:
-    """A stand-in for a cupy.ndarray on CUDA device ``device``."""
+    """A stand-in for a cupy.ndarray on CUDA device ``device``, its memory at ``ptr``."""
 
-    def __init__(self, device):
+    def __init__(self, device, ptr=0):
         self.device = types.SimpleNamespace(id=device)
+        self.data = types.SimpleNamespace(mem=types.SimpleNamespace(ptr=ptr))
 
 
 class _FakeStream:
-    def __init__(self):
-        self.current = False
+    def __init__(self, name):
+        self.name, self.current, self.waited, self.recorded = name, False, [], 0
 
     def __enter__(self):
         self.current = True
@@ -103,22 +104,35 @@ class _FakeStream:
         self.current = False
 
     def record(self):
-        return "event"
+        self.recorded += 1
+        return f"{self.name}#{self.recorded}"
+
+    def wait_event(self, event):
+        self.waited.append(event)
 
 
-def test_a_cupy_gpu_body_runs_on_its_tiles_device_and_compute_stream_with_panels_and_values():
-    """CupyBackend._on_gpu without CuPy: the device is the one of every tile, panels' tiles included."""
+def test_a_cupy_gpu_body_runs_on_its_tiles_device_and_compute_streams_with_panels_and_values():
+    """CupyBackend._on_gpu without CuPy: the device is the one of every tile, panels' tiles included;
+    the stream and the events waited for are StreamOrder's."""
     from tiledsl.runtime.cupy_backend import CupyBackend
+    from tiledsl.runtime.streams import StreamOrder
 
     gpu = object.__new__(CupyBackend)  # no CUDA here: just what _on_gpu uses
     cuda = types.SimpleNamespace(Device=lambda device: contextlib.nullcontext())
     gpu._cupy = types.SimpleNamespace(ndarray=_FakeCupyArray, cuda=cuda)
-    gpu._streams, gpu._launched, gpu.kernels = {"compute": {0: _FakeStream(), 1: _FakeStream()}}, {}, {}
+    streams = [_FakeStream("s0"), _FakeStream("s1")]
+    gpu._streams, gpu._orders, gpu.kernels = {"compute": {0: [], 1: streams}}, {1: StreamOrder(2)}, {}
+    gpu.synchronous = False
     seen = []
-    gpu.add_kernel("k", lambda *arguments: seen.append((arguments, gpu._streams["compute"][1].current)))
-    panel, tile = [_FakeCupyArray(1), _FakeCupyArray(1)], _FakeCupyArray(1)
-    gpu.kernels["k"](panel, -1.0, "N", tile)
-    assert seen == [((panel, -1.0, "N", tile), True)] and gpu._launched == {1: "event"}
+    gpu.add_kernel("k", lambda *arguments: seen.append((arguments, [s.current for s in streams])))
+    panel, tile, other = [_FakeCupyArray(1, 8), _FakeCupyArray(1, 16)], _FakeCupyArray(1, 24), _FakeCupyArray(1, 32)
+    gpu.kernels["k"](panel, -1.0, "N", tile, written=[tile])
+    assert seen == [((panel, -1.0, "N", tile), [False, True])]  # a tile new to the GPU: the next stream
+    gpu.kernels["k"](other, written=[other])  # on the other stream
+    gpu.kernels["k"](other, tile, written=[tile])  # on tile's writer's stream, after other's writer
+    assert [s.current for s in streams] == [False, False] and [x[1] for x in seen[1:]] == [[True, False], [False, True]]
+    assert streams[1].waited == ["s0#1"] and streams[0].waited == []
+    assert gpu._orders[1].writer(24) == (1, "s1#2") and gpu._orders[1].latest() == ["s1#2", "s0#1"]
     with pytest.raises(TypeError, match=r"tiles on GPUs \[1, 2\]: a copy is missing"):
         gpu.kernels["k"]([_FakeCupyArray(0)], 1.0, tile)
     with pytest.raises(TypeError, match="host array of shape"):

@@ -108,3 +108,12 @@ def test_a_failing_copy_is_reported_and_the_others_go_on(mover):
     assert arrived.get(timeout=5) == "done"
     assert [str(error) for error in mover.errors] == ["out of device memory"]
     assert mover.copies == 1
+
+
+def test_a_failure_of_the_thread_itself_is_reported_at_once(mover):
+    class Broken(Gate):
+        def ready(self) -> bool:
+            raise AttributeError("broken")
+
+    mover.move(lambda: Broken("x"), lambda result: None)
+    assert eventually(lambda: mover.errors) and str(mover.errors[0]) == "broken"

@@ -42,8 +42,10 @@ def test_one_rank_with_emulated_gpus(tmp_path, program, gpus):
     options = Options(n=517, tiles=TILES[program], check=True, gpus=gpus, watchdog=60)
     result = execute(driver, options)
     assert result.passed, result.residuals
-    predicted = plan(driver, Options(n=517, tiles=TILES[program]), (1, 1), gpus).copies
-    assert result.stats["device_copies"] == predicted.get(0, 0) > 0
+    explained = plan(driver, Options(n=517, tiles=TILES[program]), (1, 1), gpus)
+    assert result.stats["device_copies"] == explained.copies.get(0, 0) > 0
+    placed = Counter(task.owner[1] for task in explained.tasks)
+    assert result.stats["tasks_by_device"] == {"host": placed[0], **{f"gpu{g}": placed[g] for g in range(1, gpus + 1)}}
 
 
 @pytest.mark.timeout(300)
@@ -51,7 +53,8 @@ def test_one_rank_with_emulated_gpus(tmp_path, program, gpus):
 def test_two_ranks_with_emulated_gpus(tmp_path, program):
     tiles = [item for k, v in TILES[program].items() for item in (f"--{k}", str(v))]
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", f"programs/{program}.tile", "--np", "2",
-                          "--n", "517", *tiles, "--gpus", "2", "--check", "--json", "--watchdog", "60"],
+                          "--n", "517", *tiles, "--gpus", "2", "--gpu-streams", "2", "--check", "--json",
+                          "--watchdog", "60"],
                          cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
@@ -192,7 +195,7 @@ def test_user_kernels_run_their_gpu_body_on_gpus_and_their_cpu_body_on_the_host(
     driver, log = placement_with_gpu_bodies(tmp_path, kernels)
     alone = execute(driver, Options(n=56, watchdog=60)).matrices["A"].assemble()
     assert not log.exists()  # no GPU, no GPU body
-    options = Options(n=56, gpus=2, gpu_ratio=(1, 1), watchdog=60)
+    options = Options(n=56, gpus=2, gpu_ratio=(1, 1), gpu_streams=len(kernels) or 1, watchdog=60)
     result = execute(driver, options)
     assert np.array_equal(result.matrices["A"].assemble(), alone)
     explained = plan(driver, options, (1, 1), 2)

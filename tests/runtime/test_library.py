@@ -146,10 +146,11 @@ def test_one_rank_passes_its_check_and_agrees_with_scipy(compiled, one_rank, pro
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("gpus", [1, 2])
+@pytest.mark.parametrize("gpus, streams", [(1, 1), (2, 3)])
 @pytest.mark.parametrize("program", list(PROGRAMS))
-def test_emulated_gpus_give_the_same_bits(compiled, one_rank, program, gpus):
-    result, outputs = _run(compiled, program, gpus=gpus, gpu_backend="emulated")
+def test_emulated_gpus_give_the_same_bits(compiled, one_rank, program, gpus, streams):
+    """On 1 GPU of one compute stream, and on 2 of 3 streams each (their order checked: runtime/streams.py)."""
+    result, outputs = _run(compiled, program, gpus=gpus, gpu_backend="emulated", gpu_streams=streams)
     assert result.stats["device_copies"] > 0
     expected = one_rank(program)[1]
     for name, matrix in expected.items():

@@ -28,8 +28,8 @@ def add_arguments(parser) -> None:
     from ..simulation.machine import shipped
 
     parser.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
-    parser.add_argument("--nodes", type=int, required=True, metavar="P", help="ranks (one per node on a "
-                                                                               "cluster's machine file)")
+    parser.add_argument("--nodes", type=int, default=1, metavar="P", help="ranks (one per node on a "
+                                                                           "cluster's machine file; default 1)")
     parser.add_argument("--grid", metavar="PxQ", help="process grid (default: the squarest; one process row "
                                                        "for a program writing columns of tiles)")
     parser.add_argument("--gpus", type=int, metavar="G", help="GPUs per rank (default: the machine file's; "
