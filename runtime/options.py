@@ -196,7 +196,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--watchdog", type=watchdog_seconds, metavar="SECONDS",
                         help="report a run where no task completes for SECONDS, or a rank that waits that "
-                             f"long for the others (start-up, end of run); 0 disables it (default: the "
+                             f"long for the others (start-up, end of run: at least {LEAST_COLLECTIVE_SECONDS:g} s); "
+                             f"0 disables it (default: the "
                              f"larger of {FLOOR_SECONDS:g} s and {TASK_FACTOR:g} times the longest task so far)")
     parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
                                                                  "(all ranks) and report its bounds")
@@ -220,13 +221,18 @@ def watchdog_seconds(text: str) -> float:
     return seconds
 
 
+#: The least a rank waits for the others at start-up and at a collective, whatever --watchdog
+#: says: ranks start unevenly (imports, a loaded node), and heartbeats come every 0.5 s at least
+LEAST_COLLECTIVE_SECONDS = 5.0
+
+
 def collective_limit(watchdog: float | None) -> float | None:
-    """How long a rank waits for the others at a collective: the watchdog's limit
-    (the automatic limit's floor, :data:`~.watchdog.FLOOR_SECONDS`, when not given), None
-    (for ever) when it is 0."""
+    """How long a rank waits for the others at start-up and at a collective: the watchdog's
+    limit, at least :data:`LEAST_COLLECTIVE_SECONDS` (the automatic limit's floor,
+    :data:`~.watchdog.FLOOR_SECONDS`, when not given), None (for ever) when it is 0."""
     if watchdog is None:
         return FLOOR_SECONDS
-    return watchdog or None
+    return max(watchdog, LEAST_COLLECTIVE_SECONDS) if watchdog else None
 
 
 def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:

@@ -23,10 +23,16 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
         checking = (3 if program.check.kind == "qr" else 1) * 8 * first.m * first.n // max(1, first.distribution.nranks)
     total = share * tiles + transfers + checking
     available = _available_memory()
-    if available is not None and total > available:
-        raise UsageError(f"the run needs about {gib(total)} on this rank (tiles {gib(share * tiles)}, transfer "
-                         f"buffers {gib(transfers)}, check {gib(checking)}) but {gib(available)} is available: "
-                         f"use more ranks, a smaller --n, or a smaller --window")
+    if available is None or total <= available:
+        return
+    if share < 1:  # a first look, before the run's own tiles are known: a lower bound
+        need = (f"at least {gib(total)} on this rank ({share:.0%} of the {gib(tiles)} of tiles it owns, before "
+                f"counting those its tasks touch, the transfer buffers and the check)")
+    else:
+        need = (f"about {gib(total)} on this rank (tiles {gib(tiles)}, transfer buffers {gib(transfers)}, check "
+                f"{gib(checking)})")
+    raise UsageError(f"the run needs {need} but {gib(available)} is available: use more ranks, a smaller --n, "
+                     f"or a smaller --window")
 
 
 def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int) -> int | None:

@@ -160,6 +160,7 @@ class Verifier:
         views = _views(decl, where)
         names = decl.args
         if decl.kind == "cholesky":
+            _square(self.matrices[names[0]], names[0], where)
             return self.cholesky(self.matrices[names[0]])
         if decl.kind == "lu":
             return self.lu(*(self.matrices[name] for name in names))

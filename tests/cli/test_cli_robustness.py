@@ -559,3 +559,20 @@ def test_the_driver_cache_key_covers_every_compiler_stage_that_shapes_a_driver()
 
     stages = {path.stem for path in (ROOT / "tiledsl" / "compiler").glob("*.py")} - {"__init__"}
     assert set(COMPILER_STAGES) == stages - {"source", "diagnostics"}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("delay", [0.15, 0.5])
+def test_ctrl_c_at_any_moment_of_start_up_is_a_quiet_end(delay):
+    """While the libraries load, while the program compiles, while the run starts: no traceback."""
+    import signal
+
+    program = Path(sys.executable).with_name("tiledsl")
+    if not program.exists():
+        pytest.skip("no tiledsl program beside this Python")
+    process = subprocess.Popen([str(program), "run", "programs/cholesky.tile", "--n", "3000"], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and "Traceback" not in err, err

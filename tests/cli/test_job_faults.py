@@ -230,7 +230,7 @@ def test_a_rank_stopped_at_start_up_ends_the_job_at_the_watchdog_limit(tmp_path)
     finally:
         kill_if_there(stopped)
     assert code == 1, err
-    assert "did not answer within 3 s" in err and "(stopped or lost?)" in err
+    assert "did not answer within 5 s" in err and "(stopped or lost?)" in err  # --watchdog 3: at least 5 s
     assert time.monotonic() - began < 30
     assert leftovers(before, tmp_path) == ([], [])
 
@@ -266,4 +266,22 @@ def test_a_launcher_ignoring_signals_is_killed_with_its_ranks_after_the_grace(tm
     assert runner.returncode == 143
     assert time.monotonic() - began < 15
     time.sleep(0.5)
+    assert leftovers(set(), tmp_path)[1] == []
+
+
+@pytest.mark.timeout(120)
+def test_killing_tiledsl_run_itself_ends_the_job(tmp_path):
+    """SIGKILL reaches no handler of tiledsl's: the launcher, told by Linux that its parent died,
+    stops the ranks, rather than leaving them running, orphaned."""
+    (tmp_path / "stall.py").write_text("import time\n\n\ndef stall(A):\n    time.sleep(3600)\n")
+    (tmp_path / "stall.tile").write_text('use "stall.py"\nkernel stall(inout A)\n\nprogram stalls {\n'
+                                         '  tiling uniform(nb = 32)\n  matrix A[n, n] = zeros\n'
+                                         '  for k in 0 .. A.nt { stall(A[k, k]) }\n}\n')
+    job = start("stall.tile", "--np", 2, "--n", 64, "--watchdog", 0, cwd=tmp_path)
+    rank_pid(1, "stall", tmp_path, in_mpi=True)
+    job.kill()
+    job.communicate(timeout=30)
+    deadline = time.monotonic() + 30
+    while leftovers(set(), tmp_path)[1] and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert leftovers(set(), tmp_path)[1] == []

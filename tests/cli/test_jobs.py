@@ -55,3 +55,29 @@ def test_a_segment_still_in_use_is_kept():
         rank.kill()
         rank.wait(5)
         path.unlink()
+
+
+@pytest.mark.timeout(30)
+def test_what_a_killed_job_left_is_removed_by_a_later_one_once_stale(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(jobs.tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    old_segment, young_segment, held_segment = segment(), segment(), segment()
+    old_folder, young_folder = tmp_path / "tiledsl-job-old", tmp_path / "tiledsl-job-young"
+    for folder in (old_folder, young_folder):
+        folder.mkdir()
+        (folder / "started.0").write_text("")
+    stale = time.time() - 2 * jobs.STALE_SECONDS
+    for path in (old_segment, held_segment, old_folder):
+        os.utime(path, (stale, stale))
+    rank = hold(held_segment, 20)
+    try:
+        jobs.remove_stale()
+        assert not old_segment.exists() and young_segment.exists() and held_segment.exists()
+        assert not old_folder.exists() and young_folder.exists()
+    finally:
+        rank.kill()
+        rank.wait(5)
+        for path in (young_segment, held_segment):
+            path.unlink()

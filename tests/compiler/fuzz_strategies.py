@@ -134,6 +134,7 @@ class ProgramWriter:
         self.kinds: dict[str, str] = {}  # integer name -> param, loop or let (names are never reused)
         self.ranged: dict[str, tuple[str, str]] = {}  # loop variable -> (matrix, 'mt' or 'nt') it stays inside
         self.shapes: list[tuple[str, bool, str]] = []  # (name, writable, matrix whose tile counts it has)
+        self.rectangles: set = set()  # matrices whose rows and columns are given differently
         self.lines: list[str] = []
         self.budget = 30  # statements left
 
@@ -234,7 +235,10 @@ class ProgramWriter:
         mode = self.c.choice(("", "inout ", "out ") if first else ("", "in ", "out ", "inout "))
         name = self.fresh()
         self.shapes.append((name, mode != "in ", name))
-        return f"{mode}matrix {name}[{self.size()}, {self.size()}] = {self.init()}"
+        rows, cols = self.size(), self.size()
+        if rows != cols:
+            self.rectangles.add(name)
+        return f"{mode}matrix {name}[{rows}, {cols}] = {self.init()}"
 
     def size(self) -> str:
         roll = self.c.integer(0, 9)
@@ -266,7 +270,11 @@ class ProgramWriter:
             return []
         workspaces = [name for name, _, extent in self.shapes if name != extent]
         kind = self.c.choice(("cholesky", "lu", "qr") if workspaces else ("cholesky", "lu"))
-        args = [self.c.choice(self.matrices())] + ([self.c.choice(workspaces)] if kind == "qr" else [])
+        square = [name for name in self.matrices() if name not in self.rectangles]
+        if kind == "cholesky" and not square:  # a Cholesky check of a rectangle is E209
+            kind = "lu"
+        args = [self.c.choice(square if kind == "cholesky" else self.matrices())] \
+            + ([self.c.choice(workspaces)] if kind == "qr" else [])
         return [f"check {kind}({', '.join(args)})"]
 
     # -------------------------------------------------------------- statements
@@ -364,8 +372,13 @@ class ProgramWriter:
         return f"[{', '.join(slices)}]"
 
     def slice(self) -> str:
+        """Ends of any kind, but literal ones in order and not negative (the compiler refuses those: E208)."""
         start = self.expr(2) if self.c.chance(0.6) else ""
         stop = self.expr(2) if self.c.chance(0.4) else ""
+        ends = [_literal(start), _literal(stop)]
+        start, stop = ("0" if value is not None and value < 0 else text for text, value in zip((start, stop), ends))
+        if None not in ends and max(ends[1], 0) < max(ends[0], 0):
+            start, stop = stop, start
         return f"{start}:{stop}"
 
     # -------------------------------------------------------------- expressions
@@ -639,3 +652,11 @@ def _judge(text: str, path: Path) -> bool:
     _stage("compile", compile, driver, "driver.py", "exec")
     _stage("imports", _check_imports, driver)
     return True
+
+
+def _literal(text: str) -> int | None:
+    """The value of an integer literal (``-3`` too), None for any other expression."""
+    try:
+        return int(text.replace(" ", "").replace("(", "").replace(")", ""))
+    except ValueError:
+        return None

@@ -188,6 +188,16 @@ def test_rendered_caret_on_a_long_line_is_clipped_but_aligned():
     assert shown[at:at + 2] == "zz"
 
 
+def test_rendered_carets_count_wide_characters_as_two_columns():
+    source = decode("wide.tile", 'program p {\n  matrix A[n, n] = random spd\n  let x = "日本" potrf(A[0, zz])\n}\n'.encode())
+    (unknown,) = [d for d in check_source(source).diagnostics if d.code == "E200"]
+    shown, carets = (line.split(" | ", 1)[1] for line in render(unknown, source).split("\n")[2:4])
+    assert carets == " " * (shown.index("zz") + 2) + "^^"  # 日 and 本 take two columns each
+    (char,) = [d for d in check_source(source).diagnostics if d.code == "E205"]
+    carets = render(char, source).split("\n")[3].split(" | ", 1)[1]
+    assert carets == " " * shown.index('"') + "^" * 6
+
+
 def test_rendered_multiline_span_underlines_to_end_of_line():
     source = decode("m.tile", b"program p {\n  matrix A[n, n] = random spd\n  getrf_nopiv(A[0, 0],\n  A[0, 0])\n}\n")
     (d,) = [d for d in check_source(source).diagnostics if d.code == "E202"]

@@ -356,6 +356,34 @@ def test_malformed_expressions_are_syntax_errors(text):
     assert raised.value.diagnostic.code == "E100"
 
 
+@pytest.mark.parametrize("statement, hint", [
+    ("if k = 0 { potrf(A[k, k]) }", "compare with '=='"),
+    ("if 0 < k < 2 { potrf(A[k, k]) }", "comparisons do not chain: join them with 'and'"),
+    ("if k > 0 && k < 2 { potrf(A[k, k]) }", "write 'and'"),
+    ("if k > 0 || k < 2 { potrf(A[k, k]) }", "write 'or'"),
+    ("if k > 0 { potrf(A[k, k]) } elif k == 0 { potrf(A[k, k]) }", "write 'else if'"),
+    ("fro j in 0 .. 2 { potrf(A[k, k]) }", "did you mean 'for'?"),
+    ("potrf(A[k, k]) prority 2", "did you mean 'priority'?"),
+    ("matrix B[n, n] = zeros", "declarations (tiling, param, matrix, workspace, check) come before"),
+    ("kernel f(inout A)", "'kernel' declarations go outside the program's block"),
+    ('use "k.py"', "'use' declarations go outside the program's block"),
+    ("potrf(A[k, k])", None)])
+def test_the_usual_syntax_mistakes_get_a_hint(statement, hint):
+    text = "program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n    %s\n  }\n}\n" % statement
+    if hint is None:
+        parse_text(text)
+        return
+    with pytest.raises(SourceError) as raised:
+        parse_text(text)
+    assert raised.value.diagnostic.code == "E100" and raised.value.diagnostic.hint.startswith(hint)
+
+
+def test_a_misspelt_declaration_word_gets_a_hint():
+    with pytest.raises(SourceError) as raised:
+        parse_text("program p {\n  matirx A[n, n] = random spd\n}\n")
+    assert raised.value.diagnostic.hint == "did you mean 'matrix'?"
+
+
 # ---------------------------------------------------------------- line endings
 def test_crlf_positions_match_lf():
     lf = FULL

@@ -20,7 +20,7 @@ import pytest
 
 from check_cases import Harness, cases, decl
 from test_comm import mpirun
-from tiledsl.runtime import Options, execute, operands, reporting
+from tiledsl.runtime import Options, execute, launch, operands, reporting
 from tiledsl.runtime.checks import THRESHOLD, CheckError
 from tiledsl.runtime.operands import View, view_of
 from tiledsl.runtime.program import CheckDecl, Program, Tiling
@@ -162,6 +162,10 @@ def not_a_number(before, after):
     return float("nan")
 
 
+def one_of_two(before, after):
+    return {"fine": 1.0, "broken": float("nan")}
+
+
 def raising(before, after):
     return {"x": 1.0}["y"]
 
@@ -252,6 +256,12 @@ def test_a_user_residual_at_the_threshold_or_nan_fails(user_driver, function):
     result = run_user(user_driver, function)
     assert result.passed is False and not result.errors
     assert result.residuals == {function: 60.0} or math.isnan(result.residuals[function])
+
+
+@pytest.mark.timeout(60)
+def test_the_failure_names_the_residual_that_failed(user_driver):
+    result = run_user(user_driver, "one_of_two")
+    assert launch._problems(result) == ["check failed: residual (broken) nan is not below 60"]
 
 
 @pytest.mark.timeout(60)

@@ -18,7 +18,9 @@ it and that no process maps any more.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,8 +33,10 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # mpiexec (hydra) passes SIGINT and SIGTERM on to the ranks but dies of SIGHUP, leaving them
 # to be killed without a word: the ranks are sent SIGTERM instead (they stop as for SIGHUP)
 SENT_FOR = {signal.SIGHUP: signal.SIGTERM}
+PR_SET_PDEATHSIG = 1  # prctl(2)
 GRACE_SECONDS = 30  # after the first forwarded signal, how long the job has to end before it is killed
-ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of their segments
+ORPHAN_WAIT = 3.0
+STALE_SECONDS = 600.0  # what a killed job left (segments, its folder) is removed by a later job after this  # after a failed job, how long its ranks have to let go of their segments
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # as runtime.world names it: where ranks record their completion
 
 
@@ -44,13 +48,15 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
     the middle: ``os._exit(0)``, ``sys.exit(0)``), or when a rank was lost (killed by a
     signal: the launcher's own status, 9 or 11, is said, not returned).
     """
+    remove_stale()
     before = segments()
     with private_tmpdir(os.environ) as environment:
         if sys.stderr.isatty():  # the ranks' stderr is a pipe: rank 0's progress bar asks for it (16.11)
             environment["TILEDSL_PROGRESS"] = "1"
         folder = environment[JOB_DIR_VARIABLE]
         # a session of its own: a Ctrl-C reaches the job once, through us, not twice
-        job = subprocess.Popen(command, env=environment, start_new_session=True)
+        job = subprocess.Popen(command, env=environment, start_new_session=True,
+                               preexec_fn=_ended_with(os.getpid()))
         code = _wait_forwarding_signals(job, folder, grace)
         if code == 0 and ranks is not None:
             code = _check_every_rank_finished(folder, ranks)
@@ -65,6 +71,21 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
     if code != 0:
         remove_orphans(before)
     return code
+
+
+def _ended_with(parent: int):
+    """What the launcher runs before it starts: Linux sends it SIGTERM, which it passes on to the
+    ranks, when ``parent`` (this process) dies, even of SIGKILL, which no handler of ours sees;
+    without it the job would run on, orphaned. Elsewhere, nothing."""
+    def die_with_parent() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):  # not Linux
+            return
+        if os.getppid() != parent:  # it died before the call took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+    return die_with_parent if sys.platform.startswith("linux") else None
 
 
 def _check_every_rank_finished(folder: str, ranks: int) -> int:
@@ -225,6 +246,32 @@ def remove_orphans(before: set[Path], wait: float = ORPHAN_WAIT) -> list[Path]:
         with contextlib.suppress(OSError):
             path.unlink()
     return orphans
+
+
+def remove_stale(age: float = STALE_SECONDS) -> None:
+    """Remove what jobs whose ``tiledsl run`` was killed (SIGKILL: nothing of ours ran) left: this
+    user's MPICH segments no process maps, and job folders no process names, older than ``age``
+    seconds (a job starting now has made neither, or maps them)."""
+    now = time.time()
+    old = [p for p in segments() if _age(p, now) > age]
+    folders = [p for p in Path(tempfile.gettempdir()).glob("tiledsl-job-*")
+               if _age(p, now) > age and p.stat().st_uid == os.getuid()]
+    if old:
+        in_use = mapped()
+        for path in old:
+            if str(path) not in in_use:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+    for folder in folders:
+        if not job_processes(str(folder)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _age(path: Path, now: float) -> float:
+    try:
+        return now - path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 @contextlib.contextmanager

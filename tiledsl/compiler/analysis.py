@@ -225,7 +225,7 @@ class _Analyzer:
     def _check_char(self, value: n.StrLit, param: n.KernelParam) -> None:
         if len(value.value) != 1:
             self.bag.error(value.span, "E205", f"a char value is one character, got {value.value!r}")
-        elif param.choices is not None and value.value not in param.choices:
+        elif param.choices and value.value not in param.choices:  # none listed: E209 said so
             self.bag.error(value.span, "E205", f"{param.name.text} is one of {', '.join(map(repr, param.choices))}, "
                                                f"got {value.value!r}")
 
@@ -313,16 +313,18 @@ class _Analyzer:
     def _check_square(self, decl: n.MatrixDecl):
         """``random spd`` of a matrix whose rows and columns differ whatever the sizes."""
         init = decl.init
-        if init.kind != "random" or init.what.text not in SQUARE_KINDS:
-            return
-        rows, cols = self.converter.form(decl.rows), self.converter.form(decl.cols)
-        if rows is None or cols is None or not provably_nonzero(difference(rows, cols)):
+        if init.kind != "random" or init.what.text not in SQUARE_KINDS or not self._never_square(decl):
             return  # square, or only the run can tell: it refuses a matrix that is not
         self.bag.error(init.span, "E209",
                        f"random {init.what.text} needs a square matrix, but '{decl.name.text}' is "
                        f"{unparse(decl.rows)} × {unparse(decl.cols)}",
                        "its numbers of rows and columns differ whatever the sizes",
                        hint="use 'random general' or 'random diagdom' for a matrix that is not square")
+
+    def _never_square(self, decl: n.MatrixDecl) -> bool:
+        """Whether the matrix's rows and columns differ whatever the sizes."""
+        rows, cols = self.converter.form(decl.rows), self.converter.form(decl.cols)
+        return rows is not None and cols is not None and provably_nonzero(difference(rows, cols))
 
     def _check_decl(self, check: n.CheckDecl):
         """A built-in check (its arity, qualifiers and options), or a function of the kernel module."""
@@ -354,6 +356,13 @@ class _Analyzer:
             if symbol is not None and symbol.kind != kind_wanted:
                 self.bag.error(arg.name.span, "E209", f"check {kind} needs a {kind_wanted} here, "
                                                       f"'{arg.name.text}' is a {symbol.kind}")
+        if kind == "cholesky" and symbols and symbols[0] is not None and symbols[0].kind == "matrix" \
+                and self._never_square(symbols[0].node):
+            decl = symbols[0].node
+            self.bag.error(check.args[0].name.span, "E209",
+                           f"check cholesky needs a square matrix, but '{decl.name.text}' is "
+                           f"{unparse(decl.rows)} × {unparse(decl.cols)}",
+                           "its numbers of rows and columns differ whatever the sizes")
         for option in check.options:
             if option.name.text not in CHECK_OPTIONS.get(kind, ()):
                 allowed = CHECK_OPTIONS.get(kind, ())
@@ -594,7 +603,10 @@ class _Analyzer:
         self._declare(stmt.name, symbol)
 
     def _release(self, stmt: n.Release):
+        said = len(self.bag.items)
         self._tile(stmt.tile)
+        if len(self.bag.items) == said:  # a tile the program can name: is it in its matrix?
+            self._check_ranges((stmt.tile,))
         if stmt.tile.rows is not None or stmt.tile.cols is not None:
             self.bag.error(stmt.tile.span, "E205", "release takes a tile or a panel, not a part of a tile",
                            hint=f"release the whole tile: release {stmt.tile.matrix.text}[{unparse(stmt.tile.row)}, "
@@ -605,7 +617,7 @@ class _Analyzer:
         for arg in stmt.args:
             self._tile(arg) if isinstance(arg, n.TileRef) else self._type(arg)
         for keyword in stmt.keywords:
-            self._type(keyword.value)
+            self._tile(keyword.value) if isinstance(keyword.value, n.TileRef) else self._type(keyword.value)
         if stmt.priority is not None:
             self._int_expr(stmt.priority)
         decl = self.kernels.get(name)
@@ -625,7 +637,7 @@ class _Analyzer:
                          for param, arg in bound if param.kind == "tile" and isinstance(arg, n.TileRef))
         values = tuple((param.name.text, arg) for param, arg in bound if param.kind != "tile")
         self._check_written(name, accesses)
-        self._check_ranges(accesses)
+        self._check_ranges(access.tile for access in accesses)
         main = next((i for i, a in enumerate(accesses) if a.mode in WRITE_MODES), None)
         if main is None or not fits:
             return  # a kernel that writes nothing: E210 at its declaration
@@ -641,6 +653,13 @@ class _Analyzer:
         signature = f"declared as {name}({', '.join(_param_text(p) for p in params)})"
         required = sum(p.default is None for p in params)
         takes = f"{name} takes {required if required == len(params) else f'{required} to {len(params)}'} argument(s)"
+        if stmt.keywords:
+            first = stmt.keywords[0].span
+            after = [arg for arg in stmt.args if (arg.span.line, arg.span.column) > (first.line, first.column)]
+            if after:
+                self.bag.error(after[0].span, "E202", f"a positional argument of {name} after a keyword argument",
+                               signature, hint="give the arguments by position first, then by name")
+                return None, False
         if len(stmt.args) > len(params):
             self.bag.error(stmt.span, "E202", f"{takes}, got {len(stmt.args) + len(stmt.keywords)}", signature)
             return None, False
@@ -732,13 +751,13 @@ class _Analyzer:
                                    arguments, f"they are the same tile {same}",
                                    hint="change a loop bound, or guard the call with 'if', so that they never coincide")
 
-    def _check_ranges(self, accesses):
-        for access in accesses:
-            for tile in _range_ends(access.tile):
+    def _check_ranges(self, tiles):
+        """E208 for each tile (or panel) whose index leaves its matrix at some iteration."""
+        for given in tiles:
+            for tile in _range_ends(given):
                 witness = out_of_range_witness(tile, self.loops, self.converter, self.guards)
                 if witness:
-                    self.bag.error(access.tile.span, "E208", f"tile index out of range in {_tile_text(access.tile)}",
-                                   witness)
+                    self.bag.error(given.span, "E208", f"tile index out of range in {_tile_text(given)}", witness)
                     break
 
     # ---------------------------------------------------------------- tiles & expressions
@@ -754,10 +773,23 @@ class _Analyzer:
         if ranges and (tile.rows is not None or tile.cols is not None):
             self.bag.error(tile.span, "E209", "a panel of tiles takes no sub-range",
                            hint="pass whole tiles, or a tile A[i, j][r0 : r1] one at a time")
-        for part in (tile.rows, tile.cols):
+        for part, what in ((tile.rows, "rows"), (tile.cols, "columns")):
             for end in (part.start, part.stop) if part else ():
                 if end is not None:
                     self._int_expr(end)
+            if part:
+                self._check_constant_part(part, what)
+
+    def _check_constant_part(self, part, what: str) -> None:
+        """E208 for a sub-range whose literal ends leave every tile: a negative end, or a reversed range."""
+        start, stop = (None if end is None else constant_of(end, "int") for end in (part.start, part.stop))
+        for end, value in ((part.start, start), (part.stop, stop)):
+            if value is not None and value < 0:
+                self.bag.error(end.span, "E208", f"a sub-range's {what} count from 0, got {value}")
+                return
+        if start is not None and stop is not None and stop < start:
+            self.bag.error(part.span, "E208", f"the sub-range's {what} {start} : {stop} are reversed",
+                           hint=f"a sub-range goes from its first {what[:-1]} to one past its last")
 
     def _matrix(self, ident: n.Ident) -> _Symbol | None:
         symbol = self.scope.lookup(ident.text)
@@ -899,16 +931,34 @@ class _Analyzer:
         later = self.declarations.get(ident.text)
         if later is not None:
             self.used_early.add(ident.text)
-            self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'",
-                           f"'{ident.text}' is declared at line {later.line}, after this use",
-                           hint=f"declare '{ident.text}' first")
+            note, hint = self._declared_where(ident, later)
+            self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", note, hint=hint)
             return
         self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *_suggest(ident.text, known))
+
+    def _declared_where(self, ident: n.Ident, declared: Span) -> tuple[str, str]:
+        """Why a name the program declares is not known at ``ident``: the note and hint of E200."""
+        if (declared.line, declared.column) >= (ident.span.line, ident.span.column):
+            return f"'{ident.text}' is declared at line {declared.line}, after this use", f"declare '{ident.text}' first"
+        if declared.line == ident.span.line and ident.text in {d.name.text for d in self.program.params}:
+            return f"parameter '{ident.text}' cannot refer to itself", "give it a value made of other names"
+        return (f"'{ident.text}' is declared at line {declared.line}, but declarations are read parameters first, "
+                f"then matrices, then workspaces", "a parameter may use other parameters only: geometry queries "
+                                                   "such as A.nt exist once the matrices are tiled")
 
     def _geometry(self, matrix: n.Ident, query: n.Ident, allowed) -> str | None:
         if self.flops_of is not None:
             return self._argument_shape(matrix, query)
         if self._matrix(matrix) is None:
+            return None
+        if query.text in GEOMETRY_METHODS and allowed is GEOMETRY_ATTRS:
+            index = "a tile row index" if query.text == "height" else "a tile column index"
+            self.bag.error(query.span, "E200", f"{matrix.text}.{query.text} takes {index}",
+                           hint=f"{matrix.text}.{query.text}({'i' if query.text == 'height' else 'j'})")
+            return None
+        if query.text in GEOMETRY_ATTRS and allowed is GEOMETRY_METHODS:
+            self.bag.error(query.span, "E200", f"{matrix.text}.{query.text} takes no argument",
+                           hint=f"{matrix.text}.{query.text}")
             return None
         if query.text not in allowed:
             self.bag.error(query.span, "E200", f"unknown geometry query '{matrix.text}.{query.text}'",

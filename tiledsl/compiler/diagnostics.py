@@ -6,6 +6,7 @@ only the command line turns them into text.
 """
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -101,5 +102,14 @@ def _excerpt(source: Source, span: Span, width: int = 160) -> list[str]:
     gutter = f"{span.line:>5}"
     pad = " " * len(gutter)
     prefix = "…" if start else ""
+    lead = shown[:max(0, span.column - 1 - start)]
+    marked = shown[len(lead):len(lead) + carets]
+    # a wide character (CJK) takes two columns of a terminal: the carets follow what is shown
     return [f"{pad} |", f"{gutter} | {prefix}{shown}",
-            f"{pad} | {' ' * (len(prefix) + span.column - 1 - start)}{'^' * carets}"]
+            f"{pad} | {' ' * (len(prefix) + _columns(lead) + span.column - 1 - start - len(lead))}"
+            f"{'^' * max(1, _columns(marked) + carets - len(marked))}"]
+
+
+def _columns(text: str) -> int:
+    """The terminal columns ``text`` takes: two for a wide or full-width character, else one."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)

@@ -7,6 +7,7 @@ Python stack; nesting beyond :data:`MAX_DEPTH` is reported as a diagnostic.
 from __future__ import annotations
 
 import ast as _pyast
+import difflib
 import re
 import warnings
 from functools import lru_cache
@@ -98,7 +99,8 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     line, column = max(error.line, 1), max(error.column, 1)
     if isinstance(error, UnexpectedCharacters):
         char = source.text[error.pos_in_stream] if error.pos_in_stream < len(source.text) else ""
-        return Diagnostic(Span.point(source.path, line, column), "E100", f"unexpected character {char!r}")
+        return Diagnostic(Span.point(source.path, line, column), "E100", f"unexpected character {char!r}",
+                          hint=_CHARACTER_HINTS.get(char))
     expected = sorted({_describe(t) for t in getattr(error, "expected", ())} - {""})
     if isinstance(error, UnexpectedEOF) or (isinstance(error, UnexpectedToken) and error.token.type == "$END"):
         where = Span.point(source.path, *_end_position(source))
@@ -109,7 +111,41 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
                      token.end_column or column + max(1, len(token)))
         found = f"'{token}'" if len(token) <= 40 else f"'{token[:40]}…'"
     notes = (f"expected {_join(expected)}",) if expected else ()
-    return Diagnostic(where, "E100", f"unexpected {found}", notes)
+    token = getattr(error, "token", None)
+    hint = _token_hint(source.text.split("\n")[line - 1][:column - 1], token) if token is not None else None
+    return Diagnostic(where, "E100", f"unexpected {found}", notes, hint)
+
+
+_CHARACTER_HINTS = {"&": "write 'and' (conditions join with and, or, not)",
+                    "|": "write 'or' (conditions join with and, or, not)",
+                    "!": "write 'not' (and '!=' for 'is not equal to')"}
+#: Words that begin a declaration or a statement, for "did you mean" on a misspelt one
+_KEYWORDS = ("program", "kernel", "use", "tiling", "param", "matrix", "workspace", "check", "for", "if", "else",
+             "let", "release", "priority")
+_DECLARATIONS = ("param", "matrix", "workspace", "check", "tiling")
+
+
+def _token_hint(before: str, token: Token) -> str | None:
+    """What the usual mistake behind an unexpected ``token`` is, from the text ``before`` it on its line."""
+    if token.type == "CMP_OP":
+        return "comparisons do not chain: join them with 'and' (0 < k and k < n)"
+    if token == "=" and re.search(r"\bif\b", before):
+        return "compare with '=='"
+    word = re.search(r"([A-Za-z_]\w*)\s*$", before)
+    word = word.group(1) if word else None
+    if word == "elif":
+        return "write 'else if'"
+    if word in _DECLARATIONS:
+        return "declarations (tiling, param, matrix, workspace, check) come before the program's statements"
+    if word in ("kernel", "use"):
+        return f"'{word}' declarations go outside the program's block"
+    if word is None:
+        return None
+    ahead = before.rstrip()[:-len(word)].rstrip()
+    # a word that starts its line, or follows a call, where a keyword goes
+    candidates = _KEYWORDS if not ahead else ("priority",) if ahead.endswith(")") else ()
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None
 
 
 def _end_position(source: Source) -> tuple[int, int]:
@@ -315,7 +351,11 @@ class _Builder:
         return n.IntLit(int(digits), span)
 
     def float_lit(self, c, span):
-        return n.FloatLit(float(str(c[0])), span)
+        value = float(str(c[0]))
+        if value in (float("inf"), float("-inf")):
+            raise SourceError(Diagnostic(span, "E100", f"number literal {c[0]} is too large for a float64",
+                                         hint="the largest is about 1.8e308"))
+        return n.FloatLit(value, span)
 
     def str_lit(self, c, span):
         return n.StrLit(self._string(c[0]), span)
