@@ -10,7 +10,10 @@
 * A crash (a segmentation fault in a kernel's C code) cannot run Python code:
   :func:`fatal_signals_traced` turns on :mod:`faulthandler` for the run, which
   writes the crashing thread's Python stack (the kernel's function, its file and
-  line) to stderr before the process dies of the signal as before.
+  line) before the process dies of the signal as before: to stderr, or under
+  ``tiledsl run --np`` to the file ``crash.RANK`` of the job's folder, which
+  ``tiledsl run`` then prints as rank RANK's crash (the other ranks' stderr does
+  not interleave with it, and the rank is named).
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import io
 import os
 import sys
 import threading
+
+from .world import JOB_DIR_VARIABLE, launcher_rank
 
 #: the task the calling thread runs (``task`` set by the engine around a kernel call)
 in_kernel = threading.local()
@@ -52,12 +57,30 @@ def fatal_signals_traced():
     if faulthandler.is_enabled():
         yield
         return
-    try:
-        faulthandler.enable(file=sys.stderr, all_threads=False)
-    except (AttributeError, ValueError, io.UnsupportedOperation, OSError):  # a stderr without a file descriptor
-        yield
+    with _crash_file() as target:
+        try:
+            faulthandler.enable(file=target, all_threads=False)
+        except (AttributeError, ValueError, io.UnsupportedOperation, OSError):  # a stderr without a file descriptor
+            yield
+            return
+        try:
+            yield
+        finally:
+            faulthandler.disable()
+
+
+@contextlib.contextmanager
+def _crash_file():
+    """Where a crash's stack goes: ``crash.RANK`` in the job's folder under ``tiledsl run --np``
+    (which reports it), else stderr."""
+    folder = os.environ.get(JOB_DIR_VARIABLE)
+    if not folder:
+        yield sys.stderr
         return
     try:
-        yield
-    finally:
-        faulthandler.disable()
+        target = open(os.path.join(folder, f"crash.{launcher_rank()}"), "w")
+    except OSError:
+        yield sys.stderr
+        return
+    with target:
+        yield target

@@ -341,13 +341,13 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         return _leave(comm, 2)
     except TaskFailure as failure:
         where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
-        return _fail(comm, f"rank {failure.rank}{where}: {failure}", err, _json_out(program, args, out))
+        return _fail(comm, f"rank {failure.rank}{where}: {failure}", err, _json_out(program, args, out, comm))
     except (RankError, Unanswered) as error:
         message = str(error) if isinstance(error, Unanswered) else f"rank {_rank(comm)}: {error}"
-        return _fail(comm, message, err, _json_out(program, args, out))
+        return _fail(comm, message, err, _json_out(program, args, out, comm))
     except SystemExit as exit_:
         return _fail(comm, f"rank {_rank(comm)}: the program called sys.exit({exit_.code!r}) during the run", err,
-                     _json_out(program, args, out))
+                     _json_out(program, args, out, comm))
     except (KeyboardInterrupt, _Stopped) as stop:
         signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
         print(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}", file=err, flush=True)
@@ -397,9 +397,13 @@ def _rank(comm) -> int:
     return comm.rank if comm is not None else launcher_rank()
 
 
-def _json_out(program, args, out):
-    """``(program, out)`` where ``--json`` asks for the outcome on stdout, else None."""
-    return (program, out) if getattr(args, "json", False) else None
+def _json_out(program, args, out, comm=None):
+    """``(what the failure's JSON says besides the error, out)`` where ``--json`` asks for the outcome
+    on stdout, else None."""
+    if not getattr(args, "json", False):
+        return None
+    return {"program": program.name, "n": getattr(args, "n", None), "np": comm.size if comm is not None else 1,
+            "ok": False, "passed": None}, out
 
 
 def _fail(comm, message: str, err, json_out=None) -> int:
@@ -410,9 +414,8 @@ def _fail(comm, message: str, err, json_out=None) -> int:
     err.write(f"tiledsl: error: {message}\n")
     err.flush()
     if json_out is not None:
-        program, out = json_out
-        print(json_text({"program": program.name, "ok": False, "passed": None, "error": message}), file=out,
-              flush=True)
+        known, out = json_out
+        print(json_text({**known, "error": message}), file=out, flush=True)
     _abort(comm, 1)
     return 1
 
@@ -462,5 +465,14 @@ def main(program, resolve_params, shapes, generate) -> None:
     parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES,
                               description=f"Run the tile program {program.name} ({program.source}).")
     add_run_arguments(parser)
-    sys.exit(run_and_report(driver, parser.parse_args()))
+    sys.exit(run_and_report(driver, _parsed_once(parser)))
+
+
+def _parsed_once(parser) -> argparse.Namespace:
+    """The driver's options; ``--help`` and a bad option are printed by the launcher's rank 0
+    only (every rank parses the same command line, and would say the same)."""
+    if launcher_rank() == 0:
+        return parser.parse_args()
+    with open(os.devnull, "w") as nowhere, contextlib.redirect_stdout(nowhere), contextlib.redirect_stderr(nowhere):
+        return parser.parse_args()
 

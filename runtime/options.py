@@ -167,9 +167,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_tuning_arguments(parser)
     parser.add_argument("--workers", type=int, help="CPU worker threads per rank (default: the cores "
                                                         "a rank has, less one for MPI on several ranks)")
-    parser.add_argument("--window", type=int, help="task window size (default: 4096 on one rank; on "
-                                                      "several, 32 per worker and at least 64, which bounds "
-                                                      "the copies of remote tiles held at once)")
+    parser.add_argument("--window", type=int, help="task window size (default: 4096 on one rank without "
+                                                      "GPUs; otherwise 32 per worker and GPU and at least 64, "
+                                                      "which bounds the copies of tiles held at once)")
     parser.add_argument("--priorities", choices=priorities.MODES, default="program",
                         help="task priorities: the program's own, derived from the task graph when it "
                              "gives none (program, the default); always derived (auto); none")

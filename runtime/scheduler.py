@@ -158,8 +158,8 @@ class Scheduler:
             reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, t.tiles))} "
                        f"({'blocked' if t.waiting else 'queued' if id(t) in queued else 'running'})"
                        for t in earlier[-3:]]
-            lines.append(f"  blocked #{task.seq} {task.call.kernel}({', '.join(map(str, task.tiles))}), "
-                         f"line {task.call.line}: waits for "
+            where = f", line {task.call.line}" if task.call.line > 0 else ""  # a transfer has no line
+            lines.append(f"  blocked #{task.seq} {task.call.kernel}({', '.join(map(str, task.tiles))}){where}: waits for "
                          + ("; ".join(reasons) if reasons else "data from another rank or device"))
         return "\n".join(lines)
 

@@ -470,8 +470,9 @@ def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> 
     from .runtime.options import _size
 
     _check_int("gpu_streams", gpu_streams, 1)
+    host_takes = {"on": True, "off": False}.get(host_takes, host_takes) if isinstance(host_takes, str) else host_takes
     if host_takes not in (None, True, False):
-        raise TiledslError(f"host_takes must be True, False or None (as tuned), got {host_takes!r}")
+        raise TiledslError(f"host_takes must be True ('on'), False ('off') or None (as tuned), got {host_takes!r}")
     given = [name for name, value in (("gpu_memory", gpu_memory), ("gpu_ratio", gpu_ratio),
                                       ("host_takes", host_takes or None)) if value is not None]
     given += ["gpu_streams"] if gpu_streams != 1 else []

@@ -57,6 +57,7 @@ def test_a_kernel_failure_names_kernel_tiles_line_and_rank(tmp_path):
                   "--json")
     failed = json.loads(out.stdout.strip().splitlines()[-1])  # for a script reading stdout
     assert out.returncode == 1 and failed["ok"] is False and failed["passed"] is None
+    assert (failed["program"], failed["n"], failed["np"]) == ("cholesky", 256, 1)
     assert failed["error"] in out.stderr and "kernel potrf failed on A[1, 1]" in failed["error"]
 
 
@@ -191,7 +192,7 @@ def test_a_compiled_driver_finds_the_kernel_module_from_any_directory(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert (f"kernel module add_kernels.py not found next to adding.tile (looked in {elsewhere / 'source'}, "
-            f"{elsewhere}, {elsewhere / 'deeper'})") in out.stderr
+            f"{elsewhere}, {elsewhere / 'deeper'}: the .tile's directory as seen from the driver") in out.stderr
 
 
 @pytest.mark.timeout(130)
@@ -455,6 +456,13 @@ def test_the_driver_help_explains_files_and_exit_codes(tmp_path):
     out = subprocess.run([sys.executable, str(tmp_path / "c.py"), "--n", "10", "--outptu", "A=x.npy"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "did you mean --output?" in out.stderr
+    import os
+
+    other_rank = dict(os.environ, PMI_RANK="1")  # under mpiexec, only rank 0 says it
+    for args, code in ((["--help"], 0), (["--n", "10", "--outptu", "A=x.npy"], 2)):
+        out = subprocess.run([sys.executable, str(tmp_path / "c.py"), *args], capture_output=True, text=True,
+                             env=other_rank)
+        assert (out.returncode, out.stdout, out.stderr) == (code, "", "")
 
 
 @pytest.mark.timeout(120)

@@ -52,3 +52,13 @@ def test_a_segmentation_fault_in_a_kernel_shows_the_kernel_on_stderr():
     assert out.returncode == -11, out.stderr  # the process still dies of SIGSEGV
     assert "Fatal Python error: Segmentation fault" in out.stderr
     assert 'exits_kernels.py", line 11 in crash' in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(180)
+def test_a_segmentation_fault_on_one_of_several_ranks_names_the_rank_and_shows_its_stack():
+    out = cli("--set", "how=2", "--np", "2")
+    assert out.returncode == 1, out.stderr
+    crashed = [line for line in out.stderr.splitlines() if "crashed" in line]
+    assert len(crashed) == 1 and crashed[0].startswith("tiledsl: error: rank ") \
+        and crashed[0].endswith(" crashed: Fatal Python error: Segmentation fault"), out.stderr
+    assert 'exits_kernels.py", line 11 in crash' in out.stderr and "without a word" not in out.stderr

@@ -71,9 +71,9 @@ PROGRAMS = {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
     potrf(A[k, k])
-    release A[k + 1, k]
+    release A[(k + 1) % 3, k]
   }
-}""", 5, "tile A[2, 1] does not exist: A has 2×2 tiles (in `release A[k + 1, k]`, with k = 1)"),
+}""", 5, "tile A[2, 1] does not exist: A has 2×2 tiles (in `release A[(k + 1) % 3, k]`, with k = 1)"),
 }
 ERROR = re.compile(r"tiledsl: error: rank (\d+) \(t\.tile:(\d+)\): (.*?)(?=tiledsl: |Abort|\n|$)")
 

@@ -35,8 +35,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SENT_FOR = {signal.SIGHUP: signal.SIGTERM}
 PR_SET_PDEATHSIG = 1  # prctl(2)
 GRACE_SECONDS = 30  # after the first forwarded signal, how long the job has to end before it is killed
-ORPHAN_WAIT = 3.0
-STALE_SECONDS = 600.0  # what a killed job left (segments, its folder) is removed by a later job after this  # after a failed job, how long its ranks have to let go of their segments
+ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of their segments
+STALE_SECONDS = 600.0  # what a killed job left (segments, its folder) is removed by a later job after this
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # as runtime.world names it: where ranks record their completion
 
 
@@ -114,12 +114,35 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str)
         print(f"tiledsl: error: no rank started: the launcher ({launcher}) ended with exit status {code} before "
               f"any rank reached tiledsl (or every rank died while starting)", file=sys.stderr, flush=True)
         return True
+    crashed = _crashes(folder, lost)
+    for rank, stack in crashed.items():
+        first, _, rest = stack.strip().partition("\n")
+        print(f"tiledsl: error: rank {rank} crashed: {first}\n{rest.rstrip()}", file=sys.stderr, flush=True)
+    lost = [rank for rank in lost if rank not in crashed]
+    if crashed and lost:
+        print(f"tiledsl: error: the launcher then ended rank {', '.join(map(str, lost))}", file=sys.stderr, flush=True)
+    if crashed:
+        return True
     # once one rank dies the launcher kills the others, so which one died first cannot be told
     why = ("at least one died (a crash, a signal) and the launcher then ended the others" if len(lost) > 1
            else "killed by a signal, or lost")
     print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
           f"a word ({why}; the launcher's exit status is {code})", file=sys.stderr, flush=True)
     return True
+
+
+def _crashes(folder: str, ranks: list) -> dict:
+    """Rank -> the stack its crash left (:mod:`tiledsl.runtime.crash`), for those of ``ranks`` that
+    crashed."""
+    stacks = {}
+    for rank in ranks:
+        try:
+            stack = Path(folder, f"crash.{rank}").read_text(errors="replace")
+        except OSError:
+            continue
+        if stack.strip():
+            stacks[rank] = stack
+    return stacks
 
 
 def _forwarded_signal(code: int) -> bool:
