@@ -199,11 +199,17 @@ def test_rendered_carets_count_wide_characters_as_two_columns():
 
 
 def test_rendered_multiline_span_underlines_to_end_of_line():
-    source = decode("m.tile", b"program p {\n  matrix A[n, n] = random spd\n  getrf_nopiv(A[0, 0],\n  A[0, 0])\n}\n")
-    (d,) = [d for d in check_source(source).diagnostics if d.code == "E202"]
+    source = decode("m.tile", b"program p {\n  matrix A[n, n] = random spd\n  gemm(A[0, 0],\n  A[1, 0])\n}\n")
+    (d,) = [d for d in check_source(source).diagnostics if d.code == "E202"]  # a missing argument: the call
     lines = render(d, source).split("\n")
-    assert lines[2].endswith("  getrf_nopiv(A[0, 0],")
-    assert lines[3].endswith("^" * len("getrf_nopiv(A[0, 0],"))
+    assert lines[2].endswith("  gemm(A[0, 0],")
+    assert lines[3].endswith("^" * len("gemm(A[0, 0],"))
+
+
+def test_an_argument_too_many_is_pointed_at_even_on_a_later_line():
+    source = decode("m.tile", b"program p {\n  matrix A[n, n] = random spd\n  getrf_nopiv(A[0, 0],\n  A[1, 0])\n}\n")
+    (d,) = [d for d in check_source(source).diagnostics if d.code == "E202"]
+    assert (d.span.line, d.span.column) == (4, 3) and d.message == "getrf_nopiv takes 1 argument(s), got 2"
 
 
 # ---------------------------------------------------------------- the kernel module (E209, E212, E213)

@@ -37,6 +37,7 @@ CHECK_OPTIONS = {"product": ("alpha", "beta")}
 #: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
 CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
 VALUE_TYPES = ("int", "float", "char")
+OPERATOR_WORDS = ("and", "or", "not")  # a name spelt so could never be used in an expression
 GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
 GEOMETRY_METHODS = ("height", "width", "offset")
 FUNCTIONS = ("min", "max")
@@ -484,6 +485,10 @@ class _Analyzer:
 
     def _declare(self, ident: n.Ident, symbol: _Symbol):
         """Bind ``ident``; a second binding of a visible name is an error and is dropped."""
+        if ident.text in OPERATOR_WORDS:
+            self.bag.error(ident.span, "E207", f"'{ident.text}' is an operator of conditions, and cannot name a "
+                                               f"{symbol.kind}", hint="choose another name")
+            return
         previous = self.scope.lookup(ident.text)
         if previous is None:
             self.scope.frames[-1][ident.text] = symbol
@@ -660,8 +665,9 @@ class _Analyzer:
                 self.bag.error(after[0].span, "E202", f"a positional argument of {name} after a keyword argument",
                                signature, hint="give the arguments by position first, then by name")
                 return None, False
-        if len(stmt.args) > len(params):
-            self.bag.error(stmt.span, "E202", f"{takes}, got {len(stmt.args) + len(stmt.keywords)}", signature)
+        if len(stmt.args) > len(params):  # at the first argument too many (a call may span lines)
+            self.bag.error(stmt.args[len(params)].span, "E202", f"{takes}, got {len(stmt.args) + len(stmt.keywords)}",
+                           signature)
             return None, False
         given = dict(zip((p.name.text for p in params), stmt.args))
         by_name = {p.name.text: p for p in params}
