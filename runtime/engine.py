@@ -517,7 +517,12 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> T
         reason += f": a kernel may not write its `in` arguments: {inputs}"
     where = (f" on GPU {device}" if device else
              f" on a CPU worker, taken from GPU {task.device} (--host-takes)" if task.device else "")
-    return TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}): {reason}", rank, call.line)
+    # integer values tell one task of a loop from another (the same tiles may recur)
+    counts = ", ".join(f"{name} = {value}" for name, value in zip(call.values, task.values or ())
+                       if isinstance(value, (int, np.integer)) and not isinstance(value, bool))
+    which = f" with {counts}" if counts else ""
+    return TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}{which}): {reason}", rank,
+                       call.line)
 
 
 def _check_distinct_writes(call, tiles) -> None:

@@ -118,9 +118,10 @@ def _use_tuned_entry(program, options: Options, found: tuning.Tuned, warn) -> No
     if tiles and not options.tiles:
         options.tiles = dict(tiles)
         options.sources.update({name: source for name in tiles})
-    if host_takes and options.host_takes is None and options.gpus:
-        options.host_takes = True
-        options.sources["host_takes"] = source
+    if host_takes and options.host_takes is not False and options.gpus:  # as tuned, or --host-takes on said again
+        if options.host_takes is None:
+            options.host_takes = True
+            options.sources["host_takes"] = source
         ratio = (0, 1)  # the GPUs hold every column, the host's cores take tasks from them
     if ratio is not None and options.gpu_ratio is None and options.gpus and program.tiling.kind == "uniform":
         options.gpu_ratio = tuple(ratio)

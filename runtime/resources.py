@@ -43,7 +43,8 @@ def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: in
 
     The in-memory estimate per GPU: the tiles homed there, and the copies it may hold at
     once (alien inputs and minor outputs): two of a tile per task of the window, and
-    never more than two of each tile this rank's tasks touch that lives elsewhere.
+    never more than two of each tile this rank's tasks touch that lives elsewhere. A GPU
+    homing none of the tiles this rank's tasks touch runs none of them, and holds nothing.
     """
     if devices is None:
         return None
@@ -52,6 +53,8 @@ def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: in
     for device in range(1, devices.gpus + 1):
         tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device == device
                     for h, w in [tile.shape])
+        if not tiles:  # a task runs where its main output lives: none here
+            continue
         elsewhere = sum(8 * h * w for tile in needed if not (tile.rank == tile.matrix.rank and tile.device == device)
                         for h, w in [tile.shape])
         copies = 2 * min(window * largest, elsewhere)

@@ -61,7 +61,10 @@ class Output(Mapping):
     checked quantity to its backward error (empty without ``check=True``), ``residual``
     is the largest of them, ``passed`` the check's verdict (None when no check ran).
     ``nonfinite`` counts the NaN and infinite values left in each matrix that has any,
-    ``input_nonfinite`` those its input array or file held; ``errors`` says, one line
+    ``input_nonfinite`` those its input array or file held. ``gpus`` (None without) says
+    how a run with GPUs went: its ``streams`` per GPU, ``tasks_by_device``, the GPU tasks
+    the host took (``host_took``) and the GPU caches of a run out of core (``out_of_core``,
+    as ``--json`` gives them; None in memory). ``errors`` says, one line
     each, why the run failed otherwise (a user check that raised or returned no number).
     :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output when ``errors``
     is not empty, or ``nonfinite`` is not and ``allow_nonfinite`` was not given, as the
@@ -81,6 +84,7 @@ class Output(Mapping):
     tiles: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     gflops: float | None = None
+    gpus: dict | None = None
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.matrices[name]
@@ -97,7 +101,7 @@ class Output(Mapping):
 
         return finite_or_none({key: getattr(self, key) for key in (
             "n", "tiles", "params", "seconds", "gflops", "tasks", "residual", "residuals", "passed", "nonfinite",
-            "input_nonfinite", "errors")})
+            "input_nonfinite", "errors", "gpus")})
 
 
 class Loaded:
@@ -187,10 +191,13 @@ class Loaded:
         from .runtime.options import tile_values
         from .runtime.reporting import gflops
 
-        values = result.params
+        values, stats = result.params, result.stats
+        gpus = None if not result.gpus else {
+            "streams": result.gpu_streams, "tasks_by_device": stats["tasks_by_device"], "host_took": stats["host_took"],
+            "out_of_core": stats["out_of_core"]}
         return dict(n=values["n"], tiles=tile_values(values, self.program.tiling.kind),
                     params={name: values[name] for name in self.program.params if name in values},
-                    gflops=gflops(self.program, result.matrices, [result.stats], result.seconds)[0])
+                    gflops=gflops(self.program, result.matrices, [stats], result.seconds)[0], gpus=gpus)
 
     # ------------------------------------------------------------ the arguments
 
@@ -469,6 +476,7 @@ def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> 
     from .runtime.distribution import parse_ratio
     from .runtime.options import _size
 
+    gpu_streams = 1 if gpu_streams is None else gpu_streams  # None: the default, as for the other settings
     _check_int("gpu_streams", gpu_streams, 1)
     host_takes = {"on": True, "off": False}.get(host_takes, host_takes) if isinstance(host_takes, str) else host_takes
     if host_takes not in (None, True, False):

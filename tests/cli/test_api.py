@@ -432,6 +432,9 @@ def test_gpu_settings_are_the_command_lines():
     out = cholesky.run(A=a, tiles={"nb": 32}, gpus=2, gpu_memory="40K", gpu_ratio=(0, 1), gpu_streams=3,
                        check=True, watchdog=0)
     assert out.passed and np.array_equal(out["A"], alone)
+    gpus = out.summary()["gpus"]
+    assert gpus["streams"] == 3 and gpus["tasks_by_device"]["host"] == 0 and gpus["out_of_core"]["cache_bytes"] == 40 * 1024
+    assert cholesky.run(A=a, tiles={"nb": 32}).gpus is None
     for settings, message in ((dict(gpu_memory="1M"), "gpu_memory= needs gpus= .at least 1 GPU."),
                               (dict(gpus=1, gpu_memory="lots"), "gpu_memory: 'lots' is not a size"),
                               (dict(gpus=1, gpu_ratio=(1, 0)), "G must be at least 1"),

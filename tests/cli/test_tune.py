@@ -397,6 +397,9 @@ def test_a_tuned_host_takes_is_used_unless_the_command_line_says(cache):
     given = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--gpu-ratio", "1:1",
                               "--host-takes", "on", "--no-tune", "--json", cache=cache))  # the rates still read
     assert given["host_takes"] and given["sources"]["host_takes"] == "command line" and given["gpu_ratio"] == "1:1"
+    said = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--host-takes", "on",
+                             "--json", cache=cache))  # the tuned choice said again: the same run
+    assert said["host_takes"] and said["gpu_ratio"] == "0:1" and said["sources"]["host_takes"] == "command line"
 
 
 @pytest.mark.timeout(120)
@@ -598,3 +601,16 @@ def test_a_search_size_below_two_tiles_is_refused_and_nothing_is_cached(cache):
     assert "tiledsl: error: --n 10 is less than two tiles of the first guess, nb=" in out.stderr
     assert "runs of one tile cannot tell tile sizes apart" in out.stderr
     assert tuning.entry("cholesky", 0, "emulated") is None
+
+
+@pytest.mark.timeout(120)
+def test_a_failing_trial_run_says_it_was_tunes_and_at_which_size_and_n_sets_them(cache, tmp_path):
+    (tmp_path / "k5.py").write_text("def sc(Y, a):\n    Y *= a\n")
+    (tmp_path / "fixed.tile").write_text('use "k5.py"\nkernel sc(inout Y, float a) flops Y.m * Y.n\n'
+                                         'program fixed {\n  matrix A[n, n] = random general\n  sc(A[3, 1], 0.5)\n}\n')
+    out = tiledsl("tune", tmp_path / "fixed.tile", "--quick", "--sizes", "64,128", "--no-save", cache=cache)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert ("in tune's trial run at n=256, nb=128 (tune chooses the sizes; --n and --sizes set them): "
+            "tile A[3, 1] does not exist") in out.stderr
+    out = tiledsl("tune", tmp_path / "fixed.tile", "--quick", "--sizes", "64,128", "--n", 1024, "--no-save", cache=cache)
+    assert out.returncode == 0, out.stderr

@@ -56,3 +56,14 @@ def test_a_dunder_kernel_the_module_defines_runs(tmp_path):
     out = tiledsl("run", "t.tile", "--n", 32, "--nb", 32, "--json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert '"tasks": 1' in out.stdout
+
+
+@pytest.mark.timeout(150)
+def test_a_failure_names_the_integer_values_that_tell_its_task_from_the_others(tmp_path):
+    (tmp_path / "kernels.py").write_text("def poison(A, k, scale):\n    if k == 2:\n        raise ValueError('bad')\n")
+    (tmp_path / "t.tile").write_text('use "kernels.py"\nkernel poison(inout A, int k, float scale)\n'
+                                     'program p {\n  matrix A[n, n] = zeros\n'
+                                     '  for k in 0 .. 4 { poison(A[0, 0], k, 0.5) }\n}\n')
+    out = tiledsl("run", "t.tile", "--n", 8, cwd=tmp_path)
+    assert out.returncode == 1 and "(poison(A[0, 0], k, 0.5) with k = 2): ValueError at kernels.py:3: bad" \
+        in out.stderr, out.stderr

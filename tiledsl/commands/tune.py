@@ -47,6 +47,7 @@ from threadpoolctl import threadpool_limits
 from ..runtime import Options, execute, tuning
 from ..runtime.tuning import RATIOS, nearest_ratio
 from ..runtime.backends import backend as make_backend
+from ..runtime.errors import TaskFailure
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime.layout import make_distribution, make_matrices, make_params
 from ..runtime.options import tile_values
@@ -433,9 +434,9 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         multiple += 1
     while multiple > 2 and estimate(multiple * tile) > target:
         multiple -= 1
-    probe_n = min(n or multiple * tile, 2 * tile)  # the warm-up, timed: the smallest trial
-    probe = execute(driver, Options(n=probe_n, tiles=settings(candidates[start]), gpus=gpus, gpu_backend=backend,
-                                    workers=workers, gpu_ratio=first_ratio)).seconds
+    probe_n = n or min(multiple * tile, 2 * tile)  # the warm-up, timed: the smallest trial (--n: every trial's)
+    probe = trial(driver, Options(n=probe_n, tiles=settings(candidates[start]), gpus=gpus, gpu_backend=backend,
+                                  workers=workers, gpu_ratio=first_ratio)).seconds
     if probe > 2 * estimate(probe_n):  # kernels slower than the rates timed (a user's): runs grow as n³
         estimate = lambda size: probe * (size / probe_n) ** 3
         while multiple > 2 and estimate(multiple * tile) > target:
@@ -502,7 +503,7 @@ class Trials:
         if key not in self.measured:
             options = replace(self.options, tiles=dict(tiles), gpu_ratio=ratio, sets=dict(params),
                               host_takes=host_takes)
-            self.measured[key] = min(execute(self.driver, options).seconds for _ in range(self.repeats))
+            self.measured[key] = min(trial(self.driver, options).seconds for _ in range(self.repeats))
         return self.measured[key]
 
     @staticmethod
@@ -514,6 +515,17 @@ class Trials:
         return [{"tiles": dict(tiles), "params": dict(params), "gpu_ratio": _listed(ratio),
                  **({"host_takes": True} if host_takes else {}), "seconds": round(seconds, 6)}
                 for (tiles, ratio, params, host_takes), seconds in self.measured.items()]
+
+
+def trial(driver, options: Options):
+    """One of tune's runs; a failure says it was one, and at which sizes (tune picks them)."""
+    try:
+        return execute(driver, options)
+    except TaskFailure as failure:
+        settings = ", ".join(f"{name}={value}" for name, value in {**options.tiles, **options.sets}.items())
+        raise TaskFailure(f"in tune's trial run at n={options.n}{', ' + settings if settings else ''} (tune "
+                          f"chooses the sizes; --n and --sizes set them): {failure}", failure.rank,
+                          failure.line) from None
 
 
 def _assigned(values: dict, lead: str = "") -> str:

@@ -161,6 +161,18 @@ def never_runs(low, high, converter: "Converter") -> bool:
     return start is not None and stop is not None and _provably_at_least(difference(start, stop), 0)
 
 
+def never_runs_within(low, high, loops, converter: "Converter") -> bool:
+    """True when a loop from ``low`` up to ``high`` runs no iteration at any iteration of the
+    enclosing ``loops`` (their ranges of values), whatever the sizes: low − high is at least 0
+    at its least over the loops' box (``k + 3 .. 2`` inside ``k`` from 0)."""
+    start, stop = converter.form(low), converter.form(high)
+    bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
+    if start is None or stop is None or any(lo is None or hi is None for _, lo, hi in bounds):
+        return False
+    least, _ = _extreme(difference(start, stop), bounds, -1)
+    return least is not None and _provably_at_least(least, 0)
+
+
 def _is_call(expr, func: str) -> bool:
     return isinstance(expr, n.Func) and expr.func.text == func
 

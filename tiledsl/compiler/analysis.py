@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import nodes as n
-from .affine import (Converter, coincidence_witness, difference, never_runs, out_of_range_witness,
-                     is_zero, provably_nonzero)
+from .affine import (Converter, coincidence_witness, difference, is_zero, never_runs, never_runs_within,
+                     out_of_range_witness, provably_nonzero)
 from .diagnostics import DiagnosticBag
 from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
 from .source import Span
@@ -580,11 +580,13 @@ class _Analyzer:
             return
         # the loop's low end (the start counting up, the stop counting down) never below its high end
         low, high = (stmt.start, stmt.stop) if step > 0 else (stmt.stop, stmt.start)
-        if never_runs(low, high, self.converter):
+        anywhere = never_runs(low, high, self.converter)
+        if anywhere or never_runs_within(low, high, self.loops, self.converter):
             relation = "below" if step > 0 else "above"
             self.bag.warning(header, "W302", "this loop never runs",
                              f"its start, {unparse(stmt.start)}, is never {relation} its stop, {unparse(stmt.stop)}"
-                             + (f" (step {step})" if stmt.step is not None else ""))
+                             + (f" (step {step})" if stmt.step is not None else "")
+                             + ("" if anywhere else ", whatever the values of the loops around it"))
 
     def _if(self, stmt: n.If):
         self._bool_expr(stmt.cond)
