@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress, tuning, usercheck, userkernels
+from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
@@ -35,8 +35,8 @@ from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, 
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
-from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_warning, json_text, nonfinite_lines,
-                        rank_stats, summary_json, summary_text)
+from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_ranks_warning, idle_warning, json_text,
+                        nonfinite_lines, rank_stats, summary_json, summary_text)
 from .resources import check_every_rank_has_tiles, check_memory
 from .trace import Tracer
 from .userkernels import kernels, program_files
@@ -124,6 +124,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                            host_takes=engine.host_costs is not None,
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
+        result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params), workers, options.gpus,
+                                               ranks)  # the rates use_tuned read: a tuned run's
         stopwatch.lap("run")
         if options.check and program.check is not None:
             try:
@@ -154,6 +156,14 @@ def _host_speeds(program, options: Options) -> dict | None:
     if options.host_speeds is not None:
         return options.host_speeds
     return (tuning.entry(program.name, options.gpus, options.gpu_backend) or {}).get("speeds")
+
+
+def _tile_sizes(params) -> tuple:
+    """(a core's tile size, a GPU's): nb for uniform tiles; b and B for hybrid ones."""
+    values = params.as_dict()
+    if values.get("nb") is not None:
+        return values["nb"], values["nb"]
+    return values.get("b") or 1, values.get("B") or 1
 
 
 def _devices(options: Options):
@@ -332,8 +342,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
         if comm is None or comm.rank == 0:
-            if idle := idle_warning(program, result.params, ranks):
-                warn(idle)
+            for note in (idle_warning(program, result.params, ranks), idle_ranks_warning(ranks, result.grid)):
+                if note:
+                    warn(note)
     except UsageError as error:
         # every rank meets the same usage error (before MPI starts too): rank 0 says it
         if _rank(comm) == 0:

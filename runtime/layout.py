@@ -88,7 +88,8 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
     tasks fastest, the run takes them at 0:1 unless ``--host-takes off``, which keeps the
     tuned ratio. Rank 0 reads the cache and every rank uses what it read
     (``TILEDSL_NO_TUNE=1`` or ``enabled=False``: the cache is not read). A run with
-    ``--host-takes on`` gets the kernel rates tune measured, from the cache in any case.
+    ``--host-takes on`` gets the kernel rates tune measured, from the cache in any case; a
+    tuned run gets them too (``options.host_speeds``), for the summary's kernel upper bound.
     """
     found = None
     if enabled and not os.environ.get("TILEDSL_NO_TUNE"):
@@ -96,7 +97,7 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
                                                                options.gpu_backend, warn))
     if found is not None:
         _use_tuned_entry(program, options, found, warn)
-    if options.host_takes and options.host_speeds is None:
+    if (options.host_takes or found is not None) and options.host_speeds is None:
         entry = _read_on_rank_zero(comm, lambda: tuning.entry(program.name, options.gpus, options.gpu_backend))
         options.host_speeds = (entry or {}).get("speeds") or {}
 

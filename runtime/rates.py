@@ -60,6 +60,20 @@ class Rates:
         return flops / (self.gflops(kernel, size) * 1e9)
 
 
+def upper_bound(speeds: dict | None, sizes: tuple, workers: int, gpus: int, ranks: int) -> float | None:
+    """The kernel upper bound of a run, in GFLOP/s (DESIGN §6): gemm's rate on a core × the CPU
+    workers + gemm's rate on a GPU × the GPUs, on every rank, each at its tile size (``sizes``:
+    the core's, the GPU's); None without the rates (``speeds``, as ``tiledsl tune`` caches them)."""
+    if not speeds or not speeds.get("core") or (gpus and not speeds.get("gpu")):
+        return None
+    try:
+        core = Rates(speeds["core"], "core").gflops("gemm", sizes[0])
+        gpu = Rates(speeds["gpu"], "gpu").gflops("gemm", sizes[1]) if gpus else 0.0
+    except RateError:  # a cache entry written by hand: no bound rather than a failed run
+        return None
+    return ranks * (workers * core + gpus * gpu)
+
+
 def _table(value, where: str) -> tuple[list, list]:
     """``(sizes, rates)`` of a rate given as a number or a {size: rate} table."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):

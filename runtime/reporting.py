@@ -36,6 +36,7 @@ class RunResult:
     gpus: int = 0
     gpu_backend: str | None = None  # with GPUs: "emulated" or "cupy"
     gpu_streams: int | None = None  # with GPUs: compute streams per GPU
+    upper_bound: float | None = None  # GFLOP/s: the kernel upper bound (.rates.upper_bound), when tuned
     broadcast: str = "direct"  # how tile versions reached the ranks reading them: "direct" or "tree"
     host_takes: bool = False  # idle CPU workers took GPU tasks (--host-takes on, in memory)
     host_takes_out_of_core: bool = False  # --host-takes on, but out of core: nothing taken
@@ -131,6 +132,18 @@ def idle_warning(program, params: dict, ranks: list) -> str | None:
             + (f" with {given}" if given else "") + "; its matrices are left as they were")
 
 
+def idle_ranks_warning(ranks: list, grid) -> str | None:
+    """The warning of a run on several ranks in which some ran no task (a grid that gives them
+    no tile any task writes: single-column matrices on a 1×P grid), which only sent tiles."""
+    idle = [r["rank"] for r in ranks if not r["tasks"]]
+    if len(ranks) < 2 or not idle or len(idle) == len(ranks):
+        return None
+    other = f"{grid[1]}x{grid[0]}" if grid[0] != grid[1] else None
+    return (f"rank {', '.join(map(str, idle))} ran no task on the {grid[0]}x{grid[1]} grid (its tiles are "
+            f"only read, or none is written)" + (f": another grid, such as --grid {other}, may share the work"
+                                                 if other else ""))
+
+
 def _count_text(program, matrices: dict, source: str) -> str:
     """Where the GFLOP/s's flops come from: the kernels, or the standard count the check names
     (which a program doing less, such as a banded factorization, should not take for its own)."""
@@ -180,6 +193,8 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed, "ok": result.ok,
             "gpu_backend": result.gpu_backend, "gpu_streams": result.gpu_streams, "nonfinite": result.nonfinite,
+            "upper_bound": result.upper_bound,
+            "of_upper_bound": rate / result.upper_bound if rate and result.upper_bound else None,
             "input_nonfinite": result.input_nonfinite, "errors": result.errors,
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources,
@@ -231,6 +246,9 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
              f"{sum(r['tasks'] for r in ranks)} tasks",
              f"  time      {result.seconds:.4f} s" + rate_text(rate, ranks)
              + (_count_text(program, result.matrices, source) if rate else "")]
+    if rate and result.upper_bound:
+        lines.append(f"  bound     {rate / result.upper_bound:.2f} of the kernel upper bound, "
+                     f"{result.upper_bound:.1f} GFLOP/s (gemm's tuned rates × the workers and GPUs)")
     if result.check_seconds is not None:
         lines.append(f"  check     {result.check_seconds:.4f} s")
     if result.total_seconds is not None:

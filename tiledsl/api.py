@@ -270,8 +270,9 @@ class Loaded:
         if given.dtype.kind in "iuO" or given.dtype.itemsize > 8:  # may round: compare exactly
             _check_exact(name, given, array)
         if array.ndim != 2:
+            hint = f" (a vector is a matrix of one column: {name}.reshape(-1, 1))" if array.ndim == 1 else ""
             raise TiledslError(f"matrix {name}: expected a 2-D array, got "
-                               f"{'shape ' + str(array.shape) if array.ndim else repr(value)}")
+                               f"{'shape ' + str(array.shape) if array.ndim else repr(value)}{hint}")
         return array
 
     def _tiles(self, tiles) -> dict:

@@ -614,3 +614,15 @@ def test_a_failing_trial_run_says_it_was_tunes_and_at_which_size_and_n_sets_them
             "tile A[3, 1] does not exist") in out.stderr
     out = tiledsl("tune", tmp_path / "fixed.tile", "--quick", "--sizes", "64,128", "--n", 1024, "--no-save", cache=cache)
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_tuned_run_reports_its_fraction_of_the_kernel_upper_bound(cache):
+    seed_cache("cholesky", 0, "emulated", {"nb": 128}, speeds={"core": {"gemm": {64: 20.0, 128: 40.0}}})
+    summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--workers", 2, "--json", cache=cache))
+    assert summary["upper_bound"] == 80.0  # 2 workers × gemm's 40 GFLOP/s on 128-tiles
+    assert summary["of_upper_bound"] == pytest.approx(summary["gflops"] / 80.0)
+    text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--workers", 2, cache=cache).stdout
+    assert "of the kernel upper bound, 80.0 GFLOP/s (gemm's tuned rates × the workers and GPUs)" in text
+    untuned = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--no-tune", "--json", cache=cache))
+    assert untuned["upper_bound"] is None and untuned["of_upper_bound"] is None

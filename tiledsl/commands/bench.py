@@ -181,7 +181,8 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     if found:
         reference, names, check_options = found
         matrices = [inputs[name] for name in names]
-        references.append((Measure(f"scipy {reference.routine} ({workers} threads)"), reference.run, matrices,
+        references.append((Measure(f"scipy {reference.routine} ({workers} thread{'s' if workers != 1 else ''})"),
+                           reference.run, matrices,
                            workers, check_options))
         for chunk in DASK_CHUNKS if with_dask else ():
             dask = _dask(kind, chunk, workers) if chunk < options.n else None
@@ -190,7 +191,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     notes = [] if found else [_without_reference(program)]
     if with_dask and kind in DASK_KINDS and importlib.util.find_spec("dask") is None:
         notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
-    residual, passed, tiles, tiling, flops = None, None, {}, "", None
+    residual, passed, tiles, params, tiling, flops, source = None, None, {}, {}, "", None, None
     execute(driver, options, inputs)  # an untimed round first: no implementation is timed cold
     for _, routine, matrices, threads, check_options in references:
         _timed(routine, matrices, threads, check_options)
@@ -201,13 +202,30 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         for measure, routine, matrices, threads, check_options in references:
             measure.times.append(_timed(routine, matrices, threads, check_options))
         tiles = tile_values(result.params, program.tiling.kind)
+        params = {name: result.params[name] for name in program.params if name in result.params}
         tiling = sources_text(result)
-        flops, _ = flop_count(program, result.matrices, [result.stats])
+        flops, source = flop_count(program, result.matrices, [result.stats])
+    notes += _spread_notes([tiled] + [r[0] for r in references])
+    if references and source == "kernels":
+        notes.append("every row's GFLOP/s divides tiledsl's flop count (its kernels') by the row's time, not the "
+                     "work the reference does (a dense routine may do more): compare the times")
     return _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, tiling,
-                  notes)
+                  notes, params)
 
 
-def _table(program, options, flops, tiled, references, verdict, tiles, tiling, notes) -> dict:
+def _spread_notes(measures: list) -> list:
+    """A note for each implementation whose rounds took very different times (a loaded machine, a
+    multi-threaded BLAS waiting for its cores): its best time, and the ratios, are then unreliable."""
+    return [f"{m.name}'s rounds took {min(m.times):.4f} to {max(m.times):.4f} s: the machine is busy, or its "
+            f"threads wait for cores; its ratio is not reliable (run again, or with --workers 1)"
+            for m in measures if len(m.times) > 1 and max(m.times) > SPREAD * min(m.times)]
+
+
+#: rounds of one implementation further apart than this (slowest over fastest) are said to be
+SPREAD = 2.0
+
+
+def _table(program, options, flops, tiled, references, verdict, tiles, tiling, notes, params) -> dict:
     """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`); ``verdict``:
     its check's (residual, passed)."""
     rate = (lambda t: flops / t / 1e9) if flops else (lambda t: None)
@@ -215,15 +233,16 @@ def _table(program, options, flops, tiled, references, verdict, tiles, tiling, n
              "ratio": m.best / tiled.best} for m in [tiled] + references]
     dask_rows = [r for r in rows if r["name"].startswith("dask")]
     best_dask = min(dask_rows, key=lambda r: r["seconds"]) if dask_rows else None
-    return {"program": program.name, "n": options.n, "tiles": tiles, "tiling": tiling, "workers": options.workers,
+    return {"program": program.name, "n": options.n, "tiles": tiles, "params": params, "tiling": tiling,
+            "workers": options.workers,
             "rounds": len(tiled.times), "residual": verdict[0], "passed": verdict[1], "rows": rows,
             "best_dask": best_dask["name"] if best_dask else None, "notes": notes}
 
 
 def render(table: dict) -> str:
-    tiles = " ".join(f"{k}={v}" for k, v in table["tiles"].items())
+    tiles = " ".join(f"{k}={v}" for k, v in {**table["tiles"], **table.get("params", {})}.items())
     lines = [f"bench {table['program']}: n={table['n']} {tiles}, {table['workers']} worker(s), "
-             f"best of {table['rounds']} alternated rounds", f"tiling {table['tiling']}", "",
+             f"best of {table['rounds']} alternated rounds", f"settings {table['tiling']}", "",
              f"{'implementation':<44} {'seconds':>9} {'GFLOP/s':>9} {'tiledsl speedup':>16}"]
     for row in table["rows"]:
         rate = f"{row['gflops']:.2f}" if row["gflops"] else "-"

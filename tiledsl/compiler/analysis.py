@@ -37,6 +37,7 @@ CHECK_OPTIONS = {"product": ("alpha", "beta")}
 #: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
 CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
 VALUE_TYPES = ("int", "float", "char")
+QR_REPLAYED = ("geqrt", "tpqrt", "ttqrt")  # the kernels whose reflectors `check qr` replays (runtime/verify.py)
 OPERATOR_WORDS = ("and", "or", "not")  # a name spelt so could never be used in an expression
 GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
 GEOMETRY_METHODS = ("height", "width", "offset")
@@ -178,6 +179,7 @@ class _Analyzer:
                            f"the first is at line {program.checks[0].span.line}")
         module = self._kernel_module()
         self._block(program.body)
+        self._check_qr_replay(program.checks[:1])
         self._check_kernel_functions()
         self._report_unused()
         if self.bag.has_errors:
@@ -371,6 +373,17 @@ class _Analyzer:
                                hint=f"its options: {', '.join(allowed)}" if allowed else None)
             elif constant_of(option.value, "float") is None:
                 self.bag.error(option.value.span, "E205", f"option {option.name.text} must be a number constant")
+
+    def _check_qr_replay(self, checks) -> None:
+        """``check qr`` rebuilds Q from the reflectors of the prelude's QR kernels: a program that
+        calls none of them would have nothing replayed (Q = I), and its check would be meaningless."""
+        for check in checks:
+            if check.kind.text == "qr" and len(check.args) in CHECK_ARITY["qr"] \
+                    and not any(self.kernel_used.get(name) for name in QR_REPLAYED):
+                self.bag.error(check.kind.span, "E209", "check qr replays the reflectors of geqrt, tpqrt and ttqrt, "
+                                                        "which this program does not call",
+                               hint="check a QR made of your own kernels with a check of your own: "
+                                    "check NAME(A, ...) with NAME a function of the kernel module")
 
     def _check_qualifiers(self, kind: str, arg, accepts: str) -> None:
         """The qualifiers of one argument of built-in check ``kind`` (``accepts``: see

@@ -191,6 +191,7 @@ def load(spec: str | None, program: str, gpus: int, backend: str) -> Machine:
                            + (f" --gpus {gpus} --gpu-backend {backend}" if gpus else "")
                            + "` first, or give --machine FILE")
     content["cpu"] = speeds["core"]
+    content["name"] = "this machine, with its tuned kernel rates"
     if gpus:
         content["gpu"] = speeds.get("gpu") or speeds["core"]
         content["gpus"] = gpus
