@@ -495,3 +495,12 @@ def test_a_compiled_driver_given_np_says_its_launcher_makes_the_ranks(tmp_path):
     assert out.returncode == 2
     assert "unrecognized arguments: --np 3 (a driver runs on the ranks its launcher starts: " \
            "mpiexec -n N python DRIVER.py)" in out.stderr
+
+
+def test_bench_notes_rounds_far_apart_and_a_count_that_is_tiledsls():
+    from tiledsl.commands.bench import Measure, _spread_notes
+
+    steady, loaded = Measure("tiledsl", [0.10, 0.11]), Measure("scipy dgels (2 threads)", [0.006, 0.8])
+    assert _spread_notes([steady, loaded]) == [
+        "scipy dgels (2 threads)'s rounds took 0.0060 to 0.8000 s: the machine is busy, or its threads wait for "
+        "cores; its ratio is not reliable (run again, or with --workers 1)"]
