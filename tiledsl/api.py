@@ -120,7 +120,7 @@ class Loaded:
             check: bool = False, workers: int | None = None, seed: int = 42, gpus: int = 0,
             gpu_backend: str | None = None, gpu_memory: int | str | None = None, gpu_ratio=None,
             gpu_streams: int = 1, host_takes: bool | None = None, allow_nonfinite: bool = False,
-            watchdog: float | None = None, **matrices) -> Output:
+            watchdog: float | None = None, tuned: bool = True, **matrices) -> Output:
         """Run the program; matrices given as arrays are copied in, every matrix comes back.
 
         ``arrays`` (a mapping, positional) and the keywords not listed here give the
@@ -137,20 +137,23 @@ class Loaded:
         stopped; 0 turns it off; default automatic). The run is one rank (several ranks are
         ``tiledsl run --np`` or a compiled driver under MPI). ``allow_nonfinite`` takes NaN
         or infinite values left in a matrix for results rather than a failure
-        (``--allow-nonfinite``).
+        (``--allow-nonfinite``). As ``tiledsl run`` does, the run takes this machine's tuned
+        tile sizes (``tiledsl tune``) where ``tiles`` gives none, and its tuned GPU ratio and
+        inner blocks; ``tuned=False`` ignores them (``--no-tune``).
         """
         from .runtime import Options, execute
         from .runtime.engine import TaskFailure
+        from .runtime.layout import use_tuned
         from .runtime.world import RankError
 
         gpu_settings = dict(gpu_memory=gpu_memory, gpu_ratio=gpu_ratio, gpu_streams=gpu_streams,
                             host_takes=host_takes)
         given = self._inputs(arrays, matrices, dict(n=n, check=check, workers=workers, seed=seed, gpus=gpus,
                                                     gpu_backend=gpu_backend, allow_nonfinite=allow_nonfinite,
-                                                    watchdog=watchdog, **gpu_settings))
+                                                    watchdog=watchdog, tuned=tuned, **gpu_settings))
         tiles, params = self._tiles(tiles), self._params(params)
         self._check_settings(n, workers, seed)
-        for name, flag in (("check", check), ("allow_nonfinite", allow_nonfinite)):
+        for name, flag in (("check", check), ("allow_nonfinite", allow_nonfinite), ("tuned", tuned)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise TiledslError(f"{name} must be True or False, got {flag!r}")
         _check_int("gpus", gpus, 0)
@@ -169,6 +172,8 @@ class Loaded:
             options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check),
                               gpus=gpus, gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
                               watchdog=watchdog, **gpu_settings)
+            use_tuned(self.program, options, bool(tuned),
+                      warn=lambda text: warnings.warn(text, TiledslWarning, stacklevel=3))
             result = execute(self.driver, options, given)
         except UsageError as error:
             raise TiledslError(str(error)) from None

@@ -13,6 +13,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tiledsl.compiler import compile_path
@@ -626,3 +627,14 @@ def test_a_tuned_run_reports_its_fraction_of_the_kernel_upper_bound(cache):
     assert "of the kernel upper bound, 80.0 GFLOP/s (gemm's tuned rates × the workers and GPUs)" in text
     untuned = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--no-tune", "--json", cache=cache))
     assert untuned["upper_bound"] is None and untuned["of_upper_bound"] is None
+
+
+@pytest.mark.timeout(120)
+def test_the_python_api_takes_the_tuned_values_as_run_does(cache):
+    import tiledsl
+
+    seed_cache("cholesky", 0, "emulated", {"nb": 128})
+    a = np.eye(300) * 300.0
+    assert tiledsl.load("cholesky").run(A=a).tiles == {"nb": 128}
+    assert tiledsl.load("cholesky").run(A=a, tuned=False).tiles == {"nb": 256}  # the program's default
+    assert tiledsl.load("cholesky").run(A=a, tiles={"nb": 64}).tiles == {"nb": 64}
