@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import math
 import operator
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,7 @@ class _Analyzer:
         self.kernel_used: dict[str, bool] = {}
         self.calls: list[CallSummary] = []
         self.loops: list[n.For] = []
+        self.trips: list = []  # per enclosing loop: its constant number of iterations, or None
         self.conditions = 0
         self.guards: list = []  # (condition, branch taken) of the enclosing ifs, outermost first
         self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
@@ -554,7 +556,7 @@ class _Analyzer:
                                hint="'//', '%', products of loop variables and geometry queries on them "
                                     "belong in tile indices or 'if' conditions")
         step = self._step(stmt)
-        self._check_trip_count(stmt, step)
+        trips = self._check_trip_count(stmt, step)
         if len(self.loops) == MAX_LOOP_NESTING:
             self.bag.error(_keyword(stmt), "E101", f"loops nested more than {MAX_LOOP_NESTING} deep",
                            f"the generated driver is Python, which nests at most {MAX_LOOP_NESTING} loops",
@@ -562,7 +564,9 @@ class _Analyzer:
         self.scope.frames.append({})
         self._declare(stmt.var, _Symbol("loop", stmt.var.span, stmt, used=True))
         self.loops.append(_visited_range(stmt, step))
+        self.trips.append(trips)
         self._block(stmt.body)
+        self.trips.pop()
         self.loops.pop()
         self.scope.frames.pop()
 
@@ -581,16 +585,20 @@ class _Analyzer:
             return None
         return value
 
-    def _check_trip_count(self, stmt: n.For, step: int | None):
-        """Warn of a loop that never runs, or runs more times than a run walks (issue 16.3)."""
+    def _check_trip_count(self, stmt: n.For, step: int | None) -> int | None:
+        """Warn of a loop that never runs, or runs (with the constant loops around it) more times
+        than a run walks (issue 16.3); its constant number of iterations, or None."""
         if step is None:
-            return
+            return None
         start, stop = self.values.get(id(stmt.start)), self.values.get(id(stmt.stop))
         header = _keyword(stmt)
-        if start is not None and stop is not None and len(range(start, stop, step)) > MAX_ITERATIONS:
-            self.bag.warning(header, "W301", f"this loop runs {len(range(start, stop, step))} times",
+        trips = len(range(start, stop, step)) if start is not None and stop is not None else None
+        nested = math.prod(self.trips) * trips if trips is not None and None not in self.trips else None
+        if nested is not None and nested > MAX_ITERATIONS:
+            around = f" ({nested:.3g} times with the loops around it)" if nested != trips else ""
+            self.bag.warning(header, "W301", f"this loop runs {trips} times{around}",
                              f"a run walks at most {MAX_ITERATIONS} loop iterations and refuses more")
-            return
+            return trips
         # the loop's low end (the start counting up, the stop counting down) never below its high end
         low, high = (stmt.start, stmt.stop) if step > 0 else (stmt.stop, stmt.start)
         anywhere = never_runs(low, high, self.converter)
@@ -600,6 +608,7 @@ class _Analyzer:
                              f"its start, {unparse(stmt.start)}, is never {relation} its stop, {unparse(stmt.stop)}"
                              + (f" (step {step})" if stmt.step is not None else "")
                              + ("" if anywhere else ", whatever the values of the loops around it"))
+        return trips
 
     def _if(self, stmt: n.If):
         self._bool_expr(stmt.cond)
