@@ -138,10 +138,8 @@ def idle_ranks_warning(ranks: list, grid) -> str | None:
     idle = [r["rank"] for r in ranks if not r["tasks"]]
     if len(ranks) < 2 or not idle or len(idle) == len(ranks):
         return None
-    other = f"{grid[1]}x{grid[0]}" if grid[0] != grid[1] else None
-    return (f"rank {', '.join(map(str, idle))} ran no task on the {grid[0]}x{grid[1]} grid (its tiles are "
-            f"only read, or none is written)" + (f": another grid, such as --grid {other}, may share the work"
-                                                 if other else ""))
+    return (f"rank {', '.join(map(str, idle))} ran no task on the {grid[0]}x{grid[1]} grid: no task writes first "
+            f"a tile it owns, so it only sent tiles (another grid, or fewer ranks, may share the work better)")
 
 
 def _count_text(program, matrices: dict, source: str) -> str:
