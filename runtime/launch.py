@@ -43,7 +43,7 @@ from .userkernels import kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, communicator, default_workers,
-                    launcher_rank, record_completion)
+                    launcher_rank, record_completion, standard_streams_open)
 
 
 # ---------------------------------------------------------------- the run
@@ -472,6 +472,7 @@ def _leave(comm, status: int) -> int:
 def main(program, resolve_params, shapes, generate) -> None:
     """Entry point of a generated driver run as a script."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
+    standard_streams_open()
     driver = sys.modules["__main__"]
     parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES,
                               description=f"Run the tile program {program.name} ({program.source}).")

@@ -10,6 +10,7 @@ kernels.
 """
 from __future__ import annotations
 
+import errno
 import os
 
 import numpy as np
@@ -114,14 +115,32 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> Inpu
 
 
 def create_output(path: str | os.PathLike, shape: tuple[int, int]) -> np.memmap:
-    """Create (or overwrite) a float64 Fortran-ordered ``.npy`` file and map it writable."""
+    """Create (or overwrite) a float64 Fortran-ordered ``.npy`` file and map it writable, its
+    blocks reserved on the disk first: a mapped write into a sparse file on a full disk is a
+    SIGBUS that kills the process, where a reservation is an error said in one line."""
     path = os.fspath(path)
     try:
-        return np.lib.format.open_memmap(path, mode="w+", dtype=np.float64,
-                                         shape=tuple(shape), fortran_order=True)
+        mapped = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64,
+                                           shape=tuple(shape), fortran_order=True)
+        _reserve(path)
+        return mapped
     except OSError as exc:
         reason = exc.strerror or exc
         raise OutputFileError(f"cannot create output file {path!r}: {reason}") from None
+
+
+def _reserve(path: str) -> None:
+    """Allocate every block of the file at ``path`` (OSError: no room); nothing where the
+    system or the file system cannot (they then fail as before, if at all)."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    with open(path, "r+b") as opened:
+        try:
+            os.posix_fallocate(opened.fileno(), 0, os.fstat(opened.fileno()).st_size)
+        except OSError as error:
+            if error.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                return
+            raise
 
 
 def open_output(path: str | os.PathLike) -> np.memmap:

@@ -38,6 +38,26 @@ class RankError(Exception):
     and the job aborted, since the other ranks may not share it."""
 
 
+def standard_streams_open() -> None:
+    """A closed stdout or stderr (``2>&-``: Python sets it to None) becomes the null device, its
+    descriptor too (processes started later inherit it), so that what would be written there is
+    dropped rather than failing the run."""
+    for name, descriptor in (("stdout", 1), ("stderr", 2)):
+        if getattr(sys, name) is not None:
+            continue
+        try:
+            os.fstat(descriptor)
+        except OSError:  # closed: the null device takes its place
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != descriptor:
+                os.dup2(null, descriptor)
+                os.close(null)
+            os.set_inheritable(descriptor, True)  # os.open's are not: a launcher started later needs it
+            setattr(sys, name, open(descriptor, "w", closefd=False))
+        else:  # another file took the number: leave it be
+            setattr(sys, name, open(os.devnull, "w"))
+
+
 def launcher_rank() -> int:
     """This process's rank as its launcher numbered it (0 without a launcher)."""
     value = next((os.environ[v] for v in RANK_VARIABLES if os.environ.get(v, "").isdigit()), "0")

@@ -576,3 +576,16 @@ def test_ctrl_c_at_any_moment_of_start_up_is_a_quiet_end(delay):
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130 and "Traceback" not in err, err
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("closed", ["2>&-", ">&-"])
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_closed_stdout_or_stderr_drops_what_would_go_there(closed, ranks):
+    """Python sees a closed stream as None: the run goes on, its launcher and ranks too."""
+    command = (f"{sys.executable} -m tiledsl.commands.cli run programs/cholesky.tile --n 256 --nb 64 --np {ranks} "
+               f"--check {closed}")
+    out = subprocess.run(command, shell=True, cwd=ROOT, capture_output=closed == "2>&-", text=True, timeout=150)
+    assert out.returncode == 0
+    if closed == "2>&-":
+        assert "cholesky  residual" in out.stdout

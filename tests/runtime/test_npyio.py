@@ -4,6 +4,7 @@ import os
 import numpy as np
 import pytest
 
+from tiledsl.runtime import npyio
 from tiledsl.runtime.npyio import InputFileError, OutputFileError, create_output, open_input, write_block
 
 
@@ -113,3 +114,27 @@ def test_input_errors_are_value_errors():
 def test_output_in_missing_directory(tmp_path):
     with pytest.raises(OutputFileError, match="cannot create output file"):
         create_output(tmp_path / "no" / "out.npy", (2, 2))
+
+
+def test_an_output_the_disk_has_no_room_for_is_refused_when_created_not_by_a_crash(tmp_path, monkeypatch):
+    """The file's blocks are reserved first: a mapped write into a sparse file on a full disk
+    would kill the process with SIGBUS."""
+    import errno as errors
+
+    def full(fd, offset, length):
+        raise OSError(errors.ENOSPC, "No space left on device")
+    monkeypatch.setattr(npyio.os, "posix_fallocate", full, raising=False)
+    with pytest.raises(npyio.OutputFileError, match="cannot create output file .*: No space left on device"):
+        npyio.create_output(tmp_path / "o.npy", (100, 100))
+
+
+def test_a_file_system_that_cannot_reserve_blocks_still_gets_its_output(tmp_path, monkeypatch):
+    import errno as errors
+
+    def unsupported(fd, offset, length):
+        raise OSError(errors.EOPNOTSUPP, "Operation not supported")
+    monkeypatch.setattr(npyio.os, "posix_fallocate", unsupported, raising=False)
+    mapped = npyio.create_output(tmp_path / "o.npy", (3, 2))
+    mapped[:] = 1.0
+    mapped.flush()
+    assert np.load(tmp_path / "o.npy").sum() == 6.0

@@ -34,3 +34,25 @@ def test_files_are_renamed_only_when_the_run_succeeded(tmp_path, succeeded):
     assert (tmp_path / "a.npy").exists() == succeeded
     assert staging.withheld == ([] if succeeded else [str(tmp_path / "a.npy")])
     assert [p.name for p in tmp_path.iterdir()] == (["a.npy"] if succeeded else [])
+
+
+@pytest.mark.timeout(120)
+def test_an_output_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path):
+    """A real 1 MiB file system (root only: mount) for a 5 MB output."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    disk = tmp_path / "tiny"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+                                           capture_output=True).returncode:
+        pytest.skip("mounting a small file system needs root")
+    try:
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile", "--n", "800",
+                              "--nb", "100", "--output", f"A={disk / 'o.npy'}"], capture_output=True, text=True,
+                             timeout=100, cwd=Path(__file__).resolve().parents[2])
+        assert out.returncode == 1 and "No space left on device" in out.stderr and "Traceback" not in out.stderr
+        assert list(disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)])

@@ -22,7 +22,7 @@ from ..driverload import program_path
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.reporting import json_text
-from ..runtime.world import UsageError
+from ..runtime.world import UsageError, standard_streams_open
 
 EXIT_STATUS = """exit status:
   0      success
@@ -33,6 +33,7 @@ EXIT_STATUS = """exit status:
 
 
 def main(argv=None) -> int:
+    standard_streams_open()  # `2>&-`: what would go there is dropped, the run goes on
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = _parser().parse_args(argv)
