@@ -453,6 +453,8 @@ class _Stopped(BaseException):
 
 
 def _stopped_by_signal(signum, frame):
+    for again in STOPPING_SIGNALS:  # the rank is stopping: a repeated signal adds nothing
+        signal.signal(again, signal.SIG_IGN)
     raise _Stopped(signum)
 
 

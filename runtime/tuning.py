@@ -36,7 +36,9 @@ VERSION = 1
 
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/tiledsl/tune`` (``~/.cache/tiledsl/tune`` by default)."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: ignored, as the XDG specification says
+        base = Path.home() / ".cache"
     return Path(base) / "tiledsl" / "tune"
 
 

@@ -104,7 +104,14 @@ ABORT_DELAY = 0.3
 
 
 def abort_job(MPI, code: int) -> None:
-    """End every rank of the job with ``code`` (MPI_Abort), after what this rank printed is out."""
+    """End every rank of the job with ``code`` (MPI_Abort), after what this rank printed is out.
+    A second signal (a Ctrl-C or SIGTERM repeated) changes nothing now: it is ignored, rather
+    than unwinding the wait with a traceback."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(signum, signal.SIG_IGN)
+        except ValueError:  # not the main thread: the signals go to the main thread anyway
+            break
     sys.stdout.flush()
     sys.stderr.flush()
     time.sleep(ABORT_DELAY)

@@ -49,7 +49,9 @@ def program_path(name: str) -> str:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: ignored, as the XDG specification says
+        base = Path.home() / ".cache"
     return Path(base) / "tiledsl" / "drivers"
 
 
@@ -62,7 +64,7 @@ def cache_key(source_text: str, path: str) -> str:
     for part in (__version__, _package_text("tiledsl.grammars", "tile.lark"),
                  _package_text("tiledsl.compiler", "prelude.tile"), *stages, _package_text("tiledsl.compiler.templates", "driver.py.j2"),
                  path, os.path.dirname(os.path.abspath(path)), source_text):
-        digest.update(part.encode())
+        digest.update(part.encode(errors="surrogateescape"))  # a file name need not be UTF-8
         digest.update(b"\0")
     return digest.hexdigest()[:24]
 
@@ -133,8 +135,9 @@ def import_driver(path: str | Path, name: str = "tiledsl_driver"):
 def cached_driver_path(source_text: str, path: str, generate) -> Path:
     """The cached driver for ``source_text``, written with ``generate(target)`` on a miss
     (``target``: where the driver goes, which it finds the kernel module from)."""
-    target = cache_dir() / f"{Path(path).stem}-{cache_key(source_text, path)}.py"
-    if not target.is_file():
+    # the stem cut short: a long file name plus the key would pass the file system's 255 bytes
+    target = cache_dir() / f"{Path(path).stem[:64]}-{cache_key(source_text, path)}.py"
+    if not target.is_file() or not_a_driver(target):  # missing, or damaged (cut short, emptied)
         temporary = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # processes and threads apart
         try:
             target.parent.mkdir(parents=True, exist_ok=True)

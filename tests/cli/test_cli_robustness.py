@@ -589,3 +589,36 @@ def test_a_closed_stdout_or_stderr_drops_what_would_go_there(closed, ranks):
     assert out.returncode == 0
     if closed == "2>&-":
         assert "cholesky  residual" in out.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_damaged_cached_driver_is_written_again(tmp_path, monkeypatch):
+    from tiledsl.driverload import cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert tiledsl_package.load("cholesky").run(n=64, tiles={"nb": 32}, check=True).passed
+    (cached,) = cache_dir().glob("cholesky-*.py")
+    for damage in ("", cached.read_text()[:300]):  # emptied, cut short
+        cached.write_text(damage)
+        assert tiledsl_package.load("cholesky").run(n=64, tiles={"nb": 32}, check=True).passed
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", [b"lat\xe9.tile", ("x" * 240 + ".tile").encode()])
+def test_any_file_name_the_system_allows_runs(tmp_path, name):
+    """A name that is not UTF-8, one near the 255-byte limit (the cached driver's name is cut)."""
+    path = os.path.join(os.fsencode(tmp_path), name)
+    with open(path, "wb") as target:
+        target.write((ROOT / "programs/cholesky.tile").read_bytes())
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    out = subprocess.run([os.fsencode(sys.executable), b"-m", b"tiledsl.commands.cli", b"run", path, b"--n", b"64",
+                          b"--nb", b"32", b"--check"], capture_output=True, text=True, timeout=100, env=env)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_relative_cache_home_is_ignored_as_the_xdg_specification_says(monkeypatch, tmp_path):
+    from tiledsl.driverload import cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / ".cache" / "tiledsl" / "drivers"

@@ -285,3 +285,19 @@ def test_killing_tiledsl_run_itself_ends_the_job(tmp_path):
     while leftovers(set(), tmp_path)[1] and time.monotonic() < deadline:
         time.sleep(0.5)
     assert leftovers(set(), tmp_path)[1] == []
+
+
+@pytest.mark.timeout(120)
+def test_a_signal_given_twice_stops_the_job_once_without_tracebacks(tmp_path):
+    (tmp_path / "stall.py").write_text("import time\n\n\ndef stall(A):\n    time.sleep(3600)\n")
+    (tmp_path / "stall.tile").write_text('use "stall.py"\nkernel stall(inout A)\n\nprogram stalls {\n'
+                                         '  tiling uniform(nb = 32)\n  matrix A[n, n] = zeros\n'
+                                         '  for k in 0 .. A.nt { stall(A[k, k]) }\n}\n')
+    job = start("stall.tile", "--np", 2, "--n", 64, "--watchdog", 0, cwd=tmp_path)
+    rank_pid(1, "stall", tmp_path, in_mpi=True)
+    job.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    job.send_signal(signal.SIGTERM)
+    code, out, err = finish(job, timeout=60)
+    assert code == 143 and "Traceback" not in err and "During handling" not in err, err
+    assert leftovers(set(), tmp_path)[1] == []

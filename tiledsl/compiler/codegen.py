@@ -594,8 +594,9 @@ def param_ref(name: str) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` safe inside a docstring or a comment: quotes, backslashes, controls escaped."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+    """``text`` safe inside a docstring or a comment: quotes, backslashes, controls escaped, and
+    the bytes of a file name that is not UTF-8 (surrogates) as escapes."""
+    return json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _where(path: str, span) -> str:
