@@ -764,9 +764,12 @@ class _Analyzer:
                 same = "" if _same_tile(first.tile, second.tile) else coincidence_witness(
                     first.tile, second.tile, self.loops, self.converter, guarded=self.conditions > 0)
                 if same == "":
+                    parts = any(t.rows is not None or t.cols is not None for t in (first.tile, second.tile))
                     self.bag.error(second.tile.span, "E204",
                                    f"tile {_tile_text(second.tile)} is passed twice to {kernel} and one of them is written",
-                                   arguments)
+                                   arguments, hint="sub-ranges of one tile count as that tile, disjoint or not: "
+                                                   "give a kernel of your own the tile once, with the rows as values"
+                                   if parts else None)
                 elif same is not None and (_is_panel(first.tile) or _is_panel(second.tile)):
                     self.bag.error(second.tile.span, "E204",
                                    f"{_tile_text(first.tile)} and {_tile_text(second.tile)} can share a tile, "
