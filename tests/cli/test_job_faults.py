@@ -269,14 +269,19 @@ def test_a_launcher_ignoring_signals_is_killed_with_its_ranks_after_the_grace(tm
     assert leftovers(set(), tmp_path)[1] == []
 
 
+def write_stall_program(folder):
+    """stall.tile in ``folder``: its kernel sleeps for an hour, so the job runs until stopped."""
+    (folder / "stall.py").write_text("import time\n\n\ndef stall(A):\n    time.sleep(3600)\n")
+    (folder / "stall.tile").write_text('use "stall.py"\nkernel stall(inout A)\n\nprogram stalls {\n'
+                                       '  tiling uniform(nb = 32)\n  matrix A[n, n] = zeros\n'
+                                       '  for k in 0 .. A.nt { stall(A[k, k]) }\n}\n')
+
+
 @pytest.mark.timeout(120)
 def test_killing_tiledsl_run_itself_ends_the_job(tmp_path):
     """SIGKILL reaches no handler of tiledsl's: the launcher, told by Linux that its parent died,
     stops the ranks, rather than leaving them running, orphaned."""
-    (tmp_path / "stall.py").write_text("import time\n\n\ndef stall(A):\n    time.sleep(3600)\n")
-    (tmp_path / "stall.tile").write_text('use "stall.py"\nkernel stall(inout A)\n\nprogram stalls {\n'
-                                         '  tiling uniform(nb = 32)\n  matrix A[n, n] = zeros\n'
-                                         '  for k in 0 .. A.nt { stall(A[k, k]) }\n}\n')
+    write_stall_program(tmp_path)
     job = start("stall.tile", "--np", 2, "--n", 64, "--watchdog", 0, cwd=tmp_path)
     rank_pid(1, "stall", tmp_path, in_mpi=True)
     job.kill()
@@ -289,10 +294,7 @@ def test_killing_tiledsl_run_itself_ends_the_job(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_a_signal_given_twice_stops_the_job_once_without_tracebacks(tmp_path):
-    (tmp_path / "stall.py").write_text("import time\n\n\ndef stall(A):\n    time.sleep(3600)\n")
-    (tmp_path / "stall.tile").write_text('use "stall.py"\nkernel stall(inout A)\n\nprogram stalls {\n'
-                                         '  tiling uniform(nb = 32)\n  matrix A[n, n] = zeros\n'
-                                         '  for k in 0 .. A.nt { stall(A[k, k]) }\n}\n')
+    write_stall_program(tmp_path)
     job = start("stall.tile", "--np", 2, "--n", 64, "--watchdog", 0, cwd=tmp_path)
     rank_pid(1, "stall", tmp_path, in_mpi=True)
     job.send_signal(signal.SIGTERM)
