@@ -370,6 +370,11 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                   else summary_text(program, result, ranks), file=out, flush=True)
         except BrokenPipeError:  # the reader left (`| head -1`): a normal end
             return _leave(comm, stdout_closed())
+        except OSError as error:  # a full disk or a device that takes nothing (`> /dev/full`)
+            print(f"tiledsl: error: the summary could not be written to stdout: {error.strerror or error}",
+                  file=err, flush=True)
+            stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
+            return _leave(comm, 1)
         for problem in _problems(result):
             print(f"tiledsl: error: {problem}", file=err, flush=True)
         if result.withheld:

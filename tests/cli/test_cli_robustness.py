@@ -622,3 +622,15 @@ def test_a_relative_cache_home_is_ignored_as_the_xdg_specification_says(monkeypa
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert cache_dir() == tmp_path / ".cache" / "tiledsl" / "drivers"
+
+
+@pytest.mark.timeout(120)
+def test_a_summary_stdout_cannot_take_is_one_line_not_an_internal_error():
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile", "--n", "128",
+                              "--nb", "64", "--json"], cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True,
+                             timeout=100)
+    assert out.returncode == 1 and "internal error" not in out.stderr
+    assert out.stderr.strip() == "tiledsl: error: the summary could not be written to stdout: No space left on device"
