@@ -286,7 +286,7 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     if options.allow_nonfinite and options.check_finite:
         raise UsageError("--allow-nonfinite and --check-finite contradict each other: give one")
     options.trace = args.trace
-    options.gpu_memory = None if args.gpu_memory is None else _size(args.gpu_memory, "--gpu-memory")
+    options.gpu_memory = None if args.gpu_memory is None else byte_size(args.gpu_memory, "--gpu-memory")
     options.gpu_streams = args.gpu_streams or 1
     options.priorities, options.broadcast = args.priorities, args.broadcast
     options.host_takes = None if args.host_takes is None else args.host_takes == "on"
@@ -356,7 +356,7 @@ def _pairs(items, flag: str) -> dict:
     return pairs
 
 
-def _size(text: str, flag: str) -> int:
+def byte_size(text: str, flag: str) -> int:
     """Bytes from ``text``: an integer with an optional K, M, G or T suffix (powers of 1024)."""
     scale = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}.get(text[-1:].upper(), 1)
     number = text[:-1] if scale > 1 else text

@@ -480,7 +480,7 @@ def _assignment(n: int, params: dict) -> str:
 def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> dict:
     """Options' GPU settings from run()'s, each checked as the command line checks its option."""
     from .runtime.distribution import parse_ratio
-    from .runtime.options import _size
+    from .runtime.options import byte_size
 
     gpu_streams = 1 if gpu_streams is None else gpu_streams  # None: the default, as for the other settings
     _check_int("gpu_streams", gpu_streams, 1)
@@ -494,7 +494,7 @@ def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> 
         raise TiledslError(f"{given[0]}= needs gpus= (at least 1 GPU)")
     if isinstance(gpu_memory, str):
         try:
-            gpu_memory = _size(gpu_memory, "gpu_memory")
+            gpu_memory = byte_size(gpu_memory, "gpu_memory")
         except UsageError as error:
             raise TiledslError(str(error)) from None
     elif gpu_memory is not None:
