@@ -14,6 +14,14 @@ table gives the program's tasks (a 1×1 survey), the measured rank's own tasks,
 both walks, the share walk per own task and against the first grid's, and the tile
 objects the rank holds after its share walk (those of its tasks and its own tiles:
 tiles are made when first met) against the program's tiles. ``--json`` writes the rows.
+
+It also splits the measured rank's tasks into those it runs (it owns the main output:
+they fall as 1/P) and those of other ranks it sends an input to, counts the messages
+those make (one per tile version and receiving rank), and the tasks among them that
+post a new one. A rank must meet each task it runs and each task that posts a
+message: ``runs + posting`` is the floor of a walk that posts messages as tasks are
+met, and messages per rank fall as about 1/sqrt(P), not 1/P. The other tasks it
+meets send a version already sent to that rank (``tasks / floor``).
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ from tiledsl.runtime import Options
 from tiledsl.runtime.distribution import parse_grid
 from tiledsl.runtime.dataflow import events_of
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
-from tiledsl.runtime.recording import survey
+from tiledsl.runtime.recording import record, survey
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ("cholesky", "qr")
@@ -60,13 +68,38 @@ def rank_walk(driver, params, grid: tuple[int, int], rank: int, repeats: int, gu
     return min(seconds for seconds, _, _ in runs), runs[0][1].count, runs[0][2]
 
 
+def participation(driver, params, grid: tuple[int, int], rank: int) -> tuple[int, int, int]:
+    """The tasks ``rank`` runs on ``grid``, the tasks of other ranks that make it post a message,
+    and its messages (tile versions times the other ranks that run a task reading them), from
+    a record of every task."""
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), rank)
+    versions: dict = {}
+    runs, posting, messages = 0, 0, set()
+    for kind, event in record(driver, matrices, params).events:
+        if kind != "task":
+            continue
+        call, tiles, _ = event
+        runner = tiles[call.main].rank
+        runs += runner == rank
+        before = len(messages)
+        for index, tile in enumerate(tiles):
+            if tile.rank == rank != runner and call.modes[index] != "out":
+                messages.add((tile, versions.get(tile, 0), runner))
+        posting += len(messages) > before
+        for index in call.writes:
+            versions[tiles[index]] = versions.get(tiles[index], 0) + 1
+    return runs, posting, len(messages)
+
+
 def row(name: str, driver, params, grid: tuple[int, int], total: int, tiles: int, repeats: int) -> dict:
     """The slower of rank 0 and the last rank on ``grid``, walking the whole nest and the share."""
     ranks = grid[0] * grid[1]
     whole = max(rank_walk(driver, params, grid, rank, repeats, False)[0] for rank in (0, ranks - 1))
-    seconds, tasks, held = max(rank_walk(driver, params, grid, rank, repeats, True) for rank in (0, ranks - 1))
+    (seconds, tasks, held), slower = max((rank_walk(driver, params, grid, rank, repeats, True), rank)
+                                         for rank in (0, ranks - 1))
+    runs, posting, messages = participation(driver, params, grid, slower)
     return {"program": name, "grid": f"{grid[0]}x{grid[1]}", "ranks": ranks, "tasks_all": total,
-            "tasks_rank": tasks, "whole_walk_s": whole, "walk_s": seconds,
+            "tasks_rank": tasks, "runs": runs, "posting": posting, "messages": messages, "whole_walk_s": whole, "walk_s": seconds,
             "us_per_own_task": seconds / tasks * 1e6 if tasks else None, "tiles_all": tiles, "tiles_rank": held}
 
 
@@ -88,10 +121,12 @@ def per_task(r: dict) -> str:
 
 
 def table(rows: list[dict], first: str) -> str:
-    lines = [f"| program | grid | ranks | tasks (all) | tasks (rank) | whole walk s | share walk s | whole / share "
+    lines = [f"| program | grid | ranks | tasks (all) | tasks (rank) | runs | posting | messages | tasks / (runs + posting) "
+             f"| whole walk s | share walk s | whole / share "
              f"| µs per own task | share walk / (at {first}) | tiles (all) | tile objects (rank) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['program']} | {r['grid']} | {r['ranks']} | {r['tasks_all']} | {r['tasks_rank']} "
+              f"| {r['runs']} | {r['posting']} | {r['messages']} | {r['tasks_rank'] / max(1, r['runs'] + r['posting']):.2f} "
               f"| {r['whole_walk_s']:.4f} | {r['walk_s']:.4f} | {r['whole_walk_s'] / r['walk_s']:.1f} "
               f"| {per_task(r)} | {r['vs_first']:.3f} | {r['tiles_all']} | {r['tiles_rank']} |" for r in rows]
     return "\n".join(lines)
