@@ -237,11 +237,11 @@ def region_view(tile: Tile, region) -> tuple:
     r1 = height if r1 is None else r1
     c0 = 0 if c0 is None else c0
     c1 = width if c1 is None else c1
-    if r0 > r1 or c0 > c1:
+    if (r0 > r1 and r0 <= height) or (c0 > c1 and c0 <= width):  # a start past the tile is outside it
         what, start, end = ("rows", r0, r1) if r0 > r1 else ("columns", c0, c1)
         raise TileIndexError(f"sub-range [{r0}:{r1}, {c0}:{c1}] of tile {tile} is reversed: its {what} start at "
                              f"{start} and end before, at {end}")
-    if not (0 <= r0 and r1 <= height and 0 <= c0 and c1 <= width):
+    if not (0 <= r0 <= height and r1 <= height and 0 <= c0 <= width and c1 <= width):
         raise TileIndexError(f"sub-range [{r0}:{r1}, {c0}:{c1}] is outside tile {tile} "
                              f"({height}×{width})")
     return slice(r0, r1), slice(c0, c1)

@@ -172,7 +172,7 @@ class OutOfCore:
                 waits += self.exchange.wait_for(held, ready)
             uses.append(Use(tile, source, held, index in call.writes, number))
         cache = self.caches[device]
-        cache.check_fits(call, uses)
+        cache.check_fits(call, uses, partial=views is not None and any(view is not None for view in views))
         cache.policy.plan(number, {use.key for use in uses})
         task.sources = uses
         task.on_complete = lambda: cache.done(uses)
@@ -216,12 +216,14 @@ class GpuCache:
         self.admitting = False  # the running task still waits for room: no prefetch takes any
         self.write_back_waiters: dict = {}  # tile -> callbacks once its write-back has arrived
 
-    def check_fits(self, call, uses) -> None:
-        """Refuse (a one-line failure naming the sizes) a task whose tiles exceed the cache."""
+    def check_fits(self, call, uses, partial: bool = False) -> None:
+        """Refuse (a one-line failure naming the sizes) a task whose tiles exceed the cache (``partial``:
+        the call names a sub-range of one, which the cache holds whole)."""
         tiles = {str(use): use.nbytes for use in uses}
         if sum(tiles.values()) > self.policy.capacity:
+            whole = "; a sub-range holds its whole tile out of core" if partial else ""
             raise TaskFailure(f"a call of {call.kernel} needs its {len(tiles)} tile(s) {', '.join(map(str, tiles))} "
-                              f"({bytes_text(sum(tiles.values()))}; a sub-range holds its whole tile out of core) at "
+                              f"({bytes_text(sum(tiles.values()))}{whole}) at "
                               f"once on GPU {self.device}, more than its cache of {bytes_text(self.policy.capacity)} "
                               f"({self.ooc.bound}): allow more, or use smaller tiles", self.ooc.rank, call.line)
 

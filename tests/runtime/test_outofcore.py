@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,6 +21,8 @@ from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options, UsageError, execute
 from tiledsl.runtime.devicecache import RESIDENT, WRITING_BACK, CacheFull, CachePolicy
 from tiledsl.runtime.engine import TaskFailure
+from tiledsl.runtime.outofcore import GpuCache
+from tiledsl.runtime.program import Call
 from tiledsl.runtime.protocol import Instance
 from tiledsl.runtime.reporting import summary_text
 
@@ -129,10 +132,22 @@ def test_a_bound_below_one_tile_or_one_tasks_tiles_is_refused(compiled):
     driver = compiled("programs/cholesky.tile")
     with pytest.raises(UsageError, match=r"--gpu-memory allows 24.19 KiB, less than one tile \(32.00 KiB\)"):
         run(driver, gpus=1, gpu_memory=TILE - 8000)
-    with pytest.raises(TaskFailure, match=r"a call of gemm needs its 3 tile\(s\) A\[2, 0\], A\[1, 0\], A\[2, 1\] \(96.00 KiB; "
-                                          r"a sub-range holds its whole tile out of core\) at once on GPU 1, more "
-                                          r"than its cache of 64.00 KiB \(--gpu-memory\)"):
+    with pytest.raises(TaskFailure, match=r"a call of gemm needs its 3 tile\(s\) A\[2, 0\], A\[1, 0\], A\[2, 1\] "
+                                          r"\(96.00 KiB\) at once on GPU 1, more than its cache of 64.00 KiB "
+                                          r"\(--gpu-memory\)"):
         run(driver, gpus=1, gpu_memory=2 * TILE)
+
+
+def test_a_refused_call_with_a_sub_range_says_the_cache_holds_whole_tiles():
+    cache = GpuCache.__new__(GpuCache)
+    cache.device, cache.policy = 1, CachePolicy(100)
+    cache.ooc = SimpleNamespace(bound="--gpu-memory", rank=0)
+    uses = [SimpleNamespace(nbytes=80, name=name) for name in ("A[0, 0]", "A[1, 0]")]
+    call = Call("gemm", ("in", "inout"), main=1, line=4, text="gemm")
+    with pytest.raises(TaskFailure, match=r"\(160 bytes; a sub-range holds its whole tile out of core\) at once"):
+        cache.check_fits(call, uses, partial=True)
+    with pytest.raises(TaskFailure, match=r"\(160 bytes\) at once"):
+        cache.check_fits(call, uses)
 
 
 @pytest.mark.timeout(120)
