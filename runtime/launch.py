@@ -27,7 +27,7 @@ from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress
 from .backends import backend
 from .engine import Engine, TaskFailure
 from .iterations import check_iterations
-from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
+from .layout import make_params, placement, ratio_of, settings_giving, tiling_sources, use_tuned
 from .broadcast import broadcast_for
 from .comm import Unanswered
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
@@ -246,6 +246,10 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
     if path is not None:
         try:
             source_file = npyio.open_input(path, shape)
+        except npyio.InputShapeError as error:
+            hints = settings_giving(driver, options, decl.name, error.shape)
+            raise UsageError(f"{error}" + (f" ({' or '.join(hints[:3])} gives it that shape)" if hints else "")) \
+                from None
         except (npyio.InputFileError, OSError) as error:
             where = (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the "
                      f"directory of the .tile file)" if loaded and not os.path.isabs(decl.load) else "")

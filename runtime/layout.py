@@ -3,6 +3,7 @@ tiled matrices, and the tile sizes taken from this machine's ``tiledsl tune`` ca
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from . import tuning
 from .distribution import BlockCyclic, Hybrid, squarest_grid
@@ -52,6 +53,23 @@ def matrix_shapes(driver, params: Params) -> tuple[dict, dict]:
         values = ", ".join(f"{name} = {params[name]}" for name in names)
         raise UsageError(f"the sizes of {driver.PROGRAM.name}'s matrices cannot be computed with {values}: "
                          f"{error}") from None
+
+
+def settings_giving(driver, options: Options, name: str, shape: tuple) -> list[str]:
+    """The single changes of ``--n`` or of one ``--set`` (to one of ``shape``'s dimensions) that
+    give matrix ``name`` that shape, as command-line options: a hint for an input that does not fit."""
+    found = []
+    for setting in ["n", *driver.PROGRAM.params]:
+        for value in sorted(set(shape)):
+            changed = (replace(options, n=value) if setting == "n"
+                       else replace(options, sets={**options.sets, setting: value}))
+            try:
+                shapes = driver.shapes(make_params(driver, changed))[0]
+            except (UsageError, ArithmeticError):
+                continue
+            if tuple(int(x) for x in shapes[name]) == tuple(shape):
+                found.append(f"--n {value}" if setting == "n" else f"--set {setting}={value}")
+    return found
 
 
 def make_distribution(program, params: Params, grid: tuple[int, int], gpus: int, ratio: tuple | None = None):

@@ -23,6 +23,14 @@ class InputFileError(ValueError):
     """An input ``.npy`` file is missing, unreadable, or of the wrong dtype or shape."""
 
 
+class InputShapeError(InputFileError):
+    """An input ``.npy`` file of another shape than its matrix (``shape``: the file's)."""
+
+    def __init__(self, message: str, shape: tuple):
+        super().__init__(message)
+        self.shape = shape
+
+
 class OutputFileError(ValueError):
     """An output ``.npy`` file cannot be created."""
 
@@ -104,8 +112,8 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> Inpu
                              f"expected float64 (or float32)")
     expected = tuple(int(x) for x in expected_shape)
     if tuple(shape) != expected:
-        raise InputFileError(f"input file {path!r} has shape {tuple(shape)} "
-                             f"but the matrix needs shape {expected}")
+        raise InputShapeError(f"input file {path!r} has shape {tuple(shape)} "
+                              f"but the matrix needs shape {expected}", tuple(shape))
     source = InputFile(path, expected, dtype, fortran, offset)
     with source._opened():  # records what the file is now
         pass

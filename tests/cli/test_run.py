@@ -504,3 +504,13 @@ def test_bench_notes_rounds_far_apart_and_a_count_that_is_tiledsls():
     assert _spread_notes([steady, loaded]) == [
         "scipy dgels (2 threads)'s rounds took 0.0060 to 0.8000 s: the machine is busy, or its threads wait for "
         "cores; its ratio is not reliable (run again, or with --workers 1)"]
+
+
+@pytest.mark.timeout(120)
+def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_path):
+    np.save(tmp_path / "wide.npy", np.ones((300, 200)))
+    out = tiledsl("run", "programs/gemm.tile", "--n", 300, "--input", f"A={tmp_path / 'wide.npy'}")
+    assert out.returncode == 2 and out.stderr.strip().endswith(
+        "has shape (300, 200) but the matrix needs shape (300, 300) (--set k=200 gives it that shape)")
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 200, "--input", f"A={tmp_path / 'wide.npy'}")
+    assert out.returncode == 2 and out.stderr.strip().endswith("but the matrix needs shape (200, 200)")
