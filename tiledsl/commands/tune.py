@@ -344,8 +344,10 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         + f", budget {budget:g} s; kernels {', '.join(kernels)} (dominant {dominant})"
         + (f"; inner blocks {', '.join(blocks)}" if blocks else ""))
     if untimed:
-        log(f"not timed: {', '.join(untimed)} (user kernels; tune times the prelude's kernels, so the tile "
-            f"sizes follow {dominant}'s rates)")
+        users = [kernel for kernel in untimed if kernel not in CPU_KERNELS]
+        kinds = " and ".join(kind for kind, present in (("user kernels", users), (
+            "prelude kernels tune has no timing for", len(users) < len(untimed))) if present)
+        log(f"not timed: {', '.join(untimed)} ({kinds}; the tile sizes follow {dominant}'s rates)")
 
     with threadpool_limits(1):
         deadline = began + 0.4 * budget
@@ -444,10 +446,11 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     trial_n = n or multiple * tile
     repeats = 2 if 2 * planned * estimate(trial_n) < remaining() else 1
     trials = Trials(driver, Options(n=trial_n, gpus=gpus, gpu_backend=backend, workers=workers,
-                                    host_speeds=result["speeds"]), repeats)
+                                    host_speeds=result["speeds"]), repeats, remaining)
     if trial_n == probe_n and repeats == 1:  # the probe was the first trial (runs too slow to repeat)
         trials.measured[trials.key(settings(candidates[start]), first_ratio, {})] = probe
-    more_time = lambda: remaining() > 0
+        trials.longest = probe
+    more_time = trials.time_for_another
 
     log(f"search at n={trial_n} ({label}-multiple {trial_n / tile:.3g}), best of {repeats} run(s) each:")
     tile_defaults = tile_values(defaults, driver.PROGRAM.tiling.kind)
@@ -477,11 +480,13 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
                                            more_time=more_time)
         chosen_ratio, history = gpu_only_unless_slower(chosen_ratio, history, RATIOS[0], measure_ratio)
         ratio = (chosen_ratio.numerator, chosen_ratio.denominator)
-        taking = trials.seconds(tiles, (0, 1), params, host_takes=True)  # the host takes GPU work as it goes
-        result["host_takes"] = taking < trials.seconds(tiles, ratio, params)
+        # the host takes GPU work as it goes: tried when the budget leaves time for it
+        taking = trials.seconds(tiles, (0, 1), params, host_takes=True) if more_time() else None
+        result["host_takes"] = taking is not None and taking < trials.seconds(tiles, ratio, params)
         log("  " + ", ".join(f"gpu-ratio {r.numerator}:{r.denominator} {t:.4f} s"
                              + ("*" if r == chosen_ratio and not result["host_takes"] else "") for r, t in history)
-            + f", gpu-ratio 0:1 with --host-takes on {taking:.4f} s" + ("*" if result["host_takes"] else ""))
+            + (f", gpu-ratio 0:1 with --host-takes on {taking:.4f} s" + ("*" if result["host_takes"] else "")
+               if taking is not None else ", --host-takes on not tried (out of budget)"))
         result["gpu_ratio"] = list(ratio)  # the best without taking, which --host-takes off gets
     result.update({"tiles": tiles, "params": params, "trial_n": trial_n, "search": trials.records(),
                    "seconds": round(clock() - began, 3),
@@ -490,11 +495,13 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
 
 
 class Trials:
-    """The search's runs of the program, each setting timed once (best of ``repeats``)."""
+    """The search's runs of the program, each setting timed once (best of ``repeats``, fewer when
+    ``remaining()``, the seconds left of the budget, would not hold another)."""
 
-    def __init__(self, driver, options: Options, repeats: int):
-        self.driver, self.options, self.repeats = driver, options, repeats
+    def __init__(self, driver, options: Options, repeats: int, remaining=lambda: float("inf")):
+        self.driver, self.options, self.repeats, self.remaining = driver, options, repeats, remaining
         self.measured: dict = {}  # (tiles, ratio, params as sorted tuples, host takes) -> seconds
+        self.longest = 0.0  # the longest run so far (wall seconds): what the next one may take
 
     def seconds(self, tiles: dict, ratio, params: dict, host_takes: bool = False) -> float:
         """Seconds of the run with these tile settings, host/GPU ratio and parameters (and CPU workers
@@ -503,8 +510,19 @@ class Trials:
         if key not in self.measured:
             options = replace(self.options, tiles=dict(tiles), gpu_ratio=ratio, sets=dict(params),
                               host_takes=host_takes)
-            self.measured[key] = min(trial(self.driver, options).seconds for _ in range(self.repeats))
+            best = float("inf")
+            for run in range(self.repeats):
+                if run and self.remaining() < self.longest:
+                    break
+                began = time.perf_counter()
+                best = min(best, trial(self.driver, options).seconds)
+                self.longest = max(self.longest, time.perf_counter() - began)
+            self.measured[key] = best
         return self.measured[key]
+
+    def time_for_another(self) -> bool:
+        """Whether the budget holds one more setting, taking as long as the longest run so far."""
+        return self.remaining() > self.longest
 
     @staticmethod
     def key(tiles: dict, ratio, params: dict, host_takes: bool = False) -> tuple:
