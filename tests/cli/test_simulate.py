@@ -172,6 +172,12 @@ def test_this_machine_needs_its_tuned_rates(capsys, tmp_path, monkeypatch):
     status = main(["simulate", "cholesky", "--n", "2000", "--nodes", "2"])
     err = capsys.readouterr().err
     assert status == 2 and "run `tiledsl tune cholesky` first, or give --machine FILE" in err
+    (tmp_path / "mine.tile").write_text((ROOT / "programs" / "cholesky.tile").read_text().replace(
+        "program cholesky", "program other_name"))
+    status = main(["simulate", str(tmp_path / "mine.tile"), "--n", "2000", "--nodes", "2"])
+    err = capsys.readouterr().err  # the file to tune, not the program's name inside it
+    assert status == 2 and f"no kernel rates for other_name on this machine: run `tiledsl tune {tmp_path / 'mine.tile'}` " \
+                           "first, or give --machine FILE" in err
 
 
 

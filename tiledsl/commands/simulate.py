@@ -67,7 +67,7 @@ def run(args, driver) -> int:
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     program = driver.PROGRAM
-    machine = load(args.machine, program.name, args.gpus or 0, args.gpu_backend)
+    machine = load(args.machine, program.name, args.gpus or 0, args.gpu_backend, args.file)
     if args.gpus is None:
         args.gpus = machine.gpus if args.machine else 0
     options = size_options(args)

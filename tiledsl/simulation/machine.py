@@ -179,15 +179,16 @@ def _rates(table, where: str) -> Rates:
         raise MachineError(str(error)) from None
 
 
-def load(spec: str | None, program: str, gpus: int, backend: str) -> Machine:
+def load(spec: str | None, program: str, gpus: int, backend: str, source: str | None = None) -> Machine:
     """The machine of ``--machine spec``; without one, this machine: the ``local`` file with
-    the kernel rates of this machine's ``tiledsl tune`` cache for ``program``."""
+    the kernel rates of this machine's ``tiledsl tune`` cache for ``program`` (``source``: its
+    .tile file, which the command to tune it names)."""
     if spec is not None:
         return machine(read(spec), spec)
     content = {**read("local"), "cores": os.cpu_count() or 1}
     speeds = (tuning.entry(program, gpus, backend) or {}).get("speeds") or {}
     if "core" not in speeds:
-        raise MachineError(f"no kernel rates for {program} on this machine: run `tiledsl tune {program}"
+        raise MachineError(f"no kernel rates for {program} on this machine: run `tiledsl tune {source or program}"
                            + (f" --gpus {gpus} --gpu-backend {backend}" if gpus else "")
                            + "` first, or give --machine FILE")
     content["cpu"] = speeds["core"]
