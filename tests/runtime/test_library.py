@@ -11,6 +11,7 @@ programs that predate the library run on 1 rank and on GPUs only (tests/runtime/
 test_mpi.py runs them on every grid).
 """
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from tiledsl.commands.bench import inputs_of, reference_of, run_bench
+from tiledsl.commands.bench import inputs_of, reference_of, render, run_bench
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.runtime import Options, execute
@@ -246,6 +247,7 @@ def test_hqr_fails_its_check_without_either_levels_updates(tmp_path, dropped, re
     ("solve(lower A, B, B)", "dtrsm", ["A", "B"]),
     ("solve(transposed upper A, X, B)", "dtrsm", ["A", "B"]),
     ("inverse(upper A, A)", "dtrtri", ["A"]),
+    ("inverse(A, X)", "dgetrf+dgetri", ["A"]),
 ])
 def test_the_bench_reference_takes_the_checks_inputs_wherever_the_result_is(tmp_path, check, routine, names):
     """The reference of a solve or an inverse takes A (and B): the result X may be a matrix
@@ -263,7 +265,6 @@ def test_the_bench_reference_takes_the_checks_inputs_wherever_the_result_is(tmp_
 @pytest.mark.parametrize("check, note", [
     ("", "no reference to time against: the program declares no check (a check says what it computes)"),
     ("check lu(A)", None),
-    ("check inverse(A, X)", "no LAPACK/BLAS routine is known for a check inverse: tiledsl is timed alone"),
 ])
 def test_bench_says_why_tiledsl_is_timed_alone(tmp_path, check, note):
     (tmp_path / "p.tile").write_text(
@@ -275,6 +276,34 @@ def test_bench_says_why_tiledsl_is_timed_alone(tmp_path, check, note):
     table = run_bench(driver, Options(n=100, workers=1), rounds=1, with_dask=False)
     assert table["notes"] == ([note] if note else [])
     assert len(table["rows"]) == (1 if note else 2)
+
+
+def test_the_general_inverse_reference_inverts_in_place():
+    from tiledsl.commands.bench import REFERENCES, lapack_info
+
+    a = np.asfortranarray(np.random.default_rng(3).standard_normal((70, 70)) + 20 * np.eye(70))
+    work = a.copy(order="F")
+    assert lapack_info(REFERENCES["inverse"].run(work)) == 0
+    assert np.allclose(work @ a, np.eye(70), atol=1e-12)
+    assert lapack_info(REFERENCES["inverse"].run(np.zeros((5, 5), order="F"))) == 1  # singular: dgetrf's info
+
+
+@pytest.mark.timeout(60)
+def test_a_reference_that_fails_on_the_inputs_is_no_timing(tmp_path):
+    """dposv on a matrix that is not positive definite returns info > 0 at once: its row says it
+    failed rather than showing a time far below tiledsl's."""
+    (tmp_path / "p.tile").write_text(
+        "program p { tiling uniform(nb = 50)  matrix A[n, n] = random general  matrix B[n, n] = random general\n"
+        "  check solve(symmetric A, B, B)\n  for k in 0 .. B.nt { trsm(A[k, k], B[k, k]) } }\n")
+    _, text = compile_path(tmp_path / "p.tile")
+    (tmp_path / "driver.py").write_text(text)
+    table = run_bench(import_driver(tmp_path / "driver.py", "bench_failing"), Options(n=100, workers=1), rounds=1,
+                      with_dask=False)
+    tiled, reference = table["rows"]
+    assert tiled["seconds"] > 0 and reference["name"] == "scipy dposv (1 thread)"
+    assert reference["seconds"] is None and reference["failed"].startswith("LAPACK info = ")
+    assert any(note.startswith("scipy dposv (1 thread) failed on these inputs (LAPACK info = ") for note in table["notes"])
+    assert re.search(r"scipy dposv \(1 thread\) +failed +- +-", render(table))
 
 
 @pytest.mark.timeout(60)

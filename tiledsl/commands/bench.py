@@ -41,6 +41,7 @@ FLAVOURS = ("symmetric", "lower", "upper")
 class Measure:
     name: str
     times: list = field(default_factory=list)
+    info: int = 0  # a reference's LAPACK info when it failed on these inputs: its times are not timings
 
     @property
     def best(self) -> float:
@@ -63,17 +64,31 @@ class Reference:
 
 def _geqrf(a):
     lwork = int(lapack.dgeqrf_lwork(*a.shape)[0])  # the default lwork would run unblocked
-    lapack.dgeqrf(a, lwork=lwork, overwrite_a=1)
+    return lapack.dgeqrf(a, lwork=lwork, overwrite_a=1)
 
 
 def _potri(a):
-    lapack.dpotrf(a, lower=1, overwrite_a=1)
-    lapack.dpotri(a, lower=1, overwrite_c=1)
+    c, info = lapack.dpotrf(a, lower=1, overwrite_a=1)
+    return info or lapack.dpotri(c, lower=1, overwrite_c=1)
+
+
+def _getri(a):
+    lu, piv, info = lapack.dgetrf(a, overwrite_a=1)
+    lwork = int(lapack.dgetri_lwork(a.shape[0])[0])
+    return info or lapack.dgetri(lu, piv, lwork=lwork, overwrite_lu=1)
 
 
 def _gels(a, b):
     lwork = int(lapack.dgels_lwork(*a.shape, b.shape[1])[0])
-    lapack.dgels(a, b, lwork=lwork, overwrite_a=1, overwrite_b=1)
+    return lapack.dgels(a, b, lwork=lwork, overwrite_a=1, overwrite_b=1)
+
+
+def lapack_info(returned) -> int:
+    """The ``info`` of what a reference returned (scipy's LAPACK wrappers return it last, or a
+    wrapper of two calls the first nonzero one); 0 for a BLAS routine's array."""
+    if isinstance(returned, tuple):
+        returned = returned[-1]
+    return returned if isinstance(returned, int) else 0
 
 
 REFERENCES = {
@@ -89,6 +104,7 @@ REFERENCES = {
     "inverse lower": Reference("dtrtri", lambda a: lapack.dtrtri(a, lower=1, overwrite_c=1), (0,)),
     "inverse upper": Reference("dtrtri", lambda a: lapack.dtrtri(a, lower=0, overwrite_c=1), (0,)),
     "inverse symmetric": Reference("dpotrf+dpotri", _potri, (0,)),
+    "inverse": Reference("dgetrf+dgetri", _getri, (0,)),
     "product": Reference("dgemm", lambda c, a, b, alpha=1.0, beta=1.0:
                          blas.dgemm(alpha, a, b, beta, c, overwrite_c=1)),
     "product symmetric": Reference("dsyrk", lambda c, a, alpha=1.0, beta=1.0:
@@ -161,12 +177,13 @@ def _dask(kind: str, chunk: int, workers: int):
     return f"dask.array.linalg.{kind} (chunks {chunk})", run
 
 
-def _timed(function, matrices: list, threads: int, options: dict) -> float:
+def _timed(function, matrices: list, threads: int, options: dict) -> tuple[float, int]:
+    """Seconds of ``function`` on copies of ``matrices``, and its LAPACK info (0: it succeeded)."""
     work = [np.array(a, order="F", copy=True) for a in matrices]
     with threadpool_limits(threads):
         start = time.perf_counter()
-        function(*work, **options)
-        return time.perf_counter() - start
+        returned = function(*work, **options)
+        return time.perf_counter() - start, lapack_info(returned)
 
 
 def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True) -> dict:
@@ -200,12 +217,15 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         tiled.times.append(result.seconds)
         residual, passed = result.residual, result.passed
         for measure, routine, matrices, threads, check_options in references:
-            measure.times.append(_timed(routine, matrices, threads, check_options))
+            seconds, measure.info = _timed(routine, matrices, threads, check_options)
+            measure.times.append(seconds)
         tiles = tile_values(result.params, program.tiling.kind)
         params = {name: result.params[name] for name in program.params if name in result.params}
         tiling = sources_text(result)
         flops, source = flop_count(program, result.matrices, [result.stats])
-    notes += _spread_notes([tiled] + [r[0] for r in references])
+    notes += [f"{m.name} failed on these inputs (LAPACK info = {m.info}): its row is not a timing"
+              for m, *_ in references if m.info]
+    notes += _spread_notes([tiled] + [r[0] for r in references if not r[0].info])
     if references and source == "kernels":
         notes.append("every row's GFLOP/s divides tiledsl's flop count (its kernels') by the row's time, not the "
                      "work the reference does (a dense routine may do more): compare the times")
@@ -230,7 +250,9 @@ def _table(program, options, flops, tiled, references, verdict, tiles, tiling, n
     its check's (residual, passed)."""
     rate = (lambda t: flops / t / 1e9) if flops else (lambda t: None)
     rows = [{"name": m.name, "seconds": m.best, "gflops": rate(m.best),
-             "ratio": m.best / tiled.best} for m in [tiled] + references]
+             "ratio": m.best / tiled.best} if not m.info else
+            {"name": m.name, "seconds": None, "gflops": None, "ratio": None, "failed": f"LAPACK info = {m.info}"}
+            for m in [tiled] + references]
     dask_rows = [r for r in rows if r["name"].startswith("dask")]
     best_dask = min(dask_rows, key=lambda r: r["seconds"]) if dask_rows else None
     return {"program": program.name, "n": options.n, "tiles": tiles, "params": params, "tiling": tiling,
@@ -245,6 +267,9 @@ def render(table: dict) -> str:
              f"best of {table['rounds']} alternated rounds", f"settings {table['tiling']}", "",
              f"{'implementation':<44} {'seconds':>9} {'GFLOP/s':>9} {'tiledsl speedup':>16}"]
     for row in table["rows"]:
+        if row.get("failed"):
+            lines.append(f"{row['name']:<44} {'failed':>9} {'-':>9} {'-':>16}")
+            continue
         rate = f"{row['gflops']:.2f}" if row["gflops"] else "-"
         ratio = f"{row['ratio']:.2f}x" if row["ratio"] else "-"
         lines.append(f"{row['name']:<44} {row['seconds']:>9.4f} {rate:>9} {ratio:>16}")
