@@ -194,3 +194,16 @@ def test_without_output_the_dot_goes_to_stdout(capsys):
     assert main(["graph", "cholesky", "--n", "300", "--nb", "100"]) == 0
     out = capsys.readouterr().out
     assert out.startswith('digraph "cholesky" {') and balanced(out)
+
+
+@pytest.mark.timeout(60)
+def test_a_node_names_the_sub_ranges_its_task_reads_and_writes(tmp_path, capsys):
+    (tmp_path / "halo.tile").write_text(
+        "program halo {\n  tiling uniform(nb = 4)\n  matrix A[n, n] = random general\n"
+        "  matrix B[n, n] = random general\n"
+        "  for i in 1 .. A.mt { gemm(A[i - 1, 0][3 : 4, :], B[0, 0][:, 0 : 1], A[i, 0][0 : 1, 0 : 1]) }\n}\n")
+    out = tmp_path / "dag.dot"
+    assert main(["graph", str(tmp_path / "halo.tile"), "--n", "12", "-o", str(out)]) == 0, capsys.readouterr().err
+    labels = [label.split("\\n")[0] for _, label in NODE.findall(out.read_text())]
+    assert labels == ["gemm(A[0, 0][3:4, 0:4], B[0, 0][0:4, 0:1], A[1, 0][0:1, 0:1])",
+                      "gemm(A[1, 0][3:4, 0:4], B[0, 0][0:4, 0:1], A[2, 0][0:1, 0:1])"]

@@ -312,7 +312,7 @@ def _task_table(plan: Plan, limit: int) -> list[str]:
     """The first ``limit`` tasks: index, line, call, owner (its rank and the device the task runs on),
     and each rank's instance types."""
     nranks = plan.grid[0] * plan.grid[1]
-    rows = [(str(task.index), str(task.call.line), _call_text(task),
+    rows = [(str(task.index), str(task.call.line), call_text(task),
              _runs_on(task), [",".join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or "-"
                               for r in range(nranks)])
             for task in plan.tasks[:limit]]
@@ -336,11 +336,11 @@ def _task_table(plan: Plan, limit: int) -> list[str]:
     return lines
 
 
-def _call_text(task: PlannedTask) -> str:
+def call_text(task: PlannedTask, with_values: bool = True) -> str:
     """``kernel(tiles; name=value, ...)``: the tiles of the task (a panel's one by one, a sub-range
-    after its tile), then its values."""
+    after its tile), then its values (unless not ``with_values``)."""
     values = "; " + ", ".join(f"{name}={value!r}" for name, value in zip(task.call.values, task.values)) \
-        if task.values else ""
+        if task.values and with_values else ""
     parts = task.parts or (None,) * len(task.tiles)
     return f"{task.call.kernel}({', '.join(f'{t}{part_text(p)}' for t, p in zip(task.tiles, parts))}{values})"
 

@@ -22,7 +22,7 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from .explain import tiling_text
+from .explain import call_text, tiling_text
 
 LIMIT = 5000  # tasks; a larger graph is unreadable and slow to lay out
 KINDS = ("RAW", "WAR", "WAW")
@@ -210,7 +210,7 @@ def _rank_line(rank: int) -> str:
 
 def _node(task, fills: dict, nranks: int, gpus: int) -> str:
     call = task.call
-    text = [f"{call.kernel}({', '.join(str(t) for t in task.tiles)})", f"line {call.line}"]
+    text = [call_text(task, with_values=False), f"line {call.line}"]  # sub-ranges after their tiles
     rank, device = task.owner
     if nranks > 1 or gpus > 0:
         text.append(f"rank {rank} {_device(device)}")
