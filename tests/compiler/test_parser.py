@@ -362,6 +362,7 @@ def test_malformed_expressions_are_syntax_errors(text):
     ("if k > 0 && k < 2 { potrf(A[k, k]) }", "write 'and'"),
     ("if k > 0 || k < 2 { potrf(A[k, k]) }", "write 'or'"),
     ("if k > 0 { potrf(A[k, k]) } elif k == 0 { potrf(A[k, k]) }", "write 'else if'"),
+    ("potrf(A[k, k]); potrf(A[k, k])", "statements need no separator"),
     ("fro j in 0 .. 2 { potrf(A[k, k]) }", "did you mean 'for'?"),
     ("potrf(A[k, k]) prority 2", "did you mean 'priority'?"),
     ("matrix B[n, n] = zeros", "declarations (tiling, param, matrix, workspace, check) come before"),

@@ -118,7 +118,8 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
 
 _CHARACTER_HINTS = {"&": "write 'and' (conditions join with and, or, not)",
                     "|": "write 'or' (conditions join with and, or, not)",
-                    "!": "write 'not' (and '!=' for 'is not equal to')"}
+                    "!": "write 'not' (and '!=' for 'is not equal to')",
+                    ";": "statements need no separator: put each on its own line, or leave a space"}
 #: Words that begin a declaration or a statement, for "did you mean" on a misspelt one
 _KEYWORDS = ("program", "kernel", "use", "tiling", "param", "matrix", "workspace", "check", "for", "if", "else",
              "let", "release", "priority")
