@@ -23,7 +23,6 @@ import numpy as np
 from .geometry import Geometry
 from .world import UsageError
 
-PARTS = ("all", "lower", "upper", "strict lower", "strict upper")
 QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
 
 

@@ -147,7 +147,7 @@ class Verifier:
         for stream in streams:
             stream(tally)
 
-        def generate(rt, params):
+        def generate(_runtime, _params):  # the engine's signature for a loop nest
             for stream in streams:
                 stream(Stream(self.engine))
         with self.progress(tally.count):

@@ -37,7 +37,6 @@ CHECK_ARITY = {kind: tuple(len(s) for s in signatures) for kind, signatures in C
 CHECK_OPTIONS = {"product": ("alpha", "beta")}
 #: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
 CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
-VALUE_TYPES = ("int", "float", "char")
 QR_REPLAYED = ("geqrt", "tpqrt", "ttqrt")  # the kernels whose reflectors `check qr` replays (runtime/verify.py)
 OPERATOR_WORDS = ("and", "or", "not")  # a name spelt so could never be used in an expression
 GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
