@@ -38,7 +38,7 @@ def program_path(name: str) -> str:
         if not os.path.lexists(name):
             raise UsageError(f"{name}: no such file")
         return name
-    programs = Path(__file__).resolve().parent.parent / "programs"
+    programs = shipped_programs()
     shipped = programs / f"{name}.tile"
     if shipped.exists():
         return str(shipped)
@@ -46,6 +46,14 @@ def program_path(name: str) -> str:
     close = difflib.get_close_matches(name, names, n=1)
     raise UsageError(f"{name}: no such file, nor a shipped program of that name"
                      + (f" (did you mean {close[0]}?)" if close else f" (shipped: {', '.join(names)})"))
+
+
+def shipped_programs() -> Path:
+    """The folder of the shipped programs: ``tiledsl/programs`` in an installed package, the
+    repository's ``programs`` in a checkout (or an editable install of one)."""
+    package = Path(__file__).resolve().parent
+    installed = package / "programs"
+    return installed if installed.is_dir() else package.parent / "programs"
 
 
 def cache_dir() -> Path:
