@@ -169,7 +169,7 @@ class _Analyzer:
     # ---------------------------------------------------------------- driver
     def run(self) -> Checked | None:
         program = self.program
-        tiling = self._tiling(program.tiling)
+        tiling = self.tiling = self._tiling(program.tiling)
         self.declarations = {d.name.text: d.name.span for d in (*program.params, *program.matrices, *program.workspaces)}
         self._declare_params(tiling, program.params)
         self._declare_matrices(program.matrices, program.workspaces)
@@ -811,6 +811,7 @@ class _Analyzer:
                     self._int_expr(end)
             if part:
                 self._check_constant_part(part, what)
+                self._check_part_within_tiles(tile, part, what)
 
     def _check_constant_part(self, part, what: str) -> None:
         """E208 for a sub-range whose literal ends leave every tile: a negative end, or a reversed range."""
@@ -822,6 +823,22 @@ class _Analyzer:
         if start is not None and stop is not None and stop < start:
             self.bag.error(part.span, "E208", f"the sub-range's {what} {start} : {stop} are reversed",
                            hint=f"a sub-range goes from its first {what[:-1]} to one past its last")
+
+    def _check_part_within_tiles(self, tile: n.TileRef, part, what: str) -> None:
+        """E208 for a sub-range of a matrix's tile that ends past, or starts beyond, the widest tile
+        the tiling makes (``nb`` for uniform tiles, ``B`` for hybrid ones), whatever the sizes."""
+        symbol = self.scope.lookup(tile.matrix.text)
+        if symbol is None or not isinstance(symbol.node, n.MatrixDecl):
+            return  # a workspace's rows may be a parameter of their own
+        widest = "B" if getattr(self, "tiling", "uniform") == "hybrid" else "nb"
+        for end, verb in ((part.stop, "ends at"), (part.start, "starts at")):
+            form = None if end is None else self.converter.form(end)
+            beyond = _beyond(form, widest)
+            if beyond is not None and beyond >= 1:
+                self.bag.error(end.span, "E208", f"the sub-range {verb} {self.converter.render(form)}, past every "
+                                                 f"tile: a tile has at most {widest} {what}",
+                               hint=f"its {what} count from 0 to {widest} - 1 (a tile at the edge has fewer)")
+                return
 
     def _matrix(self, ident: n.Ident) -> _Symbol | None:
         symbol = self.scope.lookup(ident.text)
@@ -1322,3 +1339,11 @@ def _is_panel(tile: n.TileRef) -> bool:
 
 def _same_tile(a: n.TileRef, b: n.TileRef) -> bool:
     return a.matrix.text == b.matrix.text and _unparse(a.row) == _unparse(b.row) and _unparse(a.col) == _unparse(b.col)
+
+
+def _beyond(form, widest: str) -> int | None:
+    """The least amount by which affine ``form`` exceeds the symbol ``widest`` (at least 1) for every
+    value of it, when it is ``c·widest + c0`` with ``c >= 1``; None for any other form."""
+    if form is None or set(form) - {"", widest} or form.get(widest, 0) < 1:
+        return None
+    return form.get("", 0) + (form[widest] - 1)
