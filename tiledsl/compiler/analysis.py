@@ -162,6 +162,7 @@ class _Analyzer:
         self.converter = Converter(self._let_form, self._extent_symbol, self._name_symbol)
         self.flops_of: n.KernelDecl | None = None  # the kernel whose flop count is being checked
         self.float_lets: set = set()
+        self.tiling = "uniform"  # the program's tiling kind, once read
         self.declarations: dict = {}  # name -> span of the program's parameters, matrices and workspaces
         self.used_early: set = set()  # names used before their declaration (E200 then, but used)
         self._declare_kernels(prelude.kernels + file.kernels)
@@ -830,7 +831,7 @@ class _Analyzer:
         symbol = self.scope.lookup(tile.matrix.text)
         if symbol is None or not isinstance(symbol.node, n.MatrixDecl):
             return  # a workspace's rows may be a parameter of their own
-        widest = "B" if getattr(self, "tiling", "uniform") == "hybrid" else "nb"
+        widest = "B" if self.tiling == "hybrid" else "nb"
         for end, verb in ((part.stop, "ends at"), (part.start, "starts at")):
             form = None if end is None else self.converter.form(end)
             beyond = _beyond(form, widest)
