@@ -27,22 +27,24 @@ COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "affine", "dataflo
 
 
 def program_path(name: str) -> str:
-    """A path as given, or the shipped program of that name (``cholesky``) if there is one.
+    """A path as given, or the shipped program of that name (``cholesky``) if there is one and no
+    file of the current directory bears the name.
 
     A bare name that is neither a file nor a shipped program is a :class:`UsageError`
     naming the shipped programs, and the closest one if the name looks misspelled; so is
     a path that leads nowhere, or to a matrix file."""
     if name.endswith(".npy"):
         raise UsageError(f"{name} is a matrix file, not a program: give it to the run as --input NAME={name}")
+    found = shipped_path(name)
+    if found:  # a bare name no file bears (a folder of that name is no program)
+        return found
     if name.endswith((".tile", ".py")) or "/" in name or Path(name).exists():
         if not os.path.lexists(name):
-            raise UsageError(f"{name}: no such file")
+            also = shipped_name(name)
+            raise UsageError(f"{name}: no such file" + (f" (a shipped program is called {also}: give its name, "
+                                                          f"`{also}`, from any directory)" if also else ""))
         return name
-    programs = shipped_programs()
-    shipped = programs / f"{name}.tile"
-    if shipped.exists():
-        return str(shipped)
-    names = sorted(path.stem for path in programs.glob("*.tile"))
+    names = sorted(path.stem for path in shipped_programs().glob("*.tile"))
     close = difflib.get_close_matches(name, names, n=1)
     raise UsageError(f"{name}: no such file, nor a shipped program of that name"
                      + (f" (did you mean {close[0]}?)" if close else f" (shipped: {', '.join(names)})"))
@@ -54,6 +56,22 @@ def shipped_programs() -> Path:
     package = Path(__file__).resolve().parent
     installed = package / "programs"
     return installed if installed.is_dir() else package.parent / "programs"
+
+
+def shipped_path(name: str) -> str | None:
+    """The shipped program called ``name`` (a bare name such as ``cholesky``, which no file or only
+    a folder of the current directory bears), or None."""
+    if name.endswith((".tile", ".py")) or "/" in name or (Path(name).exists() and not Path(name).is_dir()):
+        return None
+    shipped = shipped_programs() / f"{name}.tile"
+    return str(shipped) if shipped.exists() else None
+
+
+def shipped_name(path: str) -> str | None:
+    """The shipped program a path that leads nowhere names (``programs/cholesky.tile``, as the docs
+    write it from a clone, or ``cholesky.tile``), or None."""
+    stem = Path(path).name.removesuffix(".tile")
+    return stem if path.endswith(".tile") and (shipped_programs() / f"{stem}.tile").exists() else None
 
 
 def cache_dir() -> Path:

@@ -330,6 +330,24 @@ def test_run_and_explain_take_a_shipped_programs_name():
 
 
 @pytest.mark.timeout(130)
+def test_a_shipped_program_goes_by_its_name_from_any_directory(tmp_path):
+    """From an installed package there is no programs/ folder: names work everywhere, a clone's
+    path says which name to give, and a folder named like a program does not hide it."""
+    (tmp_path / "qr").mkdir()
+    out = tiledsl("check", "cholesky", "qr", cwd=tmp_path)
+    assert out.returncode == 0 and "checked 2 file(s): no errors" in out.stderr, out.stderr
+    out = tiledsl("check", "programs/cholesky.tile", cwd=tmp_path)
+    assert out.returncode == 1 and "programs/cholesky.tile: error[E000]: no such file\n" \
+        "  = hint: a shipped program is called cholesky: `tiledsl check cholesky`" in out.stderr
+    out = tiledsl("run", "programs/lu.tile", "--n", 100, cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip().endswith(
+        "programs/lu.tile: no such file (a shipped program is called lu: give its name, `lu`, from any directory)")
+    assert tiledsl("run", "qr", "--n", 200, "--nb", 100, "--check", cwd=tmp_path).returncode == 0
+    (tmp_path / "lu").write_text("not a program\n")  # a file of that name is the user's: it is what runs
+    assert "lu:1:1: error[E100]: unexpected 'not'" in tiledsl("run", "lu", "--n", 100, cwd=tmp_path).stderr
+
+
+@pytest.mark.timeout(130)
 def test_nb_is_refused_for_hybrid_tiling():
     out = tiledsl("run", "programs/hetero_cholesky.tile", "--n", 500, "--nb", 64)
     assert out.returncode == 2 and "--nb does not apply to hybrid tiling (it takes --B, --b, --s)" in out.stderr

@@ -11,6 +11,7 @@ is a normal end: the command stops quietly.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import traceback
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..compiler import Result, check_path, compile_path
-from ..driverload import program_path
+from ..driverload import program_path, shipped_name, shipped_path
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.reporting import json_text
@@ -76,11 +77,11 @@ def _parser() -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
     check = command("check", "report diagnostics for .tile files")
-    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("files", nargs="+", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     check.set_defaults(handler=_check)
 
     compile_ = command("compile", "write the Python driver of a .tile program")
-    compile_.add_argument("file", metavar="FILE")
+    compile_.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     compile_.add_argument("-o", "--output", metavar="DRIVER.py", help="where to write it (default: stdout)")
     compile_.set_defaults(handler=_compile)
 
@@ -176,8 +177,13 @@ def _print_diagnostics(result: Result) -> None:
 
 def _check(args) -> int:
     failed = warnings = 0
-    for path in args.files:
-        result = check_path(path)
+    for given in args.files:
+        result = check_path(shipped_path(given) or given)
+        also = shipped_name(given)
+        if also and not os.path.lexists(given):  # a clone's path, from an installed package
+            result.diagnostics = [dataclasses.replace(d, hint=f"a shipped program is called {also}: "
+                                                              f"`tiledsl check {also}`") if d.code == "E000" else d
+                                  for d in result.diagnostics]
         _print_diagnostics(result)
         failed += not result.ok
         warnings += sum(not d.is_error for d in result.diagnostics)
