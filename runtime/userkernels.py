@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import reprlib
+import sys
 import traceback
 import types
 from pathlib import Path
@@ -136,6 +137,9 @@ def _import(path: Path):
         raise UsageError(f"kernel module {path} is not a Python file (its name must end in .py)")
     spec = importlib.util.spec_from_file_location(f"tiledsl_kernels_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:  # its own imports of files beside it, as for a script (after the installed
+        sys.path.append(folder)  # packages: a stray numpy.py there must not hide numpy)
     try:
         with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()):
             spec.loader.exec_module(module)

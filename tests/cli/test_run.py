@@ -532,3 +532,20 @@ def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_pat
         "has shape (300, 200) but the matrix needs shape (300, 300) (--set k=200 gives it that shape)")
     out = tiledsl("run", "programs/cholesky.tile", "--n", 200, "--input", f"A={tmp_path / 'wide.npy'}")
     assert out.returncode == 2 and out.stderr.strip().endswith("but the matrix needs shape (200, 200)")
+
+
+@pytest.mark.timeout(130)
+def test_a_kernel_module_imports_the_files_beside_it(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "scaling.py").write_text("def scale(a, f):\n    a *= f\n")
+    (project / "halver_kernels.py").write_text("from scaling import scale\n\n\ndef halve(A):\n    scale(A, 0.5)\n")
+    (project / "halver.tile").write_text('use "halver_kernels.py"\nkernel halve(inout A)\nprogram halver {\n'
+                                         "  tiling uniform(nb = 64)\n  matrix A[n, n] = random general\n"
+                                         "  for i in 0 .. A.mt { for j in 0 .. A.nt { halve(A[i, j]) } }\n}\n")
+    given = np.random.default_rng(5).standard_normal((150, 150))
+    np.save(tmp_path / "in.npy", given)
+    out = tiledsl("run", project / "halver.tile", "--n", 150, "--np", 2, "--input", f"A={tmp_path / 'in.npy'}",
+                  "--output", f"A={tmp_path / 'A.npy'}", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert np.array_equal(np.load(tmp_path / "A.npy"), given * 0.5)
