@@ -247,7 +247,8 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         try:
             source_file = npyio.open_input(path, shape)
         except npyio.InputShapeError as error:
-            hints = settings_giving(driver, options, decl.name, error.shape)
+            hints = [f"--n {value}" if setting == "n" else f"--set {setting}={value}"
+                     for setting, value in settings_giving(driver, options, decl.name, error.shape)]
             raise UsageError(f"{error}" + (f" ({' or '.join(hints[:3])} gives it that shape)" if hints else "")) \
                 from None
         except (npyio.InputFileError, OSError) as error:

@@ -55,9 +55,9 @@ def matrix_shapes(driver, params: Params) -> tuple[dict, dict]:
                          f"{error}") from None
 
 
-def settings_giving(driver, options: Options, name: str, shape: tuple) -> list[str]:
-    """The single changes of ``--n`` or of one ``--set`` (to one of ``shape``'s dimensions) that
-    give matrix ``name`` that shape, as command-line options: a hint for an input that does not fit."""
+def settings_giving(driver, options: Options, name: str, shape: tuple) -> list[tuple[str, int]]:
+    """The single changes of ``n`` or of one program parameter, ``(name, value)``, to one of ``shape``'s
+    dimensions, that give matrix ``name`` that shape: for an input that does not fit."""
     found = []
     for setting in ["n", *driver.PROGRAM.params]:
         for value in sorted(set(shape)):
@@ -68,7 +68,7 @@ def settings_giving(driver, options: Options, name: str, shape: tuple) -> list[s
             except (UsageError, ArithmeticError):
                 continue
             if tuple(int(x) for x in shapes[name]) == tuple(shape):
-                found.append(f"--n {value}" if setting == "n" else f"--set {setting}={value}")
+                found.append((setting, value))
     return found
 
 

@@ -100,6 +100,11 @@ def _read_header(path: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
         raise InputFileError(f"input file {path!r} is not a .npy file ({exc})") from None
 
 
+def shape_of(path: str | os.PathLike) -> tuple[int, ...]:
+    """The shape of the ``.npy`` file at ``path``, from its header alone."""
+    return tuple(_read_header(os.fspath(path))[0])
+
+
 def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> InputFile:
     """The ``.npy`` file at ``path``, ready to be read by blocks, after checking dtype, shape and size.
 

@@ -664,3 +664,22 @@ def test_tune_tells_prelude_kernels_it_does_not_time_from_user_kernels(cache):
     out = tiledsl("tune", "programs/getrf.tile", "--no-save", "--workers", 1, *TINY, cache=cache)
     assert out.returncode == 0, out.stderr
     assert "not timed: getrf, laswp (prelude kernels tune has no timing for; the tile sizes follow " in out.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_program_that_loads_its_matrix_is_tuned_at_the_files_size(tmp_path, cache):
+    """Tune's runs take the n the loaded file fixes, and tiles up to half of it."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((300, 300))
+    np.save(tmp_path / "data.npy", a @ a.T + 300 * np.eye(300))
+    (tmp_path / "chol.tile").write_text((ROOT / "programs" / "cholesky.tile").read_text().replace(
+        "random spd", 'load "data.npy"'))
+    out = tiledsl("tune", tmp_path / "chol.tile", "--no-save", "--workers", 1, "--budget", 5, cache=cache)
+    assert out.returncode == 0, out.stderr
+    assert f"n = 300: matrix A's file ({tmp_path / 'data.npy'}) fixes it" in out.stdout
+    assert "search at n=300 " in out.stdout and re.search(r"tuned cholesky: nb=(64|128) ", out.stdout), out.stdout
+    np.save(tmp_path / "data.npy", np.ones((300, 200)))
+    out = tiledsl("tune", tmp_path / "chol.tile", "--no-save", cache=cache)
+    assert out.returncode == 2 and out.stderr.strip().endswith(
+        f"matrix A is loaded from {tmp_path / 'data.npy'} (300×200), which no --n fits: tune runs the program at "
+        "the n of its files")

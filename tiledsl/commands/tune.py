@@ -49,7 +49,9 @@ from ..runtime.tuning import RATIOS, nearest_ratio
 from ..runtime.backends import backend as make_backend
 from ..runtime.errors import TaskFailure
 from ..runtime.kernels import CPU_KERNELS
-from ..runtime.layout import make_distribution, make_matrices, make_params
+from ..runtime import npyio
+from ..runtime.launch import load_path
+from ..runtime.layout import make_distribution, make_matrices, make_params, settings_giving
 from ..runtime.options import tile_values
 from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
@@ -303,6 +305,27 @@ def task_counts(driver, tiles: dict | None = None) -> Counter:
 
 
 # ---------------------------------------------------------------- the procedure
+def loaded_size(driver, log) -> int | None:
+    """The ``n`` that the files of the program's ``load`` matrices fix (tune's runs must take it), or
+    None when it loads none; a usage error when no ``n`` gives a file's shape."""
+    for decl in driver.PROGRAM.matrices:
+        if decl.init != "load":
+            continue
+        path = load_path(decl, driver)
+        try:
+            shape = npyio.shape_of(path)
+        except npyio.InputFileError as error:
+            raise UsageError(str(error)) from None
+        sizes = [value for setting, value in settings_giving(driver, Options(n=1), decl.name, shape)
+                 if setting == "n"]
+        if not sizes:
+            raise UsageError(f"matrix {decl.name} is loaded from {path} ({'×'.join(map(str, shape))}), which no "
+                             f"--n fits: tune runs the program at the n of its files")
+        log(f"n = {sizes[0]}: matrix {decl.name}'s file ({path}) fixes it")
+        return sizes[0]
+    return None
+
+
 def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None = None, budget: float = BUDGET,
          sizes: list | None = None, n: int | None = None, log=lambda line: None, clock=time.perf_counter) -> dict:
     """Tune ``driver``'s program for this machine; the cache entry (see :mod:`.runtime.tuning`)."""
@@ -318,6 +341,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         raise UsageError(f"--sizes must be multiples of {STEP}, got {','.join(map(str, sizes or []))}")
     if n is not None and n < 1:
         raise UsageError(f"--n must be at least 1, got {n}")
+    n = n or loaded_size(driver, log)
     workers = workers or default_workers(1, gpus)
     device = None
     if gpus:
@@ -338,6 +362,9 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     if sizes is None:
         cpu_sizes = list(range(STEP, 1024 + 1, STEP))
         gpu_sizes = list(CUPY_SIZES) if backend == "cupy" else cpu_sizes
+        if n is not None:  # runs of that size tell tiles apart up to half of it
+            fit = lambda candidates: [s for s in candidates if 2 * s <= n] or [STEP]
+            cpu_sizes, gpu_sizes = fit(cpu_sizes), fit(gpu_sizes)
     else:
         cpu_sizes = gpu_sizes = sorted(set(sizes))
     log(f"tune {program.name}: {workers} worker(s)" + (f", {gpus} GPU(s) ({backend})" if gpus else "")
