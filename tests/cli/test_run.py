@@ -549,3 +549,10 @@ def test_a_kernel_module_imports_the_files_beside_it(tmp_path):
                   "--output", f"A={tmp_path / 'A.npy'}", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert np.array_equal(np.load(tmp_path / "A.npy"), given * 0.5)
+
+
+@pytest.mark.timeout(60)
+def test_python_dash_m_tiledsl_is_the_command(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "tiledsl", "run", "cholesky", "--n", "100", "--nb", "50", "--json"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=50)
+    assert out.returncode == 0 and json.loads(out.stdout.strip().splitlines()[-1])["program"] == "cholesky", out.stderr
