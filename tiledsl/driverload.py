@@ -3,6 +3,7 @@
 A ``.tile`` program is compiled once per content: the driver lands in
 ``$XDG_CACHE_HOME/tiledsl/drivers/<hash>.py`` (``~/.cache`` by default) and is
 imported from there, so a traceback or a profiler points at a real file.
+Drivers no run has used for 30 days are removed when a new one is written.
 
 A ``.py`` file given to ``tiledsl`` is imported only once :func:`not_a_driver`
 has recognised it, from its syntax tree alone, as a generated driver: a user's
@@ -11,11 +12,13 @@ script is never run by mistake.
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import hashlib
 import importlib.util
 import os
 import threading
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -172,4 +175,23 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
         except OSError as error:
             raise UsageError(f"cannot write tiledsl's driver cache in {target.parent}: {error.strerror or error} "
                              f"(set XDG_CACHE_HOME to a writable directory)") from None
+        _prune(target.parent)
+    else:
+        with contextlib.suppress(OSError):  # used now: the pruning keeps it
+            os.utime(target)
     return target
+
+
+#: a cached driver no run has used for this long (seconds) goes, at the next driver written
+UNUSED_SECONDS = 30 * 24 * 3600
+
+
+def _prune(folder: Path) -> None:
+    """Remove the drivers of ``folder`` unused for :data:`UNUSED_SECONDS`, and leftovers of writes
+    that long ago: every edit of a program adds a driver, so a cache left alone only grows."""
+    now = time.time()
+    compiled = folder / "__pycache__"  # Python's byte code of the drivers imported
+    for entry in [*folder.glob("*.py"), *folder.glob("*.tmp"), *compiled.glob("*.pyc")]:
+        with contextlib.suppress(OSError):  # gone already, or another user's
+            if now - entry.stat().st_mtime > UNUSED_SECONDS:
+                entry.unlink()

@@ -603,6 +603,28 @@ def test_a_damaged_cached_driver_is_written_again(tmp_path, monkeypatch):
         assert tiledsl_package.load("cholesky").run(n=64, tiles={"nb": 32}, check=True).passed
 
 
+def test_drivers_unused_for_a_month_go_when_a_driver_is_written(tmp_path, monkeypatch):
+    from tiledsl import driverload
+    from tiledsl.driverload import UNUSED_SECONDS, cache_dir, cached_driver_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(driverload, "not_a_driver", lambda path: None)  # the text stands for a driver
+    folder = cache_dir()
+    (folder / "__pycache__").mkdir(parents=True)
+    old, recent = time.time() - UNUSED_SECONDS - 60, time.time() - UNUSED_SECONDS + 3600
+    files = {name: folder / name for name in ("old-1.py", "recent-2.py", "old-3.1.2.tmp", "notes.txt")}
+    files["byte code"] = folder / "__pycache__" / "old-1.cpython-312.pyc"
+    for name, path in files.items():
+        path.write_text("x")
+        os.utime(path, (old, recent if name == "recent-2.py" else old))
+    hit = cached_driver_path("program p {}", "p.tile", lambda target: "written")  # a miss: writes, then prunes
+    assert hit.read_text() == "written"
+    assert {name for name, path in files.items() if path.exists()} == {"recent-2.py", "notes.txt"}
+    os.utime(hit, (old, old))
+    assert cached_driver_path("program p {}", "p.tile", lambda target: "again") == hit  # a hit: kept, and used now
+    assert hit.read_text() == "written" and time.time() - hit.stat().st_mtime < 60
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", [b"lat\xe9.tile", ("x" * 240 + ".tile").encode()])
 def test_any_file_name_the_system_allows_runs(tmp_path, name):
