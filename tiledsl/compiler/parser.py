@@ -26,6 +26,10 @@ MAX_DEPTH = 100
 MAX_INT_DIGITS = 18
 #: Deepest syntax tree (operators chain: a+b+c+... is one level per '+').
 MAX_TREE_DEPTH = 300
+#: and/or/not chained in one condition: the driver nests a call per operator, and Python's parser
+#: takes 200 nested brackets at most
+MAX_CONDITION_CHAIN = 100
+BOOLEAN_RULES = ("or_op", "and_op", "not_op")
 #: Most tokens on one line, and in one file: Lark's LALR parser takes ~20 µs a token.
 MAX_LINE_TOKENS = 10_000
 MAX_FILE_TOKENS = 300_000
@@ -170,6 +174,7 @@ class _Builder:
     def build(self, tree: Tree) -> n.File:
         built: dict[int, object] = {}
         depth: dict[int, int] = {}
+        joined: dict[int, int] = {}  # the and/or/not operators chained in a condition
         for subtree in tree.iter_subtrees():
             children = [self._child(c, built) for c in subtree.children]
             level = 1 + max((depth.get(id(c), 0) for c in subtree.children), default=0)
@@ -179,6 +184,11 @@ class _Builder:
                 raise SourceError(Diagnostic(span, "E101",
                                              f"expression nested more than {MAX_TREE_DEPTH} levels deep",
                                              hint="split it with 'let' bindings"))
+            if subtree.data in BOOLEAN_RULES:
+                joined[id(subtree)] = 1 + max((joined.get(id(c), 0) for c in subtree.children), default=0)
+                if joined[id(subtree)] > MAX_CONDITION_CHAIN:  # each is a nested call in the driver
+                    raise SourceError(Diagnostic(span, "E101", f"a condition chains more than {MAX_CONDITION_CHAIN} "
+                                                               f"and/or/not", hint="split it into nested 'if's"))
             built[id(subtree)] = getattr(self, subtree.data)(children, span)
         return built[id(tree)]
 
