@@ -166,7 +166,7 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
     (``target``: where the driver goes, which it finds the kernel module from)."""
     # the stem cut short: a long file name plus the key would pass the file system's 255 bytes
     target = cache_dir() / f"{Path(path).stem[:64]}-{cache_key(source_text, path)}.py"
-    if not target.is_file() or not_a_driver(target):  # missing, or damaged (cut short, emptied)
+    if not _written_whole(target):  # missing, or damaged (cut short, emptied)
         temporary = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # processes and threads apart
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -180,6 +180,23 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
         with contextlib.suppress(OSError):  # used now: the pruning keeps it
             os.utime(target)
     return target
+
+
+#: the last line of every driver (driver.py.j2): a cached one that ends so was written whole
+DRIVER_END = b"    main(PROGRAM, resolve_params, shapes, generate)\n"
+
+
+def _written_whole(path: Path) -> bool:
+    """Whether the cached driver at ``path`` exists and ends as a driver does; cheaper than
+    :func:`not_a_driver`'s parse, which a large program's driver (megabytes) made slower than
+    compiling it anew. The cache writes by atomic renames, so only outside damage (a file cut
+    short or emptied) can leave one otherwise."""
+    try:
+        with open(path, "rb") as driver:
+            driver.seek(max(0, driver.seek(0, os.SEEK_END) - len(DRIVER_END)))
+            return driver.read() == DRIVER_END
+    except OSError:
+        return False
 
 
 #: a cached driver no run has used for this long (seconds) goes, at the next driver written

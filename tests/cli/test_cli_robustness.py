@@ -593,22 +593,22 @@ def test_a_closed_stdout_or_stderr_drops_what_would_go_there(closed, ranks):
 
 @pytest.mark.timeout(120)
 def test_a_damaged_cached_driver_is_written_again(tmp_path, monkeypatch):
-    from tiledsl.driverload import cache_dir
+    from tiledsl.driverload import DRIVER_END, cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert tiledsl_package.load("cholesky").run(n=64, tiles={"nb": 32}, check=True).passed
     (cached,) = cache_dir().glob("cholesky-*.py")
+    assert cached.read_bytes().endswith(DRIVER_END)  # how a run tells a driver written whole
     for damage in ("", cached.read_text()[:300]):  # emptied, cut short
         cached.write_text(damage)
         assert tiledsl_package.load("cholesky").run(n=64, tiles={"nb": 32}, check=True).passed
 
 
 def test_drivers_unused_for_a_month_go_when_a_driver_is_written(tmp_path, monkeypatch):
-    from tiledsl import driverload
-    from tiledsl.driverload import UNUSED_SECONDS, cache_dir, cached_driver_path
+    from tiledsl.driverload import DRIVER_END, UNUSED_SECONDS, cache_dir, cached_driver_path
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(driverload, "not_a_driver", lambda path: None)  # the text stands for a driver
+    written, again = ("# written\n" + DRIVER_END.decode()), ("# again\n" + DRIVER_END.decode())  # stand for drivers
     folder = cache_dir()
     (folder / "__pycache__").mkdir(parents=True)
     old, recent = time.time() - UNUSED_SECONDS - 60, time.time() - UNUSED_SECONDS + 3600
@@ -617,12 +617,12 @@ def test_drivers_unused_for_a_month_go_when_a_driver_is_written(tmp_path, monkey
     for name, path in files.items():
         path.write_text("x")
         os.utime(path, (old, recent if name == "recent-2.py" else old))
-    hit = cached_driver_path("program p {}", "p.tile", lambda target: "written")  # a miss: writes, then prunes
-    assert hit.read_text() == "written"
+    hit = cached_driver_path("program p {}", "p.tile", lambda target: written)  # a miss: writes, then prunes
+    assert hit.read_text() == written
     assert {name for name, path in files.items() if path.exists()} == {"recent-2.py", "notes.txt"}
     os.utime(hit, (old, old))
-    assert cached_driver_path("program p {}", "p.tile", lambda target: "again") == hit  # a hit: kept, and used now
-    assert hit.read_text() == "written" and time.time() - hit.stat().st_mtime < 60
+    assert cached_driver_path("program p {}", "p.tile", lambda target: again) == hit  # a hit: kept, and used now
+    assert hit.read_text() == written and time.time() - hit.stat().st_mtime < 60
 
 
 @pytest.mark.timeout(120)

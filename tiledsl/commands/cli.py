@@ -437,10 +437,10 @@ def _cached_driver(path: str):
     from ..compiler.codegen import generate
     from ..driverload import cached_driver_path
 
-    result, text = compile_path(path)
+    result = check_path(path)  # the diagnostics every run shows; the driver is generated on a miss only
     _print_diagnostics(result)
-    return None if text is None else cached_driver_path(result.source.text, path,
-                                                        lambda target: generate(result.checked, target))
+    return None if not result.ok else cached_driver_path(result.source.text, path,
+                                                         lambda target: generate(result.checked, target))
 
 
 if __name__ == "__main__":
