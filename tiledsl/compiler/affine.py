@@ -41,7 +41,9 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
                 continue
             beyond = _add(value, _scale(extent, -1), {"": 1}) if direction > 0 else _scale(value, -1)
             if _provably_at_least(beyond, 1):
-                where = ", ".join(f"{v} = {converter.render(point[v])}" for v, _, _ in bounds if v in point)
+                varies = any(form.get(v) for v, _, _ in bounds)  # a constant index is out at every iteration
+                where = ", ".join(f"{v} = {converter.render(point[v])}" for v, _, _ in bounds
+                                  if v in point and varies)
                 limit = f"{converter.render(_add(extent, {'': -1}))}" if direction > 0 else "0"
                 return (f"the tile {noun} index reaches {converter.render(value)} "
                         f"({'past' if direction > 0 else 'below'} {limit})" + (f" when {where}" if where else ""))
