@@ -49,10 +49,13 @@ def matrix_shapes(driver, params: Params) -> tuple[dict, dict]:
     try:
         return driver.shapes(params)
     except ArithmeticError as error:
-        names = ["n", *driver.PROGRAM.params]
-        values = ", ".join(f"{name} = {params[name]}" for name in names)
-        raise UsageError(f"the sizes of {driver.PROGRAM.name}'s matrices cannot be computed with {values}: "
-                         f"{error}") from None
+        raise UsageError(f"the sizes of {driver.PROGRAM.name}'s matrices cannot be computed with "
+                         f"{_size_settings(driver, params)}: {error}") from None
+
+
+def _size_settings(driver, params: Params) -> str:
+    """``n = 3, cols = 0``: the values the program's size formulas were given."""
+    return ", ".join(f"{name} = {params[name]}" for name in ["n", *driver.PROGRAM.params])
 
 
 def settings_giving(driver, options: Options, name: str, shape: tuple) -> list[tuple[str, int]]:
@@ -191,7 +194,7 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
         for name, (like, rows) in workspaces.items():
             geometries[name] = Geometry.workspace(geometries[like], rows)
     except ValueError as error:
-        raise UsageError(f"matrix {name}: {error}") from None
+        raise UsageError(f"matrix {name}: {error} (with {_size_settings(driver, params)})") from None
     matrices, first_tag = {}, 0
     for name, geometry in geometries.items():
         matrices[name] = TiledMatrix(name, geometry, distribution, rank, first_tag)

@@ -472,6 +472,17 @@ def test_a_matrix_size_dividing_by_a_zero_param_is_a_usage_error(tmp_path, comma
 
 
 @pytest.mark.timeout(120)
+def test_a_matrix_size_of_zero_names_the_settings_that_gave_it(tmp_path):
+    """tsqr at n = 3 has cols = n // 8 = 0: the message says so, not only "got 3x0"."""
+    (tmp_path / "t.tile").write_text("program p {\n  param cols = n // 8\n  matrix A[n, cols] = zeros\n"
+                                     "  potrf(A[0, 0])\n}\n")
+    out = tiledsl("run", tmp_path / "t.tile", "--n", "3")
+    assert_clean_failure(out, status=2)
+    assert out.err.strip() == ("tiledsl: error: matrix A: matrix size must be at least 1x1, got 3x0 "
+                               "(with n = 3, cols = 0)")
+
+
+@pytest.mark.timeout(120)
 def test_a_failing_user_kernel_is_located_in_its_module(tmp_path):
     """The innermost line of the user's own code is named, through helpers and into libraries."""
     (tmp_path / "kn.py").write_text("import numpy as np\n\ndef helper(A):\n    return A @ undefined_thing\n\n"
