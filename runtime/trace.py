@@ -125,30 +125,45 @@ def critical_path(driver, matrices: dict, params, times: dict) -> float:
 
 def area_bound(times: dict, capacity: dict) -> float:
     """Least time for all tasks on ``capacity`` workers per kind (LP over kernel types and kinds)."""
-    from scipy.optimize import linprog
-
     counts, spent = Counter(), defaultdict(list)
     for (line, _, _), (seconds, kind) in times.items():
         counts[line] += 1
         spent[line, kind].append(seconds)
-    kinds = [k for k in capacity if capacity[k] > 0]
-    variables = [(line, kind) for line in counts for kind in kinds if (line, kind) in spent]
-    if not variables:
+    work = {(line, kind): counts[line] * float(np.mean(seconds)) for (line, kind), seconds in spent.items()}
+    return least_time(work, capacity)
+
+
+def least_time(work: dict, capacity: dict) -> float:
+    """Least time in which ``capacity[kind]`` workers of each kind run every call site's tasks, where
+    ``work[line, kind]`` is the seconds all of ``line``'s tasks take on one worker of ``kind`` and a
+    line's tasks may be split freely between kinds; 0.0 when some line can run on no worker.
+
+    A linear program in the shares x[line, kind] (each line's sum to 1) and T: minimise T with
+    Σ_line x·work ≤ capacity·T for each kind. One kind needs no solver. The matrices are sparse: a
+    straight-line program has thousands of call sites (8,000 took 6 GB as dense ones)."""
+    kinds = [kind for kind in capacity if capacity[kind] > 0]
+    lines = sorted({line for line, _ in work})
+    variables = [(line, kind) for line, kind in work if kind in kinds]
+    if not variables or len({line for line, _ in variables}) < len(lines):
         return 0.0
-    speed = {v: float(np.mean(spent[v])) for v in variables}
+    if len(kinds) == 1:
+        return sum(work[v] for v in variables) / capacity[kinds[0]]
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_array
+
+    row_of_line = {line: row for row, line in enumerate(lines)}
+    row_of_kind = {kind: row for row, kind in enumerate(kinds)}
+    columns = np.arange(len(variables))
+    shares = coo_array((np.ones(len(variables)), ([row_of_line[line] for line, _ in variables], columns)),
+                       shape=(len(lines), len(variables) + 1))
+    loads = coo_array(([work[v] for v in variables] + [-capacity[kind] for kind in kinds],
+                       ([row_of_kind[kind] for _, kind in variables] + list(range(len(kinds))),
+                        list(columns) + [len(variables)] * len(kinds))),
+                      shape=(len(kinds), len(variables) + 1))
     cost = np.zeros(len(variables) + 1)
     cost[-1] = 1.0  # minimise T
-    equal = np.zeros((len(counts), len(variables) + 1))
-    for row, line in enumerate(counts):
-        for col, v in enumerate(variables):
-            equal[row, col] = v[0] == line
-    upper = np.zeros((len(kinds), len(variables) + 1))
-    for row, kind in enumerate(kinds):
-        for col, v in enumerate(variables):
-            upper[row, col] = speed[v] if v[1] == kind else 0.0
-        upper[row, -1] = -capacity[kind]
-    result = linprog(cost, A_ub=upper, b_ub=np.zeros(len(kinds)), A_eq=equal,
-                     b_eq=np.array([counts[line] for line in counts], dtype=float), bounds=(0, None))
+    result = linprog(cost, A_ub=loads.tocsr(), b_ub=np.zeros(len(kinds)), A_eq=shares.tocsr(),
+                     b_eq=np.ones(len(lines)), bounds=(0, None))
     return float(result.x[-1]) if result.success else 0.0
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
-from tiledsl.runtime.trace import area_bound, communication, critical_path
+from tiledsl.runtime.trace import area_bound, communication, critical_path, least_time
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,6 +76,27 @@ def test_area_bound_splits_work_between_kinds_by_speed():
              (1, ("A[1, 1]",), 1): (0.25, "gpu"), (1, ("A[1, 1]",), 2): (0.25, "gpu")}
     # x_cpu + x_gpu = 4, x_cpu·1 <= T, x_gpu·0.25 <= T: T = 0.8
     assert area_bound(times, {"cpu": 1, "gpu": 1}) == pytest.approx(0.8)
+
+
+def test_least_time_splits_each_line_between_kinds():
+    # line 1 only runs on cores (4 s), line 2 on either (8 s on a core, 2 s on the GPU): the GPU takes
+    # all of line 2 and nothing is left to split, T = max(4 / 2, 2 / 1)
+    work = {(1, "cpu"): 4.0, (2, "cpu"): 8.0, (2, "gpu"): 2.0}
+    assert least_time(work, {"cpu": 2, "gpu": 1}) == pytest.approx(2.0)
+    assert least_time(work, {"cpu": 2, "gpu": 0}) == pytest.approx(6.0)
+
+
+def test_least_time_is_zero_when_a_line_runs_on_no_worker():
+    assert least_time({(1, "cpu"): 1.0, (2, "gpu"): 1.0}, {"cpu": 2, "gpu": 0}) == 0.0
+
+
+@pytest.mark.timeout(60)
+def test_least_time_of_thousands_of_call_sites_on_two_kinds():
+    """Straight-line code: one call site per task (8,000 of them took 6 GB as a dense LP)."""
+    sites = 8000
+    work = {**{(line, "cpu"): 1.0 for line in range(sites)}, **{(line, "gpu"): 0.25 for line in range(sites)}}
+    # a core does 1 per T, the GPU 4: T = sites / 5
+    assert least_time(work, {"cpu": 1, "gpu": 1}) == pytest.approx(sites / 5)
 
 
 def test_critical_path_of_a_small_cholesky_with_unit_times(compiled):

@@ -6,13 +6,13 @@
 * area bound: the least time in which the machine's CPU workers and GPUs could run
   every task, each call site's tasks split freely between the kinds of worker
   that can run them, at the modelled speeds (a linear program, as the runtime's
-  bound over measured times in :func:`tiledsl.runtime.trace.area_bound`).
+  bound over measured times, :func:`tiledsl.runtime.trace.least_time`).
 """
 from __future__ import annotations
 
 from collections import defaultdict
 
-import numpy as np
+from ..runtime.trace import least_time
 
 
 class CriticalPath:
@@ -56,19 +56,5 @@ class Area:
         self.work[line, kind] += seconds
 
     def bound(self, capacity: dict) -> float:
-        """Least time for all tasks on ``capacity`` workers per kind (LP over lines and kinds)."""
-        from scipy.optimize import linprog
-
-        kinds = [k for k in capacity if capacity[k] > 0]
-        lines = sorted({line for line, _ in self.work})
-        variables = [(line, kind) for line in lines for kind in kinds if (line, kind) in self.work]
-        if not variables:
-            return 0.0
-        cost = np.zeros(len(variables) + 1)
-        cost[-1] = 1.0  # minimise T; x[line, kind] is the share of the line's tasks run on that kind
-        equal = np.array([[float(v[0] == line) for v in variables] + [0.0] for line in lines])
-        upper = np.array([[self.work[v] if v[1] == kind else 0.0 for v in variables] + [-capacity[kind]]
-                          for kind in kinds])
-        result = linprog(cost, A_ub=upper, b_ub=np.zeros(len(kinds)), A_eq=equal, b_eq=np.ones(len(lines)),
-                         bounds=(0, None))
-        return float(result.x[-1]) if result.success else 0.0
+        """Least time for all tasks on ``capacity`` workers per kind (:func:`.least_time`)."""
+        return least_time(self.work, capacity)
