@@ -169,6 +169,19 @@ def test_rendered_warning_and_hint(tmp_path):
     assert "  = hint: use A.mt or A.nt for its number of tile rows or columns" in text
 
 
+@pytest.mark.timeout(30)
+def test_diagnostics_come_in_the_files_order_whichever_pass_finds_them(tmp_path):
+    """The kernel module's E213 (checked last) and unused names (W300, listed by kind) in line order."""
+    (tmp_path / "k.py").write_text("def scale(A, B):\n    pass\n")
+    path = tmp_path / "o.tile"
+    path.write_text("use \"k.py\"\nkernel scale(inout A)\nprogram p {\n  param unused = 1\n"
+                    "  matrix A[n, n] = random spd\n  matrix B[n, n] = zeros\n"
+                    "  for k in 0 .. A.nt { scale(A[k, k]) }\n  for i in 0 .. kk { }\n}\n")
+    result = check_path(path)
+    assert [(d.code, d.span.line) for d in result.diagnostics] == [("E213", 2), ("W300", 4), ("W300", 6),
+                                                                   ("E200", 8)]
+
+
 def test_rendered_whole_file_problem_has_no_excerpt(tmp_path):
     path = tmp_path / "empty.tile"
     path.write_text("")

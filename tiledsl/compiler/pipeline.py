@@ -49,8 +49,15 @@ def check_source(source: Source) -> Result:
         result.diagnostics.append(error.diagnostic)
         return result
     result.checked, bag = analyze(tree, prelude())
-    result.diagnostics.extend(bag.items)
+    result.diagnostics.extend(sorted(bag.items, key=_position))
     return result
+
+
+def _position(diagnostic: Diagnostic) -> tuple[int, int]:
+    """Where a diagnostic points, to list them in the file's order whichever pass found them
+    (the whole file, line 0, first)."""
+    span = diagnostic.span
+    return (span.line, span.column) if span is not None else (0, 0)
 
 
 def check_path(path) -> Result:
