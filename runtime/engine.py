@@ -26,7 +26,8 @@ from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
 from .matrix import TileIndexError, call_views
-from .flops import PRELUDE_FLOPS
+from .panels import Panel
+from .flops import PRELUDE_FLOPS, task_flops
 from .program import flatten, tiles_text
 from .scheduler import Scheduler, Task
 from .share import among, every_value
@@ -157,10 +158,7 @@ class Engine:
             self.stats.flops = None
             self.stats.uncounted = self.stats.uncounted or call.kernel
             return
-        try:
-            self.stats.flops += count(*call.interleave(call.shapes(tiles, views), values))
-        except ArithmeticError as error:  # a user's flops expression, such as A.m / k at k = 0
-            raise ArithmeticError(f"the flop count of kernel {call.kernel}: {error}") from None
+        self.stats.flops += task_flops(call, count, call.shapes(tiles, views), values)
 
     def _wait_for_window(self) -> None:
         """Back-pressure: a full window blocks generation until it drains to low water."""
@@ -463,18 +461,35 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
         array = arrays[index]
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     shapes = [arrays[index].shape for index in call.writes]
+    arguments = arrays if call.plain else call.arguments(arrays, task.values)
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
     try:
-        returned = kernel(*(arrays if call.plain else call.arguments(arrays, task.values)), **extra)
+        returned = kernel(*arguments, **extra)
     finally:
         in_kernel.task = None
     for index, shape in zip(call.writes, shapes):  # ndarray.resize in place: the tile would no longer be its tile
         if arrays[index].shape != shape:
             raise KernelError(f"changed the shape of {task.tiles[index]} from {shape} to "
                               f"{arrays[index].shape}: a kernel writes into its tiles, it cannot resize them")
-    if returned is not None and hasattr(returned, "shape") and not _is_argument(returned, arrays):
-        raise KernelError(f"returned a new {type(returned).__name__} of shape {tuple(returned.shape)}, which is "
-                          f"dropped: a kernel writes its results into its tiles in place (A[...] = ...)")
+    if not call.plain:
+        _check_panels_kept(task, arguments, arrays)
+    for result in returned if isinstance(returned, (tuple, list)) else (returned,):
+        if getattr(result, "shape", ()) != () and not _is_argument(result, arrays):
+            raise KernelError(f"returned a new {type(result).__name__} of shape {tuple(result.shape)}, which is "
+                              f"dropped: a kernel writes its results into its tiles in place (A[...] = ...)")
+
+
+def _check_panels_kept(task: Task, arguments: list, arrays: list) -> None:
+    """A written panel still lists its tiles' arrays: ``P[k] = P[k] * 2`` (for ``P[k] *= 2``) would
+    drop the result."""
+    groups = [(first, count) for first, count, _ in task.call.groups or () if count is not None]
+    panels = [argument for argument in arguments if isinstance(argument, Panel)]
+    for (first, count), panel in zip(groups, panels):
+        tiles = arrays[first:first + count]
+        if panel.written and (len(panel) != count or any(a is not b for a, b in zip(panel, tiles))):
+            raise KernelError(f"changed the list of its panel {tiles_text(task.tiles[first:first + count])}, "
+                              f"which drops what it put there: a kernel writes into a panel's tiles in place "
+                              f"(P[k][...] = ..., not P[k] = ...)")
 
 
 def _is_argument(array, arrays) -> bool:

@@ -66,12 +66,13 @@ class TaskFailure(Exception):
 
 def loop_nest_failure(error: Exception, rank: int) -> TaskFailure:
     """The failure of the driver's loop nest that raised ``error``, at its ``.tile`` line."""
+    from .flops import FlopCountError
     from .matrix import TileIndexError
 
     if isinstance(error, TaskFailure):
         return error
-    if isinstance(error, TileIndexError):
-        return TaskFailure(f"{error}{_where(error)}", rank, error.line or driver_line(error))
+    if isinstance(error, (TileIndexError, FlopCountError)):
+        return TaskFailure(f"{error}{_where(error)}", rank, getattr(error, "line", None) or driver_line(error))
     # a mistake in the program's arithmetic, e.g. a division by zero
     return TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}{_where(error)}", rank,
                        driver_line(error))

@@ -154,4 +154,20 @@ def modelled_flops(call, arguments: list, values: tuple) -> tuple[float, bool]:
     count = call.flops or PRELUDE_FLOPS.get(call.kernel)
     if count is None:
         return 2.0 * max(r * c for r, c in arguments) ** 1.5, False
-    return float(count(*call.interleave(arguments, values))), True
+    return task_flops(call, count, arguments, values), True
+
+
+class FlopCountError(ArithmeticError):
+    """A kernel's flop count that fails for a task (A.m / k at k = 0) or is negative (k·A.m at
+    k = -1, which a sum would hide): the program's mistake, at the call's line."""
+
+
+def task_flops(call, count, shapes: list, values: tuple) -> float:
+    """One task's flops by its kernel's ``count``, given its arguments' ``shapes`` and ``values``."""
+    try:
+        flops = float(count(*call.interleave(shapes, values)))
+    except ArithmeticError as error:
+        raise FlopCountError(f"the flop count of kernel {call.kernel} failed: {error}") from None
+    if flops < 0:
+        raise FlopCountError(f"the flop count of kernel {call.kernel} is {flops:g}, below zero")
+    return flops

@@ -128,15 +128,17 @@ def walk(driver, stand_in, params, rank: int) -> None:
     A loop nest too long to walk is refused first (:func:`.iterations.check_iterations`),
     whatever walks it (a run's survey, explain, graph, simulate, tune). An exception of
     the stand-in's own (a ``keep`` that stops the walk early) is not the program's
-    mistake: it goes through unchanged. A tile or sub-range outside its matrix is the
-    program's, wherever it was found (a stand-in checks sub-ranges too)."""
+    mistake: it goes through unchanged. A tile or sub-range outside its matrix, or a
+    flop count that fails, is the program's, wherever it was found (a stand-in checks
+    sub-ranges and counts flops too)."""
+    from .flops import FlopCountError
     from .matrix import TileIndexError
 
     check_iterations(driver, stand_in.matrices, params, rank)
     try:
         driver.generate(stand_in, params)
     except Exception as error:
-        if _raised_by(stand_in, error) and not isinstance(error, TileIndexError):
+        if _raised_by(stand_in, error) and not isinstance(error, (TileIndexError, FlopCountError)):
             raise
         raise loop_nest_failure(error, rank) from None
 

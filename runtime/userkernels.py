@@ -12,7 +12,8 @@ host of the rank that owns its main output (:func:`.protocol.runs_at`).
 The module is looked for next to the ``.tile`` file, which a driver compiled with ``-o``
 (or through the cache) records relative to itself, so that it runs from any directory;
 then next to the driver and in the working directory. A module that is missing or not a
-``.py`` file is a usage error, as is a ``NAME`` or ``NAME_gpu`` that is not a function;
+``.py`` file is a usage error, as is a ``NAME`` or ``NAME_gpu`` that is not callable (or is a
+class: any other callable, such as a ``functools.partial``, serves);
 one whose own code fails as it loads (a syntax error, an import that fails, a
 ``SystemExit``) is this rank's failure (:class:`~.world.RankError`: the job is aborted),
 naming the file, the line and the cause, never a traceback; one that does not finish
@@ -25,7 +26,6 @@ import os
 import reprlib
 import sys
 import traceback
-import types
 from pathlib import Path
 
 from .kernels import CPU_KERNELS
@@ -69,21 +69,35 @@ def _user_kernels(program, driver) -> dict:
     for call in program.calls:
         if call.kernel not in CPU_KERNELS and call.kernel not in found:
             body = vars(module).get(call.kernel)
-            if not isinstance(body, types.FunctionType):
+            if body is None or (call.kernel.startswith("__") and not _is_body(body)):  # __loader__, __doc__
                 raise UsageError(f"kernel module {program.kernel_module} defines no function {call.kernel}"
                                  f" (for the call {call.text} at line {call.line})")
+            if not _is_body(body):
+                raise UsageError(f"kernel module {program.kernel_module}: {call.kernel} must be a function "
+                                 f"(for the call {call.text} at line {call.line}), {_what(body)}")
             found[call.kernel] = (body, _gpu_body(module, program.kernel_module, call.kernel))
     return found
 
 
+def _is_body(body) -> bool:
+    """A kernel's body is a function, or any other callable but a class: a functools.partial, an
+    object with ``__call__``, a numpy.vectorize (a class would build an object and write nothing)."""
+    return callable(body) and not isinstance(body, type)
+
+
+def _what(body) -> str:
+    """``not str 'fast'``: what a name that should be a kernel's body is instead."""
+    return "not a class" if isinstance(body, type) else f"not {type(body).__name__} {reprlib.repr(body)}"
+
+
 def _gpu_body(module, module_name: str, kernel: str):
-    """The function ``kernel``_gpu of ``module``, None if it has none; a UsageError if it is not a function."""
+    """The GPU body ``kernel``_gpu of ``module``, None if it has none; a UsageError if it is not callable."""
     name = kernel + GPU_SUFFIX
     body = vars(module).get(name)
-    if body is None or isinstance(body, types.FunctionType):
+    if body is None or _is_body(body):
         return body
     raise UsageError(f"kernel module {module_name}: {name} must be a function (the GPU body of kernel {kernel}), "
-                     f"not {type(body).__name__} {reprlib.repr(body)}")
+                     f"{_what(body)}")
 
 
 def load_kernel_module(program, driver):
@@ -137,9 +151,9 @@ def _import(path: Path):
         raise UsageError(f"kernel module {path} is not a Python file (its name must end in .py)")
     spec = importlib.util.spec_from_file_location(f"tiledsl_kernels_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:  # its own imports of files beside it, as for a script (after the installed
-        sys.path.append(folder)  # packages: a stray numpy.py there must not hide numpy)
+    folder = path.resolve().parent
+    _use_folder(folder)
+    before = set(sys.modules)
     try:
         with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()):
             spec.loader.exec_module(module)
@@ -152,4 +166,43 @@ def _import(path: Path):
         what = (f"called sys.exit({error.code!r}) while being loaded" if isinstance(error, SystemExit)
                 else f"{type(error).__name__}: {error}")
         raise RankError(f"kernel module {where}: {what}") from None
+    finally:
+        # a new submodule of a package imported before (tiledsl's own, numpy's) is not the user's
+        _helpers.update(name for name, imported in list(sys.modules.items())
+                        if name.partition(".")[0] not in before and _is_helper(imported, folder))
     return module
+
+
+#: the kernel-module folder this process put on the import path, and the modules imported from it
+_folder_added: list[str] = []
+_helpers: set[str] = set()
+
+
+def _use_folder(folder: Path) -> None:
+    """Make ``folder`` the kernel-module folder on the import path, for the module's imports of files
+    beside it, as for a script (after the installed packages: a stray numpy.py there must not hide
+    numpy). The helper files the last kernel module imported are forgotten, so that this one imports
+    its own, as they are now: two programs of one process may each have a ``helpers.py``."""
+    for name in _helpers:
+        sys.modules.pop(name, None)
+    _helpers.clear()
+    for added in _folder_added:
+        if added in sys.path:
+            sys.path.remove(added)
+    _folder_added.clear()
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
+        _folder_added.append(str(folder))
+
+
+def _is_helper(module, folder: Path) -> bool:
+    """Whether ``module`` is a Python file of the user's in ``folder`` (or below it), not an installed
+    package (a virtual environment may live in the folder) nor a compiled extension, which cannot
+    be imported twice."""
+    file = getattr(module, "__file__", None)
+    if not file or not file.endswith(".py"):
+        return False
+    file = Path(file).resolve()
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return (file.is_relative_to(folder) and not any(file.is_relative_to(p) for p in installed)
+            and not {"site-packages", "dist-packages"} & set(file.parts))

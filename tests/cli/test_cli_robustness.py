@@ -499,18 +499,40 @@ def test_a_failing_user_kernel_is_located_in_its_module(tmp_path):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("where", ["host", "GPU body"])
 def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(tmp_path, where):
-    """`return A + v` (where `A += v` was meant) would lose the result silently, in a GPU body too."""
-    bodies = "def bump(A, v):\n    return A + v\n\ndef ok(A, v):\n    A += v\n    return A[:, :]\n"
+    """`return A + v` (where `A += v` was meant) would lose the result silently, in a GPU body too, and
+    so would `return A + v, v`; a number returned (numpy's too) is no lost tile."""
+    bodies = ("def bump(A, v):\n    return A + v\n\ndef ok(A, v):\n    A += v\n    return A[:, :]\n\n"
+              "def pair(A, v):\n    return A + v, v\n\ndef norm(A, v):\n    A += v\n    return (A * A).sum()\n")
     (tmp_path / "r.py").write_text(bodies + ("" if where == "host" else bodies.replace("(A, v)", "_gpu(A, v)")))
     gpus = () if where == "host" else ("--gpus", "1", "--gpu-backend", "emulated", "--gpu-ratio", "0:1")
-    for kernel, status in (("ok", 0), ("bump", 1)):
+    place = "" if where == "host" else " on GPU 1"
+    for kernel, status in (("ok", 0), ("norm", 0), ("pair", 1), ("bump", 1)):
         (tmp_path / "r.tile").write_text(f'use "r.py"\nkernel {kernel}(inout A, float v)\n'
                                          f"program p {{ matrix A[n, n] = zeros\n  {kernel}(A[0, 0], 2.0)\n}}\n")
         out = tiledsl("run", tmp_path / "r.tile", "--n", "20", *gpus)
         assert out.returncode == status and "Traceback" not in out.err, out.err
-    place = "" if where == "host" else " on GPU 1"
-    assert out.err.strip().endswith(f"{place} (bump(A[0, 0], 2.0)): returned a new ndarray of shape (20, 20), which is "
-                                    "dropped: a kernel writes its results into its tiles in place (A[...] = ...)")
+        if status:
+            assert out.err.strip().endswith(f"{place} ({kernel}(A[0, 0], 2.0)): returned a new ndarray of shape "
+                                            "(20, 20), which is dropped: a kernel writes its results into its "
+                                            "tiles in place (A[...] = ...)")
+
+
+@pytest.mark.timeout(120)
+def test_a_kernel_replacing_a_panels_tile_in_its_list_fails(tmp_path):
+    """`P[k] = P[k] * 2` (where `P[k] *= 2` was meant) would lose the result silently."""
+    (tmp_path / "p.py").write_text("def twice(P):\n    for k in range(len(P)):\n        P[k] = P[k] * 2\n\n"
+                                   "def grow(P):\n    P.append(P[0])\n\ndef fine(P):\n    for tile in P:\n"
+                                   "        tile *= 2\n")
+    for kernel, status in (("fine", 0), ("grow", 1), ("twice", 1)):
+        (tmp_path / "p.tile").write_text(f'use "p.py"\nkernel {kernel}(inout P)\nprogram p {{\n'
+                                         f"  tiling uniform(nb = 10)\n  matrix A[n, n] = identity\n"
+                                         f"  {kernel}(A[0 : A.mt, 1])\n}}\n")
+        out = tiledsl("run", tmp_path / "p.tile", "--n", "25")
+        assert out.returncode == status and "Traceback" not in out.err, out.err
+        if status:
+            assert out.err.strip().endswith(f"({kernel}(A[0 : A.mt, 1])): changed the list of its panel A[0:3, 1], "
+                                            "which drops what it put there: a kernel writes into a panel's tiles "
+                                            "in place (P[k][...] = ..., not P[k] = ...)"), out.err
 
 
 @pytest.mark.timeout(60)

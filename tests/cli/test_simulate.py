@@ -207,6 +207,27 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
         f"no cpu rate for fill ({machine_file}): timed at gemm's"]
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("formula, problem", [("10.0 * k * A.m", "is -100, below zero"),
+                                              ("A.m // (k - 1) + A.m", "failed: integer division or modulo by zero")])
+@pytest.mark.parametrize("command", ["run", "simulate"])
+def test_a_flop_count_that_fails_or_is_negative_is_the_programs_mistake_at_its_line(machine_file, tmp_path, command,
+                                                                                     formula, problem):
+    """A sum of counts would hide a negative one; simulate timed it as negative seconds, or failed
+    with an internal error."""
+    (tmp_path / "k.py").write_text("def put(A, k):\n    A += k\n")
+    (tmp_path / "p.tile").write_text(f'use "k.py"\nkernel put(inout A, int k)\n  flops {formula}\n'
+                                     "program p {\n  matrix A[n, n] = zeros\n"
+                                     "  for i in 0 .. 3 { put(A[0, 0], i - 1) }\n}\n")
+    machine = ("--nodes", "1", "--machine", str(machine_file)) if command == "simulate" else ()
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", command, "p.tile", "--n", "10", *machine],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=50)
+    at = "i = 0" if "below" in problem else "i = 2"
+    assert (out.returncode, out.stderr.strip()) == (
+        1, f"tiledsl: error: rank 0 (p.tile:6): the flop count of kernel put {problem} "
+           f"(in `put(A[0, 0], i - 1)`, with {at})")
+
+
 @pytest.mark.timeout(160)
 def test_a_tree_broadcast_is_simulated_as_it_runs(capsys, machine_file):
     """--broadcast tree: the simulation receives exactly what the real run receives, rank by rank;

@@ -4,6 +4,7 @@ Real files, real ``tiledsl run`` processes."""
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 PROGRAM = 'use "{module}"\nkernel {kernel}(inout A)\nprogram p {{\n  matrix A[n, n] = random spd\n  {kernel}(A[0, 0])\n}}\n'
@@ -15,7 +16,11 @@ MODULES = {
                        "rank 0: kernel module kernels.py:1: ModuleNotFoundError: No module named 'no_such_module_here'"),
     "SystemExit": ("import sys\nsys.exit(3)\n", 1, "rank 0: kernel module kernels.py:2: called sys.exit(3) while being loaded"),
     "a value, not a function": ("scale = 3\n", 2,
-                                "kernel module kernels.py defines no function scale (for the call scale(A[0, 0]) at line 5)"),
+                                "kernel module kernels.py: scale must be a function (for the call scale(A[0, 0]) at line 5), "
+                                "not int 3"),
+    "a class": ("class scale:\n    def __init__(self, A):\n        pass\n", 2,
+                "kernel module kernels.py: scale must be a function (for the call scale(A[0, 0]) at line 5), "
+                "not a class"),
 }
 
 
@@ -67,3 +72,40 @@ def test_a_failure_names_the_integer_values_that_tell_its_task_from_the_others(t
     out = tiledsl("run", "t.tile", "--n", 8, cwd=tmp_path)
     assert out.returncode == 1 and "(poison(A[0, 0], k, 0.5) with k = 2): ValueError at kernels.py:3: bad" \
         in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(150)
+def test_a_kernel_body_may_be_any_callable_but_a_class(tmp_path):
+    """A functools.partial and an object with __call__ run (check accepts them: only running tells)."""
+    (tmp_path / "kernels.py").write_text(
+        "import functools\n\ndef _add(A, amount):\n    A += amount\n\n"
+        "class Twice:\n    def __call__(self, A):\n        A *= 2\n\n"
+        "scale = functools.partial(_add, amount=1.0)\ndouble = Twice()\n")
+    (tmp_path / "t.tile").write_text('use "kernels.py"\nkernel scale(inout A)\nkernel double(inout A)\n'
+                                     "program p {\n  matrix A[n, n] = zeros\n  scale(A[0, 0])\n  double(A[0, 0])\n}\n")
+    out = tiledsl("run", "t.tile", "--n", 8, "--output", "A=a.npy", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (np.load(tmp_path / "a.npy") == 2.0).all()
+
+
+HELPER_KERNELS = "from helper import AMOUNT\n\ndef bump(A):\n    A += AMOUNT\n"
+
+
+@pytest.mark.timeout(150)
+def test_each_program_imports_its_own_helper_files_afresh(tmp_path):
+    """Two programs of one process whose folders both hold a helper.py each get their own, and an
+    edited one is seen by the next run (the Python API)."""
+    for folder, amount in (("a", 1), ("b", 100)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "kernels.py").write_text(HELPER_KERNELS)
+        (tmp_path / folder / "helper.py").write_text(f"AMOUNT = {amount}\n")
+        (tmp_path / folder / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump")
+                                                  .replace("random spd", "zeros"))
+    script = ("import pathlib, sys, tiledsl\n"
+              "a, b = tiledsl.load('a/t.tile'), tiledsl.load('b/t.tile')\n"
+              "first = [float(p.run(n=4)['A'][0, 0]) for p in (a, b, a)]\n"
+              "pathlib.Path('a/helper.py').write_text('AMOUNT = 50.5\\n')\n"
+              "print(first, float(a.run(n=4)['A'][0, 0]), 'helper' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[1.0,", "100.0,", "1.0]", "50.5", "True"]
