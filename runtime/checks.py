@@ -14,6 +14,7 @@ on distributed tiles.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -41,8 +42,24 @@ def largest(residuals) -> float:
     return math.nan if any(math.isnan(v) for v in values) else max(values)
 
 
-def scaled(diff_norm: float, a_norm: float, n: int) -> float:
-    """``diff_norm / (a_norm·n·ε)``; an exact zero difference is 0 even when A is 0."""
-    if diff_norm == 0.0:
+def exact(value: float) -> Fraction | float:
+    """``value`` as a Fraction, if finite (products and sums of norms then neither overflow nor
+    underflow); inf and NaN stay floats."""
+    return Fraction(value) if math.isfinite(value) else value
+
+
+def scaled(diff_norm, bound, n: int) -> float:
+    """``diff_norm / (bound·n·ε)``, computed exactly from norms given as Fractions (floats where
+    not finite) and rounded once: neither ‖A‖·‖X‖ nor ‖A‖·n·ε may overflow or underflow on the
+    way. An exact zero difference is 0 even when A is 0; a bound of 0 gives inf, and an infinite
+    or NaN one NaN (an input with such an entry has no backward error: never a pass)."""
+    if diff_norm == 0:
         return 0.0
-    return float(diff_norm / (a_norm * n * EPS)) if a_norm > 0.0 else float("inf")
+    if isinstance(diff_norm, float) and not math.isfinite(diff_norm):
+        return diff_norm  # inf: fails; NaN: fails
+    if isinstance(bound, float) and not math.isfinite(bound):
+        return math.nan
+    if bound == 0:
+        return math.inf
+    ratio = Fraction(diff_norm) / (Fraction(bound) * n * Fraction(EPS))
+    return float(ratio) if ratio < 2 ** 1000 else math.inf

@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import math
+from fractions import Fraction
 
 import numpy as np
 
 from . import kernels
-from .checks import CheckError, scaled
+from .checks import CheckError, exact, scaled
 from .geometry import Geometry
 from .matrix import TiledMatrix
 from .operands import (Operand, View, materialize, meets, original_block, part_of, set_diagonal, triangle, unit_block,
@@ -253,7 +255,7 @@ class Verifier:
         inner = Geometry.uniform(k, k, g.height(0)).row_starts
         residual = self.fill(self.matrix("R", g, result.distribution),
                              lambda tile, r0, r1, c0, c1: original_block(self.source(c), view_c, r0, r1, c0, c1))
-        norm_c = self._norm(residual, symmetric, infinity=True, part=part) if beta else 0.0  # β = 0: C₀ unread
+        norm_c = self._norm(residual, symmetric, infinity=True, part=part) if beta else 0  # β = 0: C₀ unread
         left = self.original(a, view_a, Geometry(g.row_starts, inner), result.distribution)
         right = self.original(b, view_b, Geometry(inner, g.col_starts, g.s), result.distribution)
         norm_a, norm_b = self._norm(left.matrix, infinity=True), self._norm(right.matrix, infinity=True)
@@ -261,7 +263,7 @@ class Verifier:
         _scale(left.matrix, -alpha)  # the products subtract: R − (−α·A)·B
         self.run(lambda stream: _subtract(stream, result, residual, part),
                  lambda stream: _products(stream, left, right, residual, part))
-        bound = abs(alpha) * norm_a * norm_b + abs(beta) * norm_c
+        bound = exact(abs(alpha)) * norm_a * norm_b + exact(abs(beta)) * norm_c
         return {"product": scaled(self._norm(residual, symmetric, infinity=True, part=part), bound, k)}
 
     def _interchanges(self, factored: TiledMatrix, pivots: TiledMatrix) -> np.ndarray:
@@ -282,24 +284,44 @@ class Verifier:
         return self.comm.allreduce_sum(ipiv) if self.comm is not None else ipiv
 
     # ---------------------------------------------------------------- norms
-    def _norm(self, matrix: TiledMatrix, symmetric: bool = False, infinity: bool = False, part: str = "all") -> float:
+    def _norm(self, matrix: TiledMatrix, symmetric: bool = False, infinity: bool = False,
+              part: str = "all") -> Fraction | float:
         """‖M‖₁ (or ‖M‖∞) from local tiles, M's ``part`` only; ``symmetric``: M is given by its
-        lower triangle (then both norms are one)."""
-        g = matrix.geometry
+        lower triangle (then both norms are one).
+
+        Exact where finite (a Fraction, :func:`.checks.scaled`): the sums run on the entries
+        scaled by a power of two that brings the largest to [½, 1), so that a matrix of finite
+        entries near 1e308 has a norm (its sums would overflow to inf, and any residual over
+        it pass) and one near 1e-318 too. A matrix with an infinite or NaN entry gets a float,
+        inf or NaN."""
+        blocks = list(self._parts(matrix, symmetric, part))
+        peak = float(np.max([np.max(block) for *_, block in blocks if block.size], initial=0.0))
+        peak = math.inf if math.isnan(peak) else peak  # MPI's max of a NaN is undefined
+        if self.comm is not None:
+            peak = self.comm.allreduce_max(peak)
+        exponent = math.frexp(peak)[1] if math.isfinite(peak) else 0
         sums = np.zeros(matrix.m if infinity and not symmetric else matrix.n)
-        for tile in matrix.local_tiles():
-            (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
-            if not meets("lower" if symmetric else part, r0, r1, c0, c1):
-                continue
-            block = np.abs(tile.data)
+        for r0, r1, c0, c1, block in blocks:
+            block = np.ldexp(block, -exponent)
             if symmetric:
-                sums[c0:c1] += triangle(block, r0, c0, upper=False).sum(axis=0)
+                sums[c0:c1] += block.sum(axis=0)
                 sums[r0:r1] += triangle(block, r0, c0, upper=False, strict=True).sum(axis=1)
             elif infinity:
-                sums[r0:r1] += part_of(block, r0, c0, part).sum(axis=1)
+                sums[r0:r1] += block.sum(axis=1)
             else:
-                sums[c0:c1] += part_of(block, r0, c0, part).sum(axis=0)
-        return self._largest(sums)
+                sums[c0:c1] += block.sum(axis=0)
+        largest = self._largest(sums)
+        return Fraction(largest) * Fraction(2) ** exponent if math.isfinite(peak) else largest
+
+    def _parts(self, matrix: TiledMatrix, symmetric: bool, part: str):
+        """(r0, r1, c0, c1, |its part|) of each local tile that has entries in the norm's part."""
+        g = matrix.geometry
+        for tile in matrix.local_tiles():
+            (r0, r1), (c0, c1) = g.row_range(tile.i), g.col_range(tile.j)
+            if meets("lower" if symmetric else part, r0, r1, c0, c1):
+                block = np.abs(tile.data)
+                yield r0, r1, c0, c1, (triangle(block, r0, c0, upper=False) if symmetric
+                                       else part_of(block, r0, c0, part))
 
     def _largest(self, sums: np.ndarray) -> float:
         """The largest of the column (or row) sums added over every rank."""
@@ -465,6 +487,10 @@ def _product_terms(g, lower_only: bool, left_lower: bool = True):
     ``lower_only`` skips result tiles strictly above the diagonal (a symmetric result);
     ``left_lower``: X is lower triangular, else full. The inner dimension stops at
     min(m, n) (Y's rows), which may cut a tile column short (``ck1``).
+
+    The terms into one tile come last k first: the factorizations subtract them first k
+    first, and the same sums in the same order would round alike and cancel, leaving a
+    residual below the factors' true backward error.
     """
     inner = min(g.m, g.n)
     for i in range(g.mt):
@@ -473,10 +499,9 @@ def _product_terms(g, lower_only: bool, left_lower: bool = True):
             cj0, cj1 = g.col_range(j)
             if cj0 == cj1 or (lower_only and ri1 <= cj0):
                 continue
-            for k in range(g.nt):
+            end = min(ri1 if left_lower else inner, cj1, inner)
+            for k in reversed([k for k in range(g.nt) if g.col_range(k)[0] < end]):
                 ck0, ck1 = g.col_range(k)
-                if ck0 >= min(ri1 if left_lower else inner, cj1, inner):
-                    break
                 if ck0 < ck1:
                     yield i, j, k, (ri0, ri1, cj0, cj1, ck0, min(ck1, inner))
 

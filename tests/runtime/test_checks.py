@@ -1,11 +1,13 @@
 """Residual checks: small for correct factorizations, above the threshold for broken ones."""
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import scipy.linalg
 from scipy.linalg import lapack
 
 from dense_checks import Reflector, apply_q, cholesky_residual, lu_residual, qr_residuals
-from tiledsl.runtime.checks import THRESHOLD, passes
+from tiledsl.runtime.checks import EPS, THRESHOLD, passes, scaled
 from tiledsl.runtime.geometry import Geometry
 from tiledsl.runtime.inputs import make_matrix
 
@@ -145,3 +147,16 @@ def test_reflector_validation():
         Reflector("geqrt", (0, 2), (0, 2), (0, 2), np.zeros((1, 3)))
     with pytest.raises(ValueError, match="trans must be"):
         apply_q(np.eye(2), np.eye(2), [], "C")
+
+
+@pytest.mark.parametrize("diff, bound, n, expected", [
+    (0.0, 0.0, 5, 0.0), (1.0, 0.0, 5, np.inf), (np.inf, 1.0, 5, np.inf), (1.0, np.inf, 5, np.nan),
+    (np.nan, 1.0, 5, np.nan),
+    # ‖A‖·n·ε underflows to 0 in floats (it raised ZeroDivisionError): exact, then rounded once
+    (4e-323, 1e-310, 40, float(Fraction(4e-323) / (Fraction(1e-310) * 40 * Fraction(EPS)))),
+    # a bound ‖A‖·‖X‖ beyond the float range (it was inf, and every residual 0: a pass)
+    (1e300, Fraction(1e300) * Fraction(1e300), 10, float(Fraction(1e300) / (Fraction(1e300) ** 2 * 10 * Fraction(EPS))))])
+def test_a_scaled_residual_is_computed_exactly_and_rounded_once(diff, bound, n, expected):
+    got = scaled(diff, bound, n)
+    assert got == expected or (np.isnan(got) and np.isnan(expected))
+

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import dense_checks
@@ -50,6 +51,39 @@ def test_stream_residual_equals_the_dense_one(compiled, monkeypatch, path, tiles
     assert expected > 1000
     assert result.residual == pytest.approx(expected, rel=1e-6)
     assert not result.passed
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("path, tiles, kind, dense", CASES[:2], ids=["cholesky", "lu"])
+@pytest.mark.parametrize("scale", ["1-norm overflows", "near the smallest normal"])
+def test_a_residual_near_the_float_limits_is_the_dense_one(compiled, monkeypatch, tmp_path, path, tiles, kind, dense,
+                                                           scale):
+    """A scaled by 4^k (its factors by 2^k, or 4^k for U), its result perturbed: the residual is
+    the dense one of the unscaled matrices. Where ‖A‖₁ overflowed although every entry was
+    finite, every residual was 0, a pass; where ‖A‖₁·n·ε underflowed, the check crashed."""
+    n = 333
+    general = make_matrix("general", 5, 0, n, n)
+    a = general @ general.T + np.eye(n)  # SPD (LU needs no pivots), ‖A‖₁ ≈ 15·max|A|
+    power = (int(np.log2(np.finfo(float).max / (2 * np.abs(a).max()))) // 2 if scale.startswith("1") else -500)
+    assert np.isinf(np.abs(np.ldexp(a, 2 * power)).sum(axis=0)).any() == scale.startswith("1")
+    np.save(tmp_path / "a.npy", np.ldexp(a, 2 * power))
+    factor_power = power if kind == "spd" else 2 * power  # L·Lᵀ, or L (unit, unscaled)·U
+    captured = {}
+    original_verify = launch._verify
+
+    def perturb_then_verify(driver, params, engine, matrices, sources, *rest):
+        matrices["A"].tile(2, 1).data[5, 3] += 1e-3 * (2.0 ** factor_power if kind == "spd" else 1.0)
+        factored = matrices["A"].assemble()
+        if kind == "spd":
+            captured["factored"] = np.ldexp(factored, -power)
+        else:  # U (the upper triangle) carries the scale, L does not
+            captured["factored"] = np.where(np.triu(np.ones((n, n), bool)), np.ldexp(factored, -factor_power), factored)
+        return original_verify(driver, params, engine, matrices, sources, *rest)
+
+    monkeypatch.setattr(launch, "_verify", perturb_then_verify)
+    result = execute(compiled(path), Options(n=n, tiles=tiles, check=True, inputs={"A": str(tmp_path / "a.npy")}))
+    expected = dense(a, captured["factored"])
+    assert expected > 1000 and result.residual == pytest.approx(expected, rel=1e-6)
 
 
 @pytest.mark.timeout(120)
