@@ -3,6 +3,7 @@ tiled matrices, and the tile sizes taken from this machine's ``tiledsl tune`` ca
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import replace
 
 from . import tuning
@@ -14,8 +15,10 @@ from .resources import every_rank_has_tiles
 from .world import UsageError, grid_for
 
 
-def make_params(driver, options: Options) -> Params:
-    """The program's parameters: run options over tiling defaults, then the driver's defaults."""
+def make_params(driver, options: Options, requirements: bool = True) -> Params:
+    """The program's parameters: run options over tiling defaults, then the driver's defaults;
+    a usage error when they break one of the program's ``require``s (unless ``requirements`` is
+    False: a probe of the program's formulas, not a run)."""
     program = driver.PROGRAM
     settings = TILING_SETTINGS[program.tiling.kind]
     extra = set(options.tiles) - set(settings)
@@ -39,7 +42,25 @@ def make_params(driver, options: Options) -> Params:
         if isinstance(value, float) and isinstance(defaults[name], int):
             raise UsageError(f"--set {name}={value!r}: {name} is an integer parameter (its default is {defaults[name]})")
     values.update({name: options.sets.get(name) for name in program.params})
-    return driver.resolve_params(Params(values))
+    params = driver.resolve_params(Params(values))
+    if requirements:
+        _check_requirements(driver, params)
+    return params
+
+
+def _check_requirements(driver, params: Params) -> None:
+    """A usage error naming the first of the program's ``require``s that ``params`` break."""
+    program = driver.PROGRAM
+    settings = ", ".join(f"{name} = {params[name]}" for name in ["n", *TILING_SETTINGS[program.tiling.kind],
+                                                                 *program.params] if params[name] is not None)
+    try:
+        unmet = driver.unmet(params)
+    except ArithmeticError as error:
+        raise UsageError(f"{program.name}'s requirements cannot be checked with {settings}: {error}") from None
+    if unmet is not None:
+        line, condition, why = unmet
+        raise UsageError(f"{program.name} requires {condition}{f' ({why})' if why else ''}, which {settings} "
+                         f"break ({Path(program.source).name}:{line})")
 
 
 def matrix_shapes(driver, params: Params) -> tuple[dict, dict]:

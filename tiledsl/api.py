@@ -419,7 +419,15 @@ class Loaded:
         """Why no size fits: the arrays' shapes against those the program expects with the values
         of ``closest``, the trial that matched the most dimensions (so that the arrays named
         are the ones at odds with the others)."""
-        if closest is None:
+        if closest is None:  # no trial had a size at all: say why the first did not (a require)
+            from .runtime import Options
+            from .runtime.layout import make_params, matrix_shapes
+
+            first_n = n if n is not None else min(d for array in arrays.values() for d in array.shape)
+            try:
+                matrix_shapes(self.driver, make_params(self.driver, Options(n=first_n, tiles=tiles, sets=params)))
+            except UsageError as error:
+                return str(error)
             found = ", ".join(f"{name} {array.shape}" for name, array in arrays.items())
             return f"the arrays' shapes ({found}) fit no size of {self.program.name}: give n= and params="
         _, reference_n, chosen = closest

@@ -479,3 +479,12 @@ def test_warnings_the_command_line_would_print(tmp_path):
 def test_inputs_and_names_that_mean_something_else_are_explained(settings, message):
     with pytest.raises(TiledslError, match=message):
         tiledsl.load("cholesky").run(**settings)
+
+
+@pytest.mark.timeout(60)
+def test_a_broken_requirement_is_said_as_the_command_line_says_it():
+    for given in (dict(n=40, params={"domains": 0}), dict(A=np.eye(40), params={"domains": 0})):
+        with pytest.raises(TiledslError) as error:
+            tiledsl.load("hqr").run(tiles={"nb": 8}, **given)
+        assert str(error.value).startswith("hqr requires domains >= 1 (the tile rows of a column go to at least one "
+                                           "domain), which n = 40, nb = 8, ib = 64, domains = 0 break"), error.value

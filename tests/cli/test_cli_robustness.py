@@ -472,6 +472,29 @@ def test_a_matrix_size_dividing_by_a_zero_param_is_a_usage_error(tmp_path, comma
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["run", "explain", "graph", "simulate"])
+def test_a_broken_requirement_is_a_usage_error_quoting_it(tmp_path, command):
+    (tmp_path / "t.tile").write_text("program p {\n  param dom = 4\n  require dom >= 1 \"a domain holds a row\"\n"
+                                     "  matrix A[n, n] = random spd\n"
+                                     "  for d in 0 .. A.mt // dom { potrf(A[d * dom, d * dom]) }\n}\n")
+    machine = ("--nodes", "1", "--machine", "keeneland") if command == "simulate" else ()
+    out = tiledsl(command, tmp_path / "t.tile", "--n", "30", "--nb", "10", "--set", "dom=0", *machine)
+    assert_clean_failure(out, status=2)
+    assert out.err.strip() == ("tiledsl: error: p requires dom >= 1 (a domain holds a row), which n = 30, nb = 10, "
+                               "dom = 0 break (t.tile:3)")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program, setting, requirement", [
+    ("hqr", "domains=0", "domains >= 1 (the tile rows of a column go to at least one domain)"),
+    ("tsqr", "cols=50", "cols <= n (A is tall: at most as many columns as rows)")])
+def test_the_shipped_programs_state_their_requirements(program, setting, requirement):
+    out = tiledsl("run", program, "--n", "40", "--nb", "8", "--set", setting)
+    assert_clean_failure(out, status=2)
+    assert out.err.startswith(f"tiledsl: error: {program} requires {requirement}, which n = 40, nb = 8, "), out.err
+
+
+@pytest.mark.timeout(120)
 def test_a_matrix_size_of_zero_names_the_settings_that_gave_it(tmp_path):
     """tsqr at n = 3 has cols = n // 8 = 0: the message says so, not only "got 3x0"."""
     (tmp_path / "t.tile").write_text("program p {\n  param cols = n // 8\n  matrix A[n, cols] = zeros\n"

@@ -365,7 +365,7 @@ def test_malformed_expressions_are_syntax_errors(text):
     ("potrf(A[k, k]); potrf(A[k, k])", "statements need no separator"),
     ("fro j in 0 .. 2 { potrf(A[k, k]) }", "did you mean 'for'?"),
     ("potrf(A[k, k]) prority 2", "did you mean 'priority'?"),
-    ("matrix B[n, n] = zeros", "declarations (tiling, param, matrix, workspace, check) come before"),
+    ("matrix B[n, n] = zeros", "declarations (tiling, param, require, matrix, workspace, check) come before"),
     ("kernel f(inout A)", "'kernel' declarations go outside the program's block"),
     ('use "k.py"', "'use' declarations go outside the program's block"),
     ("potrf(A[k, k])", None)])

@@ -14,27 +14,27 @@ PROGRAM = Program(
     source='programs/hqr.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'general', line=28),
+        MatrixDecl('A', 'general', line=29),
     ),
     workspaces=(
-        WorkspaceDecl('T', like='A', line=29),
-        WorkspaceDecl('T2', like='A', line=30),
+        WorkspaceDecl('T', like='A', line=30),
+        WorkspaceDecl('T2', like='A', line=31),
     ),
     params=('ib', 'domains', ),
-    check=CheckDecl('qr', ('A', 'T'), line=31),
+    check=CheckDecl('qr', ('A', 'T'), line=32),
     kernel_module=None,
     calls=(
-        Call('geqrt', ('inout', 'out'), main=0, line=39,
+        Call('geqrt', ('inout', 'out'), main=0, line=40,
              text='geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)'),
-        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=41,
+        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=42,
              text='gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
-        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=46,
+        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=47,
              text='tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)'),
-        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=48,
+        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=49,
              text='tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j', values=('side', 'trans'), order='ttttvv'),
-        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=58,
+        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=59,
              text='ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)'),
-        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=60,
+        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=61,
              text='ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
     ),
 )
@@ -47,6 +47,13 @@ def resolve_params(p):
     if p['domains'] is None:
         p['domains'] = 8
     return p
+
+
+def unmet(p):
+    """The first `require` these parameters break: (line, condition, why), or None."""
+    if not (p['domains'] >= 1):
+        return 28, 'domains >= 1', 'the tile rows of a column go to at least one domain'
+    return None
 
 
 def shapes(p):
@@ -72,74 +79,74 @@ def generate(rt, p):
     A = rt.matrix('A')
     T = rt.matrix('T')
     T2 = rt.matrix('T2')
-    for k in range(0, min(A.mt, A.nt)):  # hqr.tile:33
-        for t in range(k, k + domains):  # hqr.tile:37
-            if t < A.mt:  # hqr.tile:38
-                _r0 = A.rank_of(t, k)  # hqr.tile:39
-                _r1 = T.rank_of(t, k)  # hqr.tile:39
-                # hqr.tile:39: geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)
+    for k in range(0, min(A.mt, A.nt)):  # hqr.tile:34
+        for t in range(k, k + domains):  # hqr.tile:38
+            if t < A.mt:  # hqr.tile:39
+                _r0 = A.rank_of(t, k)  # hqr.tile:40
+                _r1 = T.rank_of(t, k)  # hqr.tile:40
+                # hqr.tile:40: geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)
                 if _me == _r0 or _me == _r1:
-                    _submit(CALLS[0], (A.tile(t, k, 39), T.tile(t, k, 39)), None, 3 * (A.nt - k), at=(0, k, 0, t, 0))
+                    _submit(CALLS[0], (A.tile(t, k, 40), T.tile(t, k, 40)), None, 3 * (A.nt - k), at=(0, k, 0, t, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, k)
                     T.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # hqr.tile:40
-                    _r2 = A.rank_of(t, j)  # hqr.tile:41
-                    # hqr.tile:41: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
+                for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # hqr.tile:41
+                    _r2 = A.rank_of(t, j)  # hqr.tile:42
+                    # hqr.tile:42: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
                     if _me == _r0 or _me == _r1 or _me == _r2:
-                        _submit(CALLS[1], (A.tile(t, k, 41), T.tile(t, k, 41), A.tile(t, j, 41)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 1, j, 0))
+                        _submit(CALLS[1], (A.tile(t, k, 42), T.tile(t, k, 42), A.tile(t, j, 42)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 1, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(t, j)
-                for r in range(1, A.mt - t):  # hqr.tile:43
-                    for i in _among(t + r * domains, t + r * domains + 1, 1, ((A, AT, t, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:44
-                        if i < A.mt:  # hqr.tile:45
-                            _r3 = A.rank_of(t, k)  # hqr.tile:46
-                            _r4 = A.rank_of(i, k)  # hqr.tile:46
-                            _r5 = T.rank_of(i, k)  # hqr.tile:46
-                            # hqr.tile:46: tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
+                for r in range(1, A.mt - t):  # hqr.tile:44
+                    for i in _among(t + r * domains, t + r * domains + 1, 1, ((A, AT, t, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:45
+                        if i < A.mt:  # hqr.tile:46
+                            _r3 = A.rank_of(t, k)  # hqr.tile:47
+                            _r4 = A.rank_of(i, k)  # hqr.tile:47
+                            _r5 = T.rank_of(i, k)  # hqr.tile:47
+                            # hqr.tile:47: tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
                             if _me == _r3 or _me == _r4 or _me == _r5:
-                                _submit(CALLS[2], (A.tile(t, k, 46), A.tile(i, k, 46), T.tile(i, k, 46)), None, 2 * (A.nt - k), at=(0, k, 0, t, 2, r, 0, i, 0))
+                                _submit(CALLS[2], (A.tile(t, k, 47), A.tile(i, k, 47), T.tile(i, k, 47)), None, 2 * (A.nt - k), at=(0, k, 0, t, 2, r, 0, i, 0))
                             else:  # not ours: only count the new versions of the tiles it writes
                                 A.bump(t, k)
                                 A.bump(i, k)
                                 T.bump(i, k)
-                            for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hqr.tile:47
-                                _r6 = A.rank_of(t, j)  # hqr.tile:48
-                                _r7 = A.rank_of(i, j)  # hqr.tile:48
-                                # hqr.tile:48: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j
+                            for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hqr.tile:48
+                                _r6 = A.rank_of(t, j)  # hqr.tile:49
+                                _r7 = A.rank_of(i, j)  # hqr.tile:49
+                                # hqr.tile:49: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j
                                 if _me == _r4 or _me == _r5 or _me == _r6 or _me == _r7:
-                                    _submit(CALLS[3], (A.tile(i, k, 48), T.tile(i, k, 48), A.tile(t, j, 48), A.tile(i, j, 48)), None, A.nt - j, ('L', 'T'), at=(0, k, 0, t, 2, r, 0, i, 1, j, 0))
+                                    _submit(CALLS[3], (A.tile(i, k, 49), T.tile(i, k, 49), A.tile(t, j, 49), A.tile(i, j, 49)), None, A.nt - j, ('L', 'T'), at=(0, k, 0, t, 2, r, 0, i, 1, j, 0))
                                 else:  # not ours: only count the new versions of the tiles it writes
                                     A.bump(t, j)
                                     A.bump(i, j)
-        for t in _among(k + 1, k + domains, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:56
-            if t < A.mt:  # hqr.tile:57
-                _r8 = A.rank_of(k, k)  # hqr.tile:58
-                _r9 = A.rank_of(t, k)  # hqr.tile:58
-                _r10 = T2.rank_of(t, k)  # hqr.tile:58
-                # hqr.tile:58: ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)
+        for t in _among(k + 1, k + domains, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:57
+            if t < A.mt:  # hqr.tile:58
+                _r8 = A.rank_of(k, k)  # hqr.tile:59
+                _r9 = A.rank_of(t, k)  # hqr.tile:59
+                _r10 = T2.rank_of(t, k)  # hqr.tile:59
+                # hqr.tile:59: ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)
                 if _me == _r8 or _me == _r9 or _me == _r10:
-                    _submit(CALLS[4], (A.tile(k, k, 58), A.tile(t, k, 58), T2.tile(t, k, 58)), None, 3 * (A.nt - k), at=(0, k, 1, t, 0))
+                    _submit(CALLS[4], (A.tile(k, k, 59), A.tile(t, k, 59), T2.tile(t, k, 59)), None, 3 * (A.nt - k), at=(0, k, 1, t, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(k, k)
                     A.bump(t, k)
                     T2.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # hqr.tile:59
-                    _r11 = A.rank_of(k, j)  # hqr.tile:60
-                    _r12 = A.rank_of(t, j)  # hqr.tile:60
-                    # hqr.tile:60: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
+                for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # hqr.tile:60
+                    _r11 = A.rank_of(k, j)  # hqr.tile:61
+                    _r12 = A.rank_of(t, j)  # hqr.tile:61
+                    # hqr.tile:61: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
                     if _me == _r9 or _me == _r10 or _me == _r11 or _me == _r12:
-                        _submit(CALLS[5], (A.tile(t, k, 60), T2.tile(t, k, 60), A.tile(k, j, 60), A.tile(t, j, 60)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, t, 1, j, 0))
+                        _submit(CALLS[5], (A.tile(t, k, 61), T2.tile(t, k, 61), A.tile(k, j, 61), A.tile(t, j, 61)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, t, 1, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(k, j)
                         A.bump(t, j)
-        for i in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k))):  # hqr.tile:65
-            # hqr.tile:66: release A[i, k]
-            _release(A.tile(i, k, 66), at=(0, k, 2, i, 0))
-            # hqr.tile:67: release T[i, k]
-            _release(T.tile(i, k, 67), at=(0, k, 2, i, 1))
-            # hqr.tile:68: release T2[i, k]
-            _release(T2.tile(i, k, 68), at=(0, k, 2, i, 2))
+        for i in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k))):  # hqr.tile:66
+            # hqr.tile:67: release A[i, k]
+            _release(A.tile(i, k, 67), at=(0, k, 2, i, 0))
+            # hqr.tile:68: release T[i, k]
+            _release(T.tile(i, k, 68), at=(0, k, 2, i, 1))
+            # hqr.tile:69: release T2[i, k]
+            _release(T2.tile(i, k, 69), at=(0, k, 2, i, 2))
 
 
 
@@ -152,22 +159,22 @@ def dataflow(rt, p):
     T = rt.matrix('T')
     T2 = rt.matrix('T2')
     return (
-        Event('A', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=39),  # writes at hqr.tile:39
-        Event('T', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=39),  # writes at hqr.tile:39
-        Event('A', (0, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((0, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=41),  # writes at hqr.tile:41
-        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 1, 0, 0), (1, 0, 1, 0, 0)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=46),  # writes at hqr.tile:46
-        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=46),  # writes at hqr.tile:46
-        Event('T', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=46),  # writes at hqr.tile:46
-        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 1, 0, 0, 0), (1, 0, 1, 0, 0, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=48),  # writes at hqr.tile:48
-        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 0, 0, 1, 0), (1, 0, 0, 0, 1, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=48),  # writes at hqr.tile:48
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=58),  # writes at hqr.tile:58
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=58),  # writes at hqr.tile:58
-        Event('T2', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=58),  # writes at hqr.tile:58
-        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=60),  # writes at hqr.tile:60
-        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=60),  # writes at hqr.tile:60
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=66),  # release at hqr.tile:66
-        Event('T', (0, 2, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=67),  # release at hqr.tile:67
-        Event('T2', (0, 2, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=68),  # release at hqr.tile:68
+        Event('A', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=40),  # writes at hqr.tile:40
+        Event('T', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=40),  # writes at hqr.tile:40
+        Event('A', (0, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((0, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=42),  # writes at hqr.tile:42
+        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 1, 0, 0), (1, 0, 1, 0, 0)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=47),  # writes at hqr.tile:47
+        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=47),  # writes at hqr.tile:47
+        Event('T', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=47),  # writes at hqr.tile:47
+        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 1, 0, 0, 0), (1, 0, 1, 0, 0, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=49),  # writes at hqr.tile:49
+        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 0, 0, 1, 0), (1, 0, 0, 0, 1, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=49),  # writes at hqr.tile:49
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=59),  # writes at hqr.tile:59
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=59),  # writes at hqr.tile:59
+        Event('T2', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=59),  # writes at hqr.tile:59
+        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=61),  # writes at hqr.tile:61
+        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=61),  # writes at hqr.tile:61
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=67),  # release at hqr.tile:67
+        Event('T', (0, 2, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=68),  # release at hqr.tile:68
+        Event('T2', (0, 2, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=69),  # release at hqr.tile:69
     )
 
 
@@ -179,18 +186,18 @@ def loop_bounds(_bound, p):
     T = _bound.matrix('T')
     T2 = _bound.matrix('T2')
     _t0 = 1
-    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 33)
-    t, _t2 = _bound.loop(k, k + domains, _t1, 37, width=domains)
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 34)
+    t, _t2 = _bound.loop(k, k + domains, _t1, 38, width=domains)
     _t3 = _bound.when(t < A.mt, _t2)
-    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 40)
-    r, _t5 = _bound.loop(1, A.mt - t, _t3, 43)
-    i, _t6 = _bound.loop(t + r * domains, t + r * domains + 1, _t5, 44, width=1)
+    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 41)
+    r, _t5 = _bound.loop(1, A.mt - t, _t3, 44)
+    i, _t6 = _bound.loop(t + r * domains, t + r * domains + 1, _t5, 45, width=1)
     _t7 = _bound.when(i < A.mt, _t6)
-    j, _t8 = _bound.loop(k + 1, A.nt, _t7, 47)
-    t, _t9 = _bound.loop(k + 1, k + domains, _t1, 56, width=domains - 1)
+    j, _t8 = _bound.loop(k + 1, A.nt, _t7, 48)
+    t, _t9 = _bound.loop(k + 1, k + domains, _t1, 57, width=domains - 1)
     _t10 = _bound.when(t < A.mt, _t9)
-    j, _t11 = _bound.loop(k + 1, A.nt, _t10, 59)
-    i, _t12 = _bound.loop(k, A.mt, _t1, 65)
+    j, _t11 = _bound.loop(k + 1, A.nt, _t10, 60)
+    i, _t12 = _bound.loop(k, A.mt, _t1, 66)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,11 @@ def resolve_params(p):
     return p
 
 
+def unmet(p):
+    """The first `require` these parameters break: (line, condition, why), or None."""
+    return None
+
+
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {

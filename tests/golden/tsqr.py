@@ -13,39 +13,39 @@ PROGRAM = Program(
     source='programs/tsqr.tile',
     tiling=Tiling('uniform', {'nb': 512}),
     matrices=(
-        MatrixDecl('A', 'general', line=21),
-        MatrixDecl('B', 'general', line=22),
+        MatrixDecl('A', 'general', line=23),
+        MatrixDecl('B', 'general', line=24),
     ),
     workspaces=(
-        WorkspaceDecl('T', like='A', line=23),
-        WorkspaceDecl('T2', like='A', line=24),
+        WorkspaceDecl('T', like='A', line=25),
+        WorkspaceDecl('T2', like='A', line=26),
     ),
     params=('cols', 'nrhs', 'ib', 'dom', ),
-    check=CheckDecl('least_squares', ('A', 'B'), line=25,
+    check=CheckDecl('least_squares', ('A', 'B'), line=27,
                     user=True),
     kernel_module='tsqr_kernels.py',
     calls=(
-        Call('geqrt', ('inout', 'out'), main=0, line=33,
+        Call('geqrt', ('inout', 'out'), main=0, line=35,
              text='geqrt(A[top, k], T[top, k]) priority 3 * (A.nt - k)'),
-        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=34,
+        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=36,
              text='gemqrt(A[top, k], T[top, k], A[top, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
-        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=35,
+        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=37,
              text='gemqrt(A[top, k], T[top, k], B[top, j])', values=('side', 'trans'), order='tttvv'),
-        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=37,
+        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=39,
              text='tpqrt(A[top, k], A[i, k], T[i, k]) priority 3 * (A.nt - k)'),
-        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=38,
+        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=40,
              text='tpmqrt(A[i, k], T[i, k], A[top, j], A[i, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
-        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=39,
+        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=41,
              text='tpmqrt(A[i, k], T[i, k], B[top, j], B[i, j])', values=('side', 'trans'), order='ttttvv'),
-        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=46,
+        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=48,
              text='ttqrt(A[k, k], A[d * dom, k], T2[d * dom, k]) priority 3 * (A.nt - k)'),
-        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=48,
-             text='ttmqrt(A[d * dom, k], T2[d * dom, k], A[k, j], A[d * dom, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
         Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=50,
+             text='ttmqrt(A[d * dom, k], T2[d * dom, k], A[k, j], A[d * dom, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
+        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=52,
              text='ttmqrt(A[d * dom, k], T2[d * dom, k], B[k, j], B[d * dom, j])', values=('side', 'trans'), order='ttttvv'),
-        Call('trsm', ('in', 'inout'), main=1, line=57,
+        Call('trsm', ('in', 'inout'), main=1, line=59,
              text='trsm(A[k, k], B[k, j][0:A.width(k)], "L", "U", "N", "N") priority k + 1', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=59,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=61,
              text='gemm(A[i, k], B[k, j][0:A.width(k)], B[i, j], "N", "N") priority k', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
     ),
 )
@@ -62,6 +62,15 @@ def resolve_params(p):
     if p['dom'] is None:
         p['dom'] = 4
     return p
+
+
+def unmet(p):
+    """The first `require` these parameters break: (line, condition, why), or None."""
+    if not (p['dom'] >= 1):
+        return 21, 'dom >= 1', 'a domain folds at least one tile row'
+    if not (p['cols'] <= p['n']):
+        return 22, 'cols <= n', 'A is tall: at most as many columns as rows'
+    return None
 
 
 def shapes(p):
@@ -88,106 +97,106 @@ def generate(rt, p):
     B = rt.matrix('B')
     T = rt.matrix('T')
     T2 = rt.matrix('T2')
-    domains = (A.mt + dom - 1) // dom  # tsqr.tile:27
-    for k in range(0, A.nt):  # tsqr.tile:28
-        for d in range(0, domains):  # tsqr.tile:29
-            top = max(k, d * dom)  # tsqr.tile:31
-            if top < min(d * dom + dom, A.mt):  # tsqr.tile:32
-                _r0 = A.rank_of(top, k)  # tsqr.tile:33
-                _r1 = T.rank_of(top, k)  # tsqr.tile:33
-                # tsqr.tile:33: geqrt(A[top, k], T[top, k]) priority 3 * (A.nt - k)
+    domains = (A.mt + dom - 1) // dom  # tsqr.tile:29
+    for k in range(0, A.nt):  # tsqr.tile:30
+        for d in range(0, domains):  # tsqr.tile:31
+            top = max(k, d * dom)  # tsqr.tile:33
+            if top < min(d * dom + dom, A.mt):  # tsqr.tile:34
+                _r0 = A.rank_of(top, k)  # tsqr.tile:35
+                _r1 = T.rank_of(top, k)  # tsqr.tile:35
+                # tsqr.tile:35: geqrt(A[top, k], T[top, k]) priority 3 * (A.nt - k)
                 if _me == _r0 or _me == _r1:
-                    _submit(CALLS[0], (A.tile(top, k, 33), T.tile(top, k, 33)), None, 3 * (A.nt - k))
+                    _submit(CALLS[0], (A.tile(top, k, 35), T.tile(top, k, 35)), None, 3 * (A.nt - k))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(top, k)
                     T.bump(top, k)
-                for j in range(k + 1, A.nt):  # tsqr.tile:34
-                    _r2 = A.rank_of(top, j)  # tsqr.tile:34
-                    # tsqr.tile:34: gemqrt(A[top, k], T[top, k], A[top, j]) priority 2 * (A.nt - k)
+                for j in range(k + 1, A.nt):  # tsqr.tile:36
+                    _r2 = A.rank_of(top, j)  # tsqr.tile:36
+                    # tsqr.tile:36: gemqrt(A[top, k], T[top, k], A[top, j]) priority 2 * (A.nt - k)
                     if _me == _r0 or _me == _r1 or _me == _r2:
-                        _submit(CALLS[1], (A.tile(top, k, 34), T.tile(top, k, 34), A.tile(top, j, 34)), None, 2 * (A.nt - k), ('L', 'T'))
+                        _submit(CALLS[1], (A.tile(top, k, 36), T.tile(top, k, 36), A.tile(top, j, 36)), None, 2 * (A.nt - k), ('L', 'T'))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(top, j)
-                for j in range(0, B.nt):  # tsqr.tile:35
-                    _r3 = B.rank_of(top, j)  # tsqr.tile:35
-                    # tsqr.tile:35: gemqrt(A[top, k], T[top, k], B[top, j])
+                for j in range(0, B.nt):  # tsqr.tile:37
+                    _r3 = B.rank_of(top, j)  # tsqr.tile:37
+                    # tsqr.tile:37: gemqrt(A[top, k], T[top, k], B[top, j])
                     if _me == _r0 or _me == _r1 or _me == _r3:
-                        _submit(CALLS[2], (A.tile(top, k, 35), T.tile(top, k, 35), B.tile(top, j, 35)), None, 0, ('L', 'T'))
+                        _submit(CALLS[2], (A.tile(top, k, 37), T.tile(top, k, 37), B.tile(top, j, 37)), None, 0, ('L', 'T'))
                     else:  # not ours: only count the new versions of the tiles it writes
                         B.bump(top, j)
-                for i in range(top + 1, min(d * dom + dom, A.mt)):  # tsqr.tile:36
-                    _r4 = A.rank_of(i, k)  # tsqr.tile:37
-                    _r5 = T.rank_of(i, k)  # tsqr.tile:37
-                    # tsqr.tile:37: tpqrt(A[top, k], A[i, k], T[i, k]) priority 3 * (A.nt - k)
+                for i in range(top + 1, min(d * dom + dom, A.mt)):  # tsqr.tile:38
+                    _r4 = A.rank_of(i, k)  # tsqr.tile:39
+                    _r5 = T.rank_of(i, k)  # tsqr.tile:39
+                    # tsqr.tile:39: tpqrt(A[top, k], A[i, k], T[i, k]) priority 3 * (A.nt - k)
                     if _me == _r0 or _me == _r4 or _me == _r5:
-                        _submit(CALLS[3], (A.tile(top, k, 37), A.tile(i, k, 37), T.tile(i, k, 37)), None, 3 * (A.nt - k))
+                        _submit(CALLS[3], (A.tile(top, k, 39), A.tile(i, k, 39), T.tile(i, k, 39)), None, 3 * (A.nt - k))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(top, k)
                         A.bump(i, k)
                         T.bump(i, k)
-                    for j in range(k + 1, A.nt):  # tsqr.tile:38
-                        _r6 = A.rank_of(top, j)  # tsqr.tile:38
-                        _r7 = A.rank_of(i, j)  # tsqr.tile:38
-                        # tsqr.tile:38: tpmqrt(A[i, k], T[i, k], A[top, j], A[i, j]) priority 2 * (A.nt - k)
+                    for j in range(k + 1, A.nt):  # tsqr.tile:40
+                        _r6 = A.rank_of(top, j)  # tsqr.tile:40
+                        _r7 = A.rank_of(i, j)  # tsqr.tile:40
+                        # tsqr.tile:40: tpmqrt(A[i, k], T[i, k], A[top, j], A[i, j]) priority 2 * (A.nt - k)
                         if _me == _r4 or _me == _r5 or _me == _r6 or _me == _r7:
-                            _submit(CALLS[4], (A.tile(i, k, 38), T.tile(i, k, 38), A.tile(top, j, 38), A.tile(i, j, 38)), None, 2 * (A.nt - k), ('L', 'T'))
+                            _submit(CALLS[4], (A.tile(i, k, 40), T.tile(i, k, 40), A.tile(top, j, 40), A.tile(i, j, 40)), None, 2 * (A.nt - k), ('L', 'T'))
                         else:  # not ours: only count the new versions of the tiles it writes
                             A.bump(top, j)
                             A.bump(i, j)
-                    for j in range(0, B.nt):  # tsqr.tile:39
-                        _r8 = B.rank_of(top, j)  # tsqr.tile:39
-                        _r9 = B.rank_of(i, j)  # tsqr.tile:39
-                        # tsqr.tile:39: tpmqrt(A[i, k], T[i, k], B[top, j], B[i, j])
+                    for j in range(0, B.nt):  # tsqr.tile:41
+                        _r8 = B.rank_of(top, j)  # tsqr.tile:41
+                        _r9 = B.rank_of(i, j)  # tsqr.tile:41
+                        # tsqr.tile:41: tpmqrt(A[i, k], T[i, k], B[top, j], B[i, j])
                         if _me == _r4 or _me == _r5 or _me == _r8 or _me == _r9:
-                            _submit(CALLS[5], (A.tile(i, k, 39), T.tile(i, k, 39), B.tile(top, j, 39), B.tile(i, j, 39)), None, 0, ('L', 'T'))
+                            _submit(CALLS[5], (A.tile(i, k, 41), T.tile(i, k, 41), B.tile(top, j, 41), B.tile(i, j, 41)), None, 0, ('L', 'T'))
                         else:  # not ours: only count the new versions of the tiles it writes
                             B.bump(top, j)
                             B.bump(i, j)
-        for d in range(0, domains):  # tsqr.tile:44
-            if d * dom > k:  # tsqr.tile:45
-                _r10 = A.rank_of(k, k)  # tsqr.tile:46
-                _r11 = A.rank_of(d * dom, k)  # tsqr.tile:46
-                _r12 = T2.rank_of(d * dom, k)  # tsqr.tile:46
-                # tsqr.tile:46: ttqrt(A[k, k], A[d * dom, k], T2[d * dom, k]) priority 3 * (A.nt - k)
+        for d in range(0, domains):  # tsqr.tile:46
+            if d * dom > k:  # tsqr.tile:47
+                _r10 = A.rank_of(k, k)  # tsqr.tile:48
+                _r11 = A.rank_of(d * dom, k)  # tsqr.tile:48
+                _r12 = T2.rank_of(d * dom, k)  # tsqr.tile:48
+                # tsqr.tile:48: ttqrt(A[k, k], A[d * dom, k], T2[d * dom, k]) priority 3 * (A.nt - k)
                 if _me == _r10 or _me == _r11 or _me == _r12:
-                    _submit(CALLS[6], (A.tile(k, k, 46), A.tile(d * dom, k, 46), T2.tile(d * dom, k, 46)), None, 3 * (A.nt - k))
+                    _submit(CALLS[6], (A.tile(k, k, 48), A.tile(d * dom, k, 48), T2.tile(d * dom, k, 48)), None, 3 * (A.nt - k))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(k, k)
                     A.bump(d * dom, k)
                     T2.bump(d * dom, k)
-                for j in range(k + 1, A.nt):  # tsqr.tile:47
-                    _r13 = A.rank_of(k, j)  # tsqr.tile:48
-                    _r14 = A.rank_of(d * dom, j)  # tsqr.tile:48
-                    # tsqr.tile:48: ttmqrt(A[d * dom, k], T2[d * dom, k], A[k, j], A[d * dom, j]) priority 2 * (A.nt - k)
+                for j in range(k + 1, A.nt):  # tsqr.tile:49
+                    _r13 = A.rank_of(k, j)  # tsqr.tile:50
+                    _r14 = A.rank_of(d * dom, j)  # tsqr.tile:50
+                    # tsqr.tile:50: ttmqrt(A[d * dom, k], T2[d * dom, k], A[k, j], A[d * dom, j]) priority 2 * (A.nt - k)
                     if _me == _r11 or _me == _r12 or _me == _r13 or _me == _r14:
-                        _submit(CALLS[7], (A.tile(d * dom, k, 48), T2.tile(d * dom, k, 48), A.tile(k, j, 48), A.tile(d * dom, j, 48)), None, 2 * (A.nt - k), ('L', 'T'))
+                        _submit(CALLS[7], (A.tile(d * dom, k, 50), T2.tile(d * dom, k, 50), A.tile(k, j, 50), A.tile(d * dom, j, 50)), None, 2 * (A.nt - k), ('L', 'T'))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(k, j)
                         A.bump(d * dom, j)
-                for j in range(0, B.nt):  # tsqr.tile:50
-                    _r15 = B.rank_of(k, j)  # tsqr.tile:50
-                    _r16 = B.rank_of(d * dom, j)  # tsqr.tile:50
-                    # tsqr.tile:50: ttmqrt(A[d * dom, k], T2[d * dom, k], B[k, j], B[d * dom, j])
+                for j in range(0, B.nt):  # tsqr.tile:52
+                    _r15 = B.rank_of(k, j)  # tsqr.tile:52
+                    _r16 = B.rank_of(d * dom, j)  # tsqr.tile:52
+                    # tsqr.tile:52: ttmqrt(A[d * dom, k], T2[d * dom, k], B[k, j], B[d * dom, j])
                     if _me == _r11 or _me == _r12 or _me == _r15 or _me == _r16:
-                        _submit(CALLS[8], (A.tile(d * dom, k, 50), T2.tile(d * dom, k, 50), B.tile(k, j, 50), B.tile(d * dom, j, 50)), None, 0, ('L', 'T'))
+                        _submit(CALLS[8], (A.tile(d * dom, k, 52), T2.tile(d * dom, k, 52), B.tile(k, j, 52), B.tile(d * dom, j, 52)), None, 0, ('L', 'T'))
                     else:  # not ours: only count the new versions of the tiles it writes
                         B.bump(k, j)
                         B.bump(d * dom, j)
-    for k in range(A.nt - 1, -1, -1):  # tsqr.tile:55
-        _r17 = A.rank_of(k, k)  # tsqr.tile:57
-        for j in range(0, B.nt):  # tsqr.tile:56
-            _r18 = B.rank_of(k, j)  # tsqr.tile:57
-            # tsqr.tile:57: trsm(A[k, k], B[k, j][0:A.width(k)], "L", "U", "N", "N") priority k + 1
+    for k in range(A.nt - 1, -1, -1):  # tsqr.tile:57
+        _r17 = A.rank_of(k, k)  # tsqr.tile:59
+        for j in range(0, B.nt):  # tsqr.tile:58
+            _r18 = B.rank_of(k, j)  # tsqr.tile:59
+            # tsqr.tile:59: trsm(A[k, k], B[k, j][0:A.width(k)], "L", "U", "N", "N") priority k + 1
             if _me == _r17 or _me == _r18:
-                _submit(CALLS[9], (A.tile(k, k, 57), B.tile(k, j, 57)), (None, (0, A.width(k), None, None)), k + 1, ('L', 'U', 'N', 'N', 1.0))
+                _submit(CALLS[9], (A.tile(k, k, 59), B.tile(k, j, 59)), (None, (0, A.width(k), None, None)), k + 1, ('L', 'U', 'N', 'N', 1.0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in range(0, k):  # tsqr.tile:58
-                _r19 = A.rank_of(i, k)  # tsqr.tile:59
-                _r20 = B.rank_of(i, j)  # tsqr.tile:59
-                # tsqr.tile:59: gemm(A[i, k], B[k, j][0:A.width(k)], B[i, j], "N", "N") priority k
+            for i in range(0, k):  # tsqr.tile:60
+                _r19 = A.rank_of(i, k)  # tsqr.tile:61
+                _r20 = B.rank_of(i, j)  # tsqr.tile:61
+                # tsqr.tile:61: gemm(A[i, k], B[k, j][0:A.width(k)], B[i, j], "N", "N") priority k
                 if _me == _r19 or _me == _r18 or _me == _r20:
-                    _submit(CALLS[10], (A.tile(i, k, 59), B.tile(k, j, 59), B.tile(i, j, 59)), (None, (0, A.width(k), None, None), None), k, ('N', 'N', -1.0, 1.0))
+                    _submit(CALLS[10], (A.tile(i, k, 61), B.tile(k, j, 61), B.tile(i, j, 61)), (None, (0, A.width(k), None, None), None), k, ('N', 'N', -1.0, 1.0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(i, j)
 
@@ -204,22 +213,22 @@ def loop_bounds(_bound, p):
     T2 = _bound.matrix('T2')
     _t0 = 1
     domains = (A.mt + dom - 1) // dom
-    k, _t1 = _bound.loop(0, A.nt, _t0, 28)
-    d, _t2 = _bound.loop(0, domains, _t1, 29)
+    k, _t1 = _bound.loop(0, A.nt, _t0, 30)
+    d, _t2 = _bound.loop(0, domains, _t1, 31)
     top = _bound.max(k, d * dom)
     _t3 = _bound.when(top < _bound.min(d * dom + dom, A.mt), _t2)
-    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 34)
-    j, _t5 = _bound.loop(0, B.nt, _t3, 35)
-    i, _t6 = _bound.loop(top + 1, _bound.min(d * dom + dom, A.mt), _t3, 36)
-    j, _t7 = _bound.loop(k + 1, A.nt, _t6, 38)
-    j, _t8 = _bound.loop(0, B.nt, _t6, 39)
-    d, _t9 = _bound.loop(0, domains, _t1, 44)
+    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 36)
+    j, _t5 = _bound.loop(0, B.nt, _t3, 37)
+    i, _t6 = _bound.loop(top + 1, _bound.min(d * dom + dom, A.mt), _t3, 38)
+    j, _t7 = _bound.loop(k + 1, A.nt, _t6, 40)
+    j, _t8 = _bound.loop(0, B.nt, _t6, 41)
+    d, _t9 = _bound.loop(0, domains, _t1, 46)
     _t10 = _bound.when(d * dom > k, _t9)
-    j, _t11 = _bound.loop(k + 1, A.nt, _t10, 47)
-    j, _t12 = _bound.loop(0, B.nt, _t10, 50)
-    k, _t13 = _bound.loop(A.nt - 1, -1, _t0, 55, -1)
-    j, _t14 = _bound.loop(0, B.nt, _t13, 56)
-    i, _t15 = _bound.loop(0, k, _t14, 58)
+    j, _t11 = _bound.loop(k + 1, A.nt, _t10, 49)
+    j, _t12 = _bound.loop(0, B.nt, _t10, 52)
+    k, _t13 = _bound.loop(A.nt - 1, -1, _t0, 57, -1)
+    j, _t14 = _bound.loop(0, B.nt, _t13, 58)
+    i, _t15 = _bound.loop(0, k, _t14, 60)
 
 
 if __name__ == "__main__":

@@ -152,12 +152,12 @@ def inner_block_params(driver) -> tuple[str, ...]:
     no other formula makes, and is an inner block if a workspace's rows come out at it.
     """
     program = driver.PROGRAM
-    defaults = make_params(driver, Options(n=STEP)).as_dict()
+    defaults = make_params(driver, Options(n=STEP), requirements=False).as_dict()
     found = []
     for name in program.params:
         if isinstance(defaults[name], bool) or not isinstance(defaults[name], int):
             continue
-        _, workspaces = driver.shapes(make_params(driver, Options(n=STEP, sets={name: _PROBE})))
+        _, workspaces = driver.shapes(make_params(driver, Options(n=STEP, sets={name: _PROBE}), requirements=False))
         if any(rows == _PROBE for _, rows in workspaces.values()):
             found.append(name)
     return tuple(found)
@@ -350,7 +350,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         except ValueError as error:
             raise UsageError(str(error)) from None
         device.synchronous = True  # kernels are timed to their end, not to their launch
-    defaults = make_params(driver, Options(n=STEP)).as_dict()
+    defaults = make_params(driver, Options(n=STEP), requirements=False).as_dict()
     blocks = inner_block_params(driver)
     ib = defaults[blocks[0]] if blocks else 32  # the height of the QR kernels' T factors
     counts = task_counts(driver)

@@ -165,6 +165,7 @@ class _Analyzer:
         self.tiling = "uniform"  # the program's tiling kind, once read
         self.declarations: dict = {}  # name -> span of the program's parameters, matrices and workspaces
         self.used_early: set = set()  # names used before their declaration (E200 then, but used)
+        self.in_requirement = False  # reading a `require`'s condition
         self._declare_kernels(prelude.kernels + file.kernels)
 
     # ---------------------------------------------------------------- driver
@@ -173,6 +174,10 @@ class _Analyzer:
         tiling = self.tiling = self._tiling(program.tiling)
         self.declarations = {d.name.text: d.name.span for d in (*program.params, *program.matrices, *program.workspaces)}
         self._declare_params(tiling, program.params)
+        self.in_requirement = True  # read with the parameters: matrices are not declared yet
+        for require in program.requires:
+            self._bool_expr(require.condition)
+        self.in_requirement = False
         self._declare_matrices(program.matrices, program.workspaces)
         for check in program.checks:
             self._check_decl(check)
@@ -988,6 +993,9 @@ class _Analyzer:
 
     def _declared_where(self, ident: n.Ident, declared: Span) -> tuple[str, str]:
         """Why a name the program declares is not known at ``ident``: the note and hint of E200."""
+        if self.in_requirement:
+            return ("requirements are read with the parameters, before the matrices",
+                    "a requirement may use n, the tiling settings and the parameters only")
         if (declared.line, declared.column) >= (ident.span.line, ident.span.column):
             return f"'{ident.text}' is declared at line {declared.line}, after this use", f"declare '{ident.text}' first"
         if declared.line == ident.span.line and ident.text in {d.name.text for d in self.program.params}:

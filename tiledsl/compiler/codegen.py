@@ -33,7 +33,7 @@ INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports
 _RESERVED = (set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins))
              | {"rt", "p", "CALLS", "PROGRAM", "Call", "CheckDecl", "MatrixDecl", "Program", "Tiling",
-                "WorkspaceDecl", "main", "takes_part", "resolve_params", "shapes", "generate", "loop_bounds",
+                "WorkspaceDecl", "main", "takes_part", "resolve_params", "unmet", "shapes", "generate", "loop_bounds",
                 "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS", "DIV"})
 
 
@@ -74,6 +74,7 @@ class DriverModel:
     params: list  # (name, python reference, python default expression)
     matrices: list  # (name, init, load, load base, line, rows expr, cols expr)
     workspaces: list  # (name, like, rows expr, line)
+    requires: list  # (line, condition as written, why or None, python condition)
     check: dict | None  # the CheckDecl's arguments, as driver text
     kernel_module: str | None
     source_dir: str | None = None  # the .tile's directory relative to the driver file's (compile -o)
@@ -206,6 +207,8 @@ class _Model:
                       for d in program.matrices],
             workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
                         for d in program.workspaces],
+            requires=[(d.span.line, unparse(d.condition), d.message, self.expr(d.condition, params=True))
+                      for d in program.requires],
             check=_check_model(program.checks[0], checked.kernel_module) if program.checks else None,
             kernel_module=checked.kernel_module)
         model.flops = self._flops_models()

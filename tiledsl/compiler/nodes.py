@@ -230,6 +230,15 @@ class ParamDecl:
 
 
 @dataclass(frozen=True)
+class RequireDecl:
+    """``require CONDITION ["why"]``: what the parameters must satisfy for the program to make sense."""
+
+    condition: Expr
+    message: str | None
+    span: Span
+
+
+@dataclass(frozen=True)
 class Init:
     """How ``run`` makes a matrix: ``random KIND``, a named constant, or ``load "f.npy"``."""
 
@@ -284,6 +293,7 @@ class Program:
     checks: tuple[CheckDecl, ...]
     body: tuple[Stmt, ...]
     span: Span
+    requires: tuple[RequireDecl, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -125,9 +125,9 @@ _CHARACTER_HINTS = {"&": "write 'and' (conditions join with and, or, not)",
                     "!": "write 'not' (and '!=' for 'is not equal to')",
                     ";": "statements need no separator: put each on its own line, or leave a space"}
 #: Words that begin a declaration or a statement, for "did you mean" on a misspelt one
-_KEYWORDS = ("program", "kernel", "use", "tiling", "param", "matrix", "workspace", "check", "for", "if", "else",
-             "let", "release", "priority")
-_DECLARATIONS = ("param", "matrix", "workspace", "check", "tiling")
+_KEYWORDS = ("program", "kernel", "use", "tiling", "param", "require", "matrix", "workspace", "check", "for", "if",
+             "else", "let", "release", "priority")
+_DECLARATIONS = ("param", "require", "matrix", "workspace", "check", "tiling")
 
 
 def _token_hint(before: str, token: Token) -> str | None:
@@ -141,7 +141,7 @@ def _token_hint(before: str, token: Token) -> str | None:
     if word == "elif":
         return "write 'else if'"
     if word in _DECLARATIONS:
-        return "declarations (tiling, param, matrix, workspace, check) come before the program's statements"
+        return "declarations (tiling, param, require, matrix, workspace, check) come before the program's statements"
     if word in ("kernel", "use"):
         return f"'{word}' declarations go outside the program's block"
     if word is None:
@@ -253,7 +253,8 @@ class _Builder:
                                          (f"first declared at line {tilings[0].span.line}",)))
         body = tuple(i for i in rest if isinstance(i, (n.For, n.If, n.Let, n.Call, n.Release)))
         return n.Program(name, tilings[0] if tilings else None, pick(n.ParamDecl),
-                         pick(n.MatrixDecl), pick(n.WorkspaceDecl), pick(n.CheckDecl), body, span)
+                         pick(n.MatrixDecl), pick(n.WorkspaceDecl), pick(n.CheckDecl), body, span,
+                         pick(n.RequireDecl))
 
     # -- declarations
     def tiling_decl(self, c, span):
@@ -264,6 +265,9 @@ class _Builder:
 
     def param_decl(self, c, span):
         return n.ParamDecl(c[0], c[1], span)
+
+    def require_decl(self, c, span):
+        return n.RequireDecl(c[0], self._string(c[1]) if c[1] is not None else None, span)
 
     def matrix_decl(self, c, span):
         mode = c[0] if c[0] is not None else "inout"
