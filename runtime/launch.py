@@ -26,6 +26,7 @@ import numpy as np
 from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
 from .engine import Engine, TaskFailure
+from .fitting import fit_files, load_path
 from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, settings_giving, tiling_sources, use_tuned
 from .broadcast import broadcast_for
@@ -269,21 +270,6 @@ def _read_input(source: npyio.InputFile, r0: int, r1: int, c0: int, c1: int) -> 
         raise RankError(str(error)) from None
 
 
-def load_path(decl, driver) -> str:
-    """The file of ``matrix NAME = load "PATH"``: PATH when absolute, else PATH relative to
-    the ``.tile`` file's directory (as recorded when the driver was compiled, then as the
-    program's source path names it from here), else next to the driver; the first of
-    these that exists (the first if none does, for the message)."""
-    if os.path.isabs(decl.load):
-        return decl.load
-    bases = [Path(decl.base)] if decl.base else []
-    bases.append(Path(driver.PROGRAM.source).parent)
-    if getattr(driver, "__file__", None):
-        bases.append(Path(driver.__file__).parent)
-    candidates = [str(base / decl.load) for base in bases]
-    return next((c for c in candidates if os.path.isfile(c)), candidates[0])
-
-
 def _progress(options: Options, label: str, ranks: int, tasks: int, engine):
     """A terminal progress bar of rank 0's ``tasks`` when asked for and possible, else a context
     doing nothing."""
@@ -337,6 +323,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         signal.signal(signum, _stopped_by_signal)
     try:
         options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
+        fit_files(driver, options)
         comm = communicator(limit=collective_limit(options.watchdog))
         if comm is not None:
             comm.start()

@@ -54,7 +54,7 @@ def _check_requirements(driver, params: Params) -> None:
     settings = ", ".join(f"{name} = {params[name]}" for name in ["n", *TILING_SETTINGS[program.tiling.kind],
                                                                  *program.params] if params[name] is not None)
     try:
-        unmet = driver.unmet(params)
+        unmet = driver.unmet(params) if hasattr(driver, "unmet") else None  # drivers compiled before `require`
     except ArithmeticError as error:
         raise UsageError(f"{program.name}'s requirements cannot be checked with {settings}: {error}") from None
     if unmet is not None:

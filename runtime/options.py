@@ -140,7 +140,8 @@ class Options:
 
 def add_size_arguments(parser: argparse.ArgumentParser) -> None:
     """SIZE = --n N [--nb NB | --B B --b b --s S], and --set for the program's parameters."""
-    parser.add_argument("--n", type=int, required=True, help="matrix order")
+    parser.add_argument("--n", type=int, help="matrix order (default: from the shapes of the --input files "
+                                               "and of the files the program loads)")
     for name in TILE_SETTINGS:
         parser.add_argument(f"--{name}", type=int, help=f"tile setting {name} (default: the program's)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",

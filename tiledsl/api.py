@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import inspect
-import itertools
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,9 +26,8 @@ import numpy as np
 from .compiler import compile_path
 from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver, program_path
+from .runtime.fitting import API, fit, resolved
 from .runtime.world import UsageError
-
-MAX_TRIALS = 100_000  # assignments of n and the params tried against the arrays' shapes
 
 
 class TiledslWarning(UserWarning):
@@ -168,7 +166,8 @@ class Loaded:
                           TiledslWarning, stacklevel=2)
         self._check_integers(tiles, params)
         try:
-            n, params = self._fit(given, n, tiles, params)
+            n, params = fit(self.driver, {name: array.shape for name, array in given.items()}, n, tiles, params,
+                            API)
             options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check),
                               gpus=gpus, gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
                               watchdog=watchdog, **gpu_settings)
@@ -316,7 +315,7 @@ class Loaded:
             return
 
         try:
-            defaults = self._resolved(1, tiles, {})
+            defaults = resolved(self.driver, 1, tiles, {})
         except (UsageError, ArithmeticError):  # no size 1: the run's own checks will speak
             return
         for name in fractions:
@@ -335,109 +334,6 @@ class Loaded:
         _check_int("seed", seed, 0)
         if seed >= SEEDS:
             raise TiledslError(f"seed must be below 2^64, got {seed}")
-
-    # ------------------------------------------------------------ inferring n and the params
-
-    def _fit(self, arrays: dict, n: int | None, tiles: dict, params: dict) -> tuple[int, dict]:
-        """``n`` and the params (given ones, and those the arrays' shapes determine) of the run.
-
-        Every assignment of the unknowns to a dimension of some array (or, for a
-        param, its default) is tried against the driver's ``shapes(p)``; of those
-        that fit every array, the ones keeping the most defaults win, and must
-        agree. An inferred value that could change and still fit is undetermined.
-        """
-        unknown = [name for name in self.program.params if name not in params]
-        dims = sorted({d for array in arrays.values() for d in array.shape})
-        if n is None and not dims:
-            raise TiledslError(f"give n= (the matrix order) or an input array ({', '.join(self.matrices)})")
-        choices = [[n] if n is not None else dims] + [[None] + dims] * len(unknown)
-        if np.prod([len(c) for c in choices], dtype=float) > MAX_TRIALS:
-            raise TiledslError(f"too many ways to fit n and {', '.join(unknown)} to the arrays' shapes: "
-                               f"give n= and params= explicitly")
-        fits = {}  # (n, every param's value) -> the fewest params set (given or inferred) that give it
-        closest = None  # ((dimensions matched, −params set), n, params) of the trial nearest to fitting
-        for n_value, *values in itertools.product(*choices):
-            chosen = {**params, **{k: v for k, v in zip(unknown, values) if v is not None}}
-            shapes = self._shapes(n_value, tiles, chosen)
-            if shapes is None:
-                continue
-            matched = sum(got == wanted for name, array in arrays.items()
-                          for got, wanted in zip(array.shape, shapes[name]))
-            if matched == 2 * len(arrays):
-                key = (n_value, tuple(sorted(self._resolved(n_value, tiles, chosen).items())))
-                fits[key] = min(fits.get(key, len(chosen)), len(chosen))
-            elif closest is None or (matched, -len(chosen)) > closest[0]:
-                closest = ((matched, -len(chosen)), n_value, chosen)
-        if not fits:
-            raise TiledslError(self._misfit(arrays, n, tiles, params, closest))
-        fewest = min(fits.values())
-        best = [key for key, count in fits.items() if count == fewest]
-        inferred = lambda key: {k: v for k, v in key[1] if k in params or v != self._default(key[0], tiles, k)}
-        for key in best:  # the fits differ where a value is left free by every array: say which
-            self._check_determined(arrays, n is None, key[0], tiles, inferred(key), set(inferred(key)) - set(params))
-        if len(best) > 1:
-            options = " or ".join(_assignment(key[0], dict(key[1])) for key in best[:4])
-            raise TiledslError(f"the arrays' shapes fit several sizes ({options}): give n= or params= to choose")
-        return best[0][0], inferred(best[0])
-
-    def _check_determined(self, arrays, n_inferred: bool, n: int, tiles: dict, chosen: dict, inferred) -> None:
-        """A :class:`TiledslError` when an inferred value could be another and the arrays still fit."""
-        if n_inferred and self._fits(arrays, n + 1, tiles, chosen):
-            raise TiledslError("n cannot be inferred: no input array's shape depends on it; give n=")
-        for name in sorted(inferred):
-            if self._fits(arrays, n, tiles, {**chosen, name: chosen[name] + 1}):
-                raise TiledslError(f"param {name} cannot be inferred from the arrays' shapes: "
-                                   f"give params={{{name!r}: ...}}")
-
-    def _fits(self, arrays: dict, n: int, tiles: dict, params: dict) -> bool:
-        shapes = self._shapes(n, tiles, params)
-        return shapes is not None and all(shapes[name] == array.shape for name, array in arrays.items())
-
-    def _shapes(self, n: int, tiles: dict, params: dict) -> dict | None:
-        """Each matrix's (rows, cols) for these values; None where the program has no such size."""
-        from .runtime import Options
-        from .runtime.layout import make_params
-
-        try:
-            shapes = self.driver.shapes(make_params(self.driver, Options(n=n, tiles=tiles, sets=params)))[0]
-        except (UsageError, ArithmeticError):  # e.g. n < 1, or a shape dividing by a param of 0
-            return None
-        return {name: (int(rows), int(cols)) for name, (rows, cols) in shapes.items()}
-
-    def _resolved(self, n: int, tiles: dict, params: dict) -> dict:
-        """The program's params with their defaults filled in."""
-        from .runtime import Options
-        from .runtime.layout import make_params
-
-        values = make_params(self.driver, Options(n=n, tiles=tiles, sets=params))
-        return {name: values[name] for name in self.program.params}
-
-    def _default(self, n: int, tiles: dict, name: str):
-        return self._resolved(n, tiles, {})[name]
-
-    def _misfit(self, arrays: dict, n: int | None, tiles: dict, params: dict, closest) -> str:
-        """Why no size fits: the arrays' shapes against those the program expects with the values
-        of ``closest``, the trial that matched the most dimensions (so that the arrays named
-        are the ones at odds with the others)."""
-        if closest is None:  # no trial had a size at all: say why the first did not (a require)
-            from .runtime import Options
-            from .runtime.layout import make_params, matrix_shapes
-
-            first_n = n if n is not None else min(d for array in arrays.values() for d in array.shape)
-            try:
-                matrix_shapes(self.driver, make_params(self.driver, Options(n=first_n, tiles=tiles, sets=params)))
-            except UsageError as error:
-                return str(error)
-            found = ", ".join(f"{name} {array.shape}" for name, array in arrays.items())
-            return f"the arrays' shapes ({found}) fit no size of {self.program.name}: give n= and params="
-        _, reference_n, chosen = closest
-        expected = self._shapes(reference_n, tiles, chosen)
-        wrong = "; ".join(f"{name} has shape {array.shape}, expected {expected[name]}"
-                          for name, array in arrays.items() if expected[name] != array.shape)
-        values = _assignment(reference_n, self._resolved(reference_n, tiles, chosen))
-        inferred = n is None or len(params) < len(self.program.params)
-        return (f"the arrays' shapes fit no size of {self.program.name}: with {values}, {wrong}"
-                + ("; give n= and params= for the size you mean" if inferred else ""))
 
 
 def _problems(output: Output, allow_nonfinite: bool) -> list:
@@ -479,10 +375,6 @@ def _check_exact(name: str, given: np.ndarray, array: np.ndarray) -> None:
 
 
 _is_nan = np.frompyfunc(lambda x: x != x, 1, 1)  # elementwise, for any Python object
-
-
-def _assignment(n: int, params: dict) -> str:
-    return ", ".join(f"{name}={value}" for name, value in {"n": n, **params}.items())
 
 
 def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> dict:

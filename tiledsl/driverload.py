@@ -103,7 +103,7 @@ def _package_text(package: str, name: str) -> str:
 
 
 DRIVER_DOCSTRING = "Driver of the tile program"  # how driver.py.j2 opens every driver
-DRIVER_FUNCTIONS = {"resolve_params", "shapes", "generate", "loop_bounds"}
+DRIVER_FUNCTIONS = {"resolve_params", "unmet", "shapes", "generate", "loop_bounds"}
 OPTIONAL_FUNCTIONS = {"dataflow"}  # an affine loop nest's writes and releases
 FLOPS_PREFIX = "_flops_"  # how codegen names a user kernel's flop count: _flops_<kernel>
 

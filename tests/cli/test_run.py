@@ -293,7 +293,7 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--gpus", "-1"), "--gpus must be at least 0, got -1"),
     (("--n", 100, "--set", "nb=64"), "--set nb: nb is not a parameter of cholesky: give it as --nb"),
     (("--n", "1e3"), "tiledsl run: error: argument --n: invalid int value: '1e3' (see tiledsl run --help)"),
-    ((), "tiledsl run: error: the following arguments are required: --n (see tiledsl run --help)"),
+    ((), "tiledsl: error: give --n (the matrix order) or --input NAME=FILE.npy for one of A"),
     (("--n", 100, "--output", "A=nosuch/../o.npy"), "--output A=nosuch/../o.npy: directory 'nosuch/..' does not exist"),
     (("--n", 100, "--output", "A=/dev/null"), "--output A=/dev/null: '/dev/null' is not a regular file"),
     (("--n", 100, "--trace", "/dev/null"), "--trace /dev/null: '/dev/null' is not a regular file"),
@@ -368,10 +368,11 @@ def test_a_program_path_that_leads_nowhere_is_a_usage_error(args, message):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("command", [("run",), ("explain",), ("graph", "-o", "x.dot"),
                                      ("simulate", "--nodes", 2, "--machine", "keeneland")])
-def test_a_failing_loop_nest_names_the_tile_file_and_line_for_a_shipped_programs_name(tmp_path, command):
+def test_a_broken_requirement_names_the_tile_file_and_line_for_a_shipped_programs_name(tmp_path, command):
+    """dom = 0 divided by zero in tsqr's loop nest; its `require` now says so before any task."""
     out = tiledsl(command[0], "tsqr", "--n", 300, "--nb", 64, "--set", "dom=0", *command[1:], cwd=tmp_path)
-    assert out.returncode == 1, out.stderr
-    assert re.search(r"tiledsl: error: rank 0 \(tsqr\.tile:\d+\): the loop nest failed: ZeroDivisionError", out.stderr)
+    assert out.returncode == 2, out.stderr
+    assert re.search(r"tiledsl: error: tsqr requires dom >= 1 .* break \(tsqr\.tile:\d+\)$", out.stderr.strip())
 
 
 @pytest.mark.timeout(130)
@@ -532,6 +533,32 @@ def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_pat
         "has shape (300, 200) but the matrix needs shape (300, 300) (--set k=200 gives it that shape)")
     out = tiledsl("run", "programs/cholesky.tile", "--n", 200, "--input", f"A={tmp_path / 'wide.npy'}")
     assert out.returncode == 2 and out.stderr.strip().endswith("but the matrix needs shape (200, 200)")
+
+
+@pytest.mark.timeout(200)
+def test_without_n_the_size_and_params_come_from_the_input_files(tmp_path):
+    """As the Python API infers them from arrays: n and gemm's m and k from A and B, on 2 ranks too;
+    a program's load file alone gives explain and simulate theirs."""
+    rng = np.random.default_rng(3)
+    a, b, c = rng.standard_normal((70, 40)), rng.standard_normal((40, 90)), rng.standard_normal((70, 90))
+    for name, array in (("A", a), ("B", b), ("C", c)):
+        np.save(tmp_path / f"{name}.npy", array)
+    files = [f"--input={name}={tmp_path / name}.npy" for name in "ABC"]
+    out = tiledsl("run", "gemm", *files, "--np", 2, "--nb", 32, "--json", "--output", f"C={tmp_path / 'out.npy'}")
+    assert out.returncode == 0, out.stderr
+    assert (json.loads(out.stdout)["n"], json.loads(out.stdout)["params"]) == (90, {"m": 70, "k": 40})
+    assert np.allclose(np.load(tmp_path / "out.npy"), c + a @ b)
+    out = tiledsl("run", "gemm", files[0])  # A alone tells m and k, not n
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: the input files' shapes fit several sizes (n=40, k=40, m=70 or n=70, k=40, m=70): "
+        "give --n or --set to choose"), out.stderr
+    (tmp_path / "l.tile").write_text('program l {\n  matrix A[n, n] = load "A.npy"\n'
+                                     "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    np.save(tmp_path / "A.npy", np.eye(50))
+    for command, n_of in ((("explain", "--json"), lambda result: result["params"]["n"]),
+                          (("simulate", "--nodes", 1, "--machine", "keeneland", "--json"), lambda result: result["n"])):
+        out = tiledsl(command[0], tmp_path / "l.tile", *command[1:])
+        assert out.returncode == 0 and n_of(json.loads(out.stdout.splitlines()[-1])) == 50, out.stderr
 
 
 @pytest.mark.timeout(130)

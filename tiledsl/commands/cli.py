@@ -251,11 +251,13 @@ def _grid_of(args) -> tuple[int, int]:
 def _planned_options(driver, args, grid: tuple[int, int]):
     """The size options of explain and graph, with the tuned values a run would use; a warning
     when ``grid`` leaves a rank without tiles, which a run refuses (a plan of it still tells)."""
+    from ..runtime.fitting import fit_files
     from ..runtime.layout import make_distribution, make_matrices, make_params, use_tuned
     from ..runtime.options import size_options
     from ..runtime.resources import check_every_rank_has_tiles
 
     options = size_options(args)
+    fit_files(driver, options)  # no --n: the size of the files the program loads
     options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
     use_tuned(driver.PROGRAM, options, not args.no_tune)  # the defaults run would use
     params = make_params(driver, options)
@@ -286,6 +288,7 @@ def _explain(args) -> int:
 
 def _bench(args) -> int:
     from .bench import render, run_bench
+    from ..runtime.fitting import fit_files
     from ..runtime.layout import use_tuned
     from ..runtime.options import check_seed, input_files, size_options
 
@@ -299,6 +302,7 @@ def _bench(args) -> int:
     options.workers = args.workers or os.cpu_count() or 1
     options.seed = args.seed
     options.inputs = input_files(driver.PROGRAM, args.input)
+    fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     options.check = True
     if args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")

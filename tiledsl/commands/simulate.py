@@ -16,6 +16,7 @@ import sys
 
 from ..runtime.broadcast import CHOICES
 from ..runtime.layout import make_params, placement, use_tuned
+from ..runtime.fitting import fit_files
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
 from ..runtime.outputs import check_writable
 from ..runtime.priorities import MODES
@@ -71,6 +72,7 @@ def run(args, driver) -> int:
     if args.gpus is None:
         args.gpus = machine.gpus if args.machine else 0
     options = size_options(args)
+    fit_files(driver, options)  # no --n: the size of the files the program loads
     options.gpus = args.gpus
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
     options.priorities, options.broadcast = args.priorities, args.broadcast

@@ -50,7 +50,7 @@ from ..runtime.backends import backend as make_backend
 from ..runtime.errors import TaskFailure
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime import npyio
-from ..runtime.launch import load_path
+from ..runtime.fitting import load_path
 from ..runtime.layout import make_distribution, make_matrices, make_params, settings_giving
 from ..runtime.options import tile_values
 from ..runtime.rates import KERNEL_FLOPS
