@@ -290,3 +290,13 @@ def test_taken_tasks_are_marked_in_the_trace_and_need_gpus(capsys, machine_file,
                                                "file that has them)")
     main(["simulate", *map(str, args), "--gpus", "1", "--host-takes", "on"])
     assert "  gpus      CPU workers took " in capsys.readouterr().out
+
+
+@pytest.mark.timeout(60)
+def test_a_machine_rate_for_no_kernel_is_named_in_a_note(capsys, tmp_path):
+    """"gemmm" (a typo) was taken silently and gemm timed at the default rate."""
+    path = tmp_path / "typo.json"
+    path.write_text(json.dumps({**MACHINE, "cpu": {**MACHINE["cpu"], "gemmm": 40, "trsmm": 10}}))
+    result = simulate(capsys, "cholesky", "--n", "600", "--nb", "200", "--nodes", "1", "--machine", str(path))
+    assert f"{path}: the cpu rates name gemmm, trsmm, no kernel of the prelude or of cholesky (misspelled?): " \
+           "unused" in result["notes"]

@@ -17,6 +17,7 @@ from ..runtime import priorities
 from ..runtime.broadcast import broadcast_for
 from ..runtime.flops import modelled_flops
 from ..runtime.heteroprio import round_trip_bytes
+from ..runtime.kernels import CPU_KERNELS
 from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
 from ..runtime.options import tile_values
 from ..runtime.matrix import region_view
@@ -174,7 +175,7 @@ def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, tim
                      "seconds": generation, "share": generation / seconds if seconds else None,
                      "rank_walks": "share" if walked else "whole",
                      "tasks_met": round(walker.count * max(walked)) if walked else walker.count},
-            "critical_path": critical, "area_bound": bound, "notes": _model_notes(machine, timing),
+            "critical_path": critical, "area_bound": bound, "notes": _model_notes(machine, timing, program),
             "efficiency": max(critical, bound) / seconds if seconds > 0 else None,
             "busiest": {"link_seconds": max(max(r.link_busy, r.link_busy_in) for r in simulator.ranks),
                         "gpu_stream_seconds": max((b for r in simulator.ranks for b in r.stream_busy.values()),
@@ -232,10 +233,15 @@ def _ratio(distribution) -> str | None:
     return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
 
 
-def _model_notes(machine, timing: Timing) -> list[str]:
+def _model_notes(machine, timing: Timing, program) -> list[str]:
     """What the prediction made up: kernels without a flop count, and kernels given neither a
-    rate nor a default by the machine (the tune cache's rates: user kernels), timed at gemm's."""
-    notes = []
+    rate nor a default by the machine (the tune cache's rates: user kernels), timed at gemm's;
+    and the machine's rates for no kernel of the prelude or of the program (a misspelled name)."""
+    known = set(CPU_KERNELS) | {call.kernel for call in program.calls} | {"default"}
+    notes = [f"{machine.source}: the {place} rates name {', '.join(strays)}, no kernel of the prelude or of "
+             f"{program.name} (misspelled?): unused"
+             for place, rates in (("cpu", machine.cpu), ("gpu", machine.gpu)) if rates is not None
+             for strays in [sorted(set(rates.tables) - known)] if strays]
     if timing.uncounted:
         notes.append(f"kernel {timing.uncounted} declares no flop count: its tasks are timed as a gemm on "
                      f"their largest argument")
