@@ -39,13 +39,25 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
         raise UsageError(f"--n must be at least 1, got {options.n}")
     defaults = driver.resolve_params(Params({**values, **{name: None for name in program.params}}))
     for name, value in options.sets.items():
-        if isinstance(value, float) and isinstance(defaults[name], int):
-            raise UsageError(f"--set {name}={value!r}: {name} is an integer parameter (its default is {defaults[name]})")
+        _check_setting(name, value, defaults[name])
     values.update({name: options.sets.get(name) for name in program.params})
     params = driver.resolve_params(Params(values))
     if requirements:
         _check_requirements(driver, params)
     return params
+
+
+def _check_setting(name: str, value, default) -> None:
+    """``--set NAME=VALUE`` of the parameter's type, as its default tells: an integer, a number, or
+    one character."""
+    if isinstance(default, str):
+        if not isinstance(value, str) or len(value) != 1:
+            raise UsageError(f"--set {name}={value}: {name} is a char parameter (its default is {default!r}): "
+                             f"give one character")
+    elif isinstance(value, str):
+        raise UsageError(f"--set {name}={value}: {value!r} is not a number ({name}'s default is {default})")
+    elif isinstance(value, float) and isinstance(default, int):
+        raise UsageError(f"--set {name}={value!r}: {name} is an integer parameter (its default is {default})")
 
 
 def _check_requirements(driver, params: Params) -> None:

@@ -248,7 +248,7 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
 def size_options(args: argparse.Namespace) -> Options:
     """Options holding only the size, tile settings and parameters of parsed arguments."""
     tiles = {k: getattr(args, k) for k in TILE_SETTINGS if getattr(args, k) is not None}
-    sets = {k: _number(v, "--set") for k, v in _pairs(args.set, "--set").items()}
+    sets = {k: _setting(v) for k, v in _pairs(args.set, "--set").items()}
     options = Options(n=args.n, tiles=tiles, sets=sets)
     if getattr(args, "gpu_ratio", None) is not None:
         try:
@@ -368,6 +368,15 @@ def byte_size(text: str, flag: str) -> int:
     if not size > 0 or size == float("inf"):
         raise UsageError(f"{flag} must be positive, got {text!r}")
     return int(size)
+
+
+def _setting(text: str) -> int | float | str:
+    """The value of ``--set NAME=TEXT``: a number, or TEXT itself (a char parameter's character;
+    the parameters' types are checked against the program's, :func:`.layout.make_params`)."""
+    try:
+        return _number(text, "--set")
+    except UsageError:
+        return text
 
 
 def _number(text: str, flag: str) -> int | float:

@@ -164,7 +164,7 @@ class Loaded:
         if check and self.program.check is None:
             warnings.warn(f"program {self.program.name} declares no check: check=True has nothing to verify",
                           TiledslWarning, stacklevel=2)
-        self._check_integers(tiles, params)
+        self._check_types(tiles, params)
         try:
             n, params = fit(self.driver, {name: array.shape for name, array in given.items()}, n, tiles, params,
                             API)
@@ -303,25 +303,32 @@ class Loaded:
                                        + ("give run(n=...)" if name == "n" else f"give tiles={{{name!r}: ...}}"))
                 has = f" (it has {', '.join(self.program.params)})" if self.program.params else ""
                 raise TiledslError(f"params={{{name!r}: ...}}: {self.program.name} has no parameter {name}{has}")
-            if isinstance(value, bool) or not isinstance(value, (Integral, Real)):
-                raise TiledslError(f"params[{name!r}] must be a number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (Integral, Real, str)):
+                raise TiledslError(f"params[{name!r}] must be a number (or one character, for a char parameter), "
+                                   f"got {value!r}")
         return params
 
-    def _check_integers(self, tiles: dict, params: dict) -> None:
-        """A fraction for an integer parameter (one whose default is an integer) is refused by
-        name, before any size is tried against the arrays."""
-        fractions = [name for name, value in params.items() if not isinstance(value, Integral)]
-        if not fractions:
+    def _check_types(self, tiles: dict, params: dict) -> None:
+        """A parameter's value of the wrong type (a fraction for an integer parameter, anything
+        but one character for a char parameter, as their defaults tell) is refused by name,
+        before any size is tried against the arrays."""
+        if not params:
             return
-
         try:
             defaults = resolved(self.driver, 1, tiles, {})
         except (UsageError, ArithmeticError):  # no size 1: the run's own checks will speak
             return
-        for name in fractions:
-            if isinstance(defaults[name], int):
-                raise TiledslError(f"params[{name!r}] = {params[name]!r}: {name} is an integer parameter "
-                                   f"(its default is {defaults[name]})")
+        for name, value in params.items():
+            default = defaults[name]
+            if isinstance(default, str) and not (isinstance(value, str) and len(value) == 1):
+                problem = f"{name} is a char parameter (its default is {default!r}): give one character"
+            elif not isinstance(default, str) and isinstance(value, str):
+                problem = f"{name} is a number parameter (its default is {default})"
+            elif isinstance(default, int) and not isinstance(value, Integral):
+                problem = f"{name} is an integer parameter (its default is {default})"
+            else:
+                continue
+            raise TiledslError(f"params[{name!r}] = {value!r}: {problem}")
 
     @staticmethod
     def _check_settings(n, workers, seed) -> None:

@@ -583,3 +583,42 @@ def test_python_dash_m_tiledsl_is_the_command(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tiledsl", "run", "cholesky", "--n", "100", "--nb", "50", "--json"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=50)
     assert out.returncode == 0 and json.loads(out.stdout.strip().splitlines()[-1])["program"] == "cholesky", out.stderr
+
+
+CHAR_OPTIONS = """program options {
+  tiling uniform(nb = 32)
+  param side = "L"
+  matrix A[n, n] = random spd
+  matrix B[n, n] = random general
+  for k in 0 .. A.nt { potrf(A[k, k]) }
+  for k in 0 .. A.nt {
+    if side == "L" { trsm(A[k, k], B[k, 0], side, "L", "N", "N") }
+    else { trsm(A[k, k], B[0, k], side, "L", "T", "N") }
+  }
+}
+"""
+
+
+@pytest.mark.timeout(200)
+def test_a_char_parameter_chooses_a_kernel_option_at_run_time(tmp_path):
+    """`param side = "L"`, then --set side=R: B[k, 0] ← L⁻¹·B[k, 0], or B[0, k] ← B[0, k]·L⁻ᵀ, on 1 and
+    4 ranks alike; a value no kernel takes is refused before the run."""
+    (tmp_path / "o.tile").write_text(CHAR_OPTIONS)
+    given = np.random.default_rng(2).standard_normal((100, 100))
+    np.save(tmp_path / "given.npy", given)
+    outputs = {}
+    for side in "LR":
+        for ranks in (1, 4):
+            out = tiledsl("run", tmp_path / "o.tile", "--n", 100, "--set", f"side={side}", "--np", ranks,
+                          "--input", f"B={tmp_path / 'given.npy'}",
+                          "--output", f"A={tmp_path / 'a.npy'}", "--output", f"B={tmp_path / 'b.npy'}")
+            assert out.returncode == 0, out.stderr
+            outputs[side, ranks] = np.load(tmp_path / "a.npy"), np.load(tmp_path / "b.npy")
+        assert all(np.array_equal(x, y) for x, y in zip(outputs[side, 1], outputs[side, 4]))
+    l00 = np.tril(outputs["L", 1][0][:32, :32])
+    assert np.allclose(l00 @ outputs["L", 1][1][:32, :32], given[:32, :32])
+    assert np.allclose(outputs["R", 1][1][:32, :32] @ l00.T, given[:32, :32])
+    out = tiledsl("run", tmp_path / "o.tile", "--n", 100, "--set", "side=X")
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: options requires side in \"LR\" (it is passed as trsm's side), which n = 100, nb = 32, "
+        "side = X break (o.tile:8)")

@@ -97,6 +97,7 @@ class Checked:
     calls: tuple[CallSummary, ...]
     kernel_module: str | None
     float_lets: frozenset = frozenset()  # spans of the lets whose value is a float
+    char_uses: tuple = ()  # (char parameter, choices or None, the kernel parameter it is passed to, line)
 
     def summary(self, call: n.Call) -> CallSummary:
         return next(c for c in self.calls if c.call.span == call.span)
@@ -166,6 +167,7 @@ class _Analyzer:
         self.declarations: dict = {}  # name -> span of the program's parameters, matrices and workspaces
         self.used_early: set = set()  # names used before their declaration (E200 then, but used)
         self.in_requirement = False  # reading a `require`'s condition
+        self.char_uses: list = []  # (char parameter, the choices it must be among or None, where, line)
         self._declare_kernels(prelude.kernels + file.kernels)
 
     # ---------------------------------------------------------------- driver
@@ -192,7 +194,7 @@ class _Analyzer:
         if self.bag.has_errors:
             return None
         return Checked(program, self.file.path, tiling, self.tiling_defaults, dict(self.kernels),
-                       tuple(self.calls), module, frozenset(self.float_lets))
+                       tuple(self.calls), module, frozenset(self.float_lets), tuple(self.char_uses))
 
     # ---------------------------------------------------------------- declarations
     def _declare_kernels(self, decls):
@@ -286,7 +288,13 @@ class _Analyzer:
         for name in ("n",) + TILING_SETTINGS[tiling]:
             self.scope.frames[0][name] = _Symbol("param", None, used=False)
         for decl in params:
-            kind = self._number_expr(decl.default)
+            if isinstance(decl.default, n.StrLit):  # a char parameter: a kernel option chosen at run time
+                kind = "char"
+                if len(decl.default.value) != 1:
+                    self.bag.error(decl.default.span, "E205", f"a char value is one character, got "
+                                                              f"{decl.default.value!r}")
+            else:
+                kind = self._number_expr(decl.default)
             self._declare(decl.name, _Symbol("param", decl.name.span, decl, type=kind or "int"))
 
     def _declare_matrices(self, matrices, workspaces):
@@ -740,8 +748,13 @@ class _Analyzer:
         if got is None:
             return False
         if param.kind == "char":
+            if isinstance(arg, n.Name) and got == "char":  # a char parameter: its value is checked at run time
+                self.char_uses.append((arg.ident.text, param.choices, f"{kernel}'s {param.name.text}",
+                                       arg.span.line))
+                return True
             if not isinstance(arg, n.StrLit):
-                self.bag.error(arg.span, "E205", f"{where} is a char: pass a one-character string such as \"N\"")
+                self.bag.error(arg.span, "E205", f"{where} is a char: pass a one-character string such as "
+                                                 f"\"N\", or a char parameter")
                 return False
             before = len(self.bag.items)
             self._check_char(arg, param)
@@ -945,6 +958,13 @@ class _Analyzer:
             case n.Binary(op=op, left=left, right=right) if op in ("//", "%"):
                 ok = self._int_expr(left) & self._int_expr(right)
                 return "int" if ok and self._divisor_not_zero(op, right) else None
+            case n.Binary(op=op, left=left, right=right) if op in ("==", "!=") and "char" in (
+                    self._kind(left), self._kind(right)):
+                if (self._kind(left), self._kind(right)) != ("char", "char"):
+                    self.bag.error(expr.span, "E205", "a char compares with a char only",
+                                   hint='write the character in quotes: side == "L"')
+                    return None
+                return "bool"
             case n.Binary(op=op, left=left, right=right):
                 kinds = (self._number_expr(left), self._number_expr(right))
                 if None in kinds or op == "/" and not self._divisor_not_zero(op, right):

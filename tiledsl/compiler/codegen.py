@@ -207,8 +207,9 @@ class _Model:
                       for d in program.matrices],
             workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
                         for d in program.workspaces],
-            requires=[(d.span.line, unparse(d.condition), d.message, self.expr(d.condition, params=True))
-                      for d in program.requires],
+            requires=_char_requirements(checked) + [
+                (d.span.line, unparse(d.condition), d.message, self.expr(d.condition, params=True))
+                for d in program.requires],
             check=_check_model(program.checks[0], checked.kernel_module) if program.checks else None,
             kernel_module=checked.kernel_module)
         model.flops = self._flops_models()
@@ -617,6 +618,21 @@ def unparse_tile(tile: n.TileRef) -> str:
         if part is not None:
             parts.append(f"{unparse(part.start) if part.start else ''}:{unparse(part.stop) if part.stop else ''}")
     return text + (f"[{', '.join(parts)}]" if parts else "")
+
+
+def _char_requirements(checked: Checked) -> list:
+    """A requirement for each char parameter passed where a kernel takes one of some characters
+    (the compiler checks a literal; a parameter's value is known at run time), and that it is one."""
+    found, seen = [], set()
+    for name, choices, where, line in checked.char_uses:
+        allowed = choices or None
+        if (name, allowed) in seen:
+            continue
+        seen.add((name, allowed))
+        text = f"{name} in {json.dumps(allowed)}" if allowed else f"{name} is one character"
+        test = f"p[{name!r}] in {allowed!r}" if allowed else f"len(p[{name!r}]) == 1"
+        found.append((line, text, f"it is passed as {where}", f"len(p[{name!r}]) == 1 and {test}"))
+    return found
 
 
 def _call_text(call: n.Call) -> str:
