@@ -14,6 +14,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 
 from .distribution import parse_grid, squarest_grid
@@ -21,6 +22,7 @@ from .distribution import parse_grid, squarest_grid
 LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS")
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # set by ``tiledsl run --np``: where ranks record their completion
+JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # set by ``tiledsl run --np``: its own pid, which no rank outlives
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 
 
@@ -65,8 +67,28 @@ def launcher_rank() -> int:
 
 
 def record_start() -> None:
-    """Tell ``tiledsl run --np`` that this rank started (a launcher that fails starts none)."""
+    """Tell ``tiledsl run --np`` that this rank started (a launcher that fails starts none), and
+    end the rank if that process goes (:func:`_outlive_no_owner`)."""
     _record("started", "")
+    owner = os.environ.get(JOB_PID_VARIABLE, "")
+    if owner.isdigit():
+        threading.Thread(target=_outlive_no_owner, args=(int(owner),), name="job-owner", daemon=True).start()
+
+
+#: seconds between a rank's checks that the ``tiledsl run`` of its job is still there
+OWNER_CHECK_SECONDS = 1.0
+
+
+def _outlive_no_owner(owner: int) -> None:
+    """End this rank (status 143) once ``tiledsl run`` (pid ``owner``) is gone. Killed by SIGKILL,
+    that process stops nothing, and the launcher it leaves may stop nothing either (MPICH's
+    hydra, its output pipes closed, once spun with a rank for half an hour)."""
+    while True:
+        time.sleep(OWNER_CHECK_SECONDS)
+        try:
+            os.kill(owner, 0)
+        except (ProcessLookupError, PermissionError):  # gone (its number may be another user's now)
+            end_job(128 + signal.SIGTERM)
 
 
 def record_completion(status: int) -> None:

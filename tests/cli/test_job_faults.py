@@ -293,6 +293,25 @@ def test_killing_tiledsl_run_itself_ends_the_job(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_a_rank_ends_once_the_tiledsl_run_of_its_job_is_gone(tmp_path):
+    """Whatever the launcher does after `tiledsl run` was killed (hydra, its pipes closed, once
+    spun on with a rank for half an hour), the rank itself ends: its job's owner is gone."""
+    write_stall_program(tmp_path)
+    compiled = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "stall.tile", "-o",
+                               "stall_driver.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert compiled.returncode == 0, compiled.stderr
+    owner = subprocess.Popen(["sleep", "3"])
+    rank = subprocess.Popen([sys.executable, "stall_driver.py", "--n", "64", "--watchdog", "0"], cwd=tmp_path,
+                            env=dict(os.environ, TILEDSL_JOB_DIR=str(tmp_path), TILEDSL_JOB_PID=str(owner.pid)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    owner.wait()
+    started = time.monotonic()
+    rank.communicate(timeout=30)
+    assert rank.returncode == 143 and time.monotonic() - started < 10
+    assert (tmp_path / "done.0").read_text() == "143"
+
+
+@pytest.mark.timeout(120)
 def test_a_signal_given_twice_stops_the_job_once_without_tracebacks(tmp_path):
     write_stall_program(tmp_path)
     job = start("stall.tile", "--np", 2, "--n", 64, "--watchdog", 0, cwd=tmp_path)

@@ -38,6 +38,7 @@ GRACE_SECONDS = 30  # after the first forwarded signal, how long the job has to 
 ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of their segments
 STALE_SECONDS = 600.0  # what a killed job left (segments, its folder) is removed by a later job after this
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # as runtime.world names it: where ranks record their completion
+JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # as runtime.world names it: this process, which no rank outlives
 
 
 def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_SECONDS) -> int:
@@ -54,6 +55,7 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         if sys.stderr.isatty():  # the ranks' stderr is a pipe: rank 0's progress bar asks for it (16.11)
             environment["TILEDSL_PROGRESS"] = "1"
         folder = environment[JOB_DIR_VARIABLE]
+        environment[JOB_PID_VARIABLE] = str(os.getpid())  # a rank ends when we are gone, even killed
         # a session of its own: a Ctrl-C reaches the job once, through us, not twice
         job = subprocess.Popen(command, env=environment, start_new_session=True,
                                preexec_fn=_ended_with(os.getpid()))
