@@ -82,7 +82,12 @@ OWNER_CHECK_SECONDS = 1.0
 def _outlive_no_owner(owner: int) -> None:
     """End this rank (status 143) once ``tiledsl run`` (pid ``owner``) is gone. Killed by SIGKILL,
     that process stops nothing, and the launcher it leaves may stop nothing either (MPICH's
-    hydra, its output pipes closed, once spun with a rank for half an hour)."""
+    hydra, its output pipes closed, once spun with a rank for half an hour).
+
+    The stopping signals are the main thread's alone: this thread would take one while the main
+    thread defers them through MPI's start-up (:func:`_signals_deferred`), and the rank would
+    stop there, where it can neither abort the job nor leave it."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     while True:
         time.sleep(OWNER_CHECK_SECONDS)
         try:
