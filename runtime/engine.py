@@ -26,8 +26,8 @@ from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
 from .matrix import TileIndexError, call_views
-from .panels import Panel
 from .flops import PRELUDE_FLOPS, task_flops
+from .panels import Panel
 from .program import flatten, tiles_text
 from .scheduler import Scheduler, Task
 from .share import among, every_value

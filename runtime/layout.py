@@ -63,8 +63,7 @@ def _check_setting(name: str, value, default) -> None:
 def _check_requirements(driver, params: Params) -> None:
     """A usage error naming the first of the program's ``require``s that ``params`` break."""
     program = driver.PROGRAM
-    settings = ", ".join(f"{name} = {params[name]}" for name in ["n", *TILING_SETTINGS[program.tiling.kind],
-                                                                 *program.params] if params[name] is not None)
+    settings = _size_settings(driver, params, tiles=True)
     try:
         unmet = driver.unmet(params) if hasattr(driver, "unmet") else None  # drivers compiled before `require`
     except ArithmeticError as error:
@@ -86,9 +85,12 @@ def matrix_shapes(driver, params: Params) -> tuple[dict, dict]:
                          f"{_size_settings(driver, params)}: {error}") from None
 
 
-def _size_settings(driver, params: Params) -> str:
-    """``n = 3, cols = 0``: the values the program's size formulas were given."""
-    return ", ".join(f"{name} = {params[name]}" for name in ["n", *driver.PROGRAM.params])
+def _size_settings(driver, params: Params, tiles: bool = False) -> str:
+    """``n = 3, cols = 0``: the values the program's formulas were given (with ``tiles``, the tile
+    settings too)."""
+    program = driver.PROGRAM
+    names = ["n", *(TILING_SETTINGS[program.tiling.kind] if tiles else ()), *program.params]
+    return ", ".join(f"{name} = {params[name]}" for name in names if params[name] is not None)
 
 
 def settings_giving(driver, options: Options, name: str, shape: tuple) -> list[tuple[str, int]]:

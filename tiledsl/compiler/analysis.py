@@ -879,7 +879,10 @@ class _Analyzer:
 
     def _number_expr(self, expr) -> str | None:
         """'int' or 'float' for a number, else None after reporting an error."""
-        got = self._type(expr)
+        return self._as_number(self._type(expr), expr)
+
+    def _as_number(self, got: str | None, expr) -> str | None:
+        """``got``, the type of ``expr``, if it is a number's, else None after reporting an error."""
         if got is not None and got not in ("int", "float"):
             self.bag.error(expr.span, "E205", f"expected a number, found {_TYPE_NOUN[got]}")
             return None
@@ -958,15 +961,15 @@ class _Analyzer:
             case n.Binary(op=op, left=left, right=right) if op in ("//", "%"):
                 ok = self._int_expr(left) & self._int_expr(right)
                 return "int" if ok and self._divisor_not_zero(op, right) else None
-            case n.Binary(op=op, left=left, right=right) if op in ("==", "!=") and "char" in (
-                    self._kind(left), self._kind(right)):
-                if (self._kind(left), self._kind(right)) != ("char", "char"):
-                    self.bag.error(expr.span, "E205", "a char compares with a char only",
-                                   hint='write the character in quotes: side == "L"')
-                    return None
-                return "bool"
             case n.Binary(op=op, left=left, right=right):
-                kinds = (self._number_expr(left), self._number_expr(right))
+                sides = (self._type(left), self._type(right))  # once each: operands nest
+                if op in ("==", "!=") and "char" in sides:
+                    if sides != ("char", "char"):
+                        self.bag.error(expr.span, "E205", "a char compares with a char only",
+                                       hint='write the character in quotes: side == "L"')
+                        return None
+                    return "bool"
+                kinds = (self._as_number(sides[0], left), self._as_number(sides[1], right))
                 if None in kinds or op == "/" and not self._divisor_not_zero(op, right):
                     return None
                 if op in ("==", "!=", "<", "<=", ">", ">="):
