@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import npyio
+from .layout import make_params, matrix_shapes
 from .options import Options
 from .world import UsageError
 
@@ -137,8 +138,6 @@ def _fits(driver, shapes: dict, n: int, tiles: dict, params: dict) -> bool:
 
 def shapes_for(driver, n: int, tiles: dict, params: dict) -> dict | None:
     """Each matrix's (rows, cols) for these values; None where the program has no such size."""
-    from .layout import make_params
-
     try:
         shapes = driver.shapes(make_params(driver, Options(n=n, tiles=tiles, sets=params)))[0]
     except (UsageError, ArithmeticError):  # e.g. n < 1, or a shape dividing by a param of 0
@@ -148,8 +147,6 @@ def shapes_for(driver, n: int, tiles: dict, params: dict) -> dict | None:
 
 def resolved(driver, n: int, tiles: dict, params: dict) -> dict:
     """The program's params with their defaults filled in."""
-    from .layout import make_params
-
     values = make_params(driver, Options(n=n, tiles=tiles, sets=params))
     return {name: values[name] for name in driver.PROGRAM.params}
 
@@ -160,8 +157,6 @@ def _misfit(driver, shapes: dict, n: int | None, tiles: dict, params: dict, clos
     are the ones at odds with the others)."""
     name = driver.PROGRAM.name
     if closest is None:  # no trial had a size at all: say why the first did not (a require)
-        from .layout import make_params, matrix_shapes
-
         first_n = n if n is not None else min(d for shape in shapes.values() for d in shape)
         try:
             matrix_shapes(driver, make_params(driver, Options(n=first_n, tiles=tiles, sets=params)))

@@ -294,14 +294,15 @@ class Verifier:
         entries near 1e308 has a norm (its sums would overflow to inf, and any residual over
         it pass) and one near 1e-318 too. A matrix with an infinite or NaN entry gets a float,
         inf or NaN."""
-        blocks = list(self._parts(matrix, symmetric, part))
-        peak = float(np.max([np.max(block) for *_, block in blocks if block.size], initial=0.0))
+        # two passes, each tile's |part| made and dropped in turn: kept, they would copy the matrix
+        peak = float(np.max([np.max(block) for *_, block in self._parts(matrix, symmetric, part) if block.size],
+                            initial=0.0))
         peak = math.inf if math.isnan(peak) else peak  # MPI's max of a NaN is undefined
         if self.comm is not None:
             peak = self.comm.allreduce_max(peak)
         exponent = math.frexp(peak)[1] if math.isfinite(peak) else 0
         sums = np.zeros(matrix.m if infinity and not symmetric else matrix.n)
-        for r0, r1, c0, c1, block in blocks:
+        for r0, r1, c0, c1, block in self._parts(matrix, symmetric, part):
             block = np.ldexp(block, -exponent)
             if symmetric:
                 sums[c0:c1] += block.sum(axis=0)
