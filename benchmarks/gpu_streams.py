@@ -8,52 +8,21 @@ reference once and then tiledsl on one GPU (every tile on it: host:GPU columns 0
 once per stream count; the best of ``--rounds`` rounds counts, after one untimed run of each. The reference is
 cuSOLVER through CuPy (``cupy.linalg.cholesky``, ``cupy.linalg.qr(mode="r")``,
 ``cupyx.scipy.linalg.lu_factor``) on a matrix already on the GPU, or LAPACK through
-numpy/scipy for the emulated backend. Prints one markdown table: seconds, GFLOP/s
+numpy/scipy for the emulated backend (:mod:`gpu_references`). Prints one markdown table: seconds, GFLOP/s
 and the ratio to the reference (above 1: tiledsl is faster).
 """
 import argparse
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
-import scipy.linalg
 
 import tiledsl
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.world import UsageError
 
+from gpu_references import FLOPS, KIND, Reference
+
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
-FLOPS = {"cholesky": lambda n: n ** 3 / 3, "qr": lambda n: 4 * n ** 3 / 3, "getrf": lambda n: 2 * n ** 3 / 3}
-
-
-def reference(program: str, backend: str):
-    """(prepare(matrix) -> data, run(data), wait()) of the library routine ``program`` is measured against."""
-    if backend == "cupy":
-        import cupy
-        import cupyx.scipy.linalg
-
-        routines = {"cholesky": cupy.linalg.cholesky, "qr": lambda a: cupy.linalg.qr(a, mode="r"),
-                    "getrf": cupyx.scipy.linalg.lu_factor}
-        return cupy.asarray, routines[program], cupy.cuda.Device().synchronize
-    routines = {"cholesky": np.linalg.cholesky, "qr": lambda a: np.linalg.qr(a, mode="r"),
-                "getrf": scipy.linalg.lu_factor}
-    return np.asarray, routines[program], lambda: None
-
-
-def matrix(program: str, n: int) -> np.ndarray:
-    a = np.random.default_rng(7).standard_normal((n, n))
-    return a @ a.T + n * np.eye(n) if program == "cholesky" else a
-
-
-def reference_seconds(program: str, n: int, backend: str) -> float:
-    prepare, run, wait = reference(program, backend)
-    data = prepare(matrix(program, n))
-    wait()
-    start = time.perf_counter()
-    run(data)
-    wait()
-    return time.perf_counter() - start
+MEASURED = ("cholesky", "qr", "getrf")
 
 
 def tiledsl_seconds(driver, args, n: int, streams: int) -> float:
@@ -66,14 +35,16 @@ def tiledsl_seconds(driver, args, n: int, streams: int) -> float:
 def measure(program: str, n: int, args) -> dict:
     """Best seconds of the reference and of each stream count over the rounds, alternated."""
     driver = tiledsl.load(PROGRAMS / f"{program}.tile").driver
-    reference_seconds(program, n, args.backend)  # untimed first runs: libraries loaded, handles made
+    reference = Reference(KIND[program], args.backend)
+    reference.seconds(n)  # untimed first runs: libraries loaded, handles made
     tiledsl_seconds(driver, args, n, args.streams[0])
     best: dict = {}
     for _ in range(args.rounds):
-        timings = {"reference": reference_seconds(program, n, args.backend)}
+        timings = {"reference": reference.seconds(n)}
         timings.update({streams: tiledsl_seconds(driver, args, n, streams) for streams in args.streams})
         for key, seconds in timings.items():
             best[key] = min(best.get(key, seconds), seconds)
+    reference.release()
     return best
 
 
@@ -82,7 +53,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs="+", default=[8192], help="matrix orders (default 8192)")
     parser.add_argument("--nb", type=int, help="tile size (default: tuned, else the program's)")
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 2, 4], help="stream counts (default 1 2 4)")
-    parser.add_argument("--programs", nargs="+", default=list(FLOPS), choices=list(FLOPS))
+    parser.add_argument("--programs", nargs="+", default=list(MEASURED), choices=list(MEASURED))
     parser.add_argument("--backend", default="emulated", choices=["emulated", "cupy"])
     parser.add_argument("--workers", type=int, default=1, help="CPU workers (default 1: the GPU does the work)")
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds; the best counts (default 3)")
@@ -96,7 +67,7 @@ def main() -> None:
                 best = measure(program, n, args)
             except (UsageError, ValueError) as error:  # no GPU for CuPy, or sizes the program refuses
                 sys.exit(f"gpu_streams: error: {error}")
-            flops = FLOPS[program](n)
+            flops = FLOPS[KIND[program]](n)
             cells = [f"{best[s]:.3f}, {flops / best[s] / 1e9:.0f}, {best['reference'] / best[s]:.2f}x"
                      for s in args.streams]
             print(f"| {program} | {n} | {best['reference']:.3f} | " + " | ".join(cells) + " |")

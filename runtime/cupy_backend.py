@@ -42,9 +42,11 @@ CPU and GPU workers in the middle of a factorization:
   matrix; laswp lets cuSOLVER's laswp permute the row numbers, then moves the
   panel's rows in one gather (or scatter, backward);
 * the norm kernels are array expressions (no host round trip);
-* LU without pivoting is blocked right-looking: a panel of :data:`LU_PANEL` columns
-  eliminated column by column (a division and a ``dger`` each), then ``dtrsm`` and
-  ``dgemm`` on the rest;
+* LU without pivoting is cuSOLVER's getrf given no pivot array, checked by one host round
+  trip; a zero, subnormal or NaN pivot makes it eliminate again, blocked right-looking as the
+  CPU kernel does (a panel of :data:`LU_PANEL` columns column by column, a division and a
+  ``dger`` each, then ``dtrsm`` and ``dgemm`` on the rest), so that it fails and names the
+  pivot alike;
 * QR runs on the GPU alone (no host round trip, no synchronization): cuSOLVER's
   geqrf factors the whole tile (geqrt), or the dense stack of the triangle on the
   tile (tpqrt: under a triangle each reflector's top part stays exactly e_j) or on
@@ -79,10 +81,10 @@ from .panels import Panel, taking_matrices
 from .resources import meminfo
 from .streams import StreamOrder
 # The CPU kernels' argument checks, shared so that both raise the same messages.
-from .kernels import (_inner_block, add_absolute_sums, add_to_sum_of_squares, check_number, check_option, gemm_dims,
-                      getrf_dims, laswp_range, merge_sums_of_squares, not_positive_definite, potrf_dims,
-                      qr_apply_dims, rank_k_dims, record_pivots, require_square, require_sums, require_tpmqrt,
-                      require_triangle, singular_triangle, symm_dims, triangular_dims)
+from .kernels import (_SAFE_MINIMUM as SAFE_MINIMUM, _inner_block, add_absolute_sums, add_to_sum_of_squares,
+                      check_number, check_option, gemm_dims, getrf_dims, laswp_range, merge_sums_of_squares,
+                      not_positive_definite, potrf_dims, qr_apply_dims, rank_k_dims, record_pivots, require_square,
+                      require_sums, require_tpmqrt, require_triangle, singular_triangle, symm_dims, triangular_dims)
 
 #: Columns of an LU panel eliminated one at a time before a BLAS-3 update.
 LU_PANEL = 32
@@ -128,9 +130,9 @@ class CupyBackend(Backend):
         self._pinned = PinnedPool(cupyx)
         self._pinnable = int(PINNED_SHARE * (meminfo("MemTotal") or 0))  # bytes ``pinned`` may still pin
         self._tile_kernels = TileKernels(cupy, CublasOps(cupy, _CupyLibraries(cupy, cublas, cusolver)))
+        self._bound, self.notes = prelude_on_gpu()
         # every panel as one matrix: a GPU's tiles are apart, gathered on the task's stream
-        self.kernels = {name: self._on_gpu(taking_matrices(getattr(self._tile_kernels, name)))
-                        for name in host.CPU_KERNELS}
+        self.kernels = {name: self._on_gpu(taking_matrices(getattr(self._tile_kernels, name))) for name in self._bound}
 
     def prepare(self, device: int) -> None:
         """Ready GPU ``device`` for the calling thread, its management thread, before a timed run.
@@ -141,17 +143,10 @@ class CupyBackend(Backend):
         """
         stream = self._streams["compute"][device - 1][0]
         with self._cupy.cuda.Device(device - 1), stream:
-            self._tile_kernels.warm_up()
+            self._tile_kernels.warm_up(self._bound)
             stream.synchronize()
 
     # ---------------------------------------------------------------- memory and copies
-    def empty(self, shape, device: int):
-        """A zeroed tile on GPU ``device``."""
-        with self._on_stream(device - 1, "in") as stream:
-            zeros = self._cupy.zeros(shape, order="F")
-            stream.synchronize()
-        return zeros
-
     def pinned(self, host: np.ndarray) -> np.ndarray:
         """A pinned copy of host tile ``host`` while the pinning budget lasts and CUDA gives one, else ``host``."""
         if host.nbytes > self._pinnable or self._is_pinned(host):
@@ -180,7 +175,7 @@ class CupyBackend(Backend):
             if result.size:
                 source = host if buffer is None else buffer
                 result.data.copy_from_host_async(source.ctypes.data, result.nbytes, stream)
-            arrived = stream.record()
+            arrived = self._record(stream)
 
         def finish():
             if buffer is not None:
@@ -198,7 +193,7 @@ class CupyBackend(Backend):
             if dense.size:
                 target = into if direct else buffer
                 dense.data.copy_to_host_async(target.ctypes.data, dense.nbytes, stream)
-            arrived = stream.record()
+            arrived = self._record(stream)
 
         def finish():
             if direct:
@@ -220,27 +215,27 @@ class CupyBackend(Backend):
         """Start making a zeroed tile on GPU ``device``, on its in-stream."""
         with self._on_stream(device - 1, "in") as stream:
             zeros = self._cupy.zeros(shape, order="F")
-            arrived = stream.record()
+            arrived = self._record(stream)
         return StreamCopy(arrived, lambda: zeros)
 
     def start_copy(self, array, device: int) -> "StreamCopy":
         """Start copying a device tile to GPU ``device`` (the same or another one), on its in-stream."""
         with self._on_stream(array.device.id, "out", array) as out:  # after the tile's writer
             source = self._cupy.asfortranarray(array)
-            dense = out.record()
+            dense = self._record(out)
         with self._on_stream(device - 1, "in") as stream:
             stream.wait_event(dense)
             result = self._cupy.empty(array.shape, order="F")
             if result.size:
                 result.data.copy_from_device_async(source.data, result.nbytes, stream)
-            arrived = stream.record()
+            arrived = self._record(stream)
         return StreamCopy(arrived, lambda: result, keep=source)
 
     def free_memory(self, device: int) -> int:
         """Bytes GPU ``device`` can still give: free on the device plus CuPy's pool of freed blocks."""
-        with self._cupy.cuda.Device(device - 1):
+        with self._cupy.cuda.Device(device - 1):  # CuPy's default pool is the current device's
             free, _ = self._cupy.cuda.runtime.memGetInfo()
-        return free + self._cupy.get_default_memory_pool().free_bytes()
+            return free + self._cupy.get_default_memory_pool().free_bytes()
 
     def first_nonfinite(self, array) -> tuple | None:
         """(row, column, value) of the first NaN or infinity of a device tile, or None (--check-finite).
@@ -263,6 +258,10 @@ class CupyBackend(Backend):
             with self._cupy.cuda.Device(device):
                 for stream in streams:
                     stream.synchronize()
+
+    def _record(self, stream):
+        """An event recorded on ``stream`` now: without timing, which costs less to record and query."""
+        return stream.record(self._cupy.cuda.Event(disable_timing=True))
 
     @contextlib.contextmanager
     def _on_stream(self, cuda_device: int, direction: str, source=None):
@@ -297,7 +296,7 @@ class CupyBackend(Backend):
                 returned = kernel(*arguments)  # the engine refuses a new array: a kernel writes in place
                 if self.synchronous:
                     stream.synchronize()
-                order.launched(number, stream.record(), reads, writes)
+                order.launched(number, self._record(stream), reads, writes)
             return returned
         run.__name__, run.__doc__ = kernel.__name__, kernel.__doc__
         return run
@@ -481,13 +480,38 @@ class _Handle:
             pass
 
 
+#: The prelude kernels whose cuBLAS/cuSOLVER routines CuPy does not bind: nvmath-python's
+NVMATH_KERNELS = ("symm", "syr2k", "trmm", "trtri", "lauum", "laswp")
+_NVMATH_INSTALL = "pip install 'nvmath-python[cu12]' (or [cu13] beside cupy-cuda13x)"
+_NVMATH_MISSING = ("NVIDIA's nvmath-python is not installed, so {kernels} run on the CPU cores "
+                   "(their tiles copied there and back): " + _NVMATH_INSTALL)
+
+
 def _import_nvmath(name: str):
     """``nvmath.bindings.<name>``; KernelError saying how to install it."""
     try:
         return importlib.import_module(f"nvmath.bindings.{name}")
     except ImportError:
         raise KernelError("this GPU kernel needs NVIDIA's nvmath-python for the cuBLAS/cuSOLVER routines "
-                          "CuPy does not bind: pip install 'nvmath-python[cu12]'") from None
+                          f"CuPy does not bind: {_NVMATH_INSTALL}") from None
+
+
+def prelude_on_gpu() -> tuple[list, list]:
+    """The prelude kernels that have a GPU body here, and what a run should be told: without
+    nvmath-python, the kernels that need it have none, so they run on the host."""
+    unbound = () if _nvmath_importable() else NVMATH_KERNELS
+    notes = [_NVMATH_MISSING.format(kernels=", ".join(unbound))] if unbound else []
+    return [name for name in host.CPU_KERNELS if name not in unbound], notes
+
+
+def _nvmath_importable() -> bool:
+    """Whether nvmath-python's cuBLAS and cuSOLVER bindings import (they load the CUDA libraries)."""
+    try:
+        for name in ("cublas", "cusolverDn"):
+            importlib.import_module(f"nvmath.bindings.{name}")
+    except Exception:  # not installed, or its CUDA libraries do not load: either way, not usable
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- BLAS on views
@@ -579,8 +603,9 @@ class CublasOps:
             self.cuda.cublas.dger(self._blas_handle(), m, n, alpha_.ctypes.data, self._at(x), incx,
                                   self._at(y), incy, self._at(a), lda)
 
-    def potrf(self, A, uplo: str) -> int:
-        """Cholesky of the ``uplo`` triangle of square A in place; LAPACK's info (0: success)."""
+    def potrf(self, A, uplo: str):
+        """Cholesky of the ``uplo`` triangle of square A in place; LAPACK's info (0: success), left
+        on the device."""
         n = A.shape[0]
         with self._dense(A, True) as (a, lda):
             handle = self.cuda.cusolver_handle()
@@ -589,7 +614,7 @@ class CublasOps:
             work = self.xp.empty(max(1, lwork))
             info = self.xp.zeros(1, dtype=np.int32)
             self.cuda.cusolver.dpotrf(handle, fill, n, self._at(a), lda, self._at(work), lwork, self._at(info))
-            return int(self.cuda.fetch(info)[0])
+        return info
 
     def trtri(self, A, uplo: str, diag: str) -> int:
         """The inverse of the ``uplo`` triangle of square A in place (cuSOLVER Xtrtri); LAPACK's info."""
@@ -616,18 +641,20 @@ class CublasOps:
             work, info = self.xp.empty(max(1, lwork)), self.xp.empty(1, dtype=np.int32)
             library.dlauum(handle, fill, n, self._at(a), lda, self._at(work), lwork, self._at(info))
 
-    def getrf(self, A):
-        """LU with partial pivoting of A (m×n) in place (cuSOLVER getrf): LAPACK's 1-based pivots,
-        min(m, n) int32 on the device. Its info is not read: a singular A is no error."""
+    def getrf(self, A, pivoting: bool = True):
+        """LU of A (m×n) in place (cuSOLVER getrf): (pivots, info), both left on the device. With
+        ``pivoting``, partial pivoting, the pivots LAPACK's 1-based rows (min(m, n) int32); without,
+        no interchange (cuSOLVER's getrf given no pivot array) and None. info is LAPACK's."""
         m, n = A.shape
         with self._dense(A, True) as (a, lda):
             handle = self.cuda.cusolver_handle()
             lwork = self.cuda.cusolver.dgetrf_bufferSize(handle, m, n, self._at(a), lda)
             work = self.xp.empty(max(1, lwork))
-            pivots, info = self.xp.empty(min(m, n), dtype=np.int32), self.xp.empty(1, dtype=np.int32)
-            self.cuda.cusolver.dgetrf(handle, m, n, self._at(a), lda, self._at(work), self._at(pivots),
-                                      self._at(info))
-        return pivots
+            pivots = self.xp.empty(min(m, n), dtype=np.int32) if pivoting else None
+            info = self.xp.empty(1, dtype=np.int32)
+            self.cuda.cusolver.dgetrf(handle, m, n, self._at(a), lda, self._at(work),
+                                      self._at(pivots) if pivoting else 0, self._at(info))
+        return pivots, info
 
     def laswp(self, A, k1: int, k2: int, pivots) -> None:
         """LAPACK DLASWP, forward (cuSOLVER laswp): rows j and pivots[j−1] of A swapped for
@@ -733,11 +760,11 @@ class TileKernels:
     def __init__(self, xp, ops: CublasOps):
         self.xp, self.ops = xp, ops
 
-    def warm_up(self) -> None:
-        """Run every kernel once as the runtime calls it (a panel gathered) on identity tiles of
-        :data:`WARM_UP_SHAPES` (on the current device)."""
-        for name, shapes in self.WARM_UP_SHAPES.items():
-            taking_matrices(getattr(self, name))(*(self._identity(shape) for shape in shapes))
+    def warm_up(self, names) -> None:
+        """Run each kernel of ``names`` once as the runtime calls it (a panel gathered) on identity
+        tiles of :data:`WARM_UP_SHAPES` (on the current device)."""
+        for name in names:
+            taking_matrices(getattr(self, name))(*(self._identity(shape) for shape in self.WARM_UP_SHAPES[name]))
 
     def _identity(self, shape):
         if isinstance(shape, list):
@@ -816,12 +843,14 @@ class TileKernels:
         if n == 0:
             return
         info = self.ops.potrf(A[:n, :n], uplo)
-        if info == 0:
-            # LAPACK reports a NaN on the diagonal as a failed minor; make sure we do too
-            positive = self.ops.fetch(self.xp.diagonal(A[:n, :n]) > 0)
-            info = 0 if positive.all() else int(np.argmin(positive)) + 1
-        if info:
-            raise not_positive_definite(info, n)
+        # one wait for the GPU: cuSOLVER's info, and the first diagonal entry that is not positive
+        # (LAPACK reports a NaN on the diagonal as a failed minor; so do we, should cuSOLVER not)
+        bad = ~(self.xp.diagonal(A[:n, :n]) > 0)
+        first_bad = self.xp.where(bad.any(), self.xp.argmax(bad) + 1, 0)
+        status = self.ops.fetch(self.xp.stack([info[0], first_bad.astype(np.int32)]))
+        info, diagonal = int(status[0]), int(status[1])
+        if info or diagonal:
+            raise not_positive_definite(info or diagonal, n)
         self.trsm(A[:n, :], A[n:, :])
 
     def trtri(self, A, uplo: str = "L", diag: str = "N") -> None:
@@ -851,6 +880,15 @@ class TileKernels:
         k = min(m, n)
         if k == 0:
             return
+        saved = A.copy(order="F")
+        _, info = self.ops.getrf(A, pivoting=False)
+        # one wait for the GPU: cuSOLVER's info, and the smallest pivot (its inverse may overflow)
+        smallest = self.xp.abs(self.xp.diagonal(A)).min()
+        status = self.ops.fetch(self.xp.stack([info[0].astype(np.float64), smallest]))
+        if status[0] == 0 and status[1] >= SAFE_MINIMUM:
+            return
+        # a zero, subnormal or NaN pivot: eliminate again as the CPU kernel does, to name it alike
+        A[...] = saved
         for j in range(0, k, LU_PANEL):
             width = min(LU_PANEL, k - j)
             end = j + width
@@ -885,22 +923,28 @@ class TileKernels:
         """LU with partial pivoting of a tile or a panel (tiles stacked), as :func:`.kernels.getrf`:
         cuSOLVER's getrf on the stacked matrix; no host round trip (a singular panel is no error)."""
         m, n, k = getrf_dims(A, P)
-        record_pivots(self.xp, P, self.ops.getrf(A) if k else None, k)
+        record_pivots(self.xp, P, self.ops.getrf(A)[0] if k else None, k)
 
     def laswp(self, P, A, first: int = 0, direction: str = "F") -> None:
         """getrf's row interchanges applied to a tile or a panel, as :func:`.kernels.laswp`.
 
         cuSOLVER's laswp applies them, forward, to the row numbers 0..m−1; the panel's rows
         are then gathered in that order (forward) or scattered to it (backward, the
-        inverse). P is not checked here: reading it would wait for the GPU.
+        inverse). Reading P to check it would wait for the GPU: an entry that is not a row
+        of the panel is no interchange (never a write out of bounds), and A[0, 0] becomes
+        a NaN, so that the run fails (or stops at the task, with --check-finite).
         """
         rows = A.shape[0]
         start, end = laswp_range(P, rows, first, direction)
         if end <= start or not A.shape[1]:
             return
         xp = self.xp
+        rows_named = P[0, :end]
+        valid = (rows_named >= 0) & (rows_named < rows) & (rows_named == xp.floor(rows_named))
+        pivots = xp.where(valid, rows_named, xp.arange(end)) + 1
+        A[0, 0] = xp.where(valid[start:].all(), A[0, 0], np.nan)
         order = xp.arange(rows, dtype=np.float64).reshape((rows, 1))
-        self.ops.laswp(order, start + 1, end, (P[0, :end] + 1).astype(np.int32))
+        self.ops.laswp(order, start + 1, end, pivots.astype(np.int32))
         source = order[:, 0].astype(np.int64)
         if direction == "F":
             A[...] = A[source]

@@ -1,7 +1,7 @@
 """GPUs as the runtime sees them: a backend per kind of device, and device arrays.
 
-A backend gives the engine (DESIGN §4, §7): memory on a device (``empty``,
-``free_memory``) and host memory the copies read fastest (``pinned``, for the
+A backend gives the engine (DESIGN §4, §7): what a device can still hold
+(``free_memory``) and host memory the copies read fastest (``pinned``, for the
 tiles of an out-of-core run); copies that start and arrive later (``start_to_device``,
 ``start_to_host``, into a given host array or a new one, ``start_copy`` between
 devices, and ``start_zeros``, a zeroed tile), each returning a transfer
@@ -77,6 +77,8 @@ _ALLOCATIONS = itertools.count()
 class Backend:
     """What every backend shares: the copies waited for (for inputs, outputs and checks, outside
     the copy thread), and ``prepare``."""
+
+    notes: list = []  # what a run on this backend should be told (kernels it cannot run on a GPU)
 
     def prepare(self, device: int) -> None:
         """Ready GPU ``device`` for the calling thread (its management thread) before a timed run."""
@@ -173,9 +175,6 @@ class EmulatedBackend(Backend):
     def synchronize(self) -> None:
         """Nothing is left running: the emulated kernels are synchronous."""
 
-    def empty(self, shape, device: int) -> EmulatedArray:
-        return EmulatedArray(np.zeros(shape, order="F"), device)
-
     def start_to_device(self, host: np.ndarray, device: int) -> "CopyUnderWay":
         return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.array(host, order="F", copy=True), device))
 
@@ -185,7 +184,7 @@ class EmulatedBackend(Backend):
         return self._copy_from(array, lambda: copied_into(into, array._array))
 
     def start_zeros(self, shape, device: int) -> "CopyUnderWay":
-        return _COPY_ENGINES["in"].start(lambda: self.empty(shape, device))
+        return _COPY_ENGINES["in"].start(lambda: EmulatedArray(np.zeros(shape, order="F"), device))
 
     def start_copy(self, array: EmulatedArray, device: int) -> "CopyUnderWay":
         return self._copy_from(array, lambda: EmulatedArray(np.array(array._array, order="F", copy=True), device),

@@ -95,17 +95,17 @@ class Mover:
         self.thread = threading.Thread(target=self._run, name="copy", daemon=True)
         self.thread.start()
 
-    def move(self, start, on_done) -> None:
+    def move(self, start, on_done, counted: bool = True) -> None:
         """``start()`` (on the copy thread) begins a copy and returns its transfer; ``on_done(copy)``
-        once it has arrived."""
-        self.jobs.put((start, on_done))
+        once it has arrived. ``counted``: a device copy of the statistics (not a zeroed buffer)."""
+        self.jobs.put((start, on_done, counted))
 
     def stop(self) -> None:
         self.jobs.put(None)
         self.thread.join()
 
     def _run(self) -> None:
-        in_flight: list = []  # (transfer, on_done, began), in the order they started
+        in_flight: list = []  # (transfer, on_done, counted, began), in the order they started
         last_activity = time.perf_counter()
         try:
             while (job := self._next_job(in_flight, last_activity)) is not None:
@@ -132,10 +132,10 @@ class Mover:
             return _NO_JOB
 
     def _start(self, job, in_flight: list) -> None:
-        start, on_done = job
+        start, on_done, counted = job
         began = time.perf_counter()
         try:
-            in_flight.append((start(), on_done, began))
+            in_flight.append((start(), on_done, counted, began))
         except BaseException as error:  # reported as the run's failure, never lost (17.3)
             self.on_error(error)
 
@@ -144,10 +144,10 @@ class Mover:
         arrived = [item for item in in_flight if item[0].ready()]
         for item in arrived:
             in_flight.remove(item)
-            transfer, on_done, began = item
+            transfer, on_done, counted, began = item
             try:
                 result = transfer.result()
-                self.copies += 1
+                self.copies += counted
                 tracer = self.tracer()
                 if tracer is not None:
                     tracer.transfer("copy", began, "copy", {"bytes": getattr(result, "nbytes", 0)})
@@ -317,9 +317,14 @@ class Exchange:
         return lambda data: self.devices.start_copy(data, target)
 
     def _scratch(self, tile, device: int) -> Copy:
-        """A zeroed buffer at ``device`` for an ``out`` minor output homed elsewhere."""
+        """A zeroed buffer at ``device`` for an ``out`` minor output homed elsewhere: on a GPU, made
+        on its in-stream by the copy thread (the task waits for it as for a copy)."""
         copy = Copy(tile, -1, device)
-        copy.data = self.devices.empty(tile.shape, device) if device else np.zeros(tile.shape, order="F")
+        if device:
+            self.mover.move(lambda: self.devices.start_zeros(tile.shape, device),
+                            lambda data: self.arrive(copy, data), counted=False)
+            return copy
+        copy.data = np.zeros(tile.shape, order="F")
         copy.arrived = True
         self._count(copy.data.nbytes)
         return copy

@@ -125,6 +125,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                            host_takes=engine.host_costs is not None,
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
+        result.notes = list(devices.notes) if devices is not None else []
         result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params), workers, options.gpus,
                                                ranks)  # the rates use_tuned read: a tuned run's
         stopwatch.lap("run")
@@ -334,7 +335,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
         if comm is None or comm.rank == 0:
-            for note in (idle_warning(program, result.params, ranks), idle_ranks_warning(ranks, result.grid)):
+            for note in (*result.notes, idle_warning(program, result.params, ranks),
+                         idle_ranks_warning(ranks, result.grid)):
                 if note:
                     warn(note)
     except UsageError as error:

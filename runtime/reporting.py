@@ -51,6 +51,7 @@ class RunResult:
     nonfinite_allowed: bool = False  # --allow-nonfinite: those values are results
     errors: list = field(default_factory=list)  # what else failed after the run (writing its files)
     withheld: list = field(default_factory=list)  # the files a failed run did not write (rank 0)
+    notes: list = field(default_factory=list)  # what ran other than asked (kernels the GPU backend lacks)
 
     @property
     def passed(self) -> bool | None:
@@ -193,7 +194,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "gpu_backend": result.gpu_backend, "gpu_streams": result.gpu_streams, "nonfinite": result.nonfinite,
             "upper_bound": result.upper_bound,
             "of_upper_bound": rate / result.upper_bound if rate and result.upper_bound else None,
-            "input_nonfinite": result.input_nonfinite, "errors": result.errors,
+            "input_nonfinite": result.input_nonfinite, "errors": result.errors, "notes": result.notes,
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources,
             "out_of_core": out_of_core_totals(ranks), **result.trace}

@@ -174,6 +174,8 @@ class Loaded:
             use_tuned(self.program, options, bool(tuned),
                       warn=lambda text: warnings.warn(text, TiledslWarning, stacklevel=3))
             result = execute(self.driver, options, given)
+            for note in result.notes:
+                warnings.warn(note, TiledslWarning, stacklevel=2)
         except UsageError as error:
             raise TiledslError(str(error)) from None
         except TaskFailure as failure:

@@ -175,15 +175,37 @@ class FakeCusolver:
 
     def dgetrf(self, handle, m, n, A, lda, work, ipiv, info):
         _check_ld(lda, m)
-        assert work and ipiv
+        assert work
+        if not ipiv:  # cuSOLVER: "if devIpiv is null, no pivoting is performed"
+            ctypes.c_int32.from_address(info).value = self.lu_without_pivoting(_matrix_at(A, lda, m, n))
+            return
         pivots = np.ctypeslib.as_array((ctypes.c_int32 * min(m, n)).from_address(ipiv))
         ctypes.c_int32.from_address(info).value = blas.dgetrf(m, n, ctypes.c_void_p(A), lda, pivots)
+
+    @staticmethod
+    def lu_without_pivoting(a) -> int:
+        """Right-looking elimination scaling by each pivot's inverse, as a GPU solver may (a
+        subnormal pivot overflows); LAPACK's info: the first zero pivot, 1-based."""
+        info = 0
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for j in range(min(a.shape)):
+                if a[j, j] == 0 and not info:
+                    info = j + 1
+                a[j + 1:, j] *= 1.0 / a[j, j]
+                a[j + 1:, j + 1:] -= np.outer(a[j + 1:, j], a[j, j + 1:])
+        return info
 
     def dgeqrf(self, handle, m, n, A, lda, tau, work, lwork, info):
         _check_ld(lda, m)
         assert lwork == self.geqrf_work(n) and work and tau
         ctypes.c_int32.from_address(info).value = blas.dgeqrf(
             m, n, ctypes.c_void_p(A), lda, ctypes.c_void_p(tau), ctypes.c_void_p(work), lwork)
+
+
+def _matrix_at(address: int, ld: int, m: int, n: int) -> np.ndarray:
+    """The m×n column-major matrix of leading dimension ``ld`` at host ``address``, as a view."""
+    buffer = (ctypes.c_double * (ld * (n - 1) + m)).from_address(address)
+    return np.lib.stride_tricks.as_strided(np.frombuffer(buffer, dtype=np.float64), (m, n), (8, 8 * ld))
 
 
 class FakeNvmathCusolver:
@@ -552,6 +574,19 @@ def test_laswp(implementation, rng, layout, heights, first, direction):
             layout, rng, first, direction)
 
 
+@pytest.mark.parametrize("bad", [99.0, -1.0, 1.5, np.nan])
+def test_laswp_with_a_pivot_outside_the_panel_poisons_rather_than_writes_out_of_bounds(rng, bad):
+    """The CPU kernel refuses such a P; the GPU one cannot read P without waiting: it leaves that
+    interchange out and makes A[0, 0] a NaN, which fails the run."""
+    cuda = HostCuda()
+    a = np.asfortranarray(random(rng, 4, 3))
+    expected = a.copy()
+    expected[[1, 2]] = expected[[2, 1]]
+    HostImplementation(cuda).run("laswp", np.asfortranarray([[0.0, 2.0, bad]]), a)
+    assert np.isnan(a[0, 0]) and cuda.fetches == 0
+    np.testing.assert_array_equal(a[1:], expected[1:])
+
+
 def test_pivoted_lu_makes_no_host_round_trip(rng):
     cuda = HostCuda()
     kernels = HostImplementation(cuda)
@@ -911,6 +946,20 @@ def test_getrf_nopiv_zero_pivot_names_the_position(implementation, rng, position
         implementation.run("getrf_nopiv", implementation.put(np.asfortranarray(a)))
 
 
+def test_lu_without_pivoting_is_one_solver_call_and_one_round_trip(rng):
+    """cuSOLVER's getrf given no pivot array does the work; one fetch checks its info and pivots."""
+    cuda = HostCuda()
+    calls = []
+    solver_getrf = cuda.cusolver.dgetrf
+    cuda.cusolver.dgetrf = lambda *args: (calls.append(args[6]), solver_getrf(*args))
+    a = diagonally_dominant(rng, 70, 50)
+    expected = np.asfortranarray(a.copy())
+    cpu.getrf_nopiv(expected)
+    HostImplementation(cuda).run("getrf_nopiv", a)
+    assert calls == [0] and cuda.fetches == 1
+    np.testing.assert_allclose(a, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_getrf_nopiv_subnormal_pivot_does_not_overflow(implementation):
     a = implementation.put(np.asfortranarray([[1e-310, 1.0], [1e-310, 1.0 + 2.0**-20]]))
     implementation.run("getrf_nopiv", a)
@@ -957,8 +1006,21 @@ def test_warm_up_runs_every_prelude_kernel(monkeypatch):
     for name in cpu.CPU_KERNELS:
         kernel = getattr(kernels, name)
         monkeypatch.setattr(kernels, name, lambda *tiles, name=name, kernel=kernel: (ran.append(name), kernel(*tiles)))
-    kernels.warm_up()
+    kernels.warm_up(cpu.CPU_KERNELS)
     assert set(ran) == set(cpu.CPU_KERNELS)  # kernels call each other too
+
+
+def test_without_nvmath_its_kernels_run_on_the_host(monkeypatch):
+    """No nvmath-python: the kernels that need it have no GPU body (so they run on the CPU cores,
+    as a user kernel without one does), the others warm up without it, and the run is told."""
+    monkeypatch.setitem(sys.modules, "nvmath", None)  # what an absent package looks like to import
+    names, notes = cupy_backend.prelude_on_gpu()
+    assert set(names) == set(cpu.CPU_KERNELS) - set(cupy_backend.NVMATH_KERNELS)
+    assert len(notes) == 1 and "nvmath-python is not installed, so symm, syr2k, trmm, trtri, lauum, laswp run on " \
+        "the CPU cores" in notes[0] and "pip install 'nvmath-python[cu12]'" in notes[0]
+    cuda = HostCuda()
+    cuda.nvmath = None  # any use of nvmath fails
+    HostImplementation(cuda).kernels.warm_up(names)
 
 
 @needs_gpu
@@ -1135,7 +1197,7 @@ def test_nvmath_handles_are_per_thread_and_device_on_the_current_stream(monkeypa
 def test_missing_nvmath_is_a_one_line_kernel_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "nvmath", None)  # what an absent package looks like to import
     cuda = cupy_backend._CupyLibraries(fake_cupy_device({"device": 0, "stream": 1}), None, None)
-    with pytest.raises(KernelError, match=r"needs NVIDIA's nvmath-python .*pip install 'nvmath-python\[cu12\]'$"):
+    with pytest.raises(KernelError, match=r"needs NVIDIA's nvmath-python .*pip install 'nvmath-python\[cu12\]'"):
         cuda.nvmath_cusolver()
 
 
@@ -1173,7 +1235,7 @@ def test_copies_round_trip(gpu_implementation, rng, shape):
     back = gpu.to_host(gpu.copy(on_gpu, 1))
     assert isinstance(back, np.ndarray) and back.flags.f_contiguous
     np.testing.assert_array_equal(back, a)
-    np.testing.assert_array_equal(gpu.to_host(gpu.empty(shape, 1)), np.zeros(shape))
+    np.testing.assert_array_equal(gpu.to_host(gpu.start_zeros(shape, 1).result()), np.zeros(shape))
 
 
 @needs_gpu

@@ -47,7 +47,7 @@ def test_a_failing_copy_raises_where_it_is_waited_for(gpus):
     with pytest.raises(AttributeError):
         transfer.result()
     assert transfer.ready()
-    np.testing.assert_array_equal(gpus.to_host(gpus.empty((2, 3), 1)), np.zeros((2, 3)))  # the engine goes on
+    np.testing.assert_array_equal(gpus.to_host(gpus.start_zeros((2, 3), 1).result()), np.zeros((2, 3)))  # the engine goes on
 
 
 def test_gpu_kernels_refuse_host_memory(gpus):
@@ -103,7 +103,8 @@ class _FakeStream:
     def __exit__(self, *_):
         self.current = False
 
-    def record(self):
+    def record(self, event):
+        assert event == "untimed event"  # cheaper to record and query than a timed one
         self.recorded += 1
         return f"{self.name}#{self.recorded}"
 
@@ -118,7 +119,8 @@ def test_a_cupy_gpu_body_runs_on_its_tiles_device_and_compute_streams_with_panel
     from tiledsl.runtime.streams import StreamOrder
 
     gpu = object.__new__(CupyBackend)  # no CUDA here: just what _on_gpu uses
-    cuda = types.SimpleNamespace(Device=lambda device: contextlib.nullcontext())
+    cuda = types.SimpleNamespace(Device=lambda device: contextlib.nullcontext(),
+                                 Event=lambda disable_timing=False: "untimed event" if disable_timing else "timed")
     gpu._cupy = types.SimpleNamespace(ndarray=_FakeCupyArray, cuda=cuda)
     streams = [_FakeStream("s0"), _FakeStream("s1")]
     gpu._streams, gpu._orders, gpu.kernels = {"compute": {0: [], 1: streams}}, {1: StreamOrder(2)}, {}
