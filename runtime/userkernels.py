@@ -21,10 +21,14 @@ loading (it blocks) ends the job after the watchdog's limit.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import reprlib
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -151,58 +155,99 @@ def _import(path: Path):
         raise UsageError(f"kernel module {path} is not a Python file (its name must end in .py)")
     spec = importlib.util.spec_from_file_location(f"tiledsl_kernels_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
-    folder = path.resolve().parent
-    _use_folder(folder)
-    before = set(sys.modules)
-    try:
-        with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()):
-            spec.loader.exec_module(module)
-    except SyntaxError as error:
-        raise RankError(f"kernel module {path}:{error.lineno}: SyntaxError: {error.msg}") from None
-    except (Exception, SystemExit) as error:  # a failing import, a SystemExit: the module's mistake
-        line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
-                     if Path(frame.filename).resolve() == path.resolve()), None)
-        where = f"{path}:{line}" if line else str(path)
-        what = (f"called sys.exit({error.code!r}) while being loaded" if isinstance(error, SystemExit)
-                else f"{type(error).__name__}: {error}")
-        raise RankError(f"kernel module {where}: {what}") from None
-    finally:
-        # a new submodule of a package imported before (tiledsl's own, numpy's) is not the user's
-        _helpers.update(name for name, imported in list(sys.modules.items())
-                        if name.partition(".")[0] not in before and _is_helper(imported, folder))
+    with _LOADING, _files_beside(path.resolve().parent):
+        try:
+            with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()):
+                spec.loader.exec_module(module)
+        except SyntaxError as error:
+            raise RankError(f"kernel module {path}:{error.lineno}: SyntaxError: {error.msg}") from None
+        except (Exception, SystemExit) as error:  # a failing import, a SystemExit: the module's mistake
+            line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
+                         if Path(frame.filename).resolve() == path.resolve()), None)
+            where = f"{path}:{line}" if line else str(path)
+            what = (f"called sys.exit({error.code!r}) while being loaded" if isinstance(error, SystemExit)
+                    else f"{type(error).__name__}: {error}")
+            raise RankError(f"kernel module {where}: {what}") from None
     return module
 
 
-#: the kernel-module folder this process put on the import path, and the modules imported from it
-_folder_added: list[str] = []
-_helpers: set[str] = set()
+#: one kernel module loads at a time: a load changes the process's import path and module table
+_LOADING = threading.Lock()
 
 
-def _use_folder(folder: Path) -> None:
-    """Make ``folder`` the kernel-module folder on the import path, for the module's imports of files
-    beside it, as for a script (after the installed packages: a stray numpy.py there must not hide
-    numpy). The helper files the last kernel module imported are forgotten, so that this one imports
-    its own, as they are now: two programs of one process may each have a ``helpers.py``."""
-    for name in _helpers:
-        sys.modules.pop(name, None)
-    _helpers.clear()
-    for added in _folder_added:
-        if added in sys.path:
-            sys.path.remove(added)
-    _folder_added.clear()
-    if str(folder) not in sys.path:
-        sys.path.append(str(folder))
-        _folder_added.append(str(folder))
+@contextlib.contextmanager
+def _files_beside(folder: Path):
+    """The imports of a kernel module in ``folder`` while it loads, as a script's: the Python files
+    beside it come first (not the caller's working directory, nor a module of the caller's of the
+    same name, which steps aside meanwhile), except where an installed package has that name (a
+    stray numpy.py there must not hide numpy). Once it has loaded, the files it imported from the
+    folder are forgotten again. So each load imports its own helper files, as they are now: two
+    programs of one process (two threads, even) may each have a ``helpers.py``, and the caller's
+    imports resolve afterwards as before."""
+    names = [name for name in _module_names(folder) if not _installed(name)]
+    finder = _FolderFirst(folder, names)
+    stepped_aside = {name: sys.modules.pop(name) for name in names if name in sys.modules}
+    before = set(sys.modules)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+        # a new submodule of a package imported before (tiledsl's own, numpy's) is not the user's
+        for name in [name for name, imported in list(sys.modules.items())
+                     if name.partition(".")[0] not in before and _is_helper(imported, folder)]:
+            del sys.modules[name]
+        sys.modules.update(stepped_aside)
+
+
+class _FolderFirst(importlib.abc.MetaPathFinder):
+    """Finds the top-level modules ``names`` in ``folder`` (their submodules follow their package)."""
+
+    def __init__(self, folder: Path, names: list):
+        self.folder, self.names = str(folder), frozenset(names)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if path is not None or fullname not in self.names:
+            return None
+        return importlib.machinery.PathFinder.find_spec(fullname, [self.folder])
+
+
+def _module_names(folder: Path) -> list:
+    """The top-level modules that files in ``folder`` would be imported as."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    return [entry.name[:-3] if entry.name.endswith(".py") else entry.name for entry in entries
+            if entry.name.endswith(".py") or (entry.is_dir() and (Path(entry.path) / "__init__.py").is_file())]
+
+
+def _installed(name: str) -> bool:
+    """Whether ``name`` is a module of Python's or of an installed package."""
+    if name in sys.builtin_module_names or name in sys.stdlib_module_names:
+        return True
+    places = [entry for entry in sys.path if entry and _is_installed(Path(entry).resolve())]
+    return importlib.machinery.PathFinder.find_spec(name, places) is not None
 
 
 def _is_helper(module, folder: Path) -> bool:
-    """Whether ``module`` is a Python file of the user's in ``folder`` (or below it), not an installed
-    package (a virtual environment may live in the folder) nor a compiled extension, which cannot
-    be imported twice."""
+    """Whether ``module`` is a Python file of the user's in ``folder`` (or below it)."""
+    file = _user_file(module)
+    return file is not None and file.is_relative_to(folder)
+
+
+def _user_file(module) -> Path | None:
+    """The Python file of ``module`` when it is the user's: not an installed package (a virtual
+    environment may live in a kernel module's folder) nor a compiled extension, which cannot be
+    imported twice; else None."""
     file = getattr(module, "__file__", None)
     if not file or not file.endswith(".py"):
-        return False
+        return None
     file = Path(file).resolve()
+    return None if _is_installed(file) else file
+
+
+def _is_installed(path: Path) -> bool:
+    """Whether ``path`` lies in Python's installation or in a folder of installed packages."""
     installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    return (file.is_relative_to(folder) and not any(file.is_relative_to(p) for p in installed)
-            and not {"site-packages", "dist-packages"} & set(file.parts))
+    return any(path.is_relative_to(p) for p in installed) or bool({"site-packages", "dist-packages"} & set(path.parts))

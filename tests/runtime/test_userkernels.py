@@ -102,10 +102,59 @@ def test_each_program_imports_its_own_helper_files_afresh(tmp_path):
         (tmp_path / folder / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump")
                                                   .replace("random spd", "zeros"))
     script = ("import pathlib, sys, tiledsl\n"
+              "path = list(sys.path)\n"
               "a, b = tiledsl.load('a/t.tile'), tiledsl.load('b/t.tile')\n"
               "first = [float(p.run(n=4)['A'][0, 0]) for p in (a, b, a)]\n"
               "pathlib.Path('a/helper.py').write_text('AMOUNT = 50.5\\n')\n"
-              "print(first, float(a.run(n=4)['A'][0, 0]), 'helper' in sys.modules)\n")
+              "print(first, float(a.run(n=4)['A'][0, 0]), 'helper' in sys.modules, sys.path == path)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["[1.0,", "100.0,", "1.0]", "50.5", "True"]
+    # and the caller's import path and modules are as they were
+    assert out.stdout.split() == ["[1.0,", "100.0,", "1.0]", "50.5", "False", "True"]
+
+
+@pytest.mark.timeout(200)
+def test_programs_run_from_two_threads_each_import_their_own_helper(tmp_path):
+    """Loads from two threads at once do not trade helper files (each run loads its kernel module),
+    and a module of the caller's own named like a helper file is neither used nor lost."""
+    for folder, amount in (("a", 1), ("b", 100)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "kernels.py").write_text(HELPER_KERNELS)
+        (tmp_path / folder / "helper.py").write_text(f"AMOUNT = {amount}\n")
+        (tmp_path / folder / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump")
+                                                  .replace("random spd", "zeros"))
+    (tmp_path / "helper.py").write_text("AMOUNT = 'the caller'\n")
+    script = ("import sys, threading, tiledsl\n"
+              "sys.path.insert(0, '.')\n"
+              "import helper\n"
+              "wrong = []\n"
+              "def runs(program, amount):\n"
+              "    for _ in range(12):\n"
+              "        try:\n"
+              "            got = float(program.run(n=4, workers=1)['A'][0, 0])\n"
+              "        except Exception as error:\n"
+              "            got = repr(error)\n"
+              "        if got != amount: wrong.append(got)\n"
+              "threads = [threading.Thread(target=runs, args=(tiledsl.load(f'{f}/t.tile'), x))\n"
+              "           for f, x in (('a', 1.0), ('b', 100.0))]\n"
+              "[t.start() for t in threads]; [t.join() for t in threads]\n"
+              "print(wrong, sys.modules['helper'] is helper, helper.AMOUNT)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "True", "the", "caller"]
+
+
+@pytest.mark.timeout(150)
+def test_files_beside_a_kernel_module_never_hide_installed_packages(tmp_path):
+    """A stray numpy.py beside the module is not numpy; a helper package and its submodules are found."""
+    folder = tmp_path / "program"  # not the working directory, which Python itself puts first
+    (folder / "tools").mkdir(parents=True)
+    (folder / "numpy.py").write_text("raise ImportError('the stray numpy.py was imported')\n")
+    (folder / "tools" / "__init__.py").write_text("")
+    (folder / "tools" / "amounts.py").write_text("AMOUNT = 7.0\n")
+    (folder / "kernels.py").write_text("import numpy\nfrom tools.amounts import AMOUNT\n\n"
+                                       "def bump(A):\n    A += numpy.float64(AMOUNT)\n")
+    (folder / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump").replace("random spd", "zeros"))
+    out = tiledsl("run", "program/t.tile", "--n", 8, "--output", "A=a.npy", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert np.load(tmp_path / "a.npy")[0, 0] == 7.0
