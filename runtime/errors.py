@@ -105,7 +105,8 @@ def _where(error: BaseException) -> str:
     lines = linecache.getlines(frame.f_code.co_filename)
     statement = _quoted_statement(lines, number - 1)
     visible = _names_in_scope(lines, number - 1)
-    values = ", ".join(f"{name} = {value}" for name, value in frame.f_locals.items()
+    source_names = frame.f_globals.get("SOURCE_NAMES", {})  # the driver's renamings of .tile names
+    values = ", ".join(f"{source_names.get(name, name)} = {value}" for name, value in frame.f_locals.items()
                        if name in visible and type(value) is int)
     parts = ([f"in `{statement}`"] if statement else []) + ([f"with {values}"] if values else [])
     return f" ({', '.join(parts)})" if parts else ""

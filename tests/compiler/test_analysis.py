@@ -289,3 +289,74 @@ def test_chained_products_stop_at_the_first_value_beyond_64_bits():
     errors = [d for d in result.diagnostics if d.is_error]
     assert [(d.code, d.span.line, d.span.column) for d in errors] == [("E211", 4, 12)]
     assert "99996000059999600001" in errors[0].message
+
+
+# ---------------------------------------------------------------- powers and steps
+def diagnostics_of(text):
+    return [(d.code, d.span.line, d.span.column) for d in check_source(decode("t.tile", text.encode())).diagnostics]
+
+
+def test_powers_of_constants_fold_and_prove_ranges():
+    """A power of constants is a constant: its let has a value, and an index made of it is proved in
+    range or not, as an index of sums would be."""
+    checked = analyze_text("""\
+program p {
+  matrix A[n, n] = random spd
+  let w = 2 ** 3 ** 2 - (-2) ** 9
+  potrf(A[w - 1024, 2 ** 0 - 1])
+}
+""")
+    assert unparse(checked.calls[0].accesses[0].tile.row) == "w - 1024"
+    assert diagnostics_of("program p {\n  matrix A[n, n] = random spd\n"
+                          "  for k in 0 .. A.nt { potrf(A[k + 2 ** 0, k]) }\n}\n") == [("E208", 3, 30)]
+
+
+def test_powers_are_affine_only_of_loop_invariant_values():
+    """``2 ** q`` bounds a loop (a parameter); ``2 ** k`` of a loop variable does not, but serves as
+    an index, a condition or a step."""
+    text = """\
+program p {
+  param q = 2
+  matrix A[n, n] = random spd
+  for k in 0 .. 2 ** q * A.nt {
+    for l in 0 .. %s { if k %% 2 ** l == 0 { potrf(A[(k + 2 ** l) %% A.mt, 0]) } }
+  }
+}
+"""
+    assert diagnostics_of(text % "A.nt step 2 ** (k % 3)") == []
+    assert diagnostics_of(text % "2 ** k") == [("E206", 5, 19)]
+
+
+def test_a_step_that_varies_proves_nothing_about_its_loop():
+    """A constant step of 2 visits the loop's start, where A[i, 0] is A[0, 0] (E204); a step
+    ``2 ** l`` is not known to be positive, so nothing is proved and the run checks the call. Such
+    a loop leaves the affine class: every rank walks the nest."""
+    from tiledsl.compiler import dataflow
+
+    text = """\
+program p {
+  matrix A[n, n] = random spd
+  for l in 0 .. 3 {
+    for i in 0 .. A.mt step %s { trsm(A[0, 0], A[i, 0]) }
+  }
+}
+"""
+    assert diagnostics_of(text % "2") == [("E204", 4, 47)]
+    assert diagnostics_of(text % "2 ** l") == []
+    assert dataflow.plan(analyze_text(text % "2 ** l")) is None
+    assert dataflow.plan(analyze_text((text % "2").replace("A[0, 0], A[i, 0]", "A[0, 0], A[i + 1, 0]"))) is not None
+
+
+def test_char_uses_record_where_each_parameter_is_passed():
+    checked = analyze_text("""\
+program p {
+  param side = "R"
+  param uplo = "L"
+  matrix A[n, n] = random spd
+  trsm(A[0, 0], A[1, 0], side, uplo)
+  potrf(A[1, 1], uplo = uplo)
+}
+""")
+    assert [(u.name, u.choices, u.where, u.span.line, u.span.column) for u in checked.char_uses] == [
+        ("side", "LR", "trsm's side", 5, 26), ("uplo", "LU", "trsm's uplo", 5, 32),
+        ("uplo", "LU", "potrf's uplo", 6, 25)]

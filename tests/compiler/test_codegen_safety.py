@@ -323,7 +323,9 @@ def test_generated_conditions_keep_their_meaning(text):
 @pytest.mark.parametrize("text, value", [("x - y - z", 1), ("x - (y - z)", 15), ("-x * y", 15), ("- -x", 3),
                                          ("x - -y", -2), ("z // x * x", 6), ("z % x % 2", 1),
                                          ("-(x + z) // 3", -4), ("min(x, y) - max(x, z)", -12),
-                                         ("A.mt * (A.nt - 1) + A.m // 32", 24)])
+                                         ("A.mt * (A.nt - 1) + A.m // 32", 24), ("-x ** 2", -9),
+                                         ("2 ** x ** 2", 512), ("(-x) ** 2", 9), ("x ** 2 * 2 - z", 11),
+                                         ("2 ** -y", 32), ("(2 ** x) ** 2", 64)])
 def test_integer_expression_examples(text, value):
     assert python_value(text) == value
     assert evaluate_generated(f"  potrf(A[0, 0]) priority {text}") == [value]

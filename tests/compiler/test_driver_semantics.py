@@ -1,8 +1,8 @@
 """The generated driver submits exactly the tasks the ``.tile`` program describes.
 
-Random well-formed programs (nested loops with affine bounds, lets, if/else-if/else,
-calls whose tile indices are arbitrary expressions folded into range with ``%``,
-hostile identifiers) are compiled; the driver's task sequence is compared with a
+Random well-formed programs (nested loops with affine bounds and steps that may vary,
+lets, if/else-if/else, powers, calls whose tile indices are arbitrary expressions folded
+into range with ``%``, hostile identifiers) are compiled; the driver's task sequence is compared with a
 reference interpreter of the AST, on one rank and, rank by rank, on a 2x2 grid.
 This covers expression generation, renaming, and the hoisting of ownership tests.
 """
@@ -61,11 +61,22 @@ class Generator:
             return f"{a} {self.rng.choice(['+', '-', '*'])} {b}"
         if r < 0.7:
             return f"({a}) {self.rng.choice(['//', '%'])} {self.rng.randint(1, 4)}"
+        if r < 0.75:
+            return f"({a}) ** (({b}) % 3)"
         if r < 0.8:
             return f"-({a})"
         if r < 0.9:
             return f"{self.rng.choice(['min', 'max'])}({a}, {b})"
         return f"({a} - {b})"
+
+    def step(self, loops):
+        """Mostly none; else a constant, or a power of an outer loop variable."""
+        r = self.rng.random()
+        if r < 0.7:
+            return ""
+        if r < 0.85 or not loops:
+            return f" step {self.rng.choice([2, 3])}"
+        return f" step 2 ** ({self.rng.choice(loops)} % 3)"
 
     def bound(self, loops, low: bool):
         options = ([str(self.rng.randint(-1, 2))] if low else [str(self.rng.randint(0, 4)), "A.nt", "B.mt"])
@@ -104,7 +115,7 @@ class Generator:
             if r < 0.3 and depth < 3:
                 var = self.name()
                 low, high = self.bound(loops, True), self.bound(loops, False)
-                self.lines.append(f"{pad}for {var} in {low} .. {high} {{")
+                self.lines.append(f"{pad}for {var} in {low} .. {high}{self.step(loops)} {{")
                 self.block(loops + [var], scope + [var], depth + 1, indent + 1)
                 self.lines.append(f"{pad}}}")
             elif r < 0.45:
@@ -146,8 +157,8 @@ class Interpreter:
         saved = dict(self.env)
         for stmt in stmts:
             match stmt:
-                case n.For(var=var, start=start, stop=stop, body=body):
-                    for value in range(self.value(start), self.value(stop)):
+                case n.For(var=var, start=start, stop=stop, step=step, body=body):
+                    for value in range(self.value(start), self.value(stop), self.value(step) if step else 1):
                         self.env[var.text] = value
                         self.block(body)
                     self.env.pop(var.text, None)
@@ -185,8 +196,8 @@ class Interpreter:
             case n.Binary(op=op, left=l, right=r):
                 a, b = self.value(l), self.value(r)
                 return {"+": a + b, "-": a - b, "*": a * b, "<": a < b, "<=": a <= b, ">": a > b,
-                        ">=": a >= b, "==": a == b, "!=": a != b}.get(op) if op not in ("//", "%") else (
-                    a // b if op == "//" else a % b)
+                        ">=": a >= b, "==": a == b, "!=": a != b}.get(op) if op not in ("//", "%", "**") else (
+                    a // b if op == "//" else a % b if op == "%" else a ** b)
         raise AssertionError(e)
 
 
@@ -248,3 +259,25 @@ def test_else_if_chain_and_lets(tmp_path):
     tasks = check_program(text, tmp_path, "chain")
     assert tasks[0] == ("potrf", (("A", 0, 0),))
     assert ("trsm", (("A", 0, 0), ("B", 0, 0))) in tasks
+
+
+def test_binary_tree_reduction_with_a_step_of_powers(tmp_path):
+    """``step 2 ** (l + 1)``: the step varies with the outer loop (the nest is then walked whole);
+    pairs of tiles 2 ** l apart are combined, as a Python reference of the tree says."""
+    text = HEADER + """\
+  for l in 0 .. q {
+    for i in 0 .. A.mt step 2 ** (l + 1) {
+      if i + 2 ** l < A.mt { trsm(A[i + 2 ** l, 0], B[i, 0]) }
+    }
+  }
+  potrf(A[q % A.mt, 0]) priority q
+}
+"""
+    checked, driver = compile_and_load(text, tmp_path, "tree")
+    assert "dataflow" not in vars(driver)  # a step that varies: no share plan
+    tasks = check_program(text, tmp_path, "tree")
+    mt = 4  # n = 100 in tiles of 32
+    reference = [("trsm", (("A", i + 2 ** l, 0), ("B", i, 0)))
+                 for l in range(3) for i in range(0, mt, 2 ** (l + 1)) if i + 2 ** l < mt]
+    assert tasks[:-1] == reference == [("trsm", (("A", 1, 0), ("B", 0, 0))), ("trsm", (("A", 3, 0), ("B", 2, 0))),
+                                       ("trsm", (("A", 2, 0), ("B", 0, 0)))]

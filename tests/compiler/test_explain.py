@@ -314,3 +314,22 @@ def test_cli_explain_totals_leaves_the_table_out(tmp_path):
     assert "per-task table left out" in totals.stdout
     assert totals.stdout.splitlines()[0] == full.stdout.splitlines()[0]
     assert totals.stdout.split("instance types:")[1] == full.stdout.split("instance types:")[1]
+
+
+@pytest.mark.timeout(120)
+def test_cli_explain_takes_the_size_from_input_files_as_its_error_suggests(tmp_path):
+    import numpy as np
+
+    out = run_cli("explain", "gemm", cache=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: give --n (the matrix order) or --input NAME=FILE.npy for one of A, B, C")
+    np.save(tmp_path / "a.npy", np.zeros((70, 40)))
+    np.save(tmp_path / "b.npy", np.zeros((40, 90)))
+    out = run_cli("explain", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--input", f"B={tmp_path / 'b.npy'}",
+                  "--nb", "32", "--json", cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    params = json.loads(out.stdout)["params"]
+    assert (params["n"], params["m"], params["k"]) == (90, 70, 40)
+    out = run_cli("explain", "gemm", "--input", f"T={tmp_path / 'a.npy'}", cache=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: --input T=...: no matrix named T (the program has A, B, C)")

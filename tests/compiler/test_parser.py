@@ -327,6 +327,16 @@ def shape(e):
     ("A.width(j + 1)", ("A.width", ("+", "j", 1))),
     ("A.offset(k) // 2", ("//", ("A.offset", "k"), 2)),
     ("((a))", "a"),
+    ("2 ** k", ("**", 2, "k")),
+    ("2 ** 3 ** k", ("**", 2, ("**", 3, "k"))),  # right-associative, as Python's
+    ("(2 ** 3) ** k", ("**", ("**", 2, 3), "k")),
+    ("-2 ** k", ("-", ("**", 2, "k"))),  # tighter than unary minus on its left
+    ("2 ** -k", ("**", 2, ("-", "k"))),  # and the exponent may be negated
+    ("(-2) ** k", ("**", ("-", 2), "k")),
+    ("a * 2 ** k", ("*", "a", ("**", 2, "k"))),
+    ("2 ** k * a", ("*", ("**", 2, "k"), "a")),
+    ("2 ** A.mt + 1", ("+", ("**", 2, "A.mt"), 1)),
+    ("2 ** min(a, b)", ("**", 2, ("min", "a", "b"))),
 ])
 def test_expression_structure(text, tree):
     assert shape(expr(text)) == tree
@@ -349,7 +359,8 @@ def test_expression_spans():
     assert span_of(method.method) == (1, offset + 3, 1, offset + 9)
 
 
-@pytest.mark.parametrize("text", ["a < b < c", "a == b == c", "A.b.c", "max()", "a +", "* a", "a = b", "1 2"])
+@pytest.mark.parametrize("text", ["a < b < c", "a == b == c", "A.b.c", "max()", "a +", "* a", "a = b", "1 2",
+                                  "a **", "** a", "a * * b", "a ** ** b", "a ^ b"])
 def test_malformed_expressions_are_syntax_errors(text):
     with pytest.raises(SourceError) as raised:
         expr(text)
@@ -377,6 +388,45 @@ def test_the_usual_syntax_mistakes_get_a_hint(statement, hint):
     with pytest.raises(SourceError) as raised:
         parse_text(text)
     assert raised.value.diagnostic.code == "E100" and raised.value.diagnostic.hint.startswith(hint)
+
+
+def test_power_spans():
+    e = expr("2 ** (k + 1)")
+    offset = len("program p { let x = ")
+    assert (e.op, span_of(e)) == ("**", (1, offset + 1, 1, offset + 13))
+    assert span_of(e.right) == (1, offset + 7, 1, offset + 12)  # k + 1, inside its parentheses
+    assert unparse(expr("2 ** 3 ** k")) == "2 ** 3 ** k" and unparse(expr("(2 ** 3) ** k")) == "(2 ** 3) ** k"
+    assert unparse(expr("(-2) ** k")) == "(-2) ** k" and unparse(expr("2 ** -k")) == "2 ** -k"
+
+
+LOOP_NEST = "program p {\n  matrix s[1, 1] = zeros\n  for t in 0 .. 9 {\n    %s\n  }\n}\n"
+
+
+@pytest.mark.parametrize("statement, needle, nth, message", [
+    ("while s.mt > 0 { potrf(s[0, 0]) }", "while", 0, "there is no 'while' loop"),
+    ("while (t < 3) { potrf(s[0, 0]) }", "while", 0, "there is no 'while' loop"),
+    ("if s[0, 0] > 0.001 { potrf(s[0, 0]) }", "s[", 0, "s[...] is a tile, not a value"),
+    ("let nrm = s[0, 0]", "s[", 0, "s[...] is a tile, not a value"),
+    ("for i in 0 .. s [0, 0] { potrf(s[0, 0]) }", "s [", 0, "s[...] is a tile, not a value"),
+    ("potrf(s[0, 0]) priority s[0, 0]", "s[", 1, "s[...] is a tile, not a value")])
+def test_a_loop_nest_that_would_read_matrix_values_is_told_why_it_cannot(statement, needle, nth, message):
+    """A while loop or a tile used as a value: the task graph is fixed by the parameters before
+    the run, and a convergence loop goes in Python around prog.run."""
+    text = LOOP_NEST % statement
+    with pytest.raises(SourceError) as raised:
+        parse_text(text)
+    d = raised.value.diagnostic
+    assert (d.code, d.message, span_of(d)) == ("E100", message, where(text, 4, needle, nth))
+    assert d.notes == ("a loop nest's control (its loop bounds, conditions and lets) cannot depend on matrix "
+                       "values: the task graph is fixed by the parameters before the run",)
+    assert "call prog.run in a Python loop" in d.hint
+
+
+def test_brackets_after_a_name_elsewhere_keep_the_plain_syntax_error():
+    with pytest.raises(SourceError) as raised:
+        parse_text("kernel f(inout A[0]) program p { matrix A[n, n] = random spd potrf(A[0, 0]) }")
+    d = raised.value.diagnostic
+    assert (d.message, d.notes) == ("unexpected '['", ("expected ')' or ','",))
 
 
 def test_a_misspelt_declaration_word_gets_a_hint():

@@ -23,3 +23,17 @@ def test_an_exceptions_message_is_one_line(error, text):
 def test_a_long_message_is_cut_and_says_how_long_it_was():
     text = message_of(ValueError("x" * 5000))
     assert text == "x" * MESSAGE_LIMIT + "… (5000 characters)"
+
+
+def test_a_failure_names_the_loop_nests_values_as_the_program_does(tmp_path):
+    """A let ``id`` is ``id_`` in the driver (``id`` is Python's): the message says ``id``."""
+    import subprocess
+    import sys
+
+    (tmp_path / "ids.tile").write_text("program ids {\n  tiling uniform(nb = 4)\n  matrix U[n, n] = random general\n"
+                                       "  for _i in 0 .. U.mt {\n    let id = min(_i, 0)\n"
+                                       "    gemm(U[id, 0], U[1, 1], U[_i, 0])\n  }\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "ids.tile", "--n", "8"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "with _i = 0, id = 0)" in out.stderr and "id_" not in out.stderr and "user_i" not in out.stderr

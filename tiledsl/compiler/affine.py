@@ -181,7 +181,12 @@ def _is_call(expr, func: str) -> bool:
 
 def provably_nonzero(form: Form) -> bool:
     """True when ``form`` differs from 0 for every admissible value of its symbols."""
-    return _provably_at_least(form, 1) or _provably_at_least(_scale(form, -1), 1)
+    return _provably_at_least(form, 1) or provably_negative(form)
+
+
+def provably_negative(form: Form) -> bool:
+    """True when ``form`` is below 0 for every admissible value of its symbols."""
+    return _provably_at_least(_scale(form, -1), 1)
 
 
 def difference(a: Form, b: Form) -> Form:
@@ -336,13 +341,15 @@ class Converter:
     ``(False, None)`` for any other name, which becomes a symbol: ``name_symbol(name)``,
     the name itself for a size (``n``, a tile setting: at least 1) or a loop variable,
     another symbol for the program's own parameter (any value, even when it is named
-    like another tiling's setting).
+    like another tiling's setting). ``constant(expr)`` gives the value the analysis folded
+    for an expression of constants that is not affine in form (``2 ** 3``, ``7 // 2``), or None.
     """
 
-    def __init__(self, let_form, extent_symbol, name_symbol):
+    def __init__(self, let_form, extent_symbol, name_symbol, constant):
         self.let_form = let_form
         self.extent_symbol = extent_symbol
         self.name_symbol = name_symbol
+        self.constant = constant
         self.display: dict[str, str] = {}
 
     def form(self, expr) -> Form | None:
@@ -365,7 +372,8 @@ class Converter:
                 return None if inner is None else _scale(inner, -1)
             case n.Binary(op=op, left=left, right=right) if op in ("+", "-", "*"):
                 return self._binary(op, self.form(left), self.form(right))
-        return None
+        value = self.constant(expr)
+        return None if value is None else {"": value}
 
     @staticmethod
     def _binary(op, a, b):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import nodes as n
 from .affine import (Converter, coincidence_witness, difference, is_zero, never_runs, never_runs_within,
-                     out_of_range_witness, provably_nonzero)
+                     out_of_range_witness, provably_negative, provably_nonzero)
 from .diagnostics import DiagnosticBag
 from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
 from .source import Span
@@ -42,6 +42,9 @@ OPERATOR_WORDS = ("and", "or", "not")  # a name spelt so could never be used in 
 GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
 GEOMETRY_METHODS = ("height", "width", "offset")
 FUNCTIONS = ("min", "max")
+#: What to write instead of a function the language does not have
+_FUNCTION_ADVICE = {"abs": ("the absolute value of x is max(x, -x)",), "pow": ("a power is a ** b",),
+                    "sqrt": ("compute a square root in a kernel, or pass it as a float parameter (param, --set)",)}
 WRITE_MODES = ("out", "inout")
 #: Deepest nest of loops: the driver nests one Python ``for`` per loop (CPython allows 20).
 MAX_LOOP_NESTING = 20
@@ -86,6 +89,17 @@ class CallSummary:
 
 
 @dataclass(frozen=True)
+class CharUse:
+    """A char parameter passed where a kernel takes a char: the run checks its value is among ``choices``
+    (any one character when None); ``where`` names the kernel parameter (``potrf's uplo``)."""
+
+    name: str
+    choices: str | None
+    where: str
+    span: Span
+
+
+@dataclass(frozen=True)
 class Checked:
     """A program that passed analysis, with everything the generator needs."""
 
@@ -97,7 +111,7 @@ class Checked:
     calls: tuple[CallSummary, ...]
     kernel_module: str | None
     float_lets: frozenset = frozenset()  # spans of the lets whose value is a float
-    char_uses: tuple = ()  # (char parameter, choices or None, the kernel parameter it is passed to, line)
+    char_uses: tuple[CharUse, ...] = ()
 
     def summary(self, call: n.Call) -> CallSummary:
         return next(c for c in self.calls if c.call.span == call.span)
@@ -160,14 +174,15 @@ class _Analyzer:
         self.guards: list = []  # (condition, branch taken) of the enclosing ifs, outermost first
         self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
         self.module_definitions: Definitions | None = None
-        self.converter = Converter(self._let_form, self._extent_symbol, self._name_symbol)
+        self.converter = Converter(self._let_form, self._extent_symbol, self._name_symbol,
+                                   lambda expr: self.values.get(id(expr)))
         self.flops_of: n.KernelDecl | None = None  # the kernel whose flop count is being checked
         self.float_lets: set = set()
         self.tiling = "uniform"  # the program's tiling kind, once read
         self.declarations: dict = {}  # name -> span of the program's parameters, matrices and workspaces
         self.used_early: set = set()  # names used before their declaration (E200 then, but used)
         self.in_requirement = False  # reading a `require`'s condition
-        self.char_uses: list = []  # (char parameter, the choices it must be among or None, where, line)
+        self.char_uses: list[CharUse] = []
         self._declare_kernels(prelude.kernels + file.kernels)
 
     # ---------------------------------------------------------------- driver
@@ -188,6 +203,7 @@ class _Analyzer:
                            f"the first is at line {program.checks[0].span.line}")
         module = self._kernel_module()
         self._block(program.body)
+        self._check_char_params(program.params)
         self._check_qr_replay(program.checks[:1])
         self._check_kernel_functions()
         self._report_unused()
@@ -235,11 +251,18 @@ class _Analyzer:
             self._check_char(param.default, param)
 
     def _check_char(self, value: n.StrLit, param: n.KernelParam) -> None:
-        if len(value.value) != 1:
-            self.bag.error(value.span, "E205", f"a char value is one character, got {value.value!r}")
-        elif param.choices and value.value not in param.choices:  # none listed: E209 said so
+        if not self._one_character(value):
+            return
+        if param.choices and value.value not in param.choices:  # none listed: E209 said so
             self.bag.error(value.span, "E205", f"{param.name.text} is one of {', '.join(map(repr, param.choices))}, "
                                                f"got {value.value!r}")
+
+    def _one_character(self, literal: n.StrLit) -> bool:
+        """Whether a string literal standing for a char is one character (else an E205)."""
+        if len(literal.value) == 1:
+            return True
+        self.bag.error(literal.span, "E205", f"a char value is one character, got {literal.value!r}")
+        return False
 
     def _check_flops(self, decl: n.KernelDecl):
         """``flops EXPR``: a number from the shapes (``A.m``, ``A.n``) and values of the arguments."""
@@ -290,9 +313,7 @@ class _Analyzer:
         for decl in params:
             if isinstance(decl.default, n.StrLit):  # a char parameter: a kernel option chosen at run time
                 kind = "char"
-                if len(decl.default.value) != 1:
-                    self.bag.error(decl.default.span, "E205", f"a char value is one character, got "
-                                                              f"{decl.default.value!r}")
+                self._one_character(decl.default)
             else:
                 kind = self._number_expr(decl.default)
             self._declare(decl.name, _Symbol("param", decl.name.span, decl, type=kind or "int"))
@@ -316,7 +337,7 @@ class _Analyzer:
 
     def _size_expr(self, expr, what: str):
         """A size: an integer expression of parameters only (no geometry queries)."""
-        if self._int_expr(expr) and any(isinstance(node, (n.Attr, n.Method)) for node in _nodes(expr)):
+        if self._int_expr(expr) and any(isinstance(node, (n.Attr, n.Method)) for node in expression_nodes(expr)):
             self.bag.error(expr.span, "E209", f"the {what} may use parameters only",
                            hint="geometry queries such as A.mt exist only once matrices are tiled")
 
@@ -388,6 +409,29 @@ class _Analyzer:
                                hint=f"its options: {', '.join(allowed)}" if allowed else None)
             elif constant_of(option.value, "float") is None:
                 self.bag.error(option.value.span, "E205", f"option {option.name.text} must be a number constant")
+
+    def _check_char_params(self, params) -> None:
+        """A char parameter can pass the run's checks: some character is among those of every kernel
+        parameter it is passed to, and its default is one of them (E205 otherwise)."""
+        for decl in params:
+            first: dict = {}  # the first use of the parameter for each kernel parameter with choices
+            for use in self.char_uses:
+                if use.name == decl.name.text and use.choices:
+                    first.setdefault((use.where, use.choices), use)
+            default = decl.default.value if isinstance(decl.default, n.StrLit) else None
+            if not first or default is None or len(default) != 1:
+                continue
+            common = set.intersection(*(set(use.choices) for use in first.values()))
+            if not common:
+                self.bag.error(decl.name.span, "E205", f"char parameter '{decl.name.text}' can take no value that "
+                                                       f"every use of it accepts",
+                               *map(_char_use_note, first.values()),
+                               hint="give each kernel option a char parameter of its own")
+            elif default not in common:
+                self.bag.error(decl.default.span, "E205", f"the default of char parameter '{decl.name.text}', "
+                                                          f"{default!r}, is not a value every use of it accepts",
+                               *(_char_use_note(use) for use in first.values() if default not in use.choices),
+                               hint=f"default to one of {', '.join(map(repr, sorted(common)))}")
 
     def _check_qr_replay(self, checks) -> None:
         """``check qr`` rebuilds Q from the reflectors of the prelude's QR kernels: a program that
@@ -566,8 +610,8 @@ class _Analyzer:
             if self._int_expr(bound) and not self._affine(bound):
                 self.bag.error(bound.span, "E206", "loop bound is not affine in the loop variables",
                                "bounds may add, subtract, take min/max and multiply by loop-invariant values",
-                               hint="'//', '%', products of loop variables and geometry queries on them "
-                                    "belong in tile indices or 'if' conditions")
+                               hint="'//', '%', '**', products of loop variables and geometry queries on them "
+                                    "belong in tile indices, steps or 'if' conditions")
         step = self._step(stmt)
         trips = self._check_trip_count(stmt, step)
         if len(self.loops) == MAX_LOOP_NESTING:
@@ -584,19 +628,19 @@ class _Analyzer:
         self.scope.frames.pop()
 
     def _step(self, stmt: n.For) -> int | None:
-        """The loop's step: 1 when none is written, else a nonzero integer constant (None after an error)."""
+        """The loop's step when it is a constant (1 when none is written); None for a step the run
+        computes (``step 2 ** l``: nothing is proved about the loop, and a zero stops the run), or
+        after an error: the step is a nonzero integer."""
         if stmt.step is None:
             return 1
-        if self._number_expr(stmt.step) is None:
-            return None
+        kind = self._number_expr(stmt.step)
         value = self.values.get(id(stmt.step))
-        if not isinstance(value, int) or value == 0:
-            why = (", a loop that would never end" if value == 0 else ", which is not an integer"
-                   if self._type(stmt.step) == "float" else ", which is not a constant")
-            self.bag.error(stmt.step.span, "E206", "a loop's step is a nonzero integer constant",
-                           f"found {unparse(stmt.step)}{why}", hint="write the step as a number: 'step 2', 'step -1'")
-            return None
-        return value
+        if kind == "float" or value == 0:
+            why = "a loop that would never end" if value == 0 else "which is not an integer"
+            self.bag.error(stmt.step.span, "E206", "a loop's step is a nonzero integer",
+                           f"found {unparse(stmt.step)}, {why}",
+                           hint="use '//' for integer division" if _divides(stmt.step) else None)
+        return value or None
 
     def _check_trip_count(self, stmt: n.For, step: int | None) -> int | None:
         """Warn of a loop that never runs, or runs (with the constant loops around it) more times
@@ -656,10 +700,11 @@ class _Analyzer:
 
     def _call(self, stmt: n.Call):
         name = stmt.kernel.text
-        for arg in stmt.args:
-            self._tile(arg) if isinstance(arg, n.TileRef) else self._type(arg)
-        for keyword in stmt.keywords:
-            self._tile(keyword.value) if isinstance(keyword.value, n.TileRef) else self._type(keyword.value)
+        for arg in (*stmt.args, *(keyword.value for keyword in stmt.keywords)):
+            if isinstance(arg, n.TileRef):
+                self._tile(arg)
+            elif self._matrix_named(arg) is None:  # a matrix's name is judged against its parameter
+                self._type(arg)
         if stmt.priority is not None:
             self._int_expr(stmt.priority)
         decl = self.kernels.get(name)
@@ -738,7 +783,9 @@ class _Analyzer:
         where = f"argument {index + 1} of {kernel} ('{param.name.text}')"
         if param.kind == "tile":
             if not isinstance(arg, n.TileRef):
-                self.bag.error(arg.span, "E205", f"{where} is a tile: pass A[i, j] or a range A[i0 : i1, j]")
+                matrix = self._matrix_named(arg) or "A"
+                self.bag.error(arg.span, "E205", f"{where} is a tile: pass {matrix}[i, j] or a range "
+                                                 f"{matrix}[i0 : i1, j]")
                 return False
             return True
         if isinstance(arg, n.TileRef):
@@ -749,8 +796,7 @@ class _Analyzer:
             return False
         if param.kind == "char":
             if isinstance(arg, n.Name) and got == "char":  # a char parameter: its value is checked at run time
-                self.char_uses.append((arg.ident.text, param.choices, f"{kernel}'s {param.name.text}",
-                                       arg.span.line))
+                self.char_uses.append(CharUse(arg.ident.text, param.choices, f"{kernel}'s {param.name.text}", arg.span))
                 return True
             if not isinstance(arg, n.StrLit):
                 self.bag.error(arg.span, "E205", f"{where} is a char: pass a one-character string such as "
@@ -764,6 +810,14 @@ class _Analyzer:
         self.bag.error(arg.span, "E205", f"{where} is {_TYPE_NOUN[param.kind]}, found {_TYPE_NOUN[got]}",
                        hint="use '//' for integer division" if _divides(arg) else None)
         return False
+
+    def _matrix_named(self, arg) -> str | None:
+        """The name of the matrix or workspace that ``arg`` is the bare name of (now used), else None."""
+        symbol = self.scope.lookup(arg.ident.text) if isinstance(arg, n.Name) else None
+        if symbol is None or symbol.kind not in ("matrix", "workspace"):
+            return None
+        symbol.used = True
+        return arg.ident.text
 
     def _check_written(self, kernel: str, accesses):
         for index, access in enumerate(accesses):
@@ -908,13 +962,15 @@ class _Analyzer:
         if value is None:
             return "int"
         if abs(value) > MAX_CONSTANT:
-            self.bag.error(expr.span, "E211", f"the value of this expression, {_abbreviated(value)}, "
-                                              "is beyond the 64-bit range",
-                           f"constants a program computes stay within ±{MAX_CONSTANT} (2**63 - 1)",
-                           hint="tile programs count tiles and rows: check the formula")
+            self._beyond_64_bits(expr, _abbreviated(value))
             return None
         self.values[id(expr)] = value
         return "int"
+
+    def _beyond_64_bits(self, expr, value: str) -> None:
+        self.bag.error(expr.span, "E211", f"the value of this expression, {value}, is beyond the 64-bit range",
+                       f"constants a program computes stay within ±{MAX_CONSTANT} (2**63 - 1)",
+                       hint="tile programs count tiles and rows: check the formula")
 
     def _constant_value(self, expr) -> int | None:
         """The value of ``expr`` from the values of its operands already folded, or None."""
@@ -932,6 +988,9 @@ class _Analyzer:
                 a, b = self.values.get(id(left)), self.values.get(id(right))
                 if a is not None and b is not None and (b != 0 or op in ("+", "-", "*")):
                     return _ARITHMETIC[op](a, b)
+            case n.Binary(op="**", left=left, right=right):
+                a, b = self.values.get(id(left)), self.values.get(id(right))
+                return None if a is None or b is None else _power_value(a, b)
         return None
 
     def _kind(self, expr) -> str | None:
@@ -961,14 +1020,12 @@ class _Analyzer:
             case n.Binary(op=op, left=left, right=right) if op in ("//", "%"):
                 ok = self._int_expr(left) & self._int_expr(right)
                 return "int" if ok and self._divisor_not_zero(op, right) else None
+            case n.Binary(op="**"):
+                return self._power_type(expr)
             case n.Binary(op=op, left=left, right=right):
                 sides = (self._type(left), self._type(right))  # once each: operands nest
                 if op in ("==", "!=") and "char" in sides:
-                    if sides != ("char", "char"):
-                        self.bag.error(expr.span, "E205", "a char compares with a char only",
-                                       hint='write the character in quotes: side == "L"')
-                        return None
-                    return "bool"
+                    return self._char_comparison(expr, sides)
                 kinds = (self._as_number(sides[0], left), self._as_number(sides[1], right))
                 if None in kinds or op == "/" and not self._divisor_not_zero(op, right):
                     return None
@@ -976,6 +1033,44 @@ class _Analyzer:
                     return "bool"
                 return "float" if op == "/" or "float" in kinds else "int"
         raise TypeError(f"unknown expression node {expr!r}")
+
+    def _char_comparison(self, expr: n.Binary, sides: tuple) -> str | None:
+        """``==`` or ``!=`` with a char side: 'bool' when both are chars, and every literal one character
+        (a longer string would never equal a char parameter), else None after an E205."""
+        if sides != ("char", "char"):
+            self.bag.error(expr.span, "E205", "a char compares with a char only",
+                           hint='write the character in quotes: side == "L"')
+            return None
+        literals = [side for side in (expr.left, expr.right) if isinstance(side, n.StrLit)]
+        return "bool" if all([self._one_character(literal) for literal in literals]) else None
+
+    def _power_type(self, expr: n.Binary) -> str | None:
+        """``a ** b``: integers, ``b`` not negative and the value within 64 bits where they are known
+        (E205, E211); the run checks the rest."""
+        kinds = [self._type(side) for side in (expr.left, expr.right)]
+        for side, kind in zip((expr.left, expr.right), kinds):
+            if kind is not None and kind != "int":
+                self.bag.error(side.span, "E205", f"'**' raises an integer to an integer power, found "
+                                                  f"{_TYPE_NOUN[kind]}", hint="compute other powers in a kernel")
+        if kinds != ["int", "int"] or self._negative_exponent(expr.right):
+            return None
+        base, exponent = self.values.get(id(expr.left)), self.values.get(id(expr.right))
+        if base is not None and exponent is not None and _power_value(base, exponent) is None:
+            self._beyond_64_bits(expr, f"{base} ** {exponent}")
+            return None
+        return "int"
+
+    def _negative_exponent(self, exponent) -> bool:
+        """True after an E205 for an exponent below 0 whatever the sizes (``2 ** -1``, ``2 ** -n``)."""
+        form = self.converter.form(exponent)
+        if form is None or not provably_negative(form):
+            return False
+        text, value = unparse(exponent), self.values.get(id(exponent))
+        notes = ((f"{text} is below 0 whatever the sizes",) if value is None
+                 else () if text == str(value) else (f"{text} is {value}",))
+        self.bag.error(exponent.span, "E205", "the exponent of '**' is negative", *notes,
+                       hint="'**' computes integer powers: its exponent is 0 or more, as in 2 ** l")
+        return True
 
     def _divisor_not_zero(self, op: str, divisor) -> bool:
         """False after an E214 for a divisor that is zero whatever the loop variables and sizes
@@ -1064,7 +1159,9 @@ class _Analyzer:
     def _func_type(self, func: n.Ident, args) -> str | None:
         kinds = [self._number_expr(a) for a in args]
         if func.text not in FUNCTIONS:
-            self.bag.error(func.span, "E200", f"unknown function '{func.text}'", *_suggest(func.text, FUNCTIONS))
+            self.bag.error(func.span, "E200", f"unknown function '{func.text}'", *_suggest(func.text, FUNCTIONS),
+                           *_FUNCTION_ADVICE.get(func.text, ()),
+                           hint="functions: min(a, b, ...) and max(a, b, ...), of two or more numbers")
             return None
         if len(args) < 2:
             self.bag.error(func.span, "E202", f"{func.text} takes at least 2 arguments, got {len(args)}")
@@ -1218,7 +1315,7 @@ def _moved_mode(mode: str, tile: n.TileRef) -> str:
 
 def _divides(expr) -> bool:
     """Whether ``expr`` uses '/' (a number with a fraction where an integer was meant)."""
-    return any(isinstance(node, n.Binary) and node.op == "/" for node in _nodes(expr))
+    return any(isinstance(node, n.Binary) and node.op == "/" for node in expression_nodes(expr))
 
 
 def _param_text(param: n.KernelParam) -> str:
@@ -1236,6 +1333,10 @@ def _operand_words(given: set) -> bool:
     if "symmetric" in given:
         return given <= {"symmetric", "transposed"}
     return len(triangles) <= 1 and ("unit" not in given or bool(triangles))
+
+
+def _char_use_note(use: CharUse) -> str:
+    return f"it is passed as {use.where} at line {use.span.line}: one of {', '.join(map(repr, use.choices))}"
 
 
 def _suggest(name: str, candidates) -> tuple[str, ...]:
@@ -1265,6 +1366,15 @@ def _abbreviated(value: int) -> str:
     return sign + digits if len(digits) <= 24 else f"{sign}{digits[:6]}… ({len(digits)} digits)"
 
 
+def _power_value(base: int, exponent: int) -> int | None:
+    """``base ** exponent``, or None for a negative exponent (not an integer) or a value beyond the
+    64-bit range (known so before it is computed: ``2 ** 10**18`` is never worked out)."""
+    if exponent < 0 or abs(base) > 1 and exponent >= 64:  # at least 2**64
+        return None
+    value = base ** exponent
+    return value if abs(value) <= MAX_CONSTANT else None
+
+
 def _constant(expr) -> int | None:
     """The value of an expression made of integer literals only, else None (also for
     a value beyond :data:`MAX_CONSTANT`)."""
@@ -1274,16 +1384,16 @@ def _constant(expr) -> int | None:
         case n.Unary(op="-", operand=operand):
             value = _constant(operand)
             return None if value is None else -value
-        case n.Binary(op=op, left=left, right=right) if op in ("+", "-", "*", "//", "%"):
+        case n.Binary(op=op, left=left, right=right) if op in ("+", "-", "*", "//", "%", "**"):
             a, b = _constant(left), _constant(right)
             if a is None or b is None or (op in ("//", "%") and b == 0):
                 return None
-            value = _ARITHMETIC[op](a, b)
-            return value if abs(value) <= MAX_CONSTANT else None
+            value = _power_value(a, b) if op == "**" else _ARITHMETIC[op](a, b)
+            return value if value is not None and abs(value) <= MAX_CONSTANT else None
     return None
 
 
-def _nodes(expr):
+def expression_nodes(expr):
     """Every node of an expression, outermost first."""
     stack = [expr]
     while stack:
@@ -1302,7 +1412,7 @@ def _nodes(expr):
 
 def _names(expr):
     """Every plain name used in ``expr``."""
-    return (node.ident.text for node in _nodes(expr) if isinstance(node, n.Name))
+    return (node.ident.text for node in expression_nodes(expr) if isinstance(node, n.Name))
 
 
 def _unparse(expr) -> str:
@@ -1312,17 +1422,17 @@ def _unparse(expr) -> str:
 
 
 _PRECEDENCE = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
-               "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6}
+               "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "**": 8}
 
 
 def precedence(expr) -> int:
     """The binding strength of the expression's outermost operator, the language's as Python's
-    (8: an atom)."""
+    (7: unary minus, 8: '**', 9: an atom)."""
     if isinstance(expr, n.Binary):
         return _PRECEDENCE[expr.op]
     if isinstance(expr, n.Unary):
         return 3 if expr.op == "not" else 7
-    return 8
+    return 9
 
 
 def unparse(expr) -> str:
@@ -1354,8 +1464,10 @@ def _render(expr, outer: int, canonical: bool) -> str:
             text = ("not " if op == "not" else "-") + _render(operand, mine, canonical)
         case n.Binary(op=op, left=left, right=right):
             mine = precedence(expr)
-            # operators of one level group from the left: a right operand of that level needs parentheses
-            text = f"{_render(left, mine, canonical)} {op} {_render(right, mine + 1, canonical)}"
+            # operators of one level group from the left (a right operand of that level needs
+            # parentheses), but '**' from the right, and its right operand may be a negation
+            sides = (mine + 1, mine - 1) if op == "**" else (mine, mine + 1)
+            text = f"{_render(left, sides[0], canonical)} {op} {_render(right, sides[1], canonical)}"
         case _:
             return "?"
     return f"({text})" if canonical and isinstance(expr, n.Binary) or mine < outer else text

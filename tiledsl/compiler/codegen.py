@@ -27,14 +27,14 @@ import jinja2
 from .. import __version__
 from . import nodes as n
 from . import dataflow
-from .analysis import CHECK_ARITY, Checked, constant_of, precedence, unparse
+from .analysis import CHECK_ARITY, Checked, constant_of, expression_nodes, precedence, unparse
 
 INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports
 _RESERVED = (set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins))
              | {"rt", "p", "CALLS", "PROGRAM", "Call", "CheckDecl", "MatrixDecl", "Program", "Tiling",
                 "WorkspaceDecl", "main", "takes_part", "resolve_params", "unmet", "shapes", "generate", "loop_bounds",
-                "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS", "DIV"})
+                "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS", "DIV", "SOURCE_NAMES"})
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,8 @@ class DriverModel:
     events: list | None = None  # lines of dataflow()'s events; None: no share plan (not affine)
     share_prelude: list = field(default_factory=list)  # dataflow()'s first lines
     kinds: set = field(default_factory=set)  # the term kinds (ANY, AT, PLUS, MINUS, DIV) the loops use
+    powers: bool = False  # some expression raises to a power ('**'): the driver defines _power
+    source_names: dict = field(default_factory=dict)  # the renamed loop variables, lets and params: Python -> .tile
 
     @property
     def imports(self) -> list[str]:
@@ -153,6 +155,10 @@ class _Names:
     def __getitem__(self, name: str) -> str:
         return self.mapping.get(name, name)
 
+    def renamed(self, names) -> dict[str, str]:
+        """Those of ``names`` whose Python name differs: Python name -> the name as written."""
+        return {self[name]: name for name in sorted(names) if self[name] != name}
+
 
 def _statements(body):
     """Every statement of a block, nested ones included."""
@@ -163,6 +169,17 @@ def _statements(body):
         elif isinstance(stmt, n.If):
             yield from _statements(stmt.then)
             yield from _statements(stmt.orelse)
+
+
+def _bound_names(program: n.Program) -> set[str]:
+    """The names the loop nest binds to numbers: the program's parameters, loop variables and lets."""
+    names = {decl.name.text for decl in program.params}
+    for stmt in _statements(program.body):
+        if isinstance(stmt, n.For):
+            names.add(stmt.var.text)
+        elif isinstance(stmt, n.Let):
+            names.add(stmt.name.text)
+    return names
 
 
 def _all_names(node) -> set[str]:
@@ -195,6 +212,7 @@ class _Model:
         self.share = dataflow.plan(checked)
         self.kinds: set = set()  # term kinds the rendered loops use
         self.local: tuple | None = None  # (names, tile arguments) while writing a flops function
+        self.powers = False  # whether some expression written uses _power
 
     def build(self) -> DriverModel:
         program, checked = self.program, self.checked
@@ -207,9 +225,7 @@ class _Model:
                       for d in program.matrices],
             workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
                         for d in program.workspaces],
-            requires=_char_requirements(checked) + [
-                (d.span.line, unparse(d.condition), d.message, self.expr(d.condition, params=True))
-                for d in program.requires],
+            requires=self._requirements(),
             check=_check_model(program.checks[0], checked.kernel_module) if program.checks else None,
             kernel_module=checked.kernel_module)
         model.flops = self._flops_models()
@@ -231,7 +247,17 @@ class _Model:
             model.guided = any(loop.terms for loop in self.share.loops.values())
             model.events = self._event_lines()
             model.share_prelude = self._prelude()
+        model.powers = self.powers
+        model.source_names = self.names.renamed(_bound_names(program))
         return model
+
+    def _requirements(self) -> list:
+        """The explicit requirements and those of the char parameters, in the order of the file
+        (the run reports the first one its parameters break)."""
+        explicit = [(d.span, (d.span.line, unparse(d.condition), d.message, self.expr(d.condition, params=True)))
+                    for d in self.program.requires]
+        ordered = sorted(explicit + _char_requirements(self.checked), key=lambda pair: (pair[0].line, pair[0].column))
+        return [requirement for _, requirement in ordered]
 
     # ---------------------------------------------------------------- the share plan
     def _event_lines(self) -> list[str]:
@@ -337,6 +363,9 @@ class _Model:
             case n.Func(func=f, args=args):
                 prefix = "_bound." if bound else ""
                 return f"{prefix}{f.text}({', '.join(self.expr(a, params, bound=bound) for a in args)})"
+            case n.Binary(op="**", left=left, right=right):  # Python's ** would give a float for a negative exponent
+                self.powers = True
+                return f"_power({self.expr(left, params, bound=bound)}, {self.expr(right, params, bound=bound)})"
             case n.Unary(op="not", operand=operand) if bound:
                 return f"_bound.not_({self.expr(operand, bound=True)})"
             case n.Binary(op=op, left=left, right=right) if bound and op in ("and", "or"):
@@ -435,35 +464,49 @@ class _Model:
         self._bound_lines(self.program.body, "_t0", lines, iter(range(1, 1 << 62)), [], {})
         return lines
 
-    def _bound_lines(self, stmts, outer: str, lines: list, numbers, loops: list, lets: dict) -> None:
+    def _bound_lines(self, stmts, outer: str, lines: list, numbers, loops: list, lets: dict,
+                     skipped: frozenset = frozenset()) -> None:
         """Lines for the loops, lets and ifs of ``stmts``; ``outer`` names the iterations of the
-        code around them, and ``numbers`` gives each new count a name of its own. A loop whose
-        width (stop − start) is the same at every outer iteration passes it, so that its count
-        is exact where intervals of its start and stop would not be (``t + r * s .. t + r * s + 1``);
-        ``loops`` and ``lets`` are the enclosing ones, for that."""
+        code around them, and ``numbers`` gives each new count a name of its own. ``loops`` and
+        ``lets`` are the enclosing ones; ``skipped`` the lets left out, whose values intervals
+        cannot bound (a float, a power of a varying value): an if's condition naming one counts
+        both branches."""
         lets = dict(lets)
         for stmt in stmts:
             if isinstance(stmt, n.For):
-                count = f"_t{next(numbers)}"
-                step = f", {self.expr(stmt.step)}" if stmt.step is not None else ""
-                width = dataflow.invariant_width(stmt.start, stmt.stop, loops, lets)
-                exact = f", width={self._affine({'': width})}" if width is not None else ""
-                lines.append(f"{INDENT}{self.names[stmt.var.text]}, {count} = _bound.loop("
-                             f"{self.expr(stmt.start, bound=True)}, {self.expr(stmt.stop, bound=True)}, "
-                             f"{outer}, {stmt.span.line}{step}{exact})")
-                self._bound_lines(stmt.body, count, lines, numbers, loops + [(stmt.var.text,)], lets)
-            elif isinstance(stmt, n.Let) and stmt.span in self.checked.float_lets:
-                continue  # a number with a fraction bounds no loop
+                self._bound_loop(stmt, outer, lines, numbers, loops, lets, skipped)
+            elif isinstance(stmt, n.Let) and (stmt.span in self.checked.float_lets
+                                              or not _interval_safe(stmt.value, loops, lets, skipped)):
+                skipped |= {stmt.name.text}
             elif isinstance(stmt, n.Let):
                 lines.append(f"{INDENT}{self.names[stmt.name.text]} = {self.expr(stmt.value, bound=True)}")
                 lets[stmt.name.text] = dataflow.let_info(stmt.value, loops, lets)
             elif isinstance(stmt, n.If):
-                condition = self.expr(stmt.cond, bound=True)
+                known = _interval_safe(stmt.cond, loops, lets, skipped)
+                condition = self.expr(stmt.cond, bound=True) if known else None
                 for branch, test in ((stmt.then, condition), (stmt.orelse, f"_bound.not_({condition})")):
                     if branch:
                         count = f"_t{next(numbers)}"
-                        lines.append(f"{INDENT}{count} = _bound.when({test}, {outer})")
-                        self._bound_lines(branch, count, lines, numbers, loops, lets)
+                        lines.append(f"{INDENT}{count} = " + (f"_bound.when({test}, {outer})" if known else outer))
+                        self._bound_lines(branch, count, lines, numbers, loops, lets, skipped)
+
+    def _bound_loop(self, stmt: n.For, outer: str, lines: list, numbers, loops: list, lets: dict,
+                    skipped: frozenset) -> None:
+        """A loop's line in ``loop_bounds``, then its body's. A loop whose width (stop − start) is
+        the same at every outer iteration passes it, so that its count is exact where intervals of
+        its start and stop would not be (``t + r * s .. t + r * s + 1``). A loop whose step varies
+        with the loops around it (``step 2 ** l``) is left out with its body: counting it at step
+        1 could refuse a run that is not too long."""
+        if stmt.step is not None and _all_names(stmt.step) & ({loop[0] for loop in loops} | set(lets) | skipped):
+            return
+        count = f"_t{next(numbers)}"
+        step = f", {self.expr(stmt.step)}" if stmt.step is not None else ""
+        width = dataflow.invariant_width(stmt.start, stmt.stop, loops, lets)
+        exact = f", width={self._affine({'': width})}" if width is not None else ""
+        lines.append(f"{INDENT}{self.names[stmt.var.text]}, {count} = _bound.loop("
+                     f"{self.expr(stmt.start, bound=True)}, {self.expr(stmt.stop, bound=True)}, "
+                     f"{outer}, {stmt.span.line}{step}{exact})")
+        self._bound_lines(stmt.body, count, lines, numbers, loops + [(stmt.var.text,)], lets, skipped)
 
     def _block(self, stmts, depth: int) -> list[str]:
         lines: list[str] = []
@@ -574,6 +617,14 @@ class _Model:
         return f"({', '.join(parts)})"
 
 
+def _interval_safe(expr, loops: list, lets: dict, skipped: frozenset) -> bool:
+    """Whether ``loop_bounds`` can evaluate ``expr`` over intervals: it names no let left out, and
+    raises nothing that may vary (a loop variable, a let) to a power, nor anything to a varying one."""
+    varying = {loop[0] for loop in loops} | set(lets)
+    powers = (node for node in expression_nodes(expr) if isinstance(node, n.Binary) and node.op == "**")
+    return not _all_names(expr) & skipped and not any(_all_names(power) & varying for power in powers)
+
+
 def _tuple(items) -> str:
     items = list(items)
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
@@ -622,16 +673,18 @@ def unparse_tile(tile: n.TileRef) -> str:
 
 def _char_requirements(checked: Checked) -> list:
     """A requirement for each char parameter passed where a kernel takes one of some characters
-    (the compiler checks a literal; a parameter's value is known at run time), and that it is one."""
+    (the compiler checks a literal; a parameter's value is known at run time), and that it is one:
+    (where it is passed, requirement)."""
     found, seen = [], set()
-    for name, choices, where, line in checked.char_uses:
-        allowed = choices or None
+    for use in checked.char_uses:
+        name, allowed = use.name, use.choices or None
         if (name, allowed) in seen:
             continue
         seen.add((name, allowed))
         text = f"{name} in {json.dumps(allowed)}" if allowed else f"{name} is one character"
         test = f"p[{name!r}] in {allowed!r}" if allowed else f"len(p[{name!r}]) == 1"
-        found.append((line, text, f"it is passed as {where}", f"len(p[{name!r}]) == 1 and {test}"))
+        found.append((use.span, (use.span.line, text, f"it is passed as {use.where}",
+                                 f"len(p[{name!r}]) == 1 and {test}")))
     return found
 
 

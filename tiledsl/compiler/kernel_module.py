@@ -7,7 +7,8 @@ list of its possible bindings:
 * a ``def`` (undecorated) or ``NAME = lambda ...`` is a :class:`Function` whose
   positional parameters can be counted; ``NAME = other`` where ``other`` is such a
   function binds the same function under a second name;
-* a ``class`` or ``NAME = 3`` (a literal) is a :class:`NotFunction` (the run wants a function);
+* a ``class``, ``NAME = 3`` (a literal), an ``async def`` or a generator (a ``def`` with
+  ``yield``: a call runs neither's body) is a :class:`NotFunction` (the run wants a function);
 * anything else (an import, a decorated ``def``, ``NAME = make_kernel()``, a loop
   or ``with`` target) is :data:`UNKNOWN`: only running the module could tell.
 
@@ -140,8 +141,7 @@ def _inner_blocks(statement) -> list[list]:
 def _bindings(statement, definitions: Definitions):
     """(name, binding) for every module-level name ``statement`` itself binds."""
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        binding = UNKNOWN if statement.decorator_list else Function(statement.lineno, statement.name, statement.args)
-        return [(statement.name, binding)]
+        return [(statement.name, _function(statement))]
     if isinstance(statement, ast.ClassDef):
         return [(statement.name, NotFunction(statement.lineno, f"class {statement.name}"))]
     if isinstance(statement, (ast.Import, ast.ImportFrom)):
@@ -152,6 +152,32 @@ def _bindings(statement, definitions: Definitions):
         value = _value(statement, definitions)
         return [(name, value) for target in statement.targets for name in _target_names(target)]
     return [(name, UNKNOWN) for name in _statement_targets(statement)]
+
+
+def _function(statement):
+    """What a ``def`` binds: unknown when decorated; not a function the run can call when a call would
+    not run its body (an ``async def``, a generator)."""
+    if statement.decorator_list:
+        return UNKNOWN
+    if isinstance(statement, ast.AsyncFunctionDef):
+        return NotFunction(statement.lineno, f"async def {statement.name}, whose body a call does not run")
+    if _yields(statement.body):
+        return NotFunction(statement.lineno, f"def {statement.name} with 'yield', a generator whose body a call "
+                                             f"does not run")
+    return Function(statement.lineno, statement.name, statement.args)
+
+
+def _yields(body: list) -> bool:
+    """Whether a function body yields (not counting the functions and classes defined in it)."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    pending = list(body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, nested):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _value(statement: ast.Assign, definitions: Definitions):

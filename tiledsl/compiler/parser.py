@@ -116,8 +116,12 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
         found = f"'{token}'" if len(token) <= 40 else f"'{token[:40]}…'"
     notes = (f"expected {_join(expected)}",) if expected else ()
     token = getattr(error, "token", None)
-    hint = _token_hint(source.text.split("\n")[line - 1][:column - 1], token) if token is not None else None
-    return Diagnostic(where, "E100", f"unexpected {found}", notes, hint)
+    if token is None:
+        return Diagnostic(where, "E100", f"unexpected {found}", notes)
+    before = source.text.split("\n")[line - 1][:column - 1]
+    in_expression = "PLUS" in getattr(error, "expected", ())  # where an operator could follow
+    return (_value_dependent(source.path, line, before, token, in_expression)
+            or Diagnostic(where, "E100", f"unexpected {found}", notes, _token_hint(before, token)))
 
 
 _CHARACTER_HINTS = {"&": "write 'and' (conditions join with and, or, not)",
@@ -128,6 +132,33 @@ _CHARACTER_HINTS = {"&": "write 'and' (conditions join with and, or, not)",
 _KEYWORDS = ("program", "kernel", "use", "tiling", "param", "require", "matrix", "workspace", "check", "for", "if",
              "else", "let", "release", "priority")
 _DECLARATIONS = ("param", "require", "matrix", "workspace", "check", "tiling")
+
+
+#: Why a loop nest cannot read matrix values, and what to do instead
+_FIXED_GRAPH = "a loop nest's control (its loop bounds, conditions and lets) cannot depend on matrix values: the " \
+               "task graph is fixed by the parameters before the run"
+_IN_PYTHON = "to repeat until a result converges (a norm, a residual), call prog.run in a Python loop and test " \
+             "the matrices it returns"
+_WHILE = re.compile(r"(?:^|[\s{}])(while)\b[^{}]*$")
+_NAME_BEFORE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*$")
+
+
+def _value_dependent(path: str, line: int, before: str, token: Token, in_expression: bool) -> Diagnostic | None:
+    """The syntax error of a loop nest that would depend on matrix values, from the text ``before``
+    the unexpected ``token`` on its line: a ``while`` loop, a tile read as a value in an expression
+    (``if s[0, 0] > 0``)."""
+    loop = _WHILE.search(before)
+    if loop:
+        return Diagnostic(Span(path, line, loop.start(1) + 1, line, loop.end(1) + 1), "E100",
+                          "there is no 'while' loop", (_FIXED_GRAPH,),
+                          f"loop with 'for VAR in START .. STOP', whose bounds are known when the run starts; "
+                          f"{_IN_PYTHON}")
+    name = _NAME_BEFORE.search(before)
+    if token == "[" and name and in_expression:
+        return Diagnostic(Span(path, line, name.start(1) + 1, line, len(before) + 2), "E100",
+                          f"{name.group(1)}[...] is a tile, not a value", (_FIXED_GRAPH,),
+                          f"pass the tile to a kernel; {_IN_PYTHON}")
+    return None
 
 
 def _token_hint(before: str, token: Token) -> str | None:
