@@ -97,12 +97,13 @@ def take(scheduler, costs, busy=None):
     return task
 
 
-def costs_from_speeds(speeds: dict | None, program: str, gpus: int, backend: str) -> Costs:
+def costs_from_speeds(speeds: dict | None, program: str, gpus: int, backend: str,
+                      asked: str = "--host-takes on") -> Costs:
     """The :class:`Costs` of kernel rates as ``tiledsl tune`` measures them (``speeds``: ``core`` and
     ``gpu`` tables); a usage error when there are none for a GPU (``program``: its .tile, for the
-    command to run)."""
+    command to run; ``asked``: how the interface asked for them, ``host_takes=True`` from the API)."""
     speeds = speeds or {}
     if "core" not in speeds or "gpu" not in speeds:
-        raise UsageError(f"--host-takes on needs this machine's kernel rates on a core and a GPU: run "
+        raise UsageError(f"{asked} needs this machine's kernel rates on a core and a GPU: run "
                          f"`tiledsl tune {program} --gpus {gpus} --gpu-backend {backend}` first")
     return Costs(Rates(speeds["core"], "core"), Rates(speeds["gpu"], "gpu"))

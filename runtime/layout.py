@@ -10,7 +10,7 @@ from . import tuning
 from .distribution import BlockCyclic, Hybrid, squarest_grid
 from .geometry import Geometry
 from .matrix import TiledMatrix
-from .options import TILING_SETTINGS, Options, Params
+from .options import TILING_SETTINGS, Options, Params, SetText, Spelling, read_setting
 from .resources import every_rank_has_tiles
 from .world import UsageError, grid_for
 
@@ -36,28 +36,48 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
         raise UsageError(f"--set {name}: {program.name} has no parameter of that name"
                          + (f" (it has {', '.join(program.params)})" if program.params else ""))
     if options.n < 1:
-        raise UsageError(f"--n must be at least 1, got {options.n}")
-    defaults = driver.resolve_params(Params({**values, **{name: None for name in program.params}}))
-    for name, value in options.sets.items():
-        _check_setting(name, value, defaults[name])
-    values.update({name: options.sets.get(name) for name in program.params})
+        raise UsageError(f"{options.spelling.setting('n')} must be at least 1, got {options.n}")
+    defaults = driver.resolve_params(Params({**values, **dict.fromkeys(program.params)}))
+    sets = {name: _setting(name, value, defaults[name], options.spelling) for name, value in options.sets.items()}
+    values.update({name: sets.get(name) for name in program.params})
     params = driver.resolve_params(Params(values))
     if requirements:
         _check_requirements(driver, params)
     return params
 
 
-def _check_setting(name: str, value, default) -> None:
-    """``--set NAME=VALUE`` of the parameter's type, as its default tells: an integer, a number, or
-    one character."""
+def check_settings(driver, options: Options) -> None:
+    """A usage error for a value of ``options.sets`` of another type than its parameter's, before
+    anything is sized. With ``options.n`` None (not known yet), the defaults are those of two probe
+    sizes, and one that changes with n is said as ``n``, or as computed from it."""
+    sizes = PROBE_SIZES if options.n is None else (options.n,)
+    try:
+        probes = [make_params(driver, replace(options, n=n, sets={}), requirements=False) for n in sizes]
+    except (UsageError, ArithmeticError):  # no such size: the run's own checks will speak
+        return
+    for name, value in options.sets.items():
+        defaults = [probe[name] for probe in probes]
+        shown = defaults[0] if len(set(defaults)) == 1 else "n" if defaults == list(sizes) else "computed from n"
+        _setting(name, value, defaults[0], options.spelling, shown)
+
+
+PROBE_SIZES = (1000, 2000)  # where check_settings reads the defaults, and whether they follow n (n // 8 too)
+
+
+def _setting(name: str, given, default, spelling: Spelling, shown=None):
+    """A parameter's value as set (``--set`` text read as the type of its ``default``, or a value
+    given from Python), refused by name when of another type: an integer, a number, or one
+    character. ``shown``: the default as the message says it (default: ``default``)."""
+    value = read_setting(given, default) if isinstance(given, SetText) else given
+    said, shown = spelling.param(name, given), default if shown is None else shown
     if isinstance(default, str):
         if not isinstance(value, str) or len(value) != 1:
-            raise UsageError(f"--set {name}={value}: {name} is a char parameter (its default is {default!r}): "
-                             f"give one character")
+            raise UsageError(f"{said}: {name} is a char parameter (its default is {shown!r}): give one character")
     elif isinstance(value, str):
-        raise UsageError(f"--set {name}={value}: {value!r} is not a number ({name}'s default is {default})")
+        raise UsageError(f"{said}: {value!r} is not a number ({name}'s default is {shown})")
     elif isinstance(value, float) and isinstance(default, int):
-        raise UsageError(f"--set {name}={value!r}: {name} is an integer parameter (its default is {default})")
+        raise UsageError(f"{said}: {name} is an integer parameter (its default is {shown})")
+    return value
 
 
 def _check_requirements(driver, params: Params) -> None:

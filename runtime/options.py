@@ -107,6 +107,37 @@ class Params:
         return dict(self._values)
 
 
+@dataclass(frozen=True)
+class Spelling:
+    """How an interface names its settings, for the messages: the command line's options
+    (``--n``, ``--set NAME=VALUE``, ``--input`` files) or the Python API's arguments (``n=``,
+    ``params={...}``, arrays)."""
+
+    api: bool
+    n: str  # "n=" or "--n"
+    params: str  # "params=" or "--set"
+    inputs: str  # "the inputs" (arrays, files the program loads) or "the input files"
+    one_input: str  # "input" or "input file"
+    param_form: str  # how one parameter is given, with {name} and {value}
+    input_form: str  # how the input matrices are given, with {names}
+
+    def param(self, name: str, value=None) -> str:
+        """``--set NAME=VALUE`` or ``params={'NAME': VALUE}`` (``...`` for the value when None): the
+        command line's text as typed, the API's value as Python writes it."""
+        shown = "..." if value is None else repr(value) if self.api else value
+        return self.param_form.format(name=name, value=shown)
+
+    def setting(self, name: str) -> str:
+        """A setting by its name in run(): ``gpu_memory``, or the option ``--gpu-memory``."""
+        return name if self.api else "--" + name.replace("_", "-")
+
+
+API = Spelling(True, "n=", "params=", "the inputs", "input", "params={{{name!r}: {value}}}",
+               "an input array ({names})")
+COMMAND_LINE = Spelling(False, "--n", "--set", "the input files", "input file", "--set {name}={value}",
+                        "--input NAME=FILE.npy for one of {names}")
+
+
 @dataclass
 class Options:
     """How to run: sizes, tile settings, workers and files (the command line's content)."""
@@ -136,21 +167,30 @@ class Options:
     priorities: str = "program"  # "program", "auto" (bottom levels) or "none" (see runtime.priorities)
     gpu_ratio: tuple | None = None  # (H, G): host/GPU block columns per cycle, uniform tiles (default 1:1)
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
+    spelling: Spelling = COMMAND_LINE  # how the messages name the settings
 
 
-def add_size_arguments(parser: argparse.ArgumentParser) -> None:
-    """SIZE = --n N [--nb NB | --B B --b b --s S], and --set for the program's parameters."""
+SHAPE_INPUT_HELP = ("matrix NAME's .npy file: without --n, its shape gives the size and the parameters "
+                    "(only the shape is read); repeat for several matrices")
+
+
+def add_size_arguments(parser: argparse.ArgumentParser, input_help: str = SHAPE_INPUT_HELP) -> None:
+    """SIZE = --n N [--nb NB | --B B --b b --s S], --set for the program's parameters, and
+    --input, whose files' shapes give the size without --n (``input_help`` says what else the
+    command does with them)."""
     parser.add_argument("--n", type=int, help="matrix order (default: from the shapes of the --input files "
                                                "and of the files the program loads)")
     for name in TILE_SETTINGS:
         parser.add_argument(f"--{name}", type=int, help=f"tile setting {name} (default: the program's)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="set one of the program's own parameters")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help=input_help)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The run options shared by drivers and ``tiledsl run`` (DESIGN §8)."""
-    add_size_arguments(parser)
+    add_size_arguments(parser, "read matrix NAME from a .npy file (float64 or float32, any order) instead of "
+                               "generating it; repeat for several matrices")
     parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest; "
                         "one process row for a program writing columns of tiles)")
     parser.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
@@ -186,9 +226,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "kernel rates `tiledsl tune` measured (read even with --no-tune); not out of "
                              "core (default: on, at gpu-ratio 0:1, where tune found it fastest; else off)")
     parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
-    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                        help="read matrix NAME from a .npy file (float64 or float32, any order) instead of "
-                             "generating it; repeat for several matrices")
     parser.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy",
                         help="write matrix (or workspace) NAME to a .npy file after the run; the file is "
                              "written beside its target and renamed into place only once the run succeeded "
@@ -246,10 +283,10 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def size_options(args: argparse.Namespace) -> Options:
-    """Options holding only the size, tile settings and parameters of parsed arguments."""
+    """Options holding only the size, tile settings, parameters and ``--input`` files of parsed
+    arguments (the files' matrix names are checked with the program's, :func:`.fitting.fit_files`)."""
     tiles = {k: getattr(args, k) for k in TILE_SETTINGS if getattr(args, k) is not None}
-    sets = {k: _setting(v) for k, v in _pairs(args.set, "--set").items()}
-    options = Options(n=args.n, tiles=tiles, sets=sets)
+    options = Options(n=args.n, tiles=tiles, sets=set_texts(args.set), inputs=_pairs(args.input, "--input"))
     if getattr(args, "gpu_ratio", None) is not None:
         try:
             options.gpu_ratio = parse_ratio(args.gpu_ratio)
@@ -266,8 +303,8 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     ``--output`` may name a matrix or a workspace, ``--input`` a matrix only
     (workspaces start as zeros)."""
     options = size_options(args)
-    files = {flag: _pairs(getattr(args, flag), f"--{flag}") for flag in ("input", "output")}
-    check_file_names(matrix_names, workspace_names, files["input"], files["output"])
+    options.outputs = _pairs(args.output, "--output")
+    check_file_names(matrix_names, workspace_names, options.inputs, options.outputs)
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     if args.window is not None and args.window < 1:
@@ -281,7 +318,6 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     check_seed(args.seed)
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
     options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend or "emulated"
-    options.inputs, options.outputs = files["input"], files["output"]
     options.check, options.watchdog, options.check_finite = args.check, args.watchdog, args.check_finite
     options.allow_nonfinite = args.allow_nonfinite
     if options.allow_nonfinite and options.check_finite:
@@ -336,13 +372,6 @@ def check_seed(seed: int) -> None:
         raise UsageError(f"--seed must be from 0 to 2^64 - 1, got {seed}")
 
 
-def input_files(program, given: list) -> dict:
-    """Matrix name -> path of the ``--input NAME=FILE`` options ``given`` (checked as run checks them)."""
-    files = _pairs(given, "--input")
-    check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], files, {})
-    return files
-
-
 def _pairs(items, flag: str) -> dict:
     """NAME -> VALUE of repeated ``flag NAME=VALUE`` options; a NAME given twice is a usage
     error (which one was meant cannot be told)."""
@@ -370,13 +399,26 @@ def byte_size(text: str, flag: str) -> int:
     return int(size)
 
 
-def _setting(text: str) -> int | float | str:
-    """The value of ``--set NAME=TEXT``: a number, or TEXT itself (a char parameter's character;
-    the parameters' types are checked against the program's, :func:`.layout.make_params`)."""
+def set_texts(items) -> dict:
+    """NAME -> :class:`SetText` of repeated ``--set NAME=VALUE`` options."""
+    return {name: SetText(value) for name, value in _pairs(items, "--set").items()}
+
+
+class SetText(str):
+    """The text of ``--set NAME=TEXT``, read only once its parameter's type is known
+    (:func:`read_setting`)."""
+
+
+def read_setting(text: SetText, default) -> int | float | str:
+    """``--set``'s ``text`` read as the type of the parameter's ``default``: a char parameter's
+    character as it is (``--set mode=2`` is the character 2), else a number, or the text itself
+    where it is none (for :func:`.layout.make_params` to refuse)."""
+    if isinstance(default, str):
+        return str(text)
     try:
         return _number(text, "--set")
     except UsageError:
-        return text
+        return str(text)
 
 
 def _number(text: str, flag: str) -> int | float:

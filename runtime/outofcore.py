@@ -58,10 +58,12 @@ class Plan:
     placement: dict  # tile -> its GPU (its data now on the host)
 
 
-def plan(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int) -> Plan | None:
+def plan(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int,
+         limit_name: str = "--gpu-memory") -> Plan | None:
     """None when this rank's GPUs hold their tiles (an in-memory run); else the :class:`Plan`, the
-    GPU tiles set to live on the host (before their inputs are made)."""
-    capacity = gpu_cache_bytes(matrices, needed, window, devices, limit, rank)
+    GPU tiles set to live on the host (before their inputs are made); ``limit_name``: how the
+    interface names ``limit``."""
+    capacity = gpu_cache_bytes(matrices, needed, window, devices, limit, rank, limit_name)
     if capacity is None:
         return None
     placement = {}
@@ -69,7 +71,7 @@ def plan(matrices: dict, needed: set, window: int, devices, limit: int | None, r
         for tile in matrix.local_tiles():
             if tile.device:
                 placement[tile], tile.device = tile.device, 0
-    return Plan(capacity, "--gpu-memory" if capacity == limit else "the GPU's free memory", placement)
+    return Plan(capacity, limit_name if capacity == limit else "the GPU's free memory", placement)
 
 
 class Use:

@@ -35,11 +35,13 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
                      f"or a smaller --window")
 
 
-def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int) -> int | None:
+def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int,
+                    limit_name: str = "--gpu-memory") -> int | None:
     """None when each of this rank's GPUs holds its tiles (an in-memory run); else the bytes each
     GPU's cache of tiles may hold in an out-of-core run (:mod:`.outofcore`): ``limit``
-    (``--gpu-memory``) and at most the smallest GPU's free memory less room for the kernels'
-    workspace. Refuses, with the numbers, a bound that cannot hold the largest tile.
+    (``limit_name``: ``--gpu-memory``, or ``gpu_memory`` from the API) and at most the smallest
+    GPU's free memory less room for the kernels' workspace. Refuses, with the numbers, a bound
+    that cannot hold the largest tile.
 
     The in-memory estimate per GPU: the tiles homed there, and the copies it may hold at
     once (alien inputs and minor outputs): two of a tile per task of the window, and
@@ -67,7 +69,7 @@ def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: in
         return None
     capacity = min(bounds)
     if capacity < largest:
-        given = "--gpu-memory allows" if capacity == limit else "the GPUs have free for tiles"
+        given = f"{limit_name} allows" if capacity == limit else "the GPUs have free for tiles"
         raise UsageError(f"GPU tiles of rank {rank} go out of core, but {given} {bytes_text(max(capacity, 0))}, "
                          f"less than one tile ({bytes_text(largest)}): allow more, or use smaller tiles")
     return capacity

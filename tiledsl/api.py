@@ -26,7 +26,8 @@ import numpy as np
 from .compiler import compile_path
 from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver, program_path
-from .runtime.fitting import API, fit, resolved
+from .runtime.fitting import file_shapes, fit, load_files
+from .runtime.options import API
 from .runtime.world import UsageError
 
 
@@ -125,8 +126,10 @@ class Loaded:
         input matrices by name; a matrix named like a setting (``n``, ``check``...)
         goes in the mapping. ``tiles`` sets the tiling (``{"nb": 256}`` or
         ``{"B": ..., "b": ..., "s": ...}``), ``params`` the program's own parameters.
-        ``n`` and the params left out are inferred from the arrays' shapes where
-        these determine them; a param they do not determine keeps its default.
+        ``n`` and the params left out are inferred from the arrays' shapes, and those of
+        the files the program's ``load`` matrices read, where these determine them
+        (:mod:`.runtime.fitting`); a param they do not determine keeps its default.
+        Numpy numbers are taken as the Python numbers they hold.
         ``gpus`` GPUs of ``gpu_backend`` ('emulated', the default, or 'cupy') take their
         share of the tiles, as ``--gpus`` does; ``gpu_memory`` (bytes, or ``"512M"``),
         ``gpu_ratio`` (``"1:2"`` or ``(1, 2)``), ``gpu_streams`` and ``host_takes`` are
@@ -141,9 +144,11 @@ class Loaded:
         """
         from .runtime import Options, execute
         from .runtime.engine import TaskFailure
-        from .runtime.layout import use_tuned
+        from .runtime.layout import check_settings, use_tuned
         from .runtime.world import RankError
 
+        n, workers, seed, gpus, gpu_memory, gpu_streams, host_takes, watchdog = (
+            _plain(value) for value in (n, workers, seed, gpus, gpu_memory, gpu_streams, host_takes, watchdog))
         gpu_settings = dict(gpu_memory=gpu_memory, gpu_ratio=gpu_ratio, gpu_streams=gpu_streams,
                             host_takes=host_takes)
         given = self._inputs(arrays, matrices, dict(n=n, check=check, workers=workers, seed=seed, gpus=gpus,
@@ -164,13 +169,12 @@ class Loaded:
         if check and self.program.check is None:
             warnings.warn(f"program {self.program.name} declares no check: check=True has nothing to verify",
                           TiledslWarning, stacklevel=2)
-        self._check_types(tiles, params)
         try:
-            n, params = fit(self.driver, {name: array.shape for name, array in given.items()}, n, tiles, params,
-                            API)
+            check_settings(self.driver, Options(n=n, tiles=tiles, sets=params, spelling=API))
+            n, params = fit(self.driver, self._shapes(given), n, tiles, params, API)
             options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check),
                               gpus=gpus, gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
-                              watchdog=watchdog, **gpu_settings)
+                              watchdog=watchdog, spelling=API, **gpu_settings)
             use_tuned(self.program, options, bool(tuned),
                       warn=lambda text: warnings.warn(text, TiledslWarning, stacklevel=3))
             result = execute(self.driver, options, given)
@@ -191,6 +195,12 @@ class Loaded:
         if problems:  # the command line fails this run: so does the API, the output kept on the error
             raise TiledslError("; ".join(problems), output)
         return output
+
+    def _shapes(self, given: dict) -> dict:
+        """Each input's (rows, cols): the arrays', and those of the files the program's ``load``
+        matrices read (as the command line fits them)."""
+        files = {name: path for name, path in load_files(self.driver).items() if name not in given}
+        return {**file_shapes(files), **{name: array.shape for name, array in given.items()}}
 
     def _ran_with(self, result) -> dict:
         """Output's n, tiles, params and gflops of a run's ``result``."""
@@ -292,7 +302,7 @@ class Loaded:
                 raise TiledslError(f"tiles={{{name!r}: ...}}: {self.program.name}'s {kind} tiling takes "
                                    f"{', '.join(takes)}")
             _check_int(f"tiles[{name!r}]", value, 1)
-        return tiles
+        return {name: _plain(value) for name, value in tiles.items()}
 
     def _params(self, params) -> dict:
         params = _mapping("params", params, "{'ib': 32}")
@@ -308,29 +318,7 @@ class Loaded:
             if isinstance(value, bool) or not isinstance(value, (Integral, Real, str)):
                 raise TiledslError(f"params[{name!r}] must be a number (or one character, for a char parameter), "
                                    f"got {value!r}")
-        return params
-
-    def _check_types(self, tiles: dict, params: dict) -> None:
-        """A parameter's value of the wrong type (a fraction for an integer parameter, anything
-        but one character for a char parameter, as their defaults tell) is refused by name,
-        before any size is tried against the arrays."""
-        if not params:
-            return
-        try:
-            defaults = resolved(self.driver, 1, tiles, {})
-        except (UsageError, ArithmeticError):  # no size 1: the run's own checks will speak
-            return
-        for name, value in params.items():
-            default = defaults[name]
-            if isinstance(default, str) and not (isinstance(value, str) and len(value) == 1):
-                problem = f"{name} is a char parameter (its default is {default!r}): give one character"
-            elif not isinstance(default, str) and isinstance(value, str):
-                problem = f"{name} is a number parameter (its default is {default})"
-            elif isinstance(default, int) and not isinstance(value, Integral):
-                problem = f"{name} is an integer parameter (its default is {default})"
-            else:
-                continue
-            raise TiledslError(f"params[{name!r}] = {value!r}: {problem}")
+        return {name: _plain(value) for name, value in params.items()}
 
     @staticmethod
     def _check_settings(n, workers, seed) -> None:
@@ -368,22 +356,33 @@ def _check_kind(name: str, array: np.ndarray) -> None:
 
 
 def _check_exact(name: str, given: np.ndarray, array: np.ndarray) -> None:
-    """Refuse integers (or other values) that float64 does not hold exactly."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        back = array.astype(given.dtype)
-        exact = np.asarray(back == given, dtype=bool)
-        if given.dtype.kind == "O":  # a NaN object is NaN as a float64 too (and never equal to itself)
-            exact |= np.asarray(_is_nan(given), dtype=bool) & np.isnan(array)
+    """Refuse integers (or other values) that float64 does not hold exactly, and text."""
+    if given.dtype.kind == "O":  # each element by its own kind: an integer of any width compared as a Python int
+        exact = np.asarray(_exact_object(given, array), dtype=bool)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = np.asarray(array.astype(given.dtype) == given, dtype=bool)
     if not exact.all():
         where = tuple(int(i) for i in np.argwhere(~exact)[0])
-        value, nearest = str(given[where]), str(array[where])
-        if value == nearest:  # a long double prints as its nearest double: show all its digits
-            value = repr(given[where])
-        raise TiledslError(f"matrix {name}: element {where} = {value} is not exactly a float64 "
-                           f"(nearest {nearest})")
+        value, nearest = given[where], str(array[where])
+        if isinstance(value, (str, bytes)):
+            kind = "bytes" if isinstance(value, bytes) else "text"
+            raise TiledslError(f"matrix {name}: element {where} = {value!r} is {kind}, not a number")
+        shown = str(value) if str(value) != nearest else repr(value)  # a long double prints as its nearest double
+        raise TiledslError(f"matrix {name}: element {where} = {shown} is not exactly a float64 (nearest {nearest})")
 
 
-_is_nan = np.frompyfunc(lambda x: x != x, 1, 1)  # elementwise, for any Python object
+def _exact(value, nearest: float) -> bool:
+    """Whether float64 ``nearest`` is exactly ``value``, an element of an object array: an integer
+    (numpy's too) as a Python int, which compares with a float exactly; a NaN as NaN; never text."""
+    if isinstance(value, (str, bytes)):
+        return False
+    if isinstance(value, Integral):
+        return int(value) == nearest
+    return bool(value == nearest) or (value != value and nearest != nearest)
+
+
+_exact_object = np.frompyfunc(_exact, 2, 1)  # elementwise, for any Python object
 
 
 def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> dict:
@@ -420,6 +419,12 @@ def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> 
         except ValueError as error:
             raise TiledslError(str(error)) from None
     return dict(gpu_memory=gpu_memory, gpu_ratio=gpu_ratio, gpu_streams=gpu_streams, host_takes=host_takes)
+
+
+def _plain(value):
+    """A numpy scalar as the Python int, float, str or bool it holds (what JSON takes, as
+    :meth:`Output.summary` gives the settings back); any other value as it is."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _mapping(name: str, value, example: str) -> dict:

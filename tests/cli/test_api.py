@@ -1,5 +1,6 @@
 """The Python API (tiledsl.api): matrices by name apart from the settings, and n and
 the program's params inferred from the arrays' shapes, on real runs."""
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -119,7 +120,7 @@ def test_old_style_tile_keyword_points_at_tiles():
         cholesky.run(A=np.eye(64), tiles={"B": 32})
     with pytest.raises(TiledslError, match=r"positional argument is a mapping of matrices"):
         cholesky.run(64)
-    with pytest.raises(TiledslError, match=r"params\['ib'\] = 2.5: ib is an integer parameter \(its default is 64\)"):
+    with pytest.raises(TiledslError, match=r"params=\{'ib': 2.5\}: ib is an integer parameter \(its default is 64\)"):
         tiledsl.load(ROOT / "programs/qr.tile").run(A=np.eye(64), params={"ib": 2.5})
 
 
@@ -205,7 +206,7 @@ program no_n {
   }
 }
 """)
-    with pytest.raises(TiledslError, match=r"n cannot be inferred: no input array's shape depends on it; give n="):
+    with pytest.raises(TiledslError, match=r"n cannot be inferred: no input's shape depends on it; give n="):
         no_n.run(A=np.zeros((4, 4)))
     assert no_n.run(A=np.zeros((4, 4)), n=1).tasks == 1
 
@@ -229,7 +230,7 @@ program solve {
 """)
     with pytest.raises(TiledslError, match=r"with n=500, nrhs=3, m=1000, B has shape \(400, 3\), expected \(500, 3\);"):
         solve.run(L=np.zeros((500, 500)), B=np.zeros((400, 3)))
-    with pytest.raises(TiledslError, match=r"^n cannot be inferred: no input array's shape depends on it; give n=$"):
+    with pytest.raises(TiledslError, match=r"^n cannot be inferred: no input's shape depends on it; give n=$"):
         solve.run(R=np.zeros((1000, 7)))  # n = 7 and n = 1000 fit alike: neither is a choice to offer
 
 
@@ -327,6 +328,14 @@ REFUSED_INPUTS = {
     "fraction": (np.full((8, 8), Fraction(1, 3), dtype=object),
                  "matrix A: element (0, 0) = 1/3 is not exactly a float64 (nearest 0.3333333333333333)"),
     "None": (np.full((8, 8), None), "matrix A: element (0, 0) = None is not exactly a float64 (nearest nan)"),
+    "numpy big integer": (np.full((8, 8), np.int64(2 ** 53 + 1), dtype=object),
+                          "matrix A: element (0, 0) = 9007199254740993 is not exactly a float64 "
+                          "(nearest 9007199254740992.0)"),
+    "numpy largest unsigned": (np.full((8, 8), np.uint64(2 ** 64 - 1), dtype=object),
+                               "matrix A: element (0, 0) = 18446744073709551615 is not exactly a float64 "
+                               "(nearest 1.8446744073709552e+19)"),
+    "text element": (np.full((8, 8), "3.0", dtype=object), "matrix A: element (0, 0) = '3.0' is text, not a number"),
+    "bytes element": (np.full((8, 8), b"3", dtype=object), "matrix A: element (0, 0) = b'3' is bytes, not a number"),
 }
 
 
@@ -340,9 +349,10 @@ def test_an_input_float64_cannot_hold_exactly_is_refused_by_name(case):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.float32, object])
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.float32, object, "numpy integers in an object array"])
 def test_an_input_float64_holds_exactly_is_accepted(dtype):
-    spd = (np.eye(8) * 4).astype(dtype)
+    spd = (np.eye(8) * 4).astype(dtype) if dtype != "numpy integers in an object array" else \
+        np.array([[np.int64(4 * (i == j)) for j in range(8)] for i in range(8)], dtype=object)
     out = tiledsl.load(ROOT / "programs/cholesky.tile").run(A=spd, tiles={"nb": 4}, check=True)
     assert out.passed is True and np.array_equal(np.tril(out["A"]), np.eye(8) * 2)
 
@@ -488,3 +498,65 @@ def test_a_broken_requirement_is_said_as_the_command_line_says_it():
             tiledsl.load("hqr").run(tiles={"nb": 8}, **given)
         assert str(error.value).startswith("hqr requires domains >= 1 (the tile rows of a column go to at least one "
                                            "domain), which n = 40, nb = 8, ib = 64, domains = 0 break"), error.value
+
+
+@pytest.mark.timeout(60)
+def test_numpy_scalars_as_settings_come_back_as_python_numbers():
+    import json
+
+    out = tiledsl.load("gemm").run(n=np.int64(8), tiles={"nb": np.int64(4)}, params={"k": np.int32(5)},
+                                   gpus=np.int64(1), gpu_streams=np.int64(2), workers=np.int64(1), seed=np.uint32(3))
+    summary = json.loads(json.dumps(out.summary()))
+    assert (summary["n"], summary["tiles"], summary["params"]) == (8, {"nb": 4}, {"m": 8, "k": 5})
+    assert summary["gpus"]["streams"] == 2 and type(out.n) is int and type(out.params["k"]) is int
+
+
+@pytest.mark.timeout(60)
+def test_a_parameter_of_the_wrong_type_shows_the_default_of_the_run():
+    gemm = tiledsl.load("gemm")
+    with pytest.raises(TiledslError) as error:
+        gemm.run(n=100, params={"m": 5.0})
+    assert str(error.value) == "params={'m': 5.0}: m is an integer parameter (its default is 100)"
+    with pytest.raises(TiledslError) as error:
+        gemm.run(C=np.zeros((30, 30)), params={"m": 5.0})  # n is not known yet: m's default follows it
+    assert str(error.value) == "params={'m': 5.0}: m is an integer parameter (its default is n)"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("params", [{}, {"cols": 200}])
+def test_a_requirement_the_arrays_shapes_break_is_named(params):
+    with pytest.raises(TiledslError) as error:
+        tiledsl.load("tsqr").run(A=np.ones((20, 200)), params=params)
+    assert str(error.value) == ("tsqr requires cols <= n (A is tall: at most as many columns as rows), which n = 20, "
+                                "nb = 512, cols = 200, nrhs = 16, ib = 64, dom = 4 break (tsqr.tile:22)")
+
+
+@pytest.mark.timeout(60)
+def test_the_size_comes_from_a_loaded_file_as_on_the_command_line(tmp_path):
+    (tmp_path / "l.tile").write_text('program l {\n  tiling uniform(nb = 4)\n  matrix M[n, n] = load "m.npy"\n'
+                                     "  for k in 0 .. M.nt { potrf(M[k, k]) }\n}\n")
+    np.save(tmp_path / "m.npy", 4 * np.eye(8))
+    loaded = tiledsl.load(tmp_path / "l.tile")
+    out = loaded.run()
+    assert out.n == 8 and np.array_equal(out["M"], 2 * np.eye(8))
+    with pytest.raises(TiledslError) as error:
+        loaded.run(n=6)  # the file's shape is checked before the run, in the API's words
+    assert str(error.value) == "the inputs' shapes fit no size of l: with n=6, M has shape (8, 8), expected (6, 6)"
+    assert np.array_equal(loaded.run(M=np.eye(4) * 9)["M"], 3 * np.eye(4))  # an array replaces the file
+
+
+@pytest.mark.timeout(60)
+def test_an_empty_array_is_said_in_the_apis_words():
+    with pytest.raises(TiledslError) as error:
+        tiledsl.load("cholesky").run(A=np.zeros((0, 0)))
+    assert str(error.value) == "n must be at least 1, got 0"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("settings, text", [
+    ({"gpu_memory": "1K"}, "GPU tiles of rank 0 go out of core, but gpu_memory allows 1.00 KiB, less than one tile"),
+    ({"host_takes": True}, "host_takes=True needs this machine's kernel rates on a core and a GPU")])
+def test_gpu_settings_are_named_as_the_api_names_them(settings, text, monkeypatch):
+    monkeypatch.setenv("TILEDSL_NO_TUNE", "1")
+    with pytest.raises(tiledsl.TiledslError, match=re.escape(text)):
+        tiledsl.load("cholesky").run(n=300, gpus=1, **settings)

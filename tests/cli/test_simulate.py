@@ -300,3 +300,17 @@ def test_a_machine_rate_for_no_kernel_is_named_in_a_note(capsys, tmp_path):
     result = simulate(capsys, "cholesky", "--n", "600", "--nb", "200", "--nodes", "1", "--machine", str(path))
     assert f"{path}: the cpu rates name gemmm, trsmm, no kernel of the prelude or of cholesky (misspelled?): " \
            "unused" in result["notes"]
+
+
+@pytest.mark.timeout(60)
+def test_the_size_comes_from_input_files_as_for_run(capsys, machine_file, tmp_path):
+    import numpy as np
+
+    assert main(["simulate", "gemm", "--machine", str(machine_file)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "tiledsl: error: give --n (the matrix order) or --input NAME=FILE.npy for one of A, B, C")
+    np.save(tmp_path / "a.npy", np.zeros((70, 40)))
+    np.save(tmp_path / "c.npy", np.zeros((70, 90)))
+    result = simulate(capsys, "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--input", f"C={tmp_path / 'c.npy'}",
+                      "--nb", 32, "--machine", machine_file)
+    assert result["n"] == 90 and result["tasks"] == 2 * 3  # a panel gemm per tile column of A (k = 40) and of C

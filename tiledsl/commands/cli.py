@@ -112,13 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--workers", type=int, help="CPU workers, and BLAS threads of the reference")
     bench.add_argument("--rounds", type=int, default=3, help="alternated rounds (default 3)")
     bench.add_argument("--seed", type=int, default=42)
-    bench.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                       help="read matrix NAME from a .npy file, for tiledsl and the reference alike (as for run)")
     bench.add_argument("--no-dask", action="store_true", help="leave dask out")
     bench.add_argument("--json", action="store_true", help="print the table as JSON")
     bench.add_argument("--no-tune", action="store_true",
                        help="ignore this machine's tuned tile sizes (tiledsl tune), which bench uses as run does")
-    add_size_arguments(bench)
+    add_size_arguments(bench, "read matrix NAME from a .npy file, for tiledsl and the reference alike (as for run)")
     bench.set_defaults(handler=_bench)
 
     tune = command("tune", "tune tile sizes (and the host/GPU ratio) for this machine")
@@ -132,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
                                                            "default 64..1024 in steps of 64; 256..4096 on CuPy GPUs)")
     tune.add_argument("--n", type=int, help="matrix order of the trial runs (default: 3·B·G or enough tiles "
                                             "for the workers, within the budget)")
+    tune.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                      help="a program parameter for every trial run (repeatable); an inner block given so is "
+                           "not tuned")
     tune.add_argument("--no-save", action="store_true", help="print the result without caching it")
     tune.add_argument("--json", action="store_true", help="print the result as JSON")
     tune.set_defaults(handler=_tune)
@@ -290,7 +291,7 @@ def _bench(args) -> int:
     from .bench import render, run_bench
     from ..runtime.fitting import fit_files
     from ..runtime.layout import use_tuned
-    from ..runtime.options import check_seed, input_files, size_options
+    from ..runtime.options import check_seed, size_options
 
     driver = _load_driver(program_path(args.file))
     if driver is None:
@@ -301,7 +302,6 @@ def _bench(args) -> int:
     check_seed(args.seed)
     options.workers = args.workers or os.cpu_count() or 1
     options.seed = args.seed
-    options.inputs = input_files(driver.PROGRAM, args.input)
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     options.check = True
     if args.rounds < 1:
@@ -353,6 +353,7 @@ def _graph(args) -> int:
 
 
 def _tune(args) -> int:
+    from ..runtime.options import set_texts
     from .tune import BUDGET, QUICK, render, save, tune
 
     driver = _load_driver(program_path(args.file))
@@ -366,7 +367,8 @@ def _tune(args) -> int:
             raise UsageError(f"--sizes expects integers separated by commas, got {args.sizes!r}") from None
     budget = args.budget if args.budget is not None else QUICK if args.quick else BUDGET
     log = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
-    result = tune(driver, args.gpus, args.gpu_backend, args.workers, budget, sizes, args.n, log)
+    result = tune(driver, args.gpus, args.gpu_backend, args.workers, budget, sizes, args.n, log,
+                  sets=set_texts(args.set))
     path = key = None
     if not args.no_save:
         try:

@@ -3,6 +3,10 @@
     tiledsl simulate PROGRAM --n N [--nb NB | --B B --b b --s S] --nodes P [--gpus G]
                      [--machine FILE|NAME] [--grid PxQ] [--json] [--trace TRACE.json]
 
+Without ``--n``, the size and the parameters come from the shapes of the ``--input
+NAME=FILE.npy`` files (their headers only: no matrix is read) and of the files the
+program loads, as ``run`` takes them.
+
 The simulation itself is :mod:`tiledsl.simulation`; this module reads the command
 line, picks the machine (``--machine``, else this machine: the ``local`` machine file
 with ``tiledsl tune``'s rates, and tuned tile sizes as ``run`` uses them), and prints
@@ -21,6 +25,7 @@ from ..runtime.options import add_size_arguments, add_tuning_arguments, size_opt
 from ..runtime.outputs import check_writable
 from ..runtime.priorities import MODES
 from ..runtime.reporting import json_text, rate_text
+from ..runtime.resources import bytes_text
 from ..runtime.trace import chrome_trace
 from ..runtime.world import UsageError
 
@@ -72,7 +77,7 @@ def run(args, driver) -> int:
     if args.gpus is None:
         args.gpus = machine.gpus if args.machine else 0
     options = size_options(args)
-    fit_files(driver, options)  # no --n: the size of the files the program loads
+    fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     options.gpus = args.gpus
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
     options.priorities, options.broadcast = args.priorities, args.broadcast
@@ -119,7 +124,8 @@ def render(result: dict) -> str:
     walk = result["walk"]
     lines = [f"{result['program']}: n={result['n']} {tiles}, simulated on {result['np']} rank(s) ({grid} grid) of "
              f"{result['machine']}, {result['workers']} worker(s){gpus} each, {result['tasks']} tasks",
-             f"  time      {result['seconds']:.4f} s" + rate_text(rate, result["ranks"]),
+             f"  time      {result['seconds']:.4f} s" + rate_text(rate, result["ranks"])
+             + (f" ({result['flops_basis']})" if result.get("flops_basis") else ""),
              f"  bounds    critical path {result['critical_path']:.4f} s, area {result['area_bound']:.4f} s, "
              f"efficiency {_or_dash(result['efficiency'], '.2f')}",
              f"  walk      {walk['per_task_us']:g} µs per task walked + {walk['per_submit_us']:g} µs per share "
@@ -129,7 +135,7 @@ def render(result: dict) -> str:
     if result["host_takes"]:
         lines.append(f"  gpus      CPU workers took {totals['host_took']} GPU task(s) (--host-takes)")
     if result["np"] > 1:
-        lines.append(f"  messages  {totals['messages_sent']} ({totals['bytes_sent'] / 2 ** 20:.1f} MiB) between ranks")
+        lines.append(f"  messages  {totals['messages_sent']} ({bytes_text(totals['bytes_sent'], 1)}) between ranks")
     lines.append(f"  simulated in {result['simulation_seconds']:.1f} s")
     lines += [f"  note      {note}" for note in result["notes"]]
     ranks = result["ranks"]
