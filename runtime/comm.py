@@ -46,6 +46,9 @@ import numpy as np
 from . import polling
 from .world import abort_job
 
+#: seconds a failed rank listens for the notices of ranks that failed before it, before it reports
+FAILURE_WINDOW = 0.1
+
 
 def mpi_module():
     """mpi4py's MPI module, initialised with ``MPI_THREAD_MULTIPLE`` if this call initialises it."""
@@ -106,6 +109,10 @@ class Communicator:
         self._arrivals = self._comm.Dup()  # for the arrival announcements of collectives alone
         self._beats = self._comm.Dup()  # for the heartbeats alone
         self._plans = self._comm.Dup()  # for the plans of tree broadcasts alone (:mod:`.broadcast`)
+        self._failures = self._comm.Dup()  # for the notices of failed ranks alone (:meth:`first_to_fail`)
+        self._notice = np.zeros(1)  # the time this rank failed, which its failure notices carry
+        self._notices: list = []  # those notices in flight
+        self._first_to_fail: bool | None = None  # decided once: a rank reports its failure or stays quiet
         self._token = np.zeros(1, np.uint8)
         self._rounds = 0
         self.limit = limit
@@ -301,6 +308,36 @@ class Communicator:
             self._thread.join()
         else:
             self._drain()
+
+    def first_to_fail(self, window: float = FAILURE_WINDOW) -> bool:
+        """Whether this rank, which just failed, is the one to report the job's failure: the first
+        rank to fail, by the failure notices the ranks exchange (the time of the failure; the lower
+        rank on a tie), as far as they arrive within ``window`` seconds. Ranks often fail together
+        (a bad sub-range met by every rank's loop nest), and one error a job is what the user
+        reads; the reporter's abort ends the others. Decided once: asked again, the same answer."""
+        if self._first_to_fail is None:
+            self._first_to_fail = self._decide_first(window)
+        return self._first_to_fail
+
+    def _decide_first(self, window: float) -> bool:
+        failed = self._notice[0] = time.time()  # the wall clock: ranks on other nodes compare it too
+        # eager sends: they complete without their receives (the job ends soon)
+        self._notices = [self._failures.Isend([self._notice, self._MPI.DOUBLE], rank, 0)
+                         for rank in range(self.size) if rank != self.rank]
+        deadline = time.monotonic() + window
+        while time.monotonic() < deadline:  # a notice may still be on its way: ranks fail together
+            if any((when, rank) < (failed, self.rank) for rank, when in self._failure_notices()):
+                return False
+            time.sleep(0.005)
+        return True
+
+    def _failure_notices(self) -> list:
+        """(rank, time of its failure) of the notices that arrived since the last call."""
+        status, when, found = self._MPI.Status(), np.empty(1), []
+        while self._failures.Iprobe(self._MPI.ANY_SOURCE, 0, status):
+            self._failures.Recv([when, self._MPI.DOUBLE], status.Get_source(), 0)
+            found.append((status.Get_source(), float(when[0])))
+        return found
 
     def abort(self, code: int = 1) -> None:
         """Abort the whole MPI job with exit status ``code``, after what was printed is out."""

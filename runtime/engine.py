@@ -13,6 +13,7 @@ ran that long without submitting a task.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 import threading
 import time
@@ -39,6 +40,8 @@ from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, running_line, runn
 WAITING_FACTOR = 3
 #: seconds the GPUs' management threads have to ready their devices before a run gives up
 PREPARE_SECONDS = 120.0
+#: seconds a failed or interrupted run waits for the kernels its workers are running to return
+STOP_SECONDS = 2.0
 
 
 class _Abort(Exception):
@@ -88,6 +91,7 @@ class Engine:
         self.space = threading.Condition(self.lock)
         self.failure: TaskFailure | None = None
         self.stopping = False
+        self.stalled = False  # the watchdog found the running kernels stuck: the run does not wait for them
         self.last_progress = time.monotonic()
         self.running: dict = {}  # task -> (lane, monotonic start), under the lock: what a stall report names
         threads = workers + self.gpus
@@ -215,8 +219,9 @@ class Engine:
 
     # ---------------------------------------------------------------- running
     def run(self, generate, params) -> float:
-        """Run the loop nest to completion; returns the wall seconds it took."""
-        self.stopping = False
+        """Run the loop nest to completion; returns the wall seconds it took. After a failure or an
+        interrupt it returns (raises) once no worker runs a kernel (see :meth:`_stop`)."""
+        self.stopping = self.stalled = False
         switch = sys.getswitchinterval()
         sys.setswitchinterval(1e-4)  # a worker back from BLAS must not wait 5 ms for the GIL
         prepared = threading.Barrier(self.gpus + 1)
@@ -230,7 +235,6 @@ class Engine:
         start = time.perf_counter()
         for thread in threads[self.gpus:]:
             thread.start()
-        finished = False
         self.last_progress = time.monotonic()
         guard_exit()
         try:
@@ -238,19 +242,42 @@ class Engine:
                 self._generate(generate, params)
                 self._wait_until_idle()
             self._wait_for_gpus()
-            finished = self.failure is None
+        except BaseException as interrupted:  # Ctrl-C (KeyboardInterrupt), or a stopping signal's exception
+            left = self._stop(threads)
+            if left:
+                interrupted.add_note(left)
+            raise
         finally:
-            with self.lock:
-                self.stopping = True
-                self._wake_all()
-            # after a failure or a signal a kernel may never return (a stall): wait briefly
-            deadline = None if finished else time.monotonic() + 2.0
-            for thread in threads:
-                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             sys.setswitchinterval(switch)
+        left = self._stop(threads)
         if self.failure is not None:
-            raise self.failure
+            raise self._reported(left)
         return time.perf_counter() - start
+
+    def _stop(self, threads: list) -> str:
+        """End the workers: none takes a new task, each finishes the kernel it runs. A kernel still
+        running :data:`STOP_SECONDS` later (none is waited for after a stall: the watchdog names
+        those) is left running, since Python cannot stop a thread; the text naming them, or ""."""
+        with self.lock:
+            self.stopping = True
+            self._wake_all()
+        deadline = time.monotonic() + (0.0 if self.stalled else STOP_SECONDS)
+        for thread in threads:
+            if thread.ident is not None:  # a CPU worker is not started before the GPUs are ready
+                thread.join(max(0.0, deadline - time.monotonic()))
+        if self.stalled or not any(thread.is_alive() for thread in threads):
+            return ""
+        with self.lock:
+            lines = running_lines(self.running, time.monotonic())
+        if not lines:  # the threads left are past their kernels, about to end
+            return ""
+        return "\n".join([f"{len(lines)} kernel(s) still running {STOP_SECONDS:g} s after the run stopped, "
+                          f"left to end on their own (Python cannot stop a thread):", *lines])
+
+    def _reported(self, left: str) -> TaskFailure:
+        """The run's failure, naming the kernels ``left`` running."""
+        failure = self.failure
+        return TaskFailure(f"{failure}\n{left}", failure.rank, failure.line) if left else failure
 
     def _manage_gpu(self, index: int, device: int, prepared: threading.Barrier) -> None:
         """GPU ``device``'s management thread: readied before the clock starts, then a worker of its queue."""
@@ -334,6 +361,7 @@ class Engine:
             window = self.scheduler.describe(running=running_lines(self.running, time.monotonic()))
             self.failure = TaskFailure(f"watchdog: no task completed for {stalled:.0f} s; {window}"
                                        + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))
+            self.stalled = True
             self._wake_all()
 
     def _worker(self, index: int, device: int, lane: str) -> None:
@@ -343,13 +371,13 @@ class Engine:
         count = 0
         idle_since = None
         with self.lock:
-            while True:
+            # checked before each task, not only when none is ready: a failed or interrupted run
+            # starts nothing more (its caller has the error, and the kernels must stop being called)
+            while not (self.stopping or self.failure is not None):
                 task = scheduler.pop(device)
                 if self.host_costs is not None:
                     task = self._host_takes(task, device)
                 if task is None:
-                    if self.stopping or self.failure is not None:
-                        break
                     idle_since = idle_since or time.perf_counter()
                     self.work[device].wait()
                     continue
@@ -473,7 +501,19 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
                               f"{arrays[index].shape}: a kernel writes into its tiles, it cannot resize them")
     if not call.plain:
         _check_panels_kept(task, arguments, arrays)
-    for result in returned if isinstance(returned, (tuple, list)) else (returned,):
+    _check_returned(returned, arrays)
+
+
+def _check_returned(returned, arrays: list) -> None:
+    """What a kernel returns is dropped: a new array (alone, or in a tuple, list or dict) is a result
+    lost, and a generator or coroutine a body that never ran (``yield``, ``async def``)."""
+    if inspect.isgenerator(returned) or inspect.iscoroutine(returned) or inspect.isasyncgen(returned):
+        returned.close()  # never started: closing it keeps Python from warning of it
+        raise KernelError(f"returned a {type(returned).__name__} without running its body (a function with "
+                          f"'yield', or an 'async def'): a kernel is a plain function that writes into its tiles")
+    results = (returned.values() if isinstance(returned, dict) else returned if isinstance(returned, (tuple, list))
+               else (returned,))
+    for result in results:
         if getattr(result, "shape", ()) != () and not _is_argument(result, arrays):
             raise KernelError(f"returned a new {type(result).__name__} of shape {tuple(result.shape)}, which is "
                               f"dropped: a kernel writes its results into its tiles in place (A[...] = ...)")

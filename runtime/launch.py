@@ -19,6 +19,7 @@ import math
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +57,9 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     userkernels.import_limit = user_code_limit(options.watchdog, userkernels.IMPORT_SECONDS)
     params = make_params(driver, options)
     devices = _devices(options)
+    asked = "host_takes=True" if options.spelling.api else "--host-takes on"
     host_costs = heteroprio.costs_from_speeds(_host_speeds(program, options), program.source, options.gpus,
-                                              options.gpu_backend) if options.host_takes else None
+                                              options.gpu_backend, asked) if options.host_takes else None
     grid, distribution, matrices = placement(driver, params, options.grid, ranks, rank, options.gpus,
                                              options.gpu_ratio)
     check_every_rank_has_tiles(program, matrices, ranks)
@@ -85,7 +87,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
     # GPU tiles that do not fit their GPUs stay on the host, cached on the GPUs (None: they fit)
-    out_of_core = outofcore.plan(matrices, needed, window, devices, options.gpu_memory, rank)
+    out_of_core = outofcore.plan(matrices, needed, window, devices, options.gpu_memory, rank,
+                                 options.spelling.setting("gpu_memory"))
     # host copies of tiles in transit: received from other ranks, or of GPU tiles that host tasks read
     in_transit = ranks > 1 or (options.gpus and out_of_core is None)
     check_memory(program, matrices, needed, window if in_transit else 0, options.check)
@@ -418,7 +421,12 @@ def _json_out(program, args, out, comm=None):
 
 def _fail(comm, message: str, err, json_out=None) -> int:
     """Report a failure of this rank and abort the job (every rank ends, exit status 1); with
-    ``--json`` (``json_out``), also as a JSON object on stdout, for a script reading it."""
+    ``--json`` (``json_out``), also as a JSON object on stdout, for a script reading it. On several
+    ranks only the first rank to fail reports (:meth:`~.comm.Communicator.first_to_fail`): ranks
+    often fail together (a bad sub-range every rank's loop nest meets), and one error a job is
+    what the user reads; the others wait for its abort to end them, and report only without it."""
+    if comm is not None and comm.size > 1 and not comm.first_to_fail():
+        time.sleep(SECONDARY_SECONDS)
     # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
     # written in two parts let another rank's line in before its last newline
     err.write(f"tiledsl: error: {message}\n")
@@ -438,6 +446,10 @@ def _abort(comm, code: int) -> None:
         comm.abort(code)
     else:
         abort_started_mpi(code)
+
+
+#: seconds a rank that failed after another one waits for that rank's abort before it reports too
+SECONDARY_SECONDS = 10.0
 
 
 class _Stopped(BaseException):

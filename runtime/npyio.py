@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class InputFile:
     def _opened(self):
         """The file, open, checked to be the one first opened."""
         try:
-            handle = open(self.path, "rb")
+            handle = _open_regular(self.path)
         except FileNotFoundError:
             raise InputFileError(f"input file {self.path!r} disappeared during the run") from None
         except OSError as exc:
@@ -83,10 +84,24 @@ class InputFile:
         return handle
 
 
+def _open_regular(path: str):
+    """``path`` open for reading, refused (InputFileError) unless it is a regular file: reading a
+    pipe (``mkfifo``) waits for ever for a writer, and a device never ends. Opened without blocking,
+    so that a pipe is refused rather than waited for, then read as any file."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        what = "is a directory" if stat.S_ISDIR(mode) else "is not a regular file (a device, a pipe or a socket)"
+        raise InputFileError(f"input file {path!r} {what}: name a .npy file")
+    os.set_blocking(descriptor, True)
+    return open(descriptor, "rb")
+
+
 def _read_header(path: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     """Shape, Fortran order, dtype and data offset from the header of the ``.npy`` file at ``path``."""
     try:
-        with open(path, "rb") as f:
+        with _open_regular(path) as f:
             version = np.lib.format.read_magic(f)
             read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                     else np.lib.format.read_array_header_2_0)
@@ -94,6 +109,8 @@ def _read_header(path: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
             return shape, fortran, dtype, f.tell()
     except FileNotFoundError:
         raise InputFileError(f"input file {path!r} does not exist") from None
+    except InputFileError:  # not a regular file: said as such, not as a .npy file that is not one
+        raise
     except OSError as exc:
         raise InputFileError(f"cannot read input file {path!r}: {exc.strerror or exc}") from None
     except ValueError as exc:

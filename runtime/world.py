@@ -13,6 +13,7 @@ import contextlib
 import os
 import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -23,6 +24,8 @@ LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # set by ``tiledsl run --np``: where ranks record their completion
 JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # set by ``tiledsl run --np``: its own pid, which no rank outlives
+JOB_HOST_VARIABLE = "TILEDSL_JOB_HOST"  # set by ``tiledsl run --np``: the host where that pid is
+UCX_DEBUG_SIGNAL_VARIABLE = "UCX_DEBUG_SIGNO"
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 
 
@@ -67,22 +70,30 @@ def launcher_rank() -> int:
 
 
 def record_start() -> None:
-    """Tell ``tiledsl run --np`` that this rank started (a launcher that fails starts none), and
-    end the rank if that process goes (:func:`_outlive_no_owner`)."""
-    _record("started", "")
+    """Tell ``tiledsl run --np`` that this rank started, and its pid (a launcher that fails starts
+    none; a SIGHUP is sent to the ranks themselves), and end the rank if that process goes, or the
+    launcher's process that started it (:func:`_abandoned`)."""
+    global _job_guard
+    _record("started", str(os.getpid()))
     owner = os.environ.get(JOB_PID_VARIABLE, "")
     if owner.isdigit():
-        threading.Thread(target=_outlive_no_owner, args=(int(owner),), name="job-owner", daemon=True).start()
+        # a launcher passes the variables on to other nodes (srun, hydra), where that number is no process
+        here = os.environ.get(JOB_HOST_VARIABLE, socket.gethostname()) == socket.gethostname()
+        parent = os.getppid()
+        _job_guard = (int(owner) if here else None, parent, _command_of(parent))
+        threading.Thread(target=_outlive_no_owner, name="job-owner", daemon=True).start()
 
 
-#: seconds between a rank's checks that the ``tiledsl run`` of its job is still there
+#: under ``tiledsl run --np``: (its pid, None where it runs on another node; this rank's parent; its name)
+_job_guard: tuple | None = None
+#: seconds between a rank's checks that the ``tiledsl run`` of its job, and its parent, are still there
 OWNER_CHECK_SECONDS = 1.0
+#: the status of a rank whose parent died
+ORPHANED = 1
 
 
-def _outlive_no_owner(owner: int) -> None:
-    """End this rank (status 143) once ``tiledsl run`` (pid ``owner``) is gone. Killed by SIGKILL,
-    that process stops nothing, and the launcher it leaves may stop nothing either (MPICH's
-    hydra, its output pipes closed, once spun with a rank for half an hour).
+def _outlive_no_owner() -> None:
+    """End this rank once its job is gone (:func:`_abandoned`).
 
     The stopping signals are the main thread's alone: this thread would take one while the main
     thread defers them through MPI's start-up (:func:`_signals_deferred`), and the rank would
@@ -90,10 +101,56 @@ def _outlive_no_owner(owner: int) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
     while True:
         time.sleep(OWNER_CHECK_SECONDS)
-        try:
-            os.kill(owner, 0)
-        except (ProcessLookupError, PermissionError):  # gone (its number may be another user's now)
-            end_job(128 + signal.SIGTERM)
+        status = _abandoned(os.getpid())
+        if status == ORPHANED:  # not MPI_Abort, which asks the parent gone to end the job: the
+            record_completion(status)  # launcher ends the other nodes' ranks once it sees it gone
+            os._exit(status)
+        if status is not None:
+            end_job(status)
+
+
+def _abandoned(rank: int) -> int | None:
+    """The status rank ``rank`` (this process, or the one a start-up watcher watches) is to end
+    with, its job gone: 143 once ``tiledsl run`` is gone (killed by SIGKILL, it stops nothing, and
+    the launcher it leaves may stop nothing either: MPICH's hydra, its output pipes closed, once
+    spun with a rank for half an hour); :data:`ORPHANED` once its parent is (the launcher's process
+    on this node, hydra_pmi_proxy: killed, it left every rank running to the end of the job,
+    writing outputs), recorded in the job's folder since what the rank prints went through that
+    process; None while neither is."""
+    owner, parent, name = _job_guard
+    # handed to another process; to init before it started, unless `tiledsl run` is init
+    if _parent_of(rank) not in (parent, None) or parent == 1 != owner:
+        _record("orphaned", f"{parent} {name}")
+        return ORPHANED
+    if owner is not None and not _exists(owner):
+        return 128 + signal.SIGTERM
+    return None
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent of process ``pid``, or None if that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):  # gone (its number may be another user's now)
+        return False
+    return True
+
+
+def _command_of(pid: int) -> str:
+    """The command name of process ``pid`` (``hydra_pmi_proxy``), or "" if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/comm") as comm:
+            return comm.read().strip()
+    except OSError:
+        return ""
 
 
 def record_completion(status: int) -> None:
@@ -161,6 +218,9 @@ def communicator(on_error=None, limit: float | None = None):
         return None
     from .comm import Communicator
 
+    # UCX (under MPICH's wheel) takes SIGHUP for its debug signal when MPI loads it, and the
+    # rank would no longer stop on a hang-up; 0 keeps SIGHUP the rank's (read as UCX loads)
+    os.environ.setdefault(UCX_DEBUG_SIGNAL_VARIABLE, "0")
     with _start_up_watch(limit), _signals_deferred():
         comm = Communicator(on_error=on_error, limit=limit)
     if comm.size == 1:
@@ -185,26 +245,22 @@ def _signals_deferred():
 
 @contextlib.contextmanager
 def _start_up_watch(limit: float | None):
-    """Within the block, a forked watcher kills this process (SIGKILL: the block may hold
-    the GIL) if the block lasts more than ``limit`` seconds; it is told the block ended by
-    the pipe closing."""
-    if limit is None:
+    """Within the block, a forked watcher kills this process (SIGKILL: the block may hold the
+    GIL, and no thread of the rank runs) if the block lasts more than ``limit`` seconds (None: no
+    limit), or once its job is gone (:func:`_abandoned`: a proxy killed while the ranks start); it
+    is told the block ended by the pipe closing."""
+    if limit is None and _job_guard is None:
         yield
         return
     read_end, write_end = os.pipe()
     watcher = os.fork()
-    if watcher == 0:  # the watcher: only system calls, then _exit
+    if watcher == 0:  # the watcher: only system calls and small files, then _exit
         # a Ctrl-C to the group is the rank's to handle: here it would unwind the rank's copied
         # stack and report (and abort MPI) a second time; the watcher ends with the pipe anyway
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_IGN)
         os.close(write_end)
-        ready, _, _ = select.select([read_end], [], [], limit)
-        if not ready:
-            os.write(2, (f"tiledsl: error: rank {launcher_rank()}: the other ranks did not answer within "
-                         f"{limit:g} s at start-up (stopped or lost?)\n").encode())
-            record_completion(1)
-            os.kill(os.getppid(), signal.SIGKILL)
+        _watch(read_end, limit, os.getppid())
         os._exit(0)
     os.close(read_end)
     try:
@@ -212,6 +268,25 @@ def _start_up_watch(limit: float | None):
     finally:
         os.close(write_end)
         os.waitpid(watcher, 0)
+
+
+def _watch(read_end: int, limit: float | None, rank: int) -> None:
+    """The start-up watcher of process ``rank``: returns once ``read_end`` closes, or once it
+    killed the rank (see :func:`_start_up_watch`)."""
+    deadline = None if limit is None else time.monotonic() + limit
+    while True:
+        wait = OWNER_CHECK_SECONDS if deadline is None else min(OWNER_CHECK_SECONDS, deadline - time.monotonic())
+        if select.select([read_end], [], [], max(0.0, wait))[0]:
+            return
+        status = _abandoned(rank) if _job_guard is not None else None
+        if status is None and deadline is not None and time.monotonic() >= deadline:
+            os.write(2, (f"tiledsl: error: rank {launcher_rank()}: the other ranks did not answer within "
+                         f"{limit:g} s at start-up (stopped or lost?)\n").encode())
+            status = 1
+        if status is not None:
+            record_completion(status)
+            os.kill(rank, signal.SIGKILL)
+            return
 
 
 def grid_for(text: str | None, ranks: int, program) -> tuple[int, int]:

@@ -525,11 +525,12 @@ def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(
     """`return A + v` (where `A += v` was meant) would lose the result silently, in a GPU body too, and
     so would `return A + v, v`; a number returned (numpy's too) is no lost tile."""
     bodies = ("def bump(A, v):\n    return A + v\n\ndef ok(A, v):\n    A += v\n    return A[:, :]\n\n"
-              "def pair(A, v):\n    return A + v, v\n\ndef norm(A, v):\n    A += v\n    return (A * A).sum()\n")
+              "def pair(A, v):\n    return A + v, v\n\ndef norm(A, v):\n    A += v\n    return (A * A).sum()\n\n"
+              "def named(A, v):\n    return {'A': A + v}\n")
     (tmp_path / "r.py").write_text(bodies + ("" if where == "host" else bodies.replace("(A, v)", "_gpu(A, v)")))
     gpus = () if where == "host" else ("--gpus", "1", "--gpu-backend", "emulated", "--gpu-ratio", "0:1")
     place = "" if where == "host" else " on GPU 1"
-    for kernel, status in (("ok", 0), ("norm", 0), ("pair", 1), ("bump", 1)):
+    for kernel, status in (("ok", 0), ("norm", 0), ("pair", 1), ("bump", 1), ("named", 1)):
         (tmp_path / "r.tile").write_text(f'use "r.py"\nkernel {kernel}(inout A, float v)\n'
                                          f"program p {{ matrix A[n, n] = zeros\n  {kernel}(A[0, 0], 2.0)\n}}\n")
         out = tiledsl("run", tmp_path / "r.tile", "--n", "20", *gpus)
@@ -538,6 +539,23 @@ def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(
             assert out.err.strip().endswith(f"{place} ({kernel}(A[0, 0], 2.0)): returned a new ndarray of shape "
                                             "(20, 20), which is dropped: a kernel writes its results into its "
                                             "tiles in place (A[...] = ...)")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("body, kind", [("def k(A):\n    A += 1\n    yield A\n", "generator"),
+                                        ("async def k(A):\n    A += 1\n", "coroutine")])
+def test_a_kernel_whose_body_never_runs_fails(tmp_path, body, kind):
+    """A kernel with ``yield`` (or an ``async def``) returns without running its body: its tiles would
+    be left as they were, and the run would pass. ``check`` refuses one it can read (E212); behind a
+    decorator, which only running the module could see through, the run fails its task."""
+    (tmp_path / "g.py").write_text("def as_is(function):\n    return function\n\n\n@as_is\n" + body)
+    (tmp_path / "g.tile").write_text('use "g.py"\nkernel k(inout A)\nprogram p {\n  matrix A[n, n] = zeros\n'
+                                     "  k(A[0, 0])\n}\n")
+    out = tiledsl("run", tmp_path / "g.tile", "--n", "8")
+    assert out.returncode == 1 and "Traceback" not in out.err and "never awaited" not in out.err, out.err
+    assert out.err.strip().endswith(f"(k(A[0, 0])): returned a {kind} without running its body (a function with "
+                                    "'yield', or an 'async def'): a kernel is a plain function that writes into "
+                                    "its tiles"), out.err
 
 
 @pytest.mark.timeout(120)

@@ -206,7 +206,8 @@ def test_a_launcher_that_starts_no_rank_is_said_to(tmp_path):
 
 
 @pytest.mark.timeout(180)
-def test_sighup_stops_the_job_with_129(tmp_path):
+def test_sighup_stops_the_job_with_129_naming_it(tmp_path):
+    """hydra dies of SIGHUP, and UCX took it from the ranks: they were sent SIGTERM, and said so."""
     before = jobs.segments()
     job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 4000, "--nb", 200, cwd=tmp_path)
     rank_pid(1, "cholesky", tmp_path, in_mpi=True)
@@ -214,7 +215,8 @@ def test_sighup_stops_the_job_with_129(tmp_path):
     job.send_signal(signal.SIGHUP)
     code, out, err = finish(job)
     assert code == 129, err
-    assert "stopped by SIG" in err and "Traceback" not in err
+    assert "rank 0: stopped by SIGHUP" in err or "rank 1: stopped by SIGHUP" in err, err
+    assert "SIGTERM" not in err and "Traceback" not in err
     assert leftovers(before, tmp_path) == ([], [])
 
 
@@ -312,6 +314,31 @@ def test_a_rank_ends_once_the_tiledsl_run_of_its_job_is_gone(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_a_rank_on_another_node_does_not_look_there_for_the_tiledsl_run_of_its_job(tmp_path):
+    """srun and hydra pass the job's variables to every node, where that pid is no process: the rank
+    ended a second after it started."""
+    write_stall_program(tmp_path)
+    compiled = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "stall.tile", "-o",
+                               "stall_driver.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert compiled.returncode == 0, compiled.stderr
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    rank = subprocess.Popen([sys.executable, "stall_driver.py", "--n", "64", "--watchdog", "0"], cwd=tmp_path,
+                            env=dict(os.environ, TILEDSL_JOB_DIR=str(tmp_path), TILEDSL_JOB_PID=str(gone.pid),
+                                     TILEDSL_JOB_HOST="another-node"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started.0").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(3.5)  # three checks of the owner
+        assert rank.poll() is None and not (tmp_path / "done.0").exists()
+    finally:
+        rank.kill()
+        rank.communicate(timeout=30)
+
+
+@pytest.mark.timeout(120)
 def test_a_signal_given_twice_stops_the_job_once_without_tracebacks(tmp_path):
     write_stall_program(tmp_path)
     job = start("stall.tile", "--np", 2, "--n", 64, "--watchdog", 0, cwd=tmp_path)
@@ -322,3 +349,89 @@ def test_a_signal_given_twice_stops_the_job_once_without_tracebacks(tmp_path):
     code, out, err = finish(job, timeout=60)
     assert code == 143 and "Traceback" not in err and "During handling" not in err, err
     assert leftovers(set(), tmp_path)[1] == []
+
+
+def child(parent: int, name: str, timeout: float = 60) -> int:
+    """The pid of the process called ``name`` that ``parent`` started (mpiexec, hydra's proxy)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                command, fields = stat.read_text().rsplit(")", 1)
+            except OSError:
+                continue
+            if command.split("(", 1)[1] == name and int(fields.split()[1]) == parent:
+                return int(stat.parent.name)
+        time.sleep(0.05)
+    pytest.fail(f"no {name} under {parent}")
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_launcher_is_said_to_be_what_ended_the_job(tmp_path):
+    """Killing mpiexec was reported as ranks that died, and the launcher that ended the others."""
+    write_stall_program(tmp_path)
+    job = start("stall.tile", "--np", 2, "--n", 64, "--watchdog", 0, cwd=tmp_path)
+    rank_pid(1, "stall", tmp_path, in_mpi=True)
+    launcher = child(job.pid, "mpiexec")
+    os.kill(launcher, signal.SIGKILL)
+    code, out, err = finish(job, timeout=60)
+    assert code == 1 and "Traceback" not in err, err
+    assert f"tiledsl: error: the launcher (mpiexec, pid {launcher}) was killed by SIGKILL: the job was stopped " \
+           f"(rank 0, 1 had not finished)" in err, err
+    assert "died" not in err
+    assert leftovers(set(), tmp_path)[1] == []
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_proxy_stops_its_ranks_and_the_job_says_so(tmp_path):
+    """SIGKILL to hydra_pmi_proxy left every rank running to the end of the job, and no word of tiledsl."""
+    write_stall_program(tmp_path)
+    job = start("stall.tile", "--np", 2, "--n", 64, "--watchdog", 0, cwd=tmp_path)
+    rank_pid(1, "stall", tmp_path, in_mpi=True)
+    proxy = child(child(job.pid, "mpiexec"), "hydra_pmi_proxy")
+    os.kill(proxy, signal.SIGKILL)
+    killed = time.monotonic()
+    code, out, err = finish(job, timeout=60)
+    assert code == 1 and time.monotonic() - killed < 10, err
+    assert f"tiledsl: error: hydra_pmi_proxy (pid {proxy}), the launcher's process that ran ranks on this node, " \
+           f"died: the job was stopped" in err, err
+    assert "Traceback" not in err
+    assert leftovers(set(), tmp_path)[1] == []
+
+
+PARENT = """import subprocess, sys, time
+subprocess.Popen(sys.argv[1:])
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_ends_once_its_parent_is_gone_and_records_which(tmp_path):
+    write_stall_program(tmp_path)
+    compiled = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "stall.tile", "-o",
+                               "stall_driver.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert compiled.returncode == 0, compiled.stderr
+    (tmp_path / "parent.py").write_text(PARENT)
+    parent = subprocess.Popen([sys.executable, "parent.py", sys.executable, "stall_driver.py", "--n", "64",
+                               "--watchdog", "0"], cwd=tmp_path,
+                              env=dict(os.environ, TILEDSL_JOB_DIR=str(tmp_path), TILEDSL_JOB_PID=str(os.getpid())))
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started.0").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rank = int((tmp_path / "started.0").read_text())
+    parent.kill()
+    parent.wait()
+    killed = time.monotonic()
+    while alive(rank) and time.monotonic() - killed < 30:
+        time.sleep(0.05)
+    assert time.monotonic() - killed < 5
+    assert (tmp_path / "orphaned.0").read_text() == f"{parent.pid} {Path(sys.executable).name[:15]}"
+    assert (tmp_path / "done.0").read_text() == "1"
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie no longer does)."""
+    try:
+        return "Z" not in _state(Path(f"/proc/{pid}"))
+    except OSError:
+        return False

@@ -1,9 +1,11 @@
 """What `tiledsl run --np` leaves behind after a failed job: MPICH segments are removed once free."""
 import mmap
+import os
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +83,56 @@ def test_what_a_killed_job_left_is_removed_by_a_later_one_once_stale(tmp_path, m
         rank.wait(5)
         for path in (young_segment, held_segment):
             path.unlink()
+
+
+OPEN = """
+import sys, time
+with open(sys.argv[1]) as held:
+    print("open", flush=True)
+    time.sleep(float(sys.argv[2]))
+"""
+
+
+@pytest.mark.timeout(30)
+def test_the_topology_files_a_job_made_are_removed_and_no_other(tmp_path, monkeypatch):
+    """hydra's proxy writes /tmp/hydra_hwloc_xmlfile_*, holds it open, and leaves it when aborted."""
+    monkeypatch.setattr(jobs, "TOPOLOGY_FOLDER", tmp_path)
+    older = tmp_path / "hydra_hwloc_xmlfile_older"
+    older.write_text("<topology/>")
+    before = jobs.topology_files()
+    left, running = tmp_path / "hydra_hwloc_xmlfile_left", tmp_path / "hydra_hwloc_xmlfile_running"
+    for path in (left, running):
+        path.write_text("<topology/>")
+    holder = subprocess.Popen([sys.executable, "-c", OPEN, str(running), "20"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"  # a job running beside this one
+        assert jobs.remove_topology_files(before, str(tmp_path / "no-such-job")) == [left]
+        assert not left.exists() and running.exists() and older.exists()
+    finally:
+        holder.kill()
+        holder.wait(5)
+
+
+FAILS = """use "fails.py"
+kernel fail(inout A)
+
+program fails {
+  tiling uniform(nb = 32)
+  matrix A[n, n] = zeros
+  for k in 0 .. A.nt { fail(A[k, k]) }
+}
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_job_ended_by_mpi_abort_leaves_no_topology_file(tmp_path):
+    (tmp_path / "fails.tile").write_text(FAILS)
+    (tmp_path / "fails.py").write_text("def fail(A):\n    raise ValueError('no')\n")
+    before = jobs.topology_files()
+    for _ in range(2):  # each aborted job left one more
+        run = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "fails.tile", "--np", "2", "--n",
+                              "64"], cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                             env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+        assert run.returncode == 1 and "kernel fail failed on A[" in run.stderr, run.stderr
+    made = jobs.topology_files() - before
+    assert made - {Path(path) for path in jobs.opened(made)} == set()  # those held open are other jobs'

@@ -104,3 +104,11 @@ def test_a_collective_a_stopped_rank_never_reaches_ends_at_the_limit_naming_that
 @pytest.mark.timeout(90)
 def test_a_collective_waits_past_the_limit_for_a_rank_that_is_late_but_alive():
     assert_ok(mpirun("comm_deadline.py", 2, "late", timeout=60))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("first", [None, 2])
+def test_of_ranks_failing_together_or_one_after_another_one_reports(first):
+    """None: every rank fails at once; 2: rank 2 fails 0.5 s before the others."""
+    result = mpirun("comm_first_failure.py", 4, *([first] if first is not None else []))
+    assert result.returncode == 0 and "ok" in result.stdout.split(), result.stdout + result.stderr

@@ -1,11 +1,16 @@
 """``.npy`` inputs and outputs: round trips per tile and clear errors for bad files."""
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tiledsl.runtime import npyio
 from tiledsl.runtime.npyio import InputFileError, OutputFileError, create_output, open_input, write_block
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
@@ -53,8 +58,40 @@ def test_not_a_npy_file(tmp_path):
 
 
 def test_directory_is_not_readable(tmp_path):
-    with pytest.raises(InputFileError, match="cannot read input file"):
+    with pytest.raises(InputFileError, match=r"input file '.*' is a directory: name a \.npy file"):
         open_input(tmp_path, (2, 2))
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("read", [lambda path: open_input(path, (2, 2)), npyio.shape_of])
+def test_a_pipe_or_a_device_is_refused_not_waited_for(tmp_path, read):
+    """Reading a pipe (mkfifo) without a writer waited for ever, with or without --n."""
+    fifo = tmp_path / "ff.npy"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero"):
+        with pytest.raises(InputFileError, match=r"is not a regular file \(a device, a pipe or a socket\)"):
+            read(path)
+
+
+@pytest.mark.timeout(30)
+def test_an_input_replaced_by_a_pipe_during_the_run_is_refused(tmp_path):
+    path = tmp_path / "a.npy"
+    np.save(path, np.ones((2, 2)))
+    source = open_input(path, (2, 2))
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(InputFileError, match="is not a regular file"):
+        source.read(0, 2, 0, 2)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("size", [["--n", "100"], []])
+def test_the_command_line_refuses_a_pipe_as_input(tmp_path, size):
+    os.mkfifo(tmp_path / "ff.npy")
+    run = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", str(ROOT / "programs/cholesky.tile"),
+                          "--input", "A=ff.npy", *size], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "input file 'ff.npy' is not a regular file (a device, a pipe or a socket): name a .npy file" in run.stderr
 
 
 @pytest.mark.parametrize("dtype", ["int64", "complex128", "float16", "bool"])

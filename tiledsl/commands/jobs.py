@@ -1,18 +1,21 @@
 """Running the ranks of an MPI job from the command line, and cleaning up after it.
 
 :func:`run_job` starts the launcher (``mpiexec -n P python driver.py ...``),
-forwards SIGINT, SIGTERM and SIGHUP to it (so every rank hears them once, and
-the launcher is never left running without us), kills every process of the job
-when it has not ended :data:`GRACE_SECONDS` after the first signal, checks that
-every rank finished its run (each records it in the job's folder), and removes
-what a failed job leaves behind.
+forwards SIGINT, SIGTERM and SIGHUP to it (SIGHUP, which kills hydra, to the
+ranks of this node; so every rank hears them once, and the launcher is never
+left running without us), kills every process of the job when it has not ended
+:data:`GRACE_SECONDS` after the first signal, checks that every rank finished
+its run (each records it in the job's folder), says what ended a job that no
+rank could report (a launcher or its proxy killed), and removes what a failed
+job leaves behind.
 
 MPICH keeps the ranks of a node in touch through a shared-memory segment
 (``/dev/shm/mpich_shm_*``) that the ranks unlink when they finalize; a job that
 is aborted, interrupted or loses a rank to SIGKILL never gets there, and the
-segment stays until reboot. Hydra (MPICH's ``mpiexec``) also writes topology
-files under ``$TMPDIR``. ``tiledsl run --np`` runs the job in a private
-``$TMPDIR`` and, after a failed job, removes the segments that appeared during
+segment stays until reboot. Hydra (MPICH's ``mpiexec``) also writes files under
+``$TMPDIR``, and a topology file in ``/tmp`` that an aborted job leaves.
+``tiledsl run --np`` runs the job in a private ``$TMPDIR``, removes the topology
+files the job made, and, after a failed job, the segments that appeared during
 it and that no process maps any more.
 """
 from __future__ import annotations
@@ -22,6 +25,7 @@ import ctypes
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,9 +33,11 @@ import time
 from pathlib import Path
 
 SHARED_MEMORY = Path("/dev/shm")
+TOPOLOGY_FOLDER = Path("/tmp")  # where hydra writes its topology files, a path written into MPICH
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # mpiexec (hydra) passes SIGINT and SIGTERM on to the ranks but dies of SIGHUP, leaving them
-# to be killed without a word: the ranks are sent SIGTERM instead (they stop as for SIGHUP)
+# to be killed without a word: SIGHUP goes to the ranks of this node instead (whose abort ends
+# the others), or as SIGTERM to the launcher while none has started
 SENT_FOR = {signal.SIGHUP: signal.SIGTERM}
 PR_SET_PDEATHSIG = 1  # prctl(2)
 GRACE_SECONDS = 30  # after the first forwarded signal, how long the job has to end before it is killed
@@ -39,6 +45,7 @@ ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of th
 STALE_SECONDS = 600.0  # what a killed job left (segments, its folder) is removed by a later job after this
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # as runtime.world names it: where ranks record their completion
 JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # as runtime.world names it: this process, which no rank outlives
+JOB_HOST_VARIABLE = "TILEDSL_JOB_HOST"  # as runtime.world names it: the host this process runs on
 
 
 def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_SECONDS) -> int:
@@ -46,32 +53,48 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
 
     128+N after a forwarded signal N (whatever the job returned); 1 when the launcher
     returned 0 but some rank did not record that it finished the run (it exited in
-    the middle: ``os._exit(0)``, ``sys.exit(0)``), or when a rank was lost (killed by a
-    signal: the launcher's own status, 9 or 11, is said, not returned).
+    the middle: ``os._exit(0)``, ``sys.exit(0)``), when a rank was lost (killed by a
+    signal: the launcher's own status, 9 or 11, is said, not returned), or when a piece
+    of the launcher was (the launcher itself, or its process on this node).
     """
     remove_stale()
-    before = segments()
+    before, topologies = segments(), topology_files()
     with private_tmpdir(os.environ) as environment:
         if sys.stderr.isatty():  # the ranks' stderr is a pipe: rank 0's progress bar asks for it (16.11)
             environment["TILEDSL_PROGRESS"] = "1"
         folder = environment[JOB_DIR_VARIABLE]
         environment[JOB_PID_VARIABLE] = str(os.getpid())  # a rank ends when we are gone, even killed
+        environment[JOB_HOST_VARIABLE] = socket.gethostname()  # ranks on other nodes cannot see us
         # a session of its own: a Ctrl-C reaches the job once, through us, not twice
         job = subprocess.Popen(command, env=environment, start_new_session=True,
                                preexec_fn=_ended_with(os.getpid()))
-        code = _wait_forwarding_signals(job, folder, grace)
-        if code == 0 and ranks is not None:
-            code = _check_every_rank_finished(folder, ranks)
-        elif code != 0 and not _forwarded_signal(code):
-            code = _recorded_failure(folder, code) if code > 3 else code
-            # 141: the launcher died of SIGPIPE, its reader gone (`| head`), a quiet end
-            if code != 128 + signal.SIGPIPE and not _some_rank_reported(folder) and \
-                    _report_lost_ranks(folder, ranks, code, command[0]) and code > 3:
-                code = 1  # a rank lost is a program error (options.EXIT_CODES), not the launcher's status
+        code = _outcome(job, _wait_forwarding_signals(job, folder, grace), folder, ranks, command[0])
         if code != 0:
             kill_job(job, folder)
+        remove_topology_files(topologies, folder)
     if code != 0:
         remove_orphans(before)
+    return code
+
+
+def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, launcher: str) -> int:
+    """The exit status of a job whose launcher ended with ``code`` (see :func:`run_job`), with what
+    went wrong said on stderr where no rank could say it."""
+    if code == 0:
+        return _check_every_rank_finished(folder, ranks) if ranks is not None else 0
+    if _forwarded_signal(code):
+        return code
+    if _report_orphans(folder):
+        return 1
+    code = _recorded_failure(folder, code) if code > 3 else code
+    # 141: the launcher died of SIGPIPE, its reader gone (`| head`), a quiet end
+    if code == 128 + signal.SIGPIPE or _some_rank_reported(folder):
+        return code
+    if job.returncode < 0:  # the launcher itself was killed, and the ranks with it
+        _report_launcher_killed(folder, ranks, -job.returncode, launcher, job.pid)
+        return 1
+    if _report_lost_ranks(folder, ranks, code, launcher) and code > 3:
+        return 1  # a rank lost is a program error (options.EXIT_CODES), not the launcher's status
     return code
 
 
@@ -131,6 +154,35 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str)
     print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
           f"a word ({why}; the launcher's exit status is {code})", file=sys.stderr, flush=True)
     return True
+
+
+def _report_orphans(folder: str) -> bool:
+    """Say which of the launcher's processes died (hydra's proxy on this node), as the ranks it ran
+    recorded it before they ended (what they print went through it); whether one did."""
+    parents = set()
+    for marker in Path(folder).glob("orphaned.*"):
+        with contextlib.suppress(OSError):
+            parents.add(marker.read_text().strip())
+    for parent in sorted(parents):
+        pid, _, name = parent.partition(" ")
+        print(f"tiledsl: error: {name or 'a process'} (pid {pid}), the launcher's process that ran ranks on "
+              f"this node, died: the job was stopped", file=sys.stderr, flush=True)
+    return bool(parents)
+
+
+def _report_launcher_killed(folder: str, ranks: int | None, signum: int, launcher: str, pid: int) -> None:
+    """Say that the launcher was killed by ``signum`` (the ranks did not die first: it did)."""
+    lost = [rank for rank in range(ranks or 0) if _recorded_status(folder, rank) is None]
+    unfinished = f" (rank {', '.join(map(str, lost))} had not finished)" if lost else ""
+    print(f"tiledsl: error: the launcher ({Path(launcher).name}, pid {pid}) was killed by {_signal_name(signum)}: "
+          f"the job was stopped{unfinished}", file=sys.stderr, flush=True)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _crashes(folder: str, ranks: list) -> dict:
@@ -195,14 +247,30 @@ def job_processes(folder: str) -> list[int]:
     return found
 
 
+def local_ranks(folder: str) -> list[int]:
+    """The ranks of the job in ``folder`` running on this node, by the pids they recorded there
+    (each checked to be a process of the job still: a number may have been reused)."""
+    ours = set(job_processes(folder))
+    pids = []
+    for marker in Path(folder).glob("started.*"):
+        with contextlib.suppress(OSError, ValueError):
+            pids.append(int(marker.read_text()))
+    return [pid for pid in pids if pid in ours]
+
+
 def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -> int:
     """Wait for the job, forwarding signals; ``grace`` seconds after the first one, kill it all."""
     received = []
 
     def forward(signum, frame):
         received.append(signum)
-        with contextlib.suppress(ProcessLookupError):
-            job.send_signal(SENT_FOR.get(signum, signum))
+        ranks = local_ranks(folder) if signum in SENT_FOR else []
+        for pid in ranks:  # the ranks stop as for any stopping signal, naming the one sent
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+        if not ranks:
+            with contextlib.suppress(ProcessLookupError):
+                job.send_signal(SENT_FOR.get(signum, signum))
         if len(received) == 1:
             raise _Forwarded  # out of a wait without a deadline (waitpid resumes after a handler)
 
@@ -233,6 +301,47 @@ def _wait(job: subprocess.Popen, timeout: float | None) -> int | None:
         return job.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
+
+
+def topology_files() -> set[Path]:
+    """This user's topology files of MPICH's hydra now: each proxy writes one in /tmp (whatever
+    TMPDIR says), keeps it open, and removes it when it ends normally, not when it is killed or
+    the job aborted (MPI_Abort): each failed job left one more."""
+    found = set()
+    for path in TOPOLOGY_FOLDER.glob("hydra_hwloc_xmlfile_*"):
+        with contextlib.suppress(OSError):  # removed meanwhile, by the job that made it
+            if path.stat().st_uid == os.getuid():
+                found.add(path)
+    return found
+
+
+def remove_topology_files(before: set[Path], folder: str, wait: float = ORPHAN_WAIT) -> list[Path]:
+    """Remove the topology files made since ``before`` (by the job in ``folder``) that no process
+    holds open, once the job's processes are gone (up to ``wait`` seconds); the paths removed. A
+    file held open is a job's running beside this one."""
+    made = topology_files() - before
+    deadline = time.monotonic() + wait
+    while made and job_processes(folder) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    held = opened(made)
+    removed = [path for path in sorted(made) if str(path) not in held]
+    for path in removed:
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return removed
+
+
+def opened(paths: set[Path]) -> set[str]:
+    """Those of ``paths`` that some process of this user holds open."""
+    wanted, found = {str(p) for p in paths}, set()
+    if not wanted:
+        return found
+    for descriptor in Path("/proc").glob("[0-9]*/fd/*"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(descriptor)
+            if target in wanted:
+                found.add(target)
+    return found
 
 
 def segments() -> set[Path]:

@@ -1,0 +1,141 @@
+"""A failed or interrupted run stops its workers (runtime/engine.py): once ``run()`` has raised no
+kernel is called any more and no worker thread is left, and a kernel that does not return is
+named; on several ranks, one error a job (runtime/comm.py's ``first_to_fail``, tested in test_comm.py)."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import tiledsl
+from tiledsl.runtime import engine
+
+_BESIDE = Path(sys.executable).with_name("mpiexec")  # the launcher of the mpich wheel in use
+MPIEXEC = str(_BESIDE) if _BESIDE.exists() else shutil.which("mpiexec")
+
+# 16 tiles written 20 times: 320 tasks, two workers run them for seconds unless stopped
+PROGRAM = """use "kernels.py"
+kernel work(inout A, int i, int j) flops 0
+
+program calls {
+  tiling uniform(nb = 10)
+  matrix A[n, n] = zeros
+  for r in 0 .. 20 { for i in 0 .. A.mt { for j in 0 .. A.nt { work(A[i, j], i + r, j + r) } } }
+}
+"""
+# every call is logged; the task on tile BAD of the first sweep fails, (0, 1)'s sleeps LONG s
+KERNELS = """import time
+from pathlib import Path
+
+LOG = Path(__file__).with_name("calls.log")
+BAD, LONG = {bad}, {long}
+
+
+def work(A, i, j):
+    with LOG.open("a") as log:
+        log.write("call\\n")
+    if (i, j) == BAD:
+        time.sleep(0.3)
+        raise ValueError("tile (0, 0) is bad")
+    time.sleep(LONG if (i, j) == (0, 1) else 0.02)
+    A += 1
+"""
+
+
+def program(folder: Path, long: float = 0.02, bad=(0, 0)):
+    (folder / "calls.tile").write_text(PROGRAM)
+    (folder / "kernels.py").write_text(KERNELS.format(bad=bad, long=long))
+    return tiledsl.load(folder / "calls.tile")
+
+
+def calls(folder: Path) -> int:
+    return len((folder / "calls.log").read_text().split())
+
+
+@pytest.fixture
+def workers():
+    """workers() -> the engine's worker threads started since the test began (a test before it
+    may have left a stalled kernel's thread)."""
+    before = set(threading.enumerate())
+    return lambda: [thread for thread in set(threading.enumerate()) - before if thread.name.startswith("cpu-")]
+
+
+@pytest.mark.timeout(60)
+def test_after_a_failed_task_no_kernel_is_called_and_no_worker_is_left(tmp_path, workers):
+    began = time.monotonic()
+    with pytest.raises(tiledsl.TiledslError, match=r"kernel work failed on A\[0, 0\] .*tile \(0, 0\) is bad"):
+        program(tmp_path).run(n=40, workers=2)
+    assert time.monotonic() - began < 2.5  # 0.3 s to the failure, then the other worker's last 20 ms
+    made = calls(tmp_path)
+    assert workers() == []
+    time.sleep(0.5)
+    assert calls(tmp_path) == made < 40  # the other worker stopped at once, not after its 320 tasks
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_stops_the_workers_before_the_keyboard_interrupt_reaches_the_caller(tmp_path, workers):
+    prog = program(tmp_path, bad=None)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        prog.run(n=40, workers=2)
+    assert 0.5 <= time.monotonic() - began < 1.5
+    made = calls(tmp_path)
+    assert workers() == []
+    time.sleep(0.5)
+    assert calls(tmp_path) == made < 100
+
+
+@pytest.mark.timeout(60)
+def test_a_kernel_still_running_when_the_run_stops_is_named(tmp_path, monkeypatch, workers):
+    monkeypatch.setattr(engine, "STOP_SECONDS", 0.5)
+    began = time.monotonic()
+    with pytest.raises(tiledsl.TiledslError) as failure:
+        program(tmp_path, long=4.0).run(n=40, workers=2)
+    assert time.monotonic() - began < 2.0
+    text = str(failure.value)
+    assert "kernel work failed on A[0, 0]" in text
+    assert "1 kernel(s) still running 0.5 s after the run stopped, left to end on their own" in text
+    assert re.search(r"\n  running #1 work\(A\[0, 1\]\), line 7, for [01] s on CPU worker [01]$", text), text
+    assert calls(tmp_path) == 2
+    for thread in workers():  # leave no thread to the next test
+        thread.join(10)
+    assert calls(tmp_path) == 2 and workers() == []
+
+
+MINOR = """use "minor.py"
+kernel two(inout Y, out H, float v) flops Y.m * Y.n
+
+program minor {
+  tiling uniform(nb = 100)
+  matrix Y[n, n] = random general
+  matrix W[n, n] = random general
+  for i in 0 .. Y.mt {
+    for j in 0 .. Y.nt {
+      two(Y[i, j], W[(i + 1) % W.mt, (j + 1) % W.nt][1 : 3, 5 : 50], 1.0 * (i * 10 + j))
+    }
+  }
+}
+"""
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+@pytest.mark.timeout(120)
+def test_a_bad_sub_range_met_by_every_rank_is_one_error_of_the_job(tmp_path):
+    """n = 420: the last tile column is 20 wide, and every rank's loop nest meets [5 : 50] past it."""
+    (tmp_path / "minor.tile").write_text(MINOR)
+    (tmp_path / "minor.py").write_text("def two(Y, H, v):\n    Y += 1.0\n    H[...] = v\n")
+    job = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "minor.tile", "--np", "4",
+                          "--n", "420"], cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    errors = [line for line in job.stderr.splitlines() if line.startswith("tiledsl: error:")]
+    assert job.returncode == 1 and len(errors) == 1, job.stderr
+    assert "(minor.tile:10): sub-range [1:3, 5:50] is outside tile W[" in errors[0], job.stderr
+    assert "Traceback" not in job.stderr
