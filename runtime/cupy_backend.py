@@ -902,7 +902,7 @@ class TileKernels:
         if zeros.size:
             position = int(zeros[0])
             raise KernelError(f"zero pivot in LU without pivoting "
-                              f"(U({position}, {position}) of the tile is exactly 0)")
+                              f"(U({position}, {position}) of the matrix it was given is exactly 0)")
 
     def _lu_panel(self, P) -> None:
         """Eliminate the columns of a panel (at least as many rows as columns), one at a time.

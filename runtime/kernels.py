@@ -151,7 +151,8 @@ def not_positive_definite(info: int, n: int) -> KernelError:
 
 
 def singular_triangle(info: int) -> KernelError:
-    return KernelError(f"trtri: the triangle is singular (its entry ({info - 1}, {info - 1}) of the tile is exactly 0)")
+    return KernelError(f"trtri: the triangle is singular (entry ({info - 1}, {info - 1}) of the matrix it was "
+                       f"given is exactly 0)")
 
 
 def panel_tiles(A, name: str) -> list:
@@ -602,7 +603,7 @@ def _lu_unblocked(A: np.ndarray, offset: int) -> None:
         if pivot == 0.0:
             position = offset + j
             raise KernelError(f"zero pivot in LU without pivoting "
-                              f"(U({position}, {position}) of the tile is exactly 0)")
+                              f"(U({position}, {position}) of the matrix it was given is exactly 0)")
         diagonal = base + _DOUBLE * (j + j * lda)
         column = ctypes.c_void_p(diagonal + _DOUBLE)           # A[j+1:, j]
         row = ctypes.c_void_p(diagonal + _DOUBLE * lda)        # A[j, j+1:]

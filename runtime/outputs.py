@@ -56,6 +56,8 @@ def check_writable(path: str, what: str) -> None:
     if os.path.exists(real) and not os.path.isfile(real):
         raise UsageError(f"{what}: {real!r} is not a regular file (a device, a pipe or a socket), "
                          f"which the written file would replace: name a file")
+    if os.path.isfile(real) and not os.access(real, os.W_OK):  # renaming over it would ignore its mode
+        raise UsageError(f"{what}: {real!r} is read-only: make it writable to replace it, or name another file")
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
         raise UsageError(f"{what}: directory {folder!r} (where the link leads) does not exist")
@@ -101,6 +103,8 @@ class Staging:
         folder, name = os.path.split(target)
         path = os.path.join(folder, f".{name}.{os.getpid()}-{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # mode as the umask says
+        if os.path.isfile(target):  # it replaces a file: with that file's mode, as writing into it would
+            os.chmod(path, os.stat(target).st_mode & 0o7777)
         self.files[path] = target
         return path
 

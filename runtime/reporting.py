@@ -143,7 +143,7 @@ def idle_ranks_warning(ranks: list, grid) -> str | None:
             f"a tile it owns, so it only sent tiles (another grid, or fewer ranks, may share the work better)")
 
 
-def _count_text(program, matrices: dict, source: str) -> str:
+def count_text(program, matrices: dict, source: str) -> str:
     """Where the GFLOP/s's flops come from: the kernels, or the standard count the check names
     (which a program doing less, such as a banded factorization, should not take for its own)."""
     if source == "kernels":
@@ -244,7 +244,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
              f"{sum(r['tasks'] for r in ranks)} tasks",
              f"  time      {result.seconds:.4f} s" + rate_text(rate, ranks)
-             + (_count_text(program, result.matrices, source) if rate else "")]
+             + (count_text(program, result.matrices, source) if rate else "")]
     if rate and result.upper_bound:
         lines.append(f"  bound     {rate / result.upper_bound:.2f} of the kernel upper bound, "
                      f"{result.upper_bound:.1f} GFLOP/s (gemm's tuned rates × the workers and GPUs)")
@@ -275,7 +275,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         sent = sum(r["messages_sent"] for r in ranks)
         volume = sum(r["bytes_sent"] for r in ranks)
         hidden = result.trace.get("communication_hidden")
-        lines.append(f"  messages  {sent} ({volume / 2 ** 20:.1f} MiB) between ranks"
+        lines.append(f"  messages  {sent} ({_mib(volume)}) between ranks"
                      + (f", at least {hidden:.0%} of their time hidden by computation" if hidden is not None else ""))
     for name, value in result.residuals.items():
         if math.isnan(value) and result.errors:  # the check gave no residual: the error says why

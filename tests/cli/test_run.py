@@ -622,3 +622,55 @@ def test_a_char_parameter_chooses_a_kernel_option_at_run_time(tmp_path):
     assert out.returncode == 2 and out.stderr.strip() == (
         "tiledsl: error: options requires side in \"LR\" (it is passed as trsm's side), which n = 100, nb = 32, "
         "side = X break (o.tile:8)")
+
+
+# A char parameter whose characters are digits: `--set mode=2` is the character 2, not the number.
+DIGIT_MODE = """
+use "scale.py"
+kernel bscale(inout P, char mode in "012")
+program digits {
+  tiling uniform(nb = 4)
+  param mode = "1"
+  matrix P[n, n] = random general
+  for i in 0 .. P.mt { for j in 0 .. P.nt { bscale(P[i, j], mode) } }
+}
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_char_parameter_is_set_to_a_digit_as_a_character(tmp_path):
+    (tmp_path / "scale.py").write_text("def bscale(P, mode):\n    P *= int(mode)\n")
+    (tmp_path / "digits.tile").write_text(DIGIT_MODE)
+    given = np.arange(64.0).reshape(8, 8)
+    np.save(tmp_path / "given.npy", given)
+    out = tiledsl("run", tmp_path / "digits.tile", "--set", "mode=2", "--input", f"P={tmp_path / 'given.npy'}",
+                  "--output", f"P={tmp_path / 'out.npy'}", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["params"] == {"mode": "2"}
+    assert np.array_equal(np.load(tmp_path / "out.npy"), 2 * given)
+    out = tiledsl("run", tmp_path / "digits.tile", "--n", 8, "--set", "mode=12")
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: --set mode=12: mode is a char parameter (its default is '1'): give one character")
+
+
+@pytest.mark.timeout(120)
+def test_a_requirement_the_input_files_shapes_break_is_the_error(tmp_path):
+    np.save(tmp_path / "wide.npy", np.ones((20, 200)))
+    out = tiledsl("run", "tsqr", "--input", f"A={tmp_path / 'wide.npy'}")
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: tsqr requires cols <= n (A is tall: at most as many columns as rows), which n = 20, "
+        "nb = 512, cols = 200, nrhs = 16, ib = 64, dom = 4 break (tsqr.tile:22)")
+
+
+@pytest.mark.timeout(130)
+def test_bench_fails_a_run_that_leaves_a_nan_as_run_does(tmp_path):
+    """A NaN in the triangle Cholesky never reads passes its check, but is left in the matrix: run
+    fails such a run (exit 1), and so does bench."""
+    a = 4 * np.eye(200)
+    a[0, 150] = np.nan
+    np.save(tmp_path / "a.npy", a)
+    out = tiledsl("bench", "cholesky", "--input", f"A={tmp_path / 'a.npy'}", "--rounds", 1, "--no-dask", "--json")
+    assert out.returncode == 1, out.stderr
+    table = json.loads(out.stdout)
+    assert table["passed"] is False
+    assert "A holds 1 NaN or infinite value(s) after the run; its input held 1" in table["notes"]

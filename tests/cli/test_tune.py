@@ -648,6 +648,7 @@ def test_trials_repeat_and_go_on_only_while_the_budget_holds_the_longest_run(mon
         runs.append(options.tiles["nb"])
         return type("Result", (), {"seconds": 0.01 * len(runs)})()
     monkeypatch.setattr(tune_command, "trial", slow_trial)
+    monkeypatch.setattr(tune_command, "_accepts", lambda driver, options: True)  # no program: no requirement
     clock = iter([0.0] * 5 + [10.0])  # the start and end of each run
     left = {"seconds": 5.0}
     trials = tune_command.Trials(None, Options(n=64), repeats=2, remaining=lambda: left["seconds"])
@@ -683,3 +684,46 @@ def test_a_program_that_loads_its_matrix_is_tuned_at_the_files_size(tmp_path, ca
     assert out.returncode == 2 and out.stderr.strip().endswith(
         f"matrix A is loaded from {tmp_path / 'data.npy'} (300×200), which no --n fits: tune runs the program at "
         "the n of its files")
+
+
+def _required(tmp_path, requirement: str) -> Path:
+    """cholesky.tile with one more requirement."""
+    text = (ROOT / "programs/cholesky.tile").read_text().replace("  check cholesky(A)",
+                                                                 f"  require {requirement}\n  check cholesky(A)")
+    (tmp_path / "required.tile").write_text(text)
+    return tmp_path / "required.tile"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("requirement, extra, refused", [
+    ("n >= 1000", ("--n", 1024), lambda search: False),  # tune counted the tasks at n = 512 and stopped
+    ("n >= 1000", (), lambda search: False),  # it picks the trials' size itself
+    ("nb >= 128", (), lambda search: search["tiles"]["nb"] < 128)])
+def test_tune_tries_only_sizes_the_programs_requirements_accept(tmp_path, cache, requirement, extra, refused):
+    out = tiledsl("tune", _required(tmp_path, requirement), "--json", "--no-save", "--workers", 1, "--quick",
+                  "--sizes", "64,128,192", *extra, cache=cache)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["search"] and not any(refused(search) for search in result["search"])
+    assert result["trial_n"] >= 1000 or "nb" in requirement
+
+
+@pytest.mark.timeout(120)
+def test_tune_refused_everywhere_says_where_it_looked(tmp_path, cache):
+    out = tiledsl("tune", _required(tmp_path, 'n < 0 "never"'), "--no-save", "--quick", cache=cache)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "requires n < 0 (never)" in out.stderr
+    assert "(tune counts the program's tasks at n=512 nb=64: give --n, --sizes or --set at which the program's " \
+           "requirements hold)" in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_tune_runs_every_trial_with_the_parameters_given(cache):
+    """--set fixes a parameter in every run (tune times the program as it will run); an inner block
+    given so is not searched."""
+    out = tiledsl("tune", "programs/qr.tile", "--json", "--no-save", "--workers", 1, "--set", "ib=32", *TINY,
+                  cache=cache)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["params"] == {} and all(search["params"] == {} for search in result["search"])
+    assert result["sets"] == {"ib": 32}

@@ -330,9 +330,9 @@ def test_the_summary_says_where_its_flops_come_from():
     """A standard count is named with the shape it counts: a program doing less than the dense
     factorization its check names (a banded one) would otherwise show an impossible rate."""
     program = _program(CheckDecl("lu", ("A",), line=1))
-    assert reporting._count_text(program, {"A": Shaped(1500, 1000)}, "standard") == \
+    assert reporting.count_text(program, {"A": Shaped(1500, 1000)}, "standard") == \
         " (LAPACK's count for a 1500×1000 LU)"
-    assert reporting._count_text(program, {}, "kernels") == " (from the kernels' flop counts)"
+    assert reporting.count_text(program, {}, "kernels") == " (from the kernels' flop counts)"
 
 
 def test_a_program_without_a_standard_count_reports_its_kernels_flops():

@@ -526,7 +526,8 @@ def test_trtri(implementation, rng, layout, uplo, diag, n):
 
 def test_trtri_of_a_singular_triangle_names_the_zero(implementation):
     a = implementation.put(np.asfortranarray(np.diag([2.0, 3.0, 0.0, 1.0])))
-    with pytest.raises(KernelError, match=r"trtri: the triangle is singular \(its entry \(2, 2\) of the tile is "
+    with pytest.raises(KernelError, match=r"trtri: the triangle is singular \(entry \(2, 2\) of the matrix it was "
+                                          r"given is "
                                           r"exactly 0\)"):
         implementation.run("trtri", a)
 
@@ -942,7 +943,8 @@ def test_getrf_nopiv_zero_pivot_names_the_position(implementation, rng, position
     a = diagonally_dominant(rng, 64, 64)
     a[position, :] = a[:, position] = 0.0
     with np.errstate(divide="ignore", invalid="ignore"), \
-            pytest.raises(KernelError, match=rf"U\({position}, {position}\) of the tile is exactly 0"):
+            pytest.raises(KernelError, match=rf"U\({position}, {position}\) of the matrix it was given "
+                                                     r"is exactly 0"):
         implementation.run("getrf_nopiv", implementation.put(np.asfortranarray(a)))
 
 

@@ -285,7 +285,8 @@ def test_getrf_nopiv_zero_pivot_names_the_position(rng, position):
     """An isolated zero on the diagonal receives no update, so it stays exactly zero."""
     a = well_conditioned_square(rng, 64)
     a[position, :] = a[:, position] = 0.0
-    with pytest.raises(KernelError, match=rf"U\({position}, {position}\) of the tile is exactly 0"):
+    with pytest.raises(KernelError, match=rf"U\({position}, {position}\) of the matrix it was given "
+                                                     r"is exactly 0"):
         getrf_nopiv(np.asfortranarray(a))
 
 
@@ -674,13 +675,14 @@ def test_trtri(rng, layout, uplo, diag, n):
 
 def test_trtri_of_a_singular_triangle_names_the_zero():
     a = np.asfortranarray(np.diag([2.0, 3.0, 0.0, 1.0]))
-    with pytest.raises(KernelError, match=r"trtri: the triangle is singular \(its entry \(2, 2\) of the tile is "
+    with pytest.raises(KernelError, match=r"trtri: the triangle is singular \(entry \(2, 2\) of the matrix it was "
+                                          r"given is "
                                           r"exactly 0\)"):
         trtri(a)
     trtri(a, "L", "U")  # its unit diagonal is not read
     large = np.asfortranarray(np.eye(200))
     large[150, 150] = 0.0
-    with pytest.raises(KernelError, match=r"entry \(150, 150\) of the tile is exactly 0"):
+    with pytest.raises(KernelError, match=r"entry \(150, 150\) of the matrix it was given is exactly 0"):
         trtri(large, "U")
 
 

@@ -56,3 +56,29 @@ def test_an_output_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path):
         assert list(disk.iterdir()) == []
     finally:
         subprocess.run(["umount", str(disk)])
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path):
+    target = tmp_path / "out.npy"
+    target.write_text("before")
+    target.chmod(0o640)
+    with Staging(None) as staging:
+        with open(staging.temporary(str(target)), "w") as file:
+            file.write("after")
+        assert staging.commit(True) == []
+    assert target.read_text() == "after" and target.stat().st_mode & 0o7777 == 0o640
+
+
+def test_a_read_only_output_file_is_refused_not_replaced(tmp_path, monkeypatch):
+    """Renaming over a file ignores its mode: a read-only one is the user's to unlock (root's
+    access checks pass whatever the mode, so the check is shown as a user would meet it)."""
+    from tiledsl.runtime.outputs import check_writable
+    from tiledsl.runtime.world import UsageError
+
+    target = tmp_path / "out.npy"
+    target.write_text("keep me")
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if path == str(target) else access(path, mode))
+    with pytest.raises(UsageError, match=r"--output A=out.npy: '.*out.npy' is read-only: make it writable to "
+                                         r"replace it, or name another file"):
+        check_writable(str(target), "--output A=out.npy")

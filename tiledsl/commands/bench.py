@@ -29,7 +29,7 @@ from ..runtime import Options, execute
 from ..runtime.launch import source
 from ..runtime.layout import make_params, matrix_shapes
 from ..runtime.options import tile_values
-from ..runtime.reporting import flop_count, sources_text
+from ..runtime.reporting import count_text, flop_count, nonfinite_lines, sources_text
 
 DASK_CHUNKS = (512, 1024, 2048)
 DASK_KINDS = ("cholesky", "lu")  # the checks dask has a factorization for (its QR is tall-and-skinny only)
@@ -225,12 +225,19 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         flops, source = flop_count(program, result.matrices, [result.stats])
     notes += [f"{m.name} failed on these inputs (LAPACK info = {m.info}): its row is not a timing"
               for m, *_ in references if m.info]
+    if result.nonfinite and passed is not False:  # a run leaving NaN or infinity fails, checked or not
+        passed = False
+        notes += nonfinite_lines(result.nonfinite, from_inputs=result.input_nonfinite)
     notes += _spread_notes([tiled] + [r[0] for r in references if not r[0].info])
     if references and source == "kernels":
         notes.append("every row's GFLOP/s divides tiledsl's flop count (its kernels') by the row's time, not the "
                      "work the reference does (a dense routine may do more): compare the times")
-    return _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, tiling,
-                  notes, params)
+    table = _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, tiling,
+                   notes, params)
+    # the count of the check's kind, which a program doing less (a band) did not do: say so by every rate
+    table["flops_basis"] = count_text(program, result.matrices, source).strip(" ()") \
+        if flops and source != "kernels" else None  # (the kernels' count has its note)
+    return table
 
 
 def _spread_notes(measures: list) -> list:
@@ -266,6 +273,8 @@ def render(table: dict) -> str:
     lines = [f"bench {table['program']}: n={table['n']} {tiles}, {table['workers']} worker(s), "
              f"best of {table['rounds']} alternated rounds", f"settings {table['tiling']}", "",
              f"{'implementation':<44} {'seconds':>9} {'GFLOP/s':>9} {'tiledsl speedup':>16}"]
+    if table.get("flops_basis"):
+        lines.insert(2, f"GFLOP/s: {table['flops_basis']}, over each time")
     for row in table["rows"]:
         if row.get("failed"):
             lines.append(f"{row['name']:<44} {'failed':>9} {'-':>9} {'-':>16}")

@@ -21,6 +21,7 @@ from ..runtime.program import flatten
 from ..runtime.matrix import call_views, part_of, part_text
 from ..runtime.protocol import Instance, delivery, instances, runs_at
 from ..runtime.recording import Everyone, record, walk as run_walk
+from ..runtime.resources import bytes_text
 from ..runtime.share import every_value
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import RankError, UsageError
@@ -74,6 +75,7 @@ class Plan:
     on_host: dict = field(default_factory=dict)  # kernel -> tasks on the host for want of a GPU body
     volume: dict = field(default_factory=dict)  # (sender, receiver) -> bytes of the messages
     tiling: str = "uniform"  # the program's kind of tiling, which says which params are tile settings
+    own_params: tuple = ()  # the program's own parameters' names (``param``), shown with the sizes
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -115,7 +117,8 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
     return Plan(driver.PROGRAM.name, params.as_dict(), grid, gpus, walk.tasks, walk.count, walk.counts,
                 dict(walk.traffic.messages), dict(walk.traffic.copies),
                 tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options),
-                walk.runs_on, dict(walk.on_host), dict(walk.traffic.volume), driver.PROGRAM.tiling.kind)
+                walk.runs_on, dict(walk.on_host), dict(walk.traffic.volume), driver.PROGRAM.tiling.kind,
+                tuple(driver.PROGRAM.params))
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -237,10 +240,6 @@ def _delivery(deliveries: dict, key, version, where, part, shape) -> tuple[bool,
 
 
 # ---------------------------------------------------------------- rendering
-def _mib(nbytes: int) -> str:
-    return f"{nbytes / 2**20:.1f} MiB"
-
-
 def _device(device: int) -> str:
     return "host" if device == 0 else f"gpu{device}"
 
@@ -264,7 +263,9 @@ def render(plan: Plan, source_name: str, limit: int = 400) -> str:
     lines = [f"{plan.program} ({source_name}) on a {plan.grid[0]}x{plan.grid[1]} grid, "
              f"{plan.gpus} GPU(s) per rank"
              + (f" (host:GPU columns {plan.gpu_ratio[0]}:{plan.gpu_ratio[1]})" if plan.gpu_ratio else "")
-             + f": n={plan.params['n']} {tiling_text(plan.params, plan.tiling)}, {plan.task_count} tasks"]
+             + f": n={plan.params['n']} {tiling_text(plan.params, plan.tiling)}"
+             + "".join(f" {name}={plan.params[name]}" for name in plan.own_params)
+             + f", {plan.task_count} tasks"]
     tuned = [f"{name} {source}" for name, source in plan.sources.items() if source.startswith("tuned")]
     if tuned:
         lines.append("tuned values: " + ", ".join(tuned))
@@ -290,7 +291,7 @@ def render(plan: Plan, source_name: str, limit: int = 400) -> str:
     lines.append(f"{'all':<{rank_w}} " + "".join(f"{grand[k]:>{w}}" for k, w in zip(Instance, type_w))
                  + f"{sum(grand.values()):>{total_w}}")
     sent = sum(plan.messages.values())
-    lines += ["", f"messages between ranks (tile versions sent): {sent} ({_mib(sum(plan.volume.values()))})",
+    lines += ["", f"messages between ranks (tile versions sent): {sent} ({bytes_text(sum(plan.volume.values()), 1)})",
               f"host/GPU copies inside ranks: {sum(plan.copies.values())}"]
     if plan.gpus:
         lines += [""] + _placement(plan)

@@ -290,18 +290,37 @@ def mix_rates(speeds: dict, weights: dict) -> dict:
     return rates
 
 
-def task_counts(driver, tiles: dict | None = None) -> Counter:
-    """How many tasks of each kernel the program has at a small size
-    (8×8 uniform tiles of 64, or four blocks of the program's hybrid tiling)."""
+def task_counts(driver, tiles: dict | None = None, sets: dict | None = None, n: int | None = None) -> Counter:
+    """How many tasks of each kernel the program has at a small size, parameters ``sets``: 8×8
+    uniform tiles of 64 (else, if its requirements refuse that, of its own tile size), or four
+    blocks of the program's hybrid tiling; the order ``n`` (tune's --n) with tiles an eighth of it."""
     program = driver.PROGRAM
+    sets = sets or {}
     if program.tiling.kind == "uniform":
-        options = Options(n=8 * STEP, tiles={"nb": STEP})
+        own = int(program.tiling.defaults.get("nb") or STEP)
+        sizes = [STEP, own] if n is None else [max(STEP, -(-n // 8 // STEP) * STEP), own]
+        census = [Options(n=n or 8 * nb, tiles={"nb": nb}, sets=sets) for nb in sizes]
     else:
         settings = {**program.tiling.defaults, **(tiles or {})}
-        options = Options(n=4 * settings.get("B", 512), tiles=tiles or {})
-    params = make_params(driver, options)
+        census = [Options(n=n or 4 * settings.get("B", 512), tiles=tiles or {}, sets=sets)]
+    params = accepted(driver, census, "counts the program's tasks")
     matrices = make_matrices(driver, params, make_distribution(program, params, (1, 1), 0), 0)
     return Counter(call.kernel for call, _, _ in record(driver, matrices, params).submitted)
+
+
+def accepted(driver, candidates: list, doing: str):
+    """The parameters of the first of ``candidates`` (Options) that the program's requirements accept;
+    if none, the first one's refusal, saying what tune was doing at which size."""
+    refusals = []
+    for options in candidates:
+        try:
+            return make_params(driver, options)
+        except UsageError as error:
+            refusals.append((options, error))
+    options, error = refusals[0]
+    tiles = " ".join(f"{name}={value}" for name, value in options.tiles.items())
+    raise UsageError(f"{error} (tune {doing} at n={options.n}{' ' + tiles if tiles else ''}: give --n, --sizes "
+                     f"or --set at which the program's requirements hold)") from None
 
 
 # ---------------------------------------------------------------- the procedure
@@ -327,8 +346,10 @@ def loaded_size(driver, log) -> int | None:
 
 
 def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None = None, budget: float = BUDGET,
-         sizes: list | None = None, n: int | None = None, log=lambda line: None, clock=time.perf_counter) -> dict:
-    """Tune ``driver``'s program for this machine; the cache entry (see :mod:`.runtime.tuning`)."""
+         sizes: list | None = None, n: int | None = None, log=lambda line: None, clock=time.perf_counter,
+         sets: dict | None = None) -> dict:
+    """Tune ``driver``'s program for this machine, its parameters ``sets`` (--set) in every run; the
+    cache entry (see :mod:`.runtime.tuning`)."""
     program = driver.PROGRAM
     began = clock()
     if gpus < 0:
@@ -350,13 +371,16 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         except ValueError as error:
             raise UsageError(str(error)) from None
         device.synchronous = True  # kernels are timed to their end, not to their launch
-    defaults = make_params(driver, Options(n=STEP), requirements=False).as_dict()
-    blocks = inner_block_params(driver)
+    defaults = make_params(driver, Options(n=STEP, sets=dict(sets or {})), requirements=False).as_dict()
+    sets = {name: defaults[name] for name in sets or {}}  # as the parameters' types read them
+    blocks = [name for name in inner_block_params(driver) if name not in sets]  # a --set one is not tuned
     ib = defaults[blocks[0]] if blocks else 32  # the height of the QR kernels' T factors
-    counts = task_counts(driver)
+    counts = task_counts(driver, sets=sets, n=n)
     # a user kernel's inputs cannot be made up, so only the prelude's kernels are timed
     untimed = sorted({call.kernel for call in program.calls} - set(KERNEL_FLOPS))  # called at any size
-    weights = {kernel: count for kernel, count in counts.items() if kernel in KERNEL_FLOPS} or {"gemm": 1}
+    weights = {kernel: count for kernel, count in counts.items() if kernel in KERNEL_FLOPS}
+    stand_in = not weights  # no prelude kernel tune can time: gemm's rates stand for the program's own
+    weights = weights or {"gemm": 1}
     dominant = max(weights, key=lambda k: weights[k] * KERNEL_FLOPS[k])
     kernels = sorted(set(weights) | {"gemm"})
     if sizes is None:
@@ -368,7 +392,9 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     else:
         cpu_sizes = gpu_sizes = sorted(set(sizes))
     log(f"tune {program.name}: {workers} worker(s)" + (f", {gpus} GPU(s) ({backend})" if gpus else "")
-        + f", budget {budget:g} s; kernels {', '.join(kernels)} (dominant {dominant})"
+        + f", budget {budget:g} s" + (f", {_assigned(sets)}" if sets else "")
+        + ("; kernel timed: gemm, standing in for the program's own" if stand_in
+           else f"; kernels timed {', '.join(kernels)} (dominant {dominant})")
         + (f"; inner blocks {', '.join(blocks)}" if blocks else ""))
     if untimed:
         users = [kernel for kernel in untimed if kernel not in CPU_KERNELS]
@@ -387,7 +413,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     gpu_mix = mix_rates(speeds["gpu"], weights) if gpus else {}
     log(_speed_table(speeds))
 
-    result = {"program": program.name, "tiling": program.tiling.kind, "gpus": gpus,
+    result = {"program": program.name, "tiling": program.tiling.kind, "gpus": gpus, "sets": sets,
               "backend": backend if gpus else None, "workers": workers, "dominant": dominant,
               "speeds": {place: {k: {str(s): round(r, 3) for s, r in v.items()} for k, v in table.items()}
                          for place, table in speeds.items()},
@@ -463,9 +489,20 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         multiple += 1
     while multiple > 2 and estimate(multiple * tile) > target:
         multiple -= 1
+    # the settings the program's requirements refuse at the trials' size are not tried; the nearest
+    # accepted one to the guess is the first
+    allowed = [c for c in candidates
+               if _accepts(driver, Options(n=n or multiple * tile, tiles=settings(c), sets=sets))]
+    if not allowed:
+        accepted(driver, [Options(n=n or multiple * tile, tiles=settings(candidates[start]), sets=sets)],
+                 "runs its trials")
+    start = allowed.index(min(allowed, key=lambda c: abs(candidates.index(c) - start)))
+    candidates = allowed
     probe_n = n or min(multiple * tile, 2 * tile)  # the warm-up, timed: the smallest trial (--n: every trial's)
+    if not _accepts(driver, Options(n=probe_n, tiles=settings(candidates[start]), sets=sets)):
+        probe_n = n or multiple * tile
     probe = trial(driver, Options(n=probe_n, tiles=settings(candidates[start]), gpus=gpus, gpu_backend=backend,
-                                  workers=workers, gpu_ratio=first_ratio)).seconds
+                                  workers=workers, gpu_ratio=first_ratio, sets=sets)).seconds
     if probe > 2 * estimate(probe_n):  # kernels slower than the rates timed (a user's): runs grow as n³
         estimate = lambda size: probe * (size / probe_n) ** 3
         while multiple > 2 and estimate(multiple * tile) > target:
@@ -473,7 +510,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     trial_n = n or multiple * tile
     repeats = 2 if 2 * planned * estimate(trial_n) < remaining() else 1
     trials = Trials(driver, Options(n=trial_n, gpus=gpus, gpu_backend=backend, workers=workers,
-                                    host_speeds=result["speeds"]), repeats, remaining)
+                                    host_speeds=result["speeds"], sets=sets), repeats, remaining)
     if trial_n == probe_n and repeats == 1:  # the probe was the first trial (runs too slow to repeat)
         trials.measured[trials.key(settings(candidates[start]), first_ratio, {})] = probe
         trials.longest = probe
@@ -521,6 +558,15 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     return result
 
 
+def _accepts(driver, options: Options) -> bool:
+    """Whether the program's requirements accept the size, tiles and parameters of ``options``."""
+    try:
+        make_params(driver, options)
+    except UsageError:
+        return False
+    return True
+
+
 class Trials:
     """The search's runs of the program, each setting timed once (best of ``repeats``, fewer when
     ``remaining()``, the seconds left of the budget, would not hold another)."""
@@ -535,10 +581,10 @@ class Trials:
         taking GPU tasks)."""
         key = self.key(tiles, ratio, params, host_takes)
         if key not in self.measured:
-            options = replace(self.options, tiles=dict(tiles), gpu_ratio=ratio, sets=dict(params),
-                              host_takes=host_takes)
-            best = float("inf")
-            for run in range(self.repeats):
+            options = replace(self.options, tiles=dict(tiles), gpu_ratio=ratio,
+                              sets={**self.options.sets, **params}, host_takes=host_takes)
+            best = float("inf")  # also for settings the program's requirements refuse (an inner block)
+            for run in range(self.repeats if _accepts(self.driver, options) else 0):
                 if run and self.remaining() < self.longest:
                     break
                 began = time.perf_counter()
@@ -609,6 +655,7 @@ def render(result: dict, path=None, key=None) -> str:
     lines = [f"tuned {result['program']}: {tiles}"
              + (", gpu-ratio 0:1 with --host-takes on" if result.get("host_takes")
                 else f", gpu-ratio {ratio[0]}:{ratio[1]}" if ratio else "")
+             + (f", tuned with {_assigned(result['sets'])}" if result.get("sets") else "")
              + f" (in {result['seconds']:.1f} s)"]
     if path is not None:
         gpus = f" --gpus {result['gpus']} --gpu-backend {result['backend']}" if result["gpus"] else ""

@@ -25,7 +25,7 @@ from ..runtime.program import flatten
 from ..runtime.dataflow import events_of
 from ..runtime.recording import Everyone, survey, walk
 from ..runtime.share import every_value
-from ..runtime.reporting import SUMMED, gflops
+from ..runtime.reporting import SUMMED, count_text, gflops
 from ..runtime.resources import check_every_rank_has_tiles
 from ..runtime.trace import task_args
 from ..runtime.tuning import nearest_ratio
@@ -169,7 +169,9 @@ def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, tim
                      for rank in simulator.ranks)
     capacity = {"cpu": simulator.workers * len(ranks), "gpu": simulator.gpus * len(ranks)}
     critical, bound = timing.path.longest, timing.area().bound(capacity)
-    return {"seconds": seconds, "gflops": rate, "flops_source": source, "tasks": walker.count, "ranks": ranks,
+    return {"seconds": seconds, "gflops": rate, "flops_source": source,
+            "flops_basis": count_text(program, matrices, source).strip(" ()") if rate else None,
+            "tasks": walker.count, "ranks": ranks,
             "totals": {key: sum(r[key] for r in ranks) for key in SUMMED},
             "walk": {"per_task_us": runtime["walk_us"], "per_submit_us": runtime["submit_us"],
                      "seconds": generation, "share": generation / seconds if seconds else None,
