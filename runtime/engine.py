@@ -508,7 +508,8 @@ def _check_returned(returned, arrays: list) -> None:
     """What a kernel returns is dropped: a new array (alone, or in a tuple, list or dict) is a result
     lost, and a generator or coroutine a body that never ran (``yield``, ``async def``)."""
     if inspect.isgenerator(returned) or inspect.iscoroutine(returned) or inspect.isasyncgen(returned):
-        returned.close()  # never started: closing it keeps Python from warning of it
+        if not inspect.isasyncgen(returned):  # (an async generator closes by awaiting: none to await)
+            returned.close()  # never started: closing it keeps Python from warning of it
         raise KernelError(f"returned a {type(returned).__name__} without running its body (a function with "
                           f"'yield', or an 'async def'): a kernel is a plain function that writes into its tiles")
     results = (returned.values() if isinstance(returned, dict) else returned if isinstance(returned, (tuple, list))

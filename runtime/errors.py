@@ -141,25 +141,39 @@ def _names_in_scope(lines: list, at: int) -> set:
     return names
 
 
-_QUOTED = re.compile(r"^\s*# \S+\.tile:\d+: (.+)$")
+_QUOTED = re.compile(r"^\s*# \S+\.tile:(\d+): (.+)$")
 _OWNER_LINE = re.compile(r"^\s*_r\d+ = ")
 
 
 def _quoted_statement(lines: list, at: int) -> str | None:
     """The ``.tile`` statement a driver quotes in the comment heading the block that line ``at``
-    (0-based) belongs to: the block's owner lines (``_rN = ...``) come before the comment, its
-    submit after. A control line (for, if, let: a trailing ``# X.tile:N``) quotes nothing."""
+    (0-based) belongs to. A submit comes after its statement's comment. Owner lines (``_rN =
+    ...``, each ending in its statement's ``# X.tile:N``) are hoisted, together, above the
+    comments of the statements they serve: the one quoting line N, further down the same block.
+    A control line (for, if, let: a trailing ``# X.tile:N``) quotes nothing."""
     if at >= len(lines):
         return None
-    step = 1 if _OWNER_LINE.match(lines[at]) else -1
-    while 0 <= at < len(lines):
-        text = lines[at]
+    if _OWNER_LINE.match(lines[at]):
+        return _quoted_below(lines, at)
+    for text in reversed(lines[:at + 1]):
         found = _QUOTED.match(text)
         if found:
-            return found.group(1).strip()
-        if step == 1 and not _OWNER_LINE.match(text) or step == -1 and _TILE_LINE.search(text):
+            return found.group(2).strip()
+        if _TILE_LINE.search(text):
             return None
-        at += step
+    return None
+
+
+def _quoted_below(lines: list, at: int) -> str | None:
+    """The statement that the owner line ``at`` serves: quoted further down its block."""
+    line = _TILE_LINE.search(lines[at])
+    indent = len(lines[at]) - len(lines[at].lstrip())
+    for text in lines[at + 1:]:
+        if text.strip() and len(text) - len(text.lstrip()) < indent:
+            return None  # the block ended
+        found = _QUOTED.match(text)
+        if found and line and found.group(1) == line.group(1):
+            return found.group(2).strip()
     return None
 
 

@@ -238,7 +238,8 @@ def sources_text(result: RunResult) -> str:
 
 def summary_text(program, result: RunResult, ranks: list) -> str:
     p = result.params
-    tiles = " ".join(f"{k}={v}" for k, v in tile_values(p, program.tiling.kind).items())
+    settings = {**tile_values(p, program.tiling.kind), **{name: p[name] for name in program.params if name in p}}
+    tiles = " ".join(f"{k}={v}" for k, v in settings.items())  # the program's own parameters after the tiles
     rate, source = gflops(program, result.matrices, ranks, result.seconds)
     grid = f"{result.ranks} rank(s) on a {result.grid[0]}x{result.grid[1]} grid" if result.ranks > 1 else "1 rank"
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "

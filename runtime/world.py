@@ -163,9 +163,14 @@ def _record(what: str, text: str) -> None:
     folder = os.environ.get(JOB_DIR_VARIABLE)
     if folder:
         # the folder is gone when `tiledsl run` has ended (or was killed): nobody reads the marker,
-        # and the rank must still end (end_job)
-        with contextlib.suppress(OSError), open(os.path.join(folder, f"{what}.{launcher_rank()}"), "w") as marker:
-            marker.write(text)
+        # and the rank must still end (end_job); written aside, then renamed: a reader (the launcher,
+        # another rank's abort racing this one) never finds it empty
+        name = f"{what}.{launcher_rank()}"
+        partial = os.path.join(folder, f".{name}.{os.getpid()}.partial")  # matched by no reader's glob
+        with contextlib.suppress(OSError):
+            with open(partial, "w") as marker:
+                marker.write(text)
+            os.replace(partial, os.path.join(folder, name))
 
 
 def end_job(code: int) -> None:

@@ -543,7 +543,8 @@ def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("body, kind", [("def k(A):\n    A += 1\n    yield A\n", "generator"),
-                                        ("async def k(A):\n    A += 1\n", "coroutine")])
+                                        ("async def k(A):\n    A += 1\n", "coroutine"),
+                                        ("async def k(A):\n    A += 1\n    yield A\n", "async_generator")])
 def test_a_kernel_whose_body_never_runs_fails(tmp_path, body, kind):
     """A kernel with ``yield`` (or an ``async def``) returns without running its body: its tiles would
     be left as they were, and the run would pass. ``check`` refuses one it can read (E212); behind a

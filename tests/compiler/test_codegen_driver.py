@@ -96,6 +96,23 @@ def test_a_negative_exponent_stops_the_run_with_its_line(tmp_path):
         program.run(n=64, params={"e": -1})
 
 
+def test_a_computed_step_of_zero_names_its_loop(tmp_path):
+    """A step the run computes goes through _step: a 0 names the loop, where range() would say only
+    that its third argument is zero; a literal step is written as it is."""
+    path = tmp_path / "steps.tile"
+    path.write_text("program steps {\n  param s = 1\n  matrix A[n, n] = random spd\n"
+                    "  for k in 0 .. A.nt step s {\n    potrf(A[k, k])\n  }\n"
+                    "  for k in A.nt - 1 .. -1 step -1 {\n    potrf(A[k, k])\n  }\n}\n")
+    program = tiledsl.load(str(path))
+    assert program.run(n=64, tiles={"nb": 16}).tasks == 8
+    with pytest.raises(tiledsl.TiledslError, match=r"steps.tile:4\): the loop nest failed: ValueError: the step of "
+                                                   r"the loop at line 4 is 0: the loop would never end"):
+        program.run(n=64, tiles={"nb": 16}, params={"s": 0})
+    driver = load(path.read_text(), tmp_path, "steps_driver")
+    source = open(driver.__file__).read()
+    assert "for k in range(0, A.nt, _step(s, 4)):" in source and "for k in range(A.nt - 1, -1, -1):" in source
+
+
 def test_loop_bounds_leave_out_what_intervals_cannot_bound(tmp_path):
     """Over intervals, a power of a loop variable is unknown: a let holding one is left out, an if
     naming it counts both branches, and a loop whose step varies is left out with its body (at step

@@ -37,3 +37,18 @@ def test_a_failure_names_the_loop_nests_values_as_the_program_does(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert "with _i = 0, id = 0)" in out.stderr and "id_" not in out.stderr and "user_i" not in out.stderr
+
+
+def test_a_failing_hoisted_ownership_test_quotes_its_own_statement(tmp_path):
+    """The ownership tests of a loop body's statements are hoisted together above them: one that
+    fails is quoted as its statement, not as the first of the block."""
+    import subprocess
+    import sys
+
+    (tmp_path / "hoisted.tile").write_text("program hoisted {\n  tiling uniform(nb = 100)\n"
+                                           "  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n"
+                                           "    potrf(A[k, k])\n    potrf(A[2 ** (k - 1), 0])\n  }\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "hoisted.tile", "--n", "300"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().endswith("2 ** -1 (in `potrf(A[2 ** (k - 1), 0])`, with k = 0)"), out.stderr

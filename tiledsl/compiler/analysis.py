@@ -1026,6 +1026,10 @@ class _Analyzer:
                 sides = (self._type(left), self._type(right))  # once each: operands nest
                 if op in ("==", "!=") and "char" in sides:
                     return self._char_comparison(expr, sides)
+                if "char" in sides and op in ("<", "<=", ">", ">="):  # one error, not one per char side
+                    self.bag.error(expr.span, "E205", f"chars compare with == and != only, not {op}",
+                                   hint='test each character: side == "L" or side == "U"')
+                    return None
                 kinds = (self._as_number(sides[0], left), self._as_number(sides[1], right))
                 if None in kinds or op == "/" and not self._divisor_not_zero(op, right):
                     return None
@@ -1050,8 +1054,9 @@ class _Analyzer:
         kinds = [self._type(side) for side in (expr.left, expr.right)]
         for side, kind in zip((expr.left, expr.right), kinds):
             if kind is not None and kind != "int":
-                self.bag.error(side.span, "E205", f"'**' raises an integer to an integer power, found "
-                                                  f"{_TYPE_NOUN[kind]}", hint="compute other powers in a kernel")
+                found = "a float" if kind == "float" else _TYPE_NOUN[kind]  # (a number: an integer is one too)
+                self.bag.error(side.span, "E205", f"'**' raises an integer to an integer power, found {found}",
+                               hint="compute other powers in a kernel")
         if kinds != ["int", "int"] or self._negative_exponent(expr.right):
             return None
         base, exponent = self.values.get(id(expr.left)), self.values.get(id(expr.right))

@@ -89,6 +89,7 @@ class DriverModel:
     share_prelude: list = field(default_factory=list)  # dataflow()'s first lines
     kinds: set = field(default_factory=set)  # the term kinds (ANY, AT, PLUS, MINUS, DIV) the loops use
     powers: bool = False  # some expression raises to a power ('**'): the driver defines _power
+    steps: bool = False  # some loop's step is computed at run time: the driver defines _step
     source_names: dict = field(default_factory=dict)  # the renamed loop variables, lets and params: Python -> .tile
 
     @property
@@ -213,6 +214,7 @@ class _Model:
         self.kinds: set = set()  # term kinds the rendered loops use
         self.local: tuple | None = None  # (names, tile arguments) while writing a flops function
         self.powers = False  # whether some expression written uses _power
+        self.steps = False  # whether some loop's step is computed (not a literal): uses _step
 
     def build(self) -> DriverModel:
         program, checked = self.program, self.checked
@@ -248,6 +250,7 @@ class _Model:
             model.events = self._event_lines()
             model.share_prelude = self._prelude()
         model.powers = self.powers
+        model.steps = self.steps
         model.source_names = self.names.renamed(_bound_names(program))
         return model
 
@@ -516,7 +519,7 @@ class _Model:
 
     def _for(self, stmt: n.For, depth: int) -> list[str]:
         pad = INDENT * depth
-        step = f", {self.expr(stmt.step)}" if stmt.step is not None else ""
+        step = f", {self._step(stmt)}" if stmt.step is not None else ""
         loop = self.share.loops.get(stmt.span) if self.share is not None else None
         if loop is not None and loop.terms:
             terms = _tuple(self._term(term) for term in loop.terms)
@@ -525,6 +528,15 @@ class _Model:
             values = f"range({self.expr(stmt.start)}, {self.expr(stmt.stop)}{step})"
         head = f"{pad}for {self.names[stmt.var.text]} in {values}:  # {_where(self.checked.path, stmt.span)}"
         return [head] + self._rank_lines(stmt.span, depth + 1) + self._block(stmt.body, depth + 1)
+
+    def _step(self, stmt: n.For) -> str:
+        """A loop's step: a literal as written; one the run computes through ``_step``, which says a
+        step of 0 is the loop's (``range`` would say only that its third argument is zero)."""
+        literal = stmt.step.operand if isinstance(stmt.step, n.Unary) else stmt.step
+        if isinstance(literal, n.IntLit):
+            return self.expr(stmt.step)
+        self.steps = True
+        return f"_step({self.expr(stmt.step)}, {stmt.span.line})"
 
     def _if(self, stmt: n.If, depth: int) -> list[str]:
         """An ``if``; ``else if`` chains become ``elif`` (a nested ``if`` per link would
