@@ -2,58 +2,71 @@
 
 The Python API fits them to the arrays it is given (``run(A=...)``) and to the files its
 ``load`` matrices read, the command line to its ``--input`` files and those ``load`` files,
-when ``--n`` is not given. The unknowns are ``n`` and the integer parameters left unset (a
-char or float parameter is never a size: it keeps its default). Each is tried at its default
-(``n`` has none), at each dimension of the inputs, and at the values that solve a dimension's
-equation, the others at a trial's values: exactly where the program's formula is affine in
-the unknown, give or take a floor division's rounding (:meth:`_Search.solve`). Solutions are
-sought round after round, so that a chain is followed: ``n`` from ``B[n * q, n]``'s columns,
-then ``q`` from its rows. Of the trials that fit every input and meet the program's
-``require``\\ s, the ones keeping the most defaults win, and must be one: several are
-ambiguous, and the error lists them; an inferred value that no input's shape depends on is
-an error too, and so is a requirement that every fit breaks. The messages name the caller's
-own ways of giving a value (:class:`.options.Spelling`).
+when ``--n`` is not given: at the tile settings and tuned parameters the run will use (the
+tuned values are taken first, :func:`.layout.use_tuned`). The unknowns are ``n`` and the
+integer parameters left unset (a char or float parameter is never a size: it keeps its
+default). Each is tried at its default (``n`` has none), at each dimension of the inputs, and
+at the values that solve a dimension's equation, the others at a trial's values: exactly where
+the program's formula is affine in the unknown, give or take a floor division's rounding
+(:meth:`_Search.solve`). Solutions are sought round after round, so that a chain is followed:
+``n`` from ``B[n * q, n]``'s columns, then ``q`` from its rows.
+
+A fit may leave its inferred unknowns free to move together (``A[n * q, n * q]``: the changes
+of the inputs' dimensions with each unknown are dependent, :meth:`_Search.free`); then each free
+one is swept over the divisors of the inputs' dimensions, the others solved for, to find the
+other fits (:meth:`_Search.widen`). Of the fits that meet the program's ``require``\\ s, the ones
+keeping the most defaults win, then those overriding the fewest params whose default follows
+another value (``lev`` inferred rather than ``w = 2 ** lev`` overridden); the winner must be one,
+and pinned down by the shapes: otherwise the error lists the fits. An inferred value that no
+input's shape depends on is an error too, and so is a requirement that every fit breaks; inputs
+giving different sizes to dimensions the program makes equal are said to disagree. The messages
+name the caller's own ways of giving a value (:class:`.options.Spelling`).
 """
 from __future__ import annotations
 
 import itertools
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from . import npyio
-from .layout import make_params, matrix_shapes
-from .options import COMMAND_LINE, Options, Spelling, check_file_names
+from .layout import make_params, matrix_shapes, tuned_note, untuned
+from .options import Options, check_file_names
 from .world import UsageError
 
 MAX_TRIALS = 100_000  # assignments of n and the params tried against the inputs' shapes
 SECANT_STEPS = 4  # steps towards a value solving a dimension's equation (one where it is affine)
 SOLVE_WINDOW = 64  # most integers tried on each side of that value (a floor division rounds it)
+SWEEP_VALUES = 32  # most values a free unknown is swept over: the smallest divisors of the dimensions
+SHOWN = 4  # fits an ambiguity error lists
 
 
-def fit(driver, shapes: dict, n: int | None, tiles: dict, params: dict, spelling: Spelling) -> tuple[int, dict]:
-    """``n`` and the params (those given, and those the inputs' ``shapes``, name -> (rows, cols),
-    determine) of a run; a :class:`UsageError` when they cannot be told."""
+def fit(driver, shapes: dict, options: Options) -> tuple[int, dict]:
+    """``n`` and the params (those of ``options.sets``, and those the inputs' ``shapes``, name ->
+    (rows, cols), determine) of a run at ``options``' tile settings; a :class:`UsageError` when they
+    cannot be told."""
+    spelling = options.spelling
     dims = sorted({d for shape in shapes.values() for d in shape})
-    if n is None and not dims:
+    if options.n is None and not dims:
         names = ", ".join(d.name for d in driver.PROGRAM.matrices)
         raise UsageError(f"give {spelling.n} (the matrix order) or {spelling.input_form.format(names=names)}")
-    search = _Search(driver, shapes, n, tiles, params, spelling)
+    search = _Search(driver, shapes, options)
     search.run(dims)
+    search.widen(dims)
     if not search.fits:
-        raise UsageError(_misfit(search))
+        raise UsageError(_misfit(search, _tuned_misfit(driver, shapes, options)))
     unmet = {key: search.unmet(key[0], chosen) for key, chosen in search.fits.items()}
     fits = {key: chosen for key, chosen in search.fits.items() if unmet[key] is None}
     if not fits:  # the shapes tell the values, which the program refuses: say why
         raise UsageError(unmet[min(search.fits, key=lambda key: len(search.fits[key]))])
-    fewest = min(len(chosen) for chosen in fits.values())
-    best = {key: chosen for key, chosen in fits.items() if len(chosen) == fewest}
+    best = search.preferred(fits)
     for key, chosen in list(best.items()):
         best.update(search.alternatives(key[0], chosen))
-    if len(best) > 1:
-        options = " or ".join(assignment(key[0], dict(key[1])) for key in sorted(best)[:4])
-        raise UsageError(f"{spelling.inputs}' shapes fit several sizes ({options}): give {spelling.n} or "
-                         f"{spelling.params} to choose")
+    if len(best) > 1 or any(search.free(key[0], chosen) for key, chosen in best.items()):
+        raise UsageError(_ambiguity(search, best))
     (n_value, values), chosen = next(iter(best.items()))
     return n_value, {name: dict(values)[name] for name in chosen}
 
@@ -62,35 +75,56 @@ class _Search:
     """Trials of values of the unknowns against the inputs' shapes: ``fits`` maps each fit,
     ``(n, ((param, value), ...))``, to the fewest params set (given or inferred) that give it;
     ``closest`` is ``((dimensions matched, −params set), n, params set)`` of the trial nearest
-    to fitting, for the message when none fits."""
+    to fitting, for the message when none fits. ``evaluated`` is a cache of :meth:`evaluate`
+    to share with another search of the same program and tiles."""
 
-    def __init__(self, driver, shapes: dict, n: int | None, tiles: dict, params: dict, spelling: Spelling):
-        self.driver, self.shapes, self.n, self.tiles, self.params = driver, shapes, n, tiles, params
-        self.spelling = spelling
-        self.fits, self.closest = {}, None
-        self._evaluated, self._solved = {}, set()
+    def __init__(self, driver, shapes: dict, options: Options, evaluated: dict | None = None):
+        self.driver, self.shapes, self.options = driver, shapes, options
+        self.n, self.params, self.spelling = options.n, options.sets, options.spelling
+        self.fits, self.closest, self.unknowns = {}, None, []
+        self._evaluated = {} if evaluated is None else evaluated
+        self._solved = set()
 
     def run(self, dims: list) -> None:
         """Try the unknowns at their defaults and the dimensions, then at the solutions found
         while trying, until no new one is found (one round per unknown at most: a chain)."""
-        unknowns = (["n"] if self.n is None else []) + self._sizing_params(dims)
-        values = {name: ([] if name == "n" else [None]) + dims for name in unknowns}
+        self.unknowns = (["n"] if self.n is None else []) + self._sizing_params(dims)
+        values = {name: ([] if name == "n" else [None]) + dims for name in self.unknowns}
         tried = set()
-        for rounds_left in range(len(unknowns), -1, -1):
+        for rounds_left in range(len(self.unknowns), -1, -1):
             if math.prod(len(v) for v in values.values()) > MAX_TRIALS:
-                raise UsageError(f"too many ways to fit {', '.join(unknowns)} to "
+                raise UsageError(f"too many ways to fit {', '.join(self.unknowns)} to "
                                  f"{self.spelling.inputs}' shapes: give {self.spelling.n} and "
                                  f"{self.spelling.params} explicitly")
-            found = {name: set() for name in unknowns}
+            found = {name: set() for name in self.unknowns}
             for trial in itertools.product(*values.values()):
                 if trial not in tried:
                     tried.add(trial)
-                    self._try(dict(zip(unknowns, trial)), found if rounds_left else None)
-            new = {name: sorted(found[name] - set(values[name])) for name in unknowns}
+                    self._try(dict(zip(self.unknowns, trial)), found if rounds_left else None)
+            new = {name: sorted(found[name] - set(values[name])) for name in self.unknowns}
             if not any(new.values()):
                 return
-            for name in unknowns:
+            for name in self.unknowns:
                 values[name] += new[name]
+
+    def widen(self, dims: list) -> None:
+        """The other fits of the fits found whose inferred unknowns are free to move together
+        (:meth:`free`): each free unknown pinned in turn at each of :func:`_sweep_values`, a
+        search of its own infers the others."""
+        swept = set()
+        while True:
+            free = {name for key, chosen in self.fits.items() for name in self.free(key[0], chosen)} - swept
+            if not free:
+                return
+            for name in sorted(free):
+                swept.add(name)
+                for value in _sweep_values(dims):
+                    pinned = (replace(self.options, n=value) if name == "n"
+                              else replace(self.options, sets={**self.params, name: value}))
+                    other = _Search(self.driver, self.shapes, pinned, self._evaluated)
+                    other.run(dims)
+                    for key, chosen in other.fits.items():
+                        self._note_fit(key, chosen)
 
     def _sizing_params(self, dims: list) -> list:
         """The params left unset that some input's shape depends on (at n, else the largest
@@ -101,7 +135,7 @@ class _Search:
         evaluated = self.evaluate(n, self.params)
         if evaluated is None:  # no size here to probe: every one is tried
             return unset
-        return [name for name in unset if isinstance(evaluated[0][name], int)
+        return [name for name in unset if _is_int(evaluated[0][name])
                 and self._depends(n, self.params, name, evaluated[0][name])]
 
     def _try(self, trial: dict, found: dict | None) -> None:
@@ -115,9 +149,7 @@ class _Search:
         wrong = [(name, axis) for name, shape in self.shapes.items() for axis in (0, 1)
                  if expected[name][axis] != shape[axis]]
         if not wrong:
-            key = self._key(n, values)
-            if key not in self.fits or len(chosen) < len(self.fits[key]):
-                self.fits[key] = chosen
+            self._note_fit(self._key(n, values), chosen)
             return
         nearness = (2 * len(self.shapes) - len(wrong), -len(chosen))
         if self.closest is None or nearness > self.closest[0]:
@@ -125,10 +157,23 @@ class _Search:
         for position, name in itertools.product(wrong if found is not None else (), trial):
             found[name] |= self.solve(trial, values[name], name, position)
 
+    def _note_fit(self, key: tuple, chosen: dict) -> None:
+        if key not in self.fits or len(chosen) < len(self.fits[key]):
+            self.fits[key] = chosen
+
     def assigned(self, trial: dict) -> tuple[int, dict]:
         """``n`` and the params set (those given, and the trial's that are not left to their default)."""
         return trial.get("n", self.n), {**self.params, **{k: v for k, v in trial.items()
                                                           if k != "n" and v is not None}}
+
+    @staticmethod
+    def moved(n: int, chosen: dict, name: str, value) -> tuple[int, dict]:
+        """``n`` and ``chosen`` with unknown ``name`` (``n`` or a param) at ``value``."""
+        return (value, chosen) if name == "n" else (n, {**chosen, name: value})
+
+    def inferred(self, chosen: dict) -> list:
+        """The unknowns a fit's values were inferred for: ``n`` unless given, and the params set but not given."""
+        return (["n"] if self.n is None else []) + [name for name in chosen if name not in self.params]
 
     def evaluate(self, n: int, chosen: dict) -> tuple[dict, dict] | None:
         """(every param's value, each matrix's (rows, cols)) for these values, the requirements not
@@ -136,12 +181,11 @@ class _Search:
         key = (n, tuple(sorted(chosen.items())))
         if key not in self._evaluated:
             try:
-                params = make_params(self.driver, Options(n=n, tiles=self.tiles, sets=chosen, spelling=self.spelling),
-                                     requirements=False)
-                shapes = self.driver.shapes(params)[0]
+                params = make_params(self.driver, replace(self.options, n=n, sets=chosen), requirements=False)
+                shapes = matrix_shapes(self.driver, params)[0]
                 self._evaluated[key] = (params.as_dict(),
                                         {name: (int(rows), int(cols)) for name, (rows, cols) in shapes.items()})
-            except (UsageError, ArithmeticError):
+            except UsageError:
                 self._evaluated[key] = None
         return self._evaluated[key]
 
@@ -149,18 +193,23 @@ class _Search:
         """The values of unknown ``name`` (at ``value`` in ``trial``, the others as there) that give
         ``position``, (matrix, axis), the input's dimension: secant steps from ``value``, which
         reach the solution at once where the program's formula is affine in ``name``, then the
-        integers around it that a floor division's rounding leaves (a slope of 1/2: two)."""
+        integers around it that a floor division's rounding leaves (a slope of 1/2: two). The
+        first step is the shortest that changes the dimension (a power of ``name`` overflows at a
+        long one; ``n // 100`` does not change at a short one)."""
         solved = (name, position, tuple((k, v) for k, v in trial.items() if k != name))
         if solved in self._solved:
             return set()
         self._solved.add(solved)
         wanted = self.shapes[position[0]][position[1]]
         dimension = lambda x: self._dimension({**trial, name: x}, position)
-        x0, x1 = value, value + max(abs(value), wanted, 1)
-        f0 = dimension(x0)
+        x0, f0 = value, dimension(value)
+        steps = (2 ** k for k in range(max(abs(value), wanted, 1).bit_length() + 1))
+        x1 = None if f0 is None else next((x0 + s for s in steps if dimension(x0 + s) not in (None, f0)), None)
+        if x1 is None:
+            return set()
         for _ in range(SECANT_STEPS):
             f1 = dimension(x1)
-            if f0 is None or f1 is None or f1 == f0:
+            if f1 is None or f1 == f0:
                 return set()
             slope = (f1 - f0) / (x1 - x0)
             x0, f0, x1 = x1, f1, round(x1 + (wanted - f1) / slope)
@@ -176,27 +225,73 @@ class _Search:
     def unmet(self, n: int, chosen: dict) -> str | None:
         """Why these values break the program's requirements (its message), or None."""
         try:
-            make_params(self.driver, Options(n=n, tiles=self.tiles, sets=chosen, spelling=self.spelling))
+            make_params(self.driver, replace(self.options, n=n, sets=chosen))
         except UsageError as error:
             return str(error)
         return None
+
+    def preferred(self, fits: dict) -> dict:
+        """The ``fits`` (key -> params set) keeping the most defaults, and of those, the ones
+        overriding the fewest params whose default follows another value (:meth:`_derived`):
+        inferring ``lev`` keeps ``w = 2 ** lev`` true, overriding ``w`` does not."""
+        cost = {key: (len(chosen), sum(self._derived(key[0], chosen, name) for name in self.inferred(chosen)
+                                       if name != "n")) for key, chosen in fits.items()}
+        least = min(cost.values())
+        return {key: chosen for key, chosen in fits.items() if cost[key] == least}
+
+    def _derived(self, n: int, chosen: dict, name: str) -> bool:
+        """Whether param ``name``'s default, at these values, changes with ``n`` or another param."""
+        rest = {k: v for k, v in chosen.items() if k != name}
+        evaluated = self.evaluate(n, rest)
+        if evaluated is None:
+            return False
+        values = evaluated[0]
+        probes = [(n + 1, rest), (2 * n + 1, rest)] + [
+            (n, {**rest, other: values[other] + 1}) for other in self.driver.PROGRAM.params
+            if other != name and _is_int(values[other])]
+        return any(moved is not None and moved[0][name] != values[name]
+                   for moved in (self.evaluate(*probe) for probe in probes))
 
     def alternatives(self, n: int, chosen: dict) -> dict:
         """The fits, key -> params set, that differ from ``n`` and ``chosen``'s by one inferred value
         being one more or one less (the inputs' shapes tell it only within a range); a
         :class:`UsageError` for an inferred value no input's shape depends on."""
         found = {}
-        for name in (["n"] if self.n is None else []) + [k for k in chosen if k not in self.params]:
+        for name in self.inferred(chosen):
             value = n if name == "n" else chosen[name]
             if not self._depends(n, chosen, name, value):
                 how = self.spelling.n if name == "n" else self.spelling.param(name)
-                raise UsageError(f"{name} cannot be inferred: no {self.spelling.one_input}'s shape depends on it; "
-                                 f"give {how}")
+                raise UsageError(f"nothing in {self.spelling.inputs}' shapes depends on {name}: give {how}")
             for other in (value - 1, value + 1):
-                other_n, other_chosen = (other, chosen) if name == "n" else (n, {**chosen, name: other})
+                other_n, other_chosen = self.moved(n, chosen, name, other)
                 if self._fits(other_n, other_chosen) and self.unmet(other_n, other_chosen) is None:
                     found[self._key(other_n, self.evaluate(other_n, other_chosen)[0])] = other_chosen
         return found
+
+    def free(self, n: int, chosen: dict) -> list:
+        """The inferred unknowns of a fit that the shapes leave free to move with the others: those
+        whose change of the inputs' dimensions (:meth:`_change`) depends on the earlier ones'. An
+        unknown nothing depends on is not one (:meth:`alternatives` says so)."""
+        kept, free = [], []
+        for name in self.inferred(chosen):
+            change = self._change(n, chosen, name)
+            if _rank(kept + [change]) > len(kept):
+                kept.append(change)
+            elif any(change):
+                free.append(name)
+        return free
+
+    def _change(self, n: int, chosen: dict, name: str) -> list:
+        """The change per unit of the inputs' dimensions when unknown ``name`` doubles (one more where
+        the program has no size at double): the same doubling for each unknown, so that the
+        factors of a product change it alike."""
+        value = n if name == "n" else chosen[name]
+        base = self._input_dims(n, chosen)
+        for step in (max(1, abs(value)), 1):
+            moved = self._input_dims(*self.moved(n, chosen, name, value + step))
+            if moved is not None:
+                return [(after - before) / step for before, after in zip(base, moved)]
+        return [0.0] * len(base)
 
     def _key(self, n: int, values: dict) -> tuple:
         """A fit's key: ``n`` and every param's value."""
@@ -206,8 +301,7 @@ class _Search:
         """Whether some input's shape changes with unknown ``name`` (at ``value``; the others as they are)."""
         base = self._input_shapes(n, chosen)
         for other in (value + 1, 2 * value + 1, value + 10_000):  # a floor division may wait for a large change
-            changed = (self._input_shapes(other, chosen) if name == "n"
-                       else self._input_shapes(n, {**chosen, name: other}))
+            changed = self._input_shapes(*self.moved(n, chosen, name, other))
             if changed is not None and changed != base:
                 return True
         return False
@@ -216,21 +310,69 @@ class _Search:
         evaluated = self.evaluate(n, chosen)
         return None if evaluated is None else {name: evaluated[1][name] for name in self.shapes}
 
+    def _input_dims(self, n: int, chosen: dict) -> list | None:
+        shapes = self._input_shapes(n, chosen)
+        return None if shapes is None else [d for shape in shapes.values() for d in shape]
+
     def _fits(self, n: int, chosen: dict) -> bool:
         return self._input_shapes(n, chosen) == {name: tuple(shape) for name, shape in self.shapes.items()}
+
+    def samples(self) -> list:
+        """Each input dimension, (matrix, axis) -> size, at the unknowns' defaults (n: the largest
+        dimension) and with each unknown moved alone; the program's sizes that do not exist left out."""
+        n = self.n if self.n is not None else max(d for shape in self.shapes.values() for d in shape)
+        base = self.evaluate(n, self.params)
+        if base is None:
+            return []
+        evaluated = [base]
+        for name in self.unknowns:
+            start = n if name == "n" else base[0][name]
+            evaluated += [self.evaluate(*self.moved(n, self.params, name, value))
+                          for value in (start + 1, 2 * start + 3)]
+        return [{(name, axis): shapes[name][axis] for name in self.shapes for axis in (0, 1)}
+                for _, shapes in filter(None, evaluated)]
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _rank(vectors: list) -> int:
+    """The rank of ``vectors``, each scaled to length 1 (an unknown's unit is its own: a product's
+    factors change it by amounts as far apart as the factors)."""
+    scaled = [np.divide(v, np.linalg.norm(v)) for v in vectors if any(v)]
+    return int(np.linalg.matrix_rank(np.array(scaled))) if scaled else 0
+
+
+def _sweep_values(dims: list) -> list:
+    """The values a free unknown is swept over: the divisors of the inputs' dimensions (a product's
+    factors), the smallest :data:`SWEEP_VALUES` of them."""
+    divisors = {k for d in dims for i in range(1, math.isqrt(d) + 1) if d % i == 0 for k in (i, d // i)}
+    return sorted(divisors)[:SWEEP_VALUES]
 
 
 def fit_files(driver, options: Options) -> None:
     """The command line without ``--n``: ``options.n`` and the params the shapes of the
-    ``--input`` files and of the ``load`` matrices' files tell (their matrix names checked in
-    any case)."""
+    ``--input`` files and of the ``load`` matrices' files tell, at the tile settings and tuned
+    params the run will use (their matrix names checked in any case)."""
     program = driver.PROGRAM
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], options.inputs, {})
     if options.n is not None:
         return
     shapes = file_shapes({**load_files(driver), **options.inputs})
-    options.n, inferred = fit(driver, shapes, None, options.tiles, options.sets, COMMAND_LINE)
-    options.sets = {**options.sets, **inferred}
+    options.n, options.sets = fit(driver, shapes, options)
+
+
+def check_files(driver, options: Options) -> None:
+    """The ``--input`` files and the ``load`` matrices' files against their matrices' shapes at
+    ``options``' size, from their headers, as a run checks them and in its words (explain, graph
+    and simulate read no matrix)."""
+    from .launch import source  # here, not above: launch imports this module
+
+    shapes = matrix_shapes(driver, make_params(driver, options))[0]
+    for index, decl in enumerate(driver.PROGRAM.matrices):
+        if decl.name in options.inputs or decl.init == "load":
+            source(decl, index, tuple(int(d) for d in shapes[decl.name]), options, {}, driver, {})
 
 
 def load_files(driver) -> dict:
@@ -266,29 +408,80 @@ def load_path(decl, driver) -> str:
     return next((c for c in candidates if os.path.isfile(c)), candidates[0])
 
 
-def _misfit(search: _Search) -> str:
-    """Why no size fits: the inputs' shapes against those the program expects with the values
-    of the trial that matched the most dimensions (so that the inputs named are the ones at
-    odds with the others)."""
+def _misfit(search: _Search, tuned: str) -> str:
+    """Why no size fits: inputs that disagree (:func:`_disagreement`), else the inputs' shapes
+    against those the program expects with the values of the trial that matched the most
+    dimensions (so that the inputs named are the ones at odds with the others); ``tuned``: the
+    end of the message where the tuned values are why (:func:`_tuned_misfit`), else empty."""
     driver, shapes, n, spelling = search.driver, search.shapes, search.n, search.spelling
     name = driver.PROGRAM.name
     if search.closest is None:  # no trial had a size at all: say why the first did not
         first_n = n if n is not None else min(d for shape in shapes.values() for d in shape)
         try:
-            matrix_shapes(driver, make_params(driver, Options(n=first_n, tiles=search.tiles, sets=search.params,
-                                                              spelling=spelling)))
+            matrix_shapes(driver, make_params(driver, replace(search.options, n=first_n)))
         except UsageError as error:
             return str(error)
         found = ", ".join(f"{matrix} {shape}" for matrix, shape in shapes.items())
         return f"{spelling.inputs}' shapes ({found}) fit no size of {name}: give {spelling.n} and {spelling.params}"
+    disagreement = _disagreement(search)
+    if disagreement is not None:
+        return disagreement
     _, reference_n, chosen = search.closest
     values, expected = search.evaluate(reference_n, chosen)
     wrong = "; ".join(f"{matrix} has shape {shape}, expected {expected[matrix]}"
                       for matrix, shape in shapes.items() if expected[matrix] != tuple(shape))
     inferred = n is None or len(search.params) < len(driver.PROGRAM.params)
+    advice = f"; give {spelling.n} and {spelling.params} for the size you mean" if inferred else ""
     return (f"{spelling.inputs}' shapes fit no size of {name}: with "
-            f"{assignment(reference_n, {k: values[k] for k in driver.PROGRAM.params})}, {wrong}"
-            + (f"; give {spelling.n} and {spelling.params} for the size you mean" if inferred else ""))
+            f"{assignment(reference_n, {k: values[k] for k in driver.PROGRAM.params})}, {wrong}" + (tuned or advice))
+
+
+def _tuned_misfit(driver, shapes: dict, options: Options) -> str:
+    """The end of the message that no size fits where values from the tune cache are why: the
+    program's own defaults in their place fit (:func:`.layout.tuned_note`); else empty."""
+    tuned, own = untuned(options)
+    if not tuned:
+        return ""
+    try:
+        fit(driver, shapes, own)
+    except UsageError:
+        return ""
+    return tuned_note(options, tuned)
+
+
+def _disagreement(search: _Search) -> str | None:
+    """The inputs' dimensions that the program makes the same size whatever the unknowns are
+    (the same at every one of :meth:`_Search.samples`) and that the inputs give different sizes
+    (``A[m, n]`` and ``B[n, m]`` both 400×250); None where there are none, or no unknowns."""
+    samples = search.samples() if search.unknowns else []
+    tied = {}
+    for position in samples[0] if samples else ():
+        tied.setdefault(tuple(sample[position] for sample in samples), []).append(position)
+    given = {(matrix, axis): shape[axis] for matrix, shape in search.shapes.items() for axis in (0, 1)}
+    groups = [group for group in tied.values() if len({given[position] for position in group}) > 1]
+    if not groups:
+        return None
+    said = [_and([f"{matrix}'s {('rows', 'columns')[axis]} ({given[matrix, axis]})" for matrix, axis in group])
+            for group in groups]
+    return (f"{search.spelling.inputs}' shapes disagree: {said[0]} are the same size in {search.driver.PROGRAM.name}"
+            + "".join(f", and so are {more}" for more in said[1:]))
+
+
+def _ambiguity(search: _Search, best: dict) -> str:
+    """The error for several fits (listed), or one that the shapes do not pin down."""
+    spelling = search.spelling
+    listed = " or ".join(assignment(n, dict(values)) for n, values in sorted(best)[:SHOWN])
+    choose = f"give {spelling.n} or {spelling.params} to choose"
+    if len(best) > 1:
+        more = " or ..." if len(best) > SHOWN else ""
+        return f"{spelling.inputs}' shapes fit several sizes ({listed}{more}): {choose}"
+    chosen = next(iter(best.values()))
+    return (f"{spelling.inputs}' shapes do not pin down {_and(search.inferred(chosen))}: {listed} fits, and so "
+            f"may other values; {choose}")
+
+
+def _and(items: list) -> str:
+    return " and ".join(filter(None, [", ".join(items[:-1]), items[-1]]))
 
 
 def assignment(n: int, params: dict) -> str:

@@ -327,7 +327,6 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         signal.signal(signum, _stopped_by_signal)
     try:
         options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
-        fit_files(driver, options)
         comm = communicator(limit=collective_limit(options.watchdog))
         if comm is not None:
             comm.start()
@@ -335,6 +334,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         for warning in run_warnings(program, args):
             warn(warning)
         use_tuned(program, options, not getattr(args, "no_tune", False), comm, warn)
+        fit_files(driver, options)  # after the tuned values: the inputs are fitted at the run's tiles
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
         if comm is None or comm.rank == 0:
@@ -427,6 +427,7 @@ def _fail(comm, message: str, err, json_out=None) -> int:
     what the user reads; the others wait for its abort to end them, and report only without it."""
     if comm is not None and comm.size > 1 and not comm.first_to_fail():
         time.sleep(SECONDARY_SECONDS)
+    record_completion(1)  # first: killed once its error is out (another rank's abort), it still reported
     # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
     # written in two parts let another rank's line in before its last newline
     err.write(f"tiledsl: error: {message}\n")

@@ -37,13 +37,34 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
                          + (f" (it has {', '.join(program.params)})" if program.params else ""))
     if options.n < 1:
         raise UsageError(f"{options.spelling.setting('n')} must be at least 1, got {options.n}")
-    defaults = driver.resolve_params(Params({**values, **dict.fromkeys(program.params)}))
+    defaults = _resolved(driver, {**values, **dict.fromkeys(program.params)})
     sets = {name: _setting(name, value, defaults[name], options.spelling) for name, value in options.sets.items()}
     values.update({name: sets.get(name) for name in program.params})
-    params = driver.resolve_params(Params(values))
+    params = _resolved(driver, values)
     if requirements:
-        _check_requirements(driver, params)
+        _check_requirements(driver, params, options)
     return params
+
+
+#: what the program's formulas raise for values they cannot take: a division by 0 (ArithmeticError),
+#: a negative exponent of '**' (ValueError, the driver's _power), a result beyond 64 bits (OverflowError)
+FORMULA_ERRORS = (ArithmeticError, ValueError)
+
+
+def _resolved(driver, values: dict) -> Params:
+    """``driver.resolve_params``: the program's params left None given their defaults; a
+    :class:`UsageError` naming the param whose default cannot be computed with these values."""
+    params = Params(values)
+    try:
+        return driver.resolve_params(params)
+    except FORMULA_ERRORS as error:
+        # resolve_params fills the params in place, in their order: the first still None failed
+        program = driver.PROGRAM
+        name = next(name for name in program.params if params[name] is None)
+        before = program.params[:program.params.index(name)]
+        known = ", ".join(f"{key} = {params[key]}" for key in ("n", *TILING_SETTINGS[program.tiling.kind], *before)
+                          if params[key] is not None)
+        raise UsageError(f"the default of param {name} cannot be computed with {known}: {error}") from None
 
 
 def check_settings(driver, options: Options) -> None:
@@ -53,7 +74,7 @@ def check_settings(driver, options: Options) -> None:
     sizes = PROBE_SIZES if options.n is None else (options.n,)
     try:
         probes = [make_params(driver, replace(options, n=n, sets={}), requirements=False) for n in sizes]
-    except (UsageError, ArithmeticError):  # no such size: the run's own checks will speak
+    except UsageError:  # no such size: the run's own checks will speak
         return
     for name, value in options.sets.items():
         defaults = [probe[name] for probe in probes]
@@ -80,18 +101,55 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
     return value
 
 
-def _check_requirements(driver, params: Params) -> None:
-    """A usage error naming the first of the program's ``require``s that ``params`` break."""
+def _check_requirements(driver, params: Params, options: Options) -> None:
+    """A usage error naming the first of the program's ``require``s that ``params`` break (and the
+    tuned values among them that break it, :func:`_tuned_culprits`)."""
     program = driver.PROGRAM
     settings = _size_settings(driver, params, tiles=True)
-    try:
-        unmet = driver.unmet(params) if hasattr(driver, "unmet") else None  # drivers compiled before `require`
-    except ArithmeticError as error:
-        raise UsageError(f"{program.name}'s requirements cannot be checked with {settings}: {error}") from None
+    unmet = _unmet(driver, params, settings)
     if unmet is not None:
         line, condition, why = unmet
         raise UsageError(f"{program.name} requires {condition}{f' ({why})' if why else ''}, which {settings} "
-                         f"break ({Path(program.source).name}:{line})")
+                         f"break ({Path(program.source).name}:{line})" + _tuned_culprits(driver, params, options, line))
+
+
+def _unmet(driver, params: Params, settings: str) -> tuple | None:
+    """``driver.unmet(params)``: (line, condition, why) of the first requirement broken, or None."""
+    try:
+        return driver.unmet(params) if hasattr(driver, "unmet") else None  # drivers compiled before `require`
+    except FORMULA_ERRORS as error:
+        raise UsageError(f"{driver.PROGRAM.name}'s requirements cannot be checked with {settings}: {error}") from None
+
+
+def _tuned_culprits(driver, params: Params, options: Options, line: int) -> str:
+    """The message's end for a requirement (at ``line``) broken by values from the tune cache
+    (:func:`tuned_note`); empty when the program's own defaults in their place break it too."""
+    tuned, own = untuned(options)
+    if not tuned:
+        return ""
+    try:
+        if (_unmet(driver, make_params(driver, own, requirements=False), "") or (None,))[0] == line:
+            return ""
+    except UsageError:  # the defaults have no such size: the tuned values are what the run has
+        pass
+    return tuned_note(options, tuned)
+
+
+def untuned(options: Options) -> tuple[list, Options]:
+    """The names of ``options``' tile settings and params taken from the tune cache
+    (:func:`use_tuned`), and ``options`` without them (the program's defaults in their place)."""
+    tuned = [name for name in (*options.tiles, *options.sets) if options.sources.get(name, "").startswith("tuned")]
+    return tuned, replace(options, tiles={k: v for k, v in options.tiles.items() if k not in tuned},
+                          sets={k: v for k, v in options.sets.items() if k not in tuned}, sources={})
+
+
+def tuned_note(options: Options, tuned: list) -> str:
+    """``; nb = 256 is tuned (...): give --nb, or --no-tune``: the end of a message about values
+    that the ``tuned`` ones, from this machine's tune cache, are among."""
+    spelling, values = options.spelling, {**options.tiles, **options.sets}
+    ways = [spelling.tile(name) if name in options.tiles else spelling.param(name) for name in tuned]
+    return (f"; {', '.join(f'{name} = {values[name]}' for name in tuned)} {'is' if len(tuned) == 1 else 'are'} "
+            f"tuned (tiledsl tune's cache): give {' and '.join(ways)}, or {spelling.untuned}")
 
 
 def matrix_shapes(driver, params: Params) -> tuple[dict, dict]:
@@ -100,7 +158,7 @@ def matrix_shapes(driver, params: Params) -> tuple[dict, dict]:
     by a parameter set to 0)."""
     try:
         return driver.shapes(params)
-    except ArithmeticError as error:
+    except FORMULA_ERRORS as error:
         raise UsageError(f"the sizes of {driver.PROGRAM.name}'s matrices cannot be computed with "
                          f"{_size_settings(driver, params)}: {error}") from None
 
@@ -122,8 +180,8 @@ def settings_giving(driver, options: Options, name: str, shape: tuple) -> list[t
             changed = (replace(options, n=value) if setting == "n"
                        else replace(options, sets={**options.sets, setting: value}))
             try:
-                shapes = driver.shapes(make_params(driver, changed))[0]
-            except (UsageError, ArithmeticError):
+                shapes = matrix_shapes(driver, make_params(driver, changed))[0]
+            except UsageError:
                 continue
             if tuple(int(x) for x in shapes[name]) == tuple(shape):
                 found.append((setting, value))

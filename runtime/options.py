@@ -120,6 +120,8 @@ class Spelling:
     one_input: str  # "input" or "input file"
     param_form: str  # how one parameter is given, with {name} and {value}
     input_form: str  # how the input matrices are given, with {names}
+    tile_form: str  # how one tile setting is given, with {name}
+    untuned: str  # how the tuned values are ignored: "--no-tune" or "tuned=False"
 
     def param(self, name: str, value=None) -> str:
         """``--set NAME=VALUE`` or ``params={'NAME': VALUE}`` (``...`` for the value when None): the
@@ -127,22 +129,26 @@ class Spelling:
         shown = "..." if value is None else repr(value) if self.api else value
         return self.param_form.format(name=name, value=shown)
 
+    def tile(self, name: str) -> str:
+        """``--nb`` or ``tiles={'nb': ...}``: how a tile setting is given."""
+        return self.tile_form.format(name=name)
+
     def setting(self, name: str) -> str:
         """A setting by its name in run(): ``gpu_memory``, or the option ``--gpu-memory``."""
         return name if self.api else "--" + name.replace("_", "-")
 
 
 API = Spelling(True, "n=", "params=", "the inputs", "input", "params={{{name!r}: {value}}}",
-               "an input array ({names})")
+               "an input array ({names})", "tiles={{{name!r}: ...}}", "tuned=False")
 COMMAND_LINE = Spelling(False, "--n", "--set", "the input files", "input file", "--set {name}={value}",
-                        "--input NAME=FILE.npy for one of {names}")
+                        "--input NAME=FILE.npy for one of {names}", "--{name}", "--no-tune")
 
 
 @dataclass
 class Options:
     """How to run: sizes, tile settings, workers and files (the command line's content)."""
 
-    n: int
+    n: int | None  # None until the inputs' shapes give it (:mod:`.fitting`)
     tiles: dict = field(default_factory=dict)  # nb or B, b, s given explicitly
     sets: dict = field(default_factory=dict)  # --set NAME=VALUE for the program's params
     workers: int | None = None

@@ -207,3 +207,13 @@ def test_a_node_names_the_sub_ranges_its_task_reads_and_writes(tmp_path, capsys)
     labels = [label.split("\\n")[0] for _, label in NODE.findall(out.read_text())]
     assert labels == ["gemm(A[0, 0][3:4, 0:4], B[0, 0][0:4, 0:1], A[1, 0][0:1, 0:1])",
                       "gemm(A[1, 0][3:4, 0:4], B[0, 0][0:4, 0:1], A[2, 0][0:1, 0:1])"]
+
+
+@pytest.mark.timeout(60)
+def test_an_input_file_of_another_shape_than_n_gives_is_refused_as_run_refuses_it(tmp_path, capsys):
+    import numpy as np
+
+    np.save(tmp_path / "a.npy", np.zeros((200, 300)))
+    assert main(["graph", CHOLESKY, "--n", "300", "--input", f"A={tmp_path / 'a.npy'}"]) == 2
+    assert capsys.readouterr().err.strip() == (f"tiledsl: error: input file '{tmp_path / 'a.npy'}' has shape "
+                                               f"(200, 300) but the matrix needs shape (300, 300)")

@@ -397,7 +397,8 @@ def test_a_parameter_named_like_another_tilings_setting_is_no_tile_setting(tmp_p
                                           "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
     out = tiledsl("run", tmp_path / "scaled.tile", "--n", 120, "--set", "b=0.5")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("scaled: n=120 nb=50, ") and "settings  nb=50: program default\n" in out.stdout
+    assert out.stdout.startswith("scaled: n=120 nb=50 b=0.5 s=2, ")  # its own params after the tiles
+    assert "settings  nb=50: program default\n" in out.stdout
     summary = json.loads(tiledsl("run", tmp_path / "scaled.tile", "--n", 120, "--set", "b=0.5", "--json").stdout)
     assert summary["tiles"] == {"nb": 50} and summary["params"] == {"b": 0.5, "s": 2}
 
@@ -559,6 +560,30 @@ def test_without_n_the_size_and_params_come_from_the_input_files(tmp_path):
                           (("simulate", "--nodes", 1, "--machine", "keeneland", "--json"), lambda result: result["n"])):
         out = tiledsl(command[0], tmp_path / "l.tile", *command[1:])
         assert out.returncode == 0 and n_of(json.loads(out.stdout.splitlines()[-1])) == 50, out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_param_inferred_from_the_input_files_is_in_the_summary_line(tmp_path):
+    (tmp_path / "k.py").write_text("def touch(X):\n    pass\n")
+    (tmp_path / "tall.tile").write_text('use "k.py"\nkernel touch(inout X) flops 0\nprogram tall {\n'
+                                        "  tiling uniform(nb = 100)\n  param q = 2\n  matrix A[n * q, n] = zeros\n"
+                                        "  for k in 0 .. A.nt { touch(A[k, k]) }\n}\n")
+    np.save(tmp_path / "a.npy", np.zeros((900, 300)))
+    out = tiledsl("run", tmp_path / "tall.tile", "--input", f"A={tmp_path / 'a.npy'}")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("tall: n=300 nb=100 q=3, 1 rank")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["run", "bench", "explain"])
+def test_a_default_the_values_given_cannot_compute_is_a_usage_error(tmp_path, command):
+    (tmp_path / "pow.tile").write_text("program pow {\n  tiling uniform(nb = 100)\n  param lev = 2\n"
+                                       "  param w = 2 ** lev\n  matrix A[w * nb, w * nb] = random spd\n"
+                                       "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    out = tiledsl(command, tmp_path / "pow.tile", "--n", 1000, "--set", "lev=-1")
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: the default of param w cannot be computed with n = 1000, nb = 100, lev = -1: the exponent "
+        "of '**' is negative: 2 ** -1")
 
 
 @pytest.mark.timeout(130)

@@ -314,3 +314,11 @@ def test_the_size_comes_from_input_files_as_for_run(capsys, machine_file, tmp_pa
     result = simulate(capsys, "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--input", f"C={tmp_path / 'c.npy'}",
                       "--nb", 32, "--machine", machine_file)
     assert result["n"] == 90 and result["tasks"] == 2 * 3  # a panel gemm per tile column of A (k = 40) and of C
+    assert result["params"] == {"m": 70, "k": 40}
+    assert main(["simulate", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--n", "90", "--nb", "32",
+                 "--machine", str(machine_file)]) == 2  # the file checked against --n, m and k defaulting to it
+    assert capsys.readouterr().err.strip() == (f"tiledsl: error: input file '{tmp_path / 'a.npy'}' has shape (70, 40) "
+                                               f"but the matrix needs shape (90, 90)")
+    assert main(["simulate", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--input", f"C={tmp_path / 'c.npy'}",
+                 "--nb", "32", "--machine", str(machine_file)]) == 0
+    assert capsys.readouterr().out.startswith("gemm: n=90 nb=32 m=70 k=40, simulated on 1 rank(s)")

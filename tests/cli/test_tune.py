@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiledsl.api import load
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.commands.explain import plan
@@ -209,6 +210,18 @@ def test_tune_never_picks_a_split_slower_than_the_gpus_alone(tmp_path, monkeypat
 def test_inner_blocks_are_the_params_that_are_a_workspaces_rows(tmp_path, program, blocks):
     # tsqr's cols, nrhs and dom and gesv's nrhs are no workspace's rows; gesv's P has 1
     assert inner_block_params(driver_of(tmp_path, program)) == blocks
+
+
+@pytest.mark.timeout(30)
+def test_a_param_whose_probe_leaves_the_program_no_size_is_no_inner_block(tmp_path):
+    """lev at the probe value makes w = 2 ** lev overflow: neither is a workspace's rows, ib is."""
+    (tmp_path / "levels.tile").write_text("program levels {\n  tiling uniform(nb = 64)\n  param lev = 2\n"
+                                          "  param w = 2 ** lev\n  param ib = 32\n"
+                                          "  matrix A[n, w * nb] = random general\n  workspace T like A rows ib\n"
+                                          "  for k in 0 .. A.nt { geqrt(A[0, k], T[0, k]) }\n}\n")
+    _, text = compile_path(tmp_path / "levels.tile")
+    (tmp_path / "levels.py").write_text(text)
+    assert inner_block_params(import_driver(tmp_path / "levels.py", "tune_levels")) == ("ib",)
 
 
 @pytest.mark.timeout(10)
@@ -727,3 +740,55 @@ def test_tune_runs_every_trial_with_the_parameters_given(cache):
     result = json.loads(out.stdout)
     assert result["params"] == {} and all(search["params"] == {} for search in result["search"])
     assert result["sets"] == {"ib": 32}
+
+
+# ---------------------------------------------------------------- sizes inferred at the tuned tiles
+WIDE = ('use "k.py"\nkernel touch(inout X) flops 0\nprogram wide {\n  tiling uniform(nb = 100)\n  param c = 4\n'
+        '  require n % nb == 0 "whole tiles"\n  matrix A[n, c * nb] = zeros\n'
+        "  for k in 0 .. A.nt { touch(A[0, k]) }\n}\n")
+
+
+@pytest.fixture
+def wide(tmp_path, cache):
+    """A program whose input's width is c tiles, tuned to tiles of 48, and an input of 4 such tiles."""
+    (tmp_path / "k.py").write_text("def touch(X):\n    pass\n")
+    (tmp_path / "wide.tile").write_text(WIDE)
+    np.save(tmp_path / "a.npy", np.zeros((96, 192)))
+    return tmp_path, seed_cache("wide", 0, "emulated", {"nb": 48})
+
+
+@pytest.mark.timeout(120)
+def test_the_inputs_are_fitted_at_the_tuned_tiles_the_run_uses(wide, cache):
+    folder, path = wide
+    program, given = folder / "wide.tile", f"A={folder / 'a.npy'}"
+    ran = tiledsl("run", program, "--input", given, "--json", cache=cache)
+    assert ran.returncode == 0, ran.stderr
+    assert (last_json(ran)["tiles"], last_json(ran)["params"]) == ({"nb": 48}, {"c": 4})
+    assert last_json(ran)["sources"] == {"nb": f"tuned ({path})"}
+    explained = tiledsl("explain", program, "--input", given, "--json", cache=cache)
+    assert explained.returncode == 0, explained.stderr
+    assert {k: json.loads(explained.stdout)["params"][k] for k in ("n", "nb", "c")} == {"n": 96, "nb": 48, "c": 4}
+    untuned = tiledsl("run", program, "--input", given, "--no-tune", cache=cache)  # 192 is no multiple of 100
+    assert untuned.returncode == 2 and untuned.stderr.strip() == (
+        "tiledsl: error: the input files' shapes fit no size of wide: with n=96, c=4, A has shape (96, 192), "
+        "expected (96, 400); give --n and --set for the size you mean")
+    loaded = load(program).run(A=np.zeros((96, 192)))  # the API, in this process, reads the same cache
+    assert (loaded.n, loaded.tiles, loaded.params) == (96, {"nb": 48}, {"c": 4})
+
+
+@pytest.mark.timeout(120)
+def test_a_requirement_the_tuned_tiles_break_says_they_are_tuned(wide, cache):
+    folder, _ = wide
+    out = tiledsl("run", folder / "wide.tile", "--n", 200, cache=cache)  # 200 is a multiple of 100, not of 48
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: wide requires n % nb == 0 (whole tiles), which n = 200, nb = 48, c = 4 break (wide.tile:6); "
+        "nb = 48 is tuned (tiledsl tune's cache): give --nb, or --no-tune")
+    assert tiledsl("run", folder / "wide.tile", "--n", 200, "--no-tune", cache=cache).returncode == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_tile_setting_given_to_tune_as_a_parameter_is_said_to_be_tunes_choice(cache):
+    out = tiledsl("tune", "cholesky", "--set", "nb=64", cache=cache)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: --set nb: nb is a tile setting, which tune chooses: --sizes S1,S2,... limits the tile "
+        "sizes it tries")

@@ -1,10 +1,13 @@
 """Inferring n and the params from the inputs' shapes (runtime.fitting): solved where the
-size formulas are affine in them, ambiguous where two values fit, a requirement said as
-such, and char or float params never taken for sizes."""
+size formulas are affine in them, ambiguous where two values fit or the shapes leave them
+free, a requirement said as such, and char or float params never taken for sizes; the
+messages of the params' defaults and requirements (runtime.layout) it relies on."""
+from dataclasses import replace
+
 import pytest
 
 from tiledsl.runtime.fitting import fit
-from tiledsl.runtime.layout import check_settings
+from tiledsl.runtime.layout import check_settings, make_params
 from tiledsl.runtime.options import API, COMMAND_LINE, Options
 from tiledsl.runtime.world import UsageError
 from tiledsl.api import load
@@ -24,7 +27,7 @@ def driver(tmp_path, body: str):
 
 
 def fitted(tmp_path, body: str, shapes: dict, params=None, n=None, spelling=API):
-    return fit(driver(tmp_path, body), shapes, n, {}, params or {}, spelling)
+    return fit(driver(tmp_path, body), shapes, Options(n=n, sets=params or {}, spelling=spelling))
 
 
 @pytest.mark.parametrize("body, shapes, expected", [
@@ -69,7 +72,7 @@ def test_char_and_float_params_are_never_sizes(tmp_path):
 def test_n_no_input_depends_on_is_not_guessed(tmp_path):
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, "param m = 1\n  matrix B[m, m] = zeros", {"B": (4, 4)})
-    assert str(error.value) == "n cannot be inferred: no input's shape depends on it; give n="
+    assert str(error.value) == "nothing in the inputs' shapes depends on n: give n="
 
 
 def test_the_defaults_in_a_type_error_are_those_of_the_run_or_said_as_following_n(tmp_path):
@@ -82,3 +85,83 @@ def test_the_defaults_in_a_type_error_are_those_of_the_run_or_said_as_following_
     with pytest.raises(UsageError) as error:
         check_settings(tsqr, Options(n=None, sets={"cols": 2.5, "nrhs": 3}, spelling=API))
     assert str(error.value) == "params={'cols': 2.5}: cols is an integer parameter (its default is computed from n)"
+
+
+@pytest.mark.parametrize("body, side, listed", [
+    ('param q = 2\n  require q >= 3 "three"\n  matrix B[n * q, n * q] = zeros', 300,
+     "n=1, q=300 or n=2, q=150 or n=3, q=100 or n=4, q=75 or ..."),  # q's default fits, but breaks it
+    ('param q = 2\n  require q >= 3 "three"\n  require n % 2 == 0 "even"\n  matrix B[n * q, n * q] = zeros', 300,
+     "n=2, q=150 or n=4, q=75 or n=6, q=50 or n=10, q=30 or ..."),  # n=100, q=3 meets both too
+    ("param q = 2\n  matrix B[n * q, n * q] = zeros", 301, "n=1, q=301 or n=7, q=43 or n=43, q=7 or n=301, q=1"),
+])
+def test_values_the_shapes_leave_free_to_move_together_are_ambiguous(tmp_path, body, side, listed):
+    """n · q is all the shapes tell: the fits are listed, never one picked."""
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"B": (side, side)}, spelling=COMMAND_LINE)
+    assert str(error.value) == f"the input files' shapes fit several sizes ({listed}): give --n or --set to choose"
+
+
+def test_one_fit_the_shapes_do_not_pin_down_is_ambiguous_too(tmp_path):
+    body = 'param q = 2\n  require q == 3\n  matrix B[n * q, n * q] = zeros'
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"B": (300, 300)})
+    assert str(error.value) == ("the inputs' shapes do not pin down n and q: n=100, q=3 fits, and so may other "
+                                "values; give n= or params= to choose")
+    assert fitted(tmp_path, body, {"B": (300, 300)}, params={"q": 3}) == (100, {"q": 3})
+
+
+def test_the_param_a_derived_default_follows_is_inferred_rather_than_the_derived_one_overridden(tmp_path):
+    """w = 8 fits with lev = 2 overridden as with lev = 3 inferred: the latter keeps w = 2 ** lev."""
+    body = "param lev = 2\n  param w = 2 ** lev\n  matrix B[n, w * nb] = zeros"
+    assert fitted(tmp_path, body, {"B": (1000, 32)}) == (1000, {"lev": 3})
+
+
+def test_inputs_giving_one_size_two_values_are_said_to_disagree(tmp_path):
+    body = "param m = n\n  matrix A[m, n] = zeros\n  matrix B[n, m] = zeros"
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"A": (400, 250), "B": (400, 250)})
+    assert str(error.value) == ("the inputs' shapes disagree: A's rows (400) and B's columns (250) are the same size "
+                                "in p, and so are A's columns (250) and B's rows (400)")
+
+
+def test_an_n_the_given_params_leave_out_of_every_shape_is_asked_for(tmp_path):
+    body = "param m = n\n  param k = n\n  matrix B[m, k] = zeros"
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"B": (400, 250)}, params={"m": 400, "k": 250}, spelling=COMMAND_LINE)
+    assert str(error.value) == "nothing in the input files' shapes depends on n: give --n"
+
+
+def test_the_shapes_are_fitted_at_the_runs_tiles_and_a_misfit_of_tuned_ones_says_so(tmp_path):
+    program = driver(tmp_path, "param c = 4\n  matrix B[n, c * nb] = zeros")
+    tuned = Options(n=None, tiles={"nb": 8}, sources={"nb": "tuned (cache)"}, spelling=COMMAND_LINE)
+    assert fit(program, {"B": (100, 16)}, tuned) == (100, {"c": 2})
+    (tmp_path / "fixed").mkdir()
+    program = driver(tmp_path / "fixed", "matrix B[n, 4 * nb] = zeros")
+    with pytest.raises(UsageError) as error:
+        fit(program, {"B": (100, 16)}, tuned)  # nb = 4, the program's, fits
+    assert str(error.value) == ("the input files' shapes fit no size of p: with n=100, B has shape (100, 16), "
+                                "expected (100, 32); nb = 8 is tuned (tiledsl tune's cache): give --nb, or --no-tune")
+
+
+@pytest.mark.parametrize("body, lev, why", [
+    ("param lev = 2\n  param w = 2 ** lev", -1, "the exponent of '**' is negative: 2 ** -1"),
+    ("param lev = 2\n  param w = 2 ** lev", 70, "2 ** 70 is beyond the 64-bit range"),
+    ("param lev = 2\n  param w = 4 // lev", 0, "integer division or modulo by zero"),
+])
+def test_a_default_that_cannot_be_computed_names_its_param_and_the_values(tmp_path, body, lev, why):
+    program = driver(tmp_path, body + "\n  matrix B[n, w * nb] = zeros")
+    with pytest.raises(UsageError) as error:
+        make_params(program, Options(n=100, sets={"lev": lev}))
+    assert str(error.value) == f"the default of param w cannot be computed with n = 100, nb = 4, lev = {lev}: {why}"
+
+
+def test_a_requirement_that_tuned_values_break_says_so(tmp_path):
+    program = driver(tmp_path, 'require n % nb == 0 "whole tiles"\n  matrix B[n, n] = zeros')
+    tuned = Options(n=384, tiles={"nb": 256}, sources={"nb": "tuned (cache)"})
+    with pytest.raises(UsageError) as error:
+        make_params(program, tuned)
+    assert str(error.value) == ("p requires n % nb == 0 (whole tiles), which n = 384, nb = 256 break (p.tile:5); "
+                                "nb = 256 is tuned (tiledsl tune's cache): give --nb, or --no-tune")
+    with pytest.raises(UsageError) as error:
+        make_params(program, replace(tuned, n=385))  # the program's nb = 4 breaks it too: the tuning is not why
+    assert str(error.value) == "p requires n % nb == 0 (whole tiles), which n = 385, nb = 256 break (p.tile:5)"

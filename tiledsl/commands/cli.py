@@ -252,15 +252,16 @@ def _grid_of(args) -> tuple[int, int]:
 def _planned_options(driver, args, grid: tuple[int, int]):
     """The size options of explain and graph, with the tuned values a run would use; a warning
     when ``grid`` leaves a rank without tiles, which a run refuses (a plan of it still tells)."""
-    from ..runtime.fitting import fit_files
+    from ..runtime.fitting import check_files, fit_files
     from ..runtime.layout import make_distribution, make_matrices, make_params, use_tuned
     from ..runtime.options import size_options
     from ..runtime.resources import check_every_rank_has_tiles
 
     options = size_options(args)
-    fit_files(driver, options)  # no --n: the size of the files the program loads
     options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
     use_tuned(driver.PROGRAM, options, not args.no_tune)  # the defaults run would use
+    fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
+    check_files(driver, options)  # as run refuses them
     params = make_params(driver, options)
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, args.gpus), 0)
     try:
@@ -302,11 +303,11 @@ def _bench(args) -> int:
     check_seed(args.seed)
     options.workers = args.workers or os.cpu_count() or 1
     options.seed = args.seed
-    fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     options.check = True
     if args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
     use_tuned(driver.PROGRAM, options, not args.no_tune)  # what run would use
+    fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     table = run_bench(driver, options, args.rounds, not args.no_dask)
     print(json_text(table) if args.json else render(table))
     return 1 if table["passed"] is False else 0

@@ -20,7 +20,7 @@ import sys
 
 from ..runtime.broadcast import CHOICES
 from ..runtime.layout import make_params, placement, use_tuned
-from ..runtime.fitting import fit_files
+from ..runtime.fitting import check_files, fit_files
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
 from ..runtime.outputs import check_writable
 from ..runtime.priorities import MODES
@@ -77,7 +77,6 @@ def run(args, driver) -> int:
     if args.gpus is None:
         args.gpus = machine.gpus if args.machine else 0
     options = size_options(args)
-    fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     options.gpus = args.gpus
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
     options.priorities, options.broadcast = args.priorities, args.broadcast
@@ -86,8 +85,10 @@ def run(args, driver) -> int:
         raise UsageError("--host-takes on needs GPUs (--gpus G, or a machine file that has them)")
     if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
         use_tuned(program, options, not args.no_tune)
-    grid, _, _ = placement(driver, make_params(driver, options), args.grid, args.nodes, 0, options.gpus,
-                           options.gpu_ratio)
+    fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
+    check_files(driver, options)  # as run refuses them
+    params = make_params(driver, options)
+    grid, _, _ = placement(driver, params, args.grid, args.nodes, 0, options.gpus, options.gpu_ratio)
     if args.trace is not None:  # before the simulation, which may take minutes
         check_writable(args.trace, f"--trace {args.trace}")
     progress = None if args.json or not sys.stderr.isatty() else _progress
@@ -117,7 +118,7 @@ def _or_dash(value, spec: str) -> str:
 
 def render(result: dict) -> str:
     """The summary as text: time and rate, bounds, walk, traffic, and a table of ranks."""
-    tiles = " ".join(f"{k}={v}" for k, v in result["tiles"].items())
+    tiles = " ".join(f"{k}={v}" for k, v in {**result["tiles"], **result["params"]}.items())
     gpus = f" + {result['gpus']} GPU(s)" if result["gpus"] else ""
     grid = "x".join(map(str, result["grid"]))
     rate = result["gflops"]

@@ -51,8 +51,8 @@ from ..runtime.errors import TaskFailure
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime import npyio
 from ..runtime.fitting import load_path
-from ..runtime.layout import make_distribution, make_matrices, make_params, settings_giving
-from ..runtime.options import tile_values
+from ..runtime.layout import make_distribution, make_matrices, make_params, matrix_shapes, settings_giving
+from ..runtime.options import TILE_SETTINGS, tile_values
 from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
 from ..runtime.recording import record
@@ -157,7 +157,11 @@ def inner_block_params(driver) -> tuple[str, ...]:
     for name in program.params:
         if isinstance(defaults[name], bool) or not isinstance(defaults[name], int):
             continue
-        _, workspaces = driver.shapes(make_params(driver, Options(n=STEP, sets={name: _PROBE}), requirements=False))
+        try:
+            probed = make_params(driver, Options(n=STEP, sets={name: _PROBE}), requirements=False)
+            _, workspaces = matrix_shapes(driver, probed)
+        except UsageError:  # no size at the probe (`w = 2 ** lev` overflows): a workspace's rows it is not
+            continue
         if any(rows == _PROBE for _, rows in workspaces.values()):
             found.append(name)
     return tuple(found)
@@ -362,6 +366,10 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         raise UsageError(f"--sizes must be multiples of {STEP}, got {','.join(map(str, sizes or []))}")
     if n is not None and n < 1:
         raise UsageError(f"--n must be at least 1, got {n}")
+    for name in sets or {}:
+        if name in TILE_SETTINGS and name not in program.params:  # make_params would say --nb, which tune lacks
+            raise UsageError(f"--set {name}: {name} is a tile setting, which tune chooses: --sizes S1,S2,... "
+                             f"limits the tile sizes it tries")
     n = n or loaded_size(driver, log)
     workers = workers or default_workers(1, gpus)
     device = None
@@ -371,7 +379,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         except ValueError as error:
             raise UsageError(str(error)) from None
         device.synchronous = True  # kernels are timed to their end, not to their launch
-    defaults = make_params(driver, Options(n=STEP, sets=dict(sets or {})), requirements=False).as_dict()
+    defaults = make_params(driver, Options(n=n or STEP, sets=dict(sets or {})), requirements=False).as_dict()
     sets = {name: defaults[name] for name in sets or {}}  # as the parameters' types read them
     blocks = [name for name in inner_block_params(driver) if name not in sets]  # a --set one is not tuned
     ib = defaults[blocks[0]] if blocks else 32  # the height of the QR kernels' T factors

@@ -131,6 +131,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     walk(driver, walker, params, 0)
     seconds = simulator.finish(walker.count)
     summary = {"program": program.name, "n": params.n, "tiles": tile_values(params.as_dict(), program.tiling.kind),
+               "params": {name: params[name] for name in program.params},  # the program's own, as run --json's
                "np": nranks, "grid": list(grid), "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes}
