@@ -91,16 +91,22 @@ def test_a_kernel_body_may_be_any_callable_but_a_class(tmp_path):
 HELPER_KERNELS = "from helper import AMOUNT\n\ndef bump(A):\n    A += AMOUNT\n"
 
 
+def _two_programs_with_helpers(folder):
+    """Programs a/t.tile and b/t.tile whose kernel bumps A by AMOUNT from the helper.py beside it:
+    1 and 100."""
+    for name, amount in (("a", 1), ("b", 100)):
+        (folder / name).mkdir()
+        (folder / name / "kernels.py").write_text(HELPER_KERNELS)
+        (folder / name / "helper.py").write_text(f"AMOUNT = {amount}\n")
+        (folder / name / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump")
+                                              .replace("random spd", "zeros"))
+
+
 @pytest.mark.timeout(150)
 def test_each_program_imports_its_own_helper_files_afresh(tmp_path):
     """Two programs of one process whose folders both hold a helper.py each get their own, and an
     edited one is seen by the next run (the Python API)."""
-    for folder, amount in (("a", 1), ("b", 100)):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "kernels.py").write_text(HELPER_KERNELS)
-        (tmp_path / folder / "helper.py").write_text(f"AMOUNT = {amount}\n")
-        (tmp_path / folder / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump")
-                                                  .replace("random spd", "zeros"))
+    _two_programs_with_helpers(tmp_path)
     script = ("import pathlib, sys, tiledsl\n"
               "path = list(sys.path)\n"
               "a, b = tiledsl.load('a/t.tile'), tiledsl.load('b/t.tile')\n"
@@ -117,12 +123,7 @@ def test_each_program_imports_its_own_helper_files_afresh(tmp_path):
 def test_programs_run_from_two_threads_each_import_their_own_helper(tmp_path):
     """Loads from two threads at once do not trade helper files (each run loads its kernel module),
     and a module of the caller's own named like a helper file is neither used nor lost."""
-    for folder, amount in (("a", 1), ("b", 100)):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / "kernels.py").write_text(HELPER_KERNELS)
-        (tmp_path / folder / "helper.py").write_text(f"AMOUNT = {amount}\n")
-        (tmp_path / folder / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump")
-                                                  .replace("random spd", "zeros"))
+    _two_programs_with_helpers(tmp_path)
     (tmp_path / "helper.py").write_text("AMOUNT = 'the caller'\n")
     script = ("import sys, threading, tiledsl\n"
               "sys.path.insert(0, '.')\n"
