@@ -78,7 +78,7 @@ class Backend:
     """What every backend shares: the copies waited for (for inputs, outputs and checks, outside
     the copy thread), and ``prepare``."""
 
-    notes: list = []  # what a run on this backend should be told (kernels it cannot run on a GPU)
+    notes: tuple | list = ()  # what a run on this backend should be told (kernels it cannot run on a GPU)
 
     def prepare(self, device: int) -> None:
         """Ready GPU ``device`` for the calling thread (its management thread) before a timed run."""

@@ -57,9 +57,9 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     userkernels.import_limit = user_code_limit(options.watchdog, userkernels.IMPORT_SECONDS)
     params = make_params(driver, options)
     devices = _devices(options)
-    asked = "host_takes=True" if options.spelling.api else "--host-takes on"
     host_costs = heteroprio.costs_from_speeds(_host_speeds(program, options), program.source, options.gpus,
-                                              options.gpu_backend, asked) if options.host_takes else None
+                                              options.gpu_backend, options.spelling.switched_on("host_takes")) \
+        if options.host_takes else None
     grid, distribution, matrices = placement(driver, params, options.grid, ranks, rank, options.gpus,
                                              options.gpu_ratio)
     check_every_rank_has_tiles(program, matrices, ranks)

@@ -137,6 +137,10 @@ class Spelling:
         """A setting by its name in run(): ``gpu_memory``, or the option ``--gpu-memory``."""
         return name if self.api else "--" + name.replace("_", "-")
 
+    def switched_on(self, name: str) -> str:
+        """An on/off setting turned on: ``host_takes=True``, or ``--host-takes on``."""
+        return f"{name}=True" if self.api else f"{self.setting(name)} on"
+
 
 API = Spelling(True, "n=", "params=", "the inputs", "input", "params={{{name!r}: {value}}}",
                "an input array ({names})", "tiles={{{name!r}: ...}}", "tuned=False")

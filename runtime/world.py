@@ -119,7 +119,7 @@ def _abandoned(rank: int) -> int | None:
     process; None while neither is."""
     owner, parent, name = _job_guard
     # handed to another process; to init before it started, unless `tiledsl run` is init
-    if _parent_of(rank) not in (parent, None) or parent == 1 != owner:
+    if _parent_of(rank) not in (parent, None) or (parent == 1 and owner != 1):
         _record("orphaned", f"{parent} {name}")
         return ORPHANED
     if owner is not None and not _exists(owner):
