@@ -1,11 +1,11 @@
 """What a generated driver states besides its loop nest: the requirements in the order of the
 file, the ``.tile`` names of the variables it renames, integer powers with their run-time checks,
-and loop bounds over intervals where powers or steps vary."""
+loop bounds over intervals where powers or steps vary, and no name bound that nothing reads."""
 import pytest
 
 import tiledsl
 from tiledsl.compiler import check_source
-from tiledsl.compiler.codegen import generate
+from tiledsl.compiler.codegen import generate, without_unused
 from tiledsl.compiler.source import decode
 from tiledsl.driverload import import_driver
 from tiledsl.runtime.iterations import LoopBound
@@ -139,3 +139,34 @@ program tree {
     bound = LoopBound(matrices)
     driver.loop_bounds(bound, params)
     assert bound.total == 3 + 3 * 1  # l, then j in steps of 8: the loops over i and m are left out
+
+
+def test_straight_line_code_binds_only_what_it_reads():
+    lines = ["    A = rt.matrix('A')", "    T = rt.matrix('T')", "    o = query(A.offset, 0)",
+             "    p = o + 1", "    k, _t1 = loop(0, A.mt, 1)", "    j, _t2 = loop(k, A.nt, _t1)"]
+    # T is named only inside a string, p by nothing, and o only by p: all three go; the count
+    # nothing reads becomes _, the loop variables stay (they name the loops)
+    assert without_unused(lines, ["Event('T', j)"]) == [
+        "    A = rt.matrix('A')", "    k, _t1 = loop(0, A.mt, 1)", "    j, _ = loop(k, A.nt, _t1)"]
+
+
+TWO_MATRICES = """\
+program scaled {
+  matrix A[n, n] = random general
+  matrix B[n, n] = random general
+  for k in 0 .. A.nt {
+    for j in 0 .. A.mt {
+      gemm(A[j, k], A[k, k], B[j, k])
+    }
+  }
+}
+"""
+
+
+def test_drivers_bind_no_unused_matrix_or_count(tmp_path):
+    # B's tiles are named in a call, never in a loop bound; the inner loop's count is read by none
+    driver = load(TWO_MATRICES, tmp_path, "two_matrices")
+    text = open(driver.__file__).read()
+    bounds = text[text.index("def loop_bounds"):]
+    assert "_bound.matrix('B')" not in bounds and "_t2" not in bounds
+    assert "_bound.matrix('A')" in bounds

@@ -118,10 +118,10 @@ def loop_bounds(_bound, p):
     A = _bound.matrix('A')
     _t0 = 1
     k, _t1 = _bound.loop(0, A.nt, _t0, 9)
-    m, _t2 = _bound.loop(k + 1, A.mt, _t1, 11)
+    m, _ = _bound.loop(k + 1, A.mt, _t1, 11)
     j, _t3 = _bound.loop(k + 1, A.nt, _t1, 14)
-    m, _t4 = _bound.loop(j + 1, A.mt, _t3, 16)
-    m, _t5 = _bound.loop(k, A.mt, _t1, 21)
+    m, _ = _bound.loop(j + 1, A.mt, _t3, 16)
+    m, _ = _bound.loop(k, A.mt, _t1, 21)
 
 
 if __name__ == "__main__":

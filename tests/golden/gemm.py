@@ -112,8 +112,8 @@ def loop_bounds(_bound, p):
     C = _bound.matrix('C')
     _t0 = 1
     l, _t1 = _bound.loop(0, A.nt, _t0, 18)
-    j, _t2 = _bound.loop(0, C.nt, _t1, 19)
-    j, _t3 = _bound.loop(0, B.nt, _t1, 23)
+    j, _ = _bound.loop(0, C.nt, _t1, 19)
+    j, _ = _bound.loop(0, B.nt, _t1, 23)
 
 
 if __name__ == "__main__":

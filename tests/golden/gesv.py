@@ -172,7 +172,6 @@ def dataflow(rt, p):
     B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
-    P = rt.matrix('P')
     return (
         Event('A', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=23),  # writes at gesv.tile:23
         Event('P', (0, 0), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=23),  # writes at gesv.tile:23
@@ -195,17 +194,14 @@ def loop_bounds(_bound, p):
     B = p['B']
     A = _bound.matrix('A')
     B = _bound.matrix('B')
-    P = _bound.matrix('P')
     _t0 = 1
     k, _t1 = _bound.loop(0, A.nt, _t0, 22)
-    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 24)
-    _t3 = _bound.when(k + 1 < A.mt, _t2)
-    j, _t4 = _bound.loop(0, B.nt, _t1, 31)
-    _t5 = _bound.when(k + 1 < B.mt, _t4)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 24)
+    j, _ = _bound.loop(0, B.nt, _t1, 31)
     k, _t6 = _bound.loop(A.nt - 1, -1, _t0, 41, -1)
     j, _t7 = _bound.loop(0, B.nt, _t6, 42)
-    i, _t8 = _bound.loop(0, k, _t7, 44)
-    i, _t9 = _bound.loop(0, k + 1, _t6, 48)
+    i, _ = _bound.loop(0, k, _t7, 44)
+    i, _ = _bound.loop(0, k + 1, _t6, 48)
 
 
 if __name__ == "__main__":

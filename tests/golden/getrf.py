@@ -123,7 +123,6 @@ def dataflow(rt, p):
     as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
-    P = rt.matrix('P')
     return (
         Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=21),  # writes at getrf.tile:21
         Event('P', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=21),  # writes at getrf.tile:21
@@ -140,13 +139,11 @@ def loop_bounds(_bound, p):
     """Every loop's bounds over intervals, never iterated: an upper bound on the loop
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     A = _bound.matrix('A')
-    P = _bound.matrix('P')
     _t0 = 1
     k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 20)
-    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 22)
-    _t3 = _bound.when(k + 1 < A.mt, _t2)
-    j, _t4 = _bound.loop(0, k, _t1, 30)
-    j, _t5 = _bound.loop(0, A.nt, _t1, 34)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 22)
+    j, _ = _bound.loop(0, k, _t1, 30)
+    j, _ = _bound.loop(0, A.nt, _t1, 34)
 
 
 if __name__ == "__main__":

@@ -124,13 +124,10 @@ def loop_bounds(_bound, p):
     t, _t1 = _bound.loop(0, A.mt, _t0, 12)
     d, _t2 = _bound.loop(0, s, _t1, 13)
     k = t * s + d
-    o = _bound.query(A.offset, k)
-    j, _t3 = _bound.loop(k + 1, (t + 1) * s, _t2, 19)
-    oj = _bound.query(A.offset, j)
-    i, _t4 = _bound.loop(t + 1, A.mt, _t2, 23)
+    j, _ = _bound.loop(k + 1, (t + 1) * s, _t2, 19)
+    i, _ = _bound.loop(t + 1, A.mt, _t2, 23)
     i, _t5 = _bound.loop(t + 1, A.mt, _t2, 27)
-    j, _t6 = _bound.loop(k + 1, (i + 1) * s, _t5, 28)
-    oj = _bound.query(A.offset, j)
+    j, _ = _bound.loop(k + 1, (i + 1) * s, _t5, 28)
 
 
 if __name__ == "__main__":

@@ -114,7 +114,6 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     s = p['s']
     A = rt.matrix('A')
-    T = rt.matrix('T')
     return (
         Event('A', (0, 0, 2), (Loop(((0, 0, 0),), ((A.mt, 0, 0),)), Loop(((0, 0, 0),), ((s, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, s, 1), (1, s, 1)), line=16),  # writes at hetero_qr.tile:16
         Event('T', (0, 0, 2), (Loop(((0, 0, 0),), ((A.mt, 0, 0),)), Loop(((0, 0, 0),), ((s, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, s, 1), (1, s, 1)), line=16),  # writes at hetero_qr.tile:16
@@ -132,15 +131,13 @@ def loop_bounds(_bound, p):
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     s = p['s']
     A = _bound.matrix('A')
-    T = _bound.matrix('T')
     _t0 = 1
     t, _t1 = _bound.loop(0, A.mt, _t0, 12)
     d, _t2 = _bound.loop(0, s, _t1, 13)
     k = t * s + d
-    o = _bound.query(A.offset, k)
-    j, _t3 = _bound.loop(k + 1, A.nt, _t2, 17)
+    j, _ = _bound.loop(k + 1, A.nt, _t2, 17)
     i, _t4 = _bound.loop(t + 1, A.mt, _t2, 20)
-    j, _t5 = _bound.loop(k + 1, A.nt, _t4, 22)
+    j, _ = _bound.loop(k + 1, A.nt, _t4, 22)
 
 
 if __name__ == "__main__":

@@ -156,8 +156,6 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     domains = p['domains']
     A = rt.matrix('A')
-    T = rt.matrix('T')
-    T2 = rt.matrix('T2')
     return (
         Event('A', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=40),  # writes at hqr.tile:40
         Event('T', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=40),  # writes at hqr.tile:40
@@ -183,21 +181,19 @@ def loop_bounds(_bound, p):
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     domains = p['domains']
     A = _bound.matrix('A')
-    T = _bound.matrix('T')
-    T2 = _bound.matrix('T2')
     _t0 = 1
     k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 34)
     t, _t2 = _bound.loop(k, k + domains, _t1, 38, width=domains)
     _t3 = _bound.when(t < A.mt, _t2)
-    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 41)
+    j, _ = _bound.loop(k + 1, A.nt, _t3, 41)
     r, _t5 = _bound.loop(1, A.mt - t, _t3, 44)
     i, _t6 = _bound.loop(t + r * domains, t + r * domains + 1, _t5, 45, width=1)
     _t7 = _bound.when(i < A.mt, _t6)
-    j, _t8 = _bound.loop(k + 1, A.nt, _t7, 48)
+    j, _ = _bound.loop(k + 1, A.nt, _t7, 48)
     t, _t9 = _bound.loop(k + 1, k + domains, _t1, 57, width=domains - 1)
     _t10 = _bound.when(t < A.mt, _t9)
-    j, _t11 = _bound.loop(k + 1, A.nt, _t10, 60)
-    i, _t12 = _bound.loop(k, A.mt, _t1, 66)
+    j, _ = _bound.loop(k + 1, A.nt, _t10, 60)
+    i, _ = _bound.loop(k, A.mt, _t1, 66)
 
 
 if __name__ == "__main__":

@@ -121,11 +121,11 @@ def loop_bounds(_bound, p):
     A = _bound.matrix('A')
     _t0 = 1
     k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 9)
-    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 11)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 11)
     i, _t3 = _bound.loop(k + 1, A.mt, _t1, 14)
-    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 16)
-    i, _t5 = _bound.loop(k, A.mt, _t1, 21)
-    j, _t6 = _bound.loop(k + 1, A.nt, _t1, 22)
+    j, _ = _bound.loop(k + 1, A.nt, _t3, 16)
+    i, _ = _bound.loop(k, A.mt, _t1, 21)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 22)
 
 
 if __name__ == "__main__":

@@ -179,15 +179,12 @@ def loop_bounds(_bound, p):
     B = _bound.matrix('B')
     _t0 = 1
     k, _t1 = _bound.loop(0, A.nt, _t0, 19)
-    _t2 = _bound.when(k + 1 < A.mt, _t1)
-    j, _t3 = _bound.loop(k + 1, A.nt, _t1, 24)
-    _t4 = _bound.when(j + 1 < A.mt, _t3)
-    j, _t5 = _bound.loop(0, B.nt, _t1, 31)
-    _t6 = _bound.when(k + 1 < B.mt, _t5)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 24)
+    j, _ = _bound.loop(0, B.nt, _t1, 31)
     k, _t7 = _bound.loop(A.nt - 1, -1, _t0, 39, -1)
     j, _t8 = _bound.loop(0, B.nt, _t7, 40)
-    i, _t9 = _bound.loop(0, k, _t8, 42)
-    i, _t10 = _bound.loop(0, k + 1, _t7, 46)
+    i, _ = _bound.loop(0, k, _t8, 42)
+    i, _ = _bound.loop(0, k + 1, _t7, 46)
 
 
 if __name__ == "__main__":

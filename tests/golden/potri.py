@@ -210,18 +210,16 @@ def loop_bounds(_bound, p):
     A = _bound.matrix('A')
     _t0 = 1
     k, _t1 = _bound.loop(0, A.nt, _t0, 17)
-    _t2 = _bound.when(k + 1 < A.mt, _t1)
-    j, _t3 = _bound.loop(k + 1, A.nt, _t1, 22)
-    _t4 = _bound.when(j + 1 < A.mt, _t3)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 22)
     k, _t5 = _bound.loop(0, A.nt, _t0, 30)
     _t6 = _bound.when(k + 1 < A.mt, _t5)
-    j, _t7 = _bound.loop(0, k, _t6, 33)
-    j, _t8 = _bound.loop(0, k, _t5, 38)
+    j, _ = _bound.loop(0, k, _t6, 33)
+    j, _ = _bound.loop(0, k, _t5, 38)
     k, _t9 = _bound.loop(0, A.nt, _t0, 43)
     j, _t10 = _bound.loop(0, k, _t9, 44)
-    m, _t11 = _bound.loop(j + 1, k, _t10, 46)
-    j, _t12 = _bound.loop(0, k, _t9, 50)
-    j, _t13 = _bound.loop(0, k + 1, _t9, 54)
+    m, _ = _bound.loop(j + 1, k, _t10, 46)
+    j, _ = _bound.loop(0, k, _t9, 50)
+    j, _ = _bound.loop(0, k + 1, _t9, 54)
 
 
 if __name__ == "__main__":

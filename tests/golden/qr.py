@@ -115,7 +115,6 @@ def dataflow(rt, p):
     as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
-    T = rt.matrix('T')
     return (
         Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=12),  # writes at qr.tile:12
         Event('T', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=12),  # writes at qr.tile:12
@@ -134,13 +133,12 @@ def loop_bounds(_bound, p):
     """Every loop's bounds over intervals, never iterated: an upper bound on the loop
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     A = _bound.matrix('A')
-    T = _bound.matrix('T')
     _t0 = 1
     k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 11)
-    j, _t2 = _bound.loop(k + 1, A.nt, _t1, 13)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 13)
     i, _t3 = _bound.loop(k + 1, A.mt, _t1, 16)
-    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 18)
-    i, _t5 = _bound.loop(k, A.mt, _t1, 23)
+    j, _ = _bound.loop(k + 1, A.nt, _t3, 18)
+    i, _ = _bound.loop(k, A.mt, _t1, 23)
 
 
 if __name__ == "__main__":

@@ -111,8 +111,7 @@ def loop_bounds(_bound, p):
     C = _bound.matrix('C')
     _t0 = 1
     l, _t1 = _bound.loop(0, A.nt, _t0, 14)
-    j, _t2 = _bound.loop(0, C.nt, _t1, 15)
-    _t3 = _bound.when(j + 1 < C.mt, _t2)
+    j, _ = _bound.loop(0, C.nt, _t1, 15)
 
 
 if __name__ == "__main__":

@@ -113,8 +113,7 @@ def loop_bounds(_bound, p):
     B = _bound.matrix('B')
     _t0 = 1
     l, _t1 = _bound.loop(A.nt - 1, -1, _t0, 16, -1)
-    j, _t2 = _bound.loop(0, B.nt, _t1, 17)
-    _t3 = _bound.when(l + 1 < B.mt, _t2)
+    j, _ = _bound.loop(0, B.nt, _t1, 17)
 
 
 if __name__ == "__main__":

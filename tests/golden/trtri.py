@@ -123,9 +123,9 @@ def loop_bounds(_bound, p):
     _t0 = 1
     k, _t1 = _bound.loop(0, A.nt, _t0, 18)
     _t2 = _bound.when(k + 1 < A.mt, _t1)
-    j, _t3 = _bound.loop(0, k, _t2, 21)
-    j, _t4 = _bound.loop(0, k, _t1, 26)
-    j, _t5 = _bound.loop(0, k + 1, _t1, 30)
+    j, _ = _bound.loop(0, k, _t2, 21)
+    j, _ = _bound.loop(0, k, _t1, 26)
+    j, _ = _bound.loop(0, k + 1, _t1, 30)
 
 
 if __name__ == "__main__":

@@ -209,26 +209,24 @@ def loop_bounds(_bound, p):
     dom = p['dom']
     A = _bound.matrix('A')
     B = _bound.matrix('B')
-    T = _bound.matrix('T')
-    T2 = _bound.matrix('T2')
     _t0 = 1
     domains = (A.mt + dom - 1) // dom
     k, _t1 = _bound.loop(0, A.nt, _t0, 30)
     d, _t2 = _bound.loop(0, domains, _t1, 31)
     top = _bound.max(k, d * dom)
     _t3 = _bound.when(top < _bound.min(d * dom + dom, A.mt), _t2)
-    j, _t4 = _bound.loop(k + 1, A.nt, _t3, 36)
-    j, _t5 = _bound.loop(0, B.nt, _t3, 37)
+    j, _ = _bound.loop(k + 1, A.nt, _t3, 36)
+    j, _ = _bound.loop(0, B.nt, _t3, 37)
     i, _t6 = _bound.loop(top + 1, _bound.min(d * dom + dom, A.mt), _t3, 38)
-    j, _t7 = _bound.loop(k + 1, A.nt, _t6, 40)
-    j, _t8 = _bound.loop(0, B.nt, _t6, 41)
+    j, _ = _bound.loop(k + 1, A.nt, _t6, 40)
+    j, _ = _bound.loop(0, B.nt, _t6, 41)
     d, _t9 = _bound.loop(0, domains, _t1, 46)
     _t10 = _bound.when(d * dom > k, _t9)
-    j, _t11 = _bound.loop(k + 1, A.nt, _t10, 49)
-    j, _t12 = _bound.loop(0, B.nt, _t10, 52)
+    j, _ = _bound.loop(k + 1, A.nt, _t10, 49)
+    j, _ = _bound.loop(0, B.nt, _t10, 52)
     k, _t13 = _bound.loop(A.nt - 1, -1, _t0, 57, -1)
     j, _t14 = _bound.loop(0, B.nt, _t13, 58)
-    i, _t15 = _bound.loop(0, k, _t14, 60)
+    i, _ = _bound.loop(0, k, _t14, 60)
 
 
 if __name__ == "__main__":

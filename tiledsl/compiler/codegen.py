@@ -19,6 +19,7 @@ import builtins
 import json
 import keyword
 import os
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -248,7 +249,7 @@ class _Model:
         if self.share is not None:
             model.guided = any(loop.terms for loop in self.share.loops.values())
             model.events = self._event_lines()
-            model.share_prelude = self._prelude()
+            model.share_prelude = without_unused(self._prelude(), model.events)
         model.powers = self.powers
         model.steps = self.steps
         model.source_names = self.names.renamed(_bound_names(program))
@@ -465,7 +466,7 @@ class _Model:
             lines.append(f"{INDENT}{self.names[decl.name.text]} = _bound.matrix({decl.name.text!r})")
         lines.append(f"{INDENT}_t0 = 1")
         self._bound_lines(self.program.body, "_t0", lines, iter(range(1, 1 << 62)), [], {})
-        return lines
+        return without_unused(lines)
 
     def _bound_lines(self, stmts, outer: str, lines: list, numbers, loops: list, lets: dict,
                      skipped: frozenset = frozenset()) -> None:
@@ -635,6 +636,34 @@ def _interval_safe(expr, loops: list, lets: dict, skipped: frozenset) -> bool:
     varying = {loop[0] for loop in loops} | set(lets)
     powers = (node for node in expression_nodes(expr) if isinstance(node, n.Binary) and node.op == "**")
     return not _all_names(expr) & skipped and not any(_all_names(power) & varying for power in powers)
+
+
+_ASSIGNMENT = re.compile(r"^(\s*)(\w+(?:, \w+)*) = (.*)$")
+_LITERAL_OR_COMMENT = re.compile(r"'[^']*'|\"[^\"]*\"|#.*$")
+
+
+def without_unused(lines: list[str], also_reading=()) -> list[str]:
+    """Straight-line ``lines`` without the assignments nothing reads (a matrix or a let that no
+    later bound or event names), and with ``_`` for an iteration count (``_tN``) nothing reads,
+    so that the driver binds only what it uses. ``also_reading``: lines after them that read their names."""
+    while True:
+        read = set()
+        for line in [*lines, *also_reading]:
+            match = _ASSIGNMENT.match(line)
+            read |= set(re.findall(r"[A-Za-z_]\w*", _LITERAL_OR_COMMENT.sub("", match[3] if match else line)))
+        kept = []
+        for line in lines:
+            match = _ASSIGNMENT.match(line)
+            targets = match[2].split(", ") if match else []
+            if len(targets) == 1 and targets[0] not in read:
+                continue
+            if len(targets) > 1:
+                line = match[1] + ", ".join("_" if t.startswith("_t") and t not in read else t
+                                            for t in targets) + " = " + match[3]
+            kept.append(line)
+        if kept == lines:
+            return lines
+        lines = kept
 
 
 def _tuple(items) -> str:
