@@ -461,10 +461,19 @@ def _disagreement(search: _Search) -> str | None:
     groups = [group for group in tied.values() if len({given[position] for position in group}) > 1]
     if not groups:
         return None
-    said = [_and([f"{matrix}'s {('rows', 'columns')[axis]} ({given[matrix, axis]})" for matrix, axis in group])
-            for group in groups]
-    return (f"{search.spelling.inputs}' shapes disagree: {said[0]} are the same size in {search.driver.PROGRAM.name}"
-            + "".join(f", and so are {more}" for more in said[1:]))
+    said = [_tied(group, given) for group in groups]
+    shapes = ", ".join(f"{matrix} is {shape[0]}×{shape[1]}" for matrix, shape in search.shapes.items()
+                       if any(matrix == m for group in groups for m, _ in group))
+    return (f"{search.spelling.inputs}' shapes disagree with {search.driver.PROGRAM.name}, which makes "
+            + ", and ".join(said) + f"; {shapes}")
+
+
+def _tied(group: list, given: dict) -> str:
+    """What the program makes the same size, and the sizes the inputs give them."""
+    if len(group) == 2 and group[0][0] == group[1][0]:
+        return f"{group[0][0]} square"
+    names = _and([f"{matrix}'s {('rows', 'columns')[axis]}" for matrix, axis in group])
+    return f"{names} the same size (here {_and([str(given[position]) for position in group])})"
 
 
 def _ambiguity(search: _Search, best: dict) -> str:

@@ -63,7 +63,8 @@ class CheckDecl:
     ``kind`` is a built-in check (cholesky, lu, qr, solve, inverse, product) or, with
     ``user``, a function of the program's kernel module. ``qualifiers`` holds, per
     argument, the words written before its name (lower, upper, unit, symmetric,
-    transposed); ``options`` the ``NAME = value`` pairs (product's alpha and beta).
+    transposed); ``options`` the ``NAME = value`` pairs (product's alpha and beta), a
+    value a number or a function of the run's parameters (``alpha = alpha``).
     """
 
     kind: str
@@ -72,6 +73,10 @@ class CheckDecl:
     qualifiers: tuple[tuple[str, ...], ...] = ()
     options: tuple[tuple[str, object], ...] = ()
     user: bool = False
+
+    def option_values(self, params) -> dict:
+        """The options' values in a run with parameters ``params``."""
+        return {name: float(value(params)) if callable(value) else value for name, value in self.options}
 
 
 @dataclass(frozen=True)

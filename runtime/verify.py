@@ -172,7 +172,7 @@ class Verifier:
             return self.solve(*names, views[0], where)
         if decl.kind == "inverse":
             return self.inverse(*names, *views, where)
-        options = dict(decl.options)
+        options = decl.option_values(params)
         unknown = set(options) - {"alpha", "beta"}
         if unknown:
             raise UsageError(f"{where}: unknown option {', '.join(sorted(unknown))} (a product takes alpha and beta)")

@@ -166,8 +166,8 @@ def test_contradictory_shapes_name_the_matrix_its_shape_and_the_expected_one(tmp
     settings = program(tmp_path, SETTING_NAMES)
     with pytest.raises(TiledslError) as error:
         settings.run(A=np.zeros((8, 3)), B=np.zeros((6, 6)))  # the dimensions n sizes all
-    assert str(error.value) == ("the inputs' shapes disagree: A's rows (8), B's rows (6) and B's columns (6) are "
-                                "the same size in settings")
+    assert str(error.value) == ("the inputs' shapes disagree with settings, which makes A's rows, B's rows and "
+                                "B's columns the same size (here 8, 6 and 6); A is 8×3, B is 6×6")
     with pytest.raises(TiledslError, match=r"fit no size of settings: with n=8, m=2, A has shape \(8, 3\), "
                                            r"expected \(8, 2\); B has shape \(6, 6\), expected \(8, 8\)$"):
         settings.run(A=np.zeros((8, 3)), B=np.zeros((6, 6)), n=8, params={"m": 2})
@@ -241,8 +241,8 @@ program solve {
 """)
     with pytest.raises(TiledslError) as error:
         solve.run(L=np.zeros((500, 500)), B=np.zeros((400, 3)))
-    assert str(error.value) == ("the inputs' shapes disagree: L's rows (500), L's columns (500) and B's rows (400) "
-                                "are the same size in solve")
+    assert str(error.value) == ("the inputs' shapes disagree with solve, which makes L's rows, L's columns and "
+                                "B's rows the same size (here 500, 500 and 400); L is 500×500, B is 400×3")
     with pytest.raises(TiledslError, match=r"^nothing in the inputs' shapes depends on n: give n=$"):
         solve.run(R=np.zeros((1000, 7)))  # n = 7 and n = 1000 fit alike: neither is a choice to offer
 

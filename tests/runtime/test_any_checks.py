@@ -392,3 +392,32 @@ def test_the_summary_says_which_count_it_used():
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["flops_source"] == "standard"
     assert summary["gflops"] == pytest.approx(4 * 300 ** 3 / 3 / summary["seconds"] / 1e9)
+
+
+
+SCALED_PRODUCT = """\
+program scaled {
+  tiling uniform(nb = 64)
+  param alpha = 2.0
+  matrix A[n, n] = random general
+  matrix B[n, n] = random general
+  matrix C[n, n] = random general
+  check product(C, A, B, alpha = alpha, beta = 2.0 - alpha / alpha)
+  for k in 0 .. A.nt {
+    for j in 0 .. C.nt {
+      gemm(A[0 : A.mt, k], B[k, j], C[0 : C.mt, j], "N", "N", alpha, 1.0)
+    }
+  }
+}
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("alpha", [2.0, -3.5])
+def test_a_check_option_may_be_a_parameter_and_follows_the_run(tmp_path, alpha):
+    import tiledsl
+
+    (tmp_path / "scaled.tile").write_text(SCALED_PRODUCT)
+    out = tiledsl.load(tmp_path / "scaled.tile").run(n=150, params={"alpha": alpha}, check=True)
+    residual = out.summary()["residuals"]
+    assert 0 <= residual["product"] < 1, residual

@@ -120,8 +120,15 @@ def test_inputs_giving_one_size_two_values_are_said_to_disagree(tmp_path):
     body = "param m = n\n  matrix A[m, n] = zeros\n  matrix B[n, m] = zeros"
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, body, {"A": (400, 250), "B": (400, 250)})
-    assert str(error.value) == ("the inputs' shapes disagree: A's rows (400) and B's columns (250) are the same size "
-                                "in p, and so are A's columns (250) and B's rows (400)")
+    assert str(error.value) == ("the inputs' shapes disagree with p, which makes A's rows and B's columns the same "
+                                "size (here 400 and 250), and A's columns and B's rows the same size (here 250 and "
+                                "400); A is 400×250, B is 400×250")
+
+
+def test_a_square_matrix_given_a_rectangle_is_said_to_be_square(tmp_path):
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, "matrix B[n, n] = zeros", {"B": (300, 200)})
+    assert str(error.value) == "the inputs' shapes disagree with p, which makes B square; B is 300×200"
 
 
 def test_an_n_the_given_params_leave_out_of_every_shape_is_asked_for(tmp_path):

@@ -118,9 +118,10 @@ REFERENCES = {
 }
 
 
-def reference_of(program) -> tuple[Reference, list, dict] | None:
+def reference_of(program, params) -> tuple[Reference, list, dict] | None:
     """The reference of ``program`` (None without one, or when its matrices are not the ones
-    the routine takes), the names of the matrices it takes and the check's options."""
+    the routine takes), the names of the matrices it takes and the check's options (their
+    values with the run's ``params``)."""
     check = program.check
     if check is None:
         return None
@@ -130,7 +131,7 @@ def reference_of(program) -> tuple[Reference, list, dict] | None:
     matrices = [d.name for d in program.matrices]
     taken = check.args if reference.operands is None else [check.args[i] for i in reference.operands]
     names = [name for i, name in enumerate(taken) if name in matrices and name not in taken[:i]]
-    return (reference, names, dict(check.options)) if len(names) == reference.arity() else None
+    return (reference, names, check.option_values(params)) if len(names) == reference.arity() else None
 
 
 def _reference_key(check) -> str:
@@ -194,7 +195,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     inputs = inputs_of(driver, options)
     tiled = Measure("tiledsl")
     references = []  # (measure, routine, its matrices, BLAS threads, options)
-    found = reference_of(program)
+    found = reference_of(program, make_params(driver, options))
     if found:
         reference, names, check_options = found
         matrices = [inputs[name] for name in names]

@@ -407,8 +407,22 @@ class _Analyzer:
                 allowed = CHECK_OPTIONS.get(kind, ())
                 self.bag.error(option.name.span, "E202", f"check {kind} has no option '{option.name.text}'",
                                hint=f"its options: {', '.join(allowed)}" if allowed else None)
-            elif constant_of(option.value, "float") is None:
-                self.bag.error(option.value.span, "E205", f"option {option.name.text} must be a number constant")
+            else:
+                self._check_option_value(option)
+
+    def _check_option_value(self, option) -> None:
+        """A check option's value: a number, from constants and the program's parameters only (the
+        check runs after the loop nest, with the run's parameters)."""
+        value = option.value
+        if constant_of(value, "float") is not None:
+            return
+        other = next((e for e in expression_nodes(value) if isinstance(e, (n.Attr, n.Method)) or isinstance(e, n.Name)
+                      and getattr(self.scope.lookup(e.ident.text), "kind", "param") != "param"), None)
+        if other is not None:
+            self.bag.error(other.span, "E205", f"option {option.name.text} must be a number made of constants "
+                                               f"and the program's parameters, found '{unparse(other)}'")
+        else:
+            self._number_expr(value)
 
     def _check_char_params(self, params) -> None:
         """A char parameter can pass the run's checks: some character is among those of every kernel
@@ -1264,7 +1278,7 @@ def constant_of(expr, kind: str):
     return -literal.value if negated else literal.value
 
 
-_TYPE_NOUN = {"int": "an integer", "float": "a number", "char": "a char", "bool": "a condition", "tile": "a tile"}
+_TYPE_NOUN = {"int": "an integer", "float": "a float", "char": "a char", "bool": "a condition", "tile": "a tile"}
 
 
 @dataclass(frozen=True)

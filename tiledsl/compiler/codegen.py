@@ -229,7 +229,7 @@ class _Model:
             workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
                         for d in program.workspaces],
             requires=self._requirements(),
-            check=_check_model(program.checks[0], checked.kernel_module) if program.checks else None,
+            check=self._check_model(program.checks[0]) if program.checks else None,
             kernel_module=checked.kernel_module)
         model.flops = self._flops_models()
         counters = {f.kernel: f.function for f in model.flops}
@@ -253,6 +253,22 @@ class _Model:
         model.powers = self.powers
         model.steps = self.steps
         model.source_names = self.names.renamed(_bound_names(program))
+        return model
+
+    def _check_model(self, check: n.CheckDecl) -> dict:
+        """The arguments of the driver's ``CheckDecl``: kind, matrices, and what is not the default;
+        an option that names parameters is a function of them."""
+        model = {"kind": repr(check.kind.text), "args": repr(tuple(a.name.text for a in check.args)),
+                 "line": str(check.span.line)}
+        if any(a.qualifiers for a in check.args):
+            model["qualifiers"] = repr(tuple(tuple(q.text for q in a.qualifiers) for a in check.args))
+        if check.options:
+            values = [(o.name.text, constant_of(o.value, "float")) for o in check.options]
+            model["options"] = _tuple(f"({name!r}, {float(value)!r})" if value is not None else
+                                      f"({name!r}, lambda p: {self.expr(option.value, params=True)})"
+                                      for (name, value), option in zip(values, check.options))
+        if self.checked.kernel_module is not None and check.kind.text not in CHECK_ARITY:
+            model["user"] = "True"
         return model
 
     def _requirements(self) -> list:
@@ -745,15 +761,4 @@ def _local(name: str) -> str:
     return name + "_" if name in _RESERVED or name.startswith("_") else name
 
 
-def _check_model(check: n.CheckDecl, module: str | None) -> dict:
-    """The arguments of the driver's ``CheckDecl``: kind, matrices, and what is not the default."""
-    model = {"kind": repr(check.kind.text), "args": repr(tuple(a.name.text for a in check.args)),
-             "line": str(check.span.line)}
-    if any(a.qualifiers for a in check.args):
-        model["qualifiers"] = repr(tuple(tuple(q.text for q in a.qualifiers) for a in check.args))
-    if check.options:
-        model["options"] = repr(tuple((o.name.text, float(constant_of(o.value, "float"))) for o in check.options))
-    if module is not None and check.kind.text not in CHECK_ARITY:
-        model["user"] = "True"
-    return model
 
