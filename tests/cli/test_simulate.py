@@ -17,8 +17,8 @@ from tiledsl.runtime.rates import Rates
 from tiledsl.simulation.machine import machine, shipped
 
 ROOT = Path(__file__).resolve().parents[2]
-EXACT = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_received", "instances",
-         "device_copies")
+EXACT = ("tasks", "tasks_by_device", "messages_sent", "messages_received", "bytes_sent", "bytes_received",
+         "instances", "device_copies")
 MACHINE = {"name": "test node", "cores": 4, "gpus": 2, "ranks_per_node": None,
            "cpu": {"gemm": {"64": 5, "256": 10}, "potrf": 4}, "gpu": {"gemm": 100, "default": 50},
            "network": {"latency_us": 5, "bandwidth_gbs": 2}, "pcie": {"latency_us": 8, "bandwidth_gbs": 4},
@@ -61,6 +61,7 @@ def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, pr
     assert predicted["tasks"] == real["tasks"] and predicted["grid"] == real["grid"]
     for mine, theirs in zip(predicted["ranks"], real["ranks"], strict=True):
         assert {k: mine[k] for k in EXACT} == {k: theirs[k] for k in EXACT}
+        assert set(mine) == set(theirs)  # the same statistics as a run's --json
     assert predicted["totals"]["messages_sent"] == predicted["totals"]["messages_received"] > 0
 
 
@@ -126,9 +127,11 @@ def test_rates_are_interpolated_in_the_tile_size():
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("change, message", [
-    ({"cores": 0}, "bad.json: cores must be an integer >= 1, got 0"),
-    ({"cores": 2.5}, "bad.json: cores must be an integer >= 1, got 2.5"),
-    ({"gpus": 1.5, "gpu": {"gemm": 9}}, "bad.json: gpus must be an integer >= 0, got 1.5"),
+    ({"cores": 0}, "bad.json: cores must be an integer from 1 to 4096, got 0"),
+    ({"cores": 2.5}, "bad.json: cores must be an integer from 1 to 4096, got 2.5"),
+    ({"cores": 10 ** 9}, "bad.json: cores must be an integer from 1 to 4096, got 1000000000"),
+    ({"gpus": 1.5, "gpu": {"gemm": 9}}, "bad.json: gpus must be an integer from 0 to 4096, got 1.5"),
+    ({"memory_gbs": 0}, "bad.json: memory_gbs must be positive (leave it out for no memory time), got 0"),
     ({"cpu": {"gemm": float("nan")}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got nan"),
     ({"cpu": {"gemm": float("inf")}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got inf"),
     ({"cpu": {"gemm": {"0": 3}}}, "bad.json: cpu.gemm: the tile sizes of a rate table are positive integers"),

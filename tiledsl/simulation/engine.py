@@ -78,6 +78,7 @@ class Rank:
         self.state = "starved"  # starved (waits for the walk), scheduled, blocked (full window), done
         self.finished = 0.0  # when its last task ended, or its generation did
         self.tasks = 0  # program tasks run
+        self.by_device = [0] * (1 + gpus)  # of them, on the host (GPU tasks it took included), on each GPU
         self.submitted = 0  # shares of tasks generated (each costs submit_us)
         self.busy = [0.0] * (workers + gpus)
         self.links = [0.0, 0.0]  # when its network link is free: out, in
@@ -463,6 +464,7 @@ class Simulator:
         rank.busy[index] += task.seconds
         if task.owned is not None:
             rank.tasks += 1
+            rank.by_device[device] += 1
             if self.tracer is not None:
                 self.tracer.task(rank.number, lane, device, task)
         rank.idle[device].append(lane)

@@ -108,6 +108,7 @@ def _link(value, where: str) -> Link:
 
 
 MOST = 1e9  # microseconds, GB/s: a machine file's number past this is a mistake (1e300), not a machine
+MOST_PER_NODE = 4096  # cores or GPUs of a node: more is a mistake (the simulation makes a worker of each)
 
 
 def _number(value, where: str) -> float:
@@ -117,9 +118,19 @@ def _number(value, where: str) -> float:
 
 
 def _count(value, where: str, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise MachineError(f"{where} must be an integer >= {least}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MOST_PER_NODE:
+        raise MachineError(f"{where} must be an integer from {least} to {MOST_PER_NODE}, got {value!r}")
     return value
+
+
+def _memory(content: dict, where: str) -> float:
+    """``memory_gbs`` in bytes per second; 0 where the file leaves it out (no memory cost)."""
+    if "memory_gbs" not in content:
+        return 0.0
+    value = _number(content["memory_gbs"], f"{where}: memory_gbs")
+    if value == 0:
+        raise MachineError(f"{where}: memory_gbs must be positive (leave it out for no memory time), got 0")
+    return value * 1e9
 
 
 def shipped() -> list[str]:
@@ -168,7 +179,7 @@ def machine(content: dict, where: str = "machine file") -> Machine:
                    gpu_link=_link(content.get("gpu_link", content["pcie"]), f"{where}: gpu_link"),
                    runtime={**RUNTIME_FIELDS, **{k: _number(v, f"{where}: runtime.{k}") for k, v in runtime.items()}},
                    ranks_per_node=per_node,
-                   memory=_number(content.get("memory_gbs", 0), f"{where}: memory_gbs") * 1e9,
+                   memory=_memory(content, where),
                    about=str(content.get("about", "")), source=where)
 
 

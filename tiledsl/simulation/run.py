@@ -260,10 +260,14 @@ def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
     """One simulated rank's statistics, as a run reports them (no flops when a kernel without a
     count ran: its modelled flops time it, they do not count)."""
     sent, received, bytes_sent, bytes_received = walker.traffic[number]
-    return {"rank": number, "tasks": rank.tasks, "messages_sent": sent, "messages_received": received,
+    return {"rank": number, "tasks": rank.tasks,
+            "tasks_by_device": {"host": rank.by_device[0],
+                                **{f"gpu{g}": count for g, count in enumerate(rank.by_device[1:], 1)}},
+            "messages_sent": sent, "messages_received": received,
             "bytes_sent": bytes_sent, "bytes_received": bytes_received,
             "plans_sent": rank.plans[0], "plans_received": rank.plans[1], "peak_tile_bytes": 0,
             "device_copies": walker.copies[number], "host_took": rank.host_took,
+            "out_of_core": None,  # the simulated GPUs hold every tile they are given
             "instances": walker.instances[number],
             "peak_window": rank.peak_window, "flops": None if uncounted else walker.flops[number],
             "uncounted": uncounted,
