@@ -489,6 +489,9 @@ def potrf(A: np.ndarray, uplo: str = "L") -> None:
     if n == 0:
         return
     info = blas.dpotrf(uplo, n, A, lda)
+    if info == 0:  # LAPACK's reference dpotrf fails a minor whose diagonal is NaN; OpenBLAS's goes on
+        bad = np.flatnonzero(~(np.diagonal(A[:n, :n]) > 0))
+        info = int(bad[0]) + 1 if bad.size else 0
     if info > 0:
         raise not_positive_definite(info, n)
     trsm(A[:n, :], A[n:, :])
