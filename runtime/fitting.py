@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from . import npyio
-from .layout import make_params, matrix_shapes, tuned_note, untuned
+from .layout import make_params, matrix_shapes, settings_giving, tuned_note, untuned
 from .options import Options, check_file_names
 from .world import UsageError
 
@@ -42,6 +42,23 @@ SECANT_STEPS = 4  # steps towards a value solving a dimension's equation (one wh
 SOLVE_WINDOW = 64  # most integers tried on each side of that value (a floor division rounds it)
 SWEEP_VALUES = 32  # most values a free unknown is swept over: the smallest divisors of the dimensions
 SHOWN = 4  # fits an ambiguity error lists
+
+
+def settings_hints(driver, options: Options, name: str, shape: tuple) -> list[str]:
+    """The options that give matrix ``name`` the ``shape`` of its input, for the message that it
+    does not fit: each single change of ``n`` or of a parameter that does, else the parameters
+    that do together at this ``n`` (``--set m=30 --set k=50``)."""
+    spelling = options.spelling
+    single = settings_giving(driver, options, name, shape)
+    if single:
+        return [f"{spelling.n}{'' if spelling.api else ' '}{value}" if setting == "n" else spelling.param(setting, value)
+                for setting, value in single]
+    try:
+        _, params = fit(driver, {name: shape}, options)
+    except UsageError:
+        return []
+    changed = {key: value for key, value in params.items() if options.sets.get(key) != value}
+    return [" ".join(spelling.param(key, value) for key, value in changed.items())] if changed else []
 
 
 def fit(driver, shapes: dict, options: Options) -> tuple[int, dict]:

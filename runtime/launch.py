@@ -27,9 +27,9 @@ import numpy as np
 from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
 from .engine import Engine, TaskFailure
-from .fitting import fit_files, load_path
+from .fitting import fit_files, load_path, settings_hints
 from .iterations import check_iterations
-from .layout import make_params, placement, ratio_of, settings_giving, tiling_sources, use_tuned
+from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
 from .broadcast import broadcast_for
 from .comm import Unanswered
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
@@ -252,8 +252,7 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         try:
             source_file = npyio.open_input(path, shape)
         except npyio.InputShapeError as error:
-            hints = [f"--n {value}" if setting == "n" else f"--set {setting}={value}"
-                     for setting, value in settings_giving(driver, options, decl.name, error.shape)]
+            hints = settings_hints(driver, options, decl.name, error.shape)
             raise UsageError(f"{error}" + (f" ({' or '.join(hints[:3])} gives it that shape)" if hints else "")) \
                 from None
         except (npyio.InputFileError, OSError) as error:
