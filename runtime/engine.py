@@ -27,6 +27,7 @@ from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
 from .matrix import TileIndexError, call_views
+from .notes import KernelNotes
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
 from .program import flatten, tiles_text
@@ -96,6 +97,7 @@ class Engine:
         self.running: dict = {}  # task -> (lane, monotonic start), under the lock: what a stall report names
         threads = workers + self.gpus
         self.stats = Stats(per_worker=[0] * threads, busy=[0.0] * threads)
+        self.kernel_notes = KernelNotes()  # what kernels said without failing (.notes)
         self.matrices: dict = {}
         self.exchange = None
         self.among = every_value  # the loop values to walk: all, unless guided
@@ -370,6 +372,7 @@ class Engine:
         busy = 0.0
         count = 0
         idle_since = None
+        in_kernel.notes = self.kernel_notes  # where .notes.note puts what this thread's kernels say
         with self.lock:
             # checked before each task, not only when none is ready: a failed or interrupted run
             # starts nothing more (its caller has the error, and the kernels must stop being called)

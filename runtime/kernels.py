@@ -47,6 +47,7 @@ import numpy as np
 
 from . import blas
 from .errors import KernelError
+from .notes import note
 from .panels import stacked, taking_matrices
 
 _DOUBLE = np.dtype(np.float64).itemsize
@@ -626,15 +627,16 @@ def getrf(A: np.ndarray, P: np.ndarray) -> None:
     lower) and U overwrite it as in LAPACK. P (1×w, w >= k = min(m, n)) receives in
     P[0, j] the row, counted from A's first row, that row j was interchanged with
     (LAPACK's ipiv − 1), and j itself for k <= j < w. An exactly singular A is no
-    error: U then has a zero on its diagonal, and the factorization is still valid;
-    NaNs spread as they do.
+    error: U then has a zero on its diagonal, and the factorization is still valid
+    (the run says so: :mod:`.notes`); NaNs spread as they do.
     """
     lda = _ld(A, "getrf: A", writable=True)
     _ld(P, "getrf: P", writable=True)
     m, n, k = getrf_dims(A, P)
     ipiv = np.empty(k, dtype=np.int32)
-    if k:
-        blas.dgetrf(m, n, A, lda, ipiv)  # info > 0: a zero on U's diagonal, no error
+    info = blas.dgetrf(m, n, A, lda, ipiv) if k else 0
+    if info > 0:  # the factorization stands; a solve with it would divide by zero
+        note(f"U({info - 1}, {info - 1}) of the matrix it was given is exactly zero: the matrix is singular")
     record_pivots(np, P, ipiv, k)
 
 

@@ -34,6 +34,7 @@ from .broadcast import broadcast_for
 from .comm import Unanswered
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
                       collective_limit, options_from, run_warnings)
+from .notes import warnings_of
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
@@ -337,7 +338,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
         if comm is None or comm.rank == 0:
-            for note in (*result.notes, idle_warning(program, result.params, ranks),
+            for note in (*result.notes, *warnings_of(Path(program.source).name, ranks),
+                         idle_warning(program, result.params, ranks),
                          idle_ranks_warning(ranks, result.grid)):
                 if note:
                     warn(note)

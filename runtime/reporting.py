@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from . import checks
+from .notes import warnings_of
 from .options import tile_values
 from .resources import bytes_text
 
@@ -194,7 +196,8 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "gpu_backend": result.gpu_backend, "gpu_streams": result.gpu_streams, "nonfinite": result.nonfinite,
             "upper_bound": result.upper_bound,
             "of_upper_bound": rate / result.upper_bound if rate and result.upper_bound else None,
-            "input_nonfinite": result.input_nonfinite, "errors": result.errors, "notes": result.notes,
+            "input_nonfinite": result.input_nonfinite, "errors": result.errors,
+            "notes": [*result.notes, *warnings_of(Path(program.source).name, ranks)],
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources,
             "out_of_core": out_of_core_totals(ranks), **result.trace}
@@ -334,6 +337,7 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "peak_tile_bytes": local + copies,
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
             "host_took": engine.stats.host_took,  # GPU tasks its CPU workers took (--host-takes)
+            "kernel_notes": engine.kernel_notes.summary(),  # what kernels said without failing (.notes)
             "out_of_core": _cache_statistics(engine),
             "instances": engine.exchange.instance_counts() if engine.exchange is not None else None,
             "peak_window": engine.stats.peak_window,

@@ -15,6 +15,15 @@ def load(path):
     return _load(path)
 
 
+def note(text: str) -> None:
+    """Called by a kernel while its task runs: say ``text`` when the run is over, as a warning
+    naming the rank, the ``.tile`` line, the kernel and its tiles (once per call site, with a count
+    of the other tasks there that said something). See :mod:`tiledsl.runtime.notes`."""
+    from .runtime.notes import note as _note
+
+    _note(text)
+
+
 def __getattr__(name):
     """``tiledsl.TiledslError`` and ``tiledsl.TiledslWarning``, the API's, without importing the
     compiler up front."""

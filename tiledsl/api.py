@@ -27,6 +27,7 @@ from .compiler import compile_path
 from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver, program_path
 from .runtime.fitting import file_shapes, fit, load_files
+from .runtime.notes import warnings_of
 from .runtime.options import API
 from .runtime.world import UsageError
 
@@ -63,7 +64,9 @@ class Output(Mapping):
     ``input_nonfinite`` those its input array or file held. ``gpus`` (None without) says
     how a run with GPUs went: its ``streams`` per GPU, ``tasks_by_device``, the GPU tasks
     the host took (``host_took``) and the GPU caches of a run out of core (``out_of_core``,
-    as ``--json`` gives them; None in memory). ``errors`` says, one line
+    as ``--json`` gives them; None in memory). ``notes`` holds what the run said besides
+    (also warned as :class:`TiledslWarning`): kernels a GPU ran on the host, a getrf that
+    found its matrix exactly singular. ``errors`` says, one line
     each, why the run failed otherwise (a user check that raised or returned no number).
     :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output when ``errors``
     is not empty, or ``nonfinite`` is not and ``allow_nonfinite`` was not given, as the
@@ -84,6 +87,7 @@ class Output(Mapping):
     params: dict = field(default_factory=dict)
     gflops: float | None = None
     gpus: dict | None = None
+    notes: list = field(default_factory=list)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.matrices[name]
@@ -100,7 +104,7 @@ class Output(Mapping):
 
         return finite_or_none({key: getattr(self, key) for key in (
             "n", "tiles", "params", "seconds", "gflops", "tasks", "residual", "residuals", "passed", "nonfinite",
-            "input_nonfinite", "errors", "gpus")})
+            "input_nonfinite", "errors", "gpus", "notes")})
 
 
 class Loaded:
@@ -179,7 +183,8 @@ class Loaded:
             # after the tuned values: the arrays are fitted at the tiles the run will use
             options.n, options.sets = fit(self.driver, self._shapes(given), options)
             result = execute(self.driver, options, given)
-            for note in result.notes:
+            notes = [*result.notes, *warnings_of(Path(self.program.source).name, [result.stats])]
+            for note in notes:
                 warnings.warn(note, TiledslWarning, stacklevel=2)
         except UsageError as error:
             raise TiledslError(str(error)) from None
@@ -191,7 +196,7 @@ class Loaded:
         matrices = {name: m.assemble() for name, m in result.matrices.items()}
         output = Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
                         result.passed, dict(result.nonfinite), list(result.errors), dict(result.input_nonfinite),
-                        **self._ran_with(result))
+                        notes=notes, **self._ran_with(result))
         problems = _problems(output, bool(allow_nonfinite))
         if problems:  # the command line fails this run: so does the API, the output kept on the error
             raise TiledslError("; ".join(problems), output)

@@ -268,6 +268,7 @@ def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
             "plans_sent": rank.plans[0], "plans_received": rank.plans[1], "peak_tile_bytes": 0,
             "device_copies": walker.copies[number], "host_took": rank.host_took,
             "out_of_core": None,  # the simulated GPUs hold every tile they are given
+            "kernel_notes": [],  # no kernel runs
             "instances": walker.instances[number],
             "peak_window": rank.peak_window, "flops": None if uncounted else walker.flops[number],
             "uncounted": uncounted,

@@ -1,0 +1,66 @@
+"""What a kernel says without failing its task: LAPACK's ``info > 0`` where the result
+stands, such as an exactly singular U from getrf with partial pivoting (the factorization
+is complete, and a solve with it would divide by zero; scipy warns so too).
+
+A kernel calls :func:`note` while its task runs. The engine keeps, per call site, the
+first note and how many tasks there left one (:class:`KernelNotes`), and its rank's
+statistics carry them; once the run is over they are said as warnings, every rank's by
+rank 0 (:func:`warnings_of`), naming the rank, the ``.tile`` line, the kernel and its
+tiles as a failure does. Outside a run's task (a kernel called directly), a note is
+dropped.
+"""
+from __future__ import annotations
+
+import threading
+
+from .crash import in_kernel
+from .program import tiles_text
+
+
+class KernelNotes:
+    """The notes of one engine's tasks: per call site, the first in the program's order (not
+    the first to arrive: workers finish tasks in any order), and a count."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._first: dict = {}  # .tile line -> (the task's place in the order, its note)
+        self._count: dict = {}
+
+    def add(self, task, text: str) -> None:
+        call = task.call
+        tiles = ", ".join(tiles_text(group) for _, _, group, _ in call.declared(task.tiles))
+        said = (task.seq, f"kernel {call.kernel} on {tiles} ({call.text}): {text}")
+        with self._lock:
+            self._first[call.line] = min(self._first.get(call.line, said), said)
+            self._count[call.line] = self._count.get(call.line, 0) + 1
+
+    def summary(self) -> list[dict]:
+        """Per call site, in line order: ``{"line", "text", "tasks"}`` (JSON, for the rank's statistics)."""
+        with self._lock:
+            return [{"line": line, "text": self._first[line][1], "tasks": self._count[line]}
+                    for line in sorted(self._first)]
+
+
+def note(text: str) -> None:
+    """Leave ``text`` as a note of the task the calling thread runs (see the module)."""
+    notes, task = getattr(in_kernel, "notes", None), getattr(in_kernel, "task", None)
+    if notes is not None and task is not None:
+        notes.add(task, text)
+
+
+def warnings_of(source: str, ranks: list) -> list[str]:
+    """The warnings of every rank's notes (``ranks``: their statistics), one per call site: the
+    first rank's note, with how many tasks left one at that line on every rank."""
+    first: dict = {}
+    tasks: dict = {}
+    for stats in ranks:
+        for entry in stats.get("kernel_notes", ()):
+            first.setdefault(entry["line"], (stats["rank"], entry["text"]))
+            tasks[entry["line"]] = tasks.get(entry["line"], 0) + entry["tasks"]
+    lines = []
+    for line in sorted(first):
+        rank, text = first[line]
+        more = tasks[line] - 1
+        lines.append(f"rank {rank} ({source}:{line}): {text}"
+                     + (f" (and {more} more task(s) at this line)" if more else ""))
+    return lines

@@ -1,0 +1,118 @@
+"""What kernels say without failing (runtime/notes.py): kept per call site while tasks run,
+dropped outside a task, said once per line over every rank, through the command line and the API."""
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import tiledsl
+from tiledsl.api import TiledslWarning
+from tiledsl.runtime.crash import in_kernel
+from tiledsl.runtime.kernels import getrf
+from tiledsl.runtime.notes import KernelNotes, note, warnings_of
+
+
+class Call:
+    kernel, line, text = "getrf", 21, "getrf(A[k : A.mt, k], P[k, k])"
+
+    @staticmethod
+    def declared(tiles):
+        return [(1, "inout", tuple(tiles), False)]
+
+
+class Task:
+    call = Call()
+
+    def __init__(self, seq, *tiles):
+        self.seq, self.tiles = seq, list(tiles)
+
+
+def test_a_note_outside_a_task_is_dropped_and_one_inside_is_kept_per_line():
+    notes = KernelNotes()
+    note("nobody hears this")  # no run: nothing to keep it in
+    in_kernel.notes = notes
+    try:
+        note("still no task")
+        for seq, tile in ((5, "A[1, 1]"), (2, "A[0, 0]"), (9, "A[2, 2]")):  # as workers finish them
+            in_kernel.task = Task(seq, tile)
+            note(f"U of {tile} is singular")
+    finally:
+        in_kernel.notes = in_kernel.task = None
+    assert notes.summary() == [{"line": 21, "text": "kernel getrf on A[0, 0] (getrf(A[k : A.mt, k], P[k, k])): "
+                                                    "U of A[0, 0] is singular", "tasks": 3}]
+
+
+def test_every_ranks_notes_are_one_warning_per_line_named_by_the_first_rank():
+    ranks = [{"rank": 0, "kernel_notes": []},
+             {"rank": 1, "kernel_notes": [{"line": 21, "text": "getrf said so", "tasks": 2}]},
+             {"rank": 2, "kernel_notes": [{"line": 9, "text": "potrf said so", "tasks": 1},
+                                          {"line": 21, "text": "getrf said it too", "tasks": 1}]}]
+    assert warnings_of("p.tile", ranks) == ["rank 2 (p.tile:9): potrf said so",
+                                            "rank 1 (p.tile:21): getrf said so (and 2 more task(s) at this line)"]
+
+
+def test_a_kernel_called_directly_on_a_singular_matrix_still_factors_it():
+    a = np.asfortranarray(np.array([[1.0, 2.0], [2.0, 4.0]]))
+    pivots = np.zeros((1, 2), order="F")
+    getrf(a, pivots)  # no run around it: no note, no error
+    assert a[1, 1] == 0.0
+
+
+@pytest.mark.timeout(60)
+def test_a_singular_matrix_given_to_getrf_is_said_to_be_singular_and_the_run_passes():
+    a = np.random.default_rng(1).random((64, 64))
+    a[:, 20] = 0.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = tiledsl.load("getrf").run(A=a, tiles={"nb": 16}, check=True)
+    said = [str(w.message) for w in caught if issubclass(w.category, TiledslWarning)]
+    assert out.summary()["passed"] is True
+    assert said == ["rank 0 (getrf.tile:21): kernel getrf on A[1:4, 1], P[1, 1] (getrf(A[k : A.mt, k], P[k, k]) "
+                    "priority 4 * (A.nt - k)): U(4, 4) of the matrix it was given is exactly zero: the matrix is "
+                    "singular"]
+    assert out.notes == said
+
+
+def test_the_notes_of_concurrent_runs_stay_apart():
+    a = np.random.default_rng(1).random((64, 64))
+    a[:, 20] = 0.0
+    found = {}
+
+    def run(name, matrix):
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            found[name] = tiledsl.load("getrf").run(A=matrix, tiles={"nb": 16}).notes
+    threads = [threading.Thread(target=run, args=("singular", a)),
+               threading.Thread(target=run, args=("regular", np.eye(64) + a))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(found["singular"]) == 1 and found["regular"] == []
+
+
+NOTING = """\
+use "noting.py"
+kernel look(inout A)
+
+program p {
+  tiling uniform(nb = 10)
+  matrix A[n, n] = random general
+  for k in 0 .. A.nt {
+    look(A[k, k])
+  }
+}
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_user_kernel_says_what_it_found_with_tiledsl_note(tmp_path):
+    (tmp_path / "noting.py").write_text("import tiledsl\n\n\ndef look(A):\n"
+                                        "    tiledsl.note(f'the tile sums to {A.sum() > 0}')\n")
+    (tmp_path / "p.tile").write_text(NOTING)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        out = tiledsl.load(tmp_path / "p.tile").run(n=30)
+    assert out.notes == ["rank 0 (p.tile:8): kernel look on A[0, 0] (look(A[k, k])): the tile sums to True "
+                         "(and 2 more task(s) at this line)"]
