@@ -187,7 +187,7 @@ def test_the_bench_reference_computes_what_the_program_does(compiled, one_rank, 
     """The routine tiledsl bench times, run on the same inputs, passes the program's own comparison."""
     driver = compiled(f"programs/{program}.tile")
     result, outputs = one_rank(program)
-    reference, names, options = reference_of(driver.PROGRAM)
+    reference, names, options = reference_of(driver.PROGRAM, result.params)
     assert reference.routine == NEW[program].reference
     inputs = inputs_of(driver, _options(program))
     work = {name: np.array(inputs[name], order="F") for name in names}
@@ -257,7 +257,7 @@ def test_the_bench_reference_takes_the_checks_inputs_wherever_the_result_is(tmp_
         f"  check {check}\n  for k in 0 .. A.nt {{ potrf(A[k, k])  potrf(X[k, k])  potrf(B[k, k]) }} }}\n")
     _, text = compile_path(tmp_path / "p.tile")
     (tmp_path / "driver.py").write_text(text)
-    reference, found, _ = reference_of(import_driver(tmp_path / "driver.py", f"bench_{routine}").PROGRAM)
+    reference, found, _ = reference_of(import_driver(tmp_path / "driver.py", f"bench_{routine}").PROGRAM, {"n": 8})
     assert (reference.routine, found) == (routine, names)
 
 
