@@ -256,7 +256,9 @@ def _let_chain(count: int) -> str:
 
 
 @pytest.mark.timeout(300)
-def test_forty_thousand_lets_are_analyzed_in_linear_time():
+def test_a_chain_of_lets_is_analyzed_in_linear_time():
+    """Four times the lets take about four times as long, not sixteen (a ratio, so that a slow
+    machine does not fail it: the best of three of each, in CPU time)."""
     import time
 
     from tiledsl.compiler.analysis import analyze
@@ -264,14 +266,20 @@ def test_forty_thousand_lets_are_analyzed_in_linear_time():
     from tiledsl.compiler.parser import parse
     from tiledsl.compiler.source import decode
 
-    tree = parse(decode("lets.tile", _let_chain(40_000).encode()))
-    started = time.process_time()
-    checked, bag = analyze(tree, prelude())
-    seconds = time.process_time() - started
-    assert checked is not None and not bag.has_errors
-    assert seconds < 8, f"analysis of 40,000 lets took {seconds:.1f} s CPU (quadratic?)"
-    # the value of the chain is known: x39999 = 40000, so the index is the constant 0
-    assert checked.calls[0].accesses[0].depends == {"x39999"}
+    def analyzed(count: int) -> float:
+        tree = parse(decode("lets.tile", _let_chain(count).encode()))
+        best = float("inf")
+        for _ in range(3):
+            started = time.process_time()
+            checked, bag = analyze(tree, prelude())
+            best = min(best, time.process_time() - started)
+        assert checked is not None and not bag.has_errors
+        # the value of the chain is known: x{count - 1} = count, so the index is the constant 0
+        assert checked.calls[0].accesses[0].depends == {f"x{count - 1}"}
+        return best
+
+    small, large = analyzed(2_500), analyzed(10_000)
+    assert large < 8 * small, f"10,000 lets took {large:.2f} s CPU, 2,500 took {small:.2f} s (quadratic?)"
 
 
 @pytest.mark.timeout(120)
