@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from .panels import Panel
+from .world import UsageError
 
 READ_MODES = frozenset({"in", "inout"})
 WRITE_MODES = frozenset({"out", "inout"})
@@ -75,8 +76,16 @@ class CheckDecl:
     user: bool = False
 
     def option_values(self, params) -> dict:
-        """The options' values in a run with parameters ``params``."""
-        return {name: float(value(params)) if callable(value) else value for name, value in self.options}
+        """The options' values in a run with parameters ``params`` (a UsageError for one these
+        parameters cannot give, such as ``alpha = 1.0 / z`` with z = 0)."""
+        values = {}
+        for name, value in self.options:
+            try:
+                values[name] = float(value(params)) if callable(value) else value
+            except (ArithmeticError, ValueError) as error:
+                raise UsageError(f"check {self.kind} (line {self.line}): option {name} cannot be computed with "
+                                 f"these parameters: {error}") from None
+        return values
 
 
 @dataclass(frozen=True)

@@ -421,3 +421,13 @@ def test_a_check_option_may_be_a_parameter_and_follows_the_run(tmp_path, alpha):
     out = tiledsl.load(tmp_path / "scaled.tile").run(n=150, params={"alpha": alpha}, check=True)
     residual = out.summary()["residuals"]
     assert 0 <= residual["product"] < 1, residual
+
+
+@pytest.mark.timeout(60)
+def test_a_check_option_the_parameters_cannot_give_is_a_usage_error(tmp_path):
+    import tiledsl
+
+    (tmp_path / "scaled.tile").write_text(SCALED_PRODUCT.replace("alpha = alpha,", "alpha = 1.0 / (alpha - 2.0),"))
+    with pytest.raises(tiledsl.TiledslError, match=r"^check product \(line 7\): option alpha cannot be computed "
+                                                   r"with these parameters: float division by zero$"):
+        tiledsl.load(tmp_path / "scaled.tile").run(n=100, check=True)
