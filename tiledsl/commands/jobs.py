@@ -353,12 +353,12 @@ def segments() -> set[Path]:
 
 
 def mapped() -> set[str]:
-    """Paths under /dev/shm that some process of this user maps."""
-    found = set()
+    """Paths under :data:`SHARED_MEMORY` that some process of this user maps."""
+    found, folder = set(), f"{SHARED_MEMORY}/"
     for maps in Path("/proc").glob("[0-9]*/maps"):
         with contextlib.suppress(OSError):
             found.update(line.split(None, 5)[5].strip() for line in maps.read_text().splitlines()
-                         if "/dev/shm/" in line and len(line.split(None, 5)) == 6)
+                         if folder in line and len(line.split(None, 5)) == 6)
     return found
 
 
