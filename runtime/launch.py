@@ -359,7 +359,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                      _json_out(program, args, out, comm))
     except (KeyboardInterrupt, _Stopped) as stop:
         signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
-        print(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}", file=err, flush=True)
+        err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}\n")  # one write, as _fail's
+        err.flush()
         _abort(comm, 128 + signum)
         return 128 + signum
     if comm is None or comm.rank == 0:

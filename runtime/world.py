@@ -226,7 +226,7 @@ def communicator(on_error=None, limit: float | None = None):
     # UCX (under MPICH's wheel) takes SIGHUP for its debug signal when MPI loads it, and the
     # rank would no longer stop on a hang-up; 0 keeps SIGHUP the rank's (read as UCX loads)
     os.environ.setdefault(UCX_DEBUG_SIGNAL_VARIABLE, "0")
-    with _start_up_watch(limit), _signals_deferred():
+    with _signals_deferred(), _start_up_watch(limit):  # deferred first: the fork runs Python code
         comm = Communicator(on_error=on_error, limit=limit)
     if comm.size == 1:
         comm.stop()

@@ -731,3 +731,30 @@ def test_a_summary_stdout_cannot_take_is_one_line_not_an_internal_error():
                              timeout=100)
     assert out.returncode == 1 and "internal error" not in out.stderr
     assert out.stderr.strip() == "tiledsl: error: the summary could not be written to stdout: No space left on device"
+
+
+SLOW_LOADING = """
+import os, signal, sys, time
+import tiledsl.commands as commands
+
+
+class SignalWhileLoading:  # the import of the commands takes a while, and a signal comes then
+    def find_spec(self, name, path, target=None):
+        if name == "tiledsl.commands.cli":
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+            time.sleep(30)
+        return None
+
+
+sys.meta_path.insert(0, SignalWhileLoading())
+sys.exit(commands.main())
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name, code, said", [("SIGINT", 130, "tiledsl: interrupted"),
+                                              ("SIGTERM", 143, "tiledsl: stopped by SIGTERM"),
+                                              ("SIGHUP", 129, "tiledsl: stopped by SIGHUP")])
+def test_a_signal_while_the_commands_load_ends_at_once_saying_so(name, code, said):
+    out = subprocess.run([sys.executable, "-c", SLOW_LOADING, name], capture_output=True, text=True, timeout=50)
+    assert (out.returncode, out.stderr) == (code, said + "\n")

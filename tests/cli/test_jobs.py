@@ -1,6 +1,7 @@
 """What `tiledsl run --np` leaves behind after a failed job: MPICH segments are removed once free."""
 import mmap
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -162,3 +163,28 @@ def left_behind(before, wait=5.0):
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
+
+
+ENDS_AT_ONCE = """
+import sys, time
+from tiledsl.commands import jobs
+
+# the launcher dies of the first signal at once (ranks still starting); a second one comes while
+# this process finishes (here: a second's work after the job)
+code = jobs.run_job([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"])
+time.sleep(1)
+sys.exit(code)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_repeated_after_the_job_ended_changes_nothing(tmp_path):
+    job = subprocess.Popen([sys.executable, "-c", ENDS_AT_ONCE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, cwd=tmp_path)
+    assert job.stdout.readline().strip() == "started"
+    job.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    job.send_signal(signal.SIGTERM)
+    out, err = job.communicate(timeout=30)
+    assert job.returncode == 143, err
+    assert err == "tiledsl: stopped by SIGTERM\n"

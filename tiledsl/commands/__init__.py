@@ -9,16 +9,23 @@ def main() -> int:
     import signal
 
     # Not KeyboardInterrupt: raised inside a C extension's import (numpy's), it comes out as
-    # an ImportError with a traceback. Until the commands are loaded, Ctrl-C ends at once.
-    signal.signal(signal.SIGINT, _interrupted_while_loading)
+    # an ImportError with a traceback. Until a run sets its own handlers, a stopping signal
+    # ends the command at once, saying so; Ctrl-C is a KeyboardInterrupt again once loaded.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stopped)
     from .cli import main as command_line
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
     return command_line()
 
 
-def _interrupted_while_loading(signum, frame):
+def _stopped(signum, frame):
     import os
+    import signal
 
-    os.write(2, b"tiledsl: interrupted\n")
-    os._exit(130)
+    said = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    try:
+        os.write(2, f"tiledsl: {said}\n".encode())
+    except OSError:  # SIGHUP: the terminal may be gone
+        pass
+    os._exit(128 + signum)

@@ -83,6 +83,8 @@ def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, l
     if code == 0:
         return _check_every_rank_finished(folder, ranks) if ranks is not None else 0
     if _forwarded_signal(code):
+        if not _some_rank_reported(folder):  # the ranks were still starting: the launcher ended them
+            print(f"tiledsl: stopped by {_signal_name(code - 128)}", file=sys.stderr, flush=True)
         return code
     if _report_orphans(folder):
         return 1
@@ -284,8 +286,10 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -
             kill_job(job, folder)
             code = job.wait()
     finally:
+        # after a signal we end with 128+N: one repeated from now on (a second Ctrl-C), even while
+        # Python exits (which puts back the default of a signal that has a handler), changes nothing
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if received else handler)
     if received:
         return 128 + received[0]
     return 128 - code if code < 0 else code
