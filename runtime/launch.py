@@ -253,7 +253,7 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         try:
             source_file = npyio.open_input(path, shape)
         except npyio.InputShapeError as error:
-            hints = settings_hints(driver, options, decl.name, error.shape)
+            hints = settings_hints(driver, options, decl.name, error.shape) if len(error.shape) == 2 else []
             raise UsageError(f"{error}" + (f" ({' or '.join(hints[:3])} gives it that shape)" if hints else "")) \
                 from None
         except (npyio.InputFileError, OSError) as error:
@@ -283,16 +283,13 @@ def _progress(options: Options, label: str, ranks: int, tasks: int, engine):
                              lambda: progress.tasks_done(engine))
 
 
-class _single_threaded_blas:
-    """Every BLAS in the process (numpy's and scipy's OpenBLAS) on one thread for the run."""
+def _single_threaded_blas():
+    """Every BLAS in the process (numpy's and scipy's OpenBLAS) on one thread for the run: the
+    limiter's own context, whose exit gives up threadpoolctl's "controlling thread" too (kept,
+    a run from another thread would have its limit silently ignored)."""
+    from threadpoolctl import threadpool_limits
 
-    def __enter__(self):
-        from threadpoolctl import threadpool_limits
-
-        self.limits = threadpool_limits(1)
-
-    def __exit__(self, *exc):
-        self.limits.restore_original_limits()
+    return threadpool_limits(1)
 
 
 def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm, limit, progress_bar) -> dict:

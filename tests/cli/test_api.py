@@ -573,3 +573,33 @@ def test_gpu_settings_are_named_as_the_api_names_them(settings, text, monkeypatc
     monkeypatch.setenv("TILEDSL_NO_TUNE", "1")
     with pytest.raises(tiledsl.TiledslError, match=re.escape(text)):
         tiledsl.load("cholesky").run(n=300, gpus=1, **settings)
+
+
+BLAS_THREADS = """
+use "probe.py"
+kernel blas_threads(inout A)
+
+program probe {
+  tiling uniform(nb = 4)
+  matrix A[n, n] = zeros
+  blas_threads(A[0, 0])
+}
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_run_from_another_thread_also_has_single_threaded_blas(tmp_path):
+    """threadpoolctl lets one thread at a time set the BLAS limits: a run that kept that role
+    after it ended left every later run from another thread with multi-threaded BLAS."""
+    import threading
+
+    (tmp_path / "probe.py").write_text(
+        "from threadpoolctl import threadpool_info\n\n\n"
+        "def blas_threads(a):\n    a[0, 0] = max(pool['num_threads'] for pool in threadpool_info())\n")
+    probe = program(tmp_path, BLAS_THREADS)
+    seen = [probe.run(n=4)["A"][0, 0]]
+    elsewhere = threading.Thread(target=lambda: seen.append(probe.run(n=4)["A"][0, 0]))
+    elsewhere.start()
+    elsewhere.join()
+    seen.append(probe.run(n=4)["A"][0, 0])
+    assert seen == [1.0, 1.0, 1.0]
