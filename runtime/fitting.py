@@ -407,6 +407,9 @@ def file_shapes(files: dict) -> dict:
             raise UsageError(f"the size cannot be read from {name}'s file: {error}") from None
         if len(shapes[name]) != 2:
             raise UsageError(f"input file {path!r} of matrix {name} holds {len(shapes[name])} dimension(s), not 2")
+        if 0 in shapes[name]:
+            raise UsageError(f"input file {path!r} of matrix {name} is empty ({shapes[name][0]}×{shapes[name][1]}): "
+                             f"a matrix has at least one row and one column")
     return shapes
 
 

@@ -95,10 +95,19 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
         if not isinstance(value, str) or len(value) != 1:
             raise UsageError(f"{said}: {name} is a char parameter (its default is {shown!r}): give one character")
     elif isinstance(value, str):
-        raise UsageError(f"{said}: {value!r} is not a number ({name}'s default is {shown})")
+        what = "is not a finite number" if _reads_as_float(value) else "is not a number"  # inf, nan, 1e400
+        raise UsageError(f"{said}: {value!r} {what} ({name}'s default is {shown})")
     elif isinstance(value, float) and isinstance(default, int):
         raise UsageError(f"{said}: {name} is an integer parameter (its default is {shown})")
     return value
+
+
+def _reads_as_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_requirements(driver, params: Params, options: Options) -> None:

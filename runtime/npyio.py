@@ -10,6 +10,7 @@ kernels.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -114,7 +115,15 @@ def _read_header(path: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     except OSError as exc:
         raise InputFileError(f"cannot read input file {path!r}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise InputFileError(f"input file {path!r} is not a .npy file ({exc})") from None
+        raise InputFileError(f"input file {path!r} is not a .npy file ({_what_it_is(path) or exc})") from None
+
+
+def _what_it_is(path: str) -> str | None:
+    """What a file that is not a ``.npy`` seems to be, where a user may have saved that instead."""
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        if f.read(4) == b"PK\x03\x04":
+            return "it is a zip archive, as np.savez writes: save each matrix alone with np.save"
+    return None
 
 
 def shape_of(path: str | os.PathLike) -> tuple[int, ...]:

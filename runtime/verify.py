@@ -302,15 +302,16 @@ class Verifier:
             peak = self.comm.allreduce_max(peak)
         exponent = math.frexp(peak)[1] if math.isfinite(peak) else 0
         sums = np.zeros(matrix.m if infinity and not symmetric else matrix.n)
-        for r0, r1, c0, c1, block in self._parts(matrix, symmetric, part):
-            block = np.ldexp(block, -exponent)
-            if symmetric:
-                sums[c0:c1] += block.sum(axis=0)
-                sums[r0:r1] += triangle(block, r0, c0, upper=False, strict=True).sum(axis=1)
-            elif infinity:
-                sums[r0:r1] += block.sum(axis=1)
-            else:
-                sums[c0:c1] += block.sum(axis=0)
+        with np.errstate(over="ignore", invalid="ignore"):  # an infinite entry's sums: inf or NaN, no warning
+            for r0, r1, c0, c1, block in self._parts(matrix, symmetric, part):
+                block = np.ldexp(block, -exponent)
+                if symmetric:
+                    sums[c0:c1] += block.sum(axis=0)
+                    sums[r0:r1] += triangle(block, r0, c0, upper=False, strict=True).sum(axis=1)
+                elif infinity:
+                    sums[r0:r1] += block.sum(axis=1)
+                else:
+                    sums[c0:c1] += block.sum(axis=0)
         largest = self._largest(sums)
         return Fraction(largest) * Fraction(2) ** exponent if math.isfinite(peak) else largest
 

@@ -752,7 +752,7 @@ sys.exit(commands.main())
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("name, code, said", [("SIGINT", 130, "tiledsl: interrupted"),
+@pytest.mark.parametrize("name, code, said", [("SIGINT", 130, "tiledsl: stopped by SIGINT"),
                                               ("SIGTERM", 143, "tiledsl: stopped by SIGTERM"),
                                               ("SIGHUP", 129, "tiledsl: stopped by SIGHUP")])
 def test_a_signal_while_the_commands_load_ends_at_once_saying_so(name, code, said):

@@ -353,15 +353,19 @@ def test_a_rank_on_another_node_does_not_look_there_for_the_tiledsl_run_of_its_j
 
 
 @pytest.mark.timeout(120)
-def test_a_signal_given_twice_stops_the_job_once_without_tracebacks(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_given_twice_stops_the_job_once_without_tracebacks(tmp_path, signum):
+    """Forwarded once: mpiexec given Ctrl-C twice printed its own lines and an assertion dump."""
     write_stall_program(tmp_path)
     job = start("stall.tile", "--np", 2, "--n", 64, "--watchdog", 0, cwd=tmp_path)
     rank_pid(1, "stall", tmp_path, in_mpi=True)
-    job.send_signal(signal.SIGTERM)
+    job.send_signal(signum)
     time.sleep(0.2)
-    job.send_signal(signal.SIGTERM)
+    job.send_signal(signum)
     code, out, err = finish(job, timeout=60)
-    assert code == 143 and "Traceback" not in err and "During handling" not in err, err
+    assert code == 128 + signum and "Traceback" not in err and "During handling" not in err, err
+    assert f"stopped by {signal.Signals(signum).name}" in err
+    assert "mpiexec@" not in out + err and "assert" not in out + err, out + err
     assert processes_in(tmp_path) == []
 
 

@@ -140,10 +140,26 @@ def test_a_relative_load_path_is_relative_to_the_tile_file(tmp_path):
 
 
 @pytest.mark.timeout(130)
-def test_a_wrong_shape_input_is_refused(tmp_path):
-    np.save(tmp_path / "a.npy", np.zeros((10, 20)))
+@pytest.mark.parametrize("shape", [(10, 20), (100,), (), (10, 10, 1)])
+def test_a_wrong_shape_input_is_refused(tmp_path, shape):
+    np.save(tmp_path / "a.npy", np.zeros(shape))
     out = tiledsl("run", "programs/cholesky.tile", "--n", 10, "--input", f"A={tmp_path / 'a.npy'}")
-    assert out.returncode == 2 and "shape (10, 20)" in out.stderr
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == f"tiledsl: error: input file '{tmp_path / 'a.npy'}' has shape {shape} but the matrix " \
+                         f"needs shape (10, 10)\n"
+
+
+@pytest.mark.timeout(130)
+@pytest.mark.parametrize("save, said", [
+    (lambda path: np.save(path, np.zeros((0, 0))), "is empty (0×0): a matrix has at least one row and one column"),
+    (lambda path: np.savez(path, A=np.eye(3)), "is not a .npy file (it is a zip archive, as np.savez writes: "
+                                                 "save each matrix alone with np.save)")])
+def test_an_input_that_cannot_give_the_size_says_why(tmp_path, save, said):
+    path = tmp_path / "a.npy"
+    with open(path, "wb") as file:
+        save(file)
+    out = tiledsl("run", "programs/cholesky.tile", "--input", f"A={path}")
+    assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out.stderr
 
 
 @pytest.mark.timeout(130)

@@ -339,3 +339,10 @@ def test_cli_explain_takes_the_size_from_input_files_as_its_error_suggests(tmp_p
                        ("none.npy", "does not exist")):
         out = run_cli("explain", "gemm", "--n", "100", "--input", f"A={tmp_path / name}", cache=tmp_path)
         assert out.returncode == 2 and out.stderr.strip() == f"tiledsl: error: input file '{tmp_path / name}' {said}"
+
+
+def test_the_json_counts_copies_for_every_rank_even_when_none_moves(drivers):
+    """A script reads ``copies["0"]``: a rank with no copy is there with 0, as when some rank has them."""
+    alone = plan(drivers["cholesky"], options_for(drivers["cholesky"]), (1, 1), 0)
+    assert not alone.messages and as_json(alone)["copies"] == {"0": 0}
+    assert as_json(plan(drivers["cholesky"], options_for(drivers["cholesky"]), (2, 1), 0))["copies"] == {"0": 0, "1": 0}

@@ -8,7 +8,7 @@ import pytest
 
 from tiledsl.runtime.fitting import fit
 from tiledsl.runtime.layout import check_settings, make_params
-from tiledsl.runtime.options import API, COMMAND_LINE, Options
+from tiledsl.runtime.options import API, COMMAND_LINE, Options, SetText
 from tiledsl.runtime.world import UsageError
 from tiledsl.api import load
 
@@ -85,6 +85,17 @@ def test_the_defaults_in_a_type_error_are_those_of_the_run_or_said_as_following_
     with pytest.raises(UsageError) as error:
         check_settings(tsqr, Options(n=None, sets={"cols": 2.5, "nrhs": 3}, spelling=API))
     assert str(error.value) == "params={'cols': 2.5}: cols is an integer parameter (its default is computed from n)"
+
+
+@pytest.mark.parametrize("text, said", [("1e400", "is not a finite number"), ("inf", "is not a finite number"),
+                                         ("nan", "is not a finite number"), ("one", "is not a number")])
+def test_a_set_text_that_is_no_finite_number_says_which(tmp_path, text, said):
+    path = tmp_path / "scale.tile"
+    path.write_text("program scale {\n  param alpha = 1.5\n  matrix A[n, n] = zeros\n"
+                    "  gemm(A[0, 0], A[1, 0], A[1, 1], \"N\", \"N\", alpha, 1.0)\n}\n")
+    with pytest.raises(UsageError) as error:
+        check_settings(load(path).driver, Options(n=100, sets={"alpha": SetText(text)}, spelling=COMMAND_LINE))
+    assert str(error.value) == f"--set alpha={text}: {text!r} {said} (alpha's default is 1.5)"
 
 
 @pytest.mark.parametrize("body, side, listed", [

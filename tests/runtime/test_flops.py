@@ -126,3 +126,19 @@ def test_a_two_level_tree_does_the_flat_trees_flops():
             == pytest.approx(PRELUDE_FLOPS["tpqrt"](shape(), shape(), t), rel=3 / NB))
     assert (PRELUDE_FLOPS["gemqrt"](shape(), t, shape()) + PRELUDE_FLOPS["ttmqrt"](shape(), t, shape(), shape())
             == pytest.approx(PRELUDE_FLOPS["tpmqrt"](shape(), t, shape(), shape()), rel=3 / NB))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("rows, said", [("0 : 50", "potrf: A is 50x100; it needs at least as many rows as columns"),
+                                        ("10 : 10", "potrf: A is 0x100; it needs at least as many rows as columns")])
+def test_a_prelude_kernel_given_shapes_it_refuses_says_so_not_its_flop_count(tmp_path, rows, said):
+    """potrf's count goes below zero on a wide tile: the kernel's own message is the one to read."""
+    import tiledsl
+    from tiledsl.api import TiledslError
+
+    path = tmp_path / "wide.tile"
+    path.write_text(f"program wide {{\n  tiling uniform(nb = 100)\n  matrix A[n, n] = random spd\n"
+                    f"  potrf(A[0, 0][{rows}])\n}}\n")
+    with pytest.raises(TiledslError) as error:
+        tiledsl.load(path).run(n=300)
+    assert said in str(error.value) and "flop count" not in str(error.value)

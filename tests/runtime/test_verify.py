@@ -266,3 +266,35 @@ def test_a_cholesky_check_of_a_matrix_that_turns_out_not_square_is_refused(tmp_p
                     '  matrix C[m, m] = zeros\n  check cholesky(A)\n  gemm(A[0, 0], A[0, 0], C[0, 0], "T", "N")\n}\n')
     with pytest.raises(tiledsl.TiledslError, match=r"check cholesky \(line 6\): A is 4×3, not square"):
         tiledsl.load(path).run(n=4, check=True)
+
+
+TRIANGULAR_SOLVE = """
+program trsolve {
+  tiling uniform(nb = 128)
+  param nrhs = 300
+  in matrix L[n, n] = random spd
+  matrix X[n, nrhs] = random general
+  check solve(lower L, X, X)
+
+  for k in 0 .. L.nt {
+    for j in 0 .. X.nt { trsm(L[k, k], X[k, j], "L", "L", "N", "N", 1.0) }
+    for m in k + 1 .. L.mt {
+      for j in 0 .. X.nt { gemm(L[m, k], X[k, j], X[m, j], "N", "N", -1.0, 1.0) }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_result_that_overflowed_fails_its_check_without_numpy_warnings(tmp_path):
+    """A random triangle's solve overflows: the check's norms are inf or NaN, said as tiledsl's
+    own failure, not with numpy's RuntimeWarnings from inside the runtime before it."""
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "L.npy", rng.standard_normal((1000, 1000)))
+    np.save(tmp_path / "X.npy", rng.standard_normal((1000, 300)))
+    (tmp_path / "trsolve.tile").write_text(TRIANGULAR_SOLVE)
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "trsolve.tile", "--input", "L=L.npy",
+                          "--input", "X=X.npy", "--check"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 1 and "check failed: residual nan" in out.stderr, out.stderr
+    assert "Warning" not in out.stderr, out.stderr

@@ -23,9 +23,8 @@ def _stopped(signum, frame):
     import os
     import signal
 
-    said = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
     try:
-        os.write(2, f"tiledsl: {said}\n".encode())
+        os.write(2, f"tiledsl: stopped by {signal.Signals(signum).name}\n".encode())
     except OSError:  # SIGHUP: the terminal may be gone
         pass
     os._exit(128 + signum)

@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("tiledsl: interrupted", file=sys.stderr)
+        print("tiledsl: stopped by SIGINT", file=sys.stderr)  # as a run's ranks say it
         return 130
     except TaskFailure as failure:  # the program's loop nest failed (explain, graph, tune walk it)
         where = f" ({Path(program_path(args.file)).name}:{failure.line})" if failure.line and hasattr(args, "file") \

@@ -361,7 +361,7 @@ def as_json(plan: Plan) -> dict:
         "totals": {str(r): {str(int(k)): c[k] for k in Instance} for r, c in totals.items()},
         "messages": [[s, r, c] for (s, r), c in sorted(plan.messages.items())],
         "bytes": [[s, r, b] for (s, r), b in sorted(plan.volume.items())],
-        "copies": {str(r): c for r, c in plan.copies.items()},
+        "copies": {str(r): plan.copies.get(r, 0) for r in range(plan.grid[0] * plan.grid[1])},  # every rank
         "runs_on": {str(r): {_device(d): c for d, c in sorted(devices.items())} for r, devices in plan.runs_on.items()},
         "on_host_without_gpu_body": plan.on_host,
     }

@@ -36,9 +36,11 @@ SHARED_MEMORY = Path("/dev/shm")
 TOPOLOGY_FOLDER = Path("/tmp")  # where hydra writes its topology files, a path written into MPICH
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # mpiexec (hydra) passes SIGINT and SIGTERM on to the ranks but dies of SIGHUP, leaving them
-# to be killed without a word: SIGHUP goes to the ranks of this node instead (whose abort ends
-# the others), or as SIGTERM to the launcher while none has started
-SENT_FOR = {signal.SIGHUP: signal.SIGTERM}
+# to be killed without a word, and on SIGINT prints lines of its own ("Sending Ctrl-C to
+# processes as requested", and an assertion dump when it comes twice): SIGHUP and SIGINT go to
+# the ranks of this node instead (whose abort ends the others), or to the launcher (SIGHUP as
+# SIGTERM) while none has started
+SENT_FOR = {signal.SIGHUP: signal.SIGTERM, signal.SIGINT: signal.SIGINT}
 PR_SET_PDEATHSIG = 1  # prctl(2)
 GRACE_SECONDS = 30  # after the first forwarded signal, how long the job has to end before it is killed
 ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of their segments
@@ -266,6 +268,8 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -
 
     def forward(signum, frame):
         received.append(signum)
+        if len(received) > 1:  # once: the job is stopping, and is killed if it has not ended by the grace
+            return
         ranks = local_ranks(folder) if signum in SENT_FOR else []
         for pid in ranks:  # the ranks stop as for any stopping signal, naming the one sent
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -273,8 +277,7 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -
         if not ranks:
             with contextlib.suppress(ProcessLookupError):
                 job.send_signal(SENT_FOR.get(signum, signum))
-        if len(received) == 1:
-            raise _Forwarded  # out of a wait without a deadline (waitpid resumes after a handler)
+        raise _Forwarded  # out of a wait without a deadline (waitpid resumes after a handler)
 
     previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
     try:
