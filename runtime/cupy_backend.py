@@ -843,14 +843,17 @@ class TileKernels:
         if n == 0:
             return
         info = self.ops.potrf(A[:n, :n], uplo)
-        # one wait for the GPU: cuSOLVER's info, and the first diagonal entry that is not positive
-        # (LAPACK reports a NaN on the diagonal as a failed minor; so do we, should cuSOLVER not)
-        bad = ~(self.xp.diagonal(A[:n, :n]) > 0)
-        first_bad = self.xp.where(bad.any(), self.xp.argmax(bad) + 1, 0)
-        status = self.ops.fetch(self.xp.stack([info[0], first_bad.astype(np.int32)]))
-        info, diagonal = int(status[0]), int(status[1])
-        if info or diagonal:
-            raise not_positive_definite(info or diagonal, n)
+        # one wait for the GPU: cuSOLVER's info, the first diagonal entry that is not positive
+        # (LAPACK reports a NaN on the diagonal as a failed minor; so do we, should cuSOLVER not),
+        # and whether that entry is NaN
+        diagonal = self.xp.diagonal(A[:n, :n])
+        bad = ~(diagonal > 0)
+        first_bad = self.xp.argmax(bad)
+        status = self.ops.fetch(self.xp.stack([info[0], self.xp.where(bad.any(), first_bad + 1, 0).astype(np.int32),
+                                               self.xp.isnan(diagonal[first_bad]).astype(np.int32)]))
+        info, first, nan = int(status[0]), int(status[1]), bool(status[2])
+        if info or first:
+            raise not_positive_definite(info or first, n, nan and (info or first) == first)
         self.trsm(A[:n, :], A[n:, :])
 
     def trtri(self, A, uplo: str = "L", diag: str = "N") -> None:

@@ -147,8 +147,10 @@ def potrf_dims(A, uplo: str) -> tuple[int, int]:
     return m, n
 
 
-def not_positive_definite(info: int, n: int) -> KernelError:
-    return KernelError(f"matrix is not positive definite (leading minor {info} of {n} is not positive)")
+def not_positive_definite(info: int, n: int, nan: bool = False) -> KernelError:
+    """``nan``: the failed minor's diagonal entry is NaN, which the tile held or was computed from."""
+    said = "is NaN: the tile holds a NaN" if nan else "is not positive"
+    return KernelError(f"matrix is not positive definite (leading minor {info} of {n} {said})")
 
 
 def singular_triangle(info: int) -> KernelError:
@@ -494,7 +496,7 @@ def potrf(A: np.ndarray, uplo: str = "L") -> None:
         bad = np.flatnonzero(~(np.diagonal(A[:n, :n]) > 0))
         info = int(bad[0]) + 1 if bad.size else 0
     if info > 0:
-        raise not_positive_definite(info, n)
+        raise not_positive_definite(info, n, bool(np.isnan(A[info - 1, info - 1])))
     trsm(A[:n, :], A[n:, :])
 
 

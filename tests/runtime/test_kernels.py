@@ -221,7 +221,7 @@ def test_potrf_not_positive_definite_names_the_minor():
 def test_potrf_fails_the_minor_whose_diagonal_is_nan_as_reference_lapack_does(uplo):
     a = np.asfortranarray(np.diag([4.0] * 200))
     a[150, 150] = np.nan
-    with pytest.raises(KernelError, match=r"leading minor 151 of 200 is not positive"):
+    with pytest.raises(KernelError, match=r"leading minor 151 of 200 is NaN: the tile holds a NaN"):
         potrf(a, uplo)
 
 
