@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tiledsl.compiler import check_path, check_source
-from tiledsl.compiler.diagnostics import CODES, Diagnostic, render
+from tiledsl.compiler.diagnostics import CODES, Diagnostic, did_you_mean, render
 from tiledsl.compiler.parser import MAX_FILE_TOKENS, MAX_LINE_TOKENS
 from tiledsl.compiler.source import Span, decode
 
@@ -137,6 +137,18 @@ def test_e102_just_below_the_line_limit_parses():
            "  matrix A[n, n] = zeros\n}\n"
     codes = {d.code for d in check_text(text).diagnostics}
     assert "E102" not in codes
+
+
+# ---------------------------------------------------------------- suggestions
+@pytest.mark.parametrize("word, candidates, suggestion", [
+    ("potrff", ["potrf", "getrf"], "potrf"),
+    ("POTRF", ["potrf", "getrf"], "potrf"),  # differs in case only: whatever the spelling distance
+    ("POTRFF", ["potrf", "getrf"], "potrf"),
+    ("x", ["x", "X"], "X"),
+    ("else", ["else"], None),  # never the word itself
+    ("gemm", ["potrf"], None)])
+def test_did_you_mean(word, candidates, suggestion):
+    assert did_you_mean(word, candidates) == suggestion
 
 
 # ---------------------------------------------------------------- rendering

@@ -435,6 +435,112 @@ def test_a_misspelt_declaration_word_gets_a_hint():
     assert raised.value.diagnostic.hint == "did you mean 'matrix'?"
 
 
+def syntax_error(text: str):
+    with pytest.raises(SourceError) as raised:
+        parse_text(text)
+    d = raised.value.diagnostic
+    assert d.code == "E100"
+    return d
+
+
+IN_A_LOOP = "program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n    %s\n  }\n}\n"
+
+
+@pytest.mark.parametrize("char, hint", [
+    ("\u2013", "this is U+2013 EN DASH: type '-' instead"),
+    ("\u2014", "this is U+2014 EM DASH: type '-' instead"),
+    ("\u2212", "this is U+2212 MINUS SIGN: type '-' instead"),
+    ("\u0391", "this is U+0391 GREEK CAPITAL LETTER ALPHA: type the Latin letter 'A' instead"),
+    ("\u043e", "this is U+043E CYRILLIC SMALL LETTER O: type the Latin letter 'o' instead"),
+    ("\uff0c", "this is U+FF0C FULLWIDTH COMMA: type ',' instead"),
+    ("\u00a0", "this is U+00A0 NO-BREAK SPACE: type a plain space instead"),
+    ("\u2009", "this is U+2009 THIN SPACE: type a plain space instead"),
+    ("\u3000", "this is U+3000 IDEOGRAPHIC SPACE: type a plain space instead"),
+    ("\u200b", "this is U+200B ZERO WIDTH SPACE, which does not show: delete it"),
+    ("\ufeff", "this is U+FEFF ZERO WIDTH NO-BREAK SPACE, which does not show: delete it"),
+    ("\x0b", "this is U+000B (a control character), which does not show: delete it"),
+    ("\u201e", "this is U+201E DOUBLE LOW-9 QUOTATION MARK: type '\"' instead"),
+    ("\u2019", "this is U+2019 RIGHT SINGLE QUOTATION MARK: type '\"' instead"),
+    ("\u00ab", "this is U+00AB LEFT-POINTING DOUBLE ANGLE QUOTATION MARK: type '\"' instead"),
+    ("\u00d7", "this is U+00D7 MULTIPLICATION SIGN: type '*' instead"),
+    ("\u2264", "this is U+2264 LESS-THAN OR EQUAL TO: type '<=' instead"),
+    ("\u00e9", "this is U+00E9 LATIN SMALL LETTER E WITH ACUTE: outside strings and comments a program is written "
+                "in ASCII"),
+    ("\u00b2", "this is U+00B2 SUPERSCRIPT TWO: outside strings and comments a program is written in ASCII"),
+    ("$", None)])
+def test_a_character_outside_the_language_is_named_with_what_to_type(char, hint):
+    """Look-alikes of ASCII (other dashes and scripts, full-width forms, spaces that are not
+    spaces, curly quotes) say which character they are; ² is a power, not a 2."""
+    text = IN_A_LOOP % f"potrf(A[k, {char}k])"
+    d = syntax_error(text)
+    assert (d.message, d.hint) == (f"unexpected character {char!r}", hint)
+    assert (d.span.line, d.span.column) == where(text, 4, char)[:2]
+
+
+def test_look_alikes_inside_strings_and_comments_are_fine():
+    parse_text('program p {\n  # a “quoted” − comment\n  matrix A[n, n] = load "données−1.npy"\n}\n')
+
+
+@pytest.mark.parametrize("statement, needle, message, hint", [
+    ("potrf(A[k, k], 'L')", "'", "unexpected character \"'\"", 'strings are double-quoted: write "L"'),
+    ("potrf(A[k, k], 'L)", "'", "unexpected character \"'\"", "strings are double-quoted"),
+    ('potrf(A[k, k], "L)', '"', "string not closed on this line",
+     "end it with '\"' on the same line: a string cannot span lines"),
+    ("potrf(A[k, k], alpha = .25)", ".", "unexpected '.'", "write 0.25: a number has digits on both sides"),
+    ("potrf(A[k, k], alpha = -.5)", ".", "unexpected '.'", "write 0.5: a number has digits on both sides"),
+    ("potrf(A[k, k], alpha = 2.)", ".", "unexpected '.'", "write 2.0: a number has digits on both sides"),
+    ("// the diagonal", "//", "unexpected '//'", "comments start with '#'"),
+    ("potrf(A[k, k]) // the diagonal", "//", "unexpected '//'", "comments start with '#'"),
+    ("else { potrf(A[k, k]) }", "else", "'else' must follow the closing brace of an 'if' block",
+     "write if CONDITION { ... } else { ... }"),
+    ("let x = k else { potrf(A[x, k]) }", "else", "'else' must follow the closing brace of an 'if' block",
+     "write if CONDITION { ... } else { ... }"),
+    ("for j in 0 .. k { } else { potrf(A[k, k]) }", "else", "'else' must follow the closing brace of an 'if' block",
+     "write if CONDITION { ... } else { ... }"),
+    ("for j in 0 .. k stpe 2 { potrf(A[k, k]) }", "stpe", "unexpected 'stpe'", "did you mean 'step'?"),
+    ("let x = 1\n    param q = 2", "param", "unexpected 'param'", "declarations (tiling, param, require, matrix,"),
+    ("let x = 1\n    in matrix B[n, n] = zeros", "in", "unexpected 'in'", "declarations (tiling, param, require,"),
+    ("potrf(A[k, k])\n    out matrix B[n, n] = zeros", "matrix", "unexpected 'matrix'", "declarations (tiling,")])
+def test_the_usual_slips_are_pointed_at_with_a_hint(statement, needle, message, hint):
+    text = IN_A_LOOP % statement
+    d = syntax_error(text)
+    line = next(number for number, row in enumerate(text.split("\n"), 1) if needle in row and number >= 4)
+    assert (d.message, d.span.line, d.span.column) == (message, line, where(text, line, needle)[1])
+    assert d.hint == hint if hint is None else d.hint.startswith(hint)
+
+
+def test_an_else_without_braces_after_an_if_is_not_a_stray_else():
+    text = IN_A_LOOP % "if k == 0 { potrf(A[k, k]) } else potrf(A[k, k])"
+    d = syntax_error(text)
+    assert (d.message, d.notes, d.hint) == ("unexpected 'potrf'", ("expected 'if' or '{'",), None)
+    assert (d.span.line, d.span.column) == where(text, 4, "potrf", 1)[:2]
+
+
+@pytest.mark.parametrize("text", ["program p {\n  matrix A[n, n] = random spd\n  let h = A.nt // 2 potrf(A[h, h])\n}\n",
+                                  "program p {\n  param h = 4 // 2\n  matrix A[n, n] = random spd potrf(A[h, h])\n}\n"])
+def test_integer_division_is_not_taken_for_a_comment(text):
+    parse_text(text)
+
+
+@pytest.mark.parametrize("word", ["program", "kernel", "use", "tiling", "param", "require", "matrix", "workspace",
+                                  "check", "for", "if", "else", "let", "release", "priority", "in", "step"])
+def test_a_word_is_never_suggested_for_itself(word):
+    """A keyword in the wrong place is spelt right: "did you mean 'else'?" for else helps no one."""
+    for statement in (f"{word} x y", f"{word} {{ }}", f"potrf(A[k, k]) {word} {word}"):
+        try:
+            parse_text(IN_A_LOOP % statement)
+        except SourceError as error:
+            assert error.diagnostic.hint != f"did you mean '{word}'?", statement
+
+
+@pytest.mark.parametrize("text, hint", [("progam p { }", "did you mean 'program'?"),
+                                        ("Program p { }", "did you mean 'program'?"),
+                                        ("kernal f(inout A) program p { }", "did you mean 'kernel'?")])
+def test_a_misspelt_word_where_a_keyword_is_expected_gets_a_hint(text, hint):
+    d = syntax_error(text)
+    assert (d.span.line, d.span.column, d.hint) == (1, 1, hint)
+
+
 # ---------------------------------------------------------------- line endings
 def test_crlf_positions_match_lf():
     lf = FULL

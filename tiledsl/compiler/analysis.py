@@ -9,7 +9,6 @@ Problems are collected as diagnostics, never raised.
 from __future__ import annotations
 
 import ast
-import difflib
 import math
 import operator
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from pathlib import Path
 from . import nodes as n
 from .affine import (Converter, coincidence_witness, difference, is_zero, never_runs, never_runs_within,
                      out_of_range_witness, provably_negative, provably_nonzero)
-from .diagnostics import DiagnosticBag
+from .diagnostics import DiagnosticBag, did_you_mean
 from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
 from .source import Span
 
@@ -183,6 +182,8 @@ class _Analyzer:
         self.used_early: set = set()  # names used before their declaration (E200 then, but used)
         self.in_requirement = False  # reading a `require`'s condition
         self.char_uses: list[CharUse] = []
+        # lets and loop variables whose block has ended -> (symbol, the block): a use after it is told where
+        self.ended: dict[str, tuple[_Symbol, str]] = {}
         self._declare_kernels(prelude.kernels + file.kernels)
 
     # ---------------------------------------------------------------- driver
@@ -611,13 +612,17 @@ class _Analyzer:
         return any(not isinstance(b, Function) or b.accepts(3) for b in bindings)
 
     # ---------------------------------------------------------------- statements
-    def _block(self, stmts):
+    def _block(self, stmts, inside: str | None = None):
+        """Check a block's statements; ``inside`` names the block ("the 'if' block at line 3") for
+        the note of a let used after it."""
         self.scope.frames.append({})
         for stmt in stmts:
             getattr(self, "_" + type(stmt).__name__.lower())(stmt)
         for name, symbol in self.scope.frames.pop().items():
             if symbol.kind == "let" and not symbol.used:
                 self.bag.warning(symbol.span, "W300", f"let '{name}' is declared but never used")
+            if inside is not None:
+                self.ended[name] = (symbol, inside)
 
     def _for(self, stmt: n.For):
         for bound in (stmt.start, stmt.stop):
@@ -636,10 +641,12 @@ class _Analyzer:
         self._declare(stmt.var, _Symbol("loop", stmt.var.span, stmt, used=True))
         self.loops.append(_visited_range(stmt, step))
         self.trips.append(trips)
-        self._block(stmt.body)
+        loop = f"the 'for' loop at line {stmt.span.line}"
+        self._block(stmt.body, f"the block of {loop}")
         self.trips.pop()
         self.loops.pop()
-        self.scope.frames.pop()
+        for name, symbol in self.scope.frames.pop().items():
+            self.ended[name] = (symbol, loop)
 
     def _step(self, stmt: n.For) -> int | None:
         """The loop's step when it is a constant (1 when none is written); None for a step the run
@@ -684,9 +691,10 @@ class _Analyzer:
     def _if(self, stmt: n.If):
         self._bool_expr(stmt.cond)
         self.conditions += 1
-        for taken, block in ((True, stmt.then), (False, stmt.orelse)):
+        names = (f"the 'if' block at line {stmt.span.line}", f"the 'else' block of the 'if' at line {stmt.span.line}")
+        for taken, block, name in ((True, stmt.then, names[0]), (False, stmt.orelse, names[1])):
             self.guards.append((stmt.cond, taken))
-            self._block(block)
+            self._block(block, name)
             self.guards.pop()
         self.conditions -= 1
 
@@ -1126,6 +1134,14 @@ class _Analyzer:
             note, hint = self._declared_where(ident, later)
             self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", note, hint=hint)
             return
+        if what == "name" and ident.text in self.ended:
+            symbol, inside = self.ended[ident.text]
+            let = symbol.kind == "let"
+            self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'",
+                           f"{'let' if let else 'loop variable'} '{ident.text}' is bound at line {symbol.span.line}, "
+                           f"column {symbol.span.column}, in {inside}: it is visible only there",
+                           hint="use it inside that block, or bind it before the block" if let else None)
+            return
         self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *_suggest(ident.text, known))
 
     def _declared_where(self, ident: n.Ident, declared: Span) -> tuple[str, str]:
@@ -1359,8 +1375,8 @@ def _char_use_note(use: CharUse) -> str:
 
 
 def _suggest(name: str, candidates) -> tuple[str, ...]:
-    close = difflib.get_close_matches(name, list(candidates), n=1)
-    return (f"did you mean '{close[0]}'?",) if close else ()
+    close = did_you_mean(name, candidates)
+    return (f"did you mean '{close}'?",) if close else ()
 
 
 def _function_note(module: str, function: Function) -> str:

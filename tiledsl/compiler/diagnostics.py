@@ -6,6 +6,7 @@ only the command line turns them into text.
 """
 from __future__ import annotations
 
+import difflib
 import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -76,6 +77,18 @@ class DiagnosticBag:
     @property
     def has_errors(self) -> bool:
         return any(d.is_error for d in self.items)
+
+
+def did_you_mean(word: str, candidates, cutoff: float = 0.6) -> str | None:
+    """The candidate that ``word`` most likely misspells, never ``word`` itself: one that differs
+    in case only (POTRF for potrf), else the closest in spelling, with case then without."""
+    others = [c for c in candidates if c != word]
+    folded = {c.casefold(): c for c in reversed(others)}  # the first of candidates equal but for case
+    if word.casefold() in folded:
+        return folded[word.casefold()]
+    close = (difflib.get_close_matches(word, others, n=1, cutoff=cutoff)
+             or [folded[c] for c in difflib.get_close_matches(word.casefold(), folded, n=1, cutoff=cutoff)])
+    return close[0] if close else None
 
 
 def render(diagnostic: Diagnostic, source: Source | None) -> str:

@@ -7,8 +7,8 @@ Python stack; nesting beyond :data:`MAX_DEPTH` is reported as a diagnostic.
 from __future__ import annotations
 
 import ast as _pyast
-import difflib
 import re
+import unicodedata
 import warnings
 from functools import lru_cache
 from importlib import resources
@@ -17,7 +17,7 @@ from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from . import nodes as n
-from .diagnostics import Diagnostic
+from .diagnostics import Diagnostic, did_you_mean
 from .source import Source, SourceError, Span
 
 #: Deepest nesting of brackets or expressions a program may have.
@@ -99,13 +99,21 @@ def _describe(terminal: str) -> str:
     return f"'{pattern.value}'" if pattern.type == "str" else terminal.lower()
 
 
+def _keyword_of(terminal: str) -> str | None:
+    """The keyword a terminal stands for ('program' for PROGRAM), or None for other terminals."""
+    try:
+        pattern = _lark().get_terminal(terminal).pattern
+    except KeyError:
+        return None
+    return pattern.value if pattern.type == "str" and pattern.value.isidentifier() else None
+
+
 def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     line, column = max(error.line, 1), max(error.column, 1)
     if isinstance(error, UnexpectedCharacters):
-        char = source.text[error.pos_in_stream] if error.pos_in_stream < len(source.text) else ""
-        return Diagnostic(Span.point(source.path, line, column), "E100", f"unexpected character {char!r}",
-                          hint=_CHARACTER_HINTS.get(char))
-    expected = sorted({_describe(t) for t in getattr(error, "expected", ())} - {""})
+        return _character_diagnostic(source, error.pos_in_stream, Span.point(source.path, line, column))
+    terminals = frozenset(getattr(error, "expected", ()))
+    expected = sorted({_describe(t) for t in terminals} - {""})
     if isinstance(error, UnexpectedEOF) or (isinstance(error, UnexpectedToken) and error.token.type == "$END"):
         where = Span.point(source.path, *_end_position(source))
         found = "end of file"
@@ -118,20 +126,164 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     token = getattr(error, "token", None)
     if token is None:
         return Diagnostic(where, "E100", f"unexpected {found}", notes)
-    before = source.text.split("\n")[line - 1][:column - 1]
-    in_expression = "PLUS" in getattr(error, "expected", ())  # where an operator could follow
+    text = source.text.split("\n")[line - 1]
+    before, after = text[:column - 1], text[column - 1 + len(token):]
+    in_expression = "PLUS" in terminals  # where an operator could follow
     return (_value_dependent(source.path, line, before, token, in_expression)
-            or Diagnostic(where, "E100", f"unexpected {found}", notes, _token_hint(before, token)))
+            or _stray_else(where, before, token, terminals)
+            or Diagnostic(where, "E100", f"unexpected {found}", notes, _token_hint(before, token, after, terminals)))
 
 
+# -- characters outside the language
 _CHARACTER_HINTS = {"&": "write 'and' (conditions join with and, or, not)",
                     "|": "write 'or' (conditions join with and, or, not)",
                     "!": "write 'not' (and '!=' for 'is not equal to')",
                     ";": "statements need no separator: put each on its own line, or leave a space"}
+#: Letters of other scripts drawn like Latin ones (Cyrillic, Greek): a name typed with another keyboard
+#: layout, or pasted, looks right and does not parse
+_FOREIGN_LETTERS = dict(zip("АВЕЅІЈКМНОРСТХУаеіјорсухѕһԁԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧονακιρυ",
+                            "ABESIJKMHOPCTXYaeijopcyxshdqwABEZHIKMNOPTYXovakipu"))
+#: Typographic signs (word processors and chat tools put them in) and what the language writes instead
+_TYPOGRAPHIC_SIGNS = {"×": "*", "∗": "*", "÷": "/", "≤": "<=", "≥": ">=", "≠": "!=", "…": "..", "⩽": "<=",
+                      "⩾": ">="}
+#: Unicode's compatibility forms that are a variant of an ASCII character: full-width, no-break, styled
+_ASCII_VARIANTS = ("<wide>", "<narrow>", "<noBreak>", "<compat>", "<font>")
+
+
+def _character_diagnostic(source: Source, offset: int, where: Span) -> Diagnostic:
+    """The syntax error of a character no token can start with."""
+    char = source.text[offset] if offset < len(source.text) else ""
+    rest_of_line = source.text[offset + 1:].split("\n", 1)[0]
+    if char == '"':  # a string token would have matched, had it ended on its line
+        return Diagnostic(where, "E100", "string not closed on this line",
+                          hint="end it with '\"' on the same line: a string cannot span lines")
+    return Diagnostic(where, "E100", f"unexpected character {char!r}", hint=_character_hint(char, rest_of_line))
+
+
+def _character_hint(char: str, rest_of_line: str) -> str | None:
+    if char in _CHARACTER_HINTS:
+        return _CHARACTER_HINTS[char]
+    if char == "'":
+        quoted = rest_of_line.split("'", 1)
+        return f'strings are double-quoted: write "{quoted[0]}"' if len(quoted) == 2 else "strings are double-quoted"
+    if char.isascii() and unicodedata.category(char) != "Cc":
+        return None
+    name = unicodedata.name(char, None)
+    what = f"this is U+{ord(char):04X} {name}" if name else f"this is U+{ord(char):04X} (a control character)"
+    instead = _ascii_look_alike(char)
+    if instead is None:
+        return f"{what}: outside strings and comments a program is written in ASCII"
+    if instead == "":
+        return f"{what}, which does not show: delete it"
+    if instead == " ":
+        return f"{what}: type a plain space instead"
+    letter = " the Latin letter" if char in _FOREIGN_LETTERS else ""
+    return f"{what}: type{letter} '{instead}' instead"
+
+
+def _ascii_look_alike(char: str) -> str | None:
+    """The ASCII text ``char`` is mistaken for ('' for a character that does not show), or None."""
+    if char in _FOREIGN_LETTERS:
+        return _FOREIGN_LETTERS[char]
+    if char in _TYPOGRAPHIC_SIGNS:
+        return _TYPOGRAPHIC_SIGNS[char]
+    name, category = unicodedata.name(char, ""), unicodedata.category(char)
+    folded = unicodedata.normalize("NFKC", char)
+    # not <super> and <sub>: ² is not 2, but a power
+    if unicodedata.decomposition(char).startswith(_ASCII_VARIANTS) and folded.isascii():
+        return folded
+    if category == "Pd" or name.endswith("MINUS SIGN"):
+        return "-"
+    if "QUOTATION MARK" in name:  # curly, low and angle quotes: strings take the ASCII double quote
+        return '"'
+    if category == "Zs":
+        return " "
+    if category in ("Cf", "Cc"):
+        return ""
+    return None
+
+
+# -- tokens in the wrong place
 #: Words that begin a declaration or a statement, for "did you mean" on a misspelt one
 _KEYWORDS = ("program", "kernel", "use", "tiling", "param", "require", "matrix", "workspace", "check", "for", "if",
              "else", "let", "release", "priority")
 _DECLARATIONS = ("param", "require", "matrix", "workspace", "check", "tiling")
+_MODES = ("in", "out", "inout")
+_DECLARATIONS_FIRST = "declarations (tiling, param, require, matrix, workspace, check) come before the program's " \
+                      "statements"
+
+
+def _stray_else(where: Span, before: str, token: Token, terminals: frozenset) -> Diagnostic | None:
+    """An ``else`` that follows no ``if`` block: read as a name (a kernel's, awaiting '('), or
+    as a keyword where a statement begins."""
+    if token == "else" and "LET" in terminals:
+        span = where
+    else:
+        word = _NAME_BEFORE.search(before)
+        if not word or word.group(1) != "else" or "LBRACE" in terminals:  # an if's else awaits '{'
+            return None
+        span = Span(where.path, where.line, word.start(1) + 1, where.line, word.end(1) + 1)
+    return Diagnostic(span, "E100", "'else' must follow the closing brace of an 'if' block",
+                      hint="write if CONDITION { ... } else { ... }")
+
+
+def _token_hint(before: str, token: Token, after: str, terminals: frozenset) -> str | None:
+    """What the usual mistake behind an unexpected ``token`` is, from the text ``before`` and
+    ``after`` it on its line and the ``terminals`` the parser expected."""
+    if token.type == "CMP_OP":
+        return "comparisons do not chain: join them with 'and' (0 < k and k < n)"
+    if token == "=" and re.search(r"\bif\b", before):
+        return "compare with '=='"
+    if token == "//":  # unexpected: so not between two numbers, where it divides
+        return "comments start with '#' ('//' divides integers)"
+    if token == ".":
+        return _number_hint(before, after)
+    word = _NAME_BEFORE.search(before)
+    word = word.group(1) if word else None
+    if word == "elif":
+        return "write 'else if'"
+    if _declaration_among_statements(word, token, after, terminals):
+        return _DECLARATIONS_FIRST
+    if word in ("kernel", "use"):
+        return f"'{word}' declarations go outside the program's block"
+    close = _misspelt_keyword(before, word) or _misspelt_keyword_token(token, terminals)
+    return f"did you mean '{close}'?" if close else None
+
+
+def _number_hint(before: str, after: str) -> str | None:
+    """A number with no digits before its point (.5) or after it (2.)."""
+    digits_after, digits_before = re.match(r"\d+", after), re.search(r"(?<![\w.])\d+$", before)
+    if digits_after and not re.search(r"[\w.]$", before):
+        return f"write 0.{digits_after.group()}: a number has digits on both sides of its point"
+    if digits_before and not re.match(r"[A-Za-z_]", after):
+        return f"write {digits_before.group()}.0: a number has digits on both sides of its point"
+    return None
+
+
+def _declaration_among_statements(word: str | None, token: Token, after: str, terminals: frozenset) -> bool:
+    """Whether a declaration starts after a statement: its word read as a kernel's name (it
+    awaits '('), or as a keyword where a statement begins."""
+    if "LPAR" in terminals and (word in _DECLARATIONS or (word in _MODES and token == "matrix")):
+        return True
+    starts = token in _DECLARATIONS or (token in _MODES and re.match(r"\s*matrix\b", after))
+    return bool(starts) and "LET" in terminals
+
+
+def _misspelt_keyword(before: str, word: str | None) -> str | None:
+    """The keyword that the word ending ``before`` misspells, where a keyword goes: at the start
+    of its line, or ``priority`` after a call."""
+    if word is None or word in _KEYWORDS:  # a keyword in the wrong place is not misspelt
+        return None
+    ahead = before.rstrip()[:-len(word)].rstrip()
+    candidates = _KEYWORDS if not ahead else ("priority",) if ahead.endswith(")") else ()
+    return did_you_mean(word, candidates)
+
+
+def _misspelt_keyword_token(token: Token, terminals: frozenset) -> str | None:
+    """The expected keyword that an unexpected word misspells (``progam`` at the top of a file)."""
+    if not str(token).isidentifier():
+        return None
+    return did_you_mean(str(token), [k for k in map(_keyword_of, terminals) if k])
 
 
 #: Why a loop nest cannot read matrix values, and what to do instead
@@ -159,29 +311,6 @@ def _value_dependent(path: str, line: int, before: str, token: Token, in_express
                           f"{name.group(1)}[...] is a tile, not a value", (_FIXED_GRAPH,),
                           f"pass the tile to a kernel; {_IN_PYTHON}")
     return None
-
-
-def _token_hint(before: str, token: Token) -> str | None:
-    """What the usual mistake behind an unexpected ``token`` is, from the text ``before`` it on its line."""
-    if token.type == "CMP_OP":
-        return "comparisons do not chain: join them with 'and' (0 < k and k < n)"
-    if token == "=" and re.search(r"\bif\b", before):
-        return "compare with '=='"
-    word = re.search(r"([A-Za-z_]\w*)\s*$", before)
-    word = word.group(1) if word else None
-    if word == "elif":
-        return "write 'else if'"
-    if word in _DECLARATIONS:
-        return "declarations (tiling, param, require, matrix, workspace, check) come before the program's statements"
-    if word in ("kernel", "use"):
-        return f"'{word}' declarations go outside the program's block"
-    if word is None:
-        return None
-    ahead = before.rstrip()[:-len(word)].rstrip()
-    # a word that starts its line, or follows a call, where a keyword goes
-    candidates = _KEYWORDS if not ahead else ("priority",) if ahead.endswith(")") else ()
-    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
-    return f"did you mean '{close[0]}'?" if close else None
 
 
 def _end_position(source: Source) -> tuple[int, int]:
