@@ -60,5 +60,23 @@ def test_a_segmentation_fault_on_one_of_several_ranks_names_the_rank_and_shows_i
     assert out.returncode == 1, out.stderr
     crashed = [line for line in out.stderr.splitlines() if "crashed" in line]
     assert len(crashed) == 1 and crashed[0].startswith("tiledsl: error: rank ") \
-        and crashed[0].endswith(" crashed: Fatal Python error: Segmentation fault"), out.stderr
+        and crashed[0].endswith(" crashed (Segmentation fault) in kernel code crash (exits_kernels.py:11)"), out.stderr
     assert 'exits_kernels.py", line 11 in crash' in out.stderr and "without a word" not in out.stderr
+    assert "Extension modules" not in out.stderr
+
+
+def test_a_crash_report_names_the_function_the_runtime_called():
+    from tiledsl.commands.jobs import _crash_parts
+    from tiledsl.runtime import engine
+
+    stack = (f'Fatal Python error: Aborted\n\nStack (most recent call first):\n'
+             f'  File "/usr/lib/python3/ctypes/__init__.py", line 519 in string_at\n'
+             f'  File "/home/u/k.py", line 3 in scale\n'
+             f'  File "{engine.__file__}", line 498 in _call_kernel\n\n'
+             f'Extension modules: numpy._core._multiarray_umath (total: 1)\n')
+    what, site, frames = _crash_parts(stack)
+    assert (what, site, len(frames)) == ("Aborted", " in kernel code scale (k.py:3)", 3)
+    inside = _crash_parts(f'Fatal Python error: Segmentation fault\n\n'
+                          f'  File "{engine.__file__}", line 10 in _worker\n')
+    assert inside[1] == " in tiledsl's runtime, at _worker (engine.py:10)"
+    assert _crash_parts("Fatal Python error: Segmentation fault\n")[1:] == ("", ())

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -31,6 +32,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from ..runtime import crash
 
 SHARED_MEMORY = Path("/dev/shm")
 TOPOLOGY_FOLDER = Path("/tmp")  # where hydra writes its topology files, a path written into MPICH
@@ -144,9 +147,13 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str)
               f"any rank reached tiledsl (or every rank died while starting)", file=sys.stderr, flush=True)
         return True
     crashed = _crashes(folder, lost)
+    shown = set()
     for rank, stack in crashed.items():
-        first, _, rest = stack.strip().partition("\n")
-        print(f"tiledsl: error: rank {rank} crashed: {first}\n{rest.rstrip()}", file=sys.stderr, flush=True)
+        what, site, frames = _crash_parts(stack)
+        # the stack once per place: every rank crashing in one kernel repeats it
+        said = "" if (site, frames) in shown or not frames else "\n" + "\n".join(frames)
+        shown.add((site, frames))
+        print(f"tiledsl: error: rank {rank} crashed ({what}){site}{said}", file=sys.stderr, flush=True)
     lost = [rank for rank in lost if rank not in crashed]
     if crashed and lost:
         print(f"tiledsl: error: the launcher then ended rank {', '.join(map(str, lost))}", file=sys.stderr, flush=True)
@@ -201,6 +208,26 @@ def _crashes(folder: str, ranks: list) -> dict:
         if stack.strip():
             stacks[rank] = stack
     return stacks
+
+
+_RUNTIME_FOLDER = Path(crash.__file__).resolve().parent
+_FRAME = re.compile(r'\s*File "(?P<path>.*)", line (?P<line>\d+) in (?P<function>\S+)')
+
+
+def _crash_parts(stack: str) -> tuple[str, str, tuple]:
+    """(what happened, where: " in kernel code NAME (FILE:LINE)", the stack's frames) of the text
+    faulthandler wrote (:mod:`tiledsl.runtime.crash`): "Fatal Python error: Segmentation fault",
+    the frames most recent first, then the extension modules loaded, which say nothing here."""
+    first, _, rest = stack.strip().partition("\n")
+    what = first.removeprefix("Fatal Python error: ").strip()
+    frames = tuple(line.rstrip() for line in rest.splitlines() if _FRAME.match(line))
+    found = [_FRAME.match(line) for line in frames]
+    ours = [i for i, match in enumerate(found) if Path(match["path"]).resolve().parent == _RUNTIME_FOLDER]
+    if not ours:
+        return what, "", frames
+    below = found[ours[0] - 1] if ours[0] > 0 else found[ours[0]]  # the function the runtime called
+    whose = "in kernel code" if ours[0] > 0 else "in tiledsl's runtime, at"
+    return what, f" {whose} {below['function']} ({Path(below['path']).name}:{below['line']})", frames
 
 
 def _forwarded_signal(code: int) -> bool:
