@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -52,9 +53,22 @@ class SuggestingParser(argparse.ArgumentParser):
             if close:
                 message += f" (did you mean {names[close[0]]}?)"
                 break
+        message += self._dash_value_hint(message)
         command = self._subcommand()
         helped = self.prog if command is None else f"{self.prog} {command[0]}"
         self.exit(2, f"{self.prog}: error: {message} (see {helped} --help)\n")
+
+    def _dash_value_hint(self, message: str) -> str:
+        """argparse takes a value starting with '-' (``--gpu-memory -5M``) for an option: say how
+        to give it."""
+        option = re.match(r"argument (--[\w-]+)(?:/\S+)?: expected one argument", message)
+        given = getattr(self, "_given", [])
+        if option is None or option[1] not in given:
+            return ""
+        after = given[given.index(option[1]) + 1:given.index(option[1]) + 2]
+        if not after or not after[0].startswith("-"):
+            return ""
+        return f" (a value starting with '-' is given as {option[1]}={after[0]})"
 
     def _np_hint(self, known: list) -> str:
         """Where the ranks of a command that takes no ``--np`` come from."""

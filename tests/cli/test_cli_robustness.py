@@ -758,3 +758,11 @@ sys.exit(commands.main())
 def test_a_signal_while_the_commands_load_ends_at_once_saying_so(name, code, said):
     out = subprocess.run([sys.executable, "-c", SLOW_LOADING, name], capture_output=True, text=True, timeout=50)
     assert (out.returncode, out.stderr) == (code, said + "\n")
+
+
+@pytest.mark.timeout(60)
+def test_a_value_starting_with_a_dash_is_shown_how_to_give_it():
+    out = tiledsl("run", "cholesky", "--n", 100, "--gpus", 1, "--gpu-backend", "emulated", "--gpu-memory", "-5M")
+    assert_clean_failure(out, 2)
+    assert "argument --gpu-memory: expected one argument (a value starting with '-' is given as " \
+           "--gpu-memory=-5M)" in out.err, out.err
