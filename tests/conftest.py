@@ -9,4 +9,5 @@ os.environ["TILEDSL_NO_TUNE"] = "1"
 def pytest_xdist_auto_num_workers(config):
     """``-n auto`` (pyproject's addopts): a worker per core, at most 4. Many tests start MPI jobs
     of 2-4 ranks and count on their watchdogs' seconds; more workers would only crowd them."""
-    return max(1, min(len(os.sched_getaffinity(0)), 4))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(cores, 4))
