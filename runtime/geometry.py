@@ -102,7 +102,7 @@ class Geometry:
     @classmethod
     def workspace(cls, like: Geometry, rows: int) -> Geometry:
         """The tile columns of ``like``, with ``like.mt`` tile rows each ``rows`` high."""
-        _require(rows >= 1, f"workspace tile height must be at least 1, got {rows}")
+        _require(rows >= 1, f"tile height must be at least 1, got {rows}")
         return cls(tuple(range(0, (like.mt + 1) * rows, rows)), like.col_starts, like.s)
 
     @property

@@ -316,7 +316,10 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
         for name, (like, rows) in workspaces.items():
             geometries[name] = Geometry.workspace(geometries[like], rows)
     except ValueError as error:
-        raise UsageError(f"matrix {name}: {error} (with {_size_settings(driver, params)})") from None
+        kind, decl = next((kind, d) for kind, decls in (("workspace", program.workspaces), ("matrix", program.matrices))
+                          for d in decls if d.name == name)
+        raise UsageError(f"{kind} {name} ({Path(program.source).name}:{decl.line}): {error} "
+                         f"(with {_size_settings(driver, params)})") from None
     matrices, first_tag = {}, 0
     for name, geometry in geometries.items():
         matrices[name] = TiledMatrix(name, geometry, distribution, rank, first_tag)

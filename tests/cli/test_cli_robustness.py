@@ -501,8 +501,19 @@ def test_a_matrix_size_of_zero_names_the_settings_that_gave_it(tmp_path):
                                      "  potrf(A[0, 0])\n}\n")
     out = tiledsl("run", tmp_path / "t.tile", "--n", "3")
     assert_clean_failure(out, status=2)
-    assert out.err.strip() == ("tiledsl: error: matrix A: matrix size must be at least 1x1, got 3x0 "
+    assert out.err.strip() == ("tiledsl: error: matrix A (t.tile:3): matrix size must be at least 1x1, got 3x0 "
                                "(with n = 3, cols = 0)")
+
+
+@pytest.mark.timeout(120)
+def test_a_workspace_height_of_zero_is_a_workspace_at_its_line(tmp_path):
+    (tmp_path / "t.tile").write_text("program p {\n  param ib = 4\n  matrix A[n, n] = random general\n"
+                                     "  workspace T like A rows ib\n"
+                                     "  for k in 0 .. A.nt { geqrt(A[k, k], T[k, k]) }\n}\n")
+    out = tiledsl("run", tmp_path / "t.tile", "--n", "100", "--set", "ib=0")
+    assert_clean_failure(out, status=2)
+    assert out.err.strip() == ("tiledsl: error: workspace T (t.tile:4): tile height must be at least 1, got 0 "
+                               "(with n = 100, ib = 0)")
 
 
 @pytest.mark.timeout(120)

@@ -90,7 +90,7 @@ def test_workspace_follows_columns_of_like():
     (lambda: Geometry.hybrid(9, 9, 4, 0, 2), "b >= 1"),
     (lambda: Geometry.hybrid(9, 9, 4, 1, 0), "s >= 1"),
     (lambda: Geometry.hybrid(9, 9, 64, 32, 3), r"\(s-1\)\*b < B"),
-    (lambda: Geometry.workspace(Geometry.uniform(4, 4, 2), 0), "workspace tile height"),
+    (lambda: Geometry.workspace(Geometry.uniform(4, 4, 2), 0), "tile height must be at least 1"),
     (lambda: Geometry((0, 3, 2), (0, 1)), "must not decrease"),
     (lambda: Geometry((1, 3), (0, 1)), "must start at 0"),
     (lambda: Geometry((0, 3), (0, 1, 2), s=3), "whole blocks"),
@@ -122,5 +122,5 @@ def test_a_run_with_too_many_tiles_is_a_usage_error_naming_the_matrix(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "t.tile", "--n", "1000", "--nb", "32"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=100)
     assert out.returncode == 2, out.stderr
-    assert out.stderr.startswith("tiledsl: error: matrix A: a 1000000×1000000 matrix would have "
+    assert out.stderr.startswith("tiledsl: error: matrix A (t.tile:2): a 1000000×1000000 matrix would have "
                                  "31250×31250 = 976562500 tiles (8e+12 bytes)")

@@ -337,10 +337,14 @@ class _Analyzer:
             self._declare(decl.name, _Symbol("workspace", decl.name.span, decl))
 
     def _size_expr(self, expr, what: str):
-        """A size: an integer expression of parameters only (no geometry queries)."""
+        """A size: an integer expression of parameters only (no geometry queries), at least 1
+        where it is a constant."""
         if self._int_expr(expr) and any(isinstance(node, (n.Attr, n.Method)) for node in expression_nodes(expr)):
             self.bag.error(expr.span, "E209", f"the {what} may use parameters only",
                            hint="geometry queries such as A.mt exist only once matrices are tiled")
+        value = self.values.get(id(expr))
+        if value is not None and value < 1:
+            self.bag.error(expr.span, "E209", f"the {what} must be at least 1, got {value}")
 
     def _check_init(self, init: n.Init):
         if init.kind == "random" and init.what.text not in RANDOM_KINDS:
