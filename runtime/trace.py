@@ -178,8 +178,9 @@ def communication(ranks: list, seconds: float) -> dict:
         for lane, start, end, name, args in rank_events:
             if name == "send":
                 spans.append((start, end))
-            elif name == "receive":
-                spans.append((max(start, sent.get((args["from"], rank, args["tag"], args["message"]), start)), end))
+            elif name == "receive":  # from its send, which the ranks' clocks may put after its end
+                sent_at = sent.get((args["from"], rank, args["tag"], args["message"]), start)
+                spans.append((min(max(start, sent_at), end), end))
             elif not lane.startswith(("mpi", "copy")):
                 busy += end - start if name != "idle" else 0.0
                 lanes.add(lane)

@@ -62,20 +62,24 @@ def two_thread_speedup(kernel, first, second) -> tuple[float, float, float]:
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs at least two cores")
 @pytest.mark.parametrize("kernel", [gemm, symm], ids=["gemm", "symm"])
 def test_two_threads_run_kernels_in_parallel(kernel):
-    """Up to three tries, each of the control then the kernel: other work on the machine can take
-    a core for a while, but a kernel that holds the GIL stays at 1.0x every time."""
+    """Up to eight tries, each the kernel between two runs of the control: other work on the
+    machine (the suite's other worker) can take a core for a while, so a try counts only when the
+    control had two cores both before and after the kernel; a kernel that holds the GIL stays at
+    1.0x every time."""
     first, second = tiles(1), tiles(2)
     failures = []
     with threadpool_limits(1):  # BLAS single-threaded, so only our threads add cores
-        for _ in range(3):
+        for _ in range(8):
             control, _, _ = two_thread_speedup(numpy_gemm, first, second)
             if control < 1.5:
                 continue  # busy now: this try tells nothing
             speedup, sequential, parallel = two_thread_speedup(kernel, first, second)
             if speedup > 1.4:  # a kernel that holds the GIL gets 1.0-1.36x (the best of 5 rounds)
                 return
-            failures.append(f"{speedup:.2f}x (sequential {sequential:.3f}s, parallel {parallel:.3f}s, "
-                            f"numpy control {control:.2f}x)")
+            after, _, _ = two_thread_speedup(numpy_gemm, first, second)
+            if after >= 1.5:  # the kernel alone was slow
+                failures.append(f"{speedup:.2f}x (sequential {sequential:.3f}s, parallel {parallel:.3f}s, "
+                                f"numpy control {control:.2f}x before, {after:.2f}x after)")
     if not failures:
-        pytest.skip("the machine is busy: even numpy's matmul got less than 1.5x on every try")
+        pytest.skip("the machine is busy: numpy's matmul got less than 1.5x around every try")
     pytest.fail(f"2 threads: {'; '.join(failures)}; is the GIL released?")

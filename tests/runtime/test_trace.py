@@ -57,6 +57,15 @@ def test_communication_hidden_on_a_synthetic_trace():
     assert result["communication_hidden"] == pytest.approx(1 - (2 + 4) / 8)
 
 
+def test_a_send_the_clocks_put_after_its_receive_counts_nothing_rather_than_less():
+    """The ranks' clocks agree only so far: a send seen starting 5 ms after its receive ended made
+    the receiving rank's communication negative (-0.00498 s in a two-rank run)."""
+    message = {"tag": 7, "message": 1, "bytes": 8}
+    ranks = [[("cpu-0", 0.0, 1.0, "potrf", {}), ("mpi", 1.005, 1.006, "send", {"to": 1, **message})],
+             [("cpu-0", 1.0, 2.0, "trsm", {}), ("mpi", 0.99, 1.0, "receive", {"from": 0, **message})]]
+    assert communication(ranks, 2.0)["communication"] == {"0": pytest.approx(0.001), "1": 0.0}
+
+
 def test_communication_of_overlapping_messages_counts_once():
     ranks = [[("cpu-0", 0.0, 10.0, "potrf", {}),
               ("mpi", 1.0, 3.0, "send", {"to": 1, "tag": 1, "message": 1}),
