@@ -188,3 +188,15 @@ def test_a_signal_repeated_after_the_job_ended_changes_nothing(tmp_path):
     out, err = job.communicate(timeout=30)
     assert job.returncode == 143, err
     assert err == "tiledsl: stopped by SIGTERM\n"
+
+
+def test_a_process_that_ends_while_its_files_are_looked_at_is_passed_over(tmp_path, monkeypatch):
+    """A process gone between the listing of /proc and that of its descriptors: Path.glob raised
+    FileNotFoundError out of `tiledsl run` (an internal error at the end of a good run)."""
+    every_process = jobs._of_every_process
+    monkeypatch.setattr(jobs, "_of_every_process",
+                        lambda entry: [Path("/proc", "999999999", entry), *every_process(entry)])
+    held = tmp_path / "held"
+    with open(held, "w"):
+        assert jobs.opened({held}) == {str(held)}
+    assert jobs.job_processes(str(tmp_path)) == [] and isinstance(jobs.mapped(), set)

@@ -271,7 +271,7 @@ def job_processes(folder: str) -> list[int]:
     """The processes (of this user) whose environment names ``folder`` as their job's."""
     marker = f"{JOB_DIR_VARIABLE}={folder}".encode()
     found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
+    for environ in _of_every_process("environ"):
         with contextlib.suppress(OSError):
             if marker in environ.read_bytes().split(b"\0"):
                 found.append(int(environ.parent.name))
@@ -370,12 +370,25 @@ def opened(paths: set[Path]) -> set[str]:
     wanted, found = {str(p) for p in paths}, set()
     if not wanted:
         return found
-    for descriptor in Path("/proc").glob("[0-9]*/fd/*"):
-        with contextlib.suppress(OSError):
-            target = os.readlink(descriptor)
-            if target in wanted:
-                found.add(target)
+    for descriptors in _of_every_process("fd"):
+        try:
+            names = os.listdir(descriptors)
+        except OSError:  # the process ended meanwhile, or is not ours to look at
+            continue
+        for name in names:
+            with contextlib.suppress(OSError):
+                target = os.readlink(descriptors / name)
+                if target in wanted:
+                    found.add(target)
     return found
+
+
+def _of_every_process(entry: str):
+    """``/proc/PID/ENTRY`` of every process now. Not ``Path.glob``: a process that ends while the
+    glob lists its folder made it raise FileNotFoundError out of ``tiledsl run`` (exit 3)."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            yield Path("/proc", pid, entry)
 
 
 def segments() -> set[Path]:
@@ -389,7 +402,7 @@ def segments() -> set[Path]:
 def mapped() -> set[str]:
     """Paths under :data:`SHARED_MEMORY` that some process of this user maps."""
     found, folder = set(), f"{SHARED_MEMORY}/"
-    for maps in Path("/proc").glob("[0-9]*/maps"):
+    for maps in _of_every_process("maps"):
         with contextlib.suppress(OSError):
             found.update(line.split(None, 5)[5].strip() for line in maps.read_text().splitlines()
                          if folder in line and len(line.split(None, 5)) == 6)
