@@ -220,8 +220,8 @@ def _crash_parts(stack: str) -> tuple[str, str, tuple]:
     the frames most recent first, then the extension modules loaded, which say nothing here."""
     first, _, rest = stack.strip().partition("\n")
     what = first.removeprefix("Fatal Python error: ").strip()
-    frames = tuple(line.rstrip() for line in rest.splitlines() if _FRAME.match(line))
-    found = [_FRAME.match(line) for line in frames]
+    found = [match for match in map(_FRAME.match, rest.splitlines()) if match]
+    frames = tuple(match.string.rstrip() for match in found)
     ours = [i for i, match in enumerate(found) if Path(match["path"]).resolve().parent == _RUNTIME_FOLDER]
     if not ours:
         return what, "", frames
