@@ -80,6 +80,7 @@ class Engine:
         self.loop_nest: LoopNestWatch | None = None
         self.check_finite = check_finite
         self.tracer = None  # a trace.Tracer while a traced run is on
+        self.kernel_clock = None  # a rates.KernelClock while kernels are timed in the run (tune)
         self.priority_of = None  # (call, tiles, given) -> priority, to replace the program's own
         self.host_costs = None  # --host-takes: heteroprio.Costs, for idle CPU workers to take GPU tasks
         self.devices = devices
@@ -407,6 +408,8 @@ class Engine:
                 if self.tracer is not None and task.call.line > 0:  # transfers have lanes of their own
                     self.tracer.task(lane, began, ended, task)
                 self.lock.acquire()
+                if self.kernel_clock is not None and task.call.line > 0 and error is None:
+                    self.kernel_clock.task(task, lane, ended - began, [a.shape for a in _arrays(task)])
                 del self.running[task]
                 if error is not None:
                     self.failure = self.failure or _task_failure(task, error, self.rank, device)

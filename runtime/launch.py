@@ -112,6 +112,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     with _single_threaded_blas():
         try:
             engine.tracer = Tracer() if options.trace else None
+            engine.kernel_clock = rates.KernelClock() if options.time_kernels else None
             with _progress(options, program.name, ranks, share.count, engine):
                 seconds = _timed(engine, driver.generate, params, comm)
             events, engine.tracer = (engine.tracer.events if engine.tracer else None), None
@@ -129,6 +130,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                            host_takes=engine.host_costs is not None,
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
+        result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}
         result.notes = list(devices.notes) if devices is not None else []
         result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params), workers, options.gpus,
                                                ranks)  # the rates use_tuned read: a tuned run's

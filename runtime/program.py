@@ -170,7 +170,10 @@ class Call:
 
     def shapes(self, tiles, regions) -> list:
         """Each tile argument's (rows, cols): a panel's tiles stacked along its range."""
-        shapes = self.tile_shapes(tiles, regions)
+        return self.stacked(self.tile_shapes(tiles, regions))
+
+    def stacked(self, shapes: list) -> list:
+        """Each tile argument's (rows, cols) from each tile's ``shapes``: a panel's stacked."""
         if self.groups is None:
             return shapes
         out = []

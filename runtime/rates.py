@@ -6,6 +6,8 @@ the kernels it does not name (else gemm's rate). ``tiledsl tune`` measures such
 tables on this machine (its cache's ``speeds``: ``core`` and ``gpu``), machine files
 give them for others (``tiledsl simulate``), and both the simulator and the
 runtime's host/GPU work sharing (:mod:`.heteroprio`) time tasks with them.
+A kernel that cannot be timed alone (a user's, whose inputs cannot be made up)
+is timed inside a run of its program by a :class:`KernelClock`.
 
 A task's size is the order of the square tile with the same flops
 (:data:`KERNEL_FLOPS`: a gemm on 512×128 slices is timed as one on ~203×203).
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 
+from .flops import modelled_flops
 from .world import UsageError
 
 #: floating-point operations of each prelude kernel on s×s tiles, in units of s³
@@ -90,3 +93,36 @@ def _table(value, where: str) -> tuple[list, list]:
     if isinstance(value, dict) and any(size < 1 for size, _ in pairs):
         raise RateError(f"{where}: the tile sizes of a rate table are positive integers, got {value!r}")
     return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+class KernelClock:
+    """Each kernel's rate as a run measures it: the seconds its program tasks took on the CPU
+    workers (a GPU task a CPU worker took counts there too) against their modelled flops
+    (:func:`.flops.modelled_flops`: a kernel's own count, else a gemm's on its largest
+    argument, as the simulator times it). The tiles come from memory, as in any run, and
+    the workers share the machine: what a task takes in a run, which tune's timing of a
+    kernel alone on tiles in cache is not."""
+
+    def __init__(self):
+        self.spent: dict = {}  # kernel -> [tasks, seconds, flops]
+
+    def task(self, task, lane: str, seconds: float, shapes: list) -> None:
+        """A program task ran on ``lane`` for ``seconds`` on tiles of ``shapes`` (each tile's)."""
+        if not lane.startswith("cpu"):
+            return  # a GPU's kernels return at launch: their times are not theirs
+        flops, _ = modelled_flops(task.call, task.call.stacked(shapes), task.values)
+        spent = self.spent.setdefault(task.call.kernel, [0, 0.0, 0.0])
+        spent[0] += 1
+        spent[1] += seconds
+        spent[2] += flops
+
+    def rates(self) -> dict:
+        """``{kernel: {size: GFLOP/s}}`` of the kernels timed (with flops, in measurable time):
+        one entry, at the order of the square tile with the average task's flops, as
+        :meth:`Rates.seconds` sizes a task."""
+        found = {}
+        for kernel, (tasks, seconds, flops) in sorted(self.spent.items()):
+            if flops > 0 and seconds > 0 and LEAST_RATE <= flops / seconds / 1e9 <= MOST_RATE:
+                size = max(1, round((flops / tasks / KERNEL_FLOPS.get(kernel, 2)) ** (1 / 3)))
+                found[kernel] = {str(size): round(flops / seconds / 1e9, 3)}
+        return found

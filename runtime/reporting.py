@@ -43,6 +43,7 @@ class RunResult:
     host_takes: bool = False  # idle CPU workers took GPU tasks (--host-takes on, in memory)
     host_takes_out_of_core: bool = False  # --host-takes on, but out of core: nothing taken
     trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
+    kernel_rates: dict = field(default_factory=dict)  # Options.time_kernels: {kernel: {size: GFLOP/s}} on a core
     sources: dict = field(default_factory=dict)  # tile setting or "gpu_ratio" -> where its value came from
     gpu_ratio: tuple | None = None  # the host/GPU column ratio used (uniform tiles with GPUs)
     check_seconds: float | None = None  # the residual check's wall seconds (None without --check)

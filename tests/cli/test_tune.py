@@ -566,15 +566,32 @@ def test_tune_usage_errors(cache, args, text):
 
 
 @pytest.mark.timeout(120)
-def test_tune_says_which_user_kernels_it_does_not_time(tmp_path, cache):
-    (tmp_path / "halve_kernels.py").write_text("def halve(A):\n    A *= 0.5\n")
-    (tmp_path / "halve.tile").write_text('use "halve_kernels.py"\nkernel halve(inout A)\n'
+def test_tune_times_user_kernels_in_a_run_of_the_program_and_simulate_uses_their_rate(tmp_path, cache):
+    """A user kernel cannot be timed alone: a run of the program times it after the search, its
+    rate on a core joins the cache, and simulate times its tasks with it (memory included)."""
+    (tmp_path / "halve_kernels.py").write_text("import time\n"
+                                               "def halve(A):\n    A *= 0.5\n    time.sleep(0.004)\n")
+    (tmp_path / "halve.tile").write_text('use "halve_kernels.py"\nkernel halve(inout A) flops A.m * A.n\n'
                                          "program halve {\n  tiling uniform(nb = 64)\n"
                                          "  matrix A[n, n] = random general\n"
                                          "  for i in 0 .. A.mt { for j in 0 .. A.nt { halve(A[i, j]) } }\n}\n")
-    out = tiledsl("tune", tmp_path / "halve.tile", "--no-save", "--workers", 1, *TINY, cache=cache)
+    out = tiledsl("tune", tmp_path / "halve.tile", "--workers", 1, *TINY, cache=cache)
     assert out.returncode == 0, out.stderr
-    assert "not timed: halve (user kernels; the tile sizes follow gemm's rates)" in out.stdout + out.stderr
+    assert ("not timed alone: halve (user kernels; the tile sizes follow gemm's rates, and a run of the "
+            "program times them after the search)") in out.stdout
+    entry = tuning.entry("halve", 0, "emulated")
+    assert entry["measured_in_run"] == ["halve"]
+    (size, rate), = entry["speeds"]["core"]["halve"].items()
+    tile = entry["tiles"]["nb"]
+    assert int(size) == round((tile * tile / 2) ** (1 / 3))  # a task's flops as a gemm's: A.m·A.n = 2·s³
+    # 4.1 to 6 ms a task: tile² flops in that time (the rate a gemm has is thousands of times more)
+    assert tile * tile / 6e-3 / 1e9 < rate < tile * tile / 4e-3 / 1e9, out.stdout
+    assert f"timed in a run of the program at n=256, on a core: halve {rate:.3g} GFLOP/s" in out.stdout
+    simulated = tiledsl("simulate", tmp_path / "halve.tile", "--n", 256, "--nodes", 1, "--workers", 1, "--json",
+                        cache=cache)
+    assert simulated.returncode == 0, simulated.stderr
+    tasks = -(-256 // tile) ** 2
+    assert last_json(simulated)["seconds"] > tasks * 4e-3  # at gemm's rate: well under a millisecond
 
 
 @pytest.mark.timeout(120)
@@ -677,7 +694,8 @@ def test_trials_repeat_and_go_on_only_while_the_budget_holds_the_longest_run(mon
 def test_tune_tells_prelude_kernels_it_does_not_time_from_user_kernels(cache):
     out = tiledsl("tune", "programs/getrf.tile", "--no-save", "--workers", 1, *TINY, cache=cache)
     assert out.returncode == 0, out.stderr
-    assert "not timed: getrf, laswp (prelude kernels tune has no timing for; the tile sizes follow " in out.stdout
+    assert "not timed alone: getrf, laswp (prelude kernels tune has no timing for; the tile sizes follow " in out.stdout
+    assert "on a core: getrf " in out.stdout and "; laswp counted no flops (timed as none)" in out.stdout
 
 
 @pytest.mark.timeout(120)

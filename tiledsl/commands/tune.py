@@ -3,7 +3,9 @@
 1. Kernel speeds: the program's tile kernels (gemm always) are timed on one core
    (single-threaded BLAS, as a CPU worker runs them) and on one GPU, over square
    tile sizes in steps of 64 (on CuPy GPUs, :data:`CUPY_SIZES` up to 4096), until
-   the rate stops growing or the time share of this step is spent.
+   the rate stops growing or the time share of this step is spent. A kernel whose
+   inputs cannot be made up (a user's) is timed after the search, in a run of the
+   program on the CPU workers at the tiles chosen (:func:`time_in_run`).
 2. A first guess from the speeds. With GPUs, ``B`` (the tile size of uniform
    programs, the block size of hybrid ones) is the smallest size whose GPU gemm
    rate is within 95% of the best one measured (:func:`smallest_near_best`).
@@ -384,7 +386,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     blocks = [name for name in inner_block_params(driver) if name not in sets]  # a --set one is not tuned
     ib = defaults[blocks[0]] if blocks else 32  # the height of the QR kernels' T factors
     counts = task_counts(driver, sets=sets, n=n)
-    # a user kernel's inputs cannot be made up, so only the prelude's kernels are timed
+    # a user kernel's inputs cannot be made up: only the prelude's are timed alone (the others in a run)
     untimed = sorted({call.kernel for call in program.calls} - set(KERNEL_FLOPS))  # called at any size
     weights = {kernel: count for kernel, count in counts.items() if kernel in KERNEL_FLOPS}
     stand_in = not weights  # no prelude kernel tune can time: gemm's rates stand for the program's own
@@ -408,7 +410,8 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         users = [kernel for kernel in untimed if kernel not in CPU_KERNELS]
         kinds = " and ".join(kind for kind, present in (("user kernels", users), (
             "prelude kernels tune has no timing for", len(users) < len(untimed))) if present)
-        log(f"not timed: {', '.join(untimed)} ({kinds}; the tile sizes follow {dominant}'s rates)")
+        log(f"not timed alone: {', '.join(untimed)} ({kinds}; the tile sizes follow {dominant}'s rates, "
+            f"and a run of the program times them after the search)")
 
     with threadpool_limits(1):
         deadline = began + 0.4 * budget
@@ -560,10 +563,28 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
             + (f", gpu-ratio 0:1 with --host-takes on {taking:.4f} s" + ("*" if result["host_takes"] else "")
                if taking is not None else ", --host-takes on not tried (out of budget)"))
         result["gpu_ratio"] = list(ratio)  # the best without taking, which --host-takes off gets
+    if untimed:
+        time_in_run(driver, Options(n=trial_n, tiles=dict(tiles), sets={**sets, **params}, workers=workers,
+                                    time_kernels=True), untimed, gpus, result, log)
     result.update({"tiles": tiles, "params": params, "trial_n": trial_n, "search": trials.records(),
                    "seconds": round(clock() - began, 3),
                    "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return result
+
+
+def time_in_run(driver, options: Options, kernels: list, gpus: int, result: dict, log) -> None:
+    """Time ``kernels`` (those tune cannot time alone) in one run of the program on the CPU
+    workers, at the tiles chosen: their rates on a core join the cache entry's ``speeds``
+    (for ``simulate`` and ``--host-takes``), and ``measured_in_run`` names them (their time
+    includes bringing the tiles from memory, which ``simulate`` then does not add)."""
+    measured = {kernel: rates for kernel, rates in trial(driver, options).kernel_rates.items() if kernel in kernels}
+    result["speeds"]["core"].update(measured)
+    result["measured_in_run"] = sorted(measured)
+    found = ", ".join(f"{kernel} {next(iter(rates.values())):.3g} GFLOP/s" for kernel, rates in measured.items())
+    missing = [kernel for kernel in kernels if kernel not in measured]
+    log(f"timed in a run of the program at n={options.n}, on a core: " + (found or "none")
+        + (f"; {', '.join(missing)} counted no flops (timed as none)" if missing else "")
+        + ("; on a GPU they take gemm's rate (a GPU kernel returns at launch)" if gpus and measured else ""))
 
 
 def _accepts(driver, options: Options) -> bool:

@@ -20,7 +20,8 @@ A machine file is a small JSON object (the shipped ones are in ``tiledsl/machine
   square tile with the same flops (a gemm on 512×128 slices is timed at ~203).
   ``memory_gbs`` (optional) adds, on a core, the time to bring the task's tiles
   from memory: tune times kernels on tiles still in cache, a run's tasks mostly
-  find them in memory.
+  find them in memory (not to the kernels tune timed in a run of the program,
+  its user kernels: their rates include it).
 * ``network``: each message takes ``latency + bytes / bandwidth`` and holds the
   sender's and the receiver's link (full duplex, FIFO) for ``bytes / bandwidth``.
 * ``pcie``: host/GPU copies, the same way on each GPU's in- and out-stream;
@@ -87,6 +88,7 @@ class Machine:
     runtime: dict = field(default_factory=lambda: dict(RUNTIME_FIELDS))
     ranks_per_node: int | None = 1  # None: every rank on one node
     memory: float = 0.0  # bytes per second a core streams a task's tiles at (0: not counted)
+    in_run: frozenset = frozenset()  # kernels whose CPU rates were timed in a run: memory included
     about: str = ""
     source: str = ""
 
@@ -94,7 +96,7 @@ class Machine:
         """Modelled seconds of one task of ``kernel`` doing ``flops`` on tiles of ``nbytes``, on a
         core or a GPU."""
         rates = self.gpu if on_gpu else self.cpu
-        fetch = nbytes / self.memory if self.memory and not on_gpu else 0.0
+        fetch = nbytes / self.memory if self.memory and not on_gpu and kernel not in self.in_run else 0.0
         return rates.seconds(kernel, flops) + fetch + self.runtime["task_us"] * 1e-6
 
 
@@ -197,7 +199,8 @@ def load(spec: str | None, program: str, gpus: int, backend: str, source: str | 
     if spec is not None:
         return machine(read(spec), spec)
     content = {**read("local"), "cores": os.cpu_count() or 1}
-    speeds = (tuning.entry(program, gpus, backend) or {}).get("speeds") or {}
+    tuned = tuning.entry(program, gpus, backend) or {}
+    speeds = tuned.get("speeds") or {}
     if "core" not in speeds:
         raise MachineError(f"no kernel rates for {program} on this machine: run `tiledsl tune {source or program}"
                            + (f" --gpus {gpus} --gpu-backend {backend}" if gpus else "")
@@ -207,4 +210,6 @@ def load(spec: str | None, program: str, gpus: int, backend: str, source: str | 
     if gpus:
         content["gpu"] = speeds.get("gpu") or speeds["core"]
         content["gpus"] = gpus
-    return machine(content, f"local + {tuning.cache_path()}")
+    local = machine(content, f"local + {tuning.cache_path()}")
+    local.in_run = frozenset(tuned.get("measured_in_run") or ())
+    return local

@@ -247,7 +247,8 @@ def _model_notes(machine, timing: Timing, program) -> list[str]:
              for strays in [sorted(set(rates.tables) - known)] if strays]
     if timing.uncounted:
         notes.append(f"kernel {timing.uncounted} declares no flop count: its tasks are timed as a gemm on "
-                     f"their largest argument")
+                     f"their largest argument" + (" at the rate tune measured for it in a run of the program"
+                                                  if timing.uncounted in machine.in_run else ""))
     for place, rates in (("cpu", machine.cpu), ("gpu", machine.gpu if timing.gpu_kernels else None)):
         unrated = sorted(timing.kernels - set(rates.tables)) if rates is not None and "default" not in rates.tables \
             else []

@@ -1,0 +1,46 @@
+"""Kernel rates measured inside a run (``rates.KernelClock``, ``Options.time_kernels``).
+
+The clock counts the CPU workers' program tasks against their modelled flops; a
+real run reports each kernel's rate at the size of its average task.
+"""
+from types import SimpleNamespace
+
+import pytest
+
+from tiledsl.runtime import Options, execute
+from tiledsl.runtime.program import Call
+from tiledsl.runtime.rates import KernelClock
+
+
+def _task(call, values=()):
+    return SimpleNamespace(call=call, values=values)
+
+
+@pytest.mark.timeout(10)
+def test_the_clock_rates_a_kernel_by_its_flops_over_its_seconds_on_cpu_workers():
+    gemm = Call("gemm", ("in", "in", "inout"), main=2, line=3, text="gemm(...)")
+    clock = KernelClock()
+    for _ in range(4):
+        clock.task(_task(gemm), "cpu-0", 0.002, [(100, 100)] * 3)  # 2·10⁶ flops in 2 ms: 1 GFLOP/s
+    clock.task(_task(gemm), "gpu-1", 1e-6, [(100, 100)] * 3)  # a GPU kernel returns at launch: not counted
+    assert clock.rates() == {"gemm": {"100": 1.0}}
+
+
+@pytest.mark.timeout(10)
+def test_a_kernel_without_a_count_is_rated_as_the_simulator_times_it_and_one_without_flops_not_at_all():
+    mine = Call("mine", ("in", "inout"), main=1, line=4, text="mine(...)")  # no count: a gemm on 200×50
+    laswp = Call("laswp", ("inout",), main=0, line=5, text="laswp(...)", values=("k",), order="tv")
+    clock = KernelClock()
+    clock.task(_task(mine), "cpu-1", 0.01, [(10, 10), (200, 50)])
+    clock.task(_task(laswp, (1,)), "cpu-0", 0.01, [(64, 64)])
+    flops = 2.0 * (200 * 50) ** 1.5
+    assert clock.rates() == {"mine": {str(round((flops / 2) ** (1 / 3))): round(flops / 0.01 / 1e9, 3)}}
+
+
+@pytest.mark.timeout(60)
+def test_a_run_told_to_time_its_kernels_reports_each_ones_rate(compiled):
+    driver = compiled("programs/cholesky.tile")
+    timed = execute(driver, Options(n=384, tiles={"nb": 128}, workers=2, time_kernels=True))
+    assert set(timed.kernel_rates) == {"potrf", "trsm", "syrk", "gemm"}
+    assert all(list(r) == ["128"] and 0 < r["128"] < 1e4 for r in timed.kernel_rates.values()), timed.kernel_rates
+    assert execute(driver, Options(n=384, tiles={"nb": 128}, workers=2)).kernel_rates == {}
