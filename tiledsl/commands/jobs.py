@@ -163,8 +163,17 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str)
     why = ("at least one died (a crash, a signal) and the launcher then ended the others" if len(lost) > 1
            else "killed by a signal, or lost")
     print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
-          f"a word ({why}; the launcher's exit status is {code})", file=sys.stderr, flush=True)
+          f"a word ({why}; the launcher's exit status is {code}{_as_signal(code)})", file=sys.stderr, flush=True)
     return True
+
+
+def _as_signal(code: int) -> str:
+    """What the launcher's exit status says of a rank that died without a word: hydra exits
+    with the number of the signal that killed a rank."""
+    if code == signal.SIGKILL:
+        return (", which is how it reports a rank killed by SIGKILL: the system's out-of-memory killer sends it "
+                "(see `dmesg`), as does `kill -9`")
+    return f", which is how it reports a rank killed by {_signal_name(code)}" if 1 < code < signal.NSIG else ""
 
 
 def _report_orphans(folder: str) -> bool:
