@@ -205,8 +205,8 @@ def test_a_rank_killed_without_a_word_is_named(tmp_path):
     code, out, err = finish(job)
     assert code == 1 and time.monotonic() - sent < 10 and "Traceback" not in err  # a rank lost: exit 1
     assert re.search(r"tiledsl: error: rank (0, )?1 ended without finishing the run and without a word", err), err
-    assert "the launcher's exit status is 9, which is how it reports a rank killed by SIGKILL: the system's out-of-memory " \
-           "killer sends it (see `dmesg`), as does `kill -9`" in err, err
+    assert ("the launcher's exit status is 9, which is how it reports a rank killed by SIGKILL: the system's "
+            "out-of-memory killer sends it (see `dmesg`), as does `kill -9`") in err, err
     assert np.array_equal(np.load(tmp_path / "out.npy"), np.ones((3, 3)))
     assert leftovers(before, tmp_path) == ([], [])
 
