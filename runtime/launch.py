@@ -19,6 +19,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -285,13 +286,36 @@ def _progress(options: Options, label: str, ranks: int, tasks: int, engine):
                              lambda: progress.tasks_done(engine))
 
 
-def _single_threaded_blas():
-    """Every BLAS in the process (numpy's and scipy's OpenBLAS) on one thread for the run: the
-    limiter's own context, whose exit gives up threadpoolctl's "controlling thread" too (kept,
-    a run from another thread would have its limit silently ignored)."""
-    from threadpoolctl import threadpool_limits
+_BLAS_LOCK = threading.Lock()
+_blas_runs: list = []  # the limiter of the runs going on in this process, once per run
 
-    return threadpool_limits(1)
+
+@contextlib.contextmanager
+def _single_threaded_blas():
+    """Every BLAS in the process (numpy's and scipy's OpenBLAS) on one thread while a run goes
+    on: the first of overlapping runs (API calls from several threads) sets the limit, the last
+    to end restores what was there. OpenBLAS's thread count is the process's, and threadpoolctl
+    lets only one "controlling thread" change it: control is taken for each change and given
+    up after it, so that whichever run ends last can restore, and a later run from another
+    thread can set it again (else its limit would be silently ignored)."""
+    from threadpoolctl import OpenBLASController, threadpool_limits
+
+    def controlled(change):
+        OpenBLASController.clear_controlling_thread(force=True)
+        try:
+            return change()
+        finally:
+            OpenBLASController.clear_controlling_thread(force=True)
+
+    with _BLAS_LOCK:
+        _blas_runs.append(controlled(lambda: threadpool_limits(1)) if not _blas_runs else _blas_runs[0])
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            limiter = _blas_runs.pop()
+            if not _blas_runs:
+                controlled(limiter.restore_original_limits)
 
 
 def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm, limit, progress_bar) -> dict:

@@ -3,6 +3,7 @@ the program's params inferred from the arrays' shapes, on real runs."""
 import re
 import subprocess
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -603,3 +604,33 @@ def test_a_run_from_another_thread_also_has_single_threaded_blas(tmp_path):
     elsewhere.join()
     seen.append(probe.run(n=4)["A"][0, 0])
     assert seen == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.timeout(120)
+def test_overlapping_runs_from_two_threads_keep_single_threaded_blas_until_the_last_ends(tmp_path):
+    """The first run to end restored the BLAS threads while another was still going: its later
+    kernels ran on threaded BLAS, and its results changed in their last bits."""
+    import threading
+
+    from threadpoolctl import threadpool_info
+
+    threads = lambda: max(pool["num_threads"] for pool in threadpool_info())
+    before = threads()
+    runs, seen = {}, {}
+    for name in ("first", "second"):  # each kernel waits for its flag, then says what BLAS has
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "probe.py").write_text(
+            "import os, time\nfrom threadpoolctl import threadpool_info\n\n\n"
+            f"def blas_threads(a):\n    while not os.path.exists({str(folder / 'go')!r}):\n        time.sleep(0.01)\n"
+            "    a[0, 0] = max(pool['num_threads'] for pool in threadpool_info())\n")
+        probe = program(folder, BLAS_THREADS)
+        run = lambda name=name, probe=probe: seen.update({name: probe.run(n=4)["A"][0, 0]})
+        runs[name] = threading.Thread(target=run)
+        runs[name].start()
+        time.sleep(0.5)  # in its kernel: the first run set the limit, the second found it set
+    for name in ("first", "second"):  # the first ends while the second still runs
+        (tmp_path / name / "go").touch()
+        runs[name].join()
+    assert seen == {"first": 1.0, "second": 1.0}
+    assert threads() == before  # the last run to end gave back what there was
