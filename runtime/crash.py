@@ -78,7 +78,7 @@ def _crash_file():
         yield sys.stderr
         return
     try:
-        target = open(os.path.join(folder, f"crash.{launcher_rank()}"), "w")
+        target = open(os.path.join(folder, f"crash.{launcher_rank()}"), "w", encoding="utf-8")
     except OSError:
         yield sys.stderr
         return

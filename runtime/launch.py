@@ -257,8 +257,8 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
             source_file = npyio.open_input(path, shape)
         except npyio.InputShapeError as error:
             hints = settings_hints(driver, options, decl.name, error.shape) if len(error.shape) == 2 else []
-            raise UsageError(f"{error}" + (f" ({' or '.join(hints[:3])} gives it that shape)" if hints else "")) \
-                from None
+            hint = f" ({' or '.join(hints[:3])} gives the matrix the file's shape)" if hints else ""
+            raise UsageError(f"{error}{hint}") from None
         except (npyio.InputFileError, OSError) as error:
             where = (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the "
                      f"directory of the .tile file)" if loaded and not os.path.isabs(decl.load) else "")

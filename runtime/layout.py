@@ -235,7 +235,7 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
     tuned run gets them too (``options.host_speeds``), for the summary's kernel upper bound.
     """
     found = None
-    if enabled and not os.environ.get("TILEDSL_NO_TUNE"):
+    if enabled and os.environ.get("TILEDSL_NO_TUNE", "").strip().lower() in ("", "0", "false", "no", "off"):
         found = _read_on_rank_zero(comm, lambda: tuning.lookup(program.name, program.tiling.kind, options.gpus,
                                                                options.gpu_backend, warn))
     if found is not None:

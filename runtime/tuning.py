@@ -103,7 +103,7 @@ def read(path: Path, warn=None) -> dict:
     """The cache file's content; an empty cache (and a warning) if it is unreadable or corrupt."""
     warn = warn or _warn
     try:
-        text = path.read_text()
+        text = path.read_bytes()  # json reads UTF-8 (and -16, -32); other bytes are a corrupt file
     except FileNotFoundError:
         return _empty()
     except OSError as error:

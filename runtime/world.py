@@ -46,9 +46,13 @@ class RankError(Exception):
 def standard_streams_open() -> None:
     """A closed stdout or stderr (``2>&-``: Python sets it to None) becomes the null device, its
     descriptor too (processes started later inherit it), so that what would be written there is
-    dropped rather than failing the run."""
+    dropped rather than failing the run; an open one whose encoding lacks a character printed
+    (``×`` on an ASCII terminal, a C locale) shows it escaped rather than failing."""
     for name, descriptor in (("stdout", 1), ("stderr", 2)):
-        if getattr(sys, name) is not None:
+        stream = getattr(sys, name)
+        if stream is not None:
+            if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) in ("strict", "surrogateescape"):
+                stream.reconfigure(errors="backslashreplace")
             continue
         try:
             os.fstat(descriptor)
@@ -58,9 +62,9 @@ def standard_streams_open() -> None:
                 os.dup2(null, descriptor)
                 os.close(null)
             os.set_inheritable(descriptor, True)  # os.open's are not: a launcher started later needs it
-            setattr(sys, name, open(descriptor, "w", closefd=False))
+            setattr(sys, name, open(descriptor, "w", closefd=False, errors="backslashreplace"))
         else:  # another file took the number: leave it be
-            setattr(sys, name, open(os.devnull, "w"))
+            setattr(sys, name, open(os.devnull, "w", errors="backslashreplace"))
 
 
 def launcher_rank() -> int:

@@ -289,6 +289,8 @@ class Loaded:
                 array = given.astype(np.float64)
         except (TypeError, ValueError) as error:
             raise TiledslError(f"matrix {name}: not an array of numbers ({error})") from None
+        except OverflowError:  # a Python integer past float64's range, in an object array
+            raise TiledslError(f"matrix {name}: {_beyond_float64(given)}") from None
         if given.dtype.kind in "iuO" or given.dtype.itemsize > 8:  # may round: compare exactly
             _check_exact(name, given, array)
         if array.ndim != 2:
@@ -359,6 +361,18 @@ def _check_kind(name: str, array: np.ndarray) -> None:
     if kind not in "fiuO":
         raise TiledslError(f"matrix {name}: dtype {array.dtype} is not a number type; tiledsl takes arrays "
                            f"of floats or integers")
+
+
+def _beyond_float64(given: np.ndarray) -> str:
+    """Which element of an object array float64 cannot hold (an integer of 309 digits or more)."""
+    for where in np.ndindex(given.shape):
+        try:
+            float(given[where])
+        except OverflowError:
+            text = str(given[where])
+            shown = text if len(text) <= 24 else f"{text[:10]}...{text[-4:]} ({len(text.lstrip('-'))} digits)"
+            return f"element {tuple(int(i) for i in where)} = {shown} is beyond float64's range (about ±1.8e308)"
+    return "a value is beyond float64's range (about ±1.8e308)"
 
 
 def _check_exact(name: str, given: np.ndarray, array: np.ndarray) -> None:

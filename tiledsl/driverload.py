@@ -99,7 +99,7 @@ def cache_key(source_text: str, path: str) -> str:
 
 
 def _package_text(package: str, name: str) -> str:
-    return resources.files(package).joinpath(name).read_text()
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
 DRIVER_DOCSTRING = "Driver of the tile program"  # how driver.py.j2 opens every driver
@@ -170,7 +170,7 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
         temporary = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # processes and threads apart
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(generate(target))
+            temporary.write_text(generate(target), encoding="utf-8")
             temporary.replace(target)  # atomic: concurrent ranks never read half a file
         except OSError as error:
             raise UsageError(f"cannot write tiledsl's driver cache in {target.parent}: {error.strerror or error} "

@@ -348,6 +348,9 @@ REFUSED_INPUTS = {
     "numpy largest unsigned": (np.full((8, 8), np.uint64(2 ** 64 - 1), dtype=object),
                                "matrix A: element (0, 0) = 18446744073709551615 is not exactly a float64 "
                                "(nearest 1.8446744073709552e+19)"),
+    "integer past float64": (np.array([[1.0] * 7 + [-10 ** 400]] * 8, dtype=object),
+                             "matrix A: element (0, 7) = -100000000...0000 (401 digits) is beyond float64's range "
+                             "(about ±1.8e308)"),
     "text element": (np.full((8, 8), "3.0", dtype=object), "matrix A: element (0, 0) = '3.0' is text, not a number"),
     "bytes element": (np.full((8, 8), b"3", dtype=object), "matrix A: element (0, 0) = b'3' is bytes, not a number"),
 }

@@ -677,6 +677,27 @@ def test_a_closed_stdout_or_stderr_drops_what_would_go_there(closed, ranks):
         assert "cholesky  residual" in out.stdout
 
 
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("environment", [
+    {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"},  # no UTF-8 anywhere: files nor streams
+    {"PYTHONIOENCODING": "ascii"}])
+def test_a_locale_without_utf8_runs_and_prints_what_it_cannot_encode_escaped(tmp_path, environment):
+    """Reading the shipped drivers' templates failed (internal error), and the summary's × failed to
+    print (internal error from tiledsl run; a traceback from a compiled driver)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), **environment}
+    env.pop("LANG", None)
+    driver = tmp_path / "cholesky_driver.py"
+    compiled = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "programs/cholesky.tile",
+                               "-o", str(driver)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert compiled.returncode == 0, compiled.stderr
+    for command in ([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/cholesky.tile"],
+                    [sys.executable, str(driver)]):
+        out = subprocess.run(command + ["--n", "200", "--check"], cwd=ROOT, env=env, capture_output=True,
+                             timeout=120)
+        assert out.returncode == 0 and b"Traceback" not in out.stderr, out.stderr
+        assert b"1 rank \\xd7 " in out.stdout and b"cholesky  residual" in out.stdout, out.stdout
+
+
 @pytest.mark.timeout(120)
 def test_a_damaged_cached_driver_is_written_again(tmp_path, monkeypatch):
     from tiledsl.driverload import DRIVER_END, cache_dir

@@ -547,10 +547,12 @@ def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_pat
     np.save(tmp_path / "wide.npy", np.ones((300, 200)))
     out = tiledsl("run", "programs/gemm.tile", "--n", 300, "--input", f"A={tmp_path / 'wide.npy'}")
     assert out.returncode == 2 and out.stderr.strip().endswith(
-        "has shape (300, 200) but the matrix needs shape (300, 300) (--set k=200 gives it that shape)")
+        "has shape (300, 200) but the matrix needs shape (300, 300) (--set k=200 gives the matrix the file's "
+        "shape)")
     out = tiledsl("run", "programs/gemm.tile", "--n", 20, "--input", f"A={tmp_path / 'wide.npy'}")
     assert out.returncode == 2 and out.stderr.strip().endswith(  # no single setting does: two together
-        "has shape (300, 200) but the matrix needs shape (20, 20) (--set m=300 --set k=200 gives it that shape)")
+        "has shape (300, 200) but the matrix needs shape (20, 20) (--set m=300 --set k=200 gives the matrix the "
+        "file's shape)")
     out = tiledsl("run", "programs/cholesky.tile", "--n", 200, "--input", f"A={tmp_path / 'wide.npy'}")
     assert out.returncode == 2 and out.stderr.strip().endswith("but the matrix needs shape (200, 200)")
 

@@ -328,11 +328,11 @@ def test_the_machine_key_names_the_host_and_hashes_the_hardware():
 
 
 @pytest.mark.timeout(10)
-@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"entries": 3}', "\x00\x01"])
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"entries": 3}', "\x00\x01", b"\x00\xff\xfe"])
 def test_a_corrupt_cache_is_ignored_with_one_warning(cache, text):
     path = tuning.cache_path()
     path.parent.mkdir(parents=True)
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())  # bytes: not UTF-8 (an internal error)
     warnings = []
     assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
     assert len(warnings) == 1 and str(path) in warnings[0] and "\n" not in warnings[0]
@@ -394,6 +394,10 @@ def test_explicit_options_win_and_no_tune_ignores_the_cache(cache):
         assert summary["sources"] == {"nb": "program default", "gpu_ratio": "default"}
     other = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--json", cache=cache))  # no GPU entry
     assert other["sources"] == {"nb": "program default"} and other["gpu_ratio"] is None
+    for off in ("0", "false", ""):  # TILEDSL_NO_TUNE=0 ignored the cache too
+        kept = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--json", cache=cache,
+                                 env={"TILEDSL_NO_TUNE": off}))
+        assert kept["sources"] == {"nb": f"tuned ({path})", "gpu_ratio": f"tuned ({path})"}, off
 
 
 @pytest.mark.timeout(120)

@@ -207,7 +207,7 @@ def _compile(args) -> int:
         sys.stdout.write(text)
         return 0
     try:
-        Path(args.output).write_text(text)
+        Path(args.output).write_text(text, encoding="utf-8")
     except OSError as error:
         print(f"tiledsl: error: cannot write {args.output}: {error.strerror}", file=sys.stderr)
         return 2

@@ -236,7 +236,7 @@ def write(text: str, output) -> None:
     path = Path(str(output))
     suffix = path.suffix.lower()
     if suffix in (".dot", ".gv"):
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         return
     if suffix not in RENDERED:
         raise GraphError(f"-o {output}: write the graph as .dot (or .gv), or render it as .svg, .png or .pdf")

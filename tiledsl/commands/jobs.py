@@ -211,7 +211,7 @@ def _crashes(folder: str, ranks: list) -> dict:
     stacks = {}
     for rank in ranks:
         try:
-            stack = Path(folder, f"crash.{rank}").read_text(errors="replace")
+            stack = Path(folder, f"crash.{rank}").read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         if stack.strip():
@@ -413,7 +413,7 @@ def mapped() -> set[str]:
     found, folder = set(), f"{SHARED_MEMORY}/"
     for maps in _of_every_process("maps"):
         with contextlib.suppress(OSError):
-            found.update(line.split(None, 5)[5].strip() for line in maps.read_text().splitlines()
+            found.update(line.split(None, 5)[5].strip() for line in maps.read_text(errors="surrogateescape").splitlines()
                          if folder in line and len(line.split(None, 5)) == 6)
     return found
 

@@ -54,7 +54,7 @@ class Lane:
 def load_trace(path) -> dict:
     """The trace document at ``path``; a :class:`TraceError` naming what is wrong."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TraceError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as error:

@@ -39,7 +39,7 @@ _TOKEN = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|[^\s\w]')
 
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
-    grammar = resources.files("tiledsl.grammars").joinpath("tile.lark").read_text()
+    grammar = resources.files("tiledsl.grammars").joinpath("tile.lark").read_text(encoding="utf-8")
     return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 

@@ -145,10 +145,10 @@ def read(spec: str) -> dict:
     path = Path(spec)
     if not path.is_file():
         if spec in shipped():
-            return json.loads(resources.files("tiledsl.machines").joinpath(f"{spec}.json").read_text())
+            return json.loads(resources.files("tiledsl.machines").joinpath(f"{spec}.json").read_text(encoding="utf-8"))
         raise MachineError(f"machine file {spec!r} not found (a path, or one of: {', '.join(shipped())})")
     try:
-        content = json.loads(path.read_text())
+        content = json.loads(path.read_bytes())
     except (OSError, ValueError) as error:
         raise MachineError(f"cannot read machine file {spec}: {error}") from None
     if not isinstance(content, dict):
