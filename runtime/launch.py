@@ -41,7 +41,7 @@ from .dataflow import events_of
 from .recording import survey
 from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_ranks_warning, idle_warning, json_text,
                         nonfinite_lines, rank_stats, summary_json, summary_text)
-from .resources import check_every_rank_has_tiles, check_memory
+from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
 from .userkernels import kernels, program_files
 from .verify import Verifier
@@ -64,7 +64,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
         if options.host_takes else None
     grid, distribution, matrices = placement(driver, params, options.grid, ranks, rank, options.gpus,
                                              options.gpu_ratio)
-    check_every_rank_has_tiles(program, matrices, ranks)
+    without_tiles = ranks_without_tiles(program, matrices, ranks)
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
                      options.inputs, options.outputs)
     check_output_paths(options, program_files(program, driver))
@@ -132,7 +132,7 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
         result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}
-        result.notes = list(devices.notes) if devices is not None else []
+        result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
         result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params), workers, options.gpus,
                                                ranks)  # the rates use_tuned read: a tuned run's
         stopwatch.lap("run")

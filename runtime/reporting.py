@@ -138,8 +138,9 @@ def idle_warning(program, params: dict, ranks: list) -> str | None:
 
 def idle_ranks_warning(ranks: list, grid) -> str | None:
     """The warning of a run on several ranks in which some ran no task (a grid that gives them
-    no tile any task writes: single-column matrices on a 1×P grid), which only sent tiles."""
-    idle = [r["rank"] for r in ranks if not r["tasks"]]
+    no tile any task writes: single-column matrices on a 1×P grid), which only sent tiles; a rank
+    without tiles is not named here (:func:`.resources.ranks_without_tiles` warns of it)."""
+    idle = [r["rank"] for r in ranks if not r["tasks"] and r["peak_tile_bytes"]]
     if len(ranks) < 2 or not idle or len(idle) == len(ranks):
         return None
     return (f"rank {', '.join(map(str, idle))} ran no task on the {grid[0]}x{grid[1]} grid: no task writes first "

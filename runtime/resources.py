@@ -167,9 +167,9 @@ def _owners(program, matrices: dict, ranks: int) -> set:
                               for d in program.matrices], ranks)
 
 
-def check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
-    """Refuse a run where some rank owns no tile of any matrix (it would have nothing to do),
-    suggesting the grids that would give every rank tiles."""
+def ranks_without_tiles(program, matrices: dict, ranks: int) -> str | None:
+    """The warning of a run where some rank owns no tile of any matrix: it has nothing to do
+    (the run goes on without it), with the grids that would give every rank tiles."""
     owners = _owners(program, matrices, ranks)
     if len(owners) < ranks:
         declared = [matrices[decl.name] for decl in program.matrices]
@@ -180,5 +180,14 @@ def check_every_rank_has_tiles(program, matrices: dict, ranks: int) -> None:
             "use smaller tiles or fewer ranks"
         slices = getattr(largest.distribution, "s", 1)  # hybrid tiles: a block column of s slices is placed whole
         columns = f", {-(-largest.nt // slices)} block column(s) of {slices} slices" if slices > 1 else ""
-        raise UsageError(f"{ranks} ranks but only {len(owners)} of them own tiles (the largest matrix, {name}, "
-                         f"has {largest.mt}×{largest.nt} tiles{columns}): {remedy}")
+        idle = sorted(set(range(ranks)) - set(owners))
+        return (f"{ranks} ranks but only {len(owners)} of them own tiles (the largest matrix, {name}, has "
+                f"{largest.mt}×{largest.nt} tiles{columns}): rank {_listed(idle)} ha{'s' if len(idle) == 1 else 've'} "
+                f"nothing to do; {remedy}")
+    return None
+
+
+def _listed(numbers: list) -> str:
+    """``0, 1, 2`` (at most five, then how many more)."""
+    shown = ", ".join(map(str, numbers[:5]))
+    return shown + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")

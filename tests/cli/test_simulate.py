@@ -324,8 +324,8 @@ def test_the_size_comes_from_input_files_as_for_run(capsys, machine_file, tmp_pa
     assert main(["simulate", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--n", "90", "--nb", "32",
                  "--machine", str(machine_file)]) == 2  # the file checked against --n, m and k defaulting to it
     assert capsys.readouterr().err.strip() == (f"tiledsl: error: input file '{tmp_path / 'a.npy'}' has shape (70, 40) "
-                                               f"but the matrix needs shape (90, 90) (--set m=70 --set k=40 gives it "
-                                               f"that shape)")
+                                               f"but the matrix needs shape (90, 90) (--set m=70 --set k=40 gives the "
+                                               f"matrix the file's shape)")
     assert main(["simulate", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--input", f"C={tmp_path / 'c.npy'}",
                  "--nb", "32", "--machine", str(machine_file)]) == 0
     assert capsys.readouterr().out.startswith("gemm: n=90 nb=32 m=70 k=40, simulated on 1 rank(s)")

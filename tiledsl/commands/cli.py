@@ -251,11 +251,11 @@ def _grid_of(args) -> tuple[int, int]:
 
 def _planned_options(driver, args, grid: tuple[int, int]):
     """The size options of explain and graph, with the tuned values a run would use; a warning
-    when ``grid`` leaves a rank without tiles, which a run refuses (a plan of it still tells)."""
+    when ``grid`` leaves a rank without tiles, as a run gives."""
     from ..runtime.fitting import check_files, fit_files
     from ..runtime.layout import make_distribution, make_matrices, make_params, use_tuned
     from ..runtime.options import size_options
-    from ..runtime.resources import check_every_rank_has_tiles
+    from ..runtime.resources import ranks_without_tiles
 
     options = size_options(args)
     options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
@@ -264,10 +264,9 @@ def _planned_options(driver, args, grid: tuple[int, int]):
     check_files(driver, options)  # as run refuses them
     params = make_params(driver, options)
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, args.gpus), 0)
-    try:
-        check_every_rank_has_tiles(driver.PROGRAM, matrices, grid[0] * grid[1])
-    except UsageError as error:
-        print(f"tiledsl: warning: {error} (tiledsl run refuses this grid)", file=sys.stderr)
+    idle = ranks_without_tiles(driver.PROGRAM, matrices, grid[0] * grid[1])
+    if idle:
+        print(f"tiledsl: warning: {idle}", file=sys.stderr)
     return options
 
 

@@ -26,7 +26,7 @@ from ..runtime.dataflow import events_of
 from ..runtime.recording import Everyone, survey, walk
 from ..runtime.share import every_value
 from ..runtime.reporting import SUMMED, count_text, gflops
-from ..runtime.resources import check_every_rank_has_tiles
+from ..runtime.resources import ranks_without_tiles
 from ..runtime.trace import task_args
 from ..runtime.tuning import nearest_ratio
 from ..runtime.userkernels import gpu_kernels
@@ -114,7 +114,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                                           machine.gpu.gflops("gemm", params.nb), gpus)
     distribution = make_distribution(program, params, grid, gpus, options.gpu_ratio)
     matrices = make_matrices(driver, params, distribution, 0)
-    check_every_rank_has_tiles(program, matrices, nranks)
+    without_tiles = ranks_without_tiles(program, matrices, nranks)
     workers, per_node, cpu_share = rank_layout(machine, nranks, gpus, options.workers)
     window = options.window or (4096 if nranks == 1 and not gpus else max(64, 32 * (workers + gpus)))
     tracer = Tracer(nranks) if trace else None
@@ -136,6 +136,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
+    summary["notes"][:0] = [without_tiles] if without_tiles else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
     return summary
