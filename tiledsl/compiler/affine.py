@@ -12,7 +12,7 @@ checked at run time.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, is_dataclass, replace
 
 from . import nodes as n
 
@@ -34,7 +34,11 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
         if form is None:
             continue
         extent = {extent_symbol(tile.matrix.text, count): 1}
-        converter.display[next(iter(extent))] = f"{tile.matrix.text}.{count}"
+        # a square matrix's A.mt and A.nt are one symbol: each value keeps the name the program
+        # wrote where it comes from (k = A.nt from the loop, A.mt + 1 from the index), and the
+        # limit names this axis (past A.mt - 1)
+        converter.display.setdefault(next(iter(extent)), f"{tile.matrix.text}.{count}")
+        written = _written_extents(index, converter)
         for direction in (+1, -1):
             value, point = _extreme(form, bounds, direction)
             if value is None or not all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
@@ -44,10 +48,25 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
                 varies = any(form.get(v) for v, _, _ in bounds)  # a constant index is out at every iteration
                 where = ", ".join(f"{v} = {converter.render(point[v])}" for v, _, _ in bounds
                                   if v in point and varies)
-                limit = f"{converter.render(_add(extent, {'': -1}))}" if direction > 0 else "0"
-                return (f"the tile {noun} index reaches {converter.render(value)} "
+                limit = f"{tile.matrix.text}.{count} - 1" if direction > 0 else "0"
+                return (f"the tile {noun} index reaches {converter.render(value, written)} "
                         f"({'past' if direction > 0 else 'below'} {limit})" + (f" when {where}" if where else ""))
     return None
+
+
+def _written_extents(expr, converter: "Converter") -> dict:
+    """Symbol -> ``A.mt`` or ``A.nt`` as ``expr`` writes it, for the tile counts it names."""
+    found, pending = {}, [expr]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, n.Attr) and node.attr.text in ("mt", "nt"):
+            found.setdefault(converter.extent_symbol(node.matrix.text, node.attr.text),
+                             f"{node.matrix.text}.{node.attr.text}")
+        elif is_dataclass(node):
+            pending.extend(getattr(node, f.name) for f in fields(node))
+        elif isinstance(node, (tuple, list)):
+            pending.extend(node)
+    return found
 
 
 def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter",
@@ -389,12 +408,13 @@ class Converter:
             return _bounded(_scale(a, b[""]))
         return None
 
-    def render(self, form: Form) -> str:
+    def render(self, form: Form, names: dict | None = None) -> str:
+        """``form`` as text, each symbol as ``names`` (else the program first) writes it."""
         terms = []
         for key, value in form.items():
             if key == "" or not value:
                 continue
-            name = self.display.get(key, key)
+            name = (names or {}).get(key) or self.display.get(key, key)
             terms.append(name if value == 1 else f"-{name}" if value == -1 else f"{value}*{name}")
         constant = form.get("", 0)
         if constant or not terms:
