@@ -305,7 +305,8 @@ def _placement(plan: Plan) -> list[str]:
              for rank, devices in plan.runs_on.items() if devices]
     if plan.on_host:
         lines.append("on the host for want of a GPU body (NAME_gpu), their main output on a GPU: "
-                     + ", ".join(f"{kernel} {count} tasks" for kernel, count in plan.on_host.items()))
+                     + ", ".join(f"{kernel} {count} task{'' if count == 1 else 's'}"
+                                 for kernel, count in plan.on_host.items()))
     return lines
 
 
