@@ -210,6 +210,13 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
     assert result["notes"] == [  # the CPU rates have no default; the GPU's (unused here) have one
         "kernel fill declares no flop count: its tasks are timed as a gemm on their largest argument",
         f"no cpu rate for fill ({machine_file}): timed at gemm's"]
+    (tmp_path / "k.py").write_text("def fill(A):\n    A[...] = 1.0\n\n\ndef halve(A):\n    A *= 0.5\n")
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel fill(out A)\nkernel halve(inout A)\nprogram p {\n'
+                                     "  tiling uniform(nb = 50)\n  matrix B[n, n] = zeros\n"
+                                     "  for k in 0 .. B.nt { fill(B[k, k])  halve(B[k, k]) }\n}\n")
+    result = simulate(capsys, str(tmp_path / "p.tile"), "--n", "200", "--nodes", "2", "--machine", str(machine_file))
+    assert result["notes"][0] == ("kernels fill, halve declare no flop count: their tasks are timed as a gemm on "
+                                  "their largest argument")  # it named fill only
 
 
 @pytest.mark.timeout(60)

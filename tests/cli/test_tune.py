@@ -648,6 +648,13 @@ def test_a_failing_trial_run_says_it_was_tunes_and_at_which_size_and_n_sets_them
             "tile A[3, 1] does not exist") in out.stderr
     out = tiledsl("tune", tmp_path / "fixed.tile", "--quick", "--sizes", "64,128", "--n", 1024, "--no-save", cache=cache)
     assert out.returncode == 0, out.stderr
+    # the count of the program's tasks, before any trial, walks the loop nest at sizes tune chose too
+    (tmp_path / "wraps.tile").write_text("program wraps {\n  matrix A[n, n] = random spd\n"
+                                         "  for k in 0 .. A.nt { potrf(A[k * 7 % (A.nt + 1), k]) }\n}\n")
+    out = tiledsl("tune", tmp_path / "wraps.tile", "--quick", "--n", 400, "--no-save", cache=cache)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert ("rank 0 (wraps.tile:3): in tune's count of the program's tasks at n=400, nb=64 (tune chooses the sizes; "
+            "--n and --sizes set them): tile A[7, 1] does not exist") in out.stderr, out.stderr
 
 
 @pytest.mark.timeout(120)

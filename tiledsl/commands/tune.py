@@ -311,7 +311,12 @@ def task_counts(driver, tiles: dict | None = None, sets: dict | None = None, n: 
         census = [Options(n=n or 4 * settings.get("B", 512), tiles=tiles or {}, sets=sets)]
     params = accepted(driver, census, "counts the program's tasks")
     matrices = make_matrices(driver, params, make_distribution(program, params, (1, 1), 0), 0)
-    return Counter(call.kernel for call, _, _ in record(driver, matrices, params).submitted)
+    try:
+        return Counter(call.kernel for call, _, _ in record(driver, matrices, params).submitted)
+    except TaskFailure as failure:  # the loop nest failed at sizes tune chose
+        sizes = {name: value for name, value in params.as_dict().items()
+                 if value is not None and (name in TILE_SETTINGS or name in sets)}
+        raise _in_tunes("count of the program's tasks", params.n, sizes, failure) from None
 
 
 def accepted(driver, candidates: list, doing: str):
@@ -642,10 +647,14 @@ def trial(driver, options: Options):
     try:
         return execute(driver, options)
     except TaskFailure as failure:
-        settings = ", ".join(f"{name}={value}" for name, value in {**options.tiles, **options.sets}.items())
-        raise TaskFailure(f"in tune's trial run at n={options.n}{', ' + settings if settings else ''} (tune "
-                          f"chooses the sizes; --n and --sizes set them): {failure}", failure.rank,
-                          failure.line) from None
+        raise _in_tunes("trial run", options.n, {**options.tiles, **options.sets}, failure) from None
+
+
+def _in_tunes(what: str, n: int, settings: dict, failure: TaskFailure) -> TaskFailure:
+    """``failure`` said to be met in tune's ``what`` at the sizes tune chose."""
+    given = ", ".join(f"{name}={value}" for name, value in settings.items())
+    return TaskFailure(f"in tune's {what} at n={n}{', ' + given if given else ''} (tune chooses the sizes; --n "
+                       f"and --sizes set them): {failure}", failure.rank, failure.line)
 
 
 def _assigned(values: dict, lead: str = "") -> str:

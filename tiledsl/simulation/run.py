@@ -56,7 +56,7 @@ class Timing:
         self.known: dict = {}  # shapes key -> [flops, seconds on a core, on a GPU, tasks]
         self.shapes: dict = {}  # tile -> its shape
         self.path = CriticalPath()
-        self.uncounted: str | None = None  # the first kernel modelled without a flop count
+        self.uncounted: list = []  # the kernels modelled without a flop count, first met first
         self.kernels: set = set()  # the kernels of the tasks timed
 
     def __call__(self, call, tiles, regions, values, device):
@@ -80,7 +80,8 @@ class Timing:
         flops, counted = modelled_flops(call, shapes, values)
         self.kernels.add(call.kernel)
         if not counted:  # a user kernel without a flop count: timed as a gemm on its largest argument
-            self.uncounted = self.uncounted or call.kernel
+            if call.kernel not in self.uncounted:
+                self.uncounted.append(call.kernel)
         nbytes = 8 * sum(rows * cols for rows, cols in shapes)
         on_gpu = self.machine.gpu is not None and call.kernel in self.gpu_kernels
         gpu = self.machine.seconds(call.kernel, flops, nbytes, True) if on_gpu else None
@@ -164,7 +165,8 @@ def _share_walks(driver, params, distribution, nranks: int, options) -> list[flo
 def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, timing: Timing, seconds: float,
              walked: list | None) -> dict:
     """The predicted time and rate, every rank's statistics, the walk's cost and the bounds."""
-    ranks = [_rank_stats(rank, walker, number, timing.uncounted) for number, rank in enumerate(simulator.ranks)]
+    first = timing.uncounted[0] if timing.uncounted else None  # a run names the first, as its rank stats do
+    ranks = [_rank_stats(rank, walker, number, first) for number, rank in enumerate(simulator.ranks)]
     rate, source = gflops(program, matrices, ranks, seconds)
     runtime = machine.runtime
     generation = max(walker.count * rank.walk_s + rank.submitted * runtime["submit_us"] * 1e-6
@@ -247,9 +249,12 @@ def _model_notes(machine, timing: Timing, program) -> list[str]:
              for place, rates in (("cpu", machine.cpu), ("gpu", machine.gpu)) if rates is not None
              for strays in [sorted(set(rates.tables) - known)] if strays]
     if timing.uncounted:
-        notes.append(f"kernel {timing.uncounted} declares no flop count: its tasks are timed as a gemm on "
-                     f"their largest argument" + (" at the rate tune measured for it in a run of the program"
-                                                  if timing.uncounted in machine.in_run else ""))
+        several = len(timing.uncounted) > 1
+        measured = [kernel for kernel in timing.uncounted if kernel in machine.in_run]
+        notes.append(f"kernel{'s' if several else ''} {', '.join(timing.uncounted)} declare{'' if several else 's'} "
+                     f"no flop count: {'their' if several else 'its'} tasks are timed as a gemm on their largest "
+                     f"argument" + (f" (at the rate tune measured in a run of the program: {', '.join(measured)})"
+                                    if measured else ""))
     for place, rates in (("cpu", machine.cpu), ("gpu", machine.gpu if timing.gpu_kernels else None)):
         unrated = sorted(timing.kernels - set(rates.tables)) if rates is not None and "default" not in rates.tables \
             else []
