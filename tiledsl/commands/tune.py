@@ -4,8 +4,8 @@
    (single-threaded BLAS, as a CPU worker runs them) and on one GPU, over square
    tile sizes in steps of 64 (on CuPy GPUs, :data:`CUPY_SIZES` up to 4096), until
    the rate stops growing or the time share of this step is spent. A kernel whose
-   inputs cannot be made up (a user's) is timed after the search, in a run of the
-   program on the CPU workers at the tiles chosen (:func:`time_in_run`).
+   inputs cannot be made up (a user's) is timed in the search's runs of the program,
+   on their CPU workers (:func:`time_in_run`).
 2. A first guess from the speeds. With GPUs, ``B`` (the tile size of uniform
    programs, the block size of hybrid ones) is the smallest size whose GPU gemm
    rate is within 95% of the best one measured (:func:`smallest_near_best`).
@@ -416,7 +416,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         kinds = " and ".join(kind for kind, present in (("user kernels", users), (
             "prelude kernels tune has no timing for", len(users) < len(untimed))) if present)
         log(f"not timed alone: {', '.join(untimed)} ({kinds}; the tile sizes follow {dominant}'s rates, "
-            f"and a run of the program times them after the search)")
+            f"and the search's runs of the program time them)")
 
     with threadpool_limits(1):
         deadline = began + 0.4 * budget
@@ -517,8 +517,10 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     probe_n = n or min(multiple * tile, 2 * tile)  # the warm-up, timed: the smallest trial (--n: every trial's)
     if not _accepts(driver, Options(n=probe_n, tiles=settings(candidates[start]), sets=sets)):
         probe_n = n or multiple * tile
-    probe = trial(driver, Options(n=probe_n, tiles=settings(candidates[start]), gpus=gpus, gpu_backend=backend,
-                                  workers=workers, gpu_ratio=first_ratio, sets=sets)).seconds
+    timing = bool(untimed)  # the runs time the kernels tune cannot time alone (time_in_run)
+    probed = trial(driver, Options(n=probe_n, tiles=settings(candidates[start]), gpus=gpus, gpu_backend=backend,
+                                   workers=workers, gpu_ratio=first_ratio, sets=sets, time_kernels=timing))
+    probe = probed.seconds
     if probe > 2 * estimate(probe_n):  # kernels slower than the rates timed (a user's): runs grow as n³
         estimate = lambda size: probe * (size / probe_n) ** 3
         while multiple > 2 and estimate(multiple * tile) > target:
@@ -526,9 +528,11 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     trial_n = n or multiple * tile
     repeats = 2 if 2 * planned * estimate(trial_n) < remaining() else 1
     trials = Trials(driver, Options(n=trial_n, gpus=gpus, gpu_backend=backend, workers=workers,
-                                    host_speeds=result["speeds"], sets=sets), repeats, remaining)
+                                    host_speeds=result["speeds"], sets=sets, time_kernels=timing), repeats, remaining)
+    trials.kernel_rates[None] = probed.kernel_rates
     if trial_n == probe_n and repeats == 1:  # the probe was the first trial (runs too slow to repeat)
-        trials.measured[trials.key(settings(candidates[start]), first_ratio, {})] = probe
+        first = trials.key(settings(candidates[start]), first_ratio, {})
+        trials.measured[first], trials.kernel_rates[first] = probe, probed.kernel_rates
         trials.longest = probe
     more_time = trials.time_for_another
 
@@ -569,26 +573,32 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
                if taking is not None else ", --host-takes on not tried (out of budget)"))
         result["gpu_ratio"] = list(ratio)  # the best without taking, which --host-takes off gets
     if untimed:
-        time_in_run(driver, Options(n=trial_n, tiles=dict(tiles), sets={**sets, **params}, workers=workers,
-                                    time_kernels=True), untimed, gpus, result, log)
+        chosen_ratio = tuple(result["gpu_ratio"]) if result["gpu_ratio"] else first_ratio
+        time_in_run(trials, trials.key(tiles, chosen_ratio, params), untimed, gpus, result, log)
     result.update({"tiles": tiles, "params": params, "trial_n": trial_n, "search": trials.records(),
                    "seconds": round(clock() - began, 3),
                    "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return result
 
 
-def time_in_run(driver, options: Options, kernels: list, gpus: int, result: dict, log) -> None:
-    """Time ``kernels`` (those tune cannot time alone) in one run of the program on the CPU
-    workers, at the tiles chosen: their rates on a core join the cache entry's ``speeds``
-    (for ``simulate`` and ``--host-takes``), and ``measured_in_run`` names them (their time
-    includes bringing the tiles from memory, which ``simulate`` then does not add)."""
-    measured = {kernel: rates for kernel, rates in trial(driver, options).kernel_rates.items() if kernel in kernels}
+def time_in_run(trials: "Trials", chosen: tuple, kernels: list, gpus: int, result: dict, log) -> None:
+    """The rates on a core of ``kernels`` (those tune cannot time alone), as the search's runs
+    of the program timed them on their CPU workers: the chosen setting's run, else the latest
+    run that ran them on a core. They join the cache entry's ``speeds`` (for ``simulate`` and
+    ``--host-takes``), and ``measured_in_run`` names them (their time includes bringing the
+    tiles from memory, which ``simulate`` then does not add)."""
+    measured: dict = {}
+    for key in (chosen, *reversed(list(trials.kernel_rates))):
+        for kernel, rates in trials.kernel_rates.get(key, {}).items():
+            if kernel in kernels:
+                measured.setdefault(kernel, rates)
     result["speeds"]["core"].update(measured)
     result["measured_in_run"] = sorted(measured)
     found = ", ".join(f"{kernel} {next(iter(rates.values())):.3g} GFLOP/s" for kernel, rates in measured.items())
     missing = [kernel for kernel in kernels if kernel not in measured]
-    log(f"timed in a run of the program at n={options.n}, on a core: " + (found or "none")
-        + (f"; {', '.join(missing)} counted no flops (timed as none)" if missing else "")
+    log("timed in the search's runs of the program, on a core: " + (found or "none")
+        + (f"; {', '.join(missing)} not (no flops counted, or no task on a core): gemm's rate stands for "
+           f"{'them' if len(missing) > 1 else 'it'}" if missing else "")
         + ("; on a GPU they take gemm's rate (a GPU kernel returns at launch)" if gpus and measured else ""))
 
 
@@ -608,6 +618,7 @@ class Trials:
     def __init__(self, driver, options: Options, repeats: int, remaining=lambda: float("inf")):
         self.driver, self.options, self.repeats, self.remaining = driver, options, repeats, remaining
         self.measured: dict = {}  # (tiles, ratio, params as sorted tuples, host takes) -> seconds
+        self.kernel_rates: dict = {}  # the same keys -> the rates its last run measured (options.time_kernels)
         self.longest = 0.0  # the longest run so far (wall seconds): what the next one may take
 
     def seconds(self, tiles: dict, ratio, params: dict, host_takes: bool = False) -> float:
@@ -622,7 +633,8 @@ class Trials:
                 if run and self.remaining() < self.longest:
                     break
                 began = time.perf_counter()
-                best = min(best, trial(self.driver, options).seconds)
+                ran = trial(self.driver, options)
+                best, self.kernel_rates[key] = min(best, ran.seconds), ran.kernel_rates
                 self.longest = max(self.longest, time.perf_counter() - began)
             self.measured[key] = best
         return self.measured[key]
