@@ -687,7 +687,7 @@ def test_trials_repeat_and_go_on_only_while_the_budget_holds_the_longest_run(mon
 
     def slow_trial(driver, options):
         runs.append(options.tiles["nb"])
-        return type("Result", (), {"seconds": 0.01 * len(runs)})()
+        return type("Result", (), {"seconds": 0.01 * len(runs), "kernel_rates": {}})()
     monkeypatch.setattr(tune_command, "trial", slow_trial)
     monkeypatch.setattr(tune_command, "_accepts", lambda driver, options: True)  # no program: no requirement
     clock = iter([0.0] * 5 + [10.0])  # the start and end of each run
