@@ -25,7 +25,7 @@ import numpy as np
 
 from .compiler import compile_path
 from .compiler.codegen import generate
-from .driverload import cached_driver_path, import_driver, program_path
+from .driverload import cached_driver_path, import_driver, program_path, shadowing
 from .runtime.fitting import file_shapes, fit, load_files
 from .runtime.notes import warnings_of
 from .runtime.options import API
@@ -466,6 +466,9 @@ def _check_int(name: str, value, least: int | None) -> None:
 def load(path) -> Loaded:
     """Compile the ``.tile`` program at ``path`` (or the shipped program of that name, as the
     commands take it: ``load("cholesky")``; cached by content) and load its driver."""
+    note = shadowing(str(path))
+    if note:  # from the user's call of tiledsl.load
+        warnings.warn(note, TiledslWarning, stacklevel=3)
     try:
         path = program_path(str(path))
         result, text = compile_path(path)

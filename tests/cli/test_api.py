@@ -408,6 +408,16 @@ def test_gpus_take_their_share_of_the_tiles_through_the_api():
 
 
 @pytest.mark.timeout(120)
+def test_loading_a_shipped_programs_name_beside_a_tile_file_of_that_name_warns(tmp_path, monkeypatch):
+    (tmp_path / "qr.tile").write_text("program mine {\n  matrix A[n, n] = random spd\n  potrf(A[0, 0])\n}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(tiledsl.api.TiledslWarning, match=r"^qr is the shipped program \(.*\); the qr\.tile in this "
+                      r"directory is another program: give its path, \./qr\.tile, to run that one$"):
+        assert tiledsl.load("qr").program.name == "qr"
+    assert tiledsl.load("./qr.tile").program.name == "mine"
+
+
+@pytest.mark.timeout(120)
 def test_a_shipped_program_is_loaded_and_compiled_by_its_name_as_the_commands_run_it():
     assert tiledsl.load("cholesky").run(A=np.eye(64) * 64, tiles={"nb": 32}).tasks == 4
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "cholesky"], capture_output=True,

@@ -346,6 +346,20 @@ def test_run_and_explain_take_a_shipped_programs_name():
 
 
 @pytest.mark.timeout(130)
+def test_a_shipped_programs_name_beside_a_tile_file_of_that_name_says_which_runs(tmp_path):
+    """`tiledsl run cholesky` beside a cholesky.tile of the user's ran the shipped one silently."""
+    (tmp_path / "cholesky.tile").write_text((ROOT / "programs/cholesky.tile").read_text().replace("nb = 256", "nb = 64"))
+    out = tiledsl("run", "cholesky", "--n", 600, "--np", 2, "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == (f"tiledsl: warning: cholesky is the shipped program ({ROOT / 'programs/cholesky.tile'}); "
+                          "the cholesky.tile in this directory is another program: give its path, ./cholesky.tile, "
+                          "to run that one\n")  # once, not once more per rank
+    assert json.loads(out.stdout.splitlines()[-1])["tiles"] == {"nb": 256}
+    out = tiledsl("run", "./cholesky.tile", "--n", 128, "--json", cwd=tmp_path)
+    assert out.returncode == 0 and out.stderr == "" and json.loads(out.stdout.splitlines()[-1])["tiles"] == {"nb": 64}
+
+
+@pytest.mark.timeout(130)
 def test_a_shipped_program_goes_by_its_name_from_any_directory(tmp_path):
     """From an installed package there is no programs/ folder: names work everywhere, a clone's
     path says which name to give, and a folder named like a program does not hide it."""

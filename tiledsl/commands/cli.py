@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..compiler import Result, check_path, compile_path
-from ..driverload import program_path, shipped_name, shipped_path
+from ..driverload import program_path, shadowing, shipped_name, shipped_path
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.reporting import json_text
@@ -39,6 +39,7 @@ def main(argv=None) -> int:
     try:
         args = _parser().parse_args(argv)
         args.argv = argv
+        _say_which_program(args)
         return args.handler(args)
     except BrokenPipeError:  # stdout's reader has gone (| head): a normal end
         from ..runtime.launch import stdout_closed
@@ -61,6 +62,16 @@ def main(argv=None) -> int:
         print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
               f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
         return 3
+
+
+def _say_which_program(args) -> None:
+    """A shipped program's name run beside a .tile file of that name: say which one runs (once,
+    from the command the user typed, not from its ranks)."""
+    from ..runtime.world import JOB_DIR_VARIABLE
+
+    note = shadowing(args.file) if isinstance(getattr(args, "file", None), str) else None
+    if note and not os.environ.get(JOB_DIR_VARIABLE):
+        print(f"tiledsl: warning: {note}", file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:
