@@ -110,7 +110,10 @@ class KernelClock:
         """A program task ran on ``lane`` for ``seconds`` on tiles of ``shapes`` (each tile's)."""
         if not lane.startswith("cpu"):
             return  # a GPU's kernels return at launch: their times are not theirs
-        flops, _ = modelled_flops(task.call, task.call.stacked(shapes), task.values)
+        try:
+            flops, _ = modelled_flops(task.call, task.call.stacked(shapes), task.values)
+        except ArithmeticError:  # a flop count that fails here: the task is not counted (a worker thread)
+            return
         spent = self.spent.setdefault(task.call.kernel, [0, 0.0, 0.0])
         spent[0] += 1
         spent[1] += seconds

@@ -44,3 +44,15 @@ def test_a_run_told_to_time_its_kernels_reports_each_ones_rate(compiled):
     assert set(timed.kernel_rates) == {"potrf", "trsm", "syrk", "gemm"}
     assert all(list(r) == ["128"] and 0 < r["128"] < 1e4 for r in timed.kernel_rates.values()), timed.kernel_rates
     assert execute(driver, Options(n=384, tiles={"nb": 128}, workers=2)).kernel_rates == {}
+
+
+@pytest.mark.timeout(10)
+def test_a_flop_count_that_fails_leaves_the_task_uncounted_rather_than_failing_the_worker():
+    def count(a):
+        return 1 / (a[0] - 100)
+    mine = Call("mine", ("inout",), main=0, line=4, text="mine(...)", flops=count)
+    clock = KernelClock()
+    clock.task(_task(mine), "cpu-0", 0.01, [(100, 100)])  # 1 / 0
+    clock.task(_task(mine), "cpu-0", 0.01, [(101, 100)])  # one flop in 10 ms
+    assert clock.rates() == {}  # 1e-7 GFLOP/s: below what a rate can be
+    assert clock.spent == {"mine": [1, 0.01, 1.0]}
