@@ -630,11 +630,17 @@ def test_bench_uses_the_tuned_tiles_as_run_does_and_no_tune_ignores_them(cache):
 
 @pytest.mark.timeout(120)
 def test_a_search_size_below_two_tiles_is_refused_and_nothing_is_cached(cache):
-    out = tiledsl("tune", "programs/cholesky.tile", "--sizes", "64,128", "--n", "10", "--budget", "5", cache=cache)
+    out = tiledsl("tune", "programs/hetero_cholesky.tile", "--n", "300", "--budget", "5", cache=cache)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-    assert "tiledsl: error: --n 10 is less than two tiles of the first guess, nb=" in out.stderr
-    assert "runs of one tile cannot tell tile sizes apart" in out.stderr
-    assert tuning.entry("cholesky", 0, "emulated") is None
+    assert out.stderr.strip() == ("tiledsl: error: --n 300 is less than two tiles of the first guess, B=512: runs of "
+                                  "one tile cannot tell tile sizes apart (give --n 1024 or more, or leave it out)")
+    assert tuning.entry("hetero_cholesky", 0, "emulated") is None
+    started = time.monotonic()  # below two of the smallest size: said before any kernel is timed
+    out = tiledsl("tune", "programs/cholesky.tile", "--n", "10", cache=cache)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: --n 10 is less than two tiles of the smallest size tune tries, 64: runs of one tile "
+        "cannot tell tile sizes apart (give --n 128 or more, or leave it out)")
+    assert time.monotonic() - started < 20 and "kernel speeds" not in out.stdout
 
 
 @pytest.mark.timeout(120)

@@ -406,6 +406,10 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
             cpu_sizes, gpu_sizes = fit(cpu_sizes), fit(gpu_sizes)
     else:
         cpu_sizes = gpu_sizes = sorted(set(sizes))
+    smallest = min(cpu_sizes + (gpu_sizes if gpus else []))
+    if n is not None and n < 2 * smallest:  # no size tune would try fits: said before any kernel is timed
+        raise UsageError(f"--n {n} is less than two tiles of the smallest size tune tries, {smallest}: runs of "
+                         f"one tile cannot tell tile sizes apart (give --n {2 * smallest} or more, or leave it out)")
     log(f"tune {program.name}: {workers} worker(s)" + (f", {gpus} GPU(s) ({backend})" if gpus else "")
         + f", budget {budget:g} s" + (f", {_assigned(sets)}" if sets else "")
         + ("; kernel timed: gemm, standing in for the program's own" if stand_in
