@@ -728,6 +728,13 @@ def test_a_program_that_loads_its_matrix_is_tuned_at_the_files_size(tmp_path, ca
     assert out.returncode == 0, out.stderr
     assert f"n = 300: matrix A's file ({tmp_path / 'data.npy'}) fixes it" in out.stdout
     assert "search at n=300 " in out.stdout and re.search(r"tuned cholesky: nb=(64|128) ", out.stdout), out.stdout
+    started = time.monotonic()  # another --n: refused before any kernel is timed (it timed them all first)
+    out = tiledsl("tune", tmp_path / "chol.tile", "--no-save", "--n", 1000, cache=cache)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        f"tiledsl: error: --n 1000: matrix A is loaded from {tmp_path / 'data.npy'} (300×300), which n = 300 fits: "
+        "tune runs the program at the n of its files (leave --n out)")
+    assert time.monotonic() - started < 20 and "kernel speeds" not in out.stdout
+    assert tiledsl("tune", tmp_path / "chol.tile", "--no-save", "--n", 300, "--budget", 3, cache=cache).returncode == 0
     np.save(tmp_path / "data.npy", np.ones((300, 200)))
     out = tiledsl("tune", tmp_path / "chol.tile", "--no-save", cache=cache)
     assert out.returncode == 2 and out.stderr.strip().endswith(

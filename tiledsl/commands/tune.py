@@ -335,9 +335,10 @@ def accepted(driver, candidates: list, doing: str):
 
 
 # ---------------------------------------------------------------- the procedure
-def loaded_size(driver, log) -> int | None:
+def loaded_size(driver, log, n: int | None = None) -> int | None:
     """The ``n`` that the files of the program's ``load`` matrices fix (tune's runs must take it), or
-    None when it loads none; a usage error when no ``n`` gives a file's shape."""
+    None when it loads none; a usage error when no ``n`` gives a file's shape, or when ``n`` (tune's
+    --n) is given and another one does (said before any kernel is timed)."""
     for decl in driver.PROGRAM.matrices:
         if decl.init != "load":
             continue
@@ -348,12 +349,17 @@ def loaded_size(driver, log) -> int | None:
             raise UsageError(str(error)) from None
         sizes = [value for setting, value in settings_giving(driver, Options(n=1), decl.name, shape)
                  if setting == "n"]
+        loaded = f"matrix {decl.name} is loaded from {path} ({'×'.join(map(str, shape))})"
+        if n is not None:  # given: only a file that another n fits refuses it
+            if sizes and n not in sizes:
+                raise UsageError(f"--n {n}: {loaded}, which n = {sizes[0]} fits: tune runs the program at the n "
+                                 f"of its files (leave --n out)")
+            continue
         if not sizes:
-            raise UsageError(f"matrix {decl.name} is loaded from {path} ({'×'.join(map(str, shape))}), which no "
-                             f"--n fits: tune runs the program at the n of its files")
+            raise UsageError(f"{loaded}, which no --n fits: tune runs the program at the n of its files")
         log(f"n = {sizes[0]}: matrix {decl.name}'s file ({path}) fixes it")
         return sizes[0]
-    return None
+    return n
 
 
 def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None = None, budget: float = BUDGET,
@@ -377,7 +383,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         if name in TILE_SETTINGS and name not in program.params:  # make_params would say --nb, which tune lacks
             raise UsageError(f"--set {name}: {name} is a tile setting, which tune chooses: --sizes S1,S2,... "
                              f"limits the tile sizes it tries")
-    n = n or loaded_size(driver, log)
+    n = loaded_size(driver, log, n)
     workers = workers or default_workers(1, gpus)
     device = None
     if gpus:
