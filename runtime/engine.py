@@ -407,9 +407,11 @@ class Engine:
                 count += task.call.line > 0  # program tasks, not transfers or check tasks
                 if self.tracer is not None and task.call.line > 0:  # transfers have lanes of their own
                     self.tracer.task(lane, began, ended, task)
+                timed = (self.kernel_clock.measure(task, lane, [a.shape for a in _arrays(task)])
+                         if self.kernel_clock is not None and task.call.line > 0 and error is None else None)
                 self.lock.acquire()
-                if self.kernel_clock is not None and task.call.line > 0 and error is None:
-                    self.kernel_clock.task(task, lane, ended - began, [a.shape for a in _arrays(task)])
+                if timed is not None:  # the sums under the lock, the flops counted outside it
+                    self.kernel_clock.add(timed, ended - began)
                 del self.running[task]
                 if error is not None:
                     self.failure = self.failure or _task_failure(task, error, self.rank, device)

@@ -106,19 +106,25 @@ class KernelClock:
     def __init__(self):
         self.spent: dict = {}  # kernel -> [tasks, seconds, flops]
 
-    def task(self, task, lane: str, seconds: float, shapes: list) -> None:
-        """A program task ran on ``lane`` for ``seconds`` on tiles of ``shapes`` (each tile's)."""
+    def measure(self, task, lane: str, shapes: list) -> tuple | None:
+        """``(kernel, flops)`` of a program task that ran on ``lane`` on tiles of ``shapes`` (each
+        tile's), or None where it is not counted: on a GPU, whose kernels return at launch, or
+        with a flop count that fails here (a worker thread must not fail for it)."""
         if not lane.startswith("cpu"):
-            return  # a GPU's kernels return at launch: their times are not theirs
+            return None
         try:
             flops, _ = modelled_flops(task.call, task.call.stacked(shapes), task.values)
-        except ArithmeticError:  # a flop count that fails here: the task is not counted (a worker thread)
-            return
-        spent = self.spent.setdefault(task.call.kernel, [0, 0.0, 0.0])
+        except ArithmeticError:
+            return None
+        return task.call.kernel, flops
+
+    def add(self, measured: tuple, seconds: float) -> None:
+        """Count a task :meth:`measure` measured, which took ``seconds`` (the caller serialises)."""
+        kernel, flops = measured
+        spent = self.spent.setdefault(kernel, [0, 0.0, 0.0])
         spent[0] += 1
         spent[1] += seconds
         spent[2] += flops
-
     def rates(self) -> dict:
         """``{kernel: {size: GFLOP/s}}`` of the kernels timed (with flops, in measurable time):
         one entry, at the order of the square tile with the average task's flops, as

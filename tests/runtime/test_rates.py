@@ -16,13 +16,20 @@ def _task(call, values=()):
     return SimpleNamespace(call=call, values=values)
 
 
+def _ran(clock, task, lane: str, seconds: float, shapes: list) -> None:
+    """What a worker does: measure outside the engine's lock, add under it."""
+    measured = clock.measure(task, lane, shapes)
+    if measured is not None:
+        clock.add(measured, seconds)
+
+
 @pytest.mark.timeout(10)
 def test_the_clock_rates_a_kernel_by_its_flops_over_its_seconds_on_cpu_workers():
     gemm = Call("gemm", ("in", "in", "inout"), main=2, line=3, text="gemm(...)")
     clock = KernelClock()
     for _ in range(4):
-        clock.task(_task(gemm), "cpu-0", 0.002, [(100, 100)] * 3)  # 2·10⁶ flops in 2 ms: 1 GFLOP/s
-    clock.task(_task(gemm), "gpu-1", 1e-6, [(100, 100)] * 3)  # a GPU kernel returns at launch: not counted
+        _ran(clock, _task(gemm), "cpu-0", 0.002, [(100, 100)] * 3)  # 2·10⁶ flops in 2 ms: 1 GFLOP/s
+    _ran(clock, _task(gemm), "gpu-1", 1e-6, [(100, 100)] * 3)  # a GPU kernel returns at launch: not counted
     assert clock.rates() == {"gemm": {"100": 1.0}}
 
 
@@ -31,8 +38,8 @@ def test_a_kernel_without_a_count_is_rated_as_the_simulator_times_it_and_one_wit
     mine = Call("mine", ("in", "inout"), main=1, line=4, text="mine(...)")  # no count: a gemm on 200×50
     laswp = Call("laswp", ("inout",), main=0, line=5, text="laswp(...)", values=("k",), order="tv")
     clock = KernelClock()
-    clock.task(_task(mine), "cpu-1", 0.01, [(10, 10), (200, 50)])
-    clock.task(_task(laswp, (1,)), "cpu-0", 0.01, [(64, 64)])
+    _ran(clock, _task(mine), "cpu-1", 0.01, [(10, 10), (200, 50)])
+    _ran(clock, _task(laswp, (1,)), "cpu-0", 0.01, [(64, 64)])
     flops = 2.0 * (200 * 50) ** 1.5
     assert clock.rates() == {"mine": {str(round((flops / 2) ** (1 / 3))): round(flops / 0.01 / 1e9, 3)}}
 
@@ -52,7 +59,7 @@ def test_a_flop_count_that_fails_leaves_the_task_uncounted_rather_than_failing_t
         return 1 / (a[0] - 100)
     mine = Call("mine", ("inout",), main=0, line=4, text="mine(...)", flops=count)
     clock = KernelClock()
-    clock.task(_task(mine), "cpu-0", 0.01, [(100, 100)])  # 1 / 0
-    clock.task(_task(mine), "cpu-0", 0.01, [(101, 100)])  # one flop in 10 ms
+    _ran(clock, _task(mine), "cpu-0", 0.01, [(100, 100)])  # 1 / 0
+    _ran(clock, _task(mine), "cpu-0", 0.01, [(101, 100)])  # one flop in 10 ms
     assert clock.rates() == {}  # 1e-7 GFLOP/s: below what a rate can be
     assert clock.spent == {"mine": [1, 0.01, 1.0]}
