@@ -38,6 +38,7 @@ for numpy (the emulated backend hands it host arrays) and CuPy.
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
 
@@ -244,6 +245,11 @@ class _CopyEngine:
 
     def __init__(self, name: str):
         self.name = name
+        self.forget()
+
+    def forget(self) -> None:
+        """No thread, no copies queued: a forked child has neither its parent's thread nor a use for
+        what it had queued (a started thread would be taken as alive, and its copies never made)."""
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -270,6 +276,14 @@ class _CopyEngine:
 
 # Shared by every emulated backend of the process: they hold no state of a run.
 _COPY_ENGINES = {"in": _CopyEngine("emulated-copy-in"), "out": _CopyEngine("emulated-copy-out")}
+
+
+def _forget_copy_engines() -> None:
+    for engine in _COPY_ENGINES.values():
+        engine.forget()
+
+
+os.register_at_fork(after_in_child=_forget_copy_engines)
 
 
 def copied_into(into: np.ndarray, array: np.ndarray) -> np.ndarray:

@@ -3,6 +3,7 @@ the call convention of GPU kernels (tiles, panels, values) on the emulated and t
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import types
 
@@ -48,6 +49,22 @@ def test_a_failing_copy_raises_where_it_is_waited_for(gpus):
         transfer.result()
     assert transfer.ready()
     np.testing.assert_array_equal(gpus.to_host(gpus.start_zeros((2, 3), 1).result()), np.zeros((2, 3)))  # the engine goes on
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_copies_on_engines_of_its_own(gpus):
+    """The parent's copy threads do not survive a fork: the child starts its own (it waited forever
+    on copies queued to a thread that was not there)."""
+    np.testing.assert_array_equal(gpus.to_host(gpus.to_device(np.eye(2), 1)), np.eye(2))  # the parent's threads
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child's outcome is its exit status)
+        try:
+            copied = backend("emulated", 1).start_to_device(np.eye(3), 1)
+            os._exit(0 if copied._arrived.wait(10) and np.array_equal(copied.result()._array, np.eye(3)) else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_gpu_kernels_refuse_host_memory(gpus):
