@@ -166,6 +166,9 @@ class Loaded:
         _check_int("gpus", gpus, 0)
         if gpu_backend not in (None, "emulated", "cupy"):
             raise TiledslError(f"gpu_backend must be 'emulated' or 'cupy', got {gpu_backend!r}")
+        if gpu_backend is not None and not gpus:  # as the command line's warning: kept for scripts varying gpus=
+            warnings.warn(f"gpu_backend={gpu_backend!r} does nothing without gpus=: the run uses no GPU",
+                          TiledslWarning, stacklevel=2)
         gpu_settings = _gpu_settings(gpus, **gpu_settings)
         if watchdog is not None and (isinstance(watchdog, bool) or not isinstance(watchdog, Real)
                                      or not 0 <= watchdog < float("inf")):

@@ -178,6 +178,32 @@ def test_contradictory_shapes_name_the_matrix_its_shape_and_the_expected_one(tmp
         settings.run(A=np.zeros(3))
 
 
+SQUARE_OF_PRODUCT = """
+program square {
+  tiling uniform(nb = 10)
+  param q = DEFAULT
+  require q >= 3
+  matrix A[n * q, n * q] = zeros
+  matrix C[n * q, n * q] = zeros
+  for i in 0 .. A.mt {
+    gemm(A[i, 0], A[i, 0], C[i, i])
+  }
+}
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_default_that_fits_is_kept_and_one_breaking_a_requirement_leaves_the_sizes_free(tmp_path):
+    """The tutorial's example (From Python): A[n * q, n * q] of 300×300 and require q >= 3."""
+    (tmp_path / "fits").mkdir()
+    fits = program(tmp_path / "fits", SQUARE_OF_PRODUCT.replace("DEFAULT", "3"))
+    out = fits.run(A=np.zeros((300, 300)))
+    assert (out.n, out.params) == (100, {"q": 3})
+    breaks = program(tmp_path, SQUARE_OF_PRODUCT.replace("DEFAULT", "2"))
+    with pytest.raises(TiledslError, match=r"fit several sizes \(n=1, q=300 or n=2, q=150 or n=3, q=100 or "):
+        breaks.run(A=np.zeros((300, 300)))
+
+
 @pytest.mark.timeout(120)
 def test_ambiguous_and_undetermined_sizes_are_errors_saying_what_to_pass(tmp_path):
     product = program(tmp_path, """
@@ -482,6 +508,9 @@ def test_gpu_settings_are_the_command_lines():
                               (dict(gpu_memroy="1M"), "no setting gpu_memroy: did you mean gpu_memory=.")):
         with pytest.raises(TiledslError, match=message):
             cholesky.run(A=a, **settings)
+    with pytest.warns(tiledsl.TiledslWarning, match="^gpu_backend='emulated' does nothing without gpus=: the run uses "
+                                                    "no GPU$"):
+        assert np.array_equal(cholesky.run(A=a, tiles={"nb": 32}, gpu_backend="emulated")["A"], alone)
 
 
 @pytest.mark.timeout(60)
