@@ -132,7 +132,8 @@ class CupyBackend(Backend):
         self._tile_kernels = TileKernels(cupy, CublasOps(cupy, _CupyLibraries(cupy, cublas, cusolver)))
         self._bound, self.notes = prelude_on_gpu()
         # every panel as one matrix: a GPU's tiles are apart, gathered on the task's stream
-        self.kernels = {name: self._on_gpu(taking_matrices(getattr(self._tile_kernels, name))) for name in self._bound}
+        self.kernels = {name: self._on_gpu(taking_matrices(getattr(self._tile_kernels, name)), name)
+                        for name in self._bound}
 
     def prepare(self, device: int) -> None:
         """Ready GPU ``device`` for the calling thread, its management thread, before a timed run.
@@ -281,9 +282,10 @@ class CupyBackend(Backend):
             yield stream
 
     # ---------------------------------------------------------------- kernels
-    def _on_gpu(self, kernel):
-        """The GPU body of a kernel (the prelude's, or a user's ``NAME_gpu``): launched on its
-        tiles' device and compute stream, so that it is ordered with the other kernels there."""
+    def _on_gpu(self, kernel, name: str):
+        """The GPU body of kernel ``name`` (the prelude's, or a user's ``NAME_gpu``: any callable, a
+        ``functools.partial`` too): launched on its tiles' device and compute stream, so that it is
+        ordered with the other kernels there."""
         def run(*arguments, written=None):
             device = self._device_of(arguments)
             reads, writes = launch_keys(list(tiles_in(arguments)), written, _memory_key)
@@ -298,7 +300,7 @@ class CupyBackend(Backend):
                     stream.synchronize()
                 order.launched(number, self._record(stream), reads, writes)
             return returned
-        run.__name__, run.__doc__ = kernel.__name__, kernel.__doc__
+        run.__name__, run.__doc__ = name, kernel.__doc__
         return run
 
     def _device_of(self, arguments) -> int:

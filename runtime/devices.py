@@ -107,7 +107,7 @@ class Backend:
 
     def add_kernel(self, name: str, body) -> None:
         """Run ``body`` (a user kernel's GPU body, same arguments) as GPU kernel ``name``."""
-        self.kernels[name] = self._on_gpu(body)
+        self.kernels[name] = self._on_gpu(body, name)
 
 
 class EmulatedBackend(Backend):
@@ -123,10 +123,11 @@ class EmulatedBackend(Backend):
         self._orders = {device: StreamOrder(streams) for device in range(1, gpus + 1)}
         self._clocks = VectorClocks()
         self._lock = threading.Lock()  # the management threads launch, the copy thread copies
-        self.kernels = {name: self._on_gpu(kernel) for name, kernel in CPU_KERNELS.items()}
+        self.kernels = {name: self._on_gpu(kernel, name) for name, kernel in CPU_KERNELS.items()}
 
-    def _on_gpu(self, kernel):
-        """The emulated GPU body of ``kernel`` (:func:`_on_device`), placed on a stream of its tiles' GPU."""
+    def _on_gpu(self, kernel, name: str):
+        """The emulated GPU body of kernel ``name`` (:func:`_on_device`), placed on a stream of its tiles'
+        GPU (``kernel``: any callable, a ``functools.partial`` too, which has no ``__name__``)."""
         body = _on_device(kernel)
 
         def run(*arguments, written=None):
@@ -140,12 +141,12 @@ class EmulatedBackend(Backend):
                 stream, waits = order.plan(reads, writes)
                 for event in waits:
                     self._clocks.wait((device, stream), event)
-                self._clocks.access((device, stream), reads, writes, f"kernel {kernel.__name__}")
+                self._clocks.access((device, stream), reads, writes, f"kernel {name}")
             returned = body(*arguments)
             with self._lock:
                 order.launched(stream, self._clocks.record((device, stream)), reads, writes)
             return returned
-        run.__name__ = kernel.__name__
+        run.__name__ = name
         return run
 
     def _copy_from(self, array: EmulatedArray, copy, engine: str = "out") -> "CopyUnderWay":
@@ -348,11 +349,19 @@ def _on_device(kernel):
     def run(*arguments):
         unwrapped = [_unwrapped_argument(argument) for argument in arguments]
         returned = kernel(*unwrapped)
+        for given, seen in zip(arguments, unwrapped):
+            if isinstance(given, Panel) and _list_changed(given, seen):
+                given[:] = seen  # what the body left in its panel's list, which the engine refuses as a CPU body's
         if isinstance(returned, np.ndarray) and any(np.shares_memory(returned, tile) for tile in tiles_in(unwrapped)):
             return None
         return returned
-    run.__name__ = kernel.__name__
     return run
+
+
+def _list_changed(panel: Panel, seen: list) -> bool:
+    """The body's list of ``panel``'s arrays no longer lists them (``P[k] = P[k] * 2`` for ``P[k] *= 2``)."""
+    return len(seen) != len(panel) or any(not isinstance(tile, EmulatedArray) or array is not tile._array
+                                          for array, tile in zip(seen, panel))
 
 
 def _unwrapped_argument(argument):

@@ -27,7 +27,7 @@ from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
 from .matrix import TileIndexError, call_views
-from .notes import KernelNotes
+from .notes import KernelNotes, where_ran
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
 from .program import flatten, tiles_text
@@ -374,6 +374,7 @@ class Engine:
         count = 0
         idle_since = None
         in_kernel.notes = self.kernel_notes  # where .notes.note puts what this thread's kernels say
+        in_kernel.device = device
         with self.lock:
             # checked before each task, not only when none is ready: a failed or interrupted run
             # starts nothing more (its caller has the error, and the kernels must stop being called)
@@ -579,8 +580,7 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> T
         inputs = ", ".join(f"{tiles_text(group)} (argument {number}{', a panel' if panel else ''})"
                            for number, mode, group, panel in arguments if mode == "in")
         reason += f": a kernel may not write its `in` arguments: {inputs}"
-    where = (f" on GPU {device}" if device else
-             f" on a CPU worker, taken from GPU {task.device} (--host-takes)" if task.device else "")
+    where = where_ran(task, device)
     # integer values tell one task of a loop from another (the same tiles may recur)
     counts = ", ".join(f"{name} = {value}" for name, value in zip(call.values, task.values or ())
                        if isinstance(value, (int, np.integer)) and not isinstance(value, bool))

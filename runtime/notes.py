@@ -26,10 +26,11 @@ class KernelNotes:
         self._first: dict = {}  # .tile line -> (the task's place in the order, its note)
         self._count: dict = {}
 
-    def add(self, task, text: str) -> None:
+    def add(self, task, text: str, device: int = 0) -> None:
+        """``task``'s note ``text``, the task run by a worker of ``device`` (0: a CPU worker)."""
         call = task.call
         tiles = ", ".join(tiles_text(group) for _, _, group, _ in call.declared(task.tiles))
-        said = (task.seq, f"kernel {call.kernel} on {tiles} ({call.text}): {text}")
+        said = (task.seq, f"kernel {call.kernel} on {tiles}{where_ran(task, device)} ({call.text}): {text}")
         with self._lock:
             self._first[call.line] = min(self._first.get(call.line, said), said)
             self._count[call.line] = self._count.get(call.line, 0) + 1
@@ -41,11 +42,18 @@ class KernelNotes:
                     for line in sorted(self._first)]
 
 
+def where_ran(task, device: int) -> str:
+    """Where ``task`` ran, for what is said of it, run by a worker of ``device`` (0: a CPU worker,
+    which may have taken a GPU task): "" on the host, " on GPU 1", ..."""
+    return (f" on GPU {device}" if device else
+            f" on a CPU worker, taken from GPU {task.device} (--host-takes)" if task.device else "")
+
+
 def note(text: str) -> None:
     """Leave ``text`` as a note of the task the calling thread runs (see the module)."""
     notes, task = getattr(in_kernel, "notes", None), getattr(in_kernel, "task", None)
     if notes is not None and task is not None:
-        notes.add(task, text)
+        notes.add(task, text, getattr(in_kernel, "device", 0))
 
 
 def warnings_of(source: str, ranks: list) -> list[str]:

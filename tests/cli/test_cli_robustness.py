@@ -570,19 +570,22 @@ def test_a_kernel_whose_body_never_runs_fails(tmp_path, body, kind):
                                     "its tiles"), out.err
 
 
-@pytest.mark.timeout(120)
-def test_a_kernel_replacing_a_panels_tile_in_its_list_fails(tmp_path):
-    """`P[k] = P[k] * 2` (where `P[k] *= 2` was meant) would lose the result silently."""
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("gpus", [[], ["--gpus", "1", "--gpu-ratio", "0:1"]], ids=["host", "gpu"])
+def test_a_kernel_replacing_a_panels_tile_in_its_list_fails(tmp_path, gpus):
+    """`P[k] = P[k] * 2` (where `P[k] *= 2` was meant) would lose the result silently, on a GPU too
+    (whose emulated body is given a list of its own)."""
     (tmp_path / "p.py").write_text("def twice(P):\n    for k in range(len(P)):\n        P[k] = P[k] * 2\n\n"
                                    "def grow(P):\n    P.append(P[0])\n\ndef fine(P):\n    for tile in P:\n"
-                                   "        tile *= 2\n")
+                                   "        tile *= 2\n\ntwice_gpu = twice\ngrow_gpu = grow\nfine_gpu = fine\n")
     for kernel, status in (("fine", 0), ("grow", 1), ("twice", 1)):
         (tmp_path / "p.tile").write_text(f'use "p.py"\nkernel {kernel}(inout P)\nprogram p {{\n'
                                          f"  tiling uniform(nb = 10)\n  matrix A[n, n] = identity\n"
                                          f"  {kernel}(A[0 : A.mt, 1])\n}}\n")
-        out = tiledsl("run", tmp_path / "p.tile", "--n", "25")
+        out = tiledsl("run", tmp_path / "p.tile", "--n", "25", *gpus)
         assert out.returncode == status and "Traceback" not in out.err, out.err
         if status:
+            assert (" on GPU 1 (" in out.err) == bool(gpus), out.err
             assert out.err.strip().endswith(f"({kernel}(A[0 : A.mt, 1])): changed the list of its panel A[0:3, 1], "
                                             "which drops what it put there: a kernel writes into a panel's tiles "
                                             "in place (P[k][...] = ..., not P[k] = ...)"), out.err

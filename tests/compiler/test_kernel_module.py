@@ -52,6 +52,18 @@ def test_bindings_only_running_could_tell_are_unknown(text):
 
 
 @pytest.mark.timeout(30)
+def test_names_unpacked_from_a_literal_take_its_items_in_turn():
+    """``a_gpu, b_gpu = a, b`` binds each name to its function (it bound both to the tuple, which
+    check then refused as not a function)."""
+    text = "def a(A): pass\ndef b(A, B): pass\n\na_gpu, [b_gpu, c] = a, (b, 3)\n"
+    assert [f.signature() for f in bindings(text, "a_gpu") + bindings(text, "b_gpu")] == ["a(A)", "b(A, B)"]
+    assert bindings(text, "c") == [NotFunction(4, "c = 3")]
+    for unpacked in ("k, j = make()\n", "k, *j = a, b, c\n", "k, j = a, b, c\n"):
+        assert bindings(unpacked, "k") == [UNKNOWN], unpacked
+    assert bindings("k = j = (1, 2)\n", "k") == [NotFunction(1, "k = (1, 2)")]
+
+
+@pytest.mark.timeout(30)
 def test_an_alias_keeps_the_signature_and_notes_where_it_was_bound():
     (function,) = bindings("def base(A, B):\n    pass\n\nk = base\n", "k")
     assert (function.signature(), function.line, function.alias_line) == ("base(A, B)", 1, 4)

@@ -23,6 +23,7 @@ class Call:
 
 class Task:
     call = Call()
+    device = 0  # a host task
 
     def __init__(self, seq, *tiles):
         self.seq, self.tiles = seq, list(tiles)
@@ -116,3 +117,10 @@ def test_a_user_kernel_says_what_it_found_with_tiledsl_note(tmp_path):
         out = tiledsl.load(tmp_path / "p.tile").run(n=30)
     assert out.notes == ["rank 0 (p.tile:8): kernel look on A[0, 0] (look(A[k, k])): the tile sums to True "
                          "(and 2 more task(s) at this line)"]
+    with (tmp_path / "noting.py").open("a") as module:
+        module.write("\n\nlook_gpu = look\n")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        out = tiledsl.load(tmp_path / "p.tile").run(n=30, gpus=1, gpu_ratio=(0, 1))
+    assert out.notes == ["rank 0 (p.tile:8): kernel look on A[0, 0] on GPU 1 (look(A[k, k])): the tile sums to "
+                         "True (and 2 more task(s) at this line)"]

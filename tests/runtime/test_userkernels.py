@@ -80,12 +80,13 @@ def test_a_kernel_body_may_be_any_callable_but_a_class(tmp_path):
     (tmp_path / "kernels.py").write_text(
         "import functools\n\ndef _add(A, amount):\n    A += amount\n\n"
         "class Twice:\n    def __call__(self, A):\n        A *= 2\n\n"
-        "scale = functools.partial(_add, amount=1.0)\ndouble = Twice()\n")
+        "scale = functools.partial(_add, amount=1.0)\ndouble = Twice()\nscale_gpu = scale\ndouble_gpu = double\n")
     (tmp_path / "t.tile").write_text('use "kernels.py"\nkernel scale(inout A)\nkernel double(inout A)\n'
                                      "program p {\n  matrix A[n, n] = zeros\n  scale(A[0, 0])\n  double(A[0, 0])\n}\n")
-    out = tiledsl("run", "t.tile", "--n", 8, "--output", "A=a.npy", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert (np.load(tmp_path / "a.npy") == 2.0).all()
+    for gpus in ([], ["--gpus", "1", "--gpu-ratio", "0:1"]):  # as GPU bodies too (a partial has no __name__)
+        out = tiledsl("run", "t.tile", "--n", 8, "--output", "A=a.npy", *gpus, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert (np.load(tmp_path / "a.npy") == 2.0).all()
 
 
 HELPER_KERNELS = "from helper import AMOUNT\n\ndef bump(A):\n    A += AMOUNT\n"

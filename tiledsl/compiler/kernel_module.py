@@ -149,9 +149,21 @@ def _bindings(statement, definitions: Definitions):
             definitions.open = True
         return [((alias.asname or alias.name).split(".")[0], UNKNOWN) for alias in statement.names]
     if isinstance(statement, ast.Assign):
-        value = _value(statement, definitions)
-        return [(name, value) for target in statement.targets for name in _target_names(target)]
+        return [binding for target in statement.targets
+                for binding in _assigned(target, statement.value, statement.lineno, definitions)]
     return [(name, UNKNOWN) for name in _statement_targets(statement)]
+
+
+def _assigned(target, value, line: int, definitions: Definitions) -> list:
+    """(name, binding) for ``target = value``; a tuple or list of names takes a literal one's items in
+    turn (``a_gpu, b_gpu = a, b``); any other unpacking binds names to what only running tells."""
+    if isinstance(target, ast.Name):
+        return [(target.id, _value(target, value, line, definitions))]
+    items = (target.elts, value.elts) if isinstance(target, (ast.Tuple, ast.List)) and \
+        isinstance(value, (ast.Tuple, ast.List)) else ((), ())
+    if items[0] and len(items[0]) == len(items[1]) and not any(isinstance(e, ast.Starred) for e in items[0] + items[1]):
+        return [binding for t, v in zip(*items) for binding in _assigned(t, v, line, definitions)]
+    return [(name, UNKNOWN) for name in _target_names(target)]
 
 
 def _function(statement):
@@ -180,16 +192,16 @@ def _yields(body: list) -> bool:
     return False
 
 
-def _value(statement: ast.Assign, definitions: Definitions):
-    """What ``NAME = value`` binds: a lambda, the single function another name is bound to, else unknown."""
-    value = statement.value
+def _value(target: ast.Name, value, line: int, definitions: Definitions):
+    """What ``NAME = value`` (at ``line``) binds: a lambda, the single function another name is bound to,
+    not a function (a literal), else unknown."""
     if isinstance(value, ast.Lambda):
-        return Function(statement.lineno, "lambda", value.args)
+        return Function(line, "lambda", value.args)
     if isinstance(value, LITERALS):
-        return NotFunction(statement.lineno, f"{ast.unparse(statement.targets[-1])} = {ast.unparse(value)[:40]}")
+        return NotFunction(line, f"{target.id} = {ast.unparse(value)[:40]}")
     bound = definitions.of(value.id) if isinstance(value, ast.Name) else []
     if len(bound) == 1 and isinstance(bound[0], Function):
-        return Function(bound[0].line, bound[0].name, bound[0].arguments, alias_line=statement.lineno)
+        return Function(bound[0].line, bound[0].name, bound[0].arguments, alias_line=line)
     return UNKNOWN
 
 
