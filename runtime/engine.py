@@ -232,20 +232,21 @@ class Engine:
                                     name=f"gpu-{g}", daemon=True) for g in range(1, self.gpus + 1)]
         threads += [threading.Thread(target=self._worker, args=(w, 0, f"cpu-{w}"), name=f"cpu-{w}", daemon=True)
                     for w in range(self.workers)]
-        for thread in threads[:self.gpus]:
-            thread.start()
-        self._wait_until_prepared(prepared)
-        start = time.perf_counter()
-        for thread in threads[self.gpus:]:
-            thread.start()
-        self.last_progress = time.monotonic()
-        guard_exit()
-        try:
+        try:  # an interrupt while the threads start stops those started too (they waited for tasks forever)
+            for thread in threads[:self.gpus]:
+                thread.start()
+            self._wait_until_prepared(prepared)
+            start = time.perf_counter()
+            for thread in threads[self.gpus:]:
+                thread.start()
+            self.last_progress = time.monotonic()
+            guard_exit()
             with Monitor(self._check_stalls), fatal_signals_traced():
                 self._generate(generate, params)
                 self._wait_until_idle()
             self._wait_for_gpus()
         except BaseException as interrupted:  # Ctrl-C (KeyboardInterrupt), or a stopping signal's exception
+            prepared.abort()  # a GPU's thread still waiting to start gives up
             left = self._stop(threads)
             if left:
                 interrupted.add_note(left)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -388,8 +389,8 @@ def _check_exact(name: str, given: np.ndarray, array: np.ndarray) -> None:
     if not exact.all():
         where = tuple(int(i) for i in np.argwhere(~exact)[0])
         value, nearest = given[where], str(array[where])
-        if isinstance(value, (str, bytes)):
-            kind = "bytes" if isinstance(value, bytes) else "text"
+        if isinstance(value, (str, bytes, bool, np.bool_)):  # refused as arrays of them are
+            kind = "bytes" if isinstance(value, bytes) else "text" if isinstance(value, str) else "a bool"
             raise TiledslError(f"matrix {name}: element {where} = {value!r} is {kind}, not a number")
         shown = str(value) if str(value) != nearest else repr(value)  # a long double prints as its nearest double
         raise TiledslError(f"matrix {name}: element {where} = {shown} is not exactly a float64 (nearest {nearest})")
@@ -397,8 +398,9 @@ def _check_exact(name: str, given: np.ndarray, array: np.ndarray) -> None:
 
 def _exact(value, nearest: float) -> bool:
     """Whether float64 ``nearest`` is exactly ``value``, an element of an object array: an integer
-    (numpy's too) as a Python int, which compares with a float exactly; a NaN as NaN; never text."""
-    if isinstance(value, (str, bytes)):
+    (numpy's too) as a Python int, which compares with a float exactly; a NaN as NaN; never text, nor
+    a bool (which an array of bools is not either)."""
+    if isinstance(value, (str, bytes, bool, np.bool_)):
         return False
     if isinstance(value, Integral):
         return int(value) == nearest
@@ -469,11 +471,16 @@ def _check_int(name: str, value, least: int | None) -> None:
 def load(path) -> Loaded:
     """Compile the ``.tile`` program at ``path`` (or the shipped program of that name, as the
     commands take it: ``load("cholesky")``; cached by content) and load its driver."""
-    note = shadowing(str(path))
+    if isinstance(path, bytes) or isinstance(path, os.PathLike):
+        path = os.fsdecode(os.fspath(path))
+    if not isinstance(path, str):
+        raise TiledslError(f"load takes a .tile file's path (a str or a pathlib.Path) or a shipped program's name, "
+                           f"got {type(path).__name__} {path!r}")
+    note = shadowing(path)
     if note:  # from the user's call of tiledsl.load
         warnings.warn(note, TiledslWarning, stacklevel=3)
     try:
-        path = program_path(str(path))
+        path = program_path(path)
         result, text = compile_path(path)
         if text is None:
             raise TiledslError(result.report())

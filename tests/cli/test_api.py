@@ -154,6 +154,17 @@ def test_loading_a_program_that_is_not_there_is_a_tiledsl_error():
     with pytest.raises(TiledslError, match=r"cholesk: no such file, nor a shipped program of that name "
                                            r"\(did you mean cholesky\?\)"):
         tiledsl.load("cholesk")
+    for wrong in (42, None, ["cholesky"]):
+        with pytest.raises(TiledslError, match=r"^load takes a .tile file's path \(a str or a pathlib.Path\) or a "
+                                               rf"shipped program's name, got {type(wrong).__name__} "):
+            tiledsl.load(wrong)
+
+
+@pytest.mark.timeout(60)
+def test_a_path_may_be_bytes_or_any_path_like(tmp_path):
+    (tmp_path / "c.tile").write_text((ROOT / "programs/cholesky.tile").read_text())
+    for path in (bytes(tmp_path / "c.tile"), tmp_path / "c.tile", str(tmp_path / "c.tile")):
+        assert tiledsl.load(path).run(n=16, tiles={"nb": 8}, check=True).passed
 
 
 @pytest.mark.timeout(120)
@@ -379,6 +390,8 @@ REFUSED_INPUTS = {
                              "(about ±1.8e308)"),
     "text element": (np.full((8, 8), "3.0", dtype=object), "matrix A: element (0, 0) = '3.0' is text, not a number"),
     "bytes element": (np.full((8, 8), b"3", dtype=object), "matrix A: element (0, 0) = b'3' is bytes, not a number"),
+    "bool element": (np.array([[1.0] * 7 + [True]] * 8, dtype=object),  # as an array of bools is
+                     "matrix A: element (0, 7) = True is a bool, not a number"),
 }
 
 

@@ -94,6 +94,18 @@ def test_ctrl_c_stops_the_workers_before_the_keyboard_interrupt_reaches_the_call
 
 
 @pytest.mark.timeout(60)
+def test_an_interrupt_while_the_workers_start_stops_them(tmp_path, monkeypatch, workers):
+    """Ctrl-C between the workers' start and the loop nest's: they waited for tasks forever."""
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "guard_exit", interrupted)  # the step after the threads start
+    with pytest.raises(KeyboardInterrupt):
+        program(tmp_path, bad=None).run(n=40, workers=2, gpus=1)
+    assert workers() == [] and not [t for t in threading.enumerate() if t.name == "gpu-1"]
+
+
+@pytest.mark.timeout(60)
 def test_a_kernel_still_running_when_the_run_stops_is_named(tmp_path, monkeypatch, workers):
     monkeypatch.setattr(engine, "STOP_SECONDS", 0.5)
     began = time.monotonic()
