@@ -382,7 +382,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                      _json_out(program, args, out, comm))
     except (KeyboardInterrupt, _Stopped) as stop:
         signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
-        err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}\n")  # one write, as _fail's
+        left = "".join(f"\n{note}" for note in getattr(stop, "__notes__", ()))  # the kernels left running
+        err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}{left}\n")  # one write
         err.flush()
         _abort(comm, 128 + signum)
         return 128 + signum

@@ -8,6 +8,7 @@ compiler's front door, which must answer with diagnostics only.
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -793,6 +794,27 @@ sys.exit(commands.main())
 def test_a_signal_while_the_commands_load_ends_at_once_saying_so(name, code, said):
     out = subprocess.run([sys.executable, "-c", SLOW_LOADING, name], capture_output=True, text=True, timeout=50)
     assert (out.returncode, out.stderr) == (code, said + "\n")
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_during_a_run_names_the_kernels_left_running(tmp_path):
+    """As architecture.md says: the run waits 2 s for its kernels, then names those still running."""
+    (tmp_path / "nap.py").write_text("import time\nfrom pathlib import Path\n\n\ndef nap(A):\n"
+                                     "    Path(__file__).with_name('began').touch()\n    time.sleep(20)\n")
+    (tmp_path / "nap.tile").write_text('use "nap.py"\nkernel nap(inout A)\nprogram p {\n  tiling uniform(nb = 10)\n'
+                                       "  matrix A[n, n] = zeros\n  nap(A[0, 0])\n}\n")
+    run = subprocess.Popen([sys.executable, "-m", "tiledsl.commands.cli", "run", "nap.tile", "--n", "10"],
+                           cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, XDG_CACHE_HOME=str(CACHE["dir"])))
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "began").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run.send_signal(signal.SIGINT)
+    err = run.communicate(timeout=30)[1]
+    assert run.returncode == 130
+    assert re.fullmatch(r"tiledsl: rank 0: stopped by SIGINT\n1 kernel\(s\) still running 2 s after the run "
+                        r"stopped, left to end on their own \(Python cannot stop a thread\):\n"
+                        r"  running #0 nap\(A\[0, 0\]\), line 6, for \d+ s on CPU worker \d\n", err), err
 
 
 @pytest.mark.timeout(60)
