@@ -266,7 +266,8 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         return inputs.finite_watched(lambda r0, r1, c0, c1: _read_input(source_file, r0, r1, c0, c1),
                                      decl.name, held, options.check_finite)
     if decl.init in inputs.SQUARE_KINDS and shape[0] != shape[1]:
-        raise UsageError(f"{decl.name} is {shape[0]}×{shape[1]} but `random {decl.init}` needs a square matrix")
+        raise UsageError(f"matrix {decl.name} (line {decl.line}) is {shape[0]}×{shape[1]} with these sizes, but "
+                         f"`random {decl.init}` needs a square matrix")
     return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, options.seed, index, *shape, r0, r1, c0, c1)
 
 

@@ -244,7 +244,8 @@ def sources_text(result: RunResult) -> str:
 def summary_text(program, result: RunResult, ranks: list) -> str:
     p = result.params
     settings = {**tile_values(p, program.tiling.kind), **{name: p[name] for name in program.params if name in p}}
-    tiles = " ".join(f"{k}={v}" for k, v in settings.items())  # the program's own parameters after the tiles
+    # the program's own parameters after the tiles; a char one that does not print (a newline) as Python writes it
+    tiles = " ".join(f"{k}={v if not isinstance(v, str) or v.isprintable() else repr(v)}" for k, v in settings.items())
     rate, source = gflops(program, result.matrices, ranks, result.seconds)
     grid = f"{result.ranks} rank(s) on a {result.grid[0]}x{result.grid[1]} grid" if result.ranks > 1 else "1 rank"
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "

@@ -610,6 +610,14 @@ def test_a_param_inferred_from_the_input_files_is_in_the_summary_line(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_a_char_param_that_does_not_print_is_written_as_python_writes_it_in_the_summary(tmp_path):
+    (tmp_path / "nl.tile").write_text('program nl {\n  param d = "\\n"\n  matrix A[n, n] = random spd\n'
+                                      '  if d == "\\n" { potrf(A[0, 0]) }\n}\n')
+    out = tiledsl("run", tmp_path / "nl.tile", "--n", 10)
+    assert out.returncode == 0 and out.stdout.startswith("nl: n=10 nb=256 d='\\n', 1 rank"), out.stdout
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("command", ["run", "bench", "explain"])
 def test_a_default_the_values_given_cannot_compute_is_a_usage_error(tmp_path, command):
     (tmp_path / "pow.tile").write_text("program pow {\n  tiling uniform(nb = 100)\n  param lev = 2\n"

@@ -368,3 +368,20 @@ program p {
     assert [(u.name, u.choices, u.where, u.span.line, u.span.column) for u in checked.char_uses] == [
         ("side", "LR", "trsm's side", 5, 26), ("uplo", "LU", "trsm's uplo", 5, 32),
         ("uplo", "LU", "potrf's uplo", 6, 25)]
+
+
+# ---------------------------------------------------------------- errors that hide no other
+def test_a_refused_hybrid_setting_is_the_only_error_of_the_tiling():
+    """b = 0 is refused; the relation (s - 1)·b < B is then not judged on b's default, 128, which the
+    program never wrote."""
+    assert diagnostics_of("program p { tiling hybrid(B = 8, b = 0, s = 2) matrix A[n, n] = random spd "
+                          "potrf(A[0, 0]) }") == [("E209", 1, 38)]
+    assert diagnostics_of("program p { tiling hybrid(B = 8, b = 4, s = 3) matrix A[n, n] = random spd "
+                          "potrf(A[0, 0]) }") == [("E209", 1, 13)]  # the relation, of values written
+
+
+def test_a_kernel_with_two_parameters_of_one_name_has_that_error_only():
+    """Its calls' arguments would be told apart by those names: no E204/E205 follows."""
+    for params in ("inout A, in A", "inout A, int A"):
+        assert diagnostics_of(f"kernel cpy({params})\nprogram p {{\n  matrix A[n, n] = random spd\n"
+                              f"  cpy(A[0, 0], A[1, 1])\n}}\n") == [("E207", 1, len(f"kernel cpy({params}"))]

@@ -500,7 +500,10 @@ def test_look_alikes_inside_strings_and_comments_are_fine():
     ("for j in 0 .. k stpe 2 { potrf(A[k, k]) }", "stpe", "unexpected 'stpe'", "did you mean 'step'?"),
     ("let x = 1\n    param q = 2", "param", "unexpected 'param'", "declarations (tiling, param, require, matrix,"),
     ("let x = 1\n    in matrix B[n, n] = zeros", "in", "unexpected 'in'", "declarations (tiling, param, require,"),
-    ("potrf(A[k, k])\n    out matrix B[n, n] = zeros", "matrix", "unexpected 'matrix'", "declarations (tiling,")])
+    ("potrf(A[k, k])\n    out matrix B[n, n] = zeros", "matrix", "unexpected 'matrix'", "declarations (tiling,"),
+    ("release A[k, k] priority 3", "priority", "a release takes no priority: it runs no task", "drop the priority"),
+    ("potrf(A[k, k]) priority 2 priority k", "priority k", "a call takes one priority",
+     "keep one 'priority EXPRESSION'")])
 def test_the_usual_slips_are_pointed_at_with_a_hint(statement, needle, message, hint):
     text = IN_A_LOOP % statement
     d = syntax_error(text)
@@ -567,3 +570,14 @@ def test_spans_carry_the_path():
     file = parse_text("program p { let x = 1 }", path="dir/x.tile")
     assert file.path == "dir/x.tile"
     assert file.programs[0].body[0].span.path == "dir/x.tile"
+
+
+@pytest.mark.parametrize("literal, reason", [('"\\x"', "truncated \\xXX escape"),
+                                             ('"\\N{NO SUCH NAME}"', "unknown Unicode character name"),
+                                             ('"\\e"', "invalid escape sequence '\\e'")])
+def test_a_bad_escape_in_a_string_says_what_is_wrong_with_it(literal, reason):
+    """In the language's words: Python's decoder would speak of itself ("(unicode error) 'unicodeescape'
+    codec can't decode bytes in position 0-1")."""
+    d = syntax_error(IN_A_LOOP % f"potrf(A[k, k], {literal})")
+    assert (d.message, d.span.line, d.span.column) == (f"invalid string literal: {reason}", 4, 20)
+    assert d.hint == "write a backslash as \\\\"

@@ -166,6 +166,7 @@ class _Analyzer:
         self.scope = _Scope()
         self.kernels: dict[str, n.KernelDecl] = {}
         self.kernel_used: dict[str, bool] = {}
+        self.misdeclared: set[str] = set()  # kernels whose parameters cannot be told apart: calls go unchecked
         self.calls: list[CallSummary] = []
         self.loops: list[n.For] = []
         self.trips: list = []  # per enclosing loop: its constant number of iterations, or None
@@ -221,16 +222,21 @@ class _Analyzer:
                 where = "the prelude" if self.kernels[name].prelude else f"line {self.kernels[name].span.line}"
                 self.bag.error(decl.name.span, "E207", f"kernel '{name}' is already declared in {where}")
                 continue
-            self._check_kernel_params(decl)
+            if not self._check_kernel_params(decl):
+                self.misdeclared.add(name)
             self.kernels[name] = decl
             self.kernel_used[name] = False
 
-    def _check_kernel_params(self, decl: n.KernelDecl):
+    def _check_kernel_params(self, decl: n.KernelDecl) -> bool:
+        """Its parameters' declarations; False if two share a name (said as an error), which leaves its
+        calls' arguments with no parameter to be told by."""
         seen = set()
+        distinct = True
         for param in decl.params:
             if param.name.text in seen:
                 self.bag.error(param.name.span, "E207",
                                f"kernel '{decl.name.text}' has two arguments named '{param.name.text}'")
+                distinct = False
             seen.add(param.name.text)
             if param.kind != "tile":
                 self._check_value_param(param)
@@ -239,6 +245,7 @@ class _Analyzer:
                            hint="declare at least one argument 'out' or 'inout': it is the task's main output")
         if decl.flops is not None:
             self._check_flops(decl)
+        return distinct
 
     def _check_value_param(self, param: n.KernelParam):
         """A value parameter's allowed characters and default fit its type."""
@@ -283,30 +290,35 @@ class _Analyzer:
             kind = "uniform"
         self.tiling_defaults = dict(TILING_DEFAULTS[kind])
         seen = {}
+        valid = True
         for setting in decl.settings if decl else ():
             if setting.name.text in seen:
                 self.bag.error(setting.name.span, "E207", f"'{setting.name.text}' is set twice",
                                f"first set at column {seen[setting.name.text]}")
             seen[setting.name.text] = setting.name.span.column
-            self._tiling_setting(kind, setting)
+            valid = self._tiling_setting(kind, setting) and valid
         d = self.tiling_defaults
-        if kind == "hybrid" and (d["s"] - 1) * d["b"] >= d["B"]:
+        # (with a setting refused, d holds a default the user did not write: the relation would be about it)
+        if valid and kind == "hybrid" and (d["s"] - 1) * d["b"] >= d["B"]:
             self.bag.error(decl.span, "E209", f"hybrid tiling needs (s - 1)·b < B, got s={d['s']}, b={d['b']}, B={d['B']}",
                            hint="the last slice of every block would be empty")
         return kind
 
-    def _tiling_setting(self, kind: str, setting: n.Setting):
+    def _tiling_setting(self, kind: str, setting: n.Setting) -> bool:
+        """Take one tiling setting; False (said as an error) for one the tiling does not have or takes
+        no such value for."""
         name = setting.name.text
         if name not in TILING_SETTINGS[kind]:
             allowed = ", ".join(TILING_SETTINGS[kind])
             self.bag.error(setting.name.span, "E209", f"'{name}' is not a setting of {kind} tiling",
                            hint=f"{kind} tiling takes {allowed}")
-            return
+            return False
         value = _constant(setting.value)
         if value is None or value < 1:
             self.bag.error(setting.value.span, "E209", f"{name} must be a positive integer constant")
-            return
+            return False
         self.tiling_defaults[name] = value
+        return True
 
     def _declare_params(self, tiling: str, params):
         for name in ("n",) + TILING_SETTINGS[tiling]:
@@ -375,11 +387,16 @@ class _Analyzer:
         kind = check.kind.text
         symbols = [self._matrix(arg.name) for arg in check.args]
         for arg in check.args:
+            said = {}
             for word in arg.qualifiers:
                 if word.text not in CHECK_QUALIFIERS:
                     self.bag.error(word.span, "E209", f"unknown qualifier '{word.text}' of {arg.name.text}",
                                    *_suggest(word.text, CHECK_QUALIFIERS),
                                    hint=f"qualifiers: {', '.join(CHECK_QUALIFIERS)}")
+                elif word.text in said:  # `transposed transposed B` would read as one transpose, not as B
+                    self.bag.error(word.span, "E209", f"qualifier '{word.text}' of {arg.name.text} is given twice",
+                                   f"first given at column {said[word.text]}", hint="give each qualifier once")
+                said.setdefault(word.text, word.span.column)
         if kind not in CHECK_ARITY:
             if not self.file.uses:
                 self.bag.error(check.kind.span, "E209", f"unknown check '{kind}'", *_suggest(kind, CHECK_ARITY),
@@ -407,13 +424,18 @@ class _Analyzer:
                            f"check cholesky needs a square matrix, but '{decl.name.text}' is "
                            f"{unparse(decl.rows)} × {unparse(decl.cols)}",
                            "its numbers of rows and columns differ whatever the sizes")
+        given = {}
         for option in check.options:
             if option.name.text not in CHECK_OPTIONS.get(kind, ()):
                 allowed = CHECK_OPTIONS.get(kind, ())
                 self.bag.error(option.name.span, "E202", f"check {kind} has no option '{option.name.text}'",
                                hint=f"its options: {', '.join(allowed)}" if allowed else None)
+            elif option.name.text in given:  # the run would take the last one
+                self.bag.error(option.name.span, "E202", f"option '{option.name.text}' of check {kind} is given "
+                                                         f"twice", f"first given at column {given[option.name.text]}")
             else:
                 self._check_option_value(option)
+            given.setdefault(option.name.text, option.name.span.column)
 
     def _check_option_value(self, option) -> None:
         """A check option's value: a number, from constants and the program's parameters only (the
@@ -740,6 +762,8 @@ class _Analyzer:
                            hint="declare it with 'kernel NAME(in A, inout B)' and name its module with 'use \"kernels.py\"'")
             return
         self.kernel_used[name] = True
+        if name in self.misdeclared:
+            return  # its declaration's error says it all: the arguments would be judged by the wrong parameters
         if not decl.prelude and not self.file.uses:
             self.bag.error(stmt.kernel.span, "E209", f"kernel '{name}' has no body",
                            hint="name the Python module that defines it: use \"my_kernels.py\"")

@@ -131,6 +131,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     in_expression = "PLUS" in terminals  # where an operator could follow
     return (_value_dependent(source.path, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
+            or _misplaced_priority(where, before)
             or Diagnostic(where, "E100", f"unexpected {found}", notes, _token_hint(before, token, after, terminals)))
 
 
@@ -225,6 +226,23 @@ def _stray_else(where: Span, before: str, token: Token, terminals: frozenset) ->
         span = Span(where.path, where.line, word.start(1) + 1, where.line, word.end(1) + 1)
     return Diagnostic(span, "E100", "'else' must follow the closing brace of an 'if' block",
                       hint="write if CONDITION { ... } else { ... }")
+
+
+_PYTHON_CODEC = re.compile(r"^\(unicode error\) '\w+' codec can't decode bytes? in position [\d-]+: ")
+_PRIORITY_AFTER = re.compile(r"\b(?:(release)\b.*|priority\b.*)\b(priority)\s*$")
+
+
+def _misplaced_priority(where: Span, before: str) -> Diagnostic | None:
+    """A ``priority`` where none goes, read as a kernel's name (awaiting '('): after a ``release``,
+    which is no task, or after a call's priority."""
+    found = _PRIORITY_AFTER.search(before)
+    if not found:
+        return None
+    span = Span(where.path, where.line, found.start(2) + 1, where.line, found.end(2) + 1)
+    if found.group(1):
+        return Diagnostic(span, "E100", "a release takes no priority: it runs no task",
+                          hint="drop the priority; a release frees the tiles once the tasks before it are done")
+    return Diagnostic(span, "E100", "a call takes one priority", hint="keep one 'priority EXPRESSION'")
 
 
 def _token_hint(before: str, token: Token, after: str, terminals: frozenset) -> str | None:
@@ -373,6 +391,7 @@ class _Builder:
                 return _pyast.literal_eval(str(token))
         except (SyntaxError, ValueError, Warning) as error:
             reason = error.msg if isinstance(error, SyntaxError) else str(error)
+            reason = _PYTHON_CODEC.sub("", reason)  # Python's decoder speaks of itself: "truncated \xXX escape"
             raise SourceError(Diagnostic(self._token_span(token), "E100", f"invalid string literal: {reason}",
                                          hint="write a backslash as \\\\")) from None
 
