@@ -25,6 +25,7 @@ RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # set by ``tiledsl run --np``: where ranks record their completion
 JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # set by ``tiledsl run --np``: its own pid, which no rank outlives
 JOB_HOST_VARIABLE = "TILEDSL_JOB_HOST"  # set by ``tiledsl run --np``: the host where that pid is
+JOB_RANKS_VARIABLE = "TILEDSL_JOB_RANKS"  # set by ``tiledsl run --np P``: P, which the launcher must start
 UCX_DEBUG_SIGNAL_VARIABLE = "UCX_DEBUG_SIGNO"
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 
@@ -232,6 +233,11 @@ def communicator(on_error=None, limit: float | None = None):
     os.environ.setdefault(UCX_DEBUG_SIGNAL_VARIABLE, "0")
     with _signals_deferred(), _start_up_watch(limit):  # deferred first: the fork runs Python code
         comm = Communicator(on_error=on_error, limit=limit)
+    asked = os.environ.get(JOB_RANKS_VARIABLE, "")
+    if asked.isdigit() and int(asked) != comm.size:  # a launcher that ignores -n: the run would be another one
+        comm.stop()
+        raise UsageError(f"the launcher started {comm.size} rank(s) where --np asked for {asked}: it must take "
+                         f"'-n {asked}' (choose another with --launcher or TILEDSL_LAUNCHER)")
     if comm.size == 1:
         comm.stop()
         return None

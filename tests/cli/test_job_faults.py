@@ -221,6 +221,34 @@ def test_a_launcher_that_starts_no_rank_is_said_to(tmp_path):
            "reached tiledsl" in err and "without a word" not in err, err
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("started, asked", [(1, 2), (2, 1)])
+def test_a_launcher_starting_other_than_np_ranks_is_a_usage_error(tmp_path, started, asked):
+    """A launcher that ignores -n: the job would run on other ranks than asked, and a 2-rank run of
+    --np 4 passed its check and then failed for the ranks that never were."""
+    launcher = tmp_path / "launch.sh"
+    launcher.write_text(f'#!/bin/bash\nshift 2\nexec {MPIEXEC} -n {started} "$@"\n')
+    launcher.chmod(0o755)
+    code, out, err = finish(start(ROOT / "programs/cholesky.tile", "--np", asked, "--n", 100, "--launcher", launcher,
+                                  cwd=tmp_path))
+    assert code == 2 and "Traceback" not in err and out == "", err
+    assert err.strip().splitlines() == [f"tiledsl: error: the launcher started {started} rank(s) where --np asked for "
+                                        f"{asked}: it must take '-n {asked}' (choose another with --launcher or "
+                                        f"TILEDSL_LAUNCHER)"], err
+
+
+@pytest.mark.timeout(60)
+def test_tiledsl_launcher_runs_even_one_rank_as_the_launcher_option_does(tmp_path):
+    for given in (["--launcher", "no-such-launcher"], []):
+        code, out, err = finish(start(ROOT / "programs/cholesky.tile", "--n", 64, *given, cwd=tmp_path,
+                                      env={"TILEDSL_LAUNCHER": "no-such-launcher"}))
+        assert (code, err) == (2, "tiledsl: error: launcher 'no-such-launcher' not found (set --launcher or "
+                                  "TILEDSL_LAUNCHER)\n")
+    code, out, err = finish(start(ROOT / "programs/cholesky.tile", "--n", 64, "--np", 2, cwd=tmp_path,
+                                  env={"TILEDSL_LAUNCHER": "mpiexec 'a"}))
+    assert (code, err) == (2, "tiledsl: error: TILEDSL_LAUNCHER \"mpiexec 'a\": No closing quotation\n")
+
+
 @pytest.mark.timeout(180)
 def test_sighup_stops_the_job_with_129_naming_it(tmp_path):
     """hydra dies of SIGHUP, and UCX took it from the ranks: they were sent SIGTERM, and said so."""

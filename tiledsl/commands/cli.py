@@ -406,7 +406,7 @@ def _run(args) -> int:
 
     if args.np < 1:
         raise UsageError(f"--np must be at least 1, got {args.np}")
-    if args.np > 1 or args.launcher:
+    if args.np > 1 or _launcher_text(args):  # a launcher given runs even one rank under it (a batch job's node)
         return _launch(args)
     driver = _load_driver(program_path(args.file))
     if driver is None:
@@ -422,11 +422,20 @@ def _launch(args) -> int:
     path = _driver_path(program_path(args.file))
     if path is None:
         return 1
-    launcher = shlex.split(args.launcher or os.environ.get("TILEDSL_LAUNCHER", "")) or [_mpiexec()]
+    try:
+        launcher = shlex.split(_launcher_text(args)) or [_mpiexec()]
+    except ValueError as error:  # an unbalanced quote
+        given = "--launcher" if args.launcher else "TILEDSL_LAUNCHER"
+        raise UsageError(f"{given} {_launcher_text(args)!r}: {error}") from None
     if shutil.which(launcher[0]) is None:
         raise UsageError(f"launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)")
     command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
     return run_job(command, args.np)
+
+
+def _launcher_text(args) -> str:
+    """The launcher's command line: --launcher, else $TILEDSL_LAUNCHER, else "" (none given)."""
+    return args.launcher or os.environ.get("TILEDSL_LAUNCHER", "")
 
 
 def _mpiexec() -> str:

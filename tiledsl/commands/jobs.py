@@ -51,6 +51,7 @@ STALE_SECONDS = 600.0  # what a killed job left (segments, its folder) is remove
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # as runtime.world names it: where ranks record their completion
 JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # as runtime.world names it: this process, which no rank outlives
 JOB_HOST_VARIABLE = "TILEDSL_JOB_HOST"  # as runtime.world names it: the host this process runs on
+JOB_RANKS_VARIABLE = "TILEDSL_JOB_RANKS"  # as runtime.world names it: the ranks the launcher must start
 
 
 def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_SECONDS) -> int:
@@ -70,6 +71,8 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         folder = environment[JOB_DIR_VARIABLE]
         environment[JOB_PID_VARIABLE] = str(os.getpid())  # a rank ends when we are gone, even killed
         environment[JOB_HOST_VARIABLE] = socket.gethostname()  # ranks on other nodes cannot see us
+        if ranks is not None:  # a launcher that ignores -n is said to, not run as another job
+            environment[JOB_RANKS_VARIABLE] = str(ranks)
         # a session of its own: a Ctrl-C reaches the job once, through us, not twice
         job = subprocess.Popen(command, env=environment, start_new_session=True,
                                preexec_fn=_ended_with(os.getpid()))
