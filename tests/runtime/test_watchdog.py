@@ -75,7 +75,7 @@ def test_the_automatic_limit_stops_a_stalled_task(compiled, monkeypatch):
     driver = compiled(PROGRAM)
     engine, params = engine_for(driver, Options(n=256, sets={"fault": 2}), None)
     began = time.monotonic()
-    with pytest.raises(TaskFailure, match=r"(?s)watchdog: no task completed for \d+ s; .*stall on A\[1, 1\] \(running\)"):
+    with pytest.raises(TaskFailure, match=r"(?s)watchdog: no task completed for [\d.]+ s; .*stall on A\[1, 1\] \(running\)"):
         engine.run(driver.generate, params)
     assert 2.0 <= time.monotonic() - began < 15
 
@@ -97,7 +97,7 @@ def test_a_stalled_task_that_blocks_no_other_is_named_with_its_line_and_worker(c
     with pytest.raises(TaskFailure) as failure:
         engine.run(driver.generate, params)
     head, running = str(failure.value).split("\n")
-    assert re.fullmatch(r"watchdog: no task completed for \d s; 1 task\(s\) in the window, 0 ready, "
+    assert re.fullmatch(r"watchdog: no task completed for \d\.\d s; 1 task\(s\) in the window, 0 ready, "
                         r"3 of 4 submitted done", head), head
     assert re.fullmatch(r"  running #3 stall\(A\[1, 1\]\), line 20, for \d s on CPU worker 0", running), running
     assert failure.value.line == 20 and failure.value.rank == 0
