@@ -1,7 +1,7 @@
 """The closing table of the program library: every program against its LAPACK/BLAS
 reference (``tiledsl bench``), and getrf's traffic on 4 ranks against lu.tile's.
 
-    python benchmarks/library.py --n 4096 [--rounds 3] [--workers 2] [--programs getrf,gemm] [--tune]
+    python benchmarks/library.py --n 4096 [--rounds 3] [--workers 2] [--programs getrf,gemm] [--tune [--budget S]]
     python benchmarks/library.py --n 32768 --programs tsqr --set cols=512 --no-traffic
 
 Prints one markdown table of the best seconds, GFLOP/s and the tiledsl/reference
@@ -30,13 +30,13 @@ def tiledsl(*args, env=None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench_rows(programs, n: int, rounds: int, workers: int, extra: list, tune: bool) -> list:
+def bench_rows(programs, n: int, rounds: int, workers: int, extra: list, tune: bool, budget: float) -> list:
     rows = []
     cache = tempfile.TemporaryDirectory(prefix="tiledsl-library-") if tune else None
     env = dict(os.environ, XDG_CACHE_HOME=cache.name) if tune else None
     for program in programs:
         if tune:
-            tiledsl("tune", program, "--n", n, "--workers", workers, "--json", env=env)
+            tiledsl("tune", program, "--n", n, "--workers", workers, "--budget", budget, "--json", env=env)
         table = tiledsl("bench", program, "--n", n, "--rounds", rounds, "--workers", workers, "--no-dask",
                         "--json", *extra, env=env)
         ours, *references = table["rows"]
@@ -85,11 +85,12 @@ def main():
     parser.add_argument("--programs", default=",".join(LIBRARY), help="comma-separated (default: the library)")
     parser.add_argument("--no-traffic", action="store_true", help="leave out the getrf/lu traffic table")
     parser.add_argument("--tune", action="store_true", help="tune each program at --n first, bench at its tiles")
+    parser.add_argument("--budget", type=float, default=30, help="seconds of each program's tuning (tune's --budget)")
     args, extra = parser.parse_known_args()
     unknown = sorted(set(args.programs.split(",")) - set(LIBRARY))
     if unknown:
         parser.error(f"--programs: {', '.join(unknown)} not in the library ({', '.join(LIBRARY)})")
-    print(render_bench(bench_rows(args.programs.split(","), args.n, args.rounds, args.workers, extra, args.tune)))
+    print(render_bench(bench_rows(args.programs.split(","), args.n, args.rounds, args.workers, extra, args.tune, args.budget)))
     if not args.no_traffic:
         print()
         print(traffic(args.n, args.traffic_nb))
