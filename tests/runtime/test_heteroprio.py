@@ -133,8 +133,8 @@ def slow_emulated_gpus(monkeypatch):
     idle however loaded the machine is (a hybrid run keeps its cores busy with small tiles otherwise)."""
     on_gpu = EmulatedBackend._on_gpu
 
-    def slowly(self, kernel):
-        run = on_gpu(self, kernel)
+    def slowly(self, kernel, name):
+        run = on_gpu(self, kernel, name)
 
         @functools.wraps(run)
         def slow(*arguments, **keywords):
