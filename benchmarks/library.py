@@ -90,7 +90,8 @@ def main():
     unknown = sorted(set(args.programs.split(",")) - set(LIBRARY))
     if unknown:
         parser.error(f"--programs: {', '.join(unknown)} not in the library ({', '.join(LIBRARY)})")
-    print(render_bench(bench_rows(args.programs.split(","), args.n, args.rounds, args.workers, extra, args.tune, args.budget)))
+    rows = bench_rows(args.programs.split(","), args.n, args.rounds, args.workers, extra, args.tune, args.budget)
+    print(render_bench(rows))
     if not args.no_traffic:
         print()
         print(traffic(args.n, args.traffic_nb))

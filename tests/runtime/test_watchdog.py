@@ -75,7 +75,8 @@ def test_the_automatic_limit_stops_a_stalled_task(compiled, monkeypatch):
     driver = compiled(PROGRAM)
     engine, params = engine_for(driver, Options(n=256, sets={"fault": 2}), None)
     began = time.monotonic()
-    with pytest.raises(TaskFailure, match=r"(?s)watchdog: no task completed for [\d.]+ s; .*stall on A\[1, 1\] \(running\)"):
+    with pytest.raises(TaskFailure, match=r"(?s)watchdog: no task completed for [\d.]+ s; "
+                                          r".*stall on A\[1, 1\] \(running\)"):
         engine.run(driver.generate, params)
     assert 2.0 <= time.monotonic() - began < 15
 
