@@ -32,7 +32,7 @@ from tiledsl.compiler.source import decode
 from differential_programs import (FEATURES, KERNEL_MODULE, KERNEL_MODULE_SOURCE, Execution, Program, features,
                                    generate, geometries, initial_matrices, interpret)
 
-SEEDS = range(80)
+SEEDS = range(50)
 #: Each seed's tests in one xdist group: they share the seed's loaded program and baseline run.
 SEED_PARAMS = [pytest.param(seed, id=f"seed{seed}", marks=pytest.mark.xdist_group(f"differential-seed{seed}"))
                for seed in SEEDS]
