@@ -471,7 +471,7 @@ def _check_int(name: str, value, least: int | None) -> None:
 def load(path) -> Loaded:
     """Compile the ``.tile`` program at ``path`` (or the shipped program of that name, as the
     commands take it: ``load("cholesky")``; cached by content) and load its driver."""
-    if isinstance(path, bytes) or isinstance(path, os.PathLike):
+    if isinstance(path, (bytes, os.PathLike)):
         path = os.fsdecode(os.fspath(path))
     if not isinstance(path, str):
         raise TiledslError(f"load takes a .tile file's path (a str or a pathlib.Path) or a shipped program's name, "

@@ -159,10 +159,10 @@ def _assigned(target, value, line: int, definitions: Definitions) -> list:
     turn (``a_gpu, b_gpu = a, b``); any other unpacking binds names to what only running tells."""
     if isinstance(target, ast.Name):
         return [(target.id, _value(target, value, line, definitions))]
-    items = (target.elts, value.elts) if isinstance(target, (ast.Tuple, ast.List)) and \
-        isinstance(value, (ast.Tuple, ast.List)) else ((), ())
-    if items[0] and len(items[0]) == len(items[1]) and not any(isinstance(e, ast.Starred) for e in items[0] + items[1]):
-        return [binding for t, v in zip(*items) for binding in _assigned(t, v, line, definitions)]
+    sequences = (ast.Tuple, ast.List)
+    if isinstance(target, sequences) and isinstance(value, sequences) and len(target.elts) == len(value.elts) \
+            and not any(isinstance(e, ast.Starred) for e in target.elts + value.elts):
+        return [binding for t, v in zip(target.elts, value.elts) for binding in _assigned(t, v, line, definitions)]
     return [(name, UNKNOWN) for name in _target_names(target)]
 
 
