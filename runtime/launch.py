@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
+from . import blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
 from .engine import Engine, TaskFailure
 from .fitting import fit_files, load_path, settings_hints
@@ -300,6 +300,8 @@ def _single_threaded_blas():
     up after it, so that whichever run ends last can restore, and a later run from another
     thread can set it again (else its limit would be silently ignored)."""
     from threadpoolctl import OpenBLASController, threadpool_limits
+
+    blas.load()  # threadpoolctl limits the libraries loaded, and SciPy's OpenBLAS loads with the kernels
 
     def controlled(change):
         OpenBLASController.clear_controlling_thread(force=True)

@@ -28,6 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
 
+from .. import usercache
 from .options import TILING_SETTINGS
 from .world import UsageError
 
@@ -36,10 +37,7 @@ VERSION = 1
 
 def cache_dir() -> Path:
     """``$XDG_CACHE_HOME/tiledsl/tune`` (``~/.cache/tiledsl/tune`` by default)."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):  # unset, empty or relative: ignored, as the XDG specification says
-        base = Path.home() / ".cache"
-    return Path(base) / "tiledsl" / "tune"
+    return usercache.cache_dir("tune")
 
 
 def machine() -> dict:

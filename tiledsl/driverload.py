@@ -22,7 +22,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from . import __version__
+from . import __version__, usercache
 from .runtime.world import UsageError
 
 #: the modules whose code shapes a driver: a change to any of them compiles programs anew
@@ -89,10 +89,7 @@ def shipped_name(path: str) -> str | None:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):  # unset, empty or relative: ignored, as the XDG specification says
-        base = Path.home() / ".cache"
-    return Path(base) / "tiledsl" / "drivers"
+    return usercache.cache_dir("drivers")
 
 
 def cache_key(source_text: str, path: str) -> str:

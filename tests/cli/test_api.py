@@ -662,6 +662,21 @@ def test_a_run_from_another_thread_also_has_single_threaded_blas(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_a_new_process_limits_scipys_blas_too(tmp_path):
+    """SciPy's OpenBLAS, which the prelude's kernels call, loads with the first kernel: a limit
+    set before it loaded left it on every core in a fresh process."""
+    (tmp_path / "probe.py").write_text(
+        "from threadpoolctl import threadpool_info\n\n\n"
+        "def blas_threads(a):\n    a[0, 0] = max(pool['num_threads'] for pool in threadpool_info())\n")
+    (tmp_path / "probe.tile").write_text(BLAS_THREADS.replace("zeros", "random spd").replace(
+        "blas_threads(A[0, 0])", "potrf(A[0, 0])\n  blas_threads(A[0, 0])"))
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "probe.tile", "--n", "4",
+                          "--output", "A=a.npy"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0, out.stderr
+    assert np.load(tmp_path / "a.npy")[0, 0] == 1.0
+
+
+@pytest.mark.timeout(120)
 def test_overlapping_runs_from_two_threads_keep_single_threaded_blas_until_the_last_ends(tmp_path):
     """The first run to end restored the BLAS threads while another was still going: its later
     kernels ran on threaded BLAS, and its results changed in their last bits."""

@@ -651,6 +651,14 @@ def test_the_driver_cache_key_covers_every_compiler_stage_that_shapes_a_driver()
     assert set(COMPILER_STAGES) == stages - {"source", "diagnostics"}
 
 
+def ctrl_c_default():
+    """A child's Ctrl-C as a terminal gives it, even under a shell that started the tests in the
+    background (which ignores SIGINT, and its children inherit that)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("delay", [0.15, 0.5])
 def test_ctrl_c_at_any_moment_of_start_up_is_a_quiet_end(delay):
@@ -661,7 +669,7 @@ def test_ctrl_c_at_any_moment_of_start_up_is_a_quiet_end(delay):
     if not program.exists():
         pytest.skip("no tiledsl program beside this Python")
     process = subprocess.Popen([str(program), "run", "programs/cholesky.tile", "--n", "3000"], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_default)
     time.sleep(delay)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
@@ -804,7 +812,7 @@ def test_ctrl_c_during_a_run_names_the_kernels_left_running(tmp_path):
     (tmp_path / "nap.tile").write_text('use "nap.py"\nkernel nap(inout A)\nprogram p {\n  tiling uniform(nb = 10)\n'
                                        "  matrix A[n, n] = zeros\n  nap(A[0, 0])\n}\n")
     run = subprocess.Popen([sys.executable, "-m", "tiledsl.commands.cli", "run", "nap.tile", "--n", "10"],
-                           cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                           cwd=tmp_path, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_default,
                            env=dict(os.environ, XDG_CACHE_HOME=str(CACHE["dir"])))
     deadline = time.monotonic() + 60
     while not (tmp_path / "began").exists() and time.monotonic() < deadline:

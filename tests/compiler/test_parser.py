@@ -581,3 +581,27 @@ def test_a_bad_escape_in_a_string_says_what_is_wrong_with_it(literal, reason):
     d = syntax_error(IN_A_LOOP % f"potrf(A[k, k], {literal})")
     assert (d.message, d.span.line, d.span.column) == (f"invalid string literal: {reason}", 4, 20)
     assert d.hint == "write a backslash as \\\\"
+
+
+def test_the_parser_tables_are_kept_in_the_users_cache_and_a_bad_copy_is_rebuilt(tmp_path, monkeypatch):
+    from tiledsl.compiler import parser
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    text = "program p {\n  matrix A[n, n] = zeros\n  potrf(A[0, 0])\n}\n"
+    expected = parser._lark().parse(text)
+    parser._lark.__wrapped__()
+    (tables,) = (tmp_path / "tiledsl" / "grammar").glob("tile-*.lark")
+    for damaged in (None, b"", tables.read_bytes()[:500], b"not a pickle\n"):
+        if damaged is not None:
+            tables.write_bytes(damaged)
+        tree = parser._lark.__wrapped__().parse(text)  # from the tables, or rebuilt
+        assert tree == expected and tree.children[-1].meta.line == expected.children[-1].meta.line == 1
+        assert tables.stat().st_size > 10_000  # written again whole
+
+
+def test_a_cache_that_cannot_be_made_only_costs_the_tables_build(tmp_path, monkeypatch):
+    from tiledsl.compiler import parser
+
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    assert parser._lark.__wrapped__().parse("program p {\n}\n") == parser._lark().parse("program p {\n}\n")

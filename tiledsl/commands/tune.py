@@ -51,7 +51,7 @@ from ..runtime.tuning import RATIOS, nearest_ratio
 from ..runtime.backends import backend as make_backend
 from ..runtime.errors import TaskFailure
 from ..runtime.kernels import CPU_KERNELS
-from ..runtime import npyio
+from ..runtime import blas, npyio
 from ..runtime.fitting import load_path
 from ..runtime.layout import make_distribution, make_matrices, make_params, matrix_shapes, settings_giving
 from ..runtime.options import TILE_SETTINGS, tile_values
@@ -428,6 +428,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         log(f"not timed alone: {', '.join(untimed)} ({kinds}; the tile sizes follow {dominant}'s rates, "
             f"and the search's runs of the program time them)")
 
+    blas.load()  # SciPy's OpenBLAS, which threadpool_limits sees only once loaded
     with threadpool_limits(1):
         deadline = began + 0.4 * budget
         min_time = 0.02 if budget <= QUICK else 0.05

@@ -7,15 +7,19 @@ Python stack; nesting beyond :data:`MAX_DEPTH` is reported as a diagnostic.
 from __future__ import annotations
 
 import ast as _pyast
+import hashlib
 import re
+import sys
 import unicodedata
 import warnings
 from functools import lru_cache
 from importlib import resources
 
+import lark
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from .. import usercache
 from . import nodes as n
 from .diagnostics import Diagnostic, did_you_mean
 from .source import Source, SourceError, Span
@@ -40,7 +44,21 @@ _TOKEN = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|[^\s\w]')
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     grammar = resources.files("tiledsl.grammars").joinpath("tile.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                cache=_tables_path(grammar))
+
+
+def _tables_path(grammar: str) -> str | bool:
+    """Where Lark keeps the LALR tables it built (a tenth of a second a process to rebuild):
+    the user's cache, or no cache where that cannot be made. Lark checks the grammar's hash
+    stored in the file, and rebuilds from one it cannot read."""
+    folder = usercache.cache_dir("grammar")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    digest = hashlib.sha256(f"{grammar}{lark.__version__}{sys.version_info[:2]}".encode()).hexdigest()
+    return str(folder / f"tile-{digest[:16]}.lark")
 
 
 def parse(source: Source, prelude: bool = False) -> n.File:

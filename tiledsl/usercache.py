@@ -1,0 +1,17 @@
+"""Where tiledsl keeps what it can rebuild: ``$XDG_CACHE_HOME/tiledsl/<kind>``.
+
+Compiled drivers (``drivers``), tuned settings (``tune``) and the parser's tables
+(``grammar``) live there. Neither compiler nor runtime: both stages import it.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir(kind: str) -> Path:
+    """``$XDG_CACHE_HOME/tiledsl/<kind>`` (``~/.cache/tiledsl/<kind>`` by default)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: ignored, as the XDG specification says
+        base = Path.home() / ".cache"
+    return Path(base) / "tiledsl" / kind
