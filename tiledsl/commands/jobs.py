@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from ..runtime import crash
+from .rankwatch import RankWatch
 
 SHARED_MEMORY = Path("/dev/shm")
 TOPOLOGY_FOLDER = Path("/tmp")  # where hydra writes its topology files, a path written into MPICH
@@ -74,9 +75,11 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         if ranks is not None:  # a launcher that ignores -n is said to, not run as another job
             environment[JOB_RANKS_VARIABLE] = str(ranks)
         # a session of its own: a Ctrl-C reaches the job once, through us, not twice
-        job = subprocess.Popen(command, env=environment, start_new_session=True,
-                               preexec_fn=_ended_with(os.getpid()))
-        code = _outcome(job, _wait_forwarding_signals(job, folder, grace), folder, ranks, command[0])
+        with RankWatch(folder, lambda pids: set(job_processes(folder)) & set(pids)) as watch:
+            job = subprocess.Popen(command, env=environment, start_new_session=True,
+                                   preexec_fn=_ended_with(os.getpid()))
+            code = _wait_forwarding_signals(job, folder, grace)
+        code = _outcome(job, code, folder, ranks, command[0], watch)
         if code != 0:
             kill_job(job, folder)
         remove_topology_files(topologies, folder)
@@ -85,9 +88,10 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
     return code
 
 
-def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, launcher: str) -> int:
+def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, launcher: str,
+             watch: RankWatch) -> int:
     """The exit status of a job whose launcher ended with ``code`` (see :func:`run_job`), with what
-    went wrong said on stderr where no rank could say it."""
+    went wrong said on stderr where no rank could say it (``watch``: which rank ended first)."""
     if code == 0:
         return _check_every_rank_finished(folder, ranks) if ranks is not None else 0
     if _forwarded_signal(code):
@@ -103,7 +107,7 @@ def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, l
     if job.returncode < 0:  # the launcher itself was killed, and the ranks with it
         _report_launcher_killed(folder, ranks, -job.returncode, launcher, job.pid)
         return 1
-    if _report_lost_ranks(folder, ranks, code, launcher) and code > 3:
+    if _report_lost_ranks(folder, ranks, code, launcher, watch) and code > 3:
         return 1  # a rank lost is a program error (options.EXIT_CODES), not the launcher's status
     return code
 
@@ -137,7 +141,7 @@ def _some_rank_reported(folder: str) -> bool:
     return any(text.strip() not in ("", "0") for text in _read_markers(folder))
 
 
-def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str) -> bool:
+def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str, watch: RankWatch) -> bool:
     """Say which ranks ended without a word (killed by a signal, lost), or that none started,
     when none said why; whether there were such ranks."""
     if ranks is None:
@@ -162,7 +166,15 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str)
         print(f"tiledsl: error: the launcher then ended rank {', '.join(map(str, lost))}", file=sys.stderr, flush=True)
     if crashed:
         return True
-    # once one rank dies the launcher kills the others, so which one died first cannot be told
+    first = watch.first_of(lost)
+    if first is not None:  # its process ended before the others', which the launcher then ended
+        rank, lead = first
+        print(f"tiledsl: error: rank {rank} ended without finishing the run and without a word, first ({lead:.3f} s "
+              f"before the others; the launcher's exit status is {code}{_as_signal(code)})", file=sys.stderr, flush=True)
+        others = [other for other in lost if other != rank]
+        print(f"tiledsl: error: the launcher then ended rank {', '.join(map(str, others))}", file=sys.stderr, flush=True)
+        return True
+    # on other nodes, which one died first cannot be told: once one dies the launcher kills the others
     why = ("at least one died (a crash, a signal) and the launcher then ended the others" if len(lost) > 1
            else "killed by a signal, or lost")
     print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "

@@ -1,0 +1,41 @@
+"""Which rank ended first (tiledsl/commands/rankwatch.py), on real processes."""
+import os
+import subprocess
+import time
+
+import pytest
+
+from tiledsl.commands.rankwatch import RankWatch
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
+
+
+def _wait_until(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.timeout(60)
+def test_the_rank_that_ended_first_is_named_and_ranks_of_other_nodes_leave_it_unknown(tmp_path):
+    processes = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+    try:
+        with RankWatch(str(tmp_path), lambda pids: set(pids) - {processes[2].pid}) as watch:  # rank 2: elsewhere
+            for rank, process in enumerate(processes):
+                (tmp_path / f"started.{rank}").write_text(str(process.pid))
+            _wait_until(lambda: len(watch._watched) == 2)
+            processes[1].kill()
+            processes[1].wait()
+            _wait_until(lambda: 1 in watch.ended)
+            time.sleep(0.05)
+            processes[0].kill()
+            processes[0].wait()
+            _wait_until(lambda: 0 in watch.ended)
+        first, lead = watch.first_of([0, 1])
+        assert first == 1 and 0.04 < lead < 5
+        assert watch.first_of([0, 1, 2]) is None  # rank 2's end was not seen
+        assert watch.first_of([1]) is None  # one rank lost: nothing to order
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()

@@ -1,0 +1,87 @@
+"""Which rank of a job on this node ended first: said when ranks end without a word.
+
+Once one rank dies (the out-of-memory killer's SIGKILL, ``kill -9``) the launcher ends
+the others, and no rank can say which went first. The order their processes ended in
+does: Linux's pidfd (``os.pidfd_open``) becomes readable when a process ends, even one
+that is not our child. A thread opens one for each rank of this node as the rank
+records its pid (``started.<rank>`` in the job's folder) and notes when each ended.
+Where pidfds do not exist, or for ranks on other nodes, nothing is known.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import threading
+import time
+from pathlib import Path
+
+POLL_SECONDS = 0.05  # how often new ranks' records are looked for
+#: how much earlier than every other rank the first must have ended to be named: the
+#: launcher needs at least this long to notice a death and end the others
+LEAD_SECONDS = 0.001
+
+
+class RankWatch:
+    """``with RankWatch(folder, is_ours):`` watches the ranks of the job in ``folder`` whose pids
+    ``is_ours(pids)`` confirms are the job's processes on this node; :meth:`first_of` tells."""
+
+    def __init__(self, folder: str, is_ours):
+        self.folder, self.is_ours = folder, is_ours
+        self.ended: dict[int, float] = {}  # rank -> when its process ended (monotonic seconds)
+        self._seen: set[int] = set()  # ranks whose record was read
+        self._watched: set[int] = set()  # ranks whose process was watched from its start
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="rank-watch", daemon=True)
+
+    def __enter__(self) -> RankWatch:
+        if hasattr(os, "pidfd_open"):
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(1.0)
+
+    def first_of(self, ranks: list[int]) -> tuple[int, float] | None:
+        """The rank of ``ranks`` that ended first and how long before the next one, when every
+        one of them was watched and it ended clearly first; else None."""
+        if len(ranks) < 2 or not all(rank in self._watched and rank in self.ended for rank in ranks):
+            return None
+        first, second = sorted(ranks, key=self.ended.get)[:2]
+        lead = self.ended[second] - self.ended[first]
+        return (first, lead) if lead >= LEAD_SECONDS else None
+
+    def _watch(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            try:
+                while not self._stop.is_set():
+                    self._add_new_ranks(selector)
+                    for key, _ in selector.select(timeout=POLL_SECONDS):
+                        self.ended.setdefault(key.data, time.monotonic())
+                        selector.unregister(key.fileobj)
+                        os.close(key.fileobj)
+            finally:
+                for key in list(selector.get_map().values()):
+                    os.close(key.fileobj)
+
+    def _add_new_ranks(self, selector) -> None:
+        records = {}
+        for marker in Path(self.folder).glob("started.*"):
+            rank = marker.suffix[1:]
+            if rank.isdigit() and int(rank) not in self._seen:
+                with contextlib.suppress(OSError, ValueError):
+                    records[int(rank)] = int(marker.read_text())
+        if not records:
+            return
+        self._seen.update(records)
+        ours = self.is_ours(list(records.values()))
+        for rank, pid in records.items():
+            if pid not in ours:  # on another node, or already gone
+                continue
+            try:
+                selector.register(os.pidfd_open(pid), selectors.EVENT_READ, rank)
+            except OSError:  # ended meanwhile: when is not known
+                continue
+            self._watched.add(rank)
