@@ -48,6 +48,7 @@ from .world import abort_job
 
 #: seconds a failed rank listens for the notices of ranks that failed before it, before it reports
 FAILURE_WINDOW = 0.1
+STOPPED_TAG = 1  # on the failures' communicator: a rank stopped for a signal (failures are tag 0)
 
 
 def mpi_module():
@@ -338,6 +339,22 @@ class Communicator:
             self._failures.Recv([when, self._MPI.DOUBLE], status.Get_source(), 0)
             found.append((status.Get_source(), float(when[0])))
         return found
+
+    def wait_for_stopped_ranks(self, window: float) -> None:
+        """This rank stopped for a signal, as every rank of its node did: tell the others, and wait
+        up to ``window`` seconds for each of them to say so too, so that a rank still waiting for a
+        kernel (``engine.STOP_SECONDS``) names it before this rank's abort ends it. Ranks on other
+        nodes, which the signal did not reach, are waited for the whole window."""
+        self._notice[0] = time.time()
+        self._notices += [self._failures.Isend([self._notice, self._MPI.DOUBLE], rank, STOPPED_TAG)
+                          for rank in range(self.size) if rank != self.rank]
+        status, when, heard = self._MPI.Status(), np.empty(1), set()
+        deadline = time.monotonic() + window
+        while len(heard) < self.size - 1 and time.monotonic() < deadline:
+            while self._failures.Iprobe(self._MPI.ANY_SOURCE, STOPPED_TAG, status):
+                self._failures.Recv([when, self._MPI.DOUBLE], status.Get_source(), STOPPED_TAG)
+                heard.add(status.Get_source())
+            time.sleep(0.005)
 
     def abort(self, code: int = 1) -> None:
         """Abort the whole MPI job with exit status ``code``, after what was printed is out."""

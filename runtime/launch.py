@@ -27,7 +27,7 @@ import numpy as np
 
 from . import blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
-from .engine import Engine, TaskFailure
+from .engine import STOP_SECONDS, Engine, TaskFailure
 from .fitting import fit_files, load_path, settings_hints
 from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
@@ -388,6 +388,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         left = "".join(f"\n{note}" for note in getattr(stop, "__notes__", ()))  # the kernels left running
         err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}{left}\n")  # one write
         err.flush()
+        if comm is not None and comm.size > 1:  # the other ranks may still wait for their kernels
+            comm.wait_for_stopped_ranks(STOP_SECONDS + 0.5)
         _abort(comm, 128 + signum)
         return 128 + signum
     if comm is None or comm.rank == 0:

@@ -195,6 +195,28 @@ def test_ctrl_c_while_mpi_starts_is_said_once_per_rank(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_ctrl_c_names_the_kernel_a_rank_still_runs_before_any_abort(tmp_path):
+    """The first rank to stop aborted the job at once: a rank waiting for its hung kernel was
+    killed before it could name it."""
+    (tmp_path / "nap.py").write_text("import time\nfrom pathlib import Path\n\n\ndef nap(A, r):\n    if r == 1:\n"
+                                     "        Path(__file__).with_name('began').touch()\n        time.sleep(60)\n")
+    (tmp_path / "nap.tile").write_text('use "nap.py"\nkernel nap(inout A, int r)\nprogram p {\n'
+                                       "  tiling uniform(nb = 10)\n  matrix A[n, n] = zeros\n"
+                                       "  for i in 0 .. A.mt { nap(A[i, 0], i) }\n}\n")
+    job = start("nap.tile", "--n", 20, "--np", 2, "--grid", "2x1", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "began").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    code, out, err = finish(job)
+    assert code == 130 and time.monotonic() - sent < 10 and "Traceback" not in err, err
+    assert "tiledsl: rank 0: stopped by SIGINT" in err, err
+    assert re.search(r"tiledsl: rank 1: stopped by SIGINT\n1 kernel\(s\) still running 2 s after the run stopped.*\n"
+                     r"  running #\d+ nap\(A\[1, 0\]\), line 6, for \d+ s on CPU worker \d", err), err
+
+
+@pytest.mark.timeout(120)
 def test_a_rank_killed_without_a_word_is_named(tmp_path):
     np.save(tmp_path / "out.npy", np.ones((3, 3)))
     before = jobs.segments()
