@@ -62,7 +62,7 @@ class TiledMatrix:
         self.distribution = distribution
         self.rank = rank
         self.mt, self.nt, self.m, self.n = geometry.mt, geometry.nt, geometry.m, geometry.n
-        self.rank_of = distribution.rank_of
+        self._owner_rank = distribution.rank_of
         self.first_tag = first_tag
         self.on_host = on_host  # every tile on its rank's host, whatever the distribution's devices
         self._made: dict[int, Tile] = {}  # i·nt + j -> the tile, once this rank met it
@@ -89,6 +89,14 @@ class TiledMatrix:
         tile = self._made[number] = Tile(self, i, j, rank, 0 if self.on_host else device, self.first_tag + number)
         return tile
 
+    def rank_of(self, i: int, j: int) -> int:
+        """The rank that takes a task whose main tile is ``(i, j)``: its owner, or rank 0 for a
+        tile outside the matrix, whose walk reaches every such call (:mod:`.share`) and fails there
+        as one rank would (a distribution's own formula would give it to a rank that never meets it)."""
+        if 0 <= i < self.mt and 0 <= j < self.nt:
+            return self._owner_rank(i, j)
+        return 0
+
     def made_tiles(self) -> list:
         """The tiles this rank has met so far (the only ones that can hold data, copies or tasks)."""
         return list(self._made.values())
@@ -111,13 +119,13 @@ class TiledMatrix:
         when the distribution does not tell them apart."""
         if self._lines is None:
             found = self.distribution.lines_of(self.rank, self.mt, self.nt)
-            self._lines = False if found is None else Lines(*found)
+            self._lines = False if found is None else Lines(*found, edges=self.rank == 0)
         return self._lines or None
 
     def bump(self, i: int, j: int) -> None:
         """A task this rank takes no part in writes tile (i, j): count its new version.
 
-        Out-of-range indices are ignored here: the ranks that own the task report them.
+        Out-of-range indices are ignored here: rank 0's walk, or one rank's, reports them.
         A rank guided by the program's dataflow only counts it (and makes no tile object).
         """
         if not self.counts_foreign_writes:

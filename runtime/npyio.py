@@ -14,6 +14,7 @@ import contextlib
 import errno
 import os
 import stat
+import tokenize
 
 import numpy as np
 
@@ -104,9 +105,13 @@ def _read_header(path: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     try:
         with _open_regular(path) as f:
             version = np.lib.format.read_magic(f)
+            if version not in ((1, 0), (2, 0), (3, 0)):
+                raise ValueError(f"its format version, {version[0]}.{version[1]}, is none numpy writes")
             read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                     else np.lib.format.read_array_header_2_0)
             shape, fortran, dtype = read(f)
+            if any(extent < 0 for extent in shape):
+                raise ValueError(f"its header gives the shape {shape}")
             return shape, fortran, dtype, f.tell()
     except FileNotFoundError:
         raise InputFileError(f"input file {path!r} does not exist") from None
@@ -114,8 +119,15 @@ def _read_header(path: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
         raise
     except OSError as exc:
         raise InputFileError(f"cannot read input file {path!r}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise InputFileError(f"input file {path!r} is not a .npy file ({_what_it_is(path) or exc})") from None
+    except (ValueError, SyntaxError, tokenize.TokenError) as exc:  # numpy's header parser raises all three
+        raise InputFileError(f"input file {path!r} is not a .npy file ({_what_it_is(path) or _reason(exc)})") from None
+
+
+def _reason(exc: Exception) -> str:
+    """Why numpy could not read a header, in one line (its messages may quote the header)."""
+    if isinstance(exc, (SyntaxError, tokenize.TokenError)):
+        return "its header is not a Python dictionary"
+    return " ".join(str(exc).split())
 
 
 def _what_it_is(path: str) -> str | None:

@@ -15,7 +15,9 @@ hybrid tile column). :func:`among` returns the union over the terms of the value
 whose row and column index this rank owns, in the loop's order: a superset of
 the values that lead to this rank's tasks (the driver's own ownership test
 still decides each task), whose size follows the rank's share rather than the
-whole program. A rank that walks the whole nest (one rank, a distribution
+whole program. A value whose tile lies outside its matrix is no rank's: rank 0
+walks those too (:attr:`Lines.edges`), so that the tile check meets it and the
+run fails there, as on one rank. A rank that walks the whole nest (one rank, a distribution
 without lines, ``explain``) uses :func:`every_value`, a plain ``range``.
 """
 from __future__ import annotations
@@ -38,6 +40,12 @@ def among(start: int, stop: int, step: int, terms):
     found: set = set()
     for matrix, row_kind, row, col_kind, col in terms:
         lines = matrix.lines
+        if lines.edges:
+            outside = [_outside(kind, value, extent, low, high)
+                       for kind, value, extent in ((row_kind, row, matrix.mt), (col_kind, col, matrix.nt))]
+            if None in outside:
+                return range(start, stop, step)
+            found.update(*outside)
         rows = _axis(lines.rows, lines.row_set, row_kind, row, low, high)
         if rows == ():
             continue
@@ -70,6 +78,25 @@ def _axis(owned: list, owned_set, kind: int, value: int, low: int, high: int):
     return _divided(owned, *value, low, high)
 
 
+def _outside(kind: int, value, extent: int, low: int, high: int):
+    """The loop values in [low, high) whose index on this axis leaves [0, extent): None for all
+    of them, an empty list where none does or the index is not known here."""
+    if kind == ANY:
+        return []
+    if kind == AT:
+        return None if not 0 <= value < extent else []
+    if kind == PLUS:  # index = v + value
+        below, above = -value, extent - value
+    elif kind == MINUS:  # index = value - v: below 0 for v > value, beyond for v <= value - extent
+        return [*range(max(low, value + 1), high), *range(low, min(high, value - extent + 1))]
+    else:  # DIV: index = (v + offset) // divisor
+        offset, divisor = value
+        if divisor < 1:
+            return None
+        below, above = -offset, extent * divisor - offset
+    return [*range(low, min(high, below)), *range(max(low, above), high)]
+
+
 def _divided(owned: list, offset: int, divisor: int, low: int, high: int):
     """DIV: the v in [low, high) with (v + offset) // divisor owned (None: all of them, for a
     divisor that is not positive: the driver's own test decides)."""
@@ -85,10 +112,12 @@ def _divided(owned: list, offset: int, divisor: int, low: int, high: int):
 
 class Lines:
     """The tile rows and columns of a matrix whose tiles a rank owns (it owns tile (i, j)
-    exactly when it owns row i and column j), sorted and as sets."""
+    exactly when it owns row i and column j), sorted and as sets; ``edges``: the rank also
+    walks the loop values that lead outside the matrix (rank 0), to report them."""
 
-    __slots__ = ("rows", "row_set", "cols", "col_set")
+    __slots__ = ("rows", "row_set", "cols", "col_set", "edges")
 
-    def __init__(self, rows, cols):
+    def __init__(self, rows, cols, edges: bool = False):
         self.rows, self.cols = sorted(rows), sorted(cols)
         self.row_set, self.col_set = frozenset(self.rows), frozenset(self.cols)
+        self.edges = edges

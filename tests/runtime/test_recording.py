@@ -22,6 +22,11 @@ PROGRAMS = {
     gemm(B[k, 0], A[k, 0], B[k, 1])
   }
 }""", 5, "tile A[2, 0] does not exist: A has 2×2 tiles (in `gemm(B[k, 0], A[k, 0], B[k, 1])`, with k = 2)"),
+    # every tile of the call outside the matrix: owned by no rank, so met by no rank's share walk
+    "a call wholly past the matrix": ("""program p {
+  matrix A[n, n] = random spd
+  for i in 0 .. A.mt + 1 step 2 { potrf(A[i, i]) priority 1 }
+}""", 3, "tile A[2, 2] does not exist: A has 2×2 tiles (in `potrf(A[i, i]) priority 1`, with i = 2)"),
     "division by zero": ("""program p {
   param z = 0
   matrix A[n, n] = random spd

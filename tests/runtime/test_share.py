@@ -253,6 +253,7 @@ def test_among_takes_the_union_of_the_terms_in_loop_order():
     class Lines:
         rows, row_set = [1, 3, 5, 7], {1, 3, 5, 7}
         cols, col_set = [0, 2, 4, 6], {0, 2, 4, 6}
+        edges = False
 
     class M:
         lines = Lines()
@@ -267,3 +268,22 @@ def test_among_takes_the_union_of_the_terms_in_loop_order():
     assert list(among(0, 12, 1, ((M, DIV, (1, 3), ANY, 0),))) == [2, 3, 4, 8, 9, 10]
     assert list(among(3, 12, 1, ((M, DIV, (0, 2), AT, 2),))) == [3, 6, 7, 10, 11]
     assert list(among(0, 4, 1, ((M, DIV, (0, 0), AT, 2),))) == [0, 1, 2, 3]  # no sense: every value
+
+
+def test_rank_0_also_walks_the_values_that_lead_outside_the_matrix():
+    """No rank owns a tile outside the matrix: without rank 0 walking there, a call on such a
+    tile met no rank's walk, and a run of several ranks skipped it where one rank fails."""
+    from tiledsl.runtime.share import Lines
+
+    class M:
+        mt, nt = 4, 8
+        lines = Lines([1, 3], [0, 2, 4, 6], edges=True)
+
+    assert list(among(0, 6, 1, ((M, PLUS, 0, PLUS, 0),))) == [4, 5]  # rows 4, 5 do not exist
+    assert list(among(-2, 6, 1, ((M, PLUS, 1, ANY, 0),))) == [-2, 0, 2, 3, 4, 5]  # v + 1 < 0, owned or >= 4
+    assert list(among(9, -1, -1, ((M, ANY, 0, MINUS, 7),))) == [9, 8, 7, 5, 3, 1]  # 7 - v < 0, or owned
+    assert list(among(0, 3, 1, ((M, AT, 4, ANY, 0),))) == [0, 1, 2]  # a known row past the matrix: every value
+    # v // 4 in rows 1, 3, or >= 4 (past the matrix)
+    assert list(among(0, 20, 1, ((M, DIV, (0, 4), AT, 2),))) == [4, 5, 6, 7, 12, 13, 14, 15, 16, 17, 18, 19]
+    M.lines = Lines([1, 3], [0, 2, 4, 6])  # another rank: only its own
+    assert list(among(0, 6, 1, ((M, PLUS, 0, PLUS, 0),))) == []
