@@ -289,10 +289,20 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
             lines.append(f"  {name:<9} no residual  (FAIL: the check failed, see below)")
             continue
         verdict = "pass" if value < checks.THRESHOLD else "FAIL"
-        lines.append(f"  {name:<9} residual {value:.3g}  ({verdict}, threshold {checks.THRESHOLD:g})")
+        lines.append(f"  {name:<9} residual {_residual_text(value)}  ({verdict}, threshold {checks.THRESHOLD:g})")
     for name, count in result.nonfinite.items():
         lines.append(f"  nonfinite {name}: {count} NaN or infinite value(s)")
     return "\n".join(lines)
+
+
+def _residual_text(value: float) -> str:
+    """``value`` to three digits, or as many more as it takes to fall on its side of the
+    threshold (59.96 passes: "60" would read as a failure)."""
+    for digits in range(3, 18):
+        text = f"{value + 0.0:.{digits}g}"  # + 0.0: -0.0 reads 0
+        if (float(text) < checks.THRESHOLD) == (value < checks.THRESHOLD):
+            return text
+    return repr(value)
 
 
 def _mib(size: int) -> str:

@@ -335,6 +335,13 @@ def test_the_summary_says_where_its_flops_come_from():
     assert reporting.count_text(program, {}, "kernels") == " (from the kernels' flop counts)"
 
 
+@pytest.mark.parametrize("value, text", [(59.96, "59.96"), (60.0, "60"), (59.9999999, "59.9999999"),
+                                         (60.00001, "60"), (0.00123456, "0.00123"), (-0.0, "0"), (math.nan, "nan")])
+def test_a_residual_is_shown_on_its_side_of_the_threshold(value, text):
+    """Three digits made 59.96 read "60 (pass)" beside 60.0's "60 (FAIL)"."""
+    assert reporting._residual_text(value) == text
+
+
 def test_a_program_without_a_standard_count_reports_its_kernels_flops():
     ranks = [{"flops": 3e9, "tasks": 2}, {"flops": 1e9, "tasks": 1}]
     for check in (None, CheckDecl("product", ("C", "A", "B"), line=1),

@@ -57,6 +57,25 @@ def test_not_a_npy_file(tmp_path):
         open_input(path, (2, 2))
 
 
+@pytest.mark.parametrize("change, reason", [
+    ((b"'shape': (3, 3)", b"'shape': (3, -3)"), "its header gives the shape (3, -3)"),
+    ((b"{'descr'", b"{{'descr'"), "its header is not a Python dictionary"),  # numpy: TokenError
+    ((b"'fortran_order': False", b"'fortran_order': Fals)"), "its header is not a Python dictionary"),
+    ((b"\x93NUMPY\x01", b"\x93NUMPY\x09"), "its format version, 9.0, is none numpy writes")])
+def test_a_damaged_header_is_said_to_be_one(tmp_path, change, reason):
+    """numpy's header reader raises SyntaxError and tokenize's TokenError too: an internal error."""
+    path = tmp_path / "a.npy"
+    np.save(path, np.eye(3))
+    data = path.read_bytes()
+    assert change[0] in data
+    path.write_bytes(data.replace(*change))
+    message = f"input file '{path}' is not a .npy file ({reason})"
+    for read in (npyio.shape_of, lambda path: open_input(path, (3, 3))):
+        with pytest.raises(InputFileError) as error:
+            read(path)
+        assert str(error.value) == message
+
+
 def test_directory_is_not_readable(tmp_path):
     with pytest.raises(InputFileError, match=r"input file '.*' is a directory: name a \.npy file"):
         open_input(tmp_path, (2, 2))
