@@ -172,6 +172,26 @@ def test_usage_errors_are_one_line(capsys, args, message):
 
 
 @pytest.mark.timeout(60)
+def test_a_directory_or_gpu_rates_without_gpus_are_machine_file_mistakes(capsys, tmp_path):
+    """A directory was "not found"; GPU rates without a count of GPUs simulated none, silently."""
+    status = main(["simulate", "cholesky", "--n", "500", "--nodes", "2", "--machine", str(tmp_path)])
+    assert status == 2 and capsys.readouterr().err.strip() == (
+        f"tiledsl: error: machine file '{tmp_path}' is a directory: name a JSON file (or one of: h100, keeneland, local)")
+    path = tmp_path / "nogpus.json"
+    path.write_text(json.dumps({key: value for key, value in MACHINE.items() if key != "gpus"}))
+    status = main(["simulate", "cholesky", "--n", "500", "--nodes", "2", "--machine", str(path)])
+    assert status == 2 and capsys.readouterr().err.strip() == (
+        f"tiledsl: error: {path}: 'gpu' rates but no 'gpus' (the GPUs per node; 0 for none)")
+
+
+@pytest.mark.timeout(60)
+def test_tile_memory_is_not_modelled_so_not_given(capsys, machine_file):
+    result = simulate(capsys, "cholesky", "--n", 500, "--nb", 100, "--nodes", 2, "--machine", machine_file)
+    assert [rank["peak_tile_bytes"] for rank in result["ranks"]] == [None, None]
+    assert result["totals"]["peak_tile_bytes"] is None and result["totals"]["tasks"] == 35
+
+
+@pytest.mark.timeout(60)
 def test_this_machine_needs_its_tuned_rates(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     status = main(["simulate", "cholesky", "--n", "2000", "--nodes", "2"])

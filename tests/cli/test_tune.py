@@ -835,3 +835,19 @@ def test_a_tile_setting_given_to_tune_as_a_parameter_is_said_to_be_tunes_choice(
     assert out.returncode == 2 and out.stderr.strip() == (
         "tiledsl: error: --set nb: nb is a tile setting, which tune chooses: --sizes S1,S2,... limits the tile "
         "sizes it tries")
+
+
+def test_a_kernel_without_a_flop_count_is_said_to_be_timed_as_a_gemm():
+    """Its rate is its time as a gemm's flops on its largest tile, which simulate uses alike:
+    shown bare, it read as the kernel's own GFLOP/s (a shift at 612)."""
+    from types import SimpleNamespace
+
+    from tiledsl.commands import tune
+
+    calls = [SimpleNamespace(kernel="mm", flops=lambda *shapes: 1.0), SimpleNamespace(kernel="shift", flops=None)]
+    trials = SimpleNamespace(driver=SimpleNamespace(PROGRAM=SimpleNamespace(calls=calls)),
+                             kernel_rates={None: {"mm": {"128": 20.1}, "shift": {"128": 612.0}}})
+    said = []
+    tune.time_in_run(trials, None, ["mm", "shift"], 0, {"speeds": {"core": {}}}, said.append)
+    assert said == ["timed in the search's runs of the program, on a core: mm 20.1 GFLOP/s, shift 612 GFLOP/s "
+                    "as if a gemm on its largest tile (it declares no flop count)"]

@@ -53,6 +53,7 @@ from ..runtime.errors import TaskFailure
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime import blas, npyio
 from ..runtime.fitting import load_path
+from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.layout import make_distribution, make_matrices, make_params, matrix_shapes, settings_giving
 from ..runtime.options import TILE_SETTINGS, tile_values
 from ..runtime.rates import KERNEL_FLOPS
@@ -605,7 +606,11 @@ def time_in_run(trials: "Trials", chosen: tuple, kernels: list, gpus: int, resul
                 measured.setdefault(kernel, rates)
     result["speeds"]["core"].update(measured)
     result["measured_in_run"] = sorted(measured)
-    found = ", ".join(f"{kernel} {next(iter(rates.values())):.3g} GFLOP/s" for kernel, rates in measured.items())
+    program = trials.driver.PROGRAM
+    uncounted = {call.kernel for call in program.calls if call.flops is None and call.kernel not in PRELUDE_FLOPS}
+    found = ", ".join(f"{kernel} {next(iter(rates.values())):.3g} GFLOP/s"
+                      + (" as if a gemm on its largest tile (it declares no flop count)" if kernel in uncounted else "")
+                      for kernel, rates in measured.items())
     missing = [kernel for kernel in kernels if kernel not in measured]
     log("timed in the search's runs of the program, on a core: " + (found or "none")
         + (f"; {', '.join(missing)} not (no flops counted, or no task on a core): gemm's rate stands for "

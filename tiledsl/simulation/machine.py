@@ -143,6 +143,8 @@ def shipped() -> list[str]:
 def read(spec: str) -> dict:
     """The JSON object of machine file ``spec``: a path, or the name of a shipped file."""
     path = Path(spec)
+    if path.is_dir():
+        raise MachineError(f"machine file {spec!r} is a directory: name a JSON file (or one of: {', '.join(shipped())})")
     if not path.is_file():
         if spec in shipped():
             return json.loads(resources.files("tiledsl.machines").joinpath(f"{spec}.json").read_text(encoding="utf-8"))
@@ -170,6 +172,8 @@ def machine(content: dict, where: str = "machine file") -> Machine:
     cores, gpus = _count(content["cores"], f"{where}: cores", 1), _count(content.get("gpus", 0), f"{where}: gpus", 0)
     if gpus and "gpu" not in content:
         raise MachineError(f"{where}: {gpus} GPU(s) per node but no 'gpu' rates")
+    if "gpu" in content and "gpus" not in content:  # else its GPUs would be dropped without a word
+        raise MachineError(f"{where}: 'gpu' rates but no 'gpus' (the GPUs per node; 0 for none)")
     per_node = content.get("ranks_per_node", 1)
     if per_node is not None and (not isinstance(per_node, int) or per_node < 1):
         raise MachineError(f"{where}: ranks_per_node must be a positive integer or null (all ranks on one node)")

@@ -176,7 +176,8 @@ def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, tim
     return {"seconds": seconds, "gflops": rate, "flops_source": source,
             "flops_basis": count_text(program, matrices, source).strip(" ()") if rate else None,
             "tasks": walker.count, "ranks": ranks,
-            "totals": {key: sum(r[key] for r in ranks) for key in SUMMED},
+            "totals": {key: None if any(r[key] is None for r in ranks) else sum(r[key] for r in ranks)
+                       for key in SUMMED},
             "walk": {"per_task_us": runtime["walk_us"], "per_submit_us": runtime["submit_us"],
                      "seconds": generation, "share": generation / seconds if seconds else None,
                      "rank_walks": "share" if walked else "whole",
@@ -272,7 +273,7 @@ def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
                                 **{f"gpu{g}": count for g, count in enumerate(rank.by_device[1:], 1)}},
             "messages_sent": sent, "messages_received": received,
             "bytes_sent": bytes_sent, "bytes_received": bytes_received,
-            "plans_sent": rank.plans[0], "plans_received": rank.plans[1], "peak_tile_bytes": 0,
+            "plans_sent": rank.plans[0], "plans_received": rank.plans[1], "peak_tile_bytes": None,  # not modelled
             "device_copies": walker.copies[number], "host_took": rank.host_took,
             "out_of_core": None,  # the simulated GPUs hold every tile they are given
             "kernel_notes": [],  # no kernel runs
