@@ -370,7 +370,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                 if note:
                     warn(note)
     except UsageError as error:
-        # every rank meets the same usage error (before MPI starts too): rank 0 says it
+        if comm is not None and comm.size > 1:  # maybe this rank's alone (its GPU tiles): it ends the job
+            return _fail(comm, str(error), err, code=2)
+        # every rank meets the same usage error before MPI starts: rank 0 says it
         if _rank(comm) == 0:
             print(f"tiledsl: error: {error}", file=err)
         return _leave(comm, 2)
@@ -450,15 +452,15 @@ def _json_out(program, args, out, comm=None):
             "ok": False, "passed": None}, out
 
 
-def _fail(comm, message: str, err, json_out=None) -> int:
-    """Report a failure of this rank and abort the job (every rank ends, exit status 1); with
+def _fail(comm, message: str, err, json_out=None, code: int = 1) -> int:
+    """Report a failure of this rank and abort the job (every rank ends, exit status ``code``); with
     ``--json`` (``json_out``), also as a JSON object on stdout, for a script reading it. On several
     ranks only the first rank to fail reports (:meth:`~.comm.Communicator.first_to_fail`): ranks
     often fail together (a bad sub-range every rank's loop nest meets), and one error a job is
     what the user reads; the others wait for its abort to end them, and report only without it."""
     if comm is not None and comm.size > 1 and not comm.first_to_fail():
         time.sleep(SECONDARY_SECONDS)
-    record_completion(1)  # first: killed once its error is out (another rank's abort), it still reported
+    record_completion(code)  # first: killed once its error is out (another rank's abort), it still reported
     # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
     # written in two parts let another rank's line in before its last newline
     err.write(f"tiledsl: error: {message}\n")
@@ -466,8 +468,8 @@ def _fail(comm, message: str, err, json_out=None) -> int:
     if json_out is not None:
         known, out = json_out
         print(json_text({**known, "error": message}), file=out, flush=True)
-    _abort(comm, 1)
-    return 1
+    _abort(comm, code)
+    return code
 
 
 def _abort(comm, code: int) -> None:

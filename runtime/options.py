@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -34,7 +35,12 @@ EXIT_CODES = ("exit status: 0 success; 1 a program error (a failed kernel, a fai
 class SuggestingParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, and whose error for a misspelled option
     suggests the closest one (``--chekc``: did you mean --check?), looking in the subcommand's
-    options too."""
+    options too. Options are not abbreviated: ``tiledsl run`` passes its options on to the driver
+    by name, and an abbreviation means another option once one with that prefix is added."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def parse_known_args(self, args=None, namespace=None):
         self._given = list(sys.argv[1:] if args is None else args)
@@ -49,7 +55,9 @@ class SuggestingParser(argparse.ArgumentParser):
                 break
             # compared without their dashes, which every option shares (--bogus is not --gpus)
             names = {option.lstrip("-"): option for option in known}
-            close = difflib.get_close_matches(word.lstrip("-"), list(names), n=1, cutoff=0.7)
+            extended = [name for name in names if name.startswith(word.lstrip("-"))]  # an abbreviation
+            close = extended if len(extended) == 1 else difflib.get_close_matches(word.lstrip("-"), list(names), n=1,
+                                                                                   cutoff=0.7)
             if close:
                 message += f" (did you mean {names[close[0]]}?)"
                 break
@@ -330,8 +338,7 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     options = size_options(args)
     options.outputs = _pairs(args.output, "--output")
     check_file_names(matrix_names, workspace_names, options.inputs, options.outputs)
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    check_workers(args.workers)
     if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
     if args.gpu_streams is not None and args.gpu_streams < 1:
@@ -392,6 +399,18 @@ def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:
 SEEDS = 2 ** 64
 
 
+#: the most CPU worker threads a rank may have: a thread each, started with every run
+MAX_WORKERS = 1024
+
+
+def check_workers(workers: int | None, flag: str = "--workers") -> None:
+    """A usage error for a count of CPU workers below 1 or above :data:`MAX_WORKERS` (100,000
+    threads took minutes to start for a run of ten tasks)."""
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise UsageError(f"{flag} must be from 1 to {MAX_WORKERS} (this machine has {os.cpu_count() or 1} cores), "
+                         f"got {workers}")
+
+
 def check_seed(seed: int) -> None:
     if not 0 <= seed < SEEDS:
         raise UsageError(f"--seed must be from 0 to 2^64 - 1, got {seed}")
@@ -403,6 +422,7 @@ def _pairs(items, flag: str) -> dict:
     pairs = {}
     for item in items:
         name, sep, value = item.partition("=")
+        name = name.strip()  # "ib = 20": names have no spaces
         if not sep or not name or not value:
             raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}")
         if name in pairs and pairs[name] != value:

@@ -29,7 +29,7 @@ def check_output_paths(options: Options, program_files=()) -> None:
     file named twice (the last written would replace the others), or one of the
     ``program_files`` (its ``.tile``, kernel module, driver)."""
     files = {f"--output {name}={path}": path for name, path in options.outputs.items()}
-    if options.trace:
+    if options.trace is not None:
         files[f"--trace {options.trace}"] = options.trace
     own = {os.path.realpath(path): path for path in program_files}
     seen = {}
@@ -47,6 +47,8 @@ def check_writable(path: str, what: str) -> None:
     """The file is written as :meth:`Staging.temporary` does: beside what ``path`` names once its
     links are followed (a link stays a link), then renamed over it, which only a regular file
     may be (a device such as /dev/null would be replaced)."""
+    if not path:
+        raise UsageError(f"{what.strip()}: no file name given")
     if os.path.isdir(path):
         raise UsageError(f"{what}: is a directory")
     given = os.path.dirname(path) or "."

@@ -336,9 +336,12 @@ class Loaded:
     def _check_settings(n, workers, seed) -> None:
         if n is not None:
             _check_int("n", n, 1)
+        from .runtime.options import MAX_WORKERS, SEEDS
+
         if workers is not None:
             _check_int("workers", workers, 1)
-        from .runtime.options import SEEDS
+            if workers > MAX_WORKERS:
+                raise TiledslError(f"workers must be at most {MAX_WORKERS}, got {workers}")
 
         _check_int("seed", seed, 0)
         if seed >= SEEDS:

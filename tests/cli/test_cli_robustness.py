@@ -178,6 +178,17 @@ def test_usage_errors_exit_2(tmp_path, args):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", [("compile", "cholesky"), ("graph", "cholesky", "--n", "100"),
+                                     ("plot", "t.json")])
+def test_an_empty_output_name_is_refused(command):
+    """compile -o "" said "cannot write : Is a directory"."""
+    out = tiledsl(*command, "-o", "")
+    assert_clean_failure(out, status=2)
+    assert out.err.strip() == (f"tiledsl {command[0]}: error: argument -o/--output: no file name given "
+                               f"(see tiledsl {command[0]} --help)")
+
+
+@pytest.mark.timeout(60)
 def test_compile_writes_a_valid_driver(tmp_path):
     target = tmp_path / "d.py"
     out = tiledsl("compile", "programs/cholesky.tile", "-o", target)

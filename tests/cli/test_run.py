@@ -69,7 +69,13 @@ def test_a_kernel_failure_names_kernel_tiles_line_and_rank(tmp_path):
     (("--n", 100, "--input", "Q=x.npy"), "no matrix named Q"),
     (("--n", 100, "--input", "A=missing.npy"), "missing.npy"),
     (("--n", 100, "--nb", 0), "tile size nb must be at least 1"),
-    (("--n", 100, "--workers", 0), "--workers must be at least 1"),
+    (("--n", 100, "--workers", 0), "--workers must be from 1 to 1024 (this machine has "),
+    (("--n", 100, "--workers", 100_000), "--workers must be from 1 to 1024 (this machine has "),
+    # not abbreviated: --laun went on to the driver, which refused it and the job was said to crash
+    (("--n", 100, "--np", 2, "--laun", "mpiexec"), "unrecognized arguments: --laun mpiexec (did you mean --launcher?)"),
+    (("--n", 100, "--work", 2), "unrecognized arguments: --work 2 (did you mean --workers?)"),
+    (("--n", 100, "--trace", ""), "--trace: no file name given"),  # ran, and wrote no trace
+    (("--n", 100, "--set", "nb = 3"), "--set nb: nb is not a parameter of cholesky: give it as --nb"),  # spaces
 ])
 def test_usage_errors_exit_2_with_one_line(args, text):
     out = tiledsl("run", "programs/cholesky.tile", *args)
@@ -241,7 +247,8 @@ def test_bench_reads_inputs_for_both_sides_and_fails_on_a_failed_check(tmp_path)
     out = tiledsl("bench", "cholesky", "--n", 200, "--rounds", 1, "--input", f"A={tmp_path / 'bad.npy'}")
     assert out.returncode == 2 and "has shape (300, 300) but the matrix needs shape (200, 200)" in out.stderr
     out = tiledsl("bench", "cholesky", "--n", 200, "--workers", 0)
-    assert out.returncode == 2 and "--workers must be at least 1, got 0" in out.stderr
+    assert out.returncode == 2
+    assert re.search(r"--workers must be from 1 to 1024 \(this machine has \d+ cores\), got 0", out.stderr), out.stderr
 
 
 @pytest.mark.timeout(130)

@@ -563,7 +563,7 @@ def test_tune_with_cupy_and_no_gpu_is_a_clear_usage_error(cache):
 @pytest.mark.parametrize("args, text", [
     (("--gpus", -1), "--gpus must be at least 0"), (("--sizes", "100"), "multiples of 64"),
     (("--sizes", "a,b"), "--sizes expects integers"), (("--budget", 0), "--budget must be positive"),
-    (("--workers", 0), "--workers must be at least 1")])
+    (("--workers", 0), "--workers must be from 1 to 1024")])
 def test_tune_usage_errors(cache, args, text):
     out = tiledsl("tune", "cholesky", *args, cache=cache)
     assert out.returncode == 2 and text in out.stderr and "Traceback" not in out.stderr

@@ -120,6 +120,17 @@ def test_a_usage_error_met_before_mpi_starts_is_said_once():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("n", [300, 600])  # 300: rank 1 has no GPU tile, and no usage error
+def test_a_usage_error_met_on_some_ranks_ends_the_job_at_once_said_once(n):
+    """Rank 0 alone refused and left; rank 1 waited a minute for it, then failed with exit 1."""
+    began = time.monotonic()
+    out = run("programs/cholesky.tile", "--n", n, "--nb", 100, "--gpus", 1, "--gpu-backend", "emulated",
+              "--gpu-memory", "70K", np_=2)
+    assert out.returncode == 2 and time.monotonic() - began < 30, out.stderr
+    assert out.stderr.count("tiledsl: error: ") == 1 and "less than one tile (78.12 KiB)" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(60)
 def test_more_ranks_than_tiles_run_with_the_idle_ones_named():
     """A rank owning no tile has nothing to do: the run goes on, and says so (it was refused)."""
     out = run("programs/cholesky.tile", "--n", 100, "--nb", 100, "--check", np_=2)

@@ -93,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
 
     compile_ = command("compile", "write the Python driver of a .tile program")
     compile_.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
-    compile_.add_argument("-o", "--output", metavar="DRIVER.py", help="where to write it (default: stdout)")
+    compile_.add_argument("-o", "--output", type=_file_name, metavar="DRIVER.py",
+                          help="where to write it (default: stdout)")
     compile_.set_defaults(handler=_compile)
 
     explain = command("explain", "show each task's owner and every rank's instances")
@@ -150,7 +151,8 @@ def _parser() -> argparse.ArgumentParser:
 
     plot = command("plot", "draw a Gantt chart of a trace (tiledsl run --trace)")
     plot.add_argument("trace", metavar="TRACE.json")
-    plot.add_argument("-o", "--output", required=True, metavar="GANTT.png", help="the chart: .png, .svg or .pdf")
+    plot.add_argument("-o", "--output", type=_file_name, required=True, metavar="GANTT.png",
+                      help="the chart: .png, .svg or .pdf")
     plot.add_argument("--width", type=float, metavar="INCHES", help="figure width (default 12)")
     plot.set_defaults(handler=_plot)
 
@@ -158,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     graph.add_argument("file", metavar="PROGRAM")
     graph.add_argument("--grid", default="1x1", metavar="PxQ", help="process grid (default 1x1)")
     graph.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
-    graph.add_argument("-o", "--output", metavar="DAG.dot",
+    graph.add_argument("-o", "--output", type=_file_name, metavar="DAG.dot",
                        help="where to write it: .dot, or .svg/.png/.pdf through graphviz (default: stdout)")
     _add_planning_arguments(graph)
     add_size_arguments(graph)
@@ -203,6 +205,13 @@ def _check(args) -> int:
     print(f"checked {count} file(s): " + (f"{failed} with errors" if failed else "no errors")
           + (f", {warnings} warning(s)" if warnings else ""), file=sys.stderr)
     return 1 if failed else 0
+
+
+def _file_name(text: str) -> str:
+    """An output's name, which cannot be empty (``-o ""`` read as the current directory)."""
+    if not text:
+        raise argparse.ArgumentTypeError("no file name given")
+    return text
 
 
 def _compile(args) -> int:
@@ -302,14 +311,13 @@ def _bench(args) -> int:
     from .bench import render, run_bench
     from ..runtime.fitting import fit_files
     from ..runtime.layout import use_tuned
-    from ..runtime.options import check_seed, size_options
+    from ..runtime.options import check_seed, check_workers, size_options
 
     driver = _load_driver(program_path(args.file))
     if driver is None:
         return 1
     options = size_options(args)
-    if args.workers is not None and args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    check_workers(args.workers)
     check_seed(args.seed)
     options.workers = args.workers or os.cpu_count() or 1
     options.seed = args.seed

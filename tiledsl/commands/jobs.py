@@ -93,7 +93,7 @@ def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, l
     """The exit status of a job whose launcher ended with ``code`` (see :func:`run_job`), with what
     went wrong said on stderr where no rank could say it (``watch``: which rank ended first)."""
     if code == 0:
-        return _check_every_rank_finished(folder, ranks) if ranks is not None else 0
+        return _check_every_rank_finished(folder, ranks, launcher) if ranks is not None else 0
     if _forwarded_signal(code):
         if not _some_rank_reported(folder):  # the ranks were still starting: the launcher ended them
             print(f"tiledsl: stopped by {_signal_name(code - 128)}", file=sys.stderr, flush=True)
@@ -127,13 +127,22 @@ def _ended_with(parent: int):
     return die_with_parent if sys.platform.startswith("linux") else None
 
 
-def _check_every_rank_finished(folder: str, ranks: int) -> int:
+def _check_every_rank_finished(folder: str, ranks: int, launcher: str) -> int:
     """0 when every rank recorded that it finished its run with status 0, else 1 (said on stderr)."""
     unfinished = [rank for rank in range(ranks) if _recorded_status(folder, rank) != "0"]
-    if unfinished:
+    if unfinished and _some_rank_started(folder, launcher, 0):  # else said: `--launcher true` starts none
         print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended without finishing the run",
               file=sys.stderr, flush=True)
     return 1 if unfinished else 0
+
+
+def _some_rank_started(folder: str, launcher: str, code: int) -> bool:
+    """Whether a rank recorded that it started; if none did, say so."""
+    if any(Path(folder).glob("started.*")):
+        return True
+    print(f"tiledsl: error: no rank started: the launcher ({launcher}) ended with exit status {code} before "
+          f"any rank reached tiledsl (or every rank died while starting)", file=sys.stderr, flush=True)
+    return False
 
 
 def _some_rank_reported(folder: str) -> bool:
@@ -149,9 +158,7 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
     lost = [rank for rank in range(ranks) if _recorded_status(folder, rank) is None]
     if not lost:
         return False
-    if not any(Path(folder).glob("started.*")):
-        print(f"tiledsl: error: no rank started: the launcher ({launcher}) ended with exit status {code} before "
-              f"any rank reached tiledsl (or every rank died while starting)", file=sys.stderr, flush=True)
+    if not _some_rank_started(folder, launcher, code):
         return True
     crashed = _crashes(folder, lost)
     shown = set()
@@ -169,10 +176,11 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
     first = watch.first_of(lost)
     if first is not None:  # its process ended before the others', which the launcher then ended
         rank, lead = first
-        print(f"tiledsl: error: rank {rank} ended without finishing the run and without a word, first ({lead:.3f} s "
-              f"before the others; the launcher's exit status is {code}{_as_signal(code)})", file=sys.stderr, flush=True)
-        others = [other for other in lost if other != rank]
-        print(f"tiledsl: error: the launcher then ended rank {', '.join(map(str, others))}", file=sys.stderr, flush=True)
+        print(f"tiledsl: error: rank {rank} ended without finishing the run and without a word, first "
+              f"({lead:.3f} s before the others; the launcher's exit status is {code}{_as_signal(code)})",
+              file=sys.stderr, flush=True)
+        others = ", ".join(str(other) for other in lost if other != rank)
+        print(f"tiledsl: error: the launcher then ended rank {others}", file=sys.stderr, flush=True)
         return True
     # on other nodes, which one died first cannot be told: once one dies the launcher kills the others
     why = ("at least one died (a crash, a signal) and the launcher then ended the others" if len(lost) > 1

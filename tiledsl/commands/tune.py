@@ -55,7 +55,7 @@ from ..runtime import blas, npyio
 from ..runtime.fitting import load_path
 from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.layout import make_distribution, make_matrices, make_params, matrix_shapes, settings_giving
-from ..runtime.options import TILE_SETTINGS, tile_values
+from ..runtime.options import TILE_SETTINGS, check_workers, tile_values
 from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
 from ..runtime.recording import record
@@ -372,8 +372,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     began = clock()
     if gpus < 0:
         raise UsageError(f"--gpus must be at least 0, got {gpus}")
-    if workers is not None and workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {workers}")
+    check_workers(workers)
     if budget <= 0:
         raise UsageError(f"--budget must be positive, got {budget:g}")
     if sizes is not None and (not sizes or any(s < STEP or s % STEP for s in sizes)):
