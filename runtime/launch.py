@@ -348,7 +348,10 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
 
 def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     program = driver.PROGRAM
-    comm = None
+    comm = options = None
+    # SciPy loads before the stopping signals' handlers, as it did when the runtime imported it: a
+    # handler raising inside the import machinery is "Exception ignored", with a traceback
+    blas.load()
     for signum in STOPPING_SIGNALS:
         signal.signal(signum, _stopped_by_signal)
     try:
@@ -378,13 +381,14 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         return _leave(comm, 2)
     except TaskFailure as failure:
         where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
-        return _fail(comm, f"rank {failure.rank}{where}: {failure}", err, _json_out(program, args, out, comm))
+        return _fail(comm, f"rank {failure.rank}{where}: {failure}", err,
+                     _json_out(program, args, out, comm, options))
     except (RankError, Unanswered) as error:
         message = str(error) if isinstance(error, Unanswered) else f"rank {_rank(comm)}: {error}"
-        return _fail(comm, message, err, _json_out(program, args, out, comm))
+        return _fail(comm, message, err, _json_out(program, args, out, comm, options))
     except SystemExit as exit_:
         return _fail(comm, f"rank {_rank(comm)}: the program called sys.exit({exit_.code!r}) during the run", err,
-                     _json_out(program, args, out, comm))
+                     _json_out(program, args, out, comm, options))
     except (KeyboardInterrupt, _Stopped) as stop:
         signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
         left = "".join(f"\n{note}" for note in getattr(stop, "__notes__", ()))  # the kernels left running
@@ -443,12 +447,13 @@ def _rank(comm) -> int:
     return comm.rank if comm is not None else launcher_rank()
 
 
-def _json_out(program, args, out, comm=None):
+def _json_out(program, args, out, comm=None, options=None):
     """``(what the failure's JSON says besides the error, out)`` where ``--json`` asks for the outcome
-    on stdout, else None."""
+    on stdout, else None (``options``: the run's, whose n the input files may have given)."""
     if not getattr(args, "json", False):
         return None
-    return {"program": program.name, "n": getattr(args, "n", None), "np": comm.size if comm is not None else 1,
+    n = options.n if options is not None and options.n is not None else getattr(args, "n", None)
+    return {"program": program.name, "n": n, "np": comm.size if comm is not None else 1,
             "ok": False, "passed": None}, out
 
 
@@ -518,6 +523,7 @@ def _leave(comm, status: int) -> int:
 
 def main(program, resolve_params, shapes, generate) -> None:
     """Entry point of a generated driver run as a script."""
+    blas.load()  # SciPy: part of the loading, which a rank of `tiledsl run --np` ends quietly on Ctrl-C
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
     standard_streams_open()
     driver = sys.modules["__main__"]

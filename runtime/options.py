@@ -310,7 +310,7 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
     """--gpu-ratio and --no-tune (run and explain)."""
     parser.add_argument("--gpu-ratio", metavar="H:G",
                         help="uniform tiles on GPUs: H block columns to the host for every G to each GPU, "
-                             "in each cycle of a rank's columns (default: tuned, else 1:1)")
+                             "in each cycle of a rank's columns; H alone is H:1 (default: tuned, else 1:1)")
     parser.add_argument("--no-tune", action="store_true",
                         help="ignore this machine's tuned tile sizes and ratio (tiledsl tune)")
 

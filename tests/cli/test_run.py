@@ -59,6 +59,8 @@ def test_a_kernel_failure_names_kernel_tiles_line_and_rank(tmp_path):
     assert out.returncode == 1 and failed["ok"] is False and failed["passed"] is None
     assert (failed["program"], failed["n"], failed["np"]) == ("cholesky", 256, 1)
     assert failed["error"] in out.stderr and "kernel potrf failed on A[1, 1]" in failed["error"]
+    out = tiledsl("run", "programs/cholesky.tile", "--nb", 128, "--input", f"A={tmp_path / 'bad.npy'}", "--json")
+    assert json.loads(out.stdout.strip().splitlines()[-1])["n"] == 256  # from the file's shape (was null)
 
 
 @pytest.mark.timeout(130)

@@ -136,8 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0: CPU tiles only)")
     tune.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"], help="as for run")
     tune.add_argument("--workers", type=int, help="CPU workers (default: as run chooses)")
-    tune.add_argument("--budget", type=float, metavar="SECONDS", help="time for the whole tuning (default 30)")
-    tune.add_argument("--quick", action="store_true", help="a 10-second budget")
+    spend = tune.add_mutually_exclusive_group()  # --quick is a budget: both would leave one unheard
+    spend.add_argument("--budget", type=float, metavar="SECONDS", help="time for the whole tuning (default 30)")
+    spend.add_argument("--quick", action="store_true", help="a 10-second budget")
     tune.add_argument("--sizes", metavar="S1,S2,...", help="tile sizes to time the kernels at (multiples of 64; "
                                                            "default 64..1024 in steps of 64; 256..4096 on CuPy GPUs)")
     tune.add_argument("--n", type=int, help="matrix order of the trial runs (default: 3·B·G or enough tiles "
@@ -216,6 +217,9 @@ def _file_name(text: str) -> str:
 
 def _compile(args) -> int:
     path = program_path(args.file)
+    if path.endswith(".py"):  # read as a program, a driver is a syntax error at its first line
+        raise UsageError(f"{path} is a Python file (a compiled driver?): compile takes a .tile program; a driver "
+                         f"runs as it is (python {path}, or tiledsl run {path})")
     if args.output is not None and Path(args.output).resolve() == Path(path).resolve():
         raise UsageError(f"-o {args.output}: that is the program itself, which the driver would replace: "
                          f"name a .py file")
