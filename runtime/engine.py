@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import blas, heteroprio
+from . import heteroprio
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
@@ -225,7 +225,6 @@ class Engine:
         """Run the loop nest to completion; returns the wall seconds it took. After a failure or an
         interrupt it returns (raises) once no worker runs a kernel (see :meth:`_stop`)."""
         self.stopping = self.stalled = False
-        blas.load()  # before the clock starts, not in the first kernels
         switch = sys.getswitchinterval()
         sys.setswitchinterval(1e-4)  # a worker back from BLAS must not wait 5 ms for the GIL
         prepared = threading.Barrier(self.gpus + 1)

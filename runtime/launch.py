@@ -301,7 +301,7 @@ def _single_threaded_blas():
     thread can set it again (else its limit would be silently ignored)."""
     from threadpoolctl import OpenBLASController, threadpool_limits
 
-    blas.load()  # threadpoolctl limits the libraries loaded, and SciPy's OpenBLAS loads with the kernels
+    blas.load()  # threadpoolctl limits the libraries loaded; and a run's clock starts after this
 
     def controlled(change):
         OpenBLASController.clear_controlling_thread(force=True)

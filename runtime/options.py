@@ -403,11 +403,11 @@ SEEDS = 2 ** 64
 MAX_WORKERS = 1024
 
 
-def check_workers(workers: int | None, flag: str = "--workers") -> None:
+def check_workers(workers: int | None) -> None:
     """A usage error for a count of CPU workers below 1 or above :data:`MAX_WORKERS` (100,000
     threads took minutes to start for a run of ten tasks)."""
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
-        raise UsageError(f"{flag} must be from 1 to {MAX_WORKERS} (this machine has {os.cpu_count() or 1} cores), "
+        raise UsageError(f"--workers must be from 1 to {MAX_WORKERS} (this machine has {os.cpu_count() or 1} cores), "
                          f"got {workers}")
 
 

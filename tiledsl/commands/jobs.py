@@ -170,7 +170,7 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
         print(f"tiledsl: error: rank {rank} crashed ({what}){site}{said}", file=sys.stderr, flush=True)
     lost = [rank for rank in lost if rank not in crashed]
     if crashed and lost:
-        print(f"tiledsl: error: the launcher then ended rank {', '.join(map(str, lost))}", file=sys.stderr, flush=True)
+        _said_ended_by_launcher(lost)
     if crashed:
         return True
     first = watch.first_of(lost)
@@ -179,8 +179,7 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
         print(f"tiledsl: error: rank {rank} ended without finishing the run and without a word, first "
               f"({lead:.3f} s before the others; the launcher's exit status is {code}{_as_signal(code)})",
               file=sys.stderr, flush=True)
-        others = ", ".join(str(other) for other in lost if other != rank)
-        print(f"tiledsl: error: the launcher then ended rank {others}", file=sys.stderr, flush=True)
+        _said_ended_by_launcher([other for other in lost if other != rank])
         return True
     # on other nodes, which one died first cannot be told: once one dies the launcher kills the others
     why = ("at least one died (a crash, a signal) and the launcher then ended the others" if len(lost) > 1
@@ -188,6 +187,10 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
     print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
           f"a word ({why}; the launcher's exit status is {code}{_as_signal(code)})", file=sys.stderr, flush=True)
     return True
+
+
+def _said_ended_by_launcher(ranks: list) -> None:
+    print(f"tiledsl: error: the launcher then ended rank {', '.join(map(str, ranks))}", file=sys.stderr, flush=True)
 
 
 def _as_signal(code: int) -> str:
