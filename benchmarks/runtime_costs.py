@@ -5,8 +5,9 @@
 * ``walk_us``: a rank's generation thread walking a task it takes no part in (the
   driver's ownership test, then the count of the written tiles' new versions
   under the engine's lock, as on a rank of a distributed run);
-* ``submit_us``: the same thread submitting a task's share on a rank of a 2-rank run
-  (owner tasks, input sends and copies of remote tiles planned; nothing runs);
+* ``submit_us``: the same thread submitting a task's share on rank 0 of a 2x2 grid, walking
+  only its share as a run does (owner tasks, input sends and copies of remote tiles planned,
+  the next write of every tile it reads from another rank looked up; nothing runs);
 * ``task_us``: a CPU worker's cost per task: an empty-kernel program
   (``benchmarks/overhead.tile``) run on one worker, less the generation's share;
 * ``transfer_us``: a transfer task's cost on a worker, taken as half a task's.
@@ -24,8 +25,10 @@ from types import SimpleNamespace
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.runtime import Options, execute
+from tiledsl.runtime.dataflow import events_of
 from tiledsl.runtime.engine import Engine
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.recording import survey
 from tiledsl.runtime.userkernels import kernels
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,13 +54,17 @@ class QuietComm:
         pass
 
 
-def generation_seconds(driver, n: int, rank: int) -> tuple[float, int]:
-    """Seconds of one walk of the loop nest by ``rank`` of a 1×2 grid, and the tasks walked."""
+def generation_seconds(driver, n: int, rank: int, grid: tuple[int, int], guided: bool) -> tuple[float, int, int]:
+    """Seconds of one walk of the loop nest by ``rank`` of ``grid`` (of its share when ``guided``),
+    the tasks it submitted a share of, and the tasks its walk met."""
     params = make_params(driver, Options(n=n, tiles={"nb": 64}))
-    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (1, 2), 0), rank)
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), rank)
+    found = survey(driver, matrices, params, rank, guided=guided)
     engine = Engine(driver.PROGRAM, kernels(driver.PROGRAM, driver), 1, window=1 << 30,
-                    comm=QuietComm(rank, 2), count_flops=False)
+                    comm=QuietComm(rank, grid[0] * grid[1]), count_flops=False)
     engine.attach(matrices)
+    if guided:
+        engine.guide(events_of(driver, matrices, params))
     counter = SimpleNamespace(tasks=0)
     submit = engine.submit
 
@@ -65,9 +72,9 @@ def generation_seconds(driver, n: int, rank: int) -> tuple[float, int]:
         counter.tasks += 1
         submit(*args, **kwargs)
     engine.submit = counting
-    started = time.perf_counter()
+    started = time.thread_time()  # the generation thread's own time, not other processes' on a shared machine
     driver.generate(engine, params)
-    return time.perf_counter() - started, counter.tasks
+    return time.thread_time() - started, counter.tasks, found.count + found.foreign
 
 
 def main() -> None:
@@ -78,10 +85,10 @@ def main() -> None:
     cholesky = driver_of(ROOT / "programs/cholesky.tile", "cholesky")
     n = 64 * args.tiles
     total = args.tiles + args.tiles * (args.tiles - 1) + args.tiles * (args.tiles - 1) * (args.tiles - 2) // 6
-    walk = min(generation_seconds(cholesky, n, 5)[0] for _ in range(args.repeats)) / total  # rank 5: no tile
-    shares = [generation_seconds(cholesky, n, 0) for _ in range(args.repeats)]
-    seconds, submitted = min(shares)
-    submit = (seconds - (total - submitted) * walk) / submitted
+    # rank 5 of 1x6 has no tile: its whole walk submits nothing
+    walk = min(generation_seconds(cholesky, n, 5, (1, 6), False)[0] for _ in range(args.repeats)) / total
+    seconds, submitted, met = min(generation_seconds(cholesky, n, 0, (2, 2), True) for _ in range(args.repeats))
+    submit = (seconds - (met - submitted) * walk) / submitted
     overhead = driver_of(ROOT / "benchmarks/overhead.tile", "overhead")
     options = Options(n=64, tiles={"nb": 8}, sets={"steps": 40}, workers=1)
     run = min((execute(overhead, options) for _ in range(args.repeats)), key=lambda result: result.seconds)

@@ -108,11 +108,21 @@ class _System:
         self.divides: list = [[] for _ in range(depth)]  # (coefficient, rest) checks: coefficient·u + rest == 0
         for equality in equalities:
             self._eliminate(equality, equalities, inequalities)
-        self.constant: list = []  # inequalities over r and c alone
-        self.bounds: list = [[] for _ in range(depth)]  # inequalities whose deepest variable is that level
+        constant: list = []  # inequalities over r and c alone
+        bounds: list = [[] for _ in range(depth)]  # inequalities whose deepest variable is that level
         for row in inequalities:
             level = _deepest(row)
-            (self.constant if level is None else self.bounds[level]).append(row)
+            (constant if level is None else bounds[level]).append(row)
+        # the search evaluates these rows millions of times: kept sparse (see _sparse)
+        self.constant = [_sparse(row) for row in constant]
+        self.constant_equalities = [_sparse(row) for row in self.constant_equalities]
+        self.solved = [None if row is None else _sparse(row) for row in self.solved]
+        self.divides = [[_sparse(row) for row in rows] for rows in self.divides]
+        # levels with neither a divisibility check nor a step: every value in range is admissible
+        self.plain = [not rows and loop.step == 1 for rows, loop in zip(self.divides, event.loops)]
+        # per level: (coefficient of its variable, the rest of the row)
+        self.bounds = [[(row[_U + level], _sparse(row, without=level)) for row in rows]
+                       for level, rows in enumerate(bounds)]
 
     def _eliminate(self, equality, equalities, inequalities) -> None:
         level = _deepest(equality)
@@ -136,48 +146,70 @@ class _System:
                 for index, x in enumerate(value):
                     row[index] += factor * x
 
-    def first_after(self, r: int, c: int, after: tuple):
-        """The least schedule key of this event's instances on tile (r, c) after ``after``, or None."""
-        if any(_evaluate(row, r, c, ()) < 0 for row in self.constant) or \
-                any(_evaluate(row, r, c, ()) != 0 for row in self.constant_equalities):
-            return None
+    def holds(self, r: int, c: int) -> bool:
+        """Whether some iteration may touch tile (r, c): the constraints on the tile alone hold."""
+        for row in self.constant:
+            if _evaluate(row, r, c, ()) < 0:
+                return False
+        for row in self.constant_equalities:
+            if _evaluate(row, r, c, ()) != 0:
+                return False
+        return True
+
+    def first_after(self, r: int, c: int, after: tuple, before: tuple | None = None):
+        """The least schedule key of this event's instances on tile (r, c) after ``after`` (and
+        before ``before``, when given), or None; (r, c) is a tile it :meth:`holds`."""
         values = [0] * self.depth
-        found = self._search(0, True, r, c, after, values)
+        found = self._search(0, True, before is not None, r, c, after, before, values)
         return None if found is None else _key(self.positions, found)
 
-    def _search(self, level: int, tight: bool, r: int, c: int, after: tuple, values: list):
+    def _search(self, level: int, low: bool, high: bool, r: int, c: int, after: tuple, before, values: list):
         """Depth-first, least values first: the variables from ``level`` on, given shallower ones;
-        ``tight`` while the key so far equals ``after``'s beginning."""
-        position = self.positions[level]
-        if tight:
-            theirs = after[2 * level] if 2 * level < len(after) else None
-            if theirs is None or position < theirs:
+        ``low`` while the key so far equals ``after``'s beginning, ``high`` while it equals
+        ``before``'s (a key past ``before`` is cut off where it leaves it: the search's bound).
+        A solved variable has one value: the search goes on down without a branch."""
+        while True:
+            position, at = self.positions[level], 2 * level
+            if low:
+                theirs = after[at] if at < len(after) else None
+                if theirs is None or position < theirs:
+                    return None
+                low = position == theirs
+            if high:
+                theirs = before[at] if at < len(before) else None
+                if theirs is None or position > theirs:
+                    return None
+                high = position == theirs
+            if level == self.depth:
+                return None if low or (high and len(before) == at + 1) else list(values)
+            least, most = self._range(level, r, c, values)
+            floor = after[at + 1] if low and at + 1 < len(after) else None
+            if floor is not None:
+                least = max(least, floor)
+            ceiling = None
+            if high:
+                if at + 1 >= len(before):
+                    return None  # the key goes on where ``before`` ends: it is past it
+                ceiling = before[at + 1]
+                most = min(most, ceiling)
+            solved = self.solved[level]
+            if solved is None:
+                break
+            u = values[level] = _evaluate(solved, r, c, values)
+            if not (least <= u <= most and (self.plain[level] or self._admissible(level, u, r, c, values))):
                 return None
-            tight = position == theirs
-        if level == self.depth:
-            return None if tight else list(values)
-        low, high = self._range(level, r, c, values)
-        floor = after[2 * level + 1] if tight and 2 * level + 1 < len(after) else None
-        if floor is not None:
-            low = max(low, floor)
-        for u in self._candidates(level, low, high, r, c, values):
-            values[level] = u
-            found = self._search(level + 1, tight and u == floor, r, c, after, values)
-            if found is not None:
-                return found
-        return None
-
-    def _candidates(self, level: int, low: int, high: int, r: int, c: int, values: list):
-        if low > high:
-            return ()
-        solved = self.solved[level]
-        if solved is not None:
-            u = _evaluate(solved, r, c, values)
-            return (u,) if low <= u <= high and self._admissible(level, u, r, c, values) else ()
+            low, high, level = low and u == floor, high and u == ceiling, level + 1
         step = self.loops[level].step
         if step != 1:
-            low += (self._start(level, values) - low) % step
-        return (u for u in range(low, high + 1, step) if self._admissible(level, u, r, c, values))
+            least += (self._start(level, values) - least) % step
+        plain = self.plain[level]
+        for u in range(least, most + 1, step):
+            values[level] = u
+            if plain or self._admissible(level, u, r, c, values):
+                found = self._search(level + 1, low and u == floor, high and u == ceiling, r, c, after, before, values)
+                if found is not None:
+                    return found
+        return None
 
     def _admissible(self, level: int, u: int, r: int, c: int, values: list) -> bool:
         values[level] = u
@@ -194,10 +226,8 @@ class _System:
     def _range(self, level: int, r: int, c: int, values: list) -> tuple[int, int]:
         """Bounds of the variable at ``level`` from the inequalities whose deepest variable it is."""
         low, high = -(1 << 62), 1 << 62
-        for row in self.bounds[level]:
-            a = row[_U + level]
-            values[level] = 0
-            rest = _evaluate(row, r, c, values)
+        for a, rest in self.bounds[level]:
+            rest = _evaluate(rest, r, c, values)
             if a > 0:
                 low = max(low, -(rest // a))  # a·u + rest >= 0  ⇔  u >= ceil(-rest / a)
             else:
@@ -216,11 +246,18 @@ def _deepest(row) -> int | None:
     return None
 
 
-def _evaluate(row, r: int, c: int, values: list) -> int:
-    total = row[0] + row[_R] * r + row[_C] * c
-    for index in range(_U, len(row)):
-        if row[index]:
-            total += row[index] * values[index - _U]
+def _sparse(row, without: int | None = None) -> tuple:
+    """``row`` as (constant, coefficient of r, of c, ((level, coefficient), ...)) over its nonzero
+    variables (leaving out the one at ``without``)."""
+    terms = tuple((level, a) for level, a in enumerate(row[_U:]) if a and level != without)
+    return row[0], row[_R], row[_C], terms
+
+
+def _evaluate(row: tuple, r: int, c: int, values: list) -> int:
+    constant, at_r, at_c, terms = row
+    total = constant + at_r * r + at_c * c
+    for level, a in terms:
+        total += a * values[level]
     return total
 
 
@@ -235,13 +272,18 @@ def _key(positions: tuple, values) -> tuple:
     return tuple(key)
 
 
+def events_on(events, r: int, c: int) -> list:
+    """The ``events`` (of one matrix) whose tile range may hold tile (r, c)."""
+    return [event for event in events if event.system().holds(r, c)]
+
+
 def next_event(events, r: int, c: int, after: tuple):
-    """``(key, event)`` of the first of ``events`` (of one matrix) to touch tile (r, c) after the
-    schedule key ``after``; None if none does."""
+    """``(key, event)`` of the first of ``events`` (of one matrix, :func:`events_on` tile (r, c))
+    to touch tile (r, c) after the schedule key ``after``; None if none does."""
     best = None
     for event in events:
-        key = event.system().first_after(r, c, after)
-        if key is not None and (best is None or key < best[0]):
+        key = event.system().first_after(r, c, after, None if best is None else best[0])
+        if key is not None:  # before the best so far: the search is bounded by it
             best = (key, event)
     return best
 
@@ -292,6 +334,7 @@ class Tracker:
         self.rank = rank
         self.advance, self.release = advance, release
         self.pending: dict = {}  # tile -> key of its next event
+        self.on_tile: dict = {}  # tile -> the events that may touch it (asked again at each version)
         self.heap: list = []
         self.order = itertools.count()
         self.queries = 0
@@ -308,7 +351,10 @@ class Tracker:
         for tile in tiles:
             if tile.rank != self.rank and tile not in self.pending:
                 self.queries += 1
-                found = next_event(self.events.get(tile.matrix.name, ()), tile.i, tile.j, at)
+                on = self.on_tile.get(tile)
+                if on is None:
+                    on = self.on_tile[tile] = events_on(self.events.get(tile.matrix.name, ()), tile.i, tile.j)
+                found = next_event(on, tile.i, tile.j, at)
                 self.pending[tile] = None if found is None else found[0]  # None: nothing happens to it again
                 if found is not None:
                     heapq.heappush(self.heap, (found[0], next(self.order), tile, found[1]))

@@ -59,6 +59,11 @@ SEND = Call("send", ("in",), main=0, line=0, text="send a tile version to the ra
 SINK = Call("receive", ("out",), main=0, line=0, text="receive a tile version computed elsewhere")
 COPY = Call("copy", ("in",), main=0, line=0, text="copy a tile version to another device")
 
+# instance types as plain numbers, the indices of ``Exchange.created``: counting is on every task's
+# path, and looking up an enum member costs several times the count itself
+(OWNER, NATIVE_INPUT, INTRA_NODE_ALIEN_INPUT, INTER_NODE_ALIEN_INPUT, NATIVE_MINOR_OUTPUT, SINK_MINOR_OUTPUT,
+ INTRA_NODE_SOURCE_MINOR_OUTPUT, INTER_NODE_SOURCE_MINOR_OUTPUT) = map(int, Instance)
+
 
 class Copy:
     """This place's copy of one version of a tile homed at another place, or of a part of it
@@ -176,7 +181,7 @@ class Exchange:
         self.peak_copy_bytes = 0
         self.posted: Counter = Counter()  # (kind, tag, peer) -> messages posted, to pair sends with receives
         self.unposted: dict = {}  # (tag, peer) -> sends of one tile to one rank not posted yet, in program order
-        self.created: Counter = Counter()  # protocol.Instance -> instances this rank created
+        self.created = [0] * (len(Instance) + 1)  # [type]: instances of that type this rank created
         self.out_of_core = None  # an outofcore.OutOfCore when this rank's GPU tiles live on the host
 
     def go_out_of_core(self, plan) -> None:
@@ -216,17 +221,17 @@ class Exchange:
         task = Task(call, tiles, views, priority, device, kernel, values)
         if device and call.line > 0:
             task.host_kernel = host_kernel
-        self.created[Instance.OWNER] += 1
+        self.created[OWNER] += 1
         ready = lambda: self.engine.satisfy_locked(task)
         sources, waits, outgoing = list(tiles), 0, []
         for index, tile in enumerate(tiles):
             mode = call.modes[index]
             if (tile.rank, tile.device) == (self.rank, device):
-                self.created[Instance.NATIVE_INPUT] += mode != "out"
-                self.created[Instance.NATIVE_MINOR_OUTPUT] += mode != "in" and index != call.main
+                self.created[NATIVE_INPUT] += mode != "out"
+                self.created[NATIVE_MINOR_OUTPUT] += mode != "in" and index != call.main
                 continue
             here = tile.rank == self.rank
-            self.created[Instance.INTRA_NODE_ALIEN_INPUT] += mode != "out" and here
+            self.created[INTRA_NODE_ALIEN_INPUT] += mode != "out" and here
             copy = self._scratch(tile, device) if mode == "out" else self._copy(tile, device,
                                                                                 moved_part(call, tiles, views, index))
             if copy.part is not None:  # the copy is the sub-range itself
@@ -236,8 +241,7 @@ class Exchange:
             sources[index] = copy
             if mode != "in":
                 outgoing.append(copy)
-                self.created[Instance.INTRA_NODE_SOURCE_MINOR_OUTPUT if here
-                             else Instance.INTER_NODE_SOURCE_MINOR_OUTPUT] += 1
+                self.created[INTRA_NODE_SOURCE_MINOR_OUTPUT if here else INTER_NODE_SOURCE_MINOR_OUTPUT] += 1
         task.sources = sources
         self.engine.enqueue(task, waits)
         # after the task in its tiles' lists: later readers wait for the data to be home
@@ -250,7 +254,7 @@ class Exchange:
             if tile.rank != self.rank:
                 continue
             if call.modes[index] != "out":
-                self.created[Instance.INTER_NODE_ALIEN_INPUT] += 1
+                self.created[INTER_NODE_ALIEN_INPUT] += 1
                 moves, what = delivery(tile.delivered, (main.rank, 0), moved_part(call, tiles, views, index),
                                        tile.shape)  # as the receiver decides (:meth:`_copy`)
                 if moves:
@@ -356,7 +360,7 @@ class Exchange:
     def _local_sink(self, copy: Copy):
         """A writer of a tile homed on another device of this rank: takes the computed copy."""
         tile = copy.tile
-        self.created[Instance.SINK_MINOR_OUTPUT] += 1
+        self.created[SINK_MINOR_OUTPUT] += 1
         task = Task(SINK, (tile,), None, TRANSFER_PRIORITY)
         holder = Copy(tile, -1, tile.device)
         task.sources = (holder,)
@@ -463,7 +467,7 @@ class Exchange:
 
     def _remote_sink(self, tile, source: int) -> None:
         """A writer of ``tile`` that waits for its new version from rank ``source``."""
-        self.created[Instance.SINK_MINOR_OUTPUT] += 1
+        self.created[SINK_MINOR_OUTPUT] += 1
         task = Task(SINK, (tile,), None, TRANSFER_PRIORITY)
         buffer = np.empty(tile.shape, order="F")
         holder = Copy(tile, -1, 0)
@@ -535,8 +539,9 @@ class Exchange:
     def instance_counts(self) -> list[int]:
         """Instances created on this rank, by type: element ``t - 1`` counts type ``t`` (out-of-core:
         as the tiles are placed, what ``tiledsl explain`` predicts)."""
-        created = self.created if self.out_of_core is None else self.out_of_core.created
-        return [created[kind] for kind in Instance]
+        if self.out_of_core is None:
+            return self.created[1:]
+        return [self.out_of_core.created[kind] for kind in Instance]
 
     @property
     def device_copies(self) -> int:

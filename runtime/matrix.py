@@ -29,22 +29,19 @@ class TileIndexError(IndexError):
 class Tile(TileState):
     """One tile of a matrix, as seen from this rank."""
 
-    __slots__ = ("matrix", "i", "j", "rank", "device", "data", "tag", "version", "delivered", "copies")
+    __slots__ = ("matrix", "i", "j", "shape", "rank", "device", "data", "tag", "version", "delivered", "copies")
 
     def __init__(self, matrix: "TiledMatrix", i: int, j: int, rank: int, device: int, tag: int):
         super().__init__()
         self.matrix = matrix
         self.i, self.j = i, j
+        self.shape = matrix.geometry.tile_shape(i, j)  # (rows, columns): asked of every task's tiles
         self.rank, self.device = rank, device
         self.data: np.ndarray | None = None
         self.tag = tag  # the MPI tag of its messages: unique per tile of the program
         self.version = 0  # writes to it so far, in program order (all ranks agree)
         self.delivered: dict = {}  # place -> parts of the current version sent or copied there
         self.copies: dict = {}  # (version, device, part) -> copy of a tile homed elsewhere
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.matrix.geometry.tile_shape(self.i, self.j)
 
     def __str__(self):
         return f"{self.matrix.name}[{self.i}, {self.j}]"

@@ -17,7 +17,7 @@ from tiledsl.compiler import compile_path
 from tiledsl.compiler.dataflow import plan
 from tiledsl.compiler.pipeline import check_path
 from tiledsl.driverload import import_driver
-from tiledsl.runtime.dataflow import Tracker, events_of
+from tiledsl.runtime.dataflow import Tracker, events_of, events_on, next_event
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.program import flatten
@@ -145,6 +145,61 @@ def test_calls_under_affine_ifs_walk_their_share(tmp_path):
     driver = import_driver(tmp_path / "share_guarded.py", "share_guarded")
     assert hasattr(driver, "dataflow")
     assert_guided_is_the_whole_walk(driver, "guarded")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["cholesky", "qr", "getrf", "guarded"])
+def test_the_next_event_on_a_tile_is_the_least_instance_after_the_key(drivers, tmp_path, name):
+    """The search (its bound by the best event so far included) against every instance of every
+    event enumerated, for every tile and a sample of schedule keys."""
+    import random
+
+    if name == "guarded":
+        (tmp_path / "guarded.tile").write_text(GUARDED)
+        _, text = compile_path(tmp_path / "guarded.tile")
+        (tmp_path / "share_guarded.py").write_text(text)
+        driver = import_driver(tmp_path / "share_guarded.py", "share_guarded")
+    else:
+        driver = drivers[name]
+    params, matrices = setup(driver, name, (2, 2), 0)
+    chosen = random.Random(7)
+    for matrix, events in events_of(driver, matrices, params).items():
+        instances = [(key, tile, event) for event in events for key, tile in enumerated(event)]
+        # keys of calls: the instances', and a statement before and after each in its block
+        keys = sorted({key[:-1] + (key[-1] + shift,) for key, _, _ in instances for shift in (-1, 0, 1)} | {(-1,)})
+        for tile in {tile for _, tile, _ in instances}:
+            on = events_on(events, *tile)
+            for after in chosen.sample(keys, min(40, len(keys))):
+                later = [(key, event) for key, at, event in instances if at == tile and key > after]
+                expected = min(later, key=lambda found: found[0]) if later else None
+                found = next_event(on, *tile, after)
+                assert (found and found[0]) == (expected and expected[0]), (matrix, tile, after)
+                before = chosen.choice(keys)  # and one event's search bounded above
+                event = chosen.choice(on) if on else None
+                if event is not None:
+                    between = [key for key, its in later if its is event and key < before]
+                    assert event.system().first_after(*tile, after, before) == min(between, default=None), \
+                        (matrix, tile, after, before)
+
+
+def enumerated(event):
+    """Every (schedule key, tile) of ``event``, its loops run as written."""
+    def form(f, values):
+        return f[0] + sum(a * u for a, u in zip(f[1:], values))
+
+    def walk(values):
+        level = len(values)
+        if level == len(event.loops):
+            key = (event.positions[0],) + tuple(x for u, p in zip(values, event.positions[1:]) for x in (u, p))
+            for i in range(form(event.rows[0], values), form(event.rows[1], values)):
+                for j in range(form(event.cols[0], values), form(event.cols[1], values)):
+                    yield key, (i, j)
+            return
+        loop = event.loops[level]
+        start, stop = max(form(f, values) for f in loop.lower), min(form(f, values) for f in loop.upper)
+        for u in range(start, stop, loop.step):
+            yield from walk(values + [u])
+    yield from walk([])
 
 
 def assert_guided_is_the_whole_walk(driver, name: str) -> None:
