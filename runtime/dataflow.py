@@ -212,7 +212,7 @@ class _System:
         return None
 
     def _admissible(self, level: int, u: int, r: int, c: int, values: list) -> bool:
-        values[level] = u
+        """Whether ``u`` (already in ``values[level]``) meets the level's divisibility checks and step."""
         for row in self.divides[level]:
             if _evaluate(row, r, c, values) != 0:
                 return False
