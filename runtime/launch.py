@@ -362,7 +362,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         warn = _warner(comm, err)
         for warning in run_warnings(program, args):
             warn(warning)
-        use_tuned(program, options, not getattr(args, "no_tune", False), comm, warn)
+        use_tuned(driver, options, not getattr(args, "no_tune", False), comm, warn)
         fit_files(driver, options)  # after the tuned values: the inputs are fitted at the run's tiles
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]

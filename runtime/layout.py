@@ -220,7 +220,35 @@ def ratio_of(distribution) -> tuple | None:
     return None
 
 
-def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=None) -> None:
+def inner_block_params(driver) -> tuple[str, ...]:
+    """The program's integer parameters that are a workspace's tile height (``workspace T
+    like A rows ib``): inner blocks, as QR's ``ib``, which ``tiledsl tune`` searches with the
+    tiles and a run takes from its cache.
+
+    Asked of the compiled program: each integer parameter in turn is set to a value
+    no other formula makes, and is an inner block if a workspace's rows come out at it.
+    """
+    program = driver.PROGRAM
+    defaults = make_params(driver, Options(n=_PROBE_N), requirements=False).as_dict()
+    found = []
+    for name in program.params:
+        if isinstance(defaults[name], bool) or not isinstance(defaults[name], int):
+            continue
+        try:
+            probed = make_params(driver, Options(n=_PROBE_N, sets={name: _PROBE}), requirements=False)
+            _, workspaces = matrix_shapes(driver, probed)
+        except UsageError:  # no size at the probe (`w = 2 ** lev` overflows): a workspace's rows it is not
+            continue
+        if any(rows == _PROBE for _, rows in workspaces.values()):
+            found.append(name)
+    return tuple(found)
+
+
+_PROBE = 7919  # a prime: a workspace's rows equal it only when they are the probed parameter
+_PROBE_N = 64
+
+
+def use_tuned(driver, options: Options, enabled: bool = True, comm=None, warn=None) -> None:
     """Fill what the command line left out from this machine's ``tiledsl tune`` cache.
 
     The tuned tile settings are used when no tile setting was given, the tuned
@@ -233,13 +261,16 @@ def use_tuned(program, options: Options, enabled: bool = True, comm=None, warn=N
     (``TILEDSL_NO_TUNE=1`` or ``enabled=False``: the cache is not read). A run with
     ``--host-takes on`` gets the kernel rates tune measured, from the cache in any case; a
     tuned run gets them too (``options.host_speeds``), for the summary's kernel upper bound.
+    A tuned parameter that is no longer an inner block of the program (:func:`inner_block_params`:
+    the program was edited since, keeping its name) is not used, with a warning.
     """
+    program = driver.PROGRAM
     found = None
     if enabled and os.environ.get("TILEDSL_NO_TUNE", "").strip().lower() in ("", "0", "false", "no", "off"):
         found = _read_on_rank_zero(comm, lambda: tuning.lookup(program.name, program.tiling.kind, options.gpus,
                                                                options.gpu_backend, warn))
     if found is not None:
-        _use_tuned_entry(program, options, found, warn)
+        _use_tuned_entry(driver, options, found, warn)
     if (options.host_takes or found is not None) and options.host_speeds is None:
         entry = _read_on_rank_zero(comm, lambda: tuning.entry(program.name, options.gpus, options.gpu_backend))
         options.host_speeds = (entry or {}).get("speeds") or {}
@@ -251,7 +282,8 @@ def _read_on_rank_zero(comm, read):
     return comm.broadcast(found) if comm is not None else found
 
 
-def _use_tuned_entry(program, options: Options, found: tuning.Tuned, warn) -> None:
+def _use_tuned_entry(driver, options: Options, found: tuning.Tuned, warn) -> None:
+    program = driver.PROGRAM
     tiles, ratio, params, path, host_takes = found
     source = f"tuned ({path})"
     merged = {**program.tiling.defaults, **tiles}
@@ -270,6 +302,13 @@ def _use_tuned_entry(program, options: Options, found: tuning.Tuned, warn) -> No
     if ratio is not None and options.gpu_ratio is None and options.gpus and program.tiling.kind == "uniform":
         options.gpu_ratio = tuple(ratio)
         options.sources["gpu_ratio"] = source
+    if params:
+        blocks = inner_block_params(driver)
+        if warn is not None and set(params) - set(blocks):
+            warn(f"ignoring the tuned {', '.join(f'{n} = {v}' for n, v in params.items() if n not in blocks)} of "
+                 f"{path}: not an inner block (a workspace's rows) of {program.name} as it is now; "
+                 f"run tiledsl tune again")
+        params = {name: value for name, value in params.items() if name in blocks}
     _use_tuned_params(program, options, params if tiles and options.tiles == tiles else {}, params, source)
 
 

@@ -182,7 +182,7 @@ class Loaded:
             options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check),
                               gpus=gpus, gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
                               watchdog=watchdog, spelling=API, **gpu_settings)
-            use_tuned(self.program, options, bool(tuned),
+            use_tuned(self.driver, options, bool(tuned),
                       warn=lambda text: warnings.warn(text, TiledslWarning, stacklevel=3))
             # after the tuned values: the arrays are fitted at the tiles the run will use
             options.n, options.sets = fit(self.driver, self._shapes(given), options)

@@ -24,8 +24,9 @@ from tiledsl.runtime import Options, execute, tuning
 from tiledsl.runtime.distribution import BlockCyclic, parse_ratio
 from tiledsl.commands import tune as tune_command
 from tiledsl.commands.tune import (STEP, gpu_only_unless_slower, hill_climb, host_width, hybrid_split,
-                                   inner_block_candidates, inner_block_params, mix_rates, narrowest_column,
+                                   inner_block_candidates, mix_rates, narrowest_column,
                                    search_inner_blocks, smallest_near_best, tune)
+from tiledsl.runtime.layout import inner_block_params
 from tiledsl.runtime.tuning import RATIOS, nearest_ratio
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -518,6 +519,33 @@ def test_a_tuned_ib_goes_with_its_tiles_and_set_wins(cache):
     seed_cache("qr", 0, "emulated", {"nb": 128})
     summary = last_json(tiledsl("run", "programs/qr.tile", "--n", 300, "--json", cache=cache))
     assert summary["sources"] == {"nb": f"tuned ({path})"}
+
+
+EDITED_QR = """\
+program qr {
+  tiling uniform(nb = 64)
+  param ib = 4
+  matrix A[n, n] = random general
+  matrix B[n, n] = zeros
+  for r in 0 .. ib {
+    for i in 0 .. A.mt { for j in 0 .. A.nt { gemm(A[i, i], A[i, j], B[i, j]) } }
+  }
+}
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_tuned_ib_is_not_given_to_a_program_where_it_is_no_longer_an_inner_block(tmp_path, cache):
+    """The cache goes by the program's name: edited since, keeping it, with ``ib`` now a loop count
+    (a run's result depends on it), the tuned ib was used and changed the result silently."""
+    path = seed_cache("qr", 0, "emulated", {"nb": 64}, params={"ib": 64})
+    (tmp_path / "qr.tile").write_text(EDITED_QR)
+    out = tiledsl("run", tmp_path / "qr.tile", "--n", 128, "--json", cache=cache)
+    assert out.returncode == 0, out.stderr
+    assert (f"tiledsl: warning: ignoring the tuned ib = 64 of {path}: not an inner block (a workspace's rows) "
+            "of qr as it is now; run tiledsl tune again") in out.stderr
+    summary = last_json(out)
+    assert summary["params"]["ib"] == 4 and summary["sources"] == {"nb": f"tuned ({path})"}
 
 
 @pytest.mark.timeout(180)

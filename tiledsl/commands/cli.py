@@ -283,7 +283,7 @@ def _planned_options(driver, args, grid: tuple[int, int]):
 
     options = size_options(args)
     options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
-    use_tuned(driver.PROGRAM, options, not args.no_tune)  # the defaults run would use
+    use_tuned(driver, options, not args.no_tune)  # the defaults run would use
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     check_files(driver, options)  # as run refuses them
     params = make_params(driver, options)
@@ -328,7 +328,7 @@ def _bench(args) -> int:
     options.check = True
     if args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
-    use_tuned(driver.PROGRAM, options, not args.no_tune)  # what run would use
+    use_tuned(driver, options, not args.no_tune)  # what run would use
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     table = run_bench(driver, options, args.rounds, not args.no_dask)
     print(json_text(table) if args.json else render(table))

@@ -84,7 +84,7 @@ def run(args, driver) -> int:
     if options.host_takes and not options.gpus:
         raise UsageError("--host-takes on needs GPUs (--gpus G, or a machine file that has them)")
     if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
-        use_tuned(program, options, not args.no_tune)
+        use_tuned(driver, options, not args.no_tune)
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     check_files(driver, options)  # as run refuses them
     params = make_params(driver, options)

@@ -54,7 +54,7 @@ from ..runtime.kernels import CPU_KERNELS
 from ..runtime import blas, npyio
 from ..runtime.fitting import load_path
 from ..runtime.flops import PRELUDE_FLOPS
-from ..runtime.layout import make_distribution, make_matrices, make_params, matrix_shapes, settings_giving
+from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params, settings_giving
 from ..runtime.options import TILE_SETTINGS, check_workers, tile_values
 from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
@@ -147,32 +147,6 @@ def gpu_only_unless_slower(chosen, history: list, gpu_only, measure):
 
 
 # ---------------------------------------------------------------- inner blocks
-def inner_block_params(driver) -> tuple[str, ...]:
-    """The program's integer parameters that are a workspace's tile height (``workspace T
-    like A rows ib``): inner blocks, as QR's ``ib``, which tune searches with the tiles.
-
-    Asked of the compiled program: each integer parameter in turn is set to a value
-    no other formula makes, and is an inner block if a workspace's rows come out at it.
-    """
-    program = driver.PROGRAM
-    defaults = make_params(driver, Options(n=STEP), requirements=False).as_dict()
-    found = []
-    for name in program.params:
-        if isinstance(defaults[name], bool) or not isinstance(defaults[name], int):
-            continue
-        try:
-            probed = make_params(driver, Options(n=STEP, sets={name: _PROBE}), requirements=False)
-            _, workspaces = matrix_shapes(driver, probed)
-        except UsageError:  # no size at the probe (`w = 2 ** lev` overflows): a workspace's rows it is not
-            continue
-        if any(rows == _PROBE for _, rows in workspaces.values()):
-            found.append(name)
-    return tuple(found)
-
-
-_PROBE = 7919  # a prime: a workspace's rows equal it only when they are the probed parameter
-
-
 def inner_block_candidates(width: int, default: int) -> list[int]:
     """Inner block sizes to try on tiles ``width`` columns wide: those of :data:`INNER_BLOCKS`
     that divide ``width``, and the program's ``default`` if it is no wider."""
