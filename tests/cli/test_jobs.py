@@ -200,3 +200,16 @@ def test_a_process_that_ends_while_its_files_are_looked_at_is_passed_over(tmp_pa
     with open(held, "w"):
         assert jobs.opened({held}) == {str(held)}
     assert jobs.job_processes(str(tmp_path)) == [] and isinstance(jobs.mapped(), set)
+
+
+@pytest.mark.timeout(180)
+def test_a_job_leaves_its_stdin_to_the_shell_loop_that_feeds_it(tmp_path):
+    """The launcher forwarded our stdin to rank 0: in `while read n; do tiledsl run --np 2 ...; done
+    < sizes` the first job ate the other sizes, and the loop ran once, exit status 0."""
+    (tmp_path / "sizes").write_text("64\n96\n128\n")
+    script = (f"while read n; do {sys.executable} -m tiledsl.commands.cli run cholesky --np 2 --n $n --nb 32 "
+              "| head -1; done < sizes")
+    run = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=170,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert run.returncode == 0, run.stderr
+    assert [line.split()[1] for line in run.stdout.splitlines()] == ["n=64", "n=96", "n=128"], run.stdout

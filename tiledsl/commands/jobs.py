@@ -76,7 +76,9 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
             environment[JOB_RANKS_VARIABLE] = str(ranks)
         # a session of its own: a Ctrl-C reaches the job once, through us, not twice
         with RankWatch(folder, lambda pids: set(job_processes(folder)) & set(pids)) as watch:
-            job = subprocess.Popen(command, env=environment, start_new_session=True,
+            # no rank reads our stdin: the launcher would forward it to rank 0 and take it from the
+            # shell's loop that feeds us (`while read n; do tiledsl run ...; done < sizes`)
+            job = subprocess.Popen(command, env=environment, start_new_session=True, stdin=subprocess.DEVNULL,
                                    preexec_fn=_ended_with(os.getpid()))
             code = _wait_forwarding_signals(job, folder, grace)
         code = _outcome(job, code, folder, ranks, command[0], watch)
