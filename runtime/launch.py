@@ -46,7 +46,7 @@ from .trace import Tracer
 from .userkernels import kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
-from .world import (RankError, UsageError, abort_started_mpi, communicator, default_workers,
+from .world import (RankError, UsageError, abort_started_mpi, check_working_directory, communicator, default_workers,
                     launcher_rank, record_completion, standard_streams_open)
 
 
@@ -355,6 +355,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     for signum in STOPPING_SIGNALS:
         signal.signal(signum, _stopped_by_signal)
     try:
+        check_working_directory()
         options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
         comm = communicator(limit=collective_limit(options.watchdog))
         if comm is not None:

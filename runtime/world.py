@@ -68,6 +68,16 @@ def standard_streams_open() -> None:
             setattr(sys, name, open(os.devnull, "w", errors="backslashreplace"))
 
 
+def check_working_directory() -> None:
+    """A UsageError when the current directory is gone (removed while a shell stood in it):
+    relative paths, the kernel modules' search and the job's files all start from it."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise UsageError("the current directory no longer exists (it was removed): "
+                         "cd to another one and run again") from None
+
+
 def launcher_rank() -> int:
     """This process's rank as its launcher numbered it (0 without a launcher)."""
     value = next((os.environ[v] for v in RANK_VARIABLES if os.environ.get(v, "").isdigit()), "0")

@@ -788,6 +788,19 @@ def test_a_summary_stdout_cannot_take_is_one_line_not_an_internal_error():
     assert out.stderr.strip() == "tiledsl: error: the summary could not be written to stdout: No space left on device"
 
 
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [("compile",), ("explain", "--n", "1000"), ("graph", "--n", "300")])
+def test_what_other_commands_write_to_a_full_stdout_is_one_line_too(command):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", command[0], "programs/cholesky.tile",
+                              *command[1:]], cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True, timeout=100)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip() == "tiledsl: error: the output could not be written to stdout: No space left on device"
+
+
 SLOW_LOADING = """
 import os, signal, sys, time
 import tiledsl.commands as commands
@@ -842,3 +855,17 @@ def test_a_value_starting_with_a_dash_is_shown_how_to_give_it():
     assert_clean_failure(out, 2)
     assert "argument --gpu-memory: expected one argument (a value starting with '-' is given as " \
            "--gpu-memory=-5M)" in out.err, out.err
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", ["1", "2"])
+def test_a_removed_working_directory_is_said_in_one_line(tmp_path, ranks):
+    """Path.cwd() raised FileNotFoundError: an internal error on one rank, tracebacks on two."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = (f"cd {gone} && rm -rf {gone} && {sys.executable} -m tiledsl.commands.cli run "
+              f"{ROOT / 'programs/cholesky.tile'} --n 64 --np {ranks}")
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=100)
+    assert out.returncode == 2
+    assert out.stderr.strip() == ("tiledsl: error: the current directory no longer exists (it was removed): "
+                                  "cd to another one and run again")

@@ -23,7 +23,7 @@ from ..driverload import program_path, shadowing, shipped_name, shipped_path
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.reporting import json_text
-from ..runtime.world import UsageError, standard_streams_open
+from ..runtime.world import UsageError, check_working_directory, standard_streams_open
 
 EXIT_STATUS = """exit status:
   0      success
@@ -35,8 +35,11 @@ EXIT_STATUS = """exit status:
 
 def main(argv=None) -> int:
     standard_streams_open()  # `2>&-`: what would go there is dropped, the run goes on
+    if not isinstance(sys.stdout, _GuardedStdout):
+        sys.stdout = _GuardedStdout(sys.stdout)
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        check_working_directory()
         args = _parser().parse_args(argv)
         args.argv = argv
         _say_which_program(args)
@@ -56,12 +59,52 @@ def main(argv=None) -> int:
             else ""
         print(f"tiledsl: error: rank {failure.rank}{where}: {failure}", file=sys.stderr)
         return 1
+    except StdoutError as error:  # a full disk, or a device that takes nothing (`> /dev/full`)
+        print(f"tiledsl: error: the output could not be written to stdout: {error.strerror}", file=sys.stderr)
+        from ..runtime.launch import stdout_closed
+
+        stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
+        return 1
     except Exception as error:  # a bug in tiledsl, not in the user's program
-        if os.environ.get("TILEDSL_DEBUG"):
-            traceback.print_exc()
-        print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
-              f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
-        return 3
+        return _internal_error(error)
+
+
+class StdoutError(OSError):
+    """Writing to stdout failed (not a broken pipe: that is a reader that left)."""
+
+
+class _GuardedStdout:
+    """sys.stdout, whose write failures say that they are stdout's: an OSError from anywhere else
+    is tiledsl's own (an internal error), one from here the user's disk or device."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self._stream.flush)
+
+    @staticmethod
+    def _guarded(action, *args):
+        try:
+            return action(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise StdoutError(error.errno, error.strerror or str(error)) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _internal_error(error: Exception) -> int:
+    if os.environ.get("TILEDSL_DEBUG"):
+        traceback.print_exc()
+    print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
+          f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+    return 3
 
 
 def _say_which_program(args) -> None:
