@@ -49,6 +49,11 @@ class SuggestingParser(argparse.ArgumentParser):
     def error(self, message: str):
         unknown = [word.partition("=")[0] for word in message.split() if word.startswith("--")]
         known = self._known_options()
+        given = getattr(self, "_given", [])
+        after_dashes = given[given.index("--") + 1:] if "--" in given else []
+        if "unrecognized arguments" in message and any(word in after_dashes for word in unknown):
+            unknown = []  # the options are right; where they stand is not
+            message += " (after '--' every word is a file name: give the options before '--')"
         for word in unknown if "unrecognized arguments" in message else ():
             if word == "--np" and "--np" not in known:
                 message += self._np_hint(known)
@@ -61,7 +66,7 @@ class SuggestingParser(argparse.ArgumentParser):
             if close:
                 message += f" (did you mean {names[close[0]]}?)"
                 break
-        message += self._dash_value_hint(message)
+        message += self._dash_value_hint(message) + self._dash_name_hint(message, known)
         command = self._subcommand()
         helped = self.prog if command is None else f"{self.prog} {command[0]}"
         self.exit(2, f"{self.prog}: error: {message} (see {helped} --help)\n")
@@ -77,6 +82,16 @@ class SuggestingParser(argparse.ArgumentParser):
         if not after or not after[0].startswith("-"):
             return ""
         return f" (a value starting with '-' is given as {option[1]}={after[0]})"
+
+    def _dash_name_hint(self, message: str, known: list) -> str:
+        """A file named with a leading '-' (``-p.tile``) is taken for an option: say how to name it."""
+        if "arguments are required" not in message:
+            return ""
+        named = [word for word in getattr(self, "_given", []) if word.startswith("-") and word != "--"
+                 and word.partition("=")[0] not in known and word.lower().endswith((".tile", ".py"))]
+        if not named:
+            return ""
+        return f" (a file whose name starts with '-' is given as ./{named[0]}, or after '--')"
 
     def _np_hint(self, known: list) -> str:
         """Where the ranks of a command that takes no ``--np`` come from."""

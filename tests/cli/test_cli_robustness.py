@@ -869,3 +869,17 @@ def test_a_removed_working_directory_is_said_in_one_line(tmp_path, ranks):
     assert out.returncode == 2
     assert out.stderr.strip() == ("tiledsl: error: the current directory no longer exists (it was removed): "
                                   "cd to another one and run again")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("argv, hint", [
+    (["run", "--", "-p.tile", "--n", "200"],
+     "unrecognized arguments: --n 200 (after '--' every word is a file name: give the options before '--')"),
+    (["run", "-p.tile", "--n", "200"],
+     "(a file whose name starts with '-' is given as ./-p.tile, or after '--')"),
+])
+def test_a_program_named_with_a_leading_dash_is_explained(tmp_path, argv, hint):
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *argv], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=50)
+    assert out.returncode == 2 and hint in out.stderr, out.stderr
+    assert "did you mean" not in out.stderr  # it suggested --n for --n
