@@ -36,6 +36,20 @@ def passes(*residuals: float) -> bool:
     return all(r < THRESHOLD for r in residuals)
 
 
+def near_threshold(residuals: dict) -> str | None:
+    """A warning for built-in residuals within 10× of :data:`THRESHOLD`, either side: computed in
+    float64, as the DPLASMA testers compute them, a product of factors whose entries grew (an LU's
+    |L|·|U| far above |A|) rounds by as much as the difference it measures, so near the threshold
+    the verdict is not certain (a tester found 58.6 computed where the exact value is 146)."""
+    near = [name for name, value in residuals.items() if THRESHOLD / 10 <= value < THRESHOLD * 10]
+    if not near:
+        return None
+    return (f"the {' and '.join(near)} residual{'s are' if len(near) > 1 else ' is'} within 10x of the threshold "
+            f"{THRESHOLD:g}: computed in float64, a residual's own rounding can be as large as what it measures "
+            f"where the factors' entries grew (|L|·|U| far above |A|), so in exact arithmetic it may fall on the "
+            f"other side")
+
+
 def largest(residuals) -> float:
     """The largest residual, NaN when any is NaN (``max`` would depend on the order)."""
     values = list(residuals)

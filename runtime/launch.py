@@ -146,6 +146,8 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
                 result.residuals = {error.name: float("nan")}
                 result.errors.append(str(error))
             result.residual = checks.largest(result.residuals.values())
+            near = None if program.check.user else checks.near_threshold(result.residuals)
+            result.notes += [near] if near else []
             result.check_seconds = stopwatch.lap("check")
     with Staging(comm) as staging:
         if events is not None:

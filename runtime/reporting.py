@@ -153,7 +153,7 @@ def count_text(program, matrices: dict, source: str) -> str:
     if source == "kernels":
         return " (from the kernels' flop counts)"
     factored = matrices[program.check.args[0]]
-    return f" (LAPACK's count for a {factored.m}×{factored.n} {_NAMES[program.check.kind]})"
+    return f" (LAPACK's leading-term count for a {factored.m}×{factored.n} {_NAMES[program.check.kind]})"
 
 
 def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float | None, str | None]:

@@ -331,7 +331,7 @@ def test_the_summary_says_where_its_flops_come_from():
     factorization its check names (a banded one) would otherwise show an impossible rate."""
     program = _program(CheckDecl("lu", ("A",), line=1))
     assert reporting.count_text(program, {"A": Shaped(1500, 1000)}, "standard") == \
-        " (LAPACK's count for a 1500×1000 LU)"
+        " (LAPACK's leading-term count for a 1500×1000 LU)"
     assert reporting.count_text(program, {}, "kernels") == " (from the kernels' flop counts)"
 
 

@@ -1,4 +1,4 @@
-"""Tests of the prelude's flop counts (runtime/flops.py): LAPACK's counts on known shapes,
+"""Tests of the prelude's flop counts (runtime/flops.py): the leading terms of LAPACK's counts on known shapes,
 every kernel counted with the kernel's own arguments, and whole tile factorizations
 adding up to the factorization's count."""
 from __future__ import annotations
