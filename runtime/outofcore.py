@@ -40,7 +40,7 @@ from .exchange import TRANSFER_PRIORITY, Copy, moved_part, read_whole
 from .matrix import part_text
 from .program import Call
 from .protocol import instances, runs_at
-from .resources import bytes_text, gpu_cache_bytes
+from .resources import compared_bytes, gpu_cache_bytes
 from .scheduler import Task
 
 #: Ready tasks of a GPU whose tiles are fetched ahead of their turn.
@@ -224,9 +224,9 @@ class GpuCache:
         tiles = {str(use): use.nbytes for use in uses}
         if sum(tiles.values()) > self.policy.capacity:
             whole = "; a sub-range holds its whole tile out of core" if partial else ""
+            needs, capacity = compared_bytes(sum(tiles.values()), self.policy.capacity)
             raise TaskFailure(f"a call of {call.kernel} needs its {len(tiles)} tile(s) {', '.join(map(str, tiles))} "
-                              f"({bytes_text(sum(tiles.values()))}{whole}) at "
-                              f"once on GPU {self.device}, more than its cache of {bytes_text(self.policy.capacity)} "
+                              f"({needs}{whole}) at once on GPU {self.device}, more than its cache of {capacity} "
                               f"({self.ooc.bound}): allow more, or use smaller tiles", self.ooc.rank, call.line)
 
     # ---------------------------------------------------------------- a task's tiles

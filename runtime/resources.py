@@ -51,6 +51,9 @@ def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: in
     if devices is None:
         return None
     largest = largest_tile_bytes(matrices)
+    # the cache must take the largest tile its GPUs home (a task needing more is refused as it comes)
+    largest_homed = max((8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device
+                         for h, w in [tile.shape]), default=0)
     bounds, fits = [limit] if limit is not None else [], True
     for device in range(1, devices.gpus + 1):
         tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device == device
@@ -68,10 +71,11 @@ def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: in
     if fits:
         return None
     capacity = min(bounds)
-    if capacity < largest:
+    if capacity < largest_homed:
         given = f"{limit_name} allows" if capacity == limit else "the GPUs have free for tiles"
-        raise UsageError(f"GPU tiles of rank {rank} go out of core, but {given} {bytes_text(max(capacity, 0))}, "
-                         f"less than one tile ({bytes_text(largest)}): allow more, or use smaller tiles")
+        allowed, tile = compared_bytes(max(capacity, 0), largest_homed)
+        raise UsageError(f"GPU tiles of rank {rank} go out of core, but {given} {allowed}, less than the largest "
+                         f"tile its GPUs hold ({tile}): allow more, or use smaller tiles")
     return capacity
 
 
@@ -93,7 +97,16 @@ def bytes_text(size: float, digits: int = 2) -> str:
     for unit, scale in (("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if size >= scale:
             return f"{size / scale:.{digits}f} {unit}"
-    return f"{size:.0f} bytes"
+    return f"{size:.0f} byte" + ("" if size == 1 else "s")
+
+
+def compared_bytes(first: float, second: float) -> tuple[str, str]:
+    """Two sizes to be compared, as :func:`bytes_text` writes them, or in bytes where those would
+    read alike but the sizes differ (720,000 bytes against 719,999, not 703.12 KiB against 703.12 KiB)."""
+    texts = bytes_text(first), bytes_text(second)
+    if texts[0] != texts[1] or first == second:
+        return texts
+    return f"{first:,.0f} bytes", f"{second:,.0f} bytes"
 
 
 def _available_memory() -> int | None:

@@ -623,7 +623,7 @@ def test_an_empty_array_is_said_in_the_apis_words():
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("settings, text", [
-    ({"gpu_memory": "1K"}, "GPU tiles of rank 0 go out of core, but gpu_memory allows 1.00 KiB, less than one tile"),
+    ({"gpu_memory": "1K"}, "GPU tiles of rank 0 go out of core, but gpu_memory allows 1.00 KiB, less than the largest tile its GPUs hold"),
     ({"host_takes": True}, "host_takes=True needs this machine's kernel rates on a core and a GPU")])
 def test_gpu_settings_are_named_as_the_api_names_them(settings, text, monkeypatch):
     monkeypatch.setenv("TILEDSL_NO_TUNE", "1")

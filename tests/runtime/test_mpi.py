@@ -127,7 +127,7 @@ def test_a_usage_error_met_on_some_ranks_ends_the_job_at_once_said_once(n):
     out = run("programs/cholesky.tile", "--n", n, "--nb", 100, "--gpus", 1, "--gpu-backend", "emulated",
               "--gpu-memory", "70K", np_=2)
     assert out.returncode == 2 and time.monotonic() - began < 30, out.stderr
-    assert out.stderr.count("tiledsl: error: ") == 1 and "less than one tile (78.12 KiB)" in out.stderr, out.stderr
+    assert out.stderr.count("tiledsl: error: ") == 1 and "less than the largest tile its GPUs hold (78.12 KiB)" in out.stderr, out.stderr
 
 
 @pytest.mark.timeout(60)

@@ -128,9 +128,29 @@ def test_two_ranks_out_of_core_make_every_instance_type_explain_predicts(compile
 
 
 @pytest.mark.timeout(120)
+def test_the_bound_is_held_to_the_tiles_the_gpus_hold_not_the_largest_of_the_matrix(compiled):
+    """n = 300 on tiles of 200, half the columns on the GPU: it homes A[1, 1] (100×100) and reads
+    A[1, 0] (100×200); 240 KiB was refused as "less than one tile (312.50 KiB)", a tile on the host."""
+    driver = compiled("programs/cholesky.tile")
+    alone = execute(driver, Options(n=300, tiles={"nb": 200}, check=True))
+    cached = execute(driver, Options(n=300, tiles={"nb": 200}, check=True, gpus=1, gpu_backend="emulated",
+                                     gpu_ratio=(1, 1), gpu_memory=240 * 1024))
+    assert cached.passed and np.array_equal(cached.matrices["A"].assemble(), alone.matrices["A"].assemble())
+
+
+def test_sizes_compared_in_a_message_read_apart_when_they_differ():
+    from tiledsl.runtime.resources import compared_bytes
+
+    assert compared_bytes(720000, 719999) == ("720,000 bytes", "719,999 bytes")
+    assert compared_bytes(2 ** 20, 2 ** 19) == ("1.00 MiB", "512.00 KiB")
+    assert compared_bytes(1, 1) == ("1 byte", "1 byte")
+
+
+@pytest.mark.timeout(120)
 def test_a_bound_below_one_tile_or_one_tasks_tiles_is_refused(compiled):
     driver = compiled("programs/cholesky.tile")
-    with pytest.raises(UsageError, match=r"--gpu-memory allows 24.19 KiB, less than one tile \(32.00 KiB\)"):
+    with pytest.raises(UsageError, match=r"--gpu-memory allows 24.19 KiB, less than the largest tile its GPUs hold "
+                                         r"\(32.00 KiB\)"):
         run(driver, gpus=1, gpu_memory=TILE - 8000)
     with pytest.raises(TaskFailure, match=r"a call of gemm needs its 3 tile\(s\) A\[2, 0\], A\[1, 0\], A\[2, 1\] "
                                           r"\(96.00 KiB\) at once on GPU 1, more than its cache of 64.00 KiB "
