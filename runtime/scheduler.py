@@ -154,8 +154,8 @@ class Scheduler:
                  f"{self.completed} of {self.submitted} submitted done", *running]
         queued = {id(entry[2]) for queue in self.ready for entry in queue}
         for task in [t for t in self.pending if t.waiting > 0][:limit]:
-            earlier = [t for t in self.pending if t.seq < task.seq and _conflict(t, task)]
-            reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, t.tiles))} "
+            earlier = [t for t in self.pending if t.seq < task.seq and _shared(t, task)]
+            reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, _shared(t, task)))} "
                        f"({'blocked' if t.waiting else 'queued' if id(t) in queued else 'running'})"
                        for t in earlier[-3:]]
             where = f", line {task.call.line}" if task.call.line > 0 else ""  # a transfer has no line
@@ -164,8 +164,10 @@ class Scheduler:
         return "\n".join(lines)
 
 
-def _conflict(earlier: Task, later: Task) -> bool:
-    """Whether ``later`` must wait for ``earlier``: a tile they share is written by either."""
+def _shared(earlier: Task, later: Task) -> list:
+    """The tiles through which ``later`` waits for ``earlier`` (shared, and written by either)."""
     def written(task):
         return {tile for tile, mode in zip(task.tiles, task.call.modes) if mode != "in"}
-    return bool(written(earlier) & set(later.tiles) or written(later) & set(earlier.tiles))
+    hazards = (written(earlier) & set(later.tiles)) | (written(later) & set(earlier.tiles))
+    return [tile for tile in dict.fromkeys(earlier.tiles) if tile in hazards]
+

@@ -102,3 +102,12 @@ def test_a_chain_of_one_tile_runs_in_program_order():
     for t in chain:
         s.submit(t)
     assert drain(s) == chain
+
+
+def test_a_stall_report_names_the_tiles_a_task_waits_through():
+    """#1 waits for #0 on y only: the report listed every tile of #0 (x too, which #1 never reads)."""
+    s = Scheduler(window=10)
+    x, y, z = Tile("x"), Tile("y"), Tile("z")
+    s.submit(task(READ, x, y))  # reads x, writes y
+    s.submit(task(READ, z, y))
+    assert "  blocked #1 read(z, y), line 1: waits for #0 read on y (queued)" in s.describe().splitlines()
