@@ -38,7 +38,9 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
         # wrote where it comes from (k = A.nt from the loop, A.mt + 1 from the index), and the
         # limit names this axis (past A.mt - 1)
         converter.display.setdefault(next(iter(extent)), f"{tile.matrix.text}.{count}")
-        written = _written_extents(index, converter)
+        # the names the program wrote where the value comes from: the index, then the loops' bounds
+        # from the innermost out (m = A.mt from `for m in k + 1 .. A.mt + 1`, not A.nt)
+        written = _written_extents((index, *[(loop.start, loop.stop) for loop in reversed(loops)]), converter)
         for direction in (+1, -1):
             value, point = _extreme(form, bounds, direction)
             if value is None or not all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
@@ -46,26 +48,32 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
             beyond = _add(value, _scale(extent, -1), {"": 1}) if direction > 0 else _scale(value, -1)
             if _provably_at_least(beyond, 1):
                 varies = any(form.get(v) for v, _, _ in bounds)  # a constant index is out at every iteration
-                where = ", ".join(f"{v} = {converter.render(point[v])}" for v, _, _ in bounds
-                                  if v in point and varies)
+                where = ", ".join(f"{v} = {converter.render(point[v], _bound_names(loop, converter))}"
+                                  for loop, (v, _, _) in zip(loops, bounds) if v in point and varies)
                 limit = f"{tile.matrix.text}.{count} - 1" if direction > 0 else "0"
                 return (f"the tile {noun} index reaches {converter.render(value, written)} "
                         f"({'past' if direction > 0 else 'below'} {limit})" + (f" when {where}" if where else ""))
     return None
 
 
+def _bound_names(loop, converter: "Converter") -> dict:
+    """The tile counts as a loop's bounds write them (its variable's value at an end is one)."""
+    return _written_extents((loop.start, loop.stop), converter)
+
+
 def _written_extents(expr, converter: "Converter") -> dict:
-    """Symbol -> ``A.mt`` or ``A.nt`` as ``expr`` writes it, for the tile counts it names."""
+    """Symbol -> ``A.mt`` or ``A.nt`` as ``expr`` writes it, for the tile counts it names (the
+    first written, in the order of ``expr``'s nodes, where one symbol is written two ways)."""
     found, pending = {}, [expr]
-    while pending:
+    while pending:  # depth first, left to right: the order the program writes them
         node = pending.pop()
         if isinstance(node, n.Attr) and node.attr.text in ("mt", "nt"):
             found.setdefault(converter.extent_symbol(node.matrix.text, node.attr.text),
                              f"{node.matrix.text}.{node.attr.text}")
         elif is_dataclass(node):
-            pending.extend(getattr(node, f.name) for f in fields(node))
+            pending.extend(reversed([getattr(node, f.name) for f in fields(node)]))
         elif isinstance(node, (tuple, list)):
-            pending.extend(node)
+            pending.extend(reversed(node))
     return found
 
 
