@@ -181,6 +181,7 @@ class _Analyzer:
         self.tiling = "uniform"  # the program's tiling kind, once read
         self.declarations: dict = {}  # name -> span of the program's parameters, matrices and workspaces
         self.used_early: set = set()  # names used before their declaration (E200 then, but used)
+        self.redeclared: set = set()  # program-level names declared twice (E207): uses are not judged again
         self.in_requirement = False  # reading a `require`'s condition
         self.char_uses: list[CharUse] = []
         # lets and loop variables whose block has ended -> (symbol, the block): a use after it is told where
@@ -614,6 +615,10 @@ class _Analyzer:
         else:
             message = f"'{ident.text}' is already declared ({previous.kind}, {where})"
         self.bag.error(ident.span, "E207", message, hint="choose another name")
+        if previous.kind not in ("loop", "let") and previous.span:
+            # which declaration a use meant is not known: E207 is the one mistake, not every use
+            self.redeclared.add(ident.text)
+            previous.used = True
         if not previous.span and symbol.kind in ("matrix", "workspace"):
             # a matrix named like a built-in (a tiling setting): its later uses mean the matrix
             self.scope.frames[-1][ident.text] = symbol
@@ -970,7 +975,8 @@ class _Analyzer:
             self._unknown(ident, "matrix", matrices)
             return None
         if symbol.kind not in ("matrix", "workspace"):
-            self.bag.error(ident.span, "E205", f"'{ident.text}' is a {symbol.kind}, not a matrix")
+            if ident.text not in self.redeclared:
+                self.bag.error(ident.span, "E205", f"'{ident.text}' is a {symbol.kind}, not a matrix")
             return None
         symbol.used = True
         return symbol
@@ -1143,6 +1149,8 @@ class _Analyzer:
             self._unknown(ident, "name", self.scope.names())
             return None
         symbol.used = True
+        if symbol.kind in ("matrix", "workspace") and ident.text in self.redeclared:
+            return None
         if symbol.kind in ("matrix", "workspace"):
             self.bag.error(ident.span, "E205", f"'{ident.text}' is a {symbol.kind}, not an integer",
                            hint=f"use {ident.text}.mt or {ident.text}.nt for its number of tile rows or columns")
