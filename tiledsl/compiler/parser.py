@@ -141,6 +141,8 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
                      token.end_column or column + max(1, len(token)))
         found = f"'{token}'" if len(token) <= 40 else f"'{token[:40]}…'"
     notes = (f"expected {_join(expected)}",) if expected else ()
+    if found == "end of file":
+        notes += _unclosed_braces(source.text)
     token = getattr(error, "token", None)
     if token is None:
         return Diagnostic(where, "E100", f"unexpected {found}", notes)
@@ -151,6 +153,35 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or _stray_else(where, before, token, terminals)
             or _misplaced_priority(where, before)
             or Diagnostic(where, "E100", f"unexpected {found}", notes, _token_hint(before, token, after, terminals)))
+
+
+def _unclosed_braces(text: str) -> tuple[str, ...]:
+    """Notes naming the '{' a file ending early leaves open. A '}' first on its line closes the
+    last open '{' of a line indented as much, where there is one (the braces opened since are
+    the unclosed ones: a program is indented as it nests); any other closes the last open."""
+    open_braces, unclosed = [], []  # (line, column, indent)
+    for number, line in enumerate(text.split("\n"), 1):
+        indent = len(line) - len(line.lstrip(" \t"))
+        in_string = False
+        for column, char in enumerate(line, 1):
+            if char == '"':
+                in_string = not in_string
+            elif in_string:
+                continue
+            elif char == "#":
+                break
+            elif char == "{":
+                open_braces.append((number, column, indent))
+            elif char == "}" and open_braces:
+                first = column == indent + 1
+                if first and any(brace[2] == indent for brace in open_braces):
+                    while open_braces[-1][2] != indent:
+                        unclosed.append(open_braces.pop())
+                open_braces.pop()
+    unclosed += open_braces
+    lines = text.split("\n")
+    return tuple(f"the '{{' at {line}:{column} is never closed: {lines[line - 1].strip()}"
+                 for line, column, _ in sorted(unclosed)[-2:])
 
 
 # -- characters outside the language
