@@ -149,10 +149,42 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     text = source.text.split("\n")[line - 1]
     before, after = text[:column - 1], text[column - 1 + len(token):]
     in_expression = "PLUS" in terminals  # where an operator could follow
-    return (_value_dependent(source.path, line, before, token, in_expression)
+    return (_line_ended_early(source, line, before, token, terminals, notes)
+            or _value_dependent(source.path, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
             or _misplaced_priority(where, before)
             or Diagnostic(where, "E100", f"unexpected {found}", notes, _token_hint(before, token, after, terminals)))
+
+
+def _line_ended_early(source: Source, line: int, before: str, token, terminals, notes) -> Diagnostic | None:
+    """A token first on its line where no statement may begin (``param alpha`` and then ``matrix A``
+    on the next line): the line before ended early. Said there, at its end, not at the next token."""
+    if before.strip() or terminals & _STATEMENT_STARTS:
+        return None
+    lines = source.text.split("\n")
+    previous = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), None)
+    if previous is None:
+        return None
+    end = len(_code(lines[previous - 1]).rstrip()) + 1
+    return Diagnostic(Span.point(source.path, previous, end), "E100", "unexpected end of line",
+                      (*notes, f"the next line begins with '{token}'"))
+
+
+def _code(line: str) -> str:
+    """A line without its comment (a '#' outside a string)."""
+    in_string = False
+    for column, char in enumerate(line):
+        if char == '"':
+            in_string = not in_string
+        elif char == "#" and not in_string:
+            return line[:column]
+    return line
+
+
+#: Terminals that may begin a statement or a declaration, or close a block: where one is expected,
+#: the line before was complete
+_STATEMENT_STARTS = frozenset({"RBRACE", "FOR", "IF", "LET", "RELEASE", "NAME", "PARAM", "MATRIX", "WORKSPACE",
+                               "CHECK", "REQUIRE", "TILING", "KERNEL", "USE", "PROGRAM", "ELSE", "PRIORITY"})
 
 
 def _unclosed_braces(text: str) -> tuple[str, ...]:
