@@ -846,6 +846,11 @@ class _Analyzer:
         if isinstance(arg, n.TileRef):
             self.bag.error(arg.span, "E205", f"{where} is {_TYPE_NOUN[param.kind]} value, not a tile")
             return False
+        if param.kind == "char" and isinstance(arg, n.Name) and len(arg.ident.text) == 1 \
+                and self.scope.lookup(arg.ident.text) is None:  # L for "L"
+            self.bag.error(arg.span, "E200", f"unknown name '{arg.ident.text}'",
+                           hint=f'{where} is a char: write "{arg.ident.text}", in double quotes')
+            return False
         got = self._type(arg)
         if got is None:
             return False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # spans and sources are only read here: source.py imports this module
@@ -70,9 +70,16 @@ class DiagnosticBag:
         self._add(Diagnostic(span, code, message, tuple(notes), hint))
 
     def _add(self, diagnostic: Diagnostic) -> None:
-        # a pass that looks at one expression twice (its type, then a value's) says it once
-        if diagnostic not in self.items:
-            self.items.append(diagnostic)
+        # a pass that looks at one expression twice (its type, then a value's) says it once, with
+        # the hint the second look found (knowing what the expression is for) if the first had none
+        bare = replace(diagnostic, hint=None)
+        for index, known in enumerate(self.items):
+            if known == diagnostic:
+                return
+            if known == bare and diagnostic.hint is not None:
+                self.items[index] = diagnostic
+                return
+        self.items.append(diagnostic)
 
     @property
     def has_errors(self) -> bool:
