@@ -56,6 +56,28 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
     return None
 
 
+def empty_panel_witness(panel: n.Range, loops, converter: "Converter", guards=()) -> str | None:
+    """Why the panel ``start : stop`` provably holds no tile at some iteration (start >= stop:
+    empty, or written backwards), as a sentence, or None. The iteration is the extreme point of
+    the loop box where stop - start is least, found as :func:`out_of_range_witness` finds its."""
+    bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
+    start, stop = converter.form(panel.start), converter.form(panel.stop)
+    if start is None or stop is None or any(lo is None or hi is None for _, lo, hi in bounds):
+        return None
+    gap, point = _extreme(_add(start, _scale(stop, -1)), bounds, +1)  # start - stop at its largest
+    if gap is None or not _provably_at_least(gap, 0) \
+            or not all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
+        return None
+    written = _written_extents((panel, *[(loop.start, loop.stop) for loop in reversed(loops)]), converter)
+    varies = any(_add(start, _scale(stop, -1)).get(v) for v, _, _ in bounds)
+    where = ", ".join(f"{v} = {converter.render(point[v], _bound_names(loop, converter))}"
+                      for loop, (v, _, _) in zip(loops, bounds) if v in point and varies)
+    backwards = not _provably_at_least(_scale(gap, -1), 0)  # start > stop somewhere: written backwards
+    return (f"the panel {converter.render(start, written)} : {converter.render(stop, written)} holds no tile"
+            + (f" when {where}" if where else "")
+            + (": a range is first : past the last, counting up" if backwards else ""))
+
+
 def _bound_names(loop, converter: "Converter") -> dict:
     """The tile counts as a loop's bounds write them (its variable's value at an end is one)."""
     return _written_extents((loop.start, loop.stop), converter)

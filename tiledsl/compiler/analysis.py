@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import nodes as n
-from .affine import (Converter, coincidence_witness, difference, is_zero, never_runs, never_runs_within,
-                     out_of_range_witness, provably_negative, provably_nonzero)
+from .affine import (Converter, coincidence_witness, difference, empty_panel_witness, is_zero, never_runs,
+                     never_runs_within, out_of_range_witness, provably_negative, provably_nonzero)
 from .diagnostics import DiagnosticBag, did_you_mean
 from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
 from .source import Span
@@ -919,6 +919,12 @@ class _Analyzer:
     def _check_ranges(self, tiles):
         """E208 for each tile (or panel) whose index leaves its matrix at some iteration."""
         for given in tiles:
+            panels = [index for index in (given.row, given.col) if isinstance(index, n.Range)]
+            empty = next((witness for panel in panels if (witness := empty_panel_witness(
+                panel, self.loops, self.converter, self.guards))), None)
+            if empty:
+                self.bag.error(given.span, "E208", f"empty panel {_tile_text(given)}", empty)
+                continue
             for tile in _range_ends(given):
                 witness = out_of_range_witness(tile, self.loops, self.converter, self.guards)
                 if witness:
