@@ -2,6 +2,7 @@
 tiled matrices, and the tile sizes taken from this machine's ``tiledsl tune`` cache."""
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from dataclasses import replace
@@ -33,8 +34,10 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
         name = sorted(unknown)[0]
         if name in values:  # the size or a tile setting: an option of its own
             raise UsageError(f"--set {name}: {name} is not a parameter of {program.name}: give it as --{name}")
+        close = difflib.get_close_matches(name, program.params, n=1, cutoff=0.6)
         raise UsageError(f"--set {name}: {program.name} has no parameter of that name"
-                         + (f" (it has {', '.join(program.params)})" if program.params else ""))
+                         + (f" (did you mean {close[0]}?)" if close else
+                            f" (it has {', '.join(program.params)})" if program.params else ""))
     if options.n < 1:
         raise UsageError(f"{options.spelling.setting('n')} must be at least 1, got {options.n}")
     defaults = _resolved(driver, {**values, **dict.fromkeys(program.params)})

@@ -85,6 +85,13 @@ def test_usage_errors_exit_2_with_one_line(args, text):
     assert text in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.timeout(60)
+def test_a_misspelt_parameter_gets_the_closest_one():
+    out = tiledsl("run", "programs/qr.tile", "--n", 100, "--set", "ibb=3")
+    assert out.returncode == 2
+    assert out.stderr.strip() == "tiledsl: error: --set ibb: qr has no parameter of that name (did you mean ib?)"
+
+
 @pytest.mark.timeout(130)
 def test_an_input_naming_a_workspace_is_a_usage_error(tmp_path):
     np.save(tmp_path / "t.npy", np.zeros((100, 100)))

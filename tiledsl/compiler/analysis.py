@@ -533,7 +533,10 @@ class _Analyzer:
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not a Python file",
                            hint="name the .py file that defines the program's kernels")
         elif not path.is_file():
-            self.bag.error(use.span, "E209", f"kernel module {use.path!r} not found", f"looked for {path}")
+            beside = [f.name for f in path.parent.glob("*.py")] if path.parent.is_dir() else []
+            close = did_you_mean(path.name, beside)
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} not found", f"looked for {path}",
+                           hint=f"did you mean {str(Path(use.path).with_name(close))!r}?" if close else None)
         else:
             self.module_definitions = self._read_module(use, path)
         return use.path
@@ -815,7 +818,7 @@ class _Analyzer:
                 self.bag.error(keyword.name.span, "E202", f"{name} has no parameter '{word}'",
                                *_suggest(word, [p.name.text for p in params if p.kind != "tile"]), signature)
             elif param.kind == "tile":
-                self.bag.error(keyword.name.span, "E202", f"tile argument '{word}' of {name} is passed by position",
+                self.bag.error(keyword.name.span, "E202", f"tile argument '{word}' of {name} must be passed by position",
                                signature)
             elif word in given:
                 self.bag.error(keyword.name.span, "E202", f"argument '{word}' of {name} is given twice", signature)
