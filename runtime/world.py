@@ -324,7 +324,8 @@ def grid_for(text: str | None, ranks: int, program) -> tuple[int, int]:
     except ValueError as error:
         raise UsageError(str(error)) from None
     if pr * pc != ranks:
-        raise UsageError(f"--grid {pr}x{pc} has {pr * pc} rank(s) but the job has {ranks}")
+        raise UsageError(f"--grid {pr}x{pc} has {pr * pc} rank(s) but the job has {ranks}: start {pr * pc} "
+                         f"(tiledsl run --np {pr * pc})")
     return pr, pc
 
 
