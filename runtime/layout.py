@@ -3,6 +3,7 @@ tiled matrices, and the tile sizes taken from this machine's ``tiledsl tune`` ca
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from pathlib import Path
 from dataclasses import replace
@@ -97,6 +98,11 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
     if isinstance(default, str):
         if not isinstance(value, str) or len(value) != 1:
             raise UsageError(f"{said}: {name} is a char parameter (its default is {shown!r}): give one character")
+    elif isinstance(value, str) and not isinstance(given, SetText) and _reads_as_float(value) \
+            and math.isfinite(float(value)):
+        kind = "an integer" if isinstance(default, int) else "a number"  # from Python: params={"ib": "3"}
+        raise UsageError(f"{said}: {name} is {kind} parameter: give {value.strip()} without quotes, not the string "
+                         f"{value!r}")
     elif isinstance(value, str):
         what = "is not a finite number" if _reads_as_float(value) else "is not a number"  # inf, nan, 1e400
         raise UsageError(f"{said}: {value!r} {what} ({name}'s default is {shown})")

@@ -123,6 +123,9 @@ def test_old_style_tile_keyword_points_at_tiles():
         cholesky.run(64)
     with pytest.raises(TiledslError, match=r"params=\{'ib': 2.5\}: ib is an integer parameter \(its default is 64\)"):
         tiledsl.load(ROOT / "programs/qr.tile").run(A=np.eye(64), params={"ib": 2.5})
+    # a number given as a string: its quotes are the mistake ("'3' is not a finite number", it said)
+    with pytest.raises(TiledslError, match=r"params=\{'ib': '3'\}: ib is an integer parameter: give 3 without quotes"):
+        tiledsl.load(ROOT / "programs/qr.tile").run(A=np.eye(64), params={"ib": "3"})
 
 
 
