@@ -150,6 +150,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     before, after = text[:column - 1], text[column - 1 + len(token):]
     in_expression = "PLUS" in terminals  # where an operator could follow
     return (_line_ended_early(source, line, before, token, terminals, notes)
+            or _misspelt_word(source.path, line, before)
             or _value_dependent(source.path, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
             or _misplaced_priority(where, before)
@@ -345,7 +346,7 @@ def _token_hint(before: str, token: Token, after: str, terminals: frozenset) -> 
         return _DECLARATIONS_FIRST
     if word in ("kernel", "use"):
         return f"'{word}' declarations go outside the program's block"
-    close = _misspelt_keyword(before, word) or _misspelt_keyword_token(token, terminals)
+    close = _misspelt_keyword_token(token, terminals)  # a word before the token: _misspelt_word
     return f"did you mean '{close}'?" if close else None
 
 
@@ -376,6 +377,17 @@ def _misspelt_keyword(before: str, word: str | None) -> str | None:
     ahead = before.rstrip()[:-len(word)].rstrip()
     candidates = _KEYWORDS if not ahead else ("priority",) if ahead.endswith(")") else ()
     return did_you_mean(word, candidates)
+
+
+def _misspelt_word(path: str, line: int, before: str) -> Diagnostic | None:
+    """A keyword misspelt where one goes (``matrx A``, ``fro k``): said at the word, which the
+    parser read as a name, not at the token after it."""
+    found = _NAME_BEFORE.search(before)
+    close = _misspelt_keyword(before, found.group(1)) if found else None
+    if close is None:
+        return None
+    return Diagnostic(Span(path, line, found.start(1) + 1, line, found.end(1) + 1), "E100",
+                      f"'{found.group(1)}' is not a keyword", (), f"did you mean '{close}'?")
 
 
 def _misspelt_keyword_token(token: Token, terminals: frozenset) -> str | None:
