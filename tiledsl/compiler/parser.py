@@ -417,6 +417,11 @@ def _value_dependent(path: str, line: int, before: str, token: Token, in_express
                           f"loop with 'for VAR in START .. STOP', whose bounds are known when the run starts; "
                           f"{_IN_PYTHON}")
     name = _NAME_BEFORE.search(before)
+    call = re.search(r"([A-Za-z_]\w*)\s*\(\s*\(\s*$", before[:name.start(1)]) if name else None
+    if token == "[" and in_expression and call and call.group(1) not in _KEYWORDS:
+        return Diagnostic(Span(path, line, name.start(1), line, name.start(1) + 1), "E100",  # kernel((A[k, k]))
+                          "a tile argument takes no parentheses", (),
+                          f"pass it as {name.group(1)}[...], without the '(' before it")
     if token == "[" and name and in_expression:
         return Diagnostic(Span(path, line, name.start(1) + 1, line, len(before) + 2), "E100",
                           f"{name.group(1)}[...] is a tile, not a value", (_FIXED_GRAPH,),
