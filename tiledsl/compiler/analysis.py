@@ -829,8 +829,13 @@ class _Analyzer:
         for index, param in enumerate(params):
             arg = given.get(param.name.text, param.default)
             if arg is None:
-                self.bag.error(stmt.span, "E202", f"{takes}, got {len(stmt.args) + len(stmt.keywords)}", signature,
-                               f"argument {index + 1}, '{param.name.text}', is missing")
+                got = len(stmt.args) + len(stmt.keywords)
+                missing = f"argument {index + 1}, '{param.name.text}', is missing"
+                if got >= required:  # enough of them, one an optional one given by name: "takes 2 to 3, got 2" misleads
+                    self.bag.error(stmt.span, "E202", f"{missing} from the call of {name}", signature,
+                                   hint=f"give it by position, or as {param.name.text} = VALUE")
+                else:
+                    self.bag.error(stmt.span, "E202", f"{takes}, got {got}", signature, missing)
                 return None, False
             ok &= arg is param.default or self._fits(param, arg, name, index)  # defaults: checked once
             bound.append((param, arg))
