@@ -60,6 +60,11 @@ def shadowing(name: str) -> str | None:
     local = Path(f"{name}.tile")
     if found is None or not local.is_file() or local.resolve() == Path(found).resolve():
         return None
+    try:
+        if local.read_bytes() == Path(found).read_bytes():  # a copy: the same program either way
+            return None
+    except OSError:
+        pass
     return (f"{name} is the shipped program ({found}); the {local} in this directory is another program: "
             f"give its path, ./{local}, to run that one")
 

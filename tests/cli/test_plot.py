@@ -84,6 +84,7 @@ def test_overlapping_transfers_get_rows_of_their_own():
 @pytest.mark.parametrize("content, message", [
     (None, "no such file"),
     ("{not json", "not JSON"),
+    (b"\x93NUMPY\x01\x00", "not a trace: a trace is a JSON file"),  # a matrix given for a trace (it said 'utf-8' codec)
     (json.dumps({"a": 1}), "not a trace"),
     (json.dumps([1, 2, 3]), "not a trace"),
     (json.dumps({"traceEvents": [{"ph": "M", "pid": 0, "name": "process_name"}]}), "no task or transfer events"),
@@ -91,7 +92,9 @@ def test_overlapping_transfers_get_rows_of_their_own():
 ])
 def test_a_bad_trace_is_one_clear_line(tmp_path, capsys, content, message):
     trace = tmp_path / "trace.json"
-    if content is not None:
+    if isinstance(content, bytes):
+        trace.write_bytes(content)
+    elif content is not None:
         trace.write_text(content)
     assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 2  # a usage error, as a bad --input
     err = capsys.readouterr().err

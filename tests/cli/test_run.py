@@ -373,6 +373,9 @@ def test_a_shipped_programs_name_beside_a_tile_file_of_that_name_says_which_runs
     assert json.loads(out.stdout.splitlines()[-1])["tiles"] == {"nb": 256}
     out = tiledsl("run", "./cholesky.tile", "--n", 128, "--json", cwd=tmp_path)
     assert out.returncode == 0 and out.stderr == "" and json.loads(out.stdout.splitlines()[-1])["tiles"] == {"nb": 64}
+    (tmp_path / "cholesky.tile").write_bytes((ROOT / "programs/cholesky.tile").read_bytes())  # a copy: no word
+    out = tiledsl("run", "cholesky", "--n", 128, cwd=tmp_path)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
 
 
 @pytest.mark.timeout(130)

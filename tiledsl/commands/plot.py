@@ -57,8 +57,10 @@ def load_trace(path) -> dict:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TraceError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise TraceError(f"{path}: cannot read it ({getattr(error, 'strerror', None) or error})") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not a trace: a trace is a JSON file, as tiledsl run --trace writes it") from None
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read it ({error.strerror or error})") from None
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
