@@ -227,15 +227,23 @@ def line_pattern(line: str, loose: bool) -> re.Pattern:
 
 def assert_output(block: Block, command: str, expected: list[str], output: str, loose: bool) -> None:
     got = [line.strip() for line in output.split("\n") if line.strip()]
-    position = 0
+    position, skipping = 0, True  # lines before the first shown, and where '...' stands, may be left out
     for line in expected:
-        if not line.strip() or line.strip() == "...":
+        if not line.strip():
+            continue
+        if line.strip() == "...":
+            skipping = True
             continue
         pattern = line_pattern(line, loose)
         found = next((i for i in range(position, len(got)) if pattern.fullmatch(got[i])), None)
         assert found is not None, (f"{block}: `{command}` printed no line like\n  {line.strip()}\n"
                                    f"after line {position} of its output:\n{output}")
-        position = found + 1
+        assert skipping or found == position, (f"{block}: `{command}` printed lines the page leaves out without "
+                                               f"'...' before\n  {line.strip()}\n:\n{output}")
+        position, skipping = found + 1, False
+    shown = [line for line in expected if line.strip()]
+    assert not shown or shown[-1].strip() == "..." or position == len(got), (
+        f"{block}: `{command}` printed lines after the last the page shows, without '...':\n{output}")
 
 
 def run_console(block: Block, session: Session) -> None:
