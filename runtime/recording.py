@@ -75,6 +75,7 @@ class Survey:
         self.me = rank
         self.count = 0  # tasks this rank submits
         self.foreign = 0  # the tiles that tasks of other ranks write, met on the way
+        self.foreign_tasks = 0  # those tasks, where the walk sees them (a whole walk; a guided one bumps their tiles)
         self.needed: set = set()  # tiles they touch
         self.column_panels: set = set()  # matrices of which they give a built-in kernel column panels
         self.sequence = sequence  # a priorities.TaskSequence to fill, or None
@@ -94,6 +95,7 @@ class Survey:
         if self.sequence is not None:
             self.sequence.add(call, tiles, mine)
         self.foreign += 0 if mine else len(call.writes)
+        self.foreign_tasks += not mine
 
     def release(self, tile, at=None):
         pass

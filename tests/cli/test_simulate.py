@@ -13,6 +13,11 @@ from pathlib import Path
 import pytest
 
 from tiledsl.commands.cli import main
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.runtime import Options
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.recording import survey
 from tiledsl.runtime.rates import Rates
 from tiledsl.simulation.machine import machine, shipped
 
@@ -87,6 +92,20 @@ def test_a_rank_walks_as_the_run_would(capsys, machine_file):
     assert simulate(capsys, "tsqr", "--nodes", 2, *size)["walk"]["rank_walks"] == "whole"
 
 
+@pytest.mark.timeout(120)
+def test_the_tasks_a_share_walk_meets_are_counted_in_tasks(capsys, machine_file, tmp_path):
+    """QR's updates write two tiles each: counting the tiles for the tasks of other ranks put the
+    busiest rank's tasks met below the tasks it takes part in (31,609 against 44,736 at 30720/480)."""
+    predicted = simulate(capsys, "qr", "--nodes", 4, "--machine", machine_file, "--n", 1500, "--nb", 100)
+    _, text = compile_path(ROOT / "programs/qr.tile")
+    (tmp_path / "walk_qr.py").write_text(text)
+    driver = import_driver(tmp_path / "walk_qr.py", "walk_qr")
+    params = make_params(driver, Options(n=1500, tiles={"nb": 100}))
+    own = [survey(driver, make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (2, 2), 0), rank),
+                  params, rank, guided=True).count for rank in range(4)]
+    assert max(own) <= predicted["walk"]["tasks_met"] < predicted["tasks"]
+
+
 @pytest.mark.timeout(60)
 def test_predicted_time_depends_only_on_the_machine_file(capsys, machine_file, tmp_path):
     args = ("cholesky", "--nodes", 4, "--machine", machine_file, "--n", 1500, "--nb", 128, "--gpus", 1)
@@ -147,6 +166,7 @@ def test_rates_are_interpolated_in_the_tile_size():
     ({"cpu": {"potrf": 3}}, "give at least gemm's rate"),
     ({"cpu": {"gemm": {"big": 3}}}, "cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
     ({"speed": 3}, "unknown field 'speed'"),
+    ({"runtime": {"walk_us": 1, "walk_ms": 3}}, "unknown field 'runtime.walk_ms' (runtime takes walk_us, "),
 ])
 def test_a_bad_machine_file_is_one_line(capsys, tmp_path, change, message):
     path = tmp_path / "bad.json"
@@ -161,7 +181,8 @@ def test_a_bad_machine_file_is_one_line(capsys, tmp_path, change, message):
     (("--nodes", 0, "--machine", "keeneland"), "--nodes must be at least 1"),
     (("--nodes", 2, "--machine", "nowhere.json"), "machine file 'nowhere.json' not found"),
     (("--nodes", 2, "--machine", "keeneland", "--gpus", 4), "Keeneland has 3 GPU(s) per node"),
-    (("--nodes", 2, "--grid", "3x1", "--machine", "keeneland"), "--grid 3x1 has 3 rank(s)"),
+    (("--nodes", 2, "--grid", "3x1", "--machine", "keeneland"),
+     "--grid 3x1 has 3 rank(s) but --nodes is 2: give --nodes 3"),  # it said: tiledsl run --np 3
     (("--nodes", 2, "--machine", "keeneland", "--trace", "/nonexistent/t.json"),  # said before simulating
      "--trace /nonexistent/t.json: directory '/nonexistent' does not exist"),
 ])

@@ -19,6 +19,7 @@ import json
 import sys
 
 from ..runtime.broadcast import CHOICES
+from ..runtime.distribution import parse_grid
 from ..runtime.layout import make_params, placement, use_tuned
 from ..runtime.fitting import check_files, fit_files
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
@@ -67,6 +68,14 @@ def run(args, driver) -> int:
 
     if args.nodes < 1:
         raise UsageError(f"--nodes must be at least 1, got {args.nodes}")
+    if args.grid is not None:
+        try:
+            rows, cols = parse_grid(args.grid)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        if rows * cols != args.nodes:  # the run's message would say how to start ranks
+            raise UsageError(f"--grid {rows}x{cols} has {rows * cols} rank(s) but --nodes is {args.nodes}: "
+                             f"give --nodes {rows * cols}")
     if args.gpus is not None and args.gpus < 0:
         raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
     for name in ("workers", "window"):

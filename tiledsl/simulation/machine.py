@@ -167,8 +167,11 @@ def machine(content: dict, where: str = "machine file") -> Machine:
         if key not in content:
             raise MachineError(f"{where}: missing field {key!r}")
     runtime = content.get("runtime", {})
-    if not isinstance(runtime, dict) or set(runtime) - set(RUNTIME_FIELDS):
+    if not isinstance(runtime, dict):
         raise MachineError(f"{where}: runtime takes {', '.join(RUNTIME_FIELDS)}, got {runtime!r}")
+    if set(runtime) - set(RUNTIME_FIELDS):
+        raise MachineError(f"{where}: unknown field 'runtime.{sorted(set(runtime) - set(RUNTIME_FIELDS))[0]}' "
+                           f"(runtime takes {', '.join(RUNTIME_FIELDS)})")
     cores, gpus = _count(content["cores"], f"{where}: cores", 1), _count(content.get("gpus", 0), f"{where}: gpus", 0)
     if gpus and "gpu" not in content:
         raise MachineError(f"{where}: {gpus} GPU(s) per node but no 'gpu' rates")

@@ -154,11 +154,14 @@ def _share_walks(driver, params, distribution, nranks: int, options) -> list[flo
     if events_of(driver, matrices, params) is None:
         return None
     whole = survey(driver, matrices, params, 0)
-    total = max(1, whole.count + whole.foreign)
+    total = max(1, whole.count + whole.foreign_tasks)
+    # a share walk meets another rank's task as the tiles it writes (a bump each): in tasks, at the
+    # program's tiles written per such task (QR's updates write two)
+    written = whole.foreign / whole.foreign_tasks if whole.foreign_tasks else 1.0
     walked = []
     for rank in range(nranks):
         share = survey(driver, make_matrices(driver, params, distribution, rank), params, rank, guided=True)
-        walked.append(max(1, share.count + share.foreign) / total)  # both count foreign tiles written
+        walked.append(max(1.0, share.count + share.foreign / written) / total)
     return walked
 
 
