@@ -9,7 +9,8 @@ the diagonal are copied to cut out a triangle:
 * Cholesky: R = A − L·Lᵀ on the lower tiles (L = the lower triangle of the result);
 * LU: R = A − L·U (L unit lower, U upper); with the interchanges of a workspace
   P, R = P·A − L·U, the rows of P·A read from the input where the interchanges
-  took them;
+  took them; a residual near the threshold again, exactly (:func:`exact_update`:
+  where the factors grew, float64's own rounding is as large as R);
 * QR, as the DPLASMA testers do it: Q = Q·I by replaying the factorization's
   reflectors (geqrt/tpqrt/ttqrt calls, last to first, through gemqrt/tpmqrt/ttmqrt), skipping
   the columns where I is still zero (what forming Q costs, DORGQR); then
@@ -39,7 +40,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import kernels
-from .checks import CheckError, exact, scaled
+from .checks import CheckError, exact, near, scaled
 from .geometry import Geometry
 from .matrix import TiledMatrix
 from .operands import (Operand, View, materialize, meets, original_block, part_of, set_diagonal, triangle, unit_block,
@@ -191,12 +192,26 @@ class Verifier:
         fill_untouched(factored)
         source = self.source(factored.name)
         residual = self.matrix("R", factored.geometry, factored.distribution)
-        if pivots is None:
-            self.fill(residual, _whole(source))
-        else:
-            _fill_rows(residual, source, _permutation(self._interchanges(factored, pivots), factored.m))
+        rows = None if pivots is None else _permutation(self._interchanges(factored, pivots), factored.m)
+
+        def fill_residual():  # A₀, or P·A₀: the rows of A₀ where the interchanges took them
+            if rows is None:
+                self.fill(residual, _whole(source))
+            else:
+                _fill_rows(residual, source, rows)
+        fill_residual()
         norm_a = self._norm(residual)  # row interchanges keep the column sums
         self.run(lambda stream: _lu_products(stream, factored, residual))
+        value = scaled(self._norm(residual), norm_a, factored.n)
+        if not near(value):
+            return {"lu": value}
+        # near the threshold float64's sums are not to be trusted where the factors grew (58.6
+        # for an exact 146): the products again, with no rounding but the last (exact_update)
+        fill_residual()
+        low = self.fill(self.matrix("R low", residual.geometry, residual.distribution), _zeros_block)
+        self.run(lambda stream: _lu_products(stream, factored, residual, low))
+        for tile in residual.local_tiles():
+            tile.data += low.tile(tile.i, tile.j).data
         return {"lu": scaled(self._norm(residual), norm_a, factored.n)}
 
     def qr(self, factored: TiledMatrix, driver, params) -> dict:
@@ -435,6 +450,10 @@ def _zeros(r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
     return np.zeros((r1 - r0, c1 - c0), order="F")
 
 
+def _zeros_block(tile, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+    return _zeros(r0, r1, c0, c1)
+
+
 def _scale(matrix: TiledMatrix, factor: float) -> None:
     """Multiply this rank's tiles of ``matrix`` by ``factor``; 0 sets them to zero, as BLAS's
     β = 0 does, whatever they held (a NaN too)."""
@@ -525,23 +544,73 @@ def _llt_kernel(row_i: int, row_j: int, column_k: int):
     return kernel
 
 
-def _lu_products(stream, lu: TiledMatrix, residual: TiledMatrix) -> None:
-    """R[i, j] −= L[i, k]·U[rows of k, j] (L unit lower, U upper)."""
+def _lu_products(stream, lu: TiledMatrix, residual: TiledMatrix, low: TiledMatrix | None = None) -> None:
+    """R[i, j] −= L[i, k]·U[rows of k, j] (L unit lower, U upper); with ``low``, exactly: R + low
+    holds the difference to within a rounding of its own (:func:`exact_update`)."""
     g = lu.geometry
     for i, j, k, (ri0, _, cj0, _, ck0, ck1) in _product_terms(g, lower_only=False):
         row_k, offset_k = _rows_of_columns(g, k)
-        stream.task("check_lu", ("in", "in", "inout"),
-                    (lu.tile(i, k), lu.tile(row_k, j), residual.tile(i, j)),
-                    _lu_kernel(ri0, ck0, cj0),
-                    (_columns(ck1 - ck0), (offset_k, offset_k + ck1 - ck0, None, None), None))
+        regions = (_columns(ck1 - ck0), (offset_k, offset_k + ck1 - ck0, None, None), None)
+        tiles = (lu.tile(i, k), lu.tile(row_k, j), residual.tile(i, j))
+        if low is None:
+            stream.task("check_lu", ("in", "in", "inout"), tiles, _lu_kernel(ri0, ck0, cj0), regions)
+        else:
+            stream.task("check_lu_exact", ("in", "in", "inout", "inout"), (*tiles, low.tile(i, j)),
+                        _lu_kernel(ri0, ck0, cj0, exact=True), (*regions, None))
 
 
-def _lu_kernel(row_i: int, column_k: int, column_j: int):
-    """C −= L·U, L (unit lower) from global (``row_i``, ``column_k``), U from (``column_k``, ``column_j``)."""
-    def kernel(a, b, c):
-        kernels.gemm_nn(triangle(a, row_i, column_k, upper=False, unit=True),
-                        triangle(b, column_k, column_j, upper=True), c)
+def _lu_kernel(row_i: int, column_k: int, column_j: int, exact: bool = False):
+    """C −= L·U, L (unit lower) from global (``row_i``, ``column_k``), U from (``column_k``, ``column_j``);
+    ``exact``: C + D −= L·U with no rounding but the sum's own (:func:`exact_update`)."""
+    def kernel(a, b, c, d=None):
+        l, u = triangle(a, row_i, column_k, upper=False, unit=True), triangle(b, column_k, column_j, upper=True)
+        if exact:
+            exact_update(l, u, c, d)
+        else:
+            kernels.gemm_nn(l, u, c)
     return kernel
+
+
+def exact_update(a: np.ndarray, b: np.ndarray, c: np.ndarray, low: np.ndarray) -> None:
+    """c + low −= a·b, as a double-length sum: a·b as a sum of products that float64 makes
+    exactly (Ozaki's error-free splitting, :func:`_slices`), each subtracted from c with its
+    rounding error carried into ``low`` (Knuth's TwoSum), so that c + low is the exact
+    difference but for the rounding of ``low`` itself (about ε² of c)."""
+    inner = a.shape[1]
+    if inner == 0:
+        return
+    bits = (52 - math.ceil(math.log2(inner))) // 2  # 2·bits + log2(inner) + 1 <= 53: each product is exact
+    for left in _slices(a, bits, axis=1):
+        for right in _slices(b, bits, axis=0):
+            piece = left @ right
+            total = c - piece
+            back = total - c
+            low += (c - (total - back)) - (piece + back)
+            c[...] = total
+
+
+#: slices of an operand at most: the last one holds what is left (entries under 2^(-5·bits), about
+#: 10^-34, of their row's or column's largest), whose products round: exact but for entries that far
+#: apart in one row of the factors (each slice is one more product of tiles per slice of the other)
+_MOST_SLICES = 6
+
+
+def _slices(m: np.ndarray, bits: int, axis: int) -> list:
+    """``m`` as a sum of matrices each of whose rows (``axis`` 1) or columns (``axis`` 0) holds
+    multiples of 2^(e − bits) at most 2^e, e the exponent of its largest entry; the last takes
+    the rest. Adding and subtracting σ = 3·2^(e − bits + 51) rounds an entry to such a multiple
+    (σ's last bit is worth 2^(e − bits)), exactly."""
+    slices, rest = [], np.array(m, dtype=np.float64)
+    while len(slices) < _MOST_SLICES - 1 and rest.any():
+        top = np.max(np.abs(rest), axis=axis, keepdims=True)
+        exponent = np.frexp(top)[1]  # top < 2^exponent
+        sigma = np.where(top > 0, np.ldexp(3.0, exponent - bits + 51), 0.0)
+        high = (rest + sigma) - sigma
+        slices.append(high)
+        rest = rest - high
+    if rest.any():
+        slices.append(rest)
+    return slices
 
 
 def _qr_products(stream, q: TiledMatrix, r: TiledMatrix, residual: TiledMatrix) -> None:
