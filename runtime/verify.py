@@ -203,7 +203,7 @@ class Verifier:
         norm_a = self._norm(residual)  # row interchanges keep the column sums
         self.run(lambda stream: _lu_products(stream, factored, residual))
         value = scaled(self._norm(residual), norm_a, factored.n)
-        if not near(value):
+        if not near(value) or self._largest_entry(factored) >= 2.0 ** EXACT_RANGE:
             return {"lu": value}
         # near the threshold float64's sums are not to be trusted where the factors grew (58.6
         # for an exact 146): the products again, with no rounding but the last (exact_update)
@@ -213,6 +213,12 @@ class Verifier:
         for tile in residual.local_tiles():
             tile.data += low.tile(tile.i, tile.j).data
         return {"lu": scaled(self._norm(residual), norm_a, factored.n)}
+
+    def _largest_entry(self, matrix: TiledMatrix) -> float:
+        """max |entry| of ``matrix`` over every rank."""
+        largest = float(max((np.max(np.abs(tile.data)) for tile in matrix.local_tiles() if tile.data.size),
+                            default=0.0))
+        return self.comm.allreduce_max(largest) if self.comm is not None else largest
 
     def qr(self, factored: TiledMatrix, driver, params) -> dict:
         reflectors = record(driver, self.matrices, params, keep=lambda call: call.kernel in QR_KERNELS).submitted
@@ -580,14 +586,19 @@ def exact_update(a: np.ndarray, b: np.ndarray, c: np.ndarray, low: np.ndarray) -
     if inner == 0:
         return
     bits = (52 - math.ceil(math.log2(inner))) // 2  # 2·bits + log2(inner) + 1 <= 53: each product is exact
+    rights = _slices(b, bits, axis=0)
     for left in _slices(a, bits, axis=1):
-        for right in _slices(b, bits, axis=0):
+        for right in rights:
             piece = left @ right
             total = c - piece
             back = total - c
             low += (c - (total - back)) - (piece + back)
             c[...] = total
 
+
+#: the exact products split entries with σ = 3·2^(e − bits + 51), e an entry's exponent: factors with an
+#: entry from 2^EXACT_RANGE on (about 1e270) would make σ overflow, and keep float64's residual
+EXACT_RANGE = 900
 
 #: slices of an operand at most: the last one holds what is left (entries under 2^(-5·bits), about
 #: 10^-34, of their row's or column's largest), whose products round: exact but for entries that far
