@@ -66,7 +66,11 @@ def main(argv=None) -> int:
         stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
         return 1
     except Exception as error:  # a bug in tiledsl, not in the user's program
-        return _internal_error(error)
+        if os.environ.get("TILEDSL_DEBUG"):
+            traceback.print_exc()
+        print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
+              f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
+        return 3
 
 
 class StdoutError(OSError):
@@ -97,14 +101,6 @@ class _GuardedStdout:
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
-
-
-def _internal_error(error: Exception) -> int:
-    if os.environ.get("TILEDSL_DEBUG"):
-        traceback.print_exc()
-    print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
-          f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
-    return 3
 
 
 def _say_which_program(args) -> None:
