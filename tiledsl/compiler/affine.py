@@ -26,8 +26,8 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
     extreme point must satisfy each of them once sizes are large enough (affine
     comparisons joined by and/or/not; anything else proves nothing)."""
     extent_symbol = converter.extent_symbol
-    bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
-    if any(lo is None or hi is None for _, lo, hi in bounds):
+    bounds = _box(loops, converter)
+    if bounds is None:
         return None
     for axis, index, count, noun in ((0, tile.row, "mt", "row"), (1, tile.col, "nt", "column")):
         form = converter.form(index)
@@ -47,9 +47,7 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
                 continue
             beyond = _add(value, _scale(extent, -1), {"": 1}) if direction > 0 else _scale(value, -1)
             if _provably_at_least(beyond, 1):
-                varies = any(form.get(v) for v, _, _ in bounds)  # a constant index is out at every iteration
-                where = ", ".join(f"{v} = {converter.render(point[v], _bound_names(loop, converter))}"
-                                  for loop, (v, _, _) in zip(loops, bounds) if v in point and varies)
+                where = _where(form, loops, point, converter)
                 limit = f"{tile.matrix.text}.{count} - 1" if direction > 0 else "0"
                 return (f"the tile {noun} index reaches {converter.render(value, written)} "
                         f"({'past' if direction > 0 else 'below'} {limit})" + (f" when {where}" if where else ""))
@@ -60,27 +58,34 @@ def empty_panel_witness(panel: n.Range, loops, converter: "Converter", guards=()
     """Why the panel ``start : stop`` provably holds no tile at some iteration (start >= stop:
     empty, or written backwards), as a sentence, or None. The iteration is the extreme point of
     the loop box where stop - start is least, found as :func:`out_of_range_witness` finds its."""
-    bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
-    start, stop = converter.form(panel.start), converter.form(panel.stop)
-    if start is None or stop is None or any(lo is None or hi is None for _, lo, hi in bounds):
+    bounds, start, stop = _box(loops, converter), converter.form(panel.start), converter.form(panel.stop)
+    if start is None or stop is None or bounds is None:
         return None
-    gap, point = _extreme(_add(start, _scale(stop, -1)), bounds, +1)  # start - stop at its largest
+    gap, point = _extreme(difference(start, stop), bounds, +1)  # start - stop at its largest
     if gap is None or not _provably_at_least(gap, 0) \
             or not all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
         return None
     written = _written_extents((panel, *[(loop.start, loop.stop) for loop in reversed(loops)]), converter)
-    varies = any(_add(start, _scale(stop, -1)).get(v) for v, _, _ in bounds)
-    where = ", ".join(f"{v} = {converter.render(point[v], _bound_names(loop, converter))}"
-                      for loop, (v, _, _) in zip(loops, bounds) if v in point and varies)
+    where = _where(difference(start, stop), loops, point, converter)
     backwards = not _provably_at_least(_scale(gap, -1), 0)  # start > stop somewhere: written backwards
     return (f"the panel {converter.render(start, written)} : {converter.render(stop, written)} holds no tile"
             + (f" when {where}" if where else "")
             + (": a range is first : past the last, counting up" if backwards else ""))
 
 
-def _bound_names(loop, converter: "Converter") -> dict:
-    """The tile counts as a loop's bounds write them (its variable's value at an end is one)."""
-    return _written_extents((loop.start, loop.stop), converter)
+def _box(loops, converter: "Converter") -> list | None:
+    """``(variable, lower, upper)`` forms of each loop, outermost first; None if one is not affine."""
+    bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
+    return None if any(lo is None or hi is None for _, lo, hi in bounds) else bounds
+
+
+def _where(form: Form, loops, point: dict, converter: "Converter") -> str:
+    """``k = 0, m = A.mt``: the loop values of ``point``, each as its loop's bounds write the tile
+    counts; empty for a ``form`` that no loop variable moves (it is so at every iteration)."""
+    if not any(form.get(loop.var.text) for loop in loops):
+        return ""
+    return ", ".join(f"{v} = {converter.render(point[v], _written_extents((loop.start, loop.stop), converter))}"
+                     for loop in loops if (v := loop.var.text) in point)
 
 
 def _written_extents(expr, converter: "Converter") -> dict:
@@ -216,9 +221,8 @@ def never_runs_within(low, high, loops, converter: "Converter") -> bool:
     """True when a loop from ``low`` up to ``high`` runs no iteration at any iteration of the
     enclosing ``loops`` (their ranges of values), whatever the sizes: low − high is at least 0
     at its least over the loops' box (``k + 3 .. 2`` inside ``k`` from 0)."""
-    start, stop = converter.form(low), converter.form(high)
-    bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
-    if start is None or stop is None or any(lo is None or hi is None for _, lo, hi in bounds):
+    bounds, start, stop = _box(loops, converter), converter.form(low), converter.form(high)
+    if start is None or stop is None or bounds is None:
         return False
     least, _ = _extreme(difference(start, stop), bounds, -1)
     return least is not None and _provably_at_least(least, 0)
