@@ -154,10 +154,10 @@ class Scheduler:
                  f"{self.completed} of {self.submitted} submitted done", *running]
         queued = {id(entry[2]) for queue in self.ready for entry in queue}
         for task in [t for t in self.pending if t.waiting > 0][:limit]:
-            earlier = [t for t in self.pending if t.seq < task.seq and _shared(t, task)]
-            reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, _shared(t, task)))} "
+            earlier = [(t, shared) for t in self.pending if t.seq < task.seq and (shared := _shared(t, task))]
+            reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, shared))} "
                        f"({'blocked' if t.waiting else 'queued' if id(t) in queued else 'running'})"
-                       for t in earlier[-3:]]
+                       for t, shared in earlier[-3:]]
             where = f", line {task.call.line}" if task.call.line > 0 else ""  # a transfer has no line
             lines.append(f"  blocked #{task.seq} {task.call.kernel}({', '.join(map(str, task.tiles))}){where}: waits for "
                          + ("; ".join(reasons) if reasons else "data from another rank or device"))

@@ -611,7 +611,7 @@ def _slices(m: np.ndarray, bits: int, axis: int) -> list:
     multiples of 2^(e − bits) at most 2^e, e the exponent of its largest entry; the last takes
     the rest. Adding and subtracting σ = 3·2^(e − bits + 51) rounds an entry to such a multiple
     (σ's last bit is worth 2^(e − bits)), exactly."""
-    slices, rest = [], np.array(m, dtype=np.float64)
+    slices, rest = [], np.asarray(m, dtype=np.float64)  # never written: each step makes a new rest
     while len(slices) < _MOST_SLICES - 1 and rest.any():
         top = np.max(np.abs(rest), axis=axis, keepdims=True)
         exponent = np.frexp(top)[1]  # top < 2^exponent

@@ -173,13 +173,17 @@ def _line_ended_early(source: Source, line: int, before: str, token, terminals, 
 
 def _code(line: str) -> str:
     """A line without its comment (a '#' outside a string)."""
+    return line[:next((column for column, char in _outside_strings(line) if char == "#"), len(line))]
+
+
+def _outside_strings(line: str):
+    """``(column, character)`` of the characters of ``line`` outside its strings, from 0."""
     in_string = False
     for column, char in enumerate(line):
         if char == '"':
             in_string = not in_string
-        elif char == "#" and not in_string:
-            return line[:column]
-    return line
+        elif not in_string:
+            yield column, char
 
 
 #: Terminals that may begin a statement or a declaration, or close a block: where one is expected,
@@ -192,21 +196,15 @@ def _unclosed_braces(text: str) -> tuple[str, ...]:
     """Notes naming the '{' a file ending early leaves open. A '}' first on its line closes the
     last open '{' of a line indented as much, where there is one (the braces opened since are
     the unclosed ones: a program is indented as it nests); any other closes the last open."""
-    open_braces, unclosed = [], []  # (line, column, indent)
+    open_braces, unclosed = [], []  # (line, column from 1, indent)
     for number, line in enumerate(text.split("\n"), 1):
-        indent = len(line) - len(line.lstrip(" \t"))
-        in_string = False
-        for column, char in enumerate(line, 1):
-            if char == '"':
-                in_string = not in_string
-            elif in_string:
-                continue
-            elif char == "#":
-                break
-            elif char == "{":
-                open_braces.append((number, column, indent))
+        code = _code(line)
+        indent = len(code) - len(code.lstrip(" \t"))
+        for column, char in _outside_strings(code):
+            if char == "{":
+                open_braces.append((number, column + 1, indent))
             elif char == "}" and open_braces:
-                first = column == indent + 1
+                first = column == indent
                 if first and any(brace[2] == indent for brace in open_braces):
                     while open_braces[-1][2] != indent:
                         unclosed.append(open_braces.pop())
