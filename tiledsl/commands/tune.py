@@ -40,8 +40,9 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Callable
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -342,8 +343,15 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
          sets: dict | None = None) -> dict:
     """Tune ``driver``'s program for this machine, its parameters ``sets`` (--set) in every run; the
     cache entry (see :mod:`.runtime.tuning`)."""
-    program = driver.PROGRAM
     began = clock()
+    _check_arguments(driver.PROGRAM, gpus, workers, budget, sizes, n, sets)
+    n = loaded_size(driver, log, n)
+    return _Tuner(driver, gpus, backend, workers, sets, n, log, clock, began, budget).run(sizes)
+
+
+def _check_arguments(program, gpus: int, workers: int | None, budget: float, sizes: list | None, n: int | None,
+                     sets: dict | None) -> None:
+    """A usage error for an argument tune cannot work with, before anything is timed."""
     if gpus < 0:
         raise UsageError(f"--gpus must be at least 0, got {gpus}")
     check_workers(workers)
@@ -357,213 +365,296 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
         if name in TILE_SETTINGS and name not in program.params:  # make_params would say --nb, which tune lacks
             raise UsageError(f"--set {name}: {name} is a tile setting, which tune chooses: --sizes S1,S2,... "
                              f"limits the tile sizes it tries")
-    n = loaded_size(driver, log, n)
-    workers = workers or default_workers(1, gpus)
-    device = None
-    if gpus:
-        try:
-            device = make_backend(backend, gpus)
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-        device.synchronous = True  # kernels are timed to their end, not to their launch
-    defaults = make_params(driver, Options(n=n or STEP, sets=dict(sets or {})), requirements=False).as_dict()
-    sets = {name: defaults[name] for name in sets or {}}  # as the parameters' types read them
-    blocks = [name for name in inner_block_params(driver) if name not in sets]  # a --set one is not tuned
-    ib = defaults[blocks[0]] if blocks else 32  # the height of the QR kernels' T factors
-    counts = task_counts(driver, sets=sets, n=n)
-    # a user kernel's inputs cannot be made up: only the prelude's are timed alone (the others in a run)
-    untimed = sorted({call.kernel for call in program.calls} - set(KERNEL_FLOPS))  # called at any size
-    weights = {kernel: count for kernel, count in counts.items() if kernel in KERNEL_FLOPS}
-    stand_in = not weights  # no prelude kernel tune can time: gemm's rates stand for the program's own
-    weights = weights or {"gemm": 1}
-    dominant = max(weights, key=lambda k: weights[k] * KERNEL_FLOPS[k])
-    kernels = sorted(set(weights) | {"gemm"})
-    if sizes is None:
-        cpu_sizes = list(range(STEP, 1024 + 1, STEP))
-        gpu_sizes = list(CUPY_SIZES) if backend == "cupy" else cpu_sizes
-        if n is not None:  # runs of that size tell tiles apart up to half of it
-            fit = lambda candidates: [s for s in candidates if 2 * s <= n] or [STEP]
-            cpu_sizes, gpu_sizes = fit(cpu_sizes), fit(gpu_sizes)
-    else:
-        cpu_sizes = gpu_sizes = sorted(set(sizes))
-    smallest = min(cpu_sizes + (gpu_sizes if gpus else []))
-    if n is not None and n < 2 * smallest:  # no size tune would try fits: said before any kernel is timed
-        raise UsageError(f"--n {n} is less than two tiles of the smallest size tune tries, {smallest}: runs of "
-                         f"one tile cannot tell tile sizes apart (give --n {2 * smallest} or more, or leave it out)")
-    log(f"tune {program.name}: {workers} worker(s)" + (f", {gpus} GPU(s) ({backend})" if gpus else "")
-        + f", budget {budget:g} s" + (f", {_assigned(sets)}" if sets else "")
-        + ("; kernel timed: gemm, standing in for the program's own" if stand_in
-           else f"; kernels timed {', '.join(kernels)} (dominant {dominant})")
-        + (f"; inner blocks {', '.join(blocks)}" if blocks else ""))
-    if untimed:
-        users = [kernel for kernel in untimed if kernel not in CPU_KERNELS]
-        kinds = " and ".join(kind for kind, present in (("user kernels", users), (
-            "prelude kernels tune has no timing for", len(users) < len(untimed))) if present)
-        log(f"not timed alone: {', '.join(untimed)} ({kinds}; the tile sizes follow {dominant}'s rates, "
-            f"and the search's runs of the program time them)")
 
-    blas.load()  # SciPy's OpenBLAS, which threadpool_limits sees only once loaded
-    with threadpool_limits(1):
-        deadline = began + 0.4 * budget
-        min_time = 0.02 if budget <= QUICK else 0.05
-        speeds = measure_speeds(kernels, cpu_sizes, {"core": None}, ib, deadline, min_time, clock)
-        if gpus:
-            speeds.update(measure_speeds(kernels, gpu_sizes, {"gpu": device}, ib,
-                                         max(deadline, clock() + 0.25 * budget), min_time, clock))
-    core_mix = mix_rates(speeds["core"], weights)
-    gpu_mix = mix_rates(speeds["gpu"], weights) if gpus else {}
-    log(_speed_table(speeds))
 
-    result = {"program": program.name, "tiling": program.tiling.kind, "gpus": gpus, "sets": sets,
-              "backend": backend if gpus else None, "workers": workers, "dominant": dominant,
-              "speeds": {place: {k: {str(s): round(r, 3) for s, r in v.items()} for k, v in table.items()}
-                         for place, table in speeds.items()},
-              "gpu_ratio": None}
-    best = {place: max(speeds[place][dominant].values()) for place in speeds}
-    largest = max(cpu_sizes + (gpu_sizes if gpus else []))
+def _timing_device(backend: str, gpus: int):
+    """The GPUs the kernels are timed on, each kernel timed to its end rather than to its launch."""
+    try:
+        device = make_backend(backend, gpus)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    device.synchronous = True
+    return device
 
-    # ---- the first guess
-    hybrid = program.tiling.kind == "hybrid"
-    if hybrid and gpus:
+
+@dataclass(frozen=True)
+class Guess:
+    """The search's space and where it starts (step 2 of the module)."""
+    candidates: list  # the settings the search may try, in order
+    start: int  # the first guess's index in ``candidates``
+    tile: int  # the size the trials' order is a multiple of
+    label: str  # its name: B or nb
+    settings: Callable  # a candidate -> its tile settings
+    describe: Callable  # a candidate -> its text in the log
+    formula: dict | None = None  # how the guess was reached (the cache entry's ``formula``)
+    ratio: tuple | None = None  # uniform tiles on GPUs: the host:GPU columns guessed
+    gpu_only: tuple | None = None  # hybrid tiles on GPUs: the candidate that leaves the host nothing
+
+
+class _Tuner:
+    """One run of :func:`tune`: what every step shares, and the steps of the module as methods."""
+
+    def __init__(self, driver, gpus: int, backend: str, workers: int | None, sets: dict | None, n: int | None,
+                 log, clock, began: float, budget: float):
+        self.driver, self.program = driver, driver.PROGRAM
+        self.gpus, self.backend, self.n, self.log, self.clock = gpus, backend, n, log, clock
+        self.began, self.budget = began, budget
+        self.workers = workers or default_workers(1, gpus)
+        self.device = _timing_device(backend, gpus) if gpus else None
+        self.defaults = make_params(driver, Options(n=n or STEP, sets=dict(sets or {})),
+                                    requirements=False).as_dict()
+        self.sets = {name: self.defaults[name] for name in sets or {}}  # as the parameters' types read them
+        self.blocks = [name for name in inner_block_params(driver) if name not in self.sets]  # --set: not tuned
+
+    def remaining(self) -> float:
+        """Seconds left of the budget."""
+        return self.began + self.budget - self.clock()
+
+    def run(self, sizes: list | None) -> dict:
+        """The three steps; the cache entry."""
+        self.plan_kernels()
+        self.choose_sizes(sizes)
+        self.log_plan()
+        speeds = self.time_kernels()
+        self.core_mix = mix_rates(speeds["core"], self.weights)
+        self.gpu_mix = mix_rates(speeds["gpu"], self.weights) if self.gpus else {}
+        self.best = {place: max(speeds[place][self.dominant].values()) for place in speeds}
+        self.log(_speed_table(speeds))
+        result = {"program": self.program.name, "tiling": self.program.tiling.kind, "gpus": self.gpus,
+                  "sets": self.sets, "backend": self.backend if self.gpus else None, "workers": self.workers,
+                  "dominant": self.dominant,
+                  "speeds": {place: {k: {str(s): round(r, 3) for s, r in v.items()} for k, v in table.items()}
+                             for place, table in speeds.items()},
+                  "gpu_ratio": None}
+        guess = self.first_guess(speeds)
+        if guess.formula is not None:
+            result["formula"] = guess.formula
+        trials, guess = self.start_trials(guess, result["speeds"])
+        tiles, params = self.search_tiles(trials, guess)
+        if guess.ratio is not None:
+            self.search_ratio(trials, tiles, params, guess.ratio, result)
+        if self.untimed:
+            chosen_ratio = tuple(result["gpu_ratio"]) if result["gpu_ratio"] else guess.ratio
+            time_in_run(trials, trials.key(tiles, chosen_ratio, params), self.untimed, self.gpus, result, self.log)
+        result.update({"tiles": tiles, "params": params, "trial_n": trials.options.n, "search": trials.records(),
+                       "seconds": round(self.clock() - self.began, 3),
+                       "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        return result
+
+    # ---- step 1: the kernels and their speeds
+    def plan_kernels(self) -> None:
+        """The kernels timed alone, the weights of their mix (the program's task counts) and the dominant one."""
+        counts = task_counts(self.driver, sets=self.sets, n=self.n)
+        # a user kernel's inputs cannot be made up: only the prelude's are timed alone (the others in a run)
+        self.untimed = sorted({call.kernel for call in self.program.calls} - set(KERNEL_FLOPS))  # at any size
+        weights = {kernel: count for kernel, count in counts.items() if kernel in KERNEL_FLOPS}
+        self.stand_in = not weights  # no prelude kernel tune can time: gemm's rates stand for the program's own
+        self.weights = weights or {"gemm": 1}
+        self.dominant = max(self.weights, key=lambda k: self.weights[k] * KERNEL_FLOPS[k])
+        self.kernels = sorted(set(self.weights) | {"gemm"})
+
+    def choose_sizes(self, sizes: list | None) -> None:
+        """The tile sizes timed on a core and on a GPU: ``--sizes``, else steps of 64 to 1024 (CuPy GPUs:
+        :data:`CUPY_SIZES`), those up to half of ``--n``."""
+        if sizes is None:
+            cpu_sizes = list(range(STEP, 1024 + 1, STEP))
+            gpu_sizes = list(CUPY_SIZES) if self.backend == "cupy" else cpu_sizes
+            if self.n is not None:  # runs of that size tell tiles apart up to half of it
+                fit = lambda candidates: [s for s in candidates if 2 * s <= self.n] or [STEP]
+                cpu_sizes, gpu_sizes = fit(cpu_sizes), fit(gpu_sizes)
+        else:
+            cpu_sizes = gpu_sizes = sorted(set(sizes))
+        self.cpu_sizes, self.gpu_sizes = cpu_sizes, gpu_sizes
+        timed = cpu_sizes + (gpu_sizes if self.gpus else [])
+        self.largest, smallest = max(timed), min(timed)
+        if self.n is not None and self.n < 2 * smallest:  # no size tune would try fits: said before any timing
+            raise UsageError(f"--n {self.n} is less than two tiles of the smallest size tune tries, {smallest}: "
+                             f"runs of one tile cannot tell tile sizes apart (give --n {2 * smallest} or more, "
+                             f"or leave it out)")
+
+    def log_plan(self) -> None:
+        gpus, sets, blocks = self.gpus, self.sets, self.blocks
+        self.log(f"tune {self.program.name}: {self.workers} worker(s)"
+                 + (f", {gpus} GPU(s) ({self.backend})" if gpus else "")
+                 + f", budget {self.budget:g} s" + (f", {_assigned(sets)}" if sets else "")
+                 + ("; kernel timed: gemm, standing in for the program's own" if self.stand_in
+                    else f"; kernels timed {', '.join(self.kernels)} (dominant {self.dominant})")
+                 + (f"; inner blocks {', '.join(blocks)}" if blocks else ""))
+        if self.untimed:
+            users = [kernel for kernel in self.untimed if kernel not in CPU_KERNELS]
+            kinds = " and ".join(kind for kind, present in (("user kernels", users), (
+                "prelude kernels tune has no timing for", len(users) < len(self.untimed))) if present)
+            self.log(f"not timed alone: {', '.join(self.untimed)} ({kinds}; the tile sizes follow "
+                     f"{self.dominant}'s rates, and the search's runs of the program time them)")
+
+    def time_kernels(self) -> dict:
+        """The kernels' speeds on one core (single-threaded BLAS) and one GPU: place -> kernel -> size -> GFLOP/s."""
+        ib = self.defaults[self.blocks[0]] if self.blocks else 32  # the height of the QR kernels' T factors
+        blas.load()  # SciPy's OpenBLAS, which threadpool_limits sees only once loaded
+        with threadpool_limits(1):
+            deadline = self.began + 0.4 * self.budget
+            min_time = 0.02 if self.budget <= QUICK else 0.05
+            speeds = measure_speeds(self.kernels, self.cpu_sizes, {"core": None}, ib, deadline, min_time,
+                                    self.clock)
+            if self.gpus:
+                speeds.update(measure_speeds(self.kernels, self.gpu_sizes, {"gpu": self.device}, ib,
+                                             max(deadline, self.clock() + 0.25 * self.budget), min_time,
+                                             self.clock))
+        return speeds
+
+    # ---- step 2: the first guess
+    def first_guess(self, speeds: dict) -> Guess:
+        if self.program.tiling.kind != "hybrid":
+            return self.uniform_guess(speeds)
+        return self.hybrid_gpu_guess(speeds) if self.gpus else self.hybrid_host_guess()
+
+    def hybrid_gpu_guess(self, speeds: dict) -> Guess:
+        """``B`` from the GPU's gemm, the host's width ``B_h`` by the paper's formula, split into slices."""
+        best = self.best
         B = smallest_near_best(speeds["gpu"]["gemm"])
-        s_default = int(defaults.get("s") or 2)
+        s_default = int(self.defaults.get("s") or 2)
         B = max(B, STEP * max(2, s_default))
-        B_h = host_width(B, best["core"], workers, best["gpu"], gpus)
+        B_h = host_width(B, best["core"], self.workers, best["gpu"], self.gpus)
         b, s = hybrid_split(B, B_h, s_default)
-        log(f"B = {B}: the smallest GPU gemm size within {THRESHOLD:.0%} of the best "
-            f"({max(speeds['gpu']['gemm'].values()):.2f} GFLOP/s)")
-        log(f"B_h = B·f_core·W/(f_core·W + f_gpu·G) = {B}·{best['core']:.2f}·{workers}/"
-            f"({best['core']:.2f}·{workers} + {best['gpu']:.2f}·{gpus}) = {B_h:.0f} → b = {b}, s = {s}")
-        result["formula"] = {"B": B, "B_h": round(B_h, 1), "b": b, "s": s, "f_core": round(best["core"], 3),
-                             "f_gpu": round(best["gpu"], 3)}
+        self.log(f"B = {B}: the smallest GPU gemm size within {THRESHOLD:.0%} of the best "
+                 f"({max(speeds['gpu']['gemm'].values()):.2f} GFLOP/s)")
+        self.log(f"B_h = B·f_core·W/(f_core·W + f_gpu·G) = {B}·{best['core']:.2f}·{self.workers}/"
+                 f"({best['core']:.2f}·{self.workers} + {best['gpu']:.2f}·{self.gpus}) = {B_h:.0f} → b = {b}, s = {s}")
+        formula = {"B": B, "B_h": round(B_h, 1), "b": b, "s": s, "f_core": round(best["core"], 3),
+                   "f_gpu": round(best["gpu"], 3)}
         widest = (B - STEP) // max(1, s_default - 1) // STEP * STEP
-        candidates = [(STEP, 1)] + [(w, s_default) for w in range(STEP, widest + 1, STEP)] if s_default > 1 \
-            else [(STEP, 1)]
+        candidates = [(STEP, 1)] + ([(w, s_default) for w in range(STEP, widest + 1, STEP)] if s_default > 1 else [])
         start = candidates.index((b, s)) if (b, s) in candidates else 0
-        tile, label = B, "B"
-        settings = lambda c: {"B": B, "b": c[0], "s": c[1]}
-        describe = lambda c: f"b={c[0]} s={c[1]}"
-    elif hybrid:
-        B, s = int(defaults["B"]), int(defaults["s"])
+        return Guess(candidates, start, B, "B", lambda c: {"B": B, "b": c[0], "s": c[1]},
+                     lambda c: f"b={c[0]} s={c[1]}", formula, gpu_only=(STEP, 1))
+
+    def hybrid_host_guess(self) -> Guess:
+        """The program's ``B`` and ``s``; ``b`` from the kernel mix on a core."""
+        B, s = int(self.defaults["B"]), int(self.defaults["s"])
         widest = (B - 1) // max(1, s - 1) // STEP * STEP
         if s < 2 or widest < STEP:
-            raise UsageError(f"{program.name}'s hybrid tiling B={B}, s={s} leaves no b to tune without GPUs")
-        b = min(max(smallest_near_best(core_mix), STEP), widest)
-        log(f"b = {b}: the smallest size within {THRESHOLD:.0%} of the best rate of the kernel mix on a core")
+            raise UsageError(f"{self.program.name}'s hybrid tiling B={B}, s={s} leaves no b to tune without GPUs")
+        b = min(max(smallest_near_best(self.core_mix), STEP), widest)
+        self.log(f"b = {b}: the smallest size within {THRESHOLD:.0%} of the best rate of the kernel mix on a core")
         candidates = list(range(STEP, widest + 1, STEP))
-        start, tile, label = candidates.index(b), B, "B"
-        settings = lambda c: {"b": c}
-        describe = lambda c: f"b={c}"
-    else:
-        rates, where = (speeds["gpu"]["gemm"], "GPU gemm") if gpus else (core_mix, "kernel mix on a core")
+        return Guess(candidates, candidates.index(b), B, "B", lambda c: {"b": c}, lambda c: f"b={c}")
+
+    def uniform_guess(self, speeds: dict) -> Guess:
+        """``nb`` from the GPU's gemm (the kernel mix on a core without GPUs); with GPUs, the host:GPU
+        columns at the ratio of their speeds."""
+        gpus = self.gpus
+        rates, where = (speeds["gpu"]["gemm"], "GPU gemm") if gpus else (self.core_mix, "kernel mix on a core")
         nb = smallest_near_best(rates)
-        log(f"nb = {nb}: the smallest size within {THRESHOLD:.0%} of the best rate of the {where}")
+        self.log(f"nb = {nb}: the smallest size within {THRESHOLD:.0%} of the best rate of the {where}")
         # a GPU's tiles are searched among the sizes its kernels were timed at: steps of 64
         # are too fine to cross the range a GPU's best tiles span within the budget
-        candidates = sorted(set(gpu_sizes) | {nb}) if gpus else list(range(STEP, max(largest, nb) + 1, STEP))
-        start, tile, label = candidates.index(nb), nb, "nb"
-        settings = lambda c: {"nb": c}
-        describe = lambda c: f"nb={c}"
+        candidates = sorted(set(self.gpu_sizes) | {nb}) if gpus else list(range(STEP, max(self.largest, nb) + 1,
+                                                                                  STEP))
+        formula, ratio = {"nb": nb}, None
         if gpus:
-            host, gpu = _rate_at(core_mix, nb) * workers, _rate_at(gpu_mix, nb)
-            ratio = nearest_ratio(host, gpu, gpus)
-            log(f"host/GPU speed {host:.2f}/{gpu:.2f} GFLOP/s on the kernel mix at nb={nb} "
-                f"→ {ratio[0]}:{ratio[1]} host:GPU columns")
-            result["formula"] = {"nb": nb, "host_gflops": round(host, 3), "gpu_gflops": round(gpu, 3),
-                                 "gpu_ratio": list(ratio)}
-        else:
-            result["formula"] = {"nb": nb}
+            host, gpu = _rate_at(self.core_mix, nb) * self.workers, _rate_at(self.gpu_mix, nb)
+            ratio = tuple(nearest_ratio(host, gpu, gpus))
+            self.log(f"host/GPU speed {host:.2f}/{gpu:.2f} GFLOP/s on the kernel mix at nb={nb} "
+                     f"→ {ratio[0]}:{ratio[1]} host:GPU columns")
+            formula = {"nb": nb, "host_gflops": round(host, 3), "gpu_gflops": round(gpu, 3),
+                       "gpu_ratio": list(ratio)}
+        return Guess(candidates, candidates.index(nb), nb, "nb", lambda c: {"nb": c}, lambda c: f"nb={c}",
+                     formula, ratio)
 
-    # ---- the search, at one moderate size
-    planned = 12 * (1 + len(blocks))  # trials: a dozen, and as many again per inner block
-    total_rate = (best["core"] * workers + (best.get("gpu", 0.0) * gpus)) * 1e9
-    flops = FLOPS.get(program.check.kind if program.check else "", lambda size: size ** 3)
-    remaining = lambda: began + budget - clock()
-    if n is not None and n < 2 * tile:
-        raise UsageError(f"--n {n} is less than two tiles of the first guess, {label}={tile}: runs of one tile "
-                         f"cannot tell tile sizes apart (give --n {2 * tile} or more, or leave it out)")
-    first_ratio = tuple(result["formula"]["gpu_ratio"]) if not hybrid and gpus else None
-    estimate = lambda size: 2 * flops(size) / total_rate + 0.02  # seconds of one run, at half the peak
-    target = min(2.0, remaining() / (2 * planned))  # every trial twice
-    multiple = max(C0 * max(1, gpus), math.isqrt(2 * workers) + 3)
-    while multiple < 24 and estimate((multiple + 1) * tile) <= target:  # longer runs time better
-        multiple += 1
-    while multiple > 2 and estimate(multiple * tile) > target:
-        multiple -= 1
-    # the settings the program's requirements refuse at the trials' size are not tried; the nearest
-    # accepted one to the guess is the first
-    allowed = [c for c in candidates
-               if _accepts(driver, Options(n=n or multiple * tile, tiles=settings(c), sets=sets))]
-    if not allowed:
-        accepted(driver, [Options(n=n or multiple * tile, tiles=settings(candidates[start]), sets=sets)],
-                 "runs its trials")
-    start = allowed.index(min(allowed, key=lambda c: abs(candidates.index(c) - start)))
-    candidates = allowed
-    probe_n = n or min(multiple * tile, 2 * tile)  # the warm-up, timed: the smallest trial (--n: every trial's)
-    if not _accepts(driver, Options(n=probe_n, tiles=settings(candidates[start]), sets=sets)):
-        probe_n = n or multiple * tile
-    timing = bool(untimed)  # the runs time the kernels tune cannot time alone (time_in_run)
-    probed = trial(driver, Options(n=probe_n, tiles=settings(candidates[start]), gpus=gpus, gpu_backend=backend,
-                                   workers=workers, gpu_ratio=first_ratio, sets=sets, time_kernels=timing))
-    probe = probed.seconds
-    if probe > 2 * estimate(probe_n):  # kernels slower than the rates timed (a user's): runs grow as n³
-        estimate = lambda size: probe * (size / probe_n) ** 3
+    # ---- step 3: the search, at one moderate size
+    def start_trials(self, guess: Guess, speeds: dict) -> tuple:
+        """The search's runs at an order long enough to time and short enough for the budget, the first
+        of them timed; the guess narrowed to the candidates the program accepts there. ``(trials, guess)``."""
+        n, tile, gpus, workers = self.n, guess.tile, self.gpus, self.workers
+        planned = 12 * (1 + len(self.blocks))  # trials: a dozen, and as many again per inner block
+        total_rate = (self.best["core"] * workers + (self.best.get("gpu", 0.0) * gpus)) * 1e9
+        flops = FLOPS.get(self.program.check.kind if self.program.check else "", lambda size: size ** 3)
+        if n is not None and n < 2 * tile:
+            raise UsageError(f"--n {n} is less than two tiles of the first guess, {guess.label}={tile}: runs of "
+                             f"one tile cannot tell tile sizes apart (give --n {2 * tile} or more, or leave it out)")
+        estimate = lambda size: 2 * flops(size) / total_rate + 0.02  # seconds of one run, at half the peak
+        target = min(2.0, self.remaining() / (2 * planned))  # every trial twice
+        multiple = max(C0 * max(1, gpus), math.isqrt(2 * workers) + 3)
+        while multiple < 24 and estimate((multiple + 1) * tile) <= target:  # longer runs time better
+            multiple += 1
         while multiple > 2 and estimate(multiple * tile) > target:
             multiple -= 1
-    trial_n = n or multiple * tile
-    repeats = 2 if 2 * planned * estimate(trial_n) < remaining() else 1
-    trials = Trials(driver, Options(n=trial_n, gpus=gpus, gpu_backend=backend, workers=workers,
-                                    host_speeds=result["speeds"], sets=sets, time_kernels=timing), repeats, remaining)
-    trials.kernel_rates[None] = probed.kernel_rates
-    if trial_n == probe_n and repeats == 1:  # the probe was the first trial (runs too slow to repeat)
-        first = trials.key(settings(candidates[start]), first_ratio, {})
-        trials.measured[first], trials.kernel_rates[first] = probe, probed.kernel_rates
-        trials.longest = probe
-    more_time = trials.time_for_another
+        # the settings the program's requirements refuse at the trials' size are not tried; the nearest
+        # accepted one to the guess is the first
+        at = lambda size, candidate: Options(n=size, tiles=guess.settings(candidate), sets=self.sets)
+        allowed = [c for c in guess.candidates if _accepts(self.driver, at(n or multiple * tile, c))]
+        if not allowed:
+            accepted(self.driver, [at(n or multiple * tile, guess.candidates[guess.start])], "runs its trials")
+        nearest = min(allowed, key=lambda c: abs(guess.candidates.index(c) - guess.start))
+        guess = replace(guess, candidates=allowed, start=allowed.index(nearest))
+        probe_n = n or min(multiple * tile, 2 * tile)  # the warm-up, timed: the smallest trial (--n: every trial's)
+        if not _accepts(self.driver, at(probe_n, nearest)):
+            probe_n = n or multiple * tile
+        timing = bool(self.untimed)  # the runs time the kernels tune cannot time alone (time_in_run)
+        probed = trial(self.driver, Options(n=probe_n, tiles=guess.settings(nearest), gpus=gpus,
+                                            gpu_backend=self.backend, workers=workers, gpu_ratio=guess.ratio,
+                                            sets=self.sets, time_kernels=timing))
+        probe = probed.seconds
+        if probe > 2 * estimate(probe_n):  # kernels slower than the rates timed (a user's): runs grow as n³
+            estimate = lambda size: probe * (size / probe_n) ** 3
+            while multiple > 2 and estimate(multiple * tile) > target:
+                multiple -= 1
+        trial_n = n or multiple * tile
+        repeats = 2 if 2 * planned * estimate(trial_n) < self.remaining() else 1
+        trials = Trials(self.driver, Options(n=trial_n, gpus=gpus, gpu_backend=self.backend, workers=workers,
+                                             host_speeds=speeds, sets=self.sets, time_kernels=timing),
+                        repeats, self.remaining)
+        trials.kernel_rates[None] = probed.kernel_rates
+        if trial_n == probe_n and repeats == 1:  # the probe was the first trial (runs too slow to repeat)
+            first = trials.key(guess.settings(nearest), guess.ratio, {})
+            trials.measured[first], trials.kernel_rates[first] = probe, probed.kernel_rates
+            trials.longest = probe
+        self.log(f"search at n={trial_n} ({guess.label}-multiple {trial_n / tile:.3g}), best of {repeats} "
+                 f"run(s) each:")
+        return trials, guess
 
-    log(f"search at n={trial_n} ({label}-multiple {trial_n / tile:.3g}), best of {repeats} run(s) each:")
-    tile_defaults = tile_values(defaults, driver.PROGRAM.tiling.kind)
-    inner = {name: defaults[name] for name in blocks}  # the latest tile setting's best inner blocks
-    best_inner: dict = {}  # tile candidate -> its best inner blocks
+    def search_tiles(self, trials: "Trials", guess: Guess) -> tuple:
+        """The fastest tile setting (with its best inner blocks at each one tried); ``(tiles, params)``."""
+        tile_defaults = tile_values(self.defaults, self.program.tiling.kind)
+        inner = {name: self.defaults[name] for name in self.blocks}  # the latest tile setting's best inner blocks
+        best_inner: dict = {}  # tile candidate -> its best inner blocks
 
-    def measure_tiles(candidate) -> float:
-        tiles = settings(candidate)
-        if blocks:
-            width = narrowest_column({**tile_defaults, **tiles})
-            values, tried = search_inner_blocks(blocks, inner, width,
-                                                lambda v: trials.seconds(tiles, first_ratio, v), more_time)
-            log(f"  {describe(candidate)}: " + ", ".join(f"{_assigned(v)} {t:.4f} s" for v, t in tried))
-            inner.update(values)
-            best_inner[candidate] = values
-        return trials.seconds(tiles, first_ratio, best_inner.get(candidate, {}))
+        def measure_tiles(candidate) -> float:
+            tiles = guess.settings(candidate)
+            if self.blocks:
+                width = narrowest_column({**tile_defaults, **tiles})
+                values, tried = search_inner_blocks(self.blocks, inner, width,
+                                                    lambda v: trials.seconds(tiles, guess.ratio, v),
+                                                    trials.time_for_another)
+                self.log(f"  {guess.describe(candidate)}: " + ", ".join(f"{_assigned(v)} {t:.4f} s"
+                                                                        for v, t in tried))
+                inner.update(values)
+                best_inner[candidate] = values
+            return trials.seconds(tiles, guess.ratio, best_inner.get(candidate, {}))
 
-    chosen, history = hill_climb(candidates, start, measure_tiles, more_time=more_time)
-    if hybrid and gpus:
-        chosen, history = gpu_only_unless_slower(chosen, history, (STEP, 1), measure_tiles)
-    log("  " + ", ".join(f"{describe(c)}{_assigned(best_inner.get(c, {}), ' ')} {t:.4f} s"
-                         + ("*" if c == chosen else "") for c, t in history))
-    tiles, params = settings(chosen), best_inner.get(chosen, {})
-    if not hybrid and gpus:
+        chosen, history = hill_climb(guess.candidates, guess.start, measure_tiles, more_time=trials.time_for_another)
+        if guess.gpu_only is not None:
+            chosen, history = gpu_only_unless_slower(chosen, history, guess.gpu_only, measure_tiles)
+        self.log("  " + ", ".join(f"{guess.describe(c)}{_assigned(best_inner.get(c, {}), ' ')} {t:.4f} s"
+                                  + ("*" if c == chosen else "") for c, t in history))
+        return guess.settings(chosen), best_inner.get(chosen, {})
+
+    def search_ratio(self, trials: "Trials", tiles: dict, params: dict, first: tuple, result: dict) -> None:
+        """Uniform tiles on GPUs: the fastest host:GPU ratio, and whether the host taking GPU tasks as the
+        run goes beats it (the cache entry's ``gpu_ratio`` and ``host_takes``)."""
+        more_time = trials.time_for_another
         measure_ratio = lambda r: trials.seconds(tiles, (r.numerator, r.denominator), params)
-        chosen_ratio, history = hill_climb(RATIOS, RATIOS.index(Fraction(*first_ratio)), measure_ratio,
-                                           more_time=more_time)
-        chosen_ratio, history = gpu_only_unless_slower(chosen_ratio, history, RATIOS[0], measure_ratio)
-        ratio = (chosen_ratio.numerator, chosen_ratio.denominator)
+        chosen, history = hill_climb(RATIOS, RATIOS.index(Fraction(*first)), measure_ratio, more_time=more_time)
+        chosen, history = gpu_only_unless_slower(chosen, history, RATIOS[0], measure_ratio)
+        ratio = (chosen.numerator, chosen.denominator)
         # the host takes GPU work as it goes: tried when the budget leaves time for it
         taking = trials.seconds(tiles, (0, 1), params, host_takes=True) if more_time() else None
         result["host_takes"] = taking is not None and taking < trials.seconds(tiles, ratio, params)
-        log("  " + ", ".join(f"gpu-ratio {r.numerator}:{r.denominator} {t:.4f} s"
-                             + ("*" if r == chosen_ratio and not result["host_takes"] else "") for r, t in history)
-            + (f", gpu-ratio 0:1 with --host-takes on {taking:.4f} s" + ("*" if result["host_takes"] else "")
-               if taking is not None else ", --host-takes on not tried (out of budget)"))
+        self.log("  " + ", ".join(f"gpu-ratio {r.numerator}:{r.denominator} {t:.4f} s"
+                                  + ("*" if r == chosen and not result["host_takes"] else "") for r, t in history)
+                 + (f", gpu-ratio 0:1 with --host-takes on {taking:.4f} s" + ("*" if result["host_takes"] else "")
+                    if taking is not None else ", --host-takes on not tried (out of budget)"))
         result["gpu_ratio"] = list(ratio)  # the best without taking, which --host-takes off gets
-    if untimed:
-        chosen_ratio = tuple(result["gpu_ratio"]) if result["gpu_ratio"] else first_ratio
-        time_in_run(trials, trials.key(tiles, chosen_ratio, params), untimed, gpus, result, log)
-    result.update({"tiles": tiles, "params": params, "trial_n": trial_n, "search": trials.records(),
-                   "seconds": round(clock() - began, 3),
-                   "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    return result
 
 
 def time_in_run(trials: "Trials", chosen: tuple, kernels: list, gpus: int, result: dict, log) -> None:
