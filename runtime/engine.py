@@ -26,7 +26,7 @@ from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
-from .matrix import TileIndexError, call_views
+from .matrix import call_views
 from .notes import KernelNotes, where_ran
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
@@ -141,7 +141,7 @@ class Engine:
             self.loop_nest.submitted()
         site = id(call)
         call, tiles, regions = flatten(call, tiles, regions)
-        views, kernel = self._views(call, tiles, regions), kernel or self.kernels[site]
+        views, kernel = call_views(call, tiles, regions), kernel or self.kernels[site]
         if self.priority_of is not None:
             priority = self.priority_of(call, tiles, priority)
         if self.flop_counts is not None and tiles[call.main].rank == self.rank and call.line > 0:
@@ -215,10 +215,6 @@ class Engine:
             if tracker is not None:
                 tracker.touched(at, (tile,))
 
-    def _views(self, call, tiles, regions):
-        if len(set(tiles)) < len(tiles):
-            _check_distinct_writes(call, tiles)
-        return call_views(call, tiles, regions)
 
     # ---------------------------------------------------------------- running
     def run(self, generate, params) -> float:
@@ -281,7 +277,11 @@ class Engine:
     def _reported(self, left: str) -> TaskFailure:
         """The run's failure, naming the kernels ``left`` running."""
         failure = self.failure
-        return TaskFailure(f"{failure}\n{left}", failure.rank, failure.line) if left else failure
+        if not left:
+            return failure
+        reported = TaskFailure(f"{failure}\n{left}", failure.rank, failure.line)
+        reported.__cause__ = failure.__cause__
+        return reported
 
     def _manage_gpu(self, index: int, device: int, prepared: threading.Barrier) -> None:
         """GPU ``device``'s management thread: readied before the clock starts, then a worker of its queue."""
@@ -587,12 +587,8 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> T
     counts = ", ".join(f"{name} = {value}" for name, value in zip(call.values, task.values or ())
                        if isinstance(value, (int, np.integer)) and not isinstance(value, bool))
     which = f" with {counts}" if counts else ""
-    return TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}{which}): {reason}", rank,
-                       call.line)
-
-
-def _check_distinct_writes(call, tiles) -> None:
-    for index in call.writes:
-        if sum(t is tiles[index] for t in tiles) > 1:
-            raise TileIndexError(f"tile {tiles[index]} is passed twice to {call.kernel} and written", call.line)
+    failure = TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}{which}): {reason}", rank,
+                          call.line)
+    failure.__cause__ = error  # the kernel's own exception, for a caller of the Python API to inspect
+    return failure
 

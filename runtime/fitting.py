@@ -478,7 +478,10 @@ def _disagreement(search: _Search) -> str | None:
     for position in samples[0] if samples else ():
         tied.setdefault(tuple(sample[position] for sample in samples), []).append(position)
     given = {(matrix, axis): shape[axis] for matrix, shape in search.shapes.items() for axis in (0, 1)}
-    groups = [group for group in tied.values() if len({given[position] for position in group}) > 1]
+    # a size no unknown moves (S[m, 1] and T[1, n]: 1 both) ties nothing: a wrong one is said against
+    # the shape expected
+    groups = [group for sizes, group in tied.items()
+              if len(set(sizes)) > 1 and len({given[position] for position in group}) > 1]
     if not groups:
         return None
     said = [_tied(group, given) for group in groups]

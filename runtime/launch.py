@@ -210,7 +210,7 @@ def _timed(engine: Engine, generate, params, comm) -> float:
         return engine.run(generate, params)
     comm.barrier()
     if engine.tracer is not None:
-        engine.tracer.restart()
+        engine.tracer.restart(comm.broadcast(time.time()))  # rank 0's moment, on every rank's clock
     return comm.allreduce_max(engine.run(generate, params))
 
 

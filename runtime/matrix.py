@@ -26,6 +26,17 @@ class TileIndexError(IndexError):
         self.line = line
 
 
+def check_distinct_writes(call, tiles: tuple) -> None:
+    """A :class:`TileIndexError` for a tile given twice to ``call`` (its flattened tiles) and written
+    by it: the program's mistake, which the compiler cannot always prove (E204), found wherever
+    a walk meets the task (a run's survey, ``explain``, ``graph``, ``simulate``)."""
+    if len(set(tiles)) == len(tiles):
+        return
+    for index in call.writes:
+        if sum(t is tiles[index] for t in tiles) > 1:
+            raise TileIndexError(f"tile {tiles[index]} is passed twice to {call.kernel} and written", call.line)
+
+
 class Tile(TileState):
     """One tile of a matrix, as seen from this rank."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from .errors import loop_nest_failure
 from .iterations import check_iterations
 from .kernels import CPU_KERNELS
+from .matrix import check_distinct_writes
 from .program import flatten
 from .share import among, every_value
 
@@ -48,6 +49,7 @@ class Recorder:
     def submit(self, call, tiles, regions, priority, values=(), at=None):
         self.count += 1
         call, tiles, regions = flatten(call, tiles, regions)
+        check_distinct_writes(call, tiles)
         if self.keep(call):
             self.submitted.append((call, tiles, regions))
             self.events.append(("task", (call, tiles, regions)))
@@ -87,7 +89,8 @@ class Survey:
         columns = [tiles[i] for i, axis in zip(call.panels, call.panel_axes) if axis == 0]
         call, tiles, regions = flatten(call, tiles, regions)
         mine = any(tile.rank == self.me for tile in tiles)
-        if mine:
+        if mine:  # the tasks this rank runs or sends for: those whose mistakes it must find before the run
+            check_distinct_writes(call, tiles)
             self.count += 1
             self.needed.update(tiles)
             if call.kernel in CPU_KERNELS:

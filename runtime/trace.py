@@ -1,8 +1,8 @@
 """Traces of a run and the bounds that judge it (DESIGN §6; RR-8513 §4.4).
 
 While tracing, each rank records one event per task it ran (lane, start, end),
-per wait of a worker for work ("idle"), per MPI transfer and per host/GPU copy, with times relative to the barrier
-every rank passes just before the run, so lanes of all ranks line up. Rank 0
+per wait of a worker for work ("idle"), per MPI transfer and per host/GPU copy, with times relative to rank 0
+leaving the barrier every rank passes just before the run, so lanes of all ranks line up. Rank 0
 merges them into one Chrome trace-event file (Perfetto opens it).
 
 Bounds use the program's own task graph, rebuilt in program order from the
@@ -37,9 +37,14 @@ class Tracer:
         self.events: list = []
         self.occurrences: Counter = Counter()
 
-    def restart(self) -> None:
-        """Time zero: called right after the barrier that starts the run."""
-        self.origin = time.perf_counter()
+    def restart(self, started: float | None = None) -> None:
+        """Time zero: now (called right after the barrier that starts the run), or the wall-clock
+        time ``started``, when rank 0 left that barrier. Ranks leave a polled barrier up to a
+        polling interval apart, so each one's own "now" would misplace its lanes by milliseconds
+        (a message received before it was sent): read through the wall clock, rank 0's moment
+        is the same instant on every rank of a machine, and as close as the nodes' clocks are
+        kept (NTP) across machines."""
+        self.origin = time.perf_counter() if started is None else _perf_counter_at(started)
 
     def task(self, lane: str, began: float, ended: float, task) -> None:
         """A program task, named the same on every rank (:func:`task_args`); a GPU task a CPU worker
@@ -55,6 +60,17 @@ class Tracer:
 
     def transfer(self, lane: str, began: float, name: str, args: dict) -> None:
         self.events.append((lane, began - self.origin, time.perf_counter() - self.origin, name, args))
+
+
+def _perf_counter_at(wall: float) -> float:
+    """The ``time.perf_counter()`` reading of the wall-clock time ``wall``: the two clocks read
+    together several times, the tightest pair kept (a thread switched out between two reads
+    would shift the answer by its pause)."""
+    pairs = []
+    for _ in range(5):
+        before, now, after = time.perf_counter(), time.time(), time.perf_counter()
+        pairs.append((after - before, (before + after) / 2 - (now - wall)))
+    return min(pairs)[1]
 
 
 def chrome_trace(ranks: list, about: dict | None = None) -> dict:

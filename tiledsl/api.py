@@ -194,7 +194,7 @@ class Loaded:
             raise TiledslError(str(error)) from None
         except TaskFailure as failure:
             where = f" ({Path(self.program.source).name}:{failure.line})" if failure.line else ""
-            raise TiledslError(f"rank {failure.rank}{where}: {failure}") from None
+            raise TiledslError(f"rank {failure.rank}{where}: {failure}") from failure.__cause__  # a kernel's
         except RankError as error:
             raise TiledslError(f"rank 0: {error}") from None
         matrices = {name: m.assemble() for name, m in result.matrices.items()}
@@ -466,7 +466,7 @@ def _mapping(name: str, value, example: str) -> dict:
 
 def _check_int(name: str, value, least: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TiledslError(f"{name} must be an integer, got {value!r}")
+        raise TiledslError(f"{name} must be an integer, got {_plain(value)!r}")
     if least is not None and value < least:
         raise TiledslError(f"{name} must be at least {least}, got {value}")
 

@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 import time
+import traceback
 from fractions import Fraction
 from pathlib import Path
 
@@ -296,6 +297,24 @@ def test_a_failed_kernel_names_the_kernel_its_line_and_rank():
 
 
 @pytest.mark.timeout(120)
+def test_a_failed_kernels_own_exception_is_the_errors_cause(tmp_path):
+    """A library user can catch what the kernel raised: the exception object, its traceback through the kernel."""
+    (tmp_path / "bad_kernels.py").write_text("class Boom(Exception):\n    pass\n\n\n"
+                                             "def boom(A):\n    if A[0, 0] > 10:\n        raise Boom('too big')\n")
+    (tmp_path / "bad.tile").write_text('use "bad_kernels.py"\nkernel boom(inout A)\nprogram bad {\n'
+                                       '  tiling uniform(nb = 4)\n  matrix A[n, n] = zeros\n'
+                                       '  for i in 0 .. A.mt { boom(A[i, i]) }\n}\n')
+    with pytest.raises(TiledslError, match=r"kernel boom failed on A\[1, 1\].*Boom at bad_kernels.py:7") as caught:
+        tiledsl.load(tmp_path / "bad.tile").run(A=np.diag([0.0] * 4 + [20.0] * 4))
+    cause = caught.value.__cause__
+    assert type(cause).__name__ == "Boom" and str(cause) == "too big"
+    assert traceback.extract_tb(cause.__traceback__)[-1].name == "boom"
+    with pytest.raises(TiledslError) as caught:  # a failure of no kernel has no cause
+        tiledsl.load(ROOT / "programs/cholesky.tile").run(A=np.eye(8), tiles={"nb": "x"})
+    assert caught.value.__cause__ is None
+
+
+@pytest.mark.timeout(120)
 def test_a_matrix_given_both_in_the_mapping_and_by_keyword_is_refused():
     with pytest.raises(TiledslError, match=r"matrix A is given twice \(in the mapping and as A=\)"):
         tiledsl.load(ROOT / "programs/cholesky.tile").run({"A": np.eye(8)}, A=np.eye(8))
@@ -581,6 +600,9 @@ def test_numpy_scalars_as_settings_come_back_as_python_numbers():
     summary = json.loads(json.dumps(out.summary()))
     assert (summary["n"], summary["tiles"], summary["params"]) == (8, {"nb": 4}, {"m": 8, "k": 5})
     assert summary["gpus"]["streams"] == 2 and type(out.n) is int and type(out.params["k"]) is int
+    for wrong in ({"n": np.float64(8.0)}, {"tiles": {"nb": np.float64(4.0)}}):  # said as the numbers they hold
+        with pytest.raises(TiledslError, match=r"must be an integer, got (8|4)\.0$"):
+            tiledsl.load("gemm").run(**wrong)
 
 
 @pytest.mark.timeout(60)

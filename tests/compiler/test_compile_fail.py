@@ -298,3 +298,19 @@ def test_a_param_only_a_user_check_can_read_is_not_unused(tmp_path, signature, w
                                      "  check mine(A)\n  potrf(A[0, 0])\n}\n")
     result = check_path(tmp_path / "t.tile")
     assert result.ok and [d.code for d in result.diagnostics] == (["W300"] if warned else [])
+
+
+@pytest.mark.timeout(30)
+def test_a_missing_kernel_module_is_matched_to_the_modules_beside_it_by_name_not_by_their_suffix(tmp_path):
+    """'.py', which every module beside it shares, made 'sig_app.py' a close match of 'missing_k.py'."""
+    (tmp_path / "sig_app.py").write_text("")
+    (tmp_path / "kernels.py").write_text("")
+    hints = {}
+    for name in ("missing_k.py", "kernles.py"):
+        path = tmp_path / "p.tile"
+        path.write_text(f'use "{name}"\nkernel scale(inout A)\nprogram p {{\n  matrix A[n, n] = random spd\n'
+                        "  scale(A[0, 0])\n}\n")
+        (d,) = check_path(path).diagnostics
+        assert d.message == f"kernel module '{name}' not found"
+        hints[name] = d.hint
+    assert hints == {"missing_k.py": None, "kernles.py": "did you mean 'kernels.py'?"}

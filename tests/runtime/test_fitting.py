@@ -136,6 +136,16 @@ def test_inputs_giving_one_size_two_values_are_said_to_disagree(tmp_path):
                                 "400); A is 400×250, B is 400×250")
 
 
+def test_sizes_no_unknown_moves_are_not_tied_to_each_other(tmp_path):
+    """S[m, 1] and T[1, n]: S's columns and T's rows are both 1, which ties nothing; a wrong one is
+    said against the shape expected."""
+    body = "param m = n\n  matrix S[m, 1] = zeros\n  matrix T[1, n] = zeros\n  matrix B[m, n] = zeros"
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"S": (230, 2), "T": (1, 170)})
+    assert str(error.value) == ("the inputs' shapes fit no size of p: with n=170, m=230, S has shape (230, 2), "
+                                "expected (230, 1); give n= and params= for the size you mean")
+
+
 def test_a_square_matrix_given_a_rectangle_is_said_to_be_square(tmp_path):
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, "matrix B[n, n] = zeros", {"B": (300, 200)})

@@ -72,6 +72,13 @@ PROGRAMS = {
     if m >= 0 { trsm(A[k, k], B[m, 0]) }
   }
 }""", 7, "tile B[1, 0] does not exist: B has 1×2 tiles (in `trsm(A[k, k], B[m, 0])`, with k = 1, m = 1)"),
+    # the compiler cannot tell under an 'if' (E204 otherwise): every walk finds it, before the run
+    "a tile passed twice and written": ("""program p {
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    for m in k .. A.mt { if m >= k { trsm(A[k, k], A[m, k]) } }
+  }
+}""", 4, "tile A[0, 0] is passed twice to trsm and written (in `trsm(A[k, k], A[m, k])`, with k = 0, m = 0)"),
     "release of a missing tile": ("""program p {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
@@ -111,9 +118,10 @@ def test_a_mistake_of_the_loop_nest_is_one_clean_error_per_rank(tmp_path, case, 
 
 
 @pytest.mark.timeout(200)
+@pytest.mark.parametrize("case", ["tile out of range", "a tile passed twice and written"])
 @pytest.mark.parametrize("command", ["explain", "graph"])
-def test_explain_and_graph_report_the_mistake_too(tmp_path, command):
-    text, line, message = PROGRAMS["tile out of range"]
+def test_explain_and_graph_report_the_mistake_too(tmp_path, command, case):
+    text, line, message = PROGRAMS[case]
     (tmp_path / "t.tile").write_text(text + "\n")
     out = tiledsl(command, "t.tile", "--n", 64, "--nb", 32, cwd=tmp_path)
     assert out.returncode == 1, out.stderr

@@ -43,6 +43,15 @@ def test_trace_of_a_two_rank_run(tmp_path):
     receives = {(e["args"]["from"], e["pid"], e["args"]["tag"], e["args"]["message"])
                 for e in spans if e["name"] == "receive"}
     assert sends == receives and len(sends) == sum(r["messages_sent"] for r in summary["ranks"])
+    # one clock for all ranks: no message arrives before it was sent (the ranks leave the barrier
+    # up to a polling interval apart, which each one's own time zero put 2 of 12 messages, and
+    # up to 30 ms, before their sends)
+    sent = {(e["pid"], e["args"]["to"], e["args"]["tag"], e["args"]["message"]): e["ts"]
+            for e in spans if e["name"] == "send"}
+    early = [(key, sent[key] - (e["ts"] + e["dur"])) for e in spans if e["name"] == "receive"
+             for key in [(e["args"]["from"], e["pid"], e["args"]["tag"], e["args"]["message"])]
+             if e["ts"] + e["dur"] < sent[key]]
+    assert not early, early
 
 
 def test_communication_hidden_on_a_synthetic_trace():

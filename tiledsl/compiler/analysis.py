@@ -533,8 +533,8 @@ class _Analyzer:
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not a Python file",
                            hint="name the .py file that defines the program's kernels")
         elif not path.is_file():
-            beside = [f.name for f in path.parent.glob("*.py")] if path.parent.is_dir() else []
-            close = did_you_mean(path.name, beside)
+            beside = {f.stem: f.name for f in path.parent.glob("*.py")} if path.parent.is_dir() else {}
+            close = beside.get(did_you_mean(path.stem, beside))  # the names apart from '.py', which all share
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} not found", f"looked for {path}",
                            hint=f"did you mean {str(Path(use.path).with_name(close))!r}?" if close else None)
         else:
