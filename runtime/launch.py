@@ -96,6 +96,51 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     check_memory(program, matrices, needed, window if in_transit else 0, options.check)
     _fill_inputs(program, matrices, sources, needed, share.column_panels, devices)
     broadcast = broadcast_for(options.broadcast, ranks)
+    engine = _engine(driver, options, comm, devices, workers, window, broadcast, matrices, out_of_core, host_costs,
+                     events, share if derive else None)
+    share.sequence = None  # the levels are all the run needs of it
+    stopwatch.lap("setup")
+    with _single_threaded_blas():
+        try:
+            engine.tracer = Tracer() if options.trace else None
+            engine.kernel_clock = rates.KernelClock() if options.time_kernels else None
+            with _progress(options, program.name, ranks, share.count, engine):
+                seconds = _timed(engine, driver.generate, params, comm)
+            traced, engine.tracer = (engine.tracer.events if engine.tracer else None), None
+            stats = rank_stats(engine, matrices, comm)
+            _bring_home(matrices, devices)
+            nonfinite, from_inputs = count_nonfinite(matrices, comm, held, given_inputs(program, options, arrays))
+        finally:
+            if engine.exchange is not None:
+                engine.exchange.stop()
+        result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
+                           matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus,
+                           gpu_backend=options.gpu_backend if options.gpus else None,
+                           gpu_streams=options.gpu_streams if options.gpus else None, nonfinite=nonfinite,
+                           input_nonfinite=from_inputs, nonfinite_allowed=options.allow_nonfinite,
+                           broadcast=broadcast, host_takes=engine.host_costs is not None,
+                           host_takes_out_of_core=host_costs is not None and out_of_core is not None)
+        result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
+        result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}
+        result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
+        result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params), workers, options.gpus,
+                                               ranks)  # the rates use_tuned read: a tuned run's
+        stopwatch.lap("run")
+        if options.check and program.check is not None:
+            _check(result, driver, params, engine, matrices, sources, comm, options)
+            result.check_seconds = stopwatch.lap("check")
+    _write_outputs(result, driver, params, matrices, traced, options, comm)
+    stopwatch.lap("outputs")
+    result.phases, result.total_seconds = stopwatch.laps, stopwatch.total()
+    return result
+
+
+def _engine(driver, options: Options, comm, devices, workers: int, window: int, broadcast: str, matrices: dict,
+            out_of_core, host_costs, events, derived_from) -> Engine:
+    """The rank's engine over ``matrices``: its kernels, GPUs and broadcasts; out of core or with the
+    host taking GPU tasks; guided by the program's ``events`` (a share walk); its priorities derived
+    from the survey ``derived_from`` (None: the program's own)."""
+    program = driver.PROGRAM
     engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program),
                     broadcast=broadcast)
@@ -107,58 +152,39 @@ def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> 
     if events is not None:
         engine.guide(events)
     engine.priority_of = (priorities.equal if options.priorities == "none" else
-                          priorities.in_turn(priorities.bottom_levels(share.sequence)) if derive else None)
-    share.sequence = None  # the levels are all the run needs of it
-    stopwatch.lap("setup")
-    with _single_threaded_blas():
-        try:
-            engine.tracer = Tracer() if options.trace else None
-            engine.kernel_clock = rates.KernelClock() if options.time_kernels else None
-            with _progress(options, program.name, ranks, share.count, engine):
-                seconds = _timed(engine, driver.generate, params, comm)
-            events, engine.tracer = (engine.tracer.events if engine.tracer else None), None
-            stats = rank_stats(engine, matrices, comm)
-            _bring_home(matrices, devices)
-            nonfinite, from_inputs = count_nonfinite(matrices, comm, held, given_inputs(program, options, arrays))
-        finally:
-            if engine.exchange is not None:
-                engine.exchange.stop()
-        result = RunResult(program.name, params.as_dict(), seconds, workers, sum(engine.stats.per_worker),
-                           matrices=matrices, stats=stats, grid=grid, ranks=ranks, gpus=options.gpus,
-                           gpu_backend=options.gpu_backend if options.gpus else None,
-                           gpu_streams=options.gpu_streams if options.gpus else None, nonfinite=nonfinite,
-                           input_nonfinite=from_inputs, nonfinite_allowed=options.allow_nonfinite, broadcast=broadcast,
-                           host_takes=engine.host_costs is not None,
-                           host_takes_out_of_core=host_costs is not None and out_of_core is not None)
-        result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
-        result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}
-        result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
-        result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params), workers, options.gpus,
-                                               ranks)  # the rates use_tuned read: a tuned run's
-        stopwatch.lap("run")
-        if options.check and program.check is not None:
-            try:
-                # a user check has the watchdog's limit, else TASK_FACTOR times the run on every rank
-                limit = user_code_limit(options.watchdog, max(FLOOR_SECONDS, TASK_FACTOR * seconds * ranks))
-                result.residuals = _verify(driver, params, engine, matrices, sources, comm, limit,
-                                           lambda total: _progress(options, "check", ranks, total, engine))
-            except checks.CheckError as error:  # every rank has the same: the check failed, with this message
-                result.residuals = {error.name: float("nan")}
-                result.errors.append(str(error))
-            result.residual = checks.largest(result.residuals.values())
-            near = None if program.check.user else checks.near_threshold(result.residuals)
-            result.notes += [near] if near else []
-            result.check_seconds = stopwatch.lap("check")
+                          priorities.in_turn(priorities.bottom_levels(derived_from.sequence))
+                          if derived_from is not None else None)
+    return engine
+
+
+def _check(result: RunResult, driver, params, engine: Engine, matrices: dict, sources: dict, comm,
+           options: Options) -> None:
+    """The program's check of the run's result: its residuals (a failed check's message among the
+    errors), and a note for a built-in check's residual near its threshold."""
+    ranks = comm.size if comm is not None else 1
+    try:
+        # a user check has the watchdog's limit, else TASK_FACTOR times the run on every rank
+        limit = user_code_limit(options.watchdog, max(FLOOR_SECONDS, TASK_FACTOR * result.seconds * ranks))
+        result.residuals = _verify(driver, params, engine, matrices, sources, comm, limit,
+                                   lambda total: _progress(options, "check", ranks, total, engine))
+    except checks.CheckError as error:  # every rank has the same: the check failed, with this message
+        result.residuals = {error.name: float("nan")}
+        result.errors.append(str(error))
+    result.residual = checks.largest(result.residuals.values())
+    near = None if driver.PROGRAM.check.user else checks.near_threshold(result.residuals)
+    result.notes += [near] if near else []
+
+
+def _write_outputs(result: RunResult, driver, params, matrices: dict, traced, options: Options, comm) -> None:
+    """The trace (of the events ``traced``, None without one) and the output files, each written whole
+    or not at all (:class:`Staging`)."""
     with Staging(comm) as staging:
-        if events is not None:
-            result.trace = write_trace(driver, params, matrices, events, result, options, comm, staging)
+        if traced is not None:
+            result.trace = write_trace(driver, params, matrices, traced, result, options, comm, staging)
         for name, path in options.outputs.items():
             write_output(matrices[name], path, comm, staging)
         result.errors += staging.commit(result.ok)
         result.withheld = staging.withheld
-    stopwatch.lap("outputs")
-    result.phases, result.total_seconds = stopwatch.laps, stopwatch.total()
-    return result
 
 
 def _host_speeds(program, options: Options) -> dict | None:
