@@ -28,13 +28,13 @@ import itertools
 import math
 import os
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
 from . import npyio
 from .layout import make_params, matrix_shapes, settings_giving, tuned_note, untuned
 from .options import Options, check_file_names
+from .userkernels import program_places
 from .world import UsageError
 
 MAX_TRIALS = 100_000  # assignments of n and the params tried against the inputs' shapes
@@ -376,7 +376,7 @@ def fit_files(driver, options: Options) -> None:
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], options.inputs, {})
     if options.n is not None:
         return
-    shapes = file_shapes({**load_files(driver), **options.inputs})
+    shapes = file_shapes({**load_files(driver), **options.inputs}, load_notes(driver, options.inputs))
     options.n, options.sets = fit(driver, shapes, options)
 
 
@@ -397,14 +397,31 @@ def load_files(driver) -> dict:
     return {decl.name: load_path(decl, driver) for decl in driver.PROGRAM.matrices if decl.init == "load"}
 
 
-def file_shapes(files: dict) -> dict:
-    """Matrix name -> (rows, cols) of the ``.npy`` file of each of ``files`` (name -> path), from its header."""
+def load_notes(driver, given) -> dict:
+    """Matrix name -> :func:`load_note` of each ``load`` matrix not ``given`` otherwise."""
+    return {decl.name: load_note(decl, driver) for decl in driver.PROGRAM.matrices
+            if decl.init == "load" and decl.name not in given}
+
+
+def load_note(decl, driver) -> str:
+    """Where the file of a relative ``load`` path was looked for, for a message about it."""
+    if os.path.isabs(decl.load):
+        return ""
+    places = ", ".join(map(str, program_places(driver.PROGRAM, driver, working_directory=False)))
+    return (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the directory of the "
+            f".tile file; looked for in {places})")
+
+
+def file_shapes(files: dict, notes: dict | None = None) -> dict:
+    """Matrix name -> (rows, cols) of the ``.npy`` file of each of ``files`` (name -> path), from its
+    header; a file that cannot be read is said with its ``notes`` (name -> text, :func:`load_notes`)."""
     shapes = {}
     for name, path in files.items():
         try:
             shapes[name] = npyio.shape_of(path)
         except (npyio.InputFileError, OSError) as error:
-            raise UsageError(f"the size cannot be read from {name}'s file: {error}") from None
+            raise UsageError(f"the size cannot be read from {name}'s file: {error}"
+                             f"{(notes or {}).get(name, '')}") from None
         if len(shapes[name]) != 2:
             raise UsageError(f"input file {path!r} of matrix {name} holds {len(shapes[name])} dimension(s), not 2")
         if 0 in shapes[name]:
@@ -415,16 +432,14 @@ def file_shapes(files: dict) -> dict:
 
 def load_path(decl, driver) -> str:
     """The file of ``matrix NAME = load "PATH"``: PATH when absolute, else PATH relative to
-    the ``.tile`` file's directory (as recorded when the driver was compiled, then as the
-    program's source path names it from here), else next to the driver; the first of
-    these that exists (the first if none does, for the message)."""
+    the first of the places the kernel module is looked for (:func:`.userkernels.program_places`:
+    the ``.tile`` file's directory as the driver recorded it, ...) that has it, the working
+    directory aside: a file of the same name where the run starts is not the program's (the
+    first place if none has it, for the message). The module and the data come from one
+    folder: a copy of a project with its driver reads the copy's."""
     if os.path.isabs(decl.load):
         return decl.load
-    bases = [Path(decl.base)] if decl.base else []
-    bases.append(Path(driver.PROGRAM.source).parent)
-    if getattr(driver, "__file__", None):
-        bases.append(Path(driver.__file__).parent)
-    candidates = [str(base / decl.load) for base in bases]
+    candidates = [str(base / decl.load) for base in program_places(driver.PROGRAM, driver, working_directory=False)]
     return next((c for c in candidates if os.path.isfile(c)), candidates[0])
 
 

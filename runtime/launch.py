@@ -28,7 +28,7 @@ import numpy as np
 from . import blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
 from .engine import STOP_SECONDS, Engine, TaskFailure
-from .fitting import fit_files, load_path, settings_hints
+from .fitting import fit_files, load_note, load_path, settings_hints
 from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
 from .broadcast import broadcast_for
@@ -288,9 +288,7 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
             hint = f" ({' or '.join(hints[:3])} gives the matrix the file's shape)" if hints else ""
             raise UsageError(f"{error}{hint}") from None
         except (npyio.InputFileError, OSError) as error:
-            where = (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the "
-                     f"directory of the .tile file)" if loaded and not os.path.isabs(decl.load) else "")
-            raise UsageError(f"{error}{where}") from None
+            raise UsageError(f"{error}{load_note(decl, driver) if loaded else ''}") from None
         return inputs.finite_watched(lambda r0, r1, c0, c1: _read_input(source_file, r0, r1, c0, c1),
                                      decl.name, held, options.check_finite)
     if decl.init in inputs.SQUARE_KINDS and shape[0] != shape[1]:

@@ -37,15 +37,14 @@ class MatrixDecl:
     """A matrix parameter: created by ``init`` (spd, general, diagdom, zeros) or loaded.
 
     ``load`` is the path as the program writes it; a relative one is relative to
-    the ``.tile`` file's directory, which the compiler records as ``base``
-    (absolute) so that a driver run from any directory finds the file.
+    the ``.tile`` file's directory, found as the kernel module is
+    (:func:`~.userkernels.program_places`).
     """
 
     name: str
     init: str
     line: int
     load: str | None = None
-    base: str | None = None
 
 
 @dataclass(frozen=True)

@@ -105,8 +105,8 @@ def _gpu_body(module, module_name: str, kernel: str):
 
 
 def load_kernel_module(program, driver):
-    """The program's kernel module, found in the first of :func:`kernel_module_places` that has it."""
-    places = kernel_module_places(program, driver)
+    """The program's kernel module, found in the first of :func:`program_places` that has it."""
+    places = program_places(program, driver)
     for base in places:
         path = base / program.kernel_module
         if path.is_file():
@@ -126,15 +126,16 @@ def _shown(path: Path) -> Path:
         return path
 
 
-def kernel_module_places(program, driver) -> list:
-    """Where the kernel module may be, in order, each once: the ``.tile``'s directory as the
+def program_places(program, driver, working_directory: bool = True) -> list:
+    """Where the program's own files (its kernel module, the files it loads) may be, in order,
+    each once: the ``.tile``'s directory as the
     driver recorded it relative to itself (found from any working directory), the
     ``.tile``'s directory as its path was given (relative to the working directory), the
-    driver's own directory and the working directory."""
+    driver's own directory and (``working_directory``) the working directory."""
     here = Path(getattr(driver, "__file__", None) or ".").resolve().parent
     recorded = [here / program.source_dir] if program.source_dir else []
     places = {}
-    for base in [*recorded, Path(program.source).parent, here, Path.cwd()]:
+    for base in [*recorded, Path(program.source).parent, here, *[Path.cwd()] * working_directory]:
         places.setdefault(Path(os.path.normpath(base.absolute())), None)
     return list(places)
 
@@ -143,7 +144,7 @@ def program_files(program, driver) -> list:
     """The files a run of ``program`` is made of, which its outputs must not replace: the
     ``.tile``, its kernel module and the driver, wherever they are found."""
     names = [Path(program.source).name] + ([program.kernel_module] if program.kernel_module else [])
-    found = [base / name for base in kernel_module_places(program, driver) for name in names]
+    found = [base / name for base in program_places(program, driver) for name in names]
     driver_file = getattr(driver, "__file__", None)
     return [path for path in found + ([Path(driver_file)] if driver_file else []) if path.is_file()]
 

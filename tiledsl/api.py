@@ -27,7 +27,7 @@ import numpy as np
 from .compiler import compile_path
 from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver, program_path, shadowing
-from .runtime.fitting import file_shapes, fit, load_files
+from .runtime.fitting import file_shapes, fit, load_files, load_notes
 from .runtime.notes import warnings_of
 from .runtime.options import API
 from .runtime.world import UsageError
@@ -210,7 +210,8 @@ class Loaded:
         """Each input's (rows, cols): the arrays', and those of the files the program's ``load``
         matrices read (as the command line fits them)."""
         files = {name: path for name, path in load_files(self.driver).items() if name not in given}
-        return {**file_shapes(files), **{name: array.shape for name, array in given.items()}}
+        return {**file_shapes(files, load_notes(self.driver, given)),
+                **{name: array.shape for name, array in given.items()}}
 
     def _ran_with(self, result) -> dict:
         """Output's n, tiles, params and gflops of a run's ``result``."""

@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -152,6 +153,35 @@ def test_a_relative_load_path_is_relative_to_the_tile_file(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert f"input file {str(program / 'a.npy')!r} does not exist" in out.stderr
     assert "relative to the directory of the .tile file" in out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_a_copied_project_reads_its_own_data_beside_its_own_kernel_module(tmp_path):
+    """The driver found the kernel module relative to itself but the load file at the absolute
+    folder it was compiled in: a copy of the project ran the copy's kernels on the original's data."""
+    project = tmp_path / "project"
+    (project / "program").mkdir(parents=True)
+    (project / "program" / "loading.tile").write_text(LOADING)
+    a = np.random.default_rng(5).random((100, 100)) + 100 * np.eye(100)
+    np.save(project / "program" / "a.npy", a)
+    assert tiledsl("compile", "program/loading.tile", "-o", "driver.py", cwd=project).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy)
+    np.save(copy / "program" / "a.npy", 2 * a)
+    out = subprocess.run([sys.executable, "driver.py", "--output", "A=lu.npy"], cwd=copy, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lu = np.load(copy / "lu.npy")
+    assert np.allclose((np.tril(lu, -1) + np.eye(100)) @ np.triu(lu), 2 * a)
+    # the driver alone elsewhere: the data is missing where the kernel module would be, and said so
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(project / "driver.py", alone)
+    out = subprocess.run([sys.executable, "driver.py"], cwd=alone, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert (f"input file '{alone / 'program' / 'a.npy'}' does not exist (load 'a.npy' of matrix A: a relative "
+            f"path is relative to the directory of the .tile file; looked for in {alone / 'program'}, {alone})") \
+        in out.stderr
 
 
 @pytest.mark.timeout(130)

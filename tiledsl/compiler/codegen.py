@@ -73,7 +73,7 @@ class DriverModel:
     tiling: str
     tiling_defaults: dict
     params: list  # (name, python reference, python default expression)
-    matrices: list  # (name, init, load, load base, line, rows expr, cols expr)
+    matrices: list  # (name, init, load, line, rows expr, cols expr)
     workspaces: list  # (name, like, rows expr, line)
     requires: list  # (line, condition as written, why or None, python condition)
     check: dict | None  # the CheckDecl's arguments, as driver text
@@ -112,9 +112,10 @@ def generate(checked: Checked, driver_path=None) -> str:
 
 
 def _source_dir(source: str, driver_path) -> str | None:
-    """The ``.tile`` file's directory relative to the driver's, where its kernel module is: a
-    relative path keeps the driver free of this machine's absolute paths while it finds the
-    module from any working directory (None when the driver's place is unknown)."""
+    """The ``.tile`` file's directory relative to the driver's, where its kernel module and the
+    files it loads are: a relative path keeps the driver free of this machine's absolute paths
+    while it finds them from any working directory, and a copy of the driver with its program's
+    folder finds the copy's (None when the driver's place is unknown)."""
     if driver_path is None:
         return None
     source_dir = os.path.dirname(os.path.abspath(source))
@@ -223,8 +224,7 @@ class _Model:
             name=program.name.text, source=checked.path, version=__version__,
             tiling=checked.tiling, tiling_defaults=checked.tiling_defaults,
             params=[(d.name.text, param_ref(d.name.text), self.expr(d.default, params=True)) for d in program.params],
-            matrices=[(d.name.text, _init_kind(d.init), d.init.path, _load_base(checked.path, d.init.path),
-                       d.span.line, self.expr(d.rows, params=True), self.expr(d.cols, params=True))
+            matrices=[(d.name.text, _init_kind(d.init), d.init.path, d.span.line, self.expr(d.rows, params=True), self.expr(d.cols, params=True))
                       for d in program.matrices],
             workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
                         for d in program.workspaces],
@@ -689,14 +689,6 @@ def _tuple(items) -> str:
 
 def _init_kind(init: n.Init) -> str:
     return "load" if init.kind == "load" else init.what.text
-
-
-def _load_base(source: str, load: str | None) -> str | None:
-    """The absolute directory of the ``.tile`` file, which a relative ``load`` path is
-    relative to: recorded so that a driver run from any directory finds the file."""
-    if load is None or os.path.isabs(load):
-        return None
-    return os.path.dirname(os.path.abspath(source))
 
 
 def param_ref(name: str) -> str:
