@@ -334,8 +334,18 @@ def _gemm(kernel: str, A, B, C, transa: str, transb: str, alpha, beta) -> None:
     ldc = _ld(C, f"{kernel}: C", writable=True)
     m, n, k = gemm_dims(kernel, A, B, C, transa, transb)
     alpha, beta = check_number(kernel, "alpha", alpha), check_number(kernel, "beta", beta)
-    if m and n and (k or beta != 1.0):
+    if alpha == 0.0:  # A and B not read, as reference BLAS and cuBLAS (OpenBLAS let their NaN through)
+        _scale(C, beta)
+    elif m and n and (k or beta != 1.0):
         blas.dgemm(transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+
+
+def _scale(C: np.ndarray, beta: float) -> None:
+    """C <- beta·C, a beta of 0 giving zeros whatever C held (as BLAS)."""
+    if beta == 0.0:
+        C[...] = 0.0
+    elif beta != 1.0:
+        C *= beta
 
 
 def symm(A: np.ndarray, B: np.ndarray, C: np.ndarray, side: str = "L", uplo: str = "L",
@@ -448,7 +458,7 @@ def _solve_recursive(side: str, uplo: str, transa: str, diag: str, alpha: float,
     runs the other way round, and side 'R' mirrors both.
     """
     order = A.shape[0]
-    if order <= _TRSM_BASE_ORDER:
+    if order <= _TRSM_BASE_ORDER or alpha == 0.0:  # dtrsm reads no A for a zero alpha: zeros, whatever A holds
         _blas_triangular(blas.dtrsm, side, uplo, transa, diag, alpha, A, B)
         return
     half = (order // 2 + 15) // 16 * 16   # keep the blocks' columns aligned

@@ -43,7 +43,7 @@ from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_ran
                         nonfinite_lines, rank_stats, summary_json, summary_text)
 from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
-from .userkernels import kernels, program_files
+from .userkernels import changed_source, kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, check_working_directory, communicator, default_workers,
@@ -387,8 +387,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         if comm is not None:
             comm.start()
         warn = _warner(comm, err)
-        for warning in run_warnings(program, args):
-            warn(warning)
+        for warning in [*run_warnings(program, args), changed_source(program, driver)]:
+            if warning:
+                warn(warning)
         use_tuned(driver, options, not getattr(args, "no_tune", False), comm, warn)
         fit_files(driver, options)  # after the tuned values: the inputs are fitted at the run's tiles
         result = execute(driver, options, comm=comm)

@@ -253,6 +253,7 @@ class Program:
     check: CheckDecl | None = None
     kernel_module: str | None = None
     source_dir: str | None = None  # the .tile's directory relative to the driver file's (compiled with -o)
+    source_digest: str | None = None  # SHA-256 of the .tile's bytes as compiled, its first 16 hex digits
     calls: tuple[Call, ...] = ()
     derive_priorities: bool = False  # no call states a priority: the runtime derives them
 

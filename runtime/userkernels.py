@@ -22,6 +22,7 @@ loading (it blocks) ends the job after the watchdog's limit.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -138,6 +139,24 @@ def program_places(program, driver, working_directory: bool = True) -> list:
     for base in [*recorded, Path(program.source).parent, here, *[Path.cwd()] * working_directory]:
         places.setdefault(Path(os.path.normpath(base.absolute())), None)
     return list(places)
+
+
+def changed_source(program, driver) -> str | None:
+    """A warning when the ``.tile`` file the driver was compiled from, found where its kernel module
+    would be, has changed since (its digest differs): the driver runs the program as it was."""
+    if program.source_digest is None:
+        return None
+    name = Path(program.source).name
+    found = next((base / name for base in program_places(program, driver, working_directory=False)
+                  if (base / name).is_file()), None)
+    try:
+        if found is None or hashlib.sha256(found.read_bytes()).hexdigest()[:16] == program.source_digest:
+            return None
+    except OSError:  # unreadable now: nothing to compare
+        return None
+    driver_file = getattr(driver, "__file__", None) or "DRIVER.py"
+    return (f"{_shown(found)} has changed since this driver was compiled from it: the run is of the program as "
+            f"it was then (compile it again: tiledsl compile {_shown(found)} -o {_shown(Path(driver_file))})")
 
 
 def program_files(program, driver) -> list:

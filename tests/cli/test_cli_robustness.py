@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -198,6 +199,31 @@ def test_compile_writes_a_valid_driver(tmp_path):
                            timeout=LIMIT)
     assert check.returncode == 0, check.stderr
     assert "def generate(rt, p):" in target.read_text()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name, said", [
+    ("k.py", "k.py is there and is not a driver tiledsl wrote (it does not open with a generated driver's "
+             "docstring): compile replaces only its own drivers; name another file"),
+    ("a.npy", "a driver is a Python module: name a .py file"),
+    ("numpy.py", "a driver named numpy.py would hide the module numpy from its run (a script's folder comes first "
+                 "on the import path): name it otherwise"),
+    ("threading.py", "a driver named threading.py would hide Python's module threading from its run (a script's "
+                     "folder comes first on the import path): name it otherwise")])
+def test_compile_replaces_no_file_but_its_own_drivers_and_hides_no_module(tmp_path, name, said):
+    """-o k.py replaced the program's kernel module and -o a.npy its data; a driver named tiledsl.py
+    or numpy.py ended in a traceback."""
+    (tmp_path / "k.py").write_text("def scale(Y):\n    Y *= 2\n")
+    np.save(tmp_path / "a.npy", np.eye(4))
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel scale(inout Y)\nprogram p {\n  matrix Y[n, n] = load "a.npy"\n'
+                                     "  scale(Y[0, 0])\n}\n")
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    out = tiledsl("compile", tmp_path / "p.tile", "-o", tmp_path / name)
+    assert_clean_failure(out, status=2)
+    assert out.err == f"tiledsl: error: -o {tmp_path / name}: {said}\n"
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+    for _ in range(2):  # a driver of its own it replaces
+        assert tiledsl("compile", tmp_path / "p.tile", "-o", tmp_path / "driver.py").returncode == 0
 
 
 @pytest.mark.timeout(60)

@@ -184,6 +184,26 @@ def test_a_copied_project_reads_its_own_data_beside_its_own_kernel_module(tmp_pa
         in out.stderr
 
 
+@pytest.mark.timeout(200)
+def test_a_driver_says_when_its_tile_file_changed_since_it_was_compiled(tmp_path):
+    """The old driver ran the old program without a word (the kernel module is read afresh, the
+    .tile not): a fix made in the .tile but not compiled was silently missing."""
+    (tmp_path / "loading.tile").write_text(LOADING)
+    np.save(tmp_path / "a.npy", np.random.default_rng(5).random((100, 100)) + 100 * np.eye(100))
+    assert tiledsl("compile", "loading.tile", "-o", "driver.py", cwd=tmp_path).returncode == 0
+    run = lambda: subprocess.run([sys.executable, "driver.py"], cwd=tmp_path, capture_output=True, text=True,
+                                 timeout=120)
+    out = run()
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
+    (tmp_path / "loading.tile").write_text(LOADING.replace("nb = 50", "nb = 25"))
+    out = run()
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ("tiledsl: warning: loading.tile has changed since this driver was compiled from it: the "
+                          "run is of the program as it was then (compile it again: tiledsl compile loading.tile -o "
+                          "driver.py)\n")
+    assert "nb=50" in out.stdout
+
+
 @pytest.mark.timeout(130)
 @pytest.mark.parametrize("shape", [(10, 20), (100,), (), (10, 10, 1)])
 def test_a_wrong_shape_input_is_refused(tmp_path, shape):

@@ -21,6 +21,7 @@ PROGRAM = Program(
     params=(),
     check=CheckDecl('cholesky', ('A',), line=7),
     kernel_module=None,
+    source_digest='25ed97a86c02eaa8',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('potrf', ('inout',), main=0, line=10,
              text='potrf(A[k, k]) priority 3 * (A.nt - k)', values=('uplo',), order='tv'),

@@ -23,6 +23,7 @@ PROGRAM = Program(
     params=('m', 'k', ),
     check=CheckDecl('product', ('C', 'A', 'B'), line=16),
     kernel_module=None,
+    source_digest='37cc98b669c5caf0',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('gemm', ('in', 'in', 'inout'), main=2, line=20,
              text='gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),

@@ -23,6 +23,7 @@ PROGRAM = Program(
     params=('nrhs', ),
     check=CheckDecl('solve', ('A', 'B', 'B'), line=20),
     kernel_module=None,
+    source_digest='e85783127ed21a34',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('getrf', ('inout', 'out'), main=0, line=23,
              text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,), panel_axes=(0,)),

@@ -22,6 +22,7 @@ PROGRAM = Program(
     params=(),
     check=CheckDecl('lu', ('A', 'P'), line=18),
     kernel_module=None,
+    source_digest='736c81d492cd30f5',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('getrf', ('inout', 'out'), main=0, line=21,
              text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,), panel_axes=(0,)),

@@ -21,6 +21,7 @@ PROGRAM = Program(
     params=(),
     check=CheckDecl('cholesky', ('A',), line=10),
     kernel_module=None,
+    source_digest='2bf6e5d1ef68231c',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('potrf', ('inout',), main=0, line=17,
              text='potrf(A[t, k][o:]) priority 3 * (A.nt - k)', values=('uplo',), order='tv'),

@@ -22,6 +22,7 @@ PROGRAM = Program(
     params=('ib', ),
     check=CheckDecl('qr', ('A', 'T'), line=10),
     kernel_module=None,
+    source_digest='774c478e56a3b834',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=16,
              text='geqrt(A[t, k][o:], T[t, k]) priority 3 * (A.nt - k)'),

@@ -23,6 +23,7 @@ PROGRAM = Program(
     params=('ib', 'domains', ),
     check=CheckDecl('qr', ('A', 'T'), line=32),
     kernel_module=None,
+    source_digest='2044196253438b64',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=40,
              text='geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)'),

@@ -21,6 +21,7 @@ PROGRAM = Program(
     params=(),
     check=CheckDecl('lu', ('A',), line=7),
     kernel_module=None,
+    source_digest='6c460cb109d89849',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('getrf_nopiv', ('inout',), main=0, line=10,
              text='getrf_nopiv(A[k, k]) priority 3 * (A.nt - k)'),

@@ -23,6 +23,7 @@ PROGRAM = Program(
     check=CheckDecl('solve', ('A', 'B', 'B'), line=17,
                     qualifiers=(('symmetric',), (), ())),
     kernel_module=None,
+    source_digest='f45496d0b2c3b2ee',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('potrf', ('inout',), main=0, line=20,
              text='potrf(A[k, k]) priority 3 * (A.nt - k)', values=('uplo',), order='tv'),

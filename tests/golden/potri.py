@@ -22,6 +22,7 @@ PROGRAM = Program(
     check=CheckDecl('inverse', ('A', 'A'), line=14,
                     qualifiers=(('symmetric',), ('symmetric',))),
     kernel_module=None,
+    source_digest='808c4586269860b0',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('potrf', ('inout',), main=0, line=18,
              text='potrf(A[k, k]) priority 6 * (A.nt - k)', values=('uplo',), order='tv'),

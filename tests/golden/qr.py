@@ -22,6 +22,7 @@ PROGRAM = Program(
     params=('ib', ),
     check=CheckDecl('qr', ('A', 'T'), line=9),
     kernel_module=None,
+    source_digest='cbd6d62d9055571b',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=12,
              text='geqrt(A[k, k], T[k, k]) priority 3 * (A.nt - k)'),

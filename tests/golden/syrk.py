@@ -24,6 +24,7 @@ PROGRAM = Program(
                     qualifiers=(('symmetric',), (), ('transposed',)),
                     options=(('alpha', -1.0),)),
     kernel_module=None,
+    source_digest='46550f29263843ab',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('syrk', ('in', 'inout'), main=1, line=16,
              text='syrk(A[j, l], C[j, j])', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),

@@ -22,6 +22,7 @@ PROGRAM = Program(
     check=CheckDecl('inverse', ('A', 'A'), line=16,
                     qualifiers=(('lower',), ('lower',))),
     kernel_module=None,
+    source_digest='e57840081875a2e6',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('trsm', ('in', 'inout'), main=1, line=20,
              text='trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv', panels=(1,), panel_axes=(0,)),

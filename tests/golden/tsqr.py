@@ -24,6 +24,7 @@ PROGRAM = Program(
     check=CheckDecl('least_squares', ('A', 'B'), line=27,
                     user=True),
     kernel_module='tsqr_kernels.py',
+    source_digest='56f162fbd14d7624',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=35,
              text='geqrt(A[top, k], T[top, k]) priority 3 * (A.nt - k)'),

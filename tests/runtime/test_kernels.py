@@ -238,6 +238,33 @@ def test_trsm(rng, layout, m, w):
     tile.assert_outside_untouched()
 
 
+@pytest.mark.parametrize("order", [40, 100])  # dtrsm itself, and the halved triangle past 48
+@pytest.mark.parametrize("side", "LR")
+def test_trsm_with_a_zero_alpha_reads_no_triangle_at_any_order(order, side):
+    """BLAS: alpha = 0 gives zeros and A is not read. The halved solve read it past order 48: a
+    singular or NaN-holding triangle gave NaN where a tile of 40 gave zeros."""
+    lower = np.asfortranarray(np.tril(np.ones((order, order))) + 2 * np.eye(order))
+    lower[order // 2, order // 2], lower[order - 1, 1] = 0.0, np.nan
+    b = np.ones((order, order), order="F")
+    trsm(lower, b, side=side, uplo="L", transa="T", alpha=0.0)
+    np.testing.assert_array_equal(b, np.zeros((order, order)))
+
+
+@pytest.mark.parametrize("transa, transb", list(itertools.product("NT", repeat=2)))
+def test_gemm_with_a_zero_alpha_reads_neither_input(transa, transb):
+    """As reference BLAS and cuBLAS: C = beta·C whatever A and B hold (OpenBLAS's dgemm let NaN
+    through for three of the four transposes), and a zero beta gives zeros whatever C held."""
+    nan = np.full((6, 6), np.nan, order="F")
+    c = np.arange(36.0).reshape(6, 6, order="F")
+    gemm(nan, nan, c, transa, transb, alpha=0.0, beta=0.5)
+    np.testing.assert_array_equal(c, np.arange(36.0).reshape(6, 6, order="F") * 0.5)
+    gemm(nan, nan, c, transa, transb, alpha=0.0, beta=0.0)
+    np.testing.assert_array_equal(c, np.zeros((6, 6)))
+    c[...] = np.nan
+    gemm(nan, nan, c, transa, transb, alpha=0.0, beta=0.0)
+    np.testing.assert_array_equal(c, np.zeros((6, 6)))
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("w,k", RAGGED)
 def test_syrk(rng, layout, w, k):

@@ -259,9 +259,8 @@ def _compile(args) -> int:
     if path.endswith(".py"):  # read as a program, a driver is a syntax error at its first line
         raise UsageError(f"{path} is a Python file (a compiled driver?): compile takes a .tile program; a driver "
                          f"runs as it is (python {path}, or tiledsl run {path})")
-    if args.output is not None and Path(args.output).resolve() == Path(path).resolve():
-        raise UsageError(f"-o {args.output}: that is the program itself, which the driver would replace: "
-                         f"name a .py file")
+    if args.output is not None:
+        _check_driver_target(args.output, path)
     result, text = compile_path(path, args.output)
     _print_diagnostics(result)
     if text is None:
@@ -275,6 +274,33 @@ def _compile(args) -> int:
         print(f"tiledsl: error: cannot write {args.output}: {error.strerror}", file=sys.stderr)
         return 2
     return 0
+
+
+#: modules a driver's run imports besides Python's own: a driver of one of their names, first on
+#: ``sys.path`` as a script is, would be imported in their place
+RUNTIME_MODULES = ("tiledsl", "numpy", "scipy", "mpi4py", "threadpoolctl", "cupy", "nvmath")
+
+
+def _check_driver_target(output: str, program: str) -> None:
+    """A :class:`UsageError` for a driver file that would replace something not a driver (the
+    program, its kernel module, data) or hide a module its run imports."""
+    target = Path(output)
+    if target.resolve() == Path(program).resolve():
+        raise UsageError(f"-o {output}: that is the program itself, which the driver would replace: "
+                         f"name a .py file")
+    if target.suffix != ".py":
+        raise UsageError(f"-o {output}: a driver is a Python module: name a .py file")
+    if target.is_file():
+        from ..driverload import not_a_driver
+
+        reason = not_a_driver(target)
+        if reason is not None:
+            raise UsageError(f"-o {output}: {target.name} is there and is not a driver tiledsl wrote ({reason}): "
+                             f"compile replaces only its own drivers; name another file")
+    if target.stem in sys.stdlib_module_names or target.stem in RUNTIME_MODULES:
+        kind = "Python's module" if target.stem in sys.stdlib_module_names else "the module"
+        raise UsageError(f"-o {output}: a driver named {target.name} would hide {kind} {target.stem} from its run "
+                         f"(a script's folder comes first on the import path): name it otherwise")
 
 
 def _load_driver(path: str):

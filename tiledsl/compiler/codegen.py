@@ -16,12 +16,14 @@ builtins or the driver's own names are renamed, and strings are emitted with
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import keyword
 import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import jinja2
 
@@ -79,6 +81,7 @@ class DriverModel:
     check: dict | None  # the CheckDecl's arguments, as driver text
     kernel_module: str | None
     source_dir: str | None = None  # the .tile's directory relative to the driver file's (compile -o)
+    source_digest: str | None = None  # of the .tile's bytes (:func:`_file_digest`)
     calls: list = field(default_factory=list)
     flops: list = field(default_factory=list)  # FlopsModel of the user kernels that state a count
     body: list = field(default_factory=list)  # lines of generate()
@@ -108,7 +111,18 @@ def generate(checked: Checked, driver_path=None) -> str:
     printed, its place unknown)."""
     model = _Model(checked).build()
     model.source_dir = _source_dir(checked.path, driver_path)
+    model.source_digest = _file_digest(checked.path)
     return _template().render(model=model)
+
+
+def _file_digest(path: str) -> str | None:
+    """The first 16 hex digits of the SHA-256 of the file's bytes, by which a run tells that the
+    ``.tile`` file changed since its driver was compiled (the runtime's ``Program.source_digest``);
+    None for a program not read from a file."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
 
 
 def _source_dir(source: str, driver_path) -> str | None:
