@@ -1,12 +1,16 @@
 """A kernel that ends its process: named, like any failed task, where that can be done.
 
-* ``os._exit(N)`` in a kernel would end the rank at once with status N (3 reads as
-  an internal error of tiledsl) and, on several ranks, leave the launcher to kill
-  the others without a word. While a task runs, :func:`guard_exit`'s ``os._exit``
-  raises :class:`KernelExit` in the kernel's thread instead, so the task fails as
-  one raising ``SystemExit`` does: kernel, tiles, ``.tile`` line, every rank stopped.
-  Anywhere else (the runtime's own forked watcher, a process a kernel forks) it is
-  the real ``os._exit``.
+* ``os._exit(N)`` in a kernel would end the rank at once with status N (0 a false
+  success, 3 read as an internal error of tiledsl) and, on several ranks, leave the
+  launcher to kill the others without a word. While a task runs, :func:`guard_exit`'s
+  ``os._exit`` raises :class:`KernelExit` in the kernel's thread instead, so the task
+  fails as one raising ``SystemExit`` does: kernel, tiles, ``.tile`` line, every rank
+  stopped; so it does in the user's code run outside a task (:func:`user_code`: the
+  kernel module loading, a user check), whose callers say so. Called by the user's code
+  anywhere else while a run is in progress (:func:`run_in_progress`: a thread a kernel
+  started), it ends the rank with status 1 and says where, never 0. Otherwise (the
+  runtime's own calls, a process a kernel forks, a process whose run is over) it is the
+  real ``os._exit``.
 * A crash (a segmentation fault in a kernel's C code) cannot run Python code:
   :func:`fatal_signals_traced` turns on :mod:`faulthandler` for the run, which
   writes the crashing thread's Python stack (the kernel's function, its file and
@@ -24,12 +28,15 @@ import os
 import sys
 import threading
 
-from .world import JOB_DIR_VARIABLE, launcher_rank
+from .errors import is_users
+from .world import JOB_DIR_VARIABLE, end_job, launcher_rank
 
 #: the task the calling thread runs (``task`` set by the engine around a kernel call)
 in_kernel = threading.local()
 _real_exit = os._exit
 _guard_pid: int | None = None
+_runs = 0  # runs in progress in this process (the Python API may run several at once)
+_runs_lock = threading.Lock()
 
 
 class KernelExit(BaseException):
@@ -43,11 +50,51 @@ def guard_exit() -> None:
     os._exit = _exit
 
 
+@contextlib.contextmanager
+def run_in_progress():
+    """Within the block a run is in progress: the user's ``os._exit`` fails it (module docstring)."""
+    global _runs
+    guard_exit()
+    with _runs_lock:
+        _runs += 1
+    try:
+        yield
+    finally:
+        with _runs_lock:
+            _runs -= 1
+
+
+@contextlib.contextmanager
+def user_code():
+    """Around the user's code run outside a task: ``os._exit`` there raises :class:`KernelExit`."""
+    outer = getattr(in_kernel, "user_code", False)
+    in_kernel.user_code = True
+    try:
+        yield
+    finally:
+        in_kernel.user_code = outer
+
+
 def _exit(status: int) -> None:
     # a forked child's one thread may be a worker's copy, flag and all: it must really exit
-    if getattr(in_kernel, "task", None) is not None and os.getpid() == _guard_pid:
-        raise KernelExit(f"called os._exit({status})")
+    if os.getpid() == _guard_pid:
+        if getattr(in_kernel, "task", None) is not None or getattr(in_kernel, "user_code", False):
+            raise KernelExit(f"called os._exit({status})")
+        caller = sys._getframe(1)
+        if _runs and is_users(caller.f_code.co_filename):
+            _stray_exit(status, caller)
     _real_exit(status)
+
+
+def _stray_exit(status: int, caller) -> None:
+    """The user's ``os._exit`` outside any task of a run in progress: said, and never a success."""
+    where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
+    with contextlib.suppress(OSError, ValueError):
+        sys.__stderr__.write(f"tiledsl: error: rank {launcher_rank()}: os._exit({status}) called at {where}, "
+                             f"outside any task of the run (in {threading.current_thread().name}): the run did "
+                             f"not finish\n")
+        sys.__stderr__.flush()
+    end_job(1)  # recorded as said: the launcher does not call the rank lost without a word
 
 
 @contextlib.contextmanager

@@ -31,11 +31,16 @@ _NOT_USERS = tuple({os.path.dirname(os.path.abspath(__file__)) + os.sep}
                       if key in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
+def is_users(filename: str) -> bool:
+    """Whether code of the file ``filename`` is the user's (not the runtime's, Python's or a library's)."""
+    return not filename.startswith("<") and not os.path.abspath(filename).startswith(_NOT_USERS)
+
+
 def user_code_line(error: BaseException) -> str:
     """`` at kernels.py:12``: the innermost line of the user's own code (a kernel module) that
     ``error`` went through, or "" when it rose in the runtime or a library alone."""
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        if not os.path.abspath(frame.filename).startswith(_NOT_USERS) and not frame.filename.startswith("<"):
+        if is_users(frame.filename):
             return f" at {os.path.basename(frame.filename)}:{frame.lineno}"
     return ""
 

@@ -33,6 +33,7 @@ from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
 from .broadcast import broadcast_for
 from .comm import Unanswered
+from .crash import run_in_progress
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
                       collective_limit, options_from, run_warnings)
 from .notes import warnings_of
@@ -53,6 +54,11 @@ from .world import (RankError, UsageError, abort_started_mpi, check_working_dire
 # ---------------------------------------------------------------- the run
 def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> RunResult:
     """Run the driver module ``driver`` on this process: alone, or as a rank of ``comm``'s job."""
+    with run_in_progress():  # the user's code calling os._exit fails the run, whatever thread calls it
+        return _execute(driver, options, arrays, comm)
+
+
+def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
     program = driver.PROGRAM
     stopwatch = progress.Stopwatch()
     ranks, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
@@ -365,11 +371,33 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
     A failure on one rank of an MPI job is reported by that rank, which then aborts
     the whole job: no rank is left waiting for a message that will not come. A rank
     that returns from here records its completion (:func:`~.world.record_completion`):
-    one that ends any other way (``os._exit``) did not finish the run.
+    one that ends any other way (``os._exit``) did not finish the run. Threads the run
+    started (a kernel's) and left running do not keep the process alive (:func:`_not_waiting_for`).
     """
+    before = set(threading.enumerate())
     status = _run_and_report(driver, args, out, err)
     record_completion(status)
+    _not_waiting_for(before, status, out, err)
     return status
+
+
+def _not_waiting_for(before: set, status: int, out, err) -> None:
+    """End the process with ``status`` now, saying so, when threads started since ``before`` (by a
+    kernel: the runtime's own have ended) still run and would keep it alive after its summary,
+    for ever if they never end; return if there are none."""
+    left = [thread for thread in threading.enumerate()
+            if thread not in before and thread.is_alive() and not thread.daemon]
+    if not left:
+        return
+    names = ", ".join(thread.name for thread in left)
+    with contextlib.suppress(OSError, ValueError):
+        out.flush()
+        print(f"tiledsl: note: rank {launcher_rank()}: {len(left)} thread(s) started during the run still running "
+              f"({names}): the process ends without waiting for them", file=err, flush=True)
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()  # what exiting would have done
+    os._exit(status)
 
 
 def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:

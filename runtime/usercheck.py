@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .checks import CheckError
+from .crash import KernelExit, user_code
 from .userkernels import load_kernel_module
 from .verify import fill_untouched
 from .watchdog import deadline
@@ -83,8 +84,9 @@ def _call(check, driver, before: dict, after: dict, params: dict) -> tuple:
         return None, f"{where}: kernel module {program.kernel_module} defines no function {check.kind}"
     arguments = (before, after, dict(params)) if _takes_three(function) else (before, after)
     try:
-        value = function(*arguments)
-    except (Exception, SystemExit) as error:  # the user's check: its failure is the run's, in one line
+        with user_code():
+            value = function(*arguments)
+    except (Exception, SystemExit, KernelExit) as error:  # the user's check: its failure is the run's, in one line
         return None, f"{where}: {check.kind} raised {_described(error, function)}"
     residuals, problem = _residuals(check.kind, value)
     if problem is not None:
@@ -106,8 +108,13 @@ def _described(error: BaseException, function) -> str:
     path = Path(function.__code__.co_filename).resolve()
     line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
                  if Path(frame.filename).resolve() == path), None)
-    what = f"sys.exit({error.code!r})" if isinstance(error, SystemExit) else type(error).__name__
-    text = "" if isinstance(error, SystemExit) or not str(error) else f": {error}"
+    if isinstance(error, SystemExit):
+        what = f"sys.exit({error.code!r})"
+    elif isinstance(error, KernelExit):
+        what = str(error).removeprefix("called ")  # os._exit(0)
+    else:
+        what = type(error).__name__
+    text = "" if isinstance(error, (SystemExit, KernelExit)) or not str(error) else f": {error}"
     return f"{what}{f' at {path.name}:{line}' if line else ''}{text}"
 
 

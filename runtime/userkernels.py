@@ -33,6 +33,7 @@ import threading
 import traceback
 from pathlib import Path
 
+from .crash import KernelExit, user_code
 from .kernels import CPU_KERNELS
 from .watchdog import FLOOR_SECONDS, deadline
 from .world import RankError, UsageError, launcher_rank
@@ -177,15 +178,17 @@ def _import(path: Path):
     module = importlib.util.module_from_spec(spec)
     with _LOADING, _files_beside(path.resolve().parent):
         try:
-            with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()):
+            with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()), \
+                    user_code():
                 spec.loader.exec_module(module)
         except SyntaxError as error:
             raise RankError(f"kernel module {path}:{error.lineno}: SyntaxError: {error.msg}") from None
-        except (Exception, SystemExit) as error:  # a failing import, a SystemExit: the module's mistake
+        except (Exception, SystemExit, KernelExit) as error:  # a failing import, an exit: the module's mistake
             line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
                          if Path(frame.filename).resolve() == path.resolve()), None)
             where = f"{path}:{line}" if line else str(path)
             what = (f"called sys.exit({error.code!r}) while being loaded" if isinstance(error, SystemExit)
+                    else f"{error} while being loaded" if isinstance(error, KernelExit)
                     else f"{type(error).__name__}: {error}")
             raise RankError(f"kernel module {where}: {what}") from None
     return module

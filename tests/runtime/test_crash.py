@@ -1,6 +1,7 @@
 """A kernel that ends its process (runtime/crash.py): os._exit fails its task like any
 failure; a segmentation fault leaves the kernel's Python stack on stderr."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,50 @@ def test_a_crash_report_names_the_function_the_runtime_called():
                           f'  File "{engine.__file__}", line 10 in _worker\n')
     assert inside[1] == " in tiledsl's runtime, at _worker (engine.py:10)"
     assert _crash_parts("Fatal Python error: Segmentation fault\n")[1:] == ("", ())
+
+
+# ---------------------------------------------------------------- the user's code outside a task
+OUTSIDE = {  # how: (kernel module, the error line)
+    "loading": ("import os\nos._exit(0)\n\ndef mark(A):\n    A *= 2\n\ndef mine(before, after):\n    return 0.0\n",
+                "tiledsl: error: rank #: kernel module outside_kernels.py:2: called os._exit(0) while being loaded"),
+    "checking": ("import os\n\ndef mark(A):\n    A *= 2\n\ndef mine(before, after):\n    os._exit(0)\n",
+                 "tiledsl: error: check mine (outside.tile:4): mine raised os._exit(0) at outside_kernels.py:7"),
+    "a kernel's thread": ("import os, threading, time\n\ndef mark(A):\n    threading.Thread(target=lambda: "
+                          "os._exit(0)).start()\n    time.sleep(2)\n    A *= 2\n\ndef mine(before, after):\n    return 0.0\n",
+                          "tiledsl: error: rank #: os._exit(0) called at outside_kernels.py:4, outside any task of "
+                          "the run (in Thread-1 (<lambda>)): the run did not finish"),
+}
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("where", list(OUTSIDE))
+def test_os_exit_0_from_the_users_code_outside_a_task_fails_the_run(tmp_path, where, ranks):
+    """It ended the run at once with status 0, printing nothing: a false success."""
+    module, said = OUTSIDE[where]
+    (tmp_path / "outside_kernels.py").write_text(module)
+    (tmp_path / "outside.tile").write_text('use "outside_kernels.py"\nkernel mark(inout A)\nprogram outside {\n'
+                                           "  check mine(A)\n  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n"
+                                           "  mark(A[0, 0])\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "outside.tile", "--n", "16", "--check",
+                          "--np", str(ranks)], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 1, out.stderr
+    assert said in [re.sub(r"rank \d", "rank #", line) for line in out.stderr.splitlines()], out.stderr  # either rank
+    assert "without a word" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_thread_a_kernel_left_running_does_not_keep_the_process_alive(tmp_path, ranks):
+    """The summary printed, then the process waited for the thread for ever."""
+    (tmp_path / "lingering_kernels.py").write_text(
+        "import threading, time\n\ndef mark(A):\n    threading.Thread(target=lambda: time.sleep(3600), "
+        "name='forever', daemon=False).start()\n    A *= 2\n")
+    (tmp_path / "lingering.tile").write_text('use "lingering_kernels.py"\nkernel mark(inout A)\nprogram lingering {\n'
+                                             "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n  mark(A[0, 0])\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "lingering.tile", "--n", "16",
+                          "--np", str(ranks), "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith("{") and '"ok": true' in out.stdout
+    assert ("tiledsl: note: rank 0: 1 thread(s) started during the run still running (forever): the process ends "
+            "without waiting for them") in out.stderr
