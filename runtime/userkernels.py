@@ -114,9 +114,9 @@ def load_kernel_module(program, driver):
         if path.is_file():
             return _import(_shown(path))
     raise UsageError(f"kernel module {program.kernel_module} not found next to {program.source} "
-                     f"(looked in {', '.join(str(base) for base in places)}: the .tile's directory as seen from "
-                     f"the driver, the driver's and the current one; a driver moved elsewhere needs the kernel "
-                     f"module beside it or in the directory it runs from)")
+                     f"(looked in {', '.join(str(base) for base in places)}: the .tile's directory as the driver "
+                     f"recorded it or as its path reads from here, the driver's and the current one; a driver "
+                     f"moved elsewhere needs the kernel module beside it or in the directory it runs from)")
 
 
 def _shown(path: Path) -> Path:

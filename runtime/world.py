@@ -78,6 +78,24 @@ def check_working_directory() -> None:
                          "cd to another one and run again") from None
 
 
+#: where launchers state how many ranks they started, in the order they are believed: an
+#: MPI's own (Open MPI, MPICH's hydra and the MPIs built on it) before Slurm's, which an
+#: mpiexec inside a Slurm step inherits from the step
+SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS")
+
+
+def launcher_size() -> tuple | None:
+    """``(variable, ranks)``: the number of ranks the launcher says it started; None where none says.
+    Slurm's count is believed only by a task other than its first, which cannot be a shell that
+    ``srun --pty`` started (a plain ``python DRIVER.py`` there inherits the step's count)."""
+    for name in SIZE_VARIABLES:
+        value = os.environ.get(name, "")
+        trusted = name != "SLURM_STEP_NUM_TASKS" or os.environ.get("SLURM_PROCID", "0") not in ("", "0")
+        if value.isdigit() and trusted:
+            return name, int(value)
+    return None
+
+
 def launcher_rank() -> int:
     """This process's rank as its launcher numbered it (0 without a launcher)."""
     value = next((os.environ[v] for v in RANK_VARIABLES if os.environ.get(v, "").isdigit()), "0")
@@ -248,6 +266,13 @@ def communicator(on_error=None, limit: float | None = None):
         comm.stop()
         raise UsageError(f"the launcher started {comm.size} rank(s) where --np asked for {asked}: it must take "
                          f"'-n {asked}' (choose another with --launcher or TILEDSL_LAUNCHER)")
+    stated = launcher_size()
+    if stated is not None and stated[1] != comm.size:  # each process alone in its own MPI world
+        comm.stop()  # every process says it: each one is alone, rank 0 of its own world
+        raise RankError(f"the launcher started {stated[1]} rank(s) ({stated[0]}={stated[1]}) but MPI sees "
+                         f"{comm.size} in this job: mpi4py uses another MPI library than the launcher's, and each "
+                         f"process would run the whole program alone (build mpi4py against the launcher's MPI: "
+                         f"\"The site's MPI\" in docs/cluster.md)")
     if comm.size == 1:
         comm.stop()
         return None
@@ -325,7 +350,7 @@ def grid_for(text: str | None, ranks: int, program) -> tuple[int, int]:
         raise UsageError(str(error)) from None
     if pr * pc != ranks:
         raise UsageError(f"--grid {pr}x{pc} has {pr * pc} rank(s) but the job has {ranks}: start {pr * pc} "
-                         f"(tiledsl run --np {pr * pc})")
+                         f"(tiledsl run --np {pr * pc}, or the launcher's -n {pr * pc})")
     return pr, pc
 
 

@@ -263,6 +263,25 @@ def test_a_launcher_starting_other_than_np_ranks_is_a_usage_error(tmp_path, star
                                         f"TILEDSL_LAUNCHER)"], err
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("stated", [{"PMI_SIZE": "2", "PMI_RANK": "1"},
+                                    {"SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"}])
+def test_a_driver_whose_launcher_started_more_ranks_than_mpi_sees_says_so(tmp_path, stated):
+    """srun -n 2 python driver.py with mpi4py built for another MPI: each process was rank 0 of a
+    world of one and ran the whole program, writing the same output, without a word."""
+    assert subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", ROOT / "programs/cholesky.tile",
+                           "-o", tmp_path / "chol.py"], capture_output=True, timeout=60).returncode == 0
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PMI", "SLURM", "OMPI", "PMIX"))}
+    out = subprocess.run([sys.executable, "chol.py", "--n", "100"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=100, env={**env, **stated, "TILEDSL_NO_TUNE": "1"})
+    variable, count = next((key, value) for key, value in stated.items() if key.endswith(("SIZE", "TASKS")))
+    assert out.returncode == 1 and out.stdout == "", out.stderr
+    assert out.stderr == (f"tiledsl: error: rank 1: the launcher started {count} rank(s) ({variable}={count}) but "
+                          f"MPI sees 1 in this job: mpi4py uses another MPI library than the launcher's, and each "
+                          f"process would run the whole program alone (build mpi4py against the launcher's MPI: "
+                          f"\"The site's MPI\" in docs/cluster.md)\n")
+
+
 @pytest.mark.timeout(60)
 def test_tiledsl_launcher_runs_even_one_rank_as_the_launcher_option_does(tmp_path):
     for given in (["--launcher", "no-such-launcher"], []):

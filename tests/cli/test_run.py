@@ -273,7 +273,7 @@ def test_a_compiled_driver_finds_the_kernel_module_from_any_directory(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert (f"kernel module add_kernels.py not found next to adding.tile (looked in {elsewhere / 'source'}, "
-            f"{elsewhere}, {elsewhere / 'deeper'}: the .tile's directory as seen from the driver") in out.stderr
+            f"{elsewhere}, {elsewhere / 'deeper'}: the .tile's directory as the driver recorded it") in out.stderr
 
 
 @pytest.mark.timeout(130)

@@ -82,6 +82,7 @@ class DriverModel:
     kernel_module: str | None
     source_dir: str | None = None  # the .tile's directory relative to the driver file's (compile -o)
     source_digest: str | None = None  # of the .tile's bytes (:func:`_file_digest`)
+    driver_name: str = "DRIVER.py"  # the driver's file name, where known
     calls: list = field(default_factory=list)
     flops: list = field(default_factory=list)  # FlopsModel of the user kernels that state a count
     body: list = field(default_factory=list)  # lines of generate()
@@ -112,6 +113,8 @@ def generate(checked: Checked, driver_path=None) -> str:
     model = _Model(checked).build()
     model.source_dir = _source_dir(checked.path, driver_path)
     model.source_digest = _file_digest(checked.path)
+    if driver_path is not None:
+        model.driver_name = os.path.basename(driver_path)
     return _template().render(model=model)
 
 
