@@ -120,6 +120,9 @@ class Communicator:
         self.rank = self._comm.Get_rank()
         self.size = self._comm.Get_size()
         self._heard = [time.monotonic()] * self.size  # when each rank last showed it is alive
+        self.tasks_done = 0  # this rank's tasks completed so far, which its heartbeats carry
+        self._done = [0] * self.size  # each rank's count, as its last heartbeat carried it
+        self._progressed = list(self._heard)  # when each rank's count last grew
         self._listened = [self._heard[0]] * 2  # when the heartbeats were noted: the last two times
         self._beating: threading.Thread | None = None
         self._quiet = threading.Event()  # set: the heartbeat thread ends
@@ -430,26 +433,36 @@ class Communicator:
             raise Unanswered(self.rank, silent, self.limit)
 
     def _beat(self) -> None:
-        """The heartbeat thread: every ``limit / 6`` seconds (0.5 s at least) a one-byte message
-        to every other rank, and the note of every heartbeat received since the last time."""
+        """The heartbeat thread: every ``limit / 6`` seconds (0.5 s at least) a message to every
+        other rank carrying this rank's count of completed tasks, and the note of every heartbeat
+        received since the last time (and of the ranks whose count grew)."""
         interval = max(0.5, self.limit / 6)
         others = [r for r in range(self.size) if r != self.rank]
-        sends: list = []
+        sends: list = []  # (request, its buffer, kept until the send ends)
         status = self._MPI.Status()
-        incoming = np.empty(1, np.uint8)
+        incoming = np.empty(1, np.int64)
         try:
             while True:
-                sends = [r for r in sends if not r.Test()]  # one byte goes eagerly: they end at once
-                sends += [self._beats.Isend([self._token, self._MPI.BYTE], r, 0) for r in others]
+                sends = [(r, count) for r, count in sends if not r.Test()]  # 8 bytes go eagerly: at once
+                count = np.array([self.tasks_done], np.int64)
+                sends += [(self._beats.Isend([count, self._MPI.INT64_T], r, 0), count) for r in others]
                 while self._beats.Iprobe(self._MPI.ANY_SOURCE, 0, status):
-                    self._beats.Recv([incoming, self._MPI.BYTE], status.Get_source(), 0)
-                    self._heard[status.Get_source()] = time.monotonic()
+                    source = status.Get_source()
+                    self._beats.Recv([incoming, self._MPI.INT64_T], source, 0)
+                    self._heard[source] = time.monotonic()
+                    if incoming[0] != self._done[source]:
+                        self._done[source], self._progressed[source] = int(incoming[0]), self._heard[source]
                 self._listened = [self._listened[1], time.monotonic()]
                 if self._quiet.wait(interval):
                     break
-            self._MPI.Request.Waitall(sends)
+            self._MPI.Request.Waitall([r for r, _ in sends])
         except Exception as exc:  # an MPI error: the collectives then judge by arrivals alone
             self._record(exc)
+
+    def others_progressed(self) -> float:
+        """When another rank was last seen completing a task (``time.monotonic()``; its heartbeats
+        tell, so this is as late as they are: ``limit / 6``), the start of the job if none was."""
+        return max(when for rank, when in enumerate(self._progressed) if rank != self.rank)
 
     def _announce_arrival(self, tag: int) -> list:
         """Rank 0 listens for every other rank's arrival at this collective; the others announce it.

@@ -356,15 +356,18 @@ class Engine:
         limit = self.limit.seconds
         if limit is None or self.scheduler.idle or self.failure is not None:
             return
+        now, since = time.monotonic(), self.last_progress
         if not self.running and self.comm is not None and self.comm.size > 1:
-            # only waiting for other ranks: give the rank whose kernel is stuck the time to say so
+            # only waiting for other ranks: give the rank whose kernel is stuck the time to say so,
+            # and wait while another rank completes tasks (the data may be at the end of its work)
             limit *= WAITING_FACTOR
-        stalled = time.monotonic() - self.last_progress
-        if stalled > limit:
+            since = max(since, self.comm.others_progressed())
+        stalled = now - self.last_progress
+        if now - since > limit:
             transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""
             window = self.scheduler.describe(running=running_lines(self.running, time.monotonic()))
             said = f"{stalled:.1f}" if stalled < 10 else f"{stalled:.0f}"  # under a second too: --watchdog 0.5
-            self.failure = TaskFailure(f"watchdog: no task completed for {said} s; {window}"
+            self.failure = TaskFailure(f"watchdog: no task completed for {said} s{self.limit.automatic_note()}; {window}"
                                        + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))
             self.stalled = True
             self._wake_all()
@@ -441,6 +444,8 @@ class Engine:
         """FIRE after ``task`` (lock held): wake workers for what became ready."""
         fired = self.scheduler.finish(task)
         self.last_progress = time.monotonic()
+        if self.comm is not None:
+            self.comm.tasks_done += 1  # the heartbeats tell the other ranks
         if task.on_complete is not None:
             task.on_complete()
         for ready in fired:

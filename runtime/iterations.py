@@ -227,6 +227,12 @@ def check_iterations(driver, matrices: dict, params, rank: int) -> None:
         return
     if found.total > MAX_ITERATIONS:
         iterations, line = found.largest
-        raise TaskFailure(f"the loop nest would run up to {found.total:.3g} loop iterations "
-                          f"(at most {MAX_ITERATIONS:.0e} are run); this loop alone up to {iterations:.3g}: "
+        raise TaskFailure(f"the loop nest would run up to {_count(found.total)} loop iterations (at most "
+                          f"{_count(MAX_ITERATIONS)} are run); this loop alone up to {_count(iterations)}: "
                           f"check its bounds and the parameters", rank, line)
+
+
+def _count(value) -> str:
+    """``10,000,100,000``: every digit while a count has few enough to read (rounded, a count just
+    over the limit read as the limit itself), else ``1.2e+18``."""
+    return f"{int(value):,}" if value < 10 ** 15 else f"{value:.3g}"

@@ -99,7 +99,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
                                  options.spelling.setting("gpu_memory"))
     # host copies of tiles in transit: received from other ranks, or of GPU tiles that host tasks read
     in_transit = ranks > 1 or (options.gpus and out_of_core is None)
-    check_memory(program, matrices, needed, window if in_transit else 0, options.check)
+    # tiles in transit for at most the tasks the window holds, and never more than this rank's tasks
+    check_memory(program, matrices, needed, min(window, share.count) if in_transit else 0, options.check)
     _fill_inputs(program, matrices, sources, needed, share.column_panels, devices)
     broadcast = broadcast_for(options.broadcast, ranks)
     engine = _engine(driver, options, comm, devices, workers, window, broadcast, matrices, out_of_core, host_costs,
@@ -110,7 +111,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
         try:
             engine.tracer = Tracer() if options.trace else None
             engine.kernel_clock = rates.KernelClock() if options.time_kernels else None
-            with _progress(options, program.name, ranks, share.count, engine):
+            with _progress(options, program.name, ranks, share.runs, engine):
                 seconds = _timed(engine, driver.generate, params, comm)
             traced, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = rank_stats(engine, matrices, comm)

@@ -76,6 +76,7 @@ class Survey:
         self.among = among if self.guided else every_value
         self.me = rank
         self.count = 0  # tasks this rank submits
+        self.runs = 0  # those it runs (it owns their main tile): a progress bar's total
         self.foreign = 0  # the tiles that tasks of other ranks write, met on the way
         self.foreign_tasks = 0  # those tasks, where the walk sees them (a whole walk; a guided one bumps their tiles)
         self.needed: set = set()  # tiles they touch
@@ -92,6 +93,7 @@ class Survey:
         if mine:  # the tasks this rank runs or sends for: those whose mistakes it must find before the run
             check_distinct_writes(call, tiles)
             self.count += 1
+            self.runs += tiles[call.main].rank == self.me
             self.needed.update(tiles)
             if call.kernel in CPU_KERNELS:
                 self.column_panels.update(panel[0].matrix.name for panel in columns if len(panel) > 1)

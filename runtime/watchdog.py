@@ -49,6 +49,14 @@ class Limit:
         if seconds > self.longest_task:
             self.longest_task = seconds
 
+    def automatic_note(self) -> str:
+        """`` (the automatic limit ...)`` for a stall report under the automatic limit, which a
+        slow but sound kernel may reach; nothing for a limit the user set."""
+        if self.setting is not None:
+            return ""
+        return (f" (the automatic limit, the larger of {FLOOR_SECONDS:.0f} s and {TASK_FACTOR:.0f} times the "
+                f"longest task so far: a slower kernel needs --watchdog SECONDS, and 0 turns it off)")
+
     @property
     def seconds(self) -> float | None:
         """Seconds without progress that make a stall; None when disabled."""

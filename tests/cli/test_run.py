@@ -327,6 +327,13 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_with_the_numbers():
 
 
 @pytest.mark.timeout(130)
+def test_a_window_larger_than_the_ranks_tasks_asks_no_memory_for_them():
+    """4 tasks on 2 ranks with --window 30000 were refused for 117 GiB of transfer buffers."""
+    out = tiledsl("run", "programs/cholesky.tile", "--np", 2, "--n", 1024, "--nb", 512, "--window", 30000)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.timeout(130)
 def test_a_run_that_cannot_fit_in_a_gpu_goes_out_of_core():
     """The GPU caches 8 MiB of its tiles (more is homed there), and says so (tests/runtime/test_outofcore.py)."""
     out = tiledsl("run", "programs/hetero_cholesky.tile", "--n", 2000, "--gpus", 1, "--gpu-memory", "8M", "--check")

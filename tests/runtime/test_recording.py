@@ -11,7 +11,7 @@ from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.options import Options
-from tiledsl.runtime.recording import survey
+from tiledsl.runtime.recording import record, survey
 
 PROGRAMS = {
     # name: (program, line of the mistake, message)
@@ -150,3 +150,20 @@ def column_panels(driver) -> set:
     params = make_params(driver, Options(n=600, tiles={"nb": 128}))
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (1, 1), 0), 0)
     return survey(driver, matrices, params, 0).column_panels
+
+
+@pytest.mark.parametrize("program", ["cholesky", "qr", "getrf"])
+def test_each_rank_counts_the_tasks_it_runs_apart_from_those_it_meets(compiled, program):
+    """A progress bar's total: the tasks this rank runs. On several ranks the bar counted every
+    task the rank took part in (sends included) and ended at 48-63%."""
+    driver = compiled(f"programs/{program}.tile")
+    params = make_params(driver, Options(n=700, tiles={"nb": 100}))
+    surveys = []
+    for rank in range(4):
+        matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (2, 2), rank), rank)
+        surveys.append(survey(driver, matrices, params, rank, guided=True))
+    everyone = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (2, 2), 0), 0)
+    tasks = record(driver, everyone, params).submitted  # every task, flattened
+    assert [s.runs for s in surveys] == [sum(tiles[call.main].rank == rank for call, tiles, _ in tasks)
+                                         for rank in range(4)]
+    assert sum(s.runs for s in surveys) == len(tasks) and all(s.runs < s.count for s in surveys)

@@ -75,7 +75,9 @@ def test_the_automatic_limit_stops_a_stalled_task(compiled, monkeypatch):
     driver = compiled(PROGRAM)
     engine, params = engine_for(driver, Options(n=256, sets={"fault": 2}), None)
     began = time.monotonic()
-    with pytest.raises(TaskFailure, match=r"(?s)watchdog: no task completed for [\d.]+ s; "
+    with pytest.raises(TaskFailure, match=r"(?s)watchdog: no task completed for [\d.]+ s \(the automatic limit, the "
+                                          r"larger of 2 s and 20 times the longest task so far: a slower kernel "
+                                          r"needs --watchdog SECONDS, and 0 turns it off\); "
                                           r".*stall on A\[1, 1\] \(running\)"):
         engine.run(driver.generate, params)
     assert 2.0 <= time.monotonic() - began < 15
