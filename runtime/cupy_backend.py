@@ -785,7 +785,12 @@ class TileKernels:
     def _gemm(self, kernel: str, A, B, C, transa: str, transb: str, alpha, beta) -> None:
         m, n, k = gemm_dims(kernel, A, B, C, transa, transb)
         alpha, beta = check_number(kernel, "alpha", alpha), check_number(kernel, "beta", beta)
-        if m and n and (k or beta != 1.0):
+        if alpha == 0.0:  # A and B not read, as on the host (kernels._gemm)
+            if beta == 0.0:
+                C[...] = 0.0
+            elif beta != 1.0:
+                C *= beta
+        elif m and n and (k or beta != 1.0):
             self.ops.gemm(transa, transb, alpha, A, B, beta, C)
 
     def symm(self, A, B, C, side: str = "L", uplo: str = "L", alpha: float = 1.0, beta: float = 1.0) -> None:
@@ -832,7 +837,9 @@ class TileKernels:
         m, n = triangular_dims(kernel, A, B, side, uplo, transa, diag, a_name)
         alpha = check_number(kernel, "alpha", alpha)
         order = m if side == "L" else n
-        if m and n:
+        if alpha == 0.0:  # zeros, the triangle not read (BLAS)
+            B[...] = 0.0
+        elif m and n:
             routine(side, uplo, transa, diag, alpha, A[:order, :order], B)
 
     # ---------------------------------------------------------------- Cholesky, inverses

@@ -442,6 +442,16 @@ def test_gemm(implementation, rng, layout, m, w, k):
     compare(implementation, "gemm", [random(rng, m, k), random(rng, w, k), random(rng, m, w)], layout, rng)
 
 
+@pytest.mark.parametrize("transa, transb", [("N", "N"), ("T", "N"), ("N", "T"), ("T", "T")])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_a_zero_alpha_reads_no_input_as_on_the_host(implementation, rng, transa, transb, beta):
+    """gemm: C = beta·C whatever A and B hold; trsm and trmm: zeros whatever the triangle holds."""
+    nan = np.full((6, 6), np.nan)
+    compare(implementation, "gemm", [nan, nan, random(rng, 6, 6)], "block", rng, transa, transb, 0.0, beta)
+    for kernel in ("trsm", "trmm"):
+        compare(implementation, kernel, [nan, random(rng, 6, 6)], "block", rng, "L", "L", transa, "N", 0.0)
+
+
 def test_gemm_with_overlapping_inputs(implementation, rng):
     """The Cholesky update reads two row ranges of one tile as A and B."""
     panel, c = random(rng, 10, 4), random(rng, 6, 4)
