@@ -19,6 +19,6 @@ def least_squares(before, after):
     scale = np.abs(residual).max()
     if scale == 0.0:
         return 0.0
-    error = np.abs((residual / scale).T @ a).sum(axis=1).max() * scale
+    error = np.abs((residual / scale).T @ a).sum(axis=0).max() * scale  # the 1-norm: its largest column sum
     one_norm = np.abs(a).sum(axis=0).max() * np.abs(b).sum(axis=0).max()
     return float(error / (one_norm * max(m, n, nrhs) * EPS)) if one_norm else float("inf")

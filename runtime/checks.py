@@ -55,8 +55,8 @@ def near_threshold(residuals: dict) -> str | None:
         return None
     return (f"the {' and '.join(close)} residual{'s are' if len(close) > 1 else ' is'} within 10x of the threshold "
             f"{THRESHOLD:g}: computed in float64, a residual's own rounding can be as large as what it measures "
-            f"where the factors' entries grew (|L|·|U| far above |A|), so in exact arithmetic it may fall on the "
-            f"other side")
+            f"where the products it forms are far larger than their result (factors whose entries grew, |L|·|U| "
+            f"far above |A|), so in exact arithmetic it may fall on the other side")
 
 
 def largest(residuals) -> float:

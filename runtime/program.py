@@ -14,7 +14,9 @@ never needs the compiler.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from functools import cached_property, lru_cache
 
 from .panels import Panel
@@ -74,16 +76,23 @@ class CheckDecl:
     options: tuple[tuple[str, object], ...] = ()
     user: bool = False
 
-    def option_values(self, params) -> dict:
-        """The options' values in a run with parameters ``params`` (a UsageError for one these
-        parameters cannot give, such as ``alpha = 1.0 / z`` with z = 0)."""
+    def place(self, source: str | None = None) -> str:
+        """``check product (p.tile:7)``: the check, at its line of the ``.tile`` file ``source``."""
+        return f"check {self.kind} ({Path(source).name}:{self.line})" if source else f"check {self.kind} (line {self.line})"
+
+    def option_values(self, params, where: str = "") -> dict:
+        """The options' values in a run with parameters ``params`` (a UsageError, said at ``where``,
+        for one these parameters cannot give, such as ``alpha = 1.0 / z`` with z = 0, or give only
+        as an infinity or NaN, which would make the residual NaN)."""
+        where = where or self.place()
         values = {}
         for name, value in self.options:
             try:
                 values[name] = float(value(params)) if callable(value) else value
             except (ArithmeticError, ValueError) as error:
-                raise UsageError(f"check {self.kind} (line {self.line}): option {name} cannot be computed with "
-                                 f"these parameters: {error}") from None
+                raise UsageError(f"{where}: option {name} cannot be computed with these parameters: {error}") from None
+            if not math.isfinite(values[name]):
+                raise UsageError(f"{where}: option {name} is {values[name]}: a check's options are finite numbers")
         return values
 
 

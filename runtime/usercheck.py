@@ -15,6 +15,7 @@ function and the check's ``.tile`` line, never a traceback.
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 import traceback
 import types
@@ -129,8 +130,8 @@ def _residuals(name: str, value) -> tuple[dict | None, str | None]:
         return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
     if real(value):
         if value < 0:
-            return None, f"returned {float(value):g}, {_BELOW_ZERO}"
-        return {name: float(value)}, None
+            return None, f"returned {_as_float(value):g}, {_BELOW_ZERO}"
+        return {name: _as_float(value)}, None
     if not isinstance(value, dict) or not value:
         shown = "an empty dict" if isinstance(value, dict) else type(value).__name__
         return None, f"returned {shown}; a check returns a float residual or a non-empty dict of name → float"
@@ -140,5 +141,14 @@ def _residuals(name: str, value) -> tuple[dict | None, str | None]:
         if not real(entry):
             return None, f"returned a dict whose entry {key!r} is {type(entry).__name__}, not a number"
         if entry < 0:
-            return None, f"returned a dict whose entry {key!r} is {float(entry):g}, {_BELOW_ZERO}"
-    return {k: float(v) for k, v in value.items()}, None
+            return None, f"returned a dict whose entry {key!r} is {_as_float(entry):g}, {_BELOW_ZERO}"
+    return {k: _as_float(v) for k, v in value.items()}, None
+
+
+def _as_float(number) -> float:
+    """``number`` as a float: an integer past float's range (10**400) is infinite, as a residual that
+    large is (it fails the check)."""
+    try:
+        return float(number)
+    except OverflowError:
+        return math.inf if number > 0 else -math.inf

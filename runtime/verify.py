@@ -159,7 +159,7 @@ class Verifier:
     # ---------------------------------------------------------------- checks
     def check(self, decl, driver, params) -> dict:
         """The residuals of the built-in check ``decl`` (a :class:`~.program.CheckDecl`)."""
-        where = f"check {decl.kind} (line {decl.line})"
+        where = decl.place(driver.PROGRAM.source if driver is not None else None)
         views = _views(decl, where)
         names = decl.args
         if decl.kind == "cholesky":
@@ -173,7 +173,7 @@ class Verifier:
             return self.solve(*names, views[0], where)
         if decl.kind == "inverse":
             return self.inverse(*names, *views, where)
-        options = decl.option_values(params)
+        options = decl.option_values(params, where)
         unknown = set(options) - {"alpha", "beta"}
         if unknown:
             raise UsageError(f"{where}: unknown option {', '.join(sorted(unknown))} (a product takes alpha and beta)")

@@ -188,6 +188,14 @@ def bad_entry(before, after):
 
 def negative_entry(before, after):
     return {"a": 1.0, "b": -0.5}
+
+
+def past_floats(before, after):
+    return {"big": 10 ** 400, "fine": 1}
+
+
+def negative_past_floats(before, after):
+    return -10 ** 400
 '''
 
 
@@ -262,6 +270,16 @@ def test_a_user_residual_at_the_threshold_or_nan_fails(user_driver, function):
 def test_the_failure_names_the_residual_that_failed(user_driver):
     result = run_user(user_driver, "one_of_two")
     assert launch._problems(result) == ["check failed: residual (broken) nan is not below 60"]
+
+
+@pytest.mark.timeout(60)
+def test_an_integer_residual_past_floats_is_infinite_and_fails(user_driver):
+    """10**400 was an internal error (OverflowError) on one rank, a traceback and a minute's wait on four."""
+    result = run_user(user_driver, "past_floats")
+    assert result.residuals == {"big": math.inf, "fine": 1.0} and result.passed is False and not result.errors
+    negative = run_user(user_driver, "negative_past_floats")
+    assert negative.errors == ["check negative_past_floats (p.tile:7): negative_past_floats returned -inf, below 0: "
+                               "a residual is a ratio of norms (a signed difference would always pass)"]
 
 
 @pytest.mark.timeout(60)
@@ -439,6 +457,11 @@ def test_a_check_option_the_parameters_cannot_give_is_a_usage_error(tmp_path):
     import tiledsl
 
     (tmp_path / "scaled.tile").write_text(SCALED_PRODUCT.replace("alpha = alpha,", "alpha = 1.0 / (alpha - 2.0),"))
-    with pytest.raises(tiledsl.TiledslError, match=r"^check product \(line 7\): option alpha cannot be computed "
-                                                   r"with these parameters: float division by zero$"):
+    with pytest.raises(tiledsl.TiledslError, match=r"^check product \(scaled\.tile:7\): option alpha cannot be "
+                                                   r"computed with these parameters: float division by zero$"):
+        tiledsl.load(tmp_path / "scaled.tile").run(n=100, check=True)
+    # an infinite option made the residual NaN, said nowhere
+    (tmp_path / "scaled.tile").write_text(SCALED_PRODUCT.replace("alpha = alpha,", "alpha = 1.0e308 * 10.0,"))
+    with pytest.raises(tiledsl.TiledslError, match=r"^check product \(scaled\.tile:7\): option alpha is inf: a "
+                                                   r"check's options are finite numbers$"):
         tiledsl.load(tmp_path / "scaled.tile").run(n=100, check=True)

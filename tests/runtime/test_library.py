@@ -318,3 +318,25 @@ def test_bench_times_no_implementation_cold(compiled, monkeypatch):
     monkeypatch.setattr(bench, "execute", lambda *a: calls.__setitem__("tiledsl", calls["tiledsl"] + 1) or executed(*a))
     table = run_bench(compiled("programs/trmm.tile"), _options("trmm", workers=1), rounds=1, with_dask=False)
     assert calls == {"tiledsl": 2, "reference": 2} and table["rounds"] == 1
+
+
+def test_the_least_squares_check_takes_lapacks_one_norm():
+    """dqrt17's ratio takes ‖(B − A·X)ᵀ·A‖₁; the check took its ∞-norm, low by up to nrhs: an X off
+    along one direction at a ratio of 200 was said to be 12.5 and passed."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tsqr_kernels", ROOT / "programs" / "tsqr_kernels.py")
+    tsqr_kernels = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tsqr_kernels)
+    rng = np.random.default_rng(0)
+    m, n, nrhs = 700, 150, 16
+    a, b = rng.uniform(-0.5, 0.5, (m, n)), rng.uniform(-0.5, 0.5, (m, nrhs))
+    x = np.linalg.lstsq(a, b, rcond=None)[0]
+    eps = np.finfo(float).eps
+    scale = np.linalg.norm(a, 1) * np.linalg.norm(b, 1) * max(m, n, nrhs) * eps
+    direction = np.linalg.solve(a.T @ a, np.eye(n)[3])  # (B − A·X)ᵀ·A changes in its column 3 alone
+    wrong = x - np.outer(direction, np.full(nrhs, 200 * scale / nrhs))
+    after = b.copy()
+    after[:n] = wrong
+    assert tsqr_kernels.least_squares({"A": a, "B": b}, {"B": after}) == pytest.approx(200, rel=1e-6)
+    assert np.linalg.norm((b - a @ wrong).T @ a, 1) / scale == pytest.approx(200, rel=1e-6)
