@@ -90,7 +90,8 @@ class Geometry:
                  f"hybrid tiling needs B >= 1, b >= 1, s >= 1, got B={B}, b={b}, s={s}")
         _require((s - 1) * b < B,
                  f"hybrid tiling needs (s-1)*b < B so the last slice is not empty, "
-                 f"got (s-1)*b = {(s - 1) * b} with B={B}")
+                 f"got (s-1)*b = ({s}-1)*{b} = {(s - 1) * b} with B={B}: b at most {(B - 1) // max(1, s - 1)} "
+                 f"with s={s}, or s=1")
         _require_makeable(m, n, _ceil_div(m, B), _ceil_div(n, B) * s)
         cols = []
         for start in range(0, n, B):

@@ -327,6 +327,19 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_with_the_numbers():
 
 
 @pytest.mark.timeout(130)
+def test_hybrid_settings_that_leave_no_slice_say_what_would_work_and_where():
+    """--B alone left the program's b = 128 unexplained, and --s 0 was said without the .tile line."""
+    out = tiledsl("run", "hetero_cholesky", "--n", 8, "--B", 4, "--no-tune")
+    assert out.returncode == 2 and out.stderr == (
+        "tiledsl: error: matrix A (hetero_cholesky.tile:9): hybrid tiling needs (s-1)*b < B so the last slice is "
+        "not empty, got (s-1)*b = (2-1)*128 = 128 with B=4: b at most 3 with s=2, or s=1 (with n = 8)\n")
+    out = tiledsl("run", "hetero_cholesky", "--n", 8, "--B", 4, "--b", 1, "--s", 0, "--no-tune")
+    assert out.returncode == 2 and out.stderr == (
+        "tiledsl: error: matrix A (hetero_cholesky.tile:9): hybrid tiling needs B >= 1, b >= 1, s >= 1, got B=4, "
+        "b=1, s=0 (with n = 8)\n")
+
+
+@pytest.mark.timeout(130)
 def test_a_window_larger_than_the_ranks_tasks_asks_no_memory_for_them():
     """4 tasks on 2 ranks with --window 30000 were refused for 117 GiB of transfer buffers."""
     out = tiledsl("run", "programs/cholesky.tile", "--np", 2, "--n", 1024, "--nb", 512, "--window", 30000)
