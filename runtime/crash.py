@@ -8,9 +8,10 @@
   stopped; so it does in the user's code run outside a task (:func:`user_code`: the
   kernel module loading, a user check), whose callers say so. Called by the user's code
   anywhere else while a run is in progress (:func:`run_in_progress`: a thread a kernel
-  started), it ends the rank with status 1 and says where, never 0. Otherwise (the
-  runtime's own calls, a process a kernel forks, a process whose run is over) it is the
-  real ``os._exit``.
+  started) in a process that is tiledsl's own (:func:`claim_process`: the command line, a
+  driver; not an application calling the Python API, whose own threads may end it so), it
+  ends the rank with status 1 and says where, never 0. Otherwise (the runtime's own calls,
+  a process a kernel forks, a process whose run is over) it is the real ``os._exit``.
 * A crash (a segmentation fault in a kernel's C code) cannot run Python code:
   :func:`fatal_signals_traced` turns on :mod:`faulthandler` for the run, which
   writes the crashing thread's Python stack (the kernel's function, its file and
@@ -37,6 +38,7 @@ _real_exit = os._exit
 _guard_pid: int | None = None
 _runs = 0  # runs in progress in this process (the Python API may run several at once)
 _runs_lock = threading.Lock()
+_claimed = False  # the process is tiledsl's (the command line, a driver): no other code may end it
 
 
 class KernelExit(BaseException):
@@ -48,6 +50,12 @@ def guard_exit() -> None:
     global _guard_pid
     _guard_pid = os.getpid()
     os._exit = _exit
+
+
+def claim_process() -> None:
+    """This process is tiledsl's own (a command, a driver): see the module docstring."""
+    global _claimed
+    _claimed = True
 
 
 @contextlib.contextmanager
@@ -81,7 +89,7 @@ def _exit(status: int) -> None:
         if getattr(in_kernel, "task", None) is not None or getattr(in_kernel, "user_code", False):
             raise KernelExit(f"called os._exit({status})")
         caller = sys._getframe(1)
-        if _runs and is_users(caller.f_code.co_filename):
+        if _runs and _claimed and is_users(caller.f_code.co_filename):
             _stray_exit(status, caller)
     _real_exit(status)
 

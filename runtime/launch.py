@@ -33,7 +33,7 @@ from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
 from .broadcast import broadcast_for
 from .comm import Unanswered
-from .crash import run_in_progress
+from .crash import claim_process, run_in_progress
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
                       collective_limit, options_from, run_warnings)
 from .notes import warnings_of
@@ -375,6 +375,7 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
     one that ends any other way (``os._exit``) did not finish the run. Threads the run
     started (a kernel's) and left running do not keep the process alive (:func:`_not_waiting_for`).
     """
+    claim_process()
     before = set(threading.enumerate())
     status = _run_and_report(driver, args, out, err)
     record_completion(status)

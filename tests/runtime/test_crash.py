@@ -128,3 +128,16 @@ def test_a_thread_a_kernel_left_running_does_not_keep_the_process_alive(tmp_path
     assert out.stdout.strip().startswith("{") and '"ok": true' in out.stdout
     assert ("tiledsl: note: rank 0: 1 thread(s) started during the run still running (forever): the process ends "
             "without waiting for them") in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_an_application_calling_the_api_keeps_its_threads_own_os_exit(tmp_path):
+    """Only tiledsl's own processes (the command line, a driver) turn a stray os._exit into a failure:
+    an application's thread may end its process as it means to, a run in progress or not."""
+    (tmp_path / "k.py").write_text("import os, threading, time\n\ndef mark(A):\n    threading.Thread(target=lambda: "
+                                   "os._exit(5)).start()\n    time.sleep(2)\n")
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel mark(inout A)\nprogram p {\n  tiling uniform(nb = 8)\n'
+                                     "  matrix A[n, n] = zeros\n  mark(A[0, 0])\n}\n")
+    code = f"import tiledsl\ntiledsl.load({str(tmp_path / 'p.tile')!r}).run(n=8)\nprint('after the run')\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
+    assert (out.returncode, out.stdout, out.stderr) == (5, "", "")
