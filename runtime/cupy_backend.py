@@ -84,7 +84,8 @@ from .streams import StreamOrder
 from .kernels import (_SAFE_MINIMUM as SAFE_MINIMUM, _inner_block, add_absolute_sums, add_to_sum_of_squares,
                       check_number, check_option, gemm_dims, getrf_dims, laswp_range, merge_sums_of_squares,
                       not_positive_definite, potrf_dims, qr_apply_dims, rank_k_dims, record_pivots, require_square,
-                      require_sums, require_tpmqrt, require_triangle, singular_triangle, symm_dims, triangular_dims)
+                      require_sums, require_tpmqrt, require_triangle, scale_by, singular_triangle, symm_dims,
+                      triangular_dims)
 
 #: Columns of an LU panel eliminated one at a time before a BLAS-3 update.
 LU_PANEL = 32
@@ -786,10 +787,7 @@ class TileKernels:
         m, n, k = gemm_dims(kernel, A, B, C, transa, transb)
         alpha, beta = check_number(kernel, "alpha", alpha), check_number(kernel, "beta", beta)
         if alpha == 0.0:  # A and B not read, as on the host (kernels._gemm)
-            if beta == 0.0:
-                C[...] = 0.0
-            elif beta != 1.0:
-                C *= beta
+            scale_by(C, beta)
         elif m and n and (k or beta != 1.0):
             self.ops.gemm(transa, transb, alpha, A, B, beta, C)
 

@@ -367,7 +367,8 @@ class Engine:
             transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""
             window = self.scheduler.describe(running=running_lines(self.running, time.monotonic()))
             said = f"{stalled:.1f}" if stalled < 10 else f"{stalled:.0f}"  # under a second too: --watchdog 0.5
-            self.failure = TaskFailure(f"watchdog: no task completed for {said} s{self.limit.automatic_note()}; {window}"
+            self.failure = TaskFailure(f"watchdog: no task completed for {said} s{self.limit.automatic_note()}; "
+                                       f"{window}"
                                        + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))
             self.stalled = True
             self._wake_all()

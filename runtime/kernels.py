@@ -335,13 +335,13 @@ def _gemm(kernel: str, A, B, C, transa: str, transb: str, alpha, beta) -> None:
     m, n, k = gemm_dims(kernel, A, B, C, transa, transb)
     alpha, beta = check_number(kernel, "alpha", alpha), check_number(kernel, "beta", beta)
     if alpha == 0.0:  # A and B not read, as reference BLAS and cuBLAS (OpenBLAS let their NaN through)
-        _scale(C, beta)
+        scale_by(C, beta)
     elif m and n and (k or beta != 1.0):
         blas.dgemm(transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
 
 
-def _scale(C: np.ndarray, beta: float) -> None:
-    """C <- beta·C, a beta of 0 giving zeros whatever C held (as BLAS)."""
+def scale_by(C, beta: float) -> None:
+    """C <- beta·C (a numpy or CuPy array), a beta of 0 giving zeros whatever C held (as BLAS)."""
     if beta == 0.0:
         C[...] = 0.0
     elif beta != 1.0:

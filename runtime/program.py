@@ -78,7 +78,8 @@ class CheckDecl:
 
     def place(self, source: str | None = None) -> str:
         """``check product (p.tile:7)``: the check, at its line of the ``.tile`` file ``source``."""
-        return f"check {self.kind} ({Path(source).name}:{self.line})" if source else f"check {self.kind} (line {self.line})"
+        at = f"{Path(source).name}:{self.line}" if source else f"line {self.line}"
+        return f"check {self.kind} ({at})"
 
     def option_values(self, params, where: str = "") -> dict:
         """The options' values in a run with parameters ``params`` (a UsageError, said at ``where``,

@@ -37,14 +37,13 @@ class Tracer:
         self.events: list = []
         self.occurrences: Counter = Counter()
 
-    def restart(self, started: float | None = None) -> None:
-        """Time zero: now (called right after the barrier that starts the run), or the wall-clock
-        time ``started``, when rank 0 left that barrier. Ranks leave a polled barrier up to a
-        polling interval apart, so each one's own "now" would misplace its lanes by milliseconds
-        (a message received before it was sent): read through the wall clock, rank 0's moment
-        is the same instant on every rank of a machine, and as close as the nodes' clocks are
-        kept (NTP) across machines."""
-        self.origin = time.perf_counter() if started is None else _perf_counter_at(started)
+    def restart(self, started: float) -> None:
+        """Time zero: the wall-clock time ``started``, when rank 0 left the barrier that starts the
+        run. Ranks leave a polled barrier up to a polling interval apart, so each one's own "now"
+        would misplace its lanes by milliseconds (a message received before it was sent): read
+        through the wall clock, rank 0's moment is the same instant on every rank of a machine,
+        and as close as the nodes' clocks are kept (NTP) across machines."""
+        self.origin = _perf_counter_at(started)
 
     def task(self, lane: str, began: float, ended: float, task) -> None:
         """A program task, named the same on every rank (:func:`task_args`); a GPU task a CPU worker

@@ -180,6 +180,7 @@ def test_a_rank_waiting_for_another_that_completes_tasks_is_not_stalled(tmp_path
                                         "  for s in 0 .. 10 { step(A[0, 0]) }\n  take(A[0, 0], A[0, 1])\n}\n")
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "wait.tile", "--n", "8", "--np", "2",
                           "--grid", "1x2", "--watchdog", "2", "--output", "A=a.npy"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=110, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path)))
+                         capture_output=True, text=True, timeout=110,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path)))
     assert out.returncode == 0, out.stderr
     assert np.array_equal(np.load(tmp_path / "a.npy")[:4, 4:], np.full((4, 4), 10.0))

@@ -519,7 +519,8 @@ class _Tuner:
         self.log(f"B = {B}: the smallest GPU gemm size within {THRESHOLD:.0%} of the best "
                  f"({max(speeds['gpu']['gemm'].values()):.2f} GFLOP/s)")
         self.log(f"B_h = B·f_core·W/(f_core·W + f_gpu·G) = {B}·{best['core']:.2f}·{self.workers}/"
-                 f"({best['core']:.2f}·{self.workers} + {best['gpu']:.2f}·{self.gpus}) = {B_h:.0f} → b = {b}, s = {s}")
+                 f"({best['core']:.2f}·{self.workers} + {best['gpu']:.2f}·{self.gpus}) = {B_h:.0f} "
+                 f"→ b = {b}, s = {s}")
         formula = {"B": B, "B_h": round(B_h, 1), "b": b, "s": s, "f_core": round(best["core"], 3),
                    "f_gpu": round(best["gpu"], 3)}
         widest = (B - STEP) // max(1, s_default - 1) // STEP * STEP

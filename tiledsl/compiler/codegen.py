@@ -241,7 +241,8 @@ class _Model:
             name=program.name.text, source=checked.path, version=__version__,
             tiling=checked.tiling, tiling_defaults=checked.tiling_defaults,
             params=[(d.name.text, param_ref(d.name.text), self.expr(d.default, params=True)) for d in program.params],
-            matrices=[(d.name.text, _init_kind(d.init), d.init.path, d.span.line, self.expr(d.rows, params=True), self.expr(d.cols, params=True))
+            matrices=[(d.name.text, _init_kind(d.init), d.init.path, d.span.line, self.expr(d.rows, params=True),
+                       self.expr(d.cols, params=True))
                       for d in program.matrices],
             workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
                         for d in program.workspaces],
