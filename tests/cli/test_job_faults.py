@@ -227,8 +227,9 @@ def test_a_rank_killed_without_a_word_is_named(tmp_path):
     code, out, err = finish(job)
     assert code == 1 and time.monotonic() - sent < 10 and "Traceback" not in err  # a rank lost: exit 1
     # the one killed, named first: the launcher ended the other after it
+    # (a loaded machine may see both ends at one wake-up: in order, not how far apart)
     assert re.search(r"tiledsl: error: rank 1 ended without finishing the run and without a word, first "
-                     r"\(0\.\d{3} s before the others;", err), err
+                     r"\((0\.\d{3} s )?before the others;", err), err
     assert "tiledsl: error: the launcher then ended rank 0\n" in err, err
     assert ("the launcher's exit status is 9, which is how it reports a rank killed by SIGKILL: the system's "
             "out-of-memory killer sends it (see `dmesg`), as does `kill -9`") in err, err

@@ -1,6 +1,7 @@
 """Which rank ended first (tiledsl/commands/rankwatch.py), on real processes."""
 import os
 import subprocess
+import threading
 import time
 
 import pytest
@@ -35,6 +36,41 @@ def test_the_rank_that_ended_first_is_named_and_ranks_of_other_nodes_leave_it_un
         assert first == 1 and 0.04 < lead < 5
         assert watch.first_of([0, 1, 2]) is None  # rank 2's end was not seen
         assert watch.first_of([1]) is None  # one rank lost: nothing to order
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+
+
+class _HeldWatch(RankWatch):
+    """A watch whose thread waits at ``gate`` once it watches every rank, as a thread the
+    machine did not run for a while would."""
+
+    def __init__(self, folder, ranks):
+        super().__init__(folder, lambda pids: set(pids))
+        self.ranks, self.gate = ranks, threading.Event()
+
+    def _add_new_ranks(self, selector):
+        super()._add_new_ranks(selector)
+        if len(self._watched) == self.ranks:
+            self.gate.wait(10)
+
+
+@pytest.mark.timeout(60)
+def test_ends_seen_at_one_wake_up_are_ordered_without_a_lead(tmp_path):
+    processes = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+    try:
+        with _HeldWatch(str(tmp_path), 3) as watch:
+            for rank, process in enumerate(processes):
+                (tmp_path / f"started.{rank}").write_text(str(process.pid))
+            _wait_until(lambda: len(watch._watched) == 3)
+            for rank in (2, 0, 1):  # not the order of their pidfds
+                processes[rank].kill()
+                processes[rank].wait()
+            watch.gate.set()
+            _wait_until(lambda: len(watch.ended) == 3)
+        assert watch.first_of([0, 1, 2]) == (2, None)
+        assert watch.first_of([0, 1]) == (0, None)
     finally:
         for process in processes:
             process.kill()

@@ -178,9 +178,10 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
     first = watch.first_of(lost)
     if first is not None:  # its process ended before the others', which the launcher then ended
         rank, lead = first
+        # both seen at one wake-up (a loaded machine): in order, but not how far apart
+        before = "before the others" if lead is None or lead < 0.0005 else f"{lead:.3f} s before the others"
         print(f"tiledsl: error: rank {rank} ended without finishing the run and without a word, first "
-              f"({lead:.3f} s before the others; the launcher's exit status is {code}{_as_signal(code)})",
-              file=sys.stderr, flush=True)
+              f"({before}; the launcher's exit status is {code}{_as_signal(code)})", file=sys.stderr, flush=True)
         _said_ended_by_launcher([other for other in lost if other != rank])
         return True
     # on other nodes, which one died first cannot be told: once one dies the launcher kills the others

@@ -5,7 +5,10 @@ the others, and no rank can say which went first. The order their processes ende
 does: Linux's pidfd (``os.pidfd_open``) becomes readable when a process ends, even one
 that is not our child. A thread opens one for each rank of this node as the rank
 records its pid (``started.<rank>`` in the job's folder) and notes when each ended.
-Where pidfds do not exist, or for ranks on other nodes, nothing is known.
+The thread may wake only after several ended (a loaded machine, within the launcher's few
+milliseconds): epoll hands them over in the order they became readable, which still tells
+the first, but not by how much. Where pidfds do not exist, or for ranks on other nodes,
+nothing is known.
 """
 from __future__ import annotations
 
@@ -17,9 +20,6 @@ import time
 from pathlib import Path
 
 POLL_SECONDS = 0.05  # how often new ranks' records are looked for
-#: how much earlier than every other rank the first must have ended to be named: the
-#: launcher needs at least this long to notice a death and end the others
-LEAD_SECONDS = 0.001
 
 
 class RankWatch:
@@ -28,7 +28,9 @@ class RankWatch:
 
     def __init__(self, folder: str, is_ours):
         self.folder, self.is_ours = folder, is_ours
-        self.ended: dict[int, float] = {}  # rank -> when its process ended (monotonic seconds)
+        self.ended: dict[int, float] = {}  # rank -> when its end was seen (monotonic seconds)
+        self._wakes: dict[int, int] = {}  # rank -> the count of the wake-up that saw it end
+        self._order: list[int] = []  # ranks in the order they ended
         self._seen: set[int] = set()  # ranks whose record was read
         self._watched: set[int] = set()  # ranks whose process was watched from its start
         self._stop = threading.Event()
@@ -44,22 +46,27 @@ class RankWatch:
         if self._thread.is_alive():
             self._thread.join(1.0)
 
-    def first_of(self, ranks: list[int]) -> tuple[int, float] | None:
-        """The rank of ``ranks`` that ended first and how long before the next one, when every
-        one of them was watched and it ended clearly first; else None."""
+    def first_of(self, ranks: list[int]) -> tuple[int, float | None] | None:
+        """The rank of ``ranks`` that ended first and how many seconds before the next one (None
+        where one wake-up saw both end), when every one of them was watched; else None."""
         if len(ranks) < 2 or not all(rank in self._watched and rank in self.ended for rank in ranks):
             return None
-        first, second = sorted(ranks, key=self.ended.get)[:2]
-        lead = self.ended[second] - self.ended[first]
-        return (first, lead) if lead >= LEAD_SECONDS else None
+        first, second = [rank for rank in self._order if rank in ranks][:2]
+        if self._wakes[first] == self._wakes[second]:
+            return first, None
+        return first, self.ended[second] - self.ended[first]
 
     def _watch(self) -> None:
-        with selectors.DefaultSelector() as selector:
+        # epoll, not DefaultSelector's choice: its events come in the order they happened
+        with selectors.EpollSelector() as selector:
             try:
+                wake = 0
                 while not self._stop.is_set():
                     self._add_new_ranks(selector)
+                    wake += 1
                     for key, _ in selector.select(timeout=POLL_SECONDS):
-                        self.ended.setdefault(key.data, time.monotonic())
+                        self._order.append(key.data)
+                        self._wakes[key.data], self.ended[key.data] = wake, time.monotonic()
                         selector.unregister(key.fileobj)
                         os.close(key.fileobj)
             finally:
