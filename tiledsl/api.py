@@ -147,11 +147,6 @@ class Loaded:
         tile sizes (``tiledsl tune``) where ``tiles`` gives none, and its tuned GPU ratio and
         inner blocks; ``tuned=False`` ignores them (``--no-tune``).
         """
-        from .runtime import Options, execute
-        from .runtime.engine import TaskFailure
-        from .runtime.layout import check_settings, use_tuned
-        from .runtime.world import RankError
-
         n, workers, seed, gpus, gpu_memory, gpu_streams, host_takes, watchdog = (
             _plain(value) for value in (n, workers, seed, gpus, gpu_memory, gpu_streams, host_takes, watchdog))
         gpu_settings = dict(gpu_memory=gpu_memory, gpu_ratio=gpu_ratio, gpu_streams=gpu_streams,
@@ -164,32 +159,34 @@ class Loaded:
         for name, flag in (("check", check), ("allow_nonfinite", allow_nonfinite), ("tuned", tuned)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise TiledslError(f"{name} must be True or False, got {flag!r}")
-        _check_int("gpus", gpus, 0)
-        if gpu_backend not in (None, "emulated", "cupy"):
-            raise TiledslError(f"gpu_backend must be 'emulated' or 'cupy', got {gpu_backend!r}")
-        if gpu_backend is not None and not gpus:  # as the command line's warning: kept for scripts varying gpus=
-            warnings.warn(f"gpu_backend={gpu_backend!r} does nothing without gpus=: the run uses no GPU",
-                          TiledslWarning, stacklevel=2)
+        _check_gpus(gpus, gpu_backend)
         gpu_settings = _gpu_settings(gpus, **gpu_settings)
-        if watchdog is not None and (isinstance(watchdog, bool) or not isinstance(watchdog, Real)
-                                     or not 0 <= watchdog < float("inf")):
-            raise TiledslError(f"watchdog must be 0 (off) or a positive number of seconds, got {watchdog!r}")
+        _check_watchdog(watchdog)
         if check and self.program.check is None:
             warnings.warn(f"program {self.program.name} declares no check: check=True has nothing to verify",
                           TiledslWarning, stacklevel=2)
+        settings = dict(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check), gpus=gpus,
+                        gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
+                        watchdog=watchdog, **gpu_settings)
+        result, notes = self._execute(given, settings, bool(tuned))
+        return self._output(result, notes, bool(allow_nonfinite))
+
+    def _execute(self, given: dict, settings: dict, tuned: bool) -> tuple:
+        """The run of the driver with ``settings`` (Options' fields) on the ``given`` arrays, and its
+        notes (each also a warning); its failures as :class:`TiledslError`."""
+        from .runtime import Options, execute
+        from .runtime.engine import TaskFailure
+        from .runtime.layout import check_settings, use_tuned
+        from .runtime.world import RankError
+
         try:
-            check_settings(self.driver, Options(n=n, tiles=tiles, sets=params, spelling=API))
-            options = Options(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check),
-                              gpus=gpus, gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
-                              watchdog=watchdog, spelling=API, **gpu_settings)
-            use_tuned(self.driver, options, bool(tuned),
-                      warn=lambda text: warnings.warn(text, TiledslWarning, stacklevel=3))
+            check_settings(self.driver, Options(n=settings["n"], tiles=settings["tiles"], sets=settings["sets"],
+                                                spelling=API))
+            options = Options(**settings, spelling=API)
+            use_tuned(self.driver, options, tuned, warn=lambda text: warnings.warn(text, TiledslWarning, stacklevel=4))
             # after the tuned values: the arrays are fitted at the tiles the run will use
             options.n, options.sets = fit(self.driver, self._shapes(given), options)
             result = execute(self.driver, options, given)
-            notes = [*result.notes, *warnings_of(Path(self.program.source).name, [result.stats])]
-            for note in notes:
-                warnings.warn(note, TiledslWarning, stacklevel=2)
         except UsageError as error:
             raise TiledslError(str(error)) from None
         except TaskFailure as failure:
@@ -197,11 +194,19 @@ class Loaded:
             raise TiledslError(f"rank {failure.rank}{where}: {failure}") from failure.__cause__  # a kernel's
         except RankError as error:
             raise TiledslError(f"rank 0: {error}") from None
+        notes = [*result.notes, *warnings_of(Path(self.program.source).name, [result.stats])]
+        for note in notes:
+            warnings.warn(note, TiledslWarning, stacklevel=3)
+        return result, notes
+
+    def _output(self, result, notes: list, allow_nonfinite: bool) -> Output:
+        """The :class:`Output` of a completed run; a :class:`TiledslError` carrying it where the
+        command line would fail the run."""
         matrices = {name: m.assemble() for name, m in result.matrices.items()}
         output = Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
                         result.passed, dict(result.nonfinite), list(result.errors), dict(result.input_nonfinite),
                         notes=notes, **self._ran_with(result))
-        problems = _problems(output, bool(allow_nonfinite))
+        problems = _problems(output, allow_nonfinite)
         if problems:  # the command line fails this run: so does the API, the output kept on the error
             raise TiledslError("; ".join(problems), output)
         return output
@@ -412,6 +417,21 @@ def _exact(value, nearest: float) -> bool:
 
 
 _exact_object = np.frompyfunc(_exact, 2, 1)  # elementwise, for any Python object
+
+
+def _check_gpus(gpus, gpu_backend) -> None:
+    _check_int("gpus", gpus, 0)
+    if gpu_backend not in (None, "emulated", "cupy"):
+        raise TiledslError(f"gpu_backend must be 'emulated' or 'cupy', got {gpu_backend!r}")
+    if gpu_backend is not None and not gpus:  # as the command line's warning: kept for scripts varying gpus=
+        warnings.warn(f"gpu_backend={gpu_backend!r} does nothing without gpus=: the run uses no GPU",
+                      TiledslWarning, stacklevel=3)
+
+
+def _check_watchdog(watchdog) -> None:
+    if watchdog is not None and (isinstance(watchdog, bool) or not isinstance(watchdog, Real)
+                                 or not 0 <= watchdog < float("inf")):
+        raise TiledslError(f"watchdog must be 0 (off) or a positive number of seconds, got {watchdog!r}")
 
 
 def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> dict:
