@@ -6,15 +6,15 @@ stacked (a column panel: total rows × cols), and values as they are (each defau
 as the prelude declares it), and returns the kernel's flops as a float.
 
 The counts are LAPACK's (LAWN 41, leading terms), the ones the testers of PLASMA and
-Chameleon use: gemm 2mnk; symm 2m²n (side L) or 2mn² (R); syrk k·n·(n+1); syr2k
-2k·n²; trsm and trmm m²n (side L) or mn² (R); potrf n³/3, plus the trsm of the rows
-below n in a tall tile; trtri and lauum n³/3; getrf (with or without pivoting)
-2mnk − (m+n)k² + 2k³/3 with k = min(m, n) (mn² − n³/3 for m >= n); geqrt 2mnk −
-2k³/3; gemqrt 4mnk − 2nk² (side L, C m×n, k reflectors) or 4mnk − 2mk² (R); tpqrt
-2mn² (m×n under an n×n triangle); tpmqrt 4mnk with C2 m×n; ttqrt 2n³/3 and ttmqrt
+Chameleon use: gemm 2mnk; symm 2m²n (side L) or 2mn² (R); syrk k·n² (a tile Cholesky's
+counts add up to n³/3 exactly); syr2k 2k·n²; trsm and trmm m²n (side L) or mn² (R); potrf
+n³/3, plus the trsm of the rows below n in a tall tile; trtri and lauum n³/3; getrf (with
+or without pivoting) 2mnk − (m+n)k² + 2k³/3 with k = min(m, n) (mn² − n³/3 for m >= n);
+geqrt 2mnk − 2k³/3; gemqrt 4mnk − 2nk² (side L, C m×n, k reflectors) or 4mnk − 2mk² (R);
+tpqrt 2mn² (m×n under an n×n triangle); tpmqrt 4mnk with C2 m×n; ttqrt 2n³/3 and ttmqrt
 2k²n for a triangle under a triangle (exact sums for a trapezoid). laswp moves data and
-counts none; the norm kernels count a flop or two per entry (amax and asum m·n,
-lassq 2mn) and lassq_merge none.
+counts none; the norm kernels count a flop or two per entry (amax and asum m·n, lassq 2mn)
+and lassq_merge none.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def _symm(a, b, c, side="L", uplo="L", alpha=1.0, beta=1.0) -> float:
 def _syrk(a, c, uplo="L", trans="N", alpha=-1.0, beta=1.0) -> float:
     n = c[0]
     k = a[1] if trans == "N" else a[0]
-    return float(k) * n * (n + 1)
+    return float(k) * n * n
 
 
 def _syr2k(a, b, c, uplo="L", trans="N", alpha=-1.0, beta=1.0) -> float:

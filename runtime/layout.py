@@ -12,7 +12,7 @@ from . import tuning
 from .distribution import BlockCyclic, Hybrid, squarest_grid
 from .geometry import Geometry
 from .matrix import TiledMatrix
-from .options import TILING_SETTINGS, Options, Params, SetText, Spelling, read_setting
+from .options import TILING_SETTINGS, Options, Params, SetText, Spelling, long_number, read_setting
 from .resources import every_rank_has_tiles
 from .world import UsageError, grid_for
 
@@ -108,7 +108,19 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
         raise UsageError(f"{said}: {value!r} {what} ({name}'s default is {shown})")
     elif isinstance(value, float) and isinstance(default, int):
         raise UsageError(f"{said}: {name} is an integer parameter (its default is {shown})")
+    elif isinstance(value, int) and isinstance(default, float):  # 3 is 3.0: -(x - x) is -0.0, 2**53 + 1 rounds
+        try:
+            return float(value)
+        except OverflowError:
+            raise UsageError(f"{said}: {long_number(value)} is beyond float64's range (about ±1.8e308)") from None
+    elif isinstance(value, int) and not -INT64_MAX <= value <= INT64_MAX:
+        raise UsageError(f"{said}: {long_number(value)} is beyond the 64-bit range: an integer parameter stays within "
+                         f"±{INT64_MAX} (2**63 - 1), as every integer a program computes")
     return value
+
+
+#: the integers a program computes stay within it (the compiler's E211)
+INT64_MAX = 2 ** 63 - 1
 
 
 def _reads_as_float(text: str) -> bool:

@@ -481,6 +481,12 @@ def read_setting(text: SetText, default) -> int | float | str:
         return str(text)
 
 
+def long_number(value) -> str:
+    """A number as a message shows it: a long one by its first and last digits and its length."""
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-4:]} ({len(text.lstrip('-'))} digits)"
+
+
 def _number(text: str, flag: str) -> int | float:
     """An integer, or a number with a fraction (a float parameter's value)."""
     try:

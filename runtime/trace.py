@@ -21,6 +21,7 @@ idle. Communication that did not leave a lane idle was hidden:
 """
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter, defaultdict
 
@@ -239,5 +240,11 @@ def task_args(occurrences: Counter, call, tiles, priority, values) -> dict:
     args = {"tiles": list(key[1]), "line": call.line, "priority": priority,
             "key": [key[0], list(key[1]), occurrences[key]]}
     if values:
-        args["values"] = dict(zip(call.values, values))
+        args["values"] = {name: _json_value(value) for name, value in zip(call.values, values)}
     return args
+
+
+def _json_value(value):
+    """A value argument as JSON holds it: an infinite or NaN float as its Python spelling ('inf'),
+    since JSON has no such number and the trace viewers' parsers refuse Python's ``Infinity``."""
+    return repr(value) if isinstance(value, float) and not math.isfinite(value) else value

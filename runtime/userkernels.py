@@ -22,7 +22,6 @@ loading (it blocks) ends the job after the watchdog's limit.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -33,6 +32,7 @@ import threading
 import traceback
 from pathlib import Path
 
+from ..sourcedigest import source_digest
 from .crash import KernelExit, user_code
 from .kernels import CPU_KERNELS
 from .watchdog import FLOOR_SECONDS, deadline
@@ -151,7 +151,7 @@ def changed_source(program, driver) -> str | None:
     found = next((base / name for base in program_places(program, driver, working_directory=False)
                   if (base / name).is_file()), None)
     try:
-        if found is None or hashlib.sha256(found.read_bytes()).hexdigest()[:16] == program.source_digest:
+        if found is None or source_digest(found.read_bytes()) == program.source_digest:
             return None
     except OSError:  # unreadable now: nothing to compare
         return None

@@ -382,9 +382,9 @@ def _beyond_float64(given: np.ndarray) -> str:
         try:
             float(given[where])
         except OverflowError:
-            text = str(given[where])
-            shown = text if len(text) <= 24 else f"{text[:10]}...{text[-4:]} ({len(text.lstrip('-'))} digits)"
-            return f"element {tuple(int(i) for i in where)} = {shown} is beyond float64's range (about ±1.8e308)"
+            from .runtime.options import long_number
+
+            return f"element {tuple(int(i) for i in where)} = {long_number(given[where])} is beyond float64's range (about ±1.8e308)"
     return "a value is beyond float64's range (about ±1.8e308)"
 
 

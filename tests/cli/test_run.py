@@ -195,6 +195,10 @@ def test_a_driver_says_when_its_tile_file_changed_since_it_was_compiled(tmp_path
                                  timeout=120)
     out = run()
     assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
+    # the same text with a byte-order mark and CRLF line ends (a checkout that rewrites them): not a change
+    (tmp_path / "loading.tile").write_bytes(b"\xef\xbb\xbf" + LOADING.replace("\n", "\r\n").encode())
+    out = run()
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
     (tmp_path / "loading.tile").write_text(LOADING.replace("nb = 50", "nb = 25"))
     out = run()
     assert out.returncode == 0, out.stderr

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tiledsl.compiler import check_path, check_source
-from tiledsl.compiler.diagnostics import CODES, Diagnostic, did_you_mean, render
+from tiledsl.compiler.diagnostics import CODES, Diagnostic, _columns, did_you_mean, render
 from tiledsl.compiler.parser import MAX_FILE_TOKENS, MAX_LINE_TOKENS
 from tiledsl.compiler.source import Span, decode
 
@@ -221,6 +221,38 @@ def test_rendered_carets_count_wide_characters_as_two_columns():
     (char,) = [d for d in check_source(source).diagnostics if d.code == "E205"]
     carets = render(char, source).split("\n")[3].split(" | ", 1)[1]
     assert carets == " " * shown.index('"') + "^" * 6
+
+
+@pytest.mark.parametrize("data, line, column", [
+    (b"program p {\r  # caf\xe9\r}\r", 2, 8),  # CR line ends, as the parser reads them
+    (b"\xef\xbb\xbf# caf\xe9\nprogram p { }\n", 1, 6),  # a byte-order mark is not a column
+    ("program p {\n  # 日本".encode() + b"\xe9\n}\n", 2, 7),  # characters, not bytes
+])
+def test_a_byte_that_is_not_utf8_is_placed_in_the_text_as_read_and_shown(tmp_path, data, line, column):
+    """E001's position counted bytes before the byte-order mark was dropped and CR ends read."""
+    path = tmp_path / "t.tile"
+    path.write_bytes(data)
+    result = check_path(path)
+    (d,) = result.diagnostics
+    assert (d.code, d.span.line, d.span.column) == ("E001", line, column)
+    shown, carets = (row.split(" | ", 1)[1] for row in result.report().split("\n")[2:4])
+    assert shown.endswith("\ufffd") and carets == " " * _columns(shown[:column - 1]) + "^"
+
+
+def test_rendered_carets_skip_combining_marks_and_show_invisible_and_control_characters():
+    text = 'program p {\n  require n > 0 "e\u0301\u200b\x1b[2J" matrix A[n, n] = random spdd\n}\n'
+    source = decode("c.tile", text.encode())
+    (d,) = [d for d in check_source(source).diagnostics if d.code == "E209"]
+    shown, carets = (line.split(" | ", 1)[1] for line in render(d, source).split("\n")[2:4])
+    assert '"e\u0301\\u200b\\x1b[2J"' in shown  # no escape sequence reaches the terminal
+    assert carets == " " * (shown.index("spdd") - 1) + "^^^^"  # the accent takes no column
+
+
+def test_a_file_name_is_printed_with_its_control_characters_and_odd_bytes_escaped():
+    source = decode("a\x1b[7mb\nc\udce9.tile", b"program p { matrix A[n, n] = random spdd }")
+    (d,) = [d for d in check_source(source).diagnostics if d.is_error]
+    assert render(d, source).split("\n")[0].startswith("a\\x1b[7mb\\nc\\xe9.tile:1:37: error[E209]")
+    assert check_path("").report() == "error[E000]: the file name is empty: give the path of a .tile file"
 
 
 def test_rendered_multiline_span_underlines_to_end_of_line():

@@ -78,3 +78,28 @@ def test_float_parameters_are_set_and_integer_ones_refuse_fractions():
                           cwd=Path(__file__).parents[2])
     assert done.returncode == 2 and done.stderr.strip() == \
         "tiledsl: error: --set ib=2.5: ib is an integer parameter (its default is 32)"
+
+
+def test_a_float_parameter_set_to_a_whole_number_is_a_float(tmp_path):
+    """--set x=3 of a float param is 3.0: -(x - x) is -0.0, 2**53 + 1 rounds to 2**53 (a branch on it
+    ran as integer arithmetic), and a number beyond float64 is refused as such."""
+    (tmp_path / "k.py").write_text("import math\ndef put(T, a, b):\n    T[0, 0], T[0, 1] = a, math.copysign(1.0, b)\n")
+    (tmp_path / "f.tile").write_text('use "k.py"\nkernel put(inout T, float a, float b)\nprogram f {\n'
+                                     '  param x = 0.5\n  matrix A[n, n] = zeros\n'
+                                     '  put(A[0, 0], x - 9007199254740992, -(x - x))\n}\n')
+    program = tiledsl.load(tmp_path / "f.tile")
+    for given in (9007199254740993, np.int64(9007199254740993)):
+        result = program.run(n=4, params={"x": given})
+        assert result.params["x"] == 2.0 ** 53 and isinstance(result.params["x"], float)
+        assert list(result["A"][0, :2]) == [0.0, -1.0]
+    done = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "4", "--set",
+                           "x=1" + "0" * 400], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().endswith(
+        ": 1000000000...0000 (401 digits) is beyond float64's range (about ±1.8e308)"), done.stderr
+
+
+@pytest.mark.parametrize("value", [2 ** 63, -2 ** 63, 10 ** 23])
+def test_an_integer_parameter_stays_within_64_bits(value):
+    with pytest.raises(tiledsl.TiledslError, match=r"is beyond the 64-bit range: an integer parameter stays within "
+                                                    r"±9223372036854775807"):
+        tiledsl.load(Path(__file__).parents[2] / "programs/hetero_qr.tile").run(n=100, params={"ib": value})

@@ -25,7 +25,7 @@ def segments_before():
 
 
 def start(*args, np_=1, cache):
-    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), FAULT_STARTED=str(cache / "stalled"))
     command = [sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", "256", *map(str, args)]
     if np_ > 1:
         command += ["--np", str(np_)]
@@ -37,6 +37,16 @@ def finish(process, timeout=60):
     began = time.monotonic()
     out, err = process.communicate(timeout=timeout)
     return process.returncode, out + err, time.monotonic() - began
+
+
+def stalled(cache, seconds=60.0):
+    """Wait until the run's stall kernel runs (on a loaded machine the start alone can take
+    seconds), then a second more: the window fills behind it."""
+    deadline = time.monotonic() + seconds
+    while not (cache / "stalled").exists():
+        assert time.monotonic() < deadline, "the stall kernel never started"
+        time.sleep(0.05)
+    time.sleep(1.0)
 
 
 def nothing_left(cache, segments_before):
@@ -97,7 +107,7 @@ def test_the_watchdog_fires_while_the_loop_nest_waits_for_a_full_window(tmp_path
 @pytest.mark.parametrize("extra", [[], ["--window", 4, "--n", 2048]], ids=["workers-busy", "loop-nest-waiting"])
 def test_sigterm_ends_the_run_with_a_message(tmp_path, segments_before, extra):
     process = start("--set", "fault=2", *extra, cache=tmp_path)
-    time.sleep(4)
+    stalled(tmp_path)
     process.send_signal(signal.SIGTERM)
     code, err, elapsed = finish(process)
     assert code == 128 + signal.SIGTERM and elapsed < 30
@@ -110,7 +120,7 @@ def test_sigterm_ends_the_run_with_a_message(tmp_path, segments_before, extra):
 def test_a_signal_ends_an_mpi_run_on_every_rank(tmp_path, segments_before, signum):
     """The signal goes to `tiledsl run --np 2`, which passes it once to the ranks."""
     process = start("--set", "fault=2", np_=2, cache=tmp_path)
-    time.sleep(5)
+    stalled(tmp_path)
     process.send_signal(signum)
     code, err, elapsed = finish(process)
     assert code == 128 + signum and elapsed < 30, err

@@ -2,13 +2,15 @@
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
-from tiledsl.runtime.trace import area_bound, communication, critical_path, least_time
+from tiledsl.runtime.trace import area_bound, communication, critical_path, least_time, task_args
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,3 +136,12 @@ def test_efficiency_of_a_one_rank_run_is_at_most_one(compiled, tmp_path):
     result = execute(compiled("programs/lu.tile"), Options(n=500, tiles={"nb": 100}, trace=str(tmp_path / "t.json")))
     assert 0 < result.trace["efficiency"] <= 1
     assert set(result.trace["busy"]) == {"0/cpu-0", "0/cpu-1"} or len(result.trace["busy"]) >= 1
+
+
+def test_a_value_argument_json_has_no_number_for_is_written_as_its_spelling():
+    """JSON has no infinity or NaN: Python's ``Infinity`` made the trace a file Chrome's and
+    node's JSON.parse refuse."""
+    call = SimpleNamespace(line=5, values=("a", "b", "c", "d"))
+    args = task_args(Counter(), call, ["A[0, 0]"], 0, (float("inf"), -float("inf"), float("nan"), -0.0))
+    assert args["values"] == {"a": "inf", "b": "-inf", "c": "nan", "d": -0.0}
+    json.dumps(args, allow_nan=False)

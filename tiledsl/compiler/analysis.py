@@ -1156,7 +1156,7 @@ class _Analyzer:
         """False after an E214 for a divisor that is zero whatever the loop variables and sizes
         (``k - k``, ``2 - 2``): every evaluation would divide by zero."""
         form = self.converter.form(divisor)
-        if form is not None and is_zero(form):
+        if form is not None and is_zero(form) or form is None and _literal_value(divisor) == 0:
             self.bag.error(divisor.span, "E214", f"division by zero: the right operand of '{op}' is always 0",
                            hint="a divisor must be nonzero for every value of the loop variables")
             return False
@@ -1183,6 +1183,15 @@ class _Analyzer:
     def _unknown(self, ident: n.Ident, what: str, known) -> None:
         """E200 for a name not in scope: if the program declares it further on, say where (the
         declarations are read in order: parameters, then matrices, then workspaces)."""
+        if self.flops_of is not None:
+            kernel, near = self.flops_of.name.text, _suggest(ident.text, known)
+            # a near miss of an argument is a typo; any other name is one of the program's
+            why = near or (f"a flop count sees only the arguments of kernel '{kernel}': its tiles' shapes (A.m, "
+                           f"A.n) and its value parameters",)
+            hint = None if near else (f"to count with a number of the program, give '{kernel}' a value parameter "
+                                      f"(e.g. 'int k') and pass the number in each call")
+            self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *why, hint=hint)
+            return
         later = self.declarations.get(ident.text)
         if later is not None:
             self.used_early.add(ident.text)
@@ -1427,6 +1436,20 @@ def _operand_words(given: set) -> bool:
 
 def _char_use_note(use: CharUse) -> str:
     return f"it is passed as {use.where} at line {use.span.line}: one of {', '.join(map(repr, use.choices))}"
+
+
+def _literal_value(expr) -> float | None:
+    """The value of an expression of number literals alone (``0.5 - 0.5``), or None."""
+    match expr:
+        case n.IntLit(value=value) | n.FloatLit(value=value):
+            return value
+        case n.Unary(op="-", operand=operand):
+            value = _literal_value(operand)
+            return None if value is None else -value
+        case n.Binary(op="+" | "-" | "*" as op, left=left, right=right):
+            a, b = _literal_value(left), _literal_value(right)
+            return None if a is None or b is None else _ARITHMETIC[op](a, b)
+    return None
 
 
 def _suggest(name: str, candidates) -> tuple[str, ...]:

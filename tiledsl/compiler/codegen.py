@@ -16,7 +16,6 @@ builtins or the driver's own names are renamed, and strings are emitted with
 from __future__ import annotations
 
 import builtins
-import hashlib
 import json
 import keyword
 import os
@@ -28,6 +27,7 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__
+from ..sourcedigest import source_digest
 from . import nodes as n
 from . import dataflow
 from .analysis import CHECK_ARITY, Checked, constant_of, expression_nodes, precedence, unparse
@@ -81,7 +81,7 @@ class DriverModel:
     check: dict | None  # the CheckDecl's arguments, as driver text
     kernel_module: str | None
     source_dir: str | None = None  # the .tile's directory relative to the driver file's (compile -o)
-    source_digest: str | None = None  # of the .tile's bytes (:func:`_file_digest`)
+    source_digest: str | None = None  # of the .tile's text (:func:`_file_digest`)
     driver_name: str = "DRIVER.py"  # the driver's file name, where known
     calls: list = field(default_factory=list)
     flops: list = field(default_factory=list)  # FlopsModel of the user kernels that state a count
@@ -119,11 +119,10 @@ def generate(checked: Checked, driver_path=None) -> str:
 
 
 def _file_digest(path: str) -> str | None:
-    """The first 16 hex digits of the SHA-256 of the file's bytes, by which a run tells that the
-    ``.tile`` file changed since its driver was compiled (the runtime's ``Program.source_digest``);
-    None for a program not read from a file."""
+    """The digest by which a run tells that the ``.tile`` file changed since its driver was
+    compiled (the runtime's ``Program.source_digest``); None for a program not read from a file."""
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+        return source_digest(Path(path).read_bytes())
     except OSError:
         return None
 

@@ -102,7 +102,8 @@ def render(diagnostic: Diagnostic, source: Source | None) -> str:
     """Format one diagnostic: ``file:line:col: error[E200]: ...``, the line, a caret."""
     severity = "error" if diagnostic.is_error else "warning"
     span = diagnostic.span
-    where = "" if span is None else f"{span.path}: " if span.line == 0 else f"{span.path}:{span.line}:{span.column}: "
+    path = None if span is None else printable(span.path)
+    where = "" if span is None else f"{path}: " if span.line == 0 else f"{path}:{span.line}:{span.column}: "
     lines = [f"{where}{severity}[{diagnostic.code}]: {diagnostic.message}"]
     if source is not None and span is not None and span.line > 0:
         lines += _excerpt(source, span)
@@ -124,12 +125,37 @@ def _excerpt(source: Source, span: Span, width: int = 160) -> list[str]:
     prefix = "…" if start else ""
     lead = shown[:max(0, span.column - 1 - start)]
     marked = shown[len(lead):len(lead) + carets]
-    # a wide character (CJK) takes two columns of a terminal: the carets follow what is shown
-    return [f"{pad} |", f"{gutter} | {prefix}{shown}",
+    # the carets follow what a terminal shows: a wide character (CJK) takes two columns, a
+    # combining mark none, and an invisible or control character is shown escaped
+    return [f"{pad} |", f"{gutter} | {prefix}{printable(shown)}",
             f"{pad} | {' ' * (len(prefix) + _columns(lead) + span.column - 1 - start - len(lead))}"
             f"{'^' * max(1, _columns(marked) + carets - len(marked))}"]
 
 
+def printable(text: str) -> str:
+    """``text`` as it is safe to print: control and invisible format characters (an escape
+    sequence, a zero-width space) as Python escapes, and the bytes of a file name that were not
+    UTF-8 (decoded as surrogates) as ``\\xNN``."""
+    return "".join(map(_printable_char, text))
+
+
+def _printable_char(char: str) -> str:
+    if "\udc80" <= char <= "\udcff":  # os.fsdecode's stand-in for an undecodable byte
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    if unicodedata.category(char) in ("Cc", "Cf", "Cs") and char != "\t":
+        return repr(char)[1:-1]
+    return char
+
+
 def _columns(text: str) -> int:
-    """The terminal columns ``text`` takes: two for a wide or full-width character, else one."""
-    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+    """The terminal columns ``text`` takes as :func:`printable` shows it: two for a wide or
+    full-width character, none for a combining mark, an escape's length, else one."""
+    return sum(_char_columns(char) for char in text)
+
+
+def _char_columns(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) == "Me":
+        return 0
+    if unicodedata.east_asian_width(char) in "WF":
+        return 2
+    return len(_printable_char(char))

@@ -65,7 +65,7 @@ def check_path(path) -> Result:
     try:
         source = read_source(path)
     except SourceError as error:
-        return Result(str(path), None, None, [error.diagnostic])
+        return Result(str(path), error.source, None, [error.diagnostic])
     return check_source(source)
 
 

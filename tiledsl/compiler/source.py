@@ -52,36 +52,42 @@ class Source:
 
 
 class SourceError(Exception):
-    """A file that cannot be read as a ``.tile`` program; carries its diagnostic."""
+    """A file that cannot be read as a ``.tile`` program; carries its diagnostic, and the text
+    its excerpt shows where there is one."""
 
-    def __init__(self, diagnostic):
+    def __init__(self, diagnostic, source: Source | None = None):
         super().__init__(diagnostic.message)
-        self.diagnostic = diagnostic
+        self.diagnostic, self.source = diagnostic, source
 
 
 def decode(path: str, data: bytes) -> Source:
     """Decode ``data`` as UTF-8 program text, or raise :class:`SourceError`."""
     try:
-        text = data.decode("utf-8")
+        source = Source(path, _as_program_text(data.decode("utf-8")))
     except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
+        # the position in the text as read (a byte-order mark dropped, line ends as LF), in characters
+        shown = Source(path, _as_program_text(data.decode("utf-8", errors="replace")))
+        before = len(_as_program_text(data[:error.start].decode("utf-8")))
         raise SourceError(Diagnostic(
-            Span.point(path, line, column), "E001",
-            f"file is not UTF-8 text (byte 0x{data[error.start]:02x} cannot be decoded)",
-            hint="save the program as UTF-8")) from None
-    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    source = Source(path, text)
-    nul = text.find("\0")
+            shown.span_at(before), "E001", f"file is not UTF-8 text (byte 0x{data[error.start]:02x} cannot be decoded)",
+            hint="save the program as UTF-8"), shown) from None
+    nul = source.text.find("\0")
     if nul >= 0:
         raise SourceError(Diagnostic(source.span_at(nul), "E001",
-                                     "NUL character in program text; is this a binary file?"))
+                                     "NUL character in program text; is this a binary file?"), source)
     return source
+
+
+def _as_program_text(text: str) -> str:
+    """Decoded text as the compiler reads it: a byte-order mark dropped, CRLF and CR line ends as LF."""
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_source(path: str | Path) -> Source:
     """Read and decode a ``.tile`` file, or raise :class:`SourceError`."""
     name = str(path)
+    if not name:
+        raise SourceError(Diagnostic(None, "E000", "the file name is empty: give the path of a .tile file"))
     try:
         data = Path(path).read_bytes()
     except IsADirectoryError:

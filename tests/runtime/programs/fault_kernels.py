@@ -10,7 +10,9 @@ def poison(a):
 
 
 def stall(a):
-    """Never finish in any reasonable time."""
+    """Never finish in any reasonable time; say it started where $FAULT_STARTED names a file."""
+    if os.environ.get("FAULT_STARTED"):
+        open(os.environ["FAULT_STARTED"], "w").close()
     time.sleep(600)
 
 

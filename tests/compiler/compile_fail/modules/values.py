@@ -13,7 +13,7 @@ def one(A, alpha):
     A *= alpha
 
 
-two = three = one
+two = three = four = one
 
 
 def panel(A, P):
