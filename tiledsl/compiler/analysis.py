@@ -690,6 +690,9 @@ class _Analyzer:
             return 1
         kind = self._number_expr(stmt.step)
         value = self.values.get(id(stmt.step))
+        form = self.converter.form(stmt.step) if value is None and kind == "int" else None
+        if form is not None and is_zero(form):  # 'n - n': 0 whatever the sizes
+            value = 0
         if kind == "float" or value == 0:
             why = "a loop that would never end" if value == 0 else "which is not an integer"
             self.bag.error(stmt.step.span, "E206", "a loop's step is a nonzero integer",
@@ -1246,8 +1249,10 @@ class _Analyzer:
         """``A.m`` and ``A.n`` in a flop count: the rows and columns of tile argument A."""
         symbol = self.scope.lookup(argument.text)
         if symbol is None or symbol.kind != "argument":
+            tiles = [p.name.text for p in self.flops_of.params if p.kind == "tile"]
             self.bag.error(argument.span, "E200", f"'{argument.text}' is not a tile argument of kernel "
-                                                  f"'{self.flops_of.name.text}'")
+                                                  f"'{self.flops_of.name.text}'",
+                           *_suggest(argument.text, tiles), f"its tile arguments: {', '.join(tiles)}")
             return None
         if query.text not in ("m", "n"):
             self.bag.error(query.span, "E200", f"a flop count knows {argument.text}.m and {argument.text}.n only",

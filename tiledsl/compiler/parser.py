@@ -17,6 +17,7 @@ from importlib import resources
 
 import lark
 from lark import Lark, Token, Tree
+from lark.lark import PostLex
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from .. import usercache
@@ -45,7 +46,36 @@ _TOKEN = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|[^\s\w]')
 def _lark() -> Lark:
     grammar = resources.files("tiledsl.grammars").joinpath("tile.lark").read_text(encoding="utf-8")
     return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                cache=_tables_path(grammar))
+                postlex=_WholeWords(), cache=_tables_path(grammar))
+
+
+class _GluedKeyword(Exception):
+    """A keyword with letters glued after it, which Lark's lexer split in two."""
+
+    def __init__(self, keyword: Token, rest: Token):
+        super().__init__(f"{keyword}{rest}")
+        self.keyword, self.rest = keyword, rest
+
+
+class _WholeWords(PostLex):
+    """Where only a keyword may come, Lark's contextual lexer takes it off the front of a longer
+    word: ``for k inn .. A.nt`` read as ``in n`` (a loop that never ran), ``likeA`` as ``like A``.
+    A keyword is a whole word: one that letters or digits follow touching it is refused."""
+
+    always_accept = ()
+
+    def process(self, stream):
+        before = None
+        for token in stream:
+            if (before is not None and before.type != "NAME" and _WORD.fullmatch(before)
+                    and token.start_pos == before.end_pos and _WORD_CHARACTER.match(token)):
+                raise _GluedKeyword(before, token)
+            before = token
+            yield token
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_WORD_CHARACTER = re.compile(r"\w")
 
 
 def _tables_path(grammar: str) -> str | bool:
@@ -69,6 +99,8 @@ def parse(source: Source, prelude: bool = False) -> n.File:
         tree = _lark().parse(source.text)
     except UnexpectedInput as error:
         raise SourceError(_syntax_diagnostic(source, error)) from None
+    except _GluedKeyword as glued:
+        raise SourceError(_glued_diagnostic(source, glued.keyword, glued.rest)) from None
     return _Builder(source.path, prelude).build(tree)
 
 
@@ -144,11 +176,12 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     if found == "end of file":
         notes += _unclosed_braces(source.text)
     token = getattr(error, "token", None)
-    if token is None:
+    if token is None or found == "end of file":  # (the '$END' token's line is the last token's)
         return Diagnostic(where, "E100", f"unexpected {found}", notes)
     text = source.text.split("\n")[line - 1]
     before, after = text[:column - 1], text[column - 1 + len(token):]
     in_expression = "PLUS" in terminals  # where an operator could follow
+    notes += _open_on_earlier_lines(source.text, line)
     return (_line_ended_early(source, line, before, token, terminals, notes)
             or _misspelt_word(source.path, line, before)
             or _value_dependent(source.path, line, before, token, in_expression)
@@ -166,7 +199,12 @@ def _line_ended_early(source: Source, line: int, before: str, token, terminals, 
     previous = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), None)
     if previous is None:
         return None
-    end = len(_code(lines[previous - 1]).rstrip()) + 1
+    code = _code(lines[previous - 1])
+    named = _NAMED_AND_WORD.search(code)
+    misspelt = _misspelt_word(source.path, previous, code[:named.end()]) if named else None
+    if misspelt is not None:
+        return misspelt
+    end = len(code.rstrip()) + 1
     return Diagnostic(Span.point(source.path, previous, end), "E100", "unexpected end of line",
                       (*notes, f"the next line begins with '{token}'"))
 
@@ -190,6 +228,21 @@ def _outside_strings(line: str):
 #: the line before was complete
 _STATEMENT_STARTS = frozenset({"RBRACE", "FOR", "IF", "LET", "RELEASE", "NAME", "PARAM", "MATRIX", "WORKSPACE",
                                "CHECK", "REQUIRE", "TILING", "KERNEL", "USE", "PROGRAM", "ELSE", "PRIORITY"})
+
+
+def _open_on_earlier_lines(text: str, line: int) -> tuple[str, ...]:
+    """Notes naming the '(' and '[' opened on the lines before ``line`` and still open there: an
+    argument list never closed reads the next line as more of it."""
+    still_open = []  # (line, column from 1)
+    lines = text.split("\n")
+    for number, row in enumerate(lines[:line - 1], 1):
+        for column, char in _outside_strings(_code(row)):
+            if char in "([":
+                still_open.append((number, column + 1, char))
+            elif char in ")]" and still_open:
+                still_open.pop()
+    return tuple(f"the '{char}' at {number}:{column} is still open here: {lines[number - 1].strip()}"
+                 for number, column, char in still_open[-2:])
 
 
 def _unclosed_braces(text: str) -> tuple[str, ...]:
@@ -373,8 +426,26 @@ def _misspelt_keyword(before: str, word: str | None) -> str | None:
     if word is None or word in _KEYWORDS:  # a keyword in the wrong place is not misspelt
         return None
     ahead = before.rstrip()[:-len(word)].rstrip()
-    candidates = _KEYWORDS if not ahead else ("priority",) if ahead.endswith(")") else ()
+    candidates = (_KEYWORDS if not ahead else ("priority",) if ahead.endswith(")")
+                  else _INITS if _MATRIX_EQUALS.search(ahead) else ())
     return did_you_mean(word, candidates)
+
+
+_INITS = ("random", "load")  # the keywords that may begin a matrix's initial value
+_MATRIX_EQUALS = re.compile(r"\bmatrix\b[^=]*=$")
+#: a matrix declaration whose value is a name and another word (``= tandom spd``): a misspelt
+#: ``random`` taken for a named value, the word after it for a call on the next line
+_NAMED_AND_WORD = re.compile(r"\bmatrix\b[^=]*=\s*[A-Za-z_]\w*(?=\s+[A-Za-z_]\w*\s*$)")
+
+
+def _glued_diagnostic(source: Source, keyword: Token, rest: Token) -> Diagnostic:
+    """``inn`` where ``in`` goes: one word, said whole, with the keyword expected."""
+    word = _WORD.match(source.text, keyword.start_pos).group()
+    after = word[len(keyword):]
+    return Diagnostic(Span(source.path, keyword.line, keyword.column, keyword.line, keyword.column + len(word)),
+                      "E100", f"unexpected '{word}'", (f"expected '{keyword}'",),
+                      f"did you mean '{keyword}'? (or '{keyword} {after}': a keyword is a word of its own)"
+                      if _WORD.fullmatch(after) else f"did you mean '{keyword}'?")
 
 
 def _misspelt_word(path: str, line: int, before: str) -> Diagnostic | None:
