@@ -898,6 +898,8 @@ class _Analyzer:
                                f"matrix '{access.matrix}' is declared 'in' and cannot be written",
                                f"argument {index + 1} of {kernel} is '{access.mode}'")
         for i, first in enumerate(accesses):
+            if any(earlier.matrix == first.matrix and _same_tile(earlier.tile, first.tile) for earlier in accesses[:i]):
+                continue  # an argument written as an earlier one: its pairs are that one's, said once
             for j in range(i + 1, len(accesses)):
                 second = accesses[j]
                 written = first.mode in WRITE_MODES or second.mode in WRITE_MODES
