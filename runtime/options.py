@@ -47,7 +47,7 @@ class SuggestingParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str):
-        unknown = [word.partition("=")[0] for word in message.split() if word.startswith("--")]
+        unknown = [word.partition("=")[0] for word in message.split() if word.startswith("-")]
         known = self._known_options()
         given = getattr(self, "_given", [])
         after_dashes = given[given.index("--") + 1:] if "--" in given else []
@@ -74,14 +74,15 @@ class SuggestingParser(argparse.ArgumentParser):
     def _dash_value_hint(self, message: str) -> str:
         """argparse takes a value starting with '-' (``--gpu-memory -5M``) for an option: say how
         to give it."""
-        option = re.match(r"argument (--[\w-]+)(?:/\S+)?: expected one argument", message)
+        option = re.match(r"argument ((?:-\w|--[\w-]+)(?:/--[\w-]+)?): expected one argument", message)
         given = getattr(self, "_given", [])
-        if option is None or option[1] not in given:
+        spelling = next((word for word in option[1].split("/") if word in given), None) if option else None
+        if spelling is None:
             return ""
-        after = given[given.index(option[1]) + 1:given.index(option[1]) + 2]
+        after = given[given.index(spelling) + 1:given.index(spelling) + 2]
         if not after or not after[0].startswith("-"):
             return ""
-        return f" (a value starting with '-' is given as {option[1]}={after[0]})"
+        return f" (a value starting with '-' is given as {spelling}={after[0]})"
 
     def _dash_name_hint(self, message: str, known: list) -> str:
         """A file named with a leading '-' (``-p.tile``) is taken for an option: say how to name it."""

@@ -905,6 +905,10 @@ def test_a_removed_working_directory_is_said_in_one_line(tmp_path, ranks):
      "unrecognized arguments: --n 200 (after '--' every word is a file name: give the options before '--')"),
     (["run", "-p.tile", "--n", "200"],
      "(a file whose name starts with '-' is given as ./-p.tile, or after '--')"),
+    (["compile", "--", "-p.tile", "-o", "d.py"],  # a short option after '--' too
+     "unrecognized arguments: -o d.py (after '--' every word is a file name: give the options before '--')"),
+    (["compile", "./-p.tile", "-o", "-d.py"],
+     "argument -o/--output: expected one argument (a value starting with '-' is given as -o=-d.py)"),
 ])
 def test_a_program_named_with_a_leading_dash_is_explained(tmp_path, argv, hint):
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *argv], cwd=tmp_path, capture_output=True,
