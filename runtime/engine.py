@@ -51,13 +51,15 @@ class _Abort(Exception):
 
 @dataclass
 class Stats:
-    """What one rank did: program tasks per worker, busy seconds, the window's high-water mark."""
+    """What one rank did: program tasks per worker, their busy seconds and the seconds of the
+    runtime's own tasks (sends, copies, check tasks), the window's high-water mark."""
 
     tasks: int = 0
     flops: float | None = 0.0  # of the tasks this rank owns, by their kernels' counts; None: a kernel has none
     uncounted: str | None = None  # the first kernel run without a flop count
     per_worker: list = field(default_factory=list)
     busy: list = field(default_factory=list)
+    other: list = field(default_factory=list)  # per worker: seconds on tasks not of the program
     peak_window: int = 0
     host_took: int = 0  # GPU tasks a CPU worker took (--host-takes)
 
@@ -97,7 +99,7 @@ class Engine:
         self.last_progress = time.monotonic()
         self.running: dict = {}  # task -> (lane, monotonic start), under the lock: what a stall report names
         threads = workers + self.gpus
-        self.stats = Stats(per_worker=[0] * threads, busy=[0.0] * threads)
+        self.stats = Stats(per_worker=[0] * threads, busy=[0.0] * threads, other=[0.0] * threads)
         self.kernel_notes = KernelNotes()  # what kernels said without failing (.notes)
         self.matrices: dict = {}
         self.exchange = None
@@ -376,7 +378,7 @@ class Engine:
     def _worker(self, index: int, device: int, lane: str) -> None:
         """A CPU worker (device 0) or a GPU's management thread: run ready tasks of ``device``."""
         scheduler = self.scheduler
-        busy = 0.0
+        busy = other = 0.0
         count = 0
         idle_since = None
         in_kernel.notes = self.kernel_notes  # where .notes.note puts what this thread's kernels say
@@ -409,9 +411,10 @@ class Engine:
                 except BaseException as caught:  # sys.exit() or KeyboardInterrupt in a kernel too (17.3)
                     error = caught
                 ended = time.perf_counter()
-                busy += ended - began
+                program = task.call.line > 0  # a program task, not a transfer or a check task
+                busy, other = (busy + ended - began, other) if program else (busy, other + ended - began)
                 self.limit.task_took(ended - began)
-                count += task.call.line > 0  # program tasks, not transfers or check tasks
+                count += program
                 if self.tracer is not None and task.call.line > 0:  # transfers have lanes of their own
                     self.tracer.task(lane, began, ended, task)
                 timed = (self.kernel_clock.measure(task, lane, [a.shape for a in _arrays(task)])
@@ -427,7 +430,7 @@ class Engine:
                 if not task.asynchronous:
                     self._finished(task)
         self.stats.per_worker[index] = count
-        self.stats.busy[index] = busy
+        self.stats.busy[index], self.stats.other[index] = busy, other
 
     def _host_takes(self, task: Task | None, device: int) -> Task | None:
         """--host-takes (lock held): a CPU worker without a task of its own may take a GPU's; a GPU

@@ -357,7 +357,9 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             # not counted where the check names a standard count (null, as when a kernel has none)
             "flops": engine.stats.flops if engine.flop_counts is not None else None,
             "uncounted": engine.stats.uncounted,
-            "busy_seconds": [round(b, 6) for b in engine.stats.busy]}
+            # per worker: its program tasks (what the trace's lanes show), the runtime's own tasks
+            "busy_seconds": [round(b, 6) for b in engine.stats.busy],
+            "other_task_seconds": [round(b, 6) for b in engine.stats.other]}
 
 
 

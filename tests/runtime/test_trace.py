@@ -38,6 +38,13 @@ def test_trace_of_a_two_rank_run(tmp_path):
     assert len(set(keys)) == len(keys)  # every task exactly once
     lanes = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {(0, "cpu-0"), (1, "cpu-0"), (0, "mpi"), (1, "mpi")} <= lanes
+    # a worker's busy seconds are its lane's tasks; posting sends is the runtime's own work, apart
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    for rank in summary["ranks"]:
+        for worker, seconds in enumerate(rank["busy_seconds"]):
+            traced = sum(e["dur"] for e in tasks if (e["pid"], names[e["pid"], e["tid"]]) == (rank["rank"], f"cpu-{worker}"))
+            assert traced / 1e6 == pytest.approx(seconds, abs=1e-5)
+        assert sum(rank["other_task_seconds"]) > 0
     assert 0 < summary["efficiency"] <= 1
     assert summary["critical_path"] > 0 and summary["area_bound"] > 0
     assert 0 <= summary["communication_hidden"] <= 1 and summary["communication"]["1"] > 0

@@ -80,7 +80,8 @@ class Rank:
         self.tasks = 0  # program tasks run
         self.by_device = [0] * (1 + gpus)  # of them, on the host (GPU tasks it took included), on each GPU
         self.submitted = 0  # shares of tasks generated (each costs submit_us)
-        self.busy = [0.0] * (workers + gpus)
+        self.busy = [0.0] * (workers + gpus)  # seconds of program tasks per worker and GPU
+        self.other = [0.0] * (workers + gpus)  # of the runtime's own tasks (sends, copies)
         self.links = [0.0, 0.0]  # when its network link is free: out, in
         self.streams: dict = {}  # (gpu, "in"|"out") -> when that copy stream is free
         self.stream_busy: dict = {}  # (gpu, "in"|"out") -> seconds it copied
@@ -461,7 +462,7 @@ class Simulator:
         rank, lane, task = argument
         device = task.device
         index = lane if device == 0 else self.workers + device - 1
-        rank.busy[index] += task.seconds
+        (rank.busy if task.owned is not None else rank.other)[index] += task.seconds
         if task.owned is not None:
             rank.tasks += 1
             rank.by_device[device] += 1

@@ -283,7 +283,8 @@ def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
             "instances": walker.instances[number],
             "peak_window": rank.peak_window, "flops": None if uncounted else walker.flops[number],
             "uncounted": uncounted,
-            "busy_seconds": [round(b, 6) for b in rank.busy]}
+            "busy_seconds": [round(b, 6) for b in rank.busy],
+            "other_task_seconds": [round(b, 6) for b in rank.other]}
 
 
 class Tracer:
