@@ -11,10 +11,10 @@ counts add up to n³/3 exactly); syr2k 2k·n²; trsm and trmm m²n (side L) or m
 n³/3, plus the trsm of the rows below n in a tall tile; trtri and lauum n³/3; getrf (with
 or without pivoting) 2mnk − (m+n)k² + 2k³/3 with k = min(m, n) (mn² − n³/3 for m >= n);
 geqrt 2mnk − 2k³/3; gemqrt 4mnk − 2nk² (side L, C m×n, k reflectors) or 4mnk − 2mk² (R);
-tpqrt 2mn² (m×n under an n×n triangle); tpmqrt 4mnk with C2 m×n; ttqrt 2n³/3 and ttmqrt
-2k²n for a triangle under a triangle (exact sums for a trapezoid). laswp moves data and
-counts none; the norm kernels count a flop or two per entry (amax and asum m·n, lassq 2mn)
-and lassq_merge none.
+tpqrt 2mn² (m×n under an n×n triangle); tpmqrt 4mnk with C2 m×n; ttqrt and ttmqrt the
+exact sums over their reflectors (2n³/3 and 2k²n to leading order, for a triangle under a
+triangle; a trapezoid too). laswp moves data and counts none; the norm kernels count a
+flop or two per entry (amax and asum m·n, lassq 2mn) and lassq_merge none.
 """
 from __future__ import annotations
 
@@ -111,13 +111,13 @@ def _tpmqrt(v, t, c1, c2, side="L", trans="T") -> float:
 
 def _ttqrt(r, a, t) -> float:
     """Σ over the n columns of 4·(reflector length)·(columns right of it, and its own):
-    reflector j is min(j + 1, m) long below R, m = min(rows, n); 2n³/3 for m = n."""
+    reflector j is min(j + 1, m) long below R, m = min(rows, n); 2n³/3 to leading order for m = n."""
     m, n = min(a[0], a[1]), a[1]
     return 4.0 * ((n + 1) * m * (m + 1) / 2 - m * (m + 1) * (2 * m + 1) / 6) + 2.0 * m * (n - m) * (n - m + 1)
 
 
 def _ttmqrt(v, t, c1, c2, side="L", trans="T") -> float:
-    """4·(reflector length)·(C's other dimension) per reflector: 2k²·c for m = k."""
+    """4·(reflector length)·(C's other dimension) per reflector: 2k²·c to leading order for m = k."""
     k, m = v[1], min(v[0], v[1])
     other = c2[1] if side == "L" else c2[0]
     return 4.0 * other * (m * (m + 1) / 2 + m * (k - m))

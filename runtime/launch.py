@@ -241,9 +241,12 @@ def _timed(engine: Engine, generate, params, comm) -> float:
     """Wall seconds of the run on the slowest rank, all ranks starting together."""
     if comm is None:
         return engine.run(generate, params)
+    # rank 0's moment, on every rank's clock; taken before the barrier, which every rank then
+    # leaves together (after it, the broadcast started the ranks tens of milliseconds apart)
+    origin = comm.broadcast(time.time()) if engine.tracer is not None else None
     comm.barrier()
-    if engine.tracer is not None:
-        engine.tracer.restart(comm.broadcast(time.time()))  # rank 0's moment, on every rank's clock
+    if origin is not None:
+        engine.tracer.restart(origin)
     return comm.allreduce_max(engine.run(generate, params))
 
 

@@ -39,8 +39,8 @@ class Tracer:
         self.occurrences: Counter = Counter()
 
     def restart(self, started: float) -> None:
-        """Time zero: the wall-clock time ``started``, when rank 0 left the barrier that starts the
-        run. Ranks leave a polled barrier up to a polling interval apart, so each one's own "now"
+        """Time zero: the wall-clock time ``started``, rank 0's moment just before the barrier that
+        starts the run. Ranks leave a polled barrier up to a polling interval apart, so each one's own "now"
         would misplace its lanes by milliseconds (a message received before it was sent): read
         through the wall clock, rank 0's moment is the same instant on every rank of a machine,
         and as close as the nodes' clocks are kept (NTP) across machines."""
