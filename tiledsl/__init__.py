@@ -5,7 +5,17 @@
 lazily so that ``tiledsl.runtime`` (all a generated driver needs) stays free of
 lark and jinja2.
 """
+import os as _os
+
 __version__ = "0.1.0"
+
+# A checkout imported as it is, not through its install's mapping (``pip install .``, then Python
+# started in the checkout, whose tiledsl/ then comes first on sys.path): the subpackages that the
+# install maps from the checkout's top level (runtime/, grammars/, programs/) are looked for there.
+_TOP = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if (not _os.path.isdir(_os.path.join(__path__[0], "runtime"))
+        and _os.path.isfile(_os.path.join(_TOP, "runtime", "__init__.py"))):
+    __path__.append(_TOP)
 
 
 def load(path):

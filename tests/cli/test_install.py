@@ -35,3 +35,20 @@ def test_the_wheel_holds_the_shipped_programs_and_every_file_a_run_reads(tmp_pat
     assert {"tiledsl/grammars/tile.lark", "tiledsl/compiler/prelude.tile", "tiledsl/machines/keeneland.json",
             "tiledsl/runtime/engine.py"} <= names
     assert any(name.startswith("tiledsl/compiler/templates/") and name.endswith(".j2") for name in names)
+
+
+@pytest.mark.timeout(120)
+def test_a_checkout_imported_as_it_is_finds_the_subpackages_its_install_maps(tmp_path):
+    """``pip install .``, then Python started in the checkout: its tiledsl/ comes first on
+    sys.path, without the runtime, grammar and programs the install maps from the top level
+    (``python DRIVER.py`` and the tutorial's API calls ended in No module named 'tiledsl.runtime')."""
+    code = ("import sys\n"
+            "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]  # no install\n"
+            f"sys.path.insert(0, {str(ROOT)!r})\n"
+            "import tiledsl.runtime, tiledsl.grammars\n"
+            "from importlib import resources\n"
+            "print(tiledsl.runtime.__file__, resources.files('tiledsl.programs').joinpath('cholesky.tile').is_file())\n"
+            "print(tiledsl.load('programs/cholesky.tile').run(n=64, check=True).passed)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(ROOT / "runtime" / "__init__.py"), "True", "True"]
