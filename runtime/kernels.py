@@ -427,7 +427,19 @@ def _triangular(kernel: str, apply, A, B, side, uplo, transa, diag, alpha, a_nam
     alpha = check_number(kernel, "alpha", alpha)
     if m and n:
         order = m if side == "L" else n
+        if apply is _solve_recursive and diag == "N":
+            _note_singular(A[:order, :order], a_name)
         apply(side, uplo, transa, diag, alpha, A[:order, :order], B)
+
+
+def _note_singular(triangle: np.ndarray, a_name: str) -> None:
+    """A solve with an exact zero on the triangle's diagonal divides by it (LAPACK's dtrsm does
+    not look): the run says so (:mod:`.notes`), as for getrf's, rather than only the NaN after."""
+    zeros = np.flatnonzero(np.diagonal(triangle) == 0)
+    if zeros.size:
+        i = int(zeros[0])
+        note(f"the triangle of {a_name} it was given has an exact zero on its diagonal, at ({i}, {i}): the "
+             f"triangle is singular and the solve divides by zero")
 
 
 def _blas_triangular(routine, side: str, uplo: str, transa: str, diag: str, alpha: float,

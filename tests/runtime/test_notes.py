@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tiledsl
-from tiledsl.api import TiledslWarning
+from tiledsl.api import TiledslError, TiledslWarning
 from tiledsl.runtime.crash import in_kernel
 from tiledsl.runtime.kernels import getrf
 from tiledsl.runtime.notes import KernelNotes, note, warnings_of
@@ -73,6 +73,21 @@ def test_a_singular_matrix_given_to_getrf_is_said_to_be_singular_and_the_run_pas
                     "priority 4 * (A.nt - k)): U(4, 4) of the matrix it was given is exactly zero: the matrix is "
                     "singular"]
     assert out.notes == said
+
+
+@pytest.mark.timeout(60)
+def test_a_solve_with_a_zero_on_the_triangles_diagonal_is_said_to_divide_by_it():
+    """tsqr of a matrix with a zero column: R(50, 50) is 0, and the run said only that B held NaNs."""
+    a = np.random.default_rng(3).standard_normal((400, 100))
+    a[:, 50] = 0.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(TiledslError, match="B holds 816 NaN or infinite value"):
+            tiledsl.load("tsqr").run(A=a, B=np.ones((400, 16)), tiles={"nb": 64})
+    said = [str(w.message) for w in caught if issubclass(w.category, TiledslWarning)]
+    assert [text.split("): ", 2)[-1] for text in said] == [
+        "the triangle of A it was given has an exact zero on its diagonal, at (50, 50): the triangle is singular "
+        "and the solve divides by zero"], said
 
 
 def test_the_notes_of_concurrent_runs_stay_apart():
