@@ -111,7 +111,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
         try:
             engine.tracer = Tracer() if options.trace else None
             engine.kernel_clock = rates.KernelClock() if options.time_kernels else None
-            with _progress(options, program.name, ranks, share.runs, engine):
+            with _progress(options, program.name, ranks, share.runs, engine), _naming_bad_inputs(held):
                 seconds = _timed(engine, driver.generate, params, comm)
             traced, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = rank_stats(engine, matrices, comm)
@@ -235,6 +235,20 @@ def _bring_home(matrices: dict, devices) -> None:
             if tile.device and tile.data is not None:
                 tile.data = devices.to_host(tile.data)
             tile.device = 0
+
+
+@contextlib.contextmanager
+def _naming_bad_inputs(held: dict):
+    """A kernel's failure says that this rank's input tiles held NaN or infinite values, where
+    they did: a potrf that met a NaN computed from an input's Inf blamed only its own tile."""
+    try:
+        yield
+    except TaskFailure as failure:
+        bad = [f"{name} ({count})" for name, count in held.items() if count]
+        if bad and str(failure).startswith("kernel "):
+            failure.args = (f"{failure}; the input tiles this rank read held NaN or infinite values: "
+                            f"{', '.join(bad)} (--check-finite names the first)",)
+        raise
 
 
 def _timed(engine: Engine, generate, params, comm) -> float:

@@ -139,3 +139,15 @@ def test_a_user_kernel_says_what_it_found_with_tiledsl_note(tmp_path):
         out = tiledsl.load(tmp_path / "p.tile").run(n=30, gpus=1, gpu_ratio=(0, 1))
     assert out.notes == ["rank 0 (p.tile:8): kernel look on A[0, 0] on GPU 1 (look(A[k, k])): the tile sums to "
                          "True (and 2 more task(s) at this line)"]
+
+
+def test_a_kernel_failure_names_the_non_finite_values_the_inputs_held():
+    """An Inf below the diagonal made potrf fail two tiles on as 'not positive definite ... the
+    tile holds a NaN', the input never named."""
+    g = np.random.default_rng(0).standard_normal((200, 200))
+    a = g @ g.T + 200 * np.eye(200)
+    a[150, 20] = np.inf
+    with pytest.raises(TiledslError, match=r"kernel potrf failed on A\[2, 2\] .*the tile holds a NaN\); the input "
+                                           r"tiles this rank read held NaN or infinite values: A \(1\) "
+                                           r"\(--check-finite names the first\)$"):
+        tiledsl.load("cholesky").run(A=a, tiles={"nb": 64})
