@@ -53,9 +53,9 @@ def program_path(name: str) -> str:
                      + (f" (did you mean {close[0]}?)" if close else f" (shipped: {', '.join(names)})"))
 
 
-def shadowing(name: str) -> str | None:
-    """What to say when ``name`` runs a shipped program while the current directory holds a
-    ``NAME.tile`` of its own (which a user may have meant), or None."""
+def shadowing(name: str, doing: str = "run") -> str | None:
+    """What to say when ``name`` runs (or is ``doing`` to) a shipped program while the current
+    directory holds a ``NAME.tile`` of its own (which a user may have meant), or None."""
     found = shipped_path(name)
     local = Path(f"{name}.tile")
     if found is None or not local.is_file() or local.resolve() == Path(found).resolve():
@@ -66,7 +66,7 @@ def shadowing(name: str) -> str | None:
     except OSError:
         pass
     return (f"{name} is the shipped program ({found}); the {local} in this directory is another program: "
-            f"give its path, ./{local}, to run that one")
+            f"give its path, ./{local}, to {doing} that one")
 
 
 def shipped_programs() -> Path:

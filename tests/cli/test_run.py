@@ -447,6 +447,9 @@ def test_a_shipped_programs_name_beside_a_tile_file_of_that_name_says_which_runs
     assert json.loads(out.stdout.splitlines()[-1])["tiles"] == {"nb": 256}
     out = tiledsl("run", "./cholesky.tile", "--n", 128, "--json", cwd=tmp_path)
     assert out.returncode == 0 and out.stderr == "" and json.loads(out.stdout.splitlines()[-1])["tiles"] == {"nb": 64}
+    out = tiledsl("check", "cholesky", cwd=tmp_path)  # a broken file of the user's was said to have "no errors"
+    assert out.returncode == 0 and out.stderr.startswith("tiledsl: warning: cholesky is the shipped program (") \
+        and "give its path, ./cholesky.tile, to check that one\n" in out.stderr, out.stderr
     (tmp_path / "cholesky.tile").write_bytes((ROOT / "programs/cholesky.tile").read_bytes())  # a copy: no word
     out = tiledsl("run", "cholesky", "--n", 128, cwd=tmp_path)
     assert out.returncode == 0 and out.stderr == "", out.stderr

@@ -232,6 +232,9 @@ def _print_diagnostics(result: Result) -> None:
 def _check(args) -> int:
     failed = warnings = 0
     for given in args.files:
+        note = shadowing(given, "check")
+        if note:  # the user's own NAME.tile is not what is checked: said, as run says it
+            print(f"tiledsl: warning: {note}", file=sys.stderr)
         result = check_path(shipped_path(given) or given)
         also = shipped_name(given)
         if also and not os.path.lexists(given):  # a clone's path, from an installed package
