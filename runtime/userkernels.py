@@ -32,7 +32,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from ..sourcedigest import source_digest
+from ..drivercontract import source_digest
 from .crash import KernelExit, user_code
 from .kernels import CPU_KERNELS
 from .watchdog import FLOOR_SECONDS, deadline

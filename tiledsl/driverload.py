@@ -125,8 +125,8 @@ def not_a_driver(path: str | Path) -> str | None:
     """Why the Python file at ``path`` is not a driver ``tiledsl compile`` wrote; None if it is one.
 
     Judged without running it: its top level must be what the driver template
-    writes, and only that (the docstring, ``from tiledsl.runtime import ...``,
-    ``PROGRAM = Program(...)``, the functions, the ``__main__`` guard).
+    writes, and only that (the docstring, ``from tiledsl.runtime import ...`` and the guard
+    of its driver format, ``PROGRAM = Program(...)``, the functions, the ``__main__`` guard).
     """
     try:
         tree = ast.parse(Path(path).read_bytes(), str(path))
@@ -151,6 +151,10 @@ def _driver_statement(statement) -> str | None:
     name, "main"); None for any other statement."""
     if isinstance(statement, ast.ImportFrom) and statement.module == "tiledsl.runtime" and not statement.level:
         return "import"
+    if isinstance(statement, ast.Try) and any(_driver_statement(inner) == "import" for inner in statement.body):
+        return "import"  # guarded: a Python whose runtime cannot run the driver (DRIVER_FORMAT) is told so
+    if isinstance(statement, ast.If) and ast.unparse(statement.test) == "_unmet":
+        return "guard"
     if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
             and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == "PROGRAM"
             and isinstance(statement.value, ast.Call) and isinstance(statement.value.func, ast.Name)

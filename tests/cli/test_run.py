@@ -1,6 +1,7 @@
 """`tiledsl run` end to end: summaries, files, failures and usage errors."""
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -182,6 +183,28 @@ def test_a_copied_project_reads_its_own_data_beside_its_own_kernel_module(tmp_pa
     assert (f"input file '{alone / 'program' / 'a.npy'}' does not exist (load 'a.npy' of matrix A: a relative "
             f"path is relative to the directory of the .tile file; looked for in {alone / 'program'}, {alone})") \
         in out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_a_driver_needing_a_newer_runtime_or_none_here_says_so_once(tmp_path):
+    """Compiled by a newer tiledsl and run by an older one: `TypeError: Program.__init__() got an
+    unexpected keyword argument`, an internal error, and on two ranks two tracebacks and a rank
+    'ended without a word'; run where tiledsl is not installed, a bare ModuleNotFoundError."""
+    assert tiledsl("compile", ROOT / "programs/cholesky.tile", "-o", "driver.py", cwd=tmp_path).returncode == 0
+    text = (tmp_path / "driver.py").read_text()
+    assert text.count("DRIVER_FORMAT >= 1 else") == 1 and text.count("driver format 1 or") == 1
+    (tmp_path / "later.py").write_text(text.replace("DRIVER_FORMAT >= 1 else", "DRIVER_FORMAT >= 99 else")
+                                       .replace("driver format 1 or", "driver format 99 or"))
+    said = (f"{tmp_path / 'later.py'}: this driver needs tiledsl's runtime of driver format 99 or later, which this "
+            f"Python does not have (its driver format is 1): run it with the Python of the tiledsl that compiled "
+            f"it, or compile {ROOT / 'programs/cholesky.tile'} again with this Python's\n")
+    for command in ([sys.executable, "later.py"], [sys.executable, "-m", "tiledsl.commands.cli", "run",
+                                                    str(tmp_path / "later.py"), "--np", "2"]):
+        out = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert (out.returncode, out.stderr) == (1, said), out.stderr
+    out = subprocess.run([sys.executable, "-S", "driver.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60, env={"PATH": os.environ["PATH"]})  # -S: no site-packages, no tiledsl
+    assert out.returncode == 1 and "this Python does not have (No module named 'tiledsl')" in out.stderr, out.stderr
 
 
 @pytest.mark.timeout(200)

@@ -7,7 +7,15 @@ Every rank runs the same loop nest and submits only the tasks it takes part in; 
 ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
 when the tiles it reads but does not own are written or released elsewhere.
 """
-from tiledsl.runtime import ANY, AT, Call, CheckDecl, DIV, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
+try:
+    from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, DIV, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
+    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
+    _unmet = missing
+if _unmet:
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+                     f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
+                     "that compiled it, or compile " + 'programs/hetero_cholesky.tile' + " again with this Python's")
 
 PROGRAM = Program(
     name='hetero_cholesky',

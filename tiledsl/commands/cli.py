@@ -499,9 +499,13 @@ def _launch(args) -> int:
     import shlex
     import shutil
 
+    from ..driverload import import_driver
+
     path = _driver_path(program_path(args.file))
     if path is None:
         return 1
+    if program_path(args.file).endswith(".py"):  # a driver compiled elsewhere: whether this runtime runs it,
+        import_driver(path)  # said once here (its guard's SystemExit), not by each rank and then lost
     try:
         launcher = shlex.split(_launcher_text(args)) or [_mpiexec()]
     except ValueError as error:  # an unbalanced quote

@@ -27,7 +27,7 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__
-from ..sourcedigest import source_digest
+from ..drivercontract import DRIVER_FORMAT, source_digest
 from . import nodes as n
 from . import dataflow
 from .analysis import CHECK_ARITY, Checked, constant_of, expression_nodes, precedence, unparse
@@ -72,6 +72,7 @@ class DriverModel:
     name: str
     source: str
     version: str
+    driver_format: int
     tiling: str
     tiling_defaults: dict
     params: list  # (name, python reference, python default expression)
@@ -237,7 +238,7 @@ class _Model:
     def build(self) -> DriverModel:
         program, checked = self.program, self.checked
         model = DriverModel(
-            name=program.name.text, source=checked.path, version=__version__,
+            name=program.name.text, source=checked.path, version=__version__, driver_format=DRIVER_FORMAT,
             tiling=checked.tiling, tiling_defaults=checked.tiling_defaults,
             params=[(d.name.text, param_ref(d.name.text), self.expr(d.default, params=True)) for d in program.params],
             matrices=[(d.name.text, _init_kind(d.init), d.init.path, d.span.line, self.expr(d.rows, params=True),
