@@ -1,11 +1,22 @@
 """Fixtures of the whole suite."""
+import atexit
 import compileall
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 # Tile sizes tuned on this machine (tiledsl tune, in the user's cache) must not change what
 # the tests run: runs and explain ignore them. Tests of tuning unset this themselves.
 os.environ["TILEDSL_NO_TUNE"] = "1"
+
+# The suite's cache (drivers compiled from its temporary programs, the grammar's tables) is its
+# own, and goes with it: in the user's ~/.cache it grew by thousands of drivers no run would use
+# again (their programs' folders were gone). Each process of the suite (the controller, each
+# xdist worker) makes its own; tests of the cache set XDG_CACHE_HOME themselves.
+_CACHE = tempfile.mkdtemp(prefix="tiledsl-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 def pytest_xdist_auto_num_workers(config):
