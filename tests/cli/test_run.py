@@ -486,8 +486,11 @@ def test_a_shipped_program_goes_by_its_name_from_any_directory(tmp_path):
     out = tiledsl("check", "cholesky", "qr", cwd=tmp_path)
     assert out.returncode == 0 and "checked 2 file(s): no errors" in out.stderr, out.stderr
     out = tiledsl("check", "programs/cholesky.tile", cwd=tmp_path)
-    assert out.returncode == 1 and "programs/cholesky.tile: error[E000]: no such file\n" \
-        "  = hint: a shipped program is called cholesky: `tiledsl check cholesky`" in out.stderr
+    assert out.returncode == 1 and "programs/cholesky.tile: error[E000]: no such file (a shipped program is " \
+        "called cholesky: give its name, `cholesky`, from any directory)\n" in out.stderr, out.stderr
+    out = tiledsl("check", "cholsky", cwd=tmp_path)  # as run says it: "no such file" alone, before
+    assert out.returncode == 1 and out.stderr.startswith("cholsky: error[E000]: no such file, nor a shipped program "
+                                                         "of that name (did you mean cholesky?)\n"), out.stderr
     out = tiledsl("run", "programs/lu.tile", "--n", 100, cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.strip().endswith(
         "programs/lu.tile: no such file (a shipped program is called lu: give its name, `lu`, from any directory)")

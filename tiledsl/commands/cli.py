@@ -11,7 +11,6 @@ is a normal end: the command stops quietly.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import traceback
@@ -19,7 +18,9 @@ from pathlib import Path
 
 from .. import __version__
 from ..compiler import Result, check_path, compile_path
-from ..driverload import program_path, shadowing, shipped_name, shipped_path
+from ..compiler.diagnostics import Diagnostic
+from ..compiler.source import Span
+from ..driverload import program_path, shadowing
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.reporting import json_text
@@ -235,12 +236,11 @@ def _check(args) -> int:
         note = shadowing(given, "check")
         if note:  # the user's own NAME.tile is not what is checked: said, as run says it
             print(f"tiledsl: warning: {note}", file=sys.stderr)
-        result = check_path(shipped_path(given) or given)
-        also = shipped_name(given)
-        if also and not os.path.lexists(given):  # a clone's path, from an installed package
-            result.diagnostics = [dataclasses.replace(d, hint=f"a shipped program is called {also}: "
-                                                              f"`tiledsl check {also}`") if d.code == "E000" else d
-                                  for d in result.diagnostics]
+        try:
+            result = check_path(program_path(given))
+        except UsageError as error:  # no such file, nor a shipped program: said as run says it, as a diagnostic
+            result = Result(given, diagnostics=[Diagnostic(Span.whole(given), "E000",
+                                                           str(error).removeprefix(f"{given}: "))])
         _print_diagnostics(result)
         failed += not result.ok
         warnings += sum(not d.is_error for d in result.diagnostics)
