@@ -384,7 +384,8 @@ def _import_cupy():
         import cupy
         import cupyx
     except ImportError:
-        raise ValueError("install tiledsl[gpu] (CuPy) for --gpu-backend cupy") from None
+        raise ValueError("install CuPy for --gpu-backend cupy: pip install -e '.[gpu]' in tiledsl's checkout "
+                         "('.[gpu-cuda13]' for CUDA 13)") from None
     return cupy, cupyx
 
 

@@ -245,7 +245,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
     parser.add_argument("--gpu-backend", choices=["emulated", "cupy"],
                         help="GPU backend: 'emulated' (numpy device memory, explicit copies; CI) or "
-                             "'cupy' (real NVIDIA GPUs through CuPy: pip install tiledsl[gpu]); default emulated, "
+                             "'cupy' (real NVIDIA GPUs through CuPy: pip install -e '.[gpu]'); default emulated, "
                              "which the summary says")
     parser.add_argument("--gpu-memory", metavar="SIZE", help="memory each GPU may hold, e.g. 20G or 512M "
                                                              "(default: what it has free); a run whose GPU "
