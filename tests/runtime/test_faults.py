@@ -153,9 +153,9 @@ def test_the_watchdog_stops_every_rank_on_a_stall(tmp_path, segments_before):
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("fault, raised", [(5, "SystemExit at fault_kernels.py:31: 0"),
-                                          (6, "KeyboardInterrupt at fault_kernels.py:36"),
-                                          (7, "Escape at fault_kernels.py:44: unwinding")],
+@pytest.mark.parametrize("fault, raised", [(5, "SystemExit at fault_kernels.py:33: 0"),
+                                          (6, "KeyboardInterrupt at fault_kernels.py:38"),
+                                          (7, "Escape at fault_kernels.py:46: unwinding")],
                          ids=["sys-exit", "keyboard-interrupt", "base-exception"])
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_a_kernel_raising_any_base_exception_fails_the_run(tmp_path, segments_before, fault, raised, ranks):
