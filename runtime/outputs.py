@@ -9,6 +9,7 @@ the run succeeded, so a failed or interrupted run leaves the previous file as it
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import secrets
@@ -19,9 +20,22 @@ from . import npyio
 from .matrix import TiledMatrix
 from .options import Options
 from .trace import area_bound, chrome_trace, communication, critical_path, task_times, utilisation
-from .world import UsageError
+from .world import UsageError, process_exists
 
 PARTIAL_SUFFIX = ".tiledsl-partial"  # the temporary files of a run still writing (or killed while it did)
+
+
+def remove_abandoned(targets) -> None:
+    """Remove the temporary files beside ``targets`` of processes that no longer exist: a rank
+    killed while the outputs were written (SIGKILL, the out-of-memory killer) left them, megabytes
+    each, hidden. ``tiledsl run --np``, which outlives its ranks, calls it once its job ended."""
+    for target in targets:
+        folder, name = os.path.split(os.path.realpath(target))
+        for path in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*{PARTIAL_SUFFIX}")):
+            pid = os.path.basename(path)[len(name) + 2:].partition("-")[0]  # .NAME.PID-TOKEN.tiledsl-partial
+            if pid.isdigit() and not process_exists(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
 
 
 def check_output_paths(options: Options, program_files=()) -> None:

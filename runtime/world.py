@@ -155,7 +155,7 @@ def _abandoned(rank: int) -> int | None:
     if _parent_of(rank) not in (parent, None) or (parent == 1 and owner != 1):
         _record("orphaned", f"{parent} {name}")
         return ORPHANED
-    if owner is not None and not _exists(owner):
+    if owner is not None and not process_exists(owner):
         return 128 + signal.SIGTERM
     return None
 
@@ -169,7 +169,7 @@ def _parent_of(pid: int) -> int | None:
         return None
 
 
-def _exists(pid: int) -> bool:
+def process_exists(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):  # gone (its number may be another user's now)

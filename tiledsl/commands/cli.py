@@ -500,6 +500,7 @@ def _launch(args) -> int:
     import shutil
 
     from ..driverload import import_driver
+    from ..runtime.outputs import remove_abandoned
 
     path = _driver_path(program_path(args.file))
     if path is None:
@@ -514,7 +515,10 @@ def _launch(args) -> int:
     if shutil.which(launcher[0]) is None:
         raise UsageError(f"launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)")
     command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
-    return run_job(command, args.np)
+    try:
+        return run_job(command, args.np)
+    finally:  # what ranks killed while writing the outputs left beside them
+        remove_abandoned([item.partition("=")[2] for item in args.output] + [args.trace] * bool(args.trace))
 
 
 def _launcher_text(args) -> str:
