@@ -33,7 +33,7 @@ import traceback
 from pathlib import Path
 
 from ..drivercontract import source_digest
-from .crash import KernelExit, user_code
+from .crash import KernelExit, fatal_signals_traced, user_code
 from .kernels import CPU_KERNELS
 from .watchdog import FLOOR_SECONDS, deadline
 from .world import RankError, UsageError, launcher_rank
@@ -178,8 +178,9 @@ def _import(path: Path):
     module = importlib.util.module_from_spec(spec)
     with _LOADING, _files_beside(path.resolve().parent):
         try:
+            # a crash while it loads (a C extension's) is reported with its stack, as one in a kernel is
             with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()), \
-                    user_code():
+                    user_code(), fatal_signals_traced():
                 spec.loader.exec_module(module)
         except SyntaxError as error:
             raise RankError(f"kernel module {path}:{error.lineno}: SyntaxError: {error.msg}") from None

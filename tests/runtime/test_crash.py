@@ -81,6 +81,14 @@ def test_a_crash_report_names_the_function_the_runtime_called():
                           f'  File "{engine.__file__}", line 10 in _worker\n')
     assert inside[1] == " in tiledsl's runtime, at _worker (engine.py:10)"
     assert _crash_parts("Fatal Python error: Segmentation fault\n")[1:] == ("", ())
+    from tiledsl.runtime import userkernels  # a crash as the kernel module loads: not "kernel code exec_module"
+    loading = _crash_parts(f'Fatal Python error: Segmentation fault\n\n'
+                           f'  File "/usr/lib/python3/ctypes/__init__.py", line 519 in string_at\n'
+                           f'  File "/home/u/k.py", line 3 in <module>\n'
+                           f'  File "<frozen importlib._bootstrap>", line 241 in _call_with_frames_removed\n'
+                           f'  File "<frozen importlib._bootstrap_external>", line 940 in exec_module\n'
+                           f'  File "{userkernels.__file__}", line 184 in _import\n')
+    assert loading[1] == " while loading k.py (k.py:3)"
 
 
 # ---------------------------------------------------------------- the user's code outside a task

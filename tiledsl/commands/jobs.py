@@ -263,9 +263,15 @@ def _crash_parts(stack: str) -> tuple[str, str, tuple]:
     ours = [i for i, match in enumerate(found) if Path(match["path"]).resolve().parent == _RUNTIME_FOLDER]
     if not ours:
         return what, "", frames
-    below = found[ours[0] - 1] if ours[0] > 0 else found[ours[0]]  # the function the runtime called
-    whose = "in kernel code" if ours[0] > 0 else "in tiledsl's runtime, at"
-    return what, f" {whose} {below['function']} ({Path(below['path']).name}:{below['line']})", frames
+    # the function the runtime called: the outermost frame above its own that is not the import system's
+    called = [match for match in found[:ours[0]] if not match["path"].startswith("<")]
+    below = called[-1] if called else found[ours[0]]
+    at = f"({Path(below['path']).name}:{below['line']})"
+    if not called:
+        return what, f" in tiledsl's runtime, at {below['function']} {at}", frames
+    if below["function"] == "<module>":  # a module's own code, as it loaded
+        return what, f" while loading {Path(below['path']).name} {at}", frames
+    return what, f" in kernel code {below['function']} {at}", frames
 
 
 def _forwarded_signal(code: int) -> bool:
