@@ -1,5 +1,6 @@
 """A kernel that ends its process (runtime/crash.py): os._exit fails its task like any
 failure; a segmentation fault leaves the kernel's Python stack on stderr."""
+import json
 import os
 import re
 import subprocess
@@ -57,13 +58,19 @@ def test_a_segmentation_fault_in_a_kernel_shows_the_kernel_on_stderr():
 
 @pytest.mark.timeout(180)
 def test_a_segmentation_fault_on_one_of_several_ranks_names_the_rank_and_shows_its_stack():
-    out = cli("--set", "how=2", "--np", "2")
+    out = cli("--set", "how=2", "--np", "2", "--json")
     assert out.returncode == 1, out.stderr
     crashed = [line for line in out.stderr.splitlines() if "crashed" in line]
     assert len(crashed) == 1 and crashed[0].startswith("tiledsl: error: rank ") \
         and crashed[0].endswith(" crashed (Segmentation fault) in kernel code crash (exits_kernels.py:11)"), out.stderr
     assert 'exits_kernels.py", line 11 in crash' in out.stderr and "without a word" not in out.stderr
     assert "Extension modules" not in out.stderr
+    # --json's last line of stdout says so too (there was only the launcher's banner)
+    said = json.loads(out.stdout.strip().splitlines()[-1])
+    errors = [line.removeprefix("tiledsl: error: ") for line in out.stderr.splitlines()
+              if line.startswith("tiledsl: error: ")]
+    assert said == {"program": "exits", "n": 16, "np": 2, "ok": False, "passed": None,
+                    "error": "; ".join(errors)}, out.stdout
 
 
 def test_a_crash_report_names_the_function_the_runtime_called():

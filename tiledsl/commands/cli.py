@@ -505,8 +505,9 @@ def _launch(args) -> int:
     path = _driver_path(program_path(args.file))
     if path is None:
         return 1
-    if program_path(args.file).endswith(".py"):  # a driver compiled elsewhere: whether this runtime runs it,
-        import_driver(path)  # said once here (its guard's SystemExit), not by each rank and then lost
+    # a driver compiled elsewhere: whether this runtime runs it is said once here (its guard's
+    # SystemExit), not by each rank and then lost; and the program's name, for a --json failure
+    driver = import_driver(path)
     try:
         launcher = shlex.split(_launcher_text(args)) or [_mpiexec()]
     except ValueError as error:  # an unbalanced quote
@@ -515,8 +516,10 @@ def _launch(args) -> int:
     if shutil.which(launcher[0]) is None:
         raise UsageError(f"launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)")
     command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
+    failure_json = {"program": driver.PROGRAM.name, "n": args.n, "np": args.np, "ok": False,
+                    "passed": None} if args.json else None
     try:
-        return run_job(command, args.np)
+        return run_job(command, args.np, failure_json=failure_json)
     finally:  # what ranks killed while writing the outputs left beside them
         remove_abandoned([item.partition("=")[2] for item in args.output] + [args.trace] * bool(args.trace))
 

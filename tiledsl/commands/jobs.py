@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from ..runtime import crash
+from ..runtime.reporting import json_text
 from .rankwatch import RankWatch
 
 SHARED_MEMORY = Path("/dev/shm")
@@ -55,14 +56,17 @@ JOB_HOST_VARIABLE = "TILEDSL_JOB_HOST"  # as runtime.world names it: the host th
 JOB_RANKS_VARIABLE = "TILEDSL_JOB_RANKS"  # as runtime.world names it: the ranks the launcher must start
 
 
-def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_SECONDS) -> int:
+def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_SECONDS,
+            failure_json: dict | None = None) -> int:
     """Run ``command`` (a launcher and its ``ranks`` ranks) to its end; its exit status.
 
     128+N after a forwarded signal N (whatever the job returned); 1 when the launcher
     returned 0 but some rank did not record that it finished the run (it exited in
     the middle: ``os._exit(0)``, ``sys.exit(0)``), when a rank was lost (killed by a
     signal: the launcher's own status, 9 or 11, is said, not returned), or when a piece
-    of the launcher was (the launcher itself, or its process on this node).
+    of the launcher was (the launcher itself, or its process on this node). With
+    ``failure_json`` (``--json``: what the ranks' JSON line says of the run), a failure no rank
+    reported is also that line on stdout, with what was said on stderr as its error.
     """
     remove_stale()
     before, topologies = segments(), topology_files()
@@ -81,13 +85,33 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
             job = subprocess.Popen(command, env=environment, start_new_session=True, stdin=subprocess.DEVNULL,
                                    preexec_fn=_ended_with(os.getpid()))
             code = _wait_forwarding_signals(job, folder, grace)
-        code = _outcome(job, code, folder, ranks, command[0], watch)
+        said = _Said(sys.stderr)
+        with contextlib.redirect_stderr(said):
+            code = _outcome(job, code, folder, ranks, command[0], watch)
+        if code != 0 and failure_json is not None and said.errors and not _some_rank_reported(folder):
+            # a script reads the last line of stdout (after the launcher's own banner, if any)
+            print(json_text({**failure_json, "error": "; ".join(said.errors)}), flush=True)
         if code != 0:
             kill_job(job, folder)
         remove_topology_files(topologies, folder)
     if code != 0:
         remove_orphans(before)
     return code
+
+
+class _Said:
+    """A stream that writes through to ``stream`` and keeps the errors said (``tiledsl: error:``)."""
+
+    def __init__(self, stream):
+        self.stream, self.errors = stream, []
+
+    def write(self, text: str) -> int:
+        self.errors += [line.removeprefix("tiledsl: error: ") for line in text.splitlines()
+                        if line.startswith("tiledsl: error: ")]
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, launcher: str,
