@@ -369,8 +369,12 @@ class Engine:
             transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""
             window = self.scheduler.describe(running=running_lines(self.running, time.monotonic()))
             said = f"{stalled:.1f}" if stalled < 10 else f"{stalled:.0f}"  # under a second too: --watchdog 0.5
-            self.failure = TaskFailure(f"watchdog: no task completed for {said} s{self.limit.automatic_note()}; "
-                                       f"{window}"
+            # idle here, waiting for data: the stall is the sender's (stopped, or slow), said first
+            waited = self.exchange.waited_ranks(self.matrices.values()) if self.exchange is not None else []
+            elsewhere = (f"; this rank runs no task and waits for data from rank {', '.join(map(str, waited))}, "
+                         f"where the stall is" if waited and not self.running else "")
+            self.failure = TaskFailure(f"watchdog: no task completed for {said} s{self.limit.automatic_note()}"
+                                       f"{elsewhere}; {window}"
                                        + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))
             self.stalled = True
             self._wake_all()

@@ -524,10 +524,17 @@ class Exchange:
         self.copy_bytes += nbytes
         self.peak_copy_bytes = max(self.peak_copy_bytes, self.copy_bytes)
 
+    def _waiting(self, matrices) -> list:
+        return [copy for matrix in matrices for tile in matrix.made_tiles()
+                for copy in tile.copies.values() if not copy.arrived]
+
+    def waited_ranks(self, matrices) -> list[int]:
+        """The other ranks this rank waits for a tile version from."""
+        return sorted({copy.source for copy in self._waiting(matrices) if copy.tile.rank != self.rank})
+
     def describe(self, matrices) -> str:
         """Copies this rank is still waiting for, for stall reports."""
-        waiting = [copy for matrix in matrices for tile in matrix.made_tiles()
-                   for copy in tile.copies.values() if not copy.arrived]
+        waiting = self._waiting(matrices)
         lines = [f"  waiting for {copy.tile}{part_text(copy.part)} version {copy.version} "
                  + (f"from rank {copy.source}" if copy.tile.rank != self.rank else
                     f"from device {copy.tile.device}") + (f" to GPU {copy.device}" if copy.device else "")

@@ -1,5 +1,6 @@
 """Faults end a run promptly with a clear message: NaN, stalls, signals, a killed rank."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,8 +25,8 @@ def segments_before():
     return jobs.segments()
 
 
-def start(*args, np_=1, cache):
-    env = dict(os.environ, XDG_CACHE_HOME=str(cache), FAULT_STARTED=str(cache / "stalled"))
+def start(*args, np_=1, cache, env=None):
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), FAULT_STARTED=str(cache / "stalled"), **(env or {}))
     command = [sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", "256", *map(str, args)]
     if np_ > 1:
         command += ["--np", str(np_)]
@@ -129,6 +130,23 @@ def test_a_signal_ends_an_mpi_run_on_every_rank(tmp_path, segments_before, signu
 
 
 @pytest.mark.timeout(90)
+def test_a_rank_waiting_on_a_stopped_rank_names_that_rank_as_the_stall(tmp_path, segments_before):
+    """A rank stopped (SIGSTOP) in its kernel: a rank waiting for its data reported the stall as its own
+    ("no task completed ... 9 task(s) in the window"), the stopped rank last in its list."""
+    env = {"FAULT_STOP": "1"}
+    process = start("--set", "fault=2", "--watchdog", 5, "--nb", 32, np_=3, cache=tmp_path, env=env)
+    code, err, elapsed = finish(process)
+    assert code == 1 and elapsed < 60, err
+    # named by the watchdog of a rank waiting for its data, or by the silence of its heartbeats
+    # (which comes first depends on where the others are), never as another rank's own stall
+    first = err.splitlines()[0]
+    assert re.fullmatch(r"tiledsl: error: rank (\d): (watchdog: no task completed for \d+ s; this rank runs no task "
+                        r"and waits for data from rank (?!\1)(\d), where the stall is; .*|rank\(s\) (\d) did not "
+                        r"answer within 5 s \(stopped or lost\?\))", first), err
+    assert nothing_left(tmp_path, segments_before)
+
+
+@pytest.mark.timeout(90)
 def test_a_killed_rank_ends_every_rank(tmp_path, segments_before):
     code, err, elapsed = finish(start("--set", "fault=3", np_=2, cache=tmp_path))
     assert code != 0 and elapsed < 30
@@ -153,9 +171,9 @@ def test_the_watchdog_stops_every_rank_on_a_stall(tmp_path, segments_before):
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("fault, raised", [(5, "SystemExit at fault_kernels.py:33: 0"),
-                                          (6, "KeyboardInterrupt at fault_kernels.py:38"),
-                                          (7, "Escape at fault_kernels.py:46: unwinding")],
+@pytest.mark.parametrize("fault, raised", [(5, "SystemExit at fault_kernels.py:35: 0"),
+                                          (6, "KeyboardInterrupt at fault_kernels.py:40"),
+                                          (7, "Escape at fault_kernels.py:48: unwinding")],
                          ids=["sys-exit", "keyboard-interrupt", "base-exception"])
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_a_kernel_raising_any_base_exception_fails_the_run(tmp_path, segments_before, fault, raised, ranks):

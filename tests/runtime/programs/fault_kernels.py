@@ -1,5 +1,6 @@
 """Kernels that misbehave on purpose, for the fault tests."""
 import os
+import signal
 import sys
 import time
 
@@ -10,10 +11,11 @@ def poison(a):
 
 
 def stall(a):
-    """Never finish in any reasonable time; say it started where $FAULT_STARTED names a file."""
+    """Never finish in any reasonable time (stopped by SIGSTOP where $FAULT_STOP is set); say it
+    started where $FAULT_STARTED names a file."""
     if os.environ.get("FAULT_STARTED"):
         open(os.environ["FAULT_STARTED"], "w").close()
-    time.sleep(600)
+    os.kill(os.getpid(), signal.SIGSTOP) if os.environ.get("FAULT_STOP") else time.sleep(600)
 
 
 def die(a):
