@@ -427,7 +427,7 @@ def _triangular(kernel: str, apply, A, B, side, uplo, transa, diag, alpha, a_nam
     alpha = check_number(kernel, "alpha", alpha)
     if m and n:
         order = m if side == "L" else n
-        if apply is _solve_recursive and diag == "N":
+        if apply is _solve_recursive and diag == "N" and alpha != 0:  # (alpha 0: A is not read)
             _note_singular(A[:order, :order], a_name)
         apply(side, uplo, transa, diag, alpha, A[:order, :order], B)
 

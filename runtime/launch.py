@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -102,6 +103,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
     # tiles in transit for at most the tasks the window holds, and never more than this rank's tasks
     check_memory(program, matrices, needed, min(window, share.count) if in_transit else 0, options.check)
     _fill_inputs(program, matrices, sources, needed, share.column_panels, devices)
+    bad_inputs = _over_ranks(held, [decl.name for decl in program.matrices], comm)
     broadcast = broadcast_for(options.broadcast, ranks)
     engine = _engine(driver, options, comm, devices, workers, window, broadcast, matrices, out_of_core, host_costs,
                      events, share if derive else None)
@@ -111,7 +113,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
         try:
             engine.tracer = Tracer() if options.trace else None
             engine.kernel_clock = rates.KernelClock() if options.time_kernels else None
-            with _progress(options, program.name, ranks, share.runs, engine), _naming_bad_inputs(held):
+            with _progress(options, program.name, ranks, share.runs, engine), _naming_bad_inputs(bad_inputs):
                 seconds = _timed(engine, driver.generate, params, comm)
             traced, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = rank_stats(engine, matrices, comm)
@@ -237,31 +239,44 @@ def _bring_home(matrices: dict, devices) -> None:
             tile.device = 0
 
 
+def _over_ranks(held: dict, names: list, comm) -> dict:
+    """The NaN and infinite values of each matrix's input tiles read on every rank (``held``:
+    this rank's), where there are some."""
+    counts = np.array([held.get(name, 0) for name in names], dtype=np.float64)
+    counts = comm.allreduce_sum(counts) if comm is not None else counts
+    return {name: int(count) for name, count in zip(names, counts) if count}
+
+
 @contextlib.contextmanager
-def _naming_bad_inputs(held: dict):
-    """A kernel's failure says that this rank's input tiles held NaN or infinite values, where
-    they did: a potrf that met a NaN computed from an input's Inf blamed only its own tile."""
+def _naming_bad_inputs(bad_inputs: dict):
+    """A kernel's failure on a NaN or an infinity says that the inputs held some, where they
+    did: a potrf that met a NaN computed from an input's Inf blamed only its own tile."""
     try:
         yield
     except TaskFailure as failure:
-        bad = [f"{name} ({count})" for name, count in held.items() if count]
-        if bad and str(failure).startswith("kernel "):
-            failure.args = (f"{failure}; the input tiles this rank read held NaN or infinite values: "
-                            f"{', '.join(bad)} (--check-finite names the first)",)
+        if bad_inputs and str(failure).startswith("kernel ") and re.search(r"\b(nan|inf)", str(failure), re.I):
+            said = ", ".join(f"{name} ({count})" for name, count in bad_inputs.items())
+            failure.args = (f"{failure}; the inputs held NaN or infinite values: {said} (--check-finite names "
+                            f"the first)",)
         raise
 
 
 def _timed(engine: Engine, generate, params, comm) -> float:
-    """Wall seconds of the run on the slowest rank, all ranks starting together."""
+    """Wall seconds of the run: from the first rank's start, after a barrier, to the last one's end."""
     if comm is None:
         return engine.run(generate, params)
-    # rank 0's moment, on every rank's clock; taken before the barrier, which every rank then
-    # leaves together (after it, the broadcast started the ranks tens of milliseconds apart)
-    origin = comm.broadcast(time.time()) if engine.tracer is not None else None
     comm.barrier()
-    if origin is not None:
-        engine.tracer.restart(origin)
-    return comm.allreduce_max(engine.run(generate, params))
+    started = time.time()
+    if engine.tracer is not None:
+        engine.tracer.restart(started)
+    engine.run(generate, params)
+    ended = time.time()
+    # ranks leave a polled barrier milliseconds apart: from the first one's start to the last one's
+    # end, on the wall clock (the slowest rank's own time fell short of the trace's span)
+    first = -comm.allreduce_max(-started)
+    if engine.tracer is not None:  # one clock for all, agreed once the run is over
+        engine.tracer.move_origin(first)
+    return comm.allreduce_max(ended) - first
 
 
 def _zeros(r0: int, r1: int, c0: int, c1: int) -> np.ndarray:

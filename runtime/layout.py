@@ -109,10 +109,15 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
     elif isinstance(value, float) and isinstance(default, int):
         raise UsageError(f"{said}: {name} is an integer parameter (its default is {shown})")
     elif isinstance(value, int) and isinstance(default, float):  # 3 is 3.0: -(x - x) is -0.0, 2**53 + 1 rounds
-        try:
-            return float(value)
+        try:  # the text as a float: -0 is -0.0
+            number = float(str(given)) if isinstance(given, SetText) else float(value)
         except OverflowError:
-            raise UsageError(f"{said}: {long_number(value)} is beyond float64's range (about ±1.8e308)") from None
+            number = math.inf
+        if not math.isfinite(number):
+            raise UsageError(f"{said}: {long_number(value)} is beyond float64's range (about ±1.8e308)")
+        return number
+    elif isinstance(value, float) and not math.isfinite(value):  # from Python: --set refuses the text
+        raise UsageError(f"{said}: {value!r} is not a finite number ({name}'s default is {shown})")
     elif isinstance(value, int) and not -INT64_MAX <= value <= INT64_MAX:
         raise UsageError(f"{said}: {long_number(value)} is beyond the 64-bit range: an integer parameter stays within "
                          f"±{INT64_MAX} (2**63 - 1), as every integer a program computes")

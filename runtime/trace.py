@@ -39,12 +39,20 @@ class Tracer:
         self.occurrences: Counter = Counter()
 
     def restart(self, started: float) -> None:
-        """Time zero: the wall-clock time ``started``, rank 0's moment just before the barrier that
-        starts the run. Ranks leave a polled barrier up to a polling interval apart, so each one's own "now"
-        would misplace its lanes by milliseconds (a message received before it was sent): read
-        through the wall clock, rank 0's moment is the same instant on every rank of a machine,
-        and as close as the nodes' clocks are kept (NTP) across machines."""
+        """Time zero: the wall-clock time ``started``, when the run started (on this rank)."""
         self.origin = _perf_counter_at(started)
+
+    def move_origin(self, started: float) -> None:
+        """Time zero moved to the wall-clock time ``started``, when the first rank left the barrier
+        that started the run, the events with it. Ranks leave a polled barrier up to a polling interval
+        apart, so each one's own start would misplace its lanes by milliseconds (a message
+        received before it was sent): read through the wall clock, rank 0's moment is the same
+        instant on every rank of a machine, and as close as the nodes' clocks are kept (NTP)
+        across machines. Told after the run, which a broadcast before it would have delayed."""
+        origin = _perf_counter_at(started)
+        shift = origin - self.origin
+        self.events = [(lane, began - shift, ended - shift, *rest) for lane, began, ended, *rest in self.events]
+        self.origin = origin
 
     def task(self, lane: str, began: float, ended: float, task) -> None:
         """A program task, named the same on every rank (:func:`task_args`); a GPU task a CPU worker

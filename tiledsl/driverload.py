@@ -36,6 +36,8 @@ def program_path(name: str) -> str:
     A bare name that is neither a file nor a shipped program is a :class:`UsageError`
     naming the shipped programs, and the closest one if the name looks misspelled; so is
     a path that leads nowhere, or to a matrix file."""
+    if not name:
+        raise UsageError("the file name is empty: give the path of a .tile file")
     if name.endswith(".npy"):
         raise UsageError(f"{name} is a matrix file, not a program: give it to the run as --input NAME={name}")
     found = shipped_path(name)

@@ -346,3 +346,14 @@ def test_a_missing_kernel_module_is_matched_to_the_modules_beside_it_by_name_not
         assert d.message == f"kernel module '{name}' not found"
         hints[name] = d.hint
     assert hints == {"missing_k.py": None, "kernles.py": "did you mean 'kernels.py'?"}
+
+
+def test_a_python_file_is_said_to_be_one(tmp_path):
+    """A compiled driver given to check (or load) was parsed as a program: unexpected '""'."""
+    from tiledsl.compiler import compile_path
+
+    result, driver = compile_path(HERE.parents[1] / "programs" / "cholesky.tile")
+    (tmp_path / "d.py").write_text(driver)
+    assert check_path(tmp_path / "d.py").report() == (
+        f"{tmp_path / 'd.py'}: error[E000]: is a Python file, not a .tile program\n"
+        f"  = hint: give the .tile it was compiled from (its first line names it)")

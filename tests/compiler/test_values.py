@@ -5,6 +5,7 @@ default), counts down and by threes, and hands kernels columns and rows of tiles
 kernels write what they received into its matrices, so the results state it exactly.
 The same program on 4 ranks (2x2) and with 2 emulated GPUs gives the same bits.
 """
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,14 @@ def test_a_float_parameter_set_to_a_whole_number_is_a_float(tmp_path):
         result = program.run(n=4, params={"x": given})
         assert result.params["x"] == 2.0 ** 53 and isinstance(result.params["x"], float)
         assert list(result["A"][0, :2]) == [0.0, -1.0]
+    with pytest.raises(tiledsl.TiledslError, match=r"params=\{'x': inf\}: inf is not a finite number \(x's "
+                                                    r"default is 0\.5\)$"):  # as --set x=inf is
+        program.run(n=4, params={"x": float("inf")})
+    done = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "4", "--set",
+                           "x=-0", "--json", "--output", "A=a.npy"], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path)
+    assert done.returncode == 0 and np.load(tmp_path / "a.npy")[0, 1] == -1.0, done.stderr  # the sign of -(x - x)
+    assert str(json.loads(done.stdout.splitlines()[-1])["params"]["x"]) == "-0.0"  # -0 is -0.0, not 0
     done = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "4", "--set",
                            "x=1" + "0" * 400], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip().endswith(

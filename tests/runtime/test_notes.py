@@ -141,13 +141,36 @@ def test_a_user_kernel_says_what_it_found_with_tiledsl_note(tmp_path):
                          "True (and 2 more task(s) at this line)"]
 
 
+def test_a_solve_scaled_by_zero_does_not_read_the_triangle_and_says_nothing(tmp_path):
+    """alpha = 0 gives zeros without reading A: its zero pivot was said to be divided by."""
+    (tmp_path / "t.tile").write_text('program t {\n  tiling uniform(nb = 4)\n  param alpha = 1.0\n'
+                                     '  in matrix L[n, n] = random general\n  matrix B[n, n] = random general\n'
+                                     '  trsm(L[0, 0], B[0, 0], "L", "L", "N", "N", alpha)\n}\n')
+    lower = np.tril(np.random.default_rng(2).random((4, 4))) + np.eye(4)
+    lower[2, 2] = 0.0
+    program = tiledsl.load(tmp_path / "t.tile")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = program.run(L=lower, n=4, params={"alpha": 0.0})
+    assert not [w for w in caught if issubclass(w.category, TiledslWarning)] and not out["B"].any()
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(TiledslError, match="NaN or infinite"):
+        warnings.simplefilter("always")
+        program.run(L=lower, n=4)
+    assert [str(w.message).split("): ", 2)[-1] for w in caught if issubclass(w.category, TiledslWarning)] == [
+        "the triangle of A it was given has an exact zero on its diagonal, at (2, 2): the triangle is singular "
+        "and the solve divides by zero"]
+
+
 def test_a_kernel_failure_names_the_non_finite_values_the_inputs_held():
     """An Inf below the diagonal made potrf fail two tiles on as 'not positive definite ... the
     tile holds a NaN', the input never named."""
     g = np.random.default_rng(0).standard_normal((200, 200))
     a = g @ g.T + 200 * np.eye(200)
     a[150, 20] = np.inf
-    with pytest.raises(TiledslError, match=r"kernel potrf failed on A\[2, 2\] .*the tile holds a NaN\); the input "
-                                           r"tiles this rank read held NaN or infinite values: A \(1\) "
-                                           r"\(--check-finite names the first\)$"):
+    with pytest.raises(TiledslError, match=r"kernel potrf failed on A\[2, 2\] .*the tile holds a NaN\); the inputs "
+                                           r"held NaN or infinite values: A \(1\) \(--check-finite names the first\)$"):
+        tiledsl.load("cholesky").run(A=a, tiles={"nb": 64})
+    a = g @ g.T + 200 * np.eye(200)  # a failure that is not about a NaN is not given the clause
+    a[0, 0], a[199, 199] = -1.0, np.nan
+    with pytest.raises(TiledslError, match=r"leading minor 1 of 64 is not positive\)$"):
         tiledsl.load("cholesky").run(A=a, tiles={"nb": 64})

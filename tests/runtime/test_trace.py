@@ -45,6 +45,9 @@ def test_trace_of_a_two_rank_run(tmp_path):
             traced = sum(e["dur"] for e in tasks if (e["pid"], names[e["pid"], e["tid"]]) == (rank["rank"], f"cpu-{worker}"))
             assert traced / 1e6 == pytest.approx(seconds, abs=1e-5)
         assert sum(rank["other_task_seconds"]) > 0
+    # time zero is the first rank's start: every event after it, the run's seconds after them all
+    # (the origin moved before the barrier put tasks 50 ms later than the summary's time)
+    assert min(e["ts"] for e in spans) >= -1 and max(e["ts"] + e["dur"] for e in tasks) <= summary["seconds"] * 1e6 + 2e3
     assert 0 < summary["efficiency"] <= 1
     assert summary["critical_path"] > 0 and summary["area_bound"] > 0
     assert 0 <= summary["communication_hidden"] <= 1 and summary["communication"]["1"] > 0

@@ -239,8 +239,8 @@ def _check(args) -> int:
         try:
             result = check_path(program_path(given))
         except UsageError as error:  # no such file, nor a shipped program: said as run says it, as a diagnostic
-            result = Result(given, diagnostics=[Diagnostic(Span.whole(given), "E000",
-                                                           str(error).removeprefix(f"{given}: "))])
+            where = Span.whole(given) if given else None  # (an empty name is no place)
+            result = Result(given, diagnostics=[Diagnostic(where, "E000", str(error).removeprefix(f"{given}: "))])
         _print_diagnostics(result)
         failed += not result.ok
         warnings += sum(not d.is_error for d in result.diagnostics)

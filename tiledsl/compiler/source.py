@@ -96,4 +96,9 @@ def read_source(path: str | Path) -> Source:
         raise SourceError(Diagnostic(Span.whole(name), "E000", "no such file")) from None
     except OSError as error:
         raise SourceError(Diagnostic(Span.whole(name), "E000", f"cannot read ({error.strerror})")) from None
+    if name.endswith(".py"):  # a compiled driver, or a kernel module: parsed, it was "unexpected '\"\"'"
+        driver = data.startswith(b'"""Driver of the tile program')
+        raise SourceError(Diagnostic(Span.whole(name), "E000", "is a Python file, not a .tile program",
+                                     hint="give the .tile it was compiled from (its first line names it)" if driver
+                                     else None))
     return decode(name, data)
