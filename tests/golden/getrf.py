@@ -22,25 +22,25 @@ PROGRAM = Program(
     source='programs/getrf.tile',
     tiling=Tiling('uniform', {'nb': 448}),
     matrices=(
-        MatrixDecl('A', 'general', line=16),
+        MatrixDecl('A', 'general', line=18),
     ),
     workspaces=(
-        WorkspaceDecl('P', like='A', line=17),
+        WorkspaceDecl('P', like='A', line=19),
     ),
     params=(),
-    check=CheckDecl('lu', ('A', 'P'), line=18),
+    check=CheckDecl('lu', ('A', 'P'), line=20),
     kernel_module=None,
-    source_digest='736c81d492cd30f5',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='8988be58649e76b8',  # of the .tile compiled: a run says when the file has changed since
     calls=(
-        Call('getrf', ('inout', 'out'), main=0, line=21,
+        Call('getrf', ('inout', 'out'), main=0, line=23,
              text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,), panel_axes=(0,)),
-        Call('laswp', ('in', 'inout'), main=1, line=23,
+        Call('laswp', ('in', 'inout'), main=1, line=25,
              text='laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
-        Call('trsm', ('in', 'inout'), main=1, line=24,
+        Call('trsm', ('in', 'inout'), main=1, line=26,
              text='trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=26,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=28,
              text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
-        Call('laswp', ('in', 'inout'), main=1, line=31,
+        Call('laswp', ('in', 'inout'), main=1, line=33,
              text='laswp(P[k, k], A[k : A.mt, j])', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
     ),
 )
@@ -76,54 +76,54 @@ def generate(rt, p):
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     P = rt.matrix('P')
-    for k in range(0, min(A.mt, A.nt)):  # getrf.tile:20
-        _r0 = P.rank_of(k, k)  # getrf.tile:21
-        _r1 = A.rank_of(k, k)  # getrf.tile:24
-        # getrf.tile:21: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
-        _p0 = A.panel(k, A.mt, k, k + 1, 21)
+    for k in range(0, min(A.mt, A.nt)):  # getrf.tile:22
+        _r0 = P.rank_of(k, k)  # getrf.tile:23
+        _r1 = A.rank_of(k, k)  # getrf.tile:26
+        # getrf.tile:23: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
+        _p0 = A.panel(k, A.mt, k, k + 1, 23)
         if _me == _r0 or takes_part(_p0, _me):
-            _submit(CALLS[0], (_p0, P.tile(k, k, 21)), None, 4 * (A.nt - k), at=(0, k, 0))
+            _submit(CALLS[0], (_p0, P.tile(k, k, 23)), None, 4 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:22
-            _r2 = A.rank_of(k, j)  # getrf.tile:24
-            # getrf.tile:23: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
-            _p1 = A.panel(k, A.mt, j, j + 1, 23)
+        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:24
+            _r2 = A.rank_of(k, j)  # getrf.tile:26
+            # getrf.tile:25: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
+            _p1 = A.panel(k, A.mt, j, j + 1, 25)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[1], (P.tile(k, k, 23), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
+                _submit(CALLS[1], (P.tile(k, k, 25), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            # getrf.tile:24: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)
+            # getrf.tile:26: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)
             if _me == _r1 or _me == _r2:
-                _submit(CALLS[2], (A.tile(k, k, 24), A.tile(k, j, 24)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
+                _submit(CALLS[2], (A.tile(k, k, 26), A.tile(k, j, 26)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-            if k + 1 < A.mt:  # getrf.tile:25
-                _r3 = A.rank_of(k, j)  # getrf.tile:26
-                # getrf.tile:26: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 26)
-                _p2 = A.panel(k + 1, A.mt, j, j + 1, 26)
+            if k + 1 < A.mt:  # getrf.tile:27
+                _r3 = A.rank_of(k, j)  # getrf.tile:28
+                # getrf.tile:28: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)
+                _p0 = A.panel(k + 1, A.mt, k, k + 1, 28)
+                _p2 = A.panel(k + 1, A.mt, j, j + 1, 28)
                 if _me == _r3 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                    _submit(CALLS[3], (_p0, A.tile(k, j, 26), _p2), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2))
+                    _submit(CALLS[3], (_p0, A.tile(k, j, 28), _p2), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2))
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, k, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:30
-            # getrf.tile:31: laswp(P[k, k], A[k : A.mt, j])
-            _p1 = A.panel(k, A.mt, j, j + 1, 31)
+        for j in _among(0, k, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:32
+            # getrf.tile:33: laswp(P[k, k], A[k : A.mt, j])
+            _p1 = A.panel(k, A.mt, j, j + 1, 33)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[4], (P.tile(k, k, 31), _p1), None, 0, (0, 'F'), at=(0, k, 2, j, 0))
+                _submit(CALLS[4], (P.tile(k, k, 33), _p1), None, 0, (0, 'F'), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, A.nt, 1, ((A, AT, k, PLUS, 0),)):  # getrf.tile:34
-            # getrf.tile:34: release A[k, j]
-            _release(A.tile(k, j, 34), at=(0, k, 3, j, 0))
-        # getrf.tile:35: release P[k, k]
-        _release(P.tile(k, k, 35), at=(0, k, 4))
+        for j in _among(0, A.nt, 1, ((A, AT, k, PLUS, 0),)):  # getrf.tile:36
+            # getrf.tile:36: release A[k, j]
+            _release(A.tile(k, j, 36), at=(0, k, 3, j, 0))
+        # getrf.tile:37: release P[k, k]
+        _release(P.tile(k, k, 37), at=(0, k, 4))
 
 
 
@@ -133,14 +133,14 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=21),  # writes at getrf.tile:21
-        Event('P', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=21),  # writes at getrf.tile:21
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=23),  # writes at getrf.tile:23
-        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=24),  # writes at getrf.tile:24
-        Event('A', (0, 1, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0), (A.mt - 1, 0, 0))), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=26),  # writes at getrf.tile:26
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=31),  # writes at getrf.tile:31
-        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=34),  # release at getrf.tile:34
-        Event('P', (0, 4), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=35),  # release at getrf.tile:35
+        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=23),  # writes at getrf.tile:23
+        Event('P', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=23),  # writes at getrf.tile:23
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=25),  # writes at getrf.tile:25
+        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=26),  # writes at getrf.tile:26
+        Event('A', (0, 1, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0), (A.mt - 1, 0, 0))), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=28),  # writes at getrf.tile:28
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=33),  # writes at getrf.tile:33
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=36),  # release at getrf.tile:36
+        Event('P', (0, 4), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=37),  # release at getrf.tile:37
     )
 
 
@@ -149,10 +149,10 @@ def loop_bounds(_bound, p):
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     A = _bound.matrix('A')
     _t0 = 1
-    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 20)
-    j, _ = _bound.loop(k + 1, A.nt, _t1, 22)
-    j, _ = _bound.loop(0, k, _t1, 30)
-    j, _ = _bound.loop(0, A.nt, _t1, 34)
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 22)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 24)
+    j, _ = _bound.loop(0, k, _t1, 32)
+    j, _ = _bound.loop(0, A.nt, _t1, 36)
 
 
 if __name__ == "__main__":
