@@ -357,3 +357,11 @@ def test_a_python_file_is_said_to_be_one(tmp_path):
     assert check_path(tmp_path / "d.py").report() == (
         f"{tmp_path / 'd.py'}: error[E000]: is a Python file, not a .tile program\n"
         f"  = hint: give the .tile it was compiled from (its first line names it)")
+
+
+def test_an_expression_in_a_deep_loop_nest_is_as_deep_as_it_is():
+    """A 270-term sum inside 20 nested loops was 'nested more than 300 levels deep': the loops counted."""
+    loops = "".join(f"for i{d} in 0 .. 1 {{ " for d in range(20))
+    text = ("program p {\n  matrix A[n, n] = random spd\n  " + loops + "let x = " + " + ".join(["1"] * 270)
+            + " potrf(A[x - x, 0])" + " }" * 20 + "\n}\n")
+    assert [d for d in check_source(decode("deep.tile", text.encode())).diagnostics if d.is_error] == []

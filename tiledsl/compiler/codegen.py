@@ -20,6 +20,7 @@ import json
 import keyword
 import os
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -535,7 +536,7 @@ class _Model:
         its start and stop would not be (``t + r * s .. t + r * s + 1``). A loop whose step varies
         with the loops around it (``step 2 ** l``) is left out with its body: counting it at step
         1 could refuse a run that is not too long."""
-        if stmt.step is not None and _all_names(stmt.step) & ({loop[0] for loop in loops} | set(lets) | skipped):
+        if stmt.step is not None and _varying(_all_names(stmt.step), loops, lets, skipped):
             return
         count = f"_t{next(numbers)}"
         step = f", {self.expr(stmt.step)}" if stmt.step is not None else ""
@@ -667,9 +668,15 @@ class _Model:
 def _interval_safe(expr, loops: list, lets: dict, skipped: frozenset) -> bool:
     """Whether ``loop_bounds`` can evaluate ``expr`` over intervals: it names no let left out, and
     raises nothing that may vary (a loop variable, a let) to a power, nor anything to a varying one."""
-    varying = {loop[0] for loop in loops} | set(lets)
     powers = (node for node in expression_nodes(expr) if isinstance(node, n.Binary) and node.op == "**")
-    return not _all_names(expr) & skipped and not any(_all_names(power) & varying for power in powers)
+    return not _all_names(expr) & skipped and not any(_varying(_all_names(power), loops, lets) for power in powers)
+
+
+def _varying(names: set, loops: list, lets: dict, skipped: frozenset = frozenset()) -> bool:
+    """Whether ``names`` hold a loop variable, a let or a let left out (looked up one by one: a
+    set of every let, made for each of a chain of thousands, made compiling it quadratic)."""
+    loop_names = {loop[0] for loop in loops}
+    return any(name in loop_names or name in lets or name in skipped for name in names)
 
 
 _ASSIGNMENT = re.compile(r"^(\s*)(\w+(?:, \w+)*) = (.*)$")
@@ -679,25 +686,41 @@ _LITERAL_OR_COMMENT = re.compile(r"'[^']*'|\"[^\"]*\"|#.*$")
 def without_unused(lines: list[str], also_reading=()) -> list[str]:
     """Straight-line ``lines`` without the assignments nothing reads (a matrix or a let that no
     later bound or event names), and with ``_`` for an iteration count (``_tN``) nothing reads,
-    so that the driver binds only what it uses. ``also_reading``: lines after them that read their names."""
-    while True:
-        read = set()
-        for line in [*lines, *also_reading]:
-            match = _ASSIGNMENT.match(line)
-            read |= set(re.findall(r"[A-Za-z_]\w*", _LITERAL_OR_COMMENT.sub("", match[3] if match else line)))
-        kept = []
-        for line in lines:
-            match = _ASSIGNMENT.match(line)
-            targets = match[2].split(", ") if match else []
-            if len(targets) == 1 and targets[0] not in read:
-                continue
-            if len(targets) > 1:
-                line = match[1] + ", ".join("_" if t.startswith("_t") and t not in read else t
-                                            for t in targets) + " = " + match[3]
-            kept.append(line)
-        if kept == lines:
-            return lines
-        lines = kept
+    so that the driver binds only what it uses. ``also_reading``: lines after them that read their names.
+
+    An assignment is kept when a kept line reads its name: found from the other lines (and
+    ``also_reading``) through the names each reads, once each (a chain of 8,000 lets, dropped
+    one per pass over all the lines, took minutes to compile)."""
+    matches = [_ASSIGNMENT.match(line) for line in lines]
+    targets = [match[2].split(", ") if match else [] for match in matches]
+    assigning = defaultdict(list)  # name -> the lines whose one target it is
+    for index, names in enumerate(targets):
+        if len(names) == 1:
+            assigning[names[0]].append(index)
+    read, kept = set(), set()
+    waiting = [index for index, names in enumerate(targets) if len(names) != 1]
+    kept.update(waiting)
+
+    def reads(names) -> None:
+        for name in names - read:
+            read.add(name)
+            for index in assigning[name]:
+                if index not in kept:
+                    kept.add(index)
+                    waiting.append(index)
+
+    for line in also_reading:
+        reads(_names_read(_ASSIGNMENT.match(line), line))
+    while waiting:
+        index = waiting.pop()
+        reads(_names_read(matches[index], lines[index]))
+    return [matches[index][1] + ", ".join("_" if t.startswith("_t") and t not in read else t for t in names)
+            + " = " + matches[index][3] if len(names) > 1 else lines[index]
+            for index, names in enumerate(targets) if index in kept]
+
+
+def _names_read(match, line: str) -> set:
+    return set(re.findall(r"[A-Za-z_]\w*", _LITERAL_OR_COMMENT.sub("", match[3] if match else line)))
 
 
 def _tuple(items) -> str:

@@ -332,7 +332,7 @@ def _form(expr, loops: list, lets: dict) -> Form:
             if _invariant(b):
                 return _scale(a, b.get("", 0))
             raise NotAffine("a product of loop variables")
-    if _names(expr) & (names | set(lets)):
+    if any(name in names or name in lets for name in _names(expr)):  # (not a set of every let: one per let)
         raise NotAffine("a loop variable or let under a non-affine operation")
     return {"": expr}  # loop-invariant: the run knows it before it starts
 

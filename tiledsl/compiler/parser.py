@@ -35,6 +35,8 @@ MAX_TREE_DEPTH = 300
 #: takes 200 nested brackets at most
 MAX_CONDITION_CHAIN = 100
 BOOLEAN_RULES = ("or_op", "and_op", "not_op")
+#: the rules that nest statements (their depth is not an expression's)
+NESTING_RULES = frozenset({"start", "program", "block", "for_stmt", "if_stmt"})
 #: Most tokens on one line, and in one file: Lark's LALR parser takes ~20 µs a token.
 MAX_LINE_TOKENS = 10_000
 MAX_FILE_TOKENS = 300_000
@@ -130,7 +132,10 @@ def _check_token_counts(source: Source) -> None:
                                          hint="split long expressions with 'let' bindings"))
         if total > MAX_FILE_TOKENS:
             raise SourceError(Diagnostic(Span.point(source.path, number, 1), "E102",
-                                         f"the program is longer than {MAX_FILE_TOKENS} tokens"))
+                                         f"the program is longer than {MAX_FILE_TOKENS} tokens",
+                                         (f"it reaches the limit at line {number}",),
+                                         hint="write repeated calls as a loop over an index rather than one "
+                                              "call each"))
 
 
 # ---------------------------------------------------------------- syntax errors
@@ -518,17 +523,26 @@ class _Builder:
 
     def build(self, tree: Tree) -> n.File:
         built: dict[int, object] = {}
-        depth: dict[int, int] = {}
+        depth: dict[int, int] = {}  # of an expression; 0 for the statements that hold expressions
+        nesting: dict[int, int] = {}  # of blocks and the statements that open them
         joined: dict[int, int] = {}  # the and/or/not operators chained in a condition
         for subtree in tree.iter_subtrees():
             children = [self._child(c, built) for c in subtree.children]
-            level = 1 + max((depth.get(id(c), 0) for c in subtree.children), default=0)
-            depth[id(subtree)] = level
             span = self._span(subtree)
-            if level > MAX_TREE_DEPTH:
-                raise SourceError(Diagnostic(span, "E101",
-                                             f"expression nested more than {MAX_TREE_DEPTH} levels deep",
-                                             hint="split it with 'let' bindings"))
+            inner = max((nesting.get(id(c), 0) for c in subtree.children), default=0)
+            if subtree.data in NESTING_RULES:  # counted apart: a sum in a deep loop nest is no deeper a sum
+                nesting[id(subtree)], depth[id(subtree)] = inner + 1, 0
+                if inner + 1 > MAX_TREE_DEPTH:
+                    raise SourceError(Diagnostic(span, "E101", f"statements nested more than {MAX_TREE_DEPTH} levels "
+                                                               f"deep", ("each 'else if' nests in the 'if' before it",),
+                                                 hint="split a long 'else if' chain into separate 'if's"))
+            else:
+                level = 1 + max((depth.get(id(c), 0) for c in subtree.children), default=0)
+                nesting[id(subtree)], depth[id(subtree)] = inner, level
+                if level > MAX_TREE_DEPTH:
+                    raise SourceError(Diagnostic(span, "E101",
+                                                 f"expression nested more than {MAX_TREE_DEPTH} levels deep",
+                                                 hint="split it with 'let' bindings"))
             if subtree.data in BOOLEAN_RULES:
                 joined[id(subtree)] = 1 + max((joined.get(id(c), 0) for c in subtree.children), default=0)
                 if joined[id(subtree)] > MAX_CONDITION_CHAIN:  # each is a nested call in the driver

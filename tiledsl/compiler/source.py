@@ -8,6 +8,7 @@ an exception.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from .diagnostics import Diagnostic
@@ -40,9 +41,12 @@ class Source:
     path: str
     text: str
 
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.split("\n")  # once: each diagnostic's excerpt split the whole text again
+
     def line_text(self, line: int) -> str:
-        lines = self.text.split("\n")
-        return lines[line - 1] if 1 <= line <= len(lines) else ""
+        return self.lines[line - 1] if 1 <= line <= len(self.lines) else ""
 
     def span_at(self, offset: int) -> Span:
         """The one-character span at character ``offset``."""
