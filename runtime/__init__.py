@@ -26,5 +26,5 @@ from ..drivercontract import DRIVER_FORMAT
 from .program import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, takes_part
 from .share import ANY, AT, DIV, MINUS, PLUS
 
-__all__ = ["ANY", "AT", "Call", "CheckDecl", "DIV", "DRIVER_FORMAT", "Event", "Loop", "MINUS", "MatrixDecl", "Options", "PLUS", "Program",
-           "RunResult", "Tiling", "UsageError", "WorkspaceDecl", "array_module", "execute", "main", "takes_part"]
+__all__ = ["ANY", "AT", "Call", "CheckDecl", "DIV", "DRIVER_FORMAT", "Event", "Loop", "MINUS", "MatrixDecl", "Options",
+           "PLUS", "Program", "RunResult", "Tiling", "UsageError", "WorkspaceDecl", "array_module", "execute", "main", "takes_part"]

@@ -416,10 +416,13 @@ class Engine:
                     error = caught
                 ended = time.perf_counter()
                 program = task.call.line > 0  # a program task, not a transfer or a check task
-                busy, other = (busy + ended - began, other) if program else (busy, other + ended - began)
+                if program:
+                    busy += ended - began
+                else:
+                    other += ended - began
                 self.limit.task_took(ended - began)
                 count += program
-                if self.tracer is not None and task.call.line > 0:  # transfers have lanes of their own
+                if self.tracer is not None and program:  # transfers have lanes of their own
                     self.tracer.task(lane, began, ended, task)
                 timed = (self.kernel_clock.measure(task, lane, [a.shape for a in _arrays(task)])
                          if self.kernel_clock is not None and task.call.line > 0 and error is None else None)

@@ -254,7 +254,7 @@ def _naming_bad_inputs(bad_inputs: dict):
     try:
         yield
     except TaskFailure as failure:
-        if bad_inputs and str(failure).startswith("kernel ") and re.search(r"\b(nan|inf)", str(failure), re.I):
+        if bad_inputs and str(failure).startswith("kernel ") and re.search(r"\b(nan|inf|infinite|infinity)\b", str(failure), re.I):
             said = ", ".join(f"{name} ({count})" for name, count in bad_inputs.items())
             failure.args = (f"{failure}; the inputs held NaN or infinite values: {said} (--check-finite names "
                             f"the first)",)

@@ -46,8 +46,8 @@ class Tracer:
         """Time zero moved to the wall-clock time ``started``, when the first rank left the barrier
         that started the run, the events with it. Ranks leave a polled barrier up to a polling interval
         apart, so each one's own start would misplace its lanes by milliseconds (a message
-        received before it was sent): read through the wall clock, rank 0's moment is the same
-        instant on every rank of a machine, and as close as the nodes' clocks are kept (NTP)
+        received before it was sent): read through the wall clock, the first rank's moment is the
+        same instant on every rank of a machine, and as close as the nodes' clocks are kept (NTP)
         across machines. Told after the run, which a broadcast before it would have delayed."""
         origin = _perf_counter_at(started)
         shift = origin - self.origin

@@ -384,7 +384,8 @@ def _beyond_float64(given: np.ndarray) -> str:
         except OverflowError:
             from .runtime.options import long_number
 
-            return f"element {tuple(int(i) for i in where)} = {long_number(given[where])} is beyond float64's range (about ±1.8e308)"
+            return (f"element {tuple(int(i) for i in where)} = {long_number(given[where])} is beyond float64's "
+                    f"range (about ±1.8e308)")
     return "a value is beyond float64's range (about ±1.8e308)"
 
 

@@ -54,9 +54,9 @@ def _lark() -> Lark:
 class _GluedKeyword(Exception):
     """A keyword with letters glued after it, which Lark's lexer split in two."""
 
-    def __init__(self, keyword: Token, rest: Token):
-        super().__init__(f"{keyword}{rest}")
-        self.keyword, self.rest = keyword, rest
+    def __init__(self, keyword: Token):
+        super().__init__(str(keyword))
+        self.keyword = keyword
 
 
 class _WholeWords(PostLex):
@@ -71,7 +71,7 @@ class _WholeWords(PostLex):
         for token in stream:
             if (before is not None and before.type != "NAME" and _WORD.fullmatch(before)
                     and token.start_pos == before.end_pos and _WORD_CHARACTER.match(token)):
-                raise _GluedKeyword(before, token)
+                raise _GluedKeyword(before)
             before = token
             yield token
 
@@ -102,7 +102,7 @@ def parse(source: Source, prelude: bool = False) -> n.File:
     except UnexpectedInput as error:
         raise SourceError(_syntax_diagnostic(source, error)) from None
     except _GluedKeyword as glued:
-        raise SourceError(_glued_diagnostic(source, glued.keyword, glued.rest)) from None
+        raise SourceError(_glued_diagnostic(source, glued.keyword)) from None
     return _Builder(source.path, prelude).build(tree)
 
 
@@ -443,7 +443,7 @@ _MATRIX_EQUALS = re.compile(r"\bmatrix\b[^=]*=$")
 _NAMED_AND_WORD = re.compile(r"\bmatrix\b[^=]*=\s*[A-Za-z_]\w*(?=\s+[A-Za-z_]\w*\s*$)")
 
 
-def _glued_diagnostic(source: Source, keyword: Token, rest: Token) -> Diagnostic:
+def _glued_diagnostic(source: Source, keyword: Token) -> Diagnostic:
     """``inn`` where ``in`` goes: one word, said whole, with the keyword expected."""
     word = _WORD.match(source.text, keyword.start_pos).group()
     after = word[len(keyword):]
