@@ -390,6 +390,27 @@ def test_the_usual_syntax_mistakes_get_a_hint(statement, hint):
     assert raised.value.diagnostic.code == "E100" and raised.value.diagnostic.hint.startswith(hint)
 
 
+@pytest.mark.parametrize("text", ['use kernels "k.py"\nprogram p {\n}\n', "kernel kernel f(inout A)\nprogram p {\n}\n",
+                                  'program p {\n}\nuse {"k.py"}\n'])
+def test_a_declaration_outside_the_block_is_not_told_to_go_outside(text):
+    """The hint for 'kernel'/'use' read as a call's name is for one inside the block only."""
+    with pytest.raises(SourceError) as raised:
+        parse_text(text)
+    assert "outside the program's block" not in (raised.value.diagnostic.hint or "")
+
+
+@pytest.mark.parametrize("after", ["  for i in 0 .. A.mt {\n    potrf(A[i, i])\n  }\n", "  potrf(A[0, 0])\n", ""])
+def test_random_without_its_kind_is_said_at_random(after):
+    """The next line's first word was taken for the kind ('random for'), and the error came
+    later on that line: it is said at 'random'."""
+    text = "program p {\n  matrix A[n, n] = random   # input\n%s}\n" % after
+    with pytest.raises(SourceError) as raised:
+        parse_text(text)
+    d = raised.value.diagnostic
+    assert (d.message, span_of(d)) == ("'random' needs a kind", where(text, 2, "random"))
+    assert d.hint == "write 'random spd', 'random general' or 'random diagdom'"
+
+
 def test_power_spans():
     e = expr("2 ** (k + 1)")
     offset = len("program p { let x = ")

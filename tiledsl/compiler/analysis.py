@@ -23,7 +23,6 @@ from .source import Span
 
 TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
 TILING_DEFAULTS = {"uniform": {"nb": 256}, "hybrid": {"B": 512, "b": 128, "s": 2}}
-RANDOM_KINDS = ("spd", "general", "diagdom")
 SQUARE_KINDS = ("spd",)  # random kinds that exist for square matrices only
 NAMED_INITS = ("zeros", "identity")
 #: built-in checks: the numbers of matrices each takes, and the options it has
@@ -360,12 +359,12 @@ class _Analyzer:
             self.bag.error(expr.span, "E209", f"the {what} must be at least 1, got {value}")
 
     def _check_init(self, init: n.Init):
-        if init.kind == "random" and init.what.text not in RANDOM_KINDS:
+        if init.kind == "random" and init.what.text not in n.RANDOM_KINDS:
             self.bag.error(init.what.span, "E209", f"unknown random matrix kind '{init.what.text}'",
-                           hint=f"use one of {', '.join(RANDOM_KINDS)}")
+                           hint=f"use one of {', '.join(n.RANDOM_KINDS)}")
         if init.kind == "named" and init.what.text not in NAMED_INITS:
             self.bag.error(init.what.span, "E209", f"unknown matrix initialiser '{init.what.text}'",
-                           hint=f"use 'random {'|'.join(RANDOM_KINDS)}', {', '.join(NAMED_INITS)} or load \"file.npy\"")
+                           hint=f"use 'random {'|'.join(n.RANDOM_KINDS)}', {', '.join(NAMED_INITS)} or load \"file.npy\"")
 
     def _check_square(self, decl: n.MatrixDecl):
         """``random spd`` of a matrix whose rows and columns differ whatever the sizes."""

@@ -238,9 +238,13 @@ class RequireDecl:
     span: Span
 
 
+RANDOM_KINDS = ("spd", "general", "diagdom")  # the words after ``random``
+
+
 @dataclass(frozen=True)
 class Init:
-    """How ``run`` makes a matrix: ``random KIND``, a named constant, or ``load "f.npy"``."""
+    """How ``run`` makes a matrix: ``random KIND`` (one of :data:`RANDOM_KINDS`), a named constant,
+    or ``load "f.npy"``."""
 
     kind: str  # random, named, load
     what: Ident | None

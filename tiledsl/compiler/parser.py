@@ -187,12 +187,14 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     before, after = text[:column - 1], text[column - 1 + len(token):]
     in_expression = "PLUS" in terminals  # where an operator could follow
     notes += _open_on_earlier_lines(source.text, line)
-    return (_line_ended_early(source, line, before, token, terminals, notes)
+    return (_random_without_kind(source, line)
+            or _line_ended_early(source, line, before, token, terminals, notes)
             or _misspelt_word(source.path, line, before)
             or _value_dependent(source.path, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
             or _misplaced_priority(where, before)
-            or Diagnostic(where, "E100", f"unexpected {found}", notes, _token_hint(before, token, after, terminals)))
+            or Diagnostic(where, "E100", f"unexpected {found}", notes,
+                          _token_hint(before, token, after, terminals, _in_braces(source.text, line, column))))
 
 
 def _line_ended_early(source: Source, line: int, before: str, token, terminals, notes) -> Diagnostic | None:
@@ -248,6 +250,34 @@ def _open_on_earlier_lines(text: str, line: int) -> tuple[str, ...]:
                 still_open.pop()
     return tuple(f"the '{char}' at {number}:{column} is still open here: {lines[number - 1].strip()}"
                  for number, column, char in still_open[-2:])
+
+
+#: a matrix declaration ending in ``random``: its kind was read from the next line
+_RANDOM_AT_END = re.compile(r"\bmatrix\b[^=]*=\s*random\s*$")
+
+
+def _random_without_kind(source: Source, line: int) -> Diagnostic | None:
+    """``matrix A[n, n] = random`` with no kind: the first word of the next line (``for``) was
+    taken for the kind, and the error came later on that line. Said at ``random``."""
+    lines = source.text.split("\n")
+    previous = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), None)
+    found = _RANDOM_AT_END.search(_code(lines[previous - 1]).rstrip()) if previous else None
+    if found is None:
+        return None
+    end = found.end()
+    return Diagnostic(Span(source.path, previous, end - len("random") + 1, previous, end + 1), "E100",
+                      "'random' needs a kind", (),
+                      "write " + _join([f"'random {kind}'" for kind in n.RANDOM_KINDS]))
+
+
+def _in_braces(text: str, line: int, column: int) -> bool:
+    """Whether a '{' opened before ``line``:``column`` (outside strings and comments) is open there."""
+    depth = 0
+    for number, row in enumerate(text.split("\n")[:line], 1):
+        code = _code(row)[:column - 1] if number == line else _code(row)
+        for _, char in _outside_strings(code):
+            depth += (char == "{") - (char == "}")
+    return depth > 0
 
 
 def _unclosed_braces(text: str) -> tuple[str, ...]:
@@ -383,9 +413,10 @@ def _misplaced_priority(where: Span, before: str) -> Diagnostic | None:
     return Diagnostic(span, "E100", "a call takes one priority", hint="keep one 'priority EXPRESSION'")
 
 
-def _token_hint(before: str, token: Token, after: str, terminals: frozenset) -> str | None:
+def _token_hint(before: str, token: Token, after: str, terminals: frozenset, in_braces: bool) -> str | None:
     """What the usual mistake behind an unexpected ``token`` is, from the text ``before`` and
-    ``after`` it on its line and the ``terminals`` the parser expected."""
+    ``after`` it on its line, the ``terminals`` the parser expected and whether it is ``in_braces``
+    (within a program's block)."""
     if token.type == "CMP_OP":
         return "comparisons do not chain: join them with 'and' (0 < k and k < n)"
     if token == "=" and re.search(r"\bif\b", before):
@@ -400,7 +431,7 @@ def _token_hint(before: str, token: Token, after: str, terminals: frozenset) -> 
         return "write 'else if'"
     if _declaration_among_statements(word, token, after, terminals):
         return _DECLARATIONS_FIRST
-    if word in ("kernel", "use"):
+    if word in ("kernel", "use") and in_braces:
         return f"'{word}' declarations go outside the program's block"
     close = _misspelt_keyword_token(token, terminals)  # a word before the token: _misspelt_word
     return f"did you mean '{close}'?" if close else None
