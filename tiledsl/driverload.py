@@ -3,7 +3,8 @@
 A ``.tile`` program is compiled once per content: the driver lands in
 ``$XDG_CACHE_HOME/tiledsl/drivers/<hash>.py`` (``~/.cache`` by default) and is
 imported from there, so a traceback or a profiler points at a real file.
-Drivers no run has used for 30 days are removed when a new one is written.
+Drivers no run has used for 30 days, and all but the 2,000 most recently used, are removed
+when a new one is written.
 
 A ``.py`` file given to ``tiledsl`` is imported only once :func:`not_a_driver`
 has recognised it, from its syntax tree alone, as a generated driver: a user's
@@ -17,6 +18,7 @@ import difflib
 import hashlib
 import importlib.util
 import os
+import re
 import threading
 import time
 from importlib import resources
@@ -220,14 +222,33 @@ def _written_whole(path: Path) -> bool:
 
 #: a cached driver no run has used for this long (seconds) goes, at the next driver written
 UNUSED_SECONDS = 30 * 24 * 3600
+#: the cache keeps at most this many drivers, the most recently used (a script that compiles
+#: thousands of programs in a day would otherwise fill it faster than the month empties it)
+MOST_DRIVERS = 2000
+
+
+#: what Python adds to a module's name for its byte code: ``.cpython-312.pyc``, ``.cpython-312.opt-1.pyc``
+_BYTE_CODE_SUFFIX = re.compile(r"\.[^.]+(\.opt-\d+)?\.pyc$")
 
 
 def _prune(folder: Path) -> None:
-    """Remove the drivers of ``folder`` unused for :data:`UNUSED_SECONDS`, and leftovers of writes
-    that long ago: every edit of a program adds a driver, so a cache left alone only grows."""
+    """Remove the drivers of ``folder`` unused for :data:`UNUSED_SECONDS` or beyond the
+    :data:`MOST_DRIVERS` most recently used, and leftovers of writes that long ago: every edit
+    of a program adds a driver, so a cache left alone only grows."""
     now = time.time()
     compiled = folder / "__pycache__"  # Python's byte code of the drivers imported
-    for entry in [*folder.glob("*.py"), *folder.glob("*.tmp"), *compiled.glob("*.pyc")]:
+    byte_code = list(compiled.glob("*.pyc"))
+    drivers = []  # (last used, path) of those kept for their age
+    for entry in [*folder.glob("*.py"), *folder.glob("*.tmp"), *byte_code]:
         with contextlib.suppress(OSError):  # gone already, or another user's
-            if now - entry.stat().st_mtime > UNUSED_SECONDS:
+            used = entry.stat().st_mtime
+            if now - used > UNUSED_SECONDS:
                 entry.unlink()
+            elif entry.suffix == ".py":
+                drivers.append((used, entry))
+    drivers.sort(reverse=True)
+    dropped = {entry.stem for _, entry in drivers[MOST_DRIVERS:]}
+    for entry in [entry for _, entry in drivers[MOST_DRIVERS:]] + [
+            code for code in byte_code if _BYTE_CODE_SUFFIX.sub("", code.name) in dropped]:
+        with contextlib.suppress(OSError):
+            entry.unlink()

@@ -783,6 +783,25 @@ def test_drivers_unused_for_a_month_go_when_a_driver_is_written(tmp_path, monkey
     assert hit.read_text() == written and time.time() - hit.stat().st_mtime < 60
 
 
+def test_the_cache_keeps_the_most_recently_used_drivers(tmp_path, monkeypatch):
+    """Past MOST_DRIVERS drivers, the least recently used go (with their byte code), however young."""
+    from tiledsl import driverload
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(driverload, "MOST_DRIVERS", 3)
+    folder = driverload.cache_dir()
+    (folder / "__pycache__").mkdir(parents=True)
+    now = time.time()
+    for age, name in enumerate(["a.b-1", "c-2", "d-3", "e.f-4"]):  # a.b-1 the most recently used
+        (folder / f"{name}.py").write_text("x")
+        (folder / "__pycache__" / f"{name}.cpython-312.pyc").write_text("x")
+        os.utime(folder / f"{name}.py", (now - 60 * (age + 1),) * 2)
+    written = driverload.cached_driver_path("program p {}", "p.tile", lambda target: "# d\n" + driverload.DRIVER_END.decode())
+    assert sorted(path.name for path in folder.glob("*.py")) == sorted(["a.b-1.py", "c-2.py", written.name])
+    assert sorted(path.name for path in (folder / "__pycache__").glob("*.pyc")) == [
+        "a.b-1.cpython-312.pyc", "c-2.cpython-312.pyc"]
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", [b"lat\xe9.tile", ("x" * 240 + ".tile").encode()])
 def test_any_file_name_the_system_allows_runs(tmp_path, name):
