@@ -19,7 +19,7 @@ import numpy as np
 from . import npyio
 from .matrix import TiledMatrix
 from .options import Options
-from .trace import area_bound, chrome_trace, communication, critical_path, task_times, utilisation
+from .trace import area_bound, chrome_trace, communication, compute_lanes, critical_path, task_times, utilisation
 from .world import UsageError, process_exists
 
 PARTIAL_SUFFIX = ".tiledsl-partial"  # the temporary files of a run still writing (or killed while it did)
@@ -160,9 +160,11 @@ def write_trace(driver, params, matrices, events, result, options: Options, comm
     about = {"program": driver.PROGRAM.name, **{k: v for k, v in params.as_dict().items() if v is not None},
              "ranks": result.ranks, "workers": result.workers, "gpus": result.gpus}
 
+    lanes = compute_lanes(result.workers, options.gpus)
+
     def write():
         with open(staging.temporary(options.trace), "w") as target:
-            json.dump(chrome_trace(ranks, about), target)
+            json.dump(chrome_trace(ranks, about, lanes), target)
     staging.attempt(write, f"the trace {options.trace!r}")
     times = task_times(ranks)
     capacity = {"cpu": result.workers * result.ranks, "gpu": options.gpus * result.ranks}
@@ -170,7 +172,7 @@ def write_trace(driver, params, matrices, events, result, options: Options, comm
     area = area_bound(times, capacity)
     summary = {"critical_path": path, "area_bound": area,
                "efficiency": max(path, area) / result.seconds if result.seconds > 0 else None}
-    summary.update(utilisation(ranks, result.seconds))
+    summary.update(utilisation(ranks, result.seconds, lanes))
     summary.update(communication(ranks, result.seconds))
     return summary
 

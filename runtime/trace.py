@@ -81,16 +81,22 @@ def _perf_counter_at(wall: float) -> float:
     return min(pairs)[1]
 
 
-def chrome_trace(ranks: list, about: dict | None = None) -> dict:
-    """One trace-event document from every rank's events (``ranks[r]`` = rank r's list);
-    ``about`` (the program, its sizes) goes in ``otherData``."""
+def compute_lanes(workers: int, gpus: int) -> list[str]:
+    """The lanes of a rank's CPU workers and GPUs, each of which may have run no task."""
+    return [f"cpu-{w}" for w in range(workers)] + [f"gpu-{g}" for g in range(1, gpus + 1)]
+
+
+def chrome_trace(ranks: list, about: dict | None = None, lanes: list = ()) -> dict:
+    """One trace-event document from every rank's events (``ranks[r]`` = rank r's list), with
+    a lane for each of ``lanes`` (:func:`compute_lanes`) on every rank, tasks or none, and each
+    other one that has events; ``about`` (the program, its sizes) goes in ``otherData``."""
     events = []
     for rank, rank_events in enumerate(ranks):
-        lanes = sorted({e[0] for e in rank_events}, key=_lane_order)
+        lanes_here = sorted({*lanes, *(e[0] for e in rank_events)}, key=_lane_order)
         events.append({"ph": "M", "pid": rank, "name": "process_name", "args": {"name": f"rank {rank}"}})
-        for tid, lane in enumerate(lanes):
+        for tid, lane in enumerate(lanes_here):
             events.append({"ph": "M", "pid": rank, "tid": tid, "name": "thread_name", "args": {"name": lane}})
-        ids = {lane: tid for tid, lane in enumerate(lanes)}
+        ids = {lane: tid for tid, lane in enumerate(lanes_here)}
         for lane, start, end, name, args in rank_events:
             events.append({"ph": "X", "pid": rank, "tid": ids[lane], "name": name, "cat": _category(lane, name),
                            "ts": round(start * 1e6, 3), "dur": round(max(end - start, 0.0) * 1e6, 3), "args": args})
@@ -226,10 +232,13 @@ def _covered(spans: list) -> float:
     return covered
 
 
-def utilisation(ranks: list, seconds: float) -> dict:
-    """Busy fraction of every compute lane, and the load imbalance max/avg of busy time."""
+def utilisation(ranks: list, seconds: float, lanes: list = ()) -> dict:
+    """Busy fraction of every compute lane (``lanes`` on every rank, :func:`compute_lanes`, and any
+    other with events), and the load imbalance max/avg of busy time: a worker that ran nothing
+    counts, at 0."""
     busy = {}
     for rank, rank_events in enumerate(ranks):
+        busy.update((f"{rank}/{lane}", 0.0) for lane in lanes)
         for lane, start, end, name, args in rank_events:
             if not lane.startswith(("mpi", "copy")):
                 busy[f"{rank}/{lane}"] = busy.get(f"{rank}/{lane}", 0.0) + (end - start if name != "idle" else 0.0)

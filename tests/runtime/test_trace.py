@@ -10,7 +10,8 @@ import pytest
 
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
-from tiledsl.runtime.trace import area_bound, communication, critical_path, least_time, task_args
+from tiledsl.runtime.trace import (area_bound, chrome_trace, communication, compute_lanes, critical_path, least_time,
+                                   task_args, utilisation)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,6 +95,17 @@ def test_communication_of_overlapping_messages_counts_once():
     result = communication(ranks, 10.0)
     assert result["communication"] == {"0": 4.0} and result["communication_hidden"] == 1.0
     assert communication([[("cpu-0", 0.0, 1.0, "potrf", {})]], 1.0)["communication_hidden"] is None
+
+
+def test_a_worker_that_ran_nothing_counts_in_the_imbalance_and_has_a_lane():
+    """Two ranks of one worker, the second with no task (a 4x1 grid of a 2x2-tile matrix): its
+    busy time is 0, not left out (the imbalance read 1.0, 'perfect', for 3 s against 0)."""
+    ranks = [[("cpu-0", 0.0, 3.0, "potrf", {}), ("cpu-0", 3.0, 4.0, "idle", {})], []]
+    lanes = compute_lanes(1, 0)
+    assert utilisation(ranks, 4.0, lanes) == {"busy": {"0/cpu-0": 0.75, "1/cpu-0": 0.0}, "imbalance": 2.0}
+    names = {(e["pid"], e["args"]["name"]) for e in chrome_trace(ranks, {}, compute_lanes(1, 1))["traceEvents"]
+             if e["name"] == "thread_name"}
+    assert names == {(0, "cpu-0"), (0, "gpu-1"), (1, "cpu-0"), (1, "gpu-1")}
 
 
 def test_area_bound_one_kind():

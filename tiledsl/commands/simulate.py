@@ -27,7 +27,7 @@ from ..runtime.outputs import check_writable
 from ..runtime.priorities import MODES
 from ..runtime.reporting import json_text, rate_text
 from ..runtime.resources import bytes_text
-from ..runtime.trace import chrome_trace
+from ..runtime.trace import chrome_trace, compute_lanes
 from ..runtime.world import UsageError
 
 
@@ -109,7 +109,7 @@ def run(args, driver) -> int:
                  "workers": result["workers"], "gpus": result["gpus"], "simulated": machine.name}
         try:
             with open(args.trace, "w") as target:
-                json.dump(chrome_trace(events, about), target)
+                json.dump(chrome_trace(events, about, compute_lanes(result["workers"], result["gpus"])), target)
         except OSError as error:
             raise UsageError(f"cannot write {args.trace}: {error.strerror or error}") from None
     print(json_text(result) if args.json else render(result))
