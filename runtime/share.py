@@ -33,10 +33,18 @@ def every_value(start: int, stop: int, step: int, terms=()) -> range:
 
 
 def among(start: int, stop: int, step: int, terms):
-    """The values of ``range(start, stop, step)`` that some term admits (see the module)."""
+    """The values of ``range(start, stop, step)`` that some term admits (see the module);
+    ``terms`` computes them (a tuple: a driver of format 1). Terms that cannot be computed (a
+    division by zero in an index) give every value: the walk then meets the statement whose
+    index it is, which fails at its own line, as on one rank."""
     low, high = (start, stop) if step > 0 else (stop + 1, start + 1)  # the values lie in [low, high)
     if high <= low:
         return ()
+    if callable(terms):
+        try:
+            terms = terms()
+        except ArithmeticError:
+            return range(start, stop, step)
     found: set = set()
     for matrix, row_kind, row, col_kind, col in terms:
         lines = matrix.lines

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiledsl.drivercontract import DRIVER_FORMAT
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -192,11 +194,12 @@ def test_a_driver_needing_a_newer_runtime_or_none_here_says_so_once(tmp_path):
     'ended without a word'; run where tiledsl is not installed, a bare ModuleNotFoundError."""
     assert tiledsl("compile", ROOT / "programs/cholesky.tile", "-o", "driver.py", cwd=tmp_path).returncode == 0
     text = (tmp_path / "driver.py").read_text()
-    assert text.count("DRIVER_FORMAT >= 1 else") == 1 and text.count("driver format 1 or") == 1
-    (tmp_path / "later.py").write_text(text.replace("DRIVER_FORMAT >= 1 else", "DRIVER_FORMAT >= 99 else")
-                                       .replace("driver format 1 or", "driver format 99 or"))
+    now = DRIVER_FORMAT
+    assert text.count(f"DRIVER_FORMAT >= {now} else") == 1 and text.count(f"driver format {now} or") == 1
+    (tmp_path / "later.py").write_text(text.replace(f"DRIVER_FORMAT >= {now} else", "DRIVER_FORMAT >= 99 else")
+                                       .replace(f"driver format {now} or", "driver format 99 or"))
     said = (f"{tmp_path / 'later.py'}: this driver needs tiledsl's runtime of driver format 99 or later, which this "
-            f"Python does not have (its driver format is 1): run it with the Python of the tiledsl that compiled "
+            f"Python does not have (its driver format is {now}): run it with the Python of the tiledsl that compiled "
             f"it, or compile {ROOT / 'programs/cholesky.tile'} again with this Python's\n")
     for command in ([sys.executable, "later.py"], [sys.executable, "-m", "tiledsl.commands.cli", "run",
                                                     str(tmp_path / "later.py"), "--np", "2"]):

@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/cholesky.tile' + " again with this Python's")
 
@@ -78,14 +78,14 @@ def generate(rt, p):
             _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k), ('L',), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for m in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # cholesky.tile:11
+        for m in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # cholesky.tile:11
             _r1 = A.rank_of(m, k)  # cholesky.tile:12
             # cholesky.tile:12: trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
                 _submit(CALLS[1], (A.tile(k, k, 12), A.tile(m, k, 12)), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1, m, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
-        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # cholesky.tile:14
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # cholesky.tile:14
             _r2 = A.rank_of(j, k)  # cholesky.tile:15
             _r3 = A.rank_of(j, j)  # cholesky.tile:15
             # cholesky.tile:15: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
@@ -93,7 +93,7 @@ def generate(rt, p):
                 _submit(CALLS[2], (A.tile(j, k, 15), A.tile(j, j, 15)), None, 2 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in _among(j + 1, A.mt, 1, ((A, PLUS, 0, AT, k), (A, AT, j, AT, k), (A, PLUS, 0, AT, j))):  # cholesky.tile:16
+            for m in _among(j + 1, A.mt, 1, lambda: ((A, PLUS, 0, AT, k), (A, AT, j, AT, k), (A, PLUS, 0, AT, j))):  # cholesky.tile:16
                 _r4 = A.rank_of(m, k)  # cholesky.tile:17
                 _r5 = A.rank_of(m, j)  # cholesky.tile:17
                 # cholesky.tile:17: gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j
@@ -101,7 +101,7 @@ def generate(rt, p):
                     _submit(CALLS[3], (A.tile(m, k, 17), A.tile(j, k, 17), A.tile(m, j, 17)), None, A.nt - j, ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for m in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k),)):  # cholesky.tile:21
+        for m in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k),)):  # cholesky.tile:21
             # cholesky.tile:21: release A[m, k]
             _release(A.tile(m, k, 21), at=(0, k, 3, m, 0))
 

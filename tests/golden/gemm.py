@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/gemm.tile' + " again with this Python's")
 
@@ -78,7 +78,7 @@ def generate(rt, p):
     B = rt.matrix('B')
     C = rt.matrix('C')
     for l in range(0, A.nt):  # gemm.tile:18
-        for j in _among(0, C.nt, 1, ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (C, ANY, 0, PLUS, 0))):  # gemm.tile:19
+        for j in _among(0, C.nt, 1, lambda: ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (C, ANY, 0, PLUS, 0))):  # gemm.tile:19
             _r0 = B.rank_of(l, j)  # gemm.tile:20
             # gemm.tile:20: gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0)
             _p0 = A.panel(0, A.mt, l, l + 1, 20)
@@ -91,7 +91,7 @@ def generate(rt, p):
         # gemm.tile:22: release A[0 : A.mt, l]
         for _tile in A.panel(0, A.mt, l, l + 1, 22):
             _release(_tile, at=(0, l, 1))
-        for j in _among(0, B.nt, 1, ((B, AT, l, PLUS, 0),)):  # gemm.tile:23
+        for j in _among(0, B.nt, 1, lambda: ((B, AT, l, PLUS, 0),)):  # gemm.tile:23
             # gemm.tile:23: release B[l, j]
             _release(B.tile(l, j, 23), at=(0, l, 2, j, 0))
 

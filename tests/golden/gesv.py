@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/gesv.tile' + " again with this Python's")
 
@@ -101,7 +101,7 @@ def generate(rt, p):
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:24
+        for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:24
             _r2 = A.rank_of(k, j)  # gesv.tile:26
             # gesv.tile:25: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
             _p1 = A.panel(k, A.mt, j, j + 1, 25)
@@ -125,7 +125,7 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, B.nt, 1, ((P, AT, k, AT, k), (B, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:31
+        for j in _among(0, B.nt, 1, lambda: ((P, AT, k, AT, k), (B, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:31
             _r4 = B.rank_of(k, j)  # gesv.tile:33
             # gesv.tile:32: laswp(P[k, k], B[k : B.mt, j]) priority 2 * (A.nt - k)
             _p1 = B.panel(k, B.mt, j, j + 1, 32)
@@ -153,14 +153,14 @@ def generate(rt, p):
         _release(P.tile(k, k, 38), at=(0, k, 3))
     for k in range(A.nt - 1, -1, -1):  # gesv.tile:41
         _r6 = A.rank_of(k, k)  # gesv.tile:43
-        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # gesv.tile:42
+        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # gesv.tile:42
             _r7 = B.rank_of(k, j)  # gesv.tile:43
             # gesv.tile:43: trsm(A[k, k], B[k, j], "L", "U", "N", "N") priority k + 1
             if _me == _r6 or _me == _r7:
                 _submit(CALLS[7], (A.tile(k, k, 43), B.tile(k, j, 43)), None, k + 1, ('L', 'U', 'N', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in _among(0, k, 1, ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # gesv.tile:44
+            for i in _among(0, k, 1, lambda: ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # gesv.tile:44
                 _r8 = A.rank_of(i, k)  # gesv.tile:45
                 _r9 = B.rank_of(i, j)  # gesv.tile:45
                 # gesv.tile:45: gemm(A[i, k], B[k, j], B[i, j], "N", "N") priority i
@@ -168,7 +168,7 @@ def generate(rt, p):
                     _submit(CALLS[8], (A.tile(i, k, 45), B.tile(k, j, 45), B.tile(i, j, 45)), None, i, ('N', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(i, j)
-        for i in _among(0, k + 1, 1, ((A, PLUS, 0, AT, k),)):  # gesv.tile:48
+        for i in _among(0, k + 1, 1, lambda: ((A, PLUS, 0, AT, k),)):  # gesv.tile:48
             # gesv.tile:48: release A[i, k]
             _release(A.tile(i, k, 48), at=(1, -k, 1, i, 0))
 

@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/getrf.tile' + " again with this Python's")
 
@@ -87,7 +87,7 @@ def generate(rt, p):
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:24
+        for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:24
             _r2 = A.rank_of(k, j)  # getrf.tile:26
             # getrf.tile:25: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
             _p1 = A.panel(k, A.mt, j, j + 1, 25)
@@ -111,7 +111,7 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, k, 1, ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:32
+        for j in _among(0, k, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:32
             # getrf.tile:33: laswp(P[k, k], A[k : A.mt, j])
             _p1 = A.panel(k, A.mt, j, j + 1, 33)
             if _me == _r0 or takes_part(_p1, _me):
@@ -119,7 +119,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, A.nt, 1, ((A, AT, k, PLUS, 0),)):  # getrf.tile:36
+        for j in _among(0, A.nt, 1, lambda: ((A, AT, k, PLUS, 0),)):  # getrf.tile:36
             # getrf.tile:36: release A[k, j]
             _release(A.tile(k, j, 36), at=(0, k, 3, j, 0))
         # getrf.tile:37: release P[k, k]

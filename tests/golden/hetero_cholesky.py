@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, DIV, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/hetero_cholesky.tile' + " again with this Python's")
 
@@ -81,7 +81,7 @@ def generate(rt, p):
                 _submit(CALLS[0], (A.tile(t, k, 17),), ((o, None, None, None),), 3 * (A.nt - k), ('L',), at=(0, t, 0, d, 2))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(t, k)
-            for j in _among(k + 1, (t + 1) * s, 1, ((A, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_cholesky.tile:19
+            for j in _among(k + 1, (t + 1) * s, 1, lambda: ((A, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_cholesky.tile:19
                 _r1 = A.rank_of(t, j)  # hetero_cholesky.tile:21
                 oj = A.offset(j)  # hetero_cholesky.tile:20
                 # hetero_cholesky.tile:21: gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)
@@ -89,16 +89,16 @@ def generate(rt, p):
                     _submit(CALLS[1], (A.tile(t, k, 21), A.tile(t, k, 21), A.tile(t, j, 21)), ((oj, None, None, None), (oj, oj + A.width(j), None, None), (oj, None, None, None)), 3 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, t, 0, d, 3, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
-            for i in _among(t + 1, A.mt, 1, ((A, AT, t, AT, s * t + d), (A, PLUS, 0, AT, s * t + d))):  # hetero_cholesky.tile:23
+            for i in _among(t + 1, A.mt, 1, lambda: ((A, AT, t, AT, s * t + d), (A, PLUS, 0, AT, s * t + d))):  # hetero_cholesky.tile:23
                 _r2 = A.rank_of(i, k)  # hetero_cholesky.tile:24
                 # hetero_cholesky.tile:24: trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r2:
                     _submit(CALLS[2], (A.tile(t, k, 24), A.tile(i, k, 24)), ((o, None, None, None), None), 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, t, 0, d, 4, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, k)
-            for i in _among(t + 1, A.mt, 1, ((A, PLUS, 0, AT, s * t + d), (A, ANY, 0, AT, s * t + d), (A, PLUS, 0, ANY, 0))):  # hetero_cholesky.tile:27
+            for i in _among(t + 1, A.mt, 1, lambda: ((A, PLUS, 0, AT, s * t + d), (A, ANY, 0, AT, s * t + d), (A, PLUS, 0, ANY, 0))):  # hetero_cholesky.tile:27
                 _r3 = A.rank_of(i, k)  # hetero_cholesky.tile:30
-                for j in _among(k + 1, (i + 1) * s, 1, ((A, AT, i, AT, s * t + d), (A, DIV, (0, s), AT, s * t + d), (A, AT, i, PLUS, 0))):  # hetero_cholesky.tile:28
+                for j in _among(k + 1, (i + 1) * s, 1, lambda: ((A, AT, i, AT, s * t + d), (A, DIV, (0, s), AT, s * t + d), (A, AT, i, PLUS, 0))):  # hetero_cholesky.tile:28
                     _r4 = A.rank_of(j // s, k)  # hetero_cholesky.tile:30
                     _r5 = A.rank_of(i, j)  # hetero_cholesky.tile:30
                     oj = A.offset(j)  # hetero_cholesky.tile:29

@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/hetero_qr.tile' + " again with this Python's")
 
@@ -88,14 +88,14 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(t, k)
                 T.bump(t, k)
-            for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, s * t + d), (T, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_qr.tile:17
+            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, s * t + d), (T, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_qr.tile:17
                 _r2 = A.rank_of(t, j)  # hetero_qr.tile:18
                 # hetero_qr.tile:18: gemqrt(A[t, k][o:], T[t, k], A[t, j][o:]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r1 or _me == _r2:
                     _submit(CALLS[1], (A.tile(t, k, 18), T.tile(t, k, 18), A.tile(t, j, 18)), ((o, None, None, None), None, (o, None, None, None)), 2 * (A.nt - k), ('L', 'T'), at=(0, t, 0, d, 3, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
-            for i in _among(t + 1, A.mt, 1, ((A, AT, t, AT, s * t + d), (A, PLUS, 0, AT, s * t + d), (T, PLUS, 0, AT, s * t + d), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hetero_qr.tile:20
+            for i in _among(t + 1, A.mt, 1, lambda: ((A, AT, t, AT, s * t + d), (A, PLUS, 0, AT, s * t + d), (T, PLUS, 0, AT, s * t + d), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hetero_qr.tile:20
                 _r3 = A.rank_of(i, k)  # hetero_qr.tile:21
                 _r4 = T.rank_of(i, k)  # hetero_qr.tile:21
                 # hetero_qr.tile:21: tpqrt(A[t, k][o:], A[i, k], T[i, k]) priority 2 * (A.nt - k)
@@ -105,7 +105,7 @@ def generate(rt, p):
                     A.bump(t, k)
                     A.bump(i, k)
                     T.bump(i, k)
-                for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, s * t + d), (T, AT, i, AT, s * t + d), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hetero_qr.tile:22
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, s * t + d), (T, AT, i, AT, s * t + d), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hetero_qr.tile:22
                     _r5 = A.rank_of(t, j)  # hetero_qr.tile:23
                     _r6 = A.rank_of(i, j)  # hetero_qr.tile:23
                     # hetero_qr.tile:23: tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j]) priority A.nt - j

@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/hqr.tile' + " again with this Python's")
 
@@ -99,7 +99,7 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, k)
                     T.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # hqr.tile:41
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # hqr.tile:41
                     _r2 = A.rank_of(t, j)  # hqr.tile:42
                     # hqr.tile:42: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
                     if _me == _r0 or _me == _r1 or _me == _r2:
@@ -107,7 +107,7 @@ def generate(rt, p):
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(t, j)
                 for r in range(1, A.mt - t):  # hqr.tile:44
-                    for i in _among(t + r * domains, t + r * domains + 1, 1, ((A, AT, t, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:45
+                    for i in _among(t + r * domains, t + r * domains + 1, 1, lambda: ((A, AT, t, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:45
                         if i < A.mt:  # hqr.tile:46
                             _r3 = A.rank_of(t, k)  # hqr.tile:47
                             _r4 = A.rank_of(i, k)  # hqr.tile:47
@@ -119,7 +119,7 @@ def generate(rt, p):
                                 A.bump(t, k)
                                 A.bump(i, k)
                                 T.bump(i, k)
-                            for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hqr.tile:48
+                            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hqr.tile:48
                                 _r6 = A.rank_of(t, j)  # hqr.tile:49
                                 _r7 = A.rank_of(i, j)  # hqr.tile:49
                                 # hqr.tile:49: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j
@@ -128,7 +128,7 @@ def generate(rt, p):
                                 else:  # not ours: only count the new versions of the tiles it writes
                                     A.bump(t, j)
                                     A.bump(i, j)
-        for t in _among(k + 1, k + domains, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:57
+        for t in _among(k + 1, k + domains, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:57
             if t < A.mt:  # hqr.tile:58
                 _r8 = A.rank_of(k, k)  # hqr.tile:59
                 _r9 = A.rank_of(t, k)  # hqr.tile:59
@@ -140,7 +140,7 @@ def generate(rt, p):
                     A.bump(k, k)
                     A.bump(t, k)
                     T2.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # hqr.tile:60
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # hqr.tile:60
                     _r11 = A.rank_of(k, j)  # hqr.tile:61
                     _r12 = A.rank_of(t, j)  # hqr.tile:61
                     # hqr.tile:61: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
@@ -149,7 +149,7 @@ def generate(rt, p):
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(k, j)
                         A.bump(t, j)
-        for i in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k))):  # hqr.tile:66
+        for i in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k))):  # hqr.tile:66
             # hqr.tile:67: release A[i, k]
             _release(A.tile(i, k, 67), at=(0, k, 2, i, 0))
             # hqr.tile:68: release T[i, k]

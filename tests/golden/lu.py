@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/lu.tile' + " again with this Python's")
 
@@ -78,21 +78,21 @@ def generate(rt, p):
             _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # lu.tile:11
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # lu.tile:11
             _r1 = A.rank_of(k, j)  # lu.tile:12
             # lu.tile:12: trsm_l(A[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
                 _submit(CALLS[1], (A.tile(k, k, 12), A.tile(k, j, 12)), None, 2 * (A.nt - k), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        for i in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # lu.tile:14
+        for i in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # lu.tile:14
             _r2 = A.rank_of(i, k)  # lu.tile:15
             # lu.tile:15: trsm_u(A[k, k], A[i, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r2:
                 _submit(CALLS[2], (A.tile(k, k, 15), A.tile(i, k, 15)), None, 2 * (A.nt - k), at=(0, k, 2, i, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(i, k)
-            for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # lu.tile:16
+            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # lu.tile:16
                 _r3 = A.rank_of(k, j)  # lu.tile:17
                 _r4 = A.rank_of(i, j)  # lu.tile:17
                 # lu.tile:17: gemm_nn(A[i, k], A[k, j], A[i, j]) priority A.nt - j
@@ -100,10 +100,10 @@ def generate(rt, p):
                     _submit(CALLS[3], (A.tile(i, k, 17), A.tile(k, j, 17), A.tile(i, j, 17)), None, A.nt - j, at=(0, k, 2, i, 1, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, j)
-        for i in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k),)):  # lu.tile:21
+        for i in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k),)):  # lu.tile:21
             # lu.tile:21: release A[i, k]
             _release(A.tile(i, k, 21), at=(0, k, 3, i, 0))
-        for j in _among(k + 1, A.nt, 1, ((A, AT, k, PLUS, 0),)):  # lu.tile:22
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, PLUS, 0),)):  # lu.tile:22
             # lu.tile:22: release A[k, j]
             _release(A.tile(k, j, 22), at=(0, k, 4, j, 0))
 

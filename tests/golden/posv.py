@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/posv.tile' + " again with this Python's")
 
@@ -102,7 +102,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # posv.tile:24
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # posv.tile:24
             _r2 = A.rank_of(j, k)  # posv.tile:25
             _r3 = A.rank_of(j, j)  # posv.tile:25
             # posv.tile:25: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
@@ -120,7 +120,7 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # posv.tile:31
+        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # posv.tile:31
             _r5 = B.rank_of(k, j)  # posv.tile:32
             # posv.tile:32: trsm(A[k, k], B[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r5:
@@ -139,14 +139,14 @@ def generate(rt, p):
                         _tile.matrix.bump(_tile.i, _tile.j)
     for k in range(A.nt - 1, -1, -1):  # posv.tile:39
         _r7 = A.rank_of(k, k)  # posv.tile:41
-        for j in _among(0, B.nt, 1, ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, AT, k, ANY, 0), (B, ANY, 0, PLUS, 0))):  # posv.tile:40
+        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, AT, k, ANY, 0), (B, ANY, 0, PLUS, 0))):  # posv.tile:40
             _r8 = B.rank_of(k, j)  # posv.tile:41
             # posv.tile:41: trsm(A[k, k], B[k, j], "L", "L", "T", "N") priority k + 1
             if _me == _r7 or _me == _r8:
                 _submit(CALLS[6], (A.tile(k, k, 41), B.tile(k, j, 41)), None, k + 1, ('L', 'L', 'T', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in _among(0, k, 1, ((A, AT, k, PLUS, 0), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # posv.tile:42
+            for i in _among(0, k, 1, lambda: ((A, AT, k, PLUS, 0), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # posv.tile:42
                 _r9 = A.rank_of(k, i)  # posv.tile:43
                 _r10 = B.rank_of(i, j)  # posv.tile:43
                 # posv.tile:43: gemm(A[k, i], B[k, j], B[i, j], "T", "N") priority k
@@ -154,7 +154,7 @@ def generate(rt, p):
                     _submit(CALLS[7], (A.tile(k, i, 43), B.tile(k, j, 43), B.tile(i, j, 43)), None, k, ('T', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(i, j)
-        for i in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # posv.tile:46
+        for i in _among(0, k + 1, 1, lambda: ((A, AT, k, PLUS, 0),)):  # posv.tile:46
             # posv.tile:46: release A[k, i]
             _release(A.tile(k, i, 46), at=(1, -k, 1, i, 0))
 

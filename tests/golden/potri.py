@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/potri.tile' + " again with this Python's")
 
@@ -104,7 +104,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(k + 1, A.nt, 1, ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # potri.tile:22
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # potri.tile:22
             _r2 = A.rank_of(j, k)  # potri.tile:23
             _r3 = A.rank_of(j, j)  # potri.tile:23
             # potri.tile:23: syrk(A[j, k], A[j, j]) priority 5 * (A.nt - j)
@@ -133,7 +133,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            for j in _among(0, k, 1, ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:33
+            for j in _among(0, k, 1, lambda: ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:33
                 _r6 = A.rank_of(k, j)  # potri.tile:34
                 # potri.tile:34: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
                 _p0 = A.panel(k + 1, A.mt, k, k + 1, 34)
@@ -148,7 +148,7 @@ def generate(rt, p):
             _submit(CALLS[6], (A.tile(k, k, 37),), None, 3 * (A.nt - k), ('L', 'N'), at=(1, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:38
+        for j in _among(0, k, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:38
             _r8 = A.rank_of(k, j)  # potri.tile:39
             # potri.tile:39: trmm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
             if _me == _r7 or _me == _r8:
@@ -157,7 +157,7 @@ def generate(rt, p):
                 A.bump(k, j)
     for k in range(0, A.nt):  # potri.tile:43
         _r13 = A.rank_of(k, k)  # potri.tile:51
-        for j in _among(0, k, 1, ((A, AT, k, PLUS, 0), (A, PLUS, 0, PLUS, 0), (A, AT, k, ANY, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:44
+        for j in _among(0, k, 1, lambda: ((A, AT, k, PLUS, 0), (A, PLUS, 0, PLUS, 0), (A, AT, k, ANY, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:44
             _r9 = A.rank_of(k, j)  # potri.tile:45
             _r10 = A.rank_of(j, j)  # potri.tile:45
             # potri.tile:45: syrk(A[k, j], A[j, j], "L", "T", 1.0, 1.0) priority A.nt - k
@@ -165,7 +165,7 @@ def generate(rt, p):
                 _submit(CALLS[8], (A.tile(k, j, 45), A.tile(j, j, 45)), None, A.nt - k, ('L', 'T', 1.0, 1.0), at=(2, k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in _among(j + 1, k, 1, ((A, AT, k, PLUS, 0), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # potri.tile:46
+            for m in _among(j + 1, k, 1, lambda: ((A, AT, k, PLUS, 0), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # potri.tile:46
                 _r11 = A.rank_of(k, m)  # potri.tile:47
                 _r12 = A.rank_of(m, j)  # potri.tile:47
                 # potri.tile:47: gemm(A[k, m], A[k, j], A[m, j], "T", "N", 1.0, 1.0) priority A.nt - k
@@ -173,7 +173,7 @@ def generate(rt, p):
                     _submit(CALLS[9], (A.tile(k, m, 47), A.tile(k, j, 47), A.tile(m, j, 47)), None, A.nt - k, ('T', 'N', 1.0, 1.0), at=(2, k, 0, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:50
+        for j in _among(0, k, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:50
             _r14 = A.rank_of(k, j)  # potri.tile:51
             # potri.tile:51: trmm(A[k, k], A[k, j], "L", "L", "T", "N") priority A.nt - k
             if _me == _r13 or _me == _r14:
@@ -185,7 +185,7 @@ def generate(rt, p):
             _submit(CALLS[11], (A.tile(k, k, 53),), None, A.nt - k, ('L',), at=(2, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # potri.tile:54
+        for j in _among(0, k + 1, 1, lambda: ((A, AT, k, PLUS, 0),)):  # potri.tile:54
             # potri.tile:54: release A[k, j]
             _release(A.tile(k, j, 54), at=(2, k, 3, j, 0))
 

@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/qr.tile' + " again with this Python's")
 
@@ -85,14 +85,14 @@ def generate(rt, p):
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
             T.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, ((A, AT, k, AT, k), (T, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # qr.tile:13
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, AT, k), (T, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # qr.tile:13
             _r2 = A.rank_of(k, j)  # qr.tile:14
             # qr.tile:14: gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1 or _me == _r2:
                 _submit(CALLS[1], (A.tile(k, k, 14), T.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        for i in _among(k + 1, A.mt, 1, ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # qr.tile:16
+        for i in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # qr.tile:16
             _r3 = A.rank_of(i, k)  # qr.tile:17
             _r4 = T.rank_of(i, k)  # qr.tile:17
             # qr.tile:17: tpqrt(A[k, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
@@ -102,7 +102,7 @@ def generate(rt, p):
                 A.bump(k, k)
                 A.bump(i, k)
                 T.bump(i, k)
-            for j in _among(k + 1, A.nt, 1, ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # qr.tile:18
+            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # qr.tile:18
                 _r5 = A.rank_of(k, j)  # qr.tile:19
                 _r6 = A.rank_of(i, j)  # qr.tile:19
                 # qr.tile:19: tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j
@@ -111,7 +111,7 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(k, j)
                     A.bump(i, j)
-        for i in _among(k, A.mt, 1, ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k))):  # qr.tile:23
+        for i in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k))):  # qr.tile:23
             # qr.tile:24: release A[i, k]
             _release(A.tile(i, k, 24), at=(0, k, 3, i, 0))
             # qr.tile:25: release T[i, k]

@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/syrk.tile' + " again with this Python's")
 
@@ -76,7 +76,7 @@ def generate(rt, p):
     A = rt.matrix('A')
     C = rt.matrix('C')
     for l in range(0, A.nt):  # syrk.tile:14
-        for j in _among(0, C.nt, 1, ((A, PLUS, 0, AT, l), (C, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, l), (C, ANY, 0, PLUS, 0))):  # syrk.tile:15
+        for j in _among(0, C.nt, 1, lambda: ((A, PLUS, 0, AT, l), (C, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, l), (C, ANY, 0, PLUS, 0))):  # syrk.tile:15
             _r0 = A.rank_of(j, l)  # syrk.tile:16
             _r1 = C.rank_of(j, j)  # syrk.tile:16
             # syrk.tile:16: syrk(A[j, l], C[j, j])

@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/trmm.tile' + " again with this Python's")
 
@@ -77,7 +77,7 @@ def generate(rt, p):
     B = rt.matrix('B')
     for l in range(A.nt - 1, -1, -1):  # trmm.tile:16
         _r1 = A.rank_of(l, l)  # trmm.tile:21
-        for j in _among(0, B.nt, 1, ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (B, ANY, 0, PLUS, 0), (A, AT, l, AT, l))):  # trmm.tile:17
+        for j in _among(0, B.nt, 1, lambda: ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (B, ANY, 0, PLUS, 0), (A, AT, l, AT, l))):  # trmm.tile:17
             _r2 = B.rank_of(l, j)  # trmm.tile:21
             if l + 1 < B.mt:  # trmm.tile:18
                 _r0 = B.rank_of(l, j)  # trmm.tile:19

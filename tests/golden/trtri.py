@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/trtri.tile' + " again with this Python's")
 
@@ -83,7 +83,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            for j in _among(0, k, 1, ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # trtri.tile:21
+            for j in _among(0, k, 1, lambda: ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # trtri.tile:21
                 _r1 = A.rank_of(k, j)  # trtri.tile:22
                 # trtri.tile:22: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
                 _p0 = A.panel(k + 1, A.mt, k, k + 1, 22)
@@ -98,14 +98,14 @@ def generate(rt, p):
             _submit(CALLS[2], (A.tile(k, k, 25),), None, 3 * (A.nt - k), ('L', 'N'), at=(0, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(0, k, 1, ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # trtri.tile:26
+        for j in _among(0, k, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # trtri.tile:26
             _r3 = A.rank_of(k, j)  # trtri.tile:27
             # trtri.tile:27: trmm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
             if _me == _r2 or _me == _r3:
                 _submit(CALLS[3], (A.tile(k, k, 27), A.tile(k, j, 27)), None, 2 * (A.nt - k), ('L', 'L', 'N', 'N', 1.0), at=(0, k, 3, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        for j in _among(0, k + 1, 1, ((A, AT, k, PLUS, 0),)):  # trtri.tile:30
+        for j in _among(0, k + 1, 1, lambda: ((A, AT, k, PLUS, 0),)):  # trtri.tile:30
             # trtri.tile:30: release A[k, j]
             _release(A.tile(k, j, 30), at=(0, k, 4, j, 0))
 

@@ -8,11 +8,11 @@ nest is not affine: every rank walks all of it).
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, main
-    _unmet = None if DRIVER_FORMAT >= 1 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 1 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/tsqr.tile' + " again with this Python's")
 

@@ -35,6 +35,15 @@ PROGRAMS = {
   }
 }""", 5, "the loop nest failed: ZeroDivisionError: integer division or modulo by zero "
              "(in `potrf(A[k // z, k])`, with z = 0, k = 0)"),
+    # a term of the loop's share (computed at the loop's head) was said at the loop's line, 4
+    "division by zero in a loop-invariant index": ("""program p {
+  param z = 0
+  matrix A[n, n] = random spd
+  for k in 0 .. A.nt {
+    potrf(A[k + 1 // z, k])
+  }
+}""", 5, "the loop nest failed: ZeroDivisionError: integer division or modulo by zero "
+             "(in `potrf(A[k + 1 // z, k])`, with k = 0, z = 0)"),
     "modulo by zero": ("""program p {
   param z = 0
   matrix A[n, n] = random spd

@@ -135,6 +135,19 @@ program guarded {
 
 
 @pytest.mark.timeout(300)
+def test_terms_that_cannot_be_computed_walk_every_value_and_a_tuple_still_serves():
+    """A driver of format 2 passes its terms as a function: a division by zero in one gives every
+    value (the walk meets the call, which fails at its own line); format 1 passed a tuple."""
+    assert among(0, 5, 1, lambda: 1 // 0) == range(0, 5)
+
+    class Lines:
+        edges, rows, row_set, cols, col_set = False, [1, 3], {1, 3}, [0, 1, 2, 3, 4], set(range(5))
+
+    matrix = type("M", (), {"lines": Lines, "mt": 5, "nt": 5})
+    terms = ((matrix, PLUS, 0, ANY, 0),)
+    assert list(among(0, 5, 1, terms)) == list(among(0, 5, 1, lambda: terms)) == [1, 3]
+
+
 def test_calls_under_affine_ifs_walk_their_share(tmp_path):
     """if and else, and, not over or, ==, a loop counting down, a loop of step 2 bounded above:
     the guided walk follows the whole one (tiles written only under an if and read on

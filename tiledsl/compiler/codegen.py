@@ -559,7 +559,10 @@ class _Model:
         loop = self.share.loops.get(stmt.span) if self.share is not None else None
         if loop is not None and loop.terms:
             terms = _tuple(self._term(term) for term in loop.terms)
-            values = f"_among({self.expr(stmt.start)}, {self.expr(stmt.stop)}, {self.expr(stmt.step) if stmt.step else 1}, {terms})"
+            # the terms in a lambda: one that cannot be computed (a division by zero) is the call's
+            # error, said at its line by the walk of every value (:func:`runtime.share.among`)
+            values = (f"_among({self.expr(stmt.start)}, {self.expr(stmt.stop)}, "
+                      f"{self.expr(stmt.step) if stmt.step else 1}, lambda: {terms})")
         else:
             values = f"range({self.expr(stmt.start)}, {self.expr(stmt.stop)}{step})"
         head = f"{pad}for {self.names[stmt.var.text]} in {values}:  # {_where(self.checked.path, stmt.span)}"
