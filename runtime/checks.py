@@ -36,6 +36,17 @@ def passes(*residuals: float) -> bool:
     return all(r < THRESHOLD for r in residuals)
 
 
+def failure_line(residuals: dict) -> str:
+    """Why a check failed, from its residuals {name: value}: each one not below :data:`THRESHOLD`,
+    named when there are several."""
+    failing = {name: value for name, value in residuals.items() if not passes(value)} or residuals
+    if len(residuals) == 1:
+        return f"check failed: residual {next(iter(failing.values())):.3g} is not below {THRESHOLD:g}"
+    said = ", ".join(f"{name} {value:.3g}" for name, value in failing.items())
+    several = len(failing) > 1
+    return f"check failed: residual{'s' if several else ''} {said} {'are' if several else 'is'} not below {THRESHOLD:g}"
+
+
 #: residuals computed again exactly when :func:`near` (:func:`.verify.exact_update`): their verdict holds
 EXACT_WHEN_NEAR = frozenset({"lu"})
 

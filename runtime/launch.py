@@ -516,9 +516,7 @@ def _problems(result: RunResult) -> list:
     problems = list(result.errors)  # the causes first: a check that raised gives a NaN residual
     explained = bool(result.errors) and result.residual is not None and math.isnan(result.residual)
     if result.passed is False and not explained:
-        failing = [name for name, value in result.residuals.items() if not value < checks.THRESHOLD]
-        named = f" ({', '.join(failing)})" if len(result.residuals) > 1 and failing else ""
-        problems.append(f"check failed: residual{named} {result.residual:.3g} is not below {checks.THRESHOLD:g}")
+        problems.append(checks.failure_line(result.residuals or {"": result.residual}))
     if result.nonfinite_allowed:
         return problems
     return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)",

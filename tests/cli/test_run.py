@@ -341,6 +341,26 @@ def test_bench_reads_inputs_for_both_sides_and_fails_on_a_failed_check(tmp_path)
 
 
 @pytest.mark.timeout(130)
+def test_bench_json_says_a_failure_as_run_json_does(tmp_path):
+    """A kernel that fails: the JSON failure object on stdout (it printed nothing); a failed check:
+    said on stderr as well as in the JSON's "passed" (stderr said nothing)."""
+    np.save(tmp_path / "indefinite.npy", -np.eye(200))
+    out = tiledsl("bench", "cholesky", "--n", 200, "--nb", 100, "--rounds", 1, "--no-dask", "--json",
+                  "--input", f"A={tmp_path / 'indefinite.npy'}")
+    failure = json.loads(out.stdout)
+    assert out.returncode == 1 and failure["ok"] is False and failure["passed"] is None
+    assert failure["error"].startswith("rank 0 (cholesky.tile:") and "kernel potrf failed" in failure["error"]
+    assert out.stderr == f"tiledsl: error: {failure['error']}\n"
+    bad = np.random.default_rng(1).standard_normal((300, 300))
+    bad[0, 0] = 1e-13
+    np.save(tmp_path / "bad.npy", bad)
+    out = tiledsl("bench", "lu", "--n", 300, "--nb", 100, "--rounds", 1, "--no-dask", "--json",
+                  "--input", f"A={tmp_path / 'bad.npy'}")
+    assert out.returncode == 1 and json.loads(out.stdout)["passed"] is False
+    assert re.fullmatch(r"tiledsl: error: check failed: residual \S+ is not below 60\n", out.stderr), out.stderr
+
+
+@pytest.mark.timeout(130)
 def test_bench_says_when_dask_is_left_out_for_want_of_it():
     out = tiledsl("bench", "cholesky", "--n", 256, "--nb", 128, "--rounds", 1)
     assert out.returncode == 0, out.stderr

@@ -56,9 +56,7 @@ def main(argv=None) -> int:
         print("tiledsl: stopped by SIGINT", file=sys.stderr)  # as a run's ranks say it
         return 130
     except TaskFailure as failure:  # the program's loop nest failed (explain, graph, tune walk it)
-        where = f" ({Path(program_path(args.file)).name}:{failure.line})" if failure.line and hasattr(args, "file") \
-            else ""
-        print(f"tiledsl: error: rank {failure.rank}{where}: {failure}", file=sys.stderr)
+        print(f"tiledsl: error: {_failure_text(failure, args)}", file=sys.stderr)
         return 1
     except StdoutError as error:  # a full disk, or a device that takes nothing (`> /dev/full`)
         print(f"tiledsl: error: the output could not be written to stdout: {error.strerror}", file=sys.stderr)
@@ -72,6 +70,12 @@ def main(argv=None) -> int:
         print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
               f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
         return 3
+
+
+def _failure_text(failure: TaskFailure, args) -> str:
+    """``rank R (file.tile:LINE): what failed``."""
+    where = f" ({Path(program_path(args.file)).name}:{failure.line})" if failure.line and hasattr(args, "file") else ""
+    return f"rank {failure.rank}{where}: {failure}"
 
 
 class StdoutError(OSError):
@@ -381,6 +385,7 @@ def _explain(args) -> int:
 
 def _bench(args) -> int:
     from .bench import render, run_bench
+    from ..runtime.checks import failure_line
     from ..runtime.fitting import fit_files
     from ..runtime.layout import use_tuned
     from ..runtime.options import check_seed, check_workers, size_options
@@ -398,8 +403,16 @@ def _bench(args) -> int:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
     use_tuned(driver, options, not args.no_tune)  # what run would use
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
-    table = run_bench(driver, options, args.rounds, not args.no_dask)
+    try:
+        table = run_bench(driver, options, args.rounds, not args.no_dask)
+    except TaskFailure as failure:  # a kernel failed: said on stderr by main, and here as run --json says it
+        if args.json:
+            print(json_text({"program": driver.PROGRAM.name, "n": options.n, "ok": False, "passed": None,
+                             "error": _failure_text(failure, args)}), flush=True)
+        raise
     print(json_text(table) if args.json else render(table))
+    if table["passed"] is False and args.json:  # the table says FAIL; the JSON line only "passed": false
+        print(f"tiledsl: error: {failure_line({'': table['residual']})}", file=sys.stderr)
     return 1 if table["passed"] is False else 0
 
 
