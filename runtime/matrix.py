@@ -248,6 +248,7 @@ def region_view(tile: Tile, region) -> tuple:
     Raises ValueError with a readable message when the region leaves the tile.
     """
     height, width = tile.shape
+    written = "[{}:{}, {}:{}]".format(*("" if end is None else end for end in region))  # as the call gave it
     r0, r1, c0, c1 = region
     r0 = 0 if r0 is None else r0
     r1 = height if r1 is None else r1
@@ -258,8 +259,7 @@ def region_view(tile: Tile, region) -> tuple:
         raise TileIndexError(f"sub-range [{r0}:{r1}, {c0}:{c1}] of tile {tile} is reversed: its {what} start at "
                              f"{start} and end before, at {end}")
     if not (0 <= r0 <= height and r1 <= height and 0 <= c0 <= width and c1 <= width):
-        raise TileIndexError(f"sub-range [{r0}:{r1}, {c0}:{c1}] is outside tile {tile} "
-                             f"({height}×{width})")
+        raise TileIndexError(f"sub-range {written} is outside tile {tile} ({height}×{width})")
     return slice(r0, r1), slice(c0, c1)
 
 

@@ -60,8 +60,8 @@ def test_a_rank_stacks_its_own_stored_tiles_of_a_column():
 @pytest.mark.parametrize("region, message", [
     ((3, 2, 0, 1), "sub-range [3:2, 0:1] of tile A[0, 0] is reversed: its rows start at 3 and end before, at 2"),
     ((0, 2, 2, 1), "sub-range [0:2, 2:1] of tile A[0, 0] is reversed: its columns start at 2 and end before, at 1"),
-    ((0, 1, 5, None), "sub-range [0:1, 5:3] is outside tile A[0, 0] (3×3)"),  # a start past the tile, an open end
-    ((4, None, 0, 1), "sub-range [4:3, 0:1] is outside tile A[0, 0] (3×3)"),
+    ((0, 1, 5, None), "sub-range [0:1, 5:] is outside tile A[0, 0] (3×3)"),  # a start past the tile, an open end
+    ((4, None, 0, 1), "sub-range [4:, 0:1] is outside tile A[0, 0] (3×3)"),
     ((2, 4, 0, 1), "sub-range [2:4, 0:1] is outside tile A[0, 0] (3×3)"),
     ((-1, 2, 0, 1), "sub-range [-1:2, 0:1] is outside tile A[0, 0] (3×3)"),
 ])

@@ -109,7 +109,8 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
     """Why tile references ``a`` and ``b`` of one matrix are provably the same tile (or, when
     either is a panel, share a tile), or None.
 
-    ``""`` when their indices are equal at every iteration; else ``"when k = 0, m = 0"``:
+    ``""`` when their indices are equal at every iteration; else ``"when k = 0, m = 0"``
+    (``"whatever the sizes"`` outside every loop):
     an iteration of the enclosing loops (one that runs once sizes are large enough, with
     no enclosing ``if``) where both index pairs are equal whatever the sizes. The index
     differences must be affine; they are solved for the innermost loop variable with a
@@ -122,6 +123,8 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
     point = _coincidence(a, b, (*loops, *panels), converter, guarded)
     if point is None or point == "":
         return None if point == "" and panels else point
+    if not loops:  # panels outside every loop: nothing to name but that they do
+        return "whatever the sizes"
     return "when " + ", ".join(f"{loop.var.text} = {converter.render(point[loop.var.text])}" for loop in loops)
 
 
