@@ -180,7 +180,8 @@ def test_tasks_of_kernels_without_a_gpu_body_run_on_their_owners_host(drivers):
                          "on the host for want of a GPU body (NAME_gpu), their main output on a GPU: "
                          + ", ".join(f"{kernel} {count} tasks" for kernel, count in explained.on_host.items()))
     data = as_json(explained)
-    assert data["runs_on"] == {"0": {"host": 19}, "1": {"host": 16}}
+    # every device, as run's tasks_by_device: the GPUs that ran nothing too
+    assert data["runs_on"] == {"0": {"host": 19, "gpu1": 0, "gpu2": 0}, "1": {"host": 16, "gpu1": 0, "gpu2": 0}}
     assert data["on_host_without_gpu_body"] == explained.on_host
     first = data["tasks"][moved[0].index]
     assert first["owner"] == [first["main_output"][0], 0] and first["main_output"][1] > 0

@@ -363,6 +363,7 @@ def as_json(plan: Plan) -> dict:
         "messages": [[s, r, c] for (s, r), c in sorted(plan.messages.items())],
         "bytes": [[s, r, b] for (s, r), b in sorted(plan.volume.items())],
         "copies": {str(r): plan.copies.get(r, 0) for r in range(plan.grid[0] * plan.grid[1])},  # every rank
-        "runs_on": {str(r): {_device(d): c for d, c in sorted(devices.items())} for r, devices in plan.runs_on.items()},
+        # every device of every rank, as run's and simulate's tasks_by_device give them
+        "runs_on": {str(r): {_device(d): devices[d] for d in range(plan.gpus + 1)} for r, devices in plan.runs_on.items()},
         "on_host_without_gpu_body": plan.on_host,
     }
