@@ -245,8 +245,9 @@ def utilisation(ranks: list, seconds: float, lanes: list = ()) -> dict:
     if not busy or seconds <= 0:
         return {"busy": {}, "imbalance": None}
     values = list(busy.values())
+    mean = sum(values) / len(values)
     return {"busy": {lane: round(b / seconds, 4) for lane, b in busy.items()},
-            "imbalance": round(max(values) / (sum(values) / len(values)), 4)}
+            "imbalance": round(max(values) / mean, 4) if mean > 0 else None}  # None: no task ran
 
 
 def task_args(occurrences: Counter, call, tiles, priority, values) -> dict:

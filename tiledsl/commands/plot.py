@@ -68,18 +68,20 @@ def load_trace(path) -> dict:
     events = document.get("traceEvents") if isinstance(document, dict) else document
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
         raise TraceError(f"{path}: not a trace (expected a 'traceEvents' list, as tiledsl run --trace writes)")
-    if not any(e.get("ph") == "X" for e in events):
-        raise TraceError(f"{path}: the trace has no task or transfer events")
+    if not any(e.get("ph") == "X" or (e.get("ph") == "M" and e.get("name") == "thread_name") for e in events):
+        raise TraceError(f"{path}: the trace has no lanes and no task or transfer events")
     return document if isinstance(document, dict) else {"traceEvents": events}
 
 
 def lanes(document: dict) -> list[Lane]:
-    """Every (rank, lane) with its events, ordered by rank then lane number."""
+    """Every (rank, lane) with its events, ordered by rank then lane number: a lane the trace names
+    and no task ran on too (a worker of a rank that had nothing to do)."""
     names, found = {}, {}
     for event in document["traceEvents"]:
         pid, tid = _int(event.get("pid", 0)), _int(event.get("tid", 0))
         if event.get("ph") == "M" and event.get("name") == "thread_name":
             names[pid, tid] = str((event.get("args") or {}).get("name", f"lane {tid}"))
+            found.setdefault((pid, tid), Lane(pid, tid, ""))
         elif event.get("ph") == "X" and event.get("cat") != "idle":  # idle shows as the gaps
             start, duration = _seconds(event.get("ts")), _seconds(event.get("dur", 0))
             lane = found.setdefault((pid, tid), Lane(pid, tid, ""))
@@ -212,7 +214,7 @@ def draw(document: dict, source, width: float | None = None):
     all_lanes = lanes(document)
     rows = _rows(all_lanes)
     total = rows[-1][1] + rows[-1][2]
-    span = max(e[0] + e[1] for lane in all_lanes for e in lane.events)
+    span = max((e[0] + e[1] for lane in all_lanes for e in lane.events), default=0.0)
     figure = Figure(figsize=(width or 12.0, 1.6 + 0.32 * total), layout="constrained")
     axes = figure.add_subplot()
     names = kernels(all_lanes)
