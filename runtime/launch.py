@@ -22,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -488,6 +489,12 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
             comm.wait_for_stopped_ranks(STOP_SECONDS + 0.5)
         _abort(comm, 128 + signum)
         return 128 + signum
+    except Exception as error:  # a bug in tiledsl: said as the command line says it, and every rank ends now
+        if os.environ.get("TILEDSL_DEBUG"):
+            traceback.print_exc(file=err)
+        return _fail(comm, f"rank {_rank(comm)}: internal error: {type(error).__name__}: {error}\n"
+                           f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", err,
+                     _json_out(program, args, out, comm, options), code=3)
     if comm is None or comm.rank == 0:
         try:
             print(json_text(summary_json(program, result, ranks)) if args.json

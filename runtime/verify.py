@@ -162,6 +162,9 @@ class Verifier:
         where = decl.place(driver.PROGRAM.source if driver is not None else None)
         views = _views(decl, where)
         names = decl.args
+        for name, view in zip(names, views):
+            if view.direct is not None and view.mirror is not None:  # symmetric: one triangle mirrors the other
+                _square(self.matrices[name], name, where, "symmetric")
         if decl.kind == "cholesky":
             _square(self.matrices[names[0]], names[0], where)
             return self.cholesky(self.matrices[names[0]])
@@ -380,9 +383,10 @@ def _views(decl, where: str) -> tuple:
     return tuple(view_of(tuple(given), f"{where}, {name}") for name, given in zip(decl.args, words))
 
 
-def _square(matrix: TiledMatrix, name: str, where: str) -> int:
+def _square(matrix: TiledMatrix, name: str, where: str, qualifier: str = "") -> int:
     if matrix.m != matrix.n:
-        raise UsageError(f"{where}: {name} is {matrix.m}×{matrix.n}, not square")
+        said = f"{qualifier} {name}" if qualifier else name
+        raise UsageError(f"{where}: {said} is {matrix.m}×{matrix.n}, not square")
     return matrix.n
 
 

@@ -87,6 +87,9 @@ def test_pivots_applied_out_of_order_fail(harness):
     (decl("norm", "A"), r"there is no built-in check norm"),
     (decl("product", "C A A"), r"op\(A\) is 130×70 and op\(A\) is 130×70: their product cannot be C"),
     (decl("inverse", "A B"), r"check inverse \(line 3\): A is 130×70, not square"),
+    # a symmetric operand or result mirrors its lower triangle: an internal error on a rectangle
+    (decl("product", "C A B", ["", "symmetric", ""]), r"check product \(line 3\): symmetric A is 130×70, not square"),
+    (decl("product", "C A B", ["symmetric", "", ""]), r"check product \(line 3\): symmetric C is \d+×\d+, not square"),
 ])
 def test_a_check_that_cannot_apply_is_a_usage_error(harness, check, message):
     with pytest.raises(UsageError, match=message):
