@@ -57,11 +57,13 @@ def view_of(words: tuple, where: str) -> View:
     triangles = given & {"lower", "upper"}
     unknown = given - set(QUALIFIERS)
     if unknown or len(triangles) > 1 or ("unit" in given and not triangles) or \
-            ("symmetric" in given and given - {"symmetric", "transposed"}):
+            ("symmetric" in given and "unit" in given):
         raise UsageError(f"{where}: the qualifiers {' '.join(words)!r} mean nothing together (one of lower or "
-                         f"upper, with unit if its diagonal is 1; or symmetric; transposed with either)")
-    if "symmetric" in given:
-        return View("lower", "strict upper")
+                         f"upper, with unit if its diagonal is 1; or symmetric, with upper if M stores its upper "
+                         f"triangle; transposed with either)")
+    if "symmetric" in given:  # the stored triangle, and its mirror; transposed changes nothing
+        stored = triangles.pop() if triangles else "lower"
+        return View(stored, "strict " + _flipped(stored))
     unit = "unit" in given
     part = "all"
     if triangles:

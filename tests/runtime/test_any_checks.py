@@ -123,6 +123,44 @@ def test_qualifiers_read_the_stored_matrix(words, view):
     assert block.tolist() == expected.tolist()
 
 
+@pytest.mark.parametrize("words", [("symmetric", "upper"), ("upper", "symmetric", "transposed")])
+def test_a_symmetric_operand_may_be_stored_in_its_upper_triangle(words):
+    """symm with uplo "U" reads the upper triangle: `symmetric upper A` (it was E209)."""
+    assert view_of(words, "check") == View("upper", "strict lower")
+    stored = np.arange(1.0, 10.0).reshape(3, 3)
+    block = operands.original_block(lambda r0, r1, c0, c1: stored[r0:r1, c0:c1], view_of(words, "check"), 0, 3, 0, 3)
+    assert block.tolist() == (np.triu(stored) + np.triu(stored, 1).T).tolist()
+    with pytest.raises(UsageError, match="mean nothing together"):
+        view_of(("symmetric", "unit", "upper"), "check")
+
+
+@pytest.mark.timeout(120)
+def test_a_product_with_an_operand_stored_upper_passes_its_check(tmp_path):
+    """C = C + B·A with A symmetric in its upper triangle (symm "R", "U"), checked as such."""
+    import tiledsl
+
+    (tmp_path / "symm_ru.tile").write_text("""program symm_ru {
+  tiling uniform(nb = 64)
+  param m = 150
+  in matrix A[n, n] = random general
+  in matrix B[m, n] = random general
+  matrix C[m, n] = random general
+  check product(C, B, symmetric upper A)
+  for i in 0 .. C.mt {
+    for j in 0 .. C.nt {
+      for l in 0 .. A.nt {
+        if l == j { symm(A[j, j], B[i, j], C[i, j], "R", "U", 1.0, 1.0) }
+        else if l < j { gemm(B[i, l], A[l, j], C[i, j], "N", "N", 1.0, 1.0) }
+        else { gemm(B[i, l], A[j, l], C[i, j], "N", "T", 1.0, 1.0) }
+      }
+    }
+  }
+}
+""")
+    program = tiledsl.load(str(tmp_path / "symm_ru.tile"))
+    assert program.run(n=170, check=True).passed
+
+
 def test_a_view_knows_which_tiles_are_zero():
     lower = View("lower")
     assert lower.zero(0, 10, 10, 20) and not lower.zero(10, 20, 0, 10) and not lower.zero(0, 10, 9, 20)

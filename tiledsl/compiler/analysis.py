@@ -503,8 +503,8 @@ class _Analyzer:
             self.bag.error(words[0].span, "E209", f"the qualifier{'' if alone else 's'} "
                                                   f"'{' '.join(w.text for w in words)}' of {arg.name.text} "
                                                   f"{'means nothing alone' if alone else 'mean nothing together'}",
-                           hint="one of lower or upper, with unit if its diagonal is 1; or symmetric; "
-                                "transposed with either")
+                           hint="one of lower or upper, with unit if its diagonal is 1; or symmetric, with "
+                                "upper if the matrix stores its upper triangle; transposed with either")
 
     def _user_check_words(self, check: n.CheckDecl):
         """A user check receives the named matrices as they are: qualifiers and options would be
@@ -1433,10 +1433,10 @@ def _param_text(param: n.KernelParam) -> str:
 
 def _operand_words(given: set) -> bool:
     """Whether qualifiers ``given`` describe an operand: one triangle (``unit`` with it),
-    or ``symmetric``; ``transposed`` with either."""
+    or ``symmetric`` (with the triangle it is stored in); ``transposed`` with either."""
     triangles = given & {"lower", "upper"}
-    if "symmetric" in given:
-        return given <= {"symmetric", "transposed"}
+    if "symmetric" in given:  # with the triangle M stores (lower by default)
+        return "unit" not in given and len(triangles) <= 1
     return len(triangles) <= 1 and ("unit" not in given or bool(triangles))
 
 
