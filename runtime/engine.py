@@ -64,6 +64,35 @@ class Stats:
     host_took: int = 0  # GPU tasks a CPU worker took (--host-takes)
 
 
+class _SwitchInterval:
+    """The interpreter's switch interval, short while any run of this process runs: a worker back
+    from BLAS must not wait 5 ms for the GIL. Runs may overlap (the Python API, from two threads):
+    the first to start saves the interval, the last to end puts it back."""
+
+    SHORT = 1e-4
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.runs = 0
+        self.saved = None
+
+    def shorten(self) -> None:
+        with self.lock:
+            if self.runs == 0:
+                self.saved = sys.getswitchinterval()
+                sys.setswitchinterval(self.SHORT)
+            self.runs += 1
+
+    def restore(self) -> None:
+        with self.lock:
+            self.runs -= 1
+            if self.runs == 0:
+                sys.setswitchinterval(self.saved)
+
+
+_SWITCH = _SwitchInterval()
+
+
 class Engine:
     """Runs a driver's ``generate`` on this rank with ``workers`` CPU threads."""
 
@@ -223,13 +252,12 @@ class Engine:
         """Run the loop nest to completion; returns the wall seconds it took. After a failure or an
         interrupt it returns (raises) once no worker runs a kernel (see :meth:`_stop`)."""
         self.stopping = self.stalled = False
-        switch = sys.getswitchinterval()
-        sys.setswitchinterval(1e-4)  # a worker back from BLAS must not wait 5 ms for the GIL
         prepared = threading.Barrier(self.gpus + 1)
         threads = [threading.Thread(target=self._manage_gpu, args=(self.workers + g - 1, g, prepared),
                                     name=f"gpu-{g}", daemon=True) for g in range(1, self.gpus + 1)]
         threads += [threading.Thread(target=self._worker, args=(w, 0, f"cpu-{w}"), name=f"cpu-{w}", daemon=True)
                     for w in range(self.workers)]
+        _SWITCH.shorten()
         try:  # an interrupt while the threads start stops those started too (they waited for tasks forever)
             for thread in threads[:self.gpus]:
                 thread.start()
@@ -250,7 +278,7 @@ class Engine:
                 interrupted.add_note(left)
             raise
         finally:
-            sys.setswitchinterval(switch)
+            _SWITCH.restore()
         left = self._stop(threads)
         if self.failure is not None:
             raise self._reported(left)

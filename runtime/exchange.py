@@ -97,17 +97,25 @@ class Mover:
         self.on_error = on_error
         self.tracer = tracer  # the engine's current tracer, if any
         self.copies = 0
+        # started by the first copy, within the run, whose end stops it: started with the engine,
+        # an interrupt before the run (Ctrl-C while it is set up) left it waiting for ever
         self.thread = threading.Thread(target=self._run, name="copy", daemon=True)
-        self.thread.start()
+        self._start_lock = threading.Lock()
 
     def move(self, start, on_done, counted: bool = True) -> None:
         """``start()`` (on the copy thread) begins a copy and returns its transfer; ``on_done(copy)``
         once it has arrived. ``counted``: a device copy of the statistics (not a zeroed buffer)."""
         self.jobs.put((start, on_done, counted))
+        if self.thread.ident is None:
+            with self._start_lock:  # the engine's lock is not always held here (copy callbacks)
+                if self.thread.ident is None:
+                    self.thread.start()
 
     def stop(self) -> None:
         self.jobs.put(None)
-        self.thread.join()
+        with self._start_lock:
+            if self.thread.ident is not None:
+                self.thread.join()
 
     def _run(self) -> None:
         in_flight: list = []  # (transfer, on_done, counted, began), in the order they started

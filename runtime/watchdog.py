@@ -137,7 +137,11 @@ class Monitor:
         self.thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
 
     def __enter__(self):
-        self.thread.start()
+        try:
+            self.thread.start()
+        except BaseException:  # an interrupt while start() waited for the thread: it runs, so it must end
+            self.stop.set()  # (else it would watch a loop nest long gone, and raise Stalled into the caller)
+            raise
         return self
 
     def __exit__(self, *exc):

@@ -117,3 +117,19 @@ def test_a_failure_of_the_thread_itself_is_reported_at_once(mover):
 
     mover.move(lambda: Broken("x"), lambda result: None)
     assert eventually(lambda: mover.errors) and str(mover.errors[0]) == "broken"
+
+
+def test_the_copy_thread_starts_with_the_first_copy():
+    """Started with the engine, an interrupt before the run (Ctrl-C while it was set up) left it
+    waiting for ever: 11 of them after 200 interrupted API runs with GPUs."""
+    mover = Mover(lambda error: None, lambda: None)
+    assert mover.thread.ident is None
+    mover.stop()  # never started: nothing to wait for
+    assert mover.thread.ident is None
+    arrived = threading.Event()
+    mover = Mover(lambda error: None, lambda: None)
+    mover.move(lambda: type("Done", (), {"ready": lambda self: True, "result": lambda self: 1})(),
+               lambda result: arrived.set())
+    assert arrived.wait(5)
+    mover.stop()
+    assert not mover.thread.is_alive()

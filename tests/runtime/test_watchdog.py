@@ -123,3 +123,35 @@ def test_a_frame_between_two_lines_has_no_tile_line():
     """The watchdog reads the loop nest's line from a running frame, whose f_lineno can be None."""
     from tiledsl.runtime.errors import tile_line
     assert tile_line(__file__, None) is None
+
+
+def test_an_interrupt_while_the_monitor_starts_stops_its_thread(monkeypatch):
+    """Thread.start waits for the thread to begin: a Ctrl-C there skipped __exit__, and the monitor
+    went on watching a loop nest long gone, raising Stalled into the caller a minute later."""
+    monitor = watchdog.Monitor(lambda: None)
+    real_start = monitor.thread.start
+
+    def start_then_interrupt():
+        real_start()
+        raise KeyboardInterrupt
+    monkeypatch.setattr(monitor.thread, "start", start_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        with monitor:
+            pass
+    monitor.thread.join(5 * watchdog.TICK_SECONDS)
+    assert not monitor.thread.is_alive()
+
+
+def test_overlapping_runs_put_the_switch_interval_back():
+    """Two runs at once (the API from two threads): the second saved the first's short interval and
+    put it back last, leaving the process at 1e-4 for good."""
+    from tiledsl.runtime.engine import _SWITCH
+
+    before = sys.getswitchinterval()
+    _SWITCH.shorten()
+    _SWITCH.shorten()
+    assert sys.getswitchinterval() == pytest.approx(_SWITCH.SHORT)
+    _SWITCH.restore()
+    assert sys.getswitchinterval() == pytest.approx(_SWITCH.SHORT)  # one run still going
+    _SWITCH.restore()
+    assert sys.getswitchinterval() == before
