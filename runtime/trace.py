@@ -126,31 +126,41 @@ def task_times(ranks: list) -> dict:
     return times
 
 
+class CriticalPath:
+    """The longest chain of tasks each reading what the one before wrote (the data flow), fed
+    every task in program order: a lower bound of any run. A writer's wait for the earlier
+    readers of its tile is left out: a reader on another rank or device reads a copy, and the
+    owner may overwrite the tile at once (counted, the "bound" exceeded simulated runs by 44%)."""
+
+    def __init__(self):
+        self.writer_end: dict = {}  # tile -> when its last writer ends
+        self.longest = 0.0
+
+    def add(self, modes, tiles, seconds: float) -> None:
+        writer_end = self.writer_end
+        start = 0.0
+        for tile, mode in zip(tiles, modes):
+            if mode != "out":
+                end = writer_end.get(tile, 0.0)
+                if end > start:
+                    start = end
+        end = start + seconds
+        for tile, mode in zip(tiles, modes):
+            if mode != "in":
+                writer_end[tile] = end
+        if end > self.longest:
+            self.longest = end
+
+
 def critical_path(driver, matrices: dict, params, times: dict) -> float:
-    """The longest chain of dependent tasks, with measured task times (seconds)."""
-    finish_of: dict = {}
-    last_writer: dict = {}
-    readers: dict = defaultdict(list)
+    """The :class:`CriticalPath` of the program, with measured task times (seconds)."""
+    path = CriticalPath()
     occurrences: Counter = Counter()
-    longest = 0.0
     for call, tiles, _ in record(driver, matrices, params).submitted:
         names = tuple(str(t) for t in tiles)
         occurrences[(call.line, names)] += 1
-        duration = times.get((call.line, names, occurrences[(call.line, names)]), (0.0, "cpu"))[0]
-        start = 0.0
-        for name, mode in zip(names, call.modes):
-            start = max(start, finish_of.get(last_writer.get(name), 0.0))
-            if mode != "in":
-                start = max([start] + [finish_of[r] for r in readers[name]])
-        task = len(finish_of)
-        finish_of[task] = start + duration
-        for name, mode in zip(names, call.modes):
-            if mode == "in":
-                readers[name].append(task)
-            else:
-                last_writer[name], readers[name] = task, []
-        longest = max(longest, finish_of[task])
-    return longest
+        path.add(call.modes, names, times.get((call.line, names, occurrences[(call.line, names)]), (0.0, "cpu"))[0])
+    return path.longest
 
 
 def area_bound(times: dict, capacity: dict) -> float:

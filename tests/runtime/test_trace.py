@@ -10,8 +10,8 @@ import pytest
 
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
-from tiledsl.runtime.trace import (area_bound, chrome_trace, communication, compute_lanes, critical_path, least_time,
-                                   task_args, utilisation)
+from tiledsl.runtime.trace import (CriticalPath, area_bound, chrome_trace, communication, compute_lanes, critical_path,
+                                   least_time, task_args, utilisation)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,6 +95,20 @@ def test_communication_of_overlapping_messages_counts_once():
     result = communication(ranks, 10.0)
     assert result["communication"] == {"0": 4.0} and result["communication_hidden"] == 1.0
     assert communication([[("cpu-0", 0.0, 1.0, "potrf", {})]], 1.0)["communication_hidden"] is None
+
+
+def test_the_critical_path_follows_the_data_not_a_writers_wait_for_readers():
+    """A long reader of X, then a writer of X: on two ranks the reader reads a copy and the writer
+    need not wait, so the chain is the longest task, not their sum (a simulated run came in below
+    its "bound", efficiency 1.33)."""
+    path = CriticalPath()
+    path.add(("in", "inout"), ("X", "Y"), 3.0)  # reads X
+    path.add(("inout",), ("X",), 1.0)  # writes X: no data of the reader's
+    assert path.longest == 3.0
+    path.add(("in", "inout"), ("X", "Z"), 2.0)  # reads the new X: after its writer
+    path.add(("out",), ("Z",), 0.5)  # out: reads nothing
+    path.add(("in", "inout"), ("Z", "Y"), 1.0)  # after the out (Z) and the first task (Y)
+    assert path.longest == 4.0 and path.writer_end["Z"] == 0.5
 
 
 def test_a_worker_that_ran_nothing_counts_in_the_imbalance_and_has_a_lane():

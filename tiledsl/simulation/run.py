@@ -27,11 +27,11 @@ from ..runtime.recording import Everyone, survey, walk
 from ..runtime.share import every_value
 from ..runtime.reporting import SUMMED, count_text, gflops
 from ..runtime.resources import ranks_without_tiles
-from ..runtime.trace import task_args
+from ..runtime.trace import CriticalPath, task_args
 from ..runtime.tuning import nearest_ratio
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import UsageError
-from .bounds import Area, CriticalPath
+from .bounds import Area
 from .engine import Simulator
 from .walk import Walk
 
