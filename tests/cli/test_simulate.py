@@ -377,3 +377,14 @@ def test_the_size_comes_from_input_files_as_for_run(capsys, machine_file, tmp_pa
     assert main(["simulate", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--input", f"C={tmp_path / 'c.npy'}",
                  "--nb", "32", "--machine", str(machine_file)]) == 0
     assert capsys.readouterr().out.startswith("gemm: n=90 nb=32 m=70 k=40, simulated on 1 rank(s)")
+
+
+@pytest.mark.timeout(120)
+def test_the_summary_says_how_tile_columns_were_dealt_to_host_and_gpus(capsys):
+    """The default ratio (the machine file's gemm rates) decides much of a prediction (a late column
+    on the host doubled one): the text summary says it, as --json did."""
+    assert main(["simulate", "cholesky", "--n", "2304", "--nb", "576", "--machine", "keeneland", "--gpus", "3"]) == 0
+    assert "  gpus      tile columns dealt host:GPUs 1:3 (--gpu-ratio to choose;" in capsys.readouterr().out
+    assert main(["simulate", "cholesky", "--n", "2304", "--nb", "576", "--machine", "keeneland", "--gpus", "3",
+                 "--gpu-ratio", "0:1"]) == 0
+    assert "host:GPUs 0:1" in capsys.readouterr().out

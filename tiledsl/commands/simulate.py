@@ -142,6 +142,9 @@ def render(result: dict) -> str:
              f"submitted: {walk['seconds']:.4f} s on the busiest rank ({_or_dash(walk['share'], '.0%')} of the time)",
              f"            {_walked(walk)}"]
     totals = result["totals"]
+    if result["gpus"] and result.get("gpu_ratio"):
+        lines.append(f"  gpus      tile columns dealt host:GPUs {result['gpu_ratio']} (--gpu-ratio to choose; "
+                     f"0:1 gives the GPUs every tile)")
     if result["host_takes"]:
         lines.append(f"  gpus      CPU workers took {totals['host_took']} GPU task(s) (--host-takes)")
     if result["np"] > 1:
