@@ -167,6 +167,8 @@ def test_rates_are_interpolated_in_the_tile_size():
     ({"cpu": {"gemm": {"big": 3}}}, "cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
     ({"speed": 3}, "unknown field 'speed'"),
     ({"runtime": {"walk_us": 1, "walk_ms": 3}}, "unknown field 'runtime.walk_ms' (runtime takes walk_us, "),
+    ({"name": 5}, "bad.json: name must be a string, got 5"),  # it printed "simulated on 2 rank(s) ... of 5"
+    ({"about": ["x"]}, "bad.json: about must be a string, got ['x']"),
 ])
 def test_a_bad_machine_file_is_one_line(capsys, tmp_path, change, message):
     path = tmp_path / "bad.json"

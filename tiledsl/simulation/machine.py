@@ -180,16 +180,19 @@ def machine(content: dict, where: str = "machine file") -> Machine:
     per_node = content.get("ranks_per_node", 1)
     if per_node is not None and (not isinstance(per_node, int) or per_node < 1):
         raise MachineError(f"{where}: ranks_per_node must be a positive integer or null (all ranks on one node)")
+    for key in ("name", "about"):
+        if not isinstance(content.get(key, ""), str):
+            raise MachineError(f"{where}: {key} must be a string, got {content[key]!r}")
     cpu = _rates(content["cpu"], f"{where}: cpu")
     gpu = _rates(content["gpu"], f"{where}: gpu") if "gpu" in content else None
-    return Machine(name=str(content.get("name", where)), cores=cores, gpus=gpus, cpu=cpu, gpu=gpu,
+    return Machine(name=content.get("name", where), cores=cores, gpus=gpus, cpu=cpu, gpu=gpu,
                    network=_link(content["network"], f"{where}: network"),
                    pcie=_link(content["pcie"], f"{where}: pcie"),
                    gpu_link=_link(content.get("gpu_link", content["pcie"]), f"{where}: gpu_link"),
                    runtime={**RUNTIME_FIELDS, **{k: _number(v, f"{where}: runtime.{k}") for k, v in runtime.items()}},
                    ranks_per_node=per_node,
                    memory=_memory(content, where),
-                   about=str(content.get("about", "")), source=where)
+                   about=content.get("about", ""), source=where)
 
 
 def _rates(table, where: str) -> Rates:
