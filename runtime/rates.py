@@ -88,8 +88,10 @@ def _table(value, where: str) -> tuple[list, list]:
             raise RateError(f"{where}: a rate table maps tile sizes to GFLOP/s, got {value!r}") from None
     else:
         raise RateError(f"{where}: a rate is a number of GFLOP/s or a {{size: GFLOP/s}} table, got {value!r}")
-    if any(not (LEAST_RATE <= rate <= MOST_RATE) for _, rate in pairs):  # NaN fails both comparisons
-        raise RateError(f"{where}: rates are GFLOP/s from {LEAST_RATE:g} to {MOST_RATE:g}, got {value!r}")
+    bad = next(((size, rate) for size, rate in pairs if not LEAST_RATE <= rate <= MOST_RATE), None)  # NaN too
+    if bad is not None:
+        got = f"{bad[1]!r} at size {bad[0]}" if isinstance(value, dict) else repr(value)
+        raise RateError(f"{where}: rates are GFLOP/s from {LEAST_RATE:g} to {MOST_RATE:g}, got {got}")
     if isinstance(value, dict) and any(size < 1 for size, _ in pairs):
         raise RateError(f"{where}: the tile sizes of a rate table are positive integers, got {value!r}")
     return [p[0] for p in pairs], [p[1] for p in pairs]

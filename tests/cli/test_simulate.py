@@ -160,6 +160,8 @@ def test_rates_are_interpolated_in_the_tile_size():
      "bad.json: network.latency_us must be a number from 0 to 1e+09, got nan"),
     ({"runtime": {"task_us": float("nan")}}, "bad.json: runtime.task_us must be a number from 0 to 1e+09, got nan"),
     ({"cpu": {"gemm": 1e-300}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got 1e-300"),
+    ({"cpu": {"gemm": {"64": 3.0, "128": float("nan")}}},  # the entry, not the whole table
+     "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got nan at size 128"),
     ({"network": {"latency_us": 1e300, "bandwidth_gbs": 3}},
      "bad.json: network.latency_us must be a number from 0 to 1e+09, got 1e+300"),
     ({"network": {"latency_us": 1}}, "network must give exactly latency_us, bandwidth_gbs"),
