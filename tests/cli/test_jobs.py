@@ -128,6 +128,32 @@ def test_the_topology_files_a_job_made_are_removed_and_no_other(tmp_path, monkey
         holder.wait(5)
 
 
+@pytest.mark.timeout(30)
+def test_stale_topology_files_no_process_holds_are_removed_by_a_later_job(tmp_path, monkeypatch):
+    """A `tiledsl run` killed by SIGKILL cannot remove its hydra topology files: a later job
+    removes those older than STALE_SECONDS that no process holds open."""
+    import os
+
+    monkeypatch.setattr(jobs, "TOPOLOGY_FOLDER", tmp_path / "topology")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(jobs.tempfile, "tempdir", None)
+    (tmp_path / "topology").mkdir()
+    old, young, held = (tmp_path / "topology" / f"hydra_hwloc_xmlfile_{name}" for name in ("old", "young", "held"))
+    stale = time.time() - 2 * jobs.STALE_SECONDS
+    for path in (old, young, held):
+        path.write_text("<topology/>")
+    for path in (old, held):
+        os.utime(path, (stale, stale))
+    holder = subprocess.Popen([sys.executable, "-c", OPEN, str(held), "20"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"  # a long job running beside this one
+        jobs.remove_stale()
+        assert not old.exists() and young.exists() and held.exists()
+    finally:
+        holder.kill()
+        holder.wait(5)
+
+
 FAILS = """use "fails.py"
 kernel fail(inout A)
 

@@ -499,9 +499,16 @@ def remove_orphans(before: set[Path], wait: float = ORPHAN_WAIT) -> list[Path]:
 
 def remove_stale(age: float = STALE_SECONDS) -> None:
     """Remove what jobs whose ``tiledsl run`` was killed (SIGKILL: nothing of ours ran) left: this
-    user's MPICH segments no process maps, and job folders no process names, older than ``age``
-    seconds (a job starting now has made neither, or maps them)."""
+    user's MPICH segments no process maps, hydra's topology files no process holds open, and job
+    folders no process names, older than ``age`` seconds (a job starting now has made none, or
+    uses them)."""
     now = time.time()
+    topologies = {p for p in topology_files() if _age(p, now) > age}
+    held = opened(topologies)
+    for path in topologies:
+        if str(path) not in held:
+            with contextlib.suppress(OSError):
+                path.unlink()
     old = [p for p in segments() if _age(p, now) > age]
     folders = [p for p in Path(tempfile.gettempdir()).glob("tiledsl-job-*")
                if _age(p, now) > age and p.stat().st_uid == os.getuid()]
