@@ -218,6 +218,13 @@ class TiledMatrix:
     def local_bytes(self) -> int:
         return sum(t.data.nbytes for t in self.local_tiles() if t.data is not None)
 
+    def discard(self) -> None:
+        """Let go of every tile's data, the run over and its result copied out: a tile and its
+        matrix refer to each other, so without this the data waits for the cyclic garbage
+        collector (a service that disables it grew by the matrices' size each run)."""
+        for tile in self._made.values():
+            tile.data = None
+
 
 def _leading_dimension(rows: int) -> int:
     """Rows rounded up to whole cache lines, off multiples of 256 doubles: columns 2 KiB·2^k

@@ -206,6 +206,8 @@ class Loaded:
         output = Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
                         result.passed, dict(result.nonfinite), list(result.errors), dict(result.input_nonfinite),
                         notes=notes, **self._ran_with(result))
+        for matrix in result.matrices.values():
+            matrix.discard()
         problems = _problems(output, allow_nonfinite)
         if problems:  # the command line fails this run: so does the API, the output kept on the error
             raise TiledslError("; ".join(problems), output)

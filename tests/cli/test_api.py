@@ -729,3 +729,29 @@ def test_overlapping_runs_from_two_threads_keep_single_threaded_blas_until_the_l
         runs[name].join()
     assert seen == {"first": 1.0, "second": 1.0}
     assert threads() == before  # the last run to end gave back what there was
+
+
+@pytest.mark.timeout(120)
+def test_a_run_lets_go_of_its_tiles_without_the_cyclic_collector():
+    """A tile and its matrix refer to each other: with the garbage collector off (as some services
+    run), each run kept its matrices' tiles, 6.4 MB a run at n = 1200."""
+    import gc
+    import tracemalloc
+
+    program = tiledsl.load("cholesky")
+    program.run(n=600, tiles={"nb": 200})
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        program.run(n=600, tiles={"nb": 200})
+        first = tracemalloc.get_traced_memory()[0]
+        for _ in range(4):
+            program.run(n=600, tiles={"nb": 200})
+        grown = tracemalloc.get_traced_memory()[0] - first
+    finally:
+        tracemalloc.stop()
+        if was_enabled:
+            gc.enable()
+    assert grown < 2 * 600 * 600 * 8, grown  # one matrix is 2.9 MB; four runs kept 11.5 MB
