@@ -111,8 +111,8 @@ def _where(error: BaseException) -> str:
     statement = _quoted_statement(lines, number - 1)
     visible = _names_in_scope(lines, number - 1)
     source_names = frame.f_globals.get("SOURCE_NAMES", {})  # the driver's renamings of .tile names
-    values = ", ".join(f"{source_names.get(name, name)} = {value}" for name, value in frame.f_locals.items()
-                       if name in visible and type(value) is int)
+    values = ", ".join(f"{source_names.get(name, name)} = {value}" for name in visible
+                       for value in [frame.f_locals.get(name)] if type(value) is int)
     parts = ([f"in `{statement}`"] if statement else []) + ([f"with {values}"] if values else [])
     return f" ({', '.join(parts)})" if parts else ""
 
@@ -121,11 +121,11 @@ _LOOP = re.compile(r"\s*for ([A-Za-z]\w*) in ")
 _ASSIGNED = re.compile(r"\s*([A-Za-z]\w*) = ")
 
 
-def _names_in_scope(lines: list, at: int) -> set:
-    """The loop variables and lets of the driver's loop nest visible at line ``at`` (0-based):
-    those of the loops around it and the lets before it in its own or an enclosing block,
-    not those of a loop that ended before it."""
-    names: set = set()
+def _names_in_scope(lines: list, at: int) -> list:
+    """The loop variables and lets of the driver's loop nest visible at line ``at`` (0-based), in
+    the order the program gives them values: those of the loops around it and the lets before it
+    in its own or an enclosing block, not those of a loop that ended before it."""
+    names: list = []
     if at >= len(lines):
         return names
     indent = len(lines[at]) - len(lines[at].lstrip())
@@ -141,9 +141,9 @@ def _names_in_scope(lines: list, at: int) -> set:
             found = _LOOP.match(text)
         else:
             found = _ASSIGNED.match(text) if level == indent else None
-        if found:
-            names.add(found.group(1))
-    return names
+        if found and found.group(1) not in names:
+            names.append(found.group(1))
+    return names[::-1]
 
 
 _QUOTED = re.compile(r"^\s*# \S+\.tile:(\d+): (.+)$")

@@ -43,7 +43,7 @@ PROGRAMS = {
     potrf(A[k + 1 // z, k])
   }
 }""", 5, "the loop nest failed: ZeroDivisionError: integer division or modulo by zero "
-             "(in `potrf(A[k + 1 // z, k])`, with k = 0, z = 0)"),
+             "(in `potrf(A[k + 1 // z, k])`, with z = 0, k = 0)"),
     "modulo by zero": ("""program p {
   param z = 0
   matrix A[n, n] = random spd
