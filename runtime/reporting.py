@@ -178,6 +178,9 @@ def finite_or_none(value):
     return value
 
 
+#: the summary's note (text and JSON) of --host-takes on in a run out of core
+HOST_TAKES_OUT_OF_CORE = "--host-takes does nothing out of core"
+
 SUMMED = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_received",
           "peak_tile_bytes", "device_copies", "host_took")
 
@@ -199,7 +202,8 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "upper_bound": result.upper_bound,
             "of_upper_bound": rate / result.upper_bound if rate and result.upper_bound else None,
             "input_nonfinite": result.input_nonfinite, "errors": result.errors,
-            "notes": [*result.notes, *warnings_of(Path(program.source).name, ranks)],
+            "notes": [*result.notes, *warnings_of(Path(program.source).name, ranks),
+                      *([HOST_TAKES_OUT_OF_CORE] if result.host_takes_out_of_core else [])],
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources,
             "out_of_core": out_of_core_totals(ranks), **result.trace}
@@ -273,7 +277,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         lines.append(f"  gpu cache out of core, {_mib(cache['cache_bytes'])} per GPU (peak {_mib(cache['peak_cache_bytes'])}): "
                      f"{cache['copies_in']} copies in ({_mib(cache['bytes_in'])}), {cache['copies_out']} write-backs "
                      f"({_mib(cache['bytes_out'])}), {cache['evictions']} evictions"
-                     + ("; --host-takes does nothing out of core" if result.host_takes_out_of_core else ""))
+                     + (f"; {HOST_TAKES_OUT_OF_CORE}" if result.host_takes_out_of_core else ""))
     if result.trace:
         t = result.trace
         lines.append(f"  bounds    critical path {t['critical_path']:.4f} s, area {t['area_bound']:.4f} s, "

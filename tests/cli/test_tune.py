@@ -421,6 +421,9 @@ def test_a_tuned_host_takes_is_used_unless_the_command_line_says(cache):
     said = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--host-takes", "on",
                              "--json", cache=cache))  # the tuned choice said again: the same run
     assert said["host_takes"] and said["gpu_ratio"] == "0:1" and said["sources"]["host_takes"] == "command line"
+    out_of_core = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--host-takes", "on",
+                                    "--gpu-memory", "700K", "--json", cache=cache))  # the text said so; the JSON not
+    assert out_of_core["out_of_core"] and "--host-takes does nothing out of core" in out_of_core["notes"]
 
 
 @pytest.mark.timeout(120)
