@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,7 +27,7 @@ from . import heteroprio
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
-from .errors import KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
+from .errors import InternalFailure, KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
 from .matrix import call_views
 from .notes import KernelNotes, where_ran
 from .flops import PRELUDE_FLOPS, task_flops
@@ -33,7 +35,7 @@ from .panels import Panel
 from .program import flatten, tiles_text
 from .scheduler import Scheduler, Task
 from .share import among, every_value
-from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, running_line, running_lines
+from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, running_line, running_lines
 
 
 #: A rank running nothing, only waiting for other ranks, reports a stall after this many times the
@@ -408,7 +410,18 @@ class Engine:
             self._wake_all()
 
     def _worker(self, index: int, device: int, lane: str) -> None:
-        """A CPU worker (device 0) or a GPU's management thread: run ready tasks of ``device``."""
+        """A CPU worker (device 0) or a GPU's management thread: run ready tasks of ``device``. A
+        kernel's error fails its task; any other is a bug of tiledsl, which stops the run (a worker
+        thread that died of one left the run waiting for it until the watchdog blamed a task)."""
+        try:
+            self._run_tasks(index, device, lane)
+        except BaseException as error:
+            if os.environ.get("TILEDSL_DEBUG"):
+                traceback.print_exc()
+            self._fail(InternalFailure(f"internal error in {lane_text(lane)}: {type(error).__name__}: {error}",
+                                       self.rank))
+
+    def _run_tasks(self, index: int, device: int, lane: str) -> None:
         scheduler = self.scheduler
         busy = other = 0.0
         count = 0

@@ -69,6 +69,10 @@ class TaskFailure(Exception):
         self.line = line
 
 
+class InternalFailure(TaskFailure):
+    """A bug of tiledsl stopped the run on this rank (said as an internal error, exit status 3)."""
+
+
 def loop_nest_failure(error: Exception, rank: int) -> TaskFailure:
     """The failure of the driver's loop nest that raised ``error``, at its ``.tile`` line."""
     from .flops import FlopCountError

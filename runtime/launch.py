@@ -30,6 +30,7 @@ import numpy as np
 from . import blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
 from .engine import STOP_SECONDS, Engine, TaskFailure
+from .errors import InternalFailure
 from .fitting import fit_files, load_note, load_path, settings_hints
 from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
@@ -470,6 +471,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         if _rank(comm) == 0:
             print(f"tiledsl: error: {error}", file=err)
         return _leave(comm, 2)
+    except InternalFailure as failure:
+        return _fail(comm, _internal_text(failure.rank, str(failure)), err,
+                     _json_out(program, args, out, comm, options), code=3)
     except TaskFailure as failure:
         where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
         return _fail(comm, f"rank {failure.rank}{where}: {failure}", err,
@@ -492,8 +496,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     except Exception as error:  # a bug in tiledsl: said as the command line says it, and every rank ends now
         if os.environ.get("TILEDSL_DEBUG"):
             traceback.print_exc(file=err)
-        return _fail(comm, f"rank {_rank(comm)}: internal error: {type(error).__name__}: {error}\n"
-                           f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", err,
+        return _fail(comm, _internal_text(_rank(comm), f"internal error: {type(error).__name__}: {error}"), err,
                      _json_out(program, args, out, comm, options), code=3)
     if comm is None or comm.rank == 0:
         try:
@@ -528,6 +531,11 @@ def _problems(result: RunResult) -> list:
         return problems
     return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)",
                                       result.input_nonfinite, "; --allow-nonfinite takes them for results")
+
+
+def _internal_text(rank: int, message: str) -> str:
+    """A bug of tiledsl on ``rank``, said as the command line says one (``message``: 'internal error...')."""
+    return f"rank {rank}: {message}\n  (set TILEDSL_DEBUG=1 for the traceback, and please report it)"
 
 
 def _warner(comm, err):

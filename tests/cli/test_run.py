@@ -892,14 +892,21 @@ def test_bench_fails_a_run_that_leaves_a_nan_as_run_does(tmp_path):
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("ranks", [1, 2])
-def test_a_bug_of_tiledsl_in_one_rank_is_an_internal_error_and_ends_every_rank(tmp_path, ranks):
-    """A rank's unexpected exception (here a check made to raise, as a bug would) printed a bare
-    traceback, and on two ranks the other rank waited 60 s for an answer: now it is said as the
-    command line says an internal error, exit 3, and the job ends at once."""
-    (tmp_path / "broken.py").write_text("from tiledsl.runtime import verify\n\n"
-                                        "def _raise(self, decl, driver, params):\n"
-                                        "    raise ValueError('a bug in the check')\n\n"
-                                        "verify.Verifier.check = _raise\n\n"
+@pytest.mark.parametrize("module, target, said", [
+    ("verify", "Verifier.check", "internal error: ValueError"),  # on the main thread, in the check
+    ("scheduler", "Scheduler.pop", "internal error in CPU worker 0: ValueError"),  # in a worker thread
+])
+def test_a_bug_of_tiledsl_in_one_rank_is_an_internal_error_and_ends_every_rank(tmp_path, ranks, module, target,
+                                                                              said):
+    """A rank's unexpected exception (here a function of tiledsl made to raise, as a bug would) printed
+    a bare traceback: on the main thread, and on two ranks the other rank waited 60 s for an answer;
+    in a worker thread, which died, and the run waited for it until the watchdog blamed a task. Now
+    it is said as the command line says an internal error, exit 3, and the job ends at once."""
+    owner, method = target.split(".")
+    (tmp_path / "broken.py").write_text(f"from tiledsl.runtime import {module}\n\n"
+                                        "def _raise(*args, **kwargs):\n"
+                                        "    raise ValueError('a bug of tiledsl')\n\n"
+                                        f"{module}.{owner}.{method} = _raise\n\n"
                                         "def touch(a):\n    pass\n")
     (tmp_path / "ie.tile").write_text('use "broken.py"\nkernel touch(inout A)\nprogram ie {\n'
                                       "  tiling uniform(nb = 64)\n  matrix A[n, n] = random spd\n"
@@ -908,5 +915,5 @@ def test_a_bug_of_tiledsl_in_one_rank_is_an_internal_error_and_ends_every_rank(t
     out = tiledsl("run", "ie.tile", "--n", 128, "--check", "--np", ranks, "--json", cwd=tmp_path)
     assert out.returncode == 3 and time.monotonic() - began < 40, out.stderr
     assert "Traceback" not in out.stderr and "did not answer" not in out.stderr, out.stderr
-    assert re.match(r"tiledsl: error: rank \d: internal error: ValueError: a bug in the check\n", out.stderr)
+    assert re.match(rf"tiledsl: error: rank \d: {said}: a bug of tiledsl\n", out.stderr), out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["ok"] is False
