@@ -362,6 +362,24 @@ def test_bench_json_says_a_failure_as_run_json_does(tmp_path):
 
 
 @pytest.mark.timeout(130)
+@pytest.mark.parametrize("returns, said", [
+    ("raise RuntimeError('boom')", r"check res \(uc\.tile:6\): res raised RuntimeError at k\.py:3: boom"),
+    ("return {'a': 1.0, 'b': float('nan'), 'c': 70.0}", r"check failed: residuals b nan, c 70 are not below 60"),
+])
+def test_bench_says_why_a_user_check_failed_as_run_does(tmp_path, returns, said):
+    """bench said 'residual nan is not below 60' for a check that raised, and the largest residual for
+    a check returning several."""
+    (tmp_path / "k.py").write_text(f"def res(before, after):\n    if True:\n        {returns}\n\n"
+                                   "def scale(a):\n    a *= 0.5\n")
+    (tmp_path / "uc.tile").write_text('use "k.py"\nkernel scale(inout A)\nprogram uc {\n  tiling uniform(nb = 100)\n'
+                                      "  matrix A[n, n] = random general\n  check res(A)\n"
+                                      "  for i in 0 .. A.mt { scale(A[i, i]) }\n}\n")
+    for json_flag in ((), ("--json",)):
+        out = tiledsl("bench", "uc.tile", "--n", 200, "--rounds", 1, "--no-dask", *json_flag, cwd=tmp_path)
+        assert out.returncode == 1 and re.fullmatch(rf"tiledsl: error: {said}\n", out.stderr), out.stderr
+
+
+@pytest.mark.timeout(130)
 def test_bench_says_when_dask_is_left_out_for_want_of_it():
     out = tiledsl("bench", "cholesky", "--n", 256, "--nb", 128, "--rounds", 1)
     assert out.returncode == 0, out.stderr

@@ -210,6 +210,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     if with_dask and kind in DASK_KINDS and importlib.util.find_spec("dask") is None:
         notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
     residual, passed, tiles, params, tiling, flops, source = None, None, {}, {}, "", None, None
+    residuals, errors = {}, []
     execute(driver, options, inputs)  # an untimed round first: no implementation is timed cold
     for _, routine, matrices, threads, check_options in references:
         _timed(routine, matrices, threads, check_options)
@@ -217,6 +218,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         result = execute(driver, options, inputs)
         tiled.times.append(result.seconds)
         residual, passed = result.residual, result.passed
+        residuals, errors = dict(result.residuals), list(result.errors)  # why a check failed (run says the same)
         for measure, routine, matrices, threads, check_options in references:
             seconds, measure.info = _timed(routine, matrices, threads, check_options)
             measure.times.append(seconds)
@@ -236,6 +238,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     table = _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, tiling,
                    notes, params)
     # the count of the check's kind, which a program doing less (a band) did not do: say so by every rate
+    table.update(residuals=residuals, errors=errors)
     table["flops_basis"] = count_text(program, result.matrices, source).strip(" ()") \
         if flops and source != "kernels" else None  # (the kernels' count has its note)
     return table
