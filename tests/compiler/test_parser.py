@@ -399,7 +399,9 @@ def test_a_declaration_outside_the_block_is_not_told_to_go_outside(text):
     assert "outside the program's block" not in (raised.value.diagnostic.hint or "")
 
 
-@pytest.mark.parametrize("after", ["  for i in 0 .. A.mt {\n    potrf(A[i, i])\n  }\n", "  potrf(A[0, 0])\n", ""])
+@pytest.mark.parametrize("after", ["  for i in 0 .. A.mt {\n    potrf(A[i, i])\n  }\n", "  potrf(A[0, 0])\n", "",
+                                   # a keyword the grammar takes for the kind: the error was E209 'check'
+                                   "  check cholesky(A)\n", "  in matrix B[n, n] = zeros\n"])
 def test_random_without_its_kind_is_said_at_random(after):
     """The next line's first word was taken for the kind ('random for'), and the error came
     later on that line: it is said at 'random'."""
@@ -409,6 +411,15 @@ def test_random_without_its_kind_is_said_at_random(after):
     d = raised.value.diagnostic
     assert (d.message, span_of(d)) == ("'random' needs a kind", where(text, 2, "random"))
     assert d.hint == "write 'random spd', 'random general' or 'random diagdom'"
+
+
+def test_a_matrix_without_its_value_is_said_at_the_equals_sign():
+    """'potrf' on the next line was taken for a named value, and '(' was unexpected there."""
+    text = "program p {\n  matrix A[n, n] =\n  potrf(A[0, 0])\n}\n"
+    with pytest.raises(SourceError) as raised:
+        parse_text(text)
+    d = raised.value.diagnostic
+    assert (d.message, span_of(d)) == ("the matrix's initial value is missing after '='", (2, 18, 2, 19))
 
 
 def test_power_spans():

@@ -252,21 +252,29 @@ def _open_on_earlier_lines(text: str, line: int) -> tuple[str, ...]:
                  for number, column, char in still_open[-2:])
 
 
-#: a matrix declaration ending in ``random``: its kind was read from the next line
-_RANDOM_AT_END = re.compile(r"\bmatrix\b[^=]*=\s*random\s*$")
+#: a matrix declaration ending in ``=`` or ``= random``: its value, or its kind, was read from the next line
+_VALUE_AT_END = re.compile(r"\bmatrix\b[^=]*(=)\s*(random)?\s*$")
 
 
 def _random_without_kind(source: Source, line: int) -> Diagnostic | None:
-    """``matrix A[n, n] = random`` with no kind: the first word of the next line (``for``) was
-    taken for the kind, and the error came later on that line. Said at ``random``."""
+    """``matrix A[n, n] = random`` with no kind, or ``matrix A[n, n] =`` with no value: the first
+    word of the next line (``for``, ``potrf``) was taken for them, and the error came later on that
+    line. Said at ``random``, or at the ``=``."""
     lines = source.text.split("\n")
     previous = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), None)
-    found = _RANDOM_AT_END.search(_code(lines[previous - 1]).rstrip()) if previous else None
+    found = _VALUE_AT_END.search(_code(lines[previous - 1]).rstrip()) if previous else None
     if found is None:
         return None
-    end = found.end()
-    return Diagnostic(Span(source.path, previous, end - len("random") + 1, previous, end + 1), "E100",
-                      "'random' needs a kind", (),
+    if found.group(2):
+        return _random_needs_a_kind(source.path, previous, found.start(2) + 1)
+    return Diagnostic(Span.point(source.path, previous, found.start(1) + 1), "E100",
+                      "the matrix's initial value is missing after '='",
+                      hint="write 'random general' (or another kind), 'zeros', 'identity' or 'load \"FILE.npy\"'")
+
+
+def _random_needs_a_kind(path: str, line: int, column: int) -> Diagnostic:
+    """The error of a ``random`` at ``line``:``column`` given no kind."""
+    return Diagnostic(Span(path, line, column, line, column + len("random")), "E100", "'random' needs a kind", (),
                       "write " + _join([f"'random {kind}'" for kind in n.RANDOM_KINDS]))
 
 
@@ -665,7 +673,11 @@ class _Builder:
         return n.MatrixDecl(mode, c[1], c[2], c[3], c[4], span)
 
     def init_random(self, c, span):
-        return n.Init("random", c[0], None, span)
+        kind = c[0]
+        if kind.span.line > span.line and kind.text in _KEYWORDS + ("in", "out", "inout"):
+            # `= random` and then `check cholesky(A)` on the next line: 'check' taken for the kind
+            raise SourceError(_random_needs_a_kind(self.path, span.line, span.column))
+        return n.Init("random", kind, None, span)
 
     def init_load(self, c, span):
         return n.Init("load", None, self._string(c[0]), span)
