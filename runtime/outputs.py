@@ -170,8 +170,8 @@ def write_trace(driver, params, matrices, events, result, options: Options, comm
     capacity = {"cpu": result.workers * result.ranks, "gpu": options.gpus * result.ranks}
     path = critical_path(driver, matrices, params, times)
     area = area_bound(times, capacity)
-    summary = {"critical_path": path, "area_bound": area,
-               "efficiency": max(path, area) / result.seconds if result.seconds > 0 else None}
+    summary = {"critical_path": path, "area_bound": area,  # no efficiency of a run in which no task ran
+               "efficiency": max(path, area) / result.seconds if result.seconds > 0 and times else None}
     summary.update(utilisation(ranks, result.seconds, lanes))
     summary.update(communication(ranks, result.seconds))
     return summary

@@ -81,7 +81,7 @@ def test_a_run_in_which_no_task_ran_plots_its_empty_lanes(tmp_path, capsys):
     trace = tmp_path / "none.json"
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "none.tile", "--n", "64", "--workers",
                           "2", "--trace", str(trace)], cwd=tmp_path, capture_output=True, text=True, timeout=150)
-    assert out.returncode == 0 and "load imbalance - (no task ran)" in out.stdout, out.stderr
+    assert out.returncode == 0 and "efficiency -, load imbalance - (no task ran)" in out.stdout, out.stderr
     assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 0, capsys.readouterr().err
     assert [lane.name for lane in lanes(load_trace(trace))] == ["cpu-0", "cpu-1"]
 
