@@ -47,6 +47,14 @@ def failure_line(residuals: dict) -> str:
     return f"check failed: residual{'s' if several else ''} {said} {'are' if several else 'is'} not below {THRESHOLD:g}"
 
 
+def failure_lines(errors: list, residuals: dict) -> list:
+    """Why a run failed, as run and bench say it: its ``errors`` first (a check that raised among
+    them, whose NaN residual they explain), then the residuals not below the threshold."""
+    failing = [value for value in residuals.values() if not passes(value)]
+    explained = bool(errors) and all(math.isnan(value) for value in failing)
+    return list(errors) + ([failure_line(residuals)] if failing and not explained else [])
+
+
 #: residuals computed again exactly when :func:`near` (:func:`.verify.exact_update`): their verdict holds
 EXACT_WHEN_NEAR = frozenset({"lu"})
 

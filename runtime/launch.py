@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import math
 import os
 import re
 import signal
@@ -523,10 +522,7 @@ STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # Ctrl-C (SIGINT) is Python'
 
 def _problems(result: RunResult) -> list:
     """Why a completed run failed, one line each (none: it succeeded)."""
-    problems = list(result.errors)  # the causes first: a check that raised gives a NaN residual
-    explained = bool(result.errors) and result.residual is not None and math.isnan(result.residual)
-    if result.passed is False and not explained:
-        problems.append(checks.failure_line(result.residuals or {"": result.residual}))
+    problems = checks.failure_lines(result.errors, result.residuals)
     if result.nonfinite_allowed:
         return problems
     return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)",
