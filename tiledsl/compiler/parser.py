@@ -187,7 +187,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     before, after = text[:column - 1], text[column - 1 + len(token):]
     in_expression = "PLUS" in terminals  # where an operator could follow
     notes += _open_on_earlier_lines(source.text, line)
-    return (_random_without_kind(source, line)
+    return (_initial_value_missing(source, line)
             or _line_ended_early(source, line, before, token, terminals, notes)
             or _misspelt_word(source.path, line, before)
             or _value_dependent(source.path, line, before, token, in_expression)
@@ -256,7 +256,7 @@ def _open_on_earlier_lines(text: str, line: int) -> tuple[str, ...]:
 _VALUE_AT_END = re.compile(r"\bmatrix\b[^=]*(=)\s*(random)?\s*$")
 
 
-def _random_without_kind(source: Source, line: int) -> Diagnostic | None:
+def _initial_value_missing(source: Source, line: int) -> Diagnostic | None:
     """``matrix A[n, n] = random`` with no kind, or ``matrix A[n, n] =`` with no value: the first
     word of the next line (``for``, ``potrf``) was taken for them, and the error came later on that
     line. Said at ``random``, or at the ``=``."""
