@@ -384,7 +384,7 @@ def _import_cupy():
         import cupy
         import cupyx
     except ImportError:
-        raise ValueError("install CuPy for --gpu-backend cupy: pip install -e '.[gpu]' in tiledsl's checkout "
+        raise ValueError("install CuPy for the cupy GPU backend: pip install -e '.[gpu]' in tiledsl's checkout "
                          "('.[gpu-cuda13]' for CUDA 13)") from None
     return cupy, cupyx
 

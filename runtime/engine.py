@@ -303,8 +303,8 @@ class Engine:
             lines = running_lines(self.running, time.monotonic())
         if not lines:  # the threads left are past their kernels, about to end
             return ""
-        return "\n".join([f"{len(lines)} kernel(s) still running {STOP_SECONDS:g} s after the run stopped, "
-                          f"left to end on their own (Python cannot stop a thread):", *lines])
+        return "\n".join([f"{len(lines)} kernel(s) of rank {self.rank} still running {STOP_SECONDS:g} s after the run "
+                          f"stopped, left to end on their own (Python cannot stop a thread):", *lines])
 
     def _reported(self, left: str) -> TaskFailure:
         """The run's failure, naming the kernels ``left`` running."""

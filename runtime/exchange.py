@@ -544,8 +544,8 @@ class Exchange:
         """Copies this rank is still waiting for, for stall reports."""
         waiting = self._waiting(matrices)
         lines = [f"  waiting for {copy.tile}{part_text(copy.part)} version {copy.version} "
-                 + (f"from rank {copy.source}" if copy.tile.rank != self.rank else
-                    f"from device {copy.tile.device}") + (f" to GPU {copy.device}" if copy.device else "")
+                 + (f"from rank {copy.source}" + (f" to GPU {copy.device}" if copy.device else "")
+                    if copy.tile.rank != self.rank else f"from {_place(copy.tile.device)} to {_place(copy.device)}")
                  + (" (its plan from the owner is not in yet)" if self.broadcasts and self.broadcasts.unplanned_copy(copy)
                     else "")
                  for copy in waiting[:5]]
@@ -602,3 +602,7 @@ def read_whole(views: tuple, index: int) -> tuple:
     """``views`` with argument ``index`` read whole: its copy is already the sub-range."""
     return views[:index] + (None,) + views[index + 1:]
 
+
+def _place(device: int) -> str:
+    """Device 0 is the host, device g ≥ 1 GPU g."""
+    return f"GPU {device}" if device else "the host"

@@ -9,7 +9,9 @@ default). Each is tried at its default (``n`` has none), at each dimension of th
 at the values that solve a dimension's equation, the others at a trial's values: exactly where
 the program's formula is affine in the unknown, give or take a floor division's rounding
 (:meth:`_Search.solve`). Solutions are sought round after round, so that a chain is followed:
-``n`` from ``B[n * q, n]``'s columns, then ``q`` from its rows.
+``n`` from ``B[n * q, n]``'s columns, then ``q`` from its rows. Unknowns that set the
+dimensions together (``A[n + r, n - r]``) are solved for at once, by Newton steps on them all
+from several starts (:meth:`_Search.solve_jointly`): one at a time, they would circle round.
 
 A fit may leave its inferred unknowns free to move together (``A[n * q, n * q]``: the changes
 of the inputs' dimensions with each unknown are dependent, :meth:`_Search.free`); then each free
@@ -33,13 +35,15 @@ import numpy as np
 
 from . import npyio
 from .layout import make_params, matrix_shapes, settings_giving, tuned_note, untuned
-from .options import Options, check_file_names
+from .options import TILE_SETTINGS, Options, check_file_names
 from .userkernels import program_places
 from .world import UsageError
 
 MAX_TRIALS = 100_000  # assignments of n and the params tried against the inputs' shapes
 SECANT_STEPS = 4  # steps towards a value solving a dimension's equation (one where it is affine)
 SOLVE_WINDOW = 64  # most integers tried on each side of that value (a floor division rounds it)
+JOINT_STARTS = 32  # most first-round trials Newton steps on all the unknowns start from
+DIVISOR_STARTS = 8  # and the most small divisors of the dimensions each unknown starts from
 SWEEP_VALUES = 32  # most values a free unknown is swept over: the smallest divisors of the dimensions
 SHOWN = 4  # fits an ambiguity error lists
 
@@ -118,6 +122,8 @@ class _Search:
                 if trial not in tried:
                     tried.add(trial)
                     self._try(dict(zip(self.unknowns, trial)), found if rounds_left else None)
+            if rounds_left == len(self.unknowns) > 1:
+                self._try_jointly(list(tried)[:JOINT_STARTS] + self._divisor_starts(dims), tried)
             new = {name: sorted(found[name] - set(values[name])) for name in self.unknowns}
             if not any(new.values()):
                 return
@@ -142,6 +148,72 @@ class _Search:
                     other.run(dims)
                     for key, chosen in other.fits.items():
                         self._note_fit(key, chosen)
+
+    def _try_jointly(self, starts: list, tried: set) -> None:
+        """Try the values of all the unknowns together that :meth:`solve_jointly` finds from each
+        trial of ``starts`` (a product has several solutions, reached from different ones), and
+        the integers next to them (a floor division's rounding)."""
+        points = {tuple(point.items()) for start in starts
+                  for point in [self.solve_jointly(start)] if point is not None}
+        for point in points:
+            for values in itertools.product(*(range(value - 1, value + 2) for _, value in point)):
+                trial = self._trial_of(*self.assigned(dict(zip(self.unknowns, values))))
+                if trial not in tried:
+                    tried.add(trial)
+                    self._try(dict(zip(self.unknowns, trial)), None)
+
+    def _divisor_starts(self, dims: list) -> list:
+        """Trials with one unknown at one of the smallest divisors of the inputs' dimensions (the
+        others at their defaults, ``n`` at the largest dimension): near the solutions where that
+        unknown is a small factor of a product (``A[n * q, n + q]`` of 300×103: n=3, q=100)."""
+        base = {name: max(dims) if name == "n" else None for name in self.unknowns}
+        return [tuple({**base, name: value}.values()) for name in self.unknowns
+                for value in _sweep_values(dims)[:DIVISOR_STARTS]]
+
+    def _trial_of(self, n: int, chosen: dict) -> tuple:
+        """The trial (a value per unknown, None for a param at its default) of ``n`` and ``chosen``."""
+        def value(name):
+            if name == "n":
+                return n
+            rest = {k: v for k, v in chosen.items() if k != name}
+            default = self.evaluate(n, rest)
+            return None if default is not None and default[0][name] == chosen.get(name) else chosen.get(name)
+        return tuple(value(name) for name in self.unknowns)
+
+    def solve_jointly(self, start: tuple) -> dict | None:
+        """The values of all the unknowns together, from trial ``start``, that give every input
+        dimension: Newton steps on them all at once, each unknown's slopes taken over the shortest
+        doubling step that moves a dimension. Where two unknowns set two dimensions together
+        (``A[n + r, n - r]``), :meth:`solve`, one unknown at a time with the others held, circles
+        round the solution; a step on both reaches it at once where the formulas are affine."""
+        n, chosen = self.assigned(dict(zip(self.unknowns, start)))
+        evaluated = self.evaluate(n, chosen)
+        if evaluated is None:
+            return None
+        values = evaluated[0]
+        point = {name: n if name == "n" else values[name] for name in self.unknowns}
+        wanted = np.array([shape[axis] for shape in self.shapes.values() for axis in (0, 1)], float)
+        for _ in range(SECANT_STEPS):
+            here = self._input_dims(*self.assigned(point))
+            if here is None:
+                break
+            slopes = np.array([self._slopes(point, name, here) for name in point]).T
+            step = np.linalg.lstsq(slopes, wanted - here, rcond=None)[0]
+            moved = {name: value + round(change) for (name, value), change in zip(point.items(), step)}
+            if moved == point:
+                break
+            point = moved
+        return point
+
+    def _slopes(self, point: dict, name: str, here: list) -> list:
+        """The change per unit of the input dimensions with unknown ``name`` at ``point``, over the
+        shortest doubling step that changes one (zeros where none does)."""
+        value = point[name]
+        for step in (2 ** k for k in range(max(abs(value), *here, 1).bit_length() + 1)):
+            moved = self._input_dims(*self.assigned({**point, name: value + step}))
+            if moved is not None and moved != here:
+                return [(after - before) / step for before, after in zip(here, moved)]
+        return [0.0] * len(here)
 
     def _sizing_params(self, dims: list) -> list:
         """The params left unset that some input's shape depends on (at n, else the largest
@@ -369,15 +441,22 @@ def _sweep_values(dims: list) -> list:
 
 
 def fit_files(driver, options: Options) -> None:
-    """The command line without ``--n``: ``options.n`` and the params the shapes of the
-    ``--input`` files and of the ``load`` matrices' files tell, at the tile settings and tuned
-    params the run will use (their matrix names checked in any case)."""
+    """``options.n`` (without ``--n``) and the params (those ``--set`` leaves out) that the shapes
+    of the ``--input`` files and of the ``load`` matrices' files tell, at the tile settings and
+    tuned params the run will use, as the Python API fits its arrays (their matrix names checked
+    in any case). With ``--n``, shapes that fit no params (or files that cannot be read) leave
+    them as they are: the run then says each file against its matrix, with the setting that
+    would give it its shape."""
     program = driver.PROGRAM
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], options.inputs, {})
-    if options.n is not None:
+    files = {**load_files(driver), **options.inputs}
+    if options.n is not None and (not files or set(program.params) <= set(options.sets)):
         return
-    shapes = file_shapes({**load_files(driver), **options.inputs}, load_notes(driver, options.inputs))
-    options.n, options.sets = fit(driver, shapes, options)
+    try:
+        options.n, options.sets = fit(driver, file_shapes(files, load_notes(driver, options.inputs)), options)
+    except UsageError:
+        if options.n is None:
+            raise
 
 
 def check_files(driver, options: Options) -> None:
@@ -466,9 +545,30 @@ def _misfit(search: _Search, tuned: str) -> str:
     wrong = "; ".join(f"{matrix} has shape {shape}, expected {expected[matrix]}"
                       for matrix, shape in shapes.items() if expected[matrix] != tuple(shape))
     inferred = n is None or len(search.params) < len(driver.PROGRAM.params)
-    advice = f"; give {spelling.n} and {spelling.params} for the size you mean" if inferred else ""
+    tiles = _tile_settings_sizing(search, reference_n, chosen, [m for m in shapes if expected[m] != tuple(shapes[m])])
+    advice = (f"; give {spelling.n} and {spelling.params}{''.join(f' or {spelling.tile(t)}' for t in tiles)} "
+              f"for the size you mean" if inferred else "")
     return (f"{spelling.inputs}' shapes fit no size of {name}: with "
             f"{assignment(reference_n, {k: values[k] for k in driver.PROGRAM.params})}, {wrong}" + (tuned or advice))
+
+
+def _tile_settings_sizing(search: _Search, n: int, chosen: dict, names: list) -> list:
+    """The tile settings (``nb``, or ``B``, ``b``, ``s``) that matrices ``names``' shapes change
+    with, at these values (``A[n, nb]``): no ``n`` or param gives such a matrix another width."""
+    options = replace(search.options, n=n, sets=chosen)
+    base = matrix_shapes(search.driver, make_params(search.driver, options, requirements=False))[0]
+    moving = []
+    for setting, value in make_params(search.driver, options, requirements=False).as_dict().items():
+        if setting not in TILE_SETTINGS or not _is_int(value):
+            continue
+        try:
+            moved = matrix_shapes(search.driver, make_params(search.driver, replace(
+                options, tiles={**options.tiles, setting: value + 1}), requirements=False))[0]
+        except UsageError:
+            continue
+        if any(tuple(moved[name]) != tuple(base[name]) for name in names):
+            moving.append(setting)
+    return moving
 
 
 def _tuned_misfit(driver, shapes: dict, options: Options) -> str:

@@ -34,6 +34,7 @@ from .fitting import fit_files, load_note, load_path, settings_hints
 from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
 from .broadcast import broadcast_for
+from ..packages import missing_package
 from .comm import Unanswered
 from .crash import claim_process, run_in_progress
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
@@ -50,7 +51,7 @@ from .userkernels import changed_source, kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, check_working_directory, communicator, default_workers,
-                    launcher_rank, record_completion, standard_streams_open)
+                    launcher_rank, launcher_size, record_completion, standard_streams_open)
 
 
 # ---------------------------------------------------------------- the run
@@ -114,7 +115,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
         try:
             engine.tracer = Tracer() if options.trace else None
             engine.kernel_clock = rates.KernelClock() if options.time_kernels else None
-            with _progress(options, program.name, ranks, share.runs, engine), _naming_bad_inputs(bad_inputs):
+            with _progress(options, program.name, ranks, share.runs, engine), \
+                    _naming_bad_inputs(bad_inputs, options.spelling):
                 seconds = _timed(engine, driver.generate, params, comm)
             traced, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = rank_stats(engine, matrices, comm)
@@ -131,6 +133,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
                            broadcast=broadcast, host_takes=engine.host_costs is not None,
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
+        if not result.host_takes:  # asked for, but out of core: the notes say it did nothing
+            result.sources.pop("host_takes", None)
         result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}
         result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
         result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params), workers, options.gpus,
@@ -249,16 +253,18 @@ def _over_ranks(held: dict, names: list, comm) -> dict:
 
 
 @contextlib.contextmanager
-def _naming_bad_inputs(bad_inputs: dict):
-    """A kernel's failure on a NaN or an infinity says that the inputs held some, where they
-    did: a potrf that met a NaN computed from an input's Inf blamed only its own tile."""
+def _naming_bad_inputs(bad_inputs: dict, spelling):
+    """A kernel's failure on a NaN or an infinity says that the input tiles the run read held
+    some, where they did: a potrf that met a NaN computed from an input's Inf blamed only its
+    own tile. (The tiles no task reads are counted after a run, not before.)"""
     try:
         yield
     except TaskFailure as failure:
         if bad_inputs and str(failure).startswith("kernel ") and re.search(r"\b(nan|inf|infinite|infinity)\b", str(failure), re.I):
             said = ", ".join(f"{name} ({count})" for name, count in bad_inputs.items())
-            failure.args = (f"{failure}; the inputs held NaN or infinite values: {said} (--check-finite names "
-                            f"the first)",)
+            command = "tiledsl run " if spelling.api else ""  # run() has no check_finite
+            failure.args = (f"{failure}; the input tiles read held NaN or infinite values: {said} ({command}"
+                            f"--check-finite names the first)",)
         raise
 
 
@@ -464,11 +470,14 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                 if note:
                     warn(note)
     except UsageError as error:
+        json_out = _json_out(program, args, out, comm, options)
         if comm is not None and comm.size > 1:  # maybe this rank's alone (its GPU tiles): it ends the job
-            return _fail(comm, str(error), err, code=2)
+            return _fail(comm, str(error), err, json_out, code=2)
         # every rank meets the same usage error before MPI starts: rank 0 says it
         if _rank(comm) == 0:
             print(f"tiledsl: error: {error}", file=err)
+            if json_out is not None:
+                print(json_text({**json_out[0], "error": str(error)}), file=out, flush=True)
         return _leave(comm, 2)
     except InternalFailure as failure:
         return _fail(comm, _internal_text(failure.rank, str(failure)), err,
@@ -493,6 +502,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         _abort(comm, 128 + signum)
         return 128 + signum
     except Exception as error:  # a bug in tiledsl: said as the command line says it, and every rank ends now
+        if missing_package(error) is not None:  # or a package this rank's environment lacks (mpi4py)
+            return _fail(comm, f"rank {_rank(comm)}: {missing_package(error)}", err,
+                         _json_out(program, args, out, comm, options), code=2)
         if os.environ.get("TILEDSL_DEBUG"):
             traceback.print_exc(file=err)
         return _fail(comm, _internal_text(_rank(comm), f"internal error: {type(error).__name__}: {error}"), err,
@@ -552,7 +564,8 @@ def _json_out(program, args, out, comm=None, options=None):
     if not getattr(args, "json", False):
         return None
     n = options.n if options is not None and options.n is not None else getattr(args, "n", None)
-    return {"program": program.name, "n": n, "np": comm.size if comm is not None else 1,
+    size = launcher_size()  # before MPI starts (a usage error): the ranks the launcher started
+    return {"program": program.name, "n": n, "np": comm.size if comm is not None else size[1] if size else 1,
             "ok": False, "passed": None}, out
 
 
@@ -565,13 +578,16 @@ def _fail(comm, message: str, err, json_out=None, code: int = 1) -> int:
     if comm is not None and comm.size > 1 and not comm.first_to_fail():
         time.sleep(SECONDARY_SECONDS)
     record_completion(code)  # first: killed once its error is out (another rank's abort), it still reported
-    # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
-    # written in two parts let another rank's line in before its last newline
-    err.write(f"tiledsl: error: {message}\n")
-    err.flush()
-    if json_out is not None:
-        known, out = json_out
-        print(json_text({**known, "error": message}), file=out, flush=True)
+    try:
+        # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
+        # written in two parts let another rank's line in before its last newline
+        err.write(f"tiledsl: error: {message}\n")
+        err.flush()
+        if json_out is not None:
+            known, out = json_out
+            print(json_text({**known, "error": message}), file=out, flush=True)
+    except (OSError, ValueError):  # stderr or stdout closed (by a kernel): the job must end all the same
+        pass
     _abort(comm, code)
     return code
 

@@ -230,7 +230,7 @@ def make_distribution(program, params: Params, grid: tuple[int, int], gpus: int,
     try:
         if program.tiling.kind == "hybrid":
             if ratio is not None and gpus:
-                raise UsageError("--gpu-ratio applies to uniform tiling; hybrid tiles balance host and "
+                raise UsageError("a host:GPU ratio applies to uniform tiling; hybrid tiles balance host and "
                                  "GPUs with b (the host slices' width), see tiledsl tune")
             return Hybrid(pr, pc, max(params.s, 1), gpus)  # s < 1: said by the matrices, with the .tile line
         host, gpu = ratio if ratio is not None and gpus else (1, 1)

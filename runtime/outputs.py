@@ -67,10 +67,14 @@ def check_writable(path: str, what: str) -> None:
         raise UsageError(f"{what}: is a directory")
     given = os.path.dirname(path) or "."
     if not os.path.isdir(given):  # as the system resolves it: 'nosuch/..' does not exist
+        file = next((folder for folder in _folders(given) if os.path.exists(folder)), None)
+        if file is not None and not os.path.isdir(file):
+            raise UsageError(f"{what}: {file!r} is a file, not a directory")
         raise UsageError(f"{what}: directory {given!r} does not exist")
     real = os.path.realpath(path)
-    if os.path.exists(real) and not os.path.isfile(real):
-        raise UsageError(f"{what}: {real!r} is not a regular file (a device, a pipe or a socket), "
+    if os.path.exists(path) and not os.path.isfile(path):  # what the links lead to: /dev/stdout's pipe too
+        shown = real if os.path.exists(real) else path
+        raise UsageError(f"{what}: {shown!r} is not a regular file (a device, a pipe or a socket), "
                          f"which the written file would replace: name a file")
     if os.path.isfile(real) and not os.access(real, os.W_OK):  # renaming over it would ignore its mode
         raise UsageError(f"{what}: {real!r} is read-only: make it writable to replace it, or name another file")
@@ -87,6 +91,15 @@ def check_writable(path: str, what: str) -> None:
         raise UsageError(f"{what}: cannot create a file in {folder!r}: {error.strerror or error}") from None
     with contextlib.suppress(OSError):
         os.unlink(probe)
+
+
+def _folders(path: str) -> list:
+    """``path`` and the folders above it as written (``a/b/c``, ``a/b``, ``a``), nearest first."""
+    found = []
+    while path and path not in found:
+        found.append(path)
+        path = os.path.dirname(path)
+    return found
 
 
 class Staging:

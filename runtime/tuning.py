@@ -97,14 +97,19 @@ def gpu_names() -> list[str]:
 
 
 # ---------------------------------------------------------------- reading and writing
-def read(path: Path, warn=None) -> dict:
-    """The cache file's content; an empty cache (and a warning) if it is unreadable or corrupt."""
+def read(path: Path, warn=None, updating: bool = False) -> dict:
+    """The cache file's content; an empty cache (and a warning) if it is unreadable or corrupt.
+    ``updating``: one that exists but cannot be read is a :class:`UsageError` instead, since
+    writing over it would drop its entries (a corrupt one is rewritten, as its warning says)."""
     warn = warn or _warn
     try:
         text = path.read_bytes()  # json reads UTF-8 (and -16, -32); other bytes are a corrupt file
     except FileNotFoundError:
         return _empty()
     except OSError as error:
+        if updating:
+            raise UsageError(f"cannot read the tuning cache {path} to add to it: {error.strerror or error}; it was "
+                             f"left as it is (set XDG_CACHE_HOME to a directory of your own)") from None
         warn(f"ignoring the tuning cache {path}: {error.strerror or error}")
         return _empty()
     try:
@@ -121,7 +126,7 @@ def read(path: Path, warn=None) -> dict:
 def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
     """Add or replace ``entry`` under ``key`` in this machine's file, atomically; its path."""
     path = cache_path() if path is None else path
-    content = read(path, warn)
+    content = read(path, warn, updating=True)
     content["version"] = VERSION
     content["machine"] = machine()
     content["entries"][key] = entry

@@ -29,7 +29,7 @@ import threading
 import time
 
 from .errors import tile_line
-from .world import end_job
+from .world import end_job, launcher_size
 
 FLOOR_SECONDS = 60.0
 TASK_FACTOR = 20.0
@@ -182,9 +182,13 @@ def deadline(seconds: float | None, what: str, rank: int):
         yield
         return
     returned = threading.Event()
+    size = launcher_size()
+    # every rank may be stuck alike (loading one module): rank 0 says it and its end ends the
+    # job, the others say it only where they outlive that (one error a job, as a failed run's)
+    later = DEFERRED_SECONDS if rank and size is not None and size[1] > 1 else 0.0
 
     def watch():
-        if not returned.wait(seconds):
+        if not returned.wait(seconds) and not returned.wait(later):
             sys.stderr.write(f"tiledsl: error: rank {rank}: watchdog: {what} after {seconds:g} s (--watchdog)\n")
             sys.stderr.flush()
             end_job(1)
@@ -193,6 +197,10 @@ def deadline(seconds: float | None, what: str, rank: int):
         yield
     finally:
         returned.set()
+
+
+#: seconds a rank other than 0 whose user code outlived its deadline waits for rank 0's report
+DEFERRED_SECONDS = 3.0
 
 
 def running_line(running: dict) -> int | None:

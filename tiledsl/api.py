@@ -309,6 +309,9 @@ class Loaded:
             hint = f" (a vector is a matrix of one column: {name}.reshape(-1, 1))" if array.ndim == 1 else ""
             raise TiledslError(f"matrix {name}: expected a 2-D array, got "
                                f"{'shape ' + str(array.shape) if array.ndim else repr(value)}{hint}")
+        if 0 in array.shape:  # as an empty --input file is
+            raise TiledslError(f"matrix {name}: the array is empty ({array.shape[0]}×{array.shape[1]}): a matrix has "
+                               f"at least one row and one column")
         return array
 
     def _tiles(self, tiles) -> dict:
@@ -338,7 +341,7 @@ class Loaded:
             if isinstance(value, bool) or not isinstance(value, (Integral, Real, str)):
                 raise TiledslError(f"params[{name!r}] must be a number (or one character, for a char parameter), "
                                    f"got {value!r}")
-        return {name: _plain(value) for name, value in params.items()}
+        return {name: _number(name, value) for name, value in params.items()}
 
     @staticmethod
     def _check_settings(n, workers, seed) -> None:
@@ -401,6 +404,8 @@ def _check_exact(name: str, given: np.ndarray, array: np.ndarray) -> None:
     if not exact.all():
         where = tuple(int(i) for i in np.argwhere(~exact)[0])
         value, nearest = given[where], str(array[where])
+        if value is None:
+            raise TiledslError(f"matrix {name}: element {where} is None, not a number")
         if isinstance(value, (str, bytes, bool, np.bool_)):  # refused as arrays of them are
             kind = "bytes" if isinstance(value, bytes) else "text" if isinstance(value, str) else "a bool"
             raise TiledslError(f"matrix {name}: element {where} = {value!r} is {kind}, not a number")
@@ -477,6 +482,19 @@ def _plain(value):
     """A numpy scalar as the Python int, float, str or bool it holds (what JSON takes, as
     :meth:`Output.summary` gives the settings back); any other value as it is."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _number(name: str, value):
+    """A param's value as the Python int or float it stands for (a numpy number, a
+    ``Fraction``: what a kernel receives, and JSON takes), or its text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Integral):
+        return int(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise TiledslError(f"params[{name!r}] = {value!r} is beyond float64's range (about ±1.8e308)") from None
 
 
 def _mapping(name: str, value, example: str) -> dict:

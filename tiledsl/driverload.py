@@ -121,7 +121,9 @@ def _package_text(package: str, name: str) -> str:
 
 DRIVER_DOCSTRING = "Driver of the tile program"  # how driver.py.j2 opens every driver
 DRIVER_FUNCTIONS = {"resolve_params", "unmet", "shapes", "generate", "loop_bounds"}
-OPTIONAL_FUNCTIONS = {"dataflow"}  # an affine loop nest's writes and releases
+# an affine loop nest's writes and releases; the helpers of a program that uses '**' or a computed step
+OPTIONAL_FUNCTIONS = {"dataflow", "_power", "_step"}
+OPTIONAL_TABLES = {"SOURCE_NAMES"}  # the .tile names the driver renames (a loop variable 'lambda')
 FLOPS_PREFIX = "_flops_"  # how codegen names a user kernel's flop count: _flops_<kernel>
 
 
@@ -164,6 +166,10 @@ def _driver_statement(statement) -> str | None:
             and isinstance(statement.value, ast.Call) and isinstance(statement.value.func, ast.Name)
             and statement.value.func.id == "Program"):
         return "PROGRAM"
+    if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in OPTIONAL_TABLES
+            and isinstance(statement.value, ast.Dict)):
+        return statement.targets[0].id
     if isinstance(statement, ast.FunctionDef) and not statement.decorator_list and (
             statement.name in DRIVER_FUNCTIONS | OPTIONAL_FUNCTIONS or statement.name.startswith(FLOPS_PREFIX)):
         return statement.name

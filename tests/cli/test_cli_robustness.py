@@ -392,6 +392,20 @@ def test_every_compiled_driver_is_recognised(tmp_path, path):
     assert not_a_driver(tmp_path / "driver.py") is None
 
 
+@pytest.mark.timeout(60)
+def test_a_driver_with_the_templates_optional_helpers_is_recognised(tmp_path):
+    """'**', a computed step and a renamed name (a loop variable 'lambda') add _power, _step and
+    SOURCE_NAMES to the driver: run and compile -o took it for another file."""
+    (tmp_path / "p.tile").write_text("program p {\n  matrix A[n, n] = random spd\n"
+                                     "  for lambda in 0 .. A.nt step 1 + 0 * A.nt { potrf(A[lambda ** 1, lambda]) }\n}\n")
+    driver = tmp_path / "drv.py"
+    for _ in range(2):  # written, then written over
+        assert tiledsl("compile", tmp_path / "p.tile", "-o", driver).returncode == 0
+    assert all(f"\n{helper}" in driver.read_text() for helper in ("def _power", "def _step", "SOURCE_NAMES"))
+    assert not_a_driver(driver) is None
+    assert tiledsl("run", driver, "--n", "64", "--nb", "16").returncode == 0
+
+
 # ---------------------------------------------------------------- a closed stdout (issue 16.7)
 def with_closed_stdout(command: list, cwd=ROOT):
     """Run ``command`` with stdout a pipe whose reader has already gone: every write fails."""
@@ -677,6 +691,7 @@ def test_user_code_that_never_returns_outside_a_task_ends_at_the_watchdog(tmp_pa
                   cwd=tmp_path)
     assert out.returncode == 1 and out.seconds < 60 and "Traceback" not in out.err, out.err
     assert f"tiledsl: error: rank 0: watchdog: {said}" in out.err.splitlines(), out.err
+    assert sum("watchdog:" in line for line in out.err.splitlines()) == 1, out.err  # one error a job
 
 
 def test_the_driver_cache_key_covers_every_compiler_stage_that_shapes_a_driver():

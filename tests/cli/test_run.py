@@ -342,6 +342,26 @@ def test_bench_reads_inputs_for_both_sides_and_fails_on_a_failed_check(tmp_path)
 
 
 @pytest.mark.timeout(130)
+def test_a_run_stopped_before_it_started_says_so_in_json_too(tmp_path):
+    """A usage error (on one rank and on two) and a program with errors: the JSON failure object
+    on stdout, `error` the line stderr says (stdout was empty)."""
+    (tmp_path / "bad.tile").write_text("program p {\n  matrix A[n, n] = random spd\n  potrf(A[0 0])\n}\n")
+    cases = [(["run", "cholesky", "--n", 200, "--set", "foo=1"], 2, ("cholesky", 200, 1)),
+             (["run", "cholesky", "--n", 200, "--set", "foo=1", "--np", 2], 2, ("cholesky", 200, 2)),
+             (["run", tmp_path / "bad.tile", "--n", 64], 1, (None, 64, 1)),
+             (["bench", "cholesky", "--n", 200, "--rounds", 0], 2, (None, 200))]
+    for command, code, said in cases:
+        out = tiledsl(*command, "--json")
+        failure = json.loads(out.stdout.strip().splitlines()[-1])
+        assert out.returncode == code and failure["ok"] is False and failure["passed"] is None, out.stderr
+        assert (failure["program"], failure["n"], *([failure["np"]] if "np" in failure else [])) == said
+        assert failure["error"] in out.stderr
+    assert failure["error"] == "--rounds must be at least 1, got 0"
+    assert json.loads(tiledsl("run", tmp_path / "bad.tile", "--json").stdout)["error"] == \
+        f"{tmp_path / 'bad.tile'}:3:13: error[E100]: unexpected '0'"
+
+
+@pytest.mark.timeout(130)
 def test_bench_json_says_a_failure_as_run_json_does(tmp_path):
     """A kernel that fails: the JSON failure object on stdout (it printed nothing); a failed check:
     said on stderr as well as in the JSON's "passed" (stderr said nothing)."""
@@ -468,6 +488,11 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--output", "A=nosuch/../o.npy"), "--output A=nosuch/../o.npy: directory 'nosuch/..' does not exist"),
     (("--n", 100, "--output", "A=/dev/null"), "--output A=/dev/null: '/dev/null' is not a regular file"),
     (("--n", 100, "--trace", "/dev/null"), "--trace /dev/null: '/dev/null' is not a regular file"),
+    (("--n", 100, "--trace", "/dev/stdout"), "--trace /dev/stdout: '/dev/stdout' is not a regular file"),
+    (("--n", 100, "--output", "A=README.md/o.npy"),
+     "--output A=README.md/o.npy: 'README.md' is a file, not a directory"),
+    (("--n", 100, "--trace", "README.md/a/t.json"),
+     "--trace README.md/a/t.json: 'README.md' is a file, not a directory"),
     (("--n", 100, "--seed", -1), "--seed must be from 0 to 2^64 - 1, got -1"),
     (("--n", 100, "--seed", 2 ** 64), "--seed must be from 0 to 2^64 - 1, got 18446744073709551616"),
     (("--n", 100, "--gpu-memory", "1M"), "--gpu-memory needs --gpus G (at least 1 GPU per rank)"),
@@ -723,11 +748,16 @@ def test_bench_notes_rounds_far_apart_and_a_count_that_is_tiledsls():
 @pytest.mark.timeout(120)
 def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_path):
     np.save(tmp_path / "wide.npy", np.ones((300, 200)))
-    out = tiledsl("run", "programs/gemm.tile", "--n", 300, "--input", f"A={tmp_path / 'wide.npy'}")
+    np.save(tmp_path / "short.npy", np.ones((50, 20)))
+    out = tiledsl("run", "programs/gemm.tile", "--n", 300, "--input", f"A={tmp_path / 'wide.npy'}", "--json")
+    assert out.returncode == 0, out.stderr  # the params --set leaves out come from the file, as run(A=...) infers them
+    assert json.loads(out.stdout)["params"] == {"m": 300, "k": 200}
+    out = tiledsl("run", "programs/gemm.tile", "--n", 300, "--set", "k=50", "--input", f"A={tmp_path / 'wide.npy'}")
     assert out.returncode == 2 and out.stderr.strip().endswith(
-        "has shape (300, 200) but the matrix needs shape (300, 300) (--set k=200 gives the matrix the file's "
+        "has shape (300, 200) but the matrix needs shape (300, 50) (--set k=200 gives the matrix the file's "
         "shape)")
-    out = tiledsl("run", "programs/gemm.tile", "--n", 20, "--input", f"A={tmp_path / 'wide.npy'}")
+    out = tiledsl("run", "programs/gemm.tile", "--n", 20, "--input", f"A={tmp_path / 'wide.npy'}",
+                  "--input", f"B={tmp_path / 'short.npy'}")  # A and B disagree on k: A said against its defaults
     assert out.returncode == 2 and out.stderr.strip().endswith(  # no single setting does: two together
         "has shape (300, 200) but the matrix needs shape (20, 20) (--set m=300 --set k=200 gives the matrix the "
         "file's shape)")

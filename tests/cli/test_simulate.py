@@ -361,6 +361,12 @@ def test_a_machine_rate_for_no_kernel_is_named_in_a_note(capsys, tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_a_broken_requirement_is_said_before_the_missing_rates_of_this_machine(capsys):
+    assert main(["simulate", "hqr", "--n", "300", "--set", "domains=0"]) == 2
+    assert capsys.readouterr().err.startswith("tiledsl: error: hqr requires domains >= 1")
+
+
+@pytest.mark.timeout(60)
 def test_the_size_comes_from_input_files_as_for_run(capsys, machine_file, tmp_path):
     import numpy as np
 
@@ -373,11 +379,13 @@ def test_the_size_comes_from_input_files_as_for_run(capsys, machine_file, tmp_pa
                       "--nb", 32, "--machine", machine_file)
     assert result["n"] == 90 and result["tasks"] == 2 * 3  # a panel gemm per tile column of A (k = 40) and of C
     assert result["params"] == {"m": 70, "k": 40}
+    result = simulate(capsys, "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--n", 90, "--nb", 32,
+                      "--machine", machine_file)  # m and k the file's, as the Python API infers them with n=90
+    assert (result["n"], result["params"]) == (90, {"m": 70, "k": 40})
     assert main(["simulate", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--n", "90", "--nb", "32",
-                 "--machine", str(machine_file)]) == 2  # the file checked against --n, m and k defaulting to it
+                 "--set", "m=50", "--machine", str(machine_file)]) == 2  # no k fits: the file checked against m, k = n
     assert capsys.readouterr().err.strip() == (f"tiledsl: error: input file '{tmp_path / 'a.npy'}' has shape (70, 40) "
-                                               f"but the matrix needs shape (90, 90) (--set m=70 --set k=40 gives the "
-                                               f"matrix the file's shape)")
+                                               f"but the matrix needs shape (50, 90)")
     assert main(["simulate", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--input", f"C={tmp_path / 'c.npy'}",
                  "--nb", "32", "--machine", str(machine_file)]) == 0
     assert capsys.readouterr().out.startswith("gemm: n=90 nb=32 m=70 k=40, simulated on 1 rank(s)")

@@ -28,6 +28,7 @@ from tiledsl.commands.tune import (STEP, gpu_only_unless_slower, hill_climb, hos
                                    search_inner_blocks, smallest_near_best, tune)
 from tiledsl.runtime.layout import inner_block_params
 from tiledsl.runtime.tuning import RATIOS, nearest_ratio
+from tiledsl.runtime.world import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ("--sizes", "64,128", "--n", "256", "--budget", "5")
@@ -320,6 +321,29 @@ def test_the_cache_round_trips_under_xdg_cache_home(cache):
 
 
 @pytest.mark.timeout(10)
+def test_a_cache_that_cannot_be_read_is_not_written_over(cache, monkeypatch):
+    """Another user's cache, unreadable to this one: tune replaced it, the other entries dropped."""
+    path = seed_cache("lu", 0, "emulated", {"nb": 320})
+    before = path.read_bytes()
+    unreadable = Path.read_bytes
+
+    def read_bytes(self):
+        if self == path:
+            raise PermissionError(13, "Permission denied")
+        return unreadable(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    said = []
+    assert tuning.lookup("lu", "uniform", 0, "emulated", warn=said.append) is None  # a run goes on without it
+    assert said == [f"ignoring the tuning cache {path}: Permission denied"]
+    with pytest.raises(UsageError, match=r"cannot read the tuning cache .* to add to it: Permission denied; it was "
+                                         r"left as it is"):
+        seed_cache("cholesky", 0, "emulated", {"nb": 256})
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+
+
+@pytest.mark.timeout(10)
 def test_the_machine_key_names_the_host_and_hashes_the_hardware():
     here = {"hostname": "node-7.cluster", "cpu": "AMD EPYC 7763", "cores": 128, "gpus": ["NVIDIA A100"]}
     key = tuning.machine_key(here)
@@ -424,6 +448,7 @@ def test_a_tuned_host_takes_is_used_unless_the_command_line_says(cache):
     out_of_core = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--gpus", 1, "--host-takes", "on",
                                     "--gpu-memory", "700K", "--json", cache=cache))  # the text said so; the JSON not
     assert out_of_core["out_of_core"] and "--host-takes does nothing out of core" in out_of_core["notes"]
+    assert not out_of_core["host_takes"] and "host_takes" not in out_of_core["sources"]  # not said as a setting
 
 
 @pytest.mark.timeout(120)
@@ -595,11 +620,25 @@ def test_tune_with_cupy_and_no_gpu_is_a_clear_usage_error(cache):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("args, text", [
     (("--gpus", -1), "--gpus must be at least 0"), (("--sizes", "100"), "multiples of 64"),
-    (("--sizes", "a,b"), "--sizes expects integers"), (("--budget", 0), "--budget must be positive"),
+    (("--sizes", "a,b"), "--sizes expects integers"), (("--sizes", "0,64"), "--sizes must be positive multiples of 64"),
+    (("--budget", 0), "--budget must be a positive number of seconds, got 0"),
+    (("--budget", "nan"), "--budget must be a positive number of seconds, got nan"),
+    (("--budget", "inf"), "--budget must be a positive number of seconds, got inf"),
     (("--workers", 0), "--workers must be from 1 to 1024")])
 def test_tune_usage_errors(cache, args, text):
     out = tiledsl("tune", "cholesky", *args, cache=cache)
     assert out.returncode == 2 and text in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_sizes_above_half_of_n_are_left_out_before_any_timing(cache):
+    """--n 256 --sizes 64,128,192: 192 was timed and chosen, then the run refused it."""
+    out = tiledsl("tune", "cholesky", "--n", 256, "--sizes", "64,128,192", "--budget", 3, "--no-save", "--json",
+                  cache=cache)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["tiles"]["nb"] in (64, 128)
+    said = tiledsl("tune", "cholesky", "--n", 256, "--sizes", "64,192", "--budget", 3, "--no-save", cache=cache)
+    assert "--sizes: 192 left out: runs of --n 256 tell tiles apart up to half of it" in said.stdout, said.stderr
 
 
 @pytest.mark.timeout(120)
@@ -847,7 +886,7 @@ def test_the_inputs_are_fitted_at_the_tuned_tiles_the_run_uses(wide, cache):
     untuned = tiledsl("run", program, "--input", given, "--no-tune", cache=cache)  # 192 is no multiple of 100
     assert untuned.returncode == 2 and untuned.stderr.strip() == (
         "tiledsl: error: the input files' shapes fit no size of wide: with n=96, c=4, A has shape (96, 192), "
-        "expected (96, 400); give --n and --set for the size you mean")
+        "expected (96, 400); give --n and --set or --nb for the size you mean")
     loaded = load(program).run(A=np.zeros((96, 192)))  # the API, in this process, reads the same cache
     assert (loaded.n, loaded.tiles, loaded.params) == (96, {"nb": 48}, {"c": 4})
 

@@ -1061,7 +1061,7 @@ def test_prepare_readies_a_management_thread(gpu_implementation, rng):
 
 def test_missing_cupy_is_a_one_line_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # what an absent package looks like to import
-    with pytest.raises(ValueError, match=r"^install CuPy for --gpu-backend cupy: pip install -e '\.\[gpu\]' in "
+    with pytest.raises(ValueError, match=r"^install CuPy for the cupy GPU backend: pip install -e '\.\[gpu\]' in "
                                          r"tiledsl's checkout \('\.\[gpu-cuda13\]' for CUDA 13\)$"):
         backend("cupy", 1)
 

@@ -155,6 +155,15 @@ def test_a_killed_rank_ends_every_rank(tmp_path, segments_before):
 
 
 @pytest.mark.timeout(90)
+def test_a_rank_that_cannot_say_why_it_failed_still_ends_every_rank(tmp_path, segments_before):
+    """Its kernel closed stdout and stderr: writing the error raised, the abort never came, and the
+    other rank waited for its data until the watchdog (three minutes)."""
+    code, _, elapsed = finish(start("--set", "fault=10", np_=2, cache=tmp_path))
+    assert code == 1 and elapsed < 30
+    assert nothing_left(tmp_path, segments_before)
+
+
+@pytest.mark.timeout(90)
 def test_check_finite_stops_every_rank_at_the_first_nan(tmp_path, segments_before):
     code, err, elapsed = finish(start("--set", "fault=1", "--check-finite", np_=2, cache=tmp_path))
     assert code != 0 and elapsed < 30 and "Traceback" not in err

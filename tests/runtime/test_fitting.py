@@ -38,6 +38,10 @@ def fitted(tmp_path, body: str, shapes: dict, params=None, n=None, spelling=API)
     ("param p = 3\n  matrix A[2 * n, n + 1] = zeros\n  matrix B[n // 2, p * n] = zeros", {"B": (5, 30)}, (10, {})),
     ("param p = 3\n  matrix A[2 * n, n + 1] = zeros\n  matrix B[n // 2, p * n] = zeros", {"B": (5, 50)},
      (10, {"p": 5})),  # n // 2 = 5 leaves 10 and 11, of which only 10 divides 50
+    # two unknowns setting both dimensions together: solved for at once, not one at a time
+    ("param r = 3\n  matrix B[n + r, n - r] = zeros", {"B": (105, 95)}, (100, {"r": 5})),
+    ("param r = 3\n  matrix B[n + 2 * r, n + r] = zeros", {"B": (110, 105)}, (100, {"r": 5})),
+    ("param r = 3\n  matrix B[2 * n + r, n // 2 + r] = zeros", {"B": (205, 55)}, (100, {"r": 5})),
 ])
 def test_a_value_the_shapes_determine_is_solved_for(tmp_path, body, shapes, expected):
     assert fitted(tmp_path, body, shapes) == expected
@@ -48,6 +52,21 @@ def test_two_values_fitting_alike_are_listed(tmp_path):
         fitted(tmp_path, "param r = n // 2\n  matrix B[r, r] = zeros", {"B": (150, 150)}, spelling=COMMAND_LINE)
     assert str(error.value) == ("the input files' shapes fit several sizes (n=300, r=150 or n=301, r=150): "
                                 "give --n or --set to choose")
+
+
+def test_the_solutions_of_a_product_are_all_found(tmp_path):
+    """n * q = 300 and n + q = 103: n=100, q=3 and n=3, q=100, reached from different starts."""
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, "param q = 2\n  matrix B[n * q, n + q] = zeros", {"B": (300, 103)})
+    assert str(error.value) == ("the inputs' shapes fit several sizes (n=3, q=100 or n=100, q=3): give n= or params= "
+                                "to choose")
+
+
+def test_a_misfit_of_a_shape_the_tile_size_sets_names_the_tile_setting(tmp_path):
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, "matrix B[n, nb] = zeros", {"B": (100, 50)}, spelling=COMMAND_LINE)
+    assert str(error.value).endswith("B has shape (100, 50), expected (100, 4); give --n and --set or --nb for the "
+                                     "size you mean")
 
 
 def test_a_requirement_the_only_fitting_values_break_is_the_error(tmp_path):

@@ -13,7 +13,15 @@ def main() -> int:
     # ends the command at once, saying so; Ctrl-C is a KeyboardInterrupt again once loaded.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stopped)
-    from .cli import main as command_line
+    try:
+        from .cli import main as command_line
+    except ModuleNotFoundError as error:  # a dependency the environment lacks (lark, numpy): no traceback
+        from ..packages import missing_package
+
+        if missing_package(error) is None:
+            raise
+        print(f"tiledsl: error: {missing_package(error)}", file=__import__("sys").stderr)
+        return 2
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
     return command_line()

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from .. import __version__
 from ..compiler import Result, check_path, compile_path
-from ..compiler.diagnostics import Diagnostic
+from ..compiler.diagnostics import Diagnostic, render as render_diagnostic
 from ..compiler.source import Span
 from ..driverload import program_path, shadowing
+from ..packages import missing_package
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.reporting import json_text
@@ -39,6 +40,7 @@ def main(argv=None) -> int:
     if not isinstance(sys.stdout, _GuardedStdout):
         sys.stdout = _GuardedStdout(sys.stdout)
     argv = sys.argv[1:] if argv is None else list(argv)
+    args = None
     try:
         check_working_directory()
         args = _parser().parse_args(argv)
@@ -51,7 +53,11 @@ def main(argv=None) -> int:
         return stdout_closed()
     except UsageError as error:
         print(f"tiledsl: error: {error}", file=sys.stderr)
+        _json_failure(args, str(error))
         return 2
+    except NotCompiled as error:
+        _json_failure(args, str(error))
+        return 1
     except KeyboardInterrupt:
         print("tiledsl: stopped by SIGINT", file=sys.stderr)  # as a run's ranks say it
         return 130
@@ -65,6 +71,9 @@ def main(argv=None) -> int:
         stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
         return 1
     except Exception as error:  # a bug in tiledsl, not in the user's program
+        if missing_package(error) is not None:  # or a package the environment lacks (an extra's, scipy's own)
+            print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
+            return 2
         if os.environ.get("TILEDSL_DEBUG"):
             traceback.print_exc()
         print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
@@ -72,10 +81,24 @@ def main(argv=None) -> int:
         return 3
 
 
+def _json_failure(args, error: str) -> None:
+    """A run or bench with ``--json`` that stopped before it started (a usage error, a program with
+    errors) says so on stdout too, as one that failed later does: ``program`` null, as it may not
+    have been read."""
+    if getattr(args, "json", False) and args.handler in (_run, _bench):
+        ranks = {"np": args.np} if args.handler is _run else {}  # bench's runs are one rank's
+        print(json_text({"program": None, "n": args.n, **ranks, "ok": False, "passed": None, "error": error}),
+              flush=True)
+
+
 def _failure_text(failure: TaskFailure, args) -> str:
     """``rank R (file.tile:LINE): what failed``."""
     where = f" ({Path(program_path(args.file)).name}:{failure.line})" if failure.line and hasattr(args, "file") else ""
     return f"rank {failure.rank}{where}: {failure}"
+
+
+class NotCompiled(Exception):
+    """The program has errors (printed as diagnostics); the first one's headline."""
 
 
 class StdoutError(OSError):
@@ -113,7 +136,8 @@ def _say_which_program(args) -> None:
     from the command the user typed, not from its ranks)."""
     from ..runtime.world import JOB_DIR_VARIABLE
 
-    note = shadowing(args.file) if isinstance(getattr(args, "file", None), str) else None
+    doing = args.handler.__name__.lstrip("_")  # the command: run, compile, explain, ...
+    note = shadowing(args.file, doing) if isinstance(getattr(args, "file", None), str) else None
     if note and not os.environ.get(JOB_DIR_VARIABLE):
         print(f"tiledsl: warning: {note}", file=sys.stderr)
 
@@ -311,18 +335,16 @@ def _check_driver_target(output: str, program: str) -> None:
 
 
 def _load_driver(path: str):
-    """The driver module for a .tile file (compiled through the cache) or a driver file; None
-    once the reason was printed."""
+    """The driver module for a .tile file (compiled through the cache) or a driver file."""
     from ..driverload import import_driver
 
-    driver_path = _driver_path(path)
-    return None if driver_path is None else import_driver(driver_path)
+    return import_driver(_driver_path(path))
 
 
 def _driver_path(path: str):
-    """The driver file for a .tile file (compiled through the cache) or a driver file, recognised
-    before anything runs it (a :class:`UsageError` for any other Python file); None once the
-    reason was printed."""
+    """The driver file for a .tile file (compiled through the cache; :class:`NotCompiled` once
+    its diagnostics are printed) or a driver file, recognised before anything runs it (a
+    :class:`UsageError` for any other Python file)."""
     from ..driverload import not_a_driver
 
     if not path.endswith(".py"):
@@ -370,8 +392,6 @@ def _explain(args) -> int:
     from .explain import as_json, explain, render
 
     driver = _load_driver(program_path(args.file))
-    if driver is None:
-        return 1
     try:
         grid = _grid_of(args)
         options = _planned_options(driver, args, grid)
@@ -391,8 +411,6 @@ def _bench(args) -> int:
     from ..runtime.options import check_seed, check_workers, size_options
 
     driver = _load_driver(program_path(args.file))
-    if driver is None:
-        return 1
     options = size_options(args)
     check_workers(args.workers)
     check_seed(args.seed)
@@ -435,8 +453,6 @@ def _graph(args) -> int:
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
 
     driver = _load_driver(program_path(args.file))
-    if driver is None:
-        return 1
     try:
         grid = _grid_of(args)
         options = _planned_options(driver, args, grid)
@@ -461,8 +477,6 @@ def _tune(args) -> int:
     from .tune import BUDGET, QUICK, render, save, tune
 
     driver = _load_driver(program_path(args.file))
-    if driver is None:
-        return 1
     sizes = None
     if args.sizes is not None:
         try:
@@ -473,25 +487,26 @@ def _tune(args) -> int:
     log = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
     result = tune(driver, args.gpus, args.gpu_backend, args.workers, budget, sizes, args.n, log,
                   sets=set_texts(args.set))
-    path = key = None
+    path = key = unsaved = None
     if not args.no_save:
         try:
             path, key = save(result)
-        except OSError as error:
-            print(f"tiledsl: error: cannot write the tuning cache: {error.strerror or error}", file=sys.stderr)
-            return 2
+        except UsageError as error:  # the cache cannot be read or written: what was measured is still said
+            unsaved = error
     if args.json:
         print(json_text({**result, "cache": str(path) if path else None, "key": key}))
     else:
         print(render(result, path, key))
+    if unsaved is not None:
+        print(f"tiledsl: error: {unsaved}", file=sys.stderr)
+        return 2
     return 0
 
 
 def _simulate(args) -> int:
     from .simulate import run
 
-    driver = _load_driver(program_path(args.file))
-    return 1 if driver is None else run(args, driver)
+    return run(args, _load_driver(program_path(args.file)))
 
 
 def _run(args) -> int:
@@ -502,8 +517,6 @@ def _run(args) -> int:
     if args.np > 1 or _launcher_text(args):  # a launcher given runs even one rank under it (a batch job's node)
         return _launch(args)
     driver = _load_driver(program_path(args.file))
-    if driver is None:
-        return 1
     return run_and_report(driver, args)
 
 
@@ -516,8 +529,6 @@ def _launch(args) -> int:
     from ..runtime.outputs import remove_abandoned
 
     path = _driver_path(program_path(args.file))
-    if path is None:
-        return 1
     # a driver compiled elsewhere: whether this runtime runs it is said once here (its guard's
     # SystemExit), not by each rank and then lost; and the program's name, for a --json failure
     driver = import_driver(path)
@@ -569,8 +580,9 @@ def _cached_driver(path: str):
 
     result = check_path(path)  # the diagnostics every run shows; the driver is generated on a miss only
     _print_diagnostics(result)
-    return None if not result.ok else cached_driver_path(result.source.text, path,
-                                                         lambda target: generate(result.checked, target))
+    if not result.ok:
+        raise NotCompiled(next(render_diagnostic(d, None).splitlines()[0] for d in result.diagnostics if d.is_error))
+    return cached_driver_path(result.source.text, path, lambda target: generate(result.checked, target))
 
 
 if __name__ == "__main__":

@@ -259,7 +259,7 @@ def tiling_text(params: dict, tiling: str) -> str:
     return " ".join(f"{k}={v}" for k, v in tile_values(params, tiling).items())
 
 
-def render(plan: Plan, source_name: str, limit: int = 400) -> str:
+def render(plan: Plan, source_name: str) -> str:
     lines = [f"{plan.program} ({source_name}) on a {plan.grid[0]}x{plan.grid[1]} grid, "
              f"{plan.gpus} GPU(s) per rank"
              + (f" (host:GPU columns {plan.gpu_ratio[0]}:{plan.gpu_ratio[1]})" if plan.gpu_ratio else "")
@@ -273,7 +273,7 @@ def render(plan: Plan, source_name: str, limit: int = 400) -> str:
     if plan.tasks is None:
         lines.append(f"(per-task table left out: it is shown up to {TABLE_LIMIT} tasks, without --totals)")
     else:
-        lines += _task_table(plan, limit)
+        lines += _task_table(plan)
     lines += ["", "instance types: " + ", ".join(f"{int(k)} {k.label}" for k in Instance), ""]
     totals = plan.totals()
     grand = Counter()
@@ -310,14 +310,14 @@ def _placement(plan: Plan) -> list[str]:
     return lines
 
 
-def _task_table(plan: Plan, limit: int) -> list[str]:
-    """The first ``limit`` tasks: index, line, call, owner (its rank and the device the task runs on),
-    and each rank's instance types."""
+def _task_table(plan: Plan) -> list[str]:
+    """Every task kept (up to :data:`TABLE_LIMIT`): index, line, call, owner (its rank and the
+    device the task runs on), and each rank's instance types."""
     nranks = plan.grid[0] * plan.grid[1]
     rows = [(str(task.index), str(task.call.line), call_text(task),
              _runs_on(task), [",".join(str(int(k)) for k, _ in task.per_rank.get(r, [])) or "-"
                               for r in range(nranks)])
-            for task in plan.tasks[:limit]]
+            for task in plan.tasks]
     heads = [f"r{r}" for r in range(nranks)]
     # every column as wide as its widest cell
     index_w, line_w = (max([5] + [len(row[c]) for row in rows]) for c in (0, 1))
@@ -330,8 +330,6 @@ def _task_table(plan: Plan, limit: int) -> list[str]:
 
     lines = [line("task", "line", "call", "owner", heads)]
     lines += [line(*row) for row in rows]
-    if len(plan.tasks) > limit:
-        lines.append(f"  ... {len(plan.tasks) - limit} more tasks (use a smaller size to see them all)")
     if plan.on_host:
         lines.append("* on its owner's host: the kernel has no GPU body (NAME_gpu) and the main output is on a GPU, "
                      "so the task's GPU tiles are copied to the host and back")

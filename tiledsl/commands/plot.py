@@ -64,7 +64,7 @@ def load_trace(path) -> dict:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
-        raise TraceError(f"{path}: not JSON ({error.msg} at line {error.lineno})") from None
+        raise TraceError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from None
     events = document.get("traceEvents") if isinstance(document, dict) else document
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
         raise TraceError(f"{path}: not a trace (expected a 'traceEvents' list, as tiledsl run --trace writes)")

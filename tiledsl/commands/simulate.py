@@ -82,21 +82,22 @@ def run(args, driver) -> int:
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     program = driver.PROGRAM
-    machine = load(args.machine, program.name, args.gpus or 0, args.gpu_backend, args.file)
-    if args.gpus is None:
-        args.gpus = machine.gpus if args.machine else 0
     options = size_options(args)
-    options.gpus = args.gpus
+    options.gpus = args.gpus or 0  # this machine's tune cache entry: a machine file's GPUs come below
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
     options.priorities, options.broadcast = args.priorities, args.broadcast
     options.host_takes = None if args.host_takes is None else args.host_takes == "on"
-    if options.host_takes and not options.gpus:
-        raise UsageError("--host-takes on needs GPUs (--gpus G, or a machine file that has them)")
     if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
         use_tuned(driver, options, not args.no_tune)
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     check_files(driver, options)  # as run refuses them
-    params = make_params(driver, options)
+    params = make_params(driver, options)  # a broken requirement is said before the machine's rates are looked for
+    machine = load(args.machine, program.name, args.gpus or 0, args.gpu_backend, args.file)
+    if args.gpus is None:
+        args.gpus = machine.gpus if args.machine else 0
+    options.gpus = args.gpus
+    if options.host_takes and not options.gpus:
+        raise UsageError("--host-takes on needs GPUs (--gpus G, or a machine file that has them)")
     grid, _, _ = placement(driver, params, args.grid, args.nodes, 0, options.gpus, options.gpu_ratio)
     if args.trace is not None:  # before the simulation, which may take minutes
         check_writable(args.trace, f"--trace {args.trace}")

@@ -355,10 +355,10 @@ def _check_arguments(program, gpus: int, workers: int | None, budget: float, siz
     if gpus < 0:
         raise UsageError(f"--gpus must be at least 0, got {gpus}")
     check_workers(workers)
-    if budget <= 0:
-        raise UsageError(f"--budget must be positive, got {budget:g}")
+    if not 0 < budget < math.inf:  # nan too
+        raise UsageError(f"--budget must be a positive number of seconds, got {budget:g}")
     if sizes is not None and (not sizes or any(s < STEP or s % STEP for s in sizes)):
-        raise UsageError(f"--sizes must be multiples of {STEP}, got {','.join(map(str, sizes or []))}")
+        raise UsageError(f"--sizes must be positive multiples of {STEP}, got {','.join(map(str, sizes or []))}")
     if n is not None and n < 1:
         raise UsageError(f"--n must be at least 1, got {n}")
     for name in sets or {}:
@@ -464,6 +464,11 @@ class _Tuner:
                 cpu_sizes, gpu_sizes = fit(cpu_sizes), fit(gpu_sizes)
         else:
             cpu_sizes = gpu_sizes = sorted(set(sizes))
+            beyond = [s for s in cpu_sizes if self.n is not None and 2 * s > self.n]
+            if beyond and len(beyond) < len(cpu_sizes):  # all beyond: said below, before any timing
+                self.log(f"--sizes: {','.join(map(str, beyond))} left out: runs of --n {self.n} tell tiles apart "
+                         f"up to half of it")
+                cpu_sizes = gpu_sizes = [s for s in cpu_sizes if s not in beyond]
         self.cpu_sizes, self.gpu_sizes = cpu_sizes, gpu_sizes
         timed = cpu_sizes + (gpu_sizes if self.gpus else [])
         self.largest, smallest = max(timed), min(timed)

@@ -112,7 +112,9 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
     ``""`` when their indices are equal at every iteration; else ``"when k = 0, m = 0"``
     (``"whatever the sizes"`` outside every loop):
     an iteration of the enclosing loops (one that runs once sizes are large enough, with
-    no enclosing ``if``) where both index pairs are equal whatever the sizes. The index
+    no enclosing ``if``) where both index pairs are equal whatever the sizes, the first such
+    found from the loops' first values and, where it is another, from their last ones
+    (``"when j = 0 and when j = A.nt - 1"``: not one iteration to guard against). The index
     differences must be affine; they are solved for the innermost loop variable with a
     coefficient of ±1, and the other variables tried at their first, second and last
     values. A panel's range index is a variable of its own over the range, innermost
@@ -120,12 +122,14 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
     """
     panels: list = []
     a, b = _pointwise(a, panels), _pointwise(b, panels)
-    point = _coincidence(a, b, (*loops, *panels), converter, guarded)
-    if point is None or point == "":
-        return None if point == "" and panels else point
+    points = _coincidence(a, b, (*loops, *panels), converter, guarded)
+    if points is None or points == "":
+        return None if points == "" and panels else points
     if not loops:  # panels outside every loop: nothing to name but that they do
         return "whatever the sizes"
-    return "when " + ", ".join(f"{loop.var.text} = {converter.render(point[loop.var.text])}" for loop in loops)
+    said = dict.fromkeys(", ".join(f"{loop.var.text} = {converter.render(point[loop.var.text])}" for loop in loops)
+                         for point in points)
+    return " and ".join(f"when {iteration}" for iteration in said)
 
 
 def _pointwise(tile: n.TileRef, panels: list) -> n.TileRef:
@@ -141,8 +145,9 @@ def _pointwise(tile: n.TileRef, panels: list) -> n.TileRef:
 
 
 def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guarded: bool):
-    """``""``, a point (loop variable -> form) where ``a`` and ``b`` are the same tile, or None
-    (see :func:`coincidence_witness`)."""
+    """``""``, the points (loop variable -> form; the first found from the loops' first values,
+    then from their last ones) where ``a`` and ``b`` are the same tile, or None (see
+    :func:`coincidence_witness`)."""
     forms = [converter.form(index) for index in (a.row, b.row, a.col, b.col)]
     if any(form is None for form in forms):
         return None
@@ -173,7 +178,8 @@ def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guar
         if lows is None or highs is None:
             return None
         bounds.append((loop.var.text, lows, highs))
-    return _search(bounds, solved, {}, [200])
+    first = _search(bounds, solved, {}, [200])
+    return None if first is None else [first] + list(filter(None, [_search(bounds, solved, {}, [200], True)]))
 
 
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
@@ -258,9 +264,10 @@ def bound_forms(expr, func: str, converter: "Converter") -> list | None:
     return None if form is None else [form]
 
 
-def _search(bounds, solved: dict, point: dict, budget: list) -> dict | None:
+def _search(bounds, solved: dict, point: dict, budget: list, from_end: bool = False) -> dict | None:
     """Values of the loop variables (outermost first) inside every loop's range once sizes
-    are large enough, with the ``solved`` variables at their solutions; None if none found."""
+    are large enough, with the ``solved`` variables at their solutions; None if none found.
+    The values near each loop's first value are tried first, or its last (``from_end``)."""
     if len(point) == len(bounds):
         return point
     var, lows, highs = bounds[len(point)]
@@ -270,6 +277,8 @@ def _search(bounds, solved: dict, point: dict, budget: list) -> dict | None:
         candidates = [_resolve(solved[var], point)]
     else:
         candidates = lows + [_add(f, {"": 1}) for f in lows] + [_add(f, {"": -1}) for f in highs]
+        if from_end:
+            candidates.reverse()
     loop_vars = {v for v, _, _ in bounds}
     tried = []
     for value in candidates:
@@ -281,7 +290,7 @@ def _search(bounds, solved: dict, point: dict, budget: list) -> dict | None:
             return None
         if (all(_holds_for_large_sizes(_add(value, _scale(low, -1)), 0) for low in lows)
                 and all(_holds_for_large_sizes(_add(high, _scale(value, -1)), 1) for high in highs)):
-            found = _search(bounds, solved, {**point, var: value}, budget)
+            found = _search(bounds, solved, {**point, var: value}, budget, from_end)
             if found is not None:
                 return found
     return None

@@ -90,7 +90,12 @@ def _tables_path(grammar: str) -> str | bool:
     except OSError:
         return False
     digest = hashlib.sha256(f"{grammar}{lark.__version__}{sys.version_info[:2]}".encode()).hexdigest()
-    return str(folder / f"tile-{digest[:16]}.lark")
+    path = str(folder / f"tile-{digest[:16]}.lark")
+    try:
+        path.encode("utf-8")  # Lark hashes its options so: a name undecodable in the locale (surrogates) fails
+    except UnicodeEncodeError:
+        return False
+    return path
 
 
 def parse(source: Source, prelude: bool = False) -> n.File:

@@ -1,0 +1,46 @@
+"""A package the environment lacks (tiledsl.packages): said as what to install, exit 2, by the
+command line (lark missing: the import of the commands) and by a driver's rank (mpi4py missing
+under a launcher), never as an internal error or a traceback; a missing module of tiledsl
+itself stays a bug to report."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiledsl.packages import missing_package
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_missing_package_is_named_with_what_pip_installs():
+    said = missing_package(ModuleNotFoundError("No module named 'cupy'", name="cupy"))
+    assert said.startswith("the Python package 'cupy-cuda12x' is not installed in the environment of ")
+    assert said.endswith("(No module named 'cupy'): pip install cupy-cuda12x, or reinstall tiledsl there")
+    assert missing_package(ModuleNotFoundError("x", name="tiledsl.runtime.gone")) is None
+    assert missing_package(ImportError("cannot import name 'x'")) is None
+
+
+def python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, **env})
+
+
+@pytest.mark.timeout(120)
+def test_the_command_line_without_lark_says_to_install_it():
+    out = python("import sys; sys.modules['lark'] = None; sys.argv = ['tiledsl', '--help']\n"
+                 "from tiledsl.commands import main; sys.exit(main())")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("tiledsl: error: the Python package 'lark' is not installed")
+    assert "pip install lark" in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_without_mpi4py_says_to_install_it(tmp_path):
+    driver = tmp_path / "chol.py"
+    assert subprocess.run([sys.executable, "-m", "tiledsl", "compile", "cholesky", "-o", driver],
+                          cwd=ROOT, capture_output=True, timeout=120).returncode == 0
+    out = python(f"import runpy, sys; sys.modules['mpi4py'] = None; sys.argv = [{str(driver)!r}, '--n', '100']\n"
+                 f"runpy.run_path({str(driver)!r}, run_name='__main__')", PMI_SIZE="1", PMI_RANK="0")
+    assert out.returncode == 2 and "internal error" not in out.stderr, out.stderr
+    assert out.stderr.startswith("tiledsl: error: rank 0: the Python package 'mpi4py' is not installed")

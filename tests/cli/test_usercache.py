@@ -1,0 +1,32 @@
+"""Where the caches live (tiledsl.usercache), and the parser's tables cache that lives there:
+XDG_CACHE_HOME when absolute, else the home's .cache, never the file system's root; a
+cache folder whose name the locale cannot encode is no cache, not a failure."""
+import os
+import pwd
+from pathlib import Path
+
+from tiledsl.compiler import parser
+from tiledsl.usercache import cache_dir
+
+
+def test_the_cache_is_in_xdg_cache_home_when_absolute_else_in_the_homes(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir("tune") == tmp_path / "tiledsl" / "tune"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cache_dir("tune") == tmp_path / ".cache" / "tiledsl" / "tune"
+
+
+def test_an_empty_home_is_the_password_databases_not_the_file_systems_root(monkeypatch):
+    """HOME= made '~' the root: the cache went to /.cache/tiledsl."""
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", "")
+    assert cache_dir("tune") == Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "tiledsl" / "tune"
+
+
+def test_a_cache_folder_the_locale_cannot_encode_keeps_no_parser_tables(monkeypatch, tmp_path):
+    undecodable = os.fsdecode(os.fsencode(str(tmp_path)) + b"/cache-\xe4")  # as LC_ALL=C reads an 'ä'
+    monkeypatch.setenv("XDG_CACHE_HOME", undecodable)
+    assert parser._tables_path("grammar") is False
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert parser._tables_path("grammar").startswith(str(tmp_path))
