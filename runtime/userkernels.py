@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..drivercontract import source_digest
 from .crash import KernelExit, fatal_signals_traced, user_code
+from .errors import TaskFailure
 from .kernels import CPU_KERNELS
 from .watchdog import FLOOR_SECONDS, deadline
 from .world import RankError, UsageError, launcher_rank
@@ -75,12 +76,14 @@ def _user_kernels(program, driver) -> dict:
     for call in program.calls:
         if call.kernel not in CPU_KERNELS and call.kernel not in found:
             body = vars(module).get(call.kernel)
+            # the program's mistake (check reads the module without running it: a function defined
+            # under an 'if' escapes it), said at the call's line as a failed loop nest is
             if body is None or (call.kernel.startswith("__") and not _is_body(body)):  # __loader__, __doc__
-                raise UsageError(f"kernel module {program.kernel_module} defines no function {call.kernel}"
-                                 f" (for the call {call.text} at line {call.line})")
+                raise TaskFailure(f"kernel module {program.kernel_module} defines no function {call.kernel} "
+                                  f"(for the call {call.text})", launcher_rank(), call.line)
             if not _is_body(body):
-                raise UsageError(f"kernel module {program.kernel_module}: {call.kernel} must be a function "
-                                 f"(for the call {call.text} at line {call.line}), {_what(body)}")
+                raise TaskFailure(f"kernel module {program.kernel_module}: {call.kernel} must be a function "
+                                  f"(for the call {call.text}), {_what(body)}", launcher_rank(), call.line)
             found[call.kernel] = (body, _gpu_body(module, program.kernel_module, call.kernel))
     return found
 

@@ -376,6 +376,8 @@ def test_malformed_expressions_are_syntax_errors(text):
     ("potrf(A[k, k]); potrf(A[k, k])", "statements need no separator"),
     ("fro j in 0 .. 2 { potrf(A[k, k]) }", "did you mean 'for'?"),
     ("potrf(A[k, k]) prority 2", "did you mean 'priority'?"),
+    ("potrf(A[k, k]) relase A[k, k]", "did you mean 'release'?"),  # a statement after another, on one line
+    ("if k > 0 { potrf(A[k, k]) } els { potrf(A[k, k]) }", "did you mean 'else'?"),
     ("matrix B[n, n] = zeros", "declarations (tiling, param, require, matrix, workspace, check) come before"),
     ("kernel f(inout A)", "'kernel' declarations go outside the program's block"),
     ('use "k.py"', "'use' declarations go outside the program's block"),
@@ -388,6 +390,14 @@ def test_the_usual_syntax_mistakes_get_a_hint(statement, hint):
     with pytest.raises(SourceError) as raised:
         parse_text(text)
     assert raised.value.diagnostic.code == "E100" and raised.value.diagnostic.hint.startswith(hint)
+
+
+@pytest.mark.parametrize("statement", ["let x = 1 -> 2", "potrf(A[0, <k])", "if 1 * == 2 { potrf(A[k, k]) }"])
+def test_a_comparison_sign_where_no_comparison_was_made_is_not_told_to_chain(statement):
+    text = "program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n    %s\n  }\n}\n" % statement
+    with pytest.raises(SourceError) as raised:
+        parse_text(text)
+    assert "do not chain" not in (raised.value.diagnostic.hint or "")
 
 
 @pytest.mark.parametrize("text", ['use kernels "k.py"\nprogram p {\n}\n', "kernel kernel f(inout A)\nprogram p {\n}\n",

@@ -10,16 +10,16 @@ import pytest
 PROGRAM = 'use "{module}"\nkernel {kernel}(inout A)\nprogram p {{\n  matrix A[n, n] = random spd\n  {kernel}(A[0, 0])\n}}\n'
 MODULES = {
     # module text, exit status, the error the run prints (after "tiledsl: error: "): a module whose
-    # own code fails is this rank's failure (1); one without the function is a usage error (2)
+    # own code fails is this rank's failure (1); one without the function fails at the call's line (1)
     "syntax error": ("def scale(A):\n    x = = 1\n", 1, "rank 0: kernel module kernels.py:2: SyntaxError: invalid syntax"),
     "failing import": ("import no_such_module_here\n\ndef scale(A):\n    A *= 2\n", 1,
                        "rank 0: kernel module kernels.py:1: ModuleNotFoundError: No module named 'no_such_module_here'"),
     "SystemExit": ("import sys\nsys.exit(3)\n", 1, "rank 0: kernel module kernels.py:2: called sys.exit(3) while being loaded"),
-    "a value, not a function": ("scale = 3\n", 2,
-                                "kernel module kernels.py: scale must be a function (for the call scale(A[0, 0]) at line 5), "
-                                "not int 3"),
-    "a class": ("class scale:\n    def __init__(self, A):\n        pass\n", 2,
-                "kernel module kernels.py: scale must be a function (for the call scale(A[0, 0]) at line 5), "
+    "a value, not a function": ("scale = 3\n", 1,
+                                "rank 0 (t.tile:5): kernel module kernels.py: scale must be a function (for the call "
+                                "scale(A[0, 0])), not int 3"),
+    "a class": ("class scale:\n    def __init__(self, A):\n        pass\n", 1,
+                "rank 0 (t.tile:5): kernel module kernels.py: scale must be a function (for the call scale(A[0, 0])), "
                 "not a class"),
 }
 
@@ -49,9 +49,9 @@ def test_a_kernel_is_a_function_the_module_defines_not_an_attribute_of_every_mod
     assert tiledsl("compile", "t.tile", "-o", "driver.py", cwd=tmp_path).returncode == 0
     (tmp_path / "kernels.py").write_text("def scale(A):\n    A *= 2\n")  # check would find it missing (E212)
     out = tiledsl("run", "driver.py", "--n", 32, "--nb", 32, cwd=tmp_path)
-    assert out.returncode == 2, out.stderr
-    assert out.stderr.strip() == (f"tiledsl: error: kernel module kernels.py defines no function {kernel} "
-                                  f"(for the call {kernel}(A[0, 0]) at line 5)")
+    assert out.returncode == 1, out.stderr  # the program's mistake, at its call's line
+    assert out.stderr.strip() == (f"tiledsl: error: rank 0 (t.tile:5): kernel module kernels.py defines no function "
+                                  f"{kernel} (for the call {kernel}(A[0, 0]))")
 
 
 @pytest.mark.timeout(150)

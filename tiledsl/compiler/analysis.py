@@ -281,6 +281,10 @@ class _Analyzer:
         self._number_expr(decl.flops)
         self.flops_of = None
         self.scope.frames.pop()
+        value = _literal_value(decl.flops)
+        if value is not None and value < 0:
+            self.bag.error(decl.flops.span, "E205", f"kernel {decl.name.text}'s flop count is {value:g}, below zero",
+                           hint="a flop count is 0 or more: the floating-point operations of one call")
 
     def _tiling(self, decl: n.TilingDecl | None) -> str:
         kind = decl.kind.text if decl else "uniform"
@@ -1160,7 +1164,8 @@ class _Analyzer:
         """False after an E214 for a divisor that is zero whatever the loop variables and sizes
         (``k - k``, ``2 - 2``): every evaluation would divide by zero."""
         form = self.converter.form(divisor)
-        if form is not None and is_zero(form) or form is None and _literal_value(divisor) == 0:
+        if (form is not None and is_zero(form) or form is None and _literal_value(divisor) == 0
+                or _difference_of_itself(divisor)):
             self.bag.error(divisor.span, "E214", f"division by zero: the right operand of '{op}' is always 0",
                            hint="a divisor must be nonzero for every value of the loop variables")
             return False
@@ -1456,6 +1461,11 @@ def _literal_value(expr) -> float | None:
             a, b = _literal_value(left), _literal_value(right)
             return None if a is None or b is None else _ARITHMETIC[op](a, b)
     return None
+
+
+def _difference_of_itself(expr) -> bool:
+    """``X - X`` of any ``X`` the converter has no form for (``C.n - C.n`` in a flop count): 0."""
+    return isinstance(expr, n.Binary) and expr.op == "-" and unparse(expr.left) == unparse(expr.right)
 
 
 def _suggest(name: str, candidates) -> tuple[str, ...]:

@@ -426,11 +426,14 @@ def _misplaced_priority(where: Span, before: str) -> Diagnostic | None:
     return Diagnostic(span, "E100", "a call takes one priority", hint="keep one 'priority EXPRESSION'")
 
 
+_COMPARED = re.compile(r"(<=|>=|==|!=|<|>)\s*[\w.)\]]+\s*$")  # a comparison just made: its right operand ends the text
+
+
 def _token_hint(before: str, token: Token, after: str, terminals: frozenset, in_braces: bool) -> str | None:
     """What the usual mistake behind an unexpected ``token`` is, from the text ``before`` and
     ``after`` it on its line, the ``terminals`` the parser expected and whether it is ``in_braces``
     (within a program's block)."""
-    if token.type == "CMP_OP":
+    if token.type == "CMP_OP" and _COMPARED.search(before):  # 0 < k < n, not '1 -> 2' or 'A[0, <0]'
         return "comparisons do not chain: join them with 'and' (0 < k and k < n)"
     if token == "=" and re.search(r"\bif\b", before):
         return "compare with '=='"
@@ -471,11 +474,12 @@ def _declaration_among_statements(word: str | None, token: Token, after: str, te
 
 def _misspelt_keyword(before: str, word: str | None) -> str | None:
     """The keyword that the word ending ``before`` misspells, where a keyword goes: at the start
-    of its line, or ``priority`` after a call."""
-    if word is None or word in _KEYWORDS:  # a keyword in the wrong place is not misspelt
-        return None
+    of its line or of a statement after a call or a brace (a program on one line), or
+    ``priority`` after a call."""
+    if word is None or word in _KEYWORDS or word == "elif":  # a keyword in the wrong place is not misspelt
+        return None  # (and 'elif' is Python's: its hint says to write 'else if')
     ahead = before.rstrip()[:-len(word)].rstrip()
-    candidates = (_KEYWORDS if not ahead else ("priority",) if ahead.endswith(")")
+    candidates = (_KEYWORDS if not ahead or ahead.endswith(("{", "}", ")"))
                   else _INITS if _MATRIX_EQUALS.search(ahead) else ())
     return did_you_mean(word, candidates)
 
