@@ -212,8 +212,8 @@ def test_ctrl_c_names_the_kernel_a_rank_still_runs_before_any_abort(tmp_path):
     code, out, err = finish(job)
     assert code == 130 and time.monotonic() - sent < 10 and "Traceback" not in err, err
     assert "tiledsl: rank 0: stopped by SIGINT" in err, err
-    assert re.search(r"tiledsl: rank 1: stopped by SIGINT\n1 kernel\(s\) still running 2 s after the run stopped.*\n"
-                     r"  running #\d+ nap\(A\[1, 0\]\), line 6, for \d+ s on CPU worker \d", err), err
+    assert re.search(r"tiledsl: rank 1: stopped by SIGINT\n1 kernel\(s\) of rank 1 still running 2 s after the run "
+                     r"stopped.*\n  running #\d+ nap\(A\[1, 0\]\), line 6, for \d+ s on CPU worker \d", err), err
 
 
 @pytest.mark.timeout(120)
