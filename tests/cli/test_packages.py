@@ -2,6 +2,7 @@
 command line (lark missing: the import of the commands) and by a driver's rank (mpi4py missing
 under a launcher), never as an internal error or a traceback; a missing module of tiledsl
 itself stays a bug to report."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ def test_a_missing_package_is_named_with_what_pip_installs():
 
 def python(code: str, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, **env})
+                          env={**os.environ, **env})
 
 
 @pytest.mark.timeout(120)

@@ -7,6 +7,7 @@ def main() -> int:
     """The ``tiledsl`` program: :func:`.cli.main`, imported here so that a Ctrl-C while the
     libraries load (numpy, scipy, lark: a second or so) is a quiet end too."""
     import signal
+    import sys
 
     # Not KeyboardInterrupt: raised inside a C extension's import (numpy's), it comes out as
     # an ImportError with a traceback. Until a run sets its own handlers, a stopping signal
@@ -20,7 +21,7 @@ def main() -> int:
 
         if missing_package(error) is None:
             raise
-        print(f"tiledsl: error: {missing_package(error)}", file=__import__("sys").stderr)
+        print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
         return 2
 
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -24,14 +24,6 @@ def die(a):
         os.kill(os.getpid(), 9)
 
 
-def mute(a):
-    """Close stdout and stderr (as a library might), then fail: the rank cannot say why (rank 1 only)."""
-    if os.environ.get("PMI_RANK") == "1":
-        os.close(1)
-        os.close(2)
-        raise RuntimeError("failed with no stream left to say it")
-
-
 def scribble(a, b):
     """Write the `in` argument A (on two ranks, a copy of the tile: the ranks would disagree)."""
     a[0, 0] = 0.0
@@ -59,3 +51,11 @@ def escape(a):
 def nap(a, b):
     """A slow kernel (a second) reading the previous diagonal tile: a chain through every rank."""
     time.sleep(1.0)
+
+
+def mute(a):
+    """Close stdout and stderr (as a library might), then fail: the rank cannot say why (rank 1 only)."""
+    if os.environ.get("PMI_RANK") == "1":
+        os.close(1)
+        os.close(2)
+        raise RuntimeError("failed with no stream left to say it")
