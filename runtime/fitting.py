@@ -556,9 +556,10 @@ def _tile_settings_sizing(search: _Search, n: int, chosen: dict, names: list) ->
     """The tile settings (``nb``, or ``B``, ``b``, ``s``) that matrices ``names``' shapes change
     with, at these values (``A[n, nb]``): no ``n`` or param gives such a matrix another width."""
     options = replace(search.options, n=n, sets=chosen)
-    base = matrix_shapes(search.driver, make_params(search.driver, options, requirements=False))[0]
+    params = make_params(search.driver, options, requirements=False)
+    base = matrix_shapes(search.driver, params)[0]
     moving = []
-    for setting, value in make_params(search.driver, options, requirements=False).as_dict().items():
+    for setting, value in params.as_dict().items():
         if setting not in TILE_SETTINGS or not _is_int(value):
             continue
         try:

@@ -1464,7 +1464,8 @@ def _literal_value(expr) -> float | None:
 
 
 def _difference_of_itself(expr) -> bool:
-    """``X - X`` of any ``X`` the converter has no form for (``C.n - C.n`` in a flop count): 0."""
+    """``X - X``, 0 whatever ``X`` is: also where the converter has no affine form for ``X``
+    (``C.n - C.n`` in a flop count, ``alpha - alpha`` of a float)."""
     return isinstance(expr, n.Binary) and expr.op == "-" and unparse(expr.left) == unparse(expr.right)
 
 
