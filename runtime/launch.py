@@ -43,8 +43,8 @@ from .notes import warnings_of
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
-from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_ranks_warning, idle_warning, json_text,
-                        nonfinite_lines, rank_stats, summary_json, summary_text)
+from .reporting import (RunResult, count_nonfinite, failure_json, has_standard_count, idle_ranks_warning, idle_warning,
+                        json_text, nonfinite_lines, rank_stats, summary_json, summary_text)
 from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
 from .userkernels import changed_source, kernels, program_files
@@ -565,8 +565,7 @@ def _json_out(program, args, out, comm=None, options=None):
         return None
     n = options.n if options is not None and options.n is not None else getattr(args, "n", None)
     size = launcher_size()  # before MPI starts (a usage error): the ranks the launcher started
-    return {"program": program.name, "n": n, "np": comm.size if comm is not None else size[1] if size else 1,
-            "ok": False, "passed": None}, out
+    return failure_json(program.name, n, comm.size if comm is not None else size[1] if size else 1), out
 
 
 def _fail(comm, message: str, err, json_out=None, code: int = 1) -> int:

@@ -162,6 +162,12 @@ def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float 
     return (flops / seconds / 1e9, source) if flops is not None and seconds > 0 else (None, None)
 
 
+def failure_json(program: str | None, n: int | None, ranks: int | None = None) -> dict:
+    """What ``--json`` prints for a run (or, without ``ranks``, a bench) that has no summary,
+    besides its ``error``: the program's name (None where it was not read), n, the ranks."""
+    return {"program": program, "n": n, **({} if ranks is None else {"np": ranks}), "ok": False, "passed": None}
+
+
 def json_text(value) -> str:
     """``value`` as strict JSON, which has no NaN or infinity: a non-finite number (a check's
     NaN residual, a rate of an infinite flop count) becomes null."""

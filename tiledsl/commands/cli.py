@@ -24,7 +24,7 @@ from ..driverload import program_path, shadowing
 from ..packages import missing_package
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
-from ..runtime.reporting import json_text
+from ..runtime.reporting import failure_json, json_text
 from ..runtime.world import UsageError, check_working_directory, standard_streams_open
 
 EXIT_STATUS = """exit status:
@@ -86,9 +86,8 @@ def _json_failure(args, error: str) -> None:
     errors) says so on stdout too, as one that failed later does: ``program`` null, as it may not
     have been read."""
     if getattr(args, "json", False) and args.handler in (_run, _bench):
-        ranks = {"np": args.np} if args.handler is _run else {}  # bench's runs are one rank's
-        print(json_text({"program": None, "n": args.n, **ranks, "ok": False, "passed": None, "error": error}),
-              flush=True)
+        ranks = args.np if args.handler is _run else None  # bench's runs are one rank's
+        print(json_text({**failure_json(None, args.n, ranks), "error": error}), flush=True)
 
 
 def _failure_text(failure: TaskFailure, args) -> str:
@@ -425,8 +424,8 @@ def _bench(args) -> int:
         table = run_bench(driver, options, args.rounds, not args.no_dask)
     except TaskFailure as failure:  # a kernel failed: said on stderr by main, and here as run --json says it
         if args.json:
-            print(json_text({"program": driver.PROGRAM.name, "n": options.n, "ok": False, "passed": None,
-                             "error": _failure_text(failure, args)}), flush=True)
+            print(json_text({**failure_json(driver.PROGRAM.name, options.n), "error": _failure_text(failure, args)}),
+                  flush=True)
         raise
     print(json_text(table) if args.json else render(table))
     for line in failure_lines(table["errors"], table["residuals"]):  # a NaN left in a matrix: in the notes
@@ -540,10 +539,9 @@ def _launch(args) -> int:
     if shutil.which(launcher[0]) is None:
         raise UsageError(f"launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)")
     command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
-    failure_json = {"program": driver.PROGRAM.name, "n": args.n, "np": args.np, "ok": False,
-                    "passed": None} if args.json else None
+    said = failure_json(driver.PROGRAM.name, args.n, args.np) if args.json else None
     try:
-        return run_job(command, args.np, failure_json=failure_json)
+        return run_job(command, args.np, failure_json=said)
     finally:  # what ranks killed while writing the outputs left beside them
         remove_abandoned([item.partition("=")[2] for item in args.output] + [args.trace] * bool(args.trace))
 
