@@ -265,6 +265,8 @@ class Engine:
                 thread.start()
             self._wait_until_prepared(prepared)
             start = time.perf_counter()
+            if self.tracer is not None and self.comm is None:  # alone, the run's seconds start here
+                self.tracer.begin_at(start)
             for thread in threads[self.gpus:]:
                 thread.start()
             self.last_progress = time.monotonic()

@@ -54,6 +54,14 @@ class Tracer:
         self.events = [(lane, began - shift, ended - shift, *rest) for lane, began, ended, *rest in self.events]
         self.origin = origin
 
+    def begin_at(self, origin: float) -> None:
+        """Time zero moved to ``time.perf_counter()`` reading ``origin``, when a run alone started
+        timing (its GPUs prepared): what happened before it is cut off, as ``seconds`` leaves it out."""
+        shift = origin - self.origin
+        self.events = [(lane, max(began - shift, 0.0), ended - shift, *rest)
+                       for lane, began, ended, *rest in self.events if ended - shift > 0]
+        self.origin = origin
+
     def task(self, lane: str, began: float, ended: float, task) -> None:
         """A program task, named the same on every rank (:func:`task_args`); a GPU task a CPU worker
         took (``--host-takes``) says from which GPU."""
@@ -63,8 +71,8 @@ class Tracer:
         self.events.append((lane, began - self.origin, ended - self.origin, task.call.kernel, args))
 
     def idle(self, lane: str, began: float, ended: float) -> None:
-        """A worker waited for work from ``began`` to ``ended``."""
-        self.events.append((lane, began - self.origin, ended - self.origin, "idle", {}))
+        """A worker waited for work from ``began`` to ``ended`` (from time zero at the earliest)."""
+        self.events.append((lane, max(began - self.origin, 0.0), ended - self.origin, "idle", {}))
 
     def transfer(self, lane: str, began: float, name: str, args: dict) -> None:
         self.events.append((lane, began - self.origin, time.perf_counter() - self.origin, name, args))
@@ -92,20 +100,41 @@ def chrome_trace(ranks: list, about: dict | None = None, lanes: list = ()) -> di
     other one that has events; ``about`` (the program, its sizes) goes in ``otherData``."""
     events = []
     for rank, rank_events in enumerate(ranks):
+        rank_events = _transfers_apart(rank_events)
         lanes_here = sorted({*lanes, *(e[0] for e in rank_events)}, key=_lane_order)
         events.append({"ph": "M", "pid": rank, "name": "process_name", "args": {"name": f"rank {rank}"}})
         for tid, lane in enumerate(lanes_here):
             events.append({"ph": "M", "pid": rank, "tid": tid, "name": "thread_name", "args": {"name": lane}})
         ids = {lane: tid for tid, lane in enumerate(lanes_here)}
         for lane, start, end, name, args in rank_events:
+            # the end rounded, not the length: a slice then ends where the next one begins, never past it
+            ts, te = round(start * 1e6, 3), round(max(end, start) * 1e6, 3)
             events.append({"ph": "X", "pid": rank, "tid": ids[lane], "name": name, "cat": _category(lane, name),
-                           "ts": round(start * 1e6, 3), "dur": round(max(end - start, 0.0) * 1e6, 3), "args": args})
+                           "ts": ts, "dur": round(te - ts, 3), "args": args})
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": dict(about or {})}
 
 
+def _transfers_apart(rank_events: list) -> list:
+    """``rank_events`` with the transfers of the ``mpi`` and ``copy`` lanes that overlap in time
+    (messages in flight together) spread over lanes ``mpi``, ``mpi 2``, ...: the trace format
+    wants the slices of one lane disjoint or nested, and Perfetto drops the others."""
+    ends: dict = {}  # lane -> the end of the last slice on each of its lanes
+    spread = []
+    for lane, start, end, *rest in sorted(rank_events, key=lambda event: event[1]):
+        if lane.startswith(("mpi", "copy")):
+            taken = ends.setdefault(lane, [])
+            free = next((k for k, last in enumerate(taken) if last <= start), len(taken))
+            taken[free:free + 1] = [end]
+            lane = lane if free == 0 else f"{lane} {free + 1}"
+        spread.append((lane, start, end, *rest))
+    return spread
+
+
 def _lane_order(lane: str):
-    kind, _, number = lane.partition("-")
-    return ({"cpu": 0, "gpu": 1, "mpi": 2, "copy": 3}.get(kind, 4), int(number) if number.isdigit() else 0)
+    base, _, extra = lane.partition(" ")  # mpi 2: the second lane of the MPI thread's transfers
+    kind, _, number = base.partition("-")
+    return ({"cpu": 0, "gpu": 1, "mpi": 2, "copy": 3}.get(kind, 4), int(number) if number.isdigit() else 0,
+            int(extra) if extra.isdigit() else 0)
 
 
 def _category(lane: str, name: str) -> str:

@@ -87,6 +87,18 @@ def test_a_run_in_which_no_task_ran_plots_its_empty_lanes(tmp_path, capsys):
 
 
 @pytest.mark.timeout(60)
+def test_the_lanes_of_messages_in_flight_together_are_drawn_as_one():
+    document = {"traceEvents": [
+        {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "cpu-0"}},
+        {"ph": "M", "pid": 0, "tid": 1, "name": "thread_name", "args": {"name": "mpi"}},
+        {"ph": "M", "pid": 0, "tid": 2, "name": "thread_name", "args": {"name": "mpi 2"}},
+        {"ph": "X", "pid": 0, "tid": 1, "name": "receive", "cat": "transfer", "ts": 0, "dur": 3},
+        {"ph": "X", "pid": 0, "tid": 2, "name": "receive", "cat": "transfer", "ts": 1, "dur": 3}]}
+    drawn = lanes(document)
+    assert [lane.name for lane in drawn] == ["cpu-0", "mpi"] and len(drawn[1].events) == 2
+
+
+@pytest.mark.timeout(60)
 def test_overlapping_transfers_get_rows_of_their_own():
     events = [(0.0, 2.0), (1.0, 2.0), (2.5, 1.0), (3.0, 1.0), (5.0, 1.0)]
     assert pack(events) == [0, 1, 0, 1, 0]

@@ -122,6 +122,20 @@ def test_a_worker_that_ran_nothing_counts_in_the_imbalance_and_has_a_lane():
     assert names == {(0, "cpu-0"), (0, "gpu-1"), (1, "cpu-0"), (1, "gpu-1")}
 
 
+def test_transfers_in_flight_together_get_lanes_of_their_own_and_no_slice_passes_the_next():
+    """Overlapping slices of one lane that do not nest break the trace format (Perfetto drops
+    them): two receives posted together and a send; rounding ts and dur apart made a task end
+    0.001 µs past the next one's start."""
+    rank = [("mpi", 0.0, 3e-3, "receive", {}), ("mpi", 1e-3, 4e-3, "receive", {}), ("mpi", 3e-3, 5e-3, "send", {}),
+            ("cpu-0", 0.0, 9.7361415e-3, "gemm", {}), ("cpu-0", 9.7361415e-3, 1e-2, "trsm", {})]
+    events = chrome_trace([rank], {}, compute_lanes(1, 0))["traceEvents"]
+    lane = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    slices = sorted((lane[e["tid"]], e["ts"], e["ts"] + e["dur"]) for e in events if e["ph"] == "X")
+    assert [name for name, *_ in slices] == ["cpu-0", "cpu-0", "mpi", "mpi", "mpi 2"]
+    for (name, _, end), (after, start, _) in zip(slices, slices[1:]):
+        assert name != after or end <= start
+
+
 def test_area_bound_one_kind():
     times = {(1, ("A[0, 0]",), i): (1.0, "cpu") for i in range(1, 5)}
     assert area_bound(times, {"cpu": 2, "gpu": 0}) == pytest.approx(2.0)
@@ -172,6 +186,17 @@ def test_efficiency_of_a_one_rank_run_is_at_most_one(compiled, tmp_path):
     result = execute(compiled("programs/lu.tile"), Options(n=500, tiles={"nb": 100}, trace=str(tmp_path / "t.json")))
     assert 0 < result.trace["efficiency"] <= 1
     assert set(result.trace["busy"]) == {"0/cpu-0", "0/cpu-1"} or len(result.trace["busy"]) >= 1
+
+
+@pytest.mark.timeout(60)
+def test_a_one_rank_gpu_trace_starts_with_the_runs_seconds(compiled, tmp_path):
+    """The GPUs were prepared before the run's clock started, after the trace's: its tasks ended
+    10 ms past the run's seconds."""
+    path = tmp_path / "t.json"
+    result = execute(compiled("programs/cholesky.tile"), Options(n=600, tiles={"nb": 100}, gpus=2, trace=str(path)))
+    spans = [event for event in json.loads(path.read_text())["traceEvents"] if event["ph"] == "X"]
+    assert min(event["ts"] for event in spans) >= 0
+    assert max(event["ts"] + event["dur"] for event in spans) <= result.seconds * 1e6 + 1
 
 
 def test_a_value_argument_json_has_no_number_for_is_written_as_its_spelling():

@@ -89,8 +89,18 @@ def lanes(document: dict) -> list[Lane]:
                                 event.get("cat", "task"), event.get("args") or {}))
     for (pid, tid), lane in found.items():
         lane.name = names.get((pid, tid), f"lane {tid}")
+    merged = {}  # the trace's lanes mpi, mpi 2, ... (messages in flight together) drawn as one row, packed
+    for key in sorted(found):
+        lane = found[key]
+        base = lane.name.partition(" ")[0] if lane.name.startswith(("mpi", "copy")) else None
+        into = merged.get((lane.rank, base)) if base else None
+        if into is None:
+            merged[(lane.rank, base or (lane.tid,))] = lane
+        else:
+            into.events += lane.events
+    for lane in merged.values():
         lane.events.sort(key=lambda e: e[0])
-    return [found[key] for key in sorted(found)]
+    return sorted(merged.values(), key=lambda lane: (lane.rank, lane.tid))
 
 
 def _int(value) -> int:
