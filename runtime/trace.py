@@ -27,6 +27,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
+from .matrix import part_of, part_text
 from .recording import record
 
 
@@ -65,7 +66,7 @@ class Tracer:
     def task(self, lane: str, began: float, ended: float, task) -> None:
         """A program task, named the same on every rank (:func:`task_args`); a GPU task a CPU worker
         took (``--host-takes``) says from which GPU."""
-        args = task_args(self.occurrences, task.call, task.tiles, task.priority, task.values)
+        args = task_args(self.occurrences, task.call, task.tiles, task.priority, task.values, task.regions)
         if task.device and lane.startswith("cpu"):
             args["taken from"] = f"gpu-{task.device}"
         self.events.append((lane, began - self.origin, ended - self.origin, task.call.kernel, args))
@@ -289,13 +290,14 @@ def utilisation(ranks: list, seconds: float, lanes: list = ()) -> dict:
             "imbalance": round(max(values) / mean, 4) if mean > 0 else None}  # None: no task ran
 
 
-def task_args(occurrences: Counter, call, tiles, priority, values) -> dict:
-    """A task event's arguments: its tiles, line, priority, values, and ``key`` (line, tiles,
-    occurrence), which names it the same on every rank (``occurrences`` counts them)."""
+def task_args(occurrences: Counter, call, tiles, priority, values, views=None) -> dict:
+    """A task event's arguments: its tiles (a sub-range after its tile, as explain and graph
+    name it: ``views``, from :func:`.matrix.call_views`), line, priority, values, and ``key``
+    (line, tiles, occurrence), which names it the same on every rank (``occurrences`` counts them)."""
     key = (call.line, tuple(str(t) for t in tiles))
     occurrences[key] += 1
-    args = {"tiles": list(key[1]), "line": call.line, "priority": priority,
-            "key": [key[0], list(key[1]), occurrences[key]]}
+    named = list(key[1]) if views is None else [f"{t}{part_text(part_of(t, v))}" for t, v in zip(tiles, views)]
+    args = {"tiles": named, "line": call.line, "priority": priority, "key": [key[0], list(key[1]), occurrences[key]]}
     if values:
         args["values"] = {name: _json_value(value) for name, value in zip(call.values, values)}
     return args

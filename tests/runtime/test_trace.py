@@ -199,6 +199,18 @@ def test_a_one_rank_gpu_trace_starts_with_the_runs_seconds(compiled, tmp_path):
     assert max(event["ts"] + event["dur"] for event in spans) <= result.seconds * 1e6 + 1
 
 
+@pytest.mark.timeout(60)
+def test_a_tasks_tiles_in_the_trace_name_their_sub_ranges_as_explain_does(compiled, tmp_path):
+    """hetero_cholesky's updates on slices of hybrid tiles: the trace said A[0, 0] where explain and
+    graph said A[0, 0][50:200, 0:50], so a trace task could not be matched with its graph node."""
+    path = tmp_path / "t.json"
+    execute(compiled("programs/hetero_cholesky.tile"), Options(n=400, trace=str(path)))
+    gemms = [e["args"] for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "gemm"]
+    assert gemms and all(tile.count("[") == 2 for args in gemms for tile in args["tiles"])
+    assert all(tile.split("][")[0] + "]" == keyed
+               for args in gemms for tile, keyed in zip(args["tiles"], args["key"][1]))
+
+
 def test_a_value_argument_json_has_no_number_for_is_written_as_its_spelling():
     """JSON has no infinity or NaN: Python's ``Infinity`` made the trace a file Chrome's and
     node's JSON.parse refuse."""

@@ -297,7 +297,7 @@ class Tracer:
 
     def task(self, rank: int, lane: int, device: int, task) -> None:
         owned = task.owned
-        args = task_args(self.occurrences, owned.call, owned.tiles, task.priority, owned.values)
+        args = task_args(self.occurrences, owned.call, owned.tiles, task.priority, owned.values, owned.views)
         if task.taken_from:
             args["taken from"] = f"gpu-{task.taken_from}"
         name = f"gpu-{device}" if device else f"cpu-{lane}"

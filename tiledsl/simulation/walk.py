@@ -82,11 +82,13 @@ class Copy:
 class Owned:
     """The owner's share of a task: what it computes, where, and the copies it uses."""
 
-    __slots__ = ("call", "tiles", "device", "priority", "seconds", "host_seconds", "copies", "outgoing", "values")
+    __slots__ = ("call", "tiles", "device", "priority", "seconds", "host_seconds", "copies", "outgoing", "values",
+                 "views")
 
     def __init__(self, call, tiles, device, priority, seconds, values):
         self.call, self.tiles, self.device, self.priority = call, tiles, device, priority
         self.seconds, self.values = seconds, values
+        self.views = None  # each argument's sub-range (call_views; None: whole tiles), which the trace names
         self.host_seconds = None  # a GPU task's seconds on a core, its tiles copied there and back
         self.copies: list = []  # per argument: None (native) or the Copy it reads or writes
         self.outgoing: list = []  # (position, Copy, Message or None): written copies going home, in order
@@ -136,7 +138,8 @@ class Walk:
 
     def submit(self, call, tiles, regions, priority, values=(), at=None) -> None:
         call, tiles, regions = flatten(call, tiles, regions)
-        parts = _parts(call, tiles, call_views(call, tiles, regions))  # a bad sub-range names its line
+        views = call_views(call, tiles, regions)  # a bad sub-range names its line
+        parts = _parts(call, tiles, views)
         index = self.count
         self.count += 1
         if self.priority_of is not None:
@@ -147,7 +150,7 @@ class Walk:
         owner = main.rank
         self.flops[owner] += flops
         owned = self._owned(call, tiles, parts, device, priority, seconds, values)
-        owned.host_seconds = host_seconds
+        owned.host_seconds, owned.views = host_seconds, views
         self.dispatch(owner, index, "owner", owned)
         for rank in sorted({t.rank for t in tiles if t.rank != owner}):
             self._helper(rank, index, call, tiles, owned)
