@@ -314,7 +314,7 @@ def test_bench_reports_ratios_against_lapack():
     table = json.loads(out.stdout)
     names = [row["name"] for row in table["rows"]]
     assert names[0] == "tiledsl" and names[1].startswith("scipy dpotrf")
-    assert table["rows"][1]["ratio"] > 0 and table["residual"] < 60 and table["notes"] == []
+    assert table["rows"][1]["ratio"] > 0 and table["residual"] < 60 and table["notes"] == [] and table["ok"] is True
 
 
 @pytest.mark.timeout(130)
@@ -377,7 +377,7 @@ def test_bench_json_says_a_failure_as_run_json_does(tmp_path):
     np.save(tmp_path / "bad.npy", bad)
     out = tiledsl("bench", "lu", "--n", 300, "--nb", 100, "--rounds", 1, "--no-dask", "--json",
                   "--input", f"A={tmp_path / 'bad.npy'}")
-    assert out.returncode == 1 and json.loads(out.stdout)["passed"] is False
+    assert out.returncode == 1 and json.loads(out.stdout)["passed"] is False and json.loads(out.stdout)["ok"] is False
     assert re.fullmatch(r"tiledsl: error: check failed: residual \S+ is not below 60\n", out.stderr), out.stderr
 
 

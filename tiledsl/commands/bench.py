@@ -32,6 +32,7 @@ from ..runtime.options import tile_values
 from ..runtime.reporting import count_text, flop_count, nonfinite_lines, sources_text
 
 DASK_CHUNKS = (512, 1024, 2048)
+DASK_SMALLEST = 64  # a chunk smaller is no blocked algorithm to compare with
 DASK_KINDS = ("cholesky", "lu")  # the checks dask has a factorization for (its QR is tall-and-skinny only)
 #: the qualifiers that choose among a check kind's references (the first one found)
 FLAVOURS = ("symmetric", "lower", "upper")
@@ -161,6 +162,15 @@ def inputs_of(driver, options: Options) -> dict:
     return made
 
 
+def dask_chunks(n: int) -> list[int]:
+    """The chunk sizes dask is timed at for order ``n``: for each of :data:`DASK_CHUNKS` below
+    ``n``, the divisor of ``n`` nearest it (dask's Cholesky and LU take square chunks only: a
+    ragged last chunk is an error), none under :data:`DASK_SMALLEST`."""
+    divisors = [d for d in range(DASK_SMALLEST, n) if n % d == 0]
+    return sorted({min(divisors, key=lambda d: (abs(d - chunk), d)) for chunk in DASK_CHUNKS if chunk < n}
+                  if divisors else set())
+
+
 def _dask(kind: str, chunk: int, workers: int):
     """dask's Cholesky or LU at ``chunk`` (None for other kinds, or without dask; its QR is
     tall-and-skinny only)."""
@@ -202,8 +212,8 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         references.append((Measure(f"scipy {reference.routine} ({workers} thread{'s' if workers != 1 else ''})"),
                            reference.run, matrices,
                            workers, check_options))
-        for chunk in DASK_CHUNKS if with_dask else ():
-            dask = _dask(kind, chunk, workers) if chunk < options.n else None
+        for chunk in dask_chunks(options.n) if with_dask else ():
+            dask = _dask(kind, chunk, workers)
             if dask:
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
     notes = [] if found else [_without_reference(program)]
@@ -238,7 +248,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     table = _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, tiling,
                    notes, params)
     # the count of the check's kind, which a program doing less (a band) did not do: say so by every rate
-    table.update(residuals=residuals, errors=errors)
+    table.update(residuals=residuals, errors=errors, ok=passed is not False and not errors)  # as run --json's ok
     table["flops_basis"] = count_text(program, result.matrices, source).strip(" ()") \
         if flops and source != "kernels" else None  # (the kernels' count has its note)
     return table

@@ -430,7 +430,7 @@ def _bench(args) -> int:
     print(json_text(table) if args.json else render(table))
     for line in failure_lines(table["errors"], table["residuals"]):  # a NaN left in a matrix: in the notes
         print(f"tiledsl: error: {line}", file=sys.stderr)
-    return 1 if table["passed"] is False else 0
+    return 0 if table["ok"] else 1
 
 
 def _plot(args) -> int:
