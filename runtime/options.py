@@ -230,7 +230,9 @@ def add_size_arguments(parser: argparse.ArgumentParser, input_help: str = SHAPE_
     parser.add_argument("--n", type=int, help="matrix order (default: from the shapes of the --input files "
                                                "and of the files the program loads)")
     for name in TILE_SETTINGS:
-        parser.add_argument(f"--{name}", type=int, metavar=name, help=f"tile setting {name} (default: the program's)")
+        parser.add_argument(f"--{name}", type=int, metavar=name,
+                            help=f"tile setting {name} (default: this machine's tuned one, see tiledsl tune; else the "
+                                 f"program's)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="set one of the program's own parameters")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help=input_help)
