@@ -42,6 +42,7 @@ from .world import UsageError
 MAX_TRIALS = 100_000  # assignments of n and the params tried against the inputs' shapes
 SECANT_STEPS = 4  # steps towards a value solving a dimension's equation (one where it is affine)
 SOLVE_WINDOW = 64  # most integers tried on each side of that value (a floor division rounds it)
+NEWTON_STEPS = 16  # steps on all the unknowns at once (a product's, rounded each time, takes a dozen)
 JOINT_STARTS = 32  # most first-round trials Newton steps on all the unknowns start from
 DIVISOR_STARTS = 8  # and the most small divisors of the dimensions each unknown starts from
 SWEEP_VALUES = 32  # most values a free unknown is swept over: the smallest divisors of the dimensions
@@ -136,7 +137,8 @@ class _Search:
         search of its own infers the others."""
         swept = set()
         while True:
-            free = {name for key, chosen in self.fits.items() for name in self.free(key[0], chosen)} - swept
+            free = {name for key, chosen in self.fits.items()
+                    for name in self.free(key[0], chosen) + self.entangled(key[0], chosen)} - swept
             if not free:
                 return
             for name in sorted(free):
@@ -193,7 +195,7 @@ class _Search:
         values = evaluated[0]
         point = {name: n if name == "n" else values[name] for name in self.unknowns}
         wanted = np.array([shape[axis] for shape in self.shapes.values() for axis in (0, 1)], float)
-        for _ in range(SECANT_STEPS):
+        for _ in range(NEWTON_STEPS):
             here = self._input_dims(*self.assigned(point))
             if here is None:
                 break
@@ -214,6 +216,26 @@ class _Search:
             if moved is not None and moved != here:
                 return [(after - before) / step for before, after in zip(here, moved)]
         return [0.0] * len(here)
+
+    def entangled(self, n: int, chosen: dict) -> list:
+        """The inferred unknowns of a fit of two unknowns whose dimensions are not affine in them
+        (``A[n * q, n + q]``): such shapes may fit other, far values too (n=20, q=30 and n=30,
+        q=20 of 600×50), which only a sweep finds; none where the formulas are affine (one fit)."""
+        names = self.inferred(chosen)
+        if len(names) != 2:
+            return []
+        a, b = names
+        corners = [self._stepped(n, chosen, steps) for steps in ({}, {a: 1}, {b: 1}, {a: 1, b: 1})]
+        if any(corner is None for corner in corners):
+            return names
+        base, moved_a, moved_b, both = corners  # a product moves with both more than with each alone
+        return names if [x + y - z for x, y, z in zip(moved_a, moved_b, base)] != both else []
+
+    def _stepped(self, n: int, chosen: dict, steps: dict) -> list | None:
+        """The inputs' dimensions with each unknown of ``steps`` moved by its step."""
+        for name, step in steps.items():
+            n, chosen = self.moved(n, chosen, name, (n if name == "n" else chosen[name]) + step)
+        return self._input_dims(n, chosen)
 
     def _sizing_params(self, dims: list) -> list:
         """The params left unset that some input's shape depends on (at n, else the largest

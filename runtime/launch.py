@@ -503,6 +503,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         return 128 + signum
     except Exception as error:  # a bug in tiledsl: said as the command line says it, and every rank ends now
         if missing_package(error) is not None:  # or a package this rank's environment lacks (mpi4py)
+            if comm is None and _rank(comm) != 0:  # before MPI: every rank lacks it alike, and rank 0 says it
+                record_completion(2)
+                return 2
             return _fail(comm, f"rank {_rank(comm)}: {missing_package(error)}", err,
                          _json_out(program, args, out, comm, options), code=2)
         if os.environ.get("TILEDSL_DEBUG"):
@@ -637,7 +640,15 @@ def _leave(comm, status: int) -> int:
 
 def main(program, resolve_params, shapes, generate) -> None:
     """Entry point of a generated driver run as a script."""
-    blas.load()  # SciPy: part of the loading, which a rank of `tiledsl run --np` ends quietly on Ctrl-C
+    try:
+        blas.load()  # SciPy: part of the loading, which a rank of `tiledsl run --np` ends quietly on Ctrl-C
+    except ModuleNotFoundError as error:  # every rank lacks it alike: the launcher's rank 0 says so
+        if missing_package(error) is None:
+            raise
+        if launcher_rank() == 0:
+            print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
+        record_completion(2)  # said (by rank 0): not a rank that ended without a word
+        sys.exit(2)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
     standard_streams_open()
     driver = sys.modules["__main__"]

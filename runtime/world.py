@@ -236,8 +236,11 @@ def abort_job(MPI, code: int) -> None:
             signal.signal(signum, signal.SIG_IGN)
         except ValueError:  # not the main thread: the signals go to the main thread anyway
             break
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed (by a kernel), or None: the job ends all the same
+            pass
     time.sleep(ABORT_DELAY)
     # MPICH's line ("Abort(1) on node 0 ...: application called MPI_Abort ...") would only repeat
     # that this rank ends the job, after the rank said why

@@ -155,10 +155,11 @@ def test_a_killed_rank_ends_every_rank(tmp_path, segments_before):
 
 
 @pytest.mark.timeout(90)
-def test_a_rank_that_cannot_say_why_it_failed_still_ends_every_rank(tmp_path, segments_before):
-    """Its kernel closed stdout and stderr: writing the error raised, the abort never came, and the
-    other rank waited for its data until the watchdog (three minutes)."""
-    code, _, elapsed = finish(start("--set", "fault=10", np_=2, cache=tmp_path))
+@pytest.mark.parametrize("fault", [10, 11], ids=["file descriptors", "python streams"])
+def test_a_rank_that_cannot_say_why_it_failed_still_ends_every_rank(tmp_path, segments_before, fault):
+    """Its kernel closed stdout and stderr (their descriptors, or Python's streams): writing the
+    error raised, the abort never came, and the other rank waited for its data (minutes)."""
+    code, _, elapsed = finish(start("--set", f"fault={fault}", np_=2, cache=tmp_path))
     assert code == 1 and elapsed < 30
     assert nothing_left(tmp_path, segments_before)
 

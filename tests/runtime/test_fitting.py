@@ -54,12 +54,14 @@ def test_two_values_fitting_alike_are_listed(tmp_path):
                                 "give --n or --set to choose")
 
 
-def test_the_solutions_of_a_product_are_all_found(tmp_path):
-    """n * q = 300 and n + q = 103: n=100, q=3 and n=3, q=100, reached from different starts."""
+@pytest.mark.parametrize("shape, listed", [((300, 103), "n=3, q=100 or n=100, q=3"),
+                                           ((600, 50), "n=20, q=30 or n=30, q=20"),  # one was run silently
+                                           ((2496, 100), "n=48, q=52 or n=52, q=48")])  # none was found
+def test_the_solutions_of_a_product_are_all_found(tmp_path, shape, listed):
+    """n * q and n + q: both solutions, from different starts and a sweep of each unknown."""
     with pytest.raises(UsageError) as error:
-        fitted(tmp_path, "param q = 2\n  matrix B[n * q, n + q] = zeros", {"B": (300, 103)})
-    assert str(error.value) == ("the inputs' shapes fit several sizes (n=3, q=100 or n=100, q=3): give n= or params= "
-                                "to choose")
+        fitted(tmp_path, "param q = 2\n  matrix B[n * q, n + q] = zeros", {"B": shape})
+    assert str(error.value) == f"the inputs' shapes fit several sizes ({listed}): give n= or params= to choose"
 
 
 def test_a_misfit_of_a_shape_the_tile_size_sets_names_the_tile_setting(tmp_path):

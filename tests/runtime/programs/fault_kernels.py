@@ -59,3 +59,11 @@ def mute(a):
         os.close(1)
         os.close(2)
         raise RuntimeError("failed with no stream left to say it")
+
+
+def hush(a):
+    """Close Python's sys.stdout and sys.stderr, then fail (rank 1 only)."""
+    if os.environ.get("PMI_RANK") == "1":
+        sys.stdout.close()
+        sys.stderr.close()
+        raise RuntimeError("failed with no stream left to say it")
