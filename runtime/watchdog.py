@@ -189,7 +189,8 @@ def deadline(seconds: float | None, what: str, rank: int):
 
     def watch():
         if not returned.wait(seconds) and not returned.wait(later):
-            sys.stderr.write(f"tiledsl: error: rank {rank}: watchdog: {what} after {seconds:g} s (--watchdog)\n")
+            sys.stderr.write(f"tiledsl: error: rank {rank}: watchdog: {what} after {seconds + later:g} s "
+                             f"(--watchdog)\n")
             sys.stderr.flush()
             end_job(1)
     threading.Thread(target=watch, name="deadline", daemon=True).start()

@@ -349,7 +349,7 @@ def test_a_run_stopped_before_it_started_says_so_in_json_too(tmp_path):
     cases = [(["run", "cholesky", "--n", 200, "--set", "foo=1"], 2, ("cholesky", 200, 1)),
              (["run", "cholesky", "--n", 200, "--set", "foo=1", "--np", 2], 2, ("cholesky", 200, 2)),
              (["run", tmp_path / "bad.tile", "--n", 64], 1, (None, 64, 1)),
-             (["bench", "cholesky", "--n", 200, "--rounds", 0], 2, (None, 200))]
+             (["bench", "cholesky", "--n", 200, "--rounds", 0], 2, ("cholesky", 200))]
     for command, code, said in cases:
         out = tiledsl(*command, "--json")
         failure = json.loads(out.stdout.strip().splitlines()[-1])

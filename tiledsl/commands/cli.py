@@ -83,11 +83,11 @@ def main(argv=None) -> int:
 
 def _json_failure(args, error: str) -> None:
     """A run or bench with ``--json`` that stopped before it started (a usage error, a program with
-    errors) says so on stdout too, as one that failed later does: ``program`` null, as it may not
-    have been read."""
+    errors) says so on stdout too, as one that failed later does: ``program`` null where it was
+    not read yet."""
     if getattr(args, "json", False) and args.handler in (_run, _bench):
         ranks = args.np if args.handler is _run else None  # bench's runs are one rank's
-        print(json_text({**failure_json(None, args.n, ranks), "error": error}), flush=True)
+        print(json_text({**failure_json(getattr(args, "program", None), args.n, ranks), "error": error}), flush=True)
 
 
 def _failure_text(failure: TaskFailure, args) -> str:
@@ -410,6 +410,7 @@ def _bench(args) -> int:
     from ..runtime.options import check_seed, check_workers, size_options
 
     driver = _load_driver(program_path(args.file))
+    args.program = driver.PROGRAM.name  # for the --json failure object of a usage error from here on
     options = size_options(args)
     check_workers(args.workers)
     check_seed(args.seed)

@@ -1167,7 +1167,9 @@ class _Analyzer:
         if (form is not None and is_zero(form) or form is None and _literal_value(divisor) == 0
                 or _difference_of_itself(divisor)):
             self.bag.error(divisor.span, "E214", f"division by zero: the right operand of '{op}' is always 0",
-                           hint="a divisor must be nonzero for every value of the loop variables")
+                           hint="a divisor must be nonzero for every shape and value of the kernel's arguments"
+                           if self.flops_of is not None else
+                           "a divisor must be nonzero for every value of the loop variables")
             return False
         return True
 
