@@ -50,17 +50,18 @@ class Tracer:
         received before it was sent): read through the wall clock, the first rank's moment is the
         same instant on every rank of a machine, and as close as the nodes' clocks are kept (NTP)
         across machines. Told after the run, which a broadcast before it would have delayed."""
-        origin = _perf_counter_at(started)
-        shift = origin - self.origin
-        self.events = [(lane, began - shift, ended - shift, *rest) for lane, began, ended, *rest in self.events]
-        self.origin = origin
+        self._shift_to(_perf_counter_at(started))
 
     def begin_at(self, origin: float) -> None:
         """Time zero moved to ``time.perf_counter()`` reading ``origin``, when a run alone started
         timing (its GPUs prepared): what happened before it is cut off, as ``seconds`` leaves it out."""
+        self._shift_to(origin, cut=True)
+
+    def _shift_to(self, origin: float, cut: bool = False) -> None:
+        """Time zero moved to perf_counter reading ``origin``, the events with it (``cut``: from it on)."""
         shift = origin - self.origin
-        self.events = [(lane, max(began - shift, 0.0), ended - shift, *rest)
-                       for lane, began, ended, *rest in self.events if ended - shift > 0]
+        self.events = [(lane, max(began - shift, 0.0) if cut else began - shift, ended - shift, *rest)
+                       for lane, began, ended, *rest in self.events if not cut or ended - shift > 0]
         self.origin = origin
 
     def task(self, lane: str, began: float, ended: float, task) -> None:

@@ -92,12 +92,11 @@ def lanes(document: dict) -> list[Lane]:
     merged = {}  # the trace's lanes mpi, mpi 2, ... (messages in flight together) drawn as one row, packed
     for key in sorted(found):
         lane = found[key]
-        base = lane.name.partition(" ")[0] if lane.name.startswith(("mpi", "copy")) else None
-        into = merged.get((lane.rank, base)) if base else None
-        if into is None:
-            merged[(lane.rank, base or (lane.tid,))] = lane
+        row = (lane.rank, lane.name.partition(" ")[0] if lane.name.startswith(("mpi", "copy")) else lane.tid)
+        if row in merged:
+            merged[row].events += lane.events
         else:
-            into.events += lane.events
+            merged[row] = lane
     for lane in merged.values():
         lane.events.sort(key=lambda e: e[0])
     return sorted(merged.values(), key=lambda lane: (lane.rank, lane.tid))
