@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tiledsl.compiler.analysis import unparse
+from tiledsl.compiler.expressions import unparse
 from tiledsl.compiler import check_path, check_source
 from tiledsl.compiler.source import decode
 

@@ -6,7 +6,7 @@ sits on its line), so each assertion says "this node covers exactly that text".
 import pytest
 
 from tiledsl.compiler import nodes as n
-from tiledsl.compiler.analysis import unparse
+from tiledsl.compiler.expressions import unparse
 from tiledsl.compiler.parser import parse
 from tiledsl.compiler.source import SourceError, decode
 

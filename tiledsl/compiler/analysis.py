@@ -18,6 +18,7 @@ from . import nodes as n
 from .affine import (Converter, coincidence_witness, difference, empty_panel_witness, is_zero, never_runs,
                      never_runs_within, out_of_range_witness, provably_negative, provably_nonzero)
 from .diagnostics import DiagnosticBag, did_you_mean
+from .expressions import canonical_text, constant_of, expression_nodes, names, unparse
 from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
 from .source import Span
 
@@ -1287,13 +1288,13 @@ class _Analyzer:
         Not the lets those lets name: they are bound before them, so the innermost
         binder an expression depends on is one of these; and a let's loop variables are
         at most the enclosing loops, so a chain of lets costs linear time."""
-        return frozenset(name for name in _names(expr)
+        return frozenset(name for name in names(expr)
                          if (symbol := self.scope.lookup(name)) is not None and symbol.kind == "let") | self._loops(expr)
 
     def _loops(self, expr) -> frozenset[str]:
         """The loop variables ``expr`` depends on, directly or through lets."""
         found = set()
-        for name in _names(expr):
+        for name in names(expr):
             symbol = self.scope.lookup(name)
             if symbol is not None and symbol.kind == "loop":
                 found.add(name)
@@ -1354,23 +1355,10 @@ class _Analyzer:
             return f"{matrix}.{axis}"
         dim = decl.rows if axis == "mt" else decl.cols
         counter = "tiles" if self.tiling_defaults.keys() == {"nb"} else ("blocks" if axis == "mt" else "slices")
-        return f"{counter}({_unparse(dim)})"
+        return f"{counter}({canonical_text(dim)})"
 
 
 # ---------------------------------------------------------------- helpers
-def constant_of(expr, kind: str):
-    """The constant value of ``expr`` for a ``kind`` parameter, or None: a (negated) number
-    literal for int and float (an int literal for int), a string literal for char."""
-    negated = isinstance(expr, n.Unary) and expr.op == "-"
-    literal = expr.operand if negated else expr
-    if kind == "char":
-        return literal.value if isinstance(literal, n.StrLit) and not negated else None
-    allowed = (n.IntLit,) if kind == "int" else (n.IntLit, n.FloatLit)
-    if not isinstance(literal, allowed):
-        return None
-    return -literal.value if negated else literal.value
-
-
 _TYPE_NOUN = {"int": "an integer", "float": "a float", "char": "a char", "bool": "a condition", "tile": "a tile"}
 
 
@@ -1525,86 +1513,6 @@ def _constant(expr) -> int | None:
     return None
 
 
-def expression_nodes(expr):
-    """Every node of an expression, outermost first."""
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        yield node
-        match node:
-            case n.Method(arg=arg):
-                stack.append(arg)
-            case n.Func(args=args):
-                stack.extend(args)
-            case n.Unary(operand=operand):
-                stack.append(operand)
-            case n.Binary(left=left, right=right):
-                stack.extend((left, right))
-
-
-def _names(expr):
-    """Every plain name used in ``expr``."""
-    return (node.ident.text for node in expression_nodes(expr) if isinstance(node, n.Name))
-
-
-def _unparse(expr) -> str:
-    """Source-like text of an expression with every operation in parentheses (spans ignored):
-    one text per expression tree, for symbols and comparisons."""
-    return _render(expr, 0, canonical=True)
-
-
-_PRECEDENCE = {"or": 1, "and": 2, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
-               "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "**": 8}
-
-
-def precedence(expr) -> int:
-    """The binding strength of the expression's outermost operator, the language's as Python's
-    (7: unary minus, 8: '**', 9: an atom)."""
-    if isinstance(expr, n.Binary):
-        return _PRECEDENCE[expr.op]
-    if isinstance(expr, n.Unary):
-        return 3 if expr.op == "not" else 7
-    return 9
-
-
-def unparse(expr) -> str:
-    """Source-like text of an expression with the parentheses its operators need and no
-    others (for messages)."""
-    return _render(expr, 0, canonical=False)
-
-
-def _render(expr, outer: int, canonical: bool) -> str:
-    """``expr`` inside an operator binding ``outer`` strongly; ``canonical``: every operation
-    in parentheses."""
-    match expr:
-        case n.IntLit(value=value) | n.FloatLit(value=value):
-            return str(value)
-        case n.StrLit(value=value):
-            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        case n.Range(start=start, stop=stop):
-            return f"{unparse(start)} : {unparse(stop)}"
-        case n.Name(ident=ident):
-            return ident.text
-        case n.Attr(matrix=m, attr=a):
-            return f"{m.text}.{a.text}"
-        case n.Method(matrix=m, method=q, arg=arg):
-            return f"{m.text}.{q.text}({_render(arg, 0, canonical)})"
-        case n.Func(func=f, args=args):
-            return f"{f.text}({', '.join(_render(a, 0, canonical) for a in args)})"
-        case n.Unary(op=op, operand=operand):
-            mine = precedence(expr)
-            text = ("not " if op == "not" else "-") + _render(operand, mine, canonical)
-        case n.Binary(op=op, left=left, right=right):
-            mine = precedence(expr)
-            # operators of one level group from the left (a right operand of that level needs
-            # parentheses), but '**' from the right, and its right operand may be a negation
-            sides = (mine + 1, mine - 1) if op == "**" else (mine, mine + 1)
-            text = f"{_render(left, sides[0], canonical)} {op} {_render(right, sides[1], canonical)}"
-        case _:
-            return "?"
-    return f"({text})" if canonical and isinstance(expr, n.Binary) or mine < outer else text
-
-
 def _tile_text(tile: n.TileRef) -> str:
     return f"{tile.matrix.text}[{unparse(tile.row)}, {unparse(tile.col)}]"
 
@@ -1614,7 +1522,8 @@ def _is_panel(tile: n.TileRef) -> bool:
 
 
 def _same_tile(a: n.TileRef, b: n.TileRef) -> bool:
-    return a.matrix.text == b.matrix.text and _unparse(a.row) == _unparse(b.row) and _unparse(a.col) == _unparse(b.col)
+    return a.matrix.text == b.matrix.text and all(canonical_text(x) == canonical_text(y)
+                                                  for x, y in ((a.row, b.row), (a.col, b.col)))
 
 
 def _beyond(form, widest: str) -> int | None:

@@ -31,7 +31,8 @@ from .. import __version__
 from ..drivercontract import DRIVER_FORMAT, source_digest
 from . import nodes as n
 from . import dataflow
-from .analysis import CHECK_ARITY, Checked, constant_of, expression_nodes, precedence, unparse
+from .analysis import CHECK_ARITY, Checked
+from .expressions import constant_of, expression_nodes, precedence, unparse
 
 INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports

@@ -33,7 +33,8 @@ import itertools
 from dataclasses import dataclass, field
 
 from . import nodes as n
-from .analysis import Checked, unparse
+from .analysis import Checked
+from .expressions import constant_of, names, unparse
 
 ANY, AT, PLUS, MINUS, DIV = "ANY", "AT", "PLUS", "MINUS", "DIV"
 Form = dict  # loop variable -> coefficient, "" -> constant; coefficients are ints or loop-invariant Exprs
@@ -114,7 +115,7 @@ class _Planner:
                 refs += self._leaf(stmt, loops, here, lets)
 
     def _for(self, stmt: n.For, loops: list, positions: list, lets: dict) -> list:
-        step = 1 if stmt.step is None else _integer(stmt.step)
+        step = 1 if stmt.step is None else constant_of(stmt.step, "int")
         if step is None or step == 0:
             raise NotAffine("a loop step that is not a constant")
         sign = 1 if step > 0 else -1
@@ -145,8 +146,8 @@ class _Planner:
             if divided is not None:
                 return (DIV, divided)
             # known at this loop when it depends on no loop from here in, through lets bound outside it
-            names = _names(index)
-            if _depends(index, lets) & inner or any(lets[v].depth > depth for v in names if v in lets):
+            used = set(names(index))
+            if _depends(index, lets) & inner or any(lets[v].depth > depth for v in used if v in lets):
                 return (ANY, None)
             return (AT, index)
         var = loops[depth][0]
@@ -169,8 +170,8 @@ class _Planner:
         if not (isinstance(index, n.Binary) and index.op == "//"):
             return None
         inner = {loop[0] for loop in loops[depth:]}
-        names = _names(index.right)
-        if _depends(index.right, lets) & inner or any(lets[v].depth > depth for v in names if v in lets):
+        used = set(names(index.right))
+        if _depends(index.right, lets) & inner or any(lets[v].depth > depth for v in used if v in lets):
             return None
         try:
             form = _form(index.left, loops, lets)
@@ -310,11 +311,11 @@ def _let(value, loops: list, lets: dict) -> _LetInfo:
 
 def _form(expr, loops: list, lets: dict) -> Form:
     """``expr`` as an affine form of the loop variables (NotAffine if it is not one)."""
-    names = {loop[0] for loop in loops}
+    variables = {loop[0] for loop in loops}
     match expr:
         case n.IntLit(value=value):
             return {"": value}
-        case n.Name(ident=ident) if ident.text in names:
+        case n.Name(ident=ident) if ident.text in variables:
             return {ident.text: 1}
         case n.Name(ident=ident) if ident.text in lets:
             if lets[ident.text].form is None:
@@ -332,7 +333,7 @@ def _form(expr, loops: list, lets: dict) -> Form:
             if _invariant(b):
                 return _scale(a, b.get("", 0))
             raise NotAffine("a product of loop variables")
-    if any(name in names or name in lets for name in _names(expr)):  # (not a set of every let: one per let)
+    if any(name in variables or name in lets for name in names(expr)):  # (not a set of every let: one per let)
         raise NotAffine("a loop variable or let under a non-affine operation")
     return {"": expr}  # loop-invariant: the run knows it before it starts
 
@@ -353,7 +354,7 @@ def _size(value, cap: int) -> int:
 def _depends(expr, lets: dict) -> set:
     """The loop variables ``expr`` depends on, directly or through lets."""
     found = set()
-    for name in _names(expr):
+    for name in names(expr):
         found |= lets[name].depends if name in lets else {name}
     return found
 
@@ -402,8 +403,8 @@ def _linear(value) -> tuple[dict, int]:
             return _combined(({}, 0), _linear(operand), -1)
         case n.Binary(op="+" | "-", left=left, right=right):
             return _combined(_linear(left), _linear(right), 1 if value.op == "+" else -1)
-        case n.Binary(op="*", left=left, right=right) if _integer(left) is not None or _integer(right) is not None:
-            factor, other = (_integer(left), right) if _integer(left) is not None else (_integer(right), left)
+        case n.Binary(op="*", left=left, right=right) if constant_of(left, "int") is not None or constant_of(right, "int") is not None:
+            factor, other = (constant_of(left, "int"), right) if constant_of(left, "int") is not None else (constant_of(right, "int"), left)
             return _combined(({}, 0), _linear(other), factor)
     return {unparse(value): (value, 1)}, 0
 
@@ -448,29 +449,6 @@ def _span_of(*values):
 def _u(form: Form, space: list) -> tuple:
     """A form as (constant, coefficient of u1, …) over ``space``'s loops (u = sign · v)."""
     return (form.get("", 0),) + tuple(_times(form.get(var, 0), sign) for var, sign in space)
-
-
-def _integer(expr) -> int | None:
-    if isinstance(expr, n.IntLit):
-        return expr.value
-    if isinstance(expr, n.Unary) and expr.op == "-" and isinstance(expr.operand, n.IntLit):
-        return -expr.operand.value
-    return None
-
-
-def _names(expr) -> set:
-    match expr:
-        case n.Name(ident=ident):
-            return {ident.text}
-        case n.Unary(operand=operand):
-            return _names(operand)
-        case n.Binary(left=left, right=right):
-            return _names(left) | _names(right)
-        case n.Method(arg=arg):
-            return _names(arg)
-        case n.Func(args=args):
-            return set().union(*map(_names, args))
-    return set()
 
 
 def _has_leaf(stmts) -> bool:
