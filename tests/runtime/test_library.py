@@ -280,13 +280,13 @@ def test_bench_says_why_tiledsl_is_timed_alone(tmp_path, check, note):
 
 
 def test_the_general_inverse_reference_inverts_in_place():
-    from tiledsl.commands.bench import REFERENCES, lapack_info
+    from tiledsl.commands.bench import Operand, _inverse_reference, lapack_info
 
     a = np.asfortranarray(np.random.default_rng(3).standard_normal((70, 70)) + 20 * np.eye(70))
     work = a.copy(order="F")
-    assert lapack_info(REFERENCES["inverse"].run(work)) == 0
+    assert lapack_info(_inverse_reference(Operand.of(())).run(work)) == 0
     assert np.allclose(work @ a, np.eye(70), atol=1e-12)
-    assert lapack_info(REFERENCES["inverse"].run(np.zeros((5, 5), order="F"))) == 1  # singular: dgetrf's info
+    assert lapack_info(_inverse_reference(Operand.of(())).run(np.zeros((5, 5), order="F"))) == 1  # singular: dgetrf's info
 
 
 @pytest.mark.timeout(60)
@@ -340,3 +340,76 @@ def test_the_least_squares_check_takes_lapacks_one_norm():
     after[:n] = wrong
     assert tsqr_kernels.least_squares({"A": a, "B": b}, {"B": after}) == pytest.approx(200, rel=1e-6)
     assert np.linalg.norm((b - a @ wrong).T @ a, 1) / scale == pytest.approx(200, rel=1e-6)
+
+
+def _unit_lower(a):
+    return np.tril(a, -1) + np.eye(len(a))
+
+
+def _mirrored_lower(a):
+    return np.tril(a) + np.tril(a, -1).T
+
+
+def _mirrored_upper(a):
+    return np.triu(a) + np.triu(a, 1).T
+
+
+# (check, routine, what the routine leaves in the matrix it writes, from the inputs C, A, B; part: the
+# part of it compared)
+_VARIANTS = [
+    ("product(C, A, B)", "dgemm", lambda C, A, B: C + A @ B, np.asarray),
+    ("product(C, transposed A, B)", "dgemm", lambda C, A, B: C + A.T @ B, np.asarray),
+    ("product(C, A, transposed B, alpha = 2.0, beta = 0.5)", "dgemm", lambda C, A, B: 0.5 * C + 2 * A @ B.T,
+     np.asarray),
+    ("product(C, transposed A, A)", "dgemm", lambda C, A, B: C + A.T @ A, np.asarray),
+    ("product(lower C, transposed A, A)", "dsyrk", lambda C, A, B: C + A.T @ A, np.tril),
+    ("product(symmetric C, transposed A, A)", "dsyrk", lambda C, A, B: C + A.T @ A, np.tril),
+    ("product(upper C, A, transposed A, alpha = -1.0)", "dsyrk", lambda C, A, B: C - A @ A.T, np.triu),
+    ("product(C, symmetric A, B)", "dsymm", lambda C, A, B: C + _mirrored_lower(A) @ B, np.asarray),
+    ("product(C, A, symmetric upper B)", "dsymm", lambda C, A, B: C + A @ _mirrored_upper(B), np.asarray),
+    ("product(B, lower unit A, B, beta = 0.0)", "dtrmm", lambda C, A, B: _unit_lower(A) @ B, np.asarray),
+    ("product(B, transposed upper A, B, beta = 0.0)", "dtrmm", lambda C, A, B: np.triu(A).T @ B, np.asarray),
+    ("product(A, A, upper B, beta = 0.0)", "dtrmm", lambda C, A, B: A @ np.triu(B), np.asarray),
+    ("solve(transposed lower unit A, B, B)", "dtrsm",
+     lambda C, A, B: np.linalg.solve(_unit_lower(A).T, B), np.asarray),
+    ("solve(symmetric upper A, X, B)", "dposv", lambda C, A, B: np.linalg.solve(_mirrored_upper(A), B), np.asarray),
+    ("inverse(upper unit A, A)", "dtrtri", lambda C, A, B: np.linalg.inv(np.triu(A, 1) + np.eye(len(A))),
+     lambda m: np.triu(m, 1)),  # the unit diagonal is implied, not written
+    ("inverse(symmetric upper A, A)", "dpotrf+dpotri", lambda C, A, B: np.linalg.inv(_mirrored_upper(A)), np.triu),
+]
+
+
+@pytest.mark.parametrize("text, routine, expected, part", _VARIANTS, ids=[v[0] for v in _VARIANTS])
+def test_the_bench_reference_follows_the_checks_qualifiers(text, routine, expected, part):
+    """Each qualifier of a check (a triangle, unit, transposed, symmetric, the part of C that counts)
+    reaches the BLAS/LAPACK routine bench times: it computes what the check verifies."""
+    from tiledsl.commands.bench import reference_for
+    from tiledsl.runtime.program import CheckDecl
+
+    kind, rest = text.rstrip(")").split("(")
+    words = [item.split() for item in rest.split(", ") if "=" not in item]
+    options = tuple((name, float(value)) for name, value in
+                    (item.split(" = ") for item in rest.split(", ") if "=" in item))
+    check = CheckDecl(kind, tuple(w[-1] for w in words), 1, tuple(tuple(w[:-1]) for w in words), options)
+    reference = reference_for(check)
+    assert reference.routine == routine
+    rng = np.random.default_rng(7)
+    spd = rng.standard_normal((9, 9))
+    inputs = {"C": rng.standard_normal((9, 9)), "A": spd @ spd.T + 9 * np.eye(9), "B": rng.standard_normal((9, 9))}
+    taken = check.args if reference.operands is None else [check.args[i] for i in reference.operands]
+    names = [name for i, name in enumerate(taken) if name not in taken[:i] and name != "X"]
+    work = {name: np.array(inputs[name], order="F") for name in names}
+    reference.run(*work.values(), **dict(options))
+    written = "B" if kind == "solve" else check.args[0]
+    assert np.allclose(part(work[written]), part(expected(inputs["C"], inputs["A"], inputs["B"])), atol=1e-10)
+
+
+@pytest.mark.parametrize("text", ["product(lower C, A, B)", "product(C, lower A, B)", "product(C, A, A)",
+                                  "product(A, A, B)", "product(C, symmetric A, transposed B)"])
+def test_bench_has_no_reference_where_blas_has_no_routine(text):
+    from tiledsl.commands.bench import reference_for
+    from tiledsl.runtime.program import CheckDecl
+
+    words = [item.split() for item in text.rstrip(")").split("(")[1].split(", ")]
+    check = CheckDecl("product", tuple(w[-1] for w in words), 1, tuple(tuple(w[:-1]) for w in words))
+    assert reference_for(check) is None

@@ -1,13 +1,14 @@
 """``tiledsl bench``: tiledsl against the reference libraries, alternated in one run.
 
 The reference of a program is the LAPACK or BLAS routine (scipy's, given as many
-BLAS threads as tiledsl has workers) that computes what its check verifies:
-:data:`REFERENCES` maps the check (its kind, and the first of ``symmetric``,
-``lower``, ``upper`` among its qualifiers; a user check by its function's name) to
-the routine, e.g. ``solve`` to dgesv, ``solve symmetric`` to dposv, ``solve lower``
-to dtrsm, ``product lower`` to dtrmm; a program without one is timed alone, and a
-note says why. The routine takes the check's matrices (each once, in the check's
-order, as the program's inputs make them) and works on them in place, and the
+BLAS threads as tiledsl has workers) that computes what its check verifies, with the
+options its qualifiers give (:func:`reference_for`): ``solve`` is dgesv, ``solve(symmetric
+A, …)`` dposv, ``solve(lower A, …)`` dtrsm; ``inverse`` dgetri, dpotri or dtrtri;
+``product(C, A, B)`` dgemm with its transposes, dsyrk for a part of C = A·Aᵀ (or Aᵀ·A),
+dsymm for a symmetric operand, dtrmm for B = op(L)·B in place; a user check by its
+function's name (:data:`BY_NAME`). A program without one is timed alone, and a note says
+why. The routine takes the check's matrices (each once, in the check's order, as the
+program's inputs make them) and works on them in place, and the
 check's options (product's alpha and beta). For Cholesky and LU, when dask is
 installed, ``dask.array.linalg`` at several chunk sizes too (its best is reported).
 Every implementation runs once untimed, then once per round, rounds alternate, the
@@ -34,8 +35,6 @@ from ..runtime.reporting import count_text, flop_count, nonfinite_lines, sources
 DASK_CHUNKS = (512, 1024, 2048)
 DASK_SMALLEST = 64  # a chunk smaller is no blocked algorithm to compare with
 DASK_KINDS = ("cholesky", "lu")  # the checks dask has a factorization for (its QR is tall-and-skinny only)
-#: the qualifiers that choose among a check kind's references (the first one found)
-FLAVOURS = ("symmetric", "lower", "upper")
 
 
 @dataclass
@@ -68,9 +67,9 @@ def _geqrf(a):
     return lapack.dgeqrf(a, lwork=lwork, overwrite_a=1)
 
 
-def _potri(a):
-    c, info = lapack.dpotrf(a, lower=1, overwrite_a=1)
-    return info or lapack.dpotri(c, lower=1, overwrite_c=1)
+def _potri(a, lower: int = 1):
+    c, info = lapack.dpotrf(a, lower=lower, overwrite_a=1)
+    return info or lapack.dpotri(c, lower=lower, overwrite_c=1)
 
 
 def _getri(a):
@@ -92,31 +91,114 @@ def lapack_info(returned) -> int:
     return returned if isinstance(returned, int) else 0
 
 
-REFERENCES = {
+FACTORIZATIONS = {
     "cholesky": Reference("dpotrf", lambda a: lapack.dpotrf(a, lower=1, overwrite_a=1)),
     "lu": Reference("dgetrf", lambda a: lapack.dgetrf(a, overwrite_a=1)),
     "qr": Reference("dgeqrf", _geqrf),
-    # solve(A, X, B) and inverse(A, X): X is the result, wherever the program keeps it
-    "solve": Reference("dgesv", lambda a, b: lapack.dgesv(a, b, overwrite_a=1, overwrite_b=1), (0, 2)),
-    "solve symmetric": Reference("dposv", lambda a, b: lapack.dposv(a, b, lower=1, overwrite_a=1, overwrite_b=1),
-                                 (0, 2)),
-    "solve lower": Reference("dtrsm", lambda a, b: blas.dtrsm(1.0, a, b, lower=1, overwrite_b=1), (0, 2)),
-    "solve upper": Reference("dtrsm", lambda a, b: blas.dtrsm(1.0, a, b, lower=0, overwrite_b=1), (0, 2)),
-    "inverse lower": Reference("dtrtri", lambda a: lapack.dtrtri(a, lower=1, overwrite_c=1), (0,)),
-    "inverse upper": Reference("dtrtri", lambda a: lapack.dtrtri(a, lower=0, overwrite_c=1), (0,)),
-    "inverse symmetric": Reference("dpotrf+dpotri", _potri, (0,)),
-    "inverse": Reference("dgetrf+dgetri", _getri, (0,)),
-    "product": Reference("dgemm", lambda c, a, b, alpha=1.0, beta=1.0:
-                         blas.dgemm(alpha, a, b, beta, c, overwrite_c=1)),
-    "product symmetric": Reference("dsyrk", lambda c, a, alpha=1.0, beta=1.0:
-                                   blas.dsyrk(alpha, a, beta, c, lower=1, overwrite_c=1)),
-    # B = alpha·L·B: dtrmm has no beta (the program's check says beta = 0)
-    "product lower": Reference("dtrmm", lambda b, a, alpha=1.0, beta=0.0:
-                               blas.dtrmm(alpha, a, b, lower=1, overwrite_b=1)),
-    "product upper": Reference("dtrmm", lambda b, a, alpha=1.0, beta=0.0:
-                               blas.dtrmm(alpha, a, b, lower=0, overwrite_b=1)),
-    "least_squares": Reference("dgels", _gels),
 }
+#: the references of user checks, by the check function's name
+BY_NAME = {"least_squares": Reference("dgels", _gels)}
+
+
+@dataclass(frozen=True)
+class Operand:
+    """What one argument's qualifiers tell a BLAS routine: ``triangle`` 1 lower, 0 upper (None:
+    a full matrix; a symmetric one stores its lower triangle unless upper is said)."""
+
+    symmetric: bool
+    triangle: int | None
+    trans: int
+    unit: int
+
+    @classmethod
+    def of(cls, words) -> "Operand":
+        given = set(words)
+        triangle = 0 if "upper" in given else 1 if "lower" in given or "symmetric" in given else None
+        return cls("symmetric" in given, triangle, int("transposed" in given), int("unit" in given))
+
+    @property
+    def triangular(self) -> bool:
+        return self.triangle is not None and not self.symmetric
+
+
+def reference_for(check) -> Reference | None:
+    """The routine that computes what ``check`` verifies, with the options its qualifiers give;
+    None where no LAPACK/BLAS routine does."""
+    if check.user:
+        return BY_NAME.get(check.kind)
+    if check.kind in FACTORIZATIONS:
+        return FACTORIZATIONS[check.kind]
+    words = _qualifiers(check)
+    operands = [Operand.of(given) for given in words]
+    if check.kind == "solve":
+        return _solve_reference(operands[0])
+    if check.kind == "inverse":
+        return _inverse_reference(operands[0])
+    return _product_reference(check.args, operands, bool(words[0])) if check.kind == "product" else None
+
+
+def _qualifiers(check) -> tuple:
+    """The words before each of the check's arguments (none for those it does not give)."""
+    return tuple(check.qualifiers) + ((),) * (len(check.args) - len(check.qualifiers))
+
+
+def _solve_reference(a: Operand) -> Reference:
+    """solve(A, X, B): the reference takes A and B (X is the result, wherever the program keeps it)."""
+    if a.symmetric:
+        return Reference("dposv", lambda a_, b: lapack.dposv(a_, b, lower=a.triangle, overwrite_a=1, overwrite_b=1),
+                         (0, 2))
+    if a.triangular:
+        return Reference("dtrsm", lambda a_, b: blas.dtrsm(1.0, a_, b, lower=a.triangle, trans_a=a.trans,
+                                                            diag=a.unit, overwrite_b=1), (0, 2))
+    return Reference("dgesv", lambda a_, b: lapack.dgesv(a_, b, overwrite_a=1, overwrite_b=1), (0, 2))
+
+
+def _inverse_reference(a: Operand) -> Reference:
+    """inverse(A, X): the reference inverts A in place."""
+    if a.symmetric:
+        return Reference("dpotrf+dpotri", lambda a_: _potri(a_, a.triangle), (0,))
+    if a.triangular:
+        return Reference("dtrtri", lambda a_: lapack.dtrtri(a_, lower=a.triangle, unitdiag=a.unit, overwrite_c=1),
+                         (0,))
+    return Reference("dgetrf+dgetri", _getri, (0,))
+
+
+def _product_reference(names, operands, part_of_c: bool) -> Reference | None:
+    """product(C, A, B): C = α·op(A)·op(B) + β·C, or its part that ``C``'s qualifier names."""
+    c, a, b = names
+    _, left, right = operands
+    if left.triangular and b == c != a:  # B = α·op(L)·B in place (dtrmm has no β: the check says β = 0)
+        return _trmm(left, side=0)
+    if right.triangular and a == c != b:  # A = α·A·op(U) in place
+        return _trmm(right, side=1)
+    if c in (a, b) or left.triangular or right.triangular or (left.symmetric and right.symmetric):
+        return None
+    if a == b:  # op(A)·op(A): a symmetric result
+        if left.symmetric or left.trans == right.trans:
+            return None
+        if part_of_c:  # one triangle of it
+            return Reference("dsyrk", lambda c_, a_, alpha=1.0, beta=1.0: blas.dsyrk(
+                alpha, a_, beta, c_, trans=left.trans, lower=operands[0].triangle, overwrite_c=1))
+        return Reference("dgemm", lambda c_, a_, alpha=1.0, beta=1.0: blas.dgemm(
+            alpha, a_, a_, beta, c_, trans_a=left.trans, trans_b=right.trans, overwrite_c=1))
+    if part_of_c:  # a triangle of a general product: BLAS has no routine for it
+        return None
+    if left.symmetric or right.symmetric:
+        symmetric, other, side = (left, right, 0) if left.symmetric else (right, left, 1)
+        if other.trans:
+            return None
+        return Reference("dsymm", lambda c_, a_, b_, alpha=1.0, beta=1.0: blas.dsymm(
+            alpha, *((a_, b_) if side == 0 else (b_, a_)), beta, c_, side=side, lower=symmetric.triangle,
+            overwrite_c=1))
+    return Reference("dgemm", lambda c_, a_, b_, alpha=1.0, beta=1.0: blas.dgemm(
+        alpha, a_, b_, beta, c_, trans_a=left.trans, trans_b=right.trans, overwrite_c=1))
+
+
+def _trmm(triangle: Operand, side: int) -> Reference:
+    """The in-place triangular product; it takes the matrix written, then the triangle."""
+    return Reference("dtrmm", lambda target, t, alpha=1.0, beta=0.0: blas.dtrmm(
+        alpha, t, target, side=side, lower=triangle.triangle, trans_a=triangle.trans, diag=triangle.unit,
+        overwrite_b=1))
 
 
 def reference_of(program, params) -> tuple[Reference, list, dict] | None:
@@ -126,7 +208,7 @@ def reference_of(program, params) -> tuple[Reference, list, dict] | None:
     check = program.check
     if check is None:
         return None
-    reference = REFERENCES.get(_reference_key(check))
+    reference = reference_for(check)
     if reference is None:
         return None
     matrices = [d.name for d in program.matrices]
@@ -135,20 +217,15 @@ def reference_of(program, params) -> tuple[Reference, list, dict] | None:
     return (reference, names, check.option_values(params)) if len(names) == reference.arity() else None
 
 
-def _reference_key(check) -> str:
-    """The key of :data:`REFERENCES` for a check: its kind and flavour, or a user check's function."""
-    words = {word for qualifiers in check.qualifiers for word in qualifiers}
-    flavour = next((word for word in FLAVOURS if word in words), None)
-    return check.kind if check.user or flavour is None else f"{check.kind} {flavour}"
-
-
 def _without_reference(program) -> str:
     """Why a program is timed alone (it has no reference, :func:`reference_of`)."""
     check = program.check
     if check is None:
         return "no reference to time against: the program declares no check (a check says what it computes)"
-    what = f"user check {check.kind}" if check.user else f"check {_reference_key(check)}"
-    return f"no LAPACK/BLAS routine is known for a {what}: tiledsl is timed alone"
+    if check.user:
+        return f"no LAPACK/BLAS routine is known for the user check {check.kind}: tiledsl is timed alone"
+    text = ", ".join(" ".join((*given, name)) for given, name in zip(_qualifiers(check), check.args))
+    return f"no LAPACK/BLAS routine computes what check {check.kind}({text}) verifies: tiledsl is timed alone"
 
 
 def inputs_of(driver, options: Options) -> dict:
