@@ -174,7 +174,8 @@ class OutOfCore:
                 waits += self.exchange.wait_for(held, ready)
             uses.append(Use(tile, source, held, index in call.writes, number))
         cache = self.caches[device]
-        cache.check_fits(call, uses, partial=views is not None and any(view is not None for view in views))
+        whole = views is not None and any(view is not None and use.key is use.tile for view, use in zip(views, uses))
+        cache.check_fits(call, uses, partial=whole)
         cache.policy.plan(number, {use.key for use in uses})
         task.sources = uses
         task.on_complete = lambda: cache.done(uses)
@@ -220,10 +221,11 @@ class GpuCache:
 
     def check_fits(self, call, uses, partial: bool = False) -> None:
         """Refuse (a one-line failure naming the sizes) a task whose tiles exceed the cache (``partial``:
-        the call names a sub-range of one, which the cache holds whole)."""
+        the call names a sub-range of a tile of this rank, which the cache holds whole; one received
+        from another rank is its own entry)."""
         tiles = {str(use): use.nbytes for use in uses}
         if sum(tiles.values()) > self.policy.capacity:
-            whole = "; a sub-range holds its whole tile out of core" if partial else ""
+            whole = "; a sub-range of this rank's tile holds the whole tile out of core" if partial else ""
             needs, capacity = compared_bytes(sum(tiles.values()), self.policy.capacity)
             raise TaskFailure(f"a call of {call.kernel} needs its {len(tiles)} tile(s) {', '.join(map(str, tiles))} "
                               f"({needs}{whole}) at once on GPU {self.device}, more than its cache of {capacity} "

@@ -164,7 +164,8 @@ def test_a_refused_call_with_a_sub_range_says_the_cache_holds_whole_tiles():
     cache.ooc = SimpleNamespace(bound="--gpu-memory", rank=0)
     uses = [SimpleNamespace(nbytes=80, name=name) for name in ("A[0, 0]", "A[1, 0]")]
     call = Call("gemm", ("in", "inout"), main=1, line=4, text="gemm")
-    with pytest.raises(TaskFailure, match=r"\(160 bytes; a sub-range holds its whole tile out of core\) at once"):
+    with pytest.raises(TaskFailure, match=r"\(160 bytes; a sub-range of this rank's tile holds the whole tile out "
+                                          r"of core\) at once"):
         cache.check_fits(call, uses, partial=True)
     with pytest.raises(TaskFailure, match=r"\(160 bytes\) at once"):
         cache.check_fits(call, uses)
@@ -178,6 +179,24 @@ def test_an_impossible_bound_is_one_line_on_the_command_line():
     errors = [line for line in out.stderr.splitlines() if "warning" not in line]
     assert out.returncode == 1 and len(errors) == 1, out.stderr
     assert errors[0].startswith("tiledsl: error: rank 0 (qr.tile:") and "more than its cache of 64.00 KiB" in errors[0]
+
+
+@pytest.mark.timeout(200)
+def test_a_sub_range_received_from_another_rank_is_cached_at_its_own_size(tmp_path):
+    """Out of core, a column received from another rank is an entry of its own size, said as that
+    part; only a sub-range of a tile the rank holds costs the whole tile (and the message says so)."""
+    (tmp_path / "k.py").write_text("def take(N, V):\n    V[:, :1] = N\ntake_gpu = take\n")
+    (tmp_path / "h.tile").write_text(
+        'use "k.py"\nkernel take(in N, inout V) flops 0\nprogram h {\n  tiling uniform(nb = 64)\n'
+        "  matrix U[n, n] = random general\n  matrix V[n, n] = zeros\n"
+        "  for j in 1 .. U.nt { take(U[0, j - 1][:, 63 : 64], V[0, j]) }\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "h.tile", "--n", "128", "--np", "2",
+                          "--grid", "1x2", "--gpus", "1", "--gpu-backend", "emulated", "--gpu-ratio", "0:1",
+                          "--gpu-memory", "32K", "--watchdog", "60", "--no-tune"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 1 and "tiledsl: error: rank 1 (h.tile:7): a call of take needs its 2 tile(s) " \
+        "U[0, 0][0:64, 63:64], V[0, 1] (32.50 KiB) at once on GPU 1, more than its cache of 32.00 KiB" in out.stderr, \
+        out.stderr
 
 
 # --------------------------------------------------------------------------- the policy alone
