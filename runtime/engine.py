@@ -29,7 +29,7 @@ from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import InternalFailure, KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
 from .matrix import call_views
-from .notes import KernelNotes, where_ran
+from .notes import KernelNotes, arguments_text, where_ran
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
 from .program import flatten, tiles_text
@@ -629,7 +629,6 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> T
     """The failure of ``task`` run by a worker of ``device`` (0: a CPU worker, which may have taken a GPU task)."""
     call = task.call
     arguments = call.declared(task.tiles)
-    tiles = ", ".join(tiles_text(group) for _, _, group, _ in arguments)
     at = user_code_line(error)
     text = message_of(error)
     reason = text if error.__class__.__name__ == "KernelError" or isinstance(error, KernelExit) else \
@@ -646,8 +645,8 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> T
     counts = ", ".join(f"{name} = {value}" for name, value in zip(call.values, task.values or ())
                        if isinstance(value, (int, np.integer)) and not isinstance(value, bool))
     which = f" with {counts}" if counts else ""
-    failure = TaskFailure(f"kernel {call.kernel} failed on {tiles}{where} ({call.text}{which}): {reason}", rank,
-                          call.line)
+    failure = TaskFailure(f"kernel {call.kernel} failed on {arguments_text(task)}{where} ({call.text}{which}): "
+                          f"{reason}", rank, call.line)
     failure.__cause__ = error  # the kernel's own exception, for a caller of the Python API to inspect
     return failure
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 
 from .crash import in_kernel
+from .matrix import part_of, part_text
 from .program import tiles_text
 
 
@@ -29,8 +30,8 @@ class KernelNotes:
     def add(self, task, text: str, device: int = 0) -> None:
         """``task``'s note ``text``, the task run by a worker of ``device`` (0: a CPU worker)."""
         call = task.call
-        tiles = ", ".join(tiles_text(group) for _, _, group, _ in call.declared(task.tiles))
-        said = (task.seq, f"kernel {call.kernel} on {tiles}{where_ran(task, device)} ({call.text}): {text}")
+        said = (task.seq, f"kernel {call.kernel} on {arguments_text(task)}{where_ran(task, device)} ({call.text}): "
+                          f"{text}")
         with self._lock:
             self._first[call.line] = min(self._first.get(call.line, said), said)
             self._count[call.line] = self._count.get(call.line, 0) + 1
@@ -40,6 +41,17 @@ class KernelNotes:
         with self._lock:
             return [{"line": line, "text": self._first[line][1], "tasks": self._count[line]}
                     for line in sorted(self._first)]
+
+
+def arguments_text(task) -> str:
+    """``task``'s tile arguments as its kernel declares them (a panel as a range), a sub-range with
+    the rows and columns of its tile it covers: ``A[1, 3][50:150, 50:150]``."""
+    texts, first = [], 0
+    for _, _, group, _ in task.call.declared(task.tiles):
+        view = task.regions[first] if task.regions is not None and len(group) == 1 else None  # (slices)
+        texts.append(tiles_text(group) + part_text(part_of(group[0], view)))
+        first += len(group)
+    return ", ".join(texts)
 
 
 def where_ran(task, device: int) -> str:

@@ -1,5 +1,6 @@
 """What kernels say without failing (runtime/notes.py): kept per call site while tasks run,
 dropped outside a task, said once per line over every rank, through the command line and the API."""
+import re
 import threading
 import warnings
 
@@ -24,6 +25,7 @@ class Call:
 class Task:
     call = Call()
     device = 0  # a host task
+    regions = None  # whole tiles
 
     def __init__(self, seq, *tiles):
         self.seq, self.tiles = seq, list(tiles)
@@ -175,3 +177,15 @@ def test_a_kernel_failure_names_the_non_finite_values_the_inputs_held():
     a[0, 0], a[199, 199] = -1.0, np.nan
     with pytest.raises(TiledslError, match=r"leading minor 1 of 64 is not positive\)$"):
         tiledsl.load("cholesky").run(A=a, tiles={"nb": 64})
+
+
+@pytest.mark.timeout(60)
+def test_a_kernel_on_a_sub_range_is_named_with_the_rows_and_columns_it_ran_on(tmp_path):
+    """A minor that potrf counts from the sub-range's first row can be read back to the matrix."""
+    (tmp_path / "p.tile").write_text("program p {\n  tiling uniform(nb = 6)\n  matrix A[n, n] = identity\n"
+                                     "  potrf(A[1, 1][2 :, 2 :])\n  potrf(A[0, 0])\n}\n")
+    a = np.eye(12)
+    a[9, 9] = -1.0  # tile A[1, 1]'s row 3: the sub-range's second
+    with pytest.raises(TiledslError, match=re.escape("kernel potrf failed on A[1, 1][2:6, 2:6] (potrf(A[1, 1][2:, 2:]"
+                                                     ")): matrix is not positive definite (leading minor 2 of 4")):
+        tiledsl.load(tmp_path / "p.tile").run(A=a)
