@@ -43,8 +43,8 @@ from .notes import warnings_of
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
-from .reporting import (RunResult, count_nonfinite, failure_json, has_standard_count, idle_ranks_warning, idle_warning,
-                        json_text, nonfinite_lines, rank_stats, summary_json, summary_text)
+from .reporting import (RunResult, count_nonfinite, failure_json, failure_reasons, has_standard_count, idle_ranks_warning,
+                        idle_warning, json_text, rank_stats, summary_json, summary_text)
 from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
 from .userkernels import changed_source, kernels, program_files
@@ -523,7 +523,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                   file=err, flush=True)
             stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
             return _leave(comm, 1)
-        for problem in _problems(result):
+        for problem in failure_reasons(result):
             print(f"tiledsl: error: {problem}", file=err, flush=True)
         if result.withheld:
             files = ", ".join(map(os.path.relpath, result.withheld))
@@ -533,15 +533,6 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
 
 
 STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # Ctrl-C (SIGINT) is Python's KeyboardInterrupt
-
-
-def _problems(result: RunResult) -> list:
-    """Why a completed run failed, one line each (none: it succeeded)."""
-    problems = checks.failure_lines(result.errors, result.residuals)
-    if result.nonfinite_allowed:
-        return problems
-    return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)",
-                                      result.input_nonfinite, "; --allow-nonfinite takes them for results")
 
 
 def _internal_text(rank: int, message: str) -> str:

@@ -207,7 +207,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "gpu_backend": result.gpu_backend, "gpu_streams": result.gpu_streams, "nonfinite": result.nonfinite,
             "upper_bound": result.upper_bound,
             "of_upper_bound": rate / result.upper_bound if rate and result.upper_bound else None,
-            "input_nonfinite": result.input_nonfinite, "errors": result.errors,
+            "input_nonfinite": result.input_nonfinite, "errors": failure_reasons(result),
             "notes": [*result.notes, *warnings_of(Path(program.source).name, ranks),
                       *([HOST_TAKES_OUT_OF_CORE] if result.host_takes_out_of_core else [])],
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
@@ -239,6 +239,16 @@ def nonfinite_lines(nonfinite: dict, hint: str = "", from_inputs: dict | None = 
              + (f"; its input held {from_inputs[name]}" if name in from_inputs else hint)
              for name, count in nonfinite.items()]
     return lines[:-1] + [lines[-1] + allow] if lines else []
+
+
+def failure_reasons(result: RunResult) -> list:
+    """Why a completed run failed, one line each, as the command line says them (none: it succeeded):
+    the check's errors and failing residuals, then the matrices left holding NaN or infinities."""
+    problems = checks.failure_lines(result.errors, result.residuals)
+    if result.nonfinite_allowed:
+        return problems
+    return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)",
+                                      result.input_nonfinite, "; --allow-nonfinite takes them for results")
 
 
 def sources_text(result: RunResult) -> str:

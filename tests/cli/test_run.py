@@ -934,8 +934,25 @@ def test_bench_fails_a_run_that_leaves_a_nan_as_run_does(tmp_path):
     out = tiledsl("bench", "cholesky", "--input", f"A={tmp_path / 'a.npy'}", "--rounds", 1, "--no-dask", "--json")
     assert out.returncode == 1, out.stderr
     table = json.loads(out.stdout)
-    assert table["passed"] is False
-    assert "A holds 1 NaN or infinite value(s) after the run; its input held 1" in table["notes"]
+    said = "A holds 1 NaN or infinite value(s) after the run; its input held 1; --allow-nonfinite takes them for results"
+    assert (table["passed"], table["ok"], table["errors"]) == (True, False, [said])  # the check passed; the run failed
+    assert f"tiledsl: error: {said}" in out.stderr
+    out = tiledsl("run", "cholesky", "--input", f"A={tmp_path / 'a.npy'}", "--check", "--json")
+    summary = json.loads(out.stdout.splitlines()[-1])
+    assert out.returncode == 1 and (summary["passed"], summary["ok"], summary["errors"]) == (True, False, [said])
+
+
+@pytest.mark.timeout(130)
+def test_json_errors_say_why_a_run_failed_its_check(tmp_path):
+    """ok false always comes with a reason in errors: a residual above the threshold is one."""
+    a = np.random.default_rng(7).standard_normal((64, 64))
+    a[0, 0] = 1e-12  # LU without pivoting on a tiny pivot: L·U far from A
+    np.save(tmp_path / "a.npy", a)
+    for command in (("run", "--check"), ("bench", "--rounds", 1, "--no-dask")):
+        out = tiledsl(command[0], "lu", "--input", f"A={tmp_path / 'a.npy'}", "--nb", 16, "--json", *command[1:])
+        summary = json.loads(out.stdout.splitlines()[-1])
+        assert out.returncode == 1 and summary["ok"] is False and summary["passed"] is False, out.stderr
+        assert len(summary["errors"]) == 1 and summary["errors"][0].startswith("check failed: residual"), summary
 
 
 @pytest.mark.timeout(150)
