@@ -12,6 +12,7 @@ checked at run time.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import fields, is_dataclass, replace
 
 from . import nodes as n
@@ -74,9 +75,11 @@ def empty_panel_witness(panel: n.Range, loops, converter: "Converter", guards=()
 
 
 def _box(loops, converter: "Converter") -> list | None:
-    """``(variable, lower, upper)`` forms of each loop, outermost first; None if one is not affine."""
-    bounds = [(loop.var.text, converter.form(loop.start), converter.form(loop.stop)) for loop in loops]
-    return None if any(lo is None or hi is None for _, lo, hi in bounds) else bounds
+    """``(variable, lows, highs)`` of each loop, outermost first: the affine forms of its start (the
+    terms of a ``max``) and of its stop (of a ``min``); None if one is not affine."""
+    bounds = [(loop.var.text, bound_forms(loop.start, "max", converter), bound_forms(loop.stop, "min", converter))
+              for loop in loops]
+    return None if any(lows is None or highs is None for _, lows, highs in bounds) else bounds
 
 
 def _where(form: Form, loops, point: dict, converter: "Converter") -> str:
@@ -320,21 +323,45 @@ def _extreme(form: Form, bounds, direction: int):
     """Maximise (direction +1) or minimise (-1) ``form`` over the loop box, innermost first.
 
     Returns the symbol-only value and the point (variable -> symbol-only form), or
-    (None, None) when the point is not provably inside every loop's range.
+    (None, None) when the point is not provably inside every loop's range. A loop bounded by
+    a ``min`` (``max``) of several forms is at one of them: each choice is tried, and kept
+    when it is provably the least (greatest) of them.
     """
+    choices = [range(max(len(lows), len(highs))) for _, lows, highs in bounds]
+    for picks in itertools.islice(itertools.product(*choices), MAX_CHOICES):
+        value, point = _extreme_at(form, bounds, direction, picks)
+        if value is not None:
+            return value, point
+    return None, None
+
+
+def _extreme_at(form: Form, bounds, direction: int, picks):
+    """:func:`_extreme` with each loop at the bound ``picks`` says (its index among the loop's)."""
     chosen = {}
     current = dict(form)
-    for var, lo, hi in reversed(bounds):
+    for (var, lows, highs), pick in zip(reversed(bounds), reversed(picks)):
         coefficient = current.get(var, 0) * direction
-        chosen[var] = _add(hi, {"": -1}) if coefficient > 0 else lo
+        ends = highs if coefficient > 0 else lows
+        if pick >= len(ends):
+            return None, None
+        chosen[var] = _add(ends[pick], {"": -1}) if coefficient > 0 else ends[pick]
         current = _substitute(current, var, chosen[var])
     point = {}
-    for var, lo, hi in bounds:
+    for var, lows, highs in bounds:
         resolved = lambda f: _resolve(f, point)
-        if not _runs_for_large_sizes(_add(resolved(hi), _scale(resolved(lo), -1))):
+        if not all(_runs_for_large_sizes(_add(resolved(hi), _scale(resolved(lo), -1))) for lo in lows for hi in highs):
             return None, None
-        point[var] = resolved(chosen[var])
+        value = resolved(chosen[var])
+        if len(lows) + len(highs) > 2 and not (  # one of several bounds: within all of them (as the loop runs)
+                all(_holds_for_large_sizes(_add(value, _scale(resolved(lo), -1)), 0) for lo in lows)
+                and all(_holds_for_large_sizes(_add(resolved(hi), _scale(value, -1)), 1) for hi in highs)):
+            return None, None
+        point[var] = value
     return current, point
+
+
+#: the combinations of bounds :func:`_extreme` tries, at most (loops bounded by min or max of several)
+MAX_CHOICES = 64
 
 
 def _resolve(form: Form, point: dict) -> Form:
