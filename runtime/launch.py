@@ -50,8 +50,8 @@ from .trace import Tracer
 from .userkernels import changed_source, kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
-from .world import (RankError, UsageError, abort_started_mpi, check_working_directory, communicator, default_workers,
-                    launcher_rank, launcher_size, record_completion, standard_streams_open)
+from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
+                    default_workers, launcher_rank, launcher_size, record_completion, standard_streams_open)
 
 
 # ---------------------------------------------------------------- the run
@@ -118,6 +118,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
             with _progress(options, program.name, ranks, share.runs, engine), \
                     _naming_bad_inputs(bad_inputs, options.spelling):
                 seconds = _timed(engine, driver.generate, params, comm)
+            await_ending()  # a thread a kernel started ends the rank (os._exit): not a result
             traced, engine.tracer = (engine.tracer.events if engine.tracer else None), None
             stats = rank_stats(engine, matrices, comm)
             _bring_home(matrices, devices)
@@ -197,6 +198,7 @@ def _write_outputs(result: RunResult, driver, params, matrices: dict, traced, op
             result.trace = write_trace(driver, params, matrices, traced, result, options, comm, staging)
         for name, path in options.outputs.items():
             write_output(matrices[name], path, comm, staging)
+        await_ending()
         result.errors += staging.commit(result.ok)
         result.withheld = staging.withheld
 
@@ -512,6 +514,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
             traceback.print_exc(file=err)
         return _fail(comm, _internal_text(_rank(comm), f"internal error: {type(error).__name__}: {error}"), err,
                      _json_out(program, args, out, comm, options), code=3)
+    await_ending()
     if comm is None or comm.rank == 0:
         try:
             print(json_text(summary_json(program, result, ranks)) if args.json

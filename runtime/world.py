@@ -188,8 +188,9 @@ def _command_of(pid: int) -> str:
 
 def record_completion(status: int) -> None:
     """Tell ``tiledsl run --np`` (through ``$TILEDSL_JOB_DIR``) that this rank reached the end
-    of its run with exit ``status``: a rank that exits without it did not finish."""
-    _record("done", str(status))
+    of its run with exit ``status``: a rank that exits without it did not finish. A rank another
+    thread is ending (:func:`end_job`) ends with that thread's status, whatever its run did."""
+    _record("done", str(status if _ending is None else _ending))
 
 
 def _record(what: str, text: str) -> None:
@@ -206,12 +207,35 @@ def _record(what: str, text: str) -> None:
             os.replace(partial, os.path.join(folder, name))
 
 
+#: the status a thread of this rank is ending the job with (:func:`end_job`), once one is
+_ending: int | None = None
+_ending_lock = threading.Lock()
+
+
+def begin_ending(code: int) -> bool:
+    """Whether this thread is the first to end the rank (with ``code``): the one to say why."""
+    global _ending
+    with _ending_lock:
+        first, _ending = _ending is None, code if _ending is None else _ending
+    return first
+
+
 def end_job(code: int) -> None:
     """End this rank, and the whole job if MPI runs, with ``code`` at once, from any thread
     (what it had to say is said): for a rank whose main thread is stuck in the user's code."""
+    begin_ending(code)
     record_completion(code)
     abort_started_mpi(code)
     os._exit(code)
+
+
+def await_ending() -> None:
+    """Where a rank's run reaches a result (it ran, its files are written, its summary is due):
+    if another thread is ending the job (:func:`end_job`, which gives the launcher a moment to
+    forward what was said before it aborts), wait for that end rather than finish as a success."""
+    if _ending is not None:
+        time.sleep(20 * ABORT_DELAY)  # the abort ends the process well before
+        os._exit(_ending)
 
 
 def abort_started_mpi(code: int) -> None:

@@ -108,6 +108,13 @@ OUTSIDE = {  # how: (kernel module, the error line)
                           "os._exit(0)).start()\n    time.sleep(2)\n    A *= 2\n\ndef mine(before, after):\n    return 0.0\n",
                           "tiledsl: error: rank #: os._exit(0) called at outside_kernels.py:4, outside any task of "
                           "the run (in Thread-1 (<lambda>)): the run did not finish"),
+    # the run ends while that thread's rank waits for the launcher to forward its message: no success
+    "a kernel's thread as the run ends": (
+        "import os, threading, time\n\ndef mark(A):\n    called = threading.Event()\n"
+        "    threading.Thread(target=lambda: (called.set(), os._exit(0))).start()\n    called.wait()\n"
+        "    time.sleep(0.02)\n    A *= 2\n\ndef mine(before, after):\n    return 0.0\n",
+        "tiledsl: error: rank #: os._exit(0) called at outside_kernels.py:5, outside any task of "
+        "the run (in Thread-1 (<lambda>)): the run did not finish"),
 }
 
 
