@@ -12,7 +12,8 @@ import signal as _signal
 if _os.environ.get("TILEDSL_JOB_DIR"):  # a rank of `tiledsl run --np` (world.JOB_DIR_VARIABLE)
     # Ctrl-C while numpy and SciPy load ends the rank at once, without a traceback;
     # main() gives SIGINT back to Python's KeyboardInterrupt when the run starts
-    _signal.signal(_signal.SIGINT, lambda signum, frame: _os._exit(128 + signum))
+    if _signal.getsignal(_signal.SIGINT) != _signal.SIG_IGN:  # (a job started ignoring it is not stopped by it)
+        _signal.signal(_signal.SIGINT, lambda signum, frame: _os._exit(128 + signum))
     from .world import record_start as _record_start
     _record_start()
 

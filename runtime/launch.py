@@ -51,7 +51,8 @@ from .userkernels import changed_source, kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
-                    default_workers, launcher_rank, launcher_size, record_completion, standard_streams_open)
+                    default_workers, launcher_rank, launcher_size, record_completion, standard_streams_open,
+                    unless_ignored)
 
 
 # ---------------------------------------------------------------- the run
@@ -450,7 +451,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     # handler raising inside the import machinery is "Exception ignored", with a traceback
     blas.load()
     for signum in STOPPING_SIGNALS:
-        signal.signal(signum, _stopped_by_signal)
+        unless_ignored(signum, _stopped_by_signal)
     try:
         check_working_directory()
         options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
@@ -643,7 +644,7 @@ def main(program, resolve_params, shapes, generate) -> None:
             print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
         record_completion(2)  # said (by rank 0): not a rank that ended without a word
         sys.exit(2)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
+    unless_ignored(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
     standard_streams_open()
     driver = sys.modules["__main__"]
     parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES,

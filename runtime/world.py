@@ -251,6 +251,14 @@ def abort_started_mpi(code: int) -> None:
 ABORT_DELAY = 0.3
 
 
+def unless_ignored(signum: int, handler):
+    """Give ``signum`` to ``handler`` unless this process was started ignoring it (``nohup``'s
+    SIGHUP, the SIGINT of a shell script's background job): a job started so is not to be stopped
+    by it. The handler it had."""
+    current = signal.getsignal(signum)
+    return current if current == signal.SIG_IGN else signal.signal(signum, handler)
+
+
 def abort_job(MPI, code: int) -> None:
     """End every rank of the job with ``code`` (MPI_Abort), after what this rank printed is out.
     A second signal (a Ctrl-C or SIGTERM repeated) changes nothing now: it is ignored, rather

@@ -529,3 +529,24 @@ def alive(pid: int) -> bool:
         return "Z" not in _state(Path(f"/proc/{pid}"))
     except OSError:
         return False
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_job_started_ignoring_sighup_runs_on_through_it(tmp_path, ranks):
+    """Under nohup (SIGHUP ignored) the run set its own handler anyway, and a hang-up stopped it (129)."""
+    (tmp_path / "slow_kernels.py").write_text("import time\n\ndef slow(A):\n    time.sleep(1.0)\n")
+    (tmp_path / "slow.tile").write_text('use "slow_kernels.py"\nkernel slow(inout A)\nprogram slow {\n'
+                                        "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n"
+                                        "  for i in 0 .. A.mt { slow(A[i, 0]) }\n}\n")
+    job = subprocess.Popen([sys.executable, "-m", "tiledsl.commands.cli", "run", "slow.tile", "--np", str(ranks),
+                            "--n", "48", "--workers", "1", "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    if ranks > 1:
+        rank_pid(0, "slow", tmp_path, in_mpi=True)
+    time.sleep(2.5)  # the run's handlers are in place, its kernels running (6 s of them)
+    assert job.poll() is None
+    job.send_signal(signal.SIGHUP)
+    code, out, err = finish(job, timeout=200)
+    assert code == 0 and '"ok": true' in out and "SIGHUP" not in err, err

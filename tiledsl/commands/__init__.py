@@ -12,7 +12,10 @@ def main() -> int:
     # Not KeyboardInterrupt: raised inside a C extension's import (numpy's), it comes out as
     # an ImportError with a traceback. Until a run sets its own handlers, a stopping signal
     # ends the command at once, saying so; Ctrl-C is a KeyboardInterrupt again once loaded.
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    # (a signal the command was started ignoring, as under nohup, stays ignored)
+    ignored = {signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+               if signal.getsignal(signum) == signal.SIG_IGN}
+    for signum in {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} - ignored:
         signal.signal(signum, _stopped)
     try:
         from .cli import main as command_line
@@ -24,7 +27,8 @@ def main() -> int:
         print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
         return 2
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.SIGINT not in ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     return command_line()
 
 

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from ..runtime import crash
+from ..runtime.world import unless_ignored
 from ..runtime.reporting import json_text
 from .rankwatch import RankWatch
 
@@ -374,7 +375,7 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -
                 job.send_signal(SENT_FOR.get(signum, signum))
         raise _Forwarded  # out of a wait without a deadline (waitpid resumes after a handler)
 
-    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
+    previous = {signum: unless_ignored(signum, forward) for signum in FORWARDED}
     try:
         code = _wait(job, None)
     except _Forwarded:
