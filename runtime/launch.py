@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import io
 import os
 import re
 import signal
@@ -408,7 +409,7 @@ def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm,
     return Verifier(engine, matrices, sources, comm, first_tag, progress_bar).check(check, driver, params)
 
 
-def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.stderr) -> int:
+def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
     """Run with parsed ``args`` on this process (any rank), print the summary; the exit status.
 
     A failure on one rank of an MPI job is reported by that rank, which then aborts
@@ -416,13 +417,28 @@ def run_and_report(driver, args: argparse.Namespace, out=sys.stdout, err=sys.std
     that returns from here records its completion (:func:`~.world.record_completion`):
     one that ends any other way (``os._exit``) did not finish the run. Threads the run
     started (a kernel's) and left running do not keep the process alive (:func:`_not_waiting_for`).
+    The summary and errors go to ``out`` and ``err``, by default streams of the run's own on
+    stdout's and stderr's descriptors (:func:`_own_stream`).
     """
     claim_process()
+    out = _own_stream(sys.stdout) if out is None else out
+    err = _own_stream(sys.stderr) if err is None else err
     before = set(threading.enumerate())
     status = _run_and_report(driver, args, out, err)
     record_completion(status)
     _not_waiting_for(before, status, out, err)
     return status
+
+
+def _own_stream(stream):
+    """A stream of the run's own on a duplicate of ``stream``'s descriptor: a kernel that closes
+    ``sys.stdout`` or ``sys.stderr``, or their descriptors (as a library might), does not take the
+    run's summary and errors with it. ``stream`` itself where it has no descriptor."""
+    try:
+        descriptor = os.dup(stream.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return stream
+    return open(descriptor, "w", buffering=1, encoding=stream.encoding, errors="backslashreplace")
 
 
 def _not_waiting_for(before: set, status: int, out, err) -> None:

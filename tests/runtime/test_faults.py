@@ -1,4 +1,5 @@
 """Faults end a run promptly with a clear message: NaN, stalls, signals, a killed rank."""
+import json
 import os
 import re
 import signal
@@ -156,12 +157,28 @@ def test_a_killed_rank_ends_every_rank(tmp_path, segments_before):
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("fault", [10, 11], ids=["file descriptors", "python streams"])
-def test_a_rank_that_cannot_say_why_it_failed_still_ends_every_rank(tmp_path, segments_before, fault):
+def test_a_rank_whose_kernel_closed_its_streams_still_says_why_and_ends_every_rank(tmp_path, segments_before,
+                                                                                 fault):
     """Its kernel closed stdout and stderr (their descriptors, or Python's streams): writing the
-    error raised, the abort never came, and the other rank waited for its data (minutes)."""
-    code, _, elapsed = finish(start("--set", f"fault={fault}", np_=2, cache=tmp_path))
+    error raised, the abort never came, and the other rank waited for its data (minutes). The
+    run's own streams (duplicates of the descriptors) still say why."""
+    code, err, elapsed = finish(start("--set", f"fault={fault}", np_=2, cache=tmp_path))
     assert code == 1 and elapsed < 30
+    assert "rank 1 (faults.tile:" in err and "failed with no stream left to say it" in err, err
     assert nothing_left(tmp_path, segments_before)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_kernel_that_closes_stdout_and_succeeds_leaves_the_summary(tmp_path, ranks):
+    """The summary's print raised on the closed stream: an internal error (1 rank), a traceback (2)."""
+    (tmp_path / "k.py").write_text("import sys\n\ndef shut(A):\n    sys.stdout.close()\n")
+    (tmp_path / "shut.tile").write_text('use "k.py"\nkernel shut(inout A)\nprogram shut {\n'
+                                        "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n  shut(A[0, 0])\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "shut.tile", "--n", "16",
+                          "--np", str(ranks), "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["ok"] is True
 
 
 @pytest.mark.timeout(90)
