@@ -39,6 +39,8 @@ _guard_pid: int | None = None
 _runs = 0  # runs in progress in this process (the Python API may run several at once)
 _runs_lock = threading.Lock()
 _claimed = False  # the process is tiledsl's (the command line, a driver): no other code may end it
+_traced_to = None  # the file faulthandler writes a crash's stack to, during a run (fatal_signals_traced)
+_backstop_lock = threading.Lock()
 
 
 class KernelExit(BaseException):
@@ -113,16 +115,35 @@ def fatal_signals_traced():
     if faulthandler.is_enabled():
         yield
         return
+    global _traced_to
     with _crash_file() as target:
         try:
             faulthandler.enable(file=target, all_threads=False)
         except (AttributeError, ValueError, io.UnsupportedOperation, OSError):  # a stderr without a file descriptor
             yield
             return
+        _traced_to = target
         try:
             yield
         finally:
+            with _backstop_lock:  # the timer never outlives the file it writes to
+                _traced_to = None
+                faulthandler.cancel_dump_traceback_later()
             faulthandler.disable()
+
+
+def frozen_backstop(seconds: float | None) -> None:
+    """Arm again the last resort against an interpreter that stopped running Python code (a kernel
+    in C code that never lets go of the GIL, as a deadlocked extension: then no thread of the run's,
+    the watchdog's or a signal handler, ever runs): if this is not called again within ``seconds``,
+    faulthandler's own thread writes every thread's stack where a crash's goes and ends the process
+    with status 1 (the launcher ends the other ranks). Only in tiledsl's own process, within
+    :func:`fatal_signals_traced`; None disarms it."""
+    with _backstop_lock:
+        if seconds is None or _traced_to is None or not _claimed:
+            faulthandler.cancel_dump_traceback_later()
+        else:
+            faulthandler.dump_traceback_later(seconds, exit=True, file=_traced_to)
 
 
 @contextlib.contextmanager

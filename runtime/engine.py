@@ -271,7 +271,7 @@ class Engine:
                 thread.start()
             self.last_progress = time.monotonic()
             guard_exit()
-            with Monitor(self._check_stalls), fatal_signals_traced():
+            with fatal_signals_traced(), Monitor(self._check_stalls, lambda: self.limit.seconds):
                 self._generate(generate, params)
                 self._wait_until_idle()
             self._wait_for_gpus()

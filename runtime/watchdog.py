@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 
+from .crash import frozen_backstop
 from .errors import tile_line
 from .world import end_job, launcher_size
 
@@ -129,14 +130,19 @@ class LoopNestWatch:
 
 
 class Monitor:
-    """A thread calling ``check()`` every :data:`TICK_SECONDS` while the ``with`` block runs."""
+    """A thread calling ``check()`` every :data:`TICK_SECONDS` while the ``with`` block runs; with
+    ``backstop`` (a function of no argument: the watchdog's limit, None when off), arming after each
+    check the GIL-free end of a process whose interpreter froze (:func:`.crash.frozen_backstop`)
+    :data:`BACKSTOP_FACTOR` times the limit later, plus :data:`BACKSTOP_GRACE`: the check would have
+    reported the stall long before, had it been able to run."""
 
-    def __init__(self, check):
-        self.check = check
+    def __init__(self, check, backstop=None):
+        self.check, self.backstop = check, backstop
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
 
     def __enter__(self):
+        self._arm()  # before a kernel can take the GIL and keep it: the first tick may never come
         try:
             self.thread.start()
         except BaseException:  # an interrupt while start() waited for the thread: it runs, so it must end
@@ -147,10 +153,24 @@ class Monitor:
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join()
+        if self.backstop is not None:
+            frozen_backstop(None)
 
     def _run(self) -> None:
         while not self.stop.wait(TICK_SECONDS):
             self.check()
+            self._arm()
+
+    def _arm(self) -> None:
+        if self.backstop is not None:
+            limit = self.backstop()
+            frozen_backstop(None if limit is None else BACKSTOP_FACTOR * limit + BACKSTOP_GRACE)
+
+
+#: how much longer than the watchdog's limit an interpreter may stop running Python code before
+#: the process ends (:class:`Monitor`)
+BACKSTOP_FACTOR = 2.0
+BACKSTOP_GRACE = 10.0
 
 
 def running_lines(running: dict, now: float) -> list[str]:

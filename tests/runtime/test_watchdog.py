@@ -155,3 +155,38 @@ def test_overlapping_runs_put_the_switch_interval_back():
     assert sys.getswitchinterval() == pytest.approx(_SWITCH.SHORT)  # one run still going
     _SWITCH.restore()
     assert sys.getswitchinterval() == before
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_kernel_that_never_lets_go_of_the_gil_still_ends_the_run(tmp_path, ranks):
+    """C code holding the GIL for ever (a deadlocked extension) froze every Python thread, the
+    watchdog's and the signal handlers' too: the run hung. faulthandler's own thread ends it, at
+    twice the limit and 10 s, with the stacks (on several ranks, the kernel's told by name)."""
+    (tmp_path / "gil_kernels.py").write_text("import ctypes\n\n_libc = ctypes.PyDLL(None)\n\n"
+                                             "def hog(A):\n    _libc.sleep(3600)\n")
+    (tmp_path / "gil.tile").write_text('use "gil_kernels.py"\nkernel hog(inout A)\nprogram gil {\n'
+                                       "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n"
+                                       "  for i in 0 .. A.mt { hog(A[i, i]) }\n}\n")  # every rank frozen
+    began = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "gil.tile", "--n", "16", "--np",
+                          str(ranks), "--watchdog", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 1 and time.monotonic() - began < 60, out.stderr
+    assert 'gil_kernels.py", line 6 in hog' in out.stderr, out.stderr
+    if ranks > 1:
+        assert re.match(r"tiledsl: error: rank \d crashed \(frozen for 0:00:12: C code held the GIL, and no Python "
+                        r"code ran, past the watchdog's limit\) in kernel code hog \(gil_kernels.py:6\)", out.stderr)
+
+
+def test_a_frozen_interpreters_stacks_name_the_thread_in_the_users_code():
+    from tiledsl.commands.jobs import _crash_parts
+
+    stack = ("Timeout (0:00:12)!\nThread 0x00007f01 (most recent call first):\n"
+             f'  File "{sys.modules["threading"].__file__}", line 331 in wait\n'
+             f'  File "{watchdog.__file__}", line 160 in _run\n\n'
+             "Thread 0x00007f02 (most recent call first):\n"
+             '  File "/home/u/k.py", line 6 in hog\n'
+             f'  File "{sys.modules["tiledsl.runtime.engine"].__file__}", line 565 in _call_kernel\n')
+    what, site, frames = _crash_parts(stack)
+    assert what == "frozen for 0:00:12: C code held the GIL, and no Python code ran, past the watchdog's limit"
+    assert site == " in kernel code hog (k.py:6)" and len(frames) == 2

@@ -29,13 +29,14 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
 
 from ..runtime import crash
-from ..runtime.world import unless_ignored
 from ..runtime.reporting import json_text
+from ..runtime.world import unless_ignored
 from .rankwatch import RankWatch
 
 SHARED_MEMORY = Path("/dev/shm")
@@ -275,28 +276,45 @@ def _crashes(folder: str, ranks: list) -> dict:
 
 _RUNTIME_FOLDER = Path(crash.__file__).resolve().parent
 _FRAME = re.compile(r'\s*File "(?P<path>.*)", line (?P<line>\d+) in (?P<function>\S+)')
+_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ .*$", re.MULTILINE)
+_TIMEOUT = re.compile(r"Timeout \((\d+:\d\d:\d\d(?:\.\d+)?)\)!")
+_STANDARD_LIBRARY = Path(sysconfig.get_paths()["stdlib"]).resolve()
 
 
 def _crash_parts(stack: str) -> tuple[str, str, tuple]:
     """(what happened, where: " in kernel code NAME (FILE:LINE)", the stack's frames) of the text
-    faulthandler wrote (:mod:`tiledsl.runtime.crash`): "Fatal Python error: Segmentation fault",
-    the frames most recent first, then the extension modules loaded, which say nothing here."""
+    faulthandler wrote (:mod:`tiledsl.runtime.crash`): "Fatal Python error: Segmentation fault"
+    and the crashing thread's frames, most recent first, then the extension modules loaded, which
+    say nothing here; or "Timeout (H:MM:SS)!" and every thread's (the watchdog's last resort, the
+    interpreter frozen by C code holding the GIL), of which the thread in the user's code is told."""
     first, _, rest = stack.strip().partition("\n")
-    what = first.removeprefix("Fatal Python error: ").strip()
-    found = [match for match in map(_FRAME.match, rest.splitlines()) if match]
+    timeout = _TIMEOUT.match(first)
+    what = (f"frozen for {timeout[1]}: C code held the GIL, and no Python code ran, past the watchdog's limit"
+            if timeout else first.removeprefix("Fatal Python error: ").strip())
+    threads = [_thread_site(block) for block in _THREAD.split(rest)] or [("", ())]
+    site, frames = next((told for told in threads if told[0].startswith((" in kernel", " while"))), threads[0])
+    return what, site, frames
+
+
+def _thread_site(block: str) -> tuple[str, tuple]:
+    """(where, the frames) of one thread's stack in a faulthandler text: the function of the user's
+    the runtime called, if any."""
+    found = [match for match in map(_FRAME.match, block.splitlines()) if match]
     frames = tuple(match.string.rstrip() for match in found)
     ours = [i for i, match in enumerate(found) if Path(match["path"]).resolve().parent == _RUNTIME_FOLDER]
     if not ours:
-        return what, "", frames
-    # the function the runtime called: the outermost frame above its own that is not the import system's
-    called = [match for match in found[:ours[0]] if not match["path"].startswith("<")]
+        return "", frames
+    # the function the runtime called: the outermost frame above its own that is neither the import
+    # system's nor the standard library's (a thread's wait)
+    called = [match for match in found[:ours[0]]
+              if not match["path"].startswith("<") and not Path(match["path"]).is_relative_to(_STANDARD_LIBRARY)]
     below = called[-1] if called else found[ours[0]]
     at = f"({Path(below['path']).name}:{below['line']})"
     if not called:
-        return what, f" in tiledsl's runtime, at {below['function']} {at}", frames
+        return f" in tiledsl's runtime, at {below['function']} {at}", frames
     if below["function"] == "<module>":  # a module's own code, as it loaded
-        return what, f" while loading {Path(below['path']).name} {at}", frames
-    return what, f" in kernel code {below['function']} {at}", frames
+        return f" while loading {Path(below['path']).name} {at}", frames
+    return f" in kernel code {below['function']} {at}", frames
 
 
 def _forwarded_signal(code: int) -> bool:
