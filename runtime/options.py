@@ -69,7 +69,27 @@ class SuggestingParser(argparse.ArgumentParser):
         message += self._dash_value_hint(message) + self._dash_name_hint(message, known)
         command = self._subcommand()
         helped = self.prog if command is None else f"{self.prog} {command[0]}"
-        self.exit(2, f"{self.prog}: error: {message} (see {helped} --help)\n")
+        said = f"{message} (see {helped} --help)"
+        run = self._json_failure_of()
+        if run is not None:  # a script reading --json's line hears of a usage error too
+            from .reporting import failure_json, json_text
+
+            ranks = {} if run == "bench" else {"np": None}  # (a bench's runs are one rank's)
+            print(json_text({**failure_json(None, None), **ranks, "error": said}), flush=True)
+        self.exit(2, f"{self.prog}: error: {said}\n")
+
+    def _json_failure_of(self) -> str | None:
+        """``run`` or ``bench`` when the command line is a run's (``tiledsl run``, a driver's) or a
+        bench's, with ``--json`` before any ``--``: its failure object is due on stdout."""
+        given = getattr(self, "_given", [])
+        given = given[:given.index("--")] if "--" in given else given
+        if "--json" not in given:
+            return None
+        command = self._subcommand()
+        name = command[0] if command is not None else self.prog.rpartition(" ")[2]
+        if name in ("run", "bench"):
+            return name
+        return "run" if self._subparsers is None and " " not in self.prog else None  # a driver's
 
     def _dash_value_hint(self, message: str) -> str:
         """argparse takes a value starting with '-' (``--gpu-memory -5M``) for an option: say how

@@ -349,14 +349,18 @@ def test_a_run_stopped_before_it_started_says_so_in_json_too(tmp_path):
     cases = [(["run", "cholesky", "--n", 200, "--set", "foo=1"], 2, ("cholesky", 200, 1)),
              (["run", "cholesky", "--n", 200, "--set", "foo=1", "--np", 2], 2, ("cholesky", 200, 2)),
              (["run", tmp_path / "bad.tile", "--n", 64], 1, (None, 64, 1)),
-             (["bench", "cholesky", "--n", 200, "--rounds", 0], 2, ("cholesky", 200))]
+             (["bench", "cholesky", "--n", 200, "--rounds", 0], 2, ("cholesky", 200)),
+             # caught by the option parser: nothing is known yet of the run
+             (["run", "cholesky", "--n", "abc"], 2, (None, None, None)),
+             (["run", "cholesky", "--n", 200, "--bogus"], 2, (None, None, None)),
+             (["bench", "cholesky", "--n", "abc"], 2, (None, None))]
     for command, code, said in cases:
         out = tiledsl(*command, "--json")
         failure = json.loads(out.stdout.strip().splitlines()[-1])
         assert out.returncode == code and failure["ok"] is False and failure["passed"] is None, out.stderr
         assert (failure["program"], failure["n"], *([failure["np"]] if "np" in failure else [])) == said
         assert failure["error"] in out.stderr
-    assert failure["error"] == "--rounds must be at least 1, got 0"
+    assert failure["error"] == "argument --n: invalid int value: 'abc' (see tiledsl bench --help)"
     assert json.loads(tiledsl("run", tmp_path / "bad.tile", "--json").stdout)["error"] == \
         f"{tmp_path / 'bad.tile'}:3:13: error[E100]: unexpected '0'"
 
