@@ -30,7 +30,7 @@ import sys
 import threading
 
 from .errors import is_users
-from .world import JOB_DIR_VARIABLE, begin_ending, end_job, launcher_rank
+from .world import JOB_DIR_VARIABLE, launcher_rank, say_ending
 
 #: the task the calling thread runs (``task`` set by the engine around a kernel call)
 in_kernel = threading.local()
@@ -99,13 +99,8 @@ def _exit(status: int) -> None:
 def _stray_exit(status: int, caller) -> None:
     """The user's ``os._exit`` outside any task of a run in progress: said, and never a success."""
     where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
-    if begin_ending(1):  # the first to end the rank says why; the others end it all the same
-        with contextlib.suppress(OSError, ValueError):
-            sys.__stderr__.write(f"tiledsl: error: rank {launcher_rank()}: os._exit({status}) called at {where}, "
-                                 f"outside any task of the run (in {threading.current_thread().name}): the run did "
-                                 f"not finish\n")
-            sys.__stderr__.flush()
-    end_job(1)  # recorded as said: the launcher does not call the rank lost without a word
+    say_ending(f"rank {launcher_rank()}: os._exit({status}) called at {where}, outside any task of the run (in "
+               f"{threading.current_thread().name}): the run did not finish")
 
 
 @contextlib.contextmanager

@@ -52,8 +52,8 @@ from .userkernels import changed_source, kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
-                    default_workers, launcher_rank, launcher_size, record_completion, standard_streams_open,
-                    unless_ignored)
+                    default_workers, expect_json, launcher_rank, launcher_size, record_completion,
+                    standard_streams_open, unless_ignored)
 
 
 # ---------------------------------------------------------------- the run
@@ -474,6 +474,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         comm = communicator(limit=collective_limit(options.watchdog))
         if comm is not None:
             comm.start()
+        expect_json(*(_json_out(program, args, out, comm, options) or (None,)))  # for a thread ending the rank
         warn = _warner(comm, err)
         for warning in [*run_warnings(program, args), changed_source(program, driver)]:
             if warning:

@@ -30,7 +30,7 @@ import time
 
 from .crash import frozen_backstop
 from .errors import tile_line
-from .world import end_job, launcher_size
+from .world import launcher_size, say_ending
 
 FLOOR_SECONDS = 60.0
 TASK_FACTOR = 20.0
@@ -209,10 +209,7 @@ def deadline(seconds: float | None, what: str, rank: int):
 
     def watch():
         if not returned.wait(seconds) and not returned.wait(later):
-            sys.stderr.write(f"tiledsl: error: rank {rank}: watchdog: {what} after {seconds + later:g} s "
-                             f"(--watchdog)\n")
-            sys.stderr.flush()
-            end_job(1)
+            say_ending(f"rank {rank}: watchdog: {what} after {seconds + later:g} s (--watchdog)")
     threading.Thread(target=watch, name="deadline", daemon=True).start()
     try:
         yield

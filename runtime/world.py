@@ -212,6 +212,34 @@ _ending: int | None = None
 _ending_lock = threading.Lock()
 
 
+#: with ``--json``: (what the failure object says besides its error, the stream it goes to), once
+#: the run knows them (:func:`expect_json`); None otherwise
+_failure_object: tuple | None = None
+
+
+def expect_json(known: dict | None, out=None) -> None:
+    """The run has ``--json`` (``known``: the failure object's fields besides ``error``, printed to
+    ``out``): a thread that ends the rank (:func:`say_ending`) prints it too. None: it has not."""
+    global _failure_object
+    _failure_object = None if known is None else (known, out)
+
+
+def say_ending(message: str, code: int = 1) -> None:
+    """End the rank, and the job, from any thread, saying ``message`` as an error, once (the first
+    thread to end the rank says why); with ``--json``, as the failure object on stdout too."""
+    if begin_ending(code):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # streams a kernel closed: it ends all the same
+            sys.__stderr__.write(f"tiledsl: error: {message}\n")
+            sys.__stderr__.flush()
+        if _failure_object is not None:
+            from .reporting import json_text
+
+            known, out = _failure_object
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                print(json_text({**known, "error": message}), file=out, flush=True)
+    end_job(code)
+
+
 def begin_ending(code: int) -> bool:
     """Whether this thread is the first to end the rank (with ``code``): the one to say why."""
     global _ending

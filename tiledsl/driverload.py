@@ -28,7 +28,8 @@ from . import __version__, usercache
 from .runtime.world import UsageError
 
 #: the modules whose code shapes a driver: a change to any of them compiles programs anew
-COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "affine", "dataflow", "kernel_module", "codegen")
+COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "affine", "expressions", "dataflow", "kernel_module",
+                   "codegen")
 
 
 def program_path(name: str) -> str:

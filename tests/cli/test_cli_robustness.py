@@ -5,6 +5,7 @@ deep nesting, huge lines, token salad) reports a diagnostic and exits 1 within s
 usage errors exit 2. Property tests feed random bytes and random token sequences to the
 compiler's front door, which must answer with diagnostics only.
 """
+import json
 import os
 import random
 import re
@@ -687,11 +688,12 @@ def test_user_code_that_never_returns_outside_a_task_ends_at_the_watchdog(tmp_pa
                                    "    time.sleep(1000)\n\ndef bump(A):\n    A += 1\n")
     (tmp_path / "t.tile").write_text('use "k.py"\nkernel bump(inout A)\nprogram p {  matrix A[n, n] = zeros\n'
                                      "  check forever(A)\n  for k in 0 .. A.nt { bump(A[k, k]) }\n}\n")
-    out = tiledsl("run", "t.tile", "--n", "40", "--nb", "20", "--check", "--watchdog", "2", "--np", ranks,
+    out = tiledsl("run", "t.tile", "--n", "40", "--nb", "20", "--check", "--watchdog", "2", "--np", ranks, "--json",
                   cwd=tmp_path)
     assert out.returncode == 1 and out.seconds < 60 and "Traceback" not in out.err, out.err
     assert f"tiledsl: error: rank 0: watchdog: {said}" in out.err.splitlines(), out.err
     assert sum("watchdog:" in line for line in out.err.splitlines()) == 1, out.err  # one error a job
+    assert json.loads(out.out.splitlines()[-1])["error"] == f"rank 0: watchdog: {said}"  # and its JSON object
 
 
 def test_the_driver_cache_key_covers_every_compiler_stage_that_shapes_a_driver():

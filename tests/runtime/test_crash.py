@@ -129,10 +129,14 @@ def test_os_exit_0_from_the_users_code_outside_a_task_fails_the_run(tmp_path, wh
                                            "  check mine(A)\n  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n"
                                            "  mark(A[0, 0])\n}\n")
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "outside.tile", "--n", "16", "--check",
-                          "--np", str(ranks)], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+                          "--np", str(ranks), "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert out.returncode == 1, out.stderr
     assert said in [re.sub(r"rank \d", "rank #", line) for line in out.stderr.splitlines()], out.stderr  # either rank
     assert "without a word" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+    # the failure object, whichever thread ended the rank (or a summary, the run having ended)
+    failure = json.loads(out.stdout.splitlines()[-1])
+    reason = failure["error"] if "error" in failure else failure["errors"][0]
+    assert failure["ok"] is False and f"tiledsl: error: {reason}" in out.stderr.splitlines()
 
 
 @pytest.mark.timeout(200)
