@@ -659,6 +659,11 @@ def main(program, resolve_params, shapes, generate) -> None:
             raise
         if launcher_rank() == 0:
             print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
+            given = sys.argv[1:sys.argv.index("--") if "--" in sys.argv else None]
+            if "--json" in given:  # the options are not read yet: the failure object knows the program only
+                size = launcher_size()
+                print(json_text({**failure_json(program.name, None, size[1] if size else 1),
+                                 "error": missing_package(error)}), flush=True)
         record_completion(2)  # said (by rank 0): not a rank that ended without a word
         sys.exit(2)
     unless_ignored(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)

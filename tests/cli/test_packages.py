@@ -2,6 +2,7 @@
 command line (lark missing: the import of the commands) and by a driver's rank (mpi4py missing
 under a launcher), never as an internal error or a traceback; a missing module of tiledsl
 itself stays a bug to report."""
+import json
 import os
 import subprocess
 import sys
@@ -43,7 +44,22 @@ def test_a_rank_without_a_package_says_to_install_it(tmp_path, package, said):
     driver = tmp_path / "chol.py"
     assert subprocess.run([sys.executable, "-m", "tiledsl", "compile", "cholesky", "-o", driver],
                           cwd=ROOT, capture_output=True, timeout=120).returncode == 0
-    out = python(f"import runpy, sys; sys.modules[{package!r}] = None; sys.argv = [{str(driver)!r}, '--n', '100']\n"
+    out = python(f"import runpy, sys; sys.modules[{package!r}] = None\n"
+                 f"sys.argv = [{str(driver)!r}, '--n', '100', '--json']\n"
                  f"runpy.run_path({str(driver)!r}, run_name='__main__')", PMI_SIZE="1", PMI_RANK="0")
     assert out.returncode == 2 and "internal error" not in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.startswith(f"tiledsl: error: {said} is not installed")
+    failure = json.loads(out.stdout.splitlines()[-1])  # --json's failure object too
+    assert (failure["program"], failure["ok"]) == ("cholesky", False) and said in failure["error"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_the_command_line_without_scipy_says_so_in_json_too(tmp_path, command):
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['scipy'] = None\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", command, "cholesky", "--n", "100", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=100,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert out.returncode == 2 and out.stderr.startswith("tiledsl: error: the Python package 'scipy'"), out.stderr
+    failure = json.loads(out.stdout.splitlines()[-1])
+    assert failure["ok"] is False and failure["error"].startswith("the Python package 'scipy' is not installed")

@@ -73,6 +73,7 @@ def main(argv=None) -> int:
     except Exception as error:  # a bug in tiledsl, not in the user's program
         if missing_package(error) is not None:  # or a package the environment lacks (an extra's, scipy's own)
             print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
+            _json_failure(args, missing_package(error))
             return 2
         if os.environ.get("TILEDSL_DEBUG"):
             traceback.print_exc()
