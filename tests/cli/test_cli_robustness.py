@@ -227,6 +227,21 @@ def test_compile_replaces_no_file_but_its_own_drivers_and_hides_no_module(tmp_pa
         assert tiledsl("compile", tmp_path / "p.tile", "-o", tmp_path / "driver.py").returncode == 0
 
 
+@pytest.mark.timeout(120)
+def test_compile_names_no_driver_as_the_programs_kernel_module(tmp_path):
+    """A driver named as the kernel module, elsewhere than the module, was written; beside the
+    module's copy later, it loaded itself as the module ("defines no function scale")."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "k.py").write_text("def scale(Y):\n    Y *= 2\n")
+    (tmp_path / "src" / "p.tile").write_text('use "k.py"\nkernel scale(inout Y)\nprogram p {\n'
+                                             "  matrix Y[n, n] = zeros\n  scale(Y[0, 0])\n}\n")
+    out = tiledsl("compile", tmp_path / "src" / "p.tile", "-o", tmp_path / "k.py")
+    assert_clean_failure(out, status=2)
+    assert out.err == (f"tiledsl: error: -o {tmp_path / 'k.py'}: the program's kernel module is named k.py too, and "
+                       f"the driver looks for it beside itself first, where it would find itself: name it otherwise\n")
+    assert not (tmp_path / "k.py").exists()
+
+
 @pytest.mark.timeout(60)
 def test_compile_refuses_a_bad_program(tmp_path):
     bad = tmp_path / "bad.tile"

@@ -296,6 +296,10 @@ def _compile(args) -> int:
     _print_diagnostics(result)
     if text is None:
         return 1
+    module = result.checked.kernel_module
+    if args.output is not None and module is not None and Path(module).name == Path(args.output).name:
+        raise UsageError(f"-o {args.output}: the program's kernel module is named {Path(module).name} too, and the "
+                         f"driver looks for it beside itself first, where it would find itself: name it otherwise")
     if args.output is None:
         sys.stdout.write(text)
         return 0
