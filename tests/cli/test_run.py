@@ -986,3 +986,16 @@ def test_a_bug_of_tiledsl_in_one_rank_is_an_internal_error_and_ends_every_rank(t
     assert "Traceback" not in out.stderr and "did not answer" not in out.stderr, out.stderr
     assert re.match(rf"tiledsl: error: rank \d: {said}: a bug of tiledsl\n", out.stderr), out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["ok"] is False
+
+
+@pytest.mark.timeout(120)
+def test_a_run_removes_what_a_killed_run_left_beside_its_output(tmp_path):
+    """A run killed while it wrote its output (itself, so nothing outlived it to clean up) left a
+    hidden temporary file of the matrix's size; the next run writing that output removes it."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = tmp_path / f".A.npy.{gone.pid}-0123abcd.tiledsl-partial"
+    left.write_bytes(b"\0" * 1024)
+    out = tiledsl("run", "cholesky", "--n", 64, "--nb", 32, "--output", f"A={tmp_path / 'A.npy'}")
+    assert out.returncode == 0, out.stderr
+    assert not left.exists() and (tmp_path / "A.npy").exists()

@@ -515,9 +515,13 @@ def _simulate(args) -> int:
 
 def _run(args) -> int:
     from ..runtime.launch import run_and_report
+    from ..runtime.outputs import remove_abandoned
 
     if args.np < 1:
         raise UsageError(f"--np must be at least 1, got {args.np}")
+    # what an earlier run killed while writing these files left beside them (the run itself killed,
+    # nothing outlived it to remove them)
+    remove_abandoned(_written_files(args))
     if args.np > 1 or _launcher_text(args):  # a launcher given runs even one rank under it (a batch job's node)
         return _launch(args)
     driver = _load_driver(program_path(args.file))
@@ -548,7 +552,12 @@ def _launch(args) -> int:
     try:
         return run_job(command, args.np, failure_json=said)
     finally:  # what ranks killed while writing the outputs left beside them
-        remove_abandoned([item.partition("=")[2] for item in args.output] + [args.trace] * bool(args.trace))
+        remove_abandoned(_written_files(args))
+
+
+def _written_files(args) -> list:
+    """The files a run writes: its ``--output`` files and its trace."""
+    return [item.partition("=")[2] for item in args.output] + [args.trace] * bool(args.trace)
 
 
 def _launcher_text(args) -> str:
