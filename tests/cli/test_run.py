@@ -999,3 +999,19 @@ def test_a_run_removes_what_a_killed_run_left_beside_its_output(tmp_path):
     out = tiledsl("run", "cholesky", "--n", 64, "--nb", 32, "--output", f"A={tmp_path / 'A.npy'}")
     assert out.returncode == 0, out.stderr
     assert not left.exists() and (tmp_path / "A.npy").exists()
+
+
+@pytest.mark.timeout(120)
+def test_an_output_replaces_a_matrix_but_no_other_file(tmp_path):
+    """--output A=analyse.py replaced the user's script with a matrix, without a word."""
+    script = tmp_path / "analyse.py"
+    script.write_text("print('my analysis')\n")
+    out = tiledsl("run", "cholesky", "--n", 64, "--output", f"A={script}")
+    assert out.returncode == 2 and out.stderr == (
+        f"tiledsl: error: --output A={script}: {script} is there and is not a .npy file (a matrix an earlier run "
+        f"wrote): an output replaces only those; name another file, or remove it first\n")
+    assert script.read_text() == "print('my analysis')\n"
+    earlier = tmp_path / "result"  # a name without .npy: written as given, and replaced by the next run
+    for _ in range(2):
+        assert tiledsl("run", "cholesky", "--n", 64, "--output", f"A={earlier}").returncode == 0
+    assert np.load(earlier).shape == (64, 64)
