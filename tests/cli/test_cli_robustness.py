@@ -966,3 +966,13 @@ def test_a_program_named_with_a_leading_dash_is_explained(tmp_path, argv, hint):
                          text=True, timeout=50)
     assert out.returncode == 2 and hint in out.stderr, out.stderr
     assert "did you mean" not in out.stderr  # it suggested --n for --n
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [("compile", "cholesky", "-o"), ("graph", "cholesky", "--n", "100", "-o")])
+def test_an_output_in_a_folder_that_is_a_file_is_said_as_run_says_it(tmp_path, command):
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "x.out"
+    out = tiledsl(*command, target)
+    assert_clean_failure(out, status=2)
+    assert out.err == f"tiledsl: error: -o {target}: {str(tmp_path / 'afile')!r} is a file, not a directory\n"

@@ -24,6 +24,7 @@ from ..driverload import program_path, shadowing
 from ..packages import missing_package
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
+from ..runtime.outputs import check_writable
 from ..runtime.reporting import failure_json, json_text
 from ..runtime.world import UsageError, check_working_directory, standard_streams_open
 
@@ -319,6 +320,7 @@ RUNTIME_MODULES = ("tiledsl", "numpy", "scipy", "mpi4py", "threadpoolctl", "cupy
 def _check_driver_target(output: str, program: str) -> None:
     """A :class:`UsageError` for a driver file that would replace something not a driver (the
     program, its kernel module, data) or hide a module its run imports."""
+    check_writable(output, f"-o {output}")  # a folder that is a file or is not there, as run says it
     target = Path(output)
     if target.resolve() == Path(program).resolve():
         raise UsageError(f"-o {output}: that is the program itself, which the driver would replace: "
@@ -457,6 +459,8 @@ def _graph(args) -> int:
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
 
     driver = _load_driver(program_path(args.file))
+    if args.output is not None:
+        check_writable(args.output, f"-o {args.output}")
     try:
         grid = _grid_of(args)
         options = _planned_options(driver, args, grid)
