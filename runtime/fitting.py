@@ -52,18 +52,26 @@ SHOWN = 4  # fits an ambiguity error lists
 def settings_hints(driver, options: Options, name: str, shape: tuple) -> list[str]:
     """The options that give matrix ``name`` the ``shape`` of its input, for the message that it
     does not fit: each single change of ``n`` or of a parameter that does, else the parameters
-    that do together at this ``n`` (``--set m=30 --set k=50``)."""
+    that do together at this ``n`` (``--set m=30 --set k=50``), else with another ``n`` too
+    (``--n 50 --set q=7``)."""
     spelling = options.spelling
     single = settings_giving(driver, options, name, shape)
     if single:
-        return [f"{spelling.n}{'' if spelling.api else ' '}{value}" if setting == "n" else spelling.param(setting, value)
-                for setting, value in single]
-    try:
-        _, params = fit(driver, {name: shape}, options)
-    except UsageError:
-        return []
-    changed = {key: value for key, value in params.items() if options.sets.get(key) != value}
-    return [" ".join(spelling.param(key, value) for key, value in changed.items())] if changed else []
+        return [_setting_text(spelling, setting, value) for setting, value in single]
+    for free_n in (False, True):
+        try:
+            n, params = fit(driver, {name: shape}, replace(options, n=None) if free_n else options)
+        except UsageError:
+            continue
+        changed = {**({"n": n} if free_n and n != options.n else {}),
+                   **{key: value for key, value in params.items() if options.sets.get(key) != value}}
+        return [" ".join(_setting_text(spelling, key, value) for key, value in changed.items())] if changed else []
+    return []
+
+
+def _setting_text(spelling, setting: str, value) -> str:
+    """``--n 50`` or ``--set q=7`` (``n=50``, ``params={'q': 7}`` for the API)."""
+    return f"{spelling.n}{'' if spelling.api else ' '}{value}" if setting == "n" else spelling.param(setting, value)
 
 
 def fit(driver, shapes: dict, options: Options) -> tuple[int, dict]:

@@ -767,6 +767,13 @@ def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_pat
         "file's shape)")
     out = tiledsl("run", "programs/cholesky.tile", "--n", 200, "--input", f"A={tmp_path / 'wide.npy'}")
     assert out.returncode == 2 and out.stderr.strip().endswith("but the matrix needs shape (200, 200)")
+    (tmp_path / "nq.tile").write_text("program nq {\n  tiling uniform(nb = 64)\n  param q = 4\n"
+                                      "  matrix A[n, q] = random general\n  matrix S[1, 1] = zeros\n"
+                                      "  for i in 0 .. A.mt { amax(A[i, 0], S[0, 0]) }\n}\n")
+    out = tiledsl("run", tmp_path / "nq.tile", "--n", 100, "--input", f"A={tmp_path / 'short.npy'}")
+    assert out.returncode == 2 and out.stderr.strip().endswith(  # no n alone, no params at this n: both
+        "has shape (50, 20) but the matrix needs shape (100, 4) (--n 50 --set q=20 gives the matrix the file's "
+        "shape)"), out.stderr
 
 
 @pytest.mark.timeout(200)
