@@ -26,6 +26,7 @@ name the caller's own ways of giving a value (:class:`.options.Spelling`).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -83,9 +84,7 @@ def fit(driver, shapes: dict, options: Options) -> tuple[int, dict]:
     if options.n is None and not dims:
         names = ", ".join(d.name for d in driver.PROGRAM.matrices)
         raise UsageError(f"give {spelling.n} (the matrix order) or {spelling.input_form.format(names=names)}")
-    search = _Search(driver, shapes, options)
-    search.run(dims)
-    search.widen(dims)
+    search = _searched(driver, shapes, options, dims)
     if not search.fits:
         raise UsageError(_misfit(search, _tuned_misfit(driver, shapes, options)))
     unmet = {key: search.unmet(key[0], chosen) for key, chosen in search.fits.items()}
@@ -101,15 +100,47 @@ def fit(driver, shapes: dict, options: Options) -> tuple[int, dict]:
     return n_value, {name: dict(values)[name] for name in chosen}
 
 
+class _TooManyWays(UsageError):
+    """The unknowns take too many values together to try them all."""
+
+
+def _searched(driver, shapes: dict, options: Options, dims: list) -> "_Search":
+    """The search of the fits of the inputs' ``shapes``. Where the unknowns are too many to try
+    together (three unknowns and two dimensions), a default that fits is kept: the fits with the
+    fewest params at their defaults (those of every choice of that many, when several give one)."""
+    search = _Search(driver, shapes, options)
+    try:
+        search.run(dims)
+    except _TooManyWays:
+        params = [name for name in search.unknowns if name != "n"]
+        for count in range(1, len(params)):
+            found = []
+            for kept in itertools.combinations(params, count):
+                trial = _Search(driver, shapes, options, search._evaluated, frozenset(kept))
+                with contextlib.suppress(_TooManyWays):
+                    trial.run(dims)
+                    found += [trial] if trial.fits else []
+            if found:
+                for other in found[1:]:
+                    for key, chosen in other.fits.items():
+                        found[0]._note_fit(key, chosen)
+                return found[0]
+        raise
+    search.widen(dims)
+    return search
+
+
 class _Search:
     """Trials of values of the unknowns against the inputs' shapes: ``fits`` maps each fit,
     ``(n, ((param, value), ...))``, to the fewest params set (given or inferred) that give it;
     ``closest`` is ``((dimensions matched, −params set), n, params set)`` of the trial nearest
     to fitting, for the message when none fits. ``evaluated`` is a cache of :meth:`evaluate`
-    to share with another search of the same program and tiles."""
+    to share with another search of the same program and tiles; the params ``kept`` stay at their
+    defaults."""
 
-    def __init__(self, driver, shapes: dict, options: Options, evaluated: dict | None = None):
-        self.driver, self.shapes, self.options = driver, shapes, options
+    def __init__(self, driver, shapes: dict, options: Options, evaluated: dict | None = None,
+                 kept: frozenset = frozenset()):
+        self.driver, self.shapes, self.options, self.kept = driver, shapes, options, kept
         self.n, self.params, self.spelling = options.n, options.sets, options.spelling
         self.fits, self.closest, self.unknowns = {}, None, []
         self._evaluated = {} if evaluated is None else evaluated
@@ -118,12 +149,12 @@ class _Search:
     def run(self, dims: list) -> None:
         """Try the unknowns at their defaults and the dimensions, then at the solutions found
         while trying, until no new one is found (one round per unknown at most: a chain)."""
-        self.unknowns = (["n"] if self.n is None else []) + self._sizing_params(dims)
+        self.unknowns = (["n"] if self.n is None else []) + [p for p in self._sizing_params(dims) if p not in self.kept]
         values = {name: ([] if name == "n" else [None]) + dims for name in self.unknowns}
         tried = set()
         for rounds_left in range(len(self.unknowns), -1, -1):
             if math.prod(len(v) for v in values.values()) > MAX_TRIALS:
-                raise UsageError(f"too many ways to fit {', '.join(self.unknowns)} to "
+                raise _TooManyWays(f"too many ways to fit {', '.join(self.unknowns)} to "
                                  f"{self.spelling.inputs}' shapes: give {self.spelling.n} and "
                                  f"{self.spelling.params} explicitly")
             found = {name: set() for name in self.unknowns}

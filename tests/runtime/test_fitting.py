@@ -47,6 +47,16 @@ def test_a_value_the_shapes_determine_is_solved_for(tmp_path, body, shapes, expe
     assert fitted(tmp_path, body, shapes) == expected
 
 
+@pytest.mark.timeout(120)
+def test_more_unknowns_than_the_shapes_tell_keep_a_default_that_fits(tmp_path):
+    """Three unknowns and two dimensions: too many to try together ("give n and params"), though
+    q's default fits (and r's does not: 2n = 407)."""
+    body = "param q = 4\n  param r = 3\n  matrix B[n + q + r, n - q] = zeros"
+    assert fitted(tmp_path, body, {"B": (300, 110)}) == (114, {"r": 182})
+    with pytest.raises(UsageError, match=r"fit several sizes \(n=6, q=-2, r=3 or n=12, q=4, r=-9\)"):
+        fitted(tmp_path, body, {"B": (7, 8)})  # each default fits: the user chooses
+
+
 def test_two_values_fitting_alike_are_listed(tmp_path):
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, "param r = n // 2\n  matrix B[r, r] = zeros", {"B": (150, 150)}, spelling=COMMAND_LINE)
