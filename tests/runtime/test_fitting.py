@@ -57,6 +57,12 @@ def test_more_unknowns_than_the_shapes_tell_keep_a_default_that_fits(tmp_path):
         fitted(tmp_path, body, {"B": (7, 8)})  # each default fits: the user chooses
 
 
+def test_fits_of_more_unknowns_than_dimensions_are_listed_as_some_of_them(tmp_path):
+    """n * q = 110 has eight solutions; the list named three as if they were all."""
+    with pytest.raises(UsageError, match=r"fit several sizes \(n=1, q=110, r=194 or .* or \.\.\.\): give"):
+        fitted(tmp_path, "param q = 4\n  param r = 3\n  matrix B[n * q, n + r] = zeros", {"B": (110, 195)})
+
+
 def test_two_values_fitting_alike_are_listed(tmp_path):
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, "param r = n // 2\n  matrix B[r, r] = zeros", {"B": (150, 150)}, spelling=COMMAND_LINE)
