@@ -44,8 +44,8 @@ from .notes import warnings_of
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
-from .reporting import (RunResult, count_nonfinite, failure_json, failure_reasons, has_standard_count, idle_ranks_warning,
-                        idle_warning, json_text, rank_stats, summary_json, summary_text)
+from .reporting import (RunResult, count_nonfinite, failure_json, failure_reasons, has_standard_count, idle_gpus_warning,
+                        idle_ranks_warning, idle_warning, json_text, rank_stats, summary_json, summary_text)
 from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
 from .userkernels import changed_source, kernels, program_files
@@ -486,7 +486,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         if comm is None or comm.rank == 0:
             for note in (*result.notes, *warnings_of(Path(program.source).name, ranks),
                          idle_warning(program, result.params, ranks),
-                         idle_ranks_warning(ranks, result.grid)):
+                         idle_ranks_warning(ranks, result.grid), idle_gpus_warning(result, ranks)):
                 if note:
                     warn(note)
     except UsageError as error:

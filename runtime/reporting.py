@@ -147,6 +147,22 @@ def idle_ranks_warning(ranks: list, grid) -> str | None:
             f"a tile it owns, so it only sent tiles (another grid, or fewer ranks, may share the work better)")
 
 
+def idle_gpus_warning(result: RunResult, ranks: list) -> str | None:
+    """The warning of a run with GPUs some of which ran no task on any rank while others worked:
+    the host:GPU ratio deals each rank's tile columns in turn, host first, so with few columns a
+    rank's GPUs may get none (``--gpu-ratio 5:1`` on five columns: all on the host)."""
+    if not result.gpus or not sum(r["tasks"] for r in ranks):
+        return None
+    idle = [gpu for gpu in range(1, result.gpus + 1) if not sum(r["tasks_by_device"].get(f"gpu{gpu}", 0)
+                                                                 for r in ranks)]
+    if not idle:
+        return None
+    ratio = f" {_ratio_text(result.gpu_ratio)}" if result.gpu_ratio is not None else ""
+    them = "them" if len(idle) > 1 else "it"
+    return (f"GPU {', '.join(map(str, idle))} ran no task: the host:GPU ratio{ratio} dealt {them} no tile column at "
+            f"this size (--gpu-ratio 0:1 gives the GPUs every column)")
+
+
 def count_text(program, matrices: dict, source: str) -> str:
     """Where the GFLOP/s's flops come from: the kernels, or the standard count the check names
     (which a program doing less, such as a banded factorization, should not take for its own)."""

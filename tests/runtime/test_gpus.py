@@ -219,3 +219,17 @@ def test_a_gpu_body_that_is_not_a_function_is_a_usage_error(tmp_path):
         execute(driver, Options(n=56, gpus=1))
     assert str(error.value) == ("kernel module placement_kernels.py: pair_gpu must be a function "
                                 "(the GPU body of kernel pair), not str 'fast'")
+
+
+@pytest.mark.timeout(120)
+def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
+    """--gpu-ratio 5:1 on five tile columns puts them all on the host: the GPUs sat idle, unsaid."""
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "640", "--nb", "128",
+                          "--gpus", "2", "--gpu-backend", "emulated", "--gpu-ratio", "5:1", "--no-tune"],
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0 and ("tiledsl: warning: GPU 1, 2 ran no task: the host:GPU ratio 5:1 dealt them no tile "
+                                    "column at this size (--gpu-ratio 0:1 gives the GPUs every column)") in out.stderr
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "640", "--nb", "128",
+                          "--gpus", "2", "--gpu-backend", "emulated", "--no-tune"],
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0 and "ran no task" not in out.stderr, out.stderr
