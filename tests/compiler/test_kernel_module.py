@@ -64,6 +64,17 @@ def test_names_unpacked_from_a_literal_take_its_items_in_turn():
 
 
 @pytest.mark.timeout(30)
+def test_an_annotated_assignment_binds_as_a_plain_one():
+    """``k: int = 3`` is a literal, as ``k = 3`` is (check let it through, and the run refused it);
+    ``k: T = base`` an alias; a bare annotation binds nothing, ``k += ...`` what only running tells."""
+    assert bindings("k: int = 3\n", "k") == [NotFunction(1, "k = 3")]
+    (function,) = bindings("def base(A): pass\nk: object = base\n", "k")
+    assert (function.signature(), function.alias_line) == ("base(A)", 2)
+    assert bindings("def k(A): pass\nk: int\n", "k")[0].signature() == "k(A)"
+    assert bindings("def k(A): pass\nk += 1\n", "k") == [UNKNOWN]
+
+
+@pytest.mark.timeout(30)
 def test_an_alias_keeps_the_signature_and_notes_where_it_was_bound():
     (function,) = bindings("def base(A, B):\n    pass\n\nk = base\n", "k")
     assert (function.signature(), function.line, function.alias_line) == ("base(A, B)", 1, 4)

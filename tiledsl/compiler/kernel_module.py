@@ -6,11 +6,12 @@ list of its possible bindings:
 
 * a ``def`` (undecorated) or ``NAME = lambda ...`` is a :class:`Function` whose
   positional parameters can be counted; ``NAME = other`` where ``other`` is such a
-  function binds the same function under a second name;
+  function binds the same function under a second name (an annotated ``NAME: T = ...``
+  binds as the plain assignment does);
 * a ``class``, ``NAME = 3`` (a literal), an ``async def`` or a generator (a ``def`` with
   ``yield``: a call runs neither's body) is a :class:`NotFunction` (the run wants a function);
-* anything else (an import, a decorated ``def``, ``NAME = make_kernel()``, a loop
-  or ``with`` target) is :data:`UNKNOWN`: only running the module could tell.
+* anything else (an import, a decorated ``def``, ``NAME = make_kernel()``, ``NAME += ...``,
+  a loop or ``with`` target) is :data:`UNKNOWN`: only running the module could tell.
 
 A binding directly in the module body replaces the earlier ones; one inside an
 ``if``, ``try``, ``for``, ``while``, ``with`` or ``match`` block may or may not
@@ -148,8 +149,9 @@ def _bindings(statement, definitions: Definitions):
         if any(alias.name == "*" for alias in statement.names):
             definitions.open = True
         return [((alias.asname or alias.name).split(".")[0], UNKNOWN) for alias in statement.names]
-    if isinstance(statement, ast.Assign):
-        return [binding for target in statement.targets
+    if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        return [binding for target in targets
                 for binding in _assigned(target, statement.value, statement.lineno, definitions)]
     return [(name, UNKNOWN) for name in _statement_targets(statement)]
 
@@ -206,9 +208,9 @@ def _value(target: ast.Name, value, line: int, definitions: Definitions):
 
 
 def _statement_targets(statement) -> list[str]:
-    """Names bound by assignments other than ``=``, and by loop and ``with`` targets."""
+    """Names bound by augmented assignments (``+=``), and by loop and ``with`` targets."""
     targets = []
-    if isinstance(statement, (ast.AugAssign, ast.AnnAssign)) and statement.value is not None:
+    if isinstance(statement, ast.AugAssign):
         targets.append(statement.target)
     if isinstance(statement, (ast.For, ast.AsyncFor)):
         targets.append(statement.target)

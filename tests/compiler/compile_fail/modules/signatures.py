@@ -52,3 +52,7 @@ def decorated(A, B, C):
 
 def unused_name(A):
     pass
+
+
+annotated: int = 3
+typed_alias: object = three
