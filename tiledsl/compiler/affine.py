@@ -250,8 +250,10 @@ def provably_nonzero(form: Form) -> bool:
 
 
 def provably_negative(form: Form) -> bool:
-    """True when ``form`` is below 0 for every admissible value of its symbols."""
-    return _provably_at_least(_scale(form, -1), 1)
+    """True when ``form`` is below 0 for every admissible value of its symbols (a constant
+    form may hold a float: ``-0.5``)."""
+    least = _least(_scale(form, -1))
+    return least is not None and least > 0
 
 
 def difference(a: Form, b: Form) -> Form:
@@ -407,10 +409,17 @@ def _runs_for_large_sizes(trip_count: Form) -> bool:
 
 def _provably_at_least(form: Form, bound: int) -> bool:
     """True when ``form >= bound`` for every admissible value of its symbols."""
+    least = _least(form)
+    return least is not None and least >= bound
+
+
+def _least(form: Form):
+    """The least value of ``form`` over the admissible values of its symbols; None when it has
+    none (a symbol of unknown sign, or one it decreases with)."""
     terms = {k: v for k, v in form.items() if k and v}
     if any(v < 0 or _lowest(k) is None for k, v in terms.items()):
-        return False
-    return sum(v * _lowest(k) for k, v in terms.items()) + form.get("", 0) >= bound
+        return None
+    return sum(v * _lowest(k) for k, v in terms.items()) + form.get("", 0)
 
 
 #: Limits on the forms worth reasoning about: past them a form is "not affine" (no proof),
@@ -433,7 +442,10 @@ class Converter:
     ``(False, None)`` for any other name, which becomes a symbol: ``name_symbol(name)``,
     the name itself for a size (``n``, a tile setting: at least 1) or a loop variable,
     another symbol for the program's own parameter (any value, even when it is named
-    like another tiling's setting). ``constant(expr)`` gives the value the analysis folded
+    like another tiling's setting), None for a name of no integer (a float's form would
+    prove what rounding undoes: ``x + x + x - 3 * x`` is not 0 for x = 0.1).
+    ``extent_symbol(matrix, query)`` names ``A.mt``, ``A.nt`` (and in a flop count ``A.m``,
+    ``A.n``), None for a query of no form. ``constant(expr)`` gives the value the analysis folded
     for an expression of constants that is not affine in form (``2 ** 3``, ``7 // 2``), or None.
     """
 
@@ -453,10 +465,14 @@ class Converter:
                 if is_let:
                     return None if form is None else dict(form)
                 symbol = self.name_symbol(ident.text)
+                if symbol is None:
+                    return None
                 self.display.setdefault(symbol, ident.text)
                 return {symbol: 1, "": 0}
-            case n.Attr(matrix=matrix, attr=attr) if attr.text in ("mt", "nt"):
+            case n.Attr(matrix=matrix, attr=attr):
                 symbol = self.extent_symbol(matrix.text, attr.text)
+                if symbol is None:
+                    return None
                 self.display.setdefault(symbol, f"{matrix.text}.{attr.text}")
                 return {symbol: 1, "": 0}
             case n.Unary(op="-", operand=operand):

@@ -279,12 +279,15 @@ class _Analyzer:
                                                        used=True, type=p.kind if p.kind != "tile" else "tile")
                                   for p in decl.params})
         self.flops_of = decl
-        self._number_expr(decl.flops)
+        form = self._number_form(decl.flops) if self._number_expr(decl.flops) else None
         self.flops_of = None
         self.scope.frames.pop()
-        value = _literal_value(decl.flops)
-        if value is not None and value < 0:
-            self.bag.error(decl.flops.span, "E205", f"kernel {decl.name.text}'s flop count is {value:g}, below zero",
+        if form is not None and provably_negative(form):
+            constant = not any(value for symbol, value in form.items() if symbol)
+            self.bag.error(decl.flops.span, "E205", f"kernel {decl.name.text}'s flop count is "
+                                                    + (f"{form['']:g}, below zero" if constant else "below zero"),
+                           *(() if constant else (f"{unparse(decl.flops)} is below zero whatever the arguments "
+                                                  f"(tiles of one row and column or more)",)),
                            hint="a flop count is 0 or more: the floating-point operations of one call")
 
     def _tiling(self, decl: n.TilingDecl | None) -> str:
@@ -1164,15 +1167,21 @@ class _Analyzer:
     def _divisor_not_zero(self, op: str, divisor) -> bool:
         """False after an E214 for a divisor that is zero whatever the loop variables and sizes
         (``k - k``, ``2 - 2``): every evaluation would divide by zero."""
-        form = self.converter.form(divisor)
-        if (form is not None and is_zero(form) or form is None and _literal_value(divisor) == 0
-                or _difference_of_itself(divisor)):
+        form = self._number_form(divisor)
+        if form is not None and is_zero(form) or _difference_of_itself(divisor):
             self.bag.error(divisor.span, "E214", f"division by zero: the right operand of '{op}' is always 0",
                            hint="a divisor must be nonzero for every shape and value of the kernel's arguments"
                            if self.flops_of is not None else
                            "a divisor must be nonzero for every value of the loop variables")
             return False
         return True
+
+    def _number_form(self, expr) -> dict | None:
+        """The affine form of integer ``expr``, in which a flop count's ``A.m`` and ``A.n`` are symbols;
+        for number literals alone (``0.5 - 0.25 * 2``, computed as the run does), their value."""
+        form = self.converter.form(expr)
+        value = _literal_value(expr) if form is None else None
+        return form if value is None else {"": value}
 
     def _name_type(self, ident: n.Ident) -> str | None:
         symbol = self.scope.lookup(ident.text)
@@ -1339,15 +1348,26 @@ class _Analyzer:
         symbol = self.scope.lookup(name)
         return (True, symbol.form) if symbol is not None and symbol.kind == "let" else (False, None)
 
-    def _name_symbol(self, name: str) -> str:
+    def _name_symbol(self, name: str) -> str | None:
         """The symbol of ``name`` in affine forms: a size or a loop variable itself; the program's
-        own parameter, which may be zero or negative, marked apart from the sizes."""
+        own parameter or a kernel's value parameter (in a flop count), which may be zero or negative,
+        marked apart from the sizes; None for a float or a char."""
         symbol = self.scope.lookup(name)
-        return f"param {name}" if symbol is not None and symbol.kind == "param" and symbol.node is not None else name
+        if symbol is None:
+            return name
+        if symbol.type != "int":
+            return None
+        return f"param {name}" if symbol.kind in ("param", "value") and symbol.node is not None else name
 
-    def _extent_symbol(self, matrix: str, axis: str) -> str:
-        """A symbol naming the tile count of ``matrix`` along ``axis`` ('mt' or 'nt')."""
+    def _extent_symbol(self, matrix: str, axis: str) -> str | None:
+        """A symbol naming the tile count of ``matrix`` along ``axis`` ('mt' or 'nt'), or in a flop count
+        the rows or columns ('m' or 'n') of tile argument ``matrix`` (at least 1: a count is judged for
+        arguments that are not empty); None for another query."""
         symbol = self.scope.lookup(matrix)
+        if symbol is not None and symbol.kind == "argument":
+            return f"shape({matrix}.{axis})" if axis in ("m", "n") else None
+        if axis not in ("mt", "nt"):
+            return None
         decl = symbol.node if symbol else None
         if isinstance(decl, n.WorkspaceDecl):
             return self._extent_symbol(decl.like.text, axis)
