@@ -586,6 +586,23 @@ def test_a_misspelt_word_where_a_keyword_is_expected_gets_a_hint(text, hint):
     assert (d.span.line, d.span.column, d.hint) == (1, 1, hint)
 
 
+@pytest.mark.parametrize("text, column, hint", [
+    ("program p { matrix A[n, n] = random spd fro k in 0 .. A.nt { potrf(A[k, k]) } }", 41, "did you mean 'for'?"),
+    ("program p { matrix A[n, n] = zeros lte x = 1 potrf(A[x, x]) }", 36, "did you mean 'let'?"),
+    ("program p { param q = n matrx A[n, n] = zeros potrf(A[q, q]) }", 25, "did you mean 'matrix'?"),
+    ("program p { matrix A[n, n] = zeros let x = 1 fro k in 0 .. x { potrf(A[k, k]) } }", 46, "did you mean 'for'?"),
+    ("program p { matrix A[n, n] = zeros release A[0, 0] fro k in 0 .. 1 { potrf(A[k, k]) } }", 52,
+     "did you mean 'for'?"),
+    ("kernel fro k(inout A) program p { }", 12, None),  # a kernel's, a check's, a tiling's name: no keyword
+    ("program p { matrix A[n, n] = zeros check fro k(A) potrf(A[0, 0]) }", 46, None),
+    ("program p { tiling fro k matrix A[n, n] = zeros potrf(A[0, 0]) }", 26, None)])
+def test_a_misspelt_keyword_after_a_declaration_or_statement_on_one_line_gets_a_hint(text, column, hint):
+    """Where the parser reads a word as a called kernel's name a statement begins: after a declaration
+    that ends in a word (``= random spd``), a let, a release, as after a call or a brace."""
+    d = syntax_error(text)
+    assert (d.span.line, d.span.column, d.hint) == (1, column, hint)
+
+
 # ---------------------------------------------------------------- line endings
 def test_crlf_positions_match_lf():
     lf = FULL

@@ -194,7 +194,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     notes += _open_on_earlier_lines(source.text, line)
     return (_initial_value_missing(source, line)
             or _line_ended_early(source, line, before, token, terminals, notes)
-            or _misspelt_word(source.path, line, before)
+            or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"})
             or _value_dependent(source.path, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
             or _misplaced_priority(where, before)
@@ -472,20 +472,22 @@ def _declaration_among_statements(word: str | None, token: Token, after: str, te
     return bool(starts) and "LET" in terminals
 
 
-def _misspelt_keyword(before: str, word: str | None) -> str | None:
+def _misspelt_keyword(before: str, word: str | None, called: bool = False) -> str | None:
     """The keyword that the word ending ``before`` misspells, where a keyword goes: at the start
     of its line or of a statement after a call or a brace (a program on one line), or
-    ``priority`` after a call."""
+    ``priority`` after a call; or where the parser read the word as a called kernel's name
+    (``called``: a statement begins there, as after ``= random spd`` or a let), not a declared one's."""
     if word is None or word in _KEYWORDS or word == "elif":  # a keyword in the wrong place is not misspelt
         return None  # (and 'elif' is Python's: its hint says to write 'else if')
     ahead = before.rstrip()[:-len(word)].rstrip()
-    candidates = (_KEYWORDS if not ahead or ahead.endswith(("{", "}", ")"))
-                  else _INITS if _MATRIX_EQUALS.search(ahead) else ())
+    statement = not ahead or ahead.endswith(("{", "}", ")")) or called and not _NAMING.search(ahead)
+    candidates = _KEYWORDS if statement else _INITS if _MATRIX_EQUALS.search(ahead) else ()
     return did_you_mean(word, candidates)
 
 
 _INITS = ("random", "load")  # the keywords that may begin a matrix's initial value
 _MATRIX_EQUALS = re.compile(r"\bmatrix\b[^=]*=$")
+_NAMING = re.compile(r"\b(?:kernel|tiling|check)$")  # the words before a name that awaits '(' and is no call
 #: a matrix declaration whose value is a name and another word (``= tandom spd``): a misspelt
 #: ``random`` taken for a named value, the word after it for a call on the next line
 _NAMED_AND_WORD = re.compile(r"\bmatrix\b[^=]*=\s*[A-Za-z_]\w*(?=\s+[A-Za-z_]\w*\s*$)")
@@ -501,11 +503,11 @@ def _glued_diagnostic(source: Source, keyword: Token) -> Diagnostic:
                       if _WORD.fullmatch(after) else f"did you mean '{keyword}'?")
 
 
-def _misspelt_word(path: str, line: int, before: str) -> Diagnostic | None:
+def _misspelt_word(path: str, line: int, before: str, called: bool = False) -> Diagnostic | None:
     """A keyword misspelt where one goes (``matrx A``, ``fro k``): said at the word, which the
-    parser read as a name, not at the token after it."""
+    parser read as a name (``called``: a called kernel's), not at the token after it."""
     found = _NAME_BEFORE.search(before)
-    close = _misspelt_keyword(before, found.group(1)) if found else None
+    close = _misspelt_keyword(before, found.group(1), called) if found else None
     if close is None:
         return None
     return Diagnostic(Span(path, line, found.start(1) + 1, line, found.end(1) + 1), "E100",
