@@ -973,15 +973,24 @@ class _Analyzer:
                 self._check_part_within_tiles(tile, part, what)
 
     def _check_constant_part(self, part, what: str) -> None:
-        """E208 for a sub-range whose literal ends leave every tile: a negative end, or a reversed range."""
-        start, stop = (None if end is None else constant_of(end, "int") for end in (part.start, part.stop))
-        for end, value in ((part.start, start), (part.stop, stop)):
+        """E208 for a sub-range whose ends leave every tile: a negative literal end, or ends reversed
+        whatever the sizes, parameters and loop variables (``[z + 2 : z + 1]``: stop − start < 0)."""
+        for end in (part.start, part.stop):
+            value = None if end is None else constant_of(end, "int")
             if value is not None and value < 0:
                 self.bag.error(end.span, "E208", f"a sub-range's {what} count from 0, got {value}")
                 return
-        if start is not None and stop is not None and stop < start:
-            self.bag.error(part.span, "E208", f"the sub-range's {what} {start} : {stop} are reversed",
-                           hint=f"a sub-range goes from its first {what[:-1]} to one past its last")
+        if part.start is None or part.stop is None:
+            return
+        start, stop = self.converter.form(part.start), self.converter.form(part.stop)
+        if start is None or stop is None or not provably_negative(difference(stop, start)):
+            return
+        literal = all(isinstance(end, n.IntLit) for end in (part.start, part.stop))
+        start, stop = unparse(part.start), unparse(part.stop)
+        self.bag.error(part.span, "E208", f"the sub-range's {what} {start} : {stop} are reversed",
+                       *(() if literal else (f"its start, {start}, is above its stop, {stop}, whatever the values "
+                                             f"of the names in them",)),
+                       hint=f"a sub-range goes from its first {what[:-1]} to one past its last")
 
     def _check_part_within_tiles(self, tile: n.TileRef, part, what: str) -> None:
         """E208 for a sub-range of a matrix's tile that ends past, or starts beyond, the widest tile
