@@ -51,7 +51,7 @@ MAX_LOOP_NESTING = 20
 MAX_ITERATIONS = 10**10
 #: The largest magnitude of a value the analysis computes (a let, a product of constants).
 MAX_CONSTANT = 2**63 - 1
-_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul,
+_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
                "//": operator.floordiv, "%": operator.mod}
 READ_MODES = ("in", "inout")
 
@@ -173,6 +173,7 @@ class _Analyzer:
         self.conditions = 0
         self.guards: list = []  # (condition, branch taken) of the enclosing ifs, outermost first
         self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
+        self.floats: dict[int, float] = {}  # id of a constant float expression -> its value
         self.module_definitions: Definitions | None = None
         self.converter = Converter(self._let_form, self._extent_symbol, self._name_symbol,
                                    lambda expr: self.values.get(id(expr)))
@@ -751,7 +752,7 @@ class _Analyzer:
             self.float_lets.add(stmt.span)
         symbol.affine = not ok or self._affine(stmt.value)
         symbol.form = self.converter.form(stmt.value) if ok else None
-        symbol.value = self.values.get(id(stmt.value)) if ok else None
+        symbol.value = self._folded(stmt.value)
         self._declare(stmt.name, symbol)
 
     def _release(self, stmt: n.Release):
@@ -1048,15 +1049,24 @@ class _Analyzer:
     def _type(self, expr) -> str | None:
         """The type of ``expr`` ('int', 'float', 'char' or 'bool'), or None after reporting an error."""
         got = self._kind(expr)
-        return self._fold(expr) if got == "int" else got
+        return self._fold(expr, got) if got in ("int", "float") else got
 
-    def _fold(self, expr) -> str | None:
-        """Record the value of a constant integer expression in ``values``: 'int', or None
-        after an E211 for a value beyond the 64-bit range (no value ever grows unbounded:
-        chained products of lets stop at the first one too large)."""
+    def _fold(self, expr, kind: str) -> str | None:
+        """Record the value of a constant number expression, an integer's in ``values``, a float's in
+        ``floats``: ``kind``, or None after an E211 for a value beyond the 64-bit range, or beyond
+        float64's (inf: a float that underflows is 0.0, as IEEE arithmetic makes it). No value ever
+        grows unbounded: chained products of lets stop at the first one too large."""
         value = self._constant_value(expr)
         if value is None:
-            return "int"
+            return kind
+        if kind == "float":
+            if not math.isfinite(value):
+                self.bag.error(expr.span, "E211", "the value of this expression is beyond the float64 range",
+                               f"it would be {value}: a float64 is at most about 1.8e308 either side of 0",
+                               hint="check the formula")
+                return None
+            self.floats[id(expr)] = value
+            return kind
         if abs(value) > MAX_CONSTANT:
             self._beyond_64_bits(expr, _abbreviated(value))
             return None
@@ -1068,26 +1078,30 @@ class _Analyzer:
                        f"constants a program computes stay within ±{MAX_CONSTANT} (2**63 - 1)",
                        hint="tile programs count tiles and rows: check the formula")
 
-    def _constant_value(self, expr) -> int | None:
+    def _constant_value(self, expr) -> int | float | None:
         """The value of ``expr`` from the values of its operands already folded, or None."""
         match expr:
-            case n.IntLit(value=value):
+            case n.IntLit(value=value) | n.FloatLit(value=value):
                 return value
             case n.Name(ident=ident):
                 symbol = self.scope.lookup(ident.text)
                 return symbol.value if symbol is not None else None
-            case n.Unary(op="-", operand=operand) if id(operand) in self.values:
-                return -self.values[id(operand)]
-            case n.Func(func=func, args=args) if all(id(a) in self.values for a in args):
-                return {"min": min, "max": max}[func.text](self.values[id(a)] for a in args)
+            case n.Unary(op="-", operand=operand) if self._folded(operand) is not None:
+                return -self._folded(operand)
+            case n.Func(func=func, args=args) if all(self._folded(a) is not None for a in args):
+                return {"min": min, "max": max}[func.text](self._folded(a) for a in args)
             case n.Binary(op=op, left=left, right=right) if op in _ARITHMETIC:
-                a, b = self.values.get(id(left)), self.values.get(id(right))
+                a, b = self._folded(left), self._folded(right)
                 if a is not None and b is not None and (b != 0 or op in ("+", "-", "*")):
                     return _ARITHMETIC[op](a, b)
             case n.Binary(op="**", left=left, right=right):
                 a, b = self.values.get(id(left)), self.values.get(id(right))
                 return None if a is None or b is None else _power_value(a, b)
         return None
+
+    def _folded(self, expr) -> int | float | None:
+        """The value folded for ``expr``, an integer's or a float's, or None."""
+        return self.values.get(id(expr), self.floats.get(id(expr)))
 
     def _kind(self, expr) -> str | None:
         """The type of ``expr`` from those of its operands, or None after reporting an error."""
@@ -1187,9 +1201,9 @@ class _Analyzer:
 
     def _number_form(self, expr) -> dict | None:
         """The affine form of integer ``expr``, in which a flop count's ``A.m`` and ``A.n`` are symbols;
-        for number literals alone (``0.5 - 0.25 * 2``, computed as the run does), their value."""
+        for a constant float (``0.5 - 0.25 * 2``, folded as the run computes it), its value."""
         form = self.converter.form(expr)
-        value = _literal_value(expr) if form is None else None
+        value = self.floats.get(id(expr)) if form is None else None
         return form if value is None else {"": value}
 
     def _name_type(self, ident: n.Ident) -> str | None:
@@ -1466,20 +1480,6 @@ def _operand_words(given: set) -> bool:
 
 def _char_use_note(use: CharUse) -> str:
     return f"it is passed as {use.where} at line {use.span.line}: one of {', '.join(map(repr, use.choices))}"
-
-
-def _literal_value(expr) -> float | None:
-    """The value of an expression of number literals alone (``0.5 - 0.5``), or None."""
-    match expr:
-        case n.IntLit(value=value) | n.FloatLit(value=value):
-            return value
-        case n.Unary(op="-", operand=operand):
-            value = _literal_value(operand)
-            return None if value is None else -value
-        case n.Binary(op="+" | "-" | "*" as op, left=left, right=right):
-            a, b = _literal_value(left), _literal_value(right)
-            return None if a is None or b is None else _ARITHMETIC[op](a, b)
-    return None
 
 
 def _difference_of_itself(expr) -> bool:
