@@ -1,5 +1,22 @@
-"""tiledsl bench's references (tiledsl.commands.bench): the chunk sizes dask is compared at."""
+"""tiledsl bench's references (tiledsl.commands.bench): the chunk sizes dask is compared at, and a
+kernel module that fails to import said as run says it."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from tiledsl.commands.bench import dask_chunks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tiledsl(*args, cwd):
+    env = {k: v for k, v in os.environ.items() if k != "TILEDSL_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=100)
 
 
 def test_dask_is_timed_at_square_chunks_that_divide_n():
@@ -10,3 +27,20 @@ def test_dask_is_timed_at_square_chunks_that_divide_n():
     assert dask_chunks(4096) == [512, 1024, 2048]
     assert dask_chunks(997) == [] and dask_chunks(256) == []  # a prime order; an order below every chunk
     assert all(n % chunk == 0 and chunk < n for n in range(64, 3000, 37) for chunk in dask_chunks(n))
+
+
+@pytest.mark.timeout(120)
+def test_bench_says_a_kernel_module_that_fails_to_import_as_run_does(tmp_path):
+    """bench called it an internal error (exit 3, 'please report it') and printed no --json object."""
+    (tmp_path / "k.py").write_text("import numpy as np\nimport my_helperz\n\ndef scal(A, alpha):\n    A *= alpha\n")
+    (tmp_path / "uk.tile").write_text('use "k.py"\nkernel scal(inout A, float alpha = 2.0) flops A.m * A.n\n'
+                                      "program uk {\n  tiling uniform(nb = 64)\n  matrix A[n, n] = random general\n"
+                                      "  for i in 0 .. A.mt { for j in 0 .. A.nt { scal(A[i, j]) } }\n}\n")
+    said = "rank 0: kernel module k.py:2: ModuleNotFoundError: No module named 'my_helperz'"
+    run = tiledsl("run", "uk.tile", "--n", 100, cwd=tmp_path)
+    assert run.returncode == 1 and run.stderr == f"tiledsl: error: {said}\n", run.stderr
+    bench = tiledsl("bench", "uk.tile", "--n", 100, cwd=tmp_path)
+    assert (bench.returncode, bench.stderr, bench.stdout) == (1, run.stderr, "")
+    bench = tiledsl("bench", "uk.tile", "--n", 100, "--json", cwd=tmp_path)
+    assert bench.returncode == 1 and bench.stderr == run.stderr
+    assert json.loads(bench.stdout) == {"program": "uk", "n": 100, "ok": False, "passed": None, "error": said}

@@ -26,7 +26,7 @@ from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.outputs import check_writable
 from ..runtime.reporting import failure_json, json_text
-from ..runtime.world import UsageError, check_working_directory, standard_streams_open
+from ..runtime.world import RankError, UsageError, check_working_directory, standard_streams_open
 
 EXIT_STATUS = """exit status:
   0      success
@@ -429,11 +429,12 @@ def _bench(args) -> int:
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     try:
         table = run_bench(driver, options, args.rounds, not args.no_dask)
-    except TaskFailure as failure:  # a kernel failed: said on stderr by main, and here as run --json says it
+    except (TaskFailure, RankError) as failure:  # a kernel failed, or its module did not load: said as run says it
+        error = _failure_text(failure, args) if isinstance(failure, TaskFailure) else f"rank 0: {failure}"
         if args.json:
-            print(json_text({**failure_json(driver.PROGRAM.name, options.n), "error": _failure_text(failure, args)}),
-                  flush=True)
-        raise
+            print(json_text({**failure_json(driver.PROGRAM.name, options.n), "error": error}), flush=True)
+        print(f"tiledsl: error: {error}", file=sys.stderr)
+        return 1
     print(json_text(table) if args.json else render(table))
     for line in table["errors"]:  # why it failed, as run says it
         print(f"tiledsl: error: {line}", file=sys.stderr)
