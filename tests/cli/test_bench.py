@@ -1,5 +1,5 @@
-"""tiledsl bench's references (tiledsl.commands.bench): the chunk sizes dask is compared at, and a
-kernel module that fails to import said as run says it."""
+"""tiledsl bench's references (tiledsl.commands.bench): the chunk sizes dask is compared at, the note
+where it has none, and a kernel module that fails to import said as run says it."""
 import json
 import os
 import subprocess
@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tiledsl.commands.bench import dask_chunks
+from tiledsl.commands.bench import dask_chunks, run_bench
+from tiledsl.compiler import compile_path
+from tiledsl.driverload import import_driver
+from tiledsl.runtime import Options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +30,24 @@ def test_dask_is_timed_at_square_chunks_that_divide_n():
     assert dask_chunks(4096) == [512, 1024, 2048]
     assert dask_chunks(997) == [] and dask_chunks(256) == []  # a prime order; an order below every chunk
     assert all(n % chunk == 0 and chunk < n for n in range(64, 3000, 37) for chunk in dask_chunks(n))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("n, note", [
+    (601, "dask is not timed: no chunk size from 64 to 600 divides n = 601 (dask's Cholesky and LU take square "
+          "chunks only: give an n with such a divisor to compare with it)"),
+    (200, "dask is not timed: its chunks are about 512, 1024, 2048 and n = 200 is not above the smallest (a single "
+          "chunk is no blocked factorization to compare with)"),
+])
+def test_bench_says_why_dask_is_not_timed_at_an_n_it_has_no_chunks_for(tmp_path, n, note):
+    """With dask installed, a prime n had no dask row and no note (a missing dask had one); the
+    note is the same without dask, which installing would not bring."""
+    _, text = compile_path(ROOT / "programs/cholesky.tile")
+    (tmp_path / "driver.py").write_text(text)
+    driver = import_driver(tmp_path / "driver.py", f"bench_no_chunks_{n}")
+    table = run_bench(driver, Options(n=n, tiles={"nb": 128}, workers=1), rounds=1)
+    assert [row["name"] for row in table["rows"]] == ["tiledsl", "scipy dpotrf (1 thread)"]
+    assert table["notes"] == [note] and table["best_dask"] is None
 
 
 @pytest.mark.timeout(120)

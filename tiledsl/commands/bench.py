@@ -10,7 +10,8 @@ function's name (:data:`BY_NAME`). A program without one is timed alone, and a n
 why. The routine takes the check's matrices (each once, in the check's order, as the
 program's inputs make them) and works on them in place, and the
 check's options (product's alpha and beta). For Cholesky and LU, when dask is
-installed, ``dask.array.linalg`` at several chunk sizes too (its best is reported).
+installed, ``dask.array.linalg`` at several chunk sizes too (its best is reported;
+a note says why where no chunk size fits ``n``, :func:`dask_chunks`).
 Every implementation runs once untimed, then once per round, rounds alternate, the
 best time of each is kept; ratios are tiledsl's GFLOP/s over the reference's.
 """
@@ -248,6 +249,15 @@ def dask_chunks(n: int) -> list[int]:
                   if divisors else set())
 
 
+def _without_dask(n: int) -> str:
+    """Why dask is not timed at order ``n``, which :func:`dask_chunks` gives no chunk size."""
+    if n <= DASK_CHUNKS[0]:
+        return (f"dask is not timed: its chunks are about {', '.join(map(str, DASK_CHUNKS))} and n = {n} is not "
+                f"above the smallest (a single chunk is no blocked factorization to compare with)")
+    return (f"dask is not timed: no chunk size from {DASK_SMALLEST} to {n - 1} divides n = {n} (dask's Cholesky "
+            f"and LU take square chunks only: give an n with such a divisor to compare with it)")
+
+
 def _dask(kind: str, chunk: int, workers: int):
     """dask's Cholesky or LU at ``chunk`` (None for other kinds, or without dask; its QR is
     tall-and-skinny only)."""
@@ -294,8 +304,11 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
             if dask:
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
     notes = [] if found else [_without_reference(program)]
-    if with_dask and kind in DASK_KINDS and importlib.util.find_spec("dask") is None:
-        notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
+    if with_dask and kind in DASK_KINDS:
+        if not dask_chunks(options.n):  # said whether dask is installed or not: installing it would not help
+            notes.append(_without_dask(options.n))
+        elif importlib.util.find_spec("dask") is None:
+            notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
     residual, passed, tiles, params, tiling, flops, source = None, None, {}, {}, "", None, None
     residuals, errors = {}, []
     execute(driver, options, inputs)  # an untimed round first: no implementation is timed cold
