@@ -621,9 +621,12 @@ def test_tune_with_cupy_and_no_gpu_is_a_clear_usage_error(cache):
 @pytest.mark.parametrize("args, text", [
     (("--gpus", -1), "--gpus must be at least 0"), (("--sizes", "100"), "multiples of 64"),
     (("--sizes", "a,b"), "--sizes expects integers"), (("--sizes", "0,64"), "--sizes must be positive multiples of 64"),
-    (("--budget", 0), "--budget must be a positive number of seconds, got 0"),
-    (("--budget", "nan"), "--budget must be a positive number of seconds, got nan"),
-    (("--budget", "inf"), "--budget must be a positive number of seconds, got inf"),
+    (("--budget", 0), "--budget must be a finite positive number of seconds, got 0\n"),
+    (("--budget", "nan"), "--budget must be a finite positive number of seconds, got nan\n"),
+    (("--budget", "inf"), "--budget must be a finite positive number of seconds, got inf\n"),
+    (("--budget", "1e400"), "--budget must be a finite positive number of seconds, got 1e400 (inf as a float)\n"),
+    (("--budget", "1e-400"), "--budget must be a finite positive number of seconds, got 1e-400 (0 as a float)\n"),
+    (("--budget", "soon"), "tiledsl: error: --budget expects a number of seconds, got 'soon'\n"),
     (("--workers", 0), "--workers must be from 1 to 1024")])
 def test_tune_usage_errors(cache, args, text):
     out = tiledsl("tune", "cholesky", *args, cache=cache)

@@ -206,7 +206,7 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"], help="as for run")
     tune.add_argument("--workers", type=int, help="CPU workers (default: as run chooses)")
     spend = tune.add_mutually_exclusive_group()  # --quick is a budget: both would leave one unheard
-    spend.add_argument("--budget", type=float, metavar="SECONDS", help="time for the whole tuning (default 30)")
+    spend.add_argument("--budget", metavar="SECONDS", help="time for the whole tuning (default 30)")
     spend.add_argument("--quick", action="store_true", help="a 10-second budget")
     tune.add_argument("--sizes", metavar="S1,S2,...", help="tile sizes to time the kernels at (multiples of 64; "
                                                            "default 64..1024 in steps of 64; 256..4096 on CuPy GPUs)")
@@ -483,7 +483,7 @@ def _graph(args) -> int:
 
 def _tune(args) -> int:
     from ..runtime.options import set_texts
-    from .tune import BUDGET, QUICK, render, save, tune
+    from .tune import BUDGET, QUICK, check_budget, render, save, tune
 
     driver = _load_driver(program_path(args.file))
     sizes = None
@@ -492,7 +492,13 @@ def _tune(args) -> int:
             sizes = [int(item) for item in args.sizes.split(",") if item.strip()]
         except ValueError:
             raise UsageError(f"--sizes expects integers separated by commas, got {args.sizes!r}") from None
-    budget = args.budget if args.budget is not None else QUICK if args.quick else BUDGET
+    budget = QUICK if args.quick else BUDGET
+    if args.budget is not None:  # read here, not by argparse: a budget it refuses is said as typed (1e400)
+        try:
+            budget = float(args.budget)
+        except ValueError:
+            raise UsageError(f"--budget expects a number of seconds, got {args.budget!r}") from None
+        check_budget(budget, args.budget)
     log = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
     result = tune(driver, args.gpus, args.gpu_backend, args.workers, budget, sizes, args.n, log,
                   sets=set_texts(args.set))

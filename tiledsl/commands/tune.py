@@ -355,8 +355,7 @@ def _check_arguments(program, gpus: int, workers: int | None, budget: float, siz
     if gpus < 0:
         raise UsageError(f"--gpus must be at least 0, got {gpus}")
     check_workers(workers)
-    if not 0 < budget < math.inf:  # nan too
-        raise UsageError(f"--budget must be a positive number of seconds, got {budget:g}")
+    check_budget(budget)
     if sizes is not None and (not sizes or any(s < STEP or s % STEP for s in sizes)):
         raise UsageError(f"--sizes must be positive multiples of {STEP}, got {','.join(map(str, sizes or []))}")
     if n is not None and n < 1:
@@ -365,6 +364,16 @@ def _check_arguments(program, gpus: int, workers: int | None, budget: float, siz
         if name in TILE_SETTINGS and name not in program.params:  # make_params would say --nb, which tune lacks
             raise UsageError(f"--set {name}: {name} is a tile setting, which tune chooses: --sizes S1,S2,... "
                              f"limits the tile sizes it tries")
+
+
+def check_budget(budget: float, typed: str | None = None) -> None:
+    """A usage error unless ``budget`` is a finite positive number of seconds; ``typed``, the text it was
+    read from, is said as typed where the float reads otherwise (``1e400`` overflows to inf)."""
+    if not 0 < budget < math.inf:  # nan too
+        shown = f"{budget:g}"
+        if typed is not None and typed.strip() != shown:
+            shown = f"{typed.strip()} ({shown} as a float)"
+        raise UsageError(f"--budget must be a finite positive number of seconds, got {shown}")
 
 
 def _timing_device(backend: str, gpus: int):
