@@ -207,6 +207,37 @@ def test_tune_never_picks_a_split_slower_than_the_gpus_alone(tmp_path, monkeypat
             assert "host_takes" not in result and (result["tiles"]["s"] == 1) == (picked == "gpu only"), result
 
 
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program, gpus, sizes, n, setting, tried", [
+    ("cholesky", 0, [128, 256], 1024, "nb", {128, 256}),  # nb=64 was tried and chosen
+    ("hetero_cholesky", 0, [128], 1024, "b", {128}),  # b=64 and 192 too
+    ("hetero_cholesky", 1, [64, 320], 640, "B", {320}),  # B=128: 64 widened for the two slices
+])
+def test_sizes_are_the_tile_sizes_tune_tries_and_chooses_from(tmp_path, monkeypatch, program, gpus, sizes, n, setting,
+                                                              tried):
+    """--sizes limited only the kernels' timing: the search stepped to other sizes (--sizes 640 chose nb=448)."""
+    seen = set()
+
+    def fake(self, tiles, ratio, params, host_takes=False):
+        seen.add(tiles[setting])
+        return tiles[setting] / 64 + (tiles.get("s") == 1)  # the smaller the faster, the GPUs alone slower
+
+    monkeypatch.setattr(tune_command.Trials, "seconds", fake)
+    monkeypatch.setattr(tune_command.Trials, "time_for_another", lambda self: True)
+    monkeypatch.setattr(tune_command, "smallest_near_best", min)  # the GPU's B: the smallest size timed
+    result = tune(driver_of(tmp_path, program), gpus=gpus, workers=1, budget=5, sizes=sizes, n=n)
+    assert seen == tried and result["tiles"][setting] == min(tried), result["tiles"]
+
+
+@pytest.mark.timeout(60)
+def test_sizes_that_no_hybrid_host_slice_fits_are_refused(tmp_path):
+    """hetero_cholesky's B=512, s=2 leaves its host slice b at most 448 wide; --sizes 512 tuned b=448."""
+    with pytest.raises(UsageError, match=r"^--sizes 512: hetero_cholesky's hybrid tiling B=512, s=2 leaves the host "
+                                         r"slices b at most 448 wide: give such a size$"):
+        tune(driver_of(tmp_path, "hetero_cholesky"), workers=1, budget=2, sizes=[512], n=1024)
+
+
 # ---------------------------------------------------------------- inner blocks
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("program, blocks", [("qr", ("ib",)), ("hetero_qr", ("ib",)), ("tsqr", ("ib",)),

@@ -208,8 +208,9 @@ def _parser() -> argparse.ArgumentParser:
     spend = tune.add_mutually_exclusive_group()  # --quick is a budget: both would leave one unheard
     spend.add_argument("--budget", metavar="SECONDS", help="time for the whole tuning (default 30)")
     spend.add_argument("--quick", action="store_true", help="a 10-second budget")
-    tune.add_argument("--sizes", metavar="S1,S2,...", help="tile sizes to time the kernels at (multiples of 64; "
-                                                           "default 64..1024 in steps of 64; 256..4096 on CuPy GPUs)")
+    tune.add_argument("--sizes", metavar="S1,S2,...",
+                      help="the tile sizes to time the kernels at and choose among: nb, or hybrid tiles' B on GPUs "
+                           "and b without (multiples of 64; default 64..1024 in steps of 64; 256..4096 on CuPy GPUs)")
     tune.add_argument("--n", type=int, help="matrix order of the trial runs (default: 3·B·G or enough tiles "
                                             "for the workers, within the budget)")
     tune.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",

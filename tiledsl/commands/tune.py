@@ -2,7 +2,8 @@
 
 1. Kernel speeds: the program's tile kernels (gemm always) are timed on one core
    (single-threaded BLAS, as a CPU worker runs them) and on one GPU, over square
-   tile sizes in steps of 64 (on CuPy GPUs, :data:`CUPY_SIZES` up to 4096), until
+   tile sizes in steps of 64 (on CuPy GPUs, :data:`CUPY_SIZES` up to 4096; ``--sizes``:
+   those given, the only ones the search then chooses among), until
    the rate stops growing or the time share of this step is spent. A kernel whose
    inputs cannot be made up (a user's) is timed in the search's runs of the program,
    on their CPU workers (:func:`time_in_run`).
@@ -463,8 +464,9 @@ class _Tuner:
         self.kernels = sorted(set(self.weights) | {"gemm"})
 
     def choose_sizes(self, sizes: list | None) -> None:
-        """The tile sizes timed on a core and on a GPU: ``--sizes``, else steps of 64 to 1024 (CuPy GPUs:
-        :data:`CUPY_SIZES`), those up to half of ``--n``."""
+        """The tile sizes timed on a core and on a GPU, and those the search may choose: ``--sizes``, else
+        steps of 64 to 1024 (CuPy GPUs: :data:`CUPY_SIZES`), those up to half of ``--n``."""
+        self.sizes_given = sizes is not None
         if sizes is None:
             cpu_sizes = list(range(STEP, 1024 + 1, STEP))
             gpu_sizes = list(CUPY_SIZES) if self.backend == "cupy" else cpu_sizes
@@ -480,7 +482,7 @@ class _Tuner:
                 cpu_sizes = gpu_sizes = [s for s in cpu_sizes if s not in beyond]
         self.cpu_sizes, self.gpu_sizes = cpu_sizes, gpu_sizes
         timed = cpu_sizes + (gpu_sizes if self.gpus else [])
-        self.largest, smallest = max(timed), min(timed)
+        smallest = min(timed)
         if self.n is not None and self.n < 2 * smallest:  # no size tune would try fits: said before any timing
             raise UsageError(f"--n {self.n} is less than two tiles of the smallest size tune tries, {smallest}: "
                              f"runs of one tile cannot tell tile sizes apart (give --n {2 * smallest} or more, "
@@ -528,6 +530,12 @@ class _Tuner:
         B = smallest_near_best(speeds["gpu"]["gemm"])
         s_default = int(self.defaults.get("s") or 2)
         B = max(B, STEP * max(2, s_default))
+        if self.sizes_given and B not in self.gpu_sizes:  # widened for the slices: the next size given
+            B = min((size for size in self.gpu_sizes if size > B), default=None)
+            if B is None:
+                raise UsageError(f"--sizes {','.join(map(str, self.gpu_sizes))}: {self.program.name}'s hybrid tiles "
+                                 f"of s = {s_default} slices need B of at least {STEP * max(2, s_default)}: give "
+                                 f"such a size")
         B_h = host_width(B, best["core"], self.workers, best["gpu"], self.gpus)
         b, s = hybrid_split(B, B_h, s_default)
         self.log(f"B = {B}: the smallest GPU gemm size within {THRESHOLD:.0%} of the best "
@@ -549,9 +557,13 @@ class _Tuner:
         widest = (B - 1) // max(1, s - 1) // STEP * STEP
         if s < 2 or widest < STEP:
             raise UsageError(f"{self.program.name}'s hybrid tiling B={B}, s={s} leaves no b to tune without GPUs")
+        candidates = [b for b in range(STEP, widest + 1, STEP) if not self.sizes_given or b in self.cpu_sizes]
+        if not candidates:
+            raise UsageError(f"--sizes {','.join(map(str, self.cpu_sizes))}: {self.program.name}'s hybrid tiling "
+                             f"B={B}, s={s} leaves the host slices b at most {widest} wide: give such a size")
         b = min(max(smallest_near_best(self.core_mix), STEP), widest)
+        b = min(candidates, key=lambda c: (abs(c - b), c))  # --sizes: the nearest one given
         self.log(f"b = {b}: the smallest size within {THRESHOLD:.0%} of the best rate of the kernel mix on a core")
-        candidates = list(range(STEP, widest + 1, STEP))
         return Guess(candidates, candidates.index(b), B, "B", lambda c: {"b": c}, lambda c: f"b={c}")
 
     def uniform_guess(self, speeds: dict) -> Guess:
@@ -561,10 +573,9 @@ class _Tuner:
         rates, where = (speeds["gpu"]["gemm"], "GPU gemm") if gpus else (self.core_mix, "kernel mix on a core")
         nb = smallest_near_best(rates)
         self.log(f"nb = {nb}: the smallest size within {THRESHOLD:.0%} of the best rate of the {where}")
-        # a GPU's tiles are searched among the sizes its kernels were timed at: steps of 64
-        # are too fine to cross the range a GPU's best tiles span within the budget
-        candidates = sorted(set(self.gpu_sizes) | {nb}) if gpus else list(range(STEP, max(self.largest, nb) + 1,
-                                                                                  STEP))
+        # the tiles are searched among the sizes the kernels were timed at (--sizes, or a GPU's: steps of 64
+        # are too fine to cross the range a GPU's best tiles span within the budget)
+        candidates = list(self.gpu_sizes if gpus else self.cpu_sizes)
         formula, ratio = {"nb": nb}, None
         if gpus:
             host, gpu = _rate_at(self.core_mix, nb) * self.workers, _rate_at(self.gpu_mix, nb)
