@@ -238,6 +238,35 @@ def test_sizes_that_no_hybrid_host_slice_fits_are_refused(tmp_path):
         tune(driver_of(tmp_path, "hetero_cholesky"), workers=1, budget=2, sizes=[512], n=1024)
 
 
+
+@pytest.mark.timeout(30)
+def test_the_ratios_searched_are_one_per_way_of_dealing_the_columns_that_gives_the_gpus_some(tmp_path):
+    """n=800, nb=320: 3 tile columns, which every ratio from 3:4 up keeps all on the host, 1:G deals
+    as 1:1 does, and 2:1 as 2:3; each of these is the one nearest the guess, 5:4."""
+    ratios, columns = tune_command.distinct_ratios(driver_of(tmp_path, "cholesky"),
+                                                   Options(n=800, tiles={"nb": 320}, gpus=2), Fraction(5, 4))
+    assert (ratios, columns) == ([Fraction(0), Fraction(2, 3), Fraction(1)], 3)
+
+
+@pytest.mark.timeout(120)
+def test_tune_never_keeps_a_ratio_that_gives_the_gpus_no_column_at_its_trials(tmp_path, monkeypatch):
+    """A larger host share is faster here, as it may be by noise alone: tune timed 3:4, 5:4, 4:3, ...,
+    each keeping the 3 columns on the host, as different splits, and saved one (runs then used no GPU)."""
+    tried = []
+
+    def fake(self, tiles, ratio, params, host_takes=False):
+        tried.extend([] if host_takes else [ratio])
+        return 9.0 if host_takes else 1.0 - Fraction(*ratio) / 100
+
+    monkeypatch.setattr(tune_command.Trials, "seconds", fake)
+    monkeypatch.setattr(tune_command.Trials, "time_for_another", lambda self: True)
+    result = tune(driver_of(tmp_path, "cholesky"), gpus=2, workers=1, budget=5, sizes=[320], n=800)
+    dealt = lambda ratio: tuple(BlockCyclic(1, 1, 2, *ratio).device_of(0, j) for j in range(3))
+    searched = list(dict.fromkeys(tried[1:]))  # after the tile search's one run, at the guessed ratio
+    assert len({dealt(ratio) for ratio in searched}) == len(searched) and all(any(dealt(r)) for r in searched)
+    assert result["gpu_ratio"] == [1, 1]  # the largest host share among them: 3:4 and up give the GPUs nothing
+
+
 # ---------------------------------------------------------------- inner blocks
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("program, blocks", [("qr", ("ib",)), ("hetero_qr", ("ib",)), ("tsqr", ("ib",)),

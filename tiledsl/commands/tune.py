@@ -22,6 +22,8 @@
    (``N = 3·B·G`` as in the paper, or enough tiles for the workers) with the guess
    and its neighbours, 64 columns (a GPU's uniform tiles: the next sizes timed; a
    ratio: one step) apart, moving while it gets faster; the fastest setting wins.
+   The ratios searched are one per way of dealing the trials' tile columns to the
+   host and the GPUs, none leaving the GPUs without one (:func:`distinct_ratios`).
    A program with an inner block (:func:`inner_block_params`: QR's ``ib``, the
    height of its ``T`` workspace) has it searched at each tile setting tried,
    among the sizes of :data:`INNER_BLOCKS` that divide the tiles
@@ -51,6 +53,7 @@ from threadpoolctl import threadpool_limits
 from ..runtime import Options, execute, tuning
 from ..runtime.tuning import RATIOS, nearest_ratio
 from ..runtime.backends import backend as make_backend
+from ..runtime.distribution import HOST
 from ..runtime.errors import TaskFailure
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime import blas, npyio
@@ -670,7 +673,12 @@ class _Tuner:
         run goes beats it (the cache entry's ``gpu_ratio`` and ``host_takes``)."""
         more_time = trials.time_for_another
         measure_ratio = lambda r: trials.seconds(tiles, (r.numerator, r.denominator), params)
-        chosen, history = hill_climb(RATIOS, RATIOS.index(Fraction(*first)), measure_ratio, more_time=more_time)
+        guess = Fraction(*first)
+        candidates, columns = distinct_ratios(trials.driver, trials.options_of(tiles, None, params), guess)
+        self.log(f"  gpu-ratio candidates, one per way of dealing the {columns} tile column(s) that gives the GPUs "
+                 f"some: {', '.join(f'{r.numerator}:{r.denominator}' for r in candidates)}")
+        start = min(range(len(candidates)), key=lambda i: abs(candidates[i] - guess))
+        chosen, history = hill_climb(candidates, start, measure_ratio, more_time=more_time)
         chosen, history = gpu_only_unless_slower(chosen, history, RATIOS[0], measure_ratio)
         ratio = (chosen.numerator, chosen.denominator)
         # the host takes GPU work as it goes: tried when the budget leaves time for it
@@ -681,6 +689,25 @@ class _Tuner:
                  + (f", gpu-ratio 0:1 with --host-takes on {taking:.4f} s" + ("*" if result["host_takes"] else "")
                     if taking is not None else ", --host-takes on not tried (out of budget)"))
         result["gpu_ratio"] = list(ratio)  # the best without taking, which --host-takes off gets
+
+
+def distinct_ratios(driver, options: Options, guess: Fraction) -> tuple[list, int]:
+    """``(ratios, columns)``: :data:`RATIOS`, one for each way they deal the ``columns`` tile columns of a run
+    with ``options`` (the trials': their n, tiles, parameters and GPUs) to the host and the GPUs, the one
+    nearest ``guess``; none that leaves the GPUs without a column. Ratios dealing the columns alike run
+    alike (at 3 columns and 2 GPUs, 3:4, 5:4 and 4:3 all keep every one on the host): timing each would
+    pick one by noise, and the cache would keep a split that is no split at the runs' size."""
+    program = driver.PROGRAM
+    params = make_params(driver, options)
+    columns = max(matrix.nt for matrix in make_matrices(driver, params, make_distribution(
+        program, params, (1, 1), options.gpus), 0).values())
+    dealt: dict = {}  # the device of each column -> the ratio nearest the guess that deals them so
+    for ratio in sorted(RATIOS, key=lambda r: abs(r - guess)):
+        distribution = make_distribution(program, params, (1, 1), options.gpus, (ratio.numerator, ratio.denominator))
+        devices = tuple(distribution.device_of(0, j) for j in range(columns))
+        if any(device != HOST for device in devices):
+            dealt.setdefault(devices, ratio)
+    return sorted(dealt.values()), columns
 
 
 def time_in_run(trials: "Trials", chosen: tuple, kernels: list, gpus: int, result: dict, log) -> None:
@@ -732,8 +759,7 @@ class Trials:
         taking GPU tasks)."""
         key = self.key(tiles, ratio, params, host_takes)
         if key not in self.measured:
-            options = replace(self.options, tiles=dict(tiles), gpu_ratio=ratio,
-                              sets={**self.options.sets, **params}, host_takes=host_takes)
+            options = self.options_of(tiles, ratio, params, host_takes)
             best = float("inf")  # also for settings the program's requirements refuse (an inner block)
             for run in range(self.repeats if _accepts(self.driver, options) else 0):
                 if run and self.remaining() < self.longest:
@@ -744,6 +770,11 @@ class Trials:
                 self.longest = max(self.longest, time.perf_counter() - began)
             self.measured[key] = best
         return self.measured[key]
+
+    def options_of(self, tiles: dict, ratio, params: dict, host_takes: bool = False) -> Options:
+        """The options of the run with these settings."""
+        return replace(self.options, tiles=dict(tiles), gpu_ratio=ratio, sets={**self.options.sets, **params},
+                       host_takes=host_takes)
 
     def time_for_another(self) -> bool:
         """Whether the budget holds one more setting, taking as long as the longest run so far."""
