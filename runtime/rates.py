@@ -79,11 +79,11 @@ def upper_bound(speeds: dict | None, sizes: tuple, workers: int, gpus: int, rank
 
 def _table(value, where: str) -> tuple[list, list]:
     """``(sizes, rates)`` of a rate given as a number or a {size: rate} table."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if _is_number(value):
         pairs = [(0, float(value))]
     elif isinstance(value, dict) and value:
-        try:
-            pairs = sorted((int(size), float(rate)) for size, rate in value.items())
+        try:  # JSON's keys are strings: a size is one as text; a rate, as anywhere, is a number
+            pairs = sorted((int(size), _number(rate)) for size, rate in value.items())
         except (TypeError, ValueError):
             raise RateError(f"{where}: a rate table maps tile sizes to GFLOP/s, got {value!r}") from None
     else:
@@ -95,6 +95,17 @@ def _table(value, where: str) -> tuple[list, list]:
     if isinstance(value, dict) and any(size < 1 for size, _ in pairs):
         raise RateError(f"{where}: the tile sizes of a rate table are positive integers, got {value!r}")
     return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number(value) -> float:
+    """``value`` as a float; a TypeError for what is not a number (a string, a boolean)."""
+    if not _is_number(value):
+        raise TypeError(value)
+    return float(value)
 
 
 class KernelClock:

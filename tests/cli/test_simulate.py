@@ -171,6 +171,12 @@ def test_rates_are_interpolated_in_the_tile_size():
     ({"runtime": {"walk_us": 1, "walk_ms": 3}}, "unknown field 'runtime.walk_ms' (runtime takes walk_us, "),
     ({"name": 5}, "bad.json: name must be a string, got 5"),  # it printed "simulated on 2 rank(s) ... of 5"
     ({"about": ["x"]}, "bad.json: about must be a string, got ['x']"),
+    # a rate is a number in a table too (the strings were taken), a boolean no count (true was 1 rank a node)
+    ({"cpu": {"gemm": {"128": "1e-3", "512": 2}}}, "bad.json: cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
+    ({"cpu": {"gemm": {"128": True}}}, "bad.json: cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
+    ({"ranks_per_node": True}, "bad.json: ranks_per_node must be a positive integer or null (all ranks on one "
+                               "node), got True"),
+    ({"pcie": None}, "bad.json: pcie must give exactly latency_us, bandwidth_gbs, got None"),
 ])
 def test_a_bad_machine_file_is_one_line(capsys, tmp_path, change, message):
     path = tmp_path / "bad.json"
@@ -178,6 +184,19 @@ def test_a_bad_machine_file_is_one_line(capsys, tmp_path, change, message):
     status = main(["simulate", "cholesky", "--nodes", "2", "--machine", str(path), "--n", "500"])
     err = capsys.readouterr().err
     assert status == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.timeout(60)
+def test_pcie_is_needed_only_by_a_machine_with_gpus(capsys, tmp_path):
+    """A CPU-only machine file failed with "missing field 'pcie'", a GPU's host link."""
+    path = tmp_path / "cpus.json"
+    cpus = {key: value for key, value in MACHINE.items() if key not in ("pcie", "gpu")}
+    path.write_text(json.dumps({**cpus, "gpus": 0}))
+    result = simulate(capsys, "cholesky", "--n", 500, "--nb", 100, "--nodes", 2, "--machine", path)
+    assert (result["gpus"], result["tasks"]) == (0, 35) and result["seconds"] > 0
+    path.write_text(json.dumps({key: value for key, value in MACHINE.items() if key != "pcie"}))
+    assert main(["simulate", "cholesky", "--n", "500", "--machine", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"tiledsl: error: {path}: missing field 'pcie'"
 
 
 @pytest.mark.timeout(60)

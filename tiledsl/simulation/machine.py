@@ -24,7 +24,8 @@ A machine file is a small JSON object (the shipped ones are in ``tiledsl/machine
   its user kernels: their rates include it).
 * ``network``: each message takes ``latency + bytes / bandwidth`` and holds the
   sender's and the receiver's link (full duplex, FIFO) for ``bytes / bandwidth``.
-* ``pcie``: host/GPU copies, the same way on each GPU's in- and out-stream;
+* ``pcie``: host/GPU copies, the same way on each GPU's in- and out-stream (needed only
+  with GPUs);
   ``gpu_link`` (optional, default ``pcie``): copies between two GPUs of a node.
 * ``runtime``: the costs of tiledsl itself: the generation thread's walk per task
   of the loop nest met (``walk_us``: every task where a rank walks the whole nest,
@@ -83,8 +84,8 @@ class Machine:
     cpu: Rates
     gpu: Rates | None
     network: Link
-    pcie: Link
-    gpu_link: Link
+    pcie: Link | None  # None: no GPU, no host/GPU link
+    gpu_link: Link | None
     runtime: dict = field(default_factory=lambda: dict(RUNTIME_FIELDS))
     ranks_per_node: int | None = 1  # None: every rank on one node
     memory: float = 0.0  # bytes per second a core streams a task's tiles at (0: not counted)
@@ -107,6 +108,11 @@ def _link(value, where: str) -> Link:
     if bandwidth <= 0:
         raise MachineError(f"{where}.bandwidth_gbs must be positive, got {bandwidth:g}")
     return Link(latency * 1e-6, bandwidth * 1e9)
+
+
+def _optional_link(content: dict, key: str, where: str) -> Link | None:
+    """Link ``key`` of the file, or None where a machine without GPUs leaves it out."""
+    return _link(content[key], f"{where}: {key}") if key in content else None
 
 
 MOST = 1e9  # microseconds, GB/s: a machine file's number past this is a mistake (1e300), not a machine
@@ -163,7 +169,7 @@ def machine(content: dict, where: str = "machine file") -> Machine:
     unknown = set(content) - TOP_FIELDS
     if unknown:
         raise MachineError(f"{where}: unknown field {sorted(unknown)[0]!r} (fields: {', '.join(sorted(TOP_FIELDS))})")
-    for key in ("cores", "cpu", "network", "pcie"):
+    for key in ("cores", "cpu", "network", *(("pcie",) if content.get("gpus") else ())):  # pcie: the GPUs' link
         if key not in content:
             raise MachineError(f"{where}: missing field {key!r}")
     runtime = content.get("runtime", {})
@@ -178,8 +184,9 @@ def machine(content: dict, where: str = "machine file") -> Machine:
     if "gpu" in content and "gpus" not in content:  # else its GPUs would be dropped without a word
         raise MachineError(f"{where}: 'gpu' rates but no 'gpus' (the GPUs per node; 0 for none)")
     per_node = content.get("ranks_per_node", 1)
-    if per_node is not None and (not isinstance(per_node, int) or per_node < 1):
-        raise MachineError(f"{where}: ranks_per_node must be a positive integer or null (all ranks on one node)")
+    if per_node is not None and (isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1):
+        raise MachineError(f"{where}: ranks_per_node must be a positive integer or null (all ranks on one node), "
+                           f"got {per_node!r}")
     for key in ("name", "about"):
         if not isinstance(content.get(key, ""), str):
             raise MachineError(f"{where}: {key} must be a string, got {content[key]!r}")
@@ -187,8 +194,8 @@ def machine(content: dict, where: str = "machine file") -> Machine:
     gpu = _rates(content["gpu"], f"{where}: gpu") if "gpu" in content else None
     return Machine(name=content.get("name", where), cores=cores, gpus=gpus, cpu=cpu, gpu=gpu,
                    network=_link(content["network"], f"{where}: network"),
-                   pcie=_link(content["pcie"], f"{where}: pcie"),
-                   gpu_link=_link(content.get("gpu_link", content["pcie"]), f"{where}: gpu_link"),
+                   pcie=_optional_link(content, "pcie", where),
+                   gpu_link=_optional_link(content, "gpu_link" if "gpu_link" in content else "pcie", where),
                    runtime={**RUNTIME_FIELDS, **{k: _number(v, f"{where}: runtime.{k}") for k, v in runtime.items()}},
                    ranks_per_node=per_node,
                    memory=_memory(content, where),

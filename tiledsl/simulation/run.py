@@ -86,9 +86,13 @@ class Timing:
         on_gpu = self.machine.gpu is not None and call.kernel in self.gpu_kernels
         gpu = self.machine.seconds(call.kernel, flops, nbytes, True) if on_gpu else None
         cpu = self.machine.seconds(call.kernel, flops, nbytes, False) * self.cpu_share
+        return [flops, cpu, gpu, call.line, 0, cpu + self._round_trip(call, tiles, views) if on_gpu else None]
+
+    def _round_trip(self, call, tiles, views) -> float:
+        """A GPU task's tiles copied to the host and back, for a CPU worker taking it (only a machine
+        with GPUs has their link)."""
         pcie = self.machine.pcie
-        trip = pcie.seconds(round_trip_bytes(call, call.tile_shapes(tiles, views))) + 2 * pcie.latency
-        return [flops, cpu, gpu, call.line, 0, cpu + trip]
+        return pcie.seconds(round_trip_bytes(call, call.tile_shapes(tiles, views))) + 2 * pcie.latency
 
     def area(self) -> Area:
         """The work of every call site on each kind of worker, all tasks counted."""
