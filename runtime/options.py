@@ -243,16 +243,19 @@ SHAPE_INPUT_HELP = ("matrix NAME's .npy file: without --n, its shape gives the s
                     "(only the shape is read); repeat for several matrices")
 
 
-def add_size_arguments(parser: argparse.ArgumentParser, input_help: str = SHAPE_INPUT_HELP) -> None:
+TUNED_DEFAULT = "this machine's tuned one, see tiledsl tune; else the program's"
+
+
+def add_size_arguments(parser: argparse.ArgumentParser, input_help: str = SHAPE_INPUT_HELP,
+                       tile_default: str = TUNED_DEFAULT) -> None:
     """SIZE = --n N [--nb NB | --B B --b b --s S], --set for the program's parameters, and
     --input, whose files' shapes give the size without --n (``input_help`` says what else the
-    command does with them)."""
+    command does with them, ``tile_default`` where a tile setting not given comes from)."""
     parser.add_argument("--n", type=int, help="matrix order (default: from the shapes of the --input files "
                                                "and of the files the program loads)")
     for name in TILE_SETTINGS:
         parser.add_argument(f"--{name}", type=int, metavar=name,
-                            help=f"tile setting {name} (default: this machine's tuned one, see tiledsl tune; else the "
-                                 f"program's)")
+                            help=f"tile setting {name} (default: {tile_default})")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="set one of the program's own parameters")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help=input_help)
@@ -363,7 +366,7 @@ def size_options(args: argparse.Namespace) -> Options:
             options.gpu_ratio = parse_ratio(args.gpu_ratio)
         except ValueError as error:
             raise UsageError(f"--gpu-ratio: {error}") from None
-        if not getattr(args, "gpus", 0):
+        if getattr(args, "gpus", 0) == 0:  # None: the command knows its GPUs later (simulate: a machine file's)
             raise UsageError("--gpu-ratio needs --gpus G (at least 1 GPU per rank)")
     return options
 

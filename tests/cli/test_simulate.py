@@ -419,3 +419,36 @@ def test_the_summary_says_how_tile_columns_were_dealt_to_host_and_gpus(capsys):
     assert main(["simulate", "cholesky", "--n", "2304", "--nb", "576", "--machine", "keeneland", "--gpus", "3",
                  "--gpu-ratio", "0:1"]) == 0
     assert "host:GPUs 0:1" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(120)
+def test_gpu_ratio_takes_the_machine_files_gpus(capsys, machine_file):
+    """--gpu-ratio needed --gpus repeated, though --gpus defaults to the machine file's."""
+    result = simulate(capsys, "cholesky", "--n", 2304, "--nb", 576, "--nodes", 2, "--machine", "keeneland",
+                      "--gpu-ratio", "0:1")
+    assert (result["gpus"], result["gpu_ratio"]) == (3, "0:1")
+    assert [rank["tasks_by_device"]["host"] for rank in result["ranks"]] == [0, 0]
+    for machine_args in (("--machine", "local"), ("--machine", str(machine_file), "--gpus", "0")):
+        assert main(["simulate", "cholesky", "--n", "500", "--gpu-ratio", "1:1", *machine_args]) == 2
+        assert capsys.readouterr().err.strip().startswith("tiledsl: error: --gpu-ratio needs ")
+
+
+@pytest.mark.timeout(60)
+def test_a_grid_alone_gives_the_ranks(capsys, machine_file):
+    """--grid 2x2 alone was refused (--nodes is 1), though the --np hint says it gives the ranks."""
+    result = simulate(capsys, "cholesky", "--n", 800, "--nb", 100, "--grid", "2x2", "--machine", machine_file)
+    assert (result["np"], result["grid"], len(result["ranks"])) == (4, [2, 2], 4)
+    with pytest.raises(SystemExit):
+        main(["simulate", "cholesky", "--n", "800", "--np", "4", "--machine", str(machine_file)])
+    assert "(a simulated run's ranks: --nodes N, or --grid PxQ)" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("nb", ["0", "-5"])
+def test_a_bad_tile_size_is_said_before_the_missing_rates_of_this_machine(capsys, tmp_path, monkeypatch, nb):
+    """It said to run tiledsl tune first, as if the size were fine."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert main(["simulate", "cholesky", "--n", "300", f"--nb={nb}"]) == 2
+    assert capsys.readouterr().err.strip() == (f"tiledsl: error: matrix A (cholesky.tile:6): tile size nb must be "
+                                               f"at least 1, got {nb} (with n = 300)")
+

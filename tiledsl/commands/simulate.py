@@ -35,10 +35,11 @@ def add_arguments(parser) -> None:
     from ..simulation.machine import shipped
 
     parser.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
-    parser.add_argument("--nodes", type=int, default=1, metavar="P", help="ranks (one per node on a "
-                                                                           "cluster's machine file; default 1)")
+    parser.add_argument("--nodes", type=int, metavar="P", help="ranks (one per node on a cluster's machine file; "
+                                                                "default: those of --grid, else 1)")
     parser.add_argument("--grid", metavar="PxQ", help="process grid (default: the squarest; one process row "
-                                                       "for a program writing columns of tiles)")
+                                                       "for a program writing columns of tiles); alone, it "
+                                                       "gives the ranks")
     parser.add_argument("--gpus", type=int, metavar="G", help="GPUs per rank (default: the machine file's; "
                                                               "0 for this machine); with a machine file, "
                                                               "uniform tiles are dealt to host and GPUs at the "
@@ -60,53 +61,46 @@ def add_arguments(parser) -> None:
     parser.add_argument("--trace", metavar="TRACE.json", help="write the simulated run's trace (tiledsl plot "
                                                                  "draws it)")
     add_tuning_arguments(parser)
-    add_size_arguments(parser)
+    add_size_arguments(parser, tile_default="without --machine, this machine's tuned one, see tiledsl tune; "
+                                            "else the program's")
 
 
 def run(args, driver) -> int:
-    from ..simulation import load, simulate
+    from ..simulation import load, simulate, this_machine
 
-    if args.nodes < 1:
-        raise UsageError(f"--nodes must be at least 1, got {args.nodes}")
-    if args.grid is not None:
-        try:
-            rows, cols = parse_grid(args.grid)
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-        if rows * cols != args.nodes:  # the run's message would say how to start ranks
-            raise UsageError(f"--grid {rows}x{cols} has {rows * cols} rank(s) but --nodes is {args.nodes}: "
-                             f"give --nodes {rows * cols}")
+    nodes = _nodes(args)
     if args.gpus is not None and args.gpus < 0:
         raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
     for name in ("workers", "window"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     program = driver.PROGRAM
+    machine = None if args.machine is None else load(args.machine)
     options = size_options(args)
-    options.gpus = args.gpus or 0  # this machine's tune cache entry: a machine file's GPUs come below
+    options.gpus = args.gpus if args.gpus is not None else machine.gpus if machine else 0
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
     options.priorities, options.broadcast = args.priorities, args.broadcast
     options.host_takes = None if args.host_takes is None else args.host_takes == "on"
-    if args.machine is None:  # this machine: the tile sizes run would take from the tune cache
+    for flag, given in (("--gpu-ratio", options.gpu_ratio is not None), ("--host-takes on", options.host_takes)):
+        if given and not options.gpus:
+            raise UsageError(f"{flag} needs GPUs (--gpus G, or a machine file that has them)")
+    if machine is None:  # this machine: the tile sizes run would take from the tune cache
         use_tuned(driver, options, not args.no_tune)
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     check_files(driver, options)  # as run refuses them
     params = make_params(driver, options)  # a broken requirement is said before the machine's rates are looked for
-    machine = load(args.machine, program.name, args.gpus or 0, args.gpu_backend, args.file)
-    if args.gpus is None:
-        args.gpus = machine.gpus if args.machine else 0
-    options.gpus = args.gpus
-    if options.host_takes and not options.gpus:
-        raise UsageError("--host-takes on needs GPUs (--gpus G, or a machine file that has them)")
-    grid, _, _ = placement(driver, params, args.grid, args.nodes, 0, options.gpus, options.gpu_ratio)
+    # the tiles made as run makes them: a bad tile size is said before this machine's rates are looked for too
+    grid, _, _ = placement(driver, params, args.grid, nodes, 0, options.gpus, options.gpu_ratio)
+    if machine is None:
+        machine = this_machine(program.name, options.gpus, args.gpu_backend, args.file)
     if args.trace is not None:  # before the simulation, which may take minutes
         check_writable(args.trace, f"--trace {args.trace}")
     progress = None if args.json or not sys.stderr.isatty() else _progress
-    result = simulate(driver, options, args.nodes, grid, machine, trace=args.trace is not None, progress=progress,
+    result = simulate(driver, options, nodes, grid, machine, trace=args.trace is not None, progress=progress,
                       ratio_from_rates=args.machine is not None)
     events = result.pop("events")
     if args.trace is not None:
-        about = {"program": program.name, "n": result["n"], **result["tiles"], "ranks": args.nodes,
+        about = {"program": program.name, "n": result["n"], **result["tiles"], "ranks": nodes,
                  "workers": result["workers"], "gpus": result["gpus"], "simulated": machine.name}
         try:
             with open(args.trace, "w") as target:
@@ -115,6 +109,22 @@ def run(args, driver) -> int:
             raise UsageError(f"cannot write {args.trace}: {error.strerror or error}") from None
     print(json_text(result) if args.json else render(result))
     return 0
+
+
+def _nodes(args) -> int:
+    """The simulated ranks: ``--nodes``, else those of ``--grid`` (as explain takes them), else 1."""
+    if args.nodes is not None and args.nodes < 1:
+        raise UsageError(f"--nodes must be at least 1, got {args.nodes}")
+    if args.grid is None:
+        return args.nodes or 1
+    try:
+        rows, cols = parse_grid(args.grid)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if args.nodes is not None and rows * cols != args.nodes:  # the run's message would say how to start ranks
+        raise UsageError(f"--grid {rows}x{cols} has {rows * cols} rank(s) but --nodes is {args.nodes}: "
+                         f"give --nodes {rows * cols}, or leave --nodes out")
+    return rows * cols
 
 
 def _progress(index: int) -> None:

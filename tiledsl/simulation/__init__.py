@@ -7,7 +7,7 @@ discrete-event clock, with kernel times and links modelled from a machine file
 replays every rank's share, :mod:`.bounds` gives the bounds, :mod:`.run` puts it
 together.
 """
-from .machine import Machine, MachineError, load
+from .machine import Machine, MachineError, load, this_machine
 from .run import simulate
 
-__all__ = ["Machine", "MachineError", "load", "simulate"]
+__all__ = ["Machine", "MachineError", "load", "simulate", "this_machine"]

@@ -209,12 +209,15 @@ def _rates(table, where: str) -> Rates:
         raise MachineError(str(error)) from None
 
 
-def load(spec: str | None, program: str, gpus: int, backend: str, source: str | None = None) -> Machine:
-    """The machine of ``--machine spec``; without one, this machine: the ``local`` file with
-    the kernel rates of this machine's ``tiledsl tune`` cache for ``program`` (``source``: its
-    .tile file, which the command to tune it names)."""
-    if spec is not None:
-        return machine(read(spec), spec)
+def load(spec: str) -> Machine:
+    """The machine of ``--machine spec``: a machine file's path, or a shipped file's name."""
+    return machine(read(spec), spec)
+
+
+def this_machine(program: str, gpus: int, backend: str, source: str | None = None) -> Machine:
+    """This machine, for a simulation without ``--machine``: the ``local`` file with the kernel
+    rates of this machine's ``tiledsl tune`` cache for ``program`` (``source``: its .tile file,
+    which the command to tune it names)."""
     content = {**read("local"), "cores": os.cpu_count() or 1}
     tuned = tuning.entry(program, gpus, backend) or {}
     speeds = tuned.get("speeds") or {}
