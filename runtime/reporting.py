@@ -269,12 +269,18 @@ def failure_reasons(result: RunResult) -> list:
 
 def sources_text(result: RunResult) -> str:
     """``nb=320, ib=64: tuned (/path); gpu-ratio 1:1: default``: values grouped by where they came from."""
+    return settings_text(result.sources, result.params, _ratio_text(result.gpu_ratio))
+
+
+def settings_text(sources: dict, values: dict, ratio: str | None) -> str:
+    """:func:`sources_text` of ``sources`` (setting -> where it came from), the settings' ``values``
+    and the ``H:G`` ratio (a simulation's summary has no :class:`RunResult`)."""
     groups: dict = {}
-    for name, source in result.sources.items():
-        value = (f"gpu-ratio {_ratio_text(result.gpu_ratio)}" if name == "gpu_ratio"
-                 else "host-takes on" if name == "host_takes" else f"{name}={result.params.get(name)}")
+    for name, source in sources.items():
+        value = (f"gpu-ratio {ratio}" if name == "gpu_ratio"
+                 else "host-takes on" if name == "host_takes" else f"{name}={values.get(name)}")
         groups.setdefault(source, []).append(value)
-    return "; ".join(f"{', '.join(values)}: {source}" for source, values in groups.items())
+    return "; ".join(f"{', '.join(group)}: {source}" for source, group in groups.items())
 
 
 def summary_text(program, result: RunResult, ranks: list) -> str:

@@ -67,6 +67,7 @@ def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, pr
     for mine, theirs in zip(predicted["ranks"], real["ranks"], strict=True):
         assert {k: mine[k] for k in EXACT} == {k: theirs[k] for k in EXACT}
         assert set(mine) == set(theirs)  # the same statistics as a run's --json
+        assert (mine["flops"] is None) == (theirs["flops"] is None)  # cholesky's: null, its check's formula counts
     assert predicted["totals"]["messages_sent"] == predicted["totals"]["messages_received"] > 0
 
 
@@ -452,3 +453,26 @@ def test_a_bad_tile_size_is_said_before_the_missing_rates_of_this_machine(capsys
     assert capsys.readouterr().err.strip() == (f"tiledsl: error: matrix A (cholesky.tile:6): tile size nb must be "
                                                f"at least 1, got {nb} (with n = 300)")
 
+
+@pytest.mark.timeout(60)
+def test_a_rank_counts_no_flops_where_the_checks_formula_does_as_in_a_run(capsys, machine_file):
+    result = simulate(capsys, "cholesky", "--n", 500, "--nb", 100, "--nodes", 2, "--machine", machine_file)
+    assert [(rank["flops"], rank["uncounted"]) for rank in result["ranks"]] == [(None, None), (None, None)]
+    assert result["flops_source"] == "standard" and result["gflops"] > 0
+    result = simulate(capsys, "gemm", "--n", 256, "--nb", 128, "--nodes", 2, "--machine", machine_file)
+    assert result["flops_source"] == "kernels"  # no check's count: the tasks' own, each rank's
+    assert sum(rank["flops"] for rank in result["ranks"]) == 2 * 256 ** 3
+
+
+@pytest.mark.timeout(60)
+def test_the_summary_says_where_each_tile_setting_came_from(capsys, machine_file):
+    """sources was null, and --help said a tuned tile size was the default even with --machine."""
+    result = simulate(capsys, "cholesky", "--n", 2304, "--nb", 576, "--machine", "keeneland")
+    assert result["sources"] == {"nb": "command line", "gpu_ratio": "keeneland's gemm rates"}
+    result = simulate(capsys, "cholesky", "--n", 500, "--machine", machine_file, "--gpus", 0)
+    assert result["sources"] == {"nb": "program default"}
+    assert main(["simulate", "cholesky", "--n", "2304", "--machine", "keeneland", "--gpu-ratio", "1:3"]) == 0
+    assert "  settings  nb=256: program default; gpu-ratio 1:3: command line\n" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    assert "(default: without --machine, this machine's tuned one" in " ".join(capsys.readouterr().out.split())

@@ -25,7 +25,7 @@ from ..runtime.fitting import check_files, fit_files
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
 from ..runtime.outputs import check_writable
 from ..runtime.priorities import MODES
-from ..runtime.reporting import json_text, rate_text
+from ..runtime.reporting import json_text, rate_text, settings_text
 from ..runtime.resources import bytes_text
 from ..runtime.trace import chrome_trace, compute_lanes
 from ..runtime.world import UsageError
@@ -153,6 +153,8 @@ def render(result: dict) -> str:
              f"submitted: {walk['seconds']:.4f} s on the busiest rank ({_or_dash(walk['share'], '.0%')} of the time)",
              f"            {_walked(walk)}"]
     totals = result["totals"]
+    settings = settings_text(result["sources"], {**result["tiles"], **result["params"]}, result["gpu_ratio"])
+    lines.append(f"  settings  {settings}")
     if result["gpus"] and result.get("gpu_ratio"):
         lines.append(f"  gpus      tile columns dealt host:GPUs {result['gpu_ratio']} (--gpu-ratio to choose; "
                      f"0:1 gives the GPUs every tile)")

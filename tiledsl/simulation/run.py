@@ -18,14 +18,14 @@ from ..runtime.broadcast import broadcast_for
 from ..runtime.flops import modelled_flops
 from ..runtime.heteroprio import round_trip_bytes
 from ..runtime.kernels import CPU_KERNELS
-from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of
+from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources
 from ..runtime.options import tile_values
 from ..runtime.matrix import region_view
 from ..runtime.program import flatten
 from ..runtime.dataflow import events_of
 from ..runtime.recording import Everyone, survey, walk
 from ..runtime.share import every_value
-from ..runtime.reporting import SUMMED, count_text, gflops
+from ..runtime.reporting import SUMMED, count_text, gflops, has_standard_count
 from ..runtime.resources import ranks_without_tiles
 from ..runtime.trace import CriticalPath, task_args
 from ..runtime.tuning import nearest_ratio
@@ -117,6 +117,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
         workers = rank_layout(machine, nranks, gpus, options.workers)[0]
         options.gpu_ratio = nearest_ratio(machine.cpu.gflops("gemm", params.nb) * workers,
                                           machine.gpu.gflops("gemm", params.nb), gpus)
+        options.sources["gpu_ratio"] = f"{machine.source}'s gemm rates"
     distribution = make_distribution(program, params, grid, gpus, options.gpu_ratio)
     matrices = make_matrices(driver, params, distribution, 0)
     without_tiles = ranks_without_tiles(program, matrices, nranks)
@@ -139,7 +140,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                "params": {name: params[name] for name in program.params},  # the program's own, as run --json's
                "np": nranks, "grid": list(grid), "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
-               "host_takes": simulator.host_takes}
+               "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options)}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     summary["notes"][:0] = [without_tiles] if without_tiles else []
     summary["simulation_seconds"] = time.perf_counter() - began
@@ -173,7 +174,8 @@ def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, tim
              walked: list | None) -> dict:
     """The predicted time and rate, every rank's statistics, the walk's cost and the bounds."""
     first = timing.uncounted[0] if timing.uncounted else None  # a run names the first, as its rank stats do
-    ranks = [_rank_stats(rank, walker, number, first) for number, rank in enumerate(simulator.ranks)]
+    counted = not has_standard_count(program)  # a run counts no task's flops where the check's formula counts
+    ranks = [_rank_stats(rank, walker, number, first, counted) for number, rank in enumerate(simulator.ranks)]
     rate, source = gflops(program, matrices, ranks, seconds)
     runtime = machine.runtime
     generation = max(walker.count * rank.walk_s + rank.submitted * runtime["submit_us"] * 1e-6
@@ -271,9 +273,10 @@ def _model_notes(machine, timing: Timing, program) -> list[str]:
     return notes
 
 
-def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
-    """One simulated rank's statistics, as a run reports them (no flops when a kernel without a
-    count ran: its modelled flops time it, they do not count)."""
+def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None, counted: bool) -> dict:
+    """One simulated rank's statistics, as a run reports them: no flops when a kernel without a
+    count ran (its modelled flops time it, they do not count) or, as ``counted`` False says, where
+    the check's standard count gives the run's flops."""
     sent, received, bytes_sent, bytes_received = walker.traffic[number]
     return {"rank": number, "tasks": rank.tasks,
             "tasks_by_device": {"host": rank.by_device[0],
@@ -285,8 +288,8 @@ def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None) -> dict:
             "out_of_core": None,  # the simulated GPUs hold every tile they are given
             "kernel_notes": [],  # no kernel runs
             "instances": walker.instances[number],
-            "peak_window": rank.peak_window, "flops": None if uncounted else walker.flops[number],
-            "uncounted": uncounted,
+            "peak_window": rank.peak_window, "flops": walker.flops[number] if counted and not uncounted else None,
+            "uncounted": uncounted if counted else None,
             "busy_seconds": [round(b, 6) for b in rank.busy],
             "other_task_seconds": [round(b, 6) for b in rank.other]}
 
