@@ -146,3 +146,49 @@ def test_the_command_line_exits_cleanly_on_a_missing_file(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "plot", str(tmp_path / "nope.json"),
                           "-o", str(tmp_path / "g.png")], cwd=ROOT, capture_output=True, text=True, timeout=50)
     assert out.returncode == 2 and "no such file" in out.stderr and "Traceback" not in out.stderr
+
+
+def busy_trace(ranks: int, tasks: int, transfers: int) -> dict:
+    """A trace of ``ranks`` ranks, each with a CPU lane of ``tasks`` tasks and an MPI lane of
+    ``transfers`` messages, two in flight at a time (a simulated cluster's, in the small)."""
+    events = []
+    for rank in range(ranks):
+        events += [{"ph": "M", "pid": rank, "tid": 0, "name": "thread_name", "args": {"name": "cpu-0"}},
+                   {"ph": "M", "pid": rank, "tid": 1, "name": "thread_name", "args": {"name": "mpi"}}]
+        events += [{"ph": "X", "pid": rank, "tid": 0, "name": "gemm", "cat": "task", "ts": 10 * i, "dur": 9}
+                   for i in range(tasks)]
+        events += [{"ph": "X", "pid": rank, "tid": 1, "name": ("send", "receive")[i % 2], "cat": "transfer",
+                    "ts": 5 * i, "dur": 9} for i in range(transfers)]
+    return {"traceEvents": events}
+
+
+@pytest.mark.timeout(120)
+def test_many_transfers_are_drawn_as_few_collections(tmp_path, capsys):
+    """A 16-node simulation's trace (31,692 events) did not draw in 5 minutes: an artist per transfer."""
+    from tiledsl.commands.plot import draw
+
+    figure, ranks = draw(busy_trace(16, 700, 1300), "busy.json")  # 32,000 events
+    collections = figure.axes[0].collections
+    assert ranks == 16 and len(collections) == 16 * 3  # per rank: gemm's bars, and two rows of sends and receives
+    assert {c.get_hatch() for c in collections} == {None}  # 1,300 bars on a lane: colour alone
+    figure, _ = draw(busy_trace(1, 10, 20), "small.json")
+    assert {c.get_hatch() for c in figure.axes[0].collections} == {None, "////", "\\\\\\\\"}  # few: hatched
+    trace = tmp_path / "busy.json"
+    trace.write_text(json.dumps(busy_trace(16, 700, 1300)))
+    assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 0
+    assert capsys.readouterr().err == ""
+    assert_png(tmp_path / "g.png")
+
+
+@pytest.mark.timeout(60)
+def test_the_first_16_ranks_of_a_larger_trace_are_drawn_and_the_rest_said(tmp_path, capsys):
+    from tiledsl.commands.plot import draw
+
+    figure, ranks = draw(busy_trace(20, 3, 2), "wide.json")
+    assert ranks == 20 and len(figure.axes[0].get_yticks()) == 16 * 2
+    assert figure.axes[0].get_title() == "wide.json: 48 tasks on the first 16 of 20 rank(s), 2.9e-05 s"
+    trace = tmp_path / "wide.json"
+    trace.write_text(json.dumps(busy_trace(20, 3, 2)))
+    assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 0
+    assert capsys.readouterr().err.strip() == (f"tiledsl: warning: {trace} has 20 ranks: plot draws the first 16 "
+                                               "(ranks 0-15)")

@@ -446,13 +446,15 @@ def _plot(args) -> int:
     from .plot import MissingMatplotlib, plot
 
     try:
-        plot(args.trace, args.output, args.width)
+        warning = plot(args.trace, args.output, args.width)
     except (MissingMatplotlib, ValueError) as error:  # a trace that is not there or not one (TraceError) too
         print(f"tiledsl: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:
         print(f"tiledsl: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
         return 2
+    if warning is not None:
+        print(f"tiledsl: warning: {warning}", file=sys.stderr)
     return 0
 
 

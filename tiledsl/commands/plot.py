@@ -8,6 +8,12 @@ draws it like the execution traces of the StarPU and PaRSEC papers: lanes
 grouped by rank, one colour per kernel, idle time as white gaps, transfers as
 hatched bars on their lanes (overlapping transfers stacked in thin rows).
 
+Its cost grows with the events drawn: the bars of a lane are one collection per
+kernel or per transfer row and kind, and a lane of more than :data:`FEW_BARS` bars
+draws them without edges or hatching (each bar a pixel or two wide there). Only
+the first :data:`MOST_RANKS` ranks are drawn (a simulated cluster's trace has
+hundreds): the title and a warning say so.
+
 Drawing uses matplotlib's object API (a :class:`~matplotlib.figure.Figure`
 saved through the Agg, SVG or PDF canvas): it never opens a window and never
 changes the process-wide pyplot backend. matplotlib is an optional dependency
@@ -26,6 +32,8 @@ TRANSFER_STYLES = {  # event name -> (face colour, hatch)
     "copy": ("#e4e4e4", "xxxx"),
 }
 OTHER_TRANSFER = ("#eeeeee", "....")
+MOST_RANKS = 16  # ranks drawn: a lane is a few pixels high, a figure of more is too tall to draw or read
+FEW_BARS = 200  # a lane of more bars draws them without edges or hatching (at a pixel or two each, unseen)
 
 
 class TraceError(ValueError):
@@ -139,8 +147,16 @@ def kernels(all_lanes: list[Lane]) -> list[str]:
     return sorted(first, key=lambda name: (first[name], name))
 
 
-def title(document: dict, path, all_lanes: list[Lane]) -> str:
-    """The chart's title: the program's description when the trace has one, and totals."""
+def first_ranks(all_lanes: list[Lane]) -> tuple[list[Lane], int]:
+    """The lanes of the first :data:`MOST_RANKS` ranks, and how many ranks the trace has."""
+    ranks = sorted({lane.rank for lane in all_lanes})
+    kept = set(ranks[:MOST_RANKS])
+    return [lane for lane in all_lanes if lane.rank in kept], len(ranks)
+
+
+def title(document: dict, path, all_lanes: list[Lane], traced: int) -> str:
+    """The chart's title: the program's description when the trace has one, and totals (of the
+    ``all_lanes`` drawn: ``traced`` ranks in the trace)."""
     info = document.get("otherData") or document.get("metadata") or {}
     head = Path(str(path)).name
     if isinstance(info, dict) and info.get("program"):
@@ -149,7 +165,8 @@ def title(document: dict, path, all_lanes: list[Lane]) -> str:
     tasks = sum(e[3] != "transfer" for lane in all_lanes for e in lane.events)
     ranks = len({lane.rank for lane in all_lanes})
     span = max((e[0] + e[1] for lane in all_lanes for e in lane.events), default=0.0)
-    return f"{head}: {tasks} tasks on {ranks} rank(s), {span:.4g} s"
+    shown = f"the first {ranks} of {traced}" if traced > ranks else str(ranks)
+    return f"{head}: {tasks} tasks on {shown} rank(s), {span:.4g} s"
 
 
 # ---------------------------------------------------------------- drawing
@@ -187,14 +204,17 @@ def _draw_lane(axes, lane: Lane, top: float, height: float, sub: list, colours: 
         for kernel in {e[2] for e in lane.events}:
             spans = [(e[0], e[1]) for e in lane.events if e[2] == kernel]
             axes.broken_barh(spans, (top + 0.1, 0.8), facecolors=colours.get(kernel, "#999999"),
-                             edgecolors="white", linewidths=0.4 if len(lane.events) <= 200 else 0.0)
+                             edgecolors="white", linewidths=0.4 if len(lane.events) <= FEW_BARS else 0.0)
         return
     count = max(sub, default=0) + 1
     step = (height - 0.2) / count
+    bars: dict = {}  # one collection per sub-row and style: an artist per transfer took ~2 ms each to draw
     for (start, duration, name, *_), row in zip(lane.events, sub):
-        face, hatch = TRANSFER_STYLES.get(name, OTHER_TRANSFER)
-        axes.broken_barh([(start, duration)], (top + 0.1 + row * step, step * 0.85), facecolors=face,
-                         edgecolors="#555555", linewidths=0.4, hatch=hatch)
+        bars.setdefault((row, TRANSFER_STYLES.get(name, OTHER_TRANSFER)), []).append((start, duration))
+    few = len(lane.events) <= FEW_BARS  # hatching and edges cost Agg ~1 ms a bar: many bars show by colour alone
+    for (row, (face, hatch)), spans in bars.items():
+        axes.broken_barh(spans, (top + 0.1 + row * step, step * 0.85), facecolors=face,
+                         edgecolors="#555555", linewidths=0.4 if few else 0.0, hatch=hatch if few else None)
 
 
 def _lane_label(lane: Lane, span: float) -> str:
@@ -217,10 +237,11 @@ def _legend(figure, axes, names: list[str], colours: dict, all_lanes: list[Lane]
                 title="kernels (tasks)" + (" / transfers" if moved else ""), fontsize=9, title_fontsize=9)
 
 
-def draw(document: dict, source, width: float | None = None):
-    """A matplotlib Figure with the Gantt chart of ``document`` (read from ``source``)."""
+def draw(document: dict, source, width: float | None = None) -> tuple:
+    """A matplotlib Figure with the Gantt chart of ``document`` (read from ``source``), and the
+    ranks the trace has (those past :data:`MOST_RANKS` are not drawn)."""
     Figure = _figure_class()
-    all_lanes = lanes(document)
+    all_lanes, traced = first_ranks(lanes(document))
     rows = _rows(all_lanes)
     total = rows[-1][1] + rows[-1][2]
     span = max((e[0] + e[1] for lane in all_lanes for e in lane.events), default=0.0)
@@ -239,9 +260,9 @@ def draw(document: dict, source, width: float | None = None):
     axes.grid(axis="x", color="#dddddd", linewidth=0.5)
     axes.set_axisbelow(True)
     axes.tick_params(axis="y", length=0)
-    axes.set_title(title(document, source, all_lanes), fontsize=10)
+    axes.set_title(title(document, source, all_lanes, traced), fontsize=10)
     _legend(figure, axes, names, colours, all_lanes)
-    return figure
+    return figure, traced
 
 
 def _rank_labels(axes, rows: list, widest: int) -> None:
@@ -261,8 +282,9 @@ def _rank_labels(axes, rows: list, widest: int) -> None:
             axes.axhline(low - 0.3, color="#888888", linewidth=0.8)
 
 
-def plot(trace_path, output, width: float | None = None) -> None:
-    """Draw the trace at ``trace_path`` into ``output`` (.png, .svg or .pdf)."""
+def plot(trace_path, output, width: float | None = None) -> str | None:
+    """Draw the trace at ``trace_path`` into ``output`` (.png, .svg or .pdf); a warning to give
+    when its ranks were too many to draw them all."""
     suffix = Path(str(output)).suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"-o {output}: the chart is written as .png, .svg or .pdf")
@@ -271,7 +293,10 @@ def plot(trace_path, output, width: float | None = None) -> None:
     _figure_class()  # the missing-matplotlib message before reading anything
     document = load_trace(trace_path)
     try:
-        figure = draw(document, trace_path, width)
+        figure, traced = draw(document, trace_path, width)
     except TraceError as error:
         raise TraceError(f"{trace_path}: {error}") from None
     figure.savefig(output, dpi=150)
+    if traced > MOST_RANKS:
+        return f"{trace_path} has {traced} ranks: plot draws the first {MOST_RANKS} (ranks 0-{MOST_RANKS - 1})"
+    return None
