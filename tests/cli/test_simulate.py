@@ -476,3 +476,21 @@ def test_the_summary_says_where_each_tile_setting_came_from(capsys, machine_file
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])
     assert "(default: without --machine, this machine's tuned one" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.timeout(60)
+def test_a_note_says_when_tile_columns_were_dealt_far_from_the_ratio(capsys, machine_file):
+    """On many nodes a rank holds fewer tile columns than a cycle of the ratio: the host got half the
+    tasks and two GPUs none, while the summary said only host:GPUs 1:4."""
+    result = simulate(capsys, "cholesky", "--n", 9216, "--nb", 1152, "--grid", "1x4", "--machine", "keeneland")
+    assert result["gpu_ratio"] == "1:4" and result["notes"] == [
+        "the host holds 4 of the 8 tile columns (host:GPUs 1:4 deals it 8%), gpu2, gpu3 hold none: each rank deals "
+        "its own tile columns in cycles of 13 (1 to the host first), so a rank holding fewer than 13 leaves GPUs "
+        "short; compare with --gpu-ratio 0:1"]
+    assert [rank["tasks_by_device"]["gpu3"] for rank in result["ranks"]] == [0] * 4
+    result = simulate(capsys, "cholesky", "--n", 9216, "--nb", 1152, "--grid", "1x4", "--machine", "keeneland",
+                      "--gpu-ratio", "0:1")
+    assert result["notes"] == ["gpu3 holds none: each rank deals its own tile columns in cycles of 3 (0 to the host "
+                               "first), so a rank holding fewer than 3 leaves GPUs short"]
+    result = simulate(capsys, "cholesky", "--n", 9216, "--nb", 576, "--machine", "keeneland")
+    assert result["notes"] == []  # 16 tile columns on one rank: the host has 2, each GPU 4 or 5

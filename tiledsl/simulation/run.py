@@ -143,6 +143,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options)}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     summary["notes"][:0] = [without_tiles] if without_tiles else []
+    dealt = _dealing_note(distribution, matrices, gpus)
+    summary["notes"] += [dealt] if dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
     return summary
@@ -247,6 +249,30 @@ class _Sequencer:
 def _ratio(distribution) -> str | None:
     ratio = ratio_of(distribution)
     return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
+
+
+def _dealing_note(distribution, matrices: dict, gpus: int) -> str | None:
+    """Where the tile columns went, when far from the ``H:G`` ratio they were dealt at: a GPU given
+    none, or the host over twice its share. Each rank deals its own columns, the host's first in
+    each cycle of H + G·GPUs (:class:`~tiledsl.runtime.distribution.BlockCyclic`), so ranks holding
+    fewer columns than a cycle (many nodes) give the host more and the last GPUs none."""
+    ratio = ratio_of(distribution)
+    columns = max((matrix.geometry.nt for matrix in matrices.values()), default=0)
+    if ratio is None or not columns:
+        return None
+    held = Counter(distribution.device_of(0, j) for j in range(columns))  # a column's device is its tiles'
+    host, gpu = ratio
+    share, cycle = host / (host + gpu * gpus), host + gpu * gpus
+    idle = [f"gpu{g}" for g in range(1, gpus + 1) if not held[g]]
+    found = [f"{', '.join(idle)} {'holds' if len(idle) == 1 else 'hold'} none"] if idle else []
+    if held[0] > 2 * share * columns:
+        found.insert(0, f"the host holds {held[0]} of the {columns} tile columns (host:GPUs {host}:{gpu} deals it "
+                        f"{share:.0%})")
+    if not found:
+        return None
+    return (f"{', '.join(found)}: each rank deals its own tile columns in cycles of {cycle} ({host} to the host "
+            f"first), so a rank holding fewer than {cycle} leaves GPUs short"
+            + ("; compare with --gpu-ratio 0:1" if host else ""))
 
 
 def _model_notes(machine, timing: Timing, program) -> list[str]:
