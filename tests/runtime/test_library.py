@@ -362,6 +362,9 @@ _VARIANTS = [
     ("product(C, A, transposed B, alpha = 2.0, beta = 0.5)", "dgemm", lambda C, A, B: 0.5 * C + 2 * A @ B.T,
      np.asarray),
     ("product(C, transposed A, A)", "dgemm", lambda C, A, B: C + A.T @ A, np.asarray),
+    ("product(C, A, A)", "dgemm", lambda C, A, B: C + A @ A, np.asarray),
+    ("product(C, symmetric A, A)", "dsymm", lambda C, A, B: C + _mirrored_lower(A) @ A, np.asarray),
+    ("product(C, transposed A, transposed A)", "dgemm", lambda C, A, B: C + A.T @ A.T, np.asarray),
     ("product(lower C, transposed A, A)", "dsyrk", lambda C, A, B: C + A.T @ A, np.tril),
     ("product(symmetric C, transposed A, A)", "dsyrk", lambda C, A, B: C + A.T @ A, np.tril),
     ("product(upper C, A, transposed A, alpha = -1.0)", "dsyrk", lambda C, A, B: C - A @ A.T, np.triu),
@@ -391,7 +394,7 @@ def test_the_bench_reference_follows_the_checks_qualifiers(text, routine, expect
     options = tuple((name, float(value)) for name, value in
                     (item.split(" = ") for item in rest.split(", ") if "=" in item))
     check = CheckDecl(kind, tuple(w[-1] for w in words), 1, tuple(tuple(w[:-1]) for w in words), options)
-    reference = reference_for(check)
+    reference = reference_for(check, dict(options))
     assert reference.routine == routine
     rng = np.random.default_rng(7)
     spd = rng.standard_normal((9, 9))
@@ -404,12 +407,15 @@ def test_the_bench_reference_follows_the_checks_qualifiers(text, routine, expect
     assert np.allclose(part(work[written]), part(expected(inputs["C"], inputs["A"], inputs["B"])), atol=1e-10)
 
 
-@pytest.mark.parametrize("text", ["product(lower C, A, B)", "product(C, lower A, B)", "product(C, A, A)",
-                                  "product(A, A, B)", "product(C, symmetric A, transposed B)"])
-def test_bench_has_no_reference_where_blas_has_no_routine(text):
+@pytest.mark.parametrize("text, beta", [("product(lower C, A, B)", 1.0), ("product(C, lower A, B)", 1.0),
+                                        ("product(A, A, B)", 1.0), ("product(C, symmetric A, transposed B)", 1.0),
+                                        ("product(B, lower A, B)", 1.0), ("product(B, lower A, B)", 2.0),
+                                        ("product(lower C, A, A)", 1.0)])
+def test_bench_has_no_reference_where_blas_has_no_routine(text, beta):
+    """dtrmm has no beta: B = L·B + βB with β ≠ 0 is no routine's."""
     from tiledsl.commands.bench import reference_for
     from tiledsl.runtime.program import CheckDecl
 
     words = [item.split() for item in text.rstrip(")").split("(")[1].split(", ")]
     check = CheckDecl("product", tuple(w[-1] for w in words), 1, tuple(tuple(w[:-1]) for w in words))
-    assert reference_for(check) is None
+    assert reference_for(check, {"beta": beta}) is None

@@ -122,9 +122,10 @@ class Operand:
         return self.triangle is not None and not self.symmetric
 
 
-def reference_for(check) -> Reference | None:
-    """The routine that computes what ``check`` verifies, with the options its qualifiers give;
-    None where no LAPACK/BLAS routine does."""
+def reference_for(check, options: dict | None = None) -> Reference | None:
+    """The routine that computes what ``check`` verifies, with the options its qualifiers give
+    (``options``: the check's values, product's alpha and beta); None where no LAPACK/BLAS routine
+    does."""
     if check.user:
         return BY_NAME.get(check.kind)
     if check.kind in FACTORIZATIONS:
@@ -135,7 +136,9 @@ def reference_for(check) -> Reference | None:
         return _solve_reference(operands[0])
     if check.kind == "inverse":
         return _inverse_reference(operands[0])
-    return _product_reference(check.args, operands, bool(words[0])) if check.kind == "product" else None
+    if check.kind != "product":
+        return None
+    return _product_reference(check.args, operands, bool(words[0]), (options or {}).get("beta", 1.0))
 
 
 def _qualifiers(check) -> tuple:
@@ -164,35 +167,41 @@ def _inverse_reference(a: Operand) -> Reference:
     return Reference("dgetrf+dgetri", _getri, (0,))
 
 
-def _product_reference(names, operands, part_of_c: bool) -> Reference | None:
+def _product_reference(names, operands, part_of_c: bool, beta: float) -> Reference | None:
     """product(C, A, B): C = α·op(A)·op(B) + β·C, or its part that ``C``'s qualifier names."""
     c, a, b = names
     _, left, right = operands
-    if left.triangular and b == c != a:  # B = α·op(L)·B in place (dtrmm has no β: the check says β = 0)
+    in_place = beta == 0.0  # B = α·op(L)·B: dtrmm has no β, so the check's must be 0
+    if in_place and left.triangular and b == c != a:
         return _trmm(left, side=0)
-    if right.triangular and a == c != b:  # A = α·A·op(U) in place
+    if in_place and right.triangular and a == c != b:  # A = α·A·op(U)
         return _trmm(right, side=1)
     if c in (a, b) or left.triangular or right.triangular or (left.symmetric and right.symmetric):
         return None
-    if a == b:  # op(A)·op(A): a symmetric result
-        if left.symmetric or left.trans == right.trans:
-            return None
-        if part_of_c:  # one triangle of it
-            return Reference("dsyrk", lambda c_, a_, alpha=1.0, beta=1.0: blas.dsyrk(
-                alpha, a_, beta, c_, trans=left.trans, lower=operands[0].triangle, overwrite_c=1))
-        return Reference("dgemm", lambda c_, a_, alpha=1.0, beta=1.0: blas.dgemm(
-            alpha, a_, a_, beta, c_, trans_a=left.trans, trans_b=right.trans, overwrite_c=1))
+    if part_of_c and a == b and left.trans != right.trans and not left.symmetric:  # a triangle of A·Aᵀ
+        return Reference("dsyrk", lambda c_, a_, alpha=1.0, beta=1.0: blas.dsyrk(
+            alpha, a_, beta, c_, trans=left.trans, lower=operands[0].triangle, overwrite_c=1))
     if part_of_c:  # a triangle of a general product: BLAS has no routine for it
         return None
     if left.symmetric or right.symmetric:
         symmetric, other, side = (left, right, 0) if left.symmetric else (right, left, 1)
         if other.trans:
             return None
-        return Reference("dsymm", lambda c_, a_, b_, alpha=1.0, beta=1.0: blas.dsymm(
-            alpha, *((a_, b_) if side == 0 else (b_, a_)), beta, c_, side=side, lower=symmetric.triangle,
-            overwrite_c=1))
-    return Reference("dgemm", lambda c_, a_, b_, alpha=1.0, beta=1.0: blas.dgemm(
-        alpha, a_, b_, beta, c_, trans_a=left.trans, trans_b=right.trans, overwrite_c=1))
+
+        def symm(c_, a_, b_, alpha=1.0, beta=1.0):
+            return blas.dsymm(alpha, *((a_, b_) if side == 0 else (b_, a_)), beta, c_, side=side,
+                              lower=symmetric.triangle, overwrite_c=1)
+        return Reference("dsymm", _taking_a_once(symm) if a == b else symm)
+
+    def gemm(c_, a_, b_, alpha=1.0, beta=1.0):
+        return blas.dgemm(alpha, a_, b_, beta, c_, trans_a=left.trans, trans_b=right.trans, overwrite_c=1)
+    return Reference("dgemm", _taking_a_once(gemm) if a == b else gemm)
+
+
+def _taking_a_once(routine):
+    """``routine(c, a, b, ...)`` for a product whose two operands are one matrix, which the
+    reference takes once (its matrices are the check's, each once)."""
+    return lambda c_, a_, alpha=1.0, beta=1.0: routine(c_, a_, a_, alpha, beta)
 
 
 def _trmm(triangle: Operand, side: int) -> Reference:
@@ -209,13 +218,14 @@ def reference_of(program, params) -> tuple[Reference, list, dict] | None:
     check = program.check
     if check is None:
         return None
-    reference = reference_for(check)
+    options = check.option_values(params)
+    reference = reference_for(check, options)
     if reference is None:
         return None
     matrices = [d.name for d in program.matrices]
     taken = check.args if reference.operands is None else [check.args[i] for i in reference.operands]
     names = [name for i, name in enumerate(taken) if name in matrices and name not in taken[:i]]
-    return (reference, names, check.option_values(params)) if len(names) == reference.arity() else None
+    return (reference, names, options) if len(names) == reference.arity() else None
 
 
 def _without_reference(program) -> str:
