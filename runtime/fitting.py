@@ -682,9 +682,10 @@ def _ambiguity(search: _Search, best: dict) -> str:
     listed = " or ".join(assignment(n, dict(values)) for n, values in sorted(best)[:SHOWN])
     choose = f"give {spelling.n} or {spelling.params} to choose"
     if len(best) > 1:
-        # more unknowns than the inputs have dimensions: the search finds some of their fits, not all
+        # more unknowns than the inputs have dimensions (some kept at their defaults, or not): the
+        # search finds some of their fits, not all
         axes = 2 * len(search.shapes)
-        more = " or ..." if len(best) > SHOWN or len(search.unknowns) > axes else ""
+        more = " or ..." if len(best) > SHOWN or len(search.unknowns) + len(search.kept) > axes else ""
         return f"{spelling.inputs}' shapes fit several sizes ({listed}{more}): {choose}"
     chosen = next(iter(best.values()))
     return (f"{spelling.inputs}' shapes do not pin down {_and(search.inferred(chosen))}: {listed} fits, and so "
