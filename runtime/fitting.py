@@ -36,7 +36,7 @@ import numpy as np
 
 from . import npyio
 from .layout import make_params, matrix_shapes, settings_giving, tuned_note, untuned
-from .options import TILE_SETTINGS, Options, check_file_names
+from .options import TILE_SETTINGS, Options, SetText, check_file_names, read_setting
 from .userkernels import program_places
 from .world import UsageError
 
@@ -65,9 +65,30 @@ def settings_hints(driver, options: Options, name: str, shape: tuple) -> list[st
         except UsageError:
             continue
         changed = {**({"n": n} if free_n and n != options.n else {}),
-                   **{key: value for key, value in params.items() if options.sets.get(key) != value}}
+                   **{key: value for key, value in params.items() if not _given_as(options, key, value)}}
         return [" ".join(_setting_text(spelling, key, value) for key, value in changed.items())] if changed else []
     return []
+
+
+def _at_another_n(driver, shapes: dict, options: Options) -> str:
+    """`` (n=56, params={'r': 8} fits)`` where the shapes fit no params at the ``n`` given but do at
+    another one (the params given kept); nothing otherwise."""
+    if options.n is None:
+        return ""
+    try:
+        n, params = fit(driver, shapes, replace(options, n=None))
+    except UsageError:
+        return ""
+    changed = {"n": n, **{key: value for key, value in params.items() if not _given_as(options, key, value)}}
+    return f" ({' '.join(_setting_text(options.spelling, key, value) for key, value in changed.items())} fits)"
+
+
+def _given_as(options: Options, param: str, value) -> bool:
+    """Whether ``options`` set ``param`` to ``value`` (``--set``'s text read as a number)."""
+    if param not in options.sets:
+        return False
+    given = options.sets[param]
+    return (read_setting(given, value) if isinstance(given, SetText) else given) == value
 
 
 def _setting_text(spelling, setting: str, value) -> str:
@@ -86,7 +107,8 @@ def fit(driver, shapes: dict, options: Options) -> tuple[int, dict]:
         raise UsageError(f"give {spelling.n} (the matrix order) or {spelling.input_form.format(names=names)}")
     search = _searched(driver, shapes, options, dims)
     if not search.fits:
-        raise UsageError(_misfit(search, _tuned_misfit(driver, shapes, options)))
+        raise UsageError(_misfit(search, _tuned_misfit(driver, shapes, options))
+                         + _at_another_n(driver, shapes, options))
     unmet = {key: search.unmet(key[0], chosen) for key, chosen in search.fits.items()}
     fits = {key: chosen for key, chosen in search.fits.items() if unmet[key] is None}
     if not fits:  # the shapes tell the values, which the program refuses: say why

@@ -774,6 +774,13 @@ def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_pat
     assert out.returncode == 2 and out.stderr.strip().endswith(  # no n alone, no params at this n: both
         "has shape (50, 20) but the matrix needs shape (100, 4) (--n 50 --set q=20 gives the matrix the file's "
         "shape)"), out.stderr
+    (tmp_path / "nqr.tile").write_text("program nqr {\n  tiling uniform(nb = 32)\n  param q = 4\n  param r = 2\n"
+                                       "  matrix A[n + q, n - r] = random general\n  matrix S[1, 1] = zeros\n"
+                                       "  for i in 0 .. A.mt { amax(A[i, 0], S[0, 0]) }\n}\n")
+    np.save(tmp_path / "a57.npy", np.ones((57, 48)))
+    out = tiledsl("run", tmp_path / "nqr.tile", "--n", 40, "--set", "q=1", "--input", f"A={tmp_path / 'a57.npy'}")
+    assert out.returncode == 2 and out.stderr.strip().endswith(  # the --set given is not said again
+        "(--n 56 --set r=8 gives the matrix the file's shape)"), out.stderr
 
 
 @pytest.mark.timeout(200)

@@ -2,6 +2,7 @@
 size formulas are affine in them, ambiguous where two values fit or the shapes leave them
 free, a requirement said as such, and char or float params never taken for sizes; the
 messages of the params' defaults and requirements (runtime.layout) it relies on."""
+import re
 from dataclasses import replace
 
 import pytest
@@ -230,3 +231,11 @@ def test_a_requirement_that_tuned_values_break_says_so(tmp_path):
     with pytest.raises(UsageError) as error:
         make_params(program, replace(tuned, n=385))  # the program's nb = 4 breaks it too: the tuning is not why
     assert str(error.value) == "p requires n % nb == 0 (whole tiles), which n = 385, nb = 256 break (p.tile:5)"
+
+
+def test_a_misfit_at_the_n_given_names_an_n_and_params_that_fit(tmp_path):
+    """The API said only that nothing fit at n=40; the command line named the settings."""
+    body = "param q = 4\n  param r = 2\n  matrix B[n + q, n - r] = zeros"
+    with pytest.raises(UsageError, match=re.escape("give n= and params= for the size you mean (n=56 params={'r': 8} "
+                                                   "fits)")):
+        fitted(tmp_path, body, {"B": (57, 48)}, params={"q": 1}, n=40)
