@@ -92,13 +92,16 @@ class DiagnosticBag:
 
 def did_you_mean(word: str, candidates, cutoff: float = 0.6) -> str | None:
     """The candidate that ``word`` most likely misspells, never ``word`` itself: one that differs
-    in case only (POTRF for potrf), else the closest in spelling, with case then without."""
+    in case only (POTRF for potrf), else the closest in spelling, with case then without, else one
+    of its letters in another order."""
     others = [c for c in candidates if c != word]
     folded = {c.casefold(): c for c in reversed(others)}  # the first of candidates equal but for case
     if word.casefold() in folded:
         return folded[word.casefold()]
     close = (difflib.get_close_matches(word, others, n=1, cutoff=cutoff)
-             or [folded[c] for c in difflib.get_close_matches(word.casefold(), folded, n=1, cutoff=cutoff)])
+             or [folded[c] for c in difflib.get_close_matches(word.casefold(), folded, n=1, cutoff=cutoff)]
+             # its letters in another order (fi for if): too short a word for the closeness above
+             or [c for c in others if len(c) > 1 and sorted(c.casefold()) == sorted(word.casefold())])
     return close[0] if close else None
 
 

@@ -194,7 +194,8 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     notes += _open_on_earlier_lines(source.text, line)
     return (_initial_value_missing(source, line)
             or _line_ended_early(source, line, before, token, terminals, notes)
-            or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"})
+            or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"},
+                              declared=_DECLARED_KERNEL.findall(source.text))
             or _value_dependent(source.path, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
             or _misplaced_priority(where, before)
@@ -486,6 +487,7 @@ def _misspelt_keyword(before: str, word: str | None, called: bool = False) -> st
 
 
 _INITS = ("random", "load")  # the keywords that may begin a matrix's initial value
+_DECLARED_KERNEL = re.compile(r"\bkernel\s+([A-Za-z_]\w*)")
 _MATRIX_EQUALS = re.compile(r"\bmatrix\b[^=]*=$")
 _NAMING = re.compile(r"\b(?:kernel|tiling|check)$")  # the words before a name that awaits '(' and is no call
 #: a matrix declaration whose value is a name and another word (``= tandom spd``): a misspelt
@@ -503,10 +505,13 @@ def _glued_diagnostic(source: Source, keyword: Token) -> Diagnostic:
                       if _WORD.fullmatch(after) else f"did you mean '{keyword}'?")
 
 
-def _misspelt_word(path: str, line: int, before: str, called: bool = False) -> Diagnostic | None:
+def _misspelt_word(path: str, line: int, before: str, called: bool = False, declared=()) -> Diagnostic | None:
     """A keyword misspelt where one goes (``matrx A``, ``fro k``): said at the word, which the
-    parser read as a name (``called``: a called kernel's), not at the token after it."""
+    parser read as a name (``called``: a called kernel's, unless the file ``declared`` a kernel of
+    that name: its call lacks its '('), not at the token after it."""
     found = _NAME_BEFORE.search(before)
+    if found and called and found.group(1) in declared:
+        return None
     close = _misspelt_keyword(before, found.group(1), called) if found else None
     if close is None:
         return None
