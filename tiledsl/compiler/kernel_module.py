@@ -196,7 +196,7 @@ def _yields(body: list) -> bool:
 
 def _value(target: ast.Name, value, line: int, definitions: Definitions):
     """What ``NAME = value`` (at ``line``) binds: a lambda, the single function another name is bound to,
-    not a function (a literal), else unknown."""
+    not a function (a literal, or another name bound to a class or a literal only), else unknown."""
     if isinstance(value, ast.Lambda):
         return Function(line, "lambda", value.args)
     if isinstance(value, LITERALS):
@@ -204,6 +204,8 @@ def _value(target: ast.Name, value, line: int, definitions: Definitions):
     bound = definitions.of(value.id) if isinstance(value, ast.Name) else []
     if len(bound) == 1 and isinstance(bound[0], Function):
         return Function(bound[0].line, bound[0].name, bound[0].arguments, alias_line=line)
+    if len(bound) == 1 and isinstance(bound[0], NotFunction):
+        return NotFunction(line, f"{target.id} = {value.id}, {bound[0].what} (line {bound[0].line})")
     return UNKNOWN
 
 
