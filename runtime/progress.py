@@ -64,18 +64,26 @@ class Progress:
         self.stop_event.set()
         self.thread.join()
         if self.drawn:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
+            self._write("\r\033[K")
 
     def _draw(self) -> None:
         if self.stop_event.wait(self.delay):
             return
-        while not self.stop_event.is_set():
-            done = self.completed() - self.already_done
-            self.stream.write("\r\033[K" + render(self.label, done, self.total, time.monotonic() - self.start))
-            self.stream.flush()
+        while not self.stop_event.is_set() and self._write(
+                "\r\033[K" + render(self.label, self.completed() - self.already_done, self.total,
+                                     time.monotonic() - self.start)):
             self.drawn = True
             self.stop_event.wait(0.25)
+
+    def _write(self, text: str) -> bool:
+        """Whether ``text`` reached the stream: a kernel may have closed it (the bar then stops, and
+        the run goes on)."""
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            return False
+        return True
 
 
 def wanted(stream=None) -> bool:

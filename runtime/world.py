@@ -227,17 +227,24 @@ def expect_json(known: dict | None, out=None) -> None:
 def say_ending(message: str, code: int = 1) -> None:
     """End the rank, and the job, from any thread, saying ``message`` as an error, once (the first
     thread to end the rank says why); with ``--json``, as the failure object on stdout too."""
-    if begin_ending(code):
-        with contextlib.suppress(OSError, ValueError, AttributeError):  # streams a kernel closed: it ends all the same
-            sys.__stderr__.write(f"tiledsl: error: {message}\n")
-            sys.__stderr__.flush()
-        if _failure_object is not None:
-            from .reporting import json_text
+    if not begin_ending(code):
+        _said.wait(SAYING_SECONDS)  # the first thread says why: ending the process now would cut it short
+        end_job(code)
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # streams a kernel closed: it ends all the same
+        sys.__stderr__.write(f"tiledsl: error: {message}\n")
+        sys.__stderr__.flush()
+    if _failure_object is not None:
+        from .reporting import json_text
 
-            known, out = _failure_object
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                print(json_text({**known, "error": message}), file=out, flush=True)
+        known, out = _failure_object
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            print(json_text({**known, "error": message}), file=out, flush=True)
+    _said.set()
     end_job(code)
+
+
+_said = threading.Event()  # the thread ending the rank said why (say_ending)
+SAYING_SECONDS = 2.0
 
 
 def begin_ending(code: int) -> bool:

@@ -115,6 +115,13 @@ OUTSIDE = {  # how: (kernel module, the error line)
         "    time.sleep(0.02)\n    A *= 2\n\ndef mine(before, after):\n    return 0.0\n",
         "tiledsl: error: rank #: os._exit(0) called at outside_kernels.py:5, outside any task of "
         "the run (in Thread-1 (<lambda>)): the run did not finish"),
+    # several at once: the one that says why is not cut short by another ending the process
+    "threads of a kernel at once": (
+        "import os, threading\n\ndef mark(A):\n    go = threading.Event()\n    for _ in range(8):\n"
+        "        threading.Thread(target=lambda: (go.wait(), os._exit(0)), name='helper').start()\n"
+        "    go.set()\n    A *= 2\n\ndef mine(before, after):\n    return 0.0\n",
+        "tiledsl: error: rank #: os._exit(0) called at outside_kernels.py:6, outside any task of "
+        "the run (in helper): the run did not finish"),
 }
 
 

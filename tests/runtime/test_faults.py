@@ -170,15 +170,21 @@ def test_a_rank_whose_kernel_closed_its_streams_still_says_why_and_ends_every_ra
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("ranks", [1, 2])
-def test_a_kernel_that_closes_stdout_and_succeeds_leaves_the_summary(tmp_path, ranks):
-    """The summary's print raised on the closed stream: an internal error (1 rank), a traceback (2)."""
-    (tmp_path / "k.py").write_text("import sys\n\ndef shut(A):\n    sys.stdout.close()\n")
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_kernel_that_closes_a_stream_and_succeeds_leaves_the_summary(tmp_path, ranks, stream):
+    """The summary's print raised on the closed stream: an internal error (1 rank), a traceback (2);
+    so did the progress bar's next line on a closed stderr."""
+    (tmp_path / "k.py").write_text(f"import sys, time\n\ndef shut(A):\n    time.sleep(0.6)\n    sys.{stream}.close()\n"
+                                   f"    time.sleep(0.6)\n")  # the bar drawn before the stream closes, and after
     (tmp_path / "shut.tile").write_text('use "k.py"\nkernel shut(inout A)\nprogram shut {\n'
                                         "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n  shut(A[0, 0])\n}\n")
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "shut.tile", "--n", "16",
-                          "--np", str(ranks), "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", "shut.tile", "--n", "16", "--np", str(ranks)]
+    out = subprocess.run([*command, "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["ok"] is True
+    out = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=100,  # with the bar
+                         env={**os.environ, "TILEDSL_PROGRESS": "1", "TILEDSL_PROGRESS_DELAY": "0"})
+    assert out.returncode == 0 and "error" not in out.stderr and out.stdout.startswith("shut: n=16"), out.stderr
 
 
 @pytest.mark.timeout(90)
