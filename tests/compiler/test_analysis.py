@@ -385,3 +385,11 @@ def test_a_kernel_with_two_parameters_of_one_name_has_that_error_only():
     for params in ("inout A, in A", "inout A, int A"):
         assert diagnostics_of(f"kernel cpy({params})\nprogram p {{\n  matrix A[n, n] = random spd\n"
                               f"  cpy(A[0, 0], A[1, 1])\n}}\n") == [("E207", 1, len(f"kernel cpy({params}"))]
+
+
+def test_a_loop_inside_one_of_another_step_is_not_said_never_to_run_from_its_first_value():
+    """The first value of a loop of step -2 (A.mt - 1) leaves the inner loop empty; the later ones do
+    not: W302 judged the inner loop from that value alone, a false warning."""
+    assert diagnostics_of("program p {\n  matrix A[n, n] = random spd\n  matrix W[n, n] = zeros\n"
+                          "  for v in A.mt - 1 .. -1 step -2 {\n"
+                          "    for u in v + 1 .. W.mt { potrf(W[u, 0]) }\n  }\n}\n") == []

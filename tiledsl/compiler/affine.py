@@ -74,12 +74,17 @@ def empty_panel_witness(panel: n.Range, loops, converter: "Converter", guards=()
             + (": a range is first : past the last, counting up" if backwards else ""))
 
 
-def _box(loops, converter: "Converter") -> list | None:
+def _box(loops, converter: "Converter", single: bool = False) -> list | None:
     """``(variable, lows, highs)`` of each loop, outermost first: the affine forms of its start (the
-    terms of a ``max``) and of its stop (of a ``min``); None if one is not affine."""
+    terms of a ``max``) and of its stop (of a ``min``); None if one is not affine, or (``single``)
+    is a ``min`` or ``max``. What is true at some point of the box holds at some iteration; what
+    holds at every point only of a box of ``single`` bounds: a loop of another step than ±1 is
+    seen at its first value alone (bounded by a ``min`` or ``max``), not at all it visits."""
     bounds = [(loop.var.text, bound_forms(loop.start, "max", converter), bound_forms(loop.stop, "min", converter))
               for loop in loops]
-    return None if any(lows is None or highs is None for _, lows, highs in bounds) else bounds
+    if any(lows is None or highs is None or single and len(lows) + len(highs) > 2 for _, lows, highs in bounds):
+        return None
+    return bounds
 
 
 def _where(form: Form, loops, point: dict, converter: "Converter") -> str:
@@ -233,7 +238,7 @@ def never_runs_within(low, high, loops, converter: "Converter") -> bool:
     """True when a loop from ``low`` up to ``high`` runs no iteration at any iteration of the
     enclosing ``loops`` (their ranges of values), whatever the sizes: low − high is at least 0
     at its least over the loops' box (``k + 3 .. 2`` inside ``k`` from 0)."""
-    bounds, start, stop = _box(loops, converter), converter.form(low), converter.form(high)
+    bounds, start, stop = _box(loops, converter, single=True), converter.form(low), converter.form(high)
     if start is None or stop is None or bounds is None:
         return False
     least, _ = _extreme(difference(start, stop), bounds, -1)
