@@ -233,8 +233,9 @@ program product {
   }
 }
 """)
-    with pytest.raises(TiledslError, match=r"fit several sizes \(n=4, p=1, q=6 or n=4, p=6, q=1\): give n= or "
-                                           r"params= to choose"):
+    # (p=2, q=3 and p=3, q=2 fit too: three unknowns, two dimensions)
+    with pytest.raises(TiledslError, match=r"fit several sizes \(n=4, p=1, q=6 or n=4, p=6, q=1 or \.\.\.\): give "
+                                           r"n= or params= to choose"):
         product.run(A=np.zeros((4, 6)))
     assert product.run(A=np.zeros((4, 6)), params={"p": 1}).tasks == 1  # q = 6 follows
     (tmp_path / "m").mkdir()

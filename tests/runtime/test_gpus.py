@@ -114,7 +114,7 @@ def test_a_kernel_failing_on_a_gpu_names_the_gpu(compiled, gpu_backend):
     options = Options(n=300, tiles={"B": 100, "b": 50, "s": 2}, gpus=1, gpu_backend=_backend_or_skip(gpu_backend))
     with pytest.raises(TaskFailure) as failure:
         execute(compiled("programs/hetero_cholesky.tile"), options, arrays={"A": not_spd})
-    assert str(failure.value).startswith("kernel potrf failed on A[2, 5] on GPU 1 (potrf(A[t, k][o:])")
+    assert str(failure.value).startswith("kernel potrf failed on A[2, 5][50:100, 0:50] on GPU 1 (potrf(A[t, k][o:])")
     assert "not positive definite" in str(failure.value) and failure.value.line == 17
 
 
