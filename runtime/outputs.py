@@ -23,6 +23,7 @@ from .trace import area_bound, chrome_trace, communication, compute_lanes, criti
 from .world import UsageError, process_exists
 
 NPY_MAGIC = np.lib.format.MAGIC_PREFIX  # what a .npy file begins with
+TRACE_START = b'{"traceEvents": ['  # what a trace tiledsl writes begins with (chrome_trace)
 PARTIAL_SUFFIX = ".tiledsl-partial"  # the temporary files of a run still writing (or killed while it did)
 
 
@@ -53,26 +54,26 @@ def check_output_paths(options: Options, program_files=()) -> None:
             raise UsageError(f"{what}: that is {os.path.basename(own[os.path.realpath(path)])}, a file of the "
                              f"program itself, which the output would replace: name another file")
         check_writable(path, what)
-        if what.startswith("--output") and not _replaceable_matrix(path):
-            raise UsageError(f"{what}: {path} is there and is not a .npy file (a matrix an earlier run wrote): an "
-                             f"output replaces only those; name another file, or remove it first")
+        matrix = what.startswith("--output")
+        if not _replaceable(path, NPY_MAGIC if matrix else TRACE_START):
+            kind = "a .npy file (a matrix an earlier run wrote)" if matrix else "a trace an earlier run wrote"
+            raise UsageError(f"{what}: {path} is there and is not {kind}: it replaces only those; name another "
+                             f"file, or remove it first")
         same = seen.setdefault(os.path.realpath(path), what)
         if same != what:
             raise UsageError(f"{what}: the same file as {same}: give each output a file of its own")
 
 
-def _replaceable_matrix(path: str) -> bool:
-    """Whether an output may replace what ``path`` holds: nothing, an empty file, or a ``.npy`` file
-    (by its contents: an earlier run's output, whatever its name); not a script, notes, data of
-    another kind."""
+def _replaceable(path: str, start: bytes) -> bool:
+    """Whether an output may replace what ``path`` holds: nothing, an empty file, or a file that opens
+    with ``start`` (by its contents: an earlier run's output of that kind, whatever its name); not a
+    script, notes, data of another kind."""
     try:
         with open(path, "rb") as existing:
-            start = existing.read(len(NPY_MAGIC))
-    except FileNotFoundError:
+            found = existing.read(len(start))
+    except OSError:  # none there, or unreadable (check_writable said what it could)
         return True
-    except OSError:  # unreadable: check_writable said what it could
-        return True
-    return not start or start == NPY_MAGIC
+    return not found or found == start
 
 
 def check_writable(path: str, what: str) -> None:

@@ -1023,9 +1023,15 @@ def test_an_output_replaces_a_matrix_but_no_other_file(tmp_path):
     out = tiledsl("run", "cholesky", "--n", 64, "--output", f"A={script}")
     assert out.returncode == 2 and out.stderr == (
         f"tiledsl: error: --output A={script}: {script} is there and is not a .npy file (a matrix an earlier run "
-        f"wrote): an output replaces only those; name another file, or remove it first\n")
+        f"wrote): it replaces only those; name another file, or remove it first\n")
     assert script.read_text() == "print('my analysis')\n"
     earlier = tmp_path / "result"  # a name without .npy: written as given, and replaced by the next run
     for _ in range(2):
         assert tiledsl("run", "cholesky", "--n", 64, "--output", f"A={earlier}").returncode == 0
     assert np.load(earlier).shape == (64, 64)
+    out = tiledsl("run", "cholesky", "--n", 64, "--trace", script)  # a trace replaces only a trace
+    assert out.returncode == 2 and out.stderr == (
+        f"tiledsl: error: --trace {script}: {script} is there and is not a trace an earlier run wrote: it replaces "
+        f"only those; name another file, or remove it first\n")
+    for _ in range(2):
+        assert tiledsl("run", "cholesky", "--n", 64, "--trace", tmp_path / "t.json").returncode == 0
