@@ -157,10 +157,16 @@ def idle_gpus_warning(result: RunResult, ranks: list) -> str | None:
                                                                  for r in ranks)]
     if not idle:
         return None
-    ratio = f" {_ratio_text(result.gpu_ratio)}" if result.gpu_ratio is not None else ""
     them = "them" if len(idle) > 1 else "it"
-    return (f"GPU {', '.join(map(str, idle))} ran no task: the host:GPU ratio{ratio} dealt {them} no tile column at "
-            f"this size (--gpu-ratio 0:1 gives the GPUs every column)")
+    if result.gpu_ratio is None:  # hybrid tiles: each GPU takes whole large blocks
+        why = "the hybrid tiling gave it no block column at this size (a smaller B, or a larger n, gives more)"
+    elif result.gpu_ratio[0] == 0:  # the GPUs have every column already: fewer than they are
+        why = ("the GPUs had every tile column, and there are fewer columns than GPUs at this size (smaller tiles "
+               "give more)")
+    else:
+        why = (f"the host:GPU ratio {_ratio_text(result.gpu_ratio)} dealt {them} no tile column at this size "
+               f"(--gpu-ratio 0:1 gives the GPUs every column)")
+    return f"GPU {', '.join(map(str, idle))} ran no task: {why}"
 
 
 def count_text(program, matrices: dict, source: str) -> str:

@@ -233,3 +233,8 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
                           "--gpus", "2", "--gpu-backend", "emulated", "--no-tune"],
                          capture_output=True, text=True, timeout=100)
     assert out.returncode == 0 and "ran no task" not in out.stderr, out.stderr
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "256", "--nb", "256",
+                          "--gpus", "2", "--gpu-backend", "emulated", "--gpu-ratio", "0:1", "--no-tune"],
+                         capture_output=True, text=True, timeout=100)  # one column: no ratio helps
+    assert out.returncode == 0 and ("tiledsl: warning: GPU 2 ran no task: the GPUs had every tile column, and there "
+                                    "are fewer columns than GPUs at this size (smaller tiles give more)") in out.stderr
