@@ -41,7 +41,7 @@ from .crash import claim_process, run_in_progress
 from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
                       collective_limit, options_from, run_warnings)
 from .notes import warnings_of
-from .outputs import Staging, check_output_paths, write_output, write_trace
+from .outputs import Staging, check_output_paths, remove_abandoned, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
 from .reporting import (RunResult, count_nonfinite, failure_json, failure_reasons, has_standard_count, idle_gpus_warning,
@@ -475,6 +475,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         if comm is not None:
             comm.start()
         expect_json(*(_json_out(program, args, out, comm, options) or (None,)))  # for a thread ending the rank
+        if _rank(comm) == 0:  # what a run killed while it wrote these files left beside them
+            remove_abandoned([*options.outputs.values(), *([options.trace] if options.trace else [])])
         warn = _warner(comm, err)
         for warning in [*run_warnings(program, args), changed_source(program, driver)]:
             if warning:

@@ -1013,6 +1013,11 @@ def test_a_run_removes_what_a_killed_run_left_beside_its_output(tmp_path):
     out = tiledsl("run", "cholesky", "--n", 64, "--nb", 32, "--output", f"A={tmp_path / 'A.npy'}")
     assert out.returncode == 0, out.stderr
     assert not left.exists() and (tmp_path / "A.npy").exists()
+    left.write_bytes(b"\0" * 1024)  # a compiled driver run as itself (python DRIVER.py, srun ...) too
+    assert tiledsl("compile", "cholesky", "-o", tmp_path / "chol.py").returncode == 0
+    out = subprocess.run([sys.executable, tmp_path / "chol.py", "--n", "64", "--output", f"A={tmp_path / 'A.npy'}"],
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0 and not left.exists(), out.stderr
 
 
 @pytest.mark.timeout(120)

@@ -529,13 +529,9 @@ def _simulate(args) -> int:
 
 def _run(args) -> int:
     from ..runtime.launch import run_and_report
-    from ..runtime.outputs import remove_abandoned
 
     if args.np < 1:
         raise UsageError(f"--np must be at least 1, got {args.np}")
-    # what an earlier run killed while writing these files left beside them (the run itself killed,
-    # nothing outlived it to remove them)
-    remove_abandoned(_written_files(args))
     if args.np > 1 or _launcher_text(args):  # a launcher given runs even one rank under it (a batch job's node)
         return _launch(args)
     driver = _load_driver(program_path(args.file))
