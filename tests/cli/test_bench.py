@@ -65,3 +65,18 @@ def test_bench_says_a_kernel_module_that_fails_to_import_as_run_does(tmp_path):
     bench = tiledsl("bench", "uk.tile", "--n", 100, "--json", cwd=tmp_path)
     assert bench.returncode == 1 and bench.stderr == run.stderr
     assert json.loads(bench.stdout) == {"program": "uk", "n": 100, "ok": False, "passed": None, "error": said}
+
+
+@pytest.mark.timeout(120)
+def test_bench_fails_when_a_kernels_thread_ends_the_process(tmp_path):
+    """A stray os._exit(0) ended bench with status 0 and nothing printed: a false success."""
+    (tmp_path / "bk.py").write_text("import os, threading\n\ndef touch(A):\n"
+                                    "    threading.Thread(target=lambda: os._exit(0)).start()\n    A += 0.0\n")
+    (tmp_path / "b.tile").write_text('use "bk.py"\nkernel touch(inout A)\nprogram b {\n  tiling uniform(nb = 100)\n'
+                                     "  matrix A[n, n] = random general\n  touch(A[0, 0])\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "bench", "b.tile", "--n", "200", "--rounds",
+                          "1", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    said = ("rank 0: os._exit(0) called at bk.py:4, outside any task of the run (in Thread-1 (<lambda>)): the run did "
+            "not finish")
+    assert out.returncode == 1 and f"tiledsl: error: {said}" in out.stderr, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["error"] == said

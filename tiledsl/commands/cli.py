@@ -412,7 +412,9 @@ def _explain(args) -> int:
 
 def _bench(args) -> int:
     from .bench import render, run_bench
+    from ..runtime.crash import claim_process
     from ..runtime.fitting import fit_files
+    from ..runtime.world import expect_json
     from ..runtime.layout import use_tuned
     from ..runtime.options import check_seed, check_workers, size_options
 
@@ -428,6 +430,8 @@ def _bench(args) -> int:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
     use_tuned(driver, options, not args.no_tune)  # what run would use
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
+    claim_process()  # bench's runs are its own: a stray os._exit of a kernel's thread fails it, as a run
+    expect_json(failure_json(driver.PROGRAM.name, options.n) if args.json else None, sys.stdout)
     try:
         table = run_bench(driver, options, args.rounds, not args.no_dask)
     except (TaskFailure, RankError) as failure:  # a kernel failed, or its module did not load: said as run says it
