@@ -187,7 +187,7 @@ def test_contradictory_shapes_name_the_matrix_its_shape_and_the_expected_one(tmp
     with pytest.raises(TiledslError, match=r"fit no size of settings: with n=8, m=2, A has shape \(8, 3\), "
                                            r"expected \(8, 2\); B has shape \(6, 6\), expected \(8, 8\)$"):
         settings.run(A=np.zeros((8, 3)), B=np.zeros((6, 6)), n=8, params={"m": 2})
-    with pytest.raises(TiledslError, match=r"with n=12, A has shape \(10, 10\), expected \(12, 12\)$"):
+    with pytest.raises(TiledslError, match=r"with n=12, A has shape \(10, 10\), expected \(12, 12\) \(n=10 fits\)$"):
         tiledsl.load(ROOT / "programs/cholesky.tile").run(A=np.eye(10), n=12)
     with pytest.raises(TiledslError, match=r"matrix A: expected a 2-D array, got shape \(3,\)"):
         settings.run(A=np.zeros(3))
@@ -657,7 +657,8 @@ def test_the_size_comes_from_a_loaded_file_as_on_the_command_line(tmp_path):
     assert out.n == 8 and np.array_equal(out["M"], 2 * np.eye(8))
     with pytest.raises(TiledslError) as error:
         loaded.run(n=6)  # the file's shape is checked before the run, in the API's words
-    assert str(error.value) == "the inputs' shapes fit no size of l: with n=6, M has shape (8, 8), expected (6, 6)"
+    assert str(error.value) == ("the inputs' shapes fit no size of l: with n=6, M has shape (8, 8), expected (6, 6) "
+                                "(n=8 fits)")
     assert np.array_equal(loaded.run(M=np.eye(4) * 9)["M"], 3 * np.eye(4))  # an array replaces the file
 
 
