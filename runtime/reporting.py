@@ -148,25 +148,25 @@ def idle_ranks_warning(ranks: list, grid) -> str | None:
 
 
 def idle_gpus_warning(result: RunResult, ranks: list) -> str | None:
-    """The warning of a run with GPUs some of which ran no task on any rank while others worked:
-    the host:GPU ratio deals each rank's tile columns in turn, host first, so with few columns a
-    rank's GPUs may get none (``--gpu-ratio 5:1`` on five columns: all on the host)."""
-    if not result.gpus or not sum(r["tasks"] for r in ranks):
+    """The warning of a run with GPUs where some rank's GPU holds no tile (``gpus_without_tiles``
+    of its statistics), so it ran nothing: the host:GPU ratio deals each rank's tile columns in
+    turn, host first, and with few columns a rank's GPUs may get none (a GPU that holds tiles but
+    ran nothing, its kernels having no GPU body, is explain's to say)."""
+    idle = {r["rank"]: r["gpus_without_tiles"] for r in ranks if r.get("gpus_without_tiles")}
+    if not result.gpus or not idle or not sum(r["tasks"] for r in ranks):
         return None
-    idle = [gpu for gpu in range(1, result.gpus + 1) if not sum(r["tasks_by_device"].get(f"gpu{gpu}", 0)
-                                                                 for r in ranks)]
-    if not idle:
-        return None
-    them = "them" if len(idle) > 1 else "it"
+    where = "; ".join(f"rank {rank}: GPU {', '.join(map(str, gpus))}" for rank, gpus in sorted(idle.items())) \
+        if len(ranks) > 1 else f"GPU {', '.join(map(str, idle[ranks[0]['rank']]))}"
+    them = "them" if sum(map(len, idle.values())) > 1 else "it"
     if result.gpu_ratio is None:  # hybrid tiles: each GPU takes whole large blocks
-        why = "the hybrid tiling gave it no block column at this size (a smaller B, or a larger n, gives more)"
+        why = f"the hybrid tiling gave {them} no block column at this size (a smaller B, or a larger n, gives more)"
     elif result.gpu_ratio[0] == 0:  # the GPUs have every column already: fewer than they are
         why = ("the GPUs had every tile column, and there are fewer columns than GPUs at this size (smaller tiles "
                "give more)")
     else:
         why = (f"the host:GPU ratio {_ratio_text(result.gpu_ratio)} dealt {them} no tile column at this size "
                f"(--gpu-ratio 0:1 gives the GPUs every column)")
-    return f"GPU {', '.join(map(str, idle))} ran no task: {why}"
+    return f"{where} held no tile and ran no task: {why}"
 
 
 def count_text(program, matrices: dict, source: str) -> str:
@@ -380,6 +380,12 @@ def count_nonfinite(matrices: dict, comm, held: dict, given: set) -> tuple[dict,
             {name: int(count) for name, count in zip(names, before) if count})
 
 
+def _gpus_without_tiles(matrices: dict, gpus: int) -> list[int]:
+    """This rank's GPUs (from 1) that hold none of its tiles."""
+    held = {tile.device for matrix in matrices.values() for tile in matrix.local_tiles()}
+    return [gpu for gpu in range(1, gpus + 1) if gpu not in held]
+
+
 def rank_stats(engine, matrices: dict, comm) -> dict:
     """This rank's statistics for the summary (DESIGN §8), taken before any check runs."""
     traffic = comm.stats if comm is not None else None
@@ -399,6 +405,7 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "peak_tile_bytes": local + copies,
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
             "host_took": engine.stats.host_took,  # GPU tasks its CPU workers took (--host-takes)
+            "gpus_without_tiles": _gpus_without_tiles(matrices, len(per_worker) - workers),
             "kernel_notes": engine.kernel_notes.summary(),  # what kernels said without failing (.notes)
             "out_of_core": _cache_statistics(engine),
             "instances": engine.exchange.instance_counts() if engine.exchange is not None else None,

@@ -227,8 +227,9 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "640", "--nb", "128",
                           "--gpus", "2", "--gpu-backend", "emulated", "--gpu-ratio", "5:1", "--no-tune"],
                          capture_output=True, text=True, timeout=100)
-    assert out.returncode == 0 and ("tiledsl: warning: GPU 1, 2 ran no task: the host:GPU ratio 5:1 dealt them no tile "
-                                    "column at this size (--gpu-ratio 0:1 gives the GPUs every column)") in out.stderr
+    assert out.returncode == 0 and ("tiledsl: warning: GPU 1, 2 held no tile and ran no task: the host:GPU ratio 5:1 "
+                                    "dealt them no tile column at this size (--gpu-ratio 0:1 gives the GPUs every "
+                                    "column)") in out.stderr
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "640", "--nb", "128",
                           "--gpus", "2", "--gpu-backend", "emulated", "--no-tune"],
                          capture_output=True, text=True, timeout=100)
@@ -236,5 +237,18 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "256", "--nb", "256",
                           "--gpus", "2", "--gpu-backend", "emulated", "--gpu-ratio", "0:1", "--no-tune"],
                          capture_output=True, text=True, timeout=100)  # one column: no ratio helps
-    assert out.returncode == 0 and ("tiledsl: warning: GPU 2 ran no task: the GPUs had every tile column, and there "
-                                    "are fewer columns than GPUs at this size (smaller tiles give more)") in out.stderr
+    assert out.returncode == 0 and ("tiledsl: warning: GPU 2 held no tile and ran no task: the GPUs had every tile "
+                                    "column, and there are fewer columns than GPUs at this size (smaller tiles give "
+                                    "more)") in out.stderr
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "300", "--nb", "100",
+                          "--np", "2", "--gpus", "2", "--gpu-backend", "emulated", "--no-tune"],
+                         capture_output=True, text=True, timeout=100)  # each rank's GPUs: rank 1 has one column
+    assert out.returncode == 0 and "warning: rank 0: GPU 2; rank 1: GPU 1, 2 held no tile and ran no task" in out.stderr
+    (tmp_path / "k.py").write_text("def scale(A):\n    A *= 2.0\n")  # no GPU body: its tasks run on the host
+    (tmp_path / "s.tile").write_text('use "k.py"\nkernel scale(inout A)\nprogram s {\n  tiling uniform(nb = 100)\n'
+                                     "  matrix A[n, n] = random general\n"
+                                     "  for i in 0 .. A.mt { for j in 0 .. A.nt { scale(A[i, j]) } }\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "s.tile", "--n", "1000", "--gpus", "2",
+                          "--gpu-backend", "emulated", "--no-tune"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=100)  # the GPUs hold tiles: why they ran nothing is explain's to say
+    assert out.returncode == 0 and "ran no task" not in out.stderr, out.stderr
