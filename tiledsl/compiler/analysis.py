@@ -407,10 +407,11 @@ class _Analyzer:
                                    f"first given at column {said[word.text]}", hint="give each qualifier once")
                 said.setdefault(word.text, word.span.column)
         if kind not in CHECK_ARITY:
-            if not self.file.uses:
+            if not self.file.uses:  # no module to hold a check of that name: a misspelt built-in one, said once
                 self.bag.error(check.kind.span, "E209", f"unknown check '{kind}'", *_suggest(kind, CHECK_ARITY),
                                hint=f"use one of {', '.join(CHECK_ARITY)}, or a function of the program's kernel "
                                     f"module (use \"kernels.py\")")
+                return
             self._user_check_words(check)
             return  # a user check: the module is read with the kernels
         arity = CHECK_ARITY[kind]
