@@ -198,7 +198,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
                               declared=_DECLARED_KERNEL.findall(source.text))
             or _value_dependent(source.path, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
-            or _misplaced_priority(where, before)
+            or _misplaced_priority(where, before, source.text.split("\n")[line - 2] if line > 1 else "")
             or Diagnostic(where, "E100", f"unexpected {found}", notes,
                           _token_hint(before, token, after, terminals, _in_braces(source.text, line, column))))
 
@@ -414,13 +414,17 @@ _PYTHON_CODEC = re.compile(r"^\(unicode error\) '\w+' codec can't decode bytes? 
 _PRIORITY_AFTER = re.compile(r"\b(?:(release)\b.*|priority\b.*)\b(priority)\s*$")
 
 
-def _misplaced_priority(where: Span, before: str) -> Diagnostic | None:
+def _misplaced_priority(where: Span, before: str, previous: str) -> Diagnostic | None:
     """A ``priority`` where none goes, read as a kernel's name (awaiting '('): after a ``release``,
-    which is no task, or after a call's priority."""
+    which is no task, or after a call's priority, on its line or the ``previous`` one (newlines
+    only separate tokens)."""
+    shift = 0
+    if re.fullmatch(r"\s*priority\s*", before):
+        shift, before = len(previous) + 1, previous + " " + before
     found = _PRIORITY_AFTER.search(before)
     if not found:
         return None
-    span = Span(where.path, where.line, found.start(2) + 1, where.line, found.end(2) + 1)
+    span = Span(where.path, where.line, found.start(2) + 1 - shift, where.line, found.end(2) + 1 - shift)
     if found.group(1):
         return Diagnostic(span, "E100", "a release takes no priority: it runs no task",
                           hint="drop the priority; a release frees the tiles once the tasks before it are done")
