@@ -627,7 +627,7 @@ def _misfit(search: _Search, tuned: str) -> str:
     values, expected = search.evaluate(reference_n, chosen)
     wrong = "; ".join(f"{matrix} has shape {shape}, expected {expected[matrix]}"
                       for matrix, shape in shapes.items() if expected[matrix] != tuple(shape))
-    inferred = n is None or len(search.params) < len(driver.PROGRAM.params)
+    inferred = bool(search.unknowns)  # (none left: n and every param that sizes an input were given)
     tiles = _tile_settings_sizing(search, reference_n, chosen, [m for m in shapes if expected[m] != tuple(shapes[m])])
     advice = (f"; give {spelling.n} and {spelling.params}{''.join(f' or {spelling.tile(t)}' for t in tiles)} "
               f"for the size you mean" if inferred else "")

@@ -239,3 +239,11 @@ def test_a_misfit_at_the_n_given_names_an_n_and_params_that_fit(tmp_path):
     with pytest.raises(UsageError, match=re.escape("give n= and params= for the size you mean (n=56 params={'r': 8} "
                                                    "fits)")):
         fitted(tmp_path, body, {"B": (57, 48)}, params={"q": 1}, n=40)
+
+
+def test_a_misfit_with_every_sizing_value_given_asks_for_none(tmp_path):
+    """n and r given, a param that sizes nothing left: "give n= and params=" asked for what was given."""
+    body = "param r = 3\n  param unused = 8\n  matrix B[n, r * n] = zeros"
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"B": (300, 700)}, params={"r": 3}, n=300)
+    assert str(error.value).endswith("B has shape (300, 700), expected (300, 900)")
