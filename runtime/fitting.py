@@ -60,27 +60,33 @@ def settings_hints(driver, options: Options, name: str, shape: tuple) -> list[st
     if single:
         return [_setting_text(spelling, setting, value) for setting, value in single]
     for free_n in (False, True):
-        try:
-            n, params = fit(driver, {name: shape}, replace(options, n=None) if free_n else options)
-        except UsageError:
-            continue
-        changed = {**({"n": n} if free_n and n != options.n else {}),
-                   **{key: value for key, value in params.items() if not _given_as(options, key, value)}}
-        return [" ".join(_setting_text(spelling, key, value) for key, value in changed.items())] if changed else []
+        changed = _settings_that_fit(driver, {name: shape}, options, free_n)
+        if changed is not None:
+            return [_settings_text(spelling, changed)] if changed else []
     return []
 
 
 def _at_another_n(driver, shapes: dict, options: Options) -> str:
     """`` (n=56, params={'r': 8} fits)`` where the shapes fit no params at the ``n`` given but do at
     another one (the params given kept); nothing otherwise."""
-    if options.n is None:
-        return ""
+    changed = _settings_that_fit(driver, shapes, options, free_n=True) if options.n is not None else None
+    return f" ({_settings_text(options.spelling, changed)} fits)" if changed else ""
+
+
+def _settings_that_fit(driver, shapes: dict, options: Options, free_n: bool) -> dict | None:
+    """The settings that give the inputs their ``shapes`` (``free_n``: ``n`` too), those given left
+    out; None when none do."""
     try:
-        n, params = fit(driver, shapes, replace(options, n=None))
+        n, params = fit(driver, shapes, replace(options, n=None) if free_n else options)
     except UsageError:
-        return ""
-    changed = {"n": n, **{key: value for key, value in params.items() if not _given_as(options, key, value)}}
-    return f" ({' '.join(_setting_text(options.spelling, key, value) for key, value in changed.items())} fits)"
+        return None
+    return {**({"n": n} if free_n and n != options.n else {}),
+            **{key: value for key, value in params.items() if not _given_as(options, key, value)}}
+
+
+def _settings_text(spelling, settings: dict) -> str:
+    """``--n 50 --set q=7`` (``n=50 params={'q': 7}`` for the API)."""
+    return " ".join(_setting_text(spelling, key, value) for key, value in settings.items())
 
 
 def _given_as(options: Options, param: str, value) -> bool:
