@@ -160,7 +160,7 @@ def idle_gpus_warning(result: RunResult, ranks: list) -> str | None:
     them = "them" if sum(map(len, idle.values())) > 1 else "it"
     if result.gpu_ratio is None:  # hybrid tiles: each GPU takes whole large blocks
         why = f"the hybrid tiling gave {them} no block column at this size (a smaller B, or a larger n, gives more)"
-    elif result.gpu_ratio[0] == 0:  # the GPUs have every column already: fewer than they are
+    elif result.gpu_ratio[0] == 0:  # the GPUs have every column already: there are fewer columns than GPUs
         why = ("the GPUs had every tile column, and there are fewer columns than GPUs at this size (smaller tiles "
                "give more)")
     else:
