@@ -142,6 +142,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options)}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
+    for stats, idle in zip(summary["ranks"], _gpus_without_tiles(matrices, distribution, nranks, gpus)):
+        stats["gpus_without_tiles"] = idle  # as a run's statistics say them
     summary["notes"][:0] = [without_tiles] if without_tiles else []
     dealt = _dealing_note(distribution, matrices, gpus)
     summary["notes"] += [dealt] if dealt else []
@@ -297,6 +299,17 @@ def _model_notes(machine, timing: Timing, program) -> list[str]:
         if unrated:
             notes.append(f"no {place} rate for {', '.join(unrated)} ({machine.source}): timed at gemm's")
     return notes
+
+
+def _gpus_without_tiles(matrices: dict, distribution, nranks: int, gpus: int) -> list[list[int]]:
+    """Per rank, its GPUs (from 1) that hold none of its tiles."""
+    held = [set() for _ in range(nranks)]
+    for matrix in matrices.values():
+        for i in range(matrix.mt):
+            for j in range(matrix.nt):
+                rank, device = distribution.owner(matrix.name, i, j)
+                held[rank].add(device)
+    return [[gpu for gpu in range(1, gpus + 1) if gpu not in devices] for devices in held]
 
 
 def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None, counted: bool) -> dict:
