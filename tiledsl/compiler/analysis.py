@@ -34,6 +34,9 @@ CHECK_ARGUMENTS = {"cholesky": ("-",), "lu": ("-", "--"), "qr": ("--",), "solve"
                    "product": ("roo",)}
 CHECK_ARITY = {kind: tuple(len(s) for s in signatures) for kind, signatures in CHECK_ARGUMENTS.items()}
 CHECK_OPTIONS = {"product": ("alpha", "beta")}
+#: how each built-in check is written (docs/language.md's table of checks), for an arity error
+CHECK_FORMS = {"cholesky": ("A",), "lu": ("A", "A, P"), "qr": ("A, T",), "solve": ("A, X, B",),
+               "inverse": ("A, X",), "product": ("C, A, B",)}
 #: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
 CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
 QR_REPLAYED = ("geqrt", "tpqrt", "ttqrt")  # the kernels whose reflectors `check qr` replays (runtime/verify.py)
@@ -417,7 +420,8 @@ class _Analyzer:
         arity = CHECK_ARITY[kind]
         if len(check.args) not in arity:
             counts = " or ".join(map(str, arity))
-            self.bag.error(check.span, "E202", f"check {kind} takes {counts} argument(s), got {len(check.args)}")
+            self.bag.error(check.span, "E202", f"check {kind} takes {counts} argument(s), got {len(check.args)}",
+                           hint="write it " + " or ".join(f"{kind}({form})" for form in CHECK_FORMS[kind]))
         else:
             signature = next(s for s in CHECK_ARGUMENTS[kind] if len(s) == len(check.args))
             for arg, accepts in zip(check.args, signature):
