@@ -138,6 +138,7 @@ class Monitor:
 
     def __init__(self, check, backstop=None):
         self.check, self.backstop = check, backstop
+        self.armed = (None, 0.0)  # (the backstop's seconds, when it was armed)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="watchdog", daemon=True)
 
@@ -162,9 +163,16 @@ class Monitor:
             self._arm()
 
     def _arm(self) -> None:
-        if self.backstop is not None:
-            limit = self.backstop()
-            frozen_backstop(None if limit is None else BACKSTOP_FACTOR * limit + BACKSTOP_GRACE)
+        """Arm the backstop again when its time changed or a quarter of it has passed: each arming
+        starts a thread of faulthandler's, which a tick need not do four times a second."""
+        if self.backstop is None:
+            return
+        limit = self.backstop()
+        seconds = None if limit is None else BACKSTOP_FACTOR * limit + BACKSTOP_GRACE
+        now = time.monotonic()
+        if seconds != self.armed[0] or seconds is not None and now - self.armed[1] > seconds / 4:
+            frozen_backstop(seconds)
+            self.armed = (seconds, now)
 
 
 #: how much longer than the watchdog's limit an interpreter may stop running Python code before
