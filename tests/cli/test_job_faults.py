@@ -216,16 +216,15 @@ def test_ctrl_c_names_the_kernel_a_rank_still_runs_before_any_abort(tmp_path):
                      r"stopped.*\n  running #\d+ nap\(A\[1, 0\]\), line 6, for \d+ s on CPU worker \d", err), err
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_a_rank_killed_without_a_word_is_named(tmp_path):
-    np.save(tmp_path / "out.npy", np.ones((3, 3)))
-    before = jobs.segments()
-    job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 4000, "--nb", 200,
-                "--output", "A=out.npy", cwd=tmp_path)
-    os.kill(rank_pid(1, "cholesky", tmp_path, in_mpi=True), signal.SIGKILL)
-    sent = time.monotonic()
-    code, out, err = finish(job)
-    assert code == 1 and time.monotonic() - sent < 10 and "Traceback" not in err  # a rank lost: exit 1
+    # The order is the kernel's: the launcher ends rank 0 once rank 1's files are closed, a step
+    # before rank 1's end is announced; a loaded machine that leaves the dying rank 1 off the CPU
+    # between the two can see rank 0 end first (once in CI, 2 ms apart). Two in a row is a defect.
+    for attempt in range(2):
+        err = _kill_rank_1_of_a_running_job(tmp_path / str(attempt))
+        if not re.search(r"rank 0 ended without finishing the run and without a word, first \(\d", err):
+            break
     # the one killed, named first: the launcher ended the other after it
     # (a loaded machine may see both ends at one wake-up: in order, not how far apart)
     assert re.search(r"tiledsl: error: rank 1 ended without finishing the run and without a word, first "
@@ -233,8 +232,23 @@ def test_a_rank_killed_without_a_word_is_named(tmp_path):
     assert "tiledsl: error: the launcher then ended rank 0\n" in err, err
     assert ("the launcher's exit status is 9, which is how it reports a rank killed by SIGKILL: the system's "
             "out-of-memory killer sends it (see `dmesg`), as does `kill -9`") in err, err
-    assert np.array_equal(np.load(tmp_path / "out.npy"), np.ones((3, 3)))
-    assert leftovers(before, tmp_path) == ([], [])
+
+
+def _kill_rank_1_of_a_running_job(folder):
+    """What a 2-rank job says when its rank 1 is killed by SIGKILL (checked: exit 1 at once,
+    its output untouched, nothing left behind)."""
+    folder.mkdir()
+    np.save(folder / "out.npy", np.ones((3, 3)))
+    before = jobs.segments()
+    job = start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 4000, "--nb", 200,
+                "--output", "A=out.npy", cwd=folder)
+    os.kill(rank_pid(1, "cholesky", folder, in_mpi=True), signal.SIGKILL)
+    sent = time.monotonic()
+    code, out, err = finish(job)
+    assert code == 1 and time.monotonic() - sent < 10 and "Traceback" not in err  # a rank lost: exit 1
+    assert np.array_equal(np.load(folder / "out.npy"), np.ones((3, 3)))
+    assert leftovers(before, folder) == ([], [])
+    return err
 
 
 @pytest.mark.timeout(60)

@@ -48,7 +48,9 @@ class RankWatch:
 
     def first_of(self, ranks: list[int]) -> tuple[int, float | None] | None:
         """The rank of ``ranks`` that ended first and how many seconds before the next one (None
-        where one wake-up saw both end), when every one of them was watched; else None."""
+        where one wake-up saw both end), when every one of them was watched; else None. The order
+        is the kernel's: the launcher ends the others once the first has closed its files, a step
+        before its end is announced, so a machine too loaded to run that step can invert it."""
         if len(ranks) < 2 or not all(rank in self._watched and rank in self.ended for rank in ranks):
             return None
         first, second = [rank for rank in self._order if rank in ranks][:2]
