@@ -380,9 +380,13 @@ def count_nonfinite(matrices: dict, comm, held: dict, given: set) -> tuple[dict,
             {name: int(count) for name, count in zip(names, before) if count})
 
 
-def _gpus_without_tiles(matrices: dict, gpus: int) -> list[int]:
-    """This rank's GPUs (from 1) that hold none of its tiles."""
-    held = {tile.device for matrix in matrices.values() for tile in matrix.local_tiles()}
+def _gpus_without_tiles(engine, matrices: dict, gpus: int) -> list[int]:
+    """This rank's GPUs (from 1) that hold none of its tiles (out of core: are placed none, though
+    the tiles live on the host)."""
+    exchange = engine.exchange
+    out_of_core = exchange.out_of_core if exchange is not None else None
+    device_of = out_of_core.device_of if out_of_core is not None else (lambda tile: tile.device)
+    held = {device_of(tile) for matrix in matrices.values() for tile in matrix.local_tiles()}
     return [gpu for gpu in range(1, gpus + 1) if gpu not in held]
 
 
@@ -405,7 +409,7 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "peak_tile_bytes": local + copies,
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
             "host_took": engine.stats.host_took,  # GPU tasks its CPU workers took (--host-takes)
-            "gpus_without_tiles": _gpus_without_tiles(matrices, len(per_worker) - workers),
+            "gpus_without_tiles": _gpus_without_tiles(engine, matrices, len(per_worker) - workers),
             "kernel_notes": engine.kernel_notes.summary(),  # what kernels said without failing (.notes)
             "out_of_core": _cache_statistics(engine),
             "instances": engine.exchange.instance_counts() if engine.exchange is not None else None,

@@ -252,3 +252,15 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
                           "--gpu-backend", "emulated", "--no-tune"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=100)  # the GPUs hold tiles: why they ran nothing is explain's to say
     assert out.returncode == 0 and "ran no task" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_gpus_of_an_out_of_core_run_hold_their_tiles_on_the_host_and_are_not_said_idle():
+    """Out of core, a GPU's tiles live on the host and its cache serves them: it held them, and ran tasks."""
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "1000", "--nb", "200",
+                          "--gpus", "2", "--gpu-backend", "emulated", "--gpu-memory", "2M", "--no-tune", "--json"],
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0 and "held no tile" not in out.stderr, out.stderr
+    stats = json.loads(out.stdout.splitlines()[-1])["ranks"][0]
+    assert stats["out_of_core"] is not None and stats["gpus_without_tiles"] == []
+    assert stats["tasks_by_device"]["gpu1"] > 0 and stats["tasks_by_device"]["gpu2"] > 0
