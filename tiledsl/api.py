@@ -259,6 +259,9 @@ class Loaded:
         program, workspaces = self.program, [d.name for d in self.program.workspaces]
         if name in self.matrices:
             return
+        if not isinstance(name, str):  # 3 or None: no name, nor a close one
+            raise TiledslError(f"{program.name} has no matrix {name!r}: matrices are named by strings "
+                               f"(its matrices: {', '.join(self.matrices)})")
         if name in workspaces:
             raise TiledslError(f"{name} is a workspace of {program.name}, which starts as zeros; only its "
                                f"matrices ({', '.join(self.matrices)}) take arrays")

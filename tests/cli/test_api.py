@@ -778,3 +778,10 @@ def test_a_run_lets_go_of_its_tiles_without_the_cyclic_collector():
         if was_enabled:
             gc.enable()
     assert grown < 2 * 600 * 600 * 8, grown  # one matrix is 2.9 MB; four runs kept 11.5 MB
+
+
+@pytest.mark.parametrize("key", [3, None, 2.5])
+def test_a_matrix_keyed_by_other_than_a_string_is_refused_by_name(key):
+    with pytest.raises(TiledslError) as error:
+        tiledsl.load("gesv").run({key: np.eye(5)})
+    assert str(error.value) == f"gesv has no matrix {key!r}: matrices are named by strings (its matrices: A, B)"
