@@ -850,8 +850,9 @@ class _Analyzer:
                 if got >= required:  # enough of them, one an optional one given by name: "takes 2 to 3, got 2" misleads
                     self.bag.error(stmt.span, "E202", f"{missing} from the call of {name}", signature,
                                    hint=f"give it by position, or as {param.name.text} = VALUE")
-                else:
-                    self.bag.error(stmt.span, "E202", f"{takes}, got {got}", signature, missing)
+                else:  # which one was left out cannot be told: how the ones given are taken can
+                    self.bag.error(stmt.span, "E202", f"{takes}, got {got}", signature,
+                                   _taken_as(params, len(stmt.args), given))
                 return None, False
             ok &= arg is param.default or self._fits(param, arg, name, index)  # defaults: checked once
             bound.append((param, arg))
@@ -1492,6 +1493,19 @@ def _difference_of_itself(expr) -> bool:
     (``C.n - C.n`` in a flop count, ``alpha - alpha`` of a float)."""
     return isinstance(expr, n.Binary) and expr.op == "-" and unparse(expr.left) == unparse(expr.right)
 
+
+def _taken_as(params: list, positional: int, given: dict) -> str:
+    """A note on a call with too few arguments: how the ones given by position are taken, and which
+    parameters that leaves without one (the one left out may be any of them, not the last)."""
+    quoted = lambda names: ", ".join(f"'{name}'" for name in names)
+    unbound = [p.name.text for p in params if p.name.text not in given and p.default is None]
+    left = f"{quoted(unbound)} {'is' if len(unbound) == 1 else 'are'} left without one"
+    if not positional:
+        return left
+    taken = quoted(p.name.text for p in params[:positional])
+    if positional == 1:
+        return f"the one given by position is taken as {taken}: {left}"
+    return f"the {positional} given by position are taken as {taken}, in that order: {left}"
 
 def _suggest(name: str, candidates) -> tuple[str, ...]:
     close = did_you_mean(name, candidates)
