@@ -513,3 +513,10 @@ def test_a_check_option_the_parameters_cannot_give_is_a_usage_error(tmp_path):
     with pytest.raises(tiledsl.TiledslError, match=r"^check product \(scaled\.tile:7\): option alpha is inf: a "
                                                    r"check's options are finite numbers$"):
         tiledsl.load(tmp_path / "scaled.tile").run(n=100, check=True)
+
+
+def test_a_rate_past_a_million_gflops_is_written_in_four_figures_not_hundreds_of_digits():
+    ranks = [{"flops": 1e308, "uncounted": None, "tasks": 1}]
+    assert reporting.rate_text(999999.5, ranks) == "   999999.50 GFLOP/s"
+    assert reporting.rate_text(1.23456e6, ranks) == "   1.235e+06 GFLOP/s"
+    assert reporting.rate_text(1.4e297, ranks) == "   1.4e+297 GFLOP/s"
