@@ -240,12 +240,16 @@ def test_sizes_that_no_hybrid_host_slice_fits_are_refused(tmp_path):
 
 
 @pytest.mark.timeout(30)
-def test_the_ratios_searched_are_one_per_way_of_dealing_the_columns_that_gives_the_gpus_some(tmp_path):
+def test_the_ratios_searched_are_one_per_way_of_dealing_the_columns_that_gives_each_gpu_some(tmp_path):
     """n=800, nb=320: 3 tile columns, which every ratio from 3:4 up keeps all on the host, 1:G deals
-    as 1:1 does, and 2:1 as 2:3; each of these is the one nearest the guess, 5:4."""
+    as 1:1 does, and 2:3 and 2:1 leave GPU 2 none (the run would warn of it); 1:1 is the one nearest
+    the guess, 5:4. With 4 GPUs no ratio gives each of them one of 3 columns: those giving any are kept."""
     ratios, columns = tune_command.distinct_ratios(driver_of(tmp_path, "cholesky"),
                                                    Options(n=800, tiles={"nb": 320}, gpus=2), Fraction(5, 4))
-    assert (ratios, columns) == ([Fraction(0), Fraction(2, 3), Fraction(1)], 3)
+    assert (ratios, columns) == ([Fraction(0), Fraction(1)], 3)
+    ratios, columns = tune_command.distinct_ratios(driver_of(tmp_path, "cholesky"),
+                                                   Options(n=800, tiles={"nb": 320}, gpus=4), Fraction(5, 4))
+    assert columns == 3 and Fraction(0) in ratios and len(ratios) > 1
 
 
 @pytest.mark.timeout(120)

@@ -23,7 +23,7 @@
    and its neighbours, 64 columns (a GPU's uniform tiles: the next sizes timed; a
    ratio: one step) apart, moving while it gets faster; the fastest setting wins.
    The ratios searched are one per way of dealing the trials' tile columns to the
-   host and the GPUs, none leaving the GPUs without one (:func:`distinct_ratios`).
+   host and the GPUs, none leaving a GPU without one (:func:`distinct_ratios`).
    A program with an inner block (:func:`inner_block_params`: QR's ``ib``, the
    height of its ``T`` workspace) has it searched at each tile setting tried,
    among the sizes of :data:`INNER_BLOCKS` that divide the tiles
@@ -675,8 +675,9 @@ class _Tuner:
         measure_ratio = lambda r: trials.seconds(tiles, (r.numerator, r.denominator), params)
         guess = Fraction(*first)
         candidates, columns = distinct_ratios(trials.driver, trials.options_of(tiles, None, params), guess)
-        self.log(f"  gpu-ratio candidates, one per way of dealing the {columns} tile column(s) that gives the GPUs "
-                 f"some: {', '.join(f'{r.numerator}:{r.denominator}' for r in candidates)}")
+        self.log(f"  gpu-ratio candidates, one per way of dealing the {columns} tile column(s) that gives "
+                 f"{'each GPU' if columns >= self.gpus else 'the GPUs'} some (climbed from the nearest to "
+                 f"{guess.numerator}:{guess.denominator} while it gets faster): {', '.join(f'{r.numerator}:{r.denominator}' for r in candidates)}")
         start = min(range(len(candidates)), key=lambda i: abs(candidates[i] - guess))
         chosen, history = hill_climb(candidates, start, measure_ratio, more_time=more_time)
         chosen, history = gpu_only_unless_slower(chosen, history, RATIOS[0], measure_ratio)
@@ -694,7 +695,8 @@ class _Tuner:
 def distinct_ratios(driver, options: Options, guess: Fraction) -> tuple[list, int]:
     """``(ratios, columns)``: :data:`RATIOS`, one for each way they deal the ``columns`` tile columns of a run
     with ``options`` (the trials': their n, tiles, parameters and GPUs) to the host and the GPUs, the one
-    nearest ``guess``; none that leaves the GPUs without a column. Ratios dealing the columns alike run
+    nearest ``guess``; none that leaves a GPU without a column, unless there are fewer columns than
+    GPUs (then none that leaves them all without one). Ratios dealing the columns alike run
     alike (at 3 columns and 2 GPUs, 3:4, 5:4 and 4:3 all keep every one on the host): timing each would
     pick one by noise, and the cache would keep a split that is no split at the runs' size."""
     program = driver.PROGRAM
@@ -707,7 +709,9 @@ def distinct_ratios(driver, options: Options, guess: Fraction) -> tuple[list, in
         devices = tuple(distribution.device_of(0, j) for j in range(columns))
         if any(device != HOST for device in devices):
             dealt.setdefault(devices, ratio)
-    return sorted(dealt.values()), columns
+    # a ratio that leaves one of the GPUs idle at this size is what the run then warns of
+    every_gpu = {devices: ratio for devices, ratio in dealt.items() if len(set(devices) - {HOST}) == options.gpus}
+    return sorted((every_gpu or dealt).values()), columns
 
 
 def time_in_run(trials: "Trials", chosen: tuple, kernels: list, gpus: int, result: dict, log) -> None:
