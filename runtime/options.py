@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 import os
 import re
 import sys
@@ -479,9 +480,12 @@ def byte_size(text: str, flag: str) -> int:
     try:
         size = float(number) * scale
     except ValueError:
-        raise UsageError(f"{flag}: {text!r} is not a size (e.g. 20G, 512M, 1000000)") from None
-    if not size > 0 or size == float("inf"):
-        raise UsageError(f"{flag} must be positive, got {text!r}")
+        raise UsageError(f"{flag}: {text!r} is not a size (bytes, or with a suffix K, M, G or T for powers "
+                         f"of 1024: e.g. 20G, 512M, 1000000)") from None
+    if not math.isfinite(size):
+        raise UsageError(f"{flag}: {text!r} is not a finite size")
+    if not size >= 1:  # 0.5 would be 0 bytes
+        raise UsageError(f"{flag} must be at least 1 byte, got {text!r}")
     return int(size)
 
 
