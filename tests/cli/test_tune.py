@@ -990,3 +990,19 @@ def test_a_kernel_without_a_flop_count_is_said_to_be_timed_as_a_gemm():
     tune.time_in_run(trials, None, ["mm", "shift"], 0, {"speeds": {"core": {}}}, said.append)
     assert said == ["timed in the search's runs of the program, on a core: mm 20.1 GFLOP/s, shift 612 GFLOP/s "
                     "as if a gemm on its largest tile (it declares no flop count)"]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("gpus, sizes, message", [
+    (1, [64], r"^--sizes 64: hetero_cholesky's hybrid tiles of s = 2 slices need B of at least 128: give such a size$"),
+    (0, [512], r"^--sizes 512: hetero_cholesky's hybrid tiling B=512, s=2 leaves the host slices b at most 448 wide"),
+])
+def test_sizes_that_make_no_hybrid_tiling_are_refused_before_any_kernel_is_timed(tmp_path, monkeypatch, gpus, sizes,
+                                                                                 message):
+    """Refused after the whole table of kernel speeds, which took its share of the budget for nothing."""
+    def never(self):
+        raise AssertionError("a kernel was timed")
+
+    monkeypatch.setattr(tune_command._Tuner, "time_kernels", never)
+    with pytest.raises(UsageError, match=message):
+        tune(driver_of(tmp_path, "hetero_cholesky"), gpus=gpus, workers=1, budget=2, sizes=sizes, n=1024)

@@ -427,6 +427,7 @@ class _Tuner:
         """The three steps; the cache entry."""
         self.plan_kernels()
         self.choose_sizes(sizes)
+        self.check_hybrid_sizes()
         self.log_plan()
         speeds = self.time_kernels()
         self.core_mix = mix_rates(speeds["core"], self.weights)
@@ -491,6 +492,32 @@ class _Tuner:
                              f"runs of one tile cannot tell tile sizes apart (give --n {2 * smallest} or more, "
                              f"or leave it out)")
 
+    def check_hybrid_sizes(self) -> None:
+        """Hybrid tiles: a usage error, before any timing, when no size tune may try makes a tiling
+        (on GPUs, ``B`` wide enough for the program's ``s`` slices; without, a host slice ``b``)."""
+        if self.program.tiling.kind != "hybrid":
+            return
+        s = int(self.defaults.get("s") or 2)
+        if self.gpus:
+            if self.sizes_given and max(self.gpu_sizes) < STEP * max(2, s):
+                raise UsageError(f"--sizes {','.join(map(str, self.gpu_sizes))}: {self.program.name}'s hybrid tiles "
+                                 f"of s = {s} slices need B of at least {STEP * max(2, s)}: give such a size")
+            return
+        B = int(self.defaults["B"])
+        if s < 2 or (B - 1) // max(1, s - 1) < STEP:
+            raise UsageError(f"{self.program.name}'s hybrid tiling B={B}, s={s} leaves no b to tune without GPUs")
+        if not self.host_slice_sizes():
+            raise UsageError(f"--sizes {','.join(map(str, self.cpu_sizes))}: {self.program.name}'s hybrid tiling "
+                             f"B={B}, s={s} leaves the host slices b at most "
+                             f"{(B - 1) // max(1, s - 1) // STEP * STEP} wide: give such a size")
+
+    def host_slice_sizes(self) -> list:
+        """Hybrid tiles without GPUs: the host slices ``b`` the program's ``B`` and ``s`` leave room
+        for, in steps of 64 (among ``--sizes``, if given)."""
+        B, s = int(self.defaults["B"]), int(self.defaults["s"])
+        widest = (B - 1) // max(1, s - 1) // STEP * STEP
+        return [b for b in range(STEP, widest + 1, STEP) if not self.sizes_given or b in self.cpu_sizes]
+
     def log_plan(self) -> None:
         gpus, sets, blocks = self.gpus, self.sets, self.blocks
         self.log(f"tune {self.program.name}: {self.workers} worker(s)"
@@ -534,11 +561,7 @@ class _Tuner:
         s_default = int(self.defaults.get("s") or 2)
         B = max(B, STEP * max(2, s_default))
         if self.sizes_given and B not in self.gpu_sizes:  # widened for the slices: the next size given
-            B = min((size for size in self.gpu_sizes if size > B), default=None)
-            if B is None:
-                raise UsageError(f"--sizes {','.join(map(str, self.gpu_sizes))}: {self.program.name}'s hybrid tiles "
-                                 f"of s = {s_default} slices need B of at least {STEP * max(2, s_default)}: give "
-                                 f"such a size")
+            B = min(size for size in self.gpu_sizes if size > B)  # one is (check_hybrid_sizes)
         B_h = host_width(B, best["core"], self.workers, best["gpu"], self.gpus)
         b, s = hybrid_split(B, B_h, s_default)
         self.log(f"B = {B}: the smallest GPU gemm size within {THRESHOLD:.0%} of the best "
@@ -556,16 +579,10 @@ class _Tuner:
 
     def hybrid_host_guess(self) -> Guess:
         """The program's ``B`` and ``s``; ``b`` from the kernel mix on a core."""
-        B, s = int(self.defaults["B"]), int(self.defaults["s"])
-        widest = (B - 1) // max(1, s - 1) // STEP * STEP
-        if s < 2 or widest < STEP:
-            raise UsageError(f"{self.program.name}'s hybrid tiling B={B}, s={s} leaves no b to tune without GPUs")
-        candidates = [b for b in range(STEP, widest + 1, STEP) if not self.sizes_given or b in self.cpu_sizes]
-        if not candidates:
-            raise UsageError(f"--sizes {','.join(map(str, self.cpu_sizes))}: {self.program.name}'s hybrid tiling "
-                             f"B={B}, s={s} leaves the host slices b at most {widest} wide: give such a size")
-        b = min(max(smallest_near_best(self.core_mix), STEP), widest)
-        b = min(candidates, key=lambda c: (abs(c - b), c))  # --sizes: the nearest one given
+        B = int(self.defaults["B"])
+        candidates = self.host_slice_sizes()  # some (check_hybrid_sizes)
+        b = max(smallest_near_best(self.core_mix), STEP)
+        b = min(candidates, key=lambda c: (abs(c - b), c))  # the nearest one there is room for (or given)
         self.log(f"b = {b}: the smallest size within {THRESHOLD:.0%} of the best rate of the kernel mix on a core")
         return Guess(candidates, candidates.index(b), B, "B", lambda c: {"b": c}, lambda c: f"b={c}")
 
