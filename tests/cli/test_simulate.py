@@ -494,3 +494,22 @@ def test_a_note_says_when_tile_columns_were_dealt_far_from_the_ratio(capsys, mac
                                "first), so a rank holding fewer than 3 leaves GPUs short"]
     result = simulate(capsys, "cholesky", "--n", 9216, "--nb", 576, "--machine", "keeneland")
     assert result["notes"] == []  # 16 tile columns on one rank: the host has 2, each GPU 4 or 5
+
+
+@pytest.mark.timeout(60)
+def test_a_trace_replaces_only_a_trace_and_never_the_program(capsys, tmp_path, monkeypatch):
+    """--trace overwrote any file: notes, the .tile it simulated, its kernel module (as run refuses to)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.tile").write_text((ROOT / "programs/cholesky.tile").read_text())
+    (tmp_path / "notes.txt").write_text("mine\n")
+    args = ["simulate", "p.tile", "--n", "300", "--nb", "100", "--machine", "keeneland", "--trace"]
+    assert main([*args, "p.tile"]) == 2
+    assert capsys.readouterr().err == ("tiledsl: error: --trace p.tile: that is p.tile, a file of the program itself, "
+                                       "which the output would replace: name another file\n")
+    assert main([*args, "notes.txt"]) == 2
+    assert capsys.readouterr().err == ("tiledsl: error: --trace notes.txt: notes.txt is there and is not a trace an "
+                                       "earlier run wrote: it replaces only those; name another file, or remove it "
+                                       "first\n")
+    assert (tmp_path / "notes.txt").read_text() == "mine\n" and "program cholesky" in (tmp_path / "p.tile").read_text()
+    assert main([*args, "t.json"]) == 0 and main([*args, "t.json"]) == 0  # a trace it wrote: replaced
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]

@@ -17,17 +17,19 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 from ..runtime.broadcast import CHOICES
 from ..runtime.distribution import parse_grid
 from ..runtime.layout import make_params, placement, use_tuned
 from ..runtime.fitting import check_files, fit_files
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
-from ..runtime.outputs import check_writable
+from ..runtime.outputs import check_output_paths
 from ..runtime.priorities import MODES
 from ..runtime.reporting import json_text, rate_text, settings_text
 from ..runtime.resources import bytes_text
 from ..runtime.trace import chrome_trace, compute_lanes
+from ..runtime.userkernels import program_files
 from ..runtime.world import UsageError
 
 
@@ -93,8 +95,8 @@ def run(args, driver) -> int:
     grid, _, _ = placement(driver, params, args.grid, nodes, 0, options.gpus, options.gpu_ratio)
     if machine is None:
         machine = this_machine(program.name, options.gpus, args.gpu_backend, args.file)
-    if args.trace is not None:  # before the simulation, which may take minutes
-        check_writable(args.trace, f"--trace {args.trace}")
+    if args.trace is not None:  # before the simulation, which may take minutes; as run refuses it
+        check_output_paths(replace(options, outputs={}, trace=args.trace), program_files(program, driver))
     progress = None if args.json or not sys.stderr.isatty() else _progress
     result = simulate(driver, options, nodes, grid, machine, trace=args.trace is not None, progress=progress,
                       ratio_from_rates=args.machine is not None)
