@@ -977,3 +977,19 @@ def test_an_output_in_a_folder_that_is_a_file_is_said_as_run_says_it(tmp_path, c
     out = tiledsl(*command, target)
     assert_clean_failure(out, status=2)
     assert out.err == f"tiledsl: error: -o {target}: {str(tmp_path / 'afile')!r} is a file, not a directory\n"
+
+
+@pytest.mark.timeout(120)
+def test_a_reader_leaving_in_the_middle_of_the_graph_ends_it_with_141_not_0():
+    """`tiledsl graph ... | head -1`: the DOT text, far larger than the pipe's buffer, went in one
+    write, which the reader's leaving cut short; Python's stream dropped the rest and exited 0."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(CACHE["dir"]))
+    with subprocess.Popen([sys.executable, "-m", "tiledsl.commands.cli", "graph", "programs/cholesky.tile", "--n", "1000",
+                           "--nb", "60"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as job:
+        first = job.stdout.read(100)
+        time.sleep(0.5)  # the whole text is being written, the pipe full
+        job.stdout.close()
+        error = job.stderr.read().decode()
+        status = job.wait(timeout=LIMIT * 3)
+    assert first.startswith(b'digraph "cholesky" {')
+    assert (status, error) == (141, "")

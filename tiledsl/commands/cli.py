@@ -47,7 +47,9 @@ def main(argv=None) -> int:
         args = _parser().parse_args(argv)
         args.argv = argv
         _say_which_program(args)
-        return args.handler(args)
+        status = args.handler(args)
+        sys.stdout.flush()  # what is still buffered fails here, as the rest did (| head), not at exit with 0
+        return status
     except BrokenPipeError:  # stdout's reader has gone (| head): a normal end
         from ..runtime.launch import stdout_closed
 
@@ -104,6 +106,20 @@ class NotCompiled(Exception):
 
 class StdoutError(OSError):
     """Writing to stdout failed (not a broken pipe: that is a reader that left)."""
+
+
+def _write_out(text: str) -> None:
+    """Write ``text`` to stdout whole, or fail: a write the reader leaves in the middle of (`| head`)
+    returns part of it, after which Python's own stream drops the rest and says nothing (exit 0)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    data = memoryview(text.encode(sys.stdout.encoding or "utf-8", sys.stdout.errors or "strict"))
+    while data:
+        data = data[_GuardedStdout._guarded(os.write, fd, data):]
 
 
 class _GuardedStdout:
@@ -303,7 +319,7 @@ def _compile(args) -> int:
         raise UsageError(f"-o {args.output}: the program's kernel module is named {Path(module).name} too, and the "
                          f"driver looks for it beside itself first, where it would find itself: name it otherwise")
     if args.output is None:
-        sys.stdout.write(text)
+        _write_out(text)
         return 0
     try:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -484,7 +500,7 @@ def _graph(args) -> int:
         print(f"tiledsl: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
         return 2
     if args.output is None:
-        sys.stdout.write(text)
+        _write_out(text)
     return 0
 
 
