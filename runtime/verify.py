@@ -304,8 +304,16 @@ class Verifier:
             end = min(c1, factored.m)  # a panel has a pivot per column, down to the last row
             row = _rows_of_columns(g, t)[0]
             if c0 < end and pivots.rank_of(row, t) == self.engine.rank:
-                ipiv[c0:end] = c0 + pivots.tile(row, t).data[0, :end - c0]
-        return self.comm.allreduce_sum(ipiv) if self.comm is not None else ipiv
+                data = pivots.tile(row, t).data  # None: never written (zeros would read as interchanges)
+                ipiv[c0:end] = np.nan if data is None else c0 + data[0, :end - c0]
+        ipiv = self.comm.allreduce_sum(ipiv) if self.comm is not None else ipiv
+        unwritten = [f"{pivots.name}[{_rows_of_columns(g, t)[0]}, {t}]" for t in range(g.nt)
+                     if g.col_range(t)[0] < factored.m and np.isnan(ipiv[g.col_range(t)[0]])]
+        if unwritten:  # said alike on every rank
+            raise CheckError("lu", f"check lu: no task wrote {', '.join(unwritten)}, where the check reads the "
+                             f"interchanges of {factored.name}'s panels; an LU without pivoting is checked by "
+                             f"lu({factored.name})")
+        return ipiv
 
     # ---------------------------------------------------------------- norms
     def _norm(self, matrix: TiledMatrix, symmetric: bool = False, infinity: bool = False,

@@ -520,3 +520,20 @@ def test_a_rate_past_a_million_gflops_is_written_in_four_figures_not_hundreds_of
     assert reporting.rate_text(999999.5, ranks) == "   999999.50 GFLOP/s"
     assert reporting.rate_text(1.23456e6, ranks) == "   1.235e+06 GFLOP/s"
     assert reporting.rate_text(1.4e297, ranks) == "   1.4e+297 GFLOP/s"
+
+
+
+@pytest.mark.parametrize("steps, unwritten", [(1, "P[1, 1], P[2, 2], P[3, 3]"), (0, "P[0, 0], P[1, 1], P[2, 2], P[3, 3]")])
+def test_pivots_no_task_wrote_fail_the_check_naming_the_tiles(tmp_path, steps, unwritten):
+    """An unwritten tile was an internal error (its data None); read as zeros it would name
+    interchanges (each row with its panel's first), and an LU without pivoting would fail by far."""
+    import tiledsl
+
+    path = tmp_path / "partial.tile"
+    path.write_text("program partial {\n  tiling uniform(nb = 32)\n  param steps = 1\n"
+                    "  matrix A[n, n] = random general\n  workspace P like A rows 1\n  check lu(A, P)\n"
+                    "  for k in 0 .. min(steps, A.nt) { getrf(A[k : A.mt, k], P[k, k]) }\n}\n")
+    with pytest.raises(tiledsl.TiledslError) as error:
+        tiledsl.load(path).run(n=100, params={"steps": steps}, check=True)
+    assert str(error.value) == (f"check lu: no task wrote {unwritten}, where the check reads the interchanges of "
+                                f"A's panels; an LU without pivoting is checked by lu(A)")
