@@ -32,7 +32,7 @@ from .matrix import call_views
 from .notes import KernelNotes, arguments_text, where_ran
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
-from .program import flatten, tiles_text
+from .program import INT64_MAX, flatten, tiles_text
 from .scheduler import Scheduler, Task
 from .share import among, every_value
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, running_line, running_lines
@@ -559,6 +559,8 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
         array = arrays[index]
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     shapes = [arrays[index].shape for index in call.writes]
+    if task.values:
+        _check_integers(call, task.values)
     arguments = arrays if call.plain else call.arguments(arrays, task.values)
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
     try:
@@ -572,6 +574,15 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
     if not call.plain:
         _check_panels_kept(task, arguments, arrays)
     _check_returned(returned, arrays)
+
+
+def _check_integers(call, values) -> None:
+    """An int argument beyond 64 bits (``q * q`` of a large ``q``) is refused, not handed on: a
+    kernel in C would take it wrapped around (Python ints have no range of their own)."""
+    for name, value in zip(call.values, values):
+        if type(value) is int and not -INT64_MAX <= value <= INT64_MAX:
+            raise KernelError(f"its int argument {name} = {value} is beyond the 64-bit range (±{INT64_MAX}, "
+                              f"2**63 - 1), which the integers a program computes stay within: check its formula")
 
 
 def _check_returned(returned, arrays: list) -> None:

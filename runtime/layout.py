@@ -13,6 +13,7 @@ from .distribution import BlockCyclic, Hybrid, squarest_grid
 from .geometry import Geometry
 from .matrix import TiledMatrix
 from .options import TILING_SETTINGS, Options, Params, SetText, Spelling, long_number, read_setting
+from .program import INT64_MAX
 from .resources import every_rank_has_tiles
 from .world import UsageError, grid_for
 
@@ -123,9 +124,6 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
                          f"±{INT64_MAX} (2**63 - 1), as every integer a program computes")
     return value
 
-
-#: the integers a program computes stay within it (the compiler's E211)
-INT64_MAX = 2 ** 63 - 1
 
 
 def _reads_as_float(text: str) -> bool:

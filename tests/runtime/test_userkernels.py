@@ -160,3 +160,22 @@ def test_files_beside_a_kernel_module_never_hide_installed_packages(tmp_path):
     out = tiledsl("run", "program/t.tile", "--n", 8, "--output", "A=a.npy", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert np.load(tmp_path / "a.npy")[0, 0] == 7.0
+
+
+@pytest.mark.timeout(60)
+def test_an_int_argument_beyond_64_bits_fails_its_task_rather_than_reach_the_kernel(tmp_path):
+    """q * q with q = 4e9 reached the kernel as 16000000000000000000 (a C kernel takes it wrapped)."""
+    import tiledsl
+
+    (tmp_path / "k.py").write_text("def put(A, v):\n    A[:] = float(v)\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel put(out A, int v) flops 0\nprogram ov {\n'
+                                     "  tiling uniform(nb = 1)\n  param q = 2\n  matrix R[1, 1] = zeros\n"
+                                     "  put(R[0, 0], q * q)\n}\n")
+    program = tiledsl.load(tmp_path / "t.tile")
+    assert program.run(n=1, params={"q": 3037000499})["R"][0, 0] == float(3037000499 ** 2)  # the largest square in range
+    with pytest.raises(tiledsl.TiledslError) as error:
+        program.run(n=1, params={"q": 4000000000})
+    assert str(error.value).endswith(
+        "kernel put failed on R[0, 0] (put(R[0, 0], q * q) with v = 16000000000000000000): its int argument v = "
+        "16000000000000000000 is beyond the 64-bit range (±9223372036854775807, 2**63 - 1), which the integers a "
+        "program computes stay within: check its formula"), str(error.value)
