@@ -54,26 +54,27 @@ def check_output_paths(options: Options, program_files=()) -> None:
             raise UsageError(f"{what}: that is {os.path.basename(own[os.path.realpath(path)])}, a file of the "
                              f"program itself, which the output would replace: name another file")
         check_writable(path, what)
-        matrix = what.startswith("--output")
-        if not _replaceable(path, NPY_MAGIC if matrix else TRACE_START):
-            kind = "a .npy file (a matrix an earlier run wrote)" if matrix else "a trace an earlier run wrote"
-            raise UsageError(f"{what}: {path} is there and is not {kind}: it replaces only those; name another "
-                             f"file, or remove it first")
+        if what.startswith("--output"):
+            check_replaceable(path, what, (NPY_MAGIC,), "a .npy file (a matrix an earlier run wrote)")
+        else:
+            check_replaceable(path, what, (TRACE_START,), "a trace an earlier run wrote")
         same = seen.setdefault(os.path.realpath(path), what)
         if same != what:
             raise UsageError(f"{what}: the same file as {same}: give each output a file of its own")
 
 
-def _replaceable(path: str, start: bytes) -> bool:
-    """Whether an output may replace what ``path`` holds: nothing, an empty file, or a file that opens
-    with ``start`` (by its contents: an earlier run's output of that kind, whatever its name); not a
-    script, notes, data of another kind."""
+def check_replaceable(path: str, what: str, starts: tuple, kind: str) -> None:
+    """A :class:`UsageError` unless an output may replace what ``path`` holds: nothing, an empty
+    file, or a file that opens with one of ``starts`` (by its contents: an earlier output of that
+    ``kind``, whatever its name); not a script, notes, data of another kind."""
     try:
         with open(path, "rb") as existing:
-            found = existing.read(len(start))
+            found = existing.read(max(map(len, starts)))
     except OSError:  # none there, or unreadable (check_writable said what it could)
-        return True
-    return not found or found == start
+        return
+    if found and not found.startswith(starts):
+        raise UsageError(f"{what}: {path} is there and is not {kind}: it replaces only those; name another "
+                         f"file, or remove it first")
 
 
 def check_writable(path: str, what: str) -> None:

@@ -217,3 +217,19 @@ def test_an_input_file_of_another_shape_than_n_gives_is_refused_as_run_refuses_i
     assert main(["graph", CHOLESKY, "--n", "300", "--input", f"A={tmp_path / 'a.npy'}"]) == 2
     assert capsys.readouterr().err.strip() == (f"tiledsl: error: input file '{tmp_path / 'a.npy'}' has shape "
                                                f"(200, 300) but the matrix needs shape (300, 300)")
+
+
+@pytest.mark.timeout(60)
+def test_a_graph_replaces_only_a_drawing_never_a_file_of_another_kind(tmp_path, capsys):
+    """-o checked only the suffix: another tool's .dot was replaced by the graph."""
+    mine = tmp_path / "mine.dot"
+    mine.write_text("my notes\n")
+    args = ["graph", str(ROOT / "programs/cholesky.tile"), "--n", "300", "--nb", "100", "-o"]
+    assert main([*args, str(mine)]) == 2
+    assert capsys.readouterr().err == (f"tiledsl: error: -o {mine}: {mine} is there and is not a drawing tiledsl made "
+                                       f"(a graph, a chart): it replaces only those; name another file, or remove "
+                                       f"it first\n")
+    assert mine.read_text() == "my notes\n"
+    drawn = tmp_path / "g.dot"
+    assert main([*args, str(drawn)]) == 0 and main([*args, str(drawn)]) == 0
+    assert drawn.read_text().startswith('digraph "cholesky"')

@@ -192,3 +192,18 @@ def test_the_first_16_ranks_of_a_larger_trace_are_drawn_and_the_rest_said(tmp_pa
     assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 0
     assert capsys.readouterr().err.strip() == (f"tiledsl: warning: {trace} has 20 ranks: plot draws the first 16 "
                                                "(ranks 0-15)")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_a_chart_replaces_only_a_drawing_never_a_file_of_another_kind(one_rank, tmp_path, capsys, suffix):
+    """-o checked only the suffix: notes saved as .svg were replaced by the chart."""
+    mine = tmp_path / f"notes{suffix}"
+    mine.write_text("my notes\n")
+    assert main(["plot", str(one_rank), "-o", str(mine)]) == 2
+    assert capsys.readouterr().err == (f"tiledsl: error: -o {mine}: {mine} is there and is not a drawing tiledsl made "
+                                       f"(a graph, a chart): it replaces only those; name another file, or remove "
+                                       f"it first\n")
+    assert mine.read_text() == "my notes\n"
+    chart = tmp_path / f"chart{suffix}"
+    assert main(["plot", str(one_rank), "-o", str(chart)]) == 0 and main(["plot", str(one_rank), "-o", str(chart)]) == 0

@@ -24,7 +24,7 @@ from ..driverload import program_path, shadowing
 from ..packages import missing_package
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
-from ..runtime.outputs import check_writable
+from ..runtime.outputs import check_replaceable, check_writable
 from ..runtime.reporting import failure_json, json_text
 from ..runtime.world import RankError, UsageError, check_working_directory, standard_streams_open
 
@@ -462,9 +462,24 @@ def _bench(args) -> int:
     return 0 if table["ok"] else 1
 
 
+#: what a drawing tiledsl writes begins with, by its file's suffix: -o replaces only such a file
+DRAWING_STARTS = {".dot": (b"digraph",), ".gv": (b"digraph",), ".svg": (b"<?xml", b"<svg"), ".png": (b"\x89PNG",),
+                  ".pdf": (b"%PDF",)}
+
+
+def _check_drawing_target(output: str) -> None:
+    """A :class:`UsageError` for ``-o`` naming a file a drawing cannot replace: one not writable, or
+    one of the drawing's suffix that holds something else (notes saved as .svg, another tool's .dot)."""
+    check_writable(output, f"-o {output}")
+    starts = DRAWING_STARTS.get(Path(output).suffix.lower())
+    if starts is not None:
+        check_replaceable(output, f"-o {output}", starts, "a drawing tiledsl made (a graph, a chart)")
+
+
 def _plot(args) -> int:
     from .plot import MissingMatplotlib, plot
 
+    _check_drawing_target(args.output)
     try:
         warning = plot(args.trace, args.output, args.width)
     except (MissingMatplotlib, ValueError) as error:  # a trace that is not there or not one (TraceError) too
@@ -484,7 +499,7 @@ def _graph(args) -> int:
 
     driver = _load_driver(program_path(args.file))
     if args.output is not None:
-        check_writable(args.output, f"-o {args.output}")
+        _check_drawing_target(args.output)
     try:
         grid = _grid_of(args)
         options = _planned_options(driver, args, grid)
