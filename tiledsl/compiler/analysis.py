@@ -233,15 +233,15 @@ class _Analyzer:
             self.kernel_used[name] = False
 
     def _check_kernel_params(self, decl: n.KernelDecl) -> bool:
-        """Its parameters' declarations; False if two share a name (said as an error), which leaves its
-        calls' arguments with no parameter to be told by."""
+        """Its parameters' declarations; False if two share a name, or a tile follows a value with a
+        default (said as errors): its calls' arguments would be told by parameters that cannot be."""
         seen = set()
-        distinct = True
+        usable = self._tiles_before_defaults(decl)
         for param in decl.params:
             if param.name.text in seen:
                 self.bag.error(param.name.span, "E207",
                                f"kernel '{decl.name.text}' has two arguments named '{param.name.text}'")
-                distinct = False
+                usable = False
             seen.add(param.name.text)
             if param.kind != "tile":
                 self._check_value_param(param)
@@ -250,7 +250,26 @@ class _Analyzer:
                            hint="declare at least one argument 'out' or 'inout': it is the task's main output")
         if decl.flops is not None:
             self._check_flops(decl)
-        return distinct
+        return usable
+
+    def _tiles_before_defaults(self, decl: n.KernelDecl) -> bool:
+        """No tile parameter after a value parameter with a default (else an E209, and False): tiles
+        go by position only, so every call would pass that value to reach the tile, and its default
+        could never be used."""
+        params = decl.params
+        defaulted = next((p for p in params if p.kind != "tile" and p.default is not None), None)
+        tile = defaulted and next((p for p in params[params.index(defaulted) + 1:] if p.kind == "tile"), None)
+        if tile is None:
+            return True
+        reordered = [p for p in params if p.kind == "tile"] + [p for p in params if p.kind != "tile"]
+        value, kernel = defaulted.name.text, decl.name.text
+        self.bag.error(tile.span, "E209", f"tile parameter '{tile.name.text}' of kernel '{kernel}' follows "
+                                          f"'{value}', a value parameter with a default",
+                       f"tiles are passed by position only: every call would give '{value}' to reach "
+                       f"'{tile.name.text}', so its default could never be used",
+                       hint=f"declare the tiles first (and the module's function in that order): "
+                            f"kernel {kernel}({', '.join(map(_param_text, reordered))})")
+        return False
 
     def _check_value_param(self, param: n.KernelParam):
         """A value parameter's allowed characters and default fit its type."""
@@ -849,7 +868,7 @@ class _Analyzer:
                 missing = f"argument {index + 1}, '{param.name.text}', is missing"
                 if got >= required:  # enough of them, one an optional one given by name: "takes 2 to 3, got 2" misleads
                     self.bag.error(stmt.span, "E202", f"{missing} from the call of {name}", signature,
-                                   hint=f"give it by position, or as {param.name.text} = VALUE")
+                                   hint=_how_to_give(param))
                 else:  # which one was left out cannot be told: how the ones given are taken can
                     self.bag.error(stmt.span, "E202", f"{takes}, got {got}", signature,
                                    _taken_as(params, len(stmt.args), given))
@@ -1506,6 +1525,13 @@ def _taken_as(params: list, positional: int, given: dict) -> str:
     if positional == 1:
         return f"the one given by position is taken as {taken}: {left}"
     return f"the {positional} given by position are taken as {taken}, in that order: {left}"
+
+def _how_to_give(param: n.KernelParam) -> str:
+    """The hint for a missing argument: a tile goes by position only (by name it is E202 too)."""
+    if param.kind == "tile":
+        return f"give tile argument '{param.name.text}' by position, in the order of the declaration"
+    return f"give it by position, or as {param.name.text} = VALUE"
+
 
 def _suggest(name: str, candidates) -> tuple[str, ...]:
     close = did_you_mean(name, candidates)
