@@ -694,6 +694,7 @@ class _Analyzer:
         for bound in (stmt.start, stmt.stop):
             if self._int_expr(bound) and not self._affine(bound):
                 self.bag.error(bound.span, "E206", "loop bound is not affine in the loop variables",
+                               *self._let_notes(bound, lambda let: not let.affine, "not affine in the loop variables"),
                                "bounds may add, subtract, take min/max and multiply by loop-invariant values",
                                hint="'//', '%', '**', products of loop variables and geometry queries on them "
                                     "belong in tile indices, steps or 'if' conditions")
@@ -728,8 +729,8 @@ class _Analyzer:
         if kind == "float" or value == 0:
             why = "a loop that would never end" if value == 0 else "which is not an integer"
             self.bag.error(stmt.step.span, "E206", "a loop's step is a nonzero integer",
-                           f"found {unparse(stmt.step)}, {why}",
-                           hint="use '//' for integer division" if _divides(stmt.step) else None)
+                           f"found {unparse(stmt.step)}, {why}", *self._float_let_notes(stmt.step),
+                           hint="use '//' for integer division" if self._divides(stmt.step) else None)
         return value or None
 
     def _check_trip_count(self, stmt: n.For, step: int | None) -> int | None:
@@ -912,7 +913,8 @@ class _Analyzer:
         if got == param.kind or (param.kind == "float" and got == "int"):
             return True
         self.bag.error(arg.span, "E205", f"{where} is {_TYPE_NOUN[param.kind]}, found {_TYPE_NOUN[got]}",
-                       hint="use '//' for integer division" if _divides(arg) else None)
+                       *self._float_let_notes(arg),
+                       hint="use '//' for integer division" if self._divides(arg) else None)
         return False
 
     def _matrix_named(self, arg) -> str | None:
@@ -1068,8 +1070,38 @@ class _Analyzer:
         got = self._type(expr)
         if got is not None and got != want:
             self.bag.error(expr.span, "E205", f"expected {_TYPE_NOUN[want]}, found {_TYPE_NOUN[got]}",
-                           hint="use '//' for integer division" if want == "int" and _divides(expr) else None)
+                           *self._let_notes(expr, lambda let: let.type == got, _TYPE_NOUN[got]),
+                           hint="use '//' for integer division" if want == "int" and self._divides(expr) else None)
         return got == want
+
+    def _lets_behind(self, expr, why) -> list[_Symbol]:
+        """The lets ``expr`` names that ``why`` holds of (a float, not affine), and those their values
+        name that it holds of too, outermost first: what a diagnostic at ``expr`` is about when the
+        expression itself does not show it."""
+        found, seen, pending = [], set(), [expr]
+        while pending:
+            for name in names(pending.pop(0)):
+                symbol = self.scope.lookup(name)
+                if symbol is not None and symbol.kind == "let" and why(symbol) and id(symbol) not in seen:
+                    seen.add(id(symbol))
+                    found.append(symbol)
+                    pending.append(symbol.node.value)
+        return found
+
+    def _let_notes(self, expr, why, what: str) -> list[str]:
+        """A note per let behind ``expr`` that ``why`` holds of: where it is bound, to what, and that it
+        is ``what``."""
+        return [f"'{let.node.name.text}' is the let at line {let.span.line}: {let.node.name.text} = "
+                f"{unparse(let.node.value)}, {what}" for let in self._lets_behind(expr, why)]
+
+    def _float_let_notes(self, expr) -> list[str]:
+        return self._let_notes(expr, lambda let: let.type == "float", _TYPE_NOUN["float"])
+
+    def _divides(self, expr) -> bool:
+        """Whether ``expr`` uses '/', itself or through the float lets it names: a number with a fraction
+        where an integer was meant."""
+        return _divides(expr) or any(_divides(let.node.value)
+                                     for let in self._lets_behind(expr, lambda let: let.type == "float"))
 
     def _type(self, expr) -> str | None:
         """The type of ``expr`` ('int', 'float', 'char' or 'bool'), or None after reporting an error."""
