@@ -22,6 +22,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from .. import usercache
 from . import nodes as n
+from .analysis import TILING_SETTINGS
 from .diagnostics import Diagnostic, did_you_mean
 from .source import Source, SourceError, Span
 
@@ -196,7 +197,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or _line_ended_early(source, line, before, token, terminals, notes)
             or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"},
                               declared=_DECLARED_KERNEL.findall(source.text))
-            or _value_dependent(source.path, line, before, token, in_expression)
+            or _value_dependent(source, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
             or _misplaced_priority(where, before, source.text.split("\n")[line - 2] if line > 1 else "")
             or Diagnostic(where, "E100", f"unexpected {found}", notes,
@@ -539,10 +540,11 @@ _WHILE = re.compile(r"(?:^|[\s{}])(while)\b[^{}]*$")
 _NAME_BEFORE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*$")
 
 
-def _value_dependent(path: str, line: int, before: str, token: Token, in_expression: bool) -> Diagnostic | None:
+def _value_dependent(source: Source, line: int, before: str, token: Token, in_expression: bool) -> Diagnostic | None:
     """The syntax error of a loop nest that would depend on matrix values, from the text ``before``
     the unexpected ``token`` on its line: a ``while`` loop, a tile read as a value in an expression
     (``if s[0, 0] > 0``)."""
+    path = source.path
     loop = _WHILE.search(before)
     if loop:
         return Diagnostic(Span(path, line, loop.start(1) + 1, line, loop.end(1) + 1), "E100",
@@ -556,10 +558,90 @@ def _value_dependent(path: str, line: int, before: str, token: Token, in_express
                           "a tile argument takes no parentheses", (),
                           f"pass it as {name.group(1)}[...], without the '(' before it")
     if token == "[" and name and in_expression:
-        return Diagnostic(Span(path, line, name.start(1) + 1, line, len(before) + 2), "E100",
-                          f"{name.group(1)}[...] is a tile, not a value", (_FIXED_GRAPH,),
-                          f"pass the tile to a kernel; {_IN_PYTHON}")
+        return _indexed_in_an_expression(source, line, before, name, token)
     return None
+
+
+def _indexed_in_an_expression(source: Source, line: int, before: str, name: re.Match, token: Token) -> Diagnostic:
+    """``NAME[`` in an expression (``name`` matched in the text ``before`` the '[' on its line): a
+    matrix's tile read as a value, which neither a loop nest's control nor a kernel's value argument
+    can do; else a name that is no matrix (said as the analysis says it of a tile argument) or none
+    the program knows."""
+    word = name.group(1)
+    earlier = source.text[:token.start_pos]
+    kinds = _names_in_scope(source.text, earlier)
+    kind = kinds.get(word)
+    if kind is None:
+        close = did_you_mean(word, kinds)
+        return Diagnostic(Span(source.path, line, name.start(1) + 1, line, name.end(1) + 1), "E200",
+                          f"unknown name '{word}'", (f"did you mean '{close}'?",) if close else ())
+    if kind not in ("matrix", "workspace"):
+        return Diagnostic(Span(source.path, line, name.start(1) + 1, line, name.end(1) + 1), "E205",
+                          f"'{word}' is a {kind}, not a matrix")
+    span = Span(source.path, line, name.start(1) + 1, line, len(before) + 2)
+    if _in_value_argument(_code_tokens(earlier)):
+        return Diagnostic(span, "E100", f"{word}[...] is a tile, not a value", (_TASK_VALUES,),
+                          "pass the tile as a tile argument, and read its entries in the kernel")
+    return Diagnostic(span, "E100", f"{word}[...] is a tile, not a value", (_FIXED_GRAPH,),
+                      f"pass the tile to a kernel; {_IN_PYTHON}")
+
+
+#: Why a kernel's value argument cannot read a matrix entry
+_TASK_VALUES = "a kernel's value arguments are computed as the task graph is built, before any task runs: they " \
+               "cannot read a tile's entries"
+#: The words that declare a name of the program, and the kind the analysis gives it
+_DECLARING = {"param": "param", "matrix": "matrix", "workspace": "workspace"}
+#: The words after which a name followed by '(' is in an expression (min, max) or a declaration
+#: (check, tiling, kernel), not a kernel called by a statement
+_NOT_A_STATEMENT_END = frozenset({"if", "in", "step", "priority", "require", "flops", "not", "and", "or", "let", "for",
+                                  "check", "tiling", "kernel", "release", "rows", "like", "load", "use", "program",
+                                  "else", "param", "matrix", "workspace"})
+
+
+def _code_tokens(text: str) -> list[str]:
+    """The words, numbers, strings and single punctuation characters of ``text``, comments left out."""
+    return [token for token in _TOKEN.findall(text) if not token.startswith("#")]
+
+
+def _names_in_scope(text: str, earlier: str) -> dict[str, str]:
+    """The names the program in ``text`` declares (n, the tiling's settings, the parameters, matrices
+    and workspaces) and the loop variables and lets bound in the blocks still open at the end of
+    ``earlier`` (a start of ``text``), each with its kind as the analysis names it."""
+    tokens = _code_tokens(text)
+    tiling = next((tokens[i + 1] for i in range(len(tokens) - 1) if tokens[i] == "tiling"), "uniform")
+    kinds = {name: "param" for name in ("n",) + TILING_SETTINGS.get(tiling, ())}
+    for word, following in zip(tokens, tokens[1:]):
+        if word in _DECLARING and _WORD.fullmatch(following):
+            kinds[following] = _DECLARING[word]
+    bound, depth = [], 0  # (name, kind, the depth of the block it is bound in)
+    earlier_tokens = _code_tokens(earlier)
+    for word, following in zip(earlier_tokens, earlier_tokens[1:] + [""]):
+        if word in "{}":
+            depth += 1 if word == "{" else -1
+            bound = [binding for binding in bound if binding[2] <= depth]
+        elif word in ("for", "let") and _WORD.fullmatch(following):
+            # a loop variable is bound in the loop's block, which opens after its bounds
+            bound.append((following, "loop" if word == "for" else "let", depth + (word == "for")))
+    return kinds | {name: kind for name, kind, _ in bound}
+
+
+def _in_value_argument(tokens: list[str]) -> bool:
+    """Whether the end of ``tokens`` is within a kernel call's arguments (a value argument), rather
+    than in a tile's indices, a loop nest's control or a declaration."""
+    open_brackets = []  # "call", "parentheses" or "index"
+    for index, token in enumerate(tokens):
+        if token == "[":
+            open_brackets.append("index")
+        elif token == "(":
+            called = index >= 1 and _WORD.fullmatch(tokens[index - 1]) and tokens[index - 1] not in _KEYWORDS
+            # a kernel's name begins a statement: it follows the end of one, not an operator or a keyword
+            statement = index < 2 or tokens[index - 2] in "{})]" or (tokens[index - 2][0] in '"0123456789') or (
+                _WORD.fullmatch(tokens[index - 2]) and tokens[index - 2] not in _NOT_A_STATEMENT_END)
+            open_brackets.append("call" if called and statement else "parentheses")
+        elif token in ")]" and open_brackets:
+            open_brackets.pop()
+    innermost = next((kind for kind in reversed(open_brackets) if kind != "parentheses"), None)
+    return innermost == "call"
 
 
 def _end_position(source: Source) -> tuple[int, int]:
