@@ -22,7 +22,6 @@ from .expressions import canonical_text, constant_of, expression_nodes, names, u
 from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
 from .source import Span
 
-TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
 TILING_DEFAULTS = {"uniform": {"nb": 256}, "hybrid": {"B": 512, "b": 128, "s": 2}}
 SQUARE_KINDS = ("spd",)  # random kinds that exist for square matrices only
 NAMED_INITS = ("zeros", "identity")
@@ -315,7 +314,7 @@ class _Analyzer:
 
     def _tiling(self, decl: n.TilingDecl | None) -> str:
         kind = decl.kind.text if decl else "uniform"
-        if kind not in TILING_SETTINGS:
+        if kind not in n.TILING_SETTINGS:
             self.bag.error(decl.kind.span, "E209", f"unknown tiling '{kind}'",
                            hint="use 'tiling uniform(nb = ...)' or 'tiling hybrid(B = ..., b = ..., s = ...)'")
             kind = "uniform"
@@ -339,8 +338,8 @@ class _Analyzer:
         """Take one tiling setting; False (said as an error) for one the tiling does not have or takes
         no such value for."""
         name = setting.name.text
-        if name not in TILING_SETTINGS[kind]:
-            allowed = ", ".join(TILING_SETTINGS[kind])
+        if name not in n.TILING_SETTINGS[kind]:
+            allowed = ", ".join(n.TILING_SETTINGS[kind])
             self.bag.error(setting.name.span, "E209", f"'{name}' is not a setting of {kind} tiling",
                            hint=f"{kind} tiling takes {allowed}")
             return False
@@ -352,7 +351,7 @@ class _Analyzer:
         return True
 
     def _declare_params(self, tiling: str, params):
-        for name in ("n",) + TILING_SETTINGS[tiling]:
+        for name in ("n",) + n.TILING_SETTINGS[tiling]:
             self.scope.frames[0][name] = _Symbol("param", None, used=False)
         for decl in params:
             if isinstance(decl.default, n.StrLit):  # a char parameter: a kernel option chosen at run time

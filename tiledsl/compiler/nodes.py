@@ -8,6 +8,9 @@ from dataclasses import dataclass
 
 from .source import Span
 
+#: each tiling's settings: the names a program's tile sizes go by
+TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
+
 
 @dataclass(frozen=True)
 class Ident:

@@ -22,7 +22,6 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from .. import usercache
 from . import nodes as n
-from .analysis import TILING_SETTINGS
 from .diagnostics import Diagnostic, did_you_mean
 from .source import Source, SourceError, Span
 
@@ -609,7 +608,7 @@ def _names_in_scope(text: str, earlier: str) -> dict[str, str]:
     ``earlier`` (a start of ``text``), each with its kind as the analysis names it."""
     tokens = _code_tokens(text)
     tiling = next((tokens[i + 1] for i in range(len(tokens) - 1) if tokens[i] == "tiling"), "uniform")
-    kinds = {name: "param" for name in ("n",) + TILING_SETTINGS.get(tiling, ())}
+    kinds = {name: "param" for name in ("n",) + n.TILING_SETTINGS.get(tiling, ())}
     for word, following in zip(tokens, tokens[1:]):
         if word in _DECLARING and _WORD.fullmatch(following):
             kinds[following] = _DECLARING[word]
