@@ -23,7 +23,7 @@ from .trace import area_bound, chrome_trace, communication, compute_lanes, criti
 from .world import UsageError, process_exists
 
 NPY_MAGIC = np.lib.format.MAGIC_PREFIX  # what a .npy file begins with
-TRACE_START = b'{"traceEvents": ['  # what a trace tiledsl writes begins with (chrome_trace)
+TRACE_START = b'{"otherData": {"made_by": "tiledsl"'  # what a trace tiledsl writes begins with (chrome_trace)
 PARTIAL_SUFFIX = ".tiledsl-partial"  # the temporary files of a run still writing (or killed while it did)
 
 
@@ -63,18 +63,23 @@ def check_output_paths(options: Options, program_files=()) -> None:
             raise UsageError(f"{what}: the same file as {same}: give each output a file of its own")
 
 
-def check_replaceable(path: str, what: str, starts: tuple, kind: str) -> None:
+def check_replaceable(path: str, what: str, starts: tuple, kind: str, mark: bytes | None = None) -> None:
     """A :class:`UsageError` unless an output may replace what ``path`` holds: nothing, an empty
     file, or a file that opens with one of ``starts`` (by its contents: an earlier output of that
-    ``kind``, whatever its name); not a script, notes, data of another kind."""
+    ``kind``, whatever its name) and, with ``mark``, holds it within its first :data:`MARKED_BYTES`
+    (a format others write too: a photo is a PNG); not a script, notes, data of another kind."""
     try:
         with open(path, "rb") as existing:
-            found = existing.read(max(map(len, starts)))
+            found = existing.read(MARKED_BYTES if mark else max(map(len, starts)))
     except OSError:  # none there, or unreadable (check_writable said what it could)
         return
-    if found and not found.startswith(starts):
+    if found and not (found.startswith(starts) and (mark is None or mark in found)):
         raise UsageError(f"{what}: {path} is there and is not {kind}: it replaces only those; name another "
                          f"file, or remove it first")
+
+
+#: how far into a file its maker's mark is looked for (a chart's or a graph's is far less)
+MARKED_BYTES = 2 ** 25
 
 
 def check_writable(path: str, what: str) -> None:

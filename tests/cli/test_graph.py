@@ -233,3 +233,20 @@ def test_a_graph_replaces_only_a_drawing_never_a_file_of_another_kind(tmp_path, 
     drawn = tmp_path / "g.dot"
     assert main([*args, str(drawn)]) == 0 and main([*args, str(drawn)]) == 0
     assert drawn.read_text().startswith('digraph "cholesky"')
+    design = tmp_path / "design.dot"  # another tool's graph
+    design.write_text("digraph mine { a -> b }\n")
+    assert main([*args, str(design)]) == 2 and "is not a drawing" in capsys.readouterr().err
+    assert design.read_text() == "digraph mine { a -> b }\n"
+
+
+def test_a_png_graphviz_rendered_gets_the_mark_in_a_text_chunk(tmp_path):
+    """graphviz's PNG keeps no comment: without the chunk a second graph -o g.png was refused."""
+    from PIL import Image
+
+    path = tmp_path / "g.png"
+    Image.new("RGB", (4, 3), "white").save(path)
+    graph._mark_png(path)
+    with Image.open(path) as image:
+        image.verify()  # the chunks' CRCs
+    with Image.open(path) as image:
+        assert image.text["Software"] == "drawn by tiledsl" and image.size == (4, 3)

@@ -207,3 +207,6 @@ def test_a_chart_replaces_only_a_drawing_never_a_file_of_another_kind(one_rank, 
     assert mine.read_text() == "my notes\n"
     chart = tmp_path / f"chart{suffix}"
     assert main(["plot", str(one_rank), "-o", str(chart)]) == 0 and main(["plot", str(one_rank), "-o", str(chart)]) == 0
+    other = tmp_path / f"other{suffix}"  # a drawing of the same format another program made: a photo
+    other.write_bytes(chart.read_bytes().replace(b"drawn by tiledsl", b"my holiday photo"))
+    assert main(["plot", str(one_rank), "-o", str(other)]) == 2 and "is not a drawing" in capsys.readouterr().err

@@ -1040,3 +1040,17 @@ def test_an_output_replaces_a_matrix_but_no_other_file(tmp_path):
         f"only those; name another file, or remove it first\n")
     for _ in range(2):
         assert tiledsl("run", "cholesky", "--n", 64, "--trace", tmp_path / "t.json").returncode == 0
+
+
+@pytest.mark.timeout(120)
+def test_a_trace_replaces_only_one_tiledsl_wrote_not_another_profilers(tmp_path):
+    """A Chrome trace of another profiler opens as tiledsl's did ({"traceEvents": [...): --trace replaced it."""
+    theirs = tmp_path / "chrome.json"
+    theirs.write_text('{"traceEvents": [{"ph": "X", "name": "their work", "ts": 0, "dur": 1}]}')
+    out = tiledsl("run", "cholesky", "--n", 64, "--trace", theirs)
+    assert out.returncode == 2 and "is not a trace an earlier run wrote" in out.stderr, out.stderr
+    assert "their work" in theirs.read_text()
+    ours = tmp_path / "t.json"
+    for _ in range(2):
+        assert tiledsl("run", "cholesky", "--n", 64, "--trace", ours).returncode == 0
+    assert json.loads(ours.read_text())["otherData"]["made_by"] == "tiledsl"

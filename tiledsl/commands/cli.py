@@ -25,6 +25,7 @@ from ..packages import missing_package
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.outputs import check_replaceable, check_writable
+from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, json_text
 from ..runtime.world import RankError, UsageError, check_working_directory, standard_streams_open
 
@@ -463,6 +464,7 @@ def _bench(args) -> int:
 
 
 #: what a drawing tiledsl writes begins with, by its file's suffix: -o replaces only such a file
+#: that holds its mark too (graph.DRAWN_BY, plot's metadata), not another tool's drawing nor a photo
 DRAWING_STARTS = {".dot": (b"digraph",), ".gv": (b"digraph",), ".svg": (b"<?xml", b"<svg"), ".png": (b"\x89PNG",),
                   ".pdf": (b"%PDF",)}
 
@@ -473,7 +475,8 @@ def _check_drawing_target(output: str) -> None:
     check_writable(output, f"-o {output}")
     starts = DRAWING_STARTS.get(Path(output).suffix.lower())
     if starts is not None:
-        check_replaceable(output, f"-o {output}", starts, "a drawing tiledsl made (a graph, a chart)")
+        check_replaceable(output, f"-o {output}", starts, "a drawing tiledsl made (a graph, a chart)",
+                          DRAWN_BY.encode())
 
 
 def _plot(args) -> int:

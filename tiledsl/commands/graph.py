@@ -18,11 +18,14 @@ user programs cannot break its syntax.
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
 from .explain import call_text, tiling_text
+from .plot import DRAWN_BY
 
 LIMIT = 5000  # tasks; a larger graph is unreadable and slow to lay out
 KINDS = ("RAW", "WAR", "WAW")
@@ -167,7 +170,7 @@ def to_dot(plan, source_name: str) -> str:
         fills.setdefault(task.call.kernel, FILLS[len(fills) % len(FILLS)])
     lines = [f"digraph {quote(plan.program)} {{",
              f"  graph [label={_label(_caption(plan, source_name))}, labelloc=t, fontname=Helvetica, "
-             "rankdir=TB, newrank=true];",
+             f"rankdir=TB, newrank=true, comment={quote(DRAWN_BY)}];",  # graphviz keeps it in an SVG
              "  node [shape=box, style=\"rounded,filled\", fontname=Helvetica, fontsize=10];",
              "  edge [fontname=Helvetica, fontsize=8];"]
     places = defaultdict(list)
@@ -251,3 +254,15 @@ def write(text: str, output) -> None:
         raise GraphError(f"graphviz took over 300 s to lay out {output}: try a smaller size") from None
     if done.returncode != 0:
         raise GraphError(f"graphviz failed on {output}: {done.stderr.strip() or f'exit {done.returncode}'}")
+    if suffix == ".png":  # graphviz's PNG keeps no comment: the mark goes in a text chunk of its own
+        _mark_png(path)
+
+
+def _mark_png(path: Path) -> None:
+    """Add a ``Software`` text chunk holding :data:`DRAWN_BY` after the PNG's header chunk."""
+    data = path.read_bytes()
+    header_end = 8 + 4 + 4 + 13 + 4  # the signature, then IHDR: length, type, 13 bytes, CRC
+    chunk = b"tEXt" + b"Software\0" + DRAWN_BY.encode("latin-1")
+    marked = (data[:header_end] + struct.pack(">I", len(chunk) - 4) + chunk
+              + struct.pack(">I", zlib.crc32(chunk)) + data[header_end:])
+    path.write_bytes(marked)

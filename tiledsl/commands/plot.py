@@ -26,6 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FORMATS = (".png", ".svg", ".pdf")
+#: the mark of a drawing tiledsl made, in its metadata: -o replaces only a file that holds it
+DRAWN_BY = "drawn by tiledsl"
+#: the metadata field each format keeps it in (matplotlib's names)
+MARK_FIELDS = {".png": "Software", ".svg": "Creator", ".pdf": "Creator"}
 TRANSFER_STYLES = {  # event name -> (face colour, hatch)
     "send": ("#fbe3c8", "////"),
     "receive": ("#d5e8f7", "\\\\\\\\"),
@@ -296,7 +300,7 @@ def plot(trace_path, output, width: float | None = None) -> str | None:
         figure, traced = draw(document, trace_path, width)
     except TraceError as error:
         raise TraceError(f"{trace_path}: {error}") from None
-    figure.savefig(output, dpi=150)
+    figure.savefig(output, dpi=150, metadata={MARK_FIELDS[suffix]: DRAWN_BY})
     if traced > MOST_RANKS:
         return f"{trace_path} has {traced} ranks: plot draws the first {MOST_RANKS} (ranks 0-{MOST_RANKS - 1})"
     return None
