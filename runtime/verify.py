@@ -296,6 +296,7 @@ class Verifier:
         (its diagonal row), that the panel's row j was interchanged with."""
         g = factored.geometry
         ipiv = np.zeros(min(factored.m, factored.n))
+        unwritten = np.zeros(g.nt)  # 1 for a panel whose pivots' tile no task wrote (summed over the ranks)
         if pivots.geometry.col_starts != g.col_starts or pivots.mt < factored.mt:
             raise UsageError(f"check lu: the pivots {pivots.name} need the tile columns and tile rows of "
                              f"{factored.name}")
@@ -305,10 +306,13 @@ class Verifier:
             row = _rows_of_columns(g, t)[0]
             if c0 < end and pivots.rank_of(row, t) == self.engine.rank:
                 data = pivots.tile(row, t).data  # None: never written (zeros would read as interchanges)
-                ipiv[c0:end] = np.nan if data is None else c0 + data[0, :end - c0]
-        ipiv = self.comm.allreduce_sum(ipiv) if self.comm is not None else ipiv
-        unwritten = [f"{pivots.name}[{_rows_of_columns(g, t)[0]}, {t}]" for t in range(g.nt)
-                     if g.col_range(t)[0] < factored.m and np.isnan(ipiv[g.col_range(t)[0]])]
+                if data is None:
+                    unwritten[t] = 1
+                else:
+                    ipiv[c0:end] = c0 + data[0, :end - c0]
+        if self.comm is not None:
+            ipiv, unwritten = np.split(self.comm.allreduce_sum(np.concatenate([ipiv, unwritten])), [len(ipiv)])
+        unwritten = [f"{pivots.name}[{_rows_of_columns(g, t)[0]}, {t}]" for t in np.flatnonzero(unwritten)]
         if unwritten:  # said alike on every rank
             raise CheckError("lu", f"check lu: no task wrote {', '.join(unwritten)}, where the check reads the "
                              f"interchanges of {factored.name}'s panels; an LU without pivoting is checked by "

@@ -537,3 +537,12 @@ def test_pivots_no_task_wrote_fail_the_check_naming_the_tiles(tmp_path, steps, u
         tiledsl.load(path).run(n=100, params={"steps": steps}, check=True)
     assert str(error.value) == (f"check lu: no task wrote {unwritten}, where the check reads the interchanges of "
                                 f"A's panels; an LU without pivoting is checked by lu(A)")
+
+
+def test_pivots_written_as_nan_are_said_to_name_no_row_not_to_be_unwritten(harness):
+    case = CASES["getrf"]
+    pivots = case.matrices["P"][1].copy()
+    pivots[0, 3] = np.nan
+    broken = replace(case, matrices={**case.matrices, "P": (None, pivots)})
+    with pytest.raises(CheckError, match=r"^check lu: the pivots interchange row 3 with row nan, which is not"):
+        harness.residuals(broken)
