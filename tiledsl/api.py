@@ -275,10 +275,12 @@ class Loaded:
         if name in COMMAND_LINE_ONLY:
             raise TiledslError(f"{program.name} has no matrix {name}: {COMMAND_LINE_ONLY[name]}")
         close = difflib.get_close_matches(name, RUN_SETTINGS, n=1)
-        raise TiledslError(f"{program.name} has no matrix {name} (its matrices: {', '.join(self.matrices)})"
+        shown = name if name.isidentifier() else repr(name)  # '' or 'A ' would read as no name, or as A
+        raise TiledslError(f"{program.name} has no matrix {shown} (its matrices: {', '.join(self.matrices)})"
                            + (f"; its {program.tiling.kind} tiling takes tiles={{{settings[0]!r}: ...}}"
                               if name in TILE_SETTINGS else
-                              f", and run() has no setting {name}: did you mean {close[0]}=?" if close else ""))
+                              f": {name} is a setting of run(), given as run(..., {name}=...)" if name in RUN_SETTINGS
+                              else f", and run() has no setting {name}: did you mean {close[0]}=?" if close else ""))
 
     @staticmethod
     def _array(name: str, value) -> np.ndarray:

@@ -785,3 +785,15 @@ def test_a_matrix_keyed_by_other_than_a_string_is_refused_by_name(key):
     with pytest.raises(TiledslError) as error:
         tiledsl.load("gesv").run({key: np.eye(5)})
     assert str(error.value) == f"gesv has no matrix {key!r}: matrices are named by strings (its matrices: A, B)"
+
+
+@pytest.mark.parametrize("key, message", [
+    ("seed", "cholesky has no matrix seed (its matrices: A): seed is a setting of run(), given as run(..., seed=...)"),
+    ("", "cholesky has no matrix '' (its matrices: A)"),  # read as no name at all
+    ("A ", "cholesky has no matrix 'A ' (its matrices: A)"),  # read as a contradiction
+])
+def test_a_matrix_key_that_is_a_setting_or_no_plain_name_is_said_plainly(key, message):
+    """{"seed": 3} said 'run() has no setting seed: did you mean seed=?'."""
+    with pytest.raises(TiledslError) as error:
+        tiledsl.load("cholesky").run({key: np.eye(4)})
+    assert str(error.value) == message
