@@ -681,7 +681,10 @@ def _parsed_once(parser) -> argparse.Namespace:
     """The driver's options; ``--help`` and a bad option are printed by the launcher's rank 0
     only (every rank parses the same command line, and would say the same)."""
     if launcher_rank() == 0:
-        return parser.parse_args()
+        try:
+            return parser.parse_args()
+        except BrokenPipeError:  # --help to a reader that left (| head)
+            sys.exit(stdout_closed())
     with open(os.devnull, "w") as nowhere, contextlib.redirect_stdout(nowhere), contextlib.redirect_stderr(nowhere):
         return parser.parse_args()
 

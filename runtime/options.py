@@ -47,6 +47,11 @@ class SuggestingParser(argparse.ArgumentParser):
         self._given = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
+    def _print_message(self, message, file=None):
+        # argparse drops a write that fails: --help to a reader that left (| head) would end 0
+        if message:
+            (file or sys.stderr).write(message)
+
     def error(self, message: str):
         unknown = [word.partition("=")[0] for word in message.split() if word.startswith("-")]
         known = self._known_options()

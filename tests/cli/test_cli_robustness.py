@@ -993,3 +993,18 @@ def test_a_reader_leaving_in_the_middle_of_the_graph_ends_it_with_141_not_0():
         status = job.wait(timeout=LIMIT * 3)
     assert first.startswith(b'digraph "cholesky" {')
     assert (status, error) == (141, "")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", [("-m", "tiledsl.commands.cli", "--version"), ("-m", "tiledsl.commands.cli", "run",
+                                                                                   "--help"),
+                                     ("tests/golden/cholesky.py", "--help")], ids=["version", "help", "driver-help"])
+def test_help_to_a_reader_that_left_ends_with_141_not_0(command):
+    """argparse drops a write that fails: `tiledsl run --help | true` ended 0, its text lost."""
+    read, write = os.pipe()
+    os.close(read)  # the reader has left before anything is written
+    try:
+        out = subprocess.run([sys.executable, *command], cwd=ROOT, stdout=write, stderr=subprocess.PIPE, timeout=100)
+    finally:
+        os.close(write)
+    assert (out.returncode, out.stderr.decode()) == (141, "")
