@@ -1006,3 +1006,27 @@ def test_sizes_that_make_no_hybrid_tiling_are_refused_before_any_kernel_is_timed
     monkeypatch.setattr(tune_command._Tuner, "time_kernels", never)
     with pytest.raises(UsageError, match=message):
         tune(driver_of(tmp_path, "hetero_cholesky"), gpus=gpus, workers=1, budget=2, sizes=sizes, n=1024)
+
+
+# ---------------------------------------------------------------- the search's sizes when the budget picks n
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("rates, trial_n, searched, said", [
+    # flat rates: nb = 64, trials of n = 128 (the budget's smallest), which tell apart nothing wider
+    ({64: 1.0, 128: 1.0, 192: 1.0, 256: 1.0}, 128, [64], "nb=128, nb=192, nb=256 not tried: runs of n=128, the "
+     "largest the budget of 0.5 s allows, tell tiles apart only up to half of it (give a larger --budget or --n "
+     "to try them)"),
+    # still growing at 256, the last size timed: the search climbs no further than the kernels were timed
+    ({64: 0.25, 128: 0.5, 192: 0.75, 256: 1.0}, 512, [64, 128, 192, 256], "nb = 256: the smallest size within 95% "
+     "of the best rate of the kernel mix on a core; the search keeps to the sizes timed, up to 256"),
+])
+def test_without_n_the_search_tries_only_timed_sizes_of_two_tiles_or_more(tmp_path, monkeypatch, rates, trial_n,
+                                                                          searched, said):
+    """tune --budget 0.5 searched at n=256 up to nb=384 (one-tile runs, and sizes whose kernels were not timed),
+    and picked nb=320 from them."""
+    monkeypatch.setattr(tune_command._Tuner, "time_kernels",
+                        lambda self: {"core": {kernel: dict(rates) for kernel in self.kernels}})
+    lines = []
+    result = tune(driver_of(tmp_path, "cholesky"), workers=1, budget=0.5, log=lines.append)
+    tried = [record["tiles"]["nb"] for record in result["search"]]
+    assert result["trial_n"] == trial_n and tried and set(tried) <= set(searched), lines
+    assert said in lines

@@ -22,6 +22,8 @@
    (``N = 3·B·G`` as in the paper, or enough tiles for the workers) with the guess
    and its neighbours, 64 columns (a GPU's uniform tiles: the next sizes timed; a
    ratio: one step) apart, moving while it gets faster; the fastest setting wins.
+   Uniform tiles are searched among the sizes their kernels were timed at, and only
+   those at most half of the trials' order (a run of one tile tells sizes apart by noise).
    The ratios searched are one per way of dealing the trials' tile columns to the
    host and the GPUs, none leaving a GPU without one (:func:`distinct_ratios`).
    A program with an inner block (:func:`inner_block_params`: QR's ``ib``, the
@@ -580,7 +582,8 @@ class _Tuner:
     def hybrid_host_guess(self) -> Guess:
         """The program's ``B`` and ``s``; ``b`` from the kernel mix on a core."""
         B = int(self.defaults["B"])
-        candidates = self.host_slice_sizes()  # some (check_hybrid_sizes)
+        slices = self.host_slice_sizes()  # some (check_hybrid_sizes)
+        candidates = [b for b in slices if b in self.core_mix] or slices  # the timed ones (the smallest is)
         b = max(smallest_near_best(self.core_mix), STEP)
         b = min(candidates, key=lambda c: (abs(c - b), c))  # the nearest one there is room for (or given)
         self.log(f"b = {b}: the smallest size within {THRESHOLD:.0%} of the best rate of the kernel mix on a core")
@@ -592,10 +595,14 @@ class _Tuner:
         gpus = self.gpus
         rates, where = (speeds["gpu"]["gemm"], "GPU gemm") if gpus else (self.core_mix, "kernel mix on a core")
         nb = smallest_near_best(rates)
-        self.log(f"nb = {nb}: the smallest size within {THRESHOLD:.0%} of the best rate of the {where}")
         # the tiles are searched among the sizes the kernels were timed at (--sizes, or a GPU's: steps of 64
-        # are too fine to cross the range a GPU's best tiles span within the budget)
-        candidates = list(self.gpu_sizes if gpus else self.cpu_sizes)
+        # are too fine to cross the range a GPU's best tiles span within the budget), not at those the timing
+        # stopped before (its share of the budget spent, or the rates no longer growing)
+        candidates = sorted(rates)
+        planned = self.gpu_sizes if gpus else self.cpu_sizes
+        self.log(f"nb = {nb}: the smallest size within {THRESHOLD:.0%} of the best rate of the {where}"
+                 + (f"; the search keeps to the sizes timed, up to {candidates[-1]}"
+                    if len(candidates) < len(planned) else ""))
         formula, ratio = {"nb": nb}, None
         if gpus:
             host, gpu = _rate_at(self.core_mix, nb) * self.workers, _rate_at(self.gpu_mix, nb)
@@ -625,18 +632,24 @@ class _Tuner:
             multiple += 1
         while multiple > 2 and estimate(multiple * tile) > target:
             multiple -= 1
-        # the settings the program's requirements refuse at the trials' size are not tried; the nearest
-        # accepted one to the guess is the first
+        # the settings the program's requirements refuse at the trials' size are not tried, nor tiles wider
+        # than half of it (a run of one tile cannot tell sizes apart); the nearest one left to the guess is the first
         at = lambda size, candidate: Options(n=size, tiles=guess.settings(candidate), sets=self.sets)
-        allowed = [c for c in guess.candidates if _accepts(self.driver, at(n or multiple * tile, c))]
+        tile_defaults = tile_values(self.defaults, self.program.tiling.kind)
+        width = lambda candidate: _tile_width({**tile_defaults, **guess.settings(candidate)})
+        usable = lambda size: [c for c in guess.candidates
+                               if 2 * width(c) <= size and _accepts(self.driver, at(size, c))]
+        nearest_to_guess = lambda choices: min(choices, key=lambda c: abs(guess.candidates.index(c) - guess.start))
+        allowed = usable(n or multiple * tile)
         if not allowed:
             accepted(self.driver, [at(n or multiple * tile, guess.candidates[guess.start])], "runs its trials")
-        nearest = min(allowed, key=lambda c: abs(guess.candidates.index(c) - guess.start))
-        guess = replace(guess, candidates=allowed, start=allowed.index(nearest))
-        probe_n = n or min(multiple * tile, 2 * tile)  # the warm-up, timed: the smallest trial (--n: every trial's)
+        nearest = nearest_to_guess(allowed)
+        # the warm-up, timed: the smallest trial holding two of its tiles (--n: every trial's)
+        probe_n = n or min(multiple * tile, 2 * max(tile, width(nearest)))
         if not _accepts(self.driver, at(probe_n, nearest)):
             probe_n = n or multiple * tile
         timing = bool(self.untimed)  # the runs time the kernels tune cannot time alone (time_in_run)
+        probed_at = nearest
         probed = trial(self.driver, Options(n=probe_n, tiles=guess.settings(nearest), gpus=gpus,
                                             gpu_backend=self.backend, workers=workers, gpu_ratio=guess.ratio,
                                             sets=self.sets, time_kernels=timing))
@@ -646,18 +659,37 @@ class _Tuner:
             while multiple > 2 and estimate(multiple * tile) > target:
                 multiple -= 1
         trial_n = n or multiple * tile
+        guess, nearest = self.narrowed(guess, usable(trial_n), width, nearest_to_guess, trial_n, nearest)
         repeats = 2 if 2 * planned * estimate(trial_n) < self.remaining() else 1
         trials = Trials(self.driver, Options(n=trial_n, gpus=gpus, gpu_backend=self.backend, workers=workers,
                                              host_speeds=speeds, sets=self.sets, time_kernels=timing),
                         repeats, self.remaining)
         trials.kernel_rates[None] = probed.kernel_rates
-        if trial_n == probe_n and repeats == 1:  # the probe was the first trial (runs too slow to repeat)
+        if (trial_n, nearest) == (probe_n, probed_at) and repeats == 1:  # the probe was the first trial
             first = trials.key(guess.settings(nearest), guess.ratio, {})
             trials.measured[first], trials.kernel_rates[first] = probe, probed.kernel_rates
             trials.longest = probe
         self.log(f"search at n={trial_n} ({guess.label}-multiple {trial_n / tile:.3g}), best of {repeats} "
                  f"run(s) each:")
         return trials, guess
+
+    def narrowed(self, guess: Guess, usable: list, width, nearest_to_guess, trial_n: int, nearest) -> tuple:
+        """``(guess, nearest)``: the guess searching only ``usable``, the candidates its trials of order
+        ``trial_n`` can tell apart (the budget may have shortened them since the probe), starting from the
+        one nearest the first guess (``nearest`` if usable); those of tiles (``width``) over half of
+        ``trial_n`` are said to be left out, and a usage error says when none is left."""
+        if not usable:
+            raise UsageError(f"the budget of {self.budget:g} s leaves tune's trial runs at n={trial_n}, at which "
+                             f"{self.program.name}'s requirements accept none of the tile sizes it would try: "
+                             f"give a larger --budget, or --n")
+        wider = [c for c in guess.candidates if 2 * width(c) > trial_n]
+        if wider and self.n is None:  # the budget (not --n) chose the trials' size: the search keeps below half of it
+            self.log(f"{', '.join(guess.describe(c) for c in wider)} not tried: runs of n={trial_n}, the largest the "
+                     f"budget of {self.budget:g} s allows, tell tiles apart only up to half of it (give a larger "
+                     f"--budget or --n to try them)")
+        if nearest not in usable:
+            nearest = nearest_to_guess(usable)
+        return replace(guess, candidates=usable, start=usable.index(nearest)), nearest
 
     def search_tiles(self, trials: "Trials", guess: Guess) -> tuple:
         """The fastest tile setting (with its best inner blocks at each one tried); ``(tiles, params)``."""
@@ -830,6 +862,11 @@ def _in_tunes(what: str, n: int, settings: dict, failure: TaskFailure) -> TaskFa
 def _assigned(values: dict, lead: str = "") -> str:
     """``ib=64`` (``lead`` before it), or nothing for no values."""
     return lead + " ".join(f"{k}={v}" for k, v in values.items()) if values else ""
+
+
+def _tile_width(tiles: dict) -> int:
+    """The width of a tile of these settings: ``nb``, or a hybrid tiling's block ``B``."""
+    return tiles["nb"] if "nb" in tiles else tiles["B"]
 
 
 def _rate_at(rates: dict, size: int) -> float:
