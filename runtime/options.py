@@ -319,6 +319,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              f"larger of {FLOOR_SECONDS:g} s and {TASK_FACTOR:g} times the longest task so far)")
     parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
                                                                  "(all ranks) and report its bounds")
+    add_finite_arguments(parser)
+
+
+def add_finite_arguments(parser: argparse.ArgumentParser) -> None:
+    """--check-finite and --allow-nonfinite: what NaN or infinite values do to a run (run and bench)."""
     parser.add_argument("--check-finite", action="store_true",
                         help="stop at the first task that writes a NaN or an infinity, or at an input "
                              "(--input, an array) holding one (without it, the summary counts the non-finite "
@@ -326,6 +331,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-nonfinite", action="store_true",
                         help="NaN or infinite values left in a matrix are results (a shortest path's "
                              "'unreachable'): the summary still counts them, but the run does not fail for them")
+
+
+def set_finite_options(options: Options, args: argparse.Namespace) -> None:
+    """``options``' check_finite and allow_nonfinite from the arguments of :func:`add_finite_arguments`;
+    a usage error when both are given."""
+    options.check_finite, options.allow_nonfinite = args.check_finite, args.allow_nonfinite
+    if options.allow_nonfinite and options.check_finite:
+        raise UsageError("--allow-nonfinite and --check-finite contradict each other: give one")
 
 
 def watchdog_seconds(text: str) -> float:
@@ -397,10 +410,8 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     check_seed(args.seed)
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
     options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend or "emulated"
-    options.check, options.watchdog, options.check_finite = args.check, args.watchdog, args.check_finite
-    options.allow_nonfinite = args.allow_nonfinite
-    if options.allow_nonfinite and options.check_finite:
-        raise UsageError("--allow-nonfinite and --check-finite contradict each other: give one")
+    options.check, options.watchdog = args.check, args.watchdog
+    set_finite_options(options, args)
     options.trace = args.trace
     options.gpu_memory = None if args.gpu_memory is None else byte_size(args.gpu_memory, "--gpu-memory")
     options.gpu_streams = args.gpu_streams or 1

@@ -80,3 +80,28 @@ def test_bench_fails_when_a_kernels_thread_ends_the_process(tmp_path):
             "not finish")
     assert out.returncode == 1 and f"tiledsl: error: {said}" in out.stderr, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["error"] == said
+
+
+@pytest.mark.timeout(120)
+def test_bench_takes_run_s_options_for_nonfinite_results(tmp_path):
+    """Its error about an infinity left in a matrix advised --allow-nonfinite, which bench refused
+    ('unrecognized arguments'): a program whose results hold infinities (shortest paths) could not be benched."""
+    import numpy as np
+
+    (tmp_path / "k.py").write_text("def scal(A, alpha):\n    A *= alpha\n")
+    (tmp_path / "uk.tile").write_text('use "k.py"\nkernel scal(inout A, float alpha = 2.0) flops A.m * A.n\n'
+                                      "program uk {\n  tiling uniform(nb = 64)\n  matrix A[n, n] = random general\n"
+                                      "  for i in 0 .. A.mt { for j in 0 .. A.nt { scal(A[i, j]) } }\n}\n")
+    a = np.ones((128, 128))
+    a[3, 4] = np.inf
+    np.save(tmp_path / "a.npy", a)
+    args = ("bench", "uk.tile", "--input", "A=a.npy", "--rounds", 1, "--json")
+    failed = tiledsl(*args, cwd=tmp_path)
+    assert failed.returncode == 1 and "; --allow-nonfinite takes them for results" in failed.stderr, failed.stderr
+    allowed = tiledsl(*args, "--allow-nonfinite", cwd=tmp_path)
+    assert allowed.returncode == 0 and allowed.stderr == "", allowed.stderr
+    assert json.loads(allowed.stdout)["ok"] is True
+    checked = tiledsl(*args, "--check-finite", cwd=tmp_path)
+    assert checked.returncode == 1 and "(--check-finite refuses non-finite inputs)" in checked.stderr, checked.stderr
+    both = tiledsl(*args, "--check-finite", "--allow-nonfinite", cwd=tmp_path)
+    assert both.returncode == 2 and "--allow-nonfinite and --check-finite contradict each other" in both.stderr

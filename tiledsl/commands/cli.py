@@ -162,7 +162,7 @@ def _say_which_program(args) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     from .explain import TABLE_LIMIT
-    from ..runtime.options import SuggestingParser, add_run_arguments, add_size_arguments
+    from ..runtime.options import SuggestingParser, add_finite_arguments, add_run_arguments, add_size_arguments
 
     parser = SuggestingParser(prog="tiledsl", description="A language and compiler for tile algorithms.",
                               epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -215,6 +215,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-tune", action="store_true",
                        help="ignore this machine's tuned tile sizes (tiledsl tune), which bench uses as run does")
     add_size_arguments(bench, "read matrix NAME from a .npy file, for tiledsl and the reference alike (as for run)")
+    add_finite_arguments(bench)  # a program whose results hold NaN or infinities (shortest paths) is benched too
     bench.set_defaults(handler=_bench)
 
     tune = command("tune", "tune tile sizes (and the host/GPU ratio) for this machine")
@@ -433,7 +434,7 @@ def _bench(args) -> int:
     from ..runtime.fitting import fit_files
     from ..runtime.world import expect_json
     from ..runtime.layout import use_tuned
-    from ..runtime.options import check_seed, check_workers, size_options
+    from ..runtime.options import check_seed, check_workers, set_finite_options, size_options
 
     driver = _load_driver(program_path(args.file))
     args.program = driver.PROGRAM.name  # for the --json failure object of a usage error from here on
@@ -443,6 +444,7 @@ def _bench(args) -> int:
     options.workers = args.workers or os.cpu_count() or 1
     options.seed = args.seed
     options.check = True
+    set_finite_options(options, args)
     if args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
     use_tuned(driver, options, not args.no_tune)  # what run would use
