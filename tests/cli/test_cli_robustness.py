@@ -1008,3 +1008,21 @@ def test_help_to_a_reader_that_left_ends_with_141_not_0(command):
     finally:
         os.close(write)
     assert (out.returncode, out.stderr.decode()) == (141, "")
+
+
+def test_every_command_with_json_says_a_failure_in_json_as_run_does(tmp_path):
+    """simulate, explain and tune --json printed nothing on stdout for a usage error (run and bench print
+    the failure object), so a script reading their JSON met an empty line."""
+    (tmp_path / "bad.tile").write_text("program p {\n  matrix A[n, n] = random spd\n  potrf(A[0 0])\n}\n")
+    cases = [(["simulate", "cholesky", "--n", 400, "--nb", 0, "--machine", "local"], 2, ("cholesky", 400)),
+             (["simulate", "cholesky", "--n", 400, "--nodes", 2, "--machine", "nowhere"], 2, ("cholesky", 400, 2)),
+             (["explain", "cholesky", "--n", 400, "--grid", "0x1"], 2, ("cholesky", 400)),
+             (["explain", tmp_path / "bad.tile", "--n", 64], 1, (None, 64)),
+             (["tune", "cholesky", "--n", 256, "--budget", 0], 2, ("cholesky", 256))]
+    for command, code, said in cases:
+        out = tiledsl(*command, "--json")
+        assert out.returncode == code and out.out.strip(), (command, out.err)
+        failure = json.loads(out.out.strip().splitlines()[-1])
+        assert failure["ok"] is False and failure["passed"] is None, out.err
+        assert (failure["program"], failure["n"], *([failure["np"]] if "np" in failure else [])) == said
+        assert failure["error"] in out.err

@@ -513,3 +513,10 @@ def test_a_trace_replaces_only_a_trace_and_never_the_program(capsys, tmp_path, m
     assert (tmp_path / "notes.txt").read_text() == "mine\n" and "program cholesky" in (tmp_path / "p.tile").read_text()
     assert main([*args, "t.json"]) == 0 and main([*args, "t.json"]) == 0  # a trace it wrote: replaced
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+
+
+@pytest.mark.timeout(60)
+def test_the_json_has_run_json_s_verdict(capsys, machine_file):
+    """docs/cluster.md: one line shaped like run --json's; it had no ok, passed nor errors."""
+    predicted = simulate(capsys, "cholesky", "--n", 400, "--nb", 100, "--machine", machine_file)
+    assert (predicted["ok"], predicted["passed"], predicted["errors"]) == (True, None, [])

@@ -1030,3 +1030,13 @@ def test_without_n_the_search_tries_only_timed_sizes_of_two_tiles_or_more(tmp_pa
     tried = [record["tiles"]["nb"] for record in result["search"]]
     assert result["trial_n"] == trial_n and tried and set(tried) <= set(searched), lines
     assert said in lines
+
+
+@pytest.mark.timeout(120)
+def test_tune_json_has_ok_as_run_json_does(cache):
+    """It had none; a result that could not be cached has ok false and the error (exit 2)."""
+    out = tiledsl("tune", "cholesky", "--json", "--workers", 1, *TINY, cache=cache)
+    assert out.returncode == 0 and last_json(out)["ok"] is True and "error" not in last_json(out), out.stderr
+    (cache / "a-file").write_text("")  # the cache's folder cannot be made under a file
+    out = tiledsl("tune", "cholesky", "--json", "--workers", 1, *TINY, cache=cache / "a-file")
+    assert out.returncode == 2 and last_json(out)["ok"] is False and last_json(out)["error"] in out.stderr

@@ -65,8 +65,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("tiledsl: stopped by SIGINT", file=sys.stderr)  # as a run's ranks say it
         return 130
-    except TaskFailure as failure:  # the program's loop nest failed (explain, graph, tune walk it)
+    except TaskFailure as failure:  # the program's loop nest failed (explain, graph, tune, simulate walk it)
         print(f"tiledsl: error: {_failure_text(failure, args)}", file=sys.stderr)
+        _json_failure(args, _failure_text(failure, args))
         return 1
     except StdoutError as error:  # a full disk, or a device that takes nothing (`> /dev/full`)
         print(f"tiledsl: error: the output could not be written to stdout: {error.strerror}", file=sys.stderr)
@@ -87,12 +88,20 @@ def main(argv=None) -> int:
 
 
 def _json_failure(args, error: str) -> None:
-    """A run or bench with ``--json`` that stopped before it started (a usage error, a program with
-    errors) says so on stdout too, as one that failed later does: ``program`` null where it was
-    not read yet."""
-    if getattr(args, "json", False) and args.handler in (_run, _bench):
-        ranks = args.np if args.handler is _run else None  # bench's runs are one rank's
-        print(json_text({**failure_json(getattr(args, "program", None), args.n, ranks), "error": error}), flush=True)
+    """A command with ``--json`` (run, bench, explain, tune, simulate) that stopped before its result
+    (a usage error, a program with errors, a loop nest that failed) says so on stdout too, as a run
+    that failed later does: ``program`` null where it was not read yet (:func:`_load_driver`)."""
+    if getattr(args, "json", False):
+        print(json_text({**failure_json(getattr(args, "program", None), args.n, _ranks_of(args)), "error": error}),
+              flush=True)
+
+
+def _ranks_of(args) -> int | None:
+    """The ranks a --json failure object names (``np``): run's --np, simulate's --nodes when given;
+    None (no ``np``) for the commands of one process (bench, explain, tune)."""
+    if args.handler is _run:
+        return args.np
+    return args.nodes if args.handler is _simulate else None
 
 
 def _failure_text(failure: TaskFailure, args) -> str:
@@ -359,11 +368,14 @@ def _check_driver_target(output: str, program: str) -> None:
                          f"(a script's folder comes first on the import path): name it otherwise")
 
 
-def _load_driver(path: str):
-    """The driver module for a .tile file (compiled through the cache) or a driver file."""
+def _load_driver(args):
+    """The driver module of ``args.file``, a .tile file (compiled through the cache) or a driver file;
+    its program's name is kept in ``args.program`` for a --json failure object from here on."""
     from ..driverload import import_driver
 
-    return import_driver(_driver_path(path))
+    driver = import_driver(_driver_path(program_path(args.file)))
+    args.program = driver.PROGRAM.name
+    return driver
 
 
 def _driver_path(path: str):
@@ -416,15 +428,14 @@ def _planned_options(driver, args, grid: tuple[int, int]):
 def _explain(args) -> int:
     from .explain import as_json, explain, render
 
-    driver = _load_driver(program_path(args.file))
+    driver = _load_driver(args)
     try:
         grid = _grid_of(args)
         options = _planned_options(driver, args, grid)
         explained = explain(driver, options, grid, args.gpus, args.totals)
-    except ValueError as error:
-        print(f"tiledsl: error: {error}", file=sys.stderr)
-        return 2
-    print(json_text(as_json(explained)) if args.json else render(explained, Path(program_path(args.file)).name))
+    except ValueError as error:  # a bad --grid: a usage error (with --json, its failure object)
+        raise UsageError(str(error)) from None
+    print(json_text({**as_json(explained), "ok": True}) if args.json else render(explained, Path(program_path(args.file)).name))
     return 0
 
 
@@ -436,8 +447,7 @@ def _bench(args) -> int:
     from ..runtime.layout import use_tuned
     from ..runtime.options import check_seed, check_workers, set_finite_options, size_options
 
-    driver = _load_driver(program_path(args.file))
-    args.program = driver.PROGRAM.name  # for the --json failure object of a usage error from here on
+    driver = _load_driver(args)
     options = size_options(args)
     check_workers(args.workers)
     check_seed(args.seed)
@@ -502,7 +512,7 @@ def _graph(args) -> int:
     from .explain import plan
     from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
 
-    driver = _load_driver(program_path(args.file))
+    driver = _load_driver(args)
     if args.output is not None:
         _check_drawing_target(args.output)
     try:
@@ -528,7 +538,7 @@ def _tune(args) -> int:
     from ..runtime.options import set_texts
     from .tune import BUDGET, QUICK, check_budget, render, save, tune
 
-    driver = _load_driver(program_path(args.file))
+    driver = _load_driver(args)
     sizes = None
     if args.sizes is not None:
         try:
@@ -551,8 +561,9 @@ def _tune(args) -> int:
             path, key = save(result)
         except UsageError as error:  # the cache cannot be read or written: what was measured is still said
             unsaved = error
-    if args.json:
-        print(json_text({**result, "cache": str(path) if path else None, "key": key}))
+    if args.json:  # ok as run --json's: false when the result could not be cached
+        print(json_text({**result, "cache": str(path) if path else None, "key": key, "ok": unsaved is None,
+                         **({"error": str(unsaved)} if unsaved is not None else {})}))
     else:
         print(render(result, path, key))
     if unsaved is not None:
@@ -564,7 +575,7 @@ def _tune(args) -> int:
 def _simulate(args) -> int:
     from .simulate import run
 
-    return run(args, _load_driver(program_path(args.file)))
+    return run(args, _load_driver(args))
 
 
 def _run(args) -> int:
@@ -574,7 +585,7 @@ def _run(args) -> int:
         raise UsageError(f"--np must be at least 1, got {args.np}")
     if args.np > 1 or _launcher_text(args):  # a launcher given runs even one rank under it (a batch job's node)
         return _launch(args)
-    driver = _load_driver(program_path(args.file))
+    driver = _load_driver(args)
     return run_and_report(driver, args)
 
 
