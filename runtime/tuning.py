@@ -195,8 +195,15 @@ def _empty() -> dict:
     return {"version": VERSION, "entries": {}}
 
 
+_warned: set = set()  # the default warnings said in this process
+
+
 def _warn(message: str) -> None:
-    print(f"tiledsl: warning: {message}", file=sys.stderr, flush=True)
+    """The default warning, on stderr once per process: a command may read the cache more than once
+    (simulate: its tile sizes, then this machine's kernel rates), each read meeting the same fault."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f"tiledsl: warning: {message}", file=sys.stderr, flush=True)
 
 
 #: host:GPU column ratios the uniform search walks through, by the host's share

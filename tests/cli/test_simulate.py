@@ -520,3 +520,16 @@ def test_the_json_has_run_json_s_verdict(capsys, machine_file):
     """docs/cluster.md: one line shaped like run --json's; it had no ok, passed nor errors."""
     predicted = simulate(capsys, "cholesky", "--n", 400, "--nb", 100, "--machine", machine_file)
     assert (predicted["ok"], predicted["passed"], predicted["errors"]) == (True, None, [])
+
+
+@pytest.mark.timeout(60)
+def test_a_corrupt_tuning_cache_is_warned_of_once(capsys, tmp_path, monkeypatch):
+    """simulate read the cache for its tile sizes, then for this machine's rates, and warned at each read."""
+    from tiledsl.runtime import tuning
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("TILEDSL_NO_TUNE", raising=False)
+    tuning.cache_path().parent.mkdir(parents=True)
+    tuning.cache_path().write_text("{ not json")
+    assert main(["simulate", "cholesky", "--n", "400", "--nb", "100"]) == 2  # no rates for this machine without tune
+    assert capsys.readouterr().err.count("ignoring the corrupt tuning cache") == 1
