@@ -430,9 +430,16 @@ def run_warnings(program, args: argparse.Namespace) -> list:
     if args.gpus > 0 and args.gpu_backend is None:  # a negative count is a usage error, said alone
         warnings.append(f"--gpus {args.gpus} with the emulated backend (numpy arrays standing in for GPUs); "
                         f"use --gpu-backend cupy for NVIDIA GPUs")
-    if args.gpus == 0 and args.gpu_backend is not None:  # kept for scripts that vary --gpus alone
-        warnings.append(f"--gpu-backend {args.gpu_backend} does nothing without --gpus G: the run uses no GPU")
-    return warnings
+    warnings.append(unused_backend(args))
+    return [warning for warning in warnings if warning]
+
+
+def unused_backend(args: argparse.Namespace, without: str = "the run uses no GPU") -> str | None:
+    """The warning for ``--gpu-backend`` given without ``--gpus`` (not an error: kept for scripts that
+    vary --gpus alone), ``without`` saying what the command then does; None when it is not so given."""
+    if args.gpus == 0 and args.gpu_backend is not None:
+        return f"--gpu-backend {args.gpu_backend} does nothing without --gpus G: {without}"
+    return None
 
 
 def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:

@@ -1040,3 +1040,15 @@ def test_tune_json_has_ok_as_run_json_does(cache):
     (cache / "a-file").write_text("")  # the cache's folder cannot be made under a file
     out = tiledsl("tune", "cholesky", "--json", "--workers", 1, *TINY, cache=cache / "a-file")
     assert out.returncode == 2 and last_json(out)["ok"] is False and last_json(out)["error"] in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_gpu_backend_without_gpus_is_warned_of_as_run_does(cache):
+    """tune --gpu-backend cupy without --gpus ignored the backend and said nothing."""
+    out = tiledsl("tune", "cholesky", "--gpu-backend", "cupy", "--no-save", "--json", "--workers", 1, *TINY,
+                  cache=cache)
+    assert out.returncode == 0 and out.stderr == ("tiledsl: warning: --gpu-backend cupy does nothing without --gpus G: "
+                                                  "tune times the kernels on a core only\n"), out.stderr
+    assert last_json(out)["gpus"] == 0 and last_json(out)["backend"] is None
+    run = tiledsl("run", "cholesky", "--n", 256, "--gpu-backend", "cupy", cache=cache)
+    assert "tiledsl: warning: --gpu-backend cupy does nothing without --gpus G: the run uses no GPU" in run.stderr

@@ -230,7 +230,7 @@ def _parser() -> argparse.ArgumentParser:
     tune = command("tune", "tune tile sizes (and the host/GPU ratio) for this machine")
     tune.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     tune.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0: CPU tiles only)")
-    tune.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"], help="as for run")
+    tune.add_argument("--gpu-backend", choices=["emulated", "cupy"], help="as for run (default emulated)")
     tune.add_argument("--workers", type=int, help="CPU workers (default: as run chooses)")
     spend = tune.add_mutually_exclusive_group()  # --quick is a budget: both would leave one unheard
     spend.add_argument("--budget", metavar="SECONDS", help="time for the whole tuning (default 30)")
@@ -535,7 +535,7 @@ def _graph(args) -> int:
 
 
 def _tune(args) -> int:
-    from ..runtime.options import set_texts
+    from ..runtime.options import set_texts, unused_backend
     from .tune import BUDGET, QUICK, check_budget, render, save, tune
 
     driver = _load_driver(args)
@@ -552,8 +552,11 @@ def _tune(args) -> int:
         except ValueError:
             raise UsageError(f"--budget expects a number of seconds, got {args.budget!r}") from None
         check_budget(budget, args.budget)
+    unused = unused_backend(args, "tune times the kernels on a core only")  # as run warns of it
+    if unused:
+        print(f"tiledsl: warning: {unused}", file=sys.stderr)
     log = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
-    result = tune(driver, args.gpus, args.gpu_backend, args.workers, budget, sizes, args.n, log,
+    result = tune(driver, args.gpus, args.gpu_backend or "emulated", args.workers, budget, sizes, args.n, log,
                   sets=set_texts(args.set))
     path = key = unsaved = None
     if not args.no_save:
