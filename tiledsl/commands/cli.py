@@ -435,7 +435,8 @@ def _explain(args) -> int:
         explained = explain(driver, options, grid, args.gpus, args.totals)
     except ValueError as error:  # a bad --grid: a usage error (with --json, its failure object)
         raise UsageError(str(error)) from None
-    print(json_text({**as_json(explained), "ok": True}) if args.json else render(explained, Path(program_path(args.file)).name))
+    print(json_text({**as_json(explained), "ok": True}) if args.json
+          else render(explained, Path(program_path(args.file)).name))
     return 0
 
 
