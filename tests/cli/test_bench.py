@@ -35,7 +35,7 @@ def test_dask_is_timed_at_square_chunks_that_divide_n():
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("n, note", [
     (601, "dask is not timed: no chunk size from 64 to 600 divides n = 601 (dask's Cholesky and LU take square "
-          "chunks only: give an n with such a divisor to compare with it)"),
+          "chunks only: give sizes with such a divisor to compare with it)"),
     (200, "dask is not timed: its chunks are about 512, 1024, 2048 and n = 200 is not above the smallest (a single "
           "chunk is no blocked factorization to compare with)"),
 ])
@@ -105,3 +105,32 @@ def test_bench_takes_run_s_options_for_nonfinite_results(tmp_path):
     assert checked.returncode == 1 and "(--check-finite refuses non-finite inputs)" in checked.stderr, checked.stderr
     both = tiledsl(*args, "--check-finite", "--allow-nonfinite", cwd=tmp_path)
     assert both.returncode == 2 and "--allow-nonfinite and --check-finite contradict each other" in both.stderr
+
+
+@pytest.mark.timeout(120)
+def test_dask_is_judged_by_the_order_of_the_matrix_the_check_names_not_by_n(tmp_path, monkeypatch):
+    """A[half, half] with half = n // 2: bench timed dask at chunks of 500 on a 500×500 matrix (one chunk, no
+    blocked factorization), where a shipped program of that order says why dask is not timed."""
+    import tiledsl.commands.bench as bench
+
+    program = ROOT / "programs/cholesky.tile"
+    text = program.read_text().replace("program cholesky {", "program half {\n  param half = n // 2")
+    (tmp_path / "half.tile").write_text(text.replace("matrix A[n, n]", "matrix A[half, half]"))
+    _, text = compile_path(tmp_path / "half.tile")
+    (tmp_path / "half.py").write_text(text)
+    driver = import_driver(tmp_path / "half.py", "bench_half")
+    chunked = []
+    monkeypatch.setattr(bench, "_dask", lambda kind, chunk, workers: chunked.append(chunk))
+    table = run_bench(driver, Options(n=1000, tiles={"nb": 100}, workers=1), rounds=1)
+    assert chunked == [] and table["rows"][1]["name"] == "scipy dpotrf (1 thread)"
+    assert ("dask is not timed: its chunks are about 512, 1024, 2048 and the order of A = 500 is not above the "
+            "smallest (a single chunk is no blocked factorization to compare with)") in table["notes"]
+
+
+def test_a_spread_of_rounds_advises_one_worker_only_where_there_were_more():
+    from tiledsl.commands.bench import Measure, _spread_notes
+
+    measure = Measure("tiledsl")
+    measure.times = [0.001, 0.01]
+    assert _spread_notes([measure], 2)[0].endswith("its ratio is not reliable (run again, or with --workers 1)")
+    assert _spread_notes([measure], 1)[0].endswith("its ratio is not reliable (run again on a quieter machine)")

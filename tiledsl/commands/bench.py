@@ -259,13 +259,14 @@ def dask_chunks(n: int) -> list[int]:
                   if divisors else set())
 
 
-def _without_dask(n: int) -> str:
-    """Why dask is not timed at order ``n``, which :func:`dask_chunks` gives no chunk size."""
+def _without_dask(n: int, order: str = "n") -> str:
+    """Why dask is not timed at order ``n`` (``order``: what it is, ``n`` or a matrix's order), which
+    :func:`dask_chunks` gives no chunk size."""
     if n <= DASK_CHUNKS[0]:
-        return (f"dask is not timed: its chunks are about {', '.join(map(str, DASK_CHUNKS))} and n = {n} is not "
-                f"above the smallest (a single chunk is no blocked factorization to compare with)")
-    return (f"dask is not timed: no chunk size from {DASK_SMALLEST} to {n - 1} divides n = {n} (dask's Cholesky "
-            f"and LU take square chunks only: give an n with such a divisor to compare with it)")
+        return (f"dask is not timed: its chunks are about {', '.join(map(str, DASK_CHUNKS))} and {order} = {n} is "
+                f"not above the smallest (a single chunk is no blocked factorization to compare with)")
+    return (f"dask is not timed: no chunk size from {DASK_SMALLEST} to {n - 1} divides {order} = {n} (dask's "
+            f"Cholesky and LU take square chunks only: give sizes with such a divisor to compare with it)")
 
 
 def _dask(kind: str, chunk: int, workers: int):
@@ -303,20 +304,23 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     tiled = Measure("tiledsl")
     references = []  # (measure, routine, its matrices, BLAS threads, options)
     found = reference_of(program, make_params(driver, options))
+    order, order_name = options.n, "n"  # of the matrix dask factors: the check's, which may be sized other than n
     if found:
         reference, names, check_options = found
         matrices = [inputs[name] for name in names]
+        if matrices[0].shape[0] != options.n:
+            order, order_name = matrices[0].shape[0], f"the order of {names[0]}"
         references.append((Measure(f"scipy {reference.routine} ({workers} thread{'s' if workers != 1 else ''})"),
                            reference.run, matrices,
                            workers, check_options))
-        for chunk in dask_chunks(options.n) if with_dask else ():
+        for chunk in dask_chunks(order) if with_dask else ():
             dask = _dask(kind, chunk, workers)
             if dask:
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
     notes = [] if found else [_without_reference(program)]
     if with_dask and kind in DASK_KINDS:
-        if not dask_chunks(options.n):  # said whether dask is installed or not: installing it would not help
-            notes.append(_without_dask(options.n))
+        if not dask_chunks(order):  # said whether dask is installed or not: installing it would not help
+            notes.append(_without_dask(order, order_name))
         elif importlib.util.find_spec("dask") is None:
             notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
     residual, passed, tiles, params, tiling, flops, source = None, None, {}, {}, "", None, None
@@ -338,7 +342,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         flops, source = flop_count(program, result.matrices, [result.stats])
     notes += [f"{m.name} failed on these inputs (LAPACK info = {m.info}): its row is not a timing"
               for m, *_ in references if m.info]
-    notes += _spread_notes([tiled] + [r[0] for r in references if not r[0].info])
+    notes += _spread_notes([tiled] + [r[0] for r in references if not r[0].info], workers)
     if references and source == "kernels":
         notes.append("every row's GFLOP/s divides tiledsl's flop count (its kernels') by the row's time, not the "
                      "work the reference does (a dense routine may do more): compare the times")
@@ -351,11 +355,12 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     return table
 
 
-def _spread_notes(measures: list) -> list:
+def _spread_notes(measures: list, workers: int) -> list:
     """A note for each implementation whose rounds took very different times (a loaded machine, a
     multi-threaded BLAS waiting for its cores): its best time, and the ratios, are then unreliable."""
+    advice = "run again, or with --workers 1" if workers > 1 else "run again on a quieter machine"
     return [f"{m.name}'s rounds took {min(m.times):.4f} to {max(m.times):.4f} s: the machine is busy, or its "
-            f"threads wait for cores; its ratio is not reliable (run again, or with --workers 1)"
+            f"threads wait for cores; its ratio is not reliable ({advice})"
             for m in measures if len(m.times) > 1 and max(m.times) > SPREAD * min(m.times)]
 
 
