@@ -724,9 +724,13 @@ class _Tuner:
         measure_ratio = lambda r: trials.seconds(tiles, (r.numerator, r.denominator), params)
         guess = Fraction(*first)
         candidates, columns = distinct_ratios(trials.driver, trials.options_of(tiles, None, params), guess)
+        if columns < self.gpus:
+            self.log(f"  {columns} tile column(s) for {self.gpus} GPUs: at this size some GPU holds none, whatever the "
+                     f"ratio (smaller tiles, or a larger --n, give each one)")
+        listed = ", ".join(f"{r.numerator}:{r.denominator}" for r in candidates)
         self.log(f"  gpu-ratio candidates, one per way of dealing the {columns} tile column(s) that gives "
-                 f"{'each GPU' if columns >= self.gpus else 'the GPUs'} some (climbed from the nearest to "
-                 f"{guess.numerator}:{guess.denominator} while it gets faster): {', '.join(f'{r.numerator}:{r.denominator}' for r in candidates)}")
+                 f"{'each GPU' if columns >= self.gpus else 'the most GPUs'} some (climbed from the nearest to "
+                 f"{guess.numerator}:{guess.denominator} while it gets faster): {listed}")
         start = min(range(len(candidates)), key=lambda i: abs(candidates[i] - guess))
         chosen, history = hill_climb(candidates, start, measure_ratio, more_time=more_time)
         chosen, history = gpu_only_unless_slower(chosen, history, RATIOS[0], measure_ratio)
@@ -744,8 +748,8 @@ class _Tuner:
 def distinct_ratios(driver, options: Options, guess: Fraction) -> tuple[list, int]:
     """``(ratios, columns)``: :data:`RATIOS`, one for each way they deal the ``columns`` tile columns of a run
     with ``options`` (the trials': their n, tiles, parameters and GPUs) to the host and the GPUs, the one
-    nearest ``guess``; none that leaves a GPU without a column, unless there are fewer columns than
-    GPUs (then none that leaves them all without one). Ratios dealing the columns alike run
+    nearest ``guess``; none that leaves a GPU without a column (with fewer columns than GPUs, those
+    giving the most GPUs one). Ratios dealing the columns alike run
     alike (at 3 columns and 2 GPUs, 3:4, 5:4 and 4:3 all keep every one on the host): timing each would
     pick one by noise, and the cache would keep a split that is no split at the runs' size."""
     program = driver.PROGRAM
@@ -758,9 +762,9 @@ def distinct_ratios(driver, options: Options, guess: Fraction) -> tuple[list, in
         devices = tuple(distribution.device_of(0, j) for j in range(columns))
         if any(device != HOST for device in devices):
             dealt.setdefault(devices, ratio)
-    # a ratio that leaves one of the GPUs idle at this size is what the run then warns of
-    every_gpu = {devices: ratio for devices, ratio in dealt.items() if len(set(devices) - {HOST}) == options.gpus}
-    return sorted((every_gpu or dealt).values()), columns
+    # a ratio that leaves a GPU idle at this size is what the run then warns of: those using the most GPUs
+    used = {devices: len(set(devices) - {HOST}) for devices in dealt}
+    return sorted(ratio for devices, ratio in dealt.items() if used[devices] == max(used.values())), columns
 
 
 def time_in_run(trials: "Trials", chosen: tuple, kernels: list, gpus: int, result: dict, log) -> None:
