@@ -52,7 +52,7 @@ from .userkernels import changed_source, kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
-                    default_workers, expect_json, launcher_rank, launcher_size, record_completion,
+                    cores_per_rank, default_workers, expect_json, launcher_rank, launcher_size, record_completion,
                     standard_streams_open, unless_ignored)
 
 
@@ -140,8 +140,9 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
             result.sources.pop("host_takes", None)
         result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}
         result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
-        result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params), workers, options.gpus,
-                                               ranks)  # the rates use_tuned read: a tuned run's
+        # the rates use_tuned read (a tuned run's), on the workers the rank's cores run at once
+        result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params),
+                                               min(workers, cores_per_rank(ranks)), options.gpus, ranks)
         stopwatch.lap("run")
         if options.check and program.check is not None:
             _check(result, driver, params, engine, matrices, sources, comm, options)

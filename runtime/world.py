@@ -440,7 +440,12 @@ def preferred_grid(program, ranks: int) -> tuple[int, int]:
 def default_workers(ranks: int, gpus: int = 0) -> int:
     """CPU worker threads per rank when ``--workers`` is not given: the rank's cores less one
     per GPU (its management thread), one for the copy thread and one for MPI, as in use."""
+    return max(1, cores_per_rank(ranks) - gpus - (gpus > 0) - (ranks > 1))
+
+
+def cores_per_rank(ranks: int) -> int:
+    """This rank's share of its node's cores: the cores over the ranks on the node (the launcher's
+    count of them, else all ``ranks``)."""
     cores = os.cpu_count() or 1
     local = next((int(os.environ[v]) for v in LOCAL_SIZE_VARIABLES if os.environ.get(v, "").isdigit()), ranks)
-    per_rank = max(1, cores // max(1, min(local, ranks)))
-    return max(1, per_rank - gpus - (gpus > 0) - (ranks > 1))
+    return max(1, cores // max(1, min(local, ranks)))

@@ -1053,3 +1053,17 @@ def test_a_gpu_backend_without_gpus_is_warned_of_as_run_does(cache):
     assert last_json(out)["gpus"] == 0 and last_json(out)["backend"] is None
     run = tiledsl("run", "cholesky", "--n", 256, "--gpu-backend", "cupy", cache=cache)
     assert "tiledsl: warning: --gpu-backend cupy does nothing without --gpus G: the run uses no GPU" in run.stderr
+
+
+@pytest.mark.timeout(120)
+def test_the_upper_bound_counts_no_more_workers_than_the_cores_that_run_them(cache):
+    """--workers 8 on 2 cores was bounded by 8 × gemm's rate, 4 ranks by 4 workers' worth: a bound
+    no run could reach."""
+    seed_cache("cholesky", 0, "emulated", {"nb": 128}, speeds={"core": {"gemm": {64: 20.0, 128: 40.0}}})
+    cores = os.cpu_count() or 1
+    summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--workers", cores + 6, "--json",
+                                cache=cache))
+    assert summary["upper_bound"] == 40.0 * cores
+    summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--np", 2, "--workers", cores,
+                                "--json", cache=cache))  # the node's cores shared by its two ranks
+    assert summary["upper_bound"] == 40.0 * 2 * max(1, cores // 2)
