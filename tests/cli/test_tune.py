@@ -772,8 +772,9 @@ def test_bench_uses_the_tuned_tiles_as_run_does_and_no_tune_ignores_them(cache):
 def test_a_search_size_below_two_tiles_is_refused_and_nothing_is_cached(cache):
     out = tiledsl("tune", "programs/hetero_cholesky.tile", "--n", "300", "--budget", "5", cache=cache)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-    assert out.stderr.strip() == ("tiledsl: error: --n 300 is less than two tiles of the first guess, B=512: runs of "
-                                  "one tile cannot tell tile sizes apart (give --n 1024 or more, or leave it out)")
+    assert out.stderr.strip() == ("tiledsl: error: --n 300 is less than two tiles of the program's B, which tune "
+                                  "keeps without GPUs, 512: runs of one tile cannot tell tile sizes apart (give --n "
+                                  "1024 or more, or leave it out)")
     assert tuning.entry("hetero_cholesky", 0, "emulated") is None
     started = time.monotonic()  # below two of the smallest size: said before any kernel is timed
     out = tiledsl("tune", "programs/cholesky.tile", "--n", "10", cache=cache)
@@ -1067,3 +1068,17 @@ def test_the_upper_bound_counts_no_more_workers_than_the_cores_that_run_them(cac
     summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--np", 2, "--workers", cores,
                                 "--json", cache=cache))  # the node's cores shared by its two ranks
     assert summary["upper_bound"] == 40.0 * 2 * max(1, cores // 2)
+
+
+@pytest.mark.timeout(30)
+def test_a_hybrid_program_without_gpus_is_refused_an_n_below_two_of_its_own_tiles_before_any_timing(tmp_path,
+                                                                                                    monkeypatch):
+    """--n 100 was told 'give --n 128 or more' (two of the smallest size), which then was refused after
+    the kernels were timed: without GPUs tune keeps the program's B (512) and searches b in it."""
+    def never(self):
+        raise AssertionError("a kernel was timed")
+
+    monkeypatch.setattr(tune_command._Tuner, "time_kernels", never)
+    with pytest.raises(UsageError, match=r"^--n 128 is less than two tiles of the program's B, which tune keeps "
+                                         r"without GPUs, 512: .*\(give --n 1024 or more, or leave it out\)$"):
+        tune(driver_of(tmp_path, "hetero_cholesky"), workers=1, budget=2, sizes=[64], n=128)

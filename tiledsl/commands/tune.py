@@ -488,11 +488,12 @@ class _Tuner:
                 cpu_sizes = gpu_sizes = [s for s in cpu_sizes if s not in beyond]
         self.cpu_sizes, self.gpu_sizes = cpu_sizes, gpu_sizes
         timed = cpu_sizes + (gpu_sizes if self.gpus else [])
-        smallest = min(timed)
+        smallest, what = min(timed), "the smallest size tune tries"
+        if self.program.tiling.kind == "hybrid" and not self.gpus:  # B is the program's: tune searches b in it
+            smallest, what = int(self.defaults["B"]), "the program's B, which tune keeps without GPUs"
         if self.n is not None and self.n < 2 * smallest:  # no size tune would try fits: said before any timing
-            raise UsageError(f"--n {self.n} is less than two tiles of the smallest size tune tries, {smallest}: "
-                             f"runs of one tile cannot tell tile sizes apart (give --n {2 * smallest} or more, "
-                             f"or leave it out)")
+            raise UsageError(f"--n {self.n} is less than two tiles of {what}, {smallest}: runs of one tile cannot "
+                             f"tell tile sizes apart (give --n {2 * smallest} or more, or leave it out)")
 
     def check_hybrid_sizes(self) -> None:
         """Hybrid tiles: a usage error, before any timing, when no size tune may try makes a tiling
