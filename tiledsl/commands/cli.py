@@ -48,9 +48,7 @@ def main(argv=None) -> int:
         args = _parser().parse_args(argv)
         args.argv = argv
         _say_which_program(args)
-        status = args.handler(args)
-        sys.stdout.flush()  # what is still buffered fails here, as the rest did (| head), not at exit with 0
-        return status
+        return args.handler(args)
     except BrokenPipeError:  # stdout's reader has gone (| head): a normal end
         from ..runtime.launch import stdout_closed
 
