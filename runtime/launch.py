@@ -52,7 +52,7 @@ from .userkernels import changed_source, kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
-                    cores_per_rank, default_workers, expect_json, launcher_rank, launcher_size, record_completion,
+                    core_share, default_workers, expect_json, launcher_rank, launcher_size, record_completion,
                     standard_streams_open, unless_ignored)
 
 
@@ -142,7 +142,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
         result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
         # the rates use_tuned read (a tuned run's), on the workers the rank's cores run at once
         result.upper_bound = rates.upper_bound(options.host_speeds, _tile_sizes(params),
-                                               min(workers, cores_per_rank(ranks)), options.gpus, ranks)
+                                               min(workers, core_share(ranks)), options.gpus, ranks)
         stopwatch.lap("run")
         if options.check and program.check is not None:
             _check(result, driver, params, engine, matrices, sources, comm, options)

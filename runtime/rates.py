@@ -63,7 +63,7 @@ class Rates:
         return flops / (self.gflops(kernel, size) * 1e9)
 
 
-def upper_bound(speeds: dict | None, sizes: tuple, workers: int, gpus: int, ranks: int) -> float | None:
+def upper_bound(speeds: dict | None, sizes: tuple, workers: float, gpus: int, ranks: int) -> float | None:
     """The kernel upper bound of a run, in GFLOP/s (DESIGN §6): gemm's rate on a core × the CPU
     workers + gemm's rate on a GPU × the GPUs, on every rank, each at its tile size (``sizes``:
     the core's, the GPU's); None without the rates (``speeds``, as ``tiledsl tune`` caches them)."""

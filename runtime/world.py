@@ -444,8 +444,13 @@ def default_workers(ranks: int, gpus: int = 0) -> int:
 
 
 def cores_per_rank(ranks: int) -> int:
+    """This rank's whole cores: :func:`core_share`, at least one."""
+    return max(1, int(core_share(ranks)))
+
+
+def core_share(ranks: int) -> float:
     """This rank's share of its node's cores: the cores over the ranks on the node (the launcher's
-    count of them, else all ``ranks``)."""
+    count of them, else all ``ranks``); under one where the ranks outnumber the cores."""
     cores = os.cpu_count() or 1
     local = next((int(os.environ[v]) for v in LOCAL_SIZE_VARIABLES if os.environ.get(v, "").isdigit()), ranks)
-    return max(1, cores // max(1, min(local, ranks)))
+    return cores / max(1, min(local, ranks))

@@ -1067,7 +1067,10 @@ def test_the_upper_bound_counts_no_more_workers_than_the_cores_that_run_them(cac
     assert summary["upper_bound"] == 40.0 * cores
     summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--np", 2, "--workers", cores,
                                 "--json", cache=cache))  # the node's cores shared by its two ranks
-    assert summary["upper_bound"] == 40.0 * 2 * max(1, cores // 2)
+    assert summary["upper_bound"] == 40.0 * 2 * min(cores, cores / 2)
+    summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--np", 2 * cores, "--workers", 1,
+                                "--json", cache=cache))  # more ranks than cores: each has half of one
+    assert summary["upper_bound"] == pytest.approx(40.0 * cores)
 
 
 @pytest.mark.timeout(30)
