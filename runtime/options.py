@@ -33,6 +33,10 @@ EXIT_CODES = ("exit status: 0 success; 1 a program error (a failed kernel, a fai
               "128+N stopped by signal N")
 
 
+#: the commands whose --json line a usage error is said in too
+JSON_COMMANDS = ("run", "bench", "explain", "simulate", "tune")
+
+
 class SuggestingParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, and whose error for a misspelled option
     suggests the closest one (``--chekc``: did you mean --check?), looking in the subcommand's
@@ -80,20 +84,20 @@ class SuggestingParser(argparse.ArgumentParser):
         if run is not None:  # a script reading --json's line hears of a usage error too
             from .reporting import failure_json, json_text
 
-            ranks = {} if run == "bench" else {"np": None}  # (a bench's runs are one rank's)
+            ranks = {"np": None} if run == "run" else {}  # (the others' runs are one rank's, or simulated)
             print(json_text({**failure_json(None, None), **ranks, "error": said}), flush=True)
         self.exit(2, f"{self.prog}: error: {said}\n")
 
     def _json_failure_of(self) -> str | None:
-        """``run`` or ``bench`` when the command line is a run's (``tiledsl run``, a driver's) or a
-        bench's, with ``--json`` before any ``--``: its failure object is due on stdout."""
+        """The command (``run`` for a driver's) when the command line is one of :data:`JSON_COMMANDS`
+        with ``--json`` before any ``--``: its failure object is due on stdout."""
         given = getattr(self, "_given", [])
         given = given[:given.index("--")] if "--" in given else given
         if "--json" not in given:
             return None
         command = self._subcommand()
         name = command[0] if command is not None else self.prog.rpartition(" ")[2]
-        if name in ("run", "bench"):
+        if name in JSON_COMMANDS:
             return name
         return "run" if self._subparsers is None and " " not in self.prog else None  # a driver's
 

@@ -1026,3 +1026,17 @@ def test_every_command_with_json_says_a_failure_in_json_as_run_does(tmp_path):
         assert failure["ok"] is False and failure["passed"] is None, out.err
         assert (failure["program"], failure["n"], *([failure["np"]] if "np" in failure else [])) == said
         assert failure["error"] in out.err
+
+
+@pytest.mark.parametrize("command, error", [
+    (["explain", "cholesky", "--n", 400, "--nb", "abc"], "argument --nb: invalid int value: 'abc' (see tiledsl explain "
+                                                         "--help)"),
+    (["simulate", "cholesky", "--nodes", "abc"], "argument --nodes: invalid int value: 'abc' (see tiledsl simulate "
+                                                 "--help)"),
+    (["tune", "cholesky", "--bogus"], "unrecognized arguments: --bogus (see tiledsl tune --help)"),
+])
+def test_a_usage_error_argparse_finds_is_said_in_json_by_every_command_that_takes_it(command, error):
+    """explain, simulate and tune printed nothing on stdout for an error the option parser found."""
+    out = tiledsl(*command, "--json")
+    assert out.returncode == 2 and json.loads(out.out.strip().splitlines()[-1]) == {
+        "program": None, "n": None, "ok": False, "passed": None, "error": error}
