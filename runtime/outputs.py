@@ -55,7 +55,7 @@ def check_output_paths(options: Options, program_files=()) -> None:
                              f"program itself, which the output would replace: name another file")
         check_writable(path, what)
         if what.startswith("--output"):
-            check_replaceable(path, what, (NPY_MAGIC,), "a .npy file (a matrix an earlier run wrote)")
+            check_replaceable(path, what, (NPY_MAGIC,), "a .npy file (a matrix, whoever saved it)")
         else:
             check_replaceable(path, what, (TRACE_START,), "a trace an earlier run wrote")
         same = seen.setdefault(os.path.realpath(path), what)

@@ -1027,8 +1027,8 @@ def test_an_output_replaces_a_matrix_but_no_other_file(tmp_path):
     script.write_text("print('my analysis')\n")
     out = tiledsl("run", "cholesky", "--n", 64, "--output", f"A={script}")
     assert out.returncode == 2 and out.stderr == (
-        f"tiledsl: error: --output A={script}: {script} is there and is not a .npy file (a matrix an earlier run "
-        f"wrote): it replaces only those; name another file, or remove it first\n")
+        f"tiledsl: error: --output A={script}: {script} is there and is not a .npy file (a matrix, whoever saved "
+        f"it): it replaces only those; name another file, or remove it first\n")
     assert script.read_text() == "print('my analysis')\n"
     earlier = tmp_path / "result"  # a name without .npy: written as given, and replaced by the next run
     for _ in range(2):
