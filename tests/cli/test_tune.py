@@ -1085,3 +1085,17 @@ def test_a_hybrid_program_without_gpus_is_refused_an_n_below_two_of_its_own_tile
     with pytest.raises(UsageError, match=r"^--n 128 is less than two tiles of the program's B, which tune keeps "
                                          r"without GPUs, 512: .*\(give --n 1024 or more, or leave it out\)$"):
         tune(driver_of(tmp_path, "hetero_cholesky"), workers=1, budget=2, sizes=[64], n=128)
+
+
+@pytest.mark.timeout(30)
+def test_a_hybrid_program_on_gpus_is_refused_an_n_below_two_of_its_smallest_b_before_any_timing(tmp_path,
+                                                                                                monkeypatch):
+    """--n 200 timed the kernels at 64 only, named B = 128 'the smallest GPU gemm size within 95%' (a
+    size never timed: 128 is the least that holds two slices of 64), then refused --n 200."""
+    def never(self):
+        raise AssertionError("a kernel was timed")
+
+    monkeypatch.setattr(tune_command._Tuner, "time_kernels", never)
+    with pytest.raises(UsageError, match=r"^--n 200 is less than two tiles of the smallest B of hetero_cholesky's "
+                                         r"s = 2 slices, 128: .*\(give --n 256 or more, or leave it out\)$"):
+        tune(driver_of(tmp_path, "hetero_cholesky"), gpus=1, workers=1, budget=2, n=200)

@@ -502,9 +502,14 @@ class _Tuner:
             return
         s = int(self.defaults.get("s") or 2)
         if self.gpus:
-            if self.sizes_given and max(self.gpu_sizes) < STEP * max(2, s):
+            least = STEP * max(2, s)  # B holds the program's s slices of 64 or more
+            if self.n is not None and self.n < 2 * least:
+                raise UsageError(f"--n {self.n} is less than two tiles of the smallest B of {self.program.name}'s "
+                                 f"s = {s} slices, {least}: runs of one tile cannot tell tile sizes apart (give --n "
+                                 f"{2 * least} or more, or leave it out)")
+            if self.sizes_given and max(self.gpu_sizes) < least:
                 raise UsageError(f"--sizes {','.join(map(str, self.gpu_sizes))}: {self.program.name}'s hybrid tiles "
-                                 f"of s = {s} slices need B of at least {STEP * max(2, s)}: give such a size")
+                                 f"of s = {s} slices need B of at least {least}: give such a size")
             return
         B = int(self.defaults["B"])
         if s < 2 or (B - 1) // max(1, s - 1) < STEP:
@@ -560,15 +565,17 @@ class _Tuner:
     def hybrid_gpu_guess(self, speeds: dict) -> Guess:
         """``B`` from the GPU's gemm, the host's width ``B_h`` by the paper's formula, split into slices."""
         best = self.best
-        B = smallest_near_best(speeds["gpu"]["gemm"])
+        fastest = smallest_near_best(speeds["gpu"]["gemm"])
         s_default = int(self.defaults.get("s") or 2)
-        B = max(B, STEP * max(2, s_default))
+        B = max(fastest, STEP * max(2, s_default))
         if self.sizes_given and B not in self.gpu_sizes:  # widened for the slices: the next size given
             B = min(size for size in self.gpu_sizes if size > B)  # one is (check_hybrid_sizes)
         B_h = host_width(B, best["core"], self.workers, best["gpu"], self.gpus)
         b, s = hybrid_split(B, B_h, s_default)
-        self.log(f"B = {B}: the smallest GPU gemm size within {THRESHOLD:.0%} of the best "
-                 f"({max(speeds['gpu']['gemm'].values()):.2f} GFLOP/s)")
+        self.log(f"B = {B}: " + (f"the smallest GPU gemm size within {THRESHOLD:.0%} of the best "
+                                 f"({max(speeds['gpu']['gemm'].values()):.2f} GFLOP/s)" if B == fastest else
+                                 f"the smallest that holds {s_default} slices of {STEP} or more (the GPU's gemm is "
+                                 f"within {THRESHOLD:.0%} of its best from {fastest})"))
         self.log(f"B_h = B·f_core·W/(f_core·W + f_gpu·G) = {B}·{best['core']:.2f}·{self.workers}/"
                  f"({best['core']:.2f}·{self.workers} + {best['gpu']:.2f}·{self.gpus}) = {B_h:.0f} "
                  f"→ b = {b}, s = {s}")
