@@ -744,7 +744,7 @@ def test_bench_notes_rounds_far_apart_and_a_count_that_is_tiledsls():
     from tiledsl.commands.bench import Measure, _spread_notes
 
     steady, loaded = Measure("tiledsl", [0.10, 0.11]), Measure("scipy dgels (2 threads)", [0.006, 0.8])
-    assert _spread_notes([steady, loaded]) == [
+    assert _spread_notes([steady, loaded], 2) == [
         "scipy dgels (2 threads)'s rounds took 0.0060 to 0.8000 s: the machine is busy, or its threads wait for "
         "cores; its ratio is not reliable (run again, or with --workers 1)"]
 
