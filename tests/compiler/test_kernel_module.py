@@ -113,3 +113,17 @@ def test_the_compiler_and_the_runtime_name_gpu_bodies_alike():
     from tiledsl.runtime import userkernels
 
     assert GPU_SUFFIX == userkernels.GPU_SUFFIX == "_gpu"
+
+
+def test_a_kernel_module_named_by_a_directory_is_said_to_be_one(tmp_path):
+    """use "dir.py" on a folder of that name said 'not found', though it is there."""
+    from tiledsl.compiler import compile_path
+
+    (tmp_path / "dir.py").mkdir()
+    (tmp_path / "p.tile").write_text('use "dir.py"\nkernel k(inout A)\nprogram p {\n  matrix A[n, n] = zeros\n'
+                                     "  k(A[0, 0])\n}\n")
+    result, _ = compile_path(tmp_path / "p.tile")
+    [error] = [d for d in result.diagnostics if d.is_error]
+    assert (error.code, error.message, error.hint) == ("E209", "kernel module 'dir.py' is a directory",
+                                                       "name the .py file that defines the program's kernels")
+    assert (error.span.line, error.span.column) == (1, 1)

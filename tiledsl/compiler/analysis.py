@@ -563,6 +563,9 @@ class _Analyzer:
         if path.suffix != ".py":
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not a Python file",
                            hint="name the .py file that defines the program's kernels")
+        elif path.is_dir():
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} is a directory",
+                           hint="name the .py file that defines the program's kernels")
         elif not path.is_file():
             beside = {f.stem: f.name for f in path.parent.glob("*.py")} if path.parent.is_dir() else {}
             close = beside.get(did_you_mean(path.stem, beside))  # the names apart from '.py', which all share
