@@ -134,3 +134,20 @@ def test_a_spread_of_rounds_advises_one_worker_only_where_there_were_more():
     measure.times = [0.001, 0.01]
     assert _spread_notes([measure], 2)[0].endswith("its ratio is not reliable (run again, or with --workers 1)")
     assert _spread_notes([measure], 1)[0].endswith("its ratio is not reliable (run again on a quieter machine)")
+
+
+@pytest.mark.timeout(120)
+def test_bench_says_the_values_allowed_to_be_nonfinite_as_run_does(tmp_path):
+    """With --allow-nonfinite, run counts the infinities its results hold; bench said nothing of them."""
+    import numpy as np
+
+    (tmp_path / "k.py").write_text("def scal(A, alpha):\n    A *= alpha\n")
+    (tmp_path / "uk.tile").write_text('use "k.py"\nkernel scal(inout A, float alpha = 2.0) flops A.m * A.n\n'
+                                      "program uk {\n  tiling uniform(nb = 64)\n  matrix A[n, n] = random general\n"
+                                      "  for i in 0 .. A.mt { for j in 0 .. A.nt { scal(A[i, j]) } }\n}\n")
+    a = np.ones((128, 128))
+    a[3, 4] = a[5, 6] = np.inf
+    np.save(tmp_path / "a.npy", a)
+    args = ("bench", "uk.tile", "--input", "A=a.npy", "--rounds", 1, "--allow-nonfinite")
+    assert json.loads(tiledsl(*args, "--json", cwd=tmp_path).stdout)["nonfinite"] == {"A": 2}
+    assert "nonfinite A: 2 NaN or infinite value(s)" in tiledsl(*args, cwd=tmp_path).stdout

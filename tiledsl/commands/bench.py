@@ -349,7 +349,8 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     table = _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, tiling,
                    notes, params)
     # the count of the check's kind, which a program doing less (a band) did not do: say so by every rate
-    table.update(residuals=residuals, errors=errors, ok=not errors)  # as run --json's ok
+    table.update(residuals=residuals, errors=errors, ok=not errors,  # as run --json's ok
+                 nonfinite=dict(result.nonfinite))  # left in the results (--allow-nonfinite), as run says them
     table["flops_basis"] = count_text(program, result.matrices, source).strip(" ()") \
         if flops and source != "kernels" else None  # (the kernels' count has its note)
     return table
@@ -401,5 +402,6 @@ def render(table: dict) -> str:
     if table["residual"] is not None:
         verdict = "pass" if table["passed"] else "FAIL: the timings are of a wrong result"
         lines.append(f"\ntiledsl residual {table['residual']:.3g} ({verdict}, threshold 60)")
+    lines += [f"nonfinite {name}: {count} NaN or infinite value(s)" for name, count in table["nonfinite"].items()]
     lines += [f"note: {note}" for note in table["notes"]]
     return "\n".join(lines)
