@@ -193,6 +193,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     in_expression = "PLUS" in terminals  # where an operator could follow
     notes += _open_on_earlier_lines(source.text, line)
     return (_initial_value_missing(source, line)
+            or _python_number(source, line, before, str(token))
             or _line_ended_early(source, line, before, token, terminals, notes)
             or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"},
                               declared=_DECLARED_KERNEL.findall(source.text))
@@ -201,6 +202,34 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or _misplaced_priority(where, before, source.text.split("\n")[line - 2] if line > 1 else "")
             or Diagnostic(where, "E100", f"unexpected {found}", notes,
                           _token_hint(before, token, after, terminals, _in_braces(source.text, line, column))))
+
+
+#: an integer as Python writes it and the language does not: with '_' between digits, or in hex, octal, binary
+_PYTHON_NUMBER = re.compile(r"(?<![\w.])(\d+(?:_\d+)+|0[xX][0-9a-fA-F]+(?:_?[0-9a-fA-F]+)*|0[oO][0-7_]+|0[bB][01_]+)"
+                            r"(?![\w.])")
+
+
+_STRING_OR_COMMENT = re.compile(r'"[^"]*"?|#.*')
+
+
+def _python_number(source: Source, line: int, before: str, token: str) -> Diagnostic | None:
+    """``1_000`` or ``0x10`` on the line up to the unexpected ``token`` (``before`` it), or on the
+    line before when the token begins its line: the language reads ``1`` and then a name, so the
+    error falls later; said at the number, with its decimal spelling."""
+    code = lambda text: _STRING_OR_COMMENT.sub(lambda found: " " * len(found.group()), text)  # columns kept
+    number = _PYTHON_NUMBER.search(code(before + token))
+    if number is None and not before.strip() and line > 1:
+        line -= 1
+        number = _PYTHON_NUMBER.search(code(source.text.split("\n")[line - 1]))
+    if number is None:
+        return None
+    try:
+        value = int(number.group(1), 0)
+    except ValueError:  # 0b_ and the like: no number at all
+        return None
+    return Diagnostic(Span(source.path, line, number.start(1) + 1, line, number.end(1) + 1), "E100",
+                      f"'{number.group(1)}' is not a number in a tile program", (),
+                      f"write it in decimal digits: {value}")
 
 
 def _line_ended_early(source: Source, line: int, before: str, token, terminals, notes) -> Diagnostic | None:
