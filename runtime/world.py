@@ -440,12 +440,7 @@ def preferred_grid(program, ranks: int) -> tuple[int, int]:
 def default_workers(ranks: int, gpus: int = 0) -> int:
     """CPU worker threads per rank when ``--workers`` is not given: the rank's cores less one
     per GPU (its management thread), one for the copy thread and one for MPI, as in use."""
-    return max(1, cores_per_rank(ranks) - gpus - (gpus > 0) - (ranks > 1))
-
-
-def cores_per_rank(ranks: int) -> int:
-    """This rank's whole cores: :func:`core_share`, at least one."""
-    return max(1, int(core_share(ranks)))
+    return max(1, int(core_share(ranks)) - gpus - (gpus > 0) - (ranks > 1))
 
 
 def core_share(ranks: int) -> float:
