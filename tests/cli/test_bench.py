@@ -86,15 +86,7 @@ def test_bench_fails_when_a_kernels_thread_ends_the_process(tmp_path):
 def test_bench_takes_run_s_options_for_nonfinite_results(tmp_path):
     """Its error about an infinity left in a matrix advised --allow-nonfinite, which bench refused
     ('unrecognized arguments'): a program whose results hold infinities (shortest paths) could not be benched."""
-    import numpy as np
-
-    (tmp_path / "k.py").write_text("def scal(A, alpha):\n    A *= alpha\n")
-    (tmp_path / "uk.tile").write_text('use "k.py"\nkernel scal(inout A, float alpha = 2.0) flops A.m * A.n\n'
-                                      "program uk {\n  tiling uniform(nb = 64)\n  matrix A[n, n] = random general\n"
-                                      "  for i in 0 .. A.mt { for j in 0 .. A.nt { scal(A[i, j]) } }\n}\n")
-    a = np.ones((128, 128))
-    a[3, 4] = np.inf
-    np.save(tmp_path / "a.npy", a)
+    _scaling_with_infinities(tmp_path, [(3, 4)])
     args = ("bench", "uk.tile", "--input", "A=a.npy", "--rounds", 1, "--json")
     failed = tiledsl(*args, cwd=tmp_path)
     assert failed.returncode == 1 and "; --allow-nonfinite takes them for results" in failed.stderr, failed.stderr
@@ -139,15 +131,22 @@ def test_a_spread_of_rounds_advises_one_worker_only_where_there_were_more():
 @pytest.mark.timeout(120)
 def test_bench_says_the_values_allowed_to_be_nonfinite_as_run_does(tmp_path):
     """With --allow-nonfinite, run counts the infinities its results hold; bench said nothing of them."""
-    import numpy as np
-
-    (tmp_path / "k.py").write_text("def scal(A, alpha):\n    A *= alpha\n")
-    (tmp_path / "uk.tile").write_text('use "k.py"\nkernel scal(inout A, float alpha = 2.0) flops A.m * A.n\n'
-                                      "program uk {\n  tiling uniform(nb = 64)\n  matrix A[n, n] = random general\n"
-                                      "  for i in 0 .. A.mt { for j in 0 .. A.nt { scal(A[i, j]) } }\n}\n")
-    a = np.ones((128, 128))
-    a[3, 4] = a[5, 6] = np.inf
-    np.save(tmp_path / "a.npy", a)
+    _scaling_with_infinities(tmp_path, [(3, 4), (5, 6)])
     args = ("bench", "uk.tile", "--input", "A=a.npy", "--rounds", 1, "--allow-nonfinite")
     assert json.loads(tiledsl(*args, "--json", cwd=tmp_path).stdout)["nonfinite"] == {"A": 2}
     assert "nonfinite A: 2 NaN or infinite value(s)" in tiledsl(*args, cwd=tmp_path).stdout
+
+
+def _scaling_with_infinities(folder, where: list) -> None:
+    """uk.tile, a user kernel scaling every tile of A, and a.npy: its 128×128 input of ones with an
+    infinity at each of ``where`` (which the scaling leaves infinite)."""
+    import numpy as np
+
+    (folder / "k.py").write_text("def scal(A, alpha):\n    A *= alpha\n")
+    (folder / "uk.tile").write_text('use "k.py"\nkernel scal(inout A, float alpha = 2.0) flops A.m * A.n\n'
+                                    "program uk {\n  tiling uniform(nb = 64)\n  matrix A[n, n] = random general\n"
+                                    "  for i in 0 .. A.mt { for j in 0 .. A.nt { scal(A[i, j]) } }\n}\n")
+    a = np.ones((128, 128))
+    for i, j in where:
+        a[i, j] = np.inf
+    np.save(folder / "a.npy", a)
