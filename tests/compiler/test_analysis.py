@@ -396,6 +396,6 @@ def test_a_loop_inside_one_of_another_step_is_not_said_never_to_run_from_its_fir
 
 
 def test_every_built_in_check_is_written_with_as_many_matrices_as_it_takes():
-    from tiledsl.compiler.analysis import CHECK_ARITY, CHECK_FORMS
+    from tiledsl.compiler.checks import CHECK_ARITY, CHECK_FORMS
 
     assert {kind: tuple(len(form.split(", ")) for form in forms) for kind, forms in CHECK_FORMS.items()} == CHECK_ARITY

@@ -31,8 +31,9 @@ from .. import __version__
 from ..drivercontract import DRIVER_FORMAT, source_digest
 from . import nodes as n
 from . import dataflow
-from .analysis import CHECK_ARITY, Checked
-from .expressions import constant_of, expression_nodes, precedence, unparse
+from .analysis import Checked
+from .checks import CHECK_ARITY
+from .expressions import constant_of, expression_nodes, is_panel, precedence, unparse, unparse_tile
 
 INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports
@@ -255,10 +256,10 @@ class _Model:
         counters = {f.kernel: f.function for f in model.flops}
         model.calls = [CallModel(c.kernel.name.text, tuple(a.mode for a in c.accesses), c.main,
                                  c.call.span.line, _call_text(c.call), tuple(name for name, _ in c.values),
-                                 c.order, tuple(i for i, a in enumerate(c.accesses) if _is_panel(a.tile)),
+                                 c.order, tuple(i for i, a in enumerate(c.accesses) if is_panel(a.tile)),
                                  counters.get(c.kernel.name.text),
                                  tuple(int(not isinstance(a.tile.row, n.Range)) for a in c.accesses
-                                       if _is_panel(a.tile))) for c in checked.calls]
+                                       if is_panel(a.tile))) for c in checked.calls]
         self.call_index = {c.call.span: i for i, c in enumerate(checked.calls)}
         model.derive_priorities = all(c.call.priority is None for c in checked.calls)
         self.anchors = self._anchors()
@@ -457,7 +458,7 @@ class _Model:
                 elif isinstance(stmt, n.Call) and stmt.span in self.call_index:
                     summary = self.checked.calls[self.call_index[stmt.span]]
                     for index, access in enumerate(summary.accesses):
-                        if _is_panel(access.tile):
+                        if is_panel(access.tile):
                             continue  # a panel's ranks are those of its tiles, found at the call
                         anchor = anchor_of(access.depends)
                         key = (anchor, access.matrix, unparse(access.tile.row), unparse(access.tile.col))
@@ -604,7 +605,7 @@ class _Model:
         pad = INDENT * depth
         comment = f"{pad}# {_where(self.checked.path, stmt.span)}: release {unparse_tile(stmt.tile)}"
         at = f", at={self._key(stmt.span)}" if self.share is not None else ""
-        if _is_panel(stmt.tile):
+        if is_panel(stmt.tile):
             return [comment, f"{pad}for _tile in {self._tile(stmt.tile, stmt.span.line)}:",
                     f"{pad}{INDENT}_release(_tile{at})"]
         return [comment, f"{pad}_release({self._tile(stmt.tile, stmt.span.line)}{at})"]
@@ -614,7 +615,7 @@ class _Model:
         index = self.call_index[stmt.span]
         summary = self.checked.calls[index]
         accesses = summary.accesses
-        panels = {i: f"_p{i}" for i, a in enumerate(accesses) if _is_panel(a.tile)}
+        panels = {i: f"_p{i}" for i, a in enumerate(accesses) if is_panel(a.tile)}
         ranks = list(dict.fromkeys(self.access_vars[stmt.span, i] for i in range(len(accesses)) if i not in panels))
         tiles = _tuple(panels.get(i) or self._tile(a.tile, stmt.span.line) for i, a in enumerate(accesses))
         regions = [self._region(a.tile) for a in accesses]
@@ -649,7 +650,7 @@ class _Model:
     def _tile(self, tile: n.TileRef, line: int) -> str:
         """A tile, or a panel's tuple of tiles (``A.panel(r0, r1, c0, c1, line)``)."""
         matrix = self.names[tile.matrix.text]
-        if not _is_panel(tile):
+        if not is_panel(tile):
             return f"{matrix}.tile({self.expr(tile.row)}, {self.expr(tile.col)}, {line})"
         ends = []
         for index in (tile.row, tile.col):
@@ -756,13 +757,6 @@ def _where_line(path: str, line: int) -> str:
     return f"{printable(path.rsplit('/', 1)[-1])}:{line}"
 
 
-def unparse_tile(tile: n.TileRef) -> str:
-    text = f"{tile.matrix.text}[{unparse(tile.row)}, {unparse(tile.col)}]"
-    parts = []
-    for part in (tile.rows, tile.cols):
-        if part is not None:
-            parts.append(f"{unparse(part.start) if part.start else ''}:{unparse(part.stop) if part.stop else ''}")
-    return text + (f"[{', '.join(parts)}]" if parts else "")
 
 
 def _char_requirements(checked: Checked) -> list:
@@ -789,13 +783,8 @@ def _call_text(call: n.Call) -> str:
     return text + (f" priority {unparse(call.priority)}" if call.priority is not None else "")
 
 
-def _is_panel(tile: n.TileRef) -> bool:
-    return isinstance(tile.row, n.Range) or isinstance(tile.col, n.Range)
 
 
 def _local(name: str) -> str:
     """A kernel parameter's name as a Python parameter of a flops function."""
     return name + "_" if name in _RESERVED or name.startswith("_") else name
-
-
-

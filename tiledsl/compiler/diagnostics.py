@@ -105,6 +105,12 @@ def did_you_mean(word: str, candidates, cutoff: float = 0.6) -> str | None:
     return close[0] if close else None
 
 
+def suggestion_notes(word: str, candidates) -> tuple[str, ...]:
+    """A diagnostic's "did you mean" note for ``word``, if some candidate is close to it."""
+    close = did_you_mean(word, candidates)
+    return (f"did you mean '{close}'?",) if close else ()
+
+
 def render(diagnostic: Diagnostic, source: Source | None) -> str:
     """Format one diagnostic: ``file:line:col: error[E200]: ...``, the line, a caret."""
     severity = "error" if diagnostic.is_error else "warning"

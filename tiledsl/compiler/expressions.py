@@ -1,5 +1,6 @@
 """What an expression is made of and how it reads: its nodes, the names it uses, its
-constant value as a kernel argument, and its text (for messages, symbols and generated code).
+constant value as a kernel argument, and its text (for messages, symbols and generated code);
+also how a kernel parameter's declaration reads.
 
 The compiler's analysis, its data-flow planner and its code generator all read expressions
 so; nothing here checks or changes one.
@@ -100,3 +101,27 @@ def _render(expr, outer: int, canonical: bool) -> str:
         case _:
             return "?"
     return f"({text})" if canonical and isinstance(expr, n.Binary) or mine < outer else text
+
+
+def param_text(param: n.KernelParam) -> str:
+    """A kernel parameter as its declaration reads: ``inout A``, ``char side in "LR" = "L"``."""
+    if param.kind == "tile":
+        return f"{param.mode} {param.name.text}"
+    default = f" = {unparse(param.default)}" if param.default is not None else ""
+    choices = f' in "{param.choices}"' if param.choices else ""
+    return f"{param.kind} {param.name.text}{choices}{default}"
+
+
+def unparse_tile(tile: n.TileRef) -> str:
+    """A tile argument as written: ``A[k, j]``, a panel ``A[k : A.mt, k]``, a part ``A[i, j][0 : 1]``."""
+    text = f"{tile.matrix.text}[{unparse(tile.row)}, {unparse(tile.col)}]"
+    parts = []
+    for part in (tile.rows, tile.cols):
+        if part is not None:
+            parts.append(f"{unparse(part.start) if part.start else ''}:{unparse(part.stop) if part.stop else ''}")
+    return text + (f"[{', '.join(parts)}]" if parts else "")
+
+
+def is_panel(tile: n.TileRef) -> bool:
+    """Whether a tile argument is a panel: a range of tiles along one index."""
+    return isinstance(tile.row, n.Range) or isinstance(tile.col, n.Range)

@@ -1,0 +1,158 @@
+"""The program's ``check`` declaration: a built-in check's arity, qualifiers and options, or the
+words a user check (a function of the kernel module) cannot take.
+
+The tables here say what each built-in check takes; the runtime, which checks a driver's
+declarations as well, holds the same table (a test compares them).
+"""
+from __future__ import annotations
+
+from . import nodes as n
+from .diagnostics import DiagnosticBag, suggestion_notes
+from .expressions import constant_of, expression_nodes, unparse
+from .typer import ExpressionTyper
+
+#: The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" an operand's
+#: (a triangle, unit, symmetric, transposed), "r" a result's part (lower, upper or symmetric).
+CHECK_ARGUMENTS = {"cholesky": ("-",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
+                   "product": ("roo",)}
+CHECK_ARITY = {kind: tuple(len(s) for s in signatures) for kind, signatures in CHECK_ARGUMENTS.items()}
+CHECK_OPTIONS = {"product": ("alpha", "beta")}
+#: how each built-in check is written (docs/language.md's table of checks), for an arity error
+CHECK_FORMS = {"cholesky": ("A",), "lu": ("A", "A, P"), "qr": ("A, T",), "solve": ("A, X, B",),
+               "inverse": ("A, X",), "product": ("C, A, B",)}
+#: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
+CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
+QR_REPLAYED = ("geqrt", "tpqrt", "ttqrt")  # the kernels whose reflectors `check qr` replays (runtime/verify.py)
+
+
+def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bool) -> None:
+    """A built-in check (its arity, qualifiers and options), or a function of the kernel module
+    (``has_module``: the program names one)."""
+    bag = types.bag
+    kind = check.kind.text
+    symbols = [types.matrix(arg.name) for arg in check.args]
+    for arg in check.args:
+        said = {}
+        for word in arg.qualifiers:
+            if word.text not in CHECK_QUALIFIERS:
+                bag.error(word.span, "E209", f"unknown qualifier '{word.text}' of {arg.name.text}",
+                          *suggestion_notes(word.text, CHECK_QUALIFIERS),
+                          hint=f"qualifiers: {', '.join(CHECK_QUALIFIERS)}")
+            elif word.text in said:  # `transposed transposed B` would read as one transpose, not as B
+                bag.error(word.span, "E209", f"qualifier '{word.text}' of {arg.name.text} is given twice",
+                          f"first given at column {said[word.text]}", hint="give each qualifier once")
+            said.setdefault(word.text, word.span.column)
+    if kind not in CHECK_ARITY:
+        if not has_module:  # no module to hold a check of that name: a misspelt built-in one, said once
+            bag.error(check.kind.span, "E209", f"unknown check '{kind}'", *suggestion_notes(kind, CHECK_ARITY),
+                      hint=f"use one of {', '.join(CHECK_ARITY)}, or a function of the program's kernel "
+                           f"module (use \"kernels.py\")")
+            return
+        _user_check_words(check, bag)
+        return  # a user check: the module is read with the kernels
+    arity = CHECK_ARITY[kind]
+    if len(check.args) not in arity:
+        counts = " or ".join(map(str, arity))
+        bag.error(check.span, "E202", f"check {kind} takes {counts} argument(s), got {len(check.args)}",
+                  hint="write it " + " or ".join(f"{kind}({form})" for form in CHECK_FORMS[kind]))
+    else:
+        signature = next(s for s in CHECK_ARGUMENTS[kind] if len(s) == len(check.args))
+        for arg, accepts in zip(check.args, signature):
+            _check_qualifiers(kind, arg, accepts, bag)
+    wanted = {"qr": ("matrix", "workspace"), "lu": ("matrix", "workspace")}.get(kind, ("matrix",) * 3)
+    for arg, symbol, kind_wanted in zip(check.args, symbols, wanted):
+        if symbol is not None and symbol.kind != kind_wanted:
+            bag.error(arg.name.span, "E209", f"check {kind} needs a {kind_wanted} here, "
+                                             f"'{arg.name.text}' is a {symbol.kind}")
+    if kind == "cholesky" and symbols and symbols[0] is not None and symbols[0].kind == "matrix" \
+            and types.never_square(symbols[0].node):
+        decl = symbols[0].node
+        bag.error(check.args[0].name.span, "E209",
+                  f"check cholesky needs a square matrix, but '{decl.name.text}' is "
+                  f"{unparse(decl.rows)} × {unparse(decl.cols)}",
+                  "its numbers of rows and columns differ whatever the sizes")
+    given = {}
+    for option in check.options:
+        if option.name.text not in CHECK_OPTIONS.get(kind, ()):
+            allowed = CHECK_OPTIONS.get(kind, ())
+            bag.error(option.name.span, "E202", f"check {kind} has no option '{option.name.text}'",
+                      hint=f"its options: {', '.join(allowed)}" if allowed else None)
+        elif option.name.text in given:  # the run would take the last one
+            bag.error(option.name.span, "E202", f"option '{option.name.text}' of check {kind} is given "
+                                                f"twice", f"first given at column {given[option.name.text]}")
+        else:
+            _check_option_value(option, types)
+        given.setdefault(option.name.text, option.name.span.column)
+
+
+def _check_option_value(option, types: ExpressionTyper) -> None:
+    """A check option's value: a number, from constants and the program's parameters only (the
+    check runs after the loop nest, with the run's parameters)."""
+    value = option.value
+    if constant_of(value, "float") is not None:
+        return
+    other = next((e for e in expression_nodes(value) if isinstance(e, (n.Attr, n.Method)) or isinstance(e, n.Name)
+                  and getattr(types.scope.lookup(e.ident.text), "kind", "param") != "param"), None)
+    if other is not None:
+        types.bag.error(other.span, "E205", f"option {option.name.text} must be a number made of constants "
+                                            f"and the program's parameters, found '{unparse(other)}'")
+    else:
+        types.number_expr(value)
+
+
+def check_qr_replay(checks, kernel_used: dict, bag: DiagnosticBag) -> None:
+    """``check qr`` rebuilds Q from the reflectors of the prelude's QR kernels: a program that
+    calls none of them would have nothing replayed (Q = I), and its check would be meaningless."""
+    for check in checks:
+        if check.kind.text == "qr" and len(check.args) in CHECK_ARITY["qr"] \
+                and not any(kernel_used.get(name) for name in QR_REPLAYED):
+            bag.error(check.kind.span, "E209", "check qr replays the reflectors of geqrt, tpqrt and ttqrt, "
+                                               "which this program does not call",
+                      hint="check a QR made of your own kernels with a check of your own: "
+                           "check NAME(A, ...) with NAME a function of the kernel module")
+
+
+def _check_qualifiers(kind: str, arg, accepts: str, bag: DiagnosticBag) -> None:
+    """The qualifiers of one argument of built-in check ``kind`` (``accepts``: see
+    :data:`CHECK_ARGUMENTS`) are ones it takes, and mean something together."""
+    words = [w for w in arg.qualifiers if w.text in CHECK_QUALIFIERS]
+    given = {w.text for w in words}
+    if not words:
+        return
+    if accepts == "-":
+        bag.error(words[0].span, "E209", f"check {kind} takes {arg.name.text} as it is, "
+                                         f"without the qualifier '{words[0].text}'")
+    elif accepts == "r" and (len(given) > 1 or given & {"unit", "transposed"}):
+        bag.error(words[0].span, "E209", f"the result {arg.name.text} of check {kind} takes one of "
+                                         f"lower, upper or symmetric, not '{' '.join(w.text for w in words)}'")
+    elif accepts == "o" and not _operand_words(given):
+        alone = len(words) == 1
+        bag.error(words[0].span, "E209", f"the qualifier{'' if alone else 's'} "
+                                         f"'{' '.join(w.text for w in words)}' of {arg.name.text} "
+                                         f"{'means nothing alone' if alone else 'mean nothing together'}",
+                  hint="one of lower or upper, with unit if its diagonal is 1; or symmetric, with "
+                       "upper if the matrix stores its upper triangle; transposed with either")
+
+
+def _user_check_words(check: n.CheckDecl, bag: DiagnosticBag) -> None:
+    """A user check receives the named matrices as they are: qualifiers and options would be
+    silently without effect, so they are errors."""
+    for arg in check.args:
+        for word in arg.qualifiers:
+            bag.error(word.span, "E209", f"qualifier '{word.text}' of {arg.name.text} has no effect on "
+                                         f"user check '{check.kind.text}'",
+                      "a user check receives the whole matrices, before and after the run",
+                      hint=f"drop it, and take what the check needs from before[\"{arg.name.text}\"] and "
+                           f"after[\"{arg.name.text}\"] in {check.kind.text}")
+    for option in check.options:
+        bag.error(option.name.span, "E202", f"user check '{check.kind.text}' takes no options",
+                  hint=f"give {option.name.text} its value in the check function")
+
+
+def _operand_words(given: set) -> bool:
+    """Whether qualifiers ``given`` describe an operand: one triangle (``unit`` with it),
+    or ``symmetric`` (with the triangle it is stored in); ``transposed`` with either."""
+    triangles = given & {"lower", "upper"}
+    if "symmetric" in given:  # with the triangle M stores (lower by default)
+        return "unit" not in given and len(triangles) <= 1
+    return len(triangles) <= 1 and ("unit" not in given or bool(triangles))

@@ -1,0 +1,128 @@
+"""The program's kernel module (``use "kernels.py"``): where it is, whether it reads as Python,
+and whether it defines every user kernel the program calls (and a GPU body, where it gives
+one) and its check function, each able to take its arguments.
+
+The module is parsed, never run (``kernel_module.read_definitions``); what only running it
+could tell is left to the run.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from . import nodes as n
+from .checks import CHECK_ARITY
+from .diagnostics import DiagnosticBag, did_you_mean, suggestion_notes
+from .expressions import param_text
+from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
+from .source import Span
+
+
+class ModuleUse:
+    """The kernel module of one program: :meth:`locate` finds and reads it (``definitions``, None
+    when there is none or it cannot be read), then :meth:`check_functions` checks it."""
+
+    def __init__(self, file: n.File, bag: DiagnosticBag):
+        self.file, self.bag = file, bag
+        self.program = file.programs[0]
+        self.definitions: Definitions | None = None
+
+    def locate(self) -> str | None:
+        uses = self.file.uses
+        for extra in uses[1:]:
+            self.bag.error(extra.span, "E209", "a program names at most one kernel module")
+        if not uses:
+            return None
+        use = uses[0]
+        path = Path(self.file.path).parent / use.path
+        if path.suffix != ".py":
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not a Python file",
+                           hint="name the .py file that defines the program's kernels")
+        elif path.is_dir():
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} is a directory",
+                           hint="name the .py file that defines the program's kernels")
+        elif not path.is_file():
+            beside = {f.stem: f.name for f in path.parent.glob("*.py")} if path.parent.is_dir() else {}
+            close = beside.get(did_you_mean(path.stem, beside))  # the names apart from '.py', which all share
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} not found", f"looked for {path}",
+                           hint=f"did you mean {str(Path(use.path).with_name(close))!r}?" if close else None)
+        else:
+            self.definitions = self._read(use, path)
+        return use.path
+
+    def _read(self, use: n.Use, path: Path) -> Definitions | None:
+        """The kernel module's definitions, if it compiles (read and compiled, never run)."""
+        try:
+            tree = ast.parse(path.read_bytes(), str(path))
+            compile(tree, str(path), "exec", dont_inherit=True)  # what parsing alone lets through
+        except SyntaxError as error:
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not valid Python",
+                           f"{use.path}:{error.lineno}: SyntaxError: {error.msg}")
+        except (OSError, ValueError) as error:  # unreadable, or NUL bytes
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} cannot be read: {error}")
+        else:
+            return read_definitions(tree)
+        return None
+
+    def check_functions(self, kernels: dict, kernel_used: dict) -> None:
+        """Every user kernel the program calls is a function of the module taking its arguments;
+        so is a check the module defines (it takes the matrices before and after the run)."""
+        if self.definitions is None:
+            return
+        for name, decl in kernels.items():
+            if not decl.prelude and kernel_used[name]:
+                params = [p.name.text for p in decl.params]
+                declared = f"declared as {name}({', '.join(param_text(p) for p in decl.params)})"
+                advice = "give the function one positional parameter per argument, in declaration order"
+                self._check_function(name, decl.name.span, params, f"kernel '{name}'", declared, advice)
+                body = gpu_body(self.definitions, name)
+                if not body.absent and not body.unknown:  # a GPU body is optional; one that is there must fit
+                    self._check_function(body.name, decl.name.span, params, f"kernel '{name}' (its GPU body)",
+                                         declared, advice, not_suggested=name)
+        for check in self.program.checks[:1]:
+            if check.kind.text not in CHECK_ARITY:
+                self._check_function(check.kind.text, check.kind.span, ["before", "after"],
+                                     f"check '{check.kind.text}'", "a check function takes the dicts of the "
+                                     "matrices before and after the run, name -> numpy array (and, as a third "
+                                     "argument, the dict of the run's parameters)",
+                                     "define it as def NAME(before, after): and return the residual",
+                                     optional=1)
+
+    def _check_function(self, name: str, span: Span, params: list, what: str, declared: str, advice: str,
+                        not_suggested: str | None = None, optional: int = 0):
+        """``name`` is a function of the kernel module that can take ``len(params)`` positional arguments,
+        or up to ``optional`` more (a missing one is not told to be ``not_suggested``: a GPU body is not
+        its CPU body)."""
+        module, bindings = self.file.uses[0].path, self.definitions.of(name)
+        if UNKNOWN in bindings or (not bindings and self.definitions.open):
+            return  # only running the module could tell
+        functions = [b for b in bindings if isinstance(b, Function)]
+        if not functions:
+            others = [f"{module}:{b.line} defines {b.what}" for b in bindings]
+            # a name bound to something else is the mistake to mend: no other function to suggest
+            close = () if others else suggestion_notes(name, set(self.definitions.functions()) - {not_suggested})
+            self.bag.error(span, "E212", f"kernel module {module!r} defines no function '{name}'", *others, *close,
+                           hint=f"define it in {module}: def {name}({', '.join(params)}):")
+        elif not any(f.accepts(count) for f in functions for count in range(len(params), len(params) + optional + 1)):
+            counts = f"{len(params)}" + "".join(f" or {len(params) + extra}" for extra in range(1, optional + 1))
+            self.bag.error(span, "E213",
+                           f"function '{name}' of {module!r} cannot take the {counts} argument(s) of {what}",
+                           *(_function_note(module, f) for f in functions), declared, hint=advice)
+
+    def check_reads_params(self) -> bool:
+        """Whether the program's user check function may take the run's parameters (a third
+        argument): then a param the loop nest does not use may still be the check's."""
+        checks = [check for check in self.program.checks[:1] if check.kind.text not in CHECK_ARITY]
+        if not checks or self.definitions is None:
+            return False
+        bindings = self.definitions.of(checks[0].kind.text)
+        return any(not isinstance(b, Function) or b.accepts(3) for b in bindings)
+
+
+def _function_note(module: str, function: Function) -> str:
+    """``k.py:3 defines scale(A, B): 2 positional argument(s)``, with what else stops a positional call."""
+    alias = f" (bound to the kernel's name at line {function.alias_line})" if function.alias_line else ""
+    note = f"{module}:{function.line} defines {function.signature()}{alias}: {function.takes()} positional argument(s)"
+    if function.required_keywords:
+        note += f", and keyword-only {', '.join(function.required_keywords)} without a default"
+    return note
