@@ -572,8 +572,9 @@ def load_notes(driver, given) -> dict:
 
 
 def load_note(decl, driver) -> str:
-    """Where the file of a relative ``load`` path was looked for, for a message about it."""
-    if os.path.isabs(decl.load):
+    """Where the file of a relative ``load`` path was looked for, for a message about it: only when
+    none of those places has it (a file found but unfit is said by its own message)."""
+    if os.path.isabs(decl.load) or os.path.isfile(load_path(decl, driver)):
         return ""
     places = ", ".join(map(str, program_places(driver.PROGRAM, driver, working_directory=False)))
     return (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the directory of the "

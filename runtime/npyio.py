@@ -143,6 +143,20 @@ def shape_of(path: str | os.PathLike) -> tuple[int, ...]:
     return tuple(_read_header(os.fspath(path))[0])
 
 
+def not_a_matrix(path: str | os.PathLike) -> str | None:
+    """What the ``.npy`` file at ``path`` holds when that is not a matrix (a 2-D array of numbers,
+    which an output may replace), from its header alone; None for a matrix."""
+    try:
+        shape, _, dtype, _ = _read_header(os.fspath(path))
+    except InputFileError:
+        return "a file numpy cannot read (cut short, or not a .npy file)"
+    if dtype.kind not in "iufc":
+        return f"an array of {dtype} values"
+    if len(shape) != 2:
+        return f"an array of {len(shape)} dimension(s)"
+    return None
+
+
 def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> InputFile:
     """The ``.npy`` file at ``path``, ready to be read by blocks, after checking dtype, shape and size.
 

@@ -33,8 +33,9 @@ def remove_abandoned(targets) -> None:
     each, hidden. ``tiledsl run --np``, which outlives its ranks, calls it once its job ended."""
     for target in targets:
         folder, name = os.path.split(os.path.realpath(target))
-        for path in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.*{PARTIAL_SUFFIX}")):
-            pid = os.path.basename(path)[len(name) + 2:].partition("-")[0]  # .NAME.PID-TOKEN.tiledsl-partial
+        prefix = _partial_prefix(folder, name)
+        for path in glob.glob(os.path.join(glob.escape(folder), f"{glob.escape(prefix)}*{PARTIAL_SUFFIX}")):
+            pid = os.path.basename(path)[len(prefix):].partition("-")[0]  # .NAME.PID-TOKEN.tiledsl-partial
             if pid.isdigit() and not process_exists(int(pid)):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
@@ -56,6 +57,7 @@ def check_output_paths(options: Options, program_files=()) -> None:
         check_writable(path, what)
         if what.startswith("--output"):
             check_replaceable(path, what, (NPY_MAGIC,), "a .npy file (a matrix, whoever saved it)")
+            _check_matrix_file(path, what)
         else:
             check_replaceable(path, what, (TRACE_START,), "a trace an earlier run wrote")
         same = seen.setdefault(os.path.realpath(path), what)
@@ -78,6 +80,16 @@ def check_replaceable(path: str, what: str, starts: tuple, kind: str, mark: byte
                          f"file, or remove it first")
 
 
+def _check_matrix_file(path: str, what: str) -> None:
+    """A :class:`UsageError` for a ``.npy`` file there that holds no matrix (pickled objects, text,
+    a vector): an output replaces a matrix only, whoever saved it."""
+    if os.path.isfile(path) and os.path.getsize(path):
+        held = npyio.not_a_matrix(path)
+        if held is not None:
+            raise UsageError(f"{what}: {path} is there and holds {held}, not a matrix (a 2-D array of numbers): "
+                             f"an output replaces only those; name another file, or remove it first")
+
+
 #: how far into a file its maker's mark is looked for (a chart's or a graph's is far less)
 MARKED_BYTES = 2 ** 25
 
@@ -97,6 +109,7 @@ def check_writable(path: str, what: str) -> None:
             raise UsageError(f"{what}: {file!r} is a file, not a directory")
         raise UsageError(f"{what}: directory {given!r} does not exist")
     real = os.path.realpath(path)
+    _check_name_length(real, what)
     if os.path.exists(path) and not os.path.isfile(path):  # what the links lead to: /dev/stdout's pipe too
         shown = real if os.path.exists(real) else path
         raise UsageError(f"{what}: {shown!r} is not a regular file (a device, a pipe or a socket), "
@@ -116,6 +129,35 @@ def check_writable(path: str, what: str) -> None:
         raise UsageError(f"{what}: cannot create a file in {folder!r}: {error.strerror or error}") from None
     with contextlib.suppress(OSError):
         os.unlink(probe)
+
+
+def _check_name_length(real: str, what: str) -> None:
+    """A :class:`UsageError` for a file name longer than its folder's file system takes: else the
+    run would compute everything, then fail to write."""
+    folder, name = os.path.split(real)
+    limit = _name_limit(folder)
+    if len(os.fsencode(name)) > limit:
+        raise UsageError(f"{what}: the file name is {len(os.fsencode(name))} bytes long, and the file system "
+                         f"takes at most {limit}: name a shorter file")
+
+
+def _name_limit(folder: str) -> int:
+    """The longest file name, in bytes, that ``folder``'s file system takes (255 where it does not say)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def _partial_prefix(folder: str, name: str) -> str:
+    """The start of a temporary file's name for target ``name``: ``.NAME.``, with NAME cut short
+    where the whole temporary name (a pid, a token and :data:`PARTIAL_SUFFIX` follow) would be
+    longer than the file system takes."""
+    room = _name_limit(folder) - len(f"..{2 ** 22}-{'0' * 8}{PARTIAL_SUFFIX}")
+    encoded = os.fsencode(name)
+    if len(encoded) > room:
+        name = encoded[:room].decode("utf-8", "ignore")  # a character cut in two is dropped
+    return f".{name}."
 
 
 def _folders(path: str) -> list:
@@ -155,7 +197,8 @@ class Staging:
         it by a successful :meth:`commit`."""
         target = os.path.realpath(target)
         folder, name = os.path.split(target)
-        path = os.path.join(folder, f".{name}.{os.getpid()}-{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
+        path = os.path.join(folder, f"{_partial_prefix(folder, name)}{os.getpid()}-{secrets.token_hex(4)}"
+                                    f"{PARTIAL_SUFFIX}")
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # mode as the umask says
         if os.path.isfile(target):  # it replaces a file: with that file's mode, as writing into it would
             os.chmod(path, os.stat(target).st_mode & 0o7777)

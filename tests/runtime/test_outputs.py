@@ -1,5 +1,6 @@
 """runtime.outputs: a run's files, renamed into place all together or not at all."""
 import os
+import re
 import subprocess
 
 import pytest
@@ -106,3 +107,55 @@ def _a_finished_pid() -> int:
     process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
+
+
+def test_a_long_target_name_gets_a_temporary_name_the_file_system_takes(tmp_path):
+    """A 250-byte name is legal, but '.NAME.PID-TOKEN.tiledsl-partial' beside it was not: the
+    run computed everything, then failed to write. The temporary's NAME is cut short instead,
+    and a killed rank's such file is still found and removed."""
+    target = tmp_path / ("L" * 246 + ".npy")
+    with Staging(None) as staging:
+        temporary = staging.temporary(str(target))
+        assert len(os.path.basename(temporary)) <= 255
+        with open(temporary, "w") as file:
+            file.write("new")
+        assert staging.commit(True) == []
+    assert target.read_text() == "new"
+    left = tmp_path / os.path.basename(temporary).replace(f".{os.getpid()}-", f".{_a_finished_pid()}-")
+    left.write_text("part")
+    remove_abandoned([str(target)])
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_a_file_name_longer_than_the_file_system_takes_is_refused_before_the_run(tmp_path):
+    from tiledsl.runtime.outputs import check_writable
+    from tiledsl.runtime.world import UsageError
+
+    with pytest.raises(UsageError, match=r"--output A=L+\.npy: the file name is 300 bytes long, and the file system "
+                                         r"takes at most 255: name a shorter file"):
+        check_writable(str(tmp_path / ("L" * 296 + ".npy")), f"--output A={'L' * 296}.npy")
+
+
+@pytest.mark.parametrize("array, held", [
+    (lambda np: np.array([{"experiment": "settings"}], dtype=object), "an array of object values"),
+    (lambda np: np.array(["alpha", "beta"]), "an array of <U5 values"),
+    (lambda np: np.arange(5.0), "an array of 1 dimension(s)"),
+])
+def test_an_output_replaces_a_npy_matrix_only_not_other_npy_data(tmp_path, array, held):
+    """The docs promise an output replaces an earlier result or any matrix saved so, never a file
+    of another kind; a pickled dict or text labels in a .npy were replaced all the same."""
+    import numpy as np
+
+    from tiledsl.runtime.options import Options
+    from tiledsl.runtime.outputs import check_output_paths
+    from tiledsl.runtime.world import UsageError
+
+    path = tmp_path / "data.npy"
+    np.save(path, array(np), allow_pickle=True)
+    before = path.read_bytes()
+    message = f"--output A={path}: {path} is there and holds {held}, not a matrix"
+    with pytest.raises(UsageError, match=re.escape(message)):
+        check_output_paths(Options(None, outputs={"A": str(path)}))
+    assert path.read_bytes() == before
+    np.save(path, np.ones((3, 2), dtype=np.int32))  # a matrix, whoever saved it: replaced
+    check_output_paths(Options(None, outputs={"A": str(path)}))
