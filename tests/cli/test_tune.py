@@ -170,12 +170,12 @@ def test_the_gpu_only_setting_is_always_measured_and_wins_when_fastest():
     # the search stayed at 1:1 (its neighbours were slower) and never reached 0:1
     chosen, history = hill_climb(RATIOS, RATIOS.index(1), measure)
     assert chosen == 1 and Fraction(0) not in calls
-    chosen, history = gpu_only_unless_slower(chosen, history, RATIOS[0], measure)
+    chosen, history = gpu_only_unless_slower(history, RATIOS[0], measure)
     assert chosen == 0 and calls[-1] == 0 and history[-1] == (0, 0.5)
     # slower than the split: the search's choice stays; measured already: not again
     slower = {Fraction(0): 2.0, Fraction(1, 2): 1.0}
-    assert gpu_only_unless_slower(Fraction(1, 2), [(Fraction(1, 2), 1.0)], 0, slower.get)[0] == Fraction(1, 2)
-    assert gpu_only_unless_slower(1, [(0, 3.0), (1, 2.0)], 0, lambda r: pytest.fail("measured again")) == \
+    assert gpu_only_unless_slower([(Fraction(1, 2), 1.0)], 0, slower.get)[0] == Fraction(1, 2)
+    assert gpu_only_unless_slower([(0, 3.0), (1, 2.0)], 0, lambda r: pytest.fail("measured again")) == \
         (1, [(0, 3.0), (1, 2.0)])
 
 

@@ -228,7 +228,7 @@ def _lane_label(lane: Lane, span: float) -> str:
     return f"{lane.name}  {100 * busy:.0f}%"
 
 
-def _legend(figure, axes, names: list[str], colours: dict, all_lanes: list[Lane]) -> None:
+def _legend(axes, names: list[str], colours: dict, all_lanes: list[Lane]) -> None:
     from matplotlib.patches import Patch
 
     counts = {name: sum(e[2] == name for lane in all_lanes for e in lane.events) for name in names}
@@ -265,7 +265,7 @@ def draw(document: dict, source, width: float | None = None) -> tuple:
     axes.set_axisbelow(True)
     axes.tick_params(axis="y", length=0)
     axes.set_title(title(document, source, all_lanes, traced), fontsize=10)
-    _legend(figure, axes, names, colours, all_lanes)
+    _legend(axes, names, colours, all_lanes)
     return figure, traced
 
 

@@ -143,7 +143,7 @@ def hill_climb(candidates: list, start: int, measure, max_trials: int = 6, more_
     return candidates[best], [(candidates[i], seconds[i]) for i in sorted(seconds)]
 
 
-def gpu_only_unless_slower(chosen, history: list, gpu_only, measure):
+def gpu_only_unless_slower(history: list, gpu_only, measure):
     """``(choice, history)``: the fastest of the search's ``history`` [(setting, seconds)]
     once ``gpu_only`` (every column on the GPUs) is in it, measured here if the search
     did not reach it, whatever the time left: tune never picks a host/GPU split slower
@@ -720,7 +720,7 @@ class _Tuner:
 
         chosen, history = hill_climb(guess.candidates, guess.start, measure_tiles, more_time=trials.time_for_another)
         if guess.gpu_only is not None:
-            chosen, history = gpu_only_unless_slower(chosen, history, guess.gpu_only, measure_tiles)
+            chosen, history = gpu_only_unless_slower(history, guess.gpu_only, measure_tiles)
         self.log("  " + ", ".join(f"{guess.describe(c)}{_assigned(best_inner.get(c, {}), ' ')} {t:.4f} s"
                                   + ("*" if c == chosen else "") for c, t in history))
         return guess.settings(chosen), best_inner.get(chosen, {})
@@ -741,7 +741,7 @@ class _Tuner:
                  f"{guess.numerator}:{guess.denominator} while it gets faster): {listed}")
         start = min(range(len(candidates)), key=lambda i: abs(candidates[i] - guess))
         chosen, history = hill_climb(candidates, start, measure_ratio, more_time=more_time)
-        chosen, history = gpu_only_unless_slower(chosen, history, RATIOS[0], measure_ratio)
+        chosen, history = gpu_only_unless_slower(history, RATIOS[0], measure_ratio)
         ratio = (chosen.numerator, chosen.denominator)
         # the host takes GPU work as it goes: tried when the budget leaves time for it
         taking = trials.seconds(tiles, (0, 1), params, host_takes=True) if more_time() else None
