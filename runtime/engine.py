@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import os
 import sys
 import threading
@@ -560,7 +561,7 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     shapes = [arrays[index].shape for index in call.writes]
     if task.values:
-        _check_integers(call, task.values)
+        _check_values(call, task.values)
     arguments = arrays if call.plain else call.arguments(arrays, task.values)
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
     try:
@@ -576,13 +577,18 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
     _check_returned(returned, arrays)
 
 
-def _check_integers(call, values) -> None:
+def _check_values(call, values) -> None:
     """An int argument beyond 64 bits (``q * q`` of a large ``q``) is refused, not handed on: a
-    kernel in C would take it wrapped around (Python ints have no range of their own)."""
+    kernel in C would take it wrapped around (Python ints have no range of their own); so is a
+    float argument that overflowed to inf, or nan (``1.0e308 * s``), which --set and the
+    compiler refuse too."""
     for name, value in zip(call.values, values):
         if type(value) is int and not -INT64_MAX <= value <= INT64_MAX:
             raise KernelError(f"its int argument {name} = {value} is beyond the 64-bit range (±{INT64_MAX}, "
                               f"2**63 - 1), which the integers a program computes stay within: check its formula")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise KernelError(f"its float argument {name} = {value} is not a finite number (float64 reaches about "
+                              f"±1.8e308): check its formula")
 
 
 def _check_returned(returned, arrays: list) -> None:

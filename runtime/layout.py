@@ -46,9 +46,22 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
     sets = {name: _setting(name, value, defaults[name], options.spelling) for name, value in options.sets.items()}
     values.update({name: sets.get(name) for name in program.params})
     params = _resolved(driver, values)
+    _check_finite_defaults(driver.PROGRAM, params, set(sets))
     if requirements:
         _check_requirements(driver, params, options)
     return params
+
+
+def _check_finite_defaults(program, params: Params, given: set) -> None:
+    """A :class:`UsageError` for a float param whose default came out inf or nan with these sizes
+    (``n * 1.0e306`` at n = 1000): a value ``--set`` refuses would reach the kernels unsaid."""
+    for name in program.params:
+        value = params[name]
+        if name not in given and isinstance(value, float) and not math.isfinite(value):
+            known = ", ".join(f"{key} = {params[key]}" for key in ("n", *TILING_SETTINGS[program.tiling.kind])
+                              if params[key] is not None)
+            raise UsageError(f"the default of param {name} is {value} with {known}, beyond float64's range "
+                             f"(about ±1.8e308): give it with --set {name}=VALUE, or check its formula")
 
 
 #: what the program's formulas raise for values they cannot take: a division by 0 (ArithmeticError),

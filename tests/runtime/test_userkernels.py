@@ -179,3 +179,25 @@ def test_an_int_argument_beyond_64_bits_fails_its_task_rather_than_reach_the_ker
         "kernel put failed on R[0, 0] (put(R[0, 0], q * q) with v = 16000000000000000000): its int argument v = "
         "16000000000000000000 is beyond the 64-bit range (±9223372036854775807, 2**63 - 1), which the integers a "
         "program computes stay within: check its formula"), str(error.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_float_argument_that_overflowed_fails_its_task_and_so_does_a_default_beyond_float64(tmp_path):
+    """1.0e308 * s reached the kernel as inf (and a difference of two as nan), and the run
+    passed; a param whose default came out inf did the same, though --set refuses inf."""
+    import tiledsl
+
+    (tmp_path / "k.py").write_text("def put(A, f):\n    A[:] = 1.0\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel put(out A, float f) flops 0\nprogram ov {\n'
+                                     "  tiling uniform(nb = 1)\n  param s = 1.0\n  param big = n * 1.0e306\n"
+                                     "  matrix R[1, 1] = zeros\n  put(R[0, 0], 1.0e308 * s - 1.0e308 * s + big)\n}\n")
+    program = tiledsl.load(tmp_path / "t.tile")
+    assert program.run(n=1)["R"][0, 0] == 1.0
+    with pytest.raises(tiledsl.TiledslError) as error:
+        program.run(n=1, params={"s": 10.0})
+    assert "its float argument f = nan is not a finite number (float64 reaches about ±1.8e308)" in str(error.value)
+    with pytest.raises(tiledsl.TiledslError) as error:
+        program.run(n=1000)
+    assert str(error.value).startswith("the default of param big is inf with n = 1000, nb = 1, beyond float64's "
+                                       "range (about ±1.8e308): give it with --set big=VALUE"), str(error.value)
+    assert program.run(n=1000, params={"big": 1.0})["R"][0, 0] == 1.0  # set: its default is not used
