@@ -479,6 +479,8 @@ def _token_hint(before: str, token: Token, after: str, terminals: frozenset, in_
     word = word.group(1) if word else None
     if word == "elif":
         return "write 'else if'"
+    if word == "not" and token in (")", ",", "]", "}"):  # 'not' where a value ends: a name spelt so
+        return "'not' negates a condition, so it cannot name a value: give the let or param another name"
     if _declaration_among_statements(word, token, after, terminals):
         return _DECLARATIONS_FIRST
     if word in ("kernel", "use") and in_braces:
