@@ -126,7 +126,7 @@ def test_indices_that_coincide_in_the_loop_range_are_e204():
     (d,) = errors(check(text))
     assert (d.code, d.span.line, d.span.column) == ("E204", 4, 40)
     assert d.notes == ("arguments 1 (in) and 2 (inout)",
-                       "they are the same tile when k = 0, m = 0 and when k = A.nt - 1, m = A.nt - 1")
+                       "they are the same tile at every k from 0 to A.nt - 1 (with m = k)")
     # from k + 1 on they never coincide; under an 'if' the run checks them
     assert errors(check(text.replace("m in k ..", "m in k + 1 .."))) == []
     guarded = text.replace("{ trsm(A[k, k], A[m, k]) }", "{ if m > k { trsm(A[k, k], A[m, k]) } }")

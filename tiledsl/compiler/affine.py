@@ -130,14 +130,42 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
     """
     panels: list = []
     a, b = _pointwise(a, panels), _pointwise(b, panels)
-    points = _coincidence(a, b, (*loops, *panels), converter, guarded)
-    if points is None or points == "":
-        return None if points == "" and panels else points
+    found = _coincidence(a, b, (*loops, *panels), converter, guarded)
+    if found is None or found == "":
+        return None if found == "" and panels else found
     if not loops:  # panels outside every loop: nothing to name but that they do
         return "whatever the sizes"
-    said = dict.fromkeys(", ".join(f"{loop.var.text} = {converter.render(point[loop.var.text])}" for loop in loops)
-                         for point in points)
-    return " and ".join(f"when {iteration}" for iteration in said)
+    points, solved = found
+    free = [loop for loop in loops if loop.var.text not in solved]
+    named = " and ".join(f"when {iteration}" for iteration in dict.fromkeys(
+        ", ".join(f"{loop.var.text} = {converter.render(point[loop.var.text])}" for loop in loops)
+        for point in points))
+    # with a loop variable left free, the iterations named are two of many: not the ones to guard against
+    return _every_iteration(points, solved, loops, free, converter) or named + (", among others" if free else "")
+
+
+def meets_everywhere(witness: str) -> bool:
+    """Whether a :func:`coincidence_witness` says the arguments meet at every iteration of every
+    loop around the call (no loop variable pinned to another): no 'if' can part them."""
+    return witness.startswith("at every ") and "(with " not in witness
+
+
+def _every_iteration(points: list, solved: dict, loops, free: list, converter: "Converter") -> str | None:
+    """``"at every k from 0 to A.nt - 2 (with m = k)"`` when the coincidence leaves one loop
+    variable free and holds at two of its values, the least and the greatest it may take (its
+    last is its loop's last): the conditions are affine, so it holds at every value between.
+    None otherwise."""
+    if len(free) != 1 or len(points) != 2:
+        return None
+    var = free[0].var.text
+    first, last = points[0][var], points[1][var]
+    highs = bound_forms(free[0].stop, "min", converter) or ()
+    if first == last or all(_resolve(_add(high, {"": -1}), points[1]) != last for high in highs):
+        return None
+    pinned = [f"{loop.var.text} = {converter.render(solved[loop.var.text])}" for loop in loops
+              if loop.var.text in solved]
+    return (f"at every {var} from {converter.render(first)} to {converter.render(last)}"
+            + (f" (with {', '.join(pinned)})" if pinned else ""))
 
 
 def _pointwise(tile: n.TileRef, panels: list) -> n.TileRef:
@@ -153,9 +181,9 @@ def _pointwise(tile: n.TileRef, panels: list) -> n.TileRef:
 
 
 def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guarded: bool):
-    """``""``, the points (loop variable -> form; the first found from the loops' first values,
-    then from their last ones) where ``a`` and ``b`` are the same tile, or None (see
-    :func:`coincidence_witness`)."""
+    """``""``, or ``(points, solved)``: the points (loop variable -> form; the first found from the
+    loops' first values, then from their last ones) where ``a`` and ``b`` are the same tile, and
+    the loop variables solved for (the others are free), or None (see :func:`coincidence_witness`)."""
     forms = [converter.form(index) for index in (a.row, b.row, a.col, b.col)]
     if any(form is None for form in forms):
         return None
@@ -187,7 +215,10 @@ def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guar
             return None
         bounds.append((loop.var.text, lows, highs))
     first = _search(bounds, solved, {}, [200])
-    return None if first is None else [first] + list(filter(None, [_search(bounds, solved, {}, [200], True)]))
+    if first is None:
+        return None
+    last = _search(bounds, solved, {}, [200], True)
+    return [first] + ([last] if last is not None and last != first else []), solved
 
 
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}

@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass, replace
 
 from . import nodes as n
-from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, never_runs, never_runs_within,
-                     out_of_range_witness, provably_negative)
+from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, meets_everywhere, never_runs,
+                     never_runs_within, out_of_range_witness, provably_negative)
 from .checks import check_declaration, check_qr_replay
 from .diagnostics import DiagnosticBag, suggestion_notes
 from .expressions import canonical_text, constant_of, expression_nodes, is_panel, param_text, unparse, unparse_tile
@@ -656,14 +656,13 @@ class _Analyzer:
                                    f"{_tile_text(first.tile)} and {_tile_text(second.tile)} can share a tile, "
                                    f"passed to {kernel} where one of them is written",
                                    arguments, f"they share a tile {same}",
-                                   hint="change a range or a loop bound, or guard the call with 'if', "
-                                        "so that they never meet")
+                                   hint="change a range or a loop bound" + _or_guard(same) + " so that they never meet")
                 elif same is not None:
                     self.bag.error(second.tile.span, "E204",
                                    f"tiles {_tile_text(first.tile)} and {_tile_text(second.tile)} can be the same tile, "
                                    f"passed twice to {kernel} where one of them is written",
                                    arguments, f"they are the same tile {same}",
-                                   hint="change a loop bound, or guard the call with 'if', so that they never coincide")
+                                   hint="change a loop bound" + _or_guard(same) + " so that they never coincide")
 
     def _check_ranges(self, tiles):
         """E208 for each tile (or panel) whose index leaves its matrix at some iteration."""
@@ -824,6 +823,11 @@ def _keyword(stmt: n.For) -> Span:
 def _tile_text(tile: n.TileRef) -> str:
     """The tile an argument names, without its sub-range: parts of one tile count as that tile."""
     return unparse_tile(replace(tile, rows=None, cols=None))
+
+
+def _or_guard(witness: str) -> str:
+    """An 'if' around the call, in E204's hint, where it can part the arguments."""
+    return "" if meets_everywhere(witness) else ", or guard the call with 'if',"
 
 
 def _same_tile(a: n.TileRef, b: n.TileRef) -> bool:
