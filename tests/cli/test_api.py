@@ -644,7 +644,7 @@ def test_a_requirement_the_arrays_shapes_break_is_named(params):
     with pytest.raises(TiledslError) as error:
         tiledsl.load("tsqr").run(A=np.ones((20, 200)), params=params)
     assert str(error.value) == ("tsqr requires cols <= n (A is tall: at most as many columns as rows), which n = 20, "
-                                "nb = 512, cols = 200, nrhs = 16, ib = 64, dom = 4 break (tsqr.tile:22)")
+                                "nb = 512, cols = 200, nrhs = 16, ib = 64, domains = 12 break (tsqr.tile:29)")
 
 
 @pytest.mark.timeout(60)

@@ -592,10 +592,10 @@ def test_a_program_path_that_leads_nowhere_is_a_usage_error(args, message):
 @pytest.mark.parametrize("command", [("run",), ("explain",), ("graph", "-o", "x.dot"),
                                      ("simulate", "--nodes", 2, "--machine", "keeneland")])
 def test_a_broken_requirement_names_the_tile_file_and_line_for_a_shipped_programs_name(tmp_path, command):
-    """dom = 0 divided by zero in tsqr's loop nest; its `require` now says so before any task."""
-    out = tiledsl(command[0], "tsqr", "--n", 300, "--nb", 64, "--set", "dom=0", *command[1:], cwd=tmp_path)
+    """domains = 0 gave tsqr's loop nest no domain; its `require` now says so before any task."""
+    out = tiledsl(command[0], "tsqr", "--n", 300, "--nb", 64, "--set", "domains=0", *command[1:], cwd=tmp_path)
     assert out.returncode == 2, out.stderr
-    assert re.search(r"tiledsl: error: tsqr requires dom >= 1 .* break \(tsqr\.tile:\d+\)$", out.stderr.strip())
+    assert re.search(r"tiledsl: error: tsqr requires domains >= 1 .* break \(tsqr\.tile:\d+\)$", out.stderr.strip())
 
 
 @pytest.mark.timeout(130)
@@ -939,7 +939,7 @@ def test_a_requirement_the_input_files_shapes_break_is_the_error(tmp_path):
     out = tiledsl("run", "tsqr", "--input", f"A={tmp_path / 'wide.npy'}")
     assert out.returncode == 2 and out.stderr.strip() == (
         "tiledsl: error: tsqr requires cols <= n (A is tall: at most as many columns as rows), which n = 20, "
-        "nb = 512, cols = 200, nrhs = 16, ib = 64, dom = 4 break (tsqr.tile:22)")
+        "nb = 512, cols = 200, nrhs = 16, ib = 64, domains = 12 break (tsqr.tile:29)")
 
 
 @pytest.mark.timeout(130)

@@ -277,7 +277,7 @@ def test_tune_never_keeps_a_ratio_that_gives_the_gpus_no_column_at_its_trials(tm
 @pytest.mark.parametrize("program, blocks", [("qr", ("ib",)), ("hetero_qr", ("ib",)), ("tsqr", ("ib",)),
                                              ("gesv", ()), ("cholesky", ())])
 def test_inner_blocks_are_the_params_that_are_a_workspaces_rows(tmp_path, program, blocks):
-    # tsqr's cols, nrhs and dom and gesv's nrhs are no workspace's rows; gesv's P has 1
+    # tsqr's cols, nrhs and domains and gesv's nrhs are no workspace's rows; gesv's P has 1
     assert inner_block_params(driver_of(tmp_path, program)) == blocks
 
 

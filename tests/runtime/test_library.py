@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -25,6 +26,8 @@ from tiledsl.commands.bench import inputs_of, reference_of, render, run_bench
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.runtime import Options, execute
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.recording import record
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 301
@@ -99,8 +102,8 @@ NEW = {"getrf": Case({"nb": 64}, {}, _getrf, "dgetrf"),
        "gemm": Case({"nb": 64}, {"m": 250, "k": 170}, _gemm, "dgemm"),
        "syrk": Case({"nb": 64}, {"k": 170}, _syrk, "dsyrk"),
        "trmm": Case({"nb": 64}, {"nrhs": 70}, _trmm, "dtrmm"),
-       # 5 tile rows in domains of 2: both levels of the tree, and a short last tile row
-       "tsqr": Case({"nb": 64}, {"cols": 90, "nrhs": 5, "dom": 2}, _tsqr, "dgels"),
+       # 5 tile rows, 2 domains: chains of 2 and 3 tiles, their merge, and a short last tile row
+       "tsqr": Case({"nb": 64}, {"cols": 90, "nrhs": 5, "domains": 2}, _tsqr, "dgels"),
        # 5 tile rows, 2 domains: chains of 2 and 3 tiles, then the merge of their R factors
        "hqr": Case({"nb": 64}, {"domains": 2}, _qr, "dgeqrf")}
 SHIPPED = {"cholesky": Case({"nb": 64}, {}), "lu": Case({"nb": 64}, {}), "qr": Case({"nb": 64}, {}),
@@ -419,3 +422,16 @@ def test_bench_has_no_reference_where_blas_has_no_routine(text, beta):
     words = [item.split() for item in text.rstrip(")").split("(")[1].split(", ")]
     check = CheckDecl("product", tuple(w[-1] for w in words), 1, tuple(tuple(w[:-1]) for w in words))
     assert reference_for(check, {"beta": beta}) is None
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("ranks", [2, 3, 4, 8])
+def test_tsqr_gives_every_rank_of_a_column_of_ranks_tasks(tmp_path, ranks):
+    """tsqr's domains were contiguous, their heads rows d·dom (dom = 4): on 2 or 4 ranks of a P×1 grid
+    rank 0 owned every head and ran every task ([59, 0, 0, 0]). Strided, they follow the process rows."""
+    (tmp_path / "spread_tsqr.py").write_text(compile_path(ROOT / "programs" / "tsqr.tile")[1])
+    driver = import_driver(tmp_path / "spread_tsqr.py", "spread_tsqr")
+    params = make_params(driver, Options(n=1500, tiles={"nb": 64}, sets={"cols": 64}))
+    matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (ranks, 1), 0), 0)
+    running = Counter(tiles[call.main].rank for call, tiles, _ in record(driver, matrices, params).submitted)
+    assert sorted(running) == list(range(ranks)), running

@@ -26,7 +26,7 @@ from tiledsl.runtime.share import ANY, AT, DIV, MINUS, PLUS, among, every_value
 
 ROOT = Path(__file__).resolve().parents[2]
 AFFINE = ["cholesky", "gemm", "gesv", "getrf", "hetero_cholesky", "hetero_qr", "hqr", "lu", "posv", "potri", "qr",
-          "syrk", "trmm", "trtri"]
+          "syrk", "trmm", "trtri", "tsqr"]
 GRIDS = [(2, 2), (2, 3), (3, 1), (1, 4)]
 
 
@@ -34,7 +34,7 @@ GRIDS = [(2, 2), (2, 3), (3, 1), (1, 4)]
 def drivers(tmp_path_factory):
     folder = tmp_path_factory.mktemp("share")
     found = {}
-    for name in AFFINE + ["tsqr"]:
+    for name in AFFINE:
         _, text = compile_path(ROOT / "programs" / f"{name}.tile")
         (folder / f"share_{name}.py").write_text(text)
         found[name] = import_driver(folder / f"share_{name}.py", f"share_{name}")
@@ -257,8 +257,10 @@ def test_other_ranks_tasks_met_and_tiles_made_fall_with_the_grid(drivers):
     assert made[0] > made[1] > made[2] and made[2] < 465 / 4, made  # 465 tiles in the lower triangle
 
 
-def test_a_loop_nest_with_a_call_under_a_non_affine_if_has_no_plan(drivers):
-    assert not hasattr(drivers["tsqr"], "dataflow")  # if top < min(d * dom + dom, A.mt)
+def test_a_loop_nest_with_a_call_under_a_non_affine_if_has_no_plan(drivers, tmp_path):
+    (tmp_path / "p.tile").write_text("program p {\n  tiling uniform(nb = 32)\n  matrix A[n, n] = random spd\n"
+                                     "  for k in 0 .. A.nt { if 2 * k < A.mt { potrf(A[k, k]) } }\n}\n")
+    assert "def dataflow" not in compile_path(tmp_path / "p.tile")[1]  # k's coefficient is 2
     assert hasattr(drivers["cholesky"], "dataflow") and hasattr(drivers["getrf"], "dataflow")  # if k + 1 < A.mt
 
 
