@@ -46,6 +46,7 @@ from .dataflow import events_of
 from .recording import survey
 from .reporting import (RunResult, count_nonfinite, failure_json, failure_reasons, has_standard_count, idle_gpus_warning,
                         idle_ranks_warning, idle_warning, json_text, rank_stats, summary_json, summary_text)
+from .gridadvice import grids_where_every_rank_computes
 from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
 from .userkernels import changed_source, kernels, program_files
@@ -75,7 +76,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
         if options.host_takes else None
     grid, distribution, matrices = placement(driver, params, options.grid, ranks, rank, options.gpus,
                                              options.gpu_ratio)
-    without_tiles = ranks_without_tiles(program, matrices, ranks)
+    without_tiles = ranks_without_tiles(program, matrices, ranks, lambda: grids_where_every_rank_computes(
+        driver, params, ranks, options.gpus, options.gpu_ratio))
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
                      options.inputs, options.outputs)
     check_output_paths(options, program_files(program, driver))
@@ -489,7 +491,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         if comm is None or comm.rank == 0:
             for note in (*result.notes, *warnings_of(Path(program.source).name, ranks),
                          idle_warning(program, result.params, ranks),
-                         idle_ranks_warning(ranks, result.grid), idle_gpus_warning(result, ranks)):
+                         idle_ranks_warning(ranks, result.grid, lambda: grids_where_every_rank_computes(
+                             driver, make_params(driver, options), len(ranks), result.gpus, result.gpu_ratio)),
+                         idle_gpus_warning(result, ranks)):
                 if note:
                     warn(note)
     except UsageError as error:

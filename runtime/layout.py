@@ -413,7 +413,7 @@ def placement(driver, params: Params, grid_text: str | None, ranks: int, rank: i
     program = driver.PROGRAM
     grids = [grid_for(grid_text, ranks, program)]
     if grid_text is None:
-        grids += [grid for grid in _grids_by_squareness(ranks) if grid != grids[0]]
+        grids += [grid for grid in grids_by_squareness(ranks) if grid != grids[0]]
     tried = {}
     for grid in grids:
         distribution = make_distribution(program, params, grid, gpus, ratio)
@@ -423,7 +423,7 @@ def placement(driver, params: Params, grid_text: str | None, ranks: int, rank: i
     return tried[squarest_grid(ranks)]
 
 
-def _grids_by_squareness(ranks: int) -> list:
+def grids_by_squareness(ranks: int) -> list:
     """Every grid P×Q of ``ranks``, the squarest first (P ≤ Q before P > Q at equal distance)."""
     grids = [(p, ranks // p) for p in range(1, ranks + 1) if ranks % p == 0]
     return sorted(grids, key=lambda grid: (abs(grid[0] - grid[1]), grid[0] > grid[1]))

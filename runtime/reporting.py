@@ -17,7 +17,7 @@ import numpy as np
 from . import checks
 from .notes import warnings_of
 from .options import tile_values
-from .resources import bytes_text
+from .resources import bytes_text, grid_advice
 
 
 @dataclass
@@ -136,15 +136,16 @@ def idle_warning(program, params: dict, ranks: list) -> str | None:
             + (f" with {given}" if given else "") + "; its matrices are left as they were")
 
 
-def idle_ranks_warning(ranks: list, grid) -> str | None:
+def idle_ranks_warning(ranks: list, grid, busy_grids) -> str | None:
     """The warning of a run on several ranks in which some ran no task (a grid that gives them
-    no tile any task writes: single-column matrices on a 1×P grid), which only sent tiles; a rank
-    without tiles is not named here (:func:`.resources.ranks_without_tiles` warns of it)."""
+    no tile any task writes: single-column matrices on a 1×P grid), which only sent tiles, with
+    the advice of :func:`.resources.grid_advice` on ``busy_grids()`` (called only to warn); a
+    rank without tiles is not named here (:func:`.resources.ranks_without_tiles` warns of it)."""
     idle = [r["rank"] for r in ranks if not r["tasks"] and r["peak_tile_bytes"]]
     if len(ranks) < 2 or not idle or len(idle) == len(ranks):
         return None
     return (f"rank {', '.join(map(str, idle))} ran no task on the {grid[0]}x{grid[1]} grid: no task writes first "
-            f"a tile it owns, so it only sent tiles (another grid, or fewer ranks, may share the work better)")
+            f"a tile it owns, so it only sent tiles; {grid_advice(busy_grids(), len(ranks))}")
 
 
 def idle_gpus_warning(result: RunResult, ranks: list) -> str | None:

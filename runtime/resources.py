@@ -3,9 +3,8 @@ the refusal (with the numbers) of a run that cannot fit in the host or leaves a 
 tiles, and the bound of each GPU's cache when its tiles do not fit it (out of core)."""
 from __future__ import annotations
 
-import dataclasses
-
 from .world import UsageError
+
 
 def check_memory(program, matrices: dict, needed: set, window: int, check: bool, share: float = 1.0) -> None:
     """Refuse, with the numbers, a run whose tiles cannot fit in this machine's memory.
@@ -150,22 +149,6 @@ def _ranks_with_tiles(placements, ranks: int) -> set:
     return owners
 
 
-def _grids_giving_every_rank_tiles(matrices, ranks: int) -> list:
-    """The grids P×Q of ``ranks`` under which every rank owns a tile (none known for a
-    distribution that is not a dataclass of ``pr`` and ``pc``)."""
-    grids = []
-    for p in range(1, ranks + 1):
-        if ranks % p:
-            continue
-        try:
-            placements = [(dataclasses.replace(m.distribution, pr=p, pc=ranks // p), m.mt, m.nt) for m in matrices]
-        except TypeError:
-            return []
-        if len(_ranks_with_tiles(placements, ranks)) == ranks:
-            grids.append(f"--grid {p}x{ranks // p}")
-    return grids
-
-
 def every_rank_has_tiles(program, matrices: dict, ranks: int) -> bool:
     """Whether every rank owns a tile of some matrix of the program."""
     return len(_owners(program, matrices, ranks)) == ranks
@@ -180,24 +163,30 @@ def _owners(program, matrices: dict, ranks: int) -> set:
                               for d in program.matrices], ranks)
 
 
-def ranks_without_tiles(program, matrices: dict, ranks: int) -> str | None:
+def ranks_without_tiles(program, matrices: dict, ranks: int, busy_grids) -> str | None:
     """The warning of a run where some rank owns no tile of any matrix: it has nothing to do
-    (the run goes on without it), with the grids that would give every rank tiles."""
+    (the run goes on without it), with the advice of :func:`grid_advice` on
+    ``busy_grids()``, the grids on which every rank runs a task (called only to warn: it walks
+    the loop nest)."""
     owners = _owners(program, matrices, ranks)
     if len(owners) < ranks:
-        declared = [matrices[decl.name] for decl in program.matrices]
         name, largest = max(((decl.name, matrices[decl.name]) for decl in program.matrices),
                             key=lambda item: item[1].mt * item[1].nt)
-        grids = _grids_giving_every_rank_tiles(declared, ranks)
-        remedy = f"use {' or '.join(grids)}, smaller tiles or fewer ranks" if grids else \
-            "use smaller tiles or fewer ranks"
         slices = getattr(largest.distribution, "s", 1)  # hybrid tiles: a block column of s slices is placed whole
         columns = f", {-(-largest.nt // slices)} block column(s) of {slices} slices" if slices > 1 else ""
         idle = sorted(set(range(ranks)) - set(owners))
         return (f"{ranks} ranks but only {len(owners)} of them own tiles (the largest matrix, {name}, has "
                 f"{largest.mt}×{largest.nt} tiles{columns}): rank {_listed(idle)} ha{'s' if len(idle) == 1 else 've'} "
-                f"nothing to do; {remedy}")
+                f"nothing to do; {grid_advice(busy_grids(), ranks)}")
     return None
+
+
+def grid_advice(grids: list, ranks: int) -> str:
+    """What a warning of ranks with nothing to do advises: the ``grids`` on which every rank
+    computes, or, when there is none, that no grid helps."""
+    if grids:
+        return f"use {' or '.join(f'--grid {p}x{q}' for p, q in grids)}, on which every rank runs a task"
+    return f"no grid of {ranks} ranks gives every rank a task: use fewer ranks or smaller tiles"
 
 
 def _listed(numbers: list) -> str:

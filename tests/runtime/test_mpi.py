@@ -136,7 +136,8 @@ def test_more_ranks_than_tiles_run_with_the_idle_ones_named():
     out = run("programs/cholesky.tile", "--n", 100, "--nb", 100, "--check", np_=2)
     assert out.returncode == 0, out.stderr
     assert out.stderr.strip() == ("tiledsl: warning: 2 ranks but only 1 of them own tiles (the largest matrix, A, "
-                                  "has 1×1 tiles): rank 1 has nothing to do; use smaller tiles or fewer ranks")
+                                  "has 1×1 tiles): rank 1 has nothing to do; no grid of 2 ranks gives every rank a "
+                                  "task: use fewer ranks or smaller tiles")
     assert "cholesky  residual" in out.stdout and "ran no task" not in out.stderr
 
 
@@ -148,7 +149,7 @@ def test_ranks_without_tiles_are_named_with_the_grids_that_would_give_them_tiles
     out = run(tmp_path / "tall.tile", "--n", 256, "--grid", "2x2", np_=4)
     assert out.returncode == 0, out.stderr
     assert "4 ranks but only 2 of them own tiles (the largest matrix, A, has 4×1 tiles): rank 1, 3 have nothing " \
-           "to do; use --grid 4x1, smaller tiles or fewer ranks" in out.stderr
+           "to do; use --grid 4x1, on which every rank runs a task" in out.stderr
 
 
 @pytest.mark.timeout(120)

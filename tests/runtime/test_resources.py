@@ -22,25 +22,25 @@ def _matrix(distribution, mt, nt):
 @pytest.mark.timeout(10)
 def test_a_rank_owning_tiles_of_another_matrix_only_is_enough():
     grid = BlockCyclic(pr=1, pc=2)
-    assert ranks_without_tiles(_program("S", "A"), {"S": _matrix(grid, 1, 1), "A": _matrix(grid, 4, 4)}, 2) is None
+    assert ranks_without_tiles(_program("S", "A"), {"S": _matrix(grid, 1, 1), "A": _matrix(grid, 4, 4)}, 2,
+                               pytest.fail) is None  # no warning: no grid to walk for
 
 
 @pytest.mark.timeout(10)
-def test_hybrid_tiles_suggest_only_grids_whose_block_columns_reach_every_rank():
-    """4×12 tiles in block columns of s = 3 (4 of them): 1x6 leaves two ranks without a block
-    column; 2x3 and 3x2 give every rank tiles."""
+def test_hybrid_tiles_are_counted_in_block_columns_and_the_busy_grids_advised():
+    """4×12 tiles in block columns of s = 3 (4 of them): 1x6 leaves two ranks without a block column."""
     matrices = {"A": _matrix(Hybrid(pr=1, pc=6, s=3), 4, 12)}
-    assert ranks_without_tiles(_program("A"), matrices, 6) == (
+    assert ranks_without_tiles(_program("A"), matrices, 6, lambda: [(2, 3), (3, 2)]) == (
         "6 ranks but only 4 of them own tiles (the largest matrix, A, has 4×12 tiles, 4 block column(s) of 3 "
-        "slices): rank 4, 5 have nothing to do; use --grid 2x3 or --grid 3x2, smaller tiles or fewer ranks")
+        "slices): rank 4, 5 have nothing to do; use --grid 2x3 or --grid 3x2, on which every rank runs a task")
 
 
 @pytest.mark.timeout(10)
 def test_no_grid_is_suggested_when_none_works():
     matrices = {"A": _matrix(Hybrid(pr=1, pc=3, s=3), 2, 6)}
-    assert ranks_without_tiles(_program("A"), matrices, 3).endswith(
+    assert ranks_without_tiles(_program("A"), matrices, 3, lambda: []).endswith(
         "only 2 of them own tiles (the largest matrix, A, has 2×6 tiles, 2 block column(s) of 3 slices): "
-        "rank 2 has nothing to do; use smaller tiles or fewer ranks")
+        "rank 2 has nothing to do; no grid of 3 ranks gives every rank a task: use fewer ranks or smaller tiles")
 
 
 def _writing(*panels) -> Program:
@@ -73,3 +73,26 @@ def test_without_a_grid_the_squarest_one_that_gives_every_rank_tiles_is_taken(co
     wide = make_params(gemm, Options(n=301, tiles={"nb": 64}, sets={"m": 50, "k": 50}))  # C: 1×5 tiles
     assert placement(gemm, wide, None, 3, 0, 0)[0] == (1, 3)
     assert placement(gemm, wide, None, 7, 0, 0)[0] == (1, 7)  # none works: the squarest (the run refuses it)
+
+
+_ROW_SUM = """program rowsum {
+  tiling uniform(nb = 64)
+  matrix A[n, 64] = random general
+  matrix C[n, 64] = zeros
+  for m in 1 .. A.mt { gemm(A[m, 0], A[m, 0], WRITTEN, "T", "N") }
+}
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("written, advice", [
+    ("C[m, 0]", "use --grid 2x1, on which every rank runs a task"),
+    # every task writes A[0, 0]: 2x1 gives rank 1 tiles but no task (it was advised)
+    ("A[0, 0]", "no grid of 2 ranks gives every rank a task: use fewer ranks or smaller tiles")])
+def test_a_rank_without_tiles_is_advised_only_a_grid_on_which_it_would_compute(tmp_path, capsys, written, advice):
+    from tiledsl.commands.cli import main
+
+    (tmp_path / "rowsum.tile").write_text(_ROW_SUM.replace("WRITTEN", written))
+    assert main(["explain", str(tmp_path / "rowsum.tile"), "--grid", "1x2", "--n", "256", "--totals"]) == 0
+    assert ("tiledsl: warning: 2 ranks but only 1 of them own tiles (the largest matrix, A, has 4×1 tiles): rank 1 "
+            f"has nothing to do; {advice}\n") in capsys.readouterr().err  # (after A[0, 0]'s: C is never used)

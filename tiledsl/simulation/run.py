@@ -26,6 +26,7 @@ from ..runtime.dataflow import events_of
 from ..runtime.recording import Everyone, survey, walk
 from ..runtime.share import every_value
 from ..runtime.reporting import SUMMED, count_text, gflops, has_standard_count
+from ..runtime.gridadvice import grids_where_every_rank_computes
 from ..runtime.resources import ranks_without_tiles
 from ..runtime.trace import CriticalPath, task_args
 from ..runtime.tuning import nearest_ratio
@@ -120,7 +121,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
         options.sources["gpu_ratio"] = f"{machine.source}'s gemm rates"
     distribution = make_distribution(program, params, grid, gpus, options.gpu_ratio)
     matrices = make_matrices(driver, params, distribution, 0)
-    without_tiles = ranks_without_tiles(program, matrices, nranks)
+    without_tiles = ranks_without_tiles(program, matrices, nranks, lambda: grids_where_every_rank_computes(
+        driver, params, nranks, gpus, options.gpu_ratio))
     workers, per_node, cpu_share = rank_layout(machine, nranks, gpus, options.workers)
     window = options.window or (4096 if nranks == 1 and not gpus else max(64, 32 * (workers + gpus)))
     tracer = Tracer(nranks) if trace else None
