@@ -9,7 +9,7 @@ from pathlib import Path
 from dataclasses import replace
 
 from . import tuning
-from .distribution import BlockCyclic, Hybrid, squarest_grid
+from .distribution import BlockCyclic, Hybrid
 from .geometry import Geometry
 from .matrix import TiledMatrix
 from .options import TILING_SETTINGS, Options, Params, SetText, Spelling, long_number, read_setting
@@ -409,7 +409,8 @@ def placement(driver, params: Params, grid_text: str | None, ranks: int, rank: i
     """(grid, distribution, ``rank``'s matrices): ``--grid`` if given, else the first grid that
     gives every rank tiles among the program's preferred one (:func:`.world.preferred_grid`),
     the squarest, then the others from the squarest on (3 ranks on a matrix of one tile
-    column: 3x1); the squarest when none does (the run then says which sizes would)."""
+    column: 3x1); the preferred one when none does (a program writing rows of tiles keeps
+    P×1, where their tasks stay on one rank each; the run then warns of the idle ranks)."""
     program = driver.PROGRAM
     grids = [grid_for(grid_text, ranks, program)]
     if grid_text is None:
@@ -420,7 +421,7 @@ def placement(driver, params: Params, grid_text: str | None, ranks: int, rank: i
         tried[grid] = grid, distribution, make_matrices(driver, params, distribution, rank)
         if grid_text is not None or every_rank_has_tiles(program, tried[grid][2], ranks):
             return tried[grid]
-    return tried[squarest_grid(ranks)]
+    return tried[grids[0]]
 
 
 def grids_by_squareness(ranks: int) -> list:

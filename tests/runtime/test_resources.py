@@ -72,7 +72,7 @@ def test_without_a_grid_the_squarest_one_that_gives_every_rank_tiles_is_taken(co
     assert placement(gemm, narrow, None, 4, 0, 0)[0] == (4, 1)
     wide = make_params(gemm, Options(n=301, tiles={"nb": 64}, sets={"m": 50, "k": 50}))  # C: 1×5 tiles
     assert placement(gemm, wide, None, 3, 0, 0)[0] == (1, 3)
-    assert placement(gemm, wide, None, 7, 0, 0)[0] == (1, 7)  # none works: the squarest (the run refuses it)
+    assert placement(gemm, wide, None, 7, 0, 0)[0] == (1, 7)  # none works: the preferred one, here the squarest
 
 
 _ROW_SUM = """program rowsum {
@@ -96,3 +96,15 @@ def test_a_rank_without_tiles_is_advised_only_a_grid_on_which_it_would_compute(t
     assert main(["explain", str(tmp_path / "rowsum.tile"), "--grid", "1x2", "--n", "256", "--totals"]) == 0
     assert ("tiledsl: warning: 2 ranks but only 1 of them own tiles (the largest matrix, A, has 4×1 tiles): rank 1 "
             f"has nothing to do; {advice}\n") in capsys.readouterr().err  # (after A[0, 0]'s: C is never used)
+
+
+@pytest.mark.timeout(60)
+def test_where_no_grid_gives_every_rank_tiles_a_program_writing_rows_keeps_one_process_column(compiled, tmp_path):
+    """2×2 tiles on 3 ranks: 1x3 (the squarest, taken before) ran both row tasks on rank 0 and sent
+    4 messages; 3x1 gives ranks 0 and 1 a row each, and sends nothing."""
+    (tmp_path / "rp.py").write_text("def rowscale(P):\n    for t in P:\n        t *= 2.0\n")
+    (tmp_path / "rowp.tile").write_text('use "rp.py"\nkernel rowscale(inout P)\nprogram rowp {\n'
+                                        "  tiling uniform(nb = 50)\n  matrix A[n, n] = random general\n"
+                                        "  for i in 0 .. A.mt { rowscale(A[i, 0 : A.nt]) }\n}\n")
+    rows = compiled(str(tmp_path / "rowp.tile"))
+    assert placement(rows, make_params(rows, Options(n=100)), None, 3, 0, 0)[0] == (3, 1)

@@ -39,9 +39,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     parser.add_argument("--nodes", type=int, metavar="P", help="ranks (one per node on a cluster's machine file; "
                                                                 "default: those of --grid, else 1)")
-    parser.add_argument("--grid", metavar="PxQ", help="process grid (default: the squarest; one process row "
-                                                       "for a program writing columns of tiles); alone, it "
-                                                       "gives the ranks")
+    parser.add_argument("--grid", metavar="PxQ", help="process grid (default: run's, the squarest, one process "
+                                                       "row for a program writing columns of tiles, one column "
+                                                       "for rows, or the next that gives every rank tiles); "
+                                                       "alone, it gives the ranks")
     parser.add_argument("--gpus", type=int, metavar="G", help="GPUs per rank (default: the machine file's; "
                                                               "0 for this machine); with a machine file, "
                                                               "uniform tiles are dealt to host and GPUs at the "
