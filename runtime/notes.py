@@ -48,7 +48,8 @@ def arguments_text(task) -> str:
     the rows and columns of its tile it covers: ``A[1, 3][50:150, 50:150]``."""
     texts, first = [], 0
     for _, _, group, _ in task.call.declared(task.tiles):
-        view = task.regions[first] if task.regions is not None and len(group) == 1 else None  # (slices)
+        named = task.named_regions  # (slices) not task.regions, which may read a received part whole
+        view = named[first] if named is not None and len(group) == 1 else None
         texts.append(tiles_text(group) + part_text(part_of(group[0], view)))
         first += len(group)
     return ", ".join(texts)

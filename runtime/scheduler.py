@@ -22,14 +22,17 @@ import itertools
 class Task:
     """One task instance on this rank: a call site applied to tiles."""
 
-    __slots__ = ("call", "tiles", "regions", "priority", "seq", "device", "waiting",
+    __slots__ = ("call", "tiles", "regions", "named_regions", "priority", "seq", "device", "waiting",
                  "successors", "done", "kernel", "host_kernel", "values", "sources", "asynchronous", "on_complete")
 
     def __init__(self, call, tiles, regions, priority, device=0, kernel=None, values=()):
         self.call = call
         self.values = values  # the value arguments, in declaration order
         self.tiles = tiles  # the tiles whose task lists order this task
-        self.regions = regions
+        self.regions = regions  # the slices of what the kernel runs on (None: the whole source)
+        # the sub-ranges of its tiles the call names: ``regions`` reads a received part whole, its
+        # copy being the part, and what is said of the task names the part all the same
+        self.named_regions = regions
         self.priority = priority
         self.device = device
         self.kernel = kernel

@@ -25,7 +25,7 @@ class Call:
 class Task:
     call = Call()
     device = 0  # a host task
-    regions = None  # whole tiles
+    regions = named_regions = None  # whole tiles
 
     def __init__(self, seq, *tiles):
         self.seq, self.tiles = seq, list(tiles)
@@ -189,3 +189,20 @@ def test_a_kernel_on_a_sub_range_is_named_with_the_rows_and_columns_it_ran_on(tm
     with pytest.raises(TiledslError, match=re.escape("kernel potrf failed on A[1, 1][2:6, 2:6] (potrf(A[1, 1][2:, 2:]"
                                                      ")): matrix is not positive definite (leading minor 2 of 4")):
         tiledsl.load(tmp_path / "p.tile").run(A=a)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks, grid", [(1, "1x1"), (2, "2x1")])
+def test_a_failed_kernel_names_a_received_sub_range_as_one_rank_does(tmp_path, ranks, grid):
+    """A[1, 0] on rank 1: rank 0 receives its part [0:1, 0:4] alone and reads that copy whole, and
+    the message named the tile whole ("kernel f failed on A[1, 0], A[0, 0]") where one rank names the part."""
+    import subprocess
+    import sys
+
+    (tmp_path / "k.py").write_text("def f(X, Y):\n    raise RuntimeError('boom')\n")
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel f(in X, inout Y) flops 0\nprogram p {\n'
+                                     "  tiling uniform(nb = 4)\n  matrix A[n, n] = random general\n"
+                                     "  f(A[1, 0][0 : 1], A[0, 0])\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "p.tile", "--n", "8", "--no-tune",
+                          "--np", str(ranks), "--grid", grid], cwd=tmp_path, capture_output=True, text=True, timeout=110)
+    assert "kernel f failed on A[1, 0][0:1, 0:4], A[0, 0] (f(A[1, 0][0:1], A[0, 0]))" in out.stderr, out.stderr
