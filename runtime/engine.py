@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..language import INT64_MAX
 from . import heteroprio
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
@@ -33,7 +34,7 @@ from .matrix import call_views
 from .notes import KernelNotes, arguments_text, where_ran
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
-from .program import INT64_MAX, flatten, tiles_text
+from .program import flatten, tiles_text
 from .scheduler import Scheduler, Task
 from .share import among, every_value
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, running_line, running_lines

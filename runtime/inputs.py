@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..language import NAMED_INITS, RANDOM_KINDS
 from .world import RankError
 
-KINDS = ("general", "spd", "diagdom", "zeros", "identity")
-SQUARE_KINDS = ("spd",)  # kinds defined for square matrices only
+KINDS = (*RANDOM_KINDS, *NAMED_INITS)  # what make_tile makes
 
 _MASK = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15  # splitmix64 increment (golden ratio)

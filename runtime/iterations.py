@@ -14,10 +14,9 @@ conditions are evaluated over the intervals too, three-valued (True, False,
 """
 from __future__ import annotations
 
+from ..language import MAX_ITERATIONS
 from .errors import TaskFailure
 
-#: Most loop iterations a run may walk (the survey walks each once, at ~1 µs apiece).
-MAX_ITERATIONS = 10**10
 
 
 class _Maybe:

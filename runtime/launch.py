@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..language import SQUARE_KINDS
 from . import blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
 from .engine import STOP_SECONDS, Engine, TaskFailure
@@ -344,7 +345,7 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
             raise UsageError(f"{error}{load_note(decl, driver) if loaded else ''}") from None
         return inputs.finite_watched(lambda r0, r1, c0, c1: _read_input(source_file, r0, r1, c0, c1),
                                      decl.name, held, options.check_finite)
-    if decl.init in inputs.SQUARE_KINDS and shape[0] != shape[1]:
+    if decl.init in SQUARE_KINDS and shape[0] != shape[1]:
         raise UsageError(f"matrix {decl.name} (line {decl.line}) is {shape[0]}×{shape[1]} with these sizes, but "
                          f"`random {decl.init}` needs a square matrix")
     return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, options.seed, index, *shape, r0, r1, c0, c1)

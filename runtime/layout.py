@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 from dataclasses import replace
 
+from ..language import INT64_MAX, TILING_SETTINGS
 from . import tuning
 from .distribution import BlockCyclic, Hybrid
 from .geometry import Geometry
 from .matrix import TiledMatrix
-from .options import TILING_SETTINGS, Options, Params, SetText, Spelling, long_number, read_setting
-from .program import INT64_MAX
+from .options import Options, Params, SetText, Spelling, long_number, read_setting
 from .resources import every_rank_has_tiles
 from .world import UsageError, grid_for
 

@@ -14,6 +14,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
+from ..language import TILING_SETTINGS
 from . import priorities
 from .broadcast import CHOICES, TREE_FROM_RANKS
 from .distribution import parse_ratio
@@ -21,7 +22,6 @@ from .watchdog import FLOOR_SECONDS, TASK_FACTOR
 from .world import UsageError
 
 #: the tile settings of each kind of tiling (a program's own parameter may take another kind's name)
-TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
 TILE_SETTINGS = ("nb", "B", "b", "s")  # every kind's: --nb, --B, --b, --s
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from array import array
 
-from .program import WRITE_MODES
+from ..language import WRITE_MODES
 
 MODES = ("program", "auto", "none")
 

@@ -19,14 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from functools import cached_property, lru_cache
 
+from ..language import READ_MODES, WRITE_MODES
 from .panels import Panel
 from .world import UsageError
 
-#: the integers a program computes stay within it (the compiler's E211 for constants; a run
-#: refuses a parameter beyond it, and a kernel's int argument)
-INT64_MAX = 2 ** 63 - 1
-READ_MODES = frozenset({"in", "inout"})
-WRITE_MODES = frozenset({"out", "inout"})
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .. import usercache
-from .options import TILING_SETTINGS
+from ..language import TILING_SETTINGS
 from .world import UsageError
 
 VERSION = 1

@@ -39,6 +39,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..language import QR_KERNELS
 from . import kernels
 from .checks import CheckError, exact, near, scaled
 from .geometry import Geometry
@@ -49,7 +50,6 @@ from .program import Call
 from .recording import record
 from .world import UsageError
 
-QR_KERNELS = ("geqrt", "tpqrt", "ttqrt")
 #: the kernel that applies the reflectors each of them makes
 _APPLY = {"geqrt": "gemqrt", "tpqrt": "tpmqrt", "ttqrt": "ttmqrt"}
 _CALLS: dict = {}

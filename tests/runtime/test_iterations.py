@@ -10,7 +10,8 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.runtime.iterations import MAX_ITERATIONS, Interval, LoopBound
+from tiledsl.language import MAX_ITERATIONS
+from tiledsl.runtime.iterations import Interval, LoopBound
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.recording import record

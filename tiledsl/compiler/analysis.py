@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..language import (MAX_ITERATIONS, NAMED_INITS, RANDOM_KINDS, SQUARE_KINDS, TILING_SETTINGS,
+                        WRITE_MODES)
 from . import nodes as n
 from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, meets_everywhere, never_runs,
                      never_runs_within, out_of_range_witness, provably_negative)
@@ -27,14 +29,8 @@ from .source import Span
 from .typer import ExpressionTyper, integer_constant
 
 TILING_DEFAULTS = {"uniform": {"nb": 256}, "hybrid": {"B": 512, "b": 128, "s": 2}}
-SQUARE_KINDS = ("spd",)  # random kinds that exist for square matrices only
-NAMED_INITS = ("zeros", "identity")
-WRITE_MODES = ("out", "inout")
 #: Deepest nest of loops: the driver nests one Python ``for`` per loop (CPython allows 20).
 MAX_LOOP_NESTING = 20
-#: Most loop iterations a run walks (runtime/iterations.py refuses more).
-MAX_ITERATIONS = 10**10
-READ_MODES = ("in", "inout")
 
 
 @dataclass(frozen=True)
@@ -251,7 +247,7 @@ class _Analyzer:
 
     def _tiling(self, decl: n.TilingDecl | None) -> str:
         kind = decl.kind.text if decl else "uniform"
-        if kind not in n.TILING_SETTINGS:
+        if kind not in TILING_SETTINGS:
             self.bag.error(decl.kind.span, "E209", f"unknown tiling '{kind}'",
                            hint="use 'tiling uniform(nb = ...)' or 'tiling hybrid(B = ..., b = ..., s = ...)'")
             kind = "uniform"
@@ -275,8 +271,8 @@ class _Analyzer:
         """Take one tiling setting; False (said as an error) for one the tiling does not have or takes
         no such value for."""
         name = setting.name.text
-        if name not in n.TILING_SETTINGS[kind]:
-            allowed = ", ".join(n.TILING_SETTINGS[kind])
+        if name not in TILING_SETTINGS[kind]:
+            allowed = ", ".join(TILING_SETTINGS[kind])
             self.bag.error(setting.name.span, "E209", f"'{name}' is not a setting of {kind} tiling",
                            hint=f"{kind} tiling takes {allowed}")
             return False
@@ -288,7 +284,7 @@ class _Analyzer:
         return True
 
     def _declare_params(self, tiling: str, params):
-        for name in ("n",) + n.TILING_SETTINGS[tiling]:
+        for name in ("n",) + TILING_SETTINGS[tiling]:
             self.scope.frames[0][name] = Symbol("param", None, used=False)
         for decl in params:
             if isinstance(decl.default, n.StrLit):  # a char parameter: a kernel option chosen at run time
@@ -326,12 +322,12 @@ class _Analyzer:
             self.bag.error(expr.span, "E209", f"the {what} must be at least 1, got {value}")
 
     def _check_init(self, init: n.Init):
-        if init.kind == "random" and init.what.text not in n.RANDOM_KINDS:
+        if init.kind == "random" and init.what.text not in RANDOM_KINDS:
             self.bag.error(init.what.span, "E209", f"unknown random matrix kind '{init.what.text}'",
-                           hint=f"use one of {', '.join(n.RANDOM_KINDS)}")
+                           hint=f"use one of {', '.join(RANDOM_KINDS)}")
         if init.kind == "named" and init.what.text not in NAMED_INITS:
             self.bag.error(init.what.span, "E209", f"unknown matrix initialiser '{init.what.text}'",
-                           hint=f"use 'random {'|'.join(n.RANDOM_KINDS)}', {', '.join(NAMED_INITS)} or load \"file.npy\"")
+                           hint=f"use 'random {'|'.join(RANDOM_KINDS)}', {', '.join(NAMED_INITS)} or load \"file.npy\"")
 
     def _check_square(self, decl: n.MatrixDecl):
         """``random spd`` of a matrix whose rows and columns differ whatever the sizes."""

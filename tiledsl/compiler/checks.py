@@ -6,6 +6,7 @@ declarations as well, holds the same table (a test compares them).
 """
 from __future__ import annotations
 
+from ..language import QR_KERNELS
 from . import nodes as n
 from .diagnostics import DiagnosticBag, suggestion_notes
 from .expressions import constant_of, expression_nodes, unparse
@@ -22,7 +23,6 @@ CHECK_FORMS = {"cholesky": ("A",), "lu": ("A", "A, P"), "qr": ("A, T",), "solve"
                "inverse": ("A, X",), "product": ("C, A, B",)}
 #: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
 CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
-QR_REPLAYED = ("geqrt", "tpqrt", "ttqrt")  # the kernels whose reflectors `check qr` replays (runtime/verify.py)
 
 
 def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bool) -> None:
@@ -105,7 +105,7 @@ def check_qr_replay(checks, kernel_used: dict, bag: DiagnosticBag) -> None:
     calls none of them would have nothing replayed (Q = I), and its check would be meaningless."""
     for check in checks:
         if check.kind.text == "qr" and len(check.args) in CHECK_ARITY["qr"] \
-                and not any(kernel_used.get(name) for name in QR_REPLAYED):
+                and not any(kernel_used.get(name) for name in QR_KERNELS):
             bag.error(check.kind.span, "E209", "check qr replays the reflectors of geqrt, tpqrt and ttqrt, "
                                                "which this program does not call",
                       hint="check a QR made of your own kernels with a check of your own: "

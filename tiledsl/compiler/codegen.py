@@ -29,6 +29,7 @@ import jinja2
 
 from .. import __version__
 from ..drivercontract import DRIVER_FORMAT, source_digest
+from ..language import TILING_SETTINGS
 from . import nodes as n
 from . import dataflow
 from .analysis import Checked
@@ -227,7 +228,8 @@ class _Model:
         self.checked = checked
         self.program = checked.program
         self.names = _Names(checked.program)
-        self.params = {"n", "nb", "B", "b", "s"} | {d.name.text for d in self.program.params}
+        settings = {setting for kind in TILING_SETTINGS.values() for setting in kind}
+        self.params = {"n", *settings} | {d.name.text for d in self.program.params}
         self.lines: list[str] = []
         self.rank_vars: dict[tuple, str] = {}
         self.access_vars: dict[tuple, str] = {}

@@ -8,9 +8,6 @@ from dataclasses import dataclass
 
 from .source import Span
 
-#: each tiling's settings: the names a program's tile sizes go by
-TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
-
 
 @dataclass(frozen=True)
 class Ident:
@@ -241,12 +238,10 @@ class RequireDecl:
     span: Span
 
 
-RANDOM_KINDS = ("spd", "general", "diagdom")  # the words after ``random``
-
 
 @dataclass(frozen=True)
 class Init:
-    """How ``run`` makes a matrix: ``random KIND`` (one of :data:`RANDOM_KINDS`), a named constant,
+    """How ``run`` makes a matrix: ``random KIND`` (one of :data:`tiledsl.language.RANDOM_KINDS`), a named constant,
     or ``load "f.npy"``."""
 
     kind: str  # random, named, load

@@ -21,6 +21,7 @@ from lark.lark import PostLex
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from .. import usercache
+from ..language import RANDOM_KINDS, TILING_SETTINGS
 from . import nodes as n
 from .diagnostics import Diagnostic, did_you_mean
 from .source import Source, SourceError, Span
@@ -310,7 +311,7 @@ def _initial_value_missing(source: Source, line: int) -> Diagnostic | None:
 def _random_needs_a_kind(path: str, line: int, column: int) -> Diagnostic:
     """The error of a ``random`` at ``line``:``column`` given no kind."""
     return Diagnostic(Span(path, line, column, line, column + len("random")), "E100", "'random' needs a kind", (),
-                      "write " + _join([f"'random {kind}'" for kind in n.RANDOM_KINDS]))
+                      "write " + _join([f"'random {kind}'" for kind in RANDOM_KINDS]))
 
 
 def _in_braces(text: str, line: int, column: int) -> bool:
@@ -639,7 +640,7 @@ def _names_in_scope(text: str, earlier: str) -> dict[str, str]:
     ``earlier`` (a start of ``text``), each with its kind as the analysis names it."""
     tokens = _code_tokens(text)
     tiling = next((tokens[i + 1] for i in range(len(tokens) - 1) if tokens[i] == "tiling"), "uniform")
-    kinds = {name: "param" for name in ("n",) + n.TILING_SETTINGS.get(tiling, ())}
+    kinds = {name: "param" for name in ("n",) + TILING_SETTINGS.get(tiling, ())}
     for word, following in zip(tokens, tokens[1:]):
         if word in _DECLARING and _WORD.fullmatch(following):
             kinds[following] = _DECLARING[word]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import operator
 
+from ..language import INT64_MAX
 from . import nodes as n
 from .affine import Converter, difference, is_zero, provably_negative, provably_nonzero
 from .diagnostics import DiagnosticBag, suggestion_notes
@@ -27,8 +28,6 @@ FUNCTIONS = ("min", "max")
 #: What to write instead of a function the language does not have
 _FUNCTION_ADVICE = {"abs": ("the absolute value of x is max(x, -x)",), "pow": ("a power is a ** b",),
                     "sqrt": ("compute a square root in a kernel, or pass it as a float parameter (param, --set)",)}
-#: The largest magnitude of a value the analysis computes (a let, a product of constants).
-MAX_CONSTANT = 2**63 - 1
 _ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
                "//": operator.floordiv, "%": operator.mod}
 
@@ -186,7 +185,7 @@ class ExpressionTyper:
                 return None
             self.floats[id(expr)] = value
             return kind
-        if abs(value) > MAX_CONSTANT:
+        if abs(value) > INT64_MAX:
             self._beyond_64_bits(expr, _abbreviated(value))
             return None
         self.values[id(expr)] = value
@@ -194,7 +193,7 @@ class ExpressionTyper:
 
     def _beyond_64_bits(self, expr, value: str) -> None:
         self.bag.error(expr.span, "E211", f"the value of this expression, {value}, is beyond the 64-bit range",
-                       f"constants a program computes stay within ±{MAX_CONSTANT} (2**63 - 1)",
+                       f"constants a program computes stay within ±{INT64_MAX} (2**63 - 1)",
                        hint="tile programs count tiles and rows: check the formula")
 
     def _constant_value(self, expr) -> int | float | None:
@@ -528,7 +527,7 @@ def uses_division(expr) -> bool:
 
 def integer_constant(expr) -> int | None:
     """The value of an expression made of integer literals only, else None (also for
-    a value beyond :data:`MAX_CONSTANT`)."""
+    a value beyond :data:`INT64_MAX`)."""
     match expr:
         case n.IntLit(value=value):
             return value
@@ -540,7 +539,7 @@ def integer_constant(expr) -> int | None:
             if a is None or b is None or (op in ("//", "%") and b == 0):
                 return None
             value = _power_value(a, b) if op == "**" else _ARITHMETIC[op](a, b)
-            return value if value is not None and abs(value) <= MAX_CONSTANT else None
+            return value if value is not None and abs(value) <= INT64_MAX else None
     return None
 
 
@@ -563,4 +562,4 @@ def _power_value(base: int, exponent: int) -> int | None:
     if exponent < 0 or abs(base) > 1 and exponent >= 64:  # at least 2**64
         return None
     value = base ** exponent
-    return value if abs(value) <= MAX_CONSTANT else None
+    return value if abs(value) <= INT64_MAX else None

@@ -1,0 +1,22 @@
+"""The language's facts that the compiler and the runtime both hold.
+
+The compiler judges a program by them, and the runtime judges by them again what a driver
+declares (a driver may come from elsewhere, a run's options may change the sizes): both read
+these tables, so the two cannot drift apart. Standard library only, as :mod:`.drivercontract`:
+the runtime imports nothing of the compiler.
+"""
+
+#: the settings of each tiling, as ``tiling KIND(...)``, ``--nb``/``--B``... and the driver name them
+TILING_SETTINGS = {"uniform": ("nb",), "hybrid": ("B", "b", "s")}
+RANDOM_KINDS = ("spd", "general", "diagdom")  # the words after ``random``
+NAMED_INITS = ("zeros", "identity")  # the other initial values a matrix may name
+SQUARE_KINDS = ("spd",)  # the random kinds that exist for square matrices only
+READ_MODES = ("in", "inout")
+WRITE_MODES = ("out", "inout")
+#: the integers a program computes stay within it (the compiler's E211 for constants; a run
+#: refuses a parameter beyond it, and a kernel's int argument)
+INT64_MAX = 2**63 - 1
+#: most loop iterations a run walks (the compiler warns of a loop that would run more: W301)
+MAX_ITERATIONS = 10**10
+#: the kernels whose reflectors ``check qr`` replays: a program calling none of them has nothing to check
+QR_KERNELS = ("geqrt", "tpqrt", "ttqrt")
