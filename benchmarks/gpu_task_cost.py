@@ -4,16 +4,18 @@
     python benchmarks/gpu_task_cost.py --backend cupy       # an NVIDIA GPU through CuPy
     python benchmarks/gpu_task_cost.py --n 32 --nb 1 --rounds 5
 
-The work is programs/gemm.tile (C += A·B) on nb×nb tiles, 1×1 by default: (n/nb)³
-gemm tasks whose kernels take almost no time, in chains of n/nb (the products into
-one tile of C). It runs on two paths, each the best of ``--rounds``:
+The work is programs/gemm.tile (C += A·B) on nb×nb tiles, 1×1 by default: (n/nb)²
+gemm tasks, one per column of tiles of C and tile of the inner dimension (a column
+panel of A, n×nb, times a tile of B into a column panel of C), whose kernels take
+almost no time, in chains of n/nb (the products into one column of C). It runs on
+two paths, each the best of ``--rounds``:
 
 * CPU: one worker, no GPU;
 * GPU: one worker and one GPU with host:GPU columns 0:1, so that every tile and
   every task is the GPU's.
 
-The kernel alone is the same gemm called back to back on tiles of the same size
-where the path runs it (host arrays; the backend's arrays on its GPU 1, then one
+The kernel alone is the same gemm called back to back on operands of the same
+shapes (n×nb panels, an nb×nb tile) where the path runs it (host arrays; the backend's arrays on its GPU 1, then one
 synchronize), per call. The table gives, side by side, the run's seconds, its
 seconds per task, the kernel's, and their difference: the runtime's own cost
 per task (scheduling, dependencies, the GPU's queue and copies).
@@ -48,9 +50,11 @@ def run_seconds(driver, n: int, nb: int, gpus: int, backend: str, rounds: int) -
     return best.seconds, best.tasks
 
 
-def kernel_seconds(nb: int, device) -> float:
-    """Seconds per call of gemm on nb×nb tiles: host arrays, or ``device``'s on its GPU 1."""
-    tiles = [np.asfortranarray(np.random.default_rng(1).standard_normal((nb, nb))) for _ in range(3)]
+def kernel_seconds(n: int, nb: int, device) -> float:
+    """Seconds per call of a task's gemm (n×nb panel times nb×nb tile into an n×nb panel): host arrays,
+    or ``device``'s on its GPU 1."""
+    shapes = ((n, nb), (nb, nb), (n, nb))  # A[:, l], B[l, j], C[:, j] as gemm.tile passes them
+    tiles = [np.asfortranarray(np.random.default_rng(1).standard_normal(shape)) for shape in shapes]
     gemm = CPU_KERNELS["gemm"] if device is None else device.kernels["gemm"]
     if device is not None:
         device.prepare(1)
@@ -79,14 +83,14 @@ def measure(driver, args, gpus: int) -> dict:
     """The path's run and kernel, in µs per task (``gpus`` 0: the CPU path)."""
     device = make_backend(args.backend, 1) if gpus else None
     seconds, tasks = run_seconds(driver, args.n, args.nb, gpus, args.backend, args.rounds)
-    per_task, kernel = seconds / tasks * 1e6, kernel_seconds(args.nb, device) * 1e6
+    per_task, kernel = seconds / tasks * 1e6, kernel_seconds(args.n, args.nb, device) * 1e6
     return {"seconds": seconds, "tasks": tasks, "per_task": per_task, "kernel": kernel,
             "overhead": per_task - kernel}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=24, help="matrix order (default 24: 13824 tasks at nb = 1)")
+    parser.add_argument("--n", type=int, default=24, help="matrix order (default 24: 576 tasks at nb = 1)")
     parser.add_argument("--nb", type=int, default=1, help="tile size (default 1)")
     parser.add_argument("--backend", default="emulated", choices=["emulated", "cupy"], help="the GPU path's backend")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each path; the best counts (default 3)")

@@ -48,8 +48,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tiledsl
 from tiledsl.compiler import check_path
 from tiledsl.compiler.diagnostics import CODES, render
+from tiledsl.runtime import Options, execute
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -456,3 +458,16 @@ def test_the_repository_stands_alone():
     pointing = [name for name in tracked.splitlines()
                 if (ROOT / name).is_file() and outside in (ROOT / name).read_text(errors="replace")]
     assert pointing == []
+
+
+@pytest.mark.timeout(120)
+def test_gpu_task_cost_states_the_task_count_gemm_tile_makes():
+    """README points to benchmarks/gpu_task_cost.py: its help said 13824 tasks ((n/nb)³) at its default
+    n = 24, nb = 1, but programs/gemm.tile makes one task per column panel of C and inner tile."""
+    script = ROOT / "benchmarks" / "gpu_task_cost.py"
+    shown = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True,
+                           timeout=60, check=True).stdout
+    stated = int(re.search(r"default 24: (\d+) tasks at nb = 1", shown).group(1))
+    driver = tiledsl.load(ROOT / "programs" / "gemm.tile").driver
+    assert execute(driver, Options(n=24, tiles={"nb": 1}, workers=1)).tasks == stated
+    assert "(n/nb)²" in shown
