@@ -303,7 +303,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
              + (count_text(program, result.matrices, source) if rate else "")]
     if rate and result.upper_bound:
         lines.append(f"  bound     {rate / result.upper_bound:.2f} of the kernel upper bound, "
-                     f"{result.upper_bound:.1f} GFLOP/s (gemm's tuned rates × the workers and GPUs)")
+                     f"{result.upper_bound:.1f} GFLOP/s (gemm's tuned rates × the cores used and GPUs)")
     if result.check_seconds is not None:
         lines.append(f"  check     {result.check_seconds:.4f} s")
     if result.total_seconds is not None:

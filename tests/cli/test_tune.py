@@ -811,7 +811,7 @@ def test_a_tuned_run_reports_its_fraction_of_the_kernel_upper_bound(cache):
     assert summary["upper_bound"] == 80.0  # 2 workers × gemm's 40 GFLOP/s on 128-tiles
     assert summary["of_upper_bound"] == pytest.approx(summary["gflops"] / 80.0)
     text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--workers", 2, cache=cache).stdout
-    assert "of the kernel upper bound, 80.0 GFLOP/s (gemm's tuned rates × the workers and GPUs)" in text
+    assert "of the kernel upper bound, 80.0 GFLOP/s (gemm's tuned rates × the cores used and GPUs)" in text
     untuned = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--no-tune", "--json", cache=cache))
     assert untuned["upper_bound"] is None and untuned["of_upper_bound"] is None
 
@@ -1099,3 +1099,16 @@ def test_a_hybrid_program_on_gpus_is_refused_an_n_below_two_of_its_smallest_b_be
     with pytest.raises(UsageError, match=r"^--n 200 is less than two tiles of the smallest B of hetero_cholesky's "
                                          r"s = 2 slices, 128: .*\(give --n 256 or more, or leave it out\)$"):
         tune(driver_of(tmp_path, "hetero_cholesky"), gpus=1, workers=1, budget=2, n=200)
+
+
+@pytest.mark.timeout(120)
+def test_the_bound_line_counts_the_cores_used_and_the_tutorial_explains_it(cache):
+    """The bound is capped at the rank's share of the cores: workers beyond them add nothing, so the line
+    said "× the workers" wrongly; tutorial §9 explained every summary line but this one."""
+    seed_cache("cholesky", 0, "emulated", {"nb": 128}, speeds={"core": {"gemm": {128: 40.0}}})
+    workers = (os.cpu_count() or 1) + 2
+    text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--workers", workers, cache=cache).stdout
+    bound = 40.0 * (os.cpu_count() or 1)
+    assert f"of the kernel upper bound, {bound:.1f} GFLOP/s (gemm's tuned rates × the cores used and GPUs)" in text
+    section = (ROOT / "docs" / "tutorial.md").read_text().split("## 9. Reading the summary", 1)[1].split("\n## ")[0]
+    assert "* `bound`" in section
