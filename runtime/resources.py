@@ -30,8 +30,18 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
     else:
         need = (f"about {gib(total)} on this rank (tiles {gib(tiles)}, transfer buffers {gib(transfers)}, check "
                 f"{gib(checking)})")
-    raise UsageError(f"the run needs {need} but {gib(available)} is available: use more ranks, a smaller --n, "
-                     f"or a smaller --window")
+    raise UsageError(f"the run needs {need} but {gib(available)} is available: {_remedies(transfers, checking)}")
+
+
+def _remedies(transfers: int, checking: int) -> str:
+    """The advice of a refusal: only what shrinks a part of the estimate refused (the window sizes the
+    transfer buffers, --check the check's matrices); more ranks on this node divide the tiles but not the
+    node's memory, which every rank there compares its own estimate with."""
+    remedies = ["more ranks on other nodes (the ranks on one node share its memory)", "a smaller --n"]
+    if transfers:
+        remedies.append("a smaller --window")
+    advice = "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}"
+    return advice + (", or run without --check" if checking else "")
 
 
 def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int,

@@ -4,11 +4,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from tiledsl.runtime import Call, MatrixDecl, Options, Program, Tiling
+from tiledsl.runtime import Call, MatrixDecl, Options, Program, Tiling, resources
 from tiledsl.runtime.distribution import BlockCyclic, Hybrid
 from tiledsl.runtime.layout import make_params, placement
 from tiledsl.runtime.resources import ranks_without_tiles
-from tiledsl.runtime.world import preferred_grid
+from tiledsl.runtime.world import UsageError, preferred_grid
 
 
 def _program(*names):
@@ -108,3 +108,31 @@ def test_where_no_grid_gives_every_rank_tiles_a_program_writing_rows_keeps_one_p
                                         "  for i in 0 .. A.mt { rowscale(A[i, 0 : A.nt]) }\n}\n")
     rows = compiled(str(tmp_path / "rowp.tile"))
     assert placement(rows, make_params(rows, Options(n=100)), None, 3, 0, 0)[0] == (3, 1)
+
+
+def _memory_case(tile_bytes: int, transfers_window: int, check: bool):
+    """check_memory's arguments for one 1×1-tiled matrix whose single tile is ``tile_bytes`` (a multiple of 8)."""
+    side = tile_bytes // 8
+    distribution = SimpleNamespace(nranks=1)
+    matrix = SimpleNamespace(rank=0, m=side, n=1, distribution=distribution,
+                             geometry=SimpleNamespace(row_starts=[0, side], col_starts=[0, 1]))
+    tile = SimpleNamespace(rank=0, matrix=matrix, shape=(side, 1))
+    program = SimpleNamespace(matrices=[SimpleNamespace(name="A")], check=SimpleNamespace(kind="cholesky"))
+    return program, {"A": matrix}, [tile], transfers_window, check
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("window, check, named, unnamed", [
+    (0, False, [], ["--window", "--check"]),
+    (2, False, ["a smaller --window"], ["--check"]),
+    (0, True, ["without --check"], ["--window"])])
+def test_the_memory_refusal_names_only_remedies_that_shrink_what_it_refuses(monkeypatch, window, check, named,
+                                                                         unnamed):
+    """A smaller --window was advised though the estimate had no window buffers (1 rank, no GPUs), and
+    "more ranks" though the ranks on one node share its memory."""
+    monkeypatch.setattr(resources, "_available_memory", lambda: 8)
+    with pytest.raises(UsageError) as refused:
+        resources.check_memory(*_memory_case(1024, window, check))
+    advice = str(refused.value).split("is available: ", 1)[1]
+    assert advice.startswith("use more ranks on other nodes (the ranks on one node share its memory)")
+    assert all(words in advice for words in named) and not any(words in advice for words in unnamed), advice
