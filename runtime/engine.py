@@ -575,7 +575,7 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
                               f"{arrays[index].shape}: a kernel writes into its tiles, it cannot resize them")
     if not call.plain:
         _check_panels_kept(task, arguments, arrays)
-    _check_returned(returned, arrays)
+    _check_returned(returned, arrays, kernel)
 
 
 def _check_values(call, values) -> None:
@@ -592,20 +592,31 @@ def _check_values(call, values) -> None:
                               f"±1.8e308): check its formula")
 
 
-def _check_returned(returned, arrays: list) -> None:
-    """What a kernel returns is dropped: a new array (alone, or in a tuple, list or dict) is a result
-    lost, and a generator or coroutine a body that never ran (``yield``, ``async def``)."""
+def _check_returned(returned, arrays: list, kernel) -> None:
+    """What a kernel returns is dropped: a new array (alone, or in a tuple, list or dict), a generator
+    or a coroutine is a result lost, and the kernel's own generator or coroutine a body that never ran
+    (``yield``, ``async def``)."""
     if inspect.isgenerator(returned) or inspect.iscoroutine(returned) or inspect.isasyncgen(returned):
         if not inspect.isasyncgen(returned):  # (an async generator closes by awaiting: none to await)
-            returned.close()  # never started: closing it keeps Python from warning of it
-        raise KernelError(f"returned a {type(returned).__name__} without running its body (a function with "
-                          f"'yield', or an 'async def'): a kernel is a plain function that writes into its tiles")
+            returned.close()  # never finished: closing it keeps Python from warning of it
+        if _code_of(returned) is getattr(inspect.unwrap(kernel), "__code__", None):
+            raise KernelError(f"returned a {type(returned).__name__} without running its body (a function with "
+                              f"'yield', or an 'async def'): a kernel is a plain function that writes into its "
+                              f"tiles")
+        # a generator expression, or another function's generator: the kernel's body ran, its result is lost
+        raise KernelError(f"returned a {type(returned).__name__}, which is dropped: a kernel writes its results "
+                          f"into its tiles in place (A[...] = ...)")
     results = (returned.values() if isinstance(returned, dict) else returned if isinstance(returned, (tuple, list))
                else (returned,))
     for result in results:
         if getattr(result, "shape", ()) != () and not _is_argument(result, arrays):
             raise KernelError(f"returned a new {type(result).__name__} of shape {tuple(result.shape)}, which is "
                               f"dropped: a kernel writes its results into its tiles in place (A[...] = ...)")
+
+
+def _code_of(returned):
+    """The code object a generator, coroutine or async generator runs."""
+    return getattr(returned, "gi_code", None) or getattr(returned, "cr_code", None) or returned.ag_code
 
 
 def _check_panels_kept(task: Task, arguments: list, arrays: list) -> None:

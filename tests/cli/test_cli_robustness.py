@@ -1040,3 +1040,19 @@ def test_a_usage_error_argparse_finds_is_said_in_json_by_every_command_that_take
     out = tiledsl(*command, "--json")
     assert out.returncode == 2 and json.loads(out.out.strip().splitlines()[-1]) == {
         "program": None, "n": None, "ok": False, "passed": None, "error": error}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("body", ["def k(A):\n    A += 1\n    return (x for x in [A * 2])\n",
+                                  "def k(A):\n    A += 1\n    return helper(A)\n\n\ndef helper(A):\n    yield A\n"],
+                         ids=["expression", "helper"])
+def test_a_kernel_that_ran_and_returned_a_generator_is_not_said_to_have_skipped_its_body(tmp_path, body):
+    """A plain kernel returning a generator expression (or another function's generator) ran its body:
+    it was told "returned a generator without running its body (a function with 'yield' ...)"."""
+    (tmp_path / "g.py").write_text(body)
+    (tmp_path / "g.tile").write_text('use "g.py"\nkernel k(inout A)\nprogram p {\n  matrix A[n, n] = zeros\n'
+                                     "  k(A[0, 0])\n}\n")
+    out = tiledsl("run", tmp_path / "g.tile", "--n", "8")
+    assert out.returncode == 1 and "Traceback" not in out.err, out.err
+    assert out.err.strip().endswith("(k(A[0, 0])): returned a generator, which is dropped: a kernel writes its "
+                                    "results into its tiles in place (A[...] = ...)"), out.err
