@@ -319,7 +319,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--watchdog", type=watchdog_seconds, metavar="SECONDS",
                         help="report a run where no task completes for SECONDS, or a rank that waits that "
                              f"long for the others (start-up, end of run: at least {LEAST_COLLECTIVE_SECONDS:g} s); "
-                             f"0 disables it (default: the "
+                             f"0 disables it, at most {MOST_WATCHDOG_SECONDS:.0f} (default: the "
                              f"larger of {FLOOR_SECONDS:g} s and {TASK_FACTOR:g} times the longest task so far)")
     parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
                                                                  "(all ranks) and report its bounds")
@@ -345,15 +345,27 @@ def set_finite_options(options: Options, args: argparse.Namespace) -> None:
         raise UsageError("--allow-nonfinite and --check-finite contradict each other: give one")
 
 
+#: The largest --watchdog: the limits derived from it (three times it, deadlines on the clock) stay
+#: within what the clock and the waits take; longer than any run that makes progress
+MOST_WATCHDOG_SECONDS = 1e6
+#: What --watchdog (and the API's watchdog=) takes, as a refusal says it
+WATCHDOG_RANGE = f"must be 0 (off) or a positive number of seconds up to {MOST_WATCHDOG_SECONDS:.0f} (11.6 days)"
+
+
 def watchdog_seconds(text: str) -> float:
-    """``--watchdog``'s value: seconds, at least 0 (0: no watchdog)."""
+    """``--watchdog``'s value: seconds, 0 (no watchdog) to :data:`MOST_WATCHDOG_SECONDS`."""
     try:
         seconds = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 <= seconds < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 (off) or a positive number of seconds, got {text!r}")
+    if not valid_watchdog(seconds):
+        raise argparse.ArgumentTypeError(f"{WATCHDOG_RANGE}, got {text!r}")
     return seconds
+
+
+def valid_watchdog(seconds: float) -> bool:
+    """Whether ``seconds`` is a watchdog limit a run takes (NaN is not)."""
+    return 0 <= seconds <= MOST_WATCHDOG_SECONDS
 
 
 #: The least a rank waits for the others at start-up and at a collective, whatever --watchdog

@@ -29,7 +29,7 @@ from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver, program_path, shadowing
 from .runtime.fitting import file_shapes, fit, load_files, load_notes
 from .runtime.notes import warnings_of
-from .runtime.options import API
+from .runtime.options import API, WATCHDOG_RANGE, valid_watchdog
 from .runtime.world import UsageError
 
 
@@ -443,8 +443,8 @@ def _check_gpus(gpus, gpu_backend) -> None:
 
 def _check_watchdog(watchdog) -> None:
     if watchdog is not None and (isinstance(watchdog, bool) or not isinstance(watchdog, Real)
-                                 or not 0 <= watchdog < float("inf")):
-        raise TiledslError(f"watchdog must be 0 (off) or a positive number of seconds, got {watchdog!r}")
+                                 or not valid_watchdog(watchdog)):
+        raise TiledslError(f"watchdog {WATCHDOG_RANGE}, got {watchdog!r}")
 
 
 def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tiledsl as tiledsl_api
 from tiledsl.drivercontract import DRIVER_FORMAT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1068,3 +1069,18 @@ def test_a_load_file_found_but_unfit_is_not_said_to_be_looked_for(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert f"input file '{tmp_path / 'a.npy'}' has dtype int64; expected float64 (or float32)" in out.stderr
     assert "looked for in" not in out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks, seconds", [("1", "1e10"), ("3", "1e300")])
+def test_a_watchdog_beyond_its_maximum_is_a_usage_error(ranks, seconds):
+    """--watchdog 1e10 failed as an internal error (a time_t overflow), 1e300 on 3 ranks printed
+    tracebacks from the heartbeat thread: a limit over the maximum is refused before the run."""
+    out = tiledsl("run", "cholesky", "--n", 300, "--nb", 64, "--np", ranks, "--watchdog", seconds)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert (f"argument --watchdog: must be 0 (off) or a positive number of seconds up to 1000000 (11.6 days), "
+            f"got '{seconds}'") in out.stderr, out.stderr
+    largest = tiledsl("run", "cholesky", "--n", 300, "--nb", 64, "--np", ranks, "--watchdog", "1e6")
+    assert largest.returncode == 0, largest.stderr
+    with pytest.raises(tiledsl_api.TiledslError, match=r"watchdog must be .* up to 1000000 \(11.6 days\), got 10000000000.0"):
+        tiledsl_api.load("cholesky").run(n=64, watchdog=1e10)
