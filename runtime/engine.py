@@ -565,10 +565,13 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
         _check_values(call, task.values)
     arguments = arrays if call.plain else call.arguments(arrays, task.values)
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
+    rank_pid = os.getpid()
     try:
         returned = kernel(*arguments, **extra)
     finally:
         in_kernel.task = None
+        if os.getpid() != rank_pid:  # a copy the kernel forked (no exec), back here: it would hang in
+            os._exit(0)  # the rank's locks, holding its output open, and the job with it
     for index, shape in zip(call.writes, shapes):  # ndarray.resize in place: the tile would no longer be its tile
         if arrays[index].shape != shape:
             raise KernelError(f"changed the shape of {task.tiles[index]} from {shape} to "

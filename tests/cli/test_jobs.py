@@ -239,3 +239,43 @@ def test_a_job_leaves_its_stdin_to_the_shell_loop_that_feeds_it(tmp_path):
                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
     assert run.returncode == 0, run.stderr
     assert [line.split()[1] for line in run.stdout.splitlines()] == ["n=64", "n=96", "n=128"], run.stdout
+
+
+LEAVING = {"popen": "import subprocess\n\ndef leave(A):\n    subprocess.Popen(['sleep', '60'])\n    A += 0.0\n",
+           "fork": "import os\n\ndef leave(A):\n    os.fork()\n    A += 0.0\n"}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how, ranks", [("popen", "3"), ("fork", "3"), ("fork", "1")])
+def test_a_kernel_leaving_a_process_does_not_hang_the_run(tmp_path, how, ranks):
+    """A helper left running held the ranks' output open, and the launcher waited for it after the
+    summary; a forked copy of a rank (no exec) hung in the rank's locks, on 1 rank left behind."""
+    (tmp_path / "k.py").write_text(LEAVING[how])
+    (tmp_path / "f.tile").write_text('use "k.py"\nkernel leave(inout A)\nprogram f {\n  tiling uniform(nb = 64)\n'
+                                     "  matrix A[n, n] = random spd\n  leave(A[0, 0])\n}\n")
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "128", "--np", ranks],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert time.monotonic() - start < 40 and "f: n=128" in run.stdout
+    left = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if _runs_in(pid, str(tmp_path)) and not _zombie(pid)]
+    assert left == []
+    if how == "popen":
+        assert "(sleep 60) that a kernel left running held their output open" in run.stderr, run.stderr
+
+
+def _runs_in(pid: int, text: str) -> bool:
+    """Whether process ``pid`` runs in folder ``text`` (the kernels' leftovers do)."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd").startswith(text)
+    except OSError:
+        return False
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True

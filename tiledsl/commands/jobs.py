@@ -50,7 +50,9 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SENT_FOR = {signal.SIGHUP: signal.SIGTERM, signal.SIGINT: signal.SIGINT}
 PR_SET_PDEATHSIG = 1  # prctl(2)
 GRACE_SECONDS = 30  # after the first forwarded signal, how long the job has to end before it is killed
+LINGER_SECONDS = 5.0  # how long the launcher may outlive the last rank (it waits for the output pipes)
 ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of their segments
+POLL_SECONDS = 0.2  # how often a waiting launcher is checked on
 STALE_SECONDS = 600.0  # what a killed job left (segments, its folder) is removed by a later job after this
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # as runtime.world names it: where ranks record their completion
 JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # as runtime.world names it: this process, which no rank outlives
@@ -86,7 +88,7 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
             # shell's loop that feeds us (`while read n; do tiledsl run ...; done < sizes`)
             job = subprocess.Popen(command, env=environment, start_new_session=True, stdin=subprocess.DEVNULL,
                                    preexec_fn=_ended_with(os.getpid()))
-            code = _wait_forwarding_signals(job, folder, grace)
+            code = _wait_forwarding_signals(job, folder, grace, lambda: _ranks_ended_since(watch, ranks))
         said = _Said(sys.stderr)
         with contextlib.redirect_stderr(said):
             code = _outcome(job, code, folder, ranks, command[0], watch)
@@ -376,8 +378,16 @@ def local_ranks(folder: str) -> list[int]:
     return [pid for pid in pids if pid in ours]
 
 
-def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -> int:
-    """Wait for the job, forwarding signals; ``grace`` seconds after the first one, kill it all."""
+def _ranks_ended_since(watch: RankWatch, ranks: int | None) -> float:
+    """Seconds since every rank of the job ended (0 while one runs, or where that is not known)."""
+    last = watch.last_end(ranks) if ranks else None
+    return 0.0 if last is None else time.monotonic() - last
+
+
+def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, ranks_ended_since) -> int:
+    """Wait for the job, forwarding signals; ``grace`` seconds after the first one, kill it all.
+    A launcher still running :data:`LINGER_SECONDS` after every rank ended (``ranks_ended_since()``)
+    waits on processes a kernel left holding the ranks' output: they and it are killed."""
     received = []
 
     def forward(signum, frame):
@@ -395,7 +405,7 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -
 
     previous = {signum: unless_ignored(signum, forward) for signum in FORWARDED}
     try:
-        code = _wait(job, None)
+        code = _wait_for_launcher(job, folder, ranks_ended_since)
     except _Forwarded:
         code = None
     try:
@@ -410,6 +420,40 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float) -
     if received:
         return 128 + received[0]
     return 128 - code if code < 0 else code
+
+
+def _wait_for_launcher(job: subprocess.Popen, folder: str, ranks_ended_since) -> int:
+    """The launcher's exit status; when it lingered after the ranks' end and was killed, the one
+    the ranks recorded (0, or the failure a rank reported)."""
+    while (code := _wait(job, POLL_SECONDS)) is None:
+        if ranks_ended_since() > LINGER_SECONDS:
+            _end_leftovers(job, folder)
+            return _recorded_failure(folder, 0)
+    return code
+
+
+def _end_leftovers(job: subprocess.Popen, folder: str) -> None:
+    """Kill the job's processes that outlived its ranks (and the launcher waiting on them), saying which."""
+    launcher = {job.pid, *_children(job.pid)}
+    left = [f"pid {pid} ({_command_line(pid)})" for pid in job_processes(folder) if pid not in launcher]
+    kill_job(job, folder)
+    job.wait()
+    print(f"tiledsl: warning: every rank ended, but {', '.join(left) or 'a process'} that a kernel left running "
+          f"held their output open, and the launcher waited for it: killed (a kernel must not leave processes "
+          f"behind)", file=sys.stderr, flush=True)
+
+
+def _children(pid: int) -> list[int]:
+    """The pids of ``pid``'s child processes (Linux), [] where not known."""
+    with contextlib.suppress(OSError, ValueError):
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return []
+
+
+def _command_line(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()[:80]
+    return "?"
 
 
 class _Forwarded(Exception):

@@ -58,6 +58,13 @@ class RankWatch:
             return first, None
         return first, self.ended[second] - self.ended[first]
 
+    def last_end(self, ranks: int) -> float | None:
+        """When (monotonic seconds) the last of the job's ``ranks`` ranks ended, once every one of them
+        was watched on this node and has ended; else None."""
+        if not all(rank in self._watched and rank in self.ended for rank in range(ranks)):
+            return None
+        return max(self.ended[rank] for rank in range(ranks))
+
     def _watch(self) -> None:
         # epoll, not DefaultSelector's choice: its events come in the order they happened
         with selectors.EpollSelector() as selector:
