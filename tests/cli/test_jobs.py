@@ -7,10 +7,12 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tiledsl.commands import jobs
+from tiledsl.commands.rankwatch import RankWatch
 
 # Their jobs fail and are killed on purpose and they count what is left in /dev/shm: one
 # pytest-xdist worker runs them all, one after the other.
@@ -279,3 +281,15 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("ranks, said", [(3, "tiledsl: stopped by SIGTERM (sent to a rank while it was starting)\n"),
+                                         (1, "tiledsl: rank 0: stopped by SIGTERM (while it was starting)\n")])
+def test_a_rank_stopped_by_sigterm_while_starting_ends_the_job_with_143(tmp_path, capsys, ranks, said):
+    """SIGTERM to a rank before it handles signals killed it, and hydra exits 15: the job said the rank
+    "ended without finishing the run and without a word" and exited 1; a later one gives 143."""
+    launcher = SimpleNamespace(returncode=15, pid=1)
+    with RankWatch(str(tmp_path), lambda pids: set()) as watch:
+        assert jobs._outcome(launcher, 15, str(tmp_path), ranks, "mpiexec", watch) == 143
+    assert capsys.readouterr().err == said

@@ -137,6 +137,8 @@ def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, l
     if job.returncode < 0:  # the launcher itself was killed, and the ranks with it
         _report_launcher_killed(folder, ranks, -job.returncode, launcher, job.pid)
         return 1
+    if code == signal.SIGTERM and _report_stopped_while_starting(folder, ranks, watch):
+        return 128 + signal.SIGTERM  # as for a SIGTERM a rank handles, or one sent to us
     if _report_lost_ranks(folder, ranks, code, launcher, watch) and code > 3:
         return 1  # a rank lost is a program error (options.EXIT_CODES), not the launcher's status
     return code
@@ -217,6 +219,20 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
            else "killed by a signal, or lost")
     print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
           f"a word ({why}; the launcher's exit status is {code}{_as_signal(code)})", file=sys.stderr, flush=True)
+    return True
+
+
+def _report_stopped_while_starting(folder: str, ranks: int | None, watch: RankWatch) -> bool:
+    """Say that a rank was stopped by SIGTERM before it could handle it (the launcher's status 15 says
+    a rank died of it, and no rank said a word); whether it was."""
+    lost = [rank for rank in range(ranks or 0) if _recorded_status(folder, rank) is None]
+    if not lost or _crashes(folder, lost):
+        return False
+    first = watch.first_of(lost) if len(lost) > 1 else (lost[0], None)
+    if first is None:  # not watched: it had not recorded its pid yet
+        print("tiledsl: stopped by SIGTERM (sent to a rank while it was starting)", file=sys.stderr, flush=True)
+    else:
+        print(f"tiledsl: rank {first[0]}: stopped by SIGTERM (while it was starting)", file=sys.stderr, flush=True)
     return True
 
 
