@@ -1082,5 +1082,6 @@ def test_a_watchdog_beyond_its_maximum_is_a_usage_error(ranks, seconds):
             f"got '{seconds}'") in out.stderr, out.stderr
     largest = tiledsl("run", "cholesky", "--n", 300, "--nb", 64, "--np", ranks, "--watchdog", "1e6")
     assert largest.returncode == 0, largest.stderr
-    with pytest.raises(tiledsl_api.TiledslError, match=r"watchdog must be .* up to 1000000 \(11.6 days\), got 10000000000.0"):
+    refusal = r"watchdog must be .* up to 1000000 \(11.6 days\), got 10000000000.0"
+    with pytest.raises(tiledsl_api.TiledslError, match=refusal):
         tiledsl_api.load("cholesky").run(n=64, watchdog=1e10)
