@@ -166,8 +166,14 @@ class Verifier:
             if view.direct is not None and view.mirror is not None:  # symmetric: one triangle mirrors the other
                 _square(self.matrices[name], name, where, "symmetric")
         if decl.kind == "cholesky":
-            _square(self.matrices[names[0]], names[0], where)
-            return self.cholesky(self.matrices[names[0]])
+            factored = self.matrices[names[0]]
+            _square(factored, names[0], where)
+            upper = bool(decl.qualifiers) and "upper" in decl.qualifiers[0]
+            if upper and factored.geometry.row_starts != factored.geometry.col_starts:
+                raise UsageError(f"{where}: check cholesky(upper {names[0]}) needs tiles whose rows and columns "
+                                 f"are cut alike (a uniform tiling); check an upper Cholesky on hybrid tiles "
+                                 f"with a check of your own")
+            return self.cholesky(factored, upper)
         if decl.kind == "lu":
             return self.lu(*(self.matrices[name] for name in names))
         if decl.kind == "qr":
@@ -182,12 +188,18 @@ class Verifier:
             raise UsageError(f"{where}: unknown option {', '.join(sorted(unknown))} (a product takes alpha and beta)")
         return self.product(*names, views, float(options.get("alpha", 1.0)), float(options.get("beta", 1.0)), where)
 
-    def cholesky(self, factored: TiledMatrix) -> dict:
+    def cholesky(self, factored: TiledMatrix, upper: bool = False) -> dict:
+        """‖A₀ − L·Lᵀ‖₁, L in the lower triangle of ``factored``, or with ``upper`` ‖A₀ − Uᵀ·U‖₁, U in
+        its upper triangle (A₀ then read from its upper triangle, as dpotrf "U" reads it), over
+        ‖A₀‖₁·n·ε. The residual is kept in R's lower triangle either way; an upper one needs tiles
+        cut alike in rows and columns (:meth:`check` refuses others)."""
         fill_untouched(factored)
-        residual = self.fill(self.matrix("R", factored.geometry, factored.distribution),
-                             _lower_of(self.source(factored.name)))
+        source = self.source(factored.name)
+        if upper:  # R's lower triangle holds A₀'s upper one, transposed
+            source = _transposed(source)
+        residual = self.fill(self.matrix("R", factored.geometry, factored.distribution), _lower_of(source))
         norm_a = self._norm(residual, symmetric=True)
-        self.run(lambda stream: _cholesky_products(stream, factored, residual))
+        self.run(lambda stream: _cholesky_products(stream, factored, residual, upper))
         return {"cholesky": scaled(self._norm(residual, symmetric=True), norm_a, factored.n)}
 
     def lu(self, factored: TiledMatrix, pivots: TiledMatrix | None = None) -> dict:
@@ -370,10 +382,14 @@ class Verifier:
 
 # ---------------------------------------------------------------- declarations
 # The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" any
-# op (.operands), "r" a result's part (lower, upper or symmetric).
-ARGUMENTS = {"cholesky": ("-",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
+# op (.operands), "r" a result's part (lower, upper or symmetric), "t" the triangle a factor is in
+# (lower, the default, or upper).
+ARGUMENTS = {"cholesky": ("t",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
              "product": ("roo",)}
 RESULT_QUALIFIERS = ((), ("lower",), ("upper",), ("symmetric",))
+#: the argument letters that take only some qualifiers: the ones they take, and how to say so
+LIMITED = {"-": (((),), "no qualifier"), "r": (RESULT_QUALIFIERS, "lower, upper or symmetric"),
+           "t": (((), ("lower",), ("upper",)), "lower or upper")}
 
 
 def _views(decl, where: str) -> tuple:
@@ -389,9 +405,8 @@ def _views(decl, where: str) -> tuple:
         raise UsageError(f"{where}: takes {counts} argument(s), got {len(decl.args)}")
     words = tuple(decl.qualifiers) + ((),) * (len(decl.args) - len(decl.qualifiers))
     for accepts, name, given in zip(signature, decl.args, words):
-        if (accepts == "-" and given) or (accepts == "r" and tuple(given) not in RESULT_QUALIFIERS):
-            allowed = "no qualifier" if accepts == "-" else "lower, upper or symmetric"
-            raise UsageError(f"{where}: {name} takes {allowed}, not {' '.join(given)!r}")
+        if accepts in LIMITED and tuple(given) not in LIMITED[accepts][0]:
+            raise UsageError(f"{where}: {name} takes {LIMITED[accepts][1]}, not {' '.join(given)!r}")
     return tuple(view_of(tuple(given), f"{where}, {name}") for name, given in zip(decl.args, words))
 
 
@@ -461,6 +476,12 @@ def _lower_of(source):
     """``fill`` giving the tiles that reach the lower triangle their block of ``source`` (the
     others: zeros, never read)."""
     return lambda tile, r0, r1, c0, c1: source(r0, r1, c0, c1) if r1 > c0 else np.zeros((r1 - r0, c1 - c0))
+
+
+def _transposed(source):
+    """``source`` of the transpose: its block rows r0..r1, columns c0..c1 is ``source``'s block
+    rows c0..c1, columns r0..r1, transposed."""
+    return lambda r0, r1, c0, c1: np.asfortranarray(source(c0, c1, r0, r1).T)
 
 
 def _whole(source):
@@ -549,20 +570,31 @@ def _product_terms(g, lower_only: bool, left_lower: bool = True):
                     yield i, j, k, (ri0, ri1, cj0, cj1, ck0, min(ck1, inner))
 
 
-def _cholesky_products(stream, l: TiledMatrix, residual: TiledMatrix) -> None:
-    """R[i, j] −= L[i, k]·L[rows of j, k]ᵀ for the lower tiles of R."""
-    g = l.geometry
+def _cholesky_products(stream, factor: TiledMatrix, residual: TiledMatrix, upper: bool = False) -> None:
+    """R[i, j] −= L[i, k]·L[rows of j, k]ᵀ for the lower tiles of R; with ``upper`` (tiles cut alike
+    in rows and columns) the same terms with L = Uᵀ: R[i, j] −= U[k, i]ᵀ·U[k, j]."""
+    g = factor.geometry
     for i, j, k, (ri0, _, cj0, cj1, ck0, _) in _product_terms(g, lower_only=True):
-        row_j, offset_j = _rows_of_columns(g, j)
-        stream.task("check_llt", ("in", "in", "inout"),
-                    (l.tile(i, k), l.tile(row_j, k), residual.tile(i, j)),
-                    _llt_kernel(ri0, cj0, ck0), (None, (offset_j, offset_j + cj1 - cj0, None, None), None))
+        if upper:
+            tiles, regions = (factor.tile(k, i), factor.tile(k, j)), None
+        else:
+            row_j, offset_j = _rows_of_columns(g, j)
+            tiles, regions = (factor.tile(i, k), factor.tile(row_j, k)), (None, (offset_j, offset_j + cj1 - cj0,
+                                                                                   None, None), None)
+        stream.task("check_llt", ("in", "in", "inout"), (*tiles, residual.tile(i, j)),
+                    _llt_kernel(ri0, cj0, ck0, upper), regions)
 
 
-def _llt_kernel(row_i: int, row_j: int, column_k: int):
-    """C −= L_i·L_jᵀ, the L blocks starting at global rows ``row_i``/``row_j``, column ``column_k``."""
+def _llt_kernel(row_i: int, row_j: int, column_k: int, upper: bool = False):
+    """C −= L_i·L_jᵀ, the L blocks starting at global rows ``row_i``/``row_j``, column ``column_k``;
+    with ``upper``, L = Uᵀ: C −= U_iᵀ·U_j, the U blocks at global row ``column_k``, columns
+    ``row_i``/``row_j``."""
     def kernel(a, b, c):
-        kernels.gemm(triangle(a, row_i, column_k, upper=False), triangle(b, row_j, column_k, upper=False), c)
+        if upper:
+            kernels.gemm(triangle(a, column_k, row_i, upper=True), triangle(b, column_k, row_j, upper=True), c,
+                         "T", "N")
+        else:
+            kernels.gemm(triangle(a, row_i, column_k, upper=False), triangle(b, row_j, column_k, upper=False), c)
     return kernel
 
 

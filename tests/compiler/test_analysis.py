@@ -399,3 +399,15 @@ def test_every_built_in_check_is_written_with_as_many_matrices_as_it_takes():
     from tiledsl.compiler.checks import CHECK_ARITY, CHECK_FORMS
 
     assert {kind: tuple(len(form.split(", ")) for form in forms) for kind, forms in CHECK_FORMS.items()} == CHECK_ARITY
+
+
+def test_check_cholesky_takes_the_triangle_of_its_factor():
+    """An upper Cholesky (potrf "U") is checked with `check cholesky(upper A)`; lower is the default,
+    and said or not it is accepted; other qualifiers, or both triangles, are not."""
+    def program(declared):
+        return (f"program p {{\n  matrix A[n, n] = random spd\n  check cholesky({declared})\n"
+                f"  potrf(A[0, 0], \"U\")\n}}\n")
+    for declared in ("upper A", "lower A", "A"):
+        assert diagnostics_of(program(declared)) == [], declared
+    for declared in ("unit upper A", "symmetric A", "transposed upper A", "upper lower A"):
+        assert [code for code, *_ in diagnostics_of(program(declared))] == ["E209"], declared

@@ -394,3 +394,82 @@ def test_the_exact_lu_residual_is_that_of_the_exact_difference(compiled, monkeyp
     exact = max(math.fsum(column) for column in np.abs(difference).T)
     assert result.residuals["lu"] == pytest.approx(exact / (np.abs(a).sum(axis=0).max() * 150 * np.finfo(float).eps),
                                                    rel=1e-9)
+
+
+UPPER_CHOLESKY = """
+program cholu {
+  tiling uniform(nb = 100)
+  matrix A[n, n] = random spd
+  check cholesky(upper A)
+  for k in 0 .. A.nt {
+    potrf(A[k, k], "U")
+    for j in k + 1 .. A.nt { trsm(A[k, k], A[k, j], "L", "U", "T", "N") }
+    for i in k + 1 .. A.nt {
+      syrk(A[k, i], A[i, i], "U", "T")
+      for j in i + 1 .. A.nt { gemm(A[k, i], A[k, j], A[i, j], "T", "N") }
+    }
+  }
+}
+"""
+
+
+def _driver_of(tmp_path, text: str, name: str):
+    """The driver of the program ``text``, compiled in ``tmp_path``."""
+    from tiledsl.compiler import compile_path
+    from tiledsl.driverload import import_driver
+
+    (tmp_path / f"{name}.tile").write_text(text)
+    result, compiled_text = compile_path(tmp_path / f"{name}.tile")
+    assert compiled_text is not None, result.report()
+    (tmp_path / f"{name}.py").write_text(compiled_text)
+    return import_driver(tmp_path / f"{name}.py", f"driver_{name}")
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_an_upper_cholesky_passes_check_cholesky_upper_on_any_number_of_ranks(tmp_path, ranks):
+    """potrf "U" leaves A = UᵀU's U in the upper triangle: `check cholesky(upper A)` reads it there
+    (`check cholesky(A)` read L from the lower triangle, and failed with a residual of 5e13)."""
+    (tmp_path / "cholu.tile").write_text(UPPER_CHOLESKY)
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholu.tile", "--n", "300", "--nb", "64",
+                          "--check", "--no-tune", "--np", str(ranks), "--json"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.splitlines()[-1])
+    assert summary["passed"] and summary["residuals"]["cholesky"] < 1, summary["residuals"]
+
+
+@pytest.mark.timeout(120)
+def test_the_upper_cholesky_residual_is_the_dense_one_and_catches_a_wrong_factor(tmp_path, monkeypatch):
+    """A perturbed U gives ‖A − UᵀU‖ as a dense computation does; a lower Cholesky declared upper fails."""
+    n = 333
+    captured = {}
+    original_verify = launch._verify
+
+    def perturb_then_verify(driver, params, engine, matrices, sources, *rest):
+        matrices["A"].tile(1, 2).data[3, 5] += 1e-3
+        captured["factored"] = matrices["A"].assemble()
+        return original_verify(driver, params, engine, matrices, sources, *rest)
+
+    monkeypatch.setattr(launch, "_verify", perturb_then_verify)
+    result = execute(_driver_of(tmp_path, UPPER_CHOLESKY, "cholu"), Options(n=n, tiles={"nb": 96}, check=True, seed=5))
+    expected = dense_checks.cholesky_residual(make_matrix("spd", 5, 0, n, n), captured["factored"].T)
+    assert expected > 1000 and not result.passed
+    assert result.residual == pytest.approx(expected, rel=1e-6)
+    monkeypatch.setattr(launch, "_verify", original_verify)
+    lower = (ROOT / "programs/cholesky.tile").read_text().replace("check cholesky(A)", "check cholesky(upper A)")
+    assert "upper A" in lower
+    run = execute(_driver_of(tmp_path, lower, "cholesky_declared_upper"), Options(n=300, tiles={"nb": 64}, check=True))
+    assert not run.passed and run.residuals["cholesky"] > 1e6
+
+
+@pytest.mark.timeout(60)
+def test_check_cholesky_upper_refuses_hybrid_tiles(tmp_path):
+    """An upper factor on tiles cut unlike in rows and columns is refused, not checked wrongly."""
+    import tiledsl
+
+    text = (ROOT / "programs/hetero_cholesky.tile").read_text().replace("check cholesky(A)", "check cholesky(upper A)")
+    assert "upper A" in text
+    (tmp_path / "hetero.tile").write_text(text)
+    with pytest.raises(tiledsl.TiledslError, match=r"needs tiles whose rows and columns are cut alike"):
+        tiledsl.load(tmp_path / "hetero.tile").run(n=300, check=True)

@@ -13,8 +13,9 @@ from .expressions import constant_of, expression_nodes, unparse
 from .typer import ExpressionTyper
 
 #: The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" an operand's
-#: (a triangle, unit, symmetric, transposed), "r" a result's part (lower, upper or symmetric).
-CHECK_ARGUMENTS = {"cholesky": ("-",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
+#: (a triangle, unit, symmetric, transposed), "r" a result's part (lower, upper or symmetric), "t" the
+#: triangle a factor is in (lower, the default, or upper).
+CHECK_ARGUMENTS = {"cholesky": ("t",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
                    "product": ("roo",)}
 CHECK_ARITY = {kind: tuple(len(s) for s in signatures) for kind, signatures in CHECK_ARGUMENTS.items()}
 CHECK_OPTIONS = {"product": ("alpha", "beta")}
@@ -125,6 +126,10 @@ def _check_qualifiers(kind: str, arg, accepts: str, bag: DiagnosticBag) -> None:
     elif accepts == "r" and (len(given) > 1 or given & {"unit", "transposed"}):
         bag.error(words[0].span, "E209", f"the result {arg.name.text} of check {kind} takes one of "
                                          f"lower, upper or symmetric, not '{' '.join(w.text for w in words)}'")
+    elif accepts == "t" and (len(words) > 1 or not given <= {"lower", "upper"}):
+        bag.error(words[0].span, "E209", f"check {kind} takes the triangle its factor is in: lower (the "
+                                         f"default) or upper {arg.name.text}, not "
+                                         f"'{' '.join(w.text for w in words)}'")
     elif accepts == "o" and not _operand_words(given):
         alone = len(words) == 1
         bag.error(words[0].span, "E209", f"the qualifier{'' if alone else 's'} "
