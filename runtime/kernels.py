@@ -35,7 +35,7 @@ pass taller diagonal tiles). Numerical failures raise :class:`~.errors.KernelErr
 All calls go through :mod:`.blas`, which releases the GIL, so CPU worker threads run
 kernels in parallel. ``CPU_KERNELS`` maps the kernel names used by ``.tile`` programs
 to these functions. The argument checks shared with the GPU kernels
-(:mod:`.cupy_backend`) are the public ``check_*``/``*_dims`` helpers below, so that
+(:mod:`.gpu_kernels`) are the public ``check_*``/``*_dims`` helpers below, so that
 both raise the same messages.
 """
 from __future__ import annotations

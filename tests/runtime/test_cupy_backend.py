@@ -1,4 +1,4 @@
-"""Tests of the CuPy backend (runtime/cupy_backend.py) against the CPU kernels.
+"""Tests of the CuPy backend (runtime/cupy_backend.py, gpu_kernels.py, cublas_ops.py) against the CPU kernels.
 
 Every kernel is compared with :mod:`tiledsl.runtime.kernels` on random data, on ragged
 and empty shapes and on four placements of each argument: its own array, a row
@@ -33,9 +33,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiledsl.runtime import Options, blas, cupy_backend, execute
+from tiledsl.runtime import Options, blas, cupy_backend, execute, gpu_kernels
 from tiledsl.runtime import kernels as cpu
-from tiledsl.runtime.cupy_backend import CublasOps, PinnedPool, TileKernels
+from tiledsl.runtime.cublas_ops import CublasOps
+from tiledsl.runtime.cupy_backend import PinnedPool
+from tiledsl.runtime.gpu_kernels import TileKernels
 from tiledsl.runtime.backends import backend
 from tiledsl.runtime.errors import KernelError
 from tiledsl.runtime.panels import Panel, taking_matrices
@@ -847,7 +849,7 @@ def factors_with_identity_reflectors(rng, ib):
 @pytest.mark.parametrize("ib", [1, 4])
 def test_reflectors_are_applied_in_groups_of_blocks(implementation, rng, monkeypatch, width, ib):
     """gemqrt, tpmqrt and ttmqrt merge narrow T blocks into groups of about APPLY_WIDTH reflectors."""
-    monkeypatch.setattr(cupy_backend, "APPLY_WIDTH", width)
+    monkeypatch.setattr(gpu_kernels, "APPLY_WIDTH", width)
     (v, t), (a, w) = factors_with_identity_reflectors(rng, ib)
     compare(implementation, "gemqrt", [v, t, random(rng, 40, 6)], "block", rng)
     compare(implementation, "tpmqrt", [a, w, random(rng, 15, 6), random(rng, 9, 6)], "block", rng)
@@ -857,7 +859,7 @@ def test_reflectors_are_applied_in_groups_of_blocks(implementation, rng, monkeyp
 
 @pytest.mark.parametrize("side,trans", [("L", "N"), ("L", "T"), ("R", "N"), ("R", "T")])
 def test_groups_of_blocks_are_applied_in_op_q_order(rng, monkeypatch, side, trans):
-    monkeypatch.setattr(cupy_backend, "APPLY_WIDTH", 4)
+    monkeypatch.setattr(gpu_kernels, "APPLY_WIDTH", 4)
     (v, t), (a, w) = factors_with_identity_reflectors(rng, 2)
     compare(HostImplementation(), "gemqrt", [v, t, random(rng, *facing(side, 40, 6))], "rows", rng, side, trans)
     compare(HostImplementation(), "tpmqrt", [a, w, random(rng, *facing(side, 15, 6)), random(rng, *facing(side, 9, 6))],
