@@ -37,13 +37,12 @@ import numpy as np
 
 from .cublas_ops import CublasOps
 from .errors import KernelError
+from .kernel_checks import (SAFE_MINIMUM, add_absolute_sums, add_to_sum_of_squares, check_number, check_option,
+                            gemm_dims, getrf_dims, inner_block, laswp_range, merge_sums_of_squares,
+                            not_positive_definite, potrf_dims, qr_apply_dims, rank_k_dims, record_pivots,
+                            require_square, require_sums, require_tpmqrt, require_triangle, scale_by,
+                            singular_triangle, symm_dims, triangular_dims)
 from .panels import Panel, taking_matrices
-# The CPU kernels' argument checks, shared so that both raise the same messages.
-from .kernels import (_SAFE_MINIMUM as SAFE_MINIMUM, _inner_block, add_absolute_sums, add_to_sum_of_squares,
-                      check_number, check_option, gemm_dims, getrf_dims, laswp_range, merge_sums_of_squares,
-                      not_positive_definite, potrf_dims, qr_apply_dims, rank_k_dims, record_pivots, require_square,
-                      require_sums, require_tpmqrt, require_triangle, scale_by, singular_triangle, symm_dims,
-                      triangular_dims)
 
 #: Columns of an LU panel eliminated one at a time before a BLAS-3 update.
 LU_PANEL = 32
@@ -58,7 +57,7 @@ class TileKernels:
 
     ``xp`` is the array module of the tiles (CuPy), ``ops`` a :class:`CublasOps`.
     Every kernel works in place on views; a zero dimension makes it a no-op. The
-    argument checks are the CPU kernels' own.
+    argument checks are the CPU kernels' own (:mod:`.kernel_checks`).
     """
 
     #: argument shapes of each kernel for :meth:`warm_up` (a list: a panel): tiny, but through every code path
@@ -287,7 +286,7 @@ class TileKernels:
         """
         m, n = A.shape
         k = min(m, n)
-        nb = _inner_block(T, k, "geqrt")
+        nb = inner_block(T, k, "geqrt")
         if k == 0:
             return
         tau = self._scalars(k, nb)
@@ -318,7 +317,7 @@ class TileKernels:
         """
         m, n = A.shape
         require_triangle("tpqrt", "R", R, n, "A", A)
-        nb = _inner_block(T, n, "tpqrt")
+        nb = inner_block(T, n, "tpqrt")
         if m and n:
             A[...] = self._stacked_qr(R[:n, :n], A, T, nb)
 
@@ -335,7 +334,7 @@ class TileKernels:
         n = A.shape[1]
         m = min(A.shape[0], n)
         require_triangle("ttqrt", "R", R, n, "A", A)
-        nb = _inner_block(T, n, "ttqrt")
+        nb = inner_block(T, n, "ttqrt")
         if m and n:
             xp, block = self.xp, A[:m]
             V = self._stacked_qr(R[:n, :n], xp.triu(block), T, nb)

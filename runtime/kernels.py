@@ -34,223 +34,31 @@ pass taller diagonal tiles). Numerical failures raise :class:`~.errors.KernelErr
 
 All calls go through :mod:`.blas`, which releases the GIL, so CPU worker threads run
 kernels in parallel. ``CPU_KERNELS`` maps the kernel names used by ``.tile`` programs
-to these functions. The argument checks shared with the GPU kernels
-(:mod:`.gpu_kernels`) are the public ``check_*``/``*_dims`` helpers below, so that
-both raise the same messages.
+to these functions. Their argument checks are :mod:`.kernel_checks`', shared with the
+GPU kernels (:mod:`.gpu_kernels`) so that both raise the same messages.
 """
 from __future__ import annotations
 
 import ctypes
-import numbers
 
 import numpy as np
 
 from . import blas
 from .errors import KernelError
+from .kernel_checks import (SAFE_MINIMUM, add_absolute_sums, add_to_sum_of_squares, check_number, check_option,
+                            gemm_dims, getrf_dims, inner_block, laswp_range, merge_sums_of_squares,
+                            not_positive_definite, potrf_dims, qr_apply_dims, rank_k_dims, record_pivots, require,
+                            require_square, require_sums, require_tpmqrt, require_triangle, scale_by,
+                            singular_triangle, symm_dims, triangular_dims)
 from .notes import note
 from .panels import stacked, taking_matrices
 
 _DOUBLE = np.dtype(np.float64).itemsize
-_SAFE_MINIMUM = np.finfo(np.float64).tiny  # LAPACK's dlamch('S'): 1/x does not overflow
 
 # getrf_nopiv switches from recursion to column-by-column elimination below this many
 # columns: the recursion turns the work into dtrsm/dgemm, the base case keeps the
 # number of Python-level foreign calls small.
 _LU_BASE_COLUMNS = 16
-
-
-# --------------------------------------------------------------------------- checks shared with the GPU
-
-
-def check_option(kernel: str, name: str, value, allowed: str) -> None:
-    """``value`` must be one of the characters of ``allowed`` (a char parameter)."""
-    if not (isinstance(value, str) and len(value) == 1 and value in allowed):
-        choices = ", ".join(repr(c) for c in allowed)
-        raise ValueError(f"{kernel}: {name} must be one of {choices}, got {value!r}")
-
-
-def check_number(kernel: str, name: str, value) -> float:
-    """``value`` as a float (a float parameter); ValueError unless it is a real number."""
-    if type(value) is float:  # the usual case, and the fast one: kernels are called thousands of times
-        return value
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{kernel}: {name} must be a number, got {value!r}")
-    return float(value)
-
-
-def require_triangle(kernel: str, name: str, tri, k: int, other_name: str, other) -> None:
-    """``tri`` must hold a k×k triangle for ``other``."""
-    if tri.shape[0] < k or tri.shape[1] < k:
-        raise ValueError(f"{kernel}: {name} of shape {tri.shape} has no {k}x{k} triangle "
-                         f"for {other_name} of shape {other.shape}")
-
-
-def require_square(kernel: str, A) -> int:
-    """The order of square tile ``A``."""
-    _require(A.shape[0] == A.shape[1], f"{kernel}: A is {A.shape[0]}x{A.shape[1]}; it must be square")
-    return A.shape[0]
-
-
-def gemm_dims(kernel: str, A, B, C, transa: str, transb: str) -> tuple[int, int, int]:
-    """(m, n, k) of C (m×n) = op(A) (m×k) · op(B) (k×n)."""
-    check_option(kernel, "transa", transa, "NT")
-    check_option(kernel, "transb", transb, "NT")
-    m, k = A.shape if transa == "N" else A.shape[::-1]
-    k_b, n = B.shape if transb == "N" else B.shape[::-1]
-    if k_b != k or C.shape != (m, n):
-        raise ValueError(f"{kernel}: shapes A {A.shape}, B {B.shape}, C {C.shape} do not conform "
-                         f"(transa {transa!r}, transb {transb!r})")
-    return m, n, k
-
-
-def symm_dims(A, B, C, side: str, uplo: str) -> tuple[int, int]:
-    """(m, n) of C for symm; A holds the symmetric m×m (side 'L') or n×n (side 'R') block."""
-    check_option("symm", "side", side, "LR")
-    check_option("symm", "uplo", uplo, "LU")
-    _require(B.shape == C.shape, f"symm: B of shape {B.shape} does not match C of shape {C.shape}")
-    m, n = C.shape
-    require_triangle("symm", "A", A, m if side == "L" else n, "C", C)
-    return m, n
-
-
-def rank_k_dims(kernel: str, A, B, C, uplo: str, trans: str) -> tuple[int, int]:
-    """(n, k) of a rank-k update of C (n×n) by op(A) (n×k), and op(B) for syr2k."""
-    check_option(kernel, "uplo", uplo, "LU")
-    check_option(kernel, "trans", trans, "NT")
-    n, k = A.shape if trans == "N" else A.shape[::-1]
-    if C.shape != (n, n):
-        raise ValueError(f"{kernel}: C of shape {C.shape} does not match A of shape {A.shape} (trans {trans!r})")
-    if B.shape != A.shape:
-        raise ValueError(f"{kernel}: B of shape {B.shape} does not match A of shape {A.shape}")
-    return n, k
-
-
-def triangular_dims(kernel: str, A, B, side: str, uplo: str, transa: str, diag: str,
-                    a_name: str = "A") -> tuple[int, int]:
-    """(m, n) of B for trsm/trmm; the triangle is A's top-left block of B's matching order."""
-    check_option(kernel, "side", side, "LR")
-    check_option(kernel, "uplo", uplo, "LU")
-    check_option(kernel, "transa", transa, "NT")
-    check_option(kernel, "diag", diag, "NU")
-    m, n = B.shape
-    require_triangle(kernel, a_name, A, m if side == "L" else n, "B", B)
-    return m, n
-
-
-def potrf_dims(A, uplo: str) -> tuple[int, int]:
-    """(m, n) of potrf's tile: lower, m >= n (the rows below are solved); upper, square."""
-    check_option("potrf", "uplo", uplo, "LU")
-    m, n = A.shape
-    if uplo == "U":
-        _require(m == n, f"potrf: A is {m}x{n}; uplo 'U' needs it square")
-    _require(m >= n, f"potrf: A is {m}x{n}; it needs at least as many rows as columns")
-    return m, n
-
-
-def not_positive_definite(info: int, n: int, nan: bool = False) -> KernelError:
-    """``nan``: the failed minor's diagonal entry is NaN, which the tile held or was computed from."""
-    said = "is NaN: the tile holds a NaN" if nan else "is not positive"
-    return KernelError(f"matrix is not positive definite (leading minor {info} of {n} {said})")
-
-
-def singular_triangle(info: int) -> KernelError:
-    return KernelError(f"trtri: the triangle is singular (entry ({info - 1}, {info - 1}) of the matrix it was "
-                       f"given is exactly 0)")
-
-
-def panel_tiles(A, name: str) -> list:
-    """The tiles of a panel (a list stacked top to bottom) or of one tile, all as wide."""
-    tiles = list(A) if isinstance(A, (list, tuple)) else [A]
-    _require(len(tiles) > 0, f"{name}: the panel has no tiles")
-    widths = sorted({tile.shape[1] for tile in tiles})
-    _require(len(widths) == 1,
-             f"{name}: the panel's tiles have {', '.join(map(str, widths))} columns; they must all have the same")
-    return tiles
-
-
-def getrf_dims(A, P) -> tuple[int, int, int]:
-    """(m, n, k = min(m, n)) of A; P must hold k pivots in its first row."""
-    m, n = A.shape
-    k = min(m, n)
-    _require(P.shape[1] >= k and (P.shape[0] >= 1 or P.shape[1] == 0),
-             f"getrf: P of shape {P.shape} cannot hold the {k} pivots of a {m}x{n} panel (1x{k} at least)")
-    return m, n, k
-
-
-def record_pivots(xp, P, ipiv, k: int) -> None:
-    """P[0, :k] <- LAPACK's 1-based ``ipiv`` − 1; P[0, k:] <- their own indices (no interchange)."""
-    if P.shape[0]:
-        if k:
-            P[0, :k] = ipiv[:k] - 1
-        P[0, k:] = xp.arange(k, P.shape[1])
-
-
-def laswp_range(P, rows: int, first, direction: str) -> tuple[int, int]:
-    """The interchanges laswp applies: (first, end) of the entries of P[0, :]."""
-    check_option("laswp", "direction", direction, "FB")
-    _require(isinstance(first, numbers.Integral) and not isinstance(first, bool) and first >= 0,
-             f"laswp: first must be an integer >= 0, got {first!r}")
-    width = P.shape[1] if P.shape[0] else 0
-    return min(int(first), width), min(width, rows)
-
-
-def qr_apply_dims(kernel: str, V, T, C, side: str, trans: str) -> tuple[int, int]:
-    """(k, nb) of gemqrt/tpmqrt/ttmqrt: k reflectors (gemqrt: min(rows, cols) of V, below its
-    diagonal; tpmqrt and ttmqrt: a column of V each) applied to C's rows (side 'L') or columns (side 'R'), which
-    must be as many as V's rows."""
-    check_option(kernel, "side", side, "LR")
-    check_option(kernel, "trans", trans, "NT")
-    q = V.shape[0]
-    _require(C.shape[0 if side == "L" else 1] == q,
-             f"{kernel}: C{'' if kernel == 'gemqrt' else '2'} of shape {C.shape} does not match V of shape {V.shape} "
-             f"(side {side!r})")
-    k = min(V.shape) if kernel == "gemqrt" else V.shape[1]
-    return k, _inner_block(T, k, kernel)
-
-
-def require_tpmqrt(V, C1, C2, side: str, kernel: str = "tpmqrt") -> None:
-    """C1 holds the k rows (side 'L') or columns (side 'R') that pair with C2's, k = V's columns."""
-    k = V.shape[1]
-    fits = (C1.shape[0] >= k and C1.shape[1] == C2.shape[1] if side == "L"
-            else C1.shape[1] >= k and C1.shape[0] == C2.shape[0])
-    _require(fits, f"{kernel}: shapes V {V.shape}, C1 {C1.shape}, C2 {C2.shape} do not conform (side {side!r})")
-
-
-def require_sums(kernel: str, S, width: int) -> None:
-    """S must hold ``width`` accumulators in its first row."""
-    _require(S.shape[0] >= 1 and S.shape[1] >= width,
-             f"{kernel}: S of shape {S.shape} cannot hold {width} value{'' if width == 1 else 's'} "
-             f"(1x{width} at least)")
-
-
-def add_absolute_sums(xp, A, S, trans: str) -> None:
-    """S[0, :count] += A's column sums of |a_ij| (trans 'N') or its row sums ('T').
-
-    numpy's sums (pairwise, in an order fixed by the shape) give the same bits wherever
-    the tile lies in memory; BLAS's dasum does not (its vector loops start on aligned
-    addresses, so a column's sum moved with its offset in a stacked panel).
-    """
-    sums = xp.abs(A).sum(axis=0 if trans == "N" else 1)
-    S[0, :sums.shape[0]] += sums
-
-
-def add_to_sum_of_squares(xp, S, x) -> None:
-    """(S[0,0], S[0,1]) = (scale, sumsq) <- the pair for scale²·sumsq + x², x >= 0 (LAPACK's DLASSQ
-    update: the larger of scale and x becomes the scale, so nothing is squared that could overflow).
-
-    A NaN in x or in S stays a NaN. Works on numpy and CuPy tiles alike (no host round trip).
-    """
-    scale, sumsq = S[0, 0], S[0, 1]
-    big, small = xp.maximum(scale, x), xp.minimum(scale, x)
-    ratio = xp.where(big > 0, small / xp.where(big > 0, big, 1.0), small)  # small is 0 or NaN
-    S[0, 1] = xp.where(x > scale, 1.0 + sumsq * ratio * ratio, sumsq + ratio * ratio)
-    S[0, 0] = big
-
-
-def merge_sums_of_squares(xp, R, S) -> None:
-    """S <- the (scale, sumsq) pair of both pairs' sums: R's sum enters as its norm, which is
-    finite whenever the total is."""
-    add_to_sum_of_squares(xp, S, R[0, 0] * xp.sqrt(R[0, 1]))
 
 
 # --------------------------------------------------------------------------- arguments
@@ -280,27 +88,9 @@ def _describe(a) -> str:
     return type(a).__name__
 
 
-def _require(condition: bool, message: str) -> None:
-    """Raise ValueError(message) unless ``condition`` (a shape mismatch is a caller bug).
-
-    The checks on the BLAS-3 kernels' path raise directly instead: formatting a message
-    that is not needed costs as much as the rest of a small kernel's Python.
-    """
-    if not condition:
-        raise ValueError(message)
-
-
 def _work(size: int) -> np.ndarray:
     """A LAPACK workspace of ``size`` doubles (at least one)."""
     return np.empty(max(1, size))
-
-
-def _inner_block(T: np.ndarray, k: int, kernel: str) -> int:
-    """The inner block size nb = min(ib, k) for k reflectors with T of shape (ib, >= k)."""
-    ib, cols = T.shape
-    _require(cols >= k and (ib >= 1 or k == 0),
-             f"{kernel}: T of shape {T.shape} cannot hold the factors of {k} reflectors")
-    return min(ib, k)
 
 
 def _row_offsets(tiles) -> list[int]:
@@ -309,6 +99,16 @@ def _row_offsets(tiles) -> list[int]:
     for tile in tiles:
         offsets.append(offsets[-1] + tile.shape[0])
     return offsets
+
+
+def panel_tiles(A, name: str) -> list:
+    """The tiles of a panel (a list stacked top to bottom) or of one tile, all as wide."""
+    tiles = list(A) if isinstance(A, (list, tuple)) else [A]
+    require(len(tiles) > 0, f"{name}: the panel has no tiles")
+    widths = sorted({tile.shape[1] for tile in tiles})
+    require(len(widths) == 1,
+            f"{name}: the panel's tiles have {', '.join(map(str, widths))} columns; they must all have the same")
+    return tiles
 
 
 # --------------------------------------------------------------------------- BLAS-3
@@ -338,14 +138,6 @@ def _gemm(kernel: str, A, B, C, transa: str, transb: str, alpha, beta) -> None:
         scale_by(C, beta)
     elif m and n and (k or beta != 1.0):
         blas.dgemm(transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
-
-
-def scale_by(C, beta: float) -> None:
-    """C <- beta·C (a numpy or CuPy array), a beta of 0 giving zeros whatever C held (as BLAS)."""
-    if beta == 0.0:
-        C[...] = 0.0
-    elif beta != 1.0:
-        C *= beta
 
 
 def symm(A: np.ndarray, B: np.ndarray, C: np.ndarray, side: str = "L", uplo: str = "L",
@@ -596,7 +388,7 @@ def getrf_nopiv(A: np.ndarray) -> None:
     info = blas.dgetrf(m, n, A, lda, pivots)
     unpivoted = np.array_equal(pivots, np.arange(1, min(m, n) + 1, dtype=np.int32))
     # OpenBLAS scales by 1/pivot, which overflows below the safe minimum
-    if info == 0 and unpivoted and np.abs(np.diagonal(A)).min() >= _SAFE_MINIMUM:
+    if info == 0 and unpivoted and np.abs(np.diagonal(A)).min() >= SAFE_MINIMUM:
         return
     A[...] = saved
     _lu_recursive(A, 0)
@@ -637,7 +429,7 @@ def _lu_unblocked(A: np.ndarray, offset: int) -> None:
         row = ctypes.c_void_p(diagonal + _DOUBLE * lda)        # A[j, j+1:]
         trailing = ctypes.c_void_p(diagonal + _DOUBLE * (lda + 1))  # A[j+1:, j+1:]
         below, right = m - j - 1, n - j - 1
-        if abs(pivot) >= _SAFE_MINIMUM:
+        if abs(pivot) >= SAFE_MINIMUM:
             blas.dscal(below, 1.0 / pivot, column, 1)
         else:  # 1/pivot would overflow; divide instead, as LAPACK's dgetf2 does
             A[j + 1:, j] /= pivot
@@ -767,7 +559,7 @@ def geqrt(A: np.ndarray, T: np.ndarray) -> None:
     ldt = _ld(T, "geqrt: T", writable=True)
     m, n = A.shape
     k = min(m, n)
-    nb = _inner_block(T, k, "geqrt")
+    nb = inner_block(T, k, "geqrt")
     if k:
         blas.dgeqrt(m, n, nb, A, lda, T, ldt, _work(nb * n))
 
@@ -850,7 +642,7 @@ def _pair_qr(kernel: str, R, A, T, triangle: bool) -> None:
     rows, n = A.shape
     m = min(rows, n) if triangle else rows
     require_triangle(kernel, "R", R, n, "A", A)
-    nb = _inner_block(T, n, kernel)
+    nb = inner_block(T, n, kernel)
     if m and n:
         blas.dtpqrt(m, n, m if triangle else 0, nb, R, ldr, A, lda, T, ldt, _work(nb * n))
 
