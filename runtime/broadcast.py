@@ -15,8 +15,8 @@ announces every delivery of a tile to a rank in a *plan*: a small message on a
 communicator of its own (:meth:`.comm.Communicator.send_plan`) naming the rank
 the data comes from (the owner, or a reader that forwards it) and the ranks this
 one forwards it to. A reader posts a receive for the plan where it would have
-posted the data's receive (its copy of the version: :meth:`Exchange._copy
-<.exchange.Exchange._copy>`), and plans, like tiles, are matched by source and tag
+posted the data's receive (its copy of the version: :meth:`Exchange.copy_at
+<.exchange.Exchange.copy_at>`), and plans, like tiles, are matched by source and tag
 in posting order: the k-th plan of a tile from its owner is for the k-th delivery
 of that tile there. Once its plan is in, the reader posts the data's receive
 (from the parent it names; plans of one tile are acted on in program order, so

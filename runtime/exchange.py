@@ -240,8 +240,8 @@ class Exchange:
                 continue
             here = tile.rank == self.rank
             self.created[INTRA_NODE_ALIEN_INPUT] += mode != "out" and here
-            copy = self._scratch(tile, device) if mode == "out" else self._copy(tile, device,
-                                                                                moved_part(call, tiles, views, index))
+            copy = self._scratch(tile, device) if mode == "out" else self.copy_at(tile, device,
+                                                                                 moved_part(call, tiles, views, index))
             if copy.part is not None:  # the copy is the sub-range itself
                 task.regions = read_whole(task.regions, index)
             waits += self.wait_for(copy, ready)
@@ -264,14 +264,14 @@ class Exchange:
             if call.modes[index] != "out":
                 self.created[INTER_NODE_ALIEN_INPUT] += 1
                 moves, what = delivery(tile.delivered, (main.rank, 0), moved_part(call, tiles, views, index),
-                                       tile.shape)  # as the receiver decides (:meth:`_copy`)
+                                       tile.shape)  # as the receiver decides (:meth:`copy_at`)
                 if moves:
                     self._send_task(tile, main.rank, what)
             if call.modes[index] != "in" and index != call.main:
                 self._remote_sink(tile, main.rank)
 
     # ---------------------------------------------------------------- copies of inputs
-    def _copy(self, tile, device: int, wanted: tuple | None = None) -> Copy:
+    def copy_at(self, tile, device: int, wanted: tuple | None = None) -> Copy:
         """The copy of ``tile``'s current version at ``device`` of this rank that serves a reader of
         ``wanted`` of it (None: the whole tile), made on first request: a copy of that part, or of
         the whole tile as :func:`.protocol.delivery` rules (the sender follows the same rule)."""
@@ -290,7 +290,7 @@ class Exchange:
                 done = self.traced("receive", tile, tile.rank, copy.data.nbytes, lambda: self.arrive(copy, copy.data))
                 self.comm.receive(copy.data, tile.rank, tile.tag, done)
         elif tile.rank != self.rank:
-            staged = self._copy(tile, 0, wanted)  # received on the host, then copied to the GPU
+            staged = self.copy_at(tile, 0, wanted)  # received on the host, then copied to the GPU
             staged.readers += 1
             move = lambda: self._move(lambda: self.devices.start_to_device(_part(staged, part), device), copy, staged)
             if not self.wait_for(staged, move):
@@ -383,7 +383,7 @@ class Exchange:
             if copy.tile.rank == self.rank:
                 self._move_home(copy, *next(pending))
             else:
-                self._send_home(copy)
+                self.send_home(copy)
             copy.closed = True
         for source, tile in zip(sources, tiles):
             if isinstance(source, Copy):
@@ -402,8 +402,9 @@ class Exchange:
         holder.data = data
         self.engine.satisfy(sink)
 
-    def _send_home(self, copy: Copy) -> None:
-        """A minor output computed here goes to its home rank (via the host)."""
+    def send_home(self, copy: Copy) -> None:
+        """A minor output computed here, or a tile an out-of-core GPU cache wrote back, goes to its home
+        rank (via the host)."""
         tile = copy.tile
         send = lambda host: self.comm.send(host, tile.rank, tile.tag,
                                            self.traced("send", tile, tile.rank, host.nbytes, _nothing))

@@ -187,7 +187,7 @@ class OutOfCore:
         it), or None for zeros (``out``, placed elsewhere, as in an in-memory run)."""
         if mode == "out" and (tile.rank != self.rank or self.device_of(tile) != device):
             return None
-        return tile if tile.rank == self.rank else self.exchange._copy(tile, 0, wanted)
+        return tile if tile.rank == self.rank else self.exchange.copy_at(tile, 0, wanted)
 
     # ---------------------------------------------------------------- running
     def make_resident(self, task) -> None:
@@ -356,7 +356,7 @@ class GpuCache:
             if tile.rank != self.ooc.rank:
                 home = Copy(tile, -1, 0)
                 home.data = host
-                self.ooc.exchange._send_home(home)
+                self.ooc.exchange.send_home(home)
             waiters = self.write_back_waiters.pop(tile, [])
             self.wake.notify_all()
             self._prefetch()
