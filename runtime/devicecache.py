@@ -32,10 +32,6 @@ class Entry:
         self.last_use = 0
         self.data = None  # the device array, once resident (the mechanism's)
 
-    @property
-    def droppable(self) -> bool:
-        return self.state == RESIDENT and not self.dirty and not self.pins
-
     def __repr__(self):
         return f"<Entry {self.key} v{self.version} {self.state}{' dirty' if self.dirty else ''} pins={self.pins}>"
 

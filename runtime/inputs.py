@@ -124,7 +124,11 @@ def make_tile(kind: str, seed: int, matrix_index: int, n_rows: int, n_cols: int,
 
 
 def make_matrix(kind: str, seed: int, matrix_index: int, n_rows: int, n_cols: int) -> np.ndarray:
-    """The whole ``n_rows``×``n_cols`` input matrix (for checks and references)."""
+    """The whole ``n_rows``×``n_cols`` input matrix at once, equal to its tiles put together.
+
+    For tests, which compute references on it: the runtime itself only ever makes tiles
+    (:func:`make_tile`), on the rank that owns each.
+    """
     return make_tile(kind, seed, matrix_index, n_rows, n_cols, 0, n_rows, 0, n_cols)
 
 

@@ -156,7 +156,7 @@ def _check_requirements(driver, params: Params, options: Options) -> None:
     if unmet is not None:
         line, condition, why = unmet
         raise UsageError(f"{program.name} requires {condition}{f' ({why})' if why else ''}, which {settings} "
-                         f"break ({Path(program.source).name}:{line})" + _tuned_culprits(driver, params, options, line))
+                         f"break ({Path(program.source).name}:{line})" + _tuned_culprits(driver, options, line))
 
 
 def _unmet(driver, params: Params, settings: str) -> tuple | None:
@@ -167,7 +167,7 @@ def _unmet(driver, params: Params, settings: str) -> tuple | None:
         raise UsageError(f"{driver.PROGRAM.name}'s requirements cannot be checked with {settings}: {error}") from None
 
 
-def _tuned_culprits(driver, params: Params, options: Options, line: int) -> str:
+def _tuned_culprits(driver, options: Options, line: int) -> str:
     """The message's end for a requirement (at ``line``) broken by values from the tune cache
     (:func:`tuned_note`); empty when the program's own defaults in their place break it too."""
     tuned, own = untuned(options)
