@@ -658,8 +658,10 @@ def _leave(comm, status: int) -> int:
     return status
 
 
-def main(program, resolve_params, shapes, generate) -> None:
-    """Entry point of a generated driver run as a script."""
+def main(program, *_older_driver_arguments) -> None:
+    """Entry point of a generated driver run as a script (the driver's module is ``__main__``)."""
+    # Drivers of format 2 and before pass resolve_params, shapes and generate too; the run finds
+    # them on the driver's module, so they are taken and not used: such drivers still run.
     try:
         blas.load()  # SciPy: part of the loading, which a rank of `tiledsl run --np` ends quietly on Ctrl-C
     except ModuleNotFoundError as error:  # every rank lacks it alike: the launcher's rank 0 says so

@@ -13,7 +13,7 @@ CR line ends as LF), so that a checkout that rewrites line ends changes nothing.
 """
 import hashlib
 
-DRIVER_FORMAT = 2  # 2: a loop's share terms are a function (runtime.share.among)
+DRIVER_FORMAT = 3  # 3: main takes the program alone; 2: a loop's share terms are a function (runtime.share.among)
 
 
 def source_digest(data: bytes) -> str:

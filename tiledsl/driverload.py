@@ -211,7 +211,7 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
 
 
 #: the last line of every driver (driver.py.j2): a cached one that ends so was written whole
-DRIVER_END = b"    main(PROGRAM, resolve_params, shapes, generate)\n"
+DRIVER_END = b"    main(PROGRAM)\n"
 
 
 def _written_whole(path: Path) -> bool:

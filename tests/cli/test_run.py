@@ -212,6 +212,20 @@ def test_a_driver_needing_a_newer_runtime_or_none_here_says_so_once(tmp_path):
     assert out.returncode == 1 and "this Python does not have (No module named 'tiledsl')" in out.stderr, out.stderr
 
 
+@pytest.mark.timeout(130)
+def test_a_driver_of_format_2_still_runs(tmp_path):
+    """Drivers of format 2 and before end by passing resolve_params, shapes and generate to main."""
+    assert tiledsl("compile", ROOT / "programs/cholesky.tile", "-o", "driver.py", cwd=tmp_path).returncode == 0
+    text = (tmp_path / "driver.py").read_text()
+    assert text.endswith("    main(PROGRAM)\n")
+    older = text.replace(f"DRIVER_FORMAT >= {DRIVER_FORMAT} else", "DRIVER_FORMAT >= 2 else")
+    (tmp_path / "older.py").write_text(older.removesuffix("main(PROGRAM)\n")
+                                       + "main(PROGRAM, resolve_params, shapes, generate)\n")
+    out = subprocess.run([sys.executable, "older.py", "--n", "200", "--nb", "64", "--check"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "residual" in out.stdout, out.stderr
+
+
 @pytest.mark.timeout(200)
 def test_a_driver_says_when_its_tile_file_changed_since_it_was_compiled(tmp_path):
     """The old driver ran the old program without a word (the kernel module is read afresh, the

@@ -9,11 +9,11 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 2 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 3 else f"its driver format is {DRIVER_FORMAT}"
 except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
     _unmet = missing
 if _unmet:
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 2 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 3 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/gemm.tile' + " again with this Python's")
 
@@ -126,4 +126,4 @@ def loop_bounds(_bound, p):
 
 
 if __name__ == "__main__":
-    main(PROGRAM, resolve_params, shapes, generate)
+    main(PROGRAM)
