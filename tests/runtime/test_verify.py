@@ -29,13 +29,13 @@ CASES = [("programs/cholesky.tile", {"nb": 96}, "spd", dense_checks.cholesky_res
          ("programs/hetero_cholesky.tile", {"B": 128, "b": 48, "s": 2}, "spd", dense_checks.cholesky_residual)]
 
 
-def run_perturbed(monkeypatch, driver, options):
-    """Run, add 1e-3 to one entry of the factored A below the diagonal, then check."""
+def run_perturbed(monkeypatch, driver, options, tile=(2, 1), entry=(5, 3)):
+    """Run, add 1e-3 to one entry of the factored A (by default below the diagonal), then check."""
     captured = {}
     original_verify = launch._verify
 
     def perturb_then_verify(driver, params, engine, matrices, sources, *rest):
-        matrices["A"].tile(2, 1).data[5, 3] += 1e-3
+        matrices["A"].tile(*tile).data[entry] += 1e-3
         captured["factored"] = matrices["A"].assemble()
         return original_verify(driver, params, engine, matrices, sources, *rest)
 
@@ -443,17 +443,10 @@ def test_an_upper_cholesky_passes_check_cholesky_upper_on_any_number_of_ranks(tm
 def test_the_upper_cholesky_residual_is_the_dense_one_and_catches_a_wrong_factor(tmp_path, monkeypatch):
     """A perturbed U gives ‖A − UᵀU‖ as a dense computation does; a lower Cholesky declared upper fails."""
     n = 333
-    captured = {}
     original_verify = launch._verify
-
-    def perturb_then_verify(driver, params, engine, matrices, sources, *rest):
-        matrices["A"].tile(1, 2).data[3, 5] += 1e-3
-        captured["factored"] = matrices["A"].assemble()
-        return original_verify(driver, params, engine, matrices, sources, *rest)
-
-    monkeypatch.setattr(launch, "_verify", perturb_then_verify)
-    result = execute(_driver_of(tmp_path, UPPER_CHOLESKY, "cholu"), Options(n=n, tiles={"nb": 96}, check=True, seed=5))
-    expected = dense_checks.cholesky_residual(make_matrix("spd", 5, 0, n, n), captured["factored"].T)
+    result, factored = run_perturbed(monkeypatch, _driver_of(tmp_path, UPPER_CHOLESKY, "cholu"),
+                                     Options(n=n, tiles={"nb": 96}, check=True, seed=5), tile=(1, 2), entry=(3, 5))
+    expected = dense_checks.cholesky_residual(make_matrix("spd", 5, 0, n, n), factored.T)
     assert expected > 1000 and not result.passed
     assert result.residual == pytest.approx(expected, rel=1e-6)
     monkeypatch.setattr(launch, "_verify", original_verify)
