@@ -13,8 +13,7 @@ from __future__ import annotations
 from .errors import TaskFailure
 from .layout import grids_by_squareness, make_distribution, make_matrices
 from .program import flatten
-from .recording import Everyone, walk
-from .share import every_value
+from .recording import LoopNestTarget, walk
 from .world import UsageError
 
 
@@ -22,27 +21,19 @@ class _EveryRankSeen(Exception):
     """Stops a walk once every rank has run a task: the rest cannot change the answer."""
 
 
-class _Runners:
+class _Runners(LoopNestTarget):
     """A stand-in for the runtime that notes the rank running each task (its main tile's owner)."""
 
-    among = staticmethod(every_value)
-
     def __init__(self, matrices: dict, ranks: int):
-        self.matrices, self.ranks = matrices, ranks
-        self.rank = Everyone()  # the driver then submits every task
+        super().__init__(matrices)  # as Everyone: the driver submits every task
+        self.ranks = ranks
         self.running: set = set()
-
-    def matrix(self, name):
-        return self.matrices[name]
 
     def submit(self, call, tiles, regions, priority, values=(), at=None):
         call, tiles, _ = flatten(call, tiles, regions)
         self.running.add(tiles[call.main].rank)
         if len(self.running) == self.ranks:
             raise _EveryRankSeen
-
-    def release(self, tile, at=None):
-        pass
 
 
 def every_rank_computes(driver, params, grid: tuple, gpus: int = 0, ratio: tuple | None = None) -> bool:

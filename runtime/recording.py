@@ -1,7 +1,8 @@
 """Stand-in runtimes that record what a driver's loop nest would submit.
 
-Running ``generate`` against one of these costs only the loop nest's integer
-arithmetic. :class:`Everyone` is a rank number equal to every rank, so the
+:class:`LoopNestTarget` is what ``generate`` runs against, and the base of every
+stand-in (here, and explain's and simulate's walks). Running ``generate`` against
+one of these costs only the loop nest's integer arithmetic. :class:`Everyone` is a rank number equal to every rank, so the
 driver submits every task of the program (``tiledsl explain``, the reflector
 list of the QR check); a real rank number records that rank's share.
 :class:`Survey` walks every task once before a run and keeps only what the run
@@ -29,22 +30,40 @@ class Everyone:
     __hash__ = object.__hash__
 
 
-class Recorder:
-    """Records ``(call, tiles, regions)`` of every submit whose kernel ``keep`` accepts, and
-    ``events``: the same submits and the released tiles, in program order."""
+class LoopNestTarget:
+    """What a driver's ``generate(rt, p)`` runs against: ``rank`` (the rank whose tasks it
+    submits; :class:`Everyone` here), ``among`` (the values of a loop that can lead to that
+    rank's tasks; here all of them), ``matrix(name)``, ``submit(call, tiles, regions, priority,
+    values=(), at=None)`` and ``release(tile, at=None)``. The engine is the real one; the
+    stand-ins (recorders, the survey, explain's and simulate's walks) derive from this class."""
 
     among = staticmethod(every_value)
 
-    def __init__(self, matrices: dict, rank, keep=lambda call: True):
+    def __init__(self, matrices: dict):
         self.matrices = matrices
+        self.rank = Everyone()
+
+    def matrix(self, name):
+        return self.matrices[name]
+
+    def submit(self, call, tiles, regions, priority, values=(), at=None):
+        raise NotImplementedError
+
+    def release(self, tile, at=None):
+        """A stand-in that keeps no copies has nothing to forget."""
+
+
+class Recorder(LoopNestTarget):
+    """Records ``(call, tiles, regions)`` of every submit whose kernel ``keep`` accepts, and
+    ``events``: the same submits and the released tiles, in program order."""
+
+    def __init__(self, matrices: dict, rank, keep=lambda call: True):
+        super().__init__(matrices)
         self.rank = rank
         self.keep = keep
         self.submitted: list = []
         self.events: list = []  # ("task", (call, tiles, regions)) or ("release", tile)
         self.count = 0
-
-    def matrix(self, name):
-        return self.matrices[name]
 
     def submit(self, call, tiles, regions, priority, values=(), at=None):
         self.count += 1
@@ -58,7 +77,7 @@ class Recorder:
         self.events.append(("release", tile))
 
 
-class Survey:
+class Survey(LoopNestTarget):
     """What a run needs to know of the loop nest before it starts, in one pass over every task.
 
     A rank submits a task when it owns one of the task's tiles (the driver's own
@@ -70,7 +89,7 @@ class Survey:
     """
 
     def __init__(self, matrices: dict, rank: int, sequence=None, guided: bool = False):
-        self.matrices = matrices
+        super().__init__(matrices)
         self.guided = guided and sequence is None
         self.rank = rank if self.guided else Everyone()
         self.among = among if self.guided else every_value
@@ -82,9 +101,6 @@ class Survey:
         self.needed: set = set()  # tiles they touch
         self.column_panels: set = set()  # matrices of which they give a built-in kernel column panels
         self.sequence = sequence  # a priorities.TaskSequence to fill, or None
-
-    def matrix(self, name):
-        return self.matrices[name]
 
     def submit(self, call, tiles, regions, priority, values=(), at=None):
         columns = [tiles[i] for i, axis in zip(call.panels, call.panel_axes) if axis == 0]
@@ -101,9 +117,6 @@ class Survey:
             self.sequence.add(call, tiles, mine)
         self.foreign += 0 if mine else len(call.writes)
         self.foreign_tasks += not mine
-
-    def release(self, tile, at=None):
-        pass
 
 
 def survey(driver, matrices: dict, params, rank: int, sequence=None, guided: bool = False) -> Survey:

@@ -20,9 +20,8 @@ from ..runtime.options import tile_values
 from ..runtime.program import flatten
 from ..runtime.matrix import call_views, part_of, part_text
 from ..runtime.protocol import Instance, delivery, instances, runs_at
-from ..runtime.recording import Everyone, record, walk as run_walk
+from ..runtime.recording import LoopNestTarget, record, walk as run_walk
 from ..runtime.resources import bytes_text
-from ..runtime.share import every_value
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import RankError, UsageError
 
@@ -134,14 +133,12 @@ def _key(tile) -> tuple:
     return (tile.matrix.name, tile.i, tile.j)
 
 
-class _Walk:
+class _Walk(LoopNestTarget):
     """What the driver's loop nest submits to while explained (a rank taking part in every
     task): each task is explained as it arrives and kept only if ``keep_tasks``."""
 
     def __init__(self, matrices: dict, nranks: int, keep_tasks: bool, gpu_kernels: frozenset):
-        self.matrices = matrices
-        self.rank = Everyone()
-        self.among = every_value  # every rank's share: all of the loop nest
+        super().__init__(matrices)  # every rank's share: all of the loop nest
         self.tasks = [] if keep_tasks else None
         self.gpu_kernels = gpu_kernels
         self.count = 0
@@ -150,9 +147,6 @@ class _Walk:
         self.on_host = Counter()
         self.versions = Counter()  # tile key -> versions written so far
         self.traffic = _Traffic()
-
-    def matrix(self, name):
-        return self.matrices[name]
 
     def release(self, tile, at=None):
         self.traffic.forget(_key(tile))  # like the runtime: the next read of the tile is sent anew

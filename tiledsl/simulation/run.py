@@ -23,8 +23,7 @@ from ..runtime.options import tile_values
 from ..runtime.matrix import region_view
 from ..runtime.program import flatten
 from ..runtime.dataflow import events_of
-from ..runtime.recording import Everyone, survey, walk
-from ..runtime.share import every_value
+from ..runtime.recording import LoopNestTarget, survey, walk
 from ..runtime.reporting import SUMMED, count_text, gflops, has_standard_count
 from ..runtime.gridadvice import grids_where_every_rank_computes
 from ..runtime.resources import ranks_without_tiles
@@ -232,22 +231,16 @@ def _priority_of(driver, matrices, params, options):
     return None
 
 
-class _Sequencer:
+class _Sequencer(LoopNestTarget):
     """Records every task for derived priorities (each is on some rank: all count)."""
 
     def __init__(self, matrices, sequence):
-        self.matrices, self.sequence, self.rank = matrices, sequence, Everyone()
-        self.among = every_value
-
-    def matrix(self, name):
-        return self.matrices[name]
+        super().__init__(matrices)
+        self.sequence = sequence
 
     def submit(self, call, tiles, regions, priority, values=(), at=None):
         call, tiles, _ = flatten(call, tiles, regions)
         self.sequence.add(call, tiles, True)
-
-    def release(self, tile, at=None):
-        pass
 
 
 def _ratio(distribution) -> str | None:

@@ -27,8 +27,7 @@ from __future__ import annotations
 from ..runtime.matrix import call_views, part_of
 from ..runtime.program import flatten
 from ..runtime.protocol import Instance, delivery, runs_at
-from ..runtime.recording import Everyone
-from ..runtime.share import every_value
+from ..runtime.recording import LoopNestTarget
 
 OUT, IN = "out", "in"
 
@@ -97,7 +96,7 @@ class Owned:
         return next(message for index, _, message in self.outgoing if index == position)
 
 
-class Walk:
+class Walk(LoopNestTarget):
     """The stand-in runtime the driver submits every task to (see the module docstring).
 
     ``dispatch(rank, index, kind, payload)`` receives each rank's share of task
@@ -109,9 +108,7 @@ class Walk:
     """
 
     def __init__(self, matrices: dict, nranks: int, gpu_kernels: frozenset, dispatch, timing, priority_of=None):
-        self.matrices = matrices
-        self.rank = Everyone()
-        self.among = every_value  # every rank's share: all of the loop nest
+        super().__init__(matrices)  # every rank's share: all of the loop nest
         self.gpu_kernels = gpu_kernels
         self.dispatch = dispatch
         self.timing = timing
@@ -125,9 +122,6 @@ class Walk:
         self.delivered: dict = {}  # tile -> {(rank, device): parts} of its current version (protocol.delivery)
         self.sent: dict = {}  # tile -> {rank: [Message]} of its current version, in program order
         self.versions: dict = {}  # tile -> [Message] of its current version moving whole (a tree's members)
-
-    def matrix(self, name: str):
-        return self.matrices[name]
 
     def release(self, tile, at=None) -> None:
         """Release_Tile: later readers of the version get it sent or copied anew."""
