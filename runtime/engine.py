@@ -37,11 +37,12 @@ from .panels import Panel
 from .program import flatten, tiles_text
 from .scheduler import Scheduler, Task
 from .share import among, every_value
-from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, running_line, running_lines
+from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, outlasting, running_line, running_lines
 
 
 #: A rank running nothing, only waiting for other ranks, reports a stall after this many times the
-#: watchdog's limit: the rank running the kernel that holds everything up names it first.
+#: watchdog's limit (at least :func:`.watchdog.outlasting` it): the rank running the kernel that holds
+#: everything up names it first.
 WAITING_FACTOR = 3
 #: seconds the GPUs' management threads have to ready their devices before a run gives up
 PREPARE_SECONDS = 120.0
@@ -273,6 +274,7 @@ class Engine:
                 thread.start()
             self.last_progress = time.monotonic()
             guard_exit()
+            self._outlast_frozen_ranks()  # before the first tick: a rank's share may end sooner
             with fatal_signals_traced(), Monitor(self._check_stalls, lambda: self.limit.seconds):
                 self._generate(generate, params)
                 self._wait_until_idle()
@@ -380,6 +382,7 @@ class Engine:
 
     def _check_stalls(self) -> None:
         """The watchdog's monitor thread: a window without progress, or a loop nest without tasks."""
+        self._outlast_frozen_ranks()
         with self.lock:
             self._check_tasks()
         watch = self.loop_nest
@@ -387,6 +390,13 @@ class Engine:
         if quiet is not None:
             self._fail(TaskFailure(watch.message(quiet), self.rank, watch.line()))
             watch.interrupt()
+
+    def _outlast_frozen_ranks(self) -> None:
+        """From the run on, this rank's collectives wait for a silent rank past the time it would end
+        itself, frozen (:func:`.watchdog.outlasting`; the limit may grow, the automatic one)."""
+        limit = self.limit.seconds
+        if self.comm is not None and self.comm.limit is not None and limit is not None:
+            self.comm.limit = max(self.comm.limit, outlasting(limit))
 
     def _check_tasks(self) -> None:
         limit = self.limit.seconds
@@ -396,7 +406,7 @@ class Engine:
         if not self.running and self.comm is not None and self.comm.size > 1:
             # only waiting for other ranks: give the rank whose kernel is stuck the time to say so,
             # and wait while another rank completes tasks (the data may be at the end of its work)
-            limit *= WAITING_FACTOR
+            limit = max(limit * WAITING_FACTOR, outlasting(limit))
             since = max(since, self.comm.others_progressed())
         stalled = now - self.last_progress
         if now - since > limit:

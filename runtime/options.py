@@ -318,7 +318,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     parser.add_argument("--watchdog", type=watchdog_seconds, metavar="SECONDS",
                         help="report a run where no task completes for SECONDS, or a rank that waits that "
-                             f"long for the others (start-up, end of run: at least {LEAST_COLLECTIVE_SECONDS:g} s); "
+                             f"long (at least {LEAST_COLLECTIVE_SECONDS:g} s) for the others at start-up, 2.5 times "
+                             "SECONDS and 15 s once the run began; "
                              f"0 disables it, at most {MOST_WATCHDOG_SECONDS:.0f} (default: the "
                              f"larger of {FLOOR_SECONDS:g} s and {TASK_FACTOR:g} times the longest task so far)")
     parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "

@@ -168,7 +168,7 @@ class Monitor:
         if self.backstop is None:
             return
         limit = self.backstop()
-        seconds = None if limit is None else BACKSTOP_FACTOR * limit + BACKSTOP_GRACE
+        seconds = None if limit is None else backstop_seconds(limit)
         now = time.monotonic()
         if seconds != self.armed[0] or seconds is not None and now - self.armed[1] > seconds / 4:
             frozen_backstop(seconds)
@@ -179,6 +179,21 @@ class Monitor:
 #: the process ends (:class:`Monitor`)
 BACKSTOP_FACTOR = 2.0
 BACKSTOP_GRACE = 10.0
+#: seconds, past a silent rank's backstop, for its stacks to reach the launcher (:func:`outlasting`)
+REPORT_SECONDS = 5.0
+
+
+def backstop_seconds(limit: float) -> float:
+    """How long after its monitor's last tick a rank whose interpreter froze ends itself (:class:`Monitor`)."""
+    return BACKSTOP_FACTOR * limit + BACKSTOP_GRACE
+
+
+def outlasting(limit: float) -> float:
+    """How long, during a run, a rank waits for another that gives no sign of life: a rank frozen in C
+    code holding the GIL sends no heartbeat, and only its backstop can name the kernel, so the others
+    wait past it (the same ``limit``), its last heartbeat up to a sixth of the limit before it froze,
+    and :data:`REPORT_SECONDS` more: its end, and not their giving up, is what the launcher reports."""
+    return backstop_seconds(limit) + limit / 2 + REPORT_SECONDS
 
 
 def running_lines(running: dict, now: float) -> list[str]:

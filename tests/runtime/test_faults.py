@@ -143,7 +143,7 @@ def test_a_rank_waiting_on_a_stopped_rank_names_that_rank_as_the_stall(tmp_path,
     first = err.splitlines()[0]
     assert re.fullmatch(r"tiledsl: error: rank (\d): (watchdog: no task completed for \d+ s; this rank runs no task "
                         r"and waits for data from rank (?!\1)(\d), where the stall is; .*|rank\(s\) (\d) did not "
-                        r"answer within 5 s \(stopped or lost\?\))", first), err
+                        r"answer within 27.5 s \(stopped or lost\?\))", first), err  # 2.5 × 5 s and 15 s: a run began
     assert nothing_left(tmp_path, segments_before)
 
 

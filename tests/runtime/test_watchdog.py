@@ -163,8 +163,7 @@ def test_a_kernel_that_never_lets_go_of_the_gil_still_ends_the_run(tmp_path, ran
     """C code holding the GIL for ever (a deadlocked extension) froze every Python thread, the
     watchdog's and the signal handlers' too: the run hung. faulthandler's own thread ends it, at
     twice the limit and 10 s, with the stacks (on several ranks, the kernel's told by name)."""
-    (tmp_path / "gil_kernels.py").write_text("import ctypes\n\n_libc = ctypes.PyDLL(None)\n\n"
-                                             "def hog(A):\n    _libc.sleep(3600)\n")
+    write_gil_kernels(tmp_path)
     (tmp_path / "gil.tile").write_text('use "gil_kernels.py"\nkernel hog(inout A)\nprogram gil {\n'
                                        "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n"
                                        "  for i in 0 .. A.mt { hog(A[i, i]) }\n}\n")  # every rank frozen
@@ -176,6 +175,37 @@ def test_a_kernel_that_never_lets_go_of_the_gil_still_ends_the_run(tmp_path, ran
     if ranks > 1:
         assert re.match(r"tiledsl: error: rank \d crashed \(frozen for 0:00:12: C code held the GIL, and no Python "
                         r"code ran, past the watchdog's limit\) in kernel code hog \(gil_kernels.py:6\)", out.stderr)
+
+
+def write_gil_kernels(folder: Path) -> None:
+    """``gil_kernels.py``: ``hog(A)``, line 6, sleeps in C code holding the GIL for an hour."""
+    (folder / "gil_kernels.py").write_text("import ctypes\n\n_libc = ctypes.PyDLL(None)\n\n"
+                                           "def hog(A):\n    _libc.sleep(3600)\n")
+
+
+#: the other ranks' work once A[1, 1] froze: none (they wait at the end of the run), or tasks that wait for it
+AFTER_THE_FREEZE = {"at the end": "", "for data": "    for j in k + 1 .. A.nt { syrk(A[j, k], A[j, j]) }\n"}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("waiting", sorted(AFTER_THE_FREEZE))
+def test_a_kernel_frozen_with_the_gil_on_one_rank_is_named_before_the_others_give_up(tmp_path, waiting):
+    """One rank frozen in C code holding the GIL sends no heartbeat: the others gave up first (5 s at a
+    collective, 3 times the limit waiting for data), and their abort ended it before its backstop could
+    name the kernel. They now wait past that backstop (watchdog.outlasting)."""
+    write_gil_kernels(tmp_path)
+    (tmp_path / "gil.tile").write_text('use "gil_kernels.py"\nkernel hog(inout A)\nprogram gil {\n'
+                                       "  tiling uniform(nb = 8)\n  matrix A[n, n] = random spd\n"
+                                       "  for k in 0 .. A.nt {\n    potrf(A[k, k])\n    if k == 1 { hog(A[k, k]) }\n"
+                                       "    for m in k + 1 .. A.mt { trsm(A[k, k], A[m, k]) }\n"
+                                       f"{AFTER_THE_FREEZE[waiting]}  }}\n}}\n")
+    began = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "gil.tile", "--n", "32", "--np", "3",
+                          "--watchdog", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 1 and time.monotonic() - began < 60, out.stderr
+    assert re.search(r"^tiledsl: error: rank 1 crashed \(frozen for 0:00:12: C code held the GIL, .*\) in kernel "
+                     r"code hog \(gil_kernels.py:6\)$", out.stderr, re.MULTILINE), out.stderr
+    assert "did not answer" not in out.stderr and "where the stall is" not in out.stderr, out.stderr
 
 
 def test_a_frozen_interpreters_stacks_name_the_thread_in_the_users_code():
