@@ -28,8 +28,8 @@ from . import __version__, usercache
 from .runtime.world import UsageError
 
 #: the modules whose code shapes a driver: a change to any of them compiles programs anew
-COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "affine", "expressions", "dataflow", "kernel_module",
-                   "codegen")
+COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "scope", "typer", "checks", "module_use", "affine",
+                   "expressions", "dataflow", "kernel_module", "codegen")
 
 
 def program_path(name: str) -> str:
@@ -104,12 +104,13 @@ def cache_dir() -> Path:
 
 def cache_key(source_text: str, path: str) -> str:
     """A hash of everything the driver depends on: tiledsl's version, grammar, prelude, the
-    compiler's stages and template, the source, and the file's absolute directory (where a
-    relative ``load`` path is found)."""
+    language's shared facts, the compiler's stages and template, the source, and the file's
+    absolute directory (where a relative ``load`` path is found)."""
     digest = hashlib.sha256()
     stages = [_package_text("tiledsl.compiler", f"{stage}.py") for stage in COMPILER_STAGES]
     for part in (__version__, _package_text("tiledsl.grammars", "tile.lark"),
-                 _package_text("tiledsl.compiler", "prelude.tile"), *stages, _package_text("tiledsl.compiler.templates", "driver.py.j2"),
+                 _package_text("tiledsl.compiler", "prelude.tile"), _package_text("tiledsl", "language.py"), *stages,
+                 _package_text("tiledsl.compiler.templates", "driver.py.j2"),
                  path, os.path.dirname(os.path.abspath(path)), source_text):
         digest.update(part.encode(errors="surrogateescape"))  # a file name need not be UTF-8
         digest.update(b"\0")

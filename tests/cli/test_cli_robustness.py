@@ -1056,3 +1056,17 @@ def test_a_kernel_that_ran_and_returned_a_generator_is_not_said_to_have_skipped_
     assert out.returncode == 1 and "Traceback" not in out.err, out.err
     assert out.err.strip().endswith("(k(A[0, 0])): returned a generator, which is dropped: a kernel writes its "
                                     "results into its tiles in place (A[...] = ...)"), out.err
+
+
+def test_the_driver_cache_key_covers_the_language_facts_the_compiler_reads(monkeypatch):
+    """tiledsl/language.py (tilings, kinds, modes, limits) shapes drivers as a compiler stage does:
+    cached drivers are compiled anew when it changes."""
+    import tiledsl.driverload as driverload
+
+    read = []
+    original = driverload._package_text
+    monkeypatch.setattr(driverload, "_package_text", lambda package, name: read.append((package, name))
+                        or original(package, name))
+    driverload.cache_key("program p {}", "p.tile")
+    assert ("tiledsl", "language.py") in read
+    assert {("tiledsl.compiler", f"{stage}.py") for stage in ("typer", "checks", "module_use", "scope")} <= set(read)
