@@ -10,13 +10,35 @@ new name imported from ``tiledsl.runtime``.
 compiler records it in the driver (``Program.source_digest``), the runtime computes it again
 from the file. It is of the text as the compiler reads it (a byte-order mark dropped, CRLF and
 CR line ends as LF), so that a checkout that rewrites line ends changes nothing.
+
+:func:`hiding` is what a driver, or ``tiledsl run DRIVER.py``, says of a file beside a script
+that is named as a module of Python's own (``copy.py``): Python imports it in that module's place.
+
+Only os and sys, which Python has loaded before any script, are imported at the top: a driver
+whose runtime failed to import reads this module then.
 """
-import hashlib
+import os
+import sys
 
 DRIVER_FORMAT = 3  # 3: main takes the program alone; 2: a loop's share terms are a function (runtime.share.among)
 
 
 def source_digest(data: bytes) -> str:
     """The first 16 hex digits of the SHA-256 of ``data``, a ``.tile`` file's bytes, read as text."""
+    import hashlib  # here: a hashlib.py beside a driver must not stop its message (hiding)
+
     text = data.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     return hashlib.sha256(text).hexdigest()[:16]
+
+
+def hiding(folder: str, modules) -> str | None:
+    """What to say of a file in ``folder`` (a script's, first on the import path) named as one of
+    ``modules`` that is Python's own (``copy.py`` for copy), which an import of that module would
+    load in its place; None when there is none."""
+    for name in sorted(set(modules) & sys.stdlib_module_names):
+        for path in (os.path.join(folder, f"{name}.py"), os.path.join(folder, name, "__init__.py")):
+            if os.path.isfile(path):
+                shown = os.path.dirname(path) if path.endswith("__init__.py") else path
+                return (f"{shown} hides Python's module {name}, which tiledsl's runtime imports (a script's folder "
+                        f"comes first on the import path): rename it, or move it out of {folder or '.'}")
+    return None

@@ -1099,3 +1099,21 @@ def test_a_watchdog_beyond_its_maximum_is_a_usage_error(ranks, seconds):
     refusal = r"watchdog must be .* up to 1000000 \(11.6 days\), got 10000000000.0"
     with pytest.raises(tiledsl_api.TiledslError, match=refusal):
         tiledsl_api.load("cholesky").run(n=64, watchdog=1e10)
+
+
+@pytest.mark.timeout(200)
+def test_a_file_hiding_a_module_of_pythons_is_named_by_the_drivers_beside_it(tmp_path):
+    """A driver saved as copy.py (`tiledsl compile cholesky > copy.py`): Python imported it in place of
+    copy, and it and every driver beside it failed with 'needs tiledsl's runtime of driver format 2',
+    advising to compile again, which did not help."""
+    driver = tiledsl("compile", "cholesky").stdout
+    (tmp_path / "copy.py").write_text(driver)
+    (tmp_path / "chol.py").write_text(driver)
+    said = (f"{tmp_path / 'copy.py'} hides Python's module copy, which tiledsl's runtime imports (a script's folder "
+            f"comes first on the import path): rename it, or move it out of {tmp_path}\n")
+    for script in ("copy.py", "chol.py"):
+        out = subprocess.run([sys.executable, script, "--n", "64"], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=120)
+        assert (out.returncode, out.stderr) == (2, f"{script}: error: {said}"), out.stderr
+    out = tiledsl("run", tmp_path / "chol.py", "--n", 64)
+    assert (out.returncode, out.stderr) == (2, f"tiledsl: error: {said}"), out.stderr

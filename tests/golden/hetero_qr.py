@@ -10,9 +10,20 @@ when the tiles it reads but does not own are written or released elsewhere.
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
     _unmet = None if DRIVER_FORMAT >= 3 else f"its driver format is {DRIVER_FORMAT}"
-except ImportError as missing:  # no tiledsl in this Python, or one older than the driver
+except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
+    import sys as _sys
+    try:  # a file beside this script named as a module of Python's, imported in its place (copy.py)
+        from tiledsl.drivercontract import hiding as _hiding
+        _hidden = _hiding(_sys.path[0], list(_sys.modules))
+    except ImportError:  # no tiledsl at all
+        _hidden = None
+    if _hidden:
+        print(f"{_sys.argv[0]}: error: {_hidden}", file=_sys.stderr)  # the script run, which may be another
+        raise SystemExit(2)
+    if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
+        raise _unmet
     raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 3 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/hetero_qr.tile' + " again with this Python's")

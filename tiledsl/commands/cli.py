@@ -20,6 +20,7 @@ from .. import __version__
 from ..compiler import Result, check_path, compile_path
 from ..compiler.diagnostics import Diagnostic, render as render_diagnostic
 from ..compiler.source import Span
+from ..drivercontract import hiding
 from ..driverload import program_path, shadowing
 from ..packages import missing_package
 from .jobs import run_job
@@ -390,6 +391,9 @@ def _driver_path(path: str):
     if reason is not None:
         raise UsageError(f"{path} is not a tiledsl driver, so it was not run: {reason} "
                          f"(make a driver with tiledsl compile, or give the .tile program)")
+    hidden = hiding(os.path.dirname(os.path.abspath(path)), sys.modules)  # its ranks would fail on it
+    if hidden is not None:
+        raise UsageError(hidden)
     return path
 
 
