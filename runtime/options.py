@@ -11,6 +11,7 @@ import difflib
 import math
 import os
 import re
+import shlex
 import sys
 from dataclasses import dataclass, field
 
@@ -46,9 +47,12 @@ class SuggestingParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.register("action", None, StoreOnce)  # every option of one value, of every command and driver
+        self.register("action", "store", StoreOnce)
 
     def parse_known_args(self, args=None, namespace=None):
         self._given = list(sys.argv[1:] if args is None else args)
+        self.stored = {}  # dest -> value of the options given so far (StoreOnce)
         return super().parse_known_args(args, namespace)
 
     def _print_message(self, message, file=None):
@@ -77,6 +81,7 @@ class SuggestingParser(argparse.ArgumentParser):
                 message += f" (did you mean {names[close[0]]}?)"
                 break
         message += self._dash_value_hint(message) + self._dash_name_hint(message, known)
+        message = self._misplaced_options() or message
         command = self._subcommand()
         helped = self.prog if command is None else f"{self.prog} {command[0]}"
         said = f"{message} (see {helped} --help)"
@@ -100,6 +105,21 @@ class SuggestingParser(argparse.ArgumentParser):
         if name in JSON_COMMANDS:
             return name
         return "run" if self._subparsers is None and " " not in self.prog else None  # a driver's
+
+    def _misplaced_options(self) -> str | None:
+        """Options given before the command (``tiledsl --json run ...``), which takes them: the command
+        line with them after it; None when none are."""
+        command = self._subcommand()
+        given = getattr(self, "_given", [])
+        if command is None:
+            return None
+        at = given.index(command[0])
+        before, after = given[:at], given[at + 1:]
+        if not any(word.startswith("-") and word not in self._option_string_actions for word in before):
+            return None
+        end = after.index("--") if "--" in after else len(after)  # after '--', options would be file names
+        return "options go after the command: " + shlex.join([self.prog, command[0], *after[:end], *before,
+                                                               *after[end:]])
 
     def _dash_value_hint(self, message: str) -> str:
         """argparse takes a value starting with '-' (``--gpu-memory -5M``) for an option: say how
@@ -149,6 +169,18 @@ class SuggestingParser(argparse.ArgumentParser):
                 if name in given:
                     return name, parser
         return None
+
+
+class StoreOnce(argparse._StoreAction):
+    """argparse's ``store`` for an option that takes one value: given twice with two values, which
+    one was meant cannot be told (``--n 1000 ... --n 200`` ran 200), so it is a usage error."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        stored = getattr(parser, "stored", {})
+        if option_string is not None and self.dest in stored and stored[self.dest] != values:
+            parser.error(f"{option_string} is given twice ({stored[self.dest]}, then {values}): give it once")
+        stored[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
 
 
 class Params:

@@ -25,3 +25,49 @@ def test_a_size_that_is_no_whole_positive_number_of_bytes_is_refused(text, messa
     with pytest.raises(UsageError) as error:
         byte_size(text, "--gpu-memory")
     assert str(error.value) == message
+
+
+def _tiledsl(*args, cwd=None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *map(str, args)], capture_output=True,
+                          text=True, timeout=120, cwd=cwd)
+
+
+@pytest.mark.timeout(200)
+def test_an_option_of_one_value_given_twice_is_refused_by_every_command_and_driver(tmp_path):
+    """`--n 1000 ... --n 200` ran n=200 (and --np, --grid, --nodes took their last value), while a
+    --set or --input given twice was refused."""
+    import subprocess
+    import sys
+
+    for args, option, values in ((("run", "cholesky", "--n", 1000, "--nb", 100, "--n", 200), "--n", "1000, then 200"),
+                                 (("run", "cholesky", "--np", 2, "--n", 64, "--np", 1), "--np", "2, then 1"),
+                                 (("explain", "cholesky", "--grid", "2x2", "--grid", "1x1"), "--grid", "2x2, then 1x1"),
+                                 (("simulate", "cholesky", "--nodes", 2, "--nodes", 3), "--nodes", "2, then 3")):
+        out = _tiledsl(*args)
+        assert out.returncode == 2 and f"error: {option} is given twice ({values}): give it once" in out.stderr, \
+            out.stderr
+    out = _tiledsl("run", "cholesky", "--n", 64, "--n", 50, "--json")
+    assert out.returncode == 2 and '"ok": false' in out.stdout and "--n is given twice" in out.stdout
+    assert _tiledsl("run", "cholesky", "--n", 64, "--n", 64).returncode == 0  # the same value twice is one
+    (tmp_path / "d.py").write_text(_tiledsl("compile", "cholesky").stdout)
+    out = subprocess.run([sys.executable, "d.py", "--n", "64", "--n", "50"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2 and "d.py: error: --n is given twice (64, then 50): give it once" in out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, said", [
+    (("--json", "run", "cholesky", "--n", 100), "tiledsl run cholesky --n 100 --json"),
+    (("--n", 100, "run", "cholesky"), "tiledsl run cholesky --n 100"),
+    (("-o", "x.py", "compile", "cholesky"), "tiledsl compile cholesky -o x.py"),
+    (("--check", "run", "my prog.tile", "--", "x"), "tiledsl run 'my prog.tile' --check -- x"),
+])
+def test_an_option_before_the_command_is_said_to_go_after_it(args, said):
+    """`tiledsl --json run ...` said 'unrecognized arguments: --json (did you mean --json?)', and
+    `tiledsl --n 100 run ...` called 100 an invalid command."""
+    out = _tiledsl(*args)
+    assert out.returncode == 2 and out.stderr.startswith(f"tiledsl: error: options go after the command: {said} ("), \
+        out.stderr
