@@ -471,7 +471,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     # handler raising inside the import machinery is "Exception ignored", with a traceback
     blas.load()
     for signum in STOPPING_SIGNALS:
-        unless_ignored(signum, _stopped_by_signal)
+        unless_ignored(signum, stopped_by_signal)
     try:
         check_working_directory()
         options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
@@ -520,11 +520,15 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     except SystemExit as exit_:
         return _fail(comm, f"rank {_rank(comm)}: the program called sys.exit({exit_.code!r}) during the run", err,
                      _json_out(program, args, out, comm, options))
-    except (KeyboardInterrupt, _Stopped) as stop:
-        signum = stop.signum if isinstance(stop, _Stopped) else signal.SIGINT
+    except (KeyboardInterrupt, Stopped) as stop:
+        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
         left = "".join(f"\n{note}" for note in getattr(stop, "__notes__", ()))  # the kernels left running
         err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}{left}\n")  # one write
         err.flush()
+        json_out = _json_out(program, args, out, comm, options)
+        if json_out is not None and _rank(comm) == 0:  # the run never reached its summary: --json says so
+            print(json_text({**json_out[0], "error": f"stopped by {signal.Signals(signum).name}"}), file=out,
+                  flush=True)
         if comm is not None and comm.size > 1:  # the other ranks may still wait for their kernels
             comm.wait_for_stopped_ranks(STOP_SECONDS + 0.5)
         _abort(comm, 128 + signum)
@@ -628,7 +632,7 @@ def _abort(comm, code: int) -> None:
 SECONDARY_SECONDS = 10.0
 
 
-class _Stopped(BaseException):
+class Stopped(BaseException):
     """SIGTERM or SIGHUP arrived: unwind the run (workers finish their kernel) and leave.
 
     A BaseException, like KeyboardInterrupt, so that nothing that catches a
@@ -639,10 +643,10 @@ class _Stopped(BaseException):
         self.signum = signum
 
 
-def _stopped_by_signal(signum, frame):
+def stopped_by_signal(signum, frame):
     for again in STOPPING_SIGNALS:  # the rank is stopping: a repeated signal adds nothing
         signal.signal(again, signal.SIG_IGN)
-    raise _Stopped(signum)
+    raise Stopped(signum)
 
 
 def stdout_closed() -> int:

@@ -1117,3 +1117,26 @@ def test_a_file_hiding_a_module_of_pythons_is_named_by_the_drivers_beside_it(tmp
         assert (out.returncode, out.stderr) == (2, f"{script}: error: {said}"), out.stderr
     out = tiledsl("run", tmp_path / "chol.py", "--n", 64)
     assert (out.returncode, out.stderr) == (2, f"tiledsl: error: {said}"), out.stderr
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("args, after", [
+    (("run", "cholesky", "--n", 3000, "--nb", 32, "--json"), 3.0),
+    (("run", "cholesky", "--n", 3000, "--nb", 32, "--json", "--np", 2), 3.5),
+    (("bench", "cholesky", "--n", 3000, "--nb", 32, "--json", "--no-dask"), 3.0),
+    (("tune", "cholesky", "--quick", "--no-save", "--json"), 3.0),
+    (("run", "cholesky", "--n", 3000, "--json"), 0.05),  # while the libraries load
+])
+def test_a_json_command_stopped_by_a_signal_prints_its_failure_object(args, after):
+    """A batch scheduler's SIGTERM: exit 143 and nothing on stdout, where --json promises one object."""
+    import signal
+
+    command = subprocess.Popen([sys.executable, "-m", "tiledsl", *map(str, args)], cwd=ROOT, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(after)
+    command.send_signal(signal.SIGTERM)
+    out, err = command.communicate(timeout=120)
+    said = json.loads(out.strip().splitlines()[-1])
+    assert command.returncode == 143 and "Traceback" not in err, err
+    assert (said["ok"], said["passed"], said["error"]) == (False, None, "stopped by SIGTERM"), out
+    assert ("np" in said) == (args[0] == "run")

@@ -28,7 +28,8 @@ def segments_before():
 
 def start(*args, np_=1, cache, env=None):
     env = dict(os.environ, XDG_CACHE_HOME=str(cache), FAULT_STARTED=str(cache / "stalled"), **(env or {}))
-    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", "256", *map(str, args)]
+    size = [] if "--n" in args else ["--n", "256"]  # an option given twice is refused
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, *size, *map(str, args)]
     if np_ > 1:
         command += ["--np", str(np_)]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -15,6 +15,9 @@ def main() -> int:
     # (a signal the command was started ignoring, as under nohup, stays ignored)
     ignored = {signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
                if signal.getsignal(signum) == signal.SIG_IGN}
+    global _json_wanted
+    given = sys.argv[1:sys.argv.index("--") if "--" in sys.argv else None]
+    _json_wanted = "--json" in given and ("run" if given[:1] == ["run"] else "other")
     for signum in {signal.SIGINT, signal.SIGTERM, signal.SIGHUP} - ignored:
         signal.signal(signum, _stopped)
     try:
@@ -36,8 +39,17 @@ def _stopped(signum, frame):
     import os
     import signal
 
+    name = signal.Signals(signum).name
     try:
-        os.write(2, f"tiledsl: stopped by {signal.Signals(signum).name}\n".encode())
+        os.write(2, f"tiledsl: stopped by {name}\n".encode())
+        if _json_wanted:  # --json's failure object, as reporting.failure_json words it, without loading it
+            ranks = '"np": null, ' if _json_wanted == "run" else ""
+            os.write(1, f'{{"program": null, "n": null, {ranks}"ok": false, "passed": null, '
+                        f'"error": "stopped by {name}"}}\n'.encode())
     except OSError:  # SIGHUP: the terminal may be gone
         pass
     os._exit(128 + signum)
+
+
+#: "run" or "other" when the command line has --json, whose failure object a stop while loading prints
+_json_wanted = False

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..driverload import program_path, shadowing
 from ..packages import missing_package
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
+from ..runtime.launch import Stopped
 from ..runtime.outputs import check_replaceable, check_writable
 from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, json_text
@@ -45,6 +47,7 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = None
     try:
+        _stop_on_signals()
         check_working_directory()
         args = _parser().parse_args(argv)
         args.argv = argv
@@ -61,9 +64,11 @@ def main(argv=None) -> int:
     except NotCompiled as error:
         _json_failure(args, str(error))
         return 1
-    except KeyboardInterrupt:
-        print("tiledsl: stopped by SIGINT", file=sys.stderr)  # as a run's ranks say it
-        return 130
+    except (KeyboardInterrupt, Stopped) as stop:
+        signum = getattr(stop, "signum", signal.SIGINT)
+        print(f"tiledsl: stopped by {signal.Signals(signum).name}", file=sys.stderr)  # as a run's ranks say it
+        _json_failure(args, f"stopped by {signal.Signals(signum).name}")
+        return 128 + signum
     except TaskFailure as failure:  # the program's loop nest failed (explain, graph, tune, simulate walk it)
         print(f"tiledsl: error: {_failure_text(failure, args)}", file=sys.stderr)
         _json_failure(args, _failure_text(failure, args))
@@ -84,6 +89,16 @@ def main(argv=None) -> int:
         print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
               f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
         return 3
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM (a batch scheduler's time limit) and SIGHUP end a command as Ctrl-C does: said, and
+    with --json as its failure object, not a process killed without a word."""
+    from ..runtime.launch import STOPPING_SIGNALS, stopped_by_signal
+    from ..runtime.world import unless_ignored
+
+    for signum in STOPPING_SIGNALS:
+        unless_ignored(signum, stopped_by_signal)
 
 
 def _json_failure(args, error: str) -> None:

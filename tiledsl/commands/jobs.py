@@ -92,9 +92,12 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         said = _Said(sys.stderr)
         with contextlib.redirect_stderr(said):
             code = _outcome(job, code, folder, ranks, command[0], watch)
-        if code != 0 and failure_json is not None and said.errors and not _some_rank_reported(folder):
+        # a job stopped before rank 0 said its summary or failure: said as "stopped by SIGTERM"
+        stopped = _forwarded_signal(code) and _recorded_status(folder, 0) is None
+        errors = said.errors or [f"stopped by {_signal_name(code - 128)}"] * stopped
+        if code != 0 and failure_json is not None and errors and not _some_rank_reported(folder):
             # a script reads the last line of stdout (after the launcher's own banner, if any)
-            print(json_text({**failure_json, "error": "; ".join(said.errors)}), flush=True)
+            print(json_text({**failure_json, "error": "; ".join(errors)}), flush=True)
         if code != 0:
             kill_job(job, folder)
         remove_topology_files(topologies, folder)
