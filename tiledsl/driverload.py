@@ -33,8 +33,8 @@ COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "scope", "typer", 
 
 
 def program_path(name: str) -> str:
-    """A path as given, or the shipped program of that name (``cholesky``) if there is one and no
-    file of the current directory bears the name.
+    """A path as given, or the shipped program of that name (``cholesky``) if there is one, even
+    where a file of the current directory bears the name (``./cholesky`` names that one).
 
     A bare name that is neither a file nor a shipped program is a :class:`UsageError`
     naming the shipped programs, and the closest one if the name looks misspelled; so is
@@ -62,8 +62,8 @@ def shadowing(name: str, doing: str = "run") -> str | None:
     """What to say when ``name`` runs (or is ``doing`` to) a shipped program while the current
     directory holds a ``NAME.tile`` of its own (which a user may have meant), or None."""
     found = shipped_path(name)
-    local = Path(f"{name}.tile")
-    if found is None or not local.is_file() or local.resolve() == Path(found).resolve():
+    local = next((Path(file) for file in (f"{name}.tile", name) if Path(file).is_file()), None)
+    if found is None or local is None or local.resolve() == Path(found).resolve():
         return None
     try:
         if local.read_bytes() == Path(found).read_bytes():  # a copy: the same program either way
@@ -83,9 +83,9 @@ def shipped_programs() -> Path:
 
 
 def shipped_path(name: str) -> str | None:
-    """The shipped program called ``name`` (a bare name such as ``cholesky``, which no file or only
-    a folder of the current directory bears), or None."""
-    if name.endswith((".tile", ".py")) or "/" in name or (Path(name).exists() and not Path(name).is_dir()):
+    """The shipped program called ``name`` (a bare name such as ``cholesky``, whatever file of the
+    current directory bears it: :func:`shadowing` says so), or None."""
+    if name.endswith((".tile", ".py")) or "/" in name:
         return None
     shipped = shipped_programs() / f"{name}.tile"
     return str(shipped) if shipped.exists() else None

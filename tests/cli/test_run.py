@@ -581,8 +581,8 @@ def test_a_shipped_program_goes_by_its_name_from_any_directory(tmp_path):
     assert out.returncode == 2 and out.stderr.strip().endswith(
         "programs/lu.tile: no such file (a shipped program is called lu: give its name, `lu`, from any directory)")
     assert tiledsl("run", "qr", "--n", 200, "--nb", 100, "--check", cwd=tmp_path).returncode == 0
-    (tmp_path / "lu").write_text("not a program\n")  # a file of that name is the user's: it is what runs
-    assert "lu:1:1: error[E100]: unexpected 'not'" in tiledsl("run", "lu", "--n", 100, cwd=tmp_path).stderr
+    (tmp_path / "lu").write_text("not a program\n")  # a file of that name is the user's: ./lu runs it
+    assert "lu:1:1: error[E100]: unexpected 'not'" in tiledsl("run", "./lu", "--n", 100, cwd=tmp_path).stderr
 
 
 @pytest.mark.timeout(130)
@@ -1140,3 +1140,17 @@ def test_a_json_command_stopped_by_a_signal_prints_its_failure_object(args, afte
     assert command.returncode == 143 and "Traceback" not in err, err
     assert (said["ok"], said["passed"], said["error"]) == (False, None, "stopped by SIGTERM"), out
     assert ("np" in said) == (args[0] == "run")
+
+
+@pytest.mark.timeout(120)
+def test_a_file_of_a_shipped_programs_bare_name_does_not_replace_it(tmp_path):
+    """A file `cholesky` (no .tile) beside the user silently ran in place of the shipped program, where
+    a `cholesky.tile` there got the shipped one and a warning, as the README says of both."""
+    (tmp_path / "cholesky").write_text((ROOT / "programs/cholesky.tile").read_text().replace("nb = 256", "nb = 50"))
+    out = tiledsl("run", "cholesky", "--n", 200, "--no-tune", cwd=tmp_path)
+    assert out.returncode == 0 and "settings  nb=256: program default" in out.stdout, out.stderr
+    assert out.stderr == (f"tiledsl: warning: cholesky is the shipped program ({ROOT / 'programs/cholesky.tile'}); "
+                          f"the cholesky in this directory is another program: give its path, ./cholesky, to run "
+                          f"that one\n")
+    out = tiledsl("run", "./cholesky", "--n", 200, "--no-tune", cwd=tmp_path)
+    assert out.returncode == 0 and "settings  nb=50: program default" in out.stdout, out.stderr
