@@ -354,7 +354,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "SECONDS and 15 s once the run began; "
                              f"0 disables it, at most {MOST_WATCHDOG_SECONDS:.0f} (default: the "
                              f"larger of {FLOOR_SECONDS:g} s and {TASK_FACTOR:g} times the longest task so far)")
-    parser.add_argument("--trace", metavar="TRACE.json", help="write a Chrome/Perfetto trace of the run "
+    parser.add_argument("--trace", type=trace_file, metavar="TRACE.json",
+                        help="write a Chrome/Perfetto trace of the run "
                                                                  "(all ranks) and report its bounds")
     add_finite_arguments(parser)
 
@@ -376,6 +377,14 @@ def set_finite_options(options: Options, args: argparse.Namespace) -> None:
     options.check_finite, options.allow_nonfinite = args.check_finite, args.allow_nonfinite
     if options.allow_nonfinite and options.check_finite:
         raise UsageError("--allow-nonfinite and --check-finite contradict each other: give one")
+
+
+def trace_file(text: str) -> str:
+    """``--trace``'s file: not ``-``, which stdout (the summary's) cannot stand for."""
+    if text == "-":
+        raise argparse.ArgumentTypeError("a trace is written to a file, not to stdout: name one, e.g. --trace "
+                                         "trace.json")
+    return text
 
 
 #: The largest --watchdog: the limits derived from it (three times it, deadlines on the clock) stay

@@ -49,6 +49,8 @@ def program_path(name: str) -> str:
     if name.endswith((".tile", ".py")) or "/" in name or Path(name).exists():
         if not os.path.lexists(name):
             also = shipped_name(name)
+            if also is None and os.path.isfile(f"{name}.tile"):  # `tiledsl run ../programs/cholesky`
+                raise UsageError(f"{name}: no such file (did you mean {name}.tile?)")
             raise UsageError(f"{name}: no such file" + (f" (a shipped program is called {also}: give its name, "
                                                           f"`{also}`, from any directory)" if also else ""))
         return name

@@ -1070,3 +1070,38 @@ def test_the_driver_cache_key_covers_the_language_facts_the_compiler_reads(monke
     driverload.cache_key("program p {}", "p.tile")
     assert ("tiledsl", "language.py") in read
     assert {("tiledsl.compiler", f"{stage}.py") for stage in ("typer", "checks", "module_use", "scope")} <= set(read)
+
+
+@pytest.mark.parametrize("args, said", [
+    (("compile", "cholesky", "-o", "-"), "tiledsl compile: error: argument -o/--output: leave out -o to write to stdout"),
+    (("graph", "cholesky", "--n", 100, "-o", "-"), "tiledsl graph: error: argument -o/--output: leave out -o to write "
+                                                   "to stdout"),
+    (("run", "cholesky", "--n", 100, "--trace", "-"), "tiledsl run: error: argument --trace: a trace is written to a "
+                                                      "file, not to stdout: name one, e.g. --trace trace.json"),
+    (("run", "programs/cholesky", "--n", 100), "tiledsl: error: programs/cholesky: no such file (did you mean "
+                                               "programs/cholesky.tile?)"),
+])
+def test_a_stdout_or_a_left_off_extension_is_said_so(args, said, tmp_path):
+    """`-o -` was 'name a .py file' or 'write the graph as .dot', `--trace -` wrote a file named '-',
+    and a program path without its .tile said 'no such file' alone."""
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *map(str, args)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 2 and out.stderr.startswith(said), out.stderr
+    assert not (ROOT / "-").exists()
+
+
+@pytest.mark.timeout(120)
+def test_explain_warns_of_a_gpu_backend_without_gpus_and_help_says_what_every_argument_is():
+    """explain --gpu-backend cupy without --gpus said nothing (run warns); graph's PROGRAM, plot's
+    TRACE.json and bench's --seed had no help, and PROGRAM's left out the drivers taken."""
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=100)
+
+    out = cli("explain", "cholesky", "--n", "100", "--gpu-backend", "cupy", "--totals")
+    assert out.returncode == 0 and out.stderr == ("tiledsl: warning: --gpu-backend cupy does nothing without --gpus "
+                                                  "G: the plan has no GPU tiles\n"), out.stderr
+    for command in ("explain", "graph", "simulate", "bench", "tune", "run"):
+        assert "or a driver compiled from one (DRIVER.py)" in " ".join(cli(command, "--help").stdout.split())
+    assert "a trace that tiledsl run --trace" in cli("plot", "--help").stdout
+    assert "seed of the generated inputs" in cli("bench", "--help").stdout

@@ -2,6 +2,9 @@
 plot, bench, tune; jobs launches MPI jobs). Commands use the compiler and the runtime;
 neither uses them."""
 
+#: what run, explain, graph, simulate, bench and tune take as PROGRAM (check and compile take no driver)
+PROGRAM_HELP = "a .tile file, a shipped program's name, or a driver compiled from one (DRIVER.py)"
+
 
 def main() -> int:
     """The ``tiledsl`` program: :func:`.cli.main`, imported here so that a Ctrl-C while the

@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 from .. import __version__
+from . import PROGRAM_HELP
 from ..compiler import Result, check_path, compile_path
 from ..compiler.diagnostics import Diagnostic, render as render_diagnostic
 from ..compiler.source import Span
@@ -202,12 +203,12 @@ def _parser() -> argparse.ArgumentParser:
 
     compile_ = command("compile", "write the Python driver of a .tile program")
     compile_.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
-    compile_.add_argument("-o", "--output", type=_file_name, metavar="DRIVER.py",
+    compile_.add_argument("-o", "--output", type=_file_not_stdout, metavar="DRIVER.py",
                           help="where to write it (default: stdout)")
     compile_.set_defaults(handler=_compile)
 
     explain = command("explain", "show each task's owner and every rank's instances")
-    explain.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
+    explain.add_argument("file", metavar="PROGRAM", help=PROGRAM_HELP)
     explain.add_argument("--grid", default="1x1", metavar="PxQ", help="process grid (default 1x1)")
     explain.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
     explain.add_argument("--json", action="store_true", help="print the plan as JSON")
@@ -219,8 +220,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.set_defaults(handler=_explain)
 
     run = command("run", "run a .tile program or a driver")
-    run.add_argument("file", metavar="PROGRAM.tile|DRIVER.py",
-                     help="a .tile file, a shipped program's name, or a compiled driver")
+    run.add_argument("file", metavar="PROGRAM.tile|DRIVER.py", help=PROGRAM_HELP)
     run.add_argument("--np", type=int, default=1, metavar="P", help="MPI ranks to start (default 1)")
     run.add_argument("--launcher", metavar="CMD",
                      help="how to start P ranks, e.g. 'srun' or 'mpirun' (default: $TILEDSL_LAUNCHER, "
@@ -229,10 +229,10 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     bench = command("bench", "tiledsl against LAPACK and dask, alternated in one run")
-    bench.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
+    bench.add_argument("file", metavar="PROGRAM", help=PROGRAM_HELP)
     bench.add_argument("--workers", type=int, help="CPU workers, and BLAS threads of the reference")
     bench.add_argument("--rounds", type=int, default=3, help="alternated rounds (default 3)")
-    bench.add_argument("--seed", type=int, default=42)
+    bench.add_argument("--seed", type=int, default=42, help="seed of the generated inputs (default 42)")
     bench.add_argument("--no-dask", action="store_true", help="leave dask out")
     bench.add_argument("--json", action="store_true", help="print the table as JSON")
     bench.add_argument("--no-tune", action="store_true",
@@ -242,7 +242,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.set_defaults(handler=_bench)
 
     tune = command("tune", "tune tile sizes (and the host/GPU ratio) for this machine")
-    tune.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
+    tune.add_argument("file", metavar="PROGRAM", help=PROGRAM_HELP)
     tune.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0: CPU tiles only)")
     tune.add_argument("--gpu-backend", choices=["emulated", "cupy"], help="as for run (default emulated)")
     tune.add_argument("--workers", type=int, help="CPU workers (default: as run chooses)")
@@ -262,17 +262,17 @@ def _parser() -> argparse.ArgumentParser:
     tune.set_defaults(handler=_tune)
 
     plot = command("plot", "draw a Gantt chart of a trace (tiledsl run --trace)")
-    plot.add_argument("trace", metavar="TRACE.json")
+    plot.add_argument("trace", metavar="TRACE.json", help="a trace that tiledsl run --trace (or simulate --trace) wrote")
     plot.add_argument("-o", "--output", type=_file_name, required=True, metavar="GANTT.png",
                       help="the chart: .png, .svg or .pdf")
     plot.add_argument("--width", type=float, metavar="INCHES", help="figure width (default 12)")
     plot.set_defaults(handler=_plot)
 
     graph = command("graph", "write a program's task graph for a small size (Graphviz DOT)")
-    graph.add_argument("file", metavar="PROGRAM")
+    graph.add_argument("file", metavar="PROGRAM", help=PROGRAM_HELP)
     graph.add_argument("--grid", default="1x1", metavar="PxQ", help="process grid (default 1x1)")
     graph.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")
-    graph.add_argument("-o", "--output", type=_file_name, metavar="DAG.dot",
+    graph.add_argument("-o", "--output", type=_file_not_stdout, metavar="DAG.dot",
                        help="where to write it: .dot, or .svg/.png/.pdf through graphviz (default: stdout)")
     _add_planning_arguments(graph)
     add_size_arguments(graph)
@@ -290,7 +290,7 @@ def _add_planning_arguments(parser: argparse.ArgumentParser) -> None:
     --gpu-ratio and --no-tune as run takes them."""
     from ..runtime.options import add_tuning_arguments
 
-    parser.add_argument("--gpu-backend", default="emulated", choices=["emulated", "cupy"],
+    parser.add_argument("--gpu-backend", choices=["emulated", "cupy"],
                         help="whose tuned values to use, as run's option (default emulated)")
     add_tuning_arguments(parser)
 
@@ -326,6 +326,13 @@ def _file_name(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("no file name given")
     return text
+
+
+def _file_not_stdout(text: str) -> str:
+    """The name of an output that goes to stdout without ``-o``: ``-o -`` is said to be left out."""
+    if text == "-":
+        raise argparse.ArgumentTypeError("leave out -o to write to stdout")
+    return _file_name(text)
 
 
 def _compile(args) -> int:
@@ -426,12 +433,15 @@ def _planned_options(driver, args, grid: tuple[int, int]):
     when ``grid`` leaves a rank without tiles, as a run gives."""
     from ..runtime.fitting import check_files, fit_files
     from ..runtime.layout import make_distribution, make_matrices, make_params, use_tuned
-    from ..runtime.options import size_options
     from ..runtime.gridadvice import grids_where_every_rank_computes
+    from ..runtime.options import size_options, unused_backend
     from ..runtime.resources import ranks_without_tiles
 
+    unused = unused_backend(args, "the plan has no GPU tiles")  # as run warns of it
+    if unused:
+        print(f"tiledsl: warning: {unused}", file=sys.stderr)
     options = size_options(args)
-    options.gpus, options.gpu_backend = args.gpus, args.gpu_backend
+    options.gpus, options.gpu_backend = args.gpus, args.gpu_backend or "emulated"
     use_tuned(driver, options, not args.no_tune)  # the defaults run would use
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     check_files(driver, options)  # as run refuses them

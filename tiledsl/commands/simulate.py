@@ -19,11 +19,12 @@ import json
 import sys
 from dataclasses import replace
 
+from . import PROGRAM_HELP
 from ..runtime.broadcast import CHOICES
 from ..runtime.distribution import parse_grid
 from ..runtime.layout import make_params, placement, use_tuned
 from ..runtime.fitting import check_files, fit_files
-from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options
+from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options, trace_file
 from ..runtime.outputs import check_output_paths
 from ..runtime.priorities import MODES
 from ..runtime.reporting import json_text, rate_text, settings_text
@@ -36,7 +37,7 @@ from ..runtime.world import UsageError
 def add_arguments(parser) -> None:
     from ..simulation.machine import shipped
 
-    parser.add_argument("file", metavar="PROGRAM", help="a .tile file or a shipped program's name")
+    parser.add_argument("file", metavar="PROGRAM", help=PROGRAM_HELP)
     parser.add_argument("--nodes", type=int, metavar="P", help="ranks (one per node on a cluster's machine file; "
                                                                 "default: those of --grid, else 1)")
     parser.add_argument("--grid", metavar="PxQ", help="process grid (default: run's, the squarest, one process "
@@ -61,7 +62,7 @@ def add_arguments(parser) -> None:
                         help="as for run, the machine's kernel rates and PCIe link estimating the times "
                              "(default: as run would, on this machine; else off)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
-    parser.add_argument("--trace", metavar="TRACE.json", help="write the simulated run's trace (tiledsl plot "
+    parser.add_argument("--trace", type=trace_file, metavar="TRACE.json", help="write the simulated run's trace (tiledsl plot "
                                                                  "draws it)")
     add_tuning_arguments(parser)
     add_size_arguments(parser, tile_default="without --machine, this machine's tuned one, see tiledsl tune; "
