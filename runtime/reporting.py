@@ -165,7 +165,7 @@ def idle_gpus_warning(result: RunResult, ranks: list) -> str | None:
         why = ("the GPUs had every tile column, and there are fewer columns than GPUs at this size (smaller tiles "
                "give more)")
     else:
-        why = (f"the host:GPU ratio {_ratio_text(result.gpu_ratio)} dealt {them} no tile column at this size "
+        why = (f"the host:GPU ratio {ratio_text(result.gpu_ratio)} dealt {them} no tile column at this size "
                f"(--gpu-ratio 0:1 gives the GPUs every column)")
     return f"{where} held no tile and ran no task: {why}"
 
@@ -234,7 +234,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "notes": [*result.notes, *warnings_of(Path(program.source).name, ranks),
                       *([HOST_TAKES_OUT_OF_CORE] if result.host_takes_out_of_core else [])],
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
-            "gpu_ratio": _ratio_text(result.gpu_ratio), "sources": result.sources,
+            "gpu_ratio": ratio_text(result.gpu_ratio), "sources": result.sources,
             "out_of_core": out_of_core_totals(ranks), **result.trace}
 
 
@@ -249,7 +249,7 @@ def out_of_core_totals(ranks: list) -> dict | None:
     return totals
 
 
-def _ratio_text(ratio) -> str | None:
+def ratio_text(ratio) -> str | None:
     return None if ratio is None else f"{ratio[0]}:{ratio[1]}"
 
 
@@ -276,7 +276,7 @@ def failure_reasons(result: RunResult) -> list:
 
 def sources_text(result: RunResult) -> str:
     """``nb=320, ib=64: tuned (/path); gpu-ratio 1:1: default``: values grouped by where they came from."""
-    return settings_text(result.sources, result.params, _ratio_text(result.gpu_ratio))
+    return settings_text(result.sources, result.params, ratio_text(result.gpu_ratio))
 
 
 def settings_text(sources: dict, values: dict, ratio: str | None) -> str:

@@ -522,7 +522,7 @@ def test_explain_predicts_the_tuned_run(cache):
     explained = tiledsl("explain", "programs/cholesky.tile", "--n", 517, "--gpus", 1, "--json", cache=cache)
     assert explained.returncode == 0, explained.stderr
     predicted = json.loads(explained.stdout)
-    assert predicted["params"]["nb"] == 128 and predicted["gpu_ratio"] == [1, 2]
+    assert predicted["tiles"]["nb"] == 128 and predicted["gpu_ratio"] == "1:2"  # as run's summary has them
     ran = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 517, "--gpus", 1, "--json", cache=cache))
     assert ran["ranks"][0]["device_copies"] == predicted["copies"]["0"] > 0
     assert ran["tasks"] == len(predicted["tasks"])
@@ -761,11 +761,11 @@ def test_bench_uses_the_tuned_tiles_as_run_does_and_no_tune_ignores_them(cache):
     tuned = tiledsl("bench", "gemm", "--n", 256, "--rounds", 1, "--no-dask", "--workers", 1, "--json", cache=cache)
     assert tuned.returncode == 0, tuned.stderr
     table = json.loads(tuned.stdout)
-    assert table["tiles"] == {"nb": 128} and table["tiling"] == f"nb=128: tuned ({path})"
+    assert table["tiles"] == {"nb": 128} and table["sources"] == {"nb": f"tuned ({path})"}
     plain = tiledsl("bench", "gemm", "--n", 256, "--rounds", 1, "--no-dask", "--workers", 1, "--json", "--no-tune",
                     cache=cache)
     assert plain.returncode == 0, plain.stderr
-    assert json.loads(plain.stdout)["tiling"] == "nb=384: program default"
+    assert json.loads(plain.stdout)["sources"] == {"nb": "program default"}
 
 
 @pytest.mark.timeout(120)
@@ -951,7 +951,7 @@ def test_the_inputs_are_fitted_at_the_tuned_tiles_the_run_uses(wide, cache):
     assert last_json(ran)["sources"] == {"nb": f"tuned ({path})"}
     explained = tiledsl("explain", program, "--input", given, "--json", cache=cache)
     assert explained.returncode == 0, explained.stderr
-    assert {k: json.loads(explained.stdout)["params"][k] for k in ("n", "nb", "c")} == {"n": 96, "nb": 48, "c": 4}
+    assert [json.loads(explained.stdout)[k] for k in ("n", "tiles", "params")] == [96, {"nb": 48}, {"c": 4}]
     untuned = tiledsl("run", program, "--input", given, "--no-tune", cache=cache)  # 192 is no multiple of 100
     assert untuned.returncode == 2 and untuned.stderr.strip() == (
         "tiledsl: error: the input files' shapes fit no size of wide: with n=96, c=4, A has shape (96, 192), "
@@ -1051,7 +1051,7 @@ def test_a_gpu_backend_without_gpus_is_warned_of_as_run_does(cache):
                   cache=cache)
     assert out.returncode == 0 and out.stderr == ("tiledsl: warning: --gpu-backend cupy does nothing without --gpus G: "
                                                   "tune times the kernels on a core only\n"), out.stderr
-    assert last_json(out)["gpus"] == 0 and last_json(out)["backend"] is None
+    assert last_json(out)["gpus"] == 0 and last_json(out)["gpu_backend"] is None
     run = tiledsl("run", "cholesky", "--n", 256, "--gpu-backend", "cupy", cache=cache)
     assert "tiledsl: warning: --gpu-backend cupy does nothing without --gpus G: the run uses no GPU" in run.stderr
 
@@ -1112,3 +1112,21 @@ def test_the_bound_line_counts_the_cores_used_and_the_tutorial_explains_it(cache
     assert f"of the kernel upper bound, {bound:.1f} GFLOP/s (gemm's tuned rates × the cores used and GPUs)" in text
     section = (ROOT / "docs" / "tutorial.md").read_text().split("## 9. Reading the summary", 1)[1].split("\n## ")[0]
     assert "* `bound`" in section
+
+
+@pytest.mark.timeout(300)
+def test_explain_bench_and_tune_json_name_the_settings_as_run_does(cache):
+    """explain put n and the tile settings (nulls for B, b, s) in "params", and gave "gpu_ratio": [1, 1];
+    tune said "backend" and [1, 1]; bench gave the tile sources as one string, "tiling"."""
+    keys = ("n", "tiles", "params", "gpu_ratio", "sources")
+    ran = last_json(tiledsl("run", "qr", "--n", 400, "--nb", 100, "--gpus", 1, "--json", cache=cache))
+    explained = last_json(tiledsl("explain", "qr", "--n", 400, "--nb", 100, "--gpus", 1, "--json", "--totals",
+                                  cache=cache))
+    assert {k: explained[k] for k in keys} == {k: ran[k] for k in keys} == {
+        "n": 400, "tiles": {"nb": 100}, "params": {"ib": 64}, "gpu_ratio": "1:1",
+        "sources": {"nb": "command line", "gpu_ratio": "default"}}
+    benched = last_json(tiledsl("bench", "qr", "--n", 400, "--nb", 100, "--rounds", 1, "--no-dask", "--json",
+                                cache=cache))
+    assert "tiling" not in benched and benched["sources"] == {"nb": "command line"}
+    tuned = last_json(tiledsl("tune", "cholesky", "--gpus", 1, *TINY, "--no-save", "--json", cache=cache))
+    assert "backend" not in tuned and tuned["gpu_backend"] == "emulated" and re.fullmatch(r"\d+:\d+", tuned["gpu_ratio"])

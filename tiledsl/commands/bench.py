@@ -31,7 +31,7 @@ from ..runtime import Options, execute
 from ..runtime.launch import source
 from ..runtime.layout import make_params, matrix_shapes
 from ..runtime.options import tile_values
-from ..runtime.reporting import count_text, failure_reasons, flop_count, sources_text
+from ..runtime.reporting import count_text, failure_reasons, flop_count, settings_text
 
 DASK_CHUNKS = (512, 1024, 2048)
 DASK_SMALLEST = 64  # a chunk smaller is no blocked algorithm to compare with
@@ -323,7 +323,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
             notes.append(_without_dask(order, order_name))
         elif importlib.util.find_spec("dask") is None:
             notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
-    residual, passed, tiles, params, tiling, flops, source = None, None, {}, {}, "", None, None
+    residual, passed, tiles, params, sources, flops, source = None, None, {}, {}, {}, None, None
     residuals, errors = {}, []
     execute(driver, options, inputs)  # an untimed round first: no implementation is timed cold
     for _, routine, matrices, threads, check_options in references:
@@ -338,7 +338,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
             measure.times.append(seconds)
         tiles = tile_values(result.params, program.tiling.kind)
         params = {name: result.params[name] for name in program.params if name in result.params}
-        tiling = sources_text(result)
+        sources = dict(result.sources)
         flops, source = flop_count(program, result.matrices, [result.stats])
     notes += [f"{m.name} failed on these inputs (LAPACK info = {m.info}): its row is not a timing"
               for m, *_ in references if m.info]
@@ -346,7 +346,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     if references and source == "kernels":
         notes.append("every row's GFLOP/s divides tiledsl's flop count (its kernels') by the row's time, not the "
                      "work the reference does (a dense routine may do more): compare the times")
-    table = _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, tiling,
+    table = _table(program, options, flops, tiled, [r[0] for r in references], (residual, passed), tiles, sources,
                    notes, params)
     # the count of the check's kind, which a program doing less (a band) did not do: say so by every rate
     table.update(residuals=residuals, errors=errors, ok=not errors,  # as run --json's ok
@@ -369,7 +369,7 @@ def _spread_notes(measures: list, workers: int) -> list:
 SPREAD = 2.0
 
 
-def _table(program, options, flops, tiled, references, verdict, tiles, tiling, notes, params) -> dict:
+def _table(program, options, flops, tiled, references, verdict, tiles, sources, notes, params) -> dict:
     """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`); ``verdict``:
     its check's (residual, passed)."""
     rate = (lambda t: flops / t / 1e9) if flops else (lambda t: None)
@@ -379,7 +379,7 @@ def _table(program, options, flops, tiled, references, verdict, tiles, tiling, n
             for m in [tiled] + references]
     dask_rows = [r for r in rows if r["name"].startswith("dask")]
     best_dask = min(dask_rows, key=lambda r: r["seconds"]) if dask_rows else None
-    return {"program": program.name, "n": options.n, "tiles": tiles, "params": params, "tiling": tiling,
+    return {"program": program.name, "n": options.n, "tiles": tiles, "params": params, "sources": sources,
             "workers": options.workers,
             "rounds": len(tiled.times), "residual": verdict[0], "passed": verdict[1], "rows": rows,
             "best_dask": best_dask["name"] if best_dask else None, "notes": notes}
@@ -388,7 +388,7 @@ def _table(program, options, flops, tiled, references, verdict, tiles, tiling, n
 def render(table: dict) -> str:
     tiles = " ".join(f"{k}={v}" for k, v in {**table["tiles"], **table.get("params", {})}.items())
     lines = [f"bench {table['program']}: n={table['n']} {tiles}, {table['workers']} worker(s), "
-             f"best of {table['rounds']} alternated rounds", f"settings {table['tiling']}", "",
+             f"best of {table['rounds']} alternated rounds", f"settings {settings_text(table['sources'], {**table['tiles'], **table['params']}, None)}", "",
              f"{'implementation':<44} {'seconds':>9} {'GFLOP/s':>9} {'tiledsl speedup':>16}"]
     if table.get("flops_basis"):
         lines.insert(2, f"GFLOP/s: {table['flops_basis']}, over each time")

@@ -566,7 +566,7 @@ def _graph(args) -> int:
 
 def _tune(args) -> int:
     from ..runtime.options import set_texts, unused_backend
-    from .tune import BUDGET, QUICK, check_budget, render, save, tune
+    from .tune import BUDGET, QUICK, as_json, check_budget, render, save, tune
 
     driver = _load_driver(args)
     sizes = None
@@ -595,7 +595,7 @@ def _tune(args) -> int:
         except UsageError as error:  # the cache cannot be read or written: what was measured is still said
             unsaved = error
     if args.json:  # ok as run --json's: false when the result could not be cached
-        print(json_text({**result, "cache": str(path) if path else None, "key": key, "ok": unsaved is None,
+        print(json_text({**as_json(result), "cache": str(path) if path else None, "key": key, "ok": unsaved is None,
                          **({"error": str(unsaved)} if unsaved is not None else {})}))
     else:
         print(render(result, path, key))

@@ -21,6 +21,7 @@ from ..runtime.program import flatten
 from ..runtime.matrix import call_views, part_of, part_text
 from ..runtime.protocol import Instance, delivery, instances, runs_at
 from ..runtime.recording import LoopNestTarget, record, walk as run_walk
+from ..runtime.reporting import ratio_text
 from ..runtime.resources import bytes_text
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import RankError, UsageError
@@ -342,8 +343,10 @@ def call_text(task: PlannedTask, with_values: bool = True) -> str:
 def as_json(plan: Plan) -> dict:
     totals = plan.totals()
     return {
-        "program": plan.program, "params": plan.params, "grid": list(plan.grid), "gpus": plan.gpus,
-        "gpu_ratio": list(plan.gpu_ratio) if plan.gpu_ratio else None, "sources": plan.sources,
+        # n, tiles, params and gpu_ratio as run's summary has them
+        "program": plan.program, "n": plan.params["n"], "tiles": tile_values(plan.params, plan.tiling),
+        "params": {name: plan.params[name] for name in plan.own_params if name in plan.params},
+        "grid": list(plan.grid), "gpus": plan.gpus, "gpu_ratio": ratio_text(plan.gpu_ratio), "sources": plan.sources,
         "task_count": plan.task_count,
         "tasks": None if plan.tasks is None else [{"index": t.index, "kernel": t.call.kernel, "line": t.call.line,
                    "tiles": [str(x) for x in t.tiles], "values": dict(zip(t.call.values, t.values)),

@@ -57,6 +57,7 @@ from ..runtime.tuning import RATIOS, nearest_ratio
 from ..runtime.backends import backend as make_backend
 from ..runtime.distribution import HOST
 from ..runtime.errors import TaskFailure
+from ..runtime.reporting import ratio_text
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime import blas, npyio
 from ..runtime.fitting import load_path
@@ -919,3 +920,11 @@ def render(result: dict, path=None, key=None) -> str:
         lines.append(f"saved in {path} as {key}: tiledsl run of {result['program']}{gpus} uses these values "
                      f"unless given on the command line (--no-tune ignores them)")
     return "\n".join(lines)
+
+
+def as_json(result: dict) -> dict:
+    """A tuning ``result`` as ``tune --json`` prints it: its GPU backend and ratio named and written as
+    run's summary has them (``gpu_backend``, ``"H:G"``); the cache keeps ``result`` as it is."""
+    shown = {("gpu_backend" if key == "backend" else key): value for key, value in result.items()}
+    shown["gpu_ratio"] = ratio_text(result["gpu_ratio"])
+    return shown
