@@ -1073,7 +1073,8 @@ def test_the_driver_cache_key_covers_the_language_facts_the_compiler_reads(monke
 
 
 @pytest.mark.parametrize("args, said", [
-    (("compile", "cholesky", "-o", "-"), "tiledsl compile: error: argument -o/--output: leave out -o to write to stdout"),
+    (("compile", "cholesky", "-o", "-"), "tiledsl compile: error: argument -o/--output: leave out -o to write to "
+                                         "stdout"),
     (("graph", "cholesky", "--n", 100, "-o", "-"), "tiledsl graph: error: argument -o/--output: leave out -o to write "
                                                    "to stdout"),
     (("run", "cholesky", "--n", 100, "--trace", "-"), "tiledsl run: error: argument --trace: a trace is written to a "

@@ -386,9 +386,10 @@ def _table(program, options, flops, tiled, references, verdict, tiles, sources, 
 
 
 def render(table: dict) -> str:
+    settings = settings_text(table["sources"], {**table["tiles"], **table["params"]}, None)  # no GPUs: no ratio
     tiles = " ".join(f"{k}={v}" for k, v in {**table["tiles"], **table.get("params", {})}.items())
     lines = [f"bench {table['program']}: n={table['n']} {tiles}, {table['workers']} worker(s), "
-             f"best of {table['rounds']} alternated rounds", f"settings {settings_text(table['sources'], {**table['tiles'], **table['params']}, None)}", "",
+             f"best of {table['rounds']} alternated rounds", f"settings {settings}", "",
              f"{'implementation':<44} {'seconds':>9} {'GFLOP/s':>9} {'tiledsl speedup':>16}"]
     if table.get("flops_basis"):
         lines.insert(2, f"GFLOP/s: {table['flops_basis']}, over each time")

@@ -262,7 +262,8 @@ def _parser() -> argparse.ArgumentParser:
     tune.set_defaults(handler=_tune)
 
     plot = command("plot", "draw a Gantt chart of a trace (tiledsl run --trace)")
-    plot.add_argument("trace", metavar="TRACE.json", help="a trace that tiledsl run --trace (or simulate --trace) wrote")
+    plot.add_argument("trace", metavar="TRACE.json",
+                      help="a trace that tiledsl run --trace (or simulate --trace) wrote")
     plot.add_argument("-o", "--output", type=_file_name, required=True, metavar="GANTT.png",
                       help="the chart: .png, .svg or .pdf")
     plot.add_argument("--width", type=float, metavar="INCHES", help="figure width (default 12)")

@@ -62,8 +62,8 @@ def add_arguments(parser) -> None:
                         help="as for run, the machine's kernel rates and PCIe link estimating the times "
                              "(default: as run would, on this machine; else off)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
-    parser.add_argument("--trace", type=trace_file, metavar="TRACE.json", help="write the simulated run's trace (tiledsl plot "
-                                                                 "draws it)")
+    parser.add_argument("--trace", type=trace_file, metavar="TRACE.json",
+                        help="write the simulated run's trace (tiledsl plot draws it)")
     add_tuning_arguments(parser)
     add_size_arguments(parser, tile_default="without --machine, this machine's tuned one, see tiledsl tune; "
                                             "else the program's")
