@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..drivercontract import hiding
 from ..language import SQUARE_KINDS
 from . import blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
@@ -668,16 +669,17 @@ def main(program, *_older_driver_arguments) -> None:
     # them on the driver's module, so they are taken and not used: such drivers still run.
     try:
         blas.load()  # SciPy: part of the loading, which a rank of `tiledsl run --np` ends quietly on Ctrl-C
-    except ModuleNotFoundError as error:  # every rank lacks it alike: the launcher's rank 0 says so
-        if missing_package(error) is None:
+    except Exception as error:  # every rank meets it alike: the launcher's rank 0 says so
+        said = _loading_failure(error)
+        if said is None:
             raise
         if launcher_rank() == 0:
-            print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
+            print(said, file=sys.stderr)
             given = sys.argv[1:sys.argv.index("--") if "--" in sys.argv else None]
             if "--json" in given:  # the options are not read yet: the failure object knows the program only
                 size = launcher_size()
                 print(json_text({**failure_json(program.name, None, size[1] if size else 1),
-                                 "error": missing_package(error)}), flush=True)
+                                 "error": said.split(": error: ", 1)[1]}), flush=True)
         record_completion(2)  # said (by rank 0): not a rank that ended without a word
         sys.exit(2)
     unless_ignored(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
@@ -687,6 +689,17 @@ def main(program, *_older_driver_arguments) -> None:
                               description=f"Run the tile program {program.name} ({program.source}).")
     add_run_arguments(parser)
     sys.exit(run_and_report(driver, _parsed_once(parser)))
+
+
+def _loading_failure(error: Exception) -> str | None:
+    """The message of a failure to load SciPy that is the user's to mend: a file beside the script
+    named as a module of Python's, which SciPy imported in its place (``copy.py``: "module 'copy'
+    has no attribute 'deepcopy'"), or a package not installed; None for any other."""
+    hidden = hiding(sys.path[0], list(sys.modules))
+    if hidden is not None:
+        return f"{sys.argv[0]}: error: {hidden}"
+    missing = missing_package(error) if isinstance(error, ModuleNotFoundError) else None
+    return None if missing is None else f"tiledsl: error: {missing}"
 
 
 def _parsed_once(parser) -> argparse.Namespace:

@@ -1153,3 +1153,20 @@ def test_a_file_of_a_shipped_programs_bare_name_does_not_replace_it(tmp_path):
                           f"that one\n")
     out = tiledsl("run", "./cholesky", "--n", 200, "--no-tune", cwd=tmp_path)
     assert out.returncode == 0 and "settings  nb=50: program default" in out.stdout, out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_a_module_of_pythons_hidden_where_scipy_imports_it_is_named_too(tmp_path):
+    """A user's copy.py (no deepcopy) beside a driver: the runtime imported, but SciPy, loaded by
+    main, failed with a raw traceback "module 'copy' has no attribute 'deepcopy'", and on 2 ranks
+    a rank was said to have ended without a word."""
+    (tmp_path / "chol.py").write_text(tiledsl("compile", "cholesky").stdout)
+    (tmp_path / "copy.py").write_text("x = 1\n")
+    said = (f"{tmp_path / 'copy.py'} hides Python's module copy, which tiledsl's runtime imports (a script's folder "
+            f"comes first on the import path): rename it, or move it out of {tmp_path}\n")
+    out = subprocess.run([sys.executable, "chol.py", "--n", "64"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert (out.returncode, out.stderr) == (2, f"chol.py: error: {said}"), out.stderr
+    out = tiledsl("run", tmp_path / "chol.py", "--n", 64, "--np", 2)
+    assert out.returncode == 2 and "Traceback" not in out.stderr and said in out.stderr, out.stderr
+    assert "without a word" not in out.stderr, out.stderr
