@@ -491,13 +491,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
         if comm is None or comm.rank == 0:
-            for note in (*result.notes, *warnings_of(Path(program.source).name, ranks),
-                         idle_warning(program, result.params, ranks),
-                         idle_ranks_warning(ranks, result.grid, lambda: grids_where_every_rank_computes(
-                             driver, make_params(driver, options), len(ranks), result.gpus, result.gpu_ratio)),
-                         idle_gpus_warning(result, ranks)):
-                if note:
-                    warn(note)
+            for note in run_notes(driver, options, result, ranks):
+                warn(note)
     except UsageError as error:
         json_out = _json_out(program, args, out, comm, options)
         if comm is not None and comm.size > 1:  # maybe this rank's alone (its GPU tiles): it ends the job
@@ -689,6 +684,17 @@ def main(program, *_older_driver_arguments) -> None:
                               description=f"Run the tile program {program.name} ({program.source}).")
     add_run_arguments(parser)
     sys.exit(run_and_report(driver, _parsed_once(parser)))
+
+
+def run_notes(driver, options: Options, result: RunResult, ranks: list) -> list[str]:
+    """What a completed run warns of, from every rank's statistics (on rank 0): the run's own
+    notes, the kernels', and ranks, workers or GPUs left with nothing to do."""
+    program = driver.PROGRAM
+    notes = (*result.notes, *warnings_of(Path(program.source).name, ranks), idle_warning(program, result.params, ranks),
+             idle_ranks_warning(ranks, result.grid, lambda: grids_where_every_rank_computes(
+                 driver, make_params(driver, options), len(ranks), result.gpus, result.gpu_ratio)),
+             idle_gpus_warning(result, ranks, options.spelling))
+    return [note for note in notes if note]
 
 
 def _loading_failure(error: Exception) -> str | None:

@@ -237,6 +237,10 @@ class Spelling:
         """A setting by its name in run(): ``gpu_memory``, or the option ``--gpu-memory``."""
         return name if self.api else "--" + name.replace("_", "-")
 
+    def given(self, name: str, text: str) -> str:
+        """A setting given a value written as ``text``: ``--gpu-ratio 0:1``, or ``gpu_ratio="0:1"``."""
+        return f'{name}="{text}"' if self.api else f"{self.setting(name)} {text}"
+
     def switched_on(self, name: str) -> str:
         """An on/off setting turned on: ``host_takes=True``, or ``--host-takes on``."""
         return f"{name}=True" if self.api else f"{self.setting(name)} on"

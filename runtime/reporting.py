@@ -16,7 +16,7 @@ import numpy as np
 
 from . import checks
 from .notes import warnings_of
-from .options import tile_values
+from .options import COMMAND_LINE, Spelling, tile_values
 from .resources import bytes_text, grid_advice
 
 
@@ -148,7 +148,7 @@ def idle_ranks_warning(ranks: list, grid, busy_grids) -> str | None:
             f"a tile it owns, so it only sent tiles; {grid_advice(busy_grids(), len(ranks))}")
 
 
-def idle_gpus_warning(result: RunResult, ranks: list) -> str | None:
+def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMAND_LINE) -> str | None:
     """The warning of a run with GPUs where some rank's GPU holds no tile (``gpus_without_tiles``
     of its statistics), so it ran nothing: the host:GPU ratio deals each rank's tile columns in
     turn, host first, and with few columns a rank's GPUs may get none (a GPU that holds tiles but
@@ -166,7 +166,7 @@ def idle_gpus_warning(result: RunResult, ranks: list) -> str | None:
                "give more)")
     else:
         why = (f"the host:GPU ratio {ratio_text(result.gpu_ratio)} dealt {them} no tile column at this size "
-               f"(--gpu-ratio 0:1 gives the GPUs every column)")
+               f"({spelling.given('gpu_ratio', '0:1')} gives the GPUs every column)")
     return f"{where} held no tile and ran no task: {why}"
 
 

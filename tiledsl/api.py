@@ -28,7 +28,6 @@ from .compiler import compile_path
 from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver, program_path, shadowing
 from .runtime.fitting import file_shapes, fit, load_files, load_notes
-from .runtime.notes import warnings_of
 from .runtime.options import API, WATCHDOG_RANGE, valid_watchdog
 from .runtime.world import UsageError
 
@@ -175,6 +174,7 @@ class Loaded:
         """The run of the driver with ``settings`` (Options' fields) on the ``given`` arrays, and its
         notes (each also a warning); its failures as :class:`TiledslError`."""
         from .runtime import Options, execute
+        from .runtime.launch import run_notes
         from .runtime.engine import TaskFailure
         from .runtime.layout import check_settings, use_tuned
         from .runtime.world import RankError
@@ -194,7 +194,7 @@ class Loaded:
             raise TiledslError(f"rank {failure.rank}{where}: {failure}") from failure.__cause__  # a kernel's
         except RankError as error:
             raise TiledslError(f"rank 0: {error}") from None
-        notes = [*result.notes, *warnings_of(Path(self.program.source).name, [result.stats])]
+        notes = run_notes(self.driver, options, result, [result.stats])
         for note in notes:
             warnings.warn(note, TiledslWarning, stacklevel=3)
         return result, notes

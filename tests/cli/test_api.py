@@ -797,3 +797,15 @@ def test_a_matrix_key_that_is_a_setting_or_no_plain_name_is_said_plainly(key, me
     with pytest.raises(TiledslError) as error:
         tiledsl.load("cholesky").run({key: np.eye(4)})
     assert str(error.value) == message
+
+
+@pytest.mark.timeout(120)
+def test_a_run_warns_from_python_of_what_the_command_line_warns_of_after_it(recwarn):
+    """GPUs left without a tile column were warned of by `tiledsl run` only: from Python the run
+    warned of nothing, and its summary's notes were empty, as if the GPUs had worked."""
+    out = tiledsl.load("cholesky").run(n=600, tiles={"nb": 200}, gpus=2, gpu_backend="emulated", gpu_ratio="5:1",
+                                       tuned=False)
+    said = ('GPU 1, 2 held no tile and ran no task: the host:GPU ratio 5:1 dealt them no tile column at this size '
+            '(gpu_ratio="0:1" gives the GPUs every column)')
+    assert [str(w.message) for w in recwarn if w.category is tiledsl.TiledslWarning] == [said]
+    assert out.summary()["notes"] == [said]
