@@ -682,7 +682,7 @@ def main(program, *_older_driver_arguments) -> None:
     driver = sys.modules["__main__"]
     parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES,
                               description=f"Run the tile program {program.name} ({program.source}).")
-    add_run_arguments(parser)
+    add_run_arguments(parser, program.tiling.kind)
     sys.exit(run_and_report(driver, _parsed_once(parser)))
 
 

@@ -293,24 +293,27 @@ TUNED_DEFAULT = "this machine's tuned one, see tiledsl tune; else the program's"
 
 
 def add_size_arguments(parser: argparse.ArgumentParser, input_help: str = SHAPE_INPUT_HELP,
-                       tile_default: str = TUNED_DEFAULT) -> None:
+                       tile_default: str = TUNED_DEFAULT, tiling: str | None = None) -> None:
     """SIZE = --n N [--nb NB | --B B --b b --s S], --set for the program's parameters, and
     --input, whose files' shapes give the size without --n (``input_help`` says what else the
-    command does with them, ``tile_default`` where a tile setting not given comes from)."""
+    command does with them, ``tile_default`` where a tile setting not given comes from). With
+    the program's ``tiling`` known (a driver's), the help lists its settings only; the others are
+    still read, for the run to say they do not apply."""
     parser.add_argument("--n", type=int, help="matrix order (default: from the shapes of the --input files "
                                                "and of the files the program loads)")
     for name in TILE_SETTINGS:
+        shown = tiling is None or name in TILING_SETTINGS[tiling]
         parser.add_argument(f"--{name}", type=int, metavar=name,
-                            help=f"tile setting {name} (default: {tile_default})")
+                            help=f"tile setting {name} (default: {tile_default})" if shown else argparse.SUPPRESS)
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="set one of the program's own parameters")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help=input_help)
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The run options shared by drivers and ``tiledsl run`` (DESIGN §8)."""
+def add_run_arguments(parser: argparse.ArgumentParser, tiling: str | None = None) -> None:
+    """The run options shared by drivers (``tiling``: their program's) and ``tiledsl run`` (DESIGN §8)."""
     add_size_arguments(parser, "read matrix NAME from a .npy file (float64 or float32, any order) instead of "
-                               "generating it; repeat for several matrices")
+                               "generating it; repeat for several matrices", tiling=tiling)
     parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest; "
                         "one process row for a program writing columns of tiles)")
     parser.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")

@@ -1170,3 +1170,18 @@ def test_a_module_of_pythons_hidden_where_scipy_imports_it_is_named_too(tmp_path
     out = tiledsl("run", tmp_path / "chol.py", "--n", 64, "--np", 2)
     assert out.returncode == 2 and "Traceback" not in out.stderr and said in out.stderr, out.stderr
     assert "without a word" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_a_drivers_help_lists_the_tile_settings_of_its_program_only(tmp_path):
+    """chol.py --help listed --B, --b and --s, which its uniform tiling then refused."""
+    for name, shown, hidden in (("cholesky", ["--nb"], ["--B", "--b", "--s"]),
+                                ("hetero_cholesky", ["--B", "--b", "--s"], ["--nb"])):
+        (tmp_path / f"{name}_driver.py").write_text(tiledsl("compile", name).stdout)
+        out = subprocess.run([sys.executable, f"{name}_driver.py", "--help"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        listed = set(re.findall(r"^  (--\w+) ", out.stdout, re.M))
+        assert set(shown) <= listed and not set(hidden) & listed, out.stdout
+    out = subprocess.run([sys.executable, "cholesky_driver.py", "--n", "64", "--B", "64"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stderr) == (2, "tiledsl: error: --B does not apply to uniform tiling (it takes --nb)\n")
