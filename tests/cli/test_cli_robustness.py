@@ -238,7 +238,8 @@ def test_compile_names_no_driver_as_the_programs_kernel_module(tmp_path):
     out = tiledsl("compile", tmp_path / "src" / "p.tile", "-o", tmp_path / "k.py")
     assert_clean_failure(out, status=2)
     assert out.err == (f"tiledsl: error: -o {tmp_path / 'k.py'}: the program's kernel module is named k.py too, and "
-                       f"the driver looks for it beside itself first, where it would find itself: name it otherwise\n")
+                       f"the driver looks for it in the .tile's folder and beside itself, where it could find itself: "
+                       f"name it otherwise\n")
     assert not (tmp_path / "k.py").exists()
 
 

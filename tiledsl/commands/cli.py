@@ -350,7 +350,8 @@ def _compile(args) -> int:
     module = result.checked.kernel_module
     if args.output is not None and module is not None and Path(module).name == Path(args.output).name:
         raise UsageError(f"-o {args.output}: the program's kernel module is named {Path(module).name} too, and the "
-                         f"driver looks for it beside itself first, where it would find itself: name it otherwise")
+                         f"driver looks for it in the .tile's folder and beside itself, where it could find itself: name it "
+                         f"otherwise")
     if args.output is None:
         _write_out(text)
         return 0
