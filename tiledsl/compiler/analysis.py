@@ -303,11 +303,16 @@ class _Analyzer:
             if len(self.bag.items) == before:
                 self._check_square(decl)
             self.types.declare(decl.name, Symbol("matrix", decl.name.span, decl))
+        workspace_names = {w.name.text for w in workspaces}
         for decl in workspaces:
-            like = self.types.matrix(decl.like)
-            if like is not None and like.kind != "matrix":
-                self.bag.error(decl.like.span, "E209",
-                               f"workspace '{decl.name.text}' must be like a matrix, not a workspace")
+            if decl.like.text in workspace_names:  # itself, or one declared before or after: never a matrix
+                itself = decl.like.text == decl.name.text
+                self.bag.error(decl.like.span, "E209", f"workspace '{decl.name.text}' must be like a matrix, not "
+                                                       + ("itself" if itself else "a workspace"),
+                               hint=f"name the matrix whose tile rows it follows: workspace {decl.name.text} like A "
+                                    f"rows ...")
+            else:
+                self.types.matrix(decl.like)
             self._size_expr(decl.rows, f"tile height of workspace '{decl.name.text}'")
             self.types.declare(decl.name, Symbol("workspace", decl.name.span, decl))
 

@@ -64,7 +64,7 @@ class ExpressionTyper:
         if ident.text in OPERATOR_WORDS:
             self.bag.error(ident.span, "E207", f"'{ident.text}' is an operator of conditions, and cannot name a "
                                                f"{symbol.kind}", hint="choose another name")
-            return
+            symbol.used = True  # bound all the same: its uses are the one mistake, not an unknown name each
         previous = self.scope.lookup(ident.text)
         if previous is None:
             self.scope.frames[-1][ident.text] = symbol
@@ -511,7 +511,8 @@ class ExpressionTyper:
         if axis not in ("mt", "nt"):
             return None
         decl = symbol.node if symbol else None
-        if isinstance(decl, n.WorkspaceDecl):
+        like = self.scope.lookup(decl.like.text) if isinstance(decl, n.WorkspaceDecl) else None
+        if like is not None and isinstance(like.node, n.MatrixDecl):  # (like no matrix: E209, a count of its own)
             return self._extent_symbol(decl.like.text, axis)
         if not isinstance(decl, n.MatrixDecl):
             return f"{matrix}.{axis}"
