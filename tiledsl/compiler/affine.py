@@ -137,11 +137,12 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
         return "whatever the sizes"
     points, solved = found
     free = [loop for loop in loops if loop.var.text not in solved]
-    named = " and ".join(f"when {iteration}" for iteration in dict.fromkeys(
-        ", ".join(f"{loop.var.text} = {converter.render(point[loop.var.text])}" for loop in loops)
-        for point in points))
-    # with a loop variable left free, the iterations named are two of many: not the ones to guard against
-    return _every_iteration(points, solved, loops, free, converter) or named + (", among others" if free else "")
+    iterations = list(dict.fromkeys(", ".join(f"{loop.var.text} = {converter.render(point[loop.var.text])}"
+                                              for loop in loops) for point in points))
+    named = " and ".join(f"when {iteration}" for iteration in iterations)
+    # with a loop variable left free, two iterations found may be two of many: not the only ones to guard against
+    every = _every_iteration(points, solved, loops, free, converter)
+    return every or named + (", for instance" if free and len(iterations) > 1 else "")
 
 
 def meets_everywhere(witness: str) -> bool:
@@ -153,15 +154,15 @@ def meets_everywhere(witness: str) -> bool:
 def _every_iteration(points: list, solved: dict, loops, free: list, converter: "Converter") -> str | None:
     """``"at every k from 0 to A.nt - 2 (with m = k)"`` when the coincidence leaves one loop
     variable free and holds at two of its values, the least and the greatest it may take (its
-    last is its loop's last): the conditions are affine, so it holds at every value between.
-    None otherwise."""
+    last is its loop's last, a stop of one form): the conditions are affine, so it holds at every
+    value between. None otherwise."""
     if len(free) != 1 or len(points) != 2:
         return None
     var = free[0].var.text
     first, last = points[0][var], points[1][var]
     highs = bound_forms(free[0].stop, "min", converter) or ()
-    if first == last or all(_resolve(_add(high, {"": -1}), points[1]) != last for high in highs):
-        return None
+    if first == last or len(highs) != 1 or _resolve(_add(highs[0], {"": -1}), points[1]) != last:
+        return None  # (a stop of min(...): its last value is not one form for every size)
     pinned = [f"{loop.var.text} = {converter.render(solved[loop.var.text])}" for loop in loops
               if loop.var.text in solved]
     return (f"at every {var} from {converter.render(first)} to {converter.render(last)}"
