@@ -8,6 +8,7 @@ could tell is left to the run.
 from __future__ import annotations
 
 import ast
+import keyword
 from pathlib import Path
 
 from . import nodes as n
@@ -102,7 +103,7 @@ class ModuleUse:
             # a name bound to something else is the mistake to mend: no other function to suggest
             close = () if others else suggestion_notes(name, set(self.definitions.functions()) - {not_suggested})
             self.bag.error(span, "E212", f"kernel module {module!r} defines no function '{name}'", *others, *close,
-                           hint=f"define it in {module}: def {name}({', '.join(params)}):")
+                           hint=_definition_hint(module, name, params))
         elif not any(f.accepts(count) for f in functions for count in range(len(params), len(params) + optional + 1)):
             counts = f"{len(params)}" + "".join(f" or {len(params) + extra}" for extra in range(1, optional + 1))
             self.bag.error(span, "E213",
@@ -117,6 +118,17 @@ class ModuleUse:
             return False
         bindings = self.definitions.of(checks[0].kind.text)
         return any(not isinstance(b, Function) or b.accepts(3) for b in bindings)
+
+
+def _definition_hint(module: str, name: str, params: list) -> str:
+    """How to define the missing function ``name``, in Python that compiles: a parameter named as a
+    word of Python's (``lambda``, ``in``) gets a ``_`` (arguments go by position), and a kernel so
+    named has no ``def`` that can bear its name."""
+    if keyword.iskeyword(name):
+        return (f"'{name}' is a word of Python's, which no def can be named: rename the kernel, or bind the "
+                f"function to that name in {module}: globals()[{name!r}] = a function")
+    safe = [f"{param}_" if keyword.iskeyword(param) else param for param in params]
+    return f"define it in {module}: def {name}({', '.join(safe)}):"
 
 
 def _function_note(module: str, function: Function) -> str:
