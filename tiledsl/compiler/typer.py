@@ -375,6 +375,11 @@ class ExpressionTyper:
         if self.in_requirement:
             return ("requirements are read with the parameters, before the matrices",
                     "a requirement may use n, the tiling settings and the parameters only")
+        sized = self._sized_by(ident)
+        if sized is not None:  # declaring the matrix first would only lead to the rule below
+            return (f"'{ident.text}' is a {'matrix' if self._is_matrix(ident.text) else 'workspace'}, and {sized} "
+                    f"may use parameters only", "geometry queries such as A.nt exist once the matrices are tiled: "
+                                                "compute the value in the loop nest (a let), or make it a parameter")
         if (declared.line, declared.column) >= (ident.span.line, ident.span.column):
             return f"'{ident.text}' is declared at line {declared.line}, after this use", f"declare '{ident.text}' first"
         if declared.line == ident.span.line and ident.text in {d.name.text for d in self.program.params}:
@@ -382,6 +387,22 @@ class ExpressionTyper:
         return (f"'{ident.text}' is declared at line {declared.line}, but declarations are read parameters first, "
                 f"then matrices, then workspaces", "a parameter may use other parameters only: geometry queries "
                                                    "such as A.nt exist once the matrices are tiled")
+
+    def _sized_by(self, ident: n.Ident) -> str | None:
+        """What a matrix or workspace named at ``ident`` would size, where only parameters may: the
+        value of the parameter whose declaration holds it, or the dimensions of a matrix's, or the
+        tile height of a workspace's; None elsewhere."""
+        if not self._is_matrix(ident.text) and ident.text not in {w.name.text for w in self.program.workspaces}:
+            return None
+        program = self.program
+        for decls, what in ((program.params, "the value of a parameter"), (program.matrices, "a matrix's dimensions"),
+                            (program.workspaces, "a workspace's tile height")):
+            if any(_within(ident.span, decl.span) for decl in decls):
+                return what
+        return None
+
+    def _is_matrix(self, name: str) -> bool:
+        return name in {m.name.text for m in self.program.matrices}
 
     def _geometry(self, matrix: n.Ident, query: n.Ident, allowed) -> str | None:
         if self.flops_of is not None:
@@ -519,6 +540,12 @@ class ExpressionTyper:
         dim = decl.rows if axis == "mt" else decl.cols
         counter = "tiles" if self.tiling == "uniform" else ("blocks" if axis == "mt" else "slices")
         return f"{counter}({canonical_text(dim)})"
+
+
+def _within(inner: Span, outer: Span) -> bool:
+    """Whether span ``inner`` lies within ``outer``."""
+    return ((outer.line, outer.column) <= (inner.line, inner.column)
+            and (inner.end_line, inner.end_column) <= (outer.end_line, outer.end_column))
 
 
 def uses_division(expr) -> bool:
