@@ -645,6 +645,18 @@ def stopped_by_signal(signum, frame):
     raise Stopped(signum)
 
 
+def _stopped_as_any_process() -> None:
+    """A process a kernel forks (a multiprocessing pool's worker) is not the rank: SIGTERM ends it
+    as it ends any process, not by raising the rank's :class:`Stopped` (which printed a traceback
+    in each worker that ``Pool.terminate`` ended, and could leave the pool waiting)."""
+    for signum in STOPPING_SIGNALS:
+        if signal.getsignal(signum) is stopped_by_signal:
+            signal.signal(signum, signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_stopped_as_any_process)
+
+
 def stdout_closed() -> int:
     """Stdout's reader has gone: what is still to be written (the flush at exit too) goes
     to /dev/null, quietly; the status of a process ended by SIGPIPE, as shells show it."""

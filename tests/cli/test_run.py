@@ -1185,3 +1185,17 @@ def test_a_drivers_help_lists_the_tile_settings_of_its_program_only(tmp_path):
     out = subprocess.run([sys.executable, "cholesky_driver.py", "--n", "64", "--B", "64"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert (out.returncode, out.stderr) == (2, "tiledsl: error: --B does not apply to uniform tiling (it takes --nb)\n")
+
+
+@pytest.mark.timeout(200)
+def test_a_kernels_fork_pool_ends_without_the_ranks_signal_tracebacks(tmp_path):
+    """The pool's workers inherited the rank's SIGTERM handler: Pool.terminate's SIGTERM raised the
+    rank's Stopped in each, which printed a traceback (4 runs in 5), and once left the run waiting."""
+    (tmp_path / "mpk.py").write_text("import multiprocessing\n\ndef pooled(A):\n"
+                                     "    with multiprocessing.get_context('fork').Pool(2) as pool:\n"
+                                     "        A[0, 0] += 0.0 * sum(pool.map(abs, range(10)))\n")
+    (tmp_path / "mp.tile").write_text('use "mpk.py"\nkernel pooled(inout A)\nprogram mp {\n  tiling uniform(nb = 100)\n'
+                                      "  matrix A[n, n] = random spd\n  for k in 0 .. A.mt { pooled(A[k, k]) }\n}\n")
+    for _ in range(3):  # a race: one run may pass on the old code
+        out = tiledsl("run", tmp_path / "mp.tile", "--n", 200, cwd=tmp_path)
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
