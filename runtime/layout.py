@@ -46,22 +46,31 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
     sets = {name: _setting(name, value, defaults[name], options.spelling) for name, value in options.sets.items()}
     values.update({name: sets.get(name) for name in program.params})
     params = _resolved(driver, values)
-    _check_finite_defaults(driver.PROGRAM, params, set(sets))
+    _check_defaults_in_range(driver.PROGRAM, params, set(sets), options.spelling)
     if requirements:
         _check_requirements(driver, params, options)
     return params
 
 
-def _check_finite_defaults(program, params: Params, given: set) -> None:
-    """A :class:`UsageError` for a float param whose default came out inf or nan with these sizes
-    (``n * 1.0e306`` at n = 1000): a value ``--set`` refuses would reach the kernels unsaid."""
-    for name in program.params:
+def _check_defaults_in_range(program, params: Params, given: set, spelling: Spelling) -> None:
+    """A :class:`UsageError` for a param whose default came out of range with these values: a
+    float's inf or nan (``n * 1.0e306`` at n = 1000), an integer's beyond 64 bits: values ``--set``
+    refuses would reach the kernels unsaid."""
+    for position, name in enumerate(program.params):
         value = params[name]
-        if name not in given and isinstance(value, float) and not math.isfinite(value):
-            known = ", ".join(f"{key} = {params[key]}" for key in ("n", *TILING_SETTINGS[program.tiling.kind])
-                              if params[key] is not None)
-            raise UsageError(f"the default of param {name} is {value} with {known}, beyond float64's range "
-                             f"(about ±1.8e308): give it with --set {name}=VALUE, or check its formula")
+        if name in given:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            problem = ("not a number (nan)" if math.isnan(value) else f"{value}, beyond float64's range "
+                                                                      f"(about ±1.8e308)")
+        elif isinstance(value, int) and not -INT64_MAX <= value <= INT64_MAX:
+            problem = f"{long_number(value)}, beyond the 64-bit range (±{INT64_MAX}, 2**63 - 1)"
+        else:
+            continue
+        known = ", ".join(f"{key} = {params[key]}" for key in ("n", *TILING_SETTINGS[program.tiling.kind],
+                                                             *program.params[:position]) if params[key] is not None)
+        raise UsageError(f"the default of param {name} is {problem} with {known}: give it with "
+                         f"{spelling.param(name)}, or check its formula")
 
 
 #: what the program's formulas raise for values they cannot take: a division by 0 (ArithmeticError),

@@ -198,6 +198,29 @@ def test_a_float_argument_that_overflowed_fails_its_task_and_so_does_a_default_b
     assert "its float argument f = nan is not a finite number (float64 reaches about ±1.8e308)" in str(error.value)
     with pytest.raises(tiledsl.TiledslError) as error:
         program.run(n=1000)
-    assert str(error.value).startswith("the default of param big is inf with n = 1000, nb = 1, beyond float64's "
-                                       "range (about ±1.8e308): give it with --set big=VALUE"), str(error.value)
+    assert str(error.value).startswith("the default of param big is inf, beyond float64's range (about ±1.8e308) "
+                                       "with n = 1000, nb = 1, s = 1.0: give it with params={'big': ...}"), str(error.value)
     assert program.run(n=1000, params={"big": 1.0})["R"][0, 0] == 1.0  # set: its default is not used
+
+
+@pytest.mark.timeout(60)
+def test_an_integer_default_beyond_64_bits_or_a_nan_default_is_refused_naming_what_it_came_from(tmp_path):
+    """k = n * 461168601842738790 * 100 ran with k=9223372036854775800000 (--set refuses it); a
+    nan default was said 'beyond float64's range'; the params it came from went unnamed."""
+    import tiledsl
+
+    (tmp_path / "k.py").write_text("def put(A, v):\n    A[:] = 1.0\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel put(out A, float v) flops 0\nprogram ov {\n'
+                                     "  tiling uniform(nb = 1)\n  param s = 1.0\n  param k = n * 461168601842738790 * 100\n"
+                                     "  param z = s * 1.0e300 * 1.0e300 - s * 1.0e300 * 1.0e300\n"
+                                     "  matrix R[1, 1] = zeros\n  put(R[0, 0], k + z)\n}\n")
+    program = tiledsl.load(tmp_path / "t.tile")
+    with pytest.raises(tiledsl.TiledslError) as error:
+        program.run(n=200)
+    assert str(error.value) == ("the default of param k is 9223372036854775800000, beyond the 64-bit range "
+                                "(±9223372036854775807, 2**63 - 1) with n = 200, nb = 1, s = 1.0: give it with "
+                                "params={'k': ...}, or check its formula")
+    with pytest.raises(tiledsl.TiledslError) as error:
+        program.run(n=1, params={"s": 2.0, "k": 3})
+    assert str(error.value).startswith("the default of param z is not a number (nan) with n = 1, nb = 1, s = 2.0, "
+                                       "k = 3: give it with params={'z': ...}"), str(error.value)
