@@ -490,9 +490,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         fit_files(driver, options)  # after the tuned values: the inputs are fitted at the run's tiles
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
-        if comm is None or comm.rank == 0:
-            for note in run_notes(driver, options, result, ranks):
-                warn(note)
+        notes = run_notes(driver, options, result, ranks) if comm is None or comm.rank == 0 else []
+        for note in notes:
+            warn(note)
     except UsageError as error:
         json_out = _json_out(program, args, out, comm, options)
         if comm is not None and comm.size > 1:  # maybe this rank's alone (its GPU tiles): it ends the job
@@ -543,7 +543,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     await_ending()
     if comm is None or comm.rank == 0:
         try:
-            print(json_text(summary_json(program, result, ranks)) if args.json
+            print(json_text(summary_json(program, result, ranks, notes)) if args.json
                   else summary_text(program, result, ranks), file=out, flush=True)
         except BrokenPipeError:  # the reader left (`| head -1`): a normal end
             return _leave(comm, stdout_closed())

@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from . import checks
-from .notes import warnings_of
 from .options import COMMAND_LINE, Spelling, tile_values
 from .resources import bytes_text, grid_advice
 
@@ -137,15 +135,16 @@ def idle_warning(program, params: dict, ranks: list) -> str | None:
 
 
 def idle_ranks_warning(ranks: list, grid, busy_grids) -> str | None:
-    """The warning of a run on several ranks in which some ran no task (a grid that gives them
-    no tile any task writes: single-column matrices on a 1×P grid), which only sent tiles, with
+    """The warning of a run on several ranks in which some that own tiles ran no task (a grid that
+    gives them no tile any task writes: single-column matrices on a 1×P grid), with
     the advice of :func:`.resources.grid_advice` on ``busy_grids()`` (called only to warn); a
     rank without tiles is not named here (:func:`.resources.ranks_without_tiles` warns of it)."""
-    idle = [r["rank"] for r in ranks if not r["tasks"] and r["peak_tile_bytes"]]
+    idle = [r for r in ranks if not r["tasks"] and r["owned_tiles"]]
     if len(ranks) < 2 or not idle or len(idle) == len(ranks):
         return None
-    return (f"rank {', '.join(map(str, idle))} ran no task on the {grid[0]}x{grid[1]} grid: no task writes first "
-            f"a tile it owns, so it only sent tiles; {grid_advice(busy_grids(), len(ranks))}")
+    sent = "so it only sent tiles" if any(r["messages_sent"] for r in idle) else "nor reads one"
+    return (f"rank {', '.join(str(r['rank']) for r in idle)} ran no task on the {grid[0]}x{grid[1]} grid: no task "
+            f"writes first a tile it owns, {sent}; {grid_advice(busy_grids(), len(ranks))}")
 
 
 def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMAND_LINE) -> str | None:
@@ -214,8 +213,9 @@ SUMMED = ("tasks", "messages_sent", "messages_received", "bytes_sent", "bytes_re
           "peak_tile_bytes", "device_copies", "host_took")
 
 
-def summary_json(program, result: RunResult, ranks: list) -> dict:
-    """The summary of DESIGN §8, from every rank's statistics (gathered on rank 0)."""
+def summary_json(program, result: RunResult, ranks: list, notes: list) -> dict:
+    """The summary of DESIGN §8, from every rank's statistics (gathered on rank 0), with the ``notes``
+    the run warned of (:func:`.launch.run_notes`)."""
     n = result.params["n"]
     totals = {key: sum(r[key] for r in ranks) for key in SUMMED}
     rate, source = gflops(program, result.matrices, ranks, result.seconds)
@@ -231,8 +231,7 @@ def summary_json(program, result: RunResult, ranks: list) -> dict:
             "upper_bound": result.upper_bound,
             "of_upper_bound": rate / result.upper_bound if rate and result.upper_bound else None,
             "input_nonfinite": result.input_nonfinite, "errors": failure_reasons(result),
-            "notes": [*result.notes, *warnings_of(Path(program.source).name, ranks),
-                      *([HOST_TAKES_OUT_OF_CORE] if result.host_takes_out_of_core else [])],
+            "notes": [*notes, *([HOST_TAKES_OUT_OF_CORE] if result.host_takes_out_of_core else [])],
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": ratio_text(result.gpu_ratio), "sources": result.sources,
             "out_of_core": out_of_core_totals(ranks), **result.trace}
@@ -408,6 +407,7 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "plans_sent": traffic.plans_sent if traffic else 0,  # announcements of a tree broadcast's deliveries
             "plans_received": traffic.plans_received if traffic else 0,
             "peak_tile_bytes": local + copies,
+            "owned_tiles": sum(len(m.local_tiles()) for m in matrices.values()),
             "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
             "host_took": engine.stats.host_took,  # GPU tasks its CPU workers took (--host-takes)
             "gpus_without_tiles": _gpus_without_tiles(engine, matrices, len(per_worker) - workers),

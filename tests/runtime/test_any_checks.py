@@ -450,18 +450,19 @@ def test_a_run_in_which_no_task_ran_has_no_rate_even_with_a_standard_count_and_w
 
 
 def test_ranks_that_ran_no_task_are_warned_of_with_another_grid_to_try():
-    ranks = [{"rank": 0, "tasks": 40, "peak_tile_bytes": 800}, {"rank": 1, "tasks": 0, "peak_tile_bytes": 800}]
+    ranks = [{"rank": 0, "tasks": 40, "owned_tiles": 2, "messages_sent": 0},
+             {"rank": 1, "tasks": 0, "owned_tiles": 2, "messages_sent": 3}]
     assert reporting.idle_ranks_warning(ranks, (1, 2), lambda: [(2, 1)]) == (
         "rank 1 ran no task on the 1x2 grid: no task writes first a tile it owns, so it only sent tiles; "
         "use --grid 2x1, on which every rank runs a task")
     assert reporting.idle_ranks_warning(ranks, (1, 2), lambda: []).endswith(
         "so it only sent tiles; no grid of 2 ranks gives every rank a task: use fewer ranks or smaller tiles")
     unasked = pytest.fail  # the grids are walked for only when there is a warning
-    both_work = [{"rank": 0, "tasks": 4, "peak_tile_bytes": 800}, {"rank": 1, "tasks": 3, "peak_tile_bytes": 800}]
+    both_work = [{"rank": 0, "tasks": 4, "owned_tiles": 2}, {"rank": 1, "tasks": 3, "owned_tiles": 2}]
     assert reporting.idle_ranks_warning(both_work, (1, 2), unasked) is None
-    assert reporting.idle_ranks_warning([{"rank": 0, "tasks": 4, "peak_tile_bytes": 800}], (1, 1), unasked) is None
+    assert reporting.idle_ranks_warning([{"rank": 0, "tasks": 4, "owned_tiles": 2}], (1, 1), unasked) is None
     # a rank without tiles sent nothing either: the warning of ranks without tiles names it (resources)
-    without_tiles = [{"rank": 0, "tasks": 4, "peak_tile_bytes": 800}, {"rank": 1, "tasks": 0, "peak_tile_bytes": 0}]
+    without_tiles = [{"rank": 0, "tasks": 4, "owned_tiles": 2}, {"rank": 1, "tasks": 0, "owned_tiles": 0}]
     assert reporting.idle_ranks_warning(without_tiles, (1, 2), unasked) is None
 
 
@@ -549,3 +550,24 @@ def test_pivots_written_as_nan_are_said_to_name_no_row_not_to_be_unwritten(harne
     broken = replace(case, matrices={**case.matrices, "P": (None, pivots)})
     with pytest.raises(CheckError, match=r"^check lu: the pivots interchange row 3 with row nan, which is not"):
         harness.residuals(broken)
+
+
+@pytest.mark.timeout(200)
+def test_a_rank_owning_tiles_no_task_touches_is_warned_of_in_the_json_notes_and_by_simulate(tmp_path):
+    """potrf(A[k, k]) alone on 2x2: ranks 1 and 2 own the off-diagonal tiles and ran nothing, with
+    no warning (it looked at the tiles a rank had touched); --json's notes and simulate said nothing
+    of a rank that ran no task either."""
+    import json
+
+    (tmp_path / "diag.tile").write_text("program diag {\n  tiling uniform(nb = 100)\n  matrix A[n, n] = random spd\n"
+                                        "  for k in 0 .. A.mt { potrf(A[k, k]) }\n}\n")
+    out = run_cli(str(tmp_path / "diag.tile"), "--n", 400, "--np", 4, "--json")
+    summary = json.loads(out.stdout.splitlines()[-1])
+    said = ("rank 1, 2 ran no task on the 2x2 grid: no task writes first a tile it owns, nor reads one; use --grid "
+            "1x4 or --grid 4x1, on which every rank runs a task")
+    assert [r["tasks"] for r in summary["ranks"]] == [2, 0, 0, 2] and said in out.stderr, out.stderr
+    assert said in summary["notes"], summary["notes"]
+    simulated = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "simulate", str(tmp_path / "diag.tile"),
+                                "--n", "400", "--nodes", "4", "--machine", "local", "--json"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=100)
+    assert said in json.loads(simulated.stdout)["notes"], simulated.stdout

@@ -24,7 +24,7 @@ from ..runtime.matrix import region_view
 from ..runtime.program import flatten
 from ..runtime.dataflow import events_of
 from ..runtime.recording import LoopNestTarget, survey, walk
-from ..runtime.reporting import SUMMED, count_text, gflops, has_standard_count
+from ..runtime.reporting import SUMMED, count_text, gflops, has_standard_count, idle_ranks_warning
 from ..runtime.gridadvice import grids_where_every_rank_computes
 from ..runtime.resources import ranks_without_tiles
 from ..runtime.trace import CriticalPath, task_args
@@ -143,9 +143,12 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options)}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
-    for stats, idle in zip(summary["ranks"], _gpus_without_tiles(matrices, distribution, nranks, gpus)):
-        stats["gpus_without_tiles"] = idle  # as a run's statistics say them
-    summary["notes"][:0] = [without_tiles] if without_tiles else []
+    idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus)
+    for stats, idle, tiles in zip(summary["ranks"], idle_gpus, owned):
+        stats["gpus_without_tiles"], stats["owned_tiles"] = idle, tiles  # as a run's statistics say them
+    idle_ranks = idle_ranks_warning(summary["ranks"], grid, lambda: grids_where_every_rank_computes(
+        driver, params, nranks, gpus, options.gpu_ratio))
+    summary["notes"][:0] = [note for note in (without_tiles, idle_ranks) if note]
     dealt = _dealing_note(distribution, matrices, gpus)
     summary["notes"] += [dealt] if dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
@@ -296,15 +299,16 @@ def _model_notes(machine, timing: Timing, program) -> list[str]:
     return notes
 
 
-def _gpus_without_tiles(matrices: dict, distribution, nranks: int, gpus: int) -> list[list[int]]:
-    """Per rank, its GPUs (from 1) that hold none of its tiles."""
-    held = [set() for _ in range(nranks)]
+def _tile_owners(matrices: dict, distribution, nranks: int, gpus: int) -> tuple[list[list[int]], list[int]]:
+    """Per rank, its GPUs (from 1) that hold none of its tiles, and the number of tiles it owns."""
+    held, owned = [set() for _ in range(nranks)], [0] * nranks
     for matrix in matrices.values():
         for i in range(matrix.mt):
             for j in range(matrix.nt):
                 rank, device = distribution.owner(matrix.name, i, j)
                 held[rank].add(device)
-    return [[gpu for gpu in range(1, gpus + 1) if gpu not in devices] for devices in held]
+                owned[rank] += 1
+    return [[gpu for gpu in range(1, gpus + 1) if gpu not in devices] for devices in held], owned
 
 
 def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None, counted: bool) -> dict:
