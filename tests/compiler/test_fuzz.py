@@ -2,7 +2,8 @@
 
 Properties, judged by ``fuzz_strategies.judge``: (a) ``check_source`` never raises, every
 outcome is a well-formed diagnostic; (b) every program it accepts has a driver that
-``compile()`` accepts and that imports from ``tiledsl.runtime`` only. The generators are
+``compile()`` accepts and that imports from ``tiledsl.runtime`` only (and, to say why the runtime
+cannot be imported, ``sys`` and ``tiledsl.drivercontract``). The generators are
 themselves tested: (c) most generated valid programs are accepted, together they use
 every construct of the grammar, and mutants reach both the diagnostics and the generator.
 
