@@ -1,0 +1,1 @@
+"""The jinja2 template of a generated driver (driver.py.j2), read as package data."""
