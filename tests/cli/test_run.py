@@ -710,7 +710,7 @@ def test_the_driver_help_explains_files_and_exit_codes(tmp_path):
     out = subprocess.run([sys.executable, str(tmp_path / "c.py"), "--help"], capture_output=True, text=True)
     text = " ".join(out.stdout.split())
     assert "renamed into place only once the run succeeded" in text and "128+N stopped by signal N" in text
-    assert "0 disables it (default: the larger of 60 s and 20 times the longest task so far)" in text
+    assert "0 disables it, at most 1000000 (default: the larger of 60 s and 20 times the longest task so far)" in text
     out = subprocess.run([sys.executable, str(tmp_path / "c.py"), "--n", "10", "--outptu", "A=x.npy"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "did you mean --output?" in out.stderr

@@ -177,8 +177,9 @@ def test_a_kernel_that_closes_a_stream_and_succeeds_leaves_the_summary(tmp_path,
     so did the progress bar's next line on a closed stderr."""
     (tmp_path / "k.py").write_text(f"import sys, time\n\ndef shut(A):\n    time.sleep(0.6)\n    sys.{stream}.close()\n"
                                    f"    time.sleep(0.6)\n")  # the bar drawn before the stream closes, and after
-    (tmp_path / "shut.tile").write_text('use "k.py"\nkernel shut(inout A)\nprogram shut {\n'
-                                        "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n  shut(A[0, 0])\n}\n")
+    (tmp_path / "shut.tile").write_text('use "k.py"\nkernel shut(inout A)\nprogram shut {\n'  # a task on every rank
+                                        "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n"
+                                        "  for i in 0 .. A.mt { shut(A[i, i]) }\n}\n")
     command = [sys.executable, "-m", "tiledsl.commands.cli", "run", "shut.tile", "--n", "16", "--np", str(ranks)]
     out = subprocess.run([*command, "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
     assert out.returncode == 0 and out.stderr == "", out.stderr

@@ -340,6 +340,6 @@ def test_gpus_homing_no_tile_hold_nothing_whatever_the_bound(compiled):
     """One tile column, dealt to the host at 1:1: no task runs on the GPU, so no bound sends the
     run out of core (nor refuses it for being below one tile)."""
     driver = compiled("programs/tsqr.tile")
-    result = execute(driver, Options(n=1200, tiles={"nb": 150}, sets={"cols": 150, "ib": 30, "dom": 2}, gpus=1,
+    result = execute(driver, Options(n=1200, tiles={"nb": 150}, sets={"cols": 150, "ib": 30, "domains": 2}, gpus=1,
                                      gpu_ratio=(1, 1), gpu_memory=100 * 1024, watchdog=60))
     assert result.stats["out_of_core"] is None and result.stats["tasks_by_device"] == {"host": result.tasks, "gpu1": 0}
