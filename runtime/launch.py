@@ -517,19 +517,11 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         return _fail(comm, f"rank {_rank(comm)}: the program called sys.exit({exit_.code!r}) during the run", err,
                      _json_out(program, args, out, comm, options))
     except (KeyboardInterrupt, Stopped) as stop:
-        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-        left = "".join(f"\n{note}" for note in getattr(stop, "__notes__", ()))  # the kernels left running
-        err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}{left}\n")  # one write
-        err.flush()
-        json_out = _json_out(program, args, out, comm, options)
-        if json_out is not None and _rank(comm) == 0:  # the run never reached its summary: --json says so
-            print(json_text({**json_out[0], "error": f"stopped by {signal.Signals(signum).name}"}), file=out,
-                  flush=True)
-        if comm is not None and comm.size > 1:  # the other ranks may still wait for their kernels
-            comm.wait_for_stopped_ranks(STOP_SECONDS + 0.5)
-        _abort(comm, 128 + signum)
-        return 128 + signum
+        return _stopped_run(stop, program, args, out, err, comm, options)
     except Exception as error:  # a bug in tiledsl: said as the command line says it, and every rank ends now
+        stop = _interruption(error)
+        if stop is not None:  # a signal raised inside a library's import, which wrapped it (__set_name__)
+            return _stopped_run(stop, program, args, out, err, comm, options)
         if missing_package(error) is not None:  # or a package this rank's environment lacks (mpi4py)
             if comm is None and _rank(comm) != 0:  # before MPI: every rank lacks it alike, and rank 0 says it
                 record_completion(2)
@@ -562,6 +554,36 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
 
 
 STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # Ctrl-C (SIGINT) is Python's KeyboardInterrupt
+
+
+def _stopped_run(stop, program, args, out, err, comm, options) -> int:
+    """A run stopped by a signal (Ctrl-C's KeyboardInterrupt, or :class:`Stopped`): said on stderr,
+    and with --json as the failure object; the status 128 + N."""
+    signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+    left = "".join(f"\n{note}" for note in getattr(stop, "__notes__", ()))  # the kernels left running
+    err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}{left}\n")  # one write
+    err.flush()
+    json_out = _json_out(program, args, out, comm, options)
+    if json_out is not None and _rank(comm) == 0:  # the run never reached its summary: --json says so
+        print(json_text({**json_out[0], "error": f"stopped by {signal.Signals(signum).name}"}), file=out,
+              flush=True)
+    if comm is not None and comm.size > 1:  # the other ranks may still wait for their kernels
+        comm.wait_for_stopped_ranks(STOP_SECONDS + 0.5)
+    _abort(comm, 128 + signum)
+    return 128 + signum
+
+
+def _interruption(error: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt or :class:`Stopped` behind ``error``, if a library wrapped one (Python
+    3.11 wraps what a class's ``__set_name__`` raises in a RuntimeError: Ctrl-C while threadpoolctl
+    loads became an internal error)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, (KeyboardInterrupt, Stopped)):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _internal_text(rank: int, message: str) -> str:

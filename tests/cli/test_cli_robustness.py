@@ -1107,3 +1107,20 @@ def test_explain_warns_of_a_gpu_backend_without_gpus_and_help_says_what_every_ar
         assert "or a driver compiled from one (DRIVER.py)" in " ".join(cli(command, "--help").stdout.split())
     assert "a trace that tiledsl run --trace" in cli("plot", "--help").stdout
     assert "seed of the generated inputs" in cli("bench", "--help").stdout
+
+
+def test_ctrl_c_wrapped_by_a_library_is_a_quiet_end_not_an_internal_error(monkeypatch, capsys):
+    """Ctrl-C while threadpoolctl loaded: Python 3.11 wraps what __set_name__ raises in a RuntimeError
+    ('Error calling __set_name__ on Field ...'), and the run said 'internal error', exit 3."""
+    from tiledsl.commands.cli import main
+    from tiledsl.runtime import launch
+
+    def interrupted(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as stop:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance '_controller_cache'") from stop
+
+    monkeypatch.setattr(launch, "execute", interrupted)
+    assert main(["run", "cholesky", "--n", "64", "--no-tune"]) == 130
+    assert capsys.readouterr().err == "tiledsl: rank 0: stopped by SIGINT\n"
