@@ -215,6 +215,12 @@ class _Analyzer:
         if param.choices is not None and (param.kind != "char" or not param.choices):
             self.bag.error(param.span, "E209", f"only a char parameter lists its allowed values, "
                                                f"as a non-empty string: char {param.name.text} in \"NT\"")
+        elif param.choices is not None and len(set(param.choices)) < len(param.choices):
+            repeated = sorted({c for c in param.choices if param.choices.count(c) > 1})
+            self.bag.error(param.span, "E209", f"char {param.name.text} lists {', '.join(map(repr, repeated))} "
+                                               f"more than once: \"{param.choices}\"",
+                           hint=f"list each character once: char {param.name.text} in "
+                                f"\"{''.join(dict.fromkeys(param.choices))}\"")
         if param.default is not None and constant_of(param.default, param.kind) is None:
             self.bag.error(param.default.span, "E205", f"the default of {param.kind} parameter "
                                                        f"'{param.name.text}' must be {TYPE_NOUN[param.kind]} constant")

@@ -55,7 +55,7 @@ def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bo
     if len(check.args) not in arity:
         counts = " or ".join(map(str, arity))
         bag.error(check.span, "E202", f"check {kind} takes {counts} argument(s), got {len(check.args)}",
-                  hint="write it " + " or ".join(f"{kind}({form})" for form in CHECK_FORMS[kind]))
+                  hint="write it " + " or ".join(_written(kind, form, check.args) for form in CHECK_FORMS[kind]))
     else:
         signature = next(s for s in CHECK_ARGUMENTS[kind] if len(s) == len(check.args))
         for arg, accepts in zip(check.args, signature):
@@ -84,6 +84,13 @@ def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bo
         else:
             _check_option_value(option, types)
         given.setdefault(option.name.text, option.name.span.column)
+
+
+def _written(kind: str, form: str, args) -> str:
+    """How check ``kind`` is written in ``form``, with the matrices the program gave in their places."""
+    names = form.split(", ")
+    names[:len(args)] = [arg.name.text for arg in args[:len(names)]]
+    return f"{kind}({', '.join(names)})"
 
 
 def _check_option_value(option, types: ExpressionTyper) -> None:
@@ -149,6 +156,13 @@ def _user_check_words(check: n.CheckDecl, bag: DiagnosticBag) -> None:
                       "a user check receives the whole matrices, before and after the run",
                       hint=f"drop it, and take what the check needs from before[\"{arg.name.text}\"] and "
                            f"after[\"{arg.name.text}\"] in {check.kind.text}")
+    first = {}
+    for arg in check.args:
+        if arg.name.text in first:  # the function gets one entry per matrix: the second would be nothing
+            bag.error(arg.name.span, "E209", f"user check '{check.kind.text}' names {arg.name.text} twice",
+                      f"first at column {first[arg.name.text]}; the check receives each matrix once",
+                      hint=f"name {arg.name.text} once")
+        first.setdefault(arg.name.text, arg.name.span.column)
     for option in check.options:
         bag.error(option.name.span, "E202", f"user check '{check.kind.text}' takes no options",
                   hint=f"give {option.name.text} its value in the check function")

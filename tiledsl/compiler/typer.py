@@ -72,7 +72,7 @@ class ExpressionTyper:
             return
         where = (f"at line {previous.span.line}" if previous.span
                  else "built in: the matrix order" if ident.text == "n" else "by the tiling")
-        if previous.kind in ("loop", "let"):
+        if previous.kind in ("loop", "let") and ident.text not in self.scope.frames[-1]:
             message = f"'{ident.text}' shadows the {previous.kind} declared {where}"
         else:
             message = f"'{ident.text}' is already declared ({previous.kind}, {where})"
