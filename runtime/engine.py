@@ -29,7 +29,8 @@ from . import heteroprio
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
-from .errors import InternalFailure, KernelError, TaskFailure, loop_nest_failure, message_of, user_code_line
+from .errors import (InternalFailure, KernelError, TaskFailure, loop_nest_failure, message_of, out_of_memory,
+                     user_code_line)
 from .matrix import call_views
 from .notes import KernelNotes, arguments_text, where_ran
 from .flops import PRELUDE_FLOPS, task_flops
@@ -429,6 +430,8 @@ class Engine:
         thread that died of one left the run waiting for it until the watchdog blamed a task)."""
         try:
             self._run_tasks(index, device, lane)
+        except MemoryError as error:  # a tile or buffer the runtime makes for a task: not a bug
+            self._fail(TaskFailure(f"{out_of_memory(error)} (in {lane_text(lane)})", self.rank))
         except BaseException as error:
             if os.environ.get("TILEDSL_DEBUG"):
                 traceback.print_exc()

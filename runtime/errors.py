@@ -73,6 +73,14 @@ class InternalFailure(TaskFailure):
     """A bug of tiledsl stopped the run on this rank (said as an internal error, exit status 3)."""
 
 
+def out_of_memory(error: MemoryError) -> str:
+    """A MemoryError said as what it is, with what helps: the run's estimate was checked before it
+    started, so the memory went past it or to another process since."""
+    said = f": {error}" if str(error) else ""
+    return (f"out of memory{said}; use more ranks on other nodes (the ranks on one node share its memory) or a "
+            f"smaller --n")
+
+
 def loop_nest_failure(error: Exception, rank: int) -> TaskFailure:
     """The failure of the driver's loop nest that raised ``error``, at its ``.tile`` line."""
     from .flops import FlopCountError

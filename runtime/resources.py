@@ -3,6 +3,9 @@ the refusal (with the numbers) of a run that cannot fit in the host or leaves a 
 tiles, and the bound of each GPU's cache when its tiles do not fit it (out of core)."""
 from __future__ import annotations
 
+import os
+import resource
+
 from .world import UsageError
 
 
@@ -21,7 +24,7 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
     if check and program.check is not None and first is not None:
         checking = (3 if program.check.kind == "qr" else 1) * 8 * first.m * first.n // max(1, first.distribution.nranks)
     total = share * tiles + transfers + checking
-    available = _available_memory()
+    available, limit = _available_memory()
     if available is None or total <= available:
         return
     if share < 1:  # a first look, before the run's own tiles are known: a lower bound
@@ -30,7 +33,8 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
     else:
         need = (f"about {gib(total)} on this rank (tiles {gib(tiles)}, transfer buffers {gib(transfers)}, check "
                 f"{gib(checking)})")
-    raise UsageError(f"the run needs {need} but {gib(available)} is available: {_remedies(transfers, checking)}")
+    raise UsageError(f"the run needs {need} but {gib(available)} is available{limit}: "
+                     f"{_remedies(transfers, checking)}")
 
 
 def _remedies(transfers: int, checking: int) -> str:
@@ -118,21 +122,88 @@ def compared_bytes(first: float, second: float) -> tuple[str, str]:
     return f"{first:,.0f} bytes", f"{second:,.0f} bytes"
 
 
-def _available_memory() -> int | None:
-    """Bytes of memory available now (Linux: MemAvailable), or None if unknown."""
-    return meminfo("MemAvailable")
+def _available_memory() -> tuple[int | None, str]:
+    """Bytes of memory this process may still take (None if unknown), and which limit that is ('' for the
+    machine's free memory): the least of Linux's MemAvailable, what the address-space limit (``ulimit
+    -v``) leaves, and what this process's control group (a container's memory limit) leaves. Past the
+    first the process gets a MemoryError, past the last the kernel kills it."""
+    limits = [(meminfo("MemAvailable"), ""), (address_space_left(), " (under the address-space limit, ulimit -v)"),
+              (cgroup_memory_left(), " (under this container's memory limit)")]
+    known = [(size, why) for size, why in limits if size is not None]
+    return min(known, key=lambda limit: limit[0]) if known else (None, "")
+
+
+def address_space_left(status: str = "/proc/self/status") -> int | None:
+    """Bytes the address-space limit (RLIMIT_AS) leaves this process, or None without one."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return None
+    size = _status_field(status, "VmSize")
+    return max(0, limit - size) if size is not None else limit
+
+
+def cgroup_memory_left(cgroups: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:
+    """Bytes this process's memory control group leaves, or None without a limit (or where none can be
+    read). Its file cache (inactive files) counts as free, as the kernel reclaims it before it kills."""
+    try:
+        with open(cgroups) as lines:
+            entries = [line.rstrip("\n").split(":", 2) for line in lines]
+    except OSError:
+        return None
+    for _, controllers, path in (entry for entry in entries if len(entry) == 3):
+        if "memory" in controllers.split(","):  # cgroup v1
+            folder = f"{root}/memory{path}"
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+            break
+    else:  # cgroup v2: the one hierarchy, "0::PATH"
+        path = next((path for number, controllers, path in entries if number == "0" and not controllers), None)
+        if path is None:
+            return None
+        folder = f"{root}{path}" if os.path.exists(f"{root}{path}/memory.max") else f"{root}/unified{path}"
+        files = ("memory.max", "memory.current", "inactive_file")
+    limit, usage = _number_in(f"{folder}/{files[0]}"), _number_in(f"{folder}/{files[1]}")
+    total = meminfo("MemTotal")
+    if limit is None or usage is None or (total is not None and limit >= total):  # "max", or above the machine
+        return None
+    return max(0, limit - usage + (_stat_field(f"{folder}/memory.stat", files[2]) or 0))
+
+
+def _number_in(path: str) -> int | None:
+    try:
+        with open(path) as file:
+            return int(file.read().strip())
+    except (OSError, ValueError):  # absent, or "max"
+        return None
+
+
+def _stat_field(path: str, field: str) -> int | None:
+    """A field of a cgroup's memory.stat (``NAME VALUE`` lines, in bytes)."""
+    try:
+        with open(path) as lines:
+            for line in lines:
+                name, _, value = line.partition(" ")
+                if name == field:
+                    return int(value)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _status_field(path: str, field: str) -> int | None:
+    """A ``NAME: VALUE kB`` field of /proc/self/status (or /proc/meminfo) in bytes."""
+    try:
+        with open(path) as lines:
+            for line in lines:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def meminfo(field: str) -> int | None:
     """A Linux /proc/meminfo field in bytes (``MemTotal``, ``MemAvailable``), or None if unknown."""
-    try:
-        with open("/proc/meminfo") as lines:
-            for line in lines:
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    return _status_field("/proc/meminfo", field)
 
 
 def largest_tile_bytes(matrices: dict) -> int:

@@ -1,5 +1,11 @@
 """The checks made before a run starts (runtime/resources.py): a rank without tiles is warned of; and
 the grid a run takes by default (world.preferred_grid, layout.placement)."""
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -9,6 +15,8 @@ from tiledsl.runtime.distribution import BlockCyclic, Hybrid
 from tiledsl.runtime.layout import make_params, placement
 from tiledsl.runtime.resources import ranks_without_tiles
 from tiledsl.runtime.world import UsageError, preferred_grid
+
+PROGRAMS = Path(__file__).resolve().parents[2] / "programs"
 
 
 def _program(*names):
@@ -130,9 +138,69 @@ def test_the_memory_refusal_names_only_remedies_that_shrink_what_it_refuses(monk
                                                                          unnamed):
     """A smaller --window was advised though the estimate had no window buffers (1 rank, no GPUs), and
     "more ranks" though the ranks on one node share its memory."""
-    monkeypatch.setattr(resources, "_available_memory", lambda: 8)
+    monkeypatch.setattr(resources, "_available_memory", lambda: (8, ""))
     with pytest.raises(UsageError) as refused:
         resources.check_memory(*_memory_case(1024, window, check))
     advice = str(refused.value).split("is available: ", 1)[1]
     assert advice.startswith("use more ranks on other nodes (the ranks on one node share its memory)")
     assert all(words in advice for words in named) and not any(words in advice for words in unnamed), advice
+
+
+def _cgroup_tree(tmp_path, version: int, limit: str, usage: int, inactive: int):
+    """A /proc/self/cgroup and a /sys/fs/cgroup of one memory cgroup, as cgroup v1 or v2 lay them out."""
+    if version == 1:
+        (tmp_path / "cgroup").write_text("4:memory:/job\n0::/\n")
+        folder, names = tmp_path / "sys" / "memory" / "job", ("memory.limit_in_bytes", "memory.usage_in_bytes",
+                                                            "total_inactive_file")
+    else:
+        (tmp_path / "cgroup").write_text("0::/job\n")
+        folder, names = tmp_path / "sys" / "job", ("memory.max", "memory.current", "inactive_file")
+    folder.mkdir(parents=True)
+    (folder / names[0]).write_text(f"{limit}\n")
+    (folder / names[1]).write_text(f"{usage}\n")
+    (folder / "memory.stat").write_text(f"anon 5\n{names[2]} {inactive}\n")
+    return str(tmp_path / "cgroup"), str(tmp_path / "sys")
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_containers_memory_limit_is_what_a_run_may_take(tmp_path, version):
+    """A container's limit was not looked at: MemAvailable is the host's, so a run past the limit was
+    killed by the kernel (a rank lost) rather than refused with its numbers. Its file cache counts
+    as free, as the kernel reclaims it first."""
+    paths = _cgroup_tree(tmp_path, version, str(2 ** 30), 700 * 2 ** 20, 100 * 2 ** 20)
+    assert resources.cgroup_memory_left(*paths) == 2 ** 30 - 600 * 2 ** 20
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("version, limit", [(1, "9223372036854771712"), (2, "max")])
+def test_a_cgroup_without_a_limit_is_no_limit(tmp_path, version, limit):
+    assert resources.cgroup_memory_left(*_cgroup_tree(tmp_path, version, limit, 2 ** 20, 0)) is None
+
+
+@pytest.mark.timeout(60)
+def test_a_run_past_the_address_space_limit_is_refused_naming_it(tmp_path):
+    """Under `ulimit -v`, a run past it was an internal error (MemoryError while making its tiles, exit 3)."""
+    limit = 1536 * 2 ** 20
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", str(PROGRAMS / "cholesky.tile"),
+                          "--n", "20000", "--nb", "500"], capture_output=True, text=True, timeout=50, cwd=tmp_path,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+                         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert out.returncode == 2 and "(under the address-space limit, ulimit -v): use more ranks" in out.stderr, \
+        out.stderr
+    assert "the run needs at least 1.49 GiB on this rank" in out.stderr and "internal error" not in out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_memory_that_runs_out_past_the_estimate_is_said_as_out_of_memory(tmp_path):
+    """A MemoryError the estimate did not foresee (another process took the memory meanwhile) was said
+    as an internal error of tiledsl, exit 3, asking for a bug report."""
+    script = ("import sys\nfrom tiledsl.runtime import launch\n"
+              "def full(*args):\n    raise MemoryError('Unable to allocate 1.91 MiB for an array')\n"
+              "launch.check_memory = full\nfrom tiledsl.commands.cli import main\n"
+              f"sys.exit(main(['run', {str(PROGRAMS / 'cholesky.tile')!r}, '--n', '64', '--json']))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, cwd=tmp_path,
+                         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert out.returncode == 1 and "internal error" not in out.stderr, out.stderr
+    assert "rank 0: out of memory: Unable to allocate 1.91 MiB for an array; use more ranks" in out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["ok"] is False
