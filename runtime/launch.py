@@ -35,6 +35,7 @@ from .engine import STOP_SECONDS, Engine, TaskFailure
 from .errors import InternalFailure, out_of_memory
 from .fitting import fit_files, load_note, load_path, settings_hints
 from .iterations import check_iterations
+from .leftovers import adopt_orphans, end_leftovers
 from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
 from .broadcast import broadcast_for
 from ..packages import missing_package
@@ -428,11 +429,22 @@ def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
     claim_process()
     out = _own_stream(sys.stdout) if out is None else out
     err = _own_stream(sys.stderr) if err is None else err
-    before = set(threading.enumerate())
+    before, children_before = set(threading.enumerate()), adopt_orphans()
     status = _run_and_report(driver, args, out, err)
     record_completion(status)
+    _ending_processes_left(children_before, err)
     _not_waiting_for(before, status, out, err)
     return status
+
+
+def _ending_processes_left(before: set[int], err) -> None:
+    """End the processes a kernel started and left running (:mod:`.leftovers`), which would keep the
+    run's output open after it ended (``| tee`` waited for them), and name them."""
+    left = end_leftovers(before)
+    if left:
+        with contextlib.suppress(OSError, ValueError):
+            print(f"tiledsl: warning: rank {launcher_rank()}: {', '.join(left)}, which a kernel started, still ran "
+                  f"when the run ended: ended (a kernel must not leave processes behind)", file=err, flush=True)
 
 
 def _own_stream(stream):
