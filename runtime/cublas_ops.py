@@ -16,7 +16,8 @@ import contextlib
 
 import numpy as np
 
-_DOUBLE = np.dtype(np.float64).itemsize
+from .kernel_checks import DOUBLE, leading_dimension
+
 #: cudaDataType's CUDA_R_64F, for cuSOLVER's 64-bit API (Xtrtri)
 _CUDA_R_64F = 1
 
@@ -197,7 +198,7 @@ class CublasOps:
     def _dense(self, array, written: bool = False):
         """(array, leading dimension) for BLAS: the view itself when column-major, else a
         dense copy, written back on exit when ``written``."""
-        ld = _leading_dimension(array)
+        ld = leading_dimension(array)
         if ld is not None:
             yield array, ld
             return
@@ -210,22 +211,10 @@ class CublasOps:
         """(vector, increment) for BLAS level 2: a positive stride in doubles, else a copy."""
         if x.shape[0] <= 1:
             return x, 1
-        step, remainder = divmod(x.strides[0], _DOUBLE)
+        step, remainder = divmod(x.strides[0], DOUBLE)
         if step > 0 and not remainder:
             return x, step
         return self.xp.ascontiguousarray(x), 1
-
-
-def _leading_dimension(a) -> int | None:
-    """The leading dimension of a column-major 2-D view, or None if it has none."""
-    rows, cols = a.shape
-    if a.size == 0:
-        return max(1, rows)
-    # a stride along an extent of 1 is never used, so it may be anything
-    col_stride = a.strides[1] if cols > 1 else _DOUBLE * rows
-    if (rows > 1 and a.strides[0] != _DOUBLE) or col_stride % _DOUBLE or col_stride < _DOUBLE * rows:
-        return None
-    return col_stride // _DOUBLE
 
 
 def _host_double(value: float) -> np.ndarray:

@@ -14,6 +14,19 @@ import numpy as np
 from .errors import KernelError
 
 SAFE_MINIMUM = np.finfo(np.float64).tiny  # LAPACK's dlamch('S'): 1/x does not overflow
+DOUBLE = np.dtype(np.float64).itemsize  # bytes of a float64: the unit of BLAS strides
+
+
+def leading_dimension(a) -> int | None:
+    """The leading dimension of a column-major 2-D float64 view (numpy or CuPy), None if it has none."""
+    rows, cols = a.shape
+    if a.size == 0:
+        return max(1, rows)  # numpy gives empty arrays arbitrary strides; never used
+    # a stride along an extent of 1 is never used, so it may be anything
+    col_stride = a.strides[1] if cols > 1 else DOUBLE * rows
+    if (rows > 1 and a.strides[0] != DOUBLE) or col_stride % DOUBLE or col_stride < DOUBLE * rows:
+        return None
+    return col_stride // DOUBLE
 
 
 def check_option(kernel: str, name: str, value, allowed: str) -> None:

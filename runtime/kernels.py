@@ -45,15 +45,14 @@ import numpy as np
 
 from . import blas
 from .errors import KernelError
-from .kernel_checks import (SAFE_MINIMUM, add_absolute_sums, add_to_sum_of_squares, check_number, check_option,
-                            gemm_dims, getrf_dims, inner_block, laswp_range, merge_sums_of_squares,
+from .kernel_checks import (DOUBLE, SAFE_MINIMUM, add_absolute_sums, add_to_sum_of_squares, check_number, check_option,
+                            gemm_dims, getrf_dims, inner_block, laswp_range, leading_dimension, merge_sums_of_squares,
                             not_positive_definite, potrf_dims, qr_apply_dims, rank_k_dims, record_pivots, require,
                             require_square, require_sums, require_tpmqrt, require_triangle, scale_by,
                             singular_triangle, symm_dims, triangular_dims)
 from .notes import note
 from .panels import stacked, taking_matrices
 
-_DOUBLE = np.dtype(np.float64).itemsize
 
 # getrf_nopiv switches from recursion to column-by-column elimination below this many
 # columns: the recursion turns the work into dtrsm/dgemm, the base case keeps the
@@ -70,15 +69,10 @@ def _ld(a: np.ndarray, name: str, writable: bool = False) -> int:
         raise ValueError(f"{name}: expected a 2-D float64 array, got {_describe(a)}")
     if writable and not a.flags.writeable:
         raise ValueError(f"{name}: the array is read-only")
-    rows, cols = a.shape
-    if a.size == 0:
-        return max(1, rows)  # numpy gives empty arrays arbitrary strides; never used
-    # A stride along a dimension of extent 1 is never used, so it may be anything.
-    col_stride = a.strides[1] if cols > 1 else _DOUBLE * rows
-    if ((rows > 1 and a.strides[0] != _DOUBLE)
-            or col_stride % _DOUBLE or col_stride < _DOUBLE * rows):
+    ld = leading_dimension(a)
+    if ld is None:
         raise ValueError(f"{name}: not column-major with a leading dimension: {_describe(a)}")
-    return col_stride // _DOUBLE
+    return ld
 
 
 def _describe(a) -> str:
@@ -424,10 +418,10 @@ def _lu_unblocked(A: np.ndarray, offset: int) -> None:
             position = offset + j
             raise KernelError(f"zero pivot in LU without pivoting "
                               f"(U({position}, {position}) of the matrix it was given is exactly 0)")
-        diagonal = base + _DOUBLE * (j + j * lda)
-        column = ctypes.c_void_p(diagonal + _DOUBLE)           # A[j+1:, j]
-        row = ctypes.c_void_p(diagonal + _DOUBLE * lda)        # A[j, j+1:]
-        trailing = ctypes.c_void_p(diagonal + _DOUBLE * (lda + 1))  # A[j+1:, j+1:]
+        diagonal = base + DOUBLE * (j + j * lda)
+        column = ctypes.c_void_p(diagonal + DOUBLE)           # A[j+1:, j]
+        row = ctypes.c_void_p(diagonal + DOUBLE * lda)        # A[j, j+1:]
+        trailing = ctypes.c_void_p(diagonal + DOUBLE * (lda + 1))  # A[j+1:, j+1:]
         below, right = m - j - 1, n - j - 1
         if abs(pivot) >= SAFE_MINIMUM:
             blas.dscal(below, 1.0 / pivot, column, 1)
