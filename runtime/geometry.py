@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..language import hybrid_slices_fit
+
 
 def _cuts(total: int, step: int) -> tuple[int, ...]:
     """Boundaries 0, step, 2·step, ..., total (the last piece ragged)."""
@@ -88,7 +90,7 @@ class Geometry:
         _require(m >= 1 and n >= 1, f"matrix size must be at least 1x1, got {m}x{n}")
         _require(B >= 1 and b >= 1 and s >= 1,
                  f"hybrid tiling needs B >= 1, b >= 1, s >= 1, got B={B}, b={b}, s={s}")
-        _require((s - 1) * b < B,
+        _require(hybrid_slices_fit(B, b, s),
                  f"hybrid tiling needs (s-1)*b < B so the last slice is not empty, "
                  f"got (s-1)*b = ({s}-1)*{b} = {(s - 1) * b} with B={B}: b at most {(B - 1) // max(1, s - 1)} "
                  f"with s={s}, or s=1")

@@ -20,3 +20,9 @@ INT64_MAX = 2**63 - 1
 MAX_ITERATIONS = 10**10
 #: the kernels whose reflectors ``check qr`` replays: a program calling none of them has nothing to check
 QR_KERNELS = ("geqrt", "tpqrt", "ttqrt")
+
+
+def hybrid_slices_fit(B: int, b: int, s: int) -> bool:
+    """Whether a hybrid block of width B holds its s slices: s-1 of width b and a last one of the
+    rest, which must not be empty: (s-1)·b < B."""
+    return (s - 1) * b < B

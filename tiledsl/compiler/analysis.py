@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..language import (MAX_ITERATIONS, NAMED_INITS, RANDOM_KINDS, SQUARE_KINDS, TILING_SETTINGS,
-                        WRITE_MODES)
+from ..language import (MAX_ITERATIONS, NAMED_INITS, RANDOM_KINDS, SQUARE_KINDS, TILING_SETTINGS, WRITE_MODES,
+                        hybrid_slices_fit)
 from . import nodes as n
 from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, meets_everywhere, never_runs,
                      never_runs_within, out_of_range_witness, provably_negative)
@@ -268,9 +268,9 @@ class _Analyzer:
             valid = self._tiling_setting(kind, setting) and valid
         d = self.tiling_defaults
         # (with a setting refused, d holds a default the user did not write: the relation would be about it)
-        if valid and kind == "hybrid" and (d["s"] - 1) * d["b"] >= d["B"]:
-            self.bag.error(decl.span, "E209", f"hybrid tiling needs (s - 1)·b < B, got s={d['s']}, b={d['b']}, B={d['B']}",
-                           hint="the last slice of every block would be empty")
+        if valid and kind == "hybrid" and not hybrid_slices_fit(d["B"], d["b"], d["s"]):
+            self.bag.error(decl.span, "E209", f"hybrid tiling needs (s - 1)·b < B, got s={d['s']}, b={d['b']}, "
+                                              f"B={d['B']}", hint="the last slice of every block would be empty")
         return kind
 
     def _tiling_setting(self, kind: str, setting: n.Setting) -> bool:
