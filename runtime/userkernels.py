@@ -79,13 +79,24 @@ def _user_kernels(program, driver) -> dict:
             # the program's mistake (check reads the module without running it: a function defined
             # under an 'if' escapes it), said at the call's line as a failed loop nest is
             if body is None or (call.kernel.startswith("__") and not _is_body(body)):  # __loader__, __doc__
-                raise TaskFailure(f"kernel module {program.kernel_module} defines no function {call.kernel} "
-                                  f"(for the call {call.text})", launcher_rank(), call.line)
+                raise TaskFailure(f"kernel module {_module_named(program, driver, module)} defines no function "
+                                  f"{call.kernel} (for the call {call.text})", launcher_rank(), call.line)
             if not _is_body(body):
-                raise TaskFailure(f"kernel module {program.kernel_module}: {call.kernel} must be a function "
-                                  f"(for the call {call.text}), {_what(body)}", launcher_rank(), call.line)
+                raise TaskFailure(f"kernel module {_module_named(program, driver, module)}: {call.kernel} must be a "
+                                  f"function (for the call {call.text}), {_what(body)}", launcher_rank(), call.line)
             found[call.kernel] = (body, _gpu_body(module, program.kernel_module, call.kernel))
     return found
+
+
+def _module_named(program, driver, module) -> str:
+    """The kernel module as a message names it: as the program does where it was found beside the
+    ``.tile`` file, else by the path it was loaded from (a stray module of the name where a driver
+    moved alone runs is not the program's)."""
+    loaded = Path(module.__file__)
+    beside = program_places(program, driver)[0] / program.kernel_module
+    if loaded.absolute() == beside:
+        return program.kernel_module
+    return f"{program.kernel_module} (loaded from {loaded.absolute()}, as {beside} is not there)"
 
 
 def _is_body(body) -> bool:

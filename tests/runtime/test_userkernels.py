@@ -224,3 +224,20 @@ def test_an_integer_default_beyond_64_bits_or_a_nan_default_is_refused_naming_wh
         program.run(n=1, params={"s": 2.0, "k": 3})
     assert str(error.value).startswith("the default of param z is not a number (nan) with n = 1, nb = 1, s = 2.0, "
                                        "k = 3: give it with params={'z': ...}"), str(error.value)
+
+
+@pytest.mark.timeout(150)
+def test_a_stray_module_of_the_name_found_elsewhere_is_named_by_its_path(tmp_path):
+    """A driver copied alone, run where an unrelated kernels.py lies: 'kernel module kernels.py defines
+    no function scale' did not say that the file loaded was not the program's."""
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "prog" / "kernels.py").write_text("def scale(A):\n    A *= 2\n")
+    (tmp_path / "prog" / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="scale"))
+    assert tiledsl("compile", "prog/t.tile", "-o", "alone/driver.py", cwd=tmp_path).returncode == 0
+    (tmp_path / "prog" / "kernels.py").unlink()  # the program's folder is gone, or the driver was sent alone
+    (tmp_path / "kernels.py").write_text("def unrelated(A):\n    pass\n")
+    out = tiledsl("run", "alone/driver.py", "--n", 32, "--nb", 32, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert (f"kernel module kernels.py (loaded from {tmp_path / 'kernels.py'}, as {tmp_path / 'prog' / 'kernels.py'} "
+            f"is not there) defines no function scale (for the call scale(A[0, 0]))") in out.stderr, out.stderr
