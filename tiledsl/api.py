@@ -67,10 +67,10 @@ class Output(Mapping):
     as ``--json`` gives them; None in memory). ``notes`` holds what the run said besides
     (also warned as :class:`TiledslWarning`): kernels a GPU ran on the host, a getrf that
     found its matrix exactly singular. ``errors`` says, one line
-    each, why the run failed otherwise (a user check that raised or returned no number).
+    each, why the run failed otherwise, as ``--json``'s ``errors`` does (a user check that raised
+    or returned no number; NaN or infinite values left in a matrix, unless ``allow_nonfinite``).
     :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output when ``errors``
-    is not empty, or ``nonfinite`` is not and ``allow_nonfinite`` was not given, as the
-    command line fails such a run. :meth:`summary` is all but the matrices, for JSON.
+    is not empty, as the command line fails such a run. :meth:`summary` is all but the matrices, for JSON.
     """
 
     matrices: dict
@@ -208,9 +208,9 @@ class Loaded:
                         notes=notes, **self._ran_with(result))
         for matrix in result.matrices.values():
             matrix.discard()
-        problems = _problems(output, allow_nonfinite)
-        if problems:  # the command line fails this run: so does the API, the output kept on the error
-            raise TiledslError("; ".join(problems), output)
+        output.errors = _problems(output, allow_nonfinite)  # all the reasons, as --json's errors lists them
+        if output.errors:  # the command line fails this run: so does the API, the output kept on the error
+            raise TiledslError("; ".join(output.errors), output)
         return output
 
     def _shapes(self, given: dict) -> dict:

@@ -330,7 +330,9 @@ def test_nan_left_in_a_matrix_fails_the_run_as_on_the_command_line():
     assert str(caught.value) == ("A holds 1 NaN or infinite value(s) after the run; its input held 1; "
                                  "allow_nonfinite=True takes them for results")
     out = caught.value.output  # the run's output stays at hand on the error
-    assert out.nonfinite == {"A": 1} and out.passed is None and out.errors == []
+    assert out.nonfinite == {"A": 1} and out.passed is None
+    # why it failed, as --json's errors says it (it held nothing: a script logging summary() logged no reason)
+    assert out.errors == [str(caught.value)] and out.summary()["errors"] == out.errors
     assert np.isnan(out["A"][0, 5]) and out["A"][0, 0] == 2.0
 
 
