@@ -729,7 +729,9 @@ def main(program, *_older_driver_arguments) -> None:
     unless_ignored(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
     standard_streams_open()
     driver = sys.modules["__main__"]
-    parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES,
+    size = launcher_size()
+    parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES, program=program.name,
+                              ranks=size[1] if size else 1,
                               description=f"Run the tile program {program.name} ({program.source}).")
     add_run_arguments(parser, program.tiling.kind)
     sys.exit(run_and_report(driver, _parsed_once(parser)))

@@ -44,9 +44,12 @@ class SuggestingParser(argparse.ArgumentParser):
     options too. Options are not abbreviated: ``tiledsl run`` passes its options on to the driver
     by name, and an abbreviation means another option once one with that prefix is added."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, program: str | None = None, ranks: int | None = None, **kwargs):
+        """``program`` and ``ranks``: what a driver's parser knows before it reads its options, for
+        the failure object of a usage error with ``--json``."""
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.program, self.ranks = program, ranks
         self.register("action", None, StoreOnce)  # every option of one value, of every command and driver
         self.register("action", "store", StoreOnce)
 
@@ -89,8 +92,8 @@ class SuggestingParser(argparse.ArgumentParser):
         if run is not None:  # a script reading --json's line hears of a usage error too
             from .reporting import failure_json, json_text
 
-            ranks = {"np": None} if run == "run" else {}  # (the others' runs are one rank's, or simulated)
-            print(json_text({**failure_json(None, None), **ranks, "error": said}), flush=True)
+            ranks = {"np": self.ranks} if run == "run" else {}  # (the others' runs are one rank's, or simulated)
+            print(json_text({**failure_json(self.program, None), **ranks, "error": said}), flush=True)
         self.exit(2, f"{self.prog}: error: {said}\n")
 
     def _json_failure_of(self) -> str | None:

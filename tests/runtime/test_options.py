@@ -71,3 +71,19 @@ def test_an_option_before_the_command_is_said_to_go_after_it(args, said):
     out = _tiledsl(*args)
     assert out.returncode == 2 and out.stderr.startswith(f"tiledsl: error: options go after the command: {said} ("), \
         out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_drivers_usage_error_with_json_names_its_program(tmp_path):
+    """A driver knows its program before it reads its options, yet its --json failure object said
+    "program": null (and "np": null) for a misspelt option."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "d.py").write_text(_tiledsl("compile", "cholesky").stdout)
+    out = subprocess.run([sys.executable, "d.py", "--json", "--foo"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and json.loads(out.stdout.splitlines()[-1]) == {
+        "program": "cholesky", "n": None, "ok": False, "passed": None, "np": 1,
+        "error": "unrecognized arguments: --foo (see d.py --help)"}
