@@ -83,7 +83,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
         driver, params, ranks, options.gpus, options.gpu_ratio))
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
                      options.inputs, options.outputs)
-    check_output_paths(options, program_files(program, driver))
+    check_output_paths(options, program_files(program, driver), input_files(program, options, driver))
     # the files are written after the run, where the paths given meant when it started (a kernel
     # may change the working directory)
     pinned = {name: os.path.abspath(path) for name, path in options.outputs.items()}
@@ -312,6 +312,13 @@ def _fill_inputs(program, matrices, sources: dict, needed: set, by_columns: set,
         for tile in matrix.local_tiles():
             if tile.device and tile.data is not None:
                 tile.data = devices.to_device(tile.data, tile.device)
+
+
+def input_files(program, options: Options, driver) -> dict:
+    """matrix name -> (the file it is read from, how the run was told): ``--input`` or ``load``."""
+    files = {d.name: (load_path(d, driver), f'load "{d.load}"') for d in program.matrices
+             if d.init == "load" and d.name not in options.inputs}
+    return {**files, **{name: (path, f"--input {name}={path}") for name, path in options.inputs.items()}}
 
 
 def given_inputs(program, options: Options, arrays: dict | None) -> set:

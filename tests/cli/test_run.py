@@ -1208,3 +1208,23 @@ def test_a_kernels_fork_pool_ends_without_the_ranks_signal_tracebacks(tmp_path):
     for _ in range(3):  # a race: one run may pass on the old code
         out = tiledsl("run", tmp_path / "mp.tile", "--n", 200, cwd=tmp_path)
         assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(130)
+def test_no_output_replaces_the_input_of_another_matrix(tmp_path):
+    """`--output B=data.npy` where A is `load "data.npy"` replaced A's data with B, exit 0; the next run
+    failed on its shape. A matrix may still write its own input back (in place)."""
+    data = np.eye(40) * 4.0
+    np.save(tmp_path / "data.npy", data)
+    np.save(tmp_path / "b.npy", np.ones((40, 2)))
+    (tmp_path / "p.tile").write_text('program p {\n  tiling uniform(nb = 20)\n  matrix A[n, n] = load "data.npy"\n'
+                                     "  matrix B[n, 2] = random general\n"
+                                     "  for k in 0 .. A.nt { potrf(A[k, k]) trsm(A[k, k], B[k, 0]) }\n}\n")
+    for given, reader in ((("--output", "B=data.npy"), 'A (load "data.npy")'),
+                          (("--input", "B=b.npy", "--output", "A=b.npy"), "B (--input B=b.npy)")):
+        out = tiledsl("run", "p.tile", *given, cwd=tmp_path)
+        assert out.returncode == 2 and f"{given[-1]}: that is the input of {reader}, which the output would " \
+                                       f"replace: name another file" in out.stderr, out.stderr
+    assert np.array_equal(np.load(tmp_path / "data.npy"), data) and np.load(tmp_path / "b.npy").shape == (40, 2)
+    out = tiledsl("run", "p.tile", "--output", "A=data.npy", cwd=tmp_path)  # its own input, in place
+    assert out.returncode == 0 and np.allclose(np.load(tmp_path / "data.npy"), np.eye(40) * 2.0), out.stderr
