@@ -113,8 +113,9 @@ def has_standard_count(program) -> bool:
 def rate_text(rate: float | None, ranks: list) -> str:
     """The summary's GFLOP/s after the time, or why there are none when a kernel without a flop
     count ran (a rate from the others would understate the work)."""
-    if rate:  # past a million (a flop count that is off, or a huge machine simulated): not 300 digits
-        return f"   {rate:.2f} GFLOP/s" if rate < 1e6 else f"   {rate:.4g} GFLOP/s"
+    if rate:  # past a million (a flop count that is off, or a huge machine simulated): not 300 digits;
+        # below 0.01 (a cheap user kernel's count) three digits, not "0.00", which reads as no work
+        return f"   {rate:.2f} GFLOP/s" if 0.01 <= rate < 1e6 else f"   {rate:.{3 if rate < 1 else 4}g} GFLOP/s"
     if not sum(r["tasks"] for r in ranks):
         return "   (no GFLOP/s: no task ran)"
     uncounted = next((r["uncounted"] for r in ranks if r.get("uncounted")), None)

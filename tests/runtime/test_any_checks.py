@@ -526,6 +526,13 @@ def test_a_rate_past_a_million_gflops_is_written_in_four_figures_not_hundreds_of
     assert reporting.rate_text(1.4e297, ranks) == "   1.4e+297 GFLOP/s"
 
 
+def test_a_rate_below_a_hundredth_of_a_gflops_keeps_its_digits_rather_than_reading_zero():
+    """A cheap user kernel's count gave "0.00 GFLOP/s", which reads as a zero count (that has its own words)."""
+    ranks = [{"flops": 1e3, "uncounted": None, "tasks": 1}]
+    assert reporting.rate_text(0.00156, ranks) == "   0.00156 GFLOP/s"
+    assert reporting.rate_text(0.01, ranks) == "   0.01 GFLOP/s"
+
+
 
 @pytest.mark.parametrize("steps, unwritten", [(1, "P[1, 1], P[2, 2], P[3, 3]"), (0, "P[0, 0], P[1, 1], P[2, 2], P[3, 3]")])
 def test_pivots_no_task_wrote_fail_the_check_naming_the_tiles(tmp_path, steps, unwritten):
