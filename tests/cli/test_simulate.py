@@ -207,7 +207,10 @@ def test_pcie_is_needed_only_by_a_machine_with_gpus(capsys, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (("--nodes", 0, "--machine", "keeneland"), "--nodes must be at least 1"),
     (("--nodes", 2, "--machine", "nowhere.json"), "machine file 'nowhere.json' not found"),
-    (("--nodes", 2, "--machine", "keeneland", "--gpus", 4), "Keeneland has 3 GPU(s) per node"),
+    (("--nodes", 2, "--machine", "keeneland", "--gpus", 4),
+     "machine file keeneland (Keeneland) has 3 GPU(s) per node: give --gpus 3 or fewer"),
+    (("--machine", "local", "--gpus", 1), "--gpus 1: machine file local has no GPUs: give one with \"gpus\" and GPU "
+                                          "rates (keeneland, h100), or leave out --machine"),  # it pasted its name in
     (("--nodes", 2, "--grid", "3x1", "--machine", "keeneland"),
      "--grid 3x1 has 3 rank(s) but --nodes is 2: give --nodes 3"),  # it said: tiledsl run --np 3
     (("--nodes", 2, "--machine", "keeneland", "--trace", "/nonexistent/t.json"),  # said before simulating
@@ -536,3 +539,12 @@ def test_a_corrupt_tuning_cache_is_warned_of_once(capsys, tmp_path, monkeypatch)
     tuning.cache_path().write_text("{ not json")
     assert main(["simulate", "cholesky", "--n", "400", "--nb", "100"]) == 2  # no rates for this machine without tune
     assert capsys.readouterr().err.count("ignoring the corrupt tuning cache") == 1
+
+
+@pytest.mark.timeout(60)
+def test_gpus_a_hybrid_tiling_gives_no_block_are_noted_as_a_run_notes_them(capsys):
+    """run warned that GPUs held no tile (hybrid tiles at this size); simulate said nothing."""
+    result = simulate(capsys, "hetero_cholesky", "--n", 1500, "--nodes", 2, "--gpus", 3, "--machine", "keeneland")
+    assert [rank["gpus_without_tiles"] for rank in result["ranks"]] == [[3], [2, 3]]
+    assert "rank 0: GPU 3; rank 1: GPU 2, 3 held no tile and ran no task: the hybrid tiling gave them no block " \
+           "column at this size (a smaller B, or a larger n, gives more)" in result["notes"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from types import SimpleNamespace
 
 from ..runtime import priorities
 from ..runtime.broadcast import broadcast_for
@@ -24,7 +25,8 @@ from ..runtime.matrix import region_view
 from ..runtime.program import flatten
 from ..runtime.dataflow import events_of
 from ..runtime.recording import LoopNestTarget, survey, walk
-from ..runtime.reporting import SUMMED, count_text, gflops, has_standard_count, idle_ranks_warning
+from ..runtime.reporting import (SUMMED, count_text, gflops, has_standard_count, idle_gpus_warning,
+                                 idle_ranks_warning)
 from ..runtime.gridadvice import grids_where_every_rank_computes
 from ..runtime.resources import ranks_without_tiles
 from ..runtime.trace import CriticalPath, task_args
@@ -111,7 +113,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     program = driver.PROGRAM
     gpus = options.gpus
     if gpus > machine.gpus:
-        raise UsageError(f"--gpus {gpus}: {machine.name} has {machine.gpus} GPU(s) per node")
+        raise UsageError(_too_many_gpus(gpus, machine))
     params = make_params(driver, options)
     if ratio_from_rates and gpus and program.tiling.kind == "uniform" and options.gpu_ratio is None:
         workers = rank_layout(machine, nranks, gpus, options.workers)[0]
@@ -150,10 +152,22 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
         driver, params, nranks, gpus, options.gpu_ratio))
     summary["notes"][:0] = [note for note in (without_tiles, idle_ranks) if note]
     dealt = _dealing_note(distribution, matrices, gpus)
+    if ratio_of(distribution) is None:  # hybrid tiles: no dealing to tell of, but GPUs given no block column
+        dealt = idle_gpus_warning(SimpleNamespace(gpus=gpus, gpu_ratio=None), summary["ranks"], options.spelling)
     summary["notes"] += [dealt] if dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
     return summary
+
+
+def _too_many_gpus(gpus: int, machine) -> str:
+    """Why ``--gpus`` asks more of the machine file than it has, and what to do."""
+    if machine.gpus:
+        return (f"--gpus {gpus}: machine file {machine.source} ({machine.name}) has {machine.gpus} GPU(s) per node: "
+                f"give --gpus {machine.gpus} or fewer")
+    return (f"--gpus {gpus}: machine file {machine.source} has no GPUs: give one with \"gpus\" and GPU rates "
+            f"(keeneland, h100), or leave out --machine to simulate this machine with the rates `tiledsl tune "
+            f"--gpus {gpus}` measured")
 
 
 def _share_walks(driver, params, distribution, nranks: int, options) -> list[float] | None:
