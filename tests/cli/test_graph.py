@@ -250,3 +250,14 @@ def test_a_png_graphviz_rendered_gets_the_mark_in_a_text_chunk(tmp_path):
         image.verify()  # the chunks' CRCs
     with Image.open(path) as image:
         assert image.text["Software"] == "drawn by tiledsl" and image.size == (4, 3)
+
+
+@pytest.mark.timeout(60)
+def test_the_caption_says_the_parameters_it_was_drawn_for(tmp_path, capsys):
+    """Two drawings for other --set values were byte-identical: the caption gave n and the tiles only."""
+    (tmp_path / "gp.tile").write_text("program gp {\n  param q = 2\n  param mode = \"L\"\n  tiling uniform(nb = 100)\n"
+                                      "  matrix A[n, n] = random spd\n  for k in 0 .. q { potrf(A[k, k], mode) }\n}\n")
+    out = tmp_path / "gp.dot"
+    assert main(["graph", str(tmp_path / "gp.tile"), "--n", "300", "--set", "q=3", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert 'graph [label="gp (gp.tile) n=300 nb=100 q=3 mode=L, 3 tasks, 1x1 grid' in text

@@ -201,8 +201,9 @@ def to_dot(plan, source_name: str) -> str:
 
 
 def _caption(plan, source_name: str) -> str:
-    return (f"{plan.program} ({source_name}) n={plan.params['n']} {tiling_text(plan.params, plan.tiling)}, "
-            f"{plan.task_count} tasks, "
+    return (f"{plan.program} ({source_name}) n={plan.params['n']} {tiling_text(plan.params, plan.tiling)}"
+            + "".join(f" {name}={plan.params[name]}" for name in plan.own_params)  # what it was drawn for
+            + f", {plan.task_count} tasks, "
             f"{plan.grid[0]}x{plan.grid[1]} grid, {plan.gpus} GPU(s) per rank\n"
             "edges: RAW solid, WAR dashed, WAW dotted; black local, blue intra-node, red inter-node")
 
