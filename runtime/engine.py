@@ -670,6 +670,11 @@ def _check_finite(task: Task, arrays, devices) -> None:
             raise KernelError(f"produced {value} at ({row}, {col}) of {task.tiles[index]} (--check-finite)")
 
 
+def _plain(value):
+    """A value argument as Python writes it (7, not numpy's np.int64(7))."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> TaskFailure:
     """The failure of ``task`` run by a worker of ``device`` (0: a CPU worker, which may have taken a GPU task)."""
     call = task.call
@@ -686,11 +691,11 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> T
                            for number, mode, group, panel in arguments if mode == "in")
         reason += f": a kernel may not write its `in` arguments: {inputs}"
     where = where_ran(task, device)
-    # integer values tell one task of a loop from another (the same tiles may recur)
-    counts = ", ".join(f"{name} = {value}" for name, value in zip(call.values, task.values or ())
-                       if isinstance(value, (int, np.integer)) and not isinstance(value, bool))
-    which = f" with {counts}" if counts else ""
-    failure = TaskFailure(f"kernel {call.kernel} failed on {arguments_text(task)}{where} ({call.text}{which}): "
+    # the value arguments tell one task of a loop from another (the same tiles may recur); written as
+    # explain writes them, after the tiles: "with k = 7" read as the loop's k, which was another
+    values = "; " + ", ".join(f"{name}={_plain(value)!r}" for name, value in zip(call.values, task.values)) \
+        if task.values else ""
+    failure = TaskFailure(f"kernel {call.kernel} failed on {arguments_text(task)}{where} ({call.text}{values}): "
                           f"{reason}", rank, call.line)
     failure.__cause__ = error  # the kernel's own exception, for a caller of the Python API to inspect
     return failure
