@@ -105,7 +105,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
     # GPU tiles that do not fit their GPUs stay on the host, cached on the GPUs (None: they fit)
-    out_of_core = outofcore.plan(matrices, needed, window, devices, options.gpu_memory, rank,
+    out_of_core = outofcore.plan(matrices, needed, share.run_on, window, devices, options.gpu_memory, rank,
                                  options.spelling.setting("gpu_memory"))
     # host copies of tiles in transit: received from other ranks, or of GPU tiles that host tasks read
     in_transit = ranks > 1 or (options.gpus and out_of_core is None)

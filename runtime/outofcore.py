@@ -58,12 +58,12 @@ class Plan:
     placement: dict  # tile -> its GPU (its data now on the host)
 
 
-def plan(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int,
+def plan(matrices: dict, needed: set, run_on: dict, window: int, devices, limit: int | None, rank: int,
          limit_name: str = "--gpu-memory") -> Plan | None:
     """None when this rank's GPUs hold their tiles (an in-memory run); else the :class:`Plan`, the
     GPU tiles set to live on the host (before their inputs are made); ``limit_name``: how the
-    interface names ``limit``."""
-    capacity = gpu_cache_bytes(matrices, needed, window, devices, limit, rank, limit_name)
+    interface names ``limit`` (the rest: :func:`.resources.gpu_cache_bytes`)."""
+    capacity = gpu_cache_bytes(matrices, needed, run_on, window, devices, limit, rank, limit_name)
     if capacity is None:
         return None
     placement = {}

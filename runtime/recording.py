@@ -99,6 +99,7 @@ class Survey(LoopNestTarget):
         self.foreign = 0  # the tiles that tasks of other ranks write, met on the way
         self.foreign_tasks = 0  # those tasks, where the walk sees them (a whole walk; a guided one bumps their tiles)
         self.needed: set = set()  # tiles they touch
+        self.run_on: dict = {}  # device -> the tiles touched by the tasks this rank runs there (0: the host)
         self.column_panels: set = set()  # matrices of which they give a built-in kernel column panels
         self.sequence = sequence  # a priorities.TaskSequence to fill, or None
 
@@ -109,7 +110,10 @@ class Survey(LoopNestTarget):
         if mine:  # the tasks this rank runs or sends for: those whose mistakes it must find before the run
             check_distinct_writes(call, tiles)
             self.count += 1
-            self.runs += tiles[call.main].rank == self.me
+            main = tiles[call.main]
+            if main.rank == self.me:  # a task runs where its main output lives
+                self.runs += 1
+                self.run_on.setdefault(main.device, set()).update(tiles)
             self.needed.update(tiles)
             if call.kernel in CPU_KERNELS:
                 self.column_panels.update(panel[0].matrix.name for panel in columns if len(panel) > 1)

@@ -160,13 +160,14 @@ def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMA
         if len(ranks) > 1 else f"GPU {', '.join(map(str, idle[ranks[0]['rank']]))}"
     them = "them" if sum(map(len, idle.values())) > 1 else "it"
     if result.gpu_ratio is None:  # hybrid tiles: each GPU takes whole large blocks
-        why = f"the hybrid tiling gave {them} no block column at this size (a smaller B, or a larger n, gives more)"
+        why = (f"the hybrid tiling gave {them} no block column that a task touches at this size (a smaller B, or a "
+               f"larger n, gives more)")
     elif result.gpu_ratio[0] == 0:  # the GPUs have every column already: there are fewer columns than GPUs
         why = ("the GPUs had every tile column, and there are fewer columns than GPUs at this size (smaller tiles "
                "give more)")
     else:
-        why = (f"the host:GPU ratio {ratio_text(result.gpu_ratio)} dealt {them} no tile column at this size "
-               f"({spelling.given('gpu_ratio', '0:1')} gives the GPUs every column)")
+        why = (f"the host:GPU ratio {ratio_text(result.gpu_ratio)} dealt {them} no tile column that a task touches at "
+               f"this size ({spelling.given('gpu_ratio', '0:1')} gives the GPUs every column)")
     return f"{where} held no tile and ran no task: {why}"
 
 
@@ -382,12 +383,13 @@ def count_nonfinite(matrices: dict, comm, held: dict, given: set) -> tuple[dict,
 
 
 def _gpus_without_tiles(engine, matrices: dict, gpus: int) -> list[int]:
-    """This rank's GPUs (from 1) that hold none of its tiles (out of core: are placed none, though
-    the tiles live on the host)."""
+    """This rank's GPUs (from 1) that hold none of its stored tiles (out of core: are placed none,
+    though the tiles live on the host). A tile no task touches is not stored (its data None): a GPU
+    dealt only such tiles (a column above a Cholesky's diagonal) ran nothing either."""
     exchange = engine.exchange
     out_of_core = exchange.out_of_core if exchange is not None else None
     device_of = out_of_core.device_of if out_of_core is not None else (lambda tile: tile.device)
-    held = {device_of(tile) for matrix in matrices.values() for tile in matrix.local_tiles()}
+    held = {device_of(tile) for matrix in matrices.values() for tile in matrix.local_tiles() if tile.data is not None}
     return [gpu for gpu in range(1, gpus + 1) if gpu not in held]
 
 

@@ -48,7 +48,7 @@ def _remedies(transfers: int, checking: int) -> str:
     return advice + (", or run without --check" if checking else "")
 
 
-def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: int | None, rank: int,
+def gpu_cache_bytes(matrices: dict, needed: set, run_on: dict, window: int, devices, limit: int | None, rank: int,
                     limit_name: str = "--gpu-memory") -> int | None:
     """None when each of this rank's GPUs holds its tiles (an in-memory run); else the bytes each
     GPU's cache of tiles may hold in an out-of-core run (:mod:`.outofcore`): ``limit``
@@ -56,10 +56,12 @@ def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: in
     GPU's free memory less room for the kernels' workspace. Refuses, with the numbers, a bound
     that cannot hold the largest tile.
 
-    The in-memory estimate per GPU: the tiles homed there, and the copies it may hold at
-    once (alien inputs and minor outputs): two of a tile per task of the window, and
-    never more than two of each tile this rank's tasks touch that lives elsewhere. A GPU
-    homing none of the tiles this rank's tasks touch runs none of them, and holds nothing.
+    The in-memory estimate per GPU: the tiles homed there (of ``needed``, those this rank's tasks
+    touch), and the copies it may hold at once (alien inputs and minor outputs): two of a tile
+    per task of the window, and never more than two of each tile that the tasks it runs touch
+    (``run_on``: device -> those tiles) and that lives elsewhere (tiles only host tasks read
+    are not copied to it). A GPU homing none of the tiles this rank's tasks touch runs none
+    of them, and holds nothing.
     """
     if devices is None:
         return None
@@ -73,8 +75,8 @@ def gpu_cache_bytes(matrices: dict, needed: set, window: int, devices, limit: in
                     for h, w in [tile.shape])
         if not tiles:  # a task runs where its main output lives: none here
             continue
-        elsewhere = sum(8 * h * w for tile in needed if not (tile.rank == tile.matrix.rank and tile.device == device)
-                        for h, w in [tile.shape])
+        elsewhere = sum(8 * h * w for tile in run_on.get(device, ())
+                        if not (tile.rank == tile.matrix.rank and tile.device == device) for h, w in [tile.shape])
         copies = 2 * min(window * largest, elsewhere)
         free = devices.free_memory(device)
         if free is not None:

@@ -807,7 +807,7 @@ def test_a_run_warns_from_python_of_what_the_command_line_warns_of_after_it(recw
     warned of nothing, and its summary's notes were empty, as if the GPUs had worked."""
     out = tiledsl.load("cholesky").run(n=600, tiles={"nb": 200}, gpus=2, gpu_backend="emulated", gpu_ratio="5:1",
                                        tuned=False)
-    said = ('GPU 1, 2 held no tile and ran no task: the host:GPU ratio 5:1 dealt them no tile column at this size '
-            '(gpu_ratio="0:1" gives the GPUs every column)')
+    said = ('GPU 1, 2 held no tile and ran no task: the host:GPU ratio 5:1 dealt them no tile column that a task '
+            'touches at this size (gpu_ratio="0:1" gives the GPUs every column)')
     assert [str(w.message) for w in recwarn if w.category is tiledsl.TiledslWarning] == [said]
     assert out.summary()["notes"] == [said]

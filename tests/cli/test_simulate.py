@@ -547,4 +547,4 @@ def test_gpus_a_hybrid_tiling_gives_no_block_are_noted_as_a_run_notes_them(capsy
     result = simulate(capsys, "hetero_cholesky", "--n", 1500, "--nodes", 2, "--gpus", 3, "--machine", "keeneland")
     assert [rank["gpus_without_tiles"] for rank in result["ranks"]] == [[3], [2, 3]]
     assert "rank 0: GPU 3; rank 1: GPU 2, 3 held no tile and ran no task: the hybrid tiling gave them no block " \
-           "column at this size (a smaller B, or a larger n, gives more)" in result["notes"]
+           "column that a task touches at this size (a smaller B, or a larger n, gives more)" in result["notes"]

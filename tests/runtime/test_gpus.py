@@ -7,6 +7,7 @@ their GPU body (``NAME_gpu``) on the GPU holding their main output, and on the
 owner's host without one.
 """
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -228,8 +229,8 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
                           "--gpus", "2", "--gpu-backend", "emulated", "--gpu-ratio", "5:1", "--no-tune"],
                          capture_output=True, text=True, timeout=100)
     assert out.returncode == 0 and ("tiledsl: warning: GPU 1, 2 held no tile and ran no task: the host:GPU ratio 5:1 "
-                                    "dealt them no tile column at this size (--gpu-ratio 0:1 gives the GPUs every "
-                                    "column)") in out.stderr
+                                    "dealt them no tile column that a task touches at this size (--gpu-ratio 0:1 "
+                                    "gives the GPUs every column)") in out.stderr
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "640", "--nb", "128",
                           "--gpus", "2", "--gpu-backend", "emulated", "--no-tune"],
                          capture_output=True, text=True, timeout=100)
@@ -264,3 +265,18 @@ def test_gpus_of_an_out_of_core_run_hold_their_tiles_on_the_host_and_are_not_sai
     stats = json.loads(out.stdout.splitlines()[-1])["ranks"][0]
     assert stats["out_of_core"] is not None and stats["gpus_without_tiles"] == []
     assert stats["tasks_by_device"]["gpu1"] > 0 and stats["tasks_by_device"]["gpu2"] > 0
+
+
+@pytest.mark.timeout(120)
+def test_a_gpu_dealt_only_tiles_no_task_touches_is_said_to_have_run_nothing(tmp_path):
+    """Rank 0's GPU was dealt tile column 5 of a lower Cholesky (above the diagonal: A[0, 5], A[2, 5],
+    A[4, 5], which no task touches nor stores): it ran nothing, unsaid, as it 'held tiles'."""
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "600", "--nb", "100",
+                          "--np", "2", "--grid", "2x1", "--gpus", "1", "--gpu-ratio", "5:1", "--gpu-backend", "emulated",
+                          "--no-tune", "--json"], capture_output=True, text=True, timeout=100, cwd=tmp_path,
+                         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    summary = json.loads(out.stdout.splitlines()[-1])
+    assert out.returncode == 0 and [r["gpus_without_tiles"] for r in summary["ranks"]] == [[1], []], out.stderr
+    assert summary["ranks"][0]["tasks_by_device"]["gpu1"] == 0
+    assert summary["notes"] == ["rank 0: GPU 1 held no tile and ran no task: the host:GPU ratio 5:1 dealt it no tile "
+                                "column that a task touches at this size (--gpu-ratio 0:1 gives the GPUs every column)"]

@@ -343,3 +343,18 @@ def test_gpus_homing_no_tile_hold_nothing_whatever_the_bound(compiled):
     result = execute(driver, Options(n=1200, tiles={"nb": 150}, sets={"cols": 150, "ib": 30, "domains": 2}, gpus=1,
                                      gpu_ratio=(1, 1), gpu_memory=100 * 1024, watchdog=60))
     assert result.stats["out_of_core"] is None and result.stats["tasks_by_device"] == {"host": result.tasks, "gpu1": 0}
+
+
+@pytest.mark.timeout(120)
+def test_tiles_only_host_tasks_read_are_not_counted_as_copies_a_gpu_may_hold(compiled):
+    """cholesky n=1000 nb=200 on one GPU at 1:1 (ratio default): the GPU homes 1.9 MB and receives at
+    most as much, yet --gpu-memory 6M went out of core (12 copies in, 0 evictions, --host-takes off):
+    the estimate counted twice every host tile, read by host tasks only."""
+    driver = compiled("programs/cholesky.tile")
+    options = dict(n=1000, tiles={"nb": 200}, seed=5, watchdog=60, gpus=1, gpu_ratio=(1, 1))
+    in_memory = execute(driver, Options(**options))
+    bounded = execute(driver, Options(**options, gpu_memory=6 * 2 ** 20))
+    assert bounded.stats["out_of_core"] is None
+    assert bounded.stats["device_copies"] == in_memory.stats["device_copies"]
+    assert np.array_equal(bounded.matrices["A"].assemble(), in_memory.matrices["A"].assemble())
+    assert execute(driver, Options(**options, gpu_memory=2 * 2 ** 20)).stats["out_of_core"] is not None

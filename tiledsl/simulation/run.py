@@ -145,7 +145,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options)}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
-    idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus)
+    stored = {(tile.matrix.name, tile.i, tile.j) for tile in walker.touched}
+    idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus, stored)
     for stats, idle, tiles in zip(summary["ranks"], idle_gpus, owned):
         stats["gpus_without_tiles"], stats["owned_tiles"] = idle, tiles  # as a run's statistics say them
     idle_ranks = idle_ranks_warning(summary["ranks"], grid, lambda: grids_where_every_rank_computes(
@@ -313,14 +314,17 @@ def _model_notes(machine, timing: Timing, program) -> list[str]:
     return notes
 
 
-def _tile_owners(matrices: dict, distribution, nranks: int, gpus: int) -> tuple[list[list[int]], list[int]]:
-    """Per rank, its GPUs (from 1) that hold none of its tiles, and the number of tiles it owns."""
+def _tile_owners(matrices: dict, distribution, nranks: int, gpus: int,
+                 stored: set) -> tuple[list[list[int]], list[int]]:
+    """Per rank, its GPUs (from 1) that hold none of its ``stored`` tiles ((matrix, i, j) of those some
+    task touches, as a run stores them), and the number of tiles it owns."""
     held, owned = [set() for _ in range(nranks)], [0] * nranks
     for matrix in matrices.values():
         for i in range(matrix.mt):
             for j in range(matrix.nt):
                 rank, device = distribution.owner(matrix.name, i, j)
-                held[rank].add(device)
+                if (matrix.name, i, j) in stored:
+                    held[rank].add(device)
                 owned[rank] += 1
     return [[gpu for gpu in range(1, gpus + 1) if gpu not in devices] for devices in held], owned
 

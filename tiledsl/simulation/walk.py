@@ -114,6 +114,7 @@ class Walk(LoopNestTarget):
         self.timing = timing
         self.priority_of = priority_of
         self.count = 0  # tasks walked
+        self.touched: set = set()  # the tiles some task touches: those a run stores (on its owner)
         self.instances = [[0] * len(Instance) for _ in range(nranks)]
         self.traffic = [[0, 0, 0, 0] for _ in range(nranks)]  # messages sent, received, bytes sent, received
         self.copies = [0] * nranks  # host/GPU copies
@@ -136,6 +137,7 @@ class Walk(LoopNestTarget):
         parts = _parts(call, tiles, views)
         index = self.count
         self.count += 1
+        self.touched.update(tiles)
         if self.priority_of is not None:
             priority = self.priority_of(call, tiles, priority)
         main = tiles[call.main]
