@@ -36,7 +36,9 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
         name = sorted(unknown)[0]
         if name in values:  # the size or a tile setting: an option of its own
             raise UsageError(f"--set {name}: {name} is not a parameter of {program.name}: give it as --{name}")
-        close = difflib.get_close_matches(name, program.params, n=1, cutoff=0.6)
+        # names differing in case only (PF for pf) are close whatever their length
+        close = [p for p in program.params if p.lower() == name.lower()] or \
+            difflib.get_close_matches(name, program.params, n=1, cutoff=0.6)
         raise UsageError(f"--set {name}: {program.name} has no parameter of that name"
                          + (f" (did you mean {close[0]}?)" if close else
                             f" (it has {', '.join(program.params)})" if program.params else ""))

@@ -96,6 +96,8 @@ def test_a_misspelt_parameter_gets_the_closest_one():
     out = tiledsl("run", "programs/qr.tile", "--n", 100, "--set", "ibb=3")
     assert out.returncode == 2
     assert out.stderr.strip() == "tiledsl: error: --set ibb: qr has no parameter of that name (did you mean ib?)"
+    out = tiledsl("run", "programs/qr.tile", "--n", 100, "--set", "IB=3")  # case alone: too short for difflib
+    assert out.stderr.strip() == "tiledsl: error: --set IB: qr has no parameter of that name (did you mean ib?)"
 
 
 @pytest.mark.timeout(130)
