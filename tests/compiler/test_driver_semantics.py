@@ -15,10 +15,11 @@ from tiledsl.compiler import nodes as n
 from tiledsl.compiler.codegen import generate
 from tiledsl.compiler import check_source
 from tiledsl.driverload import import_driver
-from tiledsl.commands.explain import submitted_tasks
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.options import Options
 from tiledsl.compiler.source import decode
+
+from submitted import submitted_tasks
 
 OPTIONS = Options(n=100, tiles={"nb": 32})  # A: 4x4 tiles, B: 4x7 tiles, both ragged
 HEADER = """\

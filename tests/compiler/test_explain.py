@@ -20,10 +20,12 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.commands.explain import TABLE_LIMIT, WALK_LIMIT, as_json, plan, render, submitted_tasks
+from tiledsl.commands.explain import TABLE_LIMIT, WALK_LIMIT, as_json, plan, render
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.protocol import Instance, delivery
 from tiledsl.runtime.world import UsageError
+
+from submitted import submitted_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 PATHS = {p.stem: p for p in (ROOT / "programs").glob("*.tile")} | {"ldlt": ROOT / "docs" / "examples" / "ldlt.tile"}

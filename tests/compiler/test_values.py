@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 import tiledsl
-from tiledsl.commands.explain import submitted_tasks
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.runtime import Options
 from tiledsl.runtime.inputs import make_matrix
+
+from submitted import submitted_tasks
 
 PROGRAM = Path(__file__).parent / "programs" / "values.tile"
 N, NB = 10, 4  # 3×3 tiles, the last ragged

@@ -20,7 +20,7 @@ from ..runtime.options import tile_values
 from ..runtime.program import flatten
 from ..runtime.matrix import call_views, part_of, part_text
 from ..runtime.protocol import Instance, delivery, instances, runs_at
-from ..runtime.recording import LoopNestTarget, record, walk as run_walk
+from ..runtime.recording import LoopNestTarget, walk as run_walk
 from ..runtime.reporting import ratio_text
 from ..runtime.resources import bytes_text
 from ..runtime.userkernels import gpu_kernels
@@ -86,13 +86,6 @@ def _matrices(driver, options, grid, gpus, rank):
     params = make_params(driver, options)
     distribution = make_distribution(driver.PROGRAM, params, grid, gpus, getattr(options, "gpu_ratio", None))
     return make_matrices(driver, params, distribution, 0 if rank is None else rank), params
-
-
-def submitted_tasks(driver, options, grid, gpus, rank) -> list:
-    """(call, tile positions) of the tasks the driver submits on ``rank`` (None: every task)."""
-    matrices, params = _matrices(driver, options, grid, gpus, rank)
-    recorder = record(driver, matrices, params, rank)
-    return [(call, tuple((t.matrix.name, t.i, t.j) for t in tiles)) for call, tiles, _ in recorder.submitted]
 
 
 def explain(driver, options, grid: tuple[int, int], gpus: int = 0, totals_only: bool = False) -> Plan:
