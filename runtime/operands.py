@@ -20,10 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..language import CHECK_QUALIFIERS
 from .geometry import Geometry
 from .world import UsageError
-
-QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ def view_of(words: tuple, where: str) -> View:
     :class:`~.world.UsageError` naming ``where`` for a combination that means nothing."""
     given = set(words)
     triangles = given & {"lower", "upper"}
-    unknown = given - set(QUALIFIERS)
+    unknown = given - set(CHECK_QUALIFIERS)
     if unknown or len(triangles) > 1 or ("unit" in given and not triangles) or \
             ("symmetric" in given and "unit" in given):
         raise UsageError(f"{where}: the qualifiers {' '.join(words)!r} mean nothing together (one of lower or "

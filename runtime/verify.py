@@ -39,7 +39,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..language import QR_KERNELS
+from ..language import CHECK_ARGUMENTS, QR_KERNELS
 from . import kernels
 from .checks import CheckError, exact, near, scaled
 from .geometry import Geometry
@@ -381,11 +381,7 @@ class Verifier:
 
 
 # ---------------------------------------------------------------- declarations
-# The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" any
-# op (.operands), "r" a result's part (lower, upper or symmetric), "t" the triangle a factor is in
-# (lower, the default, or upper).
-ARGUMENTS = {"cholesky": ("t",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
-             "product": ("roo",)}
+# The arguments of each built-in check: language.CHECK_ARGUMENTS ("o": any op of .operands)
 RESULT_QUALIFIERS = ((), ("lower",), ("upper",), ("symmetric",))
 #: the argument letters that take only some qualifiers: the ones they take, and how to say so
 LIMITED = {"-": (((),), "no qualifier"), "r": (RESULT_QUALIFIERS, "lower, upper or symmetric"),
@@ -395,10 +391,10 @@ LIMITED = {"-": (((),), "no qualifier"), "r": (RESULT_QUALIFIERS, "lower, upper 
 def _views(decl, where: str) -> tuple:
     """The :class:`~.operands.View` of each argument of ``decl``; a usage error for a declaration
     that no built-in check takes."""
-    signatures = ARGUMENTS.get(decl.kind)
+    signatures = CHECK_ARGUMENTS.get(decl.kind)
     if signatures is None:
         raise UsageError(f"{where}: there is no built-in check {decl.kind} (the built-in checks: "
-                         f"{', '.join(ARGUMENTS)})")
+                         f"{', '.join(CHECK_ARGUMENTS)})")
     signature = next((s for s in signatures if len(s) == len(decl.args)), None)
     if signature is None:
         counts = " or ".join(str(len(s)) for s in signatures)

@@ -20,6 +20,13 @@ INT64_MAX = 2**63 - 1
 MAX_ITERATIONS = 10**10
 #: the kernels whose reflectors ``check qr`` replays: a program calling none of them has nothing to check
 QR_KERNELS = ("geqrt", "tpqrt", "ttqrt")
+#: The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" an operand's
+#: (a triangle, unit, symmetric, transposed), "r" a result's part (lower, upper or symmetric), "t" the
+#: triangle a factor is in (lower, the default, or upper).
+CHECK_ARGUMENTS = {"cholesky": ("t",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
+                   "product": ("roo",)}
+#: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
+CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
 
 
 def hybrid_slices_fit(B: int, b: int, s: int) -> bool:

@@ -1,29 +1,22 @@
 """The program's ``check`` declaration: a built-in check's arity, qualifiers and options, or the
 words a user check (a function of the kernel module) cannot take.
 
-The tables here say what each built-in check takes; the runtime, which checks a driver's
-declarations as well, holds the same table (a test compares them).
+What each built-in check takes is :mod:`tiledsl.language`'s table, which the runtime, checking a
+driver's declarations again, reads as well.
 """
 from __future__ import annotations
 
-from ..language import QR_KERNELS
+from ..language import CHECK_ARGUMENTS, CHECK_QUALIFIERS, QR_KERNELS
 from . import nodes as n
 from .diagnostics import DiagnosticBag, suggestion_notes
 from .expressions import constant_of, expression_nodes, unparse
 from .typer import ExpressionTyper
 
-#: The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" an operand's
-#: (a triangle, unit, symmetric, transposed), "r" a result's part (lower, upper or symmetric), "t" the
-#: triangle a factor is in (lower, the default, or upper).
-CHECK_ARGUMENTS = {"cholesky": ("t",), "lu": ("-", "--"), "qr": ("--",), "solve": ("o--",), "inverse": ("oo",),
-                   "product": ("roo",)}
 CHECK_ARITY = {kind: tuple(len(s) for s in signatures) for kind, signatures in CHECK_ARGUMENTS.items()}
 CHECK_OPTIONS = {"product": ("alpha", "beta")}
 #: how each built-in check is written (docs/language.md's table of checks), for an arity error
 CHECK_FORMS = {"cholesky": ("A",), "lu": ("A", "A, P"), "qr": ("A, T",), "solve": ("A, X, B",),
                "inverse": ("A, X",), "product": ("C, A, B",)}
-#: what a check may say of a matrix: the triangle it means, its symmetry, its transpose
-CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
 
 
 def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bool) -> None:
