@@ -193,7 +193,8 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     before, after = text[:column - 1], text[column - 1 + len(token):]
     in_expression = "PLUS" in terminals  # where an operator could follow
     notes += _open_on_earlier_lines(source.text, line)
-    return (_initial_value_missing(source, line)
+    return (_keyword_read_as_expression(source, token)
+            or _initial_value_missing(source, line)
             or _python_number(source, line, before, str(token))
             or _line_ended_early(source, line, before, token, terminals, notes)
             or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"},
@@ -286,6 +287,47 @@ def _open_on_earlier_lines(text: str, line: int) -> tuple[str, ...]:
                 still_open.pop()
     return tuple(f"the '{char}' at {number}:{column} is still open here: {lines[number - 1].strip()}"
                  for number, column, char in still_open[-2:])
+
+
+#: the words that begin a line's declaration or statement (a kernel parameter's mode too): one of them
+#: first on a line, taken for the expression of the line before, is a clause left without one
+_LINE_KEYWORDS = frozenset(("program", "kernel", "use", "tiling", "param", "require", "matrix", "workspace", "check",
+                            "for", "if", "else", "let", "release", "priority", "in", "out", "inout"))
+
+
+def _keyword_read_as_expression(source: Source, unexpected: Token) -> Diagnostic | None:
+    """A clause whose expression is missing at the end of its line (``flops``, ``priority``, ``param
+    q =``, ``require``): a keyword may also be a name, so the parser takes the word that begins the
+    next line (``kernel``, ``for``, ``matrix``) for the expression, and the error falls later on that
+    line, with a note expecting the very keyword written there. Said at the clause instead.
+
+    The file is parsed again step by step to the ``unexpected`` token (only where its line begins
+    with such a keyword): the parser's state before each token says whether an expression may
+    begin there, which no reading of the text alone can tell."""
+    lines = source.text.split("\n")
+    first = _WORD.match(_code(lines[unexpected.line - 1]).lstrip())
+    if first is None or first.group() not in _LINE_KEYWORDS:
+        return None
+    parser = _lark().parse_interactive(source.text)
+    previous = taken = None  # taken: (the clause's last token, the keyword read as its expression)
+    try:
+        for token in parser.iter_parse():  # each token is yielded before it is fed: choices() are the state's
+            if token.start_pos >= unexpected.start_pos:
+                break
+            if (token.type == "NAME" and token in _LINE_KEYWORDS and previous is not None
+                    and token.line > previous.end_line and "INT" in parser.choices()):
+                taken = (previous, token)
+            previous = token
+    except (UnexpectedInput, _GluedKeyword):  # the error met again (the lexer's, where no token fits)
+        pass
+    if taken is None or taken[1].line != unexpected.line:
+        return None
+    clause, keyword = taken
+    span = Span(source.path, clause.line, clause.column, clause.end_line, clause.end_column)
+    return Diagnostic(span, "E100", f"an expression is missing after '{clause}'",
+                      (f"the '{keyword}' at {keyword.line}:{keyword.column} was read as the expression: a keyword "
+                       f"can also be a name",),
+                      f"write the expression after '{clause}', on line {clause.line}")
 
 
 #: a matrix declaration ending in ``=`` or ``= random``: its value, or its kind, was read from the next line
