@@ -395,6 +395,24 @@ def test_a_loop_inside_one_of_another_step_is_not_said_never_to_run_from_its_fir
                           "    for u in v + 1 .. W.mt { potrf(W[u, 0]) }\n  }\n}\n") == []
 
 
+def test_a_loop_between_tile_counts_that_runs_at_some_size_is_not_said_never_to_run():
+    """W302 compares the tile counts of lengths it can order (D.mt >= A.mt for D of n + 1 rows, A of
+    n); a loop up to the larger count runs for some sizes (n = nb: 1 .. 2), one over counts of
+    unordered lengths (a parameter's) or of other kinds (a hybrid tiling's blocks and slices) may:
+    no warning for any of them."""
+    loops = ("for k in A.mt .. D.mt { potrf(A[0, 0]) }", "for k in A.m .. A.mt { potrf(A[0, 0]) }",
+             "for k in A.mt .. C.mt { potrf(A[0, 0]) }", "for k in C.mt .. A.mt { potrf(A[0, 0]) }",
+             "for k in A.m .. D.m { potrf(A[0, 0]) }", "for k in D.m - 2 .. A.m { potrf(A[0, 0]) }")
+    for tiling in ("", "tiling hybrid(B = 100, b = 30, s = 2)\n"):
+        for loop in loops:
+            text = (f"program p {{\n  {tiling}param r = 3\n  matrix A[n, n] = random spd\n"
+                    f"  matrix D[n + 1, n] = random general\n  matrix C[r, n] = random general\n"
+                    f"  {loop}\n  getrf_nopiv(D[0, 0])\n  getrf_nopiv(C[0, 0])\n}}\n")
+            assert diagnostics_of(text) == [], (tiling, loop)
+    assert diagnostics_of("program p {\n  tiling hybrid(B = 100, b = 30, s = 2)\n  matrix A[n, n] = random spd\n"
+                          "  for k in A.mt .. A.nt { potrf(A[0, 0]) }\n}\n") == []
+
+
 def test_every_built_in_check_is_written_with_as_many_matrices_as_it_takes():
     from tiledsl.compiler.checks import CHECK_ARITY, CHECK_FORMS
 

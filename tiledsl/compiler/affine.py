@@ -263,7 +263,8 @@ def never_runs(low, high, converter: "Converter") -> bool:
     if _is_call(high, "max"):
         return all(never_runs(low, term, converter) for term in high.args)
     start, stop = converter.form(low), converter.form(high)
-    return start is not None and stop is not None and _provably_at_least(difference(start, stop), 0)
+    return start is not None and stop is not None and _provably_at_least(
+        counts_lowered(difference(start, stop), converter), 0)
 
 
 def never_runs_within(low, high, loops, converter: "Converter") -> bool:
@@ -274,7 +275,29 @@ def never_runs_within(low, high, loops, converter: "Converter") -> bool:
     if start is None or stop is None or bounds is None:
         return False
     least, _ = _extreme(difference(start, stop), bounds, -1)
-    return least is not None and _provably_at_least(least, 0)
+    return least is not None and _provably_at_least(counts_lowered(least, converter), 0)
+
+
+def counts_lowered(form: Form, converter: "Converter") -> Form:
+    """A form at most ``form`` for every size, with the tile counts it subtracts cancelled against
+    those it adds that count as many tiles or more: ``tiles(2*n) - tiles(n)`` is at least 0.
+
+    A tile count is a count of one kind (:attr:`Converter.lengths`: ⌈rows / nb⌉, or a hybrid
+    tiling's blocks or slices) of a length, and never falls as its length grows: where the length
+    added is provably at least the length subtracted (2·n ≥ n, n + 1 ≥ n, sizes being at least
+    1), c·more − c·fewer ≥ 0, and dropping both terms leaves a form no larger. Counts of other
+    kinds, or of lengths not so ordered (a parameter's), are left as they are."""
+    lowered, lengths = dict(form), converter.lengths
+    for fewer in [symbol for symbol, c in form.items() if c < 0 and symbol in lengths]:
+        for more in [symbol for symbol, c in form.items() if c > 0 and symbol in lengths]:
+            (kind, length), (other_kind, other_length) = lengths[more], lengths[fewer]
+            if lowered[fewer] >= 0 or lowered[more] <= 0 or kind != other_kind or length is None \
+                    or other_length is None or not _provably_at_least(difference(length, other_length), 0):
+                continue
+            cancelled = min(lowered[more], -lowered[fewer])
+            lowered[more] -= cancelled
+            lowered[fewer] += cancelled
+    return {symbol: c for symbol, c in lowered.items() if c or symbol == ""}
 
 
 def _is_call(expr, func: str) -> bool:
@@ -482,16 +505,22 @@ class Converter:
     like another tiling's setting), None for a name of no integer (a float's form would
     prove what rounding undoes: ``x + x + x - 3 * x`` is not 0 for x = 0.1).
     ``extent_symbol(matrix, query)`` names ``A.mt``, ``A.nt`` (and in a flop count ``A.m``,
-    ``A.n``), None for a query of no form. ``constant(expr)`` gives the value the analysis folded
-    for an expression of constants that is not affine in form (``2 ** 3``, ``7 // 2``), or None.
+    ``A.n``), None for a query of no form; ``dimension(matrix, query)`` gives the expression a
+    matrix's ``A.m`` or ``A.n`` is declared with (its form is theirs), or None. ``constant(expr)``
+    gives the value the analysis folded for an expression of constants that is not affine in form
+    (``2 ** 3``, ``7 // 2``), or None.
     """
 
-    def __init__(self, let_form, extent_symbol, name_symbol, constant):
+    def __init__(self, let_form, extent_symbol, name_symbol, constant, dimension=lambda matrix, query: None):
         self.let_form = let_form
         self.extent_symbol = extent_symbol
         self.name_symbol = name_symbol
         self.constant = constant
+        self.dimension = dimension
         self.display: dict[str, str] = {}
+        #: tile count symbol -> (its kind, the affine form of the length it counts, or None), as
+        #: ``extent_symbol`` names them: what :func:`counts_lowered` compares
+        self.lengths: dict[str, tuple[str, Form | None]] = {}
 
     def form(self, expr) -> Form | None:
         match expr:
@@ -508,6 +537,9 @@ class Converter:
                 return {symbol: 1, "": 0}
             case n.Attr(matrix=matrix, attr=attr):
                 symbol = self.extent_symbol(matrix.text, attr.text)
+                dimension = self.dimension(matrix.text, attr.text) if symbol is None else None
+                if dimension is not None:  # A.m is the rows A is declared with: their form, exactly
+                    return self.form(dimension)
                 if symbol is None:
                     return None
                 self.display.setdefault(symbol, f"{matrix.text}.{attr.text}")

@@ -49,7 +49,7 @@ class ExpressionTyper:
         self.values: dict[int, int] = {}  # id of a constant integer expression -> its value
         self.floats: dict[int, float] = {}  # id of a constant float expression -> its value
         self.converter = Converter(self._let_form, self._extent_symbol, self._name_symbol,
-                                   lambda expr: self.values.get(id(expr)))
+                                   lambda expr: self.values.get(id(expr)), self._dimension)
         self.tiling = "uniform"
         self.flops_of: n.KernelDecl | None = None  # the kernel whose flop count is being checked
         self.declarations: dict = {}  # name -> span of the program's parameters, matrices and workspaces
@@ -539,7 +539,19 @@ class ExpressionTyper:
             return f"{matrix}.{axis}"
         dim = decl.rows if axis == "mt" else decl.cols
         counter = "tiles" if self.tiling == "uniform" else ("blocks" if axis == "mt" else "slices")
-        return f"{counter}({canonical_text(dim)})"
+        symbol = f"{counter}({canonical_text(dim)})"
+        if symbol not in self.converter.lengths:  # which counts are at least others (W302's proofs)
+            self.converter.lengths[symbol] = (counter, self.converter.form(dim))
+        return symbol
+
+    def _dimension(self, matrix: str, axis: str):
+        """The expression the program's matrix ``matrix`` is declared with along ``axis`` ('m': its
+        rows, 'n': its columns), or None (a workspace, a tile argument in a flop count, another query)."""
+        symbol = self.scope.lookup(matrix)
+        if axis not in ("m", "n") or symbol is None or symbol.kind != "matrix" \
+                or not isinstance(symbol.node, n.MatrixDecl):
+            return None
+        return symbol.node.rows if axis == "m" else symbol.node.cols
 
 
 def _within(inner: Span, outer: Span) -> bool:
