@@ -457,11 +457,23 @@ def test_the_upper_cholesky_residual_is_the_dense_one_and_catches_a_wrong_factor
 
 @pytest.mark.timeout(60)
 def test_check_cholesky_upper_refuses_hybrid_tiles(tmp_path):
-    """An upper factor on tiles cut unlike in rows and columns is refused, not checked wrongly."""
+    """An upper factor on tiles cut unlike in rows and columns is refused, not checked wrongly: by the
+    compiler (E209), and by the run of a driver that declares it all the same (its declaration
+    edited after compiling, as no compiled program can hold it)."""
     import tiledsl
+    from tiledsl.runtime.world import UsageError
 
-    text = (ROOT / "programs/hetero_cholesky.tile").read_text().replace("check cholesky(A)", "check cholesky(upper A)")
+    program = (ROOT / "programs/hetero_cholesky.tile").read_text()
+    text = program.replace("check cholesky(A)", "check cholesky(upper A)")
     assert "upper A" in text
     (tmp_path / "hetero.tile").write_text(text)
-    with pytest.raises(tiledsl.TiledslError, match=r"needs tiles whose rows and columns are cut alike"):
-        tiledsl.load(tmp_path / "hetero.tile").run(n=300, check=True)
+    with pytest.raises(tiledsl.TiledslError, match=r"E209.*check cholesky\(upper A\) needs a uniform tiling"):
+        tiledsl.load(tmp_path / "hetero.tile")
+    _driver_of(tmp_path, program.replace("check cholesky(A)", "check cholesky(lower A)"), "hetero_lower")
+    source = (tmp_path / "hetero_lower.py").read_text()
+    assert source.count("qualifiers=(('lower',),)") == 1
+    (tmp_path / "hetero_upper.py").write_text(source.replace("qualifiers=(('lower',),)", "qualifiers=(('upper',),)"))
+    from tiledsl.driverload import import_driver
+    driver = import_driver(tmp_path / "hetero_upper.py", "driver_hetero_upper")
+    with pytest.raises(UsageError, match=r"needs tiles whose rows and columns are cut alike"):
+        execute(driver, Options(n=300, check=True))

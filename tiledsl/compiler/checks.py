@@ -65,6 +65,7 @@ def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bo
                   f"check cholesky needs a square matrix, but '{decl.name.text}' is "
                   f"{unparse(decl.rows)} × {unparse(decl.cols)}",
                   "its numbers of rows and columns differ whatever the sizes")
+    _upper_cholesky_tiling(check, types)
     given = {}
     for option in check.options:
         if option.name.text not in CHECK_OPTIONS.get(kind, ()):
@@ -77,6 +78,21 @@ def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bo
         else:
             _check_option_value(option, types)
         given.setdefault(option.name.text, option.name.span.column)
+
+
+def _upper_cholesky_tiling(check: n.CheckDecl, types: ExpressionTyper) -> None:
+    """``check cholesky(upper A)`` under a hybrid tiling: the run checks an upper factor on tiles
+    whose rows and columns are cut alike only, and refuses the check of every hybrid run."""
+    if check.kind.text != "cholesky" or types.tiling != "hybrid" or len(check.args) != 1 \
+            or [word.text for word in check.args[0].qualifiers] != ["upper"]:
+        return  # (other qualifiers, or their number, are said wrong above)
+    name = check.args[0].name.text
+    types.bag.error(check.args[0].qualifiers[0].span, "E209",
+                    f"check cholesky(upper {name}) needs a uniform tiling, and this program's is hybrid",
+                    f"an upper factor is checked on tiles whose rows and columns are cut alike: hybrid tiles "
+                    f"cut {name}'s rows in blocks of B, and each block column in s slices",
+                    hint=f"use 'tiling uniform(nb = ...)', or check an upper Cholesky on hybrid tiles with a "
+                         f"check of your own: check NAME({name}), NAME a function of the kernel module")
 
 
 def _written(kind: str, form: str, args) -> str:
