@@ -139,7 +139,10 @@ class _Analyzer:
         self._declare_params(tiling, program.params)
         self.types.in_requirement = True  # read with the parameters: matrices are not declared yet
         for require in program.requires:
-            self.types.bool_expr(require.condition)
+            if self.types.bool_expr(require.condition) and self.types.truth(require.condition) is False:
+                self.bag.error(require.condition.span, "E209", "this requirement never holds",
+                               f"{unparse(require.condition)} is false whatever the parameters: every run would "
+                               f"stop here", hint="correct the condition, or drop the requirement")
         self.types.in_requirement = False
         self._declare_matrices(program.matrices, program.workspaces)
         for check in program.checks:

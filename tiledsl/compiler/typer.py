@@ -28,6 +28,8 @@ FUNCTIONS = ("min", "max")
 #: What to write instead of a function the language does not have
 _FUNCTION_ADVICE = {"abs": ("the absolute value of x is max(x, -x)",), "pow": ("a power is a ** b",),
                     "sqrt": ("compute a square root in a kernel, or pass it as a float parameter (param, --set)",)}
+_COMPARISONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+                ">=": operator.ge}
 _ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
                "//": operator.floordiv, "%": operator.mod}
 
@@ -316,6 +318,31 @@ class ExpressionTyper:
                            "a divisor must be nonzero for every value of the loop variables")
             return False
         return True
+
+    def truth(self, cond) -> bool | None:
+        """Whether the condition ``cond`` (already typed) holds for every value of the parameters
+        (True), for none (False), or depends on them (None): comparisons whose sides differ by a
+        constant (``1 > 2``, ``n - n > 0``; a parameter's default proves nothing, ``--set`` changes
+        it), of two literal characters, and and/or/not of those."""
+        match cond:
+            case n.Unary(op="not", operand=operand):
+                value = self.truth(operand)
+                return None if value is None else not value
+            case n.Binary(op="and" | "or" as op, left=left, right=right):
+                sides = (self.truth(left), self.truth(right))
+                deciding = op == "or"  # the value of one side that decides the whole (True for or)
+                return deciding if deciding in sides else (not deciding) if None not in sides else None
+            case n.Binary(op=op, left=n.StrLit() as left, right=n.StrLit() as right) if op in ("==", "!="):
+                return _COMPARISONS[op](left.value, right.value)
+            case n.Binary(op=op, left=left, right=right) if op in _COMPARISONS:
+                a, b = self.number_form(left), self.number_form(right)
+                if a is not None and b is not None and a.keys() == b.keys() == {""}:
+                    return _COMPARISONS[op](a[""], b[""])  # two constants: compared as the run compares them
+                gap = difference(a, b) if a is not None and b is not None else None
+                if gap is None or any(value for symbol, value in gap.items() if symbol):
+                    return None
+                return _COMPARISONS[op](gap.get("", 0), 0)
+        return None
 
     def number_form(self, expr) -> dict | None:
         """The affine form of integer ``expr``, in which a flop count's ``A.m`` and ``A.n`` are symbols;
