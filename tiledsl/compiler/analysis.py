@@ -151,6 +151,7 @@ class _Analyzer:
             self.bag.error(extra.span, "E207", "the program declares a second check",
                            f"the first is at line {program.checks[0].span.line}")
         module = self.module.locate()
+        self.types.in_loop_nest = True
         self._block(program.body)
         self._check_char_params(program.params)
         check_qr_replay(program.checks[:1], self.kernel_used, self.bag)

@@ -41,7 +41,8 @@ class ExpressionTyper:
     ``converter`` gives affine forms. The analyzer sets ``tiling`` once read, ``flops_of``
     while it checks a kernel's flop count (whose names are that kernel's arguments),
     ``declarations`` (the program's parameters, matrices and workspaces, to say where a name
-    used too early is declared), ``in_requirement`` while it reads a ``require``, and
+    used too early is declared), ``in_requirement`` while it reads a ``require``,
+    ``in_loop_nest`` once it reads the statements, and
     ``ended`` (lets and loop variables whose block has closed, to say where they were visible).
     """
 
@@ -58,6 +59,7 @@ class ExpressionTyper:
         self.used_early: set = set()  # names used before their declaration (E200 then, but used)
         self.redeclared: set = set()  # program-level names declared twice (E207): uses are not judged again
         self.in_requirement = False  # reading a `require`'s condition
+        self.in_loop_nest = False  # reading the program's statements (declarations have no loop variables)
         # lets and loop variables whose block has ended -> (symbol, the block): a use after it is told where
         self.ended: dict[str, tuple[Symbol, str]] = {}
 
@@ -315,7 +317,8 @@ class ExpressionTyper:
             self.bag.error(divisor.span, "E214", f"division by zero: the right operand of '{op}' is always 0",
                            hint="a divisor must be nonzero for every shape and value of the kernel's arguments"
                            if self.flops_of is not None else
-                           "a divisor must be nonzero for every value of the loop variables")
+                           "a divisor must be nonzero for every value of the loop variables" if self.in_loop_nest
+                           else "a divisor must be nonzero for every value of the parameters")
             return False
         return True
 
