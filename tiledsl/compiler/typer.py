@@ -136,6 +136,7 @@ class ExpressionTyper:
         if got is not None and got != want:
             self.bag.error(expr.span, "E205", f"expected {TYPE_NOUN[want]}, found {TYPE_NOUN[got]}",
                            *self.let_notes(expr, lambda let: let.type == got, TYPE_NOUN[got]),
+                           *self.param_notes(expr, got),
                            hint="use '//' for integer division" if want == "int" and self.divides(expr) else None)
         return got == want
 
@@ -160,7 +161,23 @@ class ExpressionTyper:
                 f"{unparse(let.node.value)}, {what}" for let in self.lets_behind(expr, why)]
 
     def float_let_notes(self, expr) -> list[str]:
-        return self.let_notes(expr, lambda let: let.type == "float", TYPE_NOUN["float"])
+        """Notes on the float lets behind ``expr``, then on the float parameters it or they name."""
+        return (self.let_notes(expr, lambda let: let.type == "float", TYPE_NOUN["float"])
+                + self.param_notes(expr, "float"))
+
+    def param_notes(self, expr, type_: str) -> list[str]:
+        """A note per parameter of type ``type_`` that ``expr`` names, itself or through the lets of
+        that type behind it: where it is declared and with what value (``step s`` does not show
+        that ``s`` is a float; its declaration does)."""
+        lets = self.lets_behind(expr, lambda let: let.type == type_)
+        found = {}
+        for name in (name for e in (expr, *(let.node.value for let in lets)) for name in names(e)):
+            symbol = self.scope.lookup(name)
+            if symbol is not None and symbol.kind == "param" and symbol.type == type_ \
+                    and isinstance(symbol.node, n.ParamDecl):
+                found.setdefault(name, symbol)
+        return [f"'{name}' is the param at line {symbol.span.line}: param {name} = "
+                f"{unparse(symbol.node.default)}, {TYPE_NOUN[type_]}" for name, symbol in found.items()]
 
     def divides(self, expr) -> bool:
         """Whether ``expr`` uses '/', itself or through the float lets it names: a number with a fraction
