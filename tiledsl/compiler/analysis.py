@@ -317,14 +317,30 @@ class _Analyzer:
         for decl in workspaces:
             if decl.like.text in workspace_names:  # itself, or one declared before or after: never a matrix
                 itself = decl.like.text == decl.name.text
+                matrix = next((m for m in matrices if m.name.text == decl.like.text), None) if itself else None
+                if matrix is not None:  # `workspace A like A`: the matrix was meant, the workspace's name clashes
+                    notes = (f"'{decl.like.text}' is also the matrix declared at line {matrix.span.line}, and "
+                             f"'like {decl.like.text}' names the workspace itself",)
+                    hint = (f"give the workspace a name of its own: workspace {self._free_name(decl)} like "
+                            f"{decl.like.text} rows {unparse(decl.rows)}")
+                else:
+                    notes = ()
+                    hint = f"name the matrix whose tile rows it follows: workspace {decl.name.text} like A rows ..."
                 self.bag.error(decl.like.span, "E209", f"workspace '{decl.name.text}' must be like a matrix, not "
-                                                       + ("itself" if itself else "a workspace"),
-                               hint=f"name the matrix whose tile rows it follows: workspace {decl.name.text} like A "
-                                    f"rows ...")
+                                                       + ("itself" if itself else "a workspace"), *notes, hint=hint)
             else:
                 self.types.matrix(decl.like)
             self._size_expr(decl.rows, f"tile height of workspace '{decl.name.text}'")
             self.types.declare(decl.name, Symbol("workspace", decl.name.span, decl))
+
+    def _free_name(self, decl: n.WorkspaceDecl) -> str:
+        """A name no declaration of the program takes, for the hint of a workspace named like its matrix."""
+        program = self.program
+        taken = {d.name.text for d in (*program.params, *program.matrices, *program.workspaces)}
+        taken |= {"n", *TILING_SETTINGS[self.tiling]}
+        like = decl.like.text
+        return next(name for name in ("W", "T", "V", f"{like}_work", *(f"{like}_work{i}" for i in range(2, 10**6)))
+                    if name not in taken)
 
     def _size_expr(self, expr, what: str):
         """A size: an integer expression of parameters only (no geometry queries), at least 1
