@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..drivercontract import hiding
+from ..drivercontract import forget_hiding, hiding
 from ..language import SQUARE_KINDS
 from . import blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
@@ -718,12 +718,19 @@ def main(program, *_older_driver_arguments) -> None:
     """Entry point of a generated driver run as a script (the driver's module is ``__main__``)."""
     # Drivers of format 2 and before pass resolve_params, shapes and generate too; the run finds
     # them on the driver's module, so they are taken and not used: such drivers still run.
-    try:
-        blas.load()  # SciPy: part of the loading, which a rank of `tiledsl run --np` ends quietly on Ctrl-C
-    except Exception as error:  # every rank meets it alike: the launcher's rank 0 says so
-        said = _loading_failure(error)
-        if said is None:
-            raise
+    # a file beside the script in place of a module the run imports later (json.py, mpi4py.py), which
+    # would fail only when used, in the middle of the run, or one imported already and not yet used
+    hidden = hiding(sys.path[0], list(sys.modules))
+    said = None if hidden is None else f"{sys.argv[0]}: error: {hidden}"
+    if said is None:
+        try:
+            blas.load()  # SciPy: part of the loading, which a rank of `tiledsl run --np` ends quietly on Ctrl-C
+        except Exception as error:
+            said = _loading_failure(error)
+            if said is None:
+                raise
+    if said is not None:  # every rank meets it alike: the launcher's rank 0 says so
+        forget_hiding(sys.path[0])
         if launcher_rank() == 0:
             print(said, file=sys.stderr)
             given = sys.argv[1:sys.argv.index("--") if "--" in sys.argv else None]
@@ -756,12 +763,9 @@ def run_notes(driver, options: Options, result: RunResult, ranks: list) -> list[
 
 
 def _loading_failure(error: Exception) -> str | None:
-    """The message of a failure to load SciPy that is the user's to mend: a file beside the script
-    named as a module of Python's, which SciPy imported in its place (``copy.py``: "module 'copy'
-    has no attribute 'deepcopy'"), or a package not installed; None for any other."""
-    hidden = hiding(sys.path[0], list(sys.modules))
-    if hidden is not None:
-        return f"{sys.argv[0]}: error: {hidden}"
+    """The message of a failure to load SciPy that is the user's to mend, a package not installed;
+    None for any other. (A file beside the script that SciPy would import in a module's place,
+    copy.py, is said before: :func:`main`.)"""
     missing = missing_package(error) if isinstance(error, ModuleNotFoundError) else None
     return None if missing is None else f"tiledsl: error: {missing}"
 

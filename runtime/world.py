@@ -18,10 +18,10 @@ import sys
 import threading
 import time
 
+from ..drivercontract import launcher_rank  # kept there: a driver whose runtime failed to import needs it too
 from .distribution import parse_grid, squarest_grid
 
 LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS")
-RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # set by ``tiledsl run --np``: where ranks record their completion
 JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # set by ``tiledsl run --np``: its own pid, which no rank outlives
 JOB_HOST_VARIABLE = "TILEDSL_JOB_HOST"  # set by ``tiledsl run --np``: the host where that pid is
@@ -94,12 +94,6 @@ def launcher_size() -> tuple | None:
         if value.isdigit() and trusted:
             return name, int(value)
     return None
-
-
-def launcher_rank() -> int:
-    """This process's rank as its launcher numbered it (0 without a launcher)."""
-    value = next((os.environ[v] for v in RANK_VARIABLES if os.environ.get(v, "").isdigit()), "0")
-    return int(value)
 
 
 def record_start() -> None:

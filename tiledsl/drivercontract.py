@@ -12,7 +12,11 @@ from the file. It is of the text as the compiler reads it (a byte-order mark dro
 CR line ends as LF), so that a checkout that rewrites line ends changes nothing.
 
 :func:`hiding` is what a driver, or ``tiledsl run DRIVER.py``, says of a file beside a script
-that is named as a module of Python's own (``copy.py``): Python imports it in that module's place.
+that is named as a module a run may import: Python imports it in that module's place. Such a
+module is one of Python's (``copy.py``, ``json.py``), tiledsl itself (``tiledsl.py``), or one of
+an installed package that tiledsl requires, directly or not (``numpy.py``, ``mpi4py.py``): every
+one, not only those imported so far, for a module imported lazily fails only when it is used, in
+the middle of a run (``json.dumps``). :func:`stop_if_hiding` is a driver's stop on such a file.
 
 Only os and sys, which Python has loaded before any script, are imported at the top: a driver
 whose runtime failed to import reads this module then.
@@ -21,6 +25,14 @@ import os
 import sys
 
 DRIVER_FORMAT = 3  # 3: main takes the program alone; 2: a loop's share terms are a function (runtime.share.among)
+
+#: where launchers give a process its rank (MPICH's and Open MPI's mpiexec, PMIx, srun)
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+#: the modules besides Python's that a run imports itself: hidden by a file of their name even where
+#: the installed packages' records, which name the rest (:func:`required_modules`), are not found
+RUNTIME_MODULES = ("tiledsl", "numpy", "scipy", "mpi4py", "threadpoolctl", "cupy", "nvmath")
+#: tiledsl's extras whose packages no run imports (a run may plot, or use a GPU)
+_NOT_RUN_EXTRAS = ("test",)
 
 
 def source_digest(data: bytes) -> str:
@@ -31,14 +43,152 @@ def source_digest(data: bytes) -> str:
     return hashlib.sha256(text).hexdigest()[:16]
 
 
-def hiding(folder: str, modules) -> str | None:
-    """What to say of a file in ``folder`` (a script's, first on the import path) named as one of
-    ``modules`` that is Python's own (``copy.py`` for copy), which an import of that module would
-    load in its place; None when there is none."""
-    for name in sorted(set(modules) & sys.stdlib_module_names):
-        for path in (os.path.join(folder, f"{name}.py"), os.path.join(folder, name, "__init__.py")):
-            if os.path.isfile(path):
-                shown = os.path.dirname(path) if path.endswith("__init__.py") else path
-                return (f"{shown} hides Python's module {name}, which tiledsl's runtime imports (a script's folder "
-                        f"comes first on the import path): rename it, or move it out of {folder or '.'}")
-    return None
+def launcher_rank() -> int:
+    """This process's rank as its launcher numbered it (0 without a launcher)."""
+    value = next((os.environ[v] for v in RANK_VARIABLES if os.environ.get(v, "").isdigit()), "0")
+    return int(value)
+
+
+def hiding(folder: str, modules=()) -> str | None:
+    """What to say of a file in ``folder`` (a script's, first on the import path) that an import of a
+    module a run may import would load in that module's place (:func:`hidden_modules`); None when
+    there is none. Of several, one of ``modules`` (those imported so far: the likely cause of a
+    failure) is named first."""
+    hidden = hidden_modules(folder)
+    if not hidden:
+        return None
+    imported = set(modules)
+    name = min(hidden, key=lambda n: (n not in imported, n))
+    kind = "Python's module" if name in sys.stdlib_module_names else "the module"
+    return (f"{hidden[name]} hides {kind} {name}, which a run may import (a script's folder comes first on the "
+            f"import path): rename it, or move it out of {folder or '.'}")
+
+
+def stop_if_hiding(folder: str) -> None:
+    """End a driver whose ``folder`` holds a file named as a module a run may import (:func:`hiding`):
+    one line from the launcher's rank 0 (every rank meets it alike), exit status 2; return where
+    there is none."""
+    said = hiding(folder, list(sys.modules))
+    if said is None:
+        return
+    if launcher_rank() == 0:
+        print(f"{sys.argv[0]}: error: {said}", file=sys.stderr)
+    forget_hiding(folder)
+    raise SystemExit(2)
+
+
+def forget_hiding(folder: str) -> None:
+    """Drop from ``sys.modules`` what was imported from files in ``folder`` in place of the modules
+    they hide: Python, ending, calls the ``_shutdown`` of whatever is imported as threading, and a
+    threading.py without one printed "Exception ignored in: <module 'threading' ...>"."""
+    for name, shown in hidden_modules(folder).items():
+        file = getattr(sys.modules.get(name), "__file__", None)
+        place = os.path.realpath(shown)
+        if file and os.path.realpath(file) in (place, os.path.join(place, "__init__.py")):
+            del sys.modules[name]
+
+
+def hidden_modules(folder: str) -> dict:
+    """The modules a run may import that files in ``folder`` would be imported in place of, name ->
+    the file (or package folder): Python's own (not those built in or frozen, which no file
+    replaces), tiledsl (not the one running: a checkout's tiledsl/), and those of the packages
+    it requires, directly or not."""
+    files = _module_files(folder)
+    hidden = {name: shown for name, shown in files.items()
+              if name == "tiledsl" and not _is_this_tiledsl(shown)
+              or name in sys.stdlib_module_names and name not in sys.builtin_module_names and not _frozen(name)
+              or name != "tiledsl" and name in RUNTIME_MODULES}
+    if any(name in sys.stdlib_module_names for name in hidden):
+        return hidden  # said as it is: the records of the installed packages are read with modules of Python's
+    others = [name for name in files if name not in hidden and name not in RUNTIME_MODULES
+              and name not in sys.stdlib_module_names and _found_past(name, folder)]
+    if others:
+        required = required_modules()
+        hidden.update((name, files[name]) for name in others if name in required)
+    return hidden
+
+
+def _module_files(folder: str) -> dict:
+    """The top-level modules that files in ``folder`` would be imported as, name -> the file
+    (``name.py``) or the package folder (``name/__init__.py``), which Python takes first."""
+    files = {}
+    try:
+        with os.scandir(folder or ".") as entries:
+            for entry in entries:
+                if entry.name.endswith(".py") and entry.is_file():
+                    files.setdefault(entry.name[:-3], os.path.join(folder, entry.name))
+                elif entry.is_dir() and os.path.isfile(os.path.join(entry.path, "__init__.py")):
+                    files[entry.name] = os.path.join(folder, entry.name)
+    except OSError:  # no such folder (the import path's first entry may be a zip file, or gone)
+        return {}
+    return {name: shown for name, shown in files.items() if name.isidentifier()}
+
+
+def _is_this_tiledsl(shown: str) -> bool:
+    """Whether ``shown``, a tiledsl.py or tiledsl/ beside a script, is the tiledsl running (a checkout's)."""
+    try:
+        return os.path.samefile(shown, os.path.dirname(os.path.abspath(__file__)))
+    except OSError:
+        return False
+
+
+def _frozen(name: str) -> bool:
+    """Whether Python has module ``name`` frozen in (os, io, ...), which it takes before any file."""
+    import _imp  # built in
+
+    return _imp.is_frozen(name)
+
+
+def _found_past(name: str, folder: str) -> bool:
+    """Whether a module ``name`` is on the import path other than in ``folder``: one a file there would hide."""
+    import importlib.machinery  # loaded with Python, before any script: no file beside one replaces it
+
+    here = os.path.realpath(folder or ".")
+    places = [place for place in sys.path if os.path.realpath(place or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec(name, places)
+    return spec is not None and spec.has_location  # not a namespace package: a plain folder of that name
+
+
+_required = None
+
+
+def required_modules() -> frozenset:
+    """The top-level modules of the installed packages that tiledsl requires, directly or not (its
+    extras but the tests' too), as their records list them; empty where tiledsl's is not found."""
+    global _required
+    if _required is None:
+        import re
+        from importlib import metadata
+
+        names, seen, todo = set(), set(), [("tiledsl", True)]
+        while todo:
+            project, own = todo.pop()
+            key = re.sub(r"[-_.]+", "-", project).lower()
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                distribution = metadata.distribution(project)
+            except metadata.PackageNotFoundError:  # an extra not installed
+                continue
+            if not own:  # tiledsl's records list the folders its install maps (runtime/, ...), not modules of its own
+                names.update(_top_level(distribution))
+            for requirement in distribution.requires or ():
+                project, _, marker = requirement.partition(";")
+                extra = re.search(r"""extra\s*==\s*["']([^"']+)""", marker)
+                # the extras of the packages it requires are not installed with them, tiledsl's may be
+                if extra is None or own and extra.group(1) not in _NOT_RUN_EXTRAS:
+                    todo.append((re.match(r"\s*([A-Za-z0-9._-]+)", project).group(1), False))
+        _required = frozenset(names)
+    return _required
+
+
+def _top_level(distribution) -> set:
+    """The top-level modules of an installed ``distribution``: its top_level.txt (setuptools), and the
+    first parts of the paths of its files (numpy's records have no top_level.txt)."""
+    names = set((distribution.read_text("top_level.txt") or "").split())
+    for file in distribution.files or ():
+        first = file.parts[0]
+        if len(file.parts) > 1 or first.endswith((".py", ".so", ".pyd")):
+            names.add(first.partition(".")[0])
+    return {name for name in names if name.isidentifier() and not name.startswith("__")}  # not __pycache__

@@ -1110,7 +1110,7 @@ def test_a_file_hiding_a_module_of_pythons_is_named_by_the_drivers_beside_it(tmp
     driver = tiledsl("compile", "cholesky").stdout
     (tmp_path / "copy.py").write_text(driver)
     (tmp_path / "chol.py").write_text(driver)
-    said = (f"{tmp_path / 'copy.py'} hides Python's module copy, which tiledsl's runtime imports (a script's folder "
+    said = (f"{tmp_path / 'copy.py'} hides Python's module copy, which a run may import (a script's folder "
             f"comes first on the import path): rename it, or move it out of {tmp_path}\n")
     for script in ("copy.py", "chol.py"):
         out = subprocess.run([sys.executable, script, "--n", "64"], cwd=tmp_path, capture_output=True, text=True,
@@ -1173,7 +1173,7 @@ def test_a_module_of_pythons_hidden_where_scipy_imports_it_is_named_too(tmp_path
     a rank was said to have ended without a word."""
     (tmp_path / "chol.py").write_text(tiledsl("compile", "cholesky").stdout)
     (tmp_path / "copy.py").write_text("x = 1\n")
-    said = (f"{tmp_path / 'copy.py'} hides Python's module copy, which tiledsl's runtime imports (a script's folder "
+    said = (f"{tmp_path / 'copy.py'} hides Python's module copy, which a run may import (a script's folder "
             f"comes first on the import path): rename it, or move it out of {tmp_path}\n")
     out = subprocess.run([sys.executable, "chol.py", "--n", "64"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
@@ -1230,3 +1230,66 @@ def test_no_output_replaces_the_input_of_another_matrix(tmp_path):
     assert np.array_equal(np.load(tmp_path / "data.npy"), data) and np.load(tmp_path / "b.npy").shape == (40, 2)
     out = tiledsl("run", "p.tile", "--output", "A=data.npy", cwd=tmp_path)  # its own input, in place
     assert out.returncode == 0 and np.allclose(np.load(tmp_path / "data.npy"), np.eye(40) * 2.0), out.stderr
+
+
+def _hides(tmp_path, name: str, kind: str = "the module") -> str:
+    """The line a driver in ``tmp_path`` says of a file there named as module ``name``, which it hides."""
+    shown = tmp_path / name if (tmp_path / name).is_dir() else tmp_path / f"{name}.py"
+    return (f"{shown} hides {kind} {name}, which a run may import (a script's folder comes first on the import "
+            f"path): rename it, or move it out of {tmp_path}\n")
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("name, kind", [("json", "Python's module"), ("numpy", "the module"),
+                                        ("tiledsl", "the module"), ("threading", "Python's module")])
+def test_any_module_a_run_imports_hidden_beside_a_driver_stops_it_in_one_line(tmp_path, name, kind):
+    """A json.py (x = 1) beside a driver was an internal error at its first use (json.dumps, rc 3), a
+    numpy.py a raw traceback (numpy.dtype), a tiledsl.py the false 'needs tiledsl's runtime of driver
+    format 3', and a threading.py came with Python's "Exception ignored in: <module 'threading' ...>":
+    the check knew only the modules of Python's imported so far, and needed tiledsl to import."""
+    (tmp_path / "d.py").write_text(tiledsl("compile", "cholesky").stdout)
+    (tmp_path / f"{name}.py").write_text("x = 1\n")
+    out = subprocess.run([sys.executable, "d.py", "--n", "10"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert (out.returncode, out.stderr) == (2, f"d.py: error: {_hides(tmp_path, name, kind)}"), out.stderr
+    if name != "tiledsl":  # (this tiledsl, started beside it, would import it)
+        out = tiledsl("run", tmp_path / "d.py", "--n", 10)
+        assert (out.returncode, out.stderr) == (2, f"tiledsl: error: {_hides(tmp_path, name, kind)}"), out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_a_driver_saved_as_numpy_py_says_it_hides_numpy(tmp_path):
+    """`tiledsl compile cholesky > numpy.py; python numpy.py`: the runtime imported the driver as numpy,
+    whose import of the runtime failed, and it said it needed a runtime of driver format 3."""
+    (tmp_path / "numpy.py").write_text(tiledsl("compile", "cholesky").stdout)
+    out = subprocess.run([sys.executable, "numpy.py", "--n", "10"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert (out.returncode, out.stderr) == (2, f"numpy.py: error: {_hides(tmp_path, 'numpy')}"), out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_an_mpi4py_py_beside_a_driver_stops_its_ranks_in_one_line(tmp_path):
+    """mpi4py.py beside a driver under `mpiexec -n 2`: every rank was an internal error, "module 'mpi4py'
+    has no attribute 'rc'" (rc 3); now rank 0 alone says it, and both end with status 2."""
+    mpiexec = Path(sys.executable).with_name("mpiexec")  # the environment's (mpich), as test_job_faults finds it
+    mpiexec = str(mpiexec) if mpiexec.exists() else "mpiexec"
+    (tmp_path / "d.py").write_text(tiledsl("compile", "cholesky").stdout)
+    (tmp_path / "mpi4py.py").write_text("x = 1\n")
+    out = subprocess.run([mpiexec, "-n", "2", sys.executable, "d.py", "--n", "10"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert (out.returncode, out.stderr) == (2, f"d.py: error: {_hides(tmp_path, 'mpi4py')}"), out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_files_beside_a_driver_that_hide_nothing_a_run_imports_do_not_stop_it(tmp_path):
+    """What the check must let be: a helper module of the user's, a package of the user's whose name
+    no installed package that tiledsl requires has, and a plain folder named as a module (no
+    __init__.py: Python imports the module, not the folder)."""
+    (tmp_path / "d.py").write_text(tiledsl("compile", "cholesky").stdout)
+    (tmp_path / "helpers.py").write_text("x = 1\n")
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "__init__.py").write_text("")
+    (tmp_path / "numpy").mkdir()
+    out = subprocess.run([sys.executable, "d.py", "--n", "10"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stderr == "", out.stderr

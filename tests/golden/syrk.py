@@ -14,14 +14,18 @@ except Exception as missing:  # no tiledsl in this Python, one older than the dr
     _unmet = missing
 if _unmet:
     import sys as _sys
-    try:  # a file beside this script named as a module of Python's, imported in its place (copy.py)
-        from tiledsl.drivercontract import hiding as _hiding
-        _hidden = _hiding(_sys.path[0], list(_sys.modules))
-    except ImportError:  # no tiledsl at all
-        _hidden = None
-    if _hidden:
-        print(f"{_sys.argv[0]}: error: {_hidden}", file=_sys.stderr)  # the script run, which may be another
-        raise SystemExit(2)
+    _folder = _sys.path[0]  # this script's, first on the import path
+    try:  # a file there named as a module the run imports, imported in its place (copy.py, numpy.py)
+        from tiledsl.drivercontract import stop_if_hiding as _stop_if_hiding
+    except ImportError:  # no tiledsl, one older than the driver, or a tiledsl.py there: look past the folder
+        _sys.modules.pop("tiledsl", None)
+        del _sys.path[0]
+        try:
+            from tiledsl.drivercontract import stop_if_hiding as _stop_if_hiding
+        except ImportError:  # none past it either
+            _stop_if_hiding = None
+    if _stop_if_hiding:
+        _stop_if_hiding(_folder)  # one line naming the file, from rank 0, and exit status 2; else it returns
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
     raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 3 or "

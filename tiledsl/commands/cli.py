@@ -22,7 +22,7 @@ from . import PROGRAM_HELP
 from ..compiler import Result, check_path, compile_path
 from ..compiler.diagnostics import Diagnostic, render as render_diagnostic
 from ..compiler.source import Span
-from ..drivercontract import hiding
+from ..drivercontract import RUNTIME_MODULES, hiding
 from ..driverload import program_path, shadowing
 from ..packages import missing_package
 from .jobs import run_job
@@ -361,11 +361,6 @@ def _compile(args) -> int:
         print(f"tiledsl: error: cannot write {args.output}: {error.strerror}", file=sys.stderr)
         return 2
     return 0
-
-
-#: modules a driver's run imports besides Python's own: a driver of one of their names, first on
-#: ``sys.path`` as a script is, would be imported in their place
-RUNTIME_MODULES = ("tiledsl", "numpy", "scipy", "mpi4py", "threadpoolctl", "cupy", "nvmath")
 
 
 def _check_driver_target(output: str, program: str) -> None:
