@@ -1124,3 +1124,16 @@ def test_ctrl_c_wrapped_by_a_library_is_a_quiet_end_not_an_internal_error(monkey
     monkeypatch.setattr(launch, "execute", interrupted)
     assert main(["run", "cholesky", "--n", "64", "--no-tune"]) == 130
     assert capsys.readouterr().err == "tiledsl: rank 0: stopped by SIGINT\n"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["lark.py", "markupsafe.py"])
+def test_compile_hides_no_module_of_a_package_tiledsl_requires(tmp_path, name):
+    """-o lark.py (the compiler's parser) or markupsafe.py (jinja2's): the driver would have stopped
+    itself and every driver beside it, and only a fixed list of packages' names was refused."""
+    out = tiledsl("compile", "cholesky", "-o", tmp_path / name)
+    assert_clean_failure(out, status=2)
+    stem = name[:-3]
+    assert out.err == (f"tiledsl: error: -o {tmp_path / name}: a driver named {name} would hide the module {stem} "
+                       f"from its run (a script's folder comes first on the import path): name it otherwise\n")
+    assert not (tmp_path / name).exists()

@@ -22,7 +22,7 @@ from . import PROGRAM_HELP
 from ..compiler import Result, check_path, compile_path
 from ..compiler.diagnostics import Diagnostic, render as render_diagnostic
 from ..compiler.source import Span
-from ..drivercontract import RUNTIME_MODULES, hiding
+from ..drivercontract import RUNTIME_MODULES, hiding, required_modules
 from ..driverload import program_path, shadowing
 from ..packages import missing_package
 from .jobs import run_job
@@ -380,7 +380,9 @@ def _check_driver_target(output: str, program: str) -> None:
         if reason is not None:
             raise UsageError(f"-o {output}: {target.name} is there and is not a driver tiledsl wrote ({reason}): "
                              f"compile replaces only its own drivers; name another file")
-    if target.stem in sys.stdlib_module_names or target.stem in RUNTIME_MODULES:
+    # a module a run may import besides Python's, whose place a driver of its name, first on the
+    # import path as a script is, would take: the driver and drivers beside it would stop (hiding)
+    if target.stem in sys.stdlib_module_names or target.stem in RUNTIME_MODULES or target.stem in required_modules():
         kind = "Python's module" if target.stem in sys.stdlib_module_names else "the module"
         raise UsageError(f"-o {output}: a driver named {target.name} would hide {kind} {target.stem} from its run "
                          f"(a script's folder comes first on the import path): name it otherwise")
