@@ -35,6 +35,8 @@ from .world import launcher_size, say_ending
 FLOOR_SECONDS = 60.0
 TASK_FACTOR = 20.0
 TICK_SECONDS = 0.25
+#: how much later than its time a tick must come for :class:`Monitor` to take the interpreter as frozen
+FROZEN_SECONDS = 1.0
 
 
 class Limit:
@@ -158,8 +160,17 @@ class Monitor:
             frozen_backstop(None)
 
     def _run(self) -> None:
+        last, skipped = time.monotonic(), False
         while not self.stop.wait(TICK_SECONDS):
-            self.check()
+            now = time.monotonic()
+            # A tick far later than asked: the interpreter was frozen (a kernel held the GIL in C), and
+            # the thread that takes the GIL first as it is released decides: this check, finding no task
+            # done all that time, or the worker recording the kernel's end. Once, let the worker go first
+            # (a next late tick checks: a kernel taking the GIL again and again is still found).
+            frozen = now - last > TICK_SECONDS + FROZEN_SECONDS and not skipped
+            last, skipped = now, frozen
+            if not frozen:
+                self.check()
             self._arm()
 
     def _arm(self) -> None:
