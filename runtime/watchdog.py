@@ -242,8 +242,9 @@ def deadline(seconds: float | None, what: str, rank: int):
     later = DEFERRED_SECONDS if rank and size is not None and size[1] > 1 else 0.0
 
     def watch():
-        if not returned.wait(seconds) and not returned.wait(later):
-            say_ending(f"rank {rank}: watchdog: {what} after {seconds + later:g} s (--watchdog)")
+        if not returned.wait(seconds):  # past the limit: said, even if it ends while rank 0 goes first
+            returned.wait(later)
+            say_ending(f"rank {rank}: watchdog: {what} after {seconds:g} s (--watchdog)")
     threading.Thread(target=watch, name="deadline", daemon=True).start()
     try:
         yield

@@ -713,6 +713,20 @@ def test_user_code_that_never_returns_outside_a_task_ends_at_the_watchdog(tmp_pa
     assert json.loads(out.out.splitlines()[-1])["error"] == f"rank 0: watchdog: {said}"  # and its JSON object
 
 
+@pytest.mark.timeout(120)
+def test_a_module_loading_past_the_limit_on_a_rank_but_0_fails_the_run_too(tmp_path):
+    """Ranks but 0 wait 3 s longer, for rank 0 to say it first: a module loading in 4 s on rank 1 under
+    --watchdog 2 passed silently (exit 0), and one loading longer was said to be past 5 s (--watchdog)."""
+    (tmp_path / "k.py").write_text('import os\nimport time\n\nif os.environ.get("PMI_RANK") == "1":\n'
+                                   "    time.sleep(4)\n\n\ndef bump(A):\n    A += 1\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel bump(inout A)\nprogram p {  matrix A[n, n] = zeros\n'
+                                     "  for k in 0 .. A.nt { bump(A[k, k]) }\n}\n")
+    out = tiledsl("run", "t.tile", "--n", "40", "--nb", "20", "--watchdog", "2", "--np", 2, cwd=tmp_path)
+    assert out.returncode == 1, out.err
+    assert "tiledsl: error: rank 1: watchdog: kernel module k.py has not finished loading after 2 s (--watchdog)" \
+        in out.err.splitlines(), out.err
+
+
 def test_the_driver_cache_key_covers_every_compiler_stage_that_shapes_a_driver():
     """A change to any of them compiles programs anew (the share plan's dataflow included);
     source and diagnostics read files and word messages, and no driver text comes from them."""
