@@ -436,18 +436,18 @@ def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
     claim_process()
     out = _own_stream(sys.stdout) if out is None else out
     err = _own_stream(sys.stderr) if err is None else err
-    before, children_before = set(threading.enumerate()), adopt_orphans()
+    before, adoption = set(threading.enumerate()), adopt_orphans()
     status = _run_and_report(driver, args, out, err)
     record_completion(status)
-    _ending_processes_left(children_before, err)
+    _ending_processes_left(adoption, err)
     _not_waiting_for(before, status, out, err)
     return status
 
 
-def _ending_processes_left(before: set[int], err) -> None:
+def _ending_processes_left(adoption, err) -> None:
     """End the processes a kernel started and left running (:mod:`.leftovers`), which would keep the
     run's output open after it ended (``| tee`` waited for them), and name them."""
-    left = end_leftovers(before)
+    left = end_leftovers(adoption)
     if left:
         with contextlib.suppress(OSError, ValueError):
             print(f"tiledsl: warning: rank {launcher_rank()}: {', '.join(left)}, which a kernel started, still ran "

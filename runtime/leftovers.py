@@ -7,7 +7,8 @@ that is tiledsl's own (the command line, a driver, a rank of ``--np``) becomes t
 subreaper* of what it starts (Linux's ``PR_SET_CHILD_SUBREAPER``), so that a process orphaned
 below it (``sh -c "sleep 60 &"``) is re-parented to it rather than to init; when the run ends,
 its children that were not there before are asked to end (SIGTERM), then killed, and a warning
-names them. Elsewhere (no ``prctl``) only direct children are found.
+names them, and the process is no subreaper any more (unless it was one before). Elsewhere (no
+``prctl``) only direct children are found.
 """
 from __future__ import annotations
 
@@ -16,17 +17,41 @@ import ctypes
 import os
 import signal
 import time
+from dataclasses import dataclass
 
-_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
 GRACE_SECONDS = 1.0  # how long a process left behind has to end on SIGTERM before SIGKILL
 
 
-def adopt_orphans() -> set[int]:
-    """Make this process the subreaper of the processes started below it (Linux); the pids of its
-    children now, which are not the run's."""
+@dataclass(frozen=True)
+class Adoption:
+    """What :func:`adopt_orphans` found: this process's children then (not the run's), and whether it
+    was a subreaper already (given back by :func:`end_leftovers`)."""
+
+    children: frozenset
+    was_subreaper: bool
+
+
+def adopt_orphans() -> Adoption:
+    """Make this process the subreaper of the processes started below it (Linux), until
+    :func:`end_leftovers`: a process that goes on after the run (a test runner, an application)
+    must not adopt what others orphan, nor keep the processes it starts from their launcher's
+    notice that their parent died (a launcher checks that its parent became init)."""
+    was = _subreaper()
+    _set_subreaper(True)
+    return Adoption(frozenset(children()), was)
+
+
+def _subreaper() -> bool:
+    flag = ctypes.c_int(0)
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    return set(children())
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    return bool(flag.value)
+
+
+def _set_subreaper(on: bool) -> None:
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: only direct children are found
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
 
 
 def children() -> list[int]:
@@ -40,10 +65,11 @@ def children() -> list[int]:
     return [pid for pid in dict.fromkeys(found) if _alive(pid)]
 
 
-def end_leftovers(before: set[int]) -> list[str]:
-    """End this process's children that were not in ``before``: SIGTERM, SIGKILL after
-    :data:`GRACE_SECONDS`; each as 'pid N (command line)' for the warning, [] if none."""
-    left = [pid for pid in children() if pid not in before]
+def end_leftovers(adoption: Adoption) -> list[str]:
+    """End this process's children that were not there at ``adoption``: SIGTERM, SIGKILL after
+    :data:`GRACE_SECONDS`; each as 'pid N (command line)' for the warning, [] if none. The process
+    is a subreaper again only if it was one before."""
+    left = [pid for pid in children() if pid not in adoption.children]
     named = [f"pid {pid} ({_command_line(pid)})" for pid in left]
     for signum in (signal.SIGTERM, signal.SIGKILL):
         for pid in left:
@@ -53,6 +79,8 @@ def end_leftovers(before: set[int]) -> list[str]:
         while left and time.monotonic() < deadline:
             left = [pid for pid in left if not _reaped(pid)]
             time.sleep(0.02)
+    if not adoption.was_subreaper:
+        _set_subreaper(False)
     return named
 
 
