@@ -691,11 +691,11 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> T
                            for number, mode, group, panel in arguments if mode == "in")
         reason += f": a kernel may not write its `in` arguments: {inputs}"
     where = where_ran(task, device)
-    # integer arguments tell one task of a loop from another (the same tiles may recur); written as
-    # explain writes value arguments, after the tiles: "with k = 7" read as the loop's k, which was another
-    counts = ", ".join(f"{name}={_plain(value)!r}" for name, value in zip(call.values, task.values or ())
-                       if isinstance(value, (int, np.integer)) and not isinstance(value, bool))
-    values = f"; {counts}" if counts else ""
+    # integer arguments tell one task of a loop from another (the same tiles may recur); said as the
+    # kernel's arguments: "with k = 7" (and then "; k=7") read as the loop's k, which was another
+    counts = [f"{name} = {_plain(value)!r}" for name, value in zip(call.values, task.values or ())
+              if isinstance(value, (int, np.integer)) and not isinstance(value, bool)]
+    values = f"; argument{'s' if len(counts) > 1 else ''} {', '.join(counts)}" if counts else ""
     failure = TaskFailure(f"kernel {call.kernel} failed on {arguments_text(task)}{where} ({call.text}{values}): "
                           f"{reason}", rank, call.line)
     failure.__cause__ = error  # the kernel's own exception, for a caller of the Python API to inspect

@@ -261,3 +261,16 @@ def test_the_caption_says_the_parameters_it_was_drawn_for(tmp_path, capsys):
     assert main(["graph", str(tmp_path / "gp.tile"), "--n", "300", "--set", "q=3", "-o", str(out)]) == 0
     text = out.read_text()
     assert 'graph [label="gp (gp.tile) n=300 nb=100 q=3 mode=L, 3 tasks, 1x1 grid' in text
+
+
+@pytest.mark.timeout(60)
+def test_the_caption_says_the_host_gpu_ratio_it_was_drawn_for(tmp_path):
+    """2:1 and 0:1 placed tasks apart, yet the two captions read alike."""
+    captions = []
+    for ratio in ("2:1", "0:1"):
+        out = tmp_path / f"g{ratio[0]}.dot"
+        assert main(["graph", CHOLESKY, "--n", "300", "--nb", "100", "--gpus", "2", "--gpu-ratio", ratio, "--no-tune",
+                     "-o", str(out)]) == 0
+        captions.append(out.read_text().split("graph [label=", 1)[1].split("\\n", 1)[0])
+    assert captions[0].endswith("2 GPU(s) per rank (host:GPU columns 2:1)")
+    assert captions[1].endswith("2 GPU(s) per rank (host:GPU columns 0:1)")

@@ -548,3 +548,15 @@ def test_gpus_a_hybrid_tiling_gives_no_block_are_noted_as_a_run_notes_them(capsy
     assert [rank["gpus_without_tiles"] for rank in result["ranks"]] == [[3], [2, 3]]
     assert "rank 0: GPU 3; rank 1: GPU 2, 3 held no tile and ran no task: the hybrid tiling gave them no block " \
            "column that a task touches at this size (a smaller B, or a larger n, gives more)" in result["notes"]
+
+
+@pytest.mark.timeout(60)
+def test_gpus_dealt_only_columns_no_task_touches_are_noted_as_a_run_notes_them(capsys, tmp_path):
+    """A program touching tile column 0 only, on 3 GPUs at 1:1: run warned that the GPUs ran nothing,
+    simulate (whose dealing note finds nothing far from the ratio) said nothing."""
+    (tmp_path / "one.tile").write_text("program one {\n  tiling uniform(nb = 100)\n  matrix A[n, n] = random spd\n"
+                                       "  potrf(A[0, 0])\n  for m in 1 .. A.mt { trsm(A[0, 0], A[m, 0]) }\n}\n")
+    result = simulate(capsys, str(tmp_path / "one.tile"), "--n", 800, "--gpus", 3, "--gpu-ratio", "1:1",
+                      "--machine", "keeneland")
+    assert result["notes"] == ["GPU 1, 2, 3 held no tile and ran no task: the host:GPU ratio 1:1 dealt them no tile "
+                               "column that a task touches at this size (--gpu-ratio 0:1 gives the GPUs every column)"]

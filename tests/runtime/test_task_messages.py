@@ -47,7 +47,7 @@ def test_writing_an_in_panel_names_it_as_one_argument_numbered_as_declared(compi
         execute(driver, Options(n=30, workers=1))
     assert str(failure.value) == (
         "kernel smooth failed on U[0:2, 0], V[0, 0], U[0, 1] (smooth(i - lo, U[lo : hi, 0], V[i, 0], U[i, 1])"
-        "; center=0): "
+        "; argument center = 0): "
         "ValueError at writein_kernels.py:6: assignment destination is read-only: "
         "a kernel may not write its `in` arguments: U[0:2, 0] (argument 2, a panel), U[0, 1] (argument 4)")
     assert failure.value.line == 13 and failure.value.rank == 0

@@ -70,7 +70,7 @@ def test_a_failure_names_the_integer_values_that_tell_its_task_from_the_others(t
                                      'program p {\n  matrix A[n, n] = zeros\n'
                                      '  for k in 0 .. 4 { poison(A[0, 0], k, 0.5) }\n}\n')
     out = tiledsl("run", "t.tile", "--n", 8, cwd=tmp_path)
-    assert out.returncode == 1 and "(poison(A[0, 0], k, 0.5); k=2): ValueError at kernels.py:3: bad" \
+    assert out.returncode == 1 and "(poison(A[0, 0], k, 0.5); argument k = 2): ValueError at kernels.py:3: bad" \
         in out.stderr, out.stderr
 
 
@@ -84,7 +84,7 @@ def test_a_failure_says_value_arguments_as_arguments_not_as_loop_values(tmp_path
                                      '  for k in 0 .. A.nt { f(A[k, k]) }\n}\n')
     np.save(tmp_path / "a.npy", np.diag([0.0] * 20 + [2.0] * 10))
     out = tiledsl("run", "t.tile", "--input", "A=a.npy", cwd=tmp_path)
-    assert out.returncode == 1 and "kernel f failed on A[2, 2] (f(A[k, k]); k=7): ValueError at " \
+    assert out.returncode == 1 and "kernel f failed on A[2, 2] (f(A[k, k]); argument k = 7): ValueError at " \
                                    "kernels.py:3: bad" in out.stderr, out.stderr
 
 
@@ -190,7 +190,7 @@ def test_an_int_argument_beyond_64_bits_fails_its_task_rather_than_reach_the_ker
     with pytest.raises(tiledsl.TiledslError) as error:
         program.run(n=1, params={"q": 4000000000})
     assert str(error.value).endswith(
-        "kernel put failed on R[0, 0] (put(R[0, 0], q * q); v=16000000000000000000): its int argument v = "
+        "kernel put failed on R[0, 0] (put(R[0, 0], q * q); argument v = 16000000000000000000): its int argument v = "
         "16000000000000000000 is beyond the 64-bit range (±9223372036854775807, 2**63 - 1), which the integers a "
         "program computes stay within: check its formula"), str(error.value)
 

@@ -204,7 +204,8 @@ def _caption(plan, source_name: str) -> str:
     return (f"{plan.program} ({source_name}) n={plan.params['n']} {tiling_text(plan.params, plan.tiling)}"
             + "".join(f" {name}={plan.params[name]}" for name in plan.own_params)  # what it was drawn for
             + f", {plan.task_count} tasks, "
-            f"{plan.grid[0]}x{plan.grid[1]} grid, {plan.gpus} GPU(s) per rank\n"
+            f"{plan.grid[0]}x{plan.grid[1]} grid, {plan.gpus} GPU(s) per rank"
+            + (f" (host:GPU columns {plan.gpu_ratio[0]}:{plan.gpu_ratio[1]})" if plan.gpu_ratio else "") + "\n"
             "edges: RAW solid, WAR dashed, WAW dotted; black local, blue intra-node, red inter-node")
 
 

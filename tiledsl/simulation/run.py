@@ -152,9 +152,10 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     idle_ranks = idle_ranks_warning(summary["ranks"], grid, lambda: grids_where_every_rank_computes(
         driver, params, nranks, gpus, options.gpu_ratio))
     summary["notes"][:0] = [note for note in (without_tiles, idle_ranks) if note]
-    dealt = _dealing_note(distribution, matrices, gpus)
-    if ratio_of(distribution) is None:  # hybrid tiles: no dealing to tell of, but GPUs given no block column
-        dealt = idle_gpus_warning(SimpleNamespace(gpus=gpus, gpu_ratio=None), summary["ranks"], options.spelling)
+    # the dealing of tile columns far from the ratio, GPUs left without any included; else, as a run
+    # warns, GPUs holding no tile a task touches (hybrid tiles, or columns no task touches)
+    dealt = _dealing_note(distribution, matrices, gpus) or idle_gpus_warning(
+        SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution)), summary["ranks"], options.spelling)
     summary["notes"] += [dealt] if dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
