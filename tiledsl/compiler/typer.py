@@ -28,6 +28,8 @@ FUNCTIONS = ("min", "max")
 #: What to write instead of a function the language does not have
 _FUNCTION_ADVICE = {"abs": ("the absolute value of x is max(x, -x)",), "pow": ("a power is a ** b",),
                     "sqrt": ("compute a square root in a kernel, or pass it as a float parameter (param, --set)",)}
+#: a comparison of -a with -b, as one of a with b
+_MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _COMPARISONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
                 ">=": operator.ge}
 _ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -359,10 +361,34 @@ class ExpressionTyper:
                 if a is not None and b is not None and a.keys() == b.keys() == {""}:
                     return _COMPARISONS[op](a[""], b[""])  # two constants: compared as the run compares them
                 gap = difference(a, b) if a is not None and b is not None else None
-                if gap is None or any(value for symbol, value in gap.items() if symbol):
+                if gap is None:
                     return None
-                return _COMPARISONS[op](gap.get("", 0), 0)
+                if not any(value for symbol, value in gap.items() if symbol):
+                    return _COMPARISONS[op](gap.get("", 0), 0)
+                return self._sign_truth(op, gap)
         return None
+
+    def _sign_truth(self, op: str, gap: dict) -> bool | None:
+        """``gap op 0`` where ``gap`` is of the sizes alone (n and the tile settings, each at least 1 in
+        every run) with coefficients of one sign: its least (or greatest) value, at 1 each, decides
+        (``n < 1`` never holds); None otherwise."""
+        coefficients = [value for symbol, value in gap.items() if symbol]
+        if not all(self._at_least_one(symbol) for symbol in gap if symbol):
+            return None
+        extreme = gap.get("", 0) + sum(coefficients)  # every size at 1
+        if all(value <= 0 for value in coefficients):  # gap <= extreme: read as -gap >= -extreme
+            op, extreme = _MIRRORED[op], -extreme
+        elif not all(value >= 0 for value in coefficients):
+            return None
+        # gap >= extreme, whatever the sizes: when the comparison never holds, or always does
+        never = {"<": extreme >= 0, "<=": extreme > 0, "==": extreme > 0}.get(op, False)
+        always = {">": extreme > 0, ">=": extreme >= 0, "!=": extreme > 0}.get(op, False)
+        return False if never else True if always else None
+
+    def _at_least_one(self, symbol: str) -> bool:
+        """Whether ``symbol`` is n or a tile setting, which every run makes at least 1."""
+        bound = self.scope.frames[0].get(symbol)
+        return bound is not None and bound.kind == "param" and bound.span is None
 
     def number_form(self, expr) -> dict | None:
         """The affine form of integer ``expr``, in which a flop count's ``A.m`` and ``A.n`` are symbols;
