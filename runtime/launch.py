@@ -314,11 +314,11 @@ def _fill_inputs(program, matrices, sources: dict, needed: set, by_columns: set,
                 tile.data = devices.to_device(tile.data, tile.device)
 
 
-def input_files(program, options: Options, driver) -> dict:
-    """matrix name -> (the file it is read from, how the run was told): ``--input`` or ``load``."""
-    files = {d.name: (load_path(d, driver), f'load "{d.load}"') for d in program.matrices
-             if d.init == "load" and d.name not in options.inputs}
-    return {**files, **{name: (path, f"--input {name}={path}") for name, path in options.inputs.items()}}
+def input_files(program, options: Options, driver) -> list:
+    """(matrix name, a file it reads or is declared to load, how the run was told): ``--input`` and
+    ``load`` (the program's own data, even where ``--input`` stands in for it this time)."""
+    loads = [(d.name, load_path(d, driver), f'load "{d.load}"') for d in program.matrices if d.init == "load"]
+    return loads + [(name, path, f"--input {name}={path}") for name, path in options.inputs.items()]
 
 
 def given_inputs(program, options: Options, arrays: dict | None) -> set:

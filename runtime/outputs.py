@@ -41,23 +41,27 @@ def remove_abandoned(targets) -> None:
                     os.unlink(path)
 
 
-def check_output_paths(options: Options, program_files=(), input_files: dict | None = None) -> None:
+def check_output_paths(options: Options, program_files=(), input_files=()) -> None:
     """A :class:`UsageError` for an ``--output`` or ``--trace`` file that cannot be written, one
     file named twice (the last written would replace the others), one of the
     ``program_files`` (its ``.tile``, kernel module, driver), or the input of another matrix
-    (``input_files``: matrix name -> (file, how it is given); a matrix may write back its own)."""
+    (``input_files``: (matrix name, file, how it is given); a matrix may write back its own)."""
     files = {f"--output {name}={path}": path for name, path in options.outputs.items()}
     if options.trace is not None:
         files[f"--trace {options.trace}"] = options.trace
     own = {os.path.realpath(path): path for path in program_files}
-    read = {os.path.realpath(path): (name, given) for name, (path, given) in (input_files or {}).items()}
+    read: dict = {}  # file -> [(matrix, how)] of every matrix that reads it
+    for name, path, given in input_files:
+        read.setdefault(os.path.realpath(path), []).append((name, given))
     seen = {}
     for what, path in files.items():
         if os.path.realpath(path) in own:
             raise UsageError(f"{what}: that is {os.path.basename(own[os.path.realpath(path)])}, a file of the "
                              f"program itself, which the output would replace: name another file")
-        reader, given = read.get(os.path.realpath(path), (None, None))
-        if reader is not None and what != f"--output {reader}={path}":
+        others = [(reader, given) for reader, given in read.get(os.path.realpath(path), [])
+                  if what != f"--output {reader}={path}"]
+        if others:
+            reader, given = others[0]
             raise UsageError(f"{what}: that is the input of {reader} ({given}), which the output would replace: "
                              f"name another file")
         check_writable(path, what)

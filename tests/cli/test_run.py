@@ -1222,12 +1222,20 @@ def test_no_output_replaces_the_input_of_another_matrix(tmp_path):
     (tmp_path / "p.tile").write_text('program p {\n  tiling uniform(nb = 20)\n  matrix A[n, n] = load "data.npy"\n'
                                      "  matrix B[n, 2] = random general\n"
                                      "  for k in 0 .. A.nt { potrf(A[k, k]) trsm(A[k, k], B[k, 0]) }\n}\n")
+    np.save(tmp_path / "other.npy", data)
     for given, reader in ((("--output", "B=data.npy"), 'A (load "data.npy")'),
-                          (("--input", "B=b.npy", "--output", "A=b.npy"), "B (--input B=b.npy)")):
+                          (("--input", "B=b.npy", "--output", "A=b.npy"), "B (--input B=b.npy)"),
+                          # the program's data, though --input stands in for it this time
+                          (("--input", "A=other.npy", "--output", "B=data.npy"), 'A (load "data.npy")')):
         out = tiledsl("run", "p.tile", *given, cwd=tmp_path)
         assert out.returncode == 2 and f"{given[-1]}: that is the input of {reader}, which the output would " \
                                        f"replace: name another file" in out.stderr, out.stderr
     assert np.array_equal(np.load(tmp_path / "data.npy"), data) and np.load(tmp_path / "b.npy").shape == (40, 2)
+    # a file that several matrices read: writing one back would replace the others' input
+    out = tiledsl("run", ROOT / "programs/gemm.tile", "--nb", 20, *[f"--input={m}=other.npy" for m in "ABC"],
+                  "--output", "C=other.npy", cwd=tmp_path)
+    assert out.returncode == 2 and "--output C=other.npy: that is the input of A (--input A=other.npy)" \
+        in out.stderr, out.stderr
     out = tiledsl("run", "p.tile", "--output", "A=data.npy", cwd=tmp_path)  # its own input, in place
     assert out.returncode == 0 and np.allclose(np.load(tmp_path / "data.npy"), np.eye(40) * 2.0), out.stderr
 
