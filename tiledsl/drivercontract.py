@@ -94,9 +94,16 @@ def hidden_modules(folder: str) -> dict:
     replaces), tiledsl (not the one running: a checkout's tiledsl/), and those of the packages
     it requires, directly or not."""
     files = _module_files(folder)
+    pythons = [name for name in files if name in sys.stdlib_module_names and name not in sys.builtin_module_names
+               and not _frozen(name)]
+    # of Python's, those imported so far or that tiledsl imports (lazily, as json): not a kernel module
+    # named statistics.py, which no run imports as statistics
+    imported = {name for name in pythons if name in sys.modules}
+    if len(imported) < len(pythons):
+        imported |= set(pythons) & tiledsl_imports()
     hidden = {name: shown for name, shown in files.items()
               if name == "tiledsl" and not _is_this_tiledsl(shown)
-              or name in sys.stdlib_module_names and name not in sys.builtin_module_names and not _frozen(name)
+              or name in imported
               or name != "tiledsl" and name in RUNTIME_MODULES}
     if any(name in sys.stdlib_module_names for name in hidden):
         return hidden  # said as it is: the records of the installed packages are read with modules of Python's
@@ -106,6 +113,47 @@ def hidden_modules(folder: str) -> dict:
         required = required_modules()
         hidden.update((name, files[name]) for name in others if name in required)
     return hidden
+
+
+def tiledsl_imports() -> frozenset:
+    """The top-level modules that tiledsl's own files import, anywhere in them (a module imported
+    lazily, in a function, included): read from its sources, once."""
+    global _TILEDSL_IMPORTS
+    if _TILEDSL_IMPORTS is None:
+        found = set()
+        for folder in _tiledsl_folders():
+            for root, _, names in os.walk(folder):
+                for name in (n for n in names if n.endswith(".py")):
+                    try:
+                        with open(os.path.join(root, name), encoding="utf-8") as source:
+                            found.update(_imported_by(source.read()))
+                    except (OSError, UnicodeDecodeError):
+                        continue
+        _TILEDSL_IMPORTS = frozenset(found)
+    return _TILEDSL_IMPORTS
+
+
+def _imported_by(text: str):
+    """The top-level modules that the import statements of Python source ``text`` name (read line by
+    line, not with re, which a file beside the script may hide too)."""
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "import":
+            yield from (part.strip().split(".")[0] for part in " ".join(words[1:]).split(" as ")[0].split(","))
+        elif len(words) >= 4 and words[0] == "from" and words[2] == "import" and not words[1].startswith("."):
+            yield words[1].split(".")[0]
+
+
+_TILEDSL_IMPORTS: frozenset | None = None
+
+
+def _tiledsl_folders() -> list:
+    """The folders of tiledsl's package and of its runtime (a checkout installed in place keeps the
+    runtime beside the package)."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    runtime = os.path.join(os.path.dirname(package), "runtime")
+    return [package] + ([runtime] if not os.path.isdir(os.path.join(package, "runtime")) and os.path.isdir(runtime)
+                        else [])
 
 
 def _module_files(folder: str) -> dict:

@@ -1301,3 +1301,22 @@ def test_files_beside_a_driver_that_hide_nothing_a_run_imports_do_not_stop_it(tm
     out = subprocess.run([sys.executable, "d.py", "--n", "10"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_a_kernel_module_named_as_a_module_of_pythons_no_run_imports_runs(tmp_path):
+    """`use "statistics.py"` (and a code.py beside): check, run and compile passed, but the driver
+    stopped ('hides Python's module statistics'), though no run imports statistics; renaming it, as
+    advised, broke the program. Modules of Python's count where imported, or imported by tiledsl."""
+    (tmp_path / "statistics.py").write_text("def scale(A):\n    A *= 2\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "s.tile").write_text('use "statistics.py"\nkernel scale(inout A)\nprogram s {\n'
+                                     "  matrix A[n, n] = random spd\n  scale(A[0, 0])\n}\n")
+    assert tiledsl("compile", "s.tile", "-o", "d.py", cwd=tmp_path).returncode == 0
+    out = subprocess.run([sys.executable, "d.py", "--n", "10"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    (tmp_path / "json.py").write_text("x = 1\n")  # one that tiledsl imports (lazily) still stops it
+    out = subprocess.run([sys.executable, "d.py", "--n", "10"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and "json.py hides Python's module json" in out.stderr, out.stderr
