@@ -1320,3 +1320,21 @@ def test_a_kernel_module_named_as_a_module_of_pythons_no_run_imports_runs(tmp_pa
     out = subprocess.run([sys.executable, "d.py", "--n", "10"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 2 and "json.py hides Python's module json" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_a_driver_compiled_through_a_link_finds_its_program_from_anywhere(tmp_path):
+    """`compile -o latest.py`, a link to drivers/scale.py: the driver recorded the program's folder
+    relative to the link's, and run from elsewhere looked for its data in drivers/prog."""
+    (tmp_path / "prog").mkdir()
+    (tmp_path / "drivers").mkdir()
+    np.save(tmp_path / "prog" / "data.npy", np.eye(8) * 4.0)
+    (tmp_path / "prog" / "scale.tile").write_text('program scale {\n  tiling uniform(nb = 4)\n'
+                                                  '  matrix A[n, n] = load "data.npy"\n'
+                                                  "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    (tmp_path / "latest.py").symlink_to(tmp_path / "drivers" / "scale.py")
+    assert tiledsl("compile", "prog/scale.tile", "-o", "latest.py", cwd=tmp_path).returncode == 0
+    for driver in ("drivers/scale.py", "latest.py"):
+        out = subprocess.run([sys.executable, str(tmp_path / driver)], cwd="/", capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, (driver, out.stderr)

@@ -140,7 +140,8 @@ def _source_dir(source: str, driver_path) -> str | None:
     if driver_path is None:
         return None
     source_dir = os.path.dirname(os.path.abspath(source))
-    driver_dir = os.path.dirname(os.path.abspath(driver_path))
+    # where the driver is written, its links followed: the run looks from there (Path.resolve)
+    driver_dir = os.path.dirname(os.path.realpath(driver_path))
     try:
         return os.path.relpath(source_dir, driver_dir).replace(os.sep, "/")
     except ValueError:  # another drive (Windows): no relative path exists
