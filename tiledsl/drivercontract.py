@@ -158,13 +158,18 @@ def _tiledsl_folders() -> list:
 
 def _module_files(folder: str) -> dict:
     """The top-level modules that files in ``folder`` would be imported as, name -> the file
-    (``name.py``) or the package folder (``name/__init__.py``), which Python takes first."""
+    (``name.py``, a sourceless ``name.pyc``, an extension module ``name.*.so``) or the package folder
+    (``name/__init__.py``), which Python takes first."""
+    from importlib.machinery import all_suffixes  # (frozen with the import system: no file replaces it)
+
+    suffixes = sorted(all_suffixes(), key=len, reverse=True)  # .cpython-311-x86_64-linux-gnu.so before .so
     files = {}
     try:
         with os.scandir(folder or ".") as entries:
             for entry in entries:
-                if entry.name.endswith(".py") and entry.is_file():
-                    files.setdefault(entry.name[:-3], os.path.join(folder, entry.name))
+                suffix = next((s for s in suffixes if entry.name.endswith(s)), None)
+                if suffix is not None and entry.is_file():
+                    files.setdefault(entry.name[:-len(suffix)], os.path.join(folder, entry.name))
                 elif entry.is_dir() and os.path.isfile(os.path.join(entry.path, "__init__.py")):
                     files[entry.name] = os.path.join(folder, entry.name)
     except OSError:  # no such folder (the import path's first entry may be a zip file, or gone)

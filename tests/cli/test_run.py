@@ -1338,3 +1338,18 @@ def test_a_driver_compiled_through_a_link_finds_its_program_from_anywhere(tmp_pa
         out = subprocess.run([sys.executable, str(tmp_path / driver)], cwd="/", capture_output=True, text=True,
                              timeout=120)
         assert out.returncode == 0, (driver, out.stderr)
+
+
+@pytest.mark.timeout(200)
+def test_a_sourceless_pyc_beside_a_driver_stops_it_as_its_py_would(tmp_path):
+    """json.pyc (as `compileall -b` leaves) was imported in json's place: 'internal error: ... no
+    attribute dumps', exit 3."""
+    import py_compile
+
+    (tmp_path / "d.py").write_text(tiledsl("compile", "cholesky").stdout)
+    (tmp_path / "json_source.py").write_text("x = 1\n")
+    py_compile.compile(str(tmp_path / "json_source.py"), cfile=str(tmp_path / "json.pyc"))
+    (tmp_path / "json_source.py").unlink()
+    out = subprocess.run([sys.executable, "d.py", "--n", "10"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and f"{tmp_path / 'json.pyc'} hides Python's module json" in out.stderr, out.stderr
