@@ -1353,3 +1353,19 @@ def test_a_sourceless_pyc_beside_a_driver_stops_it_as_its_py_would(tmp_path):
     out = subprocess.run([sys.executable, "d.py", "--n", "10"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 2 and f"{tmp_path / 'json.pyc'} hides Python's module json" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(200)
+def test_tiledsl_run_judges_a_linked_drivers_folder_as_python_does(tmp_path):
+    """links/chol.py -> ../real/chol.py with json.py in links/: python ran it (its import path starts
+    at the target's folder), `tiledsl run links/chol.py` stopped, naming a file no run imports."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "links").mkdir()
+    (tmp_path / "real" / "chol.py").write_text(tiledsl("compile", "cholesky").stdout)
+    (tmp_path / "links" / "chol.py").symlink_to("../real/chol.py")
+    (tmp_path / "links" / "json.py").write_text("x = 1\n")
+    out = tiledsl("run", "links/chol.py", "--n", 10, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "real" / "json.py").write_text("x = 1\n")
+    out = tiledsl("run", "links/chol.py", "--n", 10, cwd=tmp_path)
+    assert out.returncode == 2 and f"{tmp_path / 'real' / 'json.py'} hides Python's module json" in out.stderr

@@ -412,7 +412,7 @@ def _driver_path(path: str):
     if reason is not None:
         raise UsageError(f"{path} is not a tiledsl driver, so it was not run: {reason} "
                          f"(make a driver with tiledsl compile, or give the .tile program)")
-    hidden = hiding(os.path.dirname(os.path.abspath(path)), sys.modules)  # its ranks would fail on it
+    hidden = hiding(os.path.dirname(os.path.realpath(path)), sys.modules)  # as python puts it first: links followed
     if hidden is not None:
         raise UsageError(hidden)
     return path
