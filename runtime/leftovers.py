@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 
@@ -54,23 +55,48 @@ def _set_subreaper(on: bool) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
 
 
-def children() -> list[int]:
-    """The pids of this process's living children (any of its threads'), [] where not known."""
+def children(pid: int | str = "self") -> list[int]:
+    """The pids of the living children of process ``pid`` (any of its threads'), [] where not known."""
     found = []
     with contextlib.suppress(OSError):
-        for thread in os.listdir("/proc/self/task"):
+        for thread in os.listdir(f"/proc/{pid}/task"):
             with contextlib.suppress(OSError, ValueError):
-                with open(f"/proc/self/task/{thread}/children") as pids:
-                    found += [int(pid) for pid in pids.read().split()]
-    return [pid for pid in dict.fromkeys(found) if _alive(pid)]
+                with open(f"/proc/{pid}/task/{thread}/children") as pids:
+                    found += [int(child) for child in pids.read().split()]
+    return [child for child in dict.fromkeys(found) if _alive(child)]
+
+
+def _with_descendants(pids: list[int]) -> list[int]:
+    """``pids`` and every process below them: a shell's `sleep` would outlive the shell, and holds the
+    output as well."""
+    found, unseen = [], list(pids)
+    while unseen:
+        pid = unseen.pop()
+        if pid not in found:
+            found.append(pid)
+            unseen += children(pid)
+    return found
+
+
+def _multiprocessings() -> set[int]:
+    """The processes Python's multiprocessing started and ends itself as this process exits (a Pool's
+    workers; killed before, its exit handler waited for them for ever), and its resource tracker."""
+    multiprocessing = sys.modules.get("multiprocessing")
+    if multiprocessing is None:
+        return set()
+    ours = {process.pid for process in multiprocessing.active_children()}
+    tracker = getattr(sys.modules.get("multiprocessing.resource_tracker"), "_resource_tracker", None)
+    return ours | ({tracker._pid} if getattr(tracker, "_pid", None) else set())
 
 
 def end_leftovers(adoption: Adoption) -> list[str]:
     """End this process's children that were not there at ``adoption``: SIGTERM, SIGKILL after
     :data:`GRACE_SECONDS`; each as 'pid N (command line)' for the warning, [] if none. The process
     is a subreaper again only if it was one before."""
-    left = [pid for pid in children() if pid not in adoption.children]
+    spared = adoption.children | _multiprocessings()
+    left = [pid for pid in children() if pid not in spared]
     named = [f"pid {pid} ({_command_line(pid)})" for pid in left]
+    left = _with_descendants(left)
     for signum in (signal.SIGTERM, signal.SIGKILL):
         for pid in left:
             with contextlib.suppress(ProcessLookupError, PermissionError):
