@@ -760,6 +760,8 @@ def test_ctrl_c_at_any_moment_of_start_up_is_a_quiet_end(delay):
     out, err = process.communicate(timeout=60)
     if "init_import_site" in err:  # a loaded machine: the signal came before Python ran any code of ours
         pytest.skip("SIGINT arrived while Python itself was starting")
+    if "KeyboardInterrupt" in err and not re.search(r'File "[^"]*/(tiledsl|runtime)/[^"]*\.py"', err):
+        pytest.skip("SIGINT arrived while Python read tiledsl's first files, before any code of tiledsl's ran")
     assert process.returncode == 130 and "Traceback" not in err, err
 
 
