@@ -57,7 +57,7 @@ from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
                     core_share, default_workers, expect_json, launcher_rank, launcher_size, record_completion,
-                    standard_streams_open, unless_ignored)
+                    standard_streams_open, unless_ignored, unraisable_in_one_line)
 
 
 # ---------------------------------------------------------------- the run
@@ -742,6 +742,7 @@ def main(program, *_older_driver_arguments) -> None:
         sys.exit(2)
     unless_ignored(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
     standard_streams_open()
+    unraisable_in_one_line()
     driver = sys.modules["__main__"]
     size = launcher_size()
     parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES, program=program.name,

@@ -68,6 +68,27 @@ def standard_streams_open() -> None:
             setattr(sys, name, open(os.devnull, "w", errors="backslashreplace"))
 
 
+def unraisable_in_one_line() -> None:
+    """An exception Python can only ignore (raised in a ``__del__``; most often as the process ends,
+    when a kernel module's objects are collected in no set order: a multiprocessing pool left open,
+    collected after its own pipes) is said as one warning line naming where it was raised, rather than
+    as a traceback: the run's result stands."""
+    sys.unraisablehook = _say_unraisable
+
+
+def _say_unraisable(unraisable, _rank=launcher_rank(), _sys=sys) -> None:
+    # bound at definition: as the process ends, this module's names may be gone already
+    try:
+        trace = unraisable.exc_traceback  # its first frame: the line of the __del__ that raised
+        where = f" ({trace.tb_frame.f_code.co_filename}:{trace.tb_lineno})" if trace is not None else ""
+        owner = getattr(unraisable.object, "__qualname__", None) or type(unraisable.object).__name__
+        _sys.stderr.write(f"tiledsl: warning: rank {_rank}: an error was ignored in {owner}{where}: "
+                          f"{unraisable.exc_type.__name__}: {unraisable.exc_value}\n")
+        _sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - a stream closed as the process ends: Python's own report then
+        _sys.__unraisablehook__(unraisable)
+
+
 def check_working_directory() -> None:
     """A UsageError when the current directory is gone (removed while a shell stood in it):
     relative paths, the kernel modules' search and the job's files all start from it."""

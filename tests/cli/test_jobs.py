@@ -303,3 +303,21 @@ def test_a_rank_stopped_by_sigterm_while_starting_ends_the_job_with_143(tmp_path
     with RankWatch(str(tmp_path), lambda pids: set()) as watch:
         assert jobs._outcome(launcher, 15, str(tmp_path), ranks, "mpiexec", watch) == 143
     assert capsys.readouterr().err == said
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", ["1", "2"])
+def test_an_error_python_ignores_as_the_process_ends_is_one_warning_line(tmp_path, ranks):
+    """A kernel module's object whose ``__del__`` raised as the process ended (a multiprocessing pool
+    left open, collected after its own pipes: `OSError: [Errno 9] Bad file descriptor`, now and then)
+    printed Python's "Exception ignored in" traceback after a good run."""
+    (tmp_path / "k.py").write_text("class Loud:\n    def __del__(self):\n        raise OSError('closed already')\n\n\n"
+                                   "def keep(A):\n    keep.held = Loud()\n    A += 0.0\n")
+    (tmp_path / "f.tile").write_text('use "k.py"\nkernel keep(inout A)\nprogram f {\n  tiling uniform(nb = 64)\n'
+                                     "  matrix A[n, n] = random spd\n  keep(A[0, 0])\n}\n")
+    run = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "128", "--np", ranks],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert re.search(r"tiledsl: warning: rank 0: an error was ignored in Loud.__del__ \(\S*k.py:3\): "
+                     r"OSError: closed already", run.stderr), run.stderr

@@ -31,7 +31,8 @@ from ..runtime.launch import Stopped
 from ..runtime.outputs import check_replaceable, check_writable
 from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, json_text
-from ..runtime.world import RankError, UsageError, check_working_directory, standard_streams_open
+from ..runtime.world import (RankError, UsageError, check_working_directory, standard_streams_open,
+                             unraisable_in_one_line)
 
 EXIT_STATUS = """exit status:
   0      success
@@ -43,6 +44,7 @@ EXIT_STATUS = """exit status:
 
 def main(argv=None) -> int:
     standard_streams_open()  # `2>&-`: what would go there is dropped, the run goes on
+    unraisable_in_one_line()
     if not isinstance(sys.stdout, _GuardedStdout):
         sys.stdout = _GuardedStdout(sys.stdout)
     argv = sys.argv[1:] if argv is None else list(argv)
