@@ -197,6 +197,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or _initial_value_missing(source, line)
             or _python_number(source, line, before, str(token))
             or _line_ended_early(source, line, before, token, terminals, notes)
+            or _expression_missing(source, line, before, token, notes)
             or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"},
                               declared=_DECLARED_KERNEL.findall(source.text))
             or _value_dependent(source, line, before, token, in_expression)
@@ -251,6 +252,30 @@ def _line_ended_early(source: Source, line: int, before: str, token, terminals, 
     end = len(code.rstrip()) + 1
     return Diagnostic(Span.point(source.path, previous, end), "E100", "unexpected end of line",
                       (*notes, f"the next line begins with '{token}'"))
+
+
+#: a line that begins with a kernel call, up to the unexpected token; a line that ends where an expression is due
+_CALL_BEGINS_LINE = re.compile(r"\s*([A-Za-z_]\w*)\s*\(")
+_EXPRESSION_DUE = re.compile(r"(?:[=<>!]=|[=<>+\-*/%]|\.\.|\b(?:step|priority|require|flops|in|if|and|or|not))\s*$")
+
+
+def _expression_missing(source: Source, line: int, before: str, token, notes) -> Diagnostic | None:
+    """A line that ends where an expression is due (``step``, ``let j =``), followed by a kernel call:
+    the call was read as the missing expression, and failed inside it (``potrf(A[k, k])``: a tile is
+    no value). Said at the end of the line before, as a line that ended early."""
+    call = _CALL_BEGINS_LINE.match(before)
+    if call is None or call.group(1) in _KEYWORDS or line == 1:
+        return None
+    lines = source.text.split("\n")
+    previous = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), None)
+    due = _EXPRESSION_DUE.search(_code(lines[previous - 1])) if previous else None
+    if due is None:
+        return None
+    end = len(_code(lines[previous - 1]).rstrip()) + 1
+    earlier = tuple(note for note in notes if not note.startswith("expected "))  # not the token's: the line's
+    return Diagnostic(Span.point(source.path, previous, end), "E100", "unexpected end of line",
+                      (*earlier, f"expected an expression after '{due.group().strip()}'",
+                       f"the next line begins with '{call.group(1)}'"))
 
 
 def _code(line: str) -> str:
