@@ -1153,3 +1153,17 @@ def test_compile_hides_no_module_of_a_package_tiledsl_requires(tmp_path, name):
     assert out.err == (f"tiledsl: error: -o {tmp_path / name}: a driver named {name} would hide the module {stem} "
                        f"from its run (a script's folder comes first on the import path): name it otherwise\n")
     assert not (tmp_path / name).exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["run", "explain", "compile"])
+def test_a_driver_saved_without_py_is_named_as_one(tmp_path, command):
+    """A driver renamed without its .py (``mv chol.py chol``) given as ``./chol``: read as a program,
+    it was a syntax error at its first line ('unexpected '\"\"''), exit 1."""
+    assert tiledsl("compile", "cholesky", "-o", tmp_path / "chol.py").returncode == 0
+    (tmp_path / "chol.py").rename(tmp_path / "chol")
+    out = tiledsl(command, tmp_path / "chol", *(["--n", "64"] if command != "compile" else []))
+    assert_clean_failure(out, status=2)
+    assert out.err == (f"tiledsl: error: {tmp_path / 'chol'} is a driver tiledsl compile wrote, under a name without "
+                       f".py: rename it chol.py, and run it as python {tmp_path / 'chol'}.py or tiledsl run "
+                       f"{tmp_path / 'chol'}.py\n")

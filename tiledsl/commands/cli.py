@@ -340,6 +340,7 @@ def _file_not_stdout(text: str) -> str:
 
 def _compile(args) -> int:
     path = program_path(args.file)
+    _not_a_driver_unnamed(path)
     if path.endswith(".py"):  # read as a program, a driver is a syntax error at its first line
         raise UsageError(f"{path} is a Python file (a compiled driver?): compile takes a .tile program; a driver "
                          f"runs as it is (python {path}, or tiledsl run {path})")
@@ -400,6 +401,23 @@ def _load_driver(args):
     return driver
 
 
+def _not_a_driver_unnamed(path: str) -> None:
+    """A :class:`UsageError` for a driver saved under a name without .py (read as a program, it was
+    a syntax error at its first line)."""
+    from ..driverload import DRIVER_DOCSTRING
+
+    if path.endswith(".tile") or not Path(path).is_file():
+        return
+    try:
+        with open(path, encoding="utf-8", errors="replace") as text:
+            opening = text.read(len(DRIVER_DOCSTRING) + 3)
+    except OSError:  # unreadable: the program's reader says so
+        return
+    if opening == f'"""{DRIVER_DOCSTRING}':
+        raise UsageError(f"{path} is a driver tiledsl compile wrote, under a name without .py: rename it "
+                         f"{Path(path).name}.py, and run it as python {path}.py or tiledsl run {path}.py")
+
+
 def _driver_path(path: str):
     """The driver file for a .tile file (compiled through the cache; :class:`NotCompiled` once
     its diagnostics are printed) or a driver file, recognised before anything runs it (a
@@ -407,6 +425,7 @@ def _driver_path(path: str):
     from ..driverload import not_a_driver
 
     if not path.endswith(".py"):
+        _not_a_driver_unnamed(path)
         return _cached_driver(path)
     if not Path(path).is_file():
         raise UsageError(f"{path}: not a file")
