@@ -17,9 +17,12 @@ if _os.environ.get("TILEDSL_JOB_DIR"):  # a rank of `tiledsl run --np` (world.JO
     from .world import record_start as _record_start
     _record_start()
 
-from .dataflow import Event, Loop  # noqa: E402 (after the handler: these imports are the slow part)
-from .panels import array_module
-from .launch import execute, main
+from .world import libraries_loading as _libraries_loading  # noqa: E402
+
+with _libraries_loading():  # after the handler: these imports are the slow part
+    from .dataflow import Event, Loop
+    from .panels import array_module
+    from .launch import execute, main
 from .options import Options
 from .reporting import RunResult
 from .world import UsageError

@@ -24,6 +24,8 @@ import importlib
 
 import numpy as np
 
+from .world import libraries_loading
+
 _capsule_name = ctypes.pythonapi.PyCapsule_GetName
 _capsule_name.restype = ctypes.c_char_p
 _capsule_name.argtypes = [ctypes.py_object]
@@ -122,9 +124,17 @@ def _resolved(library: str, name: str, restype=None):
 
 def load() -> None:
     """Find every routine now: before a run's clock starts rather than in its first kernels,
-    and before threadpoolctl limits BLAS's threads (it sees only the libraries loaded)."""
-    for finder in _ROUTINES:
-        finder()
+    and before threadpoolctl limits BLAS's threads (it sees only the libraries loaded). The first
+    load is watched (:func:`.world.libraries_loading`)."""
+    global _loaded
+    if not _loaded:
+        with libraries_loading():
+            for finder in _ROUTINES:
+                finder()
+        _loaded = True
+
+
+_loaded = False  # every routine found
 
 
 # Argument lists in Fortran order (LAPACK's trailing info omitted).

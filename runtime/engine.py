@@ -29,13 +29,14 @@ from . import heteroprio
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
-from .errors import (InternalFailure, KernelError, TaskFailure, loop_nest_failure, message_of, out_of_memory,
+from .errors import (InternalFailure, KernelError, TaskFailure, loop_nest_failure, message_of, shortage,
                      user_code_line)
 from .matrix import call_views
 from .notes import KernelNotes, arguments_text, where_ran
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
 from .program import flatten, tiles_text
+from .resources import address_space_note
 from .scheduler import Scheduler, Task
 from .share import among, every_value
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, outlasting, running_line, running_lines
@@ -419,7 +420,7 @@ class Engine:
             elsewhere = (f"; this rank runs no task and waits for data from rank {', '.join(map(str, waited))}, "
                          f"where the stall is" if waited and not self.running else "")
             self.failure = TaskFailure(f"watchdog: no task completed for {said} s{self.limit.automatic_note()}"
-                                       f"{elsewhere}; {window}"
+                                       f"{elsewhere}{address_space_note()}; {window}"
                                        + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))
             self.stalled = True
             self._wake_all()
@@ -430,9 +431,10 @@ class Engine:
         thread that died of one left the run waiting for it until the watchdog blamed a task)."""
         try:
             self._run_tasks(index, device, lane)
-        except MemoryError as error:  # a tile or buffer the runtime makes for a task: not a bug
-            self._fail(TaskFailure(f"{out_of_memory(error)} (in {lane_text(lane)})", self.rank))
         except BaseException as error:
+            if shortage(error):  # a tile or buffer the runtime makes for a task, a thread: not a bug
+                self._fail(TaskFailure(f"{shortage(error)} (in {lane_text(lane)})", self.rank))
+                return
             if os.environ.get("TILEDSL_DEBUG"):
                 traceback.print_exc()
             self._fail(InternalFailure(f"internal error in {lane_text(lane)}: {type(error).__name__}: {error}",

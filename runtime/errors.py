@@ -11,6 +11,7 @@ from __future__ import annotations
 import linecache
 import os
 import re
+import resource
 import sysconfig
 import traceback
 
@@ -73,12 +74,41 @@ class InternalFailure(TaskFailure):
     """A bug of tiledsl stopped the run on this rank (said as an internal error, exit status 3)."""
 
 
-def out_of_memory(error: MemoryError) -> str:
-    """A MemoryError said as what it is, with what helps: the run's estimate was checked before it
-    started, so the memory went past it or to another process since."""
-    said = f": {error}" if str(error) else ""
-    return (f"out of memory{said}; use more ranks on other nodes (the ranks on one node share its memory) or a "
-            f"smaller --n")
+def shortage(error: BaseException) -> str | None:
+    """A MemoryError, or a thread that could not start, said as what it is, with what helps (the
+    run's estimate was checked before it started, so the memory went past it or to another process
+    since); None for any other error."""
+    if isinstance(error, MemoryError):
+        said = f": {error}" if str(error) else ""
+        return f"out of memory{said}; {_more_memory()}"
+    if isinstance(error, RuntimeError) and "can't start new thread" in str(error):
+        if _address_limit() is not None:  # the usual cause there: each thread's stack is reserved in it
+            stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
+            return f"cannot start a thread (each reserves its stack, {_limit_text(stack)} by ulimit -s); {_more_memory()}"
+        processes = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+        count = (f"this user's processes and threads may have reached their limit (ulimit -u {processes}), or "
+                 if processes != resource.RLIM_INFINITY else "")
+        return f"cannot start a thread: {count}memory ran out; {_more_memory()}"
+    return None
+
+
+def _more_memory() -> str:
+    limit = _address_limit()
+    if limit is not None:  # per process: ranks on the same node each have their own
+        return (f"this process's address space is limited to {_limit_text(limit)} (ulimit -v): raise that limit, "
+                f"or use more ranks (each has its own limit) or a smaller --n")
+    return "use more ranks on other nodes (the ranks on one node share its memory) or a smaller --n"
+
+
+def _address_limit() -> int | None:
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return None if limit == resource.RLIM_INFINITY else limit
+
+
+def _limit_text(size: int) -> str:
+    from .resources import bytes_text
+
+    return "no limit" if size == resource.RLIM_INFINITY else bytes_text(size)
 
 
 def loop_nest_failure(error: Exception, rank: int) -> TaskFailure:

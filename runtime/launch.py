@@ -32,7 +32,7 @@ from ..language import SQUARE_KINDS
 from . import blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
 from .backends import backend
 from .engine import STOP_SECONDS, Engine, TaskFailure
-from .errors import InternalFailure, out_of_memory
+from .errors import InternalFailure, shortage
 from .fitting import fit_files, load_note, load_path, settings_hints
 from .iterations import check_iterations
 from .leftovers import adopt_orphans, end_leftovers
@@ -537,10 +537,10 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                      _json_out(program, args, out, comm, options))
     except (KeyboardInterrupt, Stopped) as stop:
         return _stopped_run(stop, program, args, out, err, comm, options)
-    except MemoryError as error:  # past the estimate checked before the run (or memory others took since)
-        return _fail(comm, f"rank {_rank(comm)}: {out_of_memory(error)}", err,
-                     _json_out(program, args, out, comm, options))
     except Exception as error:  # a bug in tiledsl: said as the command line says it, and every rank ends now
+        if shortage(error):  # past the estimate checked before the run (or memory others took since), a thread
+            return _fail(comm, f"rank {_rank(comm)}: {shortage(error)}", err,
+                         _json_out(program, args, out, comm, options))
         stop = _interruption(error)
         if stop is not None:  # a signal raised inside a library's import, which wrapped it (__set_name__)
             return _stopped_run(stop, program, args, out, err, comm, options)

@@ -27,24 +27,28 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
     available, limit = _available_memory()
     if available is None or total <= available:
         return
+    needs, has = compared_bytes(total, available)  # in MiB or KiB where small (a ulimit -v of a few hundred MiB)
     if share < 1:  # a first look, before the run's own tiles are known: a lower bound
-        need = (f"at least {gib(total)} on this rank ({share:.0%} of the {gib(tiles)} of tiles it owns, before "
+        need = (f"at least {needs} on this rank ({share:.0%} of the {bytes_text(tiles)} of tiles it owns, before "
                 f"counting those its tasks touch, the transfer buffers and the check)")
     else:
-        need = (f"about {gib(total)} on this rank (tiles {gib(tiles)}, transfer buffers {gib(transfers)}, check "
-                f"{gib(checking)})")
-    raise UsageError(f"the run needs {need} but {gib(available)} is available{limit}: "
-                     f"{_remedies(transfers, checking)}")
+        need = (f"about {needs} on this rank (tiles {bytes_text(tiles)}, transfer buffers {bytes_text(transfers)}, "
+                f"check {bytes_text(checking)})")
+    raise UsageError(f"the run needs {need} but {has} is available{limit}: "
+                     f"{_remedies(transfers, checking, limit == _ADDRESS_LIMIT)}")
 
 
-def _remedies(transfers: int, checking: int) -> str:
+def _remedies(transfers: int, checking: int, per_process: bool) -> str:
     """The advice of a refusal: only what shrinks a part of the estimate refused (the window sizes the
     transfer buffers, --check the check's matrices); more ranks on this node divide the tiles but not the
-    node's memory, which every rank there compares its own estimate with."""
-    remedies = ["more ranks on other nodes (the ranks on one node share its memory)", "a smaller --n"]
+    node's memory, which every rank there compares its own estimate with, except under a limit of each
+    process's (``per_process``: ulimit -v), which may be raised too."""
+    ranks = ("more ranks (each has its own limit)" if per_process
+             else "more ranks on other nodes (the ranks on one node share its memory)")
+    remedies = [ranks, "a smaller --n"]
     if transfers:
         remedies.append("a smaller --window")
-    advice = "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}"
+    advice = ("raise the limit, or " if per_process else "") + "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}"
     return advice + (", or run without --check" if checking else "")
 
 
@@ -129,10 +133,13 @@ def _available_memory() -> tuple[int | None, str]:
     machine's free memory): the least of Linux's MemAvailable, what the address-space limit (``ulimit
     -v``) leaves, and what this process's control group (a container's memory limit) leaves. Past the
     first the process gets a MemoryError, past the last the kernel kills it."""
-    limits = [(meminfo("MemAvailable"), ""), (address_space_left(), " (under the address-space limit, ulimit -v)"),
+    limits = [(meminfo("MemAvailable"), ""), (address_space_left(), _ADDRESS_LIMIT),
               (cgroup_memory_left(), " (under this container's memory limit)")]
     known = [(size, why) for size, why in limits if size is not None]
     return min(known, key=lambda limit: limit[0]) if known else (None, "")
+
+
+_ADDRESS_LIMIT = " (under the address-space limit, ulimit -v)"  # how a refusal names that limit
 
 
 def address_space_left(status: str = "/proc/self/status") -> int | None:
@@ -142,6 +149,22 @@ def address_space_left(status: str = "/proc/self/status") -> int | None:
         return None
     size = _status_field(status, "VmSize")
     return max(0, limit - size) if size is not None else limit
+
+
+#: address space left under ``ulimit -v`` below which a stall is likely OpenBLAS's: it waits for ever for the
+#: buffers (32 MiB each) of a thread's first BLAS call where it cannot have them
+BLAS_BUFFERS = 64 * 2 ** 20
+
+
+def address_space_note() -> str:
+    """What a stall report adds where the address-space limit leaves this process too little for
+    BLAS's buffers, which it then waits for for ever; '' elsewhere."""
+    left = address_space_left()
+    if left is None or left >= BLAS_BUFFERS:
+        return ""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return (f"; only {bytes_text(left)} of address space is left under this process's limit (ulimit -v "
+            f"{limit // 1024}, in KiB), where a BLAS waits for ever for buffers it cannot have: raise the limit")
 
 
 def cgroup_memory_left(cgroups: str = "/proc/self/cgroup", root: str = "/sys/fs/cgroup") -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import select
 import signal
 import socket
@@ -378,12 +379,33 @@ def _signals_deferred():
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+#: seconds numpy's and SciPy's libraries may take to load under an address-space limit (ulimit -v)
+LIBRARY_LOAD_SECONDS = 60.0
+
+
 @contextlib.contextmanager
-def _start_up_watch(limit: float | None):
+def libraries_loading():
+    """Within the block (numpy's and SciPy's BLAS loading), under an address-space limit: OpenBLAS,
+    as it starts, waits for ever (in C, holding the GIL: no signal handler runs, Ctrl-C neither) for
+    buffers the limit does not leave it; past :data:`LIBRARY_LOAD_SECONDS` the rank says so and ends."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        yield
+        return
+    said = (f"loading numpy's and SciPy's BLAS has not finished within {LIBRARY_LOAD_SECONDS:g} s: under the "
+            f"address-space limit (ulimit -v {limit // 1024}, in KiB) OpenBLAS waits for ever for buffers the limit "
+            f"does not leave it; raise the limit")
+    with _start_up_watch(LIBRARY_LOAD_SECONDS, said):
+        yield
+
+
+@contextlib.contextmanager
+def _start_up_watch(limit: float | None, late: str | None = None):
     """Within the block, a forked watcher kills this process (SIGKILL: the block may hold the
     GIL, and no thread of the rank runs) if the block lasts more than ``limit`` seconds (None: no
-    limit), or once its job is gone (:func:`_abandoned`: a proxy killed while the ranks start); it
-    is told the block ended by the pipe closing."""
+    limit), saying ``late`` (by default: the other ranks did not answer), or once its job is gone
+    (:func:`_abandoned`: a proxy killed while the ranks start); it is told the block ended by the
+    pipe closing."""
     if limit is None and _job_guard is None:
         yield
         return
@@ -395,7 +417,8 @@ def _start_up_watch(limit: float | None):
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_IGN)
         os.close(write_end)
-        _watch(read_end, limit, os.getppid())
+        _watch(read_end, limit, os.getppid(), late or f"the other ranks did not answer within {limit:g} s at "
+                                                          f"start-up (stopped or lost?)")
         os._exit(0)
     os.close(read_end)
     try:
@@ -405,9 +428,9 @@ def _start_up_watch(limit: float | None):
         os.waitpid(watcher, 0)
 
 
-def _watch(read_end: int, limit: float | None, rank: int) -> None:
+def _watch(read_end: int, limit: float | None, rank: int, late: str) -> None:
     """The start-up watcher of process ``rank``: returns once ``read_end`` closes, or once it
-    killed the rank (see :func:`_start_up_watch`)."""
+    killed the rank, saying ``late`` if past ``limit`` (see :func:`_start_up_watch`)."""
     deadline = None if limit is None else time.monotonic() + limit
     while True:
         wait = OWNER_CHECK_SECONDS if deadline is None else min(OWNER_CHECK_SECONDS, deadline - time.monotonic())
@@ -415,8 +438,7 @@ def _watch(read_end: int, limit: float | None, rank: int) -> None:
             return
         status = _abandoned(rank) if _job_guard is not None else None
         if status is None and deadline is not None and time.monotonic() >= deadline:
-            os.write(2, (f"tiledsl: error: rank {launcher_rank()}: the other ranks did not answer within "
-                         f"{limit:g} s at start-up (stopped or lost?)\n").encode())
+            os.write(2, f"tiledsl: error: rank {launcher_rank()}: {late}\n".encode())
             status = 1
         if status is not None:
             record_completion(status)

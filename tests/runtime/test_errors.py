@@ -52,3 +52,82 @@ def test_a_failing_hoisted_ownership_test_quotes_its_own_statement(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert out.stderr.strip().endswith("2 ** -1 (in `potrf(A[2 ** (k - 1), 0])`, with k = 0)"), out.stderr
+
+
+def _limits(address: int, processes: int):
+    """getrlimit as under `ulimit -v` (``address`` bytes; RLIM_INFINITY: none) and `ulimit -u`."""
+    import resource
+
+    return lambda which: ({resource.RLIMIT_AS: address, resource.RLIMIT_NPROC: processes,
+                           resource.RLIMIT_STACK: 8 * 2 ** 20}[which], resource.RLIM_INFINITY)
+
+
+@pytest.mark.parametrize("error, address, processes, text", [
+    (MemoryError("no room"), -1, -1, "out of memory: no room; use more ranks on other nodes (the ranks on one node "
+                                     "share its memory) or a smaller --n"),
+    (MemoryError(), 300 * 2 ** 20, -1, "out of memory; this process's address space is limited to 300.00 MiB "
+                                       "(ulimit -v): raise that limit, or use more ranks (each has its own limit) or "
+                                       "a smaller --n"),
+    (RuntimeError("can't start new thread"), 300 * 2 ** 20, -1,
+     "cannot start a thread (each reserves its stack, 8.00 MiB by ulimit -s); this process's address space is "
+     "limited to 300.00 MiB (ulimit -v): raise that limit, or use more ranks (each has its own limit) or a smaller "
+     "--n"),
+    (RuntimeError("can't start new thread"), -1, 4096,
+     "cannot start a thread: this user's processes and threads may have reached their limit (ulimit -u 4096), or "
+     "memory ran out; use more ranks on other nodes (the ranks on one node share its memory) or a smaller --n"),
+])
+def test_memory_or_a_thread_that_runs_out_is_said_with_the_limit_that_binds(monkeypatch, error, address, processes,
+                                                                            text):
+    """Under `ulimit -v 300000` a thread that could not start was an internal error (exit 3); memory that ran
+    out advised ranks on other nodes, where each rank has its own limit."""
+    import resource
+
+    from tiledsl.runtime import errors
+
+    infinite = resource.RLIM_INFINITY
+    monkeypatch.setattr(errors.resource, "getrlimit", _limits(infinite if address < 0 else address,
+                                                              infinite if processes < 0 else processes))
+    assert errors.shortage(error) == text
+    assert errors.shortage(RuntimeError("another")) is None and errors.shortage(ValueError()) is None
+
+
+@pytest.mark.timeout(60)
+def test_a_thread_that_cannot_start_ends_the_run_as_a_shortage_not_a_bug(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    programs = os.path.join(os.path.dirname(__file__), "..", "..", "programs", "cholesky.tile")
+    script = ("import sys\nfrom tiledsl.runtime import launch\n"
+              "def full(*args, **kwargs):\n    raise RuntimeError(\"can't start new thread\")\n"
+              "launch.execute = full\nfrom tiledsl.commands.cli import main\n"
+              f"sys.exit(main(['run', {os.path.abspath(programs)!r}, '--n', '64', '--json']))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, cwd=tmp_path,
+                         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert out.returncode == 1 and "internal error" not in out.stderr, out.stderr
+    assert out.stderr.startswith("tiledsl: error: rank 0: cannot start a thread"), out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["ok"] is False
+
+
+@pytest.mark.timeout(60)
+def test_libraries_that_never_finish_loading_under_an_address_space_limit_end_the_process(tmp_path):
+    """Under `ulimit -v 250000` OpenBLAS, as SciPy loaded it, waited for ever for buffers the limit did not
+    leave it, in C holding the GIL: `timeout 60 tiledsl run ...` (SIGTERM) did not end it either."""
+    import os
+    import resource
+    import subprocess
+    import sys
+    import time
+
+    limit = 64 * 2 ** 30  # any limit arms the watch; this one leaves the test room
+    script = ("import ctypes\nfrom tiledsl.runtime import world\nworld.LIBRARY_LOAD_SECONDS = 1\n"
+              "with world.libraries_loading():\n    ctypes.PyDLL(None).sleep(40)\n")
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, cwd=tmp_path,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY)),
+                         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert out.returncode == -9 and time.monotonic() - start < 30, out.stderr
+    assert out.stderr == (f"tiledsl: error: rank 0: loading numpy's and SciPy's BLAS has not finished within 1 s: "
+                          f"under the address-space limit (ulimit -v {limit // 1024}, in KiB) OpenBLAS waits for "
+                          f"ever for buffers the limit does not leave it; raise the limit\n")

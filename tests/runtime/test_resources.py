@@ -186,8 +186,8 @@ def test_a_run_past_the_address_space_limit_is_refused_naming_it(tmp_path):
                           "--n", "20000", "--nb", "500"], capture_output=True, text=True, timeout=50, cwd=tmp_path,
                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
-    assert out.returncode == 2 and "(under the address-space limit, ulimit -v): use more ranks" in out.stderr, \
-        out.stderr
+    assert out.returncode == 2 and ("(under the address-space limit, ulimit -v): raise the limit, or use more ranks "
+                                    "(each has its own limit) or a smaller --n") in out.stderr, out.stderr
     assert "the run needs at least 1.49 GiB on this rank" in out.stderr and "internal error" not in out.stderr
 
 
@@ -204,3 +204,31 @@ def test_memory_that_runs_out_past_the_estimate_is_said_as_out_of_memory(tmp_pat
     assert out.returncode == 1 and "internal error" not in out.stderr, out.stderr
     assert "rank 0: out of memory: Unable to allocate 1.91 MiB for an array; use more ranks" in out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["ok"] is False
+
+
+@pytest.mark.timeout(10)
+def test_a_refusal_under_a_small_limit_says_its_sizes_in_mib():
+    """Under `ulimit -v 600000` a refusal read 'needs about 0.31 GiB ... but 0.24 GiB is available', and
+    advised more ranks on other nodes, where each rank has its own limit."""
+    case = _memory_case(8 * 2 ** 20, 0, False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(resources, "_available_memory", lambda: (5 * 2 ** 20, resources._ADDRESS_LIMIT))
+        with pytest.raises(UsageError) as refused:
+            resources.check_memory(*case)
+    assert str(refused.value) == (
+        "the run needs about 8.00 MiB on this rank (tiles 8.00 MiB, transfer buffers 0 bytes, check 0 bytes) but "
+        "5.00 MiB is available (under the address-space limit, ulimit -v): raise the limit, or use more ranks (each "
+        "has its own limit) or a smaller --n")
+
+
+@pytest.mark.timeout(10)
+def test_a_stall_with_little_address_space_left_says_so(monkeypatch):
+    """A kernel's first BLAS call under a small `ulimit -v` waits for ever in OpenBLAS for its buffers: the
+    watchdog blamed the kernel alone."""
+    monkeypatch.setattr(resources, "address_space_left", lambda: 31 * 2 ** 20)
+    monkeypatch.setattr(resources.resource, "getrlimit", lambda which: (350000 * 1024, resource.RLIM_INFINITY))
+    assert resources.address_space_note() == (
+        "; only 31.00 MiB of address space is left under this process's limit (ulimit -v 350000, in KiB), where a "
+        "BLAS waits for ever for buffers it cannot have: raise the limit")
+    monkeypatch.setattr(resources, "address_space_left", lambda: 200 * 2 ** 20)
+    assert resources.address_space_note() == ""

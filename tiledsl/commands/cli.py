@@ -83,6 +83,12 @@ def main(argv=None) -> int:
         stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
         return 1
     except Exception as error:  # a bug in tiledsl, not in the user's program
+        from ..runtime.errors import shortage
+
+        if shortage(error):  # memory or a thread this process could not have: not a bug either
+            print(f"tiledsl: error: {shortage(error)}", file=sys.stderr)
+            _json_failure(args, shortage(error))
+            return 1
         if missing_package(error) is not None:  # or a package the environment lacks (an extra's, scipy's own)
             print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
             _json_failure(args, missing_package(error))
