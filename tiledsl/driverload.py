@@ -68,12 +68,18 @@ def shadowing(name: str, doing: str = "run") -> str | None:
     if found is None or local is None or local.resolve() == Path(found).resolve():
         return None
     try:
-        if local.read_bytes() == Path(found).read_bytes():  # a copy: the same program either way
-            return None
+        text = local.read_bytes()
     except OSError:
-        pass
+        text = None
+    if text == Path(found).read_bytes():  # a copy: the same program either way
+        return None
+    if local.suffix != ".tile" and text is not None and not _PROGRAM_HEADER.search(text[:1 << 16]):
+        return None  # a file of that name that is no program (notes, data): nothing the user meant to run
     return (f"{name} is the shipped program ({found}); the {local} in this directory is another program: "
             f"give its path, ./{local}, to {doing} that one")
+
+
+_PROGRAM_HEADER = re.compile(rb"(?m)^\s*program\s+[A-Za-z_]\w*\s*\{")  # how a .tile program opens its body
 
 
 def shipped_programs() -> Path:

@@ -1369,3 +1369,12 @@ def test_tiledsl_run_judges_a_linked_drivers_folder_as_python_does(tmp_path):
     (tmp_path / "real" / "json.py").write_text("x = 1\n")
     out = tiledsl("run", "links/chol.py", "--n", 10, cwd=tmp_path)
     assert out.returncode == 2 and f"{tmp_path / 'real' / 'json.py'} hides Python's module json" in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_file_of_a_shipped_programs_bare_name_that_is_no_program_is_not_called_one(tmp_path):
+    """`cholesky` holding a shopping list was 'another program' in the warning, whose advice (give its path,
+    ./cholesky) ran into a syntax error at its first line."""
+    (tmp_path / "cholesky").write_text("shopping list: eggs\n")
+    out = tiledsl("run", "cholesky", "--n", 200, "--no-tune", cwd=tmp_path)
+    assert out.returncode == 0 and out.stderr == "" and "settings  nb=256: program default" in out.stdout, out.stderr

@@ -1132,3 +1132,16 @@ def test_explain_bench_and_tune_json_name_the_settings_as_run_does(cache):
     tuned = last_json(tiledsl("tune", "cholesky", "--gpus", 1, *TINY, "--no-save", "--json", cache=cache))
     assert "backend" not in tuned and tuned["gpu_backend"] == "emulated"
     assert re.fullmatch(r"\d+:\d+", tuned["gpu_ratio"])
+
+
+@pytest.mark.timeout(10)
+def test_the_inner_blocks_tried_at_each_tile_size_divide_it_or_are_the_programs_default():
+    """The best ib of the tiles tried before (96 at nb=192) was taken for the program's default at the
+    next tiles: nb=320 tried ib=96, and a run could be tuned to an ib that divides neither its tiles
+    nor is qr.tile's 64 (README: 'among the sizes from 32 to 512 that divide them and the program's
+    own default')."""
+    tried = []
+    search_inner_blocks(["ib"], {"ib": 96}, 320, lambda v: tried.append(v["ib"]) or abs(v["ib"] - 96),
+                        defaults={"ib": 64})
+    assert tried and all(320 % ib == 0 or ib == 64 for ib in tried), tried
+    assert tried[0] == 64  # the candidate nearest the earlier best

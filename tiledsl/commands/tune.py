@@ -170,13 +170,14 @@ def narrowest_column(tiles: dict) -> int:
     return B if s < 2 else min(b, B - (s - 1) * b)
 
 
-def search_inner_blocks(names, start: dict, width: int, measure, more_time=lambda: True):
+def search_inner_blocks(names, start: dict, width: int, measure, more_time=lambda: True, defaults=None):
     """``(values, [(values, seconds)])``: each inner block of ``names`` in turn hill-climbed over
-    :func:`inner_block_candidates` from its ``start`` value (the nearest candidate), the
-    others held at their best so far; ``measure(values)`` times one setting of all of them."""
+    :func:`inner_block_candidates` (with the program's ``defaults``, ``start`` if not given) from
+    its ``start`` value (the nearest candidate: the best of the tiles tried before), the others
+    held at their best so far; ``measure(values)`` times one setting of all of them."""
     values, history = dict(start), []
     for name in names:
-        candidates = inner_block_candidates(width, start[name])
+        candidates = inner_block_candidates(width, (defaults or start)[name])
         first = min(range(len(candidates)), key=lambda i: abs(candidates[i] - start[name]))
         best, tried = hill_climb(candidates, first, lambda ib: measure({**values, name: ib}), INNER_TRIALS,
                                  more_time)
@@ -712,7 +713,7 @@ class _Tuner:
                 width = narrowest_column({**tile_defaults, **tiles})
                 values, tried = search_inner_blocks(self.blocks, inner, width,
                                                     lambda v: trials.seconds(tiles, guess.ratio, v),
-                                                    trials.time_for_another)
+                                                    trials.time_for_another, self.defaults)
                 self.log(f"  {guess.describe(candidate)}: " + ", ".join(f"{_assigned(v)} {t:.4f} s"
                                                                         for v, t in tried))
                 inner.update(values)
