@@ -123,6 +123,21 @@ def read(path: Path, warn=None, updating: bool = False) -> dict:
     return content
 
 
+def check_storable(path: Path | None = None) -> None:
+    """A :class:`UsageError`, before any timing, where :func:`store` could not add an entry: a cache
+    that cannot be read, or a folder that cannot be written (a read-only one)."""
+    path = cache_path() if path is None else path
+    read(path, updating=True)
+    probe = path.with_name(f".{path.name}.{os.getpid()}.probe")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise UsageError(f"cannot write the tuning cache {path}: {error.strerror or error} (set XDG_CACHE_HOME to a "
+                         f"writable directory, or tune with --no-save)") from None
+
+
 def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
     """Add or replace ``entry`` under ``key`` in this machine's file, atomically; its path."""
     path = cache_path() if path is None else path

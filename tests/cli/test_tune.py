@@ -1145,3 +1145,25 @@ def test_the_inner_blocks_tried_at_each_tile_size_divide_it_or_are_the_programs_
                         defaults={"ib": 64})
     assert tried and all(320 % ib == 0 or ib == 64 for ib in tried), tried
     assert tried[0] == 64  # the candidate nearest the earlier best
+
+
+@pytest.mark.timeout(120)
+def test_a_tuning_cache_that_cannot_be_written_is_said_before_any_timing(tmp_path, monkeypatch):
+    """With a read-only cache folder, tune timed for its whole budget and only then failed to save."""
+    from tiledsl.runtime.world import UsageError
+
+    tuning_module = tuning
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = tuning_module.cache_path().parent
+    folder.parent.mkdir(parents=True)
+    folder.write_text("")  # where the folder of the cache would be: nothing can be written there
+    out = tiledsl("tune", "cholesky", "--budget", 60, "--n", 300, cache=tmp_path)
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert out.stderr.startswith("tiledsl: error: cannot ") and "tuning cache" in out.stderr, out.stderr
+    with pytest.raises(UsageError, match=r"cannot write the tuning cache .*: Permission denied \(set XDG_CACHE_HOME "
+                                         r"to a writable directory, or tune with --no-save\)"):
+        def refused(*args, **kwargs):
+            raise PermissionError(13, "Permission denied")
+        monkeypatch.setattr(Path, "write_text", refused)
+        tuning_module.check_storable(tmp_path / "elsewhere" / "cache.json")
+    assert tiledsl("tune", "cholesky", "--quick", "--no-save", "--n", 200, cache=tmp_path).returncode == 0

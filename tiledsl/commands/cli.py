@@ -591,6 +591,7 @@ def _graph(args) -> int:
 
 
 def _tune(args) -> int:
+    from ..runtime import tuning
     from ..runtime.options import set_texts, unused_backend
     from .tune import BUDGET, QUICK, as_json, check_budget, render, save, tune
 
@@ -611,6 +612,8 @@ def _tune(args) -> int:
     unused = unused_backend(args, "tune times the kernels on a core only")  # as run warns of it
     if unused:
         print(f"tiledsl: warning: {unused}", file=sys.stderr)
+    if not args.no_save:  # said now, not after the budget is spent
+        tuning.check_storable()
     log = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
     result = tune(driver, args.gpus, args.gpu_backend or "emulated", args.workers, budget, sizes, args.n, log,
                   sets=set_texts(args.set))
