@@ -74,8 +74,8 @@ def near_threshold(residuals: dict) -> str | None:
         return None
     return (f"the {' and '.join(close)} residual{'s are' if len(close) > 1 else ' is'} within 10x of the threshold "
             f"{THRESHOLD:g}: computed in float64, a residual's own rounding can be as large as what it measures "
-            f"where the products it forms are far larger than their result (factors whose entries grew, |L|·|U| "
-            f"far above |A|), so in exact arithmetic it may fall on the other side")
+            f"where the products it forms are far larger than their result, so in exact arithmetic it may fall on "
+            f"the other side")
 
 
 def largest(residuals) -> float:
@@ -90,16 +90,36 @@ def exact(value: float) -> Fraction | float:
     return Fraction(value) if math.isfinite(value) else value
 
 
+class Subnormal(ValueError):
+    """Norms so small that float64 formed the residual's differences on its subnormal grid, where
+    they round away (an exact 245 computed as 0): no verdict can be given."""
+
+    def __init__(self, bound):
+        super().__init__(f"the norms it measures the residual against ({float(bound):.3g}) are so small that the "
+                         f"differences were formed among float64's subnormal numbers, where they round away: no "
+                         f"residual can be trusted (scale the matrix by a power of two, such as 2**600, and check "
+                         f"it again)")
+
+
+#: a bound below n·SUBNORMAL_FLOOR is :class:`Subnormal`: the grid of float64's subnormal numbers, 2⁻¹⁰⁷⁴, summed
+#: over n products, is then more than a thousandth of one unit of residual (n·ε·bound)
+SUBNORMAL_FLOOR = Fraction(2) ** -1013
+
+
 def scaled(diff_norm, bound, n: int) -> float:
     """``diff_norm / (bound·n·ε)``, computed exactly from norms given as Fractions (floats where
     not finite) and rounded once: neither ‖A‖·‖X‖ nor ‖A‖·n·ε may overflow or underflow on the
     way. An exact zero difference is 0 even when A is 0; a bound of 0 gives inf, and an infinite
-    or NaN one NaN (an input with such an entry has no backward error: never a pass)."""
+    or NaN one NaN (an input with such an entry has no backward error: never a pass); one whose
+    differences float64 could not form raises :class:`Subnormal`."""
+    finite = not isinstance(bound, float) or math.isfinite(bound)
+    if finite and 0 < bound < n * SUBNORMAL_FLOOR:
+        raise Subnormal(bound)
     if diff_norm == 0:
         return 0.0
     if isinstance(diff_norm, float) and not math.isfinite(diff_norm):
         return diff_norm  # inf: fails; NaN: fails
-    if isinstance(bound, float) and not math.isfinite(bound):
+    if not finite:
         return math.nan
     if bound == 0:
         return math.inf

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..language import CHECK_ARGUMENTS, QR_KERNELS
 from . import kernels
-from .checks import CheckError, exact, near, scaled
+from .checks import CheckError, Subnormal, exact, near, scaled
 from .geometry import Geometry
 from .matrix import TiledMatrix
 from .operands import (Operand, View, materialize, meets, original_block, part_of, set_diagonal, triangle, unit_block,
@@ -158,7 +158,14 @@ class Verifier:
 
     # ---------------------------------------------------------------- checks
     def check(self, decl, driver, params) -> dict:
-        """The residuals of the built-in check ``decl`` (a :class:`~.program.CheckDecl`)."""
+        """The residuals of the built-in check ``decl`` (a :class:`~.program.CheckDecl`); a
+        :class:`CheckError` where float64 could not form them (:class:`~.checks.Subnormal`)."""
+        try:
+            return self._residuals(decl, driver, params)
+        except Subnormal as tiny:
+            raise CheckError(decl.kind, f"check {decl.kind}: {tiny}") from None
+
+    def _residuals(self, decl, driver, params) -> dict:
         where = decl.place(driver.PROGRAM.source if driver is not None else None)
         views = _views(decl, where)
         names = decl.args

@@ -417,8 +417,7 @@ def _start_up_watch(limit: float | None, late: str | None = None):
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_IGN)
         os.close(write_end)
-        _watch(read_end, limit, os.getppid(), late or f"the other ranks did not answer within {limit:g} s at "
-                                                          f"start-up (stopped or lost?)")
+        _watch(read_end, limit, os.getppid(), late)
         os._exit(0)
     os.close(read_end)
     try:
@@ -428,7 +427,7 @@ def _start_up_watch(limit: float | None, late: str | None = None):
         os.waitpid(watcher, 0)
 
 
-def _watch(read_end: int, limit: float | None, rank: int, late: str) -> None:
+def _watch(read_end: int, limit: float | None, rank: int, late: str | None) -> None:
     """The start-up watcher of process ``rank``: returns once ``read_end`` closes, or once it
     killed the rank, saying ``late`` if past ``limit`` (see :func:`_start_up_watch`)."""
     deadline = None if limit is None else time.monotonic() + limit
@@ -438,6 +437,7 @@ def _watch(read_end: int, limit: float | None, rank: int, late: str) -> None:
             return
         status = _abandoned(rank) if _job_guard is not None else None
         if status is None and deadline is not None and time.monotonic() >= deadline:
+            late = late or f"the other ranks did not answer within {limit:g} s at start-up (stopped or lost?)"
             os.write(2, f"tiledsl: error: rank {launcher_rank()}: {late}\n".encode())
             status = 1
         if status is not None:

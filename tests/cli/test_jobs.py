@@ -321,3 +321,13 @@ def test_an_error_python_ignores_as_the_process_ends_is_one_warning_line(tmp_pat
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     assert re.search(r"tiledsl: warning: rank 0: an error was ignored in Loud.__del__ \(\S*k.py:3\): "
                      r"OSError: closed already", run.stderr), run.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_job_without_a_watchdog_watches_its_start_up_all_the_same(tmp_path):
+    """--watchdog 0 on 2 ranks: the start-up watcher (no limit, only the job's end to watch) raised
+    formatting its limit of None, and each rank printed an internal error, even of a good run."""
+    run = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "256", "--nb", "64",
+                          "--np", "2", "--watchdog", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert run.returncode == 0 and run.stderr == "", run.stderr

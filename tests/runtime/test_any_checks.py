@@ -578,3 +578,20 @@ def test_a_rank_owning_tiles_no_task_touches_is_warned_of_in_the_json_notes_and_
                                 "--n", "400", "--nodes", "4", "--machine", "local", "--json"], cwd=ROOT,
                                capture_output=True, text=True, timeout=100)
     assert said in json.loads(simulated.stdout)["notes"], simulated.stdout
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program", ["cholesky", "qr"])
+def test_a_check_of_a_matrix_among_the_subnormal_numbers_gives_no_residual_and_fails(tmp_path, program):
+    """A 64×64 matrix whose largest entry is 1e-310: `residual 0 (pass)` for Cholesky, whose exact residual
+    is 245 (its differences, formed on float64's absolute grid there, rounded away)."""
+
+    a = np.random.default_rng(1).standard_normal((64, 64))
+    a = a + a.T + 128 * np.eye(64)
+    np.save(tmp_path / "tiny.npy", a * (1e-310 / np.abs(a).max()))
+    out = run_cli(program, "--nb", 32, "--input", f"A={tmp_path / 'tiny.npy'}", "--check", "--json")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    summary = json.loads(out.stdout.splitlines()[-1])
+    assert summary["passed"] is False and any(
+        re.match(rf"check {program}: the norms it measures the residual against \(\S+\) are so small", error)
+        for error in summary["errors"]), summary["errors"]

@@ -7,7 +7,7 @@ import scipy.linalg
 from scipy.linalg import lapack
 
 from dense_checks import Reflector, apply_q, cholesky_residual, lu_residual, qr_residuals
-from tiledsl.runtime.checks import EPS, THRESHOLD, passes, scaled
+from tiledsl.runtime.checks import EPS, SUBNORMAL_FLOOR, THRESHOLD, Subnormal, passes, scaled
 from tiledsl.runtime.geometry import Geometry
 from tiledsl.runtime.inputs import make_matrix
 
@@ -152,11 +152,20 @@ def test_reflector_validation():
 @pytest.mark.parametrize("diff, bound, n, expected", [
     (0.0, 0.0, 5, 0.0), (1.0, 0.0, 5, np.inf), (np.inf, 1.0, 5, np.inf), (1.0, np.inf, 5, np.nan),
     (np.nan, 1.0, 5, np.nan),
-    # ‖A‖·n·ε underflows to 0 in floats (it raised ZeroDivisionError): exact, then rounded once
-    (4e-323, 1e-310, 40, float(Fraction(4e-323) / (Fraction(1e-310) * 40 * Fraction(EPS)))),
+    # ‖A‖·n·ε near the subnormal numbers (it underflowed to 0 in floats: ZeroDivisionError): exact, rounded once
+    (4e-300, 1e-290, 40, float(Fraction(4e-300) / (Fraction(1e-290) * 40 * Fraction(EPS)))),
     # a bound ‖A‖·‖X‖ beyond the float range (it was inf, and every residual 0: a pass)
     (1e300, Fraction(1e300) * Fraction(1e300), 10, float(Fraction(1e300) / (Fraction(1e300) ** 2 * 10 * Fraction(EPS))))])
 def test_a_scaled_residual_is_computed_exactly_and_rounded_once(diff, bound, n, expected):
     got = scaled(diff, bound, n)
     assert got == expected or (np.isnan(got) and np.isnan(expected))
 
+
+
+@pytest.mark.parametrize("diff", [0.0, 4e-323])
+def test_a_residual_formed_among_the_subnormal_numbers_is_none(diff):
+    """A 64×64 Cholesky of entries near 1e-310 checked 'residual 0 (pass)' where the exact residual is 245:
+    its differences, formed on float64's absolute grid there, rounded away."""
+    with pytest.raises(Subnormal, match=r"\(1\.6e-310\) are so small .*scale the matrix by a power of two"):
+        scaled(diff, 1.6e-310, 64)
+    assert scaled(diff, float(64 * SUBNORMAL_FLOOR), 64) < 1e-3  # from the floor on, a residual again
