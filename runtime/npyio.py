@@ -127,6 +127,8 @@ def _reason(exc: Exception) -> str:
     """Why numpy could not read a header, in one line (its messages may quote the header)."""
     if isinstance(exc, (SyntaxError, tokenize.TokenError)):
         return "its header is not a Python dictionary"
+    if str(exc).startswith("malformed node or string"):  # ast.literal_eval's, which quotes an object's repr
+        return "its header holds an expression (such as 10**2) where numpy writes plain values"
     return " ".join(str(exc).split())
 
 

@@ -58,7 +58,7 @@ GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
 GEOMETRY_METHODS = ("height", "width", "offset")
 COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 STRINGS = ("a.npy", "data/ü.npy", 'q\\"uote.npy', "back\\\\slash.npy", "tab\\t.npy", "\\u00e9.npy",
-           "emoji😀.npy", "", " spaces .npy", "{braces}.npy", "it's.npy")
+           "emoji😀.npy", " spaces .npy", "{braces}.npy", "it's.npy")  # a file name: not "" (E209)
 COMMENTS = ("note", "café ☕", 'a "quoted" word', "it's", "{ not code }", "# ## #", "\\", "program x {",
             "tab\there", "ﬁ ligature", "'''", '"""')
 #: Large numbers a valid program may hold (literals have at most 18 digits; mutants go past that).
@@ -239,9 +239,11 @@ class ProgramWriter:
         name = self.fresh()
         self.shapes.append((name, mode != "in ", name))
         rows, cols = self.size(), self.size()
+        init = self.init()
         if rows != cols:
             self.rectangles.add(name)
-        return f"{mode}matrix {name}[{rows}, {cols}] = {self.init()}"
+            init = "random general" if init == "random spd" else init  # spd needs a square matrix (E209)
+        return f"{mode}matrix {name}[{rows}, {cols}] = {init}"
 
     def size(self) -> str:
         roll = self.c.integer(0, 9)
@@ -380,11 +382,13 @@ class ProgramWriter:
         return f"[{', '.join(slices)}]"
 
     def slice(self) -> str:
-        """Ends of any kind, but literal ones in order and not negative (the compiler refuses those: E208)."""
+        """Ends of any kind, but literal ones in order and not negative, nor a name negated (-n): the compiler
+        refuses those (E208)."""
         start = self.expr(2) if self.c.chance(0.6) else ""
         stop = self.expr(2) if self.c.chance(0.4) else ""
         ends = [_literal(start), _literal(stop)]
-        start, stop = ("0" if value is not None and value < 0 else text for text, value in zip((start, stop), ends))
+        start, stop = ("0" if value is not None and value < 0 or text.startswith("-") else text
+                       for text, value in zip((start, stop), ends))
         if None not in ends and max(ends[1], 0) < max(ends[0], 0):
             start, stop = stop, start
         return f"{start}:{stop}"

@@ -61,7 +61,10 @@ def test_not_a_npy_file(tmp_path):
     ((b"'shape': (3, 3)", b"'shape': (3, -3)"), "its header gives the shape (3, -3)"),
     ((b"{'descr'", b"{{'descr'"), "its header is not a Python dictionary"),  # numpy: TokenError
     ((b"'fortran_order': False", b"'fortran_order': Fals)"), "its header is not a Python dictionary"),
-    ((b"\x93NUMPY\x01", b"\x93NUMPY\x09"), "its format version, 9.0, is none numpy writes")])
+    ((b"\x93NUMPY\x01", b"\x93NUMPY\x09"), "its format version, 9.0, is none numpy writes"),
+    # ast.literal_eval's message quoted an object's repr: '<ast.BinOp object at 0x7f0d05e9c580>'
+    ((b"'shape': (3, 3)", b"'shape': (3*1, 3)"), "its header holds an expression (such as 10**2) where numpy "
+                                                   "writes plain values")])
 def test_a_damaged_header_is_said_to_be_one(tmp_path, change, reason):
     """numpy's header reader raises SyntaxError and tokenize's TokenError too: an internal error."""
     path = tmp_path / "a.npy"

@@ -353,6 +353,11 @@ class _Analyzer:
             self.bag.error(expr.span, "E209", f"the {what} must be at least 1, got {value}")
 
     def _check_init(self, init: n.Init):
+        if init.kind == "load" and not init.path:
+            self.bag.error(init.span, "E209", "load names no file", hint='name the .npy file: load "file.npy"')
+        if init.kind == "load" and "\0" in (init.path or ""):
+            self.bag.error(init.span, "E209", "the file name of load holds a NUL character (\\x00), which no file "
+                                              "name may hold")
         if init.kind == "random" and init.what.text not in RANDOM_KINDS:
             self.bag.error(init.what.span, "E209", f"unknown random matrix kind '{init.what.text}'",
                            hint=f"use one of {', '.join(RANDOM_KINDS)}")
@@ -724,16 +729,22 @@ class _Analyzer:
                 if end is not None:
                     self.types.int_expr(end)
             if part:
-                self._check_constant_part(part, what)
+                self._check_constant_part(part, what, tile)
                 self._check_part_within_tiles(tile, part, what)
 
-    def _check_constant_part(self, part, what: str) -> None:
+    def _check_constant_part(self, part, what: str, tile: n.TileRef) -> None:
         """E208 for a sub-range whose ends leave every tile: a negative literal end, or ends reversed
         whatever the sizes, parameters and loop variables (``[z + 2 : z + 1]``: stop − start < 0)."""
         for end in (part.start, part.stop):
             value = None if end is None else constant_of(end, "int")
-            if value is not None and value < 0:
-                self.bag.error(end.span, "E208", f"a sub-range's {what} count from 0, got {value}")
+            form = None if end is None or value is not None else self.converter.form(end)
+            if value is not None and value < 0 or form is not None and provably_negative(form):
+                # a literal, or an end below 0 whatever its names' values (0 - 1, a let h = 0 - 1)
+                got = value if value is not None else self.converter.render(form)
+                name, index = tile.matrix.text, unparse(tile.row if what == "rows" else tile.col)
+                size = f"{name}.height({index})" if what == "rows" else f"{name}.width({index})"
+                self.bag.error(end.span, "E208", f"a sub-range's {what} count from 0, got {got}",
+                               hint=f"not from the end, as Python's do: the last is {size} - 1")
                 return
         if part.start is None or part.stop is None:
             return
