@@ -37,6 +37,7 @@ from pathlib import Path
 from ..runtime import crash
 from ..runtime.reporting import json_text
 from ..runtime.world import unless_ignored
+from .joboutput import Forwarder
 from .rankwatch import RankWatch
 
 SHARED_MEMORY = Path("/dev/shm")
@@ -86,12 +87,18 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         with RankWatch(folder, lambda pids: set(job_processes(folder)) & set(pids)) as watch:
             # no rank reads our stdin: the launcher would forward it to rank 0 and take it from the
             # shell's loop that feeds us (`while read n; do tiledsl run ...; done < sizes`)
+            target = _stdout_descriptor()
             job = subprocess.Popen(command, env=environment, start_new_session=True, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE if target is not None else None,
                                    preexec_fn=_ended_with(os.getpid()))
+            output = Forwarder(job.stdout, target).start() if target is not None else None
             code = _wait_forwarding_signals(job, folder, grace, lambda: _ranks_ended_since(watch, ranks))
+            if output is not None:
+                output.finish()
         said = _Said(sys.stderr)
         with contextlib.redirect_stderr(said):
             code = _outcome(job, code, folder, ranks, command[0], watch)
+            code = _output_outcome(output, code)
         # a job stopped before rank 0 said its summary or failure: said as "stopped by SIGTERM"
         stopped = _forwarded_signal(code) and _recorded_status(folder, 0) is None
         errors = said.errors or [f"stopped by {_signal_name(code - 128)}"] * stopped
@@ -104,6 +111,27 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
     if code != 0:
         remove_orphans(before)
     return code
+
+
+def _stdout_descriptor() -> int | None:
+    """Our stdout's file descriptor, what was written to it before flushed; None where it has none."""
+    try:
+        sys.stdout.flush()
+        return sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture): the launcher writes to it
+        return None
+
+
+def _output_outcome(output: Forwarder | None, code: int) -> int:
+    """The job's status once its output was passed on: a stdout that could not be written fails a
+    job that succeeded (said); one whose reader left ends it as SIGPIPE does a process."""
+    if output is None or code != 0:
+        return code
+    if output.failure is not None:
+        print(f"tiledsl: error: the output could not be written to stdout: {output.failure.strerror}",
+              file=sys.stderr, flush=True)
+        return 1
+    return 128 + signal.SIGPIPE if output.reader_gone else code
 
 
 class _Said:

@@ -1,0 +1,70 @@
+"""The standard output of a job's launcher, passed on to ours line by line.
+
+The launcher writes what its ranks print (rank 0's summary, a ``--json`` object); passed on
+through a pipe of ours rather than our stdout itself:
+
+* MPICH's banner for a rank that died (``BAD TERMINATION OF ONE OF YOUR APPLICATION
+  PROCESSES``, and the lines after it) is left out: it came before a ``--json`` object on
+  stdout, which was then no JSON, and the rank's end is said on stderr in tiledsl's words;
+* a stdout that cannot be written (``> /dev/full``, a full disk) is said once, in one line, as
+  one rank says it, where the launcher printed its own errors and the job was blamed on a rank;
+* a reader that has gone (``| head``) ends the passing on, quietly; what comes after is read
+  and dropped, so that no rank waits on a full pipe.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+
+#: MPICH's banner for a rank that died, line by line: the rule above and below it, its '=   ' lines, and
+#: the three lines hydra adds after it
+_BANNER = re.compile(rb"^(=+|=   .*|YOUR APPLICATION TERMINATED WITH THE EXIT STRING: .*"
+                     rb"|This typically refers to a problem with your application\.|Please see the FAQ page for "
+                     rb"debugging suggestions)\r?\n?$")
+JOIN_SECONDS = 5.0  # how long the end of the output may take once the launcher has ended
+
+
+class Forwarder:
+    """Passes the lines of ``source`` (a pipe's reading end, binary) on to file descriptor ``target``
+    on a thread of its own, from :meth:`start` until the pipe closes (:meth:`finish`)."""
+
+    def __init__(self, source, target: int):
+        self.source, self.target = source, target
+        self.failure: OSError | None = None  # why stdout could not be written, if it could not
+        self.reader_gone = False  # a broken pipe: the reader of our stdout left
+        self._held = b""  # a blank line, which the banner begins with: passed on with the next line unless that is it
+        self._thread = threading.Thread(target=self._forward, name="job-output", daemon=True)
+
+    def start(self) -> "Forwarder":
+        self._thread.start()
+        return self
+
+    def finish(self) -> None:
+        """Wait for the end of the output (processes a kernel left may hold the pipe: not for ever)."""
+        self._thread.join(JOIN_SECONDS)
+
+    def _forward(self) -> None:
+        with self.source:
+            for line in self.source:
+                if _BANNER.match(line):
+                    self._held = b""
+                    continue
+                if line.strip() == b"" and not self._held:
+                    self._held = line
+                    continue
+                self._write(self._held + line)
+                self._held = b""
+        self._write(self._held)
+
+    def _write(self, data: bytes) -> None:
+        if self.failure is not None or self.reader_gone:
+            return  # read and dropped
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.target, view):]
+        except BrokenPipeError:
+            self.reader_gone = True
+        except OSError as error:
+            self.failure = error
