@@ -174,3 +174,22 @@ def test_an_application_calling_the_api_keeps_its_threads_own_os_exit(tmp_path):
     code = f"import tiledsl\ntiledsl.load({str(tmp_path / 'p.tile')!r}).run(n=8)\nprint('after the run')\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=100)
     assert (out.returncode, out.stdout, out.stderr) == (5, "", "")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", ["1", "2"])
+def test_a_segmentation_fault_in_a_user_check_shows_the_check(tmp_path, ranks):
+    """A user check that crashed said nothing: on one rank only the shell's 'Segmentation fault', on two
+    'rank 0 ended without finishing the run and without a word'."""
+    (tmp_path / "k.py").write_text("import ctypes\n\n\ndef mycheck(before, after):\n    ctypes.string_at(0)\n"
+                                   "    return 0.0\n")
+    (tmp_path / "ck.tile").write_text('use "k.py"\nprogram p {\n  tiling uniform(nb = 64)\n  matrix A[n, n] = random spd\n'
+                                      "  check mycheck(A)\n  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "ck.tile", "--n", "128", "--check",
+                          "--np", ranks], cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    if ranks == "1":
+        assert out.returncode == -11 and 'k.py", line 5 in mycheck' in out.stderr, out.stderr
+    else:
+        assert out.returncode == 1 and ("tiledsl: error: rank 0 crashed (Segmentation fault) in kernel code mycheck "
+                                        "(k.py:5)") in out.stderr, out.stderr
