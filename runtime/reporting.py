@@ -269,6 +269,11 @@ def failure_reasons(result: RunResult) -> list:
     """Why a completed run failed, one line each, as the command line says them (none: it succeeded):
     the check's errors and failing residuals, then the matrices left holding NaN or infinities."""
     problems = checks.failure_lines(result.errors, result.residuals)
+    if result.input_nonfinite and any(math.isnan(value) for value in result.residuals.values()):
+        # an infinity in the input may leave a finite result (1/inf = 0): the NaN residual is the input's
+        held = ", ".join(f"{name}'s input held {count}" for name, count in result.input_nonfinite.items())
+        problems.insert(0, f"the check has no residual: {held} NaN or infinite value(s), which no backward error "
+                           f"measures")
     if result.nonfinite_allowed:
         return problems
     return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)",

@@ -595,3 +595,16 @@ def test_a_check_of_a_matrix_among_the_subnormal_numbers_gives_no_residual_and_f
     assert summary["passed"] is False and any(
         re.match(rf"check {program}: the norms it measures the residual against \(\S+\) are so small", error)
         for error in summary["errors"]), summary["errors"]
+
+
+@pytest.mark.timeout(120)
+def test_a_check_that_has_no_residual_for_an_infinite_input_says_why(tmp_path):
+    """An infinity in A left trtri's inverse finite (1/inf = 0): 'residual nan (FAIL)' and nothing said of the
+    input; a run whose result holds one says 'its input held 1'."""
+    a = np.random.default_rng(0).standard_normal((300, 300)) + 300 * np.eye(300)
+    a[0, 0] = np.inf
+    np.save(tmp_path / "inf.npy", a)
+    out = run_cli("trtri", "--nb", 128, "--input", f"A={tmp_path / 'inf.npy'}", "--check", "--json")
+    assert out.returncode == 1, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["errors"][0] == (
+        "the check has no residual: A's input held 1 NaN or infinite value(s), which no backward error measures")
