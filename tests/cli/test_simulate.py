@@ -560,3 +560,19 @@ def test_gpus_dealt_only_columns_no_task_touches_are_noted_as_a_run_notes_them(c
                       "--machine", "keeneland")
     assert result["notes"] == ["GPU 1, 2, 3 held no tile and ran no task: the host:GPU ratio 1:1 dealt them no tile "
                                "column that a task touches at this size (--gpu-ratio 0:1 gives the GPUs every column)"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("count", ["alpha * alpha", "alpha * alpha - alpha * alpha"])
+def test_a_flop_count_that_is_not_finite_is_said_at_its_call(tmp_path, capsys, count):
+    """A user kernel's flop count of inf (or NaN) for a task: run says only 'no GFLOP/s'; simulate ended in
+    'internal error: simulated ranks [0] never finished (a bug of the simulator)', exit 3, --json printing nothing."""
+    (tmp_path / "k.py").write_text("def scale(A, alpha):\n    A *= 1.0\n")
+    (tmp_path / "inf.tile").write_text(f'use "k.py"\nkernel scale(inout A, float alpha = 2.0) flops {count}\n'
+                                       "program inf {\n  tiling uniform(nb = 100)\n  matrix A[n, n] = random general\n"
+                                       "  for i in 0 .. A.mt { scale(A[i, 0], 1e300) }\n}\n")
+    assert main(["simulate", str(tmp_path / "inf.tile"), "--n", "300", "--machine", "local", "--json"]) == 1
+    out = capsys.readouterr()
+    said = json.loads(out.out.strip().splitlines()[-1])["error"]
+    assert said.startswith("rank 0 (inf.tile:6): the flop count of kernel scale is ") and \
+        "for a task (A[0, 0]): simulate times a task by its flops, and cannot time this one" in said, said
