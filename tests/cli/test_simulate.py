@@ -8,6 +8,7 @@ the size and the machine file; mistakes are one-line messages.
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -576,3 +577,21 @@ def test_a_flop_count_that_is_not_finite_is_said_at_its_call(tmp_path, capsys, c
     said = json.loads(out.out.strip().splitlines()[-1])["error"]
     assert said.startswith("rank 0 (inf.tile:6): the flop count of kernel scale is ") and \
         "for a task (A[0, 0]): simulate times a task by its flops, and cannot time this one" in said, said
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("broadcast", ["direct", "tree"])
+def test_the_device_copies_said_are_those_the_simulation_made(tmp_path, capsys, broadcast):
+    """With tree broadcasts and GPUs the summary's device_copies were the direct protocol's ([88, 80, 69, 55]),
+    where the simulation's own trace, and a real run, made [82, 76, 66, 53]: a tree's forwarding changes which
+    rank stages a GPU tile to the host for a send."""
+    machine = tmp_path / "m.json"
+    machine.write_text('{"name": "g3", "cores": 4, "gpus": 3, "cpu": {"default": 10}, "gpu": {"default": 100}, '
+                       '"network": {"latency_us": 2, "bandwidth_gbs": 24}, '
+                       '"pcie": {"latency_us": 8, "bandwidth_gbs": 8}}')
+    summary = simulate(capsys, "cholesky", "--n", 1200, "--nb", 100, "--grid", "1x4", "--gpus", 3, "--gpu-ratio",
+                       "1:1", "--no-tune", "--machine", machine, "--broadcast", broadcast,
+                       "--trace", tmp_path / "t.json")
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    made = Counter(e["pid"] for e in events if e.get("ph") == "X" and e.get("name") == "copy")
+    assert [r["device_copies"] for r in summary["ranks"]] == [made[r["rank"]] for r in summary["ranks"]]

@@ -85,6 +85,7 @@ class Rank:
         self.links = [0.0, 0.0]  # when its network link is free: out, in
         self.streams: dict = {}  # (gpu, "in"|"out") -> when that copy stream is free
         self.stream_busy: dict = {}  # (gpu, "in"|"out") -> seconds it copied
+        self.device_copies = 0  # host/GPU copies made (a tree's forwarding changes who stages what)
         self.link_busy = self.link_busy_in = 0.0  # seconds its link sent, received
         self.peak_window = 0
         self.plans = [0, 0]  # plans of tree broadcasts sent, received
@@ -309,6 +310,7 @@ class Simulator:
         keys = [key for key in ((source, "out"), (target, "in")) if key[0]]
         begin = max([self.now] + [rank.streams.get(key, 0.0) for key in keys])
         hold = link.seconds(nbytes)
+        rank.device_copies += 1
         for key in keys:
             rank.streams[key] = begin + hold
             rank.stream_busy[key] = rank.stream_busy.get(key, 0.0) + hold

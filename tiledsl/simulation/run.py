@@ -345,7 +345,7 @@ def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None, counted:
             "messages_sent": sent, "messages_received": received,
             "bytes_sent": bytes_sent, "bytes_received": bytes_received,
             "plans_sent": rank.plans[0], "plans_received": rank.plans[1], "peak_tile_bytes": None,  # not modelled
-            "device_copies": walker.copies[number], "host_took": rank.host_took,
+            "device_copies": rank.device_copies, "host_took": rank.host_took,
             "out_of_core": None,  # the simulated GPUs hold every tile they are given
             "kernel_notes": [],  # no kernel runs
             "instances": walker.instances[number],

@@ -117,7 +117,6 @@ class Walk(LoopNestTarget):
         self.touched: set = set()  # the tiles some task touches: those a run stores (on its owner)
         self.instances = [[0] * len(Instance) for _ in range(nranks)]
         self.traffic = [[0, 0, 0, 0] for _ in range(nranks)]  # messages sent, received, bytes sent, received
-        self.copies = [0] * nranks  # host/GPU copies
         self.flops = [0.0] * nranks  # of the tasks each rank owns
         self.open: dict = {}  # tile -> {(rank, device, part): Copy} of its current version
         self.delivered: dict = {}  # tile -> {(rank, device): parts} of its current version (protocol.delivery)
@@ -175,7 +174,6 @@ class Walk(LoopNestTarget):
                 owned.outgoing.append((index, copy, None if here else self._message(tile, rank, tile.rank)))
         for _, copy, message in owned.outgoing:
             counts[Instance.SINK_MINOR_OUTPUT - 1] += message is None
-            self.copies[rank] += message is None or copy.device != 0  # moved home, or staged to the host
         return owned
 
     def _copy(self, tile, rank: int, device: int, wanted: tuple | None) -> Copy:
@@ -196,10 +194,8 @@ class Walk(LoopNestTarget):
             copy = Copy(tile, 0, message=message, part=part)
         elif tile.rank != rank:
             copy = Copy(tile, device, staged=self._copy(tile, rank, 0, wanted), part=part)
-            self.copies[rank] += 1
         else:
             copy = Copy(tile, device, part=part)
-            self.copies[rank] += 1
         held[(rank, device, part)] = copy
         return copy
 
@@ -228,11 +224,9 @@ class Walk(LoopNestTarget):
                 for message in self.sent.get(tile, {}).get(owner, ()):
                     if message.fresh:  # planned by this task's owner: the first reader of it there
                         message.fresh = False
-                        self.copies[rank] += tile.device != 0  # staged to the host first
                         actions.append(("send", message))
             if mode != IN and position != call.main:
                 counts[Instance.SINK_MINOR_OUTPUT - 1] += 1
-                self.copies[rank] += tile.device != 0  # received on the host, then to its GPU
                 actions.append(("sink", owned.outgoing_message(position)))
         self.dispatch(rank, index, "helper", tuple(actions))
 
