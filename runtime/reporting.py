@@ -15,7 +15,7 @@ import numpy as np
 
 from . import checks
 from .options import COMMAND_LINE, Spelling, tile_values
-from .resources import bytes_text, grid_advice
+from .resources import bytes_text, grid_advice, listed
 
 
 @dataclass
@@ -144,7 +144,7 @@ def idle_ranks_warning(ranks: list, grid, busy_grids) -> str | None:
     if len(ranks) < 2 or not idle or len(idle) == len(ranks):
         return None
     sent = "so it only sent tiles" if any(r["messages_sent"] for r in idle) else "nor reads one"
-    return (f"rank {', '.join(str(r['rank']) for r in idle)} ran no task on the {grid[0]}x{grid[1]} grid: no task "
+    return (f"rank {listed([r['rank'] for r in idle])} ran no task on the {grid[0]}x{grid[1]} grid: no task "
             f"writes first a tile it owns, {sent}; {grid_advice(busy_grids(), len(ranks))}")
 
 

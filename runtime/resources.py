@@ -282,7 +282,7 @@ def ranks_without_tiles(program, matrices: dict, ranks: int, busy_grids) -> str 
         columns = f", {-(-largest.nt // slices)} block column(s) of {slices} slices" if slices > 1 else ""
         idle = sorted(set(range(ranks)) - set(owners))
         return (f"{ranks} ranks but only {len(owners)} of them own tiles (the largest matrix, {name}, has "
-                f"{largest.mt}×{largest.nt} tiles{columns}): rank {_listed(idle)} ha{'s' if len(idle) == 1 else 've'} "
+                f"{largest.mt}×{largest.nt} tiles{columns}): rank {listed(idle)} ha{'s' if len(idle) == 1 else 've'} "
                 f"nothing to do; {grid_advice(busy_grids(), ranks)}")
     return None
 
@@ -295,7 +295,7 @@ def grid_advice(grids: list, ranks: int) -> str:
     return f"no grid of {ranks} ranks gives every rank a task: use fewer ranks or smaller tiles"
 
 
-def _listed(numbers: list) -> str:
+def listed(numbers: list) -> str:
     """``0, 1, 2`` (at most five, then how many more)."""
     shown = ", ".join(map(str, numbers[:5]))
     return shown + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")

@@ -608,3 +608,12 @@ def test_a_check_that_has_no_residual_for_an_infinite_input_says_why(tmp_path):
     assert out.returncode == 1, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["errors"][0] == (
         "the check has no residual: A's input held 1 NaN or infinite value(s), which no backward error measures")
+
+
+def test_a_long_list_of_idle_ranks_is_cut_as_the_other_lists_are():
+    """simulate --nodes 4096: 'rank 1, 2, 3, … ran no task' named all 276 idle ranks in one 1,532-character line."""
+    from tiledsl.runtime import reporting
+
+    ranks = [{"rank": r, "tasks": r % 2, "owned_tiles": 1, "messages_sent": 0} for r in range(40)]
+    said = reporting.idle_ranks_warning(ranks, (5, 8), lambda: [])
+    assert said.startswith("rank 0, 2, 4, 6, 8 and 15 more ran no task on the 5x8 grid"), said
