@@ -315,13 +315,14 @@ class Engine:
                           f"stopped, left to end on their own (Python cannot stop a thread):", *lines])
 
     def _reported(self, left: str) -> TaskFailure:
-        """The run's failure, naming the kernels ``left`` running."""
+        """The run's failure, naming the kernels ``left`` running, with what kernels said before it
+        (a singular pivot's warning may be its cause: --check-finite stops at what follows)."""
         failure = self.failure
-        if not left:
-            return failure
-        reported = TaskFailure(f"{failure}\n{left}", failure.rank, failure.line)
-        reported.__cause__ = failure.__cause__
-        return reported
+        if left:
+            reported = TaskFailure(f"{failure}\n{left}", failure.rank, failure.line)
+            reported.__cause__, failure = failure.__cause__, reported
+        failure.kernel_notes = self.kernel_notes.summary()
+        return failure
 
     def _manage_gpu(self, index: int, device: int, prepared: threading.Barrier) -> None:
         """GPU ``device``'s management thread: readied before the clock starts, then a worker of its queue."""

@@ -68,6 +68,7 @@ class TaskFailure(Exception):
         super().__init__(message)
         self.rank = rank
         self.line = line
+        self.kernel_notes: list = []  # what this rank's kernels said before (.notes), as its statistics hold it
 
 
 class InternalFailure(TaskFailure):

@@ -527,8 +527,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                      _json_out(program, args, out, comm, options), code=3)
     except TaskFailure as failure:
         where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
+        said = warnings_of(Path(program.source).name, [{"rank": failure.rank, "kernel_notes": failure.kernel_notes}])
         return _fail(comm, f"rank {failure.rank}{where}: {failure}", err,
-                     _json_out(program, args, out, comm, options))
+                     _json_out(program, args, out, comm, options), warnings=said)
     except (RankError, Unanswered) as error:
         message = str(error) if isinstance(error, Unanswered) else f"rank {_rank(comm)}: {error}"
         return _fail(comm, message, err, _json_out(program, args, out, comm, options))
@@ -635,19 +636,20 @@ def _json_out(program, args, out, comm=None, options=None):
     return failure_json(program.name, n, comm.size if comm is not None else size[1] if size else 1), out
 
 
-def _fail(comm, message: str, err, json_out=None, code: int = 1) -> int:
+def _fail(comm, message: str, err, json_out=None, code: int = 1, warnings=()) -> int:
     """Report a failure of this rank and abort the job (every rank ends, exit status ``code``); with
     ``--json`` (``json_out``), also as a JSON object on stdout, for a script reading it. On several
     ranks only the first rank to fail reports (:meth:`~.comm.Communicator.first_to_fail`): ranks
     often fail together (a bad sub-range every rank's loop nest meets), and one error a job is
-    what the user reads; the others wait for its abort to end them, and report only without it."""
+    what the user reads; the others wait for its abort to end them, and report only without it.
+    ``warnings``: what the rank's kernels said before, said first (its cause, maybe)."""
     if comm is not None and comm.size > 1 and not comm.first_to_fail():
         time.sleep(SECONDARY_SECONDS)
     record_completion(code)  # first: killed once its error is out (another rank's abort), it still reported
     try:
         # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
         # written in two parts let another rank's line in before its last newline
-        err.write(f"tiledsl: error: {message}\n")
+        err.write("".join(f"tiledsl: warning: {warning}\n" for warning in warnings) + f"tiledsl: error: {message}\n")
         err.flush()
         if json_out is not None:
             known, out = json_out

@@ -206,3 +206,27 @@ def test_a_failed_kernel_names_a_received_sub_range_as_one_rank_does(tmp_path, r
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "p.tile", "--n", "8", "--no-tune",
                           "--np", str(ranks), "--grid", grid], cwd=tmp_path, capture_output=True, text=True, timeout=110)
     assert "kernel f failed on A[1, 0][0:1, 0:4], A[0, 0] (f(A[1, 0][0:1], A[0, 0]))" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", ["1", "2"])
+def test_what_kernels_said_before_a_failure_is_said_with_it(tmp_path, ranks):
+    """gesv of a singular matrix under --check-finite: the failure of the trsm that made a NaN was all that
+    was said, where the warning of getrf's exactly zero pivot, its cause, came first in a run without it."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "k.py").write_text("import tiledsl\n\n\ndef warn(A):\n    tiledsl.note('the pivot is zero')\n\n\n"
+                                   "def fail(A):\n    raise ValueError('it broke')\n")
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel warn(inout A)\nkernel fail(inout A)\nprogram p {\n'
+                                     "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n  warn(A[0, 0])\n"
+                                     "  fail(A[0, 0])\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "p.tile", "--n", "16", "--np", ranks],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    said = [line for line in out.stderr.splitlines() if line.startswith("tiledsl: ")]
+    assert out.returncode == 1 and said[:2] == [
+        "tiledsl: warning: rank 0 (p.tile:7): kernel warn on A[0, 0] (warn(A[0, 0])): the pivot is zero",
+        "tiledsl: error: rank 0 (p.tile:8): kernel fail failed on A[0, 0] (fail(A[0, 0])): ValueError at k.py:9: "
+        "it broke"], out.stderr
