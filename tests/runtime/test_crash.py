@@ -65,7 +65,7 @@ def test_a_segmentation_fault_on_one_of_several_ranks_names_the_rank_and_shows_i
         and crashed[0].endswith(" crashed (Segmentation fault) in kernel code crash (exits_kernels.py:11)"), out.stderr
     assert 'exits_kernels.py", line 11 in crash' in out.stderr and "without a word" not in out.stderr
     assert "Extension modules" not in out.stderr
-    # --json's last line of stdout says so too (there was only the launcher's banner)
+    # --json's stdout says so too (there was only the launcher's banner, which is left out now)
     said = json.loads(out.stdout.strip().splitlines()[-1])
     errors = [line.removeprefix("tiledsl: error: ") for line in out.stderr.splitlines()
               if line.startswith("tiledsl: error: ")]
