@@ -9,12 +9,14 @@ import resource
 from .world import UsageError
 
 
-def check_memory(program, matrices: dict, needed: set, window: int, check: bool, share: float = 1.0) -> None:
+def check_memory(program, matrices: dict, needed: set, window: int, check: bool, share: float = 1.0,
+                 sized_by_inputs: bool = False) -> None:
     """Refuse, with the numbers, a run whose tiles cannot fit in this machine's memory.
 
     The estimate: the tiles this rank stores (``share`` of them), two copies of a
     tile per task of the window when data moves between places, and the matrices
-    a check builds (one like A for Cholesky and LU, three for QR).
+    a check builds (one like A for Cholesky and LU, three for QR). ``sized_by_inputs``: the inputs
+    given (files, arrays) fix the sizes, which a smaller --n cannot change.
     """
     tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank for h, w in [tile.shape])
     largest = largest_tile_bytes(matrices)
@@ -35,17 +37,18 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
         need = (f"about {needs} on this rank (tiles {bytes_text(tiles)}, transfer buffers {bytes_text(transfers)}, "
                 f"check {bytes_text(checking)})")
     raise UsageError(f"the run needs {need} but {has} is available{limit}: "
-                     f"{_remedies(transfers, checking, limit == _ADDRESS_LIMIT)}")
+                     f"{_remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs)}")
 
 
-def _remedies(transfers: int, checking: int, per_process: bool) -> str:
+def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs: bool = False) -> str:
     """The advice of a refusal: only what shrinks a part of the estimate refused (the window sizes the
     transfer buffers, --check the check's matrices); more ranks on this node divide the tiles but not the
     node's memory, which every rank there compares its own estimate with, except under a limit of each
     process's (``per_process``: ulimit -v), which may be raised too."""
     ranks = ("more ranks (each has its own limit)" if per_process
              else "more ranks on other nodes (the ranks on one node share its memory)")
-    remedies = [ranks, "a smaller --n"]
+    size = "smaller inputs (the files or arrays given fix the sizes)" if sized_by_inputs else "a smaller --n"
+    remedies = [ranks, size]
     if transfers:
         remedies.append("a smaller --window")
     advice = ("raise the limit, or " if per_process else "") + "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}"

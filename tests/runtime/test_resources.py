@@ -232,3 +232,13 @@ def test_a_stall_with_little_address_space_left_says_so(monkeypatch):
         "BLAS waits for ever for buffers it cannot have: raise the limit")
     monkeypatch.setattr(resources, "address_space_left", lambda: 200 * 2 ** 20)
     assert resources.address_space_note() == ""
+
+
+@pytest.mark.timeout(10)
+def test_a_refusal_of_a_run_sized_by_its_inputs_does_not_advise_a_smaller_n(monkeypatch):
+    """--input A=big.npy (200000×200000) was advised 'a smaller --n', which the file's shape then refused."""
+    monkeypatch.setattr(resources, "_available_memory", lambda: (8, ""))
+    with pytest.raises(UsageError) as refused:
+        resources.check_memory(*_memory_case(1024, 0, False), sized_by_inputs=True)
+    assert str(refused.value).endswith("is available: use more ranks on other nodes (the ranks on one node share its "
+                                       "memory) or smaller inputs (the files or arrays given fix the sizes)")
