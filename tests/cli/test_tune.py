@@ -1167,3 +1167,17 @@ def test_a_tuning_cache_that_cannot_be_written_is_said_before_any_timing(tmp_pat
         monkeypatch.setattr(Path, "write_text", refused)
         tuning_module.check_storable(tmp_path / "elsewhere" / "cache.json")
     assert tiledsl("tune", "cholesky", "--quick", "--no-save", "--n", 200, cache=tmp_path).returncode == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_load_file_too_small_to_tune_is_said_as_the_files_not_as_an_n_given(tmp_path):
+    """A program loading a 100×100 file: '--n 100 is less than two tiles ... (give --n 128 or more, or leave
+    it out)' of an --n never given, and --n 128 was then refused for the file's shape."""
+    a = np.random.default_rng(0).standard_normal((100, 100))
+    np.save(tmp_path / "data.npy", a @ a.T + 100 * np.eye(100))
+    (tmp_path / "ld.tile").write_text('program ld {\n  tiling uniform(nb = 64)\n  matrix A[n, n] = load "data.npy"\n'
+                                      "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    out = tiledsl("tune", tmp_path / "ld.tile", "--quick", cache=tmp_path)
+    assert out.returncode == 2 and out.stderr == (
+        "tiledsl: error: n = 100, which the program's load files fix, is less than two tiles of the smallest size tune "
+        "tries, 64: runs of one tile cannot tell tile sizes apart (tune the program with files of n = 128 or more)\n")

@@ -353,8 +353,10 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     cache entry (see :mod:`.runtime.tuning`)."""
     began = clock()
     _check_arguments(driver.PROGRAM, gpus, workers, budget, sizes, n, sets)
-    n = loaded_size(driver, log, n)
-    return _Tuner(driver, gpus, backend, workers, sets, n, log, clock, began, budget).run(sizes)
+    given, n = n, loaded_size(driver, log, n)
+    tuner = _Tuner(driver, gpus, backend, workers, sets, n, log, clock, began, budget)
+    tuner.n_from_files = given is None and n is not None
+    return tuner.run(sizes)
 
 
 def _check_arguments(program, gpus: int, workers: int | None, budget: float, sizes: list | None, n: int | None,
@@ -415,6 +417,7 @@ class _Tuner:
                  log, clock, began: float, budget: float):
         self.driver, self.program = driver, driver.PROGRAM
         self.gpus, self.backend, self.n, self.log, self.clock = gpus, backend, n, log, clock
+        self.n_from_files = False  # n is the one the program's load files fix, not --n
         self.began, self.budget = began, budget
         self.workers = workers or default_workers(1, gpus)
         self.device = _timing_device(backend, gpus) if gpus else None
@@ -494,8 +497,17 @@ class _Tuner:
         if self.program.tiling.kind == "hybrid" and not self.gpus:  # B is the program's: tune searches b in it
             smallest, what = int(self.defaults["B"]), "the program's B, which tune keeps without GPUs"
         if self.n is not None and self.n < 2 * smallest:  # no size tune would try fits: said before any timing
-            raise UsageError(f"--n {self.n} is less than two tiles of {what}, {smallest}: runs of one tile cannot "
-                             f"tell tile sizes apart (give --n {2 * smallest} or more, or leave it out)")
+            raise self._too_small(f"{what}, {smallest}", 2 * smallest)
+
+    def _too_small(self, tiles: str, least: int) -> UsageError:
+        """Tune's ``n`` is less than two ``tiles`` (``least``: the ``n`` they need), said as where it
+        came from: --n, or the program's load files, which no --n changes."""
+        if self.n_from_files:
+            return UsageError(f"n = {self.n}, which the program's load files fix, is less than two tiles of {tiles}: "
+                              f"runs of one tile cannot tell tile sizes apart (tune the program with files of n = "
+                              f"{least} or more)")
+        return UsageError(f"--n {self.n} is less than two tiles of {tiles}: runs of one tile cannot tell tile sizes "
+                          f"apart (give --n {least} or more, or leave it out)")
 
     def check_hybrid_sizes(self) -> None:
         """Hybrid tiles: a usage error, before any timing, when no size tune may try makes a tiling
@@ -506,9 +518,7 @@ class _Tuner:
         if self.gpus:
             least = STEP * max(2, s)  # B holds the program's s slices of 64 or more
             if self.n is not None and self.n < 2 * least:
-                raise UsageError(f"--n {self.n} is less than two tiles of the smallest B of {self.program.name}'s "
-                                 f"s = {s} slices, {least}: runs of one tile cannot tell tile sizes apart (give --n "
-                                 f"{2 * least} or more, or leave it out)")
+                raise self._too_small(f"the smallest B of {self.program.name}'s s = {s} slices, {least}", 2 * least)
             if self.sizes_given and max(self.gpu_sizes) < least:
                 raise UsageError(f"--sizes {','.join(map(str, self.gpu_sizes))}: {self.program.name}'s hybrid tiles "
                                  f"of s = {s} slices need B of at least {least}: give such a size")
@@ -633,8 +643,7 @@ class _Tuner:
         total_rate = (self.best["core"] * workers + (self.best.get("gpu", 0.0) * gpus)) * 1e9
         flops = FLOPS.get(self.program.check.kind if self.program.check else "", lambda size: size ** 3)
         if n is not None and n < 2 * tile:
-            raise UsageError(f"--n {n} is less than two tiles of the first guess, {guess.label}={tile}: runs of "
-                             f"one tile cannot tell tile sizes apart (give --n {2 * tile} or more, or leave it out)")
+            raise self._too_small(f"the first guess, {guess.label}={tile}", 2 * tile)
         estimate = lambda size: 2 * flops(size) / total_rate + 0.02  # seconds of one run, at half the peak
         target = min(2.0, self.remaining() / (2 * planned))  # every trial twice
         multiple = max(C0 * max(1, gpus), math.isqrt(2 * workers) + 3)
