@@ -101,8 +101,8 @@ class Subnormal(ValueError):
                          f"it again)")
 
 
-#: a bound below n·SUBNORMAL_FLOOR is :class:`Subnormal`: the grid of float64's subnormal numbers, 2⁻¹⁰⁷⁴, summed
-#: over n products, is then more than a thousandth of one unit of residual (n·ε·bound)
+#: a bound below n·SUBNORMAL_FLOOR is :class:`Subnormal`: the grid of float64's subnormal numbers,
+#: 2⁻¹⁰⁷⁴, summed over n products, is then more than a thousandth of one unit of residual (n·ε·bound)
 SUBNORMAL_FLOOR = Fraction(2) ** -1013
 
 

@@ -85,7 +85,8 @@ def shortage(error: BaseException) -> str | None:
     if isinstance(error, RuntimeError) and "can't start new thread" in str(error):
         if _address_limit() is not None:  # the usual cause there: each thread's stack is reserved in it
             stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
-            return f"cannot start a thread (each reserves its stack, {_limit_text(stack)} by ulimit -s); {_more_memory()}"
+            return (f"cannot start a thread (each reserves its stack, {_limit_text(stack)} by ulimit -s); "
+                    f"{_more_memory()}")
         processes = resource.getrlimit(resource.RLIMIT_NPROC)[0]
         count = (f"this user's processes and threads may have reached their limit (ulimit -u {processes}), or "
                  if processes != resource.RLIM_INFINITY else "")
