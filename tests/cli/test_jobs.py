@@ -331,3 +331,17 @@ def test_a_job_without_a_watchdog_watches_its_start_up_all_the_same(tmp_path):
                           "--np", "2", "--watchdog", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=100,
                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
     assert run.returncode == 0 and run.stderr == "", run.stderr
+
+
+@pytest.mark.timeout(30)
+def test_a_signal_after_every_rank_finished_its_run_is_no_stop(tmp_path, capsys):
+    """SIGTERM to `tiledsl run --np 2` just after the summary, the ranks exiting: exit 143 and 'stopped by
+    SIGTERM', where the JSON object said "ok": true and every file was written."""
+    for rank in range(2):
+        (tmp_path / f"done.{rank}").write_text("0")
+    launcher = SimpleNamespace(returncode=0, pid=1)
+    with RankWatch(str(tmp_path), lambda pids: set()) as watch:
+        assert jobs._outcome(launcher, 143, str(tmp_path), 2, "mpiexec", watch) == 0
+        (tmp_path / "done.1").unlink()  # one rank had not finished: the run was stopped
+        assert jobs._outcome(launcher, 143, str(tmp_path), 2, "mpiexec", watch) == 143
+    assert capsys.readouterr().err == "tiledsl: stopped by SIGTERM\n"

@@ -156,6 +156,8 @@ def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, l
     if code == 0:
         return _check_every_rank_finished(folder, ranks, launcher) if ranks is not None else 0
     if _forwarded_signal(code):
+        if ranks is not None and all(_recorded_status(folder, rank) == "0" for rank in range(ranks)):
+            return 0  # every rank had finished its run, summary and files written: the signal came as they exited
         if not _some_rank_reported(folder):  # the ranks were still starting: the launcher ended them
             print(f"tiledsl: stopped by {_signal_name(code - 128)}", file=sys.stderr, flush=True)
         return code
