@@ -103,7 +103,7 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         stopped = _forwarded_signal(code) and _recorded_status(folder, 0) is None
         errors = said.errors or [f"stopped by {_signal_name(code - 128)}"] * stopped
         if code != 0 and failure_json is not None and errors and not _some_rank_reported(folder):
-            # a script reads the last line of stdout (after the launcher's own banner, if any)
+            # a script reads the last line of stdout
             print(json_text({**failure_json, "error": "; ".join(errors)}), flush=True)
         if code != 0:
             kill_job(job, folder)
