@@ -65,12 +65,17 @@ def test_a_program_writing_columns_of_tiles_gets_one_process_row():
     assert preferred_grid(_writing(("in", 0)), 4) == (2, 2)
 
 
-def test_the_preferred_grid_gives_way_where_a_rank_would_own_no_tile(compiled):
+def test_a_program_writing_panels_takes_the_grid_where_most_ranks_compute(compiled):
+    """gemm on 12×12 tiles and 16 ranks took 4x4 (1x16 leaves 4 ranks without tiles): 4 ranks computed and
+    the messages doubled, where 1x16 has 12 computing; getrf on 5 tile columns and 6 ranks took 2x3."""
     getrf = compiled("programs/getrf.tile")
     params = make_params(getrf, Options(n=301, tiles={"nb": 64}))  # 5 tile columns
     assert placement(getrf, params, None, 4, 0, 0)[0] == (1, 4)
-    assert placement(getrf, params, None, 6, 0, 0)[0] == (2, 3)  # 1x6 leaves a rank without a column
+    assert placement(getrf, params, None, 6, 0, 0)[0] == (1, 6)  # 5 ranks compute (2x3: 3), one has no tile
     assert placement(getrf, params, "3x2", 6, 0, 0)[0] == (3, 2)
+    gemm = compiled("programs/gemm.tile")
+    square = make_params(gemm, Options(n=1200, tiles={"nb": 100}))
+    assert placement(gemm, square, None, 16, 0, 0)[0] == (1, 16)
 
 
 def test_without_a_grid_the_squarest_one_that_gives_every_rank_tiles_is_taken(compiled):

@@ -42,7 +42,7 @@ def add_arguments(parser) -> None:
                                                                 "default: those of --grid, else 1)")
     parser.add_argument("--grid", metavar="PxQ", help="process grid (default: run's, the squarest, one process "
                                                        "row for a program writing columns of tiles, one column "
-                                                       "for rows, or the next that gives every rank tiles); "
+                                                       "for rows, else the next that gives every rank tiles); "
                                                        "alone, it gives the ranks")
     parser.add_argument("--gpus", type=int, metavar="G", help="GPUs per rank (default: the machine file's; "
                                                               "0 for this machine); with a machine file, "
