@@ -13,7 +13,7 @@ from . import tuning
 from .distribution import BlockCyclic, Hybrid
 from .geometry import Geometry
 from .matrix import TiledMatrix
-from .options import Options, Params, SetText, Spelling, long_number, read_setting
+from .options import Options, Params, SetText, Spelling, long_number, read_number, read_setting
 from .resources import every_rank_has_tiles
 from .world import UsageError, grid_for
 
@@ -123,13 +123,13 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
     if isinstance(default, str):
         if not isinstance(value, str) or len(value) != 1:
             raise UsageError(f"{said}: {name} is a char parameter (its default is {shown!r}): give one character")
-    elif isinstance(value, str) and not isinstance(given, SetText) and _reads_as_float(value) \
+    elif isinstance(value, str) and not isinstance(given, SetText) and read_number(value) is not None \
             and math.isfinite(float(value)):
         kind = "an integer" if isinstance(default, int) else "a number"  # from Python: params={"ib": "3"}
         raise UsageError(f"{said}: {name} is {kind} parameter: give {value.strip()} without quotes, not the string "
                          f"{value!r}")
     elif isinstance(value, str):
-        what = "is not a finite number" if _reads_as_float(value) else "is not a number"  # inf, nan, 1e400
+        what = "is not a finite number" if read_number(value) is not None else "is not a number"  # inf, nan, 1e400
         raise UsageError(f"{said}: {value!r} {what} ({name}'s default is {shown})")
     elif isinstance(value, float) and isinstance(default, int):
         raise UsageError(f"{said}: {name} is an integer parameter (its default is {shown})")
@@ -147,15 +147,6 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
         raise UsageError(f"{said}: {long_number(value)} is beyond the 64-bit range: an integer parameter stays within "
                          f"±{INT64_MAX} (2**63 - 1), as every integer a program computes")
     return value
-
-
-
-def _reads_as_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _check_requirements(driver, params: Params, options: Options) -> None:

@@ -447,7 +447,7 @@ def size_options(args: argparse.Namespace) -> Options:
     """Options holding only the size, tile settings, parameters and ``--input`` files of parsed
     arguments (the files' matrix names are checked with the program's, :func:`.fitting.fit_files`)."""
     tiles = {k: getattr(args, k) for k in TILE_SETTINGS if getattr(args, k) is not None}
-    options = Options(n=args.n, tiles=tiles, sets=set_texts(args.set), inputs=_pairs(args.input, "--input"))
+    options = Options(n=args.n, tiles=tiles, sets=set_texts(args.set), inputs=_paths(args.input, "--input"))
     if getattr(args, "gpu_ratio", None) is not None:
         try:
             options.gpu_ratio = parse_ratio(args.gpu_ratio)
@@ -464,7 +464,7 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     ``--output`` may name a matrix or a workspace, ``--input`` a matrix only
     (workspaces start as zeros)."""
     options = size_options(args)
-    options.outputs = _pairs(args.output, "--output")
+    options.outputs = _paths(args.output, "--output")
     check_file_names(matrix_names, workspace_names, options.inputs, options.outputs)
     check_workers(args.workers)
     if args.window is not None and args.window < 1:
@@ -564,6 +564,12 @@ def _pairs(items, flag: str) -> dict:
     return pairs
 
 
+def _paths(items, flag: str) -> dict:
+    """NAME -> FILE of repeated ``flag NAME=FILE`` options, as they are written around an ``=`` that
+    has spaces ("A = a.npy": the file a.npy, not " a.npy")."""
+    return {name: path.strip() for name, path in _pairs(items, flag).items()}
+
+
 def byte_size(text: str, flag: str) -> int:
     """Bytes from ``text``: an integer with an optional K, M, G or T suffix (powers of 1024)."""
     scale = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}.get(text[-1:].upper(), 1)
@@ -596,10 +602,8 @@ def read_setting(text: SetText, default) -> int | float | str:
     where it is none (for :func:`.layout.make_params` to refuse)."""
     if isinstance(default, str):
         return str(text)
-    try:
-        return _number(text, "--set")
-    except UsageError:
-        return str(text)
+    number = read_number(text)
+    return str(text) if number is None or isinstance(number, float) and not math.isfinite(number) else number
 
 
 def long_number(value) -> str:
@@ -608,18 +612,17 @@ def long_number(value) -> str:
     return text if len(text) <= 24 else f"{text[:10]}...{text[-4:]} ({len(text.lstrip('-'))} digits)"
 
 
-def _number(text: str, flag: str) -> int | float:
-    """An integer, or a number with a fraction (a float parameter's value)."""
-    try:
+_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
+_DECIMAL = re.compile(r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*|\s*[+-]?(inf|infinity|nan)\s*",
+                      re.IGNORECASE)
+
+
+def read_number(text: str) -> int | float | None:
+    """An integer, or a number with a fraction (inf, nan and 1e999 among them), written as a .tile
+    program writes one; None for other text (Python's own readers also take ``1_0``, 10, and digits
+    of other scripts)."""
+    if _INTEGER.fullmatch(text):
         return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{flag}: {text!r} is not a number") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise UsageError(f"{flag}: {text!r} is not a finite number")
-    return value
+    return float(text) if _DECIMAL.fullmatch(text) else None
 
 

@@ -1,4 +1,5 @@
 """Run options read from their text (runtime/options.py)."""
+import numpy as np
 import pytest
 
 from tiledsl.runtime.options import byte_size
@@ -87,3 +88,24 @@ def test_a_drivers_usage_error_with_json_names_its_program(tmp_path):
     assert out.returncode == 2 and json.loads(out.stdout.splitlines()[-1]) == {
         "program": "cholesky", "n": None, "ok": False, "passed": None, "np": 1,
         "error": "unrecognized arguments: --foo (see d.py --help)"}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("value, said", [
+    ("1_6", "'1_6' is not a number"), ("١٦", "'١٦' is not a number"), ("0x10", "'0x10' is not a number"),
+    ("nan", "'nan' is not a finite number"), ("1e999", "'1e999' is not a finite number"),
+])
+def test_a_set_value_is_a_number_as_a_program_writes_one(value, said):
+    """Python's int() took `--set ib=1_6` as 16 and Arabic-Indic digits as digits: neither is a number
+    a .tile program could write."""
+    out = _tiledsl("run", "qr", "--n", 60, "--set", f"ib={value}")
+    assert out.returncode == 2 and f"--set ib={value}: {said} (ib's default is 64)" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_an_input_file_is_named_around_an_equals_sign_with_spaces(tmp_path):
+    """`--input "A = a.npy"` looked for the file ' a.npy'."""
+    np.save(tmp_path / "a.npy", np.eye(40) * 4)
+    out = _tiledsl("run", "cholesky", "--input", f"A = {tmp_path / 'a.npy'}", "--output", f"A = {tmp_path / 'l.npy'}")
+    assert out.returncode == 0, out.stderr
+    assert np.array_equal(np.load(tmp_path / "l.npy"), np.eye(40) * 2)
