@@ -94,12 +94,19 @@ def shortage(error: BaseException) -> str | None:
     return None
 
 
+def more_ranks(per_process: bool) -> str:
+    """The advice of more ranks for a lack of memory: under a limit of each process's (ulimit -v) any
+    more ranks; else ranks on other nodes, since the ranks on one node share its memory."""
+    return ("more ranks (each has its own limit)" if per_process
+            else "more ranks on other nodes (the ranks on one node share its memory)")
+
+
 def _more_memory() -> str:
     limit = _address_limit()
     if limit is not None:  # per process: ranks on the same node each have their own
         return (f"this process's address space is limited to {_limit_text(limit)} (ulimit -v): raise that limit, "
-                f"or use more ranks (each has its own limit) or a smaller --n")
-    return "use more ranks on other nodes (the ranks on one node share its memory) or a smaller --n"
+                f"or use {more_ranks(True)} or a smaller --n")
+    return f"use {more_ranks(False)} or a smaller --n"
 
 
 def _address_limit() -> int | None:

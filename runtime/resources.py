@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import resource
 
+from .errors import more_ranks
 from .world import UsageError
 
 
@@ -45,10 +46,8 @@ def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs:
     transfer buffers, --check the check's matrices); more ranks on this node divide the tiles but not the
     node's memory, which every rank there compares its own estimate with, except under a limit of each
     process's (``per_process``: ulimit -v), which may be raised too."""
-    ranks = ("more ranks (each has its own limit)" if per_process
-             else "more ranks on other nodes (the ranks on one node share its memory)")
     size = "smaller inputs (the files or arrays given fix the sizes)" if sized_by_inputs else "a smaller --n"
-    remedies = [ranks, size]
+    remedies = [more_ranks(per_process), size]
     if transfers:
         remedies.append("a smaller --window")
     advice = ("raise the limit, or " if per_process else "") + "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}"
