@@ -22,7 +22,8 @@ from .world import libraries_loading as _libraries_loading  # noqa: E402
 with _libraries_loading():  # after the handler: these imports are the slow part
     from .dataflow import Event, Loop
     from .panels import array_module
-    from .launch import execute, main
+    from .launch import execute
+    from .entry import main
 from .options import Options
 from .reporting import RunResult
 from .world import UsageError

@@ -6,58 +6,44 @@ matrices (:mod:`.layout`), refuses what cannot fit (:mod:`.resources`) or keeps
 GPU tiles that do not fit on the host (:mod:`.outofcore`), creates
 or loads the inputs, runs the engine, verifies the result with the DPLASMA-style
 backward error (DESIGN §5), writes the outputs (:mod:`.outputs`) and returns a
-:class:`~.reporting.RunResult`. :func:`main` is the command line of a generated
-driver; :func:`run_and_report` runs parsed options and prints the summary
-(:mod:`.reporting`).
+:class:`~.reporting.RunResult`. A driver's command line is :mod:`.entry`'s.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
-import io
 import os
 import re
-import signal
-import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
 
-from ..drivercontract import forget_hiding, hiding
 from ..language import SQUARE_KINDS
-from . import blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck, userkernels
+from . import (blas, checks, heteroprio, inputs, npyio, outofcore, priorities, progress, rates, tuning, usercheck,
+               userkernels)
 from .backends import backend
-from .engine import STOP_SECONDS, Engine, TaskFailure
-from .errors import InternalFailure, shortage
-from .fitting import fit_files, load_note, load_path, settings_hints
+from .engine import Engine, TaskFailure
+from .fitting import load_note, load_path, settings_hints
 from .iterations import check_iterations
-from .leftovers import adopt_orphans, end_leftovers
-from .layout import make_params, placement, ratio_of, tiling_sources, use_tuned
+from .layout import make_params, placement, ratio_of, tiling_sources
 from .broadcast import broadcast_for
-from ..packages import missing_package
-from .comm import Unanswered
-from .crash import claim_process, run_in_progress
-from .options import (EXIT_CODES, Options, SuggestingParser, add_run_arguments, check_file_names,
-                      collective_limit, options_from, run_warnings)
+from .crash import run_in_progress
+from .options import Options, check_file_names
 from .notes import warnings_of
-from .outputs import Staging, check_output_paths, remove_abandoned, write_output, write_trace
+from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
-from .reporting import (RunResult, count_nonfinite, failure_json, failure_reasons, has_standard_count, idle_gpus_warning,
-                        idle_ranks_warning, idle_warning, json_text, rank_stats, summary_json, summary_text)
+from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_gpus_warning, idle_ranks_warning,
+                        idle_warning, rank_stats)
 from .gridadvice import grids_where_every_rank_computes
 from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
-from .userkernels import changed_source, kernels, program_files
+from .userkernels import kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
-from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
-                    core_share, default_workers, expect_json, launcher_rank, launcher_size, record_completion,
-                    standard_streams_open, unless_ignored, unraisable_in_one_line)
+from .world import RankError, UsageError, await_ending, core_share, default_workers
 
 
 # ---------------------------------------------------------------- the run
@@ -425,338 +411,6 @@ def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm,
     return Verifier(engine, matrices, sources, comm, first_tag, progress_bar).check(check, driver, params)
 
 
-def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
-    """Run with parsed ``args`` on this process (any rank), print the summary; the exit status.
-
-    A failure on one rank of an MPI job is reported by that rank, which then aborts
-    the whole job: no rank is left waiting for a message that will not come. A rank
-    that returns from here records its completion (:func:`~.world.record_completion`):
-    one that ends any other way (``os._exit``) did not finish the run. Threads the run
-    started (a kernel's) and left running do not keep the process alive (:func:`_not_waiting_for`).
-    The summary and errors go to ``out`` and ``err``, by default streams of the run's own on
-    stdout's and stderr's descriptors (:func:`_own_stream`).
-    """
-    claim_process()
-    out = _own_stream(sys.stdout) if out is None else out
-    err = _own_stream(sys.stderr) if err is None else err
-    before, adoption = set(threading.enumerate()), adopt_orphans()
-    status = _run_and_report(driver, args, out, err)
-    record_completion(status)
-    _ending_processes_left(adoption, err)
-    _not_waiting_for(before, status, out, err)
-    return status
-
-
-def _ending_processes_left(adoption, err) -> None:
-    """End the processes a kernel started and left running (:mod:`.leftovers`), which would keep the
-    run's output open after it ended (``| tee`` waited for them), and name them."""
-    left = end_leftovers(adoption)
-    if left:
-        with contextlib.suppress(OSError, ValueError):
-            print(f"tiledsl: warning: rank {launcher_rank()}: {', '.join(left)}, which a kernel started, still ran "
-                  f"when the run ended: ended (a kernel must not leave processes behind)", file=err, flush=True)
-
-
-def _own_stream(stream):
-    """A stream of the run's own on a duplicate of ``stream``'s descriptor: a kernel that closes
-    ``sys.stdout`` or ``sys.stderr``, or their descriptors (as a library might), does not take the
-    run's summary and errors with it. ``stream`` itself where it has no descriptor."""
-    try:
-        descriptor = os.dup(stream.fileno())
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        return stream
-    return open(descriptor, "w", buffering=1, encoding=stream.encoding, errors="backslashreplace")
-
-
-def _not_waiting_for(before: set, status: int, out, err) -> None:
-    """End the process with ``status`` now, saying so, when threads started since ``before`` (by a
-    kernel: the runtime's own have ended) still run and would keep it alive after its summary,
-    for ever if they never end; return if there are none."""
-    left = [thread for thread in threading.enumerate()
-            if thread not in before and thread.is_alive() and not thread.daemon]
-    if not left:
-        return
-    names = ", ".join(thread.name for thread in left)
-    with contextlib.suppress(OSError, ValueError):
-        out.flush()
-        print(f"tiledsl: note: rank {launcher_rank()}: {len(left)} thread(s) started during the run still running "
-              f"({names}): the process ends without waiting for them", file=err, flush=True)
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        mpi.Finalize()  # what exiting would have done
-    os._exit(status)
-
-
-def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
-    program = driver.PROGRAM
-    comm = options = None
-    # SciPy loads before the stopping signals' handlers, as it did when the runtime imported it: a
-    # handler raising inside the import machinery is "Exception ignored", with a traceback
-    blas.load()
-    for signum in STOPPING_SIGNALS:
-        unless_ignored(signum, stopped_by_signal)
-    try:
-        check_working_directory()
-        options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
-        comm = communicator(limit=collective_limit(options.watchdog))
-        if comm is not None:
-            comm.start()
-        expect_json(*(_json_out(program, args, out, comm, options) or (None,)))  # for a thread ending the rank
-        if _rank(comm) == 0:  # what a run killed while it wrote these files left beside them
-            remove_abandoned([*options.outputs.values(), *([options.trace] if options.trace else [])])
-        warn = _warner(comm, err)
-        for warning in [*run_warnings(program, args), changed_source(program, driver)]:
-            if warning:
-                warn(warning)
-        use_tuned(driver, options, not getattr(args, "no_tune", False), comm, warn)
-        fit_files(driver, options)  # after the tuned values: the inputs are fitted at the run's tiles
-        result = execute(driver, options, comm=comm)
-        ranks = comm.gather(result.stats) if comm is not None else [result.stats]
-        notes = run_notes(driver, options, result, ranks) if comm is None or comm.rank == 0 else []
-        for note in notes:
-            warn(note)
-    except UsageError as error:
-        json_out = _json_out(program, args, out, comm, options)
-        if comm is not None and comm.size > 1:  # maybe this rank's alone (its GPU tiles): it ends the job
-            return _fail(comm, str(error), err, json_out, code=2)
-        # every rank meets the same usage error before MPI starts: rank 0 says it
-        if _rank(comm) == 0:
-            print(f"tiledsl: error: {error}", file=err)
-            if json_out is not None:
-                print(json_text({**json_out[0], "error": str(error)}), file=out, flush=True)
-        return _leave(comm, 2)
-    except InternalFailure as failure:
-        return _fail(comm, _internal_text(failure.rank, str(failure)), err,
-                     _json_out(program, args, out, comm, options), code=3)
-    except TaskFailure as failure:
-        where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
-        said = warnings_of(Path(program.source).name, [{"rank": failure.rank, "kernel_notes": failure.kernel_notes}])
-        return _fail(comm, f"rank {failure.rank}{where}: {failure}", err,
-                     _json_out(program, args, out, comm, options), warnings=said)
-    except (RankError, Unanswered) as error:
-        message = str(error) if isinstance(error, Unanswered) else f"rank {_rank(comm)}: {error}"
-        return _fail(comm, message, err, _json_out(program, args, out, comm, options))
-    except SystemExit as exit_:
-        return _fail(comm, f"rank {_rank(comm)}: the program called sys.exit({exit_.code!r}) during the run", err,
-                     _json_out(program, args, out, comm, options))
-    except (KeyboardInterrupt, Stopped) as stop:
-        return _stopped_run(stop, program, args, out, err, comm, options)
-    except Exception as error:  # a bug in tiledsl: said as the command line says it, and every rank ends now
-        if shortage(error):  # past the estimate checked before the run (or memory others took since), a thread
-            return _fail(comm, f"rank {_rank(comm)}: {shortage(error)}", err,
-                         _json_out(program, args, out, comm, options))
-        stop = _interruption(error)
-        if stop is not None:  # a signal raised inside a library's import, which wrapped it (__set_name__)
-            return _stopped_run(stop, program, args, out, err, comm, options)
-        if missing_package(error) is not None:  # or a package this rank's environment lacks (mpi4py)
-            if comm is None and _rank(comm) != 0:  # before MPI: every rank lacks it alike, and rank 0 says it
-                record_completion(2)
-                return 2
-            return _fail(comm, f"rank {_rank(comm)}: {missing_package(error)}", err,
-                         _json_out(program, args, out, comm, options), code=2)
-        if os.environ.get("TILEDSL_DEBUG"):
-            traceback.print_exc(file=err)
-        return _fail(comm, _internal_text(_rank(comm), f"internal error: {type(error).__name__}: {error}"), err,
-                     _json_out(program, args, out, comm, options), code=3)
-    await_ending()
-    if comm is None or comm.rank == 0:
-        try:
-            print(json_text(summary_json(program, result, ranks, notes)) if args.json
-                  else summary_text(program, result, ranks), file=out, flush=True)
-        except BrokenPipeError:  # the reader left (`| head -1`): a normal end
-            return _leave(comm, stdout_closed())
-        except OSError as error:  # a full disk or a device that takes nothing (`> /dev/full`)
-            print(f"tiledsl: error: the summary could not be written to stdout: {error.strerror or error}",
-                  file=err, flush=True)
-            stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
-            return _leave(comm, 1)
-        for problem in failure_reasons(result):
-            print(f"tiledsl: error: {problem}", file=err, flush=True)
-        if result.withheld:
-            files = ", ".join(map(os.path.relpath, result.withheld))
-            print(f"tiledsl: note: the run failed, so {files} {'was' if len(result.withheld) == 1 else 'were'} "
-                  f"not written (a file already there is left as it was)", file=err, flush=True)
-    return _leave(comm, 0 if result.ok else 1)
-
-
-STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # Ctrl-C (SIGINT) is Python's KeyboardInterrupt
-
-
-def _stopped_run(stop, program, args, out, err, comm, options) -> int:
-    """A run stopped by a signal (Ctrl-C's KeyboardInterrupt, or :class:`Stopped`): said on stderr,
-    and with --json as the failure object; the status 128 + N."""
-    signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-    left = "".join(f"\n{note}" for note in getattr(stop, "__notes__", ()))  # the kernels left running
-    err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}{left}\n")  # one write
-    err.flush()
-    json_out = _json_out(program, args, out, comm, options)
-    if json_out is not None and _rank(comm) == 0:  # the run never reached its summary: --json says so
-        print(json_text({**json_out[0], "error": f"stopped by {signal.Signals(signum).name}"}), file=out,
-              flush=True)
-    if comm is not None and comm.size > 1:  # the other ranks may still wait for their kernels
-        comm.wait_for_stopped_ranks(STOP_SECONDS + 0.5)
-    _abort(comm, 128 + signum)
-    return 128 + signum
-
-
-def _interruption(error: BaseException) -> BaseException | None:
-    """The KeyboardInterrupt or :class:`Stopped` behind ``error``, if a library wrapped one (Python
-    3.11 wraps what a class's ``__set_name__`` raises in a RuntimeError: Ctrl-C while threadpoolctl
-    loads became an internal error)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, (KeyboardInterrupt, Stopped)):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
-
-
-def _internal_text(rank: int, message: str) -> str:
-    """A bug of tiledsl on ``rank``, said as the command line says one (``message``: 'internal error...')."""
-    return f"rank {rank}: {message}\n  (set TILEDSL_DEBUG=1 for the traceback, and please report it)"
-
-
-def _warner(comm, err):
-    """``warn(message)``: a warning printed once, by rank 0."""
-    def warn(message):
-        if comm is None or comm.rank == 0:
-            print(f"tiledsl: warning: {message}", file=err, flush=True)
-    return warn
-
-
-def _rank(comm) -> int:
-    return comm.rank if comm is not None else launcher_rank()
-
-
-def _json_out(program, args, out, comm=None, options=None):
-    """``(what the failure's JSON says besides the error, out)`` where ``--json`` asks for the outcome
-    on stdout, else None (``options``: the run's, whose n the input files may have given)."""
-    if not getattr(args, "json", False):
-        return None
-    n = options.n if options is not None and options.n is not None else getattr(args, "n", None)
-    size = launcher_size()  # before MPI starts (a usage error): the ranks the launcher started
-    return failure_json(program.name, n, comm.size if comm is not None else size[1] if size else 1), out
-
-
-def _fail(comm, message: str, err, json_out=None, code: int = 1, warnings=()) -> int:
-    """Report a failure of this rank and abort the job (every rank ends, exit status ``code``); with
-    ``--json`` (``json_out``), also as a JSON object on stdout, for a script reading it. On several
-    ranks only the first rank to fail reports (:meth:`~.comm.Communicator.first_to_fail`): ranks
-    often fail together (a bad sub-range every rank's loop nest meets), and one error a job is
-    what the user reads; the others wait for its abort to end them, and report only without it.
-    ``warnings``: what the rank's kernels said before, said first (its cause, maybe)."""
-    if comm is not None and comm.size > 1 and not comm.first_to_fail():
-        time.sleep(SECONDARY_SECONDS)
-    record_completion(code)  # first: killed once its error is out (another rank's abort), it still reported
-    try:
-        # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
-        # written in two parts let another rank's line in before its last newline
-        err.write("".join(f"tiledsl: warning: {warning}\n" for warning in warnings) + f"tiledsl: error: {message}\n")
-        err.flush()
-        if json_out is not None:
-            known, out = json_out
-            print(json_text({**known, "error": message}), file=out, flush=True)
-    except (OSError, ValueError):  # stderr or stdout closed (by a kernel): the job must end all the same
-        pass
-    _abort(comm, code)
-    return code
-
-
-def _abort(comm, code: int) -> None:
-    """End every rank of the job, this one with ``code`` (nothing to do alone); the record of
-    its status tells ``tiledsl run --np`` that this rank ended the job and said why."""
-    record_completion(code)
-    if comm is not None:
-        comm.abort(code)
-    else:
-        abort_started_mpi(code)
-
-
-#: seconds a rank that failed after another one waits for that rank's abort before it reports too
-SECONDARY_SECONDS = 10.0
-
-
-class Stopped(BaseException):
-    """SIGTERM or SIGHUP arrived: unwind the run (workers finish their kernel) and leave.
-
-    A BaseException, like KeyboardInterrupt, so that nothing that catches a
-    program's errors (the loop nest's ``except Exception``) takes it for one."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def stopped_by_signal(signum, frame):
-    for again in STOPPING_SIGNALS:  # the rank is stopping: a repeated signal adds nothing
-        signal.signal(again, signal.SIG_IGN)
-    raise Stopped(signum)
-
-
-def _stopped_as_any_process() -> None:
-    """A process a kernel forks (a multiprocessing pool's worker) is not the rank: SIGTERM ends it
-    as it ends any process, not by raising the rank's :class:`Stopped` (which printed a traceback
-    in each worker that ``Pool.terminate`` ended, and could leave the pool waiting)."""
-    for signum in STOPPING_SIGNALS:
-        if signal.getsignal(signum) is stopped_by_signal:
-            signal.signal(signum, signal.SIG_DFL)
-
-
-os.register_at_fork(after_in_child=_stopped_as_any_process)
-
-
-def stdout_closed() -> int:
-    """Stdout's reader has gone: what is still to be written (the flush at exit too) goes
-    to /dev/null, quietly; the status of a process ended by SIGPIPE, as shells show it."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 128 + signal.SIGPIPE
-
-
-def _leave(comm, status: int) -> int:
-    if comm is not None:
-        comm.stop()
-    return status
-
-
-def main(program, *_older_driver_arguments) -> None:
-    """Entry point of a generated driver run as a script (the driver's module is ``__main__``)."""
-    # Drivers of format 2 and before pass resolve_params, shapes and generate too; the run finds
-    # them on the driver's module, so they are taken and not used: such drivers still run.
-    # a file beside the script in place of a module the run imports later (json.py, mpi4py.py), which
-    # would fail only when used, in the middle of the run, or one imported already and not yet used
-    hidden = hiding(sys.path[0], list(sys.modules))
-    said = None if hidden is None else f"{sys.argv[0]}: error: {hidden}"
-    if said is None:
-        try:
-            blas.load()  # SciPy: part of the loading, which a rank of `tiledsl run --np` ends quietly on Ctrl-C
-        except Exception as error:
-            said = _loading_failure(error)
-            if said is None:
-                raise
-    if said is not None:  # every rank meets it alike: the launcher's rank 0 says so
-        forget_hiding(sys.path[0])
-        if launcher_rank() == 0:
-            print(said, file=sys.stderr)
-            given = sys.argv[1:sys.argv.index("--") if "--" in sys.argv else None]
-            if "--json" in given:  # the options are not read yet: the failure object knows the program only
-                size = launcher_size()
-                print(json_text({**failure_json(program.name, None, size[1] if size else 1),
-                                 "error": said.split(": error: ", 1)[1]}), flush=True)
-        record_completion(2)  # said (by rank 0): not a rank that ended without a word
-        sys.exit(2)
-    unless_ignored(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
-    standard_streams_open()
-    unraisable_in_one_line()
-    driver = sys.modules["__main__"]
-    size = launcher_size()
-    parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES, program=program.name,
-                              ranks=size[1] if size else 1,
-                              description=f"Run the tile program {program.name} ({program.source}).")
-    add_run_arguments(parser, program.tiling.kind)
-    sys.exit(run_and_report(driver, _parsed_once(parser)))
-
-
 def run_notes(driver, options: Options, result: RunResult, ranks: list) -> list[str]:
     """What a completed run warns of, from every rank's statistics (on rank 0): the run's own
     notes, the kernels', and ranks, workers or GPUs left with nothing to do."""
@@ -766,24 +420,3 @@ def run_notes(driver, options: Options, result: RunResult, ranks: list) -> list[
                  driver, make_params(driver, options), len(ranks), result.gpus, result.gpu_ratio)),
              idle_gpus_warning(result, ranks, options.spelling))
     return [note for note in notes if note]
-
-
-def _loading_failure(error: Exception) -> str | None:
-    """The message of a failure to load SciPy that is the user's to mend, a package not installed;
-    None for any other. (A file beside the script that SciPy would import in a module's place,
-    copy.py, is said before: :func:`main`.)"""
-    missing = missing_package(error) if isinstance(error, ModuleNotFoundError) else None
-    return None if missing is None else f"tiledsl: error: {missing}"
-
-
-def _parsed_once(parser) -> argparse.Namespace:
-    """The driver's options; ``--help`` and a bad option are printed by the launcher's rank 0
-    only (every rank parses the same command line, and would say the same)."""
-    if launcher_rank() == 0:
-        try:
-            return parser.parse_args()
-        except BrokenPipeError:  # --help to a reader that left (| head)
-            sys.exit(stdout_closed())
-    with open(os.devnull, "w") as nowhere, contextlib.redirect_stdout(nowhere), contextlib.redirect_stderr(nowhere):
-        return parser.parse_args()
-

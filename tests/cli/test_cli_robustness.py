@@ -1129,7 +1129,7 @@ def test_ctrl_c_wrapped_by_a_library_is_a_quiet_end_not_an_internal_error(monkey
     """Ctrl-C while threadpoolctl loaded: Python 3.11 wraps what __set_name__ raises in a RuntimeError
     ('Error calling __set_name__ on Field ...'), and the run said 'internal error', exit 3."""
     from tiledsl.commands.cli import main
-    from tiledsl.runtime import launch
+    from tiledsl.runtime import entry
 
     def interrupted(*args, **kwargs):
         try:
@@ -1137,7 +1137,7 @@ def test_ctrl_c_wrapped_by_a_library_is_a_quiet_end_not_an_internal_error(monkey
         except KeyboardInterrupt as stop:
             raise RuntimeError("Error calling __set_name__ on 'Field' instance '_controller_cache'") from stop
 
-    monkeypatch.setattr(launch, "execute", interrupted)
+    monkeypatch.setattr(entry, "execute", interrupted)
     assert main(["run", "cholesky", "--n", "64", "--no-tune"]) == 130
     assert capsys.readouterr().err == "tiledsl: rank 0: stopped by SIGINT\n"
 

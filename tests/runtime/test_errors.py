@@ -99,9 +99,9 @@ def test_a_thread_that_cannot_start_ends_the_run_as_a_shortage_not_a_bug(tmp_pat
     import sys
 
     programs = os.path.join(os.path.dirname(__file__), "..", "..", "programs", "cholesky.tile")
-    script = ("import sys\nfrom tiledsl.runtime import launch\n"
+    script = ("import sys\nfrom tiledsl.runtime import entry\n"
               "def full(*args, **kwargs):\n    raise RuntimeError(\"can't start new thread\")\n"
-              "launch.execute = full\nfrom tiledsl.commands.cli import main\n"
+              "entry.execute = full\nfrom tiledsl.commands.cli import main\n"
               f"sys.exit(main(['run', {os.path.abspath(programs)!r}, '--n', '64', '--json']))\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, cwd=tmp_path,
                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})

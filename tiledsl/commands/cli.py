@@ -27,7 +27,7 @@ from ..driverload import program_path, shadowing
 from ..packages import missing_package
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
-from ..runtime.launch import Stopped
+from ..runtime.entry import Stopped
 from ..runtime.outputs import check_replaceable, check_writable
 from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, json_text
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         _say_which_program(args)
         return args.handler(args)
     except BrokenPipeError:  # stdout's reader has gone (| head): a normal end
-        from ..runtime.launch import stdout_closed
+        from ..runtime.entry import stdout_closed
 
         return stdout_closed()
     except UsageError as error:
@@ -78,7 +78,7 @@ def main(argv=None) -> int:
         return 1
     except StdoutError as error:  # a full disk, or a device that takes nothing (`> /dev/full`)
         print(f"tiledsl: error: the output could not be written to stdout: {error.strerror}", file=sys.stderr)
-        from ..runtime.launch import stdout_closed
+        from ..runtime.entry import stdout_closed
 
         stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
         return 1
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
 def _stop_on_signals() -> None:
     """SIGTERM (a batch scheduler's time limit) and SIGHUP end a command as Ctrl-C does: said, and
     with --json as its failure object, not a process killed without a word."""
-    from ..runtime.launch import STOPPING_SIGNALS, stopped_by_signal
+    from ..runtime.entry import STOPPING_SIGNALS, stopped_by_signal
     from ..runtime.world import unless_ignored
 
     for signum in STOPPING_SIGNALS:
@@ -641,7 +641,7 @@ def _simulate(args) -> int:
 
 
 def _run(args) -> int:
-    from ..runtime.launch import run_and_report
+    from ..runtime.entry import run_and_report
 
     if args.np < 1:
         raise UsageError(f"--np must be at least 1, got {args.np}")
