@@ -539,10 +539,18 @@ def fit_files(driver, options: Options) -> None:
     program = driver.PROGRAM
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], options.inputs, {})
     files = {**load_files(driver), **options.inputs}
-    if options.n is not None and (not files or set(program.params) <= set(options.sets)):
+    fit_given(driver, options, bool(files), lambda: file_shapes(files, load_notes(driver, options.inputs)))
+
+
+def fit_given(driver, options: Options, any_given: bool, shapes) -> None:
+    """``options.n`` and the params that the inputs' ``shapes()`` (name -> (rows, cols)) tell
+    (``any_given``: whether there are any): with ``n`` given, only params left unset are fitted,
+    and shapes that fit nothing (or files that cannot be read) are left for the run to say
+    against each matrix."""
+    if options.n is not None and (not any_given or set(driver.PROGRAM.params) <= set(options.sets)):
         return
     try:
-        options.n, options.sets = fit(driver, file_shapes(files, load_notes(driver, options.inputs)), options)
+        options.n, options.sets = fit(driver, shapes(), options)
     except UsageError:
         if options.n is None:
             raise

@@ -368,17 +368,16 @@ def _use_tuned_params(program, options: Options, usable: dict, tuned: dict, sour
 
 def tiling_sources(program, params: Params, options: Options) -> dict:
     """Where each tile setting (the GPU ratio of uniform tiles on GPUs, the parameters the
-    tuning cache has values for, and ``--host-takes on`` where it was tuned) came from: ``command line``, ``tuned (<cache file>)``
-    or ``program default`` (``default`` for a ratio)."""
-    values = params.as_dict()
-    sources = {name: options.sources.get(name, "command line" if name in options.tiles else "program default")
+    tuning cache has values for, and ``--host-takes on`` where it was tuned) came from: ``command line``
+    (``given`` to the Python API), ``tuned (<cache file>)`` or ``program default`` (``default`` for a ratio)."""
+    values, given = params.as_dict(), "given" if options.spelling.api else "command line"
+    sources = {name: options.sources.get(name, given if name in options.tiles else "program default")
                for name in TILING_SETTINGS[program.tiling.kind] if values.get(name) is not None}
     sources.update({name: options.sources[name] for name in program.params if name in options.sources})
     if options.gpus and program.tiling.kind == "uniform":
-        sources["gpu_ratio"] = options.sources.get("gpu_ratio",
-                                                   "command line" if options.gpu_ratio is not None else "default")
+        sources["gpu_ratio"] = options.sources.get("gpu_ratio", given if options.gpu_ratio is not None else "default")
     if options.host_takes:
-        sources["host_takes"] = options.sources.get("host_takes", "command line")
+        sources["host_takes"] = options.sources.get("host_takes", given)
     return sources
 
 

@@ -32,6 +32,7 @@ import threading
 import traceback
 from pathlib import Path
 
+from .. import usercache
 from ..drivercontract import source_digest
 from .crash import KernelExit, fatal_signals_traced, user_code
 from .errors import TaskFailure
@@ -147,11 +148,13 @@ def program_places(program, driver, working_directory: bool = True) -> list:
     each once: the ``.tile``'s directory as the
     driver recorded it relative to itself (found from any working directory), the
     ``.tile``'s directory as its path was given (relative to the working directory), the
-    driver's own directory and (``working_directory``) the working directory."""
+    driver's own directory unless it is tiledsl's cache, and (``working_directory``) the
+    working directory."""
     here = Path(getattr(driver, "__file__", None) or ".").resolve().parent
     recorded = [here / program.source_dir] if program.source_dir else []
+    own = [] if here == usercache.cache_dir("drivers").resolve() else [here]  # tiledsl's cache holds drivers only
     places = {}
-    for base in [*recorded, Path(program.source).parent, here, *[Path.cwd()] * working_directory]:
+    for base in [*recorded, Path(program.source).parent, *own, *[Path.cwd()] * working_directory]:
         places.setdefault(Path(os.path.normpath(base.absolute())), None)
     return list(places)
 

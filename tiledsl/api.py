@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ import numpy as np
 from .compiler import compile_path
 from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver, program_path, shadowing
-from .runtime.fitting import file_shapes, fit, load_files, load_notes
+from .runtime.fitting import file_shapes, fit_given, load_files, load_notes
 from .runtime.options import API, WATCHDOG_RANGE, valid_watchdog
 from .runtime.world import UsageError
 
@@ -66,7 +67,9 @@ class Output(Mapping):
     the host took (``host_took``) and the GPU caches of a run out of core (``out_of_core``,
     as ``--json`` gives them; None in memory). ``notes`` holds what the run said besides
     (also warned as :class:`TiledslWarning`): kernels a GPU ran on the host, a getrf that
-    found its matrix exactly singular. ``errors`` says, one line
+    found its matrix exactly singular. ``sources`` says where each tile setting and tuned
+    parameter came from (``given``, ``tuned (<cache file>)``, ``program default``), as
+    ``--json``'s ``sources`` does; ``workers`` the CPU worker threads. ``errors`` says, one line
     each, why the run failed otherwise, as ``--json``'s ``errors`` does (a user check that raised
     or returned no number; NaN or infinite values left in a matrix, unless ``allow_nonfinite``).
     :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output when ``errors``
@@ -88,6 +91,8 @@ class Output(Mapping):
     gflops: float | None = None
     gpus: dict | None = None
     notes: list = field(default_factory=list)
+    sources: dict = field(default_factory=dict)
+    workers: int | None = None
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.matrices[name]
@@ -104,7 +109,7 @@ class Output(Mapping):
 
         return finite_or_none({key: getattr(self, key) for key in (
             "n", "tiles", "params", "seconds", "gflops", "tasks", "residual", "residuals", "passed", "nonfinite",
-            "input_nonfinite", "errors", "gpus", "notes")})
+            "input_nonfinite", "errors", "gpus", "notes", "sources", "workers")})
 
 
 class Loaded:
@@ -162,8 +167,7 @@ class Loaded:
         gpu_settings = _gpu_settings(gpus, **gpu_settings)
         _check_watchdog(watchdog)
         if check and self.program.check is None:
-            warnings.warn(f"program {self.program.name} declares no check: check=True has nothing to verify",
-                          TiledslWarning, stacklevel=2)
+            _warn(f"program {self.program.name} declares no check: check=True has nothing to verify")
         settings = dict(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check), gpus=gpus,
                         gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
                         watchdog=watchdog, **gpu_settings)
@@ -183,9 +187,9 @@ class Loaded:
             check_settings(self.driver, Options(n=settings["n"], tiles=settings["tiles"], sets=settings["sets"],
                                                 spelling=API))
             options = Options(**settings, spelling=API)
-            use_tuned(self.driver, options, tuned, warn=lambda text: warnings.warn(text, TiledslWarning, stacklevel=4))
+            use_tuned(self.driver, options, tuned, warn=_warn)
             # after the tuned values: the arrays are fitted at the tiles the run will use
-            options.n, options.sets = fit(self.driver, self._shapes(given), options)
+            fit_given(self.driver, options, bool(given) or bool(load_files(self.driver)), lambda: self._shapes(given))
             result = execute(self.driver, options, given)
         except UsageError as error:
             raise TiledslError(str(error)) from None
@@ -196,7 +200,7 @@ class Loaded:
             raise TiledslError(f"rank 0: {error}") from None
         notes = run_notes(self.driver, options, result, [result.stats])
         for note in notes:
-            warnings.warn(note, TiledslWarning, stacklevel=3)
+            _warn(note)
         return result, notes
 
     def _output(self, result, notes: list, allow_nonfinite: bool) -> Output:
@@ -231,7 +235,8 @@ class Loaded:
             "out_of_core": stats["out_of_core"]}
         return dict(n=values["n"], tiles=tile_values(values, self.program.tiling.kind),
                     params={name: values[name] for name in self.program.params if name in values},
-                    gflops=gflops(self.program, result.matrices, [stats], result.seconds)[0], gpus=gpus)
+                    gflops=gflops(self.program, result.matrices, [stats], result.seconds)[0], gpus=gpus,
+                    sources=dict(result.sources), workers=result.workers)
 
     # ------------------------------------------------------------ the arguments
 
@@ -305,6 +310,11 @@ class Loaded:
             with np.errstate(over="ignore"):  # a value float64 cannot hold is refused just below
                 array = given.astype(np.float64)
         except (TypeError, ValueError) as error:
+            complex_at = next((where for where in np.ndindex(given.shape) if isinstance(given[where], complex)), None) \
+                if given.dtype.kind == "O" else None
+            if complex_at is not None:  # as an array of complex128 is refused
+                raise TiledslError(f"matrix {name}: element {tuple(map(int, complex_at))} = {given[complex_at]} is "
+                                   f"complex; tiledsl computes in float64: pass the real parts") from None
             raise TiledslError(f"matrix {name}: not an array of numbers ({error})") from None
         except OverflowError:  # a Python integer past float64's range, in an object array
             raise TiledslError(f"matrix {name}: {_beyond_float64(given)}") from None
@@ -437,8 +447,7 @@ def _check_gpus(gpus, gpu_backend) -> None:
     if gpu_backend not in (None, "emulated", "cupy"):
         raise TiledslError(f"gpu_backend must be 'emulated' or 'cupy', got {gpu_backend!r}")
     if gpu_backend is not None and not gpus:  # as the command line's warning: kept for scripts varying gpus=
-        warnings.warn(f"gpu_backend={gpu_backend!r} does nothing without gpus=: the run uses no GPU",
-                      TiledslWarning, stacklevel=3)
+        _warn(f"gpu_backend={gpu_backend!r} does nothing without gpus=: the run uses no GPU")
 
 
 def _check_watchdog(watchdog) -> None:
@@ -528,9 +537,9 @@ def load(path) -> Loaded:
                            f"got {type(path).__name__} {path!r}")
     note = shadowing(path)
     if note:  # from the user's call of tiledsl.load
-        warnings.warn(note, TiledslWarning, stacklevel=3)
+        _warn(note)
     try:
-        path = program_path(path)
+        path = program_path(path, "give its matrix to run(), as run(NAME=numpy.load({name!r}))")
         result, text = compile_path(path)
         if text is None:
             raise TiledslError(result.report())
@@ -541,7 +550,7 @@ def load(path) -> Loaded:
     except UsageError as error:  # no such program, no cache to write the driver in
         raise TiledslError(str(error)) from None
     if result.diagnostics:  # warnings only: errors gave no driver
-        warnings.warn(result.report(), TiledslWarning, stacklevel=3)  # the caller of tiledsl.load
+        _warn(result.report())
     return Loaded(str(path), import_driver(driver_path, f"tiledsl_driver_{Path(path).stem}"))
 
 
@@ -555,3 +564,15 @@ COMMAND_LINE_ONLY = {
 #: run()'s settings: every other keyword names a matrix
 RUN_SETTINGS = [name for name, parameter in inspect.signature(Loaded.run).parameters.items()
                 if parameter.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+def _warn(text: str) -> None:
+    """A :class:`TiledslWarning` shown at the line of the caller's code that called tiledsl, however
+    deep in tiledsl (the runtime's tuning cache, a run's notes) it is said."""
+    from . import runtime
+
+    own = tuple(os.path.dirname(os.path.abspath(file)) + os.sep for file in (runtime.__file__, __file__))
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(own):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(text, TiledslWarning, stacklevel=level)

@@ -32,17 +32,18 @@ COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "scope", "typer", 
                    "expressions", "dataflow", "kernel_module", "codegen")
 
 
-def program_path(name: str) -> str:
+def program_path(name: str, matrix_advice: str = "give it to the run as --input NAME={name}") -> str:
     """A path as given, or the shipped program of that name (``cholesky``) if there is one, even
     where a file of the current directory bears the name (``./cholesky`` names that one).
 
     A bare name that is neither a file nor a shipped program is a :class:`UsageError`
     naming the shipped programs, and the closest one if the name looks misspelled; so is
-    a path that leads nowhere, or to a matrix file."""
+    a path that leads nowhere, or to a matrix file (said with ``matrix_advice``, the way the caller
+    gives a matrix, ``{name}`` its file)."""
     if not name:
         raise UsageError("the file name is empty: give the path of a .tile file")
     if name.endswith(".npy"):
-        raise UsageError(f"{name} is a matrix file, not a program: give it to the run as --input NAME={name}")
+        raise UsageError(f"{name} is a matrix file, not a program: {matrix_advice.format(name=name)}")
     found = shipped_path(name)
     if found:  # a bare name no file bears (a folder of that name is no program)
         return found

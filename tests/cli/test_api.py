@@ -811,3 +811,63 @@ def test_a_run_warns_from_python_of_what_the_command_line_warns_of_after_it(recw
             'touches at this size (gpu_ratio="0:1" gives the GPUs every column)')
     assert [str(w.message) for w in recwarn if w.category is tiledsl.TiledslWarning] == [said]
     assert out.summary()["notes"] == [said]
+
+
+def test_a_matrix_file_loaded_as_a_program_is_answered_in_python():
+    """tiledsl.load("a.npy") advised `--input NAME=a.npy`, an option of the command line."""
+    with pytest.raises(TiledslError, match=re.escape("a.npy is a matrix file, not a program: give its matrix to "
+                                                     "run(), as run(NAME=numpy.load('a.npy'))")):
+        tiledsl.load("a.npy")
+
+
+@pytest.mark.timeout(120)
+def test_a_missing_load_file_with_n_given_is_said_without_the_driver_cache(tmp_path, monkeypatch):
+    """With n= given, a missing `load` file was 'the size cannot be read from Y's file' (no size was
+    read), and the places looked in named tiledsl's driver cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "ld.tile").write_text('program ld {\n  matrix Y[n, n] = load "data.npy"\n'
+                                      '  for k in 0 .. Y.mt { potrf(Y[k, k]) }\n}\n')
+    with pytest.raises(TiledslError) as raised:
+        tiledsl.load(tmp_path / "ld.tile").run(n=4, tiles={"nb": 2})
+    said = str(raised.value)
+    assert said.startswith(f"input file '{tmp_path / 'data.npy'}' does not exist"), said
+    assert f"looked for in {tmp_path})" in said and "cache" not in said
+
+
+@pytest.mark.timeout(120)
+def test_a_corrupt_tuning_cache_is_warned_at_the_callers_line(tmp_path, monkeypatch):
+    """The warning pointed at runtime/layout.py, not at the user's run() as the others do."""
+    import os
+
+    from tiledsl.runtime import tuning
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # not tmp_path/tiledsl: the package's name
+    monkeypatch.delenv("TILEDSL_NO_TUNE", raising=False)
+    path = tuning.cache_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('{"entries": {"cholesky/cpu": ')
+    (tmp_path / "user.py").write_text("import tiledsl\n\ntiledsl.load('cholesky').run(n=60)\n")
+    out = subprocess.run([sys.executable, "user.py"], cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         env=os.environ)
+    assert out.returncode == 0 and out.stderr.startswith(f"{tmp_path / 'user.py'}:3: TiledslWarning: ignoring the "
+                                                         f"corrupt tuning cache {path}"), out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_the_output_says_where_its_settings_came_from(monkeypatch):
+    """--json had "sources" and "workers"; the Python output had neither, so a notebook could not tell
+    a tuned tile size from the program's default."""
+    monkeypatch.setenv("TILEDSL_NO_TUNE", "1")
+    out = tiledsl.load("qr").run(n=60, tiles={"nb": 20}, workers=1)
+    assert out.sources == {"nb": "given"} and out.workers == 1
+    assert out.summary()["sources"] == {"nb": "given"} and out.summary()["workers"] == 1
+    assert tiledsl.load("cholesky").run(n=60).sources == {"nb": "program default"}
+
+
+def test_a_python_complex_among_objects_is_refused_as_complex():
+    """It was 'not an array of numbers (float() argument must be ... not 'complex')'."""
+    given = np.eye(4, dtype=object) * 5
+    given[0, 1] = 1 + 0j
+    with pytest.raises(TiledslError, match=re.escape("matrix A: element (0, 1) = (1+0j) is complex; tiledsl "
+                                                     "computes in float64: pass the real parts")):
+        tiledsl.load("cholesky").run(A=given, tiles={"nb": 2})
