@@ -867,20 +867,19 @@ def test_a_program_that_loads_its_matrix_is_tuned_at_the_files_size(tmp_path, ca
         "random spd", 'load "data.npy"'))
     out = tiledsl("tune", tmp_path / "chol.tile", "--no-save", "--workers", 1, "--budget", 5, cache=cache)
     assert out.returncode == 0, out.stderr
-    assert f"n = 300: matrix A's file ({tmp_path / 'data.npy'}) fixes it" in out.stdout
+    assert f"n = 300: the program's load files fix it (A from {tmp_path / 'data.npy'} (300×300))" in out.stdout
     assert "search at n=300 " in out.stdout and re.search(r"tuned cholesky: nb=(64|128) ", out.stdout), out.stdout
     started = time.monotonic()  # another --n: refused before any kernel is timed (it timed them all first)
     out = tiledsl("tune", tmp_path / "chol.tile", "--no-save", "--n", 1000, cache=cache)
     assert out.returncode == 2 and out.stderr.strip() == (
-        f"tiledsl: error: --n 1000: matrix A is loaded from {tmp_path / 'data.npy'} (300×300), which n = 300 fits: "
+        f"tiledsl: error: --n 1000: the program's load files fix n = 300 (A from {tmp_path / 'data.npy'} (300×300)): "
         "tune runs the program at the n of its files (leave --n out)")
     assert time.monotonic() - started < 20 and "kernel speeds" not in out.stdout
     assert tiledsl("tune", tmp_path / "chol.tile", "--no-save", "--n", 300, "--budget", 3, cache=cache).returncode == 0
     np.save(tmp_path / "data.npy", np.ones((300, 200)))
     out = tiledsl("tune", tmp_path / "chol.tile", "--no-save", cache=cache)
     assert out.returncode == 2 and out.stderr.strip().endswith(
-        f"matrix A is loaded from {tmp_path / 'data.npy'} (300×200), which no --n fits: tune runs the program at "
-        "the n of its files")
+        f"(tune runs the program at the sizes of its load files: A from {tmp_path / 'data.npy'} (300×200))"), out.stderr
 
 
 def _required(tmp_path, requirement: str) -> Path:
@@ -1181,3 +1180,21 @@ def test_a_load_file_too_small_to_tune_is_said_as_the_files_not_as_an_n_given(tm
     assert out.returncode == 2 and out.stderr == (
         "tiledsl: error: n = 100, which the program's load files fix, is less than two tiles of the smallest size tune "
         "tries, 64: runs of one tile cannot tell tile sizes apart (tune the program with files of n = 128 or more)\n")
+
+
+@pytest.mark.timeout(120)
+def test_a_program_whose_files_fix_two_sizes_is_tuned_at_both(tmp_path, cache):
+    """Each file was fitted alone: X[m, 1] (m = n by default) gave n = 300 where Y[1, n] fixes n = 200,
+    then the run failed, and --n 200, as its message advised, was refused."""
+    (tmp_path / "k.py").write_text("def step(X, Y, T):\n    T[...] = X[:, 0:1] + Y[0:1, :]\n")
+    (tmp_path / "p.tile").write_text(
+        'use "k.py"\nkernel step(in X, in Y, out T)\nprogram outer {\n  tiling uniform(nb = 32)\n  param m = n\n'
+        '  in matrix X[m, 1] = load "x.npy"\n  in matrix Y[1, n] = load "y.npy"\n  matrix T[m, n] = zeros\n'
+        '  for i in 0 .. T.mt { for j in 0 .. T.nt { step(X[i, 0], Y[0, j], T[i, j]) } }\n}\n')
+    np.save(tmp_path / "x.npy", np.ones((300, 1)))
+    np.save(tmp_path / "y.npy", np.ones((1, 200)))
+    for extra in ((), ("--n", 200)):
+        out = tiledsl("tune", tmp_path / "p.tile", "--no-save", "--workers", 1, "--quick", *extra, cache=cache)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("n = 200, m = 300: the program's load files fix them") and \
+            "search at n=200 " in out.stdout, out.stdout

@@ -59,10 +59,10 @@ from ..runtime.distribution import HOST
 from ..runtime.errors import TaskFailure
 from ..runtime.reporting import ratio_text
 from ..runtime.kernels import CPU_KERNELS
-from ..runtime import blas, npyio
-from ..runtime.fitting import load_path
+from ..runtime import blas
+from ..runtime.fitting import file_shapes, fit, load_files, load_notes
 from ..runtime.flops import PRELUDE_FLOPS
-from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params, settings_giving
+from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params
 from ..runtime.options import TILE_SETTINGS, check_workers, tile_values
 from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
@@ -319,31 +319,38 @@ def accepted(driver, candidates: list, doing: str):
 
 
 # ---------------------------------------------------------------- the procedure
-def loaded_size(driver, log, n: int | None = None) -> int | None:
-    """The ``n`` that the files of the program's ``load`` matrices fix (tune's runs must take it), or
-    None when it loads none; a usage error when no ``n`` gives a file's shape, or when ``n`` (tune's
-    --n) is given and another one does (said before any kernel is timed)."""
-    for decl in driver.PROGRAM.matrices:
-        if decl.init != "load":
-            continue
-        path = load_path(decl, driver)
-        try:
-            shape = npyio.shape_of(path)
-        except npyio.InputFileError as error:
-            raise UsageError(str(error)) from None
-        sizes = [value for setting, value in settings_giving(driver, Options(n=1), decl.name, shape)
-                 if setting == "n"]
-        loaded = f"matrix {decl.name} is loaded from {path} ({'×'.join(map(str, shape))})"
-        if n is not None:  # given: only a file that another n fits refuses it
-            if sizes and n not in sizes:
-                raise UsageError(f"--n {n}: {loaded}, which n = {sizes[0]} fits: tune runs the program at the n "
-                                 f"of its files (leave --n out)")
-            continue
-        if not sizes:
-            raise UsageError(f"{loaded}, which no --n fits: tune runs the program at the n of its files")
-        log(f"n = {sizes[0]}: matrix {decl.name}'s file ({path}) fixes it")
-        return sizes[0]
-    return n
+def loaded_sizes(driver, log, n: int | None = None, sets: dict | None = None) -> tuple[int | None, dict]:
+    """``n`` and the params (beside those of ``sets``, --set) that the files of the program's ``load``
+    matrices fix, fitted together as a run fits them (tune's runs must take them); ``n`` and ``sets``
+    as they are when it loads none. A usage error, said before any kernel is timed, when no sizes
+    give the files their shapes, or when ``n`` (tune's --n) is given and others do."""
+    sets = dict(sets or {})
+    files = load_files(driver)
+    if not files:
+        return n, sets
+    shapes = file_shapes(files, load_notes(driver, {}))
+    loaded = ", ".join(f"{name} from {path} ({'×'.join(map(str, shapes[name]))})" for name, path in files.items())
+    try:
+        fitted, params = _fitted(driver, shapes, n, sets)
+    except UsageError as error:
+        raise UsageError(f"{error} (tune runs the program at the sizes of its load files: {loaded})") from None
+    if n is not None and fitted != n:
+        raise UsageError(f"--n {n}: the program's load files fix n = {fitted} ({loaded}): tune runs the program at "
+                         f"the n of its files (leave --n out)")
+    fixed = {name: value for name, value in params.items() if name not in sets}
+    said = ", ".join([f"n = {fitted}", *(f"{name} = {value}" for name, value in fixed.items())])
+    log(f"{said}: the program's load files fix {'them' if fixed else 'it'} ({loaded})")
+    return fitted, {**sets, **fixed}
+
+
+def _fitted(driver, shapes: dict, n: int | None, sets: dict) -> tuple[int, dict]:
+    """The n and params the files' ``shapes`` fit; at ``n`` (--n) where nothing in them tells n."""
+    try:
+        return fit(driver, shapes, Options(n=None, sets=sets))
+    except UsageError:
+        if n is None:
+            raise
+    return fit(driver, shapes, Options(n=n, sets=sets))
 
 
 def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None = None, budget: float = BUDGET,
@@ -353,7 +360,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     cache entry (see :mod:`.runtime.tuning`)."""
     began = clock()
     _check_arguments(driver.PROGRAM, gpus, workers, budget, sizes, n, sets)
-    given, n = n, loaded_size(driver, log, n)
+    given, (n, sets) = n, loaded_sizes(driver, log, n, sets)
     tuner = _Tuner(driver, gpus, backend, workers, sets, n, log, clock, began, budget)
     tuner.n_from_files = given is None and n is not None
     return tuner.run(sizes)
