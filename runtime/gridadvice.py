@@ -5,13 +5,17 @@ Owning tiles is not enough: a rank computes only where it owns the tile a task w
 first (its main tile), so a grid that gives every rank tiles may still leave a rank
 only sending them (a column of tiles whose tasks all write one row's tiles). The
 warnings of :func:`.resources.ranks_without_tiles` and
-:func:`.reporting.idle_ranks_warning` name these grids (:func:`.resources.grid_advice`), or
-say that none helps.
+:func:`.reporting.idle_ranks_warning` name these grids, or where none helps a smaller tile
+size at which one does, or say that neither helps (:func:`idle_rank_advice`): a program
+whose every task writes one tile (a sum into one block) keeps ranks idle at any tile size.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .errors import TaskFailure
-from .layout import grids_by_squareness, make_distribution, make_matrices
+from .layout import grids_by_squareness, make_distribution, make_matrices, make_params, matrix_shapes
+from .options import Options
 from .program import flatten
 from .recording import LoopNestTarget, walk
 from .world import UsageError
@@ -53,3 +57,47 @@ def grids_where_every_rank_computes(driver, params, ranks: int, gpus: int = 0, r
     (one walk of the loop nest per grid, made only when a warning needs them)."""
     return [grid for grid in grids_by_squareness(ranks) if every_rank_computes(driver, params, grid, gpus, ratio)]
 
+
+#: tile sizes tried for the advice: the run's halved at most this many times...
+HALVINGS = 3
+#: ...while the largest matrix has at most this many tiles (each try walks the loop nest per grid)
+TRIED_TILES = 16384
+
+
+def idle_rank_advice(driver, options: Options, params, ranks: int, gpus: int = 0, ratio: tuple | None = None) -> str:
+    """What a warning of ranks with nothing to do advises: the grids on which every rank runs a
+    task; where there is none, a smaller uniform tile size at which one does (``options``: the
+    run's, at ``params``), or that smaller tiles do not help either (as far as they were tried)."""
+    grids = grids_where_every_rank_computes(driver, params, ranks, gpus, ratio)
+    if grids:
+        return f"use {' or '.join(f'--grid {p}x{q}' for p, q in grids)}, on which every rank runs a task"
+    none = f"no grid of {ranks} ranks gives every rank a task"
+    tried = None
+    for smaller in _smaller_params(driver, options, params):
+        tried = smaller.nb
+        grids = grids_where_every_rank_computes(driver, smaller, ranks, gpus, ratio)
+        if grids:
+            return f"{none}: use fewer ranks, or smaller tiles (--nb {smaller.nb} on --grid {grids[0][0]}x{grids[0][1]})"
+    if tried is None:  # hybrid tiles, or too many tiles to try
+        return f"{none}: use fewer ranks or smaller tiles"
+    return f"{none}, nor at smaller tiles (down to --nb {tried}): use fewer ranks"
+
+
+def _smaller_params(driver, options: Options, params):
+    """The run's parameters at its uniform tile size halved, then halved again (:data:`HALVINGS`
+    times at most), while the program accepts them and its matrices have few enough tiles to try."""
+    if driver.PROGRAM.tiling.kind != "uniform":
+        return
+    nb = params.nb
+    for _ in range(HALVINGS):
+        nb //= 2
+        if nb < 1:
+            return
+        try:
+            smaller = make_params(driver, replace(options, tiles={**options.tiles, "nb": nb}))
+            largest = max(-(-int(m) // nb) * -(-int(n) // nb) for m, n in matrix_shapes(driver, smaller)[0].values())
+        except UsageError:  # a requirement on the tiles (n % nb == 0)
+            continue
+        if largest > TRIED_TILES:
+            return
+        yield smaller

@@ -37,7 +37,7 @@ from .dataflow import events_of
 from .recording import survey
 from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_gpus_warning, idle_ranks_warning,
                         idle_warning, rank_stats)
-from .gridadvice import grids_where_every_rank_computes
+from .gridadvice import idle_rank_advice
 from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
 from .userkernels import kernels, program_files
@@ -65,8 +65,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
         if options.host_takes else None
     grid, distribution, matrices = placement(driver, params, options.grid, ranks, rank, options.gpus,
                                              options.gpu_ratio)
-    without_tiles = ranks_without_tiles(program, matrices, ranks, lambda: grids_where_every_rank_computes(
-        driver, params, ranks, options.gpus, options.gpu_ratio))
+    without_tiles = ranks_without_tiles(program, matrices, ranks, lambda: idle_rank_advice(
+        driver, options, params, ranks, options.gpus, options.gpu_ratio))
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
                      options.inputs, options.outputs)
     check_output_paths(options, program_files(program, driver), input_files(program, options, driver))
@@ -416,7 +416,7 @@ def run_notes(driver, options: Options, result: RunResult, ranks: list) -> list[
     notes, the kernels', and ranks, workers or GPUs left with nothing to do."""
     program = driver.PROGRAM
     notes = (*result.notes, *warnings_of(Path(program.source).name, ranks), idle_warning(program, result.params, ranks),
-             idle_ranks_warning(ranks, result.grid, lambda: grids_where_every_rank_computes(
-                 driver, make_params(driver, options), len(ranks), result.gpus, result.gpu_ratio)),
+             idle_ranks_warning(ranks, result.grid, lambda: idle_rank_advice(
+                 driver, options, make_params(driver, options), len(ranks), result.gpus, result.gpu_ratio)),
              idle_gpus_warning(result, ranks, options.spelling))
     return [note for note in notes if note]

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import checks
 from .options import COMMAND_LINE, Spelling, tile_values
-from .resources import bytes_text, grid_advice, listed
+from .resources import bytes_text, listed
 
 
 @dataclass
@@ -135,17 +135,17 @@ def idle_warning(program, params: dict, ranks: list) -> str | None:
             + (f" with {given}" if given else "") + "; its matrices are left as they were")
 
 
-def idle_ranks_warning(ranks: list, grid, busy_grids) -> str | None:
+def idle_ranks_warning(ranks: list, grid, advice) -> str | None:
     """The warning of a run on several ranks in which some that own tiles ran no task (a grid that
     gives them no tile any task writes: single-column matrices on a 1×P grid), with
-    the advice of :func:`.resources.grid_advice` on ``busy_grids()`` (called only to warn); a
+    ``advice()`` (:func:`.gridadvice.idle_rank_advice`, called only to warn); a
     rank without tiles is not named here (:func:`.resources.ranks_without_tiles` warns of it)."""
     idle = [r for r in ranks if not r["tasks"] and r["owned_tiles"]]
     if len(ranks) < 2 or not idle or len(idle) == len(ranks):
         return None
     sent = "so it only sent tiles" if any(r["messages_sent"] for r in idle) else "nor reads one"
     return (f"rank {listed([r['rank'] for r in idle])} ran no task on the {grid[0]}x{grid[1]} grid: no task "
-            f"writes first a tile it owns, {sent}; {grid_advice(busy_grids(), len(ranks))}")
+            f"writes first a tile it owns, {sent}; {advice()}")
 
 
 def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMAND_LINE) -> str | None:

@@ -271,11 +271,10 @@ def _owners(program, matrices: dict, ranks: int) -> set:
                               for d in program.matrices], ranks)
 
 
-def ranks_without_tiles(program, matrices: dict, ranks: int, busy_grids) -> str | None:
+def ranks_without_tiles(program, matrices: dict, ranks: int, advice) -> str | None:
     """The warning of a run where some rank owns no tile of any matrix: it has nothing to do
-    (the run goes on without it), with the advice of :func:`grid_advice` on
-    ``busy_grids()``, the grids on which every rank runs a task (called only to warn: it walks
-    the loop nest)."""
+    (the run goes on without it), with ``advice()`` (:func:`.gridadvice.idle_rank_advice`, called
+    only to warn: it walks the loop nest)."""
     owners = _owners(program, matrices, ranks)
     if len(owners) < ranks:
         name, largest = max(((decl.name, matrices[decl.name]) for decl in program.matrices),
@@ -285,16 +284,8 @@ def ranks_without_tiles(program, matrices: dict, ranks: int, busy_grids) -> str 
         idle = sorted(set(range(ranks)) - set(owners))
         return (f"{ranks} ranks but only {len(owners)} of them own tiles (the largest matrix, {name}, has "
                 f"{largest.mt}×{largest.nt} tiles{columns}): rank {listed(idle)} ha{'s' if len(idle) == 1 else 've'} "
-                f"nothing to do; {grid_advice(busy_grids(), ranks)}")
+                f"nothing to do; {advice()}")
     return None
-
-
-def grid_advice(grids: list, ranks: int) -> str:
-    """What a warning of ranks with nothing to do advises: the ``grids`` on which every rank
-    computes, or, when there is none, that no grid helps."""
-    if grids:
-        return f"use {' or '.join(f'--grid {p}x{q}' for p, q in grids)}, on which every rank runs a task"
-    return f"no grid of {ranks} ranks gives every rank a task: use fewer ranks or smaller tiles"
 
 
 def listed(numbers: list) -> str:

@@ -452,11 +452,10 @@ def test_a_run_in_which_no_task_ran_has_no_rate_even_with_a_standard_count_and_w
 def test_ranks_that_ran_no_task_are_warned_of_with_another_grid_to_try():
     ranks = [{"rank": 0, "tasks": 40, "owned_tiles": 2, "messages_sent": 0},
              {"rank": 1, "tasks": 0, "owned_tiles": 2, "messages_sent": 3}]
-    assert reporting.idle_ranks_warning(ranks, (1, 2), lambda: [(2, 1)]) == (
+    assert reporting.idle_ranks_warning(ranks, (1, 2), lambda: "use --grid 2x1, on which every rank runs a task") == (
         "rank 1 ran no task on the 1x2 grid: no task writes first a tile it owns, so it only sent tiles; "
         "use --grid 2x1, on which every rank runs a task")
-    assert reporting.idle_ranks_warning(ranks, (1, 2), lambda: []).endswith(
-        "so it only sent tiles; no grid of 2 ranks gives every rank a task: use fewer ranks or smaller tiles")
+    assert reporting.idle_ranks_warning(ranks, (1, 2), lambda: "ADVICE").endswith("so it only sent tiles; ADVICE")
     unasked = pytest.fail  # the grids are walked for only when there is a warning
     both_work = [{"rank": 0, "tasks": 4, "owned_tiles": 2}, {"rank": 1, "tasks": 3, "owned_tiles": 2}]
     assert reporting.idle_ranks_warning(both_work, (1, 2), unasked) is None

@@ -137,7 +137,7 @@ def test_more_ranks_than_tiles_run_with_the_idle_ones_named():
     assert out.returncode == 0, out.stderr
     assert out.stderr.strip() == ("tiledsl: warning: 2 ranks but only 1 of them own tiles (the largest matrix, A, "
                                   "has 1×1 tiles): rank 1 has nothing to do; no grid of 2 ranks gives every rank a "
-                                  "task: use fewer ranks or smaller tiles")
+                                  "task: use fewer ranks, or smaller tiles (--nb 50 on --grid 1x2)")
     assert "cholesky  residual" in out.stdout and "ran no task" not in out.stderr
 
 

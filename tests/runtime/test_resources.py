@@ -38,17 +38,19 @@ def test_a_rank_owning_tiles_of_another_matrix_only_is_enough():
 def test_hybrid_tiles_are_counted_in_block_columns_and_the_busy_grids_advised():
     """4×12 tiles in block columns of s = 3 (4 of them): 1x6 leaves two ranks without a block column."""
     matrices = {"A": _matrix(Hybrid(pr=1, pc=6, s=3), 4, 12)}
-    assert ranks_without_tiles(_program("A"), matrices, 6, lambda: [(2, 3), (3, 2)]) == (
+    advice = "use --grid 2x3 or --grid 3x2, on which every rank runs a task"
+    assert ranks_without_tiles(_program("A"), matrices, 6, lambda: advice) == (
         "6 ranks but only 4 of them own tiles (the largest matrix, A, has 4×12 tiles, 4 block column(s) of 3 "
         "slices): rank 4, 5 have nothing to do; use --grid 2x3 or --grid 3x2, on which every rank runs a task")
 
 
 @pytest.mark.timeout(10)
-def test_no_grid_is_suggested_when_none_works():
+def test_the_advice_is_asked_for_only_where_a_rank_has_no_tiles():
     matrices = {"A": _matrix(Hybrid(pr=1, pc=3, s=3), 2, 6)}
-    assert ranks_without_tiles(_program("A"), matrices, 3, lambda: []).endswith(
+    assert ranks_without_tiles(_program("A"), matrices, 3, lambda: "ADVICE").endswith(
         "only 2 of them own tiles (the largest matrix, A, has 2×6 tiles, 2 block column(s) of 3 slices): "
-        "rank 2 has nothing to do; no grid of 3 ranks gives every rank a task: use fewer ranks or smaller tiles")
+        "rank 2 has nothing to do; ADVICE")
+    assert ranks_without_tiles(_program("A"), matrices, 2, lambda: pytest.fail("asked")) is None
 
 
 def _writing(*panels) -> Program:
@@ -100,8 +102,8 @@ _ROW_SUM = """program rowsum {
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("written, advice", [
     ("C[m, 0]", "use --grid 2x1, on which every rank runs a task"),
-    # every task writes A[0, 0]: 2x1 gives rank 1 tiles but no task (it was advised)
-    ("A[0, 0]", "no grid of 2 ranks gives every rank a task: use fewer ranks or smaller tiles")])
+    # every task writes A[0, 0]: 2x1 gives rank 1 tiles but no task (it was advised), nor do smaller tiles
+    ("A[0, 0]", "no grid of 2 ranks gives every rank a task, nor at smaller tiles (down to --nb 8): use fewer ranks")])
 def test_a_rank_without_tiles_is_advised_only_a_grid_on_which_it_would_compute(tmp_path, capsys, written, advice):
     from tiledsl.commands.cli import main
 

@@ -459,7 +459,7 @@ def _planned_options(driver, args, grid: tuple[int, int]):
     when ``grid`` leaves a rank without tiles, as a run gives."""
     from ..runtime.fitting import check_files, fit_files
     from ..runtime.layout import make_distribution, make_matrices, make_params, use_tuned
-    from ..runtime.gridadvice import grids_where_every_rank_computes
+    from ..runtime.gridadvice import idle_rank_advice
     from ..runtime.options import size_options, unused_backend
     from ..runtime.resources import ranks_without_tiles
 
@@ -473,8 +473,8 @@ def _planned_options(driver, args, grid: tuple[int, int]):
     check_files(driver, options)  # as run refuses them
     params = make_params(driver, options)
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, args.gpus), 0)
-    idle = ranks_without_tiles(driver.PROGRAM, matrices, grid[0] * grid[1], lambda: grids_where_every_rank_computes(
-        driver, params, grid[0] * grid[1], args.gpus))
+    idle = ranks_without_tiles(driver.PROGRAM, matrices, grid[0] * grid[1], lambda: idle_rank_advice(
+        driver, options, params, grid[0] * grid[1], args.gpus))
     if idle:
         print(f"tiledsl: warning: {idle}", file=sys.stderr)
     return options

@@ -28,7 +28,7 @@ from ..runtime.dataflow import events_of
 from ..runtime.recording import LoopNestTarget, survey, walk
 from ..runtime.reporting import (SUMMED, count_text, gflops, has_standard_count, idle_gpus_warning,
                                  idle_ranks_warning)
-from ..runtime.gridadvice import grids_where_every_rank_computes
+from ..runtime.gridadvice import idle_rank_advice
 from ..runtime.resources import ranks_without_tiles
 from ..runtime.trace import CriticalPath, task_args
 from ..runtime.tuning import nearest_ratio
@@ -126,8 +126,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
         options.sources["gpu_ratio"] = f"{machine.source}'s gemm rates"
     distribution = make_distribution(program, params, grid, gpus, options.gpu_ratio)
     matrices = make_matrices(driver, params, distribution, 0)
-    without_tiles = ranks_without_tiles(program, matrices, nranks, lambda: grids_where_every_rank_computes(
-        driver, params, nranks, gpus, options.gpu_ratio))
+    without_tiles = ranks_without_tiles(program, matrices, nranks, lambda: idle_rank_advice(
+        driver, options, params, nranks, gpus, options.gpu_ratio))
     workers, per_node, cpu_share = rank_layout(machine, nranks, gpus, options.workers)
     window = options.window or (4096 if nranks == 1 and not gpus else max(64, 32 * (workers + gpus)))
     tracer = Tracer(nranks) if trace else None
@@ -153,8 +153,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus, stored)
     for stats, idle, tiles in zip(summary["ranks"], idle_gpus, owned):
         stats["gpus_without_tiles"], stats["owned_tiles"] = idle, tiles  # as a run's statistics say them
-    idle_ranks = idle_ranks_warning(summary["ranks"], grid, lambda: grids_where_every_rank_computes(
-        driver, params, nranks, gpus, options.gpu_ratio))
+    idle_ranks = idle_ranks_warning(summary["ranks"], grid, lambda: idle_rank_advice(
+        driver, options, params, nranks, gpus, options.gpu_ratio))
     summary["notes"][:0] = [note for note in (without_tiles, idle_ranks) if note]
     # the dealing of tile columns far from the ratio, GPUs left without any included; else, as a run
     # warns, GPUs holding no tile a task touches (hybrid tiles, or columns no task touches)
