@@ -76,7 +76,7 @@ def test_a_kernel_failure_names_kernel_tiles_line_and_rank(tmp_path):
     (("--n", 100, "--B", 64), "does not apply to uniform tiling"),
     (("--n", 100, "--input", "Q=x.npy"), "no matrix named Q"),
     (("--n", 100, "--input", "A=missing.npy"), "missing.npy"),
-    (("--n", 100, "--nb", 0), "tile size nb must be at least 1"),
+    (("--n", 100, "--nb", 0), "--nb must be at least 1, got 0"),
     (("--n", 100, "--workers", 0), "--workers must be from 1 to 1024 (this machine has "),
     (("--n", 100, "--workers", 100_000), "--workers must be from 1 to 1024 (this machine has "),
     # not abbreviated: --laun went on to the driver, which refused it and the job was said to crash

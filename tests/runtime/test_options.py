@@ -109,3 +109,11 @@ def test_an_input_file_is_named_around_an_equals_sign_with_spaces(tmp_path):
     out = _tiledsl("run", "cholesky", "--input", f"A = {tmp_path / 'a.npy'}", "--output", f"A = {tmp_path / 'l.npy'}")
     assert out.returncode == 0, out.stderr
     assert np.array_equal(np.load(tmp_path / "l.npy"), np.eye(40) * 2)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program, flag", [("cholesky", "--nb"), ("hetero_cholesky", "--b")])
+def test_a_tile_size_below_one_is_said_as_its_option(program, flag):
+    """`--nb 0` was 'matrix A (t.tile:4): tile size nb must be at least 1', pointing at the program."""
+    out = _tiledsl("run", program, "--n", 100, flag, 0)
+    assert out.returncode == 2 and out.stderr.strip() == f"tiledsl: error: {flag} must be at least 1, got 0"
