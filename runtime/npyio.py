@@ -167,8 +167,10 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> Inpu
     path = os.fspath(path)
     shape, fortran, dtype, offset = _read_header(path)
     if dtype.kind != "f" or dtype.itemsize not in _ACCEPTED_ITEMSIZES:
-        raise InputFileError(f"input file {path!r} has dtype {dtype}; "
-                             f"expected float64 (or float32)")
+        loaded = f"numpy.save({path!r}, numpy.load({path!r})"
+        hint = (f": save its real parts (tiledsl computes in real arithmetic), {loaded}.real)" if dtype.kind == "c"
+                else f": save it as float64, {loaded}.astype(numpy.float64))" if dtype.kind in "iubf" else "")
+        raise InputFileError(f"input file {path!r} has dtype {dtype}; expected float64 (or float32){hint}")
     expected = tuple(int(x) for x in expected_shape)
     if tuple(shape) != expected:
         raise InputShapeError(f"input file {path!r} has shape {tuple(shape)} "

@@ -392,8 +392,9 @@ def _check_kind(name: str, array: np.ndarray) -> None:
         raise TiledslError(f"matrix {name}: complex values (dtype {array.dtype}); tiledsl computes in float64: "
                            f"pass {name}.real to drop the imaginary part")
     if kind not in "fiuO":
+        hint = f": pass {name}.astype(float) for 0 and 1" if kind == "b" else ""
         raise TiledslError(f"matrix {name}: dtype {array.dtype} is not a number type; tiledsl takes arrays "
-                           f"of floats or integers")
+                           f"of floats or integers{hint}")
 
 
 def _beyond_float64(given: np.ndarray) -> str:

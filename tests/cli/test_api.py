@@ -871,3 +871,9 @@ def test_a_python_complex_among_objects_is_refused_as_complex():
     with pytest.raises(TiledslError, match=re.escape("matrix A: element (0, 1) = (1+0j) is complex; tiledsl "
                                                      "computes in float64: pass the real parts")):
         tiledsl.load("cholesky").run(A=given, tiles={"nb": 2})
+
+
+def test_a_bool_array_is_refused_with_its_conversion():
+    with pytest.raises(TiledslError, match=re.escape("dtype bool is not a number type; tiledsl takes arrays of floats "
+                                                     "or integers: pass A.astype(float) for 0 and 1")):
+        tiledsl.load("cholesky").run(A=np.eye(4, dtype=bool), tiles={"nb": 2})

@@ -197,3 +197,21 @@ def test_a_file_system_that_cannot_reserve_blocks_still_gets_its_output(tmp_path
     mapped[:] = 1.0
     mapped.flush()
     assert np.load(tmp_path / "o.npy").sum() == 6.0
+
+
+@pytest.mark.parametrize("dtype, advice", [
+    (np.int64, "save it as float64, numpy.save({p!r}, numpy.load({p!r}).astype(numpy.float64))"),
+    (bool, "save it as float64, numpy.save({p!r}, numpy.load({p!r}).astype(numpy.float64))"),
+    (np.complex128, "save its real parts (tiledsl computes in real arithmetic), "
+                    "numpy.save({p!r}, numpy.load({p!r}).real)"),
+])
+def test_a_file_of_another_dtype_is_refused_with_the_conversion_to_make(tmp_path, dtype, advice):
+    """The refusal named the dtypes expected, not how to get one; the advice, followed, gives a file
+    that opens."""
+    path = str(tmp_path / "a.npy")
+    np.save(path, np.eye(3, dtype=dtype))
+    with pytest.raises(npyio.InputFileError) as refused:
+        npyio.open_input(path, (3, 3))
+    assert str(refused.value).endswith("; expected float64 (or float32): " + advice.format(p=path))
+    exec(str(refused.value).split(", ", 1)[1].replace("numpy", "np"))
+    npyio.open_input(path, (3, 3))
