@@ -278,8 +278,7 @@ class ExpressionTyper:
                 if op in ("==", "!=") and "char" in sides:
                     return self._char_comparison(expr, sides)
                 if "char" in sides and op in ("<", "<=", ">", ">="):  # one error, not one per char side
-                    self.bag.error(expr.span, "E205", f"chars compare with == and != only, not {op}",
-                                   hint='test each character: side == "L" or side == "U"')
+                    self._char_ordering(expr, op, sides)
                     return None
                 kinds = (self.as_number(sides[0], left), self.as_number(sides[1], right))
                 if None in kinds or op == "/" and not self._divisor_not_zero(op, right):
@@ -293,11 +292,25 @@ class ExpressionTyper:
         """``==`` or ``!=`` with a char side: 'bool' when both are chars, and every literal one character
         (a longer string would never equal a char parameter), else None after an E205."""
         if sides != ("char", "char"):
-            self.bag.error(expr.span, "E205", "a char compares with a char only",
-                           hint='write the character in quotes: side == "L"')
+            other = _KIND_NAMES.get(sides[0] if sides[1] == "char" else sides[1])
+            literal = isinstance(expr.left if sides[0] == "char" else expr.right, n.StrLit)
+            self.bag.error(expr.span, "E205", "a char compares with a char only" + (f", not {other}" if other else ""),
+                           hint='compare a char parameter or argument with it: side == "L"' if literal and other
+                           else 'write the character in quotes: side == "L"')
             return None
         literals = [side for side in (expr.left, expr.right) if isinstance(side, n.StrLit)]
         return "bool" if all([self.one_character(literal) for literal in literals]) else None
+
+    def _char_ordering(self, expr: n.Binary, op: str, sides: tuple) -> None:
+        """The E205 of ``<``, ``<=``, ``>`` or ``>=`` with a char side: a text of several characters
+        there is most often a ``require``'s reason taken for the right side (its number left out)."""
+        texts = [side for side in (expr.left, expr.right) if isinstance(side, n.StrLit) and len(side.value) != 1]
+        if texts and sides.count("char") == 1:  # `dom >= "a domain..."`
+            self.bag.error(expr.span, "E205", f"{op} compares numbers, and a text is none",
+                           hint='a require states its reason after the condition: require dom >= 1 "why"')
+            return
+        self.bag.error(expr.span, "E205", f"chars compare with == and != only, not {op}",
+                       hint='test each character: side == "L" or side == "U"')
 
     def _power_type(self, expr: n.Binary) -> str | None:
         """``a ** b``: integers, ``b`` not negative and the value within 64 bits where they are known
@@ -676,3 +689,7 @@ def _power_value(base: int, exponent: int) -> int | None:
         return None
     value = base ** exponent
     return value if abs(value) <= INT64_MAX else None
+
+
+#: how an E205 names the type of the other side of a comparison with a char
+_KIND_NAMES = {"int": "an integer", "float": "a float", "bool": "a condition"}
