@@ -539,18 +539,10 @@ def fit_files(driver, options: Options) -> None:
     program = driver.PROGRAM
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], options.inputs, {})
     files = {**load_files(driver), **options.inputs}
-    fit_given(driver, options, bool(files), lambda: file_shapes(files, load_notes(driver, options.inputs)))
-
-
-def fit_given(driver, options: Options, any_given: bool, shapes) -> None:
-    """``options.n`` and the params that the inputs' ``shapes()`` (name -> (rows, cols)) tell
-    (``any_given``: whether there are any): with ``n`` given, only params left unset are fitted,
-    and shapes that fit nothing (or files that cannot be read) are left for the run to say
-    against each matrix."""
-    if options.n is not None and (not any_given or set(driver.PROGRAM.params) <= set(options.sets)):
+    if options.n is not None and (not files or set(program.params) <= set(options.sets)):
         return
     try:
-        options.n, options.sets = fit(driver, shapes(), options)
+        options.n, options.sets = fit(driver, file_shapes(files, load_notes(driver, options.inputs)), options)
     except UsageError:
         if options.n is None:
             raise
@@ -643,7 +635,12 @@ def _misfit(search: _Search, tuned: str) -> str:
     wrong = "; ".join(f"{matrix} has shape {shape}, expected {expected[matrix]}"
                       for matrix, shape in shapes.items() if expected[matrix] != tuple(shape))
     inferred = bool(search.unknowns)  # (none left: n and every param that sizes an input were given)
-    tiles = _tile_settings_sizing(search, reference_n, chosen, [m for m in shapes if expected[m] != tuple(shapes[m])])
+    mismatched = [m for m in shapes if expected[m] != tuple(shapes[m])]
+    tiles = _tile_settings_sizing(search, reference_n, chosen, mismatched)
+    if tiles and _sized_by_tiles_only(search, reference_n, chosen, mismatched):  # B[nb, nb]: n=40 would mislead
+        return (f"{spelling.inputs}' shapes fit no size of {name}: {wrong}, a shape that only "
+                f"{' and '.join(tiles)} change{'s' if len(tiles) == 1 else ''}: give "
+                f"{' or '.join(spelling.tile(t) for t in tiles)} for the size you mean" + (tuned or ""))
     advice = (f"; give {spelling.n} and {spelling.params}{''.join(f' or {spelling.tile(t)}' for t in tiles)} "
               f"for the size you mean" if inferred else "")
     return (f"{spelling.inputs}' shapes fit no size of {name}: with "
@@ -668,6 +665,21 @@ def _tile_settings_sizing(search: _Search, n: int, chosen: dict, names: list) ->
         if any(tuple(moved[name]) != tuple(base[name]) for name in names):
             moving.append(setting)
     return moving
+
+
+def _sized_by_tiles_only(search: _Search, n: int, chosen: dict, names: list) -> bool:
+    """Whether matrices ``names`` keep their shapes when ``n`` or any of the program's params changes."""
+    driver, options = search.driver, replace(search.options, n=n, sets=chosen)
+    base = matrix_shapes(driver, make_params(driver, options, requirements=False))[0]
+    changes = [{"n": n + 1}] + [{"sets": {**chosen, name: value + 1}} for name, value in chosen.items() if _is_int(value)]
+    for change in changes:
+        try:
+            moved = matrix_shapes(driver, make_params(driver, replace(options, **change), requirements=False))[0]
+        except UsageError:
+            return False
+        if any(tuple(moved[name]) != tuple(base[name]) for name in names):
+            return False
+    return True
 
 
 def _tuned_misfit(driver, shapes: dict, options: Options) -> str:

@@ -28,7 +28,7 @@ import numpy as np
 from .compiler import compile_path
 from .compiler.codegen import generate
 from .driverload import cached_driver_path, import_driver, program_path, shadowing
-from .runtime.fitting import file_shapes, fit_given, load_files, load_notes
+from .runtime.fitting import file_shapes, fit, load_files, load_notes
 from .runtime.options import API, WATCHDOG_RANGE, valid_watchdog
 from .runtime.world import UsageError
 
@@ -189,7 +189,7 @@ class Loaded:
             options = Options(**settings, spelling=API)
             use_tuned(self.driver, options, tuned, warn=_warn)
             # after the tuned values: the arrays are fitted at the tiles the run will use
-            fit_given(self.driver, options, bool(given) or bool(load_files(self.driver)), lambda: self._shapes(given))
+            options.n, options.sets = fit(self.driver, self._shapes(given, options.n is not None), options)
             result = execute(self.driver, options, given)
         except UsageError as error:
             raise TiledslError(str(error)) from None
@@ -217,12 +217,18 @@ class Loaded:
             raise TiledslError("; ".join(output.errors), output)
         return output
 
-    def _shapes(self, given: dict) -> dict:
+    def _shapes(self, given: dict, sized: bool) -> dict:
         """Each input's (rows, cols): the arrays', and those of the files the program's ``load``
-        matrices read (as the command line fits them)."""
+        matrices read (as the command line fits them); with ``n`` given (``sized``), a file that
+        cannot be read is left out, for the run to say against its matrix."""
         files = {name: path for name, path in load_files(self.driver).items() if name not in given}
-        return {**file_shapes(files, load_notes(self.driver, given)),
-                **{name: array.shape for name, array in given.items()}}
+        try:
+            shapes = file_shapes(files, load_notes(self.driver, given))
+        except UsageError:
+            if not sized:
+                raise
+            shapes = {}
+        return {**shapes, **{name: array.shape for name, array in given.items()}}
 
     def _ran_with(self, result) -> dict:
         """Output's n, tiles, params and gflops of a run's ``result``."""

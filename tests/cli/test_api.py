@@ -395,7 +395,7 @@ REFUSED_INPUTS = {
     "complex": (np.eye(8, dtype=complex), "matrix A: complex values (dtype complex128); tiledsl computes in "
                                           "float64: pass A.real to drop the imaginary part"),
     "bool": (np.eye(8, dtype=bool), "matrix A: dtype bool is not a number type; tiledsl takes arrays "
-                                    "of floats or integers"),
+                                    "of floats or integers: pass A.astype(float) for 0 and 1"),
     "text": (np.full((8, 8), "1.5"), "matrix A: dtype <U3 is not a number type; tiledsl takes arrays "
                                      "of floats or integers"),
     "big integer": (np.eye(8, dtype=np.int64) * (2 ** 53 + 1),
@@ -871,9 +871,3 @@ def test_a_python_complex_among_objects_is_refused_as_complex():
     with pytest.raises(TiledslError, match=re.escape("matrix A: element (0, 1) = (1+0j) is complex; tiledsl "
                                                      "computes in float64: pass the real parts")):
         tiledsl.load("cholesky").run(A=given, tiles={"nb": 2})
-
-
-def test_a_bool_array_is_refused_with_its_conversion():
-    with pytest.raises(TiledslError, match=re.escape("dtype bool is not a number type; tiledsl takes arrays of floats "
-                                                     "or integers: pass A.astype(float) for 0 and 1")):
-        tiledsl.load("cholesky").run(A=np.eye(4, dtype=bool), tiles={"nb": 2})

@@ -247,3 +247,13 @@ def test_a_misfit_with_every_sizing_value_given_asks_for_none(tmp_path):
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, body, {"B": (300, 700)}, params={"r": 3}, n=300)
     assert str(error.value).endswith("B has shape (300, 700), expected (300, 900)")
+
+
+def test_a_misfit_of_a_shape_only_the_tile_size_sets_names_no_trial_n(tmp_path):
+    """B[nb, nb] given 40×40: 'with n=40, B has shape (40, 40), expected (4, 4); give --n and --set or
+    --nb', an n nothing determined and options that cannot help."""
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, "param q = 2\n  matrix A[n, q] = zeros\n  matrix B[nb, nb] = zeros", {"B": (40, 40)},
+               spelling=COMMAND_LINE)
+    assert str(error.value) == ("the input files' shapes fit no size of p: B has shape (40, 40), expected (4, 4), "
+                                "a shape that only nb changes: give --nb for the size you mean")
