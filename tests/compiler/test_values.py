@@ -113,3 +113,40 @@ def test_an_integer_parameter_stays_within_64_bits(value):
     with pytest.raises(tiledsl.TiledslError, match=r"is beyond the 64-bit range: an integer parameter stays within "
                                                     r"±9223372036854775807"):
         tiledsl.load(Path(__file__).parents[2] / "programs/hetero_qr.tile").run(n=100, params={"ib": value})
+
+
+_OPTIONAL_SOLVE = """program g {
+  param side = "N"
+  matrix A[n, n] = random spd
+  matrix B[n, n] = random general
+  potrf(A[0, 0])
+  for k in 0 .. B.nt {
+    if side != "N" {
+      trsm(A[0, 0], B[0, k], side)
+    } else {
+      if k > 0 { potrf(A[0, 0], side) }
+    }
+  }
+}
+"""
+
+
+def test_a_char_parameter_a_kernel_takes_inside_an_if_is_required_where_the_if_holds(tmp_path):
+    """`if side != "N" { trsm(..., side) }` with side = "N" was E205 'the default ... is not a value every
+    use of it accepts': the default never reaches trsm."""
+    (tmp_path / "g.tile").write_text(_OPTIONAL_SOLVE.replace('potrf(A[0, 0], side)', 'potrf(A[0, 0])'))
+    program = tiledsl.load(tmp_path / "g.tile")
+    assert program.run(n=8, tiles={"nb": 4}).tasks == 2  # potrf, then potrf again at k = 1
+    assert program.run(n=8, tiles={"nb": 4}, params={"side": "R"}).tasks == 3  # potrf and a trsm per k
+    with pytest.raises(tiledsl.TiledslError, match=r'g requires side in "LR" \(it is passed as trsm\'s side when '
+                                                   r'side != "N"\), which .* side = X break \(g.tile:8\)'):
+        program.run(n=8, tiles={"nb": 4}, params={"side": "X"})
+
+
+def test_a_char_parameter_inside_an_if_of_a_loop_variable_is_required_before_the_run(tmp_path):
+    """An if that reads a loop variable cannot be tested before the run: the requirement holds as it is."""
+    (tmp_path / "g.tile").write_text(_OPTIONAL_SOLVE)
+    program = tiledsl.load(tmp_path / "g.tile")
+    with pytest.raises(tiledsl.TiledslError, match=r'g requires side in "LU" \(it is passed as potrf\'s uplo when '
+                                                   r'side == "N"\)'):
+        program.run(n=8, tiles={"nb": 4})

@@ -22,7 +22,8 @@ from .affine import (coincidence_witness, difference, empty_panel_witness, is_ze
                      never_runs_within, out_of_range_witness, provably_negative)
 from .checks import check_declaration, check_qr_replay
 from .diagnostics import DiagnosticBag, suggestion_notes
-from .expressions import canonical_text, constant_of, expression_nodes, is_panel, param_text, unparse, unparse_tile
+from .expressions import (canonical_text, constant_of, expression_nodes, is_panel, names, param_text, unparse,
+                          unparse_tile)
 from .module_use import ModuleUse
 from .scope import TYPE_NOUN, Symbol
 from .source import Span
@@ -73,6 +74,8 @@ class CharUse:
     choices: str | None
     where: str
     span: Span
+    guarded: bool = False  # inside an `if`: the default need not suit it (the branch may never be taken)
+    guards: tuple = ()  # the (condition, taken) of the ifs around it that read the parameters only
 
 
 @dataclass(frozen=True)
@@ -382,7 +385,7 @@ class _Analyzer:
         for decl in params:
             first: dict = {}  # the first use of the parameter for each kernel parameter with choices
             for use in self.char_uses:
-                if use.name == decl.name.text and use.choices:
+                if use.name == decl.name.text and use.choices and not use.guarded:  # an if's: checked at run time
                     first.setdefault((use.where, use.choices), use)
             default = decl.default.value if isinstance(decl.default, n.StrLit) else None
             if not first or default is None or len(default) != 1:
@@ -490,6 +493,15 @@ class _Analyzer:
                              + (f" (step {step})" if stmt.step is not None else "")
                              + ("" if anywhere else ", whatever the values of the loops around it"))
         return trips
+
+    def _parameter_guards(self) -> tuple:
+        """The (condition, taken) of the ``if``s around this point whose conditions read the parameters
+        only (as a requirement does): a run can test them before it starts."""
+        def of_parameters(cond) -> bool:
+            nodes = list(expression_nodes(cond))
+            return not any(isinstance(node, (n.Attr, n.Method)) for node in nodes) and all(
+                (self.scope.lookup(name) or Symbol("", None)).kind == "param" for name in names(cond))
+        return tuple((cond, taken) for cond, taken in self.guards if of_parameters(cond))
 
     def _if(self, stmt: n.If):
         self.types.bool_expr(stmt.cond)
@@ -634,7 +646,8 @@ class _Analyzer:
             return False
         if param.kind == "char":
             if isinstance(arg, n.Name) and got == "char":  # a char parameter: its value is checked at run time
-                self.char_uses.append(CharUse(arg.ident.text, param.choices, f"{kernel}'s {param.name.text}", arg.span))
+                self.char_uses.append(CharUse(arg.ident.text, param.choices, f"{kernel}'s {param.name.text}", arg.span,
+                                              bool(self.guards), self._parameter_guards()))
                 return True
             if not isinstance(arg, n.StrLit):
                 self.bag.error(arg.span, "E205", f"{where} is a char: pass a one-character string such as "

@@ -34,7 +34,7 @@ from . import nodes as n
 from . import dataflow
 from .analysis import Checked
 from .checks import CHECK_ARITY
-from .expressions import constant_of, expression_nodes, is_panel, precedence, unparse, unparse_tile
+from .expressions import canonical_text, constant_of, expression_nodes, is_panel, precedence, unparse, unparse_tile
 
 INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports
@@ -300,7 +300,8 @@ class _Model:
         (the run reports the first one its parameters break)."""
         explicit = [(d.span, (d.span.line, unparse(d.condition), d.message, self.expr(d.condition, params=True)))
                     for d in self.program.requires]
-        ordered = sorted(explicit + _char_requirements(self.checked), key=lambda pair: (pair[0].line, pair[0].column))
+        chars = _char_requirements(self.checked, lambda cond: self.expr(cond, params=True))
+        ordered = sorted(explicit + chars, key=lambda pair: (pair[0].line, pair[0].column))
         return [requirement for _, requirement in ordered]
 
     # ---------------------------------------------------------------- the share plan
@@ -762,21 +763,40 @@ def _where_line(path: str, line: int) -> str:
 
 
 
-def _char_requirements(checked: Checked) -> list:
+def _char_requirements(checked: Checked, render) -> list:
     """A requirement for each char parameter passed where a kernel takes one of some characters
     (the compiler checks a literal; a parameter's value is known at run time), and that it is one:
-    (where it is passed, requirement)."""
+    (where it is passed, requirement). One passed inside ``if``s whose conditions read the
+    parameters only is required where they hold (``render``: a condition as the driver's Python)."""
     found, seen = [], set()
     for use in checked.char_uses:
         name, allowed = use.name, use.choices or None
-        if (name, allowed) in seen:
+        guards = [cond if taken else _negated(cond) for cond, taken in use.guards]
+        key = (name, allowed, tuple(canonical_text(guard) for guard in guards))
+        if key in seen:
             continue
-        seen.add((name, allowed))
+        seen.add(key)
         text = f"{name} in {json.dumps(allowed)}" if allowed else f"{name} is one character"
-        test = f"p[{name!r}] in {allowed!r}" if allowed else f"len(p[{name!r}]) == 1"
-        found.append((use.span, (use.span.line, text, f"it is passed as {use.where}",
-                                 f"len(p[{name!r}]) == 1 and {test}")))
+        test = f"len(p[{name!r}]) == 1 and " + (f"p[{name!r}] in {allowed!r}" if allowed else f"len(p[{name!r}]) == 1")
+        where = f"it is passed as {use.where}" + "".join(f" when {unparse(guard)}" for guard in guards[:1]) \
+            + "".join(f" and {unparse(guard)}" for guard in guards[1:])
+        if guards:
+            test = " or ".join([*(f"not ({render(guard)})" for guard in guards), f"({test})"])
+        found.append((use.span, (use.span.line, text, where, test)))
     return found
+
+
+_OPPOSITES = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _negated(cond):
+    """The condition of an ``else`` block: a comparison turned round (``side == "N"``, not
+    ``not side != "N"``), else ``not`` the condition."""
+    if isinstance(cond, n.Binary) and cond.op in _OPPOSITES:
+        return n.Binary(_OPPOSITES[cond.op], cond.left, cond.right, cond.span)
+    if isinstance(cond, n.Unary) and cond.op == "not":
+        return cond.operand
+    return n.Unary("not", cond, cond.span)
 
 
 def _call_text(call: n.Call) -> str:
