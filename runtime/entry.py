@@ -189,8 +189,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
             print(f"tiledsl: error: {problem}", file=err, flush=True)
         if result.withheld:
             files = ", ".join(map(os.path.relpath, result.withheld))
-            print(f"tiledsl: note: the run failed, so {files} {'was' if len(result.withheld) == 1 else 'were'} "
-                  f"not written (a file already there is left as it was)", file=err, flush=True)
+            because = f"{result.withheld_because}, so " if result.withheld_because else ""
+            print(f"tiledsl: note: {because}{files} {'was' if len(result.withheld) == 1 else 'were'} not written "
+                  f"(a file already there is left as it was)", file=err, flush=True)
     return _leave(comm, 0 if result.ok else 1)
 
 

@@ -197,7 +197,7 @@ def _write_outputs(result: RunResult, driver, params, matrices: dict, traced, op
             write_output(matrices[name], path, comm, staging)
         await_ending()
         result.errors += staging.commit(result.ok)
-        result.withheld = staging.withheld
+        result.withheld, result.withheld_because = staging.withheld, staging.withheld_because
 
 
 def _host_speeds(program, options: Options) -> dict | None:

@@ -192,6 +192,7 @@ class Staging:
         self.files: dict = {}  # temporary path -> target (rank 0)
         self.failures: list = []  # this rank's failures to write its part
         self.withheld: list = []  # the targets a failed run left as they were (rank 0)
+        self.withheld_because = ""  # "the run failed" where it did (else writing failed, as said)
 
     def __enter__(self):
         return self
@@ -238,6 +239,7 @@ class Staging:
                 del self.files[temporary]
         else:
             self.withheld = list(self.files.values())
+            self.withheld_because = "the run failed" if total[1] else ""  # else the failures to write say why
         elsewhere = int(total[0]) - len(self.failures)
         return self.failures + ([f"{elsewhere} file part(s) could not be written on other ranks"]
                                 if elsewhere >= 1 else [])

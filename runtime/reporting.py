@@ -52,6 +52,7 @@ class RunResult:
     nonfinite_allowed: bool = False  # --allow-nonfinite: those values are results
     errors: list = field(default_factory=list)  # what else failed after the run (writing its files)
     withheld: list = field(default_factory=list)  # the files a failed run did not write (rank 0)
+    withheld_because: str = ""  # "the run failed" where it did (else writing a file failed)
     notes: list = field(default_factory=list)  # what ran other than asked (kernels the GPU backend lacks)
 
     @property

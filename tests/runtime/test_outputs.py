@@ -159,3 +159,22 @@ def test_an_output_replaces_a_npy_matrix_only_not_other_npy_data(tmp_path, array
     assert path.read_bytes() == before
     np.save(path, np.ones((3, 2), dtype=np.int32))  # a matrix, whoever saved it: replaced
     check_output_paths(Options(None, outputs={"A": str(path)}))
+
+
+@pytest.mark.timeout(120)
+def test_a_file_a_good_run_cannot_write_is_not_blamed_on_the_run(tmp_path):
+    """A trace past the disk's room (here past `ulimit -f`): 'the run failed, so t.json was not
+    written', where the run had succeeded and the write failed."""
+    import resource
+    import sys
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))  # Python ignores SIGXFSZ: EFBIG
+
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "400", "--nb",
+                          "20", "--trace", "t.json"], cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         preexec_fn=small_files, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert out.returncode == 1 and out.stderr.endswith(
+        f"tiledsl: error: cannot write the trace '{tmp_path / 't.json'}': File too large\n"
+        "tiledsl: note: t.json was not written (a file already there is left as it was)\n"), out.stderr
+    assert not (tmp_path / "t.json").exists()
