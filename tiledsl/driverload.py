@@ -204,11 +204,11 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
     (``target``: where the driver goes, which it finds the kernel module from)."""
     # the stem cut short: a long file name plus the key would pass the file system's 255 bytes
     target = cache_dir() / f"{Path(path).stem[:64]}-{cache_key(source_text, path)}.py"
-    if not _written_whole(target):  # missing, or damaged (cut short, emptied)
+    if not _intact(target):  # missing, or damaged (cut short, emptied, edited)
         temporary = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # processes and threads apart
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(generate(target), encoding="utf-8")
+            temporary.write_bytes(_sealed(generate(target)))
             temporary.replace(target)  # atomic: concurrent ranks never read half a file
         except OSError as error:
             raise UsageError(f"cannot write tiledsl's driver cache in {target.parent}: {error.strerror or error} "
@@ -220,21 +220,27 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
     return target
 
 
-#: the last line of every driver (driver.py.j2): a cached one that ends so was written whole
-DRIVER_END = b"    main(PROGRAM)\n"
+#: the first line of a cached driver, before the SHA-256 of the rest (:func:`_intact`)
+SEAL = b"# tiledsl's driver cache: the sha256 of what follows is "
 
 
-def _written_whole(path: Path) -> bool:
-    """Whether the cached driver at ``path`` exists and ends as a driver does; cheaper than
-    :func:`not_a_driver`'s parse, which a large program's driver (megabytes) made slower than
-    compiling it anew. The cache writes by atomic renames, so only outside damage (a file cut
-    short or emptied) can leave one otherwise."""
+def _sealed(text: str) -> bytes:
+    """A driver as the cache keeps it: its text after a first line holding that text's digest."""
+    body = text.encode("utf-8")
+    return SEAL + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+
+def _intact(path: Path) -> bool:
+    """Whether the cached driver at ``path`` exists and is as it was written: the digest on its
+    first line is that of the rest. The cache writes by atomic renames, so only damage from outside
+    (a file cut short, emptied, edited) leaves one otherwise; such a driver ran as it was (a name
+    changed by an edit was an internal error at every run). A driver of megabytes is read and
+    hashed in milliseconds, less than the parse of :func:`not_a_driver`."""
     try:
-        with open(path, "rb") as driver:
-            driver.seek(max(0, driver.seek(0, os.SEEK_END) - len(DRIVER_END)))
-            return driver.read() == DRIVER_END
+        seal, _, body = path.read_bytes().partition(b"\n")
     except OSError:
         return False
+    return seal == SEAL + hashlib.sha256(body).hexdigest().encode()
 
 
 #: a cached driver no run has used for this long (seconds) goes, at the next driver written
