@@ -19,7 +19,7 @@ from ..language import TILING_SETTINGS
 from . import priorities
 from .broadcast import CHOICES, TREE_FROM_RANKS
 from .distribution import parse_ratio
-from .watchdog import FLOOR_SECONDS, TASK_FACTOR
+from .watchdog import FLOOR_SECONDS, TASK_FACTOR, TICK_SECONDS
 from .world import UsageError
 
 #: the tile settings of each kind of tiling (a program's own parameter may take another kind's name)
@@ -362,7 +362,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, tiling: str | None = None
                         help="report a run where no task completes for SECONDS, or a rank that waits that "
                              f"long (at least {LEAST_COLLECTIVE_SECONDS:g} s) for the others at start-up, 2.5 times "
                              "SECONDS and 15 s once the run began; "
-                             f"0 disables it, at most {MOST_WATCHDOG_SECONDS:.0f} (default: the "
+                             f"0 disables it, from {TICK_SECONDS:g} to {MOST_WATCHDOG_SECONDS:.0f} (default: the "
                              f"larger of {FLOOR_SECONDS:g} s and {TASK_FACTOR:g} times the longest task so far)")
     parser.add_argument("--trace", type=trace_file, metavar="TRACE.json",
                         help="write a Chrome/Perfetto trace of the run "
@@ -401,7 +401,8 @@ def trace_file(text: str) -> str:
 #: within what the clock and the waits take; longer than any run that makes progress
 MOST_WATCHDOG_SECONDS = 1e6
 #: What --watchdog (and the API's watchdog=) takes, as a refusal says it
-WATCHDOG_RANGE = f"must be 0 (off) or a positive number of seconds up to {MOST_WATCHDOG_SECONDS:.0f} (11.6 days)"
+WATCHDOG_RANGE = (f"must be 0 (off) or a number of seconds from {TICK_SECONDS:g} (how often the watchdog looks) "
+                  f"up to {MOST_WATCHDOG_SECONDS:.0f} (11.6 days)")
 
 
 def watchdog_seconds(text: str) -> float:
@@ -417,7 +418,7 @@ def watchdog_seconds(text: str) -> float:
 
 def valid_watchdog(seconds: float) -> bool:
     """Whether ``seconds`` is a watchdog limit a run takes (NaN is not)."""
-    return 0 <= seconds <= MOST_WATCHDOG_SECONDS
+    return seconds == 0 or TICK_SECONDS <= seconds <= MOST_WATCHDOG_SECONDS  # below a tick, one fired at random
 
 
 #: The least a rank waits for the others at start-up and at a collective, whatever --watchdog

@@ -542,7 +542,7 @@ def test_gpu_settings_are_the_command_lines():
                               (dict(gpus=1, gpu_ratio=1.5), "gpu_ratio must be 'H:G' or .H, G., got 1.5"),
                               (dict(gpus=1, gpu_streams=0), "gpu_streams must be at least 1, got 0"),
                               (dict(gpus=1, host_takes="yes"), r"host_takes must be True \('on'\), False \('off'\) or None"),
-                              (dict(watchdog=-1), "watchdog must be 0 .off. or a positive number of seconds"),
+                              (dict(watchdog=-1), "watchdog must be 0 .off. or a number of seconds from 0.25"),
                               (dict(gpu_memroy="1M"), "no setting gpu_memroy: did you mean gpu_memory=.")):
         with pytest.raises(TiledslError, match=message):
             cholesky.run(A=a, **settings)

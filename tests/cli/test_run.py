@@ -492,7 +492,7 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
 
 @pytest.mark.timeout(130)
 @pytest.mark.parametrize("args, text", [
-    (("--n", 100, "--watchdog", "-1"), "argument --watchdog: must be 0 (off) or a positive number of seconds"),
+    (("--n", 100, "--watchdog", "-1"), "argument --watchdog: must be 0 (off) or a number of seconds from 0.25"),
     (("--n", 100, "--chekc"), "unrecognized arguments: --chekc (did you mean --check?)"),
     (("--n", 100, "--bogus"), "unrecognized arguments: --bogus (see "),
     (("--n", 100, "--output", "A=nodir/out.npy"), "--output A=nodir/out.npy: directory 'nodir' does not exist"),
@@ -1093,8 +1093,8 @@ def test_a_watchdog_beyond_its_maximum_is_a_usage_error(ranks, seconds):
     tracebacks from the heartbeat thread: a limit over the maximum is refused before the run."""
     out = tiledsl("run", "cholesky", "--n", 300, "--nb", 64, "--np", ranks, "--watchdog", seconds)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-    assert (f"argument --watchdog: must be 0 (off) or a positive number of seconds up to 1000000 (11.6 days), "
-            f"got '{seconds}'") in out.stderr, out.stderr
+    assert (f"argument --watchdog: must be 0 (off) or a number of seconds from 0.25 (how often the watchdog looks) "
+            f"up to 1000000 (11.6 days), got '{seconds}'") in out.stderr, out.stderr
     largest = tiledsl("run", "cholesky", "--n", 300, "--nb", 64, "--np", ranks, "--watchdog", "1e6")
     assert largest.returncode == 0, largest.stderr
     refusal = r"watchdog must be .* up to 1000000 \(11.6 days\), got 10000000000.0"
@@ -1378,3 +1378,11 @@ def test_a_file_of_a_shipped_programs_bare_name_that_is_no_program_is_not_called
     (tmp_path / "cholesky").write_text("shopping list: eggs\n")
     out = tiledsl("run", "cholesky", "--n", 200, "--no-tune", cwd=tmp_path)
     assert out.returncode == 0 and out.stderr == "" and "settings  nb=256: program default" in out.stdout, out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_watchdog_shorter_than_its_look_is_a_usage_error():
+    """The watchdog looks 4 times a second: --watchdog 0.001 never fired, 0.01 fired at random ('no task
+    completed for 0.0 s')."""
+    out = tiledsl("run", "cholesky", "--n", 300, "--nb", 64, "--watchdog", "0.01")
+    assert out.returncode == 2 and "must be 0 (off) or a number of seconds from 0.25 " in out.stderr, out.stderr
