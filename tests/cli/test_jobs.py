@@ -345,3 +345,18 @@ def test_a_signal_after_every_rank_finished_its_run_is_no_stop(tmp_path, capsys)
         (tmp_path / "done.1").unlink()  # one rank had not finished: the run was stopped
         assert jobs._outcome(launcher, 143, str(tmp_path), 2, "mpiexec", watch) == 143
     assert capsys.readouterr().err == "tiledsl: stopped by SIGTERM\n"
+
+
+def test_a_launcher_outliving_its_ranks_of_itself_is_not_blamed_on_a_kernel(tmp_path, capsys):
+    """A stopped hydra proxy held the ranks' output: 'a process that a kernel left running held their
+    output open' (cholesky has no user kernel), and the ranks' failure, said into its pipe, was lost."""
+    from tiledsl.commands import jobs
+
+    launcher = subprocess.Popen(["sleep", "100"])
+    (tmp_path / "done.0").write_text("0")
+    (tmp_path / "done.1").write_text("1")
+    jobs._end_leftovers(launcher, str(tmp_path))
+    assert launcher.poll() is not None
+    assert capsys.readouterr().err == ("tiledsl: error: every rank ended, but the launcher did not (a process of its own "
+                                       "stopped or stuck): killed; rank 1 ended with exit status 1, and what it said "
+                                       "may not have come through\n")

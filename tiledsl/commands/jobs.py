@@ -487,9 +487,20 @@ def _end_leftovers(job: subprocess.Popen, folder: str) -> None:
     left = [f"pid {pid} ({_command_line(pid)})" for pid in job_processes(folder) if pid not in launcher]
     kill_job(job, folder)
     job.wait()
-    print(f"tiledsl: warning: every rank ended, but {', '.join(left) or 'a process'} that a kernel left running "
-          f"held their output open, and the launcher waited for it: killed (a kernel must not leave processes "
-          f"behind)", file=sys.stderr, flush=True)
+    if left:
+        print(f"tiledsl: warning: every rank ended, but {', '.join(left)} that a kernel left running held their "
+              f"output open, and the launcher waited for it: killed (a kernel must not leave processes behind)",
+              file=sys.stderr, flush=True)
+        return
+    # none but the launcher's own (a proxy stopped, or stuck): what the ranks wrote last may be lost with it
+    ended = sorted(int(rank) for rank in (marker.name.removeprefix("done.") for marker in Path(folder).glob("done.*"))
+                   if rank.isdigit())
+    failed = [(rank, status) for rank in ended if (status := _recorded_status(folder, rank)) in ("1", "2", "3")]
+    said = "".join(f"; rank {rank} ended with exit status {status}" for rank, status in failed)
+    print(f"tiledsl: {'error' if failed else 'warning'}: every rank ended, but the launcher did not (a process of its "
+          f"own stopped or stuck): killed{said}"
+          + (f", and what {'it' if len(failed) == 1 else 'they'} said may not have come through" if failed else ""),
+          file=sys.stderr, flush=True)
 
 
 def _children(pid: int) -> list[int]:
