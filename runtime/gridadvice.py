@@ -26,18 +26,38 @@ class _EveryRankSeen(Exception):
 
 
 class _Runners(LoopNestTarget):
-    """A stand-in for the runtime that notes the rank running each task (its main tile's owner)."""
+    """A stand-in for the runtime that notes the rank running each task (its main tile's owner),
+    and stops the walk once every rank ran one, or after ``most`` tasks."""
 
-    def __init__(self, matrices: dict, ranks: int):
+    def __init__(self, matrices: dict, ranks: int, most: int | None = None):
         super().__init__(matrices)  # as Everyone: the driver submits every task
-        self.ranks = ranks
+        self.ranks, self.most, self.tasks = ranks, most, 0
         self.running: set = set()
 
     def submit(self, call, tiles, regions, priority, values=(), at=None):
         call, tiles, _ = flatten(call, tiles, regions)
         self.running.add(tiles[call.main].rank)
-        if len(self.running) == self.ranks:
+        self.tasks += 1
+        if len(self.running) == self.ranks or self.tasks == self.most:
             raise _EveryRankSeen
+
+
+#: the tasks walked at most to count the ranks computing on a grid (a rank first computing later is
+#: not counted: block-cyclic tiles give most ranks a task early)
+COUNTED_TASKS = 100_000
+
+
+def computing_ranks(driver, params, matrices: dict, ranks: int) -> int:
+    """How many of ``ranks`` run a task of the program whose tiles ``matrices`` place (among the
+    first :data:`COUNTED_TASKS` tasks); 0 where the walk fails (the run's own walk says why)."""
+    runners = _Runners(matrices, ranks, COUNTED_TASKS)
+    try:
+        walk(driver, runners, params, 0)
+    except _EveryRankSeen:
+        pass
+    except (TaskFailure, UsageError):
+        return 0
+    return len(runners.running)
 
 
 def every_rank_computes(driver, params, grid: tuple, gpus: int = 0, ratio: tuple | None = None) -> bool:

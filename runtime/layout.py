@@ -416,11 +416,11 @@ def placement(driver, params: Params, grid_text: str | None, ranks: int, rank: i
     column: 3x1); the preferred one when none does (a program writing rows of tiles keeps
     P×1, where their tasks stay on one rank each; the run then warns of the idle ranks).
 
-    A program writing panels along one axis (columns of tiles: 1×P preferred) computes on at most
-    as many ranks as the grid has process columns and the matrices tile columns (a panel's task
-    runs in the process row holding it): the grid where most ranks compute comes first, and then
-    one that gives every rank tiles (gemm on 12×12 tiles and 16 ranks: 1x16, 12 ranks computing,
-    not 4x4, 4 of them and twice the messages)."""
+    A program writing panels along one axis (columns of tiles: 1×P preferred) may leave ranks
+    without a task on any grid: the grid on which most ranks run tasks (walking the loop nest,
+    :func:`.gridadvice.computing_ranks`) comes first, and then one that gives every rank tiles
+    (gemm on 12×12 tiles and 16 ranks: 1x16, 12 ranks computing, not 4x4, 4 of them and twice
+    the messages; getrf on 3×3 tiles and 4 ranks: 2x2, not 1x4, which leaves a rank no tile)."""
     program = driver.PROGRAM
     grids = [grid_for(grid_text, ranks, program)]
     if grid_text is None:
@@ -432,20 +432,15 @@ def placement(driver, params: Params, grid_text: str | None, ranks: int, rank: i
             distribution = make_distribution(program, params, grid, gpus, ratio)
             tried[grid] = grid, distribution, make_matrices(driver, params, distribution, rank)
         return tried[grid]
-    if grid_text is None and len(program.written_panel_axes) == 1:
-        axis = next(iter(program.written_panel_axes))
-        return placed(max(grids, key=lambda grid: _panel_grid_score(program, placed(grid)[2], grid, axis, ranks)))
+    if grid_text is None and len(program.written_panel_axes) == 1 and ranks > 1:
+        from .gridadvice import computing_ranks  # here: it walks the loop nest, with this module's matrices
+
+        return placed(max(grids, key=lambda grid: (computing_ranks(driver, params, placed(grid)[2], ranks),
+                                                   every_rank_has_tiles(program, placed(grid)[2], ranks))))
     for grid in grids:
         if grid_text is not None or every_rank_has_tiles(program, placed(grid)[2], ranks):
             return placed(grid)
     return placed(grids[0])
-
-
-def _panel_grid_score(program, matrices: dict, grid: tuple, axis: int, ranks: int) -> tuple:
-    """How a grid serves a program writing panels along ``axis`` (0: columns of tiles): the ranks that
-    can compute (its process columns, at most the tile columns), then whether every rank has tiles."""
-    across = max((matrix.nt if axis == 0 else matrix.mt) for matrix in matrices.values()) if matrices else 1
-    return min(grid[1] if axis == 0 else grid[0], across), every_rank_has_tiles(program, matrices, ranks)
 
 
 def grids_by_squareness(ranks: int) -> list:

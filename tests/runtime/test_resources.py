@@ -69,11 +69,14 @@ def test_a_program_writing_columns_of_tiles_gets_one_process_row():
 
 def test_a_program_writing_panels_takes_the_grid_where_most_ranks_compute(compiled):
     """gemm on 12×12 tiles and 16 ranks took 4x4 (1x16 leaves 4 ranks without tiles): 4 ranks computed and
-    the messages doubled, where 1x16 has 12 computing; getrf on 5 tile columns and 6 ranks took 2x3."""
+    the messages doubled, where 1x16 has 12 computing. getrf's updates run in every process row: on 5 tile
+    columns and 6 ranks, 2x3 has all 6 computing (1x6: 5), and on 3 tile columns and 4 ranks 2x2 has 4
+    (1x4 left a rank without a tile, where the grid's choice counted only process columns)."""
     getrf = compiled("programs/getrf.tile")
     params = make_params(getrf, Options(n=301, tiles={"nb": 64}))  # 5 tile columns
     assert placement(getrf, params, None, 4, 0, 0)[0] == (1, 4)
-    assert placement(getrf, params, None, 6, 0, 0)[0] == (1, 6)  # 5 ranks compute (2x3: 3), one has no tile
+    assert placement(getrf, params, None, 6, 0, 0)[0] == (2, 3)
+    assert placement(getrf, make_params(getrf, Options(n=300, tiles={"nb": 100})), None, 4, 0, 0)[0] == (2, 2)
     assert placement(getrf, params, "3x2", 6, 0, 0)[0] == (3, 2)
     gemm = compiled("programs/gemm.tile")
     square = make_params(gemm, Options(n=1200, tiles={"nb": 100}))
