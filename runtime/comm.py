@@ -459,6 +459,15 @@ class Communicator:
         except Exception as exc:  # an MPI error: the collectives then judge by arrivals alone
             self._record(exc)
 
+    def silences(self, ranks) -> dict:
+        """Of ``ranks``, those whose heartbeats stopped (none for three of their intervals, counted to
+        the last time this rank listened): rank -> seconds since the last one."""
+        if self._beating is None:  # no heartbeats (no limit): nothing to tell
+            return {}
+        interval = max(0.5, self.limit / 6)  # as :meth:`_beat` sends them
+        listened = self._listened[1]
+        return {rank: listened - self._heard[rank] for rank in ranks if listened - self._heard[rank] > 3 * interval}
+
     def others_progressed(self) -> float:
         """When another rank was last seen completing a task (``time.monotonic()``; its heartbeats
         tell, so this is as late as they are: ``limit / 6``), the start of the job if none was."""

@@ -418,9 +418,13 @@ class Engine:
             said = f"{stalled:.1f}" if stalled < 10 else f"{stalled:.0f}"  # under a second too: --watchdog 0.5
             # idle here, waiting for data: the stall is the sender's (stopped, or slow), said first
             waited = self.exchange.waited_ranks(self.matrices.values()) if self.exchange is not None else []
+            silent = self.comm.silences(waited) if waited and not self.running else {}
             elsewhere = (f"; this rank runs no task and waits for data from rank {', '.join(map(str, waited))}, "
                          f"where the stall is" if waited and not self.running else "")
-            self.failure = TaskFailure(f"watchdog: no task completed for {said} s{self.limit.automatic_note()}"
+            elsewhere += "".join(f" (rank {rank} gave no sign of life for {seconds:.0f} s: stopped, lost, or a kernel "
+                                 f"holding Python's lock)" for rank, seconds in silent.items())
+            note = "" if silent else self.limit.automatic_note()  # no slower kernel: a silent rank
+            self.failure = TaskFailure(f"watchdog: no task completed for {said} s{note}"
                                        f"{elsewhere}{address_space_note()}; {window}"
                                        + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))
             self.stalled = True

@@ -134,7 +134,8 @@ def test_a_signal_ends_an_mpi_run_on_every_rank(tmp_path, segments_before, signu
 @pytest.mark.timeout(90)
 def test_a_rank_waiting_on_a_stopped_rank_names_that_rank_as_the_stall(tmp_path, segments_before):
     """A rank stopped (SIGSTOP) in its kernel: a rank waiting for its data reported the stall as its own
-    ("no task completed ... 9 task(s) in the window"), the stopped rank last in its list."""
+    ("no task completed ... 9 task(s) in the window"), the stopped rank last in its list; then named it
+    without saying that its heartbeats had stopped too (and advised a longer --watchdog)."""
     env = {"FAULT_STOP": "1"}
     process = start("--set", "fault=2", "--watchdog", 5, "--nb", 32, np_=3, cache=tmp_path, env=env)
     code, err, elapsed = finish(process)
@@ -143,7 +144,8 @@ def test_a_rank_waiting_on_a_stopped_rank_names_that_rank_as_the_stall(tmp_path,
     # (which comes first depends on where the others are), never as another rank's own stall
     first = err.splitlines()[0]
     assert re.fullmatch(r"tiledsl: error: rank (\d): (watchdog: no task completed for \d+ s; this rank runs no task "
-                        r"and waits for data from rank (?!\1)(\d), where the stall is; .*|rank\(s\) (\d) did not "
+                        r"and waits for data from rank (?!\1)(\d), where the stall is \(rank \3 gave no sign of life "
+                        r"for \d+ s: stopped, lost, or a kernel holding Python's lock\); .*|rank\(s\) (\d) did not "
                         r"answer within 27.5 s \(stopped or lost\?\))", first), err  # 2.5 × 5 s and 15 s: a run began
     assert nothing_left(tmp_path, segments_before)
 
