@@ -345,6 +345,7 @@ def communicator(on_error=None, limit: float | None = None):
     # UCX (under MPICH's wheel) takes SIGHUP for its debug signal when MPI loads it, and the
     # rank would no longer stop on a hang-up; 0 keeps SIGHUP the rank's (read as UCX loads)
     os.environ.setdefault(UCX_DEBUG_SIGNAL_VARIABLE, "0")
+    _record("joining", "")  # a rank stopped before MPI's start is the one lacking this (_late_at_start_up)
     with _signals_deferred(), _start_up_watch(limit):  # deferred first: the fork runs Python code
         comm = Communicator(on_error=on_error, limit=limit)
     asked = os.environ.get(JOB_RANKS_VARIABLE, "")
@@ -437,13 +438,40 @@ def _watch(read_end: int, limit: float | None, rank: int, late: str | None) -> N
             return
         status = _abandoned(rank) if _job_guard is not None else None
         if status is None and deadline is not None and time.monotonic() >= deadline:
-            late = late or f"the other ranks did not answer within {limit:g} s at start-up (stopped or lost?)"
-            os.write(2, f"tiledsl: error: rank {launcher_rank()}: {late}\n".encode())
+            if _first_to_say("late"):  # one error for the job, not one from every rank waiting
+                os.write(2, f"tiledsl: error: rank {launcher_rank()}: {late or _late_at_start_up(limit)}\n".encode())
             status = 1
         if status is not None:
             record_completion(status)
             os.kill(rank, signal.SIGKILL)
             return
+
+
+def _late_at_start_up(limit: float) -> str:
+    """Why MPI's start took ``limit`` seconds: the ranks that never came to it (their marker is
+    missing, in a job of ``tiledsl run --np``) where known, else the other ranks."""
+    folder, size = os.environ.get(JOB_DIR_VARIABLE), launcher_size()
+    missing = [rank for rank in range(size[1]) if not os.path.exists(os.path.join(folder, f"joining.{rank}"))] \
+        if folder and size else []
+    if missing:
+        return (f"rank {', '.join(map(str, missing))} did not come to MPI's start within {limit:g} s "
+                f"(stopped or lost?)")
+    return f"the other ranks did not answer within {limit:g} s at start-up (stopped or lost?)"
+
+
+def _first_to_say(what: str) -> bool:
+    """Whether this rank says ``what`` for the job: the first to claim it in the job's folder
+    (``tiledsl run --np``), or every rank outside one."""
+    folder = os.environ.get(JOB_DIR_VARIABLE)
+    if not folder:
+        return True
+    try:
+        os.close(os.open(os.path.join(folder, f"said.{what}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    except OSError:  # the folder is gone or unwritable: say it rather than nothing
+        return True
+    return True
 
 
 def grid_for(text: str | None, ranks: int, program) -> tuple[int, int]:
