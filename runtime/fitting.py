@@ -671,7 +671,8 @@ def _sized_by_tiles_only(search: _Search, n: int, chosen: dict, names: list) -> 
     """Whether matrices ``names`` keep their shapes when ``n`` or any of the program's params changes."""
     driver, options = search.driver, replace(search.options, n=n, sets=chosen)
     base = matrix_shapes(driver, make_params(driver, options, requirements=False))[0]
-    changes = [{"n": n + 1}] + [{"sets": {**chosen, name: value + 1}} for name, value in chosen.items() if _is_int(value)]
+    changes = [{"n": n + 1}] + [{"sets": {**chosen, name: value + 1}} for name, value in chosen.items()
+                                if _is_int(value)]
     for change in changes:
         try:
             moved = matrix_shapes(driver, make_params(driver, replace(options, **change), requirements=False))[0]

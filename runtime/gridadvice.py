@@ -97,7 +97,8 @@ def idle_rank_advice(driver, options: Options, params, ranks: int, gpus: int = 0
         tried = smaller.nb
         grids = grids_where_every_rank_computes(driver, smaller, ranks, gpus, ratio)
         if grids:
-            return f"{none}: use fewer ranks, or smaller tiles (--nb {smaller.nb} on --grid {grids[0][0]}x{grids[0][1]})"
+            (p, q), nb = grids[0], smaller.nb
+            return f"{none}: use fewer ranks, or smaller tiles (--nb {nb} on --grid {p}x{q})"
     if tried is None:  # hybrid tiles, or too many tiles to try
         return f"{none}: use fewer ranks or smaller tiles"
     return f"{none}, nor at smaller tiles (down to --nb {tried}): use fewer ranks"
