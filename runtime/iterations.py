@@ -214,24 +214,31 @@ def _extreme(pick, values):
     return Interval(pick(i.lo for i in intervals), pick(i.hi for i in intervals))
 
 
-def check_iterations(driver, matrices: dict, params, rank: int) -> None:
-    """Refuse, before the loop nest is walked, one that would run more than MAX_ITERATIONS."""
+def iteration_bound(driver, matrices: dict, params) -> LoopBound | None:
+    """The bound on the loop nest's iterations (``total``, and the ``largest`` loop), or None where
+    the driver states none or its bounds fail (a division by zero: the walk reports it, with its line)."""
     bounds = getattr(driver, "loop_bounds", None)
     if bounds is None:  # a driver from before the bound existed
-        return
+        return None
     found = LoopBound(matrices)
     try:
         bounds(found, params)
-    except Exception:  # e.g. a division by zero: the survey reports it, with its line
-        return
-    if found.total > MAX_ITERATIONS:
+    except Exception:
+        return None
+    return found
+
+
+def check_iterations(driver, matrices: dict, params, rank: int) -> None:
+    """Refuse, before the loop nest is walked, one that would run more than MAX_ITERATIONS."""
+    found = iteration_bound(driver, matrices, params)
+    if found is not None and found.total > MAX_ITERATIONS:
         iterations, line = found.largest
-        raise TaskFailure(f"the loop nest would run up to {_count(found.total)} loop iterations (at most "
-                          f"{_count(MAX_ITERATIONS)} are run); this loop alone up to {_count(iterations)}: "
+        raise TaskFailure(f"the loop nest would run up to {count_text(found.total)} loop iterations (at most "
+                          f"{count_text(MAX_ITERATIONS)} are run); this loop alone up to {count_text(iterations)}: "
                           f"check its bounds and the parameters", rank, line)
 
 
-def _count(value) -> str:
+def count_text(value) -> str:
     """``10,000,100,000``: every digit while a count has few enough to read (rounded, a count just
     over the limit read as the limit itself), else ``1.2e+18``."""
     return f"{int(value):,}" if value < 10 ** 15 else f"{value:.3g}"

@@ -594,3 +594,18 @@ def test_the_device_copies_said_are_those_the_simulation_made(tmp_path, capsys, 
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     made = Counter(e["pid"] for e in events if e.get("ph") == "X" and e.get("name") == "copy")
     assert [r["device_copies"] for r in summary["ranks"]] == [made[r["rank"]] for r in summary["ranks"]]
+
+
+@pytest.mark.timeout(60)
+def test_a_long_simulation_says_how_long_it_may_take_before_it_starts(capsys, monkeypatch):
+    """A Cholesky of 10**8 tasks simulated for hours without a word (no progress off a terminal)."""
+    from tiledsl.commands import simulate as command
+
+    monkeypatch.setattr(command, "LONG_SIMULATION", 1000)  # 12×12 tiles: 1,884 iterations at most
+    assert main(["simulate", "cholesky", "--n", "1200", "--nb", "100", "--machine", "keeneland", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("tiledsl: note: the loop nest runs up to ") and " iterations: at some 50 µs a task, the " \
+        "simulation may take up to 0 minutes (a smaller --n or larger tiles simulate faster; Ctrl-C stops it)" in err
+    monkeypatch.setattr(command, "LONG_SIMULATION", 10 ** 7)
+    assert main(["simulate", "cholesky", "--n", "1200", "--nb", "100", "--machine", "keeneland", "--json"]) == 0
+    assert capsys.readouterr().err == ""

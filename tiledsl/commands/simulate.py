@@ -22,6 +22,7 @@ from dataclasses import replace
 from . import PROGRAM_HELP
 from ..runtime.broadcast import CHOICES
 from ..runtime.distribution import parse_grid
+from ..runtime.iterations import count_text, iteration_bound
 from ..runtime.layout import make_params, placement, use_tuned
 from ..runtime.fitting import check_files, fit_files
 from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options, trace_file
@@ -94,7 +95,8 @@ def run(args, driver) -> int:
     check_files(driver, options)  # as run refuses them
     params = make_params(driver, options)  # a broken requirement is said before the machine's rates are looked for
     # the tiles made as run makes them: a bad tile size is said before this machine's rates are looked for too
-    grid, _, _ = placement(driver, params, args.grid, nodes, 0, options.gpus, options.gpu_ratio)
+    grid, _, matrices = placement(driver, params, args.grid, nodes, 0, options.gpus, options.gpu_ratio)
+    _warn_of_a_long_simulation(driver, matrices, params)
     if machine is None:
         machine = this_machine(program.name, options.gpus, args.gpu_backend, args.file)
     if args.trace is not None:  # before the simulation, which may take minutes; as run refuses it
@@ -130,6 +132,25 @@ def _nodes(args) -> int:
         raise UsageError(f"--grid {rows}x{cols} has {rows * cols} rank(s) but --nodes is {args.nodes}: "
                          f"give --nodes {rows * cols}, or leave --nodes out")
     return rows * cols
+
+
+#: loop iterations past which simulate says, before it starts, how long it may take
+LONG_SIMULATION = 10 ** 7
+#: seconds a simulated task takes at least (the walk, the scheduler state machines, the network model)
+SECONDS_PER_TASK = 50e-6
+
+
+def _warn_of_a_long_simulation(driver, matrices: dict, params) -> None:
+    """A note, before a simulation whose loop nest runs up to :data:`LONG_SIMULATION` iterations or
+    more, of the time it may take (a Cholesky of 10**8 tasks took hours, without a word)."""
+    found = iteration_bound(driver, matrices, params)
+    if found is None or found.total < LONG_SIMULATION:
+        return
+    hours = found.total * SECONDS_PER_TASK / 3600
+    took = f"{hours:.0f} hour(s)" if hours >= 1.5 else f"{hours * 60:.0f} minutes"
+    print(f"tiledsl: note: the loop nest runs up to {count_text(found.total)} iterations: at some "
+          f"{SECONDS_PER_TASK * 1e6:.0f} µs a task, the simulation may take up to {took} (a smaller --n or larger "
+          f"tiles simulate faster; Ctrl-C stops it)", file=sys.stderr, flush=True)
 
 
 def _progress(index: int) -> None:
