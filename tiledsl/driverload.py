@@ -208,7 +208,7 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
         temporary = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # processes and threads apart
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(_sealed(generate(target)))
+            temporary.write_bytes(_sealed(generate(target), target))
             temporary.replace(target)  # atomic: concurrent ranks never read half a file
         except OSError as error:
             raise UsageError(f"cannot write tiledsl's driver cache in {target.parent}: {error.strerror or error} "
@@ -220,27 +220,36 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
     return target
 
 
-#: the first line of a cached driver, before the SHA-256 of the rest (:func:`_intact`)
-SEAL = b"# tiledsl's driver cache: the sha256 of what follows is "
+#: the first line of a cached driver, before the SHA-256 of its file name and the rest (:func:`_intact`)
+SEAL = b"# tiledsl's driver cache: the sha256 of this file's name and what follows is "
 
 
-def _sealed(text: str) -> bytes:
-    """A driver as the cache keeps it: its text after a first line holding that text's digest."""
+def _sealed(text: str, target: Path) -> bytes:
+    """A driver as the cache keeps it at ``target``: its text after a first line holding the digest
+    of that text and of the file's name (which holds the cache key of the program it was made from)."""
     body = text.encode("utf-8")
-    return SEAL + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+    return SEAL + _digest(target, body) + b"\n" + body
+
+
+def _digest(target: Path, body: bytes) -> bytes:
+    return hashlib.sha256(os.fsencode(target.name) + b"\0" + body).hexdigest().encode()
 
 
 def _intact(path: Path) -> bool:
-    """Whether the cached driver at ``path`` exists and is as it was written: the digest on its
-    first line is that of the rest. The cache writes by atomic renames, so only damage from outside
-    (a file cut short, emptied, edited) leaves one otherwise; such a driver ran as it was (a name
-    changed by an edit was an internal error at every run). A driver of megabytes is read and
-    hashed in milliseconds, less than the parse of :func:`not_a_driver`."""
+    """Whether the cached driver at ``path`` exists and is as it was written there: the digest on
+    its first line is that of its name and the rest. The cache writes by atomic renames, so only
+    damage from outside leaves one otherwise: a file cut short, emptied or edited (which ran as it
+    was: a name changed by an edit was an internal error at every run), or another program's driver
+    copied there (which ran in the asked one's place). A driver of megabytes is read and hashed in
+    milliseconds, less than the parse of :func:`not_a_driver`; what is no regular file (a fifo,
+    which would block the read) is no driver."""
     try:
+        if not path.is_file():
+            return False
         seal, _, body = path.read_bytes().partition(b"\n")
     except OSError:
         return False
-    return seal == SEAL + hashlib.sha256(body).hexdigest().encode()
+    return seal == SEAL + _digest(path, body)
 
 
 #: a cached driver no run has used for this long (seconds) goes, at the next driver written

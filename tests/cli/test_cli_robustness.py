@@ -802,7 +802,8 @@ def test_a_locale_without_utf8_runs_and_prints_what_it_cannot_encode_escaped(tmp
 @pytest.mark.timeout(120)
 def test_a_damaged_cached_driver_is_written_again(tmp_path, monkeypatch):
     """Emptied, cut short, or edited keeping its size and its last line (a name changed: every run
-    was an internal error, KeyError: 'getrf_xopiv')."""
+    was an internal error, KeyError: 'getrf_xopiv'), another program's driver copied in its place (which
+    ran instead, its check passing), or a fifo (which blocked)."""
     from tiledsl.driverload import SEAL, cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -810,10 +811,16 @@ def test_a_damaged_cached_driver_is_written_again(tmp_path, monkeypatch):
     (cached,) = cache_dir().glob("lu-*.py")
     whole = cached.read_text()
     assert whole.startswith(SEAL.decode())  # how a run tells a driver as it was written
-    for damage in ("", whole[:300], whole.replace("getrf_nopiv", "getrf_xopiv")):
-        cached.write_text(damage)
+    assert tiledsl_package.load("cholesky").run(n=64, tiles={"nb": 32}).tasks == 4  # 2×2 tiles: lu has 5
+    (other,) = cache_dir().glob("cholesky-*.py")
+    for damage in ("", whole[:300], whole.replace("getrf_nopiv", "getrf_xopiv"), other.read_text()):
+        cached.write_text(damage)  # the last: cholesky's driver, whole, in lu's place (it ran as lu)
         assert tiledsl_package.load("lu").run(n=64, tiles={"nb": 32}, check=True).passed
         assert cached.read_text() == whole
+    cached.unlink()
+    os.mkfifo(cached)  # no regular file: reading it blocked for ever
+    assert tiledsl_package.load("lu").run(n=64, tiles={"nb": 32}, check=True).passed
+    assert cached.read_text() == whole
 
 
 def test_drivers_unused_for_a_month_go_when_a_driver_is_written(tmp_path, monkeypatch):
