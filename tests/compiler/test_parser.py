@@ -664,3 +664,28 @@ def test_a_cache_that_cannot_be_made_only_costs_the_tables_build(tmp_path, monke
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
     assert parser._lark.__wrapped__().parse("program p {\n}\n") == parser._lark().parse("program p {\n}\n")
+
+
+@pytest.mark.timeout(120)
+def test_a_damaged_grammar_cache_is_built_anew(tmp_path):
+    """Lark's hash covers the grammar, not its tables: `[A-Za-z_]` edited to `[B-Za-z_]` in them made every
+    later `check` say "unexpected character 'A'", and a fifo there blocked it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    check = [sys.executable, "-m", "tiledsl.commands.cli", "check", "cholesky"]
+    assert subprocess.run(check, env=env, capture_output=True, timeout=100).returncode == 0
+    (tables,) = (tmp_path / "tiledsl" / "grammar").glob("tile-*.lark")
+    whole = tables.read_bytes()
+    assert b"[A-Za-z_]" in whole
+    tables.write_bytes(whole.replace(b"[A-Za-z_]", b"[B-Za-z_]", 1))
+    for _ in range(2):  # and the cache written anew serves the next one
+        out = subprocess.run(check, env=env, capture_output=True, text=True, timeout=100)
+        assert out.returncode == 0 and "no errors" in out.stderr, out.stderr
+    assert b"[B-Za-z_]" not in tables.read_bytes()
+    tables.unlink()
+    os.mkfifo(tables)
+    out = subprocess.run(check, env=env, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0 and "no errors" in out.stderr, out.stderr

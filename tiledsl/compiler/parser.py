@@ -7,13 +7,16 @@ Python stack; nesting beyond :data:`MAX_DEPTH` is reported as a diagnostic.
 from __future__ import annotations
 
 import ast as _pyast
+import contextlib
 import hashlib
+import os
 import re
 import sys
 import unicodedata
 import warnings
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 import lark
 from lark import Lark, Token, Tree
@@ -48,8 +51,48 @@ _TOKEN = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|[^\s\w]')
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     grammar = resources.files("tiledsl.grammars").joinpath("tile.lark").read_text(encoding="utf-8")
-    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                postlex=_WholeWords(), cache=_tables_path(grammar))
+    path = _tables_path(grammar)
+    path = path and _checked_tables(Path(path))
+    parser = Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                  postlex=_WholeWords(), cache=path)
+    if path:
+        _seal_tables(Path(path))
+    return parser
+
+
+def _checked_tables(tables: Path) -> str | bool:
+    """``tables``, Lark's cache, once what is there is as it was written (the digest beside it,
+    ``.sha256``, is its own), or is gone: Lark's own hash covers the grammar and not the tables, so
+    a byte changed in them parsed every program wrong, for good ('unexpected character A'). False,
+    no cache, where something other than a file is there (a fifo blocked the read)."""
+    if not tables.exists() and not tables.is_symlink():
+        return str(tables)
+    if not tables.is_file():
+        return False
+    with contextlib.suppress(OSError):
+        if _seal(tables.read_bytes()) == _seal_path(tables).read_text().strip():
+            return str(tables)
+    with contextlib.suppress(OSError):  # damaged, or written by another version: Lark writes it anew
+        tables.unlink()
+    return str(tables)
+
+
+def _seal_tables(tables: Path) -> None:
+    """Write the digest of the tables Lark left at ``tables`` beside them (where it differs)."""
+    with contextlib.suppress(OSError):
+        seal, path = _seal(tables.read_bytes()), _seal_path(tables)
+        if not path.is_file() or path.read_text().strip() != seal:
+            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            partial.write_text(seal)
+            partial.replace(path)
+
+
+def _seal(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _seal_path(tables: Path) -> Path:
+    return tables.with_name(tables.name + ".sha256")
 
 
 class _GluedKeyword(Exception):
