@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from .. import usercache
 from ..language import TILING_SETTINGS
+from .rates import RateError, Rates
 from .world import UsageError
 
 VERSION = 1
@@ -169,9 +170,45 @@ class Tuned(NamedTuple):
     host_takes: bool = False  # CPU workers taking GPU tasks was the fastest (--host-takes on)
 
 
-def entry(program: str, gpus: int, backend: str, path: Path | None = None) -> dict | None:
-    """This machine's cache entry for the program and GPU setup as stored (None: never tuned)."""
-    return read(cache_path() if path is None else path)["entries"].get(entry_key(program, gpus, backend))
+def entry(program: str, gpus: int, backend: str, path: Path | None = None, warn=None) -> dict | None:
+    """This machine's cache entry for the program and GPU setup as stored (None: never tuned, or
+    an entry that is no object); its kernel rates (``speeds``) left out, with a warning, where
+    they cannot be read as rates (a cache edited by hand: a run failed as an internal error)."""
+    warn, path = warn or _warn, cache_path() if path is None else path
+    key = entry_key(program, gpus, backend)
+    found = read(path, warn)["entries"].get(key)
+    if found is not None and not isinstance(found, dict):
+        warn(f"ignoring the tuned entry {key} of {path}: {_kind(found)}, not an object; {_REWRITE}")
+        return None
+    wrong = _unreadable_rates(found.get("speeds")) if found else None
+    if wrong is not None:
+        warn(f"ignoring the kernel rates of the tuned entry {key} of {path}: {wrong}; {_REWRITE}")
+        return {name: value for name, value in found.items() if name != "speeds"}
+    return found
+
+
+_REWRITE = "run tiledsl tune again to rewrite it"
+
+
+def _unreadable_rates(speeds) -> str | None:
+    """Why a cache entry's ``speeds`` ({device: {kernel: rates}}) cannot be read as rates; None
+    where they can, or there are none."""
+    if speeds is None:
+        return None
+    if not isinstance(speeds, dict):
+        return f"speeds is {_kind(speeds)}, not an object of the devices' rates"
+    try:
+        for device, table in speeds.items():
+            Rates(table, device)
+    except RateError as error:
+        return str(error)
+    return None
+
+
+def _kind(value) -> str:
+    """``the text 'x'``, ``the number 3``, ...: a value of JSON as a message names it."""
+    kind = {str: "the text", bool: "the boolean", int: "the number", float: "the number", list: "the list"}
+    return f"{kind.get(type(value), 'the value')} {json.dumps(value)[:40]}"
 
 
 def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: Path | None = None):
@@ -185,17 +222,20 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
     if entry is None:
         return None
     try:
+        if not isinstance(entry, dict):
+            raise ValueError(f"{_kind(entry)}, not an object")
         tiles = entry.get("tiles") or {}
         if not isinstance(tiles, dict) or set(tiles) - set(TILING_SETTINGS.get(tiling, ())):
             raise ValueError(f"tile settings {sorted(tiles)} do not fit {tiling} tiling")
         tiles = {name: _positive(value, name) for name, value in tiles.items()}
         ratio = entry.get("gpu_ratio")
         if ratio is not None:
-            host, gpu = ratio
-            ratio = (_positive(host, "ratio", 0), _positive(gpu, "ratio"))
+            if not isinstance(ratio, list) or len(ratio) != 2:
+                raise ValueError(f"gpu_ratio is {_kind(ratio)}, not a pair [H, G] of host and GPU columns")
+            ratio = (_positive(ratio[0], "ratio", 0), _positive(ratio[1], "ratio"))
         params = {name: _positive(value, name) for name, value in (entry.get("params") or {}).items()}
     except (TypeError, ValueError, AttributeError) as error:
-        warn(f"ignoring the tuned entry {entry_key(program, gpus, backend)} of {path}: {error}")
+        warn(f"ignoring the tuned entry {entry_key(program, gpus, backend)} of {path}: {error}; {_REWRITE}")
         return None
     return Tuned(tiles, ratio, params, path, entry.get("host_takes") is True)
 

@@ -1198,3 +1198,30 @@ def test_a_program_whose_files_fix_two_sizes_is_tuned_at_both(tmp_path, cache):
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("n = 200, m = 300: the program's load files fix them") and \
             "search at n=200 " in out.stdout, out.stdout
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("entry, warned", [
+    ({"tiles": {"nb": 64}, "speeds": "x"}, 'ignoring the kernel rates of the tuned entry cholesky/cpu of {path}: '
+                                           'speeds is the text "x", not an object of the devices\' rates'),
+    (5, "ignoring the tuned entry cholesky/cpu of {path}: the number 5, not an object"),
+])
+def test_a_tuned_entry_edited_by_hand_is_warned_of_in_words_and_the_run_goes_on(cache, entry, warned):
+    """speeds = "x" failed the run as an internal error ('str' object has no attribute 'get'); an entry
+    that is a number was said as "'int' object has no attribute 'get'"."""
+    path = tuning.store("cholesky/cpu", {})
+    content = json.loads(path.read_text())
+    content["entries"]["cholesky/cpu"] = entry
+    path.write_text(json.dumps(content))
+    out = tiledsl("run", "cholesky", "--n", 256, "--check", cache=cache)
+    assert out.returncode == 0 and "internal error" not in out.stderr, out.stderr
+    assert f"tiledsl: warning: {warned.format(path=path)}; run tiledsl tune again to rewrite it\n" in out.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_ratio_that_is_no_pair_is_said_so(cache):
+    path = seed_cache("cholesky", 1, "emulated", {"nb": 64}, ratio="1:1")
+    out = tiledsl("run", "cholesky", "--n", 256, "--gpus", 1, cache=cache)
+    assert out.returncode == 0, out.stderr
+    assert (f"ignoring the tuned entry cholesky/emulated/1 of {path}: gpu_ratio is the text \"1:1\", not a pair "
+            f"[H, G] of host and GPU columns; run tiledsl tune again to rewrite it") in out.stderr
