@@ -85,8 +85,12 @@ def _settings_that_fit(driver, shapes: dict, options: Options, free_n: bool) -> 
 
 
 def _settings_text(spelling, settings: dict) -> str:
-    """``--n 50 --set q=7`` (``n=50 params={'q': 7}`` for the API)."""
-    return " ".join(_setting_text(spelling, key, value) for key, value in settings.items())
+    """``--n 50 --set q=7 --set r=2`` (``n=50, params={'q': 7, 'r': 2}`` for the API: one dict, as
+    Python takes a keyword once)."""
+    if not spelling.api:
+        return " ".join(_setting_text(spelling, key, value) for key, value in settings.items())
+    params = {key: value for key, value in settings.items() if key != "n"}
+    return ", ".join([*([f"n={settings['n']}"] if "n" in settings else []), *([f"params={params!r}"] if params else [])])
 
 
 def _given_as(options: Options, param: str, value) -> bool:

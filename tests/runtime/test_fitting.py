@@ -236,7 +236,7 @@ def test_a_requirement_that_tuned_values_break_says_so(tmp_path):
 def test_a_misfit_at_the_n_given_names_an_n_and_params_that_fit(tmp_path):
     """The API said only that nothing fit at n=40; the command line named the settings."""
     body = "param q = 4\n  param r = 2\n  matrix B[n + q, n - r] = zeros"
-    with pytest.raises(UsageError, match=re.escape("give n= and params= for the size you mean (n=56 params={'r': 8} "
+    with pytest.raises(UsageError, match=re.escape("give n= and params= for the size you mean (n=56, params={'r': 8} "
                                                    "fits)")):
         fitted(tmp_path, body, {"B": (57, 48)}, params={"q": 1}, n=40)
 
@@ -257,3 +257,10 @@ def test_a_misfit_of_a_shape_only_the_tile_size_sets_names_no_trial_n(tmp_path):
                spelling=COMMAND_LINE)
     assert str(error.value) == ("the input files' shapes fit no size of p: B has shape (40, 40), expected (4, 4), "
                                 "a shape that only nb changes: give --nb for the size you mean")
+
+
+def test_the_settings_that_fit_are_said_as_python_takes_them(tmp_path):
+    """'(n=400 params={'m': 520} params={'k': 300} fits)': params= twice is a SyntaxError in a call."""
+    body = "param m = n\n  param k = n\n  matrix A[m, k] = zeros\n  matrix B[k, n] = zeros"
+    with pytest.raises(UsageError, match=re.escape("(n=400, params={'m': 520, 'k': 300} fits)")):
+        fitted(tmp_path, body, {"A": (520, 300), "B": (300, 400)}, n=300)
