@@ -62,7 +62,8 @@ from ..runtime.kernels import CPU_KERNELS
 from ..runtime import blas
 from ..runtime.fitting import file_shapes, fit, load_files, load_notes
 from ..runtime.flops import PRELUDE_FLOPS
-from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params
+from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params, matrix_shapes
+from ..language import TILING_SETTINGS
 from ..runtime.options import TILE_SETTINGS, check_workers, tile_values
 from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
@@ -328,6 +329,7 @@ def loaded_sizes(driver, log, n: int | None = None, sets: dict | None = None) ->
     files = load_files(driver)
     if not files:
         return n, sets
+    _refuse_files_sized_by_tiles(driver, files, n, sets)
     shapes = file_shapes(files, load_notes(driver, {}))
     loaded = ", ".join(f"{name} from {path} ({'×'.join(map(str, shapes[name]))})" for name, path in files.items())
     try:
@@ -341,6 +343,26 @@ def loaded_sizes(driver, log, n: int | None = None, sets: dict | None = None) ->
     said = ", ".join([f"n = {fitted}", *(f"{name} = {value}" for name, value in fixed.items())])
     log(f"{said}: the program's load files fix {'them' if fixed else 'it'} ({loaded})")
     return fitted, {**sets, **fixed}
+
+
+def _refuse_files_sized_by_tiles(driver, files: dict, n: int | None, sets: dict) -> None:
+    """A usage error where a ``load`` matrix's shape changes with a tile setting (``W[nb, nb]``):
+    its file fixes the tile size that tune is to choose (it failed at the first other size)."""
+    at = Options(n=n or 4 * STEP, sets=sets)
+    try:
+        params = make_params(driver, at, requirements=False)
+        base = matrix_shapes(driver, params)[0]
+        moved = {setting: matrix_shapes(driver, make_params(driver, replace(at, tiles={setting: params[setting] + 1}),
+                                                            requirements=False))[0]
+                 for setting in TILING_SETTINGS[driver.PROGRAM.tiling.kind]}
+    except UsageError:  # sizes the program's formulas refuse here: the fit says what is wrong
+        return
+    for setting, shapes in moved.items():
+        for name in (name for name in files if shapes[name] != base[name]):
+            raise UsageError(f"matrix {name} is loaded from {files[name]}, and its shape follows the tile setting "
+                             f"{setting}: its file fixes the {setting} that tune is to choose, so tune cannot tune "
+                             f"{driver.PROGRAM.name} (run it with the {setting} of the file: tiledsl run ... "
+                             f"--{setting} N)")
 
 
 def _fitted(driver, shapes: dict, n: int | None, sets: dict) -> tuple[int, dict]:
