@@ -352,7 +352,7 @@ def test_a_launcher_outliving_its_ranks_of_itself_is_not_blamed_on_a_kernel(tmp_
     output open' (cholesky has no user kernel), and the ranks' failure, said into its pipe, was lost."""
     from tiledsl.commands import jobs
 
-    launcher = subprocess.Popen(["sleep", "100"])
+    launcher = subprocess.Popen(["sleep", "100"], start_new_session=True)  # a group, as a launcher has
     (tmp_path / "done.0").write_text("0")
     (tmp_path / "done.1").write_text("1")
     jobs._end_leftovers(launcher, str(tmp_path))
@@ -360,3 +360,21 @@ def test_a_launcher_outliving_its_ranks_of_itself_is_not_blamed_on_a_kernel(tmp_
     assert capsys.readouterr().err == ("tiledsl: error: every rank ended, but the launcher did not (a process of its own "
                                        "stopped or stuck): killed; rank 1 ended with exit status 1, and what it said "
                                        "may not have come through\n")
+
+
+@pytest.mark.parametrize("ended, code, said", [
+    ({0: "0"}, 1, "tiledsl: error: rank 1 did not end its run within 60 s of a rank that had (stopped or lost?): the "
+                  "job was ended\n"),
+    ({0: "0", 1: "0"}, 0, "tiledsl: warning: every rank ended its run, but not its process within 60 s (one stopped, "
+                          "or stuck as it exited): the job was ended\n"),
+])
+def test_a_rank_stopped_as_the_run_ends_does_not_hold_the_job(tmp_path, capsys, ended, code, said):
+    """Rank 1 stopped once rank 0 had printed its summary: the job waited for ever (in MPI's end)."""
+    from tiledsl.commands import jobs
+
+    launcher = subprocess.Popen(["sleep", "100"], start_new_session=True)  # a group, as a launcher has
+    for rank, status in ended.items():
+        (tmp_path / f"done.{rank}").write_text(status)
+        os.utime(tmp_path / f"done.{rank}", (time.time() - jobs.END_SECONDS - 1,) * 2)
+    assert jobs._wait_for_launcher(launcher, str(tmp_path), lambda: 0.0, 2) == code
+    assert launcher.poll() is not None and capsys.readouterr().err == said

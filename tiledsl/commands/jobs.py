@@ -92,7 +92,7 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
                                    stdout=subprocess.PIPE if target is not None else None,
                                    preexec_fn=_ended_with(os.getpid()))
             output = Forwarder(job.stdout, target).start() if target is not None else None
-            code = _wait_forwarding_signals(job, folder, grace, lambda: _ranks_ended_since(watch, ranks))
+            code = _wait_forwarding_signals(job, folder, grace, lambda: _ranks_ended_since(watch, ranks), ranks)
             if output is not None:
                 output.finish()
         said = _Said(sys.stderr)
@@ -433,7 +433,8 @@ def _ranks_ended_since(watch: RankWatch, ranks: int | None) -> float:
     return 0.0 if last is None else time.monotonic() - last
 
 
-def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, ranks_ended_since) -> int:
+def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, ranks_ended_since,
+                             ranks: int | None = None) -> int:
     """Wait for the job, forwarding signals; ``grace`` seconds after the first one, kill it all.
     A launcher still running :data:`LINGER_SECONDS` after every rank ended (``ranks_ended_since()``)
     waits on processes a kernel left holding the ranks' output: they and it are killed."""
@@ -454,7 +455,7 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, r
 
     previous = {signum: unless_ignored(signum, forward) for signum in FORWARDED}
     try:
-        code = _wait_for_launcher(job, folder, ranks_ended_since)
+        code = _wait_for_launcher(job, folder, ranks_ended_since, ranks)
     except _Forwarded:
         code = None
     try:
@@ -471,14 +472,42 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, r
     return 128 - code if code < 0 else code
 
 
-def _wait_for_launcher(job: subprocess.Popen, folder: str, ranks_ended_since) -> int:
+def _wait_for_launcher(job: subprocess.Popen, folder: str, ranks_ended_since, ranks: int | None = None) -> int:
     """The launcher's exit status; when it lingered after the ranks' end and was killed, the one
-    the ranks recorded (0, or the failure a rank reported)."""
+    the ranks recorded (0, or the failure a rank reported); killed too :data:`END_SECONDS` after a rank
+    recorded the end of its run (1 where some of its ``ranks`` did not: stopped or lost)."""
     while (code := _wait(job, POLL_SECONDS)) is None:
         if ranks_ended_since() > LINGER_SECONDS:
             _end_leftovers(job, folder)
             return _recorded_failure(folder, 0)
+        ended = _recorded_ends(folder)
+        if ranks and ended and time.time() - min(ended.values()) > END_SECONDS:  # one ended its run long ago
+            kill_job(job, folder)
+            job.wait()
+            late = [rank for rank in range(ranks) if rank not in ended]
+            if late:
+                print(f"tiledsl: error: rank {', '.join(map(str, late))} did not end its run within {END_SECONDS:g} s "
+                      f"of a rank that had (stopped or lost?): the job was ended", file=sys.stderr, flush=True)
+                return 1
+            print(f"tiledsl: warning: every rank ended its run, but not its process within {END_SECONDS:g} s (one "
+                  f"stopped, or stuck as it exited): the job was ended", file=sys.stderr, flush=True)
+            return _recorded_failure(folder, 0)
     return code
+
+
+#: how long every rank may take to end, process included, once one has ended its run: the ranks end
+#: together (rank 0's summary gathers every rank's statistics), so one not ended by then is stopped or
+#: lost, and would hold the job for ever
+END_SECONDS = 60.0
+
+
+def _recorded_ends(folder: str) -> dict:
+    """Rank -> when it recorded the end of its run (``done.RANK``, the wall clock's seconds)."""
+    ended = {}
+    for marker in Path(folder).glob("done.*"):
+        with contextlib.suppress(OSError, ValueError):
+            ended[int(marker.name.removeprefix("done."))] = marker.stat().st_mtime
+    return ended
 
 
 def _end_leftovers(job: subprocess.Popen, folder: str) -> None:
