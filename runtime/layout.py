@@ -44,9 +44,12 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
                             f" (it has {', '.join(program.params)})" if program.params else ""))
     if options.n < 1:
         raise UsageError(f"{options.spelling.setting('n')} must be at least 1, got {options.n}")
+    if options.n > INT64_MAX:
+        raise UsageError(f"{options.spelling.setting('n')} must be at most 2**63 - 1 (the 64-bit range of every "
+                         f"integer a program computes), got {long_number(options.n)}")
     for name, value in options.tiles.items():  # else said as a matrix's tiles, at the program's line
-        if isinstance(value, int) and value < 1:
-            raise UsageError(f"{options.spelling.tile(name)} must be at least 1, got {value}")
+        if isinstance(value, int) and not 1 <= value <= INT64_MAX:
+            raise UsageError(f"{options.spelling.tile(name)} must be from 1 to 2**63 - 1, got {long_number(value)}")
     defaults = _resolved(driver, {**values, **dict.fromkeys(program.params)})
     sets = {name: _setting(name, value, defaults[name], options.spelling) for name, value in options.sets.items()}
     values.update({name: sets.get(name) for name in program.params})

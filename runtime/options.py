@@ -229,7 +229,7 @@ class Spelling:
     def param(self, name: str, value=None) -> str:
         """``--set NAME=VALUE`` or ``params={'NAME': VALUE}`` (``...`` for the value when None): the
         command line's text as typed, the API's value as Python writes it."""
-        shown = "..." if value is None else repr(value) if self.api else value
+        shown = "..." if value is None else repr(value) if self.api and isinstance(value, str) else long_number(value)
         return self.param_form.format(name=name, value=shown)
 
     def tile(self, name: str) -> str:
@@ -609,7 +609,10 @@ def read_setting(text: SetText, default) -> int | float | str:
 
 def long_number(value) -> str:
     """A number as a message shows it: a long one by its first and last digits and its length."""
-    text = str(value)
+    try:
+        text = str(value)
+    except ValueError:  # an integer past the 4,300 digits Python writes
+        return f"an integer of some {int(abs(value).bit_length() * math.log10(2)) + 1} digits"
     return text if len(text) <= 24 else f"{text[:10]}...{text[-4:]} ({len(text.lstrip('-'))} digits)"
 
 
@@ -623,7 +626,11 @@ def read_number(text: str) -> int | float | None:
     program writes one; None for other text (Python's own readers also take ``1_0``, 10, and digits
     of other scripts)."""
     if _INTEGER.fullmatch(text):
-        return int(text)
+        try:
+            return int(text)
+        except ValueError:  # past Python's 4,300 digits: as far past any range, without reading them
+            digits = text.strip().lstrip("+-")
+            return (-1 if text.strip().startswith("-") else 1) * 10 ** (len(digits) - 1)
     return float(text) if _DECIMAL.fullmatch(text) else None
 
 

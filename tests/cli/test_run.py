@@ -76,7 +76,7 @@ def test_a_kernel_failure_names_kernel_tiles_line_and_rank(tmp_path):
     (("--n", 100, "--B", 64), "does not apply to uniform tiling"),
     (("--n", 100, "--input", "Q=x.npy"), "no matrix named Q"),
     (("--n", 100, "--input", "A=missing.npy"), "missing.npy"),
-    (("--n", 100, "--nb", 0), "--nb must be at least 1, got 0"),
+    (("--n", 100, "--nb", 0), "--nb must be from 1 to 2**63 - 1, got 0"),
     (("--n", 100, "--workers", 0), "--workers must be from 1 to 1024 (this machine has "),
     (("--n", 100, "--workers", 100_000), "--workers must be from 1 to 1024 (this machine has "),
     # not abbreviated: --laun went on to the driver, which refused it and the job was said to crash
@@ -444,7 +444,7 @@ def test_hybrid_settings_that_leave_no_slice_say_what_would_work_and_where():
         "tiledsl: error: matrix A (hetero_cholesky.tile:9): hybrid tiling needs (s-1)*b < B so the last slice is "
         "not empty, got (s-1)*b = (2-1)*128 = 128 with B=4: b at most 3 with s=2, or s=1 (with n = 8)\n")
     out = tiledsl("run", "hetero_cholesky", "--n", 8, "--B", 4, "--b", 1, "--s", 0, "--no-tune")
-    assert out.returncode == 2 and out.stderr == "tiledsl: error: --s must be at least 1, got 0\n"
+    assert out.returncode == 2 and out.stderr == "tiledsl: error: --s must be from 1 to 2**63 - 1, got 0\n"
 
 
 @pytest.mark.timeout(130)

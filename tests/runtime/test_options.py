@@ -116,4 +116,18 @@ def test_an_input_file_is_named_around_an_equals_sign_with_spaces(tmp_path):
 def test_a_tile_size_below_one_is_said_as_its_option(program, flag):
     """`--nb 0` was 'matrix A (t.tile:4): tile size nb must be at least 1', pointing at the program."""
     out = _tiledsl("run", program, "--n", 100, flag, 0)
-    assert out.returncode == 2 and out.stderr.strip() == f"tiledsl: error: {flag} must be at least 1, got 0"
+    assert out.returncode == 2 and out.stderr.strip() == f"tiledsl: error: {flag} must be from 1 to 2**63 - 1, got 0"
+
+
+@pytest.mark.timeout(120)
+def test_settings_past_the_64_bit_range_are_said_as_such_however_long():
+    """--nb 2**63 ran; --set q=<5000 digits> was an internal error (Python writes no integer of more
+    than 4,300 digits, which the message tried)."""
+    out = _tiledsl("run", "cholesky", "--n", 100, "--nb", 2 ** 63)
+    assert out.returncode == 2 and out.stderr.strip() == \
+        "tiledsl: error: --nb must be from 1 to 2**63 - 1, got 9223372036854775808"
+    out = _tiledsl("run", "qr", "--n", 100, "--set", "ib=" + "9" * 5000)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: --set ib=9999999999...9999 (5000 digits): an integer of some 5000 digits is beyond the "
+        "64-bit range: an integer parameter stays within ±9223372036854775807 (2**63 - 1), as every integer a "
+        "program computes")
