@@ -150,3 +150,14 @@ def test_a_char_parameter_inside_an_if_of_a_loop_variable_is_required_before_the
     with pytest.raises(tiledsl.TiledslError, match=r'g requires side in "LU" \(it is passed as potrf\'s uplo when '
                                                    r'side == "N"\)'):
         program.run(n=8, tiles={"nb": 4})
+
+
+def test_the_parameter_part_of_an_and_guard_conditions_the_requirement(tmp_path):
+    """`if side != "N" and k >= 0 { trsm(..., side) }` with side = "N" was refused: the whole condition
+    reads a loop variable, but its first part, which holds wherever the call is made, does not."""
+    (tmp_path / "g.tile").write_text(_OPTIONAL_SOLVE.replace('if side != "N" {', 'if side != "N" and k >= 0 {')
+                                     .replace('potrf(A[0, 0], side)', 'potrf(A[0, 0])'))
+    program = tiledsl.load(tmp_path / "g.tile")
+    assert program.run(n=8, tiles={"nb": 4}).tasks == 2
+    with pytest.raises(tiledsl.TiledslError, match=r'\(it is passed as trsm\'s side when side != "N"\)'):
+        program.run(n=8, tiles={"nb": 4}, params={"side": "X"})

@@ -501,7 +501,12 @@ class _Analyzer:
             nodes = list(expression_nodes(cond))
             return not any(isinstance(node, (n.Attr, n.Method)) for node in nodes) and all(
                 (self.scope.lookup(name) or Symbol("", None)).kind == "param" for name in names(cond))
-        return tuple((cond, taken) for cond, taken in self.guards if of_parameters(cond))
+        def conjuncts(cond):  # `side != "N" and k >= 1`: its first part holds wherever the call is made
+            if isinstance(cond, n.Binary) and cond.op == "and":
+                return conjuncts(cond.left) + conjuncts(cond.right)
+            return [cond]
+        return tuple((part, True) if taken else (cond, False) for cond, taken in self.guards
+                     for part in (conjuncts(cond) if taken else [cond]) if of_parameters(part))
 
     def _if(self, stmt: n.If):
         self.types.bool_expr(stmt.cond)
