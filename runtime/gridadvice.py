@@ -18,7 +18,7 @@ from .layout import grids_by_squareness, make_distribution, make_matrices, make_
 from .options import Options
 from .program import flatten
 from .recording import LoopNestTarget, walk
-from .world import UsageError
+from .world import UsageError, preferred_grid
 
 
 class _EveryRankSeen(Exception):
@@ -73,9 +73,12 @@ def every_rank_computes(driver, params, grid: tuple, gpus: int = 0, ratio: tuple
 
 
 def grids_where_every_rank_computes(driver, params, ranks: int, gpus: int = 0, ratio: tuple | None = None) -> list:
-    """The grids P×Q of ``ranks`` on which every rank runs a task, the squarest first
+    """The grids P×Q of ``ranks`` on which every rank runs a task, the program's preferred one first
+    (:func:`.world.preferred_grid`: P×1 for a program writing rows of tiles), then the squarest
     (one walk of the loop nest per grid, made only when a warning needs them)."""
-    return [grid for grid in grids_by_squareness(ranks) if every_rank_computes(driver, params, grid, gpus, ratio)]
+    preferred = preferred_grid(driver.PROGRAM, ranks)
+    grids = [preferred] + [grid for grid in grids_by_squareness(ranks) if grid != preferred]
+    return [grid for grid in grids if every_rank_computes(driver, params, grid, gpus, ratio)]
 
 
 #: tile sizes tried for the advice: the run's halved at most this many times...
@@ -109,7 +112,8 @@ def _smaller_params(driver, options: Options, params):
     times at most), while the program accepts them and its matrices have few enough tiles to try."""
     if driver.PROGRAM.tiling.kind != "uniform":
         return
-    nb = params.nb
+    shapes = matrix_shapes(driver, params)[0].values()
+    nb = min(params.nb, max((max(int(m), int(n)) for m, n in shapes), default=params.nb))  # n = 40: from 40, not 256
     for _ in range(HALVINGS):
         nb //= 2
         if nb < 1:

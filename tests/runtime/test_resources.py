@@ -252,3 +252,20 @@ def test_a_refusal_of_a_run_sized_by_its_inputs_does_not_advise_a_smaller_n(monk
         resources.check_memory(*_memory_case(1024, 0, False), sized_by_inputs=True)
     assert str(refused.value).endswith("is available: use more ranks on other nodes (the ranks on one node share its "
                                        "memory) or smaller inputs (the files or arrays given fix the sizes)")
+
+
+@pytest.mark.timeout(60)
+def test_the_advice_of_smaller_tiles_starts_from_the_matrix_and_names_the_programs_grid(tmp_path, capsys):
+    """n = 40 and nb = 256: 'nor at smaller tiles (down to --nb 32)', where --nb 10 gives every rank a task;
+    a program writing rows of tiles was advised 1x4, its messages many, where its own 4x1 sends none."""
+    from tiledsl.commands.cli import main
+
+    assert main(["explain", "cholesky", "--grid", "2x2", "--n", "40", "--totals"]) == 0
+    assert "no grid of 4 ranks gives every rank a task: use fewer ranks, or smaller tiles (--nb 10 on --grid " \
+           "2x2)" in capsys.readouterr().err
+    (tmp_path / "k.py").write_text("def pscale(P):\n    for t in P:\n        t *= 2.0\n")
+    (tmp_path / "rows.tile").write_text('use "k.py"\nkernel pscale(inout P)\nprogram rows {\n  tiling uniform(nb = 50)\n'
+                                        "  matrix A[n, n] = random general\n"
+                                        "  for k in 0 .. A.mt { pscale(A[k, k : A.nt]) }\n}\n")
+    assert main(["explain", str(tmp_path / "rows.tile"), "--grid", "4x1", "--n", "130", "--totals"]) == 0
+    assert "smaller tiles (--nb 25 on --grid 4x1)" in capsys.readouterr().err
