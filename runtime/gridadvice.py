@@ -64,12 +64,10 @@ def every_rank_computes(driver, params, grid: tuple, gpus: int = 0, ratio: tuple
     """Whether every rank of ``grid`` runs a task of the program at ``params``."""
     try:
         distribution = make_distribution(driver.PROGRAM, params, grid, gpus, ratio)
-        walk(driver, _Runners(make_matrices(driver, params, distribution, 0), grid[0] * grid[1]), params, 0)
-    except _EveryRankSeen:
-        return True
-    except (TaskFailure, UsageError):  # not a grid to advise: the run's own walk reports the mistake
-        pass
-    return False
+        matrices = make_matrices(driver, params, distribution, 0)
+    except UsageError:  # not a grid to advise: the run says the mistake
+        return False
+    return computing_ranks(driver, params, matrices, grid[0] * grid[1]) == grid[0] * grid[1]
 
 
 def grids_where_every_rank_computes(driver, params, ranks: int, gpus: int = 0, ratio: tuple | None = None) -> list:
