@@ -640,7 +640,7 @@ def _misfit(search: _Search, tuned: str) -> str:
                       for matrix, shape in shapes.items() if expected[matrix] != tuple(shape))
     inferred = bool(search.unknowns)  # (none left: n and every param that sizes an input were given)
     mismatched = [m for m in shapes if expected[m] != tuple(shapes[m])]
-    tiles = _tile_settings_sizing(search, reference_n, chosen, mismatched)
+    tiles = tile_settings_sizing(search.driver, replace(search.options, n=reference_n, sets=chosen), mismatched)
     if tiles and _sized_by_tiles_only(search, reference_n, chosen, mismatched):  # B[nb, nb]: n=40 would mislead
         return (f"{spelling.inputs}' shapes fit no size of {name}: {wrong}, a shape that only "
                 f"{' and '.join(tiles)} change{'s' if len(tiles) == 1 else ''}: give "
@@ -651,18 +651,17 @@ def _misfit(search: _Search, tuned: str) -> str:
             f"{assignment(reference_n, {k: values[k] for k in driver.PROGRAM.params})}, {wrong}" + (tuned or advice))
 
 
-def _tile_settings_sizing(search: _Search, n: int, chosen: dict, names: list) -> list:
+def tile_settings_sizing(driver, options: Options, names) -> list:
     """The tile settings (``nb``, or ``B``, ``b``, ``s``) that matrices ``names``' shapes change
-    with, at these values (``A[n, nb]``): no ``n`` or param gives such a matrix another width."""
-    options = replace(search.options, n=n, sets=chosen)
-    params = make_params(search.driver, options, requirements=False)
-    base = matrix_shapes(search.driver, params)[0]
+    with at ``options``' values (``A[n, nb]``): no ``n`` or param gives such a matrix another width."""
+    params = make_params(driver, options, requirements=False)
+    base = matrix_shapes(driver, params)[0]
     moving = []
     for setting, value in params.as_dict().items():
         if setting not in TILE_SETTINGS or not _is_int(value):
             continue
         try:
-            moved = matrix_shapes(search.driver, make_params(search.driver, replace(
+            moved = matrix_shapes(driver, make_params(driver, replace(
                 options, tiles={**options.tiles, setting: value + 1}), requirements=False))[0]
         except UsageError:
             continue

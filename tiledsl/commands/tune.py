@@ -60,10 +60,9 @@ from ..runtime.errors import TaskFailure
 from ..runtime.reporting import ratio_text
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime import blas
-from ..runtime.fitting import file_shapes, fit, load_files, load_notes
+from ..runtime.fitting import file_shapes, fit, load_files, load_notes, tile_settings_sizing
 from ..runtime.flops import PRELUDE_FLOPS
-from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params, matrix_shapes
-from ..language import TILING_SETTINGS
+from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params
 from ..runtime.options import TILE_SETTINGS, check_workers, tile_values
 from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
@@ -348,17 +347,12 @@ def loaded_sizes(driver, log, n: int | None = None, sets: dict | None = None) ->
 def _refuse_files_sized_by_tiles(driver, files: dict, n: int | None, sets: dict) -> None:
     """A usage error where a ``load`` matrix's shape changes with a tile setting (``W[nb, nb]``):
     its file fixes the tile size that tune is to choose (it failed at the first other size)."""
-    at = Options(n=n or 4 * STEP, sets=sets)
-    try:
-        params = make_params(driver, at, requirements=False)
-        base = matrix_shapes(driver, params)[0]
-        moved = {setting: matrix_shapes(driver, make_params(driver, replace(at, tiles={setting: params[setting] + 1}),
-                                                            requirements=False))[0]
-                 for setting in TILING_SETTINGS[driver.PROGRAM.tiling.kind]}
-    except UsageError:  # sizes the program's formulas refuse here: the fit says what is wrong
-        return
-    for setting, shapes in moved.items():
-        for name in (name for name in files if shapes[name] != base[name]):
+    for name in files:
+        try:
+            settings = tile_settings_sizing(driver, Options(n=n or 4 * STEP, sets=sets), [name])
+        except UsageError:  # sizes the program's formulas refuse here: the fit says what is wrong
+            return
+        for setting in settings:
             raise UsageError(f"matrix {name} is loaded from {files[name]}, and its shape follows the tile setting "
                              f"{setting}: its file fixes the {setting} that tune is to choose, so tune cannot tune "
                              f"{driver.PROGRAM.name} (run it with the {setting} of the file: tiledsl run ... "
