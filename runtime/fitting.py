@@ -90,7 +90,8 @@ def _settings_text(spelling, settings: dict) -> str:
     if not spelling.api:
         return " ".join(_setting_text(spelling, key, value) for key, value in settings.items())
     params = {key: value for key, value in settings.items() if key != "n"}
-    return ", ".join([*([f"n={settings['n']}"] if "n" in settings else []), *([f"params={params!r}"] if params else [])])
+    parts = [f"n={settings['n']}"] if "n" in settings else []
+    return ", ".join(parts + ([f"params={params!r}"] if params else []))
 
 
 def _given_as(options: Options, param: str, value) -> bool:
