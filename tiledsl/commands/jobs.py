@@ -522,9 +522,8 @@ def _end_leftovers(job: subprocess.Popen, folder: str) -> None:
               file=sys.stderr, flush=True)
         return
     # none but the launcher's own (a proxy stopped, or stuck): what the ranks wrote last may be lost with it
-    ended = sorted(int(rank) for rank in (marker.name.removeprefix("done.") for marker in Path(folder).glob("done.*"))
-                   if rank.isdigit())
-    failed = [(rank, status) for rank in ended if (status := _recorded_status(folder, rank)) in ("1", "2", "3")]
+    failed = [(rank, status) for rank in sorted(_recorded_ends(folder))
+              if (status := _recorded_status(folder, rank)) in ("1", "2", "3")]
     said = "".join(f"; rank {rank} ended with exit status {status}" for rank, status in failed)
     print(f"tiledsl: {'error' if failed else 'warning'}: every rank ended, but the launcher did not (a process of its "
           f"own stopped or stuck): killed{said}"
