@@ -558,11 +558,20 @@ def _pairs(items, flag: str) -> dict:
         name, sep, value = item.partition("=")
         name = name.strip()  # "ib = 20": names have no spaces
         if not sep or not name or not value:
-            raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}")
+            raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}{_missing_part(sep, name, value)}")
         if name in pairs and pairs[name] != value:
             raise UsageError(f"{flag} {name} is given twice ({name}={pairs[name]} and {name}={value})")
         pairs[name] = value
     return pairs
+
+
+def _missing_part(sep: str, name: str, value: str) -> str:
+    """What a NAME=VALUE pair lacks first, said after it (": no VALUE after the '='")."""
+    if not sep:
+        return ": no '='"
+    if not name:
+        return ": no NAME before the '='"
+    return ": no VALUE after the '='"
 
 
 def _paths(items, flag: str) -> dict:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tiledsl.runtime.options import byte_size
+from tiledsl.runtime.options import byte_size, set_texts
 from tiledsl.runtime.world import UsageError
 
 
@@ -131,3 +131,15 @@ def test_settings_past_the_64_bit_range_are_said_as_such_however_long():
         "tiledsl: error: --set ib=9999999999...9999 (5000 digits): an integer of some 5000 digits is beyond the "
         "64-bit range: an integer parameter stays within ±9223372036854775807 (2**63 - 1), as every integer a "
         "program computes")
+
+
+@pytest.mark.parametrize("item, said", [
+    ("uplo=", "--set expects NAME=VALUE, got 'uplo=': no VALUE after the '='"),
+    ("=L", "--set expects NAME=VALUE, got '=L': no NAME before the '='"),
+    ("uplo", "--set expects NAME=VALUE, got 'uplo': no '='"),
+])
+def test_a_set_pair_says_what_it_lacks(item, said):
+    """`--set uplo=` said only 'expects NAME=VALUE', which the user thought they had written."""
+    with pytest.raises(UsageError) as raised:
+        set_texts([item])
+    assert str(raised.value) == said

@@ -304,8 +304,19 @@ class _Analyzer:
                 kind = "char"
                 self.types.one_character(decl.default)
             else:
-                kind = self.types.number_expr(decl.default)
+                kind = self._param_type(decl)
             self.types.declare(decl.name, Symbol("param", decl.name.span, decl, type=kind or "int"))
+
+    def _param_type(self, decl) -> str | None:
+        """The type of a parameter whose default is an expression: a number's, or None after an error."""
+        got = self.types.type_of(decl.default)
+        if got != "char":
+            return self.types.as_number(got, decl.default)
+        self.bag.error(decl.default.span, "E205", "a char parameter's default is one character in quotes",
+                       hint=f"a char parameter does not copy another: write `param {decl.name.text} = \"L\"` "
+                            f"(say), or pass `{decl.default.ident.text}` itself" if isinstance(decl.default, n.Name)
+                       else None)
+        return "char"
 
     def _declare_matrices(self, matrices, workspaces):
         for decl in matrices:
