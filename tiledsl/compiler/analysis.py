@@ -74,7 +74,6 @@ class CharUse:
     choices: str | None
     where: str
     span: Span
-    guarded: bool = False  # inside an `if`: the default need not suit it (the branch may never be taken)
     guards: tuple = ()  # the (condition, taken) of the ifs around it that read the parameters only
 
 
@@ -396,7 +395,9 @@ class _Analyzer:
         for decl in params:
             first: dict = {}  # the first use of the parameter for each kernel parameter with choices
             for use in self.char_uses:
-                if use.name == decl.name.text and use.choices and not use.guarded:  # an if's: checked at run time
+                # under an `if` of parameters the run checks it where the `if` holds; under one of loop
+                # variables only, at every run (whether the branch is ever taken is not known before it)
+                if use.name == decl.name.text and use.choices and not use.guards:
                     first.setdefault((use.where, use.choices), use)
             default = decl.default.value if isinstance(decl.default, n.StrLit) else None
             if not first or default is None or len(default) != 1:
@@ -663,7 +664,7 @@ class _Analyzer:
         if param.kind == "char":
             if isinstance(arg, n.Name) and got == "char":  # a char parameter: its value is checked at run time
                 self.char_uses.append(CharUse(arg.ident.text, param.choices, f"{kernel}'s {param.name.text}", arg.span,
-                                              bool(self.guards), self._parameter_guards()))
+                                              self._parameter_guards()))
                 return True
             if not isinstance(arg, n.StrLit):
                 self.bag.error(arg.span, "E205", f"{where} is a char: pass a one-character string such as "
