@@ -244,6 +244,23 @@ def test_compile_names_no_driver_as_the_programs_kernel_module(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_a_drivers_advice_to_regenerate_it_works_in_its_folder(tmp_path):
+    """The advice named the .tile as compile was given it (relative to where compile ran) and the
+    driver by its bare name: followed in either folder, it failed or wrote another file."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "build").mkdir()
+    (tmp_path / "src" / "c.tile").write_text((ROOT / "programs" / "cholesky.tile").read_text())
+    assert tiledsl("compile", "c.tile", "-o", "../build/drv.py", cwd=tmp_path / "src").returncode == 0
+    written = (tmp_path / "build" / "drv.py").read_text()
+    advice = re.search(r"regenerate it in its folder with `tiledsl (.*)`", written).group(1)
+    assert advice == "compile ../src/c.tile -o drv.py"
+    (tmp_path / "build" / "drv.py").unlink()
+    assert tiledsl(*advice.split(), cwd=tmp_path / "build").returncode == 0
+    assert (tmp_path / "build" / "drv.py").read_text().splitlines()[2] == written.splitlines()[2]
+    assert sorted(os.listdir(tmp_path / "src")) == ["c.tile"]
+
+
+@pytest.mark.timeout(60)
 def test_compile_refuses_a_bad_program(tmp_path):
     bad = tmp_path / "bad.tile"
     bad.write_text("program p {\n  potrf(A[0, 0])\n}\n")

@@ -25,6 +25,7 @@ from ..compiler.source import Span
 from ..drivercontract import RUNTIME_MODULES, hiding, required_modules
 from ..driverload import program_path, shadowing
 from ..packages import missing_package
+from .files import replacing
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.entry import Stopped
@@ -365,7 +366,8 @@ def _compile(args) -> int:
         _write_out(text)
         return 0
     try:
-        Path(args.output).write_text(text, encoding="utf-8")
+        with replacing(args.output) as temporary:
+            temporary.write_text(text, encoding="utf-8")
     except OSError as error:
         print(f"tiledsl: error: cannot write {args.output}: {error.strerror}", file=sys.stderr)
         return 2

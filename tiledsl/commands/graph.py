@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from .explain import call_text, tiling_text
+from .files import replacing
 from .plot import DRAWN_BY
 
 LIMIT = 5000  # tasks; a larger graph is unreadable and slow to lay out
@@ -241,7 +242,8 @@ def write(text: str, output) -> None:
     path = Path(str(output))
     suffix = path.suffix.lower()
     if suffix in (".dot", ".gv"):
-        path.write_text(text, encoding="utf-8")
+        with replacing(path) as temporary:
+            temporary.write_text(text, encoding="utf-8")
         return
     if suffix not in RENDERED:
         raise GraphError(f"-o {output}: write the graph as .dot (or .gv), or render it as .svg, .png or .pdf")
@@ -249,15 +251,16 @@ def write(text: str, output) -> None:
     if dot is None:
         raise GraphError(f"cannot render {output}: graphviz is not installed (no 'dot' on PATH); "
                          f"install graphviz, or write the DOT text with -o {path.with_suffix('.dot').name}")
-    try:
-        done = subprocess.run([dot, f"-T{suffix[1:]}", "-o", str(path)], input=text, capture_output=True,
-                              text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        raise GraphError(f"graphviz took over 300 s to lay out {output}: try a smaller size") from None
-    if done.returncode != 0:
-        raise GraphError(f"graphviz failed on {output}: {done.stderr.strip() or f'exit {done.returncode}'}")
-    if suffix == ".png":  # graphviz's PNG keeps no comment: the mark goes in a text chunk of its own
-        _mark_png(path)
+    with replacing(path) as temporary:
+        try:
+            done = subprocess.run([dot, f"-T{suffix[1:]}", "-o", str(temporary)], input=text, capture_output=True,
+                                  text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise GraphError(f"graphviz took over 300 s to lay out {output}: try a smaller size") from None
+        if done.returncode != 0:
+            raise GraphError(f"graphviz failed on {output}: {done.stderr.strip() or f'exit {done.returncode}'}")
+        if suffix == ".png":  # graphviz's PNG keeps no comment: the mark goes in a text chunk of its own
+            _mark_png(temporary)
 
 
 def _mark_png(path: Path) -> None:

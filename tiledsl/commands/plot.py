@@ -25,6 +25,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .files import replacing
+
 FORMATS = (".png", ".svg", ".pdf")
 #: the mark of a drawing tiledsl made, in its metadata: -o replaces only a file that holds it
 DRAWN_BY = "drawn by tiledsl"
@@ -300,7 +302,8 @@ def plot(trace_path, output, width: float | None = None) -> str | None:
         figure, traced = draw(document, trace_path, width)
     except TraceError as error:
         raise TraceError(f"{trace_path}: {error}") from None
-    figure.savefig(output, dpi=150, metadata={MARK_FIELDS[suffix]: DRAWN_BY})
+    with replacing(output) as temporary:
+        figure.savefig(temporary, dpi=150, metadata={MARK_FIELDS[suffix]: DRAWN_BY})
     if traced > MOST_RANKS:
         return f"{trace_path} has {traced} ranks: plot draws the first {MOST_RANKS} (ranks 0-{MOST_RANKS - 1})"
     return None

@@ -20,6 +20,7 @@ import sys
 from dataclasses import replace
 
 from . import PROGRAM_HELP
+from .files import replacing
 from ..runtime.broadcast import CHOICES
 from ..runtime.distribution import parse_grid
 from ..runtime.iterations import count_text, iteration_bound
@@ -109,7 +110,7 @@ def run(args, driver) -> int:
         about = {"program": program.name, "n": result["n"], **result["tiles"], "ranks": nodes,
                  "workers": result["workers"], "gpus": result["gpus"], "simulated": machine.name}
         try:
-            with open(args.trace, "w") as target:
+            with replacing(args.trace) as temporary, open(temporary, "w") as target:
                 json.dump(chrome_trace(events, about, compute_lanes(result["workers"], result["gpus"])), target)
         except OSError as error:
             raise UsageError(f"cannot write {args.trace}: {error.strerror or error}") from None

@@ -19,6 +19,7 @@ import builtins
 import json
 import keyword
 import os
+import posixpath
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -88,6 +89,7 @@ class DriverModel:
     source_dir: str | None = None  # the .tile's directory relative to the driver file's (compile -o)
     source_digest: str | None = None  # of the .tile's text (:func:`_file_digest`)
     driver_name: str = "DRIVER.py"  # the driver's file name, where known
+    source_from_driver: str = ""  # the .tile file as named from the driver's folder, where known
     calls: list = field(default_factory=list)
     flops: list = field(default_factory=list)  # FlopsModel of the user kernels that state a count
     body: list = field(default_factory=list)  # lines of generate()
@@ -118,8 +120,10 @@ def generate(checked: Checked, driver_path=None) -> str:
     model = _Model(checked).build()
     model.source_dir = _source_dir(checked.path, driver_path)
     model.source_digest = _file_digest(checked.path)
+    model.source_from_driver = checked.path
     if driver_path is not None:
         model.driver_name = os.path.basename(driver_path)
+        model.source_from_driver = posixpath.normpath(f"{model.source_dir}/{os.path.basename(checked.path)}")
     return _template().render(model=model)
 
 
