@@ -114,16 +114,29 @@ def has_standard_count(program) -> bool:
 def rate_text(rate: float | None, ranks: list) -> str:
     """The summary's GFLOP/s after the time, or why there are none when a kernel without a flop
     count ran (a rate from the others would understate the work)."""
-    if rate:  # past a million (a flop count that is off, or a huge machine simulated): not 300 digits;
-        # below 0.01 (a cheap user kernel's count) three digits, not "0.00", which reads as no work
-        return f"   {rate:.2f} GFLOP/s" if 0.01 <= rate < 1e6 else f"   {rate:.{3 if rate < 1 else 4}g} GFLOP/s"
+    if rate:
+        return f"   {rate_number(rate)} GFLOP/s"
+    reason = no_rate_reason(ranks)
+    return f"   (no GFLOP/s: {reason})" if reason else ""
+
+
+def rate_number(rate: float) -> str:
+    """A GFLOP/s figure: two decimals; past a million (a flop count that is off, or a huge machine
+    simulated) not 300 digits; below 0.01 (a cheap user kernel's count) three digits, not "0.00",
+    which reads as no work."""
+    return f"{rate:.2f}" if 0.01 <= rate < 1e6 else f"{rate:.{3 if rate < 1 else 4}g}"
+
+
+def no_rate_reason(ranks: list) -> str | None:
+    """Why a run has no GFLOP/s (no task ran, a kernel without a flop count, a count of 0), from its
+    ranks' statistics; None when nothing keeps it from having one."""
     if not sum(r["tasks"] for r in ranks):
-        return "   (no GFLOP/s: no task ran)"
+        return "no task ran"
     uncounted = next((r["uncounted"] for r in ranks if r.get("uncounted")), None)
     if uncounted:
-        return f"   (no GFLOP/s: kernel {uncounted} declares no flop count)"
+        return f"kernel {uncounted} declares no flop count"
     total = sum(r.get("flops") or 0 for r in ranks)
-    return f"   (no GFLOP/s: the kernels' flop counts add up to {total:.3g})" if not 0 < total < math.inf else ""
+    return f"the kernels' flop counts add up to {total:.3g}" if not 0 < total < math.inf else None
 
 
 def idle_warning(program, params: dict, ranks: list) -> str | None:

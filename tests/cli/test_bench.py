@@ -1,6 +1,7 @@
 """tiledsl bench's references (tiledsl.commands.bench): the chunk sizes dask is compared at, the note
 where it has none, and a kernel module that fails to import said as run says it."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tiledsl.commands.bench import dask_chunks, run_bench
+from tiledsl.commands.bench import dask_chunks, render, run_bench
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.runtime import Options
@@ -150,3 +151,37 @@ def _scaling_with_infinities(folder, where: list) -> None:
     for i, j in where:
         a[i, j] = np.inf
     np.save(folder / "a.npy", a)
+
+
+_UNCOUNTED = """use "k.py"
+kernel add(in X, inout Y)
+kernel tiny(inout Y) flops 1.0
+program t {
+  tiling uniform(nb = 50)
+  in matrix X[n, n] = random general
+  matrix Y[n, n] = random general
+  check chk(X, Y)
+  for i in 0 .. Y.mt { for j in 0 .. Y.nt { KERNEL } }
+}
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kernel, rate, note", [
+    ("add(X[i, j], Y[i, j])", r"-", "no GFLOP/s: kernel add declares no flop count"),
+    ("tiny(Y[i, j])", r"[0-9.]+e-0[0-9]", None),
+])
+def test_bench_says_a_failed_check_and_a_missing_or_tiny_rate_as_run_does(tmp_path, kernel, rate, note):
+    """A check that raised was 'residual nan (FAIL: the timings are of a wrong result)'; a rate of
+    4e-06 GFLOP/s was '0.00', and none a bare '-' without run's reason."""
+    (tmp_path / "k.py").write_text("def add(X, Y):\n    Y += X\n\ndef tiny(Y):\n    pass\n\n"
+                                   "def chk(before, after):\n    raise RuntimeError('boom')\n")
+    (tmp_path / "t.tile").write_text(_UNCOUNTED.replace("KERNEL", kernel))
+    _, text = compile_path(tmp_path / "t.tile")
+    (tmp_path / "driver.py").write_text(text)
+    table = run_bench(import_driver(tmp_path / "driver.py", f"bench_rate_{kernel[:3]}"),
+                      Options(n=100, workers=1, check=True), rounds=1, with_dask=False)
+    shown = render(table)
+    assert re.search(rf"^tiledsl +[0-9.]+ +{rate} +1.00x$", shown, re.MULTILINE), shown
+    assert "\ntiledsl no residual (FAIL: the check failed, see below)\n" in shown and "residual nan" not in shown
+    assert (f"note: {note}" in shown) if note else "no GFLOP/s" not in shown, shown

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -31,7 +32,8 @@ from ..runtime import Options, execute
 from ..runtime.launch import source
 from ..runtime.layout import make_params, matrix_shapes
 from ..runtime.options import tile_values
-from ..runtime.reporting import count_text, failure_reasons, flop_count, settings_text
+from ..runtime.reporting import (count_text, failure_reasons, flop_count, no_rate_reason, rate_number,
+                                 settings_text)
 
 DASK_CHUNKS = (512, 1024, 2048)
 DASK_SMALLEST = 64  # a chunk smaller is no blocked algorithm to compare with
@@ -340,6 +342,8 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         params = {name: result.params[name] for name in program.params if name in result.params}
         sources = dict(result.sources)
         flops, source = flop_count(program, result.matrices, [result.stats])
+    if not flops and no_rate_reason([result.stats]):
+        notes.append(f"no GFLOP/s: {no_rate_reason([result.stats])}")  # as run says it
     notes += [f"{m.name} failed on these inputs (LAPACK info = {m.info}): its row is not a timing"
               for m, *_ in references if m.info]
     notes += _spread_notes([tiled] + [r[0] for r in references if not r[0].info], workers)
@@ -397,10 +401,12 @@ def render(table: dict) -> str:
         if row.get("failed"):
             lines.append(f"{row['name']:<44} {'failed':>9} {'-':>9} {'-':>16}")
             continue
-        rate = f"{row['gflops']:.2f}" if row["gflops"] else "-"
+        rate = rate_number(row["gflops"]) if row["gflops"] else "-"
         ratio = f"{row['ratio']:.2f}x" if row["ratio"] else "-"
         lines.append(f"{row['name']:<44} {row['seconds']:>9.4f} {rate:>9} {ratio:>16}")
-    if table["residual"] is not None:
+    if table["residual"] is not None and math.isnan(table["residual"]) and table["errors"]:
+        lines.append("\ntiledsl no residual (FAIL: the check failed, see below)")  # as run says it
+    elif table["residual"] is not None:
         verdict = "pass" if table["passed"] else "FAIL: the timings are of a wrong result"
         lines.append(f"\ntiledsl residual {table['residual']:.3g} ({verdict}, threshold 60)")
     lines += [f"nonfinite {name}: {count} NaN or infinite value(s)" for name, count in table["nonfinite"].items()]
