@@ -119,7 +119,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         expect_json(*(_json_out(program, args, out, comm, options) or (None,)))  # for a thread ending the rank
         if _rank(comm) == 0:  # what a run killed while it wrote these files left beside them
             remove_abandoned([*options.outputs.values(), *([options.trace] if options.trace else [])])
-        warn = _warner(comm, err)
+        said = []  # every warning, for --json's notes too
+        warn = _warner(comm, err, said)
         for warning in [*run_warnings(program, args), changed_source(program, driver)]:
             if warning:
                 warn(warning)
@@ -127,8 +128,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         fit_files(driver, options)  # after the tuned values: the inputs are fitted at the run's tiles
         result = execute(driver, options, comm=comm)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
-        notes = run_notes(driver, options, result, ranks) if comm is None or comm.rank == 0 else []
-        for note in notes:
+        for note in run_notes(driver, options, result, ranks) if comm is None or comm.rank == 0 else []:
             warn(note)
     except UsageError as error:
         json_out = _json_out(program, args, out, comm, options)
@@ -175,8 +175,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                      _json_out(program, args, out, comm, options), code=3)
     await_ending()
     if comm is None or comm.rank == 0:
+        withheld = _withheld_note(result)
         try:
-            print(json_text(summary_json(program, result, ranks, notes)) if args.json
+            print(json_text(summary_json(program, result, ranks, [*said, *filter(None, [withheld])])) if args.json
                   else summary_text(program, result, ranks), file=out, flush=True)
         except BrokenPipeError:  # the reader left (`| head -1`): a normal end
             return _leave(comm, stdout_closed())
@@ -187,12 +188,19 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
             return _leave(comm, 1)
         for problem in failure_reasons(result):
             print(f"tiledsl: error: {problem}", file=err, flush=True)
-        if result.withheld:
-            files = ", ".join(map(os.path.relpath, result.withheld))
-            because = f"{result.withheld_because}, so " if result.withheld_because else ""
-            print(f"tiledsl: note: {because}{files} {'was' if len(result.withheld) == 1 else 'were'} not written "
-                  f"(a file already there is left as it was)", file=err, flush=True)
+        if withheld:
+            print(f"tiledsl: note: {withheld}", file=err, flush=True)
     return _leave(comm, 0 if result.ok else 1)
+
+
+def _withheld_note(result) -> str | None:
+    """The note of the output files a failed run did not write, None where it wrote them all."""
+    if not result.withheld:
+        return None
+    files = ", ".join(map(os.path.relpath, result.withheld))
+    because = f"{result.withheld_because}, so " if result.withheld_because else ""
+    return (f"{because}{files} {'was' if len(result.withheld) == 1 else 'were'} not written (a file already there "
+            f"is left as it was)")
 
 
 STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # Ctrl-C (SIGINT) is Python's KeyboardInterrupt
@@ -233,9 +241,10 @@ def _internal_text(rank: int, message: str) -> str:
     return f"rank {rank}: {message}\n  (set TILEDSL_DEBUG=1 for the traceback, and please report it)"
 
 
-def _warner(comm, err):
-    """``warn(message)``: a warning printed once, by rank 0."""
+def _warner(comm, err, said: list):
+    """``warn(message)``: a warning printed once, by rank 0, and kept in ``said``."""
     def warn(message):
+        said.append(message)
         if comm is None or comm.rank == 0:
             print(f"tiledsl: warning: {message}", file=err, flush=True)
     return warn
