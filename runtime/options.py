@@ -7,6 +7,7 @@ one-line :class:`UsageError` before anything is sized or started.
 from __future__ import annotations
 
 import argparse
+import decimal
 import difflib
 import math
 import os
@@ -411,7 +412,8 @@ def watchdog_seconds(text: str) -> float:
         seconds = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not valid_watchdog(seconds):
+    # 1e-400 reads as 0.0: it is no request to turn the watchdog off
+    if not valid_watchdog(seconds) or seconds == 0 and decimal.Decimal(text.strip()) != 0:
         raise argparse.ArgumentTypeError(f"{WATCHDOG_RANGE}, got {text!r}")
     return seconds
 

@@ -1,8 +1,10 @@
 """Run options read from their text (runtime/options.py)."""
+import argparse
+
 import numpy as np
 import pytest
 
-from tiledsl.runtime.options import byte_size, set_texts
+from tiledsl.runtime.options import byte_size, set_texts, watchdog_seconds
 from tiledsl.runtime.world import UsageError
 
 
@@ -143,3 +145,14 @@ def test_a_set_pair_says_what_it_lacks(item, said):
     with pytest.raises(UsageError) as raised:
         set_texts([item])
     assert str(raised.value) == said
+
+
+@pytest.mark.parametrize("text, accepted", [("0", True), ("-0", True), ("0e5", True), ("1e-400", False),
+                                             ("0.1", False), ("0.25", True)])
+def test_a_watchdog_limit_that_reads_as_zero_is_off_only_when_written_as_zero(text, accepted):
+    """--watchdog 1e-400 read as 0.0 and turned the watchdog off, where 0.1 is refused."""
+    if accepted:
+        assert watchdog_seconds(text) == float(text)
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match="must be 0 \\(off\\) or a number of seconds from 0.25"):
+            watchdog_seconds(text)
