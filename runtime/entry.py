@@ -214,7 +214,10 @@ def _stopped_run(stop, program, args, out, err, comm, options) -> int:
     err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}{left}\n")  # one write
     err.flush()
     json_out = _json_out(program, args, out, comm, options)
-    if json_out is not None and _rank(comm) == 0:  # the run never reached its summary: --json says so
+    # the run never reached its summary: --json says so, once: by the first rank stopped (a signal to
+    # one rank, another than 0, or to the whole job)
+    reports = _rank(comm) == 0 if comm is None or comm.size == 1 else comm.first_to_fail()
+    if json_out is not None and reports:
         print(json_text({**json_out[0], "error": f"stopped by {signal.Signals(signum).name}"}), file=out,
               flush=True)
     if comm is not None and comm.size > 1:  # the other ranks may still wait for their kernels

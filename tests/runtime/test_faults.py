@@ -132,6 +132,16 @@ def test_a_signal_ends_an_mpi_run_on_every_rank(tmp_path, segments_before, signu
 
 
 @pytest.mark.timeout(90)
+def test_a_signal_to_one_rank_but_0_still_gives_the_json_outcome(tmp_path, segments_before):
+    """SIGTERM to rank 1 alone: rank 0, which reported a stop, was not stopped; stdout was empty."""
+    process = start("--set", "fault=12", "--json", np_=2, cache=tmp_path)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM and "rank 1: stopped by SIGTERM" in err, err
+    assert json.loads(out.strip())["error"] == "stopped by SIGTERM"  # one object
+    assert nothing_left(tmp_path, segments_before)
+
+
+@pytest.mark.timeout(90)
 def test_a_rank_waiting_on_a_stopped_rank_names_that_rank_as_the_stall(tmp_path, segments_before):
     """A rank stopped (SIGSTOP) in its kernel: a rank waiting for its data reported the stall as its own
     ("no task completed ... 9 task(s) in the window"), the stopped rank last in its list; then named it

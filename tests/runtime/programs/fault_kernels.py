@@ -61,6 +61,13 @@ def mute(a):
         raise RuntimeError("failed with no stream left to say it")
 
 
+def halt(a):
+    """Send this process SIGTERM, as a batch system or an administrator might one rank (rank 1 only)."""
+    if os.environ.get("PMI_RANK") == "1":
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+
 def hush(a):
     """Close Python's sys.stdout and sys.stderr, then fail (rank 1 only)."""
     if os.environ.get("PMI_RANK") == "1":
