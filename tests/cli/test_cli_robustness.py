@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -912,6 +913,29 @@ def test_a_summary_stdout_cannot_take_is_one_line_not_an_internal_error():
     assert out.returncode == 1 and "internal error" not in out.stderr
     assert out.stderr.strip() == "tiledsl: error: the summary could not be written to stdout: No space left on device"
 
+
+
+@pytest.mark.parametrize("failure", [BrokenPipeError(32, "Broken pipe"), OSError(28, "No space left on device")])
+def test_a_kernels_print_to_a_stdout_gone_is_dropped_and_the_main_thread_still_told(failure):
+    """On one rank a kernel printing to `| head` or `> /dev/full` failed ('kernel k failed ... BrokenPipeError
+    at cli.py'), exit 1: on several ranks the same run ends with 141, or the one line of a full device."""
+    from tiledsl.commands.cli import StdoutError, _GuardedStdout
+
+    class Gone:
+        def write(self, text):
+            raise failure
+
+        def flush(self):
+            raise failure
+
+    stdout = _GuardedStdout(Gone())
+    written = []
+    kernel = threading.Thread(target=lambda: written.append((stdout.write("log line\n"), stdout.flush())))
+    kernel.start()
+    kernel.join()
+    assert written == [(9, None)]
+    with pytest.raises(BrokenPipeError if isinstance(failure, BrokenPipeError) else StdoutError):
+        stdout.write("summary\n")
 
 
 @pytest.mark.timeout(120)

@@ -14,6 +14,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -158,16 +159,30 @@ def _write_out(text: str) -> None:
 
 class _GuardedStdout:
     """sys.stdout, whose write failures say that they are stdout's: an OSError from anywhere else
-    is tiledsl's own (an internal error), one from here the user's disk or device."""
+    is tiledsl's own (an internal error), one from here the user's disk or device.
+
+    A kernel's print (any thread but the main one) that fails is dropped: stdout's reader leaving
+    (`| head`) or a full device is the run's, which says it once as it writes its summary, with
+    the status it has on several ranks (141, or the one line of a full device), and no kernel
+    fails for it."""
 
     def __init__(self, stream):
         self._stream = stream
 
     def write(self, text: str) -> int:
-        return self._guarded(self._stream.write, text)
+        return self._kept(self._stream.write, text) or len(text)
 
     def flush(self) -> None:
-        self._guarded(self._stream.flush)
+        self._kept(self._stream.flush)
+
+    def _kept(self, action, *args):
+        """``action(*args)``, whose failure off the main thread is dropped (None)."""
+        try:
+            return self._guarded(action, *args)
+        except OSError:
+            if threading.current_thread() is threading.main_thread():
+                raise
+            return None
 
     @staticmethod
     def _guarded(action, *args):
