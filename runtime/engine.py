@@ -99,6 +99,15 @@ class _SwitchInterval:
 
 _SWITCH = _SwitchInterval()
 
+#: the worker threads runs left running a kernel (a stall's, one past STOP_SECONDS): still in the process
+_LEFT_RUNNING: list = []
+
+
+def kernels_left_running() -> bool:
+    """Whether a kernel a run left running (:meth:`Engine._stop`) is still running in this process."""
+    _LEFT_RUNNING[:] = [thread for thread in _LEFT_RUNNING if thread.is_alive()]
+    return bool(_LEFT_RUNNING)
+
 
 class Engine:
     """Runs a driver's ``generate`` on this rank with ``workers`` CPU threads."""
@@ -305,6 +314,7 @@ class Engine:
         for thread in threads:
             if thread.ident is not None:  # a CPU worker is not started before the GPUs are ready
                 thread.join(max(0.0, deadline - time.monotonic()))
+        _LEFT_RUNNING.extend(thread for thread in threads if thread.is_alive())
         if self.stalled or not any(thread.is_alive() for thread in threads):
             return ""
         with self.lock:

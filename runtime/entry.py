@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..drivercontract import forget_hiding, hiding
 from . import blas
-from .engine import STOP_SECONDS, TaskFailure
+from .engine import STOP_SECONDS, TaskFailure, kernels_left_running
 from .errors import InternalFailure, shortage
 from .fitting import fit_files
 from .leftovers import adopt_orphans, end_leftovers
@@ -382,7 +382,19 @@ def main(program, *_older_driver_arguments) -> None:
                               ranks=size[1] if size else 1,
                               description=f"Run the tile program {program.name} ({program.source}).")
     add_run_arguments(parser, program.tiling.kind)
-    sys.exit(run_and_report(driver, _parsed_once(parser)))
+    sys.exit(process_status(run_and_report(driver, _parsed_once(parser))))
+
+
+def process_status(status: int) -> int:
+    """``status``, for the process to exit with; or the process ends now with it, its streams flushed,
+    where a kernel a run left running is still in it: Python's own end would wait on what the
+    kernel holds (stdin's lock, for a kernel blocked in ``input()``: "Fatal Python error", exit 134)."""
+    if kernels_left_running():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        os._exit(status)
+    return status
 
 
 def _loading_failure(error: Exception) -> str | None:

@@ -3,6 +3,7 @@
 ``programs/faults.tile`` with ``fault=8`` spins at k = 1 in a call-free loop of 10^9
 iterations (under the bound on a loop nest's iterations, but many seconds long); ``fault=2`` runs a kernel that sleeps for ten minutes.
 """
+import os
 import re
 import subprocess
 import sys
@@ -246,3 +247,22 @@ def test_a_kernel_that_held_the_gil_past_the_limit_and_returned_is_no_stall_ever
         out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "hold.tile", "--n", "256",
                               "--watchdog", "2"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
         assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_kernel_left_blocked_on_stdin_ends_the_process_with_the_runs_status(tmp_path):
+    """A kernel in input() on a stdin left open: the watchdog failed the run (exit 1), then Python's
+    end waited on stdin's lock, held by the kernel's thread: 'Fatal Python error', exit 134."""
+    (tmp_path / "k.py").write_text("def k(A):\n    input()\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel k(inout A)\nprogram t {\n  tiling uniform(nb = 8)\n'
+                                     "  matrix A[n, n] = zeros\n  k(A[0, 0])\n}\n")
+    reading, writing = os.pipe()  # kept open: input() waits for ever
+    try:
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "t.tile", "--n", "8",
+                              "--watchdog", "1"], cwd=tmp_path, stdin=reading, capture_output=True, text=True,
+                             timeout=50)
+    finally:
+        os.close(reading)
+        os.close(writing)
+    assert out.returncode == 1 and "watchdog: no task completed" in out.stderr, out.stderr
+    assert "Fatal Python error" not in out.stderr

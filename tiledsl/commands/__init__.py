@@ -35,7 +35,9 @@ def main() -> int:
 
     if signal.SIGINT not in ignored:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    return command_line()
+    from ..runtime.entry import process_status
+
+    return process_status(command_line())
 
 
 def _stopped(signum, frame):

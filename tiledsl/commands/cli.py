@@ -29,7 +29,7 @@ from ..packages import missing_package
 from .files import replacing
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
-from ..runtime.entry import Stopped
+from ..runtime.entry import Stopped, process_status
 from ..runtime.outputs import check_replaceable, check_writable
 from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, json_text
@@ -738,4 +738,4 @@ def _cached_driver(path: str):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(process_status(main()))
