@@ -138,6 +138,8 @@ def _residuals(name: str, value) -> tuple[dict | None, str | None]:
     for key, entry in value.items():
         if not isinstance(key, str):
             return None, f"returned a dict whose key {key!r} is not a name (str)"
+        if not key.strip():  # the summary's line of it would name nothing
+            return None, f"returned a dict whose key {key!r} is blank: name each residual"
         if not real(entry):
             return None, f"returned a dict whose entry {key!r} is {type(entry).__name__}, not a number"
         if entry < 0:

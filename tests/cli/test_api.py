@@ -355,11 +355,13 @@ program checked {
 CHECK_BODIES = {
     "raises": "def verdict(before, after):\n    raise KeyError('nope')\n",
     "text": "def verdict(before, after):\n    return 'tiny'\n",
+    "blank name": "def verdict(before, after):\n    return {'  ': 2.0}\n",
 }
 CHECK_MESSAGES = {
     "raises": "check verdict (checked.tile:10): verdict raised KeyError at checks.py:6: 'nope'",
     "text": ("check verdict (checked.tile:10): verdict returned str; a check returns a float residual "
              "or a non-empty dict of name → float"),
+    "blank name": "check verdict (checked.tile:10): verdict returned a dict whose key '  ' is blank: name each residual",
 }
 
 
