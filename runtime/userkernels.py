@@ -85,7 +85,7 @@ def _user_kernels(program, driver) -> dict:
             if not _is_body(body):
                 raise TaskFailure(f"kernel module {_module_named(program, driver, module)}: {call.kernel} must be a "
                                   f"function (for the call {call.text}), {_what(body)}", launcher_rank(), call.line)
-            found[call.kernel] = (body, _gpu_body(module, program.kernel_module, call.kernel))
+            found[call.kernel] = (body, _gpu_body(module, _module_named(program, driver, module), call))
     return found
 
 
@@ -111,14 +111,15 @@ def _what(body) -> str:
     return "not a class" if isinstance(body, type) else f"not {type(body).__name__} {reprlib.repr(body)}"
 
 
-def _gpu_body(module, module_name: str, kernel: str):
-    """The GPU body ``kernel``_gpu of ``module``, None if it has none; a UsageError if it is not callable."""
-    name = kernel + GPU_SUFFIX
+def _gpu_body(module, module_name: str, call):
+    """The GPU body NAME_gpu of ``call``'s kernel in ``module``, None if it has none; a failure at the
+    call's line, as a CPU body's, if it is not callable (with GPUs or without: the module is wrong)."""
+    name = call.kernel + GPU_SUFFIX
     body = vars(module).get(name)
     if body is None or _is_body(body):
         return body
-    raise UsageError(f"kernel module {module_name}: {name} must be a function (the GPU body of kernel {kernel}), "
-                     f"{_what(body)}")
+    raise TaskFailure(f"kernel module {module_name}: {name} must be a function (the GPU body of kernel "
+                      f"{call.kernel}, for the call {call.text}), {_what(body)}", launcher_rank(), call.line)
 
 
 def load_kernel_module(program, driver):

@@ -7,6 +7,7 @@ their GPU body (``NAME_gpu``) on the GPU holding their main output, and on the
 owner's host without one.
 """
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ import pytest
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.commands.explain import plan
-from tiledsl.runtime import Options, UsageError, execute
+from tiledsl.runtime import Options, execute
 from tiledsl.runtime.engine import TaskFailure
 from tiledsl.runtime.protocol import Instance
 
@@ -212,14 +213,17 @@ def test_user_kernels_run_their_gpu_body_on_gpus_and_their_cpu_body_on_the_host(
 
 
 @pytest.mark.timeout(60)
-def test_a_gpu_body_that_is_not_a_function_is_a_usage_error(tmp_path):
+@pytest.mark.parametrize("gpus", [1, 0])
+def test_a_gpu_body_that_is_not_a_function_fails_the_run_at_its_call_as_a_cpu_bodys_does(tmp_path, gpus):
+    """It was a usage error (exit 2) naming no rank and no line, unlike a CPU body that is no function."""
     driver, _ = placement_with_gpu_bodies(tmp_path, ())
     with open(tmp_path / "placement_kernels.py", "a") as module:
         module.write("\npair_gpu = 'fast'\n")
-    with pytest.raises(UsageError) as error:
-        execute(driver, Options(n=56, gpus=1))
-    assert str(error.value) == ("kernel module placement_kernels.py: pair_gpu must be a function "
-                                "(the GPU body of kernel pair), not str 'fast'")
+    with pytest.raises(TaskFailure) as error:
+        execute(driver, Options(n=56, gpus=gpus))
+    assert re.fullmatch(r"kernel module placement_kernels.py: pair_gpu must be a function \(the GPU body of kernel "
+                        r"pair, for the call pair\(.*\)\), not str 'fast'", str(error.value))
+    assert error.value.line == 21  # placement.tile's call of pair
 
 
 @pytest.mark.timeout(120)
