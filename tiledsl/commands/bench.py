@@ -321,9 +321,10 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
     notes = [] if found else [_without_reference(program)]
     if with_dask and kind in DASK_KINDS:
+        installed = importlib.util.find_spec("dask") is not None
         if not dask_chunks(order):  # said whether dask is installed or not: installing it would not help
-            notes.append(_without_dask(order, order_name))
-        elif importlib.util.find_spec("dask") is None:
+            notes.append(_without_dask(order, order_name) + ("" if installed else " (it is not installed either)"))
+        elif not installed:
             notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
     residual, passed, tiles, params, sources, flops, source = None, None, {}, {}, {}, None, None
     residuals, errors = {}, []
