@@ -155,9 +155,10 @@ _GRID = re.compile(r"\s*([0-9]+)\s*[xX]\s*([0-9]+)\s*")
 _RATIO = re.compile(r"\s*([0-9]+)\s*(?::\s*([0-9]+)\s*)?")
 
 
-def parse_ratio(text: str) -> tuple[int, int]:
+def parse_ratio(text: str, keep_on_host: str = "leave out --gpus") -> tuple[int, int]:
     """Parse a host/GPU column ratio ``"H:G"`` (``"H"`` alone is ``H:1``): H block columns
-    to the host for every G to each GPU, in each cycle of a rank's columns."""
+    to the host for every G to each GPU, in each cycle of a rank's columns. ``keep_on_host``
+    says how the caller keeps every tile on the host, which ``G = 0`` asks for in vain."""
     match = _RATIO.fullmatch(text)
     if match is None:
         raise ValueError(f"bad GPU ratio {text!r}: expected H:G with integers, like 1:4 "
@@ -165,7 +166,7 @@ def parse_ratio(text: str) -> tuple[int, int]:
     host, gpu = int(match[1]), int(match[2] or 1)
     if gpu < 1:
         raise ValueError(f"bad GPU ratio {text!r}: G must be at least 1 (to keep every tile on the host, "
-                         f"leave out --gpus; kernels without a GPU body run on the host anyway)")
+                         f"{keep_on_host}; kernels without a GPU body run on the host anyway)")
     return host, gpu
 
 

@@ -446,14 +446,15 @@ def add_tuning_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ignore this machine's tuned tile sizes and ratio (tiledsl tune)")
 
 
-def size_options(args: argparse.Namespace) -> Options:
+def size_options(args: argparse.Namespace, keep_on_host: str = "leave out --gpus") -> Options:
     """Options holding only the size, tile settings, parameters and ``--input`` files of parsed
-    arguments (the files' matrix names are checked with the program's, :func:`.fitting.fit_files`)."""
+    arguments (the files' matrix names are checked with the program's, :func:`.fitting.fit_files`).
+    ``keep_on_host`` is the command's way to keep every tile on the host, advised for ``--gpu-ratio H:0``."""
     tiles = {k: getattr(args, k) for k in TILE_SETTINGS if getattr(args, k) is not None}
     options = Options(n=args.n, tiles=tiles, sets=set_texts(args.set), inputs=_paths(args.input, "--input"))
     if getattr(args, "gpu_ratio", None) is not None:
         try:
-            options.gpu_ratio = parse_ratio(args.gpu_ratio)
+            options.gpu_ratio = parse_ratio(args.gpu_ratio, keep_on_host)
         except ValueError as error:
             raise UsageError(f"--gpu-ratio: {error}") from None
         if getattr(args, "gpus", 0) == 0:  # None: the command knows its GPUs later (simulate: a machine file's)

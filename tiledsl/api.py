@@ -493,7 +493,7 @@ def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> 
         if not isinstance(gpu_ratio, str):
             raise TiledslError(f"gpu_ratio must be 'H:G' or (H, G), got {gpu_ratio!r}")
         try:
-            gpu_ratio = parse_ratio(gpu_ratio)
+            gpu_ratio = parse_ratio(gpu_ratio, keep_on_host="leave out gpus=")
         except ValueError as error:
             raise TiledslError(str(error)) from None
     return dict(gpu_memory=gpu_memory, gpu_ratio=gpu_ratio, gpu_streams=gpu_streams, host_takes=host_takes)

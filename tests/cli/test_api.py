@@ -540,7 +540,7 @@ def test_gpu_settings_are_the_command_lines():
     assert cholesky.run(A=a, tiles={"nb": 32}).gpus is None
     for settings, message in ((dict(gpu_memory="1M"), "gpu_memory= needs gpus= .at least 1 GPU."),
                               (dict(gpus=1, gpu_memory="lots"), "gpu_memory: 'lots' is not a size"),
-                              (dict(gpus=1, gpu_ratio=(1, 0)), "G must be at least 1"),
+                              (dict(gpus=1, gpu_ratio=(1, 0)), "G must be at least 1 .*the host, leave out gpus=;"),
                               (dict(gpus=1, gpu_ratio=1.5), "gpu_ratio must be 'H:G' or .H, G., got 1.5"),
                               (dict(gpus=1, gpu_streams=0), "gpu_streams must be at least 1, got 0"),
                               (dict(gpus=1, host_takes="yes"), r"host_takes must be True \('on'\), False \('off'\) or None"),

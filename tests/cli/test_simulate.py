@@ -441,6 +441,16 @@ def test_gpu_ratio_takes_the_machine_files_gpus(capsys, machine_file):
         assert capsys.readouterr().err.strip().startswith("tiledsl: error: --gpu-ratio needs ")
 
 
+def test_a_ratio_without_gpu_columns_is_advised_gpus_0(capsys):
+    """--gpu-ratio 0:0 advised leaving out --gpus, which simulate then takes from the machine file (run's
+    --gpus defaults to 0: there the advice stands)."""
+    for gpus in ((), ("--gpus", "2")):
+        assert main(["simulate", "cholesky", "--n", "600", "--machine", "keeneland", "--gpu-ratio", "0:0", *gpus]) == 2
+        assert "G must be at least 1 (to keep every tile on the host, give --gpus 0; " in capsys.readouterr().err
+    assert main(["run", "cholesky", "--n", "600", "--gpus", "1", "--gpu-ratio", "0:0"]) == 2
+    assert "G must be at least 1 (to keep every tile on the host, leave out --gpus; " in capsys.readouterr().err
+
+
 @pytest.mark.timeout(60)
 def test_a_grid_alone_gives_the_ranks(capsys, machine_file):
     """--grid 2x2 alone was refused (--nodes is 1), though the --np hint says it gives the ranks."""

@@ -82,7 +82,7 @@ def run(args, driver) -> int:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     program = driver.PROGRAM
     machine = None if args.machine is None else load(args.machine)
-    options = size_options(args)
+    options = size_options(args, keep_on_host="give --gpus 0")  # without --gpus, a machine file's GPUs are simulated
     options.gpus = args.gpus if args.gpus is not None else machine.gpus if machine else 0
     options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
     options.priorities, options.broadcast = args.priorities, args.broadcast
