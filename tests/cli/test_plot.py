@@ -167,11 +167,11 @@ def test_many_transfers_are_drawn_as_few_collections(tmp_path, capsys):
     """A 16-node simulation's trace (31,692 events) did not draw in 5 minutes: an artist per transfer."""
     from tiledsl.commands.plot import draw
 
-    figure, ranks = draw(busy_trace(16, 700, 1300), "busy.json")  # 32,000 events
+    figure, _, ranks = draw(busy_trace(16, 700, 1300), "busy.json")  # 32,000 events
     collections = figure.axes[0].collections
     assert ranks == 16 and len(collections) == 16 * 3  # per rank: gemm's bars, and two rows of sends and receives
     assert {c.get_hatch() for c in collections} == {None}  # 1,300 bars on a lane: colour alone
-    figure, _ = draw(busy_trace(1, 10, 20), "small.json")
+    figure, *_ = draw(busy_trace(1, 10, 20), "small.json")
     assert {c.get_hatch() for c in figure.axes[0].collections} == {None, "////", "\\\\\\\\"}  # few: hatched
     trace = tmp_path / "busy.json"
     trace.write_text(json.dumps(busy_trace(16, 700, 1300)))
@@ -181,17 +181,26 @@ def test_many_transfers_are_drawn_as_few_collections(tmp_path, capsys):
 
 
 @pytest.mark.timeout(60)
-def test_the_first_16_ranks_of_a_larger_trace_are_drawn_and_the_rest_said(tmp_path, capsys):
+def test_the_busiest_16_ranks_of_a_larger_trace_are_drawn_and_named(tmp_path, capsys):
+    """Of a simulated cluster's 1024 ranks, plot drew ranks 0-15 (most of them idle, the busy ones left out)
+    and its title gave their end, not the run's."""
     from tiledsl.commands.plot import draw
 
-    figure, ranks = draw(busy_trace(20, 3, 2), "wide.json")
-    assert ranks == 20 and len(figure.axes[0].get_yticks()) == 16 * 2
-    assert figure.axes[0].get_title() == "wide.json: 48 tasks on the first 16 of 20 rank(s), 2.9e-05 s"
+    document = busy_trace(20, 0, 2)  # idle ranks whose transfers end at 14 µs
+    document["traceEvents"] += [{"ph": "X", "pid": rank, "tid": 0, "name": "gemm", "cat": "task", "ts": 0, "dur": dur}
+                                for rank, dur in ((3, 5), (17, 9), (18, 7))]
+    document["traceEvents"].append({"ph": "X", "pid": 19, "tid": 1, "name": "send", "cat": "transfer", "ts": 20,
+                                    "dur": 30})  # the run's end, on a rank not drawn
+    figure, drawn, ranks = draw(document, "wide.json")
+    assert (ranks, drawn) == (20, [*range(14), 17, 18]) and len(figure.axes[0].get_yticks()) == 16 * 2
+    assert figure.axes[0].get_title() == "wide.json: 3 tasks on 20 rank(s), 5e-05 s (drawn: the 16 busiest)"
     trace = tmp_path / "wide.json"
-    trace.write_text(json.dumps(busy_trace(20, 3, 2)))
+    trace.write_text(json.dumps(document))
     assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 0
-    assert capsys.readouterr().err.strip() == (f"tiledsl: warning: {trace} has 20 ranks: plot draws the first 16 "
-                                               "(ranks 0-15)")
+    assert capsys.readouterr().err.strip() == (f"tiledsl: warning: {trace} has 20 ranks: plot draws the 16 busiest "
+                                               "(ranks 0-13, 17-18)")
+    figure, drawn, _ = draw(busy_trace(16, 3, 2), "16.json")
+    assert drawn == list(range(16)) and figure.axes[0].get_title() == "16.json: 48 tasks on 16 rank(s), 2.9e-05 s"
 
 
 @pytest.mark.timeout(120)

@@ -10,9 +10,9 @@ hatched bars on their lanes (overlapping transfers stacked in thin rows).
 
 Its cost grows with the events drawn: the bars of a lane are one collection per
 kernel or per transfer row and kind, and a lane of more than :data:`FEW_BARS` bars
-draws them without edges or hatching (each bar a pixel or two wide there). Only
-the first :data:`MOST_RANKS` ranks are drawn (a simulated cluster's trace has
-hundreds): the title and a warning say so.
+draws them without edges or hatching (each bar a pixel or two wide there). At most
+:data:`MOST_RANKS` ranks are drawn, the longest at tasks (a simulated cluster's trace
+has hundreds, most of them idle): a warning names them; the title gives every rank's totals.
 
 Drawing uses matplotlib's object API (a :class:`~matplotlib.figure.Figure`
 saved through the Agg, SVG or PDF canvas): it never opens a window and never
@@ -153,16 +153,34 @@ def kernels(all_lanes: list[Lane]) -> list[str]:
     return sorted(first, key=lambda name: (first[name], name))
 
 
-def first_ranks(all_lanes: list[Lane]) -> tuple[list[Lane], int]:
-    """The lanes of the first :data:`MOST_RANKS` ranks, and how many ranks the trace has."""
-    ranks = sorted({lane.rank for lane in all_lanes})
-    kept = set(ranks[:MOST_RANKS])
-    return [lane for lane in all_lanes if lane.rank in kept], len(ranks)
+def drawn_ranks(all_lanes: list[Lane]) -> list[int]:
+    """The ranks drawn: all of a trace of at most :data:`MOST_RANKS`, else the :data:`MOST_RANKS`
+    longest at tasks (the lower rank first among equals), in rank order."""
+    busy: dict = {}
+    for lane in all_lanes:
+        busy[lane.rank] = busy.get(lane.rank, 0.0) + sum(e[1] for e in lane.events if e[3] != "transfer")
+    return sorted(sorted(busy, key=lambda rank: (-busy[rank], rank))[:MOST_RANKS])
 
 
-def title(document: dict, path, all_lanes: list[Lane], traced: int) -> str:
-    """The chart's title: the program's description when the trace has one, and totals (of the
-    ``all_lanes`` drawn: ``traced`` ranks in the trace)."""
+def rank_list(ranks: list[int]) -> str:
+    """``0-3, 32, 64-65``: sorted ranks, each run of consecutive ones as its ends."""
+    runs: list[list[int]] = []  # [first, last] of each run
+    for rank in ranks:
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
+
+
+def end_time(all_lanes: list[Lane]) -> float:
+    """When the last event of ``all_lanes`` ends, in seconds."""
+    return max((e[0] + e[1] for lane in all_lanes for e in lane.events), default=0.0)
+
+
+def title(document: dict, path, all_lanes: list[Lane], drawn: list[int]) -> str:
+    """The chart's title: the program's description when the trace has one, and the totals of
+    every rank (``drawn``: the ranks drawn, said when some are not)."""
     info = document.get("otherData") or document.get("metadata") or {}
     head = Path(str(path)).name
     if isinstance(info, dict) and info.get("program"):
@@ -170,9 +188,8 @@ def title(document: dict, path, all_lanes: list[Lane], traced: int) -> str:
         head = f"{info['program']} {sizes}".strip() + f" ({head})"
     tasks = sum(e[3] != "transfer" for lane in all_lanes for e in lane.events)
     ranks = len({lane.rank for lane in all_lanes})
-    span = max((e[0] + e[1] for lane in all_lanes for e in lane.events), default=0.0)
-    shown = f"the first {ranks} of {traced}" if traced > ranks else str(ranks)
-    return f"{head}: {tasks} tasks on {shown} rank(s), {span:.4g} s"
+    shown = f" (drawn: the {len(drawn)} busiest)" if ranks > len(drawn) else ""
+    return f"{head}: {tasks} tasks on {ranks} rank(s), {end_time(all_lanes):.4g} s{shown}"
 
 
 # ---------------------------------------------------------------- drawing
@@ -244,13 +261,16 @@ def _legend(axes, names: list[str], colours: dict, all_lanes: list[Lane]) -> Non
 
 
 def draw(document: dict, source, width: float | None = None) -> tuple:
-    """A matplotlib Figure with the Gantt chart of ``document`` (read from ``source``), and the
-    ranks the trace has (those past :data:`MOST_RANKS` are not drawn)."""
+    """A matplotlib Figure with the Gantt chart of ``document`` (read from ``source``), the ranks
+    it draws (:func:`drawn_ranks`) and how many the trace has."""
     Figure = _figure_class()
-    all_lanes, traced = first_ranks(lanes(document))
+    every_lane = lanes(document)
+    drawn = drawn_ranks(every_lane)
+    kept = set(drawn)
+    all_lanes = [lane for lane in every_lane if lane.rank in kept]
     rows = _rows(all_lanes)
     total = rows[-1][1] + rows[-1][2]
-    span = max((e[0] + e[1] for lane in all_lanes for e in lane.events), default=0.0)
+    span = end_time(every_lane)  # the run's, though the rank that ends it be not drawn
     figure = Figure(figsize=(width or 12.0, 1.6 + 0.32 * total), layout="constrained")
     axes = figure.add_subplot()
     names = kernels(all_lanes)
@@ -266,9 +286,9 @@ def draw(document: dict, source, width: float | None = None) -> tuple:
     axes.grid(axis="x", color="#dddddd", linewidth=0.5)
     axes.set_axisbelow(True)
     axes.tick_params(axis="y", length=0)
-    axes.set_title(title(document, source, all_lanes, traced), fontsize=10)
+    axes.set_title(title(document, source, every_lane, drawn), fontsize=10)
     _legend(axes, names, colours, all_lanes)
-    return figure, traced
+    return figure, drawn, len({lane.rank for lane in every_lane})
 
 
 def _rank_labels(axes, rows: list, widest: int) -> None:
@@ -299,11 +319,11 @@ def plot(trace_path, output, width: float | None = None) -> str | None:
     _figure_class()  # the missing-matplotlib message before reading anything
     document = load_trace(trace_path)
     try:
-        figure, traced = draw(document, trace_path, width)
+        figure, drawn, traced = draw(document, trace_path, width)
     except TraceError as error:
         raise TraceError(f"{trace_path}: {error}") from None
     with replacing(output) as temporary:
         figure.savefig(temporary, dpi=150, metadata={MARK_FIELDS[suffix]: DRAWN_BY})
-    if traced > MOST_RANKS:
-        return f"{trace_path} has {traced} ranks: plot draws the first {MOST_RANKS} (ranks 0-{MOST_RANKS - 1})"
+    if traced > len(drawn):
+        return f"{trace_path} has {traced} ranks: plot draws the {len(drawn)} busiest (ranks {rank_list(drawn)})"
     return None
