@@ -7,7 +7,8 @@ only sending them (a column of tiles whose tasks all write one row's tiles). The
 warnings of :func:`.resources.ranks_without_tiles` and
 :func:`.reporting.idle_ranks_warning` name these grids, or where none helps a smaller tile
 size at which one does, or say that neither helps (:func:`idle_rank_advice`): a program
-whose every task writes one tile (a sum into one block) keeps ranks idle at any tile size.
+whose every task writes one tile (a sum into one block) keeps ranks idle at any tile size,
+and 1x1 tiles have none smaller.
 """
 from __future__ import annotations
 
@@ -88,13 +89,17 @@ TRIED_TILES = 16384
 def idle_rank_advice(driver, options: Options, params, ranks: int, gpus: int = 0, ratio: tuple | None = None) -> str:
     """What a warning of ranks with nothing to do advises: the grids on which every rank runs a
     task; where there is none, a smaller uniform tile size at which one does (``options``: the
-    run's, at ``params``), or that smaller tiles do not help either (as far as they were tried)."""
+    run's, at ``params``), or that smaller tiles do not help either (as far as they were tried),
+    or that none exists (1x1 tiles)."""
     grids = grids_where_every_rank_computes(driver, params, ranks, gpus, ratio)
     if grids:
         return f"use {' or '.join(f'--grid {p}x{q}' for p, q in grids)}, on which every rank runs a task"
     none = f"no grid of {ranks} ranks gives every rank a task"
+    effective = _effective_tile_size(driver, params)
+    if effective == 1:
+        return f"{none}, and the tiles are 1x1 already: use fewer ranks"
     tried = None
-    for smaller in _smaller_params(driver, options, params):
+    for smaller in _smaller_params(driver, options, effective):
         tried = smaller.nb
         grids = grids_where_every_rank_computes(driver, smaller, ranks, gpus, ratio)
         if grids:
@@ -105,13 +110,21 @@ def idle_rank_advice(driver, options: Options, params, ranks: int, gpus: int = 0
     return f"{none}, nor at smaller tiles (down to --nb {tried}): use fewer ranks"
 
 
-def _smaller_params(driver, options: Options, params):
-    """The run's parameters at its uniform tile size halved, then halved again (:data:`HALVINGS`
-    times at most), while the program accepts them and its matrices have few enough tiles to try."""
+def _effective_tile_size(driver, params) -> int | None:
+    """The run's uniform tile size, at most its largest matrix's larger side (n = 40 at nb = 256: 40, the
+    tiles being no larger); None for hybrid tiles."""
     if driver.PROGRAM.tiling.kind != "uniform":
-        return
+        return None
     shapes = matrix_shapes(driver, params)[0].values()
-    nb = min(params.nb, max((max(int(m), int(n)) for m, n in shapes), default=params.nb))  # n = 40: from 40, not 256
+    return min(params.nb, max((max(int(m), int(n)) for m, n in shapes), default=params.nb))
+
+
+def _smaller_params(driver, options: Options, nb: int | None):
+    """The run's parameters at uniform tile size ``nb`` (:func:`_effective_tile_size`) halved, then halved
+    again (:data:`HALVINGS` times at most), while the program accepts them and its matrices have few enough
+    tiles to try."""
+    if nb is None:
+        return
     for _ in range(HALVINGS):
         nb //= 2
         if nb < 1:

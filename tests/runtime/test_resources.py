@@ -269,3 +269,15 @@ def test_the_advice_of_smaller_tiles_starts_from_the_matrix_and_names_the_progra
                                         "  for k in 0 .. A.mt { pscale(A[k, k : A.nt]) }\n}\n")
     assert main(["explain", str(tmp_path / "rows.tile"), "--grid", "4x1", "--n", "130", "--totals"]) == 0
     assert "smaller tiles (--nb 25 on --grid 4x1)" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("n, nb", [(2, 1), (1, 256)])
+def test_at_1x1_tiles_only_fewer_ranks_are_advised(compiled, n, nb):
+    """Smaller tiles were advised at nb = 1 (or a 1x1 matrix), where none exist."""
+    from tiledsl.runtime.gridadvice import idle_rank_advice
+
+    cholesky = compiled("programs/cholesky.tile")
+    options = Options(n=n, tiles={"nb": nb})
+    assert idle_rank_advice(cholesky, options, make_params(cholesky, options), 4) == \
+        "no grid of 4 ranks gives every rank a task, and the tiles are 1x1 already: use fewer ranks"
