@@ -15,6 +15,7 @@ A task's size is the order of the square tile with the same flops
 from __future__ import annotations
 
 import bisect
+import json
 
 from .flops import modelled_flops
 from .world import UsageError
@@ -37,7 +38,7 @@ class Rates:
 
     def __init__(self, table: dict, where: str):
         if not isinstance(table, dict) or not table:
-            raise RateError(f"{where}: kernel rates are a {{kernel: GFLOP/s}} object, got {table!r}")
+            raise RateError(f"{where}: kernel rates are a {{kernel: GFLOP/s}} object, got {json.dumps(table)}")
         if not ({"gemm", "default"} & set(table)):
             raise RateError(f"{where}: give at least gemm's rate (or a default)")
         self.tables = {name: _table(value, f"{where}.{name}") for name, value in table.items()}
@@ -85,15 +86,15 @@ def _table(value, where: str) -> tuple[list, list]:
         try:  # JSON's keys are strings: a size is one as text; a rate, as anywhere, is a number
             pairs = sorted((int(size), _number(rate)) for size, rate in value.items())
         except (TypeError, ValueError):
-            raise RateError(f"{where}: a rate table maps tile sizes to GFLOP/s, got {value!r}") from None
+            raise RateError(f"{where}: a rate table maps tile sizes to GFLOP/s, got {json.dumps(value)}") from None
     else:
-        raise RateError(f"{where}: a rate is a number of GFLOP/s or a {{size: GFLOP/s}} table, got {value!r}")
+        raise RateError(f"{where}: a rate is a number of GFLOP/s or a {{size: GFLOP/s}} table, got {json.dumps(value)}")
     bad = next(((size, rate) for size, rate in pairs if not LEAST_RATE <= rate <= MOST_RATE), None)  # NaN too
     if bad is not None:
-        got = f"{bad[1]!r} at size {bad[0]}" if isinstance(value, dict) else repr(value)
+        got = f"{json.dumps(bad[1])} at size {bad[0]}" if isinstance(value, dict) else json.dumps(value)
         raise RateError(f"{where}: rates are GFLOP/s from {LEAST_RATE:g} to {MOST_RATE:g}, got {got}")
     if isinstance(value, dict) and any(size < 1 for size, _ in pairs):
-        raise RateError(f"{where}: the tile sizes of a rate table are positive integers, got {value!r}")
+        raise RateError(f"{where}: the tile sizes of a rate table are positive integers, got {json.dumps(value)}")
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 

@@ -158,30 +158,36 @@ def test_rates_are_interpolated_in_the_tile_size():
     ({"cores": 10 ** 9}, "bad.json: cores must be an integer from 1 to 4096, got 1000000000"),
     ({"gpus": 1.5, "gpu": {"gemm": 9}}, "bad.json: gpus must be an integer from 0 to 4096, got 1.5"),
     ({"memory_gbs": 0}, "bad.json: memory_gbs must be positive (leave it out for no memory time), got 0"),
-    ({"cpu": {"gemm": float("nan")}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got nan"),
-    ({"cpu": {"gemm": float("inf")}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got inf"),
+    ({"cpu": {"gemm": float("nan")}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got NaN"),
+    ({"cpu": {"gemm": float("inf")}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got Infinity"),
     ({"cpu": {"gemm": {"0": 3}}}, "bad.json: cpu.gemm: the tile sizes of a rate table are positive integers"),
     ({"network": {"latency_us": float("nan"), "bandwidth_gbs": 3}},
-     "bad.json: network.latency_us must be a number from 0 to 1e+09, got nan"),
-    ({"runtime": {"task_us": float("nan")}}, "bad.json: runtime.task_us must be a number from 0 to 1e+09, got nan"),
+     "bad.json: network.latency_us must be a number from 0 to 1e+09, got NaN"),
+    ({"runtime": {"task_us": float("nan")}}, "bad.json: runtime.task_us must be a number from 0 to 1e+09, got NaN"),
     ({"cpu": {"gemm": 1e-300}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got 1e-300"),
     ({"cpu": {"gemm": {"64": 3.0, "128": float("nan")}}},  # the entry, not the whole table
-     "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got nan at size 128"),
+     "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got NaN at size 128"),
     ({"network": {"latency_us": 1e300, "bandwidth_gbs": 3}},
      "bad.json: network.latency_us must be a number from 0 to 1e+09, got 1e+300"),
     ({"network": {"latency_us": 1}}, "network must give exactly latency_us, bandwidth_gbs"),
     ({"cpu": {"potrf": 3}}, "give at least gemm's rate"),
     ({"cpu": {"gemm": {"big": 3}}}, "cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
-    ({"speed": 3}, "unknown field 'speed'"),
+    ({"speed": 3}, "unknown field 'speed' (fields: "),
     ({"runtime": {"walk_us": 1, "walk_ms": 3}}, "unknown field 'runtime.walk_ms' (runtime takes walk_us, "),
+    # every unknown field at once (the first alone was named), values as the file writes them (True, {'big': 10})
+    ({"netwrok": 3, "gpuss": 2}, "bad.json: unknown fields 'gpuss', 'netwrok' (fields: "),
+    ({"runtime": {"walk_ms": 1, "task_ms": 3}}, "unknown fields 'runtime.task_ms', 'runtime.walk_ms' (runtime takes "),
+    ({"cores": True}, "bad.json: cores must be an integer from 1 to 4096, got true"),
+    ({"cpu": {"default": {"big": 10}}}, 'cpu.default: a rate table maps tile sizes to GFLOP/s, got {"big": 10}'),
+    ({"cpu": ["gemm"]}, 'bad.json: cpu: kernel rates are a {kernel: GFLOP/s} object, got ["gemm"]'),
     ({"name": 5}, "bad.json: name must be a string, got 5"),  # it printed "simulated on 2 rank(s) ... of 5"
-    ({"about": ["x"]}, "bad.json: about must be a string, got ['x']"),
+    ({"about": ["x"]}, "bad.json: about must be a string, got [\"x\"]"),
     # a rate is a number in a table too (the strings were taken), a boolean no count (true was 1 rank a node)
     ({"cpu": {"gemm": {"128": "1e-3", "512": 2}}}, "bad.json: cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
     ({"cpu": {"gemm": {"128": True}}}, "bad.json: cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
     ({"ranks_per_node": True}, "bad.json: ranks_per_node must be a positive integer or null (all ranks on one "
-                               "node), got True"),
-    ({"pcie": None}, "bad.json: pcie must give exactly latency_us, bandwidth_gbs, got None"),
+                               "node), got true"),
+    ({"pcie": None}, "bad.json: pcie must give exactly latency_us, bandwidth_gbs, got null"),
 ])
 def test_a_bad_machine_file_is_one_line(capsys, tmp_path, change, message):
     path = tmp_path / "bad.json"

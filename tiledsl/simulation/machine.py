@@ -103,7 +103,7 @@ class Machine:
 
 def _link(value, where: str) -> Link:
     if not isinstance(value, dict) or set(value) != set(LINK_FIELDS):
-        raise MachineError(f"{where} must give exactly {', '.join(LINK_FIELDS)}, got {value!r}")
+        raise MachineError(f"{where} must give exactly {', '.join(LINK_FIELDS)}, got {json.dumps(value)}")
     latency, bandwidth = (_number(value[key], f"{where}.{key}") for key in LINK_FIELDS)
     if bandwidth <= 0:
         raise MachineError(f"{where}.bandwidth_gbs must be positive, got {bandwidth:g}")
@@ -121,13 +121,13 @@ MOST_PER_NODE = 4096  # cores or GPUs of a node: more is a mistake (the simulati
 
 def _number(value, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MOST:
-        raise MachineError(f"{where} must be a number from 0 to {MOST:g}, got {value!r}")
+        raise MachineError(f"{where} must be a number from 0 to {MOST:g}, got {json.dumps(value)}")
     return float(value)
 
 
 def _count(value, where: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MOST_PER_NODE:
-        raise MachineError(f"{where} must be an integer from {least} to {MOST_PER_NODE}, got {value!r}")
+        raise MachineError(f"{where} must be an integer from {least} to {MOST_PER_NODE}, got {json.dumps(value)}")
     return value
 
 
@@ -166,18 +166,18 @@ def read(spec: str) -> dict:
 
 def machine(content: dict, where: str = "machine file") -> Machine:
     """A :class:`Machine` from a machine file's content (checked field by field)."""
-    unknown = set(content) - TOP_FIELDS
+    unknown = _unknown_fields(content, TOP_FIELDS)
     if unknown:
-        raise MachineError(f"{where}: unknown field {sorted(unknown)[0]!r} (fields: {', '.join(sorted(TOP_FIELDS))})")
+        raise MachineError(f"{where}: {unknown} (fields: {', '.join(sorted(TOP_FIELDS))})")
     for key in ("cores", "cpu", "network", *(("pcie",) if content.get("gpus") else ())):  # pcie: the GPUs' link
         if key not in content:
             raise MachineError(f"{where}: missing field {key!r}")
     runtime = content.get("runtime", {})
     if not isinstance(runtime, dict):
-        raise MachineError(f"{where}: runtime takes {', '.join(RUNTIME_FIELDS)}, got {runtime!r}")
-    if set(runtime) - set(RUNTIME_FIELDS):
-        raise MachineError(f"{where}: unknown field 'runtime.{sorted(set(runtime) - set(RUNTIME_FIELDS))[0]}' "
-                           f"(runtime takes {', '.join(RUNTIME_FIELDS)})")
+        raise MachineError(f"{where}: runtime takes {', '.join(RUNTIME_FIELDS)}, got {json.dumps(runtime)}")
+    unknown = _unknown_fields(runtime, RUNTIME_FIELDS, "runtime.")
+    if unknown:
+        raise MachineError(f"{where}: {unknown} (runtime takes {', '.join(RUNTIME_FIELDS)})")
     cores, gpus = _count(content["cores"], f"{where}: cores", 1), _count(content.get("gpus", 0), f"{where}: gpus", 0)
     if gpus and "gpu" not in content:
         raise MachineError(f"{where}: {gpus} GPU(s) per node but no 'gpu' rates")
@@ -186,10 +186,10 @@ def machine(content: dict, where: str = "machine file") -> Machine:
     per_node = content.get("ranks_per_node", 1)
     if per_node is not None and (isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1):
         raise MachineError(f"{where}: ranks_per_node must be a positive integer or null (all ranks on one node), "
-                           f"got {per_node!r}")
+                           f"got {json.dumps(per_node)}")
     for key in ("name", "about"):
         if not isinstance(content.get(key, ""), str):
-            raise MachineError(f"{where}: {key} must be a string, got {content[key]!r}")
+            raise MachineError(f"{where}: {key} must be a string, got {json.dumps(content[key])}")
     cpu = _rates(content["cpu"], f"{where}: cpu")
     gpu = _rates(content["gpu"], f"{where}: gpu") if "gpu" in content else None
     return Machine(name=content.get("name", where), cores=cores, gpus=gpus, cpu=cpu, gpu=gpu,
@@ -200,6 +200,15 @@ def machine(content: dict, where: str = "machine file") -> Machine:
                    ranks_per_node=per_node,
                    memory=_memory(content, where),
                    about=content.get("about", ""), source=where)
+
+
+def _unknown_fields(given: dict, known, prefix: str = "") -> str | None:
+    """``unknown fields 'gpuss', 'netwrok'``: every field of ``given`` not ``known`` (each named after
+    ``prefix``), said at once; None where there is none."""
+    unknown = sorted(set(given) - set(known))
+    if not unknown:
+        return None
+    return f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(repr(prefix + name) for name in unknown)}"
 
 
 def _rates(table, where: str) -> Rates:
