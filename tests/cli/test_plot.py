@@ -113,6 +113,8 @@ def test_overlapping_transfers_get_rows_of_their_own():
     (json.dumps([1, 2, 3]), "not a trace"),
     (json.dumps({"traceEvents": [{"ph": "M", "pid": 0, "name": "process_name"}]}), "no lanes and no task"),
     (json.dumps({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": "soon", "dur": 1}]}), "not a number"),
+    ('{"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": NaN, "dur": 1}]}', "time nan is not a finite number"),
+    (json.dumps({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 0, "dur": -5}]}), "duration -5 is below 0"),
 ])
 def test_a_bad_trace_is_one_clear_line(tmp_path, capsys, content, message):
     trace = tmp_path / "trace.json"

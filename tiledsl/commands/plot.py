@@ -22,6 +22,7 @@ changes the process-wide pyplot backend. matplotlib is an optional dependency
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,6 +99,8 @@ def lanes(document: dict) -> list[Lane]:
             found.setdefault((pid, tid), Lane(pid, tid, ""))
         elif event.get("ph") == "X" and event.get("cat") != "idle":  # idle shows as the gaps
             start, duration = _seconds(event.get("ts")), _seconds(event.get("dur", 0))
+            if duration < -1e-6:  # a hand-made trace's; a rounding's (-1e-12) is 0
+                raise TraceError(f"not a trace: duration {event.get('dur')!r} is below 0")
             lane = found.setdefault((pid, tid), Lane(pid, tid, ""))
             lane.events.append((start, max(duration, 0.0), str(event.get("name", "?")),
                                 event.get("cat", "task"), event.get("args") or {}))
@@ -124,10 +127,15 @@ def _int(value) -> int:
 
 
 def _seconds(value) -> float:
+    """A trace's time (µs) in seconds; a TraceError for one that is no finite number (NaN drew a
+    chart titled 'nan s')."""
     try:
-        return float(value) / 1e6
+        seconds = float(value) / 1e6
     except (TypeError, ValueError):
         raise TraceError(f"not a trace: time {value!r} is not a number") from None
+    if not math.isfinite(seconds):
+        raise TraceError(f"not a trace: time {value!r} is not a finite number")
+    return seconds
 
 
 def pack(events: list) -> list[int]:
