@@ -178,6 +178,8 @@ def test_svg_through_graphviz(tmp_path, capsys):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("args, message", [
     (("--n", "30000", "--nb", "100"), "more than 5000 tasks"),
+    (("--n", "1500", "--nb", "80", "-o", "dag.svg"), "more than 1000 tasks (its largest matrix has 361 tiles): graph "
+     "renders at most 1000 through graphviz, whose layout takes minutes past that (write .dot for up to 5000)"),
     (("--n", "300", "--nb", "100", "-o", "dag.txt"), "as .dot"),
     (("--n", "300", "--grid", "2y1"), "2y1"),
     (("--n", "300", "--gpus", "-1"), "--gpus must be at least 0"),

@@ -583,7 +583,7 @@ def _plot(args) -> int:
 
 def _graph(args) -> int:
     from .explain import plan
-    from .graph import LIMIT, count_tasks, to_dot, too_many_tasks, write
+    from .graph import count_tasks, task_limit, to_dot, too_many_tasks, write
 
     driver = _load_driver(args)
     if args.output is not None:
@@ -591,8 +591,9 @@ def _graph(args) -> int:
     try:
         grid = _grid_of(args)
         options = _planned_options(driver, args, grid)
-        if count_tasks(driver, options, grid, args.gpus) > LIMIT:
-            raise too_many_tasks(driver, options, LIMIT, f"graph draws at most {LIMIT}")
+        limit, refusal = task_limit(args.output)
+        if count_tasks(driver, options, grid, args.gpus, limit) > limit:
+            raise too_many_tasks(driver, options, limit, refusal)
         text = to_dot(plan(driver, options, grid, args.gpus), Path(program_path(args.file)).name)
         if args.output is not None:
             write(text, args.output)
