@@ -438,6 +438,7 @@ class _Analyzer:
                 self.types.ended[name] = (symbol, inside)
 
     def _for(self, stmt: n.For):
+        self.types.loop_header = stmt  # its variable named in its bounds or step is told why it is unknown there
         for bound in (stmt.start, stmt.stop):
             if self.types.int_expr(bound) and not self.types.affine(bound):
                 self.bag.error(bound.span, "E206", "loop bound is not affine in the loop variables",
@@ -447,6 +448,7 @@ class _Analyzer:
                                hint="'//', '%', '**', products of loop variables and geometry queries on them "
                                     "belong in tile indices, steps or 'if' conditions")
         step = self._step(stmt)
+        self.types.loop_header = None
         trips = self._check_trip_count(stmt, step)
         if len(self.loops) == MAX_LOOP_NESTING:
             self.bag.error(_keyword(stmt), "E101", f"loops nested more than {MAX_LOOP_NESTING} deep",

@@ -44,7 +44,8 @@ class ExpressionTyper:
     while it checks a kernel's flop count (whose names are that kernel's arguments),
     ``declarations`` (the program's parameters, matrices and workspaces, to say where a name
     used too early is declared), ``in_requirement`` while it reads a ``require``,
-    ``in_loop_nest`` once it reads the statements, and
+    ``in_loop_nest`` once it reads the statements, ``loop_header`` while it reads a loop's bounds
+    and step (before its variable is bound), and
     ``ended`` (lets and loop variables whose block has closed, to say where they were visible).
     """
 
@@ -62,6 +63,7 @@ class ExpressionTyper:
         self.redeclared: set = set()  # program-level names declared twice (E207): uses are not judged again
         self.in_requirement = False  # reading a `require`'s condition
         self.in_loop_nest = False  # reading the program's statements (declarations have no loop variables)
+        self.loop_header: n.For | None = None  # the loop whose bounds and step are being read
         # lets and loop variables whose block has ended -> (symbol, the block): a use after it is told where
         self.ended: dict[str, tuple[Symbol, str]] = {}
 
@@ -446,6 +448,9 @@ class ExpressionTyper:
             note, hint = self._declared_where(ident, later)
             self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", note, hint=hint)
             return
+        if what == "name" and self.loop_header is not None and ident.text == self.loop_header.var.text:
+            self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", self._own_variable_note(ident))
+            return
         if what == "name" and ident.text in self.ended:
             symbol, inside = self.ended[ident.text]
             let = symbol.kind == "let"
@@ -455,6 +460,14 @@ class ExpressionTyper:
                            hint="use it inside that block, or bind it before the block" if let else None)
             return
         self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *suggestion_notes(ident.text, known))
+
+    def _own_variable_note(self, ident: n.Ident) -> str:
+        """Why a loop's own variable is not known in its bounds or step (``ident`` is in one of them)."""
+        step = self.loop_header.step
+        in_step = step is not None and _within(ident.span, step.span)
+        part, pronoun = ("step is", "it") if in_step else ("bounds are", "them")
+        return (f"a loop's {part} computed when the loop starts, before '{ident.text}' has a value: only "
+                f"parameters and the variables of enclosing loops may appear in {pronoun}")
 
     def _declared_where(self, ident: n.Ident, declared: Span) -> tuple[str, str]:
         """Why a name the program declares is not known at ``ident``: the note and hint of E200."""
