@@ -365,3 +365,11 @@ def test_an_expression_in_a_deep_loop_nest_is_as_deep_as_it_is():
     text = ("program p {\n  matrix A[n, n] = random spd\n  " + loops + "let x = " + " + ".join(["1"] * 270)
             + " potrf(A[x - x, 0])" + " }" * 20 + "\n}\n")
     assert [d for d in check_source(decode("deep.tile", text.encode())).diagnostics if d.is_error] == []
+
+
+def test_a_panel_passed_twice_with_sub_ranges_is_not_told_of_one_tile_s_sub_ranges():
+    """A panel takes no sub-range (E209): E204's hint on the sub-ranges of one tile is not for it."""
+    text = ("program p {\n  tiling uniform(nb = 4)\n  matrix A[n, n] = random general\n"
+            "  trsm_l(A[0 : A.mt, 0][0 : 2, 0 : 4], A[0 : A.mt, 0][2 : 4, 0 : 4])\n}\n")
+    (twice,) = [d for d in check_source(decode("p.tile", text.encode())).diagnostics if d.code == "E204"]
+    assert twice.message.startswith("panel A[0 : A.mt, 0] is passed twice") and twice.hint is None

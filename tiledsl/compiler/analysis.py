@@ -709,9 +709,12 @@ class _Analyzer:
                 same = "" if _same_tile(first.tile, second.tile) else coincidence_witness(
                     first.tile, second.tile, self.loops, self.converter, guarded=self.conditions > 0)
                 if same == "":
-                    parts = any(t.rows is not None or t.cols is not None for t in (first.tile, second.tile))
+                    panel = is_panel(second.tile)  # a panel's sub-range is an error of its own (E209)
+                    parts = not panel and any(t.rows is not None or t.cols is not None
+                                              for t in (first.tile, second.tile))
                     self.bag.error(second.tile.span, "E204",
-                                   f"tile {_tile_text(second.tile)} is passed twice to {kernel} and one of them is written",
+                                   f"{'panel' if panel else 'tile'} {_tile_text(second.tile)} is passed twice to "
+                                   f"{kernel} and one of them is written",
                                    arguments, hint="sub-ranges of one tile count as that tile, disjoint or not: "
                                                    "give a kernel of your own the tile once, with the rows as values"
                                    if parts else None)
