@@ -70,3 +70,18 @@ def test_a_sub_range_that_leaves_its_tile_or_is_reversed_says_which(region, mess
     with pytest.raises(TileIndexError) as raised:
         region_view(matrix.tile(0, 0), region)
     assert str(raised.value.args[0]) == message
+
+
+@pytest.mark.parametrize("ends, message", [
+    ((5, 3, 5, 6), "the tile range A[5 : 3, 5] is in tile column 5, which does not exist: A has 3×3 tiles"),
+    ((0, 3, 5, 6), "the tile range A[0 : 3, 5] is in tile column 5, which does not exist: A has 3×3 tiles"),
+    ((-1, 0, 2, 0), "the tile range A[-1, 2 : 0] is in tile row -1, which does not exist: A has 3×3 tiles"),
+    ((2, 2, 0, 1), "the tile range A[2 : 2, 0] is empty"),
+    ((1, 4, 0, 1), "the tile range A[1 : 4, 0] leaves A, which has 3×3 tiles"),
+])
+def test_a_panel_in_a_tile_row_or_column_that_does_not_exist_says_so_before_it_is_empty(ends, message):
+    """The panel's single index outside the matrix is the cause: said even where its range is empty too."""
+    matrix = TiledMatrix("A", Geometry.uniform(7, 7, 3), BlockCyclic(), 0)
+    with pytest.raises(TileIndexError) as raised:
+        matrix.panel(*ends)
+    assert str(raised.value) == message
