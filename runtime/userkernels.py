@@ -200,17 +200,22 @@ def _import(path: Path):
             with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()), \
                     user_code(), fatal_signals_traced():
                 spec.loader.exec_module(module)
-        except SyntaxError as error:
-            raise RankError(f"kernel module {path}:{error.lineno}: SyntaxError: {error.msg}") from None
+        except SyntaxError as error:  # NUL bytes too, on recent Pythons: a SyntaxError of no line
+            raise RankError(f"kernel module {_place(path, error.lineno)}: SyntaxError: {error.msg}") from None
         except (Exception, SystemExit, KernelExit) as error:  # a failing import, an exit: the module's mistake
             line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
                          if Path(frame.filename).resolve() == path.resolve()), None)
-            where = f"{path}:{line}" if line else str(path)
+            where = _place(path, line)
             what = (f"called sys.exit({error.code!r}) while being loaded" if isinstance(error, SystemExit)
                     else f"{error} while being loaded" if isinstance(error, KernelExit)
                     else f"{type(error).__name__}: {error}")
             raise RankError(f"kernel module {where}: {what}") from None
     return module
+
+
+def _place(path: Path, line: int | None) -> str:
+    """``path:line``, or the path alone where the line is not known."""
+    return f"{path}:{line}" if line else str(path)
 
 
 #: one kernel module loads at a time: a load changes the process's import path and module table

@@ -322,6 +322,15 @@ def test_a_module_that_parses_but_does_not_compile_is_still_e209(tmp_path):
     assert "= note: k.py:4: SyntaxError: 'return' outside function" in done.stderr
 
 
+def test_a_module_with_a_nul_byte_is_named_without_a_line_it_does_not_have(tmp_path):
+    """Python says of NUL bytes a SyntaxError of no line: 'k.py:None:' was written."""
+    (tmp_path / "k.py").write_bytes(b"def f(Y):\n    Y += 1\x00\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel f(inout Y)\nprogram t {\n  matrix Y[n, n] = random general\n'
+                                     '  f(Y[0, 0])\n}\n')
+    (error,) = [d for d in check_path(tmp_path / "t.tile").diagnostics if d.is_error]
+    assert error.code == "E209" and all(note.startswith("k.py: ") for note in error.notes), error.notes
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("signature, warned", [("before, after", True), ("before, after, params", False)])
 def test_a_param_only_a_user_check_can_read_is_not_unused(tmp_path, signature, warned):

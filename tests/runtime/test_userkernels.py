@@ -1,11 +1,14 @@
 """The user's kernel module: only its own Python functions are kernels, and a module
 that cannot be loaded is a clean error naming the file and the cause (issue 17.11).
-Real files, real ``tiledsl run`` processes."""
+Real files, real ``tiledsl run`` processes (and a module loaded in-process)."""
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+from tiledsl.runtime.userkernels import _import
+from tiledsl.runtime.world import RankError
 
 PROGRAM = 'use "{module}"\nkernel {kernel}(inout A)\nprogram p {{\n  matrix A[n, n] = random spd\n  {kernel}(A[0, 0])\n}}\n'
 MODULES = {
@@ -39,6 +42,16 @@ def test_a_module_that_cannot_be_loaded_is_a_clean_error_naming_it(tmp_path, cas
     (tmp_path / "kernels.py").write_text(text)  # broken after compiling (check finds a syntax error)
     out = tiledsl("run", "driver.py", "--n", 32, "--nb", 32, cwd=tmp_path)
     assert (out.returncode, out.stderr.strip()) == (status, f"tiledsl: error: {error}")
+
+
+def test_a_module_with_a_nul_byte_is_named_without_a_line_it_does_not_have(tmp_path):
+    """Python says of NUL bytes a SyntaxError of no line: 'kernels.py:None:' was written."""
+    path = tmp_path / "kernels.py"
+    path.write_bytes(b"def scale(A):\n    A *= 2\x00\n")
+    with pytest.raises(RankError) as raised:
+        _import(path)
+    assert str(raised.value).startswith(f"kernel module {path}: "), raised.value
+    assert ":None" not in str(raised.value)
 
 
 @pytest.mark.timeout(150)

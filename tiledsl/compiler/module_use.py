@@ -56,10 +56,11 @@ class ModuleUse:
         try:
             tree = ast.parse(path.read_bytes(), str(path))
             compile(tree, str(path), "exec", dont_inherit=True)  # what parsing alone lets through
-        except SyntaxError as error:
+        except SyntaxError as error:  # NUL bytes too, on recent Pythons: a SyntaxError of no line
+            where = f"{use.path}:{error.lineno}" if error.lineno else use.path
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not valid Python",
-                           f"{use.path}:{error.lineno}: SyntaxError: {error.msg}")
-        except (OSError, ValueError) as error:  # unreadable, or NUL bytes
+                           f"{where}: SyntaxError: {error.msg}")
+        except (OSError, ValueError) as error:  # unreadable, or NUL bytes on older Pythons
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} cannot be read: {error}")
         else:
             return read_definitions(tree)
