@@ -109,19 +109,23 @@ class TiledMatrix:
         """The tiles this rank has met so far (the only ones that can hold data, copies or tasks)."""
         return list(self._made.values())
 
+    def _panel_fault(self, r0: int, r1: int, c0: int, c1: int) -> str:
+        """What is wrong with a panel outside the matrix or empty: a single index outside it first (it
+        is the cause, and may make the range empty too), then an empty range, then one that leaves it."""
+        where = f"the tile range {self.name}[{_range(r0, r1)}, {_range(c0, c1)}]"
+        for axis, start, stop, count in (("row", r0, r1, self.mt), ("column", c0, c1, self.nt)):
+            if stop == start + 1 and not 0 <= start < count:
+                return (f"{where} is in tile {axis} {start}, which does not exist: {self.name} has "
+                        f"{self.mt}×{self.nt} tiles")
+        if r0 >= r1 or c0 >= c1:
+            return f"{where} is empty"
+        return f"{where} leaves {self.name}, which has {self.mt}×{self.nt} tiles"
+
     def panel(self, r0: int, r1: int, c0: int, c1: int, line: int | None = None) -> tuple:
         """The tiles of rows r0 .. r1 − 1 of columns c0 .. c1 − 1, one of the two ranges a single
         index: a panel argument, in order along its range; TileIndexError if outside or empty."""
-        where = f"the tile range {self.name}[{_range(r0, r1)}, {_range(c0, c1)}]"
-        for axis, start, stop, count in (("row", r0, r1, self.mt), ("column", c0, c1, self.nt)):
-            # a single index outside the matrix first: it is the cause, and may make the range empty too
-            if stop == start + 1 and not 0 <= start < count:
-                raise TileIndexError(f"{where} is in tile {axis} {start}, which does not exist: {self.name} has "
-                                     f"{self.mt}×{self.nt} tiles", line)
-        if r0 >= r1 or c0 >= c1:
-            raise TileIndexError(f"{where} is empty", line)
-        if not (0 <= r0 and r1 <= self.mt and 0 <= c0 and c1 <= self.nt):
-            raise TileIndexError(f"{where} leaves {self.name}, which has {self.mt}×{self.nt} tiles", line)
+        if not (0 <= r0 < r1 <= self.mt and 0 <= c0 < c1 <= self.nt):  # once per panel argument: said only here
+            raise TileIndexError(self._panel_fault(r0, r1, c0, c1), line)
         if c1 - c0 == 1:
             return tuple(self.tile(i, c0) for i in range(r0, r1))
         return tuple(self.tile(r0, j) for j in range(c0, c1))
