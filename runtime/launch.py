@@ -36,7 +36,7 @@ from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
 from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_gpus_warning, idle_ranks_warning,
-                        idle_warning, rank_stats)
+                        idle_warning, rank_columns, rank_stats)
 from .gridadvice import idle_rank_advice
 from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
@@ -418,5 +418,5 @@ def run_notes(driver, options: Options, result: RunResult, ranks: list) -> list[
     notes = (*result.notes, *warnings_of(Path(program.source).name, ranks), idle_warning(program, result.params, ranks),
              idle_ranks_warning(ranks, result.grid, lambda: idle_rank_advice(
                  driver, options, make_params(driver, options), len(ranks), result.gpus, result.gpu_ratio)),
-             idle_gpus_warning(result, ranks, options.spelling))
+             idle_gpus_warning(result, ranks, options.spelling, rank_columns(result.matrices, result.grid)))
     return [note for note in notes if note]

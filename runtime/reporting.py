@@ -162,11 +162,18 @@ def idle_ranks_warning(ranks: list, grid, advice) -> str | None:
             f"writes first a tile it owns, {sent}; {advice()}")
 
 
-def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMAND_LINE) -> str | None:
+def rank_columns(matrices: dict, grid: tuple) -> int:
+    """The most tile columns a rank holds of one matrix, its grid's columns dealing them in turn."""
+    return max((-(-matrix.nt // grid[1]) for matrix in matrices.values()), default=0)
+
+
+def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMAND_LINE,
+                      columns: int | None = None) -> str | None:
     """The warning of a run with GPUs where some rank's GPU holds no tile (``gpus_without_tiles``
     of its statistics), so it ran nothing: the host:GPU ratio deals each rank's tile columns in
     turn, host first, and with few columns a rank's GPUs may get none (a GPU that holds tiles but
-    ran nothing, its kernels having no GPU body, is explain's to say)."""
+    ran nothing, its kernels having no GPU body, is explain's to say). ``columns``: the most tile
+    columns a rank holds (:func:`rank_columns`), fewer than its GPUs whatever the ratio."""
     idle = {r["rank"]: r["gpus_without_tiles"] for r in ranks if r.get("gpus_without_tiles")}
     if not result.gpus or not idle or not sum(r["tasks"] for r in ranks):
         return None
@@ -179,6 +186,9 @@ def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMA
     elif result.gpu_ratio[0] == 0:  # the GPUs have every column already: there are fewer columns than GPUs
         why = ("the GPUs had every tile column, and there are fewer columns than GPUs at this size (smaller tiles "
                "give more)")
+    elif columns is not None and columns < result.gpus:  # no ratio gives each GPU a column
+        why = (f"a rank holds at most {columns} tile column(s), fewer than its {result.gpus} GPUs, whatever the "
+               f"host:GPU ratio (smaller tiles give more)")
     else:
         why = (f"the host:GPU ratio {ratio_text(result.gpu_ratio)} dealt {them} no tile column that a task touches at "
                f"this size ({spelling.given('gpu_ratio', '0:1')} gives the GPUs every column)")

@@ -284,3 +284,20 @@ def test_a_gpu_dealt_only_tiles_no_task_touches_is_said_to_have_run_nothing(tmp_
     assert summary["ranks"][0]["tasks_by_device"]["gpu1"] == 0
     assert summary["notes"] == ["rank 0: GPU 1 held no tile and ran no task: the host:GPU ratio 5:1 dealt it no tile "
                                 "column that a task touches at this size (--gpu-ratio 0:1 gives the GPUs every column)"]
+
+
+def test_gpus_more_than_a_ranks_tile_columns_are_told_of_smaller_tiles_not_of_a_ratio():
+    """Three tile columns and four GPUs: the advice '--gpu-ratio 0:1 gives the GPUs every column',
+    followed, still left GPU 4 idle (and 97 of 100)."""
+    from types import SimpleNamespace
+
+    from tiledsl.runtime.reporting import idle_gpus_warning, rank_columns
+
+    matrices = {"A": SimpleNamespace(nt=3)}
+    ranks = [{"rank": 0, "tasks": 10, "gpus_without_tiles": [3, 4]}]
+    run = SimpleNamespace(gpus=4, gpu_ratio=(1, 1))
+    assert rank_columns(matrices, (1, 1)) == 3 and rank_columns(matrices, (1, 2)) == 2
+    assert idle_gpus_warning(run, ranks, columns=rank_columns(matrices, (1, 1))) == (
+        "GPU 3, 4 held no tile and ran no task: a rank holds at most 3 tile column(s), fewer than its 4 GPUs, "
+        "whatever the host:GPU ratio (smaller tiles give more)")
+    assert "--gpu-ratio 0:1 gives the GPUs every column" in idle_gpus_warning(run, ranks, columns=8)

@@ -27,7 +27,7 @@ from ..runtime.program import flatten, tiles_text
 from ..runtime.dataflow import events_of
 from ..runtime.recording import LoopNestTarget, survey, walk
 from ..runtime.reporting import (SUMMED, count_text, gflops, has_standard_count, idle_gpus_warning,
-                                 idle_ranks_warning)
+                                 idle_ranks_warning, rank_columns)
 from ..runtime.gridadvice import idle_rank_advice
 from ..runtime.resources import ranks_without_tiles
 from ..runtime.trace import CriticalPath, task_args
@@ -159,7 +159,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     # the dealing of tile columns far from the ratio, GPUs left without any included; else, as a run
     # warns, GPUs holding no tile a task touches (hybrid tiles, or columns no task touches)
     dealt = _dealing_note(distribution, matrices, gpus) or idle_gpus_warning(
-        SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution)), summary["ranks"], options.spelling)
+        SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution)), summary["ranks"], options.spelling,
+        rank_columns(matrices, grid))
     summary["notes"] += [dealt] if dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
