@@ -211,13 +211,26 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
             temporary.write_bytes(_sealed(generate(target), target))
             temporary.replace(target)  # atomic: concurrent ranks never read half a file
         except OSError as error:
-            raise UsageError(f"cannot write tiledsl's driver cache in {target.parent}: {error.strerror or error} "
+            raise UsageError(f"cannot write tiledsl's driver cache in {target.parent}: "
+                             f"{_no_folder(target.parent) or error.strerror or error} "
                              f"(set XDG_CACHE_HOME to a writable directory)") from None
         _prune(target.parent)
     else:
         with contextlib.suppress(OSError):  # used now: the pruning keeps it
             os.utime(target)
     return target
+
+
+def _no_folder(path: Path) -> str | None:
+    """Why ``path``, or a folder above it, is there but no folder ("File exists" said only that something
+    was); None where that is not the failure."""
+    for place in (path, *path.parents):
+        named = "it" if place == path else str(place)
+        if place.is_symlink() and not place.exists():
+            return f"{named} is a link that leads nowhere (to a missing place, or in a loop)"
+        if place.exists() and not place.is_dir():
+            return f"{named} is a file, not a folder"
+    return None
 
 
 #: the first line of a cached driver, before the SHA-256 of its file name and the rest (:func:`_intact`)

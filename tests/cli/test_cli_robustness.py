@@ -288,8 +288,22 @@ def test_a_cache_directory_that_cannot_be_written_is_a_usage_error(tmp_path, com
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *command], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=LIMIT)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-    assert f"cannot write tiledsl's driver cache in {tmp_path / 'a_file'}/tiledsl/drivers" in out.stderr
-    assert "set XDG_CACHE_HOME to a writable directory" in out.stderr
+    assert f"cannot write tiledsl's driver cache in {tmp_path / 'a_file'}/tiledsl/drivers: {tmp_path / 'a_file'} is " \
+           f"a file, not a folder (set XDG_CACHE_HOME to a writable directory)" in out.stderr
+
+
+def test_a_driver_cache_folder_that_is_a_file_or_a_link_loop_is_said_as_such(tmp_path, monkeypatch):
+    """Both were 'File exists', which said only that something was there."""
+    from tiledsl.driverload import cached_driver_path
+    from tiledsl.runtime.world import UsageError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "tiledsl").mkdir()
+    (tmp_path / "tiledsl" / "loop").symlink_to("loop")
+    (tmp_path / "tiledsl" / "drivers").symlink_to("loop")
+    with pytest.raises(UsageError, match=r"drivers: it is a link that leads nowhere \(to a missing place, or in a "
+                                         r"loop\) \(set XDG_CACHE_HOME"):
+        cached_driver_path("program p {}", "p.tile", lambda target: "")
 
 # ---------------------------------------------------------------- property tests
 PROGRAM_TOKENS = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|\.\.|//|==|!=|<=|>=|[^\s\w]')
