@@ -261,9 +261,10 @@ def _naming_bad_inputs(bad_inputs: dict, spelling):
     except TaskFailure as failure:
         if bad_inputs and str(failure).startswith("kernel ") and re.search(r"\b(nan|inf|infinite|infinity)\b", str(failure), re.I):
             said = ", ".join(f"{name} ({count})" for name, count in bad_inputs.items())
-            command = "tiledsl run " if spelling.api else ""  # run() has no check_finite
-            failure.args = (f"{failure}; the input tiles read held NaN or infinite values: {said} ({command}"
-                            f"--check-finite names the first)",)
+            # run() has no check_finite: its caller has the arrays, where numpy finds the values
+            finding = f"numpy.argwhere(~numpy.isfinite({next(iter(bad_inputs))})) finds them" if spelling.api \
+                else "--check-finite names the first"
+            failure.args = (f"{failure}; the input tiles read held NaN or infinite values: {said} ({finding})",)
         raise
 
 

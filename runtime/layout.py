@@ -364,7 +364,7 @@ def _use_tuned_params(program, options: Options, usable: dict, tuned: dict, sour
         if name not in tuned:
             continue
         if name in options.sets:
-            options.sources[name] = "command line"
+            options.sources[name] = given_source(options)
         elif name in usable:
             options.sets[name] = usable[name]
             options.sources[name] = source
@@ -372,11 +372,16 @@ def _use_tuned_params(program, options: Options, usable: dict, tuned: dict, sour
             options.sources[name] = "program default"
 
 
+def given_source(options: Options) -> str:
+    """The source of a setting the user gave: ``command line``, or ``given`` to the Python API."""
+    return "given" if options.spelling.api else "command line"
+
+
 def tiling_sources(program, params: Params, options: Options) -> dict:
     """Where each tile setting (the GPU ratio of uniform tiles on GPUs, the parameters the
     tuning cache has values for, and ``--host-takes on`` where it was tuned) came from: ``command line``
     (``given`` to the Python API), ``tuned (<cache file>)`` or ``program default`` (``default`` for a ratio)."""
-    values, given = params.as_dict(), "given" if options.spelling.api else "command line"
+    values, given = params.as_dict(), given_source(options)
     sources = {name: options.sources.get(name, given if name in options.tiles else "program default")
                for name in TILING_SETTINGS[program.tiling.kind] if values.get(name) is not None}
     sources.update({name: options.sources[name] for name in program.params if name in options.sources})

@@ -873,3 +873,15 @@ def test_a_python_complex_among_objects_is_refused_as_complex():
     with pytest.raises(TiledslError, match=re.escape("matrix A: element (0, 1) = (1+0j) is complex; tiledsl "
                                                      "computes in float64: pass the real parts")):
         tiledsl.load("cholesky").run(A=given, tiles={"nb": 2})
+
+
+def test_a_parameter_given_to_run_over_a_tuned_one_is_said_given():
+    """With qr's ib in the tuning cache, params={'ib': 32} was said to come from the 'command line'."""
+    from tiledsl.runtime.layout import _use_tuned_params
+    from tiledsl.runtime.options import API, COMMAND_LINE, Options
+
+    program = tiledsl.load("qr").driver.PROGRAM
+    for spelling, said in ((API, "given"), (COMMAND_LINE, "command line")):
+        options = Options(n=60, sets={"ib": 32}, spelling=spelling)
+        _use_tuned_params(program, options, {"ib": 48}, {"ib": 48}, "tuned (t.json)")
+        assert options.sets == {"ib": 32} and options.sources == {"ib": said}
