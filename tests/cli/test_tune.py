@@ -1020,7 +1020,8 @@ def test_sizes_that_make_no_hybrid_tiling_are_refused_before_any_kernel_is_timed
      "to try them)"),
     # still growing at 256, the last size timed: the search climbs no further than the kernels were timed
     ({64: 0.25, 128: 0.5, 192: 0.75, 256: 1.0}, 512, [64, 128, 192, 256], "nb = 256: the smallest size within 95% "
-     "of the best rate of the kernel mix on a core; the search keeps to the sizes timed, up to 256"),
+     "of the best rate of the kernel mix on a core; the search keeps to the sizes timed, up to 256 (not timed: 320 "
+     "to 1024: the rates stopped growing, or the timing's share of the budget ran out)"),
 ])
 def test_without_n_the_search_tries_only_timed_sizes_of_two_tiles_or_more(tmp_path, monkeypatch, rates, trial_n,
                                                                           searched, said):
@@ -1226,3 +1227,17 @@ def test_a_ratio_that_is_no_pair_is_said_so(cache):
     assert out.returncode == 0, out.stderr
     assert (f"ignoring the tuned entry cholesky/emulated/1 of {path}: gpu_ratio is the text \"1:1\", not a pair "
             f"[H, G] of host and GPU columns; run tiledsl tune again to rewrite it") in out.stderr
+
+
+@pytest.mark.timeout(10)
+def test_sizes_the_user_gave_are_all_timed_however_the_rates_go(monkeypatch):
+    """--sizes 64,...,704: one slow reading at 384 ended the timing at 448 (the rates no longer growing),
+    and the search chose among 128-256 without naming the sizes left out."""
+    monkeypatch.setattr(tune_command, "time_kernel", lambda run, inputs, place, min_time, clock: 1.0)
+    sizes = list(range(64, 705, 64))
+    timed = lambda plateau: sorted(tune_command.measure_speeds(  # noqa: E731
+        ["gemm"], sizes, {"core": None}, 32, deadline=float("inf"), min_time=0.0, plateau=plateau)["core"]["gemm"])
+    assert timed(False) == sizes
+    assert timed(True) == sizes  # rates of size³ / 1 s keep growing: no plateau either
+    monkeypatch.setattr(tune_command, "KERNEL_FLOPS", {"gemm": 0.0})  # flat rates: a plateau after three sizes
+    assert timed(True) == sizes[:3] and timed(False) == sizes

@@ -243,11 +243,12 @@ def time_kernel(run, inputs: list, place, min_time: float, clock=time.perf_count
 
 
 def measure_speeds(kernels: list, sizes: list, places: dict, ib: int, deadline: float, min_time: float,
-                   clock=time.perf_counter, reference: str = "gemm") -> dict:
+                   clock=time.perf_counter, reference: str = "gemm", plateau: bool = True) -> dict:
     """``{place: {kernel: {size: GFLOP/s}}}`` for ``places`` {"core": None, "gpu": backend}.
 
     Sizes grow until the ``reference`` kernel's best rate has not grown by 2% over
-    three sizes, or the deadline passes (after two sizes at least).
+    three sizes (where ``plateau``: not for sizes the user chose), or the deadline passes
+    (after two sizes at least).
     """
     rng = np.random.default_rng(7)
     speeds = {place: {kernel: {} for kernel in kernels} for place in places}
@@ -262,7 +263,7 @@ def measure_speeds(kernels: list, sizes: list, places: dict, ib: int, deadline: 
                 speeds[place][kernel][size] = KERNEL_FLOPS[kernel] * size ** 3 / max(seconds, 1e-9) / 1e9
             rate = speeds[place][reference][size]
             best, since = (rate, 0) if rate > 1.02 * best else (best, since + 1)
-            if since >= 3:
+            if plateau and since >= 3:
                 break
     return speeds
 
@@ -584,11 +585,11 @@ class _Tuner:
             deadline = self.began + 0.4 * self.budget
             min_time = 0.02 if self.budget <= QUICK else 0.05
             speeds = measure_speeds(self.kernels, self.cpu_sizes, {"core": None}, ib, deadline, min_time,
-                                    self.clock)
+                                    self.clock, plateau=not self.sizes_given)
             if self.gpus:
                 speeds.update(measure_speeds(self.kernels, self.gpu_sizes, {"gpu": self.device}, ib,
                                              max(deadline, self.clock() + 0.25 * self.budget), min_time,
-                                             self.clock))
+                                             self.clock, plateau=not self.sizes_given))
         return speeds
 
     # ---- step 2: the first guess
@@ -643,9 +644,12 @@ class _Tuner:
         # stopped before (its share of the budget spent, or the rates no longer growing)
         candidates = sorted(rates)
         planned = self.gpu_sizes if gpus else self.cpu_sizes
+        untimed = [size for size in planned if size not in rates]  # the last sizes: the timing stopped before them
+        shown = ", ".join(map(str, untimed)) if len(untimed) <= 3 else f"{untimed[0]} to {untimed[-1]}"
+        why = "" if self.sizes_given else "the rates stopped growing, or "
         self.log(f"nb = {nb}: the smallest size within {THRESHOLD:.0%} of the best rate of the {where}"
-                 + (f"; the search keeps to the sizes timed, up to {candidates[-1]}"
-                    if len(candidates) < len(planned) else ""))
+                 + (f"; the search keeps to the sizes timed, up to {candidates[-1]} (not timed: {shown}: {why}"
+                    f"the timing's share of the budget ran out)" if untimed else ""))
         formula, ratio = {"nb": nb}, None
         if gpus:
             host, gpu = _rate_at(self.core_mix, nb) * self.workers, _rate_at(self.gpu_mix, nb)
