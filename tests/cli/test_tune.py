@@ -1241,3 +1241,17 @@ def test_sizes_the_user_gave_are_all_timed_however_the_rates_go(monkeypatch):
     assert timed(True) == sizes  # rates of size³ / 1 s keep growing: no plateau either
     monkeypatch.setattr(tune_command, "KERNEL_FLOPS", {"gemm": 0.0})  # flat rates: a plateau after three sizes
     assert timed(True) == sizes[:3] and timed(False) == sizes
+
+
+def test_the_result_says_a_single_trial_and_the_settings_tiles_were_tuned_with():
+    """--budget 0.2 ran one candidate and saved it as tuned without a word; tiles tuned with --set ib=32
+    were said to be used by every run, which then ran them with the program's ib."""
+    result = {"program": "qr", "tiles": {"nb": 128}, "params": {}, "gpu_ratio": None, "sets": {"ib": 32},
+              "seconds": 1.5, "gpus": 0, "backend": None, "search": [{"tiles": {"nb": 128}, "seconds": 0.2}]}
+    lines = tune_command.render(result, "/c/tuning.json", "qr/cpu").splitlines()
+    assert lines[1] == ("note: the budget let tune run one trial, so no other setting was compared with it (a larger "
+                        "--budget compares them)")
+    assert lines[2].endswith("(--no-tune ignores them); they were tuned with --set ib=32: give a run that too to run "
+                             "it as tuned")
+    result.update(sets={}, search=result["search"] * 2)
+    assert len(tune_command.render(result, "/c/tuning.json", "qr/cpu").splitlines()) == 2

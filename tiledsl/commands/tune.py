@@ -952,10 +952,15 @@ def render(result: dict, path=None, key=None) -> str:
                 else f", gpu-ratio {ratio[0]}:{ratio[1]}" if ratio else "")
              + (f", tuned with {_assigned(result['sets'])}" if result.get("sets") else "")
              + f" (in {result['seconds']:.1f} s)"]
+    if len(result.get("search") or ()) == 1:  # a budget that let one trial run: the first guess, untested
+        lines.append("note: the budget let tune run one trial, so no other setting was compared with it "
+                     "(a larger --budget compares them)")
     if path is not None:
         gpus = f" --gpus {result['gpus']} --gpu-backend {result['backend']}" if result["gpus"] else ""
+        sets = " ".join(f"--set {name}={value}" for name, value in (result.get("sets") or {}).items())
         lines.append(f"saved in {path} as {key}: tiledsl run of {result['program']}{gpus} uses these values "
-                     f"unless given on the command line (--no-tune ignores them)")
+                     f"unless given on the command line (--no-tune ignores them)"
+                     + (f"; they were tuned with {sets}: give a run that too to run it as tuned" if sets else ""))
     return "\n".join(lines)
 
 
