@@ -1255,3 +1255,18 @@ def test_the_result_says_a_single_trial_and_the_settings_tiles_were_tuned_with()
                              "it as tuned")
     result.update(sets={}, search=result["search"] * 2)
     assert len(tune_command.render(result, "/c/tuning.json", "qr/cpu").splitlines()) == 2
+
+
+def test_hybrid_host_slices_narrower_than_tunes_sizes_are_said_with_what_to_do(tmp_path, monkeypatch):
+    """'hetero_cholesky's hybrid tiling B=100, s=3 leaves no b to tune without GPUs' said neither why (b
+    at most 49, tune's sizes multiples of 64) nor what to do (--sizes 32 is refused too)."""
+    text = (ROOT / "programs/hetero_cholesky.tile").read_text()
+    (tmp_path / "h.tile").write_text(re.sub(r"tiling hybrid\([^)]*\)", "tiling hybrid(B = 100, b = 30, s = 3)", text))
+    _, driver_text = compile_path(tmp_path / "h.tile")
+    (tmp_path / "h.py").write_text(driver_text)
+    monkeypatch.setattr(tune_command._Tuner, "time_kernels", lambda self: pytest.fail("a kernel was timed"))
+    with pytest.raises(UsageError, match=r"^hetero_cholesky's hybrid tiling B=100, s=3 leaves the host slices b at "
+                                         r"most 49 wide, below the 64 tune times kernels at \(sizes are multiples of "
+                                         r"64\): give runs b yourself \(--b\), or give the program a B of at least 129 "
+                                         r"or a smaller s$"):
+        tune(import_driver(tmp_path / "h.py", "tune_narrow_slices"), workers=1, budget=2)

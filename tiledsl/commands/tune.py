@@ -548,8 +548,14 @@ class _Tuner:
                                  f"of s = {s} slices need B of at least {least}: give such a size")
             return
         B = int(self.defaults["B"])
-        if s < 2 or (B - 1) // max(1, s - 1) < STEP:
-            raise UsageError(f"{self.program.name}'s hybrid tiling B={B}, s={s} leaves no b to tune without GPUs")
+        if s < 2:
+            raise UsageError(f"{self.program.name}'s hybrid tiling has s = {s} slice: it has no host slice b to tune "
+                             f"without GPUs (tune it with --gpus, or give s of 2 or more)")
+        if (B - 1) // (s - 1) < STEP:  # (s - 1)·b < B: the host slices are narrower than the smallest size timed
+            raise UsageError(f"{self.program.name}'s hybrid tiling B={B}, s={s} leaves the host slices b at most "
+                             f"{(B - 1) // (s - 1)} wide, below the {STEP} tune times kernels at (sizes are multiples "
+                             f"of {STEP}): give runs b yourself (--b), or give the program a B of at least "
+                             f"{STEP * (s - 1) + 1} or a smaller s")
         if not self.host_slice_sizes():
             raise UsageError(f"--sizes {','.join(map(str, self.cpu_sizes))}: {self.program.name}'s hybrid tiling "
                              f"B={B}, s={s} leaves the host slices b at most "
