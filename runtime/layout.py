@@ -163,6 +163,7 @@ def _check_requirements(driver, params: Params, options: Options) -> None:
     unmet = _unmet(driver, params, settings)
     if unmet is not None:
         line, condition, why = unmet
+        why = "".join(c if c.isprintable() else repr(c)[1:-1] for c in why or "")  # "\n" kept on one line
         raise UsageError(f"{program.name} requires {condition}{f' ({why})' if why else ''}, which {settings} "
                          f"break ({Path(program.source).name}:{line})" + _tuned_culprits(driver, options, line))
 

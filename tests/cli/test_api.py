@@ -885,3 +885,12 @@ def test_a_parameter_given_to_run_over_a_tuned_one_is_said_given():
         options = Options(n=60, sets={"ib": 32}, spelling=spelling)
         _use_tuned_params(program, options, {"ib": 48}, {"ib": 48}, "tuned (t.json)")
         assert options.sets == {"ib": 32} and options.sources == {"ib": said}
+
+
+def test_a_requirements_reason_of_several_lines_is_quoted_on_one(tmp_path):
+    """`require n > 1 "first\\nsecond"` split the usage error over two lines."""
+    (tmp_path / "p.tile").write_text('program p {\n  require n > 1 "first\\nsecond"\n  matrix A[n, n] = random spd\n'
+                                     "  potrf(A[0, 0])\n}\n")
+    with pytest.raises(TiledslError) as error:
+        tiledsl.load(tmp_path / "p.tile").run(n=1)
+    assert str(error.value).startswith("p requires n > 1 (first\\nsecond), which n = 1")
