@@ -184,10 +184,13 @@ class ExpressionTyper:
                 f"{unparse(symbol.node.default)}, {TYPE_NOUN[type_]}" for name, symbol in found.items()]
 
     def divides(self, expr) -> bool:
-        """Whether ``expr`` uses '/', itself or through the float lets it names: a number with a fraction
-        where an integer was meant."""
-        return uses_division(expr) or any(uses_division(let.node.value)
-                                          for let in self.lets_behind(expr, lambda let: let.type == "float"))
+        """Whether ``expr`` uses '/', itself or through the float lets and parameters it names: a number
+        with a fraction where an integer was meant."""
+        lets = self.lets_behind(expr, lambda let: let.type == "float")
+        params = (self.scope.lookup(name) for e in (expr, *(let.node.value for let in lets)) for name in names(e))
+        return uses_division(expr) or any(uses_division(let.node.value) for let in lets) or any(
+            symbol.kind == "param" and symbol.type == "float" and isinstance(symbol.node, n.ParamDecl)
+            and uses_division(symbol.node.default) for symbol in params if symbol is not None)
 
     def type_of(self, expr) -> str | None:
         """The type of ``expr`` ('int', 'float', 'char' or 'bool'), or None after reporting an error."""
