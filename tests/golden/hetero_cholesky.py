@@ -37,22 +37,22 @@ PROGRAM = Program(
     source='programs/hetero_cholesky.tile',
     tiling=Tiling('hybrid', {'B': 512, 'b': 128, 's': 2}),
     matrices=(
-        MatrixDecl('A', 'spd', line=11),
+        MatrixDecl('A', 'spd', line=9),
     ),
     workspaces=(
     ),
     params=(),
-    check=CheckDecl('cholesky', ('A',), line=12),
+    check=CheckDecl('cholesky', ('A',), line=10),
     kernel_module=None,
-    source_digest='5a06a81de843c0a5',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='17752f2fccf3e775',  # of the .tile compiled: a run says when the file has changed since
     calls=(
-        Call('potrf', ('inout',), main=0, line=19,
+        Call('potrf', ('inout',), main=0, line=17,
              text='potrf(A[t, k][o:]) priority 3 * (A.nt - k)', values=('uplo',), order='tv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=23,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=21,
              text='gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
-        Call('trsm', ('in', 'inout'), main=1, line=26,
+        Call('trsm', ('in', 'inout'), main=1, line=24,
              text='trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=32,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=30,
              text='gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
     ),
 )
@@ -86,40 +86,40 @@ def generate(rt, p):
     CALLS = PROGRAM.calls
     s = p['s']
     A = rt.matrix('A')
-    for t in range(0, A.mt):  # hetero_cholesky.tile:14
-        for d in range(0, s):  # hetero_cholesky.tile:15
-            k = t * s + d  # hetero_cholesky.tile:16
-            _r0 = A.rank_of(t, k)  # hetero_cholesky.tile:19
-            o = A.offset(k)  # hetero_cholesky.tile:17
-            # hetero_cholesky.tile:19: potrf(A[t, k][o:]) priority 3 * (A.nt - k)
+    for t in range(0, A.mt):  # hetero_cholesky.tile:12
+        for d in range(0, s):  # hetero_cholesky.tile:13
+            k = t * s + d  # hetero_cholesky.tile:14
+            _r0 = A.rank_of(t, k)  # hetero_cholesky.tile:17
+            o = A.offset(k)  # hetero_cholesky.tile:15
+            # hetero_cholesky.tile:17: potrf(A[t, k][o:]) priority 3 * (A.nt - k)
             if _me == _r0:
-                _submit(CALLS[0], (A.tile(t, k, 19),), ((o, None, None, None),), 3 * (A.nt - k), ('L',), at=(0, t, 0, d, 2))
+                _submit(CALLS[0], (A.tile(t, k, 17),), ((o, None, None, None),), 3 * (A.nt - k), ('L',), at=(0, t, 0, d, 2))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(t, k)
-            for j in _among(k + 1, (t + 1) * s, 1, lambda: ((A, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_cholesky.tile:21
-                _r1 = A.rank_of(t, j)  # hetero_cholesky.tile:23
-                oj = A.offset(j)  # hetero_cholesky.tile:22
-                # hetero_cholesky.tile:23: gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)
+            for j in _among(k + 1, (t + 1) * s, 1, lambda: ((A, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_cholesky.tile:19
+                _r1 = A.rank_of(t, j)  # hetero_cholesky.tile:21
+                oj = A.offset(j)  # hetero_cholesky.tile:20
+                # hetero_cholesky.tile:21: gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)
                 if _me == _r0 or _me == _r1:
-                    _submit(CALLS[1], (A.tile(t, k, 23), A.tile(t, k, 23), A.tile(t, j, 23)), ((oj, None, None, None), (oj, oj + A.width(j), None, None), (oj, None, None, None)), 3 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, t, 0, d, 3, j, 1))
+                    _submit(CALLS[1], (A.tile(t, k, 21), A.tile(t, k, 21), A.tile(t, j, 21)), ((oj, None, None, None), (oj, oj + A.width(j), None, None), (oj, None, None, None)), 3 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, t, 0, d, 3, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
-            for i in _among(t + 1, A.mt, 1, lambda: ((A, AT, t, AT, s * t + d), (A, PLUS, 0, AT, s * t + d))):  # hetero_cholesky.tile:25
-                _r2 = A.rank_of(i, k)  # hetero_cholesky.tile:26
-                # hetero_cholesky.tile:26: trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)
+            for i in _among(t + 1, A.mt, 1, lambda: ((A, AT, t, AT, s * t + d), (A, PLUS, 0, AT, s * t + d))):  # hetero_cholesky.tile:23
+                _r2 = A.rank_of(i, k)  # hetero_cholesky.tile:24
+                # hetero_cholesky.tile:24: trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r2:
-                    _submit(CALLS[2], (A.tile(t, k, 26), A.tile(i, k, 26)), ((o, None, None, None), None), 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, t, 0, d, 4, i, 0))
+                    _submit(CALLS[2], (A.tile(t, k, 24), A.tile(i, k, 24)), ((o, None, None, None), None), 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, t, 0, d, 4, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, k)
-            for i in _among(t + 1, A.mt, 1, lambda: ((A, PLUS, 0, AT, s * t + d), (A, ANY, 0, AT, s * t + d), (A, PLUS, 0, ANY, 0))):  # hetero_cholesky.tile:29
-                _r3 = A.rank_of(i, k)  # hetero_cholesky.tile:32
-                for j in _among(k + 1, (i + 1) * s, 1, lambda: ((A, AT, i, AT, s * t + d), (A, DIV, (0, s), AT, s * t + d), (A, AT, i, PLUS, 0))):  # hetero_cholesky.tile:30
-                    _r4 = A.rank_of(j // s, k)  # hetero_cholesky.tile:32
-                    _r5 = A.rank_of(i, j)  # hetero_cholesky.tile:32
-                    oj = A.offset(j)  # hetero_cholesky.tile:31
-                    # hetero_cholesky.tile:32: gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j
+            for i in _among(t + 1, A.mt, 1, lambda: ((A, PLUS, 0, AT, s * t + d), (A, ANY, 0, AT, s * t + d), (A, PLUS, 0, ANY, 0))):  # hetero_cholesky.tile:27
+                _r3 = A.rank_of(i, k)  # hetero_cholesky.tile:30
+                for j in _among(k + 1, (i + 1) * s, 1, lambda: ((A, AT, i, AT, s * t + d), (A, DIV, (0, s), AT, s * t + d), (A, AT, i, PLUS, 0))):  # hetero_cholesky.tile:28
+                    _r4 = A.rank_of(j // s, k)  # hetero_cholesky.tile:30
+                    _r5 = A.rank_of(i, j)  # hetero_cholesky.tile:30
+                    oj = A.offset(j)  # hetero_cholesky.tile:29
+                    # hetero_cholesky.tile:30: gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j
                     if _me == _r3 or _me == _r4 or _me == _r5:
-                        _submit(CALLS[3], (A.tile(i, k, 32), A.tile(j // s, k, 32), A.tile(i, j, 32)), (None, (oj, oj + A.width(j), None, None), None), A.nt - j, ('N', 'T', -1.0, 1.0), at=(0, t, 0, d, 5, i, 0, j, 1))
+                        _submit(CALLS[3], (A.tile(i, k, 30), A.tile(j // s, k, 30), A.tile(i, j, 30)), (None, (oj, oj + A.width(j), None, None), None), A.nt - j, ('N', 'T', -1.0, 1.0), at=(0, t, 0, d, 5, i, 0, j, 1))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(i, j)
 
@@ -132,10 +132,10 @@ def dataflow(rt, p):
     s = p['s']
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0, 2), (Loop(((0, 0, 0),), ((A.mt, 0, 0),)), Loop(((0, 0, 0),), ((s, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, s, 1), (1, s, 1)), line=19),  # writes at hetero_cholesky.tile:19
-        Event('A', (0, 0, 3, 1), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, s, 1, 0),), ((s, s, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=23),  # writes at hetero_cholesky.tile:23
-        Event('A', (0, 0, 4, 0), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, s, 1, 0), (1, s, 1, 0)), line=26),  # writes at hetero_cholesky.tile:26
-        Event('A', (0, 0, 5, 0, 1), (Loop(((0, 0, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((0, 0, 0, 0, 0),), ((s, 0, 0, 0, 0),)), Loop(((1, 1, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((1, s, 1, 0, 0),), ((s, 0, 0, s, 0),))), ((0, 0, 0, 1, 0), (1, 0, 0, 1, 0)), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), line=32),  # writes at hetero_cholesky.tile:32
+        Event('A', (0, 0, 2), (Loop(((0, 0, 0),), ((A.mt, 0, 0),)), Loop(((0, 0, 0),), ((s, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, s, 1), (1, s, 1)), line=17),  # writes at hetero_cholesky.tile:17
+        Event('A', (0, 0, 3, 1), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, s, 1, 0),), ((s, s, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=21),  # writes at hetero_cholesky.tile:21
+        Event('A', (0, 0, 4, 0), (Loop(((0, 0, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((s, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, s, 1, 0), (1, s, 1, 0)), line=24),  # writes at hetero_cholesky.tile:24
+        Event('A', (0, 0, 5, 0, 1), (Loop(((0, 0, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((0, 0, 0, 0, 0),), ((s, 0, 0, 0, 0),)), Loop(((1, 1, 0, 0, 0),), ((A.mt, 0, 0, 0, 0),)), Loop(((1, s, 1, 0, 0),), ((s, 0, 0, s, 0),))), ((0, 0, 0, 1, 0), (1, 0, 0, 1, 0)), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), line=30),  # writes at hetero_cholesky.tile:30
     )
 
 
@@ -145,13 +145,13 @@ def loop_bounds(_bound, p):
     s = p['s']
     A = _bound.matrix('A')
     _t0 = 1
-    t, _t1 = _bound.loop(0, A.mt, _t0, 14)
-    d, _t2 = _bound.loop(0, s, _t1, 15)
+    t, _t1 = _bound.loop(0, A.mt, _t0, 12)
+    d, _t2 = _bound.loop(0, s, _t1, 13)
     k = t * s + d
-    j, _ = _bound.loop(k + 1, (t + 1) * s, _t2, 21)
-    i, _ = _bound.loop(t + 1, A.mt, _t2, 25)
-    i, _t5 = _bound.loop(t + 1, A.mt, _t2, 29)
-    j, _ = _bound.loop(k + 1, (i + 1) * s, _t5, 30)
+    j, _ = _bound.loop(k + 1, (t + 1) * s, _t2, 19)
+    i, _ = _bound.loop(t + 1, A.mt, _t2, 23)
+    i, _t5 = _bound.loop(t + 1, A.mt, _t2, 27)
+    j, _ = _bound.loop(k + 1, (i + 1) * s, _t5, 28)
 
 
 if __name__ == "__main__":
