@@ -364,6 +364,11 @@ class _Analyzer:
         value = self.values.get(id(expr))
         if value is not None and value < 1:
             self.bag.error(expr.span, "E209", f"the {what} must be at least 1, got {value}")
+            return
+        form = self.converter.form(expr) if value is None else None
+        if form is not None and provably_negative(difference(form, {"": 1})):  # `n - n`, `0 * n`: every run fails
+            self.bag.error(expr.span, "E209", f"the {what} must be at least 1, and {unparse(expr)} is below 1 "
+                                              f"whatever the sizes")
 
     def _check_init(self, init: n.Init):
         if init.kind == "load" and not init.path:
