@@ -372,6 +372,7 @@ def test_malformed_expressions_are_syntax_errors(text):
     ("if 0 < k < 2 { potrf(A[k, k]) }", "comparisons do not chain: join them with 'and'"),
     ("if k > 0 && k < 2 { potrf(A[k, k]) }", "write 'and'"),
     ("if k > 0 || k < 2 { potrf(A[k, k]) }", "write 'or'"),
+    ("potrf(A[k ^ 2, k])", "write '**' for a power"),
     ("if k > 0 { potrf(A[k, k]) } elif k == 0 { potrf(A[k, k]) }", "write 'else if'"),
     ("potrf(A[k, k]); potrf(A[k, k])", "statements need no separator"),
     ("fro j in 0 .. 2 { potrf(A[k, k]) }", "did you mean 'for'?"),

@@ -461,7 +461,8 @@ def _unclosed_braces(text: str) -> tuple[str, ...]:
 _CHARACTER_HINTS = {"&": "write 'and' (conditions join with and, or, not)",
                     "|": "write 'or' (conditions join with and, or, not)",
                     "!": "write 'not' (and '!=' for 'is not equal to')",
-                    ";": "statements need no separator: put each on its own line, or leave a space"}
+                    ";": "statements need no separator: put each on its own line, or leave a space",
+                    "^": "write '**' for a power (2 ** 3)"}
 #: Letters of other scripts drawn like Latin ones (Cyrillic, Greek): a name typed with another keyboard
 #: layout, or pasted, looks right and does not parse
 _FOREIGN_LETTERS = dict(zip("АВЕЅІЈКМНОРСТХУаеіјорсухѕһԁԛԝΑΒΕΖΗΙΚΜΝΟΡΤΥΧονακιρυ",
