@@ -159,11 +159,11 @@ def _name_limit(folder: str) -> int:
         return 255
 
 
-def _partial_prefix(folder: str, name: str) -> str:
+def _partial_prefix(folder: str, name: str, after: str = "") -> str:
     """The start of a temporary file's name for target ``name``: ``.NAME.``, with NAME cut short
-    where the whole temporary name (a pid, a token and :data:`PARTIAL_SUFFIX` follow) would be
-    longer than the file system takes."""
-    room = _name_limit(folder) - len(f"..{2 ** 22}-{'0' * 8}{PARTIAL_SUFFIX}")
+    where the whole temporary name (a pid, a token, :data:`PARTIAL_SUFFIX` and ``after`` follow)
+    would be longer than the file system takes."""
+    room = _name_limit(folder) - len(f"..{2 ** 22}-{'0' * 8}{PARTIAL_SUFFIX}{after}")
     encoded = os.fsencode(name)
     if len(encoded) > room:
         name = encoded[:room].decode("utf-8", "ignore")  # a character cut in two is dropped
@@ -204,16 +204,10 @@ class Staging:
         self.files.clear()
 
     def temporary(self, target: str) -> str:
-        """A new empty file beside ``target`` (what a link leads to: the link is kept), renamed to
-        it by a successful :meth:`commit`."""
-        target = os.path.realpath(target)
-        folder, name = os.path.split(target)
-        path = os.path.join(folder, f"{_partial_prefix(folder, name)}{os.getpid()}-{secrets.token_hex(4)}"
-                                    f"{PARTIAL_SUFFIX}")
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # mode as the umask says
-        if os.path.isfile(target):  # it replaces a file: with that file's mode, as writing into it would
-            os.chmod(path, os.stat(target).st_mode & 0o7777)
-        self.files[path] = target
+        """A new empty file beside ``target`` (:func:`temporary_beside`), renamed to it by a
+        successful :meth:`commit`."""
+        path = temporary_beside(target)
+        self.files[path] = os.path.realpath(target)
         return path
 
     def attempt(self, write, what: str):
@@ -243,6 +237,21 @@ class Staging:
         elsewhere = int(total[0]) - len(self.failures)
         return self.failures + ([f"{elsewhere} file part(s) could not be written on other ranks"]
                                 if elsewhere >= 1 else [])
+
+
+def temporary_beside(target, keep_suffix: bool = False) -> str:
+    """A new empty file beside ``target`` (what a link leads to: the link is kept), with the mode
+    ``target`` has (else as the umask says), for a writer to fill and rename over it; ending in
+    ``target``'s suffix where ``keep_suffix`` (for writers that read the format from it)."""
+    target = os.path.realpath(target)
+    folder, name = os.path.split(target)
+    after = os.path.splitext(name)[1] if keep_suffix else ""
+    path = os.path.join(folder, f"{_partial_prefix(folder, name, after)}{os.getpid()}-{secrets.token_hex(4)}"
+                                f"{PARTIAL_SUFFIX}{after}")
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    if os.path.isfile(target):  # it replaces a file: with that file's mode, as writing into it would
+        os.chmod(path, os.stat(target).st_mode & 0o7777)
+    return path
 
 
 def write_trace(driver, params, matrices, events, result, options: Options, comm, staging: Staging) -> dict:

@@ -5,23 +5,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from pathlib import Path
+
+from ..runtime.outputs import temporary_beside
 
 
 @contextlib.contextmanager
 def replacing(target):
-    """A new empty file's path beside ``target`` (what a link leads to: the link is kept), with
-    ``target``'s suffix for writers that read the format from it; renamed to ``target`` when the
-    block ends normally, removed when it raises."""
-    path = Path(os.path.realpath(target))
-    temporary = path.with_name(f".{path.stem}-{os.getpid()}-{secrets.token_hex(4)}.partial{path.suffix}")
-    os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # mode as the umask says
+    """A new empty file's path beside ``target`` (:func:`~tiledsl.runtime.outputs.temporary_beside`,
+    as a run's outputs are written), with ``target``'s suffix for writers that read the format from it;
+    renamed to ``target`` (what a link leads to) when the block ends normally, removed when it raises."""
+    temporary = Path(temporary_beside(target, keep_suffix=True))
     try:
-        if path.is_file():  # it replaces a file: with that file's mode, as writing into it would
-            os.chmod(temporary, path.stat().st_mode & 0o7777)
         yield temporary
-        os.replace(temporary, path)
+        os.replace(temporary, os.path.realpath(target))
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
