@@ -1139,7 +1139,7 @@ def test_a_file_hiding_a_module_of_pythons_is_named_by_the_drivers_beside_it(tmp
     (("run", "cholesky", "--n", 3000, "--nb", 32, "--json"), 3.0),
     (("run", "cholesky", "--n", 3000, "--nb", 32, "--json", "--np", 2), 3.5),
     (("bench", "cholesky", "--n", 3000, "--nb", 32, "--json", "--no-dask"), 3.0),
-    (("tune", "cholesky", "--quick", "--no-save", "--json"), 3.0),
+    (("tune", "cholesky", "--budget", 30, "--no-save", "--json"), 3.0),  # --quick may be done by then
     (("run", "cholesky", "--n", 3000, "--json"), 0),  # as soon as it handles SIGTERM: while the libraries load
 ])
 def test_a_json_command_stopped_by_a_signal_prints_its_failure_object(args, after):
