@@ -255,6 +255,7 @@ class CupyBackend(Backend):
                 order.launched(number, self._record(stream), reads, writes)
             return returned
         run.__name__, run.__doc__ = name, kernel.__doc__
+        run.__wrapped__ = kernel  # the kernel's own signature, for messages naming its parameters
         return run
 
     def _device_of(self, arguments) -> int:

@@ -147,6 +147,7 @@ class EmulatedBackend(Backend):
                 order.launched(stream, self._clocks.record((device, stream)), reads, writes)
             return returned
         run.__name__ = name
+        run.__wrapped__ = body  # the kernel's own signature, for messages naming its parameters
         return run
 
     def _copy_from(self, array: EmulatedArray, copy, engine: str = "out") -> "CopyUnderWay":
@@ -355,6 +356,7 @@ def _on_device(kernel):
         if isinstance(returned, np.ndarray) and any(np.shares_memory(returned, tile) for tile in tiles_in(unwrapped)):
             return None
         return returned
+    run.__wrapped__ = kernel
     return run
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..language import INT64_MAX
+from ..language import INT64_MAX, WRITE_MODES
 from . import heteroprio
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
@@ -608,7 +608,7 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
                               f"{arrays[index].shape}: a kernel writes into its tiles, it cannot resize them")
     if not call.plain:
         _check_panels_kept(task, arguments, arrays)
-    _check_returned(returned, arrays, kernel)
+    _check_returned(returned, arrays, kernel, task)
 
 
 def _check_values(call, values) -> None:
@@ -625,7 +625,7 @@ def _check_values(call, values) -> None:
                               f"±1.8e308): check its formula")
 
 
-def _check_returned(returned, arrays: list, kernel) -> None:
+def _check_returned(returned, arrays: list, kernel, task: Task) -> None:
     """What a kernel returns is dropped: a new array (alone, or in a tuple, list or dict), a generator
     or a coroutine is a result lost, and the kernel's own generator or coroutine a body that never ran
     (``yield``, ``async def``)."""
@@ -637,14 +637,27 @@ def _check_returned(returned, arrays: list, kernel) -> None:
                               f"'yield', or an 'async def'): a kernel is a plain function that writes into its "
                               f"tiles")
         # a generator expression, or another function's generator: the kernel's body ran, its result is lost
-        raise KernelError(f"returned a {type(returned).__name__}, which is dropped: a kernel writes its results "
-                          f"into its tiles in place (A[...] = ...)")
-    results = (returned.values() if isinstance(returned, dict) else returned if isinstance(returned, (tuple, list))
-               else (returned,))
+        raise KernelError(f"returned a {type(returned).__name__}, which is dropped: {_in_place(kernel, task)}")
+    held = isinstance(returned, (dict, tuple, list))
+    results = returned.values() if isinstance(returned, dict) else returned if held else (returned,)
     for result in results:
         if getattr(result, "shape", ()) != () and not _is_argument(result, arrays):
-            raise KernelError(f"returned a new {type(result).__name__} of shape {tuple(result.shape)}, which is "
-                              f"dropped: a kernel writes its results into its tiles in place (A[...] = ...)")
+            what = f"a new {type(result).__name__} of shape {tuple(result.shape)}"
+            raise KernelError(f"returned {f'a {type(returned).__name__} holding {what}' if held else what}, which is "
+                              f"dropped: {_in_place(kernel, task)}")
+
+
+def _in_place(kernel, task: Task) -> str:
+    """How the kernel keeps a result: written in place into the argument it writes, named as the
+    kernel's Python function names it (``Y[...] = ...``; a panel's tiles ``P[i][...] = ...``)."""
+    written = next(((number, panel) for number, mode, _, panel in task.call.declared(task.tiles)
+                    if mode in WRITE_MODES), None)
+    try:
+        name = list(inspect.signature(kernel).parameters)[written[0] - 1]
+    except (TypeError, ValueError, IndexError):  # no tile it writes, no signature to read (a C function), *args
+        return "a kernel writes its results into its tiles in place (T[...] = ...)"
+    example = f"{name}[i][...] = ..., for each tile of the panel" if written[1] else f"{name}[...] = ..."
+    return f"a kernel writes its results into its tiles in place ({example})"
 
 
 def _code_of(returned):

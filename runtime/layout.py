@@ -267,25 +267,38 @@ def ratio_of(distribution) -> tuple | None:
 
 
 def inner_block_params(driver) -> tuple[str, ...]:
-    """The program's integer parameters that are a workspace's tile height (``workspace T
-    like A rows ib``): inner blocks, as QR's ``ib``, which ``tiledsl tune`` searches with the
-    tiles and a run takes from its cache.
+    """The program's integer parameters that are the tile height of a workspace that is only ever a
+    prelude QR kernel's ``T`` (``workspace T like A rows ib``, ``WorkspaceDecl.inner_block``) and
+    size nothing else: inner blocks, as QR's ``ib``, which ``tiledsl tune`` searches with the tiles
+    and a run takes from its cache. A parameter that sizes a matrix or a workspace that the user's
+    kernels use means something (a number of pooled rows): it is the user's, never tuned.
 
     Asked of the compiled program: each integer parameter in turn is set to a value
-    no other formula makes, and is an inner block if a workspace's rows come out at it.
+    no other formula makes, and is an inner block if only such workspaces' rows change, to it.
     """
     program = driver.PROGRAM
-    defaults = make_params(driver, Options(n=_PROBE_N), requirements=False).as_dict()
+    blocking = {decl.name for decl in program.workspaces if decl.inner_block}
+    if not blocking:
+        return ()
+    defaults = make_params(driver, Options(n=_PROBE_N), requirements=False)
+    try:
+        shapes = matrix_shapes(driver, defaults)
+    except UsageError:  # the defaults give no size: nothing to compare with
+        return ()
     found = []
     for name in program.params:
-        if isinstance(defaults[name], bool) or not isinstance(defaults[name], int):
+        value = defaults.as_dict()[name]
+        if isinstance(value, bool) or not isinstance(value, int):
             continue
         try:
-            probed = make_params(driver, Options(n=_PROBE_N, sets={name: _PROBE}), requirements=False)
-            _, workspaces = matrix_shapes(driver, probed)
+            probed = matrix_shapes(driver, make_params(driver, Options(n=_PROBE_N, sets={name: _PROBE}),
+                                                       requirements=False))
         except UsageError:  # no size at the probe (`w = 2 ** lev` overflows): a workspace's rows it is not
             continue
-        if any(rows == _PROBE for _, rows in workspaces.values()):
+        matrices, workspaces = probed
+        changed = {m for m, shape in matrices.items() if shape != shapes[0][m]} | {
+            w for w, shape in workspaces.items() if shape != shapes[1][w]}
+        if changed and changed <= blocking and all(workspaces[w][1] == _PROBE for w in changed):
             found.append(name)
     return tuple(found)
 

@@ -50,11 +50,14 @@ class MatrixDecl:
 
 @dataclass(frozen=True)
 class WorkspaceDecl:
-    """A workspace with the tile grid of matrix ``like`` (its tile height is in ``shapes``)."""
+    """A workspace with the tile grid of matrix ``like`` (its tile height is in ``shapes``);
+    ``inner_block`` when it is only ever a prelude QR kernel's ``T``, whose height (``ib``) is a
+    blocking that ``tiledsl tune`` may choose."""
 
     name: str
     like: str
     line: int
+    inner_block: bool = False
 
 
 @dataclass(frozen=True)

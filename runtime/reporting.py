@@ -289,15 +289,22 @@ def nonfinite_lines(nonfinite: dict, hint: str = "", from_inputs: dict | None = 
     return lines[:-1] + [lines[-1] + allow] if lines else []
 
 
-def failure_reasons(result: RunResult) -> list:
-    """Why a completed run failed, one line each, as the command line says them (none: it succeeded):
-    the check's errors and failing residuals, then the matrices left holding NaN or infinities."""
+def check_reasons(result: RunResult) -> list:
+    """Why a completed run's check failed, one line each, as the command line says them (none: it
+    passed, or there was none): a check that gave no residual, the residuals not below the threshold."""
     problems = checks.failure_lines(result.errors, result.residuals)
     if result.input_nonfinite and any(math.isnan(value) for value in result.residuals.values()):
         # an infinity in the input may leave a finite result (1/inf = 0): the NaN residual is the input's
         held = ", ".join(f"{name}'s input held {count}" for name, count in result.input_nonfinite.items())
         problems.insert(0, f"the check has no residual: {held} NaN or infinite value(s), which no backward error "
                            f"measures")
+    return problems
+
+
+def failure_reasons(result: RunResult) -> list:
+    """Why a completed run failed, one line each, as the command line says them (none: it succeeded):
+    the check's (:func:`check_reasons`), then the matrices left holding NaN or infinities."""
+    problems = check_reasons(result)
     if result.nonfinite_allowed:
         return problems
     return problems + nonfinite_lines(result.nonfinite, " (--check-finite stops at the first task that writes one)",

@@ -70,10 +70,10 @@ class Output(Mapping):
     found its matrix exactly singular. ``sources`` says where each tile setting and tuned
     parameter came from (``given``, ``tuned (<cache file>)``, ``program default``), as
     ``--json``'s ``sources`` does; ``workers`` the CPU worker threads. ``errors`` says, one line
-    each, why the run failed otherwise, as ``--json``'s ``errors`` does (a user check that raised
-    or returned no number; NaN or infinite values left in a matrix, unless ``allow_nonfinite``).
-    :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output when ``errors``
-    is not empty, as the command line fails such a run. :meth:`summary` is all but the matrices, for JSON.
+    each, why the run failed, as ``--json``'s ``errors`` does (a user check that raised or returned
+    no number, residuals not below the threshold; NaN or infinite values left in a matrix, unless
+    ``allow_nonfinite``). :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output where
+    the command line fails such a run for another reason than a residual too large (``passed`` False). :meth:`summary` is all but the matrices, for JSON.
     """
 
     matrices: dict
@@ -119,6 +119,13 @@ class Loaded:
         self.path = path
         self.driver = driver
         self.program = driver.PROGRAM
+
+    def __reduce__(self):
+        # by its path, loaded again where it is unpickled (a multiprocessing pool's worker): a driver is a module
+        return load, (self.path,)
+
+    def __repr__(self) -> str:
+        return f"<tiledsl program {self.program.name} from {self.path}>"
 
     @property
     def matrices(self) -> list[str]:
@@ -207,13 +214,18 @@ class Loaded:
         """The :class:`Output` of a completed run; a :class:`TiledslError` carrying it where the
         command line would fail the run."""
         matrices = {name: m.assemble() for name, m in result.matrices.items()}
+        from .runtime.reporting import check_reasons, nonfinite_lines
+
+        nonfinite = [] if allow_nonfinite else nonfinite_lines(
+            result.nonfinite, from_inputs=result.input_nonfinite, allow="; allow_nonfinite=True takes them for results")
         output = Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
-                        result.passed, dict(result.nonfinite), list(result.errors), dict(result.input_nonfinite),
-                        notes=notes, **self._ran_with(result))
+                        result.passed, dict(result.nonfinite), check_reasons(result) + nonfinite,
+                        dict(result.input_nonfinite), notes=notes, **self._ran_with(result))
         for matrix in result.matrices.values():
             matrix.discard()
-        output.errors = _problems(output, allow_nonfinite)  # all the reasons, as --json's errors lists them
-        if output.errors:  # the command line fails this run: so does the API, the output kept on the error
+        # the command line fails this run for more than a residual too large (the check's verdict, passed
+        # False): so does the API, the output kept on the error
+        if result.errors or nonfinite:
             raise TiledslError("; ".join(output.errors), output)
         return output
 
@@ -378,16 +390,6 @@ class Loaded:
         _check_int("seed", seed, 0)
         if seed >= SEEDS:
             raise TiledslError(f"seed must be below 2^64, got {seed}")
-
-
-def _problems(output: Output, allow_nonfinite: bool) -> list:
-    """Why a completed run failed, in the command line's words and order (a residual that is too
-    large is not among them: ``passed`` is the check's verdict)."""
-    from .runtime.reporting import nonfinite_lines
-
-    return output.errors + ([] if allow_nonfinite else
-                            nonfinite_lines(output.nonfinite, from_inputs=output.input_nonfinite,
-                                            allow="; allow_nonfinite=True takes them for results"))
 
 
 def _check_kind(name: str, array: np.ndarray) -> None:

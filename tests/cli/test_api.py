@@ -381,6 +381,41 @@ def test_a_check_that_gives_no_residual_is_an_error_saying_why(tmp_path, case):
 
 
 @pytest.mark.timeout(120)
+def test_a_residual_too_large_is_among_the_errors_as_json_says_it_without_raising(tmp_path):
+    """errors held nothing where the check failed by its residual, so a script logging summary()
+    logged a failed run with no reason; --json gives 'check failed: residual 100 is not below 60'."""
+    (tmp_path / "checked.tile").write_text(USER_CHECK)
+    (tmp_path / "checks.py").write_text("def add(X, Y):\n    Y[:] += X\n\n\n"
+                                        "def verdict(before, after):\n    return 100.0\n")
+    out = tiledsl.load(tmp_path / "checked.tile").run(n=8, check=True)
+    assert out.passed is False and out.errors == ["check failed: residual 100 is not below 60"]
+    assert out.summary()["errors"] == out.errors
+
+
+@pytest.mark.timeout(120)
+def test_a_nan_input_names_the_check_it_left_without_residual_as_json_does():
+    a = np.eye(64) * 3
+    a[5, 5] = np.nan
+    out = tiledsl.load("gemm").run(A=a, tiles={"nb": 32}, check=True, allow_nonfinite=True)
+    assert out.errors == ["the check has no residual: A's input held 1 NaN or infinite value(s), which no backward "
+                          "error measures", "check failed: residual nan is not below 60"]
+    with pytest.raises(TiledslError) as caught:
+        tiledsl.load("gemm").run(A=a, tiles={"nb": 32}, check=True)
+    assert caught.value.output.errors[:2] == out.errors and "C holds 64 NaN" in caught.value.output.errors[3]
+
+
+@pytest.mark.timeout(120)
+def test_a_loaded_program_pickles_by_its_path_as_a_pool_passes_it():
+    """pickle (a multiprocessing pool's arguments) failed: "cannot pickle 'module' object"."""
+    import pickle
+
+    program = tiledsl.load("cholesky")
+    again = pickle.loads(pickle.dumps(program))
+    assert again.path == program.path and repr(again) == f"<tiledsl program cholesky from {program.path}>"
+    assert again.run(n=100, check=True).passed is True
+
+
+@pytest.mark.timeout(120)
 def test_a_loaded_program_finds_its_kernel_module_from_another_directory(tmp_path, monkeypatch):
     (tmp_path / "checked.tile").write_text(USER_CHECK)
     (tmp_path / "checks.py").write_text("def add(X, Y):\n    Y[:] += X\n\n\n"

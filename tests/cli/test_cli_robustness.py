@@ -649,9 +649,28 @@ def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(
         out = tiledsl("run", tmp_path / "r.tile", "--n", "20", *gpus)
         assert out.returncode == status and "Traceback" not in out.err, out.err
         if status:
-            assert out.err.strip().endswith(f"{place} ({kernel}(A[0, 0], 2.0)): returned a new ndarray of shape "
-                                            "(20, 20), which is dropped: a kernel writes its results into its "
+            held = {"pair": "a tuple holding ", "named": "a dict holding "}.get(kernel, "")
+            assert out.err.strip().endswith(f"{place} ({kernel}(A[0, 0], 2.0)): returned {held}a new ndarray of "
+                                            "shape (20, 20), which is dropped: a kernel writes its results into its "
                                             "tiles in place (A[...] = ...)")
+
+
+@pytest.mark.timeout(120)
+def test_a_dropped_result_is_told_to_go_into_the_argument_the_kernel_writes(tmp_path):
+    """`acc(in X, inout Y)` returning Y + X was told to write `A[...] = ...`: A was the call's `in`
+    matrix, and no argument of the kernel; a panel kernel returning a list was said to return an ndarray."""
+    (tmp_path / "k.py").write_text("def acc(X, Y):\n    return Y + X\n\ndef accp(X, P):\n"
+                                   "    return [p + 1 for p in P]\n")
+    for call, said in (("acc(A[0, 0], B[0, 0])", "returned a new ndarray of shape (10, 10), which is dropped: a "
+                                                  "kernel writes its results into its tiles in place (Y[...] = ...)"),
+                       ("accp(A[0, 0], B[0 : B.mt, 1])", "returned a list holding a new ndarray of shape (10, 10), "
+                                                         "which is dropped: a kernel writes its results into its tiles "
+                                                         "in place (P[i][...] = ..., for each tile of the panel)")):
+        (tmp_path / "t.tile").write_text(f'use "k.py"\nkernel {call.split("(")[0]}(in X, inout Y)\nprogram r {{\n'
+                                         f"  tiling uniform(nb = 10)\n  in matrix A[n, n] = random general\n"
+                                         f"  matrix B[n, n] = zeros\n  {call}\n}}\n")
+        out = tiledsl("run", tmp_path / "t.tile", "--n", "30")
+        assert out.returncode == 1 and out.err.strip().endswith(f"({call}): {said}"), out.err
 
 
 @pytest.mark.timeout(120)

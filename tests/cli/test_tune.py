@@ -294,6 +294,31 @@ def test_a_param_whose_probe_leaves_the_program_no_size_is_no_inner_block(tmp_pa
     assert inner_block_params(import_driver(tmp_path / "levels.py", "tune_levels")) == ("ib",)
 
 
+MEANING_PARAMS = {  # a param a workspace's rows that is more than a blocking: tune changed what the program computed
+    "a user kernel's workspace": ("  param k = 4\n  matrix A[n, n] = random general\n  workspace S like A rows k\n"
+                                  "  for i in 0 .. A.mt { pool(A[i, 0], S[i, 0]) }\n"),
+    "a QR T that also sizes a matrix": ("  param ib = 32\n  matrix A[n, n] = random general\n"
+                                        "  matrix B[ib, n] = zeros\n  workspace T like A rows ib\n"
+                                        "  for k in 0 .. A.nt { geqrt(A[k, k], T[k, k]) }\n"),
+    "a QR T a user kernel reads too": ("  param ib = 32\n  matrix A[n, n] = random general\n"
+                                       "  workspace T like A rows ib\n"
+                                       "  for k in 0 .. A.nt { geqrt(A[k, k], T[k, k])  pool(A[k, k], T[k, k]) }\n"),
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("case", sorted(MEANING_PARAMS))
+def test_a_param_that_means_something_is_no_inner_block(tmp_path, case):
+    """A max-pooling program's `workspace S like A rows k` (rows pooled per tile): tune timed k=32..128,
+    saved k=128, and later runs wrote a (1024, 1024) S where the program's (16, 1024) was meant."""
+    (tmp_path / "pool.py").write_text("def pool(A, S):\n    S[:] = A[:S.shape[0]]\n")
+    (tmp_path / "meaning.tile").write_text('use "pool.py"\nkernel pool(in A, inout S)\nprogram meaning {\n'
+                                           '  tiling uniform(nb = 64)\n' + MEANING_PARAMS[case] + '}\n')
+    _, text = compile_path(tmp_path / "meaning.tile")
+    (tmp_path / "meaning_driver.py").write_text(text)
+    assert inner_block_params(import_driver(tmp_path / "meaning_driver.py", f"tune_meaning_{len(case)}")) == ()
+
+
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("width, default, candidates", [
     (64, 64, [32, 64]), (384, 64, [32, 48, 64, 96, 128, 192, 384]), (1024, 64, [32, 64, 128, 256, 512]),

@@ -9,7 +9,7 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
-    _unmet = None if DRIVER_FORMAT >= 3 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -28,7 +28,7 @@ if _unmet:
         _stop_if_hiding(_folder)  # one line naming the file, from rank 0, and exit status 2; else it returns
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 3 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/hqr.tile' + " again with this Python's")
 
@@ -40,8 +40,8 @@ PROGRAM = Program(
         MatrixDecl('A', 'general', line=29),
     ),
     workspaces=(
-        WorkspaceDecl('T', like='A', line=30),
-        WorkspaceDecl('T2', like='A', line=31),
+        WorkspaceDecl('T', like='A', line=30, inner_block=True),
+        WorkspaceDecl('T2', like='A', line=31, inner_block=True),
     ),
     params=('ib', 'domains', ),
     check=CheckDecl('qr', ('A', 'T'), line=32),

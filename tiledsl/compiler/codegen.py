@@ -82,7 +82,7 @@ class DriverModel:
     tiling_defaults: dict
     params: list  # (name, python reference, python default expression)
     matrices: list  # (name, init, load, line, rows expr, cols expr)
-    workspaces: list  # (name, like, rows expr, line)
+    workspaces: list  # (name, like, rows expr, line, whether its rows are an inner block)
     requires: list  # (line, condition as written, why or None, python condition)
     check: dict | None  # the CheckDecl's arguments, as driver text
     kernel_module: str | None
@@ -125,6 +125,24 @@ def generate(checked: Checked, driver_path=None) -> str:
         model.driver_name = os.path.basename(driver_path)
         model.source_from_driver = posixpath.normpath(f"{model.source_dir}/{os.path.basename(checked.path)}")
     return _template().render(model=model)
+
+
+#: the prelude's QR kernels' argument that holds the triangular factors of their block reflectors, whose
+#: height is the inner block: any height gives the same factorization (up to rounding)
+INNER_BLOCK_ARGUMENT = "T"
+
+
+def _inner_block_workspaces(checked: Checked) -> set:
+    """The workspaces that only ever are a prelude kernel's ``T``: their rows (QR's ``ib``) are a
+    blocking that ``tiledsl tune`` may choose. One that a kernel of the user's reads or writes may
+    mean something (a number of moments, of pooled rows): tune leaves it alone."""
+    uses: dict = {}
+    for call in checked.calls:
+        tiles = [param for param in call.kernel.params if param.kind == "tile"]
+        for param, access in zip(tiles, call.accesses):
+            blocking = call.kernel.prelude and param.name.text == INNER_BLOCK_ARGUMENT
+            uses.setdefault(access.matrix, []).append(blocking)
+    return {name for name, blocking in uses.items() if all(blocking)}
 
 
 def _file_digest(path: str) -> str | None:
@@ -254,8 +272,8 @@ class _Model:
             matrices=[(d.name.text, _init_kind(d.init), d.init.path, d.span.line, self.expr(d.rows, params=True),
                        self.expr(d.cols, params=True))
                       for d in program.matrices],
-            workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line)
-                        for d in program.workspaces],
+            workspaces=[(d.name.text, d.like.text, self.expr(d.rows, params=True), d.span.line,
+                         d.name.text in _inner_block_workspaces(checked)) for d in program.workspaces],
             requires=self._requirements(),
             check=self._check_model(program.checks[0]) if program.checks else None,
             kernel_module=checked.kernel_module)
