@@ -126,7 +126,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                 warn(warning)
         use_tuned(driver, options, not getattr(args, "no_tune", False), comm, warn)
         fit_files(driver, options)  # after the tuned values: the inputs are fitted at the run's tiles
-        result = execute(driver, options, comm=comm)
+        result = execute(driver, options, comm=comm, when_decided=_stops_after_outcome)
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
         for note in run_notes(driver, options, result, ranks) if comm is None or comm.rank == 0 else []:
             warn(note)
@@ -322,12 +322,34 @@ def stopped_by_signal(signum, frame):
     raise Stopped(signum)
 
 
+def _stops_after_outcome() -> None:
+    """Every rank has agreed on the run's outcome, and its files are renamed into place (or withheld)
+    next: a stop from now on stops nothing. It said "stopped by SIGTERM" (exit 143) of a run whose
+    files it had replaced, or raised where nothing catches it (a traceback after the summary); now the
+    run reports and ends as it went (docs/cluster.md), one whose end takes :data:`LATE_STOP_SECONDS`
+    more being ended then with 128 + N."""
+    for signum in (signal.SIGINT, *STOPPING_SIGNALS):
+        unless_ignored(signum, _stopped_after_outcome)
+
+
+#: how long a rank stopped once its run's outcome was decided may take to report and end
+LATE_STOP_SECONDS = 10.0
+_late_stops: list = []  # the timer of the first such stop
+
+
+def _stopped_after_outcome(signum, frame):
+    if not _late_stops:
+        _late_stops.append(threading.Timer(LATE_STOP_SECONDS, os._exit, (128 + signum,)))
+        _late_stops[0].daemon = True
+        _late_stops[0].start()
+
+
 def _stopped_as_any_process() -> None:
     """A process a kernel forks (a multiprocessing pool's worker) is not the rank: SIGTERM ends it
     as it ends any process, not by raising the rank's :class:`Stopped` (which printed a traceback
     in each worker that ``Pool.terminate`` ended, and could leave the pool waiting)."""
     for signum in STOPPING_SIGNALS:
-        if signal.getsignal(signum) is stopped_by_signal:
+        if signal.getsignal(signum) in (stopped_by_signal, _stopped_after_outcome):
             signal.signal(signum, signal.SIG_DFL)
 
 
@@ -388,7 +410,12 @@ def main(program, *_older_driver_arguments) -> None:
 def process_status(status: int) -> int:
     """``status``, for the process to exit with; or the process ends now with it, its streams flushed,
     where a kernel a run left running is still in it: Python's own end would wait on what the
-    kernel holds (stdin's lock, for a kernel blocked in ``input()``: "Fatal Python error", exit 134)."""
+    kernel holds (stdin's lock, for a kernel blocked in ``input()``: "Fatal Python error", exit 134).
+    A stopping signal from now on changes nothing: the status is decided, and one that came as Python
+    exits (which puts back the default of a signal with a handler) killed the process with it."""
+    for signum in (signal.SIGINT, *STOPPING_SIGNALS):
+        with contextlib.suppress(ValueError):  # not the main thread: a test's
+            unless_ignored(signum, signal.SIG_IGN)
     if kernels_left_running():
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError, AttributeError):

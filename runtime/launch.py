@@ -47,13 +47,15 @@ from .world import RankError, UsageError, await_ending, core_share, default_work
 
 
 # ---------------------------------------------------------------- the run
-def execute(driver, options: Options, arrays: dict | None = None, comm=None) -> RunResult:
-    """Run the driver module ``driver`` on this process: alone, or as a rank of ``comm``'s job."""
+def execute(driver, options: Options, arrays: dict | None = None, comm=None, when_decided=None) -> RunResult:
+    """Run the driver module ``driver`` on this process: alone, or as a rank of ``comm``'s job.
+    ``when_decided()`` is called once every rank has agreed on the run's outcome, just before its
+    files are renamed into place (or withheld): from there a stop would stop nothing."""
     with run_in_progress():  # the user's code calling os._exit fails the run, whatever thread calls it
-        return _execute(driver, options, arrays, comm)
+        return _execute(driver, options, arrays, comm, when_decided)
 
 
-def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
+def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) -> RunResult:
     program = driver.PROGRAM
     stopwatch = progress.Stopwatch()
     ranks, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
@@ -141,7 +143,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm) -> RunResult:
         if options.check and program.check is not None:
             _check(result, driver, params, engine, matrices, sources, comm, options)
             result.check_seconds = stopwatch.lap("check")
-    _write_outputs(result, driver, params, matrices, traced, options, comm)
+    _write_outputs(result, driver, params, matrices, traced, options, comm, when_decided)
     stopwatch.lap("outputs")
     result.phases, result.total_seconds = stopwatch.laps, stopwatch.total()
     return result
@@ -187,16 +189,17 @@ def _check(result: RunResult, driver, params, engine: Engine, matrices: dict, so
     result.notes += [near] if near else []
 
 
-def _write_outputs(result: RunResult, driver, params, matrices: dict, traced, options: Options, comm) -> None:
+def _write_outputs(result: RunResult, driver, params, matrices: dict, traced, options: Options, comm,
+                   when_decided) -> None:
     """The trace (of the events ``traced``, None without one) and the output files, each written whole
-    or not at all (:class:`Staging`)."""
+    or not at all (:class:`Staging`, which calls ``when_decided`` as it commits them)."""
     with Staging(comm) as staging:
         if traced is not None:
             result.trace = write_trace(driver, params, matrices, traced, result, options, comm, staging)
         for name, path in options.outputs.items():
             write_output(matrices[name], path, comm, staging)
         await_ending()
-        result.errors += staging.commit(result.ok)
+        result.errors += staging.commit(result.ok, when_decided)
         result.withheld, result.withheld_because = staging.withheld, staging.withheld_because
 
 

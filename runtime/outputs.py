@@ -218,11 +218,14 @@ class Staging:
             self.failures.append(f"cannot write {what}: {getattr(error, 'strerror', None) or error}")
             return None
 
-    def commit(self, succeeded: bool) -> list:
+    def commit(self, succeeded: bool, when_decided=None) -> list:
         """Rename the files into place if ``succeeded`` here and every rank wrote its part,
-        else remove them; the failures to report (this rank's, and on rank 0 a count of others')."""
+        else remove them; the failures to report (this rank's, and on rank 0 a count of others').
+        ``when_decided()`` is called once the ranks have agreed which, before any file is renamed."""
         local = np.array([len(self.failures), not succeeded], dtype=np.float64)
         total = self.comm.allreduce_sum(local) if self.comm is not None else local
+        if when_decided is not None:
+            when_decided()
         if not total.any():
             for temporary, target in list(self.files.items()):
                 try:

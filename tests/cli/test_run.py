@@ -1159,6 +1159,35 @@ def test_a_json_command_stopped_by_a_signal_prints_its_failure_object(args, afte
     assert ("np" in said) == (args[0] == "run")
 
 
+SIGNALLED_AFTER_RENAMING = """
+import os, signal, sys
+from tiledsl.runtime import outputs
+from tiledsl.commands import main
+
+commit, signum = outputs.Staging.commit, getattr(signal, sys.argv[1])
+def renamed_then_signalled(self, succeeded, when_decided=None):
+    failures = commit(self, succeeded, when_decided)
+    os.kill(os.getpid(), signum)  # the old file replaced: the run is no longer stoppable
+    return failures
+outputs.Staging.commit = renamed_then_signalled
+sys.argv = ["tiledsl", "run", "cholesky", "--n", "200", "--nb", "64", "--output", "A=out.npy", "--json"]
+sys.exit(main())
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_once_the_files_are_renamed_stops_nothing(tmp_path, name):
+    """A SIGTERM just after the output replaced the user's old file: 'stopped by SIGTERM', exit 143 (the
+    file was replaced all the same); Ctrl-C there printed a traceback after the summary."""
+    np.save(tmp_path / "out.npy", np.eye(5))
+    out = subprocess.run([sys.executable, "-c", SIGNALLED_AFTER_RENAMING, name], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=100)
+    assert (out.returncode, out.stderr) == (0, ""), out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["ok"] is True
+    assert np.load(tmp_path / "out.npy").shape == (200, 200)
+
+
 def _handles(pid: int, signum: int) -> bool:
     """Whether process ``pid`` has a handler of its own for ``signum`` (its SigCgt mask)."""
     with open(f"/proc/{pid}/status") as status:
