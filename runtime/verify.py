@@ -717,7 +717,7 @@ def _apply_q_to_identity(stream, reflectors, x: TiledMatrix) -> None:
             apply = _APPLY[call.kernel]
             for j in columns:
                 stream.task(f"check_{apply}", ("in", "in", "inout", "inout"), (v, t, x.tile(r.i, j), x.tile(v.i, j)),
-                            _on_pair(apply), (regions[1], regions[2], _rows(regions[0]), None))
+                            _on_pair(apply), (regions[1], regions[2], _rows(regions[0]), _rows(regions[1])))
 
 
 def _on_pair(kernel: str):

@@ -132,6 +132,40 @@ def test_the_qr_check_replays_reflectors_whose_t_is_a_row_sub_range(tmp_path):
     assert max(run.residuals.values()) < 5
 
 
+ZERO_ROWS_QR = """program p {
+  tiling uniform(nb = 16)
+  param z = 4
+  param ib = 8
+  matrix A[n, n] = zeros
+  workspace T like A rows ib
+  check qr(A, T)
+  for k in 0 .. min(A.mt, A.nt) {
+    geqrt(A[k, k], T[k, k])
+    for j in k + 1 .. A.nt { gemqrt(A[k, k], T[k, k], A[k, j]) }
+    for i in k + 1 .. A.mt {
+      tpqrt(A[k, k], A[i, k][0 : A.height(i) - z], T[i, k])
+      for j in k + 1 .. A.nt { tpmqrt(A[i, k][0 : A.height(i) - z], T[i, k], A[k, j], A[i, j][0 : A.height(i) - z]) }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.timeout(60)
+def test_the_qr_check_replays_reflectors_whose_v_is_a_row_sub_range(tmp_path):
+    """V in the top rows of the tiles below the diagonal (their last z rows, zero, need no reflector):
+    the check applied its Q to whole tiles and failed, "kernel check_tpmqrt failed ... C2 of shape
+    (16, 16) does not match V of shape (12, 16)", with no residual."""
+    import tiledsl
+
+    (tmp_path / "p.tile").write_text(ZERO_ROWS_QR)
+    a = np.random.default_rng(3).standard_normal((64, 64))
+    a[np.arange(64) % 16 >= 12] = 0.0  # every tile's last 4 rows
+    a[:16] = np.random.default_rng(4).standard_normal((16, 64))  # the first tile row is whole
+    out = tiledsl.load(tmp_path / "p.tile").run(A=a, check=True)
+    assert out.passed and max(out.residuals.values()) < 5, out.residuals
+
+
 PARTIAL = {"cholesky": "matrix A[n, n] = random spd\n  check cholesky(A)\n  for k in 0 .. A.nt { potrf(A[k, k]) }",
            "lu": "matrix A[n, n] = random diagdom\n  check lu(A)\n  for k in 0 .. A.nt { getrf_nopiv(A[k, k]) }",
            "qr": "param ib = 50\n  matrix A[n, n] = random general\n  workspace T like A rows ib\n"
