@@ -188,3 +188,22 @@ def test_bench_says_a_failed_check_and_a_missing_or_tiny_rate_as_run_does(tmp_pa
     assert re.search(rf"^tiledsl +[0-9.]+ +{rate} +1.00x$", shown, re.MULTILINE), shown
     assert "\ntiledsl no residual (FAIL: the check failed, see below)\n" in shown and "residual nan" not in shown
     assert (f"note: {note}" in shown) if note else "no GFLOP/s" not in shown, shown
+
+
+@pytest.mark.timeout(60)
+def test_a_singular_input_is_timed_by_lapack_and_warned_of_as_run_does(tmp_path):
+    """A zero column: dgetrf's info > 0 (an exactly zero U(i, i), the factorization complete) made its row
+    'failed', and tiledsl's warning that the matrix is singular, which run gives, was left out."""
+    import numpy as np
+
+    a = np.random.default_rng(5).standard_normal((200, 200))
+    a[:, -1] = 0.0
+    np.save(tmp_path / "a.npy", a)
+    _, text = compile_path(ROOT / "programs/getrf.tile")
+    (tmp_path / "driver.py").write_text(text)
+    table = run_bench(import_driver(tmp_path / "driver.py", "bench_singular"),
+                      Options(n=200, tiles={"nb": 64}, workers=1, inputs={"A": str(tmp_path / "a.npy")}),
+                      rounds=1, with_dask=False)
+    assert [row.get("failed") for row in table["rows"]] == [None, None] and table["rows"][1]["seconds"] > 0
+    assert any(note.endswith("U(7, 7) of the matrix it was given is exactly zero: the matrix is singular")
+               for note in table["notes"]), table["notes"]

@@ -29,7 +29,7 @@ from scipy.linalg import blas, lapack
 from threadpoolctl import threadpool_limits
 
 from ..runtime import Options, execute
-from ..runtime.launch import source
+from ..runtime.launch import run_notes, source
 from ..runtime.layout import make_params, matrix_shapes
 from ..runtime.options import tile_values
 from ..runtime.reporting import (count_text, failure_reasons, flop_count, no_rate_reason, rate_number,
@@ -70,6 +70,13 @@ def _geqrf(a):
     return lapack.dgeqrf(a, lwork=lwork, overwrite_a=1)
 
 
+def _getrf(a):
+    lu, piv, info = lapack.dgetrf(a, overwrite_a=1)
+    # info > 0: U(info, info) is exactly zero, and the factorization complete all the same (a singular
+    # A is no error, as tiledsl's getrf warns of it): a timing
+    return min(info, 0)
+
+
 def _potri(a, lower: int = 1):
     c, info = lapack.dpotrf(a, lower=lower, overwrite_a=1)
     return info or lapack.dpotri(c, lower=lower, overwrite_c=1)
@@ -96,7 +103,7 @@ def lapack_info(returned) -> int:
 
 FACTORIZATIONS = {
     "cholesky": Reference("dpotrf", lambda a: lapack.dpotrf(a, lower=1, overwrite_a=1)),
-    "lu": Reference("dgetrf", lambda a: lapack.dgetrf(a, overwrite_a=1)),
+    "lu": Reference("dgetrf", _getrf),
     "qr": Reference("dgeqrf", _geqrf),
 }
 #: the references of user checks, by the check function's name
@@ -343,6 +350,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         params = {name: result.params[name] for name in program.params if name in result.params}
         sources = dict(result.sources)
         flops, source = flop_count(program, result.matrices, [result.stats])
+    notes = [*run_notes(driver, options, result, [result.stats]), *notes]  # what run warns of (a singular A)
     if not flops and no_rate_reason([result.stats]):
         notes.append(f"no GFLOP/s: {no_rate_reason([result.stats])}")  # as run says it
     notes += [f"{m.name} failed on these inputs (LAPACK info = {m.info}): its row is not a timing"
