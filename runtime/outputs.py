@@ -66,6 +66,7 @@ def check_output_paths(options: Options, program_files=(), input_files=()) -> No
                              f"name another file")
         check_writable(path, what)
         if what.startswith("--output"):
+            _check_npy_name(path, what)
             check_replaceable(path, what, (NPY_MAGIC,), "a .npy file (a matrix, whoever saved it)")
             _check_matrix_file(path, what)
         else:
@@ -73,6 +74,15 @@ def check_output_paths(options: Options, program_files=(), input_files=()) -> No
         same = seen.setdefault(os.path.realpath(path), what)
         if same != what:
             raise UsageError(f"{what}: the same file as {same}: give each output a file of its own")
+
+
+def _check_npy_name(path: str, what: str) -> None:
+    """A :class:`UsageError` for an output not named ``.npy``: a ``.npz``, ``.txt`` or ``.csv`` holding
+    a .npy file's bytes is none of those to what reads it."""
+    stem, suffix = os.path.splitext(path)
+    if suffix.lower() != ".npy":
+        raise UsageError(f"{what}: an output is written as a .npy file (numpy.save's format, which numpy.load "
+                         f"reads): name it {stem if suffix else path}.npy")
 
 
 def check_replaceable(path: str, what: str, starts: tuple, kind: str, mark: bytes | None = None) -> None:
@@ -124,11 +134,14 @@ def check_writable(path: str, what: str) -> None:
         shown = real if os.path.exists(real) else path
         raise UsageError(f"{what}: {shown!r} is not a regular file (a device, a pipe or a socket), "
                          f"which the written file would replace: name a file")
-    if os.path.isfile(real) and not os.access(real, os.W_OK):  # renaming over it would ignore its mode
-        raise UsageError(f"{what}: {real!r} is read-only: make it writable to replace it, or name another file")
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
         raise UsageError(f"{what}: directory {folder!r} (where the link leads) does not exist")
+    if _mounted_read_only(folder):  # no file in it is writable, whatever its mode says
+        raise UsageError(f"{what}: directory {folder!r} is on a file system mounted read-only: name a file "
+                         f"elsewhere")
+    if os.path.isfile(real) and not os.access(real, os.W_OK):  # renaming over it would ignore its mode
+        raise UsageError(f"{what}: {real!r} is read-only: make it writable to replace it, or name another file")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"{what}: directory {folder!r} is not writable")
     # permissions do not tell everything (a read-only mount, /proc, root's access): try it
@@ -139,6 +152,14 @@ def check_writable(path: str, what: str) -> None:
         raise UsageError(f"{what}: cannot create a file in {folder!r}: {error.strerror or error}") from None
     with contextlib.suppress(OSError):
         os.unlink(probe)
+
+
+def _mounted_read_only(folder: str) -> bool:
+    """Whether ``folder`` is on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:  # not known: the probe of check_writable tells
+        return False
 
 
 def _check_name_length(real: str, what: str) -> None:

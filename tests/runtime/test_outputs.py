@@ -86,6 +86,24 @@ def test_a_read_only_output_file_is_refused_not_replaced(tmp_path, monkeypatch):
         check_writable(str(target), "--output A=out.npy")
 
 
+def test_an_output_on_a_read_only_mount_says_so_not_to_make_the_file_writable(tmp_path, monkeypatch):
+    """A read-only mount: 'out.npy is read-only: make it writable', and chmod there fails as well."""
+    from types import SimpleNamespace
+
+    from tiledsl.runtime.outputs import check_writable
+    from tiledsl.runtime.world import UsageError
+
+    target = tmp_path / "out.npy"
+    target.write_text("keep me")
+    statvfs, access = os.statvfs, os.access
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_flag=os.ST_RDONLY) if path == str(tmp_path)
+                        else statvfs(path))
+    monkeypatch.setattr(os, "access", lambda path, mode: False if path == str(target) else access(path, mode))
+    with pytest.raises(UsageError, match=r"--output A=out.npy: directory '.*' is on a file system mounted "
+                                         r"read-only: name a file elsewhere"):
+        check_writable(str(target), "--output A=out.npy")
+
+
 def test_the_temporary_files_of_ranks_gone_are_removed_and_no_others(tmp_path):
     """A rank killed while the outputs were written left .A.npy.PID-TOKEN.tiledsl-partial, 18 MB,
     for good: tiledsl run --np removes those of processes that are gone once its job ends."""
@@ -178,3 +196,19 @@ def test_a_file_a_good_run_cannot_write_is_not_blamed_on_the_run(tmp_path):
         f"tiledsl: error: cannot write the trace '{tmp_path / 't.json'}': File too large\n"
         "tiledsl: note: t.json was not written (a file already there is left as it was)\n"), out.stderr
     assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.parametrize("name, advice", [("res.npz", "res.npy"), ("res.txt", "res.npy"), ("res", "res.npy")])
+def test_an_output_named_other_than_npy_is_refused_saying_what_it_would_be(tmp_path, name, advice):
+    """--output A=res.npz (or .txt, .csv) ran and wrote .npy bytes there, which np.load(...)['A'] and
+    np.loadtxt then failed to read."""
+    from tiledsl.runtime import Options
+    from tiledsl.runtime.outputs import check_output_paths
+    from tiledsl.runtime.world import UsageError
+
+    path = tmp_path / name
+    message = (f"--output A={path}: an output is written as a .npy file (numpy.save's format, which numpy.load "
+               f"reads): name it {tmp_path / advice}")
+    with pytest.raises(UsageError, match=re.escape(message)):
+        check_output_paths(Options(None, outputs={"A": str(path)}))
+    assert not path.exists()
