@@ -429,3 +429,12 @@ def test_check_cholesky_takes_the_triangle_of_its_factor():
         assert diagnostics_of(program(declared)) == [], declared
     for declared in ("unit upper A", "symmetric A", "transposed upper A", "upper lower A"):
         assert [code for code, *_ in diagnostics_of(program(declared))] == ["E209"], declared
+
+
+def test_an_index_times_a_parameter_proves_no_extreme():
+    """``t * 2 + 1`` reaches 2·A.nt - 1, past A.nt - 1 (E208); ``t * p + 1`` may not (p = 0): a
+    parameter's sign is unknown, so its product with a loop variable has no known greatest value."""
+    text = ("program p {\n  param p = 2\n  matrix A[n, n] = random spd\n"
+            "  for t in 0 .. A.mt { potrf(A[t + p - p, t * %s + 1]) }\n}\n")
+    assert diagnostics_of(text % "2") == [("E208", 4, 30)]
+    assert diagnostics_of(text % "p") == []

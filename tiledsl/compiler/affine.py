@@ -2,22 +2,26 @@
 
 An index such as ``A[k, k + 1]`` inside ``for k in 0 .. A.nt`` reaches ``A.nt`` at the
 last iteration, whatever the size: that is reported at compile time. The test is
-conservative: it needs affine indices and bounds with numeric coefficients, an
-extreme point of the iteration space where every enclosing loop runs once sizes
-are large enough and every enclosing ``if`` condition holds (affine comparisons
-joined by and/or/not), and an index there that is out of range
-for every size (sizes and tile counts are at least 1; the program's own
-parameters have no known sign, so no proof rests on them). Everything else is
+conservative: it needs affine indices and bounds, an extreme point of the iteration space
+where every enclosing loop runs once sizes are large enough and every enclosing ``if``
+condition holds (affine comparisons joined by and/or/not), and an index there that is out
+of range for every size (sizes and tile counts are at least 1; the program's own
+parameters have no known sign, so no proof rests on them). A form may hold products of
+symbols (``t * s + d`` of a hybrid tiling): a loop variable's coefficient may be one of
+sizes (``s``, at least 1, whose sign is known), not one of parameters. Everything else is
 checked at run time.
 """
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import fields, is_dataclass, replace
 
 from . import nodes as n
 
-Form = dict  # symbol -> integer coefficient; "" holds the constant
+# monomial -> integer coefficient: "" holds the constant, a symbol its own, a sorted tuple of two
+# symbols or more (``("s", "t")``: s·t) that of their product
+Form = dict
 
 
 def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=()) -> str | None:
@@ -90,7 +94,7 @@ def _box(loops, converter: "Converter", single: bool = False) -> list | None:
 def _where(form: Form, loops, point: dict, converter: "Converter") -> str:
     """``k = 0, m = A.mt``: the loop values of ``point``, each as its loop's bounds write the tile
     counts; empty for a ``form`` that no loop variable moves (it is so at every iteration)."""
-    if not any(form.get(loop.var.text) for loop in loops):
+    if not any(_mentions(form, loop.var.text) for loop in loops):
         return ""
     return ", ".join(f"{v} = {converter.render(point[v], _written_extents((loop.start, loop.stop), converter))}"
                      for loop in loops if (v := loop.var.text) in point)
@@ -197,16 +201,16 @@ def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guar
     solved: dict = {}  # loop variable -> form in outer loop variables and sizes
     for diff in diffs:
         diff = _resolve(diff, solved)
-        variables = [v for v, c in diff.items() if v in depth and c]
+        variables = [v for v in depth if _mentions(diff, v)]
         if not variables:
             if is_zero(diff):
                 continue
             return None  # they differ by a constant or by sizes: not provably equal
         var = max(variables, key=depth.get)
-        coefficient = diff[var]
-        if abs(coefficient) != 1:
-            return None
-        value = _scale({k: v for k, v in diff.items() if k != var}, -coefficient)
+        coefficient = _coefficient(diff, var)
+        if coefficient is None or coefficient.keys() != {""} or abs(coefficient[""]) != 1:
+            return None  # (a coefficient of sizes, s·t = j: not one iteration for every size)
+        value = _scale(_substitute(diff, var, {"": 0}), -coefficient[""])
         solved = {v: _substitute(f, var, value) for v, f in solved.items()}
         solved[var] = value
     bounds = []
@@ -347,7 +351,7 @@ def _search(bounds, solved: dict, point: dict, budget: list, from_end: bool = Fa
     loop_vars = {v for v, _, _ in bounds}
     tried = []
     for value in candidates:
-        if value in tried or any(k in loop_vars and c for k, c in value.items()):
+        if value in tried or any(_mentions(value, v) for v in loop_vars):
             continue
         tried.append(value)
         budget[0] -= 1
@@ -365,9 +369,12 @@ def is_zero(form: Form) -> bool:
     return not any(form.values())
 
 
-def _growable(symbol: str) -> bool:
+def _growable(symbol) -> bool:
     """A size that can be as large as one likes: n, a tile setting, a tile count of a
-    dimension that depends on a parameter (not of a constant dimension)."""
+    dimension that depends on a parameter (not of a constant dimension), or a product of
+    sizes one of which is."""
+    if isinstance(symbol, tuple):
+        return any(_growable(factor) for factor in symbol)
     if symbol in _AT_LEAST_ONE:
         return True
     return "(" in symbol and any(c.isalpha() or c == "_" for c in symbol[symbol.index("("):])
@@ -402,11 +409,11 @@ def _extreme_at(form: Form, bounds, direction: int, picks):
     chosen = {}
     current = dict(form)
     for (var, lows, highs), pick in zip(reversed(bounds), reversed(picks)):
-        coefficient = current.get(var, 0) * direction
-        ends = highs if coefficient > 0 else lows
-        if pick >= len(ends):
+        rising = _rises(_coefficient(current, var), direction)
+        ends = highs if rising else lows
+        if rising is None or pick >= len(ends):
             return None, None
-        chosen[var] = _add(ends[pick], {"": -1}) if coefficient > 0 else ends[pick]
+        chosen[var] = _add(ends[pick], {"": -1}) if rising else ends[pick]
         current = _substitute(current, var, chosen[var])
     point = {}
     for var, lows, highs in bounds:
@@ -422,6 +429,19 @@ def _extreme_at(form: Form, bounds, direction: int, picks):
     return current, point
 
 
+def _rises(coefficient: Form | None, direction: int) -> bool | None:
+    """Whether a loop variable of ``coefficient`` moves a form in ``direction`` (+1 up, -1 down) as
+    it grows, for every admissible value of the sizes (``s``: at least 1): True, False when it moves
+    it the other way or not at all, None when that depends on a value (``p * t``: a parameter's sign)
+    or the form is not linear in it (``None``: ``t * t``)."""
+    if coefficient is None:
+        return None
+    scaled = _scale(coefficient, direction)
+    if is_zero(scaled) or _provably_at_least(_scale(scaled, -1), 0):
+        return False
+    return True if _provably_at_least(scaled, 0) else None
+
+
 #: the combinations of bounds :func:`_extreme` tries, at most (loops bounded by min or max of several)
 MAX_CHOICES = 64
 
@@ -433,9 +453,55 @@ def _resolve(form: Form, point: dict) -> Form:
 
 
 def _substitute(form: Form, var: str, value: Form) -> Form:
-    coefficient = form.get(var, 0)
-    rest = {k: v for k, v in form.items() if k != var}
-    return _add(rest, _scale(value, coefficient)) if coefficient else rest
+    """``form`` with the symbol ``var`` replaced by the form ``value``, in every product it is a factor of."""
+    if not _mentions(form, var):
+        return dict(form)
+    total: Form = {"": 0}
+    for key, coefficient in form.items():
+        factors = _factors(key)
+        term = {_monomial(f for f in factors if f != var): coefficient}
+        for _ in range(factors.count(var)):
+            term = _multiply(term, value)
+        total = _add(total, term)
+    return total
+
+
+def _coefficient(form: Form, var: str) -> Form | None:
+    """The form ``c`` of ``form = c·var + rest`` (``rest`` without ``var``); None when ``var`` is a
+    factor twice in a product (``t * t``: not linear in it)."""
+    coefficient: Form = {"": 0}
+    for key, value in form.items():
+        factors = _factors(key)
+        if factors.count(var) > 1:
+            return None
+        if var in factors:
+            coefficient = _add(coefficient, {_monomial(f for f in factors if f != var): value})
+    return coefficient
+
+
+def _mentions(form: Form, var: str) -> bool:
+    """Whether the symbol ``var`` is a factor of a term of ``form``."""
+    return any(value and var in _factors(key) for key, value in form.items())
+
+
+def _factors(monomial) -> tuple:
+    """The symbols multiplied in ``monomial``: none in the constant's."""
+    return monomial if isinstance(monomial, tuple) else (monomial,) if monomial else ()
+
+
+def _monomial(factors):
+    """The key of the product of the symbols ``factors``: "" for none, the symbol for one."""
+    factors = tuple(sorted(factors))
+    return "" if not factors else factors[0] if len(factors) == 1 else factors
+
+
+def _multiply(a: Form, b: Form) -> Form:
+    total: Form = {"": 0}
+    for key_a, value_a in a.items():
+        for key_b, value_b in b.items():
+            key = _monomial(_factors(key_a) + _factors(key_b))
+            total[key] = total.get(key, 0) + value_a * value_b
+    return {k: v for k, v in total.items() if v or k == ""}
 
 
 def _add(*forms: Form) -> Form:
@@ -453,9 +519,12 @@ def _scale(form: Form, factor: int) -> Form:
 _AT_LEAST_ONE = {"n", "nb", "B", "b", "s"}  # sizes and tile settings, validated by run
 
 
-def _lowest(symbol: str) -> int | None:
+def _lowest(symbol) -> int | None:
     """The least value of a symbol: sizes and tile counts are at least 1; the program's
-    own parameters may take any value (None)."""
+    own parameters may take any value (None); a product of sizes is at least 1."""
+    if isinstance(symbol, tuple):
+        lows = [_lowest(factor) for factor in symbol]
+        return None if None in lows else math.prod(lows)
     return 1 if symbol in _AT_LEAST_ONE or "(" in symbol else None
 
 
@@ -486,16 +555,19 @@ def _least(form: Form):
 #: so that chains of lets cannot make forms grow without bound (time linear in the program).
 MAX_COEFFICIENT = 2**63 - 1
 MAX_TERMS = 64
+MAX_DEGREE = 4  # symbols in a product
 
 
 def _bounded(form: Form) -> Form | None:
-    if len(form) > MAX_TERMS or any(abs(v) > MAX_COEFFICIENT for v in form.values()):
+    if len(form) > MAX_TERMS or any(abs(v) > MAX_COEFFICIENT or len(_factors(k)) > MAX_DEGREE
+                                    for k, v in form.items()):
         return None
     return form
 
 
 class Converter:
-    """Turns expressions into affine forms; None for anything non-affine.
+    """Turns expressions into forms, affine but for products of symbols (``t * s``, exact); None for
+    anything else (``//``, ``%``, a float's name).
 
     ``let_form(name)`` gives ``(True, form)`` for a ``let`` (its form computed once,
     when it was declared: long chains of lets cost linear time, no recursion) and
@@ -560,11 +632,7 @@ class Converter:
             return _bounded(_add(a, b))
         if op == "-":
             return _bounded(_add(a, _scale(b, -1)))
-        if a.keys() == {""}:
-            return _bounded(_scale(b, a[""]))
-        if b.keys() == {""}:
-            return _bounded(_scale(a, b[""]))
-        return None
+        return _bounded(_multiply(a, b))
 
     def render(self, form: Form, names: dict | None = None) -> str:
         """``form`` as text, each symbol as ``names`` (else the program first) writes it."""
@@ -572,7 +640,7 @@ class Converter:
         for key, value in form.items():
             if key == "" or not value:
                 continue
-            name = (names or {}).get(key) or self.display.get(key, key)
+            name = "*".join((names or {}).get(factor) or self.display.get(factor, factor) for factor in _factors(key))
             terms.append(name if value == 1 else f"-{name}" if value == -1 else f"{value}*{name}")
         constant = form.get("", 0)
         if constant or not terms:
