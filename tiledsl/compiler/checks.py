@@ -17,6 +17,8 @@ CHECK_OPTIONS = {"product": ("alpha", "beta")}
 #: how each built-in check is written (docs/language.md's table of checks), for an arity error
 CHECK_FORMS = {"cholesky": ("A",), "lu": ("A", "A, P"), "qr": ("A, T",), "solve": ("A, X, B",),
                "inverse": ("A, X",), "product": ("C, A, B",)}
+#: what each built-in check takes in each place: a matrix, or a workspace
+CHECK_KINDS = {"qr": ("matrix", "workspace"), "lu": ("matrix", "workspace")}
 
 
 def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bool) -> None:
@@ -31,7 +33,8 @@ def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bo
             if word.text not in CHECK_QUALIFIERS:
                 bag.error(word.span, "E209", f"unknown qualifier '{word.text}' of {arg.name.text}",
                           *suggestion_notes(word.text, CHECK_QUALIFIERS),
-                          hint=f"qualifiers: {', '.join(CHECK_QUALIFIERS)}")
+                          hint=f"'{word.text}' is a {types.scope.lookup(word.text).kind}: a comma is missing after it"
+                          if _is_matrix(word.text, types) else f"qualifiers: {', '.join(CHECK_QUALIFIERS)}")
             elif word.text in said:  # `transposed transposed B` would read as one transpose, not as B
                 bag.error(word.span, "E209", f"qualifier '{word.text}' of {arg.name.text} is given twice",
                           f"first given at column {said[word.text]}", hint="give each qualifier once")
@@ -48,12 +51,12 @@ def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bo
     if len(check.args) not in arity:
         counts = " or ".join(map(str, arity))
         bag.error(check.span, "E202", f"check {kind} takes {counts} argument(s), got {len(check.args)}",
-                  hint="write it " + " or ".join(_written(kind, form, check.args) for form in CHECK_FORMS[kind]))
+                  hint=_arity_hint(kind, check.args, types))
     else:
         signature = next(s for s in CHECK_ARGUMENTS[kind] if len(s) == len(check.args))
         for arg, accepts in zip(check.args, signature):
             _check_qualifiers(kind, arg, accepts, bag)
-    wanted = {"qr": ("matrix", "workspace"), "lu": ("matrix", "workspace")}.get(kind, ("matrix",) * 3)
+    wanted = CHECK_KINDS.get(kind, ("matrix",) * 3)
     for arg, symbol, kind_wanted in zip(check.args, symbols, wanted):
         if symbol is not None and symbol.kind != kind_wanted:
             bag.error(arg.name.span, "E209", f"check {kind} needs a {kind_wanted} here, "
@@ -95,11 +98,58 @@ def _upper_cholesky_tiling(check: n.CheckDecl, types: ExpressionTyper) -> None:
                          f"check of your own: check NAME({name}), NAME a function of the kernel module")
 
 
-def _written(kind: str, form: str, args) -> str:
-    """How check ``kind`` is written in ``form``, with the matrices the program gave in their places."""
+def _arity_hint(kind: str, args, types: ExpressionTyper) -> str:
+    """The hint of a check given too few or too many matrices: the operands written, in order, split
+    where a comma is missing between two of the program's matrices (``C A``); else the calls that
+    keep them, or the check's forms where no call can be told."""
+    operands = _operands(args, types)
+    if len(operands) > len(args) and len(operands) in CHECK_ARITY[kind]:
+        after = " and ".join(f"'{word}'" for word in _joined(args, types))
+        return (f"a comma is missing after {after}: "
+                f"write it {kind}({', '.join(text for text, _ in operands)})")
+    calls = [call for form in CHECK_FORMS[kind] if (call := _written(kind, form, operands, types)) is not None]
+    if calls:
+        return "write it " + " or ".join(calls)
+    return "name all it takes: " + " or ".join(f"{kind}({form})" for form in CHECK_FORMS[kind])
+
+
+def _operands(args, types: ExpressionTyper) -> list:
+    """``(text, name)`` of each operand written: an argument's words end one at each name of a
+    matrix or workspace among them (``C A`` is two, a comma missing; ``transposed A`` is one)."""
+    operands = []
+    for arg in args:
+        words = []
+        for word in (*arg.qualifiers, arg.name):
+            words.append(word.text)
+            if word is arg.name or _is_matrix(word.text, types):
+                operands.append((" ".join(words), word.text))
+                words = []
+    return operands
+
+
+def _joined(args, types: ExpressionTyper) -> list:
+    """The words of ``args`` that name a matrix or workspace and are followed by another in their
+    argument, a comma missing after each."""
+    return [word.text for arg in args for word in arg.qualifiers if _is_matrix(word.text, types)]
+
+
+def _is_matrix(name: str, types: ExpressionTyper, kind: str | None = None) -> bool:
+    """Whether ``name`` is a matrix or workspace of the program (of ``kind`` where given)."""
+    symbol = types.scope.lookup(name)
+    return symbol is not None and symbol.kind in ((kind,) if kind else ("matrix", "workspace"))
+
+
+def _written(kind: str, form: str, operands, types: ExpressionTyper) -> str | None:
+    """Check ``kind`` written in ``form`` with the ``operands`` in their places, in order, and the form's
+    names in those left (``product(C, A)``: ``product(C, A, B)``); None where such a name is not of the
+    program's matrices of that place's kind, or is written already (in ``product(A)``, A is C)."""
     names = form.split(", ")
-    names[:len(args)] = [arg.name.text for arg in args[:len(names)]]
-    return f"{kind}({', '.join(names)})"
+    written = {name for _, name in operands}
+    places = list(enumerate(names))[len(operands):]
+    wanted = CHECK_KINDS.get(kind, ("matrix",) * 3)
+    if any(name in written or not _is_matrix(name, types, wanted[place]) for place, name in places):
+        return None
+    return f"{kind}({', '.join([text for text, _ in operands][:len(names)] + [name for _, name in places])})"
 
 
 def _check_option_value(option, types: ExpressionTyper) -> None:
