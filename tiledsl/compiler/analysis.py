@@ -768,7 +768,7 @@ class _Analyzer:
             for end in (part.start, part.stop) if part else ():
                 if end is not None:
                     self.types.int_expr(end)
-            if part:
+            if part and not ranges:  # (a panel's sub-range is wrong as a whole, E209 above: no more said of it)
                 self._check_constant_part(part, what, tile)
                 self._check_part_within_tiles(tile, part, what)
 
