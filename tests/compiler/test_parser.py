@@ -393,6 +393,16 @@ def test_the_usual_syntax_mistakes_get_a_hint(statement, hint):
     assert raised.value.diagnostic.code == "E100" and raised.value.diagnostic.hint.startswith(hint)
 
 
+@pytest.mark.parametrize("statement, hint", [
+    ("for m inn .. 4 { potrf(A[m, m]) }", "did you mean 'in'? (or 'in n': a keyword is a word of its own)"),
+    ("for m inout k .. A.mt { potrf(A[m, m]) }", "did you mean 'in'?")])  # 'in out k' is no loop either
+def test_a_keyword_glued_to_a_word_is_told_apart_only_where_that_parses(statement, hint):
+    text = "program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n    %s\n  }\n}\n" % statement
+    with pytest.raises(SourceError) as raised:
+        parse_text(text)
+    assert raised.value.diagnostic.hint == hint
+
+
 @pytest.mark.parametrize("statement", ["let x = 1 -> 2", "potrf(A[0, <k])", "if 1 * == 2 { potrf(A[k, k]) }"])
 def test_a_comparison_sign_where_no_comparison_was_made_is_not_told_to_chain(statement):
     text = "program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n    %s\n  }\n}\n" % statement

@@ -649,7 +649,25 @@ def _glued_diagnostic(source: Source, keyword: Token) -> Diagnostic:
     return Diagnostic(Span(source.path, keyword.line, keyword.column, keyword.line, keyword.column + len(word)),
                       "E100", f"unexpected '{word}'", (f"expected '{keyword}'",),
                       f"did you mean '{keyword}'? (or '{keyword} {after}': a keyword is a word of its own)"
-                      if _WORD.fullmatch(after) else f"did you mean '{keyword}'?")
+                      if _WORD.fullmatch(after) and _parses_apart(source.text, keyword)
+                      else f"did you mean '{keyword}'?")
+
+
+def _parses_apart(text: str, keyword: Token) -> bool:
+    """Whether ``text`` with a space after ``keyword`` (``in n`` for ``inn``) parses past the token
+    after the word it began: ``in out k`` does not (``out`` is a name there, and ``k`` cannot follow)."""
+    split = keyword.end_pos
+    text = f"{text[:split]} {text[split:]}"
+    following = re.compile(r"\w*\s*").match(text, split + 1).end()  # the token after the word
+    try:
+        _lark().parse(text)
+    except UnexpectedEOF:  # all of it read
+        return True
+    except UnexpectedInput as error:
+        return error.pos_in_stream > following
+    except _GluedKeyword as glued:
+        return glued.keyword.start_pos > following
+    return True
 
 
 def _misspelt_word(path: str, line: int, before: str, called: bool = False, declared=()) -> Diagnostic | None:
