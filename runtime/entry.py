@@ -19,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..drivercontract import forget_hiding, hiding
+from ..drivercontract import early_failure_json, forget_hiding, hiding, json_asked
 from . import blas
 from .engine import STOP_SECONDS, TaskFailure, kernels_left_running
 from .errors import InternalFailure, shortage
@@ -182,7 +182,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         except BrokenPipeError:  # the reader left (`| head -1`): a normal end
             return _leave(comm, stdout_closed())
         except OSError as error:  # a full disk or a device that takes nothing (`> /dev/full`)
-            print(f"tiledsl: error: the summary could not be written to stdout: {error.strerror or error}",
+            print(f"tiledsl: error: the output could not be written to stdout: {error.strerror or error}",
                   file=err, flush=True)
             stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
             return _leave(comm, 1)
@@ -388,11 +388,8 @@ def main(program, *_older_driver_arguments) -> None:
         forget_hiding(sys.path[0])
         if launcher_rank() == 0:
             print(said, file=sys.stderr)
-            given = sys.argv[1:sys.argv.index("--") if "--" in sys.argv else None]
-            if "--json" in given:  # the options are not read yet: the failure object knows the program only
-                size = launcher_size()
-                print(json_text({**failure_json(program.name, None, size[1] if size else 1),
-                                 "error": said.split(": error: ", 1)[1]}), flush=True)
+            if json_asked():  # the options are not read yet: the failure object knows the program only
+                print(early_failure_json(program.name, said.split(": error: ", 1)[1]), flush=True)
         record_completion(2)  # said (by rank 0): not a rank that ended without a word
         sys.exit(2)
     unless_ignored(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)

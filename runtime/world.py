@@ -19,7 +19,8 @@ import sys
 import threading
 import time
 
-from ..drivercontract import launcher_rank  # kept there: a driver whose runtime failed to import needs it too
+# kept there: a driver whose runtime failed to import needs them too
+from ..drivercontract import launcher_rank, launcher_size
 from .distribution import parse_grid, squarest_grid
 
 LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS")
@@ -98,24 +99,6 @@ def check_working_directory() -> None:
     except FileNotFoundError:
         raise UsageError("the current directory no longer exists (it was removed): "
                          "cd to another one and run again") from None
-
-
-#: where launchers state how many ranks they started, in the order they are believed: an
-#: MPI's own (Open MPI, MPICH's hydra and the MPIs built on it) before Slurm's, which an
-#: mpiexec inside a Slurm step inherits from the step
-SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS")
-
-
-def launcher_size() -> tuple | None:
-    """``(variable, ranks)``: the number of ranks the launcher says it started; None where none says.
-    Slurm's count is believed only by a task other than its first, which cannot be a shell that
-    ``srun --pty`` started (a plain ``python DRIVER.py`` there inherits the step's count)."""
-    for name in SIZE_VARIABLES:
-        value = os.environ.get(name, "")
-        trusted = name != "SLURM_STEP_NUM_TASKS" or os.environ.get("SLURM_PROCID", "0") not in ("", "0")
-        if value.isdigit() and trusted:
-            return name, int(value)
-    return None
 
 
 def record_start() -> None:

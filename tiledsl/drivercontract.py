@@ -28,6 +28,10 @@ DRIVER_FORMAT = 4  # 4: WorkspaceDecl's inner_block; 3: main takes the program a
 
 #: where launchers give a process its rank (MPICH's and Open MPI's mpiexec, PMIx, srun)
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+#: where launchers state how many ranks they started, in the order they are believed: an
+#: MPI's own (Open MPI, MPICH's hydra and the MPIs built on it) before Slurm's, which an
+#: mpiexec inside a Slurm step inherits from the step
+SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS")
 #: the modules besides Python's that a run imports itself: hidden by a file of their name even where
 #: the installed packages' records, which name the rest (:func:`required_modules`), are not found
 RUNTIME_MODULES = ("tiledsl", "numpy", "scipy", "mpi4py", "threadpoolctl", "cupy", "nvmath")
@@ -49,6 +53,53 @@ def launcher_rank() -> int:
     return int(value)
 
 
+def launcher_size() -> tuple | None:
+    """``(variable, ranks)``: the number of ranks the launcher says it started; None where none says.
+    Slurm's count is believed only by a task other than its first, which cannot be a shell that
+    ``srun --pty`` started (a plain ``python DRIVER.py`` there inherits the step's count)."""
+    for name in SIZE_VARIABLES:
+        value = os.environ.get(name, "")
+        trusted = name != "SLURM_STEP_NUM_TASKS" or os.environ.get("SLURM_PROCID", "0") not in ("", "0")
+        if value.isdigit() and trusted:
+            return name, int(value)
+    return None
+
+
+def json_asked() -> bool:
+    """Whether the command line asks for ``--json`` (before a ``--``, after which are the program's)."""
+    given = sys.argv[1:sys.argv.index("--") if "--" in sys.argv else None]
+    return "--json" in given
+
+
+def early_failure_json(program: str | None, error: str) -> str:
+    """The line ``--json`` prints for a driver stopped before it read its options (a module hidden, a
+    package missing), as a run's failure object: the program, the ``--n`` given, the ranks. Written
+    here by hand: the module hidden may be ``json``."""
+    size = launcher_size()
+    fields = {"program": program, "n": _given_order(), "np": size[1] if size else 1, "ok": False,
+              "passed": None, "error": error}
+    return "{" + ", ".join(f"{_json_value(key)}: {_json_value(value)}" for key, value in fields.items()) + "}"
+
+
+def _given_order() -> int | None:
+    """The ``--n N`` (or ``--n=N``) of the command line, where it is a number; else None."""
+    given = sys.argv[1:sys.argv.index("--") if "--" in sys.argv else None]
+    for index, word in enumerate(given):
+        value = word[4:] if word.startswith("--n=") else given[index + 1] if word == "--n" and index + 1 < len(
+            given) else None
+        if value is not None:
+            return int(value) if value.isdigit() else None
+    return None
+
+
+def _json_value(value) -> str:
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int):
+        return str(value)
+    return '"' + "".join(f"\\u{ord(c):04x}" if c in '"\\' or ord(c) < 32 else c for c in value) + '"'
+
+
 def hiding(folder: str, modules=()) -> str | None:
     """What to say of a file in ``folder`` (a script's, first on the import path) that an import of a
     module a run may import would load in that module's place (:func:`hidden_modules`); None when
@@ -64,15 +115,17 @@ def hiding(folder: str, modules=()) -> str | None:
             f"import path): rename it, or move it out of {folder or '.'}")
 
 
-def stop_if_hiding(folder: str) -> None:
-    """End a driver whose ``folder`` holds a file named as a module a run may import (:func:`hiding`):
-    one line from the launcher's rank 0 (every rank meets it alike), exit status 2; return where
-    there is none."""
+def stop_if_hiding(folder: str, program: str | None = None) -> None:
+    """End a driver (of ``program``) whose ``folder`` holds a file named as a module a run may import
+    (:func:`hiding`): one line from the launcher's rank 0 (every rank meets it alike), with ``--json``
+    the failure object too, exit status 2; return where there is none."""
     said = hiding(folder, list(sys.modules))
     if said is None:
         return
     if launcher_rank() == 0:
         print(f"{sys.argv[0]}: error: {said}", file=sys.stderr)
+        if json_asked():
+            print(early_failure_json(program, said), flush=True)
     forget_hiding(folder)
     raise SystemExit(2)
 

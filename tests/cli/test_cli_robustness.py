@@ -944,7 +944,7 @@ def test_a_summary_stdout_cannot_take_is_one_line_not_an_internal_error():
                               "--nb", "64", "--json"], cwd=ROOT, stdout=full, stderr=subprocess.PIPE, text=True,
                              timeout=100)
     assert out.returncode == 1 and "internal error" not in out.stderr
-    assert out.stderr.strip() == "tiledsl: error: the summary could not be written to stdout: No space left on device"
+    assert out.stderr.strip() == "tiledsl: error: the output could not be written to stdout: No space left on device"
 
 
 

@@ -1130,6 +1130,11 @@ def test_a_file_hiding_a_module_of_pythons_is_named_by_the_drivers_beside_it(tmp
         out = subprocess.run([sys.executable, script, "--n", "64"], cwd=tmp_path, capture_output=True, text=True,
                              timeout=120)
         assert (out.returncode, out.stderr) == (2, f"{script}: error: {said}"), out.stderr
+        # --json's failure object: stdout was empty where the file was a driver too
+        out = subprocess.run([sys.executable, script, "--n", "64", "--json"], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 2 and json.loads(out.stdout) == {
+            "program": "cholesky", "n": 64, "np": 1, "ok": False, "passed": None, "error": said.strip()}
     out = tiledsl("run", tmp_path / "chol.py", "--n", 64)
     assert (out.returncode, out.stderr) == (2, f"tiledsl: error: {said}"), out.stderr
 
@@ -1186,6 +1191,18 @@ def test_a_signal_once_the_files_are_renamed_stops_nothing(tmp_path, name):
     assert (out.returncode, out.stderr) == (0, ""), out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["ok"] is True
     assert np.load(tmp_path / "out.npy").shape == (200, 200)
+
+
+@pytest.mark.parametrize("argv, n", [(["d.py", "--n", "7", "--json"], 7), (["d.py", "--n=8", "--json"], 8),
+                                     (["d.py", "--json", "--n"], None), (["d.py", "--n", "x", "--json"], None)])
+def test_the_failure_object_of_a_driver_stopped_early_is_json_whatever_its_error_holds(monkeypatch, argv, n):
+    """Written by hand (json may be the module a file hides): quotes, backslashes and control characters."""
+    from tiledsl.drivercontract import early_failure_json, json_asked
+
+    monkeypatch.setattr(sys, "argv", argv)
+    error = 'a "quoted" C:\\path\twith\nlines and ünïcode'
+    assert json_asked() and json.loads(early_failure_json("p", error)) == {
+        "program": "p", "n": n, "np": 1, "ok": False, "passed": None, "error": error}
 
 
 def _handles(pid: int, signum: int) -> bool:

@@ -70,6 +70,8 @@ def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, pr
         assert set(mine) == set(theirs)  # the same statistics as a run's --json
         assert (mine["flops"] is None) == (theirs["flops"] is None)  # cholesky's: null, its check's formula counts
     assert predicted["totals"]["messages_sent"] == predicted["totals"]["messages_received"] > 0
+    # keys a run's line has (they were missing): in memory; the machine file's GPUs are no backend of this machine's
+    assert (predicted["out_of_core"], predicted["gpu_backend"]) == (None, None) and real["out_of_core"] is None
 
 
 @pytest.mark.timeout(60)

@@ -25,7 +25,7 @@ if _unmet:
         except ImportError:  # none past it either
             _stop_if_hiding = None
     if _stop_if_hiding:
-        _stop_if_hiding(_folder)  # one line naming the file, from rank 0, and exit status 2; else it returns
+        _stop_if_hiding(_folder, 'getrf')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
     raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "

@@ -84,7 +84,9 @@ def run(args, driver) -> int:
     machine = None if args.machine is None else load(args.machine)
     options = size_options(args, keep_on_host="give --gpus 0")  # without --gpus, a machine file's GPUs are simulated
     options.gpus = args.gpus if args.gpus is not None else machine.gpus if machine else 0
-    options.gpu_backend, options.workers, options.window = args.gpu_backend, args.workers, args.window
+    # a machine file's GPUs are its own, not this machine's backend
+    options.gpu_backend = args.gpu_backend if args.machine is None else None
+    options.workers, options.window = args.workers, args.window
     options.priorities, options.broadcast = args.priorities, args.broadcast
     options.host_takes = None if args.host_takes is None else args.host_takes == "on"
     for flag, given in (("--gpu-ratio", options.gpu_ratio is not None), ("--host-takes on", options.host_takes)):

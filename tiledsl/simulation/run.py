@@ -147,7 +147,9 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                "params": {name: params[name] for name in program.params},  # the program's own, as run --json's
                "np": nranks, "grid": list(grid), "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
-               "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options)}
+               "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options),
+               # as a run's in memory: a simulated GPU holds every tile it is given
+               "gpu_backend": options.gpu_backend if gpus else None, "out_of_core": None}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     stored = {(tile.matrix.name, tile.i, tile.j) for tile in walker.touched}
     idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus, stored)
