@@ -56,6 +56,18 @@ class Rates:
         fraction = (size - sizes[k - 1]) / (sizes[k] - sizes[k - 1])
         return rates[k - 1] + fraction * (rates[k] - rates[k - 1])
 
+    def ceiling(self, kernel: str, size: float) -> float | None:
+        """A rate the kernel does not pass at ``size``: the best at any size timed up to the first at or
+        above it (a rate grows with the tile, but one timing may read low, and the interpolation of it
+        was passed); None past the largest size timed, where nothing bounds it. A rate given as one
+        number holds at every size."""
+        sizes, rates = self.tables.get(kernel) or self.tables.get("default") or self.tables["gemm"]
+        if sizes == [0]:
+            return rates[0]
+        if size > sizes[-1]:
+            return None
+        return max(rates[:bisect.bisect_left(sizes, size) + 1])
+
     def seconds(self, kernel: str, flops: float) -> float:
         """Seconds of one task of ``kernel`` doing ``flops`` at this device's rate for its size."""
         if flops <= 0:
@@ -64,17 +76,24 @@ class Rates:
         return flops / (self.gflops(kernel, size) * 1e9)
 
 
-def upper_bound(speeds: dict | None, sizes: tuple, workers: float, gpus: int, ranks: int) -> float | None:
+def upper_bound(speeds: dict | None, sizes: tuple, workers: float, gpus: int, ranks: int,
+                cores: float | None = None) -> float | None:
     """The kernel upper bound of a run, in GFLOP/s (DESIGN §6): gemm's rate on a core × the CPU
     workers + gemm's rate on a GPU × the GPUs, on every rank, each at its tile size (``sizes``:
-    the core's, the GPU's); None without the rates (``speeds``, as ``tiledsl tune`` caches them)."""
+    the core's, the GPU's; :meth:`Rates.ceiling`); None without the rates (``speeds``, as
+    ``tiledsl tune`` caches them) or at a tile size larger than they were timed at. Emulated GPUs
+    run on the rank's ``cores`` (None: GPUs of their own), which its workers take first."""
     if not speeds or not speeds.get("core") or (gpus and not speeds.get("gpu")):
         return None
     try:
-        core = Rates(speeds["core"], "core").gflops("gemm", sizes[0])
-        gpu = Rates(speeds["gpu"], "gpu").gflops("gemm", sizes[1]) if gpus else 0.0
+        core = Rates(speeds["core"], "core").ceiling("gemm", sizes[0])
+        gpu = Rates(speeds["gpu"], "gpu").ceiling("gemm", sizes[1]) if gpus else 0.0
     except RateError:  # a cache entry written by hand: no bound rather than a failed run
         return None
+    if core is None or gpu is None:
+        return None
+    if cores is not None:
+        gpus = min(gpus, max(0.0, cores - workers))
     return ranks * (workers * core + gpus * gpu)
 
 

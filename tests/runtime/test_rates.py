@@ -63,3 +63,26 @@ def test_a_flop_count_that_fails_leaves_the_task_uncounted_rather_than_failing_t
     _ran(clock, _task(mine), "cpu-0", 0.01, [(101, 100)])  # one flop in 10 ms
     assert clock.rates() == {}  # 1e-7 GFLOP/s: below what a rate can be
     assert clock.spent == {"mine": [1, 0.01, 1.0]}
+
+
+def test_a_rate_ceiling_is_the_best_timed_up_to_the_next_size_and_none_past_the_last():
+    """The bound of a run at nb = 448 took gemm's low reading there (33.75 against 57 at 384), and at
+    nb = 500 the rate timed at 64, the largest size tuned: runs came out at 1.4 and 2.3 of their bound."""
+    from tiledsl.runtime.rates import Rates
+
+    timed = Rates({"gemm": {64: 20.0, 256: 57.0, 384: 55.0, 448: 33.75}}, "core")
+    assert [timed.ceiling("gemm", size) for size in (32, 64, 100, 256, 400, 448, 449)] == [
+        20.0, 20.0, 57.0, 57.0, 57.0, 57.0, None]
+    assert Rates({"gemm": 40.0}, "core").ceiling("gemm", 10_000) == 40.0  # one number: every size
+
+
+def test_emulated_gpus_count_only_the_cores_the_workers_leave():
+    """2 cores, 1 worker and 1 emulated GPU per rank on 4 ranks were bounded as 4 × (core + GPU): the
+    emulated GPUs run on the same cores."""
+    from tiledsl.runtime.rates import upper_bound
+
+    speeds = {"core": {"gemm": {128: 40.0}}, "gpu": {"gemm": {128: 50.0}}}
+    assert upper_bound(speeds, (128, 128), 1, 1, 1) == 90.0  # a GPU of its own
+    assert upper_bound(speeds, (128, 128), 1, 1, 1, cores=2) == 90.0  # one core left for it
+    assert upper_bound(speeds, (128, 128), 0.5, 1, 4, cores=0.5) == 4 * 0.5 * 40.0  # none left
+    assert upper_bound(speeds, (1024, 128), 1, 1, 1) is None  # a core's tile past those timed
