@@ -127,6 +127,17 @@ def rate_number(rate: float) -> str:
     return f"{rate:.2f}" if 0.01 <= rate < 1e6 else f"{rate:.{3 if rate < 1 else 4}g}"
 
 
+def seconds_text(seconds: float) -> str:
+    """A time in seconds: four decimals; below 0.0001 s (a reference's call on a tiny matrix) three
+    digits, not "0.0000", which reads as no time."""
+    return f"{seconds:.4f}" if seconds >= 1e-4 or seconds == 0 else f"{seconds:.3g}"
+
+
+def ratio_number(ratio: float) -> str:
+    """A speed-up: two decimals; below 0.01 two digits, not "0.00", which reads as no speed."""
+    return f"{ratio:.2f}" if ratio >= 0.01 else f"{ratio:.2g}"
+
+
 def no_rate_reason(ranks: list) -> str | None:
     """Why a run has no GFLOP/s (no task ran, a kernel without a flop count, a count of 0), from its
     ranks' statistics; None when nothing keeps it from having one."""
@@ -336,7 +347,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     grid = f"{result.ranks} rank(s) on a {result.grid[0]}x{result.grid[1]} grid" if result.ranks > 1 else "1 rank"
     lines = [f"{program.name}: n={p['n']} {tiles}, {grid} × {result.workers} worker(s), "
              f"{sum(r['tasks'] for r in ranks)} tasks",
-             f"  time      {result.seconds:.4f} s" + rate_text(rate, ranks)
+             f"  time      {seconds_text(result.seconds)} s" + rate_text(rate, ranks)
              + (count_text(program, result.matrices, source) if rate else "")]
     if rate and result.upper_bound:
         lines.append(f"  bound     {rate / result.upper_bound:.2f} of the kernel upper bound, "

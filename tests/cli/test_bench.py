@@ -207,3 +207,29 @@ def test_a_singular_input_is_timed_by_lapack_and_warned_of_as_run_does(tmp_path)
     assert [row.get("failed") for row in table["rows"]] == [None, None] and table["rows"][1]["seconds"] > 0
     assert any(note.endswith("U(7, 7) of the matrix it was given is exactly zero: the matrix is singular")
                for note in table["notes"]), table["notes"]
+
+
+@pytest.mark.timeout(60)
+def test_dask_is_left_out_of_a_rectangular_factorization_saying_why(tmp_path):
+    """An LU of a 1300×500 matrix: dask.array.linalg.lu raised 'Input must be a square matrix', an internal
+    error of bench wherever dask is installed."""
+    text = (ROOT / "programs/lu.tile").read_text().replace("matrix A[n, n]", "param m = 300\n  matrix A[m, n]")
+    (tmp_path / "lur.tile").write_text(text)
+    _, driver_text = compile_path(tmp_path / "lur.tile")
+    (tmp_path / "driver.py").write_text(driver_text)
+    table = run_bench(import_driver(tmp_path / "driver.py", "bench_rectangular"),
+                      Options(n=200, tiles={"nb": 100}, sets={"m": 1100}, workers=1), rounds=1)
+    assert [row["name"] for row in table["rows"]] == ["tiledsl", "scipy dgetrf (1 thread)"]
+    assert "dask is not timed: its Cholesky and LU take square matrices, and A is 1100×200" in table["notes"]
+
+
+@pytest.mark.timeout(60)
+def test_a_tiny_time_or_speed_up_is_said_in_digits_not_as_zero(tmp_path):
+    """A reference's 2.7e-05 s at n = 7 was '0.0000' s, its ratio 0.004 '0.00x': no time, no speed."""
+    _, text = compile_path(ROOT / "programs/cholesky.tile")
+    (tmp_path / "driver.py").write_text(text)
+    table = run_bench(import_driver(tmp_path / "driver.py", "bench_tiny"), Options(n=7, tiles={"nb": 3}, workers=1),
+                      rounds=1, with_dask=False)
+    table["rows"][1].update(seconds=2.7e-05, ratio=0.004)
+    row = next(line for line in render(table).splitlines() if line.startswith("scipy dpotrf"))
+    assert " 2.7e-05 " in row and row.endswith(" 0.004x") and "0.0000" not in row, row

@@ -33,7 +33,7 @@ from ..runtime.launch import run_notes, source
 from ..runtime.layout import make_params, matrix_shapes
 from ..runtime.options import tile_values
 from ..runtime.reporting import (count_text, failure_reasons, flop_count, no_rate_reason, rate_number,
-                                 settings_text)
+                                 ratio_number, seconds_text, settings_text)
 
 DASK_CHUNKS = (512, 1024, 2048)
 DASK_SMALLEST = 64  # a chunk smaller is no blocked algorithm to compare with
@@ -314,6 +314,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     references = []  # (measure, routine, its matrices, BLAS threads, options)
     found = reference_of(program, make_params(driver, options))
     order, order_name = options.n, "n"  # of the matrix dask factors: the check's, which may be sized other than n
+    shape = None  # of that matrix
     if found:
         reference, names, check_options = found
         matrices = [inputs[name] for name in names]
@@ -322,14 +323,18 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         references.append((Measure(f"scipy {reference.routine} ({workers} thread{'s' if workers != 1 else ''})"),
                            reference.run, matrices,
                            workers, check_options))
-        for chunk in dask_chunks(order) if with_dask else ():
+        shape = matrices[0].shape
+        for chunk in dask_chunks(order) if with_dask and shape[0] == shape[1] else ():  # dask's take no other
             dask = _dask(kind, chunk, workers)
             if dask:
                 references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
     notes = [] if found else [_without_reference(program)]
     if with_dask and kind in DASK_KINDS:
         installed = importlib.util.find_spec("dask") is not None
-        if not dask_chunks(order):  # said whether dask is installed or not: installing it would not help
+        if shape is not None and shape[0] != shape[1]:  # as for the orders below: installing it would not help
+            notes.append(f"dask is not timed: its Cholesky and LU take square matrices, and {names[0]} is "
+                         f"{shape[0]}×{shape[1]}")
+        elif not dask_chunks(order):  # said whether dask is installed or not: installing it would not help
             notes.append(_without_dask(order, order_name) + ("" if installed else " (it is not installed either)"))
         elif not installed:
             notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
@@ -411,8 +416,8 @@ def render(table: dict) -> str:
             lines.append(f"{row['name']:<44} {'failed':>9} {'-':>9} {'-':>16}")
             continue
         rate = rate_number(row["gflops"]) if row["gflops"] else "-"
-        ratio = f"{row['ratio']:.2f}x" if row["ratio"] else "-"
-        lines.append(f"{row['name']:<44} {row['seconds']:>9.4f} {rate:>9} {ratio:>16}")
+        ratio = f"{ratio_number(row['ratio'])}x" if row["ratio"] else "-"
+        lines.append(f"{row['name']:<44} {seconds_text(row['seconds']):>9} {rate:>9} {ratio:>16}")
     if table["residual"] is not None and math.isnan(table["residual"]) and table["errors"]:
         lines.append("\ntiledsl no residual (FAIL: the check failed, see below)")  # as run says it
     elif table["residual"] is not None:
