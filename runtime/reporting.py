@@ -375,7 +375,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         t = result.trace
         lines.append(f"  bounds    critical path {t['critical_path']:.4f} s, area {t['area_bound']:.4f} s, "
                      f"efficiency {'-' if t['efficiency'] is None else format(t['efficiency'], '.2f')}, load imbalance "
-                     + (f"{t['imbalance']}" if t["imbalance"] is not None else "- (no task ran)"))
+                     + (f"{t['imbalance']:.2f}" if t["imbalance"] is not None else "- (no task ran)"))
     if result.ranks > 1:
         sent = sum(r["messages_sent"] for r in ranks)
         volume = sum(r["bytes_sent"] for r in ranks)
