@@ -378,3 +378,24 @@ def test_a_rank_stopped_as_the_run_ends_does_not_hold_the_job(tmp_path, capsys, 
         os.utime(tmp_path / f"done.{rank}", (time.time() - jobs.END_SECONDS - 1,) * 2)
     assert jobs._wait_for_launcher(launcher, str(tmp_path), lambda: 0.0, 2) == code
     assert launcher.poll() is not None and capsys.readouterr().err == said
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_that_starts_after_a_ctrl_c_is_sent_it_too(tmp_path):
+    """Ctrl-C as `tiledsl run --np 4` started its ranks: the three that had started stopped, the fourth,
+    not told, held the job 30 s, until the grace ran out."""
+    import threading
+
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    late = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
+                             "signal.signal(signal.SIGINT, lambda *a: sys.exit(7))\nprint('ready', flush=True)\n"
+                             "time.sleep(30)"], env={**os.environ, jobs.JOB_DIR_VARIABLE: str(tmp_path)},
+                            stdout=subprocess.PIPE, text=True)
+    assert late.stdout.readline().strip() == "ready"
+    threading.Timer(0.3, lambda: (tmp_path / "started.3").write_text(str(late.pid))).start()
+    try:  # the signal went to the ranks started then (a pid of none here)
+        assert jobs._wait_passing_on(launcher, str(tmp_path), 2.0, signal.SIGINT, {-1}) is None
+        assert late.wait(timeout=5) == 7
+    finally:
+        launcher.kill()
+        late.kill()

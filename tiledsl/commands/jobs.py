@@ -438,19 +438,19 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, r
     """Wait for the job, forwarding signals; ``grace`` seconds after the first one, kill it all.
     A launcher still running :data:`LINGER_SECONDS` after every rank ended (``ranks_ended_since()``)
     waits on processes a kernel left holding the ranks' output: they and it are killed."""
-    received = []
+    received, signalled = [], set()  # the signals received; the ranks the first was passed to
 
     def forward(signum, frame):
         received.append(signum)
         if len(received) > 1:  # once: the job is stopping, and is killed if it has not ended by the grace
             return
-        ranks = local_ranks(folder) if signum in SENT_FOR else []
-        for pid in ranks:  # the ranks stop as for any stopping signal, naming the one sent
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
-        if not ranks:
+        if signum not in SENT_FOR:
             with contextlib.suppress(ProcessLookupError):
-                job.send_signal(SENT_FOR.get(signum, signum))
+                job.send_signal(signum)
+        elif not _pass_on(local_ranks(folder), signum, signalled):
+            # every rank still starting: none ran anything, and a signal the launcher passed on would reach
+            # them inside Python's own start, a traceback each; the job ends, and its stop is said for them
+            kill_job(job, folder)
         raise _Forwarded  # out of a wait without a deadline (waitpid resumes after a handler)
 
     previous = {signum: unless_ignored(signum, forward) for signum in FORWARDED}
@@ -459,7 +459,7 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, r
     except _Forwarded:
         code = None
     try:
-        if code is None and _wait(job, grace) is None:
+        if code is None and _wait_passing_on(job, folder, grace, received[0], signalled) is None:
             kill_job(job, folder)
             code = job.wait()
     finally:
@@ -470,6 +470,30 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, r
     if received:
         return 128 + received[0]
     return 128 - code if code < 0 else code
+
+
+def _pass_on(ranks: list, signum: int, signalled: set) -> list:
+    """Send ``signum`` to those of this node's ``ranks`` not ``signalled`` yet (they stop as for any
+    stopping signal, naming it), adding them; those it was sent to."""
+    sent = [pid for pid in ranks if pid not in signalled]
+    for pid in sent:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+    signalled.update(sent)
+    return sent
+
+
+def _wait_passing_on(job: subprocess.Popen, folder: str, grace: float, signum: int, signalled: set) -> int | None:
+    """The job's exit status, or None if it is still running ``grace`` seconds on; meanwhile a rank that
+    starts after the signal ``signum`` was passed on (:data:`SENT_FOR`) is sent it too: it held the
+    job until the grace ran out, the others gone."""
+    deadline = time.monotonic() + grace
+    while (code := _wait(job, min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))) is None:
+        if time.monotonic() >= deadline:
+            return None
+        if signum in SENT_FOR and signalled:
+            _pass_on(local_ranks(folder), signum, signalled)
+    return code
 
 
 def _wait_for_launcher(job: subprocess.Popen, folder: str, ranks_ended_since, ranks: int | None = None) -> int:
