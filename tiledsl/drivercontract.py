@@ -115,6 +115,26 @@ def hiding(folder: str, modules=()) -> str | None:
             f"import path): rename it, or move it out of {folder or '.'}")
 
 
+def stop_quietly_while_loading(program: str | None = None) -> None:
+    """Until its run sets its own handlers (``runtime.entry.main``), a Ctrl-C ends a driver (of
+    ``program``) run as a script at once, in one line (with ``--json`` the failure object): raised as
+    a KeyboardInterrupt inside numpy's or SciPy's import, it came out as their traceback. A rank of
+    ``tiledsl run --np`` has its own (``runtime/__init__``): that command says the stop."""
+    import signal  # built in: no file can hide it
+
+    def stopped(signum, frame):
+        try:
+            os.write(2, f"{sys.argv[0]}: stopped by SIGINT\n".encode())
+            if json_asked() and launcher_rank() == 0:
+                os.write(1, f"{early_failure_json(program, 'stopped by SIGINT')}\n".encode())
+        except OSError:  # a closed stream: the driver ends all the same
+            pass
+        os._exit(128 + signum)
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler and not os.environ.get("TILEDSL_JOB_DIR"):
+        signal.signal(signal.SIGINT, stopped)
+
+
 def stop_if_hiding(folder: str, program: str | None = None) -> None:
     """End a driver (of ``program``) whose ``folder`` holds a file named as a module a run may import
     (:func:`hiding`): one line from the launcher's rank 0 (every rank meets it alike), with ``--json``

@@ -52,13 +52,15 @@ def test_a_reader_that_left_ends_the_passing_on_quietly():
 
 
 @pytest.mark.timeout(120)
-def test_a_job_whose_stdout_is_full_says_so_in_one_line(tmp_path):
+@pytest.mark.parametrize("json_asked", [(), ("--json",)])
+def test_a_job_whose_stdout_is_full_says_so_in_one_line(tmp_path, json_asked):
     """`tiledsl run --np 2 > /dev/full`: six lines of hydra's write errors, then 'rank 1 ended without finishing
-    the run and without a word' (exit 1), or nothing at all (exit 255)."""
+    the run and without a word' (exit 1), or nothing at all (exit 255); with --json the line came twice (once
+    more for the failure object that could not be written either)."""
     with open("/dev/full", "wb") as full:
         run = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--np", "2", "--n",
-                              "256", "--nb", "64"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=100,
-                             cwd=tmp_path, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+                              "256", "--nb", "64", *json_asked], stdout=full, stderr=subprocess.PIPE, text=True,
+                             timeout=100, cwd=tmp_path, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
     assert run.returncode == 1, run.stderr
     assert run.stderr == "tiledsl: error: the output could not be written to stdout: No space left on device\n"
 

@@ -1205,6 +1205,19 @@ def test_the_failure_object_of_a_driver_stopped_early_is_json_whatever_its_error
         "program": "p", "n": n, "np": 1, "ok": False, "passed": None, "error": error}
 
 
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_while_a_driver_loads_is_one_line_and_its_failure_object():
+    """python chol.py, Ctrl-C while numpy loaded: a traceback ending in KeyboardInterrupt (tiledsl run: one line)."""
+    loading = ("import os, signal, sys, time\nsys.argv = ['chol.py', '--n', '9', '--json']\n"
+               "from tiledsl.drivercontract import stop_quietly_while_loading\nstop_quietly_while_loading('cholesky')\n"
+               "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TILEDSL_JOB_DIR"}
+    out = subprocess.run([sys.executable, "-c", loading], capture_output=True, text=True, timeout=50, env=env)
+    assert (out.returncode, out.stderr) == (130, "chol.py: stopped by SIGINT\n")
+    assert json.loads(out.stdout) == {"program": "cholesky", "n": 9, "np": 1, "ok": False, "passed": None,
+                                      "error": "stopped by SIGINT"}
+
+
 def _handles(pid: int, signum: int) -> bool:
     """Whether process ``pid`` has a handler of its own for ``signum`` (its SigCgt mask)."""
     with open(f"/proc/{pid}/status") as status:

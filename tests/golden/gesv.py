@@ -7,6 +7,12 @@ Every rank runs the same loop nest and submits only the tasks it takes part in; 
 ranks it walks only the loop values that can lead to its own tasks, and `dataflow` tells it
 when the tiles it reads but does not own are written or released elsewhere.
 """
+if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a traceback from inside numpy's
+    try:
+        from tiledsl.drivercontract import stop_quietly_while_loading as _stop_quietly
+        _stop_quietly('gesv')
+    except Exception:  # no tiledsl, or a file hiding it: said below
+        pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main, takes_part
     _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"

@@ -102,7 +102,8 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
         # a job stopped before rank 0 said its summary or failure: said as "stopped by SIGTERM"
         stopped = _forwarded_signal(code) and _recorded_status(folder, 0) is None
         errors = said.errors or [f"stopped by {_signal_name(code - 128)}"] * stopped
-        if code != 0 and failure_json is not None and errors and not _some_rank_reported(folder):
+        unwritable = output is not None and output.failure is not None  # said once: no object could follow
+        if code != 0 and failure_json is not None and errors and not _some_rank_reported(folder) and not unwritable:
             # a script reads the last line of stdout
             print(json_text({**failure_json, "error": "; ".join(errors)}), flush=True)
         if code != 0:
