@@ -84,12 +84,9 @@ def early_failure_json(program: str | None, error: str) -> str:
 def _given_order() -> int | None:
     """The ``--n N`` (or ``--n=N``) of the command line, where it is a number; else None."""
     given = sys.argv[1:sys.argv.index("--") if "--" in sys.argv else None]
-    for index, word in enumerate(given):
-        value = word[4:] if word.startswith("--n=") else given[index + 1] if word == "--n" and index + 1 < len(
-            given) else None
-        if value is not None:
-            return int(value) if value.isdigit() else None
-    return None
+    values = [word.removeprefix("--n=") for word in given if word.startswith("--n=")]
+    values += [after for word, after in zip(given, given[1:]) if word == "--n"]
+    return int(values[0]) if values and values[0].isdigit() else None
 
 
 def _json_value(value) -> str:
@@ -131,7 +128,8 @@ def stop_quietly_while_loading(program: str | None = None) -> None:
             pass
         os._exit(128 + signum)
 
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler and not os.environ.get("TILEDSL_JOB_DIR"):
+    rank_of_a_job = os.environ.get("TILEDSL_JOB_DIR")  # (runtime.world.JOB_DIR_VARIABLE)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler and not rank_of_a_job:
         signal.signal(signal.SIGINT, stopped)
 
 
