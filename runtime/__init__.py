@@ -11,7 +11,7 @@ import signal as _signal
 
 if _os.environ.get("TILEDSL_JOB_DIR"):  # a rank of `tiledsl run --np` (world.JOB_DIR_VARIABLE)
     # Ctrl-C while numpy and SciPy load ends the rank at once, without a traceback;
-    # main() gives SIGINT back to Python's KeyboardInterrupt when the run starts
+    # the run gives SIGINT back to Python's KeyboardInterrupt as it starts (entry._run_and_report)
     if _signal.getsignal(_signal.SIGINT) != _signal.SIG_IGN:  # (a job started ignoring it is not stopped by it)
         _signal.signal(_signal.SIGINT, lambda signum, frame: _os._exit(128 + signum))
     from .world import record_start as _record_start

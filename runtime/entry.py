@@ -110,6 +110,9 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     blas.load()
     for signum in STOPPING_SIGNALS:
         unless_ignored(signum, stopped_by_signal)
+    # a rank's (or a driver's) quiet end on Ctrl-C while it loads and reads its options ends here, where a
+    # KeyboardInterrupt is caught: before, one came out as a traceback from inside argparse
+    unless_ignored(signal.SIGINT, signal.default_int_handler)
     try:
         check_working_directory()
         options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
@@ -392,7 +395,6 @@ def main(program, *_older_driver_arguments) -> None:
                 print(early_failure_json(program.name, said.split(": error: ", 1)[1]), flush=True)
         record_completion(2)  # said (by rank 0): not a rank that ended without a word
         sys.exit(2)
-    unless_ignored(signal.SIGINT, signal.default_int_handler)  # a rank's quiet exit while loading ends (runtime/__init__)
     standard_streams_open()
     unraisable_in_one_line()
     driver = sys.modules["__main__"]

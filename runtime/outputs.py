@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import secrets
+import tempfile
 
 import numpy as np
 
@@ -66,9 +67,9 @@ def check_output_paths(options: Options, program_files=(), input_files=()) -> No
                              f"name another file")
         check_writable(path, what)
         if what.startswith("--output"):
-            _check_npy_name(path, what)
             check_replaceable(path, what, (NPY_MAGIC,), "a .npy file (a matrix, whoever saved it)")
             _check_matrix_file(path, what)
+            _check_npy_name(path, what)  # after: a file there that is no matrix is said to be so first
         else:
             check_replaceable(path, what, (TRACE_START,), "a trace an earlier run wrote")
         same = seen.setdefault(os.path.realpath(path), what)
@@ -77,12 +78,13 @@ def check_output_paths(options: Options, program_files=(), input_files=()) -> No
 
 
 def _check_npy_name(path: str, what: str) -> None:
-    """A :class:`UsageError` for an output not named ``.npy``: a ``.npz``, ``.txt`` or ``.csv`` holding
-    a .npy file's bytes is none of those to what reads it."""
+    """A :class:`UsageError` for an output whose suffix names another format than ``.npy``: a ``.npz``,
+    ``.txt`` or ``.csv`` holding a .npy file's bytes is none of those to what reads it (a name without
+    a suffix says none, and is written as given)."""
     stem, suffix = os.path.splitext(path)
-    if suffix.lower() != ".npy":
+    if suffix and suffix.lower() != ".npy":
         raise UsageError(f"{what}: an output is written as a .npy file (numpy.save's format, which numpy.load "
-                         f"reads): name it {stem if suffix else path}.npy")
+                         f"reads), not as its {suffix} suffix says: name it {stem}.npy")
 
 
 def check_replaceable(path: str, what: str, starts: tuple, kind: str, mark: bytes | None = None) -> None:
@@ -144,14 +146,12 @@ def check_writable(path: str, what: str) -> None:
         raise UsageError(f"{what}: {real!r} is read-only: make it writable to replace it, or name another file")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"{what}: directory {folder!r} is not writable")
-    # permissions do not tell everything (a read-only mount, /proc, root's access): try it
-    probe = os.path.join(folder, f".tiledsl-probe-{secrets.token_hex(8)}")
+    # permissions do not tell everything (a read-only mount, /proc, root's access): try it, with a file
+    # that has no name where the system allows (a signal between making and removing a named one left it)
     try:
-        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        tempfile.TemporaryFile(dir=folder).close()
     except OSError as error:
         raise UsageError(f"{what}: cannot create a file in {folder!r}: {error.strerror or error}") from None
-    with contextlib.suppress(OSError):
-        os.unlink(probe)
 
 
 def _mounted_read_only(folder: str) -> bool:

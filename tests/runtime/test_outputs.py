@@ -198,7 +198,7 @@ def test_a_file_a_good_run_cannot_write_is_not_blamed_on_the_run(tmp_path):
     assert not (tmp_path / "t.json").exists()
 
 
-@pytest.mark.parametrize("name, advice", [("res.npz", "res.npy"), ("res.txt", "res.npy"), ("res", "res.npy")])
+@pytest.mark.parametrize("name, advice", [("res.npz", "res.npy"), ("res.txt", "res.npy"), ("res.csv", "res.npy")])
 def test_an_output_named_other_than_npy_is_refused_saying_what_it_would_be(tmp_path, name, advice):
     """--output A=res.npz (or .txt, .csv) ran and wrote .npy bytes there, which np.load(...)['A'] and
     np.loadtxt then failed to read."""
@@ -208,7 +208,7 @@ def test_an_output_named_other_than_npy_is_refused_saying_what_it_would_be(tmp_p
 
     path = tmp_path / name
     message = (f"--output A={path}: an output is written as a .npy file (numpy.save's format, which numpy.load "
-               f"reads): name it {tmp_path / advice}")
+               f"reads), not as its {path.suffix} suffix says: name it {tmp_path / advice}")
     with pytest.raises(UsageError, match=re.escape(message)):
         check_output_paths(Options(None, outputs={"A": str(path)}))
     assert not path.exists()
