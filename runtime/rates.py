@@ -76,18 +76,18 @@ class Rates:
         return flops / (self.gflops(kernel, size) * 1e9)
 
 
-def upper_bound(speeds: dict | None, sizes: tuple, workers: float, gpus: int, ranks: int,
+def upper_bound(speeds: dict | None, size: int, workers: float, gpus: int, ranks: int,
                 cores: float | None = None) -> float | None:
     """The kernel upper bound of a run, in GFLOP/s (DESIGN §6): gemm's rate on a core × the CPU
-    workers + gemm's rate on a GPU × the GPUs, on every rank, each at its tile size (``sizes``:
-    the core's, the GPU's; :meth:`Rates.ceiling`); None without the rates (``speeds``, as
-    ``tiledsl tune`` caches them) or at a tile size larger than they were timed at. Emulated GPUs
-    run on the rank's ``cores`` (None: GPUs of their own), which its workers take first."""
+    workers + gemm's rate on a GPU × the GPUs, on every rank, at the run's largest tile ``size``
+    (:meth:`Rates.ceiling`); None without the rates (``speeds``, as ``tiledsl tune`` caches them)
+    or at a tile larger than they were timed at. Emulated GPUs run on the rank's ``cores`` (None:
+    GPUs of their own), which its workers take first."""
     if not speeds or not speeds.get("core") or (gpus and not speeds.get("gpu")):
         return None
     try:
-        core = Rates(speeds["core"], "core").ceiling("gemm", sizes[0])
-        gpu = Rates(speeds["gpu"], "gpu").ceiling("gemm", sizes[1]) if gpus else 0.0
+        core = Rates(speeds["core"], "core").ceiling("gemm", size)
+        gpu = Rates(speeds["gpu"], "gpu").ceiling("gemm", size) if gpus else 0.0
     except RateError:  # a cache entry written by hand: no bound rather than a failed run
         return None
     if core is None or gpu is None:

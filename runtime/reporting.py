@@ -127,6 +127,11 @@ def rate_number(rate: float) -> str:
     return f"{rate:.2f}" if 0.01 <= rate < 1e6 else f"{rate:.{3 if rate < 1 else 4}g}"
 
 
+#: what a rate above the kernel upper bound says of itself: no run passes it by doing the work counted
+_ABOVE_BOUND = (": above it, the count is more than the work this run did (a band, a part of the factorization), "
+                "or its kernels ran faster than tune timed them (a busy machine then)")
+
+
 def seconds_text(seconds: float) -> str:
     """A time in seconds: four decimals; below 0.0001 s (a reference's call on a tiny matrix) three
     digits, not "0.0000", which reads as no time."""
@@ -351,7 +356,8 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
              + (count_text(program, result.matrices, source) if rate else "")]
     if rate and result.upper_bound:
         lines.append(f"  bound     {rate / result.upper_bound:.2f} of the kernel upper bound, "
-                     f"{result.upper_bound:.1f} GFLOP/s (gemm's tuned rates × the cores used and GPUs)")
+                     f"{result.upper_bound:.1f} GFLOP/s (gemm's tuned rates × the cores used and GPUs)"
+                     + (_ABOVE_BOUND if rate > result.upper_bound else ""))
     if result.check_seconds is not None:
         lines.append(f"  check     {result.check_seconds:.4f} s")
     if result.total_seconds is not None:

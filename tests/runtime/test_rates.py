@@ -82,7 +82,7 @@ def test_emulated_gpus_count_only_the_cores_the_workers_leave():
     from tiledsl.runtime.rates import upper_bound
 
     speeds = {"core": {"gemm": {128: 40.0}}, "gpu": {"gemm": {128: 50.0}}}
-    assert upper_bound(speeds, (128, 128), 1, 1, 1) == 90.0  # a GPU of its own
-    assert upper_bound(speeds, (128, 128), 1, 1, 1, cores=2) == 90.0  # one core left for it
-    assert upper_bound(speeds, (128, 128), 0.5, 1, 4, cores=0.5) == 4 * 0.5 * 40.0  # none left
-    assert upper_bound(speeds, (1024, 128), 1, 1, 1) is None  # a core's tile past those timed
+    assert upper_bound(speeds, 128, 1, 1, 1) == 90.0  # a GPU of its own
+    assert upper_bound(speeds, 128, 1, 1, 1, cores=2) == 90.0  # one core left for it
+    assert upper_bound(speeds, 128, 0.5, 1, 4, cores=0.5) == 4 * 0.5 * 40.0  # none left
+    assert upper_bound(speeds, 1024, 1, 1, 1) is None  # a tile past those timed
