@@ -1188,6 +1188,29 @@ def test_the_inner_blocks_tried_at_each_tile_size_divide_it_or_are_the_programs_
     assert tried[0] == 64  # the candidate nearest the earlier best
 
 
+@pytest.mark.timeout(10)
+def test_an_inner_block_the_requirements_refuse_is_not_tried():
+    """`require ib <= 48`: ib=64 was timed, as 'inf s'."""
+    tried = []
+    values, _ = search_inner_blocks(["ib"], {"ib": 32}, 256, lambda v: tried.append(v["ib"]) or 1 / v["ib"],
+                                    allowed=lambda v: v["ib"] <= 48)
+    assert tried and max(tried) <= 48 and values == {"ib": max(tried)}
+    assert search_inner_blocks(["ib"], {"ib": 32}, 256, lambda v: 1.0, allowed=lambda v: False) == ({"ib": 32}, [])
+
+
+@pytest.mark.timeout(120)
+def test_an_inner_block_given_by_a_formula_of_the_tiles_is_tried_at_its_value_there(tmp_path):
+    """ib = nb // 6: at nb = 192 tune tried the 42 of the program's own nb = 256, which divides neither."""
+    (tmp_path / "qrib.tile").write_text((ROOT / "programs/qr.tile").read_text().replace(
+        "param ib = 64", "param ib = nb // 6").replace("nb = 384", "nb = 256"))
+    out = tiledsl("tune", tmp_path / "qrib.tile", "--quick", "--sizes", 192, "--n", 768, "--no-save",
+                  cache=tmp_path)
+    assert out.returncode == 0, out.stderr
+    line = next(line for line in out.stdout.splitlines() + out.stderr.splitlines() if "nb=192:" in line)
+    tried = [int(ib) for ib in re.findall(r"ib=(\d+)", line)]
+    assert tried and all(192 % ib == 0 for ib in tried), line
+
+
 @pytest.mark.timeout(120)
 def test_a_tuning_cache_that_cannot_be_written_is_said_before_any_timing(tmp_path, monkeypatch):
     """With a read-only cache folder, tune timed for its whole budget and only then failed to save."""

@@ -170,14 +170,19 @@ def narrowest_column(tiles: dict) -> int:
     return B if s < 2 else min(b, B - (s - 1) * b)
 
 
-def search_inner_blocks(names, start: dict, width: int, measure, more_time=lambda: True, defaults=None):
+def search_inner_blocks(names, start: dict, width: int, measure, more_time=lambda: True, defaults=None,
+                        allowed=lambda values: True):
     """``(values, [(values, seconds)])``: each inner block of ``names`` in turn hill-climbed over
-    :func:`inner_block_candidates` (with the program's ``defaults``, ``start`` if not given) from
-    its ``start`` value (the nearest candidate: the best of the tiles tried before), the others
-    held at their best so far; ``measure(values)`` times one setting of all of them."""
+    :func:`inner_block_candidates` (with the program's ``defaults`` at these tiles, ``start`` if not
+    given; those ``allowed(values)``, which the program's requirements take) from its ``start`` value
+    (the nearest candidate: the best of the tiles tried before), the others held at their best so far;
+    ``measure(values)`` times one setting of all of them."""
     values, history = dict(start), []
     for name in names:
-        candidates = inner_block_candidates(width, (defaults or start)[name])
+        candidates = [ib for ib in inner_block_candidates(width, (defaults or start)[name])
+                      if allowed({**values, name: ib})]
+        if not candidates:  # none the requirements take, with the others' values: this one stays
+            continue
         first = min(range(len(candidates)), key=lambda i: abs(candidates[i] - start[name]))
         best, tried = hill_climb(candidates, first, lambda ib: measure({**values, name: ib}), INNER_TRIALS,
                                  more_time)
@@ -753,9 +758,12 @@ class _Tuner:
             tiles = guess.settings(candidate)
             if self.blocks:
                 width = narrowest_column({**tile_defaults, **tiles})
+                # the program's own inner blocks at these tiles (ib = nb // 6 is 32 at nb = 192, not 42)
+                here = make_params(self.driver, trials.options_of(tiles, guess.ratio, {}), requirements=False)
                 values, tried = search_inner_blocks(self.blocks, inner, width,
                                                     lambda v: trials.seconds(tiles, guess.ratio, v),
-                                                    trials.time_for_another, self.defaults)
+                                                    trials.time_for_another, here.as_dict(),
+                                                    lambda v: trials.accepts(tiles, guess.ratio, v))
                 self.log(f"  {guess.describe(candidate)}: " + ", ".join(f"{_assigned(v)} {t:.4f} s"
                                                                         for v, t in tried))
                 inner.update(values)
@@ -879,6 +887,10 @@ class Trials:
                 self.longest = max(self.longest, time.perf_counter() - began)
             self.measured[key] = best
         return self.measured[key]
+
+    def accepts(self, tiles: dict, ratio, params: dict) -> bool:
+        """Whether the program's requirements take the run with these settings."""
+        return _accepts(self.driver, self.options_of(tiles, ratio, params))
 
     def options_of(self, tiles: dict, ratio, params: dict, host_takes: bool = False) -> Options:
         """The options of the run with these settings."""
