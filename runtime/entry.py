@@ -326,11 +326,11 @@ def stopped_by_signal(signum, frame):
 
 
 def _stops_after_outcome() -> None:
-    """Every rank has agreed on the run's outcome, and its files are renamed into place (or withheld)
+    """The ranks are agreeing on the run's outcome, and its files are renamed into place (or withheld)
     next: a stop from now on stops nothing. It said "stopped by SIGTERM" (exit 143) of a run whose
     files it had replaced, or raised where nothing catches it (a traceback after the summary); now the
     run reports and ends as it went (docs/cluster.md), one whose end takes :data:`LATE_STOP_SECONDS`
-    more being ended then with 128 + N."""
+    more (a rank waiting for one that never comes to the agreement) being ended then with 128 + N."""
     for signum in (signal.SIGINT, *STOPPING_SIGNALS):
         unless_ignored(signum, _stopped_after_outcome)
 

@@ -242,11 +242,13 @@ class Staging:
     def commit(self, succeeded: bool, when_decided=None) -> list:
         """Rename the files into place if ``succeeded`` here and every rank wrote its part,
         else remove them; the failures to report (this rank's, and on rank 0 a count of others').
-        ``when_decided()`` is called once the ranks have agreed which, before any file is renamed."""
+        ``when_decided()`` is called as the ranks come to agree which, before any file is renamed: before
+        the agreement, for a signal that lands as it ends is handled after it, when another rank may
+        have renamed the files already."""
         local = np.array([len(self.failures), not succeeded], dtype=np.float64)
-        total = self.comm.allreduce_sum(local) if self.comm is not None else local
         if when_decided is not None:
             when_decided()
+        total = self.comm.allreduce_sum(local) if self.comm is not None else local
         if not total.any():
             for temporary, target in list(self.files.items()):
                 try:

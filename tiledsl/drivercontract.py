@@ -113,24 +113,29 @@ def hiding(folder: str, modules=()) -> str | None:
 
 
 def stop_quietly_while_loading(program: str | None = None) -> None:
-    """Until its run sets its own handlers (``runtime.entry.main``), a Ctrl-C ends a driver (of
-    ``program``) run as a script at once, in one line (with ``--json`` the failure object): raised as
-    a KeyboardInterrupt inside numpy's or SciPy's import, it came out as their traceback. A rank of
-    ``tiledsl run --np`` has its own (``runtime/__init__``): that command says the stop."""
+    """Until its run sets its own handlers (``runtime.entry``), a stopping signal (Ctrl-C, a batch
+    scheduler's SIGTERM, SIGHUP) ends a driver (of ``program``) run as a script at once, in one line
+    (with ``--json`` the failure object): a Ctrl-C raised inside numpy's or SciPy's import came out as
+    their traceback, a SIGTERM killed it without a word. A rank of ``tiledsl run --np`` has its own
+    (``runtime/__init__``): that command says the stop. A signal the driver was started ignoring
+    (``nohup``'s SIGHUP) stays ignored."""
     import signal  # built in: no file can hide it
 
     def stopped(signum, frame):
+        name = signal.Signals(signum).name
         try:
-            os.write(2, f"{sys.argv[0]}: stopped by SIGINT\n".encode())
+            os.write(2, f"{sys.argv[0]}: stopped by {name}\n".encode())
             if json_asked() and launcher_rank() == 0:
-                os.write(1, f"{early_failure_json(program, 'stopped by SIGINT')}\n".encode())
+                os.write(1, f"{early_failure_json(program, f'stopped by {name}')}\n".encode())
         except OSError:  # a closed stream: the driver ends all the same
             pass
         os._exit(128 + signum)
 
-    rank_of_a_job = os.environ.get("TILEDSL_JOB_DIR")  # (runtime.world.JOB_DIR_VARIABLE)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler and not rank_of_a_job:
-        signal.signal(signal.SIGINT, stopped)
+    if os.environ.get("TILEDSL_JOB_DIR"):  # a rank of a job (runtime.world.JOB_DIR_VARIABLE)
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) in (signal.default_int_handler, signal.SIG_DFL):
+            signal.signal(signum, stopped)
 
 
 def stop_if_hiding(folder: str, program: str | None = None) -> None:

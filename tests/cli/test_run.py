@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -1206,16 +1207,18 @@ def test_the_failure_object_of_a_driver_stopped_early_is_json_whatever_its_error
 
 
 @pytest.mark.timeout(60)
-def test_a_ctrl_c_while_a_driver_loads_is_one_line_and_its_failure_object():
-    """python chol.py, Ctrl-C while numpy loaded: a traceback ending in KeyboardInterrupt (tiledsl run: one line)."""
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_stop_while_a_driver_loads_is_one_line_and_its_failure_object(name):
+    """python chol.py, Ctrl-C while numpy loaded: a traceback ending in KeyboardInterrupt; a SIGTERM killed
+    it without a word, --json's object missing (tiledsl run: one line and the object)."""
     loading = ("import os, signal, sys, time\nsys.argv = ['chol.py', '--n', '9', '--json']\n"
                "from tiledsl.drivercontract import stop_quietly_while_loading\nstop_quietly_while_loading('cholesky')\n"
-               "os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(30)\n")
+               f"os.kill(os.getpid(), signal.{name})\ntime.sleep(30)\n")
     env = {k: v for k, v in os.environ.items() if k != "TILEDSL_JOB_DIR"}
     out = subprocess.run([sys.executable, "-c", loading], capture_output=True, text=True, timeout=50, env=env)
-    assert (out.returncode, out.stderr) == (130, "chol.py: stopped by SIGINT\n")
+    assert (out.returncode, out.stderr) == (128 + getattr(signal, name), f"chol.py: stopped by {name}\n")
     assert json.loads(out.stdout) == {"program": "cholesky", "n": 9, "np": 1, "ok": False, "passed": None,
-                                      "error": "stopped by SIGINT"}
+                                      "error": f"stopped by {name}"}
 
 
 def _handles(pid: int, signum: int) -> bool:
@@ -1459,3 +1462,20 @@ def test_a_watchdog_shorter_than_its_look_is_a_usage_error():
     completed for 0.0 s')."""
     out = tiledsl("run", "cholesky", "--n", 300, "--nb", 64, "--watchdog", "0.01")
     assert out.returncode == 2 and "must be 0 (off) or a number of seconds from 0.25 " in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("command, ranks", [("run", {"np": None}), ("explain", {})])
+def test_a_stop_while_the_options_are_read_still_prints_the_failure_object(monkeypatch, capsys, command, ranks):
+    """SIGTERM as the option parser was built (args not yet read): 'stopped by SIGTERM', stdout empty."""
+    from tiledsl.commands import cli
+    from tiledsl.runtime.entry import Stopped
+
+    def stopped():
+        raise Stopped(signal.SIGTERM)
+    monkeypatch.setattr(cli, "_parser", stopped)
+    monkeypatch.setattr(cli, "_stop_on_signals", lambda: None)  # this test's process keeps its own
+    assert cli.main([command, "cholesky", "--n", "64", "--json"]) == 143
+    out = capsys.readouterr()
+    assert out.err == "tiledsl: stopped by SIGTERM\n"
+    assert json.loads(out.out) == {"program": None, "n": None, "ok": False, "passed": None, **ranks,
+                                   "error": "stopped by SIGTERM"}

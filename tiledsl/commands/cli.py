@@ -72,6 +72,8 @@ def main(argv=None) -> int:
     except (KeyboardInterrupt, Stopped) as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
         print(f"tiledsl: stopped by {signal.Signals(signum).name}", file=sys.stderr)  # as a run's ranks say it
+        if args is None:  # stopped as the options were read: --json's object all the same
+            _json_failure_before_options(argv, f"stopped by {signal.Signals(signum).name}")
         _json_failure(args, f"stopped by {signal.Signals(signum).name}")
         return 128 + signum
     except TaskFailure as failure:  # the program's loop nest failed (explain, graph, tune, simulate walk it)
@@ -119,6 +121,15 @@ def _json_failure(args, error: str) -> None:
     if getattr(args, "json", False):
         print(json_text({**failure_json(getattr(args, "program", None), args.n, _ranks_of(args)), "error": error}),
               flush=True)
+
+
+def _json_failure_before_options(argv: list, error: str) -> None:
+    """:func:`_json_failure` of a command stopped before its options were read, from the command line
+    as written (as the ``tiledsl`` program's own stop while it loads says it: ``np`` null for run)."""
+    given = argv[:argv.index("--") if "--" in argv else None]
+    if "--json" in given:
+        ranks = {"np": None} if given[:1] == ["run"] else {}
+        print(json_text({**failure_json(None, None), **ranks, "error": error}), flush=True)
 
 
 def _ranks_of(args) -> int | None:
