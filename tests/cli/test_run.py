@@ -1479,3 +1479,17 @@ def test_a_stop_while_the_options_are_read_still_prints_the_failure_object(monke
     assert out.err == "tiledsl: stopped by SIGTERM\n"
     assert json.loads(out.out) == {"program": None, "n": None, "ok": False, "passed": None, **ranks,
                                    "error": "stopped by SIGTERM"}
+
+
+def test_a_failure_object_after_a_result_cut_mid_line_is_on_a_line_of_its_own(monkeypatch, capsys):
+    """explain --json stopped while it wrote its 170 KB line: '...{"index": 510, "ker{"program": ...'."""
+    from tiledsl.commands import cli
+
+    def cut(args):
+        sys.stdout.write('{"program": "cholesky", "tasks": [{"index": 510, "ker')  # print's text, its end not yet
+        raise cli.Stopped(signal.SIGTERM)
+    monkeypatch.setattr(cli, "_stop_on_signals", lambda: None)  # this test's process keeps its own
+    monkeypatch.setattr(cli, "_explain", cut)
+    assert cli.main(["explain", "cholesky", "--n", "64", "--json"]) == 143
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert json.loads(last)["error"] == "stopped by SIGTERM"

@@ -119,8 +119,10 @@ def _json_failure(args, error: str) -> None:
     (a usage error, a program with errors, a loop nest that failed) says so on stdout too, as a run
     that failed later does: ``program`` null where it was not read yet (:func:`_load_driver`)."""
     if getattr(args, "json", False):
-        print(json_text({**failure_json(getattr(args, "program", None), args.n, _ranks_of(args)), "error": error}),
-              flush=True)
+        # on a line of its own: a stop may have cut the result's line (explain's, 170 KB) as it was written
+        apart = "\n" if getattr(sys.stdout, "line_open", False) else ""
+        print(apart + json_text({**failure_json(getattr(args, "program", None), args.n, _ranks_of(args)),
+                                 "error": error}), flush=True)
 
 
 def _json_failure_before_options(argv: list, error: str) -> None:
@@ -179,8 +181,11 @@ class _GuardedStdout:
 
     def __init__(self, stream):
         self._stream = stream
+        self.line_open = False  # whether what was written last ends mid-line (a result cut by a stop)
 
     def write(self, text: str) -> int:
+        if text:  # before the write: a stop lands as it returns, before print's own end of line
+            self.line_open = not text.endswith("\n")
         return self._kept(self._stream.write, text) or len(text)
 
     def flush(self) -> None:
