@@ -49,8 +49,8 @@ from .world import RankError, UsageError, await_ending, core_share, default_work
 # ---------------------------------------------------------------- the run
 def execute(driver, options: Options, arrays: dict | None = None, comm=None, when_decided=None) -> RunResult:
     """Run the driver module ``driver`` on this process: alone, or as a rank of ``comm``'s job.
-    ``when_decided()`` is called once every rank has agreed on the run's outcome, just before its
-    files are renamed into place (or withheld): from there a stop would stop nothing."""
+    ``when_decided()`` is called as the ranks come to agree on the run's outcome, before its files are
+    renamed into place (or withheld): from there a stop would stop nothing (:meth:`.Staging.commit`)."""
     with run_in_progress():  # the user's code calling os._exit fails the run, whatever thread calls it
         return _execute(driver, options, arrays, comm, when_decided)
 
