@@ -164,7 +164,10 @@ def test_a_rank_waiting_on_a_stopped_rank_names_that_rank_as_the_stall(tmp_path,
 def test_a_killed_rank_ends_every_rank(tmp_path, segments_before):
     code, err, elapsed = finish(start("--set", "fault=3", np_=2, cache=tmp_path))
     assert code != 0 and elapsed < 30
-    assert "rank 1 ended without finishing the run and without a word" in err and "killed by SIGKILL" in err, err
+    # which rank the message names first is the kernel's order of their ends, which a loaded machine can
+    # invert (test_job_faults.py checks the naming, with a second try): here, that the job ends and says why
+    assert re.search(r"rank [01] ended without finishing the run and without a word", err), err
+    assert "killed by SIGKILL" in err, err
     assert "BAD TERMINATION" not in err  # MPICH's banner, which tiledsl's words say better
     assert nothing_left(tmp_path, segments_before)
 

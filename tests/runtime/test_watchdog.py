@@ -229,7 +229,7 @@ _libc = ctypes.PyDLL(None)  # a C function called with the GIL held, as an exten
 
 
 def hold(A):
-    _libc.sleep(5)
+    _libc.usleep(2500000)
 """
 
 
@@ -237,7 +237,7 @@ def hold(A):
 def test_a_kernel_that_held_the_gil_past_the_limit_and_returned_is_no_stall_every_time(tmp_path):
     """Held 5 s under --watchdog 2: whichever thread took the GIL first as it was released decided (the
     monitor: 'no task completed for 3 s', blaming a potrf starved of the GIL; the worker: success);
-    7 runs of 8 failed."""
+    7 runs of 8 failed. Here 2.5 s under --watchdog 1."""
     (tmp_path / "hold_kernels.py").write_text(GIL_HOLDER)
     (tmp_path / "hold.tile").write_text('use "hold_kernels.py"\nkernel hold(inout A)\nprogram held {\n'
                                         "  tiling uniform(nb = 64)\n  matrix A[n, n] = random spd\n"
@@ -245,7 +245,7 @@ def test_a_kernel_that_held_the_gil_past_the_limit_and_returned_is_no_stall_ever
                                         "    for m in k + 1 .. A.mt { trsm(A[k, k], A[m, k]) }\n  }\n}\n")
     for _ in range(3):
         out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "hold.tile", "--n", "256",
-                              "--watchdog", "2"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+                              "--watchdog", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
         assert out.returncode == 0 and out.stderr == "", out.stderr
 
 
