@@ -51,7 +51,7 @@ class TiledslError(Exception):
         self.output = output
 
 
-@dataclass
+@dataclass(eq=False)
 class Output(Mapping):
     """The matrices a run produced, by name (``output["A"]``, ``"A" in output``, ``dict(output)``),
     with what the run was and how it went.
@@ -74,6 +74,8 @@ class Output(Mapping):
     no number, residuals not below the threshold; NaN or infinite values left in a matrix, unless
     ``allow_nonfinite``). :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output where
     the command line fails such a run for another reason than a residual too large (``passed`` False). :meth:`summary` is all but the matrices, for JSON.
+    An output equals only itself (and can be a set's member or a dict's key): its matrices' ``==`` is numpy's, element
+    by element, and compare them with ``numpy.array_equal``.
     """
 
     matrices: dict
@@ -93,6 +95,10 @@ class Output(Mapping):
     notes: list = field(default_factory=list)
     sources: dict = field(default_factory=dict)
     workers: int | None = None
+
+    # Mapping's == compares the values, arrays whose == has no single truth value: it raised
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.matrices[name]
