@@ -42,12 +42,12 @@ class Costs:
         self.known: dict = {}
 
     def __call__(self, task) -> tuple[float, float]:
-        call = task.call
-        shapes = tuple(call.tile_shapes(task.tiles, task.regions))
+        call, named = task.call, task.named_regions  # not .regions, which read a copy of a sub-range whole
+        shapes = tuple(call.tile_shapes(task.tiles, named))
         key = (id(call), shapes, task.values)
         found = self.known.get(key)
         if found is None:
-            found = self.known[key] = self._model(call, task.tiles, task.regions, task.values, shapes)
+            found = self.known[key] = self._model(call, task.tiles, named, task.values, shapes)
         return found
 
     def _model(self, call, tiles, regions, values, shapes) -> tuple[float, float]:

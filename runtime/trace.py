@@ -67,7 +67,7 @@ class Tracer:
     def task(self, lane: str, began: float, ended: float, task) -> None:
         """A program task, named the same on every rank (:func:`task_args`); a GPU task a CPU worker
         took (``--host-takes``) says from which GPU."""
-        args = task_args(self.occurrences, task.call, task.tiles, task.priority, task.values, task.regions)
+        args = task_args(self.occurrences, task.call, task.tiles, task.priority, task.values, task.named_regions)
         if task.device and lane.startswith("cpu"):
             args["taken from"] = f"gpu-{task.device}"
         self.events.append((lane, began - self.origin, ended - self.origin, task.call.kernel, args))

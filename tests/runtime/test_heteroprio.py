@@ -17,6 +17,7 @@ import pytest
 
 from tiledsl.runtime import Options, UsageError, execute, tuning
 from tiledsl.runtime.devices import EmulatedBackend
+from tiledsl.runtime.exchange import read_whole
 from tiledsl.runtime.heteroprio import Costs, choose, round_trip_bytes, take
 from tiledsl.runtime.program import Call
 from tiledsl.runtime.rates import Rates
@@ -113,6 +114,18 @@ def test_costs_from_rates_count_the_copies_both_ways():
     assert round_trip_bytes(call, [(100, 100)] * 3) == 8 * 100 * 100 * 4
     assert host == pytest.approx(flops / 10e9 + 8 * 100 * 100 * 4 / 1e9)
     assert gpu == pytest.approx(flops / 100e9)
+
+
+def test_costs_of_a_task_reading_a_copy_of_a_sub_range_are_the_sub_ranges():
+    """A GPU task reading a copy that is the sub-range itself reads the copy whole (its ``regions``):
+    it was costed as the whole tile's work (a 100x100 gemm where the call names 100x10 parts)."""
+    costs = Costs(Rates({"gemm": 10.0}, "core"), Rates({"gemm": 100.0}, "gpu"), copy_rate=1e9)
+    call = Call("gemm", ("in", "in", "inout"), main=2, line=3, text="gemm")
+    part = (slice(0, 100), slice(0, 10))
+    task = Task(call, (Tile((100, 100)),) * 3, (part, (slice(0, 10), slice(0, 100)), None), 0, 1)
+    task.regions = read_whole(task.regions, 0)  # as exchange and the GPU caches do
+    host, gpu = costs(task)
+    assert gpu == pytest.approx(2 * 100 * 100 * 10 / 100e9)
 
 
 # ---------------------------------------------------------------- runs on emulated GPUs

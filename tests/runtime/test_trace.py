@@ -211,6 +211,22 @@ def test_a_tasks_tiles_in_the_trace_name_their_sub_ranges_as_explain_does(compil
                for args in gemms for tile, keyed in zip(args["tiles"], args["key"][1]))
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("gpus", [0, 2])
+def test_a_sub_range_a_host_task_reads_from_a_gpu_is_named_in_the_trace(compiled, tmp_path, gpus):
+    """A kernel without a GPU body runs on the host on a copy of the row it reads from a GPU's tile:
+    the trace named the whole tile there (U[0, 1]) and the row elsewhere (U[0, 0][7:8, 0:8])."""
+    (tmp_path / "k.py").write_text("def top(h, c):\n    c[0:1, :] += h\n")
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel top(in H, inout C)\nprogram p {\n  tiling uniform(nb = 8)\n'
+                                     "  matrix U[n, n] = random general\n  for i in 1 .. U.mt {\n"
+                                     "    for j in 0 .. U.nt { top(U[i - 1, j][7 :], U[i, j]) }\n  }\n}\n")
+    path = tmp_path / "t.json"
+    execute(compiled(tmp_path / "p.tile"), Options(n=32, gpus=gpus, gpu_backend="emulated" if gpus else None,
+                                                   trace=str(path)))
+    tops = [e["args"]["tiles"] for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "top"]
+    assert len(tops) == 3 * 4 and all(read.endswith("][7:8, 0:8]") for read, _ in tops), tops
+
+
 def test_a_value_argument_json_has_no_number_for_is_written_as_its_spelling():
     """JSON has no infinity or NaN: Python's ``Infinity`` made the trace a file Chrome's and
     node's JSON.parse refuse."""
