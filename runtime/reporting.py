@@ -203,8 +203,16 @@ def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMA
         why = ("the GPUs had every tile column, and there are fewer columns than GPUs at this size (smaller tiles "
                "give more)")
     elif columns is not None and columns < result.gpus:  # no ratio gives each GPU a column
-        why = (f"a rank holds at most {columns} tile column(s), fewer than its {result.gpus} GPUs, whatever the "
-               f"host:GPU ratio (smaller tiles give more)")
+        why = f"a rank holds at most {columns} tile column(s), fewer than its {result.gpus} GPUs"
+        # 0:1 deals the columns to GPU 1, 2, ... in turn: those past the columns get none whatever the ratio
+        reachable = sorted({gpu for gpus in idle.values() for gpu in gpus if gpu <= columns})
+        if reachable:
+            never = sorted({gpu for gpus in idle.values() for gpu in gpus if gpu > columns})
+            why += (f": GPU {', '.join(map(str, never))} get{'s' if len(never) == 1 else ''} none whatever the "
+                    f"host:GPU ratio (smaller tiles give more); {spelling.given('gpu_ratio', '0:1')} gives GPU "
+                    f"{', '.join(map(str, reachable))} {'a column' if len(reachable) == 1 else 'one each'}")
+        else:
+            why += ", whatever the host:GPU ratio (smaller tiles give more)"
     else:
         why = (f"the host:GPU ratio {ratio_text(result.gpu_ratio)} dealt {them} no tile column that a task touches at "
                f"this size ({spelling.given('gpu_ratio', '0:1')} gives the GPUs every column)")

@@ -298,6 +298,12 @@ def test_gpus_more_than_a_ranks_tile_columns_are_told_of_smaller_tiles_not_of_a_
     run = SimpleNamespace(gpus=4, gpu_ratio=(1, 1))
     assert rank_columns(matrices, (1, 1)) == 3 and rank_columns(matrices, (1, 2)) == 2
     assert idle_gpus_warning(run, ranks, columns=rank_columns(matrices, (1, 1))) == (
-        "GPU 3, 4 held no tile and ran no task: a rank holds at most 3 tile column(s), fewer than its 4 GPUs, "
-        "whatever the host:GPU ratio (smaller tiles give more)")
+        "GPU 3, 4 held no tile and ran no task: a rank holds at most 3 tile column(s), fewer than its 4 GPUs: "
+        "GPU 4 gets none whatever the host:GPU ratio (smaller tiles give more); --gpu-ratio 0:1 gives GPU 3 a column")
+    # GPU 5-8 idle under 0:1 itself (4 columns)
+    ranks = [{"rank": 0, "tasks": 10, "gpus_without_tiles": [5, 6, 7, 8]}]
+    assert idle_gpus_warning(SimpleNamespace(gpus=8, gpu_ratio=(0, 1)), ranks, columns=4).endswith(
+        "there are fewer columns than GPUs at this size (smaller tiles give more)")
+    assert idle_gpus_warning(SimpleNamespace(gpus=8, gpu_ratio=(1, 2)), ranks, columns=4).endswith(
+        "fewer than its 8 GPUs, whatever the host:GPU ratio (smaller tiles give more)")
     assert "--gpu-ratio 0:1 gives the GPUs every column" in idle_gpus_warning(run, ranks, columns=8)
