@@ -18,6 +18,8 @@ flop or two per entry (amax and asum m·n, lassq 2mn) and lassq_merge none.
 """
 from __future__ import annotations
 
+import math
+
 
 def _gemm(a, b, c, transa="N", transb="T", alpha=-1.0, beta=1.0) -> float:
     k = a[1] if transa == "N" else a[0]
@@ -158,8 +160,9 @@ def modelled_flops(call, arguments: list, values: tuple) -> tuple[float, bool]:
 
 
 class FlopCountError(ArithmeticError):
-    """A kernel's flop count that fails for a task (A.m / k at k = 0) or is negative (k·A.m at
-    k = -1, which a sum would hide): the program's mistake, at the call's line."""
+    """A kernel's flop count that fails for a task (A.m / k at k = 0), is negative (k·A.m at
+    k = -1, which a sum would hide) or is no finite number (1e308 · 10, inf - inf): the program's
+    mistake, at the call's line."""
 
 
 def task_flops(call, count, shapes: list, values: tuple) -> float:
@@ -172,4 +175,6 @@ def task_flops(call, count, shapes: list, values: tuple) -> float:
         if call.flops is None:  # the prelude's count, on shapes its kernel refuses: the kernel names them
             return 0.0
         raise FlopCountError(f"the flop count of kernel {call.kernel} is {flops:g}, below zero")
+    if not math.isfinite(flops):  # the overflow a run's values stop at (an inf count made the rate "inf")
+        raise FlopCountError(f"the flop count of kernel {call.kernel} is {flops:g}, no finite number")
     return flops

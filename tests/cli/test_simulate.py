@@ -301,12 +301,13 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("formula, problem", [("10.0 * k * A.m", "is -100, below zero"),
-                                              ("A.m // (k - 1) + A.m", "failed: integer division or modulo by zero")])
+                                              ("A.m // (k - 1) + A.m", "failed: integer division or modulo by zero"),
+                                              ("A.m * 1.0e308 * 10.0", "is inf, no finite number")])
 @pytest.mark.parametrize("command", ["run", "simulate"])
-def test_a_flop_count_that_fails_or_is_negative_is_the_programs_mistake_at_its_line(machine_file, tmp_path, command,
+def test_a_flop_count_that_fails_is_negative_or_infinite_is_the_programs_mistake_at_its_line(machine_file, tmp_path, command,
                                                                                      formula, problem):
     """A sum of counts would hide a negative one; simulate timed it as negative seconds, or failed
-    with an internal error."""
+    with an internal error; an infinite one made the rate "inf" (no GFLOP/s, exit 0)."""
     (tmp_path / "k.py").write_text("def put(A, k):\n    A += k\n")
     (tmp_path / "p.tile").write_text(f'use "k.py"\nkernel put(inout A, int k)\n  flops {formula}\n'
                                      "program p {\n  matrix A[n, n] = zeros\n"
@@ -314,7 +315,7 @@ def test_a_flop_count_that_fails_or_is_negative_is_the_programs_mistake_at_its_l
     machine = ("--nodes", "1", "--machine", str(machine_file)) if command == "simulate" else ()
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", command, "p.tile", "--n", "10", *machine],
                          cwd=tmp_path, capture_output=True, text=True, timeout=50)
-    at = "i = 0" if "below" in problem else "i = 2"
+    at = "i = 2" if "failed" in problem else "i = 0"
     assert (out.returncode, out.stderr.strip()) == (
         1, f"tiledsl: error: rank 0 (p.tile:6): the flop count of kernel put {problem} "
            f"(in `put(A[0, 0], i - 1)`, with {at})")
@@ -583,8 +584,9 @@ def test_gpus_dealt_only_columns_no_task_touches_are_noted_as_a_run_notes_them(c
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("count", ["alpha * alpha", "alpha * alpha - alpha * alpha"])
 def test_a_flop_count_that_is_not_finite_is_said_at_its_call(tmp_path, capsys, count):
-    """A user kernel's flop count of inf (or NaN) for a task: run says only 'no GFLOP/s'; simulate ended in
-    'internal error: simulated ranks [0] never finished (a bug of the simulator)', exit 3, --json printing nothing."""
+    """A user kernel's flop count of inf (or NaN) for a task: run said only 'no GFLOP/s'; simulate ended in
+    'internal error: simulated ranks [0] never finished (a bug of the simulator)', exit 3, --json printing nothing.
+    Both now fail as at a negative count."""
     (tmp_path / "k.py").write_text("def scale(A, alpha):\n    A *= 1.0\n")
     (tmp_path / "inf.tile").write_text(f'use "k.py"\nkernel scale(inout A, float alpha = 2.0) flops {count}\n'
                                        "program inf {\n  tiling uniform(nb = 100)\n  matrix A[n, n] = random general\n"
@@ -593,7 +595,7 @@ def test_a_flop_count_that_is_not_finite_is_said_at_its_call(tmp_path, capsys, c
     out = capsys.readouterr()
     said = json.loads(out.out.strip().splitlines()[-1])["error"]
     assert said.startswith("rank 0 (inf.tile:6): the flop count of kernel scale is ") and \
-        "for a task (A[0, 0]): simulate times a task by its flops, and cannot time this one" in said, said
+        ", no finite number (in `scale(A[i, 0], 1e+300)`, with i = 0)" in said, said
 
 
 @pytest.mark.timeout(120)

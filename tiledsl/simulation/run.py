@@ -10,20 +10,19 @@ every rank, in the trace format of ``run --trace`` (:mod:`tiledsl.runtime.trace`
 """
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from types import SimpleNamespace
 
 from ..runtime import priorities
 from ..runtime.broadcast import broadcast_for
-from ..runtime.flops import FlopCountError, modelled_flops
+from ..runtime.flops import modelled_flops
 from ..runtime.heteroprio import round_trip_bytes
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime.layout import make_distribution, make_matrices, make_params, ratio_of, tiling_sources
 from ..runtime.options import tile_values
 from ..runtime.matrix import region_view
-from ..runtime.program import flatten, tiles_text
+from ..runtime.program import flatten
 from ..runtime.dataflow import events_of
 from ..runtime.recording import LoopNestTarget, survey, walk
 from ..runtime.reporting import (SUMMED, count_text, gflops, has_standard_count, idle_gpus_warning,
@@ -81,9 +80,6 @@ class Timing:
         views = None if regions is None else [None if r is None else region_view(t, r) for t, r in zip(tiles, regions)]
         shapes = call.shapes(tiles, views)
         flops, counted = modelled_flops(call, shapes, values)
-        if not math.isfinite(flops):  # a run only loses its GFLOP/s; a task of no duration is no prediction
-            raise FlopCountError(f"the flop count of kernel {call.kernel} is {flops:g} for a task "
-                                 f"({tiles_text(tiles)}): simulate times a task by its flops, and cannot time this one")
         self.kernels.add(call.kernel)
         if not counted:  # a user kernel without a flop count: timed as a gemm on its largest argument
             if call.kernel not in self.uncounted:
