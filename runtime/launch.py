@@ -138,7 +138,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
         result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
         # the rates use_tuned read (a tuned run's), on the workers the rank's cores run at once
         cores = core_share(ranks)
-        result.upper_bound = rates.upper_bound(options.host_speeds, _largest_tile(params), min(workers, cores),
+        result.upper_bound = rates.upper_bound(options.host_speeds, _largest_tile(params, matrices), min(workers, cores),
                                                options.gpus, ranks, cores if options.gpu_backend == "emulated" else None)
         stopwatch.lap("run")
         if options.check and program.check is not None:
@@ -212,11 +212,13 @@ def _host_speeds(program, options: Options) -> dict | None:
     return (tuning.entry(program.name, options.gpus, options.gpu_backend) or {}).get("speeds")
 
 
-def _largest_tile(params) -> int:
+def _largest_tile(params, matrices: dict) -> int:
     """The order of the largest tile a task works on: nb for uniform tiles; B for hybrid ones, whose
-    slices, b wide, are B long (a core's gemm on them is no faster than on B×B tiles)."""
+    slices, b wide, are B long (a core's gemm on them is no faster than on B×B tiles); no more than
+    the matrices' sides (n = 64 under nb = 256 is one 64×64 tile)."""
     values = params.as_dict()
-    return values.get("nb") or values.get("B") or 1
+    nominal = values.get("nb") or values.get("B") or 1
+    return max((max(min(nominal, m.m), min(nominal, m.n)) for m in matrices.values()), default=nominal)
 
 
 def _devices(options: Options):

@@ -1113,6 +1113,9 @@ def test_the_upper_bound_counts_no_more_workers_than_the_cores_that_run_them(cac
     summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--np", 2 * cores, "--workers", 1,
                                 "--json", cache=cache))  # more ranks than cores: each has half of one
     assert summary["upper_bound"] == pytest.approx(40.0 * cores)
+    # one 64x64 tile under nb = 128: bounded by the rate at 64, not at the nb it does not reach
+    summary = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 64, "--workers", 1, "--json", cache=cache))
+    assert summary["upper_bound"] == 20.0
 
 
 @pytest.mark.timeout(30)
