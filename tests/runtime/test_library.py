@@ -325,26 +325,49 @@ def test_bench_times_no_implementation_cold(compiled, monkeypatch):
     assert calls == {"tiledsl": 2, "reference": 2} and table["rounds"] == 1
 
 
-def test_the_least_squares_check_takes_lapacks_one_norm():
-    """dqrt17's ratio takes ‖(B − A·X)ᵀ·A‖₁; the check took its ∞-norm, low by up to nrhs: an X off
-    along one direction at a ratio of 200 was said to be 12.5 and passed."""
+def _tsqr_kernels():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("tsqr_kernels", ROOT / "programs" / "tsqr_kernels.py")
     tsqr_kernels = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tsqr_kernels)
+    return tsqr_kernels
+
+
+def test_the_least_squares_check_takes_lapacks_one_norm():
+    """dqrt17's ratio takes ‖(B − A·X)ᵀ·A‖₁; the check took its ∞-norm, low by up to nrhs: an X off
+    along one direction at a ratio of 200 was said to be 12.5 and passed."""
+    tsqr_kernels = _tsqr_kernels()
     rng = np.random.default_rng(0)
     m, n, nrhs = 700, 150, 16
     a, b = rng.uniform(-0.5, 0.5, (m, n)), rng.uniform(-0.5, 0.5, (m, nrhs))
     x = np.linalg.lstsq(a, b, rcond=None)[0]
     eps = np.finfo(float).eps
-    scale = np.linalg.norm(a, 1) * np.linalg.norm(b, 1) * max(m, n, nrhs) * eps
+    norm_a = np.linalg.norm(a, 1)
+    scale = norm_a * (norm_a * np.linalg.norm(x, 1) + np.linalg.norm(b, 1)) * max(m, n, nrhs) * eps
     direction = np.linalg.solve(a.T @ a, np.eye(n)[3])  # (B − A·X)ᵀ·A changes in its column 3 alone
     wrong = x - np.outer(direction, np.full(nrhs, 200 * scale / nrhs))
     after = b.copy()
     after[:n] = wrong
     assert tsqr_kernels.least_squares({"A": a, "B": b}, {"B": after}) == pytest.approx(200, rel=1e-6)
     assert np.linalg.norm((b - a @ wrong).T @ a, 1) / scale == pytest.approx(200, rel=1e-6)
+
+
+def test_the_least_squares_check_passes_lapacks_solution_of_an_ill_conditioned_matrix():
+    """dqrt17's scale, ‖A‖·‖B‖, failed LAPACK's own dgels on a Vandermonde matrix of condition 1.2e8
+    (123; numpy's lstsq 1766; tiledsl's 117, X within 1e-9 of dgels's): a backward-stable X's normal
+    equations are off by about ε·‖A‖²·‖X‖. A wrong X still fails."""
+    import scipy.linalg
+
+    tsqr_kernels = _tsqr_kernels()
+    a = np.vander(np.linspace(0, 1, 40), 12)
+    b = np.random.default_rng(1).standard_normal((40, 2))
+    for x in (scipy.linalg.lapack.dgels(a, b)[1][:12], np.linalg.lstsq(a, b, rcond=None)[0]):
+        after = b.copy()
+        after[:12] = x
+        assert tsqr_kernels.least_squares({"A": a, "B": b}, {"B": after}) < 1
+        after[:12] = x + 1e-3 * np.abs(x).max()
+        assert tsqr_kernels.least_squares({"A": a, "B": b}, {"B": after}) > 1000
 
 
 def _unit_lower(a):
