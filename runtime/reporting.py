@@ -316,13 +316,17 @@ def nonfinite_lines(nonfinite: dict, hint: str = "", from_inputs: dict | None = 
 def check_reasons(result: RunResult) -> list:
     """Why a completed run's check failed, one line each, as the command line says them (none: it
     passed, or there was none): a check that gave no residual, the residuals not below the threshold."""
-    problems = checks.failure_lines(result.errors, result.residuals)
-    if result.input_nonfinite and any(math.isnan(value) for value in result.residuals.values()):
+    errors = list(result.errors)
+    if _input_left_no_residual(result):
         # an infinity in the input may leave a finite result (1/inf = 0): the NaN residual is the input's
         held = ", ".join(f"{name}'s input held {count}" for name, count in result.input_nonfinite.items())
-        problems.insert(0, f"the check has no residual: {held} NaN or infinite value(s), which no backward error "
-                           f"measures")
-    return problems
+        errors.insert(0, f"the check has no residual: {held} NaN or infinite value(s), which no backward error "
+                         f"measures")
+    return checks.failure_lines(errors, result.residuals)
+
+
+def _input_left_no_residual(result: RunResult) -> bool:
+    return bool(result.input_nonfinite) and any(math.isnan(value) for value in result.residuals.values())
 
 
 def failure_reasons(result: RunResult) -> list:
@@ -397,7 +401,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         lines.append(f"  messages  {sent} ({_mib(volume)}) between ranks"
                      + (f", at least {hidden:.0%} of their time hidden by computation" if hidden is not None else ""))
     for name, value in result.residuals.items():
-        if math.isnan(value) and result.errors:  # the check gave no residual: the error says why
+        if math.isnan(value) and (result.errors or _input_left_no_residual(result)):  # the errors say why
             lines.append(f"  {name:<9} no residual  (FAIL: the check failed, see below)")
             continue
         verdict = "pass" if value < checks.THRESHOLD else "FAIL"

@@ -607,6 +607,9 @@ def test_a_check_that_has_no_residual_for_an_infinite_input_says_why(tmp_path):
     assert out.returncode == 1, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["errors"][0] == (
         "the check has no residual: A's input held 1 NaN or infinite value(s), which no backward error measures")
+    # then 'check failed: residual nan is not below 60' and, in the summary, 'residual nan (FAIL, threshold 60)'
+    out = run_cli("trtri", "--nb", 128, "--input", f"A={tmp_path / 'inf.npy'}", "--check")
+    assert "residual nan" not in out.stdout + out.stderr and "inverse   no residual  (FAIL" in out.stdout, out.stdout
 
 
 def test_a_long_list_of_idle_ranks_is_cut_as_the_other_lists_are():
