@@ -1118,6 +1118,19 @@ def test_the_upper_bound_counts_no_more_workers_than_the_cores_that_run_them(cac
     assert summary["upper_bound"] == 20.0
 
 
+@pytest.mark.timeout(60)
+def test_sizes_a_small_n_leaves_out_are_said_and_blamed_for_a_single_trial(tmp_path):
+    """--n 200 allows tiles up to 100: tune timed 64 alone, ran its one trial in 0.5 s of a 60 s budget,
+    and said nothing of the sizes it left out but 'a larger --budget compares them'."""
+    said = []
+    result = tune(driver_of(tmp_path, "cholesky"), workers=1, budget=20, n=200, log=said.append)
+    assert result["sizes_left_out"] == {"sizes": list(range(128, 1025, 64)), "by": "--n 200"}
+    assert "sizes 128 to 1024 not tried: --n 200 tells tiles apart up to half of it, 100" in said
+    assert tune_command.render(result).splitlines()[-1] == (
+        "note: tune ran one trial, so no other setting was compared with it: --n 200 left it one tile size to try "
+        "(nb=64; a larger --n tries 128 to 1024 too)")
+
+
 @pytest.mark.timeout(30)
 def test_a_hybrid_program_without_gpus_is_refused_an_n_below_two_of_its_own_tiles_before_any_timing(tmp_path,
                                                                                                     monkeypatch):

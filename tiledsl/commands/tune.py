@@ -447,6 +447,7 @@ class _Tuner:
         self.driver, self.program = driver, driver.PROGRAM
         self.gpus, self.backend, self.n, self.log, self.clock = gpus, backend, n, log, clock
         self.n_from_files = False  # n is the one the program's load files fix, not --n
+        self.sizes_left_out: list = []  # the default sizes larger than half of n (:meth:`choose_sizes`)
         self.began, self.budget = began, budget
         self.workers = workers or default_workers(1, gpus)
         self.device = _timing_device(backend, gpus) if gpus else None
@@ -486,6 +487,8 @@ class _Tuner:
         if self.untimed:
             chosen_ratio = tuple(result["gpu_ratio"]) if result["gpu_ratio"] else guess.ratio
             time_in_run(trials, trials.key(tiles, chosen_ratio, params), self.untimed, self.gpus, result, self.log)
+        if self.sizes_left_out:
+            result["sizes_left_out"] = {"sizes": self.sizes_left_out, "by": self._n_said().rstrip(",")}
         result.update({"tiles": tiles, "params": params, "trial_n": trials.options.n, "search": trials.records(),
                        "seconds": round(self.clock() - self.began, 3),
                        "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
@@ -512,7 +515,12 @@ class _Tuner:
             gpu_sizes = list(CUPY_SIZES) if self.backend == "cupy" else cpu_sizes
             if self.n is not None:  # runs of that size tell tiles apart up to half of it
                 fit = lambda candidates: [s for s in candidates if 2 * s <= self.n] or [STEP]
+                left_out = sorted(set(cpu_sizes + (gpu_sizes if self.gpus else [])) - set(fit(cpu_sizes)))
                 cpu_sizes, gpu_sizes = fit(cpu_sizes), fit(gpu_sizes)
+                if left_out:
+                    self.sizes_left_out = left_out
+                    self.log(f"sizes {_span(left_out)} not tried: {self._n_said()} tells tiles apart up to half of "
+                             f"it, {self.n // 2}")
         else:
             cpu_sizes = gpu_sizes = sorted(set(sizes))
             beyond = [s for s in cpu_sizes if self.n is not None and 2 * s > self.n]
@@ -527,6 +535,10 @@ class _Tuner:
             smallest, what = int(self.defaults["B"]), "the program's B, which tune keeps without GPUs"
         if self.n is not None and self.n < 2 * smallest:  # no size tune would try fits: said before any timing
             raise self._too_small(f"{what}, {smallest}", 2 * smallest)
+
+    def _n_said(self) -> str:
+        """Where the n of tune's runs came from: --n, or the program's load files."""
+        return f"n = {self.n}, which the program's load files fix," if self.n_from_files else f"--n {self.n}"
 
     def _too_small(self, tiles: str, least: int) -> UsageError:
         """Tune's ``n`` is less than two ``tiles`` (``least``: the ``n`` they need), said as where it
@@ -656,7 +668,7 @@ class _Tuner:
         candidates = sorted(rates)
         planned = self.gpu_sizes if gpus else self.cpu_sizes
         untimed = [size for size in planned if size not in rates]  # the last sizes: the timing stopped before them
-        shown = ", ".join(map(str, untimed)) if len(untimed) <= 3 else f"{untimed[0]} to {untimed[-1]}"
+        shown = _span(untimed)
         why = "" if self.sizes_given else "the rates stopped growing, or "
         self.log(f"nb = {nb}: the smallest size within {THRESHOLD:.0%} of the best rate of the {where}"
                  + (f"; the search keeps to the sizes timed, up to {candidates[-1]} (not timed: {shown}: {why}"
@@ -970,7 +982,12 @@ def render(result: dict, path=None, key=None) -> str:
                 else f", gpu-ratio {ratio[0]}:{ratio[1]}" if ratio else "")
              + (f", tuned with {_assigned(result['sets'])}" if result.get("sets") else "")
              + f" (in {result['seconds']:.1f} s)"]
-    if len(result.get("search") or ()) == 1:  # a budget that let one trial run: the first guess, untested
+    left_out = result.get("sizes_left_out")
+    if len(result.get("search") or ()) == 1 and left_out:  # n left one size: no budget tries another
+        lines.append(f"note: tune ran one trial, so no other setting was compared with it: {left_out['by']} left it "
+                     f"one tile size to try ({_assigned(result['tiles'])}; a larger --n tries "
+                     f"{_span(left_out['sizes'])} too)")
+    elif len(result.get("search") or ()) == 1:  # a budget that let one trial run: the first guess, untested
         lines.append("note: the budget let tune run one trial, so no other setting was compared with it "
                      "(a larger --budget compares them)")
     if path is not None:
@@ -980,6 +997,11 @@ def render(result: dict, path=None, key=None) -> str:
                      f"unless given on the command line (--no-tune ignores them)"
                      + (f"; they were tuned with {sets}: give a run that too to run it as tuned" if sets else ""))
     return "\n".join(lines)
+
+
+def _span(sizes: list) -> str:
+    """Tile sizes in order, as a list of up to three or as 'first to last'."""
+    return ", ".join(map(str, sizes)) if len(sizes) <= 3 else f"{sizes[0]} to {sizes[-1]}"
 
 
 def as_json(result: dict) -> dict:
