@@ -27,6 +27,7 @@ import numpy as np
 
 from .compiler import compile_path
 from .compiler.codegen import generate
+from .drivercontract import source_digest
 from .driverload import cached_driver_path, import_driver, program_path, shadowing
 from .runtime.fitting import file_shapes, fit, load_files, load_notes
 from .runtime.options import API, WATCHDOG_RANGE, valid_watchdog
@@ -184,8 +185,22 @@ class Loaded:
         settings = dict(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check), gpus=gpus,
                         gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
                         watchdog=watchdog, **gpu_settings)
+        changed = self._changed_source()
+        if changed:
+            _warn(changed)
         result, notes = self._execute(given, settings, bool(tuned))
         return self._output(result, notes, bool(allow_nonfinite))
+
+    def _changed_source(self) -> str | None:
+        """A warning when the ``.tile`` file has changed since it was loaded (as a compiled driver warns
+        when its own has): the run is of the program as it was then."""
+        try:
+            if self.program.source_digest in (None, source_digest(Path(self.path).read_bytes())):
+                return None
+        except OSError:  # moved or unreadable now: nothing to compare
+            return None
+        return (f"{self.path} has changed since it was loaded: the run is of the program as it was then (load it "
+                f"again: tiledsl.load({self.path!r}))")
 
     def _execute(self, given: dict, settings: dict, tuned: bool) -> tuple:
         """The run of the driver with ``settings`` (Options' fields) on the ``given`` arrays, and its

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 import traceback
+import warnings
 from fractions import Fraction
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import tiledsl
-from tiledsl.api import TiledslError
+from tiledsl.api import TiledslError, TiledslWarning
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -405,6 +406,23 @@ def test_a_nan_input_names_the_check_it_left_without_residual_as_json_does():
     with pytest.raises(TiledslError) as caught:
         tiledsl.load("gemm").run(A=a, tiles={"nb": 32}, check=True)
     assert caught.value.output.errors[:1] == out.errors and "C holds 64 NaN" in caught.value.output.errors[2]
+
+
+@pytest.mark.timeout(120)
+def test_a_run_of_a_program_whose_tile_file_changed_since_it_was_loaded_warns(tmp_path):
+    """A compiled driver warns that its .tile changed since it was compiled; a loaded program ran its old
+    self silently."""
+    source = tmp_path / "p.tile"
+    source.write_text("program p {\n  tiling uniform(nb = 8)\n  matrix A[n, n] = random spd\n"
+                      "  potrf(A[0, 0])\n}\n")
+    loaded = tiledsl.load(source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded.run(n=8)
+    source.write_text(source.read_text().replace("nb = 8", "nb = 4"))
+    with pytest.warns(TiledslWarning, match=rf"^{re.escape(str(source))} has changed since it was loaded: the run "
+                                            r"is of the program as it was then \(load it again: tiledsl.load\("):
+        assert loaded.run(n=8).tiles == {"nb": 8}
 
 
 @pytest.mark.timeout(120)
