@@ -648,8 +648,46 @@ def _misfit(search: _Search, tuned: str) -> str:
                 f"{' or '.join(spelling.tile(t) for t in tiles)} for the size you mean" + (tuned or ""))
     advice = (f"; give {spelling.n} and {spelling.params}{''.join(f' or {spelling.tile(t)}' for t in tiles)} "
               f"for the size you mean" if inferred else "")
+    leave_out = _fit_without(search, _given_sizing(search, reference_n, chosen, mismatched))
+    if leave_out:  # the user's own setting makes the shape the files do not have
+        sizing, fitted = leave_out
+        one = len(sizing) == 1
+        advice = (f"; {' and '.join(spelling.param(k, values[k]) for k in sizing)} size{'s' if one else ''}"
+                  f" {' and '.join(mismatched)}: leave {'it' if one else 'them'} out to take "
+                  f"{', '.join(f'{k}={v}' for k, v in fitted.items()) or ' and '.join(sizing)} from the files' "
+                  f"shapes")
     return (f"{spelling.inputs}' shapes fit no size of {name}: with "
             f"{assignment(reference_n, {k: values[k] for k in driver.PROGRAM.params})}, {wrong}" + (tuned or advice))
+
+
+def _given_sizing(search: _Search, n: int, chosen: dict, mismatched: list) -> list:
+    """The integer params the user gave (``--set``) that size a ``mismatched`` input at these values:
+    one more changes its expected shape."""
+    base = search.evaluate(n, chosen)
+    if base is None:
+        return []
+    sizing = []
+    for name in search.params:
+        value = base[0].get(name)  # (--set's values are text until read)
+        if type(value) is not int:
+            continue
+        moved = search.evaluate(n, {**chosen, name: value + 1})
+        if moved and any(moved[1][m] != base[1][m] for m in mismatched):
+            sizing.append(name)
+    return sizing
+
+
+def _fit_without(search: _Search, sizing: list) -> tuple[list, dict] | None:
+    """``(sizing, their values)`` where the inputs fit once the params ``sizing`` are left out (the
+    files then give them, and n), n not given; else None."""
+    if not sizing or search.n is not None:  # with n given, other params may fit as nonsense (r = -8)
+        return None
+    kept = {name: value for name, value in search.params.items() if name not in sizing}
+    try:
+        _, fitted = fit(search.driver, search.shapes, replace(search.options, sets=kept))
+    except UsageError:
+        return None
+    return sizing, {name: fitted[name] for name in sizing if name in fitted}
 
 
 def tile_settings_sizing(driver, options: Options, names) -> list:

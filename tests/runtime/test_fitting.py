@@ -184,6 +184,18 @@ def test_sizes_no_unknown_moves_are_not_tied_to_each_other(tmp_path):
                                 "expected (230, 1); give n= and params= for the size you mean")
 
 
+@pytest.mark.parametrize("spelling, inputs, said", [(COMMAND_LINE, "input files'", "--set nrhs=64"),
+                                                    (API, "inputs'", "params={'nrhs': 64}")])
+def test_a_param_given_that_sizes_an_input_otherwise_is_the_one_to_leave_out(tmp_path, spelling, inputs, said):
+    """--set nrhs=64 with a 50-column B file was told 'give --n and --set for the size you mean'."""
+    body = "param nrhs = 50\n  matrix L[n, n] = zeros\n  matrix B[n, nrhs] = zeros"
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"L": (1000, 1000), "B": (1000, 50)}, params={"nrhs": SetText("64")}, spelling=spelling)
+    assert str(error.value) == (f"the {inputs} shapes fit no size of p: with n=1000, nrhs=64, B has shape (1000, 50), "
+                                f"expected (1000, 64); {said} sizes B: leave it out to take nrhs from the files' "
+                                f"shapes")
+
+
 def test_a_square_matrix_given_a_rectangle_is_said_to_be_square(tmp_path):
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, "matrix B[n, n] = zeros", {"B": (300, 200)})
