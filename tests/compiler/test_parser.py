@@ -496,6 +496,32 @@ def syntax_error(text: str):
     return d
 
 
+#: every keyword of the language but 'not', which an expression may begin with
+KEYWORDS = ("program", "kernel", "use", "in", "out", "inout", "int", "float", "char", "flops", "tiling", "param",
+            "require", "matrix", "workspace", "like", "rows", "check", "random", "load", "for", "step", "if", "else",
+            "let", "priority", "release", "and", "or")
+
+
+@pytest.mark.parametrize("keyword", KEYWORDS)
+@pytest.mark.parametrize("clause, at", [("  param q =", (2, 11)), ("  require", (2, 3)),
+                                        ("  matrix A[n, n] = random spd\n  let x = 1 +", (3, 13))])
+def test_a_keyword_taken_for_a_missing_expression_is_said_at_the_clause(keyword, clause, at):
+    """Wherever the error falls after it, and where the file parses ('param q = tiling' left the tiling's
+    settings for a call, the declarations after it among statements; 'check' was an unknown name)."""
+    for following in (f"  {keyword}\n", f"  {keyword} uniform(nb = 4)\n  matrix B[n, n] = zeros\n"):
+        d = syntax_error(f"program p {{\n{clause}\n{following}  potrf(B[0, 0])\n}}\n")
+        line, column = at
+        assert (d.message.split(" '")[0], d.span.line, d.span.column) == ("an expression is missing after", line,
+                                                                             column)
+        assert d.notes == (f"the '{keyword}' at {line + 1}:3 was read as the expression: a keyword can also be "
+                           f"a name",)
+
+
+def test_a_keyword_a_program_declares_as_a_name_may_begin_a_line_in_an_expression():
+    parse_text("program p {\n  param check = 2\n  matrix A[n, n] = random spd\n  let x =\n    check + 1\n"
+               "  potrf(A[x - 3, 0])\n}\n")
+
+
 IN_A_LOOP = "program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n    %s\n  }\n}\n"
 
 

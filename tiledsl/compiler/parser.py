@@ -152,6 +152,9 @@ def parse(source: Source, prelude: bool = False) -> n.File:
         raise SourceError(_syntax_diagnostic(source, error)) from None
     except _GluedKeyword as glued:
         raise SourceError(_glued_diagnostic(source, glued.keyword)) from None
+    taken = _keyword_read_as_expression(source)  # a file that parses with a keyword read as a name
+    if taken is not None:
+        raise SourceError(taken)
     return _Builder(source.path, prelude).build(tree)
 
 
@@ -357,41 +360,66 @@ def _open_on_earlier_lines(text: str, line: int) -> tuple[str, ...]:
                  for number, column, char in still_open[-2:])
 
 
-#: the words that begin a line's declaration or statement (a kernel parameter's mode too): one of them
-#: first on a line, taken for the expression of the line before, is a clause left without one
-_LINE_KEYWORDS = frozenset(("program", "kernel", "use", "tiling", "param", "require", "matrix", "workspace", "check",
-                            "for", "if", "else", "let", "release", "priority", "in", "out", "inout"))
+@lru_cache(maxsize=1)
+def _grammar_keywords() -> frozenset[str]:
+    """The grammar's keywords (``int``, ``float`` and ``char`` are one terminal's words): any of them may
+    begin a line, and where an expression is due the parser reads it as a name."""
+    words = {t.pattern.value for t in _lark().terminals if t.pattern.type == "str" and t.pattern.value.isidentifier()}
+    return frozenset(words | set(_WORD.findall(_lark().get_terminal("VALUE_TYPE").pattern.value)))
 
 
-def _keyword_read_as_expression(source: Source, unexpected: Token) -> Diagnostic | None:
+#: the end of a line after which an expression may come: a clause's word or operator, a bracket or a comma
+_EXPRESSION_MAY_FOLLOW = re.compile(r"[(\[,:]\s*$|" + _EXPRESSION_DUE.pattern)
+_LEADING_WORD = re.compile(r"\s*(\w*)")
+
+
+def _keyword_read_as_expression(source: Source, unexpected: Token | None = None) -> Diagnostic | None:
     """A clause whose expression is missing at the end of its line (``flops``, ``priority``, ``param
     q =``, ``require``): a keyword may also be a name, so the parser takes the word that begins the
-    next line (``kernel``, ``for``, ``matrix``) for the expression, and the error falls later on that
-    line, with a note expecting the very keyword written there. Said at the clause instead.
+    next line (``kernel``, ``for``, ``matrix``, ``check``) for the expression, and the error falls
+    later (on that line, with a note expecting the very keyword written there; on a later one, as a
+    ``tiling`` taken leaves its settings for a call and the declarations after it among statements),
+    or the file parses and the word is an unknown name. Said at the clause instead.
 
-    The file is parsed again step by step to the ``unexpected`` token (only where its line begins
-    with such a keyword): the parser's state before each token says whether an expression may
-    begin there, which no reading of the text alone can tell."""
-    lines = source.text.split("\n")
-    first = _WORD.match(_code(lines[unexpected.line - 1]).lstrip())
-    if first is None or first.group() not in _LINE_KEYWORDS:
+    ``unexpected`` is the token the parse failed at, or None for a file that parsed: a keyword taken
+    before it is said so if it is on its line, or if it is no name the program declares (a ``param
+    check`` may begin a line in an expression). The file is parsed again step by step (only where a
+    line that leaves an expression due is followed by one that begins with a keyword): the parser's
+    state before each token says whether an expression may begin there, which no reading of the text
+    alone can tell."""
+    code = [line for line in source.text.split("\n") if line.strip() and not line.lstrip().startswith("#")]
+    keywords = _grammar_keywords()
+    if not any(_LEADING_WORD.match(following).group(1) in keywords and _EXPRESSION_MAY_FOLLOW.search(_code(line))
+               for line, following in zip(code, code[1:])):  # (the cheap test first: a file parsed may be long)
         return None
+    end = len(source.text) if unexpected is None else unexpected.start_pos
     parser = _lark().parse_interactive(source.text)
-    previous = taken = None  # taken: (the clause's last token, the keyword read as its expression)
+    previous = None
     try:
         for token in parser.iter_parse():  # each token is yielded before it is fed: choices() are the state's
-            if token.start_pos >= unexpected.start_pos:
+            if token.start_pos >= end:
                 break
-            if (token.type == "NAME" and token in _LINE_KEYWORDS and previous is not None
-                    and token.line > previous.end_line and "INT" in parser.choices()):
-                taken = (previous, token)
+            if (token.type == "NAME" and token in keywords and previous is not None
+                    and token.line > previous.end_line and "INT" in parser.choices()
+                    and (unexpected is not None and token.line == unexpected.line
+                         or not _declared(source.text, token))):
+                return _expression_taken(source.path, previous, token)
             previous = token
     except (UnexpectedInput, _GluedKeyword):  # the error met again (the lexer's, where no token fits)
         pass
-    if taken is None or taken[1].line != unexpected.line:
-        return None
-    clause, keyword = taken
-    span = Span(source.path, clause.line, clause.column, clause.end_line, clause.end_column)
+    return None
+
+
+def _declared(text: str, word: Token) -> bool:
+    """Whether the name ``word`` is one the program in ``text`` declares where it is (a parameter, a
+    matrix, a let or loop variable open there), or a kernel's value parameter."""
+    return (str(word) in _names_in_scope(text, text[:word.start_pos])
+            or re.search(rf"\b(?:int|float|char)\s+{word}\b", text) is not None)
+
+
+def _expression_taken(path: str, clause: Token, keyword: Token) -> Diagnostic:
+    """The error of a ``clause`` whose expression is missing: the ``keyword`` on a later line taken for it."""
+    span = Span(path, clause.line, clause.column, clause.end_line, clause.end_column)
     return Diagnostic(span, "E100", f"an expression is missing after '{clause}'",
                       (f"the '{keyword}' at {keyword.line}:{keyword.column} was read as the expression: a keyword "
                        f"can also be a name",),
