@@ -304,7 +304,7 @@ class _Analyzer:
                 self.types.one_character(decl.default)
             else:
                 kind = self._param_type(decl)
-            self.types.declare(decl.name, Symbol("param", decl.name.span, decl, type=kind or "int"))
+            self.types.declare(decl.name, Symbol("param", decl.name.span, decl, type=kind))
 
     def _param_type(self, decl) -> str | None:
         """The type of a parameter whose default is an expression: a number's, or None after an error."""
@@ -541,7 +541,7 @@ class _Analyzer:
         kind = self.types.number_expr(stmt.value)
         ok = kind == "int"
         # facts about the value are taken now, from those of earlier lets: never re-expanded
-        symbol = Symbol("let", stmt.name.span, stmt, loops=self.types.loop_variables(stmt.value), type=kind or "int")
+        symbol = Symbol("let", stmt.name.span, stmt, loops=self.types.loop_variables(stmt.value), type=kind)
         if kind == "float":
             self.float_lets.add(stmt.span)
         symbol.affine = not ok or self.types.affine(stmt.value)

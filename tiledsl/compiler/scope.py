@@ -21,7 +21,9 @@ class Symbol:
     affine: bool = True  # a let's value is affine in the loop variables
     form: dict | None = None  # a let's affine form (None: not affine)
     value: int | None = None  # a let's value when it is a constant
-    type: str = "int"  # the value's type: int, float or char (loops and lets of integers: int)
+    # the value's type: int, float or char (loops and lets of integers: int); None for a let or a param whose
+    # value is no number (an error said at the value): a use judged by a type it was never given said it again
+    type: str | None = "int"
 
 
 class Scope:
