@@ -28,6 +28,9 @@ FUNCTIONS = ("min", "max")
 #: What to write instead of a function the language does not have
 _FUNCTION_ADVICE = {"abs": ("the absolute value of x is max(x, -x)",), "pow": ("a power is a ** b",),
                     "sqrt": ("compute a square root in a kernel, or pass it as a float parameter (param, --set)",)}
+#: Why a parameter's value or a size cannot use a matrix's geometry, and what a size is written with
+_TILED_FIRST = "geometry queries such as A.nt exist once the matrices are tiled"
+_SIZED_BY_PARAMETERS = "write it with n, the tiling settings and the parameters"
 #: a comparison of -a with -b, as one of a with b
 _MIRRORED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _COMPARISONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
@@ -448,8 +451,8 @@ class ExpressionTyper:
         later = self.declarations.get(ident.text)
         if later is not None:
             self.used_early.add(ident.text)
-            note, hint = self._declared_where(ident, later)
-            self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", note, hint=hint)
+            message, note, hint = self._declared_where(ident, later, what)
+            self.bag.error(ident.span, "E200", message, note, hint=hint)
             return
         if what == "name" and self.loop_header is not None and ident.text == self.loop_header.var.text:
             self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", self._own_variable_note(ident))
@@ -472,39 +475,46 @@ class ExpressionTyper:
         return (f"a loop's {part} computed when the loop starts, before '{ident.text}' has a value: only "
                 f"parameters and the variables of enclosing loops may appear in {pronoun}")
 
-    def _declared_where(self, ident: n.Ident, declared: Span) -> tuple[str, str]:
-        """Why a name the program declares is not known at ``ident``: the note and hint of E200."""
-        if self.in_requirement:
-            return ("requirements are read with the parameters, before the matrices",
-                    "a requirement may use n, the tiling settings and the parameters only")
-        sized = self._sized_by(ident)
-        if sized is not None:  # declaring the matrix first would only lead to the rule below
-            return (f"'{ident.text}' is a {'matrix' if self._is_matrix(ident.text) else 'workspace'}, and {sized} "
-                    f"may use parameters only", "geometry queries such as A.nt exist once the matrices are tiled: "
-                                                "compute the value in the loop nest (a let), or make it a parameter")
+    def _declared_where(self, ident: n.Ident, declared: Span, what: str) -> tuple[str, str, str]:
+        """Why a name the program declares is not known at ``ident``, a ``what`` ('name', or 'matrix' for
+        one whose geometry is queried): the message, note and hint of E200. A matrix or a workspace where
+        only parameters may be used is said to be one (it is declared), and its geometry not to be usable."""
+        name, kind = ident.text, self._array_kind(ident.text)
+        place = self._parameters_only(ident) if kind is not None else None
+        if place is not None:  # declaring the matrix first would only lead to the rule below
+            where, note, hint = place
+            used = f"the geometry of {kind} '{name}'" if what == "matrix" else f"{kind} '{name}'"
+            return f"{used} cannot be used in {where}", note, hint
+        unknown = f"unknown {what} '{name}'"
         if (declared.line, declared.column) >= (ident.span.line, ident.span.column):
-            return f"'{ident.text}' is declared at line {declared.line}, after this use", f"declare '{ident.text}' first"
-        if declared.line == ident.span.line and ident.text in {d.name.text for d in self.program.params}:
-            return f"parameter '{ident.text}' cannot refer to itself", "give it a value made of other names"
-        return (f"'{ident.text}' is declared at line {declared.line}, but declarations are read parameters first, "
-                f"then matrices, then workspaces", "a parameter may use other parameters only: geometry queries "
-                                                   "such as A.nt exist once the matrices are tiled")
+            return unknown, f"'{name}' is declared at line {declared.line}, after this use", f"declare '{name}' first"
+        if declared.line == ident.span.line and name in {d.name.text for d in self.program.params}:
+            return unknown, f"parameter '{name}' cannot refer to itself", "give it a value made of other names"
+        return (unknown, f"'{name}' is declared at line {declared.line}, but declarations are read parameters first, "
+                         f"then matrices, then workspaces",
+                f"a parameter may use other parameters only: {_TILED_FIRST}")
 
-    def _sized_by(self, ident: n.Ident) -> str | None:
-        """What a matrix or workspace named at ``ident`` would size, where only parameters may: the
-        value of the parameter whose declaration holds it, or the dimensions of a matrix's, or the
-        tile height of a workspace's; None elsewhere."""
-        if not self._is_matrix(ident.text) and ident.text not in {w.name.text for w in self.program.workspaces}:
-            return None
+    def _parameters_only(self, ident: n.Ident) -> tuple[str, str, str] | None:
+        """Where ``ident`` is, if only parameters may be used there, and the note and hint of a matrix used
+        there: a requirement, the value of the parameter whose declaration holds it, the dimensions of a
+        matrix's, the tile height of a workspace's; None elsewhere."""
+        if self.in_requirement:
+            return ("a requirement", "requirements are read with the parameters, before the matrices",
+                    "a requirement may use n, the tiling settings and the parameters only")
         program = self.program
-        for decls, what in ((program.params, "the value of a parameter"), (program.matrices, "a matrix's dimensions"),
-                            (program.workspaces, "a workspace's tile height")):
+        for decls, where, instead in ((program.params, "the value of a parameter",
+                                       "compute the value in the loop nest (a let)"),
+                                      (program.matrices, "a matrix's dimensions", _SIZED_BY_PARAMETERS),
+                                      (program.workspaces, "a workspace's tile height", _SIZED_BY_PARAMETERS)):
             if any(_within(ident.span, decl.span) for decl in decls):
-                return what
+                return where, f"{where} may use parameters only", f"{_TILED_FIRST}: {instead}"
         return None
 
-    def _is_matrix(self, name: str) -> bool:
-        return name in {m.name.text for m in self.program.matrices}
+    def _array_kind(self, name: str) -> str | None:
+        """'matrix' or 'workspace' for a name the program declares as one, else None."""
+        if name in {m.name.text for m in self.program.matrices}:
+            return "matrix"
+        return "workspace" if name in {w.name.text for w in self.program.workspaces} else None
 
     def _geometry(self, matrix: n.Ident, query: n.Ident, allowed) -> str | None:
         if self.flops_of is not None:
