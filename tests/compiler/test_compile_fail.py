@@ -223,6 +223,20 @@ def test_rendered_carets_count_wide_characters_as_two_columns():
     assert carets == " " * shown.index('"') + "^" * 6
 
 
+@pytest.mark.parametrize("length, unknown, near", [(100_000, "x" * 40 + "…" + "x" * 39 + "y",
+                                                    "x" * 40 + "…" + "x" * 40), (80, "x" * 79 + "y", "x" * 79)])
+def test_a_long_name_is_shortened_in_the_message_and_notes_as_its_line_is(length, unknown, near):
+    """A name of 100,000 characters was printed whole in the message and again in the note (300 KB
+    of report) while its line was clipped; a name of 80 characters or fewer is printed whole."""
+    name = "x" * (length - 1)
+    source = decode("long.tile", f"program p {{ matrix A[n, n] = random spd let {name} = 0 potrf(A[{name}y, 0]) }}"
+                    .encode())
+    (d,) = [d for d in check_source(source).diagnostics if d.is_error]
+    lines = render(d, source).split("\n")
+    assert lines[0].endswith(f"error[E200]: unknown name '{unknown}'")
+    assert lines[4:] == [f"  = note: did you mean '{near}'?"]
+
+
 @pytest.mark.parametrize("data, line, column", [
     (b"program p {\r  # caf\xe9\r}\r", 2, 8),  # CR line ends, as the parser reads them
     (b"\xef\xbb\xbf# caf\xe9\nprogram p { }\n", 1, 6),  # a byte-order mark is not a column

@@ -7,6 +7,7 @@ only the command line turns them into text.
 from __future__ import annotations
 
 import difflib
+import re
 import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -117,13 +118,26 @@ def render(diagnostic: Diagnostic, source: Source | None) -> str:
     span = diagnostic.span
     path = None if span is None else printable(span.path)
     where = "" if span is None else f"{path}: " if span.line == 0 else f"{path}:{span.line}:{span.column}: "
-    lines = [f"{where}{severity}[{diagnostic.code}]: {diagnostic.message}"]
+    lines = [f"{where}{severity}[{diagnostic.code}]: {_shortened(diagnostic.message)}"]
     if source is not None and span is not None and span.line > 0:
         lines += _excerpt(source, span)
-    lines += [f"  = note: {note}" for note in diagnostic.notes]
+    lines += [f"  = note: {_shortened(note)}" for note in diagnostic.notes]
     if diagnostic.hint:
-        lines.append(f"  = hint: {diagnostic.hint}")
+        lines.append(f"  = hint: {_shortened(diagnostic.hint)}")
     return "\n".join(lines)
+
+
+#: The longest word (a name, a number) a message, note or hint shows whole
+LONGEST_WORD = 80
+_LONG_WORD = re.compile(rf"\w{{{LONGEST_WORD + 1},}}")
+
+
+def _shortened(text: str) -> str:
+    """``text`` with each word longer than :data:`LONGEST_WORD` shown as its ends around an ellipsis, as
+    the excerpt clips a long line: a name of 100,000 characters was printed whole, in the message and
+    again in a "did you mean" note."""
+    half = LONGEST_WORD // 2
+    return _LONG_WORD.sub(lambda word: f"{word[0][:half]}…{word[0][-half:]}", text)
 
 
 def _excerpt(source: Source, span: Span, width: int = 160) -> list[str]:
