@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import operator
 
-from ..language import INT64_MAX
+from ..language import INT64_MAX, TILING_SETTINGS
 from . import nodes as n
 from .affine import Converter, difference, is_zero, provably_negative, provably_nonzero
 from .diagnostics import DiagnosticBag, suggestion_notes
@@ -529,6 +529,11 @@ class ExpressionTyper:
         if query.text in GEOMETRY_ATTRS and allowed is GEOMETRY_METHODS:
             self.bag.error(query.span, "E200", f"{matrix.text}.{query.text} takes no argument",
                            hint=f"{matrix.text}.{query.text}")
+            return None
+        if query.text in TILING_SETTINGS[self.tiling]:  # Y.nb: the setting, which a query spelt close to is not
+            self.bag.error(query.span, "E200", f"unknown geometry query '{matrix.text}.{query.text}'",
+                           f"'{query.text}' is a setting of the program's {self.tiling} tiling: a name of its own, "
+                           f"the same for every matrix", hint=f"write '{query.text}' alone")
             return None
         if query.text not in allowed:
             self.bag.error(query.span, "E200", f"unknown geometry query '{matrix.text}.{query.text}'",
