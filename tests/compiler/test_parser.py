@@ -535,6 +535,8 @@ IN_A_LOOP = "program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\
     ("\u00a0", "this is U+00A0 NO-BREAK SPACE: type a plain space instead"),
     ("\u2009", "this is U+2009 THIN SPACE: type a plain space instead"),
     ("\u3000", "this is U+3000 IDEOGRAPHIC SPACE: type a plain space instead"),
+    ("\u2028", "this is U+2028 LINE SEPARATOR: type a plain newline instead"),
+    ("\u2029", "this is U+2029 PARAGRAPH SEPARATOR: type a plain newline instead"),
     ("\u200b", "this is U+200B ZERO WIDTH SPACE, which does not show: delete it"),
     ("\ufeff", "this is U+FEFF ZERO WIDTH NO-BREAK SPACE, which does not show: delete it"),
     ("\x0b", "this is U+000B (a control character), which does not show: delete it"),
@@ -548,8 +550,8 @@ IN_A_LOOP = "program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\
     ("\u00b2", "this is U+00B2 SUPERSCRIPT TWO: outside strings and comments a program is written in ASCII"),
     ("$", None)])
 def test_a_character_outside_the_language_is_named_with_what_to_type(char, hint):
-    """Look-alikes of ASCII (other dashes and scripts, full-width forms, spaces that are not
-    spaces, curly quotes) say which character they are; ² is a power, not a 2."""
+    """Look-alikes of ASCII (other dashes and scripts, full-width forms, spaces and line breaks that
+    are not ASCII's, curly quotes) say which character they are; ² is a power, not a 2."""
     text = IN_A_LOOP % f"potrf(A[k, {char}k])"
     d = syntax_error(text)
     assert (d.message, d.hint) == (f"unexpected character {char!r}", hint)

@@ -527,8 +527,8 @@ def _character_hint(char: str, rest_of_line: str) -> str | None:
         return f"{what}: outside strings and comments a program is written in ASCII"
     if instead == "":
         return f"{what}, which does not show: delete it"
-    if instead == " ":
-        return f"{what}: type a plain space instead"
+    if instead in (" ", "\n"):
+        return f"{what}: type a plain {'space' if instead == ' ' else 'newline'} instead"
     letter = " the Latin letter" if char in _FOREIGN_LETTERS else ""
     return f"{what}: type{letter} '{instead}' instead"
 
@@ -550,6 +550,8 @@ def _ascii_look_alike(char: str) -> str | None:
         return '"'
     if category == "Zs":
         return " "
+    if category in ("Zl", "Zp"):  # a word processor's line or paragraph break
+        return "\n"
     if category in ("Cf", "Cc"):
         return ""
     return None
