@@ -434,8 +434,10 @@ class _Analyzer:
         """Check a block's statements; ``inside`` names the block ("the 'if' block at line 3") for
         the note of a let used after it."""
         self.scope.frames.append({})
+        self.types.block_lets.append({stmt.name.text: stmt.name.span for stmt in stmts if isinstance(stmt, n.Let)})
         for stmt in stmts:
             getattr(self, "_" + type(stmt).__name__.lower())(stmt)
+        self.types.block_lets.pop()
         for name, symbol in self.scope.frames.pop().items():
             if symbol.kind == "let" and not symbol.used:
                 self.bag.warning(symbol.span, "W300", f"let '{name}' is declared but never used")

@@ -48,7 +48,8 @@ class ExpressionTyper:
     ``declarations`` (the program's parameters, matrices and workspaces, to say where a name
     used too early is declared), ``in_requirement`` while it reads a ``require``,
     ``in_loop_nest`` once it reads the statements, ``loop_header`` while it reads a loop's bounds
-    and step (before its variable is bound), and
+    and step (before its variable is bound), ``block_lets`` (the lets of the blocks being read, to
+    say where a name used before its let is bound), and
     ``ended`` (lets and loop variables whose block has closed, to say where they were visible).
     """
 
@@ -67,6 +68,7 @@ class ExpressionTyper:
         self.in_requirement = False  # reading a `require`'s condition
         self.in_loop_nest = False  # reading the program's statements (declarations have no loop variables)
         self.loop_header: n.For | None = None  # the loop whose bounds and step are being read
+        self.block_lets: list[dict[str, Span]] = []  # per block open, innermost last: name -> span of its let
         # lets and loop variables whose block has ended -> (symbol, the block): a use after it is told where
         self.ended: dict[str, tuple[Symbol, str]] = {}
 
@@ -448,7 +450,7 @@ class ExpressionTyper:
                                       f"(e.g. 'int k') and pass the number in each call")
             self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *why, hint=hint)
             return
-        later = self.declarations.get(ident.text)
+        later = self.declarations.get(ident.text) or self._let_after(ident)
         if later is not None:
             self.used_early.add(ident.text)
             message, note, hint = self._declared_where(ident, later, what)
@@ -466,6 +468,15 @@ class ExpressionTyper:
                            hint="use it inside that block, or bind it before the block" if let else None)
             return
         self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *suggestion_notes(ident.text, known))
+
+    def _let_after(self, ident: n.Ident) -> Span | None:
+        """Where a block still open binds the name of ``ident`` with a let after it (declared first, the
+        let would be visible there), or None."""
+        for lets in reversed(self.block_lets):
+            span = lets.get(ident.text)
+            if span is not None and (span.line, span.column) > (ident.span.line, ident.span.column):
+                return span
+        return None
 
     def _own_variable_note(self, ident: n.Ident) -> str:
         """Why a loop's own variable is not known in its bounds or step (``ident`` is in one of them)."""
