@@ -161,7 +161,7 @@ def _excerpt(source: Source, span: Span, width: int = 160) -> list[str]:
 
 def printable(text: str) -> str:
     """``text`` as it is safe to print: control and invisible format characters (an escape
-    sequence, a zero-width space) as Python escapes, and the bytes of a file name that were not
+    sequence, a zero-width space) and Unicode's line and paragraph separators as Python escapes, and the bytes of a file name that were not
     UTF-8 (decoded as surrogates) as ``\\xNN``."""
     return "".join(map(_printable_char, text))
 
@@ -169,7 +169,7 @@ def printable(text: str) -> str:
 def _printable_char(char: str) -> str:
     if "\udc80" <= char <= "\udcff":  # os.fsdecode's stand-in for an undecodable byte
         return f"\\x{ord(char) - 0xDC00:02x}"
-    if unicodedata.category(char) in ("Cc", "Cf", "Cs") and char != "\t":
+    if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp") and char != "\t":
         return repr(char)[1:-1]
     return char
 
