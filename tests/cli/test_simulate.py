@@ -629,3 +629,14 @@ def test_a_long_simulation_says_how_long_it_may_take_before_it_starts(capsys, mo
     monkeypatch.setattr(command, "LONG_SIMULATION", 10 ** 7)
     assert main(["simulate", "cholesky", "--n", "1200", "--nb", "100", "--machine", "keeneland", "--json"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_the_progress_line_is_blanked_before_the_summary(capsys):
+    """On a terminal the summary was printed onto the last 'walked N tasks' line."""
+    from tiledsl.commands.simulate import _Progress
+
+    progress = _Progress()
+    progress.clear()  # nothing shown: nothing to blank
+    progress(262144)
+    progress.clear()
+    assert capsys.readouterr().err == "\r  walked 262144 tasks\r" + " " * len("  walked 262144 tasks") + "\r"

@@ -104,9 +104,13 @@ def run(args, driver) -> int:
         machine = this_machine(program.name, options.gpus, args.gpu_backend, args.file)
     if args.trace is not None:  # before the simulation, which may take minutes; as run refuses it
         check_output_paths(replace(options, outputs={}, trace=args.trace), program_files(program, driver))
-    progress = None if args.json or not sys.stderr.isatty() else _progress
-    result = simulate(driver, options, nodes, grid, machine, trace=args.trace is not None, progress=progress,
-                      ratio_from_rates=args.machine is not None)
+    progress = _Progress() if not args.json and sys.stderr.isatty() else None
+    try:
+        result = simulate(driver, options, nodes, grid, machine, trace=args.trace is not None, progress=progress,
+                          ratio_from_rates=args.machine is not None)
+    finally:
+        if progress is not None:
+            progress.clear()
     events = result.pop("events")
     if args.trace is not None:
         about = {"program": program.name, "n": result["n"], **result["tiles"], "ranks": nodes,
@@ -156,8 +160,21 @@ def _warn_of_a_long_simulation(driver, matrices: dict, params) -> None:
           f"tiles simulate faster; Ctrl-C stops it)", file=sys.stderr, flush=True)
 
 
-def _progress(index: int) -> None:
-    print(f"\r  walked {index} tasks", end="", file=sys.stderr, flush=True)
+class _Progress:
+    """The tasks walked so far, on one line of a terminal that :meth:`clear` blanks (the summary was
+    printed onto it)."""
+
+    def __init__(self):
+        self.width = 0
+
+    def __call__(self, index: int) -> None:
+        text = f"  walked {index} tasks"
+        self.width = len(text)
+        print(f"\r{text}", end="", file=sys.stderr, flush=True)
+
+    def clear(self) -> None:
+        if self.width:
+            print("\r" + " " * self.width + "\r", end="", file=sys.stderr, flush=True)
 
 
 def _or_dash(value, spec: str) -> str:
