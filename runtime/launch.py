@@ -138,8 +138,9 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
         result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
         # the rates use_tuned read (a tuned run's), on the workers the rank's cores run at once
         cores = core_share(ranks)
-        result.upper_bound = rates.upper_bound(options.host_speeds, _largest_tile(params, matrices), min(workers, cores),
-                                               options.gpus, ranks, cores if options.gpu_backend == "emulated" else None)
+        result.upper_bound = rates.upper_bound(options.host_speeds, _largest_tile(params, matrices),
+                                               min(workers, cores), options.gpus, ranks,
+                                               cores if options.gpu_backend == "emulated" else None)
         stopwatch.lap("run")
         if options.check and program.check is not None:
             _check(result, driver, params, engine, matrices, sources, comm, options)

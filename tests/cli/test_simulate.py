@@ -304,8 +304,8 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
                                               ("A.m // (k - 1) + A.m", "failed: integer division or modulo by zero"),
                                               ("A.m * 1.0e308 * 10.0", "is inf, no finite number")])
 @pytest.mark.parametrize("command", ["run", "simulate"])
-def test_a_flop_count_that_fails_is_negative_or_infinite_is_the_programs_mistake_at_its_line(machine_file, tmp_path, command,
-                                                                                     formula, problem):
+def test_a_flop_count_that_fails_is_negative_or_infinite_is_the_programs_mistake_at_its_line(
+        machine_file, tmp_path, command, formula, problem):
     """A sum of counts would hide a negative one; simulate timed it as negative seconds, or failed
     with an internal error; an infinite one made the rate "inf" (no GFLOP/s, exit 0)."""
     (tmp_path / "k.py").write_text("def put(A, k):\n    A += k\n")

@@ -515,7 +515,8 @@ class _Tuner:
             gpu_sizes = list(CUPY_SIZES) if self.backend == "cupy" else cpu_sizes
             if self.n is not None:  # runs of that size tell tiles apart up to half of it
                 fit = lambda candidates: [s for s in candidates if 2 * s <= self.n] or [STEP]
-                left_out = sorted(set(cpu_sizes + (gpu_sizes if self.gpus else [])) - set(fit(cpu_sizes)))
+                left_out = sorted((set(cpu_sizes) - set(fit(cpu_sizes)))
+                                  | (set(gpu_sizes) - set(fit(gpu_sizes)) if self.gpus else set()))
                 cpu_sizes, gpu_sizes = fit(cpu_sizes), fit(gpu_sizes)
                 if left_out:
                     self.sizes_left_out = left_out

@@ -161,8 +161,8 @@ def _excerpt(source: Source, span: Span, width: int = 160) -> list[str]:
 
 def printable(text: str) -> str:
     """``text`` as it is safe to print: control and invisible format characters (an escape
-    sequence, a zero-width space) and Unicode's line and paragraph separators as Python escapes, and the bytes of a file name that were not
-    UTF-8 (decoded as surrogates) as ``\\xNN``."""
+    sequence, a zero-width space) and Unicode's line and paragraph separators as Python escapes,
+    and the bytes of a file name that were not UTF-8 (decoded as surrogates) as ``\\xNN``."""
     return "".join(map(_printable_char, text))
 
 
