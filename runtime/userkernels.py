@@ -122,6 +122,10 @@ def _gpu_body(module, module_name: str, call):
                       f"{call.kernel}, for the call {call.text}), {_what(body)}", launcher_rank(), call.line)
 
 
+class KernelModuleNotFound(UsageError):
+    """The program's kernel module is in none of the places a run looks (:func:`program_places`)."""
+
+
 def load_kernel_module(program, driver):
     """The program's kernel module, found in the first of :func:`program_places` that has it."""
     places = program_places(program, driver)
@@ -129,7 +133,7 @@ def load_kernel_module(program, driver):
         path = base / program.kernel_module
         if path.is_file():
             return _import(_shown(path))
-    raise UsageError(f"kernel module {program.kernel_module} not found next to {program.source} "
+    raise KernelModuleNotFound(f"kernel module {program.kernel_module} not found next to {program.source} "
                      f"(looked in {', '.join(str(base) for base in places)}: the .tile's directory as the driver "
                      f"recorded it or as its path reads from here, the driver's and the current one; a driver "
                      f"moved elsewhere needs the kernel module beside it or in the directory it runs from)")

@@ -209,6 +209,7 @@ class Loaded:
         from .runtime.launch import run_notes
         from .runtime.engine import TaskFailure
         from .runtime.layout import check_settings, use_tuned
+        from .runtime.userkernels import KernelModuleNotFound
         from .runtime.world import RankError
 
         try:
@@ -219,6 +220,8 @@ class Loaded:
             # after the tuned values: the arrays are fitted at the tiles the run will use
             options.n, options.sets = fit(self.driver, self._shapes(given, options.n is not None), options)
             result = execute(self.driver, options, given)
+        except KernelModuleNotFound as error:
+            raise TiledslError(self._module_not_found(error)) from None
         except UsageError as error:
             raise TiledslError(str(error)) from None
         except TaskFailure as failure:
@@ -230,6 +233,14 @@ class Loaded:
         for note in notes:
             _warn(note)
         return result, notes
+
+    def _module_not_found(self, error: Exception) -> str:
+        """Why the kernel module was not found, said to a user of the API, who made no driver: where the
+        ``.tile`` file is gone since it was loaded, the program was moved (or removed)."""
+        if Path(self.path).exists():
+            return str(error)
+        return (f"{self.path} is no longer there (moved or removed since the program was loaded), nor is its kernel "
+                f"module {self.program.kernel_module} beside it: load the program again from where it is now")
 
     def _output(self, result, notes: list, allow_nonfinite: bool) -> Output:
         """The :class:`Output` of a completed run; a :class:`TiledslError` carrying it where the

@@ -426,6 +426,25 @@ def test_a_run_of_a_program_whose_tile_file_changed_since_it_was_loaded_warns(tm
 
 
 @pytest.mark.timeout(120)
+def test_a_loaded_program_whose_folder_moved_is_told_to_be_loaded_again(tmp_path):
+    """Its kernel module not found, the API spoke of 'the driver's' directory and of 'a driver moved
+    elsewhere', a driver its user never made."""
+    folder = tmp_path / "t9"
+    folder.mkdir()
+    (folder / "k.py").write_text("def bump(A):\n    A += 1.0\n")
+    (folder / "p.tile").write_text('use "k.py"\nkernel bump(inout A)\nprogram p {\n  tiling uniform(nb = 4)\n'
+                                   "  matrix A[n, n] = zeros\n  bump(A[0, 0])\n}\n")
+    loaded = tiledsl.load(folder / "p.tile")
+    assert loaded.run(n=4)["A"][0, 0] == 1.0
+    folder.rename(tmp_path / "moved")
+    with pytest.raises(TiledslError) as error:
+        loaded.run(n=4)
+    assert str(error.value) == (f"{folder / 'p.tile'} is no longer there (moved or removed since the program was "
+                                f"loaded), nor is its kernel module k.py beside it: load the program again from "
+                                f"where it is now")
+
+
+@pytest.mark.timeout(120)
 def test_a_loaded_program_pickles_by_its_path_as_a_pool_passes_it():
     """pickle (a multiprocessing pool's arguments) failed: "cannot pickle 'module' object"."""
     import pickle
