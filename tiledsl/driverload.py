@@ -216,9 +216,22 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
                              f"(set XDG_CACHE_HOME to a writable directory)") from None
         _prune(target.parent)
     else:
-        with contextlib.suppress(OSError):  # used now: the pruning keeps it
-            os.utime(target)
+        _mark_used(target)
     return target
+
+
+def _mark_used(driver: Path) -> None:
+    """Record that ``driver`` is used now, in its access time: the pruning keeps it. Its modification
+    time stays: Python's byte code of the driver names it, and a newer one made every run compile the
+    driver again (seconds and hundreds of MB for a program of thousands of calls)."""
+    with contextlib.suppress(OSError):
+        os.utime(driver, (time.time(), driver.stat().st_mtime))
+
+
+def _last_used(entry: Path) -> float:
+    """When a file of the cache was last written or marked used (:func:`_mark_used`)."""
+    status = entry.stat()
+    return max(status.st_atime, status.st_mtime)
 
 
 def _no_folder(path: Path) -> str | None:
@@ -281,19 +294,20 @@ def _prune(folder: Path) -> None:
     :data:`MOST_DRIVERS` most recently used, and leftovers of writes that long ago: every edit
     of a program adds a driver, so a cache left alone only grows."""
     now = time.time()
-    compiled = folder / "__pycache__"  # Python's byte code of the drivers imported
-    byte_code = list(compiled.glob("*.pyc"))
     drivers = []  # (last used, path) of those kept for their age
-    for entry in [*folder.glob("*.py"), *folder.glob("*.tmp"), *byte_code]:
+    for entry in [*folder.glob("*.py"), *folder.glob("*.tmp")]:
         with contextlib.suppress(OSError):  # gone already, or another user's
-            used = entry.stat().st_mtime
+            used = _last_used(entry)
             if now - used > UNUSED_SECONDS:
                 entry.unlink()
             elif entry.suffix == ".py":
                 drivers.append((used, entry))
     drivers.sort(reverse=True)
-    dropped = {entry.stem for _, entry in drivers[MOST_DRIVERS:]}
-    for entry in [entry for _, entry in drivers[MOST_DRIVERS:]] + [
-            code for code in byte_code if _BYTE_CODE_SUFFIX.sub("", code.name) in dropped]:
+    for _, entry in drivers[MOST_DRIVERS:]:
         with contextlib.suppress(OSError):
             entry.unlink()
+    kept = {entry.stem for _, entry in drivers[:MOST_DRIVERS]}
+    for code in (folder / "__pycache__").glob("*.pyc"):  # Python's byte code of the drivers imported
+        if _BYTE_CODE_SUFFIX.sub("", code.name) not in kept:  # its driver gone, now or before
+            with contextlib.suppress(OSError):
+                code.unlink()

@@ -685,6 +685,17 @@ def _run(args) -> int:
     return run_and_report(driver, args)
 
 
+#: a rank's Python runs the driver as ``python DRIVER`` would (``sys.argv``, ``sys.path[0]``, ``__main__``), but
+#: from the byte code the import above wrote: as a script, each rank compiled it again (for a program of
+#: thousands of calls, seconds and hundreds of MB a rank). Only modules loaded before the driver's folder
+#: comes first on the path are imported: no file of the current directory can stand in for them.
+RUN_FROM_BYTE_CODE = ("import importlib.util, os, sys; del sys.argv[0]; "
+                      "sys.path[0] = os.path.dirname(os.path.realpath(sys.argv[0])); "
+                      "spec = importlib.util.spec_from_file_location('__main__', os.path.abspath(sys.argv[0])); "
+                      "sys.modules['__main__'] = driver = importlib.util.module_from_spec(spec); "
+                      "spec.loader.exec_module(driver)")
+
+
 def _launch(args) -> int:
     """Start ``--np`` ranks of the program's driver under an MPI launcher and wait for them."""
     import shlex
@@ -704,7 +715,8 @@ def _launch(args) -> int:
         raise UsageError(f"{given} {_launcher_text(args)!r}: {error}") from None
     if shutil.which(launcher[0]) is None:
         raise UsageError(f"launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)")
-    command = [*launcher, "-n", str(args.np), sys.executable, str(path), *_forwarded(args.argv, args.file)]
+    command = [*launcher, "-n", str(args.np), sys.executable, "-c", RUN_FROM_BYTE_CODE, str(path),
+               *_forwarded(args.argv, args.file)]
     said = failure_json(driver.PROGRAM.name, args.n, args.np) if args.json else None
     try:
         return run_job(command, args.np, failure_json=said)
