@@ -36,8 +36,8 @@ from .outputs import remove_abandoned
 from .reporting import failure_json, failure_reasons, json_text, summary_json, summary_text
 from .userkernels import changed_source
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
-                    expect_json, launcher_rank, launcher_size, record_completion, standard_streams_open, unless_ignored,
-                    unraisable_in_one_line)
+                    end_open_line, expect_json, launcher_rank, launcher_size, record_completion, standard_streams_open,
+                    track_stdout_lines, unless_ignored, unraisable_in_one_line)
 
 
 def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
@@ -52,6 +52,7 @@ def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
     stdout's and stderr's descriptors (:func:`_own_stream`).
     """
     claim_process()
+    track_stdout_lines()  # the kernels' output: what the run writes on its own stream begins a line
     out = _own_stream(sys.stdout) if out is None else out
     err = _own_stream(sys.stderr) if err is None else err
     before, adoption = set(threading.enumerate()), adopt_orphans()
@@ -130,6 +131,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         use_tuned(driver, options, not getattr(args, "no_tune", False), comm, warn)
         fit_files(driver, options)  # after the tuned values: the inputs are fitted at the run's tiles
         result = execute(driver, options, comm=comm, when_decided=_stops_after_outcome)
+        end_open_line()  # on every rank, before rank 0's summary: the launcher passes their output on together
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
         for note in run_notes(driver, options, result, ranks) if comm is None or comm.rank == 0 else []:
             warn(note)
@@ -140,6 +142,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         # every rank meets the same usage error before MPI starts: rank 0 says it
         if _rank(comm) == 0:
             print(f"tiledsl: error: {error}", file=err)
+            end_open_line()
             if json_out is not None:
                 print(json_text({**json_out[0], "error": str(error)}), file=out, flush=True)
         return _leave(comm, 2)
@@ -221,6 +224,7 @@ def _stopped_run(stop, program, args, out, err, comm, options) -> int:
     # one rank, another than 0, or to the whole job)
     reports = _rank(comm) == 0 if comm is None or comm.size == 1 else comm.first_to_fail()
     if json_out is not None and reports:
+        end_open_line()
         print(json_text({**json_out[0], "error": f"stopped by {signal.Signals(signum).name}"}), file=out,
               flush=True)
     if comm is not None and comm.size > 1:  # the other ranks may still wait for their kernels
@@ -287,6 +291,7 @@ def _fail(comm, message: str, err, json_out=None, code: int = 1, warnings=()) ->
         err.flush()
         if json_out is not None:
             known, out = json_out
+            end_open_line()
             print(json_text({**known, "error": message}), file=out, flush=True)
     except (OSError, ValueError):  # stderr or stdout closed (by a kernel): the job must end all the same
         pass

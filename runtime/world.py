@@ -70,6 +70,42 @@ def standard_streams_open() -> None:
             setattr(sys, name, open(os.devnull, "w", errors="backslashreplace"))
 
 
+class LineTracking:
+    """A text stream (stdout) that knows whether what was written last ends mid-line (a kernel's
+    ``print(..., end="")``, a result cut by a stop): what must begin a line of its own (the summary,
+    ``--json``'s object, which a script reads as stdout's last line) then begins one (:func:`end_open_line`)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.line_open = False
+
+    def write(self, text: str) -> int:
+        if text:  # before the write: a stop lands as it returns, before print's own end of line
+            self.line_open = not text.endswith("\n")
+        return self._stream.write(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def track_stdout_lines() -> None:
+    """Make ``sys.stdout`` a :class:`LineTracking` stream, unless it is one already."""
+    if not isinstance(sys.stdout, LineTracking):
+        sys.stdout = LineTracking(sys.stdout)
+
+
+def end_open_line() -> None:
+    """End the line a kernel's output left open on stdout, and flush what the kernels wrote there: the
+    run's own stream (a descriptor of its own) writes next, and must begin a line."""
+    with contextlib.suppress(OSError, ValueError):  # a reader gone, a stream closed: the run says it itself
+        if getattr(sys.stdout, "line_open", False):
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+
+
 def unraisable_in_one_line() -> None:
     """An exception Python can only ignore (raised in a ``__del__``; most often as the process ends,
     when a kernel module's objects are collected in no set order: a multiprocessing pool left open,
@@ -236,6 +272,7 @@ def say_ending(message: str, code: int = 1) -> None:
         from .reporting import json_text
 
         known, out = _failure_object
+        end_open_line()
         with contextlib.suppress(OSError, ValueError, AttributeError):
             print(json_text({**known, "error": message}), file=out, flush=True)
     _said.set()

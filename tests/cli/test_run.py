@@ -1493,3 +1493,33 @@ def test_a_failure_object_after_a_result_cut_mid_line_is_on_a_line_of_its_own(mo
     assert cli.main(["explain", "cholesky", "--n", "64", "--json"]) == 143
     last = capsys.readouterr().out.splitlines()[-1]
     assert json.loads(last)["error"] == "stopped by SIGTERM"
+
+
+PARTIAL_LINE_KERNELS = '''import sys
+def scale(a):
+    sys.stdout.write("partial")
+    a *= 2.0
+def fail(a):
+    sys.stdout.write("partial")
+    raise ValueError("no")
+'''
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("kernel", ["scale", "fail"])
+@pytest.mark.parametrize("how", [(), ("--np", "2"), "driver"])
+def test_a_kernels_unfinished_line_leaves_the_json_object_a_line_of_its_own(tmp_path, kernel, how):
+    """A kernel's print without a newline: the --json object (stdout's last line) began on its line, and
+    a script reading it found no JSON; as the summary began there too. Rank 0 runs every task here."""
+    (tmp_path / "k.py").write_text(PARTIAL_LINE_KERNELS)
+    (tmp_path / "p.tile").write_text(f'use "k.py"\nkernel {kernel}(inout a)\nprogram p {{\n  tiling uniform(nb = 100)\n'
+                                     f'  matrix A[n, n] = random general\n  for i in 0 .. A.mt {{ {kernel}(A[i, 0]) }}\n}}\n')
+    if how == "driver":
+        assert tiledsl("compile", tmp_path / "p.tile", "-o", tmp_path / "p.py").returncode == 0
+        out = subprocess.run([sys.executable, tmp_path / "p.py", "--n", "200", "--json"], capture_output=True,
+                             text=True, timeout=120)
+    else:
+        out = tiledsl("run", tmp_path / "p.tile", "--n", "200", "--json", *how)
+    assert out.returncode == (0 if kernel == "scale" else 1), out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("partial") and json.loads(lines[-1])["ok"] == (kernel == "scale"), out.stdout

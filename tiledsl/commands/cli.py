@@ -30,6 +30,7 @@ from .files import replacing
 from .jobs import run_job
 from ..runtime.errors import TaskFailure
 from ..runtime.entry import Stopped, process_status
+from ..runtime.world import LineTracking
 from ..runtime.outputs import check_replaceable, check_writable
 from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, json_text
@@ -170,7 +171,7 @@ def _write_out(text: str) -> None:
         data = data[_GuardedStdout._guarded(os.write, fd, data):]
 
 
-class _GuardedStdout:
+class _GuardedStdout(LineTracking):
     """sys.stdout, whose write failures say that they are stdout's: an OSError from anywhere else
     is tiledsl's own (an internal error), one from here the user's disk or device.
 
@@ -179,17 +180,11 @@ class _GuardedStdout:
     the status it has on several ranks (141, or the one line of a full device), and no kernel
     fails for it."""
 
-    def __init__(self, stream):
-        self._stream = stream
-        self.line_open = False  # whether what was written last ends mid-line (a result cut by a stop)
-
     def write(self, text: str) -> int:
-        if text:  # before the write: a stop lands as it returns, before print's own end of line
-            self.line_open = not text.endswith("\n")
-        return self._kept(self._stream.write, text) or len(text)
+        return self._kept(super().write, text) or len(text)
 
     def flush(self) -> None:
-        self._kept(self._stream.flush)
+        self._kept(super().flush)
 
     def _kept(self, action, *args):
         """``action(*args)``, whose failure off the main thread is dropped (None)."""
