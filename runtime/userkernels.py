@@ -153,13 +153,16 @@ def program_places(program, driver, working_directory: bool = True) -> list:
     each once: the ``.tile``'s directory as the
     driver recorded it relative to itself (found from any working directory), the
     ``.tile``'s directory as its path was given (relative to the working directory), the
-    driver's own directory unless it is tiledsl's cache, and (``working_directory``) the
-    working directory."""
+    driver's own directory, and (``working_directory``) the working directory. A driver of
+    tiledsl's cache (``tiledsl run X.tile``, ``tiledsl.load``) has the first only: the cache key holds
+    the program's directory, so it is exact, and the others named the folder a Python process had
+    moved to since it loaded the program (its stray files taken for the program's)."""
     here = Path(getattr(driver, "__file__", None) or ".").resolve().parent
     recorded = [here / program.source_dir] if program.source_dir else []
-    own = [] if here == usercache.cache_dir("drivers").resolve() else [here]  # tiledsl's cache holds drivers only
+    if recorded and here == usercache.cache_dir("drivers").resolve():
+        return [Path(os.path.normpath(recorded[0].absolute()))]
     places = {}
-    for base in [*recorded, Path(program.source).parent, *own, *[Path.cwd()] * working_directory]:
+    for base in [*recorded, Path(program.source).parent, here, *[Path.cwd()] * working_directory]:
         places.setdefault(Path(os.path.normpath(base.absolute())), None)
     return list(places)
 

@@ -124,12 +124,13 @@ class Loaded:
 
     def __init__(self, path: str, driver):
         self.path = path
+        self.where = Path(path).absolute()  # the file itself, after the process moves to another folder
         self.driver = driver
         self.program = driver.PROGRAM
 
     def __reduce__(self):
         # by its path, loaded again where it is unpickled (a multiprocessing pool's worker): a driver is a module
-        return load, (self.path,)
+        return load, (str(self.where),)
 
     def __repr__(self) -> str:
         return f"<tiledsl program {self.program.name} from {self.path}>"
@@ -195,12 +196,17 @@ class Loaded:
         """A warning when the ``.tile`` file has changed since it was loaded (as a compiled driver warns
         when its own has): the run is of the program as it was then."""
         try:
-            if self.program.source_digest in (None, source_digest(Path(self.path).read_bytes())):
+            if self.program.source_digest in (None, source_digest(self.where.read_bytes())):
                 return None
         except OSError:  # moved or unreadable now: nothing to compare
             return None
         return (f"{self.path} has changed since it was loaded: the run is of the program as it was then (load it "
-                f"again: tiledsl.load({self.path!r}))")
+                f"again: tiledsl.load({self._named_from_here()!r}))")
+
+    def _named_from_here(self) -> str:
+        """The program's path as given to load, or its absolute path where the process has moved to
+        another folder since (the path given names another file from there)."""
+        return self.path if Path(self.path).absolute() == self.where else str(self.where)
 
     def _execute(self, given: dict, settings: dict, tuned: bool) -> tuple:
         """The run of the driver with ``settings`` (Options' fields) on the ``given`` arrays, and its
@@ -237,9 +243,9 @@ class Loaded:
     def _module_not_found(self, error: Exception) -> str:
         """Why the kernel module was not found, said to a user of the API, who made no driver: where the
         ``.tile`` file is gone since it was loaded, the program was moved (or removed)."""
-        if Path(self.path).exists():
+        if self.where.exists():
             return str(error)
-        return (f"{self.path} is no longer there (moved or removed since the program was loaded), nor is its kernel "
+        return (f"{self._named_from_here()} is no longer there (moved or removed since the program was loaded), nor is its kernel "
                 f"module {self.program.kernel_module} beside it: load the program again from where it is now")
 
     def _output(self, result, notes: list, allow_nonfinite: bool) -> Output:

@@ -445,6 +445,37 @@ def test_a_loaded_program_whose_folder_moved_is_told_to_be_loaded_again(tmp_path
 
 
 @pytest.mark.timeout(120)
+def test_a_program_loaded_by_a_relative_path_keeps_its_files_after_the_process_moves(tmp_path, monkeypatch):
+    """After os.chdir, a program loaded as 'p.tile' took the new folder's data.npy and k.py for its own (and
+    passed its check), and its edits were looked for in the new folder's p.tile."""
+    program, stray = tmp_path / "program", tmp_path / "stray"
+    for folder, value in ((program, 1.0), (stray, -5.0)):
+        folder.mkdir()
+        (folder / "k.py").write_text(f"def bump(A):\n    A += {value}\n")
+        np.save(folder / "data.npy", np.full((4, 4), value))
+        (folder / "p.tile").write_text('use "k.py"\nkernel bump(inout A)\nprogram p {\n  tiling uniform(nb = 4)\n'
+                                       '  matrix A[4, 4] = load "data.npy"\n  bump(A[0, 0])\n}\n')
+    monkeypatch.chdir(program)
+    loaded = tiledsl.load("p.tile")
+    monkeypatch.chdir(stray)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # stray/p.tile differs from the program's: no warning
+        (stray / "p.tile").write_text((stray / "p.tile").read_text() + "# another program\n")
+        assert loaded.run(n=4)["A"][0, 0] == 2.0
+    (program / "data.npy").rename(program / "aside.npy")
+    with pytest.raises(TiledslError, match=r"data\.npy.* does not exist"):
+        loaded.run(n=4)
+    (program / "aside.npy").rename(program / "data.npy")
+    (program / "k.py").rename(program / "aside.py")
+    with pytest.raises(TiledslError, match=r"^kernel module k\.py not found next to "):
+        loaded.run(n=4)
+    (program / "aside.py").rename(program / "k.py")
+    (program / "p.tile").write_text((program / "p.tile").read_text() + "# edited\n")
+    with pytest.warns(TiledslWarning, match=re.escape(f"load it again: tiledsl.load({str(program / 'p.tile')!r})")):
+        loaded.run(n=4)
+
+
+@pytest.mark.timeout(120)
 def test_a_loaded_program_pickles_by_its_path_as_a_pool_passes_it():
     """pickle (a multiprocessing pool's arguments) failed: "cannot pickle 'module' object"."""
     import pickle
