@@ -34,7 +34,7 @@ from .world import JOB_DIR_VARIABLE, launcher_rank, say_ending
 
 #: the task the calling thread runs (``task`` set by the engine around a kernel call)
 in_kernel = threading.local()
-_real_exit = os._exit
+_real_exit = os._exit  # what the guard calls: the os._exit it took the place of (guard_exit)
 _guard_pid: int | None = None
 _runs = 0  # runs in progress in this process (the Python API may run several at once)
 _runs_lock = threading.Lock()
@@ -48,10 +48,19 @@ class KernelExit(BaseException):
 
 
 def guard_exit() -> None:
-    """Install the ``os._exit`` of the module docstring (once per process; idempotent)."""
-    global _guard_pid
+    """Install the ``os._exit`` of the module docstring (idempotent), until the last run of the process
+    ends (:func:`run_in_progress`)."""
+    global _guard_pid, _real_exit
     _guard_pid = os.getpid()
-    os._exit = _exit
+    if os._exit is not _exit:
+        _real_exit, os._exit = os._exit, _exit
+
+
+def _unguard_exit() -> None:
+    """Give back the ``os._exit`` :func:`guard_exit` took the place of: an application calling the Python
+    API keeps its own once its runs are over (unless it has put another in place since)."""
+    if os._exit is _exit:
+        os._exit = _real_exit
 
 
 def claim_process() -> None:
@@ -64,14 +73,16 @@ def claim_process() -> None:
 def run_in_progress():
     """Within the block a run is in progress: the user's ``os._exit`` fails it (module docstring)."""
     global _runs
-    guard_exit()
     with _runs_lock:
+        guard_exit()
         _runs += 1
     try:
         yield
     finally:
         with _runs_lock:
             _runs -= 1
+            if not _runs:
+                _unguard_exit()
 
 
 @contextlib.contextmanager

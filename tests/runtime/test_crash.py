@@ -26,12 +26,26 @@ def test_os_exit_in_a_kernel_fails_its_task_naming_it(compiled):
 
 
 @pytest.mark.timeout(60)
-def test_os_exit_outside_a_kernel_still_ends_the_process(compiled):
-    execute(compiled(PROGRAM), Options(n=16, workers=1))  # installs the guard in this process
+def test_os_exit_outside_a_kernel_still_ends_the_process(monkeypatch):
+    from tiledsl.runtime import crash
+
+    monkeypatch.setattr(os, "_exit", os._exit)  # put back after the test
+    crash.guard_exit()  # as during a run
     pid = os.fork()
     if pid == 0:
         os._exit(7)  # the test's own thread runs no kernel
     assert os.waitpid(pid, 0)[1] == 7 << 8
+
+
+@pytest.mark.timeout(60)
+def test_a_run_gives_back_the_os_exit_it_found(compiled, monkeypatch):
+    """The guard stayed os._exit for the rest of the process, an application's own os._exit too."""
+    def own(status):
+        raise AssertionError("not called")
+
+    monkeypatch.setattr(os, "_exit", own)
+    execute(compiled(PROGRAM), Options(n=16, workers=1))
+    assert os._exit is own
 
 
 def cli(*args):
