@@ -295,10 +295,15 @@ def copied_into(into: np.ndarray, array: np.ndarray) -> np.ndarray:
 
 
 def read_only(array):
-    """A read-only view of ``array`` (no copy), for a kernel's ``in`` argument."""
-    view = array.view()
-    view.flags.writeable = False
-    return view
+    """A read-only view of ``array`` (no copy), for a kernel's ``in`` argument, which the kernel cannot
+    make writable: a plain view of a writable array took ``setflags(write=True)``, and the write then
+    changed an ``in`` tile silently. A view through a read-only buffer refuses it (an empty array,
+    which nothing can be written into, keeps its strides as a plain view)."""
+    if not array.size:
+        view = array.view()
+        view.flags.writeable = False
+        return view
+    return np.asarray(memoryview(array).toreadonly())
 
 
 def first_nonfinite(array: np.ndarray) -> tuple | None:

@@ -87,6 +87,22 @@ def test_an_in_argument_on_an_emulated_gpu_is_read_only_and_not_copied():
         gpu.kernels["potrf"](fixed)
 
 
+@pytest.mark.parametrize("part", [np.s_[:, :], np.s_[1:3, 0:2], np.s_[::2, :], np.s_[0:0, :]])
+def test_an_in_argument_cannot_be_made_writable(part):
+    """A plain read-only view of a writable tile took setflags(write=True), and a kernel's write through it
+    changed an `in` tile silently."""
+    from tiledsl.runtime.devices import read_only
+
+    tile = np.asfortranarray(np.arange(16.0).reshape(4, 4))
+    fixed = read_only(tile[part])
+    assert np.array_equal(fixed, tile[part]) and fixed.strides == tile[part].strides
+    assert not fixed.flags.writeable
+    if fixed.size:  # nothing can be written into an empty one
+        assert np.shares_memory(fixed, tile)
+        with pytest.raises(ValueError):
+            fixed.setflags(write=True)
+
+
 # ---------------------------------------------------------------- the call convention on GPUs
 def test_an_emulated_gpu_kernel_takes_panels_and_values_in_declaration_order(gpus):
     """Tiles and panels' tiles arrive unwrapped, values as they are; a host tile anywhere is refused."""
