@@ -6,10 +6,10 @@ conservative: it needs affine indices and bounds, an extreme point of the iterat
 where every enclosing loop runs once sizes are large enough and every enclosing ``if``
 condition holds (affine comparisons joined by and/or/not), and an index there that is out
 of range for every size (sizes and tile counts are at least 1; the program's own
-parameters have no known sign, so no proof rests on them). A form may hold products of
-symbols (``t * s + d`` of a hybrid tiling): a loop variable's coefficient may be one of
-sizes (``s``, at least 1, whose sign is known), not one of parameters. Everything else is
-checked at run time.
+parameters have no known sign, nor has a let of no form of its own, ``A.offset(k)``, so no
+proof rests on them). A form may hold products of symbols (``t * s + d`` of a hybrid
+tiling): a loop variable's coefficient may be one of sizes (``s``, at least 1, whose sign
+is known), not one of parameters. Everything else is checked at run time.
 """
 from __future__ import annotations
 
@@ -573,7 +573,8 @@ class Converter:
     anything else (``//``, ``%``, a float's name).
 
     ``let_form(name)`` gives ``(True, form)`` for a ``let`` (its form computed once,
-    when it was declared: long chains of lets cost linear time, no recursion) and
+    when it was declared: long chains of lets cost linear time, no recursion; an integer let
+    whose value has no form is :meth:`opaque`) and
     ``(False, None)`` for any other name, which becomes a symbol: ``name_symbol(name)``,
     the name itself for a size (``n``, a tile setting: at least 1) or a loop variable,
     another symbol for the program's own parameter (any value, even when it is named
@@ -596,6 +597,15 @@ class Converter:
         #: tile count symbol -> (its kind, the affine form of the length it counts, or None), as
         #: ``extent_symbol`` names them: what :func:`counts_lowered` compares
         self.lengths: dict[str, tuple[str, Form | None]] = {}
+
+    def opaque(self, name: n.Ident) -> Form:
+        """The form of the integer let ``name`` whose value has none (``A.offset(k)``, ``k // 2``): a
+        symbol of its own, of no known sign (nothing is proved from its value), equal to itself, so
+        that it cancels where the let is written twice (``[z + 2 : z + 1]`` is reversed whatever z
+        is). One symbol per let statement, by where it is declared: no program can write it."""
+        symbol = f"let {name.text} at {name.span.line}:{name.span.column}"
+        self.display[symbol] = name.text
+        return {symbol: 1, "": 0}
 
     def form(self, expr) -> Form | None:
         match expr:

@@ -547,7 +547,7 @@ class _Analyzer:
         if kind == "float":
             self.float_lets.add(stmt.span)
         symbol.affine = not ok or self.types.affine(stmt.value)
-        symbol.form = self.converter.form(stmt.value) if ok else None
+        symbol.form = (self.converter.form(stmt.value) or self.converter.opaque(stmt.name)) if ok else None
         symbol.value = self.types.folded(stmt.value)
         self.types.declare(stmt.name, symbol)
 

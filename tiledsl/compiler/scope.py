@@ -19,7 +19,7 @@ class Symbol:
     used: bool = False
     loops: frozenset = frozenset()  # the loop variables a let's value depends on (through lets too)
     affine: bool = True  # a let's value is affine in the loop variables
-    form: dict | None = None  # a let's affine form (None: not affine)
+    form: dict | None = None  # a let's affine form, a symbol of its own where it has none (None: no integer)
     value: int | None = None  # a let's value when it is a constant
     # the value's type: int, float or char (loops and lets of integers: int); None for a let or a param whose
     # value is no number (an error said at the value): a use judged by a type it was never given said it again
