@@ -50,14 +50,19 @@ def user_code_line(error: BaseException) -> str:
 MESSAGE_LIMIT = 500
 
 
+#: control characters (a tab aside) as escapes: a message's terminal codes (colours, a cleared screen)
+#: reached the terminal raw
+_CONTROLS = {code: f"\\x{code:02x}" for code in [*range(0x20), *range(0x7f, 0xa0)] if code != 0x09}
+
+
 def message_of(error: BaseException) -> str:
-    """``str(error)`` on one line (lines joined by " | "), cut at :data:`MESSAGE_LIMIT`
-    characters; a stand-in when the user's exception cannot even be turned into text."""
+    """``str(error)`` on one line (lines joined by " | ", control characters escaped), cut at
+    :data:`MESSAGE_LIMIT` characters; a stand-in when the user's exception cannot even be turned into text."""
     try:
         text = str(error)
     except Exception as failure:  # its __str__ raised: the failure is still the task's
         return f"(its message could not be printed: {type(failure).__name__} in its __str__)"
-    text = " | ".join(line.strip() for line in text.splitlines() if line.strip())
+    text = " | ".join(line.strip() for line in text.splitlines() if line.strip()).translate(_CONTROLS)
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + f"… ({len(text)} characters)"
 
 

@@ -15,6 +15,7 @@ class Unprintable(Exception):
     (KeyError("k"), "'k'"),
     (RuntimeError(), ""),
     (Unprintable(), "(its message could not be printed: TypeError in its __str__)"),
+    (ValueError("\x1b[31mred\x1b[0m\tand a bell\x07 \x9b"), "\\x1b[31mred\\x1b[0m\tand a bell\\x07 \\x9b"),
 ])
 def test_an_exceptions_message_is_one_line(error, text):
     assert message_of(error) == text
