@@ -329,7 +329,7 @@ class Engine:
         (a singular pivot's warning may be its cause: --check-finite stops at what follows)."""
         failure = self.failure
         if left:
-            reported = TaskFailure(f"{failure}\n{left}", failure.rank, failure.line)
+            reported = type(failure)(f"{failure}\n{left}", failure.rank, failure.line)
             reported.__cause__, failure = failure.__cause__, reported
         failure.kernel_notes = self.kernel_notes.summary()
         return failure

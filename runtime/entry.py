@@ -22,7 +22,7 @@ from pathlib import Path
 from ..drivercontract import early_failure_json, forget_hiding, hiding, json_asked
 from . import blas
 from .engine import STOP_SECONDS, TaskFailure, kernels_left_running
-from .errors import InternalFailure, shortage
+from .errors import InternalFailure, SettingFailure, shortage
 from .fitting import fit_files
 from .leftovers import adopt_orphans, end_leftovers
 from .launch import execute, run_notes
@@ -153,7 +153,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         where = f" ({Path(program.source).name}:{failure.line})" if failure.line else ""
         said = warnings_of(Path(program.source).name, [{"rank": failure.rank, "kernel_notes": failure.kernel_notes}])
         return _fail(comm, f"rank {failure.rank}{where}: {failure}", err,
-                     _json_out(program, args, out, comm, options), warnings=said)
+                     _json_out(program, args, out, comm, options), code=2 if isinstance(failure, SettingFailure) else 1,
+                     warnings=said)
     except (RankError, Unanswered) as error:
         message = str(error) if isinstance(error, Unanswered) else f"rank {_rank(comm)}: {error}"
         return _fail(comm, message, err, _json_out(program, args, out, comm, options))

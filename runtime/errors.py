@@ -76,6 +76,11 @@ class TaskFailure(Exception):
         self.kernel_notes: list = []  # what this rank's kernels said before (.notes), as its statistics hold it
 
 
+class SettingFailure(TaskFailure):
+    """A task the run's settings leave no room for (its tiles past ``--gpu-memory``), found as it came: a
+    usage error (exit status 2) like the same setting refused before the run, named at the call."""
+
+
 class InternalFailure(TaskFailure):
     """A bug of tiledsl stopped the run on this rank (said as an internal error, exit status 3)."""
 

@@ -35,7 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .devicecache import RESIDENT, CachePolicy
-from .errors import TaskFailure
+from .errors import SettingFailure
 from .exchange import TRANSFER_PRIORITY, Copy, moved_part, read_whole
 from .matrix import part_text
 from .program import Call
@@ -227,7 +227,7 @@ class GpuCache:
         if sum(tiles.values()) > self.policy.capacity:
             whole = "; a sub-range of this rank's tile holds the whole tile out of core" if partial else ""
             needs, capacity = compared_bytes(sum(tiles.values()), self.policy.capacity)
-            raise TaskFailure(f"a call of {call.kernel} needs its {len(tiles)} tile(s) {', '.join(map(str, tiles))} "
+            raise SettingFailure(f"a call of {call.kernel} needs its {len(tiles)} tile(s) {', '.join(map(str, tiles))} "
                               f"({needs}{whole}) at once on GPU {self.device}, more than its cache of {capacity} "
                               f"({self.ooc.bound}): allow more, or use smaller tiles", self.ooc.rank, call.line)
 

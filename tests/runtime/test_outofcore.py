@@ -172,12 +172,13 @@ def test_a_refused_call_with_a_sub_range_says_the_cache_holds_whole_tiles():
 
 
 @pytest.mark.timeout(120)
-def test_an_impossible_bound_is_one_line_on_the_command_line():
+def test_an_impossible_bound_is_one_line_on_the_command_line_and_a_usage_error():
+    """Exit status 2, as the same --gpu-memory refused before the run (below one tile) is: it was 1."""
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/qr.tile", "--n", "300",
                           "--nb", "64", "--gpus", "1", "--gpu-memory", "64K"],
                          cwd=ROOT, capture_output=True, text=True, timeout=100)
     errors = [line for line in out.stderr.splitlines() if "warning" not in line]
-    assert out.returncode == 1 and len(errors) == 1, out.stderr
+    assert out.returncode == 2 and len(errors) == 1, out.stderr
     assert errors[0].startswith("tiledsl: error: rank 0 (qr.tile:") and "more than its cache of 64.00 KiB" in errors[0]
 
 
@@ -194,7 +195,7 @@ def test_a_sub_range_received_from_another_rank_is_cached_at_its_own_size(tmp_pa
                           "--grid", "1x2", "--gpus", "1", "--gpu-backend", "emulated", "--gpu-ratio", "0:1",
                           "--gpu-memory", "32K", "--watchdog", "60", "--no-tune"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 1 and "tiledsl: error: rank 1 (h.tile:7): a call of take needs its 2 tile(s) " \
+    assert out.returncode == 2 and "tiledsl: error: rank 1 (h.tile:7): a call of take needs its 2 tile(s) " \
         "U[0, 0][0:64, 63:64], V[0, 1] (32.50 KiB) at once on GPU 1, more than its cache of 32.00 KiB" in out.stderr, \
         out.stderr
 
