@@ -694,6 +694,18 @@ def test_tune_a_hybrid_program_in_process(tmp_path, cache):
     assert run.passed
 
 
+def test_a_host_share_under_a_slice_says_why_it_gives_no_host_slice():
+    """'B_h = ... = 112 → b = 64, s = 1', then a search of s = 3: s = 1 read as contradicting the share."""
+    tuner = tune_command._Tuner.__new__(tune_command._Tuner)
+    lines = []
+    tuner.best, tuner.defaults, tuner.sizes_given = {"core": 1.0, "gpu": 10.0}, {"s": 3}, False
+    tuner.workers, tuner.gpus, tuner.log = 2, 1, lines.append
+    guess = tuner.hybrid_gpu_guess({"gpu": {"gemm": {512: 10.0}}})
+    assert lines[1].endswith("= 85 → b = 64, s = 1 (no host slice: the share of each of the 2 slices, 43, is under 64; "
+                             "the search tries them)"), lines
+    assert (64, 3) in guess.candidates
+
+
 @pytest.mark.timeout(60)
 def test_tune_with_cupy_and_no_gpu_is_a_clear_usage_error(cache):
     try:

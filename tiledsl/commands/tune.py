@@ -638,7 +638,9 @@ class _Tuner:
                                  f"within {THRESHOLD:.0%} of its best from {fastest})"))
         self.log(f"B_h = B·f_core·W/(f_core·W + f_gpu·G) = {B}·{best['core']:.2f}·{self.workers}/"
                  f"({best['core']:.2f}·{self.workers} + {best['gpu']:.2f}·{self.gpus}) = {B_h:.0f} "
-                 f"→ b = {b}, s = {s}")
+                 f"→ b = {b}, s = {s}" + (f" (no host slice: the share of each of the {s_default - 1} slices, "
+                                          f"{B_h / (s_default - 1):.0f}, is under {STEP}; the search tries them)"
+                                          if s < s_default else ""))
         formula = {"B": B, "B_h": round(B_h, 1), "b": b, "s": s, "f_core": round(best["core"], 3),
                    "f_gpu": round(best["gpu"], 3)}
         widest = (B - STEP) // max(1, s_default - 1) // STEP * STEP
