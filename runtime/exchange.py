@@ -48,6 +48,7 @@ from .program import Call
 from .broadcast import Broadcasts
 from .protocol import Instance, delivery, runs_at
 from .scheduler import Task
+from .trace import copy_args
 
 #: Transfers go before computation: another rank or device may be waiting for them.
 TRANSFER_PRIORITY = 1 << 40
@@ -102,10 +103,13 @@ class Mover:
         self.thread = threading.Thread(target=self._run, name="copy", daemon=True)
         self._start_lock = threading.Lock()
 
-    def move(self, start, on_done, counted: bool = True) -> None:
-        """``start()`` (on the copy thread) begins a copy and returns its transfer; ``on_done(copy)``
-        once it has arrived. ``counted``: a device copy of the statistics (not a zeroed buffer)."""
-        self.jobs.put((start, on_done, counted))
+    def move(self, start, on_done, copied: tuple | None) -> None:
+        """``start()`` (on the copy thread) begins a copy and returns its transfer; ``on_done(data)``
+        once it has arrived. ``copied``: the copy's (tile, part, from device, to device), which the
+        statistics count and the trace records (:func:`.trace.copy_args`); None for a zeroed buffer
+        made on a GPU, which moves nothing: neither counted nor traced, as explain and simulate
+        count the copies (traced, a run's trace had more copies than its device_copies)."""
+        self.jobs.put((start, on_done, copied))
         if self.thread.ident is None:
             with self._start_lock:  # the engine's lock is not always held here (copy callbacks)
                 if self.thread.ident is None:
@@ -118,7 +122,7 @@ class Mover:
                 self.thread.join()
 
     def _run(self) -> None:
-        in_flight: list = []  # (transfer, on_done, counted, began), in the order they started
+        in_flight: list = []  # (transfer, on_done, copied, began), in the order they started
         last_activity = time.perf_counter()
         try:
             while (job := self._next_job(in_flight, last_activity)) is not None:
@@ -145,10 +149,10 @@ class Mover:
             return _NO_JOB
 
     def _start(self, job, in_flight: list) -> None:
-        start, on_done, counted = job
+        start, on_done, copied = job
         began = time.perf_counter()
         try:
-            in_flight.append((start(), on_done, counted, began))
+            in_flight.append((start(), on_done, copied, began))
         except BaseException as error:  # reported as the run's failure, never lost (17.3)
             self.on_error(error)
 
@@ -157,13 +161,14 @@ class Mover:
         arrived = [item for item in in_flight if item[0].ready()]
         for item in arrived:
             in_flight.remove(item)
-            transfer, on_done, counted, began = item
+            transfer, on_done, copied, began = item
             try:
                 result = transfer.result()
-                self.copies += counted
-                tracer = self.tracer()
-                if tracer is not None:
-                    tracer.transfer("copy", began, "copy", {"bytes": getattr(result, "nbytes", 0)})
+                if copied is not None:
+                    self.copies += 1
+                    tracer = self.tracer()
+                    if tracer is not None:
+                        tracer.transfer("copy", began, "copy", copy_args(*copied, getattr(result, "nbytes", 0)))
                 on_done(result)
             except BaseException as error:  # reported as the run's failure, never lost (17.3)
                 self.on_error(error)
@@ -292,7 +297,8 @@ class Exchange:
         elif tile.rank != self.rank:
             staged = self.copy_at(tile, 0, wanted)  # received on the host, then copied to the GPU
             staged.readers += 1
-            move = lambda: self._move(lambda: self.devices.start_to_device(_part(staged, part), device), copy, staged)
+            move = lambda: self._move(lambda: self.devices.start_to_device(_part(staged, part), device), copy, staged,
+                                      (tile, part, 0, device))
             if not self.wait_for(staged, move):
                 move()  # the host copy is already here
         else:
@@ -304,22 +310,23 @@ class Exchange:
         task = Task(COPY, (tile,), _view_of(tile, copy.part), TRANSFER_PRIORITY)
         task.asynchronous = True
         move = self._mover_function(tile.device, copy.device)
-        task.kernel = lambda data: self.mover.move(lambda: move(data),
-                                                   lambda result: self._copied(task, copy, result))
+        task.kernel = lambda data: self.mover.move(lambda: move(data), lambda result: self._copied(task, copy, result),
+                                                   (tile, copy.part, tile.device, copy.device))
         self.engine.enqueue(task, 0)
 
     def _copied(self, task, copy: Copy, data) -> None:
         self.arrive(copy, data)
         self.engine.complete(task)
 
-    def _move(self, function, copy: Copy, staged: Copy) -> None:
-        """Copy thread: ``function()`` makes ``copy``'s data from the host copy ``staged``."""
+    def _move(self, function, copy: Copy, staged: Copy, copied: tuple) -> None:
+        """Copy thread: ``function()`` makes ``copy``'s data from the host copy ``staged`` (``copied``:
+        as :meth:`Mover.move` takes it)."""
         def done(data):
             self.arrive(copy, data)
             with self.engine.lock:
                 staged.readers -= 1
                 self.maybe_free(staged)
-        self.mover.move(function, done)
+        self.mover.move(function, done, copied)
 
     def _mover_function(self, source: int, target: int):
         if source == 0:
@@ -334,7 +341,7 @@ class Exchange:
         copy = Copy(tile, -1, device)
         if device:
             self.mover.move(lambda: self.devices.start_zeros(tile.shape, device),
-                            lambda data: self.arrive(copy, data), counted=False)
+                            lambda data: self.arrive(copy, data), None)
             return copy
         copy.data = np.zeros(tile.shape, order="F")
         copy.arrived = True
@@ -396,7 +403,8 @@ class Exchange:
         A method of its own, not a loop body: the closures given to the copy thread
         run later and must each keep their own copy, sink and holder (16.1)."""
         move, data = self._mover_function(copy.device, copy.tile.device), copy.data
-        self.mover.move(lambda: move(data), lambda result: self._sink_arrived(sink, holder, result))
+        self.mover.move(lambda: move(data), lambda result: self._sink_arrived(sink, holder, result),
+                        (copy.tile, copy.part, copy.device, copy.tile.device))
 
     def _sink_arrived(self, sink, holder: Copy, data) -> None:
         holder.data = data
@@ -412,7 +420,7 @@ class Exchange:
             send(copy.data)
         else:
             data = copy.data
-            self.mover.move(lambda: self.devices.start_to_host(data), send)
+            self.mover.move(lambda: self.devices.start_to_host(data), send, (tile, copy.part, copy.device, 0))
 
     def _send_task(self, tile, destination: int, part: tuple | None) -> None:
         """A reader of ``tile`` that sends the version, or the sub-range ``part`` of it, to
@@ -433,7 +441,8 @@ class Exchange:
         if tile.device == 0:
             task.kernel = lambda data: send(np.asfortranarray(data))  # a sub-range of rows is strided
         else:
-            task.kernel = lambda data: self.mover.move(lambda: self.devices.start_to_host(data), send)
+            task.kernel = lambda data: self.mover.move(lambda: self.devices.start_to_host(data), send,
+                                                       (tile, part, tile.device, 0))
         if self.broadcasts is not None:
             self.broadcasts.send(task, tile, destination, part, task.kernel)
         order.append(task)
@@ -487,7 +496,8 @@ class Exchange:
         else:
             task.asynchronous = True
             task.kernel = lambda received: self.mover.move(lambda: self.devices.start_to_device(received, tile.device),
-                                                           lambda data: self._home(task, tile, data))
+                                                           lambda data: self._home(task, tile, data),
+                                                           (tile, None, 0, tile.device))
         self.comm.receive(buffer, source, tile.tag, self.traced("receive", tile, source, buffer.nbytes,
                                                                  lambda: self.engine.satisfy(task)))
         self.engine.enqueue(task, 1)

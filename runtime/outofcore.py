@@ -292,13 +292,13 @@ class GpuCache:
 
     def _fetch(self, entry, use) -> None:
         device, devices = self.device, self.devices
-        if use.source is None:
-            shape = use.shape
+        if use.source is None:  # zeros: no copy (as in an in-memory run)
+            shape, copied = use.shape, None
             start = lambda: devices.start_zeros(shape, device)
         else:
-            host = use.source.data
+            host, copied = use.source.data, (use.tile, getattr(use.source, "part", None), 0, device)
             start = lambda: devices.start_to_device(host, device)
-        self.ooc.exchange.mover.move(start, lambda data: self._arrived(entry, data))
+        self.ooc.exchange.mover.move(start, lambda data: self._arrived(entry, data), copied)
 
     def _arrived(self, entry, data) -> None:
         """The copy thread: a fetch arrived."""
@@ -346,7 +346,7 @@ class GpuCache:
         tile, data = entry.key, entry.data
         into = tile.data if tile.rank == self.ooc.rank else None
         self.ooc.exchange.mover.move(lambda: self.devices.start_to_host(data, into),
-                                     lambda host: self._written(entry, host))
+                                     lambda host: self._written(entry, host), (tile, None, self.device, 0))
 
     def _written(self, entry, host) -> None:
         """The copy thread: a write-back arrived."""

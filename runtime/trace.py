@@ -305,6 +305,18 @@ def task_args(occurrences: Counter, call, tiles, priority, values, views=None) -
     return args
 
 
+def copy_args(tile, part, source: int, target: int, nbytes: int) -> dict:
+    """A host/GPU copy's arguments: its tile (a sub-range after it, as a task's tiles name it), the
+    devices it goes from and to (named as their lanes: ``host``, ``gpu-1``, ...) and its bytes, so
+    that copies of one rank can be told apart as its messages are."""
+    return {"tile": f"{tile}{part_text(part)}", "from": _device_name(source), "to": _device_name(target),
+            "bytes": nbytes}
+
+
+def _device_name(device: int) -> str:
+    return f"gpu-{device}" if device else "host"
+
+
 def _json_value(value):
     """A value argument as JSON holds it: an infinite or NaN float as its Python spelling ('inf'),
     since JSON has no such number and the trace viewers' parsers refuse Python's ``Infinity``."""

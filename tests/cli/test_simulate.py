@@ -61,9 +61,15 @@ def real_run(program, np, *args):
     ("lu", 3, 2, ("--n", 700, "--nb", 100, "--gpu-ratio", "1:2")),  # host/GPU and GPU/GPU copies
     (str(ROOT / "tests/runtime/programs/halo.tile"), 4, 1, ("--n", 37, "--nb", 8, "--gpu-ratio", "1:1")),  # parts
 ])
-def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, program, np, gpus, size):
-    real = real_run(program, np, *size, "--gpus", gpus, "--gpu-backend", "emulated")
-    predicted = simulate(capsys, program, "--nodes", np, "--machine", machine_file, *size, "--gpus", gpus)
+def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, tmp_path, program, np, gpus, size):
+    real = real_run(program, np, *size, "--gpus", gpus, "--gpu-backend", "emulated", "--trace", tmp_path / "run.json")
+    predicted = simulate(capsys, program, "--nodes", np, "--machine", machine_file, *size, "--gpus", gpus,
+                         "--trace", tmp_path / "simulated.json")
+    # each rank's host/GPU copies, tile by tile, device to device (the simulated trace's said only their bytes)
+    copied = [Counter((e["pid"], e["args"]["tile"], e["args"]["from"], e["args"]["to"], e["args"]["bytes"])
+                      for e in json.loads((tmp_path / name).read_text())["traceEvents"] if e.get("name") == "copy")
+              for name in ("run.json", "simulated.json")]
+    assert copied[0] == copied[1] and sum(copied[0].values()) == real["totals"]["device_copies"]
     assert predicted["tasks"] == real["tasks"] and predicted["grid"] == real["grid"]
     for mine, theirs in zip(predicted["ranks"], real["ranks"], strict=True):
         assert {k: mine[k] for k in EXACT} == {k: theirs[k] for k in EXACT}

@@ -16,6 +16,8 @@ from tiledsl.runtime.exchange import IN_FLIGHT, Mover
 
 pytestmark = pytest.mark.timeout(30)
 
+A_COPY = ("A[0, 0]", None, 0, 1)  # what a copy moves (Mover.move's ``copied``): tile A[0, 0], host to GPU 1
+
 
 class Gate:
     """A copy under way that arrives when the test opens it."""
@@ -53,8 +55,8 @@ def eventually(condition, seconds: float = 5.0) -> bool:
 def test_a_copy_that_arrives_first_goes_on_first(mover):
     arrived = queue.SimpleQueue()
     slow, fast = Gate("slow"), Gate("fast")
-    mover.move(lambda: slow, arrived.put)
-    mover.move(lambda: fast, arrived.put)
+    mover.move(lambda: slow, arrived.put, A_COPY)
+    mover.move(lambda: fast, arrived.put, A_COPY)
     fast.open.set()
     assert arrived.get(timeout=5) == "fast"  # not held up by the copy started before it
     slow.open.set()
@@ -66,9 +68,9 @@ def test_copies_that_have_arrived_go_on_in_the_order_they_started(mover):
     arrived = queue.SimpleQueue()
     gates = [Gate(i) for i in range(5)]
     blocker = Gate("blocker")  # keeps the thread polling until every gate is open
-    mover.move(lambda: blocker, arrived.put)
+    mover.move(lambda: blocker, arrived.put, A_COPY)
     for gate in gates:
-        mover.move(lambda gate=gate: gate, arrived.put)
+        mover.move(lambda gate=gate: gate, arrived.put, A_COPY)
     for gate in reversed(gates):
         gate.open.set()
     assert [arrived.get(timeout=5) for _ in gates] == list(range(5))
@@ -84,7 +86,7 @@ def test_at_most_in_flight_copies_are_under_way(mover):
         started.append(gate.value)
         return gate
     for gate in gates:
-        mover.move(lambda gate=gate: start(gate), arrived.put)
+        mover.move(lambda gate=gate: start(gate), arrived.put, A_COPY)
     assert eventually(lambda: len(started) == IN_FLIGHT)
     time.sleep(0.05)
     assert len(started) == IN_FLIGHT  # the rest wait for a copy to arrive
@@ -103,8 +105,8 @@ def test_a_failing_copy_is_reported_and_the_others_go_on(mover):
         raise MemoryError("out of device memory")
     done = Gate("done")
     done.open.set()
-    mover.move(broken, arrived.put)
-    mover.move(lambda: done, arrived.put)
+    mover.move(broken, arrived.put, A_COPY)
+    mover.move(lambda: done, arrived.put, A_COPY)
     assert arrived.get(timeout=5) == "done"
     assert [str(error) for error in mover.errors] == ["out of device memory"]
     assert mover.copies == 1
@@ -115,7 +117,7 @@ def test_a_failure_of_the_thread_itself_is_reported_at_once(mover):
         def ready(self) -> bool:
             raise AttributeError("broken")
 
-    mover.move(lambda: Broken("x"), lambda result: None)
+    mover.move(lambda: Broken("x"), lambda result: None, A_COPY)
     assert eventually(lambda: mover.errors) and str(mover.errors[0]) == "broken"
 
 
@@ -129,7 +131,7 @@ def test_the_copy_thread_starts_with_the_first_copy():
     arrived = threading.Event()
     mover = Mover(lambda error: None, lambda: None)
     mover.move(lambda: type("Done", (), {"ready": lambda self: True, "result": lambda self: 1})(),
-               lambda result: arrived.set())
+               lambda result: arrived.set(), A_COPY)
     assert arrived.wait(5)
     mover.stop()
     assert not mover.thread.is_alive()

@@ -67,6 +67,27 @@ def test_trace_of_a_two_rank_run(tmp_path):
     assert not early, early
 
 
+@pytest.mark.timeout(120)
+def test_the_traced_copies_are_the_runs_device_copies_each_naming_its_tile_and_devices(tmp_path):
+    """QR on 4 ranks with GPUs: the zeroed buffers made on a GPU for a T computed away from home were
+    traced as copies, which the run did not count (rank 0: 20 copy events, device_copies 19), and a
+    copy event said only its bytes."""
+    trace_path = tmp_path / "trace.json"
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "programs/qr.tile", "--np", "4",
+                          "--n", "400", "--nb", "100", "--gpus", "2", "--gpu-backend", "emulated", "--no-tune",
+                          "--trace", str(trace_path), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    copies = [e for e in json.loads(trace_path.read_text())["traceEvents"] if e.get("name") == "copy"]
+    made = Counter(e["pid"] for e in copies)
+    assert [made[r["rank"]] for r in summary["ranks"]] == [r["device_copies"] for r in summary["ranks"]]
+    places = {"host", "gpu-1", "gpu-2"}
+    for args in (e["args"] for e in copies):
+        assert args["tile"][0] in "AT" and {args["from"], args["to"]} <= places and args["from"] != args["to"]
+        assert args["bytes"] > 0
+    assert {"host"} < {args["from"] for args in (e["args"] for e in copies)}  # both ways
+
+
 def test_communication_hidden_on_a_synthetic_trace():
     """Rank 0 sends for 4 s while its one lane computes 8 s of 10; rank 1 receives (posted at 0, the
     data leaving at 2) and is idle 6 s of 10: 4 s of its 4 s of traffic could have left it idle."""

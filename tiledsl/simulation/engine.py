@@ -286,11 +286,11 @@ class Simulator:
 
     def _stage_to_device(self, argument) -> None:
         rank, copy = argument
-        self._stream(rank, 0, copy.device, copy.nbytes, (self._arrive, copy))
+        self._stream(rank, copy, 0, copy.device, (self._arrive, copy))
 
     def _copy_across(self, argument) -> None:
         rank, task, copy = argument
-        self._stream(rank, copy.tile.device, copy.device, copy.nbytes, (self._arrived_then_complete, (rank, task, copy)))
+        self._stream(rank, copy, copy.tile.device, copy.device, (self._arrived_then_complete, (rank, task, copy)))
 
     def _arrived_then_complete(self, argument) -> None:
         rank, task, copy = argument
@@ -303,9 +303,10 @@ class Simulator:
         for function, argument in waiters:
             function(argument)
 
-    def _stream(self, rank: Rank, source: int, target: int, nbytes: int, then) -> None:
-        """A host/GPU copy of ``nbytes`` (a tile or a part) on the copy streams of the GPUs involved,
-        then ``then``."""
+    def _stream(self, rank: Rank, moved, source: int, target: int, then) -> None:
+        """A host/GPU copy of ``moved`` (a walk.Copy or Message: its tile, part and bytes) on the copy
+        streams of the GPUs involved, then ``then``."""
+        nbytes = moved.nbytes
         link = self.machine.gpu_link if source and target else self.machine.pcie
         keys = [key for key in ((source, "out"), (target, "in")) if key[0]]
         begin = max([self.now] + [rank.streams.get(key, 0.0) for key in keys])
@@ -315,12 +316,12 @@ class Simulator:
             rank.streams[key] = begin + hold
             rank.stream_busy[key] = rank.stream_busy.get(key, 0.0) + hold
         if self.tracer is not None:
-            self.tracer.transfer(rank.number, "copy", begin, begin + hold + link.latency, "copy", {"bytes": nbytes})
+            self.tracer.copy(rank.number, begin, begin + hold + link.latency, moved, source, target)
         self._at(begin + hold + link.latency, _call, then)
 
     def _to_device_then_complete(self, argument) -> None:
         rank, task, message = argument
-        self._stream(rank, 0, message.tile.device, message.nbytes, (self._complete_pair, (rank, task)))
+        self._stream(rank, message, 0, message.tile.device, (self._complete_pair, (rank, task)))
 
     # ---------------------------------------------------------------- outputs going home
     def _outputs_home(self, argument) -> None:
@@ -328,9 +329,9 @@ class Simulator:
         pending = iter(sinks)
         for _, copy, message in owned.outgoing:
             if message is None:
-                self._stream(rank, copy.device, copy.tile.device, copy.nbytes, (self._satisfy, (rank, next(pending))))
+                self._stream(rank, copy, copy.device, copy.tile.device, (self._satisfy, (rank, next(pending))))
             elif copy.device:
-                self._stream(rank, copy.device, 0, copy.nbytes, (self._post_send, message))
+                self._stream(rank, copy, copy.device, 0, (self._post_send, message))
             else:
                 self._post_send(message)
 
@@ -346,7 +347,7 @@ class Simulator:
                 return
         device = message.tile.device
         if device:
-            self._stream(rank, device, 0, message.nbytes, (self._post_send, message))
+            self._stream(rank, message, device, 0, (self._post_send, message))
         else:
             self._post_send(message)
 

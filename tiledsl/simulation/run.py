@@ -29,7 +29,7 @@ from ..runtime.reporting import (SUMMED, count_text, gflops, has_standard_count,
                                  idle_ranks_warning, rank_columns)
 from ..runtime.gridadvice import idle_rank_advice
 from ..runtime.resources import ranks_without_tiles
-from ..runtime.trace import CriticalPath, task_args
+from ..runtime.trace import CriticalPath, copy_args, task_args
 from ..runtime.tuning import nearest_ratio
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import UsageError
@@ -370,8 +370,10 @@ class Tracer:
         name = f"gpu-{device}" if device else f"cpu-{lane}"
         self.ranks[rank].append((name, task.started, task.started + task.seconds, owned.call.kernel, args))
 
-    def transfer(self, rank: int, lane: str, began: float, ended: float, name: str, args: dict) -> None:
-        self.ranks[rank].append((lane, began, ended, name, args))
+    def copy(self, rank: int, began: float, ended: float, moved, source: int, target: int) -> None:
+        """A host/GPU copy of ``moved`` (a walk.Copy or Message) from device ``source`` to ``target``."""
+        args = copy_args(moved.tile, moved.part, source, target, moved.nbytes)
+        self.ranks[rank].append(("copy", began, ended, "copy", args))
 
     def message(self, message, began: float, sent: float, arrived: float) -> None:
         tile = message.tile

@@ -43,11 +43,12 @@ def message_bytes(shape: tuple, part: tuple | None) -> int:
 class Message:
     """One MPI message: posted by both sides at their own times, then on the links."""
 
-    __slots__ = ("tile", "source", "target", "nbytes", "sent_at", "posted_at", "on_sent", "on_arrived", "fresh",
+    __slots__ = ("tile", "source", "target", "part", "nbytes", "sent_at", "posted_at", "on_sent", "on_arrived", "fresh",
                  "group", "task", "planned", "plan_in", "forwards")
 
-    def __init__(self, tile, source: int, target: int, nbytes: int):
-        self.tile, self.source, self.target, self.nbytes = tile, source, target, nbytes
+    def __init__(self, tile, source: int, target: int, part: tuple | None = None):
+        self.tile, self.source, self.target, self.part = tile, source, target, part  # part: as Copy's
+        self.nbytes = message_bytes(tile.shape, part)
         self.sent_at = self.posted_at = None  # simulated times the send and the receive were posted
         self.on_sent = self.on_arrived = None  # (function, argument) for the sender and the receiver
         self.fresh = True  # no send of it has been planned yet
@@ -200,7 +201,7 @@ class Walk(LoopNestTarget):
         return copy
 
     def _message(self, tile, source: int, target: int, part: tuple | None = None) -> Message:
-        message = Message(tile, source, target, message_bytes(tile.shape, part))
+        message = Message(tile, source, target, part)
         sender, receiver = self.traffic[source], self.traffic[target]
         sender[0] += 1
         receiver[1] += 1
