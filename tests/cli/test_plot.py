@@ -195,7 +195,7 @@ def test_the_busiest_16_ranks_of_a_larger_trace_are_drawn_and_named(tmp_path, ca
                                     "dur": 30})  # the run's end, on a rank not drawn
     figure, drawn, ranks = draw(document, "wide.json")
     assert (ranks, drawn) == (20, [*range(14), 17, 18]) and len(figure.axes[0].get_yticks()) == 16 * 2
-    assert figure.axes[0].get_title() == "wide.json: 3 tasks on 20 rank(s), 5e-05 s (drawn: the 16 busiest)"
+    assert figure.axes[0].get_title() == "wide.json: 3 tasks on 20 rank(s), 5e-05 s (drawn: the 16 busiest, 3 tasks)"
     trace = tmp_path / "wide.json"
     trace.write_text(json.dumps(document))
     assert main(["plot", str(trace), "-o", str(tmp_path / "g.png")]) == 0
@@ -203,6 +203,26 @@ def test_the_busiest_16_ranks_of_a_larger_trace_are_drawn_and_named(tmp_path, ca
                                                "(ranks 0-13, 17-18)")
     figure, drawn, _ = draw(busy_trace(16, 3, 2), "16.json")
     assert drawn == list(range(16)) and figure.axes[0].get_title() == "16.json: 48 tasks on 16 rank(s), 2.9e-05 s"
+
+
+@pytest.mark.timeout(60)
+def test_the_legend_counts_the_tasks_of_every_rank_as_the_title_does():
+    """Of a simulated 20-rank Cholesky, the legend counted the 16 drawn ranks' tasks only (potrf (12) where
+    the program has 15, 589 in all under a title of 680), with nothing saying so."""
+    from tiledsl.commands.plot import draw
+
+    document = busy_trace(20, 0, 0)
+    document["traceEvents"] += [{"ph": "X", "pid": rank, "tid": 0, "name": name, "cat": "task", "ts": 0, "dur": 9}
+                                for rank in range(20) for name in ("gemm",) * (rank + 1) + ("potrf",) * (rank < 2)]
+    figure, drawn, _ = draw(document, "wide.json")
+    assert drawn == list(range(4, 20))  # the busiest: ranks 0 and 1, the potrfs' ranks, are not drawn
+    legend = figure.axes[0].get_legend()
+    assert legend.get_title().get_text() == "kernels (tasks of all 20 ranks)"
+    assert [text.get_text() for text in legend.get_texts()] == ["gemm (210)", "potrf (2)"]
+    assert figure.axes[0].get_title() == ("wide.json: 212 tasks on 20 rank(s), 9e-06 s "
+                                          "(drawn: the 16 busiest, 200 tasks)")
+    figure, *_ = draw(busy_trace(2, 3, 0), "two.json")
+    assert figure.axes[0].get_legend().get_title().get_text() == "kernels (tasks)"
 
 
 @pytest.mark.timeout(120)

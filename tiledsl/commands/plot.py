@@ -12,7 +12,8 @@ Its cost grows with the events drawn: the bars of a lane are one collection per
 kernel or per transfer row and kind, and a lane of more than :data:`FEW_BARS` bars
 draws them without edges or hatching (each bar a pixel or two wide there). At most
 :data:`MOST_RANKS` ranks are drawn, the longest at tasks (a simulated cluster's trace
-has hundreds, most of them idle): a warning names them; the title gives every rank's totals.
+has hundreds, most of them idle): a warning names them; the title gives the tasks and time
+of all the ranks and the drawn ranks' tasks, the legend each kernel's tasks on all the ranks.
 
 Drawing uses matplotlib's object API (a :class:`~matplotlib.figure.Figure`
 saved through the Agg, SVG or PDF canvas): it never opens a window and never
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,16 +190,22 @@ def end_time(all_lanes: list[Lane]) -> float:
 
 def title(document: dict, path, all_lanes: list[Lane], drawn: list[int]) -> str:
     """The chart's title: the program's description when the trace has one, and the totals of
-    every rank (``drawn``: the ranks drawn, said when some are not)."""
+    every rank (``drawn``: the ranks drawn, said with their tasks when some are not)."""
     info = document.get("otherData") or document.get("metadata") or {}
     head = Path(str(path)).name
     if isinstance(info, dict) and info.get("program"):
         sizes = " ".join(f"{k}={info[k]}" for k in ("n", "nb", "B", "b", "s") if info.get(k) is not None)
         head = f"{info['program']} {sizes}".strip() + f" ({head})"
-    tasks = sum(e[3] != "transfer" for lane in all_lanes for e in lane.events)
+    tasks = _tasks(all_lanes)
     ranks = len({lane.rank for lane in all_lanes})
-    shown = f" (drawn: the {len(drawn)} busiest)" if ranks > len(drawn) else ""
+    kept = set(drawn)
+    shown = (f" (drawn: the {len(drawn)} busiest, {_tasks([lane for lane in all_lanes if lane.rank in kept])} tasks)"
+             if ranks > len(drawn) else "")
     return f"{head}: {tasks} tasks on {ranks} rank(s), {end_time(all_lanes):.4g} s{shown}"
+
+
+def _tasks(some_lanes: list[Lane]) -> int:
+    return sum(e[3] != "transfer" for lane in some_lanes for e in lane.events)
 
 
 # ---------------------------------------------------------------- drawing
@@ -255,17 +263,22 @@ def _lane_label(lane: Lane, span: float) -> str:
     return f"{lane.name}  {100 * busy:.0f}%"
 
 
-def _legend(axes, names: list[str], colours: dict, all_lanes: list[Lane]) -> None:
+def _legend(axes, names: list[str], colours: dict, every_lane: list[Lane], drawn: list[Lane]) -> None:
+    """Each kernel of ``names`` with its tasks on every rank, as the title's total counts them (with
+    some ranks not drawn, the drawn ranks' counts summed to less with nothing saying so), then
+    the kinds of transfers drawn."""
     from matplotlib.patches import Patch
 
-    counts = {name: sum(e[2] == name for lane in all_lanes for e in lane.events) for name in names}
+    counts = Counter(e[2] for lane in every_lane for e in lane.events if e[3] != "transfer")
     handles = [Patch(facecolor=colours[n], edgecolor="white", label=f"{n} ({counts[n]})") for n in names]
-    moved = sorted({e[2] for lane in all_lanes if lane.transfers for e in lane.events})
+    moved = sorted({e[2] for lane in drawn if lane.transfers for e in lane.events})
     for name in moved:
         face, hatch = TRANSFER_STYLES.get(name, OTHER_TRANSFER)
         handles.append(Patch(facecolor=face, edgecolor="#555555", hatch=hatch, label=name))
+    ranks = len({lane.rank for lane in every_lane})
+    every = f" of all {ranks} ranks" if ranks > len({lane.rank for lane in drawn}) else ""
     axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                title="kernels (tasks)" + (" / transfers" if moved else ""), fontsize=9, title_fontsize=9)
+                title=f"kernels (tasks{every})" + (" / transfers" if moved else ""), fontsize=9, title_fontsize=9)
 
 
 def draw(document: dict, source, width: float | None = None) -> tuple:
@@ -281,7 +294,7 @@ def draw(document: dict, source, width: float | None = None) -> tuple:
     span = end_time(every_lane)  # the run's, though the rank that ends it be not drawn
     figure = Figure(figsize=(width or 12.0, 1.6 + 0.32 * total), layout="constrained")
     axes = figure.add_subplot()
-    names = kernels(all_lanes)
+    names = kernels(every_lane)  # the legend's: every rank's, some maybe not drawn
     colours = _colours(names)
     for lane, top, height, sub in rows:
         _draw_lane(axes, lane, top, height, sub, colours)
@@ -295,7 +308,7 @@ def draw(document: dict, source, width: float | None = None) -> tuple:
     axes.set_axisbelow(True)
     axes.tick_params(axis="y", length=0)
     axes.set_title(title(document, source, every_lane, drawn), fontsize=10)
-    _legend(axes, names, colours, all_lanes)
+    _legend(axes, names, colours, every_lane, all_lanes)
     return figure, drawn, len({lane.rank for lane in every_lane})
 
 
