@@ -14,8 +14,7 @@ from __future__ import annotations
 import threading
 
 from .crash import in_kernel
-from .matrix import part_of, part_text
-from .program import tiles_text
+from .program import argument_texts
 
 
 class KernelNotes:
@@ -44,15 +43,9 @@ class KernelNotes:
 
 
 def arguments_text(task) -> str:
-    """``task``'s tile arguments as its kernel declares them (a panel as a range), a sub-range with
-    the rows and columns of its tile it covers: ``A[1, 3][50:150, 50:150]``."""
-    texts, first = [], 0
-    for _, _, group, _ in task.call.declared(task.tiles):
-        named = task.named_regions  # (slices) not task.regions, which may read a received part whole
-        view = named[first] if named is not None and len(group) == 1 else None
-        texts.append(tiles_text(group) + part_text(part_of(group[0], view)))
-        first += len(group)
-    return ", ".join(texts)
+    """``task``'s tile arguments as its labels name them (:func:`.program.argument_texts`)."""
+    # named_regions (slices), not task.regions, which may read a received part whole
+    return ", ".join(argument_texts(task.call, task.tiles, task.named_regions))
 
 
 def where_ran(task, device: int) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from functools import cached_property, lru_cache
 
 from ..language import READ_MODES, WRITE_MODES
+from .matrix import part_of, part_text
 from .panels import Panel
 from .world import UsageError
 
@@ -232,6 +233,21 @@ def tiles_text(tiles) -> str:
     if same and all(step == (0, 1) for step in steps):
         return f"{first.matrix.name}[{first.i}, {first.j}:{last.j + 1}]"
     return ", ".join(map(str, tiles))
+
+
+def argument_texts(call, tiles, views) -> list[str]:
+    """A task's tile arguments as its kernel declares them, as every label of a task names them
+    (explain, graph, the trace, kernel notes and failures): a panel as one argument, its range
+    (``A[0:5, 4]``, not its tiles one by one, which read as that many arguments), a sub-range after
+    its tile, the rows and columns it covers (``A[1, 3][50:150, 0:100]``). ``tiles``: the task's, a
+    panel's spread out (:func:`flatten`); ``views``: their slices (:func:`.matrix.call_views`; None:
+    whole tiles)."""
+    texts, first = [], 0
+    for _, _, group, _ in call.declared(tiles):
+        view = views[first] if views is not None and len(group) == 1 else None
+        texts.append(tiles_text(group) + part_text(part_of(group[0], view)))
+        first += len(group)
+    return texts
 
 
 def takes_part(tiles, rank) -> bool:

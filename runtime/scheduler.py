@@ -152,6 +152,8 @@ class Scheduler:
     def describe(self, limit: int = 5, running: list[str] = ()) -> str:
         """An account of the window for stall reports: ``running`` (lines naming the tasks
         workers run now, which the scheduler does not track), then the oldest blocked tasks and why."""
+        from .notes import arguments_text  # here: the tiles' module (matrix) imports this one
+
         queued = sum(len(q) for q in self.ready)
         lines = [f"{self.in_flight} task(s) in the window, {queued} ready, "
                  f"{self.completed} of {self.submitted} submitted done", *running]
@@ -162,7 +164,7 @@ class Scheduler:
                        f"({'blocked' if t.waiting else 'queued' if id(t) in queued else 'running'})"
                        for t, shared in earlier[-3:]]
             where = f", line {task.call.line}" if task.call.line > 0 else ""  # a transfer has no line
-            lines.append(f"  blocked #{task.seq} {task.call.kernel}({', '.join(map(str, task.tiles))}){where}: waits for "
+            lines.append(f"  blocked #{task.seq} {task.call.kernel}({arguments_text(task)}){where}: waits for "
                          + ("; ".join(reasons) if reasons else "data from another rank or device"))
         return "\n".join(lines)
 

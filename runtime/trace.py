@@ -27,7 +27,8 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from .matrix import part_of, part_text
+from .matrix import part_text
+from .program import argument_texts
 from .recording import record
 
 
@@ -293,13 +294,14 @@ def utilisation(ranks: list, seconds: float, lanes: list = ()) -> dict:
 
 
 def task_args(occurrences: Counter, call, tiles, priority, values, views=None) -> dict:
-    """A task event's arguments: its tiles (a sub-range after its tile, as explain and graph
-    name it: ``views``, from :func:`.matrix.call_views`), line, priority, values, and ``key``
-    (line, tiles, occurrence), which names it the same on every rank (``occurrences`` counts them)."""
+    """A task event's arguments: its tile arguments as explain and graph name them (a panel as its
+    range, a sub-range after its tile: :func:`.program.argument_texts`, ``views`` from
+    :func:`.matrix.call_views`), line, priority, values, and ``key`` (line, tiles one by one,
+    occurrence), which names it the same on every rank (``occurrences`` counts them)."""
     key = (call.line, tuple(str(t) for t in tiles))
     occurrences[key] += 1
-    named = list(key[1]) if views is None else [f"{t}{part_text(part_of(t, v))}" for t, v in zip(tiles, views)]
-    args = {"tiles": named, "line": call.line, "priority": priority, "key": [key[0], list(key[1]), occurrences[key]]}
+    args = {"tiles": argument_texts(call, tiles, views), "line": call.line, "priority": priority,
+            "key": [key[0], list(key[1]), occurrences[key]]}
     if values:
         args["values"] = {name: _json_value(value) for name, value in zip(call.values, values)}
     return args

@@ -212,6 +212,20 @@ def test_a_node_names_the_sub_ranges_its_task_reads_and_writes(tmp_path, capsys)
 
 
 @pytest.mark.timeout(60)
+def test_a_node_names_a_panel_as_one_argument(tmp_path, capsys):
+    """gemm(A[0 : A.mt, k], A[k, k], C[0 : C.mt, k], ...) was labelled gemm(A[0, 4], A[1, 4], ..., C[4, 4]):
+    11 arguments of a 3-argument kernel."""
+    (tmp_path / "panels.tile").write_text(
+        "program panels {\n  tiling uniform(nb = 100)\n  matrix A[n, n] = random general\n"
+        "  matrix C[n, n] = random general\n"
+        "  for k in 0 .. A.nt { gemm(A[0 : A.mt, k], A[k, k], C[0 : C.mt, k], \"N\", \"N\", 0.5, 1.0) }\n}\n")
+    out = tmp_path / "dag.dot"
+    assert main(["graph", str(tmp_path / "panels.tile"), "--n", "450", "-o", str(out)]) == 0, capsys.readouterr().err
+    labels = [label.split("\\n")[0] for _, label in NODE.findall(out.read_text())]
+    assert labels == [f"gemm(A[0:5, {k}], A[{k}, {k}], C[0:5, {k}])" for k in range(5)]
+
+
+@pytest.mark.timeout(60)
 def test_an_input_file_of_another_shape_than_n_gives_is_refused_as_run_refuses_it(tmp_path, capsys):
     import numpy as np
 

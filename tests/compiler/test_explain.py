@@ -21,6 +21,7 @@ import pytest
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.commands.explain import TABLE_LIMIT, WALK_LIMIT, as_json, plan, render
+from tiledsl.runtime.matrix import part_of
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.protocol import Instance, delivery
 from tiledsl.runtime.world import UsageError
@@ -96,7 +97,7 @@ def test_protocol_invariants(drivers, name, grid, gpus):
             assert kind == expected, (task, arg)
             if kind == Instance.INTER_NODE_ALIEN_INPUT:  # a send from the tile's rank to the owner
                 version = (key(task.tiles[arg]), versions[key(task.tiles[arg])])
-                part = task.parts[arg] if task.parts and mode == "in" else None
+                part = part_of(task.tiles[arg], task.views[arg]) if task.views and mode == "in" else None
                 moved, what = delivery(delivered.setdefault(version, {}), main[0], part, task.tiles[arg].shape)
                 if moved:
                     moves.add((*version, rank, main[0], what))
@@ -261,6 +262,18 @@ def test_cli_explain_table_and_json(tmp_path):
     for rank in "0123":
         assert [data["totals"][rank][str(k)] for k in range(1, 9)] == table[rank][:8]
     assert sum(c for _, _, c in data["messages"]) == sent
+
+
+def test_a_panel_is_one_argument_of_its_tasks_call(tmp_path):
+    """gemm(A[i, 0 : A.nt], B[0 : B.mt, j], C[i, j], ...) showed as gemm(A[0, 0], A[0, 1], A[0, 2], B[0, 0], ...):
+    its panels' tiles one by one, read as 7 arguments of a 3-argument kernel."""
+    result, text = compile_path(ROOT / "tests" / "runtime" / "programs" / "panel_gemm.tile")
+    assert text is not None, result.report()
+    (tmp_path / "panel_gemm.py").write_text(text)
+    driver = import_driver(tmp_path / "panel_gemm.py", "explain_driver_panel_gemm")
+    table = render(plan(driver, Options(n=192, tiles={"nb": 64}), (1, 2), 0), "panel_gemm.tile")
+    assert "gemm(A[0, 0:3], B[0:3, 0], C[0, 0]; transa='N', transb='N', alpha=1.0, beta=1.0)" in table
+    assert "gemm(A[2, 0:3], B[0:3, 2], C[2, 2]; " in table
 
 
 def test_the_task_table_is_aligned_whatever_the_cell_widths(tmp_path):

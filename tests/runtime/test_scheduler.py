@@ -1,4 +1,6 @@
 """The scheduling state machine, driven by events with no threads."""
+from types import SimpleNamespace
+
 from tiledsl.runtime.program import Call
 from tiledsl.runtime.scheduler import Scheduler, Task, TileState
 
@@ -15,6 +17,16 @@ class Tile(TileState):
 
     def __str__(self):
         return self.name
+
+
+class Cell(Tile):
+    """A tile of a matrix, as a panel's tiles are named together (``A[0:3, 0]``)."""
+
+    __slots__ = ("matrix", "i", "j")
+
+    def __init__(self, matrix, i: int, j: int):
+        super().__init__(f"{matrix.name}[{i}, {j}]")
+        self.matrix, self.i, self.j = matrix, i, j
 
 
 def task(call, *tiles, priority=0):
@@ -111,3 +123,16 @@ def test_a_stall_report_names_the_tiles_a_task_waits_through():
     s.submit(task(READ, x, y))  # reads x, writes y
     s.submit(task(READ, z, y))
     assert "  blocked #1 read(z, y), line 1: waits for #0 read on y (queued)" in s.describe().splitlines()
+
+
+def test_a_stall_report_names_a_panel_as_one_argument():
+    """A blocked task of gemm(A[0 : 3, 0], C[0, 0]) was listed as gemm(A[0, 0], A[1, 0], A[2, 0], C[0, 0]),
+    the panel's tiles as that many arguments."""
+    panel = Call("gemm", ("in", "inout"), main=1, line=3, text="gemm(A[0 : 3, 0], C[0, 0])", panels=(0,))
+    s = Scheduler(window=10)
+    a, c = SimpleNamespace(name="A"), SimpleNamespace(name="C")
+    column = [Cell(a, i, 0) for i in range(3)]
+    s.submit(task(WRITE, column[1]))
+    s.submit(task(panel.expanded((3,)), *column, Cell(c, 0, 0)))
+    assert "  blocked #1 gemm(A[0:3, 0], C[0, 0]), line 3: waits for #0 write on A[1, 0] (queued)" in \
+        s.describe().splitlines()

@@ -4,12 +4,12 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.program import Call
 from tiledsl.runtime.trace import (CriticalPath, area_bound, chrome_trace, communication, compute_lanes, critical_path,
                                    least_time, task_args, utilisation)
 
@@ -248,10 +248,22 @@ def test_a_sub_range_a_host_task_reads_from_a_gpu_is_named_in_the_trace(compiled
     assert len(tops) == 3 * 4 and all(read.endswith("][7:8, 0:8]") for read, _ in tops), tops
 
 
+@pytest.mark.timeout(60)
+def test_a_panel_is_one_of_a_tasks_tiles_in_the_trace(compiled, tmp_path):
+    """The trace's tiles of gemm(A[i, 0 : A.nt], B[0 : B.mt, j], C[i, j], ...) were the panels' tiles one by
+    one (A[0, 0], A[0, 1], A[0, 2], B[0, 0], ...), not the call's three arguments as explain names them."""
+    path = tmp_path / "t.json"
+    execute(compiled("tests/runtime/programs/panel_gemm.tile"), Options(n=192, tiles={"nb": 64}, trace=str(path)))
+    events = [e["args"] for e in json.loads(path.read_text())["traceEvents"] if e.get("name") == "gemm"]
+    assert sorted(args["tiles"] for args in events) == [[f"A[{i}, 0:3]", f"B[0:3, {j}]", f"C[{i}, {j}]"]
+                                                        for i in range(3) for j in range(3)]
+    assert all(len(args["key"][1]) == 7 for args in events)  # the key names every tile, as before
+
+
 def test_a_value_argument_json_has_no_number_for_is_written_as_its_spelling():
     """JSON has no infinity or NaN: Python's ``Infinity`` made the trace a file Chrome's and
     node's JSON.parse refuse."""
-    call = SimpleNamespace(line=5, values=("a", "b", "c", "d"))
+    call = Call("scale", ("inout",), 0, 5, "scale(A[0, 0], ...)", values=("a", "b", "c", "d"))
     args = task_args(Counter(), call, ["A[0, 0]"], 0, (float("inf"), -float("inf"), float("nan"), -0.0))
     assert args["values"] == {"a": "inf", "b": "-inf", "c": "nan", "d": -0.0}
     json.dumps(args, allow_nan=False)

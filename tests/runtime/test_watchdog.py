@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -118,6 +119,17 @@ def test_running_tasks_are_named_oldest_first_with_their_lanes():
                                                       "  running #12 copy(B[0, 1]) for 5 s on GPU 2"]
     assert watchdog.running_line(running) == 9  # transfers have no line of their own
     assert watchdog.running_line({}) is None
+
+
+def test_a_running_panel_task_is_named_with_its_panel_as_one_argument():
+    """gemm(A[0 : 2, 0], ...) was named gemm(A[0, 0], A[1, 0], ...): the panel's tiles as that many arguments."""
+    matrix = SimpleNamespace(name="A")
+    column = [SimpleNamespace(matrix=matrix, i=i, j=0) for i in range(2)]
+    call = Call("gemm", ("in", "inout"), 1, 4, "gemm(A[0 : 2, 0], C[0, 0])", panels=(0,)).expanded((2,))
+    running = Task(call, (*column, "C[0, 0]"), None, 0)
+    running.seq = 7
+    assert watchdog.running_lines({running: ("cpu-0", 98.0)}, 100.0) == [
+        "  running #7 gemm(A[0:2, 0], C[0, 0]), line 4, for 2 s on CPU worker 0"]
 
 
 def test_a_frame_between_two_lines_has_no_tile_line():

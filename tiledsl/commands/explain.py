@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import tile_values
-from ..runtime.program import flatten
-from ..runtime.matrix import call_views, part_of, part_text
+from ..runtime.program import argument_texts, flatten
+from ..runtime.matrix import call_views, part_of
 from ..runtime.protocol import Instance, delivery, instances, runs_at
 from ..runtime.recording import LoopNestTarget, walk as run_walk
 from ..runtime.reporting import ratio_text
@@ -39,7 +39,7 @@ class PlannedTask:
     per_rank: dict = field(default_factory=dict)  # rank -> [(Instance, arg index)]
     values: tuple = ()  # the value arguments, in declaration order
     at: tuple | None = None  # (rank, device) where it runs: its main output's place (the default), or that host
-    parts: tuple | None = None  # per argument, the sub-range (r0, r1, c0, c1) it names; None: the whole tile
+    views: tuple | None = None  # per tile, the slices of the sub-range it names (call_views); None: whole tiles
 
     def __post_init__(self):
         if self.at is None:
@@ -150,8 +150,7 @@ class _Walk(LoopNestTarget):
         places = tuple((t.rank, t.device) for t in tiles)
         at = runs_at(places[call.main], call.kernel, self.gpu_kernels)
         views = call_views(call, tiles, regions)
-        parts = None if views is None else tuple(part_of(t, v) for t, v in zip(tiles, views))
-        task = PlannedTask(self.count, call, tiles, places, values=values, at=at, parts=parts)
+        task = PlannedTask(self.count, call, tiles, places, values=values, at=at, views=views)
         for rank in sorted({place[0] for place in places}):  # only a task's own ranks create its instances
             found = instances(call, places, rank, at)
             if found:
@@ -163,7 +162,7 @@ class _Walk(LoopNestTarget):
         for position, (tile, place) in enumerate(zip(tiles, places)):
             if call.modes[position] != "out" and place != at:
                 key = _key(tile)
-                moved = parts[position] if parts is not None and call.modes[position] == "in" else None
+                moved = part_of(tile, views[position]) if views is not None and call.modes[position] == "in" else None
                 self.traffic.move(key, self.versions[key], place, at, tile.shape, part=moved)
         for position in call.writes:  # outputs computed elsewhere go home (the main output too, from a host)
             key = _key(tiles[position])
@@ -325,12 +324,12 @@ def _task_table(plan: Plan) -> list[str]:
 
 
 def call_text(task: PlannedTask, with_values: bool = True) -> str:
-    """``kernel(tiles; name=value, ...)``: the tiles of the task (a panel's one by one, a sub-range
-    after its tile), then its values (unless not ``with_values``)."""
+    """``kernel(arguments; name=value, ...)``: the tile arguments of the task as every label names
+    them (a panel as its range, a sub-range after its tile: :func:`argument_texts`), then its values
+    (unless not ``with_values``)."""
     values = "; " + ", ".join(f"{name}={value!r}" for name, value in zip(task.call.values, task.values)) \
         if task.values and with_values else ""
-    parts = task.parts or (None,) * len(task.tiles)
-    return f"{task.call.kernel}({', '.join(f'{t}{part_text(p)}' for t, p in zip(task.tiles, parts))}{values})"
+    return f"{task.call.kernel}({', '.join(argument_texts(task.call, task.tiles, task.views))}{values})"
 
 
 def as_json(plan: Plan) -> dict:
