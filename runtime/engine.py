@@ -424,7 +424,8 @@ class Engine:
         stalled = now - self.last_progress
         if now - since > limit:
             transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""
-            window = self.scheduler.describe(running=running_lines(self.running, time.monotonic()))
+            window = self.scheduler.describe(running=running_lines(self.running, time.monotonic()),
+                                             arguments_text=arguments_text)
             said = f"{stalled:.1f}" if stalled < 10 else f"{stalled:.0f}"  # under a second too: --watchdog 0.5
             # idle here, waiting for data: the stall is the sender's (stopped, or slow), said first
             waited = self.exchange.waited_ranks(self.matrices.values()) if self.exchange is not None else []

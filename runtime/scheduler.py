@@ -60,6 +60,10 @@ class TileState:
         self.readers: dict[Task, None] = {}  # insertion-ordered set
 
 
+def _tiles_of(task) -> str:
+    return ", ".join(map(str, task.tiles))
+
+
 class Scheduler:
     """Task window state: APPEND on submit, FIRE on finish, priority ready queues."""
 
@@ -149,11 +153,10 @@ class Scheduler:
         """True when every submitted task has finished."""
         return self.in_flight == 0
 
-    def describe(self, limit: int = 5, running: list[str] = ()) -> str:
+    def describe(self, limit: int = 5, running: list[str] = (), arguments_text=_tiles_of) -> str:
         """An account of the window for stall reports: ``running`` (lines naming the tasks
-        workers run now, which the scheduler does not track), then the oldest blocked tasks and why."""
-        from .notes import arguments_text  # here: the tiles' module (matrix) imports this one
-
+        workers run now, which the scheduler does not track), then the oldest blocked tasks and why,
+        each named with ``arguments_text(task)`` (the engine's: as every label of a task names them)."""
         queued = sum(len(q) for q in self.ready)
         lines = [f"{self.in_flight} task(s) in the window, {queued} ready, "
                  f"{self.completed} of {self.submitted} submitted done", *running]

@@ -1,6 +1,7 @@
 """The scheduling state machine, driven by events with no threads."""
 from types import SimpleNamespace
 
+from tiledsl.runtime.notes import arguments_text
 from tiledsl.runtime.program import Call
 from tiledsl.runtime.scheduler import Scheduler, Task, TileState
 
@@ -135,4 +136,4 @@ def test_a_stall_report_names_a_panel_as_one_argument():
     s.submit(task(WRITE, column[1]))
     s.submit(task(panel.expanded((3,)), *column, Cell(c, 0, 0)))
     assert "  blocked #1 gemm(A[0:3, 0], C[0, 0]), line 3: waits for #0 write on A[1, 0] (queued)" in \
-        s.describe().splitlines()
+        s.describe(arguments_text=arguments_text).splitlines()  # as the engine names them
