@@ -33,6 +33,7 @@ from .errors import (InternalFailure, KernelError, TaskFailure, loop_nest_failur
                      user_code_line)
 from .matrix import call_views
 from .notes import KernelNotes, arguments_text, where_ran
+from .options import COMMAND_LINE, Spelling
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
 from .program import flatten, tiles_text
@@ -114,7 +115,7 @@ class Engine:
 
     def __init__(self, program, kernels: dict, workers: int, window: int = 4096,
                  watchdog: float | None = None, comm=None, devices=None, check_finite: bool = False,
-                 count_flops: bool = True, broadcast: str = "direct"):
+                 count_flops: bool = True, broadcast: str = "direct", spelling: Spelling = COMMAND_LINE):
         self.program = program
         self.kernels = {id(call): kernels[call.kernel] for call in program.calls}
         # a task's flops cost the generation thread ~2 µs: counted only where no standard count serves
@@ -124,6 +125,7 @@ class Engine:
         self.comm = comm
         self.rank = comm.rank if comm is not None else 0
         self.limit = Limit(watchdog)  # None: automatic, 0: off, > 0: seconds (see .watchdog)
+        self.spelling = spelling  # how the interface that started the run names its settings (a stall's advice)
         self.loop_nest: LoopNestWatch | None = None
         self.check_finite = check_finite
         self.tracer = None  # a trace.Tracer while a traced run is on
@@ -434,7 +436,7 @@ class Engine:
                          f"where the stall is" if waited and not self.running else "")
             elsewhere += "".join(f" (rank {rank} gave no sign of life for {seconds:.0f} s: stopped, lost, or a kernel "
                                  f"holding Python's lock)" for rank, seconds in silent.items())
-            note = "" if silent else self.limit.automatic_note()  # no slower kernel: a silent rank
+            note = "" if silent else self.limit.automatic_note(self.spelling)  # no slower kernel: a silent rank
             self.failure = TaskFailure(f"watchdog: no task completed for {said} s{note}"
                                        f"{elsewhere}{address_space_note()}; {window}"
                                        + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))

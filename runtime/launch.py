@@ -159,7 +159,7 @@ def _engine(driver, options: Options, comm, devices, workers: int, window: int, 
     program = driver.PROGRAM
     engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program),
-                    broadcast=broadcast)
+                    broadcast=broadcast, spelling=options.spelling)
     if out_of_core is not None:
         engine.exchange.go_out_of_core(out_of_core)
     else:  # in memory, CPU workers may take GPU tasks (out of core, the GPUs' caches place the tiles)

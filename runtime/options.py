@@ -243,7 +243,11 @@ class Spelling:
 
     def given(self, name: str, text: str) -> str:
         """A setting given a value written as ``text``: ``--gpu-ratio 0:1``, or ``gpu_ratio="0:1"``."""
-        return f'{name}="{text}"' if self.api else f"{self.setting(name)} {text}"
+        return self.valued(name, f'"{text}"' if self.api else text)
+
+    def valued(self, name: str, value: str) -> str:
+        """A setting given ``value`` as the interface writes it: ``--watchdog 0``, or ``watchdog=0``."""
+        return f"{name}={value}" if self.api else f"{self.setting(name)} {value}"
 
     def switched_on(self, name: str) -> str:
         """An on/off setting turned on: ``host_takes=True``, or ``--host-takes on``."""
@@ -359,16 +363,21 @@ def add_run_arguments(parser: argparse.ArgumentParser, tiling: str | None = None
                              "on every rank, so a failed or interrupted run leaves an existing file as it was")
     parser.add_argument("--check", action="store_true", help="verify the result (backward error)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    add_watchdog_argument(parser)
+    parser.add_argument("--trace", type=trace_file, metavar="TRACE.json",
+                        help="write a Chrome/Perfetto trace of the run "
+                                                                 "(all ranks) and report its bounds")
+    add_finite_arguments(parser)
+
+
+def add_watchdog_argument(parser: argparse.ArgumentParser) -> None:
+    """--watchdog (run, and bench and tune, whose runs have the same watchdog)."""
     parser.add_argument("--watchdog", type=watchdog_seconds, metavar="SECONDS",
                         help="report a run where no task completes for SECONDS, or a rank that waits that "
                              f"long (at least {LEAST_COLLECTIVE_SECONDS:g} s) for the others at start-up, 2.5 times "
                              "SECONDS and 15 s once the run began; "
                              f"0 disables it, from {TICK_SECONDS:g} to {MOST_WATCHDOG_SECONDS:.0f} (default: the "
                              f"larger of {FLOOR_SECONDS:g} s and {TASK_FACTOR:g} times the longest task so far)")
-    parser.add_argument("--trace", type=trace_file, metavar="TRACE.json",
-                        help="write a Chrome/Perfetto trace of the run "
-                                                                 "(all ranks) and report its bounds")
-    add_finite_arguments(parser)
 
 
 def add_finite_arguments(parser: argparse.ArgumentParser) -> None:

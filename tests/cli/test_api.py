@@ -324,6 +324,20 @@ def test_a_matrix_given_both_in_the_mapping_and_by_keyword_is_refused():
         tiledsl.load(ROOT / "programs/cholesky.tile").run({"A": np.eye(8)}, A=np.eye(8))
 
 
+@pytest.mark.timeout(60)
+def test_a_stall_under_the_automatic_limit_advises_the_apis_watchdog_setting():
+    """The stall's report advised --watchdog SECONDS, which run() does not take (its other messages
+    say allow_nonfinite=True, params=...). In a process of its own: the stalled kernel sleeps on."""
+    script = ("import tiledsl\nfrom tiledsl.runtime import watchdog\n"
+              "watchdog.FLOOR_SECONDS = 2.0  # the automatic limit, at 2 s rather than 60\n"
+              "try:\n    tiledsl.load('tests/runtime/programs/faults.tile').run(n=256, params={'fault': 2})\n"
+              "except tiledsl.TiledslError as error:\n    print(error)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=50)
+    assert out.stdout.startswith("rank 0 (faults.tile:20): watchdog: no task completed for "), out.stdout + out.stderr
+    assert "(the automatic limit, the larger of 2 s and 20 times the longest task so far: a slower kernel needs " \
+           "watchdog=SECONDS, and watchdog=0 turns it off); " in out.stdout, out.stdout
+
+
 @pytest.mark.timeout(120)
 def test_nan_left_in_a_matrix_fails_the_run_as_on_the_command_line():
     spd = np.eye(64) * 4.0

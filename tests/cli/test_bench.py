@@ -6,6 +6,7 @@ import re
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,20 @@ def test_bench_fails_when_a_kernels_thread_ends_the_process(tmp_path):
             "not finish")
     assert out.returncode == 1 and f"tiledsl: error: {said}" in out.stderr, out.stderr
     assert json.loads(out.stdout.splitlines()[-1])["error"] == said
+
+
+@pytest.mark.timeout(60)
+def test_bench_takes_run_s_watchdog_for_its_runs():
+    """bench refused --watchdog (unrecognized arguments), which a stall's report advised: a kernel that
+    never returns held it for the automatic limit, a minute at least."""
+    began = time.monotonic()
+    out = tiledsl("bench", "tests/runtime/programs/faults.tile", "--n", 256, "--set", "fault=2", "--watchdog", 1,
+                  cwd=ROOT)
+    assert out.returncode == 1 and time.monotonic() - began < 30, out.stderr
+    assert re.match(r"tiledsl: error: rank 0 \(faults.tile:20\): watchdog: no task completed for 1\.\d s; ",
+                    out.stderr), out.stderr
+    refused = tiledsl("bench", "tests/runtime/programs/faults.tile", "--watchdog", -1, cwd=ROOT)
+    assert refused.returncode == 2 and "argument --watchdog: must be 0 (off) or a number of seconds" in refused.stderr
 
 
 @pytest.mark.timeout(120)

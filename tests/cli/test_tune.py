@@ -793,6 +793,18 @@ def test_a_program_of_slow_user_kernels_is_tuned_within_its_budget(tmp_path, cac
     assert time.monotonic() - started < 25, out.stdout  # --quick: 10 s; it took a minute when runs followed gemm
 
 
+@pytest.mark.timeout(60)
+def test_tune_takes_run_s_watchdog_for_its_trial_runs(cache):
+    """tune refused --watchdog (unrecognized arguments), which a stall's report advised: a kernel that
+    never returns held it for the automatic limit, a minute at least, whatever its budget."""
+    began = time.monotonic()
+    out = tiledsl("tune", "tests/runtime/programs/faults.tile", *TINY, "--set", "fault=2", "--no-save",
+                  "--watchdog", 1, cache=cache)
+    assert out.returncode == 1 and time.monotonic() - began < 30, out.stderr
+    assert re.match(r"tiledsl: error: rank 0 \(faults.tile:20\): in tune's trial run at n=256, nb=\d+, fault=2 "
+                    r"\(.*\): watchdog: no task completed for 1\.\d s; ", out.stderr), out.stderr
+
+
 @pytest.mark.timeout(120)
 def test_bench_uses_the_tuned_tiles_as_run_does_and_no_tune_ignores_them(cache):
     path = seed_cache("gemm", 0, None, {"nb": 128})

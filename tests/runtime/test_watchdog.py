@@ -17,7 +17,7 @@ import pytest
 from tiledsl.runtime import watchdog
 from tiledsl.runtime.engine import Engine, TaskFailure
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
-from tiledsl.runtime.options import Options
+from tiledsl.runtime.options import API, COMMAND_LINE, Options
 from tiledsl.runtime.program import Call
 from tiledsl.runtime.scheduler import Task
 from tiledsl.runtime.userkernels import kernels
@@ -44,6 +44,15 @@ def test_zero_disables_the_watchdog_and_a_positive_limit_is_fixed():
     assert fixed.seconds == 2.5
     with pytest.raises(ValueError):
         Limit(-1)
+
+
+def test_the_automatic_limits_advice_names_the_setting_as_the_interface_spells_it():
+    """From the Python API it advised --watchdog SECONDS, which run() does not take: it takes watchdog=."""
+    assert Limit(None).automatic_note(COMMAND_LINE).endswith(
+        "a slower kernel needs --watchdog SECONDS, and --watchdog 0 turns it off)")
+    assert Limit(None).automatic_note(API).endswith("a slower kernel needs watchdog=SECONDS, and watchdog=0 turns it "
+                                                    "off)")
+    assert Limit(2.0).automatic_note(API) == ""  # a limit the user set: no advice
 
 
 def engine_for(driver, options: Options, watchdog_limit):
@@ -79,7 +88,7 @@ def test_the_automatic_limit_stops_a_stalled_task(compiled, monkeypatch):
     began = time.monotonic()
     with pytest.raises(TaskFailure, match=r"(?s)watchdog: no task completed for [\d.]+ s \(the automatic limit, the "
                                           r"larger of 2 s and 20 times the longest task so far: a slower kernel "
-                                          r"needs --watchdog SECONDS, and 0 turns it off\); "
+                                          r"needs --watchdog SECONDS, and --watchdog 0 turns it off\); "
                                           r".*stall on A\[1, 1\] \(running\)"):
         engine.run(driver.generate, params)
     assert 2.0 <= time.monotonic() - began < 15

@@ -221,7 +221,8 @@ def _say_which_program(args) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     from .explain import TABLE_LIMIT
-    from ..runtime.options import SuggestingParser, add_finite_arguments, add_run_arguments, add_size_arguments
+    from ..runtime.options import (SuggestingParser, add_finite_arguments, add_run_arguments, add_size_arguments,
+                                   add_watchdog_argument)
 
     parser = SuggestingParser(prog="tiledsl", description="A language and compiler for tile algorithms.",
                               epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -274,6 +275,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="ignore this machine's tuned tile sizes (tiledsl tune), which bench uses as run does")
     add_size_arguments(bench, "read matrix NAME from a .npy file, for tiledsl and the reference alike (as for run)")
     add_finite_arguments(bench)  # a program whose results hold NaN or infinities (shortest paths) is benched too
+    add_watchdog_argument(bench)  # its runs' (a stall's report advises it)
     bench.set_defaults(handler=_bench)
 
     tune = command("tune", "tune tile sizes (and the host/GPU ratio) for this machine")
@@ -294,6 +296,7 @@ def _parser() -> argparse.ArgumentParser:
                            "not tuned")
     tune.add_argument("--no-save", action="store_true", help="print the result without caching it")
     tune.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_watchdog_argument(tune)  # its trial runs'
     tune.set_defaults(handler=_tune)
 
     plot = command("plot", "draw a Gantt chart of a trace (tiledsl run --trace)")
@@ -537,7 +540,7 @@ def _bench(args) -> int:
     check_seed(args.seed)
     options.workers = args.workers or os.cpu_count() or 1
     options.seed = args.seed
-    options.check = True
+    options.check, options.watchdog = True, args.watchdog
     set_finite_options(options, args)
     if args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
@@ -645,7 +648,7 @@ def _tune(args) -> int:
         tuning.check_storable()
     log = (lambda line: None) if args.json else (lambda line: print(line, flush=True))
     result = tune(driver, args.gpus, args.gpu_backend or "emulated", args.workers, budget, sizes, args.n, log,
-                  sets=set_texts(args.set))
+                  sets=set_texts(args.set), watchdog=args.watchdog)
     path = key = unsaved = None
     if not args.no_save:
         try:

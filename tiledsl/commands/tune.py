@@ -377,13 +377,13 @@ def _fitted(driver, shapes: dict, n: int | None, sets: dict) -> tuple[int, dict]
 
 def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None = None, budget: float = BUDGET,
          sizes: list | None = None, n: int | None = None, log=lambda line: None, clock=time.perf_counter,
-         sets: dict | None = None) -> dict:
-    """Tune ``driver``'s program for this machine, its parameters ``sets`` (--set) in every run; the
-    cache entry (see :mod:`.runtime.tuning`)."""
+         sets: dict | None = None, watchdog: float | None = None) -> dict:
+    """Tune ``driver``'s program for this machine, its parameters ``sets`` (--set) and ``watchdog``
+    (--watchdog, :attr:`.Options.watchdog`) in every run; the cache entry (see :mod:`.runtime.tuning`)."""
     began = clock()
     _check_arguments(driver.PROGRAM, gpus, workers, budget, sizes, n, sets)
     given, (n, sets) = n, loaded_sizes(driver, log, n, sets)
-    tuner = _Tuner(driver, gpus, backend, workers, sets, n, log, clock, began, budget)
+    tuner = _Tuner(driver, gpus, backend, workers, sets, n, log, clock, began, budget, watchdog)
     tuner.n_from_files = given is None and n is not None
     return tuner.run(sizes)
 
@@ -443,8 +443,8 @@ class _Tuner:
     """One run of :func:`tune`: what every step shares, and the steps of the module as methods."""
 
     def __init__(self, driver, gpus: int, backend: str, workers: int | None, sets: dict | None, n: int | None,
-                 log, clock, began: float, budget: float):
-        self.driver, self.program = driver, driver.PROGRAM
+                 log, clock, began: float, budget: float, watchdog: float | None):
+        self.driver, self.program, self.watchdog = driver, driver.PROGRAM, watchdog
         self.gpus, self.backend, self.n, self.log, self.clock = gpus, backend, n, log, clock
         self.n_from_files = False  # n is the one the program's load files fix, not --n
         self.sizes_left_out: list = []  # the default sizes larger than half of n (:meth:`choose_sizes`)
@@ -724,7 +724,7 @@ class _Tuner:
         probed_at = nearest
         probed = trial(self.driver, Options(n=probe_n, tiles=guess.settings(nearest), gpus=gpus,
                                             gpu_backend=self.backend, workers=workers, gpu_ratio=guess.ratio,
-                                            sets=self.sets, time_kernels=timing))
+                                            sets=self.sets, time_kernels=timing, watchdog=self.watchdog))
         probe = probed.seconds
         if probe > 2 * estimate(probe_n):  # kernels slower than the rates timed (a user's): runs grow as n³
             estimate = lambda size: probe * (size / probe_n) ** 3
@@ -734,7 +734,8 @@ class _Tuner:
         guess, nearest = self.narrowed(guess, usable(trial_n), width, nearest_to_guess, trial_n, nearest)
         repeats = 2 if 2 * planned * estimate(trial_n) < self.remaining() else 1
         trials = Trials(self.driver, Options(n=trial_n, gpus=gpus, gpu_backend=self.backend, workers=workers,
-                                             host_speeds=speeds, sets=self.sets, time_kernels=timing),
+                                             host_speeds=speeds, sets=self.sets, time_kernels=timing,
+                                             watchdog=self.watchdog),
                         repeats, self.remaining)
         trials.kernel_rates[None] = probed.kernel_rates
         if (trial_n, nearest) == (probe_n, probed_at) and repeats == 1:  # the probe was the first trial
