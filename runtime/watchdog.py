@@ -55,13 +55,14 @@ class Limit:
 
     def automatic_note(self, spelling) -> str:
         """`` (the automatic limit ...)`` for a stall report under the automatic limit, which a
-        slow but sound kernel may reach, naming the setting as ``spelling`` (the interface that
-        started the run, an :class:`.options.Spelling`) writes it; nothing for a limit the user set."""
+        slow but sound kernel may reach, and which a stuck one takes a minute to reach (longer than
+        tune's budget), naming the setting as ``spelling`` (the interface that started the run, an
+        :class:`.options.Spelling`) writes it; nothing for a limit the user set."""
         if self.setting is not None:
             return ""
         return (f" (the automatic limit, the larger of {FLOOR_SECONDS:.0f} s and {TASK_FACTOR:.0f} times the "
-                f"longest task so far: a slower kernel needs {spelling.valued('watchdog', 'SECONDS')}, and "
-                f"{spelling.valued('watchdog', '0')} turns it off)")
+                f"longest task so far: {spelling.valued('watchdog', 'SECONDS')} sets another, longer for a slower "
+                f"kernel or shorter to stop a stuck one sooner, and {spelling.valued('watchdog', '0')} turns it off)")
 
     @property
     def seconds(self) -> float | None:

@@ -334,8 +334,9 @@ def test_a_stall_under_the_automatic_limit_advises_the_apis_watchdog_setting():
               "except tiledsl.TiledslError as error:\n    print(error)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=50)
     assert out.stdout.startswith("rank 0 (faults.tile:20): watchdog: no task completed for "), out.stdout + out.stderr
-    assert "(the automatic limit, the larger of 2 s and 20 times the longest task so far: a slower kernel needs " \
-           "watchdog=SECONDS, and watchdog=0 turns it off); " in out.stdout, out.stdout
+    assert "(the automatic limit, the larger of 2 s and 20 times the longest task so far: watchdog=SECONDS sets " \
+           "another, longer for a slower kernel or shorter to stop a stuck one sooner, and watchdog=0 turns it off); " \
+           in out.stdout, out.stdout
 
 
 @pytest.mark.timeout(120)

@@ -805,6 +805,27 @@ def test_tune_takes_run_s_watchdog_for_its_trial_runs(cache):
                     r"\(.*\): watchdog: no task completed for 1\.\d s; ", out.stderr), out.stderr
 
 
+@pytest.mark.timeout(60)
+def test_a_trial_run_stuck_past_the_budget_ends_at_the_watchdog_which_says_how_to_end_it_sooner(cache):
+    """--quick ('a 10-second budget') ran 63 s on a kernel that never returns (the automatic limit's
+    minute), and the report advised --watchdog for a slower kernel only. The budget cuts no run short
+    (a slow kernel cannot be told from a stuck one): the help says so, and the report how to stop sooner."""
+    script = ("import sys\nfrom tiledsl.runtime import watchdog\nfrom tiledsl.commands.cli import main\n"
+              "watchdog.FLOOR_SECONDS = 2.0  # the automatic limit, at 2 s rather than 60\n"
+              "sys.exit(main(sys.argv[1:]))\n")
+    out = subprocess.run([sys.executable, "-c", script, "tune", "tests/runtime/programs/faults.tile", "--quick",
+                          "--sizes", "64,128", "--n", "256", "--set", "fault=2", "--no-save"], cwd=ROOT,
+                         env={**os.environ, "XDG_CACHE_HOME": str(cache)}, capture_output=True, text=True, timeout=50)
+    assert out.returncode == 1, out.stderr
+    assert ("(the automatic limit, the larger of 2 s and 20 times the longest task so far: --watchdog SECONDS sets "
+            "another, longer for a slower kernel or shorter to stop a stuck one sooner, and --watchdog 0 turns it "
+            "off); ") in out.stderr, out.stderr
+    helped = " ".join(tiledsl("tune", "--help", cache=cache).stdout.split())
+    assert ("--budget SECONDS time for the whole tuning (default 30), which tune fits its trial runs to; none is cut "
+            "short, since a slow kernel cannot be told from a stuck one: one whose kernel never returns ends at the "
+            "watchdog's limit (a minute at least, unless --watchdog sets it)") in helped, helped
+
+
 @pytest.mark.timeout(120)
 def test_bench_uses_the_tuned_tiles_as_run_does_and_no_tune_ignores_them(cache):
     path = seed_cache("gemm", 0, None, {"nb": 128})

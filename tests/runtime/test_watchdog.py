@@ -47,11 +47,11 @@ def test_zero_disables_the_watchdog_and_a_positive_limit_is_fixed():
 
 
 def test_the_automatic_limits_advice_names_the_setting_as_the_interface_spells_it():
-    """From the Python API it advised --watchdog SECONDS, which run() does not take: it takes watchdog=."""
-    assert Limit(None).automatic_note(COMMAND_LINE).endswith(
-        "a slower kernel needs --watchdog SECONDS, and --watchdog 0 turns it off)")
-    assert Limit(None).automatic_note(API).endswith("a slower kernel needs watchdog=SECONDS, and watchdog=0 turns it "
-                                                    "off)")
+    """From the Python API it advised --watchdog SECONDS, which run() does not take: it takes watchdog=.
+    It advised a longer limit only: a stuck kernel, past a tune's budget, is stopped sooner by a shorter one."""
+    advice = "SECONDS sets another, longer for a slower kernel or shorter to stop a stuck one sooner, and "
+    assert Limit(None).automatic_note(COMMAND_LINE).endswith(f": --watchdog {advice}--watchdog 0 turns it off)")
+    assert Limit(None).automatic_note(API).endswith(f": watchdog={advice}watchdog=0 turns it off)")
     assert Limit(2.0).automatic_note(API) == ""  # a limit the user set: no advice
 
 
@@ -87,8 +87,9 @@ def test_the_automatic_limit_stops_a_stalled_task(compiled, monkeypatch):
     engine, params = engine_for(driver, Options(n=256, sets={"fault": 2}), None)
     began = time.monotonic()
     with pytest.raises(TaskFailure, match=r"(?s)watchdog: no task completed for [\d.]+ s \(the automatic limit, the "
-                                          r"larger of 2 s and 20 times the longest task so far: a slower kernel "
-                                          r"needs --watchdog SECONDS, and --watchdog 0 turns it off\); "
+                                          r"larger of 2 s and 20 times the longest task so far: --watchdog "
+                                          r"SECONDS sets another, longer for a slower kernel or shorter to stop a "
+                                          r"stuck one sooner, and --watchdog 0 turns it off\); "
                                           r".*stall on A\[1, 1\] \(running\)"):
         engine.run(driver.generate, params)
     assert 2.0 <= time.monotonic() - began < 15

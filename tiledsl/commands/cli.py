@@ -284,8 +284,11 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--gpu-backend", choices=["emulated", "cupy"], help="as for run (default emulated)")
     tune.add_argument("--workers", type=int, help="CPU workers (default: as run chooses)")
     spend = tune.add_mutually_exclusive_group()  # --quick is a budget: both would leave one unheard
-    spend.add_argument("--budget", metavar="SECONDS", help="time for the whole tuning (default 30)")
-    spend.add_argument("--quick", action="store_true", help="a 10-second budget")
+    spend.add_argument("--budget", metavar="SECONDS",
+                       help="time for the whole tuning (default 30), which tune fits its trial runs to; none is "
+                            "cut short, since a slow kernel cannot be told from a stuck one: one whose kernel never "
+                            "returns ends at the watchdog's limit (a minute at least, unless --watchdog sets it)")
+    spend.add_argument("--quick", action="store_true", help="a 10-second budget (see --budget)")
     tune.add_argument("--sizes", metavar="S1,S2,...",
                       help="the tile sizes to time the kernels at and choose among: nb, or hybrid tiles' B on GPUs "
                            "and b without (multiples of 64; default 64..1024 in steps of 64; 256..4096 on CuPy GPUs)")

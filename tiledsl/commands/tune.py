@@ -38,7 +38,10 @@
    the fastest.
 
 The result goes to this machine's cache (:mod:`tiledsl.runtime.tuning`), where
-``tiledsl run`` finds it. ``budget`` (seconds) bounds the whole procedure.
+``tiledsl run`` finds it. ``budget`` (seconds) bounds the whole procedure: its steps and trial
+runs are fitted to it, but no run is cut short, since a slow kernel (a user's, which step 1 cannot
+time) cannot be told from a stuck one; a trial run whose kernel never returns ends at the
+watchdog's limit (``watchdog``, ``--watchdog``; automatic: a minute at least), as a run does.
 """
 from __future__ import annotations
 
