@@ -50,7 +50,8 @@ PLAN_SLOTS = 32
 TREE_FROM_RANKS = 8
 CHOICES = ("auto", "direct", "tree")
 #: the call a forward stands for in the task window (and in stall reports)
-FORWARD = Call("forward", ("in",), main=0, line=0, text="forward a tile version to another rank that reads it")
+FORWARD = Call("forward", ("in",), main=0, line=0, text="forward a tile version to another rank that reads it",
+               role="transfer")
 
 
 def broadcast_for(choice: str, ranks: int) -> str:

@@ -56,9 +56,9 @@ TRANSFER_PRIORITY = 1 << 40
 IN_FLIGHT = 8
 _NO_JOB = object()  # the copy thread's "no new copy to start yet"
 
-SEND = Call("send", ("in",), main=0, line=0, text="send a tile version to the rank that needs it")
-SINK = Call("receive", ("out",), main=0, line=0, text="receive a tile version computed elsewhere")
-COPY = Call("copy", ("in",), main=0, line=0, text="copy a tile version to another device")
+SEND = Call("send", ("in",), main=0, line=0, text="send a tile version to the rank that needs it", role="transfer")
+SINK = Call("receive", ("out",), main=0, line=0, text="receive a tile version computed elsewhere", role="transfer")
+COPY = Call("copy", ("in",), main=0, line=0, text="copy a tile version to another device", role="transfer")
 
 # instance types as plain numbers, the indices of ``Exchange.created``: counting is on every task's
 # path, and looking up an enum member costs several times the count itself

@@ -46,7 +46,8 @@ from .scheduler import Task
 #: Ready tasks of a GPU whose tiles are fetched ahead of their turn.
 PREFETCH_DEPTH = 4
 
-WRITE_BACK = Call("write back", ("inout",), main=0, line=0, text="write a tile back from a GPU's cache to the host")
+WRITE_BACK = Call("write back", ("inout",), main=0, line=0, text="write a tile back from a GPU's cache to the host",
+                  role="transfer")
 
 
 @dataclass

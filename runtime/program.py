@@ -112,7 +112,10 @@ class Call:
     ``panels`` are the tile arguments that are ranges of tiles at this call site: a task
     has one tile per tile of the range (see :meth:`expanded`), and the kernel receives
     the range as a list. ``flops`` counts a user kernel's flops from its arguments'
-    shapes and values (the prelude's are the runtime's own).
+    shapes and values (the prelude's are the runtime's own). ``role`` is what its tasks are, as a
+    stall report counts and names them: ``"task"``, the program's; the runtime's own, of no
+    ``.tile`` line (``line`` 0): ``"transfer"`` (a tile version sent, received, copied, forwarded or
+    written back) or ``"check task"`` (``--check``'s residuals).
     """
 
     kernel: str
@@ -126,6 +129,7 @@ class Call:
     flops: object = None
     panel_axes: tuple[int, ...] = ()  # per panel: 0 a column of tiles (the default), 1 a row of tiles
     groups: tuple | None = None  # an expanded call: (first tile, tiles, axis) of each argument; None: one tile each
+    role: str = "task"
 
     @cached_property
     def reads(self) -> tuple[int, ...]:

@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
+
+#: the role of a program's tasks (:attr:`.program.Call.role`); the runtime's own have others
+PROGRAM = "task"
 
 
 class Task:
@@ -72,6 +76,8 @@ class Scheduler:
         self.in_flight = 0
         self.submitted = 0
         self.completed = 0
+        # the runtime's own tasks submitted, by role (Call.role), which a stall report counts apart from the program's
+        self.runtime_submitted: Counter = Counter()
         self.ready: list[list] = [[] for _ in range(devices)]
         self.pending: dict[Task, None] = {}  # the window, oldest first
         self._seq = itertools.count()
@@ -88,6 +94,8 @@ class Scheduler:
         self.in_flight += 1
         self.submitted += 1
         call = task.call
+        if call.role != PROGRAM:  # a program's task costs this test only
+            self.runtime_submitted[call.role] += 1
         predecessors = set()
         for index, tile in enumerate(task.tiles):
             mode = call.modes[index]
@@ -154,22 +162,41 @@ class Scheduler:
         return self.in_flight == 0
 
     def describe(self, limit: int = 5, running: list[str] = (), arguments_text=_tiles_of) -> str:
-        """An account of the window for stall reports: ``running`` (lines naming the tasks
-        workers run now, which the scheduler does not track), then the oldest blocked tasks and why,
-        each named with ``arguments_text(task)`` (the engine's: as every label of a task names them)."""
-        queued = sum(len(q) for q in self.ready)
-        lines = [f"{self.in_flight} task(s) in the window, {queued} ready, "
-                 f"{self.completed} of {self.submitted} submitted done", *running]
+        """An account of the window for stall reports: the program's tasks counted (what the summary and
+        explain count), then the runtime's own by their role (transfers, check tasks), ``running`` (lines
+        naming the tasks workers run now, which the scheduler does not track), then the oldest blocked
+        tasks and why, those of the runtime said to be such, each named with ``arguments_text(task)`` (the
+        engine's: as every label of a task names them)."""
         queued = {id(entry[2]) for queue in self.ready for entry in queue}
+        counts = []
+        submitted_as = {PROGRAM: self.submitted - sum(self.runtime_submitted.values()),
+                        **dict(sorted(self.runtime_submitted.items()))}
+        for role, submitted in submitted_as.items():
+            window = [t for t in self.pending if t.call.role == role]
+            ready = sum(id(t) in queued for t in window)
+            counts.append(f"{len(window)} {role}(s) in the window, {ready} ready, "
+                          f"{submitted - len(window)} of {submitted} submitted done")
+        lines = ["; ".join(counts), *running]
         for task in [t for t in self.pending if t.waiting > 0][:limit]:
             earlier = [(t, shared) for t in self.pending if t.seq < task.seq and (shared := _shared(t, task))]
-            reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, shared))} "
-                       f"({'blocked' if t.waiting else 'queued' if id(t) in queued else 'running'})"
+            reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, shared))} ({role_text(t.call)}"
+                       f"{'blocked' if t.waiting else 'queued' if id(t) in queued else 'running'})"
                        for t, shared in earlier[-3:]]
-            where = f", line {task.call.line}" if task.call.line > 0 else ""  # a transfer has no line
-            lines.append(f"  blocked #{task.seq} {task.call.kernel}({arguments_text(task)}){where}: waits for "
+            lines.append(f"  blocked #{task.seq} {task.call.kernel}({arguments_text(task)}){where(task.call)}: "
+                         "waits for "
                          + ("; ".join(reasons) if reasons else "data from another rank or device"))
         return "\n".join(lines)
+
+
+def role_text(call) -> str:
+    """``a transfer, `` for a task of the runtime's own (:attr:`.program.Call.role`), before what
+    it does; nothing for a program's."""
+    return "" if call.role == PROGRAM else f"a {call.role}, "
+
+
+def where(call) -> str:
+    """``, line 12`` for a program's task; ``, a transfer`` for one of the runtime's own, of no line."""
+    return f", line {call.line}" if call.role == PROGRAM else f", a {call.role}"
 
 
 def _shared(earlier: Task, later: Task) -> list:

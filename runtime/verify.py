@@ -60,7 +60,7 @@ def _call(name: str, modes: tuple) -> Call:
     key = (name, modes)
     if key not in _CALLS:
         main = next(i for i, m in enumerate(modes) if m != "in")
-        _CALLS[key] = Call(name, modes, main=main, line=0, text=f"{name} (residual check)")
+        _CALLS[key] = Call(name, modes, main=main, line=0, text=f"{name} (residual check)", role="check task")
     return _CALLS[key]
 
 
@@ -758,7 +758,8 @@ def _on_panels(kernel: str, given: list):
         groups.append((first, len(group) if len(group) > 1 else None, axis))
         first += len(group)
     modes = tuple(mode for group, _, mode in given for _ in group)
-    call = Call(kernel, modes, main=modes.index("inout"), line=0, text=kernel, groups=tuple(groups))
+    call = Call(kernel, modes, main=modes.index("inout"), line=0, text=kernel, groups=tuple(groups),
+                role="check task")
 
     def run(*arrays):
         kernels.CPU_KERNELS[kernel](*call.arguments(list(arrays), ()), "L", "N")

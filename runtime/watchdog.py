@@ -31,6 +31,7 @@ import time
 from .crash import frozen_backstop
 from .errors import tile_line
 from .notes import arguments_text
+from .scheduler import where
 from .world import launcher_size, say_ending
 
 FLOOR_SECONDS = 60.0
@@ -216,9 +217,8 @@ def running_lines(running: dict, now: float) -> list[str]:
     oldest first: a stalled kernel blocks no other task when it is the last, so only these name it."""
     lines = []
     for task, (lane, began) in sorted(running.items(), key=lambda item: item[1][1]):
-        where = f", line {task.call.line}," if task.call.line > 0 else ""  # a transfer has no line
-        lines.append(f"  running #{task.seq} {task.call.kernel}({arguments_text(task)}){where} for {now - began:.0f} s "
-                     f"on {lane_text(lane)}")
+        lines.append(f"  running #{task.seq} {task.call.kernel}({arguments_text(task)}){where(task.call)}, "
+                     f"for {now - began:.0f} s on {lane_text(lane)}")
     return lines
 
 

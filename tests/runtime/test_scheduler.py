@@ -137,3 +137,24 @@ def test_a_stall_report_names_a_panel_as_one_argument():
     s.submit(task(panel.expanded((3,)), *column, Cell(c, 0, 0)))
     assert "  blocked #1 gemm(A[0:3, 0], C[0, 0]), line 3: waits for #0 write on A[1, 0] (queued)" in \
         s.describe(arguments_text=arguments_text).splitlines()  # as the engine names them
+
+
+def test_a_stall_report_counts_the_programs_tasks_and_names_transfers_as_such():
+    """Transfers were counted as tasks ('12 of 15 submitted done' for a program of 12) and listed as if
+    the program's (blocked #2 send(A[1, 1])): the counts are now the program's, the transfers' apart."""
+    s = Scheduler(window=10)
+    x, y = Tile("x"), Tile("y")
+    send = Call("send", ("in",), main=0, line=0, text="send", role="transfer")
+    for submitted in (task(WRITE, x), task(WRITE, y), task(send, x), task(READ, y, x)):
+        s.submit(submitted)
+    s.finish(s.pop())  # the first write of x, which the send waits for
+    s.pop()  # the write of y, running
+    lines = s.describe().splitlines()
+    assert lines[0] == ("2 task(s) in the window, 0 ready, 1 of 3 submitted done; "
+                        "1 transfer(s) in the window, 1 ready, 0 of 1 submitted done")
+    assert lines[1:] == ["  blocked #3 read(y, x), line 1: waits for #1 write on y (running); #2 send on x "
+                         "(a transfer, queued)"]
+    blocked, z = Scheduler(window=10), Tile("z")
+    blocked.submit(task(WRITE, z))
+    blocked.submit(task(send, z))
+    assert blocked.describe().splitlines()[1] == "  blocked #1 send(z), a transfer: waits for #0 write on z (queued)"

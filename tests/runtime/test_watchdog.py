@@ -1,8 +1,10 @@
 """The watchdog (runtime/watchdog.py): its limits, and stalls of the loop nest and of the tasks.
 
 ``programs/faults.tile`` with ``fault=8`` spins at k = 1 in a call-free loop of 10^9
-iterations (under the bound on a loop nest's iterations, but many seconds long); ``fault=2`` runs a kernel that sleeps for ten minutes.
+iterations (under the bound on a loop nest's iterations, but many seconds long); ``fault=2``
+runs a kernel that sleeps for ten minutes.
 """
+import json
 import os
 import re
 import subprocess
@@ -97,8 +99,8 @@ def test_the_automatic_limit_stops_a_stalled_task(compiled, monkeypatch):
 
 @pytest.mark.timeout(60)
 def test_a_loop_nest_spinning_before_the_run_is_stopped_in_the_survey(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", "256", "--set", "fault=8",
-                          "--watchdog", "1"], cwd=ROOT, capture_output=True, text=True, timeout=50)
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", "256", "--set",
+                          "fault=8", "--watchdog", "1"], cwd=ROOT, capture_output=True, text=True, timeout=50)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip() == ("tiledsl: error: rank 0 (faults.tile:27): watchdog: the loop nest ran 1 s "
                                   "without submitting a task (surveying it before the run)")
@@ -121,12 +123,12 @@ def test_a_stalled_task_that_blocks_no_other_is_named_with_its_line_and_worker(c
 @pytest.mark.timeout(10)
 def test_running_tasks_are_named_oldest_first_with_their_lanes():
     call = Call("stall", ("inout",), 0, 9, "stall(A[k, k])")
-    copy = Call("copy", ("inout",), 0, 0, "")
+    copy = Call("copy", ("inout",), 0, 0, "", role="transfer")
     older, newer = Task(call, ("A[3, 3]",), None, 0), Task(copy, ("B[0, 1]",), None, 0)
     older.seq, newer.seq = 10, 12
     running = {newer: ("gpu-2", 95.0), older: ("cpu-1", 90.0)}
     assert watchdog.running_lines(running, 100.0) == ["  running #10 stall(A[3, 3]), line 9, for 10 s on CPU worker 1",
-                                                      "  running #12 copy(B[0, 1]) for 5 s on GPU 2"]
+                                                      "  running #12 copy(B[0, 1]), a transfer, for 5 s on GPU 2"]
     assert watchdog.running_line(running) == 9  # transfers have no line of their own
     assert watchdog.running_line({}) is None
 
@@ -140,6 +142,26 @@ def test_a_running_panel_task_is_named_with_its_panel_as_one_argument():
     running.seq = 7
     assert watchdog.running_lines({running: ("cpu-0", 98.0)}, 100.0) == [
         "  running #7 gemm(A[0:2, 0], C[0, 0]), line 4, for 2 s on CPU worker 0"]
+
+
+@pytest.mark.timeout(60)
+def test_a_stall_with_gpus_counts_the_programs_tasks_as_explain_does_and_transfers_apart():
+    """The report counted the runtime's copies among the tasks (8 of the program's 11 done read '9 of 13
+    submitted done') and listed a receive as if it were one of the program's."""
+    faults = [PROGRAM, "--n", "256", "--set", "fault=2", "--gpus", "2"]
+    explained = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "explain", *faults, "--json"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=50)
+    tasks = json.loads(explained.stdout)["task_count"]
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", *faults, "--watchdog", "1"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=50)
+    assert out.returncode == 1, out.stderr
+    counts = re.search(r"; (\d+) task\(s\) in the window, \d+ ready, (\d+) of (\d+) submitted done; 1 transfer\(s\) "
+                       r"in the window, 0 ready, 1 of 2 submitted done\n", out.stderr)
+    assert counts, out.stderr  # how many other tasks ran before the stall varies with the workers and the load
+    window, done, submitted = map(int, counts.groups())
+    assert submitted == tasks and window + done == tasks, out.stderr
+    assert "  blocked #7 receive(A[1, 1]), a transfer: waits for #6 stall on A[1, 1] (running)\n" in out.stderr
+    assert "#7 receive on A[1, 1] (a transfer, blocked)" in out.stderr
 
 
 def test_a_frame_between_two_lines_has_no_tile_line():
