@@ -36,7 +36,7 @@ from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
 from .recording import survey
 from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_gpus_warning, idle_ranks_warning,
-                        idle_warning, rank_columns, rank_stats)
+                        idle_warning, no_gpu_task_warning, rank_columns, rank_stats)
 from .gridadvice import idle_rank_advice
 from .resources import check_memory, ranks_without_tiles
 from .trace import Tracer
@@ -136,6 +136,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
             result.sources.pop("host_takes", None)
         result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}
         result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
+        if devices is not None:
+            result.host_only_kernels = sorted({call.kernel for call in program.calls} - set(devices.kernels))
         # the rates use_tuned read (a tuned run's), on the workers the rank's cores run at once
         cores = core_share(ranks)
         result.upper_bound = rates.upper_bound(options.host_speeds, _largest_tile(params, matrices),
@@ -425,5 +427,6 @@ def run_notes(driver, options: Options, result: RunResult, ranks: list) -> list[
     notes = (*result.notes, *warnings_of(Path(program.source).name, ranks), idle_warning(program, result.params, ranks),
              idle_ranks_warning(ranks, result.grid, lambda: idle_rank_advice(
                  driver, options, make_params(driver, options), len(ranks), result.gpus, result.gpu_ratio)),
-             idle_gpus_warning(result, ranks, options.spelling, rank_columns(result.matrices, result.grid)))
+             idle_gpus_warning(result, ranks, options.spelling, rank_columns(result.matrices, result.grid)),
+             no_gpu_task_warning(result, ranks, options.spelling))
     return [note for note in notes if note]

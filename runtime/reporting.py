@@ -54,6 +54,7 @@ class RunResult:
     withheld: list = field(default_factory=list)  # the files a failed run did not write (rank 0)
     withheld_because: str = ""  # "the run failed" where it did (else writing a file failed)
     notes: list = field(default_factory=list)  # what ran other than asked (kernels the GPU backend lacks)
+    host_only_kernels: list = field(default_factory=list)  # with GPUs: the kernels called that have no GPU body
 
     @property
     def passed(self) -> bool | None:
@@ -187,8 +188,8 @@ def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMA
                       columns: int | None = None) -> str | None:
     """The warning of a run with GPUs where some rank's GPU holds no tile (``gpus_without_tiles``
     of its statistics), so it ran nothing: the host:GPU ratio deals each rank's tile columns in
-    turn, host first, and with few columns a rank's GPUs may get none (a GPU that holds tiles but
-    ran nothing, its kernels having no GPU body, is explain's to say). ``columns``: the most tile
+    turn, host first, and with few columns a rank's GPUs may get none (GPUs that hold tiles but
+    ran nothing, their kernels having no GPU body, are :func:`no_gpu_task_warning`'s). ``columns``: the most tile
     columns a rank holds (:func:`rank_columns`), fewer than its GPUs whatever the ratio."""
     idle = {r["rank"]: r["gpus_without_tiles"] for r in ranks if r.get("gpus_without_tiles")}
     if not result.gpus or not idle or not sum(r["tasks"] for r in ranks):
@@ -217,6 +218,22 @@ def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMA
         why = (f"the host:GPU ratio {ratio_text(result.gpu_ratio)} dealt {them} no tile column that a task touches at "
                f"this size ({spelling.given('gpu_ratio', '0:1')} gives the GPUs every column)")
     return f"{where} held no tile and ran no task: {why}"
+
+
+def no_gpu_task_warning(result: RunResult, ranks: list, spelling: Spelling = COMMAND_LINE) -> str | None:
+    """The warning of a run with GPUs whose tasks all ran on hosts because their kernels have no GPU body
+    (the summary said only that it had GPUs); none where no GPU held a tile (:func:`idle_gpus_warning`'s)."""
+    ran = sum(r["tasks"] for r in ranks)
+    on_gpus = sum(count for r in ranks for device, count in r.get("tasks_by_device", {}).items() if device != "host")
+    held = any(len(r.get("gpus_without_tiles", ())) < result.gpus for r in ranks)
+    if not result.gpus or not ran or on_gpus or not held or not result.host_only_kernels:
+        return None
+    kernels = ", ".join(result.host_only_kernels)
+    gpus = f"{spelling.setting('gpus')}{'=' if spelling.api else ' '}{result.gpus}"
+    return (f"{gpus}: no task ran on a GPU: kernel(s) {kernels} have no GPU body, "
+            f"so every task ran on a host, the GPUs holding tiles for nothing (a kernel NAME runs on "
+            f"GPUs once its module defines NAME_gpu; `tiledsl explain --gpus {result.gpus}` shows where each "
+            f"task runs)")
 
 
 def count_text(program, matrices: dict, source: str) -> str:

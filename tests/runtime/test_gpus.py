@@ -255,8 +255,11 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
                                      "  for i in 0 .. A.mt { for j in 0 .. A.nt { scale(A[i, j]) } }\n}\n")
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "s.tile", "--n", "1000", "--gpus", "2",
                           "--gpu-backend", "emulated", "--no-tune"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=100)  # the GPUs hold tiles: why they ran nothing is explain's to say
+                         timeout=100)  # the GPUs hold tiles, and ran nothing for want of a GPU body: said so
     assert out.returncode == 0 and "ran no task" not in out.stderr, out.stderr
+    assert "tiledsl: warning: --gpus 2: no task ran on a GPU: kernel(s) scale have no GPU body, so every task ran " \
+        "on a host, the GPUs holding tiles for nothing (a kernel NAME runs on GPUs once its module defines NAME_gpu; " \
+        "`tiledsl explain --gpus 2` shows where each task runs)\n" in out.stderr, out.stderr
 
 
 @pytest.mark.timeout(120)
