@@ -33,6 +33,7 @@ from .crash import claim_process
 from .options import EXIT_CODES, SuggestingParser, add_run_arguments, collective_limit, options_from, run_warnings
 from .notes import warnings_of
 from .outputs import remove_abandoned
+from .sameness import check_same_job
 from .reporting import failure_json, failure_reasons, json_text, summary_json, summary_text
 from .userkernels import changed_source
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
@@ -120,6 +121,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         comm = communicator(limit=collective_limit(options.watchdog))
         if comm is not None:
             comm.start()
+            if comm.size > 1:  # each rank its own process, which a launcher may give other files
+                check_same_job(comm, driver, options)
         expect_json(*(_json_out(program, args, out, comm, options) or (None,)))  # for a thread ending the rank
         if _rank(comm) == 0:  # what a run killed while it wrote these files left beside them
             remove_abandoned([*options.outputs.values(), *([options.trace] if options.trace else [])])
