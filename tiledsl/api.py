@@ -593,7 +593,7 @@ def load(path) -> Loaded:
         # generated for where it is cached: the driver records the .tile's directory relative to
         # itself, so the kernel module is found whatever the working directory is when it runs
         driver_path = cached_driver_path(result.source.text, str(path),
-                                         lambda target: generate(result.checked, target))
+                                         lambda target: generate(result.checked, target, cached=True))
     except UsageError as error:  # no such program, no cache to write the driver in
         raise TiledslError(str(error)) from None
     if result.diagnostics:  # warnings only: errors gave no driver

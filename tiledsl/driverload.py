@@ -211,6 +211,11 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
             temporary.write_bytes(_sealed(generate(target), target))
             temporary.replace(target)  # atomic: concurrent ranks never read half a file
         except OSError as error:
+            with contextlib.suppress(OSError):  # a part written before a full disk failed it: it filled the disk
+                temporary.unlink()
+            if target.is_dir() and not target.is_symlink():
+                raise UsageError(f"{target} is a folder, where tiledsl's driver cache keeps this program's driver: "
+                                 f"remove it") from None
             raise UsageError(f"cannot write tiledsl's driver cache in {target.parent}: "
                              f"{_no_folder(target.parent) or error.strerror or error} "
                              f"(set XDG_CACHE_HOME to a writable directory)") from None

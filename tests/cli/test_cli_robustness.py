@@ -305,6 +305,32 @@ def test_a_driver_cache_folder_that_is_a_file_or_a_link_loop_is_said_as_such(tmp
                                          r"loop\) \(set XDG_CACHE_HOME"):
         cached_driver_path("program p {}", "p.tile", lambda target: "")
 
+def test_a_failed_cache_write_leaves_nothing_and_a_folder_in_a_drivers_place_is_named(tmp_path, monkeypatch):
+    """A write that failed (a full disk) left its part-written .tmp behind, which kept the disk full for every
+    later run; a folder where the driver goes was 'Is a directory (set XDG_CACHE_HOME ...)', a .tmp a try."""
+    from tiledsl.driverload import cached_driver_path
+    from tiledsl.runtime.world import UsageError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    def full_disk(self, target):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "replace", full_disk)  # the .tmp written: the rename fails
+        with pytest.raises(UsageError, match="No space left on device"):
+            cached_driver_path("program p {}", "p.tile", lambda target: "# d\n")
+    folder = tmp_path / "tiledsl" / "drivers"
+    assert list(folder.iterdir()) == []
+    driver = cached_driver_path("program p {}", "p.tile", lambda target: "# d\n")
+    driver.unlink()
+    driver.mkdir()
+    with pytest.raises(UsageError) as error:
+        cached_driver_path("program p {}", "p.tile", lambda target: "# d\n")
+    assert str(error.value) == f"{driver} is a folder, where tiledsl's driver cache keeps this program's driver: remove it"
+    assert [path.name for path in folder.iterdir()] == [driver.name]
+
+
 # ---------------------------------------------------------------- property tests
 PROGRAM_TOKENS = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|\.\.|//|==|!=|<=|>=|[^\s\w]')
 SHIPPED = [PROGRAM_TOKENS.findall((ROOT / "programs" / f"{name}.tile").read_text())
@@ -1293,3 +1319,25 @@ def test_a_rank_runs_its_driver_as_a_script_would_but_from_byte_code(tmp_path):
            for command in ([sys.executable, "link.py", "x"], [sys.executable, "-c", RUN_FROM_BYTE_CODE, "link.py", "x"])]
     assert ran[0].replace("B", "A", 1) == ran[1], ran
     assert ran[1] == f"A __main__ ['link.py', 'x'] {folder} {tmp_path / 'link.py'}\n"
+
+
+@pytest.mark.timeout(120)
+def test_a_moved_cache_runs_its_programs_own_kernels(tmp_path, monkeypatch):
+    """A cached driver recorded its program's folder relative to itself: once the cache moved (XDG_CACHE_HOME set
+    to the new place), it found the folder that path then named, and there another program's k.py (exit 0)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / "cache"))
+    program = tmp_path / "home" / "p"
+    program.mkdir(parents=True)
+    (program / "k.py").write_text("def bump(A):\n    A += 1.0\n")
+    (program / "p.tile").write_text('use "k.py"\nkernel bump(inout A)\nprogram p {\n  tiling uniform(nb = 4)\n'
+                                    "  matrix A[4, 4] = zeros\n  bump(A[0, 0])\n}\n")
+    assert tiledsl_package.load(program / "p.tile").run(n=4)["A"][0, 0] == 1.0
+    moved = tmp_path / "scratch" / "disk" / "cache"
+    moved.parent.mkdir(parents=True)
+    (tmp_path / "home" / "cache").rename(moved)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(moved))
+    decoy = moved.parent / "p"  # where the driver's relative path (../../../p) leads from the moved cache
+    decoy.mkdir()
+    (decoy / "k.py").write_text("def bump(A):\n    A += 666.0\n")
+    assert len(list((moved / "tiledsl" / "drivers").glob("p-*.py"))) == 1  # a hit: the moved driver runs
+    assert tiledsl_package.load(program / "p.tile").run(n=4)["A"][0, 0] == 1.0

@@ -764,7 +764,7 @@ def _cached_driver(path: str):
     _print_diagnostics(result)
     if not result.ok:
         raise NotCompiled(next(render_diagnostic(d, None).splitlines()[0] for d in result.diagnostics if d.is_error))
-    return cached_driver_path(result.source.text, path, lambda target: generate(result.checked, target))
+    return cached_driver_path(result.source.text, path, lambda target: generate(result.checked, target, cached=True))
 
 
 if __name__ == "__main__":

@@ -114,11 +114,14 @@ class DriverModel:
         return sorted(names + list(self.kinds))
 
 
-def generate(checked: Checked, driver_path=None) -> str:
+def generate(checked: Checked, driver_path=None, cached: bool = False) -> str:
     """The driver module's text for a checked program, to be written at ``driver_path`` (None:
-    printed, its place unknown)."""
+    printed, its place unknown); ``cached``: a driver of tiledsl's cache, which records the program's
+    directory absolute (its key holds that directory: a cache moved elsewhere, its drivers found the
+    folder their relative path then named, and its kernel module, another program's)."""
     model = _Model(checked).build()
-    model.source_dir = _source_dir(checked.path, driver_path)
+    model.source_dir = (os.path.dirname(os.path.abspath(checked.path)) if cached
+                        else _source_dir(checked.path, driver_path))
     model.source_digest = _file_digest(checked.path)
     model.source_from_driver = checked.path
     if driver_path is not None:
