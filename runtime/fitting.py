@@ -50,20 +50,76 @@ SWEEP_VALUES = 32  # most values a free unknown is swept over: the smallest divi
 SHOWN = 4  # fits an ambiguity error lists
 
 
-def settings_hints(driver, options: Options, name: str, shape: tuple) -> list[str]:
-    """The options that give matrix ``name`` the ``shape`` of its input, for the message that it
-    does not fit: each single change of ``n`` or of a parameter that does, else the parameters
-    that do together at this ``n`` (``--set m=30 --set k=50``), else with another ``n`` too
-    (``--n 50 --set q=7``)."""
+def misfit_hint(driver, options: Options, name: str, shape: tuple) -> str:
+    """The end of the message that matrix ``name``'s input file, of ``shape``, does not fit the
+    matrix at ``options``' size: the changes that give the matrix that shape (each single change
+    of ``n`` or of a parameter that does, else the parameters that do together at this ``n``,
+    ``--set m=30 --set k=50``, else with another ``n`` too, ``--n 50 --set q=7``), those alone that
+    let every input file fit too (one file at a time, following them would fail on the next
+    file); else the size the files fit together once the user's own settings are left out, or
+    why they fit none (:func:`_leaving_out`)."""
     spelling = options.spelling
-    single = settings_giving(driver, options, name, shape)
-    if single:
-        return [_setting_text(spelling, setting, value) for setting, value in single]
+    shapes = {**_readable_shapes(driver, options), name: shape}
+    for group in _changes_giving(driver, options, name, shape):
+        hints = [_settings_text(spelling, changed) for changed in group if _follows(driver, shapes, options, changed)]
+        if hints:
+            return f" ({' or '.join(hints[:3])} gives the matrix the file's shape)"
+    return _leaving_out(driver, shapes, options)
+
+
+def _changes_giving(driver, options: Options, name: str, shape: tuple):
+    """Groups, in turn, of the changes of ``n`` and the params (setting -> value) that give matrix
+    ``name`` the ``shape`` of its input file (:func:`misfit_hint`)."""
+    yield [{setting: value} for setting, value in settings_giving(driver, options, name, shape)]
     for free_n in (False, True):
         changed = _settings_that_fit(driver, {name: shape}, options, free_n)
-        if changed is not None:
-            return [_settings_text(spelling, changed)] if changed else []
-    return []
+        yield [changed] if changed else []
+
+
+def _follows(driver, shapes: dict, options: Options, changed: dict) -> bool:
+    """Whether the inputs' ``shapes`` fit once ``options`` take the ``changed`` settings (as a run
+    then fits them)."""
+    sets = {**options.sets, **{key: value for key, value in changed.items() if key != "n"}}
+    try:
+        fit(driver, shapes, replace(options, n=changed.get("n", options.n), sets=sets))
+    except UsageError:
+        return False
+    return True
+
+
+def _leaving_out(driver, shapes: dict, options: Options) -> str:
+    """`` (the input files fit n=131, m=129, k=37: leave --n out)``: the size the inputs' ``shapes``
+    fit once the fewest of the user's own settings are left out (``--n`` and the ``--set``\\ s that
+    size an input; tuned values are not the user's); where none does, ``; `` and why the shapes
+    fit no size even then (the inputs disagree with each other)."""
+    spelling, tuned = options.spelling, untuned(options)[0]
+    sizing = [] if options.n is None else [
+        param for param in _given_sizing(_Search(driver, shapes, options), options.n, options.sets, list(shapes))
+        if param not in tuned]
+    given = (["n"] if options.n is not None else []) + sizing
+    failure = None
+    for count in range(1, len(given) + 1):
+        for left in itertools.combinations(given, count):
+            kept = {key: value for key, value in options.sets.items() if key not in left}
+            try:
+                n, params = fit(driver, shapes, replace(options, n=None if "n" in left else options.n, sets=kept))
+            except UsageError as error:
+                failure = error  # the last: every one left out
+                continue
+            said = _and([spelling.n if key == "n" else spelling.param(key, options.sets[key]) for key in left])
+            values = {key: params[key] for key in driver.PROGRAM.params if key in params}
+            return f" ({spelling.inputs} fit {assignment(n, values)}: leave {said} out)"
+    return f"; {failure}" if failure is not None else ""
+
+
+def _readable_shapes(driver, options: Options) -> dict:
+    """Matrix name -> (rows, cols) of the input files a run reads (``--input``, ``load``) that can be
+    read as matrices; the others are said by the run, each against its own."""
+    shapes = {}
+    for name, path in {**load_files(driver), **options.inputs}.items():
+        with contextlib.suppress(UsageError):
+            shapes.update(file_shapes({name: path}))
+    return shapes
 
 
 def _at_another_n(driver, shapes: dict, options: Options) -> str:

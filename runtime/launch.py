@@ -25,7 +25,7 @@ from . import (blas, checks, heteroprio, inputs, npyio, outofcore, priorities, p
                userkernels)
 from .backends import backend
 from .engine import Engine, TaskFailure
-from .fitting import load_note, load_path, settings_hints
+from .fitting import load_note, load_path, misfit_hint
 from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources
 from .broadcast import broadcast_for
@@ -345,8 +345,7 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         try:
             source_file = npyio.open_input(path, shape)
         except npyio.InputShapeError as error:
-            hints = settings_hints(driver, options, decl.name, error.shape) if len(error.shape) == 2 else []
-            hint = f" ({' or '.join(hints[:3])} gives the matrix the file's shape)" if hints else ""
+            hint = misfit_hint(driver, options, decl.name, error.shape) if len(error.shape) == 2 else ""
             raise UsageError(f"{error}{hint}") from None
         except (npyio.InputFileError, OSError) as error:
             raise UsageError(f"{error}{load_note(decl, driver) if loaded else ''}") from None

@@ -232,7 +232,8 @@ def test_an_input_file_of_another_shape_than_n_gives_is_refused_as_run_refuses_i
     np.save(tmp_path / "a.npy", np.zeros((200, 300)))
     assert main(["graph", CHOLESKY, "--n", "300", "--input", f"A={tmp_path / 'a.npy'}"]) == 2
     assert capsys.readouterr().err.strip() == (f"tiledsl: error: input file '{tmp_path / 'a.npy'}' has shape "
-                                               f"(200, 300) but the matrix needs shape (300, 300)")
+                                               f"(200, 300) but the matrix needs shape (300, 300); the input files' "
+                                               f"shapes disagree with cholesky, which makes A square; A is 200×300")
 
 
 @pytest.mark.timeout(60)

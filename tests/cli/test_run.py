@@ -275,8 +275,9 @@ def test_a_wrong_shape_input_is_refused(tmp_path, shape):
     np.save(tmp_path / "a.npy", np.zeros(shape))
     out = tiledsl("run", "programs/cholesky.tile", "--n", 10, "--input", f"A={tmp_path / 'a.npy'}")
     assert out.returncode == 2, out.stderr
+    square = "; the input files' shapes disagree with cholesky, which makes A square; A is 10×20"  # no n fits
     assert out.stderr == f"tiledsl: error: input file '{tmp_path / 'a.npy'}' has shape {shape} but the matrix " \
-                         f"needs shape (10, 10)\n"
+                         f"needs shape (10, 10){square if shape == (10, 20) else ''}\n"
 
 
 @pytest.mark.timeout(130)
@@ -794,12 +795,14 @@ def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_pat
         "has shape (300, 200) but the matrix needs shape (300, 50) (--set k=200 gives the matrix the file's "
         "shape)")
     out = tiledsl("run", "programs/gemm.tile", "--n", 20, "--input", f"A={tmp_path / 'wide.npy'}",
-                  "--input", f"B={tmp_path / 'short.npy'}")  # A and B disagree on k: A said against its defaults
-    assert out.returncode == 2 and out.stderr.strip().endswith(  # no single setting does: two together
-        "has shape (300, 200) but the matrix needs shape (20, 20) (--set m=300 --set k=200 gives the matrix the "
-        "file's shape)")
+                  "--input", f"B={tmp_path / 'short.npy'}")  # A and B disagree on k: no setting fits both
+    assert out.returncode == 2 and out.stderr.strip().endswith(  # (--set m=300 --set k=200 then failed on B)
+        "has shape (300, 200) but the matrix needs shape (20, 20); the input files' shapes disagree with gemm, which "
+        "makes A's columns and B's rows the same size (here 200 and 50); A is 300×200, B is 50×20"), out.stderr
     out = tiledsl("run", "programs/cholesky.tile", "--n", 200, "--input", f"A={tmp_path / 'wide.npy'}")
-    assert out.returncode == 2 and out.stderr.strip().endswith("but the matrix needs shape (200, 200)")
+    assert out.returncode == 2 and out.stderr.strip().endswith(
+        "but the matrix needs shape (200, 200); the input files' shapes disagree with cholesky, which makes A square; "
+        "A is 300×200"), out.stderr
     (tmp_path / "nq.tile").write_text("program nq {\n  tiling uniform(nb = 64)\n  param q = 4\n"
                                       "  matrix A[n, q] = random general\n  matrix S[1, 1] = zeros\n"
                                       "  for i in 0 .. A.mt { amax(A[i, 0], S[0, 0]) }\n}\n")

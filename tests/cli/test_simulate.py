@@ -427,7 +427,8 @@ def test_the_size_comes_from_input_files_as_for_run(capsys, machine_file, tmp_pa
     assert main(["simulate", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--n", "90", "--nb", "32",
                  "--set", "m=50", "--machine", str(machine_file)]) == 2  # no k fits: the file checked against m, k = n
     assert capsys.readouterr().err.strip() == (f"tiledsl: error: input file '{tmp_path / 'a.npy'}' has shape (70, 40) "
-                                               f"but the matrix needs shape (50, 90)")
+                                               f"but the matrix needs shape (50, 90) (the input files fit n=90, m=70, "
+                                               f"k=40: leave --set m=50 out)")
     assert main(["simulate", "gemm", "--input", f"A={tmp_path / 'a.npy'}", "--input", f"C={tmp_path / 'c.npy'}",
                  "--nb", "32", "--machine", str(machine_file)]) == 0
     assert capsys.readouterr().out.startswith("gemm: n=90 nb=32 m=70 k=40, simulated on 1 rank(s)")

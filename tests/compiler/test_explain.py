@@ -353,7 +353,8 @@ def test_cli_explain_takes_the_size_from_input_files_as_its_error_suggests(tmp_p
     out = run_cli("explain", "gemm", "--n", "100", "--input", f"A={tmp_path / 'a.npy'}", "--json", cache=tmp_path)
     explained = json.loads(out.stdout)
     assert out.returncode == 0 and (explained["n"], explained["params"]) == (100, {"m": 70, "k": 40})
-    for program, name, said in (("cholesky", "a.npy", "has shape (70, 40) but the matrix needs shape (100, 100)"),
+    for program, name, said in (("cholesky", "a.npy", "has shape (70, 40) but the matrix needs shape (100, 100); the "
+                                 "input files' shapes disagree with cholesky, which makes A square; A is 70×40"),
                                 ("gemm", "none.npy", "does not exist")):
         out = run_cli("explain", program, "--n", "100", "--input", f"A={tmp_path / name}", cache=tmp_path)
         assert out.returncode == 2 and out.stderr.strip() == f"tiledsl: error: input file '{tmp_path / name}' {said}"

@@ -5,9 +5,10 @@ messages of the params' defaults and requirements (runtime.layout) it relies on.
 import re
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
-from tiledsl.runtime.fitting import fit
+from tiledsl.runtime.fitting import check_files, fit
 from tiledsl.runtime.layout import check_settings, make_params
 from tiledsl.runtime.options import API, COMMAND_LINE, Options, SetText
 from tiledsl.runtime.world import UsageError
@@ -269,6 +270,35 @@ def test_a_misfit_of_a_shape_only_the_tile_size_sets_names_no_trial_n(tmp_path):
                spelling=COMMAND_LINE)
     assert str(error.value) == ("the input files' shapes fit no size of p: B has shape (40, 40), expected (4, 4), "
                                 "a shape that only nb changes: give --nb for the size you mean")
+
+
+@pytest.mark.parametrize("sets, said", [
+    ({}, "(the input files fit n=131, m=129, k=37: leave --n out)"),
+    ({"m": SetText("5")}, "(the input files fit n=131, m=129, k=37: leave --n and --set m=5 out)"),
+    ({"m": SetText("129"), "k": SetText("37")}, "(--n 131 gives the matrix the file's shape)"),  # B's alone: fits A
+])
+def test_a_file_at_odds_with_the_n_given_is_told_settings_that_fit_every_file(tmp_path, sets, said):
+    """--n 100, A (loaded) 129×37 and B 37×131: A was told '--set m=129 --set k=37 gives the matrix the
+    file's shape', after which B failed with '--n 131 gives ...': each file's advice fitted it alone."""
+    np.save(tmp_path / "a.npy", np.ones((129, 37)))
+    np.save(tmp_path / "b.npy", np.ones((37, 131)))
+    program = driver(tmp_path, 'param m = n\n  param k = n\n  matrix A[m, k] = load "a.npy"\n'
+                               '  matrix B[k, n] = zeros')
+    with pytest.raises(UsageError) as error:
+        check_files(program, Options(n=100, sets=sets, inputs={"B": str(tmp_path / "b.npy")}, spelling=COMMAND_LINE))
+    assert str(error.value).endswith(said)
+
+
+def test_files_no_settings_fit_together_are_said_to_disagree(tmp_path):
+    """A 129×37 and B 129×37 (B[k, n] transposed): no size fits both, and the advice for A alone failed on B."""
+    np.save(tmp_path / "a.npy", np.ones((129, 37)))
+    program = driver(tmp_path, "param m = n\n  param k = n\n  matrix A[m, k] = zeros\n  matrix B[k, n] = zeros")
+    with pytest.raises(UsageError) as error:
+        check_files(program, Options(n=100, inputs={name: str(tmp_path / "a.npy") for name in "AB"},
+                                     spelling=COMMAND_LINE))
+    assert str(error.value).endswith(
+        "has shape (129, 37) but the matrix needs shape (100, 100); the input files' shapes disagree with p, which "
+        "makes A's columns and B's rows the same size (here 37 and 129); A is 129×37, B is 129×37")
 
 
 def test_the_settings_that_fit_are_said_as_python_takes_them(tmp_path):
