@@ -71,9 +71,8 @@ def _changes_giving(driver, options: Options, name: str, shape: tuple):
     """Groups, in turn, of the changes of ``n`` and the params (setting -> value) that give matrix
     ``name`` the ``shape`` of its input file (:func:`misfit_hint`)."""
     yield [{setting: value} for setting, value in settings_giving(driver, options, name, shape)]
-    for free_n in (False, True):
-        changed = _settings_that_fit(driver, {name: shape}, options, free_n)
-        yield [changed] if changed else []
+    for free_n in (False, True):  # each size the file fits (h=14 or h=15 of B[h // 2, n]'s 7 rows)
+        yield [changed for changed in _settings_that_fit(driver, {name: shape}, options, free_n) if changed]
 
 
 def _follows(driver, shapes: dict, options: Options, changed: dict) -> bool:
@@ -90,26 +89,30 @@ def _follows(driver, shapes: dict, options: Options, changed: dict) -> bool:
 def _leaving_out(driver, shapes: dict, options: Options) -> str:
     """`` (the input files fit n=131, m=129, k=37: leave --n out)``: the size the inputs' ``shapes``
     fit once the fewest of the user's own settings are left out (``--n`` and the ``--set``\\ s that
-    size an input; tuned values are not the user's); where none does, ``; `` and why the shapes
-    fit no size even then (the inputs disagree with each other)."""
+    size an input; tuned values are not the user's); where they fit several sizes then, those to
+    leave out and the choice to make (B[h // 2, n] of 7×40 at --n 30: h=14 or 15, both n=40); where
+    none, ``; `` and why the shapes fit no size even then (the inputs disagree with each other)."""
     spelling, tuned = options.spelling, untuned(options)[0]
     sizing = [] if options.n is None else [
         param for param in _given_sizing(_Search(driver, shapes, options), options.n, options.sets, list(shapes))
         if param not in tuned]
     given = (["n"] if options.n is not None else []) + sizing
-    failure = None
+    failure = choice = None
     for count in range(1, len(given) + 1):
         for left in itertools.combinations(given, count):
             kept = {key: value for key, value in options.sets.items() if key not in left}
+            said = _and([spelling.n if key == "n" else spelling.param(key, options.sets[key]) for key in left])
             try:
                 n, params = fit(driver, shapes, replace(options, n=None if "n" in left else options.n, sets=kept))
+            except _Ambiguous as error:  # said with what to leave out: its choice alone keeps --n 30
+                choice = choice or f" (leave {said} out: {error})"
+                continue
             except UsageError as error:
                 failure = error  # the last: every one left out
                 continue
-            said = _and([spelling.n if key == "n" else spelling.param(key, options.sets[key]) for key in left])
             values = {key: params[key] for key in driver.PROGRAM.params if key in params}
             return f" ({spelling.inputs} fit {assignment(n, values)}: leave {said} out)"
-    return f"; {failure}" if failure is not None else ""
+    return choice or (f"; {failure}" if failure is not None else "")
 
 
 def _readable_shapes(driver, options: Options) -> dict:
@@ -125,19 +128,20 @@ def _readable_shapes(driver, options: Options) -> dict:
 def _at_another_n(driver, shapes: dict, options: Options) -> str:
     """`` (n=56, params={'r': 8} fits)`` where the shapes fit no params at the ``n`` given but do at
     another one (the params given kept); nothing otherwise."""
-    changed = _settings_that_fit(driver, shapes, options, free_n=True) if options.n is not None else None
-    return f" ({_settings_text(options.spelling, changed)} fits)" if changed else ""
+    changes = _settings_that_fit(driver, shapes, options, free_n=True) if options.n is not None else []
+    return f" ({_settings_text(options.spelling, changes[0])} fits)" if len(changes) == 1 and changes[0] else ""
 
 
-def _settings_that_fit(driver, shapes: dict, options: Options, free_n: bool) -> dict | None:
+def _settings_that_fit(driver, shapes: dict, options: Options, free_n: bool) -> list[dict]:
     """The settings that give the inputs their ``shapes`` (``free_n``: ``n`` too), those given left
-    out; None when none do."""
+    out: one for each size they fit (:func:`_fits`); none where they fit none."""
     try:
-        n, params = fit(driver, shapes, replace(options, n=None) if free_n else options)
+        found = _fits(driver, shapes, replace(options, n=None) if free_n else options)
     except UsageError:
-        return None
-    return {**({"n": n} if free_n and n != options.n else {}),
-            **{key: value for key, value in params.items() if not _given_as(options, key, value)}}
+        return []
+    return [{**({"n": n} if free_n and n != options.n else {}),
+             **{key: value for key, value in params.items() if not _given_as(options, key, value)}}
+            for n, params in found]
 
 
 def _settings_text(spelling, settings: dict) -> str:
@@ -167,6 +171,28 @@ def fit(driver, shapes: dict, options: Options) -> tuple[int, dict]:
     """``n`` and the params (those of ``options.sets``, and those the inputs' ``shapes``, name ->
     (rows, cols), determine) of a run at ``options``' tile settings; a :class:`UsageError` when they
     cannot be told."""
+    search, best = _best(driver, shapes, options)
+    if len(best) > 1:
+        raise _Ambiguous(_ambiguity(search, best))
+    return _values(*next(iter(best.items())))
+
+
+def _fits(driver, shapes: dict, options: Options) -> list[tuple[int, dict]]:
+    """Each size, ``(n, params)`` as :func:`fit` gives it, that the inputs' ``shapes`` fit: one, or
+    those found where they fit several; a :class:`UsageError` where they fit none, or leave the
+    values free to move together."""
+    return [_values(*item) for item in sorted(_best(driver, shapes, options)[1].items())]
+
+
+def _values(key: tuple, chosen: dict) -> tuple[int, dict]:
+    """``n`` and the params set (given or inferred) of a fit."""
+    n, values = key
+    return n, {name: dict(values)[name] for name in chosen}
+
+
+def _best(driver, shapes: dict, options: Options) -> tuple["_Search", dict]:
+    """The search of the inputs' ``shapes`` and its preferred fits, key -> params set (:func:`fit`:
+    a :class:`UsageError` where there is none, or one that the shapes do not pin down)."""
     spelling = options.spelling
     dims = sorted({d for shape in shapes.values() for d in shape})
     if options.n is None and not dims:
@@ -183,10 +209,13 @@ def fit(driver, shapes: dict, options: Options) -> tuple[int, dict]:
     best = search.preferred(fits)
     for key, chosen in list(best.items()):
         best.update(search.alternatives(key[0], chosen))
-    if len(best) > 1 or any(search.free(key[0], chosen) for key, chosen in best.items()):
-        raise UsageError(_ambiguity(search, best))
-    (n_value, values), chosen = next(iter(best.items()))
-    return n_value, {name: dict(values)[name] for name in chosen}
+    if any(search.free(key[0], chosen) for key, chosen in best.items()):
+        raise _Ambiguous(_ambiguity(search, best))
+    return search, best
+
+
+class _Ambiguous(UsageError):
+    """The inputs' shapes fit several sizes, or leave values free: the user is to choose."""
 
 
 class _TooManyWays(UsageError):
@@ -831,13 +860,30 @@ def _ambiguity(search: _Search, best: dict) -> str:
     choose = f"give {spelling.n} or {spelling.params} to choose"
     if len(best) > 1:
         # more unknowns than the inputs have dimensions (some kept at their defaults, or not): the
-        # search finds some of their fits, not all
-        axes = 2 * len(search.shapes)
-        more = " or ..." if len(best) > SHOWN or len(search.unknowns) + len(search.kept) > axes else ""
+        # search finds some of their fits, not all, and what tells those apart may not tell the others
+        some = len(search.unknowns) + len(search.kept) > 2 * len(search.shapes)
+        more = " or ..." if len(best) > SHOWN or some else ""
+        choose = choose if some else _choice(search, best)
         return f"{spelling.inputs}' shapes fit several sizes ({listed}{more}): {choose}"
     chosen = next(iter(best.values()))
     return (f"{spelling.inputs}' shapes do not pin down {_and(search.inferred(chosen))}: {listed} fits, and so "
             f"may other values; {choose}")
+
+
+def _choice(search: _Search, best: dict) -> str:
+    """``give --set h=... to choose``: what tells the fits ``best`` apart, named alone (``n`` is the
+    same in every fit of ``B[h // 2, n]`` of 7×40, h=14 or 15): each unknown with another value in
+    every fit, one of which chooses; else all those whose values differ, together."""
+    spelling = search.spelling
+    names = ["n", *search.driver.PROGRAM.params]
+    values = {name: {n if name == "n" else dict(params)[name] for n, params in best} for name in names}
+    alone = [name for name in names if len(values[name]) == len(best)]
+    if alone:
+        return f"give {' or '.join(spelling.n if name == 'n' else spelling.param(name) for name in alone)} to choose"
+    differing = [name for name in names if name != "n" and len(values[name]) > 1]
+    params = ("params={" + ", ".join(f"{name!r}: ..." for name in differing) + "}" if spelling.api
+              else " ".join(spelling.param(name) for name in differing))
+    return f"give {_and(([spelling.n] if len(values['n']) > 1 else []) + [params])} to choose"
 
 
 def _and(items: list) -> str:

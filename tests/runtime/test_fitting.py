@@ -69,7 +69,7 @@ def test_two_values_fitting_alike_are_listed(tmp_path):
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, "param r = n // 2\n  matrix B[r, r] = zeros", {"B": (150, 150)}, spelling=COMMAND_LINE)
     assert str(error.value) == ("the input files' shapes fit several sizes (n=300, r=150 or n=301, r=150): "
-                                "give --n or --set to choose")
+                                "give --n to choose")
 
 
 @pytest.mark.parametrize("shape, listed", [((300, 103), "n=3, q=100 or n=100, q=3"),
@@ -79,7 +79,8 @@ def test_the_solutions_of_a_product_are_all_found(tmp_path, shape, listed):
     """n * q and n + q: both solutions, from different starts and a sweep of each unknown."""
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, "param q = 2\n  matrix B[n * q, n + q] = zeros", {"B": shape})
-    assert str(error.value) == f"the inputs' shapes fit several sizes ({listed}): give n= or params= to choose"
+    assert str(error.value) == (f"the inputs' shapes fit several sizes ({listed}): give n= or params={{'q': ...}} to "
+                                f"choose")
 
 
 def test_a_misfit_of_a_shape_the_tile_size_sets_names_the_tile_setting(tmp_path):
@@ -148,7 +149,40 @@ def test_values_the_shapes_leave_free_to_move_together_are_ambiguous(tmp_path, b
     """n · q is all the shapes tell: the fits are listed, never one picked."""
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, body, {"B": (side, side)}, spelling=COMMAND_LINE)
-    assert str(error.value) == f"the input files' shapes fit several sizes ({listed}): give --n or --set to choose"
+    assert str(error.value) == (f"the input files' shapes fit several sizes ({listed}): give --n or --set q=... to "
+                                f"choose")
+
+
+@pytest.mark.parametrize("body, shapes, spelling, choose", [
+    ("param h = 10\n  matrix B[h // 2, n] = zeros", {"B": (7, 40)}, COMMAND_LINE, "--set h=... to choose"),
+    ("param h = 10\n  matrix B[h // 2, n // 2] = zeros", {"B": (7, 20)}, COMMAND_LINE, "--n and --set h=... to choose"),
+    ("param h = 10\n  param g = 3\n  matrix B[h // 2, g // 2] = zeros\n  matrix A[n, n] = zeros",
+     {"A": (5, 5), "B": (7, 20)}, API, "params={'h': ..., 'g': ...} to choose"),
+])
+def test_fits_are_told_apart_by_what_differs_in_them(tmp_path, body, shapes, spelling, choose):
+    """B[h // 2, n] of 7×40, h=14 or 15 with n=40 in both, was told 'give --n or --set to choose'."""
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, shapes, spelling=spelling)
+    assert str(error.value).endswith(f"): give {choose}")
+
+
+def test_a_file_that_fits_several_values_at_the_n_given_is_told_each(tmp_path):
+    """--n 40 and B[h // 2, n] of 7×40: the file was said against h=10's 5 rows, with no hint."""
+    np.save(tmp_path / "b.npy", np.ones((7, 40)))
+    program = driver(tmp_path, "param h = 10\n  matrix B[h // 2, n] = zeros")
+    with pytest.raises(UsageError) as error:
+        check_files(program, Options(n=40, inputs={"B": str(tmp_path / "b.npy")}, spelling=COMMAND_LINE))
+    assert str(error.value).endswith("has shape (7, 40) but the matrix needs shape (5, 40) (--set h=14 or --set h=15 "
+                                     "gives the matrix the file's shape)")
+    np.save(tmp_path / "c.npy", np.ones((81, 7)))  # n=40, and p + q = 7: several sizes, at another n
+    program = driver(tmp_path, "param p = 2\n  param q = 3\n  param h = 10\n  matrix B[h // 2, n] = zeros\n"
+                               "  matrix C[n * 2 + 1, p + q] = zeros")
+    with pytest.raises(UsageError) as error:  # 'give --set p=... --set q=... --set h=...' alone kept --n 30
+        check_files(program, Options(n=30, inputs={name: str(tmp_path / f"{name.lower()}.npy") for name in "BC"},
+                                     spelling=COMMAND_LINE))
+    assert str(error.value).endswith(
+        "(leave --n out: the input files' shapes fit several sizes (n=40, h=14, p=2, q=5 or n=40, h=14, p=4, q=3 or "
+        "n=40, h=15, p=2, q=5 or n=40, h=15, p=4, q=3): give --set p=... --set q=... --set h=... to choose)")
 
 
 def test_one_fit_the_shapes_do_not_pin_down_is_ambiguous_too(tmp_path):
