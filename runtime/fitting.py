@@ -21,8 +21,9 @@ keeping the most defaults win, then those overriding the fewest params whose def
 another value (``lev`` inferred rather than ``w = 2 ** lev`` overridden); the winner must be one,
 and pinned down by the shapes: otherwise the error lists the fits. An inferred value that no
 input's shape depends on is an error too, and so is a requirement that every fit breaks; inputs
-giving different sizes to dimensions the program makes equal are said to disagree. The messages
-name the caller's own ways of giving a value (:class:`.options.Spelling`).
+giving different sizes to dimensions the program makes equal are said to disagree, and so are
+inputs that each fit a size alone, sizes that give ``n`` or a param different values. The
+messages name the caller's own ways of giving a value (:class:`.options.Spelling`).
 """
 from __future__ import annotations
 
@@ -717,7 +718,7 @@ def _misfit(search: _Search, tuned: str) -> str:
             return str(error)
         found = ", ".join(f"{matrix} {shape}" for matrix, shape in shapes.items())
         return f"{spelling.inputs}' shapes ({found}) fit no size of {name}: give {spelling.n} and {spelling.params}"
-    disagreement = _disagreement(search)
+    disagreement = _disagreement(search) or _fit_apart(search)
     if disagreement is not None:
         return disagreement
     _, reference_n, chosen = search.closest
@@ -843,6 +844,28 @@ def _disagreement(search: _Search) -> str | None:
                        if any(matrix == m for group in groups for m, _ in group))
     return (f"{search.spelling.inputs}' shapes disagree with {search.driver.PROGRAM.name}, which makes "
             + ", and ".join(said) + f"; {shapes}")
+
+
+def _fit_apart(search: _Search) -> str | None:
+    """Two inputs that each fit a size alone, sizes that give ``n`` or a param set in both different
+    values (``A[n + r, n - r]`` of 105×95 fits n=100, r=5, ``B[n * q, n]`` of 900×300 n=300, q=3):
+    said so, rather than against the trial nearest to fitting them all, which takes values no input
+    means (n=300, r=-195); None where no two do."""
+    alone = {}
+    for matrix, shape in search.shapes.items() if len(search.shapes) > 1 else ():
+        with contextlib.suppress(UsageError):
+            alone[matrix] = fit(search.driver, {matrix: shape}, search.options)
+    for (first, (first_n, first_params)), (second, (second_n, second_params)) in itertools.combinations(
+            alone.items(), 2):
+        differing = (["n"] if first_n != second_n else []) + [
+            name for name, value in first_params.items() if second_params.get(name, value) != value]
+        if differing:
+            shapes = ", ".join(f"{matrix} is {search.shapes[matrix][0]}×{search.shapes[matrix][1]}"
+                               for matrix in (first, second))
+            return (f"{search.spelling.inputs}' shapes disagree with {search.driver.PROGRAM.name}: {first} alone fits "
+                    f"{assignment(first_n, first_params)} and {second} alone {assignment(second_n, second_params)}, "
+                    f"a different {_and(differing)}; {shapes}")
+    return None
 
 
 def _tied(group: list, given: dict) -> str:

@@ -209,6 +209,16 @@ def test_inputs_giving_one_size_two_values_are_said_to_disagree(tmp_path):
                                 "400); A is 400×250, B is 400×250")
 
 
+def test_inputs_that_each_fit_a_size_of_their_own_are_said_to_disagree(tmp_path):
+    """A's shape gives n=100 and B's n=300: the message was 'with n=300, r=-195, q=3, A has shape (105, 95),
+    expected (105, 495); give n= and params= for the size you mean', a size no input meant."""
+    body = "param r = 1\n  param q = 2\n  matrix A[n + r, n - r] = zeros\n  matrix B[n * q, n] = zeros"
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"A": (105, 95), "B": (900, 300)})
+    assert str(error.value) == ("the inputs' shapes disagree with p: A alone fits n=100, r=5 and B alone n=300, q=3, "
+                                "a different n; A is 105×95, B is 900×300")
+
+
 def test_sizes_no_unknown_moves_are_not_tied_to_each_other(tmp_path):
     """S[m, 1] and T[1, n]: S's columns and T's rows are both 1, which ties nothing; a wrong one is
     said against the shape expected."""
