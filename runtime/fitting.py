@@ -36,7 +36,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import npyio
-from .layout import make_params, matrix_shapes, settings_giving, tuned_note, untuned
+from .layout import check_set_names, make_params, matrix_shapes, settings_giving, tuned_note, untuned
 from .options import TILE_SETTINGS, Options, SetText, check_file_names, read_setting
 from .userkernels import program_places
 from .world import UsageError
@@ -195,6 +195,7 @@ def _best(driver, shapes: dict, options: Options) -> tuple["_Search", dict]:
     """The search of the inputs' ``shapes`` and its preferred fits, key -> params set (:func:`fit`:
     a :class:`UsageError` where there is none, or one that the shapes do not pin down)."""
     spelling = options.spelling
+    check_set_names(driver.PROGRAM, options)  # --set n=79: said as such, not as n missing (it was given)
     dims = sorted({d for shape in shapes.values() for d in shape})
     if options.n is None and not dims:
         names = ", ".join(d.name for d in driver.PROGRAM.matrices)
@@ -740,8 +741,8 @@ def _misfit(search: _Search, tuned: str) -> str:
         one = len(sizing) == 1
         advice = (f"; {' and '.join(spelling.param(k, values[k]) for k in sizing)} size{'s' if one else ''}"
                   f" {' and '.join(mismatched)}: leave {'it' if one else 'them'} out to take "
-                  f"{', '.join(f'{k}={v}' for k, v in fitted.items()) or ' and '.join(sizing)} from the files' "
-                  f"shapes")
+                  f"{', '.join(f'{k}={v}' for k, v in fitted.items()) or ' and '.join(sizing)} from "
+                  f"{spelling.inputs}' shapes")
     return (f"{spelling.inputs}' shapes fit no size of {name}: with "
             f"{assignment(reference_n, {k: values[k] for k in driver.PROGRAM.params})}, {wrong}" + (tuned or advice))
 

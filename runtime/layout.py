@@ -13,7 +13,7 @@ from . import tuning
 from .distribution import BlockCyclic, Hybrid
 from .geometry import Geometry
 from .matrix import TiledMatrix
-from .options import Options, Params, SetText, Spelling, long_number, read_number, read_setting
+from .options import TILE_SETTINGS, Options, Params, SetText, Spelling, long_number, read_number, read_setting
 from .resources import every_rank_has_tiles
 from .world import UsageError, grid_for
 
@@ -31,17 +31,7 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
     values = {"n": options.n, "nb": None, "B": None, "b": None, "s": None}
     values.update(program.tiling.defaults)
     values.update(options.tiles)
-    unknown = set(options.sets) - set(program.params)
-    if unknown:
-        name = sorted(unknown)[0]
-        if name in values:  # the size or a tile setting: an option of its own
-            raise UsageError(f"--set {name}: {name} is not a parameter of {program.name}: give it as --{name}")
-        # names differing in case only (PF for pf) are close whatever their length
-        close = [p for p in program.params if p.lower() == name.lower()] or \
-            difflib.get_close_matches(name, program.params, n=1, cutoff=0.6)
-        raise UsageError(f"--set {name}: {program.name} has no parameter of that name"
-                         + (f" (did you mean {close[0]}?)" if close else
-                            f" (it has {', '.join(program.params)})" if program.params else ""))
+    check_set_names(program, options)
     if options.n < 1:
         raise UsageError(f"{options.spelling.setting('n')} must be at least 1, got {options.n}")
     if options.n > INT64_MAX:
@@ -58,6 +48,23 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
     if requirements:
         _check_requirements(driver, params, options)
     return params
+
+
+def check_set_names(program, options: Options) -> None:
+    """A usage error for a ``--set`` that names no parameter of the program: the size or a tile
+    setting (an option of its own), or a name it lacks (said with the nearest one it has)."""
+    unknown = set(options.sets) - set(program.params)
+    if not unknown:
+        return
+    name = sorted(unknown)[0]
+    if name == "n" or name in TILE_SETTINGS:
+        raise UsageError(f"--set {name}: {name} is not a parameter of {program.name}: give it as --{name}")
+    # names differing in case only (PF for pf) are close whatever their length
+    close = [p for p in program.params if p.lower() == name.lower()] or \
+        difflib.get_close_matches(name, program.params, n=1, cutoff=0.6)
+    raise UsageError(f"--set {name}: {program.name} has no parameter of that name"
+                     + (f" (did you mean {close[0]}?)" if close else
+                        f" (it has {', '.join(program.params)})" if program.params else ""))
 
 
 def _check_defaults_in_range(program, params: Params, given: set, spelling: Spelling) -> None:

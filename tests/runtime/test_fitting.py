@@ -99,6 +99,16 @@ def test_a_requirement_the_only_fitting_values_break_is_the_error(tmp_path):
     assert fitted(tmp_path, body, {"B": (900, 300)}) == (300, {"q": 3})
 
 
+@pytest.mark.parametrize("inputs", [{}, {"B": (1000, 50)}])
+def test_the_size_given_as_a_param_is_said_to_be_an_option_of_its_own(tmp_path, inputs):
+    """--set n=79 without --n nor inputs was told 'give --n (the matrix order) or --input ...' (with --n too: '--set
+    n: n is not a parameter')."""
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, "param q = 2\n  matrix B[n, q] = zeros", inputs, params={"n": SetText("79")},
+               spelling=COMMAND_LINE)
+    assert str(error.value) == "--set n: n is not a parameter of p: give it as --n"
+
+
 def test_char_and_float_params_are_never_sizes(tmp_path):
     """Eight params, six of them char or float: only steps and m are tried against the dimensions."""
     chars = "".join(f'param {name} = "L"\n  ' for name in ("side", "uplo", "trans", "diag"))
@@ -232,12 +242,13 @@ def test_sizes_no_unknown_moves_are_not_tied_to_each_other(tmp_path):
 @pytest.mark.parametrize("spelling, inputs, said", [(COMMAND_LINE, "input files'", "--set nrhs=64"),
                                                     (API, "inputs'", "params={'nrhs': 64}")])
 def test_a_param_given_that_sizes_an_input_otherwise_is_the_one_to_leave_out(tmp_path, spelling, inputs, said):
-    """--set nrhs=64 with a 50-column B file was told 'give --n and --set for the size you mean'."""
+    """--set nrhs=64 with a 50-column B file was told 'give --n and --set for the size you mean'; the API's
+    arrays were called files ('to take nrhs from the files' shapes')."""
     body = "param nrhs = 50\n  matrix L[n, n] = zeros\n  matrix B[n, nrhs] = zeros"
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, body, {"L": (1000, 1000), "B": (1000, 50)}, params={"nrhs": SetText("64")}, spelling=spelling)
     assert str(error.value) == (f"the {inputs} shapes fit no size of p: with n=1000, nrhs=64, B has shape (1000, 50), "
-                                f"expected (1000, 64); {said} sizes B: leave it out to take nrhs from the files' "
+                                f"expected (1000, 64); {said} sizes B: leave it out to take nrhs from the {inputs} "
                                 f"shapes")
 
 
