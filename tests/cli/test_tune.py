@@ -1169,11 +1169,38 @@ def test_sizes_a_small_n_leaves_out_are_said_and_blamed_for_a_single_trial(tmp_p
     and said nothing of the sizes it left out but 'a larger --budget compares them'."""
     said = []
     result = tune(driver_of(tmp_path, "cholesky"), workers=1, budget=20, n=200, log=said.append)
-    assert result["sizes_left_out"] == {"sizes": list(range(128, 1025, 64)), "by": "--n 200"}
+    assert result["sizes_left_out"] == {"sizes": list(range(128, 1025, 64)), "by": "--n 200", "from_files": False}
     assert "sizes 128 to 1024 not tried: --n 200 tells tiles apart up to half of it, 100" in said
     assert tune_command.render(result).splitlines()[-1] == (
         "note: tune ran one trial, so no other setting was compared with it: --n 200 left it one tile size to try "
         "(nb=64; a larger --n tries 128 to 1024 too)")
+
+
+@pytest.mark.timeout(60)
+def test_sizes_given_that_the_load_files_n_leaves_out_are_blamed_for_a_single_trial(tmp_path):
+    """--sizes 64,128 of a program loading 129×37 and 37×131 files: 128 left out ('runs of --n 131', never
+    given), one trial in 0.8 s of a 60 s budget, and 'a larger --budget compares them', which it did not."""
+    np.save(tmp_path / "a.npy", np.ones((129, 37)))
+    np.save(tmp_path / "b.npy", np.ones((37, 131)))
+    (tmp_path / "rgload.tile").write_text(
+        'program rgload {\n  tiling uniform(nb = 64)\n  param m = n\n  param k = n\n'
+        '  in matrix A[m, k] = load "a.npy"\n  in matrix B[k, n] = load "b.npy"\n  matrix C[m, n] = zeros\n'
+        '  for i in 0 .. C.mt { for j in 0 .. C.nt { for l in 0 .. A.nt {\n'
+        '    gemm(A[i, l], B[l, j], C[i, j], "N", "N", 1.0, 1.0) } } }\n}\n')
+    _, text = compile_path(tmp_path / "rgload.tile")
+    (tmp_path / "rgload.py").write_text(text)
+    said = []
+    result = tune(import_driver(tmp_path / "rgload.py", "tune_rgload"), workers=1, budget=60, sizes=[64, 128],
+                  log=said.append)
+    files = "n = 131, which the program's load files fix"
+    assert f"--sizes: 128 left out: runs of {files}, tell tiles apart up to half of it" in said
+    assert result["sizes_left_out"] == {"sizes": [128], "by": files, "from_files": True}
+    assert tune_command.render(result).splitlines()[-1] == (
+        f"note: tune ran one trial, so no other setting was compared with it: {files}, left it one tile size to try "
+        f"(nb=64; load files of a larger n try 128 too)")
+    result.pop("sizes_left_out")  # --sizes 64: one setting to try, nor is the budget why
+    assert tune_command.render(result).splitlines()[-1] == (
+        "note: tune ran one trial, so no other setting was compared with it: it had only nb=64 to try")
 
 
 @pytest.mark.timeout(30)

@@ -450,7 +450,7 @@ class _Tuner:
         self.driver, self.program, self.watchdog = driver, driver.PROGRAM, watchdog
         self.gpus, self.backend, self.n, self.log, self.clock = gpus, backend, n, log, clock
         self.n_from_files = False  # n is the one the program's load files fix, not --n
-        self.sizes_left_out: list = []  # the default sizes larger than half of n (:meth:`choose_sizes`)
+        self.sizes_left_out: list = []  # the sizes (default or --sizes) larger than half of n (:meth:`choose_sizes`)
         self.began, self.budget = began, budget
         self.workers = workers or default_workers(1, gpus)
         self.device = _timing_device(backend, gpus) if gpus else None
@@ -491,8 +491,10 @@ class _Tuner:
             chosen_ratio = tuple(result["gpu_ratio"]) if result["gpu_ratio"] else guess.ratio
             time_in_run(trials, trials.key(tiles, chosen_ratio, params), self.untimed, self.gpus, result, self.log)
         if self.sizes_left_out:
-            result["sizes_left_out"] = {"sizes": self.sizes_left_out, "by": self._n_said().rstrip(",")}
+            result["sizes_left_out"] = {"sizes": self.sizes_left_out, "by": self._n_said().rstrip(","),
+                                        "from_files": self.n_from_files}
         result.update({"tiles": tiles, "params": params, "trial_n": trials.options.n, "search": trials.records(),
+                       "candidates": len(guess.candidates),
                        "seconds": round(self.clock() - self.began, 3),
                        "tuned_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         return result
@@ -529,8 +531,9 @@ class _Tuner:
             cpu_sizes = gpu_sizes = sorted(set(sizes))
             beyond = [s for s in cpu_sizes if self.n is not None and 2 * s > self.n]
             if beyond and len(beyond) < len(cpu_sizes):  # all beyond: said below, before any timing
-                self.log(f"--sizes: {','.join(map(str, beyond))} left out: runs of --n {self.n} tell tiles apart "
-                         f"up to half of it")
+                self.sizes_left_out = beyond
+                self.log(f"--sizes: {','.join(map(str, beyond))} left out: runs of {self._n_said()} tell tiles "
+                         f"apart up to half of it")
                 cpu_sizes = gpu_sizes = [s for s in cpu_sizes if s not in beyond]
         self.cpu_sizes, self.gpu_sizes = cpu_sizes, gpu_sizes
         timed = cpu_sizes + (gpu_sizes if self.gpus else [])
@@ -990,10 +993,16 @@ def render(result: dict, path=None, key=None) -> str:
              + (f", tuned with {_assigned(result['sets'])}" if result.get("sets") else "")
              + f" (in {result['seconds']:.1f} s)"]
     left_out = result.get("sizes_left_out")
-    if len(result.get("search") or ()) == 1 and left_out:  # n left one size: no budget tries another
-        lines.append(f"note: tune ran one trial, so no other setting was compared with it: {left_out['by']} left it "
-                     f"one tile size to try ({_assigned(result['tiles'])}; a larger --n tries "
-                     f"{_span(left_out['sizes'])} too)")
+    # one setting left to try (n left out the other sizes, or --sizes gave one): no budget tries another
+    if len(result.get("search") or ()) == 1 and result.get("candidates") == 1:
+        tried = _assigned(result["tiles"])
+        why = f"it had only {tried} to try"
+        if left_out:
+            by, larger = left_out["by"], "a larger --n tries"
+            if left_out.get("from_files"):  # n is the program's load files': no --n changes it, other files do
+                by, larger = f"{by},", "load files of a larger n try"
+            why = f"{by} left it one tile size to try ({tried}; {larger} {_span(left_out['sizes'])} too)"
+        lines.append(f"note: tune ran one trial, so no other setting was compared with it: {why}")
     elif len(result.get("search") or ()) == 1:  # a budget that let one trial run: the first guess, untested
         lines.append("note: the budget let tune run one trial, so no other setting was compared with it "
                      "(a larger --budget compares them)")
