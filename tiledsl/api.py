@@ -245,8 +245,8 @@ class Loaded:
         ``.tile`` file is gone since it was loaded, the program was moved (or removed)."""
         if self.where.exists():
             return str(error)
-        return (f"{self._named_from_here()} is no longer there (moved or removed since the program was loaded), nor is its kernel "
-                f"module {self.program.kernel_module} beside it: load the program again from where it is now")
+        return (f"{self._named_from_here()} is no longer there (moved or removed since the program was loaded), nor is "
+                f"its kernel module {self.program.kernel_module} beside it: load the program again from where it is now")
 
     def _output(self, result, notes: list, allow_nonfinite: bool) -> Output:
         """The :class:`Output` of a completed run; a :class:`TiledslError` carrying it where the

@@ -327,7 +327,8 @@ def test_a_failed_cache_write_leaves_nothing_and_a_folder_in_a_drivers_place_is_
     driver.mkdir()
     with pytest.raises(UsageError) as error:
         cached_driver_path("program p {}", "p.tile", lambda target: "# d\n")
-    assert str(error.value) == f"{driver} is a folder, where tiledsl's driver cache keeps this program's driver: remove it"
+    assert str(error.value) == (f"{driver} is a folder, where tiledsl's driver cache keeps this program's driver: "
+                                "remove it")
     assert [path.name for path in folder.iterdir()] == [driver.name]
 
 
@@ -1316,7 +1317,8 @@ def test_a_rank_runs_its_driver_as_a_script_would_but_from_byte_code(tmp_path):
     driver.write_text(shown.format("B"))
     os.utime(driver, ns=(stamp, stamp))
     ran = [subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60).stdout
-           for command in ([sys.executable, "link.py", "x"], [sys.executable, "-c", RUN_FROM_BYTE_CODE, "link.py", "x"])]
+           for command in ([sys.executable, "link.py", "x"],
+                           [sys.executable, "-c", RUN_FROM_BYTE_CODE, "link.py", "x"])]
     assert ran[0].replace("B", "A", 1) == ran[1], ran
     assert ran[1] == f"A __main__ ['link.py', 'x'] {folder} {tmp_path / 'link.py'}\n"
 

@@ -1516,7 +1516,8 @@ def test_a_kernels_unfinished_line_leaves_the_json_object_a_line_of_its_own(tmp_
     a script reading it found no JSON; as the summary began there too. Rank 0 runs every task here."""
     (tmp_path / "k.py").write_text(PARTIAL_LINE_KERNELS)
     (tmp_path / "p.tile").write_text(f'use "k.py"\nkernel {kernel}(inout a)\nprogram p {{\n  tiling uniform(nb = 100)\n'
-                                     f'  matrix A[n, n] = random general\n  for i in 0 .. A.mt {{ {kernel}(A[i, 0]) }}\n}}\n')
+                                     f'  matrix A[n, n] = random general\n'
+                                     f'  for i in 0 .. A.mt {{ {kernel}(A[i, 0]) }}\n}}\n')
     if how == "driver":
         assert tiledsl("compile", tmp_path / "p.tile", "-o", tmp_path / "p.py").returncode == 0
         out = subprocess.run([sys.executable, tmp_path / "p.py", "--n", "200", "--json"], capture_output=True,

@@ -701,8 +701,8 @@ def test_a_host_share_under_a_slice_says_why_it_gives_no_host_slice():
     tuner.best, tuner.defaults, tuner.sizes_given = {"core": 1.0, "gpu": 10.0}, {"s": 3}, False
     tuner.workers, tuner.gpus, tuner.log = 2, 1, lines.append
     guess = tuner.hybrid_gpu_guess({"gpu": {"gemm": {512: 10.0}}})
-    assert lines[1].endswith("= 85 → b = 64, s = 1 (no host slice: the share of each of the 2 slices, 43, is under 64; "
-                             "the search tries them)"), lines
+    assert lines[1].endswith("= 85 → b = 64, s = 1 (no host slice: the share of each of the 2 slices, 43, is "
+                             "under 64; the search tries them)"), lines
     assert (64, 3) in guess.candidates
 
 
