@@ -15,9 +15,9 @@ BANNER = (b"\n" + b"=" * 83 + b"\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION
           b"Please see the FAQ page for debugging suggestions\n")
 
 
-def _forwarded(data: bytes, target: int) -> Forwarder:
+def _forwarded(data: bytes, target: int, json_last: bool = False) -> Forwarder:
     read_end, write_end = os.pipe()
-    output = Forwarder(os.fdopen(read_end, "rb"), target).start()
+    output = Forwarder(os.fdopen(read_end, "rb"), target, json_last).start()
     writer = threading.Thread(target=lambda: (os.write(write_end, data), os.close(write_end)))
     writer.start()
     output.finish()
@@ -33,6 +33,18 @@ def test_mpichs_banner_is_left_out_and_the_rest_passed_on_as_it_was(tmp_path):
         output = _forwarded(text, out.fileno())
     assert (tmp_path / "out").read_bytes() == b'summary\n\n  blank line above kept\n{"ok": false}\n'
     assert output.failure is None and not output.reader_gone
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("json_last", [True, False])
+def test_rank_0s_json_object_is_passed_on_last_on_a_line_of_its_own(tmp_path, json_last):
+    """Rank 1's kernel printed 'partial' without its newline, which came after rank 0's object: the object
+    began on its line, an empty line followed, and stdout's last line was no JSON."""
+    text = b'partial{"program": "p", "ok": true}\n\nlate line\nunfinished'
+    with open(tmp_path / "out", "wb") as out:
+        _forwarded(text, out.fileno(), json_last)
+    assert (tmp_path / "out").read_bytes() == (b'partial\n\nlate line\nunfinished\n{"program": "p", "ok": true}\n'
+                                               if json_last else text)
 
 
 @pytest.mark.timeout(20)

@@ -9,7 +9,11 @@ through a pipe of ours rather than our stdout itself:
 * a stdout that cannot be written (``> /dev/full``, a full disk) is said once, in one line, as
   one rank says it, where the launcher printed its own errors and the job was blamed on a rank;
 * a reader that has gone (``| head``) ends the passing on, quietly; what comes after is read
-  and dropped, so that no rank waits on a full pipe.
+  and dropped, so that no rank waits on a full pipe;
+* with ``--json``, rank 0's object (a summary or a failure) is passed on last, on a line of its
+  own: the launcher merges the ranks' output as it comes, and a kernel's print on another rank
+  (one without its newline, whose end came later) could land on its line or after it, where a
+  script reads stdout's last line.
 """
 from __future__ import annotations
 
@@ -23,14 +27,18 @@ _BANNER = re.compile(rb"^(=+|=   .*|YOUR APPLICATION TERMINATED WITH THE EXIT ST
                      rb"|This typically refers to a problem with your application\.|Please see the FAQ page for "
                      rb"debugging suggestions)\r?\n?$")
 JOIN_SECONDS = 5.0  # how long the end of the output may take once the launcher has ended
+#: how rank 0's --json object begins (runtime.reporting's summary_json and failure_json both open so)
+RESULT_OPENING = b'{"program": '
 
 
 class Forwarder:
     """Passes the lines of ``source`` (a pipe's reading end, binary) on to file descriptor ``target``
     on a thread of its own, from :meth:`start` until the pipe closes (:meth:`finish`)."""
 
-    def __init__(self, source, target: int):
-        self.source, self.target = source, target
+    def __init__(self, source, target: int, json_last: bool = False):
+        self.source, self.target, self.json_last = source, target, json_last
+        self._result = b""  # with json_last: rank 0's object, passed on at the end
+        self._line_open = False  # what was passed on last ends mid-line
         self.failure: OSError | None = None  # why stdout could not be written, if it could not
         self.reader_gone = False  # a broken pipe: the reader of our stdout left
         self._held = b""  # a blank line, which the banner begins with: passed on with the next line unless that is it
@@ -53,13 +61,26 @@ class Forwarder:
                 if line.strip() == b"" and not self._held:
                     self._held = line
                     continue
-                self._write(self._held + line)
+                self._write(self._held + self._kept_result(line))
                 self._held = b""
         self._write(self._held)
+        if self._result:
+            self._write(b"\n" * self._line_open + self._result)
+
+    def _kept_result(self, line: bytes) -> bytes:
+        """``line`` less rank 0's ``--json`` object, which is kept for the end (``json_last``), and
+        with the newline that ends what a kernel printed before it on that line."""
+        at = line.find(RESULT_OPENING) if self.json_last else -1
+        if at < 0 or not line.rstrip().endswith(b"}"):
+            return line
+        self._result = line[at:]
+        return line[:at] + b"\n" * bool(line[:at])
 
     def _write(self, data: bytes) -> None:
         if self.failure is not None or self.reader_gone:
             return  # read and dropped
+        if data:
+            self._line_open = not data.endswith(b"\n")
         view = memoryview(data)
         try:
             while view:

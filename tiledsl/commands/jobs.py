@@ -91,7 +91,8 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
             job = subprocess.Popen(command, env=environment, start_new_session=True, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE if target is not None else None,
                                    preexec_fn=_ended_with(os.getpid()))
-            output = Forwarder(job.stdout, target).start() if target is not None else None
+            output = Forwarder(job.stdout, target, json_last=failure_json is not None).start() \
+                if target is not None else None
             code = _wait_forwarding_signals(job, folder, grace, lambda: _ranks_ended_since(watch, ranks), ranks)
             if output is not None:
                 output.finish()
