@@ -29,6 +29,17 @@ ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = "tests/runtime/programs/faults.tile"
 
 
+@pytest.mark.timeout(60)
+def test_a_run_under_a_profiler_ends(tmp_path):
+    """The loop nest's watch withdrew a Stalled never raised (``PyThreadState_SetAsyncExc`` with NULL),
+    which left the interpreter's flag of a pending one set for good: every loop of every thread took the
+    slow path after, and under cProfile a run hung once its loop nest was over."""
+    run = subprocess.run([sys.executable, "-m", "cProfile", "-o", os.devnull, "-m", "tiledsl.commands.cli", "run",
+                          "cholesky", "--n", "64", "--nb", "32"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=50, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert run.returncode == 0 and "cholesky: n=64" in run.stdout, run.stderr
+
+
 def test_the_automatic_limit_scales_with_the_longest_task():
     limit = Limit(None)
     assert limit.seconds == FLOOR_SECONDS
