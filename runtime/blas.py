@@ -21,6 +21,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import threading
 
 import numpy as np
 
@@ -43,10 +48,42 @@ def _foreign(library: str, name: str, restype=None):
     a pointer, and skipping ctypes' per-argument conversion halves the call overhead.
     ``restype`` is ctypes.c_double for the routines that are Fortran functions.
     """
-    capsule = importlib.import_module(f"scipy.linalg.cython_{library}").__pyx_capi__[name]
+    capsule = _cython_module(library).__pyx_capi__[name]
     function = ctypes.CFUNCTYPE(restype)(_capsule_pointer(capsule, _capsule_name(capsule)))
     function.argtypes = None
     return function
+
+
+@functools.cache
+def _cython_module(library: str):
+    """SciPy's ``scipy.linalg.cython_<library>``, loaded from its file where ``scipy.linalg`` is not
+    imported yet: importing that package costs a quarter of a second (NumPy's testing, f2py and
+    array-API modules) in every process that runs kernels, which use none of it. Cython gives a
+    later import of the package the same module object, found anew in ``sys.modules``."""
+    name = f"scipy.linalg.cython_{library}"
+    with _loading:
+        if "scipy.linalg" not in sys.modules and name not in sys.modules:
+            try:
+                return _module_from_file(name)
+            except Exception:  # an unusual SciPy install: the usual import says what is wrong, if anything
+                sys.modules.pop(name, None)
+        return importlib.import_module(name)
+
+
+_loading = threading.Lock()
+
+
+def _module_from_file(name: str):
+    import scipy
+
+    package, _, leaf = name.rpartition(".")
+    folder = os.path.join(scipy.__path__[0], *package.split(".")[1:])
+    found = importlib.machinery.PathFinder.find_spec(leaf, [folder])
+    spec = importlib.util.spec_from_file_location(name, found.origin)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules.pop(name, None)  # Cython put it there: its package's import must find it as a submodule of its own
+    return module
 
 
 @functools.lru_cache(maxsize=4096, typed=True)

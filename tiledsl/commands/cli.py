@@ -757,14 +757,18 @@ def _forwarded(argv: list, program: str) -> list:
 
 
 def _cached_driver(path: str):
-    from ..compiler.codegen import generate
     from ..driverload import cached_driver_path
 
     result = check_path(path)  # the diagnostics every run shows; the driver is generated on a miss only
     _print_diagnostics(result)
     if not result.ok:
         raise NotCompiled(next(render_diagnostic(d, None).splitlines()[0] for d in result.diagnostics if d.is_error))
-    return cached_driver_path(result.source.text, path, lambda target: generate(result.checked, target, cached=True))
+
+    def generate(target):
+        from ..compiler.codegen import generate  # jinja2 and the templates: a tenth of a second, on a miss only
+
+        return generate(result.checked, target, cached=True)
+    return cached_driver_path(result.source.text, path, generate)
 
 
 if __name__ == "__main__":
