@@ -1,14 +1,15 @@
 """The library of programs under programs/: each passes its own check and agrees with
-scipy at ragged sizes, on 1 rank, on 1 and 2 emulated GPUs and on 4 ranks (2x2 and
-the default grid, 1x4 for programs of column tasks: real ``tiledsl run --np 4`` jobs),
-with every output bitwise the same; and the routine
+scipy at ragged sizes, on 1 rank, on 1 and 2 emulated GPUs and on 4 ranks (2x2, or the
+default grid, 1x4 for programs of column tasks: real ``tiledsl run --np 4`` jobs), with
+every output bitwise the same; and the routine
 ``tiledsl bench`` measures each new program against computes the same result.
 
 Sizes are small and ragged (n = 301 on 64-wide tiles, the shapes of the products and
 right-hand sides all different), so that the whole file stays fast: the 1-rank and
-GPU runs are in-process, and each new program starts one or two MPI jobs (a 2x2
-grid, and the default one). The shipped programs that predate the library run on 1
-rank and on GPUs only (tests/runtime/test_mpi.py runs them on several grids).
+GPU runs are in-process, and each new program starts one MPI job, on 2x2 or on its
+default grid in turn (the default grid of each is checked in-process). The shipped
+programs that predate the library run on 1 rank and on GPUs only
+(tests/runtime/test_mpi.py runs them on several grids).
 """
 import json
 import re
@@ -26,7 +27,7 @@ from tiledsl.commands.bench import inputs_of, reference_of, render, run_bench
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
 from tiledsl.runtime import Options, execute
-from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+from tiledsl.runtime.layout import make_distribution, make_matrices, make_params, placement
 from tiledsl.runtime.recording import record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +114,12 @@ PROGRAMS = {**NEW, **SHIPPED}
 SQUARE_BY_DEFAULT = {"tsqr", "hqr"}  # they write no panel: the others' column tasks get a 1x4 grid
 # ...where it gives most ranks a task: trmm's B has 2 tile columns (nrhs = 70), 2 ranks computing on 1x4
 SQUARE_BY_TASKS = {"trmm"}
+# the grid of each new program's 4-rank job (None: its default), column tasks on a square and on a row of
+# ranks in turn: on 2x2 the panels of getrf (its pivots too), posv, potri and syrk cross process rows; gesv,
+# trtri and gemm run on the row of ranks they get by default; trmm's default is 2x2 (by its tasks), as tsqr's
+# and hqr's is (they write no panel)
+FOUR_RANKS = {"getrf": "2x2", "gesv": None, "posv": "2x2", "trtri": None, "potri": "2x2", "gemm": None,
+              "syrk": "2x2", "trmm": None, "tsqr": "2x2", "hqr": "2x2"}
 
 
 def test_every_program_is_in_the_library():
@@ -164,10 +171,13 @@ def test_emulated_gpus_give_the_same_bits(compiled, one_rank, program, gpus, str
 
 
 @pytest.mark.timeout(120)
-# grid None: the default, one process row for column tasks (2x2 for the others: run once)
-@pytest.mark.parametrize("program, grid", [(program, grid) for program in NEW for grid in ("2x2", None)
-                                           if grid or program not in SQUARE_BY_DEFAULT])
-def test_four_ranks_give_the_same_bits(tmp_path, one_rank, program, grid):
+@pytest.mark.parametrize("program, grid", list(FOUR_RANKS.items()))
+def test_four_ranks_give_the_same_bits(compiled, tmp_path, one_rank, program, grid):
+    """On the program's grid of FOUR_RANKS; its default grid on 4 ranks, one process row for column
+    tasks (2x2 for the others), is the one the ranks place their tiles on (as each does, in this process)."""
+    default = (2, 2) if program in SQUARE_BY_DEFAULT | SQUARE_BY_TASKS else (1, 4)
+    driver = compiled(f"programs/{program}.tile")
+    assert placement(driver, make_params(driver, _options(program)), None, 4, 0, 0)[0] == default
     tiles, sets = NEW[program].tiles, NEW[program].sets
     expected = one_rank(program)[1]
     command = [sys.executable, "-m", "tiledsl.commands.cli", "run", f"programs/{program}.tile", "--np", "4",
@@ -179,10 +189,13 @@ def test_four_ranks_give_the_same_bits(tmp_path, one_rank, program, grid):
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["np"] == 4 and summary["passed"], summary["residuals"]
-    assert summary["grid"] == ([2, 2] if grid or program in SQUARE_BY_DEFAULT | SQUARE_BY_TASKS else [1, 4])
+    assert summary["grid"] == ([2, 2] if grid else list(default))
     # on 2x2 every rank sends (column tasks gather from the other process row); on 1x4 a rank may own
     # only tiles that never leave it
-    assert all(r["messages_sent"] > 0 for r in summary["ranks"]) if grid else summary["totals"]["messages_sent"] > 0
+    if summary["grid"] == [2, 2]:
+        assert all(r["messages_sent"] > 0 for r in summary["ranks"])
+    else:
+        assert summary["totals"]["messages_sent"] > 0
     for name, matrix in expected.items():
         assert np.array_equal(np.load(tmp_path / f"{name}.npy"), matrix), name
 
