@@ -2,7 +2,9 @@
 matrix, a view of adjacent tiles or a gathered copy written back when the call writes it;
 and programs passing panels to built-in kernels, by columns and by rows (a Cholesky, a
 product, a QR whose check replays geqrt and tpqrt on panels), pass their checks and give
-the same bits on 1 rank, on emulated GPUs and on 4 ranks."""
+the same bits on 1 rank and on emulated GPUs; the product and the QR on 4 ranks too (2x2:
+the product's row and column panels, and the QR's column panels read and written, as the
+Cholesky's are, cross process rows and columns)."""
 import json
 import subprocess
 import sys
@@ -145,7 +147,7 @@ def test_a_program_of_panels_passes_its_check_on_emulated_gpus_with_the_same_bit
         assert np.array_equal(result.matrices[name].assemble(), matrix), name
 
 
-@pytest.mark.parametrize("program", list(PROGRAMS))
+@pytest.mark.parametrize("program", ["panel_gemm", "panel_qr"])
 def test_a_program_of_panels_gives_the_same_bits_on_four_ranks(tmp_path, one_rank, program):
     expected = one_rank(program)
     command = [sys.executable, "-m", "tiledsl.commands.cli", "run", f"tests/runtime/programs/{program}.tile",
