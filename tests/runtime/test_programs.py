@@ -3,10 +3,10 @@
 Each run is verified twice: by the program's backward-error check (DESIGN §5,
 threshold 60) and against scipy's own factorization to 1e-10 relative.
 
-The sizes are 1, 7 and 100 (within a tile or two), then two sizes of three full blocks (of
-nb, or of B) and the last block of n = 1000 and of n = 1500: the same ragged, exact or empty
-last tiles and slices as at those sizes, behind fewer full blocks, whose tasks would only
-repeat those of the three kept.
+The sizes are 1, 7 and 100 (within a tile or two), then the last block of n = 1000 behind two
+full blocks (of nb, or of B) and that of n = 1500 behind three: the same ragged, exact or empty
+last tiles and slices as at those sizes, behind fewer full blocks, whose tasks would only repeat
+those kept (on three full blocks every kind of task runs on full tiles alone too).
 """
 import numpy as np
 import pytest
@@ -17,8 +17,8 @@ from tiledsl.runtime.inputs import make_matrix
 
 
 def sizes(width):
-    """1, 7, 100, and 3 blocks of ``width`` (nb, or B) and the last block of n = 1000 and of n = 1500."""
-    return (1, 7, 100, *(3 * width + n % width for n in (1000, 1500)))
+    """1, 7, 100, and the last block of n = 1000 after 2 blocks of ``width`` (nb, or B), that of 1500 after 3."""
+    return (1, 7, 100, 2 * width + 1000 % width, 3 * width + 1500 % width)
 
 
 UNIFORM = ({"nb": 64}, {"nb": 256}, {"nb": 300})
