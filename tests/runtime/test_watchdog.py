@@ -4,18 +4,19 @@
 iterations (under the bound on a loop nest's iterations, but many seconds long); ``fault=2``
 runs a kernel that sleeps for ten minutes.
 """
-import json
 import os
 import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from tiledsl.commands.explain import plan
 from tiledsl.runtime import blas, watchdog
 from tiledsl.runtime.engine import Engine, TaskFailure
 from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
@@ -158,15 +159,14 @@ def test_a_running_panel_task_is_named_with_its_panel_as_one_argument():
 
 
 @pytest.mark.timeout(60)
-def test_a_stall_with_gpus_counts_the_programs_tasks_as_explain_does_and_transfers_apart():
+def test_a_stall_with_gpus_counts_the_programs_tasks_as_explain_does_and_transfers_apart(compiled):
     """The report counted the runtime's copies among the tasks (8 of the program's 11 done read '9 of 13
-    submitted done') and listed a receive as if it were one of the program's."""
-    faults = [PROGRAM, "--n", "256", "--set", "fault=2", "--gpus", "2"]
-    explained = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "explain", *faults, "--json"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=50)
-    tasks = json.loads(explained.stdout)["task_count"]
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", *faults, "--watchdog", "1"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=50)
+    submitted done') and listed a receive as if it were one of the program's. Explain's count is its plan's,
+    which `tiledsl explain` prints as task_count."""
+    tasks = plan(compiled(PROGRAM), Options(n=256, sets={"fault": 2}), (1, 1), 2).task_count
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", PROGRAM, "--n", "256", "--set",
+                          "fault=2", "--gpus", "2", "--watchdog", "1"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=50)
     assert out.returncode == 1, out.stderr
     counts = re.search(r"; (\d+) task\(s\) in the window, \d+ ready, (\d+) of (\d+) submitted done; 1 transfer\(s\) "
                        r"in the window, 0 ready, 1 of 2 submitted done\n", out.stderr)
@@ -215,26 +215,6 @@ def test_overlapping_runs_put_the_switch_interval_back():
     assert sys.getswitchinterval() == before
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("ranks", [1, 2])
-def test_a_kernel_that_never_lets_go_of_the_gil_still_ends_the_run(tmp_path, ranks):
-    """C code holding the GIL for ever (a deadlocked extension) froze every Python thread, the
-    watchdog's and the signal handlers' too: the run hung. faulthandler's own thread ends it, at
-    twice the limit and 10 s, with the stacks (on several ranks, the kernel's told by name)."""
-    write_gil_kernels(tmp_path)
-    (tmp_path / "gil.tile").write_text('use "gil_kernels.py"\nkernel hog(inout A)\nprogram gil {\n'
-                                       "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n"
-                                       "  for i in 0 .. A.mt { hog(A[i, i]) }\n}\n")  # every rank frozen
-    began = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "gil.tile", "--n", "16", "--np",
-                          str(ranks), "--watchdog", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
-    assert out.returncode == 1 and time.monotonic() - began < 60, out.stderr
-    assert 'gil_kernels.py", line 6 in hog' in out.stderr, out.stderr
-    if ranks > 1:
-        assert re.match(r"tiledsl: error: rank \d crashed \(frozen for 0:00:12: C code held the GIL, and no Python "
-                        r"code ran, past the watchdog's limit\) in kernel code hog \(gil_kernels.py:6\)", out.stderr)
-
-
 def write_gil_kernels(folder: Path) -> None:
     """``gil_kernels.py``: ``hog(A)``, line 6, sleeps in C code holding the GIL for an hour."""
     (folder / "gil_kernels.py").write_text("import ctypes\n\n_libc = ctypes.PyDLL(None)\n\n"
@@ -243,27 +223,63 @@ def write_gil_kernels(folder: Path) -> None:
 
 #: the other ranks' work once A[1, 1] froze: none (they wait at the end of the run), or tasks that wait for it
 AFTER_THE_FREEZE = {"at the end": "", "for data": "    for j in k + 1 .. A.nt { syrk(A[j, k], A[j, j]) }\n"}
+#: gil.tile with a hog on every diagonal tile, run at --n 16: every rank frozen
+EVERY_RANK_FROZEN = ('use "gil_kernels.py"\nkernel hog(inout A)\nprogram gil {\n  tiling uniform(nb = 8)\n'
+                     "  matrix A[n, n] = zeros\n  for i in 0 .. A.mt { hog(A[i, i]) }\n}\n")
+
+
+def frozen_runs(folder: Path, runs: dict) -> dict:
+    """``runs`` (case -> (gil.tile, --n, --np)) under --watchdog 1, each in a folder of its own, started together:
+    each spends 12 s frozen (sleeping in C code) before its backstop ends it, so that at once they take about the
+    time of one. Case -> (the run, its seconds)."""
+    def run(case):
+        program, n, ranks = runs[case]
+        (folder / case).mkdir()
+        write_gil_kernels(folder / case)
+        (folder / case / "gil.tile").write_text(program)
+        began = time.monotonic()
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "gil.tile", "--n", str(n), "--np",
+                              str(ranks), "--watchdog", "1"], cwd=folder / case, capture_output=True, text=True,
+                             timeout=100)
+        return out, time.monotonic() - began
+    with ThreadPoolExecutor(len(runs)) as pool:
+        return dict(zip(runs, pool.map(run, runs)))
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("waiting", sorted(AFTER_THE_FREEZE))
-def test_a_kernel_frozen_with_the_gil_on_one_rank_is_named_before_the_others_give_up(tmp_path, waiting):
+def test_a_kernel_that_never_lets_go_of_the_gil_still_ends_the_run(tmp_path):
+    """C code holding the GIL for ever (a deadlocked extension) froze every Python thread, the
+    watchdog's and the signal handlers' too: the run hung. faulthandler's own thread ends it, at
+    twice the limit and 10 s, with the stacks (on several ranks, the kernel's told by name). A run
+    on 1 rank and one on 2, at once."""
+    runs = frozen_runs(tmp_path, {f"np{ranks}": (EVERY_RANK_FROZEN, 16, ranks) for ranks in (1, 2)})
+    for ranks in (1, 2):
+        out, seconds = runs[f"np{ranks}"]
+        assert out.returncode == 1 and seconds < 60, out.stderr
+        assert 'gil_kernels.py", line 6 in hog' in out.stderr, out.stderr
+        if ranks > 1:
+            assert re.match(r"tiledsl: error: rank \d crashed \(frozen for 0:00:12: C code held the GIL, and no "
+                            r"Python code ran, past the watchdog's limit\) in kernel code hog \(gil_kernels.py:6\)",
+                            out.stderr)
+
+
+@pytest.mark.timeout(120)
+def test_a_kernel_frozen_with_the_gil_on_one_rank_is_named_before_the_others_give_up(tmp_path):
     """One rank frozen in C code holding the GIL sends no heartbeat: the others gave up first (5 s at a
     collective, 3 times the limit waiting for data), and their abort ended it before its backstop could
-    name the kernel. They now wait past that backstop (watchdog.outlasting)."""
-    write_gil_kernels(tmp_path)
-    (tmp_path / "gil.tile").write_text('use "gil_kernels.py"\nkernel hog(inout A)\nprogram gil {\n'
-                                       "  tiling uniform(nb = 8)\n  matrix A[n, n] = random spd\n"
-                                       "  for k in 0 .. A.nt {\n    potrf(A[k, k])\n    if k == 1 { hog(A[k, k]) }\n"
-                                       "    for m in k + 1 .. A.mt { trsm(A[k, k], A[m, k]) }\n"
-                                       f"{AFTER_THE_FREEZE[waiting]}  }}\n}}\n")
-    began = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "gil.tile", "--n", "32", "--np", "3",
-                          "--watchdog", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
-    assert out.returncode == 1 and time.monotonic() - began < 60, out.stderr
-    assert re.search(r"^tiledsl: error: rank 1 crashed \(frozen for 0:00:12: C code held the GIL, .*\) in kernel "
-                     r"code hog \(gil_kernels.py:6\)$", out.stderr, re.MULTILINE), out.stderr
-    assert "did not answer" not in out.stderr and "where the stall is" not in out.stderr, out.stderr
+    name the kernel. They now wait past that backstop (watchdog.outlasting). Both ways of waiting
+    (AFTER_THE_FREEZE), run at once."""
+    runs = frozen_runs(tmp_path, {
+        waiting.replace(" ", "-"): ('use "gil_kernels.py"\nkernel hog(inout A)\nprogram gil {\n'
+                                    "  tiling uniform(nb = 8)\n  matrix A[n, n] = random spd\n"
+                                    "  for k in 0 .. A.nt {\n    potrf(A[k, k])\n    if k == 1 { hog(A[k, k]) }\n"
+                                    "    for m in k + 1 .. A.mt { trsm(A[k, k], A[m, k]) }\n"
+                                    f"{after}  }}\n}}\n", 32, 3) for waiting, after in AFTER_THE_FREEZE.items()})
+    for out, seconds in runs.values():
+        assert out.returncode == 1 and seconds < 60, out.stderr
+        assert re.search(r"^tiledsl: error: rank 1 crashed \(frozen for 0:00:12: C code held the GIL, .*\) in kernel "
+                         r"code hog \(gil_kernels.py:6\)$", out.stderr, re.MULTILINE), out.stderr
+        assert "did not answer" not in out.stderr and "where the stall is" not in out.stderr, out.stderr
 
 
 def test_a_frozen_interpreters_stacks_name_the_thread_in_the_users_code():
@@ -294,15 +310,17 @@ def hold(A):
 def test_a_kernel_that_held_the_gil_past_the_limit_and_returned_is_no_stall_every_time(tmp_path):
     """Held 5 s under --watchdog 2: whichever thread took the GIL first as it was released decided (the
     monitor: 'no task completed for 3 s', blaming a potrf starved of the GIL; the worker: success);
-    7 runs of 8 failed. Here 2.5 s under --watchdog 1."""
+    7 runs of 8 failed. Here 2.5 s under --watchdog 1, three runs at once."""
     (tmp_path / "hold_kernels.py").write_text(GIL_HOLDER)
     (tmp_path / "hold.tile").write_text('use "hold_kernels.py"\nkernel hold(inout A)\nprogram held {\n'
                                         "  tiling uniform(nb = 64)\n  matrix A[n, n] = random spd\n"
                                         "  for k in 0 .. A.nt {\n    potrf(A[k, k])\n    if k == 1 { hold(A[k, k]) }\n"
                                         "    for m in k + 1 .. A.mt { trsm(A[k, k], A[m, k]) }\n  }\n}\n")
-    for _ in range(3):
-        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "hold.tile", "--n", "256",
-                              "--watchdog", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", "hold.tile", "--n", "256", "--watchdog", "1"]
+    with ThreadPoolExecutor(3) as pool:  # at once: each sleeps 2.5 s holding its own process's GIL
+        runs = list(pool.map(lambda _: subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
+                                                      timeout=100), range(3)))
+    for out in runs:
         assert out.returncode == 0 and out.stderr == "", out.stderr
 
 
