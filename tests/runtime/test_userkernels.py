@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from tiledsl.compiler import compile_path
 from tiledsl.runtime.userkernels import _import
 from tiledsl.runtime.world import RankError
 
@@ -32,13 +33,21 @@ def tiledsl(*args, cwd):
                           capture_output=True, text=True, timeout=120)
 
 
+def compile_to(program, driver):
+    """Write the driver of ``program`` at ``driver``, as `tiledsl compile PROGRAM -o DRIVER` does (its
+    setup, in this process: the runs after it are the tests)."""
+    result, text = compile_path(program, driver)
+    assert text is not None, result.report()
+    driver.write_text(text)
+
+
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("case", list(MODULES))
 def test_a_module_that_cannot_be_loaded_is_a_clean_error_naming_it(tmp_path, case):
     text, status, error = MODULES[case]
     (tmp_path / "kernels.py").write_text("def scale(A):\n    A *= 2\n")
     (tmp_path / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="scale"))
-    assert tiledsl("compile", "t.tile", "-o", "driver.py", cwd=tmp_path).returncode == 0
+    compile_to(tmp_path / "t.tile", tmp_path / "driver.py")
     (tmp_path / "kernels.py").write_text(text)  # broken after compiling (check finds a syntax error)
     out = tiledsl("run", "driver.py", "--n", 32, "--nb", 32, cwd=tmp_path)
     assert (out.returncode, out.stderr.strip()) == (status, f"tiledsl: error: {error}")
@@ -59,7 +68,7 @@ def test_a_module_with_a_nul_byte_is_named_without_a_line_it_does_not_have(tmp_p
 def test_a_kernel_is_a_function_the_module_defines_not_an_attribute_of_every_module(tmp_path, kernel):
     (tmp_path / "kernels.py").write_text(f"def {kernel}(A):\n    A *= 2\n")
     (tmp_path / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel=kernel))
-    assert tiledsl("compile", "t.tile", "-o", "driver.py", cwd=tmp_path).returncode == 0
+    compile_to(tmp_path / "t.tile", tmp_path / "driver.py")
     (tmp_path / "kernels.py").write_text("def scale(A):\n    A *= 2\n")  # check would find it missing (E212)
     out = tiledsl("run", "driver.py", "--n", 32, "--nb", 32, cwd=tmp_path)
     assert out.returncode == 1, out.stderr  # the program's mistake, at its call's line
@@ -261,7 +270,7 @@ def test_a_stray_module_of_the_name_found_elsewhere_is_named_by_its_path(tmp_pat
     (tmp_path / "alone").mkdir()
     (tmp_path / "prog" / "kernels.py").write_text("def scale(A):\n    A *= 2\n")
     (tmp_path / "prog" / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="scale"))
-    assert tiledsl("compile", "prog/t.tile", "-o", "alone/driver.py", cwd=tmp_path).returncode == 0
+    compile_to(tmp_path / "prog" / "t.tile", tmp_path / "alone" / "driver.py")
     (tmp_path / "prog" / "kernels.py").unlink()  # the program's folder is gone, or the driver was sent alone
     (tmp_path / "kernels.py").write_text("def unrelated(A):\n    pass\n")
     out = tiledsl("run", "alone/driver.py", "--n", 32, "--nb", 32, cwd=tmp_path)
