@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tiledsl.commands import jobs
+from tiledsl.compiler import compile_path
 
 # Their jobs fail and are killed on purpose and they count what is left in /dev/shm: one
 # pytest-xdist worker runs them all, one after the other.
@@ -54,6 +55,14 @@ def start(*args, cwd=ROOT, env=None):
 def finish(process, timeout=120):
     out, err = process.communicate(timeout=timeout)
     return process.returncode, out, err
+
+
+def compile_to(program, driver):
+    """Write the driver of ``program`` at ``driver``, as `tiledsl compile PROGRAM -o DRIVER` does (its
+    setup, in this process: the processes that run it are the tests)."""
+    result, text = compile_path(program, driver)
+    assert text is not None, result.report()
+    driver.write_text(text)
 
 
 def rank_pid(rank, driver_part, folder, timeout=60, in_mpi=False):
@@ -284,8 +293,7 @@ def test_a_launcher_starting_other_than_np_ranks_is_a_usage_error(tmp_path, star
 def test_a_driver_whose_launcher_started_more_ranks_than_mpi_sees_says_so(tmp_path, stated):
     """srun -n 2 python driver.py with mpi4py built for another MPI: each process was rank 0 of a
     world of one and ran the whole program, writing the same output, without a word."""
-    assert subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", ROOT / "programs/cholesky.tile",
-                           "-o", tmp_path / "chol.py"], capture_output=True, timeout=60).returncode == 0
+    compile_to(ROOT / "programs/cholesky.tile", tmp_path / "chol.py")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("PMI", "SLURM", "OMPI", "PMIX"))}
     out = subprocess.run([sys.executable, "chol.py", "--n", "100"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=100, env={**env, **stated, "TILEDSL_NO_TUNE": "1"})
@@ -366,7 +374,7 @@ def test_a_launcher_ignoring_signals_is_killed_with_its_ranks_after_the_grace(tm
     wrapper.chmod(0o755)
     script = (f"import sys; from tiledsl.commands import jobs; "
               f"sys.exit(jobs.run_job([{str(wrapper)!r}, {MPIEXEC!r}, '-n', '2', sys.executable, '-c', "
-              f"'import time; time.sleep(600)'], 2, grace=3))")
+              f"'import time; time.sleep(600)'], 2, grace=1))")
     runner = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     rank_pid(1, "time.sleep(600)", tmp_path)
     began = time.monotonic()
@@ -406,13 +414,15 @@ def test_a_rank_ends_once_the_tiledsl_run_of_its_job_is_gone(tmp_path):
     """Whatever the launcher does after `tiledsl run` was killed (hydra, its pipes closed, once
     spun on with a rank for half an hour), the rank itself ends: its job's owner is gone."""
     write_stall_program(tmp_path)
-    compiled = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "stall.tile", "-o",
-                               "stall_driver.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert compiled.returncode == 0, compiled.stderr
-    owner = subprocess.Popen(["sleep", "3"])
+    compile_to(tmp_path / "stall.tile", tmp_path / "stall_driver.py")
+    owner = subprocess.Popen(["sleep", "600"])
     rank = subprocess.Popen([sys.executable, "stall_driver.py", "--n", "64", "--watchdog", "0"], cwd=tmp_path,
                             env=dict(os.environ, TILEDSL_JOB_DIR=str(tmp_path), TILEDSL_JOB_PID=str(owner.pid)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "started.0").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    owner.kill()  # once the rank runs
     owner.wait()
     started = time.monotonic()
     rank.communicate(timeout=30)
@@ -425,9 +435,7 @@ def test_a_rank_on_another_node_does_not_look_there_for_the_tiledsl_run_of_its_j
     """srun and hydra pass the job's variables to every node, where that pid is no process: the rank
     ended a second after it started."""
     write_stall_program(tmp_path)
-    compiled = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "stall.tile", "-o",
-                               "stall_driver.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert compiled.returncode == 0, compiled.stderr
+    compile_to(tmp_path / "stall.tile", tmp_path / "stall_driver.py")
     gone = subprocess.Popen(["true"])
     gone.wait()
     rank = subprocess.Popen([sys.executable, "stall_driver.py", "--n", "64", "--watchdog", "0"], cwd=tmp_path,
@@ -519,9 +527,7 @@ time.sleep(600)
 @pytest.mark.timeout(120)
 def test_a_rank_ends_once_its_parent_is_gone_and_records_which(tmp_path):
     write_stall_program(tmp_path)
-    compiled = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "stall.tile", "-o",
-                               "stall_driver.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert compiled.returncode == 0, compiled.stderr
+    compile_to(tmp_path / "stall.tile", tmp_path / "stall_driver.py")
     (tmp_path / "parent.py").write_text(PARENT)
     parent = subprocess.Popen([sys.executable, "parent.py", sys.executable, "stall_driver.py", "--n", "64",
                                "--watchdog", "0"], cwd=tmp_path,
@@ -552,7 +558,8 @@ def alive(pid: int) -> bool:
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_a_job_started_ignoring_sighup_runs_on_through_it(tmp_path, ranks):
     """Under nohup (SIGHUP ignored) the run set its own handler anyway, and a hang-up stopped it (129)."""
-    (tmp_path / "slow_kernels.py").write_text("import time\n\ndef slow(A):\n    time.sleep(1.0)\n")
+    (tmp_path / "slow_kernels.py").write_text("import time\nfrom pathlib import Path\n\n\ndef slow(A):\n"
+                                              "    Path(__file__).with_name('began').touch()\n    time.sleep(0.5)\n")
     (tmp_path / "slow.tile").write_text('use "slow_kernels.py"\nkernel slow(inout A)\nprogram slow {\n'
                                         "  tiling uniform(nb = 8)\n  matrix A[n, n] = zeros\n"
                                         "  for i in 0 .. A.mt { slow(A[i, 0]) }\n}\n")
@@ -560,9 +567,10 @@ def test_a_job_started_ignoring_sighup_runs_on_through_it(tmp_path, ranks):
                             "--n", "48", "--workers", "1", "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True,
                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-    if ranks > 1:
-        rank_pid(0, "slow", tmp_path, in_mpi=True)
-    time.sleep(2.5)  # the run's handlers are in place, its kernels running (6 s of them)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "began").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # the run's handlers are in place, its kernels running (6 of 0.5 s, one at a time on each rank)
     assert job.poll() is None
     job.send_signal(signal.SIGHUP)
     code, out, err = finish(job, timeout=200)
