@@ -95,16 +95,19 @@ HOSTILE = {  # name -> (bytes of the file, made when the test runs; the code exp
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("name", list(HOSTILE))
-def test_check_hostile_file(tmp_path, name):
-    make, code = HOSTILE[name]
-    path = tmp_path / f"{name}.tile"
-    path.write_bytes(make())
-    out = tiledsl("check", path)
+def test_check_hostile_files(tmp_path):
+    """One check of every hostile file (a process each cost half a second of imports): each file's
+    diagnostic, on a line of its own naming the file, and the command's end within LIMIT seconds."""
+    paths = {name: tmp_path / f"{name}.tile" for name in HOSTILE}
+    for name, path in paths.items():
+        path.write_bytes(HOSTILE[name][0]())
+    out = tiledsl("check", *paths.values())
     assert_clean_failure(out)
-    assert DIAGNOSTIC.search(out.err), out.err[:2000]
-    assert f"error[{code}]" in out.err, out.err[:2000]
-    assert "checked 1 file(s): 1 with errors" in out.err
+    for name, path in paths.items():
+        said = [line for line in out.err.splitlines() if line.startswith(f"{path}:")]
+        assert any(DIAGNOSTIC.search(line) for line in said), (name, out.err[:2000])
+        assert any(f"error[{HOSTILE[name][1]}]" in line for line in said), (name, out.err[:2000])
+    assert f"checked {len(HOSTILE)} file(s): {len(HOSTILE)} with errors" in out.err
 
 
 @pytest.mark.timeout(60)
@@ -153,28 +156,28 @@ def test_check_several_files_reports_each(tmp_path):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("text", ['use "\\N{nope}"\nprogram p { }\n',
-                                  "program p {\n  matrix A[n, n] = random spd\n  let k = k + 1\n"
-                                  "  potrf(A[k, k])\n}\n"], ids=["escape", "self-let"])
-def test_check_known_internal_errors(tmp_path, text):
-    path = tmp_path / "bug.tile"
-    path.write_text(text)
-    assert_clean_failure(tiledsl("check", path))
+def test_check_known_internal_errors(tmp_path):
+    """Both files in one check: an internal error in either would end it with no summary."""
+    (tmp_path / "escape.tile").write_text('use "\\N{nope}"\nprogram p { }\n')
+    (tmp_path / "self-let.tile").write_text("program p {\n  matrix A[n, n] = random spd\n  let k = k + 1\n"
+                                            "  potrf(A[k, k])\n}\n")
+    out = tiledsl("check", tmp_path / "escape.tile", tmp_path / "self-let.tile")
+    assert_clean_failure(out)
+    assert "checked 2 file(s): 2 with errors" in out.err, out.err
 
 
 # ---------------------------------------------------------------- usage errors and compile
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("args", [
     ("check",),
-    ("explain", "programs/cholesky.tile", "--grid", "2y2", "--n", "64"),
     ("explain", "programs/cholesky.tile", "--n", "64", "--gpus", "-1"),
     ("explain", "programs/cholesky.tile", "--n", "64", "--B", "64"),
-    ("check", "--no-such-option", "programs/lu.tile"),
     ("frobnicate",),
     (),
-], ids=["no-file", "bad-grid", "negative-gpus", "wrong-tile-setting", "unknown-option", "unknown-command",
-        "no-command"])
+], ids=["no-file", "negative-gpus", "wrong-tile-setting", "unknown-command", "no-command"])
 def test_usage_errors_exit_2(tmp_path, args):
+    """(A bad grid and an unknown option exit 2 in one line: test_every_command_reports_a_bad_value_in_one_line
+    [explain-grid] and test_every_command_rejects_a_bad_option_in_one_error_line[check].)"""
     out = tiledsl(*args)
     assert_clean_failure(out, status=2)
     assert out.err.strip(), "no message"
@@ -203,27 +206,31 @@ def test_compile_writes_a_valid_driver(tmp_path):
     assert "def generate(rt, p):" in target.read_text()
 
 
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("name, said", [
+REFUSED_OUTPUTS = [
     ("k.py", "k.py is there and is not a driver tiledsl wrote (it does not open with a generated driver's "
              "docstring): compile replaces only its own drivers; name another file"),
     ("a.npy", "a driver is a Python module: name a .py file"),
     ("numpy.py", "a driver named numpy.py would hide the module numpy from its run (a script's folder comes first "
                  "on the import path): name it otherwise"),
     ("threading.py", "a driver named threading.py would hide Python's module threading from its run (a script's "
-                     "folder comes first on the import path): name it otherwise")])
-def test_compile_replaces_no_file_but_its_own_drivers_and_hides_no_module(tmp_path, name, said):
+                     "folder comes first on the import path): name it otherwise")]
+
+
+@pytest.mark.timeout(120)
+def test_compile_replaces_no_file_but_its_own_drivers_and_hides_no_module(tmp_path):
     """-o k.py replaced the program's kernel module and -o a.npy its data; a driver named tiledsl.py
-    or numpy.py ended in a traceback."""
+    or numpy.py ended in a traceback. Each refused name in turn, in one folder (each refusal leaves it
+    as it was), then a driver of its own, written and written over."""
     (tmp_path / "k.py").write_text("def scale(Y):\n    Y *= 2\n")
     np.save(tmp_path / "a.npy", np.eye(4))
     (tmp_path / "p.tile").write_text('use "k.py"\nkernel scale(inout Y)\nprogram p {\n  matrix Y[n, n] = load "a.npy"\n'
                                      "  scale(Y[0, 0])\n}\n")
     before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
-    out = tiledsl("compile", tmp_path / "p.tile", "-o", tmp_path / name)
-    assert_clean_failure(out, status=2)
-    assert out.err == f"tiledsl: error: -o {tmp_path / name}: {said}\n"
-    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+    for name, said in REFUSED_OUTPUTS:
+        out = tiledsl("compile", tmp_path / "p.tile", "-o", tmp_path / name)
+        assert_clean_failure(out, status=2)
+        assert out.err == f"tiledsl: error: -o {tmp_path / name}: {said}\n"
+        assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before, name
     for _ in range(2):  # a driver of its own it replaces
         assert tiledsl("compile", tmp_path / "p.tile", "-o", tmp_path / "driver.py").returncode == 0
 
@@ -502,10 +509,10 @@ def with_closed_stdout(command: list, cwd=ROOT):
     ("explain", "programs/cholesky.tile", "--n", "512", "--nb", "128"),
     ("graph", "programs/cholesky.tile", "--n", "512", "--nb", "128"),
     ("compile", "programs/lu.tile"),
-    ("--version",),
-    ("explain", "--help"),
-], ids=["run", "run-np2", "explain", "graph", "compile", "version", "help"])
+], ids=["run", "run-np2", "explain", "graph", "compile"])
 def test_a_closed_stdout_ends_the_command_quietly(args):
+    """(--version and a command's --help, to the same closed pipe: test_help_to_a_reader_that_left_ends_with_141_not_0,
+    which asserts 141.)"""
     out = with_closed_stdout([sys.executable, "-m", "tiledsl.commands.cli", *args])
     assert out.stderr.decode() == ""
     assert out.returncode in (0, 141)
@@ -546,10 +553,18 @@ def test_version():
     assert re.fullmatch(r"\d+\.\d+\.\d+", tiledsl_package.__version__)
 
 
+@pytest.fixture(scope="module")
+def helps(private_cache):
+    """``tiledsl [COMMAND] --help`` of every command (None: tiledsl's own), run once for the tests
+    that read them (those tests share an xdist group, so that one worker runs them all)."""
+    return {command: tiledsl(*([command] if command else []), "--help") for command in [None, *COMMANDS, "simulate"]}
+
+
 @pytest.mark.timeout(120)
+@pytest.mark.xdist_group("help-texts")
 @pytest.mark.parametrize("command", [None, *COMMANDS])
-def test_every_help_lists_the_exit_statuses(command):
-    out = tiledsl(*([command] if command else []), "--help")
+def test_every_help_lists_the_exit_statuses(helps, command):
+    out = helps[command]
     assert_clean_failure(out, status=0)
     statuses = re.findall(r"^  (\S+)\s+(\S.*)$", out.out.split("exit status:\n")[1], re.MULTILINE)
     assert [code for code, _ in statuses] == ["0", "1", "2", "3", "128+N"]
@@ -663,19 +678,22 @@ def test_a_failing_user_kernel_is_located_in_its_module(tmp_path):
 @pytest.mark.parametrize("where", ["host", "GPU body"])
 def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(tmp_path, where):
     """`return A + v` (where `A += v` was meant) would lose the result silently, in a GPU body too, and
-    so would `return A + v, v`; a number returned (numpy's too) is no lost tile."""
+    so would `return A + v, v`; a number returned (numpy's too) is no lost tile. The two kernels that
+    pass run in one program (a run fails at its first failed task: the others one run each)."""
     bodies = ("def bump(A, v):\n    return A + v\n\ndef ok(A, v):\n    A += v\n    return A[:, :]\n\n"
               "def pair(A, v):\n    return A + v, v\n\ndef norm(A, v):\n    A += v\n    return (A * A).sum()\n\n"
               "def named(A, v):\n    return {'A': A + v}\n")
     (tmp_path / "r.py").write_text(bodies + ("" if where == "host" else bodies.replace("(A, v)", "_gpu(A, v)")))
     gpus = () if where == "host" else ("--gpus", "1", "--gpu-backend", "emulated", "--gpu-ratio", "0:1")
     place = "" if where == "host" else " on GPU 1"
-    for kernel, status in (("ok", 0), ("norm", 0), ("pair", 1), ("bump", 1), ("named", 1)):
-        (tmp_path / "r.tile").write_text(f'use "r.py"\nkernel {kernel}(inout A, float v)\n'
-                                         f"program p {{ matrix A[n, n] = zeros\n  {kernel}(A[0, 0], 2.0)\n}}\n")
+    for kernels, status in ((("ok", "norm"), 0), (("pair",), 1), (("bump",), 1), (("named",), 1)):
+        declared = "".join(f"kernel {kernel}(inout A, float v)\n" for kernel in kernels)
+        calls = "".join(f"  {kernel}(A[0, 0], 2.0)\n" for kernel in kernels)
+        (tmp_path / "r.tile").write_text(f'use "r.py"\n{declared}program p {{ matrix A[n, n] = zeros\n{calls}}}\n')
         out = tiledsl("run", tmp_path / "r.tile", "--n", "20", *gpus)
-        assert out.returncode == status and "Traceback" not in out.err, out.err
+        assert out.returncode == status and "Traceback" not in out.err, (kernels, out.err)
         if status:
+            kernel, = kernels
             held = {"pair": "a tuple holding ", "named": "a dict holding "}.get(kernel, "")
             assert out.err.strip().endswith(f"{place} ({kernel}(A[0, 0], 2.0)): returned {held}a new ndarray of "
                                             "shape (20, 20), which is dropped: a kernel writes its results into its "
@@ -1238,20 +1256,17 @@ def test_a_stdout_or_a_left_off_extension_is_said_so(args, said):
 
 
 @pytest.mark.timeout(120)
-def test_explain_warns_of_a_gpu_backend_without_gpus_and_help_says_what_every_argument_is():
+@pytest.mark.xdist_group("help-texts")
+def test_explain_warns_of_a_gpu_backend_without_gpus_and_help_says_what_every_argument_is(helps):
     """explain --gpu-backend cupy without --gpus said nothing (run warns); graph's PROGRAM, plot's
     TRACE.json and bench's --seed had no help, and PROGRAM's left out the drivers taken."""
-    def cli(*args):
-        return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *args], cwd=ROOT, capture_output=True,
-                              text=True, timeout=100)
-
-    out = cli("explain", "cholesky", "--n", "100", "--gpu-backend", "cupy", "--totals")
-    assert out.returncode == 0 and out.stderr == ("tiledsl: warning: --gpu-backend cupy does nothing without --gpus "
-                                                  "G: the plan has no GPU tiles\n"), out.stderr
+    out = tiledsl("explain", "cholesky", "--n", "100", "--gpu-backend", "cupy", "--totals")
+    assert out.returncode == 0 and out.err == ("tiledsl: warning: --gpu-backend cupy does nothing without --gpus "
+                                               "G: the plan has no GPU tiles\n"), out.err
     for command in ("explain", "graph", "simulate", "bench", "tune", "run"):
-        assert "or a driver compiled from one (DRIVER.py)" in " ".join(cli(command, "--help").stdout.split())
-    assert "a trace that tiledsl run --trace" in cli("plot", "--help").stdout
-    assert "seed of the generated inputs" in cli("bench", "--help").stdout
+        assert "or a driver compiled from one (DRIVER.py)" in " ".join(helps[command].out.split())
+    assert "a trace that tiledsl run --trace" in helps["plot"].out
+    assert "seed of the generated inputs" in helps["bench"].out
 
 
 def test_ctrl_c_wrapped_by_a_library_is_a_quiet_end_not_an_internal_error(monkeypatch, capsys):
@@ -1285,17 +1300,18 @@ def test_compile_hides_no_module_of_a_package_tiledsl_requires(tmp_path, name):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("command", ["run", "explain", "compile"])
-def test_a_driver_saved_without_py_is_named_as_one(tmp_path, command):
+def test_a_driver_saved_without_py_is_named_as_one(tmp_path):
     """A driver renamed without its .py (``mv chol.py chol``) given as ``./chol``: read as a program,
-    it was a syntax error at its first line ('unexpected '\"\"''), exit 1."""
+    it was a syntax error at its first line ('unexpected '\"\"''), exit 1. One driver, given to run,
+    explain and compile (which leave it as it is) in turn."""
     assert tiledsl("compile", "cholesky", "-o", tmp_path / "chol.py").returncode == 0
     (tmp_path / "chol.py").rename(tmp_path / "chol")
-    out = tiledsl(command, tmp_path / "chol", *(["--n", "64"] if command != "compile" else []))
-    assert_clean_failure(out, status=2)
-    assert out.err == (f"tiledsl: error: {tmp_path / 'chol'} is a driver tiledsl compile wrote, under a name without "
-                       f".py: rename it chol.py, and run it as python {tmp_path / 'chol'}.py or tiledsl run "
-                       f"{tmp_path / 'chol'}.py\n")
+    for command in ("run", "explain", "compile"):
+        out = tiledsl(command, tmp_path / "chol", *(["--n", "64"] if command != "compile" else []))
+        assert_clean_failure(out, status=2)
+        assert out.err == (f"tiledsl: error: {tmp_path / 'chol'} is a driver tiledsl compile wrote, under a name "
+                           f"without .py: rename it chol.py, and run it as python {tmp_path / 'chol'}.py or tiledsl "
+                           f"run {tmp_path / 'chol'}.py\n"), command
 
 
 def test_a_rank_runs_its_driver_as_a_script_would_but_from_byte_code(tmp_path):
