@@ -56,12 +56,14 @@ def real_run(program, np, *args):
 
 @pytest.mark.timeout(160)
 @pytest.mark.parametrize("program, np, gpus, size", [
-    ("cholesky", 4, 0, ("--n", 1000, "--nb", 96)),  # ragged last tile row and column
-    ("hetero_qr", 3, 1, ("--n", 900, "--B", 192, "--b", 64, "--s", 2)),
-    ("lu", 3, 2, ("--n", 700, "--nb", 100, "--gpu-ratio", "1:2")),  # host/GPU and GPU/GPU copies
-    (str(ROOT / "tests/runtime/programs/halo.tile"), 4, 1, ("--n", 37, "--nb", 8, "--gpu-ratio", "1:1")),  # parts
+    ("cholesky", 2, 0, ("--n", 1000, "--nb", 96)),  # ragged last tile row and column; 1x2, no GPU
+    ("hetero_qr", 3, 1, ("--n", 900, "--B", 192, "--b", 64, "--s", 2)),  # 3 ranks
+    ("lu", 2, 2, ("--n", 700, "--nb", 100, "--gpu-ratio", "1:2")),  # host/GPU and GPU/GPU copies
+    (str(ROOT / "tests/runtime/programs/halo.tile"), 4, 1, ("--n", 37, "--nb", 8, "--gpu-ratio", "1:1")),  # parts; 2x2
 ])
 def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, tmp_path, program, np, gpus, size):
+    """The grids and GPU counts are dealt among the programs (each is some program's): 2x2, the only grid
+    with both process rows and columns, is halo's, whose parts move along both."""
     real = real_run(program, np, *size, "--gpus", gpus, "--gpu-backend", "emulated", "--trace", tmp_path / "run.json")
     predicted = simulate(capsys, program, "--nodes", np, "--machine", machine_file, *size, "--gpus", gpus,
                          "--trace", tmp_path / "simulated.json")
@@ -311,16 +313,21 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
                                               ("A.m * 1.0e308 * 10.0", "is inf, no finite number")])
 @pytest.mark.parametrize("command", ["run", "simulate"])
 def test_a_flop_count_that_fails_is_negative_or_infinite_is_the_programs_mistake_at_its_line(
-        machine_file, tmp_path, command, formula, problem):
+        machine_file, tmp_path, capsys, monkeypatch, command, formula, problem):
     """A sum of counts would hide a negative one; simulate timed it as negative seconds, or failed
-    with an internal error; an infinite one made the rate "inf" (no GFLOP/s, exit 0)."""
+    with an internal error; an infinite one made the rate "inf" (no GFLOP/s, exit 0). simulate in
+    this process, as this file's other simulations (a run claims its process: a subprocess)."""
     (tmp_path / "k.py").write_text("def put(A, k):\n    A += k\n")
     (tmp_path / "p.tile").write_text(f'use "k.py"\nkernel put(inout A, int k)\n  flops {formula}\n'
                                      "program p {\n  matrix A[n, n] = zeros\n"
                                      "  for i in 0 .. 3 { put(A[0, 0], i - 1) }\n}\n")
-    machine = ("--nodes", "1", "--machine", str(machine_file)) if command == "simulate" else ()
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", command, "p.tile", "--n", "10", *machine],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=50)
+    if command == "simulate":
+        monkeypatch.chdir(tmp_path)
+        status = main(["simulate", "p.tile", "--n", "10", "--nodes", "1", "--machine", str(machine_file)])
+        out = subprocess.CompletedProcess((), status, stderr=capsys.readouterr().err)
+    else:
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "p.tile", "--n", "10"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=50)
     at = "i = 2" if "failed" in problem else "i = 0"
     assert (out.returncode, out.stderr.strip()) == (
         1, f"tiledsl: error: rank 0 (p.tile:6): the flop count of kernel put {problem} "
