@@ -413,22 +413,25 @@ COLLIDING_PARAMS = ["__class__", "__dict__", "as_dict", "_values", "__getattr__"
 
 
 @pytest.mark.timeout(150)
-def test_parameters_may_have_any_name_the_grammar_allows(tmp_path):
+def test_parameters_may_have_any_name_the_grammar_allows(tmp_path, capsys, monkeypatch):
+    """Runs of the command line (a run claims its process: a subprocess), and explain's plan (main(),
+    in this process: the same command, without a process's imports)."""
     import json
     import subprocess
     import sys
+
+    from tiledsl.commands.cli import main
 
     declared = "\n".join(f"  param {name} = 1" for name in COLLIDING_PARAMS)
     product = " * ".join(COLLIDING_PARAMS)
     (tmp_path / "t.tile").write_text(f"program p {{\n{declared}\n  matrix A[n, n] = random spd\n"
                                      f"  let x = {product}\n  potrf(A[x, x])\n}}\n")
+    monkeypatch.chdir(tmp_path)
     for sets, tile in (([], 1), (["--set", "as_dict=0"], 0)):
-        tiledsl = [sys.executable, "-m", "tiledsl.commands.cli"]
-        out = subprocess.run([*tiledsl, "run", "t.tile", "--n", "64", "--nb", "32", *sets],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "t.tile", "--n", "64", "--nb", "32",
+                              *sets], cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr
-        out = subprocess.run([*tiledsl, "explain", "t.tile", "--n", "64", "--nb", "32", "--json", *sets],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        explained = json.loads(out.stdout)
+        assert main(["explain", "t.tile", "--n", "64", "--nb", "32", "--json", *sets]) == 0
+        explained = json.loads(capsys.readouterr().out)
         assert explained["params"]["as_dict"] == tile
         assert [task["tiles"] for task in explained["tasks"]] == [[f"A[{tile}, {tile}]"]]
