@@ -128,7 +128,12 @@ def _alive(pid: int) -> bool:
 
 
 def _command_line(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/cmdline", "rb") as line:
-            return line.read().replace(b"\0", b" ").decode(errors="replace").strip()[:80] or "?"
+    """A process's command line; while it execs another program it has none for a moment, and its
+    executable's name (``comm``) stands in for it; "?" once it is gone."""
+    for source in ("cmdline", "comm"):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/{source}", "rb") as line:
+                text = line.read().replace(b"\0", b" ").decode(errors="replace").strip()[:80]
+            if text:
+                return text
     return "?"

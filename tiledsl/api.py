@@ -25,10 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .compiler import compile_path
-from .compiler.codegen import generate
 from .drivercontract import source_digest
-from .driverload import cached_driver_path, import_driver, program_path, shadowing
+from .driverload import compile_cached, import_driver, program_path, shadowing
 from .runtime.fitting import file_shapes, fit, load_files, load_notes
 from .runtime.options import API, WATCHDOG_RANGE, valid_watchdog
 from .runtime.world import UsageError
@@ -587,18 +585,14 @@ def load(path) -> Loaded:
         _warn(note)
     try:
         path = program_path(path, "give its matrix to run(), as run(NAME=numpy.load({name!r}))")
-        result, text = compile_path(path)
-        if text is None:
-            raise TiledslError(result.report())
-        # generated for where it is cached: the driver records the .tile's directory relative to
-        # itself, so the kernel module is found whatever the working directory is when it runs
-        driver_path = cached_driver_path(result.source.text, str(path),
-                                         lambda target: generate(result.checked, target, cached=True))
+        compiled = compile_cached(path)
     except UsageError as error:  # no such program, no cache to write the driver in
         raise TiledslError(str(error)) from None
-    if result.diagnostics:  # warnings only: errors gave no driver
-        _warn(result.report())
-    return Loaded(str(path), import_driver(driver_path, f"tiledsl_driver_{Path(path).stem}"))
+    if compiled.driver is None:
+        raise TiledslError(compiled.report)
+    if compiled.report:  # warnings only: errors gave no driver
+        _warn(compiled.report)
+    return Loaded(str(path), import_driver(compiled.driver, f"tiledsl_driver_{Path(path).stem}"))
 
 
 #: Options of ``tiledsl run`` that run() has no setting for, and what to do instead

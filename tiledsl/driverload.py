@@ -4,7 +4,9 @@ A ``.tile`` program is compiled once per content: the driver lands in
 ``$XDG_CACHE_HOME/tiledsl/drivers/<hash>.py`` (``~/.cache`` by default) and is
 imported from there, so a traceback or a profiler points at a real file.
 Drivers no run has used for 30 days, and all but the 2,000 most recently used, are removed
-when a new one is written.
+when a new one is written. Beside each driver, a record of the check that passed (its warnings,
+and the digest of the kernel module it read) lets a later run of the same program skip the
+compiler altogether (:func:`recorded_check`).
 
 A ``.py`` file given to ``tiledsl`` is imported only once :func:`not_a_driver`
 has recognised it, from its syntax tree alone, as a generated driver: a user's
@@ -17,11 +19,12 @@ import contextlib
 import difflib
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import threading
 import time
-from importlib import resources
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__, usercache
@@ -119,15 +122,121 @@ def cache_key(source_text: str, path: str) -> str:
     stages = [_package_text("tiledsl.compiler", f"{stage}.py") for stage in COMPILER_STAGES]
     for part in (__version__, _package_text("tiledsl.grammars", "tile.lark"),
                  _package_text("tiledsl.compiler", "prelude.tile"), _package_text("tiledsl", "language.py"), *stages,
-                 _package_text("tiledsl.compiler.templates", "driver.py.j2"),
+                 _package_text("tiledsl.compiler", "templates/driver.py.j2"),
                  path, os.path.dirname(os.path.abspath(path)), source_text):
         digest.update(part.encode(errors="surrogateescape"))  # a file name need not be UTF-8
         digest.update(b"\0")
     return digest.hexdigest()[:24]
 
 
+@dataclass(frozen=True)
+class Compiled:
+    """A program compiled through the cache: its driver (None where the check found errors), the
+    check's report (its diagnostics rendered; empty if none) and the first line of its first error."""
+
+    driver: Path | None
+    report: str
+    first_error: str | None = None
+
+
+def compile_cached(path: str) -> Compiled:
+    """The cached driver of the ``.tile`` program at ``path``, compiled on a miss. A program that
+    passed its check before, unchanged, as is its kernel module, is not checked again: its report
+    comes from the record of that check, and the compiler is not even imported (lark and its
+    tables, the analysis: a quarter of a second of every run's start)."""
+    recorded = recorded_check(path)
+    if recorded is not None:
+        return Compiled(*recorded)
+    from .compiler import check_path
+    from .compiler.diagnostics import render
+
+    try:
+        data = Path(path).read_bytes()  # what the record of a passed check is keyed by
+    except OSError:  # the check says why
+        data = None
+    result = check_path(path)
+    if not result.ok:
+        first = next(render(d, None).splitlines()[0] for d in result.diagnostics if d.is_error)
+        return Compiled(None, result.report(), first)
+
+    def generate(target):
+        from .compiler.codegen import generate  # jinja2 and the templates: a tenth of a second, on a miss only
+
+        # generated for where it is cached: the driver records the .tile's folder relative to itself,
+        # so the kernel module is found whatever the working directory is when it runs
+        return generate(result.checked, target, cached=True)
+    driver = cached_driver_path(result.source.text, path, generate)
+    if data is not None:
+        record_check(path, data, driver, result.report(), result.checked.kernel_module)
+    return Compiled(driver, result.report())
+
+
+#: the compiler's modules that word a check's report without shaping a driver
+REPORT_MODULES = ("source", "diagnostics")
+
+
+def _check_record(path: str, data: bytes) -> Path:
+    """Where the record of a passed check of the program ``data`` at ``path`` is kept: keyed as its
+    driver is, and by the modules that word the report."""
+    digest = hashlib.sha256(cache_key(data.decode("utf-8", errors="surrogateescape"), path).encode())
+    for module in REPORT_MODULES:
+        digest.update(b"\0" + _package_text("tiledsl.compiler", f"{module}.py").encode())
+    return cache_dir() / f"{Path(path).stem[:64]}-{digest.hexdigest()[:24]}.checked"
+
+
+def _file_digest(path: str) -> str | None:
+    """The SHA-256 of a file's bytes; None where there is no file to read (a check reads the kernel
+    module, or says it is missing)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def recorded_check(path: str) -> tuple[Path, str] | None:
+    """The cached driver of the program at ``path`` and the report (its warnings; empty if none) of
+    the check it passed, where neither the program, the kernel module that check read nor tiledsl
+    changed since; None where the program must be checked (a first run, an edit, a report with
+    errors, a record or driver missing or damaged). ``tiledsl check`` never reads a record."""
+    try:
+        record_path = _check_record(path, Path(path).read_bytes())
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        driver = cache_dir() / record["driver"]
+        modules_unchanged = all(_file_digest(module) == digest for module, digest in record["modules"])
+        report = record["report"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not (modules_unchanged and isinstance(report, str) and Path(record["driver"]).name == record["driver"]
+            and _intact(driver)):
+        return None
+    _mark_used(driver)
+    _mark_used(record_path)
+    return driver, report
+
+
+def record_check(path: str, data: bytes, driver: Path, report: str, kernel_module: str | None) -> None:
+    """Keep the record of a passed check of ``data``, the program at ``path`` (its report, and the
+    kernel module it read, named as the program's ``use`` names it) for :func:`recorded_check`.
+    Nothing is kept where the file no longer holds ``data`` (edited while it was checked); a record
+    that cannot be written is only a later miss."""
+    module = None if kernel_module is None else str(Path(path).parent / kernel_module)
+    modules = [] if module is None else [[module, _file_digest(module)]]
+    record = json.dumps({"driver": driver.name, "modules": modules, "report": report})
+    target = _check_record(path, data)
+    temporary = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    with contextlib.suppress(OSError):
+        if Path(path).read_bytes() == data:
+            temporary.write_text(record, encoding="utf-8")
+            temporary.replace(target)  # atomic, as the drivers
+    with contextlib.suppress(OSError):
+        temporary.unlink()
+
+
 def _package_text(package: str, name: str) -> str:
-    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+    """A file of ``package``, read without importing it: a run whose check is recorded never imports
+    the compiler (:func:`recorded_check`)."""
+    folder = importlib.util.find_spec(package).submodule_search_locations[0]
+    return Path(folder, name).read_text(encoding="utf-8")
 
 
 DRIVER_DOCSTRING = "Driver of the tile program"  # how driver.py.j2 opens every driver
@@ -300,15 +409,17 @@ def _prune(folder: Path) -> None:
     of a program adds a driver, so a cache left alone only grows."""
     now = time.time()
     drivers = []  # (last used, path) of those kept for their age
-    for entry in [*folder.glob("*.py"), *folder.glob("*.tmp")]:
+    records = []  # the same for the records of checks (:func:`recorded_check`)
+    for entry in [*folder.glob("*.py"), *folder.glob("*.checked"), *folder.glob("*.tmp")]:
         with contextlib.suppress(OSError):  # gone already, or another user's
             used = _last_used(entry)
             if now - used > UNUSED_SECONDS:
                 entry.unlink()
-            elif entry.suffix == ".py":
-                drivers.append((used, entry))
+            elif entry.suffix != ".tmp":
+                (drivers if entry.suffix == ".py" else records).append((used, entry))
     drivers.sort(reverse=True)
-    for _, entry in drivers[MOST_DRIVERS:]:
+    records.sort(reverse=True)
+    for _, entry in drivers[MOST_DRIVERS:] + records[MOST_DRIVERS:]:
         with contextlib.suppress(OSError):
             entry.unlink()
     kept = {entry.stem for _, entry in drivers[:MOST_DRIVERS]}

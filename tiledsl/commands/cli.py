@@ -20,9 +20,6 @@ from pathlib import Path
 
 from .. import __version__
 from . import PROGRAM_HELP
-from ..compiler import Result, check_path, compile_path
-from ..compiler.diagnostics import Diagnostic, render as render_diagnostic
-from ..compiler.source import Span
 from ..drivercontract import RUNTIME_MODULES, hiding, required_modules
 from ..driverload import program_path, shadowing
 from ..packages import missing_package
@@ -338,12 +335,16 @@ def _add_planning_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # ---------------------------------------------------------------- commands
-def _print_diagnostics(result: Result) -> None:
+def _print_diagnostics(result) -> None:
     if result.diagnostics:
         print(result.report(), file=sys.stderr)
 
 
 def _check(args) -> int:
+    from ..compiler import Result, check_path
+    from ..compiler.diagnostics import Diagnostic
+    from ..compiler.source import Span
+
     failed = warnings = 0
     for given in args.files:
         note = shadowing(given, "check")
@@ -385,6 +386,8 @@ def _compile(args) -> int:
                          f"runs as it is (python {path}, or tiledsl run {path})")
     if args.output is not None:
         _check_driver_target(args.output, path)
+    from ..compiler import compile_path
+
     result, text = compile_path(path, args.output)
     _print_diagnostics(result)
     if text is None:
@@ -757,18 +760,15 @@ def _forwarded(argv: list, program: str) -> list:
 
 
 def _cached_driver(path: str):
-    from ..driverload import cached_driver_path
+    """The cached driver of the program at ``path``, its check's diagnostics printed (every run shows them)."""
+    from ..driverload import compile_cached
 
-    result = check_path(path)  # the diagnostics every run shows; the driver is generated on a miss only
-    _print_diagnostics(result)
-    if not result.ok:
-        raise NotCompiled(next(render_diagnostic(d, None).splitlines()[0] for d in result.diagnostics if d.is_error))
-
-    def generate(target):
-        from ..compiler.codegen import generate  # jinja2 and the templates: a tenth of a second, on a miss only
-
-        return generate(result.checked, target, cached=True)
-    return cached_driver_path(result.source.text, path, generate)
+    compiled = compile_cached(path)
+    if compiled.report:
+        print(compiled.report, file=sys.stderr)
+    if compiled.driver is None:
+        raise NotCompiled(compiled.first_error)
+    return compiled.driver
 
 
 if __name__ == "__main__":
