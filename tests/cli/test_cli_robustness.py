@@ -927,14 +927,15 @@ def test_drivers_unused_for_a_month_go_when_a_driver_is_written(tmp_path, monkey
     folder = cache_dir()
     (folder / "__pycache__").mkdir(parents=True)
     old, recent = time.time() - UNUSED_SECONDS - 60, time.time() - UNUSED_SECONDS + 3600
-    files = {name: folder / name for name in ("old-1.py", "recent-2.py", "old-3.1.2.tmp", "notes.txt")}
+    files = {name: folder / name for name in ("old-1.py", "recent-2.py", "old-3.1.2.tmp", "notes.txt", "old-4.checked",
+                                              "recent-5.checked")}  # (.checked: the records of passed checks)
     files["byte code"] = folder / "__pycache__" / "old-1.cpython-312.pyc"
     for name, path in files.items():
         path.write_text("x")
-        os.utime(path, (old, recent if name == "recent-2.py" else old))
+        os.utime(path, (old, recent if name.startswith("recent") else old))
     hit = cached_driver_path("program p {}", "p.tile", lambda target: written)  # a miss: writes, then prunes
     assert hit.read_text().endswith("\n" + written)  # after the seal
-    assert {name for name, path in files.items() if path.exists()} == {"recent-2.py", "notes.txt"}
+    assert {name for name, path in files.items() if path.exists()} == {"recent-2.py", "notes.txt", "recent-5.checked"}
     os.utime(hit, (old, old))
     assert cached_driver_path("program p {}", "p.tile", lambda target: again) == hit  # a hit: kept, and used now
     assert hit.read_text().endswith("\n" + written) and time.time() - hit.stat().st_atime < 60
