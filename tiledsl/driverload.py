@@ -6,7 +6,7 @@ imported from there, so a traceback or a profiler points at a real file.
 Drivers no run has used for 30 days, and all but the 2,000 most recently used, are removed
 when a new one is written. Beside each driver, a record of the check that passed (its warnings,
 and the digest of the kernel module it read) lets a later run of the same program skip the
-compiler altogether (:func:`recorded_check`).
+compiler altogether (:func:`compile_cached`).
 
 A ``.py`` file given to ``tiledsl`` is imported only once :func:`not_a_driver`
 has recognised it, from its syntax tree alone, as a generated driver: a user's
@@ -144,17 +144,18 @@ def compile_cached(path: str) -> Compiled:
     passed its check before, unchanged, as is its kernel module, is not checked again: its report
     comes from the record of that check, and the compiler is not even imported (lark and its
     tables, the analysis: a quarter of a second of every run's start)."""
-    recorded = recorded_check(path)
+    try:
+        data = Path(path).read_bytes()  # what the record of a passed check is keyed by
+    except OSError:  # the check says why
+        data = None
+    record = None if data is None else _check_record(path, data)
+    recorded = None if record is None else recorded_check(record)
     if recorded is not None:
         return Compiled(*recorded)
     from .compiler import check_path
     from .compiler.diagnostics import render
 
-    try:
-        data = Path(path).read_bytes()  # what the record of a passed check is keyed by
-    except OSError:  # the check says why
-        data = None
-    result = check_path(path)
+    result = check_path(path, data)  # the bytes the record is keyed by
     if not result.ok:
         first = next(render(d, None).splitlines()[0] for d in result.diagnostics if d.is_error)
         return Compiled(None, result.report(), first)
@@ -166,8 +167,8 @@ def compile_cached(path: str) -> Compiled:
         # so the kernel module is found whatever the working directory is when it runs
         return generate(result.checked, target, cached=True)
     driver = cached_driver_path(result.source.text, path, generate)
-    if data is not None:
-        record_check(path, data, driver, result.report(), result.checked.kernel_module)
+    if record is not None:
+        record_check(record, path, driver, result.report(), result.checked.kernel_module)
     return Compiled(driver, result.report())
 
 
@@ -193,41 +194,38 @@ def _file_digest(path: str) -> str | None:
         return None
 
 
-def recorded_check(path: str) -> tuple[Path, str] | None:
-    """The cached driver of the program at ``path`` and the report (its warnings; empty if none) of
-    the check it passed, where neither the program, the kernel module that check read nor tiledsl
-    changed since; None where the program must be checked (a first run, an edit, a report with
-    errors, a record or driver missing or damaged). ``tiledsl check`` never reads a record."""
+def recorded_check(record: Path) -> tuple[Path, str] | None:
+    """The cached driver and the report (its warnings; empty if none) of the check a program passed,
+    kept in ``record`` (:func:`_check_record`), where neither the program, the kernel module that
+    check read nor tiledsl changed since; None where the program must be checked (a first run, an
+    edit, a report with errors, a record or driver missing or damaged). ``tiledsl check`` never
+    reads a record."""
     try:
-        record_path = _check_record(path, Path(path).read_bytes())
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-        driver = cache_dir() / record["driver"]
-        modules_unchanged = all(_file_digest(module) == digest for module, digest in record["modules"])
-        report = record["report"]
+        kept = json.loads(record.read_text(encoding="utf-8"))
+        driver = cache_dir() / kept["driver"]
+        modules_unchanged = all(_file_digest(module) == digest for module, digest in kept["modules"])
+        report = kept["report"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not (modules_unchanged and isinstance(report, str) and Path(record["driver"]).name == record["driver"]
+    if not (modules_unchanged and isinstance(report, str) and Path(kept["driver"]).name == kept["driver"]
             and _intact(driver)):
         return None
     _mark_used(driver)
-    _mark_used(record_path)
+    _mark_used(record)
     return driver, report
 
 
-def record_check(path: str, data: bytes, driver: Path, report: str, kernel_module: str | None) -> None:
-    """Keep the record of a passed check of ``data``, the program at ``path`` (its report, and the
-    kernel module it read, named as the program's ``use`` names it) for :func:`recorded_check`.
-    Nothing is kept where the file no longer holds ``data`` (edited while it was checked); a record
-    that cannot be written is only a later miss."""
+def record_check(record: Path, path: str, driver: Path, report: str, kernel_module: str | None) -> None:
+    """Keep in ``record`` the passed check of the program at ``path``: its driver, its report, and the
+    kernel module it read (named as the program's ``use`` names it), for :func:`recorded_check`. A
+    record that cannot be written is only a later miss."""
     module = None if kernel_module is None else str(Path(path).parent / kernel_module)
     modules = [] if module is None else [[module, _file_digest(module)]]
-    record = json.dumps({"driver": driver.name, "modules": modules, "report": report})
-    target = _check_record(path, data)
-    temporary = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    temporary = record.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     with contextlib.suppress(OSError):
-        if Path(path).read_bytes() == data:
-            temporary.write_text(record, encoding="utf-8")
-            temporary.replace(target)  # atomic, as the drivers
+        temporary.write_text(json.dumps({"driver": driver.name, "modules": modules, "report": report}),
+                             encoding="utf-8")
+        temporary.replace(record)  # atomic, as the drivers
     with contextlib.suppress(OSError):
         temporary.unlink()
 

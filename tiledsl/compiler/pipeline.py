@@ -60,10 +60,11 @@ def _position(diagnostic: Diagnostic) -> tuple[int, int]:
     return (span.line, span.column) if span is not None else (0, 0)
 
 
-def check_path(path) -> Result:
-    """Read, parse and analyze the ``.tile`` file at ``path``."""
+def check_path(path, data: bytes | None = None) -> Result:
+    """Read, parse and analyze the ``.tile`` file at ``path`` (``data``: its bytes, where they were
+    read already)."""
     try:
-        source = read_source(path)
+        source = read_source(path, data)
     except SourceError as error:
         return Result(str(path), error.source, None, [error.diagnostic])
     return check_source(source)

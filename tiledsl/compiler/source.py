@@ -87,13 +87,14 @@ def _as_program_text(text: str) -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def read_source(path: str | Path) -> Source:
-    """Read and decode a ``.tile`` file, or raise :class:`SourceError`."""
+def read_source(path: str | Path, data: bytes | None = None) -> Source:
+    """Read and decode a ``.tile`` file (``data``: its bytes, where they were read already), or raise
+    :class:`SourceError`."""
     name = str(path)
     if not name:
         raise SourceError(Diagnostic(None, "E000", "the file name is empty: give the path of a .tile file"))
     try:
-        data = Path(path).read_bytes()
+        data = Path(path).read_bytes() if data is None else data
     except IsADirectoryError:
         raise SourceError(Diagnostic(Span.whole(name), "E000", "is a directory, not a .tile file")) from None
     except FileNotFoundError:
