@@ -43,18 +43,20 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
         # wrote where it comes from (k = A.nt from the loop, A.mt + 1 from the index), and the
         # limit names this axis (past A.mt - 1)
         converter.display.setdefault(next(iter(extent)), f"{tile.matrix.text}.{count}")
-        # the names the program wrote where the value comes from: the index, then the bounds of the loops
-        # whose variables it names, then the others', each from the innermost out (m = A.mt from
-        # `for m in k + 1 .. A.mt + 1`, not A.nt; k + 1 = A.nt from `for k in 0 .. A.nt`, whatever
-        # the loop inside it writes)
-        named = sorted(reversed(loops), key=lambda loop: not _mentions(form, loop.var.text))
-        written = _written_extents((index, *[(loop.start, loop.stop) for loop in named]), converter)
         for direction in (+1, -1):
             value, point = _extreme(form, bounds, direction)
-            if value is None or not all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
+            if value is None:
                 continue
             beyond = _add(value, _scale(extent, -1), {"": 1}) if direction > 0 else _scale(value, -1)
-            if _provably_at_least(beyond, 1):
+            # the guards last: a call under many else-ifs has as many guards, and most tiles are in range
+            if _provably_at_least(beyond, 1) and all(_holds_at(cond, taken, point, converter)
+                                                     for cond, taken in guards):
+                # the names the program wrote where the value comes from: the index, then the bounds of the
+                # loops whose variables it names, then the others', each from the innermost out (m = A.mt
+                # from `for m in k + 1 .. A.mt + 1`, not A.nt; k + 1 = A.nt from `for k in 0 .. A.nt`,
+                # whatever the loop inside it writes)
+                named = sorted(reversed(loops), key=lambda loop: not _mentions(form, loop.var.text))
+                written = _written_extents((index, *[(loop.start, loop.stop) for loop in named]), converter)
                 where = _where(form, loops, point, converter)
                 limit = f"{tile.matrix.text}.{count} - 1" if direction > 0 else "0"
                 return (f"the tile {noun} index reaches {converter.render(value, written)} "
