@@ -186,10 +186,10 @@ def _check_record(path: str, data: bytes) -> Path:
 
 
 def _file_digest(path: str) -> str | None:
-    """The SHA-256 of a file's bytes; None where there is no file to read (a check reads the kernel
-    module, or says it is missing)."""
+    """The SHA-256 of a file's bytes; None where there is no regular file to read (a check reads the
+    kernel module, or says it is missing; a fifo in its place would block the read for ever)."""
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file() else None
     except OSError:
         return None
 
