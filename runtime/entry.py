@@ -57,6 +57,7 @@ def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
     out = _own_stream(sys.stdout) if out is None else out
     err = _own_stream(sys.stderr) if err is None else err
     before, adoption = set(threading.enumerate()), adopt_orphans()
+    _adoptions.append(adoption)
     status = _run_and_report(driver, args, out, err)
     record_completion(status)
     _ending_processes_left(adoption, err)
@@ -64,10 +65,14 @@ def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
     return status
 
 
-def _ending_processes_left(adoption, err) -> None:
+#: the :class:`~.leftovers.Adoption` of each run of this process (:func:`process_status` ends what is left)
+_adoptions: list = []
+
+
+def _ending_processes_left(adoption, err, exiting_normally: bool = True) -> None:
     """End the processes a kernel started and left running (:mod:`.leftovers`), which would keep the
     run's output open after it ended (``| tee`` waited for them), and name them."""
-    left = end_leftovers(adoption)
+    left = end_leftovers(adoption, exiting_normally)
     if left:
         with contextlib.suppress(OSError, ValueError):
             print(f"tiledsl: warning: rank {launcher_rank()}: {', '.join(left)}, which a kernel started, still ran "
@@ -425,6 +430,8 @@ def process_status(status: int) -> int:
         with contextlib.suppress(ValueError):  # not the main thread: a test's
             unless_ignored(signum, signal.SIG_IGN)
     if kernels_left_running():
+        for adoption in _adoptions:  # multiprocessing's children too: its exit handler will not run
+            _ending_processes_left(adoption, sys.stderr, exiting_normally=False)
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 stream.flush()

@@ -89,11 +89,13 @@ def _multiprocessings() -> set[int]:
     return ours | ({tracker._pid} if getattr(tracker, "_pid", None) else set())
 
 
-def end_leftovers(adoption: Adoption) -> list[str]:
+def end_leftovers(adoption: Adoption, exiting_normally: bool = True) -> list[str]:
     """End this process's children that were not there at ``adoption``: SIGTERM, SIGKILL after
     :data:`GRACE_SECONDS`; each as 'pid N (command line)' for the warning, [] if none. The process
-    is a subreaper again only if it was one before."""
-    spared = adoption.children | _multiprocessings()
+    is a subreaper again only if it was one before. Multiprocessing's own children are spared where
+    the process is ``exiting_normally``: its exit handler ends them (it does not run under
+    ``os._exit``, where a pool's worker blocked on a lock outlived the run, holding its output)."""
+    spared = adoption.children | (_multiprocessings() if exiting_normally else set())
     left = [pid for pid in children() if pid not in spared]
     named = [f"pid {pid} ({_command_line(pid)})" for pid in left]
     left = _with_descendants(left)

@@ -401,3 +401,24 @@ def test_a_rank_that_starts_after_a_ctrl_c_is_sent_it_too(tmp_path):
     finally:
         launcher.kill()
         late.kill()
+
+
+@pytest.mark.timeout(120)
+def test_a_stalled_kernels_busy_pool_does_not_outlive_the_run(tmp_path):
+    """A kernel stalled while its multiprocessing pool's worker was busy (in CI, one blocked on a pool
+    lock at a fork in a threaded process): the rank ended on the watchdog by os._exit (its kernel
+    still running), where multiprocessing's exit handler does not run, and the worker held the run's
+    output open for ever (`| tee` and the test waiting on it never ended)."""
+    (tmp_path / "k.py").write_text("import multiprocessing, time\n\ndef stuck(A):\n"
+                                   "    pool = multiprocessing.get_context('fork').Pool(1)\n"
+                                   "    pool.apply_async(time.sleep, (600,))\n    time.sleep(600)\n")
+    (tmp_path / "s.tile").write_text('use "k.py"\nkernel stuck(inout A)\nprogram s {\n  tiling uniform(nb = 64)\n'
+                                     "  matrix A[n, n] = random spd\n  stuck(A[0, 0])\n}\n")
+    run = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "s.tile", "--n", "64", "--watchdog", "2"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert run.returncode == 1 and "watchdog: no task completed" in run.stderr, run.stderr
+    assert re.search(r"warning: rank 0: pid \d+ \(.*\), which a kernel started, still ran when the run ended: ended",
+                     run.stderr), run.stderr
+    assert [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if _runs_in(pid, str(tmp_path)) and not _zombie(pid)] == []
