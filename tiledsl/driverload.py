@@ -149,7 +149,7 @@ def compile_cached(path: str) -> Compiled:
     except OSError:  # the check says why
         data = None
     record = None if data is None else _check_record(path, data)
-    recorded = None if record is None else recorded_check(record)
+    recorded = None if record is None else recorded_check(*record)
     if recorded is not None:
         return Compiled(*recorded)
     from .compiler import check_path
@@ -168,7 +168,8 @@ def compile_cached(path: str) -> Compiled:
         return generate(result.checked, target, cached=True)
     driver = cached_driver_path(result.source.text, path, generate)
     if record is not None:
-        record_check(record, path, driver, result.report(), result.checked.kernel_module)
+        checked = result.checked
+        record_check(*record, path, driver, result.report(), checked.kernel_module, checked.kernel_module_digest)
     return Compiled(driver, result.report())
 
 
@@ -176,13 +177,14 @@ def compile_cached(path: str) -> Compiled:
 REPORT_MODULES = ("source", "diagnostics")
 
 
-def _check_record(path: str, data: bytes) -> Path:
-    """Where the record of a passed check of the program ``data`` at ``path`` is kept: keyed as its
-    driver is, and by the modules that word the report."""
+def _check_record(path: str, data: bytes) -> tuple[Path, str]:
+    """Where the record of a passed check of the program ``data`` at ``path`` is kept, and its key:
+    keyed as its driver is, and by the modules that word the report."""
     digest = hashlib.sha256(cache_key(data.decode("utf-8", errors="surrogateescape"), path).encode())
     for module in REPORT_MODULES:
         digest.update(b"\0" + _package_text("tiledsl.compiler", f"{module}.py").encode())
-    return cache_dir() / f"{Path(path).stem[:64]}-{digest.hexdigest()[:24]}.checked"
+    key = digest.hexdigest()
+    return cache_dir() / f"{Path(path).stem[:64]}-{key[:24]}.checked", key
 
 
 def _file_digest(path: str) -> str | None:
@@ -194,36 +196,38 @@ def _file_digest(path: str) -> str | None:
         return None
 
 
-def recorded_check(record: Path) -> tuple[Path, str] | None:
+def recorded_check(record: Path, key: str) -> tuple[Path, str] | None:
     """The cached driver and the report (its warnings; empty if none) of the check a program passed,
-    kept in ``record`` (:func:`_check_record`), where neither the program, the kernel module that
-    check read nor tiledsl changed since; None where the program must be checked (a first run, an
-    edit, a report with errors, a record or driver missing or damaged). ``tiledsl check`` never
-    reads a record."""
+    kept in ``record`` under ``key`` (:func:`_check_record`), where neither the program, the kernel
+    module that check read nor tiledsl changed since; None where the program must be checked (a
+    first run, an edit, a report with errors, a record or driver missing or damaged, another
+    program's record copied in its place). ``tiledsl check`` never reads a record."""
     try:
         kept = json.loads(record.read_text(encoding="utf-8"))
         driver = cache_dir() / kept["driver"]
-        modules_unchanged = all(_file_digest(module) == digest for module, digest in kept["modules"])
+        modules_unchanged = all(digest is not None and _file_digest(module) == digest for module, digest in kept["modules"])
         report = kept["report"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not (modules_unchanged and isinstance(report, str) and Path(kept["driver"]).name == kept["driver"]
-            and _intact(driver)):
+    if not (kept.get("key") == key and modules_unchanged and isinstance(report, str)
+            and Path(kept["driver"]).name == kept["driver"] and _intact(driver)):
         return None
     _mark_used(driver)
     _mark_used(record)
     return driver, report
 
 
-def record_check(record: Path, path: str, driver: Path, report: str, kernel_module: str | None) -> None:
-    """Keep in ``record`` the passed check of the program at ``path``: its driver, its report, and the
-    kernel module it read (named as the program's ``use`` names it), for :func:`recorded_check`. A
-    record that cannot be written is only a later miss."""
+def record_check(record: Path, key: str, path: str, driver: Path, report: str, kernel_module: str | None,
+                 module_digest: str | None) -> None:
+    """Keep in ``record``, under ``key``, the passed check of the program at ``path``: its driver, its
+    report, and the kernel module it read (named as the program's ``use`` names it) with the digest
+    of the bytes the check read (a module saved again while the check ran is then a later miss),
+    for :func:`recorded_check`. A record that cannot be written is only a later miss."""
     module = None if kernel_module is None else str(Path(path).parent / kernel_module)
-    modules = [] if module is None else [[module, _file_digest(module)]]
+    modules = [] if module is None else [[module, module_digest]]
     temporary = record.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     with contextlib.suppress(OSError):
-        temporary.write_text(json.dumps({"driver": driver.name, "modules": modules, "report": report}),
+        temporary.write_text(json.dumps({"key": key, "driver": driver.name, "modules": modules, "report": report}),
                              encoding="utf-8")
         temporary.replace(record)  # atomic, as the drivers
     with contextlib.suppress(OSError):

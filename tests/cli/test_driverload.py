@@ -84,3 +84,40 @@ def test_a_damaged_record_is_a_check_again(program):
         out = run(program)
         assert out.returncode == 0 and "compiler loaded: True" in out.stdout, (damage, out.stderr)
         assert "warning[W302]" in out.stderr and record.read_text() == whole
+
+
+@pytest.fixture
+def cached(program, monkeypatch):
+    """:mod:`tiledsl.driverload`, its cache in ``program``'s folder, run from there."""
+    import tiledsl.driverload as driverload
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(program / "cache"))
+    monkeypatch.chdir(program)
+    return driverload
+
+
+def test_a_kernel_module_saved_while_the_check_runs_is_checked_again(program, cached, monkeypatch):
+    """The record names the kernel module by the bytes the check read: one saved between the check and
+    the record (an editor's save as a run starts) is a miss at the next run, not a passed check of a
+    module never checked."""
+    write_driver = cached.cached_driver_path
+
+    def saved_meanwhile(*args):
+        (program / "k.py").write_text("def scale(a, b):\n    a *= b\n")  # one parameter too many for the call
+        return write_driver(*args)
+    monkeypatch.setattr(cached, "cached_driver_path", saved_meanwhile)
+    assert cached.compile_cached("p.tile").driver is not None  # the check read the module of one parameter
+    monkeypatch.setattr(cached, "cached_driver_path", write_driver)
+    again = cached.compile_cached("p.tile")
+    assert again.driver is None and again.first_error.startswith("p.tile:2:8: error[E213]"), again.report
+
+
+def test_another_programs_record_copied_in_its_place_is_a_miss(program, cached):
+    (program / "q.tile").write_text(PROGRAM.replace("program p", "program q").replace("A.mt", "A.mt - 1"))
+    assert cached.compile_cached("q.tile").driver.name.startswith("q-")
+    assert cached.compile_cached("p.tile").driver.name.startswith("p-")
+    [p_record] = records(program)
+    [q_record] = p_record.parent.glob("q-*.checked")
+    p_record.write_bytes(q_record.read_bytes())
+    assert cached.compile_cached("p.tile").driver.name.startswith("p-")
+    assert json.loads(p_record.read_text())["driver"].startswith("p-")  # written again, for p

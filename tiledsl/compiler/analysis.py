@@ -88,6 +88,7 @@ class Checked:
     kernels: dict
     calls: tuple[CallSummary, ...]
     kernel_module: str | None
+    kernel_module_digest: str | None  # the SHA-256 of the kernel module's bytes this check read
     float_lets: frozenset = frozenset()  # spans of the lets whose value is a float
     char_uses: tuple[CharUse, ...] = ()
 
@@ -162,7 +163,7 @@ class _Analyzer:
         if self.bag.has_errors:
             return None
         return Checked(program, self.file.path, tiling, self.tiling_defaults, dict(self.kernels),
-                       tuple(self.calls), module, frozenset(self.float_lets), tuple(self.char_uses))
+                       tuple(self.calls), module, self.module.digest, frozenset(self.float_lets), tuple(self.char_uses))
 
     # ---------------------------------------------------------------- declarations
     def _declare_kernels(self, decls):

@@ -8,6 +8,7 @@ could tell is left to the run.
 from __future__ import annotations
 
 import ast
+import hashlib
 import keyword
 from pathlib import Path
 
@@ -21,12 +22,14 @@ from .source import Span
 
 class ModuleUse:
     """The kernel module of one program: :meth:`locate` finds and reads it (``definitions``, None
-    when there is none or it cannot be read), then :meth:`check_functions` checks it."""
+    when there is none or it cannot be read; ``digest``, the SHA-256 of the bytes read), then
+    :meth:`check_functions` checks it."""
 
     def __init__(self, file: n.File, bag: DiagnosticBag):
         self.file, self.bag = file, bag
         self.program = file.programs[0]
         self.definitions: Definitions | None = None
+        self.digest: str | None = None
 
     def locate(self) -> str | None:
         uses = self.file.uses
@@ -54,7 +57,8 @@ class ModuleUse:
     def _read(self, use: n.Use, path: Path) -> Definitions | None:
         """The kernel module's definitions, if it compiles (read and compiled, never run)."""
         try:
-            tree = ast.parse(path.read_bytes(), str(path))
+            data = path.read_bytes()
+            tree = ast.parse(data, str(path))
             compile(tree, str(path), "exec", dont_inherit=True)  # what parsing alone lets through
         except SyntaxError as error:  # NUL bytes too, on recent Pythons: a SyntaxError of no line
             where = f"{use.path}:{error.lineno}" if error.lineno else use.path
@@ -63,6 +67,7 @@ class ModuleUse:
         except (OSError, ValueError) as error:  # unreadable, or NUL bytes on older Pythons
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} cannot be read: {error}")
         else:
+            self.digest = hashlib.sha256(data).hexdigest()  # what a record of this check names (driverload)
             return read_definitions(tree)
         return None
 
