@@ -54,6 +54,7 @@ def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
     """
     claim_process()
     track_stdout_lines()  # the kernels' output: what the run writes on its own stream begins a line
+    made = (out is None, err is None)
     out = _own_stream(sys.stdout) if out is None else out
     err = _own_stream(sys.stderr) if err is None else err
     before, adoption = set(threading.enumerate()), adopt_orphans()
@@ -62,6 +63,10 @@ def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
     record_completion(status)
     _ending_processes_left(adoption, err)
     _not_waiting_for(before, status, out, err)
+    for stream, ours in zip((out, err), made):
+        if ours and stream not in (sys.stdout, sys.stderr):  # on a duplicate descriptor, which is closed
+            with contextlib.suppress(OSError, ValueError):
+                stream.close()
     return status
 
 

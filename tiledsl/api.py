@@ -168,14 +168,15 @@ class Loaded:
             _plain(value) for value in (n, workers, seed, gpus, gpu_memory, gpu_streams, host_takes, watchdog))
         gpu_settings = dict(gpu_memory=gpu_memory, gpu_ratio=gpu_ratio, gpu_streams=gpu_streams,
                             host_takes=host_takes)
-        given = self._inputs(arrays, matrices, dict(n=n, check=check, workers=workers, seed=seed, gpus=gpus,
-                                                    gpu_backend=gpu_backend, allow_nonfinite=allow_nonfinite,
-                                                    watchdog=watchdog, tuned=tuned, **gpu_settings))
+        given = self._inputs(arrays, matrices, dict(n=n, tiles=tiles, params=params, check=check, workers=workers,
+                                                    seed=seed, gpus=gpus, gpu_backend=gpu_backend,
+                                                    allow_nonfinite=allow_nonfinite, watchdog=watchdog, tuned=tuned,
+                                                    **gpu_settings))
         tiles, params = self._tiles(tiles), self._params(params)
         self._check_settings(n, workers, seed)
         for name, flag in (("check", check), ("allow_nonfinite", allow_nonfinite), ("tuned", tuned)):
             if not isinstance(flag, (bool, np.bool_)):
-                raise TiledslError(f"{name} must be True or False, got {flag!r}")
+                raise TiledslError(f"{name} must be True or False, got {_shown(flag)}")
         _check_gpus(gpus, gpu_backend)
         gpu_settings = _gpu_settings(gpus, **gpu_settings)
         _check_watchdog(watchdog)
@@ -409,7 +410,7 @@ class Loaded:
                 raise TiledslError(f"params={{{name!r}: ...}}: {self.program.name} has no parameter {name}{has}")
             if isinstance(value, bool) or not isinstance(value, (Integral, Real, str)):
                 raise TiledslError(f"params[{name!r}] must be a number (or one character, for a char parameter), "
-                                   f"got {value!r}")
+                                   f"got {_shown(value)}")
         return {name: _number(name, value) for name, value in params.items()}
 
     @staticmethod
@@ -543,6 +544,15 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _shown(value) -> str:
+    """``value`` for a message: an array by its shape (its repr runs to many lines), any other value
+    by its repr, cut short."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        return f"an array of shape {value.shape}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _number(name: str, value):
     """A param's value as the Python int or float it stands for (a numpy number, a
     ``Fraction``: what a kernel receives, and JSON takes), or its text."""
@@ -561,13 +571,13 @@ def _mapping(name: str, value, example: str) -> dict:
     if value is None:
         return {}
     if not hasattr(value, "keys"):
-        raise TiledslError(f"{name}= is a mapping of names to values, e.g. {name}={example}, got {value!r}")
+        raise TiledslError(f"{name}= is a mapping of names to values, e.g. {name}={example}, got {_shown(value)}")
     return dict(value)
 
 
 def _check_int(name: str, value, least: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TiledslError(f"{name} must be an integer, got {_plain(value)!r}")
+        raise TiledslError(f"{name} must be an integer, got {_shown(_plain(value))}")
     if least is not None and value < least:
         raise TiledslError(f"{name} must be at least {least}, got {value}")
 

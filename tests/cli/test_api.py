@@ -146,6 +146,20 @@ def test_settings_of_the_wrong_kind_are_refused_by_name(settings, message):
 
 
 @pytest.mark.timeout(60)
+def test_a_check_of_an_infinite_input_is_a_verdict_not_a_warning():
+    """The check's arithmetic on a NaN or an infinity warns nothing (under warnings as errors, the
+    check's own task failed): the verdict says the input held it."""
+    rng = np.random.default_rng(1)
+    a, b, c = (rng.standard_normal((100, 100)) for _ in range(3))
+    c[0, 0] = np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = tiledsl.load("gemm").run(A=a, B=b, C=c, tiles={"nb": 48}, allow_nonfinite=True, check=True)
+    assert not out.passed and out.errors[0].startswith("the check has no residual: C's input held 1 NaN or "
+                                                        "infinite value(s)")
+
+
+@pytest.mark.timeout(60)
 def test_allow_nonfinite_returns_the_output_that_would_fail_the_run():
     a = np.eye(64) * 64
     a[40, 40] = np.inf
@@ -178,6 +192,26 @@ def test_a_path_may_be_bytes_or_any_path_like(tmp_path):
 def test_a_matrix_named_like_a_setting_given_as_that_setting_is_refused(tmp_path):
     with pytest.raises(TiledslError, match=r"seed= is a setting of run\(\); give matrix seed in the mapping"):
         program(tmp_path, SETTING_NAMES).run(B=np.zeros((8, 8)), seed=np.zeros((8, 8)))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["tiles", "params"])
+def test_a_matrix_named_like_a_mapping_setting_given_as_that_setting_is_refused(tmp_path, name):
+    loaded = program(tmp_path, f"program p {{\n  tiling uniform(nb = 4)\n  matrix {name}[n, n] = zeros\n"
+                               f"  for k in 0 .. {name}.mt {{ potrf({name}[k, k]) }}\n}}\n")
+    with pytest.raises(TiledslError, match=rf"^{name}= is a setting of run\(\); give matrix {name} in the mapping"):
+        loaded.run(**{name: np.eye(8)})
+
+
+@pytest.mark.timeout(120)
+def test_an_array_given_for_a_setting_is_named_by_its_shape_not_printed():
+    cholesky = tiledsl.load("cholesky")
+    for settings, message in (({"n": np.ones((150, 150))}, "n must be an integer, got an array of shape (150, 150)"),
+                              ({"tiles": np.ones((3, 3))}, "tiles= is a mapping of names to values, e.g. "
+                                                           "tiles={'nb': 256}, got an array of shape (3, 3)")):
+        with pytest.raises(TiledslError) as error:
+            cholesky.run(**settings)
+        assert str(error.value) == message
 
 
 @pytest.mark.timeout(120)

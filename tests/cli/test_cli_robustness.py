@@ -1360,3 +1360,14 @@ def test_a_moved_cache_runs_its_programs_own_kernels(tmp_path, monkeypatch):
     (decoy / "k.py").write_text("def bump(A):\n    A += 666.0\n")
     assert len(list((moved / "tiledsl" / "drivers").glob("p-*.py"))) == 1  # a hit: the moved driver runs
     assert tiledsl_package.load(program / "p.tile").run(n=4)["A"][0, 0] == 1.0
+
+
+@pytest.mark.timeout(120)
+def test_a_run_under_warnings_as_errors_leaves_no_file_open():
+    """The run's own streams (duplicates of stdout's and stderr's descriptors) are closed when it ends:
+    under ``PYTHONWARNINGS=error`` an unclosed one was "an error was ignored in FileIO", twice."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(CACHE["dir"]), PYTHONWARNINGS="error")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "64", "--check"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert "(pass, threshold 60)" in out.stdout
