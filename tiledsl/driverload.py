@@ -205,7 +205,8 @@ def recorded_check(record: Path, key: str) -> tuple[Path, str] | None:
     try:
         kept = json.loads(record.read_text(encoding="utf-8"))
         driver = cache_dir() / kept["driver"]
-        modules_unchanged = all(digest is not None and _file_digest(module) == digest for module, digest in kept["modules"])
+        modules_unchanged = all(digest is not None and _file_digest(module) == digest
+                                for module, digest in kept["modules"])
         report = kept["report"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
