@@ -89,6 +89,11 @@ def _multiprocessings() -> set[int]:
     return ours | ({tracker._pid} if getattr(tracker, "_pid", None) else set())
 
 
+#: processes the runtime itself started (a rank's start-up watcher, :func:`.world._start_up_watch`):
+#: ended with the kernels' leftovers where the rank ends with them, but not named as a kernel's
+runtime_children: set = set()
+
+
 def end_leftovers(adoption: Adoption, exiting_normally: bool = True) -> list[str]:
     """End this process's children that were not there at ``adoption``: SIGTERM, SIGKILL after
     :data:`GRACE_SECONDS`; each as 'pid N (command line)' for the warning, [] if none. The process
@@ -97,7 +102,7 @@ def end_leftovers(adoption: Adoption, exiting_normally: bool = True) -> list[str
     ``os._exit``, where a pool's worker blocked on a lock outlived the run, holding its output)."""
     spared = adoption.children | (_multiprocessings() if exiting_normally else set())
     left = [pid for pid in children() if pid not in spared]
-    named = [f"pid {pid} ({_command_line(pid)})" for pid in left]
+    named = [f"pid {pid} ({_command_line(pid)})" for pid in left if pid not in runtime_children]
     left = _with_descendants(left)
     for signum in (signal.SIGTERM, signal.SIGKILL):
         for pid in left:

@@ -21,6 +21,7 @@ import time
 
 # kept there: a driver whose runtime failed to import needs them too
 from ..drivercontract import launcher_rank, launcher_size
+from .leftovers import runtime_children
 from .distribution import parse_grid, squarest_grid
 
 LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS")
@@ -205,11 +206,19 @@ def _parent_of(pid: int) -> int | None:
 
 
 def process_exists(pid: int) -> bool:
+    """Whether process ``pid`` still lives: not gone, nor a zombie (ended, its parent not having
+    reaped it yet: a rank just killed, whose files are abandoned all the same)."""
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, PermissionError):  # gone (its number may be another user's now)
         return False
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] != b"Z"  # the state follows the (command)
+    except FileNotFoundError:  # gone meanwhile, or no /proc (not Linux: alive, as the signal said)
+        return not os.path.isdir("/proc")
+    except (OSError, IndexError):
+        return True
 
 
 def _command_of(pid: int) -> str:
@@ -383,7 +392,18 @@ def communicator(on_error=None, limit: float | None = None):
     if comm.size == 1:
         comm.stop()
         return None
+    if comm.rank != 0:
+        _reading_nothing()
     return comm
+
+
+def _reading_nothing() -> None:
+    """Standard input at its end: a launcher gives rank 0 the job's, and the other ranks one that
+    never ends (hydra's), where a kernel's read waited until the watchdog stopped the run."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
 
 
 @contextlib.contextmanager
@@ -431,21 +451,27 @@ def _start_up_watch(limit: float | None, late: str | None = None):
         yield
         return
     read_end, write_end = os.pipe()
+    # a Ctrl-C to the group is the rank's to handle: in the watcher it would unwind the rank's
+    # copied stack and report (and abort MPI) a second time, so it waits across the fork, and the
+    # watcher ignores it (it ends with the pipe anyway)
+    stopping = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
     watcher = os.fork()
     if watcher == 0:  # the watcher: only system calls and small files, then _exit
-        # a Ctrl-C to the group is the rank's to handle: here it would unwind the rank's copied
-        # stack and report (and abort MPI) a second time; the watcher ends with the pipe anyway
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for signum in stopping:
             signal.signal(signum, signal.SIG_IGN)
         os.close(write_end)
         _watch(read_end, limit, os.getppid(), late)
         os._exit(0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    runtime_children.add(watcher)  # not a kernel's, if the rank ends with it (leftovers)
     os.close(read_end)
     try:
         yield
     finally:
         os.close(write_end)
         os.waitpid(watcher, 0)
+        runtime_children.discard(watcher)
 
 
 def _watch(read_end: int, limit: float | None, rank: int, late: str | None) -> None:

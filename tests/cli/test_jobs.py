@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from tiledsl.commands import jobs
@@ -422,3 +423,17 @@ def test_a_stalled_kernels_busy_pool_does_not_outlive_the_run(tmp_path):
                      run.stderr), run.stderr
     assert [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
             if _runs_in(pid, str(tmp_path)) and not _zombie(pid)] == []
+
+
+@pytest.mark.timeout(120)
+def test_a_kernel_reading_standard_input_gets_its_end_on_every_rank(tmp_path):
+    """Rank 1's read waited for the watchdog (hydra gives the ranks but 0 an input that never ends):
+    every rank reads nothing, as one rank does."""
+    (tmp_path / "k.py").write_text("import sys\n\ndef read(A):\n    A[0, 0] = len(sys.stdin.read()) + 1.0\n")
+    (tmp_path / "r.tile").write_text('use "k.py"\nkernel read(inout A)\nprogram r {\n  tiling uniform(nb = 8)\n'
+                                     "  matrix A[n, n] = zeros\n  for i in 0 .. A.mt { read(A[i, i]) }\n}\n")
+    run = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "r.tile", "--n", "16", "--np", "2",
+                          "--watchdog", "20", "--output", "A=a.npy"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=100, input="typed\n", env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert run.returncode == 0, run.stderr
+    assert np.load(tmp_path / "a.npy")[[0, 8], [0, 8]].tolist() == [1.0, 1.0]

@@ -31,3 +31,19 @@ def test_a_subreaper_already_stays_one():
         assert leftovers.end_leftovers(leftovers.adopt_orphans()) == [] and leftovers._subreaper()
     finally:
         leftovers._set_subreaper(False)
+
+
+@pytest.mark.timeout(30)
+def test_a_process_of_the_runtimes_own_is_ended_but_not_named_as_a_kernels():
+    """A rank stopped while its start-up watcher ran ended the watcher, a copy of the rank, and named
+    it as a process "which a kernel started" (no kernel had run)."""
+    from tiledsl.runtime import leftovers
+
+    adoption = leftovers.adopt_orphans()
+    own = subprocess.Popen(["sleep", "60"])
+    leftovers.runtime_children.add(own.pid)
+    try:
+        assert leftovers.end_leftovers(adoption) == []
+        assert own.wait(timeout=10) is not None
+    finally:
+        leftovers.runtime_children.discard(own.pid)

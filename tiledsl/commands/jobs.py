@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..runtime import crash
 from ..runtime.reporting import json_text
-from ..runtime.world import unless_ignored
+from ..runtime.world import process_exists, unless_ignored
 from .joboutput import Forwarder
 from .rankwatch import RankWatch
 
@@ -53,6 +53,7 @@ PR_SET_PDEATHSIG = 1  # prctl(2)
 GRACE_SECONDS = 30  # after the first forwarded signal, how long the job has to end before it is killed
 LINGER_SECONDS = 5.0  # how long the launcher may outlive the last rank (it waits for the output pipes)
 ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of their segments
+KILLED_SECONDS = 2.0  # how long a killed job's processes may take to be gone (a SIGKILL is not instant)
 POLL_SECONDS = 0.2  # how often a waiting launcher is checked on
 STALE_SECONDS = 600.0  # what a killed job left (segments, its folder) is removed by a later job after this
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # as runtime.world names it: where ranks record their completion
@@ -402,9 +403,14 @@ def kill_job(job: subprocess.Popen, folder: str) -> None:
     sessions of their own, beyond the reach of the launcher's group)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(job.pid, signal.SIGKILL)
-    for pid in job_processes(folder):
+    killed = job_processes(folder)
+    for pid in killed:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+    # until they are gone: the files a rank abandoned are removed next (outputs.remove_abandoned)
+    deadline = time.monotonic() + KILLED_SECONDS
+    while any(process_exists(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def job_processes(folder: str) -> list[int]:
