@@ -70,10 +70,11 @@ def rank_walk(driver, params, grid: tuple[int, int], rank: int, repeats: int, gu
 
 def participation(driver, params, grid: tuple[int, int], rank: int) -> tuple[int, int, int]:
     """The tasks ``rank`` runs on ``grid``, the tasks of other ranks that make it post a message,
-    and its messages (tile versions times the other ranks that run a task reading them), from
-    a record of every task."""
+    and its messages (tile versions times the other ranks that run a task reading them, but the
+    rank that computed the version: it keeps it), from a record of every task."""
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), rank)
     versions: dict = {}
+    producers: dict = {}  # tile -> the rank that computed its current version
     runs, posting, messages = 0, 0, set()
     for kind, event in record(driver, matrices, params).events:
         if kind != "task":
@@ -83,11 +84,12 @@ def participation(driver, params, grid: tuple[int, int], rank: int) -> tuple[int
         runs += runner == rank
         before = len(messages)
         for index, tile in enumerate(tiles):
-            if tile.rank == rank != runner and call.modes[index] != "out":
+            if tile.rank == rank != runner != producers.get(tile) and call.modes[index] != "out":
                 messages.add((tile, versions.get(tile, 0), runner))
         posting += len(messages) > before
         for index in call.writes:
             versions[tiles[index]] = versions.get(tiles[index], 0) + 1
+            producers[tiles[index]] = runner
     return runs, posting, len(messages)
 
 

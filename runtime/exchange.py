@@ -211,11 +211,16 @@ class Exchange:
         if self.out_of_core is not None:  # out-of-core: tiles another place wrote come home first
             self.out_of_core.submitting(call, tiles, device)
         if device is not None:
-            self._owner(call, tiles, views, priority, kernel, device, values)
+            kept = self._owner(call, tiles, views, priority, kernel, device, values)
         else:
             self._helpers(call, tiles, views, main)
         for index in call.writes:
             self.advance(tiles[index])
+        if device == 0:
+            for copy in kept:
+                kept[copy] = self._new_copy(copy.tile, 0, None)  # of the version the task makes
+        elif device is None and self._on_its_host(call, main):
+            self._held_by_producer(call, tiles, main.rank)
 
     def _device_for(self, call, main) -> int:
         """The device of this rank that computes a task whose main output is ``main``."""
@@ -224,10 +229,18 @@ class Exchange:
             return 0
         return runs_at((main.rank, device), call.kernel, self.devices.kernels)[1]
 
-    def _owner(self, call, tiles, views, priority, kernel, device, values) -> None:
+    def _on_its_host(self, call, main) -> bool:
+        """Whether a task whose main output is ``main`` runs on its rank's host, as every rank tells
+        from the distribution (not from where an out-of-core rank keeps the tile's data)."""
+        return not main.device or not runs_at((main.rank, main.device), call.kernel, self.devices.kernels)[1]
+
+    def _owner(self, call, tiles, views, priority, kernel, device, values) -> dict:
+        """The owner instance; returns, for each minor output it sends to another rank from the
+        host, the copy it computes into, to map (once the new version is counted) to the copy of
+        that version this rank keeps for its own later readers."""
         if device and self.out_of_core is not None:  # out-of-core: the GPU's cache serves every tile
             self.out_of_core.owner(call, tiles, views, priority, device, values)
-            return
+            return {}
         host_kernel = kernel
         if device:
             kernel = self.devices.kernels[call.kernel]
@@ -259,7 +272,9 @@ class Exchange:
         self.engine.enqueue(task, waits)
         # after the task in its tiles' lists: later readers wait for the data to be home
         sinks = [self._local_sink(copy) for copy in outgoing if copy.tile.rank == self.rank]
-        task.on_complete = lambda: self._owner_done(sources, tiles, outgoing, sinks)
+        kept = {copy: None for copy in outgoing if copy.tile.rank != self.rank} if device == 0 else {}
+        task.on_complete = lambda: self._owner_done(sources, tiles, outgoing, sinks, kept)
+        return kept
 
     def _helpers(self, call, tiles, views, main) -> None:
         """Instances for a task computed on another rank: sends of inputs, sinks of outputs."""
@@ -274,6 +289,14 @@ class Exchange:
                     self._send_task(tile, main.rank, what)
             if call.modes[index] != "in" and index != call.main:
                 self._remote_sink(tile, main.rank)
+
+    def _held_by_producer(self, call, tiles, producer: int) -> None:
+        """The versions of this rank's tiles that a task computes on rank ``producer``'s host: that
+        rank keeps a copy of each for its own readers (:meth:`_owner`), so none is sent back there."""
+        for index in call.writes:
+            tile = tiles[index]
+            if index != call.main and tile.rank == self.rank:
+                tile.delivered[(producer, 0)] = {None: 0}
 
     # ---------------------------------------------------------------- copies of inputs
     def copy_at(self, tile, device: int, wanted: tuple | None = None) -> Copy:
@@ -383,14 +406,15 @@ class Exchange:
         self.engine.enqueue(task, 1)
         return task, holder
 
-    def _owner_done(self, sources, tiles, outgoing, sinks) -> None:
-        """After an owner task: minor outputs go home; copies are let go."""
+    def _owner_done(self, sources, tiles, outgoing, sinks, kept: dict) -> None:
+        """After an owner task: minor outputs go home (a copy of those sent from the host is kept
+        for later readers here); copies are let go."""
         pending = iter(sinks)
         for copy in outgoing:
             if copy.tile.rank == self.rank:
                 self._move_home(copy, *next(pending))
             else:
-                self.send_home(copy)
+                self.send_home(copy, kept.get(copy))
             copy.closed = True
         for source, tile in zip(sources, tiles):
             if isinstance(source, Copy):
@@ -410,17 +434,23 @@ class Exchange:
         holder.data = data
         self.engine.satisfy(sink)
 
-    def send_home(self, copy: Copy) -> None:
+    def send_home(self, copy: Copy, kept: Copy | None = None) -> None:
         """A minor output computed here, or a tile an out-of-core GPU cache wrote back, goes to its home
-        rank (via the host)."""
-        tile = copy.tile
+        rank (via the host). ``kept``: this rank's copy of the version, which holds the data sent
+        once the send is done (a later writer here must not change the buffer MPI still reads)."""
+        tile, data = copy.tile, copy.data  # the task's own copy lets go of its data before the send is done
+        sent = _nothing if kept is None else lambda: self._kept_arrived(kept, data)
         send = lambda host: self.comm.send(host, tile.rank, tile.tag,
-                                           self.traced("send", tile, tile.rank, host.nbytes, _nothing))
+                                           self.traced("send", tile, tile.rank, host.nbytes, sent))
         if copy.device == 0:
-            send(copy.data)
+            send(data)
         else:
-            data = copy.data
             self.mover.move(lambda: self.devices.start_to_host(data), send, (tile, copy.part, copy.device, 0))
+
+    def _kept_arrived(self, kept: Copy, data) -> None:
+        self.arrive(kept, data)
+        with self.engine.lock:
+            self.maybe_free(kept)  # no reader here took it, and the version is closed already
 
     def _send_task(self, tile, destination: int, part: tuple | None) -> None:
         """A reader of ``tile`` that sends the version, or the sub-range ``part`` of it, to

@@ -199,13 +199,16 @@ class _Traffic:
         An input moves as the runtime moves it (:func:`.protocol.delivery`: once per version
         and place, the part or the whole tile, not at all where the whole version went): a
         message once per rank, staged through the sender's host from a GPU, copied to the
-        receiver's GPU; a minor output every time it goes home.
+        receiver's GPU; a minor output every time it goes home (a rank that computed it on its
+        host keeps that version: it is not sent back there).
         """
         if source[0] == target[0]:
             if _delivery(self._copied, key, version, target, part, shape)[0] or output:
                 self.copies[source[0]] += 1
             return
         moves, what = _delivery(self._sent, key, version, target[0], part, shape)
+        if output and source[1] == 0:  # computed on a host, which keeps the version for its own readers
+            _delivery(self._sent, key, version, source[0], None, shape)
         if moves or output:
             self.messages[source[0], target[0]] += 1
             rows, cols = shape if what is None else (what[1] - what[0], what[3] - what[2])

@@ -333,6 +333,8 @@ class Simulator:
             elif copy.device:
                 self._stream(rank, copy, copy.device, 0, (self._post_send, message))
             else:
+                if message.kept is not None:
+                    message.on_sent = (self._arrive, message.kept)
                 self._post_send(message)
 
     def _send_tile(self, argument) -> None:

@@ -44,7 +44,7 @@ class Message:
     """One MPI message: posted by both sides at their own times, then on the links."""
 
     __slots__ = ("tile", "source", "target", "part", "nbytes", "sent_at", "posted_at", "on_sent", "on_arrived", "fresh",
-                 "group", "task", "planned", "plan_in", "forwards")
+                 "group", "task", "planned", "plan_in", "forwards", "kept")
 
     def __init__(self, tile, source: int, target: int, part: tuple | None = None):
         self.tile, self.source, self.target, self.part = tile, source, target, part  # part: as Copy's
@@ -58,6 +58,7 @@ class Message:
         self.planned = False  # its source (the owner or a forwarding reader) is decided
         self.plan_in = True  # the receiver knows where it comes from (False until its plan arrives)
         self.forwards: list = []  # the messages its receiver sends on once it has arrived
+        self.kept = None  # a version going home: the Copy its sender keeps, there once it is sent
 
 
 class Copy:
@@ -152,6 +153,21 @@ class Walk(LoopNestTarget):
             self._helper(rank, index, call, tiles, owned)
         for position in call.writes:  # a new version: copies and sends of the old one are done with
             self.release(tiles[position])
+        if device == 0:
+            self._keep_sent_home(owned)
+
+    def _keep_sent_home(self, owned: Owned) -> None:
+        """The owner keeps a copy of each version it computed on its host and sends home, for its own
+        later readers (the runtime's exchange does): that version is never sent back to it. The
+        copy is there once the send is done."""
+        rank = owned.tiles[owned.call.main].rank
+        for _, _, message in owned.outgoing:
+            if message is not None:
+                kept = Copy(message.tile, 0)
+                kept.started = True
+                message.kept = kept
+                self.open.setdefault(message.tile, {})[(rank, 0, None)] = kept
+                self.delivered.setdefault(message.tile, {})[(rank, 0)] = {None: 0}
 
     # ---------------------------------------------------------------- the owner
     def _owned(self, call, tiles, parts, device, priority, seconds, values) -> Owned:
