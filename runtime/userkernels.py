@@ -273,7 +273,16 @@ def _module_names(folder: Path) -> list:
     except OSError:
         return []
     return [entry.name[:-3] if entry.name.endswith(".py") else entry.name for entry in entries
-            if entry.name.endswith(".py") or (entry.is_dir() and (Path(entry.path) / "__init__.py").is_file())]
+            if entry.name.endswith(".py") or _package_folder(entry)]
+
+
+def _package_folder(entry: os.DirEntry) -> bool:
+    """Whether ``entry`` is a folder Python imports as a package; not for an entry that cannot be
+    followed (a link in a loop, a folder not to be read): no module of the user's is there."""
+    try:
+        return entry.is_dir() and (Path(entry.path) / "__init__.py").is_file()
+    except OSError:
+        return False
 
 
 def _installed(name: str) -> bool:

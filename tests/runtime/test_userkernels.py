@@ -277,3 +277,18 @@ def test_a_stray_module_of_the_name_found_elsewhere_is_named_by_its_path(tmp_pat
     assert out.returncode == 1, out.stderr
     assert (f"kernel module kernels.py (loaded from {tmp_path / 'kernels.py'}, as {tmp_path / 'prog' / 'kernels.py'} "
             f"is not there) defines no function scale (for the call scale(A[0, 0]))") in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_link_in_a_loop_beside_the_kernel_module_is_passed_over(tmp_path):
+    """The run looks through the module's folder for the user's own modules: a pair of links to
+    each other there was an internal error (OSError: too many levels of symbolic links), exit 3."""
+    import tiledsl
+
+    (tmp_path / "k.py").write_text("def f(A):\n    A[:] += 1\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel f(inout A)\nprogram p {\n  tiling uniform(nb = 4)\n'
+                                     "  matrix A[n, n] = zeros\n  f(A[0, 0])\n}\n")
+    (tmp_path / "loopx").symlink_to("loopy")
+    (tmp_path / "loopy").symlink_to("loopx")
+    out = tiledsl.load(tmp_path / "t.tile").run(n=8)
+    assert out["A"][:4, :4].tolist() == np.ones((4, 4)).tolist() and out["A"][4:, :].sum() == 0
