@@ -29,6 +29,12 @@ KERNEL_FLOPS = {"gemm": 2, "gemm_nn": 2, "syrk": 1, "trsm": 1, "trsm_l": 1, "trs
 LEAST_RATE, MOST_RATE = 1e-6, 1e9  # GFLOP/s: what a rate past these means is a mistake (1e-300, 1e300)
 
 
+def rate_kept(gflops: float) -> float:
+    """A rate in GFLOP/s as it is saved: four significant digits (rounded to places, a slow user
+    kernel's 6e-05 was saved as 0.0, which every later run refused)."""
+    return float(f"{gflops:.4g}")
+
+
 class RateError(UsageError):
     """A rate table that does not say what it must: a one-line message."""
 
@@ -166,5 +172,5 @@ class KernelClock:
         for kernel, (tasks, seconds, flops) in sorted(self.spent.items()):
             if flops > 0 and seconds > 0 and LEAST_RATE <= flops / seconds / 1e9 <= MOST_RATE:
                 size = max(1, round((flops / tasks / KERNEL_FLOPS.get(kernel, 2)) ** (1 / 3)))
-                found[kernel] = {str(size): round(flops / seconds / 1e9, 3)}
+                found[kernel] = {str(size): rate_kept(flops / seconds / 1e9)}
         return found

@@ -33,6 +33,14 @@ def test_the_clock_rates_a_kernel_by_its_flops_over_its_seconds_on_cpu_workers()
     assert clock.rates() == {"gemm": {"100": 1.0}}
 
 
+def test_a_slow_kernels_rate_keeps_its_digits():
+    """Rounded to three places, 6e-05 GFLOP/s was saved as 0.0, which every later run refused."""
+    gemm = Call("gemm", ("in", "in", "inout"), main=2, line=3, text="gemm(...)")
+    clock = KernelClock()
+    _ran(clock, _task(gemm), "cpu-0", 20.0, [(100, 100)] * 3)  # 2·10⁶ flops in 20 s: 1e-4 GFLOP/s
+    assert clock.rates() == {"gemm": {"100": 1e-4}}
+
+
 @pytest.mark.timeout(10)
 def test_a_kernel_without_a_count_is_rated_as_the_simulator_times_it_and_one_without_flops_not_at_all():
     mine = Call("mine", ("in", "inout"), main=1, line=4, text="mine(...)")  # no count: a gemm on 200×50

@@ -65,6 +65,7 @@ from ..runtime.kernels import CPU_KERNELS
 from ..runtime import blas
 from ..runtime.fitting import file_shapes, fit, load_files, load_notes, tile_settings_sizing
 from ..runtime.flops import PRELUDE_FLOPS
+from ..runtime.rates import rate_kept
 from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params
 from ..runtime.options import TILE_SETTINGS, check_workers, tile_values
 from ..runtime.rates import KERNEL_FLOPS
@@ -477,7 +478,7 @@ class _Tuner:
         result = {"program": self.program.name, "tiling": self.program.tiling.kind, "gpus": self.gpus,
                   "sets": self.sets, "backend": self.backend if self.gpus else None, "workers": self.workers,
                   "dominant": self.dominant,
-                  "speeds": {place: {k: {str(s): round(r, 3) for s, r in v.items()} for k, v in table.items()}
+                  "speeds": {place: {k: {str(s): rate_kept(r) for s, r in v.items()} for k, v in table.items()}
                              for place, table in speeds.items()},
                   "gpu_ratio": None}
         guess = self.first_guess(speeds)
