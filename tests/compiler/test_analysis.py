@@ -438,3 +438,8 @@ def test_an_index_times_a_parameter_proves_no_extreme():
             "  for t in 0 .. A.mt { potrf(A[t + p - p, t * %s + 1]) }\n}\n")
     assert diagnostics_of(text % "2") == [("E208", 4, 30)]
     assert diagnostics_of(text % "p") == []
+
+
+def test_a_matrix_called_as_a_function_is_not_also_said_to_be_unused():
+    assert diagnostics_of("program p {\n  matrix A[n, n] = random spd\n  potrf(A(0, 0))\n}\n") == [
+        ("E200", 3, 9), ("E205", 3, 9)]

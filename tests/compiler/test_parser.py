@@ -403,6 +403,27 @@ def test_a_keyword_glued_to_a_word_is_told_apart_only_where_that_parses(statemen
     assert raised.value.diagnostic.hint == hint
 
 
+@pytest.mark.parametrize("mode, hint", [("inot", "did you mean 'inout'?"), ("inou", "did you mean 'inout'?"),
+                                        ("inut", "did you mean 'inout'?"), ("inn", "did you mean 'in'?")])
+def test_a_misspelt_inout_is_not_told_to_be_in(mode, hint):
+    """The lexer reads 'inot' as 'in' and 'ot': the hint was 'in', which turned a written argument
+    into a read one."""
+    with pytest.raises(SourceError) as raised:
+        parse_text("kernel f(%s A)\nprogram p {\n  matrix A[n, n] = random spd\n  f(A[0, 0])\n}\n" % mode)
+    diagnostic = raised.value.diagnostic
+    assert (diagnostic.code, diagnostic.span.line, diagnostic.span.column) == ("E100", 1, 10)
+    assert diagnostic.message == f"unexpected '{mode}'" and diagnostic.hint == hint
+
+
+@pytest.mark.parametrize("word, hint", [("chr", "char"), ("flaot", "float")])
+def test_a_misspelt_value_type_gets_a_hint(word, hint):
+    with pytest.raises(SourceError) as raised:
+        parse_text("kernel f(inout A, %s s)\nprogram p {\n  matrix A[n, n] = random spd\n}\n" % word)
+    diagnostic = raised.value.diagnostic
+    assert (diagnostic.span.line, diagnostic.span.column, diagnostic.message) == (1, 19, f"unexpected '{word}'")
+    assert diagnostic.hint == f"did you mean '{hint}'?"
+
+
 @pytest.mark.parametrize("statement", ["let x = 1 -> 2", "potrf(A[0, <k])", "if 1 * == 2 { potrf(A[k, k]) }"])
 def test_a_comparison_sign_where_no_comparison_was_made_is_not_told_to_chain(statement):
     text = "program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n    %s\n  }\n}\n" % statement

@@ -13,6 +13,7 @@ declaration to :mod:`.checks`, and the kernel module to :class:`~.module_use.Mod
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 from ..language import (MAX_ITERATIONS, NAMED_INITS, RANDOM_KINDS, SQUARE_KINDS, TILING_SETTINGS, WRITE_MODES,
@@ -685,6 +686,11 @@ class _Analyzer:
             return len(self.bag.items) == before
         if got == param.kind or (param.kind == "float" and got == "int"):
             return True
+        if isinstance(arg, n.StrLit) and len(arg.value) != 1:  # "1.5" is no char, but a string
+            number = _number_text(arg.value)
+            self.bag.error(arg.span, "E205", f"{where} is {TYPE_NOUN[param.kind]}, found the string \"{arg.value}\"",
+                           hint=f"write {number} without quotes" if number else None)
+            return False
         self.bag.error(arg.span, "E205", f"{where} is {TYPE_NOUN[param.kind]}, found {TYPE_NOUN[got]}",
                        *self.types.float_let_notes(arg),
                        hint="use '//' for integer division" if self.types.divides(arg) else None)
@@ -922,3 +928,13 @@ def _beyond(form, widest: str) -> int | None:
     if form is None or set(form) - {"", widest} or form.get(widest, 0) < 1:
         return None
     return form.get("", 0) + (form[widest] - 1)
+
+
+def _number_text(text: str) -> str | None:
+    """``text`` where it is a number as the language writes one (a float or int argument quoted:
+    ``"1.5"``), else None."""
+    text = text.strip()
+    return text if _NUMBER.fullmatch(text) else None
+
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")

@@ -672,10 +672,21 @@ _NAMING = re.compile(r"\b(?:kernel|tiling|check)$")  # the words before a name t
 _NAMED_AND_WORD = re.compile(r"\bmatrix\b[^=]*=\s*[A-Za-z_]\w*(?=\s+[A-Za-z_]\w*\s*$)")
 
 
+#: keywords that begin with another (``inout`` and ``int`` with ``in``): a word the lexer read as the
+#: shorter one and more letters may misspell the longer
+_LONGER_KEYWORDS = {"in": ("inout", "int")}
+
+
 def _glued_diagnostic(source: Source, keyword: Token) -> Diagnostic:
-    """``inn`` where ``in`` goes: one word, said whole, with the keyword expected."""
+    """``inn`` where ``in`` goes: one word, said whole, with the keyword expected; ``inot``
+    misspells ``inout`` rather than ``in``, which it only begins with."""
     word = _WORD.match(source.text, keyword.start_pos).group()
     after = word[len(keyword):]
+    longer_ones = _LONGER_KEYWORDS.get(str(keyword), ())
+    longer = None if word in longer_ones else did_you_mean(word, (str(keyword), *longer_ones))
+    if longer is not None and longer != keyword:  # (a keyword of its own where 'in' goes: 'in' it is)
+        return Diagnostic(Span(source.path, keyword.line, keyword.column, keyword.line, keyword.column + len(word)),
+                          "E100", f"unexpected '{word}'", (), f"did you mean '{longer}'?")
     return Diagnostic(Span(source.path, keyword.line, keyword.column, keyword.line, keyword.column + len(word)),
                       "E100", f"unexpected '{word}'", (f"expected '{keyword}'",),
                       f"did you mean '{keyword}'? (or '{keyword} {after}': a keyword is a word of its own)"
@@ -718,7 +729,12 @@ def _misspelt_keyword_token(token: Token, terminals: frozenset) -> str | None:
     """The expected keyword that an unexpected word misspells (``progam`` at the top of a file)."""
     if not str(token).isidentifier():
         return None
-    return did_you_mean(str(token), [k for k in map(_keyword_of, terminals) if k])
+    words = [word for terminal in terminals for word in _TERMINAL_WORDS.get(terminal, (_keyword_of(terminal),)) if word]
+    return did_you_mean(str(token), words)
+
+
+#: terminals that are one of several words (a pattern, not a keyword of their own)
+_TERMINAL_WORDS = {"VALUE_TYPE": ("int", "float", "char")}
 
 
 #: Why a loop nest cannot read matrix values, and what to do instead

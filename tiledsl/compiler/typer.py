@@ -571,6 +571,12 @@ class ExpressionTyper:
     def _func_type(self, func: n.Ident, args) -> str | None:
         kinds = [self.number_expr(a) for a in args]
         if func.text not in FUNCTIONS:
+            symbol = self.scope.lookup(func.text)
+            if symbol is not None and symbol.kind in ("matrix", "workspace"):  # A(0, 0) for A[0, 0]
+                symbol.used = True  # used, wrongly: the one mistake, not also a warning that it is unused
+                self.bag.error(func.span, "E200", f"'{func.text}' is a {symbol.kind}, not a function",
+                               hint=f"a tile of it is {func.text}[i, j], in square brackets")
+                return None
             self.bag.error(func.span, "E200", f"unknown function '{func.text}'",
                            *suggestion_notes(func.text, FUNCTIONS),
                            *_FUNCTION_ADVICE.get(func.text, ()),
