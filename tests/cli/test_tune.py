@@ -1094,6 +1094,21 @@ def test_a_kernel_without_a_flop_count_is_said_to_be_timed_as_a_gemm():
                     "as if a gemm on its largest tile (it declares no flop count)"]
 
 
+def test_only_kernels_with_a_gpu_body_are_said_to_take_gemms_rate_on_a_gpu(monkeypatch):
+    """A user kernel without a GPU body runs on the host: "on a GPU they take gemm's rate" named it too."""
+    from types import SimpleNamespace
+
+    from tiledsl.commands import tune
+
+    calls = [SimpleNamespace(kernel="mm", flops=lambda *shapes: 1.0), SimpleNamespace(kernel="host", flops=None)]
+    trials = SimpleNamespace(driver=SimpleNamespace(PROGRAM=SimpleNamespace(calls=calls)),
+                             kernel_rates={None: {"mm": {"128": 20.1}, "host": {"128": 3.0}}})
+    monkeypatch.setattr(tune, "gpu_kernels", lambda program, driver: frozenset({"potrf", "mm"}))
+    said = []
+    tune.time_in_run(trials, None, ["mm", "host"], 1, {"speeds": {"core": {}}}, said.append)
+    assert said[0].endswith("; on a GPU mm takes gemm's rate (a GPU kernel returns at launch)")
+
+
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("gpus, sizes, message", [
     (1, [64], r"^--sizes 64: hetero_cholesky's hybrid tiles of s = 2 slices need B of at least 128: give such a size$"),
@@ -1279,12 +1294,12 @@ def test_the_bound_line_counts_the_cores_used_and_the_tutorial_explains_it(cache
 def test_explain_bench_and_tune_json_name_the_settings_as_run_does(cache, capsys):
     """explain put n and the tile settings (nulls for B, b, s) in "params", and gave "gpu_ratio": [1, 1];
     tune said "backend" and [1, 1]; bench gave the tile sources as one string, "tiling"."""
-    keys = ("n", "tiles", "params", "gpu_ratio", "sources")
+    keys = ("n", "tiles", "params", "gpu_backend", "gpu_ratio", "sources")
     ran = last_json(tiledsl("run", "qr", "--n", 400, "--nb", 100, "--gpus", 1, "--json", cache=cache))
     explained = json.loads(in_process(capsys, "explain", "qr", "--n", 400, "--nb", 100, "--gpus", 1, "--json",
                                       "--totals")[1].strip().splitlines()[-1])
     assert {k: explained[k] for k in keys} == {k: ran[k] for k in keys} == {
-        "n": 400, "tiles": {"nb": 100}, "params": {"ib": 64}, "gpu_ratio": "1:1",
+        "n": 400, "tiles": {"nb": 100}, "params": {"ib": 64}, "gpu_backend": "emulated", "gpu_ratio": "1:1",
         "sources": {"nb": "command line", "gpu_ratio": "default"}}
     benched = last_json(tiledsl("bench", "qr", "--n", 400, "--nb", 100, "--rounds", 1, "--no-dask", "--json",
                                 cache=cache))

@@ -76,6 +76,7 @@ class Plan:
     volume: dict = field(default_factory=dict)  # (sender, receiver) -> bytes of the messages
     tiling: str = "uniform"  # the program's kind of tiling, which says which params are tile settings
     own_params: tuple = ()  # the program's own parameters' names (``param``), shown with the sizes
+    gpu_backend: str | None = None  # whose tuned values were used, with GPUs (None without)
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -111,7 +112,7 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
                 dict(walk.traffic.messages), dict(walk.traffic.copies),
                 tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options),
                 walk.runs_on, dict(walk.on_host), dict(walk.traffic.volume), driver.PROGRAM.tiling.kind,
-                tuple(driver.PROGRAM.params))
+                tuple(driver.PROGRAM.params), getattr(options, "gpu_backend", None) if gpus else None)
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -341,7 +342,8 @@ def as_json(plan: Plan) -> dict:
         # n, tiles, params and gpu_ratio as run's summary has them
         "program": plan.program, "n": plan.params["n"], "tiles": tile_values(plan.params, plan.tiling),
         "params": {name: plan.params[name] for name in plan.own_params if name in plan.params},
-        "grid": list(plan.grid), "gpus": plan.gpus, "gpu_ratio": ratio_text(plan.gpu_ratio), "sources": plan.sources,
+        "grid": list(plan.grid), "gpus": plan.gpus, "gpu_backend": plan.gpu_backend,
+        "gpu_ratio": ratio_text(plan.gpu_ratio), "sources": plan.sources,
         "task_count": plan.task_count,
         "tasks": None if plan.tasks is None else [{"index": t.index, "kernel": t.call.kernel, "line": t.call.line,
                    "tiles": [str(x) for x in t.tiles], "values": dict(zip(t.call.values, t.values)),

@@ -66,6 +66,7 @@ from ..runtime import blas
 from ..runtime.fitting import file_shapes, fit, load_files, load_notes, tile_settings_sizing
 from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.rates import rate_kept
+from ..runtime.userkernels import gpu_kernels
 from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params
 from ..runtime.options import TILE_SETTINGS, check_workers, tile_values
 from ..runtime.rates import KERNEL_FLOPS
@@ -869,10 +870,12 @@ def time_in_run(trials: "Trials", chosen: tuple, kernels: list, gpus: int, resul
                       + (" as if a gemm on its largest tile (it declares no flop count)" if kernel in uncounted else "")
                       for kernel, rates in measured.items())
     missing = [kernel for kernel in kernels if kernel not in measured]
+    on_gpus = sorted(set(measured) & gpu_kernels(program, trials.driver)) if gpus else []
     log("timed in the search's runs of the program, on a core: " + (found or "none")
         + (f"; {', '.join(missing)} not (no flops counted, or no task on a core): gemm's rate stands for "
            f"{'them' if len(missing) > 1 else 'it'}" if missing else "")
-        + ("; on a GPU they take gemm's rate (a GPU kernel returns at launch)" if gpus and measured else ""))
+        + (f"; on a GPU {', '.join(on_gpus)} take{'s' if len(on_gpus) == 1 else ''} gemm's rate (a GPU kernel "
+           f"returns at launch)" if on_gpus else ""))
 
 
 def _accepts(driver, options: Options) -> bool:
