@@ -146,7 +146,8 @@ def test_without_matplotlib_the_message_says_what_to_install(tmp_path, capsys, m
         monkeypatch.setitem(sys.modules, name, None)  # import matplotlib... now raises ImportError
     assert main(["plot", str(tmp_path / "trace.json"), "-o", str(tmp_path / "g.png")]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == 'tiledsl: error: plot needs matplotlib: pip install "tiledsl[plot]"'
+    assert err.strip() == ("tiledsl: error: plot needs matplotlib: pip install -e '.[plot]' in tiledsl's checkout "
+                           "(or pip install matplotlib)")
 
 
 @pytest.mark.timeout(60)

@@ -18,7 +18,7 @@ of all the ranks and the drawn ranks' tasks, the legend each kernel's tasks on a
 Drawing uses matplotlib's object API (a :class:`~matplotlib.figure.Figure`
 saved through the Agg, SVG or PDF canvas): it never opens a window and never
 changes the process-wide pyplot backend. matplotlib is an optional dependency
-(``pip install "tiledsl[plot]"``).
+(``pip install -e '.[plot]'`` in tiledsl's checkout).
 """
 from __future__ import annotations
 
@@ -213,7 +213,8 @@ def _figure_class():
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise MissingMatplotlib('plot needs matplotlib: pip install "tiledsl[plot]"') from None
+        raise MissingMatplotlib("plot needs matplotlib: pip install -e '.[plot]' in tiledsl's checkout "
+                               "(or pip install matplotlib)") from None
     return Figure
 
 
