@@ -21,8 +21,8 @@ import time
 
 # kept there: a driver whose runtime failed to import needs them too
 from ..drivercontract import launcher_rank, launcher_size
-from .leftovers import runtime_children
 from .distribution import parse_grid, squarest_grid
+from .leftovers import runtime_children
 
 LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS")
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # set by ``tiledsl run --np``: where ranks record their completion
