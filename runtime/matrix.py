@@ -109,24 +109,33 @@ class TiledMatrix:
         """The tiles this rank has met so far (the only ones that can hold data, copies or tasks)."""
         return list(self._made.values())
 
-    def _panel_fault(self, r0: int, r1: int, c0: int, c1: int) -> str:
+    def _panel_fault(self, r0: int, r1: int, c0: int, c1: int, single: str) -> str:
         """What is wrong with a panel outside the matrix or empty: a single index outside it first (it
         is the cause, and may make the range empty too), then an empty range, then one that leaves it."""
-        where = f"the tile range {self.name}[{_range(r0, r1)}, {_range(c0, c1)}]"
-        for axis, start, stop, count in (("row", r0, r1, self.mt), ("column", c0, c1, self.nt)):
-            if stop == start + 1 and not 0 <= start < count:
+        rows = str(r0) if single == "row" else f"{r0} : {r1}"
+        cols = str(c0) if single == "column" else f"{c0} : {c1}"
+        where = f"the tile range {self.name}[{rows}, {cols}]"
+        for axis, start, count in (("row", r0, self.mt), ("column", c0, self.nt)):
+            if axis == single and not 0 <= start < count:
                 return (f"{where} is in tile {axis} {start}, which does not exist: {self.name} has "
                         f"{self.mt}×{self.nt} tiles")
         if r0 >= r1 or c0 >= c1:
             return f"{where} is empty"
         return f"{where} leaves {self.name}, which has {self.mt}×{self.nt} tiles"
 
-    def panel(self, r0: int, r1: int, c0: int, c1: int, line: int | None = None) -> tuple:
+    def panel(self, r0: int, r1: int | None, c0: int, c1: int | None, line: int | None = None) -> tuple:
         """The tiles of rows r0 .. r1 − 1 of columns c0 .. c1 − 1, one of the two ranges a single
-        index: a panel argument, in order along its range; TileIndexError if outside or empty."""
+        index (its stop None): a panel argument, in order along its range; TileIndexError if outside
+        or empty."""
+        if r1 is None or c1 is None:
+            single = "row" if r1 is None else "column"
+        else:  # a driver of format 4 or older gives both stops
+            single = "column" if c1 - c0 == 1 else "row"
+        r1 = r0 + 1 if r1 is None else r1
+        c1 = c0 + 1 if c1 is None else c1
         if not (0 <= r0 < r1 <= self.mt and 0 <= c0 < c1 <= self.nt):  # once per panel argument: said only here
-            raise TileIndexError(self._panel_fault(r0, r1, c0, c1), line)
-        if c1 - c0 == 1:
+            raise TileIndexError(self._panel_fault(r0, r1, c0, c1, single), line)
+        if single == "column":
             return tuple(self.tile(i, c0) for i in range(r0, r1))
         return tuple(self.tile(r0, j) for j in range(c0, c1))
 
@@ -248,10 +257,6 @@ def _by_column(tiles: list) -> list:
     for tile in sorted(tiles, key=lambda tile: (tile.j, tile.i)):
         columns.setdefault(tile.j, []).append(tile)
     return list(columns.values())
-
-
-def _range(start: int, stop: int) -> str:
-    return str(start) if stop == start + 1 else f"{start} : {stop}"
 
 
 def _advance(tile: Tile) -> None:

@@ -15,7 +15,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -34,7 +34,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'gemm')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/gemm.tile' + " again with this Python's")
 
@@ -94,7 +94,6 @@ def generate(rt, p):
     _release = rt.release
     _among = rt.among
     CALLS = PROGRAM.calls
-    B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     C = rt.matrix('C')
@@ -102,15 +101,15 @@ def generate(rt, p):
         for j in _among(0, C.nt, 1, lambda: ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (C, ANY, 0, PLUS, 0))):  # gemm.tile:19
             _r0 = B.rank_of(l, j)  # gemm.tile:20
             # gemm.tile:20: gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0)
-            _p0 = A.panel(0, A.mt, l, l + 1, 20)
-            _p2 = C.panel(0, C.mt, j, j + 1, 20)
+            _p0 = A.panel(0, A.mt, l, None, 20)
+            _p2 = C.panel(0, C.mt, j, None, 20)
             if _me == _r0 or takes_part(_p0, _me) or takes_part(_p2, _me):
                 _submit(CALLS[0], (_p0, B.tile(l, j, 20), _p2), None, 0, ('N', 'N', 1.0, 1.0), at=(0, l, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p2:
                     _tile.matrix.bump(_tile.i, _tile.j)
         # gemm.tile:22: release A[0 : A.mt, l]
-        for _tile in A.panel(0, A.mt, l, l + 1, 22):
+        for _tile in A.panel(0, A.mt, l, None, 22):
             _release(_tile, at=(0, l, 1))
         for j in _among(0, B.nt, 1, lambda: ((B, AT, l, PLUS, 0),)):  # gemm.tile:23
             # gemm.tile:23: release B[l, j]
@@ -122,7 +121,6 @@ def dataflow(rt, p):
     """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
     as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
-    B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     C = rt.matrix('C')
@@ -136,7 +134,6 @@ def dataflow(rt, p):
 def loop_bounds(_bound, p):
     """Every loop's bounds over intervals, never iterated: an upper bound on the loop
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
-    B = p['B']
     A = _bound.matrix('A')
     B = _bound.matrix('B')
     C = _bound.matrix('C')

@@ -15,7 +15,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -34,7 +34,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'gesv')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/gesv.tile' + " again with this Python's")
 
@@ -107,7 +107,6 @@ def generate(rt, p):
     _release = rt.release
     _among = rt.among
     CALLS = PROGRAM.calls
-    B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     P = rt.matrix('P')
@@ -115,7 +114,7 @@ def generate(rt, p):
         _r0 = P.rank_of(k, k)  # gesv.tile:23
         _r1 = A.rank_of(k, k)  # gesv.tile:26
         # gesv.tile:23: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
-        _p0 = A.panel(k, A.mt, k, k + 1, 23)
+        _p0 = A.panel(k, A.mt, k, None, 23)
         if _me == _r0 or takes_part(_p0, _me):
             _submit(CALLS[0], (_p0, P.tile(k, k, 23)), None, 4 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
@@ -125,7 +124,7 @@ def generate(rt, p):
         for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:24
             _r2 = A.rank_of(k, j)  # gesv.tile:26
             # gesv.tile:25: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
-            _p1 = A.panel(k, A.mt, j, j + 1, 25)
+            _p1 = A.panel(k, A.mt, j, None, 25)
             if _me == _r0 or takes_part(_p1, _me):
                 _submit(CALLS[1], (P.tile(k, k, 25), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
@@ -139,8 +138,8 @@ def generate(rt, p):
             if k + 1 < A.mt:  # gesv.tile:27
                 _r3 = A.rank_of(k, j)  # gesv.tile:28
                 # gesv.tile:28: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 28)
-                _p2 = A.panel(k + 1, A.mt, j, j + 1, 28)
+                _p0 = A.panel(k + 1, A.mt, k, None, 28)
+                _p2 = A.panel(k + 1, A.mt, j, None, 28)
                 if _me == _r3 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[3], (_p0, A.tile(k, j, 28), _p2), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2))
                 else:  # not ours: only count the new versions of the tiles it writes
@@ -149,7 +148,7 @@ def generate(rt, p):
         for j in _among(0, B.nt, 1, lambda: ((P, AT, k, AT, k), (B, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:31
             _r4 = B.rank_of(k, j)  # gesv.tile:33
             # gesv.tile:32: laswp(P[k, k], B[k : B.mt, j]) priority 2 * (A.nt - k)
-            _p1 = B.panel(k, B.mt, j, j + 1, 32)
+            _p1 = B.panel(k, B.mt, j, None, 32)
             if _me == _r0 or takes_part(_p1, _me):
                 _submit(CALLS[4], (P.tile(k, k, 32), _p1), None, 2 * (A.nt - k), (0, 'F'), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
@@ -163,8 +162,8 @@ def generate(rt, p):
             if k + 1 < B.mt:  # gesv.tile:34
                 _r5 = B.rank_of(k, j)  # gesv.tile:35
                 # gesv.tile:35: gemm(A[k + 1 : A.mt, k], B[k, j], B[k + 1 : B.mt, j], "N", "N") priority A.nt - k
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 35)
-                _p2 = B.panel(k + 1, B.mt, j, j + 1, 35)
+                _p0 = A.panel(k + 1, A.mt, k, None, 35)
+                _p2 = B.panel(k + 1, B.mt, j, None, 35)
                 if _me == _r5 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[6], (_p0, B.tile(k, j, 35), _p2), None, A.nt - k, ('N', 'N', -1.0, 1.0), at=(0, k, 2, j, 2))
                 else:  # not ours: only count the new versions of the tiles it writes
@@ -199,7 +198,6 @@ def dataflow(rt, p):
     """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
     as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
-    B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     return (
@@ -221,7 +219,6 @@ def dataflow(rt, p):
 def loop_bounds(_bound, p):
     """Every loop's bounds over intervals, never iterated: an upper bound on the loop
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
-    B = p['B']
     A = _bound.matrix('A')
     B = _bound.matrix('B')
     _t0 = 1

@@ -15,7 +15,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -34,7 +34,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'getrf')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/getrf.tile' + " again with this Python's")
 
@@ -101,7 +101,7 @@ def generate(rt, p):
         _r0 = P.rank_of(k, k)  # getrf.tile:23
         _r1 = A.rank_of(k, k)  # getrf.tile:26
         # getrf.tile:23: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
-        _p0 = A.panel(k, A.mt, k, k + 1, 23)
+        _p0 = A.panel(k, A.mt, k, None, 23)
         if _me == _r0 or takes_part(_p0, _me):
             _submit(CALLS[0], (_p0, P.tile(k, k, 23)), None, 4 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
@@ -111,7 +111,7 @@ def generate(rt, p):
         for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:24
             _r2 = A.rank_of(k, j)  # getrf.tile:26
             # getrf.tile:25: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
-            _p1 = A.panel(k, A.mt, j, j + 1, 25)
+            _p1 = A.panel(k, A.mt, j, None, 25)
             if _me == _r0 or takes_part(_p1, _me):
                 _submit(CALLS[1], (P.tile(k, k, 25), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
@@ -125,8 +125,8 @@ def generate(rt, p):
             if k + 1 < A.mt:  # getrf.tile:27
                 _r3 = A.rank_of(k, j)  # getrf.tile:28
                 # getrf.tile:28: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 28)
-                _p2 = A.panel(k + 1, A.mt, j, j + 1, 28)
+                _p0 = A.panel(k + 1, A.mt, k, None, 28)
+                _p2 = A.panel(k + 1, A.mt, j, None, 28)
                 if _me == _r3 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[3], (_p0, A.tile(k, j, 28), _p2), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2))
                 else:  # not ours: only count the new versions of the tiles it writes
@@ -134,7 +134,7 @@ def generate(rt, p):
                         _tile.matrix.bump(_tile.i, _tile.j)
         for j in _among(0, k, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:32
             # getrf.tile:33: laswp(P[k, k], A[k : A.mt, j])
-            _p1 = A.panel(k, A.mt, j, j + 1, 33)
+            _p1 = A.panel(k, A.mt, j, None, 33)
             if _me == _r0 or takes_part(_p1, _me):
                 _submit(CALLS[4], (P.tile(k, k, 33), _p1), None, 0, (0, 'F'), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes

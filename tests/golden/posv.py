@@ -15,7 +15,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -34,7 +34,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'posv')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/posv.tile' + " again with this Python's")
 
@@ -104,7 +104,6 @@ def generate(rt, p):
     _release = rt.release
     _among = rt.among
     CALLS = PROGRAM.calls
-    B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     for k in range(0, A.nt):  # posv.tile:19
@@ -117,7 +116,7 @@ def generate(rt, p):
         if k + 1 < A.mt:  # posv.tile:21
             _r1 = A.rank_of(k, k)  # posv.tile:22
             # posv.tile:22: trsm(A[k, k], A[k + 1 : A.mt, k]) priority 2 * (A.nt - k)
-            _p1 = A.panel(k + 1, A.mt, k, k + 1, 22)
+            _p1 = A.panel(k + 1, A.mt, k, None, 22)
             if _me == _r1 or takes_part(_p1, _me):
                 _submit(CALLS[1], (A.tile(k, k, 22), _p1), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1))
             else:  # not ours: only count the new versions of the tiles it writes
@@ -134,8 +133,8 @@ def generate(rt, p):
             if j + 1 < A.mt:  # posv.tile:26
                 _r4 = A.rank_of(j, k)  # posv.tile:27
                 # posv.tile:27: gemm(A[j + 1 : A.mt, k], A[j, k], A[j + 1 : A.mt, j]) priority A.nt - j
-                _p0 = A.panel(j + 1, A.mt, k, k + 1, 27)
-                _p2 = A.panel(j + 1, A.mt, j, j + 1, 27)
+                _p0 = A.panel(j + 1, A.mt, k, None, 27)
+                _p2 = A.panel(j + 1, A.mt, j, None, 27)
                 if _me == _r4 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[3], (_p0, A.tile(j, k, 27), _p2), None, A.nt - j, ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
@@ -151,8 +150,8 @@ def generate(rt, p):
             if k + 1 < B.mt:  # posv.tile:33
                 _r6 = B.rank_of(k, j)  # posv.tile:34
                 # posv.tile:34: gemm(A[k + 1 : A.mt, k], B[k, j], B[k + 1 : B.mt, j], "N", "N") priority A.nt - k
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 34)
-                _p2 = B.panel(k + 1, B.mt, j, j + 1, 34)
+                _p0 = A.panel(k + 1, A.mt, k, None, 34)
+                _p2 = B.panel(k + 1, B.mt, j, None, 34)
                 if _me == _r6 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[5], (_p0, B.tile(k, j, 34), _p2), None, A.nt - k, ('N', 'N', -1.0, 1.0), at=(0, k, 3, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
@@ -185,7 +184,6 @@ def dataflow(rt, p):
     """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
     as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
-    B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     return (
@@ -204,7 +202,6 @@ def dataflow(rt, p):
 def loop_bounds(_bound, p):
     """Every loop's bounds over intervals, never iterated: an upper bound on the loop
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
-    B = p['B']
     A = _bound.matrix('A')
     B = _bound.matrix('B')
     _t0 = 1

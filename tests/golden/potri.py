@@ -15,7 +15,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -34,7 +34,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'potri')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/potri.tile' + " again with this Python's")
 
@@ -119,7 +119,7 @@ def generate(rt, p):
         if k + 1 < A.mt:  # potri.tile:19
             _r1 = A.rank_of(k, k)  # potri.tile:20
             # potri.tile:20: trsm(A[k, k], A[k + 1 : A.mt, k]) priority 5 * (A.nt - k)
-            _p1 = A.panel(k + 1, A.mt, k, k + 1, 20)
+            _p1 = A.panel(k + 1, A.mt, k, None, 20)
             if _me == _r1 or takes_part(_p1, _me):
                 _submit(CALLS[1], (A.tile(k, k, 20), _p1), None, 5 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1))
             else:  # not ours: only count the new versions of the tiles it writes
@@ -136,8 +136,8 @@ def generate(rt, p):
             if j + 1 < A.mt:  # potri.tile:24
                 _r4 = A.rank_of(j, k)  # potri.tile:25
                 # potri.tile:25: gemm(A[j + 1 : A.mt, k], A[j, k], A[j + 1 : A.mt, j]) priority 4 * (A.nt - j)
-                _p0 = A.panel(j + 1, A.mt, k, k + 1, 25)
-                _p2 = A.panel(j + 1, A.mt, j, j + 1, 25)
+                _p0 = A.panel(j + 1, A.mt, k, None, 25)
+                _p2 = A.panel(j + 1, A.mt, j, None, 25)
                 if _me == _r4 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[3], (_p0, A.tile(j, k, 25), _p2), None, 4 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, k, 2, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
@@ -148,7 +148,7 @@ def generate(rt, p):
         if k + 1 < A.mt:  # potri.tile:31
             _r5 = A.rank_of(k, k)  # potri.tile:32
             # potri.tile:32: trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
-            _p1 = A.panel(k + 1, A.mt, k, k + 1, 32)
+            _p1 = A.panel(k + 1, A.mt, k, None, 32)
             if _me == _r5 or takes_part(_p1, _me):
                 _submit(CALLS[4], (A.tile(k, k, 32), _p1), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(1, k, 0))
             else:  # not ours: only count the new versions of the tiles it writes
@@ -157,8 +157,8 @@ def generate(rt, p):
             for j in _among(0, k, 1, lambda: ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:33
                 _r6 = A.rank_of(k, j)  # potri.tile:34
                 # potri.tile:34: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 34)
-                _p2 = A.panel(k + 1, A.mt, j, j + 1, 34)
+                _p0 = A.panel(k + 1, A.mt, k, None, 34)
+                _p2 = A.panel(k + 1, A.mt, j, None, 34)
                 if _me == _r6 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[5], (_p0, A.tile(k, j, 34), _p2), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(1, k, 1, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes

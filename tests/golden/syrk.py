@@ -15,7 +15,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -34,7 +34,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'syrk')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/syrk.tile' + " again with this Python's")
 
@@ -108,15 +108,15 @@ def generate(rt, p):
             if j + 1 < C.mt:  # syrk.tile:17
                 _r2 = A.rank_of(j, l)  # syrk.tile:18
                 # syrk.tile:18: gemm(A[j + 1 : A.mt, l], A[j, l], C[j + 1 : C.mt, j])
-                _p0 = A.panel(j + 1, A.mt, l, l + 1, 18)
-                _p2 = C.panel(j + 1, C.mt, j, j + 1, 18)
+                _p0 = A.panel(j + 1, A.mt, l, None, 18)
+                _p2 = C.panel(j + 1, C.mt, j, None, 18)
                 if _me == _r2 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[1], (_p0, A.tile(j, l, 18), _p2), None, 0, ('N', 'T', -1.0, 1.0), at=(0, l, 0, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
         # syrk.tile:21: release A[0 : A.mt, l]
-        for _tile in A.panel(0, A.mt, l, l + 1, 21):
+        for _tile in A.panel(0, A.mt, l, None, 21):
             _release(_tile, at=(0, l, 1))
 
 

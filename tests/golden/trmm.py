@@ -15,7 +15,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -34,7 +34,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'trmm')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/trmm.tile' + " again with this Python's")
 
@@ -93,7 +93,6 @@ def generate(rt, p):
     _release = rt.release
     _among = rt.among
     CALLS = PROGRAM.calls
-    B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     for l in range(A.nt - 1, -1, -1):  # trmm.tile:16
@@ -103,8 +102,8 @@ def generate(rt, p):
             if l + 1 < B.mt:  # trmm.tile:18
                 _r0 = B.rank_of(l, j)  # trmm.tile:19
                 # trmm.tile:19: gemm(A[l + 1 : A.mt, l], B[l, j], B[l + 1 : B.mt, j], "N", "N", 1.0, 1.0) priority l + 1
-                _p0 = A.panel(l + 1, A.mt, l, l + 1, 19)
-                _p2 = B.panel(l + 1, B.mt, j, j + 1, 19)
+                _p0 = A.panel(l + 1, A.mt, l, None, 19)
+                _p2 = B.panel(l + 1, B.mt, j, None, 19)
                 if _me == _r0 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[0], (_p0, B.tile(l, j, 19), _p2), None, l + 1, ('N', 'N', 1.0, 1.0), at=(0, -l, 0, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
@@ -116,7 +115,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(l, j)
         # trmm.tile:23: release A[l : A.mt, l]
-        for _tile in A.panel(l, A.mt, l, l + 1, 23):
+        for _tile in A.panel(l, A.mt, l, None, 23):
             _release(_tile, at=(0, -l, 1))
 
 
@@ -125,7 +124,6 @@ def dataflow(rt, p):
     """Every write and release of a tile as affine data (see tiledsl.runtime.dataflow): loops
     as (lower, upper[, step]) bounds of u (= v, or -v for a loop counting down), tile rows
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
-    B = p['B']
     A = rt.matrix('A')
     B = rt.matrix('B')
     return (
@@ -138,7 +136,6 @@ def dataflow(rt, p):
 def loop_bounds(_bound, p):
     """Every loop's bounds over intervals, never iterated: an upper bound on the loop
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
-    B = p['B']
     A = _bound.matrix('A')
     B = _bound.matrix('B')
     _t0 = 1

@@ -15,7 +15,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 4 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -34,7 +34,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'trtri')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 4 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/trtri.tile' + " again with this Python's")
 
@@ -98,7 +98,7 @@ def generate(rt, p):
         if k + 1 < A.mt:  # trtri.tile:19
             _r0 = A.rank_of(k, k)  # trtri.tile:20
             # trtri.tile:20: trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)
-            _p1 = A.panel(k + 1, A.mt, k, k + 1, 20)
+            _p1 = A.panel(k + 1, A.mt, k, None, 20)
             if _me == _r0 or takes_part(_p1, _me):
                 _submit(CALLS[0], (A.tile(k, k, 20), _p1), None, 3 * (A.nt - k), ('R', 'L', 'N', 'N', -1.0), at=(0, k, 0))
             else:  # not ours: only count the new versions of the tiles it writes
@@ -107,8 +107,8 @@ def generate(rt, p):
             for j in _among(0, k, 1, lambda: ((A, ANY, 0, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # trtri.tile:21
                 _r1 = A.rank_of(k, j)  # trtri.tile:22
                 # trtri.tile:22: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)
-                _p0 = A.panel(k + 1, A.mt, k, k + 1, 22)
-                _p2 = A.panel(k + 1, A.mt, j, j + 1, 22)
+                _p0 = A.panel(k + 1, A.mt, k, None, 22)
+                _p2 = A.panel(k + 1, A.mt, j, None, 22)
                 if _me == _r1 or takes_part(_p0, _me) or takes_part(_p2, _me):
                     _submit(CALLS[1], (_p0, A.tile(k, j, 22), _p2), None, 2 * (A.nt - k), ('N', 'N', 1.0, 1.0), at=(0, k, 1, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes

@@ -55,6 +55,21 @@ def test_a_failing_hoisted_ownership_test_quotes_its_own_statement(tmp_path):
     assert out.stderr.strip().endswith("2 ** -1 (in `potrf(A[2 ** (k - 1), 0])`, with k = 0)"), out.stderr
 
 
+def test_a_failure_leaves_out_the_lets_of_a_loop_that_ended(tmp_path):
+    """``s`` is a setting of hybrid tilings only: a let of that name in a uniform program, in a loop
+    that ended, is not named with its last value (the driver once bound it from the parameters too)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "ended.tile").write_text("program ended {\n  tiling uniform(nb = 4)\n  matrix A[n, n] = zeros\n"
+                                         "  for k in 0 .. A.mt { let s = k * 2  potrf(A[s // 2, 0]) }\n"
+                                         "  for i in 0 .. A.mt { potrf(A[i, 1][0 : 3]) }\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "ended.tile", "--n", "10"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().endswith("(in `potrf(A[i, 1][0:3])`, with i = 2)"), out.stderr
+
+
 def _limits(address: int, processes: int):
     """getrlimit as under `ulimit -v` (``address`` bytes; RLIM_INFINITY: none) and `ulimit -u`."""
     import resource

@@ -254,8 +254,9 @@ class _Model:
         self.checked = checked
         self.program = checked.program
         self.names = _Names(checked.program)
-        settings = {setting for kind in TILING_SETTINGS.values() for setting in kind}
-        self.params = {"n", *settings} | {d.name.text for d in self.program.params}
+        # the settings of this program's tiling only: another tiling's setting names nothing here, and
+        # may be a let's name (bound from the parameters, it was that let's value after its loop)
+        self.params = {"n", *TILING_SETTINGS[checked.tiling]} | {d.name.text for d in self.program.params}
         self.lines: list[str] = []
         self.rank_vars: dict[tuple, str] = {}
         self.access_vars: dict[tuple, str] = {}
@@ -677,7 +678,8 @@ class _Model:
         return repr(float(constant)) if constant is not None else f"float({self.expr(value)})"
 
     def _tile(self, tile: n.TileRef, line: int) -> str:
-        """A tile, or a panel's tuple of tiles (``A.panel(r0, r1, c0, c1, line)``)."""
+        """A tile, or a panel's tuple of tiles (``A.panel(r0, r1, c0, c1, line)``, the single
+        index's stop None)."""
         matrix = self.names[tile.matrix.text]
         if not is_panel(tile):
             return f"{matrix}.tile({self.expr(tile.row)}, {self.expr(tile.col)}, {line})"
@@ -686,7 +688,7 @@ class _Model:
             if isinstance(index, n.Range):
                 ends += [self.expr(index.start), self.expr(index.stop)]
             else:
-                ends += [self.expr(index), self.expr(index, parent=5) + " + 1"]
+                ends += [self.expr(index), "None"]
         return f"{matrix}.panel({', '.join(ends)}, {line})"
 
     def _region(self, tile: n.TileRef) -> str:
