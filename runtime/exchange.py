@@ -74,7 +74,8 @@ class Copy:
 
     def __init__(self, tile, version: int, device: int, part: tuple | None = None):
         self.tile, self.version, self.device, self.part = tile, version, device, part
-        self.source = tile.rank  # the rank it comes from (a tree broadcast's plan may name another)
+        self.source = tile.rank  # the rank it comes from (a tree broadcast's plan may name another; None:
+        # a version this rank computed for another and keeps)
         self.data = None
         self.arrived = False
         self.waiters: list = []  # callables run (engine lock held) when the data is here
@@ -219,6 +220,7 @@ class Exchange:
         if device == 0:
             for copy in kept:
                 kept[copy] = self._new_copy(copy.tile, 0, None)  # of the version the task makes
+                kept[copy].source = None  # made here: not a transfer to wait for
         elif device is None and self._on_its_host(call, main):
             self._held_by_producer(call, tiles, main.rank)
 
@@ -574,8 +576,10 @@ class Exchange:
         self.peak_copy_bytes = max(self.peak_copy_bytes, self.copy_bytes)
 
     def _waiting(self, matrices) -> list:
+        """The copies still to come from another place (not those this rank's own tasks make
+        and keep, which are here once their send home is done)."""
         return [copy for matrix in matrices for tile in matrix.made_tiles()
-                for copy in tile.copies.values() if not copy.arrived]
+                for copy in tile.copies.values() if not copy.arrived and copy.source is not None]
 
     def waited_ranks(self, matrices) -> list[int]:
         """The other ranks this rank waits for a tile version from."""

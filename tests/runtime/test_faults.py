@@ -266,3 +266,19 @@ def test_a_rank_waiting_for_another_that_completes_tasks_is_not_stalled(tmp_path
                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path)))
     assert out.returncode == 0, out.stderr
     assert np.array_equal(np.load(tmp_path / "a.npy")[:4, 4:], np.full((4, 4), 10.0))
+
+
+@pytest.mark.timeout(120)
+def test_a_stall_report_waits_for_no_version_the_stalled_task_itself_makes_for_another_rank(tmp_path):
+    """A kernel writing A[0, 1] (rank 1's) and A[0, 0] (rank 0's) runs on rank 1, which keeps the
+    A[0, 0] it makes: its stall report named that version as awaited from rank 0."""
+    (tmp_path / "sleepy.py").write_text("import time\n\ndef w2(X, Y):\n    time.sleep(3600)\n")
+    (tmp_path / "two.tile").write_text('use "sleepy.py"\nkernel w2(inout X, inout Y)\nprogram two {\n'
+                                       "  tiling uniform(nb = 32)\n  matrix A[n, n] = random general\n"
+                                       "  w2(A[0, 1], A[0, 0])\n}\n")
+    command = [sys.executable, "-m", "tiledsl.commands.cli", "run", "two.tile", "--n", "64", "--np", "2",
+               "--watchdog", "2"]
+    out = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+    assert out.returncode == 1 and "running #0 w2(A[0, 1], A[0, 0])" in out.stderr, out.stderr
+    assert "waiting for" not in out.stderr, out.stderr
