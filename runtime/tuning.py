@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .. import usercache
-from ..language import TILING_SETTINGS
+from ..language import INT64_MAX, TILING_SETTINGS
 from .rates import RateError, Rates
 from .world import UsageError
 
@@ -117,7 +117,7 @@ def read(path: Path, warn=None, updating: bool = False) -> dict:
         content = json.loads(text)
         if not isinstance(content, dict) or not isinstance(content.get("entries"), dict):
             raise ValueError("not a tiledsl tuning file")
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
         warn(f"ignoring the corrupt tuning cache {path} ({str(error).splitlines()[0]}); "
              f"run tiledsl tune again to rewrite it")
         return _empty()
@@ -241,8 +241,9 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
 
 
 def _positive(value, name: str, least: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} = {value!r} is not an integer >= {least}")
+    """``value``, an integer from ``least`` to 2**63 − 1 (what a run takes for a setting)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= INT64_MAX:
+        raise ValueError(f"{name} = {value!r} is not an integer from {least} to 2**63 - 1")
     return value
 
 

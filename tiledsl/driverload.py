@@ -208,7 +208,7 @@ def recorded_check(record: Path, key: str) -> tuple[Path, str] | None:
         modules_unchanged = all(digest is not None and _file_digest(module) == digest
                                 for module, digest in kept["modules"])
         report = kept["report"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
         return None
     if not (kept.get("key") == key and modules_unchanged and isinstance(report, str)
             and Path(kept["driver"]).name == kept["driver"] and _intact(driver)):

@@ -113,6 +113,9 @@ def test_overlapping_transfers_get_rows_of_their_own():
 @pytest.mark.parametrize("content, message", [
     (None, "no such file"),
     ("{not json", "not JSON"),
+    ('{"traceEvents": ' + "[" * 5000 + "]" * 5000 + "}", "not a trace: nested too deep"),  # an internal error
+    ('{"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": ' + "1" * 5000 + ', "dur": 1}]}',
+     "not a trace: an integer of 5000 digits"),  # Python's advice to call sys.set_int_max_str_digits()
     (b"\x93NUMPY\x01\x00", "not a trace: a trace is a JSON file"),  # a matrix given for a trace (it said 'utf-8' codec)
     (json.dumps({"a": 1}), "not a trace"),
     (json.dumps([1, 2, 3]), "not a trace"),

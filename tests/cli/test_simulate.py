@@ -208,6 +208,20 @@ def test_a_bad_machine_file_is_one_line(capsys, tmp_path, change, message):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("text, message", [
+    ("[" * 5000 + "]" * 5000, "nested too deep"),  # a RecursionError: an internal error
+    # JSON keeps the last of two: the file's cores = 4 was taken for 8, silently
+    ('{"name": "x", "cores": 4, "cores": 8}', "field 'cores' is given twice in one object"),
+    ('{"cores": ' + "1" * 5000 + "}", "an integer of 5000 digits"),  # it advised sys.set_int_max_str_digits()
+])
+def test_a_machine_file_that_json_reads_leniently_or_not_at_all_is_one_line(capsys, tmp_path, text, message):
+    path = tmp_path / "odd.json"
+    path.write_text(text)
+    status = main(["simulate", "cholesky", "--nodes", "2", "--machine", str(path), "--n", "500"])
+    assert (status, capsys.readouterr().err) == (2, f"tiledsl: error: cannot read machine file {path}: {message}\n")
+
+
+@pytest.mark.timeout(60)
 def test_pcie_is_needed_only_by_a_machine_with_gpus(capsys, tmp_path):
     """A CPU-only machine file failed with "missing field 'pcie'", a GPU's host link."""
     path = tmp_path / "cpus.json"

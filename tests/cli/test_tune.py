@@ -475,7 +475,8 @@ def test_the_machine_key_names_the_host_and_hashes_the_hardware():
 
 
 @pytest.mark.timeout(10)
-@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"entries": 3}', "\x00\x01", b"\x00\xff\xfe"])
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"entries": 3}', "\x00\x01", b"\x00\xff\xfe",
+                                  '{"entries": ' + "[" * 100_000 + "]" * 100_000 + "}"])  # a RecursionError
 def test_a_corrupt_cache_is_ignored_with_one_warning(cache, text):
     path = tuning.cache_path()
     path.parent.mkdir(parents=True)
@@ -497,7 +498,13 @@ def test_an_entry_that_does_not_fit_the_program_is_ignored(cache):
     assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
     seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 0})
     assert tuning.lookup("qr", "uniform", 0, "emulated", warnings.append) is None
-    assert "ib = 0 is not an integer >= 1" in warnings[-1]
+    assert "ib = 0 is not an integer from 1 to 2**63 - 1" in warnings[-1]
+    # a value beyond 64 bits is the entry's fault too, not an option the user never gave
+    seed_cache("cholesky", 0, "emulated", {"nb": 2 ** 63})
+    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
+    assert "nb = 9223372036854775808 is not an integer from 1 to 2**63 - 1" in warnings[-1]
+    seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 10 ** 30})
+    assert tuning.lookup("qr", "uniform", 0, "emulated", warnings.append) is None
 
 
 # ---------------------------------------------------------------- run with tuned defaults

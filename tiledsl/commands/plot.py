@@ -28,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import userjson
 from .files import replacing
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -79,9 +80,11 @@ def load_trace(path) -> dict:
     except OSError as error:
         raise TraceError(f"{path}: cannot read it ({error.strerror or error})") from None
     try:
-        document = json.loads(text)
+        document = userjson.loads(text)
     except json.JSONDecodeError as error:
         raise TraceError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from None
+    except ValueError as error:
+        raise TraceError(f"{path}: not a trace: {error}") from None
     events = document.get("traceEvents") if isinstance(document, dict) else document
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
         raise TraceError(f"{path}: not a trace (expected a 'traceEvents' list, as tiledsl run --trace writes)")

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from .. import userjson
 from ..runtime import tuning
 from ..runtime.rates import RateError, Rates
 from ..runtime.world import UsageError
@@ -156,7 +157,7 @@ def read(spec: str) -> dict:
             return json.loads(resources.files("tiledsl.machines").joinpath(f"{spec}.json").read_text(encoding="utf-8"))
         raise MachineError(f"machine file {spec!r} not found (a path, or one of: {', '.join(shipped())})")
     try:
-        content = json.loads(path.read_bytes())
+        content = userjson.loads(path.read_bytes())
     except (OSError, ValueError) as error:
         raise MachineError(f"cannot read machine file {spec}: {error}") from None
     if not isinstance(content, dict):
