@@ -718,6 +718,26 @@ def test_the_parser_tables_are_kept_in_the_users_cache_and_a_bad_copy_is_rebuilt
         assert tables.stat().st_size > 10_000  # written again whole
 
 
+def test_tables_that_lark_could_not_write_whole_are_never_published(tmp_path, monkeypatch):
+    """Lark writes its cache in place and says nothing when the disk is full: a truncated table file
+    stayed, with a digest file half written beside it, one more for each process."""
+    from tiledsl.compiler import parser
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    parser._lark.__wrapped__()
+    (tables,) = (tmp_path / "tiledsl" / "grammar").glob("tile-*.lark")
+    whole = tables.read_bytes()
+    for left in (tables, parser._seal_path(tables)):
+        left.unlink()
+    built = tables.with_name(tables.name + ".1.tmp")
+    built.write_bytes(whole[:28672])
+    parser._publish_tables(built, tables)
+    assert sorted(p.name for p in tables.parent.iterdir()) == [built.name]  # the caller removes its own
+    built.write_bytes(whole)
+    parser._publish_tables(built, tables)
+    assert sorted(p.name for p in tables.parent.iterdir()) == [tables.name, tables.name + ".sha256"]
+
+
 def test_a_cache_that_cannot_be_made_only_costs_the_tables_build(tmp_path, monkeypatch):
     from tiledsl.compiler import parser
 

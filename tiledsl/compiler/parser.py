@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast as _pyast
 import contextlib
 import hashlib
+import io
 import os
+import pickle
 import re
 import sys
 import unicodedata
@@ -53,10 +55,18 @@ def _lark() -> Lark:
     grammar = resources.files("tiledsl.grammars").joinpath("tile.lark").read_text(encoding="utf-8")
     path = _tables_path(grammar)
     path = path and _checked_tables(Path(path))
-    parser = Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                  postlex=_WholeWords(), cache=path)
-    if path:
-        _seal_tables(Path(path))
+    # tables to build are written beside their place and moved there once whole: Lark writes its
+    # cache in place, and a full disk left a truncated file (and its partial digest)
+    building = path and not os.path.exists(path) and f"{path}.{os.getpid()}.tmp"
+    try:
+        parser = Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
+                      postlex=_WholeWords(), cache=building or path)
+        if building:
+            _publish_tables(Path(building), Path(path))
+    finally:
+        if building:
+            with contextlib.suppress(OSError):
+                os.unlink(building)
     return parser
 
 
@@ -77,14 +87,33 @@ def _checked_tables(tables: Path) -> str | bool:
     return str(tables)
 
 
-def _seal_tables(tables: Path) -> None:
-    """Write the digest of the tables Lark left at ``tables`` beside them (where it differs)."""
-    with contextlib.suppress(OSError):
-        seal, path = _seal(tables.read_bytes()), _seal_path(tables)
-        if not path.is_file() or path.read_text().strip() != seal:
-            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            partial.write_text(seal)
-            partial.replace(path)
+def _publish_tables(built: Path, tables: Path) -> None:
+    """Move the tables Lark wrote at ``built`` to ``tables``, their digest beside them first, if
+    they are whole (Lark says nothing of a write that failed); on a failure, nothing is left."""
+    seal_path = _seal_path(tables)
+    partial = seal_path.with_name(f"{seal_path.name}.{os.getpid()}.tmp")
+    try:
+        data = built.read_bytes()
+        if not _whole_tables(data):
+            return
+        partial.write_text(_seal(data))
+        partial.replace(seal_path)
+        built.replace(tables)
+    except OSError:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+
+
+def _whole_tables(data: bytes) -> bool:
+    """Whether ``data`` is a whole Lark cache: its hash line, then two pickles and nothing after."""
+    stream = io.BytesIO(data)
+    stream.readline()
+    try:
+        pickle.load(stream)
+        pickle.load(stream)
+    except Exception:  # a truncated pickle fails in several ways (EOFError, UnpicklingError, ...)
+        return False
+    return not stream.read(1)
 
 
 def _seal(data: bytes) -> str:
