@@ -181,8 +181,8 @@ def changed_source(program, driver) -> str | None:
     except OSError:  # unreadable now: nothing to compare
         return None
     driver_file = getattr(driver, "__file__", None) or "DRIVER.py"
-    return (f"{_shown(found)} has changed since this driver was compiled from it: the run is of the program as "
-            f"it was then (compile it again: tiledsl compile {_shown(found)} -o {_shown(Path(driver_file))})")
+    return (f"{_shown(found)} has changed since this driver was compiled from it: the driver holds the program "
+            f"as it was then (compile it again: tiledsl compile {_shown(found)} -o {_shown(Path(driver_file))})")
 
 
 def program_files(program, driver) -> list:

@@ -449,7 +449,7 @@ def test_a_python_file_that_is_not_a_driver_is_refused_unrun(tmp_path, args):
     script.write_text(SCRIPT)
     out = tiledsl(args[0], script, *args[1:])
     assert_clean_failure(out, status=2)
-    assert f"tiledsl: error: {script} is not a tiledsl driver, so it was not run" in out.err
+    assert f"tiledsl: error: {script} is not a tiledsl driver, so it was not used" in out.err
     assert not (tmp_path / "written.txt").exists(), "the script was run"
 
 

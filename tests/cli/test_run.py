@@ -270,10 +270,14 @@ def test_a_driver_says_when_its_tile_file_changed_since_it_was_compiled(tmp_path
     (tmp_path / "loading.tile").write_text(LOADING.replace("nb = 50", "nb = 25"))
     out = run()
     assert out.returncode == 0, out.stderr
-    assert out.stderr == ("tiledsl: warning: loading.tile has changed since this driver was compiled from it: the "
-                          "run is of the program as it was then (compile it again: tiledsl compile loading.tile -o "
-                          "driver.py)\n")
+    said = ("tiledsl: warning: loading.tile has changed since this driver was compiled from it: the driver "
+            "holds the program as it was then (compile it again: tiledsl compile loading.tile -o driver.py)\n")
+    assert out.stderr == said
     assert "nb=50" in out.stdout
+    # so do the commands that plan or run the driver (explain, graph, bench, tune, simulate), once
+    for command in (["run", "driver.py"], ["explain", "driver.py"]):
+        out = tiledsl(*command, cwd=tmp_path)
+        assert out.returncode == 0 and out.stderr == said, (command, out.stderr)
 
 
 @pytest.mark.timeout(130)

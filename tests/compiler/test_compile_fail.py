@@ -211,6 +211,15 @@ def test_rendered_caret_on_a_long_line_is_clipped_but_aligned():
     assert len(shown) <= 170
     at = carets.index("^")
     assert shown[at:at + 2] == "zz"
+    assert shown.startswith("…") and not shown.endswith("…")  # cut before the span only
+
+
+def test_a_long_line_cut_on_both_sides_of_its_span_marks_both_cuts():
+    calls = " ".join(["potrf(A[0, 0])"] * 8 + ["potrf(A[kk, 0])"] + ["potrf(A[0, 0])"] * 15)
+    source = decode("long.tile", f"program p {{ matrix A[n, n] = random spd {calls} }}".encode())
+    (d,) = [d for d in check_source(source).diagnostics if d.is_error]
+    shown = render(d, source).split("\n")[2].split(" | ", 1)[1]
+    assert shown.startswith("…") and shown.endswith("…") and len(shown) == 162
 
 
 def test_rendered_carets_count_wide_characters_as_two_columns():

@@ -434,13 +434,19 @@ def _check_driver_target(output: str, program: str) -> None:
                          f"(a script's folder comes first on the import path): name it otherwise")
 
 
-def _load_driver(args):
+def _load_driver(args, warn_changed: bool = True):
     """The driver module of ``args.file``, a .tile file (compiled through the cache) or a driver file;
-    its program's name is kept in ``args.program`` for a --json failure object from here on."""
+    its program's name is kept in ``args.program`` for a --json failure object from here on. A
+    warning where the driver's ``.tile`` file has changed since it was compiled (``run`` says it
+    itself, on rank 0 of its job, and in its --json notes)."""
     from ..driverload import import_driver
+    from ..runtime.userkernels import changed_source
 
     driver = import_driver(_driver_path(program_path(args.file)))
     args.program = driver.PROGRAM.name
+    changed = changed_source(driver.PROGRAM, driver) if warn_changed else None
+    if changed:
+        print(f"tiledsl: warning: {changed}", file=sys.stderr)
     return driver
 
 
@@ -474,7 +480,7 @@ def _driver_path(path: str):
         raise UsageError(f"{path}: not a file")
     reason = not_a_driver(path)
     if reason is not None:
-        raise UsageError(f"{path} is not a tiledsl driver, so it was not run: {reason} "
+        raise UsageError(f"{path} is not a tiledsl driver, so it was not used: {reason} "
                          f"(make a driver with tiledsl compile, or give the .tile program)")
     hidden = hiding(os.path.dirname(os.path.realpath(path)), sys.modules)  # as python puts it first: links followed
     if hidden is not None:
@@ -685,7 +691,7 @@ def _run(args) -> int:
         raise UsageError(f"--np must be at least 1, got {args.np}")
     if args.np > 1 or _launcher_text(args):  # a launcher given runs even one rank under it (a batch job's node)
         return _launch(args)
-    driver = _load_driver(args)
+    driver = _load_driver(args, warn_changed=False)
     return run_and_report(driver, args)
 
 

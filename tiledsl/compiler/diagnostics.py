@@ -150,11 +150,12 @@ def _excerpt(source: Source, span: Span, width: int = 160) -> list[str]:
     gutter = f"{span.line:>5}"
     pad = " " * len(gutter)
     prefix = "…" if start else ""
+    suffix = "…" if start + width < len(text) else ""
     lead = shown[:max(0, span.column - 1 - start)]
     marked = shown[len(lead):len(lead) + carets]
     # the carets follow what a terminal shows: a wide character (CJK) takes two columns, a
     # combining mark none, and an invisible or control character is shown escaped
-    return [f"{pad} |", f"{gutter} | {prefix}{printable(shown)}",
+    return [f"{pad} |", f"{gutter} | {prefix}{printable(shown)}{suffix}",
             f"{pad} | {' ' * (len(prefix) + _columns(lead) + span.column - 1 - start - len(lead))}"
             f"{'^' * max(1, _columns(marked) + carets - len(marked))}"]
 
