@@ -18,7 +18,9 @@
   line) before the process dies of the signal as before: to stderr, or under
   ``tiledsl run --np`` to the file ``crash.RANK`` of the job's folder, which
   ``tiledsl run`` then prints as rank RANK's crash (the other ranks' stderr does
-  not interleave with it, and the rank is named).
+  not interleave with it, and the rank is named). That stack is all a crash leaves, so
+  a kernel is called from a frame of its own whose file name names the ``.tile`` call
+  (:func:`call_runner`), which the report quotes.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import io
 import os
 import sys
 import threading
+import types
 
 from .errors import is_users
 from .world import JOB_DIR_VARIABLE, launcher_rank, say_ending
@@ -41,6 +44,25 @@ _runs_lock = threading.Lock()
 _claimed = False  # the process is tiledsl's (the command line, a driver): no other code may end it
 _traced_to = None  # the file faulthandler writes a crash's stack to, during a run (fatal_signals_traced)
 _backstop_lock = threading.Lock()
+
+
+#: the file name of a kernel call's own frame (:func:`call_runner`), as faulthandler writes it
+CALL_FRAME = "<tiledsl call at line {line}: {text}>"
+
+
+def call_runner(line: int, text: str):
+    """``run(kernel, arguments, extra)``, which calls ``kernel(*arguments, **extra)`` from a frame
+    whose file name (:data:`CALL_FRAME`) names the ``.tile`` call: a crash's stack then says which
+    call crashed, at no cost to a task but that frame. The runtime's own calls (line 0: a check's
+    kernels, transfers) are called as they are."""
+    if line <= 0:
+        return _run_kernel
+    code = _run_kernel.__code__.replace(co_filename=CALL_FRAME.format(line=line, text=text))
+    return types.FunctionType(code, {}, "run")
+
+
+def _run_kernel(kernel, arguments, extra):
+    return kernel(*arguments, **extra)
 
 
 class KernelExit(BaseException):

@@ -600,7 +600,7 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
     rank_pid = os.getpid()
     try:
-        returned = kernel(*arguments, **extra)
+        returned = call.runner(kernel, arguments, extra)
     finally:
         in_kernel.task = None
         if os.getpid() != rank_pid:  # a copy the kernel forked (no exec), back here: it would hang in

@@ -20,6 +20,7 @@ from pathlib import Path
 from functools import cached_property, lru_cache
 
 from ..language import READ_MODES, WRITE_MODES
+from .crash import call_runner
 from .matrix import part_of, part_text
 from .panels import Panel
 from .world import UsageError
@@ -130,6 +131,11 @@ class Call:
     panel_axes: tuple[int, ...] = ()  # per panel: 0 a column of tiles (the default), 1 a row of tiles
     groups: tuple | None = None  # an expanded call: (first tile, tiles, axis) of each argument; None: one tile each
     role: str = "task"
+
+    @cached_property
+    def runner(self):
+        """Calls this call's kernel in a frame that names the call (:func:`.crash.call_runner`)."""
+        return call_runner(self.line, self.text)
 
     @cached_property
     def reads(self) -> tuple[int, ...]:

@@ -90,4 +90,5 @@ def test_the_json_object_of_a_job_whose_rank_crashed_is_all_of_stdout(tmp_path):
                           "--json"], capture_output=True, text=True, timeout=100, cwd=tmp_path,
                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
     assert run.returncode == 1, run.stderr
-    assert json.loads(run.stdout)["error"].startswith("rank 1 crashed (Segmentation fault) in kernel code crash")
+    assert json.loads(run.stdout)["error"].startswith("rank 1 (crash.tile:6) crashed (Segmentation fault) in kernel code crash "
+                                                  "(crash.py:7), in `crash(A[k, k])`")

@@ -258,9 +258,9 @@ def test_a_kernel_that_never_lets_go_of_the_gil_still_ends_the_run(tmp_path):
         assert out.returncode == 1 and seconds < 60, out.stderr
         assert 'gil_kernels.py", line 6 in hog' in out.stderr, out.stderr
         if ranks > 1:
-            assert re.match(r"tiledsl: error: rank \d crashed \(frozen for 0:00:12: C code held the GIL, and no "
-                            r"Python code ran, past the watchdog's limit\) in kernel code hog \(gil_kernels.py:6\)",
-                            out.stderr)
+            assert re.match(r"tiledsl: error: rank \d \(gil.tile:\d+\) crashed \(frozen for 0:00:12: C code held the "
+                            r"GIL, and no Python code ran, past the watchdog's limit\) in kernel code hog "
+                            r"\(gil_kernels.py:6\), in `hog\(A\[", out.stderr), out.stderr
 
 
 @pytest.mark.timeout(120)
@@ -277,8 +277,9 @@ def test_a_kernel_frozen_with_the_gil_on_one_rank_is_named_before_the_others_giv
                                     f"{after}  }}\n}}\n", 32, 3) for waiting, after in AFTER_THE_FREEZE.items()})
     for out, seconds in runs.values():
         assert out.returncode == 1 and seconds < 60, out.stderr
-        assert re.search(r"^tiledsl: error: rank 1 crashed \(frozen for 0:00:12: C code held the GIL, .*\) in kernel "
-                         r"code hog \(gil_kernels.py:6\)$", out.stderr, re.MULTILINE), out.stderr
+        assert re.search(r"^tiledsl: error: rank 1 \(gil.tile:8\) crashed \(frozen for 0:00:12: C code held the GIL, "
+                         r".*\) in kernel code hog \(gil_kernels.py:6\), in `hog\(A\[k, k\]\)`$", out.stderr,
+                         re.MULTILINE), out.stderr
         assert "did not answer" not in out.stderr and "where the stall is" not in out.stderr, out.stderr
 
 

@@ -729,7 +729,7 @@ def _launch(args) -> int:
                *_forwarded(args.argv, args.file)]
     said = failure_json(driver.PROGRAM.name, args.n, args.np) if args.json else None
     try:
-        return run_job(command, args.np, failure_json=said)
+        return run_job(command, args.np, failure_json=said, program_file=Path(driver.PROGRAM.source).name)
     finally:  # what ranks killed while writing the outputs left beside them
         remove_abandoned(_written_files(args))
 

@@ -63,7 +63,7 @@ JOB_RANKS_VARIABLE = "TILEDSL_JOB_RANKS"  # as runtime.world names it: the ranks
 
 
 def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_SECONDS,
-            failure_json: dict | None = None) -> int:
+            failure_json: dict | None = None, program_file: str | None = None) -> int:
     """Run ``command`` (a launcher and its ``ranks`` ranks) to its end; its exit status.
 
     128+N after a forwarded signal N (whatever the job returned); 1 when the launcher
@@ -73,6 +73,7 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
     of the launcher was (the launcher itself, or its process on this node). With
     ``failure_json`` (``--json``: what the ranks' JSON line says of the run), a failure no rank
     reported is also that line on stdout, with what was said on stderr as its error.
+    ``program_file``: the ``.tile`` file's name, which a rank's crash is said at.
     """
     remove_stale()
     before, topologies = segments(), topology_files()
@@ -99,7 +100,7 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
                 output.finish()
         said = _Said(sys.stderr)
         with contextlib.redirect_stderr(said):
-            code = _outcome(job, code, folder, ranks, command[0], watch)
+            code = _outcome(job, code, folder, ranks, command[0], watch, program_file)
             code = _output_outcome(output, code)
         # a job stopped before rank 0 said its summary or failure: said as "stopped by SIGTERM"
         stopped = _forwarded_signal(code) and _recorded_status(folder, 0) is None
@@ -153,7 +154,7 @@ class _Said:
 
 
 def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, launcher: str,
-             watch: RankWatch) -> int:
+             watch: RankWatch, program_file: str | None = None) -> int:
     """The exit status of a job whose launcher ended with ``code`` (see :func:`run_job`), with what
     went wrong said on stderr where no rank could say it (``watch``: which rank ended first)."""
     if code == 0:
@@ -175,7 +176,7 @@ def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, l
         return 1
     if code == signal.SIGTERM and _report_stopped_while_starting(folder, ranks, watch):
         return 128 + signal.SIGTERM  # as for a SIGTERM a rank handles, or one sent to us
-    if _report_lost_ranks(folder, ranks, code, launcher, watch) and code > 3:
+    if _report_lost_ranks(folder, ranks, code, launcher, watch, program_file) and code > 3:
         return 1  # a rank lost is a program error (options.EXIT_CODES), not the launcher's status
     return code
 
@@ -218,7 +219,8 @@ def _some_rank_reported(folder: str) -> bool:
     return any(text.strip() not in ("", "0") for text in _read_markers(folder))
 
 
-def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str, watch: RankWatch) -> bool:
+def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str, watch: RankWatch,
+                       program_file: str | None = None) -> bool:
     """Say which ranks ended without a word (killed by a signal, lost), or that none started,
     when none said why; whether there were such ranks."""
     if ranks is None:
@@ -232,10 +234,13 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
     shown = set()
     for rank, stack in crashed.items():
         what, site, frames = _crash_parts(stack)
+        call = next(filter(None, map(_CALL.match, frames)), None)
+        at = f" ({program_file or 'line'}{':' if program_file else ' '}{call['line']})" if call else ""
+        site += f", in `{call['text']}`" if call else ""
         # the stack once per place: every rank crashing in one kernel repeats it
         said = "" if (site, frames) in shown or not frames else "\n" + "\n".join(frames)
         shown.add((site, frames))
-        print(f"tiledsl: error: rank {rank} crashed ({what}){site}{said}", file=sys.stderr, flush=True)
+        print(f"tiledsl: error: rank {rank}{at} crashed ({what}){site}{said}", file=sys.stderr, flush=True)
     lost = [rank for rank in lost if rank not in crashed]
     if crashed and lost:
         _said_ended_by_launcher(lost)
@@ -331,6 +336,9 @@ def _crashes(folder: str, ranks: list) -> dict:
 _RUNTIME_FOLDER = Path(crash.__file__).resolve().parent
 _FRAME = re.compile(r'\s*File "(?P<path>.*)", line (?P<line>\d+) in (?P<function>\S+)')
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ .*$", re.MULTILINE)
+#: the frame of the .tile call whose kernel crashed (crash.call_runner)
+_CALL = re.compile(r'\s*File "' + re.escape(crash.CALL_FRAME).replace(r"\{line\}", r"(?P<line>\d+)")
+                   .replace(r"\{text\}", "(?P<text>.*)") + '", line')
 _TIMEOUT = re.compile(r"Timeout \((\d+:\d\d:\d\d(?:\.\d+)?)\)!")
 _STANDARD_LIBRARY = Path(sysconfig.get_paths()["stdlib"]).resolve()
 
