@@ -235,7 +235,7 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
     for rank, stack in crashed.items():
         what, site, frames = _crash_parts(stack)
         call = next(filter(None, map(_CALL.match, frames)), None)
-        at = f" ({program_file or 'line'}{':' if program_file else ' '}{call['line']})" if call else ""
+        at = f" ({f'{program_file}:' if program_file else 'line '}{call['line']})" if call else ""
         site += f", in `{call['text']}`" if call else ""
         # the stack once per place: every rank crashing in one kernel repeats it
         said = "" if (site, frames) in shown or not frames else "\n" + "\n".join(frames)
