@@ -1,4 +1,7 @@
 """runtime.errors: a kernel's exception in one line, whatever it is."""
+import subprocess
+import sys
+
 import pytest
 
 from tiledsl.runtime.errors import MESSAGE_LIMIT, message_of
@@ -26,48 +29,39 @@ def test_a_long_message_is_cut_and_says_how_long_it_was():
     assert text == "x" * MESSAGE_LIMIT + "… (5000 characters)"
 
 
+def failed_run(folder, name: str, text: str, n: int) -> str:
+    """The stderr of ``tiledsl run NAME.tile --n N`` of the program ``text``, which fails cleanly."""
+    (folder / f"{name}.tile").write_text(text)
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", f"{name}.tile", "--n", str(n)],
+                         cwd=folder, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    return out.stderr
+
+
 def test_a_failure_names_the_loop_nests_values_as_the_program_does(tmp_path):
     """A let ``id`` is ``id_`` in the driver (``id`` is Python's): the message says ``id``."""
-    import subprocess
-    import sys
-
-    (tmp_path / "ids.tile").write_text("program ids {\n  tiling uniform(nb = 4)\n  matrix U[n, n] = random general\n"
-                                       "  for _i in 0 .. U.mt {\n    let id = min(_i, 0)\n"
-                                       "    gemm(U[id, 0], U[1, 1], U[_i, 0])\n  }\n}\n")
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "ids.tile", "--n", "8"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
-    assert "with _i = 0, id = 0)" in out.stderr and "id_" not in out.stderr and "user_i" not in out.stderr
+    err = failed_run(tmp_path, "ids", "program ids {\n  tiling uniform(nb = 4)\n  matrix U[n, n] = random general\n"
+                                      "  for _i in 0 .. U.mt {\n    let id = min(_i, 0)\n"
+                                      "    gemm(U[id, 0], U[1, 1], U[_i, 0])\n  }\n}\n", 8)
+    assert "with _i = 0, id = 0)" in err and "id_" not in err and "user_i" not in err
 
 
 def test_a_failing_hoisted_ownership_test_quotes_its_own_statement(tmp_path):
     """The ownership tests of a loop body's statements are hoisted together above them: one that
     fails is quoted as its statement, not as the first of the block."""
-    import subprocess
-    import sys
-
-    (tmp_path / "hoisted.tile").write_text("program hoisted {\n  tiling uniform(nb = 100)\n"
-                                           "  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n"
-                                           "    potrf(A[k, k])\n    potrf(A[2 ** (k - 1), 0])\n  }\n}\n")
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "hoisted.tile", "--n", "300"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
-    assert out.stderr.strip().endswith("2 ** -1 (in `potrf(A[2 ** (k - 1), 0])`, with k = 0)"), out.stderr
+    err = failed_run(tmp_path, "hoisted", "program hoisted {\n  tiling uniform(nb = 100)\n"
+                                          "  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n"
+                                          "    potrf(A[k, k])\n    potrf(A[2 ** (k - 1), 0])\n  }\n}\n", 300)
+    assert err.strip().endswith("2 ** -1 (in `potrf(A[2 ** (k - 1), 0])`, with k = 0)"), err
 
 
 def test_a_failure_leaves_out_the_lets_of_a_loop_that_ended(tmp_path):
     """``s`` is a setting of hybrid tilings only: a let of that name in a uniform program, in a loop
     that ended, is not named with its last value (the driver once bound it from the parameters too)."""
-    import subprocess
-    import sys
-
-    (tmp_path / "ended.tile").write_text("program ended {\n  tiling uniform(nb = 4)\n  matrix A[n, n] = zeros\n"
-                                         "  for k in 0 .. A.mt { let s = k * 2  potrf(A[s // 2, 0]) }\n"
-                                         "  for i in 0 .. A.mt { potrf(A[i, 1][0 : 3]) }\n}\n")
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "ended.tile", "--n", "10"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
-    assert out.stderr.strip().endswith("(in `potrf(A[i, 1][0:3])`, with i = 2)"), out.stderr
+    err = failed_run(tmp_path, "ended", "program ended {\n  tiling uniform(nb = 4)\n  matrix A[n, n] = zeros\n"
+                                        "  for k in 0 .. A.mt { let s = k * 2  potrf(A[s // 2, 0]) }\n"
+                                        "  for i in 0 .. A.mt { potrf(A[i, 1][0 : 3]) }\n}\n", 10)
+    assert err.strip().endswith("(in `potrf(A[i, 1][0:3])`, with i = 2)"), err
 
 
 def _limits(address: int, processes: int):
@@ -111,8 +105,6 @@ def test_memory_or_a_thread_that_runs_out_is_said_with_the_limit_that_binds(monk
 def test_a_thread_that_cannot_start_ends_the_run_as_a_shortage_not_a_bug(tmp_path):
     import json
     import os
-    import subprocess
-    import sys
 
     programs = os.path.join(os.path.dirname(__file__), "..", "..", "programs", "cholesky.tile")
     script = ("import sys\nfrom tiledsl.runtime import entry\n"
@@ -132,8 +124,6 @@ def test_libraries_that_never_finish_loading_under_an_address_space_limit_end_th
     leave it, in C holding the GIL: `timeout 60 tiledsl run ...` (SIGTERM) did not end it either."""
     import os
     import resource
-    import subprocess
-    import sys
     import time
 
     limit = 64 * 2 ** 30  # any limit arms the watch; this one leaves the test room
