@@ -144,8 +144,8 @@ def compile_cached(path: str) -> Compiled:
     passed its check before, unchanged, as is its kernel module, is not checked again: its report
     comes from the record of that check, and the compiler is not even imported (lark and its
     tables, the analysis: a quarter of a second of every run's start)."""
-    try:
-        data = Path(path).read_bytes()  # what the record of a passed check is keyed by
+    try:  # what the record of a passed check is keyed by; what is no file (a pipe would block), the check says
+        data = Path(path).read_bytes() if Path(path).is_file() else None
     except OSError:  # the check says why
         data = None
     record = None if data is None else _check_record(path, data)

@@ -125,6 +125,20 @@ def test_check_directory(tmp_path):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", [("check",), ("run", "--n", "10"), ("explain", "--n", "10")])
+def test_a_pipe_for_a_program_is_refused_not_waited_for(tmp_path, command):
+    """A fifo with no writer blocked every command for ever on its read."""
+    import os
+
+    fifo = tmp_path / "pipe.tile"
+    os.mkfifo(fifo)
+    out = tiledsl(command[0], fifo, *command[1:])
+    assert_clean_failure(out)
+    assert f"{fifo}: error[E000]: is not a regular file (a device, a pipe or a socket): save the program in a file" \
+        in out.err
+
+
+@pytest.mark.timeout(60)
 def test_check_crlf_program_is_clean(tmp_path):
     text = (ROOT / "programs" / "cholesky.tile").read_text()
     path = tmp_path / "crlf.tile"

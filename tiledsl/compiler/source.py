@@ -7,6 +7,8 @@ an exception.
 """
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -87,12 +89,23 @@ def _as_program_text(text: str) -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _neither_file_nor_folder(path: str | Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # missing, or unreadable: the read says which
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def read_source(path: str | Path, data: bytes | None = None) -> Source:
     """Read and decode a ``.tile`` file (``data``: its bytes, where they were read already), or raise
     :class:`SourceError`."""
     name = str(path)
     if not name:
         raise SourceError(Diagnostic(None, "E000", "the file name is empty: give the path of a .tile file"))
+    if data is None and _neither_file_nor_folder(path):  # a pipe with no writer would block the read for ever
+        raise SourceError(Diagnostic(Span.whole(name), "E000", "is not a regular file (a device, a pipe or a "
+                                     "socket): save the program in a file"))
     try:
         data = Path(path).read_bytes() if data is None else data
     except IsADirectoryError:
