@@ -442,9 +442,11 @@ def _load_driver(args, warn_changed: bool = True):
     from ..driverload import import_driver
     from ..runtime.userkernels import changed_source
 
-    driver = import_driver(_driver_path(program_path(args.file)))
+    given = program_path(args.file)
+    driver = import_driver(_driver_path(given))
     args.program = driver.PROGRAM.name
-    changed = changed_source(driver.PROGRAM, driver) if warn_changed else None
+    # a driver file only: one the cache gives was just compiled from the .tile as it is (no second read)
+    changed = changed_source(driver.PROGRAM, driver) if warn_changed and given.endswith(".py") else None
     if changed:
         print(f"tiledsl: warning: {changed}", file=sys.stderr)
     return driver
