@@ -105,8 +105,10 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
     _fill_inputs(program, matrices, sources, needed, share.column_panels, devices)
     bad_inputs = _over_ranks(held, [decl.name for decl in program.matrices], comm)
     broadcast = broadcast_for(options.broadcast, ranks)
-    engine = _engine(driver, options, comm, devices, workers, window, broadcast, matrices, out_of_core, host_costs,
-                     events, share if derive else None)
+    with stopwatch.excluded():  # loading the kernel module: the libraries it imports are no part of the run
+        bodies = kernels(program, driver, devices)
+    engine = _engine(driver, options, comm, devices, bodies, workers, window, broadcast, matrices, out_of_core,
+                     host_costs, events, share if derive else None)
     share.sequence = None  # the levels are all the run needs of it
     stopwatch.lap("setup")
     with _single_threaded_blas():
@@ -153,13 +155,13 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
     return result
 
 
-def _engine(driver, options: Options, comm, devices, workers: int, window: int, broadcast: str, matrices: dict,
-            out_of_core, host_costs, events, derived_from) -> Engine:
-    """The rank's engine over ``matrices``: its kernels, GPUs and broadcasts; out of core or with the
+def _engine(driver, options: Options, comm, devices, bodies: dict, workers: int, window: int, broadcast: str,
+            matrices: dict, out_of_core, host_costs, events, derived_from) -> Engine:
+    """The rank's engine over ``matrices``: its kernels' ``bodies``, GPUs and broadcasts; out of core or with the
     host taking GPU tasks; guided by the program's ``events`` (a share walk); its priorities derived
     from the survey ``derived_from`` (None: the program's own)."""
     program = driver.PROGRAM
-    engine = Engine(program, kernels(program, driver, devices), workers, window, watchdog=options.watchdog, comm=comm,
+    engine = Engine(program, bodies, workers, window, watchdog=options.watchdog, comm=comm,
                     devices=devices, check_finite=options.check_finite, count_flops=not has_standard_count(program),
                     broadcast=broadcast, spelling=options.spelling)
     if out_of_core is not None:

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import os
 import stat
 import tokenize
 
 import numpy as np
+
+_MAGIC = b"\x93NUMPY"  # how every .npy file begins
 
 # Real floating point of either precision, any byte order.
 _ACCEPTED_ITEMSIZES = (4, 8)
@@ -120,7 +123,18 @@ def _read_header(path: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
     except OSError as exc:
         raise InputFileError(f"cannot read input file {path!r}: {exc.strerror or exc}") from None
     except (ValueError, SyntaxError, tokenize.TokenError) as exc:  # numpy's header parser raises all three
+        if _cut_in_header(path, exc):
+            raise InputFileError(f"input file {path!r} is cut short inside its header (a .npy file of "
+                                 f"{os.path.getsize(path)} bytes: saved again, or copied whole?)") from None
         raise InputFileError(f"input file {path!r} is not a .npy file ({_what_it_is(path) or _reason(exc)})") from None
+
+
+def _cut_in_header(path: str, exc: Exception) -> bool:
+    """Whether the file at ``path`` begins as a ``.npy`` file does and ends before its header does
+    (numpy: "EOF: reading array header, expected 118 bytes got 50")."""
+    with contextlib.suppress(OSError), open(path, "rb") as f:
+        return f.read(len(_MAGIC)) == _MAGIC and str(exc).startswith("EOF")
+    return False
 
 
 def _reason(exc: Exception) -> str:
@@ -141,8 +155,20 @@ def _what_it_is(path: str) -> str | None:
 
 
 def shape_of(path: str | os.PathLike) -> tuple[int, ...]:
-    """The shape of the ``.npy`` file at ``path``, from its header alone."""
-    return tuple(_read_header(os.fspath(path))[0])
+    """The shape of the ``.npy`` file at ``path``, from its header, which its length must bear out
+    (a file cut short is said to be, not to be of the wrong shape)."""
+    path = os.fspath(path)
+    shape, _, dtype, offset = _read_header(path)
+    if not dtype.hasobject:
+        _check_length(path, shape, dtype, offset)
+    return tuple(shape)
+
+
+def _check_length(path: str, shape: tuple, dtype: np.dtype, offset: int) -> None:
+    """An :class:`InputFileError` if the file at ``path`` holds fewer bytes than its header says."""
+    with contextlib.suppress(OSError):
+        if os.path.getsize(path) < offset + math.prod(shape) * dtype.itemsize:
+            raise InputFileError(f"input file {path!r} is shorter than its header says (cut short?)")
 
 
 def not_a_matrix(path: str | os.PathLike) -> str | None:
@@ -167,10 +193,9 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> Inpu
     path = os.fspath(path)
     shape, fortran, dtype, offset = _read_header(path)
     if dtype.kind != "f" or dtype.itemsize not in _ACCEPTED_ITEMSIZES:
-        loaded = f"numpy.save({path!r}, numpy.load({path!r})"
-        hint = (f": save its real parts (tiledsl computes in real arithmetic), {loaded}.real)" if dtype.kind == "c"
-                else f": save it as float64, {loaded}.astype(numpy.float64))" if dtype.kind in "iubf" else "")
-        raise InputFileError(f"input file {path!r} has dtype {dtype}; expected float64 (or float32){hint}")
+        raise InputFileError(f"input file {path!r} has dtype {dtype}; expected float64 (or float32)"
+                             f"{_conversion(path, dtype)}")
+    _check_length(path, shape, dtype, offset)
     expected = tuple(int(x) for x in expected_shape)
     if tuple(shape) != expected:
         raise InputShapeError(f"input file {path!r} has shape {tuple(shape)} "
@@ -178,9 +203,23 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> Inpu
     source = InputFile(path, expected, dtype, fortran, offset)
     with source._opened():  # records what the file is now
         pass
-    if source.identity[2] < offset + expected[0] * expected[1] * dtype.itemsize:
+    if source.identity[2] < offset + expected[0] * expected[1] * dtype.itemsize:  # shortened since
         raise InputFileError(f"input file {path!r} is shorter than its header says (cut short?)")
     return source
+
+
+def _conversion(path: str, dtype: np.dtype) -> str:
+    """How to save the file at ``path``, of ``dtype``, as one tiledsl reads: into a new file beside
+    it, as the conversion may lose what the file holds (float64 holds integers to 2**53 exactly)."""
+    if dtype.kind not in "iubfc":
+        return ""
+    stem, _ = os.path.splitext(path)
+    saved = f"numpy.save({stem + '_float64.npy'!r}, numpy.load({path!r})"
+    if dtype.kind == "c":
+        return f": save its real parts in a new file (tiledsl computes in real arithmetic), {saved}.real)"
+    rounds = "" if dtype.kind == "b" or dtype.kind in "iuf" and dtype.itemsize < 8 else (
+        ", which rounds the values float64 does not hold exactly")
+    return f": save it as float64 in a new file, {saved}.astype(numpy.float64)){rounds}"
 
 
 def create_output(path: str | os.PathLike, shape: tuple[int, int]) -> np.memmap:

@@ -286,7 +286,8 @@ def write_trace(driver, params, matrices, events, result, options: Options, comm
     if ranks is None:  # not rank 0
         return {}
     about = {"program": driver.PROGRAM.name, **{k: v for k, v in params.as_dict().items() if v is not None},
-             "ranks": result.ranks, "workers": result.workers, "gpus": result.gpus}
+             "ranks": result.ranks, "workers": result.workers, "gpus": result.gpus,
+             "seconds": result.seconds}  # the run's time: its last rank ends after its last task does
 
     lanes = compute_lanes(result.workers, options.gpus)
 

@@ -9,6 +9,7 @@ terminal, or when ``TILEDSL_PROGRESS=1`` says so (``tiledsl run --np`` sets it f
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -120,3 +121,15 @@ class Stopwatch:
 
     def total(self) -> float:
         return self.last - self.start
+
+    @contextlib.contextmanager
+    def excluded(self):
+        """Time that counts in no phase, as Python's start-up does not: the libraries a kernel
+        module imports (scipy alone took a second of 'setup')."""
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = time.perf_counter() - began
+            self.start += spent
+            self.last += spent

@@ -69,6 +69,8 @@ def test_a_two_rank_trace_has_lanes_of_both_ranks(two_ranks, tmp_path, capsys):
     assert len(tasks) == 56  # 6 potrf, 15 trsm, 15 syrk, 20 gemm on 6x6 tiles, each run once on one rank
     transfers = [e for lane in found if lane.name == "mpi" for e in lane.events]
     assert transfers and all(e[3] == "transfer" for e in transfers)
+    # the run's time, to its last rank's end, is recorded: the plot's, not its last event's end
+    assert load_trace(two_ranks)["otherData"]["seconds"] >= max(e[0] + e[1] for lane in found for e in lane.events)
     out = tmp_path / "gantt.png"
     assert main(["plot", str(two_ranks), "-o", str(out), "--width", "14"]) == 0, capsys.readouterr().err
     assert_png(out)
@@ -216,6 +218,22 @@ def test_the_busiest_16_ranks_of_a_larger_trace_are_drawn_and_named(tmp_path, ca
                                                "(ranks 0-13, 17-18)")
     figure, drawn, _ = draw(busy_trace(16, 3, 2), "16.json")
     assert drawn == list(range(16)) and figure.axes[0].get_title() == "16.json: 48 tasks on 16 rank(s), 2.9e-05 s"
+
+
+@pytest.mark.timeout(60)
+def test_the_title_and_the_busy_fractions_are_of_the_run_s_recorded_time():
+    """A run's last rank is done a little after its last task ends: plot said the last event's end
+    (0.343 s for a run of 0.352 s) and lanes busier than the run's own busy fractions."""
+    from tiledsl.commands.plot import draw
+
+    document = {"otherData": {"made_by": "tiledsl", "program": "p", "seconds": 0.004},
+                "traceEvents": [{"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "cpu-0"}},
+                                {"ph": "X", "pid": 0, "tid": 0, "name": "gemm", "cat": "task", "ts": 0, "dur": 3000}]}
+    figure, *_ = draw(document, "t.json")
+    assert figure.axes[0].get_title() == "p (t.json): 1 tasks on 1 rank(s), 0.004 s"
+    assert [label.get_text() for label in figure.axes[0].get_yticklabels()] == ["cpu-0  75%"]
+    document["otherData"]["seconds"] = "soon"  # a hand-made trace's: the last event's end
+    assert draw(document, "t.json")[0].axes[0].get_title() == "p (t.json): 1 tasks on 1 rank(s), 0.003 s"
 
 
 @pytest.mark.timeout(60)

@@ -138,6 +138,24 @@ def test_truncated_file(tmp_path):
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(InputFileError, match="is shorter than its header says"):
         open_input(path, (100, 100))
+    # said so before its shape is judged, and where the size is read from it: it was 'the input
+    # files' shapes disagree' where the header's shape was another than the program's
+    with pytest.raises(InputFileError, match="is shorter than its header says"):
+        open_input(path, (100, 90))
+    with pytest.raises(InputFileError, match="is shorter than its header says"):
+        npyio.shape_of(path)
+
+
+def test_a_file_cut_short_inside_its_header_is_said_to_be(tmp_path):
+    """It was 'not a .npy file (EOF: reading array header, expected 118 bytes got 50)'."""
+    path = tmp_path / "a.npy"
+    np.save(path, np.zeros((3, 3)))
+    path.write_bytes(path.read_bytes()[:60])
+    message = f"input file '{path}' is cut short inside its header (a .npy file of 60 bytes: saved again, or copied whole?)"
+    for read in (npyio.shape_of, lambda path: open_input(path, (3, 3))):
+        with pytest.raises(InputFileError) as error:
+            read(path)
+        assert str(error.value) == message
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
@@ -199,19 +217,28 @@ def test_a_file_system_that_cannot_reserve_blocks_still_gets_its_output(tmp_path
     assert np.load(tmp_path / "o.npy").sum() == 6.0
 
 
+CONVERTED = "numpy.save({q!r}, numpy.load({p!r})"
+
+
 @pytest.mark.parametrize("dtype, advice", [
-    (np.int64, "save it as float64, numpy.save({p!r}, numpy.load({p!r}).astype(numpy.float64))"),
-    (bool, "save it as float64, numpy.save({p!r}, numpy.load({p!r}).astype(numpy.float64))"),
-    (np.complex128, "save its real parts (tiledsl computes in real arithmetic), "
-                    "numpy.save({p!r}, numpy.load({p!r}).real)"),
+    (np.int64, "save it as float64 in a new file, " + CONVERTED + ".astype(numpy.float64)), which rounds the "
+               "values float64 does not hold exactly"),
+    (np.longdouble, "save it as float64 in a new file, " + CONVERTED + ".astype(numpy.float64)), which rounds the "
+                    "values float64 does not hold exactly"),
+    (np.int32, "save it as float64 in a new file, " + CONVERTED + ".astype(numpy.float64))"),
+    (bool, "save it as float64 in a new file, " + CONVERTED + ".astype(numpy.float64))"),
+    (np.complex128, "save its real parts in a new file (tiledsl computes in real arithmetic), " + CONVERTED + ".real)"),
 ])
 def test_a_file_of_another_dtype_is_refused_with_the_conversion_to_make(tmp_path, dtype, advice):
     """The refusal named the dtypes expected, not how to get one; the advice, followed, gives a file
-    that opens."""
-    path = str(tmp_path / "a.npy")
+    that opens. It wrote over the user's file, rounding integers past 2**53 without a word."""
+    path, converted = str(tmp_path / "a.npy"), str(tmp_path / "a_float64.npy")
     np.save(path, np.eye(3, dtype=dtype))
     with pytest.raises(npyio.InputFileError) as refused:
         npyio.open_input(path, (3, 3))
-    assert str(refused.value).endswith("; expected float64 (or float32): " + advice.format(p=path))
-    exec(str(refused.value).split(", ", 1)[1].replace("numpy", "np"))
-    npyio.open_input(path, (3, 3))
+    assert str(refused.value).endswith("; expected float64 (or float32): " + advice.format(p=path, q=converted))
+    statement = str(refused.value).split(", ", 1)[1].removesuffix(", which rounds the values float64 does not hold "
+                                                                  "exactly")
+    exec(statement.replace("numpy", "np"))
+    npyio.open_input(converted, (3, 3))
+    assert np.load(path).dtype == dtype  # the user's file as it was

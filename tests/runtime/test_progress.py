@@ -67,6 +67,28 @@ def test_the_stopwatch_times_each_phase_and_the_whole():
     assert watch.total() == pytest.approx(sum(watch.laps.values()))
 
 
+def test_time_the_stopwatch_excludes_is_in_no_phase_nor_the_whole():
+    watch = progress.Stopwatch()
+    with watch.excluded():
+        time.sleep(0.05)
+    watch.lap("setup")
+    assert watch.laps["setup"] < 0.05 and watch.total() == watch.laps["setup"]
+
+
+@pytest.mark.timeout(120)
+def test_the_libraries_a_kernel_module_imports_are_not_the_run_s_setup(compiled, tmp_path):
+    """A kernel module importing scipy made 'setup' a second longer, where the summary's phases
+    leave out the libraries' import."""
+    (tmp_path / "slow.tile").write_text('use "slow_kernels.py"\nkernel twice(inout A)\nprogram slow {\n'
+                                        '  matrix A[n, n] = random spd\n  for i in 0 .. A.mt { twice(A[i, i]) }\n}\n')
+    (tmp_path / "slow_kernels.py").write_text("import time\ntime.sleep(2.0)  # as a large library's import\n\n\n"
+                                              "def twice(a):\n    a *= 2\n")
+    began = time.perf_counter()
+    result = execute(compiled(str(tmp_path / "slow.tile")), Options(n=60, tiles={"nb": 20}, workers=1))
+    wall = time.perf_counter() - began
+    assert result.phases["setup"] < 2.0 and result.total_seconds <= wall - 2.0
+
+
 @pytest.mark.timeout(120)
 def test_the_check_has_a_bar_of_its_own(compiled, monkeypatch, capsys):
     monkeypatch.setenv(progress.FORCE, "1")

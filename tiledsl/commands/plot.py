@@ -186,17 +186,28 @@ def rank_list(ranks: list[int]) -> str:
     return ", ".join(str(first) if first == last else f"{first}-{last}" for first, last in runs)
 
 
-def end_time(all_lanes: list[Lane]) -> float:
-    """When the last event of ``all_lanes`` ends, in seconds."""
-    return max((e[0] + e[1] for lane in all_lanes for e in lane.events), default=0.0)
+def end_time(document: dict, all_lanes: list[Lane]) -> float:
+    """The run's time in seconds: the ``seconds`` its trace records (its last rank is done a little
+    after its last task ends), else when the last event of ``all_lanes`` ends."""
+    last = max((e[0] + e[1] for lane in all_lanes for e in lane.events), default=0.0)
+    recorded = _about(document).get("seconds")
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and math.isfinite(recorded):
+        return max(float(recorded), last)
+    return last
+
+
+def _about(document: dict) -> dict:
+    """What the trace says of its run (the program, its sizes, its time), {} if nothing."""
+    info = document.get("otherData") or document.get("metadata") or {}
+    return info if isinstance(info, dict) else {}
 
 
 def title(document: dict, path, all_lanes: list[Lane], drawn: list[int]) -> str:
     """The chart's title: the program's description when the trace has one, and the totals of
     every rank (``drawn``: the ranks drawn, said with their tasks when some are not)."""
-    info = document.get("otherData") or document.get("metadata") or {}
+    info = _about(document)
     head = Path(str(path)).name
-    if isinstance(info, dict) and info.get("program"):
+    if info.get("program"):
         sizes = " ".join(f"{k}={info[k]}" for k in ("n", "nb", "B", "b", "s") if info.get(k) is not None)
         head = f"{info['program']} {sizes}".strip() + f" ({head})"
     tasks = _tasks(all_lanes)
@@ -204,7 +215,7 @@ def title(document: dict, path, all_lanes: list[Lane], drawn: list[int]) -> str:
     kept = set(drawn)
     shown = (f" (drawn: the {len(drawn)} busiest, {_tasks([lane for lane in all_lanes if lane.rank in kept])} tasks)"
              if ranks > len(drawn) else "")
-    return f"{head}: {tasks} tasks on {ranks} rank(s), {end_time(all_lanes):.4g} s{shown}"
+    return f"{head}: {tasks} tasks on {ranks} rank(s), {end_time(document, all_lanes):.4g} s{shown}"
 
 
 def _tasks(some_lanes: list[Lane]) -> int:
@@ -295,7 +306,7 @@ def draw(document: dict, source, width: float | None = None) -> tuple:
     all_lanes = [lane for lane in every_lane if lane.rank in kept]
     rows = _rows(all_lanes)
     total = rows[-1][1] + rows[-1][2]
-    span = end_time(every_lane)  # the run's, though the rank that ends it be not drawn
+    span = end_time(document, every_lane)  # the run's, though the rank that ends it be not drawn
     figure = Figure(figsize=(width or 12.0, 1.6 + 0.32 * total), layout="constrained")
     axes = figure.add_subplot()
     names = kernels(every_lane)  # the legend's: every rank's, some maybe not drawn

@@ -114,7 +114,8 @@ def run(args, driver) -> int:
     events = result.pop("events")
     if args.trace is not None:
         about = {"program": program.name, "n": result["n"], **result["tiles"], "ranks": nodes,
-                 "workers": result["workers"], "gpus": result["gpus"], "simulated": machine.name}
+                 "workers": result["workers"], "gpus": result["gpus"], "seconds": result["seconds"],
+                 "simulated": machine.name}
         try:
             with replacing(args.trace) as temporary, open(temporary, "w") as target:
                 json.dump(chrome_trace(events, about, compute_lanes(result["workers"], result["gpus"])), target)
