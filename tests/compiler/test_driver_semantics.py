@@ -282,3 +282,27 @@ def test_binary_tree_reduction_with_a_step_of_powers(tmp_path):
                  for l in range(3) for i in range(0, mt, 2 ** (l + 1)) if i + 2 ** l < mt]
     assert tasks[:-1] == reference == [("trsm", (("A", 1, 0), ("B", 0, 0))), ("trsm", (("A", 3, 0), ("B", 2, 0))),
                                        ("trsm", (("A", 2, 0), ("B", 0, 0)))]
+
+
+def test_an_index_that_may_fail_is_computed_only_where_its_call_is_reached(tmp_path):
+    """``A[i // z, 0]`` in a loop that runs no time where z = 0: its rank test, hoisted above that
+    loop, divided by zero though the call is never reached (a correct program failed). An index
+    that cannot fail is still tested once per iteration of the loop it depends on."""
+    text = HEADER + """\
+  let z = q - 3
+  for i in 0 .. A.mt {
+    for j in 0 .. z {
+      trsm(A[i // z, 0], B[i, 2 ** (z - 1)])
+      trsm(A[i, 0], B[0, A.width(j)])
+    }
+    potrf(A[i, i])
+  }
+  for k in 0 .. z { potrf(A[0 % z, 0]) }
+}
+"""
+    tasks = check_program(text, tmp_path, "unreached")
+    assert tasks == [("potrf", (("A", i, i),)) for i in range(4)]
+    driver = (tmp_path / "unreached.py").read_text()
+    body = driver[driver.index("for i in range(0, A.mt)"):]
+    hoisted = body.index("A.rank_of(i, 0)")  # before the loop over j, as before
+    assert hoisted < body.index("for j in range") < body.index("A.rank_of(i // z, 0)")

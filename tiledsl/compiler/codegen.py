@@ -455,24 +455,30 @@ class _Model:
         binders: list = []  # (name or None for an if branch, key), outermost first
         position: dict = {}  # name -> its index in binders when last bound
         barriers: list = []  # indices of the enclosing if branches
+        loops: list = []  # indices of the enclosing loops
 
         def bind(name, key):
             position[name] = len(binders)
             binders.append((name, key))
 
-        def anchor_of(depends) -> object:
-            """The innermost binder the access depends on, never above an enclosing if."""
+        def anchor_of(depends, tile) -> object:
+            """The innermost binder the access depends on, never above an enclosing if, nor above
+            an enclosing loop where its index may fail (``i // q`` in a loop that runs no time
+            where q = 0: the call is never reached)."""
             bound = [position[name] for name in depends
                      if position.get(name, len(binders)) < len(binders) and binders[position[name]][0] == name]
-            index = max(bound + barriers[-1:], default=None)
+            innermost_loop = [] if _cannot_fail(tile.row) and _cannot_fail(tile.col) else loops[-1:]
+            index = max(bound + barriers[-1:] + innermost_loop, default=None)
             return None if index is None else binders[index][1]
 
         def visit(stmts):
             for stmt in stmts:
                 if isinstance(stmt, n.For):
                     depth = len(binders)
+                    loops.append(depth)
                     bind(stmt.var.text, stmt.span)
                     visit(stmt.body)
+                    loops.pop()
                     del binders[depth:]
                 elif isinstance(stmt, n.Let):
                     bind(stmt.name.text, stmt.span)
@@ -490,7 +496,7 @@ class _Model:
                     for index, access in enumerate(summary.accesses):
                         if is_panel(access.tile):
                             continue  # a panel's ranks are those of its tiles, found at the call
-                        anchor = anchor_of(access.depends)
+                        anchor = anchor_of(access.depends, access.tile)
                         key = (anchor, access.matrix, unparse(access.tile.row), unparse(access.tile.col))
                         if key not in self.rank_vars:
                             self.rank_vars[key] = f"_r{len(self.rank_vars)}"
@@ -699,6 +705,25 @@ class _Model:
             for end in (part.start, part.stop) if part else (None, None):
                 parts.append("None" if end is None else self.expr(end))
         return f"({', '.join(parts)})"
+
+
+def _cannot_fail(expr) -> bool:
+    """Whether evaluating the index ``expr`` raises nothing whatever its names hold: sums,
+    differences, products, min and max, and ``//``, ``%`` and ``**`` by literals that cannot fail
+    (not ``i // q``, ``2 ** (l - 1)`` or ``A.width(j)``)."""
+    for node in expression_nodes(expr):
+        match node:
+            case n.Binary(op="//" | "%", right=right) if not (isinstance(right, n.IntLit) and right.value > 0):
+                return False
+            case n.Binary(op="**", right=right) if not isinstance(right, n.IntLit):
+                return False
+            case n.Binary(op=op) if op not in ("+", "-", "*", "//", "%", "**"):
+                return False
+            case n.Method():
+                return False
+            case n.Func(func=func) if func.text not in ("min", "max"):
+                return False
+    return True
 
 
 def _interval_safe(expr, loops: list, lets: dict, skipped: frozenset) -> bool:
