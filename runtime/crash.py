@@ -14,8 +14,9 @@
   a process a kernel forks, a process whose run is over) it is the real ``os._exit``.
 * A crash (a segmentation fault in a kernel's C code) cannot run Python code:
   :func:`fatal_signals_traced` turns on :mod:`faulthandler` for the run, which
-  writes the crashing thread's Python stack (the kernel's function, its file and
-  line) before the process dies of the signal as before: to stderr, or under
+  writes every thread's Python stack (the kernels' functions, their files and lines;
+  the crashing thread's is headed "Current thread", which a signal sent to the whole
+  process makes a thread of the runtime's while a kernel runs on another) before the process dies of the signal as before: to stderr, or under
   ``tiledsl run --np`` to the file ``crash.RANK`` of the job's folder, which
   ``tiledsl run`` then prints as rank RANK's crash (the other ranks' stderr does
   not interleave with it, and the rank is named). That stack is all a crash leaves, so
@@ -138,15 +139,15 @@ def _stray_exit(status: int, caller) -> None:
 
 @contextlib.contextmanager
 def fatal_signals_traced():
-    """Within the block, a fatal signal writes the faulting thread's Python stack to stderr
-    (unless faulthandler is on already, as under pytest; then it is left as it is)."""
+    """Within the block, a fatal signal writes every thread's Python stack to stderr (unless
+    faulthandler is on already, as under pytest; then it is left as it is)."""
     if faulthandler.is_enabled():
         yield
         return
     global _traced_to
     with _crash_file() as target:
         try:
-            faulthandler.enable(file=target, all_threads=False)
+            faulthandler.enable(file=target, all_threads=True)
         except (AttributeError, ValueError, io.UnsupportedOperation, OSError):  # a stderr without a file descriptor
             yield
             return

@@ -89,6 +89,20 @@ def test_a_segmentation_fault_on_one_of_several_ranks_names_the_rank_and_shows_i
                     "error": "; ".join(errors)}, out.stdout
 
 
+@pytest.mark.timeout(180)
+def test_a_signal_to_a_rank_s_process_names_the_kernel_another_thread_ran():
+    """A kernel's os.kill(os.getpid(), SIGSEGV) reached the main thread: the rank 'crashed in
+    tiledsl's runtime, at _wait_until_idle', with neither kernel nor call."""
+    out = cli("--set", "how=3", "--np", "2")
+    assert out.returncode == 1, out.stderr
+    crashed = [line for line in out.stderr.splitlines() if "crashed" in line]
+    assert len(crashed) == 1 and re.fullmatch(
+        r"tiledsl: error: rank \d \(exits.tile:13\) crashed \(Segmentation fault\) (in tiledsl's runtime, at \w+ "
+        r"\([a-z_]+\.py:\d+\), a signal to the whole process while kernel code signal \(exits_kernels.py:1[78]\) ran"
+        r"|in kernel code signal \(exits_kernels.py:17\)), in `signal\(A\[1, 1\]\)`", crashed[0]), out.stderr
+    assert re.search(r'exits_kernels.py", line 1[78] in signal', out.stderr)  # at the kill, or asleep after
+
+
 def test_a_crash_report_names_the_function_the_runtime_called():
     from tiledsl.commands.jobs import _crash_parts
     from tiledsl.runtime import engine
@@ -112,6 +126,22 @@ def test_a_crash_report_names_the_function_the_runtime_called():
                            f'  File "<frozen importlib._bootstrap_external>", line 940 in exec_module\n'
                            f'  File "{userkernels.__file__}", line 184 in _import\n')
     assert loading[1] == " while loading k.py (k.py:3)"
+    # every thread's stack: the crashing thread's own kernel, not another thread's
+    worker = (f'  File "/home/u/k.py", line 7 in {{name}}\n'
+              f'  File "{engine.__file__}", line 498 in _call_kernel\n\n')
+    waiting = f'  File "{engine.__file__}", line 396 in _wait_until_idle\n\n'
+    both = _crash_parts(f'Fatal Python error: Segmentation fault\n\nThread 0x00007f01 (most recent call first):\n'
+                        f'{worker.format(name="other")}Current thread 0x00007f02 (most recent call first):\n'
+                        f'{worker.format(name="mine")}Thread 0x00007f03 (most recent call first):\n{waiting}')
+    assert both[1] == " in kernel code mine (k.py:7)"
+    # a signal sent to the process, taken by the waiting main thread while two kernels ran
+    signalled = _crash_parts(f'Fatal Python error: Segmentation fault\n\nThread 0x00007f01 (most recent call first):\n'
+                             f'{worker.format(name="first")}Thread 0x00007f02 (most recent call first):\n'
+                             f'{worker.format(name="second")}Current thread 0x00007f03 (most recent call first):\n'
+                             f'{waiting}')
+    assert signalled[1] == (" in tiledsl's runtime, at _wait_until_idle (engine.py:396), a signal to the whole "
+                            "process while kernel code first (k.py:7) ran (and 1 other task(s))")
+    assert signalled[2][0].endswith("line 7 in first")
 
 
 # ---------------------------------------------------------------- the user's code outside a task

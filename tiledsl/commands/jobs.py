@@ -335,7 +335,7 @@ def _crashes(folder: str, ranks: list) -> dict:
 
 _RUNTIME_FOLDER = Path(crash.__file__).resolve().parent
 _FRAME = re.compile(r'\s*File "(?P<path>.*)", line (?P<line>\d+) in (?P<function>\S+)')
-_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ .*$", re.MULTILINE)
+_THREAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ .*$", re.MULTILINE)
 #: the frame of the .tile call whose kernel crashed (crash.call_runner)
 _CALL = re.compile(r'\s*File "' + re.escape(crash.CALL_FRAME).replace(r"\{line\}", r"(?P<line>\d+)")
                    .replace(r"\{text\}", "(?P<text>.*)") + '", line')
@@ -344,18 +344,39 @@ _STANDARD_LIBRARY = Path(sysconfig.get_paths()["stdlib"]).resolve()
 
 
 def _crash_parts(stack: str) -> tuple[str, str, tuple]:
-    """(what happened, where: " in kernel code NAME (FILE:LINE)", the stack's frames) of the text
+    """(what happened, where: " in kernel code NAME (FILE:LINE)", the frames told) of the text
     faulthandler wrote (:mod:`tiledsl.runtime.crash`): "Fatal Python error: Segmentation fault"
-    and the crashing thread's frames, most recent first, then the extension modules loaded, which
-    say nothing here; or "Timeout (H:MM:SS)!" and every thread's (the watchdog's last resort, the
-    interpreter frozen by C code holding the GIL), of which the thread in the user's code is told."""
+    and every thread's frames, most recent first, the crashing one's headed "Current thread", then
+    the extension modules loaded, which say nothing here; or "Timeout (H:MM:SS)!" and every thread's
+    (the watchdog's last resort, the interpreter frozen by C code holding the GIL). The crashing
+    thread is told where it ran the user's code or no thread did; else the kernel another thread
+    ran: a signal sent to the whole process (``os.kill(os.getpid(), ...)`` in a kernel, ``kill``
+    from outside) reaches a thread of the runtime's, most often the main one, waiting."""
     first, _, rest = stack.strip().partition("\n")
     timeout = _TIMEOUT.match(first)
     what = (f"frozen for {timeout[1]}: C code held the GIL, and no Python code ran, past the watchdog's limit"
             if timeout else first.removeprefix("Fatal Python error: ").strip())
-    threads = [_thread_site(block) for block in _THREAD.split(rest)] or [("", ())]
-    site, frames = next((told for told in threads if told[0].startswith((" in kernel", " while"))), threads[0])
-    return what, site, frames
+    threads = _threads(rest)
+    told = [thread for thread in threads if thread[1].startswith((" in kernel", " while"))]
+    current = next((thread for thread in threads if thread[0]), None)
+    if current is not None and (current in told or not told):
+        return what, current[1], current[2]
+    kernels = [thread for thread in told if thread[1].startswith(" in kernel")]
+    if current is None or not kernels:  # a timeout: no thread crashed; or one thread's stack only
+        _, site, frames = (told or threads)[0]
+        return what, site, frames
+    _, site, frames = kernels[0]
+    others = f" (and {len(kernels) - 1} other task(s))" if len(kernels) > 1 else ""
+    return what, (f"{current[1]}, a signal to the whole process while{site.removeprefix(' in')} ran"
+                  f"{others}"), frames
+
+
+def _threads(text: str) -> list[tuple[bool, str, tuple]]:
+    """(whether it crashed, where, its frames) of each thread's stack in a faulthandler text (one
+    headed "Stack" where it wrote the crashing thread's alone)."""
+    parts = _THREAD.split(text)  # text before the first header, then (header, stack) pairs
+    threads = [(header == "Current thread", *_thread_site(block)) for header, block in zip(parts[1::2], parts[2::2])]
+    return threads or [(False, *_thread_site(text))]
 
 
 def _thread_site(block: str) -> tuple[str, tuple]:
