@@ -75,3 +75,25 @@ def test_ends_seen_at_one_wake_up_are_ordered_without_a_lead(tmp_path):
         for process in processes:
             process.kill()
             process.wait()
+
+
+@pytest.mark.timeout(60)
+def test_the_job_s_folder_removed_under_the_watch_ends_nothing(tmp_path):
+    """A job stopped as it started removed its folder while the watch listed it (Path.glob saw
+    the folder, then could not list it): FileNotFoundError out of the rank-watch thread, its
+    traceback cut short by the process ending. Gone, the folder is no matter."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    errors = []
+    previous, threading.excepthook = threading.excepthook, errors.append
+    try:
+        with RankWatch(str(folder), lambda pids: set(pids)) as watch:
+            (folder / "started.0").write_text("not a pid")
+            time.sleep(0.12)
+            (folder / "started.0").unlink()
+            folder.rmdir()
+            time.sleep(0.12)  # a few more looks at a folder that is gone
+            assert watch._thread.is_alive()
+    finally:
+        threading.excepthook = previous
+    assert errors == [] and not watch._thread.is_alive()

@@ -84,11 +84,17 @@ class RankWatch:
 
     def _add_new_ranks(self, selector) -> None:
         records = {}
-        for marker in Path(self.folder).glob("started.*"):
-            rank = marker.suffix[1:]
-            if rank.isdigit() and int(rank) not in self._seen:
+        # not Path.glob: the job's folder removed while it lists it (a job stopped as it starts)
+        # raised FileNotFoundError out of this thread, whose traceback the ending process cut short
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            names = []
+        for name in names:
+            stem, _, rank = name.partition(".")
+            if stem == "started" and rank.isdigit() and int(rank) not in self._seen:
                 with contextlib.suppress(OSError, ValueError):
-                    records[int(rank)] = int(marker.read_text())
+                    records[int(rank)] = int(Path(self.folder, name).read_text())
         if not records:
             return
         self._seen.update(records)
