@@ -158,7 +158,7 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
         raise UsageError(f"{said}: {value!r} is not a finite number ({name}'s default is {shown})")
     elif isinstance(value, int) and not -INT64_MAX <= value <= INT64_MAX:
         raise UsageError(f"{said}: {long_number(value)} is beyond the 64-bit range: an integer parameter stays within "
-                         f"±{INT64_MAX} (2**63 - 1), as every integer a program computes")
+                         f"±{INT64_MAX} (2**63 - 1)")
     return value
 
 

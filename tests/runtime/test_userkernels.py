@@ -213,8 +213,8 @@ def test_an_int_argument_beyond_64_bits_fails_its_task_rather_than_reach_the_ker
         program.run(n=1, params={"q": 4000000000})
     assert str(error.value).endswith(
         "kernel put failed on R[0, 0] (put(R[0, 0], q * q); argument v = 16000000000000000000): its int argument v = "
-        "16000000000000000000 is beyond the 64-bit range (±9223372036854775807, 2**63 - 1), which the integers a "
-        "program computes stay within: check its formula"), str(error.value)
+        "16000000000000000000 is beyond the 64-bit range (±9223372036854775807, 2**63 - 1), which a kernel's int "
+        "argument stays within (C takes 64 bits): check its formula"), str(error.value)
 
 
 @pytest.mark.timeout(60)
