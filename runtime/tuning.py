@@ -17,6 +17,8 @@ temporary file, then :func:`os.replace`).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -142,15 +144,15 @@ def check_storable(path: Path | None = None) -> None:
 def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
     """Add or replace ``entry`` under ``key`` in this machine's file, atomically; its path."""
     path = cache_path() if path is None else path
-    content = read(path, warn, updating=True)
-    content["version"] = VERSION
-    content["machine"] = machine()
-    content["entries"][key] = entry
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
-        os.replace(temporary, path)
+        with _updating(path):
+            content = read(path, warn, updating=True)
+            content["version"] = VERSION
+            content["machine"] = machine()
+            content["entries"][key] = entry
+            temporary.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
+            os.replace(temporary, path)
     except OSError as error:
         raise UsageError(f"cannot write the tuning cache {path}: {error.strerror or error} "
                          f"(set XDG_CACHE_HOME to a writable directory)") from None
@@ -158,6 +160,17 @@ def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
         if temporary.exists():
             temporary.unlink()
     return path
+
+
+@contextlib.contextmanager
+def _updating(path: Path):
+    """The file at ``path`` to itself within the block (a lock file beside it): two tunes saving at
+    once each keep the other's entry, where the later one's replacing the file as it had read it
+    lost the other's, both saying they saved."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # let go as the file closes
+        yield
 
 
 class Tuned(NamedTuple):

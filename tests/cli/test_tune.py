@@ -1426,6 +1426,19 @@ def test_a_tuned_entry_edited_by_hand_is_warned_of_in_words_and_the_run_goes_on(
 
 
 @pytest.mark.timeout(120)
+def test_tunes_saving_at_once_each_keep_the_other_s_entry(tmp_path):
+    """Each store read the file, added its entry and replaced the file: of eight tunes saving at
+    once, one's entry was lost though every one said it saved it."""
+    script = ("import sys\nfrom tiledsl.runtime import tuning\n"
+              "for i in range(15):\n    tuning.store(f'p{sys.argv[1]}-{i}/cpu', {'tiles': {'nb': 64}})\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    writers = [subprocess.Popen([sys.executable, "-c", script, str(w)], env=env) for w in range(6)]
+    assert [writer.wait(timeout=100) for writer in writers] == [0] * 6
+    saved = json.loads(next((tmp_path / "tiledsl" / "tune").glob("*.json")).read_text())["entries"]
+    assert sorted(saved) == sorted(f"p{w}-{i}/cpu" for w in range(6) for i in range(15))
+
+
+@pytest.mark.timeout(120)
 def test_a_ratio_that_is_no_pair_is_said_so(cache):
     path = seed_cache("cholesky", 1, "emulated", {"nb": 64}, ratio="1:1")
     out = tiledsl("run", "cholesky", "--n", 256, "--gpus", 1, cache=cache)
