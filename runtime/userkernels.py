@@ -199,7 +199,8 @@ def _import(path: Path):
     line; one that does not finish loading within :data:`import_limit` ends the job."""
     if path.suffix != ".py":
         raise UsageError(f"kernel module {path} is not a Python file (its name must end in .py)")
-    spec = importlib.util.spec_from_file_location(f"tiledsl_kernels_{path.stem}", path)
+    name = f"tiledsl_kernels_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path, loader=FromSource(name, str(path)))
     module = importlib.util.module_from_spec(spec)
     with _LOADING, _files_beside(path.resolve().parent):
         try:
@@ -254,16 +255,29 @@ def _files_beside(folder: Path):
         sys.modules.update(stepped_aside)
 
 
+class FromSource(importlib.machinery.SourceFileLoader):
+    """Loads the user's Python file from its text as it is now, never from the byte code Python
+    cached beside it, which it judges current by the file's time and size alone: an edit keeping
+    both (``cp -p``, ``rsync -a``, a script rewriting it within the second) ran the old kernel."""
+
+    def path_stats(self, path):
+        raise OSError("read from the source")  # (get_code then compiles the text, and caches nothing)
+
+
 class _FolderFirst(importlib.abc.MetaPathFinder):
-    """Finds the top-level modules ``names`` in ``folder`` (their submodules follow their package)."""
+    """Finds the top-level modules ``names`` in ``folder``, and their submodules, each read from
+    its text (:class:`FromSource`)."""
 
     def __init__(self, folder: Path, names: list):
         self.folder, self.names = str(folder), frozenset(names)
 
     def find_spec(self, fullname, path=None, target=None):
-        if path is not None or fullname not in self.names:
+        if fullname.partition(".")[0] not in self.names or (path is None) != ("." not in fullname):
             return None
-        return importlib.machinery.PathFinder.find_spec(fullname, [self.folder])
+        spec = importlib.machinery.PathFinder.find_spec(fullname, [self.folder] if path is None else path)
+        if spec is not None and type(spec.loader) is importlib.machinery.SourceFileLoader:
+            spec.loader = FromSource(spec.loader.name, spec.loader.path)
+        return spec
 
 
 def _module_names(folder: Path) -> list:

@@ -307,7 +307,13 @@ def import_driver(path: str | Path, name: str = "tiledsl_driver"):
     if spec is None:
         raise ImportError(f"{path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        code = spec.loader.get_code(name)
+    except (EOFError, ValueError, TypeError):  # its byte code damaged (cut short, overwritten): read anew
+        with contextlib.suppress(OSError):
+            os.unlink(importlib.util.cache_from_source(os.fspath(path)))
+        code = spec.loader.get_code(name)  # (a fault of the source itself raises again, as it is)
+    exec(code, vars(module))
     return module
 
 

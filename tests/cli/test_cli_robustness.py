@@ -1354,6 +1354,32 @@ def test_a_rank_runs_its_driver_as_a_script_would_but_from_byte_code(tmp_path):
     assert ran[1] == f"A __main__ ['link.py', 'x'] {folder} {tmp_path / 'link.py'}\n"
 
 
+def test_a_driver_gone_before_its_rank_read_it_is_one_line(tmp_path):
+    """tiledsl's cache cleared as a job started: each rank's traceback of a FileNotFoundError."""
+    from tiledsl.commands.cli import RUN_FROM_BYTE_CODE
+
+    gone = tmp_path / "cache" / "p-0123.py"
+    out = subprocess.run([sys.executable, "-c", RUN_FROM_BYTE_CODE, str(gone), "--n", "8"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr) == (1, f"tiledsl: error: the driver {gone} is gone: it was removed as the "
+                                               f"job started (tiledsl's cache cleared?): run it again\n")
+
+
+@pytest.mark.parametrize("damage", [lambda code: code[:40], lambda code: code[:20] + b"\xff" * 40 + code[60:]])
+def test_a_driver_s_damaged_byte_code_is_read_anew_from_its_source(tmp_path, damage):
+    """A cached driver's byte code cut short or overwritten made every run of the program an internal
+    error (EOFError: marshal data too short), until the user found and deleted the file."""
+    import py_compile
+
+    from tiledsl.driverload import import_driver
+
+    driver = tmp_path / "d.py"
+    driver.write_text("VALUE = 'from the source'\n" + "".join(f"X{i} = {i}\n" for i in range(20)))
+    cached = Path(py_compile.compile(str(driver), doraise=True))
+    cached.write_bytes(damage(cached.read_bytes()))
+    assert import_driver(driver, "damaged_driver").VALUE == "from the source"
+
+
 @pytest.mark.timeout(120)
 def test_a_moved_cache_runs_its_programs_own_kernels(tmp_path, monkeypatch):
     """A cached driver recorded its program's folder relative to itself: once the cache moved (XDG_CACHE_HOME set

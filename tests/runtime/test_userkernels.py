@@ -156,6 +156,31 @@ def test_each_program_imports_its_own_helper_files_afresh(tmp_path):
     assert out.stdout.split() == ["[1.0,", "100.0,", "1.0]", "50.5", "False", "True"]
 
 
+@pytest.mark.timeout(120)
+def test_an_edit_keeping_the_file_s_time_and_size_is_run_not_the_byte_code_cached_before(tmp_path):
+    """Python judges a module's cached byte code current by the file's time and size alone: a
+    kernel module (or a helper package beside it) rewritten keeping both (cp -p, rsync -a, within
+    the second) ran the old kernel, exit 0."""
+    import os
+    import py_compile
+
+    import tiledsl
+
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel setv(inout C) flops 0\nprogram t {\n  tiling uniform(nb = 2)\n'
+                                     '  matrix C[n, n] = zeros\n  setv(C[0, 0])\n}\n')
+    (tmp_path / "parts").mkdir()
+    files = {tmp_path / "k.py": "from parts.values import V\n\n\ndef setv(C):\n    C[:] = V + {}.0\n",
+             tmp_path / "parts" / "__init__.py": "",
+             tmp_path / "parts" / "values.py": "V = {}0.0\n"}
+    for version in (1, 2):
+        for path, text in files.items():
+            path.write_text(text.format(version))
+            os.utime(path, (1_700_000_000, 1_700_000_000))
+            if version == 1:
+                py_compile.compile(str(path), doraise=True)  # as an import leaves it
+        assert tiledsl.load(tmp_path / "t.tile").run(n=2)["C"][0, 0] == 11.0 * version
+
+
 @pytest.mark.timeout(200)
 def test_programs_run_from_two_threads_each_import_their_own_helper(tmp_path):
     """Loads from two threads at once do not trade helper files (each run loads its kernel module),

@@ -700,12 +700,21 @@ def _run(args) -> int:
 #: a rank's Python runs the driver as ``python DRIVER`` would (``sys.argv``, ``sys.path[0]``, ``__main__``), but
 #: from the byte code the import above wrote: as a script, each rank compiled it again (for a program of
 #: thousands of calls, seconds and hundreds of MB a rank). Only modules loaded before the driver's folder
-#: comes first on the path are imported: no file of the current directory can stand in for them.
-RUN_FROM_BYTE_CODE = ("import importlib.util, os, sys; del sys.argv[0]; "
-                      "sys.path[0] = os.path.dirname(os.path.realpath(sys.argv[0])); "
-                      "spec = importlib.util.spec_from_file_location('__main__', os.path.abspath(sys.argv[0])); "
-                      "sys.modules['__main__'] = driver = importlib.util.module_from_spec(spec); "
-                      "spec.loader.exec_module(driver)")
+#: comes first on the path are imported: no file of the current directory can stand in for them. A driver
+#: gone before a rank read it (tiledsl's cache cleared as the job started) is one line, not a traceback.
+RUN_FROM_BYTE_CODE = """\
+import importlib.util, os, sys
+del sys.argv[0]
+sys.path[0] = os.path.dirname(os.path.realpath(sys.argv[0]))
+spec = importlib.util.spec_from_file_location('__main__', os.path.abspath(sys.argv[0]))
+sys.modules['__main__'] = driver = importlib.util.module_from_spec(spec)
+try:
+    code = spec.loader.get_code('__main__')
+except FileNotFoundError:
+    sys.exit(f'tiledsl: error: the driver {sys.argv[0]} is gone: it was removed as the job started (tiledsl\\'s '
+             f'cache cleared?): run it again')
+exec(code, vars(driver))
+"""
 
 
 def _launch(args) -> int:
