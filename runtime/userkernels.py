@@ -180,9 +180,12 @@ def changed_source(program, driver) -> str | None:
             return None
     except OSError:  # unreadable now: nothing to compare
         return None
-    driver_file = getattr(driver, "__file__", None) or "DRIVER.py"
+    driver_file = Path(getattr(driver, "__file__", None) or "DRIVER.py")
+    # a driver of tiledsl's cache was compiled by the command itself, as the run began: run it again
+    again = ("run it again" if driver_file.resolve().parent == usercache.cache_dir("drivers").resolve()
+             else f"compile it again: tiledsl compile {_shown(found)} -o {_shown(driver_file)}")
     return (f"{_shown(found)} has changed since this driver was compiled from it: the driver holds the program "
-            f"as it was then (compile it again: tiledsl compile {_shown(found)} -o {_shown(Path(driver_file))})")
+            f"as it was then ({again})")
 
 
 def program_files(program, driver) -> list:

@@ -280,6 +280,22 @@ def test_a_driver_says_when_its_tile_file_changed_since_it_was_compiled(tmp_path
         assert out.returncode == 0 and out.stderr == said, (command, out.stderr)
 
 
+@pytest.mark.timeout(120)
+def test_a_tile_file_changed_as_its_run_began_is_to_be_run_again_not_compiled(tmp_path, monkeypatch):
+    """The .tile edited between run's compiling it into the cache and the run: the warning told the
+    user to compile it by hand, into tiledsl's cache ('tiledsl compile ver.tile -o ~/.cache/...')."""
+    from tiledsl.api import load
+    from tiledsl.runtime.userkernels import changed_source
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "loading.tile").write_text(LOADING)
+    driver = load(tmp_path / "loading.tile").driver
+    (tmp_path / "loading.tile").write_text(LOADING.replace("nb = 50", "nb = 25"))
+    assert changed_source(driver.PROGRAM, driver) == (
+        f"{tmp_path / 'loading.tile'} has changed since this driver was compiled from it: the driver holds the "
+        f"program as it was then (run it again)")
+
+
 @pytest.mark.timeout(130)
 @pytest.mark.parametrize("shape", [(10, 20), (100,), (), (10, 10, 1)])
 def test_a_wrong_shape_input_is_refused(tmp_path, shape):
