@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import operator
+from fractions import Fraction
 
 from ..language import INT64_MAX, TILING_SETTINGS
 from . import nodes as n
@@ -376,7 +377,9 @@ class ExpressionTyper:
             case n.Binary(op="and" | "or" as op, left=left, right=right):
                 sides = (self.truth(left), self.truth(right))
                 deciding = op == "or"  # the value of one side that decides the whole (True for or)
-                return deciding if deciding in sides else (not deciding) if None not in sides else None
+                if deciding in sides or None not in sides:
+                    return deciding if deciding in sides else not deciding
+                return False if op == "and" and self._never_together(cond) else None
             case n.Binary(op=op, left=n.StrLit() as left, right=n.StrLit() as right) if op in ("==", "!="):
                 return _COMPARISONS[op](left.value, right.value)
             case n.Binary(op=op, left=left, right=right) if op in _COMPARISONS:
@@ -390,6 +393,40 @@ class ExpressionTyper:
                     return _COMPARISONS[op](gap.get("", 0), 0)
                 return self._sign_truth(op, gap)
         return None
+
+    def _never_together(self, cond) -> bool:
+        """Whether the comparisons joined by ``and`` in ``cond`` that bound one integer each (``n > 5``,
+        ``2 * q <= 7``) leave one of them no value (``n > 5 and n < 3``): each none alone, together
+        none. An integer of the sizes (n, a tile setting) is at least 1; a parameter any integer."""
+        low: dict = {}
+        high: dict = {}
+        for leaf in _conjuncts(cond):
+            bound = self._bound_of(leaf)
+            if bound is None:
+                continue
+            symbol, least, most = bound
+            low[symbol] = max(low.get(symbol, 1 if self._at_least_one(symbol) else -math.inf), least)
+            high[symbol] = min(high.get(symbol, math.inf), most)
+            if low[symbol] > high[symbol]:
+                return True
+        return False
+
+    def _bound_of(self, comparison) -> tuple | None:
+        """(symbol, least, greatest) of the one integer that ``comparison`` bounds (``3 * q + 1 < 8``:
+        q at most 2), else None."""
+        if not (isinstance(comparison, n.Binary) and comparison.op in _COMPARISONS and comparison.op != "!="):
+            return None
+        a, b = self.number_form(comparison.left), self.number_form(comparison.right)
+        gap = difference(a, b) if a is not None and b is not None else None
+        symbols = [symbol for symbol, value in (gap or {}).items() if symbol and value]
+        if len(symbols) != 1 or not isinstance(gap[symbols[0]], int):
+            return None
+        symbol, factor, rest = symbols[0], gap[symbols[0]], -gap.get("", 0)
+        op = comparison.op if factor > 0 else _MIRRORED[comparison.op]  # factor·x op rest, as x op' rest/factor
+        limit = rest / factor if isinstance(rest, float) else Fraction(rest, factor)
+        least = {">": math.floor(limit) + 1, ">=": math.ceil(limit), "==": math.ceil(limit)}.get(op, -math.inf)
+        most = {"<": math.ceil(limit) - 1, "<=": math.floor(limit), "==": math.floor(limit)}.get(op, math.inf)
+        return symbol, least, most
 
     def _sign_truth(self, op: str, gap: dict) -> bool | None:
         """``gap op 0`` where ``gap`` is of the sizes alone (n and the tile settings, each at least 1 in
@@ -741,3 +778,11 @@ def _power_value(base: int, exponent: int) -> int | None:
 
 #: how an E205 names the type of the other side of a comparison with a char
 _KIND_NAMES = {"int": "an integer", "float": "a float", "bool": "a condition"}
+
+
+def _conjuncts(cond) -> list:
+    """The conditions ``cond`` joins with ``and`` (itself if it joins none)."""
+    if isinstance(cond, n.Binary) and cond.op == "and":
+        return _conjuncts(cond.left) + _conjuncts(cond.right)
+    return [cond]
+
