@@ -302,8 +302,8 @@ class Verifier:
         result = self.matrices[c]
         (m, k), (k_b, n) = (_op_shape(self.matrices[name], view) for name, view in ((a, view_a), (b, view_b)))
         if (m, n) != (result.m, result.n) or k != k_b:
-            raise UsageError(f"{where}: op({a}) is {m}×{k} and op({b}) is {k_b}×{n}: their product cannot be "
-                             f"{c}, which is {result.m}×{result.n}")
+            raise UsageError(f"{where}: op(A) = {_as_read(a, view_a)} is {m}×{k} and op(B) = {_as_read(b, view_b)} "
+                             f"is {k_b}×{n}: their product cannot be {c}, which is {result.m}×{result.n}")
         part, symmetric = _result_part(view_c)
         fill_untouched(result)
         g = result.geometry
@@ -438,6 +438,11 @@ def _conform(where: str, first: tuple, second: tuple, rows: int | None = None) -
     if (one.m, one.n) != (two.m, two.n) or one.m != (one.m if rows is None else rows):
         need = f"; both need {rows} rows" if rows is not None else ""
         raise UsageError(f"{where}: {name_1} is {one.m}×{one.n} and {name_2} is {two.m}×{two.n}{need}")
+
+
+def _as_read(name: str, view: View) -> str:
+    """A check's operand as its product reads it: ``transposed A``, or ``A``."""
+    return name if view.direct is not None else f"transposed {name}"
 
 
 def _op_shape(matrix: TiledMatrix, view: View) -> tuple[int, int]:

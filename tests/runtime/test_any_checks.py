@@ -85,7 +85,10 @@ def test_pivots_applied_out_of_order_fail(harness):
     (decl("product", "C A B", gamma=2.0), r"unknown option gamma \(a product takes alpha and beta\)"),
     (decl("solve", "A B"), r"check solve \(line 3\): takes 3 argument\(s\), got 2"),
     (decl("norm", "A"), r"there is no built-in check norm"),
-    (decl("product", "C A A"), r"op\(A\) is 130×70 and op\(A\) is 130×70: their product cannot be C"),
+    (decl("product", "C A A"), r"op\(A\) = A is 130×70 and op\(B\) = A is 130×70: their product cannot be C"),
+    # one matrix in both roles, read two ways: 'op(A) is 130×70 and op(A) is 70×130'
+    (decl("product", "C A A", ["", "", "transposed"]), r"op\(A\) = A is 130×70 and op\(B\) = transposed A is "
+                                                         r"70×130: their product cannot be C"),
     (decl("inverse", "A B"), r"check inverse \(line 3\): A is 130×70, not square"),
     # a symmetric operand or result mirrors its lower triangle: an internal error on a rectangle
     (decl("product", "C A B", ["", "symmetric", ""]), r"check product \(line 3\): symmetric A is 130×70, not square"),
