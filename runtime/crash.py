@@ -171,8 +171,11 @@ def frozen_backstop(seconds: float | None) -> None:
     with _backstop_lock:
         if seconds is None or _traced_to is None or not _claimed:
             faulthandler.cancel_dump_traceback_later()
-        else:
+            return
+        try:
             faulthandler.dump_traceback_later(seconds, exit=True, file=_traced_to)
+        except RuntimeError:  # its timer thread could not start (ulimit -v): the watchdog's own check goes
+            pass  # on (dying, it reported no stall: the run hung), and the next tick arms it again
 
 
 @contextlib.contextmanager

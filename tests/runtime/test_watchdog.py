@@ -342,3 +342,25 @@ def test_a_kernel_left_blocked_on_stdin_ends_the_process_with_the_runs_status(tm
         os.close(writing)
     assert out.returncode == 1 and "watchdog: no task completed" in out.stderr, out.stderr
     assert "Fatal Python error" not in out.stderr
+
+
+def test_a_backstop_whose_timer_cannot_start_leaves_the_watchdog_checking(monkeypatch):
+    """Under ulimit -v, faulthandler could not start its timer thread: 'RuntimeError: unable to start
+    watchdog thread' out of the monitor's start (an internal error) or out of its thread, which died
+    (a stall was never reported: the run hung)."""
+    import faulthandler
+
+    from tiledsl.runtime import crash
+
+    def cannot_start(*args, **kwargs):
+        raise RuntimeError("unable to start watchdog thread")
+    monkeypatch.setattr(faulthandler, "dump_traceback_later", cannot_start)
+    monkeypatch.setattr(crash, "_traced_to", object())
+    monkeypatch.setattr(crash, "_claimed", True)
+    checks = []
+    with watchdog.Monitor(lambda: checks.append(1), backstop=lambda: 60.0) as monitor:
+        deadline = time.monotonic() + 30
+        while len(checks) < 3 and time.monotonic() < deadline:
+            time.sleep(watchdog.TICK_SECONDS)
+        assert monitor.thread.is_alive()
+    assert len(checks) >= 3
