@@ -9,6 +9,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -1146,6 +1147,16 @@ def test_a_program_named_with_a_leading_dash_is_explained(tmp_path, argv, hint):
                          text=True, timeout=50)
     assert out.returncode == 2 and hint in out.stderr, out.stderr
     assert "did you mean" not in out.stderr  # it suggested --n for --n
+
+
+@pytest.mark.timeout(150)
+def test_a_program_after_dashes_runs_on_several_ranks(tmp_path):
+    """`tiledsl run --np 2 --n 64 -- -p.tile` passed '--' on to the driver, which refused it: every
+    run of that form failed, said as a rank killed by SIGINT."""
+    shutil.copy(ROOT / "programs/cholesky.tile", tmp_path / "-p.tile")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "--np", "2", "--n", "64", "--nb", "32",
+                          "--check", "--", "-p.tile"], cwd=tmp_path, capture_output=True, text=True, timeout=140)
+    assert out.returncode == 0 and "(pass, threshold 60)" in out.stdout, out.stderr
 
 
 @pytest.mark.timeout(120)

@@ -762,12 +762,13 @@ def _mpiexec() -> str:
 
 
 def _forwarded(argv: list, program: str) -> list:
-    """The run options for the driver: argv without the command, the program, --np and --launcher."""
+    """The run options for the driver: argv without the command, the program (and a ``--`` before it,
+    which a driver refuses), --np and --launcher."""
     rest, skip = [], False
     for index, item in enumerate(argv):
         if skip:
             skip = False
-        elif item in ("run", program) and index <= argv.index(program):
+        elif item in ("run", program, "--") and index <= argv.index(program):
             continue
         elif item in ("--np", "--launcher"):
             skip = True
