@@ -1124,11 +1124,14 @@ def test_a_removed_working_directory_is_said_in_one_line(tmp_path, ranks):
     gone = tmp_path / "gone"
     gone.mkdir()
     script = (f"cd {gone} && rm -rf {gone} && {sys.executable} -m tiledsl.commands.cli run "
-              f"{ROOT / 'programs/cholesky.tile'} --n 64 --np {ranks}")
+              f"{ROOT / 'programs/cholesky.tile'} --n 64 --np {ranks} --json")
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=100)
+    said = "the current directory no longer exists (it was removed): cd to another one and run again"
     assert out.returncode == 2
-    assert out.stderr.strip() == ("tiledsl: error: the current directory no longer exists (it was removed): "
-                                  "cd to another one and run again")
+    assert out.stderr.strip() == f"tiledsl: error: {said}"
+    # --json's failure object too, as for every usage error
+    assert json.loads(out.stdout) == {"program": None, "n": None, "np": None, "ok": False, "passed": None,
+                                      "error": said}
 
 
 @pytest.mark.timeout(60)

@@ -62,6 +62,8 @@ def main(argv=None) -> int:
         return stdout_closed()
     except UsageError as error:
         print(f"tiledsl: error: {error}", file=sys.stderr)
+        if args is None:  # before the options were read (the current directory gone): --json's object all the same
+            _json_failure_before_options(argv, str(error))
         _json_failure(args, str(error))
         return 2
     except NotCompiled as error:
