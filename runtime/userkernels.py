@@ -131,7 +131,7 @@ def load_kernel_module(program, driver):
     places = program_places(program, driver)
     for base in places:
         path = base / program.kernel_module
-        if path.is_file():
+        if _is_file(path):
             return _import(_shown(path))
     raise KernelModuleNotFound(f"kernel module {program.kernel_module} not found next to {program.source} "
                      f"(looked in {', '.join(str(base) for base in places)}: the .tile's directory as the driver "
@@ -174,7 +174,7 @@ def changed_source(program, driver) -> str | None:
         return None
     name = Path(program.source).name
     found = next((base / name for base in program_places(program, driver, working_directory=False)
-                  if (base / name).is_file()), None)
+                  if _is_file(base / name)), None)
     try:
         if found is None or source_digest(found.read_bytes()) == program.source_digest:
             return None
@@ -194,7 +194,16 @@ def program_files(program, driver) -> list:
     names = [Path(program.source).name] + ([program.kernel_module] if program.kernel_module else [])
     found = [base / name for base in program_places(program, driver) for name in names]
     driver_file = getattr(driver, "__file__", None)
-    return [path for path in found + ([Path(driver_file)] if driver_file else []) if path.is_file()]
+    return [path for path in found + ([Path(driver_file)] if driver_file else []) if _is_file(path)]
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; False where it cannot be looked at, as a path of more than PATH_MAX
+    bytes (a working directory nested that deep: 'File name too long' was an internal error)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _import(path: Path):
