@@ -47,17 +47,23 @@ class RankError(Exception):
     and the job aborted, since the other ranks may not share it."""
 
 
+#: the standard streams the process found closed (:func:`standard_streams_open`)
+closed_streams: set = set()
+
+
 def standard_streams_open() -> None:
     """A closed stdout or stderr (``2>&-``: Python sets it to None) becomes the null device, its
     descriptor too (processes started later inherit it), so that what would be written there is
-    dropped rather than failing the run; an open one whose encoding lacks a character printed
-    (``×`` on an ASCII terminal, a C locale) shows it escaped rather than failing."""
+    dropped rather than failing the run (a command whose only product goes to stdout refuses it:
+    :data:`closed_streams`); an open one whose encoding lacks a character printed (``×`` on an
+    ASCII terminal, a C locale) shows it escaped rather than failing."""
     for name, descriptor in (("stdout", 1), ("stderr", 2)):
         stream = getattr(sys, name)
         if stream is not None:
             if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) in ("strict", "surrogateescape"):
                 stream.reconfigure(errors="backslashreplace")
             continue
+        closed_streams.add(name)
         try:
             os.fstat(descriptor)
         except OSError:  # closed: the null device takes its place

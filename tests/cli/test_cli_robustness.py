@@ -1152,6 +1152,17 @@ def test_a_program_named_with_a_leading_dash_is_explained(tmp_path, argv, hint):
     assert "did you mean" not in out.stderr  # it suggested --n for --n
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command, product", [("compile cholesky", "the driver"),
+                                              ("graph cholesky --n 100", "the graph")])
+def test_a_product_for_a_closed_stdout_is_refused(command, product):
+    """`tiledsl compile chol.tile >&-`: exit 0, no driver anywhere, nothing said."""
+    out = subprocess.run(["bash", "-c", f"{sys.executable} -m tiledsl.commands.cli {command} >&-"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=100)
+    assert (out.returncode, out.stderr) == (2, f"tiledsl: error: stdout is closed (>&-), where {product} would go: "
+                                               f"give -o FILE\n")
+
+
 @pytest.mark.timeout(150)
 def test_a_program_after_dashes_runs_on_several_ranks(tmp_path):
     """`tiledsl run --np 2 --n 64 -- -p.tile` passed '--' on to the driver, which refused it: every

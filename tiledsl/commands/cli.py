@@ -388,6 +388,8 @@ def _compile(args) -> int:
                          f"runs as it is (python {path}, or tiledsl run {path})")
     if args.output is not None:
         _check_driver_target(args.output, path)
+    else:
+        _stdout_open_for("the driver")
     from ..compiler import compile_path
 
     result, text = compile_path(path, args.output)
@@ -611,6 +613,15 @@ def _plot(args) -> int:
     return 0
 
 
+def _stdout_open_for(product: str) -> None:
+    """A UsageError where the command's only product would go to a stdout the shell closed (``>&-``):
+    dropped as a run's summary is, it was a success with nothing made."""
+    from ..runtime.world import closed_streams
+
+    if "stdout" in closed_streams:
+        raise UsageError(f"stdout is closed (>&-), where {product} would go: give -o FILE")
+
+
 def _graph(args) -> int:
     from .explain import plan
     from .graph import count_tasks, task_limit, to_dot, too_many_tasks, write
@@ -618,6 +629,8 @@ def _graph(args) -> int:
     driver = _load_driver(args)
     if args.output is not None:
         _check_drawing_target(args.output)
+    else:
+        _stdout_open_for("the graph")
     try:
         grid = _grid_of(args)
         options = _planned_options(driver, args, grid)
