@@ -41,6 +41,7 @@ from .resources import address_space_note
 from .scheduler import Scheduler, Task
 from .share import among, every_value
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, outlasting, running_line, running_lines
+from .world import environment_switch
 
 
 #: A rank running nothing, only waiting for other ranks, reports a stall after this many times the
@@ -453,7 +454,7 @@ class Engine:
             if shortage(error):  # a tile or buffer the runtime makes for a task, a thread: not a bug
                 self._fail(TaskFailure(f"{shortage(error)} (in {lane_text(lane)})", self.rank))
                 return
-            if os.environ.get("TILEDSL_DEBUG"):
+            if environment_switch("TILEDSL_DEBUG"):
                 traceback.print_exc()
             self._fail(InternalFailure(f"internal error in {lane_text(lane)}: {type(error).__name__}: {error}",
                                        self.rank))

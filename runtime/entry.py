@@ -37,7 +37,7 @@ from .sameness import check_same_job
 from .reporting import failure_json, failure_reasons, json_text, summary_json, summary_text
 from .userkernels import changed_source
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
-                    end_open_line, expect_json, launcher_rank, launcher_size, record_completion, standard_streams_open,
+                    end_open_line, environment_switch, expect_json, launcher_rank, launcher_size, record_completion, standard_streams_open,
                     track_stdout_lines, unless_ignored, unraisable_in_one_line)
 
 
@@ -189,7 +189,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                 return 2
             return _fail(comm, f"rank {_rank(comm)}: {missing_package(error)}", err,
                          _json_out(program, args, out, comm, options), code=2)
-        if os.environ.get("TILEDSL_DEBUG"):
+        if environment_switch("TILEDSL_DEBUG"):
             traceback.print_exc(file=err)
         return _fail(comm, _internal_text(_rank(comm), f"internal error: {type(error).__name__}: {error}"), err,
                      _json_out(program, args, out, comm, options), code=3)

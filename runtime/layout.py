@@ -15,7 +15,7 @@ from .geometry import Geometry
 from .matrix import TiledMatrix
 from .options import TILE_SETTINGS, Options, Params, SetText, Spelling, long_number, read_number, read_setting
 from .resources import every_rank_has_tiles
-from .world import UsageError, grid_for
+from .world import UsageError, environment_switch, grid_for
 
 
 def make_params(driver, options: Options, requirements: bool = True) -> Params:
@@ -332,7 +332,7 @@ def use_tuned(driver, options: Options, enabled: bool = True, comm=None, warn=No
     """
     program = driver.PROGRAM
     found = None
-    if enabled and os.environ.get("TILEDSL_NO_TUNE", "").strip().lower() in ("", "0", "false", "no", "off"):
+    if enabled and not environment_switch("TILEDSL_NO_TUNE"):
         found = _read_on_rank_zero(comm, lambda: tuning.lookup(program.name, program.tiling.kind, options.gpus,
                                                                options.gpu_backend, warn))
     if found is not None:

@@ -47,6 +47,12 @@ class RankError(Exception):
     and the job aborted, since the other ranks may not share it."""
 
 
+def environment_switch(variable: str) -> bool:
+    """Whether the environment variable ``variable`` is on: set to anything but nothing, 0, false,
+    no or off (``TILEDSL_DEBUG=0`` showed the tracebacks)."""
+    return os.environ.get(variable, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 #: the standard streams the process found closed (:func:`standard_streams_open`)
 closed_streams: set = set()
 

@@ -131,8 +131,7 @@ def test_settings_past_the_64_bit_range_are_said_as_such_however_long():
     out = _tiledsl("run", "qr", "--n", 100, "--set", "ib=" + "9" * 5000)
     assert out.returncode == 2 and out.stderr.strip() == (
         "tiledsl: error: --set ib=9999999999...9999 (5000 digits): an integer of some 5000 digits is beyond the "
-        "64-bit range: an integer parameter stays within ±9223372036854775807 (2**63 - 1), as every integer a "
-        "program computes")
+        "64-bit range: an integer parameter stays within ±9223372036854775807 (2**63 - 1)")
 
 
 @pytest.mark.parametrize("item, said", [
@@ -156,3 +155,13 @@ def test_a_watchdog_limit_that_reads_as_zero_is_off_only_when_written_as_zero(te
     else:
         with pytest.raises(argparse.ArgumentTypeError, match="must be 0 \\(off\\) or a number of seconds from 0.25"):
             watchdog_seconds(text)
+
+
+@pytest.mark.parametrize("value, on", [("", False), ("0", False), ("no", False), (" Off ", False), ("FALSE", False),
+                                       ("1", True), ("yes", True), ("2", True)])
+def test_an_environment_switch_is_off_as_unset_or_as_0_false_no_off(monkeypatch, value, on):
+    """TILEDSL_DEBUG=0 showed tracebacks, where TILEDSL_NO_TUNE=0 was off."""
+    from tiledsl.runtime.world import environment_switch
+
+    monkeypatch.setenv("TILEDSL_DEBUG", value)
+    assert environment_switch("TILEDSL_DEBUG") is on

@@ -143,3 +143,4 @@ def test_tiledsl_run_np_on_a_terminal_asks_its_ranks_for_the_bar():
     finally:
         os.close(controller)
     assert b"(rank 0's share) [" in seen
+

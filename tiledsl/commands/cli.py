@@ -31,8 +31,8 @@ from ..runtime.world import LineTracking
 from ..runtime.outputs import check_replaceable, check_writable
 from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, json_text
-from ..runtime.world import (RankError, UsageError, check_working_directory, standard_streams_open,
-                             unraisable_in_one_line)
+from ..runtime.world import (RankError, UsageError, check_working_directory, environment_switch,
+                             standard_streams_open, unraisable_in_one_line)
 
 EXIT_STATUS = """exit status:
   0      success
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
             print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
             _json_failure(args, missing_package(error))
             return 2
-        if os.environ.get("TILEDSL_DEBUG"):
+        if environment_switch("TILEDSL_DEBUG"):
             traceback.print_exc()
         print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
               f"  (set TILEDSL_DEBUG=1 for the traceback, and please report it)", file=sys.stderr)
