@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import os
 import re
+import resource
 import threading
 import time
 from pathlib import Path
@@ -379,6 +380,13 @@ _BLAS_LOCK = threading.Lock()
 _blas_runs: list = []  # the limiter of the runs going on in this process, once per run
 
 
+def _threads_limited() -> bool:
+    """Whether this process's threads are bounded: by its address space (ulimit -v), or by this user's
+    processes (ulimit -u)."""
+    return any(resource.getrlimit(limit)[0] != resource.RLIM_INFINITY
+               for limit in (resource.RLIMIT_AS, resource.RLIMIT_NPROC))
+
+
 @contextlib.contextmanager
 def _single_threaded_blas():
     """Every BLAS in the process (numpy's and scipy's OpenBLAS) on one thread while a run goes
@@ -395,6 +403,11 @@ def _single_threaded_blas():
         OpenBLASController.clear_controlling_thread(force=True)
         try:
             return change()
+        except KeyboardInterrupt:  # OpenBLAS raises SIGINT where it cannot start its threads: not a Ctrl-C
+            if not _threads_limited():
+                raise
+            raise RuntimeError("can't start new thread (OpenBLAS's threads, which it then stops with "
+                               "SIGINT)") from None
         finally:
             OpenBLASController.clear_controlling_thread(force=True)
 

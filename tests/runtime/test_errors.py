@@ -121,6 +121,23 @@ def test_a_thread_that_cannot_start_ends_the_run_as_a_shortage_not_a_bug(tmp_pat
 
 
 @pytest.mark.timeout(60)
+def test_openblas_stopping_itself_with_sigint_is_a_thread_that_could_not_start_not_a_ctrl_c(tmp_path):
+    """OpenBLAS raises SIGINT where pthread_create fails (ulimit -v): every rank said 'stopped by SIGINT',
+    exit 130, where nobody pressed Ctrl-C."""
+    import os
+
+    programs = os.path.join(os.path.dirname(__file__), "..", "..", "programs", "cholesky.tile")
+    script = ("import signal, sys, threadpoolctl\nfrom tiledsl.runtime import launch\n"
+              "def failing(*args, **kwargs):\n    signal.raise_signal(signal.SIGINT)\n"
+              "threadpoolctl.threadpool_limits = failing\nlaunch._threads_limited = lambda: True\n"
+              "from tiledsl.commands.cli import main\n"
+              f"sys.exit(main(['run', {os.path.abspath(programs)!r}, '--n', '64']))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, cwd=tmp_path,
+                         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert out.returncode == 1 and out.stderr.startswith("tiledsl: error: rank 0: cannot start a thread"), out.stderr
+
+
+@pytest.mark.timeout(60)
 def test_libraries_that_never_finish_loading_under_an_address_space_limit_end_the_process(tmp_path):
     """Under `ulimit -v 250000` OpenBLAS, as SciPy loaded it, waited for ever for buffers the limit did not
     leave it, in C holding the GIL: `timeout 60 tiledsl run ...` (SIGTERM) did not end it either."""
