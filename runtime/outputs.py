@@ -131,7 +131,7 @@ def check_writable(path: str, what: str) -> None:
             raise UsageError(f"{what}: {file!r} is a file, not a directory")
         raise UsageError(f"{what}: directory {given!r} does not exist")
     real = os.path.realpath(path)
-    _check_name_length(real, what)
+    _check_path_length(real, what)
     if os.path.exists(path) and not os.path.isfile(path):  # what the links lead to: /dev/stdout's pipe too
         shown = real if os.path.exists(real) else path
         raise UsageError(f"{what}: {shown!r} is not a regular file (a device, a pipe or a socket), "
@@ -162,14 +162,26 @@ def _mounted_read_only(folder: str) -> bool:
         return False
 
 
-def _check_name_length(real: str, what: str) -> None:
-    """A :class:`UsageError` for a file name longer than its folder's file system takes: else the
-    run would compute everything, then fail to write."""
+def _check_path_length(real: str, what: str) -> None:
+    """A :class:`UsageError` for a file name longer than its folder's file system takes, or a whole path
+    longer than the system takes: else the run would compute everything, then fail to write."""
     folder, name = os.path.split(real)
     limit = _name_limit(folder)
     if len(os.fsencode(name)) > limit:
         raise UsageError(f"{what}: the file name is {len(os.fsencode(name))} bytes long, and the file system "
                          f"takes at most {limit}: name a shorter file")
+    longest = _path_limit() - 1  # (PATH_MAX counts the final NUL)
+    if len(os.fsencode(real)) > longest:  # a folder nested that deep was said not to exist
+        raise UsageError(f"{what}: its whole path is {len(os.fsencode(real))} bytes long, and the system takes at "
+                         f"most {longest}: name a file in a folder nearer the root")
+
+
+def _path_limit() -> int:
+    """PATH_MAX, the longest path in bytes the system takes (4096 where it does not say)."""
+    try:
+        return os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return 4096
 
 
 def _name_limit(folder: str) -> int:

@@ -175,6 +175,24 @@ def test_a_file_name_longer_than_the_file_system_takes_is_refused_before_the_run
         check_writable(str(tmp_path / ("L" * 296 + ".npy")), f"--output A={'L' * 296}.npy")
 
 
+def test_a_path_longer_than_the_system_takes_is_refused_before_the_run(tmp_path, monkeypatch):
+    """In a working directory nested past PATH_MAX, `compile -o x.py` said its folder (where the link
+    leads) did not exist; `run --output` computed everything, then failed as an internal error."""
+    import os
+
+    from tiledsl.runtime.outputs import check_writable
+    from tiledsl.runtime.world import UsageError
+
+    monkeypatch.chdir(tmp_path)
+    for _ in range(21):  # one level at a time: each path given stays short
+        os.mkdir("d" * 200)
+        os.chdir("d" * 200)
+    whole = len(os.fsencode(os.path.join(os.getcwd(), "x.py")))
+    with pytest.raises(UsageError, match=rf"^-o x\.py: its whole path is {whole} bytes long, and the system takes "
+                                         rf"at most 4095: name a file in a folder nearer the root$"):
+        check_writable("x.py", "-o x.py")
+
+
 @pytest.mark.parametrize("array, held", [
     (lambda np: np.array([{"experiment": "settings"}], dtype=object), "an array of object values"),
     (lambda np: np.array(["alpha", "beta"]), "an array of <U5 values"),
