@@ -41,7 +41,7 @@ from .resources import address_space_note
 from .scheduler import Scheduler, Task
 from .share import among, every_value
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, outlasting, running_line, running_lines
-from .world import environment_switch
+from .world import HeldInterrupts, act_on, environment_switch
 
 
 #: A rank running nothing, only waiting for other ranks, reports a stall after this many times the
@@ -276,8 +276,11 @@ class Engine:
                                     name=f"gpu-{g}", daemon=True) for g in range(1, self.gpus + 1)]
         threads += [threading.Thread(target=self._worker, args=(w, 0, f"cpu-{w}"), name=f"cpu-{w}", daemon=True)
                     for w in range(self.workers)]
-        _SWITCH.shorten()
+        held, shortened, came = HeldInterrupts(), False, []  # a Ctrl-C between shortening and try left it short
         try:  # an interrupt while the threads start stops those started too (they waited for tasks forever)
+            _SWITCH.shorten()
+            shortened = True
+            held.release()
             for thread in threads[:self.gpus]:
                 thread.start()
             self._wait_until_prepared(prepared)
@@ -300,8 +303,13 @@ class Engine:
                 interrupted.add_note(left)
             raise
         finally:
-            _SWITCH.restore()
+            held.release(act=False)
+            if shortened:
+                restoring = HeldInterrupts()
+                _SWITCH.restore()
+                came = restoring.release(act=False)
         left = self._stop(threads)
+        act_on(came)  # a Ctrl-C as the interval was put back, once the workers are stopped
         if self.failure is not None:
             raise self._reported(left)
         return time.perf_counter() - start

@@ -15,6 +15,7 @@ import dataclasses
 import os
 import re
 import resource
+import signal
 import threading
 import time
 from pathlib import Path
@@ -44,7 +45,7 @@ from .trace import Tracer
 from .userkernels import kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
-from .world import RankError, UsageError, await_ending, core_share, default_workers
+from .world import HeldInterrupts, RankError, UsageError, act_on, await_ending, core_share, default_workers
 
 
 # ---------------------------------------------------------------- the run
@@ -380,11 +381,11 @@ _BLAS_LOCK = threading.Lock()
 _blas_runs: list = []  # the limiter of the runs going on in this process, once per run
 
 
-def _threads_limited() -> bool:
-    """Whether this process's threads are bounded: by its address space (ulimit -v), or by this user's
-    processes (ulimit -u)."""
-    return any(resource.getrlimit(limit)[0] != resource.RLIM_INFINITY
-               for limit in (resource.RLIMIT_AS, resource.RLIMIT_NPROC))
+def _address_limited() -> bool:
+    """Whether this process's address space is bounded (ulimit -v), which bounds its threads (each
+    reserves its stack there): OpenBLAS's may fail to start (ulimit -u, finite on every Linux, is
+    no sign: a Ctrl-C there was said as a thread that could not start)."""
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
 
 
 @contextlib.contextmanager
@@ -403,23 +404,33 @@ def _single_threaded_blas():
         OpenBLASController.clear_controlling_thread(force=True)
         try:
             return change()
-        except KeyboardInterrupt:  # OpenBLAS raises SIGINT where it cannot start its threads: not a Ctrl-C
-            if not _threads_limited():
-                raise
-            raise RuntimeError("can't start new thread (OpenBLAS's threads, which it then stops with "
-                               "SIGINT)") from None
         finally:
             OpenBLASController.clear_controlling_thread(force=True)
 
-    with _BLAS_LOCK:
-        _blas_runs.append(controlled(lambda: threadpool_limits(1)) if not _blas_runs else _blas_runs[0])
+    # the libraries' counts change one by one: a Ctrl-C meanwhile waits (it left one library at 1
+    # thread for the rest of the process), and comes once their undoing is due
+    held, limited = HeldInterrupts(), False
     try:
+        with _BLAS_LOCK:
+            _blas_runs.append(controlled(lambda: threadpool_limits(1)) if not _blas_runs else _blas_runs[0])
+            limited = True
+        came = held.release(act=False)
+        if came and came[0][0] == signal.SIGINT and _address_limited():
+            # OpenBLAS raises SIGINT where it cannot start its threads: under ulimit -v, not a Ctrl-C
+            raise RuntimeError("can't start new thread (OpenBLAS's threads, which it then stops with SIGINT)")
+        act_on(came)
         yield
     finally:
-        with _BLAS_LOCK:
-            limiter = _blas_runs.pop()
-            if not _blas_runs:
-                controlled(limiter.restore_original_limits)
+        held.release(act=False)
+        if limited:
+            undoing = HeldInterrupts()
+            try:
+                with _BLAS_LOCK:
+                    limiter = _blas_runs.pop()
+                    if not _blas_runs:
+                        controlled(limiter.restore_original_limits)
+            finally:
+                undoing.release()
 
 
 def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm, limit, progress_bar) -> dict:

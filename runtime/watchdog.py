@@ -249,8 +249,8 @@ def deadline(seconds: float | None, what: str, rank: int):
         if not returned.wait(seconds):  # past the limit: said, even if it ends while rank 0 goes first
             returned.wait(later)
             say_ending(f"rank {rank}: watchdog: {what} after {seconds:g} s (--watchdog)")
-    threading.Thread(target=watch, name="deadline", daemon=True).start()
-    try:
+    try:  # an interrupt as the thread starts (start() waits for it) must end it too: else it ended the process
+        threading.Thread(target=watch, name="deadline", daemon=True).start()
         yield
     finally:
         returned.set()

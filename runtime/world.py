@@ -432,6 +432,56 @@ def _signals_deferred():
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+class HeldInterrupts:
+    """Ctrl-C, and the stopping signals a command handles (SIGTERM, SIGHUP), held back from the
+    moment this is made until :meth:`release`, which then acts on the first that came: state of the
+    whole process changed in steps (the BLAS libraries' thread counts one library at a time, the
+    switch interval with its count of runs) is never left half changed by an interrupt between
+    two steps, nor changed without its undoing due. A Python signal handler runs in the main thread
+    only: made in another, it holds nothing, there being nothing there to hold."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.came: list = []  # (signal, frame) of the signals held, in the order they came
+        self.previous: dict = {}  # signal -> the handler it had
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            for signum in self.SIGNALS:
+                handler = signal.getsignal(signum)
+                if callable(handler):
+                    signal.signal(signum, self._hold)
+                    self.previous[signum] = handler
+        except BaseException:  # one whose handler was not yet replaced: the others as they were
+            self.release(act=False)
+            raise
+
+    def _hold(self, signum, frame) -> None:
+        self.came.append((signum, frame))
+
+    def release(self, act: bool = True) -> list:
+        """Give the signals their handlers back (once; later calls do nothing), and with ``act`` run the
+        handler of the first one held (Ctrl-C's raises KeyboardInterrupt); the signals held."""
+        previous, self.previous = self.previous, {}
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        came, self.came = self.came, []
+        if act:
+            act_on(came)
+        return came
+
+
+def act_on(came: list) -> None:
+    """Run the handler of the first signal of ``came`` (:meth:`HeldInterrupts.release`'s), as it
+    would have run when it came."""
+    if came:
+        signum, frame = came[0]
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            handler(signum, frame)
+
+
 #: seconds numpy's and SciPy's libraries may take to load under an address-space limit (ulimit -v)
 LIBRARY_LOAD_SECONDS = 60.0
 

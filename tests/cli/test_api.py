@@ -1,5 +1,6 @@
 """The Python API (tiledsl.api): matrices by name apart from the settings, and n and
 the program's params inferred from the arrays' shapes, on real runs."""
+import os
 import re
 import subprocess
 import sys
@@ -866,6 +867,26 @@ def test_a_run_from_another_thread_also_has_single_threaded_blas(tmp_path):
     elsewhere.join()
     seen.append(probe.run(n=4)["A"][0, 0])
     assert seen == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.timeout(120)
+def test_a_ctrl_c_as_a_run_sets_the_blas_threads_leaves_them_as_they_were(tmp_path):
+    """The libraries' thread counts change one by one: a Ctrl-C between two left one at 1 thread for the
+    rest of the process (later runs took 1 as what to restore). And under no address-space limit a
+    Ctrl-C there is one, not a thread that could not start."""
+    script = ("import signal, threadpoolctl, tiledsl\nfrom threadpoolctl import threadpool_info\n"
+              "real = threadpoolctl.threadpool_limits\n"
+              "def interrupted(*args, **kwargs):\n    limiter = real(*args, **kwargs)\n"
+              "    signal.raise_signal(signal.SIGINT)\n    return limiter\n"
+              "chol = tiledsl.load('cholesky')\nchol.run(n=64)  # every BLAS library loaded\n"
+              "before = [pool['num_threads'] for pool in threadpool_info()]\n"
+              "threadpoolctl.threadpool_limits = interrupted\n"
+              "try:\n    chol.run(n=64)\nexcept KeyboardInterrupt:\n    print('interrupted')\n"
+              "threadpoolctl.threadpool_limits = real\n"
+              "print(chol.run(n=64).passed, [pool['num_threads'] for pool in threadpool_info()] == before)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=100,
+                         env={**os.environ, "OPENBLAS_NUM_THREADS": "2"})
+    assert out.returncode == 0 and out.stdout.split() == ["interrupted", "None", "True"], out.stderr
 
 
 @pytest.mark.timeout(120)

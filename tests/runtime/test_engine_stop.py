@@ -163,3 +163,19 @@ def test_a_bad_sub_range_met_by_every_rank_is_one_error_of_the_job(tmp_path):
     assert job.returncode == 1 and len(errors) == 1, job.stderr
     assert "(minor.tile:10): sub-range [1:3, 5:50] is outside tile W[" in errors[0], job.stderr
     assert "Traceback" not in job.stderr
+
+
+def test_interrupts_held_come_once_released_and_the_handlers_are_as_they_were():
+    """Process state changed in steps (BLAS thread counts, the switch interval) was left half changed
+    by a Ctrl-C between two steps: such steps hold it back, and it comes as they are done."""
+    from tiledsl.runtime.world import HeldInterrupts
+
+    handler = signal.getsignal(signal.SIGINT)
+    held = HeldInterrupts()
+    signal.raise_signal(signal.SIGINT)  # held: nothing raised here
+    with pytest.raises(KeyboardInterrupt):
+        held.release()
+    assert signal.getsignal(signal.SIGINT) is handler and held.release() == []
+    quiet = HeldInterrupts()
+    signal.raise_signal(signal.SIGINT)
+    assert [signum for signum, _ in quiet.release(act=False)] == [signal.SIGINT]

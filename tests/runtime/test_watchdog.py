@@ -364,3 +364,25 @@ def test_a_backstop_whose_timer_cannot_start_leaves_the_watchdog_checking(monkey
             time.sleep(watchdog.TICK_SECONDS)
         assert monitor.thread.is_alive()
     assert len(checks) >= 3
+
+
+def test_an_interrupt_as_a_deadline_s_thread_starts_ends_that_thread_too(monkeypatch):
+    """Thread.start waits for the thread to begin: a Ctrl-C there skipped the deadline's end, and its
+    thread ended the process minutes after the interrupted run ('kernel module ... has not finished
+    loading after 300 s')."""
+    import threading
+
+    said = []
+    monkeypatch.setattr(watchdog, "say_ending", said.append)
+    real_start = threading.Thread.start
+
+    def start_then_interrupt(thread):
+        real_start(thread)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(threading.Thread, "start", start_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        with watchdog.deadline(0.3, "the module has not finished loading", 0):
+            pass
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    time.sleep(0.6)
+    assert said == [] and not [t for t in threading.enumerate() if t.name == "deadline"]
