@@ -106,7 +106,7 @@ def read(path: Path, warn=None, updating: bool = False) -> dict:
     writing over it would drop its entries (a corrupt one is rewritten, as its warning says)."""
     warn = warn or _warn
     try:
-        text = path.read_bytes()  # json reads UTF-8 (and -16, -32); other bytes are a corrupt file
+        text = usercache.read_bytes(path)  # json reads UTF-8 (and -16, -32); other bytes are a corrupt file
     except FileNotFoundError:
         return _empty()
     except OSError as error:
@@ -154,7 +154,8 @@ def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
             temporary.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
             os.replace(temporary, path)
     except OSError as error:
-        raise UsageError(f"cannot write the tuning cache {path}: {error.strerror or error} "
+        other = f" ({error.filename})" if error.filename and Path(error.filename) != path else ""  # its lock
+        raise UsageError(f"cannot write the tuning cache {path}{other}: {error.strerror or error} "
                          f"(set XDG_CACHE_HOME to a writable directory)") from None
     finally:
         if temporary.exists():
@@ -168,9 +169,14 @@ def _updating(path: Path):
     once each keep the other's entry, where the later one's replacing the file as it had read it
     lost the other's, both saying they saved."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+    # (not blocking where a fifo is there: no reader, the open fails)
+    lock = os.open(path.with_name(f".{path.name}.lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK,
+                   0o666)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # let go as the file closes
         yield
+    finally:
+        os.close(lock)
 
 
 class Tuned(NamedTuple):

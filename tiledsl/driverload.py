@@ -203,7 +203,7 @@ def recorded_check(record: Path, key: str) -> tuple[Path, str] | None:
     first run, an edit, a report with errors, a record or driver missing or damaged, another
     program's record copied in its place). ``tiledsl check`` never reads a record."""
     try:
-        kept = json.loads(record.read_text(encoding="utf-8"))
+        kept = json.loads(usercache.read_bytes(record).decode("utf-8"))
         driver = cache_dir() / kept["driver"]
         modules_unchanged = all(digest is not None and _file_digest(module) == digest
                                 for module, digest in kept["modules"])
@@ -309,7 +309,7 @@ def import_driver(path: str | Path, name: str = "tiledsl_driver"):
     module = importlib.util.module_from_spec(spec)
     try:
         code = spec.loader.get_code(name)
-    except (EOFError, ValueError, TypeError):  # its byte code damaged (cut short, overwritten): read anew
+    except (EOFError, ValueError, TypeError, ImportError):  # its byte code damaged: read anew
         with contextlib.suppress(OSError):
             os.unlink(importlib.util.cache_from_source(os.fspath(path)))
         code = spec.loader.get_code(name)  # (a fault of the source itself raises again, as it is)

@@ -5,7 +5,9 @@ Compiled drivers (``drivers``), tuned settings (``tune``) and the parser's table
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 
@@ -29,3 +31,16 @@ def _home() -> Path:
         except (ImportError, KeyError):  # no such database (Windows), or no entry for this user
             return Path.home()
     return Path(home)
+
+
+def read_bytes(path) -> bytes:
+    """The bytes of the cache file at ``path``: an OSError where it is no regular file, as where it
+    is missing (a fifo put there blocked the read for ever)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        with open(descriptor, "rb", closefd=False) as opened:
+            return opened.read()
+    finally:
+        os.close(descriptor)

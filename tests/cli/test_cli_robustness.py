@@ -1390,7 +1390,8 @@ def test_a_driver_gone_before_its_rank_read_it_is_one_line(tmp_path):
                                                f"job started (tiledsl's cache cleared?): run it again\n")
 
 
-@pytest.mark.parametrize("damage", [lambda code: code[:40], lambda code: code[:20] + b"\xff" * 40 + code[60:]])
+@pytest.mark.parametrize("damage", [lambda code: code[:40], lambda code: code[:20] + b"\xff" * 40 + code[60:],
+                                    lambda code: code[:16] + __import__("marshal").dumps(42)])  # no code object
 def test_a_driver_s_damaged_byte_code_is_read_anew_from_its_source(tmp_path, damage):
     """A cached driver's byte code cut short or overwritten made every run of the program an internal
     error (EOFError: marshal data too short), until the user found and deleted the file."""

@@ -1438,6 +1438,27 @@ def test_tunes_saving_at_once_each_keep_the_other_s_entry(tmp_path):
     assert sorted(saved) == sorted(f"p{w}-{i}/cpu" for w in range(6) for i in range(15))
 
 
+@pytest.mark.timeout(60)
+def test_a_fifo_or_a_folder_in_the_tuning_cache_is_said_not_waited_on(tmp_path, monkeypatch):
+    """A fifo where the cache file or its lock goes blocked run and tune for ever; a folder where the
+    lock goes was said as the cache file being a directory."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = tuning.cache_path()
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    warned = []
+    assert tuning.read(path, warned.append)["entries"] == {}
+    assert warned == [f"ignoring the tuning cache {path}: not a regular file"]
+    path.unlink()
+    lock = path.with_name(f".{path.name}.lock")
+    for make in (os.mkfifo, os.mkdir):
+        make(lock)
+        with pytest.raises(UsageError, match=rf"^cannot write the tuning cache {re.escape(str(path))} "
+                                             rf"\({re.escape(str(lock))}\): "):
+            tuning.store("cholesky/cpu", {"tiles": {"nb": 64}})
+        (os.unlink if make is os.mkfifo else os.rmdir)(lock)
+
+
 @pytest.mark.timeout(120)
 def test_a_ratio_that_is_no_pair_is_said_so(cache):
     path = seed_cache("cholesky", 1, "emulated", {"nb": 64}, ratio="1:1")

@@ -769,3 +769,11 @@ def test_a_damaged_grammar_cache_is_built_anew(tmp_path):
     os.mkfifo(tables)
     out = subprocess.run(check, env=env, capture_output=True, text=True, timeout=100)
     assert out.returncode == 0 and "no errors" in out.stderr, out.stderr
+    tables.unlink()  # a fifo, or bytes that are no text, where the tables' digest goes: built anew too
+    for damage in (os.mkfifo, lambda path: path.write_bytes(b"\xff\xfe\x00")):
+        subprocess.run(check, env=env, capture_output=True, timeout=100)
+        (seal,) = (tmp_path / "tiledsl" / "grammar").glob("tile-*.sha256")
+        seal.unlink()
+        damage(seal)
+        out = subprocess.run(check, env=env, capture_output=True, text=True, timeout=100)
+        assert out.returncode == 0 and "no errors" in out.stderr, out.stderr

@@ -79,8 +79,8 @@ def _checked_tables(tables: Path) -> str | bool:
         return str(tables)
     if not tables.is_file():
         return False
-    with contextlib.suppress(OSError):
-        if _seal(tables.read_bytes()) == _seal_path(tables).read_text().strip():
+    with contextlib.suppress(OSError, ValueError):  # (ValueError: a digest that is no text)
+        if _seal(usercache.read_bytes(tables)) == usercache.read_bytes(_seal_path(tables)).decode().strip():
             return str(tables)
     with contextlib.suppress(OSError):  # damaged, or written by another version: Lark writes it anew
         tables.unlink()
