@@ -350,6 +350,19 @@ def test_a_signal_after_every_rank_finished_its_run_is_no_stop(tmp_path, capsys)
     assert capsys.readouterr().err == "tiledsl: stopped by SIGTERM\n"
 
 
+@pytest.mark.timeout(30)
+def test_a_rank_killed_after_every_rank_finished_its_run_leaves_a_success(tmp_path, capsys):
+    """kill -9 of a rank just after the summary: exit status 9 (the launcher's) and not a word, where the
+    summary was out and every file written."""
+    for rank in range(2):
+        (tmp_path / f"done.{rank}").write_text("0")
+    launcher = SimpleNamespace(returncode=9, pid=1)
+    with RankWatch(str(tmp_path), lambda pids: set()) as watch:
+        assert jobs._outcome(launcher, 9, str(tmp_path), 2, "mpiexec", watch) == 0
+    assert capsys.readouterr().err.startswith("tiledsl: warning: the launcher ended with exit status 9, which is how "
+                                              "it reports a rank killed by SIGKILL")
+
+
 def test_a_launcher_outliving_its_ranks_of_itself_is_not_blamed_on_a_kernel(tmp_path, capsys):
     """A stopped hydra proxy held the ranks' output: 'a process that a kernel left running held their
     output open' (cholesky has no user kernel), and the ranks' failure, said into its pipe, was lost."""

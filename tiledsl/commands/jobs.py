@@ -165,6 +165,11 @@ def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, l
         if not _some_rank_reported(folder):  # the ranks were still starting: the launcher ended them
             print(f"tiledsl: stopped by {_signal_name(code - 128)}", file=sys.stderr, flush=True)
         return code
+    if ranks is not None and all(_recorded_status(folder, rank) == "0" for rank in range(ranks)):
+        # a rank killed as it exited (kill -9 after its summary): the run had succeeded, its files written
+        print(f"tiledsl: warning: the launcher ended with exit status {code}{_as_signal(code)}, after every rank "
+              f"had finished the run, its summary and files written: the run succeeded", file=sys.stderr, flush=True)
+        return 0
     if _report_orphans(folder):
         return 1
     code = _recorded_failure(folder, code) if code > 3 else code
