@@ -325,9 +325,16 @@ def cached_driver_path(source_text: str, path: str, generate) -> Path:
     if not _intact(target):  # missing, or damaged (cut short, emptied, edited)
         temporary = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # processes and threads apart
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_bytes(_sealed(generate(target), target))
-            temporary.replace(target)  # atomic: concurrent ranks never read half a file
+            text = _sealed(generate(target), target)
+            for attempt in (1, 2):  # the cache removed meanwhile (by another process, a cleaner): made again, once
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    temporary.write_bytes(text)
+                    temporary.replace(target)  # atomic: concurrent ranks never read half a file
+                    break
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
         except OSError as error:
             with contextlib.suppress(OSError):  # a part written before a full disk failed it: it filled the disk
                 temporary.unlink()

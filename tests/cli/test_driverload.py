@@ -116,6 +116,24 @@ def test_a_kernel_module_saved_while_the_check_runs_is_checked_again(program, ca
     assert again.driver is None and again.first_error.startswith("p.tile:2:8: error[E213]"), again.report
 
 
+def test_a_cache_removed_as_its_driver_is_written_is_made_again(program, cached, monkeypatch):
+    """Another process clearing the cache between the folder's making and the driver's writing: 'cannot
+    write tiledsl's driver cache ... (set XDG_CACHE_HOME to a writable directory)', which it was."""
+    import shutil
+
+    real_write = Path.write_bytes
+    removed = []
+
+    def removed_first(path, data):
+        if not removed:
+            removed.append(path.parent)
+            shutil.rmtree(path.parent)
+        return real_write(path, data)
+    monkeypatch.setattr(Path, "write_bytes", removed_first)
+    driver = cached.compile_cached("p.tile").driver
+    assert removed and driver.is_file() and driver.parent == removed[0]
+
+
 def test_another_programs_record_copied_in_its_place_is_a_miss(program, cached):
     (program / "q.tile").write_text(PROGRAM.replace("program p", "program q").replace("A.mt", "A.mt - 1"))
     assert cached.compile_cached("q.tile").driver.name.startswith("q-")
