@@ -307,14 +307,49 @@ def import_driver(path: str | Path, name: str = "tiledsl_driver"):
     if spec is None:
         raise ImportError(f"{path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
+    byte_code = Path(importlib.util.cache_from_source(os.fspath(path)))
+    cached = Path(path).parent.resolve() == cache_dir().resolve()
+    if cached and not _byte_code_sealed(byte_code):
+        with contextlib.suppress(OSError):
+            byte_code.unlink()
     try:
         code = spec.loader.get_code(name)
     except (EOFError, ValueError, TypeError, ImportError):  # its byte code damaged: read anew
         with contextlib.suppress(OSError):
-            os.unlink(importlib.util.cache_from_source(os.fspath(path)))
+            byte_code.unlink()
         code = spec.loader.get_code(name)  # (a fault of the source itself raises again, as it is)
+    if cached:
+        _seal_byte_code(byte_code)
     exec(code, vars(module))
     return module
+
+
+def _byte_code_sealed(byte_code: Path) -> bool:
+    """Whether the byte code of a cached driver, if any, is as it was written: Python judges it by its
+    source's time and size alone, and one whose body was overwritten (a disk's damage) ran another
+    program with exit status 0. Beside it, its digest (:func:`_seal_byte_code`)."""
+    try:
+        data = usercache.read_bytes(byte_code)
+    except OSError:  # none (or no file): nothing to trust or to fear
+        return True
+    try:
+        return usercache.read_bytes(_byte_code_seal(byte_code)).decode() == hashlib.sha256(data).hexdigest()
+    except (OSError, ValueError):
+        return False
+
+
+def _seal_byte_code(byte_code: Path) -> None:
+    """Write the digest of the byte code Python wrote for a cached driver, if it wrote one."""
+    with contextlib.suppress(OSError):
+        digest = hashlib.sha256(usercache.read_bytes(byte_code)).hexdigest()
+        seal = _byte_code_seal(byte_code)
+        partial = seal.with_name(f"{seal.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        partial.write_text(digest)
+        partial.replace(seal)
+
+
+def _byte_code_seal(byte_code: Path) -> Path:
+    return byte_code.with_name(byte_code.name + ".sha256")
 
 
 def cached_driver_path(source_text: str, path: str, generate) -> Path:
@@ -416,7 +451,7 @@ MOST_DRIVERS = 2000
 
 
 #: what Python adds to a module's name for its byte code: ``.cpython-312.pyc``, ``.cpython-312.opt-1.pyc``
-_BYTE_CODE_SUFFIX = re.compile(r"\.[^.]+(\.opt-\d+)?\.pyc$")
+_BYTE_CODE_SUFFIX = re.compile(r"\.[^.]+(\.opt-\d+)?\.pyc(\.sha256(\.\d+\.\d+\.tmp)?)?$")
 
 
 def _prune(folder: Path) -> None:
@@ -439,7 +474,8 @@ def _prune(folder: Path) -> None:
         with contextlib.suppress(OSError):
             entry.unlink()
     kept = {entry.stem for _, entry in drivers[:MOST_DRIVERS]}
-    for code in (folder / "__pycache__").glob("*.pyc"):  # Python's byte code of the drivers imported
+    # Python's byte code of the drivers imported, and its digests (a digest's partial file: its own .tmp)
+    for code in (folder / "__pycache__").glob("*.pyc*"):
         if _BYTE_CODE_SUFFIX.sub("", code.name) not in kept:  # its driver gone, now or before
             with contextlib.suppress(OSError):
                 code.unlink()

@@ -1406,6 +1406,26 @@ def test_a_driver_s_damaged_byte_code_is_read_anew_from_its_source(tmp_path, dam
     assert import_driver(driver, "damaged_driver").VALUE == "from the source"
 
 
+def test_a_cached_driver_s_byte_code_overwritten_with_other_code_is_not_run(tmp_path, monkeypatch):
+    """Python judges byte code by its source's time and size alone: a cached driver's byte code whose
+    body was overwritten (other constants, another driver's code) ran that program, exit 0."""
+    import marshal
+    import py_compile
+
+    from tiledsl.driverload import _seal_byte_code, cache_dir, import_driver
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache_dir().mkdir(parents=True)
+    driver = cache_dir() / "p-0123.py"
+    driver.write_text("VALUE = 'from the source'\n")
+    byte_code = Path(py_compile.compile(str(driver), doraise=True))
+    _seal_byte_code(byte_code)  # as the import that wrote it sealed it
+    assert import_driver(driver, "sealed_driver").VALUE == "from the source"
+    other = marshal.dumps(compile("VALUE = 'another program'\n", str(driver), "exec"))
+    byte_code.write_bytes(byte_code.read_bytes()[:16] + other)  # its header kept: Python takes it as current
+    assert import_driver(driver, "tampered_driver").VALUE == "from the source"
+
+
 @pytest.mark.timeout(120)
 def test_a_moved_cache_runs_its_programs_own_kernels(tmp_path, monkeypatch):
     """A cached driver recorded its program's folder relative to itself: once the cache moved (XDG_CACHE_HOME set
