@@ -16,7 +16,8 @@
   :func:`fatal_signals_traced` turns on :mod:`faulthandler` for the run, which
   writes every thread's Python stack (the kernels' functions, their files and lines;
   the crashing thread's is headed "Current thread", which a signal sent to the whole
-  process makes a thread of the runtime's while a kernel runs on another) before the process dies of the signal as before: to stderr, or under
+  process makes a thread of the runtime's while a kernel runs on another) before the
+  process dies of the signal as before: to stderr, or under
   ``tiledsl run --np`` to the file ``crash.RANK`` of the job's folder, which
   ``tiledsl run`` then prints as rank RANK's crash (the other ranks' stderr does
   not interleave with it, and the rank is named). That stack is all a crash leaves, so

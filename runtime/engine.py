@@ -631,7 +631,8 @@ def _check_values(call, values) -> None:
     for name, value in zip(call.values, values):
         if type(value) is int and not -INT64_MAX <= value <= INT64_MAX:
             raise KernelError(f"its int argument {name} = {value} is beyond the 64-bit range (±{INT64_MAX}, "
-                              f"2**63 - 1), which a kernel's int argument stays within (C takes 64 bits): check its formula")
+                              f"2**63 - 1), which a kernel's int argument stays within (C takes 64 bits): check "
+                              f"its formula")
         if isinstance(value, float) and not math.isfinite(value):
             raise KernelError(f"its float argument {name} = {value} is not a finite number (float64 reaches about "
                               f"±1.8e308): check its formula")

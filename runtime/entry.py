@@ -37,8 +37,8 @@ from .sameness import check_same_job
 from .reporting import failure_json, failure_reasons, json_text, summary_json, summary_text
 from .userkernels import changed_source
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
-                    end_open_line, environment_switch, expect_json, launcher_rank, launcher_size, record_completion, standard_streams_open,
-                    track_stdout_lines, unless_ignored, unraisable_in_one_line)
+                    end_open_line, environment_switch, expect_json, launcher_rank, launcher_size, record_completion,
+                    standard_streams_open, track_stdout_lines, unless_ignored, unraisable_in_one_line)
 
 
 def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:

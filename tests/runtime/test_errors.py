@@ -129,7 +129,8 @@ def test_openblas_stopping_itself_with_sigint_is_a_thread_that_could_not_start_n
     programs = os.path.join(os.path.dirname(__file__), "..", "..", "programs", "cholesky.tile")
     script = ("import signal, sys, threadpoolctl\nfrom tiledsl.runtime import launch\n"
               "real = threadpoolctl.threadpool_limits\n"
-              "def failing(*args, **kwargs):\n    signal.raise_signal(signal.SIGINT)\n    return real(*args, **kwargs)\n"
+              "def failing(*args, **kwargs):\n    signal.raise_signal(signal.SIGINT)\n"
+              "    return real(*args, **kwargs)\n"
               "threadpoolctl.threadpool_limits = failing\nlaunch._address_limited = lambda: True\n"
               "from tiledsl.commands.cli import main\n"
               f"sys.exit(main(['run', {os.path.abspath(programs)!r}, '--n', '64']))\n")

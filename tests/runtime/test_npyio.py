@@ -151,7 +151,8 @@ def test_a_file_cut_short_inside_its_header_is_said_to_be(tmp_path):
     path = tmp_path / "a.npy"
     np.save(path, np.zeros((3, 3)))
     path.write_bytes(path.read_bytes()[:60])
-    message = f"input file '{path}' is cut short inside its header (a .npy file of 60 bytes: saved again, or copied whole?)"
+    message = (f"input file '{path}' is cut short inside its header (a .npy file of 60 bytes: saved again, or copied "
+               f"whole?)")
     for read in (npyio.shape_of, lambda path: open_input(path, (3, 3))):
         with pytest.raises(InputFileError) as error:
             read(path)
