@@ -31,7 +31,7 @@ from ..runtime.world import LineTracking
 from ..runtime.outputs import check_replaceable, check_writable
 from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, json_text
-from ..runtime.world import (RankError, UsageError, check_working_directory, environment_switch,
+from ..runtime.world import (RankError, UsageError, check_working_directory, closed_streams, environment_switch,
                              standard_streams_open, unraisable_in_one_line)
 
 EXIT_STATUS = """exit status:
@@ -616,8 +616,6 @@ def _plot(args) -> int:
 def _stdout_open_for(product: str) -> None:
     """A UsageError where the command's only product would go to a stdout the shell closed (``>&-``):
     dropped as a run's summary is, it was a success with nothing made."""
-    from ..runtime.world import closed_streams
-
     if "stdout" in closed_streams:
         raise UsageError(f"stdout is closed (>&-), where {product} would go: give -o FILE")
 
