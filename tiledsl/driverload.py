@@ -309,7 +309,8 @@ def import_driver(path: str | Path, name: str = "tiledsl_driver"):
     module = importlib.util.module_from_spec(spec)
     byte_code = Path(importlib.util.cache_from_source(os.fspath(path)))
     cached = Path(path).parent.resolve() == cache_dir().resolve()
-    if cached and not _byte_code_sealed(byte_code):
+    sealed = cached and _byte_code_sealed(byte_code)
+    if cached and not sealed:
         with contextlib.suppress(OSError):
             byte_code.unlink()
     try:
@@ -318,23 +319,20 @@ def import_driver(path: str | Path, name: str = "tiledsl_driver"):
         with contextlib.suppress(OSError):
             byte_code.unlink()
         code = spec.loader.get_code(name)  # (a fault of the source itself raises again, as it is)
-    if cached:
+    if cached and not sealed:  # the byte code Python may have written just now
         _seal_byte_code(byte_code)
     exec(code, vars(module))
     return module
 
 
 def _byte_code_sealed(byte_code: Path) -> bool:
-    """Whether the byte code of a cached driver, if any, is as it was written: Python judges it by its
-    source's time and size alone, and one whose body was overwritten (a disk's damage) ran another
-    program with exit status 0. Beside it, its digest (:func:`_seal_byte_code`)."""
+    """Whether a cached driver has byte code as it was written: Python judges it by its source's time
+    and size alone, and one whose body was overwritten (a disk's damage) ran another program with
+    exit status 0. Beside it, its digest (:func:`_seal_byte_code`)."""
     try:
         data = usercache.read_bytes(byte_code)
-    except OSError:  # none (or no file): nothing to trust or to fear
-        return True
-    try:
         return usercache.read_bytes(_byte_code_seal(byte_code)).decode() == hashlib.sha256(data).hexdigest()
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # none, no file, no seal, or a seal that is no text
         return False
 
 
@@ -435,9 +433,7 @@ def _intact(path: Path) -> bool:
     milliseconds, less than the parse of :func:`not_a_driver`; what is no regular file (a fifo,
     which would block the read) is no driver."""
     try:
-        if not path.is_file():
-            return False
-        seal, _, body = path.read_bytes().partition(b"\n")
+        seal, _, body = usercache.read_bytes(path).partition(b"\n")
     except OSError:
         return False
     return seal == SEAL + _digest(path, body)
