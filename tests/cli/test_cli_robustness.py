@@ -858,13 +858,15 @@ def ctrl_c_default():
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("delay", [0.15, 0.5])
 def test_ctrl_c_at_any_moment_of_start_up_is_a_quiet_end(delay):
-    """While the libraries load, while the program compiles, while the run starts: no traceback."""
+    """While the libraries load, while the program compiles, while the run starts: no traceback.
+    Small tiles make the run last seconds on any machine (n = 3000 at its default tiles ended within
+    0.5 s on a fast one, before the signal came)."""
     import signal
 
     program = Path(sys.executable).with_name("tiledsl")
     if not program.exists():
         pytest.skip("no tiledsl program beside this Python")
-    process = subprocess.Popen([str(program), "run", "programs/cholesky.tile", "--n", "3000"], cwd=ROOT,
+    process = subprocess.Popen([str(program), "run", "programs/cholesky.tile", "--n", "3000", "--nb", "30"], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_default)
     time.sleep(delay)
     process.send_signal(signal.SIGINT)
