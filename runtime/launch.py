@@ -84,7 +84,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     sized_by_inputs = bool(given_inputs(program, options, arrays))
     check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5,
-                 sized_by_inputs)
+                 sized_by_inputs, options.spelling)
     derive = priorities.derived(program, options.priorities)
     check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
     sequence = priorities.TaskSequence() if derive else None
@@ -103,7 +103,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
     in_transit = ranks > 1 or (options.gpus and out_of_core is None)
     # tiles in transit for at most the tasks the window holds, and never more than this rank's tasks
     check_memory(program, matrices, needed, min(window, share.count) if in_transit else 0, options.check,
-                 sized_by_inputs=sized_by_inputs)
+                 sized_by_inputs=sized_by_inputs, spelling=options.spelling)
     _fill_inputs(program, matrices, sources, needed, share.column_panels, devices)
     bad_inputs = _over_ranks(held, [decl.name for decl in program.matrices], comm)
     broadcast = broadcast_for(options.broadcast, ranks)

@@ -516,10 +516,13 @@ def run_warnings(program, args: argparse.Namespace) -> list:
 
 
 def unused_backend(args: argparse.Namespace, without: str = "the run uses no GPU") -> str | None:
-    """The warning for ``--gpu-backend`` given without ``--gpus`` (not an error: kept for scripts that
-    vary --gpus alone), ``without`` saying what the command then does; None when it is not so given."""
-    if args.gpus == 0 and args.gpu_backend is not None:
-        return f"--gpu-backend {args.gpu_backend} does nothing without --gpus G: {without}"
+    """The warning for ``--gpu-backend`` (or ``--host-takes off``) given without ``--gpus`` (not an error:
+    kept for scripts that vary --gpus alone), ``without`` saying what the command then does; None when
+    neither is so given."""
+    given = [f"--gpu-backend {args.gpu_backend}"] if args.gpu_backend is not None else []
+    given += ["--host-takes off"] if getattr(args, "host_takes", None) == "off" else []
+    if args.gpus == 0 and given:
+        return f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} nothing without --gpus G: {without}"
     return None
 
 

@@ -7,17 +7,19 @@ import os
 import resource
 
 from .errors import more_ranks
+from .options import COMMAND_LINE, Spelling
 from .world import UsageError
 
 
 def check_memory(program, matrices: dict, needed: set, window: int, check: bool, share: float = 1.0,
-                 sized_by_inputs: bool = False) -> None:
+                 sized_by_inputs: bool = False, spelling: Spelling = COMMAND_LINE) -> None:
     """Refuse, with the numbers, a run whose tiles cannot fit in this machine's memory.
 
     The estimate: the tiles this rank stores (``share`` of them), two copies of a
     tile per task of the window when data moves between places, and the matrices
     a check builds (one like A for Cholesky and LU, three for QR). ``sized_by_inputs``: the inputs
-    given (files, arrays) fix the sizes, which a smaller --n cannot change.
+    given (files, arrays) fix the sizes, which a smaller --n cannot change. ``spelling``: how the
+    advice names the settings (the command line's options, or the Python API's arguments).
     """
     tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank for h, w in [tile.shape])
     largest = largest_tile_bytes(matrices)
@@ -38,20 +40,25 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
         need = (f"about {needs} on this rank (tiles {bytes_text(tiles)}, transfer buffers {bytes_text(transfers)}, "
                 f"check {bytes_text(checking)})")
     raise UsageError(f"the run needs {need} but {has} is available{limit}: "
-                     f"{_remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs)}")
+                     f"{_remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs, spelling)}")
 
 
-def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs: bool = False) -> str:
+def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs: bool = False,
+              spelling: Spelling = COMMAND_LINE) -> str:
     """The advice of a refusal: only what shrinks a part of the estimate refused (the window sizes the
     transfer buffers, --check the check's matrices); more ranks on this node divide the tiles but not the
     node's memory, which every rank there compares its own estimate with, except under a limit of each
-    process's (``per_process``: ulimit -v), which may be raised too."""
-    size = "smaller inputs (the files or arrays given fix the sizes)" if sized_by_inputs else "a smaller --n"
-    remedies = [more_ranks(per_process), size]
-    if transfers:
+    process's (``per_process``: ulimit -v), which may be raised too. A run from Python is one rank: more
+    ranks there are the command line's."""
+    size = ("smaller inputs (the files or arrays given fix the sizes)" if sized_by_inputs
+            else f"a smaller {spelling.setting('n')}")
+    ranks = more_ranks(per_process)
+    remedies = [f"{ranks} with tiledsl run --np (a run from Python is one rank)" if spelling.api else ranks, size]
+    if transfers and not spelling.api:  # the API has no window to set
         remedies.append("a smaller --window")
     advice = ("raise the limit, or " if per_process else "") + "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}"
-    return advice + (", or run without --check" if checking else "")
+    without_check = "run with check=False" if spelling.api else "run without --check"
+    return advice + (f", or {without_check}" if checking else "")
 
 
 def gpu_cache_bytes(matrices: dict, needed: set, run_on: dict, window: int, devices, limit: int | None, rank: int,

@@ -517,6 +517,8 @@ def _gpu_settings(gpus: int, gpu_memory, gpu_ratio, gpu_streams, host_takes) -> 
     given += ["gpu_streams"] if gpu_streams != 1 else []
     if given and not gpus:
         raise TiledslError(f"{given[0]}= needs gpus= (at least 1 GPU)")
+    if host_takes is False and not gpus:  # as the command line's warning: the host takes every task anyway
+        _warn("host_takes=False does nothing without gpus=: the run uses no GPU")
     if isinstance(gpu_memory, str):
         try:
             gpu_memory = byte_size(gpu_memory, "gpu_memory")

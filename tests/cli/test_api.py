@@ -707,6 +707,9 @@ def test_gpu_settings_are_the_command_lines():
     with pytest.warns(tiledsl.TiledslWarning, match="^gpu_backend='emulated' does nothing without gpus=: the run uses "
                                                     "no GPU$"):
         assert np.array_equal(cholesky.run(A=a, tiles={"nb": 32}, gpu_backend="emulated")["A"], alone)
+    with pytest.warns(tiledsl.TiledslWarning, match="^host_takes=False does nothing without gpus=: the run uses no "
+                                                    "GPU$"):  # True is refused above; False was taken silently
+        assert np.array_equal(cholesky.run(A=a, tiles={"nb": 32}, host_takes="off")["A"], alone)
 
 
 @pytest.mark.timeout(60)

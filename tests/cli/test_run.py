@@ -704,6 +704,9 @@ def test_a_gpu_backend_without_gpus_is_warned_about():
     out = tiledsl("run", "programs/cholesky.tile", "--n", 100, "--gpu-backend", "cupy")
     assert out.returncode == 0 and "warning: --gpu-backend cupy does nothing without --gpus G: the run uses no GPU" \
         in out.stderr
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 100, "--host-takes", "off")  # on is refused
+    assert out.returncode == 0 and "warning: --host-takes off does nothing without --gpus G: the run uses no GPU" \
+        in out.stderr
 
 
 @pytest.mark.timeout(130)

@@ -156,6 +156,19 @@ def test_the_memory_refusal_names_only_remedies_that_shrink_what_it_refuses(monk
     assert all(words in advice for words in named) and not any(words in advice for words in unnamed), advice
 
 
+@pytest.mark.timeout(10)
+def test_the_memory_refusal_of_an_api_run_advises_in_the_apis_terms(monkeypatch):
+    """A run from Python (one rank) was advised "a smaller --n, or run without --check"."""
+    from tiledsl.runtime.options import API
+
+    monkeypatch.setattr(resources, "_available_memory", lambda: (8, ""))
+    with pytest.raises(UsageError) as refused:
+        resources.check_memory(*_memory_case(1024, 2, True), spelling=API)
+    assert str(refused.value).endswith(
+        "is available: use more ranks on other nodes (the ranks on one node share its memory) with tiledsl run --np "
+        "(a run from Python is one rank) or a smaller n, or run with check=False")
+
+
 def _cgroup_tree(tmp_path, version: int, limit: str, usage: int, inactive: int):
     """A /proc/self/cgroup and a /sys/fs/cgroup of one memory cgroup, as cgroup v1 or v2 lay them out."""
     if version == 1:
