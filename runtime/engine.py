@@ -704,12 +704,16 @@ def _is_argument(array, arrays) -> bool:
 
 
 def _check_finite(task: Task, arrays, devices) -> None:
-    """--check-finite: a NaN or an infinity in a written tile stops the run here."""
+    """--check-finite: a NaN or an infinity in a written tile stops the run here, said at its place in
+    the tile (a sub-range's array starts inside it)."""
     for index in task.call.writes:
         array = arrays[index]
         found = first_nonfinite(array) if isinstance(array, np.ndarray) else devices.first_nonfinite(array)
         if found is not None:
             row, col, value = found
+            view = task.named_regions[index] if task.named_regions is not None else None
+            if view is not None:
+                row, col = row + view[0].start, col + view[1].start
             raise KernelError(f"produced {value} at ({row}, {col}) of {task.tiles[index]} (--check-finite)")
 
 

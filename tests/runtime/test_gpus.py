@@ -142,6 +142,21 @@ def test_check_finite_looks_at_gpu_tiles(compiled, gpu_backend):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_check_finite_places_a_nan_of_a_sub_range_in_its_tile(compiled, tmp_path, gpus):
+    """The position inside the sub-range's array was said as the tile's: (0, 0) of B[1, 0] for (5, 30)."""
+    (tmp_path / "nan_kernels.py").write_text('def sub(X, Y):\n    Y -= X\n    Y[0, 0] = float("nan")\n\n\n'
+                                             "sub_gpu = sub\n")
+    (tmp_path / "nan.tile").write_text('use "nan_kernels.py"\nkernel sub(in X, inout Y)\nprogram nanprog {\n'
+                                       "  tiling uniform(nb = 100)\n  matrix A[n, n] = random general\n"
+                                       "  matrix B[n, n] = random general\n"
+                                       "  sub(A[0, 0][0 : 10, 0 : 20], B[1, 0][5 : 15, 30 : 50])\n}\n")
+    options = Options(n=200, gpus=gpus, gpu_ratio=(0, 1) if gpus else None, check_finite=True)
+    with pytest.raises(TaskFailure, match=r"produced nan at \(5, 30\) of B\[1, 0\] \(--check-finite\)$"):
+        execute(compiled(str(tmp_path / "nan.tile")), options)
+
+
+@pytest.mark.timeout(120)
 def test_a_gpu_kernel_calling_sys_exit_fails_the_run(compiled, monkeypatch):
     """17.3: what a kernel raises on a GPU's management thread, SystemExit too, is its task's failure."""
     import threading
