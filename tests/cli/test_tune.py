@@ -892,6 +892,7 @@ def test_a_search_size_below_two_tiles_is_refused_and_nothing_is_cached(cache, c
         "tiledsl: error: --n 10 is less than two tiles of the smallest size tune tries, 64: runs of one tile "
         "cannot tell tile sizes apart (give --n 128 or more, or leave it out)")
     assert time.monotonic() - started < 20 and "kernel speeds" not in out
+    assert "not tried" not in out  # "sizes 128 to 1024 not tried: ... up to half of it, 5", then no size was
 
 
 @pytest.mark.timeout(120)
@@ -1408,6 +1409,20 @@ def test_a_program_whose_files_fix_two_sizes_is_tuned_at_both(tmp_path, cache):
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("n = 200, m = 300: the program's load files fix them") and \
             "search at n=200 " in out.stdout, out.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_param_the_load_files_fix_is_not_advised_as_a_set_to_give(tmp_path, cache):
+    """'they were tuned with --set k=180: give a run that too', where a plain run fits k from the file."""
+    (tmp_path / "ld.tile").write_text('program ld {\n  tiling uniform(nb = 64)\n  param k = n\n'
+                                      '  in matrix A[n, k] = load "data.npy"\n  matrix C[n, n] = zeros\n'
+                                      "  for j in 0 .. C.nt { for l in 0 .. A.nt { syrk(A[j, l], C[j, j]) } }\n}\n")
+    np.save(tmp_path / "data.npy", np.ones((300, 180)))
+    out = tiledsl("tune", tmp_path / "ld.tile", "--quick", "--workers", 1, cache=cache)
+    assert out.returncode == 0 and ", tuned with k=180 (in " in out.stdout, out.stderr
+    assert "--set" not in out.stdout.splitlines()[-1], out.stdout
+    run = tiledsl("run", tmp_path / "ld.tile", cache=cache)
+    assert run.returncode == 0 and "tuned (" in run.stdout, run.stderr
 
 
 @pytest.mark.timeout(120)

@@ -387,9 +387,10 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
     (--watchdog, :attr:`.Options.watchdog`) in every run; the cache entry (see :mod:`.runtime.tuning`)."""
     began = clock()
     _check_arguments(driver.PROGRAM, gpus, workers, budget, sizes, n, sets)
-    given, (n, sets) = n, loaded_sizes(driver, log, n, sets)
+    given, given_sets, (n, sets) = n, set(sets or {}), loaded_sizes(driver, log, n, sets)
     tuner = _Tuner(driver, gpus, backend, workers, sets, n, log, clock, began, budget, watchdog)
     tuner.n_from_files = given is None and n is not None
+    tuner.sets_from_files = sorted(set(sets) - given_sets)
     return tuner.run(sizes)
 
 
@@ -452,6 +453,7 @@ class _Tuner:
         self.driver, self.program, self.watchdog = driver, driver.PROGRAM, watchdog
         self.gpus, self.backend, self.n, self.log, self.clock = gpus, backend, n, log, clock
         self.n_from_files = False  # n is the one the program's load files fix, not --n
+        self.sets_from_files: list = []  # the params of self.sets that the load files fix, not --set
         self.sizes_left_out: list = []  # the sizes (default or --sizes) larger than half of n (:meth:`choose_sizes`)
         self.began, self.budget = began, budget
         self.workers = workers or default_workers(1, gpus)
@@ -477,7 +479,7 @@ class _Tuner:
         self.best = {place: max(speeds[place][self.dominant].values()) for place in speeds}
         self.log(_speed_table(speeds))
         result = {"program": self.program.name, "tiling": self.program.tiling.kind, "gpus": self.gpus,
-                  "sets": self.sets, "backend": self.backend if self.gpus else None, "workers": self.workers,
+                  "sets": self.sets, "sets_from_files": self.sets_from_files, "backend": self.backend if self.gpus else None, "workers": self.workers,
                   "dominant": self.dominant,
                   "speeds": {place: {k: {str(s): rate_kept(r) for s, r in v.items()} for k, v in table.items()}
                              for place, table in speeds.items()},
@@ -517,6 +519,7 @@ class _Tuner:
         """The tile sizes timed on a core and on a GPU, and those the search may choose: ``--sizes``, else
         steps of 64 to 1024 (CuPy GPUs: :data:`CUPY_SIZES`), those up to half of ``--n``."""
         self.sizes_given = sizes is not None
+        said = []  # what is left out, said once no refusal of n comes instead
         if sizes is None:
             cpu_sizes = list(range(STEP, 1024 + 1, STEP))
             gpu_sizes = list(CUPY_SIZES) if self.backend == "cupy" else cpu_sizes
@@ -527,15 +530,15 @@ class _Tuner:
                 cpu_sizes, gpu_sizes = fit(cpu_sizes), fit(gpu_sizes)
                 if left_out:
                     self.sizes_left_out = left_out
-                    self.log(f"sizes {_span(left_out)} not tried: {self._n_said()} tells tiles apart up to half of "
-                             f"it, {self.n // 2}")
+                    said.append(f"sizes {_span(left_out)} not tried: {self._n_said()} tells tiles apart up to half "
+                                f"of it, {self.n // 2}")
         else:
             cpu_sizes = gpu_sizes = sorted(set(sizes))
             beyond = [s for s in cpu_sizes if self.n is not None and 2 * s > self.n]
             if beyond and len(beyond) < len(cpu_sizes):  # all beyond: said below, before any timing
                 self.sizes_left_out = beyond
-                self.log(f"--sizes: {','.join(map(str, beyond))} left out: runs of {self._n_said()} tell tiles "
-                         f"apart up to half of it")
+                said.append(f"--sizes: {','.join(map(str, beyond))} left out: runs of {self._n_said()} tell tiles "
+                            f"apart up to half of it")
                 cpu_sizes = gpu_sizes = [s for s in cpu_sizes if s not in beyond]
         self.cpu_sizes, self.gpu_sizes = cpu_sizes, gpu_sizes
         timed = cpu_sizes + (gpu_sizes if self.gpus else [])
@@ -544,6 +547,8 @@ class _Tuner:
             smallest, what = int(self.defaults["B"]), "the program's B, which tune keeps without GPUs"
         if self.n is not None and self.n < 2 * smallest:  # no size tune would try fits: said before any timing
             raise self._too_small(f"{what}, {smallest}", 2 * smallest)
+        for line in said:
+            self.log(line)
 
     def _n_said(self) -> str:
         """Where the n of tune's runs came from: --n, or the program's load files."""
@@ -1012,7 +1017,9 @@ def render(result: dict, path=None, key=None) -> str:
                      "(a larger --budget compares them)")
     if path is not None:
         gpus = f" --gpus {result['gpus']} --gpu-backend {result['backend']}" if result["gpus"] else ""
-        sets = " ".join(f"--set {name}={value}" for name, value in (result.get("sets") or {}).items())
+        # the params the load files fix come with the files: a run given them fits the same
+        sets = " ".join(f"--set {name}={value}" for name, value in (result.get("sets") or {}).items()
+                        if name not in result.get("sets_from_files", ()))
         lines.append(f"saved in {path} as {key}: tiledsl run of {result['program']}{gpus} uses these values "
                      f"unless given on the command line (--no-tune ignores them)"
                      + (f"; they were tuned with {sets}: give a run that too to run it as tuned" if sets else ""))
