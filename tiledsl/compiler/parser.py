@@ -244,12 +244,20 @@ def _keyword_of(terminal: str) -> str | None:
     return pattern.value if pattern.type == "str" and pattern.value.isidentifier() else None
 
 
+def _acceptable(error: UnexpectedInput, terminals: frozenset) -> frozenset:
+    """The terminals the parser would take where it failed, as its note lists them: the LALR
+    state's own set (``terminals``) names some it refuses once its reductions are made ('else'
+    after a for loop's brace) and leaves out some it takes ('for' after a call's line)."""
+    parser = getattr(error, "interactive_parser", None)
+    return frozenset(parser.accepts()) - {"$END"} if parser is not None else terminals
+
+
 def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     line, column = max(error.line, 1), max(error.column, 1)
     if isinstance(error, UnexpectedCharacters):
         return _character_diagnostic(source, error.pos_in_stream, Span.point(source.path, line, column))
     terminals = frozenset(getattr(error, "expected", ()))
-    expected = sorted({_describe(t) for t in terminals} - {""})
+    expected = sorted({_describe(t) for t in _acceptable(error, terminals)} - {""})
     if isinstance(error, UnexpectedEOF) or (isinstance(error, UnexpectedToken) and error.token.type == "$END"):
         where = Span.point(source.path, *_end_position(source))
         found = "end of file"
@@ -884,8 +892,13 @@ def _end_position(source: Source) -> tuple[int, int]:
     return len(lines), len(lines[-1]) + 1
 
 
+#: the most words a note of what was expected lists; past it, how many more it leaves out
+_MOST_EXPECTED = 20
+
+
 def _join(words: list[str]) -> str:
-    words = words[:12]
+    if len(words) > _MOST_EXPECTED:  # (cut silently, the list left out words the parser takes: 'workspace', '}')
+        words = words[:_MOST_EXPECTED - 1] + [f"{len(words) - _MOST_EXPECTED + 1} more"]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
