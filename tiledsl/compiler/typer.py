@@ -504,6 +504,14 @@ class ExpressionTyper:
                            f"column {symbol.span.column}, in {inside}: it is visible only there",
                            hint="use it inside that block, or bind it before the block" if let else None)
             return
+        other = next((kind for kind, settings in TILING_SETTINGS.items()
+                      if kind != self.tiling and ident.text in settings), None)
+        if what == "name" and other is not None:  # nb under a hybrid tiling: not the 'n' it is spelt close to
+            mine = ", ".join(TILING_SETTINGS[self.tiling])
+            self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'",
+                           f"'{ident.text}' is a setting of {other} tiling; this program's tiling is {self.tiling}, "
+                           f"whose settings are {mine}")
+            return
         self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *suggestion_notes(ident.text, known))
 
     def _let_after(self, ident: n.Ident) -> Span | None:
