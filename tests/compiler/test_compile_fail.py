@@ -400,6 +400,19 @@ def test_an_expression_in_a_deep_loop_nest_is_as_deep_as_it_is():
     assert [d for d in check_source(decode("deep.tile", text.encode())).diagnostics if d.is_error] == []
 
 
+@pytest.mark.parametrize("op", ["%", "//", "-"])
+def test_a_chain_within_the_depth_limit_is_checked_and_compiled_without_running_out_of_stack(op):
+    """A '%' or '//' chain of 248 terms was a RecursionError (internal error): the typer takes four
+    Python frames a level, and Python's default limit is 1000 frames."""
+    from tiledsl.compiler.codegen import generate
+
+    text = ("program p {\n  param q = " + f" {op} ".join(["7"] * 298) + "\n  matrix A[n, n] = random spd\n"
+            "  potrf(A[q * 0, 0])\n}\n")
+    result = check_source(decode("chain.tile", text.encode()))
+    assert result.ok, result.report()
+    assert "q = " in generate(result.checked) and sys.getrecursionlimit() == 1000  # put back
+
+
 def test_a_panel_passed_twice_with_sub_ranges_is_not_told_of_one_tile_s_sub_ranges():
     """A panel takes no sub-range (E209): E204's hint on the sub-ranges of one tile is not for it."""
     text = ("program p {\n  tiling uniform(nb = 4)\n  matrix A[n, n] = random general\n"

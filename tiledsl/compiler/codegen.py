@@ -36,6 +36,7 @@ from . import dataflow
 from .analysis import Checked
 from .checks import CHECK_ARITY
 from .expressions import canonical_text, constant_of, expression_nodes, is_panel, precedence, unparse, unparse_tile
+from .parser import room_for_depth
 
 INDENT = "    "
 # Python's words, and every name the driver module itself defines or imports
@@ -119,7 +120,8 @@ def generate(checked: Checked, driver_path=None, cached: bool = False) -> str:
     printed, its place unknown); ``cached``: a driver of tiledsl's cache, which records the program's
     directory absolute (its key holds that directory: a cache moved elsewhere, its drivers found the
     folder their relative path then named, and its kernel module, another program's)."""
-    model = _Model(checked).build()
+    with room_for_depth():
+        model = _Model(checked).build()
     model.source_dir = (os.path.dirname(os.path.abspath(checked.path)) if cached
                         else _source_dir(checked.path, driver_path))
     model.source_digest = _file_digest(checked.path)

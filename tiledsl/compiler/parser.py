@@ -14,6 +14,7 @@ import os
 import pickle
 import re
 import sys
+import threading
 import unicodedata
 import warnings
 from functools import lru_cache
@@ -37,10 +38,41 @@ MAX_DEPTH = 100
 MAX_INT_DIGITS = 18
 #: Deepest syntax tree (operators chain: a+b+c+... is one level per '+').
 MAX_TREE_DEPTH = 300
+#: Python frames the passes may take per level of the deepest expression (the typer takes four a
+#: level), beyond those of their callers: Python's default 1000 frames ran out at 248 levels
+FRAMES_PER_LEVEL = 12
+_deep = {"count": 0, "limit": 0}  # compilations under way with room for deep recursion, and the limit before
+_deep_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def room_for_depth():
+    """Within the block, Python's recursion limit lets the passes recurse through
+    :data:`MAX_TREE_DEPTH` levels of a program's expression; put back when the last block of
+    those running at once (threads compiling together) ends."""
+    needed = 1000 + FRAMES_PER_LEVEL * MAX_TREE_DEPTH
+    with _deep_lock:
+        if _deep["count"] == 0:
+            _deep["limit"] = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_deep["limit"], needed))
+        _deep["count"] += 1
+    try:
+        yield
+    finally:
+        with _deep_lock:
+            _deep["count"] -= 1
+            if _deep["count"] == 0:
+                sys.setrecursionlimit(_deep["limit"])
+
+
 #: and/or/not chained in one condition: the driver nests a call per operator, and Python's parser
 #: takes 200 nested brackets at most
 MAX_CONDITION_CHAIN = 100
 BOOLEAN_RULES = ("or_op", "and_op", "not_op")
+#: calls nested in one expression of the driver: each '**', function, query and and/or/not is one
+#: (the bound of MAX_CONDITION_CHAIN, said for the conditions that reach it first)
+MAX_DRIVER_CALLS = 100
+CALL_RULES = frozenset({*BOOLEAN_RULES, "func_ref", "method_ref"})
 #: the rules that nest statements (their depth is not an expression's)
 NESTING_RULES = frozenset({"start", "program", "block", "for_stmt", "if_stmt"})
 #: Most tokens on one line, and in one file: Lark's LALR parser takes ~20 µs a token.
@@ -903,6 +935,11 @@ def _join(words: list[str]) -> str:
 
 
 # ---------------------------------------------------------------- tree -> AST
+def _is_power(subtree: Tree) -> bool:
+    """Whether ``subtree`` is a ``**`` (a binary_op whose operator is POW)."""
+    return subtree.data == "binary_op" and any(isinstance(c, Token) and c.type == "POW" for c in subtree.children)
+
+
 class _Builder:
     """Builds AST nodes bottom-up; one method per grammar rule or alias."""
 
@@ -915,6 +952,7 @@ class _Builder:
         depth: dict[int, int] = {}  # of an expression; 0 for the statements that hold expressions
         nesting: dict[int, int] = {}  # of blocks and the statements that open them
         joined: dict[int, int] = {}  # the and/or/not operators chained in a condition
+        calls: dict[int, int] = {}  # the calls the driver nests for an expression (a '**', a function)
         for subtree in tree.iter_subtrees():
             children = [self._child(c, built) for c in subtree.children]
             span = self._span(subtree)
@@ -937,6 +975,14 @@ class _Builder:
                 if joined[id(subtree)] > MAX_CONDITION_CHAIN:  # each is a nested call in the driver
                     raise SourceError(Diagnostic(span, "E101", f"a condition chains more than {MAX_CONDITION_CHAIN} "
                                                                f"and/or/not", hint="split it into nested 'if's"))
+            if subtree.data not in NESTING_RULES:
+                called = subtree.data in CALL_RULES or _is_power(subtree)
+                calls[id(subtree)] = called + max((calls.get(id(c), 0) for c in subtree.children), default=0)
+                if calls[id(subtree)] > MAX_DRIVER_CALLS:  # a '**' chain: Python's parser nests 200 brackets at most
+                    raise SourceError(Diagnostic(span, "E101", f"expression nests more than {MAX_DRIVER_CALLS} "
+                                                               f"'**', functions and queries",
+                                                 ("the driver calls a function for each, one inside the other",),
+                                                 hint="split it with 'let' bindings"))
             built[id(subtree)] = getattr(self, subtree.data)(children, span)
         return built[id(tree)]
 

@@ -12,7 +12,7 @@ from importlib import resources
 from . import nodes
 from .analysis import Checked, analyze
 from .diagnostics import Diagnostic, render
-from .parser import parse
+from .parser import parse, room_for_depth
 from .source import Source, SourceError, decode, read_source
 
 
@@ -48,7 +48,8 @@ def check_source(source: Source) -> Result:
     except SourceError as error:
         result.diagnostics.append(error.diagnostic)
         return result
-    result.checked, bag = analyze(tree, prelude())
+    with room_for_depth():
+        result.checked, bag = analyze(tree, prelude())
     result.diagnostics.extend(sorted(bag.items, key=_position))
     return result
 
