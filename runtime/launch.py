@@ -83,8 +83,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
                for i, d in enumerate(program.matrices)}
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     sized_by_inputs = bool(given_inputs(program, options, arrays))
-    check_memory(program, matrices, set(t for m in matrices.values() for t in m.local_tiles()), 0, False, 0.5,
-                 sized_by_inputs, options.spelling)
+    check_memory(program, matrices, None, 0, False, 0.5, sized_by_inputs, options.spelling)
     derive = priorities.derived(program, options.priorities)
     check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
     sequence = priorities.TaskSequence() if derive else None

@@ -176,6 +176,19 @@ class TiledMatrix:
             raise TileIndexError(f"{self.name}.{query}({index}): {self.name} has no tile {what} {index} "
                                  f"(its tile {what}s are 0 .. {count - 1})")
 
+    def owned_extent(self) -> tuple[int, int]:
+        """``(count, bytes)`` of the tiles this rank owns and of their values, from its lines where
+        the distribution gives them: no tile is made (a memory estimate before the run's tiles, which
+        tiny tiles make many)."""
+        lines = self.lines
+        if not lines:
+            owned = self.local_tiles()
+            return len(owned), sum(8 * h * w for tile in owned for h, w in [tile.shape])
+        rows, cols = self.geometry.row_starts, self.geometry.col_starts
+        height = sum(rows[i + 1] - rows[i] for i in lines.rows)
+        width = sum(cols[j + 1] - cols[j] for j in lines.cols)
+        return len(lines.rows) * len(lines.cols), 8 * height * width
+
     # ---------------------------------------------------------------- storage
     def local_tiles(self) -> list:
         """The tiles this rank owns, row by row (found from its lines where the distribution

@@ -11,17 +11,31 @@ from .options import COMMAND_LINE, Spelling
 from .world import UsageError
 
 
-def check_memory(program, matrices: dict, needed: set, window: int, check: bool, share: float = 1.0,
+#: what a rank keeps for each tile it owns besides the tile's values (the tile's object, its
+#: array's header, its entries in the tables that find it): about 490 bytes measured at --nb 1,
+#: 585 with the array
+TILE_RECORD_BYTES = 512
+
+
+def check_memory(program, matrices: dict, needed: set | None, window: int, check: bool, share: float = 1.0,
                  sized_by_inputs: bool = False, spelling: Spelling = COMMAND_LINE) -> None:
     """Refuse, with the numbers, a run whose tiles cannot fit in this machine's memory.
 
-    The estimate: the tiles this rank stores (``share`` of them), two copies of a
+    The estimate: the tiles this rank stores (``share`` of them), their values and
+    :data:`TILE_RECORD_BYTES` for each tile it owns (what tiny tiles cost above all), two copies of a
     tile per task of the window when data moves between places, and the matrices
     a check builds (one like A for Cholesky and LU, three for QR). ``sized_by_inputs``: the inputs
     given (files, arrays) fix the sizes, which a smaller --n cannot change. ``spelling``: how the
     advice names the settings (the command line's options, or the Python API's arguments).
+    ``needed``: the tiles the run touches, of which this rank stores those it owns; None for every
+    tile it owns, counted without making them.
     """
-    tiles = sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank for h, w in [tile.shape])
+    extents = [m.owned_extent() for m in matrices.values()]  # a record for each: the inputs make them all
+    count = sum(c for c, _ in extents)
+    values = sum(v for _, v in extents) if needed is None else \
+        sum(8 * h * w for tile in needed if tile.rank == tile.matrix.rank for h, w in [tile.shape])
+    records = TILE_RECORD_BYTES * count
+    tiles = values + records
     largest = largest_tile_bytes(matrices)
     transfers = 2 * window * largest
     first = matrices[program.matrices[0].name] if program.matrices else None
@@ -33,18 +47,20 @@ def check_memory(program, matrices: dict, needed: set, window: int, check: bool,
     if available is None or total <= available:
         return
     needs, has = compared_bytes(total, available)  # in MiB or KiB where small (a ulimit -v of a few hundred MiB)
+    tiny = records > values  # the records outweigh the values: larger tiles shrink the estimate most
+    counted = f", {bytes_text(records)} of it the records of {count:,} tiles" if tiny else ""
     if share < 1:  # a first look, before the run's own tiles are known: a lower bound
-        need = (f"at least {needs} on this rank ({share:.0%} of the {bytes_text(tiles)} of tiles it owns, before "
-                f"counting those its tasks touch, the transfer buffers and the check)")
+        need = (f"at least {needs} on this rank ({share:.0%} of the {bytes_text(tiles)} of tiles it owns{counted}, "
+                f"before counting those its tasks touch, the transfer buffers and the check)")
     else:
-        need = (f"about {needs} on this rank (tiles {bytes_text(tiles)}, transfer buffers {bytes_text(transfers)}, "
-                f"check {bytes_text(checking)})")
+        need = (f"about {needs} on this rank (tiles {bytes_text(tiles)}{counted}, transfer buffers "
+                f"{bytes_text(transfers)}, check {bytes_text(checking)})")
     raise UsageError(f"the run needs {need} but {has} is available{limit}: "
-                     f"{_remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs, spelling)}")
+                     f"{_remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs, spelling, tiny)}")
 
 
 def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs: bool = False,
-              spelling: Spelling = COMMAND_LINE) -> str:
+              spelling: Spelling = COMMAND_LINE, tiny: bool = False) -> str:
     """The advice of a refusal: only what shrinks a part of the estimate refused (the window sizes the
     transfer buffers, --check the check's matrices); more ranks on this node divide the tiles but not the
     node's memory, which every rank there compares its own estimate with, except under a limit of each
@@ -54,6 +70,8 @@ def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs:
             else f"a smaller {spelling.setting('n')}")
     ranks = more_ranks(per_process)
     remedies = [f"{ranks} with tiledsl run --np (a run from Python is one rank)" if spelling.api else ranks, size]
+    if tiny:  # (tiny tiles: their records outweigh their values)
+        remedies.insert(0, "larger tiles")
     if transfers and not spelling.api:  # the API has no window to set
         remedies.append("a smaller --window")
     advice = ("raise the limit, or " if per_process else "") + "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}"

@@ -133,7 +133,8 @@ def _memory_case(tile_bytes: int, transfers_window: int, check: bool):
     side = tile_bytes // 8
     distribution = SimpleNamespace(nranks=1)
     matrix = SimpleNamespace(rank=0, m=side, n=1, distribution=distribution,
-                             geometry=SimpleNamespace(row_starts=[0, side], col_starts=[0, 1]))
+                             geometry=SimpleNamespace(row_starts=[0, side], col_starts=[0, 1]),
+                             owned_extent=lambda: (1, tile_bytes))
     tile = SimpleNamespace(rank=0, matrix=matrix, shape=(side, 1))
     program = SimpleNamespace(matrices=[SimpleNamespace(name="A")], check=SimpleNamespace(kind="cholesky"))
     return program, {"A": matrix}, [tile], transfers_window, check
@@ -242,6 +243,20 @@ def test_a_refusal_under_a_small_limit_says_its_sizes_in_mib():
         "the run needs about 8.00 MiB on this rank (tiles 8.00 MiB, transfer buffers 0 bytes, check 0 bytes) but "
         "5.00 MiB is available (under the address-space limit, ulimit -v): raise the limit, or use more ranks (each "
         "has its own limit) or a smaller --n")
+
+
+@pytest.mark.timeout(60)
+def test_tiny_tiles_are_refused_for_their_records_before_any_tile_is_made(compiled, monkeypatch):
+    """--n 1500 --nb 1 under ulimit -v 1100000: 2,250,000 tiles of 8 bytes passed the estimate of their
+    values, then ran out of memory making the tiles' objects (about 500 bytes each)."""
+    cholesky = compiled("programs/cholesky.tile")
+    matrices = placement(cholesky, make_params(cholesky, Options(n=1500, tiles={"nb": 1})), None, 1, 0, 0)[2]
+    monkeypatch.setattr(resources, "_available_memory", lambda: (500 * 2 ** 20, resources._ADDRESS_LIMIT))
+    with pytest.raises(UsageError) as refused:
+        resources.check_memory(cholesky.PROGRAM, matrices, None, 0, False, 0.5)
+    said = str(refused.value)
+    assert "the records of 2,250,000 tiles" in said and "raise the limit, or use larger tiles, more ranks" in said
+    assert matrices["A"].made_tiles() == []
 
 
 @pytest.mark.timeout(10)
