@@ -192,6 +192,14 @@ def test_usage_errors(tmp_path, capsys, monkeypatch, args, message):
 
 
 @pytest.mark.timeout(60)
+def test_a_program_of_few_tasks_on_many_tiles_is_drawn(tmp_path, capsys):
+    """One call on a matrix of 160,000 tiles was refused as 'more than 5000 tasks'."""
+    (tmp_path / "one.tile").write_text("program one {\n  matrix A[n, n] = random spd\n  potrf(A[0, 0])\n}\n")
+    assert main(["graph", str(tmp_path / "one.tile"), "--n", "400", "--nb", "1", "-o", str(tmp_path / "one.dot")]) == 0
+    assert "n=400 nb=1, 1 tasks" in (tmp_path / "one.dot").read_text(), capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
 def test_without_output_the_dot_goes_to_stdout(capsys):
     assert main(["graph", "cholesky", "--n", "300", "--nb", "100"]) == 0
     out = capsys.readouterr().out

@@ -72,8 +72,13 @@ def task_limit(output) -> tuple[int, str]:
     return LIMIT, f"graph draws at most {LIMIT}"
 
 
+#: loop iterations a count of tasks walks whatever the matrices' tiles (a second or two)
+WALKED_ITERATIONS = 10 ** 6
+
+
 def count_tasks(driver, options, grid, gpus, limit: int = LIMIT) -> int:
     """The program's task count for ``options``, stopping (at ``limit + 1``) once over ``limit``."""
+    from ..runtime.iterations import iteration_bound
     from ..runtime.layout import make_distribution, make_matrices, make_params
     from ..runtime.recording import record
 
@@ -89,9 +94,12 @@ def count_tasks(driver, options, grid, gpus, limit: int = LIMIT) -> int:
         return False
 
     params = make_params(driver, options)
-    if largest_tile_count(driver, params) > 20 * limit:  # do not even tile such matrices
-        return limit + 1
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, gpus), 0)
+    bound = iteration_bound(driver, matrices, params)
+    # a walk of many iterations may find its calls late: taken as over the limit where the tiles are
+    # as many too (a program of one call on a matrix of 160,000 tiles was "more than 5000 tasks")
+    if (bound is None or bound.total > WALKED_ITERATIONS) and largest_tile_count(driver, params) > 20 * limit:
+        return limit + 1
     try:
         record(driver, matrices, params, None, keep)
     except Enough:
