@@ -49,8 +49,8 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
                 continue
             beyond = _add(value, _scale(extent, -1), {"": 1}) if direction > 0 else _scale(value, -1)
             # the guards last: a call under many else-ifs has as many guards, and most tiles are in range
-            if _provably_at_least(beyond, 1) and all(_holds_at(cond, taken, point, converter)
-                                                     for cond, taken in guards):
+            if _provably_at_least(slices_expanded(beyond), 1) and all(_holds_at(cond, taken, point, converter)
+                                                                      for cond, taken in guards):
                 # the names the program wrote where the value comes from: the index, then the bounds of the
                 # loops whose variables it names, then the others', each from the innermost out (m = A.mt
                 # from `for m in k + 1 .. A.mt + 1`, not A.nt; k + 1 = A.nt from `for k in 0 .. A.nt`,
@@ -522,6 +522,34 @@ def _scale(form: Form, factor: int) -> Form:
 
 
 _AT_LEAST_ONE = {"n", "nb", "B", "b", "s"}  # sizes and tile settings, validated by run
+
+
+def slices_expanded(form: Form) -> Form:
+    """``form`` with each hybrid tiling's count of slices written as the ``s`` slices of each block
+    (``slices(X)`` = ``s·blocks(X)``, a narrow last block keeping its s slices, empty or not): an
+    index of one kind of count is compared with a count of the other (``A[t, t * s + s]`` reaches
+    A.nt = s·A.mt for every size)."""
+    if not any(factor.startswith("slices(") for key in form for factor in _factors(key)):
+        return form
+    expanded: Form = {}
+    for key, value in form.items():
+        factors = [("s", "blocks" + f[len("slices"):]) if f.startswith("slices(") else (f,) for f in _factors(key)]
+        monomial = _monomial([part for factor in factors for part in factor])
+        expanded[monomial] = expanded.get(monomial, 0) + value
+    return {k: v for k, v in expanded.items() if v or k == ""}
+
+
+def surely_reached(form: Form, loops, converter: "Converter", guards=()) -> int | None:
+    """How far ``form`` reaches whatever the sizes: its greatest value over the loops' values (once
+    sizes are large enough, where the ``guards`` hold), at its least over the admissible values of
+    the sizes and settings; None when unknown."""
+    bounds = _box(loops, converter)
+    if bounds is None:
+        return None
+    value, point = _extreme(form, bounds, +1)
+    if value is None or not all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
+        return None
+    return _least(slices_expanded(value))
 
 
 def _lowest(symbol) -> int | None:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from ..language import (MAX_ITERATIONS, NAMED_INITS, RANDOM_KINDS, SQUARE_KINDS, TILING_SETTINGS, WRITE_MODES,
                         hybrid_slices_fit)
 from . import nodes as n
-from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, meets_everywhere, never_runs,
-                     never_runs_within, out_of_range_witness, provably_negative)
+from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, surely_reached, meets_everywhere,
+                     never_runs, never_runs_within, out_of_range_witness, provably_negative)
 from .checks import check_declaration, check_qr_replay
 from .diagnostics import DiagnosticBag, suggestion_notes
 from .expressions import (canonical_text, constant_of, expression_nodes, is_panel, names, param_text, unparse,
@@ -816,7 +816,9 @@ class _Analyzer:
         widest = "B" if self.tiling == "hybrid" else "nb"
         for end, verb in ((part.stop, "ends at"), (part.start, "starts at")):
             form = None if end is None else self.converter.form(end)
-            beyond = _beyond(form, widest)
+            # past the widest tile for every size and setting (B + b, B + s) and every loop value reaching it
+            beyond = None if form is None else surely_reached(difference(form, {widest: 1}), self.loops,
+                                                                 self.converter, self.guards)
             if beyond is not None and beyond >= 1:
                 self.bag.error(end.span, "E208", f"the sub-range {verb} {self.converter.render(form)}, past every "
                                                  f"tile: a tile has at most {widest} {what}",
@@ -920,14 +922,6 @@ def _or_guard(witness: str) -> str:
 def _same_tile(a: n.TileRef, b: n.TileRef) -> bool:
     return a.matrix.text == b.matrix.text and all(canonical_text(x) == canonical_text(y)
                                                   for x, y in ((a.row, b.row), (a.col, b.col)))
-
-
-def _beyond(form, widest: str) -> int | None:
-    """The least amount by which affine ``form`` exceeds the symbol ``widest`` (at least 1) for every
-    value of it, when it is ``c·widest + c0`` with ``c >= 1``; None for any other form."""
-    if form is None or set(form) - {"", widest} or form.get(widest, 0) < 1:
-        return None
-    return form.get("", 0) + (form[widest] - 1)
 
 
 def _number_text(text: str) -> str | None:
