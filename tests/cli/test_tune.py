@@ -268,6 +268,21 @@ def test_sizes_that_no_hybrid_host_slice_fits_are_refused(tmp_path):
 
 
 
+@pytest.mark.timeout(120)
+def test_a_host_slice_chosen_for_want_of_room_says_so(tmp_path, monkeypatch):
+    """B=128, s=2 leaves room for b=64 only: 'b = 64: the smallest size within 95% of the best rate', where
+    the table showed 128 twice as fast."""
+    _, text = compile_path(ROOT / "programs/hetero_cholesky.tile")
+    (tmp_path / "hc128.py").write_text(re.sub(r"'B': \d+, 'b': \d+, 's': \d+", "'B': 128, 'b': 32, 's': 2", text))
+    said = []
+    monkeypatch.setattr(tune_command, "smallest_near_best", max)  # the rates favour 128
+    monkeypatch.setattr(tune_command.Trials, "seconds", lambda self, tiles, ratio, params, host_takes=False: 1.0)
+    tune(import_driver(tmp_path / "hc128.py", "tune_hc128"), workers=1, budget=2, sizes=[64, 128], n=1024,
+         log=said.append)
+    assert "b = 64: the size nearest to 128 (the smallest within 95% of the best rate of the kernel mix on a core) " \
+           "that B=128, s=2 leave room for ((s-1)·b < B)" in said, said
+
+
 @pytest.mark.timeout(30)
 def test_the_ratios_searched_are_one_per_way_of_dealing_the_columns_that_gives_each_gpu_some(tmp_path):
     """n=800, nb=320: 3 tile columns, which every ratio from 3:4 up keeps all on the host, 1:G deals

@@ -667,9 +667,13 @@ class _Tuner:
         B = int(self.defaults["B"])
         slices = self.host_slice_sizes()  # some (check_hybrid_sizes)
         candidates = [b for b in slices if b in self.core_mix] or slices  # the timed ones (the smallest is)
-        b = max(smallest_near_best(self.core_mix), STEP)
-        b = min(candidates, key=lambda c: (abs(c - b), c))  # the nearest one there is room for (or given)
-        self.log(f"b = {b}: the smallest size within {THRESHOLD:.0%} of the best rate of the kernel mix on a core")
+        near_best = max(smallest_near_best(self.core_mix), STEP)
+        b = min(candidates, key=lambda c: (abs(c - near_best), c))  # the nearest one there is room for (or given)
+        if b == near_best:
+            self.log(f"b = {b}: the smallest size within {THRESHOLD:.0%} of the best rate of the kernel mix on a core")
+        else:  # the size the rates favour leaves no room for the program's s slices in B
+            self.log(f"b = {b}: the size nearest to {near_best} (the smallest within {THRESHOLD:.0%} of the best rate "
+                     f"of the kernel mix on a core) that B={B}, s={self.defaults['s']} leave room for ((s-1)·b < B)")
         return Guess(candidates, candidates.index(b), B, "B", lambda c: {"b": c}, lambda c: f"b={c}")
 
     def uniform_guess(self, speeds: dict) -> Guess:
