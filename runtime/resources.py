@@ -42,7 +42,7 @@ def check_memory(program, matrices: dict, needed: set | None, window: int, check
     checking = 0
     if check and program.check is not None and first is not None:
         checking = (3 if program.check.kind == "qr" else 1) * 8 * first.m * first.n // max(1, first.distribution.nranks)
-    total = share * tiles + transfers + checking
+    total = share * values + records + transfers + checking  # every record is made: the inputs make them all
     available, limit = _available_memory()
     if available is None or total <= available:
         return
@@ -50,8 +50,9 @@ def check_memory(program, matrices: dict, needed: set | None, window: int, check
     tiny = records > values  # the records outweigh the values: larger tiles shrink the estimate most
     counted = f", {bytes_text(records)} of it the records of {count:,} tiles" if tiny else ""
     if share < 1:  # a first look, before the run's own tiles are known: a lower bound
-        need = (f"at least {needs} on this rank ({share:.0%} of the {bytes_text(tiles)} of tiles it owns{counted}, "
-                f"before counting those its tasks touch, the transfer buffers and the check)")
+        need = (f"at least {needs} on this rank ({share:.0%} of the {bytes_text(values)} of tiles it owns, and "
+                f"{bytes_text(records)} of their records, before counting those its tasks touch, the transfer "
+                f"buffers and the check)")
     else:
         need = (f"about {needs} on this rank (tiles {bytes_text(tiles)}{counted}, transfer buffers "
                 f"{bytes_text(transfers)}, check {bytes_text(checking)})")

@@ -255,7 +255,8 @@ def test_tiny_tiles_are_refused_for_their_records_before_any_tile_is_made(compil
     with pytest.raises(UsageError) as refused:
         resources.check_memory(cholesky.PROGRAM, matrices, None, 0, False, 0.5)
     said = str(refused.value)
-    assert "the records of 2,250,000 tiles" in said and "raise the limit, or use larger tiles, more ranks" in said
+    assert "(50% of the 17.17 MiB of tiles it owns, and 1.07 GiB of their records" in said, said
+    assert "raise the limit, or use larger tiles, more ranks" in said
     assert matrices["A"].made_tiles() == []
 
 
