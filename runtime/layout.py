@@ -50,6 +50,22 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
     return params
 
 
+def setting_advice(program, name: str, spelling: Spelling) -> str:
+    """How to give ``name`` (the size, or a tile setting) to a run of ``program``: as its option or
+    argument, or, for a setting of the other tiling (b of a uniform one), the settings its own takes."""
+    if name == "n":
+        return f"give it as {spelling.n}" if not spelling.api else "give run(n=...)"
+    kind = program.tiling.kind
+    own = TILING_SETTINGS[kind]
+    if name in own:
+        return f"give {spelling.tile(name)}" if spelling.api else f"give it as {spelling.tile(name)}"
+    other = next(k for k, settings in TILING_SETTINGS.items() if name in settings)
+    takes = ("tiles={" + ", ".join(f"{setting!r}: ..." for setting in own) + "}" if spelling.api
+             else " and ".join([", ".join(spelling.tile(setting) for setting in own[:-1]), spelling.tile(own[-1])]
+                               if len(own) > 1 else [spelling.tile(own[0])]))
+    return f"{name} is a setting of {other} tiling, and {program.name}'s tiling is {kind}, which takes {takes}"
+
+
 def check_set_names(program, options: Options) -> None:
     """A usage error for a ``--set`` that names no parameter of the program: the size or a tile
     setting (an option of its own), or a name it lacks (said with the nearest one it has)."""
@@ -58,7 +74,8 @@ def check_set_names(program, options: Options) -> None:
         return
     name = sorted(unknown)[0]
     if name == "n" or name in TILE_SETTINGS:
-        raise UsageError(f"--set {name}: {name} is not a parameter of {program.name}: give it as --{name}")
+        raise UsageError(f"--set {name}: {name} is not a parameter of {program.name}: "
+                         f"{setting_advice(program, name, options.spelling)}")
     # names differing in case only (PF for pf) are close whatever their length
     close = [p for p in program.params if p.lower() == name.lower()] or \
         difflib.get_close_matches(name, program.params, n=1, cutoff=0.6)

@@ -401,11 +401,12 @@ class Loaded:
         params = _mapping("params", params, "{'ib': 32}")
         for name, value in params.items():
             if name not in self.program.params:
-                from .runtime.options import TILE_SETTINGS
+                from .runtime.layout import setting_advice
+                from .runtime.options import API, TILE_SETTINGS
 
                 if name == "n" or name in TILE_SETTINGS:
                     raise TiledslError(f"params={{{name!r}: ...}}: {name} is not a parameter of the program: "
-                                       + ("give run(n=...)" if name == "n" else f"give tiles={{{name!r}: ...}}"))
+                                       + setting_advice(self.program, name, API))
                 has = f" (it has {', '.join(self.program.params)})" if self.program.params else ""
                 raise TiledslError(f"params={{{name!r}: ...}}: {self.program.name} has no parameter {name}{has}")
             if isinstance(value, bool) or not isinstance(value, (Integral, Real, str)):

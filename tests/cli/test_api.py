@@ -740,7 +740,9 @@ def test_warnings_the_command_line_would_print(tmp_path):
     (dict(A=np.eye(8), ranks=2), r"a run from Python is one rank: several ranks are `tiledsl run --np P`"),
     (dict(A=np.eye(8), trace="t.json"), r"--trace is an option of `tiledsl run` that run\(\) does not take"),
     (dict(A=np.eye(8), params={"n": 8}), r"n is not a parameter of the program: give run\(n=...\)"),
-    (dict(A=np.eye(8), params={"nb": 4}), r"nb is not a parameter of the program: give tiles=\{'nb': ...\}")])
+    (dict(A=np.eye(8), params={"nb": 4}), r"nb is not a parameter of the program: give tiles=\{'nb': ...\}"),
+    (dict(A=np.eye(8), params={"b": 4}), r"b is not a parameter of the program: b is a setting of hybrid tiling, and "
+                                         r"cholesky's tiling is uniform, which takes tiles=\{'nb': ...\}$")])
 def test_inputs_and_names_that_mean_something_else_are_explained(settings, message):
     with pytest.raises(TiledslError, match=message):
         tiledsl.load("cholesky").run(**settings)

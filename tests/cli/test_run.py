@@ -549,6 +549,8 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--set", "n=1", "--set", "n=2"), "--set n is given twice (n=1 and n=2)"),
     (("--n", 100, "--gpus", "-1"), "--gpus must be at least 0, got -1"),
     (("--n", 100, "--set", "nb=64"), "--set nb: nb is not a parameter of cholesky: give it as --nb"),
+    (("--n", 100, "--set", "b=64"), "--set b: b is not a parameter of cholesky: b is a setting of hybrid tiling, and "
+                                    "cholesky's tiling is uniform, which takes --nb"),  # --b was then refused
     (("--n", "1e3"), "tiledsl run: error: argument --n: invalid int value: '1e3' (see tiledsl run --help)"),
     ((), "tiledsl: error: give --n (the matrix order) or --input NAME=FILE.npy for one of A"),
     (("--n", 100, "--output", "A=nosuch/../o.npy"), "--output A=nosuch/../o.npy: directory 'nosuch/..' does not exist"),
