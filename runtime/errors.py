@@ -139,6 +139,9 @@ def loop_nest_failure(error: Exception, rank: int) -> TaskFailure:
         return error
     if isinstance(error, (TileIndexError, FlopCountError)):
         return TaskFailure(f"{error}{_where(error)}", rank, getattr(error, "line", None) or driver_line(error))
+    said = shortage(error)  # memory (or a thread) that ran out as the loop nest made tiles or messages
+    if said is not None:
+        return TaskFailure(f"{said}{_where(error)}", rank, driver_line(error))
     # a mistake in the program's arithmetic, e.g. a division by zero
     return TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}{_where(error)}", rank,
                        driver_line(error))

@@ -234,6 +234,13 @@ class Loaded:
             raise TiledslError(f"rank {failure.rank}{where}: {failure}") from failure.__cause__  # a kernel's
         except RankError as error:
             raise TiledslError(f"rank 0: {error}") from None
+        except (MemoryError, RuntimeError) as error:  # as the command line says them: out of memory, no thread
+            from .runtime.errors import shortage
+
+            said = shortage(error)
+            if said is None:
+                raise
+            raise TiledslError(f"rank 0: {said}") from None
         notes = run_notes(self.driver, options, result, [result.stats])
         for note in notes:
             _warn(note)

@@ -103,6 +103,27 @@ def test_memory_or_a_thread_that_runs_out_is_said_with_the_limit_that_binds(monk
     assert errors.shortage(RuntimeError("another")) is None and errors.shortage(ValueError()) is None
 
 
+def test_memory_that_runs_out_in_the_loop_nest_or_a_kernel_is_said_as_a_shortage(monkeypatch):
+    """'the loop nest failed: MemoryError: ...' (and a kernel's 'MemoryError: ...') gave no advice; the
+    Python API raised numpy's own MemoryError where the command line said 'out of memory'."""
+    import numpy as np
+
+    import tiledsl
+    from tiledsl.runtime import errors, launch
+
+    monkeypatch.setattr(errors, "_address_limit", lambda: None)
+    said = str(errors.loop_nest_failure(MemoryError("no room"), 1))
+    assert said == "out of memory: no room; use more ranks on other nodes (the ranks on one node share its memory) " \
+                   "or a smaller --n"
+
+    def short(*args, **kwargs):
+        raise MemoryError("Unable to allocate 8 bytes")
+
+    monkeypatch.setattr(launch, "_fill_inputs", short)
+    with pytest.raises(tiledsl.TiledslError, match=r"^rank 0: out of memory: Unable to allocate 8 bytes; use more"):
+        tiledsl.load("cholesky").run(A=np.eye(8))
+
+
 @pytest.mark.timeout(60)
 def test_a_thread_that_cannot_start_ends_the_run_as_a_shortage_not_a_bug(tmp_path):
     import json
