@@ -224,7 +224,7 @@ def test_qr_stream_residuals_equal_the_dense_ones(compiled, monkeypatch, n, nb):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("program, bound, n", [("qr", 5.0, 1536), ("cholesky", 2.0, 2304), ("lu", 2.0, 2304)])
+@pytest.mark.parametrize("program, bound, n", [("qr", 5.0, 1536), ("cholesky", 3.0, 2304), ("lu", 3.0, 2304)])
 def test_the_check_costs_about_what_the_factorization_costs(compiled, monkeypatch, program, bound, n):
     """16.10: the check's tasks are O(n³) work in the same BLAS kernels as the factorization
     (they cost 3 to 5 times more: masked copies of every tile, Q applied three times).
@@ -233,7 +233,8 @@ def test_the_check_costs_about_what_the_factorization_costs(compiled, monkeypatc
     (forming Q as the factorization, then A − Q·R and QᵀQ, n³ each), whose CPU seconds came to
     3.7 times the factorization's beside another test's job on a 2-core machine: QR's bound is 5,
     which an O(n⁴) or pure-Python check would still exceed many times. QR runs on 8×8 tiles of 192
-    (12×12 for the others, whose bound is nearer): its ratio was the same there, at a third of the cost."""
+    (12×12 for the others, whose bound is nearer): its ratio was the same there, at a third of the cost.
+    Cholesky's CPU seconds came to 2.4 times once on CI's loaded machine (1.3 here): its bound is 3."""
     cpu = {"factorization": 0.0, "check": 0.0}
     run_task = engine._execute
 
