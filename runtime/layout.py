@@ -60,9 +60,11 @@ def setting_advice(program, name: str, spelling: Spelling) -> str:
     if name in own:
         return f"give {spelling.tile(name)}" if spelling.api else f"give it as {spelling.tile(name)}"
     other = next(k for k, settings in TILING_SETTINGS.items() if name in settings)
-    takes = ("tiles={" + ", ".join(f"{setting!r}: ..." for setting in own) + "}" if spelling.api
-             else " and ".join([", ".join(spelling.tile(setting) for setting in own[:-1]), spelling.tile(own[-1])]
-                               if len(own) > 1 else [spelling.tile(own[0])]))
+    if spelling.api:
+        takes = "tiles={" + ", ".join(f"{setting!r}: ..." for setting in own) + "}"
+    else:
+        options = [spelling.tile(setting) for setting in own]
+        takes = options[0] if len(options) == 1 else ", ".join(options[:-1]) + " and " + options[-1]
     return f"{name} is a setting of {other} tiling, and {program.name}'s tiling is {kind}, which takes {takes}"
 
 
