@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import polling
+from . import polling, threadstart
 from .world import abort_job
 
 #: seconds a failed rank listens for the notices of ranks that failed before it, before it reports
@@ -146,10 +146,10 @@ class Communicator:
     def start(self) -> None:
         """Start the communication thread."""
         self._thread = threading.Thread(target=self._run, name="mpi", daemon=True)
-        self._thread.start()
+        threadstart.start(self._thread)
         if self.limit is not None and self.size > 1:
             self._beating = threading.Thread(target=self._beat, name="mpi-heartbeat", daemon=True)
-            self._beating.start()
+            threadstart.start(self._beating)
 
     def send(self, array: np.ndarray, dest: int, tag: int, on_done) -> None:
         """Post an Isend of ``array``'s bytes, in memory order; ``on_done()`` once it completed.

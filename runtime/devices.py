@@ -44,6 +44,7 @@ import threading
 
 import numpy as np
 
+from . import threadstart
 from .kernels import CPU_KERNELS
 from .panels import Panel
 from .streams import StreamOrder, VectorClocks
@@ -261,7 +262,7 @@ class _CopyEngine:
         with self._lock:
             if self._thread is None:  # started on first use: most processes never copy
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-                self._thread.start()
+                threadstart.start(self._thread)
         transfer = CopyUnderWay()
         self._jobs.put((make, transfer))
         return transfer

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..language import INT64_MAX, WRITE_MODES
-from . import heteroprio
+from . import heteroprio, threadstart
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
@@ -144,6 +144,9 @@ class Engine:
         self.failure: TaskFailure | None = None
         self.stopping = False
         self.stalled = False  # the watchdog found the running kernels stuck: the run does not wait for them
+        self.memory_remedies: str | None = None  # what helps this run where memory runs out (errors.shortage)
+        self.threads: list = []  # the run's workers (and GPUs' threads), and its watchdog's monitor
+        self.monitor: Monitor | None = None
         self.last_progress = time.monotonic()
         self.running: dict = {}  # task -> (lane, monotonic start), under the lock: what a stall report names
         threads = workers + self.gpus
@@ -224,6 +227,7 @@ class Engine:
             with self.loop_nest.waiting() if self.loop_nest is not None else contextlib.nullcontext():
                 while scheduler.in_flight > self.low_water and self.failure is None:
                     self.space.wait(timeout=1.0)
+                    self._find_lost_threads()
         if self.failure is not None:
             raise _Abort()
 
@@ -276,23 +280,24 @@ class Engine:
                                     name=f"gpu-{g}", daemon=True) for g in range(1, self.gpus + 1)]
         threads += [threading.Thread(target=self._worker, args=(w, 0, f"cpu-{w}"), name=f"cpu-{w}", daemon=True)
                     for w in range(self.workers)]
+        self.threads, self.monitor = threads, None
         held, shortened, came = HeldInterrupts(), False, []  # a Ctrl-C between shortening and try left it short
         try:  # an interrupt while the threads start stops those started too (they waited for tasks forever)
             _SWITCH.shorten()
             shortened = True
             held.release()
             for thread in threads[:self.gpus]:
-                thread.start()
+                threadstart.start(thread)
             self._wait_until_prepared(prepared)
             start = time.perf_counter()
             if self.tracer is not None and self.comm is None:  # alone, the run's seconds start here
                 self.tracer.begin_at(start)
             for thread in threads[self.gpus:]:
-                thread.start()
+                threadstart.start(thread)
             self.last_progress = time.monotonic()
             guard_exit()
             self._outlast_frozen_ranks()  # before the first tick: a rank's share may end sooner
-            with fatal_signals_traced(), Monitor(self._check_stalls, lambda: self.limit.seconds):
+            with fatal_signals_traced(), Monitor(self._check_stalls, lambda: self.limit.seconds) as self.monitor:
                 self._generate(generate, params)
                 self._wait_until_idle()
             self._wait_for_gpus()
@@ -385,7 +390,7 @@ class Engine:
         except (_Abort, Stalled):  # the failure is recorded already
             pass
         except Exception as error:  # the program's own mistake: a missing tile, a division by zero
-            self._fail(loop_nest_failure(error, self.rank))
+            self._fail(loop_nest_failure(error, self.rank, self.memory_remedies))
 
     def _generation_ended(self) -> None:
         """No task can read a remote copy any more: free those nobody holds (out-of-core, tiles
@@ -403,6 +408,22 @@ class Engine:
         with self.lock:
             while not self.scheduler.idle and self.failure is None:
                 self.space.wait(timeout=1.0)
+                self._find_lost_threads()
+
+    def _find_lost_threads(self) -> None:
+        """(lock held) A thread of the run that ended before the run, having said nothing (Python could
+        not set it up, or it could not report its own failure: memory ran out) fails the run: its
+        tasks would wait for ever, or the watchdog's checks never come."""
+        if self.stopping or self.failure is not None:
+            return
+        lost = [lane_text(thread.name) for thread in self.threads if thread.ident is not None and not thread.is_alive()]
+        if self.monitor is not None and not self.monitor.thread.is_alive():
+            lost.append("the watchdog")
+        if lost:
+            said = shortage(MemoryError(f"the thread of {' and '.join(lost)} ended before the run, without a word"),
+                            self.memory_remedies)
+            self.failure = TaskFailure(said, self.rank)
+            self._wake_all()
 
     def _check_stalls(self) -> None:
         """The watchdog's monitor thread: a window without progress, or a loop nest without tasks."""
@@ -459,8 +480,9 @@ class Engine:
         try:
             self._run_tasks(index, device, lane)
         except BaseException as error:
-            if shortage(error):  # a tile or buffer the runtime makes for a task, a thread: not a bug
-                self._fail(TaskFailure(f"{shortage(error)} (in {lane_text(lane)})", self.rank))
+            said = shortage(error, self.memory_remedies)
+            if said:  # a tile or buffer the runtime makes for a task, a thread: not a bug
+                self._fail(TaskFailure(f"{said} (in {lane_text(lane)})", self.rank))
                 return
             if environment_switch("TILEDSL_DEBUG"):
                 traceback.print_exc()
@@ -518,7 +540,7 @@ class Engine:
                     self.kernel_clock.add(timed, ended - began)
                 del self.running[task]
                 if error is not None:
-                    self.failure = self.failure or _task_failure(task, error, self.rank, device)
+                    self.failure = self.failure or _task_failure(task, error, self.rank, device, self.memory_remedies)
                     self._wake_all()
                     break
                 if not task.asynchronous:
@@ -722,14 +744,15 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _task_failure(task: Task, error: BaseException, rank: int, device: int) -> TaskFailure:
-    """The failure of ``task`` run by a worker of ``device`` (0: a CPU worker, which may have taken a GPU task)."""
+def _task_failure(task: Task, error: BaseException, rank: int, device: int, remedies: str | None) -> TaskFailure:
+    """The failure of ``task`` run by a worker of ``device`` (0: a CPU worker, which may have taken a GPU task);
+    ``remedies``: what helps the run where memory ran out."""
     call = task.call
     arguments = call.declared(task.tiles)
     at = user_code_line(error)
     text = message_of(error)
     reason = text if error.__class__.__name__ == "KernelError" or isinstance(error, KernelExit) else \
-        shortage(error) if isinstance(error, MemoryError) else \
+        shortage(error, remedies) if isinstance(error, MemoryError) else \
         f"{type(error).__name__}{at}: {text}" if text else f"{type(error).__name__}{at}"
     if not isinstance(error, Exception):
         reason += " (a kernel must return, or raise an Exception; it may not end the run)"

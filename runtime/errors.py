@@ -85,23 +85,28 @@ class InternalFailure(TaskFailure):
     """A bug of tiledsl stopped the run on this rank (said as an internal error, exit status 3)."""
 
 
-def shortage(error: BaseException) -> str | None:
+def shortage(error: BaseException, remedies: str | None = None) -> str | None:
     """A MemoryError, or a thread that could not start, said as what it is, with what helps (the
     run's estimate was checked before it started, so the memory went past it or to another process
-    since); None for any other error."""
-    if isinstance(error, MemoryError):
+    since): ``remedies``, the run's own (:func:`.resources.shortage_remedies`: the settings it has,
+    as its interface spells them), or else the general advice. None for any other error."""
+    if isinstance(error, MemoryError) or isinstance(error, RuntimeError) and str(error) in _NO_LOCK:
         said = f": {error}" if str(error) else ""
-        return f"out of memory{said}; {_more_memory()}"
+        return f"out of memory{said}; {_more_memory(remedies)}"
     if isinstance(error, RuntimeError) and "can't start new thread" in str(error):
         if _address_limit() is not None:  # the usual cause there: each thread's stack is reserved in it
             stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
             return (f"cannot start a thread (each reserves its stack, {_limit_text(stack)} by ulimit -s); "
-                    f"{_more_memory()}")
+                    f"{_more_memory(remedies)}")
         processes = resource.getrlimit(resource.RLIMIT_NPROC)[0]
         count = (f"this user's processes and threads may have reached their limit (ulimit -u {processes}), or "
                  if processes != resource.RLIM_INFINITY else "")
-        return f"cannot start a thread: {count}memory ran out; {_more_memory()}"
+        return f"cannot start a thread: {count}memory ran out; {_more_memory(remedies)}"
     return None
+
+
+#: what Python raises for a lock it could not make (memory that ran out)
+_NO_LOCK = {"can't allocate lock", "cannot allocate lock", "can't allocate read lock"}
 
 
 def more_ranks(per_process: bool) -> str:
@@ -111,12 +116,14 @@ def more_ranks(per_process: bool) -> str:
             else "more ranks on other nodes (the ranks on one node share its memory)")
 
 
-def _more_memory() -> str:
+def _more_memory(remedies: str | None) -> str:
+    """The limit met where it is the process's own, and ``remedies`` (or the general ones)."""
     limit = _address_limit()
-    if limit is not None:  # per process: ranks on the same node each have their own
-        return (f"this process's address space is limited to {_limit_text(limit)} (ulimit -v): raise that limit, "
-                f"or use {more_ranks(True)} or a smaller --n")
-    return f"use {more_ranks(False)} or a smaller --n"
+    if remedies is None:  # per process: ranks on the same node each have their own
+        remedies = (f"raise that limit, or use {more_ranks(True)} or a smaller --n" if limit is not None
+                    else f"use {more_ranks(False)} or a smaller --n")
+    return (f"this process's address space is limited to {_limit_text(limit)} (ulimit -v): " if limit is not None
+            else "") + remedies
 
 
 def _address_limit() -> int | None:
@@ -130,8 +137,9 @@ def _limit_text(size: int) -> str:
     return "no limit" if size == resource.RLIM_INFINITY else bytes_text(size)
 
 
-def loop_nest_failure(error: Exception, rank: int) -> TaskFailure:
-    """The failure of the driver's loop nest that raised ``error``, at its ``.tile`` line."""
+def loop_nest_failure(error: Exception, rank: int, remedies: str | None = None) -> TaskFailure:
+    """The failure of the driver's loop nest that raised ``error``, at its ``.tile`` line (``remedies``:
+    what helps the run where memory ran out, see :func:`shortage`)."""
     from .flops import FlopCountError
     from .matrix import TileIndexError
 
@@ -139,7 +147,7 @@ def loop_nest_failure(error: Exception, rank: int) -> TaskFailure:
         return error
     if isinstance(error, (TileIndexError, FlopCountError)):
         return TaskFailure(f"{error}{_where(error)}", rank, getattr(error, "line", None) or driver_line(error))
-    said = shortage(error)  # memory (or a thread) that ran out as the loop nest made tiles or messages
+    said = shortage(error, remedies)  # memory (or a thread) that ran out as the loop nest made tiles or messages
     if said is not None:
         return TaskFailure(f"{said}{_where(error)}", rank, driver_line(error))
     # a mistake in the program's arithmetic, e.g. a division by zero

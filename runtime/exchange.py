@@ -42,7 +42,7 @@ from collections import Counter
 
 import numpy as np
 
-from . import polling
+from . import polling, threadstart
 from .matrix import part_of, part_text, region_view
 from .program import Call
 from .broadcast import Broadcasts
@@ -114,7 +114,7 @@ class Mover:
         if self.thread.ident is None:
             with self._start_lock:  # the engine's lock is not always held here (copy callbacks)
                 if self.thread.ident is None:
-                    self.thread.start()
+                    threadstart.start(self.thread)
 
     def stop(self) -> None:
         self.jobs.put(None)

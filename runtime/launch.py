@@ -40,7 +40,7 @@ from .recording import survey
 from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_gpus_warning, idle_ranks_warning,
                         idle_warning, no_gpu_task_warning, rank_columns, rank_stats)
 from .gridadvice import idle_rank_advice
-from .resources import check_memory, ranks_without_tiles
+from .resources import check_memory, ranks_without_tiles, shortage_remedies
 from .trace import Tracer
 from .userkernels import kernels, program_files
 from .verify import Verifier
@@ -110,6 +110,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
         bodies = kernels(program, driver, devices)
     engine = _engine(driver, options, comm, devices, bodies, workers, window, broadcast, matrices, out_of_core,
                      host_costs, events, share if derive else None)
+    engine.memory_remedies = shortage_remedies(bool(in_transit), options.check and program.check is not None,
+                                               sized_by_inputs, options.spelling)
     share.sequence = None  # the levels are all the run needs of it
     stopwatch.lap("setup")
     with _single_threaded_blas():
@@ -270,7 +272,8 @@ def _naming_bad_inputs(bad_inputs: dict, spelling):
     try:
         yield
     except TaskFailure as failure:
-        if bad_inputs and str(failure).startswith("kernel ") and re.search(r"\b(nan|inf|infinite|infinity)\b", str(failure), re.I):
+        nonfinite_said = re.search(r"\b(nan|inf|infinite|infinity)\b", str(failure), re.I)
+        if bad_inputs and str(failure).startswith("kernel ") and nonfinite_said:
             said = ", ".join(f"{name} ({count})" for name, count in bad_inputs.items())
             # run() has no check_finite: its caller has the arrays, where numpy finds the values
             finding = f"numpy.argwhere(~numpy.isfinite({next(iter(bad_inputs))})) finds them" if spelling.api \

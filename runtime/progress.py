@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 
+from . import threadstart
+
 #: seconds a phase runs before its bar appears (short phases stay quiet)
 DELAY = 2.0
 #: the environment variable that asks for a bar when stderr is not a terminal

@@ -60,6 +60,14 @@ def check_memory(program, matrices: dict, needed: set | None, window: int, check
                      f"{_remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs, spelling, tiny)}")
 
 
+def shortage_remedies(transfers: bool, check: bool, sized_by_inputs: bool, spelling: Spelling) -> str:
+    """What helps a run that ran out of memory although its estimate fitted (it took more, or other
+    processes took memory since): a refusal's remedies, for a run with ``transfers`` (tiles in
+    transit, as many as the window's tasks) and a ``check``, as ``spelling`` writes the settings."""
+    limited = resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    return _remedies(int(transfers), int(check), limited, sized_by_inputs, spelling)
+
+
 def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs: bool = False,
               spelling: Spelling = COMMAND_LINE, tiny: bool = False) -> str:
     """The advice of a refusal: only what shrinks a part of the estimate refused (the window sizes the

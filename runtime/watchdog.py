@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 
+from . import threadstart
 from .crash import frozen_backstop
 from .errors import tile_line
 from .notes import arguments_text
@@ -153,7 +154,7 @@ class Monitor:
     def __enter__(self):
         self._arm()  # before a kernel can take the GIL and keep it: the first tick may never come
         try:
-            self.thread.start()
+            threadstart.start(self.thread)
         except BaseException:  # an interrupt while start() waited for the thread: it runs, so it must end
             self.stop.set()  # (else it would watch a loop nest long gone, and raise Stalled into the caller)
             raise
@@ -250,7 +251,7 @@ def deadline(seconds: float | None, what: str, rank: int):
             returned.wait(later)
             say_ending(f"rank {rank}: watchdog: {what} after {seconds:g} s (--watchdog)")
     try:  # an interrupt as the thread starts (start() waits for it) must end it too: else it ended the process
-        threading.Thread(target=watch, name="deadline", daemon=True).start()
+        threadstart.start(threading.Thread(target=watch, name="deadline", daemon=True))
         yield
     finally:
         returned.set()

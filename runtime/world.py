@@ -21,6 +21,7 @@ import time
 
 # kept there: a driver whose runtime failed to import needs them too
 from ..drivercontract import launcher_rank, launcher_size
+from . import threadstart
 from .distribution import parse_grid, squarest_grid
 from .leftovers import runtime_children
 
@@ -162,7 +163,7 @@ def record_start() -> None:
         here = os.environ.get(JOB_HOST_VARIABLE, socket.gethostname()) == socket.gethostname()
         parent = os.getppid()
         _job_guard = (int(owner) if here else None, parent, _command_of(parent))
-        threading.Thread(target=_outlive_no_owner, name="job-owner", daemon=True).start()
+        threadstart.start(threading.Thread(target=_outlive_no_owner, name="job-owner", daemon=True))
 
 
 #: under ``tiledsl run --np``: (its pid, None where it runs on another node; this rank's parent; its name)

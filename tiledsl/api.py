@@ -189,7 +189,10 @@ class Loaded:
         if changed:
             _warn(changed)
         result, notes = self._execute(given, settings, bool(tuned))
-        return self._output(result, notes, bool(allow_nonfinite))
+        try:
+            return self._output(result, notes, bool(allow_nonfinite))
+        except MemoryError as error:  # the result's arrays, assembled from its tiles
+            raise TiledslError(f"rank 0: {_shortage(error, settings, given)}") from None
 
     def _changed_source(self) -> str | None:
         """A warning when the ``.tile`` file has changed since it was loaded (as a compiled driver warns
@@ -235,9 +238,7 @@ class Loaded:
         except RankError as error:
             raise TiledslError(f"rank 0: {error}") from None
         except (MemoryError, RuntimeError) as error:  # as the command line says them: out of memory, no thread
-            from .runtime.errors import shortage
-
-            said = shortage(error)
+            said = _shortage(error, settings, given)
             if said is None:
                 raise
             raise TiledslError(f"rank 0: {said}") from None
@@ -625,6 +626,15 @@ COMMAND_LINE_ONLY = {
 #: run()'s settings: every other keyword names a matrix
 RUN_SETTINGS = [name for name, parameter in inspect.signature(Loaded.run).parameters.items()
                 if parameter.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+def _shortage(error: BaseException, settings: dict, given: dict) -> str | None:
+    """Memory (or a thread) that ran out, said with what helps a run of these ``settings`` on the
+    ``given`` arrays (see :func:`.runtime.errors.shortage`); None for another error."""
+    from .runtime.errors import shortage
+    from .runtime.resources import shortage_remedies
+
+    return shortage(error, shortage_remedies(False, settings["check"], bool(given), API))
 
 
 def _warn(text: str) -> None:

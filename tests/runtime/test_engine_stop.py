@@ -179,3 +179,18 @@ def test_interrupts_held_come_once_released_and_the_handlers_are_as_they_were():
     quiet = HeldInterrupts()
     signal.raise_signal(signal.SIGINT)
     assert [signum for signum, _ in quiet.release(act=False)] == [signal.SIGINT]
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_thread_that_ends_without_a_word_fails_the_run_instead_of_hanging_it(tmp_path, monkeypatch):
+    """Under `ulimit -v` a worker's own set-up could fail (Python could not make its records: 'Exception
+    ignored in thread started by ... MemoryError') and the run waited for its tasks for ever, the
+    watchdog's thread dead of the same."""
+    monkeypatch.setattr(engine.Engine, "_worker", lambda self, index, device, lane: None)
+    began = time.monotonic()
+    with pytest.raises(tiledsl.TiledslError) as failed:
+        program(tmp_path, bad=None).run(n=40, workers=2)
+    assert time.monotonic() - began < 20
+    assert str(failed.value).startswith("rank 0: out of memory: the thread of CPU worker 0 and CPU worker 1 ended "
+                                        "before the run, without a word; "), str(failed.value)
+    assert "or a smaller n" in str(failed.value)  # the API's own spelling of the run's remedies

@@ -84,6 +84,9 @@ def _limits(address: int, processes: int):
      "cannot start a thread (each reserves its stack, 8.00 MiB by ulimit -s); this process's address space is "
      "limited to 300.00 MiB (ulimit -v): raise that limit, or use more ranks (each has its own limit) or a smaller "
      "--n"),
+    (RuntimeError("can't allocate read lock"), -1, -1,
+     "out of memory: can't allocate read lock; use more ranks on other nodes (the ranks on one node share its memory) "
+     "or a smaller --n"),
     (RuntimeError("can't start new thread"), -1, 4096,
      "cannot start a thread: this user's processes and threads may have reached their limit (ulimit -u 4096), or "
      "memory ran out; use more ranks on other nodes (the ranks on one node share its memory) or a smaller --n"),
@@ -122,6 +125,27 @@ def test_memory_that_runs_out_in_the_loop_nest_or_a_kernel_is_said_as_a_shortage
     monkeypatch.setattr(launch, "_fill_inputs", short)
     with pytest.raises(tiledsl.TiledslError, match=r"^rank 0: out of memory: Unable to allocate 8 bytes; use more"):
         tiledsl.load("cholesky").run(A=np.eye(8))
+    with pytest.raises(tiledsl.TiledslError) as checked:  # the remedies are the API's, and the check's too
+        tiledsl.load("cholesky").run(A=np.eye(8), check=True)
+    assert str(checked.value).endswith("with tiledsl run --np (a run from Python is one rank) or smaller inputs (the "
+                                       "files or arrays given fix the sizes), or run with check=False")
+
+
+def test_a_runs_remedies_for_memory_are_those_of_its_refusal(monkeypatch):
+    """Memory that ran out during a --check run did not advise running without it; the API was told '--n'."""
+    import resource
+
+    from tiledsl.runtime import resources
+    from tiledsl.runtime.options import API, COMMAND_LINE
+
+    unlimited = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+    monkeypatch.setattr(resources.resource, "getrlimit", lambda which: unlimited)
+    assert resources.shortage_remedies(True, True, False, COMMAND_LINE) == (
+        "use more ranks on other nodes (the ranks on one node share its memory), a smaller --n or a smaller "
+        "--window, or run without --check")
+    assert resources.shortage_remedies(False, False, False, API) == (
+        "use more ranks on other nodes (the ranks on one node share its memory) with tiledsl run --np (a run from "
+        "Python is one rank) or a smaller n")
 
 
 @pytest.mark.timeout(60)
