@@ -1102,6 +1102,10 @@ def test_a_tile_setting_given_to_tune_as_a_parameter_is_said_to_be_tunes_choice(
     assert status == 2 and err.strip() == (
         "tiledsl: error: --set nb: nb is a tile setting, which tune chooses: --sizes S1,S2,... limits the tile "
         "sizes it tries")
+    status, _, err = in_process(capsys, "tune", "cholesky", "--set", "b=64")  # said a tile setting of cholesky's
+    assert status == 2 and err.strip() == (
+        "tiledsl: error: --set b: b is a setting of hybrid tiling, and cholesky's tiling is uniform, whose tile sizes "
+        "tune chooses: --sizes S1,S2,... limits the tile sizes it tries")
 
 
 def test_a_kernel_without_a_flop_count_is_said_to_be_timed_as_a_gemm():
