@@ -371,7 +371,7 @@ def _line_ended_early(source: Source, line: int, before: str, token, terminals, 
 
 #: a line that begins with a kernel call, up to the unexpected token; a line that ends where an expression is due
 _CALL_BEGINS_LINE = re.compile(r"\s*([A-Za-z_]\w*)\s*\(")
-_EXPRESSION_DUE = re.compile(r"(?:[=<>!]=|[=<>+\-*/%]|\.\.|\b(?:step|priority|require|flops|in|if|and|or|not))\s*$")
+_EXPRESSION_DUE = re.compile(r"(?:[=<>!]=|\*\*|//|[=<>+\-*/%]|\.\.|\b(?:step|priority|require|flops|in|if|and|or|not))\s*$")
 
 
 def _expression_missing(source: Source, line: int, before: str, token, notes) -> Diagnostic | None:
