@@ -34,7 +34,8 @@ from .options import EXIT_CODES, SuggestingParser, add_run_arguments, collective
 from .notes import warnings_of
 from .outputs import remove_abandoned
 from .sameness import check_same_job
-from .reporting import failure_json, failure_reasons, json_text, summary_json, summary_text
+from .reporting import (failure_json, failure_line_out, failure_reasons, json_text, stdout_closed, summary_json,
+                        summary_text)
 from .userkernels import changed_source
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
                     end_open_line, environment_switch, expect_json, launcher_rank, launcher_size, record_completion,
@@ -157,7 +158,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
             print(f"tiledsl: error: {error}", file=err)
             end_open_line()
             if json_out is not None:
-                print(json_text({**json_out[0], "error": str(error)}), file=out, flush=True)
+                return _leave(comm, failure_line_out(json_text({**json_out[0], "error": str(error)}), out, err) or 2)
         return _leave(comm, 2)
     except InternalFailure as failure:
         return _fail(comm, _internal_text(failure.rank, str(failure)), err,
@@ -376,13 +377,6 @@ def _stopped_as_any_process() -> None:
 
 
 os.register_at_fork(after_in_child=_stopped_as_any_process)
-
-
-def stdout_closed() -> int:
-    """Stdout's reader has gone: what is still to be written (the flush at exit too) goes
-    to /dev/null, quietly; the status of a process ended by SIGPIPE, as shells show it."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 128 + signal.SIGPIPE
 
 
 def _leave(comm, status: int) -> int:

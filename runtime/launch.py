@@ -32,7 +32,7 @@ from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources
 from .broadcast import broadcast_for
 from .crash import run_in_progress
-from .options import Options, check_file_names
+from .options import Options, check_file_names, check_gpus
 from .notes import warnings_of
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
@@ -231,8 +231,7 @@ def _largest_tile(params, matrices: dict) -> int:
 
 def _devices(options: Options):
     """The GPU backend for ``--gpus``, or None without GPUs."""
-    if options.gpus < 0:
-        raise UsageError(f"--gpus must be at least 0, got {options.gpus}")
+    check_gpus(options.gpus, options.spelling.setting("gpus"))
     if not options.gpus:
         return None
     try:

@@ -90,12 +90,13 @@ class SuggestingParser(argparse.ArgumentParser):
         helped = self.prog if command is None else f"{self.prog} {command[0]}"
         said = f"{message} (see {helped} --help)"
         run = self._json_failure_of()
+        piped = None
         if run is not None:  # a script reading --json's line hears of a usage error too
-            from .reporting import failure_json, json_text
+            from .reporting import failure_json, failure_line_out, json_text
 
             ranks = {"np": self.ranks} if run == "run" else {}  # (the others' runs are one rank's, or simulated)
-            print(json_text({**failure_json(self.program, None), **ranks, "error": said}), flush=True)
-        self.exit(2, f"{self.prog}: error: {said}\n")
+            piped = failure_line_out(json_text({**failure_json(self.program, None), **ranks, "error": said}))
+        self.exit(piped or 2, f"{self.prog}: error: {said}\n")
 
     def _json_failure_of(self) -> str | None:
         """The command (``run`` for a driver's) when the command line is one of :data:`JSON_COMMANDS`
@@ -480,6 +481,7 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
     options.outputs = _paths(args.output, "--output")
     check_file_names(matrix_names, workspace_names, options.inputs, options.outputs)
     check_workers(args.workers)
+    check_gpus(args.gpus)
     if args.window is not None and args.window < 1:
         raise UsageError(f"--window must be at least 1, got {args.window}")
     if args.gpu_streams is not None and args.gpu_streams < 1:
@@ -508,7 +510,7 @@ def run_warnings(program, args: argparse.Namespace) -> list:
     warnings = []
     if args.check and program.check is None:
         warnings.append(f"program {program.name} declares no check: --check has nothing to verify")
-    if args.gpus > 0 and args.gpu_backend is None:  # a negative count is a usage error, said alone
+    if 0 < args.gpus <= MAX_GPUS and args.gpu_backend is None:  # a count out of range is a usage error, said alone
         warnings.append(f"--gpus {args.gpus} with the emulated backend (numpy arrays standing in for GPUs); "
                         f"use --gpu-backend cupy for NVIDIA GPUs")
     warnings.append(unused_backend(args))
@@ -558,6 +560,18 @@ def check_workers(workers: int | None) -> None:
     if workers is not None and not 1 <= workers <= MAX_WORKERS:
         raise UsageError(f"--workers must be from 1 to {MAX_WORKERS} (this machine has {os.cpu_count() or 1} cores), "
                          f"got {workers}")
+
+
+#: the most GPUs a run, a plan or a simulated node may have: an emulated GPU is a thread, and
+#: 100,000 of them ended a run as "cannot start a thread" (a real node has a few)
+MAX_GPUS = 1024
+
+
+def check_gpus(gpus: int, name: str = "--gpus") -> None:
+    """A usage error for a count of GPUs below 0 or above :data:`MAX_GPUS` (``name``: as the
+    interface spells the setting)."""
+    if not 0 <= gpus <= MAX_GPUS:
+        raise UsageError(f"{name} must be from 0 to {MAX_GPUS}, got {gpus}")
 
 
 def check_seed(seed: int) -> None:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -514,3 +517,25 @@ def _cache_statistics(engine) -> dict | None:
     of the bytes each GPU held; None for an in-memory run."""
     exchange = engine.exchange
     return exchange.out_of_core.statistics() if exchange is not None and exchange.out_of_core is not None else None
+
+
+def stdout_closed() -> int:
+    """Stdout's reader has gone: what is still to be written (the flush at exit too) goes
+    to /dev/null, quietly; the status of a process ended by SIGPIPE, as shells show it."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
+
+
+def failure_line_out(text: str, out=None, err=None) -> int | None:
+    """``text``, a failed command's --json object, as a line on stdout (``out``): None, or where
+    stdout's reader left (| head) the status of a process SIGPIPE ended. A stdout that takes nothing
+    (`> /dev/full`, a full disk) is said on stderr (``err``), and the failure's own status stands."""
+    try:
+        print(text, file=out or sys.stdout, flush=True)
+    except BrokenPipeError:
+        return stdout_closed()
+    except OSError as error:
+        print(f"tiledsl: error: the output could not be written to stdout: {error.strerror or error}",
+              file=err or sys.stderr, flush=True)
+        stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
+    return None

@@ -1027,6 +1027,30 @@ def test_a_summary_stdout_cannot_take_is_one_line_not_an_internal_error():
     assert out.stderr.strip() == "tiledsl: error: the output could not be written to stdout: No space left on device"
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command, said", [
+    (["run", "nope.tile"], "tiledsl: error: nope.tile: no such file"),
+    (["run", "programs/cholesky.tile", "--n", "0"], "tiledsl: error: --n must be at least 1, got 0"),
+    (["explain", "programs/cholesky.tile", "--n", "0"], "tiledsl: error: --n must be at least 1, got 0"),
+])
+def test_a_failure_object_stdout_cannot_take_leaves_the_failure_said_and_its_status(command, said):
+    """--json's failure object written to `> /dev/full` was a traceback (exit 1), or in a run an internal error
+    (exit 3); to a reader that left (| head), a BrokenPipeError traceback, not the 141 of a closed pipe."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *command, "--json"], cwd=ROOT, stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=100)
+    assert out.returncode == 2 and out.stderr.splitlines() == [
+        said, "tiledsl: error: the output could not be written to stdout: No space left on device"], out.stderr
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader left before the object came
+    with os.fdopen(writer, "w") as gone:
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", *command, "--json"], cwd=ROOT, stdout=gone,
+                             stderr=subprocess.PIPE, text=True, timeout=100)
+    assert out.returncode == 141 and out.stderr.splitlines() == [said], out.stderr
+
+
 
 @pytest.mark.parametrize("failure", [BrokenPipeError(32, "Broken pipe"), OSError(28, "No space left on device")])
 def test_a_kernels_print_to_a_stdout_gone_is_dropped_and_the_main_thread_still_told(failure):

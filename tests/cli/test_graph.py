@@ -182,7 +182,7 @@ def test_svg_through_graphviz(tmp_path, capsys):
      "renders at most 1000 through graphviz, whose layout takes minutes past that (write .dot for up to 5000)"),
     (("--n", "300", "--nb", "100", "-o", "dag.txt"), "as .dot"),
     (("--n", "300", "--grid", "2y1"), "2y1"),
-    (("--n", "300", "--gpus", "-1"), "--gpus must be at least 0"),
+    (("--n", "300", "--gpus", "-1"), "--gpus must be from 0 to 1024, got -1"),
 ])
 def test_usage_errors(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)

@@ -547,7 +547,8 @@ def test_a_bad_gpu_memory_size_is_a_usage_error(size):
     (("--n", 100, "--output", "A=t.npy", "--trace", "./t.npy"), "--trace ./t.npy: the same file as --output A=t.npy"),
     (("--n", 100, "--output", "A=x.npy", "--output", "A=y.npy"), "--output A is given twice (A=x.npy and A=y.npy)"),
     (("--n", 100, "--set", "n=1", "--set", "n=2"), "--set n is given twice (n=1 and n=2)"),
-    (("--n", 100, "--gpus", "-1"), "--gpus must be at least 0, got -1"),
+    (("--n", 100, "--gpus", "-1"), "--gpus must be from 0 to 1024, got -1"),
+    (("--n", 100, "--gpus", "100000"), "--gpus must be from 0 to 1024, got 100000"),  # was "cannot start a thread"
     (("--n", 100, "--set", "nb=64"), "--set nb: nb is not a parameter of cholesky: give it as --nb"),
     (("--n", 100, "--set", "b=64"), "--set b: b is not a parameter of cholesky: b is a setting of hybrid tiling, and "
                                     "cholesky's tiling is uniform, which takes --nb"),  # --b was then refused

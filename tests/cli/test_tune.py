@@ -778,8 +778,9 @@ def test_tune_with_cupy_and_no_gpu_is_a_clear_usage_error(cache):
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("args, text", [
-    (("--gpus", -1), "--gpus must be at least 0"), (("--sizes", "100"), "multiples of 64"),
+    (("--gpus", -1), "--gpus must be from 0 to 1024, got -1"), (("--sizes", "100"), "multiples of 64"),
     (("--sizes", "a,b"), "--sizes expects integers"), (("--sizes", "0,64"), "--sizes must be positive multiples of 64"),
+    (("--sizes", "64,,"), "--sizes expects integers separated by commas, got '64,,'"),  # was tune at 64, said nothing
     (("--budget", 0), "--budget must be a finite positive number of seconds, got 0\n"),
     (("--budget", "nan"), "--budget must be a finite positive number of seconds, got nan\n"),
     (("--budget", "inf"), "--budget must be a finite positive number of seconds, got inf\n"),

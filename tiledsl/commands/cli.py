@@ -30,7 +30,7 @@ from ..runtime.entry import Stopped, process_status
 from ..runtime.world import LineTracking
 from ..runtime.outputs import check_replaceable, check_writable
 from .plot import DRAWN_BY
-from ..runtime.reporting import failure_json, json_text
+from ..runtime.reporting import failure_json, failure_line_out, json_text, stdout_closed
 from ..runtime.world import (RankError, UsageError, check_working_directory, closed_streams, environment_switch,
                              standard_streams_open, unraisable_in_one_line)
 
@@ -57,33 +57,23 @@ def main(argv=None) -> int:
         _say_which_program(args)
         return args.handler(args)
     except BrokenPipeError:  # stdout's reader has gone (| head): a normal end
-        from ..runtime.entry import stdout_closed
-
         return stdout_closed()
     except UsageError as error:
         print(f"tiledsl: error: {error}", file=sys.stderr)
-        if args is None:  # before the options were read (the current directory gone): --json's object all the same
-            _json_failure_before_options(argv, str(error))
-        _json_failure(args, str(error))
-        return 2
+        # before the options were read (the current directory gone): --json's object all the same
+        return _json_failure(args, str(error), argv) or 2
     except NotCompiled as error:
-        _json_failure(args, str(error))
-        return 1
+        return _json_failure(args, str(error)) or 1
     except (KeyboardInterrupt, Stopped) as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
         print(f"tiledsl: stopped by {signal.Signals(signum).name}", file=sys.stderr)  # as a run's ranks say it
-        if args is None:  # stopped as the options were read: --json's object all the same
-            _json_failure_before_options(argv, f"stopped by {signal.Signals(signum).name}")
-        _json_failure(args, f"stopped by {signal.Signals(signum).name}")
-        return 128 + signum
+        # stopped as the options were read: --json's object all the same
+        return _json_failure(args, f"stopped by {signal.Signals(signum).name}", argv) or 128 + signum
     except TaskFailure as failure:  # the program's loop nest failed (explain, graph, tune, simulate walk it)
         print(f"tiledsl: error: {_failure_text(failure, args)}", file=sys.stderr)
-        _json_failure(args, _failure_text(failure, args))
-        return 1
+        return _json_failure(args, _failure_text(failure, args)) or 1
     except StdoutError as error:  # a full disk, or a device that takes nothing (`> /dev/full`)
         print(f"tiledsl: error: the output could not be written to stdout: {error.strerror}", file=sys.stderr)
-        from ..runtime.entry import stdout_closed
-
         stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
         return 1
     except Exception as error:  # a bug in tiledsl, not in the user's program
@@ -91,12 +81,10 @@ def main(argv=None) -> int:
 
         if shortage(error):  # memory or a thread this process could not have: not a bug either
             print(f"tiledsl: error: {shortage(error)}", file=sys.stderr)
-            _json_failure(args, shortage(error))
-            return 1
+            return _json_failure(args, shortage(error)) or 1
         if missing_package(error) is not None:  # or a package the environment lacks (an extra's, scipy's own)
             print(f"tiledsl: error: {missing_package(error)}", file=sys.stderr)
-            _json_failure(args, missing_package(error))
-            return 2
+            return _json_failure(args, missing_package(error)) or 2
         if environment_switch("TILEDSL_DEBUG"):
             traceback.print_exc()
         print(f"tiledsl: internal error: {type(error).__name__}: {error}\n"
@@ -114,24 +102,30 @@ def _stop_on_signals() -> None:
         unless_ignored(signum, stopped_by_signal)
 
 
-def _json_failure(args, error: str) -> None:
+def _json_failure(args, error: str, argv: list | None = None) -> int | None:
     """A command with ``--json`` (run, bench, explain, tune, simulate) that stopped before its result
     (a usage error, a program with errors, a loop nest that failed) says so on stdout too, as a run
-    that failed later does: ``program`` null where it was not read yet (:func:`_load_driver`)."""
-    if getattr(args, "json", False):
-        # on a line of its own: a stop may have cut the result's line (explain's, 170 KB) as it was written
-        apart = "\n" if getattr(sys.stdout, "line_open", False) else ""
-        print(apart + json_text({**failure_json(getattr(args, "program", None), args.n, _ranks_of(args)),
-                                 "error": error}), flush=True)
+    that failed later does: ``program`` null where it was not read yet (:func:`_load_driver`); read
+    from the command line as written (``argv``) where the options were not (``args`` None). None, or
+    the status of a stdout whose reader left (:func:`.reporting.failure_line_out`)."""
+    if args is None:
+        return _json_failure_before_options(argv, error) if argv is not None else None
+    if not getattr(args, "json", False):
+        return None
+    # on a line of its own: a stop may have cut the result's line (explain's, 170 KB) as it was written
+    apart = "\n" if getattr(sys.stdout, "line_open", False) else ""
+    return failure_line_out(apart + json_text({**failure_json(getattr(args, "program", None), args.n,
+                                                              _ranks_of(args)), "error": error}))
 
 
-def _json_failure_before_options(argv: list, error: str) -> None:
+def _json_failure_before_options(argv: list, error: str) -> int | None:
     """:func:`_json_failure` of a command stopped before its options were read, from the command line
     as written (as the ``tiledsl`` program's own stop while it loads says it: ``np`` null for run)."""
     given = argv[:argv.index("--") if "--" in argv else None]
-    if "--json" in given:
-        ranks = {"np": None} if given[:1] == ["run"] else {}
-        print(json_text({**failure_json(None, None), **ranks, "error": error}), flush=True)
+    if "--json" not in given:
+        return None
+    ranks = {"np": None} if given[:1] == ["run"] else {}
+    return failure_line_out(json_text({**failure_json(None, None), **ranks, "error": error}))
 
 
 def _ranks_of(args) -> int | None:
@@ -497,9 +491,9 @@ def _driver_path(path: str):
 def _grid_of(args) -> tuple[int, int]:
     """The ``--grid`` that explain and graph plan for, with their ``--gpus`` checked."""
     from ..runtime.distribution import parse_grid
+    from ..runtime.options import check_gpus
 
-    if args.gpus < 0:
-        raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
+    check_gpus(args.gpus)
     return parse_grid(args.grid)
 
 
@@ -570,9 +564,10 @@ def _bench(args) -> int:
         table = run_bench(driver, options, args.rounds, not args.no_dask)
     except (TaskFailure, RankError) as failure:  # a kernel failed, or its module did not load: said as run says it
         error = _failure_text(failure, args) if isinstance(failure, TaskFailure) else f"rank 0: {failure}"
-        if args.json:
-            print(json_text({**failure_json(driver.PROGRAM.name, options.n), "error": error}), flush=True)
         print(f"tiledsl: error: {error}", file=sys.stderr)
+        if args.json:
+            failed = json_text({**failure_json(driver.PROGRAM.name, options.n), "error": error})
+            return failure_line_out(failed) or 1
         return 1
     print(json_text(table) if args.json else render(table))
     for line in table["errors"]:  # why it failed, as run says it
@@ -658,7 +653,7 @@ def _tune(args) -> int:
     sizes = None
     if args.sizes is not None:
         try:
-            sizes = [int(item) for item in args.sizes.split(",") if item.strip()]
+            sizes = [int(item) for item in args.sizes.split(",")]  # an empty item too: a typo, said
         except ValueError:
             raise UsageError(f"--sizes expects integers separated by commas, got {args.sizes!r}") from None
     budget = QUICK if args.quick else BUDGET

@@ -26,7 +26,7 @@ from ..runtime.distribution import parse_grid
 from ..runtime.iterations import count_text, iteration_bound
 from ..runtime.layout import make_params, placement, use_tuned
 from ..runtime.fitting import check_files, fit_files
-from ..runtime.options import add_size_arguments, add_tuning_arguments, size_options, trace_file
+from ..runtime.options import add_size_arguments, add_tuning_arguments, check_gpus, size_options, trace_file
 from ..runtime.outputs import check_output_paths
 from ..runtime.priorities import MODES
 from ..runtime.reporting import json_text, rate_text, settings_text
@@ -75,8 +75,8 @@ def run(args, driver) -> int:
     from ..simulation import load, simulate, this_machine
 
     nodes = _nodes(args)
-    if args.gpus is not None and args.gpus < 0:
-        raise UsageError(f"--gpus must be at least 0, got {args.gpus}")
+    if args.gpus is not None:
+        check_gpus(args.gpus)
     for name in ("workers", "window"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")

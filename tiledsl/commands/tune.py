@@ -68,7 +68,7 @@ from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.rates import rate_kept
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params
-from ..runtime.options import TILE_SETTINGS, check_workers, tile_values
+from ..runtime.options import TILE_SETTINGS, check_gpus, check_workers, tile_values
 from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
 from ..runtime.recording import record
@@ -398,8 +398,7 @@ def tune(driver, gpus: int = 0, backend: str = "emulated", workers: int | None =
 def _check_arguments(program, gpus: int, workers: int | None, budget: float, sizes: list | None, n: int | None,
                      sets: dict | None) -> None:
     """A usage error for an argument tune cannot work with, before anything is timed."""
-    if gpus < 0:
-        raise UsageError(f"--gpus must be at least 0, got {gpus}")
+    check_gpus(gpus)
     check_workers(workers)
     check_budget(budget)
     if sizes is not None and (not sizes or any(s < STEP or s % STEP for s in sizes)):
