@@ -71,6 +71,16 @@ class KernelExit(BaseException):
     """``os._exit`` called by a kernel (a BaseException: the kernel is to end, as it asked)."""
 
 
+class RunStop(BaseException):
+    """An end of the run that is tiledsl's own, not the user's code's (a stopping signal, the
+    watchdog), though it may be raised inside that code: what catches the user's code's every error
+    (``except BaseException``: a check raising GeneratorExit is its mistake) lets it through."""
+
+
+#: what the user's code may raise that is not its mistake: Ctrl-C, and tiledsl's own stops
+NOT_USERS = (KeyboardInterrupt, RunStop)
+
+
 def guard_exit() -> None:
     """Install the ``os._exit`` of the module docstring (idempotent), until the last run of the process
     ends (:func:`run_in_progress`)."""

@@ -752,7 +752,7 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int, reme
     at = user_code_line(error)
     text = message_of(error)
     reason = text if error.__class__.__name__ == "KernelError" or isinstance(error, KernelExit) else \
-        shortage(error, remedies) if isinstance(error, MemoryError) else \
+        shortage(error, remedies, at) if isinstance(error, MemoryError) else \
         f"{type(error).__name__}{at}: {text}" if text else f"{type(error).__name__}{at}"
     if not isinstance(error, Exception):
         reason += " (a kernel must return, or raise an Exception; it may not end the run)"

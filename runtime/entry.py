@@ -29,7 +29,7 @@ from .launch import execute, run_notes
 from .layout import use_tuned
 from ..packages import missing_package
 from .comm import Unanswered
-from .crash import claim_process
+from .crash import RunStop, claim_process
 from .options import EXIT_CODES, SuggestingParser, add_run_arguments, collective_limit, options_from, run_warnings
 from .notes import warnings_of
 from .outputs import remove_abandoned
@@ -328,7 +328,7 @@ def _abort(comm, code: int) -> None:
 SECONDARY_SECONDS = 10.0
 
 
-class Stopped(BaseException):
+class Stopped(RunStop):
     """SIGTERM or SIGHUP arrived: unwind the run (workers finish their kernel) and leave.
 
     A BaseException, like KeyboardInterrupt, so that nothing that catches a

@@ -85,14 +85,15 @@ class InternalFailure(TaskFailure):
     """A bug of tiledsl stopped the run on this rank (said as an internal error, exit status 3)."""
 
 
-def shortage(error: BaseException, remedies: str | None = None) -> str | None:
+def shortage(error: BaseException, remedies: str | None = None, at: str = "") -> str | None:
     """A MemoryError, or a thread that could not start, said as what it is, with what helps (the
     run's estimate was checked before it started, so the memory went past it or to another process
     since): ``remedies``, the run's own (:func:`.resources.shortage_remedies`: the settings it has,
-    as its interface spells them), or else the general advice. None for any other error."""
+    as its interface spells them), or else the general advice; ``at``: where in the user's code it ran
+    out (`` at kernels.py:3``, :func:`user_code_line`). None for any other error."""
     if isinstance(error, MemoryError) or isinstance(error, RuntimeError) and str(error) in _NO_LOCK:
         said = f": {error}" if str(error) else ""
-        return f"out of memory{said}; {_more_memory(remedies)}"
+        return f"out of memory{at}{said}; {_more_memory(remedies)}"
     if isinstance(error, RuntimeError) and "can't start new thread" in str(error):
         if _address_limit() is not None:  # the usual cause there: each thread's stack is reserved in it
             stack = resource.getrlimit(resource.RLIMIT_STACK)[0]

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .checks import CheckError
-from .crash import KernelExit, fatal_signals_traced, user_code
+from .crash import NOT_USERS, KernelExit, fatal_signals_traced, user_code
 from .userkernels import load_kernel_module
 from .verify import fill_untouched
 from .watchdog import deadline
@@ -87,7 +87,9 @@ def _call(check, driver, before: dict, after: dict, params: dict) -> tuple:
     try:
         with user_code(), fatal_signals_traced():  # a crash in it is said with its stack, as one in a kernel
             value = function(*arguments)
-    except (Exception, SystemExit, KernelExit) as error:  # the user's check: its failure is the run's, in one line
+    except NOT_USERS:
+        raise
+    except BaseException as error:  # the user's check: its failure (GeneratorExit too) is the run's, in one line
         return None, f"{where}: {check.kind} raised {_described(error, function)}"
     residuals, problem = _residuals(check.kind, value)
     if problem is not None:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .. import usercache
 from ..drivercontract import source_digest
-from .crash import KernelExit, fatal_signals_traced, user_code
+from .crash import NOT_USERS, KernelExit, fatal_signals_traced, user_code
 from .errors import TaskFailure
 from .kernels import CPU_KERNELS
 from .watchdog import FLOOR_SECONDS, deadline
@@ -222,7 +222,9 @@ def _import(path: Path):
                 spec.loader.exec_module(module)
         except SyntaxError as error:  # NUL bytes too, on recent Pythons: a SyntaxError of no line
             raise RankError(f"kernel module {_place(path, error.lineno)}: SyntaxError: {error.msg}") from None
-        except (Exception, SystemExit, KernelExit) as error:  # a failing import, an exit: the module's mistake
+        except NOT_USERS:
+            raise
+        except BaseException as error:  # a failing import, an exit (a GeneratorExit too): the module's mistake
             line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
                          if Path(frame.filename).resolve() == path.resolve()), None)
             where = _place(path, line)

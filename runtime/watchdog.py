@@ -29,7 +29,7 @@ import threading
 import time
 
 from . import threadstart
-from .crash import frozen_backstop
+from .crash import RunStop, frozen_backstop
 from .errors import tile_line
 from .notes import arguments_text
 from .scheduler import where
@@ -74,7 +74,7 @@ class Limit:
         return self.setting or None
 
 
-class Stalled(BaseException):
+class Stalled(RunStop):
     """Raised asynchronously in a loop nest that stalled (not an Exception: nothing may swallow it)."""
 
 

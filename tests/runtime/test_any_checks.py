@@ -240,6 +240,10 @@ def past_floats(before, after):
 
 def negative_past_floats(before, after):
     return -10 ** 400
+
+
+def ends_a_generator(before, after):
+    raise GeneratorExit("not an Exception")
 '''
 
 
@@ -249,7 +253,7 @@ def line_of(text: str) -> int:
     return next(number for number, line in enumerate(CHECKS.splitlines(), 1) if text in line)
 
 
-RAISES_AT, EXITS_AT = line_of('["y"]'), line_of("exit(3)")
+RAISES_AT, EXITS_AT, BASE_AT = line_of('["y"]'), line_of("exit(3)"), line_of("GeneratorExit(")
 
 
 def with_user_check(text: str, function: str, folder: Path) -> str:
@@ -338,6 +342,8 @@ def test_an_integer_residual_past_floats_is_infinite_and_fails(user_driver):
     ("raising", rf"^check raising \(p.tile:7\): raising raised KeyError at checks.py:{RAISES_AT}: 'y'$"),
     ("wrong_type", r"^check wrong_type \(p.tile:7\): wrong_type returned list; a check returns a float residual"),
     ("exits", rf"^check exits \(p.tile:7\): exits raised sys.exit\(3\) at checks.py:{EXITS_AT}$"),
+    ("ends_a_generator", rf"^check ends_a_generator \(p.tile:7\): ends_a_generator raised GeneratorExit at "
+                         rf"checks.py:{BASE_AT}: not an Exception$"),  # a BaseException: it was a traceback
     ("missing", r"^check missing \(p.tile:7\): kernel module checks.py defines no function missing$"),
     ("negative", r"^check negative \(p.tile:7\): negative returned -5, below 0: a residual is a ratio of norms"),
     ("bad_entry", r"^check bad_entry \(p.tile:7\): bad_entry returned a dict whose entry 'b' is list, not a number$"),

@@ -118,6 +118,8 @@ def test_memory_that_runs_out_in_the_loop_nest_or_a_kernel_is_said_as_a_shortage
     said = str(errors.loop_nest_failure(MemoryError("no room"), 1))
     assert said == "out of memory: no room; use more ranks on other nodes (the ranks on one node share its memory) " \
                    "or a smaller --n"
+    # a kernel's, named at its line in the user's code (language.md), as its other errors are
+    assert errors.shortage(MemoryError("no room"), None, " at km.py:3").startswith("out of memory at km.py:3: no room; ")
 
     def short(*args, **kwargs):
         raise MemoryError("Unable to allocate 8 bytes")

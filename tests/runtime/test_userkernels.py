@@ -19,6 +19,8 @@ MODULES = {
     "failing import": ("import no_such_module_here\n\ndef scale(A):\n    A *= 2\n", 1,
                        "rank 0: kernel module kernels.py:1: ModuleNotFoundError: No module named 'no_such_module_here'"),
     "SystemExit": ("import sys\nsys.exit(3)\n", 1, "rank 0: kernel module kernels.py:2: called sys.exit(3) while being loaded"),
+    "a BaseException": ("class Odd(BaseException):\n    pass\n\n\nraise Odd('not an Exception')\n", 1,
+                        "rank 0: kernel module kernels.py:5: Odd: not an Exception"),  # it was a traceback
     "a value, not a function": ("scale = 3\n", 1,
                                 "rank 0 (t.tile:5): kernel module kernels.py: scale must be a function (for the call "
                                 "scale(A[0, 0])), not int 3"),
