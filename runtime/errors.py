@@ -100,8 +100,8 @@ def shortage(error: BaseException, remedies: str | None = None, at: str = "") ->
             return (f"cannot start a thread (each reserves its stack, {_limit_text(stack)} by ulimit -s); "
                     f"{_more_memory(remedies)}")
         processes = resource.getrlimit(resource.RLIMIT_NPROC)[0]
-        count = (f"this user's processes and threads may have reached their limit (ulimit -u {processes}), or "
-                 if processes != resource.RLIM_INFINITY else "")
+        count = (f"this user's processes and threads may have reached their limit (ulimit -u {processes}): raise "
+                 f"it, or use fewer workers (each is a thread); or " if processes != resource.RLIM_INFINITY else "")
         return f"cannot start a thread: {count}memory ran out; {_more_memory(remedies)}"
     return None
 

@@ -88,8 +88,9 @@ def _limits(address: int, processes: int):
      "out of memory: can't allocate read lock; use more ranks on other nodes (the ranks on one node share its memory) "
      "or a smaller --n"),
     (RuntimeError("can't start new thread"), -1, 4096,
-     "cannot start a thread: this user's processes and threads may have reached their limit (ulimit -u 4096), or "
-     "memory ran out; use more ranks on other nodes (the ranks on one node share its memory) or a smaller --n"),
+     "cannot start a thread: this user's processes and threads may have reached their limit (ulimit -u 4096): raise "
+     "it, or use fewer workers (each is a thread); or memory ran out; use more ranks on other nodes (the ranks on one "
+     "node share its memory) or a smaller --n"),
 ])
 def test_memory_or_a_thread_that_runs_out_is_said_with_the_limit_that_binds(monkeypatch, error, address, processes,
                                                                             text):
