@@ -234,6 +234,12 @@ def create_output(path: str | os.PathLike, shape: tuple[int, int]) -> np.memmap:
         return mapped
     except OSError as exc:
         reason = exc.strerror or exc
+        if exc.errno == errno.ENOMEM:  # the map takes the file's size of address space (ulimit -v)
+            from .errors import shortage
+            from .resources import bytes_text
+
+            reason = shortage(MemoryError(f"mapping the file takes {bytes_text(8 * math.prod(shape))} of address "
+                                          f"space"))
         raise OutputFileError(f"cannot create output file {path!r}: {reason}") from None
 
 

@@ -206,6 +206,18 @@ def test_an_output_the_disk_has_no_room_for_is_refused_when_created_not_by_a_cra
         npyio.create_output(tmp_path / "o.npy", (100, 100))
 
 
+def test_an_output_the_address_space_limit_cannot_map_is_said_as_out_of_memory(tmp_path, monkeypatch):
+    """Under `ulimit -v` an output was refused as a bare 'Cannot allocate memory', no limit named."""
+    import errno as errors
+
+    def unmappable(*args, **kwargs):
+        raise OSError(errors.ENOMEM, "Cannot allocate memory")
+    monkeypatch.setattr(npyio.np.lib.format, "open_memmap", unmappable)
+    with pytest.raises(npyio.OutputFileError, match=r"cannot create output file .*: out of memory: mapping the file "
+                                                     r"takes 78.12 KiB of address space; "):
+        npyio.create_output(tmp_path / "o.npy", (100, 100))
+
+
 def test_a_file_system_that_cannot_reserve_blocks_still_gets_its_output(tmp_path, monkeypatch):
     import errno as errors
 
