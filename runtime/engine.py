@@ -29,8 +29,8 @@ from . import heteroprio, threadstart
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
-from .errors import (InternalFailure, KernelError, TaskFailure, loop_nest_failure, message_of, shortage,
-                     user_code_line)
+from .errors import (InternalFailure, KernelError, TaskFailure, ValueArgumentError, loop_nest_failure, message_of,
+                     shortage, user_code_line)
 from .matrix import call_views
 from .notes import KernelNotes, arguments_text, where_ran
 from .options import COMMAND_LINE, Spelling
@@ -193,6 +193,8 @@ class Engine:
         if self.loop_nest is not None:
             self.loop_nest.submitted()
         site = id(call)
+        if values:
+            _check_values(call, values)
         call, tiles, regions = flatten(call, tiles, regions)
         views, kernel = call_views(call, tiles, regions), kernel or self.kernels[site]
         if self.priority_of is not None:
@@ -625,8 +627,6 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
         array = arrays[index]
         arrays[index] = read_only(array) if isinstance(array, np.ndarray) else devices.read_only(array)
     shapes = [arrays[index].shape for index in call.writes]
-    if task.values:
-        _check_values(call, task.values)
     arguments = arrays if call.plain else call.arguments(arrays, task.values)
     in_kernel.task = task  # os._exit in the kernel fails the task (see .crash)
     rank_pid = os.getpid()
@@ -649,15 +649,16 @@ def _check_values(call, values) -> None:
     """An int argument beyond 64 bits (``q * q`` of a large ``q``) is refused, not handed on: a
     kernel in C would take it wrapped around (Python ints have no range of their own); so is a
     float argument that overflowed to inf, or nan (``1.0e308 * s``), which --set and the
-    compiler refuse too."""
+    compiler refuse too. Refused as the loop nest submits the task: said at the call, with the
+    loop's values, as the loop nest's other mistakes."""
     for name, value in zip(call.values, values):
         if type(value) is int and not -INT64_MAX <= value <= INT64_MAX:
-            raise KernelError(f"its int argument {name} = {value} is beyond the 64-bit range (±{INT64_MAX}, "
-                              f"2**63 - 1), which a kernel's int argument stays within (C takes 64 bits): check "
-                              f"its formula")
+            raise ValueArgumentError(f"kernel {call.kernel}'s int argument {name} = {value} is beyond the 64-bit "
+                                     f"range (±{INT64_MAX}, 2**63 - 1), which a kernel's int argument stays within "
+                                     f"(C takes 64 bits): check its formula")
         if isinstance(value, float) and not math.isfinite(value):
-            raise KernelError(f"its float argument {name} = {value} is not a finite number (float64 reaches about "
-                              f"±1.8e308): check its formula")
+            raise ValueArgumentError(f"kernel {call.kernel}'s float argument {name} = {value} is not a finite number "
+                                     f"(float64 reaches about ±1.8e308): check its formula")
 
 
 def _check_returned(returned, arrays: list, kernel, task: Task) -> None:

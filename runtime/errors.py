@@ -138,6 +138,11 @@ def _limit_text(size: int) -> str:
     return "no limit" if size == resource.RLIM_INFINITY else bytes_text(size)
 
 
+class ValueArgumentError(ArithmeticError):
+    """A kernel's value argument out of the range a kernel takes (an int past 64 bits, a float
+    that overflowed): the program's mistake, at the call's line."""
+
+
 def loop_nest_failure(error: Exception, rank: int, remedies: str | None = None) -> TaskFailure:
     """The failure of the driver's loop nest that raised ``error``, at its ``.tile`` line (``remedies``:
     what helps the run where memory ran out, see :func:`shortage`)."""
@@ -146,7 +151,7 @@ def loop_nest_failure(error: Exception, rank: int, remedies: str | None = None) 
 
     if isinstance(error, TaskFailure):
         return error
-    if isinstance(error, (TileIndexError, FlopCountError)):
+    if isinstance(error, (TileIndexError, FlopCountError, ValueArgumentError)):
         return TaskFailure(f"{error}{_where(error)}", rank, getattr(error, "line", None) or driver_line(error))
     said = shortage(error, remedies)  # memory (or a thread) that ran out as the loop nest made tiles or messages
     if said is not None:

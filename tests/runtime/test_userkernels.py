@@ -238,10 +238,10 @@ def test_an_int_argument_beyond_64_bits_fails_its_task_rather_than_reach_the_ker
     assert program.run(n=1, params={"q": 3037000499})["R"][0, 0] == float(3037000499 ** 2)  # the largest square in range
     with pytest.raises(tiledsl.TiledslError) as error:
         program.run(n=1, params={"q": 4000000000})
-    assert str(error.value).endswith(
-        "kernel put failed on R[0, 0] (put(R[0, 0], q * q); argument v = 16000000000000000000): its int argument v = "
-        "16000000000000000000 is beyond the 64-bit range (±9223372036854775807, 2**63 - 1), which a kernel's int "
-        "argument stays within (C takes 64 bits): check its formula"), str(error.value)
+    assert str(error.value) == (  # said at the call with the loop's values, as the loop nest's other mistakes
+        "rank 0 (t.tile:7): kernel put's int argument v = 16000000000000000000 is beyond the 64-bit range "
+        "(±9223372036854775807, 2**63 - 1), which a kernel's int argument stays within (C takes 64 bits): check its "
+        "formula (in `put(R[0, 0], q * q)`, with q = 4000000000)"), str(error.value)
 
 
 @pytest.mark.timeout(60)
@@ -258,7 +258,8 @@ def test_a_float_argument_that_overflowed_fails_its_task_and_so_does_a_default_b
     assert program.run(n=1)["R"][0, 0] == 1.0
     with pytest.raises(tiledsl.TiledslError) as error:
         program.run(n=1, params={"s": 10.0})
-    assert "its float argument f = nan is not a finite number (float64 reaches about ±1.8e308)" in str(error.value)
+    assert str(error.value).startswith("rank 0 (t.tile:8): kernel put's float argument f = nan is not a finite "
+                                       "number (float64 reaches about ±1.8e308)"), str(error.value)
     with pytest.raises(tiledsl.TiledslError) as error:
         program.run(n=1000)
     assert str(error.value).startswith("the default of param big is inf, beyond float64's range (about ±1.8e308) "
