@@ -745,7 +745,8 @@ def _plain(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _task_failure(task: Task, error: BaseException, rank: int, device: int, remedies: str | None) -> TaskFailure:
+def _task_failure(task: Task, error: BaseException, rank: int, device: int,
+                  remedies: str | None = None) -> TaskFailure:
     """The failure of ``task`` run by a worker of ``device`` (0: a CPU worker, which may have taken a GPU task);
     ``remedies``: what helps the run where memory ran out."""
     call = task.call
