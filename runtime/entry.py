@@ -34,8 +34,8 @@ from .options import EXIT_CODES, SuggestingParser, add_run_arguments, collective
 from .notes import warnings_of
 from .outputs import remove_abandoned
 from .sameness import check_same_job
-from .reporting import (failure_json, failure_line_out, failure_reasons, json_text, stdout_closed, summary_json,
-                        summary_text)
+from .reporting import (failure_json, failure_line_out, failure_reasons, json_text, stdout_closed, stdout_unwritable,
+                        summary_json, summary_text)
 from .userkernels import changed_source
 from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
                     end_open_line, environment_switch, expect_json, launcher_rank, launcher_size, record_completion,
@@ -203,9 +203,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         except BrokenPipeError:  # the reader left (`| head -1`): a normal end
             return _leave(comm, stdout_closed())
         except OSError as error:  # a full disk or a device that takes nothing (`> /dev/full`)
-            print(f"tiledsl: error: the output could not be written to stdout: {error.strerror or error}",
-                  file=err, flush=True)
-            stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
+            stdout_unwritable(error, err)
             return _leave(comm, 1)
         for problem in failure_reasons(result):
             print(f"tiledsl: error: {problem}", file=err, flush=True)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from dataclasses import replace
 
-from ..language import INT64_MAX, TILING_SETTINGS
+from ..language import INT64_MAX, TILING_SETTINGS, tiling_of
 from . import tuning
 from .distribution import BlockCyclic, Hybrid
 from .geometry import Geometry
@@ -59,7 +59,7 @@ def setting_advice(program, name: str, spelling: Spelling) -> str:
     own = TILING_SETTINGS[kind]
     if name in own:
         return f"give {spelling.tile(name)}" if spelling.api else f"give it as {spelling.tile(name)}"
-    other = next(k for k, settings in TILING_SETTINGS.items() if name in settings)
+    other = tiling_of(name)
     if spelling.api:
         takes = "tiles={" + ", ".join(f"{setting!r}: ..." for setting in own) + "}"
     else:

@@ -535,7 +535,16 @@ def failure_line_out(text: str, out=None, err=None) -> int | None:
     except BrokenPipeError:
         return stdout_closed()
     except OSError as error:
-        print(f"tiledsl: error: the output could not be written to stdout: {error.strerror or error}",
-              file=err or sys.stderr, flush=True)
-        stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
+        stdout_unwritable(error, err)
     return None
+
+
+def stdout_unwritable(error: OSError, err=None) -> None:
+    """Say on stderr (``err``) that stdout could not take the output (a full disk, `> /dev/full`);
+    what Python would flush at exit then goes nowhere, rather than failing again."""
+    print(f"tiledsl: error: {unwritable_text(error)}", file=err or sys.stderr, flush=True)
+    stdout_closed()
+
+
+def unwritable_text(error: OSError) -> str:
+    return f"the output could not be written to stdout: {error.strerror or error}"

@@ -29,6 +29,11 @@ CHECK_ARGUMENTS = {"cholesky": ("t",), "lu": ("-", "--"), "qr": ("--",), "solve"
 CHECK_QUALIFIERS = ("lower", "upper", "unit", "symmetric", "transposed")
 
 
+def tiling_of(setting: str) -> str:
+    """The tiling whose setting ``setting`` is (``b``: hybrid)."""
+    return next(kind for kind, settings in TILING_SETTINGS.items() if setting in settings)
+
+
 def hybrid_slices_fit(B: int, b: int, s: int) -> bool:
     """Whether a hybrid block of width B holds its s slices: s-1 of width b and a last one of the
     rest, which must not be empty: (s-1)·b < B."""

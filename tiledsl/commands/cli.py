@@ -30,7 +30,7 @@ from ..runtime.entry import Stopped, process_status
 from ..runtime.world import LineTracking
 from ..runtime.outputs import check_replaceable, check_writable
 from .plot import DRAWN_BY
-from ..runtime.reporting import failure_json, failure_line_out, json_text, stdout_closed
+from ..runtime.reporting import failure_json, failure_line_out, json_text, stdout_closed, stdout_unwritable
 from ..runtime.world import (RankError, UsageError, check_working_directory, closed_streams, environment_switch,
                              standard_streams_open, unraisable_in_one_line)
 
@@ -73,8 +73,7 @@ def main(argv=None) -> int:
         print(f"tiledsl: error: {_failure_text(failure, args)}", file=sys.stderr)
         return _json_failure(args, _failure_text(failure, args)) or 1
     except StdoutError as error:  # a full disk, or a device that takes nothing (`> /dev/full`)
-        print(f"tiledsl: error: the output could not be written to stdout: {error.strerror}", file=sys.stderr)
-        stdout_closed()  # what Python would flush at exit goes nowhere, rather than failing again
+        stdout_unwritable(error)
         return 1
     except Exception as error:  # a bug in tiledsl, not in the user's program
         from ..runtime.errors import shortage

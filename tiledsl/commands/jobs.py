@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from ..runtime import crash
-from ..runtime.reporting import json_text
+from ..runtime.reporting import json_text, unwritable_text
 from ..runtime.world import process_exists, unless_ignored
 from .joboutput import Forwarder
 from .rankwatch import RankWatch
@@ -132,8 +132,7 @@ def _output_outcome(output: Forwarder | None, code: int) -> int:
     if output is None or code != 0:
         return code
     if output.failure is not None:
-        print(f"tiledsl: error: the output could not be written to stdout: {output.failure.strerror}",
-              file=sys.stderr, flush=True)
+        print(f"tiledsl: error: {unwritable_text(output.failure)}", file=sys.stderr, flush=True)
         return 1
     return 128 + signal.SIGPIPE if output.reader_gone else code
 

@@ -73,7 +73,7 @@ from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
 from ..runtime.recording import record
 from ..runtime.world import UsageError, default_workers
-from ..language import TILING_SETTINGS
+from ..language import TILING_SETTINGS, tiling_of
 
 STEP = 64  # tile sizes are multiples of 64 (the paper's granularity in double precision)
 THRESHOLD = 0.95  # B: the smallest size within 95% of the best GEMM rate
@@ -409,14 +409,9 @@ def _check_arguments(program, gpus: int, workers: int | None, budget: float, siz
     for name in sets or {}:
         if name in TILE_SETTINGS and name not in program.params:  # make_params would say --nb, which tune lacks
             what = ("a tile setting, which tune chooses" if name in TILING_SETTINGS[kind] else
-                    f"a setting of {_tiling_of(name)} tiling, and {program.name}'s tiling is {kind}, whose tile "
+                    f"a setting of {tiling_of(name)} tiling, and {program.name}'s tiling is {kind}, whose tile "
                     f"sizes tune chooses")
             raise UsageError(f"--set {name}: {name} is {what}: --sizes S1,S2,... limits the tile sizes it tries")
-
-
-def _tiling_of(setting: str) -> str:
-    """The tiling whose setting ``setting`` is (b: hybrid)."""
-    return next(kind for kind, settings in TILING_SETTINGS.items() if setting in settings)
 
 
 def check_budget(budget: float, typed: str | None = None) -> None:
