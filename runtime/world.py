@@ -22,6 +22,7 @@ import time
 # kept there: a driver whose runtime failed to import needs them too
 from ..drivercontract import launcher_rank, launcher_size
 from . import threadstart
+from .blaspool import restart_after_fork
 from .distribution import parse_grid, squarest_grid
 from .leftovers import runtime_children
 
@@ -526,6 +527,7 @@ def _start_up_watch(limit: float | None, late: str | None = None):
         os.close(write_end)
         _watch(read_end, limit, os.getppid(), late)
         os._exit(0)
+    restart_after_fork()
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     runtime_children.add(watcher)  # not a kernel's, if the rank ends with it (leftovers)
     os.close(read_end)
