@@ -96,8 +96,11 @@ def shortage(error: BaseException, remedies: str | None = None, at: str = "") ->
         return f"out of memory{at}{said}; {_more_memory(remedies)}"
     if isinstance(error, RuntimeError) and "can't start new thread" in str(error):
         if _address_limit() is not None:  # the usual cause there: each thread's stack is reserved in it
-            stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
-            return (f"cannot start a thread (each reserves its stack, {_limit_text(stack)} by ulimit -s); "
+            from .resources import bytes_text, thread_stack_bytes
+
+            stack = thread_stack_bytes()
+            source = " by ulimit -s" if stack == resource.getrlimit(resource.RLIMIT_STACK)[0] else ""
+            return (f"cannot start a thread (each reserves its stack, {bytes_text(stack)}{source}); "
                     f"{_more_memory(remedies)}")
         processes = resource.getrlimit(resource.RLIMIT_NPROC)[0]
         count = (f"this user's processes and threads may have reached their limit (ulimit -u {processes}): raise "
@@ -119,23 +122,19 @@ def more_ranks(per_process: bool) -> str:
 
 def _more_memory(remedies: str | None) -> str:
     """The limit met where it is the process's own, and ``remedies`` (or the general ones)."""
+    from .resources import bytes_text
+
     limit = _address_limit()
     if remedies is None:  # per process: ranks on the same node each have their own
         remedies = (f"raise that limit, or use {more_ranks(True)} or a smaller --n" if limit is not None
                     else f"use {more_ranks(False)} or a smaller --n")
-    return (f"this process's address space is limited to {_limit_text(limit)} (ulimit -v): " if limit is not None
+    return (f"this process's address space is limited to {bytes_text(limit)} (ulimit -v): " if limit is not None
             else "") + remedies
 
 
 def _address_limit() -> int | None:
     limit = resource.getrlimit(resource.RLIMIT_AS)[0]
     return None if limit == resource.RLIM_INFINITY else limit
-
-
-def _limit_text(size: int) -> str:
-    from .resources import bytes_text
-
-    return "no limit" if size == resource.RLIM_INFINITY else bytes_text(size)
 
 
 class ValueArgumentError(ArithmeticError):

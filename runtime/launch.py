@@ -40,7 +40,7 @@ from .recording import survey
 from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_gpus_warning, idle_ranks_warning,
                         idle_warning, no_gpu_task_warning, rank_columns, rank_stats)
 from .gridadvice import idle_rank_advice
-from .resources import check_memory, ranks_without_tiles, shortage_remedies
+from .resources import check_memory, ranks_without_tiles, share_malloc_arenas, shortage_remedies
 from .trace import Tracer
 from .userkernels import kernels, program_files
 from .verify import Verifier
@@ -81,6 +81,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
     held: dict = {}  # matrix name -> NaN or infinite values in the input tiles read (this rank)
     sources = {d.name: source(d, i, (matrices[d.name].m, matrices[d.name].n), options, arrays or {}, driver, held)
                for i, d in enumerate(program.matrices)}
+    with stopwatch.excluded():  # SciPy's BLAS (loaded once): in the address space the memory check sees
+        blas.load()
     # refuse what cannot fit even at half the local tiles before walking the loop nest
     sized_by_inputs = bool(given_inputs(program, options, arrays))
     check_memory(program, matrices, None, 0, False, 0.5, sized_by_inputs, options.spelling)
@@ -100,9 +102,12 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
                                  options.spelling.setting("gpu_memory"))
     # host copies of tiles in transit: received from other ranks, or of GPU tiles that host tasks read
     in_transit = ranks > 1 or (options.gpus and out_of_core is None)
+    # the watchdog's monitor, a check's deadline, the GPUs' managers and copy thread
+    others = 1 + bool(options.check and program.check) + options.gpus + bool(options.gpus)
     # tiles in transit for at most the tasks the window holds, and never more than this rank's tasks
+    share_malloc_arenas()  # before the run's threads: what they reserve is then what the estimate counts
     check_memory(program, matrices, needed, min(window, share.count) if in_transit else 0, options.check,
-                 sized_by_inputs=sized_by_inputs, spelling=options.spelling)
+                 sized_by_inputs=sized_by_inputs, spelling=options.spelling, threads=(workers, others))
     _fill_inputs(program, matrices, sources, needed, share.column_panels, devices)
     bad_inputs = _over_ranks(held, [decl.name for decl in program.matrices], comm)
     broadcast = broadcast_for(options.broadcast, ranks)

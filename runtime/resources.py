@@ -3,8 +3,11 @@ the refusal (with the numbers) of a run that cannot fit in the host or leaves a 
 tiles, and the bound of each GPU's cache when its tiles do not fit it (out of core)."""
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import resource
+import threading
 
 from .errors import more_ranks
 from .options import COMMAND_LINE, Spelling
@@ -18,7 +21,7 @@ TILE_RECORD_BYTES = 512
 
 
 def check_memory(program, matrices: dict, needed: set | None, window: int, check: bool, share: float = 1.0,
-                 sized_by_inputs: bool = False, spelling: Spelling = COMMAND_LINE) -> None:
+                 sized_by_inputs: bool = False, spelling: Spelling = COMMAND_LINE, threads: tuple = (0, 0)) -> None:
     """Refuse, with the numbers, a run whose tiles cannot fit in this machine's memory.
 
     The estimate: the tiles this rank stores (``share`` of them), their values and
@@ -28,7 +31,9 @@ def check_memory(program, matrices: dict, needed: set | None, window: int, check
     given (files, arrays) fix the sizes, which a smaller --n cannot change. ``spelling``: how the
     advice names the settings (the command line's options, or the Python API's arguments).
     ``needed``: the tiles the run touches, of which this rank stores those it owns; None for every
-    tile it owns, counted without making them.
+    tile it owns, counted without making them. ``threads``: the threads the run starts, its workers and
+    the others (GPU managers, the watchdog), whose reservations (:func:`thread_address_space`) count
+    under an address-space limit.
     """
     extents = [m.owned_extent() for m in matrices.values()]  # a record for each: the inputs make them all
     count = sum(c for c, _ in extents)
@@ -44,7 +49,13 @@ def check_memory(program, matrices: dict, needed: set | None, window: int, check
         checking = (3 if program.check.kind == "qr" else 1) * 8 * first.m * first.n // max(1, first.distribution.nranks)
     total = share * values + records + transfers + checking  # every record is made: the inputs make them all
     available, limit = _available_memory()
+    reserved, left = thread_address_space(*threads), address_space_left()
+    if reserved and left is not None and (available is None or left - reserved < available):
+        available, limit = left, _ADDRESS_LIMIT  # the threads make this limit the nearest
+    reserved = reserved if limit == _ADDRESS_LIMIT else 0
+    total += reserved
     if available is None or total <= available:
+        _reserved["workers"] = max(_reserved["workers"], threads[0])
         return
     needs, has = compared_bytes(total, available)  # in MiB or KiB where small (a ulimit -v of a few hundred MiB)
     tiny = records > values  # the records outweigh the values: larger tiles shrink the estimate most
@@ -54,10 +65,51 @@ def check_memory(program, matrices: dict, needed: set | None, window: int, check
                 f"{bytes_text(records)} of their records, before counting those its tasks touch, the transfer "
                 f"buffers and the check)")
     else:
+        of_threads = f", threads {bytes_text(reserved)} ({THREADS_SAID})" if reserved else ""
         need = (f"about {needs} on this rank (tiles {bytes_text(tiles)}{counted}, transfer buffers "
-                f"{bytes_text(transfers)}, check {bytes_text(checking)})")
-    raise UsageError(f"the run needs {need} but {has} is available{limit}: "
-                     f"{_remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs, spelling, tiny)}")
+                f"{bytes_text(transfers)}, check {bytes_text(checking)}{of_threads})")
+    remedies = _remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs, spelling, tiny, bool(reserved))
+    raise UsageError(f"the run needs {need} but {has} is available{limit}: {remedies}")
+
+
+#: a worker's buffers for its first BLAS calls, one for each OpenBLAS (numpy's and SciPy's), which count under
+#: ulimit -v alone (the address space is reserved, no memory used yet): where the limit leaves no room for them,
+#: OpenBLAS waits, gives up and the process crashes. The malloc arenas of threads (64 MiB each) are not counted:
+#: under the limit the threads share one (:func:`share_malloc_arenas`).
+BLAS_BUFFER_BYTES = 32 * 2 ** 20
+BLAS_LIBRARIES = 2
+THREADS_SAID = "each thread's stack and a worker's BLAS buffers, reserved under ulimit -v"
+
+
+def thread_address_space(workers: int, others: int) -> int:
+    """The address space a run's threads, ``workers`` and ``others``, reserve: their stacks, and the BLAS buffers
+    of the workers beyond the most an earlier run of this process started (OpenBLAS keeps them for the next)."""
+    buffers = max(0, workers - _reserved["workers"]) * BLAS_LIBRARIES * BLAS_BUFFER_BYTES
+    return (workers + others) * thread_stack_bytes() + buffers
+
+
+_reserved = {"workers": 0}  # the most workers a run of this process was let start (check_memory)
+
+
+#: mallopt's setting of the most malloc arenas (glibc)
+M_ARENA_MAX = -8
+
+
+def share_malloc_arenas() -> None:
+    """Under an address-space limit, one malloc arena for every thread from now on: a thread's first allocation
+    made it one (up to 8 a core) reserving 64 MiB of that space each, past anything an estimate can count, and
+    OpenBLAS then found no room for its buffers (the process crashed); at the limit, glibc's fallback crawled."""
+    if address_space_left() is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: no such setting
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
+
+
+def thread_stack_bytes() -> int:
+    """The stack a new thread reserves: Python's setting, else the soft ``ulimit -s``, else (no limit) the C
+    library's default on x86-64, 2 MiB."""
+    limit = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    return threading.stack_size() or (limit if limit != resource.RLIM_INFINITY else 2 * 2 ** 20)
 
 
 def shortage_remedies(transfers: bool, check: bool, sized_by_inputs: bool, spelling: Spelling) -> str:
@@ -69,7 +121,7 @@ def shortage_remedies(transfers: bool, check: bool, sized_by_inputs: bool, spell
 
 
 def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs: bool = False,
-              spelling: Spelling = COMMAND_LINE, tiny: bool = False) -> str:
+              spelling: Spelling = COMMAND_LINE, tiny: bool = False, threads: bool = False) -> str:
     """The advice of a refusal: only what shrinks a part of the estimate refused (the window sizes the
     transfer buffers, --check the check's matrices); more ranks on this node divide the tiles but not the
     node's memory, which every rank there compares its own estimate with, except under a limit of each
@@ -81,6 +133,8 @@ def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs:
     remedies = [f"{ranks} with tiledsl run --np (a run from Python is one rank)" if spelling.api else ranks, size]
     if tiny:  # (tiny tiles: their records outweigh their values)
         remedies.insert(0, "larger tiles")
+    if threads:  # (their reservations counted)
+        remedies.insert(-1, f"fewer workers ({spelling.valued('workers', 'N')})")
     if transfers and not spelling.api:  # the API has no window to set
         remedies.append("a smaller --window")
     advice = ("raise the limit, or " if per_process else "") + "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}"

@@ -310,3 +310,49 @@ def test_at_1x1_tiles_only_fewer_ranks_are_advised(compiled, n, nb):
     options = Options(n=n, tiles={"nb": nb})
     assert idle_rank_advice(cholesky, options, make_params(cholesky, options), 4) == \
         "no grid of 4 ranks gives every rank a task, and the tiles are 1x1 already: use fewer ranks"
+
+
+@pytest.mark.timeout(10)
+def test_under_an_address_limit_the_threads_reservations_count_and_fewer_workers_are_advised(monkeypatch):
+    """qr at n = 800 under `ulimit -v 500000` passed the estimate (tiles and check: 20 MiB), then its workers'
+    first BLAS calls found no room for OpenBLAS's buffers: it waited, gave up and the process crashed."""
+    monkeypatch.setattr(resources, "_available_memory", lambda: (100 * 2 ** 20, resources._ADDRESS_LIMIT))
+    monkeypatch.setattr(resources, "address_space_left", lambda: 100 * 2 ** 20)
+    monkeypatch.setattr(resources, "thread_stack_bytes", lambda: 8 * 2 ** 20)
+    monkeypatch.setattr(resources, "_reserved", {"workers": 0})
+    case = _memory_case(8 * 2 ** 20, 0, False)
+    resources.check_memory(*case)  # no threads: the tiles fit
+    with pytest.raises(UsageError) as refused:
+        resources.check_memory(*case, threads=(2, 1))  # 3 stacks and 2 workers' two BLAS buffers: 152 MiB
+    assert str(refused.value) == (
+        "the run needs about 160.00 MiB on this rank (tiles 8.00 MiB, transfer buffers 0 bytes, check 0 bytes, "
+        "threads 152.00 MiB (each thread's stack and a worker's BLAS buffers, reserved under ulimit -v)) but 100.00 MiB "
+        "is available (under the address-space limit, ulimit -v): raise the limit, or use more ranks (each has its own "
+        "limit), fewer workers (--workers N) or a smaller --n")
+    resources.check_memory(*case, threads=(1, 0))  # 16 + 64 + 8 MiB: fits, and OpenBLAS keeps that buffer
+    assert resources.thread_address_space(1, 0) == 8 * 2 ** 20
+
+
+@pytest.mark.timeout(10)
+def test_without_an_address_limit_the_threads_reservations_do_not_count(monkeypatch):
+    monkeypatch.setattr(resources, "_available_memory", lambda: (9 * 2 ** 20, ""))
+    monkeypatch.setattr(resources, "address_space_left", lambda: None)
+    resources.check_memory(*_memory_case(8 * 2 ** 20, 0, False), threads=(64, 8))
+
+
+@pytest.mark.timeout(60)
+def test_under_an_address_limit_threads_share_one_malloc_arena():
+    """Each thread's first allocation reserved a 64 MiB arena of the limited address space, past the estimate."""
+    script = ("import ctypes, re, threading\nfrom tiledsl.runtime import resources\n"
+              "def size():\n    return int(re.search(r'VmSize:\\s+(\\d+)', open('/proc/self/status').read())[1])\n"
+              "resources.share_malloc_arenas()\nbefore = size()\nlibc = ctypes.CDLL(None)\n"
+              "libc.malloc.restype = ctypes.c_void_p\nfree = threading.Barrier(5)\n"
+              "def allocate():\n    libc.malloc(1000)\n    free.wait()\n"
+              "threads = [threading.Thread(target=allocate) for _ in range(4)]\n"
+              "[t.start() for t in threads]\ngrown = size() - before\nfree.wait()\nprint(grown // 1024)\n")
+    limit = 4 * 2 ** 30
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    assert out.returncode == 0, out.stderr
+    stacks = 4 * resources.thread_stack_bytes() // 2 ** 20
+    assert int(out.stdout) <= stacks + 16, (out.stdout, stacks)  # an arena each: 256 MiB more
