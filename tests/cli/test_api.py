@@ -436,12 +436,12 @@ def test_a_check_that_gives_no_residual_is_an_error_saying_why(tmp_path, case):
 @pytest.mark.timeout(120)
 def test_a_residual_too_large_is_among_the_errors_as_json_says_it_without_raising(tmp_path):
     """errors held nothing where the check failed by its residual, so a script logging summary()
-    logged a failed run with no reason; --json gives 'check failed: residual 100 is not below 60'."""
+    logged a failed run with no reason; --json gives 'check failed: the verdict residual 100 is not below 60'."""
     (tmp_path / "checked.tile").write_text(USER_CHECK)
     (tmp_path / "checks.py").write_text("def add(X, Y):\n    Y[:] += X\n\n\n"
                                         "def verdict(before, after):\n    return 100.0\n")
     out = tiledsl.load(tmp_path / "checked.tile").run(n=8, check=True)
-    assert out.passed is False and out.errors == ["check failed: residual 100 is not below 60"]
+    assert out.passed is False and out.errors == ["check failed: the verdict residual 100 is not below 60"]
     assert out.summary()["errors"] == out.errors
 
 

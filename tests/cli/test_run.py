@@ -444,7 +444,7 @@ def test_bench_json_says_a_failure_as_run_json_does(tmp_path):
     out = tiledsl("bench", "lu", "--n", 300, "--nb", 100, "--rounds", 1, "--no-dask", "--json",
                   "--input", f"A={tmp_path / 'bad.npy'}")
     assert out.returncode == 1 and json.loads(out.stdout)["passed"] is False and json.loads(out.stdout)["ok"] is False
-    assert re.fullmatch(r"tiledsl: error: check failed: residual \S+ is not below 60\n", out.stderr), out.stderr
+    assert re.fullmatch(r"tiledsl: error: check failed: the lu residual \S+ is not below 60\n", out.stderr), out.stderr
 
 
 @pytest.mark.timeout(130)

@@ -325,6 +325,7 @@ def test_each_failing_residual_is_said_with_its_own_value():
     assert checks.failure_line({"a": 1.0, "b": math.nan, "c": math.inf}) == \
         "check failed: residuals b nan, c inf are not below 60"
     assert checks.failure_line({"": 1000.0}) == "check failed: residual 1e+03 is not below 60"
+    assert checks.failure_line({"x": 61.0}) == "check failed: the x residual 61 is not below 60"  # its only one, named
 
 
 @pytest.mark.timeout(60)
