@@ -330,7 +330,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, tiling: str | None = None
                         help="GPU backend: 'emulated' (numpy device memory, explicit copies; CI) or "
                              "'cupy' (real NVIDIA GPUs through CuPy: pip install -e '.[gpu]'); default emulated, "
                              "which the summary says")
-    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory each GPU may hold, e.g. 20G or 512M "
+    parser.add_argument("--gpu-memory", metavar="SIZE", help="memory each GPU may hold, e.g. 20G, 512M or 1.5GiB "
                                                              "(default: what it has free); a run whose GPU "
                                                              "tiles exceed it goes out of core: they stay on "
                                                              "the host and each GPU caches this much of them")
@@ -610,14 +610,17 @@ def _paths(items, flag: str) -> dict:
 
 
 def byte_size(text: str, flag: str) -> int:
-    """Bytes from ``text``: an integer with an optional K, M, G or T suffix (powers of 1024)."""
-    scale = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}.get(text[-1:].upper(), 1)
-    number = text[:-1] if scale > 1 else text
+    """Bytes from ``text``: a number with an optional K, M, G or T suffix (powers of 1024), also written as
+    the messages write sizes, KiB, MiB, GiB or TiB (``3.62 KiB``)."""
+    unit = text.rstrip()
+    unit = unit[:-2] if unit[-2:].lower() == "ib" else unit
+    scale = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}.get(unit[-1:].upper(), 1)
+    number = unit[:-1] if scale > 1 else text
     try:
         size = float(number) * scale
     except ValueError:
         raise UsageError(f"{flag}: {text!r} is not a size (bytes, or with a suffix K, M, G or T for powers "
-                         f"of 1024: e.g. 20G, 512M, 1000000)") from None
+                         f"of 1024, or KiB, MiB, GiB, TiB: e.g. 20G, 512M, 3.5GiB, 1000000)") from None
     if not math.isfinite(size):
         raise UsageError(f"{flag}: {text!r} is not a finite size")
     if not size >= 1:  # 0.5 would be 0 bytes

@@ -21,13 +21,22 @@ def test_a_size_is_bytes_or_a_power_of_1024(text, size):
     ("inf", "--gpu-memory: 'inf' is not a finite size"),  # was "must be positive"
     ("1e400", "--gpu-memory: '1e400' is not a finite size"),
     ("nanM", "--gpu-memory: 'nanM' is not a finite size"),
-    ("2MB", "--gpu-memory: '2MB' is not a size (bytes, or with a suffix K, M, G or T for powers of 1024: "
-            "e.g. 20G, 512M, 1000000)"),
+    ("2MB", "--gpu-memory: '2MB' is not a size (bytes, or with a suffix K, M, G or T for powers of 1024, or KiB, "
+            "MiB, GiB, TiB: e.g. 20G, 512M, 3.5GiB, 1000000)"),
+    ("GiB", "--gpu-memory: 'GiB' is not a size (bytes, or with a suffix K, M, G or T for powers of 1024, or KiB, "
+            "MiB, GiB, TiB: e.g. 20G, 512M, 3.5GiB, 1000000)"),
 ])
 def test_a_size_that_is_no_whole_positive_number_of_bytes_is_refused(text, message):
     with pytest.raises(UsageError) as error:
         byte_size(text, "--gpu-memory")
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("text, size", [("4K", 4096), ("4KiB", 4096), ("3.62 KiB", 3706), ("2gib", 2 ** 31),
+                                        ("1.5T", 3 * 2 ** 39), ("1000", 1000)])
+def test_a_size_is_read_as_the_messages_write_it_too(text, size):
+    """'--gpu-memory 2KiB' was not a size, though the refusal it answered said '2.93 KiB'."""
+    assert byte_size(text, "--gpu-memory") == size
 
 
 def _tiledsl(*args, cwd=None):
