@@ -283,6 +283,15 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
     assert "tiledsl: warning: --gpus 2: no task ran on a GPU: kernel(s) scale have no GPU body, so every task ran " \
         "on a host, the GPUs holding tiles for nothing (a kernel NAME runs on GPUs once its module defines NAME_gpu; " \
         "`tiledsl explain --gpus 2` shows where each task runs)\n" in out.stderr, out.stderr
+    (tmp_path / "y.tile").write_text("program y {\n  tiling uniform(nb = 100)\n  matrix A[n, n] = random general\n"
+                                     "  matrix Y[n, 100] = zeros\n  for i in 0 .. A.mt { for j in 0 .. A.nt {\n"
+                                     '    gemm(A[i, j], A[j, 0], Y[i, 0], "N", "N") } }\n}\n')
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "y.tile", "--n", "300", "--gpus", "2",
+                          "--gpu-backend", "emulated", "--no-tune"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=100)  # the GPUs hold columns of A, every task writes Y's one column, the host's
+    assert out.returncode == 0 and "tiledsl: warning: --gpus 2: no task ran on a GPU: every task wrote a tile that " \
+        "a host holds (a task runs where the tile it writes lies), the GPUs holding only tiles that tasks read; " \
+        "--gpu-ratio 0:1 gives the GPUs every tile column" in out.stderr, out.stderr
 
 
 @pytest.mark.timeout(120)
