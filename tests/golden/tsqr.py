@@ -43,40 +43,40 @@ PROGRAM = Program(
     source='programs/tsqr.tile',
     tiling=Tiling('uniform', {'nb': 512}),
     matrices=(
-        MatrixDecl('A', 'general', line=30),
-        MatrixDecl('B', 'general', line=31),
+        MatrixDecl('A', 'general', line=31),
+        MatrixDecl('B', 'general', line=32),
     ),
     workspaces=(
-        WorkspaceDecl('T', like='A', line=32, inner_block=True),
-        WorkspaceDecl('T2', like='A', line=33, inner_block=True),
+        WorkspaceDecl('T', like='A', line=33, inner_block=True),
+        WorkspaceDecl('T2', like='A', line=34, inner_block=True),
     ),
     params=('cols', 'nrhs', 'ib', 'domains', ),
-    check=CheckDecl('least_squares', ('A', 'B'), line=34,
+    check=CheckDecl('least_squares', ('A', 'B'), line=35,
                     user=True),
     kernel_module='tsqr_kernels.py',
-    source_digest='d4f10efec9e11461',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='203d707fbf2d3fae',  # of the .tile compiled: a run says when the file has changed since
     calls=(
-        Call('geqrt', ('inout', 'out'), main=0, line=42,
+        Call('geqrt', ('inout', 'out'), main=0, line=43,
              text='geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)'),
-        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=43,
-             text='gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
         Call('gemqrt', ('in', 'in', 'inout'), main=2, line=44,
+             text='gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
+        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=45,
              text='gemqrt(A[t, k], T[t, k], B[t, j])', values=('side', 'trans'), order='tttvv'),
-        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=48,
+        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=49,
              text='tpqrt(A[t, k], A[i, k], T[i, k]) priority 3 * (A.nt - k)'),
-        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=49,
-             text='tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
         Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=50,
+             text='tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
+        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=51,
              text='tpmqrt(A[i, k], T[i, k], B[t, j], B[i, j])', values=('side', 'trans'), order='ttttvv'),
-        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=59,
+        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=60,
              text='ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)'),
-        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=60,
-             text='ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
         Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=61,
+             text='ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
+        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=62,
              text='ttmqrt(A[t, k], T2[t, k], B[k, j], B[t, j])', values=('side', 'trans'), order='ttttvv'),
-        Call('trsm', ('in', 'inout'), main=1, line=68,
+        Call('trsm', ('in', 'inout'), main=1, line=69,
              text='trsm(A[k, k], B[k, j][0:A.width(k)], "L", "U", "N", "N") priority k + 1', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=70,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=71,
              text='gemm(A[i, k], B[k, j][0:A.width(k)], B[i, j], "N", "N") priority k', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
     ),
 )
@@ -101,6 +101,8 @@ def unmet(p):
         return 28, 'domains >= 1', 'the tile rows of a column go to at least one domain'
     if not (p['cols'] <= p['n']):
         return 29, 'cols <= n', 'A is tall: at most as many columns as rows'
+    if not (p['cols'] >= 1):
+        return 30, 'cols >= 1', 'A has a column at least: the default, n // 8, has none below n = 8'
     return None
 
 
@@ -128,107 +130,107 @@ def generate(rt, p):
     B = rt.matrix('B')
     T = rt.matrix('T')
     T2 = rt.matrix('T2')
-    for k in range(0, A.nt):  # tsqr.tile:36
-        for t in range(k, k + domains):  # tsqr.tile:40
-            if t < A.mt:  # tsqr.tile:41
-                _r0 = A.rank_of(t, k)  # tsqr.tile:42
-                _r1 = T.rank_of(t, k)  # tsqr.tile:42
-                # tsqr.tile:42: geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)
+    for k in range(0, A.nt):  # tsqr.tile:37
+        for t in range(k, k + domains):  # tsqr.tile:41
+            if t < A.mt:  # tsqr.tile:42
+                _r0 = A.rank_of(t, k)  # tsqr.tile:43
+                _r1 = T.rank_of(t, k)  # tsqr.tile:43
+                # tsqr.tile:43: geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)
                 if _me == _r0 or _me == _r1:
-                    _submit(CALLS[0], (A.tile(t, k, 42), T.tile(t, k, 42)), None, 3 * (A.nt - k), at=(0, k, 0, t, 0))
+                    _submit(CALLS[0], (A.tile(t, k, 43), T.tile(t, k, 43)), None, 3 * (A.nt - k), at=(0, k, 0, t, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, k)
                     T.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # tsqr.tile:43
-                    _r2 = A.rank_of(t, j)  # tsqr.tile:43
-                    # tsqr.tile:43: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # tsqr.tile:44
+                    _r2 = A.rank_of(t, j)  # tsqr.tile:44
+                    # tsqr.tile:44: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
                     if _me == _r0 or _me == _r1 or _me == _r2:
-                        _submit(CALLS[1], (A.tile(t, k, 43), T.tile(t, k, 43), A.tile(t, j, 43)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 1, j, 0))
+                        _submit(CALLS[1], (A.tile(t, k, 44), T.tile(t, k, 44), A.tile(t, j, 44)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 1, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(t, j)
-                for j in _among(0, B.nt, 1, lambda: ((A, AT, t, AT, k), (T, AT, t, AT, k), (B, AT, t, PLUS, 0))):  # tsqr.tile:44
-                    _r3 = B.rank_of(t, j)  # tsqr.tile:44
-                    # tsqr.tile:44: gemqrt(A[t, k], T[t, k], B[t, j])
+                for j in _among(0, B.nt, 1, lambda: ((A, AT, t, AT, k), (T, AT, t, AT, k), (B, AT, t, PLUS, 0))):  # tsqr.tile:45
+                    _r3 = B.rank_of(t, j)  # tsqr.tile:45
+                    # tsqr.tile:45: gemqrt(A[t, k], T[t, k], B[t, j])
                     if _me == _r0 or _me == _r1 or _me == _r3:
-                        _submit(CALLS[2], (A.tile(t, k, 44), T.tile(t, k, 44), B.tile(t, j, 44)), None, 0, ('L', 'T'), at=(0, k, 0, t, 2, j, 0))
+                        _submit(CALLS[2], (A.tile(t, k, 45), T.tile(t, k, 45), B.tile(t, j, 45)), None, 0, ('L', 'T'), at=(0, k, 0, t, 2, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         B.bump(t, j)
-                for r in range(1, A.mt - t):  # tsqr.tile:45
-                    for i in _among(t + r * domains, t + r * domains + 1, 1, lambda: ((A, AT, t, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0), (B, AT, t, ANY, 0), (B, PLUS, 0, ANY, 0))):  # tsqr.tile:46
-                        if i < A.mt:  # tsqr.tile:47
-                            _r4 = A.rank_of(t, k)  # tsqr.tile:48
-                            _r5 = A.rank_of(i, k)  # tsqr.tile:48
-                            _r6 = T.rank_of(i, k)  # tsqr.tile:48
-                            # tsqr.tile:48: tpqrt(A[t, k], A[i, k], T[i, k]) priority 3 * (A.nt - k)
+                for r in range(1, A.mt - t):  # tsqr.tile:46
+                    for i in _among(t + r * domains, t + r * domains + 1, 1, lambda: ((A, AT, t, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0), (B, AT, t, ANY, 0), (B, PLUS, 0, ANY, 0))):  # tsqr.tile:47
+                        if i < A.mt:  # tsqr.tile:48
+                            _r4 = A.rank_of(t, k)  # tsqr.tile:49
+                            _r5 = A.rank_of(i, k)  # tsqr.tile:49
+                            _r6 = T.rank_of(i, k)  # tsqr.tile:49
+                            # tsqr.tile:49: tpqrt(A[t, k], A[i, k], T[i, k]) priority 3 * (A.nt - k)
                             if _me == _r4 or _me == _r5 or _me == _r6:
-                                _submit(CALLS[3], (A.tile(t, k, 48), A.tile(i, k, 48), T.tile(i, k, 48)), None, 3 * (A.nt - k), at=(0, k, 0, t, 3, r, 0, i, 0))
+                                _submit(CALLS[3], (A.tile(t, k, 49), A.tile(i, k, 49), T.tile(i, k, 49)), None, 3 * (A.nt - k), at=(0, k, 0, t, 3, r, 0, i, 0))
                             else:  # not ours: only count the new versions of the tiles it writes
                                 A.bump(t, k)
                                 A.bump(i, k)
                                 T.bump(i, k)
-                            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # tsqr.tile:49
-                                _r7 = A.rank_of(t, j)  # tsqr.tile:49
-                                _r8 = A.rank_of(i, j)  # tsqr.tile:49
-                                # tsqr.tile:49: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority 2 * (A.nt - k)
+                            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # tsqr.tile:50
+                                _r7 = A.rank_of(t, j)  # tsqr.tile:50
+                                _r8 = A.rank_of(i, j)  # tsqr.tile:50
+                                # tsqr.tile:50: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority 2 * (A.nt - k)
                                 if _me == _r5 or _me == _r6 or _me == _r7 or _me == _r8:
-                                    _submit(CALLS[4], (A.tile(i, k, 49), T.tile(i, k, 49), A.tile(t, j, 49), A.tile(i, j, 49)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 3, r, 0, i, 1, j, 0))
+                                    _submit(CALLS[4], (A.tile(i, k, 50), T.tile(i, k, 50), A.tile(t, j, 50), A.tile(i, j, 50)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 3, r, 0, i, 1, j, 0))
                                 else:  # not ours: only count the new versions of the tiles it writes
                                     A.bump(t, j)
                                     A.bump(i, j)
-                            for j in _among(0, B.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (B, AT, t, PLUS, 0), (B, AT, i, PLUS, 0))):  # tsqr.tile:50
-                                _r9 = B.rank_of(t, j)  # tsqr.tile:50
-                                _r10 = B.rank_of(i, j)  # tsqr.tile:50
-                                # tsqr.tile:50: tpmqrt(A[i, k], T[i, k], B[t, j], B[i, j])
+                            for j in _among(0, B.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (B, AT, t, PLUS, 0), (B, AT, i, PLUS, 0))):  # tsqr.tile:51
+                                _r9 = B.rank_of(t, j)  # tsqr.tile:51
+                                _r10 = B.rank_of(i, j)  # tsqr.tile:51
+                                # tsqr.tile:51: tpmqrt(A[i, k], T[i, k], B[t, j], B[i, j])
                                 if _me == _r5 or _me == _r6 or _me == _r9 or _me == _r10:
-                                    _submit(CALLS[5], (A.tile(i, k, 50), T.tile(i, k, 50), B.tile(t, j, 50), B.tile(i, j, 50)), None, 0, ('L', 'T'), at=(0, k, 0, t, 3, r, 0, i, 2, j, 0))
+                                    _submit(CALLS[5], (A.tile(i, k, 51), T.tile(i, k, 51), B.tile(t, j, 51), B.tile(i, j, 51)), None, 0, ('L', 'T'), at=(0, k, 0, t, 3, r, 0, i, 2, j, 0))
                                 else:  # not ours: only count the new versions of the tiles it writes
                                     B.bump(t, j)
                                     B.bump(i, j)
-        for t in _among(k + 1, k + domains, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0), (B, AT, k, ANY, 0), (B, PLUS, 0, ANY, 0))):  # tsqr.tile:57
-            if t < A.mt:  # tsqr.tile:58
-                _r11 = A.rank_of(k, k)  # tsqr.tile:59
-                _r12 = A.rank_of(t, k)  # tsqr.tile:59
-                _r13 = T2.rank_of(t, k)  # tsqr.tile:59
-                # tsqr.tile:59: ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)
+        for t in _among(k + 1, k + domains, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0), (B, AT, k, ANY, 0), (B, PLUS, 0, ANY, 0))):  # tsqr.tile:58
+            if t < A.mt:  # tsqr.tile:59
+                _r11 = A.rank_of(k, k)  # tsqr.tile:60
+                _r12 = A.rank_of(t, k)  # tsqr.tile:60
+                _r13 = T2.rank_of(t, k)  # tsqr.tile:60
+                # tsqr.tile:60: ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)
                 if _me == _r11 or _me == _r12 or _me == _r13:
-                    _submit(CALLS[6], (A.tile(k, k, 59), A.tile(t, k, 59), T2.tile(t, k, 59)), None, 3 * (A.nt - k), at=(0, k, 1, t, 0))
+                    _submit(CALLS[6], (A.tile(k, k, 60), A.tile(t, k, 60), T2.tile(t, k, 60)), None, 3 * (A.nt - k), at=(0, k, 1, t, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(k, k)
                     A.bump(t, k)
                     T2.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # tsqr.tile:60
-                    _r14 = A.rank_of(k, j)  # tsqr.tile:60
-                    _r15 = A.rank_of(t, j)  # tsqr.tile:60
-                    # tsqr.tile:60: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # tsqr.tile:61
+                    _r14 = A.rank_of(k, j)  # tsqr.tile:61
+                    _r15 = A.rank_of(t, j)  # tsqr.tile:61
+                    # tsqr.tile:61: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
                     if _me == _r12 or _me == _r13 or _me == _r14 or _me == _r15:
-                        _submit(CALLS[7], (A.tile(t, k, 60), T2.tile(t, k, 60), A.tile(k, j, 60), A.tile(t, j, 60)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, t, 1, j, 0))
+                        _submit(CALLS[7], (A.tile(t, k, 61), T2.tile(t, k, 61), A.tile(k, j, 61), A.tile(t, j, 61)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, t, 1, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(k, j)
                         A.bump(t, j)
-                for j in _among(0, B.nt, 1, lambda: ((A, AT, t, AT, k), (T2, AT, t, AT, k), (B, AT, k, PLUS, 0), (B, AT, t, PLUS, 0))):  # tsqr.tile:61
-                    _r16 = B.rank_of(k, j)  # tsqr.tile:61
-                    _r17 = B.rank_of(t, j)  # tsqr.tile:61
-                    # tsqr.tile:61: ttmqrt(A[t, k], T2[t, k], B[k, j], B[t, j])
+                for j in _among(0, B.nt, 1, lambda: ((A, AT, t, AT, k), (T2, AT, t, AT, k), (B, AT, k, PLUS, 0), (B, AT, t, PLUS, 0))):  # tsqr.tile:62
+                    _r16 = B.rank_of(k, j)  # tsqr.tile:62
+                    _r17 = B.rank_of(t, j)  # tsqr.tile:62
+                    # tsqr.tile:62: ttmqrt(A[t, k], T2[t, k], B[k, j], B[t, j])
                     if _me == _r12 or _me == _r13 or _me == _r16 or _me == _r17:
-                        _submit(CALLS[8], (A.tile(t, k, 61), T2.tile(t, k, 61), B.tile(k, j, 61), B.tile(t, j, 61)), None, 0, ('L', 'T'), at=(0, k, 1, t, 2, j, 0))
+                        _submit(CALLS[8], (A.tile(t, k, 62), T2.tile(t, k, 62), B.tile(k, j, 62), B.tile(t, j, 62)), None, 0, ('L', 'T'), at=(0, k, 1, t, 2, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         B.bump(k, j)
                         B.bump(t, j)
-    for k in range(A.nt - 1, -1, -1):  # tsqr.tile:66
-        _r18 = A.rank_of(k, k)  # tsqr.tile:68
-        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # tsqr.tile:67
-            _r19 = B.rank_of(k, j)  # tsqr.tile:68
-            # tsqr.tile:68: trsm(A[k, k], B[k, j][0:A.width(k)], "L", "U", "N", "N") priority k + 1
+    for k in range(A.nt - 1, -1, -1):  # tsqr.tile:67
+        _r18 = A.rank_of(k, k)  # tsqr.tile:69
+        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # tsqr.tile:68
+            _r19 = B.rank_of(k, j)  # tsqr.tile:69
+            # tsqr.tile:69: trsm(A[k, k], B[k, j][0:A.width(k)], "L", "U", "N", "N") priority k + 1
             if _me == _r18 or _me == _r19:
-                _submit(CALLS[9], (A.tile(k, k, 68), B.tile(k, j, 68)), (None, (0, A.width(k), None, None)), k + 1, ('L', 'U', 'N', 'N', 1.0), at=(1, -k, 0, j, 0))
+                _submit(CALLS[9], (A.tile(k, k, 69), B.tile(k, j, 69)), (None, (0, A.width(k), None, None)), k + 1, ('L', 'U', 'N', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in _among(0, k, 1, lambda: ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # tsqr.tile:69
-                _r20 = A.rank_of(i, k)  # tsqr.tile:70
-                _r21 = B.rank_of(i, j)  # tsqr.tile:70
-                # tsqr.tile:70: gemm(A[i, k], B[k, j][0:A.width(k)], B[i, j], "N", "N") priority k
+            for i in _among(0, k, 1, lambda: ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # tsqr.tile:70
+                _r20 = A.rank_of(i, k)  # tsqr.tile:71
+                _r21 = B.rank_of(i, j)  # tsqr.tile:71
+                # tsqr.tile:71: gemm(A[i, k], B[k, j][0:A.width(k)], B[i, j], "N", "N") priority k
                 if _me == _r20 or _me == _r19 or _me == _r21:
-                    _submit(CALLS[10], (A.tile(i, k, 70), B.tile(k, j, 70), B.tile(i, j, 70)), (None, (0, A.width(k), None, None), None), k, ('N', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1, i, 0))
+                    _submit(CALLS[10], (A.tile(i, k, 71), B.tile(k, j, 71), B.tile(i, j, 71)), (None, (0, A.width(k), None, None), None), k, ('N', 'N', -1.0, 1.0), at=(1, -k, 0, j, 1, i, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     B.bump(i, j)
 
@@ -242,26 +244,26 @@ def dataflow(rt, p):
     A = rt.matrix('A')
     B = rt.matrix('B')
     return (
-        Event('A', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=42),  # writes at tsqr.tile:42
-        Event('T', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=42),  # writes at tsqr.tile:42
-        Event('A', (0, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=43),  # writes at tsqr.tile:43
-        Event('B', (0, 0, 2, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=44),  # writes at tsqr.tile:44
-        Event('A', (0, 0, 3, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 1, 0, 0), (1, 0, 1, 0, 0)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=48),  # writes at tsqr.tile:48
-        Event('A', (0, 0, 3, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=48),  # writes at tsqr.tile:48
-        Event('T', (0, 0, 3, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=48),  # writes at tsqr.tile:48
-        Event('A', (0, 0, 3, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 1, 0, 0, 0), (1, 0, 1, 0, 0, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=49),  # writes at tsqr.tile:49
-        Event('A', (0, 0, 3, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 0, 0, 1, 0), (1, 0, 0, 0, 1, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=49),  # writes at tsqr.tile:49
-        Event('B', (0, 0, 3, 0, 2, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((0, 0, 0, 0, 0, 0),), ((B.nt, 0, 0, 0, 0, 0),))), ((0, 0, 1, 0, 0, 0), (1, 0, 1, 0, 0, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=50),  # writes at tsqr.tile:50
-        Event('B', (0, 0, 3, 0, 2, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((0, 0, 0, 0, 0, 0),), ((B.nt, 0, 0, 0, 0, 0),))), ((0, 0, 0, 0, 1, 0), (1, 0, 0, 0, 1, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=50),  # writes at tsqr.tile:50
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=59),  # writes at tsqr.tile:59
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=59),  # writes at tsqr.tile:59
-        Event('T2', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=59),  # writes at tsqr.tile:59
-        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=60),  # writes at tsqr.tile:60
-        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=60),  # writes at tsqr.tile:60
-        Event('B', (0, 1, 2, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=61),  # writes at tsqr.tile:61
-        Event('B', (0, 1, 2, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=61),  # writes at tsqr.tile:61
-        Event('B', (1, 0, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=68),  # writes at tsqr.tile:68
-        Event('B', (1, 0, 1, 0), (Loop(((-A.nt + 1, 0, 0, 0),), ((1, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, -1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=70),  # writes at tsqr.tile:70
+        Event('A', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=43),  # writes at tsqr.tile:43
+        Event('T', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=43),  # writes at tsqr.tile:43
+        Event('A', (0, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=44),  # writes at tsqr.tile:44
+        Event('B', (0, 0, 2, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((0, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=45),  # writes at tsqr.tile:45
+        Event('A', (0, 0, 3, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 1, 0, 0), (1, 0, 1, 0, 0)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=49),  # writes at tsqr.tile:49
+        Event('A', (0, 0, 3, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=49),  # writes at tsqr.tile:49
+        Event('T', (0, 0, 3, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=49),  # writes at tsqr.tile:49
+        Event('A', (0, 0, 3, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 1, 0, 0, 0), (1, 0, 1, 0, 0, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=50),  # writes at tsqr.tile:50
+        Event('A', (0, 0, 3, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 0, 0, 1, 0), (1, 0, 0, 0, 1, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=50),  # writes at tsqr.tile:50
+        Event('B', (0, 0, 3, 0, 2, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((0, 0, 0, 0, 0, 0),), ((B.nt, 0, 0, 0, 0, 0),))), ((0, 0, 1, 0, 0, 0), (1, 0, 1, 0, 0, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=51),  # writes at tsqr.tile:51
+        Event('B', (0, 0, 3, 0, 2, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((0, 0, 0, 0, 0, 0),), ((B.nt, 0, 0, 0, 0, 0),))), ((0, 0, 0, 0, 1, 0), (1, 0, 0, 0, 1, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=51),  # writes at tsqr.tile:51
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=60),  # writes at tsqr.tile:60
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=60),  # writes at tsqr.tile:60
+        Event('T2', (0, 1, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=60),  # writes at tsqr.tile:60
+        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=61),  # writes at tsqr.tile:61
+        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=61),  # writes at tsqr.tile:61
+        Event('B', (0, 1, 2, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=62),  # writes at tsqr.tile:62
+        Event('B', (0, 1, 2, 0), (Loop(((0, 0, 0, 0),), ((A.nt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=62),  # writes at tsqr.tile:62
+        Event('B', (1, 0, 0), (Loop(((-A.nt + 1, 0, 0),), ((1, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, -1, 0), (1, -1, 0)), ((0, 0, 1), (1, 0, 1)), line=69),  # writes at tsqr.tile:69
+        Event('B', (1, 0, 1, 0), (Loop(((-A.nt + 1, 0, 0, 0),), ((1, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((B.nt, 0, 0, 0),)), Loop(((0, 0, 0, 0),), ((0, -1, 0, 0),))), ((0, 0, 0, 1), (1, 0, 0, 1)), ((0, 0, 1, 0), (1, 0, 1, 0)), line=71),  # writes at tsqr.tile:71
     )
 
 
@@ -272,23 +274,23 @@ def loop_bounds(_bound, p):
     A = _bound.matrix('A')
     B = _bound.matrix('B')
     _t0 = 1
-    k, _t1 = _bound.loop(0, A.nt, _t0, 36)
-    t, _t2 = _bound.loop(k, k + domains, _t1, 40, width=domains)
+    k, _t1 = _bound.loop(0, A.nt, _t0, 37)
+    t, _t2 = _bound.loop(k, k + domains, _t1, 41, width=domains)
     _t3 = _bound.when(t < A.mt, _t2)
-    j, _ = _bound.loop(k + 1, A.nt, _t3, 43)
-    j, _ = _bound.loop(0, B.nt, _t3, 44)
-    r, _t6 = _bound.loop(1, A.mt - t, _t3, 45)
-    i, _t7 = _bound.loop(t + r * domains, t + r * domains + 1, _t6, 46, width=1)
+    j, _ = _bound.loop(k + 1, A.nt, _t3, 44)
+    j, _ = _bound.loop(0, B.nt, _t3, 45)
+    r, _t6 = _bound.loop(1, A.mt - t, _t3, 46)
+    i, _t7 = _bound.loop(t + r * domains, t + r * domains + 1, _t6, 47, width=1)
     _t8 = _bound.when(i < A.mt, _t7)
-    j, _ = _bound.loop(k + 1, A.nt, _t8, 49)
-    j, _ = _bound.loop(0, B.nt, _t8, 50)
-    t, _t11 = _bound.loop(k + 1, k + domains, _t1, 57, width=domains - 1)
+    j, _ = _bound.loop(k + 1, A.nt, _t8, 50)
+    j, _ = _bound.loop(0, B.nt, _t8, 51)
+    t, _t11 = _bound.loop(k + 1, k + domains, _t1, 58, width=domains - 1)
     _t12 = _bound.when(t < A.mt, _t11)
-    j, _ = _bound.loop(k + 1, A.nt, _t12, 60)
-    j, _ = _bound.loop(0, B.nt, _t12, 61)
-    k, _t15 = _bound.loop(A.nt - 1, -1, _t0, 66, -1)
-    j, _t16 = _bound.loop(0, B.nt, _t15, 67)
-    i, _ = _bound.loop(0, k, _t16, 69)
+    j, _ = _bound.loop(k + 1, A.nt, _t12, 61)
+    j, _ = _bound.loop(0, B.nt, _t12, 62)
+    k, _t15 = _bound.loop(A.nt - 1, -1, _t0, 67, -1)
+    j, _t16 = _bound.loop(0, B.nt, _t15, 68)
+    i, _ = _bound.loop(0, k, _t16, 70)
 
 
 if __name__ == "__main__":

@@ -473,3 +473,16 @@ def test_tsqr_gives_every_rank_of_a_column_of_ranks_tasks(tmp_path, ranks):
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (ranks, 1), 0), 0)
     running = Counter(tiles[call.main].rank for call, tiles, _ in record(driver, matrices, params).submitted)
     assert sorted(running) == list(range(ranks)), running
+
+
+@pytest.mark.timeout(60)
+def test_tsqr_below_eight_rows_asks_for_its_columns():
+    """At n < 8 the default cols = n // 8 is 0: 'matrix size must be at least 1x1, got 7x0' said nothing
+    of cols."""
+    import tiledsl
+
+    with pytest.raises(tiledsl.TiledslError) as refused:
+        tiledsl.load("tsqr").run(n=7, tiles={"nb": 3})
+    assert "tsqr requires cols >= 1 (A has a column at least: the default, n // 8, has none below n = 8)" \
+        in str(refused.value)
+    assert tiledsl.load("tsqr").run(n=7, tiles={"nb": 3}, params={"cols": 2}, check=True).passed
