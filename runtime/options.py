@@ -11,6 +11,7 @@ import decimal
 import difflib
 import math
 import os
+import pathlib
 import re
 import shlex
 import sys
@@ -401,11 +402,20 @@ def set_finite_options(options: Options, args: argparse.Namespace) -> None:
 
 
 def trace_file(text: str) -> str:
-    """``--trace``'s file: not ``-``, which stdout (the summary's) cannot stand for."""
+    """``--trace``'s file: not ``-``, which stdout (the summary's) cannot stand for, nor a chart's name (the trace
+    is JSON, which ``tiledsl plot`` draws)."""
     if text == "-":
         raise argparse.ArgumentTypeError("a trace is written to a file, not to stdout: name one, e.g. --trace "
                                          "trace.json")
+    path = pathlib.PurePath(text)
+    if path.suffix.lower() in _CHART_SUFFIXES:
+        json_name = path.with_suffix(".json")
+        raise argparse.ArgumentTypeError(f"a trace is written as JSON, which tiledsl plot draws: name it {json_name}, "
+                                         f"then tiledsl plot {json_name} -o {text}")
     return text
+
+
+_CHART_SUFFIXES = {".png", ".svg", ".pdf", ".jpg", ".jpeg", ".gif", ".html"}  # what a trace is drawn as
 
 
 #: The largest --watchdog: the limits derived from it (three times it, deadlines on the clock) stay

@@ -108,6 +108,8 @@ def test_a_kernel_failure_names_kernel_tiles_line_and_rank(tmp_path):
     (("--n", 100, "--np", 2, "--laun", "mpiexec"), "unrecognized arguments: --laun mpiexec (did you mean --launcher?)"),
     (("--n", 100, "--work", 2), "unrecognized arguments: --work 2 (did you mean --workers?)"),
     (("--n", 100, "--trace", ""), "--trace: no file name given"),  # ran, and wrote no trace
+    (("--n", 100, "--trace", "gantt.PNG"), "argument --trace: a trace is written as JSON, which tiledsl plot draws: "
+                                           "name it gantt.json, then tiledsl plot gantt.json -o gantt.PNG"),  # wrote JSON
     (("--n", 100, "--set", "nb = 3"), "--set nb: nb is not a parameter of cholesky: give it as --nb"),  # spaces
 ])
 def test_usage_errors_exit_2_with_one_line(args, text):
