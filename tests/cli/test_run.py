@@ -108,8 +108,9 @@ def test_a_kernel_failure_names_kernel_tiles_line_and_rank(tmp_path):
     (("--n", 100, "--np", 2, "--laun", "mpiexec"), "unrecognized arguments: --laun mpiexec (did you mean --launcher?)"),
     (("--n", 100, "--work", 2), "unrecognized arguments: --work 2 (did you mean --workers?)"),
     (("--n", 100, "--trace", ""), "--trace: no file name given"),  # ran, and wrote no trace
-    (("--n", 100, "--trace", "gantt.PNG"), "argument --trace: a trace is written as JSON, which tiledsl plot draws: "
-                                           "name it gantt.json, then tiledsl plot gantt.json -o gantt.PNG"),  # wrote JSON
+    (("--n", 100, "--trace", "gantt.PNG"),  # wrote JSON
+     "argument --trace: a trace is written as JSON, which tiledsl plot draws: name it gantt.json, then tiledsl plot "
+     "gantt.json -o gantt.PNG"),
     (("--n", 100, "--set", "nb = 3"), "--set nb: nb is not a parameter of cholesky: give it as --nb"),  # spaces
 ])
 def test_usage_errors_exit_2_with_one_line(args, text):
@@ -371,6 +372,10 @@ def test_a_compiled_driver_finds_the_kernel_module_from_any_directory(tmp_path):
             f"{elsewhere}, {elsewhere / 'deeper'}: the .tile's directory as the driver recorded it") in out.stderr
 
 
+ONE_ROUND = ("one round each: a busy machine, or threads waiting for cores, would not show, and the ratios may be "
+             "far off (--rounds 3 shows the spread)")
+
+
 @pytest.mark.timeout(130)
 def test_bench_reports_ratios_against_lapack():
     out = tiledsl("bench", "cholesky", "--n", 512, "--nb", 128, "--rounds", 1, "--no-dask", "--json")
@@ -378,7 +383,8 @@ def test_bench_reports_ratios_against_lapack():
     table = json.loads(out.stdout)
     names = [row["name"] for row in table["rows"]]
     assert names[0] == "tiledsl" and names[1].startswith("scipy dpotrf")
-    assert table["rows"][1]["ratio"] > 0 and table["residual"] < 60 and table["notes"] == [] and table["ok"] is True
+    assert table["rows"][1]["ratio"] > 0 and table["residual"] < 60 and table["ok"] is True
+    assert table["notes"] == [ONE_ROUND]
 
 
 @pytest.mark.timeout(130)

@@ -376,7 +376,11 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
 
 def _spread_notes(measures: list, workers: int) -> list:
     """A note for each implementation whose rounds took very different times (a loaded machine, a
-    multi-threaded BLAS waiting for its cores): its best time, and the ratios, are then unreliable."""
+    multi-threaded BLAS waiting for its cores): its best time, and the ratios, are then unreliable; one
+    note where each ran one round, which shows no spread."""
+    if len(measures) > 1 and all(len(m.times) == 1 for m in measures):  # nothing to compare a round with
+        return ["one round each: a busy machine, or threads waiting for cores, would not show, and the ratios may "
+                "be far off (--rounds 3 shows the spread)"]
     advice = "run again, or with --workers 1" if workers > 1 else "run again on a quieter machine"
     return [f"{m.name}'s rounds took {min(m.times):.4f} to {max(m.times):.4f} s: the machine is busy, or its "
             f"threads wait for cores; its ratio is not reliable ({advice})"
