@@ -737,12 +737,14 @@ def _misfit(search: _Search, tuned: str) -> str:
               f"for the size you mean" if inferred else "")
     leave_out = _fit_without(search, _given_sizing(search, reference_n, chosen, mismatched))
     if leave_out:  # the user's own setting makes the shape the files do not have
-        sizing, fitted = leave_out
+        sizing, fitted, several = leave_out
         one = len(sizing) == 1
         advice = (f"; {' and '.join(spelling.param(k, values[k]) for k in sizing)} size{'s' if one else ''}"
                   f" {' and '.join(mismatched)}: leave {'it' if one else 'them'} out to take "
                   f"{', '.join(f'{k}={v}' for k, v in fitted.items()) or ' and '.join(sizing)} from "
                   f"{spelling.inputs}' shapes")
+        if several:  # which then fit several sizes, which n (or a param) chooses among
+            advice += f", and give {spelling.n} or {spelling.params} to choose among the sizes they fit"
     return (f"{spelling.inputs}' shapes fit no size of {name}: with "
             f"{assignment(reference_n, {k: values[k] for k in driver.PROGRAM.params})}, {wrong}" + (tuned or advice))
 
@@ -764,17 +766,26 @@ def _given_sizing(search: _Search, n: int, chosen: dict, mismatched: list) -> li
     return sizing
 
 
-def _fit_without(search: _Search, sizing: list) -> tuple[list, dict] | None:
-    """``(sizing, their values)`` where the inputs fit once the params ``sizing`` are left out (the
-    files then give them, and n), n not given; else None."""
+def _fit_without(search: _Search, sizing: list) -> tuple[list, dict, bool] | None:
+    """``(sizing, their values, several)`` where the inputs fit once the params ``sizing`` are left out (the
+    files then give them, and n), n not given: at one size, or (``several``) at several that all give
+    ``sizing`` those values (A alone of gemm gives m and k, not n); else None."""
     if not sizing or search.n is not None:  # with n given, other params may fit as nonsense (r = -8)
         return None
-    kept = {name: value for name, value in search.params.items() if name not in sizing}
+    kept = replace(search.options, sets={name: value for name, value in search.params.items() if name not in sizing})
     try:
-        _, fitted = fit(search.driver, search.shapes, replace(search.options, sets=kept))
+        fit(search.driver, search.shapes, kept)
+        several = False
+    except _Ambiguous:
+        several = True
     except UsageError:
         return None
-    return sizing, {name: fitted[name] for name in sizing if name in fitted}
+    dims = sorted({d for shape in search.shapes.values() for d in shape})
+    taken = {tuple((name, dict(values).get(name)) for name in sizing)
+             for _, values in _searched(search.driver, search.shapes, kept, dims).fits}
+    if len(taken) != 1:
+        return None
+    return sizing, {name: value for name, value in taken.pop() if value is not None}, several
 
 
 def tile_settings_sizing(driver, options: Options, names) -> list:

@@ -248,8 +248,18 @@ def test_a_param_given_that_sizes_an_input_otherwise_is_the_one_to_leave_out(tmp
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, body, {"L": (1000, 1000), "B": (1000, 50)}, params={"nrhs": SetText("64")}, spelling=spelling)
     assert str(error.value) == (f"the {inputs} shapes fit no size of p: with n=1000, nrhs=64, B has shape (1000, 50), "
-                                f"expected (1000, 64); {said} sizes B: leave it out to take nrhs from the {inputs} "
+                                f"expected (1000, 64); {said} sizes B: leave it out to take nrhs=50 from the {inputs} "
                                 f"shapes")
+
+
+def test_a_param_to_leave_out_is_named_where_the_inputs_then_fit_several_sizes(tmp_path):
+    """gemm's A alone (90×70) with m=80: 'give n= and params= for the size you mean'; with B too, m=80 was named
+    as the one to leave out. Without it, A gives m=90 and k=70, and n is still to choose."""
+    body = "param m = n\n  param k = n\n  matrix B[m, k] = zeros\n  matrix C[m, n] = zeros"
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"B": (90, 70)}, params={"m": SetText("80")}, spelling=API)
+    assert str(error.value).endswith("params={'m': 80} sizes B: leave it out to take m=90 from the inputs' shapes, "
+                                     "and give n= or params= to choose among the sizes they fit"), error.value
 
 
 def test_a_square_matrix_given_a_rectangle_is_said_to_be_square(tmp_path):
