@@ -98,13 +98,14 @@ def idle_rank_advice(driver, options: Options, params, ranks: int, gpus: int = 0
     effective = _effective_tile_size(driver, params)
     if effective == 1:
         return f"{none}, and the tiles are 1x1 already: use fewer ranks"
-    tried = None
+    tried, failed = None, effective
     for smaller in _smaller_params(driver, options, effective):
         tried = smaller.nb
         grids = grids_where_every_rank_computes(driver, smaller, ranks, gpus, ratio)
-        if grids:
-            (p, q), nb = grids[0], smaller.nb
+        if grids:  # the largest tiles between this halving and the one before that work
+            nb, (p, q) = _largest_working(driver, options, (smaller.nb, grids[0]), failed, ranks, gpus, ratio)
             return f"{none}: use fewer ranks, or smaller tiles (--nb {nb} on --grid {p}x{q})"
+        failed = smaller.nb
     if tried is None:  # hybrid tiles, or too many tiles to try
         return f"{none}: use fewer ranks or smaller tiles"
     return f"{none}, nor at smaller tiles (down to --nb {tried}): use fewer ranks"
@@ -119,21 +120,53 @@ def _effective_tile_size(driver, params) -> int | None:
     return min(params.nb, max((max(int(m), int(n)) for m, n in shapes), default=params.nb))
 
 
+def _largest_working(driver, options: Options, working: tuple, failing: int, ranks: int, gpus: int,
+                     ratio: tuple | None) -> tuple:
+    """``(nb, grid)`` of the fewest tiles at which a grid gives every rank a task, the tiles as even as they then
+    can be: the largest tile size below ``failing`` that works, by bisection from ``working`` (an ``(nb, grid)``
+    that does; --nb 3 was advised as --nb 1, where 2 works), then the smallest size with as many tiles along
+    the largest side (n = 100 on 2 ranks: 50 rather than 99, which leaves a tile of one column)."""
+    (low, grid), high = working, failing
+    while high - low > 1:
+        middle = (low + high) // 2
+        grids = _working_grids(driver, options, middle, ranks, gpus, ratio)
+        if grids:
+            low, grid = middle, grids[0]
+        else:
+            high = middle
+    side = max(max(int(m), int(n)) for m, n in matrix_shapes(driver, _params_at(driver, options, low))[0].values())
+    even = -(-side // -(-side // low))
+    grids = _working_grids(driver, options, even, ranks, gpus, ratio) if even < low else []
+    return (even, grids[0]) if grids else (low, grid)
+
+
+def _working_grids(driver, options: Options, nb: int, ranks: int, gpus: int, ratio: tuple | None) -> list:
+    """:func:`grids_where_every_rank_computes` at tile size ``nb`` (none where it cannot be tried)."""
+    params = _params_at(driver, options, nb)
+    return grids_where_every_rank_computes(driver, params, ranks, gpus, ratio) if params else []
+
+
+def _params_at(driver, options: Options, nb: int):
+    """The run's parameters at uniform tile size ``nb``; None where the program refuses it (a requirement on
+    the tiles, n % nb == 0) or its largest matrix has more than :data:`TRIED_TILES` tiles."""
+    try:
+        params = make_params(driver, replace(options, tiles={**options.tiles, "nb": nb}))
+        largest = max(-(-int(m) // nb) * -(-int(n) // nb) for m, n in matrix_shapes(driver, params)[0].values())
+    except UsageError:
+        return None
+    return params if largest <= TRIED_TILES else None
+
+
 def _smaller_params(driver, options: Options, nb: int | None):
     """The run's parameters at uniform tile size ``nb`` (:func:`_effective_tile_size`) halved, then halved
-    again (:data:`HALVINGS` times at most), while the program accepts them and its matrices have few enough
-    tiles to try."""
+    again (:data:`HALVINGS` times at most), at each size the program accepts with few enough tiles to try
+    (:func:`_params_at`)."""
     if nb is None:
         return
     for _ in range(HALVINGS):
         nb //= 2
         if nb < 1:
             return
-        try:
-            smaller = make_params(driver, replace(options, tiles={**options.tiles, "nb": nb}))
-            largest = max(-(-int(m) // nb) * -(-int(n) // nb) for m, n in matrix_shapes(driver, smaller)[0].values())
-        except UsageError:  # a requirement on the tiles (n % nb == 0)
-            continue
-        if largest > TRIED_TILES:
-            return
-        yield smaller
+        smaller = _params_at(driver, options, nb)
+        if smaller is not None:
+            yield smaller

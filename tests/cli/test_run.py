@@ -804,7 +804,7 @@ def test_a_plan_of_a_grid_that_leaves_a_rank_idle_warns_as_run_does(command):
     assert out.returncode == 0 and out.stdout
     assert out.stderr.strip() == ("tiledsl: warning: 9 ranks but only 4 of them own tiles (the largest matrix, A, has "
                                   "2×2 tiles): rank 2, 5, 6, 7, 8 have nothing to do; no grid of 9 ranks gives every "
-                                  "rank a task: use fewer ranks, or smaller tiles (--nb 32 on --grid 3x3)")
+                                  "rank a task: use fewer ranks, or smaller tiles (--nb 52 on --grid 3x3)")
 
 
 @pytest.mark.timeout(120)

@@ -290,14 +290,17 @@ def test_the_advice_of_smaller_tiles_starts_from_the_matrix_and_names_the_progra
     from tiledsl.commands.cli import main
 
     assert main(["explain", "cholesky", "--grid", "2x2", "--n", "40", "--totals"]) == 0
-    assert "no grid of 4 ranks gives every rank a task: use fewer ranks, or smaller tiles (--nb 10 on --grid " \
+    assert "no grid of 4 ranks gives every rank a task: use fewer ranks, or smaller tiles (--nb 14 on --grid " \
            "2x2)" in capsys.readouterr().err
     (tmp_path / "k.py").write_text("def pscale(P):\n    for t in P:\n        t *= 2.0\n")
     (tmp_path / "rows.tile").write_text('use "k.py"\nkernel pscale(inout P)\nprogram rows {\n  tiling uniform(nb = 50)\n'
                                         "  matrix A[n, n] = random general\n"
                                         "  for k in 0 .. A.mt { pscale(A[k, k : A.nt]) }\n}\n")
     assert main(["explain", str(tmp_path / "rows.tile"), "--grid", "4x1", "--n", "130", "--totals"]) == 0
-    assert "smaller tiles (--nb 25 on --grid 4x1)" in capsys.readouterr().err
+    assert "smaller tiles (--nb 33 on --grid 4x1)" in capsys.readouterr().err  # 4 tile rows, as even as they go
+    # the halvings of 3 went to 1 (100 tiles), where 2 works (25)
+    assert main(["explain", "lu", "--grid", "1x5", "--n", "10", "--nb", "3", "--totals"]) == 0
+    assert "smaller tiles (--nb 2 on --grid 1x5)" in capsys.readouterr().err
 
 
 @pytest.mark.timeout(60)
