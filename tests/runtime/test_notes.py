@@ -143,6 +143,24 @@ def test_a_user_kernel_says_what_it_found_with_tiledsl_note(tmp_path):
                          "True (and 2 more task(s) at this line)"]
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_a_triangle_wider_than_the_other_operand_needs_is_said(tmp_path, gpus):
+    """trsm(A[0, 0], B[1, 0], "L", ...) at n = 160: B[1, 0] is 60 rows, so the top-left 60x60 of A[0, 0] was
+    used without a word (gemm refuses the same slip); a taller triangle alone (a hybrid tiling's) is as meant."""
+    (tmp_path / "p.tile").write_text('program p {\n  tiling uniform(nb = 100)\n  in matrix A[n, n] = random general\n'
+                                     '  matrix B[n, n] = random general\n  matrix T[n, 100] = random general\n'
+                                     '  trsm(A[0, 0], B[1, 0], "L", "L", "N", "N")\n'
+                                     '  trsm(T[0 : T.mt, 0], B[1, 0], "R", "L", "N", "N")\n}\n')
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        out = tiledsl.load(tmp_path / "p.tile").run(n=160, gpus=gpus, gpu_ratio=(0, 1) if gpus else None)
+    on = " on GPU 1" if gpus else ""
+    assert out.notes == [f'rank 0 (p.tile:6): kernel trsm on A[0, 0], B[1, 0]{on} (trsm(A[0, 0], B[1, 0], "L", "L", '
+                         f'"N", "N")): A is 100x100, larger than B (60x100) needs: its top-left 60x60 triangle was '
+                         f'used (a tile of another row or column than meant, or the other side, does that)']
+
+
 def test_a_solve_scaled_by_zero_does_not_read_the_triangle_and_says_nothing(tmp_path):
     """alpha = 0 gives zeros without reading A: its zero pivot was said to be divided by."""
     (tmp_path / "t.tile").write_text('program t {\n  tiling uniform(nb = 4)\n  param alpha = 1.0\n'
