@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from .errors import KernelError
-from .notes import note
+from .notes import note, on_whole_tiles
 
 SAFE_MINIMUM = np.finfo(np.float64).tiny  # LAPACK's dlamch('S'): 1/x does not overflow
 DOUBLE = np.dtype(np.float64).itemsize  # bytes of a float64: the unit of BLAS strides
@@ -48,12 +48,13 @@ def check_number(kernel: str, name: str, value) -> float:
 
 def require_triangle(kernel: str, name: str, tri, k: int, other_name: str, other) -> None:
     """``tri`` must hold a k×k triangle for ``other``: its top-left block. One taller than k (a hybrid tiling's
-    diagonal tile, a tall panel) is as meant; one wider too is noted (:func:`.notes.note`): it is the tile of
-    another row or column than meant, or the triangle of the other side, and the result is no error."""
+    diagonal tile, a tall panel) is as meant, and so is one wider too for a sub-range of a tile (the first rows
+    of a forward substitution); on whole tiles that is noted (:func:`.notes.note`): it is the tile of another
+    row or column than meant, or the triangle of the other side, and the result is no error."""
     if tri.shape[0] < k or tri.shape[1] < k:
         raise ValueError(f"{kernel}: {name} of shape {tri.shape} has no {k}x{k} triangle "
                          f"for {other_name} of shape {other.shape}")
-    if tri.shape[1] > k and tri.shape[0] > k:
+    if tri.shape[1] > k and tri.shape[0] > k and on_whole_tiles():
         note(f"{name} is {tri.shape[0]}x{tri.shape[1]}, larger than {other_name} ({other.shape[0]}x{other.shape[1]}) "
              f"needs: its top-left {k}x{k} triangle was used (a tile of another row or column than meant, or the "
              f"other side, does that)")

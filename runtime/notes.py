@@ -55,6 +55,12 @@ def where_ran(task, device: int) -> str:
             f" on a CPU worker, taken from GPU {task.device} (--host-takes)" if task.device else "")
 
 
+def on_whole_tiles() -> bool:
+    """Whether the task the calling thread runs names no sub-range of its tiles (True outside a task)."""
+    regions = getattr(getattr(in_kernel, "task", None), "named_regions", None)
+    return regions is None or all(region is None for region in regions)
+
+
 def note(text: str) -> None:
     """Leave ``text`` as a note of the task the calling thread runs (see the module)."""
     notes, task = getattr(in_kernel, "notes", None), getattr(in_kernel, "task", None)

@@ -147,11 +147,13 @@ def test_a_user_kernel_says_what_it_found_with_tiledsl_note(tmp_path):
 @pytest.mark.parametrize("gpus", [0, 1])
 def test_a_triangle_wider_than_the_other_operand_needs_is_said(tmp_path, gpus):
     """trsm(A[0, 0], B[1, 0], "L", ...) at n = 160: B[1, 0] is 60 rows, so the top-left 60x60 of A[0, 0] was
-    used without a word (gemm refuses the same slip); a taller triangle alone (a hybrid tiling's) is as meant."""
+    used without a word (gemm refuses the same slip); a taller triangle alone (a hybrid tiling's), or a triangle
+    for a sub-range, is as meant."""
     (tmp_path / "p.tile").write_text('program p {\n  tiling uniform(nb = 100)\n  in matrix A[n, n] = random general\n'
                                      '  matrix B[n, n] = random general\n  matrix T[n, 100] = random general\n'
                                      '  trsm(A[0, 0], B[1, 0], "L", "L", "N", "N")\n'
-                                     '  trsm(T[0 : T.mt, 0], B[1, 0], "R", "L", "N", "N")\n}\n')
+                                     '  trsm(T[0 : T.mt, 0], B[1, 0], "R", "L", "N", "N")\n'
+                                     '  trsm(A[1, 1], B[0, 1][0 : 20, 0 : 60], "L", "L", "N", "N")\n}\n')  # a sub-range
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         out = tiledsl.load(tmp_path / "p.tile").run(n=160, gpus=gpus, gpu_ratio=(0, 1) if gpus else None)
