@@ -17,8 +17,9 @@ takes no lock and waits on nothing, so the watch raises :class:`Stalled` in it
 asynchronously (``PyThreadState_SetAsyncExc``), delivered at its next bytecode;
 a :class:`Monitor` thread checks once per :data:`TICK_SECONDS`. The user's code
 that runs outside tasks (a kernel module as it loads, a user check) has a
-:func:`deadline`: past it, the rank says what has not returned and ends the job,
-since such code may block where no exception reaches it.
+:func:`deadline`: past it, :class:`Overdue` is raised in it and the rank fails
+saying what has not returned; code that no exception reaches (a sleep, a lock)
+makes the rank say so and end the job.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from .crash import RunStop, frozen_backstop
 from .errors import tile_line
 from .notes import arguments_text
 from .scheduler import where
-from .world import launcher_size, say_ending
+from .world import RankError, launcher_size, say_ending
 
 FLOOR_SECONDS = 60.0
 TASK_FACTOR = 20.0
@@ -232,29 +233,58 @@ def user_code_limit(setting: float | None, automatic: float) -> float | None:
     return setting or None
 
 
+class Overdue(RunStop):
+    """Raised asynchronously in the thread whose user code (outside the engine) outlived its :func:`deadline`."""
+
+
 @contextlib.contextmanager
 def deadline(seconds: float | None, what: str, rank: int):
     """The user's code run outside the engine (a kernel module's import, a user check) ends
-    within ``seconds`` (None: no limit), or this rank says ``what`` (what has not happened)
-    and ends the job: such code may block where no exception reaches it (a sleep, a lock)."""
+    within ``seconds`` (None: no limit), or this rank fails saying ``what`` (what has not happened):
+    :class:`Overdue` is raised in that code, which unwinds to a :class:`.world.RankError` (a run from
+    Python leaves the interpreter usable); code that it cannot reach within :data:`OVERDUE_SECONDS`
+    (a sleep, a lock, a C library) makes the rank say so and end the job."""
     if seconds is None:
         yield
         return
-    returned = threading.Event()
+    said = f"watchdog: {what} after {seconds:g} s (--watchdog)"
+    returned, guard, caller = threading.Event(), threading.Lock(), threading.get_ident()
+    state = {"armed": True, "fired": False}
     size = launcher_size()
     # every rank may be stuck alike (loading one module): rank 0 says it and its end ends the
     # job, the others say it only where they outlive that (one error a job, as a failed run's)
     later = DEFERRED_SECONDS if rank and size is not None and size[1] > 1 else 0.0
 
     def watch():
-        if not returned.wait(seconds):  # past the limit: said, even if it ends while rank 0 goes first
-            returned.wait(later)
-            say_ending(f"rank {rank}: watchdog: {what} after {seconds:g} s (--watchdog)")
+        if returned.wait(seconds):
+            return
+        with guard:  # past the limit: unwind the code, unless it has just returned
+            if state["armed"]:
+                state["fired"] = True
+                _raise_in(caller, Overdue)
+        if returned.wait(OVERDUE_SECONDS):  # it unwound (or returned): the rank fails the usual way
+            return
+        returned.wait(later)
+        say_ending(f"rank {rank}: {said}")
     try:  # an interrupt as the thread starts (start() waits for it) must end it too: else it ended the process
         threadstart.start(threading.Thread(target=watch, name="deadline", daemon=True))
-        yield
+        try:
+            yield
+        finally:
+            with guard:
+                state["armed"] = False
+            if state["fired"]:
+                _let_it_arrive()  # one still pending arrives here, not in the caller's next lines
+        if state["fired"]:  # the code swallowed it and returned all the same: it still overran
+            raise Overdue
+    except Overdue:
+        raise RankError(said) from None
     finally:
         returned.set()
+
+
+#: seconds the user's code past its deadline has to unwind before the rank ends the job
+OVERDUE_SECONDS = 5.0
 
 
 #: seconds a rank other than 0 whose user code outlived its deadline waits for rank 0's report

@@ -434,6 +434,25 @@ def test_a_check_that_gives_no_residual_is_an_error_saying_why(tmp_path, case):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("body", ["    while True:\n        pass\n",
+                                  "    while True:\n        try:\n            while True:\n                pass\n"
+                                  "        except BaseException:\n            return 1.0\n"])
+def test_a_check_past_its_deadline_fails_the_run_and_leaves_the_interpreter_usable(tmp_path, body):
+    """A user check spinning past the watchdog ended the user's interpreter (the rank's end, os._exit); one
+    that swallows the interruption and returns has overrun all the same."""
+    (tmp_path / "checked.tile").write_text(USER_CHECK)
+    (tmp_path / "checks.py").write_text("def add(X, Y):\n    Y[:] += X\n\n\ndef verdict(before, after):\n" + body)
+    program = tiledsl.load(tmp_path / "checked.tile")
+    began = time.monotonic()
+    with pytest.raises(tiledsl.TiledslError) as failed:
+        program.run(n=8, check=True, watchdog=1)
+    assert str(failed.value) == ("rank 0: watchdog: check verdict (checked.tile:10) has not returned after 1 s "
+                                 "(--watchdog)")
+    assert time.monotonic() - began < 30
+    assert program.run(n=8).passed is None  # the next run goes on
+
+
+@pytest.mark.timeout(120)
 def test_a_residual_too_large_is_among_the_errors_as_json_says_it_without_raising(tmp_path):
     """errors held nothing where the check failed by its residual, so a script logging summary()
     logged a failed run with no reason; --json gives 'check failed: the verdict residual 100 is not below 60'."""
