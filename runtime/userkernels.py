@@ -222,7 +222,7 @@ def _import(path: Path):
                 spec.loader.exec_module(module)
         except SyntaxError as error:  # NUL bytes too, on recent Pythons: a SyntaxError of no line
             raise RankError(f"kernel module {_place(path, error.lineno)}: SyntaxError: {error.msg}") from None
-        except NOT_USERS:
+        except (RankError, *NOT_USERS):  # the deadline's (past it), a stop
             raise
         except BaseException as error:  # a failing import, an exit (a GeneratorExit too): the module's mistake
             line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
