@@ -1048,7 +1048,7 @@ def test_json_errors_say_why_a_run_failed_its_check(tmp_path):
         out = tiledsl(command[0], "lu", "--input", f"A={tmp_path / 'a.npy'}", "--nb", 16, "--json", *command[1:])
         summary = json.loads(out.stdout.splitlines()[-1])
         assert out.returncode == 1 and summary["ok"] is False and summary["passed"] is False, out.stderr
-        assert len(summary["errors"]) == 1 and summary["errors"][0].startswith("check failed: residual"), summary
+        assert len(summary["errors"]) == 1 and summary["errors"][0].startswith("check failed: the lu residual"), summary
 
 
 @pytest.mark.timeout(150)

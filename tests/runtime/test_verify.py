@@ -334,7 +334,7 @@ def test_a_result_that_overflowed_fails_its_check_without_numpy_warnings(tmp_pat
     (tmp_path / "trsolve.tile").write_text(TRIANGULAR_SOLVE)
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "trsolve.tile", "--input", "L=L.npy",
                           "--input", "X=X.npy", "--check"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
-    assert out.returncode == 1 and "check failed: residual nan" in out.stderr, out.stderr
+    assert out.returncode == 1 and "residual nan is not below 60" in out.stderr, out.stderr
     assert "Warning" not in out.stderr, out.stderr
 
 
@@ -351,7 +351,8 @@ def test_an_lu_residual_near_the_threshold_is_computed_again_exactly(compiled, t
     l, u = np.tril(lu, -1) + np.eye(200), np.triu(lu)
     exact = max(math.fsum(column) for column in np.abs(exact_difference(a, l, u)).T)
     expected = exact / (np.abs(a).sum(axis=0).max() * 200 * np.finfo(float).eps)
-    assert result.residuals["lu"] == pytest.approx(expected, rel=1e-9) and 140 < expected < 150
+    # 146 on one machine, 151 on another (its BLAS rounds otherwise): far above the threshold either way
+    assert result.residuals["lu"] == pytest.approx(expected, rel=1e-9) and 100 < expected < 200
     assert not result.passed and not any("threshold" in note for note in result.notes)
 
 
