@@ -391,6 +391,7 @@ def communicator(on_error=None, limit: float | None = None):
     _record("joining", "")  # a rank stopped before MPI's start is the one lacking this (_late_at_start_up)
     with _signals_deferred(), _start_up_watch(limit):  # deferred first: the fork runs Python code
         comm = Communicator(on_error=on_error, limit=limit)
+    _record("joined", "")  # one that has "joining" and not this died inside MPI's start (jobs._start_note)
     asked = os.environ.get(JOB_RANKS_VARIABLE, "")
     if asked.isdigit() and int(asked) != comm.size:  # a launcher that ignores -n: the run would be another one
         comm.stop()

@@ -450,3 +450,22 @@ def test_a_kernel_reading_standard_input_gets_its_end_on_every_rank(tmp_path):
                          timeout=100, input="typed\n", env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
     assert run.returncode == 0, run.stderr
     assert np.load(tmp_path / "a.npy")[[0, 8], [0, 8]].tolist() == [1.0, 1.0]
+
+
+def test_a_rank_lost_inside_mpis_start_is_said_so_with_the_address_limit(tmp_path, monkeypatch):
+    """Under `ulimit -v 350000`, UCX could not start its thread as MPI started and aborted the rank: the job
+    said only 'ended without finishing the run and without a word' (exit status 6, SIGABRT)."""
+    import resource
+
+    from tiledsl.commands import jobs
+
+    (tmp_path / "joining.0").write_text("")
+    (tmp_path / "joining.1").write_text("")
+    (tmp_path / "joined.1").write_text("")
+    monkeypatch.setattr(jobs.resource, "getrlimit", lambda which: (350000 * 1024, resource.RLIM_INFINITY))
+    assert jobs._start_note(str(tmp_path), 0) == (
+        " as MPI started,", "; under the address-space limit (ulimit -v 350000, in KiB) MPI's libraries may find no "
+                            "room for their threads and buffers: raise the limit")
+    assert jobs._start_note(str(tmp_path), 1) == ("", "")  # in MPI: what killed it is the run's
+    monkeypatch.setattr(jobs.resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert jobs._start_note(str(tmp_path), 0) == (" as MPI started,", "")

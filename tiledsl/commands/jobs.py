@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -255,8 +256,10 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
         rank, lead = first
         # both seen at one wake-up (a loaded machine): in order, but not how far apart
         before = "before the others" if lead is None or lead < 0.0005 else f"{lead:.3f} s before the others"
-        print(f"tiledsl: error: rank {rank} ended without finishing the run and without a word, first "
-              f"({before}; the launcher's exit status is {code}{_as_signal(code)})", file=sys.stderr, flush=True)
+        starting, advice = _start_note(folder, rank)
+        print(f"tiledsl: error: rank {rank} ended{starting} without finishing the run and without a word, first "
+              f"({before}; the launcher's exit status is {code}{_as_signal(code)}){advice}",
+              file=sys.stderr, flush=True)
         _said_ended_by_launcher([other for other in lost if other != rank])
         return True
     # on other nodes, which one died first cannot be told: once one dies the launcher kills the others
@@ -279,6 +282,20 @@ def _report_stopped_while_starting(folder: str, ranks: int | None, watch: RankWa
     else:
         print(f"tiledsl: rank {first[0]}: stopped by SIGTERM (while it was starting)", file=sys.stderr, flush=True)
     return True
+
+
+def _start_note(folder: str, rank: int) -> tuple[str, str]:
+    """What a rank that died without a word inside MPI's start adds to the report of it, before and after its
+    exit status (empty elsewhere): under an address-space limit, which the ranks share with this process, MPI's
+    libraries may find no room for their threads (UCX aborts: "pthread_create() failed")."""
+    joining, joined = (Path(folder, f"{what}.{rank}").exists() for what in ("joining", "joined"))
+    if not joining or joined:
+        return "", ""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return " as MPI started,", ""
+    return " as MPI started,", (f"; under the address-space limit (ulimit -v {limit // 1024}, in KiB) MPI's "
+                                f"libraries may find no room for their threads and buffers: raise the limit")
 
 
 def _said_ended_by_launcher(ranks: list) -> None:
