@@ -144,7 +144,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                 warn(warning)
         use_tuned(driver, options, not getattr(args, "no_tune", False), comm, warn)
         fit_files(driver, options)  # after the tuned values: the inputs are fitted at the run's tiles
-        result = execute(driver, options, comm=comm, when_decided=_stops_after_outcome)
+        result = execute(driver, options, comm=comm, when_decided=_stops_after_outcome, warn=warn)
         end_open_line()  # on every rank, before rank 0's summary: the launcher passes their output on together
         ranks = comm.gather(result.stats) if comm is not None else [result.stats]
         for note in run_notes(driver, options, result, ranks) if comm is None or comm.rank == 0 else []:

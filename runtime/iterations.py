@@ -14,6 +14,8 @@ conditions are evaluated over the intervals too, three-valued (True, False,
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..language import MAX_ITERATIONS
 from .errors import TaskFailure
 
@@ -228,14 +230,34 @@ def iteration_bound(driver, matrices: dict, params) -> LoopBound | None:
     return found
 
 
-def check_iterations(driver, matrices: dict, params, rank: int) -> None:
-    """Refuse, before the loop nest is walked, one that would run more than MAX_ITERATIONS."""
+def check_iterations(driver, matrices: dict, params, rank: int) -> str | None:
+    """Refuse, before the loop nest is walked, one that would run more than MAX_ITERATIONS; the warning
+    of one that would run more than :data:`LONG_ITERATIONS` (None for a shorter one)."""
     found = iteration_bound(driver, matrices, params)
-    if found is not None and found.total > MAX_ITERATIONS:
-        iterations, line = found.largest
+    if found is None or found.total <= LONG_ITERATIONS:
+        return None
+    iterations, line = found.largest
+    where = f"{Path(driver.PROGRAM.source).name}:{line}" if line else "one loop"
+    if found.total > MAX_ITERATIONS:
         raise TaskFailure(f"the loop nest would run up to {count_text(found.total)} loop iterations (at most "
                           f"{count_text(MAX_ITERATIONS)} are run); this loop alone up to {count_text(iterations)}: "
                           f"check its bounds and the parameters", rank, line)
+    return (f"the loop nest runs up to {count_text(found.total)} loop iterations ({where} alone up to "
+            f"{count_text(iterations)}): at some {SECONDS_PER_TASK * 1e6:.0f} µs a task, tiledsl's own work may take "
+            f"up to {duration_text(found.total)}, the first minutes of it before the run, without a word (larger "
+            f"tiles do the same work in fewer tasks; Ctrl-C stops it)")
+
+
+#: iterations of a loop nest past which a run is warned to be long (at 50 µs a task, more than an hour)
+LONG_ITERATIONS = 10 ** 8
+#: seconds tiledsl's own work takes a task at least, run or simulated (the walk, the scheduler, the messages)
+SECONDS_PER_TASK = 50e-6
+
+
+def duration_text(tasks: int) -> str:
+    """How long ``tasks`` tasks take at :data:`SECONDS_PER_TASK`: ``3 hour(s)``, ``40 minutes``."""
+    hours = tasks * SECONDS_PER_TASK / 3600
+    return f"{hours:.0f} hour(s)" if hours >= 1.5 else f"{hours * 60:.0f} minutes"
 
 
 def count_text(value) -> str:

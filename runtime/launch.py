@@ -49,15 +49,17 @@ from .world import HeldInterrupts, RankError, UsageError, act_on, await_ending, 
 
 
 # ---------------------------------------------------------------- the run
-def execute(driver, options: Options, arrays: dict | None = None, comm=None, when_decided=None) -> RunResult:
+def execute(driver, options: Options, arrays: dict | None = None, comm=None, when_decided=None,
+            warn=None) -> RunResult:
     """Run the driver module ``driver`` on this process: alone, or as a rank of ``comm``'s job.
     ``when_decided()`` is called as the ranks come to agree on the run's outcome, before its files are
-    renamed into place (or withheld): from there a stop would stop nothing (:meth:`.Staging.commit`)."""
+    renamed into place (or withheld): from there a stop would stop nothing (:meth:`.Staging.commit`).
+    ``warn(text)`` says, on rank 0, what is to be said before the run (a loop nest that will take hours)."""
     with run_in_progress():  # the user's code calling os._exit fails the run, whatever thread calls it
-        return _execute(driver, options, arrays, comm, when_decided)
+        return _execute(driver, options, arrays, comm, when_decided, warn)
 
 
-def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) -> RunResult:
+def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, warn) -> RunResult:
     program = driver.PROGRAM
     stopwatch = progress.Stopwatch()
     ranks, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
@@ -87,7 +89,9 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided) 
     sized_by_inputs = bool(given_inputs(program, options, arrays))
     check_memory(program, matrices, None, 0, False, 0.5, sized_by_inputs, options.spelling)
     derive = priorities.derived(program, options.priorities)
-    check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
+    long = check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
+    if long and warn is not None and rank == 0:
+        warn(long)
     sequence = priorities.TaskSequence() if derive else None
     # on several ranks, walk only this rank's share of an affine loop nest (derived priorities need it all)
     events = events_of(driver, matrices, params) if ranks > 1 and not derive else None

@@ -227,7 +227,7 @@ class Loaded:
             use_tuned(self.driver, options, tuned, warn=_warn)
             # after the tuned values: the arrays are fitted at the tiles the run will use
             options.n, options.sets = fit(self.driver, self._shapes(given, options.n is not None), options)
-            result = execute(self.driver, options, given)
+            result = execute(self.driver, options, given, warn=_warn)
         except KernelModuleNotFound as error:
             raise TiledslError(self._module_not_found(error)) from None
         except UsageError as error:

@@ -67,6 +67,23 @@ def test_a_loop_nest_within_the_bound_runs(tmp_path):
     assert '"tasks": 466' in out.stdout  # 1 + 30 * 31 / 2
 
 
+@pytest.mark.timeout(60)
+def test_a_loop_nest_that_will_take_hours_is_warned_of_before_it_is_walked(tmp_path):
+    """cholesky at n = 2000, nb = 1 (1.3e9 tasks) said nothing for minutes: the survey walks it silently."""
+    import warnings
+
+    import tiledsl
+
+    (tmp_path / "t.tile").write_text(LONG)
+    with warnings.catch_warnings(), pytest.raises(tiledsl.TiledslWarning) as said:
+        warnings.simplefilter("error", tiledsl.TiledslWarning)  # the warning stops the run, before its walk
+        tiledsl.load(tmp_path / "t.tile").run(n=64, tiles={"nb": 32}, params={"big": 20000})
+    assert str(said.value) == (
+        "the loop nest runs up to 400,020,000 loop iterations (t.tile:6 alone up to 400,000,000): at some 50 µs a "
+        "task, tiledsl's own work may take up to 6 hour(s), the first minutes of it before the run, without a word "
+        "(larger tiles do the same work in fewer tasks; Ctrl-C stops it)")
+
+
 def _bound_and_walk(program: str, folder: Path, n: int, **tiles):
     result, text = compile_path(ROOT / "programs" / f"{program}.tile")
     path = folder / f"iterations_{program}.py"

@@ -23,7 +23,7 @@ from . import PROGRAM_HELP
 from .files import replacing
 from ..runtime.broadcast import CHOICES
 from ..runtime.distribution import parse_grid
-from ..runtime.iterations import count_text, iteration_bound
+from ..runtime.iterations import SECONDS_PER_TASK, count_text, duration_text, iteration_bound
 from ..runtime.layout import make_params, placement, use_tuned
 from ..runtime.fitting import check_files, fit_files
 from ..runtime.options import add_size_arguments, add_tuning_arguments, check_gpus, size_options, trace_file
@@ -144,8 +144,6 @@ def _nodes(args) -> int:
 
 #: loop iterations past which simulate says, before it starts, how long it may take
 LONG_SIMULATION = 10 ** 7
-#: seconds a simulated task takes at least (the walk, the scheduler state machines, the network model)
-SECONDS_PER_TASK = 50e-6
 
 
 def _warn_of_a_long_simulation(driver, matrices: dict, params) -> None:
@@ -154,11 +152,9 @@ def _warn_of_a_long_simulation(driver, matrices: dict, params) -> None:
     found = iteration_bound(driver, matrices, params)
     if found is None or found.total < LONG_SIMULATION:
         return
-    hours = found.total * SECONDS_PER_TASK / 3600
-    took = f"{hours:.0f} hour(s)" if hours >= 1.5 else f"{hours * 60:.0f} minutes"
     print(f"tiledsl: note: the loop nest runs up to {count_text(found.total)} iterations: at some "
-          f"{SECONDS_PER_TASK * 1e6:.0f} µs a task, the simulation may take up to {took} (a smaller --n or larger "
-          f"tiles simulate faster; Ctrl-C stops it)", file=sys.stderr, flush=True)
+          f"{SECONDS_PER_TASK * 1e6:.0f} µs a task, the simulation may take up to {duration_text(found.total)} (a "
+          f"smaller --n or larger tiles simulate faster; Ctrl-C stops it)", file=sys.stderr, flush=True)
 
 
 class _Progress:
