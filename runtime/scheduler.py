@@ -164,7 +164,8 @@ class Scheduler:
     def describe(self, limit: int = 5, running: list[str] = (), arguments_text=_tiles_of) -> str:
         """An account of the window for stall reports: the program's tasks counted (what the summary and
         explain count), then the runtime's own by their role (transfers, check tasks), ``running`` (lines
-        naming the tasks workers run now, which the scheduler does not track), then the oldest blocked
+        naming the tasks workers run now, which the scheduler does not track), the ready tasks first in their
+        queues (each waits for its device: the rank's workers are all busy), then the oldest blocked
         tasks and why, those of the runtime said to be such, each named with ``arguments_text(task)`` (the
         engine's: as every label of a task names them)."""
         queued = {id(entry[2]) for queue in self.ready for entry in queue}
@@ -177,6 +178,10 @@ class Scheduler:
             counts.append(f"{len(window)} {role}(s) in the window, {ready} ready, "
                           f"{submitted - len(window)} of {submitted} submitted done")
         lines = ["; ".join(counts), *running]
+        for device, queue in enumerate(self.ready):
+            for _, _, task in heapq.nsmallest(limit, queue):
+                lines.append(f"  ready #{task.seq} {task.call.kernel}({arguments_text(task)}){where(task.call)}: "
+                             f"waits for {f'GPU {device}' if device else 'a free CPU worker'}")
         for task in [t for t in self.pending if t.waiting > 0][:limit]:
             earlier = [(t, shared) for t in self.pending if t.seq < task.seq and (shared := _shared(t, task))]
             reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, shared))} ({role_text(t.call)}"

@@ -152,9 +152,23 @@ def test_a_stall_report_counts_the_programs_tasks_and_names_transfers_as_such():
     lines = s.describe().splitlines()
     assert lines[0] == ("2 task(s) in the window, 0 ready, 1 of 3 submitted done; "
                         "1 transfer(s) in the window, 1 ready, 0 of 1 submitted done")
-    assert lines[1:] == ["  blocked #3 read(y, x), line 1: waits for #1 write on y (running); #2 send on x "
+    assert lines[1:] == ["  ready #2 send(x), a transfer: waits for a free CPU worker",
+                         "  blocked #3 read(y, x), line 1: waits for #1 write on y (running); #2 send on x "
                          "(a transfer, queued)"]
     blocked, z = Scheduler(window=10), Tile("z")
     blocked.submit(task(WRITE, z))
     blocked.submit(task(send, z))
-    assert blocked.describe().splitlines()[1] == "  blocked #1 send(z), a transfer: waits for #0 write on z (queued)"
+    assert blocked.describe().splitlines()[2] == "  blocked #1 send(z), a transfer: waits for #0 write on z (queued)"
+
+
+def test_a_stall_report_names_the_ready_tasks_each_waiting_for_its_device():
+    """'4 task(s) in the window, 1 ready' named the running and blocked ones but not the ready one, which waited
+    for the rank's only worker, held by the stuck kernel: what starved the rank went unsaid."""
+    s = Scheduler(window=10, devices=3)
+    x, y, z = Tile("x"), Tile("y"), Tile("z")
+    s.submit(task(WRITE, x))
+    s.submit(Task(WRITE, (y,), None, 5, device=2))
+    s.submit(task(WRITE, z, priority=9))
+    assert s.describe().splitlines()[1:] == ["  ready #2 write(z), line 2: waits for a free CPU worker",
+                                             "  ready #0 write(x), line 2: waits for a free CPU worker",
+                                             "  ready #1 write(y), line 2: waits for GPU 2"]
