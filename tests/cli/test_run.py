@@ -1572,3 +1572,11 @@ def test_a_kernels_unfinished_line_leaves_the_json_object_a_line_of_its_own(tmp_
     assert out.returncode == (0 if kernel == "scale" else 1), out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("partial") and json.loads(lines[-1])["ok"] == (kernel == "scale"), out.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_long_check_name_keeps_the_summarys_label_column():
+    """'  least_squares residual 1.7e-05' pushed its line past the summary's 10-character labels."""
+    out = tiledsl("run", "tsqr", "--n", 100, "--nb", 50, "--set", "cols=20", "--check")
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"\n  residual  least_squares \S+  \(pass, threshold 60\)\n", out.stdout), out.stdout
