@@ -40,7 +40,8 @@ def run(check, driver, matrices: dict, sources: dict, comm, params: dict, limit:
     if comm is None or comm.rank == 0:
         before = {name: _original(matrices[name], sources.get(name)) for name in finals}
         where = f"{Path(driver.PROGRAM.source).name}:{check.line}"
-        with deadline(limit, f"check {check.kind} ({where}) has not returned", 0):
+        # a crash in it is said with its stack, as one in a kernel, and so is a freeze past its deadline
+        with fatal_signals_traced(), deadline(limit, f"check {check.kind} ({where}) has not returned", 0):
             outcome = _call(check, driver, before, finals, params)
     if comm is not None:
         outcome = comm.broadcast(outcome)
@@ -85,7 +86,7 @@ def _call(check, driver, before: dict, after: dict, params: dict) -> tuple:
         return None, f"{where}: kernel module {program.kernel_module} defines no function {check.kind}"
     arguments = (before, after, dict(params)) if _takes_three(function) else (before, after)
     try:
-        with user_code(), fatal_signals_traced():  # a crash in it is said with its stack, as one in a kernel
+        with user_code():
             value = function(*arguments)
     except NOT_USERS:
         raise

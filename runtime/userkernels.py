@@ -217,8 +217,8 @@ def _import(path: Path):
     with _LOADING, _files_beside(path.resolve().parent):
         try:
             # a crash while it loads (a C extension's) is reported with its stack, as one in a kernel is
-            with deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()), \
-                    user_code(), fatal_signals_traced():
+            with fatal_signals_traced(), user_code(), \
+                    deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()):
                 spec.loader.exec_module(module)
         except SyntaxError as error:  # NUL bytes too, on recent Pythons: a SyntaxError of no line
             raise RankError(f"kernel module {_place(path, error.lineno)}: SyntaxError: {error.msg}") from None

@@ -243,7 +243,9 @@ def deadline(seconds: float | None, what: str, rank: int):
     within ``seconds`` (None: no limit), or this rank fails saying ``what`` (what has not happened):
     :class:`Overdue` is raised in that code, which unwinds to a :class:`.world.RankError` (a run from
     Python leaves the interpreter usable); code that it cannot reach within :data:`OVERDUE_SECONDS`
-    (a sleep, a lock, a C library) makes the rank say so and end the job."""
+    (a sleep, a lock, a C library) makes the rank say so and end the job, and code holding the GIL in C,
+    where no thread of the rank runs, ends the rank by the frozen interpreter's backstop
+    (:func:`backstop_seconds`; within :func:`.crash.fatal_signals_traced`, in tiledsl's own process)."""
     if seconds is None:
         yield
         return
@@ -266,6 +268,8 @@ def deadline(seconds: float | None, what: str, rank: int):
             return
         returned.wait(later)
         say_ending(f"rank {rank}: {said}")
+    _backstops.append(backstop_seconds(seconds))  # code holding the GIL in C: no thread of ours runs
+    frozen_backstop(_backstops[-1])
     try:  # an interrupt as the thread starts (start() waits for it) must end it too: else it ended the process
         threadstart.start(threading.Thread(target=watch, name="deadline", daemon=True))
         try:
@@ -281,10 +285,15 @@ def deadline(seconds: float | None, what: str, rank: int):
         raise RankError(said) from None
     finally:
         returned.set()
+        _backstops.pop()
+        frozen_backstop(_backstops[-1] if _backstops else None)  # an enclosing deadline's (a check's module)
 
 
 #: seconds the user's code past its deadline has to unwind before the rank ends the job
 OVERDUE_SECONDS = 5.0
+#: the backstops of the deadlines in force, innermost last (:func:`.crash.frozen_backstop`: armed within
+#: :func:`.crash.fatal_signals_traced`, which encloses them)
+_backstops: list = []
 
 
 #: seconds a rank other than 0 whose user code outlived its deadline waits for rank 0's report
