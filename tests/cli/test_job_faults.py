@@ -232,13 +232,18 @@ def test_a_rank_killed_without_a_word_is_named(tmp_path):
     # between the two can see rank 0 end first (once in CI, 2 ms apart). Two in a row is a defect.
     for attempt in range(2):
         err = _kill_rank_1_of_a_running_job(tmp_path / str(attempt))
-        if not re.search(r"rank 0 ended without finishing the run and without a word, first \(\d", err):
+        if not re.search(r"rank 0 ended( as MPI started,)? without finishing the run and without a word, first "
+                         r"\(\d", err):
             break
-    # the one killed, named first: the launcher ended the other after it
-    # (a loaded machine may see both ends at one wake-up: in order, not how far apart)
-    assert re.search(r"tiledsl: error: rank 1 ended without finishing the run and without a word, first "
-                     r"\((0\.\d{3} s )?before the others;", err), err
-    assert "tiledsl: error: the launcher then ended rank 0\n" in err, err
+    # the one killed, named first: the launcher ended the other after it; ends within 5 ms of each other
+    # (a loaded machine) are said as such, their order the kernel's, which may be the inverse of the deaths'
+    if "within 5 ms of each other: which died first cannot be told" in err:
+        assert re.search(r"tiledsl: error: rank 0, 1 ended( as MPI started,)? without finishing the run and without a "
+                         r"word, within 5 ms", err), err
+    else:  # killed in MPI's start, or after it
+        assert re.search(r"tiledsl: error: rank 1 ended( as MPI started,)? without finishing the run and without a "
+                         r"word, first \(0\.\d{3} s before the others;", err), err
+        assert "tiledsl: error: the launcher then ended rank 0\n" in err, err
     assert ("the launcher's exit status is 9, which is how it reports a rank killed by SIGKILL: the system's "
             "out-of-memory killer sends it (see `dmesg`), as does `kill -9`") in err, err
 

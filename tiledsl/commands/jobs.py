@@ -252,10 +252,18 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
     if crashed:
         return True
     first = watch.first_of(lost)
+    if first is not None and (first[1] is None or first[1] < CLOSE_ENDS_SECONDS):
+        # seen at one wake-up, or nearly: the kernel's order of ends may be the inverse of the deaths' (the one
+        # killed first may take longer to end: its threads, its memory), so neither is named first
+        starting, advice = next((note for note in (_start_note(folder, r) for r in lost) if note[0]), ("", ""))
+        print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended{starting} without finishing the run and "
+              f"without a word, within {CLOSE_ENDS_SECONDS * 1e3:.0f} ms of each other: which died first cannot be "
+              f"told (the launcher ends the others once one dies; its exit status is {code}{_as_signal(code)})"
+              f"{advice}", file=sys.stderr, flush=True)
+        return True
     if first is not None:  # its process ended before the others', which the launcher then ended
         rank, lead = first
-        # both seen at one wake-up (a loaded machine): in order, but not how far apart
-        before = "before the others" if lead is None or lead < 0.0005 else f"{lead:.3f} s before the others"
+        before = f"{lead:.3f} s before the others"
         starting, advice = _start_note(folder, rank)
         print(f"tiledsl: error: rank {rank} ended{starting} without finishing the run and without a word, first "
               f"({before}; the launcher's exit status is {code}{_as_signal(code)}){advice}",
@@ -282,6 +290,11 @@ def _report_stopped_while_starting(folder: str, ranks: int | None, watch: RankWa
     else:
         print(f"tiledsl: rank {first[0]}: stopped by SIGTERM (while it was starting)", file=sys.stderr, flush=True)
     return True
+
+
+#: seconds between the ends of two ranks within which which died first cannot be told: a rank killed by SIGKILL
+#: was seen to end 1-2 ms after the one the launcher then ended (a loaded machine; 8-17 ms before it otherwise)
+CLOSE_ENDS_SECONDS = 0.005
 
 
 def _start_note(folder: str, rank: int) -> tuple[str, str]:
