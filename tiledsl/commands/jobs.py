@@ -258,7 +258,8 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
         starting, advice = next((note for note in (_start_note(folder, r) for r in lost) if note[0]), ("", ""))
         print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended{starting} without finishing the run and "
               f"without a word, within {CLOSE_ENDS_SECONDS * 1e3:.0f} ms of each other: which died first cannot be "
-              f"told (the launcher ends the others once one dies; its exit status is {code}{_as_signal(code)})"
+              f"told (once one dies the launcher ends the others; the launcher's exit status is {code}"
+              f"{_as_signal(code)})"
               f"{advice}", file=sys.stderr, flush=True)
         return True
     if first is not None:  # its process ended before the others', which the launcher then ended
