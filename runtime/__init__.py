@@ -18,6 +18,9 @@ if _os.environ.get("TILEDSL_JOB_DIR"):  # a rank of `tiledsl run --np` (world.JO
     _record_start()
 
 from .world import libraries_loading as _libraries_loading  # noqa: E402
+from .world import share_malloc_arenas as _share_malloc_arenas  # noqa: E402
+
+_share_malloc_arenas()  # under ulimit -v, before numpy's, SciPy's and MPI's threads make arenas of their own
 
 with _libraries_loading():  # after the handler: these imports are the slow part
     from .dataflow import Event, Loop

@@ -24,12 +24,13 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
+import signal
 import sys
 import threading
 
 import numpy as np
 
-from .world import libraries_loading
+from .world import OPENBLAS_THREADS, HeldInterrupts, act_on, address_limited, libraries_loading
 
 _capsule_name = ctypes.pythonapi.PyCapsule_GetName
 _capsule_name.restype = ctypes.c_char_p
@@ -165,9 +166,17 @@ def load() -> None:
     load is watched (:func:`.world.libraries_loading`)."""
     global _loaded
     if not _loaded:
-        with libraries_loading():
-            for finder in _ROUTINES:
-                finder()
+        # under ulimit -v, OpenBLAS raises SIGINT where it cannot start its threads: held, and said as what it is
+        held = HeldInterrupts() if address_limited() else None
+        try:
+            with libraries_loading():
+                for finder in _ROUTINES:
+                    finder()
+        finally:
+            came = held.release(act=False) if held is not None else []
+        if came and came[0][0] == signal.SIGINT:
+            raise RuntimeError(OPENBLAS_THREADS)
+        act_on(came)
         _loaded = True
 
 

@@ -94,6 +94,9 @@ def shortage(error: BaseException, remedies: str | None = None, at: str = "") ->
     if isinstance(error, MemoryError) or isinstance(error, RuntimeError) and str(error) in _NO_LOCK:
         said = f": {error}" if str(error) else ""
         return f"out of memory{at}{said}; {_more_memory(remedies)}"
+    if isinstance(error, (ImportError, OSError)) and "failed to map segment" in str(error):  # a library's
+        more = _more_memory("raise that limit" if _address_limit() is not None else remedies)
+        return f"out of memory: {error} (no room to load it); {more}"
     if isinstance(error, RuntimeError) and "can't start new thread" in str(error):
         if _address_limit() is not None:  # the usual cause there: each thread's stack is reserved in it
             from .resources import bytes_text, thread_stack_bytes

@@ -40,12 +40,13 @@ from .recording import survey
 from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_gpus_warning, idle_ranks_warning,
                         idle_warning, no_gpu_task_warning, rank_columns, rank_stats)
 from .gridadvice import idle_rank_advice
-from .resources import check_memory, ranks_without_tiles, share_malloc_arenas, shortage_remedies
+from .resources import check_memory, ranks_without_tiles, shortage_remedies
 from .trace import Tracer
 from .userkernels import kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
-from .world import HeldInterrupts, RankError, UsageError, act_on, await_ending, core_share, default_workers
+from .world import (OPENBLAS_THREADS, HeldInterrupts, RankError, UsageError, act_on, address_limited, await_ending,
+                    core_share, default_workers, share_malloc_arenas)
 
 
 # ---------------------------------------------------------------- the run
@@ -120,7 +121,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
     engine = _engine(driver, options, comm, devices, bodies, workers, window, broadcast, matrices, out_of_core,
                      host_costs, events, share if derive else None)
     engine.memory_remedies = shortage_remedies(bool(in_transit), options.check and program.check is not None,
-                                               sized_by_inputs, options.spelling)
+                                               sized_by_inputs, options.spelling, workers)
     share.sequence = None  # the levels are all the run needs of it
     stopwatch.lap("setup")
     with _single_threaded_blas():
@@ -391,13 +392,6 @@ _BLAS_LOCK = threading.Lock()
 _blas_runs: list = []  # the limiter of the runs going on in this process, once per run
 
 
-def _address_limited() -> bool:
-    """Whether this process's address space is bounded (ulimit -v), which bounds its threads (each
-    reserves its stack there): OpenBLAS's may fail to start (ulimit -u, finite on every Linux, is
-    no sign: a Ctrl-C there was said as a thread that could not start)."""
-    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
-
-
 @contextlib.contextmanager
 def _single_threaded_blas():
     """Every BLAS in the process (numpy's and scipy's OpenBLAS) on one thread while a run goes
@@ -425,9 +419,8 @@ def _single_threaded_blas():
             _blas_runs.append(controlled(lambda: threadpool_limits(1)) if not _blas_runs else _blas_runs[0])
             limited = True
         came = held.release(act=False)
-        if came and came[0][0] == signal.SIGINT and _address_limited():
-            # OpenBLAS raises SIGINT where it cannot start its threads: under ulimit -v, not a Ctrl-C
-            raise RuntimeError("can't start new thread (OpenBLAS's threads, which it then stops with SIGINT)")
+        if came and came[0][0] == signal.SIGINT and address_limited():
+            raise RuntimeError(OPENBLAS_THREADS)  # OpenBLAS's SIGINT where it cannot start its threads
         act_on(came)
         yield
     finally:

@@ -3,8 +3,7 @@ the refusal (with the numbers) of a run that cannot fit in the host or leaves a 
 tiles, and the bound of each GPU's cache when its tiles do not fit it (out of core)."""
 from __future__ import annotations
 
-import contextlib
-import ctypes
+import gc
 import os
 import resource
 import threading
@@ -48,11 +47,10 @@ def check_memory(program, matrices: dict, needed: set | None, window: int, check
     if check and program.check is not None and first is not None:
         checking = (3 if program.check.kind == "qr" else 1) * 8 * first.m * first.n // max(1, first.distribution.nranks)
     total = share * values + records + transfers + checking  # every record is made: the inputs make them all
-    available, limit = _available_memory()
-    reserved, left = thread_address_space(*threads), address_space_left()
-    if reserved and left is not None and (available is None or left - reserved < available):
-        available, limit = left, _ADDRESS_LIMIT  # the threads make this limit the nearest
-    reserved = reserved if limit == _ADDRESS_LIMIT else 0
+    available, limit, reserved = _room(threads)
+    if available is not None and total + reserved > available:
+        gc.collect()  # an earlier run's cycles (from Python, its arrays among them) held what this one needs
+        available, limit, reserved = _room(threads)
     total += reserved
     if available is None or total <= available:
         _reserved["workers"] = max(_reserved["workers"], threads[0])
@@ -68,14 +66,28 @@ def check_memory(program, matrices: dict, needed: set | None, window: int, check
         of_threads = f", threads {bytes_text(reserved)} ({THREADS_SAID})" if reserved else ""
         need = (f"about {needs} on this rank (tiles {bytes_text(tiles)}{counted}, transfer buffers "
                 f"{bytes_text(transfers)}, check {bytes_text(checking)}{of_threads})")
-    remedies = _remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs, spelling, tiny, bool(reserved))
+    # the tiles and the check shrink with the size and the ranks, the threads' reservations do not: where those
+    # alone exceed what is available, neither a smaller size nor more ranks can make the run fit
+    sizes_help = reserved < available
+    remedies = _remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs, spelling, tiny,
+                         bool(reserved) and threads[0] > 1, sizes_help)
     raise UsageError(f"the run needs {need} but {has} is available{limit}: {remedies}")
+
+
+def _room(threads: tuple) -> tuple:
+    """``(available, the limit met, the threads' reservations counted)`` for a run starting ``threads``
+    (:func:`_available_memory`): the reservations count against the address-space limit alone."""
+    available, limit = _available_memory()
+    reserved, left = thread_address_space(*threads), address_space_left()
+    if reserved and left is not None and (available is None or left - reserved < available):
+        available, limit = left, _ADDRESS_LIMIT  # the threads make this limit the nearest
+    return available, limit, reserved if limit == _ADDRESS_LIMIT else 0
 
 
 #: a worker's buffers for its first BLAS calls, one for each OpenBLAS (numpy's and SciPy's), which count under
 #: ulimit -v alone (the address space is reserved, no memory used yet): where the limit leaves no room for them,
 #: OpenBLAS waits, gives up and the process crashes. The malloc arenas of threads (64 MiB each) are not counted:
-#: under the limit the threads share one (:func:`share_malloc_arenas`).
+#: under the limit the threads share one (:func:`.world.share_malloc_arenas`).
 BLAS_BUFFER_BYTES = 32 * 2 ** 20
 BLAS_LIBRARIES = 2
 THREADS_SAID = "each thread's stack and a worker's BLAS buffers, reserved under ulimit -v"
@@ -91,20 +103,6 @@ def thread_address_space(workers: int, others: int) -> int:
 _reserved = {"workers": 0}  # the most workers a run of this process was let start (check_memory)
 
 
-#: mallopt's setting of the most malloc arenas (glibc)
-M_ARENA_MAX = -8
-
-
-def share_malloc_arenas() -> None:
-    """Under an address-space limit, one malloc arena for every thread from now on: a thread's first allocation
-    made it one (up to 8 a core) reserving 64 MiB of that space each, past anything an estimate can count, and
-    OpenBLAS then found no room for its buffers (the process crashed); at the limit, glibc's fallback crawled."""
-    if address_space_left() is None:
-        return
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: no such setting
-        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
-
-
 def thread_stack_bytes() -> int:
     """The stack a new thread reserves: Python's setting, else the soft ``ulimit -s``, else (no limit) the C
     library's default on x86-64, 2 MiB."""
@@ -112,33 +110,42 @@ def thread_stack_bytes() -> int:
     return threading.stack_size() or (limit if limit != resource.RLIM_INFINITY else 2 * 2 ** 20)
 
 
-def shortage_remedies(transfers: bool, check: bool, sized_by_inputs: bool, spelling: Spelling) -> str:
+def shortage_remedies(transfers: bool, check: bool, sized_by_inputs: bool, spelling: Spelling,
+                      workers: int = 1) -> str:
     """What helps a run that ran out of memory although its estimate fitted (it took more, or other
     processes took memory since): a refusal's remedies, for a run with ``transfers`` (tiles in
-    transit, as many as the window's tasks) and a ``check``, as ``spelling`` writes the settings."""
+    transit, as many as the window's tasks) and a ``check``, as ``spelling`` writes the settings, and
+    fewer of its ``workers`` where it has several (each runs a kernel, and its memory, at once)."""
     limited = resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
-    return _remedies(int(transfers), int(check), limited, sized_by_inputs, spelling)
+    return _remedies(int(transfers), int(check), limited, sized_by_inputs, spelling, threads=workers > 1)
 
 
 def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs: bool = False,
-              spelling: Spelling = COMMAND_LINE, tiny: bool = False, threads: bool = False) -> str:
+              spelling: Spelling = COMMAND_LINE, tiny: bool = False, threads: bool = False,
+              sizes_help: bool = True) -> str:
     """The advice of a refusal: only what shrinks a part of the estimate refused (the window sizes the
-    transfer buffers, --check the check's matrices); more ranks on this node divide the tiles but not the
-    node's memory, which every rank there compares its own estimate with, except under a limit of each
-    process's (``per_process``: ulimit -v), which may be raised too. A run from Python is one rank: more
-    ranks there are the command line's."""
+    transfer buffers, --check the check's matrices, fewer ``threads`` their reservations); more ranks on
+    this node divide the tiles but not the node's memory, which every rank there compares its own estimate
+    with, except under a limit of each process's (``per_process``: ulimit -v), which may be raised too. A run
+    from Python is one rank: more ranks there are the command line's. Neither more ranks nor a smaller size
+    are advised where what they do not shrink exceeds what is available (``sizes_help``)."""
     size = ("smaller inputs (the files or arrays given fix the sizes)" if sized_by_inputs
             else f"a smaller {spelling.setting('n')}")
     ranks = more_ranks(per_process)
     remedies = [f"{ranks} with tiledsl run --np (a run from Python is one rank)" if spelling.api else ranks, size]
+    remedies = remedies if sizes_help else []
     if tiny:  # (tiny tiles: their records outweigh their values)
         remedies.insert(0, "larger tiles")
-    if threads:  # (their reservations counted)
-        remedies.insert(-1, f"fewer workers ({spelling.valued('workers', 'N')})")
+    if threads:  # (their reservations counted, and more than one worker's)
+        remedies.insert(len(remedies) - (len(remedies) > 1), f"fewer workers ({spelling.valued('workers', 'N')})")
     if transfers and not spelling.api:  # the API has no window to set
         remedies.append("a smaller --window")
-    advice = ("raise the limit, or " if per_process else "") + "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}"
+    used = "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}" if len(remedies) > 1 else \
+        f"use {remedies[0]}" if remedies else ""
+    advice = ", or ".join(filter(None, ["raise the limit" if per_process else "", used]))
     without_check = "run with check=False" if spelling.api else "run without --check"
+    if not advice:  # nothing but the check to drop
+        return without_check if checking else "free memory, or run on a machine with more"
     return advice + (f", or {without_check}" if checking else "")
 
 

@@ -10,6 +10,7 @@ GPUs − communication threads in use).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import resource
 import select
@@ -433,6 +434,32 @@ def _signals_deferred():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def address_limited() -> bool:
+    """Whether this process's address space is bounded (ulimit -v), which bounds its threads (each
+    reserves its stack there): OpenBLAS's may fail to start, and it then raises SIGINT (ulimit -u,
+    finite on every Linux, is no sign: a Ctrl-C there was said as a thread that could not start)."""
+    return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+
+
+#: mallopt's setting of the most malloc arenas (glibc)
+M_ARENA_MAX = -8
+
+
+def share_malloc_arenas() -> None:
+    """Under an address-space limit, one malloc arena for every thread from now on: a thread's first allocation
+    made it one (up to 8 a core) reserving 64 MiB of that space each, past anything an estimate can count
+    (OpenBLAS's threads, MPI's, the run's), and OpenBLAS then found no room for its buffers (the process
+    crashed); at the limit, glibc's fallback crawled."""
+    if not address_limited():
+        return
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: no such setting
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
+
+
+#: what OpenBLAS's SIGINT is said as where it could not start its threads (under ulimit -v): not a Ctrl-C
+OPENBLAS_THREADS = "can't start new thread (OpenBLAS's threads, which it then stops with SIGINT)"
 
 
 class HeldInterrupts:

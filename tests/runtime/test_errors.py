@@ -84,6 +84,9 @@ def _limits(address: int, processes: int):
      "cannot start a thread (each reserves its stack, 8.00 MiB by ulimit -s); this process's address space is "
      "limited to 300.00 MiB (ulimit -v): raise that limit, or use more ranks (each has its own limit) or a smaller "
      "--n"),
+    (ImportError("libx.so: failed to map segment from shared object"), 300 * 2 ** 20, -1,
+     "out of memory: libx.so: failed to map segment from shared object (no room to load it); this process's address "
+     "space is limited to 300.00 MiB (ulimit -v): raise that limit"),  # was an internal error, under ulimit -v 170000
     (RuntimeError("can't allocate read lock"), -1, -1,
      "out of memory: can't allocate read lock; use more ranks on other nodes (the ranks on one node share its memory) "
      "or a smaller --n"),
@@ -179,12 +182,23 @@ def test_openblas_stopping_itself_with_sigint_is_a_thread_that_could_not_start_n
               "real = threadpoolctl.threadpool_limits\n"
               "def failing(*args, **kwargs):\n    signal.raise_signal(signal.SIGINT)\n"
               "    return real(*args, **kwargs)\n"
-              "threadpoolctl.threadpool_limits = failing\nlaunch._address_limited = lambda: True\n"
+              "threadpoolctl.threadpool_limits = failing\nlaunch.address_limited = lambda: True\n"
               "from tiledsl.commands.cli import main\n"
               f"sys.exit(main(['run', {os.path.abspath(programs)!r}, '--n', '64']))\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, cwd=tmp_path,
                          env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
     assert out.returncode == 1 and out.stderr.startswith("tiledsl: error: rank 0: cannot start a thread"), out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_openblas_stopping_itself_with_sigint_as_scipy_loads_is_a_thread_that_could_not_start():
+    """Under `ulimit -v 250000` the SIGINT came as SciPy's BLAS loaded, before any run: 'stopped by SIGINT', exit
+    130 (a KeyboardInterrupt traceback from Python)."""
+    script = ("import signal\nfrom tiledsl.runtime import blas\n"
+              "blas._ROUTINES = [lambda: signal.raise_signal(signal.SIGINT)]\nblas.address_limited = lambda: True\n"
+              "try:\n    blas.load()\nexcept RuntimeError as error:\n    print(error)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50)
+    assert out.stdout == "can't start new thread (OpenBLAS's threads, which it then stops with SIGINT)\n", out.stderr
 
 
 @pytest.mark.timeout(60)
