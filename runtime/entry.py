@@ -168,10 +168,10 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         said = warnings_of(Path(program.source).name, [{"rank": failure.rank, "kernel_notes": failure.kernel_notes}])
         return _fail(comm, f"rank {failure.rank}{where}: {failure}", err,
                      _json_out(program, args, out, comm, options), code=2 if isinstance(failure, SettingFailure) else 1,
-                     warnings=said)
+                     warnings=said, note=_unwritten_note(options))
     except (RankError, Unanswered) as error:
         message = str(error) if isinstance(error, Unanswered) else f"rank {_rank(comm)}: {error}"
-        return _fail(comm, message, err, _json_out(program, args, out, comm, options))
+        return _fail(comm, message, err, _json_out(program, args, out, comm, options), note=_unwritten_note(options))
     except SystemExit as exit_:
         return _fail(comm, f"rank {_rank(comm)}: the program called sys.exit({exit_.code!r}) during the run", err,
                      _json_out(program, args, out, comm, options))
@@ -219,6 +219,17 @@ def _withheld_note(result) -> str | None:
     files = ", ".join(map(os.path.relpath, result.withheld))
     because = f"{result.withheld_because}, so " if result.withheld_because else ""
     return (f"{because}{files} {'was' if len(result.withheld) == 1 else 'were'} not written (a file already there "
+            f"is left as it was)")
+
+
+def _unwritten_note(options) -> str | None:
+    """The note of the output files a run that failed before its end does not write (as :func:`_withheld_note`
+    says those of a run that ended failing); None without any."""
+    files = list(options.outputs.values()) if options is not None else []
+    if not files:
+        return None
+    listed = ", ".join(map(os.path.relpath, files))
+    return (f"the run failed, so {listed} {'was' if len(files) == 1 else 'were'} not written (a file already there "
             f"is left as it was)")
 
 
@@ -287,20 +298,21 @@ def _json_out(program, args, out, comm=None, options=None):
     return failure_json(program.name, n, comm.size if comm is not None else size[1] if size else 1), out
 
 
-def _fail(comm, message: str, err, json_out=None, code: int = 1, warnings=()) -> int:
+def _fail(comm, message: str, err, json_out=None, code: int = 1, warnings=(), note: str | None = None) -> int:
     """Report a failure of this rank and abort the job (every rank ends, exit status ``code``); with
     ``--json`` (``json_out``), also as a JSON object on stdout, for a script reading it. On several
     ranks only the first rank to fail reports (:meth:`~.comm.Communicator.first_to_fail`): ranks
     often fail together (a bad sub-range every rank's loop nest meets), and one error a job is
     what the user reads; the others wait for its abort to end them, and report only without it.
-    ``warnings``: what the rank's kernels said before, said first (its cause, maybe)."""
+    ``warnings``: what the rank's kernels said before, said first (its cause, maybe); ``note``: said after."""
     if comm is not None and comm.size > 1 and not comm.first_to_fail():
         time.sleep(SECONDARY_SECONDS)
     record_completion(code)  # first: killed once its error is out (another rank's abort), it still reported
     try:
         # one write: the ranks share the terminal, and a message of several lines (a watchdog's)
         # written in two parts let another rank's line in before its last newline
-        err.write("".join(f"tiledsl: warning: {warning}\n" for warning in warnings) + f"tiledsl: error: {message}\n")
+        err.write("".join(f"tiledsl: warning: {warning}\n" for warning in warnings) + f"tiledsl: error: {message}\n"
+                  + (f"tiledsl: note: {note}\n" if note else ""))
         err.flush()
         if json_out is not None:
             known, out = json_out
