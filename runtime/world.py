@@ -393,11 +393,7 @@ def communicator(on_error=None, limit: float | None = None):
     with _signals_deferred(), _start_up_watch(limit):  # deferred first: the fork runs Python code
         comm = Communicator(on_error=on_error, limit=limit)
     _record("joined", "")  # one that has "joining" and not this died inside MPI's start (jobs._start_note)
-    asked = os.environ.get(JOB_RANKS_VARIABLE, "")
-    if asked.isdigit() and int(asked) != comm.size:  # a launcher that ignores -n: the run would be another one
-        comm.stop()
-        raise UsageError(f"the launcher started {comm.size} rank(s) where --np asked for {asked}: it must take "
-                         f"'-n {asked}' (choose another with --launcher or TILEDSL_LAUNCHER)")
+    # first: a launcher of another MPI library than mpi4py's took -n, and each process is alone in its world
     stated = launcher_size()
     if stated is not None and stated[1] != comm.size:  # each process alone in its own MPI world
         comm.stop()  # every process says it: each one is alone, rank 0 of its own world
@@ -405,6 +401,11 @@ def communicator(on_error=None, limit: float | None = None):
                          f"{comm.size} in this job: mpi4py uses another MPI library than the launcher's, and each "
                          f"process would run the whole program alone (build mpi4py against the launcher's MPI: "
                          f"\"The site's MPI\" in docs/cluster.md)")
+    asked = os.environ.get(JOB_RANKS_VARIABLE, "")
+    if asked.isdigit() and int(asked) != comm.size:  # a launcher that ignores -n: the run would be another one
+        comm.stop()
+        raise UsageError(f"the launcher started {comm.size} rank(s) where --np asked for {asked}: it must take "
+                         f"'-n {asked}' (choose another with --launcher or TILEDSL_LAUNCHER)")
     if comm.size == 1:
         comm.stop()
         return None

@@ -293,6 +293,21 @@ def test_a_launcher_starting_other_than_np_ranks_is_a_usage_error(tmp_path, star
 
 
 @pytest.mark.timeout(120)
+def test_a_launcher_of_another_mpi_taking_np_is_said_to_be_of_another_mpi(tmp_path):
+    """A launcher that took -n 2 but whose MPI was not mpi4py's (each process alone in its world) was said to
+    have started 1 rank where --np asked for 2: it must take '-n 2', which it did."""
+    launcher = tmp_path / "pmi.sh"
+    launcher.write_text('#!/bin/bash\nn=$2; shift 2\nfor i in $(seq 0 $((n-1))); do PMI_RANK=$i PMI_SIZE=$n "$@" & '
+                        'done; wait\n')
+    launcher.chmod(0o755)
+    code, out, err = finish(start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 100, "--launcher", launcher,
+                                  cwd=tmp_path))
+    assert code == 1 and "where --np asked for" not in err, err
+    assert "the launcher started 2 rank(s) (PMI_SIZE=2) but MPI sees 1 in this job: mpi4py uses another MPI " \
+           "library than the launcher's" in err, err
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("stated", [{"PMI_SIZE": "2", "PMI_RANK": "1"},
                                     {"SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"}])
 def test_a_driver_whose_launcher_started_more_ranks_than_mpi_sees_says_so(tmp_path, stated):
