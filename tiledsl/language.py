@@ -18,6 +18,8 @@ WRITE_MODES = ("out", "inout")
 INT64_MAX = 2**63 - 1
 #: most loop iterations a run walks (the compiler warns of a loop that would run more: W301)
 MAX_ITERATIONS = 10**10
+#: the operators of conditions, spelt as words: a name spelt so could never be used in an expression
+OPERATOR_WORDS = ("and", "or", "not")
 #: the kernels whose reflectors ``check qr`` replays: a program calling none of them has nothing to check
 QR_KERNELS = ("geqrt", "tpqrt", "ttqrt")
 #: The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" an operand's

@@ -329,6 +329,66 @@ def difference(a: Form, b: Form) -> Form:
     return _add(a, _scale(b, -1))
 
 
+def value_range(expr, known) -> tuple | None:
+    """``(least, greatest)`` of the values ``expr`` takes, as the run computes it (``-inf``, ``inf``: no
+    bound), for an expression of number literals, names and ``A.m``, ``A.n`` (whose ranges
+    ``known(node)`` gives, or None) joined by ``+ - * /``, ``min`` and ``max``; None for anything else.
+
+    Where a form does not hold, this bounds a flop count that holds a float (``-1.0 * A.m``: a form
+    trusts no float, since x + x + x - 3 * x is not 0 for x = 0.1). Each bound is the operation of
+    the bounds of its operands, computed in floats as the run computes the expression: rounding is
+    monotone (a <= b rounds to fl(a) <= fl(b)), so no value the run computes falls outside them.
+    Operands are bounded apart (``A.m - A.m`` is in -inf .. inf): the bounds prove a sign where every
+    term has its own (``0.5 - A.m``), no more."""
+    try:
+        return _range(expr, known)
+    except (OverflowError, ZeroDivisionError):  # an integer past a float's range: no bound told
+        return None
+
+
+def _range(expr, known) -> tuple | None:
+    match expr:
+        case n.IntLit(value=value) | n.FloatLit(value=value):
+            return value, value
+        case n.Name() | n.Attr():
+            return known(expr)
+        case n.Unary(op="-", operand=operand):
+            inner = _range(operand, known)
+            return None if inner is None else (-inner[1], -inner[0])
+        case n.Binary(op="+" | "-" | "*" | "/" as op, left=left, right=right):
+            a, b = _range(left, known), _range(right, known)
+            if a is None or b is None:
+                return None
+            if op in "+-":  # (a least bound is inf, or a greatest -inf, only where one overflowed: inf - inf)
+                bounds = (a[0] + b[0], a[1] + b[1]) if op == "+" else (a[0] - b[1], a[1] - b[0])
+                return None if any(map(math.isnan, bounds)) else bounds
+            if op == "/" and b[0] <= 0 <= b[1]:  # a divisor that may be 0 (E214 where it always is)
+                return None
+            ends = [_corner(x, y, op) for x in a for y in b]
+            if any(math.isnan(end) for pair in ends for end in pair):  # a bound overflowed to inf before
+                return None
+            return min(end[0] for end in ends), max(end[1] for end in ends)
+        case n.Func(func=func, args=args) if func.text in ("min", "max"):
+            ranges = [_range(arg, known) for arg in args]
+            if any(r is None for r in ranges):
+                return None
+            pick = min if func.text == "min" else max
+            return pick(r[0] for r in ranges), pick(r[1] for r in ranges)
+    return None
+
+
+def _corner(x, y, op: str) -> tuple:
+    """The least and greatest values of ``x * y`` or ``x / y`` near the bounds ``x`` and ``y``: the
+    product itself where it is a number; 0 for 0 times an unbounded operand (the operand is finite),
+    and inf / inf anything between 0 and inf of its sign."""
+    if op == "*":
+        return (0, 0) if x == 0 or y == 0 else (x * y, x * y)
+    if math.isinf(x) and math.isinf(y):
+        end = math.copysign(math.inf, x) * math.copysign(1, y)
+        return min(0, end), max(0, end)
+    return x / y, x / y
+
+
 def bound_forms(expr, func: str, converter: "Converter") -> list | None:
     """The affine forms of a loop bound; ``min``/``max`` (``func``) of several give them all."""
     if _is_call(expr, func):

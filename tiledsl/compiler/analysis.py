@@ -16,11 +16,11 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from ..language import (MAX_ITERATIONS, NAMED_INITS, RANDOM_KINDS, SQUARE_KINDS, TILING_SETTINGS, WRITE_MODES,
-                        hybrid_slices_fit)
+from ..language import (MAX_ITERATIONS, NAMED_INITS, OPERATOR_WORDS, RANDOM_KINDS, SQUARE_KINDS, TILING_SETTINGS,
+                        WRITE_MODES, hybrid_slices_fit)
 from . import nodes as n
 from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, surely_reached, meets_everywhere,
-                     never_runs, never_runs_within, out_of_range_witness, provably_negative)
+                     never_runs, never_runs_within, out_of_range_witness, provably_negative, value_range)
 from .checks import check_declaration, check_qr_replay
 from .diagnostics import DiagnosticBag, suggestion_notes
 from .expressions import (canonical_text, constant_of, expression_nodes, is_panel, names, param_text, unparse,
@@ -111,6 +111,11 @@ def analyze(file: n.File, prelude: n.File) -> tuple[Checked | None, DiagnosticBa
     return _Analyzer(file, prelude, bag).run(), bag
 
 
+def _flops_operand_range(operand) -> tuple:
+    """The values a flop count's ``A.m`` or ``A.n`` (1 or more) or value parameter (any) may take."""
+    return (1, math.inf) if isinstance(operand, n.Attr) else (-math.inf, math.inf)
+
+
 class _Analyzer:
     """Declarations, statements and calls, in program order; expressions are :attr:`types`'s."""
 
@@ -185,6 +190,7 @@ class _Analyzer:
         seen = set()
         usable = self._tiles_before_defaults(decl)
         for param in decl.params:
+            self._operator_word(param, decl)
             if param.name.text in seen:
                 self.bag.error(param.name.span, "E207",
                                f"kernel '{decl.name.text}' has two arguments named '{param.name.text}'")
@@ -198,6 +204,16 @@ class _Analyzer:
         if decl.flops is not None:
             self._check_flops(decl)
         return usable
+
+    def _operator_word(self, param: n.KernelParam, decl: n.KernelDecl) -> None:
+        """E207 for a kernel parameter named as an operator of conditions, as the typer says it of the
+        program's names: a flop count could not read it, nor a call pass it by name (the parser reads
+        the operator there). (A kernel so named is E212's: no Python function is.)"""
+        if param.name.text in OPERATOR_WORDS:
+            kind = "tile" if param.kind == "tile" else "value"
+            self.bag.error(param.name.span, "E207", f"'{param.name.text}' is an operator of conditions, and cannot "
+                                                    f"name a {kind} parameter of kernel '{decl.name.text}'",
+                           hint="choose another name")
 
     def _tiles_before_defaults(self, decl: n.KernelDecl) -> bool:
         """No tile parameter after a value parameter with a default (else an E209, and False): tiles
@@ -220,9 +236,15 @@ class _Analyzer:
 
     def _check_value_param(self, param: n.KernelParam):
         """A value parameter's allowed characters and default fit its type."""
-        if param.choices is not None and (param.kind != "char" or not param.choices):
+        if param.choices is not None and param.kind != "char":
             self.bag.error(param.span, "E209", f"only a char parameter lists its allowed values, "
                                                f"as a non-empty string: char {param.name.text} in \"NT\"")
+        elif param.choices == "":  # a char parameter all the same: what is wrong is the list
+            self.bag.error(param.span, "E209", f"the list of allowed values of char {param.name.text} is empty: it "
+                                               f"must hold at least one character",
+                           f"declared as {param_text(param)}",
+                           hint=f"list the characters it may take (char {param.name.text} in \"NT\"), or drop "
+                                f"'in \"\"' to take any one character")
         elif param.choices is not None and len(set(param.choices)) < len(param.choices):
             repeated = sorted({c for c in param.choices if param.choices.count(c) > 1})
             self.bag.error(param.span, "E209", f"char {param.name.text} lists {', '.join(map(repr, repeated))} "
@@ -248,21 +270,28 @@ class _Analyzer:
                                                       used=True, type=p.kind if p.kind != "tile" else "tile")
                                   for p in decl.params})
         self.types.flops_of = decl
-        form = self.types.number_form(decl.flops) if self.types.number_expr(decl.flops) else None
+        typed = self.types.number_expr(decl.flops)
+        form = self.types.number_form(decl.flops) if typed else None
         self.types.flops_of = None
         self.scope.frames.pop()
         if form is not None and provably_negative(form):
             constant = not any(value for symbol, value in form.items() if symbol)
-            self.bag.error(decl.flops.span, "E205", f"kernel {decl.name.text}'s flop count is "
-                                                    + (f"{form['']:g}, below zero" if constant else "below zero"),
-                           *(() if constant else (f"{unparse(decl.flops)} is below zero whatever the arguments "
-                                                  f"(tiles of one row and column or more)",)),
-                           hint="a flop count is 0 or more: the floating-point operations of one call")
+            value = form[""] if constant else None
+        else:  # a float in it (-1.0 * A.m) has no form: its bounds over the shapes may still tell
+            bounds = value_range(decl.flops, _flops_operand_range) if typed else None
+            if bounds is None or bounds[1] >= 0:
+                return
+            value = bounds[1] if bounds[0] == bounds[1] else None
+        self.bag.error(decl.flops.span, "E205", f"kernel {decl.name.text}'s flop count is "
+                                                + (f"{value:g}, below zero" if value is not None else "below zero"),
+                       *(() if value is not None else (f"{unparse(decl.flops)} is below zero whatever the arguments "
+                                                       f"(tiles of one row and column or more)",)),
+                       hint="a flop count is 0 or more: the floating-point operations of one call")
 
     def _tiling(self, decl: n.TilingDecl | None) -> str:
         kind = decl.kind.text if decl else "uniform"
         if kind not in TILING_SETTINGS:
-            self.bag.error(decl.kind.span, "E209", f"unknown tiling '{kind}'",
+            self.bag.error(decl.kind.span, "E209", f"unknown tiling '{kind}'", *suggestion_notes(kind, TILING_SETTINGS),
                            hint="use 'tiling uniform(nb = ...)' or 'tiling hybrid(B = ..., b = ..., s = ...)'")
             kind = "uniform"
         self.tiling_defaults = dict(TILING_DEFAULTS[kind])
@@ -277,9 +306,30 @@ class _Analyzer:
         d = self.tiling_defaults
         # (with a setting refused, d holds a default the user did not write: the relation would be about it)
         if valid and kind == "hybrid" and not hybrid_slices_fit(d["B"], d["b"], d["s"]):
-            self.bag.error(decl.span, "E209", f"hybrid tiling needs (s - 1)·b < B, got s={d['s']}, b={d['b']}, "
-                                              f"B={d['B']}", hint="the last slice of every block would be empty")
+            self._hybrid_slices_unfit(decl, [name for name in ("b", "s", "B") if name not in seen])
         return kind
+
+    def _hybrid_slices_unfit(self, decl: n.TilingDecl, defaulted: list) -> None:
+        """E209 for hybrid settings whose last slice is empty. Where some are the defaults (``tiling
+        hybrid(B = 64)``: b = 128 and s = 2), a note says which, and the hint a value of one of them
+        that fits: the message's values read as the program's own, which wrote B alone."""
+        d = self.tiling_defaults
+        message = f"hybrid tiling needs (s - 1)·b < B, got s={d['s']}, b={d['b']}, B={d['B']}"
+        # a value that fits for each setting left to its default: b = B // s (even slices; none when B < s),
+        # s = the most slices of width b, B = s·b
+        fits = {"b": d["B"] // d["s"], "s": (d["B"] - 1) // d["b"] + 1, "B": d["s"] * d["b"]}
+        notes = (f"{' and '.join(f'{other} = {d[other]}' for other in defaulted)} by default",) if defaulted else ()
+        # b first, then B: one slice (s = 1) is no hybrid tiling
+        name = next((name for name in ("b", "B", "s") if name in defaulted and fits[name] >= 1), None)
+        if name is None:  # all written, or what was written cannot fit whatever the default (B = 1, s = 3)
+            self.bag.error(decl.span, "E209", message, *notes, hint="the last slice of every block would be empty")
+            return
+        written = [f"{setting.name.text} = {d[setting.name.text]}" for setting in decl.settings]
+        others = [other for other in defaulted if other != name]
+        self.bag.error(decl.span, "E209", message, *notes,
+                       hint=f"the last slice of every block would be empty: give {name}"
+                            + (f" (or {' or '.join(others)})" if others else "")
+                            + f", as in tiling hybrid({', '.join(written + [f'{name} = {fits[name]}'])})")
 
     def _tiling_setting(self, kind: str, setting: n.Setting) -> bool:
         """Take one tiling setting; False (said as an error) for one the tiling does not have or takes

@@ -108,7 +108,7 @@ def param_text(param: n.KernelParam) -> str:
     if param.kind == "tile":
         return f"{param.mode} {param.name.text}"
     default = f" = {unparse(param.default)}" if param.default is not None else ""
-    choices = f' in "{param.choices}"' if param.choices else ""
+    choices = f' in "{param.choices}"' if param.choices is not None else ""  # an empty list too, as written
     return f"{param.kind} {param.name.text}{choices}{default}"
 
 

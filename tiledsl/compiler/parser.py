@@ -27,7 +27,7 @@ from lark.lark import PostLex
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from .. import usercache
-from ..language import RANDOM_KINDS, TILING_SETTINGS
+from ..language import OPERATOR_WORDS, RANDOM_KINDS, TILING_SETTINGS
 from . import nodes as n
 from .diagnostics import Diagnostic, did_you_mean
 from .source import Source, SourceError, Span
@@ -309,6 +309,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     in_expression = "PLUS" in terminals  # where an operator could follow
     notes += _open_on_earlier_lines(source.text, line)
     return (_keyword_read_as_expression(source, token)
+            or _operator_word_declared(source, token)
             or _initial_value_missing(source, line)
             or _python_number(source, line, before, str(token))
             or _line_ended_early(source, line, before, token, terminals, notes)
@@ -493,6 +494,45 @@ def _expression_taken(path: str, clause: Token, keyword: Token) -> Diagnostic:
                       (f"the '{keyword}' at {keyword.line}:{keyword.column} was read as the expression: a keyword "
                        f"can also be a name",),
                       f"write the expression after '{clause}', on line {clause.line}")
+
+
+#: the words before a name that declare it, and the kind the analysis names it by
+_DECLARED_AS = {"let": "let", "for": "loop", "param": "param", "matrix": "matrix", "workspace": "workspace"}
+#: within a kernel's parentheses: the words before a parameter's name
+_KERNEL_PARAMETER = {"in": "tile parameter", "out": "tile parameter", "inout": "tile parameter",
+                     "int": "value parameter", "float": "value parameter", "char": "value parameter"}
+
+
+def _operator_word_declared(source: Source, unexpected: Token) -> Diagnostic | None:
+    """A name spelt like an operator of conditions (``let not = 1``, ``matrix not[n, n]``) is
+    declared where the parser expects a name, and its use read as the operator, failing at the
+    token after it (``A[not, 0]``: "unexpected ','"). Said at the declaration, as the analysis says
+    it of a declaration never used (E207), with the use read so in a note."""
+    tokens = [match for match in _TOKEN.finditer(source.text, 0, unexpected.start_pos)
+              if not match.group().startswith(("#", '"'))]
+    if not tokens or tokens[-1].group() not in OPERATOR_WORDS:
+        return None
+    use, declared, kind, header = tokens[-1], None, None, 0  # header: the depth of a kernel's parentheses
+    kernel = None  # the name of the kernel whose parameters are read
+    for index, (before, token) in enumerate(zip(tokens, tokens[1:-1])):
+        word = token.group()
+        if header:
+            header += (word == "(") - (word == ")")
+        elif word == "(" and index and tokens[index - 1].group() == "kernel":  # its name, then its parameters
+            header, kernel = 1, before.group()
+        if word == use.group() and _WORD.fullmatch(before.group()):
+            meaning = (f"{_KERNEL_PARAMETER[before.group()]} of kernel '{kernel}'"
+                       if header and before.group() in _KERNEL_PARAMETER else None if header
+                       else _DECLARED_AS.get(before.group()))
+            if meaning is not None:
+                declared, kind = token, meaning
+    if declared is None:
+        return None
+    start, where = source.span_at(declared.start()), source.span_at(use.start())
+    return Diagnostic(Span(source.path, start.line, start.column, start.line, start.column + len(declared.group())),
+                      "E207", f"'{use.group()}' is an operator of conditions, and cannot name a {kind}",
+                      (f"the '{use.group()}' at {where.line}:{where.column} was read as the operator",),
+                      hint="choose another name")
 
 
 #: a matrix declaration ending in ``=`` or ``= random``: its value, or its kind, was read from the next line
@@ -684,6 +724,9 @@ def _token_hint(before: str, token: Token, after: str, terminals: frozenset, in_
         return "compare with '=='"
     if token == "//":  # unexpected: so not between two numbers, where it divides
         return "comments start with '#' ('//' divides integers)"
+    if token == "/" and after.startswith("*") or token == "*" and before.endswith("/"):
+        # a C block comment: '/' where no division goes, or a division whose '*' cannot follow it
+        return "comments start with '#', one on each line ('/*' opens no comment)"
     if token == ".":
         return _number_hint(before, after)
     word = _NAME_BEFORE.search(before)

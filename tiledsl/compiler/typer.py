@@ -14,7 +14,7 @@ import math
 import operator
 from fractions import Fraction
 
-from ..language import INT64_MAX, TILING_SETTINGS
+from ..language import INT64_MAX, OPERATOR_WORDS, TILING_SETTINGS
 from . import nodes as n
 from .affine import Converter, difference, is_zero, provably_negative, provably_nonzero
 from .diagnostics import DiagnosticBag, suggestion_notes
@@ -22,7 +22,6 @@ from .expressions import canonical_text, expression_nodes, names, unparse
 from .scope import TYPE_NOUN, Scope, Symbol
 from .source import Span
 
-OPERATOR_WORDS = ("and", "or", "not")  # a name spelt so could never be used in an expression
 GEOMETRY_ATTRS = ("mt", "nt", "m", "n")
 GEOMETRY_METHODS = ("height", "width", "offset")
 FUNCTIONS = ("min", "max")
@@ -358,12 +357,21 @@ class ExpressionTyper:
         form = self.number_form(divisor)
         if form is not None and is_zero(form) or _difference_of_itself(divisor):
             self.bag.error(divisor.span, "E214", f"division by zero: the right operand of '{op}' is always 0",
-                           hint="a divisor must be nonzero for every shape and value of the kernel's arguments"
-                           if self.flops_of is not None else
-                           "a divisor must be nonzero for every value of the loop variables" if self.in_loop_nest
-                           else "a divisor must be nonzero for every value of the parameters")
+                           hint=self._zero_divisor_hint(divisor))
             return False
         return True
+
+    def _zero_divisor_hint(self, divisor) -> str:
+        """The hint of a divisor always 0, worded for what it is made of: number literals alone (``1.0 /
+        0``, which no value makes nonzero: the hint spoke of the loop variables), a flop count's arguments,
+        the loop variables (directly or through lets), else the parameters and sizes."""
+        if not any(isinstance(node, (n.Name, n.Attr, n.Method)) for node in expression_nodes(divisor)):
+            return "the divisor is a constant 0: divide by a nonzero number"
+        if self.flops_of is not None:
+            return "a divisor must be nonzero for every shape and value of the kernel's arguments"
+        if self.in_loop_nest and self.loop_variables(divisor):
+            return "a divisor must be nonzero for every value of the loop variables"
+        return "a divisor must be nonzero for every value of the parameters"
 
     def truth(self, cond) -> bool | None:
         """Whether the condition ``cond`` (already typed) holds for every value of the parameters
