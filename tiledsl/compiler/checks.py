@@ -167,6 +167,17 @@ def _check_option_value(option, types: ExpressionTyper) -> None:
         types.number_expr(value)
 
 
+def check_lu_pivots(checks, kernel_used: dict, bag: DiagnosticBag) -> None:
+    """``check lu(A, P)`` reads the pivots the prelude's getrf records in P: a program that calls no getrf
+    leaves P as it began, and its check failed only after the whole run ('no task wrote P[0, 0]')."""
+    for check in checks:
+        if check.kind.text == "lu" and len(check.args) == 2 and not kernel_used.get("getrf"):
+            bag.error(check.kind.span, "E209", f"check lu({check.args[0].name.text}, {check.args[1].name.text}) reads "
+                                               f"the pivots that getrf records in {check.args[1].name.text}, and this "
+                                               f"program does not call getrf",
+                      hint=f"an LU without pivoting is checked by lu({check.args[0].name.text})")
+
+
 def check_qr_replay(checks, kernel_used: dict, bag: DiagnosticBag) -> None:
     """``check qr`` rebuilds Q from the reflectors of the prelude's QR kernels: a program that
     calls none of them would have nothing replayed (Q = I), and its check would be meaningless."""
