@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import os
 import re
-import resource
 import signal
 import threading
 import time
