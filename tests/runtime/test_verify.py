@@ -285,7 +285,8 @@ def test_check_declarations_are_judged_alike_by_the_compiler_and_the_runtime():
                 declared = ", ".join(" ".join([*q, name]) for q, name in zip(qualifiers, names))
                 text = ("program p {\n  matrix A[n, n] = random spd\n  matrix B[n, n] = random general\n"
                         "  matrix C[n, n] = random general\n  workspace T like A rows 4\n"
-                        f"  check {kind}({declared})\n  geqrt(A[0, 0], T[0, 0])\n  gemm(B[0, 0], C[0, 0], A[0, 0])\n}}\n")
+                        f"  check {kind}({declared})\n  geqrt(A[0, 0], T[0, 0])\n  gemm(B[0, 0], C[0, 0], A[0, 0])\n"
+                        "  getrf(B[0, 0], T[0, 0])\n}\n")  # (lu(A, T) reads getrf's pivots, qr(A, T) geqrt's reflectors)
                 result = check_source(decode("p.tile", text.encode()))
                 try:
                     _views(SimpleNamespace(kind=kind, args=names, qualifiers=qualifiers), "check")
