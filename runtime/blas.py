@@ -24,13 +24,12 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
-import signal
 import sys
 import threading
 
 import numpy as np
 
-from .world import OPENBLAS_THREADS, HeldInterrupts, act_on, address_limited, libraries_loading
+from .world import HeldInterrupts, address_limited, libraries_loading, release_after_blas
 
 _capsule_name = ctypes.pythonapi.PyCapsule_GetName
 _capsule_name.restype = ctypes.c_char_p
@@ -172,11 +171,12 @@ def load() -> None:
             with libraries_loading():
                 for finder in _ROUTINES:
                     finder()
-        finally:
-            came = held.release(act=False) if held is not None else []
-        if came and came[0][0] == signal.SIGINT:
-            raise RuntimeError(OPENBLAS_THREADS)
-        act_on(came)
+        except BaseException:
+            if held is not None:
+                held.release(act=False)
+            raise
+        if held is not None:
+            release_after_blas(held)
         _loaded = True
 
 

@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import os
 import re
-import signal
 import threading
 import time
 from pathlib import Path
@@ -44,8 +43,8 @@ from .trace import Tracer
 from .userkernels import kernels, program_files
 from .verify import Verifier
 from .watchdog import FLOOR_SECONDS, TASK_FACTOR, user_code_limit, watched
-from .world import (OPENBLAS_THREADS, HeldInterrupts, RankError, UsageError, act_on, address_limited, await_ending,
-                    core_share, default_workers, share_malloc_arenas)
+from .world import (HeldInterrupts, RankError, UsageError, await_ending, core_share, default_workers,
+                    release_after_blas, share_malloc_arenas)
 
 
 # ---------------------------------------------------------------- the run
@@ -417,10 +416,7 @@ def _single_threaded_blas():
         with _BLAS_LOCK:
             _blas_runs.append(controlled(lambda: threadpool_limits(1)) if not _blas_runs else _blas_runs[0])
             limited = True
-        came = held.release(act=False)
-        if came and came[0][0] == signal.SIGINT and address_limited():
-            raise RuntimeError(OPENBLAS_THREADS)  # OpenBLAS's SIGINT where it cannot start its threads
-        act_on(came)
+        release_after_blas(held)
         yield
     finally:
         held.release(act=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 from pathlib import Path
 from dataclasses import replace
 

@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 
-from . import threadstart
 
 #: seconds a phase runs before its bar appears (short phases stay quiet)
 DELAY = 2.0

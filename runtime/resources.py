@@ -10,7 +10,7 @@ import threading
 
 from .errors import more_ranks
 from .options import COMMAND_LINE, Spelling
-from .world import UsageError
+from .world import UsageError, address_limited
 
 
 #: what a rank keeps for each tile it owns besides the tile's values (the tile's object, its
@@ -116,8 +116,7 @@ def shortage_remedies(transfers: bool, check: bool, sized_by_inputs: bool, spell
     processes took memory since): a refusal's remedies, for a run with ``transfers`` (tiles in
     transit, as many as the window's tasks) and a ``check``, as ``spelling`` writes the settings, and
     fewer of its ``workers`` where it has several (each runs a kernel, and its memory, at once)."""
-    limited = resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
-    return _remedies(int(transfers), int(check), limited, sized_by_inputs, spelling, threads=workers > 1)
+    return _remedies(int(transfers), int(check), address_limited(), sized_by_inputs, spelling, threads=workers > 1)
 
 
 def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs: bool = False,

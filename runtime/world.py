@@ -463,6 +463,15 @@ def share_malloc_arenas() -> None:
 OPENBLAS_THREADS = "can't start new thread (OpenBLAS's threads, which it then stops with SIGINT)"
 
 
+def release_after_blas(held: "HeldInterrupts") -> None:
+    """Release ``held`` after a change of OpenBLAS (its load, its thread count) and act on what came; a SIGINT
+    under an address-space limit is OpenBLAS's own where it could not start its threads, raised as such."""
+    came = held.release(act=False)
+    if came and came[0][0] == signal.SIGINT and address_limited():
+        raise RuntimeError(OPENBLAS_THREADS)
+    act_on(came)
+
+
 class HeldInterrupts:
     """Ctrl-C, and the stopping signals a command handles (SIGTERM, SIGHUP), held back from the
     moment this is made until :meth:`release`, which then acts on the first that came: state of the

@@ -178,11 +178,11 @@ def test_openblas_stopping_itself_with_sigint_is_a_thread_that_could_not_start_n
     import os
 
     programs = os.path.join(os.path.dirname(__file__), "..", "..", "programs", "cholesky.tile")
-    script = ("import signal, sys, threadpoolctl\nfrom tiledsl.runtime import launch\n"
+    script = ("import signal, sys, threadpoolctl\nfrom tiledsl.runtime import world\n"
               "real = threadpoolctl.threadpool_limits\n"
               "def failing(*args, **kwargs):\n    signal.raise_signal(signal.SIGINT)\n"
               "    return real(*args, **kwargs)\n"
-              "threadpoolctl.threadpool_limits = failing\nlaunch.address_limited = lambda: True\n"
+              "threadpoolctl.threadpool_limits = failing\nworld.address_limited = lambda: True\n"
               "from tiledsl.commands.cli import main\n"
               f"sys.exit(main(['run', {os.path.abspath(programs)!r}, '--n', '64']))\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50, cwd=tmp_path,
@@ -194,8 +194,9 @@ def test_openblas_stopping_itself_with_sigint_is_a_thread_that_could_not_start_n
 def test_openblas_stopping_itself_with_sigint_as_scipy_loads_is_a_thread_that_could_not_start():
     """Under `ulimit -v 250000` the SIGINT came as SciPy's BLAS loaded, before any run: 'stopped by SIGINT', exit
     130 (a KeyboardInterrupt traceback from Python)."""
-    script = ("import signal\nfrom tiledsl.runtime import blas\n"
-              "blas._ROUTINES = [lambda: signal.raise_signal(signal.SIGINT)]\nblas.address_limited = lambda: True\n"
+    script = ("import signal\nfrom tiledsl.runtime import blas, world\n"
+              "blas._ROUTINES = [lambda: signal.raise_signal(signal.SIGINT)]\n"
+              "blas.address_limited = world.address_limited = lambda: True\n"
               "try:\n    blas.load()\nexcept RuntimeError as error:\n    print(error)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50)
     assert out.stdout == "can't start new thread (OpenBLAS's threads, which it then stops with SIGINT)\n", out.stderr
