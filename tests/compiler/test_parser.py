@@ -3,6 +3,8 @@
 Expected positions are computed from the source text itself (where a piece of text
 sits on its line), so each assertion says "this node covers exactly that text".
 """
+from pathlib import Path
+
 import pytest
 
 from tiledsl.compiler import nodes as n
@@ -718,24 +720,50 @@ def test_the_parser_tables_are_kept_in_the_users_cache_and_a_bad_copy_is_rebuilt
         assert tables.stat().st_size > 10_000  # written again whole
 
 
-def test_tables_that_lark_could_not_write_whole_are_never_published(tmp_path, monkeypatch):
-    """Lark writes its cache in place and says nothing when the disk is full: a truncated table file
-    stayed, with a digest file half written beside it, one more for each process."""
+def test_saved_tables_are_read_by_the_next_process_without_building_anew(tmp_path, monkeypatch):
+    """Lark's own cache keyed its tables by the cache file's name, so tables written beside their
+    place and moved there were never read: every command built them again (a fifth of a second)."""
+    import lark
+
     from tiledsl.compiler import parser
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    parser._lark.__wrapped__()
+    built = parser._lark.__wrapped__()
     (tables,) = (tmp_path / "tiledsl" / "grammar").glob("tile-*.lark")
-    whole = tables.read_bytes()
-    for left in (tables, parser._seal_path(tables)):
+    saved = tables.read_bytes()
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("the tables were built again")
+
+    monkeypatch.setattr(lark.Lark, "__init__", no_build)
+    text = "program p {\n  matrix A[n, n] = zeros\n  potrf(A[0, 0])\n}\n"
+    assert parser._lark.__wrapped__().parse(text) == built.parse(text)
+    assert tables.read_bytes() == saved
+
+
+def test_tables_that_could_not_be_written_whole_are_never_published(tmp_path, monkeypatch):
+    """A full disk left a truncated table file, with a digest file half written beside it."""
+    import errno
+
+    from tiledsl.compiler import parser
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    built = parser._lark.__wrapped__()
+    folder = tmp_path / "tiledsl" / "grammar"
+    for left in folder.iterdir():
         left.unlink()
-    built = tables.with_name(tables.name + ".1.tmp")
-    built.write_bytes(whole[:28672])
-    parser._publish_tables(built, tables)
-    assert sorted(p.name for p in tables.parent.iterdir()) == [built.name]  # the caller removes its own
-    built.write_bytes(whole)
-    parser._publish_tables(built, tables)
-    assert sorted(p.name for p in tables.parent.iterdir()) == [tables.name, tables.name + ".sha256"]
+    write_bytes = Path.write_bytes
+
+    def disk_full(path, data):
+        write_bytes(path, data[:28672])
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(Path, "write_bytes", disk_full)
+    parser._publish_tables(built, Path(parser._tables_path(built.source_grammar)))
+    assert list(folder.iterdir()) == []
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    parser._publish_tables(built, Path(parser._tables_path(built.source_grammar)))
+    assert sorted(p.suffix for p in folder.iterdir()) == [".lark", ".sha256"]
 
 
 def test_a_cache_that_cannot_be_made_only_costs_the_tables_build(tmp_path, monkeypatch):

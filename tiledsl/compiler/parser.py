@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import io
 import os
-import pickle
 import re
 import sys
 import threading
@@ -86,66 +85,50 @@ _TOKEN = re.compile(r'"[^"\n]*"|#[^\n]*|\w+|[^\s\w]')
 def _lark() -> Lark:
     grammar = resources.files("tiledsl.grammars").joinpath("tile.lark").read_text(encoding="utf-8")
     path = _tables_path(grammar)
-    path = path and _checked_tables(Path(path))
-    # tables to build are written beside their place and moved there once whole: Lark writes its
-    # cache in place, and a full disk left a truncated file (and its partial digest)
-    building = path and not os.path.exists(path) and f"{path}.{os.getpid()}.tmp"
-    try:
-        parser = Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True,
-                      postlex=_WholeWords(), cache=building or path)
-        if building:
-            _publish_tables(Path(building), Path(path))
-    finally:
-        if building:
-            with contextlib.suppress(OSError):
-                os.unlink(building)
+    tables = path and _sealed_tables(Path(path))
+    if tables:
+        with contextlib.suppress(Exception):  # tables its loader refuses: built anew
+            # Lark.load takes no options; its cache loads with _load and the options not saved
+            return Lark.__new__(Lark)._load(io.BytesIO(tables), postlex=_WholeWords(), propagate_positions=True)
+    parser = Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True, postlex=_WholeWords())
+    if path:
+        _publish_tables(parser, Path(path))
     return parser
 
 
-def _checked_tables(tables: Path) -> str | bool:
-    """``tables``, Lark's cache, once what is there is as it was written (the digest beside it,
-    ``.sha256``, is its own), or is gone: Lark's own hash covers the grammar and not the tables, so
-    a byte changed in them parsed every program wrong, for good ('unexpected character A'). False,
-    no cache, where something other than a file is there (a fifo blocked the read)."""
-    if not tables.exists() and not tables.is_symlink():
-        return str(tables)
-    if not tables.is_file():
-        return False
+def _sealed_tables(tables: Path) -> bytes | None:
+    """The bytes of the saved parser at ``tables`` when they are as they were written (the digest
+    beside them, ``.sha256``, is theirs); None where they are missing, damaged or no file (a fifo
+    blocked the read). A byte changed in them parsed every program wrong, for good ('unexpected
+    character A')."""
     with contextlib.suppress(OSError, ValueError):  # (ValueError: a digest that is no text)
-        if _seal(usercache.read_bytes(tables)) == usercache.read_bytes(_seal_path(tables)).decode().strip():
-            return str(tables)
-    with contextlib.suppress(OSError):  # damaged, or written by another version: Lark writes it anew
-        tables.unlink()
-    return str(tables)
+        data = usercache.read_bytes(tables)
+        if _seal(data) == usercache.read_bytes(_seal_path(tables)).decode().strip():
+            return data
+    return None
 
 
-def _publish_tables(built: Path, tables: Path) -> None:
-    """Move the tables Lark wrote at ``built`` to ``tables``, their digest beside them first, if
-    they are whole (Lark says nothing of a write that failed); on a failure, nothing is left."""
+def _publish_tables(parser: Lark, tables: Path) -> None:
+    """Save ``parser``'s tables at ``tables``, their digest beside them, each written beside its
+    place and moved there once whole (a full disk left a truncated file); on a failure, nothing is
+    left. Lark's own cache would not do: its key holds the cache file's name, so tables written
+    under one name and moved to another were never read."""
+    buffer = io.BytesIO()
+    parser.save(buffer)
+    data = buffer.getvalue()
     seal_path = _seal_path(tables)
-    partial = seal_path.with_name(f"{seal_path.name}.{os.getpid()}.tmp")
+    partial_tables, partial_seal = (path.with_name(f"{path.name}.{os.getpid()}.tmp") for path in (tables, seal_path))
     try:
-        data = built.read_bytes()
-        if not _whole_tables(data):
-            return
-        partial.write_text(_seal(data))
-        partial.replace(seal_path)
-        built.replace(tables)
+        partial_tables.write_bytes(data)
+        partial_seal.write_text(_seal(data))
+        partial_seal.replace(seal_path)
+        partial_tables.replace(tables)
     except OSError:
-        with contextlib.suppress(OSError):
-            partial.unlink()
-
-
-def _whole_tables(data: bytes) -> bool:
-    """Whether ``data`` is a whole Lark cache: its hash line, then two pickles and nothing after."""
-    stream = io.BytesIO(data)
-    stream.readline()
-    try:
-        pickle.load(stream)
-        pickle.load(stream)
-    except Exception:  # a truncated pickle fails in several ways (EOFError, UnpicklingError, ...)
-        return False
-    return not stream.read(1)
+        pass  # no cache: the next process builds the tables again
+    finally:
+        for partial in (partial_tables, partial_seal):
+            with contextlib.suppress(OSError):
+                partial.unlink()
 
 
 def _seal(data: bytes) -> str:
@@ -186,21 +169,16 @@ _WORD_CHARACTER = re.compile(r"\w")
 
 
 def _tables_path(grammar: str) -> str | bool:
-    """Where Lark keeps the LALR tables it built (a tenth of a second a process to rebuild):
-    the user's cache, or no cache where that cannot be made. Lark checks the grammar's hash
-    stored in the file, and rebuilds from one it cannot read."""
+    """Where the parser's LALR tables are saved once built (a fifth of a second a process to
+    rebuild): the user's cache, its name a digest of the grammar and of Lark's and Python's
+    versions; False, no cache, where that cannot be made."""
     folder = usercache.cache_dir("grammar")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return False
     digest = hashlib.sha256(f"{grammar}{lark.__version__}{sys.version_info[:2]}".encode()).hexdigest()
-    path = str(folder / f"tile-{digest[:16]}.lark")
-    try:
-        path.encode("utf-8")  # Lark hashes its options so: a name undecodable in the locale (surrogates) fails
-    except UnicodeEncodeError:
-        return False
-    return path
+    return str(folder / f"tile-{digest[:16]}.lark")
 
 
 def parse(source: Source, prelude: bool = False) -> n.File:
