@@ -805,12 +805,12 @@ def test_outputs_go_where_the_command_line_meant_even_if_a_kernel_changes_direct
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("ranks", [1, 2])
-@pytest.mark.parametrize("where, said", [
-    ("import", "kernel module k.py has not finished loading after 2 s (--watchdog)"),
-    ("check", "check forever (t.tile:4) has not returned after 2 s (--watchdog)")])
+@pytest.mark.parametrize("where, ranks, said", [
+    ("import", 1, "kernel module k.py has not finished loading after 2 s (--watchdog)"),
+    ("check", 2, "check forever (t.tile:4) has not returned after 2 s (--watchdog)")])
 def test_user_code_that_never_returns_outside_a_task_ends_at_the_watchdog(tmp_path, ranks, where, said):
-    """A kernel module blocking as it loads, a user check blocking: no task runs, yet no hang."""
+    """A kernel module blocking as it loads, a user check blocking: no task runs, yet no hang (a module
+    blocking on another rank than 0: the next test)."""
     blocking = "import time\n\ntime.sleep(1000)\n" if where == "import" else ""
     (tmp_path / "k.py").write_text(blocking + "\ndef forever(before, after):\n    import time\n"
                                    "    time.sleep(1000)\n\ndef bump(A):\n    A += 1\n")

@@ -280,8 +280,14 @@ def session_of(page: str, tmp_path_factory) -> Session:
 
 
 # ---------------------------------------------------------------- the pages' examples
+def on_the_pages_worker(page: str):
+    """One xdist worker per page runs its session (``session_of`` keeps it per process), so that
+    the tests reading a page's session do not run the page again on another worker."""
+    return pytest.param(page, marks=pytest.mark.xdist_group(f"docs-session-{page}"), id=page)
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", [on_the_pages_worker(page) for page in PAGES])
 def test_every_example_of_the_page_runs(page, tmp_path_factory):
     session_of(page, tmp_path_factory)
 
@@ -302,6 +308,7 @@ def test_the_page_has_runnable_examples_and_well_formed_directives(page):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.xdist_group("docs-session-tutorial.md")
 def test_tutorial_end_to_end_on_four_ranks(tmp_path_factory):
     """The tutorial's 4-rank run really factored A: ‖A − L·D·Lᵀ‖₁/(‖A‖₁·n·ε) is small."""
     from tiledsl.runtime.checks import EPS, THRESHOLD, scaled
