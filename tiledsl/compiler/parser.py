@@ -354,11 +354,12 @@ _EXPRESSION_DUE = re.compile(r"(?:[=<>!]=|\*\*|//|[=<>+\-*/%]|\.\.|\b(?:step|pri
 
 
 def _expression_missing(source: Source, line: int, before: str, token, notes) -> Diagnostic | None:
-    """A line that ends where an expression is due (``step``, ``let j =``), followed by a kernel call:
-    the call was read as the missing expression, and failed inside it (``potrf(A[k, k])``: a tile is
-    no value). Said at the end of the line before, as a line that ended early."""
+    """A line that ends where an expression is due (``step``, ``let j =``, ``priority``), followed by
+    a kernel call (read as the missing expression, it failed inside it: ``potrf(A[k, k])``, a tile
+    is no value) or by a token no expression begins with (``}``). Said at the end of the line
+    before, as a line that ended early."""
     call = _CALL_BEGINS_LINE.match(before)
-    if call is None or call.group(1) in _KEYWORDS or line == 1:
+    if line == 1 or (call.group(1) in _KEYWORDS if call else before.strip()):
         return None
     lines = source.text.split("\n")
     previous = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), None)
@@ -369,7 +370,7 @@ def _expression_missing(source: Source, line: int, before: str, token, notes) ->
     earlier = tuple(note for note in notes if not note.startswith("expected "))  # not the token's: the line's
     return Diagnostic(Span.point(source.path, previous, end), "E100", "unexpected end of line",
                       (*earlier, f"expected an expression after '{due.group().strip()}'",
-                       f"the next line begins with '{call.group(1)}'"))
+                       f"the next line begins with '{call.group(1) if call else token}'"))
 
 
 def _code(line: str) -> str:
