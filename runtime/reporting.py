@@ -426,14 +426,13 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         lines.append(f"  messages  {sent} ({_mib(volume)}) between ranks"
                      + (f", at least {hidden:.0%} of their time hidden by computation" if hidden is not None else ""))
     for name, value in result.residuals.items():
-        # the labels' column holds 9 characters: a longer name (a user check's) follows the label "residual"
-        label = f"{name:<9} residual" if len(name) <= 9 else f"residual  {name}"
+        # "NAME residual VALUE" whatever the name's length (a longer name than the labels' column of 9
+        # characters widens its own line only), so that one pattern finds every residual
         if math.isnan(value) and (result.errors or _input_left_no_residual(result)):  # the errors say why
-            lines.append(f"  {label}: none  (FAIL: the check failed, see below)" if len(name) > 9 else
-                         f"  {name:<9} no residual  (FAIL: the check failed, see below)")
+            lines.append(f"  {name:<9} no residual  (FAIL: the check failed, see below)")
             continue
         verdict = "pass" if value < checks.THRESHOLD else "FAIL"
-        lines.append(f"  {label} {_residual_text(value)}  ({verdict}, threshold {checks.THRESHOLD:g})")
+        lines.append(f"  {name:<9} residual {_residual_text(value)}  ({verdict}, threshold {checks.THRESHOLD:g})")
     for name, count in result.nonfinite.items():
         lines.append(f"  nonfinite {name}: {count} NaN or infinite value(s)")
     return "\n".join(lines)
