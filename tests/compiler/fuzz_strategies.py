@@ -135,7 +135,7 @@ class ProgramWriter:
         self.ranged: dict[str, tuple[str, str]] = {}  # loop variable -> (matrix, 'mt' or 'nt') it stays inside
         self.shapes: list[tuple[str, bool, str]] = []  # (name, writable, matrix whose tile counts it has)
         self.rectangles: set = set()  # matrices whose rows and columns are given differently
-        self.qr_call: str | None = None  # the geqrt call a qr check needs
+        self.check_call: str | None = None  # the call that writes what the check verifies (else E209)
         self.lines: list[str] = []
         self.budget = 30  # statements left
 
@@ -143,8 +143,8 @@ class ProgramWriter:
         head, tail = self.kernel_section()
         lines = self.declarations()
         self.block(1)
-        if self.qr_call:
-            self.lines.insert(0, "  " + self.qr_call)
+        if self.check_call:
+            self.lines.insert(0, "  " + self.check_call)
         lines = head + [f"program {self.fresh()} {{"] + lines + self.lines + ["}"] + tail
         return "\n".join(self.decorate(lines)) + "\n"
 
@@ -275,14 +275,19 @@ class ProgramWriter:
             return []
         workspaces = [(name, like) for name, _, like in self.shapes if name != like and self._writable(like)]
         kind = self.c.choice(("cholesky", "lu", "qr") if workspaces else ("cholesky", "lu"))
-        if kind == "qr":  # its check replays geqrt's reflectors: the program calls it (else E209)
+        if kind == "qr":  # its check replays geqrt's reflectors: the program calls it
             workspace, like = self.c.choice(workspaces)
-            self.qr_call = f"geqrt({like}[0, 0], {workspace}[0, 0])"
+            self.check_call = f"geqrt({like}[0, 0], {workspace}[0, 0])"
             return [f"check qr({like}, {workspace})"]
-        square = [name for name in self.matrices() if name not in self.rectangles]
+        writable = [name for name in self.matrices() if self._writable(name)]
+        square = [name for name in writable if name not in self.rectangles]
         if kind == "cholesky" and not square:  # a Cholesky check of a rectangle is E209
             kind = "lu"
-        return [f"check {kind}({self.c.choice(square if kind == 'cholesky' else self.matrices())})"]
+        if not writable:  # a check verifies a matrix the program writes
+            return []
+        checked = self.c.choice(square if kind == "cholesky" else writable)
+        self.check_call = f"getrf_nopiv({checked}[0, 0])"
+        return [f"check {kind}({checked})"]
 
     def _writable(self, matrix: str) -> bool:
         return any(name == matrix and writable for name, writable, _ in self.shapes)

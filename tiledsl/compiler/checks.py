@@ -178,6 +178,32 @@ def check_lu_pivots(checks, kernel_used: dict, bag: DiagnosticBag) -> None:
                       hint=f"an LU without pivoting is checked by lu({check.args[0].name.text})")
 
 
+#: the place of the matrix a built-in check verifies as the program's result, by check and arity
+CHECK_RESULT = {"cholesky": 0, "lu": 0, "qr": 0, "solve": 1, "inverse": 1, "product": 0}
+
+
+def check_result_written(checks, calls, bag: DiagnosticBag) -> None:
+    """The matrix a built-in check verifies as the result must be one the program writes: a
+    ``product(A, B, C)`` written in numpy's order, its result C last, compared an ``in`` A with
+    itself and passed (residual 0) whatever the program computed."""
+    written = {access.matrix for call in calls for access in call.accesses if access.mode != "in"}
+    for check in checks:
+        place = CHECK_RESULT.get(check.kind.text)
+        if place is None or len(check.args) not in CHECK_ARITY[check.kind.text] or place >= len(check.args):
+            continue  # a user check, or an arity said wrong already
+        name = check.args[place].name
+        if name.text in written:
+            continue
+        form = CHECK_FORMS[check.kind.text][-1 if len(check.args) > 1 else 0].split(", ")
+        writers = [arg.name.text for arg in check.args if arg.name.text in written]
+        bag.error(name.span, "E209", f"check {check.kind.text} verifies {name.text} as the program's result "
+                                     f"({check.kind.text}({', '.join(form)}): {form[place]}), and no call of the "
+                                     f"program writes {name.text}",
+                  *([f"the program writes {' and '.join(writers)}"] if writers else []),
+                  hint=f"name the matrix the program computes in place of {form[place]}"
+                  + (": the result comes first" if check.kind.text == "product" else ""))
+
+
 def check_qr_replay(checks, kernel_used: dict, bag: DiagnosticBag) -> None:
     """``check qr`` rebuilds Q from the reflectors of the prelude's QR kernels: a program that
     calls none of them would have nothing replayed (Q = I), and its check would be meaningless."""
