@@ -77,6 +77,12 @@ def check_set_names(program, options: Options) -> None:
     if name == "n" or name in TILE_SETTINGS:
         raise UsageError(f"--set {name}: {name} is not a parameter of {program.name}: "
                          f"{setting_advice(program, name, options.spelling)}")
+    if name in {decl.name for decl in program.matrices}:
+        raise UsageError(f"--set {name}: {name} is a matrix of {program.name}, not a parameter: "
+                         f"give its values as --input {name}=FILE.npy")
+    if name in {decl.name for decl in program.workspaces}:
+        raise UsageError(f"--set {name}: {name} is a workspace of {program.name}, not a parameter "
+                         f"(a workspace starts as zeros)")
     # names differing in case only (PF for pf) are close whatever their length
     close = [p for p in program.params if p.lower() == name.lower()] or \
         difflib.get_close_matches(name, program.params, n=1, cutoff=0.6)

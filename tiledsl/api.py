@@ -400,7 +400,9 @@ class Loaded:
         takes = TILING_SETTINGS[kind]
         for name, value in tiles.items():
             if name not in takes:
-                raise TiledslError(f"tiles={{{name!r}: ...}}: {self.program.name}'s {kind} tiling takes "
+                param = (f"{name} is a parameter of {self.program.name}: give params={{{name!r}: ...}}; "
+                         if name in self.program.params else "")
+                raise TiledslError(f"tiles={{{name!r}: ...}}: {param}{self.program.name}'s {kind} tiling takes "
                                    f"{', '.join(takes)}")
             _check_int(f"tiles[{name!r}]", value, 1)
         return {name: _plain(value) for name, value in tiles.items()}
@@ -415,6 +417,9 @@ class Loaded:
                 if name == "n" or name in TILE_SETTINGS:
                     raise TiledslError(f"params={{{name!r}: ...}}: {name} is not a parameter of the program: "
                                        + setting_advice(self.program, name, API))
+                if name in {decl.name for decl in self.program.matrices}:
+                    raise TiledslError(f"params={{{name!r}: ...}}: {name} is a matrix of {self.program.name}, "
+                                       f"not a parameter: give it as run({name}=array)")
                 has = f" (it has {', '.join(self.program.params)})" if self.program.params else ""
                 raise TiledslError(f"params={{{name!r}: ...}}: {self.program.name} has no parameter {name}{has}")
             if isinstance(value, bool) or not isinstance(value, (Integral, Real, str)):

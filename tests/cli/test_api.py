@@ -761,10 +761,18 @@ def test_warnings_the_command_line_would_print(tmp_path):
     (dict(A=np.eye(8), params={"n": 8}), r"n is not a parameter of the program: give run\(n=...\)"),
     (dict(A=np.eye(8), params={"nb": 4}), r"nb is not a parameter of the program: give tiles=\{'nb': ...\}"),
     (dict(A=np.eye(8), params={"b": 4}), r"b is not a parameter of the program: b is a setting of hybrid tiling, and "
-                                         r"cholesky's tiling is uniform, which takes tiles=\{'nb': ...\}$")])
+                                         r"cholesky's tiling is uniform, which takes tiles=\{'nb': ...\}$"),
+    (dict(A=np.eye(8), params={"A": np.eye(8)}), r"A is a matrix of cholesky, not a parameter: give it as "
+                                                 r"run\(A=array\)$")])
 def test_inputs_and_names_that_mean_something_else_are_explained(settings, message):
     with pytest.raises(TiledslError, match=message):
         tiledsl.load("cholesky").run(**settings)
+
+
+def test_a_parameter_given_as_a_tile_setting_is_told_where_it_goes():
+    with pytest.raises(TiledslError, match=r"^tiles=\{'ib': ...\}: ib is a parameter of qr: give params=\{'ib': ...\}; "
+                                           r"qr's uniform tiling takes nb$"):
+        tiledsl.load("qr").run(n=100, tiles={"nb": 64, "ib": 32})
 
 
 @pytest.mark.timeout(60)

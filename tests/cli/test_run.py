@@ -126,6 +126,12 @@ def test_a_misspelt_parameter_gets_the_closest_one():
     assert out.stderr.strip() == "tiledsl: error: --set ibb: qr has no parameter of that name (did you mean ib?)"
     out = tiledsl("run", "programs/qr.tile", "--n", 100, "--set", "IB=3")  # case alone: too short for difflib
     assert out.stderr.strip() == "tiledsl: error: --set IB: qr has no parameter of that name (did you mean ib?)"
+    out = tiledsl("run", "programs/qr.tile", "--n", 100, "--set", "A=3")
+    assert out.stderr.strip() == ("tiledsl: error: --set A: A is a matrix of qr, not a parameter: give its values as "
+                                  "--input A=FILE.npy")
+    out = tiledsl("run", "programs/qr.tile", "--n", 100, "--set", "T=3")
+    assert out.stderr.strip() == "tiledsl: error: --set T: T is a workspace of qr, not a parameter (a workspace starts " \
+                                 "as zeros)"
 
 
 @pytest.mark.timeout(130)
