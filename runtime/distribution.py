@@ -161,7 +161,7 @@ def parse_ratio(text: str, keep_on_host: str = "leave out --gpus") -> tuple[int,
     says how the caller keeps every tile on the host, which ``G = 0`` asks for in vain."""
     match = _RATIO.fullmatch(text)
     if match is None:
-        raise ValueError(f"bad GPU ratio {text!r}: expected H:G with integers, like 1:4 "
+        raise ValueError(f"bad GPU ratio {text!r}: expected H:G with integers from 0, like 1:4 "
                          f"(H host columns for every G columns of each GPU)")
     host, gpu = int(match[1]), int(match[2] or 1)
     if gpu < 1:

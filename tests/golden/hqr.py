@@ -52,7 +52,7 @@ PROGRAM = Program(
     params=('ib', 'domains', ),
     check=CheckDecl('qr', ('A', 'T'), line=33),
     kernel_module=None,
-    source_digest='a75ae37835928261',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='c29115390cc9504e',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=41,
              text='geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)'),
