@@ -32,6 +32,7 @@ import itertools
 import math
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -664,10 +665,11 @@ def load_notes(driver, given) -> dict:
 
 
 def load_note(decl, driver) -> str:
-    """Where the file of a relative ``load`` path was looked for, for a message about it: only when
-    none of those places has it (a file found but unfit is said by its own message)."""
+    """Which ``load`` a message about its file is about: the matrix and the ``.tile`` line of a file
+    found (unfit, said by the message itself), or, where none of the places a relative path is
+    looked for has it, those places."""
     if os.path.isabs(decl.load) or os.path.isfile(load_path(decl, driver)):
-        return ""
+        return f" (load {decl.load!r} of matrix {decl.name}, {Path(driver.PROGRAM.source).name}:{decl.line})"
     places = ", ".join(map(str, program_places(driver.PROGRAM, driver, working_directory=False)))
     return (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the directory of the "
             f".tile file; looked for in {places})")

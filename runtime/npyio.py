@@ -143,6 +143,8 @@ def _reason(exc: Exception) -> str:
         return "its header is not a Python dictionary"
     if str(exc).startswith("malformed node or string"):  # ast.literal_eval's, which quotes an object's repr
         return "its header holds an expression (such as 10**2) where numpy writes plain values"
+    if str(exc).startswith("the magic string is not correct"):  # numpy's, which quotes the bytes found
+        return "it does not begin as a .npy file does: write the matrix with np.save"
     return " ".join(str(exc).split())
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tiledsl
 from tiledsl.runtime import npyio
 from tiledsl.runtime.npyio import InputFileError, OutputFileError, create_output, open_input, write_block
 
@@ -255,3 +256,15 @@ def test_a_file_of_another_dtype_is_refused_with_the_conversion_to_make(tmp_path
     exec(statement.replace("numpy", "np"))
     npyio.open_input(converted, (3, 3))
     assert np.load(path).dtype == dtype  # the user's file as it was
+
+
+def test_a_load_file_that_is_no_npy_names_its_matrix_and_line(tmp_path):
+    """numpy's words ("the magic string is not correct; expected b'\\x93NUMPY', got b'not nu'") named
+    neither the matrix nor the .tile line that loads the file."""
+    (tmp_path / "a.npy").write_text("not numpy at all\n")
+    (tmp_path / "ld.tile").write_text('program p {\n  matrix A[n, n] = load "a.npy"\n'
+                                      "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    with pytest.raises(tiledsl.TiledslError) as error:
+        tiledsl.load(tmp_path / "ld.tile").run(n=100)
+    assert str(error.value) == (f"input file {str(tmp_path / 'a.npy')!r} is not a .npy file (it does not begin as a "
+                                f".npy file does: write the matrix with np.save) (load 'a.npy' of matrix A, ld.tile:2)")
