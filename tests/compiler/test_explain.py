@@ -181,7 +181,7 @@ def test_tasks_of_kernels_without_a_gpu_body_run_on_their_owners_host(drivers):
     starred = [line for line in text.splitlines() if ", host)* " in line]
     assert len(starred) == len(moved)
     assert "\n* on its owner's host: the kernel has no GPU body (NAME_gpu)" in text
-    assert text.endswith("tasks run on rank 0: host 19\ntasks run on rank 1: host 16\n"
+    assert text.endswith("tasks run on rank 0: host 19, gpu1 0, gpu2 0\ntasks run on rank 1: host 16, gpu1 0, gpu2 0\n"
                          "on the host for want of a GPU body (NAME_gpu), their main output on a GPU: "
                          + ", ".join(f"{kernel} {count} tasks" for kernel, count in explained.on_host.items()))
     data = as_json(explained)

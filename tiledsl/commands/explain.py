@@ -292,8 +292,16 @@ def render(plan: Plan, source_name: str) -> str:
 def _placement(plan: Plan) -> list[str]:
     """How many tasks each rank runs on its host and on each GPU, and which kernels run on the host
     for want of a GPU body."""
-    lines = [f"tasks run on rank {rank}: " + ", ".join(f"{_device(d)} {count}" for d, count in sorted(devices.items()))
+    lines = [f"tasks run on rank {rank}: " + ", ".join(f"{_device(d)} {devices[d]}" for d in range(plan.gpus + 1))
              for rank, devices in plan.runs_on.items() if devices]
+    idle = [f"rank {rank}: GPU {', '.join(str(d) for d in range(1, plan.gpus + 1) if not devices[d])}"
+            for rank, devices in plan.runs_on.items()
+            if devices and not all(devices[d] for d in range(1, plan.gpus + 1))]
+    if idle and not plan.on_host:  # as a run warns of it (reporting.idle_gpus_warning); else said below
+        dealt = (f"the host:GPU ratio {plan.gpu_ratio[0]}:{plan.gpu_ratio[1]} deals" if plan.gpu_ratio
+                 else "the hybrid tiling deals")
+        lines.append(f"no task on {'; '.join(idle)}: {dealt} {'them' if ', ' in ''.join(idle) or len(idle) > 1 else 'it'}"
+                     f" no tile column that a task touches at this size")
     if plan.on_host:
         lines.append("on the host for want of a GPU body (NAME_gpu), their main output on a GPU: "
                      + ", ".join(f"{kernel} {count} task{'' if count == 1 else 's'}"
