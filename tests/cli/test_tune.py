@@ -662,6 +662,9 @@ def test_tune_cholesky_on_an_emulated_gpu_then_run_uses_it(cache):
     ratio = "0:1" if entry["host_takes"] else f"{host}:{gpu}"  # taking GPU tasks goes with every column there
     assert summary["gpu_ratio"] == ratio and summary["sources"]["nb"] == f"tuned ({path})"
     assert summary["host_takes"] is entry["host_takes"] and ("host_takes" in summary["sources"]) is entry["host_takes"]
+    # simulated on this machine with those rates: emulated GPUs share its cores, which the model leaves out
+    simulated = last_json(tiledsl("simulate", "cholesky", "--n", 300, "--nodes", 1, "--gpus", 1, "--json", cache=cache))
+    assert any(note.startswith("the GPUs are emulated here") for note in simulated["notes"]), simulated["notes"]
 
 
 @pytest.mark.timeout(180)

@@ -112,6 +112,10 @@ def run(args, driver) -> int:
         if progress is not None:
             progress.clear()
     events = result.pop("events")
+    if args.machine is None and options.gpus and args.gpu_backend == "emulated":
+        result["notes"].append("the GPUs are emulated here: threads that share this machine's cores with the CPU "
+                               "workers, which the simulation models as devices of their own (at the emulated GPUs' "
+                               "tuned rates), so its prediction is above what this machine gives")
     if args.trace is not None:
         about = {"program": program.name, "n": result["n"], **result["tiles"], "ranks": nodes,
                  "workers": result["workers"], "gpus": result["gpus"], "seconds": result["seconds"],
