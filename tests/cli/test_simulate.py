@@ -668,3 +668,20 @@ def test_the_progress_line_is_blanked_before_the_summary(capsys):
     progress(262144)
     progress.clear()
     assert capsys.readouterr().err == "\r  walked 262144 tasks\r" + " " * len("  walked 262144 tasks") + "\r"
+
+
+@pytest.mark.timeout(60)
+def test_kernels_without_a_gpu_body_are_said_to_leave_the_gpus_idle_as_a_run_says(capsys, machine_file, tmp_path):
+    """A run warned that no task ran on a GPU, its kernels having no GPU body; the simulation of the
+    same run, every task on a host, said nothing of it."""
+    (tmp_path / "k.py").write_text("def mm(A, B, C):\n    C -= A @ B.T\n")
+    (tmp_path / "mm.tile").write_text('use "k.py"\nkernel mm(in A, in B, inout C) flops 2 * A.m * A.n * B.m\n'
+                                      "program mm {\n  tiling uniform(nb = 200)\n  matrix A[n, n] = random general\n"
+                                      "  matrix C[n, n] = zeros\n"
+                                      "  for i in 0 .. C.mt { for j in 0 .. C.nt { mm(A[i, 0], A[j, 0], C[i, j]) } }\n}\n")
+    result = simulate(capsys, tmp_path / "mm.tile", "--nodes", 2, "--gpus", 1, "--gpu-ratio", "1:1", "--machine",
+                      machine_file, "--n", 2000)
+    assert all(set(rank["tasks_by_device"]) == {"host", "gpu1"} and not rank["tasks_by_device"]["gpu1"]
+               for rank in result["ranks"])
+    assert ("--gpus 1: no task ran on a GPU: kernel(s) mm have no GPU body, so every task ran on a host, the GPUs "
+            "holding tiles for nothing") in " ".join(result["notes"]), result["notes"]

@@ -26,7 +26,7 @@ from ..runtime.program import flatten
 from ..runtime.dataflow import events_of
 from ..runtime.recording import LoopNestTarget, survey, walk
 from ..runtime.reporting import (SUMMED, count_text, gflops, has_standard_count, idle_gpus_warning,
-                                 idle_ranks_warning, rank_columns)
+                                 idle_ranks_warning, no_gpu_task_warning, rank_columns)
 from ..runtime.gridadvice import idle_rank_advice
 from ..runtime.resources import ranks_without_tiles
 from ..runtime.trace import CriticalPath, copy_args, task_args
@@ -160,6 +160,10 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
         SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution)), summary["ranks"], options.spelling,
         rank_columns(matrices, grid))
     summary["notes"] += [dealt] if dealt else []
+    # as a run warns: GPUs holding tiles and running nothing, their kernels without a GPU body
+    idle = no_gpu_task_warning(SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution), host_only_kernels=sorted(
+        {call.kernel for call in program.calls} - kernels_on_gpu)), summary["ranks"], options.spelling)
+    summary["notes"] += [idle] if idle and not dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
     return summary
