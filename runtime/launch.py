@@ -30,7 +30,7 @@ from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources
 from .broadcast import broadcast_for
 from .crash import run_in_progress
-from .options import Options, check_file_names, check_gpus
+from .options import DEFAULT_SEED, Options, check_file_names, check_gpus
 from .notes import warnings_of
 from .outputs import Staging, check_output_paths, write_output, write_trace
 from .dataflow import events_of
@@ -89,8 +89,9 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
     check_memory(program, matrices, None, 0, False, 0.5, sized_by_inputs, options.spelling)
     derive = priorities.derived(program, options.priorities)
     long = check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
-    if long and warn is not None and rank == 0:
-        warn(long)
+    for said in (long, unused_seed(program, options, arrays)):
+        if said and warn is not None and rank == 0:
+            warn(said)
     sequence = priorities.TaskSequence() if derive else None
     # on several ranks, walk only this rank's share of an affine loop nest (derived priorities need it all)
     events = events_of(driver, matrices, params) if ranks > 1 and not derive else None
@@ -338,6 +339,18 @@ def given_inputs(program, options: Options, arrays: dict | None) -> set:
             if d.name in (arrays or {}) or d.name in options.inputs or d.init == "load"}
 
 
+def unused_seed(program, options: Options, arrays: dict | None) -> str | None:
+    """The warning for a seed given to a run that generates no matrix at random: each one is given
+    (an input file or array), or the program has none."""
+    if options.seed is None:
+        return None
+    given = set(options.inputs) | set(arrays or {})
+    if any(decl.init in inputs.RANDOM_KINDS and decl.name not in given for decl in program.matrices):
+        return None
+    return (f"{options.spelling.valued('seed', str(options.seed))} does nothing: {program.name} generates no matrix "
+            f"at random here (its random matrices are given as inputs, or it has none)")
+
+
 def source(decl, index: int, shape: tuple, options: Options, arrays: dict, driver, held: dict):
     """``fill(r0, r1, c0, c1)`` for matrix ``decl`` (the program's ``index``-th) of ``shape``: an
     array given, a file, or a generator; the non-finite values of what is read from an array or
@@ -367,7 +380,8 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
     if decl.init in SQUARE_KINDS and shape[0] != shape[1]:
         raise UsageError(f"matrix {decl.name} (line {decl.line}) is {shape[0]}×{shape[1]} with these sizes, but "
                          f"`random {decl.init}` needs a square matrix")
-    return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, options.seed, index, *shape, r0, r1, c0, c1)
+    seed = DEFAULT_SEED if options.seed is None else options.seed
+    return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, seed, index, *shape, r0, r1, c0, c1)
 
 
 def _read_input(source: npyio.InputFile, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:

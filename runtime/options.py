@@ -271,7 +271,7 @@ class Options:
     sets: dict = field(default_factory=dict)  # --set NAME=VALUE for the program's params
     workers: int | None = None
     window: int | None = None  # default: 4096 on one rank, 32 per worker (at least 64) on several
-    seed: int = 42
+    seed: int | None = None  # the generated inputs' seed; None: not given, DEFAULT_SEED
     inputs: dict = field(default_factory=dict)  # matrix name -> .npy path
     outputs: dict = field(default_factory=dict)
     check: bool = False
@@ -358,7 +358,7 @@ def add_run_arguments(parser: argparse.ArgumentParser, tiling: str | None = None
                              "GPU accelerates least first, as HeteroPrio does; times are estimated from the "
                              "kernel rates `tiledsl tune` measured (read even with --no-tune); not out of "
                              "core (default: on, at gpu-ratio 0:1, where tune found it fastest; else off)")
-    parser.add_argument("--seed", type=int, default=42, help="seed of the generated inputs")
+    parser.add_argument("--seed", type=int, help=f"seed of the generated inputs (default {DEFAULT_SEED})")
     parser.add_argument("--output", action="append", default=[], metavar="NAME=FILE.npy",
                         help="write matrix (or workspace) NAME to a .npy file after the run; the file is "
                              "written beside its target and renamed into place only once the run succeeded "
@@ -500,7 +500,8 @@ def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> 
                         ("--gpu-streams", args.gpu_streams is not None)):
         if given and not args.gpus:
             raise UsageError(f"{flag} needs --gpus G (at least 1 GPU per rank)")
-    check_seed(args.seed)
+    if args.seed is not None:
+        check_seed(args.seed)
     options.workers, options.window, options.seed = args.workers, args.window, args.seed
     options.grid, options.gpus, options.gpu_backend = args.grid, args.gpus, args.gpu_backend or "emulated"
     options.check, options.watchdog = args.check, args.watchdog
@@ -558,6 +559,7 @@ def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:
 
 #: Seeds are 64-bit: a larger or negative one would stand for another silently.
 SEEDS = 2 ** 64
+DEFAULT_SEED = 42  # the seed of the generated inputs where none is given
 
 
 #: the most CPU worker threads a rank may have: a thread each, started with every run

@@ -138,7 +138,7 @@ class Loaded:
         return [d.name for d in self.program.matrices]
 
     def run(self, arrays=None, /, *, n: int | None = None, tiles: dict | None = None, params: dict | None = None,
-            check: bool = False, workers: int | None = None, seed: int = 42, gpus: int = 0,
+            check: bool = False, workers: int | None = None, seed: int | None = None, gpus: int = 0,
             gpu_backend: str | None = None, gpu_memory: int | str | None = None, gpu_ratio=None,
             gpu_streams: int = 1, host_takes: bool | None = None, allow_nonfinite: bool = False,
             watchdog: float | None = None, tuned: bool = True, **matrices) -> Output:
@@ -438,6 +438,8 @@ class Loaded:
             if workers > MAX_WORKERS:
                 raise TiledslError(f"workers must be at most {MAX_WORKERS}, got {workers}")
 
+        if seed is None:  # the default seed
+            return
         _check_int("seed", seed, 0)
         if seed >= SEEDS:
             raise TiledslError(f"seed must be below 2^64, got {seed}")

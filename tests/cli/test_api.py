@@ -729,6 +729,9 @@ def test_gpu_settings_are_the_command_lines():
     with pytest.warns(tiledsl.TiledslWarning, match="^host_takes=False does nothing without gpus=: the run uses no "
                                                     "GPU$"):  # True is refused above; False was taken silently
         assert np.array_equal(cholesky.run(A=a, tiles={"nb": 32}, host_takes="off")["A"], alone)
+    with pytest.warns(tiledsl.TiledslWarning, match=r"^seed=7 does nothing: cholesky generates no matrix at random "
+                                                    r"here \(its random matrices are given as inputs, or it has none\)$"):
+        assert np.array_equal(cholesky.run(A=a, tiles={"nb": 32}, seed=7)["A"], alone)
 
 
 @pytest.mark.timeout(60)

@@ -1619,3 +1619,16 @@ def test_a_long_check_name_keeps_the_summarys_residual_pattern():
     out = tiledsl("run", "tsqr", "--n", 100, "--nb", 50, "--set", "cols=20", "--check")
     assert out.returncode == 0, out.stderr
     assert re.search(r"\n  least_squares residual \S+  \(pass, threshold 60\)\n", out.stdout), out.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_seed_given_to_a_run_that_generates_nothing_is_warned_of(tmp_path):
+    """--seed with every random matrix given as an input file did nothing, without a word (the GPU
+    settings that do nothing are warned of)."""
+    np.save(tmp_path / "a.npy", np.eye(100) * 4)
+    out = tiledsl("run", "programs/cholesky.tile", "--input", f"A={tmp_path / 'a.npy'}", "--nb", 64, "--seed", 7)
+    assert out.returncode == 0 and out.stderr == (
+        "tiledsl: warning: --seed 7 does nothing: cholesky generates no matrix at random here (its random matrices "
+        "are given as inputs, or it has none)\n"), out.stderr
+    out = tiledsl("run", "programs/cholesky.tile", "--n", 100, "--nb", 64, "--seed", 7)  # its A generated
+    assert out.returncode == 0 and out.stderr == "", out.stderr
