@@ -23,8 +23,8 @@ from .affine import (coincidence_witness, difference, empty_panel_witness, is_ze
                      never_runs, never_runs_within, out_of_range_witness, provably_negative, value_range)
 from .checks import check_declaration, check_lu_pivots, check_qr_replay, check_result_written
 from .diagnostics import DiagnosticBag, suggestion_notes
-from .expressions import (canonical_text, constant_of, expression_nodes, is_panel, names, param_text, unparse,
-                          unparse_tile)
+from .expressions import (canonical_text, constant_of, expression_nodes, is_panel, names, param_text, quoted,
+                          unparse, unparse_tile)
 from .module_use import ModuleUse
 from .scope import TYPE_NOUN, Symbol
 from .source import Span
@@ -250,9 +250,9 @@ class _Analyzer:
         elif param.choices is not None and len(set(param.choices)) < len(param.choices):
             repeated = sorted({c for c in param.choices if param.choices.count(c) > 1})
             self.bag.error(param.span, "E209", f"char {param.name.text} lists {', '.join(map(repr, repeated))} "
-                                               f"more than once: \"{param.choices}\"",
+                                               f"more than once: {quoted(param.choices)}",
                            hint=f"list each character once: char {param.name.text} in "
-                                f"\"{''.join(dict.fromkeys(param.choices))}\"")
+                                f"{quoted(''.join(dict.fromkeys(param.choices)))}")
         if param.default is not None and constant_of(param.default, param.kind) is None:
             self.bag.error(param.default.span, "E205", f"the default of {param.kind} parameter "
                                                        f"'{param.name.text}' must be {TYPE_NOUN[param.kind]} constant")
@@ -432,9 +432,11 @@ class _Analyzer:
                                               "name may hold")
         if init.kind == "random" and init.what.text not in RANDOM_KINDS:
             self.bag.error(init.what.span, "E209", f"unknown random matrix kind '{init.what.text}'",
+                           *suggestion_notes(init.what.text, RANDOM_KINDS),
                            hint=f"use one of {', '.join(RANDOM_KINDS)}")
         if init.kind == "named" and init.what.text not in NAMED_INITS:
             self.bag.error(init.what.span, "E209", f"unknown matrix initialiser '{init.what.text}'",
+                           *suggestion_notes(init.what.text, NAMED_INITS),
                            hint=f"use 'random {'|'.join(RANDOM_KINDS)}', {', '.join(NAMED_INITS)} or load \"file.npy\"")
 
     def _check_square(self, decl: n.MatrixDecl):

@@ -8,6 +8,7 @@ so; nothing here checks or changes one.
 from __future__ import annotations
 
 from . import nodes as n
+from .diagnostics import printable
 
 
 def constant_of(expr, kind: str):
@@ -78,7 +79,7 @@ def _render(expr, outer: int, canonical: bool) -> str:
         case n.IntLit(value=value) | n.FloatLit(value=value):
             return str(value)
         case n.StrLit(value=value):
-            return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            return quoted(value)
         case n.Range(start=start, stop=stop):
             return f"{unparse(start)} : {unparse(stop)}"
         case n.Name(ident=ident):
@@ -108,8 +109,19 @@ def param_text(param: n.KernelParam) -> str:
     if param.kind == "tile":
         return f"{param.mode} {param.name.text}"
     default = f" = {unparse(param.default)}" if param.default is not None else ""
-    choices = f' in "{param.choices}"' if param.choices is not None else ""  # an empty list too, as written
+    choices = f" in {quoted(param.choices)}" if param.choices is not None else ""  # an empty list too, as written
     return f"{param.kind} {param.name.text}{choices}{default}"
+
+
+def quoted(text: str) -> str:
+    """``text`` as a string literal of the language writes it: double-quoted, with its quotes,
+    backslashes and control characters as Python escapes (a newline among a char parameter's
+    choices was printed raw, breaking the note that showed the declaration in two)."""
+    return '"' + "".join(_ESCAPES.get(char) or printable(char) for char in text) + '"'
+
+
+#: what :func:`printable` leaves as it is and a string literal escapes
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\t": "\\t"}
 
 
 def unparse_tile(tile: n.TileRef) -> str:

@@ -93,13 +93,13 @@ class ModuleUse:
                                      "matrices before and after the run, name -> numpy array (and, as a third "
                                      "argument, the dict of the run's parameters)",
                                      "define it as def NAME(before, after): and return the residual",
-                                     optional=1)
+                                     optional=1, builtin=did_you_mean(check.kind.text, CHECK_ARITY))
 
     def _check_function(self, name: str, span: Span, params: list, what: str, declared: str, advice: str,
-                        not_suggested: str | None = None, optional: int = 0):
+                        not_suggested: str | None = None, optional: int = 0, builtin: str | None = None):
         """``name`` is a function of the kernel module that can take ``len(params)`` positional arguments,
         or up to ``optional`` more (a missing one is not told to be ``not_suggested``: a GPU body is not
-        its CPU body)."""
+        its CPU body). ``builtin``: the built-in check a missing check function's name is close to."""
         module, bindings = self.file.uses[0].path, self.definitions.of(name)
         if UNKNOWN in bindings or (not bindings and self.definitions.open):
             return  # only running the module could tell
@@ -108,6 +108,8 @@ class ModuleUse:
             others = [f"{module}:{b.line} defines {b.what}" for b in bindings]
             # a name bound to something else is the mistake to mend: no other function to suggest
             close = () if others else suggestion_notes(name, set(self.definitions.functions()) - {not_suggested})
+            # a misspelt built-in check (cholesky_, Cholesky) reads as a user check once a module is named
+            close += (f"did you mean the built-in check '{builtin}'?",) if builtin else ()
             self.bag.error(span, "E212", f"kernel module {module!r} defines no function '{name}'", *others, *close,
                            hint=_definition_hint(module, name, params))
         elif not any(f.accepts(count) for f in functions for count in range(len(params), len(params) + optional + 1)):

@@ -290,6 +290,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or _operator_word_declared(source, token)
             or _initial_value_missing(source, line)
             or _python_number(source, line, before, str(token))
+            or _bare_exponent(source, line, before, str(token))
             or _line_ended_early(source, line, before, token, terminals, notes)
             or _expression_missing(source, line, before, token, notes)
             or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"},
@@ -327,6 +328,29 @@ def _python_number(source: Source, line: int, before: str, token: str) -> Diagno
     return Diagnostic(Span(source.path, line, number.start(1) + 1, line, number.end(1) + 1), "E100",
                       f"'{number.group(1)}' is not a number in a tile program", (),
                       f"write it in decimal digits: {value}")
+
+
+#: a number whose exponent has no digits (``1.5e``, ``1e-``): the language reads a number and a name ``e``
+_BARE_EXPONENT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)[eE]([+-]?)(?![\w.])")
+
+
+def _bare_exponent(source: Source, line: int, before: str, token: str) -> Diagnostic | None:
+    """``1.5e`` or ``1e-`` just before the unexpected ``token`` (or ending the line before, when the
+    token begins its line): read as a number and then a name ``e``, it failed at the ``e`` (``alpha =
+    1e)``) or after it, as a kernel called ``e`` (``let x = 1.5e`` at the end of a line). Said at the
+    number."""
+    text = _STRING_OR_COMMENT.sub(lambda found: " " * len(found.group()), before) + token  # no number in a string
+    found = [match for match in _BARE_EXPONENT.finditer(text) if text[match.end():].strip() in ("", token)]
+    if not found and not before.strip() and line > 1:
+        line -= 1
+        text = _code(source.text.split("\n")[line - 1]).rstrip()
+        found = [match for match in _BARE_EXPONENT.finditer(text) if match.end() == len(text)]
+    if not found:
+        return None
+    number = found[-1]
+    return Diagnostic(Span(source.path, line, number.start() + 1, line, number.end() + 1), "E100",
+                      f"'{number.group()}' is not a number: its exponent has no digits", (),
+                      f"an exponent needs digits: {number.group(1)}e{number.group(2)}3")
 
 
 def _line_ended_early(source: Source, line: int, before: str, token, terminals, notes) -> Diagnostic | None:
@@ -597,7 +621,15 @@ def _character_diagnostic(source: Source, offset: int, where: Span) -> Diagnosti
     if char == '"':  # a string token would have matched, had it ended on its line
         return Diagnostic(where, "E100", "string not closed on this line",
                           hint="end it with '\"' on the same line: a string cannot span lines")
+    line_before = _code(source.text[source.text.rfind("\n", 0, offset) + 1:offset])
+    if char == ";" and _OPEN_TILE_INDEX.search(line_before):  # A[0; 0]: no statement separator, but a comma
+        return Diagnostic(where, "E100", f"unexpected character {char!r}", hint=_TILE_INDEX_HINT)
     return Diagnostic(where, "E100", f"unexpected character {char!r}", hint=_character_hint(char, rest_of_line))
+
+
+#: a tile's indices opened and left open (``A[0, k``), up to the end of the text, with what is inside them
+_OPEN_TILE_INDEX = re.compile(r"(?<![\w.\]])[A-Za-z_]\w*\s*\[([^\[\]]*)$")
+_TILE_INDEX_HINT = "tile indices are separated by ',': A[i, j]"
 
 
 def _character_hint(char: str, rest_of_line: str) -> str | None:
@@ -708,6 +740,15 @@ def _token_hint(before: str, token: Token, after: str, terminals: frozenset, in_
         return "comments start with '#', one on each line ('/*' opens no comment)"
     if token == ".":
         return _number_hint(before, after)
+    index = _OPEN_TILE_INDEX.search(before)
+    if index and (token == ":" and re.fullmatch(r"(?:[^,]*,)?\s*", index.group(1))
+                  or token in (",", "]") and index.group(1).rstrip().endswith(":")):  # A[:, k], A[k:, k]
+        return "a panel names both ends of its range: A[k : A.mt, k]"
+    if token.type == "NAME" and _PARAMETER_WORDS.search(before):  # inout float B, in out B
+        return "a parameter is a tile (in|out|inout NAME) or a value (int|float|char NAME), not both"
+    loop = _PYTHON_RANGE.search(before)
+    if loop and token in ("{", ":"):
+        return f"write the range as START .. STOP: for {loop.group(1)} in {_range_text(loop.group(2))}"
     word = _NAME_BEFORE.search(before)
     word = word.group(1) if word else None
     if word == "elif":
@@ -720,6 +761,30 @@ def _token_hint(before: str, token: Token, after: str, terminals: frozenset, in_
         return f"'{word}' declarations go outside the program's block"
     close = _misspelt_keyword_token(token, terminals)  # a word before the token: _misspelt_word
     return f"did you mean '{close}'?" if close else None
+
+
+_PARAMETER_WORD = r"(?:in|out|inout|int|float|char)"
+#: two words of a kind in a kernel's parameter, before its name: a mode and a type, or two of either
+_PARAMETER_WORDS = re.compile(rf"\bkernel\s+\w+\s*\((?:[^()]*,)?\s*{_PARAMETER_WORD}\s+{_PARAMETER_WORD}\s*$")
+#: a loop over Python's range: its variable, and range's arguments
+_PYTHON_RANGE = re.compile(r"\bfor\s+([A-Za-z_]\w*)\s+in\s+range\s*\((.*)\)\s*$")
+
+
+def _range_text(arguments: str) -> str:
+    """``range(ARGUMENTS)`` as a loop of the language writes it: ``0 .. n``, ``1 .. n step 2``
+    (``START .. STOP`` where its arguments are not one, two or three)."""
+    parts, depth, start = [], 0, 0
+    for column, char in enumerate(arguments):
+        depth += (char in "([") - (char in ")]")
+        if char == "," and depth == 0:
+            parts.append(arguments[start:column].strip())
+            start = column + 1
+    parts.append(arguments[start:].strip())
+    if not all(parts) or len(parts) > 3:
+        return "START .. STOP"
+    if len(parts) == 1:
+        parts.insert(0, "0")
+    return f"{parts[0]} .. {parts[1]}" + (f" step {parts[2]}" if len(parts) == 3 else "")
 
 
 def _number_hint(before: str, after: str) -> str | None:
