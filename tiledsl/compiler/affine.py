@@ -24,12 +24,14 @@ from . import nodes as n
 Form = dict
 
 
-def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=()) -> str | None:
+def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=(),
+                         several_slices: bool = False) -> str | None:
     """A sentence explaining why ``tile`` is provably out of range, or None.
 
     ``guards`` are the enclosing ``if`` conditions, ``(condition, branch taken)``: the
     extreme point must satisfy each of them once sizes are large enough (affine
-    comparisons joined by and/or/not; anything else proves nothing)."""
+    comparisons joined by and/or/not; anything else proves nothing). ``several_slices``: proved
+    for every hybrid tiling of two slices a block or more, not for all (see :func:`with_s_above_one`)."""
     extent_symbol = converter.extent_symbol
     bounds = _box(loops, converter)
     if bounds is None:
@@ -49,8 +51,9 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
                 continue
             beyond = _add(value, _scale(extent, -1), {"": 1}) if direction > 0 else _scale(value, -1)
             # the guards last: a call under many else-ifs has as many guards, and most tiles are in range
-            if _provably_at_least(slices_expanded(beyond), 1) and all(_holds_at(cond, taken, point, converter)
-                                                                      for cond, taken in guards):
+            past = slices_expanded(beyond)
+            if _provably_at_least(with_s_above_one(past) if several_slices else past, 1) \
+                    and all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
                 # the names the program wrote where the value comes from: the index, then the bounds of the
                 # loops whose variables it names, then the others', each from the innermost out (m = A.mt
                 # from `for m in k + 1 .. A.mt + 1`, not A.nt; k + 1 = A.nt from `for k in 0 .. A.nt`,
@@ -597,6 +600,21 @@ def slices_expanded(form: Form) -> Form:
         monomial = _monomial([part for factor in factors for part in factor])
         expanded[monomial] = expanded.get(monomial, 0) + value
     return {k: v for k, v in expanded.items() if v or k == ""}
+
+
+def with_s_above_one(form: Form) -> Form:
+    """``form`` with a hybrid tiling's ``s`` written as s + 1, so that what holds of it for s ≥ 1 holds of
+    ``form`` for s ≥ 2: a tile row index running to A.nt − 1 = s·A.mt − 1 (a uniform tiling's loop
+    ported to hybrid tiles) leaves the matrix at every s but 1."""
+    raised: Form = {}
+    for key, value in form.items():
+        factors = list(_factors(key))
+        raised[key] = raised.get(key, 0) + value
+        if "s" in factors:
+            factors.remove("s")
+            lower = _monomial(factors)
+            raised[lower] = raised.get(lower, 0) + value
+    return {k: v for k, v in raised.items() if v or k == ""}
 
 
 def surely_reached(form: Form, loops, converter: "Converter", guards=()) -> int | None:

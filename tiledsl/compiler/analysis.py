@@ -813,6 +813,24 @@ class _Analyzer:
                 if witness:
                     self.bag.error(given.span, "E208", f"tile index out of range in {_tile_text(given)}", witness)
                     break
+                sliced = self._several_slices(tile)
+                if sliced:
+                    self.bag.warning(given.span, "W303", f"tile index out of range in {_tile_text(given)} at s = "
+                                                         f"{self.tiling_defaults['s']}", sliced,
+                                     f"{tile.matrix.text}.mt counts {tile.matrix.text}'s blocks of rows and "
+                                     f"{tile.matrix.text}.nt its slices of columns, s a block: the index is in "
+                                     f"range at s = 1 only",
+                                     hint=f"tile rows count to {tile.matrix.text}.mt, tile columns to "
+                                          f"{tile.matrix.text}.nt")
+                    break
+
+    def _several_slices(self, tile: n.TileRef) -> str | None:
+        """Why ``tile`` leaves its matrix under the program's hybrid tiling of s ≥ 2 slices a block,
+        where it is in range at s = 1 only (so no error whatever the settings): a uniform tiling's
+        loop over A.nt kept for tile rows."""
+        if self.tiling != "hybrid" or self.tiling_defaults.get("s", 1) < 2:
+            return None
+        return out_of_range_witness(tile, self.loops, self.converter, self.guards, several_slices=True)
 
     # ---------------------------------------------------------------- tiles
     def _tile(self, tile: n.TileRef):

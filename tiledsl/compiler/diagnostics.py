@@ -40,6 +40,7 @@ CODES = {
     "W300": "declared but never used",
     "W301": "a loop too long to run",
     "W302": "a loop that never runs",
+    "W303": "an index in range at s = 1 only (hybrid tiles)",
 }
 
 
