@@ -128,7 +128,8 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     unless_ignored(signal.SIGINT, signal.default_int_handler)
     try:
         check_working_directory()
-        options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces])
+        options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces],
+                               program.params)
         comm = communicator(limit=collective_limit(options.watchdog))
         if comm is not None:
             comm.start()

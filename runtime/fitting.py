@@ -630,7 +630,8 @@ def fit_files(driver, options: Options) -> None:
     them as they are: the run then says each file against its matrix, with the setting that
     would give it its shape."""
     program = driver.PROGRAM
-    check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], options.inputs, {})
+    check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], options.inputs, {},
+                     program.params)
     files = {**load_files(driver), **options.inputs}
     if options.n is not None and (not files or set(program.params) <= set(options.sets)):
         return

@@ -73,7 +73,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
     without_tiles = ranks_without_tiles(program, matrices, ranks, lambda: idle_rank_advice(
         driver, options, params, ranks, options.gpus, options.gpu_ratio))
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces],
-                     options.inputs, options.outputs)
+                     options.inputs, options.outputs, program.params)
     check_output_paths(options, program_files(program, driver), input_files(program, options, driver))
     # the files are written after the run, where the paths given meant when it started (a kernel
     # may change the working directory)

@@ -482,14 +482,14 @@ def size_options(args: argparse.Namespace, keep_on_host: str = "leave out --gpus
     return options
 
 
-def options_from(args: argparse.Namespace, matrix_names, workspace_names=()) -> Options:
+def options_from(args: argparse.Namespace, matrix_names, workspace_names=(), params=()) -> Options:
     """Options from parsed arguments; a :class:`UsageError` for bad NAME=VALUE pairs.
 
     ``--output`` may name a matrix or a workspace, ``--input`` a matrix only
-    (workspaces start as zeros)."""
+    (workspaces start as zeros); ``params``, the program's, are named where a file is given one."""
     options = size_options(args)
     options.outputs = _paths(args.output, "--output")
-    check_file_names(matrix_names, workspace_names, options.inputs, options.outputs)
+    check_file_names(matrix_names, workspace_names, options.inputs, options.outputs, params)
     check_workers(args.workers)
     check_gpus(args.gpus)
     if args.window is not None and args.window < 1:
@@ -539,22 +539,28 @@ def unused_backend(args: argparse.Namespace, without: str = "the run uses no GPU
     return None
 
 
-def check_file_names(matrix_names, workspace_names, inputs, outputs) -> None:
+def check_file_names(matrix_names, workspace_names, inputs, outputs, params=()) -> None:
     """A :class:`UsageError` for an ``--input`` that is not a matrix or an ``--output`` that
-    is neither a matrix nor a workspace."""
+    is neither a matrix nor a workspace (one of the program's ``params`` said to be one)."""
     matrix_names, workspace_names = list(matrix_names), list(workspace_names)
     for name in inputs:
         if name in workspace_names:
             raise UsageError(f"--input {name}=...: {name} is a workspace, which starts as zeros; "
                              f"--input is for matrices (the program's: {', '.join(matrix_names) or 'none'})")
         if name not in matrix_names:
-            raise UsageError(f"--input {name}=...: no matrix named {name} "
-                             f"(the program has {', '.join(matrix_names) or 'none'})")
+            raise UsageError(f"--input {name}=...: {_not_a_matrix(name, matrix_names, params, f'give --set {name}=VALUE')}")
     everything = matrix_names + workspace_names
     for name in outputs:
         if name not in everything:
-            raise UsageError(f"--output {name}=...: no matrix named {name} "
-                             f"(the program has {', '.join(everything) or 'none'})")
+            raise UsageError(f"--output {name}=...: {_not_a_matrix(name, everything, params, 'its value is in --json')}")
+
+
+def _not_a_matrix(name: str, matrices: list, params, instead: str) -> str:
+    """Why a file's ``name`` is none of the program's ``matrices``; ``instead``: what to do of a
+    parameter (give it with ``--set``, read it from ``--json``)."""
+    if name in params:
+        return f"{name} is a parameter, not a matrix: {instead}"
+    return f"no matrix named {name} (the program has {', '.join(matrices) or 'none'})"
 
 
 #: Seeds are 64-bit: a larger or negative one would stand for another silently.

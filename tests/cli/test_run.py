@@ -1632,3 +1632,14 @@ def test_a_seed_given_to_a_run_that_generates_nothing_is_warned_of(tmp_path):
         "are given as inputs, or it has none)\n"), out.stderr
     out = tiledsl("run", "programs/cholesky.tile", "--n", 100, "--nb", 64, "--seed", 7)  # its A generated
     assert out.returncode == 0 and out.stderr == "", out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_parameter_given_a_file_is_told_how_parameters_are_given():
+    """--input m=A.npy said "no matrix named m" where --set A=3 and run(m=5) point to the right place."""
+    out = tiledsl("run", "gemm", "--n", 10, "--input", "m=A.npy")
+    assert (out.returncode, out.stderr) == (2, "tiledsl: error: --input m=...: m is a parameter, not a matrix: give "
+                                               "--set m=VALUE\n")
+    out = tiledsl("run", "gemm", "--n", 10, "--output", "k=k.npy")
+    assert (out.returncode, out.stderr) == (2, "tiledsl: error: --output k=...: k is a parameter, not a matrix: its "
+                                               "value is in --json\n")
