@@ -98,13 +98,16 @@ def test_a_rank_walks_as_the_run_would(capsys, machine_file, tmp_path):
     share = simulate(capsys, "cholesky", "--nodes", 4, *size)["walk"]
     whole = simulate(capsys, "cholesky", "--nodes", 4, *size, "--priorities", "auto")
     assert share["rank_walks"] == "share" and whole["walk"]["rank_walks"] == "whole"
+    assert whole["walk"]["whole_because"].startswith("the program's priorities are derived from every task")
     assert whole["walk"]["tasks_met"] == whole["tasks"] == 680
     assert share["tasks_met"] < whole["tasks"] * 0.75 and share["seconds"] < whole["walk"]["seconds"]
     assert simulate(capsys, "cholesky", "--nodes", 1, *size)["walk"]["rank_walks"] == "whole"
     (tmp_path / "guarded.tile").write_text("program guarded {\n  tiling uniform(nb = 32)\n"
                                            "  matrix A[n, n] = random spd\n"
                                            "  for k in 0 .. A.nt { if 2 * k < A.mt { potrf(A[k, k]) } }\n}\n")
-    assert simulate(capsys, tmp_path / "guarded.tile", "--nodes", 2, *size)["walk"]["rank_walks"] == "whole"
+    guarded = simulate(capsys, tmp_path / "guarded.tile", "--nodes", 2, *size, "--priorities", "none")["walk"]
+    assert guarded["rank_walks"] == "whole" and guarded["whole_because"].startswith("the program's loop nest has no "
+                                                                                    "affine description")
 
 
 @pytest.mark.timeout(120)

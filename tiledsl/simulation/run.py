@@ -147,6 +147,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                # as a run's in memory: a simulated GPU holds every tile it is given
                "gpu_backend": options.gpu_backend if gpus else None, "out_of_core": None}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
+    if not walked:
+        summary["walk"]["whole_because"] = _whole_walk_reason(driver, params, nranks, options)
     stored = {(tile.matrix.name, tile.i, tile.j) for tile in walker.touched}
     idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus, stored)
     for stats, idle, tiles in zip(summary["ranks"], idle_gpus, owned):
@@ -177,6 +179,16 @@ def _too_many_gpus(gpus: int, machine) -> str:
     return (f"--gpus {gpus}: machine file {machine.source} has no GPUs: give one with \"gpus\" and GPU rates "
             f"(keeneland, h100), or leave out --machine to simulate this machine with the rates `tiledsl tune "
             f"--gpus {gpus}` measured")
+
+
+def _whole_walk_reason(driver, params, nranks: int, options) -> str:
+    """Why every rank walks the whole loop nest (:func:`_share_walks` found no share to walk)."""
+    if nranks == 1:
+        return "one rank"
+    if priorities.derived(driver.PROGRAM, options.priorities):
+        return ("the program's priorities are derived from every task: give its calls priority clauses, or "
+                "--priorities none")
+    return "the program's loop nest has no affine description for a share walk to follow (docs/cluster.md)"
 
 
 def _share_walks(driver, params, distribution, nranks: int, options) -> list[float] | None:
