@@ -599,6 +599,13 @@ class ExpressionTyper:
                            f"'{query.text}' is a setting of the program's {self.tiling} tiling: a name of its own, "
                            f"the same for every matrix", hint=f"write '{query.text}' alone")
             return None
+        other = next((kind for kind, settings in TILING_SETTINGS.items() if query.text in settings), None)
+        if other is not None and query.text not in allowed:  # A.nb under a hybrid tiling: not the A.n spelt close
+            self.bag.error(query.span, "E200", f"unknown geometry query '{matrix.text}.{query.text}'",
+                           f"'{query.text}' is a setting of {other} tiling; this program's tiling is {self.tiling}, "
+                           f"whose settings are {', '.join(TILING_SETTINGS[self.tiling])}",
+                           hint=f"a tile's rows: {matrix.text}.height(i); its columns: {matrix.text}.width(j)")
+            return None
         if query.text not in allowed:
             self.bag.error(query.span, "E200", f"unknown geometry query '{matrix.text}.{query.text}'",
                            *suggestion_notes(query.text, GEOMETRY_ATTRS + GEOMETRY_METHODS),
