@@ -178,30 +178,56 @@ def check_lu_pivots(checks, kernel_used: dict, bag: DiagnosticBag) -> None:
                       hint=f"an LU without pivoting is checked by lu({check.args[0].name.text})")
 
 
-#: the place of the matrix a built-in check verifies as the program's result, by check and arity
-CHECK_RESULT = {"cholesky": 0, "lu": 0, "qr": 0, "solve": 1, "inverse": 1, "product": 0}
+#: what a built-in check reads as the program's results: the place of each, and what it holds
+CHECK_RESULTS = {"cholesky": {0: "the factor"}, "lu": {0: "the factors", 1: "the interchanges getrf records"},
+                 "qr": {0: "the factors R and V", 1: "the T factors of the QR kernels"},
+                 "solve": {1: "the solution"}, "inverse": {1: "the inverse"}, "product": {0: "the product"}}
+_ORDINALS = ("1st", "2nd", "3rd")
 
 
-def check_result_written(checks, calls, bag: DiagnosticBag) -> None:
-    """The matrix a built-in check verifies as the result must be one the program writes: a
-    ``product(A, B, C)`` written in numpy's order, its result C last, compared an ``in`` A with
-    itself and passed (residual 0) whatever the program computed."""
+def check_result_written(checks, calls, kernel_used: dict, bag: DiagnosticBag) -> None:
+    """Each matrix a built-in check reads as a result must be one the program writes: a
+    ``product(A, B, C)`` written in numpy's order, its result last, compared an unchanged ``in`` A
+    with itself and passed (residual 0) whatever the program computed; ``qr(A, W)`` with a W no call
+    writes passed, the check reading the T tiles of the QR kernels' calls."""
+    written = sorted({access.matrix for call in calls for access in call.accesses if access.mode != "in"})
+    for check in checks:
+        kind = check.kind.text
+        if kind not in CHECK_RESULTS or len(check.args) not in CHECK_ARITY[kind]:
+            continue  # a user check (see check_user_reads_results), or an arity said wrong already
+        for place, role in CHECK_RESULTS[kind].items():
+            name = check.args[place].name if place < len(check.args) else None
+            if name is None or name.text in written or _said_already(kind, place, kernel_used):
+                continue
+            bag.error(name.span, "E209", f"check {kind} reads its {_ORDINALS[place]} argument, {name.text}, as "
+                                         f"{role} the program computes, and no call of the program writes "
+                                         f"{name.text}",
+                      f"the program writes {', '.join(written)}" if written else "no call of the program writes a "
+                                                                                   "matrix",
+                      hint=f"name there the matrix that holds {role}"
+                      + (": the product comes first, then its operands" if kind == "product" else ""))
+
+
+def _said_already(kind: str, place: int, kernel_used: dict) -> bool:
+    """Whether the kernels the program calls make a check's result unwritten for a reason said on its
+    own: no getrf for lu's interchanges (:func:`check_lu_pivots`), no QR kernel (:func:`check_qr_replay`)."""
+    return (kind == "lu" and place == 1 and not kernel_used.get("getrf")) or \
+        (kind == "qr" and not any(kernel_used.get(name) for name in QR_KERNELS))
+
+
+def check_user_reads_results(checks, calls, has_module: bool, bag: DiagnosticBag) -> None:
+    """W304 for a user check none of whose matrices a call writes: it compares each with itself
+    (before and after the run are the same) and verifies nothing the program computed."""
     written = {access.matrix for call in calls for access in call.accesses if access.mode != "in"}
     for check in checks:
-        place = CHECK_RESULT.get(check.kind.text)
-        if place is None or len(check.args) not in CHECK_ARITY[check.kind.text] or place >= len(check.args):
-            continue  # a user check, or an arity said wrong already
-        name = check.args[place].name
-        if name.text in written:
+        if check.kind.text in CHECK_RESULTS or not has_module or not check.args:
             continue
-        form = CHECK_FORMS[check.kind.text][-1 if len(check.args) > 1 else 0].split(", ")
-        writers = [arg.name.text for arg in check.args if arg.name.text in written]
-        bag.error(name.span, "E209", f"check {check.kind.text} verifies {name.text} as the program's result "
-                                     f"({check.kind.text}({', '.join(form)}): {form[place]}), and no call of the "
-                                     f"program writes {name.text}",
-                  *([f"the program writes {' and '.join(writers)}"] if writers else []),
-                  hint=f"name the matrix the program computes in place of {form[place]}"
-                  + (": the result comes first" if check.kind.text == "product" else ""))
+        if not any(arg.name.text in written for arg in check.args):
+            names = ", ".join(arg.name.text for arg in check.args)
+            bag.warning(check.kind.span, "W304", f"check {check.kind.text} reads no matrix the program writes",
+                        f"{names} {'is' if len(check.args) == 1 else 'are'} the same before and after the run"
+                        + (f"; the program writes {', '.join(sorted(written))}" if written else ""),
+                        hint="name the matrices the program computes")
 
 
 def check_qr_replay(checks, kernel_used: dict, bag: DiagnosticBag) -> None:

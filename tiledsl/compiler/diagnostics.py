@@ -41,6 +41,7 @@ CODES = {
     "W301": "a loop too long to run",
     "W302": "a loop that never runs",
     "W303": "an index in range at s = 1 only (hybrid tiles)",
+    "W304": "a user check of no matrix the program writes",
 }
 
 
