@@ -548,11 +548,13 @@ def check_file_names(matrix_names, workspace_names, inputs, outputs, params=()) 
             raise UsageError(f"--input {name}=...: {name} is a workspace, which starts as zeros; "
                              f"--input is for matrices (the program's: {', '.join(matrix_names) or 'none'})")
         if name not in matrix_names:
-            raise UsageError(f"--input {name}=...: {_not_a_matrix(name, matrix_names, params, f'give --set {name}=VALUE')}")
+            said = _not_a_matrix(name, matrix_names, params, f"give --set {name}=VALUE")
+            raise UsageError(f"--input {name}=...: {said}")
     everything = matrix_names + workspace_names
     for name in outputs:
         if name not in everything:
-            raise UsageError(f"--output {name}=...: {_not_a_matrix(name, everything, params, 'its value is in --json')}")
+            said = _not_a_matrix(name, everything, params, "its value is in --json")
+            raise UsageError(f"--output {name}=...: {said}")
 
 
 def _not_a_matrix(name: str, matrices: list, params, instead: str) -> str:

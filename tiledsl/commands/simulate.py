@@ -225,5 +225,5 @@ def render(result: dict) -> str:
 def _walked(walk: dict) -> str:
     if walk["rank_walks"] == "share":
         return f"each rank walks its share of the loop nest (at most {walk['tasks_met']:,} tasks met)"
-    because = f": {walk['whole_because']}" if walk.get("whole_because") and walk["whole_because"] != "one rank" else ""
+    because = f": {walk['whole_because']}" if walk.get("whole_because") else ""
     return f"each rank walks the whole loop nest ({walk['tasks_met']:,} tasks){because}"

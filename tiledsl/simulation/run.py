@@ -148,7 +148,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                "gpu_backend": options.gpu_backend if gpus else None, "out_of_core": None}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     if not walked:
-        summary["walk"]["whole_because"] = _whole_walk_reason(driver, params, nranks, options)
+        summary["walk"]["whole_because"] = _whole_walk_reason(driver, nranks, options)
     stored = {(tile.matrix.name, tile.i, tile.j) for tile in walker.touched}
     idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus, stored)
     for stats, idle, tiles in zip(summary["ranks"], idle_gpus, owned):
@@ -181,10 +181,11 @@ def _too_many_gpus(gpus: int, machine) -> str:
             f"--gpus {gpus}` measured")
 
 
-def _whole_walk_reason(driver, params, nranks: int, options) -> str:
-    """Why every rank walks the whole loop nest (:func:`_share_walks` found no share to walk)."""
+def _whole_walk_reason(driver, nranks: int, options) -> str | None:
+    """Why the ranks walk the whole loop nest (:func:`_share_walks` found no share to walk); None
+    for one rank, whose share is the whole."""
     if nranks == 1:
-        return "one rank"
+        return None
     if priorities.derived(driver.PROGRAM, options.priorities):
         return ("the program's priorities are derived from every task: give its calls priority clauses, or "
                 "--priorities none")
