@@ -294,14 +294,15 @@ def _placement(plan: Plan) -> list[str]:
     for want of a GPU body."""
     lines = [f"tasks run on rank {rank}: " + ", ".join(f"{_device(d)} {devices[d]}" for d in range(plan.gpus + 1))
              for rank, devices in plan.runs_on.items() if devices]
-    idle = [f"rank {rank}: GPU {', '.join(str(d) for d in range(1, plan.gpus + 1) if not devices[d])}"
-            for rank, devices in plan.runs_on.items()
-            if devices and not all(devices[d] for d in range(1, plan.gpus + 1))]
+    idle = {rank: [d for d in range(1, plan.gpus + 1) if not devices[d]]
+            for rank, devices in plan.runs_on.items() if devices}
+    idle = {rank: gpus for rank, gpus in idle.items() if gpus}
     if idle and not plan.on_host:  # as a run warns of it (reporting.idle_gpus_warning); else said below
         dealt = (f"the host:GPU ratio {plan.gpu_ratio[0]}:{plan.gpu_ratio[1]} deals" if plan.gpu_ratio
                  else "the hybrid tiling deals")
-        lines.append(f"no task on {'; '.join(idle)}: {dealt} {'them' if ', ' in ''.join(idle) or len(idle) > 1 else 'it'}"
-                     f" no tile column that a task touches at this size")
+        where = "; ".join(f"rank {rank}: GPU {', '.join(map(str, gpus))}" for rank, gpus in idle.items())
+        them = "them" if sum(map(len, idle.values())) > 1 else "it"
+        lines.append(f"no task on {where}: {dealt} {them} no tile column that a task touches at this size")
     if plan.on_host:
         lines.append("on the host for want of a GPU body (NAME_gpu), their main output on a GPU: "
                      + ", ".join(f"{kernel} {count} task{'' if count == 1 else 's'}"

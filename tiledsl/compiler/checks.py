@@ -190,7 +190,7 @@ def check_result_written(checks, calls, kernel_used: dict, bag: DiagnosticBag) -
     ``product(A, B, C)`` written in numpy's order, its result last, compared an unchanged ``in`` A
     with itself and passed (residual 0) whatever the program computed; ``qr(A, W)`` with a W no call
     writes passed, the check reading the T tiles of the QR kernels' calls."""
-    written = sorted({access.matrix for call in calls for access in call.accesses if access.mode != "in"})
+    written = sorted(_written_matrices(calls))
     for check in checks:
         kind = check.kind.text
         if kind not in CHECK_RESULTS or len(check.args) not in CHECK_ARITY[kind]:
@@ -208,6 +208,11 @@ def check_result_written(checks, calls, kernel_used: dict, bag: DiagnosticBag) -
                       + (": the product comes first, then its operands" if kind == "product" else ""))
 
 
+def _written_matrices(calls) -> set:
+    """The matrices and workspaces some call writes (a tile, a panel or a sub-range of one)."""
+    return {access.matrix for call in calls for access in call.accesses if access.mode != "in"}
+
+
 def _said_already(kind: str, place: int, kernel_used: dict) -> bool:
     """Whether the kernels the program calls make a check's result unwritten for a reason said on its
     own: no getrf for lu's interchanges (:func:`check_lu_pivots`), no QR kernel (:func:`check_qr_replay`)."""
@@ -218,7 +223,7 @@ def _said_already(kind: str, place: int, kernel_used: dict) -> bool:
 def check_user_reads_results(checks, calls, has_module: bool, bag: DiagnosticBag) -> None:
     """W304 for a user check none of whose matrices a call writes: it compares each with itself
     (before and after the run are the same) and verifies nothing the program computed."""
-    written = {access.matrix for call in calls for access in call.accesses if access.mode != "in"}
+    written = _written_matrices(calls)
     for check in checks:
         if check.kind.text in CHECK_RESULTS or not has_module or not check.args:
             continue
