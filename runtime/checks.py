@@ -38,14 +38,12 @@ def passes(*residuals: float) -> bool:
 
 def failure_line(residuals: dict) -> str:
     """Why a check failed, from its residuals {name: value}: each one not below :data:`THRESHOLD`,
-    named where it has a name (a check's only residual may have none)."""
+    said as "the NAME residual VALUE" whether it is a check's only one or one of several (an only
+    residual may have no name)."""
     failing = {name: value for name, value in residuals.items() if not passes(value)} or residuals
-    if len(residuals) == 1:  # as the summary's line of it says it
-        (name, value), = residuals.items()
-        return f"check failed: {f'the {name} residual' if name else 'residual'} {value:.3g} is not below {THRESHOLD:g}"
-    said = ", ".join(f"{name} {value:.3g}" for name, value in failing.items())
-    several = len(failing) > 1
-    return f"check failed: residual{'s' if several else ''} {said} {'are' if several else 'is'} not below {THRESHOLD:g}"
+    said = " and ".join(f"{f'the {name} residual' if name else 'the residual'} {value:.3g}"
+                        for name, value in failing.items())
+    return f"check failed: {said} {'are' if len(failing) > 1 else 'is'} not below {THRESHOLD:g}"
 
 
 def failure_lines(errors: list, residuals: dict) -> list:

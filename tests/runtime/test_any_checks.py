@@ -317,14 +317,14 @@ def test_a_user_residual_at_the_threshold_or_nan_fails(user_driver, function):
 @pytest.mark.timeout(60)
 def test_the_failure_names_the_residual_that_failed(user_driver):
     result = run_user(user_driver, "one_of_two")
-    assert reporting.failure_reasons(result) == ["check failed: residual broken nan is not below 60"]
+    assert reporting.failure_reasons(result) == ["check failed: the broken residual nan is not below 60"]
 
 
 def test_each_failing_residual_is_said_with_its_own_value():
     """{b: nan, c: inf} said "residual (b, c) nan": the largest for both."""
     assert checks.failure_line({"a": 1.0, "b": math.nan, "c": math.inf}) == \
-        "check failed: residuals b nan, c inf are not below 60"
-    assert checks.failure_line({"": 1000.0}) == "check failed: residual 1e+03 is not below 60"
+        "check failed: the b residual nan and the c residual inf are not below 60"
+    assert checks.failure_line({"": 1000.0}) == "check failed: the residual 1e+03 is not below 60"
     assert checks.failure_line({"x": 61.0}) == "check failed: the x residual 61 is not below 60"  # its only one, named
 
 
