@@ -292,6 +292,7 @@ class Program:
     kernel_module: str | None = None
     source_dir: str | None = None  # the .tile's directory relative to the driver file's (compiled with -o)
     source_digest: str | None = None  # SHA-256 of the .tile's bytes as compiled, its first 16 hex digits
+    warnings: tuple[str, ...] = ()  # the compiler's warnings, each its first line (file:line:col: warning[W...]: ...)
     calls: tuple[Call, ...] = ()
     derive_priorities: bool = False  # no call states a priority: the runtime derives them
 

@@ -306,7 +306,7 @@ def summary_json(program, result: RunResult, ranks: list, notes: list) -> dict:
             "upper_bound": result.upper_bound,
             "of_upper_bound": rate / result.upper_bound if rate and result.upper_bound else None,
             "input_nonfinite": result.input_nonfinite, "errors": failure_reasons(result),
-            "notes": [*notes, *([HOST_TAKES_OUT_OF_CORE] if result.host_takes_out_of_core else [])],
+            "notes": [*program.warnings, *notes, *([HOST_TAKES_OUT_OF_CORE] if result.host_takes_out_of_core else [])],
             "tasks": totals["tasks"], "ranks": ranks, "totals": totals,
             "gpu_ratio": ratio_text(result.gpu_ratio), "sources": result.sources,
             "out_of_core": out_of_core_totals(ranks), **result.trace}

@@ -153,11 +153,11 @@ def compile_cached(path: str) -> Compiled:
     if recorded is not None:
         return Compiled(*recorded)
     from .compiler import check_path
-    from .compiler.diagnostics import render
+    from .compiler.diagnostics import headline
 
     result = check_path(path, data)  # the bytes the record is keyed by
     if not result.ok:
-        first = next(render(d, None).splitlines()[0] for d in result.diagnostics if d.is_error)
+        first = next(headline(d) for d in result.diagnostics if d.is_error)
         return Compiled(None, result.report(), first)
 
     def generate(target):
@@ -165,7 +165,7 @@ def compile_cached(path: str) -> Compiled:
 
         # generated for where it is cached: the driver records the .tile's folder relative to itself,
         # so the kernel module is found whatever the working directory is when it runs
-        return generate(result.checked, target, cached=True)
+        return generate(result.checked, target, cached=True, warnings=result.warnings())
     driver = cached_driver_path(result.source.text, path, generate)
     if record is not None:
         checked = result.checked

@@ -35,16 +35,17 @@ def cholesky_driver() -> str:
 
 @pytest.mark.timeout(130)
 def test_json_notes_hold_every_warning_and_note_the_run_printed(tmp_path):
-    """--check of a program without a check and a withheld output were said on stderr only: notes
-    was [] for a script that reads the JSON."""
+    """--check of a program without a check, a withheld output and the compiler's warnings were said
+    on stderr only: notes was [] for a script that reads the JSON."""
     (tmp_path / "u.tile").write_text("program u {\n  tiling uniform(nb = 50)\n  matrix A[n, n] = random spd\n"
-                                     "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+                                     "  for k in 0 .. A.nt { potrf(A[k, k]) }\n  for k in 2 .. 1 { potrf(A[k, k]) }\n}\n")
     bad = np.eye(100)
     bad[0, 60] = np.nan  # in a tile no task touches: the run ends, and fails on the NaN it leaves
     np.save(tmp_path / "bad.npy", bad)
     out = tiledsl("run", "u.tile", "--n", 100, "--check", "--input", "A=bad.npy", "--output", "A=l.npy", "--json",
                   cwd=tmp_path)
     assert out.returncode == 1 and json.loads(out.stdout.splitlines()[-1])["notes"] == [
+        "u.tile:5:3: warning[W302]: this loop never runs",
         "program u declares no check: --check has nothing to verify",
         "the run failed, so l.npy was not written (a file already there is left as it was)"], out.stderr
 

@@ -89,6 +89,7 @@ class DriverModel:
     kernel_module: str | None
     source_dir: str | None = None  # the .tile's directory relative to the driver file's (compile -o)
     source_digest: str | None = None  # of the .tile's text (:func:`_file_digest`)
+    warnings: tuple = ()  # the first lines of the compiler's warnings
     driver_name: str = "DRIVER.py"  # the driver's file name, where known
     source_from_driver: str = ""  # the .tile file as named from the driver's folder, where known
     calls: list = field(default_factory=list)
@@ -115,13 +116,15 @@ class DriverModel:
         return sorted(names + list(self.kinds))
 
 
-def generate(checked: Checked, driver_path=None, cached: bool = False) -> str:
+def generate(checked: Checked, driver_path=None, cached: bool = False, warnings: tuple[str, ...] = ()) -> str:
     """The driver module's text for a checked program, to be written at ``driver_path`` (None:
     printed, its place unknown); ``cached``: a driver of tiledsl's cache, which records the program's
     directory absolute (its key holds that directory: a cache moved elsewhere, its drivers found the
-    folder their relative path then named, and its kernel module, another program's)."""
+    folder their relative path then named, and its kernel module, another program's); ``warnings``:
+    the first lines of the compiler's warnings, which a run's --json lists among its notes."""
     with room_for_depth():
         model = _Model(checked).build()
+    model.warnings = warnings
     model.source_dir = (os.path.dirname(os.path.abspath(checked.path)) if cached
                         else _source_dir(checked.path, driver_path))
     model.source_digest = _file_digest(checked.path)

@@ -114,13 +114,19 @@ def suggestion_notes(word: str, candidates) -> tuple[str, ...]:
     return (f"did you mean '{close}'?",) if close else ()
 
 
-def render(diagnostic: Diagnostic, source: Source | None) -> str:
-    """Format one diagnostic: ``file:line:col: error[E200]: ...``, the line, a caret."""
+def headline(diagnostic: Diagnostic) -> str:
+    """A diagnostic's first line: ``file:line:col: error[E200]: message``."""
     severity = "error" if diagnostic.is_error else "warning"
     span = diagnostic.span
     path = None if span is None else printable(span.path)
     where = "" if span is None else f"{path}: " if span.line == 0 else f"{path}:{span.line}:{span.column}: "
-    lines = [f"{where}{severity}[{diagnostic.code}]: {_shortened(diagnostic.message)}"]
+    return f"{where}{severity}[{diagnostic.code}]: {_shortened(diagnostic.message)}"
+
+
+def render(diagnostic: Diagnostic, source: Source | None) -> str:
+    """Format one diagnostic: its :func:`headline`, the line, a caret, its notes and hint."""
+    span = diagnostic.span
+    lines = [headline(diagnostic)]
     if source is not None and span is not None and span.line > 0:
         lines += _excerpt(source, span)
     lines += [f"  = note: {_shortened(note)}" for note in diagnostic.notes]

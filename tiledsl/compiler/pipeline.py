@@ -11,7 +11,7 @@ from importlib import resources
 
 from . import nodes
 from .analysis import Checked, analyze
-from .diagnostics import Diagnostic, render
+from .diagnostics import Diagnostic, headline, render
 from .parser import parse, room_for_depth
 from .source import Source, SourceError, decode, read_source
 
@@ -31,6 +31,10 @@ class Result:
 
     def report(self) -> str:
         return "\n\n".join(render(d, self.source) for d in self.diagnostics)
+
+    def warnings(self) -> tuple[str, ...]:
+        """The first line of each warning (the driver keeps them for a run's --json notes)."""
+        return tuple(headline(d) for d in self.diagnostics if not d.is_error)
 
 
 @lru_cache(maxsize=1)
@@ -77,4 +81,4 @@ def compile_path(path, driver_path=None) -> tuple[Result, str | None]:
     from .codegen import generate
 
     result = check_path(path)
-    return result, (generate(result.checked, driver_path) if result.ok else None)
+    return result, (generate(result.checked, driver_path, warnings=result.warnings()) if result.ok else None)
