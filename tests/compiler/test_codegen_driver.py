@@ -98,19 +98,24 @@ def test_a_negative_exponent_stops_the_run_with_its_line(tmp_path):
 
 def test_a_computed_step_of_zero_names_its_loop(tmp_path):
     """A step the run computes goes through _step: a 0 names the loop, where range() would say only
-    that its third argument is zero; a literal step is written as it is."""
+    that its third argument is zero; a literal step is written as it is. A step of parameters only is
+    a requirement, said before the run starts (it was the loop nest's ValueError on every rank)."""
     path = tmp_path / "steps.tile"
-    path.write_text("program steps {\n  param s = 1\n  matrix A[n, n] = random spd\n"
+    path.write_text("program steps {\n  param s = 1\n  param j0 = 1\n  matrix A[n, n] = random spd\n"
                     "  for k in 0 .. A.nt step s {\n    potrf(A[k, k])\n  }\n"
-                    "  for k in A.nt - 1 .. -1 step -1 {\n    potrf(A[k, k])\n  }\n}\n")
+                    "  for k in A.nt - 1 .. -1 step -1 {\n    potrf(A[k, k])\n  }\n"
+                    "  for j in j0 .. 2 {\n    for k in 0 .. A.nt step j {\n      potrf(A[k, k])\n    }\n  }\n}\n")
     program = tiledsl.load(str(path))
-    assert program.run(n=64, tiles={"nb": 16}).tasks == 8
-    with pytest.raises(tiledsl.TiledslError, match=r"steps.tile:4\): the loop nest failed: ValueError: the step of "
-                                                   r"the loop at line 4 is 0: the loop would never end"):
+    assert program.run(n=64, tiles={"nb": 16}).tasks == 12
+    with pytest.raises(tiledsl.TiledslError, match=r"steps requires s != 0 \(a loop's step of 0 would never end\), "
+                                                   r"which n = 64, nb = 16, s = 0, j0 = 1 break \(steps.tile:5\)"):
         program.run(n=64, tiles={"nb": 16}, params={"s": 0})
+    with pytest.raises(tiledsl.TiledslError, match=r"steps.tile:12\): the loop nest failed: ValueError: the step "
+                                                   r"of the loop at line 12 is 0: the loop would never end"):
+        program.run(n=64, tiles={"nb": 16}, params={"j0": 0})
     driver = load(path.read_text(), tmp_path, "steps_driver")
     source = open(driver.__file__).read()
-    assert "for k in range(0, A.nt, _step(s, 4)):" in source and "for k in range(A.nt - 1, -1, -1):" in source
+    assert "for k in range(0, A.nt, _step(s, 5)):" in source and "for k in range(A.nt - 1, -1, -1):" in source
 
 
 def test_loop_bounds_leave_out_what_intervals_cannot_bound(tmp_path):

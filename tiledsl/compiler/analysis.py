@@ -80,6 +80,16 @@ class CharUse:
 
 
 @dataclass(frozen=True)
+class ParamStep:
+    """A loop's step computed from the parameters only (``step st``): the run checks it is not 0
+    before it starts, as a requirement (a step of 0 would never end)."""
+
+    step: object  # the expression
+    line: int  # the loop's
+    guards: tuple = ()  # the (condition, taken) of the ifs around the loop that read the parameters only
+
+
+@dataclass(frozen=True)
 class Checked:
     """A program that passed analysis, with everything the generator needs."""
 
@@ -93,6 +103,7 @@ class Checked:
     kernel_module_digest: str | None  # the SHA-256 of the kernel module's bytes this check read
     float_lets: frozenset = frozenset()  # spans of the lets whose value is a float
     char_uses: tuple[CharUse, ...] = ()
+    param_steps: tuple[ParamStep, ...] = ()
 
     def summary(self, call: n.Call) -> CallSummary:
         return next(c for c in self.calls if c.call.span == call.span)
@@ -138,6 +149,7 @@ class _Analyzer:
         self.float_lets: set = set()
         self.tiling = "uniform"  # the program's tiling kind, once read
         self.char_uses: list[CharUse] = []
+        self.param_steps: list[ParamStep] = []
         self._declare_kernels(prelude.kernels + file.kernels)
 
     # ---------------------------------------------------------------- driver
@@ -173,7 +185,8 @@ class _Analyzer:
         if self.bag.has_errors:
             return None
         return Checked(program, self.file.path, tiling, self.tiling_defaults, dict(self.kernels),
-                       tuple(self.calls), module, self.module.digest, frozenset(self.float_lets), tuple(self.char_uses))
+                       tuple(self.calls), module, self.module.digest, frozenset(self.float_lets), tuple(self.char_uses),
+                       tuple(self.param_steps))
 
     # ---------------------------------------------------------------- declarations
     def _declare_kernels(self, decls):
@@ -546,6 +559,8 @@ class _Analyzer:
             self.bag.error(stmt.step.span, "E206", "a loop's step is a nonzero integer",
                            f"found {unparse(stmt.step)}, {why}", *self.types.float_let_notes(stmt.step),
                            hint="use '//' for integer division" if self.types.divides(stmt.step) else None)
+        if value is None and kind == "int" and self._of_parameters(stmt.step):
+            self.param_steps.append(ParamStep(stmt.step, stmt.span.line, self._parameter_guards()))
         return value or None
 
     def _check_trip_count(self, stmt: n.For, step: int | None) -> int | None:
@@ -576,16 +591,18 @@ class _Analyzer:
     def _parameter_guards(self) -> tuple:
         """The (condition, taken) of the ``if``s around this point whose conditions read the parameters
         only (as a requirement does): a run can test them before it starts."""
-        def of_parameters(cond) -> bool:
-            nodes = list(expression_nodes(cond))
-            return not any(isinstance(node, (n.Attr, n.Method)) for node in nodes) and all(
-                (self.scope.lookup(name) or Symbol("", None)).kind == "param" for name in names(cond))
         def conjuncts(cond):  # `side != "N" and k >= 1`: its first part holds wherever the call is made
             if isinstance(cond, n.Binary) and cond.op == "and":
                 return conjuncts(cond.left) + conjuncts(cond.right)
             return [cond]
         return tuple((part, True) if taken else (cond, False) for cond, taken in self.guards
-                     for part in (conjuncts(cond) if taken else [cond]) if of_parameters(part))
+                     for part in (conjuncts(cond) if taken else [cond]) if self._of_parameters(part))
+
+    def _of_parameters(self, expr) -> bool:
+        """Whether ``expr`` reads the parameters only (no loop variable, let or matrix's size)."""
+        nodes = list(expression_nodes(expr))
+        return not any(isinstance(node, (n.Attr, n.Method)) for node in nodes) and all(
+            (self.scope.lookup(name) or Symbol("", None)).kind == "param" for name in names(expr))
 
     def _if(self, stmt: n.If):
         self.types.bool_expr(stmt.cond)

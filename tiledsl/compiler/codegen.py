@@ -331,8 +331,9 @@ class _Model:
         (the run reports the first one its parameters break)."""
         explicit = [(d.span, (d.span.line, unparse(d.condition), d.message, self.expr(d.condition, params=True)))
                     for d in self.program.requires]
-        chars = _char_requirements(self.checked, lambda cond: self.expr(cond, params=True))
-        ordered = sorted(explicit + chars, key=lambda pair: (pair[0].line, pair[0].column))
+        render = lambda cond: self.expr(cond, params=True)  # noqa: E731
+        implied = _char_requirements(self.checked, render) + _step_requirements(self.checked, render)
+        ordered = sorted(explicit + implied, key=lambda pair: (pair[0].line, pair[0].column))
         return [requirement for _, requirement in ordered]
 
     # ---------------------------------------------------------------- the share plan
@@ -840,6 +841,19 @@ def _char_requirements(checked: Checked, render) -> list:
         if guards:
             test = " or ".join([*(f"not ({render(guard)})" for guard in guards), f"({test})"])
         found.append((use.span, (use.span.line, text, where, test)))
+    return found
+
+
+def _step_requirements(checked: Checked, render) -> list:
+    """A requirement for each loop step computed from the parameters (``step st``): that it is not 0,
+    where the ``if``s around the loop that read the parameters hold: (where the step is, requirement)."""
+    found = []
+    for use in checked.param_steps:
+        guards = [cond if taken else _negated(cond) for cond, taken in use.guards]
+        test = " or ".join([*(f"not ({render(guard)})" for guard in guards), f"({render(use.step)}) != 0"])
+        why = "a loop's step of 0 would never end" + "".join(
+            f"{' and' if i else ', when'} {unparse(guard)}" for i, guard in enumerate(guards))
+        found.append((use.step.span, (use.line, f"{unparse(use.step)} != 0", why, test)))
     return found
 
 
