@@ -297,7 +297,8 @@ def write_trace(driver, params, matrices, events, result, options: Options, comm
     ranks = comm.gather(events) if comm is not None else [events]
     if ranks is None:  # not rank 0
         return {}
-    about = {"program": driver.PROGRAM.name, **{k: v for k, v in params.as_dict().items() if v is not None},
+    about = {"program": driver.PROGRAM.name, "kernels": driver.PROGRAM.kernels,
+             **{k: v for k, v in params.as_dict().items() if v is not None},
              "ranks": result.ranks, "workers": result.workers, "gpus": result.gpus,
              "seconds": result.seconds}  # the run's time: its last rank ends after its last task does
 

@@ -296,6 +296,12 @@ class Program:
     calls: tuple[Call, ...] = ()
     derive_priorities: bool = False  # no call states a priority: the runtime derives them
 
+    @property
+    def kernels(self) -> list[str]:
+        """The kernels its calls name, each once, in the order of the calls in the file (a trace
+        keeps it: plot gives each kernel one colour in a real and a simulated run's charts)."""
+        return list(dict.fromkeys(call.kernel for call in self.calls))
+
     @cached_property
     def written_panel_axes(self) -> frozenset:
         """The axes of the panels its calls write: 0 columns of tiles, 1 rows of tiles."""

@@ -256,6 +256,28 @@ def test_the_legend_counts_the_tasks_of_every_rank_as_the_title_does():
     assert figure.axes[0].get_legend().get_title().get_text() == "kernels (tasks)"
 
 
+@pytest.mark.timeout(60)
+def test_a_kernel_has_the_colour_of_its_place_in_the_program_whatever_starts_first():
+    """Colours went by each kernel's first start: gemm green in a real Cholesky's chart, red in the
+    simulated one's, where syrk started first. The trace lists the program's kernels; others follow."""
+    from tiledsl.commands.plot import draw
+
+    def legend(starts, order):
+        document = {"otherData": {"made_by": "tiledsl", "kernels": order},
+                    "traceEvents": [{"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "cpu-0"}}]
+                    + [{"ph": "X", "pid": 0, "tid": 0, "name": name, "cat": "task", "ts": ts, "dur": 1}
+                       for ts, name in enumerate(starts)]}
+        axes = draw(document, "t.json")[0].axes[0]
+        return [(text.get_text().split()[0], patch.get_facecolor())
+                for text, patch in zip(axes.get_legend().get_texts(), axes.get_legend().get_patches())]
+
+    order = ["potrf", "trsm", "syrk", "gemm"]
+    real, simulated = legend(["potrf", "trsm", "gemm", "syrk"], order), legend(["potrf", "trsm", "syrk", "gemm"], order)
+    assert real == simulated and [name for name, _ in real] == order
+    assert [name for name, _ in legend(["mine", "gemm", "potrf"], ["potrf", "gemm"])] == ["potrf", "gemm", "mine"]
+    assert [name for name, _ in legend(["gemm", "potrf"], "not a list")] == ["gemm", "potrf"]  # a hand-made trace
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
 @ONE_RANK

@@ -156,14 +156,17 @@ def pack(events: list) -> list[int]:
     return rows
 
 
-def kernels(all_lanes: list[Lane]) -> list[str]:
-    """Kernel names in order of their first start."""
+def kernels(all_lanes: list[Lane], order: list = ()) -> list[str]:
+    """Kernel names in the program's ``order`` (its calls', as its trace lists them: one kernel has one
+    colour in every chart of the program, a run's or a simulation's), the others after them in order
+    of their first start."""
     first = {}
     for lane in all_lanes:
         for start, _, name, category, _ in lane.events:
             if category != "transfer":
                 first[name] = min(start, first.get(name, start))
-    return sorted(first, key=lambda name: (first[name], name))
+    ranked = {name: index for index, name in enumerate(order) if isinstance(name, str)}
+    return sorted(first, key=lambda name: (ranked.get(name, len(ranked)), first[name], name))
 
 
 def drawn_ranks(all_lanes: list[Lane]) -> list[int]:
@@ -309,7 +312,8 @@ def draw(document: dict, source, width: float | None = None) -> tuple:
     span = end_time(document, every_lane)  # the run's, though the rank that ends it be not drawn
     figure = Figure(figsize=(width or 12.0, 1.6 + 0.32 * total), layout="constrained")
     axes = figure.add_subplot()
-    names = kernels(every_lane)  # the legend's: every rank's, some maybe not drawn
+    order = _about(document).get("kernels")
+    names = kernels(every_lane, order if isinstance(order, list) else ())  # the legend's: every rank's, drawn or not
     colours = _colours(names)
     for lane, top, height, sub in rows:
         _draw_lane(axes, lane, top, height, sub, colours)
