@@ -1402,6 +1402,12 @@ def test_a_driver_saved_without_py_is_named_as_one(tmp_path):
         assert out.err == (f"tiledsl: error: {tmp_path / 'chol'} is a driver tiledsl compile wrote, under a name "
                            f"without .py: rename it chol.py, and run it as python {tmp_path / 'chol'}.py or tiledsl "
                            f"run {tmp_path / 'chol'}.py\n"), command
+    (tmp_path / "chol").rename(tmp_path / "chol.py")  # given to compile as it is: 'rename it chol.py.py'
+    out = tiledsl("compile", tmp_path / "chol.py")
+    assert_clean_failure(out, status=2)
+    assert out.err == (f"tiledsl: error: {tmp_path / 'chol.py'} is a driver tiledsl compile wrote: compile takes a "
+                       f".tile program; a driver runs as it is (python {tmp_path / 'chol.py'}, or tiledsl run "
+                       f"{tmp_path / 'chol.py'})\n")
 
 
 def test_a_rank_runs_its_driver_as_a_script_would_but_from_byte_code(tmp_path):

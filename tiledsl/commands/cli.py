@@ -377,8 +377,9 @@ def _compile(args) -> int:
     path = program_path(args.file)
     _not_a_driver_unnamed(path)
     if path.endswith(".py"):  # read as a program, a driver is a syntax error at its first line
-        raise UsageError(f"{path} is a Python file (a compiled driver?): compile takes a .tile program; a driver "
-                         f"runs as it is (python {path}, or tiledsl run {path})")
+        what = "a driver tiledsl compile wrote" if _opens_as_a_driver(path) else "a Python file (a compiled driver?)"
+        raise UsageError(f"{path} is {what}: compile takes a .tile program; a driver runs as it is "
+                         f"(python {path}, or tiledsl run {path})")
     if args.output is not None:
         _check_driver_target(args.output, path)
     else:
@@ -449,19 +450,24 @@ def _load_driver(args, warn_changed: bool = True):
     return driver
 
 
+def _opens_as_a_driver(path: str) -> bool:
+    """Whether the file at ``path`` begins as the drivers tiledsl compile writes do (False where
+    it cannot be read: the program's reader says why)."""
+    from ..driverload import DRIVER_DOCSTRING
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as text:
+            return text.read(len(DRIVER_DOCSTRING) + 3) == f'"""{DRIVER_DOCSTRING}'
+    except OSError:
+        return False
+
+
 def _not_a_driver_unnamed(path: str) -> None:
     """A :class:`UsageError` for a driver saved under a name without .py (read as a program, it was
     a syntax error at its first line)."""
-    from ..driverload import DRIVER_DOCSTRING
-
-    if path.endswith(".tile") or not Path(path).is_file():
+    if path.endswith((".tile", ".py")) or not Path(path).is_file():
         return
-    try:
-        with open(path, encoding="utf-8", errors="replace") as text:
-            opening = text.read(len(DRIVER_DOCSTRING) + 3)
-    except OSError:  # unreadable: the program's reader says so
-        return
-    if opening == f'"""{DRIVER_DOCSTRING}':
+    if _opens_as_a_driver(path):
         raise UsageError(f"{path} is a driver tiledsl compile wrote, under a name without .py: rename it "
                          f"{Path(path).name}.py, and run it as python {path}.py or tiledsl run {path}.py")
 
