@@ -71,7 +71,8 @@ class Output(Mapping):
     ``--json``'s ``sources`` does; ``workers`` the CPU worker threads. ``errors`` says, one line
     each, why the run failed, as ``--json``'s ``errors`` does (a user check that raised or returned
     no number, residuals not below the threshold; NaN or infinite values left in a matrix, unless
-    ``allow_nonfinite``). :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output where
+    ``allow_nonfinite``); ``ok`` says the run succeeded as the command line's exit status and
+    ``--json``'s ``ok`` do: no error, no check failed. :meth:`Loaded.run` raises a :class:`TiledslError` carrying the output where
     the command line fails such a run for another reason than a residual too large (``passed`` False). :meth:`summary` is all but the matrices, for JSON.
     An output equals only itself (and can be a set's member or a dict's key): its matrices' ``==`` is numpy's, element
     by element, and compare them with ``numpy.array_equal``.
@@ -100,7 +101,18 @@ class Output(Mapping):
     __hash__ = object.__hash__
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self.matrices[name]
+        try:
+            return self.matrices[name]
+        except (KeyError, TypeError):  # an unhashable key too: the same message
+            close = difflib.get_close_matches(str(name), self.matrices, n=1) or [
+                m for m in self.matrices if m.casefold() == str(name).casefold()]
+            raise KeyError(f"the output has no matrix {name!r} (its matrices: {', '.join(self.matrices)})"
+                           + (f"; did you mean {close[0]!r}?" if close else "")) from None
+
+    @property
+    def ok(self) -> bool:
+        """The run succeeded: no error (a check that raised, NaN left in a matrix) and no check failed."""
+        return self.passed is not False and not self.errors
 
     def __iter__(self):
         return iter(self.matrices)
@@ -113,7 +125,7 @@ class Output(Mapping):
         from .runtime.reporting import finite_or_none
 
         return finite_or_none({key: getattr(self, key) for key in (
-            "n", "tiles", "params", "seconds", "gflops", "tasks", "residual", "residuals", "passed", "nonfinite",
+            "n", "tiles", "params", "seconds", "gflops", "tasks", "residual", "residuals", "passed", "ok", "nonfinite",
             "input_nonfinite", "errors", "gpus", "notes", "sources", "workers")})
 
 

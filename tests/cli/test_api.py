@@ -386,7 +386,11 @@ def test_nan_left_in_a_matrix_fails_the_run_as_on_the_command_line():
     assert out.nonfinite == {"A": 1} and out.passed is None
     # why it failed, as --json's errors says it (it held nothing: a script logging summary() logged no reason)
     assert out.errors == [str(caught.value)] and out.summary()["errors"] == out.errors
+    # failed, as --json's ok says (passed is the check's verdict only: True of a run that checked and failed so)
+    assert out.ok is False and out.summary()["ok"] is False
     assert np.isnan(out["A"][0, 5]) and out["A"][0, 0] == 2.0
+    with pytest.raises(KeyError, match=r"the output has no matrix 'a' \(its matrices: A\); did you mean 'A'\?"):
+        out["a"]  # was KeyError('a'), where every other misnamed matrix is named with the program's
 
 
 # A user check that raises, or returns text: elementwise Y = X + Y, checked by `verdict`.
@@ -461,7 +465,7 @@ def test_a_residual_too_large_is_among_the_errors_as_json_says_it_without_raisin
                                         "def verdict(before, after):\n    return 100.0\n")
     out = tiledsl.load(tmp_path / "checked.tile").run(n=8, check=True)
     assert out.passed is False and out.errors == ["check failed: the verdict residual 100 is not below 60"]
-    assert out.summary()["errors"] == out.errors
+    assert out.summary()["errors"] == out.errors and out.ok is False and out.summary()["ok"] is False
 
 
 @pytest.mark.timeout(120)
