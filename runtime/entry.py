@@ -226,7 +226,7 @@ def _withheld_note(result) -> str | None:
 def _unwritten_note(options) -> str | None:
     """The note of the output files a run that failed before its end does not write (as :func:`_withheld_note`
     says those of a run that ended failing); None without any."""
-    files = list(options.outputs.values()) if options is not None else []
+    files = [*filter(None, [options.trace]), *options.outputs.values()] if options is not None else []
     if not files:
         return None
     listed = ", ".join(map(os.path.relpath, files))

@@ -257,7 +257,7 @@ def test_an_output_named_other_than_npy_is_refused_saying_what_it_would_be(tmp_p
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_a_run_that_fails_in_a_kernel_says_its_output_was_not_written(tmp_path, ranks):
     """A failed check said 'the run failed, so out.npy was not written'; a kernel's failure left the file as
-    well, and said nothing of it."""
+    well, and said nothing of it (then nothing of the trace)."""
     import subprocess
     import sys
 
@@ -265,8 +265,8 @@ def test_a_run_that_fails_in_a_kernel_says_its_output_was_not_written(tmp_path, 
     (tmp_path / "f.tile").write_text('use "k.py"\nkernel bump(inout A)\nprogram f {\n  tiling uniform(nb = 64)\n'
                                      "  matrix A[n, n] = random general\n  for i in 0 .. A.mt { bump(A[i, i]) }\n}\n")
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "128", "--np",
-                          str(ranks), "--output", "A=out.npy"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=100)
+                          str(ranks), "--output", "A=out.npy", "--trace", "t.json"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=100)
     assert out.returncode == 1 and not (tmp_path / "out.npy").exists(), out.stderr
-    assert out.stderr.endswith("tiledsl: note: the run failed, so out.npy was not written (a file already there is "
-                               "left as it was)\n"), out.stderr
+    assert out.stderr.endswith("tiledsl: note: the run failed, so t.json, out.npy were not written (a file already "
+                               "there is left as it was)\n"), out.stderr
