@@ -1155,7 +1155,8 @@ def test_ctrl_c_during_a_run_names_the_kernels_left_running(tmp_path):
     err = run.communicate(timeout=30)[1]
     assert run.returncode == 130
     assert re.fullmatch(r"tiledsl: rank 0: stopped by SIGINT\n1 kernel\(s\) of rank 0 still running 2 s after the run "
-                        r"stopped, left to end on their own \(Python cannot stop a thread\):\n"
+                        r"stopped, not waited for \(Python cannot stop a thread: it ends as it returns, or with the "
+                        r"process\):\n"
                         r"  running #0 nap\(A\[0, 0\]\), line 6, for \d+ s on CPU worker \d\n", err), err
 
 

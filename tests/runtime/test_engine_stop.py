@@ -126,7 +126,7 @@ def test_a_kernel_still_running_when_the_run_stops_is_named(tmp_path, monkeypatc
     assert time.monotonic() - began < 2.0
     text = str(failure.value)
     assert "kernel work failed on A[0, 0]" in text
-    assert "1 kernel(s) of rank 0 still running 0.5 s after the run stopped, left to end on their own" in text
+    assert "1 kernel(s) of rank 0 still running 0.5 s after the run stopped, not waited for" in text
     assert re.search(r"\n  running #1 work\(A\[0, 1\]\), line 7, for [01] s on CPU worker [01]$", text), text
     assert calls(tmp_path) == 2
     for thread in workers():  # leave no thread to the next test
