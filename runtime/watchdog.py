@@ -267,7 +267,9 @@ def deadline(seconds: float | None, what: str, rank: int):
         if returned.wait(OVERDUE_SECONDS):  # it unwound (or returned): the rank fails the usual way
             return
         returned.wait(later)
-        say_ending(f"rank {rank}: {said}")
+        # said when it ends: past the limit by the time given to unwind (a rank's report ~8 s after a limit of 1 s)
+        say_ending(f"rank {rank}: {said}, nor stopped {OVERDUE_SECONDS + later:g} s later (it waits where Python "
+                   f"cannot interrupt it: a sleep, a lock, C code)")
     _backstops.append(backstop_seconds(seconds))  # code holding the GIL in C: no thread of ours runs
     frozen_backstop(_backstops[-1])
     try:  # an interrupt as the thread starts (start() waits for it) must end it too: else it ended the process
