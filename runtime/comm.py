@@ -81,6 +81,7 @@ class _Pending:
     kind: str  # "send", "receive", "plan-send" or "plan-receive"
     array: np.ndarray
     on_done: object
+    peer: int = -1  # the rank sent to or received from
 
 
 class Communicator:
@@ -158,7 +159,7 @@ class Communicator:
         """
         flat = self._flat(array, tag)
         self._post(lambda: self._comm.Isend([flat, self._MPI.DOUBLE], dest, tag),
-                   _Pending("send", array, on_done))
+                   _Pending("send", array, on_done, dest))
 
     def receive(self, array: np.ndarray, source: int, tag: int, on_done) -> None:
         """Post an Irecv into ``array``; ``on_done()`` once the message arrived.
@@ -458,6 +459,18 @@ class Communicator:
             self._MPI.Request.Waitall([r for r, _ in sends])
         except Exception as exc:  # an MPI error: the collectives then judge by arrivals alone
             self._record(exc)
+
+    def unfinished_sends(self) -> dict:
+        """The tile messages posted and not yet completed (their receiver has not taken them), by
+        destination rank: rank -> count. For stall reports, from another thread than the communication
+        thread's (copies of its lists: a count of a moment)."""
+        with self._lock:
+            posted = [pending for _, pending in self._posted]
+        counts: dict = {}
+        for pending in [*list(self._pending), *posted]:
+            if pending.kind == "send":
+                counts[pending.peer] = counts.get(pending.peer, 0) + 1
+        return dict(sorted(counts.items()))
 
     def silences(self, ranks) -> dict:
         """Of ``ranks``, those whose heartbeats stopped (none for three of their intervals, counted to

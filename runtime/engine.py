@@ -462,11 +462,9 @@ class Engine:
             window = self.scheduler.describe(running=running_lines(self.running, time.monotonic()),
                                              arguments_text=arguments_text)
             said = f"{stalled:.1f}" if stalled < 10 else f"{stalled:.0f}"  # under a second too: --watchdog 0.5
-            # idle here, waiting for data: the stall is the sender's (stopped, or slow), said first
-            waited = self.exchange.waited_ranks(self.matrices.values()) if self.exchange is not None else []
-            silent = self.comm.silences(waited) if waited and not self.running else {}
-            elsewhere = (f"; this rank runs no task and waits for data from rank {', '.join(map(str, waited))}, "
-                         f"where the stall is" if waited and not self.running else "")
+            # idle here, waiting for other ranks: the stall is theirs (stopped, or slow), said first
+            elsewhere, peers = self._waits_elsewhere()
+            silent = self.comm.silences(peers) if peers else {}
             elsewhere += "".join(f" (rank {rank} gave no sign of life for {seconds:.0f} s: stopped, lost, or a kernel "
                                  f"holding Python's lock)" for rank, seconds in silent.items())
             note = "" if silent else self.limit.automatic_note(self.spelling)  # no slower kernel: a silent rank
@@ -475,6 +473,21 @@ class Engine:
                                        + (f"\n{transfers}" if transfers else ""), self.rank, running_line(self.running))
             self.stalled = True
             self._wake_all()
+
+    def _waits_elsewhere(self) -> tuple[str, list]:
+        """Of a stalled rank that runs no task: what it waits for from other ranks, data to come or
+        messages it sent that they have not taken (a rank stopped), said as where the stall is, and
+        those ranks; ("", []) where it runs a task, or waits for no other rank."""
+        if self.running or self.exchange is None or self.comm is None:
+            return "", []
+        waited = self.exchange.waited_ranks(self.matrices.values())
+        sending = self.comm.unfinished_sends()
+        waits = ([f"waits for data from rank {', '.join(map(str, waited))}"] if waited else []) + (
+            [f"{sum(sending.values())} message(s) it sent to rank {', '.join(map(str, sending))} are not received yet"]
+            if sending else [])
+        if not waits:
+            return "", []
+        return f"; this rank runs no task and {' and '.join(waits)}, where the stall is", sorted({*waited, *sending})
 
     def _worker(self, index: int, device: int, lane: str) -> None:
         """A CPU worker (device 0) or a GPU's management thread: run ready tasks of ``device``. A

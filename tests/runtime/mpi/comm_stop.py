@@ -54,18 +54,22 @@ def cancelled_receive(problems: list) -> None:
 
 
 def send_waited_for(problems: list) -> None:
-    """stop() waits for a send in flight: rank 1 posts the matching receive 0.5 s later."""
+    """stop() waits for a send in flight: rank 1 posts the matching receive 0.5 s later. Until then the
+    send is unfinished, by its destination (what a stall report says of a rank that stopped)."""
     comm = Communicator()
     comm.start()
     done = []
     if comm.rank == 0:
         data = np.arange(float(BIG))
         comm.send(data, 1, 8, lambda: done.append(1))
+        time.sleep(0.1)
+        expect(comm.unfinished_sends() == {1: 1}, f"unfinished sends {comm.unfinished_sends()}", problems)
         start = time.perf_counter()
         comm.stop()
         elapsed = time.perf_counter() - start
         expect(done == [1], "stop() returned before the send's callback", problems)
-        expect(elapsed > 0.25, f"stop() returned after {elapsed:.3f} s, before the match", problems)
+        expect(elapsed > 0.15, f"stop() returned after {elapsed:.3f} s, before the match", problems)
+        expect(comm.unfinished_sends() == {}, f"unfinished sends after stop {comm.unfinished_sends()}", problems)
     else:
         time.sleep(0.5)
         buffer = np.empty(BIG)
