@@ -230,10 +230,10 @@ def test_the_title_and_the_busy_fractions_are_of_the_run_s_recorded_time():
                 "traceEvents": [{"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "cpu-0"}},
                                 {"ph": "X", "pid": 0, "tid": 0, "name": "gemm", "cat": "task", "ts": 0, "dur": 3000}]}
     figure, *_ = draw(document, "t.json")
-    assert figure.axes[0].get_title() == "p (t.json): 1 tasks on 1 rank(s), 0.004 s"
+    assert figure.axes[0].get_title() == "p (t.json): 1 task on 1 rank(s), 0.004 s"
     assert [label.get_text() for label in figure.axes[0].get_yticklabels()] == ["cpu-0  75%"]
     document["otherData"]["seconds"] = "soon"  # a hand-made trace's: the last event's end
-    assert draw(document, "t.json")[0].axes[0].get_title() == "p (t.json): 1 tasks on 1 rank(s), 0.003 s"
+    assert draw(document, "t.json")[0].axes[0].get_title() == "p (t.json): 1 task on 1 rank(s), 0.003 s"
 
 
 @pytest.mark.timeout(60)

@@ -218,7 +218,7 @@ def title(document: dict, path, all_lanes: list[Lane], drawn: list[int]) -> str:
     kept = set(drawn)
     shown = (f" (drawn: the {len(drawn)} busiest, {_tasks([lane for lane in all_lanes if lane.rank in kept])} tasks)"
              if ranks > len(drawn) else "")
-    return f"{head}: {tasks} tasks on {ranks} rank(s), {end_time(document, all_lanes):.4g} s{shown}"
+    return f"{head}: {tasks} task{'s' * (tasks != 1)} on {ranks} rank(s), {end_time(document, all_lanes):.4g} s{shown}"
 
 
 def _tasks(some_lanes: list[Lane]) -> int:
