@@ -276,7 +276,8 @@ class Verifier:
         n = _square(self.matrices[a], a, where)
         solution, streams = self.final(x, View())
         g = solution.matrix.geometry
-        _conform(where, (x, solution.matrix), (b, self.matrices[b]), rows=n)
+        _conform(where, (x, solution.matrix), (b, self.matrices[b]), rows=(n, a),
+                 columns=f"one column of {x} for each of {b}")
         residual = self.fill(self.matrix("R", g, solution.matrix.distribution), _whole(self.source(b)))
         left = self.original(a, view_a, Geometry(g.row_starts, g.row_starts), solution.matrix.distribution)
         norm_a, norm_x, norm_b = (self._norm(m, infinity=True) for m in (left.matrix, solution.matrix, residual))
@@ -286,7 +287,7 @@ class Verifier:
     def inverse(self, a: str, x: str, view_a: View, view_x: View, where: str) -> dict:
         """‖I − op(A₀)·op(X)‖₁ / (‖op(A₀)‖₁·‖op(X)‖₁·n·ε), DPLASMA's check of an inverse."""
         n = _square(self.matrices[a], a, where)
-        _conform(where, (x, self.matrices[x]), (a, self.matrices[a]))
+        _conform(where, (x, self.matrices[x]), (a, self.matrices[a]), columns=f"{x} is the inverse of {a}")
         right, streams = self.final(x, view_x)
         g = right.matrix.geometry
         residual = self.fill(self.matrix("R", g, right.matrix.distribution), _identity)
@@ -432,12 +433,16 @@ def _square(matrix: TiledMatrix, name: str, where: str, qualifier: str = "") -> 
     return matrix.n
 
 
-def _conform(where: str, first: tuple, second: tuple, rows: int | None = None) -> None:
-    """The named matrices ``first`` and ``second`` have one shape (with ``rows`` rows)."""
+def _conform(where: str, first: tuple, second: tuple, rows: tuple | None = None, columns: str = "") -> None:
+    """The named matrices ``first`` and ``second`` have one shape, with the rows of ``rows`` (their
+    count, and whose order that is) where given; ``columns``: why they have the same columns."""
     (name_1, one), (name_2, two) = first, second
-    if (one.m, one.n) != (two.m, two.n) or one.m != (one.m if rows is None else rows):
-        need = f"; both need {rows} rows" if rows is not None else ""
-        raise UsageError(f"{where}: {name_1} is {one.m}×{one.n} and {name_2} is {two.m}×{two.n}{need}")
+    shapes = f"{where}: {name_1} is {one.m}×{one.n} and {name_2} is {two.m}×{two.n}"
+    if rows is not None and rows[0] != one.m or rows is not None and rows[0] != two.m:
+        count, owner = rows
+        raise UsageError(f"{shapes}; both need {count} rows, the order of {owner}")
+    if (one.m, one.n) != (two.m, two.n):
+        raise UsageError(f"{shapes}; they need one shape" + (f" ({columns})" if columns else ""))
 
 
 def _as_read(name: str, view: View) -> str:

@@ -100,7 +100,9 @@ def test_a_check_that_cannot_apply_is_a_usage_error(harness, check, message):
 
 
 def test_a_solution_of_another_shape_is_a_usage_error(harness):
-    with pytest.raises(UsageError, match=r"^check solve \(line 3\): B is 150×37 and A is 150×150; both need 150 rows$"):
+    """Said as 'both need 150 rows' when their rows were A's, 150: the columns differed."""
+    with pytest.raises(UsageError, match=r"^check solve \(line 3\): B is 150×37 and A is 150×150; they need one "
+                                         r"shape \(one column of B for each of A\)$"):
         harness.residuals(replace(CASES["posv"], decl=decl("solve", "A B A")))
 
 

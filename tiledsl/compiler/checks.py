@@ -19,6 +19,18 @@ CHECK_FORMS = {"cholesky": ("A",), "lu": ("A", "A, P"), "qr": ("A, T",), "solve"
                "inverse": ("A, X",), "product": ("C, A, B",)}
 #: what each built-in check takes in each place: a matrix, or a workspace
 CHECK_KINDS = {"qr": ("matrix", "workspace"), "lu": ("matrix", "workspace")}
+#: the sizes of a built-in check's operands (as it reads them: op(A) is A transposed where it says so)
+#: that must be equal, each (place, dimension), (place, dimension), why; a square operand is (p, 0), (p, 1)
+CHECK_SHAPES = {
+    "solve": (((0, 0), (0, 1), "{0} to be square"), ((1, 0), (0, 1), "{1} to have a row for each column of {0}"),
+              ((2, 0), (0, 0), "{2} to have a row for each row of {0}"),
+              ((1, 1), (2, 1), "{1} to have a column for each column of {2}")),
+    "inverse": (((0, 0), (0, 1), "{0} to be square"), ((1, 0), (0, 0), "{1} to have {0}'s shape"),
+                ((1, 1), (0, 1), "{1} to have {0}'s shape")),
+    "product": (((0, 0), (1, 0), "{0} to have a row for each row of {1}"),
+                ((0, 1), (2, 1), "{0} to have a column for each column of {2}"),
+                ((1, 1), (2, 0), "{1} to have a column for each row of {2}")),
+}
 
 
 def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bool) -> None:
@@ -61,6 +73,8 @@ def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bo
         if symbol is not None and symbol.kind != kind_wanted:
             bag.error(arg.name.span, "E209", f"check {kind} needs a {kind_wanted} here, "
                                              f"'{arg.name.text}' is a {symbol.kind}")
+    if len(check.args) in arity:
+        _check_shapes(check, symbols, types)
     if kind == "cholesky" and symbols and symbols[0] is not None and symbols[0].kind == "matrix" \
             and types.never_square(symbols[0].node):
         decl = symbols[0].node
@@ -81,6 +95,39 @@ def check_declaration(check: n.CheckDecl, types: ExpressionTyper, has_module: bo
         else:
             _check_option_value(option, types)
         given.setdefault(option.name.text, option.name.span.column)
+
+
+def _check_shapes(check: n.CheckDecl, symbols: list, types: ExpressionTyper) -> None:
+    """The first of :data:`CHECK_SHAPES`' equalities that the operands' declared sizes break whatever
+    the sizes are (the run says those that only turn out unequal), and a ``symmetric`` operand that
+    is never square."""
+    said = [("transposed " if any(w.text == "transposed" for w in arg.qualifiers) else "") + arg.name.text
+            for arg in check.args]
+    sizes = [_read_sizes(arg, symbol) for arg, symbol in zip(check.args, symbols)]
+    rules = [*CHECK_SHAPES.get(check.kind.text, ()),
+             *(((p, 0), (p, 1), "{%d} to be square (it is symmetric)" % p) for p, arg in enumerate(check.args)
+               if any(w.text == "symmetric" for w in arg.qualifiers))]
+    for (place, dim), (other, other_dim), why in rules:
+        if sizes[place] is None or sizes[other] is None:
+            continue
+        one, two = sizes[place][dim], sizes[other][other_dim]
+        if types.never_equal(one, two):
+            words = ("rows", "columns")
+            second = "" if other == place else f"{said[other]} "
+            types.bag.error(check.args[place].name.span, "E209",
+                            f"check {check.kind.text} needs {why.format(*said)}",
+                            f"{said[place]} has {unparse(one)} {words[dim]} and {second}{unparse(two)} "
+                            f"{words[other_dim]}, unequal whatever the sizes")
+            return
+
+
+def _read_sizes(arg, symbol) -> tuple | None:
+    """(rows, columns) of a check's operand as the check reads it (transposed where it says so);
+    None for one that is not a declared matrix."""
+    if symbol is None or symbol.kind != "matrix":
+        return None
+    rows, cols = symbol.node.rows, symbol.node.cols
+    return (cols, rows) if any(w.text == "transposed" for w in arg.qualifiers) else (rows, cols)
 
 
 def _upper_cholesky_tiling(check: n.CheckDecl, types: ExpressionTyper) -> None:

@@ -107,8 +107,12 @@ class ExpressionTyper:
 
     def never_square(self, decl: n.MatrixDecl) -> bool:
         """Whether the matrix's rows and columns differ whatever the sizes."""
-        rows, cols = self.converter.form(decl.rows), self.converter.form(decl.cols)
-        return rows is not None and cols is not None and provably_nonzero(difference(rows, cols))
+        return self.never_equal(decl.rows, decl.cols)
+
+    def never_equal(self, one, other) -> bool:
+        """Whether two size expressions (a matrix's rows or columns) differ whatever the sizes."""
+        first, second = self.converter.form(one), self.converter.form(other)
+        return first is not None and second is not None and provably_nonzero(difference(first, second))
 
     def matrix(self, ident: n.Ident) -> Symbol | None:
         symbol = self.scope.lookup(ident.text)
