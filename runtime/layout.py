@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from dataclasses import replace
 
-from ..language import INT64_MAX, TILING_SETTINGS, tiling_of
+from ..language import INT64_MAX, TILING_SETTINGS, hybrid_slices_fit, tiling_of
 from . import tuning
 from .distribution import BlockCyclic, Hybrid
 from .geometry import Geometry
@@ -42,11 +42,31 @@ def make_params(driver, options: Options, requirements: bool = True) -> Params:
     defaults = _resolved(driver, {**values, **dict.fromkeys(program.params)})
     sets = {name: _setting(name, value, defaults[name], options.spelling) for name, value in options.sets.items()}
     values.update({name: sets.get(name) for name in program.params})
+    _check_hybrid_slices(program, values, options)
     params = _resolved(driver, values)
     _check_defaults_in_range(driver.PROGRAM, params, set(sets), options.spelling)
     if requirements:
         _check_requirements(driver, params, options)
     return params
+
+
+def _check_hybrid_slices(program, values: dict, options: Options) -> None:
+    """A hybrid tiling's last slice of a block is not empty: (s-1)·b < B, said of the settings as
+    they were given (an option, or the program's default), before any matrix is made (it was said
+    as the first matrix's error, at its line)."""
+    B, b, s = (values.get(name) for name in ("B", "b", "s"))
+    if program.tiling.kind != "hybrid" or not all(isinstance(v, int) and v >= 1 for v in (B, b, s)) \
+            or hybrid_slices_fit(B, b, s):
+        return
+    given = [name for name in ("B", "b", "s") if name in options.tiles]
+    defaults = [name for name in ("B", "b", "s") if name not in given]
+    def named(names):  # "B, b and s"
+        return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
+    whence = "; ".join(filter(None, [f"{named(given)} given" if given else "",
+                                     f"{named(defaults)} the program's default{'s' * (len(defaults) > 1)}" if defaults else ""]))
+    raise UsageError(f"hybrid tiling needs (s-1)*b < B, so that the last slice of a block is not empty: "
+                     f"({s}-1)*{b} = {(s - 1) * b} with B={B} ({whence}); use b at most {(B - 1) // (s - 1)} "
+                     f"with s={s}, a larger B, or s=1")
 
 
 def setting_advice(program, name: str, spelling: Spelling) -> str:

@@ -53,6 +53,18 @@ def program(tmp_path, text: str) -> tiledsl.api.Loaded:
     return tiledsl.load(path)
 
 
+@pytest.mark.timeout(60)
+def test_hybrid_settings_whose_last_slice_is_empty_are_said_as_settings(tmp_path):
+    """(s-1)*b >= B was the first matrix's error at its line ('matrix nb (p.tile:4): ...'), though
+    the settings alone are at fault: said of them, given or the program's defaults."""
+    loaded = program(tmp_path, HYBRID_NB)
+    with pytest.raises(TiledslError) as refused:
+        loaded.run(n=8, tiles={"b": 4})
+    assert str(refused.value) == ("hybrid tiling needs (s-1)*b < B, so that the last slice of a block is not "
+                                  "empty: (2-1)*4 = 4 with B=4 (b given; B and s the program's defaults); use b at "
+                                  "most 3 with s=2, a larger B, or s=1")
+
+
 def block_diagonal_products(a: np.ndarray, nb: int) -> np.ndarray:
     """A_k·A_kᵀ on each nb×nb diagonal block, zeros elsewhere."""
     product = np.zeros((a.shape[0], a.shape[0]))
