@@ -340,8 +340,8 @@ class Engine:
         if not lines:  # the threads left are past their kernels, about to end
             return ""
         return "\n".join([f"{len(lines)} kernel(s) of rank {self.rank} still running {STOP_SECONDS:g} s after the run "
-                          f"stopped, not waited for (Python cannot stop a thread: it ends as it returns, or with the process):",
-                          *lines])
+                          f"stopped, not waited for (Python cannot stop a thread: it ends as it returns, or with "
+                          f"the process):", *lines])
 
     def _reported(self, left: str) -> TaskFailure:
         """The run's failure, naming the kernels ``left`` running, with what kernels said before it

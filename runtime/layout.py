@@ -60,10 +60,12 @@ def _check_hybrid_slices(program, values: dict, options: Options) -> None:
         return
     given = [name for name in ("B", "b", "s") if name in options.tiles]
     defaults = [name for name in ("B", "b", "s") if name not in given]
+
     def named(names):  # "B, b and s"
         return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
+    plural = "s" * (len(defaults) > 1)
     whence = "; ".join(filter(None, [f"{named(given)} given" if given else "",
-                                     f"{named(defaults)} the program's default{'s' * (len(defaults) > 1)}" if defaults else ""]))
+                                     f"{named(defaults)} the program's default{plural}" if defaults else ""]))
     raise UsageError(f"hybrid tiling needs (s-1)*b < B, so that the last slice of a block is not empty: "
                      f"({s}-1)*{b} = {(s - 1) * b} with B={B} ({whence}); use b at most {(B - 1) // (s - 1)} "
                      f"with s={s}, a larger B, or s=1")
