@@ -89,7 +89,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
     check_memory(program, matrices, None, 0, False, 0.5, sized_by_inputs, options.spelling)
     derive = priorities.derived(program, options.priorities)
     long = check_iterations(driver, matrices, params, rank)  # a loop nest too long to walk is refused first
-    for said in (long, unused_seed(program, options, arrays)):
+    for said in (long, unused_seed(program, options, arrays), *unused_settings(program, options, params, ranks)):
         if said and warn is not None and rank == 0:
             warn(said)
     sequence = priorities.TaskSequence() if derive else None
@@ -349,6 +349,19 @@ def unused_seed(program, options: Options, arrays: dict | None) -> str | None:
         return None
     return (f"{options.spelling.valued('seed', str(options.seed))} does nothing: {program.name} generates no matrix "
             f"at random here (its random matrices are given as inputs, or it has none)")
+
+
+def unused_settings(program, options: Options, params, ranks: int) -> list[str]:
+    """The warnings for settings given that change nothing in this run: a broadcast on one rank
+    (no tile is sent), a slice width b where each block is one slice (s = 1)."""
+    said = []
+    if options.broadcast != "auto" and ranks == 1:
+        said.append(f"{options.spelling.valued('broadcast', options.broadcast)} does nothing on one rank: "
+                    f"no tile is sent")
+    if program.tiling.kind == "hybrid" and "b" in options.tiles and params.s == 1:
+        said.append(f"{options.spelling.tile_valued('b', params.b)} does nothing with s=1: each block column is one "
+                    f"slice, B={params.B} wide")
+    return said
 
 
 def source(decl, index: int, shape: tuple, options: Options, arrays: dict, driver, held: dict):

@@ -239,6 +239,10 @@ class Spelling:
         """``--nb`` or ``tiles={'nb': ...}``: how a tile setting is given."""
         return self.tile_form.format(name=name)
 
+    def tile_valued(self, name: str, value: int) -> str:
+        """A tile setting given ``value``: ``--b 100``, or ``tiles={'b': 100}``."""
+        return self.tile(name).replace("...", str(value)) if self.api else f"{self.tile(name)} {value}"
+
     def setting(self, name: str) -> str:
         """A setting by its name in run(): ``gpu_memory``, or the option ``--gpu-memory``."""
         return name if self.api else "--" + name.replace("_", "-")

@@ -1637,6 +1637,15 @@ def test_a_seed_given_to_a_run_that_generates_nothing_is_warned_of(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_a_broadcast_on_one_rank_and_a_slice_width_of_one_slice_are_warned_of():
+    """--broadcast tree on one rank and --b where s = 1 changed nothing, without a word."""
+    out = tiledsl("run", "hetero_cholesky", "--n", 300, "--B", 100, "--b", 40, "--s", 1, "--broadcast", "tree")
+    assert out.returncode == 0 and out.stderr == (
+        "tiledsl: warning: --broadcast tree does nothing on one rank: no tile is sent\n"
+        "tiledsl: warning: --b 40 does nothing with s=1: each block column is one slice, B=100 wide\n"), out.stderr
+
+
+@pytest.mark.timeout(60)
 def test_a_parameter_given_a_file_is_told_how_parameters_are_given():
     """--input m=A.npy said "no matrix named m" where --set A=3 and run(m=5) point to the right place."""
     out = tiledsl("run", "gemm", "--n", 10, "--input", "m=A.npy")
