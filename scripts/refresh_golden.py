@@ -26,7 +26,7 @@ def expected_drivers() -> dict[str, str]:
     drivers = {}
     for source in sorted(Path("programs").glob("*.tile")):
         relative = f"programs/{source.name}"
-        result, text = compile_path(relative)
+        result, text = compile_path(relative, GOLDEN / f"{source.stem}.py")  # as compile -o writes it there
         if text is None:
             raise SystemExit(f"{relative} does not compile:\n{result.report()}")
         drivers[source.stem] = text

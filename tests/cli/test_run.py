@@ -227,6 +227,25 @@ def test_a_copied_project_reads_its_own_data_beside_its_own_kernel_module(tmp_pa
 
 
 @pytest.mark.timeout(200)
+def test_a_driver_printed_to_stdout_finds_its_data_wherever_it_is_saved(tmp_path):
+    """`tiledsl compile program/loading.tile > elsewhere/driver.py`: the driver read program/ as relative to
+    its own folder (elsewhere/program/a.npy does not exist), where the compile ran in another."""
+    (tmp_path / "program").mkdir()
+    (tmp_path / "program" / "loading.tile").write_text(LOADING)
+    a = np.random.default_rng(6).random((100, 100)) + 100 * np.eye(100)
+    np.save(tmp_path / "program" / "a.npy", a)
+    out = tiledsl("compile", "program/loading.tile", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "driver.py").write_text(out.stdout)
+    run = subprocess.run([sys.executable, "driver.py", "--output", "A=lu.npy"], cwd=tmp_path / "elsewhere",
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lu = np.load(tmp_path / "elsewhere" / "lu.npy")
+    assert np.allclose((np.tril(lu, -1) + np.eye(100)) @ np.triu(lu), a)
+
+
+@pytest.mark.timeout(200)
 def test_a_driver_needing_a_newer_runtime_or_none_here_says_so_once(tmp_path):
     """Compiled by a newer tiledsl and run by an older one: `TypeError: Program.__init__() got an
     unexpected keyword argument`, an internal error, and on two ranks two tracebacks and a rank
@@ -504,8 +523,9 @@ def test_hybrid_settings_that_leave_no_slice_say_what_would_work_and_where():
     """--B alone left the program's b = 128 unexplained; --s 0 is said as the option given."""
     out = tiledsl("run", "hetero_cholesky", "--n", 8, "--B", 4, "--no-tune")
     assert out.returncode == 2 and out.stderr == (
-        "tiledsl: error: matrix A (hetero_cholesky.tile:9): hybrid tiling needs (s-1)*b < B so the last slice is "
-        "not empty, got (s-1)*b = (2-1)*128 = 128 with B=4: b at most 3 with s=2, or s=1 (with n = 8)\n")
+        "tiledsl: error: hybrid tiling needs (s-1)*b < B, so that the last slice of a block is not empty: "
+        "(2-1)*128 = 128 with B=4 (B given; b and s the program's defaults); use b at most 3 with s=2, a larger B, "
+        "or s=1\n")
     out = tiledsl("run", "hetero_cholesky", "--n", 8, "--B", 4, "--b", 1, "--s", 0, "--no-tune")
     assert out.returncode == 2 and out.stderr == "tiledsl: error: --s must be from 1 to 2**63 - 1, got 0\n"
 

@@ -87,7 +87,8 @@ class DriverModel:
     requires: list  # (line, condition as written, why or None, python condition)
     check: dict | None  # the CheckDecl's arguments, as driver text
     kernel_module: str | None
-    source_dir: str | None = None  # the .tile's directory relative to the driver file's (compile -o)
+    source_dir: str | None = None  # the .tile's directory: relative to the driver file's (compile -o), else absolute
+    placed: bool = False  # the driver's place is known (compile -o): its source_dir is relative to it
     source_digest: str | None = None  # of the .tile's text (:func:`_file_digest`)
     warnings: tuple = ()  # the first lines of the compiler's warnings
     driver_name: str = "DRIVER.py"  # the driver's file name, where known
@@ -128,7 +129,8 @@ def generate(checked: Checked, driver_path=None, cached: bool = False, warnings:
     model.source_dir = (os.path.dirname(os.path.abspath(checked.path)) if cached
                         else _source_dir(checked.path, driver_path))
     model.source_digest = _file_digest(checked.path)
-    model.source_from_driver = checked.path
+    model.placed = driver_path is not None and not cached
+    model.source_from_driver = os.path.abspath(checked.path)
     if driver_path is not None:
         model.driver_name = os.path.basename(driver_path)
         model.source_from_driver = posixpath.normpath(f"{model.source_dir}/{os.path.basename(checked.path)}")
@@ -166,10 +168,12 @@ def _source_dir(source: str, driver_path) -> str | None:
     """The ``.tile`` file's directory relative to the driver's, where its kernel module and the
     files it loads are: a relative path keeps the driver free of this machine's absolute paths
     while it finds them from any working directory, and a copy of the driver with its program's
-    folder finds the copy's (None when the driver's place is unknown)."""
-    if driver_path is None:
-        return None
+    folder finds the copy's. Absolute where the driver's place is unknown (printed, to be saved
+    anywhere): the path as given, relative to the folder compile ran in, was read from the one
+    the driver was saved in."""
     source_dir = os.path.dirname(os.path.abspath(source))
+    if driver_path is None:
+        return source_dir
     # where the driver is written, its links followed: the run looks from there (Path.resolve)
     driver_dir = os.path.dirname(os.path.realpath(driver_path))
     try:
