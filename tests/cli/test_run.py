@@ -526,6 +526,9 @@ def test_hybrid_settings_that_leave_no_slice_say_what_would_work_and_where():
         "tiledsl: error: hybrid tiling needs (s-1)*b < B, so that the last slice of a block is not empty: "
         "(2-1)*128 = 128 with B=4 (B given; b and s the program's defaults); use b at most 3 with s=2, a larger B, "
         "or s=1\n")
+    out = tiledsl("run", "hetero_cholesky", "--n", 8, "--B", 200, "--b", 64, "--s", 5, "--no-tune")
+    assert out.returncode == 2 and out.stderr.endswith(  # the most slices of that width, as well
+        "(B, b and s given); use b at most 49 with s=5, s at most 4 with b=64, a larger B, or s=1\n"), out.stderr
     out = tiledsl("run", "hetero_cholesky", "--n", 8, "--B", 4, "--b", 1, "--s", 0, "--no-tune")
     assert out.returncode == 2 and out.stderr == "tiledsl: error: --s must be from 1 to 2**63 - 1, got 0\n"
 

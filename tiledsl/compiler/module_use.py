@@ -88,18 +88,26 @@ class ModuleUse:
                                          declared, advice, not_suggested=name)
         for check in self.program.checks[:1]:
             if check.kind.text not in CHECK_ARITY:
+                kernel = kernels.get(check.kind.text)
+                where = "" if kernel is None else "the prelude's" if kernel.prelude else \
+                    f"declared at line {kernel.name.span.line}"
+                noted = () if kernel is None else (
+                    f"'{check.kind.text}' is a kernel ({where}), which a call runs on tiles: a check is a built-in "
+                    f"one ({', '.join(CHECK_ARITY)}) or another function of the module",)
                 self._check_function(check.kind.text, check.kind.span, ["before", "after"],
                                      f"check '{check.kind.text}'", "a check function takes the dicts of the "
                                      "matrices before and after the run, name -> numpy array (and, as a third "
                                      "argument, the dict of the run's parameters)",
                                      "define it as def NAME(before, after): and return the residual",
-                                     optional=1, builtin=did_you_mean(check.kind.text, CHECK_ARITY))
+                                     optional=1, builtin=did_you_mean(check.kind.text, CHECK_ARITY), notes=noted)
 
     def _check_function(self, name: str, span: Span, params: list, what: str, declared: str, advice: str,
-                        not_suggested: str | None = None, optional: int = 0, builtin: str | None = None):
+                        not_suggested: str | None = None, optional: int = 0, builtin: str | None = None,
+                        notes: tuple = ()):
         """``name`` is a function of the kernel module that can take ``len(params)`` positional arguments,
         or up to ``optional`` more (a missing one is not told to be ``not_suggested``: a GPU body is not
-        its CPU body). ``builtin``: the built-in check a missing check function's name is close to."""
+        its CPU body). ``builtin``: the built-in check a missing check function's name is close to;
+        ``notes``: said after the others."""
         module, bindings = self.file.uses[0].path, self.definitions.of(name)
         if UNKNOWN in bindings or (not bindings and self.definitions.open):
             return  # only running the module could tell
@@ -111,12 +119,12 @@ class ModuleUse:
             # a misspelt built-in check (cholesky_, Cholesky) reads as a user check once a module is named
             close += (f"did you mean the built-in check '{builtin}'?",) if builtin else ()
             self.bag.error(span, "E212", f"kernel module {module!r} defines no function '{name}'", *others, *close,
-                           hint=_definition_hint(module, name, params))
+                           *notes, hint=_definition_hint(module, name, params))
         elif not any(f.accepts(count) for f in functions for count in range(len(params), len(params) + optional + 1)):
             counts = f"{len(params)}" + "".join(f" or {len(params) + extra}" for extra in range(1, optional + 1))
             self.bag.error(span, "E213",
                            f"function '{name}' of {module!r} cannot take the {counts} argument(s) of {what}",
-                           *(_function_note(module, f) for f in functions), declared, hint=advice)
+                           *(_function_note(module, f) for f in functions), declared, *notes, hint=advice)
 
     def check_reads_params(self) -> bool:
         """Whether the program's user check function may take the run's parameters (a third
