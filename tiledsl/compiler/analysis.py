@@ -150,6 +150,7 @@ class _Analyzer:
         self.tiling = "uniform"  # the program's tiling kind, once read
         self.char_uses: list[CharUse] = []
         self.param_steps: list[ParamStep] = []
+        self.tiling_names: set = set()  # the names a tiling setting was written with (an error)
         self._declare_kernels(prelude.kernels + file.kernels)
 
     # ---------------------------------------------------------------- driver
@@ -159,6 +160,10 @@ class _Analyzer:
         declared = (*program.params, *program.matrices, *program.workspaces)
         self.types.declarations = {d.name.text: d.name.span for d in declared}
         self._declare_params(tiling, program.params)
+        for name in self.tiling_names:  # a setting written as a parameter: said there, not also as unused
+            symbol = self.scope.lookup(name)
+            if symbol is not None:
+                symbol.used = True
         self.types.in_requirement = True  # read with the parameters: matrices are not declared yet
         for require in program.requires:
             if self.types.bool_expr(require.condition) and self.types.truth(require.condition) is False:
@@ -178,7 +183,8 @@ class _Analyzer:
         self._check_char_params(program.params)
         check_qr_replay(program.checks[:1], self.kernel_used, self.bag)
         check_lu_pivots(program.checks[:1], self.kernel_used, self.bag)
-        check_result_written(program.checks[:1], self.calls, self.kernel_used, self.bag)
+        declared = {d.name.text for d in (*program.matrices, *program.workspaces)}
+        check_result_written(program.checks[:1], self.calls, self.kernel_used, declared, self.bag)
         check_user_reads_results(program.checks[:1], self.calls, bool(self.file.uses), self.bag)
         self.module.check_functions(self.kernels, self.kernel_used)
         self._report_unused()
@@ -359,7 +365,13 @@ class _Analyzer:
             return False
         value = integer_constant(setting.value)
         if value is None or value < 1:
-            self.bag.error(setting.value.span, "E209", f"{name} must be a positive integer constant")
+            written = sorted(set(names(setting.value)))
+            self.tiling_names.update(written)
+            named = [f"{', '.join(map(repr, written))} {'is a name' if len(written) == 1 else 'are names'}: a "
+                     f"setting is a number, the program's default"] if written else []
+            self.bag.error(setting.value.span, "E209", f"{name} must be a positive integer constant", *named,
+                           hint=f"write a number (e.g. {name} = 256); a run chooses another with --{name} VALUE "
+                                f"(tiles={{'{name}': VALUE}} from Python)" if value is None else None)
             return False
         self.tiling_defaults[name] = value
         return True

@@ -232,8 +232,9 @@ CHECK_RESULTS = {"cholesky": {0: "the factor"}, "lu": {0: "the factors", 1: "the
 _ORDINALS = ("1st", "2nd", "3rd")
 
 
-def check_result_written(checks, calls, kernel_used: dict, bag: DiagnosticBag) -> None:
-    """Each matrix a built-in check reads as a result must be one the program writes: a
+def check_result_written(checks, calls, kernel_used: dict, declared: set, bag: DiagnosticBag) -> None:
+    """Each matrix a built-in check reads as a result must be one the program writes (of the
+    ``declared`` matrices and workspaces: an unknown name is said as such, once): a
     ``product(A, B, C)`` written in numpy's order, its result last, compared an unchanged ``in`` A
     with itself and passed (residual 0) whatever the program computed; ``qr(A, W)`` with a W no call
     writes passed, the check reading the T tiles of the QR kernels' calls."""
@@ -244,7 +245,8 @@ def check_result_written(checks, calls, kernel_used: dict, bag: DiagnosticBag) -
             continue  # a user check (see check_user_reads_results), or an arity said wrong already
         for place, role in CHECK_RESULTS[kind].items():
             name = check.args[place].name if place < len(check.args) else None
-            if name is None or name.text in written or _said_already(kind, place, kernel_used):
+            if name is None or name.text in written or name.text not in declared \
+                    or _said_already(kind, place, kernel_used):
                 continue
             bag.error(name.span, "E209", f"check {kind} reads its {_ORDINALS[place]} argument, {name.text}, as "
                                          f"{role} the program computes, and no call of the program writes "

@@ -67,6 +67,7 @@ class DiagnosticBag:
     items: list[Diagnostic] = field(default_factory=list)
     # each item -> its index: looked up, not searched (a search per item made 16,000 errors take minutes)
     _known: dict = field(default_factory=dict)
+    _lines: set = field(default_factory=set)  # each item as :func:`_on_its_line` keys it
 
     def error(self, span, code, message, *notes, hint=None):
         self._add(Diagnostic(span, code, message, tuple(notes), hint))
@@ -84,6 +85,12 @@ class DiagnosticBag:
             del self._known[self.items[index]]
             self.items[index] = diagnostic
         else:
+            # one cause met twice on a line (a float let as both indices of A[h, h]), its notes naming it, is
+            # said once, first; without notes, each place is its own mistake (`priority k and k`)
+            line = _on_its_line(diagnostic)
+            if diagnostic.notes and line in self._lines:
+                return
+            self._lines.add(line)
             index = len(self.items)
             self.items.append(diagnostic)
         self._known[diagnostic] = index
@@ -91,6 +98,13 @@ class DiagnosticBag:
     @property
     def has_errors(self) -> bool:
         return any(d.is_error for d in self.items)
+
+
+def _on_its_line(diagnostic: Diagnostic) -> tuple:
+    """A diagnostic without its columns: the same words and notes at the same line are one cause."""
+    span = diagnostic.span
+    where = None if span is None else (span.path, span.line)
+    return (where, diagnostic.code, diagnostic.message, diagnostic.notes)
 
 
 def did_you_mean(word: str, candidates, cutoff: float = 0.6) -> str | None:

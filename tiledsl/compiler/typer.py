@@ -524,7 +524,11 @@ class ExpressionTyper:
                            f"'{ident.text}' is a setting of {other} tiling; this program's tiling is {self.tiling}, "
                            f"whose settings are {mine}")
             return
-        self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *suggestion_notes(ident.text, known))
+        notes = suggestion_notes(ident.text, known)
+        known = sorted(known)
+        if what == "matrix" and not notes and 0 < len(known) <= 8:  # no near miss: the few there are
+            notes = (f"the program's matrices: {', '.join(known)}",)
+        self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *notes)
 
     def _let_after(self, ident: n.Ident) -> Span | None:
         """Where a block still open binds the name of ``ident`` with a let after it (declared first, the
