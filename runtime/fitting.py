@@ -671,9 +671,14 @@ def load_note(decl, driver) -> str:
     looked for has it, those places."""
     if os.path.isabs(decl.load) or os.path.isfile(load_path(decl, driver)):
         return f" (load {decl.load!r} of matrix {decl.name}, {Path(driver.PROGRAM.source).name}:{decl.line})"
-    places = ", ".join(map(str, program_places(driver.PROGRAM, driver, working_directory=False)))
+    searched = program_places(driver.PROGRAM, driver, working_directory=False)
+    program = Path(driver.PROGRAM.source).name
+    # the .tile nowhere either: the driver was copied away from its program's folder
+    moved = "" if any((place / program).is_file() for place in searched) else (
+        f"; {program} is in none of them either: a driver finds its program's folder relative to itself, so keep "
+        f"the two together, or compile the driver with -o where it will live")
     return (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the directory of the "
-            f".tile file; looked for in {places})")
+            f".tile file; looked for in {', '.join(map(str, searched))}{moved})")
 
 
 def file_shapes(files: dict, notes: dict | None = None) -> dict:
