@@ -26,6 +26,7 @@ from .checks import (check_declaration, check_lu_pivots, check_qr_replay, check_
 from .diagnostics import DiagnosticBag, suggestion_notes
 from .expressions import (canonical_text, constant_of, expression_nodes, is_panel, names, param_text, quoted,
                           unparse, unparse_tile)
+from .kernel_module import Function
 from .module_use import ModuleUse
 from .scope import TYPE_NOUN, Symbol
 from .source import Span
@@ -199,8 +200,11 @@ class _Analyzer:
         for decl in decls:
             name = decl.name.text
             if name in self.kernels:
-                where = "the prelude" if self.kernels[name].prelude else f"line {self.kernels[name].span.line}"
-                self.bag.error(decl.name.span, "E207", f"kernel '{name}' is already declared in {where}")
+                prelude = self.kernels[name].prelude
+                where = "the prelude" if prelude else f"line {self.kernels[name].span.line}"
+                self.bag.error(decl.name.span, "E207", f"kernel '{name}' is already declared in {where}",
+                               hint=f"call the prelude's {name} as it is, or give a kernel of your own another "
+                                    f"name (my_{name}), as its function in the kernel module" if prelude else None)
                 continue
             if not self._check_kernel_params(decl):
                 self.misdeclared.add(name)
@@ -648,6 +652,18 @@ class _Analyzer:
                            hint=f"release the whole tile: release {stmt.tile.matrix.text}[{unparse(stmt.tile.row)}, "
                                 f"{unparse(stmt.tile.col)}]")
 
+    def _declaration_hint(self, name: str) -> str:
+        """How to declare an unknown kernel: as the function of that name the kernel module defines
+        (its parameters, each a tile to give a mode), else in general."""
+        definitions = self.module.definitions
+        functions = [b for b in definitions.of(name) if isinstance(b, Function)] if definitions else []
+        if not functions:
+            return "declare it with 'kernel NAME(in A, inout B)' and name its module with 'use \"kernels.py\"'"
+        params = [arg.arg for arg in functions[0].arguments.posonlyargs + functions[0].arguments.args]
+        module = self.file.uses[0].path
+        return (f"{module} defines {name}: declare it with 'kernel {name}({', '.join(f'inout {p}' for p in params)})', "
+                f"each tile's mode in, out or inout (a value parameter: int, float or char)")
+
     def _call(self, stmt: n.Call):
         name = stmt.kernel.text
         for arg in (*stmt.args, *(keyword.value for keyword in stmt.keywords)):
@@ -660,8 +676,7 @@ class _Analyzer:
         decl = self.kernels.get(name)
         if decl is None:
             self.bag.error(stmt.kernel.span, "E201", f"unknown kernel '{name}'",
-                           *suggestion_notes(name, self.kernels),
-                           hint="declare it with 'kernel NAME(in A, inout B)' and name its module with 'use \"kernels.py\"'")
+                           *suggestion_notes(name, self.kernels), hint=self._declaration_hint(name))
             return
         self.kernel_used[name] = True
         if name in self.misdeclared:

@@ -524,11 +524,16 @@ class ExpressionTyper:
                            f"'{ident.text}' is a setting of {other} tiling; this program's tiling is {self.tiling}, "
                            f"whose settings are {mine}")
             return
-        notes = suggestion_notes(ident.text, known)
+        notes, hint = suggestion_notes(ident.text, known), None
         known = sorted(known)
         if what == "matrix" and not notes and 0 < len(known) <= 8:  # no near miss: the few there are
             notes = (f"the program's matrices: {', '.join(known)}",)
-        self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *notes)
+        elif what == "name" and ident.text.lower() in ("true", "false"):
+            notes = ("the language has no booleans: a condition is a comparison (k == 0), or comparisons joined "
+                     "by and, or, not",)
+        elif what == "name" and not notes and not self.in_loop_nest:  # a size of another name than n
+            hint = f"declare it before it is used: param {ident.text} = VALUE (a run gives another with --set)"
+        self.bag.error(ident.span, "E200", f"unknown {what} '{ident.text}'", *notes, hint=hint)
 
     def _let_after(self, ident: n.Ident) -> Span | None:
         """Where a block still open binds the name of ``ident`` with a let after it (declared first, the
