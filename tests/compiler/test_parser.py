@@ -585,6 +585,31 @@ def test_look_alikes_inside_strings_and_comments_are_fine():
     parse_text('program p {\n  # a “quoted” − comment\n  matrix A[n, n] = load "données−1.npy"\n}\n')
 
 
+@pytest.mark.parametrize("name, hint", [
+    ("\u03b1", "this is U+03B1 GREEK SMALL LETTER ALPHA: names are ASCII, write 'alpha' instead"),
+    ("\u03bb2", "this is U+03BB GREEK SMALL LETTER LAMDA: names are ASCII, write 'lambda2' instead"),
+    ("\u0394", "this is U+0394 GREEK CAPITAL LETTER DELTA: names are ASCII, write 'Delta' instead"),
+    ("m\u03b1x", "this is U+03B1 GREEK SMALL LETTER ALPHA: type the Latin letter 'a' instead"),
+    ("\u0391", "this is U+0391 GREEK CAPITAL LETTER ALPHA: type the Latin letter 'A' instead"),
+    ("\u03b1\u03b2", "this is U+03B1 GREEK SMALL LETTER ALPHA: type the Latin letter 'a' instead")])
+def test_a_greek_letter_that_is_a_name_of_its_own_is_spelt_out(name, hint):
+    """α or λ2 stands for a name (alpha, lambda2); in an ASCII word, in a word of other letters (typed
+    with a Greek keyboard layout), or a capital drawn as a Latin one, it is a look-alike."""
+    d = syntax_error(IN_A_LOOP % f"let {name} = 1")
+    assert d.hint == hint
+
+
+@pytest.mark.parametrize("statement, hint", [
+    ("if k > 0 { x = 1 }", "there is no assignment"),  # the '=' is in the if's block: no comparison
+    ("if k == 0 IN k { potrf(A[k, k]) }", None),  # 'in' does not parse there either: no "lower case" hint
+    ("potrf[A[k, k]]", None),  # no '=' after the brackets: no assignment
+    ("gemm(A[k, k], A[k, k].m, A[k, k])", None),  # an attribute, not a transpose
+    ("if k == 0 { potrf(A[k, k]) } else potrf(A[k, k])", None)])
+def test_another_languages_form_is_hinted_only_where_it_is_what_failed(statement, hint):
+    d = syntax_error(IN_A_LOOP % statement)
+    assert d.hint == hint if hint is None else d.hint.startswith(hint)
+
+
 @pytest.mark.parametrize("statement, needle, message, hint", [
     ("potrf(A[k, k], 'L')", "'", "unexpected character \"'\"", 'strings are double-quoted: write "L"'),
     ("potrf(A[k, k], 'L)", "'", "unexpected character \"'\"", "strings are double-quoted"),

@@ -26,7 +26,7 @@ from lark.lark import PostLex
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from .. import usercache
-from ..language import OPERATOR_WORDS, RANDOM_KINDS, TILING_SETTINGS
+from ..language import NAMED_INITS, OPERATOR_WORDS, RANDOM_KINDS, TILING_SETTINGS
 from . import nodes as n
 from .diagnostics import Diagnostic, did_you_mean
 from .source import Source, SourceError, Span
@@ -230,7 +230,8 @@ def _check_token_counts(source: Source) -> None:
 
 
 # ---------------------------------------------------------------- syntax errors
-_TOKEN_WORDS = {"NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING": "a string",
+#: (an integer and a float are both "a number" where an expression may begin: they come together)
+_TOKEN_WORDS = {"NAME": "a name", "INT": "a number", "FLOAT": "a number", "STRING": "a string",
                 "CMP_OP": "a comparison",
                 "MUL_OP": "'*', '//' or '%'", "SLASH": "'/'", "VALUE_TYPE": "int, float or char", "$END": "end of file"}
 
@@ -267,7 +268,8 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     if isinstance(error, UnexpectedCharacters):
         return _character_diagnostic(source, error.pos_in_stream, Span.point(source.path, line, column))
     terminals = frozenset(getattr(error, "expected", ()))
-    expected = sorted({_describe(t) for t in _acceptable(error, terminals)} - {""})
+    accepts = _acceptable(error, terminals)
+    expected = sorted({_describe(t) for t in accepts} - {""})
     if isinstance(error, UnexpectedEOF) or (isinstance(error, UnexpectedToken) and error.token.type == "$END"):
         where = Span.point(source.path, *_end_position(source))
         found = "end of file"
@@ -285,12 +287,13 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     text = source.text.split("\n")[line - 1]
     before, after = text[:column - 1], text[column - 1 + len(token):]
     in_expression = "PLUS" in terminals  # where an operator could follow
-    notes += _open_on_earlier_lines(source.text, line)
+    notes += _open_on_earlier_lines(source.text, line) + _program_closed_before(source.text, token, after)
     return (_keyword_read_as_expression(source, token)
             or _operator_word_declared(source, token)
             or _initial_value_missing(source, line)
             or _python_number(source, line, before, str(token))
             or _bare_exponent(source, line, before, str(token))
+            or _no_such_statement(source, line, before, accepts)
             or _line_ended_early(source, line, before, token, terminals, notes)
             or _expression_missing(source, line, before, token, notes)
             or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"},
@@ -299,7 +302,9 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or _stray_else(where, before, token, terminals)
             or _misplaced_priority(where, before, source.text.split("\n")[line - 2] if line > 1 else "")
             or Diagnostic(where, "E100", f"unexpected {found}", notes,
-                          _token_hint(before, token, after, terminals, _in_braces(source.text, line, column))))
+                          _token_hint(before, token, after, terminals, _in_braces(source.text, line, column))
+                          or _keyword_in_capitals(source.text, token)
+                          or _habit_hint(before, token, after, accepts)))
 
 
 #: an integer as Python writes it and the language does not: with '_' between digits, or in hex, octal, binary
@@ -624,7 +629,8 @@ def _character_diagnostic(source: Source, offset: int, where: Span) -> Diagnosti
     line_before = _code(source.text[source.text.rfind("\n", 0, offset) + 1:offset])
     if char == ";" and _OPEN_TILE_INDEX.search(line_before):  # A[0; 0]: no statement separator, but a comma
         return Diagnostic(where, "E100", f"unexpected character {char!r}", hint=_TILE_INDEX_HINT)
-    return Diagnostic(where, "E100", f"unexpected character {char!r}", hint=_character_hint(char, rest_of_line))
+    return Diagnostic(where, "E100", f"unexpected character {char!r}",
+                      hint=_character_hint(char, rest_of_line, line_before))
 
 
 #: a tile's indices opened and left open (``A[0, k``), up to the end of the text, with what is inside them
@@ -632,7 +638,9 @@ _OPEN_TILE_INDEX = re.compile(r"(?<![\w.\]])[A-Za-z_]\w*\s*\[([^\[\]]*)$")
 _TILE_INDEX_HINT = "tile indices are separated by ',': A[i, j]"
 
 
-def _character_hint(char: str, rest_of_line: str) -> str | None:
+def _character_hint(char: str, rest_of_line: str, line_before: str = "") -> str | None:
+    """What to type instead of ``char``, from the text around it on its line (``line_before``,
+    ``rest_of_line``)."""
     if char in _CHARACTER_HINTS:
         return _CHARACTER_HINTS[char]
     if char == "'":
@@ -642,6 +650,9 @@ def _character_hint(char: str, rest_of_line: str) -> str | None:
         return None
     name = unicodedata.name(char, None)
     what = f"this is U+{ord(char):04X} {name}" if name else f"this is U+{ord(char):04X} (a control character)"
+    spelt = _greek_name(char, line_before, rest_of_line)
+    if spelt is not None:
+        return f"{what}: names are ASCII, write '{spelt}' instead"
     instead = _ascii_look_alike(char)
     if instead is None:
         return f"{what}: outside strings and comments a program is written in ASCII"
@@ -651,6 +662,26 @@ def _character_hint(char: str, rest_of_line: str) -> str | None:
         return f"{what}: type a plain {'space' if instead == ' ' else 'newline'} instead"
     letter = " the Latin letter" if char in _FOREIGN_LETTERS else ""
     return f"{what}: type{letter} '{instead}' instead"
+
+
+#: Unicode's names of Greek letters spelt otherwise in ASCII names
+_GREEK_SPELLING = {"LAMDA": "lambda"}
+_GREEK_LETTER = re.compile(r"GREEK (SMALL|CAPITAL) LETTER ([A-Z]+)")
+
+
+def _greek_name(char: str, line_before: str, rest_of_line: str) -> str | None:
+    """The name a Greek letter stands for, spelt in ASCII (``α`` is ``alpha``, ``λ2`` is
+    ``lambda2``), where the letter is a name of its own: no ASCII letter or other non-ASCII one in
+    its word. Inside an ASCII word it is a look-alike typed with another keyboard layout, and so is
+    a capital drawn as a Latin one (``Α``, a matrix's name)."""
+    found = _GREEK_LETTER.fullmatch(unicodedata.name(char, ""))
+    if found is None or (found.group(1) == "CAPITAL" and char in _FOREIGN_LETTERS):
+        return None
+    head, tail = re.search(r"\w*$", line_before).group(), re.match(r"\w*", rest_of_line).group()
+    if not (head + tail).isascii() or re.search(r"[A-Za-z]", head + tail) or head.strip("_"):
+        return None  # (digits before it: '2α' is no name)
+    spelt = _GREEK_SPELLING.get(found.group(2), found.group(2)).lower()
+    return head + (spelt.capitalize() if found.group(1) == "CAPITAL" else spelt) + tail
 
 
 def _ascii_look_alike(char: str) -> str | None:
@@ -722,6 +753,8 @@ def _misplaced_priority(where: Span, before: str, previous: str) -> Diagnostic |
     return Diagnostic(span, "E100", "a call takes one priority", hint="keep one 'priority EXPRESSION'")
 
 
+#: an 'if' or a 'require' whose condition the text ends in (no block opened or closed since)
+_CONDITION_OPEN = re.compile(r"\b(?:if|require)\b[^{}]*$")
 _COMPARED = re.compile(r"(<=|>=|==|!=|<|>)\s*[\w.)\]]+\s*$")  # a comparison just made: its right operand ends the text
 
 
@@ -731,7 +764,7 @@ def _token_hint(before: str, token: Token, after: str, terminals: frozenset, in_
     (within a program's block)."""
     if token.type == "CMP_OP" and _COMPARED.search(before):  # 0 < k < n, not '1 -> 2' or 'A[0, <0]'
         return "comparisons do not chain: join them with 'and' (0 < k and k < n)"
-    if token == "=" and re.search(r"\bif\b", before):
+    if token == "=" and _CONDITION_OPEN.search(before):  # if k = 0 {, require q = 2
         return "compare with '=='"
     if token == "//":  # unexpected: so not between two numbers, where it divides
         return "comments start with '#' ('//' divides integers)"
@@ -739,7 +772,7 @@ def _token_hint(before: str, token: Token, after: str, terminals: frozenset, in_
         # a C block comment: '/' where no division goes, or a division whose '*' cannot follow it
         return "comments start with '#', one on each line ('/*' opens no comment)"
     if token == ".":
-        return _number_hint(before, after)
+        return _number_hint(before, after) or _dot_hint(before, after)
     index = _OPEN_TILE_INDEX.search(before)
     if index and (token == ":" and re.fullmatch(r"(?:[^,]*,)?\s*", index.group(1))
                   or token in (",", "]") and index.group(1).rstrip().endswith(":")):  # A[:, k], A[k:, k]
@@ -886,11 +919,308 @@ def _misspelt_keyword_token(token: Token, terminals: frozenset) -> str | None:
     if not str(token).isidentifier():
         return None
     words = [word for terminal in terminals for word in _TERMINAL_WORDS.get(terminal, (_keyword_of(terminal),)) if word]
+    if _OTHER_LANGUAGES_WORDS.get(str(token)) in words:  # import "k.py": another language's word for ours
+        return _OTHER_LANGUAGES_WORDS[str(token)]
     return did_you_mean(str(token), words)
+
+
+#: other languages' words for a keyword, where the keyword goes (no misspelling: no closeness finds them)
+_OTHER_LANGUAGES_WORDS = {"import": "use", "include": "use"}
 
 
 #: terminals that are one of several words (a pattern, not a keyword of their own)
 _TERMINAL_WORDS = {"VALUE_TYPE": ("int", "float", "char")}
+
+
+# -- habits of other languages: what the language writes instead
+def _keyword_in_capitals(text: str, token: Token) -> str | None:
+    """``AND`` for ``and``, ``Step`` for ``step``: a keyword in capitals is a name to the lexer.
+    Said only where the keyword in lower case parses on past it (the hint is then the fix)."""
+    word = str(token)
+    if token.type != "NAME" or word.islower() or word.lower() not in _grammar_keywords():
+        return None
+    return f"keywords are lower case: write '{word.lower()}'" if _parses_past(text, token, word.lower()) else None
+
+
+def _parses_past(text: str, token: Token, replacement: str) -> bool:
+    """Whether ``text`` with ``token`` replaced by ``replacement`` parses on past the replacement."""
+    end = token.start_pos + len(replacement)
+    try:
+        _lark().parse(text[:token.start_pos] + replacement + text[token.end_pos:])
+    except UnexpectedEOF:  # all of it read
+        return True
+    except UnexpectedInput as error:
+        return error.pos_in_stream >= end
+    except _GluedKeyword as glued:
+        return glued.keyword.start_pos >= end
+    return True
+
+
+#: the words of statements other languages have and this one does not, and what to do instead
+_NO_SUCH_STATEMENT = {
+    "return": "a program runs its statements to the end of its block: put those to skip in an 'if'",
+    "break": "a loop runs all its iterations: narrow its bounds, or put its statements in an 'if'",
+    "continue": "a loop runs all its iterations: put the statements to skip in an 'if'"}
+
+
+def _no_such_statement(source: Source, line: int, before: str, accepts: frozenset) -> Diagnostic | None:
+    """``return``, ``break``, ``continue``: read as a kernel's name awaiting its '(' (the token
+    after it on its line, or the next line's first). Said at the word, unless a kernel has its name."""
+    if accepts != {"LPAR"}:
+        return None
+    if not before.strip():  # the word ends the line before (the one the token's line follows)
+        lines = source.text.split("\n")
+        line = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), 0)
+        before = lines[line - 1] if line else ""
+    word = _NAME_BEFORE.search(_code(before))
+    if (word is None or word.group(1) not in _NO_SUCH_STATEMENT or _NAMING.search(before[:word.start(1)].rstrip())
+            or word.group(1) in _DECLARED_KERNEL.findall(source.text)):
+        return None
+    return Diagnostic(Span(source.path, line, word.start(1) + 1, line, word.end(1) + 1), "E100",
+                      f"there is no '{word.group(1)}' statement", (), _NO_SUCH_STATEMENT[word.group(1)])
+
+
+#: the tokens that begin a statement or a declaration, which a program's block takes
+_BLOCK_WORDS = frozenset({"FOR", "IF", "LET", "RELEASE", "PARAM", "MATRIX", "WORKSPACE", "CHECK", "REQUIRE", "TILING"})
+
+
+def _program_closed_before(text: str, token: Token, after: str) -> tuple[str, ...]:
+    """A note where a '}', a statement or a declaration comes after the program's block has
+    closed (a '}' too many closed it early): where the program's '{' was closed."""
+    call = token.type == "NAME" and after.lstrip().startswith("(")
+    if not (token == "}" or token.type in _BLOCK_WORDS or call):
+        return ()
+    depth, opened, pair = 0, None, None
+    for number, row in enumerate(text[:token.start_pos].split("\n"), 1):
+        for column, char in _outside_strings(_code(row)):
+            if char == "{":
+                opened = opened if depth else (number, column + 1)
+                depth += 1
+            elif char == "}" and depth:
+                depth -= 1
+                pair = (opened, (number, column + 1)) if depth == 0 else pair
+    if depth or pair is None:
+        return ()
+    (line, column), (closed_line, closed_column) = pair
+    return (f"the program's '{{' at {line}:{column} is closed by the '}}' at {closed_line}:{closed_column}: "
+            f"{text.split(chr(10))[closed_line - 1].strip()}",)
+
+
+def _dot_hint(before: str, after: str) -> str | None:
+    """A '.' where none goes, not a number's: ``0 ... n`` (a range has two dots), ``A[i, j].T``."""
+    if before.endswith(".."):
+        return "a range is written with two dots: START .. STOP"
+    if _code(before).rstrip().endswith("]") and _TRANSPOSE.match(after):
+        return "a transpose is a kernel's option, not an attribute: pass the tile, and the kernel's char argument " \
+               "(gemm's transa = \"T\")"
+    return None
+
+
+_TRANSPOSE = re.compile(r"\s*(?:T|H|t|mT|transpose|conj)\b")
+
+
+def _habit_hint(before: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """What the language writes for a form of another one (an assignment, a C loop, a statement's
+    parentheses), from the text ``before`` and ``after`` the unexpected ``token`` on its line and
+    the terminals the parser ``accepts`` there: each rule asks for the parser's state as well as the
+    text, so that it speaks only where the form it names is what failed."""
+    code, rest = _code(before), _code(after)
+    for rule in _HABITS:
+        hint = rule(code, token, rest, accepts)
+        if hint is not None:
+            return hint
+    return None
+
+
+_NO_ASSIGNMENT = "there is no assignment: a 'let' binds a name once, and tiles change only through kernel calls"
+#: ``= VALUE`` after a name's indices, up to the value's first word: ``A[0, 0] = 0``, ``B[n, n] = random``
+_INDEXED_ASSIGNMENT = re.compile(r"([^\[\]]*)\]\s*(?:[-+*/%]|//|\*\*)?=(?!=)\s*(\w*)")
+
+
+def _assignment_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``x = 1``, ``x += 1``, ``x++``, ``A[0, 0] = 0``: a name that begins a statement, read as a
+    kernel's (awaiting its '('), then an assignment's sign. A matrix declared without its word
+    (``B[n, n] = random spd``) says so."""
+    name = _NAME_BEFORE.search(code)
+    if accepts != {"LPAR"} or name is None or _NAMING.search(code[:name.start(1)].rstrip()):
+        return None
+    if token == "[":
+        target = _INDEXED_ASSIGNMENT.match(after)
+        if target and target.group(2) in (*_INITS, *NAMED_INITS):
+            return f"declare a matrix with the word 'matrix': matrix {name.group(1)}[{target.group(1)}] = ..."
+        return _NO_ASSIGNMENT if target else None
+    compound = token.type in ("PLUS", "MINUS", "MUL_OP", "SLASH", "POW") and re.match(r"=(?!=)", after)
+    stepped = token in ("+", "-") and after.startswith(str(token))  # x++, x--
+    return _NO_ASSIGNMENT if token == "=" or compound or stepped else None
+
+
+def _tile_form_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """A tile named by one index or three (``A[k]``, ``A[k][k]``, ``A[k, k, 0]``), or indexed
+    again with no range (``A[0, 0][0]``); a matrix declared with one size or three."""
+    index = _OPEN_TILE_INDEX.search(code)
+    if index is not None:
+        commas = _top_level_commas(index.group(1))
+        if (token == "]" and accepts == {"COMMA"} and commas == 0) or (token == "," and accepts == {"RSQB"}
+                                                                        and commas == 1):
+            name = re.match(r"\w+", index.group()).group()
+            if re.search(r"\bmatrix\s*$", code[:index.start()]):
+                return f"a matrix is declared with its rows and columns: matrix {name}[ROWS, COLUMNS]"
+            return f"a tile is named {name}[i, j]: its tile row and tile column"
+    part = _PART_OPEN.search(code)
+    if part is not None and accepts == {"COLON"} and token in ("]", ","):
+        name = re.match(r"\w+", part.group(1)).group()
+        return (f"a tile is named {name}[i, j]; a part of it is ranges of rows and columns: "
+                f"{part.group(1)}[r0 : r1, c0 : c1]")
+    return None
+
+
+#: a tile's sub-range opened and left open, and the tile (``A[0, 0][0``)
+_PART_OPEN = re.compile(r"(?<![\w.\]])([A-Za-z_]\w*\s*\[[^\[\]]*\])\s*\[[^\[\]]*$")
+
+
+def _top_level_commas(text: str) -> int:
+    """The commas of ``text`` outside its parentheses (``min(k, 1), k`` has one)."""
+    depth, commas = 0, 0
+    for char in text:
+        depth += (char == "(") - (char == ")")
+        commas += char == "," and depth == 0
+    return commas
+
+
+#: a loop's header the text ends in (no brace since 'for'), with what follows 'for'
+_FOR_HEADER = re.compile(r"\bfor\b([^{}]*)$")
+
+
+def _loop_form_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """A loop's header in another language's form: ``for (k = 0; k < n; k++)``, ``for k = 0 .. n``,
+    ``for k in 0 : n``, ``.. n by 2``, ``step=2``, ``.. n:``. Said where the header's next part
+    (its variable, 'in', '..', 'step' or '{') or the step's value was due."""
+    header = _FOR_HEADER.search(code)
+    if header is None:
+        return None
+    # (its block's '{' due: whatever came instead is no part of a header, 'by 2' or a ':')
+    due = ((accepts == {"NAME"} and not header.group(1).strip()) or "IN" in accepts or _terminal("..") in accepts
+           or "LBRACE" in accepts or (token in ("=", ":") and code.rstrip().endswith("step")))
+    if not due:
+        return None
+    variable = re.match(r"\s*\(?\s*([A-Za-z_]\w*)", header.group(1) if header.group(1).strip() else after)
+    return f"write the loop as for {variable.group(1) if variable else 'k'} in START .. STOP [step S] {{ ... }}"
+
+
+@lru_cache(maxsize=None)
+def _terminal(text: str) -> str | None:
+    """The grammar's terminal for the literal ``text`` ('..' is an anonymous one)."""
+    return next((t.name for t in _lark().terminals if t.pattern.type == "str" and t.pattern.value == text), None)
+
+
+#: what begins a statement: a keyword, or a kernel's name and its '('
+_STATEMENT_BEGINS = re.compile(r"(?:for|if|let|release)\b|[A-Za-z_]\w*\s*\(")
+
+
+def _if_block_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``if (k == 0) potrf(...)``, ``if k == 0:``, ``if k == 0 then``: an if's statements go in braces."""
+    if "LBRACE" not in accepts or not re.search(r"\bif\b[^{}]*$", code):
+        return None
+    if token in (":", "then") or _STATEMENT_BEGINS.match(str(token) + after):
+        return "an 'if' takes its statements in braces: if CONDITION { ... }"
+    return None
+
+
+def _shape_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``A.shape[0]``: a matrix's sizes are its queries."""
+    shape = re.search(r"(?<![\w.])([A-Za-z_]\w*)\s*\.\s*shape\s*$", code)
+    if token != "[" or shape is None:
+        return None
+    matrix = shape.group(1)
+    return f"a matrix's sizes are {matrix}.m and {matrix}.n (rows, columns), {matrix}.mt and {matrix}.nt (tiles)"
+
+
+def _release_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``release(A[k, k])``: a statement, not a call."""
+    if token != "(" or not re.search(r"\brelease\s*$", code):
+        return None
+    tile = re.match(r"\s*([A-Za-z_]\w*\s*\[[^\[\]]*\])\s*\)", after)
+    return f"write release {tile.group(1) if tile else 'A[i, j]'}: a release takes no parentheses"
+
+
+def _path_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``use k.py``, ``load a.npy``: a path is a string."""
+    word = re.search(r"\b(use|load)\s*$", code)
+    if accepts != {"STRING"} or word is None or token.type == "STRING":
+        return None
+    path = re.match(r"[^\s\"#(){}\[\],]+", str(token) + after)
+    return f'a path is a string: {word.group(1)} "{path.group() if path else "FILE"}"'
+
+
+def _check_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``check cholesky A``: a check's arguments go in parentheses. Not where a '(' follows the word
+    after the name (``check fro k(A)``: a name in two words, not arguments)."""
+    check = re.search(r"\bcheck\s+([A-Za-z_]\w*)\s*$", code)
+    if accepts != {"LPAR"} or check is None or token.type != "NAME" or re.match(r"\s*\(", after):
+        return None
+    rest = (str(token) + after).strip()
+    return f"a check's arguments go in parentheses: check {check.group(1)}({rest if _WORD.fullmatch(rest) else '...'})"
+
+
+def _require_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``require q > 0, "why"``: the message follows the condition without a comma."""
+    if token == "," and "STRING" in accepts and re.search(r"\brequire\b[^{}]*$", code) and after.lstrip()[:1] == '"':
+        return "drop the ',': require CONDITION \"MESSAGE\""
+    return None
+
+
+def _tiling_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``tiling uniform(256)``: a tiling's settings are named."""
+    tiling = re.search(r"\btiling\s+([A-Za-z_]\w*)\s*\(([^()]*)$", code)
+    if tiling is None or "NAME" not in accepts or token.type == "NAME":
+        return None
+    settings, position = TILING_SETTINGS.get(tiling.group(1), ()), tiling.group(2).count(",")
+    if not settings:
+        return "a tiling's settings are named: NAME = VALUE"
+    value = str(token) if token.type in ("INT", "FLOAT") else "..."
+    named = ", ".join(f"{setting} = {value if number == position else '...'}"
+                      for number, setting in enumerate(settings))
+    return f"a tiling's settings are named: {tiling.group(1)}({named})"
+
+
+def _named_argument_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``alpha: 2.0`` for ``alpha = 2.0`` in a call's or a check's arguments."""
+    name = re.search(r"[(,]\s*([A-Za-z_]\w*)\s*$", code)
+    if token != ":" or "EQUAL" not in accepts or name is None:
+        return None
+    value = re.match(r"\s*([\w.\"+-]+)\s*[,)]", after)
+    return f"a named argument takes '=': {name.group(1)} = {value.group(1) if value else '...'}"
+
+
+#: the start of a kernel's parameter: after its '(' or a ','
+_PARAMETER_SLOT = re.compile(r"\bkernel\s+[A-Za-z_]\w*\s*\((?:[^()]*,)?\s*$")
+#: other languages' types for a value parameter, and the language's
+_OTHER_TYPES = {"double": "float", "real": "float", "float32": "float", "float64": "float", "long": "int",
+                "integer": "int", "int32": "int", "int64": "int", "size_t": "int"}
+
+
+def _kernel_parameter_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """A kernel's parameter with another language's type (``double alpha``), or a bare name (``A``)."""
+    if token.type != "NAME" or "VALUE_TYPE" not in accepts or not _PARAMETER_SLOT.search(code):
+        return None
+    word = str(token)
+    if word in _OTHER_TYPES and re.match(r"\s+[A-Za-z_]", after):
+        return f"write '{_OTHER_TYPES[word]}': a value parameter is an int, a float or a char"
+    if re.match(r"\s*[,)]", after):
+        return f"a parameter needs a mode or a type: 'inout {word}' for a tile, 'float {word}' for a value"
+    return None
+
+
+def _kernel_body_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``kernel f(inout A) { ... }``: a kernel's body is Python, in the kernel module."""
+    if token in ("{", ":") and "FLOPS" in accepts and re.search(r"\bkernel\s+[A-Za-z_]\w*\s*\(.*\)\s*$", code):
+        return "a kernel's body is a Python function, in the module 'use \"FILE.py\"' names: its declaration " \
+               "ends at ')'"
+    return None
+
+
+_HABITS = (_shape_hint, _assignment_hint, _tile_form_hint, _loop_form_hint, _if_block_hint, _release_hint, _path_hint,
+           _check_hint, _require_hint, _tiling_hint, _named_argument_hint, _kernel_parameter_hint, _kernel_body_hint)
 
 
 #: Why a loop nest cannot read matrix values, and what to do instead
