@@ -438,7 +438,7 @@ def _conform(where: str, first: tuple, second: tuple, rows: tuple | None = None,
     count, and whose order that is) where given; ``columns``: why they have the same columns."""
     (name_1, one), (name_2, two) = first, second
     shapes = f"{where}: {name_1} is {one.m}×{one.n} and {name_2} is {two.m}×{two.n}"
-    if rows is not None and rows[0] != one.m or rows is not None and rows[0] != two.m:
+    if rows is not None and (one.m, two.m) != (rows[0], rows[0]):
         count, owner = rows
         raise UsageError(f"{shapes}; both need {count} rows, the order of {owner}")
     if (one.m, one.n) != (two.m, two.n):

@@ -101,8 +101,7 @@ def _check_shapes(check: n.CheckDecl, symbols: list, types: ExpressionTyper) -> 
     """The first of :data:`CHECK_SHAPES`' equalities that the operands' declared sizes break whatever
     the sizes are (the run says those that only turn out unequal), and a ``symmetric`` operand that
     is never square."""
-    said = [("transposed " if any(w.text == "transposed" for w in arg.qualifiers) else "") + arg.name.text
-            for arg in check.args]
+    said = [("transposed " if _transposed(arg) else "") + arg.name.text for arg in check.args]
     sizes = [_read_sizes(arg, symbol) for arg, symbol in zip(check.args, symbols)]
     rules = [*CHECK_SHAPES.get(check.kind.text, ()),
              *(((p, 0), (p, 1), "{%d} to be square (it is symmetric)" % p) for p, arg in enumerate(check.args)
@@ -127,7 +126,12 @@ def _read_sizes(arg, symbol) -> tuple | None:
     if symbol is None or symbol.kind != "matrix":
         return None
     rows, cols = symbol.node.rows, symbol.node.cols
-    return (cols, rows) if any(w.text == "transposed" for w in arg.qualifiers) else (rows, cols)
+    return (cols, rows) if _transposed(arg) else (rows, cols)
+
+
+def _transposed(arg) -> bool:
+    """Whether a check reads its operand ``arg`` transposed."""
+    return any(word.text == "transposed" for word in arg.qualifiers)
 
 
 def _upper_cholesky_tiling(check: n.CheckDecl, types: ExpressionTyper) -> None:
