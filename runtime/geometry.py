@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..language import hybrid_slices_fit
+from ..language import hybrid_slices_advice, hybrid_slices_fit
 
 
 def _cuts(total: int, step: int) -> tuple[int, ...]:
@@ -90,10 +90,9 @@ class Geometry:
         _require(m >= 1 and n >= 1, f"matrix size must be at least 1x1, got {m}x{n}")
         _require(B >= 1 and b >= 1 and s >= 1,
                  f"hybrid tiling needs B >= 1, b >= 1, s >= 1, got B={B}, b={b}, s={s}")
-        _require(hybrid_slices_fit(B, b, s),
-                 f"hybrid tiling needs (s-1)*b < B so the last slice is not empty, "
-                 f"got (s-1)*b = ({s}-1)*{b} = {(s - 1) * b} with B={B}: b at most {(B - 1) // max(1, s - 1)} "
-                 f"with s={s}, or s=1")
+        if not hybrid_slices_fit(B, b, s):  # (the advice divides by s - 1, which is then at least 1)
+            raise ValueError(f"hybrid tiling needs (s-1)*b < B so the last slice is not empty, "
+                             f"got (s-1)*b = ({s}-1)*{b} = {(s - 1) * b} with B={B}: {hybrid_slices_advice(B, b, s)}")
         _require_makeable(m, n, _ceil_div(m, B), _ceil_div(n, B) * s)
         cols = []
         for start in range(0, n, B):

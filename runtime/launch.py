@@ -151,7 +151,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
         result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}
         result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
         if devices is not None:
-            result.host_only_kernels = sorted({call.kernel for call in program.calls} - set(devices.kernels))
+            result.host_only_kernels = sorted(set(program.kernels) - set(devices.kernels))
         # the rates use_tuned read (a tuned run's), on the workers the rank's cores run at once
         cores = core_share(ranks)
         result.upper_bound = rates.upper_bound(options.host_speeds, _largest_tile(params, matrices),

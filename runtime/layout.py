@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from dataclasses import replace
 
-from ..language import INT64_MAX, TILING_SETTINGS, hybrid_slices_fit, tiling_of
+from ..language import INT64_MAX, TILING_SETTINGS, hybrid_slices_advice, hybrid_slices_fit, tiling_of
 from . import tuning
 from .distribution import BlockCyclic, Hybrid
 from .geometry import Geometry
@@ -66,11 +66,8 @@ def _check_hybrid_slices(program, values: dict, options: Options) -> None:
     plural = "s" * (len(defaults) > 1)
     whence = "; ".join(filter(None, [f"{named(given)} given" if given else "",
                                      f"{named(defaults)} the program's default{plural}" if defaults else ""]))
-    most_slices = (B - 1) // b + 1  # s at most this with this b
-    fewer = f", s at most {most_slices} with b={b}" if most_slices > 1 else ""
     raise UsageError(f"hybrid tiling needs (s-1)*b < B, so that the last slice of a block is not empty: "
-                     f"({s}-1)*{b} = {(s - 1) * b} with B={B} ({whence}); use b at most {(B - 1) // (s - 1)} "
-                     f"with s={s}{fewer}, a larger B, or s=1")
+                     f"({s}-1)*{b} = {(s - 1) * b} with B={B} ({whence}); use {hybrid_slices_advice(B, b, s)}")
 
 
 def setting_advice(program, name: str, spelling: Spelling) -> str:

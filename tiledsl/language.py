@@ -40,3 +40,18 @@ def hybrid_slices_fit(B: int, b: int, s: int) -> bool:
     """Whether a hybrid block of width B holds its s slices: s-1 of width b and a last one of the
     rest, which must not be empty: (s-1)·b < B."""
     return (s - 1) * b < B
+
+
+def most_slices(B: int, b: int) -> int:
+    """The most slices a hybrid block of width B holds with slices of width b."""
+    return (B - 1) // b + 1
+
+
+def hybrid_slices_advice(B: int, b: int, s: int) -> str:
+    """What fits where (s-1)·b >= B (so s >= 2): the widest b with this s, the most slices of this b,
+    a larger B, one slice."""
+    widest, most = (B - 1) // (s - 1), most_slices(B, b)
+    choices = [f"b at most {widest} with s={s}" if widest else "", f"s at most {most} with b={b}" if most > 1 else "",
+               "a larger B", "s=1"]
+    choices = [choice for choice in choices if choice]
+    return ", ".join(choices[:-1]) + ", or " + choices[-1]

@@ -346,8 +346,9 @@ def test_a_flop_count_that_fails_is_negative_or_infinite_is_the_programs_mistake
         out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "p.tile", "--n", "10"],
                              cwd=tmp_path, capture_output=True, text=True, timeout=50)
     at = "i = 2" if "failed" in problem else "i = 0"
+    where = "p.tile:6" if command == "simulate" else "rank 0 (p.tile:6)"  # a simulation runs no rank
     assert (out.returncode, out.stderr.strip()) == (
-        1, f"tiledsl: error: rank 0 (p.tile:6): the flop count of kernel put {problem} "
+        1, f"tiledsl: error: {where}: the flop count of kernel put {problem} "
            f"(in `put(A[0, 0], i - 1)`, with {at})")
 
 
@@ -625,7 +626,7 @@ def test_a_flop_count_that_is_not_finite_is_said_at_its_call(tmp_path, capsys, c
     assert main(["simulate", str(tmp_path / "inf.tile"), "--n", "300", "--machine", "local", "--json"]) == 1
     out = capsys.readouterr()
     said = json.loads(out.out.strip().splitlines()[-1])["error"]
-    assert said.startswith("rank 0 (inf.tile:6): the flop count of kernel scale is ") and \
+    assert said.startswith("inf.tile:6: the flop count of kernel scale is ") and \
         ", no finite number (in `scale(A[i, 0], 1e+300)`, with i = 0)" in said, said
 
 

@@ -192,6 +192,17 @@ def test_tasks_of_kernels_without_a_gpu_body_run_on_their_owners_host(drivers):
     assert first["owner"] == [first["main_output"][0], 0] and first["main_output"][1] > 0
 
 
+def test_gpus_left_without_a_column_are_said_as_a_run_says_them(drivers):
+    """300 in tiles of 128 is 3 columns on one rank: of 4 GPUs at 1:1, GPU 4 gets none whatever the
+    ratio and 0:1 gives GPU 3 one; explain says it in a run's words (reporting.idle_gpus_warning)."""
+    driver = drivers["cholesky"]
+    text = render(plan(driver, Options(n=300, tiles={"nb": 128}), (1, 1), 4), "cholesky.tile")
+    assert text.endswith("tasks run on rank 0: host 3, gpu1 4, gpu2 3, gpu3 0, gpu4 0\n"
+                         "GPU 3, 4 held no tile and ran no task: a rank holds at most 3 tile column(s), fewer than "
+                         "its 4 GPUs: GPU 4 gets none whatever the host:GPU ratio (smaller tiles give more); "
+                         "--gpu-ratio 0:1 gives GPU 3 a column"), text
+
+
 def test_explain_loads_the_kernel_module_only_for_gpus_and_refuses_one_that_fails(tmp_path):
     examples = ROOT / "docs" / "examples"
     for name in ("ldlt.tile", "ldlt_kernels.py"):
@@ -367,3 +378,18 @@ def test_the_json_counts_copies_for_every_rank_even_when_none_moves(drivers):
     alone = plan(drivers["cholesky"], options_for(drivers["cholesky"]), (1, 1), 0)
     assert not alone.messages and as_json(alone)["copies"] == {"0": 0}
     assert as_json(plan(drivers["cholesky"], options_for(drivers["cholesky"]), (2, 1), 0))["copies"] == {"0": 0, "1": 0}
+
+
+@pytest.mark.parametrize("command", ["explain", "graph"])
+def test_a_loop_nest_failing_in_a_walk_names_its_line_and_no_rank(tmp_path, monkeypatch, capsys, command):
+    """explain and graph walk the loop nest for every rank at once: its failure is said at the .tile line,
+    with no rank (a run names the rank that failed)."""
+    from tiledsl.commands.cli import main
+
+    (tmp_path / "oob.tile").write_text("program oob {\n  param off = 0\n  tiling uniform(nb = 2)\n"
+                                       "  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n"
+                                       "    potrf(A[k + off, k])\n  }\n}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main([command, "oob.tile", "--n", "8", "--set", "off=1", *(["-o", "g.dot"] * (command == "graph"))]) == 1
+    assert capsys.readouterr().err == ("tiledsl: error: oob.tile:6: tile A[4, 3] does not exist: A has 4×4 tiles "
+                                       "(in `potrf(A[k + off, k])`, with off = 1, k = 3)\n")

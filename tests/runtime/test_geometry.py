@@ -90,7 +90,10 @@ def test_workspace_follows_columns_of_like():
     (lambda: Geometry.hybrid(9, 9, 4, 0, 2), "b >= 1"),
     (lambda: Geometry.hybrid(9, 9, 4, 1, 0), "s >= 1"),
     (lambda: Geometry.hybrid(9, 9, 64, 32, 3), r"\(s-1\)\*b < B so the last slice is not empty, got \(s-1\)\*b = "
-                                               r"\(3-1\)\*32 = 64 with B=64: b at most 31 with s=3, or s=1$"),
+                                               r"\(3-1\)\*32 = 64 with B=64: b at most 31 with s=3, s at most 2 with b=32, a "
+                                               r"larger B, or s=1$"),
+    # no b fits 5 slices in 3 columns
+    (lambda: Geometry.hybrid(9, 9, 3, 1, 5), r"with B=3: s at most 3 with b=1, a larger B, or s=1$"),
     (lambda: Geometry.workspace(Geometry.uniform(4, 4, 2), 0), "tile height must be at least 1"),
     (lambda: Geometry((0, 3, 2), (0, 1)), "must not decrease"),
     (lambda: Geometry((1, 3), (0, 1)), "must start at 0"),

@@ -135,10 +135,16 @@ def _ranks_of(args) -> int | None:
     return args.nodes if args.handler is _simulate else None
 
 
+#: the commands that walk the loop nest for every rank at once, running no rank: their failures name none
+_WALKS_ONLY = ("explain", "graph", "simulate")
+
+
 def _failure_text(failure: TaskFailure, args) -> str:
-    """``rank R (file.tile:LINE): what failed``."""
-    where = f" ({Path(program_path(args.file)).name}:{failure.line})" if failure.line and hasattr(args, "file") else ""
-    return f"rank {failure.rank}{where}: {failure}"
+    """``rank R (file.tile:LINE): what failed``, or ``file.tile:LINE: what failed`` where no rank ran."""
+    where = f"{Path(program_path(args.file)).name}:{failure.line}" if failure.line and hasattr(args, "file") else ""
+    if getattr(args, "command", None) in _WALKS_ONLY:
+        return f"{where}: {failure}" if where else str(failure)
+    return f"rank {failure.rank}{f' ({where})' if where else ''}: {failure}"
 
 
 class NotCompiled(Exception):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import tile_values
@@ -21,7 +22,7 @@ from ..runtime.program import argument_texts, flatten
 from ..runtime.matrix import call_views, part_of
 from ..runtime.protocol import Instance, delivery, instances, runs_at
 from ..runtime.recording import LoopNestTarget, walk as run_walk
-from ..runtime.reporting import ratio_text
+from ..runtime.reporting import idle_gpus_warning, rank_columns, ratio_text
 from ..runtime.resources import bytes_text
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import RankError, UsageError
@@ -77,6 +78,7 @@ class Plan:
     tiling: str = "uniform"  # the program's kind of tiling, which says which params are tile settings
     own_params: tuple = ()  # the program's own parameters' names (``param``), shown with the sizes
     gpu_backend: str | None = None  # whose tuned values were used, with GPUs (None without)
+    columns: int | None = None  # the most tile columns a rank holds of one matrix
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -112,7 +114,8 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
                 dict(walk.traffic.messages), dict(walk.traffic.copies),
                 tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options),
                 walk.runs_on, dict(walk.on_host), dict(walk.traffic.volume), driver.PROGRAM.tiling.kind,
-                tuple(driver.PROGRAM.params), getattr(options, "gpu_backend", None) if gpus else None)
+                tuple(driver.PROGRAM.params), getattr(options, "gpu_backend", None) if gpus else None,
+                rank_columns(matrices, grid))
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -294,15 +297,13 @@ def _placement(plan: Plan) -> list[str]:
     for want of a GPU body."""
     lines = [f"tasks run on rank {rank}: " + ", ".join(f"{_device(d)} {devices[d]}" for d in range(plan.gpus + 1))
              for rank, devices in plan.runs_on.items() if devices]
-    idle = {rank: [d for d in range(1, plan.gpus + 1) if not devices[d]]
-            for rank, devices in plan.runs_on.items() if devices}
-    idle = {rank: gpus for rank, gpus in idle.items() if gpus}
-    if idle and not plan.on_host:  # as a run warns of it (reporting.idle_gpus_warning); else said below
-        dealt = (f"the host:GPU ratio {plan.gpu_ratio[0]}:{plan.gpu_ratio[1]} deals" if plan.gpu_ratio
-                 else "the hybrid tiling deals")
-        where = "; ".join(f"rank {rank}: GPU {', '.join(map(str, gpus))}" for rank, gpus in idle.items())
-        them = "them" if sum(map(len, idle.values())) > 1 else "it"
-        lines.append(f"no task on {where}: {dealt} {them} no tile column that a task touches at this size")
+    # as a run warns of its GPUs left without work, in the same words; kernels without a GPU body are said below
+    ranks = [{"rank": rank, "tasks": sum(devices.values()),
+              "gpus_without_tiles": [d for d in range(1, plan.gpus + 1) if not devices[d]]}
+             for rank, devices in plan.runs_on.items() if devices]
+    idle = idle_gpus_warning(SimpleNamespace(gpus=plan.gpus, gpu_ratio=plan.gpu_ratio), ranks,
+                             columns=plan.columns) if not plan.on_host else None
+    lines += [idle] if idle else []
     if plan.on_host:
         lines.append("on the host for want of a GPU body (NAME_gpu), their main output on a GPU: "
                      + ", ".join(f"{kernel} {count} task{'' if count == 1 else 's'}"

@@ -511,7 +511,7 @@ class _Tuner:
         """The kernels timed alone, the weights of their mix (the program's task counts) and the dominant one."""
         counts = task_counts(self.driver, sets=self.sets, n=self.n)
         # a user kernel's inputs cannot be made up: only the prelude's are timed alone (the others in a run)
-        self.untimed = sorted({call.kernel for call in self.program.calls} - set(KERNEL_FLOPS))  # at any size
+        self.untimed = sorted(set(self.program.kernels) - set(KERNEL_FLOPS))  # at any size
         weights = {kernel: count for kernel, count in counts.items() if kernel in KERNEL_FLOPS}
         self.stand_in = not weights  # no prelude kernel tune can time: gemm's rates stand for the program's own
         self.weights = weights or {"gemm": 1}

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, replace
 
 from ..language import (MAX_ITERATIONS, NAMED_INITS, OPERATOR_WORDS, RANDOM_KINDS, SQUARE_KINDS, TILING_SETTINGS,
-                        WRITE_MODES, hybrid_slices_fit)
+                        WRITE_MODES, hybrid_slices_fit, most_slices)
 from . import nodes as n
 from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, surely_reached, meets_everywhere,
                      never_runs, never_runs_within, out_of_range_witness, provably_negative, value_range)
@@ -344,7 +344,7 @@ class _Analyzer:
         message = f"hybrid tiling needs (s - 1)·b < B, got s={d['s']}, b={d['b']}, B={d['B']}"
         # a value that fits for each setting left to its default: b = B // s (even slices; none when B < s),
         # s = the most slices of width b, B = s·b
-        fits = {"b": d["B"] // d["s"], "s": (d["B"] - 1) // d["b"] + 1, "B": d["s"] * d["b"]}
+        fits = {"b": d["B"] // d["s"], "s": most_slices(d["B"], d["b"]), "B": d["s"] * d["b"]}
         notes = (f"{' and '.join(f'{other} = {d[other]}' for other in defaulted)} by default",) if defaulted else ()
         # b first, then B: one slice (s = 1) is no hybrid tiling
         name = next((name for name in ("b", "B", "s") if name in defaulted and fits[name] >= 1), None)

@@ -164,7 +164,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     summary["notes"] += [dealt] if dealt else []
     # as a run warns: GPUs holding tiles and running nothing, their kernels without a GPU body
     idle = no_gpu_task_warning(SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution), host_only_kernels=sorted(
-        {call.kernel for call in program.calls} - kernels_on_gpu)), summary["ranks"], options.spelling)
+        set(program.kernels) - kernels_on_gpu)), summary["ranks"], options.spelling)
     summary["notes"] += [idle] if idle and not dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
@@ -315,7 +315,7 @@ def _model_notes(machine, timing: Timing, program) -> list[str]:
     """What the prediction made up: kernels without a flop count, and kernels given neither a
     rate nor a default by the machine (the tune cache's rates: user kernels), timed at gemm's;
     and the machine's rates for no kernel of the prelude or of the program (a misspelled name)."""
-    known = set(CPU_KERNELS) | {call.kernel for call in program.calls} | {"default"}
+    known = set(CPU_KERNELS) | set(program.kernels) | {"default"}
     notes = [f"{machine.source}: the {place} rates name {', '.join(strays)}, no kernel of the prelude or of "
              f"{program.name} (misspelled?): unused"
              for place, rates in (("cpu", machine.cpu), ("gpu", machine.gpu)) if rates is not None
