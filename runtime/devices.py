@@ -352,16 +352,22 @@ def missing_copy(array) -> TypeError:
 def _on_device(kernel):
     """The emulated GPU body of a kernel: the same code on the wrapped arrays, values as they are.
     What it returns goes back to the engine (which refuses a new array: a kernel writes in place),
-    None standing for a view of one of its tiles, as the arrays it returns are unwrapped ones."""
+    None standing for a view of one of its tiles (alone, or in a tuple, list or dict), as the arrays it
+    returns are unwrapped ones."""
     def run(*arguments):
         unwrapped = [_unwrapped_argument(argument) for argument in arguments]
         returned = kernel(*unwrapped)
         for given, seen in zip(arguments, unwrapped):
             if isinstance(given, Panel) and _list_changed(given, seen):
                 given[:] = seen  # what the body left in its panel's list, which the engine refuses as a CPU body's
-        if isinstance(returned, np.ndarray) and any(np.shares_memory(returned, tile) for tile in tiles_in(unwrapped)):
-            return None
-        return returned
+        tiles = tiles_in(unwrapped)
+
+        def new(result):  # a view of a tile is none of the engine's concern: a new array is
+            return None if isinstance(result, np.ndarray) and any(np.shares_memory(result, t) for t in tiles) \
+                else result
+        if isinstance(returned, dict):
+            return {key: new(value) for key, value in returned.items()}
+        return type(returned)(map(new, returned)) if type(returned) in (tuple, list) else new(returned)
     run.__wrapped__ = kernel
     return run
 

@@ -151,8 +151,11 @@ def _reason(exc: Exception) -> str:
 def _what_it_is(path: str) -> str | None:
     """What a file that is not a ``.npy`` seems to be, where a user may have saved that instead."""
     with contextlib.suppress(OSError), open(path, "rb") as f:
-        if f.read(4) == b"PK\x03\x04":
+        start = f.read(4)
+        if start == b"PK\x03\x04":
             return "it is a zip archive, as np.savez writes: save each matrix alone with np.save"
+        if not start:
+            return "it is empty, 0 bytes: a file whose writing never began or was cut short"
     return None
 
 

@@ -52,6 +52,7 @@ class SuggestingParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         self.program, self.ranks = program, ranks
+        self.not_taken: dict = {}  # an option of other commands that this one refuses -> why (said with its error)
         self.register("action", None, StoreOnce)  # every option of one value, of every command and driver
         self.register("action", "store", StoreOnce)
 
@@ -76,6 +77,10 @@ class SuggestingParser(argparse.ArgumentParser):
         for word in unknown if "unrecognized arguments" in message else ():
             if word == "--np" and "--np" not in known:
                 message += self._np_hint(known)
+                break
+            why = self._not_taken(word)
+            if why:
+                message += f" ({why})"
                 break
             # compared without their dashes, which every option shares (--bogus is not --gpus)
             names = {option.lstrip("-"): option for option in known}
@@ -159,6 +164,11 @@ class SuggestingParser(argparse.ArgumentParser):
         if "--grid" in known:
             return " (this command starts no ranks: give the process grid as --grid PxQ)"
         return " (only tiledsl run starts ranks)"
+
+    def _not_taken(self, option: str) -> str | None:
+        """Why the command given does not take ``option``, which others do (:attr:`not_taken`)."""
+        command = self._subcommand()
+        return (command[1] if command is not None else self).not_taken.get(option)
 
     def _known_options(self) -> list:
         options = list(self._option_string_actions)

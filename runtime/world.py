@@ -579,13 +579,22 @@ def _start_up_watch(limit: float | None, late: str | None = None):
 
 def _watch(read_end: int, limit: float | None, rank: int, late: str | None) -> None:
     """The start-up watcher of process ``rank``: returns once ``read_end`` closes, or once it
-    killed the rank, saying ``late`` if past ``limit`` (see :func:`_start_up_watch`)."""
+    killed the rank, saying ``late`` if past ``limit``, or saying that it was stopped where a stop
+    it was sent waited :data:`STOP_WAIT_SECONDS` in vain for MPI's start to end (see
+    :func:`_start_up_watch`)."""
     deadline = None if limit is None else time.monotonic() + limit
+    asked = None  # (the stopping signal waiting for MPI's start, since when)
     while True:
         wait = OWNER_CHECK_SECONDS if deadline is None else min(OWNER_CHECK_SECONDS, deadline - time.monotonic())
-        if select.select([read_end], [], [], max(0.0, wait))[0]:
+        if select.select([read_end], [], [], max(0.0, min(wait, STOP_CHECK_SECONDS)))[0]:
             return
         status = _abandoned(rank) if _job_guard is not None else None
+        asked = asked or _stop_waiting(rank)
+        if status is None and asked is not None and time.monotonic() - asked[1] >= STOP_WAIT_SECONDS:
+            # MPI's start waits for a rank that will never come (stopped before it): end as the stop asked
+            name = signal.Signals(asked[0]).name
+            os.write(2, f"tiledsl: rank {launcher_rank()}: stopped by {name} (while it was starting)\n".encode())
+            status = 128 + asked[0]
         if status is None and deadline is not None and time.monotonic() >= deadline:
             if _first_to_say("late"):  # one error for the job, not one from every rank waiting
                 os.write(2, f"tiledsl: error: rank {launcher_rank()}: {late or _late_at_start_up(limit)}\n".encode())
@@ -594,6 +603,26 @@ def _watch(read_end: int, limit: float | None, rank: int, late: str | None) -> N
             record_completion(status)
             os.kill(rank, signal.SIGKILL)
             return
+
+
+#: seconds a stopping signal waits for MPI's start to end (where the rank then stops as it says) before the
+#: start-up watcher ends the rank, which waits there for a rank the signal stopped before it came
+STOP_WAIT_SECONDS = 2.0
+#: seconds between the start-up watcher's looks for such a signal
+STOP_CHECK_SECONDS = 0.25
+
+
+def _stop_waiting(pid: int) -> tuple | None:
+    """``(signal, now)`` where process ``pid`` has a stopping signal pending (held back by
+    :func:`_signals_deferred`: MPI's start is no place to stop), from Linux's ``/proc``; else None."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            masks = [int(line.split()[1], 16) for line in status if line.startswith(("SigPnd:", "ShdPnd:"))]
+    except (OSError, ValueError, IndexError):
+        return None
+    pending = [signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+               if any(mask >> (signum - 1) & 1 for mask in masks)]
+    return (pending[0], time.monotonic()) if pending else None
 
 
 def _late_at_start_up(limit: float) -> str:

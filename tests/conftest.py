@@ -10,6 +10,12 @@ from pathlib import Path
 # the tests run: runs and explain ignore them. Tests of tuning unset this themselves.
 os.environ["TILEDSL_NO_TUNE"] = "1"
 
+# OpenBLAS starts a thread per core as it loads, and they spin: about 0.2 s of CPU in each of the
+# ~1,500 processes the suite starts (commands, ranks), a sixth of its time on two cores. A run holds
+# BLAS to one thread anyway (threadpoolctl), and raises it where it wants more (bench's reference);
+# a test of the BLAS limits sets the threads it needs itself.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 # The suite's cache (drivers compiled from its temporary programs, the grammar's tables) is its
 # own, and goes with it: in the user's ~/.cache it grew by thousands of drivers no run would use
 # again (their programs' folders were gone). Each process of the suite (the controller, each

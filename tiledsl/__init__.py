@@ -8,6 +8,7 @@ lark and jinja2.
 import os as _os
 
 __version__ = "0.1.0"
+__all__ = ["load", "note", "TiledslError", "TiledslWarning"]
 
 # A checkout imported as it is, not through its install's mapping (``pip install .``, then Python
 # started in the checkout, whose tiledsl/ then comes first on sys.path): the subpackages that the
@@ -42,3 +43,8 @@ def __getattr__(name):
 
         return getattr(api, name)
     raise AttributeError(f"module 'tiledsl' has no attribute {name!r}")
+
+
+def __dir__():
+    """The module's names with the two :func:`__getattr__` provides (a notebook completes them)."""
+    return sorted({*globals(), "TiledslError", "TiledslWarning"})

@@ -68,7 +68,9 @@ class Output(Mapping):
     (also warned as :class:`TiledslWarning`): kernels a GPU ran on the host, a getrf that
     found its matrix exactly singular. ``sources`` says where each tile setting and tuned
     parameter came from (``given``, ``tuned (<cache file>)``, ``program default``), as
-    ``--json``'s ``sources`` does; ``workers`` the CPU worker threads. ``errors`` says, one line
+    ``--json``'s ``sources`` does; ``workers`` the CPU worker threads. ``program``, ``flops_source``,
+    ``check_seconds``, ``total_seconds`` and ``phases`` are ``--json``'s (the program's name, where the
+    flop count came from, the check's, the whole call's and each phase's wall seconds). ``errors`` says, one line
     each, why the run failed, as ``--json``'s ``errors`` does (a user check that raised or returned
     no number, residuals not below the threshold; NaN or infinite values left in a matrix, unless
     ``allow_nonfinite``); ``ok`` says the run succeeded as the command line's exit status and
@@ -95,6 +97,11 @@ class Output(Mapping):
     notes: list = field(default_factory=list)
     sources: dict = field(default_factory=dict)
     workers: int | None = None
+    program: str | None = None
+    flops_source: str | None = None
+    check_seconds: float | None = None
+    total_seconds: float | None = None
+    phases: dict = field(default_factory=dict)
 
     # Mapping's == compares the values, arrays whose == has no single truth value: it raised
     __eq__ = object.__eq__
@@ -125,8 +132,9 @@ class Output(Mapping):
         from .runtime.reporting import finite_or_none
 
         return finite_or_none({key: getattr(self, key) for key in (
-            "n", "tiles", "params", "seconds", "gflops", "tasks", "residual", "residuals", "passed", "ok", "nonfinite",
-            "input_nonfinite", "errors", "gpus", "notes", "sources", "workers")})
+            "program", "n", "tiles", "params", "seconds", "gflops", "flops_source", "check_seconds", "total_seconds",
+            "phases", "tasks", "residual", "residuals", "passed", "ok", "nonfinite", "input_nonfinite", "errors", "gpus",
+            "notes", "sources", "workers")})
 
 
 class Loaded:
@@ -308,10 +316,11 @@ class Loaded:
         gpus = None if not result.gpus else {
             "streams": result.gpu_streams, "tasks_by_device": stats["tasks_by_device"], "host_took": stats["host_took"],
             "out_of_core": stats["out_of_core"]}
-        return dict(n=values["n"], tiles=tile_values(values, self.program.tiling.kind),
+        rate, source = gflops(self.program, result.matrices, [stats], result.seconds)
+        return dict(program=result.program, n=values["n"], tiles=tile_values(values, self.program.tiling.kind),
                     params={name: values[name] for name in self.program.params if name in values},
-                    gflops=gflops(self.program, result.matrices, [stats], result.seconds)[0], gpus=gpus,
-                    sources=dict(result.sources), workers=result.workers)
+                    gflops=rate, flops_source=source, gpus=gpus, sources=dict(result.sources), workers=result.workers,
+                    check_seconds=result.check_seconds, total_seconds=result.total_seconds, phases=dict(result.phases))
 
     # ------------------------------------------------------------ the arguments
 

@@ -123,8 +123,12 @@ def stop_quietly_while_loading(program: str | None = None) -> None:
 
     def stopped(signum, frame):
         name = signal.Signals(signum).name
+        size = launcher_size()
+        # a rank of several, as a rank stopped later says it (or its start-up watcher, MPI starting)
+        said = f"tiledsl: rank {launcher_rank()}: stopped by {name} (while it was starting)" \
+            if size is not None and size[1] > 1 else f"{sys.argv[0]}: stopped by {name}"
         try:
-            os.write(2, f"{sys.argv[0]}: stopped by {name}\n".encode())
+            os.write(2, f"{said}\n".encode())
             if json_asked() and launcher_rank() == 0:
                 os.write(1, f"{early_failure_json(program, f'stopped by {name}')}\n".encode())
         except OSError:  # a closed stream: the driver ends all the same

@@ -23,6 +23,16 @@ def loads(data: str | bytes):
         raise ValueError("nested too deep") from None
 
 
+def cut_short(text: str, error: json.JSONDecodeError) -> bool:
+    """Whether ``text``, which is not JSON (``error`` says why), reads as JSON cut off before its end
+    (a file whose writing stopped, copied in part): more was expected where it ends, or a string
+    left open runs to its end."""
+    rest = text[error.pos:]
+    if error.msg.startswith("Unterminated string"):
+        return '"' not in rest[1:]
+    return not rest.strip()
+
+
 def _once_each(pairs: list) -> dict:
     seen = set()
     for key, _ in pairs:

@@ -694,15 +694,17 @@ def test_a_failing_user_kernel_is_located_in_its_module(tmp_path):
 @pytest.mark.parametrize("where", ["host", "GPU body"])
 def test_a_kernel_returning_a_new_array_fails_and_one_returning_its_tile_passes(tmp_path, where):
     """`return A + v` (where `A += v` was meant) would lose the result silently, in a GPU body too, and
-    so would `return A + v, v`; a number returned (numpy's too) is no lost tile. The two kernels that
+    so would `return A + v, v`; a number returned (numpy's too) is no lost tile, nor are its own tiles
+    returned, in a tuple or dict too (a GPU body's were taken for new arrays). The kernels that
     pass run in one program (a run fails at its first failed task: the others one run each)."""
     bodies = ("def bump(A, v):\n    return A + v\n\ndef ok(A, v):\n    A += v\n    return A[:, :]\n\n"
               "def pair(A, v):\n    return A + v, v\n\ndef norm(A, v):\n    A += v\n    return (A * A).sum()\n\n"
-              "def named(A, v):\n    return {'A': A + v}\n")
+              "def named(A, v):\n    return {'A': A + v}\n\ndef mine(A, v):\n    A += v\n    return (A, 1)\n\n"
+              "def kept(A, v):\n    A += v\n    return {'A': A}, [A]\n")
     (tmp_path / "r.py").write_text(bodies + ("" if where == "host" else bodies.replace("(A, v)", "_gpu(A, v)")))
     gpus = () if where == "host" else ("--gpus", "1", "--gpu-backend", "emulated", "--gpu-ratio", "0:1")
     place = "" if where == "host" else " on GPU 1"
-    for kernels, status in ((("ok", "norm"), 0), (("pair",), 1), (("bump",), 1), (("named",), 1)):
+    for kernels, status in ((("ok", "norm", "mine", "kept"), 0), (("pair",), 1), (("bump",), 1), (("named",), 1)):
         declared = "".join(f"kernel {kernel}(inout A, float v)\n" for kernel in kernels)
         calls = "".join(f"  {kernel}(A[0, 0], 2.0)\n" for kernel in kernels)
         (tmp_path / "r.tile").write_text(f'use "r.py"\n{declared}program p {{ matrix A[n, n] = zeros\n{calls}}}\n')

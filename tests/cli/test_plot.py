@@ -114,7 +114,11 @@ def test_overlapping_transfers_get_rows_of_their_own():
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("content, message", [
     (None, "no such file"),
-    ("{not json", "not JSON"),
+    ("{not json", "trace.json: not JSON (Expecting property name enclosed in double quotes, line 1, column 2)\n"),
+    # a trace copied in part (a copy stopped): at a value, inside a string, before the last brace
+    ('{"traceEvents": [{"ph": "X", "pid": 0, ', "trace.json: cut short: its JSON ends after 39 bytes, unfinished"),
+    ('{"traceEvents": [{"ph": "X", "pid": 0, "na', "trace.json: cut short: its JSON ends after 42 bytes"),
+    ('{"traceEvents": []\n', "trace.json: cut short: its JSON ends after 19 bytes"),
     ('{"traceEvents": ' + "[" * 5000 + "]" * 5000 + "}", "not a trace: nested too deep"),  # an internal error
     ('{"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": ' + "1" * 5000 + ', "dur": 1}]}',
      "not a trace: an integer of 5000 digits"),  # Python's advice to call sys.set_int_max_str_digits()

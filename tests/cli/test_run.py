@@ -861,6 +861,26 @@ def test_a_command_given_np_says_where_its_ranks_come_from(command, hint):
     assert out.returncode == 2 and out.stderr.strip() == f"tiledsl: error: unrecognized arguments: --np 4 {hint}"
 
 
+@pytest.mark.parametrize("given, why", [
+    ("simulate --gpu-memory 1M", "simulate does not model GPU memory: a simulated GPU holds every tile"),
+    ("simulate --check", "simulate runs no kernel: there is no result to check"),
+    ("bench --gpus 1", "bench compares runs on CPU cores with LAPACK and dask; run a program on GPUs with tiledsl run "
+                       "--gpus G"),
+    ("explain --gpu-memory 1M", "explain does not model GPU memory: it counts the copies of a run whose tiles all fit "
+                                "their GPUs"),
+])
+def test_an_option_of_other_commands_says_why_this_one_takes_none(capsys, given, why):
+    """Refused as a misspelling was (unrecognized, no hint), as if the command had never heard of it."""
+    from tiledsl.commands.cli import main
+
+    command, *options = given.split()
+    with pytest.raises(SystemExit) as ended:
+        main([command, "cholesky", "--n", "100", *options])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err == (f"tiledsl: error: unrecognized arguments: {' '.join(options)} ({why}) "
+                                       f"(see tiledsl {command} --help)\n")
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("command", ["explain", "graph"])
 def test_a_plan_of_a_grid_that_leaves_a_rank_idle_warns_as_run_does(command):
@@ -1328,6 +1348,11 @@ def test_a_stop_while_a_driver_loads_is_one_line_and_its_failure_object(name):
     assert (out.returncode, out.stderr) == (128 + getattr(signal, name), f"chol.py: stopped by {name}\n")
     assert json.loads(out.stdout) == {"program": "cholesky", "n": 9, "np": 1, "ok": False, "passed": None,
                                       "error": f"stopped by {name}"}
+    # rank 1 of 2 under mpiexec: said as a rank stopped later says it, its failure object rank 0's to print
+    out = subprocess.run([sys.executable, "-c", loading], capture_output=True, text=True, timeout=50,
+                         env={**env, "PMI_RANK": "1", "PMI_SIZE": "2"})
+    assert (out.returncode, out.stdout, out.stderr) == (
+        128 + getattr(signal, name), "", f"tiledsl: rank 1: stopped by {name} (while it was starting)\n")
 
 
 def _handles(pid: int, signum: int) -> bool:

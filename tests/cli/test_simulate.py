@@ -234,7 +234,8 @@ def test_pcie_is_needed_only_by_a_machine_with_gpus(capsys, tmp_path):
     assert (result["gpus"], result["tasks"]) == (0, 35) and result["seconds"] > 0
     path.write_text(json.dumps({key: value for key, value in MACHINE.items() if key != "pcie"}))
     assert main(["simulate", "cholesky", "--n", "500", "--machine", str(path)]) == 2
-    assert capsys.readouterr().err.strip() == f"tiledsl: error: {path}: missing field 'pcie'"
+    assert capsys.readouterr().err.strip() == (f"tiledsl: error: {path}: missing field 'pcie' (the link between a "
+                                               f"node's host and GPUs, which it has: gpus {MACHINE['gpus']})")
 
 
 @pytest.mark.timeout(60)

@@ -1339,7 +1339,7 @@ def test_explain_bench_and_tune_json_name_the_settings_as_run_does(cache, capsys
                                 cache=cache))
     assert "tiling" not in benched and benched["sources"] == {"nb": "command line"}
     tuned = last_json(tiledsl("tune", "cholesky", "--gpus", 1, *TINY, "--no-save", "--json", cache=cache))
-    assert "backend" not in tuned and tuned["gpu_backend"] == "emulated"
+    assert "backend" not in tuned and tuned.get("gpu_backend") == "emulated", tuned  # (a failure's object: why)
     assert re.fullmatch(r"\d+:\d+", tuned["gpu_ratio"])
 
 

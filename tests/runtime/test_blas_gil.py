@@ -16,8 +16,8 @@ from threadpoolctl import threadpool_limits
 
 from tiledsl.runtime.kernels import gemm, symm
 
-TILE = 512
-CALLS = 8  # per thread: long enough (about 0.1 s) to swamp thread start-up noise
+TILE = 384
+CALLS = 8  # per thread: long enough (about 0.05 s) to swamp thread start-up noise
 KERNELS = (gemm, symm)
 
 

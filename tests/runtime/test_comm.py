@@ -102,6 +102,17 @@ def test_a_collective_a_stopped_rank_never_reaches_ends_at_the_limit_naming_that
 
 
 @pytest.mark.timeout(90)
+def test_a_stop_sent_while_mpi_starts_without_a_rank_ends_the_rank_in_seconds():
+    """A SIGTERM to rank 0 while MPI's start waited for a rank stopped before it: held back there, it
+    waited until the start-up limit (60 s), the job then ending as a rank too late, not as stopped."""
+    began = time.monotonic()
+    result = mpirun("start_stopped.py", 2, timeout=60)
+    assert time.monotonic() - began < 20, result.stderr
+    assert "tiledsl: rank 0: stopped by SIGTERM (while it was starting)\n" in result.stderr, result.stderr
+    assert "MPI started" not in result.stdout and "did not answer" not in result.stderr, result.stderr
+
+
+@pytest.mark.timeout(90)
 def test_a_collective_waits_past_the_limit_for_a_rank_that_is_late_but_alive():
     assert_ok(mpirun("comm_deadline.py", 2, "late", timeout=60))
 

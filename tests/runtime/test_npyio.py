@@ -56,6 +56,10 @@ def test_not_a_npy_file(tmp_path):
     path.write_text("1 2\n3 4\n")
     with pytest.raises(InputFileError, match="is not a .npy file"):
         open_input(path, (2, 2))
+    path.write_bytes(b"")  # numpy's words were "EOF: reading magic string, expected 8 bytes got 0"
+    with pytest.raises(InputFileError, match=r"is not a .npy file \(it is empty, 0 bytes: a file whose writing never "
+                                             r"began or was cut short\)$"):
+        open_input(path, (2, 2))
 
 
 @pytest.mark.parametrize("change, reason", [

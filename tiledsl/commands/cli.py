@@ -252,6 +252,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_planning_arguments(explain)
     add_size_arguments(explain)
     explain.set_defaults(handler=_explain)
+    explain.not_taken = {"--gpu-memory": "explain does not model GPU memory: it counts the copies of a run whose tiles "
+                                         "all fit their GPUs"}
 
     run = command("run", "run a .tile program or a driver")
     run.add_argument("file", metavar="PROGRAM.tile|DRIVER.py", help=PROGRAM_HELP)
@@ -274,6 +276,8 @@ def _parser() -> argparse.ArgumentParser:
     add_size_arguments(bench, "read matrix NAME from a .npy file, for tiledsl and the reference alike (as for run)")
     add_finite_arguments(bench)  # a program whose results hold NaN or infinities (shortest paths) is benched too
     add_watchdog_argument(bench)  # its runs' (a stall's report advises it)
+    bench.not_taken = {option: "bench compares runs on CPU cores with LAPACK and dask; run a program on GPUs with "
+                               "tiledsl run --gpus G" for option in ("--gpus", "--gpu-backend", "--gpu-memory")}
     bench.set_defaults(handler=_bench)
 
     tune = command("tune", "tune tile sizes (and the host/GPU ratio) for this machine")
@@ -321,6 +325,11 @@ def _parser() -> argparse.ArgumentParser:
     from .simulate import add_arguments as add_simulate_arguments
     simulate = command("simulate", "predict a run on N ranks without running its kernels")
     add_simulate_arguments(simulate)
+    runs_none = "simulate runs no kernel"
+    simulate.not_taken = {"--gpu-memory": "simulate does not model GPU memory: a simulated GPU holds every tile",
+                          "--check": f"{runs_none}: there is no result to check",
+                          "--output": f"{runs_none}: there is no result to write",
+                          "--input": f"{runs_none}: it reads no matrix"}
     simulate.set_defaults(handler=_simulate)
     return parser
 

@@ -82,7 +82,10 @@ def load_trace(path) -> dict:
     try:
         document = userjson.loads(text)
     except json.JSONDecodeError as error:
-        raise TraceError(f"{path}: not JSON ({error.msg}, line {error.lineno})") from None
+        if userjson.cut_short(text, error):
+            raise TraceError(f"{path}: cut short: its JSON ends after {len(text.encode())} bytes, unfinished (a "
+                             f"trace is written whole as its run ends: run it again with --trace)") from None
+        raise TraceError(f"{path}: not JSON ({error.msg}, line {error.lineno}, column {error.colno})") from None
     except ValueError as error:
         raise TraceError(f"{path}: not a trace: {error}") from None
     events = document.get("traceEvents") if isinstance(document, dict) else document

@@ -143,6 +143,7 @@ class _Analyzer:
         self.kernel_used: dict[str, bool] = {}
         self.misdeclared: set[str] = set()  # kernels whose parameters cannot be told apart: calls go unchecked
         self.calls: list[CallSummary] = []
+        self.unjudged: set[str] = set()  # the matrices of calls refused: whether a call writes them is unknown
         self.loops: list[n.For] = []
         self.trips: list = []  # per enclosing loop: its constant number of iterations, or None
         self.conditions = 0
@@ -185,8 +186,8 @@ class _Analyzer:
         check_qr_replay(program.checks[:1], self.kernel_used, self.bag)
         check_lu_pivots(program.checks[:1], self.kernel_used, self.bag)
         declared = {d.name.text for d in (*program.matrices, *program.workspaces)}
-        check_result_written(program.checks[:1], self.calls, self.kernel_used, declared, self.bag)
-        check_user_reads_results(program.checks[:1], self.calls, bool(self.file.uses), self.bag)
+        check_result_written(program.checks[:1], self.calls, self.kernel_used, declared - self.unjudged, self.bag)
+        check_user_reads_results(program.checks[:1], self.calls, bool(self.file.uses), self.bag, self.unjudged)
         self.module.check_functions(self.kernels, self.kernel_used)
         self._report_unused()
         if self.bag.has_errors:
@@ -665,6 +666,16 @@ class _Analyzer:
                 f"each tile's mode in, out or inout (a value parameter: int, float or char)")
 
     def _call(self, stmt: n.Call):
+        summary = self._call_summary(stmt)
+        if summary is not None:
+            self.calls.append(summary)
+        else:  # refused (said as an error), or a kernel that writes nothing: which matrices it writes is unknown
+            self.unjudged.update(arg.matrix.text for arg in (*stmt.args, *(keyword.value for keyword in stmt.keywords))
+                                 if isinstance(arg, n.TileRef))
+
+    def _call_summary(self, stmt: n.Call) -> CallSummary | None:
+        """What the call reads and writes, after judging its arguments; None where it cannot be
+        judged, the reason said."""
         name = stmt.kernel.text
         for arg in (*stmt.args, *(keyword.value for keyword in stmt.keywords)):
             if isinstance(arg, n.TileRef):
@@ -694,10 +705,9 @@ class _Analyzer:
         self._check_ranges(access.tile for access in accesses)
         main = next((i for i, a in enumerate(accesses) if a.mode in WRITE_MODES), None)
         if main is None or not fits:
-            return  # a kernel that writes nothing: E210 at its declaration
+            return None  # a kernel that writes nothing: E210 at its declaration
         order = "".join("t" if p.kind == "tile" else "v" for p in decl.params)
-        self.calls.append(CallSummary(stmt, decl, accesses, main, self.conditions > 0, values,
-                                      order if values else ""))
+        return CallSummary(stmt, decl, accesses, main, self.conditions > 0, values, order if values else "")
 
     def _bind_arguments(self, stmt: n.Call, decl: n.KernelDecl):
         """Pair every parameter of ``decl`` with its argument (positional, then by name, then its

@@ -238,7 +238,8 @@ _ORDINALS = ("1st", "2nd", "3rd")
 
 def check_result_written(checks, calls, kernel_used: dict, declared: set, bag: DiagnosticBag) -> None:
     """Each matrix a built-in check reads as a result must be one the program writes (of the
-    ``declared`` matrices and workspaces: an unknown name is said as such, once): a
+    ``declared`` matrices and workspaces: an unknown name is said as such, once, and the caller
+    leaves out those that a call refused names, which it may write): a
     ``product(A, B, C)`` written in numpy's order, its result last, compared an unchanged ``in`` A
     with itself and passed (residual 0) whatever the program computed; ``qr(A, W)`` with a W no call
     writes passed, the check reading the T tiles of the QR kernels' calls."""
@@ -273,14 +274,15 @@ def _said_already(kind: str, place: int, kernel_used: dict) -> bool:
         (kind == "qr" and not any(kernel_used.get(name) for name in QR_KERNELS))
 
 
-def check_user_reads_results(checks, calls, has_module: bool, bag: DiagnosticBag) -> None:
+def check_user_reads_results(checks, calls, has_module: bool, bag: DiagnosticBag, unjudged: set) -> None:
     """W304 for a user check none of whose matrices a call writes: it compares each with itself
-    (before and after the run are the same) and verifies nothing the program computed."""
+    (before and after the run are the same) and verifies nothing the program computed (none said
+    of one that a call refused names, which it may write: ``unjudged``)."""
     written = _written_matrices(calls)
     for check in checks:
         if check.kind.text in CHECK_RESULTS or not has_module or not check.args:
             continue
-        if not any(arg.name.text in written for arg in check.args):
+        if not any(arg.name.text in written or arg.name.text in unjudged for arg in check.args):
             names = ", ".join(arg.name.text for arg in check.args)
             bag.warning(check.kind.span, "W304", f"check {check.kind.text} reads no matrix the program writes",
                         f"{names} {'is' if len(check.args) == 1 else 'are'} the same before and after the run"
