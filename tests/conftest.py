@@ -10,10 +10,10 @@ from pathlib import Path
 # the tests run: runs and explain ignore them. Tests of tuning unset this themselves.
 os.environ["TILEDSL_NO_TUNE"] = "1"
 
-# OpenBLAS starts a thread per core as it loads, and they spin: about 0.2 s of CPU in each of the
-# ~1,500 processes the suite starts (commands, ranks), a sixth of its time on two cores. A run holds
-# BLAS to one thread anyway (threadpoolctl), and raises it where it wants more (bench's reference);
-# a test of the BLAS limits sets the threads it needs itself.
+# OpenBLAS on one thread as it loads, as in tiledsl's own processes (drivercontract's
+# blas_on_one_thread_unless_set), in the suite's other processes too (its MPI scripts, the workers):
+# a thread per core spinning as it loads cost 0.2 s of CPU in each of the ~1,500 processes the suite
+# starts. A test of the BLAS limits sets the threads it needs itself.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # The suite's cache (drivers compiled from its temporary programs, the grammar's tables) is its

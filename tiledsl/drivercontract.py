@@ -112,6 +112,15 @@ def hiding(folder: str, modules=()) -> str | None:
             f"import path): rename it, or move it out of {folder or '.'}")
 
 
+def blas_on_one_thread_unless_set() -> None:
+    """In a process of tiledsl's own (a command, a driver run as a script, and so each rank), OpenBLAS
+    loads with one thread unless ``OPENBLAS_NUM_THREADS`` says otherwise. A run holds BLAS to one thread
+    anyway, its workers being the parallelism (and raises it where it wants more: bench's reference),
+    while OpenBLAS starts a thread per core as it loads, which spin a while: cores times ranks of them
+    on a node of many ranks, and 0.2 s of CPU in each process on two cores. Called before numpy loads."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def stop_quietly_while_loading(program: str | None = None) -> None:
     """Until its run sets its own handlers (``runtime.entry``), a stopping signal (Ctrl-C, a batch
     scheduler's SIGTERM, SIGHUP) ends a driver (of ``program``) run as a script at once, in one line

@@ -1323,6 +1323,18 @@ def test_a_signal_once_the_files_are_renamed_stops_nothing(tmp_path, name):
     assert np.load(tmp_path / "out.npy").shape == (200, 200)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("given, threads", [(None, 1), ("2", 2)])
+def test_tiledsls_own_processes_load_openblas_on_one_thread_unless_told(given, threads):
+    """A thread per core, spinning as OpenBLAS loads, in every rank, where a run uses one."""
+    probe = ("import tiledsl.commands, numpy, scipy.linalg\nfrom threadpoolctl import threadpool_info\n"
+             "print(sorted({pool['num_threads'] for pool in threadpool_info()}))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=50,
+                         env={**env, **({"OPENBLAS_NUM_THREADS": given} if given else {})})
+    assert (out.returncode, out.stdout) == (0, f"[{threads}]\n"), out.stderr
+
+
 @pytest.mark.parametrize("argv, n", [(["d.py", "--n", "7", "--json"], 7), (["d.py", "--n=8", "--json"], 8),
                                      (["d.py", "--json", "--n"], None), (["d.py", "--n", "x", "--json"], None)])
 def test_the_failure_object_of_a_driver_stopped_early_is_json_whatever_its_error_holds(monkeypatch, argv, n):

@@ -9,8 +9,9 @@ when the tiles it reads but does not own are written or released elsewhere.
 """
 if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a traceback from inside numpy's
     try:
-        from tiledsl.drivercontract import stop_quietly_while_loading as _stop_quietly
+        from tiledsl.drivercontract import blas_on_one_thread_unless_set, stop_quietly_while_loading as _stop_quietly
         _stop_quietly('hqr')
+        blas_on_one_thread_unless_set()  # as numpy loads: a run's workers are its parallelism
     except Exception:  # no tiledsl, or a file hiding it: said below
         pass
 try:

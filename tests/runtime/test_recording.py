@@ -155,7 +155,7 @@ def test_explain_and_graph_report_the_mistake_too(tmp_path, command, case):
     (tmp_path / "t.tile").write_text(text + "\n")
     out = tiledsl(command, "t.tile", "--n", 64, "--nb", 32, cwd=tmp_path)
     assert out.returncode == 1, out.stderr
-    assert out.stderr.strip() == f"tiledsl: error: rank 0 (t.tile:{line}): {message}"
+    assert out.stderr.strip() == f"tiledsl: error: t.tile:{line}: {message}"  # no rank ran
 
 
 @pytest.mark.parametrize("program,by_columns", [("getrf", {"A"}), ("gesv", {"A", "B"}), ("cholesky", set())])

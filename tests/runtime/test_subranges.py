@@ -128,4 +128,4 @@ def test_a_sub_range_outside_its_tile_is_the_programs_mistake_everywhere(tmp_pat
     monkeypatch.chdir(tmp_path)
     assert main([command[0], "bad.tile", "--n", "300", "--nb", "100", *command[1:]]) == 1
     err = capsys.readouterr().err
-    assert "rank 0 (bad.tile:23): sub-range [99:103, :] is outside tile U[0, 0] (100×100)" in err, err
+    assert "error: bad.tile:23: sub-range [99:103, :] is outside tile U[0, 0] (100×100)" in err, err

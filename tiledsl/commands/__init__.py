@@ -2,6 +2,10 @@
 plot, bench, tune; jobs launches MPI jobs). Commands use the compiler and the runtime;
 neither uses them."""
 
+from ..drivercontract import blas_on_one_thread_unless_set
+
+blas_on_one_thread_unless_set()  # before any command loads numpy
+
 #: what run, explain, graph, simulate, bench and tune take as PROGRAM (check and compile take no driver)
 PROGRAM_HELP = "a .tile file, a shipped program's name, or a driver compiled from one (DRIVER.py)"
 
