@@ -119,6 +119,11 @@ class Engine:
                  count_flops: bool = True, broadcast: str = "direct", spelling: Spelling = COMMAND_LINE):
         self.program = program
         self.kernels = {id(call): kernels[call.kernel] for call in program.calls}
+        # workspace tiles read before any task wrote them are noted (KernelNotes.add_read_of_zeros); on one
+        # rank without GPUs no version is counted, so the tiles written so far are kept here
+        self.workspaces = frozenset(decl.name for decl in program.workspaces)
+        self.workspace_written: set = set()
+        self.submitted = 0  # tasks so far: the order of the notes made as they come
         # a task's flops cost the generation thread ~2 µs: counted only where no standard count serves
         self.flop_counts = ({id(call): call.flops or PRELUDE_FLOPS.get(call.kernel) for call in program.calls}
                             if count_flops else None)
@@ -206,12 +211,29 @@ class Engine:
             self._wait_for_window()
             if tracker is not None:
                 tracker.reach(at)
+            if self.workspaces and call.line > 0:
+                self._note_reads_of_zeros(call, tiles, views)
             if self.exchange is None:
                 self.enqueue(Task(call, tiles, views, priority, 0, kernel, values), 0)
             else:
                 self.exchange.submit(call, tiles, views, priority, kernel, values)
         if tracker is not None:
             tracker.touched(at, tiles)
+
+    def _note_reads_of_zeros(self, call, tiles, views) -> None:
+        """Note a task this rank runs that reads a workspace tile (mode ``in``) no task wrote before it
+        (lock held; before the task's own writes are counted). Its version says so on several ranks or
+        with GPUs, where versions are counted; else :attr:`workspace_written` does."""
+        self.submitted += 1
+        counted = self.exchange is not None
+        for tile, mode in zip(tiles, call.modes):
+            if tile.matrix.name not in self.workspaces:
+                continue
+            if mode == "in" and not (tile.version if counted else tile in self.workspace_written):
+                if tiles[call.main].rank == self.rank:  # said by the rank that runs it
+                    self.kernel_notes.add_read_of_zeros(call, tiles, views, tile, self.submitted)
+            elif mode != "in" and not counted:
+                self.workspace_written.add(tile)
 
     def _count_flops(self, site: int, call, tiles, views, values) -> None:
         """Add an owned task's flops (its kernel's count, from its arguments' shapes and values)."""

@@ -23,23 +23,34 @@ class KernelNotes:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._first: dict = {}  # .tile line -> (the task's place in the order, its note)
+        self._first: dict = {}  # (.tile line, what) -> (the task's place in the order, its note)
         self._count: dict = {}
 
     def add(self, task, text: str, device: int = 0) -> None:
         """``task``'s note ``text``, the task run by a worker of ``device`` (0: a CPU worker)."""
         call = task.call
-        said = (task.seq, f"kernel {call.kernel} on {arguments_text(task)}{where_ran(task, device)} ({call.text}): "
-                          f"{text}")
+        self._keep((call.line, "kernel"), task.seq, f"kernel {call.kernel} on {arguments_text(task)}"
+                                                    f"{where_ran(task, device)} ({call.text}): {text}")
+
+    def add_read_of_zeros(self, call, tiles, views, tile, order: int) -> None:
+        """A task of this rank's (``order``: its place in the order) reads ``tile`` of a workspace with
+        mode ``in`` before any task wrote it: what it reads is the zeros a workspace starts as, most
+        often a call before the one writing it, or a write the program lacks (it ran without a word)."""
+        arguments = ", ".join(argument_texts(call, tiles, views))
+        self._keep((call.line, "zeros"), order, f"kernel {call.kernel} on {arguments} ({call.text}): reads {tile}, "
+                                                f"which no task wrote before it (a workspace holds zeros until one "
+                                                f"does)")
+
+    def _keep(self, key: tuple, order: int, text: str) -> None:
         with self._lock:
-            self._first[call.line] = min(self._first.get(call.line, said), said)
-            self._count[call.line] = self._count.get(call.line, 0) + 1
+            self._first[key] = min(self._first.get(key, (order, text)), (order, text))
+            self._count[key] = self._count.get(key, 0) + 1
 
     def summary(self) -> list[dict]:
         """Per call site, in line order: ``{"line", "text", "tasks"}`` (JSON, for the rank's statistics)."""
         with self._lock:
-            return [{"line": line, "text": self._first[line][1], "tasks": self._count[line]}
-                    for line in sorted(self._first)]
+            return [{"line": key[0], "text": self._first[key][1], "tasks": self._count[key]}
+                    for key in sorted(self._first)]
 
 
 def arguments_text(task) -> str:

@@ -250,3 +250,23 @@ def test_what_kernels_said_before_a_failure_is_said_with_it(tmp_path, ranks):
         "tiledsl: warning: rank 0 (p.tile:7): kernel warn on A[0, 0] (warn(A[0, 0])): the pivot is zero",
         "tiledsl: error: rank 0 (p.tile:8): kernel fail failed on A[0, 0] (fail(A[0, 0])): ValueError at k.py:9: "
         "it broke"], out.stderr
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_a_workspace_tile_read_before_any_task_wrote_it_is_said(tmp_path, gpus):
+    """gemqrt before the geqrt that writes its T: it applied Q = I (T holds zeros) without a word. Said at
+    the reading call, on one rank without GPUs (no version is counted there) and with them; a workspace
+    accumulated from zeros (inout) and a T read after its geqrt are as meant."""
+    body = ("  for k in 0 .. A.nt {\n    for j in k + 1 .. A.nt { gemqrt(A[k, k], T[k, k], A[k, j]) }\n"
+            "    geqrt(A[k, k], T[k, k])\n    for j in k + 1 .. A.nt { gemqrt(A[k, k], T[k, k], A[k, j]) }\n"
+            "    gemm(A[k, k], A[k, k], W[k, k])\n  }\n")
+    (tmp_path / "p.tile").write_text("program p {\n  tiling uniform(nb = 100)\n  matrix A[n, n] = random general\n"
+                                     "  workspace T like A rows 32\n  workspace W like A rows 100\n" + body + "}\n")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        out = tiledsl.load(tmp_path / "p.tile").run(n=300, gpus=gpus, gpu_ratio=(0, 1) if gpus else None)
+    # (said as the task is made, before it runs anywhere: no GPU named)
+    assert out.notes == ["rank 0 (p.tile:7): kernel gemqrt on A[0, 0], T[0, 0], A[0, 1] (gemqrt(A[k, k], T[k, k], "
+                         "A[k, j])): reads T[0, 0], which no task wrote before it (a workspace holds zeros until one "
+                         "does) (and 2 more task(s) at this line)"]
