@@ -183,18 +183,25 @@ def _generate_frame(error: BaseException):
 
 def _where(error: BaseException) -> str:
     """`` (in `STATEMENT`, with k = 1, m = 2)``: the ``.tile`` call or release that raised ``error``
-    (quoted from the driver's comment above it) and the loop nest's integer variables then."""
+    (quoted from the driver's comment above it) and the values then of the loop variables, lets and
+    parameters it names (integers, floats and characters: a float parameter may be what failed)."""
     frame, number = _generate_frame(error)
     if frame is None:
         return ""
     lines = linecache.getlines(frame.f_code.co_filename)
     statement = _quoted_statement(lines, number - 1)
-    visible = _names_in_scope(lines, number - 1)
+    named = set(re.findall(r"[A-Za-z_]\w*", statement)) if statement else None
     source_names = frame.f_globals.get("SOURCE_NAMES", {})  # the driver's renamings of .tile names
-    values = ", ".join(f"{source_names.get(name, name)} = {value}" for name in visible
-                       for value in [frame.f_locals.get(name)] if type(value) is int)
+    values = ", ".join(f"{shown} = {_value_text(value)}" for name in _names_in_scope(lines, number - 1)
+                       for shown, value in [(source_names.get(name, name), frame.f_locals.get(name))]
+                       if type(value) in (int, float, str) and (named is None or shown in named))
     parts = ([f"in `{statement}`"] if statement else []) + ([f"with {values}"] if values else [])
     return f" ({', '.join(parts)})" if parts else ""
+
+
+def _value_text(value) -> str:
+    """A value as the program writes it: ``3``, ``-1.0``, ``"L"``."""
+    return f'"{value}"' if isinstance(value, str) else repr(value)
 
 
 _LOOP = re.compile(r"\s*for ([A-Za-z]\w*) in ")

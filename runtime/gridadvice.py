@@ -90,14 +90,14 @@ def idle_rank_advice(driver, options: Options, params, ranks: int, gpus: int = 0
     """What a warning of ranks with nothing to do advises: the grids on which every rank runs a
     task; where there is none, a smaller uniform tile size at which one does (``options``: the
     run's, at ``params``), or that smaller tiles do not help either (as far as they were tried),
-    or that none exists (1x1 tiles)."""
+    or that none exists (tiles of one element)."""
     grids = grids_where_every_rank_computes(driver, params, ranks, gpus, ratio)
     if grids:
         return f"use {' or '.join(f'--grid {p}x{q}' for p, q in grids)}, on which every rank runs a task"
     none = f"no grid of {ranks} ranks gives every rank a task"
     effective = _effective_tile_size(driver, params)
     if effective == 1:
-        return f"{none}, and the tiles are 1x1 already: use fewer ranks"
+        return f"{none}, and each tile is a single element already: use fewer ranks"
     tried, failed = None, effective
     for smaller in _smaller_params(driver, options, effective):
         tried = smaller.nb
@@ -113,11 +113,12 @@ def idle_rank_advice(driver, options: Options, params, ranks: int, gpus: int = 0
 
 def _effective_tile_size(driver, params) -> int | None:
     """The run's uniform tile size, at most its largest matrix's larger side (n = 40 at nb = 256: 40, the
-    tiles being no larger); None for hybrid tiles."""
-    if driver.PROGRAM.tiling.kind != "uniform":
-        return None
+    tiles being no larger); for hybrid tiles 1 where that side is 1 (n = 1), else None."""
     shapes = matrix_shapes(driver, params)[0].values()
-    return min(params.nb, max((max(int(m), int(n)) for m, n in shapes), default=params.nb))
+    side = max((max(int(m), int(n)) for m, n in shapes), default=None)
+    if driver.PROGRAM.tiling.kind != "uniform":
+        return 1 if side == 1 else None
+    return min(params.nb, side or params.nb)
 
 
 def _largest_working(driver, options: Options, working: tuple, failing: int, ranks: int, gpus: int,

@@ -221,3 +221,19 @@ def test_libraries_that_never_finish_loading_under_an_address_space_limit_end_th
     assert out.stderr == (f"tiledsl: error: rank 0: loading numpy's and SciPy's BLAS has not finished within 1 s: "
                           f"under the address-space limit (ulimit -v {limit // 1024}, in KiB) OpenBLAS waits for "
                           f"ever for buffers the limit does not leave it; raise the limit\n")
+
+
+@pytest.mark.timeout(60)
+def test_a_loop_nest_failure_gives_the_values_its_statement_names_floats_and_characters_too(tmp_path):
+    """`with q = 3, i = 0` of `inc(Y[i, 0], v)`: an integer parameter the call does not name, and not the
+    float v whose value made the count negative."""
+    import tiledsl
+
+    (tmp_path / "uk.py").write_text("def inc(Y, v, side):\n    Y += v\n")
+    (tmp_path / "u.tile").write_text('use "uk.py"\nkernel inc(inout Y, float v, char side in "LR") flops v * Y.m\n'
+                                     'program u {\n  param v = 0.25\n  param q = 3\n  param side = "L"\n'
+                                     "  matrix Y[n, n] = random general\n"
+                                     "  for i in 0 .. Y.mt { inc(Y[i, 0], v, side) }\n}\n")
+    with pytest.raises(tiledsl.TiledslError) as failed:
+        tiledsl.load(tmp_path / "u.tile").run(n=12, tiles={"nb": 5}, params={"v": -1.0})
+    assert str(failed.value).endswith('(in `inc(Y[i, 0], v, side)`, with side = "L", v = -1.0, i = 0)'), failed.value

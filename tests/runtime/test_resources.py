@@ -312,7 +312,7 @@ def test_at_1x1_tiles_only_fewer_ranks_are_advised(compiled, n, nb):
     cholesky = compiled("programs/cholesky.tile")
     options = Options(n=n, tiles={"nb": nb})
     assert idle_rank_advice(cholesky, options, make_params(cholesky, options), 4) == \
-        "no grid of 4 ranks gives every rank a task, and the tiles are 1x1 already: use fewer ranks"
+        "no grid of 4 ranks gives every rank a task, and each tile is a single element already: use fewer ranks"
 
 
 @pytest.mark.timeout(10)
