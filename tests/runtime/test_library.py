@@ -486,3 +486,15 @@ def test_tsqr_below_eight_rows_asks_for_its_columns():
     assert "tsqr requires cols >= 1 (A has a column at least: the default, n // 8, has none below n = 8)" \
         in str(refused.value)
     assert tiledsl.load("tsqr").run(n=7, tiles={"nb": 3}, params={"cols": 2}, check=True).passed
+
+
+@pytest.mark.parametrize("module, reference", [("tsqr_kernels.py", "dgels"), ("../programs/tsqr_kernels.py", "dgels"),
+                                               ("lsk.py", None)])
+def test_a_user_checks_reference_is_the_shipped_tsqrs_only(module, reference):
+    """A user's check named least_squares (computing anything) was benched against dgels, by its name alone."""
+    from tiledsl.commands.bench import reference_for
+    from tiledsl.runtime.program import CheckDecl
+
+    check = CheckDecl("least_squares", ("A", "B"), 1, user=True)
+    found = reference_for(check, {}, module)
+    assert (found.routine if found else None) == reference

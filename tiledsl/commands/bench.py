@@ -22,6 +22,7 @@ import inspect
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -106,8 +107,9 @@ FACTORIZATIONS = {
     "lu": Reference("dgetrf", _getrf),
     "qr": Reference("dgeqrf", _geqrf),
 }
-#: the references of user checks, by the check function's name
-BY_NAME = {"least_squares": Reference("dgels", _gels)}
+#: the references of user checks, by (their kernel module's file name, the check function's name): the shipped
+#: tsqr's least-squares check (a user's check named so may compute anything: timed alone)
+BY_FUNCTION = {("tsqr_kernels.py", "least_squares"): Reference("dgels", _gels)}
 
 
 @dataclass(frozen=True)
@@ -131,12 +133,12 @@ class Operand:
         return self.triangle is not None and not self.symmetric
 
 
-def reference_for(check, options: dict | None = None) -> Reference | None:
+def reference_for(check, options: dict | None = None, module: str | None = None) -> Reference | None:
     """The routine that computes what ``check`` verifies, with the options its qualifiers give
-    (``options``: the check's values, product's alpha and beta); None where no LAPACK/BLAS routine
-    does."""
+    (``options``: the check's values, product's alpha and beta; ``module``: the program's kernel
+    module, whose function a user check is); None where no LAPACK/BLAS routine does."""
     if check.user:
-        return BY_NAME.get(check.kind)
+        return BY_FUNCTION.get((Path(module or "").name, check.kind))
     if check.kind in FACTORIZATIONS:
         return FACTORIZATIONS[check.kind]
     words = _qualifiers(check)
@@ -228,7 +230,7 @@ def reference_of(program, params) -> tuple[Reference, list, dict] | None:
     if check is None:
         return None
     options = check.option_values(params)
-    reference = reference_for(check, options)
+    reference = reference_for(check, options, program.kernel_module)
     if reference is None:
         return None
     matrices = [d.name for d in program.matrices]
