@@ -132,7 +132,7 @@ def rate_number(rate: float) -> str:
 
 
 #: what a rate above the kernel upper bound says of itself: no run passes it by doing the work counted
-_ABOVE_BOUND = (": above it, the count is more than the work this run did (a band, a part of the factorization), "
+ABOVE_BOUND = (": above it, the count is more than the work this run did (a band, a part of the factorization), "
                 "or its kernels ran faster than tune timed them (a busy machine then)")
 
 
@@ -394,7 +394,7 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
     if rate and result.upper_bound:
         lines.append(f"  bound     {rate / result.upper_bound:.2f} of the kernel upper bound, "
                      f"{result.upper_bound:.1f} GFLOP/s (gemm's tuned rates × the cores used and GPUs)"
-                     + (_ABOVE_BOUND if rate > result.upper_bound else ""))
+                     + (ABOVE_BOUND if rate > result.upper_bound else ""))
     if result.check_seconds is not None:
         lines.append(f"  check     {result.check_seconds:.4f} s")
     if result.total_seconds is not None:

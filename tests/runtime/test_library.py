@@ -498,3 +498,17 @@ def test_a_user_checks_reference_is_the_shipped_tsqrs_only(module, reference):
     check = CheckDecl("least_squares", ("A", "B"), 1, user=True)
     found = reference_for(check, {}, module)
     assert (found.routine if found else None) == reference
+
+
+@pytest.mark.timeout(60)
+def test_bench_says_a_rate_above_the_kernel_upper_bound_as_run_does(compiled):
+    """A run's bound line said why its rate passed the bound (a count of more work than it did, a busy
+    tune); bench printed the same rate without a word (a block diagonal's potrfs, counted as n³/3)."""
+    driver = compiled("programs/cholesky.tile")
+    speeds = {"core": {"gemm": 0.001}}  # as if tune had timed gemm at 1 MFLOP/s: every run passes it
+    table = run_bench(driver, Options(n=100, tiles={"nb": 50}, workers=1, host_speeds=speeds), rounds=1,
+                      with_dask=False)
+    said = [note for note in table["notes"] if "upper bound" in note]
+    assert len(said) == 1 and said[0].startswith("tiledsl's ") and said[0].endswith(
+        "of the kernel upper bound, 0.0 GFLOP/s: above it, the count is more than the work this run did (a band, a "
+        "part of the factorization), or its kernels ran faster than tune timed them (a busy machine then)"), said

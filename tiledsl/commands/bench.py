@@ -33,7 +33,7 @@ from ..runtime import Options, execute
 from ..runtime.launch import run_notes, source
 from ..runtime.layout import make_params, matrix_shapes
 from ..runtime.options import tile_values
-from ..runtime.reporting import (count_text, failure_reasons, flop_count, no_rate_reason, rate_number,
+from ..runtime.reporting import (ABOVE_BOUND, count_text, failure_reasons, flop_count, no_rate_reason, rate_number,
                                  ratio_number, seconds_text, settings_text)
 
 DASK_CHUNKS = (512, 1024, 2048)
@@ -360,6 +360,10 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     notes = [*run_notes(driver, options, result, [result.stats]), *notes]  # what run warns of (a singular A)
     if not flops and no_rate_reason([result.stats]):
         notes.append(f"no GFLOP/s: {no_rate_reason([result.stats])}")  # as run says it
+    rate = flops / min(tiled.times) / 1e9 if flops and min(tiled.times) > 0 else None
+    if rate and result.upper_bound and rate > result.upper_bound:  # as run's bound line says it
+        notes.append(f"tiledsl's {rate_number(rate)} GFLOP/s is {rate / result.upper_bound:.2f} of the kernel upper "
+                     f"bound, {result.upper_bound:.1f} GFLOP/s{ABOVE_BOUND}")
     notes += [f"{m.name} failed on these inputs (LAPACK info = {m.info}): its row is not a timing"
               for m, *_ in references if m.info]
     notes += _spread_notes([tiled] + [r[0] for r in references if not r[0].info], workers)
