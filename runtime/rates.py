@@ -103,6 +103,19 @@ def upper_bound(speeds: dict | None, size: int, workers: float, gpus: int, ranks
     return ranks * (workers * core + gpus * gpu)
 
 
+def largest_timed(speeds: dict | None, size: int, gpus: int) -> int | None:
+    """The largest tile size gemm was timed at on the devices a run uses, where the run's largest tile
+    ``size`` is past it, which leaves the run no upper bound (:func:`upper_bound`); None otherwise."""
+    kinds = ["core", *(["gpu"] if gpus else [])]
+    if not speeds or not all(speeds.get(kind) for kind in kinds):
+        return None
+    try:
+        largest = min(max(Rates(speeds[kind], kind).tables.get("gemm", ([0],))[0]) for kind in kinds)
+    except RateError:
+        return None
+    return largest if 0 < largest < size else None
+
+
 def _table(value, where: str) -> tuple[list, list]:
     """``(sizes, rates)`` of a rate given as a number or a {size: rate} table."""
     if _is_number(value):

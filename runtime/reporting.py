@@ -40,6 +40,7 @@ class RunResult:
     gpu_backend: str | None = None  # with GPUs: "emulated" or "cupy"
     gpu_streams: int | None = None  # with GPUs: compute streams per GPU
     upper_bound: float | None = None  # GFLOP/s: the kernel upper bound (.rates.upper_bound), when tuned
+    untimed_tiles: tuple | None = None  # (the largest tile tune timed, the run's): tuned, and no bound for that
     broadcast: str = "direct"  # how tile versions reached the ranks reading them: "direct" or "tree"
     host_takes: bool = False  # idle CPU workers took GPU tasks (--host-takes on, in memory)
     host_takes_out_of_core: bool = False  # --host-takes on, but out of core: nothing taken
@@ -395,6 +396,10 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
         lines.append(f"  bound     {rate / result.upper_bound:.2f} of the kernel upper bound, "
                      f"{result.upper_bound:.1f} GFLOP/s (gemm's tuned rates × the cores used and GPUs)"
                      + (ABOVE_BOUND if rate > result.upper_bound else ""))
+    elif rate and result.untimed_tiles:
+        timed, largest = result.untimed_tiles
+        lines.append(f"  bound     none: tune timed gemm on tiles up to {timed}, and this run's reach {largest} "
+                     f"(tiledsl tune --sizes with larger ones times them)")
     if result.check_seconds is not None:
         lines.append(f"  check     {result.check_seconds:.4f} s")
     if result.total_seconds is not None:

@@ -942,6 +942,10 @@ def test_a_tuned_run_reports_its_fraction_of_the_kernel_upper_bound(cache):
     assert summary["of_upper_bound"] == pytest.approx(summary["gflops"] / 80.0)
     text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--workers", 2, cache=cache).stdout
     assert "of the kernel upper bound, 80.0 GFLOP/s (gemm's tuned rates × the cores used and GPUs)" in text
+    # tiles larger than tune timed: no bound, said (the line was gone without a word)
+    text = tiledsl("run", "programs/cholesky.tile", "--n", 400, "--nb", 256, "--workers", 2, cache=cache).stdout
+    assert ("  bound     none: tune timed gemm on tiles up to 128, and this run's reach 256 (tiledsl tune --sizes with "
+            "larger ones times them)\n") in text, text
     untuned = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--no-tune", "--json", cache=cache))
     assert untuned["upper_bound"] is None and untuned["of_upper_bound"] is None
 
