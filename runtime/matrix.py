@@ -88,8 +88,12 @@ class TiledMatrix:
             return tile
         if 0 <= i < self.mt and 0 <= j < self.nt:
             return self._make(i, j)
-        raise TileIndexError(f"tile {self.name}[{i}, {j}] does not exist: {self.name} has "
-                             f"{self.mt}×{self.nt} tiles", line)
+        raise TileIndexError(f"tile {self.name}[{i}, {j}] does not exist: {self._extent()}", line)
+
+    def _extent(self) -> str:
+        """``T, 96×250, has 1×3 tiles``: its size says which setting made it so (a parameter a file's
+        shape gave, say), which its tiles alone do not."""
+        return f"{self.name}, {self.m}×{self.n}, has {self.mt}×{self.nt} tiles"
 
     def _make(self, i: int, j: int) -> Tile:
         rank, device = self.distribution.owner(self.name, i, j)
@@ -117,8 +121,7 @@ class TiledMatrix:
         where = f"the tile range {self.name}[{rows}, {cols}]"
         for axis, start, count in (("row", r0, self.mt), ("column", c0, self.nt)):
             if axis == single and not 0 <= start < count:
-                return (f"{where} is in tile {axis} {start}, which does not exist: {self.name} has "
-                        f"{self.mt}×{self.nt} tiles")
+                return f"{where} is in tile {axis} {start}, which does not exist: {self._extent()}"
         if r0 >= r1 or c0 >= c1:
             return f"{where} is empty"
         return f"{where} leaves {self.name}, which has {self.mt}×{self.nt} tiles"

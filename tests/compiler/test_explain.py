@@ -391,5 +391,5 @@ def test_a_loop_nest_failing_in_a_walk_names_its_line_and_no_rank(tmp_path, monk
                                        "    potrf(A[k + off, k])\n  }\n}\n")
     monkeypatch.chdir(tmp_path)
     assert main([command, "oob.tile", "--n", "8", "--set", "off=1", *(["-o", "g.dot"] * (command == "graph"))]) == 1
-    assert capsys.readouterr().err == ("tiledsl: error: oob.tile:6: tile A[4, 3] does not exist: A has 4×4 tiles "
+    assert capsys.readouterr().err == ("tiledsl: error: oob.tile:6: tile A[4, 3] does not exist: A, 8×8, has 4×4 tiles "
                                        "(in `potrf(A[k + off, k])`, with off = 1, k = 3)\n")

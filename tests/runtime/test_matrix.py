@@ -73,17 +73,17 @@ def test_a_sub_range_that_leaves_its_tile_or_is_reversed_says_which(region, mess
 
 
 @pytest.mark.parametrize("ends, message", [
-    ((5, 3, 5, None), "the tile range A[5 : 3, 5] is in tile column 5, which does not exist: A has 3×3 tiles"),
-    ((0, 3, 5, None), "the tile range A[0 : 3, 5] is in tile column 5, which does not exist: A has 3×3 tiles"),
-    ((-1, None, 2, 0), "the tile range A[-1, 2 : 0] is in tile row -1, which does not exist: A has 3×3 tiles"),
+    ((5, 3, 5, None), "the tile range A[5 : 3, 5] is in tile column 5, which does not exist: A, 7×7, has 3×3 tiles"),
+    ((0, 3, 5, None), "the tile range A[0 : 3, 5] is in tile column 5, which does not exist: A, 7×7, has 3×3 tiles"),
+    ((-1, None, 2, 0), "the tile range A[-1, 2 : 0] is in tile row -1, which does not exist: A, 7×7, has 3×3 tiles"),
     ((2, 2, 0, None), "the tile range A[2 : 2, 0] is empty"),
     ((1, 4, 0, None), "the tile range A[1 : 4, 0] leaves A, which has 3×3 tiles"),
     # a range of one tile stays a range, whichever index is single
-    ((2, 3, -4, None), "the tile range A[2 : 3, -4] is in tile column -4, which does not exist: A has 3×3 tiles"),
-    ((5, None, 0, 1), "the tile range A[5, 0 : 1] is in tile row 5, which does not exist: A has 3×3 tiles"),
+    ((2, 3, -4, None), "the tile range A[2 : 3, -4] is in tile column -4, which does not exist: A, 7×7, has 3×3 tiles"),
+    ((5, None, 0, 1), "the tile range A[5, 0 : 1] is in tile row 5, which does not exist: A, 7×7, has 3×3 tiles"),
     ((3, 4, 0, None), "the tile range A[3 : 4, 0] leaves A, which has 3×3 tiles"),
     # a driver of format 4 gives both stops: a one-wide column is the single index
-    ((0, 3, 5, 6), "the tile range A[0 : 3, 5] is in tile column 5, which does not exist: A has 3×3 tiles"),
+    ((0, 3, 5, 6), "the tile range A[0 : 3, 5] is in tile column 5, which does not exist: A, 7×7, has 3×3 tiles"),
 ])
 def test_a_panel_in_a_tile_row_or_column_that_does_not_exist_says_so_before_it_is_empty(ends, message):
     """The panel's single index outside the matrix is the cause: said even where its range is empty too."""

@@ -21,12 +21,12 @@ PROGRAMS = {
   for k in 0 .. B.mt {
     gemm(B[k, 0], A[k, 0], B[k, 1])
   }
-}""", 5, "tile A[2, 0] does not exist: A has 2×2 tiles (in `gemm(B[k, 0], A[k, 0], B[k, 1])`, with k = 2)"),
+}""", 5, "tile A[2, 0] does not exist: A, 64×64, has 2×2 tiles (in `gemm(B[k, 0], A[k, 0], B[k, 1])`, with k = 2)"),
     # every tile of the call outside the matrix: owned by no rank, so met by no rank's share walk
     "a call wholly past the matrix": ("""program p {
   matrix A[n, n] = random spd
   for i in 0 .. A.mt + 1 step 2 { potrf(A[i, i]) priority 1 }
-}""", 3, "tile A[2, 2] does not exist: A has 2×2 tiles (in `potrf(A[i, i]) priority 1`, with i = 2)"),
+}""", 3, "tile A[2, 2] does not exist: A, 64×64, has 2×2 tiles (in `potrf(A[i, i]) priority 1`, with i = 2)"),
     "division by zero": ("""program p {
   param z = 0
   matrix A[n, n] = random spd
@@ -80,7 +80,7 @@ PROGRAMS = {
     let m = k
     if m >= 0 { trsm(A[k, k], B[m, 0]) }
   }
-}""", 7, "tile B[1, 0] does not exist: B has 1×2 tiles (in `trsm(A[k, k], B[m, 0])`, with k = 1, m = 1)"),
+}""", 7, "tile B[1, 0] does not exist: B, 32×64, has 1×2 tiles (in `trsm(A[k, k], B[m, 0])`, with k = 1, m = 1)"),
     # the compiler cannot tell under an 'if' (E204 otherwise): every walk finds it, before the run
     "a tile passed twice and written": ("""program p {
   matrix A[n, n] = random spd
@@ -94,7 +94,7 @@ PROGRAMS = {
     potrf(A[k, k])
     release A[(k + 1) % 3, k]
   }
-}""", 5, "tile A[2, 1] does not exist: A has 2×2 tiles (in `release A[(k + 1) % 3, k]`, with k = 1)"),
+}""", 5, "tile A[2, 1] does not exist: A, 64×64, has 2×2 tiles (in `release A[(k + 1) % 3, k]`, with k = 1)"),
 }
 ERROR = re.compile(r"tiledsl: error: rank (\d+) \(t\.tile:(\d+)\): (.*?)(?=tiledsl: |Abort|\n|$)")
 
