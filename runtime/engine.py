@@ -123,7 +123,7 @@ class Engine:
         # rank without GPUs no version is counted, so the tiles written so far are kept here
         self.workspaces = frozenset(decl.name for decl in program.workspaces)
         self.workspace_written: set = set()
-        self.submitted = 0  # tasks so far: the order of the notes made as they come
+        self.submitted = 0  # this rank's tasks so far: the order of the notes made as they come
         # a task's flops cost the generation thread ~2 µs: counted only where no standard count serves
         self.flop_counts = ({id(call): call.flops or PRELUDE_FLOPS.get(call.kernel) for call in program.calls}
                             if count_flops else None)
@@ -224,14 +224,15 @@ class Engine:
         """Note a task this rank runs that reads a workspace tile (mode ``in``) no task wrote before it
         (lock held; before the task's own writes are counted). Its version says so on several ranks or
         with GPUs, where versions are counted; else :attr:`workspace_written` does."""
-        self.submitted += 1
         counted = self.exchange is not None
+        if counted and tiles[call.main].rank != self.rank:
+            return  # said by the rank that runs it, and versions are counted: nothing to keep
+        self.submitted += 1
         for tile, mode in zip(tiles, call.modes):
             if tile.matrix.name not in self.workspaces:
                 continue
             if mode == "in" and not (tile.version if counted else tile in self.workspace_written):
-                if tiles[call.main].rank == self.rank:  # said by the rank that runs it
-                    self.kernel_notes.add_read_of_zeros(call, tiles, views, tile, self.submitted)
+                self.kernel_notes.add_read_of_zeros(call, tiles, views, tile, self.submitted)
             elif mode != "in" and not counted:
                 self.workspace_written.add(tile)
 

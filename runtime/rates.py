@@ -52,8 +52,12 @@ class Rates:
     def __contains__(self, kernel: str) -> bool:
         return kernel in self.tables or "default" in self.tables or "gemm" in self.tables
 
+    def table(self, kernel: str) -> tuple[list, list]:
+        """``(sizes, rates)`` of ``kernel``: its own, else the default's, else gemm's."""
+        return self.tables.get(kernel) or self.tables.get("default") or self.tables["gemm"]
+
     def gflops(self, kernel: str, size: float) -> float:
-        sizes, rates = self.tables.get(kernel) or self.tables.get("default") or self.tables["gemm"]
+        sizes, rates = self.table(kernel)
         if len(sizes) == 1 or size <= sizes[0]:
             return rates[0]
         if size >= sizes[-1]:
@@ -67,7 +71,7 @@ class Rates:
         above it (a rate grows with the tile, but one timing may read low, and the interpolation of it
         was passed); None past the largest size timed, where nothing bounds it. A rate given as one
         number holds at every size."""
-        sizes, rates = self.tables.get(kernel) or self.tables.get("default") or self.tables["gemm"]
+        sizes, rates = self.table(kernel)
         if sizes == [0]:
             return rates[0]
         if size > sizes[-1]:
@@ -110,7 +114,7 @@ def largest_timed(speeds: dict | None, size: int, gpus: int) -> int | None:
     if not speeds or not all(speeds.get(kind) for kind in kinds):
         return None
     try:
-        largest = min(max(Rates(speeds[kind], kind).tables.get("gemm", ([0],))[0]) for kind in kinds)
+        largest = min(Rates(speeds[kind], kind).table("gemm")[0][-1] for kind in kinds)  # (0: one rate for all)
     except RateError:
         return None
     return largest if 0 < largest < size else None

@@ -34,6 +34,8 @@ JOB_HOST_VARIABLE = "TILEDSL_JOB_HOST"  # set by ``tiledsl run --np``: the host 
 JOB_RANKS_VARIABLE = "TILEDSL_JOB_RANKS"  # set by ``tiledsl run --np P``: P, which the launcher must start
 UCX_DEBUG_SIGNAL_VARIABLE = "UCX_DEBUG_SIGNO"
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
+#: the signals that stop a rank (Ctrl-C, a scheduler's SIGTERM, a hang-up), held back where stopping is no option
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class UsageError(Exception):
@@ -182,7 +184,7 @@ def _outlive_no_owner() -> None:
     The stopping signals are the main thread's alone: this thread would take one while the main
     thread defers them through MPI's start-up (:func:`_signals_deferred`), and the rank would
     stop there, where it can neither abort the job nor leave it."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
     while True:
         time.sleep(OWNER_CHECK_SECONDS)
         status = _abandoned(os.getpid())
@@ -358,7 +360,7 @@ def abort_job(MPI, code: int) -> None:
     """End every rank of the job with ``code`` (MPI_Abort), after what this rank printed is out.
     A second signal (a Ctrl-C or SIGTERM repeated) changes nothing now: it is ignored, rather
     than unwinding the wait with a traceback."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for signum in STOPPING:
         try:
             signal.signal(signum, signal.SIG_IGN)
         except ValueError:  # not the main thread: the signals go to the main thread anyway
@@ -429,8 +431,7 @@ def _signals_deferred():
     (a rank interrupted there can neither abort the job, MPI not being up, nor leave it, MPI's
     finalize waiting for the others); they arrive once the block is done, where a stop aborts
     the whole job at once."""
-    deferred = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, deferred)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
     try:
         yield
     finally:
@@ -480,15 +481,13 @@ class HeldInterrupts:
     two steps, nor changed without its undoing due. A Python signal handler runs in the main thread
     only: made in another, it holds nothing, there being nothing there to hold."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
     def __init__(self):
         self.came: list = []  # (signal, frame) of the signals held, in the order they came
         self.previous: dict = {}  # signal -> the handler it had
         if threading.current_thread() is not threading.main_thread():
             return
         try:
-            for signum in self.SIGNALS:
+            for signum in STOPPING:
                 handler = signal.getsignal(signum)
                 if callable(handler):
                     signal.signal(signum, self._hold)
@@ -556,11 +555,10 @@ def _start_up_watch(limit: float | None, late: str | None = None):
     # a Ctrl-C to the group is the rank's to handle: in the watcher it would unwind the rank's
     # copied stack and report (and abort MPI) a second time, so it waits across the fork, and the
     # watcher ignores it (it ends with the pipe anyway)
-    stopping = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, stopping)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
     watcher = os.fork()
     if watcher == 0:  # the watcher: only system calls and small files, then _exit
-        for signum in stopping:
+        for signum in STOPPING:
             signal.signal(signum, signal.SIG_IGN)
         os.close(write_end)
         _watch(read_end, limit, os.getppid(), late)
@@ -620,7 +618,7 @@ def _stop_waiting(pid: int) -> tuple | None:
             masks = [int(line.split()[1], 16) for line in status if line.startswith(("SigPnd:", "ShdPnd:"))]
     except (OSError, ValueError, IndexError):
         return None
-    pending = [signum for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    pending = [signum for signum in STOPPING
                if any(mask >> (signum - 1) & 1 for mask in masks)]
     return (pending[0], time.monotonic()) if pending else None
 

@@ -1,5 +1,6 @@
 """OpenBLAS's thread pool is whole again after the runtime's fork (runtime/blaspool.py). Each case runs in a
 process of its own: threads that other tests leave ending would change the counts."""
+import os
 import subprocess
 import sys
 
@@ -26,7 +27,10 @@ blas.load()  # numpy's and SciPy's OpenBLAS, each with its pool
 
 
 def _counts(case: str) -> list:
-    out = subprocess.run([sys.executable, "-c", _COUNTING + case], capture_output=True, text=True, timeout=50)
+    # OpenBLAS with its pool, a thread per core, as a user's process loads it (the suite loads it on one)
+    env = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", _COUNTING + case], capture_output=True, text=True, timeout=50,
+                         env=env)
     assert out.returncode == 0, out.stderr
     return [int(word) for word in out.stdout.split()]
 
