@@ -294,6 +294,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or _python_number(source, line, before, str(token))
             or _bare_exponent(source, line, before, str(token))
             or _no_such_statement(source, line, before, accepts)
+            or _operator_missing(source, line, before, terminals)
             or _line_ended_early(source, line, before, token, terminals, notes)
             or _expression_missing(source, line, before, token, notes)
             or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"},
@@ -356,6 +357,33 @@ def _bare_exponent(source: Source, line: int, before: str, token: str) -> Diagno
     return Diagnostic(Span(source.path, line, number.start() + 1, line, number.end() + 1), "E100",
                       f"'{number.group()}' is not a number: its exponent has no digits", (),
                       f"an exponent needs digits: {number.group(1)}e{number.group(2)}3")
+
+
+#: a line whose expressions no kernel call may follow on it (a statement may follow a call or a block)
+_EXPRESSION_LINE = re.compile(r"\s*(?:let|param|require|if|for)\b|.*\bpriority\b")
+#: an operand (a name, a number or a closing parenthesis) and then a name, at the end of a line's code
+_TWO_OPERANDS = re.compile(r"(?:(?<![\w.])([A-Za-z_]\w*|\d+(?:\.\d*)?)|\))\s+([A-Za-z_]\w*)\s*$")
+
+
+def _operator_missing(source: Source, line: int, before: str, terminals: frozenset) -> Diagnostic | None:
+    """``let j = k k`` or ``let j = k A.mt``: two operands with nothing between them. A statement may
+    follow another on its line, so the parser reads the second as a kernel called and fails after it
+    (at its '.', or on the next line, '(' due); said at the second operand, as an operator missing."""
+    if terminals != {"LPAR"}:
+        return None
+    lines = source.text.split("\n")
+    if not before.strip():  # the line before ended with the two operands
+        line = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), 0)
+        before = lines[line - 1] if line else ""
+    code = _code(before)
+    operands = _TWO_OPERANDS.search(code)
+    if operands is None or not _EXPRESSION_LINE.match(code) or {*operands.groups()} & {*_KEYWORDS}:
+        return None
+    second = re.match(r"[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)?", lines[line - 1][operands.start(2):]).group()
+    return Diagnostic(Span(source.path, line, operands.start(2) + 1, line, operands.start(2) + len(second) + 1),
+                      "E100", f"unexpected '{operands.group(2)}'",
+                      (f"an expression ends before '{second}', and no operator joins them (a name without '(' after "
+                       f"it calls no kernel)",), f"write an operator before '{second}' (* + - / // % **)")
 
 
 def _line_ended_early(source: Source, line: int, before: str, token, terminals, notes) -> Diagnostic | None:
