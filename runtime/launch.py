@@ -228,7 +228,7 @@ def _host_speeds(program, options: Options) -> dict | None:
     read: :func:`~.layout.use_tuned`), else this machine's tune cache's."""
     if options.host_speeds is not None:
         return options.host_speeds
-    return (tuning.entry(program.name, options.gpus, options.gpu_backend) or {}).get("speeds")
+    return (tuning.entry(tuning.program_key(program), options.gpus, options.gpu_backend) or {}).get("speeds")
 
 
 def _largest_tile(params, matrices: dict) -> int:

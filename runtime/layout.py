@@ -378,12 +378,12 @@ def use_tuned(driver, options: Options, enabled: bool = True, comm=None, warn=No
     program = driver.PROGRAM
     found = None
     if enabled and not environment_switch("TILEDSL_NO_TUNE"):
-        found = _read_on_rank_zero(comm, lambda: tuning.lookup(program.name, program.tiling.kind, options.gpus,
+        found = _read_on_rank_zero(comm, lambda: tuning.lookup(tuning.program_key(program), program.tiling.kind, options.gpus,
                                                                options.gpu_backend, warn))
     if found is not None:
         _use_tuned_entry(driver, options, found, warn)
     if (options.host_takes or found is not None) and options.host_speeds is None:
-        entry = _read_on_rank_zero(comm, lambda: tuning.entry(program.name, options.gpus, options.gpu_backend))
+        entry = _read_on_rank_zero(comm, lambda: tuning.entry(tuning.program_key(program), options.gpus, options.gpu_backend))
         options.host_speeds = (entry or {}).get("speeds") or {}
 
 

@@ -4,7 +4,8 @@ One JSON file per machine, ``$XDG_CACHE_HOME/tiledsl/tune/<machine-key>.json``
 (``~/.cache`` by default). The machine key names the hostname, the CPU model,
 the core count and the NVIDIA GPUs the driver lists, so that a home directory
 shared by several machines (a cluster's nodes) keeps one file per kind of node.
-Inside, an entry per program name, GPU backend and GPU count (:func:`entry_key`)
+Inside, an entry per program (its name and what it calls: :func:`program_key`), GPU
+backend and GPU count (:func:`entry_key`)
 holds the tuned tile settings (``nb``, or ``B``/``b``/``s``), the program
 parameters tuned with them (``params``: a QR's inner block ``ib``; absent from the
 files of older versions, which stay readable), the host/GPU column ratio of
@@ -62,8 +63,17 @@ def cache_path() -> Path:
     return cache_dir() / f"{machine_key()}.json"
 
 
+def program_key(program) -> str:
+    """The name a program's entries go by: its name and a digest of its tiling kind and the kernels
+    it calls (``cholesky@5d1c09e2``), so that two programs of one name (a shipped one and a copy made
+    into another algorithm) do not take each other's tiles and kernel rates."""
+    calls = json.dumps([program.tiling.kind, sorted(program.kernels)])
+    return f"{program.name}@{hashlib.sha256(calls.encode()).hexdigest()[:8]}"
+
+
 def entry_key(program: str, gpus: int, backend: str) -> str:
-    """``cholesky/cpu`` without GPUs, ``cholesky/cupy/2`` with two CuPy GPUs."""
+    """``cholesky@5d1c09e2/cpu`` without GPUs, ``cholesky@5d1c09e2/cupy/2`` with two CuPy GPUs
+    (``program``: its :func:`program_key`)."""
     return f"{program}/cpu" if gpus == 0 else f"{program}/{backend}/{gpus}"
 
 
@@ -190,7 +200,7 @@ class Tuned(NamedTuple):
 
 
 def entry(program: str, gpus: int, backend: str, path: Path | None = None, warn=None) -> dict | None:
-    """This machine's cache entry for the program and GPU setup as stored (None: never tuned, or
+    """This machine's cache entry for the program (its :func:`program_key`) and GPU setup as stored (None: never tuned, or
     an entry that is no object); its kernel rates (``speeds``) left out, with a warning, where
     they cannot be read as rates (a cache edited by hand: a run failed as an internal error)."""
     warn, path = warn or _warn, cache_path() if path is None else path
@@ -231,7 +241,7 @@ def _kind(value) -> str:
 
 
 def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: Path | None = None):
-    """The :class:`Tuned` values for this program and GPU setup, or None.
+    """The :class:`Tuned` values for this program (its :func:`program_key`) and GPU setup, or None.
 
     An entry that does not fit the program's tiling kind is ignored with a warning.
     """

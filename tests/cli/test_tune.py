@@ -88,13 +88,19 @@ def driver_of(tmp_path, program):
     return import_driver(tmp_path / f"{program}.py", f"tune_{program}")
 
 
-def seed_cache(program, gpus, backend, tiles, ratio=None, params=None, **more):
+def key_of(program, source=None) -> str:
+    """The tune cache's :func:`~tiledsl.runtime.tuning.program_key` of a shipped program (by name), or of the
+    program in ``source``."""
+    return tuning.program_key(load(source or ROOT / f"programs/{program}.tile").program)
+
+
+def seed_cache(program, gpus, backend, tiles, ratio=None, params=None, source=None, **more):
     """Write a tuned entry as tiledsl tune would (without ``params``: as versions before inner
-    blocks were tuned wrote it); the file's path."""
+    blocks were tuned wrote it) for a shipped program, or the one in ``source``; the file's path."""
     entry = {"program": program, "gpus": gpus, "backend": backend, "tiles": tiles, "gpu_ratio": ratio, **more}
     if params is not None:
         entry["params"] = params
-    return tuning.store(tuning.entry_key(program, gpus, backend), entry)
+    return tuning.store(tuning.entry_key(key_of(program, source), gpus, backend), entry)
 
 
 # ---------------------------------------------------------------- decisions on synthetic tables
@@ -441,16 +447,19 @@ def test_the_cache_round_trips_under_xdg_cache_home(cache):
     path = seed_cache("cholesky", 2, "cupy", {"nb": 512}, [1, 8])
     assert path == tuning.cache_path() and path.parent == cache / "tiledsl" / "tune"
     seed_cache("cholesky", 0, "emulated", {"nb": 320})
-    assert tuning.lookup("cholesky", "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), {}, path, False)
-    assert tuning.lookup("cholesky", "uniform", 0, "cupy") == ({"nb": 320}, None, {}, path, False)  # no GPU: any backend
+    assert tuning.lookup(key_of("cholesky"), "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), {}, path, False)
+    assert tuning.lookup(key_of("cholesky"), "uniform", 0, "cupy") == ({"nb": 320}, None, {}, path,
+                                                                    False)  # no GPU: any backend
     seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 96})
-    assert tuning.lookup("qr", "uniform", 0, "emulated") == tuning.Tuned({"nb": 256}, None, {"ib": 96}, path)
-    assert tuning.lookup("cholesky", "uniform", 1, "cupy") is None
-    assert tuning.lookup("qr", "uniform", 2, "cupy") is None
+    assert tuning.lookup(key_of("qr"), "uniform", 0, "emulated") == tuning.Tuned({"nb": 256}, None, {"ib": 96}, path)
+    assert tuning.lookup(key_of("cholesky"), "uniform", 1, "cupy") is None
+    assert tuning.lookup(key_of("qr"), "uniform", 2, "cupy") is None
     seed_cache("cholesky", 1, "cupy", {"nb": 512}, [0, 1], host_takes=True)
-    assert tuning.lookup("cholesky", "uniform", 1, "cupy").host_takes is True
+    assert tuning.lookup(key_of("cholesky"), "uniform", 1, "cupy").host_takes is True
     content = json.loads(path.read_text())
-    assert set(content["entries"]) == {"cholesky/cupy/2", "cholesky/cpu", "qr/cpu", "cholesky/cupy/1"}
+    cholesky, qr = key_of("cholesky"), key_of("qr")  # names with a digest of the kernels: cholesky@2dce8fb2
+    assert re.fullmatch(r"cholesky@[0-9a-f]{8}", cholesky) and cholesky != qr.replace("qr", "cholesky")
+    assert set(content["entries"]) == {f"{cholesky}/cupy/2", f"{cholesky}/cpu", f"{qr}/cpu", f"{cholesky}/cupy/1"}
     assert content["machine"] == tuning.machine()
     # no temporary file left; the lock file of the updates (tuning._updating) stays, empty
     assert sorted(p.name for p in path.parent.iterdir()) == [f".{path.name}.lock", path.name]
@@ -472,7 +481,7 @@ def test_a_cache_that_cannot_be_read_is_not_written_over(cache, monkeypatch):
 
     monkeypatch.setattr(usercache, "read_bytes", read_bytes)
     said = []
-    assert tuning.lookup("lu", "uniform", 0, "emulated", warn=said.append) is None  # a run goes on without it
+    assert tuning.lookup(key_of("lu"), "uniform", 0, "emulated", warn=said.append) is None  # a run goes on without it
     assert said == [f"ignoring the tuning cache {path}: Permission denied"]
     with pytest.raises(UsageError, match=r"cannot read the tuning cache .* to add to it: Permission denied; it was "
                                          r"left as it is"):
@@ -500,29 +509,29 @@ def test_a_corrupt_cache_is_ignored_with_one_warning(cache, text):
     path.parent.mkdir(parents=True)
     path.write_bytes(text if isinstance(text, bytes) else text.encode())  # bytes: not UTF-8 (an internal error)
     warnings = []
-    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
+    assert tuning.lookup(key_of("cholesky"), "uniform", 0, "emulated", warnings.append) is None
     assert len(warnings) == 1 and str(path) in warnings[0] and "\n" not in warnings[0]
     seed_cache("cholesky", 0, "emulated", {"nb": 128})  # tuning again rewrites it
-    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append)[0] == {"nb": 128}
+    assert tuning.lookup(key_of("cholesky"), "uniform", 0, "emulated", warnings.append)[0] == {"nb": 128}
 
 
 @pytest.mark.timeout(10)
 def test_an_entry_that_does_not_fit_the_program_is_ignored(cache):
     seed_cache("cholesky", 0, "emulated", {"B": 512, "b": 128})
     warnings = []
-    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
+    assert tuning.lookup(key_of("cholesky"), "uniform", 0, "emulated", warnings.append) is None
     assert "do not fit uniform tiling" in warnings[0]
     seed_cache("cholesky", 0, "emulated", {"nb": -3})
-    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
+    assert tuning.lookup(key_of("cholesky"), "uniform", 0, "emulated", warnings.append) is None
     seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 0})
-    assert tuning.lookup("qr", "uniform", 0, "emulated", warnings.append) is None
+    assert tuning.lookup(key_of("qr"), "uniform", 0, "emulated", warnings.append) is None
     assert "ib = 0 is not an integer from 1 to 2**63 - 1" in warnings[-1]
     # a value beyond 64 bits is the entry's fault too, not an option the user never gave
     seed_cache("cholesky", 0, "emulated", {"nb": 2 ** 63})
-    assert tuning.lookup("cholesky", "uniform", 0, "emulated", warnings.append) is None
+    assert tuning.lookup(key_of("cholesky"), "uniform", 0, "emulated", warnings.append) is None
     assert "nb = 9223372036854775808 is not an integer from 1 to 2**63 - 1" in warnings[-1]
     seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 10 ** 30})
-    assert tuning.lookup("qr", "uniform", 0, "emulated", warnings.append) is None
+    assert tuning.lookup(key_of("qr"), "uniform", 0, "emulated", warnings.append) is None
 
 
 # ---------------------------------------------------------------- run with tuned defaults
@@ -649,8 +658,9 @@ def test_tune_cholesky_on_an_emulated_gpu_then_run_uses_it(cache):
     out = tiledsl("tune", "cholesky", "--gpus", 1, "--gpu-backend", "emulated", *TINY, cache=cache, timeout=150)
     assert out.returncode == 0, out.stderr
     path = tuning.cache_path()
-    assert f"saved in {path} as cholesky/emulated/1" in out.stdout and "kernel speeds" in out.stdout
-    entry = json.loads(path.read_text())["entries"]["cholesky/emulated/1"]
+    key = f"{key_of('cholesky')}/emulated/1"
+    assert f"saved in {path} as {key}" in out.stdout and "kernel speeds" in out.stdout
+    entry = json.loads(path.read_text())["entries"][key]
     assert entry["tiles"]["nb"] in (64, 128, 192) and entry["tiles"]["nb"] % 64 == 0
     host, gpu = entry["gpu_ratio"]
     assert host >= 0 and gpu >= 1 and entry["workers"] >= 1 and entry["trial_n"] == 256
@@ -671,7 +681,7 @@ def test_tune_cholesky_on_an_emulated_gpu_then_run_uses_it(cache):
 def test_tune_qr_tunes_ib_with_the_tiles_then_run_uses_it(cache):
     out = tiledsl("tune", "qr", "--gpus", 1, "--quick", "--sizes", "64,128", "--n", 256, cache=cache, timeout=150)
     assert out.returncode == 0, out.stderr
-    entry = json.loads(tuning.cache_path().read_text())["entries"]["qr/emulated/1"]
+    entry = json.loads(tuning.cache_path().read_text())["entries"][f"{key_of('qr')}/emulated/1"]
     nb, ib = entry["tiles"]["nb"], entry["params"]["ib"]
     assert set(entry["params"]) == {"ib"} and ib in inner_block_candidates(nb, 64)
     assert f"tuned qr: nb={nb} ib={ib}, gpu-ratio " in out.stdout and "inner blocks ib" in out.stdout
@@ -716,16 +726,30 @@ program qr {
 
 @pytest.mark.timeout(120)
 def test_a_tuned_ib_is_not_given_to_a_program_where_it_is_no_longer_an_inner_block(tmp_path, cache):
-    """The cache goes by the program's name: edited since, keeping it, with ``ib`` now a loop count
-    (a run's result depends on it), the tuned ib was used and changed the result silently."""
-    path = seed_cache("qr", 0, "emulated", {"nb": 64}, params={"ib": 64})
+    """An entry goes by the program's name and the kernels it calls: edited since, keeping both, with
+    ``ib`` now a loop count (a run's result depends on it), the tuned ib was used and changed the result
+    silently."""
     (tmp_path / "qr.tile").write_text(EDITED_QR)
+    path = seed_cache("qr", 0, "emulated", {"nb": 64}, params={"ib": 64}, source=tmp_path / "qr.tile")
     out = tiledsl("run", tmp_path / "qr.tile", "--n", 128, "--json", cache=cache)
     assert out.returncode == 0, out.stderr
     assert (f"tiledsl: warning: ignoring the tuned ib = 64 of {path}: not an inner block (a workspace's rows) "
             "of qr as it is now; run tiledsl tune again") in out.stderr
     summary = last_json(out)
     assert summary["params"]["ib"] == 4 and summary["sources"] == {"nb": f"tuned ({path})"}
+
+
+@pytest.mark.timeout(60)
+def test_a_program_of_the_same_name_calling_other_kernels_takes_no_tuned_values(tmp_path, cache):
+    """The shipped qr tuned, then another program named qr (a copy made into another algorithm) run: it
+    took qr's tiles, ib and kernel rates, said as "tuned"."""
+    path = seed_cache("qr", 0, "emulated", {"nb": 32}, params={"ib": 2})
+    (tmp_path / "qr.tile").write_text(EDITED_QR)
+    out = tiledsl("run", tmp_path / "qr.tile", "--n", 128, "--json", cache=cache)
+    assert out.returncode == 0 and str(path) not in out.stderr, out.stderr
+    summary = last_json(out)
+    assert summary["params"]["ib"] == 4 and summary["sources"] == {"nb": "program default"}
+    assert summary["tiles"] == {"nb": 64}
 
 
 @pytest.mark.timeout(180)
@@ -820,7 +844,7 @@ def test_tune_times_user_kernels_in_its_runs_of_the_program_and_simulate_uses_th
     assert out.returncode == 0, out.stderr
     assert ("not timed alone: halve (user kernels; the tile sizes follow gemm's rates, and the search's runs of "
             "the program time them)") in out.stdout
-    entry = tuning.entry("halve", 0, "emulated")
+    entry = tuning.entry(key_of("halve", tmp_path / "halve.tile"), 0, "emulated")
     assert entry["measured_in_run"] == ["halve"]
     (size, rate), = entry["speeds"]["core"]["halve"].items()
     tile = entry["tiles"]["nb"]
@@ -904,7 +928,7 @@ def test_a_search_size_below_two_tiles_is_refused_and_nothing_is_cached(cache, c
     assert status == 2 and err.strip() == ("tiledsl: error: --n 300 is less than two tiles of the program's B, "
                                            "which tune keeps without GPUs, 512: runs of one tile cannot tell tile "
                                            "sizes apart (give --n 1024 or more, or leave it out)")
-    assert tuning.entry("hetero_cholesky", 0, "emulated") is None
+    assert tuning.entry(key_of("hetero_cholesky"), 0, "emulated") is None
     started = time.monotonic()  # below two of the smallest size: said before any kernel is timed
     status, out, err = in_process(capsys, "tune", ROOT / "programs/cholesky.tile", "--n", "10")
     assert status == 2 and err.strip() == (
@@ -1072,7 +1096,7 @@ def wide(tmp_path, cache):
     (tmp_path / "k.py").write_text("def touch(X):\n    pass\n")
     (tmp_path / "wide.tile").write_text(WIDE)
     np.save(tmp_path / "a.npy", np.zeros((96, 192)))
-    return tmp_path, seed_cache("wide", 0, "emulated", {"nb": 48})
+    return tmp_path, seed_cache("wide", 0, "emulated", {"nb": 48}, source=tmp_path / "wide.tile")
 
 
 @pytest.mark.timeout(120)
@@ -1454,20 +1478,21 @@ def test_a_param_the_load_files_fix_is_not_advised_as_a_set_to_give(tmp_path, ca
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("entry, warned", [
-    ({"tiles": {"nb": 64}, "speeds": "x"}, 'ignoring the kernel rates of the tuned entry cholesky/cpu of {path}: '
+    ({"tiles": {"nb": 64}, "speeds": "x"}, 'ignoring the kernel rates of the tuned entry {key} of {path}: '
                                            'speeds is the text "x", not an object of the devices\' rates'),
-    (5, "ignoring the tuned entry cholesky/cpu of {path}: the number 5, not an object"),
+    (5, "ignoring the tuned entry {key} of {path}: the number 5, not an object"),
 ])
 def test_a_tuned_entry_edited_by_hand_is_warned_of_in_words_and_the_run_goes_on(cache, entry, warned):
     """speeds = "x" failed the run as an internal error ('str' object has no attribute 'get'); an entry
     that is a number was said as "'int' object has no attribute 'get'"."""
-    path = tuning.store("cholesky/cpu", {})
+    key = tuning.entry_key(key_of("cholesky"), 0, "emulated")
+    path = tuning.store(key, {})
     content = json.loads(path.read_text())
-    content["entries"]["cholesky/cpu"] = entry
+    content["entries"][key] = entry
     path.write_text(json.dumps(content))
     out = tiledsl("run", "cholesky", "--n", 256, "--check", cache=cache)
     assert out.returncode == 0 and "internal error" not in out.stderr, out.stderr
-    assert f"tiledsl: warning: {warned.format(path=path)}; run tiledsl tune again to rewrite it\n" in out.stderr
+    assert f"tiledsl: warning: {warned.format(path=path, key=key)}; run tiledsl tune again to rewrite it\n" in out.stderr
 
 
 @pytest.mark.timeout(120)
@@ -1509,7 +1534,7 @@ def test_a_ratio_that_is_no_pair_is_said_so(cache):
     path = seed_cache("cholesky", 1, "emulated", {"nb": 64}, ratio="1:1")
     out = tiledsl("run", "cholesky", "--n", 256, "--gpus", 1, cache=cache)
     assert out.returncode == 0, out.stderr
-    assert (f"ignoring the tuned entry cholesky/emulated/1 of {path}: gpu_ratio is the text \"1:1\", not a pair "
+    assert (f"ignoring the tuned entry {key_of('cholesky')}/emulated/1 of {path}: gpu_ratio is the text \"1:1\", not a pair "
             f"[H, G] of host and GPU columns; run tiledsl tune again to rewrite it") in out.stderr
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiledsl.api import load
 from tiledsl.runtime import Options, UsageError, execute, tuning
 from tiledsl.runtime.devices import EmulatedBackend
 from tiledsl.runtime.exchange import read_whole
@@ -135,8 +136,11 @@ def slow_gpu_rates(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
     def store(program, gpus):
+        """Rates for ``program``, a compiled one's PROGRAM or a shipped one's name."""
+        program = load(ROOT / f"programs/{program}.tile").program if isinstance(program, str) else program
         speeds = {"core": {"gemm": 40.0, "default": 30.0}, "gpu": {"gemm": 0.4, "default": 0.3}}
-        tuning.store(tuning.entry_key(program, gpus, "emulated"), {"program": program, "speeds": speeds})
+        tuning.store(tuning.entry_key(tuning.program_key(program), gpus, "emulated"),
+                     {"program": program.name, "speeds": speeds})
     return store
 
 
@@ -164,7 +168,7 @@ def slow_emulated_gpus(monkeypatch):
     ("tests/runtime/programs/halo.tile", {"nb": 8}, 2)])
 def test_runs_taking_gpu_tasks_give_the_same_bits(compiled, slow_gpu_rates, slow_emulated_gpus, program, tiles, gpus):
     driver = compiled(program)
-    slow_gpu_rates(driver.PROGRAM.name, gpus)
+    slow_gpu_rates(driver.PROGRAM, gpus)
     n = 45 if "halo" in program else 517
     ratio = (0, 1) if "nb" in tiles else None
     base = Options(n=n, tiles=tiles, gpus=gpus, workers=2, gpu_ratio=ratio, watchdog=60,

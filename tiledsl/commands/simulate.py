@@ -101,7 +101,7 @@ def run(args, driver) -> int:
     grid, _, matrices = placement(driver, params, args.grid, nodes, 0, options.gpus, options.gpu_ratio)
     _warn_of_a_long_simulation(driver, matrices, params)
     if machine is None:
-        machine = this_machine(program.name, options.gpus, args.gpu_backend, args.file)
+        machine = this_machine(program, options.gpus, args.gpu_backend, args.file)
     if args.trace is not None:  # before the simulation, which may take minutes; as run refuses it
         check_output_paths(replace(options, outputs={}, trace=args.trace), program_files(program, driver))
     progress = _Progress() if not args.json and sys.stderr.isatty() else None

@@ -481,7 +481,7 @@ class _Tuner:
         self.gpu_mix = mix_rates(speeds["gpu"], self.weights) if self.gpus else {}
         self.best = {place: max(speeds[place][self.dominant].values()) for place in speeds}
         self.log(_speed_table(speeds))
-        result = {"program": self.program.name, "tiling": self.program.tiling.kind, "gpus": self.gpus,
+        result = {"program": self.program.name, "key": tuning.program_key(self.program), "tiling": self.program.tiling.kind, "gpus": self.gpus,
                   "sets": self.sets, "sets_from_files": self.sets_from_files, "backend": self.backend if self.gpus else None, "workers": self.workers,
                   "dominant": self.dominant,
                   "speeds": {place: {k: {str(s): rate_kept(r) for s, r in v.items()} for k, v in table.items()}
@@ -996,7 +996,7 @@ def _speed_table(speeds: dict) -> str:
 
 def save(result: dict) -> tuple:
     """Store ``result`` in this machine's cache; ``(path, key)``."""
-    key = tuning.entry_key(result["program"], result["gpus"], result["backend"] or "emulated")
+    key = tuning.entry_key(result["key"], result["gpus"], result["backend"] or "emulated")
     return tuning.store(key, result), key
 
 

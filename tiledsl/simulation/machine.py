@@ -225,15 +225,16 @@ def load(spec: str) -> Machine:
     return machine(read(spec), spec)
 
 
-def this_machine(program: str, gpus: int, backend: str, source: str | None = None) -> Machine:
+def this_machine(program, gpus: int, backend: str, source: str | None = None) -> Machine:
     """This machine, for a simulation without ``--machine``: the ``local`` file with the kernel
     rates of this machine's ``tiledsl tune`` cache for ``program`` (``source``: its .tile file,
     which the command to tune it names)."""
     content = {**read("local"), "cores": os.cpu_count() or 1}
-    tuned = tuning.entry(program, gpus, backend) or {}
+    tuned = tuning.entry(tuning.program_key(program), gpus, backend) or {}
     speeds = tuned.get("speeds") or {}
     if "core" not in speeds:
-        raise MachineError(f"no kernel rates for {program} on this machine: run `tiledsl tune {source or program}"
+        raise MachineError(f"no kernel rates for {program.name} on this machine: run `tiledsl tune "
+                           f"{source or program.name}"
                            + (f" --gpus {gpus} --gpu-backend {backend}" if gpus else "")
                            + "` first, or give --machine FILE")
     content["cpu"] = speeds["core"]
