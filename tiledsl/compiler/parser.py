@@ -1131,8 +1131,27 @@ def _loop_form_hint(code: str, token: Token, after: str, accepts: frozenset) -> 
            or "LBRACE" in accepts or (token in ("=", ":") and code.rstrip().endswith("step")))
     if not due:
         return None
+    second = _second_operand(code, str(token), after)
+    if second:
+        return f"write an operator before '{second}' (* + - / // % **)"
     variable = re.match(r"\s*\(?\s*([A-Za-z_]\w*)", header.group(1) if header.group(1).strip() else after)
     return f"write the loop as for {variable.group(1) if variable else 'k'} in START .. STOP [step S] {{ ... }}"
+
+
+#: an operand (a name, a number or a closing parenthesis) ending a loop header's code so far
+_OPERAND_ENDS = re.compile(r"(?:(?<![\w.])([A-Za-z_]\w*|\d+(?:\.\d*)?)|\))\s+$")
+
+
+def _second_operand(code: str, token: str, after: str) -> str | None:
+    """The operand ``token`` (with its query: ``A.mt``) when it follows another in a loop's header and
+    the header's 'step' or '{' follows it: ``0 .. 2 A.mt {``, ``step 2 1 {``, an operator missing."""
+    rest = re.match(r"((?:\s*\.\s*[A-Za-z_]\w*)?)\s*(?:\{|step\b)", after)
+    first = _OPERAND_ENDS.search(code)
+    if rest is None or first is None or first.group(1) in _KEYWORDS or token in _KEYWORDS:
+        return None
+    if not re.fullmatch(r"[A-Za-z_]\w*|\d+(?:\.\d*)?", token):
+        return None
+    return token + re.sub(r"\s", "", rest.group(1))
 
 
 @lru_cache(maxsize=None)
