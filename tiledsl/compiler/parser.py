@@ -289,6 +289,7 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     in_expression = "PLUS" in terminals  # where an operator could follow
     notes += _open_on_earlier_lines(source.text, line) + _program_closed_before(source.text, token, after)
     return (_keyword_read_as_expression(source, token)
+            or _workspace_form(source, line)
             or _operator_word_declared(source, token)
             or _initial_value_missing(source, line)
             or _python_number(source, line, before, str(token))
@@ -573,6 +574,43 @@ def _operator_word_declared(source: Source, unexpected: Token) -> Diagnostic | N
 
 #: a matrix declaration ending in ``=`` or ``= random``: its value, or its kind, was read from the next line
 _VALUE_AT_END = re.compile(r"\bmatrix\b[^=]*(=)\s*(random)?\s*$")
+
+
+#: the parts of a workspace's declaration, each with what comes before it: the longest start that matches
+#: tells where the declaration left its form
+_WORKSPACE_PARTS = (r"\s*workspace\b", r"\s+[A-Za-z_]\w*", r"\s+like\b", r"\s+[A-Za-z_]\w*", r"\s+rows\b",
+                    r"\s+(?=[\w(-])")
+
+
+def _workspace_form(source: Source, line: int) -> Diagnostic | None:
+    """A workspace declared in another form than ``workspace NAME like MATRIX rows EXPRESSION`` on
+    the error's line, or on the line before, which the parser read on into this one (``rows`` at the
+    end of a line takes the next line's first word). Said where the declaration left its form."""
+    lines = source.text.split("\n")
+    previous = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), None)
+    for number in (line, previous):
+        code = _code(lines[number - 1]).rstrip() if number else ""
+        if not re.match(_WORKSPACE_PARTS[0], code):
+            continue
+        end = 0
+        for part in _WORKSPACE_PARTS:
+            found = re.compile(part).match(code, end)
+            if found is None:
+                break
+            end = found.end()
+        else:
+            return None  # the whole form: the error is past it
+        column = end + len(code[end:]) - len(code[end:].lstrip())
+        word = re.match(r"\w+|\S", code[column:])
+        found = f"'{word.group()}'" if word else "end of line"
+        names = re.findall(r"[A-Za-z_]\w*", code[:column])[1:]  # its name, 'like', the matrix
+        name, matrix = names[0] if names else "T", names[2] if len(names) > 2 else "A"
+        height = "B" if re.search(r"\btiling\s+hybrid\b", source.text) else "nb"
+        return Diagnostic(Span.point(source.path, number, column + 1), "E100", f"unexpected {found}",
+                          ("a workspace is declared as: workspace NAME like MATRIX rows EXPRESSION",),
+                          f"give its tiles' height after the matrix it is like: workspace {name} like {matrix} "
+                          f"rows {height}")
+    return None
 
 
 def _initial_value_missing(source: Source, line: int) -> Diagnostic | None:
