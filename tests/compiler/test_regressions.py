@@ -127,15 +127,40 @@ def test_indices_that_coincide_in_the_loop_range_are_e204():
     assert (d.code, d.span.line, d.span.column) == ("E204", 4, 40)
     assert d.notes == ("arguments 1 (in) and 2 (inout)",
                        "they are the same tile at every k from 0 to A.nt - 1 (with m = k)")
-    # from k + 1 on they never coincide; under an 'if' the run checks them
+    # from k + 1 on they never coincide, nor under an 'if' that parts them
     assert errors(check(text.replace("m in k ..", "m in k + 1 .."))) == []
-    guarded = text.replace("{ trsm(A[k, k], A[m, k]) }", "{ if m > k { trsm(A[k, k], A[m, k]) } }")
-    assert errors(check(guarded)) == []
+    for parting in ("m > k", "m != k", "k < m"):
+        guarded = text.replace("{ trsm(A[k, k], A[m, k]) }", f"{{ if {parting} {{ trsm(A[k, k], A[m, k]) }} }}")
+        assert errors(check(guarded)) == [], parting
+
+
+def test_a_panel_and_a_tile_that_meet_past_the_first_iteration_an_if_lets_run_are_e204():
+    """The search goes on past iterations the 'if' skips (m = k) to one it runs (m = k + 1)."""
+    text = ("program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n"
+            "    for m in k .. A.mt { if m > k { gemm(A[k : A.mt, k], A[k, k], A[m, k]) } }\n  }\n}\n")
+    (d,) = errors(check(text))
+    assert (d.code, d.span.line) == ("E204", 4)
+    assert d.notes[1] == "they share a tile when k = 0, m = 1 and when k = 1, m = A.nt - 1, for instance"
+
+
+@pytest.mark.parametrize("condition, meeting", [
+    ("m >= k", "when k = 0, m = 0 and when k = A.nt - 1, m = A.nt - 1, for instance"),
+    ("k > 0", "when k = 1, m = 1 and when k = A.nt - 1, m = A.nt - 1, for instance"),
+    ("m == k and k < A.nt", "when k = 0, m = 0 and when k = A.nt - 1, m = A.nt - 1, for instance")])
+def test_indices_that_coincide_where_an_if_lets_the_call_run_are_e204(condition, meeting):
+    """The 'if's around the call hold at the iterations where the tiles meet: the call is made there."""
+    text = ("program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n"
+            f"    for m in k .. A.mt {{ if {condition} {{ trsm(A[k, k], A[m, k]) }} }}\n  }}\n}}\n")
+    (d,) = errors(check(text))
+    assert (d.code, d.span.line) == ("E204", 4)
+    assert d.notes == ("arguments 1 (in) and 2 (inout)", f"they are the same tile {meeting}")
+    assert d.hint == "change a loop bound, or guard the call with 'if', so that they never coincide"
 
 
 def test_coinciding_tiles_the_compiler_cannot_see_stop_the_run(tmp_path):
     text = ("program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n"
-            "    for m in k .. A.mt { if m >= k { trsm(A[k, k], A[m, k]) } }\n  }\n}\n")
+            "    for m in k .. A.mt { if m % 2 == 0 { trsm(A[k, k], A[m, k]) } }\n  }\n}\n")
+    assert errors(check(text)) == []  # whether m % 2 == 0 where m = k, the compiler does not tell
     with pytest.raises(TaskFailure, match=r"tile A\[0, 0\] is passed twice to trsm and written"):
         run(text, tmp_path, n=64)
 

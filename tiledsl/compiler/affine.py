@@ -124,15 +124,15 @@ def _written_extents(expr, converter: "Converter") -> dict:
     return found
 
 
-def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter",
-                        guarded: bool) -> str | None:
+def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guards=()) -> str | None:
     """Why tile references ``a`` and ``b`` of one matrix are provably the same tile (or, when
     either is a panel, share a tile), or None.
 
     ``""`` when their indices are equal at every iteration; else ``"when k = 0, m = 0"``
     (``"whatever the sizes"`` outside every loop):
-    an iteration of the enclosing loops (one that runs once sizes are large enough, with
-    no enclosing ``if``) where both index pairs are equal whatever the sizes, the first such
+    an iteration of the enclosing loops (one that runs once sizes are large enough, where the
+    enclosing ``if``s, ``guards`` as :func:`out_of_range_witness` takes them, provably take the
+    call's branch) where both index pairs are equal whatever the sizes, the first such
     found from the loops' first values and, where it is another, from their last ones
     (``"when j = 0 and when j = A.nt - 1"``: not one iteration to guard against). The index
     differences must be affine; they are solved for the innermost loop variable with a
@@ -142,7 +142,7 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
     """
     panels: list = []
     a, b = _pointwise(a, panels), _pointwise(b, panels)
-    found = _coincidence(a, b, (*loops, *panels), converter, guarded)
+    found = _coincidence(a, b, (*loops, *panels), converter, guards)
     if found is None or found == "":
         return None if found == "" and panels else found
     if not loops:  # panels outside every loop: nothing to name but that they do
@@ -153,7 +153,8 @@ def coincidence_witness(a: n.TileRef, b: n.TileRef, loops, converter: "Converter
                                               for loop in loops) for point in points))
     named = " and ".join(f"when {iteration}" for iteration in iterations)
     # with a loop variable left free, two iterations found may be two of many: not the only ones to guard against
-    every = _every_iteration(points, solved, loops, free, converter)
+    # (between two iterations an 'if' may part them: under one, only those found are said)
+    every = None if guards else _every_iteration(points, solved, loops, free, converter)
     return every or named + (", for instance" if free and len(iterations) > 1 else "")
 
 
@@ -193,7 +194,7 @@ def _pointwise(tile: n.TileRef, panels: list) -> n.TileRef:
     return tile
 
 
-def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guarded: bool):
+def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guards):
     """``""``, or ``(points, solved)``: the points (loop variable -> form; the first found from the
     loops' first values, then from their last ones) where ``a`` and ``b`` are the same tile, and
     the loop variables solved for (the others are free), or None (see :func:`coincidence_witness`)."""
@@ -203,8 +204,6 @@ def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guar
     diffs = [_add(forms[0], _scale(forms[1], -1)), _add(forms[2], _scale(forms[3], -1))]
     if all(is_zero(diff) for diff in diffs):
         return ""
-    if guarded:
-        return None
     depth = {loop.var.text: level for level, loop in enumerate(loops)}
     solved: dict = {}  # loop variable -> form in outer loop variables and sizes
     for diff in diffs:
@@ -227,10 +226,12 @@ def _coincidence(a: n.TileRef, b: n.TileRef, loops, converter: "Converter", guar
         if lows is None or highs is None:
             return None
         bounds.append((loop.var.text, lows, highs))
-    first = _search(bounds, solved, {}, [200])
+    def made(point: dict) -> bool:  # the call is made there: its 'if's take its branch
+        return all(_holds_at(cond, taken, point, converter) for cond, taken in guards)
+    first = _search(bounds, solved, {}, [200], accept=made)
     if first is None:
         return None
-    last = _search(bounds, solved, {}, [200], True)
+    last = _search(bounds, solved, {}, [200], True, accept=made)
     return [first] + ([last] if last is not None and last != first else []), solved
 
 
@@ -401,12 +402,14 @@ def bound_forms(expr, func: str, converter: "Converter") -> list | None:
     return None if form is None else [form]
 
 
-def _search(bounds, solved: dict, point: dict, budget: list, from_end: bool = False) -> dict | None:
+def _search(bounds, solved: dict, point: dict, budget: list, from_end: bool = False,
+            accept=lambda point: True) -> dict | None:
     """Values of the loop variables (outermost first) inside every loop's range once sizes
-    are large enough, with the ``solved`` variables at their solutions; None if none found.
-    The values near each loop's first value are tried first, or its last (``from_end``)."""
+    are large enough, with the ``solved`` variables at their solutions, that ``accept`` takes;
+    None if none found. The values near each loop's first value are tried first, or its last
+    (``from_end``)."""
     if len(point) == len(bounds):
-        return point
+        return point if accept(point) else None
     var, lows, highs = bounds[len(point)]
     lows = [_resolve(f, point) for f in lows]
     highs = [_resolve(f, point) for f in highs]
@@ -427,7 +430,7 @@ def _search(bounds, solved: dict, point: dict, budget: list, from_end: bool = Fa
             return None
         if (all(_holds_for_large_sizes(_add(value, _scale(low, -1)), 0) for low in lows)
                 and all(_holds_for_large_sizes(_add(high, _scale(value, -1)), 1) for high in highs)):
-            found = _search(bounds, solved, {**point, var: value}, budget, from_end)
+            found = _search(bounds, solved, {**point, var: value}, budget, from_end, accept)
             if found is not None:
                 return found
     return None

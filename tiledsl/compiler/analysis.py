@@ -831,7 +831,7 @@ class _Analyzer:
                     continue
                 arguments = f"arguments {i + 1} ({first.mode}) and {j + 1} ({second.mode})"
                 same = "" if _same_tile(first.tile, second.tile) else coincidence_witness(
-                    first.tile, second.tile, self.loops, self.converter, guarded=self.conditions > 0)
+                    first.tile, second.tile, self.loops, self.converter, self.guards)
                 if same == "":
                     panel = is_panel(second.tile)  # a panel's sub-range is an error of its own (E209)
                     parts = not panel and any(t.rows is not None or t.cols is not None
