@@ -306,7 +306,8 @@ def _syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or Diagnostic(where, "E100", f"unexpected {found}", notes,
                           _token_hint(before, token, after, terminals, _in_braces(source.text, line, column))
                           or _keyword_in_capitals(source.text, token)
-                          or _habit_hint(before, token, after, accepts)))
+                          or _habit_hint(before, token, after, accepts)
+                          or _operator_between_hint(before, str(token), after, terminals)))
 
 
 #: an integer as Python writes it and the language does not: with '_' between digits, or in hex, octal, binary
@@ -366,6 +367,9 @@ _EXPRESSION_LINE = re.compile(r"\s*(?:let|param|require|if|for)\b|.*\bpriority\b
 _TWO_OPERANDS = re.compile(r"(?:(?<![\w.])([A-Za-z_]\w*|\d+(?:\.\d*)?)|\))\s+([A-Za-z_]\w*)\s*$")
 
 
+_OPERATOR_MISSING = "write an operator before '{}' (* + - / // % **)"
+
+
 def _operator_missing(source: Source, line: int, before: str, terminals: frozenset) -> Diagnostic | None:
     """``let j = k k`` or ``let j = k A.mt``: two operands with nothing between them. A statement may
     follow another on its line, so the parser reads the second as a kernel called and fails after it
@@ -384,7 +388,7 @@ def _operator_missing(source: Source, line: int, before: str, terminals: frozens
     return Diagnostic(Span(source.path, line, operands.start(2) + 1, line, operands.start(2) + len(second) + 1),
                       "E100", f"unexpected '{operands.group(2)}'",
                       (f"an expression ends before '{second}', and no operator joins them (a name without '(' after "
-                       f"it calls no kernel)",), f"write an operator before '{second}' (* + - / // % **)")
+                       f"it calls no kernel)",), _OPERATOR_MISSING.format(second))
 
 
 def _line_ended_early(source: Source, line: int, before: str, token, terminals, notes) -> Diagnostic | None:
@@ -1169,27 +1173,51 @@ def _loop_form_hint(code: str, token: Token, after: str, accepts: frozenset) -> 
            or "LBRACE" in accepts or (token in ("=", ":") and code.rstrip().endswith("step")))
     if not due:
         return None
-    second = _second_operand(code, str(token), after)
-    if second:
-        return f"write an operator before '{second}' (* + - / // % **)"
+    # an operand the header's 'step' or '{' follows, after another: 0 .. 2 A.mt {, step 2 1 {
+    operand = re.match(r"(?:\s*\.\s*[A-Za-z_]\w*)?\s*(?:\{|step\b)", after)
+    operator = operand and _operator_between_hint(code, str(token), after, accepts)
+    if operator:
+        return operator
     variable = re.match(r"\s*\(?\s*([A-Za-z_]\w*)", header.group(1) if header.group(1).strip() else after)
     return f"write the loop as for {variable.group(1) if variable else 'k'} in START .. STOP [step S] {{ ... }}"
 
 
-#: an operand (a name, a number or a closing parenthesis) ending a loop header's code so far
+#: an operand (a name, a number or a closing parenthesis) and a space ending a line's code so far
 _OPERAND_ENDS = re.compile(r"(?:(?<![\w.])([A-Za-z_]\w*|\d+(?:\.\d*)?)|\))\s+$")
 
 
-def _second_operand(code: str, token: str, after: str) -> str | None:
-    """The operand ``token`` (with its query: ``A.mt``) when it follows another in a loop's header and
-    the header's 'step' or '{' follows it: ``0 .. 2 A.mt {``, ``step 2 1 {``, an operator missing."""
-    rest = re.match(r"((?:\s*\.\s*[A-Za-z_]\w*)?)\s*(?:\{|step\b)", after)
+def _innermost_open(code: str) -> int | None:
+    """The column of the innermost '(' or '[' of ``code`` still open at its end (strings skipped), or None."""
+    opened: list = []
+    for column, char in _outside_strings(code):
+        if char in "([":
+            opened.append(column)
+        elif char in ")]" and opened:
+            opened.pop()
+    return opened[-1] if opened else None
+
+
+def _operator_between_hint(before: str, token: str, after: str, terminals: frozenset) -> str | None:
+    """Two operands with nothing between them in an expression (``priority 3 (A.nt - k)``, ``(k + 1)
+    (k + 2)``, ``if k A.mt``, ``A[2 k, k]``): an operator missing before the second, or in a tile's
+    indices or a call's arguments a ',' (``A[k k]``, ``min(k 2, 3)``)."""
+    code = _code(before)
     first = _OPERAND_ENDS.search(code)
-    if rest is None or first is None or first.group(1) in _KEYWORDS or token in _KEYWORDS:
+    keywords = _grammar_keywords()
+    if first is None or first.group(1) in keywords or token.lower() in keywords:
+        return None  # (a keyword in capitals, 'if k == 0 IN k', is no operand meant)
+    opened = _innermost_open(code)
+    in_index = opened is not None and code[opened] == "["
+    in_arguments = opened is not None and code[opened] == "(" and re.search(r"\w\s*$", code[:opened]) is not None
+    if not ("PLUS" in terminals or in_index or _EXPRESSION_LINE.match(code) and "COMMA" not in terminals):
+        return None  # (a kernel's parameters, a call's tiles: a ',' is as likely)
+    if not re.fullmatch(r"[A-Za-z_]\w*|\d+(?:\.\d*)?|\(", token):
         return None
-    if not re.fullmatch(r"[A-Za-z_]\w*|\d+(?:\.\d*)?", token):
-        return None
-    return token + re.sub(r"\s", "", rest.group(1))
+    query = re.match(r"\s*\.\s*[A-Za-z_]\w*", after) if token != "(" else None
+    second = token + ("".join(query.group().split()) if query else "")
+    comma = (", or ',' if it begins the next index" if in_index else ", or ',' between two arguments" if in_arguments
+             else "")
+    return _OPERATOR_MISSING.format(second) + comma
 
 
 @lru_cache(maxsize=None)
