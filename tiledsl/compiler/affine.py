@@ -394,10 +394,18 @@ def _corner(x, y, op: str) -> tuple:
 
 
 def bound_forms(expr, func: str, converter: "Converter") -> list | None:
-    """The affine forms of a loop bound; ``min``/``max`` (``func``) of several give them all."""
+    """The affine forms of a loop bound; ``min``/``max`` (``func``) of several give them all, and one
+    shifted by an affine term gives them shifted (``min(a, b) + 1`` as ``min(a + 1, b + 1)``)."""
     if _is_call(expr, func):
         parts = [bound_forms(arg, func, converter) for arg in expr.args]
         return None if any(p is None for p in parts) else [form for part in parts for form in part]
+    if isinstance(expr, n.Binary) and expr.op in ("+", "-") and (
+            _is_call(expr.left, func) or expr.op == "+" and _is_call(expr.right, func)):
+        call, term = (expr.left, expr.right) if _is_call(expr.left, func) else (expr.right, expr.left)
+        forms, shift = bound_forms(call, func, converter), converter.form(term)
+        if forms is None or shift is None:
+            return None
+        return [_add(form, shift if expr.op == "+" else _scale(shift, -1)) for form in forms]
     form = converter.form(expr)
     return None if form is None else [form]
 
