@@ -221,18 +221,20 @@ class Engine:
             tracker.touched(at, tiles)
 
     def _note_reads_of_zeros(self, call, tiles, views) -> None:
-        """Note a task this rank runs that reads a workspace tile (mode ``in``) no task wrote before it
-        (lock held; before the task's own writes are counted). Its version says so on several ranks or
-        with GPUs, where versions are counted; else :attr:`workspace_written` does."""
+        """Note a task that reads a workspace tile (mode ``in``) no task wrote before it (lock held;
+        before the task's own writes are counted). On several ranks or with GPUs, where versions are
+        counted, the tile's owner says it, whichever rank runs the task: the owner takes part in every
+        task on its tiles, so its count is every write's (another rank's walk of its share knows a
+        foreign tile's version only once it touches it). Else :attr:`workspace_written` does."""
         counted = self.exchange is not None
-        if counted and tiles[call.main].rank != self.rank:
-            return  # said by the rank that runs it, and versions are counted: nothing to keep
         self.submitted += 1
+        runner = tiles[call.main].rank
         for tile, mode in zip(tiles, call.modes):
-            if tile.matrix.name not in self.workspaces:
+            if tile.matrix.name not in self.workspaces or counted and tile.rank != self.rank:
                 continue
             if mode == "in" and not (tile.version if counted else tile in self.workspace_written):
-                self.kernel_notes.add_read_of_zeros(call, tiles, views, tile, self.submitted)
+                self.kernel_notes.add_read_of_zeros(call, tiles, views, tile, self.submitted,
+                                                    None if runner == self.rank else runner)
             elif mode != "in" and not counted:
                 self.workspace_written.add(tile)
 

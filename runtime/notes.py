@@ -32,11 +32,12 @@ class KernelNotes:
         self._keep((call.line, "kernel"), task.seq, f"kernel {call.kernel} on {arguments_text(task)}"
                                                     f"{where_ran(task, device)} ({call.text}): {text}")
 
-    def add_read_of_zeros(self, call, tiles, views, tile, order: int) -> None:
-        """A task of this rank's (``order``: its place in the order) reads ``tile`` of a workspace with
-        mode ``in`` before any task wrote it: what it reads is the zeros a workspace starts as, most
-        often a call before the one writing it, or a write the program lacks (it ran without a word)."""
-        arguments = ", ".join(argument_texts(call, tiles, views))
+    def add_read_of_zeros(self, call, tiles, views, tile, order: int, runner: int | None = None) -> None:
+        """A task (``order``: its place in this rank's order; run by rank ``runner``, None: this one) reads
+        ``tile`` of a workspace with mode ``in`` before any task wrote it: what it reads is the zeros a
+        workspace starts as, most often a call before the one writing it, or a write the program lacks
+        (it ran without a word)."""
+        arguments = ", ".join(argument_texts(call, tiles, views)) + ("" if runner is None else f" on rank {runner}")
         self._keep((call.line, "zeros"), order, f"kernel {call.kernel} on {arguments} ({call.text}): reads {tile}, "
                                                 f"which no task wrote before it (a workspace holds zeros until one "
                                                 f"does)")

@@ -270,3 +270,33 @@ def test_a_workspace_tile_read_before_any_task_wrote_it_is_said(tmp_path, gpus):
     assert out.notes == ["rank 0 (p.tile:7): kernel gemqrt on A[0, 0], T[0, 0], A[0, 1] (gemqrt(A[k, k], T[k, k], "
                          "A[k, j])): reads T[0, 0], which no task wrote before it (a workspace holds zeros until one "
                          "does) (and 2 more task(s) at this line)"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("priorities", ["program", "none"])
+def test_a_workspace_tile_another_rank_wrote_is_no_read_of_zeros(tmp_path, priorities):
+    """On a 1x2 grid geqrt writes T[k, k] on one rank and gemqrt reads it on the other, whose walk of
+    its share knew no version of T[k, k] yet: it warned of a read of zeros in every QR. The owner of
+    the tile says it, from its count of every write, naming the rank that runs the task."""
+    import os
+    import subprocess
+    import sys
+
+    def warned(body: str) -> list:
+        (tmp_path / "p.tile").write_text("program p {\n  tiling uniform(nb = 100)\n"
+                                         "  matrix A[n, n] = random general\n  workspace T like A rows 32\n"
+                                         "  for k in 0 .. A.nt {\n" + body + "  }\n}\n")
+        out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "p.tile", "--n", "300", "--np",
+                              "2", "--grid", "1x2", "--no-tune", "--priorities", priorities], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=100,
+                             env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
+        assert out.returncode == 0, out.stderr
+        return [line for line in out.stderr.splitlines() if line.startswith("tiledsl: warning")]
+
+    geqrt = "    geqrt(A[k, k], T[k, k])\n"
+    gemqrt = "    for j in k + 1 .. A.nt { gemqrt(A[k, k], T[k, k], A[k, j]) }\n"
+    assert warned(geqrt + gemqrt) == []
+    assert warned(gemqrt + geqrt) == [
+        "tiledsl: warning: rank 0 (p.tile:6): kernel gemqrt on A[0, 0], T[0, 0], A[0, 1] on rank 1 (gemqrt(A[k, k], "
+        "T[k, k], A[k, j])): reads T[0, 0], which no task wrote before it (a workspace holds zeros until one does) "
+        "(and 2 more task(s) at this line)"]
