@@ -182,7 +182,12 @@ class Scheduler:
             for _, _, task in heapq.nsmallest(limit, queue):
                 lines.append(f"  ready #{task.seq} {task.call.kernel}({arguments_text(task)}){where(task.call)}: "
                              f"waits for {f'GPU {device}' if device else 'a free CPU worker'}")
-        for task in [t for t in self.pending if t.waiting > 0][:limit]:
+            if len(queue) > limit:  # the first of its queue, by priority: not the lowest numbers
+                waiting_for = f"GPU {device}" if device else "the CPU workers"
+                lines.append(f"  and {len(queue) - limit} more ready for {waiting_for} (those listed are the first "
+                             f"{limit} of its queue, by priority)")
+        blocked = [t for t in self.pending if t.waiting > 0]
+        for task in blocked[:limit]:
             earlier = [(t, shared) for t in self.pending if t.seq < task.seq and (shared := _shared(t, task))]
             reasons = [f"#{t.seq} {t.call.kernel} on {', '.join(map(str, shared))} ({role_text(t.call)}"
                        f"{'blocked' if t.waiting else 'queued' if id(t) in queued else 'running'})"
@@ -190,6 +195,8 @@ class Scheduler:
             lines.append(f"  blocked #{task.seq} {task.call.kernel}({arguments_text(task)}){where(task.call)}: "
                          "waits for "
                          + ("; ".join(reasons) if reasons else "data from another rank or device"))
+        if len(blocked) > limit:
+            lines.append(f"  and {len(blocked) - limit} more blocked")
         return "\n".join(lines)
 
 

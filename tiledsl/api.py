@@ -157,7 +157,7 @@ class Loaded:
     def matrices(self) -> list[str]:
         return [d.name for d in self.program.matrices]
 
-    def run(self, arrays=None, /, *, n: int | None = None, tiles: dict | None = None, params: dict | None = None,
+    def run(self, arrays=None, /, *more, n: int | None = None, tiles: dict | None = None, params: dict | None = None,
             check: bool = False, workers: int | None = None, seed: int | None = None, gpus: int = 0,
             gpu_backend: str | None = None, gpu_memory: int | str | None = None, gpu_ratio=None,
             gpu_streams: int = 1, host_takes: bool | None = None, allow_nonfinite: bool = False,
@@ -184,6 +184,9 @@ class Loaded:
         tile sizes (``tiledsl tune``) where ``tiles`` gives none, and its tuned GPU ratio and
         inner blocks; ``tuned=False`` ignores them (``--no-tune``).
         """
+        if more:  # run(A, B): Python's own TypeError named no fix
+            raise TiledslError(f"run() takes the matrices by name, got {1 + len(more)} positional arguments: "
+                               f"run(A=..., B=...), or one mapping, run({{'A': ...}})")
         n, workers, seed, gpus, gpu_memory, gpu_streams, host_takes, watchdog = (
             _plain(value) for value in (n, workers, seed, gpus, gpu_memory, gpu_streams, host_takes, watchdog))
         gpu_settings = dict(gpu_memory=gpu_memory, gpu_ratio=gpu_ratio, gpu_streams=gpu_streams,

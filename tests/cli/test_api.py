@@ -138,6 +138,9 @@ def test_old_style_tile_keyword_points_at_tiles():
         cholesky.run(A=np.eye(64), tiles={"B": 32})
     with pytest.raises(TiledslError, match=r"positional argument is a mapping of matrices"):
         cholesky.run(64)
+    with pytest.raises(TiledslError, match=r"^run\(\) takes the matrices by name, got 2 positional arguments: "
+                                           r"run\(A=\.\.\., B=\.\.\.\), or one mapping"):
+        tiledsl.load(ROOT / "programs/gemm.tile").run(np.eye(64), np.eye(64))
     with pytest.raises(TiledslError, match=r"params=\{'ib': 2.5\}: ib is an integer parameter \(its default is 64\)"):
         tiledsl.load(ROOT / "programs/qr.tile").run(A=np.eye(64), params={"ib": 2.5})
     # a number given as a string: its quotes are the mistake ("'3' is not a finite number", it said)

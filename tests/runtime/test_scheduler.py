@@ -172,3 +172,19 @@ def test_a_stall_report_names_the_ready_tasks_each_waiting_for_its_device():
     assert s.describe().splitlines()[1:] == ["  ready #2 write(z), line 2: waits for a free CPU worker",
                                              "  ready #0 write(x), line 2: waits for a free CPU worker",
                                              "  ready #1 write(y), line 2: waits for GPU 2"]
+
+
+def test_a_stall_report_says_how_many_ready_and_blocked_tasks_it_leaves_out():
+    """'14 ready' with five listed (#2, #4, #5, #6, #8: the queue's first by priority) and no word of the nine
+    others: the lowest numbers missing looked like tasks lost."""
+    s = Scheduler(window=20)
+    tiles = [Tile(f"t{i}") for i in range(8)]
+    for i, tile in enumerate(tiles):
+        s.submit(task(WRITE, tile, priority=i % 3))
+    for tile in tiles[:7]:
+        s.submit(task(READ, tile, Tile("sink")))
+    lines = s.describe(limit=3).splitlines()
+    assert [line for line in lines if "ready #" in line] == [
+        f"  ready #{seq} write(t{seq}), line 2: waits for a free CPU worker" for seq in (2, 5, 1)]
+    assert "  and 5 more ready for the CPU workers (those listed are the first 3 of its queue, by priority)" in lines
+    assert lines[-1] == "  and 4 more blocked"
