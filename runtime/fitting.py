@@ -636,10 +636,30 @@ def fit_files(driver, options: Options) -> None:
     if options.n is not None and (not files or set(program.params) <= set(options.sets)):
         return
     try:
-        options.n, options.sets = fit(driver, file_shapes(files, load_notes(driver, options.inputs)), options)
+        shapes = file_shapes(files, load_notes(driver, options.inputs))
     except UsageError:
         if options.n is None:
             raise
+        return
+    try:
+        options.n, options.sets = fit(driver, shapes, options)
+    except UsageError:
+        if options.n is None:
+            raise
+        _fit_all_but_one(driver, shapes, options)
+
+
+def _fit_all_but_one(driver, shapes: dict, options: Options) -> None:
+    """The params (those ``--set`` leaves out) that all the files but one fit at ``--n``, the first
+    such file in the program's order: the run then names that file, not one that fits (A, read
+    first at the params' defaults, was named where B disagreed with --n). As they were if none."""
+    for name in shapes:
+        try:
+            options.n, options.sets = fit(driver, {key: shape for key, shape in shapes.items() if key != name},
+                                          options)
+            return
+        except UsageError:
+            continue
 
 
 def check_files(driver, options: Options) -> None:

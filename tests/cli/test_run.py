@@ -911,6 +911,18 @@ def test_bench_notes_rounds_far_apart_and_a_count_that_is_tiledsls():
 
 
 @pytest.mark.timeout(120)
+def test_with_n_given_the_file_that_disagrees_with_it_is_named_not_one_read_before_it(tmp_path):
+    """A (301×77) fits m and k; B (77×130) does not fit --n 131: A was named, checked at the params'
+    defaults since no params fit both files at that n. The params the other files fit are taken first."""
+    np.save(tmp_path / "a.npy", np.ones((301, 77)))
+    np.save(tmp_path / "b.npy", np.ones((77, 130)))
+    out = tiledsl("run", "programs/gemm.tile", "--n", 131, "--input", f"A={tmp_path / 'a.npy'}",
+                  "--input", f"B={tmp_path / 'b.npy'}")
+    assert out.returncode == 2 and out.stderr.strip().endswith(
+        "b.npy' has shape (77, 130) but the matrix needs shape (77, 131) (--n 130 gives the matrix the file's "
+        "shape)"), out.stderr
+
+
 def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_path):
     np.save(tmp_path / "wide.npy", np.ones((300, 200)))
     np.save(tmp_path / "short.npy", np.ones((50, 20)))
@@ -923,8 +935,8 @@ def test_an_input_file_of_another_shape_names_the_setting_that_would_fit(tmp_pat
         "shape)")
     out = tiledsl("run", "programs/gemm.tile", "--n", 20, "--input", f"A={tmp_path / 'wide.npy'}",
                   "--input", f"B={tmp_path / 'short.npy'}")  # A and B disagree on k: no setting fits both
-    assert out.returncode == 2 and out.stderr.strip().endswith(  # (--set m=300 --set k=200 then failed on B)
-        "has shape (300, 200) but the matrix needs shape (20, 20); the input files' shapes disagree with gemm, which "
+    assert out.returncode == 2 and out.stderr.strip().endswith(  # (k=50, which B fits at --n 20, and A not)
+        "has shape (300, 200) but the matrix needs shape (20, 50); the input files' shapes disagree with gemm, which "
         "makes A's columns and B's rows the same size (here 200 and 50); A is 300×200, B is 50×20"), out.stderr
     out = tiledsl("run", "programs/cholesky.tile", "--n", 200, "--input", f"A={tmp_path / 'wide.npy'}")
     assert out.returncode == 2 and out.stderr.strip().endswith(
