@@ -1283,7 +1283,17 @@ def _require_hint(code: str, token: Token, after: str, accepts: frozenset) -> st
 
 
 def _tiling_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
-    """``tiling uniform(256)``: a tiling's settings are named."""
+    """``tiling uniform(256)``: a tiling's settings are named; ``tiling uniform nb = 64``: they go in
+    parentheses; ``tiling(nb = 64)``: the tiling's kind comes first."""
+    bare = re.match(r"\s*tiling\s+([A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s*$", code)
+    if bare and token in ("=", ":"):
+        value = re.match(r"\s*([\w.]+)", after)
+        return (f"a tiling's settings go in parentheses: tiling {bare.group(1)}({bare.group(2)} = "
+                f"{value.group(1) if value else '...'})")
+    if re.match(r"\s*tiling\s*$", code) and token == "(":
+        kinds = " or ".join(f"tiling {kind}({', '.join(f'{setting} = ...' for setting in settings)})"
+                            for kind, settings in TILING_SETTINGS.items())
+        return f"name the tiling's kind before its settings: {kinds}"
     tiling = re.search(r"\btiling\s+([A-Za-z_]\w*)\s*\(([^()]*)$", code)
     if tiling is None or "NAME" not in accepts or token.type == "NAME":
         return None
@@ -1332,8 +1342,8 @@ def _kernel_body_hint(code: str, token: Token, after: str, accepts: frozenset) -
     return None
 
 
-_HABITS = (_shape_hint, _assignment_hint, _tile_form_hint, _loop_form_hint, _if_block_hint, _release_hint, _path_hint,
-           _check_hint, _require_hint, _tiling_hint, _named_argument_hint, _kernel_parameter_hint, _kernel_body_hint)
+_HABITS = (_tiling_hint, _shape_hint, _assignment_hint, _tile_form_hint, _loop_form_hint, _if_block_hint, _release_hint,
+           _path_hint, _check_hint, _require_hint, _named_argument_hint, _kernel_parameter_hint, _kernel_body_hint)
 
 
 #: Why a loop nest cannot read matrix values, and what to do instead
