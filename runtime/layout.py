@@ -472,8 +472,9 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
     except ValueError as error:
         kind, decl = next((kind, d) for kind, decls in (("workspace", program.workspaces), ("matrix", program.matrices))
                           for d in decls if d.name == name)
+        # a workspace's height may come from a tile setting (rows nb // 64): said with them
         raise UsageError(f"{kind} {name} ({Path(program.source).name}:{decl.line}): {error} "
-                         f"(with {_size_settings(driver, params)})") from None
+                         f"(with {_size_settings(driver, params, tiles=kind == 'workspace')})") from None
     matrices, first_tag = {}, 0
     for name, geometry in geometries.items():
         matrices[name] = TiledMatrix(name, geometry, distribution, rank, first_tag)

@@ -670,10 +670,17 @@ def test_a_workspace_height_of_zero_is_a_workspace_at_its_line(tmp_path):
     (tmp_path / "t.tile").write_text("program p {\n  param ib = 4\n  matrix A[n, n] = random general\n"
                                      "  workspace T like A rows ib\n"
                                      "  for k in 0 .. A.nt { geqrt(A[k, k], T[k, k]) }\n}\n")
-    out = tiledsl("run", tmp_path / "t.tile", "--n", "100", "--set", "ib=0")
+    out = tiledsl("run", tmp_path / "t.tile", "--n", "100", "--set", "ib=0", "--nb", "32")
     assert_clean_failure(out, status=2)
     assert out.err.strip() == ("tiledsl: error: workspace T (t.tile:4): tile height must be at least 1, got 0 "
-                               "(with n = 100, ib = 0)")
+                               "(with n = 100, nb = 32, ib = 0)")
+    # a height of a tile setting's: the setting is named (it said only n = 100)
+    (tmp_path / "t.tile").write_text("program p {\n  matrix A[n, n] = random general\n"
+                                     "  workspace T like A rows nb // 64\n"
+                                     "  for k in 0 .. A.nt { geqrt(A[k, k], T[k, k]) }\n}\n")
+    out = tiledsl("run", tmp_path / "t.tile", "--n", "100", "--nb", "32")
+    assert out.err.strip() == ("tiledsl: error: workspace T (t.tile:3): tile height must be at least 1, got 0 "
+                               "(with n = 100, nb = 32)")
 
 
 @pytest.mark.timeout(120)
