@@ -828,3 +828,15 @@ def test_a_damaged_grammar_cache_is_built_anew(tmp_path, monkeypatch):
         seal.unlink()
         damage(seal)
         assert parser._lark.__wrapped__().parse(source) == expected
+
+
+def test_a_note_quoting_a_long_line_clips_it_around_the_bracket():
+    """'the ( at 1:646 is still open here: ...' quoted the whole 650-character line."""
+    calls = " ".join(["potrf(A[0, 0])"] * 40)
+    d = syntax_error(f"program p {{ matrix A[n, n] = random spd {calls} potrf(A[0, 0]\n}}\n")
+    (still_open,) = [note for note in d.notes if "still open" in note]
+    assert still_open == "the '(' at 1:646 is still open here: …" + f"{calls} potrf(A[0, 0]"[-80:]
+    d = syntax_error(f"program p {{ matrix A[n, n] = random spd {calls}\n")
+    (never_closed,) = [note for note in d.notes if "never closed" in note]
+    line = f"program p {{ matrix A[n, n] = random spd {calls}"
+    assert never_closed == f"the '{{' at 1:11 is never closed: {line[:80]}…"

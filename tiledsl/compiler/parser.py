@@ -467,8 +467,19 @@ def _open_on_earlier_lines(text: str, line: int) -> tuple[str, ...]:
                 still_open.append((number, column + 1, char))
             elif char in ")]" and still_open:
                 still_open.pop()
-    return tuple(f"the '{char}' at {number}:{column} is still open here: {lines[number - 1].strip()}"
+    return tuple(f"the '{char}' at {number}:{column} is still open here: {_quoted(lines[number - 1], column)}"
                  for number, column, char in still_open[-2:])
+
+
+def _quoted(line: str, column: int, width: int = 80) -> str:
+    """``line`` as a note quotes it: stripped, and when longer than ``width`` clipped around ``column``
+    (from 1) between ellipses, as the excerpt clips a long line (a 650-character line was quoted whole)."""
+    text = line.strip()
+    if len(text) <= width:
+        return text
+    at = column - 1 - (len(line) - len(line.lstrip()))
+    start = max(0, min(at - width // 2, len(text) - width))
+    return ("…" if start else "") + text[start:start + width] + ("…" if start + width < len(text) else "")
 
 
 @lru_cache(maxsize=1)
@@ -668,7 +679,7 @@ def _unclosed_braces(text: str) -> tuple[str, ...]:
                 open_braces.pop()
     unclosed += open_braces
     lines = text.split("\n")
-    return tuple(f"the '{{' at {line}:{column} is never closed: {lines[line - 1].strip()}"
+    return tuple(f"the '{{' at {line}:{column} is never closed: {_quoted(lines[line - 1], column)}"
                  for line, column, _ in sorted(unclosed)[-2:])
 
 
