@@ -1290,6 +1290,12 @@ def _require_hint(code: str, token: Token, after: str, accepts: frozenset) -> st
     """``require q > 0, "why"``: the message follows the condition without a comma."""
     if token == "," and "STRING" in accepts and re.search(r"\brequire\b[^{}]*$", code) and after.lstrip()[:1] == '"':
         return "drop the ',': require CONDITION \"MESSAGE\""
+    # the condition goes on after the message: require n >= 1 "why" and nb >= 1
+    split = re.match(r'\s*require\s+([^"{}]+?)\s*("[^"]*")\s*((?:and|or)\b[^"{}#]*?)\s*(?:#.*)?$',
+                     code + str(token) + after)
+    if split:
+        return (f"the message ends the requirement: write the whole condition before it, require "
+                f"{split.group(1)} {split.group(3)} {split.group(2)}")
     return None
 
 
