@@ -289,8 +289,8 @@ class _Analyzer:
         if not self.types.one_character(value):
             return
         if param.choices and value.value not in param.choices:  # none listed: E209 said so
-            self.bag.error(value.span, "E205", f"{param.name.text} must be one of {', '.join(map(repr, param.choices))}, "
-                                               f"got {value.value!r}")
+            choices = ", ".join(map(repr, param.choices))
+            self.bag.error(value.span, "E205", f"{param.name.text} must be one of {choices}, got {value.value!r}")
 
     def _check_flops(self, decl: n.KernelDecl):
         """``flops EXPR``: a number from the shapes (``A.m``, ``A.n``) and values of the arguments."""

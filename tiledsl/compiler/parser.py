@@ -593,8 +593,8 @@ _VALUE_AT_END = re.compile(r"\bmatrix\b[^=]*(=)\s*(random)?\s*$")
 
 #: the parts of a workspace's declaration, each with what comes before it: the longest start that matches
 #: tells where the declaration left its form
-_WORKSPACE_PARTS = (r"\s*workspace\b", r"\s+[A-Za-z_]\w*", r"\s+like\b", r"\s+[A-Za-z_]\w*", r"\s+rows\b",
-                    r"\s+(?=[\w(-])")
+_WORKSPACE_PARTS = tuple(map(re.compile, (r"\s*workspace\b", r"\s+[A-Za-z_]\w*", r"\s+like\b", r"\s+[A-Za-z_]\w*",
+                                           r"\s+rows\b", r"\s+(?=[\w(-])")))
 
 
 def _workspace_form(source: Source, line: int) -> Diagnostic | None:
@@ -605,11 +605,11 @@ def _workspace_form(source: Source, line: int) -> Diagnostic | None:
     previous = next((number for number in range(line - 1, 0, -1) if _code(lines[number - 1]).strip()), None)
     for number in (line, previous):
         code = _code(lines[number - 1]).rstrip() if number else ""
-        if not re.match(_WORKSPACE_PARTS[0], code):
+        if not _WORKSPACE_PARTS[0].match(code):
             continue
         end = 0
         for part in _WORKSPACE_PARTS:
-            found = re.compile(part).match(code, end)
+            found = part.match(code, end)
             if found is None:
                 break
             end = found.end()
