@@ -1727,3 +1727,14 @@ def test_a_parameter_given_a_file_is_told_how_parameters_are_given():
     out = tiledsl("run", "gemm", "--n", 10, "--output", "k=k.npy")
     assert (out.returncode, out.stderr) == (2, "tiledsl: error: --output k=...: k is a parameter, not a matrix: its "
                                                "value is in --json\n")
+
+
+def test_ranks_crowding_this_machines_cores_are_said_before_they_start(monkeypatch):
+    """--np 1000 on 2 cores ran for minutes without a word (its ranks still starting)."""
+    from tiledsl.commands import cli
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert cli._crowded_cores(8) is None  # four a core: as the suite's --np 4 on 2 cores, nothing said
+    assert cli._crowded_cores(1000) == (
+        "--np 1000 starts 1000 ranks on this machine's 2 core(s), over 4 a core: they take long to start and share "
+        "the cores (a cluster's ranks on several nodes come from its launcher, --launcher)")

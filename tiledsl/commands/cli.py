@@ -745,6 +745,22 @@ exec(code, vars(driver))
 """
 
 
+#: ranks a core beyond which a job started here is said, before it starts, to crowd the cores
+CROWDED_RANKS_PER_CORE = 4
+
+
+def _crowded_cores(ranks: int) -> str | None:
+    """What a job of ``ranks`` ranks that this machine's mpiexec starts (all on this node) costs, when
+    they outnumber its cores more than :data:`CROWDED_RANKS_PER_CORE` times: ``--np 1000`` on 2 cores
+    started for minutes without a word."""
+    cores = os.cpu_count() or 1
+    if ranks <= CROWDED_RANKS_PER_CORE * cores:
+        return None
+    return (f"--np {ranks} starts {ranks} ranks on this machine's {cores} core(s), over {CROWDED_RANKS_PER_CORE} a "
+            f"core: they take long to start and share the cores (a cluster's ranks on several nodes come from its "
+            f"launcher, --launcher)")
+
+
 def _launch(args) -> int:
     """Start ``--np`` ranks of the program's driver under an MPI launcher and wait for them."""
     import shlex
@@ -764,6 +780,9 @@ def _launch(args) -> int:
         raise UsageError(f"{given} {_launcher_text(args)!r}: {error}") from None
     if shutil.which(launcher[0]) is None:
         raise UsageError(f"launcher {launcher[0]!r} not found (set --launcher or TILEDSL_LAUNCHER)")
+    crowded = _crowded_cores(args.np) if not _launcher_text(args) else None
+    if crowded:
+        print(f"tiledsl: warning: {crowded}", file=sys.stderr)
     command = [*launcher, "-n", str(args.np), sys.executable, "-c", RUN_FROM_BYTE_CODE, str(path),
                *_forwarded(args.argv, args.file)]
     said = failure_json(driver.PROGRAM.name, args.n, args.np) if args.json else None
