@@ -986,8 +986,8 @@ def _misspelt_word(path: str, line: int, before: str, called: bool = False, decl
     parser read as a name (``called``: a called kernel's, unless the file ``declared`` a kernel of
     that name: its call lacks its '('), not at the token after it."""
     found = _NAME_BEFORE.search(before)
-    if found and called and found.group(1) in declared:
-        return None
+    if found and (called and found.group(1) in declared or found.group(1) in _grammar_keywords()):
+        return None  # (a keyword where it cannot go, 'or' after a requirement's message: no misspelling)
     close = _misspelt_keyword(before, found.group(1), called) if found else None
     if close is None:
         return None
