@@ -5,7 +5,7 @@ import os
 import pwd
 from pathlib import Path
 
-from tiledsl.compiler import parser
+from tiledsl.compiler import grammar
 from tiledsl.usercache import cache_dir
 
 
@@ -28,7 +28,7 @@ def test_a_cache_folder_the_locale_cannot_encode_keeps_the_parser_tables(monkeyp
     """Lark's own cache hashed its file's name, which failed on a name the locale cannot encode."""
     undecodable = os.fsdecode(os.fsencode(str(tmp_path)) + b"/cache-\xe4")  # as LC_ALL=C reads an 'ä'
     monkeypatch.setenv("XDG_CACHE_HOME", undecodable)
-    built = parser._lark.__wrapped__()
-    assert parser._tables_path("grammar").startswith(undecodable)
+    built = grammar.lark_parser.__wrapped__()
+    assert grammar.tables_path("grammar").startswith(undecodable)
     assert len(list((tmp_path / os.fsdecode(b"cache-\xe4") / "tiledsl" / "grammar").glob("tile-*"))) == 2
-    assert parser._lark.__wrapped__().parse("program p {\n}\n") == built.parse("program p {\n}\n")
+    assert grammar.lark_parser.__wrapped__().parse("program p {\n}\n") == built.parse("program p {\n}\n")
