@@ -20,7 +20,7 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
-from tiledsl.commands.explain import TABLE_LIMIT, WALK_LIMIT, as_json, plan, render
+from tiledsl.commands.explain import TABLE_LIMIT, WALK_LIMIT, as_json, call_text, plan, render
 from tiledsl.runtime.matrix import part_of
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.protocol import Instance, delivery
@@ -393,3 +393,14 @@ def test_a_loop_nest_failing_in_a_walk_names_its_line_and_no_rank(tmp_path, monk
     assert main([command, "oob.tile", "--n", "8", "--set", "off=1", *(["-o", "g.dot"] * (command == "graph"))]) == 1
     assert capsys.readouterr().err == ("tiledsl: error: oob.tile:6: tile A[4, 3] does not exist: A, 8×8, has 4×4 tiles "
                                        "(in `potrf(A[k + off, k])`, with off = 1, k = 3)\n")
+
+
+def test_the_json_names_each_argument_as_the_call_does(drivers):
+    """--json listed a panel's tiles one by one, and a sub-range as its whole tile: the arguments
+    are now there as the table and the trace name them, the tiles beside them."""
+    explained = plan(drivers["trtri"], Options(n=600, tiles={"nb": 200}), (1, 1), 0)
+    first = as_json(explained)["tasks"][0]
+    assert first["kernel"] == "trsm" and first["arguments"] == ["A[0, 0]", "A[1:3, 0]"]
+    assert first["tiles"] == ["A[0, 0]", "A[1, 0]", "A[2, 0]"]
+    for task, data in zip(explained.tasks, as_json(explained)["tasks"]):
+        assert call_text(task, with_values=False) == f"{data['kernel']}({', '.join(data['arguments'])})"

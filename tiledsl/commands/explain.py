@@ -356,6 +356,8 @@ def as_json(plan: Plan) -> dict:
         "gpu_ratio": ratio_text(plan.gpu_ratio), "sources": plan.sources,
         "task_count": plan.task_count,
         "tasks": None if plan.tasks is None else [{"index": t.index, "kernel": t.call.kernel, "line": t.call.line,
+                   # the arguments as the call names them (a panel's range, a tile's sub-range), and their tiles
+                   "arguments": argument_texts(t.call, t.tiles, t.views),
                    "tiles": [str(x) for x in t.tiles], "values": dict(zip(t.call.values, t.values)),
                    "owner": list(t.owner),
                    "main_output": list(t.places[t.call.main]),
