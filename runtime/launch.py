@@ -476,9 +476,11 @@ def run_notes(driver, options: Options, result: RunResult, ranks: list) -> list[
     """What a completed run warns of, from every rank's statistics (on rank 0): the run's own
     notes, the kernels', and ranks, workers or GPUs left with nothing to do."""
     program = driver.PROGRAM
+    # GPUs that ran nothing at all: advice on dealing them tile columns is moot when no task could run on one
+    no_gpu_task = no_gpu_task_warning(result, ranks, options.spelling)
     notes = (*result.notes, *warnings_of(Path(program.source).name, ranks), idle_warning(program, result.params, ranks),
              idle_ranks_warning(ranks, result.grid, lambda: idle_rank_advice(
                  driver, options, make_params(driver, options), len(ranks), result.gpus, result.gpu_ratio)),
-             idle_gpus_warning(result, ranks, options.spelling, rank_columns(result.matrices, result.grid)),
-             no_gpu_task_warning(result, ranks, options.spelling))
+             no_gpu_task or idle_gpus_warning(result, ranks, options.spelling,
+                                              rank_columns(result.matrices, result.grid)))
     return [note for note in notes if note]

@@ -283,6 +283,11 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
     assert "tiledsl: warning: --gpus 2: no task ran on a GPU: kernel(s) scale have no GPU body, so every task ran " \
         "on a host, the GPUs holding tiles for nothing (a kernel NAME runs on GPUs once its module defines NAME_gpu; " \
         "`tiledsl explain --gpus 2` shows where each task runs)\n" in out.stderr, out.stderr
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "s.tile", "--n", "300", "--gpus", "2",
+                          "--gpu-backend", "emulated", "--gpu-ratio", "1:1", "--no-tune"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=100)  # and GPU 2 got no column: no ratio would help
+    assert out.returncode == 0 and "held no tile" not in out.stderr and "--gpu-ratio" not in out.stderr, out.stderr
+    assert "no task ran on a GPU: kernel(s) scale have no GPU body" in out.stderr, out.stderr
     (tmp_path / "y.tile").write_text("program y {\n  tiling uniform(nb = 100)\n  matrix A[n, n] = random general\n"
                                      "  matrix Y[n, 100] = zeros\n  for i in 0 .. A.mt { for j in 0 .. A.nt {\n"
                                      '    gemm(A[i, j], A[j, 0], Y[i, 0], "N", "N") } }\n}\n')

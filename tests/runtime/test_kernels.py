@@ -570,11 +570,20 @@ def test_gemm_options(rng, layout, transa, transb, m, n, k, alpha, beta):
 
 
 def test_gemm_beta_zero_ignores_nan_in_c(rng):
-    """As in BLAS: C is not read when beta is 0."""
+    """As in BLAS: C is not read when beta is 0 (language.md's prelude table says so of each of these)."""
     a, b = np.asfortranarray(random(rng, 4, 3)), np.asfortranarray(random(rng, 3, 5))
     c = np.full((4, 5), np.nan, order="F")
     gemm(a, b, c, "N", "N", 1.0, 0.0)
     assert_close(c, a @ b, 3)
+    s, a4, b4 = np.asfortranarray(random(rng, 4, 4)), np.asfortranarray(random(rng, 4, 3)), \
+        np.asfortranarray(random(rng, 4, 3))
+    c = np.full((4, 3), np.nan, order="F")
+    symm(s, a4, c, "L", "L", 1.0, 0.0)
+    assert_close(c, symmetric_from(s, "L") @ a4, 4)
+    for kernel, inputs, product in ((syrk, (a4,), a4 @ a4.T), (syr2k, (a4, b4), a4 @ b4.T + b4 @ a4.T)):
+        c = np.full((4, 4), np.nan, order="F")
+        kernel(*inputs, c, "L", "N", 1.0, 0.0)
+        assert_close(np.tril(c), np.tril(product), 4)
 
 
 def symmetric_from(a, uplo):

@@ -141,7 +141,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     seconds = simulator.finish(walker.count)
     summary = {"program": program.name, "n": params.n, "tiles": tile_values(params.as_dict(), program.tiling.kind),
                "params": {name: params[name] for name in program.params},  # the program's own, as run --json's
-               "np": nranks, "grid": list(grid), "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution), "window": window,
+               "np": nranks, "grid": list(grid), "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution),
+               "window": window,
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options),
                # as a run's in memory: a simulated GPU holds every tile it is given
@@ -161,11 +162,11 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     dealt = _dealing_note(distribution, matrices, gpus) or idle_gpus_warning(
         SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution)), summary["ranks"], options.spelling,
         rank_columns(matrices, grid))
-    summary["notes"] += [dealt] if dealt else []
-    # as a run warns: GPUs holding tiles and running nothing, their kernels without a GPU body
+    # as a run warns: GPUs holding tiles and running nothing, their kernels without a GPU body (which makes
+    # the dealing moot)
     idle = no_gpu_task_warning(SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution), host_only_kernels=sorted(
         set(program.kernels) - kernels_on_gpu)), summary["ranks"], options.spelling)
-    summary["notes"] += [idle] if idle and not dealt else []
+    summary["notes"] += [idle or dealt] if idle or dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
     return summary
