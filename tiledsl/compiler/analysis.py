@@ -286,11 +286,14 @@ class _Analyzer:
             self._check_char(param.default, param)
 
     def _check_char(self, value: n.StrLit, param: n.KernelParam) -> None:
-        if not self.types.one_character(value):
+        if not self.types.one_character(value, param.choices):
             return
         if param.choices and value.value not in param.choices:  # none listed: E209 said so
             choices = ", ".join(map(repr, param.choices))
-            self.bag.error(value.span, "E205", f"{param.name.text} must be one of {choices}, got {value.value!r}")
+            # BLAS takes either case of its options; the prelude's kernels, as written: 'N', not 'n'
+            hint = f"did you mean {quoted(value.value.upper())}?" if value.value.upper() in param.choices else None
+            self.bag.error(value.span, "E205", f"{param.name.text} must be one of {choices}, got {value.value!r}",
+                           hint=hint)
 
     def _check_flops(self, decl: n.KernelDecl):
         """``flops EXPR``: a number from the shapes (``A.m``, ``A.n``) and values of the arguments."""

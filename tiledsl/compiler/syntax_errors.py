@@ -155,6 +155,7 @@ _TWO_OPERANDS = re.compile(r"(?:(?<![\w.])([A-Za-z_]\w*|\d+(?:\.\d*)?)|\))\s+([A
 
 
 _OPERATOR_MISSING = "write an operator before '{}' (* + - / // % **)"
+_COMPARISON_MISSING = "write a comparison or an operator before '{}' (< <= == != >= > * + - / // % **)"
 
 
 def _operator_missing(source: Source, line: int, before: str, terminals: frozenset) -> Diagnostic | None:
@@ -970,9 +971,11 @@ def _loop_form_hint(code: str, token: Token, after: str, accepts: frozenset) -> 
            or "LBRACE" in accepts or (token in ("=", ":") and code.rstrip().endswith("step")))
     if not due:
         return None
-    # an operand the header's 'step' or '{' follows, after another: 0 .. 2 A.mt {, step 2 1 {
+    # an operand the header's 'step' or '{' follows, after another: 0 .. 2 A.mt {, step 2 1 { (or, '..'
+    # due, its stop after its start: 0 A.nt {)
     operand = re.match(r"(?:\s*\.\s*[A-Za-z_]\w*)?\s*(?:\{|step\b)", after)
-    operator = operand and _operator_between_hint(code, str(token), after, accepts)
+    operator = operand and (_separator_hint(code, token, after, accepts)
+                            or _operator_between_hint(code, str(token), after, accepts))
     if operator:
         return operator
     variable = re.match(r"\s*\(?\s*([A-Za-z_]\w*)", header.group(1) if header.group(1).strip() else after)
@@ -1014,6 +1017,9 @@ def _operator_between_hint(before: str, token: str, after: str, terminals: froze
     second = token + ("".join(query.group().split()) if query else "")
     comma = (", or ',' if it begins the next index" if in_index else ", or ',' between two arguments" if in_arguments
              else "")
+    condition = _CONDITION_OPEN.search(code)
+    if condition and not comma and not re.search(r"[<>=!]=?", condition.group()):  # if k A.mt {: k < A.mt, likely
+        return _COMPARISON_MISSING.format(second)
     return _OPERATOR_MISSING.format(second) + comma
 
 
@@ -1145,8 +1151,32 @@ def _kernel_body_hint(code: str, token: Token, after: str, accepts: frozenset) -
     return None
 
 
+_STATEMENT_OF_LINE = re.compile(r"[^{};]*$")  # the statement the text ends in: after the last brace
+_SEPARATED_UP_TO = re.compile(r"[^{}#]*?(?=\s*(?:\{|\}|\bpriority\b|$))")  # what follows: up to a brace or priority
+
+
+def _separator_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """Two words with nothing between them where the statement's form has a word of its own, not an
+    operator (which the parser does not take there): ``let x 3`` and ``param q 2`` ('='), ``for j in 0
+    A.nt`` ('..'), ``potrf A[k, k]`` ('('). Said with the statement as it reads once mended."""
+    if _terminal("+") in accepts:
+        return None
+    statement = _STATEMENT_OF_LINE.search(code).group().strip()
+    rest = f"{token}{_SEPARATED_UP_TO.match(after).group()}".strip()
+    if _terminal("=") in accepts and re.fullmatch(r"(let|param)\s+[A-Za-z_]\w*", statement):
+        word = statement.split()[0]
+        return f"a {word} binds its name with '=': {statement} = {rest}"
+    if _terminal("..") in accepts and re.match(r"for\b", statement):
+        return f"a loop's range is START .. STOP: {statement} .. {rest}"
+    if accepts == {_terminal("(")} and re.fullmatch(r"[A-Za-z_]\w*", statement) and statement not in KEYWORDS:
+        bracketed = re.fullmatch(r"\[(.*)\]", rest)  # potrf[A[k, k]]
+        return f"a call's arguments go in parentheses: {statement}({bracketed.group(1) if bracketed else rest})"
+    return None
+
+
 _HABITS = (_tiling_hint, _shape_hint, _assignment_hint, _tile_form_hint, _loop_form_hint, _if_block_hint, _release_hint,
-           _path_hint, _check_hint, _require_hint, _named_argument_hint, _kernel_parameter_hint, _kernel_body_hint)
+           _path_hint, _check_hint, _require_hint, _named_argument_hint, _kernel_parameter_hint, _kernel_body_hint,
+           _separator_hint)
 
 
 #: Why a loop nest cannot read matrix values, and what to do instead

@@ -18,7 +18,7 @@ from ..language import INT64_MAX, OPERATOR_WORDS, TILING_SETTINGS
 from . import nodes as n
 from .affine import Converter, difference, is_zero, provably_negative, provably_nonzero
 from .diagnostics import DiagnosticBag, suggestion_notes
-from .expressions import canonical_text, expression_nodes, names, unparse
+from .expressions import canonical_text, expression_nodes, names, quoted, unparse
 from .scope import TYPE_NOUN, Scope, Symbol
 from .source import Span
 
@@ -98,11 +98,14 @@ class ExpressionTyper:
             # a matrix named like a built-in (a tiling setting): its later uses mean the matrix
             self.scope.frames[-1][ident.text] = symbol
 
-    def one_character(self, literal: n.StrLit) -> bool:
-        """Whether a string literal standing for a char is one character (else an E205)."""
+    def one_character(self, literal: n.StrLit, choices: str | None = None) -> bool:
+        """Whether a string literal standing for a char is one character (else an E205; where the
+        parameter lists its ``choices``, the one the word begins with is offered: "lower" for 'L')."""
         if len(literal.value) == 1:
             return True
-        self.bag.error(literal.span, "E205", f"a char value is one character, got {literal.value!r}")
+        initial = literal.value[:1].upper()
+        hint = f"did you mean {quoted(initial)}?" if choices and initial in choices else None
+        self.bag.error(literal.span, "E205", f"a char value is one character, got {literal.value!r}", hint=hint)
         return False
 
     def never_square(self, decl: n.MatrixDecl) -> bool:
