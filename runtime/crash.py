@@ -34,6 +34,11 @@ import sys
 import threading
 import types
 
+try:
+    import posix as _posix
+except ImportError:  # not a POSIX system
+    _posix = None
+
 from .errors import is_users
 from .world import JOB_DIR_VARIABLE, launcher_rank, say_ending
 
@@ -88,6 +93,8 @@ def guard_exit() -> None:
     _guard_pid = os.getpid()
     if os._exit is not _exit:
         _real_exit, os._exit = os._exit, _exit
+    if _posix is not None and _posix._exit is not _exit:  # os._exit under its own module's name
+        _posix._exit = _exit
 
 
 def _unguard_exit() -> None:
@@ -95,6 +102,8 @@ def _unguard_exit() -> None:
     API keeps its own once its runs are over (unless it has put another in place since)."""
     if os._exit is _exit:
         os._exit = _real_exit
+    if _posix is not None and _posix._exit is _exit:
+        _posix._exit = _real_exit
 
 
 def claim_process() -> None:

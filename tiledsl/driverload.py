@@ -31,8 +31,8 @@ from . import __version__, usercache
 from .runtime.world import UsageError
 
 #: the modules whose code shapes a driver: a change to any of them compiles programs anew
-COMPILER_STAGES = ("pipeline", "parser", "nodes", "analysis", "scope", "typer", "checks", "module_use", "affine",
-                   "expressions", "dataflow", "kernel_module", "codegen")
+COMPILER_STAGES = ("pipeline", "grammar", "parser", "nodes", "analysis", "scope", "typer", "checks", "module_use",
+                   "affine", "expressions", "dataflow", "kernel_module", "codegen")
 
 
 def program_path(name: str, matrix_advice: str = "give it to the run as --input NAME={name}") -> str:

@@ -245,7 +245,8 @@ def test_a_rank_killed_without_a_word_is_named(tmp_path):
                          r"word, first \(0\.\d{3} s before the others;", err), err
         assert "tiledsl: error: the launcher then ended rank 0\n" in err, err
     assert ("the launcher's exit status is 9, which is how it reports a rank killed by SIGKILL: the system's "
-            "out-of-memory killer sends it (see `dmesg`), as does `kill -9`") in err, err
+            "out-of-memory killer sends it (see `dmesg`), as does `kill -9`, and the launcher itself to the others "
+            "once a rank ended by itself (a C library's exit())") in err, err
 
 
 def _kill_rank_1_of_a_running_job(folder):

@@ -404,3 +404,22 @@ def test_the_json_names_each_argument_as_the_call_does(drivers):
     assert first["tiles"] == ["A[0, 0]", "A[1, 0]", "A[2, 0]"]
     for task, data in zip(explained.tasks, as_json(explained)["tasks"]):
         assert call_text(task, with_values=False) == f"{data['kernel']}({', '.join(data['arguments'])})"
+
+
+def test_a_setting_that_does_nothing_is_warned_of_as_run_warns(capsys):
+    """Tester y: explain took `--b 50 --s 1` without a word, where run says b does nothing with s = 1."""
+    from tiledsl.commands.cli import main
+
+    assert main(["explain", "hetero_cholesky", "--n", "1000", "--B", "200", "--b", "50", "--s", "1", "--totals"]) == 0
+    assert capsys.readouterr().err == ("tiledsl: warning: --b 50 does nothing with s=1: each block column is one "
+                                       "slice, B=200 wide\n")
+
+
+def test_ranks_with_nothing_to_do_are_one_line(drivers):
+    """Tester y: a 1000x1000 grid printed a line of zeros for each of its 999,996 idle ranks."""
+    driver = drivers["cholesky"]
+    text = render(plan(driver, Options(n=256, tiles={"nb": 128}), (10, 10), 0), "cholesky.tile")
+    rows = text.split("\nrank ", 1)[1].split("\nall ", 1)[0].splitlines()[1:]
+    assert [row.split()[0] + (" " + row.split(":")[0].split()[-1] if ":" in row else "") for row in rows] == [
+        "0", "1 9", "10", "11", "12 99"]
+    assert "  12 to 99: nothing (88 ranks)" in rows

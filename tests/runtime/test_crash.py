@@ -64,10 +64,27 @@ def test_os_exit_in_a_kernel_is_a_program_error_not_an_internal_one():
 
 @pytest.mark.timeout(120)
 def test_a_segmentation_fault_in_a_kernel_shows_the_kernel_on_stderr():
+    """One rank: faulthandler's stacks of every thread, exit -11; the run's process watched from the command's
+    (onerank), it is said as --np says a rank's crash."""
     out = cli("--set", "how=2")
-    assert out.returncode == -11, out.stderr  # the process still dies of SIGSEGV
-    assert "Fatal Python error: Segmentation fault" in out.stderr
-    assert 'exits_kernels.py", line 11 in crash' in out.stderr, out.stderr
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.startswith("tiledsl: error: rank 0 (exits.tile:12) crashed (Segmentation fault) in kernel "
+                                 "code crash (exits_kernels.py:11), in `crash(A[1, 1])`\n"), out.stderr
+    assert 'exits_kernels.py", line 11 in crash' in out.stderr and "Fatal Python error" not in out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how, said", [
+    ("4", "tiledsl: error: rank 0 ended with exit status 0 without finishing the run: code the run called ended "
+          "the process (posix._exit, a C library's exit() or a Fortran STOP, MPI_Abort)"),
+    ("5", "tiledsl: error: rank 0 (exits.tile:15): kernel posix_exit failed on A[1, 1] (posix_exit(A[1, 1])): "
+          "called os._exit(0) (a kernel must return, or raise an Exception; it may not end the run)")])
+def test_a_kernel_ending_the_process_with_status_0_is_no_success(how, said):
+    """Tester w: a C library's exit(0) (a Fortran STOP) or posix._exit(0) in a kernel ended a one-rank run with
+    exit 0 and not a word, --json printing nothing: a false success."""
+    out = cli("--set", f"how={how}", "--json")
+    assert out.returncode == 1 and out.stderr.strip() == said, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["ok"] is False
 
 
 @pytest.mark.timeout(180)
@@ -242,8 +259,5 @@ def test_a_segmentation_fault_in_a_user_check_shows_the_check(tmp_path, ranks):
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "ck.tile", "--n", "128", "--check",
                           "--np", ranks], cwd=tmp_path, capture_output=True, text=True, timeout=100,
                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
-    if ranks == "1":
-        assert out.returncode == -11 and 'k.py", line 5 in mycheck' in out.stderr, out.stderr
-    else:
-        assert out.returncode == 1 and ("tiledsl: error: rank 0 crashed (Segmentation fault) in kernel code mycheck "
-                                        "(k.py:5)") in out.stderr, out.stderr
+    assert out.returncode == 1 and ("tiledsl: error: rank 0 crashed (Segmentation fault) in kernel code mycheck "
+                                    "(k.py:5)") in out.stderr, out.stderr

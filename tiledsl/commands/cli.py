@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 
 from .. import __version__
-from . import PROGRAM_HELP
+from . import PROGRAM_HELP, onerank
 from ..drivercontract import RUNTIME_MODULES, hiding, required_modules
 from ..driverload import program_path, shadowing
 from ..packages import missing_package
@@ -47,13 +47,14 @@ def main(argv=None) -> int:
     unraisable_in_one_line()
     if not isinstance(sys.stdout, _GuardedStdout):
         sys.stdout = _GuardedStdout(sys.stdout)
+    own_process = argv is None  # the command line's own process (not a caller's): a one-rank run is watched
     argv = sys.argv[1:] if argv is None else list(argv)
     args = None
     try:
         _stop_on_signals()
         check_working_directory()
         args = _parser().parse_args(argv)
-        args.argv = argv
+        args.argv, args.own_process = argv, own_process
         _say_which_program(args)
         return args.handler(args)
     except BrokenPipeError:  # stdout's reader has gone (| head): a normal end
@@ -545,6 +546,8 @@ def _planned_options(driver, args, grid: tuple[int, int]):
 
 def _explain(args) -> int:
     from .explain import as_json, explain, render
+    from ..runtime.launch import unused_settings
+    from ..runtime.layout import make_params
 
     driver = _load_driver(args)
     try:
@@ -553,6 +556,8 @@ def _explain(args) -> int:
         explained = explain(driver, options, grid, args.gpus, args.totals)
     except ValueError as error:  # a bad --grid: a usage error (with --json, its failure object)
         raise UsageError(str(error)) from None
+    for said in unused_settings(driver.PROGRAM, options, make_params(driver, options), grid[0] * grid[1]):
+        print(f"tiledsl: warning: {said}", file=sys.stderr)  # as run warns of them (a --b where s = 1)
     print(json_text({**as_json(explained), "ok": True}) if args.json
           else render(explained, Path(program_path(args.file)).name))
     return 0
@@ -722,7 +727,10 @@ def _run(args) -> int:
     if args.np > 1 or _launcher_text(args):  # a launcher given runs even one rank under it (a batch job's node)
         return _launch(args)
     driver = _load_driver(args, warn_changed=False)
-    return run_and_report(driver, args)
+    if not (args.own_process and onerank.can_watch()):
+        return run_and_report(driver, args)
+    return onerank.watched(lambda: run_and_report(driver, args), driver.PROGRAM.name, args.n,
+                           Path(driver.PROGRAM.source).name, args.json)
 
 
 #: a rank's Python runs the driver as ``python DRIVER`` would (``sys.argv``, ``sys.path[0]``, ``__main__``), but

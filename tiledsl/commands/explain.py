@@ -12,6 +12,7 @@ grows with the tiles, not the tasks; the per-task table is kept only up to
 """
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -279,9 +280,12 @@ def render(plan: Plan, source_name: str) -> str:
     rank_w = max(4, len(str(len(totals) - 1)))
     lines.append(f"{'rank':<{rank_w}} " + "".join(f"{int(k):>{w}}" for k, w in zip(Instance, type_w))
                  + f"{'total':>{total_w}}")
-    for rank, counts in totals.items():
-        lines.append(f"{rank:>{rank_w}} " + "".join(f"{counts[k]:>{w}}" for k, w in zip(Instance, type_w))
-                     + f"{sum(counts.values()):>{total_w}}")
+    for first, last, counts in _rank_runs(totals):
+        if counts is None:  # ranks with nothing to do, one line for them all (1,000,000 lines of zeros were printed)
+            lines.append(f"{first:>{rank_w}} to {last}: nothing ({last - first + 1} ranks)")
+        else:
+            lines.append(f"{first:>{rank_w}} " + "".join(f"{counts[k]:>{w}}" for k, w in zip(Instance, type_w))
+                         + f"{sum(counts.values()):>{total_w}}")
     lines.append(f"{'all':<{rank_w}} " + "".join(f"{grand[k]:>{w}}" for k, w in zip(Instance, type_w))
                  + f"{sum(grand.values()):>{total_w}}")
     sent = sum(plan.messages.values())
@@ -290,6 +294,17 @@ def render(plan: Plan, source_name: str) -> str:
     if plan.gpus:
         lines += [""] + _placement(plan)
     return "\n".join(lines)
+
+
+def _rank_runs(totals: dict):
+    """(first, last, counts) of each rank in turn (the ranks are 0 .. P-1), runs of two or more ranks with
+    nothing to do (no instance at all) as one (first, last, None)."""
+    for idle, group in itertools.groupby(sorted(totals), key=lambda rank: not any(totals[rank].values())):
+        ranks = list(group)
+        if idle and len(ranks) > 1:
+            yield ranks[0], ranks[-1], None
+        else:
+            yield from ((rank, rank, totals[rank]) for rank in ranks)
 
 
 def _placement(plan: Plan) -> list[str]:
@@ -341,9 +356,13 @@ def call_text(task: PlannedTask, with_values: bool = True) -> str:
     """``kernel(arguments; name=value, ...)``: the tile arguments of the task as every label names
     them (a panel as its range, a sub-range after its tile: :func:`argument_texts`), then its values
     (unless not ``with_values``)."""
-    values = "; " + ", ".join(f"{name}={value!r}" for name, value in zip(task.call.values, task.values)) \
-        if task.values and with_values else ""
+    values = f"; {values_text(task)}" if task.values and with_values else ""
     return f"{task.call.kernel}({', '.join(argument_texts(task.call, task.tiles, task.views))}{values})"
+
+
+def values_text(task: PlannedTask) -> str:
+    """The task's value arguments, ``name=value, ...`` ("" for none)."""
+    return ", ".join(f"{name}={value!r}" for name, value in zip(task.call.values, task.values))
 
 
 def as_json(plan: Plan) -> dict:

@@ -104,8 +104,8 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
             code = _outcome(job, code, folder, ranks, command[0], watch, program_file)
             code = _output_outcome(output, code)
         # a job stopped before rank 0 said its summary or failure: said as "stopped by SIGTERM"
-        stopped = _forwarded_signal(code) and _recorded_status(folder, 0) is None
-        errors = said.errors or [f"stopped by {_signal_name(code - 128)}"] * stopped
+        stopped = _forwarded_signal(code) and recorded_status(folder, 0) is None
+        errors = said.errors or [f"stopped by {signal_name(code - 128)}"] * stopped
         unwritable = output is not None and output.failure is not None  # said once: no object could follow
         if code != 0 and failure_json is not None and errors and not _some_rank_reported(folder) and not unwritable:
             # a script reads the last line of stdout
@@ -160,12 +160,12 @@ def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, l
     if code == 0:
         return _check_every_rank_finished(folder, ranks, launcher) if ranks is not None else 0
     if _forwarded_signal(code):
-        if ranks is not None and all(_recorded_status(folder, rank) == "0" for rank in range(ranks)):
+        if ranks is not None and all(recorded_status(folder, rank) == "0" for rank in range(ranks)):
             return 0  # every rank had finished its run, summary and files written: the signal came as they exited
         if not _some_rank_reported(folder):  # the ranks were still starting: the launcher ended them
-            print(f"tiledsl: stopped by {_signal_name(code - 128)}", file=sys.stderr, flush=True)
+            print(f"tiledsl: stopped by {signal_name(code - 128)}", file=sys.stderr, flush=True)
         return code
-    if ranks is not None and all(_recorded_status(folder, rank) == "0" for rank in range(ranks)):
+    if ranks is not None and all(recorded_status(folder, rank) == "0" for rank in range(ranks)):
         # a rank killed as it exited (kill -9 after its summary): the run had succeeded, its files written
         print(f"tiledsl: warning: the launcher ended with exit status {code}{_as_signal(code)}, after every rank "
               f"had finished the run, its summary and files written: the run succeeded", file=sys.stderr, flush=True)
@@ -181,8 +181,10 @@ def _outcome(job: subprocess.Popen, code: int, folder: str, ranks: int | None, l
         return 1
     if code == signal.SIGTERM and _report_stopped_while_starting(folder, ranks, watch):
         return 128 + signal.SIGTERM  # as for a SIGTERM a rank handles, or one sent to us
-    if _report_lost_ranks(folder, ranks, code, launcher, watch, program_file) and code > 3:
-        return 1  # a rank lost is a program error (options.EXIT_CODES), not the launcher's status
+    if _report_lost_ranks(folder, ranks, code, launcher, watch, program_file) and code >= 3:
+        # a rank lost is a program error (options.EXIT_CODES), not the launcher's status: nor is a 3 (a kernel's
+        # MPI_Abort(3)) tiledsl's internal error
+        return 1
     return code
 
 
@@ -203,7 +205,7 @@ def _ended_with(parent: int):
 
 def _check_every_rank_finished(folder: str, ranks: int, launcher: str) -> int:
     """0 when every rank recorded that it finished its run with status 0, else 1 (said on stderr)."""
-    unfinished = [rank for rank in range(ranks) if _recorded_status(folder, rank) != "0"]
+    unfinished = [rank for rank in range(ranks) if recorded_status(folder, rank) != "0"]
     if unfinished and _some_rank_started(folder, launcher, 0):  # else said: `--launcher true` starts none
         print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended without finishing the run",
               file=sys.stderr, flush=True)
@@ -230,22 +232,13 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
     when none said why; whether there were such ranks."""
     if ranks is None:
         return False
-    lost = [rank for rank in range(ranks) if _recorded_status(folder, rank) is None]
+    lost = [rank for rank in range(ranks) if recorded_status(folder, rank) is None]
     if not lost:
         return False
     if not _some_rank_started(folder, launcher, code):
         return True
-    crashed = _crashes(folder, lost)
-    shown = set()
-    for rank, stack in crashed.items():
-        what, site, frames = _crash_parts(stack)
-        call = next(filter(None, map(_CALL.match, frames)), None)
-        at = f" ({f'{program_file}:' if program_file else 'line '}{call['line']})" if call else ""
-        site += f", in `{call['text']}`" if call else ""
-        # the stack once per place: every rank crashing in one kernel repeats it
-        said = "" if (site, frames) in shown or not frames else "\n" + "\n".join(frames)
-        shown.add((site, frames))
-        print(f"tiledsl: error: rank {rank}{at} crashed ({what}){site}{said}", file=sys.stderr, flush=True)
+    crashed = crashes(folder, lost)
+    report_crashes(crashed, program_file)
     lost = [rank for rank in lost if rank not in crashed]
     if crashed and lost:
         _said_ended_by_launcher(lost)
@@ -282,8 +275,8 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
 def _report_stopped_while_starting(folder: str, ranks: int | None, watch: RankWatch) -> bool:
     """Say that a rank was stopped by SIGTERM before it could handle it (the launcher's status 15 says
     a rank died of it, and no rank said a word); whether it was."""
-    lost = [rank for rank in range(ranks or 0) if _recorded_status(folder, rank) is None]
-    if not lost or _crashes(folder, lost):
+    lost = [rank for rank in range(ranks or 0) if recorded_status(folder, rank) is None]
+    if not lost or crashes(folder, lost):
         return False
     first = watch.first_of(lost) if len(lost) > 1 else (lost[0], None)
     if first is None:  # not watched: it had not recorded its pid yet
@@ -321,8 +314,11 @@ def _as_signal(code: int) -> str:
     with the number of the signal that killed a rank."""
     if code == signal.SIGKILL:
         return (", which is how it reports a rank killed by SIGKILL: the system's out-of-memory killer sends it "
-                "(see `dmesg`), as does `kill -9`")
-    return f", which is how it reports a rank killed by {_signal_name(code)}" if 1 < code < signal.NSIG else ""
+                "(see `dmesg`), as does `kill -9`, and the launcher itself to the others once a rank ended by "
+                "itself (a C library's exit())")
+    # MPI_Abort(N) ends the job with N too (tester w: a kernel's MPI_Abort(3) was said as a SIGQUIT)
+    return (f", which is how it reports a rank killed by {signal_name(code)}, or MPI_Abort({code}) called"
+            if 1 < code < signal.NSIG else "")
 
 
 def _report_orphans(folder: str) -> bool:
@@ -341,20 +337,36 @@ def _report_orphans(folder: str) -> bool:
 
 def _report_launcher_killed(folder: str, ranks: int | None, signum: int, launcher: str, pid: int) -> None:
     """Say that the launcher was killed by ``signum`` (the ranks did not die first: it did)."""
-    lost = [rank for rank in range(ranks or 0) if _recorded_status(folder, rank) is None]
+    lost = [rank for rank in range(ranks or 0) if recorded_status(folder, rank) is None]
     unfinished = f" (rank {', '.join(map(str, lost))} had not finished)" if lost else ""
-    print(f"tiledsl: error: the launcher ({Path(launcher).name}, pid {pid}) was killed by {_signal_name(signum)}: "
+    print(f"tiledsl: error: the launcher ({Path(launcher).name}, pid {pid}) was killed by {signal_name(signum)}: "
           f"the job was stopped{unfinished}", file=sys.stderr, flush=True)
 
 
-def _signal_name(signum: int) -> str:
+def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
 
 
-def _crashes(folder: str, ranks: list) -> dict:
+def report_crashes(crashed: dict, program_file: str | None) -> list[str]:
+    """Say each rank's crash (:func:`crashes`): what happened, the kernel and the ``.tile`` call it ran, and
+    the stack's frames, once per place (every rank crashing in one kernel repeats them); the first lines said."""
+    shown, said_first = set(), []
+    for rank, stack in crashed.items():
+        what, site, frames = _crash_parts(stack)
+        call = next(filter(None, map(_CALL.match, frames)), None)
+        at = f" ({f'{program_file}:' if program_file else 'line '}{call['line']})" if call else ""
+        site += f", in `{call['text']}`" if call else ""
+        said = "" if (site, frames) in shown or not frames else "\n" + "\n".join(frames)
+        shown.add((site, frames))
+        said_first.append(f"rank {rank}{at} crashed ({what}){site}")
+        print(f"tiledsl: error: {said_first[-1]}{said}", file=sys.stderr, flush=True)
+    return said_first
+
+
+def crashes(folder: str, ranks: list) -> dict:
     """Rank -> the stack its crash left (:mod:`tiledsl.runtime.crash`), for those of ``ranks`` that
     crashed."""
     stacks = {}
@@ -454,7 +466,7 @@ def _read_markers(folder: str) -> list:
     return texts
 
 
-def _recorded_status(folder: str, rank: int) -> str | None:
+def recorded_status(folder: str, rank: int) -> str | None:
     try:
         return Path(folder, f"done.{rank}").read_text().strip()
     except OSError:
@@ -619,7 +631,7 @@ def _end_leftovers(job: subprocess.Popen, folder: str) -> None:
         return
     # none but the launcher's own (a proxy stopped, or stuck): what the ranks wrote last may be lost with it
     failed = [(rank, status) for rank in sorted(_recorded_ends(folder))
-              if (status := _recorded_status(folder, rank)) in ("1", "2", "3")]
+              if (status := recorded_status(folder, rank)) in ("1", "2", "3")]
     said = "".join(f"; rank {rank} ended with exit status {status}" for rank, status in failed)
     print(f"tiledsl: {'error' if failed else 'warning'}: every rank ended, but the launcher did not (a process of its "
           f"own stopped or stuck): killed{said}"

@@ -1,0 +1,122 @@
+"""A one-rank ``tiledsl run`` watched from outside, as ``tiledsl run --np`` watches its ranks.
+
+A kernel's code can end its process where no Python code of the run sees it: ``posix._exit``, a C
+library's ``exit()`` (a Fortran ``STOP`` in a wrapped library), ``MPI_Abort``, a crash. Run in the
+command's own process, the run then ended with that status, 0 among them, having said nothing: a
+false success; a crash printed faulthandler's stacks of every thread. So, where it can fork (Linux),
+the command forks as the run begins: the child runs it as before (the same memory and streams)
+and records its completion, and a crash's stack, in a folder of its own as a job's ranks do
+(:func:`~tiledsl.runtime.world.record_completion`, :mod:`tiledsl.runtime.crash`); the parent waits
+and says what the child could not: that it ended without finishing the run, or crashed (in the
+words ``--np`` uses). As ``--np``'s ranks, the child has a session of its own, and the parent passes
+it each SIGINT, SIGTERM and SIGHUP it gets, once (a Ctrl-C reached it twice, through the terminal and
+from the parent), and stops it with itself on Ctrl-Z.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import sys
+import tempfile
+
+from ..runtime.reporting import failure_json, json_text
+from ..runtime.world import JOB_DIR_VARIABLE, launched_by_mpi
+from .jobs import PR_SET_PDEATHSIG, crashes, recorded_status, report_crashes, signal_name
+
+#: the file the child leaves in its folder once the run returned to the command (or raised to it)
+RETURNED = "returned"
+#: what can end a run's process unseen, said when one ended so
+UNSEEN_ENDS = "posix._exit, a C library's exit() or a Fortran STOP, MPI_Abort"
+
+
+def can_watch() -> bool:
+    """Whether this process can run a one-rank run in a watched child: on Linux, not itself a rank of a
+    job (a launcher, or ``tiledsl run --np``, watches it)."""
+    return (sys.platform.startswith("linux") and hasattr(os, "fork") and not os.environ.get(JOB_DIR_VARIABLE)
+            and not launched_by_mpi())
+
+
+def watched(run, program: str | None, n: int | None, program_file: str | None, json_wanted: bool) -> int:
+    """The exit status of ``run()`` (a one-rank run of ``program``), run in a forked child: in the child, the
+    run's own status (it goes on as the command's process); in the parent, the child's, or 1 where it ended
+    without finishing the run (said, with ``--json``'s failure object where ``json_wanted``)."""
+    folder = tempfile.mkdtemp(prefix="tiledsl-run-")
+    for stream in (sys.stdout, sys.stderr):  # what is buffered is said once, not by both processes
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        os.environ[JOB_DIR_VARIABLE] = folder
+        _end_with_parent()
+        try:
+            return run()
+        finally:  # the run returned, or raised for the command's handlers: Python code ends it, saying why
+            with contextlib.suppress(OSError):
+                open(os.path.join(folder, RETURNED), "w").close()
+    try:
+        return _outcome(_wait(child), folder, program, n, program_file, json_wanted)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _end_with_parent() -> None:
+    """SIGTERM to this process when its parent dies, even of SIGKILL (the run would go on, unwatched)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+#: the signal passed on to the child, once one was (a run stopped so is said as stopped, not as lost)
+_passed: list = []
+
+
+def _wait(child: int) -> int:
+    """The child's exit status (-N: killed by signal N), the stopping signals passed on to it (those the
+    command was started ignoring stay ignored: nohup's SIGHUP), Ctrl-Z stopping it too."""
+    def pass_on(signum, frame):
+        _passed.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signum)
+
+    def suspend(signum, frame):  # stopped with the child, and both go on together (fg, bg)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGSTOP)
+            os.kill(os.getpid(), signal.SIGSTOP)
+            os.kill(child, signal.SIGCONT)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, pass_on)
+    signal.signal(signal.SIGTSTP, suspend)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _outcome(code: int, folder: str, program: str | None, n: int | None, program_file: str | None,
+             json_wanted: bool) -> int:
+    """The command's status once the child ended with ``code``: its own where it recorded the end of
+    its run; else what ended it, said, and 1 (128 + N where it was stopped by the signal N passed on)."""
+    if code >= 0 and os.path.exists(os.path.join(folder, RETURNED)):
+        return code
+    recorded = recorded_status(folder, 0)
+    if recorded is not None:  # (ended by the run itself, or killed as it exited, after its summary)
+        return code if code >= 0 else int(recorded) if recorded.isdigit() else 1
+    crashed = crashes(folder, [0])
+    if crashed:
+        error = "; ".join(report_crashes(crashed, program_file))
+    elif _passed and code in (-_passed[0], 128 + _passed[0]):  # (killed by it, or ended as it asks)
+        error = f"stopped by {signal_name(_passed[0])}"
+        print(f"tiledsl: {error}", file=sys.stderr, flush=True)
+    else:
+        how = f"was killed by {signal_name(-code)}" if code < 0 else f"ended with exit status {code}"
+        hint = (" (the system's out-of-memory killer sends it, see `dmesg`, as does `kill -9`)"
+                if code == -signal.SIGKILL else f": code the run called ended the process ({UNSEEN_ENDS})"
+                if code >= 0 else "")
+        error = f"rank 0 {how} without finishing the run{hint}"
+        print(f"tiledsl: error: {error}", file=sys.stderr, flush=True)
+    if json_wanted:
+        print(json_text({**failure_json(program, n, 1), "error": error}), flush=True)
+    return 128 + _passed[0] if error.startswith("stopped by") else 1
