@@ -93,7 +93,8 @@ def shortage(error: BaseException, remedies: str | None = None, at: str = "") ->
     out (`` at kernels.py:3``, :func:`user_code_line`). None for any other error."""
     if isinstance(error, MemoryError) or isinstance(error, RuntimeError) and str(error) in _NO_LOCK:
         said = f": {error}" if str(error) else ""
-        return f"out of memory{at}{said}; {_more_memory(remedies)}"
+        beyond = _beyond_the_node(str(error), at) if at else None  # (tiledsl's own: a setting makes it fit)
+        return f"out of memory{at}{said}; {beyond or _more_memory(remedies)}"
     if isinstance(error, (ImportError, OSError)) and "failed to map segment" in str(error):  # a library's
         more = _more_memory("raise that limit" if _address_limit() is not None else remedies)
         return f"out of memory: {error} (no room to load it); {more}"
@@ -110,6 +111,26 @@ def shortage(error: BaseException, remedies: str | None = None, at: str = "") ->
                  f"it, or use fewer workers (each is a thread); or " if processes != resource.RLIM_INFINITY else "")
         return f"cannot start a thread: {count}memory ran out; {_more_memory(remedies)}"
     return None
+
+
+#: numpy's MemoryError: "Unable to allocate 728. TiB for an array with shape ..."
+_ALLOCATION = re.compile(r"Unable to allocate (\d+(?:\.\d*)?) (B|KiB|MiB|GiB|TiB|PiB|EiB) ")
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def _beyond_the_node(message: str, at: str) -> str | None:
+    """What is said of one allocation by the user's code ``at`` larger than this node's memory (728 TiB
+    on 23 GiB): no setting of the run makes it fit, the code must change; None where it is not that."""
+    from .resources import bytes_text, meminfo
+
+    asked, total = _ALLOCATION.search(message), meminfo("MemTotal")
+    if asked is None or total is None:
+        return None
+    size = float(asked[1]) * 1024 ** _UNITS.index(asked[2])
+    if size <= total:
+        return None
+    return (f"that one allocation is more than this node's {bytes_text(total)} of memory: no setting of the run "
+            f"makes it fit (the code{at} asks for it)")
 
 
 #: what Python raises for a lock it could not make (memory that ran out)

@@ -530,11 +530,13 @@ class _Search:
         found = {}
         for name in self.inferred(chosen):
             value = n if name == "n" else chosen[name]
+            moves = [self.moved(n, chosen, name, other) for other in (value - 1, value + 1)]
             if not self._depends(n, chosen, name, value):
+                if all(self.unmet(*move) is not None for move in moves):
+                    continue  # a requirement pins it (require rows == r, rows from a shape): r is that value
                 how = self.spelling.n if name == "n" else self.spelling.param(name)
                 raise UsageError(f"nothing in {self.spelling.inputs}' shapes depends on {name}: give {how}")
-            for other in (value - 1, value + 1):
-                other_n, other_chosen = self.moved(n, chosen, name, other)
+            for other_n, other_chosen in moves:
                 if self._fits(other_n, other_chosen) and self.unmet(other_n, other_chosen) is None:
                     found[self._key(other_n, self.evaluate(other_n, other_chosen)[0])] = other_chosen
         return found

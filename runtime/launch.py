@@ -128,7 +128,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
             engine.tracer = Tracer() if options.trace else None
             engine.kernel_clock = rates.KernelClock() if options.time_kernels else None
             with _progress(options, program.name, ranks, share.runs, engine), \
-                    _naming_bad_inputs(bad_inputs, options.spelling):
+                    _naming_bad_inputs(bad_inputs, options.spelling, options.check_finite):
                 seconds = _timed(engine, driver.generate, params, comm)
             await_ending()  # a thread a kernel started ends the rank (os._exit): not a result
             traced, engine.tracer = (engine.tracer.events if engine.tracer else None), None
@@ -275,10 +275,11 @@ def _over_ranks(held: dict, names: list, comm) -> dict:
 
 
 @contextlib.contextmanager
-def _naming_bad_inputs(bad_inputs: dict, spelling):
+def _naming_bad_inputs(bad_inputs: dict, spelling, checking_finite: bool):
     """A kernel's failure on a NaN or an infinity says that the input tiles the run read held
     some, where they did: a potrf that met a NaN computed from an input's Inf blamed only its
-    own tile. (The tiles no task reads are counted after a run, not before.)"""
+    own tile. (The tiles no task reads are counted after a run, not before.) Where they held none,
+    an earlier task wrote it, which ``--check-finite`` names (a user's gemm's NaN failed a potrf)."""
     try:
         yield
     except TaskFailure as failure:
@@ -289,6 +290,9 @@ def _naming_bad_inputs(bad_inputs: dict, spelling):
             finding = f"numpy.argwhere(~numpy.isfinite({next(iter(bad_inputs))})) finds them" if spelling.api \
                 else "--check-finite names the first"
             failure.args = (f"{failure}; the input tiles read held NaN or infinite values: {said} ({finding})",)
+        elif str(failure).startswith("kernel ") and nonfinite_said and not checking_finite and not spelling.api:
+            failure.args = (f"{failure} (no input held one: an earlier task wrote it, and --check-finite names the "
+                            f"first task that writes one)",)
         raise
 
 

@@ -23,6 +23,8 @@ _MAGIC = b"\x93NUMPY"  # how every .npy file begins
 
 # Real floating point of either precision, any byte order.
 _ACCEPTED_ITEMSIZES = (4, 8)
+#: the integers float64 holds exactly, all of them: an input file's integers up to this are taken, as run()'s
+EXACT_INTEGERS = 2 ** 53
 
 
 class InputFileError(ValueError):
@@ -68,6 +70,15 @@ class InputFile:
                     raise InputFileError(f"input file {self.path!r} is shorter than its header says "
                                          f"(cut short during the run?)")
         block = lines.T if self.fortran else lines
+        if self.dtype.kind in "iu" and self.dtype.itemsize == 8:  # as run() takes an integer array: exact ones
+            past = block > EXACT_INTEGERS
+            if self.dtype.kind == "i":
+                past |= block < -EXACT_INTEGERS
+            if past.any():
+                i, j = np.argwhere(past)[0]
+                raise InputFileError(f"input file {self.path!r} holds {block[i, j]} at ({r0 + i}, {c0 + j}), an "
+                                     f"integer float64 does not hold exactly (past 2**53)"
+                                     f"{_conversion(self.path, self.dtype)}")
         return np.array(block, dtype=np.float64, order="F")
 
     def _opened(self):
@@ -197,8 +208,9 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> Inpu
     """
     path = os.fspath(path)
     shape, fortran, dtype, offset = _read_header(path)
-    if dtype.kind != "f" or dtype.itemsize not in _ACCEPTED_ITEMSIZES:
-        raise InputFileError(f"input file {path!r} has dtype {dtype}; expected float64 (or float32)"
+    if not (dtype.kind == "f" and dtype.itemsize in _ACCEPTED_ITEMSIZES or dtype.kind in "iu"):
+        raise InputFileError(f"input file {path!r} has dtype {dtype}; expected float64 (float32 and integers are "
+                             f"taken too)"
                              f"{_conversion(path, dtype)}")
     _check_length(path, shape, dtype, offset)
     expected = tuple(int(x) for x in expected_shape)

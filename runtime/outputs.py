@@ -216,13 +216,16 @@ class Staging:
     """The files of one run, written under temporary names beside their targets.
 
     :meth:`temporary` (rank 0) makes one; :meth:`commit` (every rank) renames them all into
-    place when every rank wrote its part and the run succeeded, else removes them; leaving
-    the ``with`` block any other way (an error, a signal) removes them too.
+    place when every rank wrote its part and the run succeeded, else removes them, but for those
+    made ``whatever_the_run`` (a trace: what tells where a failed run went wrong), renamed when
+    their parts were written; leaving the ``with`` block any other way (an error, a signal)
+    removes them too.
     """
 
     def __init__(self, comm):
         self.comm = comm
         self.files: dict = {}  # temporary path -> target (rank 0)
+        self.whatever_the_run: set = set()  # the temporary paths renamed into place though the run failed
         self.failures: list = []  # this rank's failures to write its part
         self.withheld: list = []  # the targets a failed run left as they were (rank 0)
         self.withheld_because = ""  # "the run failed" where it did (else writing failed, as said)
@@ -236,11 +239,13 @@ class Staging:
                 os.unlink(temporary)
         self.files.clear()
 
-    def temporary(self, target: str) -> str:
+    def temporary(self, target: str, whatever_the_run: bool = False) -> str:
         """A new empty file beside ``target`` (:func:`temporary_beside`), renamed to it by a
-        successful :meth:`commit`."""
+        successful :meth:`commit` (or, ``whatever_the_run``, by one whose run failed)."""
         path = temporary_beside(target)
         self.files[path] = os.path.realpath(target)
+        if whatever_the_run:
+            self.whatever_the_run.add(path)
         return path
 
     def attempt(self, write, what: str):
@@ -261,17 +266,19 @@ class Staging:
         if when_decided is not None:
             when_decided()
         total = self.comm.allreduce_sum(local) if self.comm is not None else local
-        if not total.any():
+        if not total[0]:  # every part written: all files in place, or those kept whatever the run
             for temporary, target in list(self.files.items()):
+                if total[1] and temporary not in self.whatever_the_run:
+                    continue
                 try:
                     os.replace(temporary, target)
                 except OSError as error:  # an immutable file, a directory made meanwhile
                     self.failures.append(f"cannot write {target}: {error.strerror or error}")
                     continue
                 del self.files[temporary]
-        else:
-            self.withheld = list(self.files.values())
-            self.withheld_because = "the run failed" if total[1] else ""  # else the failures to write say why
+        self.withheld = [target for temporary, target in self.files.items()
+                         if total[0] or temporary not in self.whatever_the_run]
+        self.withheld_because = "the run failed" if total[1] and self.withheld else ""  # else failures say why
         elsewhere = int(total[0]) - len(self.failures)
         return self.failures + ([f"{elsewhere} file part(s) could not be written on other ranks"]
                                 if elsewhere >= 1 else [])
@@ -300,12 +307,13 @@ def write_trace(driver, params, matrices, events, result, options: Options, comm
     about = {"program": driver.PROGRAM.name, "kernels": driver.PROGRAM.kernels,
              **{k: v for k, v in params.as_dict().items() if v is not None},
              "ranks": result.ranks, "workers": result.workers, "gpus": result.gpus,
-             "seconds": result.seconds}  # the run's time: its last rank ends after its last task does
+             "seconds": result.seconds,  # the run's time: its last rank ends after its last task does
+             "ok": result.ok}  # as run --json's: false where the run failed (its trace is written all the same)
 
     lanes = compute_lanes(result.workers, options.gpus)
 
-    def write():
-        with open(staging.temporary(options.trace), "w") as target:
+    def write():  # (written though the run failed: a NaN left, a check failed; marked so)
+        with open(staging.temporary(options.trace, whatever_the_run=True), "w") as target:
             json.dump(chrome_trace(ranks, about, lanes), target)
     staging.attempt(write, f"the trace {options.trace!r}")
     times = task_times(ranks)

@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,13 @@ def test_a_two_rank_trace_has_lanes_of_both_ranks(two_ranks, tmp_path, capsys):
     assert "<svg" in (tmp_path / "gantt.svg").read_text()[:2000]
     assert main(["plot", str(two_ranks), "-o", str(tmp_path / "gantt.pdf")]) == 0
     assert (tmp_path / "gantt.pdf").read_bytes()[:5] == b"%PDF-"
+    capsys.readouterr()
+    # the narrowest, its title wrapped, without matplotlib's warning of a layout that collapsed (tester y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["plot", str(two_ranks), "-o", str(out), "--width", "4"]) == 0, capsys.readouterr().err
+    assert main(["plot", str(two_ranks), "-o", str(out), "--width", "3"]) == 2
+    assert "--width must be between 4 and 200 inches, got 3.0" in capsys.readouterr().err
 
 
 @pytest.mark.timeout(180)

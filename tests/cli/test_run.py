@@ -1231,14 +1231,15 @@ def test_a_trace_replaces_only_one_tiledsl_wrote_not_another_profilers(tmp_path)
 
 @pytest.mark.timeout(120)
 def test_a_load_file_found_but_unfit_is_not_said_to_be_looked_for(tmp_path):
-    """An int64 'data.npy' beside the program: the dtype error ended with 'a relative path is
-    relative to the directory of the .tile file; looked for in ...', pointing at a search that
-    had found the file."""
+    """A complex 'data.npy' beside the program (int64, before integers were taken): the dtype error ended
+    with 'a relative path is relative to the directory of the .tile file; looked for in ...', pointing at
+    a search that had found the file."""
     (tmp_path / "loading.tile").write_text(LOADING)
-    np.save(tmp_path / "a.npy", np.ones((100, 100), dtype=np.int64))
+    np.save(tmp_path / "a.npy", np.ones((100, 100), dtype=np.complex128))
     out = tiledsl("run", tmp_path / "loading.tile", cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-    assert f"input file '{tmp_path / 'a.npy'}' has dtype int64; expected float64 (or float32)" in out.stderr
+    assert f"input file '{tmp_path / 'a.npy'}' has dtype complex128; expected float64 (float32 and integers are " \
+           f"taken too)" in out.stderr
     assert "looked for in" not in out.stderr
 
 

@@ -690,3 +690,28 @@ def test_kernels_without_a_gpu_body_are_said_to_leave_the_gpus_idle_as_a_run_say
                for rank in result["ranks"])
     assert ("--gpus 1: no task ran on a GPU: kernel(s) mm have no GPU body, so every task ran on a host, the GPUs "
             "holding tiles for nothing") in " ".join(result["notes"]), result["notes"]
+
+
+def test_this_machine_counts_its_cores_at_the_rate_they_ran_together(monkeypatch):
+    """Tester y: on a 2-core VM simulate predicted runs twice as fast as they were, right after tune: each core
+    was counted at its rate alone. tune keeps the rate a core ran the dominant kernel at in its chosen run
+    (tune.cores_shared), and this machine's rates are scaled by it, memory included."""
+    from tiledsl.api import load
+    from tiledsl.commands.tune import cores_shared
+    from tiledsl.simulation import machine as machines
+
+    alone = {"gemm": {"256": 25.0, "384": 35.0}, "potrf": {"256": 5.0}, "mine": {"320": 8.0}}
+    shared = cores_shared({"gemm": {"320": 20.0}}, "gemm", alone)
+    assert shared == {"kernel": "gemm", "size": 320, "in_run": 20.0, "alone": 30.0, "factor": 0.667}
+    assert cores_shared({}, "gemm", alone) is None and cores_shared({"gemm": {"320": 40.0}}, "gemm", alone)[
+        "factor"] == 1.0
+    entry = {"speeds": {"core": alone}, "measured_in_run": ["mine"], "shared_cores": shared}
+    monkeypatch.setattr(machines.tuning, "entry", lambda *args: entry)
+    local = machines.this_machine(load("cholesky").driver.PROGRAM, 0, "emulated")
+    assert local.cpu.gflops("gemm", 256) == pytest.approx(25.0 * 0.667)
+    assert local.cpu.gflops("potrf", 256) == pytest.approx(5.0 * 0.667)
+    assert local.cpu.gflops("mine", 320) == 8.0  # timed in a run already: as it ran
+    assert local.in_run == {"gemm", "potrf", "mine"} and "0.67 of its rate alone" in local.name
+    del entry["shared_cores"]
+    local = machines.this_machine(load("cholesky").driver.PROGRAM, 0, "emulated")
+    assert local.cpu.gflops("gemm", 256) == 25.0 and local.in_run == {"mine"}

@@ -318,6 +318,18 @@ def test_expression_structure(text, tree):
     assert shape(expr(text)) == tree
 
 
+@pytest.mark.parametrize("text, shown", [
+    ('side == "L" and rows == n or side == "R" and cols == n',
+     '(side == "L" and rows == n) or (side == "R" and cols == n)'),
+    ("a or b and c", "a or (b and c)"), ("(a or b) and c", "(a or b) and c"),
+    ("not (a and b) or c", "not (a and b) or c"),
+    ("(1 + 2) * (3 - k)", "(1 + 2) * (3 - k)"), ("((k + 1))", "k + 1")])
+def test_unparse_keeps_the_parentheses_a_reader_needs(text, shown):
+    """Tester v: a requirement's '(a and b) or (c and d)' was echoed without its parentheses (right by
+    precedence, hard to read): an 'and' inside an 'or' keeps them, as linters ask of Python."""
+    assert unparse(expr(text)) == shown
+
+
 def test_expression_spans():
     e = expr("a - b * (c + 1)")
     offset = len("program p { let x = ")

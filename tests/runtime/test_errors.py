@@ -116,7 +116,7 @@ def test_memory_that_runs_out_in_the_loop_nest_or_a_kernel_is_said_as_a_shortage
     import numpy as np
 
     import tiledsl
-    from tiledsl.runtime import errors, launch
+    from tiledsl.runtime import errors, launch, resources
 
     monkeypatch.setattr(errors, "_address_limit", lambda: None)
     said = str(errors.loop_nest_failure(MemoryError("no room"), 1))
@@ -124,6 +124,14 @@ def test_memory_that_runs_out_in_the_loop_nest_or_a_kernel_is_said_as_a_shortage
                    "or a smaller --n"
     # a kernel's, named at its line in the user's code (language.md), as its other errors are
     assert errors.shortage(MemoryError("no room"), None, " at km.py:3").startswith("out of memory at km.py:3: no room; ")
+    # one allocation past the node's memory (tester w: 728 TiB on 23 GiB): no setting of the run helps
+    monkeypatch.setattr(resources, "meminfo", lambda field: 2 ** 30)
+    huge = MemoryError("Unable to allocate 2.00 GiB for an array with shape (16384, 16384) and data type float64")
+    assert errors.shortage(huge, None, " at km.py:3").endswith(
+        "; that one allocation is more than this node's 1.00 GiB of memory: no setting of the run makes it fit (the "
+        "code at km.py:3 asks for it)")
+    assert errors.shortage(huge).endswith("use more ranks on other nodes (the ranks on one node share its memory) "
+                                          "or a smaller --n")  # tiledsl's own allocation: a setting makes it fit
 
     def short(*args, **kwargs):
         raise MemoryError("Unable to allocate 8 bytes")

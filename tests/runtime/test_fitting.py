@@ -119,6 +119,20 @@ def test_char_and_float_params_are_never_sizes(tmp_path):
         300, {"side": "R", "alpha": 2.5, "m": 200})
 
 
+def test_a_param_no_shape_depends_on_that_a_requirement_pins_is_inferred(tmp_path):
+    """Tester v: B is n x r (side L) or r x n (side R), its shape in rows and cols, and a requirement ties
+    them to r: with side R and B 77 x 437, 'nothing in the inputs' shapes depends on r: give r=', though
+    the requirement leaves r one value. A param the requirements do not pin is still not guessed."""
+    body = ('param side = "L"\n  param r = 150\n  param rows = n\n  param cols = r\n'
+            '  require (side == "L" and rows == n and cols == r) or (side == "R" and rows == r and cols == n)\n'
+            "  matrix A[n, n] = zeros\n  matrix B[rows, cols] = zeros")
+    assert fitted(tmp_path, body, {"A": (437, 437), "B": (77, 437)}, params={"side": "R"}) == (
+        437, {"side": "R", "r": 77, "rows": 77, "cols": 437})
+    with pytest.raises(UsageError, match=r"^p requires rows <= r, which n = 300, nb = 4, r = 150, rows = 200 break"):
+        fitted(tmp_path, "param r = 150\n  param rows = n\n  require rows <= r\n  matrix B[rows, n] = zeros",
+               {"B": (200, 300)})  # r >= 200 would do: none is guessed, the requirement is the error
+
+
 def test_n_no_input_depends_on_is_not_guessed(tmp_path):
     with pytest.raises(UsageError) as error:
         fitted(tmp_path, "param m = 1\n  matrix B[m, m] = zeros", {"B": (4, 4)})

@@ -270,3 +270,27 @@ def test_a_run_that_fails_in_a_kernel_says_its_output_was_not_written(tmp_path, 
     assert out.returncode == 1 and not (tmp_path / "out.npy").exists(), out.stderr
     assert out.stderr.endswith("tiledsl: note: the run failed, so t.json, out.npy were not written (a file already "
                                "there is left as it was)\n"), out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_run_that_ends_failed_still_writes_its_trace(tmp_path, ranks):
+    """Testers w and y: a run that ran every task and then failed (a NaN left in a matrix) withheld its trace
+    with its outputs, where the trace is what shows which task wrote the NaN, and when. The outputs are still
+    withheld; the trace says the run failed (plot's title too)."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "k.py").write_text("def spoil(A):\n    A[0, 0] = float('nan')\n")
+    (tmp_path / "f.tile").write_text('use "k.py"\nkernel spoil(inout A)\nprogram f {\n  tiling uniform(nb = 64)\n'
+                                     "  matrix A[n, n] = random general\n  for i in 0 .. A.mt { spoil(A[i, i]) }\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "128", "--np",
+                          str(ranks), "--output", "A=out.npy", "--trace", "t.json"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=100)
+    assert out.returncode == 1 and not (tmp_path / "out.npy").exists(), out.stderr
+    assert out.stderr.endswith("tiledsl: note: the run failed, so out.npy was not written (a file already there is "
+                               "left as it was)\n"), out.stderr
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert trace["otherData"]["ok"] is False
+    assert sorted(e["name"] for e in trace["traceEvents"] if e.get("cat") == "task") == ["spoil", "spoil"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -301,9 +302,24 @@ def _timed(function, matrices: list, threads: int, options: dict) -> tuple[float
     """Seconds of ``function`` on copies of ``matrices``, and its LAPACK info (0: it succeeded)."""
     work = [np.array(a, order="F", copy=True) for a in matrices]
     with threadpool_limits(threads):
+        _wake_blas()
         start = time.perf_counter()
         returned = function(*work, **options)
         return time.perf_counter() - start, lapack_info(returned)
+
+
+def _wake_blas() -> None:
+    """Products on SciPy's BLAS (the references' LAPACK) with the threads just set: after tiledsl's round, which
+    runs BLAS on one thread, the threads were parked or ended, and a reference timed at once paid their start
+    (dpotrf at n = 600 took 0.04 to 0.1 s after a round of tiledsl, 0.003 s warm: --rounds 1 said tiledsl 12x
+    faster than LAPACK)."""
+    square = np.ones((WAKE_ORDER, WAKE_ORDER), order="F")
+    for _ in range(3):
+        blas.dgemm(1.0, square, square)
+
+
+#: the order of the products that wake the BLAS threads before a reference is timed
+WAKE_ORDER = 384
 
 
 def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True) -> dict:
@@ -367,6 +383,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     notes += [f"{m.name} failed on these inputs (LAPACK info = {m.info}): its row is not a timing"
               for m, *_ in references if m.info]
     notes += _spread_notes([tiled] + [r[0] for r in references if not r[0].info], workers)
+    notes += [_crowded(workers)] if references and workers > (os.cpu_count() or 1) else []
     if references and source == "kernels":
         notes.append("every row's GFLOP/s divides tiledsl's flop count (its kernels') by the row's time, not the "
                      "work the reference does (a dense routine may do more): compare the times")
@@ -397,6 +414,15 @@ def _spread_notes(measures: list, workers: int) -> list:
 SPREAD = 2.0
 
 
+def _crowded(workers: int) -> str:
+    """The note of ``--workers`` beyond this machine's cores: the reference's BLAS threads, as many,
+    take turns on them (64 of them on 2 cores made tiledsl 31x LAPACK)."""
+    cores = os.cpu_count() or 1
+    return (f"--workers {workers} is more than this machine's {cores} cores: tiledsl's workers and the references' "
+            f"{workers} BLAS threads take turns on them, so the ratios say little of either (--workers {cores} "
+            f"compares them on the cores)")
+
+
 def _table(program, options, flops, tiled, references, verdict, tiles, sources, notes, params) -> dict:
     """The results table; ``flops``: the run's count (:func:`~tiledsl.runtime.reporting.flop_count`); ``verdict``:
     its check's (residual, passed)."""
@@ -416,8 +442,9 @@ def _table(program, options, flops, tiled, references, verdict, tiles, sources, 
 def render(table: dict) -> str:
     settings = settings_text(table["sources"], {**table["tiles"], **table["params"]}, None)  # no GPUs: no ratio
     tiles = " ".join(f"{k}={v}" for k, v in {**table["tiles"], **table.get("params", {})}.items())
-    lines = [f"bench {table['program']}: n={table['n']} {tiles}, {table['workers']} worker(s), "
-             f"best of {table['rounds']} alternated rounds", f"settings {settings}", "",
+    rounds = f"best of {table['rounds']} alternated rounds" if table["rounds"] > 1 else "one round"
+    lines = [f"bench {table['program']}: n={table['n']} {tiles}, {table['workers']} worker(s), {rounds}",
+             f"settings {settings}", "",
              f"{'implementation':<44} {'seconds':>9} {'GFLOP/s':>9} {'tiledsl speedup':>16}"]
     if table.get("flops_basis"):
         lines.insert(2, f"GFLOP/s: {table['flops_basis']}, over each time")

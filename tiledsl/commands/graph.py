@@ -24,7 +24,7 @@ import zlib
 from collections import defaultdict
 from pathlib import Path
 
-from .explain import call_text, tiling_text
+from .explain import call_text, tiling_text, values_text
 from .files import replacing
 from .plot import DRAWN_BY
 
@@ -234,7 +234,8 @@ def _rank_line(rank: int) -> str:
 
 def _node(task, fills: dict, nranks: int, gpus: int) -> str:
     call = task.call
-    text = [call_text(task, with_values=False), f"line {call.line}"]  # sub-ranges after their tiles
+    # sub-ranges after their tiles; the values on a line of their own (what tells apart a solve's sides)
+    text = [call_text(task, with_values=False), *filter(None, [values_text(task)]), f"line {call.line}"]
     rank, device = task.owner
     if nranks > 1 or gpus > 0:
         text.append(f"rank {rank} {_device(device)}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,7 +222,9 @@ def title(document: dict, path, all_lanes: list[Lane], drawn: list[int]) -> str:
     kept = set(drawn)
     shown = (f" (drawn: the {len(drawn)} busiest, {_tasks([lane for lane in all_lanes if lane.rank in kept])} tasks)"
              if ranks > len(drawn) else "")
-    return f"{head}: {tasks} task{'s' * (tasks != 1)} on {ranks} rank(s), {end_time(document, all_lanes):.4g} s{shown}"
+    failed = ", a run that failed" if info.get("ok") is False else ""  # (its trace is written all the same)
+    return (f"{head}: {tasks} task{'s' * (tasks != 1)} on {ranks} rank(s), {end_time(document, all_lanes):.4g} s"
+            f"{shown}{failed}")
 
 
 def _tasks(some_lanes: list[Lane]) -> int:
@@ -302,6 +305,12 @@ def _legend(axes, names: list[str], colours: dict, every_lane: list[Lane], drawn
                 title=f"kernels (tasks{every})" + (" / transfers" if moved else ""), fontsize=9, title_fontsize=9)
 
 
+#: the narrowest chart, in inches, whose lanes, labels and legend fit (at 2, matplotlib's layout collapsed)
+MIN_WIDTH = 4
+#: characters of the 10-point title a line holds per inch of the figure, its axes' labels left of it
+TITLE_CHARACTERS_PER_INCH = 11
+
+
 def draw(document: dict, source, width: float | None = None) -> tuple:
     """A matplotlib Figure with the Gantt chart of ``document`` (read from ``source``), the ranks
     it draws (:func:`drawn_ranks`) and how many the trace has."""
@@ -329,7 +338,9 @@ def draw(document: dict, source, width: float | None = None) -> tuple:
     axes.grid(axis="x", color="#dddddd", linewidth=0.5)
     axes.set_axisbelow(True)
     axes.tick_params(axis="y", length=0)
-    axes.set_title(title(document, source, every_lane, drawn), fontsize=10)
+    # wrapped to the figure: a 4-inch chart cut its title at both ends
+    axes.set_title(textwrap.fill(title(document, source, every_lane, drawn), int(TITLE_CHARACTERS_PER_INCH *
+                                                                                 (width or 12.0))), fontsize=10)
     _legend(axes, names, colours, every_lane, all_lanes)
     return figure, drawn, len({lane.rank for lane in every_lane})
 
@@ -357,8 +368,8 @@ def plot(trace_path, output, width: float | None = None) -> str | None:
     suffix = Path(str(output)).suffix.lower()
     if suffix not in FORMATS:
         raise ValueError(f"-o {output}: the chart is written as .png, .svg or .pdf")
-    if width is not None and not 2 <= width <= 200:
-        raise ValueError(f"--width must be between 2 and 200 inches, got {width}")
+    if width is not None and not MIN_WIDTH <= width <= 200:
+        raise ValueError(f"--width must be between {MIN_WIDTH} and 200 inches, got {width}")
     _figure_class()  # the missing-matplotlib message before reading anything
     document = load_trace(trace_path)
     try:

@@ -65,11 +65,10 @@ from ..runtime.kernels import CPU_KERNELS
 from ..runtime import blas
 from ..runtime.fitting import file_shapes, fit, load_files, load_notes, tile_settings_sizing
 from ..runtime.flops import PRELUDE_FLOPS
-from ..runtime.rates import rate_kept
+from ..runtime.rates import KERNEL_FLOPS, Rates, rate_kept
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params
 from ..runtime.options import TILE_SETTINGS, check_gpus, check_workers, tile_values
-from ..runtime.rates import KERNEL_FLOPS
 from ..runtime.reporting import FLOPS
 from ..runtime.recording import record
 from ..runtime.world import UsageError, default_workers
@@ -494,9 +493,15 @@ class _Tuner:
         tiles, params = self.search_tiles(trials, guess)
         if guess.ratio is not None:
             self.search_ratio(trials, tiles, params, guess.ratio, result)
+        chosen = trials.key(tiles, tuple(result["gpu_ratio"]) if result["gpu_ratio"] else guess.ratio, params)
         if self.untimed:
-            chosen_ratio = tuple(result["gpu_ratio"]) if result["gpu_ratio"] else guess.ratio
-            time_in_run(trials, trials.key(tiles, chosen_ratio, params), self.untimed, self.gpus, result, self.log)
+            time_in_run(trials, chosen, self.untimed, self.gpus, result, self.log)
+        shared = cores_shared(trials.kernel_rates.get(chosen, {}), self.dominant, result["speeds"]["core"])
+        if shared is not None:
+            result["shared_cores"] = shared
+            self.log(f"in the chosen run a core ran {shared['kernel']} at {shared['in_run']:.3g} GFLOP/s, "
+                     f"{shared['factor']:.2f} of its rate alone (the cores share caches and memory): simulate "
+                     f"scales the rates by it")
         if self.sizes_left_out:
             result["sizes_left_out"] = {"sizes": self.sizes_left_out, "by": self._n_said().rstrip(","),
                                         "from_files": self.n_from_files}
@@ -683,7 +688,9 @@ class _Tuner:
         """``nb`` from the GPU's gemm (the kernel mix on a core without GPUs); with GPUs, the host:GPU
         columns at the ratio of their speeds."""
         gpus = self.gpus
-        rates, where = (speeds["gpu"]["gemm"], "GPU gemm") if gpus else (self.core_mix, "kernel mix on a core")
+        rates, where = (speeds["gpu"]["gemm"], "GPU gemm") if gpus else (
+            self.core_mix, "gemm on a core, standing in for the program's kernels" if self.stand_in
+            else "kernel mix on a core")
         nb = smallest_near_best(rates)
         # the tiles are searched among the sizes the kernels were timed at (--sizes, or a GPU's: steps of 64
         # are too fine to cross the range a GPU's best tiles span within the budget), not at those the timing
@@ -740,7 +747,9 @@ class _Tuner:
         probe_n = n or min(multiple * tile, 2 * max(tile, width(nearest)))
         if not _accepts(self.driver, at(probe_n, nearest)):
             probe_n = n or multiple * tile
-        timing = bool(self.untimed)  # the runs time the kernels tune cannot time alone (time_in_run)
+        # the runs time the kernels: those tune cannot time alone (time_in_run), and the dominant one as the
+        # cores run it together (cores_shared)
+        timing = True
         probed_at = nearest
         probed = trial(self.driver, Options(n=probe_n, tiles=guess.settings(nearest), gpus=gpus,
                                             gpu_backend=self.backend, workers=workers, gpu_ratio=guess.ratio,
@@ -861,6 +870,23 @@ def distinct_ratios(driver, options: Options, guess: Fraction) -> tuple[list, in
     # a ratio that leaves a GPU idle at this size is what the run then warns of: those using the most GPUs
     used = {devices: len(set(devices) - {HOST}) for devices in dealt}
     return sorted(ratio for devices, ratio in dealt.items() if used[devices] == max(used.values())), columns
+
+
+def cores_shared(in_run: dict, kernel: str, alone: dict) -> dict | None:
+    """How fast a core ran ``kernel`` in a run of the program, its workers busy together, against its rate
+    timed alone (``alone``: the cache's ``speeds["core"]``) at that tile size: ``{kernel, size, in_run,
+    alone, factor}``, the factor at most 1; None where the run did not time it on a core. On a 2-core VM a
+    core ran gemm at 0.72 of its rate alone, and simulate, counting each core at its rate alone, predicted
+    runs twice as fast as they were."""
+    timed = in_run.get(kernel)
+    if not timed or kernel not in alone:
+        return None
+    size, rate = next(iter(timed.items()))
+    single = Rates(alone, "core").gflops(kernel, float(size))
+    if not single > 0:
+        return None
+    return {"kernel": kernel, "size": int(size), "in_run": rate, "alone": rate_kept(single),
+            "factor": round(min(1.0, rate / single), 3)}
 
 
 def time_in_run(trials: "Trials", chosen: tuple, kernels: list, gpus: int, result: dict, log) -> None:

@@ -68,13 +68,14 @@ def precedence(expr) -> int:
 
 def unparse(expr) -> str:
     """Source-like text of an expression with the parentheses its operators need and no
-    others (for messages)."""
+    others (for messages), but those of an 'and' inside an 'or', which a reader needs
+    (``(a and b) or c``, as linters ask of Python)."""
     return _render(expr, 0, canonical=False)
 
 
-def _render(expr, outer: int, canonical: bool) -> str:
-    """``expr`` inside an operator binding ``outer`` strongly; ``canonical``: every operation
-    in parentheses."""
+def _render(expr, outer: int, canonical: bool, in_or: bool = False) -> str:
+    """``expr`` inside an operator binding ``outer`` strongly (an operand of 'or' where ``in_or``);
+    ``canonical``: every operation in parentheses."""
     match expr:
         case n.IntLit(value=value) | n.FloatLit(value=value):
             return str(value)
@@ -98,10 +99,12 @@ def _render(expr, outer: int, canonical: bool) -> str:
             # operators of one level group from the left (a right operand of that level needs
             # parentheses), but '**' from the right, and its right operand may be a negation
             sides = (mine + 1, mine - 1) if op == "**" else (mine, mine + 1)
-            text = f"{_render(left, sides[0], canonical)} {op} {_render(right, sides[1], canonical)}"
+            operands = (_render(side, level, canonical, op == "or") for side, level in zip((left, right), sides))
+            text = f" {op} ".join(operands)
         case _:
             return "?"
-    return f"({text})" if canonical and isinstance(expr, n.Binary) or mine < outer else text
+    bracketed = canonical and isinstance(expr, n.Binary) or mine < outer or in_or and getattr(expr, "op", "") == "and"
+    return f"({text})" if bracketed else text
 
 
 def param_text(param: n.KernelParam) -> str:
