@@ -8,6 +8,7 @@ import pytest
 from parse_helpers import expr, parse_text, span_of, where
 from tiledsl.compiler import nodes as n
 from tiledsl.compiler.expressions import unparse
+from tiledsl.compiler.source import SourceError, decode
 
 
 # ---------------------------------------------------------------- file level
@@ -367,6 +368,19 @@ def test_crlf_positions_match_lf():
     assert a.programs[0].body[0].body[1].span == b.programs[0].body[0].body[1].span
     assert span_of(b.programs[0].body[0].body[2]) == where(FULL, 15, "release A[k, k]")
     assert a == b
+
+
+@pytest.mark.parametrize("encoding, name", [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_file_in_another_unicode_encoding_is_named_by_its_mark(encoding, name):
+    """Tester x: PowerShell's `>` saves UTF-16; its E001 was 'byte 0xff cannot be decoded', with its first line
+    shown as NULs every other character."""
+    data = ("\ufeff" if encoding.endswith("-be") else "").encode(encoding) + "program p {\n}\n".encode(encoding)
+    with pytest.raises(SourceError) as raised:
+        decode("t.tile", data)
+    d = raised.value.diagnostic
+    assert (d.code, d.span.line, d.message) == ("E001", 0, f"file is {name} text (it begins with a {name} "
+                                                           f"byte-order mark), not UTF-8")
+    assert d.hint.startswith("save the program as UTF-8")
 
 
 def test_lone_cr_and_bom():

@@ -231,7 +231,7 @@ def test_a_greek_letter_that_is_a_name_of_its_own_is_spelt_out(name, hint):
     ("if k == 0 IN k { potrf(A[k, k]) }", None),  # 'in' does not parse there either: no "lower case" hint
     ("potrf[A[k, k]]", "a call's arguments go in parentheses: potrf(A[k, k])"),  # no '=' after them: no assignment
     ("gemm(A[k, k], A[k, k].m, A[k, k])", None),  # an attribute, not a transpose
-    ("if k == 0 { potrf(A[k, k]) } else potrf(A[k, k])", None)])
+    ("if k == 0 { potrf(A[k, k]) } else potrf(A[k, k])", "an else takes braces: else { potrf(A[k, k]) }")])
 def test_another_languages_form_is_hinted_only_where_it_is_what_failed(statement, hint):
     d = syntax_error(IN_A_LOOP % statement)
     assert d.hint == hint if hint is None else d.hint.startswith(hint)
@@ -259,7 +259,14 @@ def test_another_languages_form_is_hinted_only_where_it_is_what_failed(statement
     ("potrf(A[k, k])\n    out matrix B[n, n] = zeros", "matrix", "unexpected 'matrix'", "declarations (tiling,"),
     ("release A[k, k] priority 3", "priority", "a release takes no priority: it runs no task", "drop the priority"),
     ("potrf(A[k, k]) priority 2 priority k", "priority k", "a call takes one priority",
-     "keep one 'priority EXPRESSION'")])
+     "keep one 'priority EXPRESSION'"),
+    # tester x's
+    ("potrf(A[k, k]) priority = 3", "=", "unexpected '='", "write priority 3 (no '=')"),
+    ("gemm(A[k, k], A[k, k], A[k, k], alpha = 1.0f)", "f)", "unexpected 'f'",
+     "a number takes no type suffix: write 1.0"),
+    ("let z = A.nt()", ")", "unexpected ')'", "A.nt is a number, not a function: write A.nt"),
+    ("let x == 3", "= 3", "unexpected '='", "a let binds its name with one '=': let x = 3"),
+    ("let x 3", "3", "unexpected '3'", "a let binds its name with '=': let x = 3")])
 def test_the_usual_slips_are_pointed_at_with_a_hint(statement, needle, message, hint):
     text = IN_A_LOOP % statement
     d = syntax_error(text)
@@ -271,7 +278,8 @@ def test_the_usual_slips_are_pointed_at_with_a_hint(statement, needle, message, 
 def test_an_else_without_braces_after_an_if_is_not_a_stray_else():
     text = IN_A_LOOP % "if k == 0 { potrf(A[k, k]) } else potrf(A[k, k])"
     d = syntax_error(text)
-    assert (d.message, d.notes, d.hint) == ("unexpected 'potrf'", ("expected 'if' or '{'",), None)
+    assert (d.message, d.notes, d.hint) == ("unexpected 'potrf'", ("expected 'if' or '{'",),
+                                            "an else takes braces: else { potrf(A[k, k]) }")  # (tester x)
     assert (d.span.line, d.span.column) == where(text, 4, "potrf", 1)[:2]
 
 
@@ -338,3 +346,15 @@ def test_a_note_quoting_a_long_line_clips_it_around_the_bracket():
     (never_closed,) = [note for note in d.notes if "never closed" in note]
     line = f"program p {{ matrix A[n, n] = random spd {calls}"
     assert never_closed == f"the '{{' at 1:11 is never closed: {line[:80]}…"
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("matrix A[n, n] = random spd\nprogram p {\n  potrf(A[0, 0])\n}\n",
+     "'matrix' goes inside a program's braces: program NAME { matrix ... }"),
+    ("def f(inout A)\nprogram p {\n  matrix A[n, n] = random spd\n  f(A[0, 0])\n}\n", "did you mean 'kernel'?"),
+    ("kernel f(inout A, string mode)\nprogram p {\n  matrix A[n, n] = random spd\n  f(A[0, 0], \"x\")\n}\n",
+     "write 'char': a value parameter is an int, a float or a char")])
+def test_another_languages_declaration_is_named_in_ours(text, hint):
+    """Tester x: a declaration before the program, Python's def and a string parameter got the list of
+    what was expected and no hint."""
+    assert syntax_error(text).hint == hint

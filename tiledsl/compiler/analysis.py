@@ -737,8 +737,12 @@ class _Analyzer:
             param = by_name.get(keyword.name.text)
             word = keyword.name.text
             if param is None:
+                # (tester x: priority = 3 among the arguments)
+                hint = (f"a call's priority follows its parentheses: {name}(...) priority ..." if word == "priority"
+                        else None)
                 self.bag.error(keyword.name.span, "E202", f"{name} has no parameter '{word}'",
-                               *suggestion_notes(word, [p.name.text for p in params if p.kind != "tile"]), signature)
+                               *suggestion_notes(word, [p.name.text for p in params if p.kind != "tile"]), signature,
+                               hint=hint)
             elif param.kind == "tile":
                 self.bag.error(keyword.name.span, "E202", f"tile argument '{word}' of {name} must be passed by position",
                                signature)

@@ -40,8 +40,10 @@ class ModuleUse:
         use = uses[0]
         path = Path(self.file.path).parent / use.path
         if path.suffix != ".py":
+            python_file = path.with_name(path.name + ".py")  # use "k" for use "k.py" (tester x)
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not a Python file",
-                           hint="name the .py file that defines the program's kernels")
+                           hint=f"did you mean \"{use.path}.py\"? ({python_file.name} is there)"
+                           if python_file.is_file() else "name the .py file that defines the program's kernels")
         elif path.is_dir():
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} is a directory",
                            hint="name the .py file that defines the program's kernels")

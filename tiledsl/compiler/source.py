@@ -66,8 +66,22 @@ class SourceError(Exception):
         self.diagnostic, self.source = diagnostic, source
 
 
+#: byte-order marks of the encodings an editor or a shell may save a program in instead of UTF-8 (PowerShell's
+#: ``>`` writes UTF-16), longest first: UTF-32's little-endian mark begins as UTF-16's
+_OTHER_ENCODINGS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
+                    (b"\xfe\xff", "UTF-16"))
+
+
 def decode(path: str, data: bytes) -> Source:
     """Decode ``data`` as UTF-8 program text, or raise :class:`SourceError`."""
+    encoding = next((name for mark, name in _OTHER_ENCODINGS if data.startswith(mark)), None)
+    if encoding is not None:  # said of the whole file: its first line, a NUL every other byte, says nothing
+        raise SourceError(Diagnostic(
+            Span.whole(path), "E001", f"file is {encoding} text (it begins with a {encoding} byte-order mark), "
+                                      f"not UTF-8",
+            hint=f"save the program as UTF-8 (an editor's encoding setting; PowerShell's Out-File -Encoding utf8; "
+                 f"Python: text = open(path, encoding='{encoding.lower()}').read(), then open(path, 'w', "
+                 f"encoding='utf-8').write(text))"))
     try:
         source = Source(path, _as_program_text(data.decode("utf-8")))
     except UnicodeDecodeError as error:

@@ -793,7 +793,8 @@ def _misspelt_keyword_token(token: Token, terminals: frozenset) -> str | None:
 
 
 #: other languages' words for a keyword, where the keyword goes (no misspelling: no closeness finds them)
-_OTHER_LANGUAGES_WORDS = {"import": "use", "include": "use"}
+_OTHER_LANGUAGES_WORDS = {"import": "use", "include": "use", "def": "kernel", "function": "kernel", "fn": "kernel",
+                          "func": "kernel"}
 
 
 #: terminals that are one of several words (a pattern, not a keyword of their own)
@@ -1128,7 +1129,8 @@ def _named_argument_hint(code: str, token: Token, after: str, accepts: frozenset
 _PARAMETER_SLOT = re.compile(r"\bkernel\s+[A-Za-z_]\w*\s*\((?:[^()]*,)?\s*$")
 #: other languages' types for a value parameter, and the language's
 _OTHER_TYPES = {"double": "float", "real": "float", "float32": "float", "float64": "float", "long": "int",
-                "integer": "int", "int32": "int", "int64": "int", "size_t": "int"}
+                "integer": "int", "int32": "int", "int64": "int", "size_t": "int", "bool": "int", "string": "char",
+                "str": "char", "character": "char"}
 
 
 def _kernel_parameter_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
@@ -1164,8 +1166,10 @@ def _separator_hint(code: str, token: Token, after: str, accepts: frozenset) -> 
     statement = _STATEMENT_OF_LINE.search(code).group().strip()
     rest = f"{token}{_SEPARATED_UP_TO.match(after).group()}".strip()
     if _terminal("=") in accepts and re.fullmatch(r"(let|param)\s+[A-Za-z_]\w*", statement):
-        word = statement.split()[0]
-        return f"a {word} binds its name with '=': {statement} = {rest}"
+        return f"a {statement.split()[0]} binds its name with '=': {statement} = {rest}"
+    bound = re.fullmatch(r"((let|param)\s+[A-Za-z_]\w*)\s*=", statement)
+    if bound and str(token) == "=":  # let x == 3: the lexer took '=' and then '=' where a value was due
+        return f"a {bound[2]} binds its name with one '=': {bound[1]} = {_SEPARATED_UP_TO.match(after).group().strip()}"
     if _terminal("..") in accepts and re.match(r"for\b", statement):
         return f"a loop's range is START .. STOP: {statement} .. {rest}"
     if accepts == {_terminal("(")} and re.fullmatch(r"[A-Za-z_]\w*", statement) and statement not in KEYWORDS:
@@ -1174,9 +1178,53 @@ def _separator_hint(code: str, token: Token, after: str, accepts: frozenset) -> 
     return None
 
 
+def _else_block_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``} else potrf(A[k, k])``: an else's statements go in braces, as an if's."""
+    if not re.search(r"\belse\s*$", code) or not accepts <= {"IF", "LBRACE"}:
+        return None
+    return f"an else takes braces: else {{ {f'{token}{_SEPARATED_UP_TO.match(after).group()}'.strip()} }}"
+
+
+def _priority_equals_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``potrf(A[k, k]) priority = 3``: a priority is its word and an expression."""
+    if str(token) != "=" or not re.search(r"\bpriority\s*$", code):
+        return None
+    return f"write priority {_SEPARATED_UP_TO.match(after).group().strip() or 'EXPRESSION'} (no '=')"
+
+
+_C_SUFFIXES = frozenset({"f", "F", "d", "D", "l", "L", "u", "U", "ul", "UL", "f32", "f64"})
+
+
+def _number_suffix_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``alpha = 1.0f``: a C or Rust literal's type suffix."""
+    number = re.search(r"(?<![\w.])(\d+(?:\.\d*)?)$", code)  # touching the suffix: no space between
+    if number is None or str(token) not in _C_SUFFIXES:
+        return None
+    return f"a number takes no type suffix: write {number[1]}"
+
+
+def _query_called_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``A.nt()``: a matrix's count or size is a number, not a function."""
+    query = re.search(r"\b([A-Za-z_]\w*)\s*\.\s*(mt|nt|m|n)\s*\($", code)
+    if query is None or str(token) != ")":
+        return None
+    return f"{query[1]}.{query[2]} is a number, not a function: write {query[1]}.{query[2]}"
+
+
+_PROGRAM_WORDS = frozenset({*_DECLARATIONS, "for", "if", "let", "release"})
+
+
+def _outside_a_program_hint(code: str, token: Token, after: str, accepts: frozenset) -> str | None:
+    """``matrix A[n, n] = ...`` (or a loop) before ``program p {`` or after its '}': it belongs inside."""
+    if str(token) not in _PROGRAM_WORDS or not accepts <= {"KERNEL", "PROGRAM", "USE"}:
+        return None
+    return f"'{token}' goes inside a program's braces: program NAME {{ {token} ... }}"
+
+
 _HABITS = (_tiling_hint, _shape_hint, _assignment_hint, _tile_form_hint, _loop_form_hint, _if_block_hint, _release_hint,
            _path_hint, _check_hint, _require_hint, _named_argument_hint, _kernel_parameter_hint, _kernel_body_hint,
-           _separator_hint)
+           _separator_hint, _else_block_hint, _priority_equals_hint, _number_suffix_hint, _query_called_hint,
+           _outside_a_program_hint)
 
 
 #: Why a loop nest cannot read matrix values, and what to do instead

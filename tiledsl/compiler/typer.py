@@ -653,10 +653,13 @@ class ExpressionTyper:
                 self.bag.error(func.span, "E200", f"'{func.text}' is a {symbol.kind}, not a function",
                                hint=f"a tile of it is {func.text}[i, j], in square brackets")
                 return None
+            matrix = next((d.name.text for d in getattr(self.program, "matrices", ())), "A")
+            hint = (f"{func.text} is a query of a matrix: write {matrix}.{func.text}(...)"  # tester x: offset(k)
+                    if func.text in GEOMETRY_METHODS else
+                    "functions: min(a, b, ...) and max(a, b, ...), of two or more numbers")
             self.bag.error(func.span, "E200", f"unknown function '{func.text}'",
                            *suggestion_notes(func.text, FUNCTIONS),
-                           *_FUNCTION_ADVICE.get(func.text, ()),
-                           hint="functions: min(a, b, ...) and max(a, b, ...), of two or more numbers")
+                           *_FUNCTION_ADVICE.get(func.text, ()), hint=hint)
             return None
         if len(args) < 2:
             self.bag.error(func.span, "E202", f"{func.text} takes at least 2 arguments, got {len(args)}")
