@@ -42,6 +42,7 @@ CODES = {
     "W302": "a loop that never runs",
     "W303": "an index in range at s = 1 only (hybrid tiles)",
     "W304": "a user check of no matrix the program writes",
+    "W305": "a text direction control in a comment",
 }
 
 

@@ -130,13 +130,26 @@ def _read_block(statements, definitions: Definitions, conditional: bool):
 
 
 def _inner_blocks(statement) -> list[list]:
-    """The statement lists nested in a module-level compound statement (not in defs or classes)."""
+    """The statement lists nested in a module-level compound statement (not in defs or classes), but the
+    body of ``if __name__ == "__main__":``, which never runs as the run imports the module (tester x: a
+    kernel defined there passed check and failed at run time)."""
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return []
+    if _as_a_script_only(statement):
+        return [statement.orelse]
     blocks = [getattr(statement, field, []) for field in ("body", "orelse", "finalbody")]
     blocks += [handler.body for handler in getattr(statement, "handlers", [])]
     blocks += [case.body for case in getattr(statement, "cases", [])]
     return blocks
+
+
+def _as_a_script_only(statement) -> bool:
+    """Whether ``statement`` is ``if __name__ == "__main__":`` (either way round)."""
+    test = getattr(statement, "test", None) if isinstance(statement, ast.If) else None
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = {ast.dump(side) for side in (test.left, test.comparators[0])}
+    return sides == {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))}
 
 
 def _bindings(statement, definitions: Definitions):

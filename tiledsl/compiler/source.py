@@ -98,6 +98,37 @@ def decode(path: str, data: bytes) -> Source:
     return source
 
 
+#: the controls that reorder how text is shown (Unicode's embeddings, overrides and isolates): in a comment,
+#: they can make the code a reader sees differ from the code that runs ("Trojan Source", CVE-2021-42574)
+DIRECTION_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def direction_controls(source: Source) -> list[Diagnostic]:
+    """A W305 warning for each comment holding a text direction control (elsewhere the parser refuses one)."""
+    found = []
+    for number, line in enumerate(source.lines, start=1):
+        comment = _comment_start(line)
+        controls = [column for column, char in enumerate(line) if char in DIRECTION_CONTROLS and
+                    comment is not None and column > comment]
+        if controls:
+            found.append(Diagnostic(Span.point(source.path, number, controls[0] + 1), "W305",
+                                    f"a text direction control (U+{ord(line[controls[0]]):04X}) in a comment",
+                                    ("it can show the line in another order than the one it is read in",),
+                                    hint="remove it: a comment needs none"))
+    return found
+
+
+def _comment_start(line: str) -> int | None:
+    """The column of the '#' that begins the line's comment (outside a string), or None."""
+    in_string = False
+    for column, char in enumerate(line):
+        if char == '"':
+            in_string = not in_string
+        elif char == "#" and not in_string:
+            return column
+    return None
+
+
 def _as_program_text(text: str) -> str:
     """Decoded text as the compiler reads it: a byte-order mark dropped, CRLF and CR line ends as LF."""
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")

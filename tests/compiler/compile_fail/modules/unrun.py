@@ -14,3 +14,11 @@ def fine(A):
     def inner():
         yield A  # a generator inside is no matter: fine itself runs
     A += 1
+
+
+if __name__ == "__main__":  # (tester x) never run as the run imports the module
+    def scripted(A):
+        A += 1
+else:
+    def imported(A):
+        A += 1
