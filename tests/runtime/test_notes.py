@@ -190,7 +190,7 @@ def test_a_kernel_failure_names_the_non_finite_values_the_inputs_held():
     a = g @ g.T + 200 * np.eye(200)
     a[150, 20] = np.inf
     with pytest.raises(TiledslError, match=r"kernel potrf failed on A\[2, 2\] .*the tile holds a NaN\); the input "
-                                           r"tiles read held NaN or infinite values: A \(1\) \(numpy.argwhere"
+                                           r"tiles the run reads held NaN or infinite values: A \(1 value\) \(numpy.argwhere"
                                            r"\(~numpy.isfinite\(A\)\) finds them\)$"):
         tiledsl.load("cholesky").run(A=a, tiles={"nb": 64})
     a = g @ g.T + 200 * np.eye(200)  # a failure that is not about a NaN is not given the clause
@@ -300,3 +300,25 @@ def test_a_workspace_tile_another_rank_wrote_is_no_read_of_zeros(tmp_path, prior
         "tiledsl: warning: rank 0 (p.tile:6): kernel gemqrt on A[0, 0], T[0, 0], A[0, 1] on rank 1 (gemqrt(A[k, k], "
         "T[k, k], A[k, j])): reads T[0, 0], which no task wrote before it (a workspace holds zeros until one does) "
         "(and 2 more task(s) at this line)"]
+
+
+@pytest.mark.timeout(120)
+def test_a_nan_a_task_wrote_points_at_check_finite(tmp_path):
+    """Tester w: a user's gemm wrote a NaN, and potrf failed on it two steps on ('the tile holds a NaN'), the
+    culprit never named and --check-finite, which names it, never offered."""
+    import subprocess
+    import sys
+
+    (tmp_path / "k.py").write_text("import numpy as np\n\n\ndef spoil(A):\n    A[0, 0] = np.nan\n")
+    (tmp_path / "s.tile").write_text('use "k.py"\nkernel spoil(inout A)\nprogram s {\n  tiling uniform(nb = 32)\n'
+                                     "  matrix A[n, n] = random spd\n  spoil(A[1, 1])\n"
+                                     "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "s.tile", "--n", "64"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 1 and out.stderr.startswith("tiledsl: error: rank 0 (s.tile:7): kernel potrf failed on "
+                                                         "A[1, 1]"), out.stderr
+    assert out.stderr.rstrip().endswith("the tile holds a NaN) (no input held one: an earlier task wrote it, and "
+                                        "--check-finite names the first task that writes one)"), out.stderr
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "s.tile", "--n", "64",
+                          "--check-finite"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 1 and "kernel spoil failed on A[1, 1]" in out.stderr, out.stderr
