@@ -12,6 +12,10 @@
   driver; not an application calling the Python API, whose own threads may end it so), it
   ends the rank with status 1 and says where, never 0. Otherwise (the runtime's own calls,
   a process a kernel forks, a process whose run is over) it is the real ``os._exit``.
+* A thread the user's code started that raises while a run is in progress (in a process that is
+  tiledsl's own) ends the rank the same way, naming the exception and where it rose
+  (:func:`_thread_raised`): Python printed its traceback and the run went on to succeed, the
+  thread's share of the work missing.
 * A crash (a segmentation fault in a kernel's C code) cannot run Python code:
   :func:`fatal_signals_traced` turns on :mod:`faulthandler` for the run, which
   writes every thread's Python stack (the kernels' functions, their files and lines;
@@ -32,6 +36,7 @@ import io
 import os
 import sys
 import threading
+import traceback
 import types
 
 try:
@@ -118,6 +123,8 @@ def run_in_progress():
     global _runs
     with _runs_lock:
         guard_exit()
+        if not _runs and _claimed and threading.excepthook is not _thread_raised:
+            _hooks["threads"], threading.excepthook = threading.excepthook, _thread_raised
         _runs += 1
     try:
         yield
@@ -126,6 +133,27 @@ def run_in_progress():
             _runs -= 1
             if not _runs:
                 _unguard_exit()
+                if threading.excepthook is _thread_raised:
+                    threading.excepthook = _hooks.pop("threads")
+
+
+_hooks: dict = {}  # the threading.excepthook _thread_raised took the place of, while a run is in progress
+
+
+def _thread_raised(args) -> None:
+    """A thread the user's code started (a kernel's helper) that raised while the run goes on: said in one
+    line, where the user's code raised it, and the run fails (the work that thread did may be missing from
+    the results). It printed a traceback, and the run ended with exit 0. Other threads: as Python says them."""
+    frames = traceback.extract_tb(args.exc_traceback) if args.exc_traceback is not None else []
+    users = [frame for frame in frames if is_users(frame.filename)]
+    if not users or issubclass(args.exc_type, SystemExit) or os.getpid() != _guard_pid:
+        _hooks.get("threads", threading.__excepthook__)(args)
+        return
+    where = f"{os.path.basename(users[-1].filename)}:{users[-1].lineno}"
+    name = args.thread.name if args.thread is not None else "a thread"
+    said = f": {args.exc_value}" if str(args.exc_value) else ""
+    say_ending(f"rank {launcher_rank()}: {args.exc_type.__name__}{said}, raised at {where} in {name}, a thread "
+               f"the run's code started: the run did not finish (its work may be missing from the results)")
 
 
 @contextlib.contextmanager

@@ -261,3 +261,20 @@ def test_a_segmentation_fault_in_a_user_check_shows_the_check(tmp_path, ranks):
                          env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache")))
     assert out.returncode == 1 and ("tiledsl: error: rank 0 crashed (Segmentation fault) in kernel code mycheck "
                                     "(k.py:5)") in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("ranks", ["1", "2"])
+def test_a_thread_a_kernel_started_that_raises_fails_the_run(tmp_path, ranks):
+    """Tester w: Python printed the thread's traceback, and the run went on to exit 0, the thread's work
+    missing from its results."""
+    (tmp_path / "k.py").write_text("import threading\n\n\ndef boom():\n    raise RuntimeError('thread boom')\n\n\n"
+                                   "def k(A):\n    helper = threading.Thread(target=boom, name='helper')\n"
+                                   "    helper.start()\n    helper.join()\n    A += 1\n")
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel k(inout A)\nprogram p {\n  matrix A[n, n] = zeros\n'
+                                     "  k(A[0, 0])\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "p.tile", "--n", "10", "--np", ranks],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "tiledsl: error: rank 0: RuntimeError: thread boom, raised at k.py:5 in helper, a thread the run's code " \
+           "started: the run did not finish (its work may be missing from the results)" in out.stderr, out.stderr
