@@ -258,15 +258,7 @@ def test_an_output_named_other_than_npy_is_refused_saying_what_it_would_be(tmp_p
 def test_a_run_that_fails_in_a_kernel_says_its_output_was_not_written(tmp_path, ranks):
     """A failed check said 'the run failed, so out.npy was not written'; a kernel's failure left the file as
     well, and said nothing of it (then nothing of the trace)."""
-    import subprocess
-    import sys
-
-    (tmp_path / "k.py").write_text("def bump(A):\n    raise RuntimeError('boom')\n")
-    (tmp_path / "f.tile").write_text('use "k.py"\nkernel bump(inout A)\nprogram f {\n  tiling uniform(nb = 64)\n'
-                                     "  matrix A[n, n] = random general\n  for i in 0 .. A.mt { bump(A[i, i]) }\n}\n")
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "128", "--np",
-                          str(ranks), "--output", "A=out.npy", "--trace", "t.json"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=100)
+    out = _run_with_outputs(tmp_path, "bump", "raise RuntimeError('boom')", ranks)
     assert out.returncode == 1 and not (tmp_path / "out.npy").exists(), out.stderr
     assert out.stderr.endswith("tiledsl: note: the run failed, so t.json, out.npy were not written (a file already "
                                "there is left as it was)\n"), out.stderr
@@ -279,18 +271,26 @@ def test_a_run_that_ends_failed_still_writes_its_trace(tmp_path, ranks):
     with its outputs, where the trace is what shows which task wrote the NaN, and when. The outputs are still
     withheld; the trace says the run failed (plot's title too)."""
     import json
-    import subprocess
-    import sys
 
-    (tmp_path / "k.py").write_text("def spoil(A):\n    A[0, 0] = float('nan')\n")
-    (tmp_path / "f.tile").write_text('use "k.py"\nkernel spoil(inout A)\nprogram f {\n  tiling uniform(nb = 64)\n'
-                                     "  matrix A[n, n] = random general\n  for i in 0 .. A.mt { spoil(A[i, i]) }\n}\n")
-    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "128", "--np",
-                          str(ranks), "--output", "A=out.npy", "--trace", "t.json"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=100)
+    out = _run_with_outputs(tmp_path, "spoil", "A[0, 0] = float('nan')", ranks)
     assert out.returncode == 1 and not (tmp_path / "out.npy").exists(), out.stderr
     assert out.stderr.endswith("tiledsl: note: the run failed, so out.npy was not written (a file already there is "
                                "left as it was)\n"), out.stderr
     trace = json.loads((tmp_path / "t.json").read_text())
     assert trace["otherData"]["ok"] is False
     assert sorted(e["name"] for e in trace["traceEvents"] if e.get("cat") == "task") == ["spoil", "spoil"]
+
+
+def _run_with_outputs(folder, kernel: str, body: str, ranks: int):
+    """A run of ``kernel`` (its body one line) on each diagonal tile of a 128x128 A on ``ranks`` ranks,
+    with an output and a trace."""
+    import subprocess
+    import sys
+
+    (folder / "k.py").write_text(f"def {kernel}(A):\n    {body}\n")
+    (folder / "f.tile").write_text(f'use "k.py"\nkernel {kernel}(inout A)\nprogram f {{\n  tiling uniform(nb = 64)\n'
+                                   f"  matrix A[n, n] = random general\n"
+                                   f"  for i in 0 .. A.mt {{ {kernel}(A[i, i]) }}\n}}\n")
+    return subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "f.tile", "--n", "128", "--np",
+                           str(ranks), "--output", "A=out.npy", "--trace", "t.json"], cwd=folder, capture_output=True,
+                          text=True, timeout=100)
