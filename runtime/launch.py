@@ -286,14 +286,15 @@ def _naming_bad_inputs(bad_inputs: dict, spelling, checking_finite: bool):
         nonfinite_said = re.search(r"\b(nan|inf|infinite|infinity)\b", str(failure), re.I)
         if bad_inputs and str(failure).startswith("kernel ") and nonfinite_said:
             said = ", ".join(f"{name} ({count} value{'s' * (count > 1)})" for name, count in bad_inputs.items())
-            # run() has no check_finite: its caller has the arrays, where numpy finds the values
+            # run()'s caller has the arrays, where numpy finds the values
             finding = f"numpy.argwhere(~numpy.isfinite({next(iter(bad_inputs))})) finds them" if spelling.api \
                 else "--check-finite names the first"
             # (the tiles of the whole run: tester y read A (69264) as the failed task's own)
             failure.args = (f"{failure}; the input tiles the run reads held NaN or infinite values: {said} "
                             f"({finding})",)
-        elif str(failure).startswith("kernel ") and nonfinite_said and not checking_finite and not spelling.api:
-            failure.args = (f"{failure} (no input held one: an earlier task wrote it, and --check-finite names the "
+        elif str(failure).startswith("kernel ") and nonfinite_said and not checking_finite:
+            option = "check_finite=True" if spelling.api else "--check-finite"
+            failure.args = (f"{failure} (no input held one: an earlier task wrote it, and {option} names the "
                             f"first task that writes one)",)
         raise
 

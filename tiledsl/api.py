@@ -161,7 +161,7 @@ class Loaded:
             check: bool = False, workers: int | None = None, seed: int | None = None, gpus: int = 0,
             gpu_backend: str | None = None, gpu_memory: int | str | None = None, gpu_ratio=None,
             gpu_streams: int = 1, host_takes: bool | None = None, allow_nonfinite: bool = False,
-            watchdog: float | None = None, tuned: bool = True, **matrices) -> Output:
+            check_finite: bool = False, watchdog: float | None = None, tuned: bool = True, **matrices) -> Output:
         """Run the program; matrices given as arrays are copied in, every matrix comes back.
 
         ``arrays`` (a mapping, positional) and the keywords not listed here give the
@@ -180,7 +180,8 @@ class Loaded:
         stopped; 0 turns it off; default automatic). The run is one rank (several ranks are
         ``tiledsl run --np`` or a compiled driver under MPI). ``allow_nonfinite`` takes NaN
         or infinite values left in a matrix for results rather than a failure
-        (``--allow-nonfinite``). As ``tiledsl run`` does, the run takes this machine's tuned
+        (``--allow-nonfinite``); ``check_finite`` stops the run at the first task that writes one, naming
+        it (``--check-finite``: each task's outputs are scanned). As ``tiledsl run`` does, the run takes this machine's tuned
         tile sizes (``tiledsl tune``) where ``tiles`` gives none, and its tuned GPU ratio and
         inner blocks; ``tuned=False`` ignores them (``--no-tune``).
         """
@@ -193,13 +194,16 @@ class Loaded:
                             host_takes=host_takes)
         given = self._inputs(arrays, matrices, dict(n=n, tiles=tiles, params=params, check=check, workers=workers,
                                                     seed=seed, gpus=gpus, gpu_backend=gpu_backend,
-                                                    allow_nonfinite=allow_nonfinite, watchdog=watchdog, tuned=tuned,
-                                                    **gpu_settings))
+                                                    allow_nonfinite=allow_nonfinite, check_finite=check_finite,
+                                                    watchdog=watchdog, tuned=tuned, **gpu_settings))
         tiles, params = self._tiles(tiles), self._params(params)
         self._check_settings(n, workers, seed)
-        for name, flag in (("check", check), ("allow_nonfinite", allow_nonfinite), ("tuned", tuned)):
+        for name, flag in (("check", check), ("allow_nonfinite", allow_nonfinite), ("check_finite", check_finite),
+                           ("tuned", tuned)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise TiledslError(f"{name} must be True or False, got {_shown(flag)}")
+        if allow_nonfinite and check_finite:
+            raise TiledslError("allow_nonfinite=True and check_finite=True contradict each other: give one")
         _check_gpus(gpus, gpu_backend)
         gpu_settings = _gpu_settings(gpus, **gpu_settings)
         _check_watchdog(watchdog)
@@ -207,7 +211,7 @@ class Loaded:
             _warn(f"program {self.program.name} declares no check: check=True has nothing to verify")
         settings = dict(n=n, tiles=tiles, sets=params, workers=workers, seed=seed, check=bool(check), gpus=gpus,
                         gpu_backend=gpu_backend or "emulated", allow_nonfinite=bool(allow_nonfinite),
-                        watchdog=watchdog, **gpu_settings)
+                        check_finite=bool(check_finite), watchdog=watchdog, **gpu_settings)
         changed = self._changed_source()
         if changed:
             _warn(changed)
@@ -285,7 +289,8 @@ class Loaded:
         from .runtime.reporting import check_reasons, nonfinite_lines
 
         nonfinite = [] if allow_nonfinite else nonfinite_lines(
-            result.nonfinite, from_inputs=result.input_nonfinite, allow="; allow_nonfinite=True takes them for results")
+            result.nonfinite, " (check_finite=True stops at the first task that writes one)",
+            from_inputs=result.input_nonfinite, allow="; allow_nonfinite=True takes them for results")
         output = Output(matrices, result.seconds, result.residual, result.tasks, dict(result.residuals),
                         result.passed, dict(result.nonfinite), check_reasons(result) + nonfinite,
                         dict(result.input_nonfinite), notes=notes, **self._ran_with(result))
@@ -652,7 +657,7 @@ _RANKS = "a run from Python is one rank: several ranks are `tiledsl run --np P` 
 COMMAND_LINE_ONLY = {
     "ranks": _RANKS, "np": _RANKS, "grid": _RANKS,
     **{name: f"--{name.replace('_', '-')} is an option of `tiledsl run` that run() does not take"
-       for name in ("trace", "priorities", "broadcast", "window", "check_finite", "input", "output")}}
+       for name in ("trace", "priorities", "broadcast", "window", "input", "output")}}
 
 #: run()'s settings: every other keyword names a matrix
 RUN_SETTINGS = [name for name, parameter in inspect.signature(Loaded.run).parameters.items()

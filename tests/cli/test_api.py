@@ -1136,3 +1136,22 @@ def test_a_requirements_reason_of_several_lines_is_quoted_on_one(tmp_path):
     with pytest.raises(TiledslError) as error:
         tiledsl.load(tmp_path / "p.tile").run(n=1)
     assert str(error.value).startswith("p requires n > 1 (first\\nsecond), which n = 1")
+
+
+def test_check_finite_names_the_task_that_wrote_a_nan(tmp_path):
+    """Tester w: run(check_finite=True) was refused as a command-line option, and a NaN a kernel wrote could not
+    be traced to its task from Python (numpy finds it in the result, not who wrote it)."""
+    (tmp_path / "k.py").write_text("import numpy as np\n\n\ndef spoil(A):\n    A[0, 0] = np.nan\n")
+    (tmp_path / "s.tile").write_text('use "k.py"\nkernel spoil(inout A)\nprogram s {\n  tiling uniform(nb = 32)\n'
+                                     "  matrix A[n, n] = random spd\n  spoil(A[1, 1])\n"
+                                     "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    program = tiledsl.load(str(tmp_path / "s.tile"))
+    with pytest.raises(tiledsl.TiledslError, match=r"kernel potrf failed on A\[1, 1\] .*\(no input held one: an "
+                                                   r"earlier task wrote it, and check_finite=True names the first"):
+        program.run(n=64)
+    with pytest.raises(tiledsl.TiledslError, match=r"kernel spoil failed on A\[1, 1\] .*nan"):
+        program.run(n=64, check_finite=True)
+    with pytest.raises(tiledsl.TiledslError, match="allow_nonfinite=True and check_finite=True contradict"):
+        program.run(n=64, check_finite=True, allow_nonfinite=True)
+    with pytest.raises(tiledsl.TiledslError, match="check_finite must be True or False, got 'yes'"):
+        program.run(n=64, check_finite="yes")
