@@ -91,7 +91,17 @@ def shapes(p):
 
 
 def generate(rt, p):
-    """The loop nest of `hetero_qr`: submit this rank's share of every task."""
+    """The loop nest of `hetero_qr`: submit this rank's share of every task.
+
+    `_submit(CALLS[i], tiles, parts, priority, values, at=...)` submits one task of the i-th call: its tile
+    arguments (a panel is a tuple of tiles), their parts (None where the call names none; else for each
+    tile (row start, row stop, column start, column stop), None for a whole edge, or None for the whole
+    tile), then its priority, its value arguments and its place in the loop nest. `_among(start, stop, step, terms)` gives the values of `range(start, stop,
+    step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
+    column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
+    loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]) or ANY
+    (not known at this loop).
+    """
     _me = rt.rank
     _submit = rt.submit
     _among = rt.among
