@@ -358,3 +358,13 @@ def test_another_languages_declaration_is_named_in_ours(text, hint):
     """Tester x: a declaration before the program, Python's def and a string parameter got the list of
     what was expected and no hint."""
     assert syntax_error(text).hint == hint
+
+
+def test_a_brace_too_many_is_located_by_the_indentation():
+    """Tester x: `} }` where `}` goes closed the program early; the error came at its last line, saying only
+    where the program's '{' was closed. The brace whose line is indented otherwise than its '{' is named."""
+    text = ("program p {\n  matrix A[n, n] = random spd\n  for k in 0 .. A.nt {\n    for m in k + 1 .. A.mt {\n"
+            "      potrf(A[m, k])\n    } }\n    potrf(A[k, k])\n  }\n}\n")
+    d = syntax_error(text)
+    assert (d.message, d.span.line) == ("unexpected '}'", 9)
+    assert d.notes[-1] == "the '}' at 6:7 closes the '{' at 3:22, whose line is indented otherwise: one '}' too many? } }"

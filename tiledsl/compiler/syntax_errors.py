@@ -871,8 +871,28 @@ def _program_closed_before(text: str, token: Token, after: str) -> tuple[str, ..
     if depth or pair is None:
         return ()
     (line, column), (closed_line, closed_column) = pair
-    return (f"the program's '{{' at {line}:{column} is closed by the '}}' at {closed_line}:{closed_column}: "
-            f"{text.split(chr(10))[closed_line - 1].strip()}",)
+    closed = (f"the program's '{{' at {line}:{column} is closed by the '}}' at {closed_line}:{closed_column}: "
+              f"{text.split(chr(10))[closed_line - 1].strip()}",)
+    return closed + _surplus_brace(text[:token.start_pos])
+
+
+def _surplus_brace(text: str) -> tuple[str, ...]:
+    """The note naming the '}' that is likely one too many (tester x: `} }` for `}` inside the program was
+    not located): the first that closes a '{' of an earlier line indented otherwise than its own line (a
+    program is indented as it nests); none where every brace matches its line's indentation."""
+    lines, opened = text.split("\n"), []  # (line, column from 1, indent of its line)
+    for number, row in enumerate(lines, 1):
+        code = _code(row)
+        indent = len(code) - len(code.lstrip(" \t"))
+        for column, char in _outside_strings(code):
+            if char == "{":
+                opened.append((number, column + 1, indent))
+            elif char == "}" and opened:
+                line, start, expected = opened.pop()
+                if line != number and indent != expected:
+                    return (f"the '}}' at {number}:{column + 1} closes the '{{' at {line}:{start}, whose line is "
+                            f"indented otherwise: one '}}' too many? {_quoted(row, column + 1)}",)
+    return ()
 
 
 def _dot_hint(before: str, after: str) -> str | None:
