@@ -367,4 +367,5 @@ def test_a_brace_too_many_is_located_by_the_indentation():
             "      potrf(A[m, k])\n    } }\n    potrf(A[k, k])\n  }\n}\n")
     d = syntax_error(text)
     assert (d.message, d.span.line) == ("unexpected '}'", 9)
-    assert d.notes[-1] == "the '}' at 6:7 closes the '{' at 3:22, whose line is indented otherwise: one '}' too many? } }"
+    assert d.notes[-1] == ("the '}' at 6:7 closes the '{' at 3:22, whose line is indented otherwise: one '}' too "
+                           "many? } }")
