@@ -145,6 +145,7 @@ class _Analyzer:
         self.calls: list[CallSummary] = []
         self.unjudged: set[str] = set()  # the matrices of calls refused: whether a call writes them is unknown
         self.loops: list[n.For] = []
+        self.steps: list[tuple] = []  # (loop, step: None where not constant) of each enclosing loop
         self.trips: list = []  # per enclosing loop: its constant number of iterations, or None
         self.conditions = 0
         self.guards: list = []  # (condition, branch taken) of the enclosing ifs, outermost first
@@ -556,10 +557,12 @@ class _Analyzer:
         self.types.declare(stmt.var, Symbol("loop", stmt.var.span, stmt, used=True))
         self.loops.append(_visited_range(stmt, step))
         self.trips.append(trips)
+        self.steps.append((stmt, step))
         loop = f"the 'for' loop at line {stmt.span.line}"
         self._block(stmt.body, f"the block of {loop}")
         self.trips.pop()
         self.loops.pop()
+        self.steps.pop()
         for name, symbol in self.scope.frames.pop().items():
             self.types.ended[name] = (symbol, loop)
 
@@ -874,7 +877,8 @@ class _Analyzer:
             for tile in _range_ends(given):
                 witness = out_of_range_witness(tile, self.loops, self.converter, self.guards)
                 if witness:
-                    self.bag.error(given.span, "E208", f"tile index out of range in {_tile_text(given)}", witness)
+                    self.bag.error(given.span, "E208", f"tile index out of range in {_tile_text(given)}", witness,
+                                   hint=self._counting_down_hint(witness))
                     break
                 sliced = self._several_slices(tile)
                 if sliced:
@@ -886,6 +890,20 @@ class _Analyzer:
                                      hint=f"tile rows count to {tile.matrix.text}.mt, tile columns to "
                                           f"{tile.matrix.text}.nt")
                     break
+
+    def _counting_down_hint(self, witness: str) -> str | None:
+        """Where a loop counting down reaches the bad index (tester x: `for m in A.mt .. k step -1`, as a
+        range counts up, starts past the last tile): how such a loop's bounds go."""
+        down = [loop for loop, step in self.steps if step is not None and step < 0
+                and re.search(rf"\b{re.escape(loop.var.text)} = ", witness)]
+        if not down:
+            return None
+        loop = down[0]
+        first, last = (unparse(n.Binary("-", end, n.IntLit(1, loop.span), loop.span))
+                       for end in (loop.start, loop.stop))
+        return (f"a loop counting down starts at its first value and stops before its stop: `for {loop.var.text} in "
+                f"{first} .. {last} step -1` visits {first} down to {unparse(loop.stop)}, the values "
+                f"`{unparse(loop.stop)} .. {unparse(loop.start)}` visits counting up")
 
     def _several_slices(self, tile: n.TileRef) -> str | None:
         """Why ``tile`` leaves its matrix under the program's hybrid tiling of s ≥ 2 slices a block,
