@@ -291,7 +291,13 @@ def test_compile_refuses_a_bad_program(tmp_path):
     target = tmp_path / "never.py"
     out = tiledsl("compile", bad, "-o", target)
     assert_clean_failure(out)
-    assert "error[E200]" in out.err and not target.exists()
+    assert "error[E200]" in out.err and not target.exists() and "note" not in out.err
+    # an earlier driver there stays, and is said to (tester x: a stale driver was then run unawares)
+    assert tiledsl("compile", ROOT / "programs" / "cholesky.tile", "-o", target).returncode == 0
+    before = target.read_text()
+    out = tiledsl("compile", bad, "-o", target)
+    assert out.returncode == 1 and target.read_text() == before
+    assert out.err.endswith(f"tiledsl: note: {target} was not written: the driver there is an earlier one\n"), out.err
 
 
 @pytest.mark.timeout(60)

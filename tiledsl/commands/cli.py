@@ -405,6 +405,9 @@ def _compile(args) -> int:
     result, text = compile_path(path, args.output)
     _print_diagnostics(result)
     if text is None:
+        if args.output is not None and os.path.exists(args.output):  # (tester x: a stale driver run unawares)
+            print(f"tiledsl: note: {args.output} was not written: the driver there is an earlier one",
+                  file=sys.stderr)
         return 1
     module = result.checked.kernel_module
     if args.output is not None and module is not None and Path(module).name == Path(args.output).name:
