@@ -43,7 +43,10 @@ def watched(run, program: str | None, n: int | None, program_file: str | None, j
     """The exit status of ``run()`` (a one-rank run of ``program``), run in a forked child: in the child, the
     run's own status (it goes on as the command's process); in the parent, the child's, or 1 where it ended
     without finishing the run (said, with ``--json``'s failure object where ``json_wanted``)."""
-    folder = tempfile.mkdtemp(prefix="tiledsl-run-")
+    try:
+        folder = tempfile.mkdtemp(prefix="tiledsl-run-")
+    except OSError:  # no writable temporary folder: the run goes on in this process, unwatched
+        return run()
     for stream in (sys.stdout, sys.stderr):  # what is buffered is said once, not by both processes
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
