@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 from ..runtime.reporting import failure_json, json_text
-from ..runtime.world import JOB_DIR_VARIABLE, launched_by_mpi
+from ..runtime.world import JOB_DIR_VARIABLE, launched_by_mpi, process_exists
 from .jobs import PR_SET_PDEATHSIG, crashes, recorded_status, report_crashes, signal_name
 
 #: the file the child leaves in its folder once the run returned to the command (or raised to it)
@@ -43,10 +43,12 @@ def watched(run, program: str | None, n: int | None, program_file: str | None, j
     """The exit status of ``run()`` (a one-rank run of ``program``), run in a forked child: in the child, the
     run's own status (it goes on as the command's process); in the parent, the child's, or 1 where it ended
     without finishing the run (said, with ``--json``'s failure object where ``json_wanted``)."""
+    _remove_abandoned()
     try:
-        folder = tempfile.mkdtemp(prefix="tiledsl-run-")
+        folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
     except OSError:  # no writable temporary folder: the run goes on in this process, unwatched
         return run()
+    parent = os.getpid()
     for stream in (sys.stdout, sys.stderr):  # what is buffered is said once, not by both processes
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
@@ -60,10 +62,26 @@ def watched(run, program: str | None, n: int | None, program_file: str | None, j
         finally:  # the run returned, or raised for the command's handlers: Python code ends it, saying why
             with contextlib.suppress(OSError):
                 open(os.path.join(folder, RETURNED), "w").close()
+            if os.getppid() != parent:  # the parent is gone (killed): nobody else removes the folder
+                shutil.rmtree(folder, ignore_errors=True)
     try:
         return _outcome(_wait(child), folder, program, n, program_file, json_wanted)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+#: the start of a watched run's folder's name, the parent's pid after it
+FOLDER_PREFIX = "tiledsl-run-"
+
+
+def _remove_abandoned() -> None:
+    """Remove the folders of watched runs whose parent died without removing them (killed, the child then
+    ended by SIGTERM), as a job's are (:func:`~.jobs.remove_stale`)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(tempfile.gettempdir()):
+            owner = entry.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+            if entry.name.startswith(FOLDER_PREFIX) and owner.isdigit() and not process_exists(int(owner)):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _end_with_parent() -> None:
