@@ -27,7 +27,9 @@ def test_the_folders_of_runs_whose_parent_died_are_removed(tmp_path, monkeypatch
 
 
 @pytest.mark.timeout(60)
-def test_a_run_whose_parent_is_killed_stops_and_removes_its_folder(tmp_path):
+def test_a_run_whose_parent_is_killed_ends_and_the_next_run_removes_its_folder(tmp_path):
+    """Tester z: killed with the command's process (as it was in it), the run no longer goes on to say, 2 s
+    later over the shell's prompt, that it was stopped by SIGTERM; the folder it leaves goes with the next run."""
     (tmp_path / "nap.py").write_text("import time\n\n\ndef nap(A):\n    time.sleep(3)\n")
     (tmp_path / "nap.tile").write_text('use "nap.py"\nkernel nap(inout A)\nprogram p {\n  tiling uniform(nb = 10)\n'
                                        "  matrix A[n, n] = zeros\n  nap(A[0, 0])\n}\n")
@@ -39,8 +41,50 @@ def test_a_run_whose_parent_is_killed_stops_and_removes_its_folder(tmp_path):
     while not any(temporary.glob("tiledsl-run-*/crash.0")) and time.monotonic() < deadline:
         time.sleep(0.05)  # the child has begun its run
     run.send_signal(signal.SIGKILL)
-    run.wait(10)
-    deadline = time.monotonic() + 30
-    while any(temporary.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(temporary.iterdir())
+    out, err = run.communicate(timeout=10)  # (the child, killed too, no longer holds the output)
+    assert run.returncode == -9 and err == b"", err
+    assert len(list(temporary.iterdir())) == 1
+    again = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "64"],
+                           cwd=tmp_path, capture_output=True, env={**os.environ, "TMPDIR": str(temporary)}, timeout=60)
+    assert again.returncode == 0 and not any(temporary.iterdir()), again.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_just_after_the_fork_stops_the_run_once(tmp_path, signum):
+    """Tester z: a Ctrl-C or SIGTERM in the first milliseconds after the fork was lost (the run finished, exit 0)
+    or said twice, two --json objects. The signals wait across the fork, and the child takes the one passed on
+    where it says it once."""
+    (tmp_path / "nap.py").write_text("import time\n\n\ndef nap(A):\n    time.sleep(5)\n")
+    (tmp_path / "nap.tile").write_text('use "nap.py"\nkernel nap(inout A)\nprogram p {\n  tiling uniform(nb = 10)\n'
+                                       "  matrix A[n, n] = zeros\n  nap(A[0, 0])\n}\n")
+    for delay in (0.0, 0.002, 0.01):
+        run = subprocess.Popen([sys.executable, "-m", "tiledsl.commands.cli", "run", "nap.tile", "--n", "10", "--json"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL)
+        children = f"/proc/{run.pid}/task/{run.pid}/children"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and run.poll() is None:
+            with open(children) as listed:
+                if listed.read().split():
+                    break
+        time.sleep(delay)
+        run.send_signal(signum)
+        out, err = run.communicate(timeout=30)
+        name = signal.Signals(signum).name
+        assert run.returncode == 128 + signum, (delay, err)
+        assert out.count("\n") == 1 and f'"error": "stopped by {name}"' in out, (delay, out)
+        assert err.count(f"stopped by {name}") == 1, (delay, err)
+
+
+@pytest.mark.timeout(120)
+def test_a_process_a_crashed_kernel_started_is_ended_with_it(tmp_path):
+    """Tester z: a kernel's `sleep 75` outlived the crashed run, holding its output: `| cat` waited 75 s."""
+    (tmp_path / "k.py").write_text("import ctypes\nimport subprocess\n\n\ndef crash(A):\n"
+                                   "    subprocess.Popen(['sleep', '75'])\n    ctypes.string_at(0)\n")
+    (tmp_path / "c.tile").write_text('use "k.py"\nkernel crash(inout A)\nprogram p {\n  tiling uniform(nb = 10)\n'
+                                     "  matrix A[n, n] = zeros\n  crash(A[0, 0])\n}\n")
+    began = time.monotonic()
+    out = subprocess.run(f"{sys.executable} -m tiledsl.commands.cli run c.tile --n 10 2>&1 | cat", shell=True,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert time.monotonic() - began < 30 and "crashed (Segmentation fault) in kernel code crash" in out.stdout

@@ -8,9 +8,10 @@ the command forks as the run begins: the child runs it as before (the same memor
 and records its completion, and a crash's stack, in a folder of its own as a job's ranks do
 (:func:`~tiledsl.runtime.world.record_completion`, :mod:`tiledsl.runtime.crash`); the parent waits
 and says what the child could not: that it ended without finishing the run, or crashed (in the
-words ``--np`` uses). As ``--np``'s ranks, the child has a session of its own, and the parent passes
-it each SIGINT, SIGTERM and SIGHUP it gets, once (a Ctrl-C reached it twice, through the terminal and
-from the parent), and stops it with itself on Ctrl-Z.
+words ``--np`` uses). As ``--np``'s ranks, the child has a session of its own (so it has no controlling
+terminal: a kernel cannot open ``/dev/tty``), and the parent passes it the first SIGINT, SIGTERM, SIGHUP
+or SIGQUIT it gets (a Ctrl-C reached it twice, through the terminal and from the parent), and stops it
+with itself on Ctrl-Z; the child ends if the parent dies.
 """
 from __future__ import annotations
 
@@ -52,12 +53,16 @@ def watched(run, program: str | None, n: int | None, program_file: str | None, j
     for stream in (sys.stdout, sys.stderr):  # what is buffered is said once, not by both processes
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
+    # the stopping signals wait across the fork: one that came in its first milliseconds was lost (the parent
+    # not yet passing it on) or taken twice (by the parent's handler, and by the child's fork hooks)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, PASSED_ON)
     child = os.fork()
     if child == 0:
         os.setsid()
         os.environ[JOB_DIR_VARIABLE] = folder
         _end_with_parent()
-        try:
+        try:  # (a signal passed on meanwhile comes as the mask is put back: inside, so that it is said once)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             return run()
         finally:  # the run returned, or raised for the command's handlers: Python code ends it, saying why
             with contextlib.suppress(OSError):
@@ -65,9 +70,13 @@ def watched(run, program: str | None, n: int | None, program_file: str | None, j
             if os.getppid() != parent:  # the parent is gone (killed): nobody else removes the folder
                 shutil.rmtree(folder, ignore_errors=True)
     try:
-        return _outcome(_wait(child), folder, program, n, program_file, json_wanted)
+        return _outcome(_wait(child, held), folder, program, n, program_file, json_wanted, child)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+#: the signals the parent passes on to the child (the first of them only: a repeated one changes nothing)
+PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 #: the start of a watched run's folder's name, the parent's pid after it
@@ -85,22 +94,26 @@ def _remove_abandoned() -> None:
 
 
 def _end_with_parent() -> None:
-    """SIGTERM to this process when its parent dies, even of SIGKILL (the run would go on, unwatched)."""
+    """SIGKILL to this process when its parent dies (of SIGKILL, of a signal it does not pass on): the run
+    ends with the command's process, as it did in it, rather than going on to say, over the shell's
+    prompt, that it was stopped."""
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 #: the signal passed on to the child, once one was (a run stopped so is said as stopped, not as lost)
 _passed: list = []
 
 
-def _wait(child: int) -> int:
-    """The child's exit status (-N: killed by signal N), the stopping signals passed on to it (those the
-    command was started ignoring stay ignored: nohup's SIGHUP), Ctrl-Z stopping it too."""
+def _wait(child: int, held) -> int:
+    """The child's exit status (-N: killed by signal N), the first stopping signal passed on to it (those
+    the command was started ignoring stay ignored: nohup's SIGHUP; a repeated one changes nothing, as for
+    ``--np``), Ctrl-Z stopping it too; ``held``: the signal mask to put back once the handlers are set."""
     def pass_on(signum, frame):
         _passed.append(signum)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signum)
+        if len(_passed) == 1:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signum)
 
     def suspend(signum, frame):  # stopped with the child, and both go on together (fg, bg)
         with contextlib.suppress(ProcessLookupError):
@@ -108,23 +121,28 @@ def _wait(child: int) -> int:
             os.kill(os.getpid(), signal.SIGSTOP)
             os.kill(child, signal.SIGCONT)
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for signum in PASSED_ON:
         if signal.getsignal(signum) != signal.SIG_IGN:
             signal.signal(signum, pass_on)
     signal.signal(signal.SIGTSTP, suspend)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came since the fork is passed on now
     _, status = os.waitpid(child, 0)
     return os.waitstatus_to_exitcode(status)
 
 
 def _outcome(code: int, folder: str, program: str | None, n: int | None, program_file: str | None,
-             json_wanted: bool) -> int:
+             json_wanted: bool, child: int) -> int:
     """The command's status once the child ended with ``code``: its own where it recorded the end of
-    its run; else what ended it, said, and 1 (128 + N where it was stopped by the signal N passed on)."""
+    its run; else what ended it, said, and 1 (128 + N where it was stopped by the signal N passed on).
+    The processes a kernel started, which the run ends with it, are ended where it could not (tester z:
+    a crash left a kernel's `sleep 75` holding the command's output, and `| cat` waited for it)."""
     if code >= 0 and os.path.exists(os.path.join(folder, RETURNED)):
         return code
     recorded = recorded_status(folder, 0)
     if recorded is not None:  # (ended by the run itself, or killed as it exited, after its summary)
         return code if code >= 0 else int(recorded) if recorded.isdigit() else 1
+    with contextlib.suppress(OSError):  # the child's process group, which its session began with
+        os.killpg(child, signal.SIGKILL)
     crashed = crashes(folder, [0])
     if crashed:
         error = "; ".join(report_crashes(crashed, program_file))
