@@ -22,7 +22,7 @@ import numpy as np
 _MAGIC = b"\x93NUMPY"  # how every .npy file begins
 
 # Real floating point of either precision, any byte order.
-_ACCEPTED_ITEMSIZES = (4, 8)
+_ACCEPTED_ITEMSIZES = (2, 4, 8)  # float16, float32 and float64: each value is exactly a float64 (tester a2)
 #: the integers float64 holds exactly, all of them: an input file's integers up to this are taken, as run()'s
 EXACT_INTEGERS = 2 ** 53
 
@@ -209,8 +209,8 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> Inpu
     path = os.fspath(path)
     shape, fortran, dtype, offset = _read_header(path)
     if not (dtype.kind == "f" and dtype.itemsize in _ACCEPTED_ITEMSIZES or dtype.kind in "iu"):
-        raise InputFileError(f"input file {path!r} has dtype {dtype}; expected float64 (float32 and integers are "
-                             f"taken too)"
+        raise InputFileError(f"input file {path!r} has dtype {dtype}; expected float64 (16- and 32-bit floats "
+                             f"and integers are taken too)"
                              f"{_conversion(path, dtype)}")
     _check_length(path, shape, dtype, offset)
     expected = tuple(int(x) for x in expected_shape)
