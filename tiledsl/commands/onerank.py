@@ -143,11 +143,11 @@ def _outcome(code: int, folder: str, program: str | None, n: int | None, program
         return code if code >= 0 else int(recorded) if recorded.isdigit() else 1
     with contextlib.suppress(OSError):  # the child's process group, which its session began with
         os.killpg(child, signal.SIGKILL)
-    crashed = crashes(folder, [0])
+    crashed, status = crashes(folder, [0]), 1
     if crashed:
         error = "; ".join(report_crashes(crashed, program_file))
     elif _passed and code in (-_passed[0], 128 + _passed[0]):  # (killed by it, or ended as it asks)
-        error = f"stopped by {signal_name(_passed[0])}"
+        error, status = f"stopped by {signal_name(_passed[0])}", 128 + _passed[0]
         print(f"tiledsl: {error}", file=sys.stderr, flush=True)
     else:
         how = f"was killed by {signal_name(-code)}" if code < 0 else f"ended with exit status {code}"
@@ -158,4 +158,4 @@ def _outcome(code: int, folder: str, program: str | None, n: int | None, program
         print(f"tiledsl: error: {error}", file=sys.stderr, flush=True)
     if json_wanted:
         print(json_text({**failure_json(program, n, 1), "error": error}), flush=True)
-    return 128 + _passed[0] if error.startswith("stopped by") else 1
+    return status
