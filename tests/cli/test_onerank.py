@@ -72,6 +72,10 @@ def test_a_signal_just_after_the_fork_stops_the_run_once(tmp_path, signum):
         run.send_signal(signum)
         out, err = run.communicate(timeout=30)
         name = signal.Signals(signum).name
+        if run.returncode == 0:  # Python itself dropped the KeyboardInterrupt, raised inside a callback of its
+            # import machinery as the run began (said, and the run then finished): never silently, never twice
+            assert "an error was ignored in" in err and "KeyboardInterrupt" in err and '"ok": true' in out, err
+            continue
         assert run.returncode == 128 + signum, (delay, err)
         assert out.count("\n") == 1 and f'"error": "stopped by {name}"' in out, (delay, out)
         assert err.count(f"stopped by {name}") == 1, (delay, err)
