@@ -199,8 +199,9 @@ def _check(result: RunResult, driver, params, engine: Engine, matrices: dict, so
     try:
         # a user check has the watchdog's limit, else TASK_FACTOR times the run on every rank
         limit = user_code_limit(options.watchdog, max(FLOOR_SECONDS, TASK_FACTOR * result.seconds * ranks))
-        result.residuals = _verify(driver, params, engine, matrices, sources, comm, limit,
-                                   lambda total: _progress(options, "check", ranks, total, engine))
+        result.residuals, notes = _verify(driver, params, engine, matrices, sources, comm, limit,
+                                          lambda total: _progress(options, "check", ranks, total, engine))
+        result.notes += notes
     except checks.CheckError as error:  # every rank has the same: the check failed, with this message
         result.residuals = {error.name: float("nan")}
         result.errors.append(str(error))
@@ -467,16 +468,17 @@ def _single_threaded_blas():
                 undoing.release()
 
 
-def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm, limit, progress_bar) -> dict:
-    """The program's residual check: a built-in one computed where the tiles live (see
+def _verify(driver, params, engine: Engine, matrices: dict, sources: dict, comm, limit, progress_bar) -> tuple:
+    """The program's residual check and its notes: a built-in one computed where the tiles live (see
     :mod:`.verify`; ``progress_bar(total)`` shows the progress of its tasks), or a function
     of the kernel module called on rank 0 (:mod:`.usercheck`)."""
     check = driver.PROGRAM.check
     if check.user:
         values = {name: value for name, value in params.as_dict().items() if value is not None}
-        return usercheck.run(check, driver, matrices, sources, comm, values, limit)
+        return usercheck.run(check, driver, matrices, sources, comm, values, limit), []
     first_tag = sum(m.mt * m.nt for m in matrices.values())
-    return Verifier(engine, matrices, sources, comm, first_tag, progress_bar).check(check, driver, params)
+    verifier = Verifier(engine, matrices, sources, comm, first_tag, progress_bar)
+    return verifier.check(check, driver, params), verifier.notes
 
 
 def run_notes(driver, options: Options, result: RunResult, ranks: list) -> list[str]:

@@ -205,7 +205,8 @@ class Harness:
         self.tag = 0
 
     def residuals(self, case: Case, wrong: bool = False) -> dict:
-        """The check's residuals on this rank's share of the case (every rank gets them)."""
+        """The check's residuals on this rank's share of the case (every rank gets them); its notes
+        are left in ``self.notes``."""
         distribution = Hybrid(*self.grid, HYBRID[2]) if case.hybrid else BlockCyclic(*self.grid)
         finals = self.finals(case, wrong)
         matrices = {}
@@ -219,7 +220,7 @@ class Harness:
                    for name, (original, _) in case.matrices.items() if original is not None}
         verifier = Verifier(self.engine, matrices, sources, self.comm, self.tag)
         found = verifier.check(case.decl, None, None)
-        self.tag = verifier.first_tag
+        self.tag, self.notes = verifier.first_tag, verifier.notes
         return found
 
     @staticmethod

@@ -61,6 +61,29 @@ def test_every_check_gives_on_several_ranks_what_it_gives_on_one(harness):
         assert got["wrong"] == pytest.approx(harness.dense(case, wrong=True), rel=1e-6), name
 
 
+@pytest.mark.timeout(60)
+def test_a_numerically_singular_matrix_passes_its_check_with_a_note_saying_so(harness):
+    """DPLASMA's scalings measure the residual against ‖A‖·‖X‖: for an A whose condition is past 1/ε
+    the check passes an X with no correct digit, so the run says that A is numerically singular."""
+    for name in ("trtri", "trsm", "posv", "potri"):  # well conditioned: no note
+        harness.residuals(CASES[name])
+        assert harness.notes == [], name
+    singular = CASES["trtri"].matrices["A"][0].copy()
+    singular[5, 5] = 1e-17
+    inverse = replace(CASES["trtri"], matrices={"A": (singular, np.linalg.inv(np.tril(singular)))})
+    general = CASES["inverse transposed"].matrices["A"][0].copy()
+    general[:, -1] = general[:, :-1] @ np.ones(general.shape[0] - 1)  # a column the others sum to
+    b0 = CASES["trsm"].matrices["B"][0]
+    solve = replace(CASES["trsm"], decl=decl("solve", "A X B", ["", "", ""]),
+                    matrices={"A": (general, general), "X": (np.zeros_like(b0), np.linalg.solve(general, b0)),
+                              "B": (b0, b0)})
+    for case, estimate in ((inverse, "‖A‖₁·‖X‖₁ (X the computed inverse)"),
+                           (solve, "‖A‖∞·‖X‖∞/‖B‖∞ (X the solution, B the right-hand side as given)")):
+        assert all(r < 1 for r in harness.residuals(case).values())
+        assert len(harness.notes) == 1 and harness.notes[0].startswith(f"A is numerically singular: {estimate}")
+        assert float(re.search(r"condition number, is (\S+), past 1/ε", harness.notes[0])[1]) > 1 / np.finfo(float).eps
+
+
 def test_pivots_that_name_no_row_fail_the_check_with_one_line(harness):
     case = CASES["getrf"]
     pivots = case.matrices["P"][1].copy()
