@@ -323,6 +323,11 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
     result = simulate(capsys, str(tmp_path / "p.tile"), "--n", "200", "--nodes", "2", "--machine", str(machine_file))
     assert result["notes"][0] == ("kernels fill, halve declare no flop count: their tasks are timed as a gemm on "
                                   "their largest argument")  # it named fill only
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel fill(out A) flops 0\nprogram p {\n'
+                                     "  tiling uniform(nb = 50)\n  matrix A[n, n] = random spd\n  matrix B[n, n] = zeros\n"
+                                     "  for k in 0 .. A.nt { potrf(A[k, k])  fill(B[k, k]) }\n}\n")
+    result = simulate(capsys, str(tmp_path / "p.tile"), "--n", "200", "--nodes", "2", "--machine", str(machine_file))
+    assert result["notes"] == []  # no rate: gemm's times its no flop (it said "timed at gemm's")
 
 
 @pytest.mark.timeout(60)

@@ -60,6 +60,7 @@ class Timing:
         self.path = CriticalPath()
         self.uncounted: list = []  # the kernels modelled without a flop count, first met first
         self.kernels: set = set()  # the kernels of the tasks timed
+        self.working: set = set()  # those of them with a task of nonzero flops (a rate matters to them)
 
     def __call__(self, call, tiles, regions, values, device):
         shapes = self.shapes
@@ -81,6 +82,8 @@ class Timing:
         shapes = call.shapes(tiles, views)
         flops, counted = modelled_flops(call, shapes, values)
         self.kernels.add(call.kernel)
+        if flops:
+            self.working.add(call.kernel)
         if not counted:  # a user kernel without a flop count: timed as a gemm on its largest argument
             if call.kernel not in self.uncounted:
                 self.uncounted.append(call.kernel)
@@ -314,7 +317,8 @@ def _dealing_note(distribution, matrices: dict, gpus: int) -> str | None:
 
 def _model_notes(machine, timing: Timing, program) -> list[str]:
     """What the prediction made up: kernels without a flop count, and kernels given neither a
-    rate nor a default by the machine (the tune cache's rates: user kernels), timed at gemm's;
+    rate nor a default by the machine (the tune cache's rates: user kernels), timed at gemm's (but
+    those whose every task does no flop, laswp: gemm's rate times nothing, only their tiles' traffic);
     and the machine's rates for no kernel of the prelude or of the program (a misspelled name)."""
     known = set(CPU_KERNELS) | set(program.kernels) | {"default"}
     notes = [f"{machine.source}: the {place} rates name {', '.join(strays)}, no kernel of the prelude or of "
@@ -329,7 +333,7 @@ def _model_notes(machine, timing: Timing, program) -> list[str]:
                      f"argument" + (f" (at the rate tune measured in a run of the program: {', '.join(measured)})"
                                     if measured else ""))
     for place, rates in (("cpu", machine.cpu), ("gpu", machine.gpu if timing.gpu_kernels else None)):
-        unrated = sorted(timing.kernels - set(rates.tables)) if rates is not None and "default" not in rates.tables \
+        unrated = sorted(timing.working - set(rates.tables)) if rates is not None and "default" not in rates.tables \
             else []
         if unrated:
             notes.append(f"no {place} rate for {', '.join(unrated)} ({machine.source}): timed at gemm's")
