@@ -9,9 +9,12 @@ dsymm for a symmetric operand, dtrmm for B = op(L)·B in place; a user check by 
 function's name (:data:`BY_NAME`). A program without one is timed alone, and a note says
 why. The routine takes the check's matrices (each once, in the check's order, as the
 program's inputs make them) and works on them in place, and the
-check's options (product's alpha and beta). For Cholesky and LU, when dask is
-installed, ``dask.array.linalg`` at several chunk sizes too (its best is reported;
-a note says why where no chunk size fits ``n``, :func:`dask_chunks`).
+check's options (product's alpha and beta). When dask is installed, what a dask user
+would write at several chunk sizes too (its best is reported; a note says why where
+no chunk size fits): ``dask.array.linalg`` for a factorization (Cholesky, LU), a solve
+or an inverse (solve, solve_triangular, inv: square chunks dividing the order,
+:func:`dask_chunks`), ``@`` for a product (the whole of C, where dsyrk computes a
+triangle); none for QR (dask's is tall-and-skinny only).
 Every implementation runs once untimed, then once per round, rounds alternate, the
 best time of each is kept; ratios are tiledsl's GFLOP/s over the reference's.
 """
@@ -39,7 +42,6 @@ from ..runtime.reporting import (ABOVE_BOUND, count_text, failure_reasons, flop_
 
 DASK_CHUNKS = (512, 1024, 2048)
 DASK_SMALLEST = 64  # a chunk smaller is no blocked algorithm to compare with
-DASK_KINDS = ("cholesky", "lu")  # the checks dask has a factorization for (its QR is tall-and-skinny only)
 
 
 @dataclass
@@ -60,6 +62,10 @@ class Reference:
     routine: str
     run: Callable  # run(*matrices, **options), in place on Fortran-ordered copies
     operands: tuple | None = None  # the positions of the check's arguments it takes (None: all)
+    #: what dask computes for it: (what it calls, ``make(da, *chunked matrices, **options)``, the dask array
+    #: to compute; ``da`` is dask.array); None where dask has no counterpart (QR: its QR is tall-and-skinny only)
+    dask: tuple | None = None
+    blocked: bool = True  # dask's routine factors a matrix: it takes square chunks of its order only
 
     def arity(self) -> int:
         """How many matrices the routine takes."""
@@ -104,8 +110,9 @@ def lapack_info(returned) -> int:
 
 
 FACTORIZATIONS = {
-    "cholesky": Reference("dpotrf", lambda a: lapack.dpotrf(a, lower=1, overwrite_a=1)),
-    "lu": Reference("dgetrf", _getrf),
+    "cholesky": Reference("dpotrf", lambda a: lapack.dpotrf(a, lower=1, overwrite_a=1),
+                          dask=("linalg.cholesky", lambda da, a: da.linalg.cholesky(a, lower=True))),
+    "lu": Reference("dgetrf", _getrf, dask=("linalg.lu", lambda da, a: da.linalg.lu(a)[2])),
     "qr": Reference("dgeqrf", _geqrf),
 }
 #: the references of user checks, by (their kernel module's file name, the check function's name): the shipped
@@ -132,6 +139,17 @@ class Operand:
     @property
     def triangular(self) -> bool:
         return self.triangle is not None and not self.symmetric
+
+    def of_dask(self, da, m):
+        """op(M) of the dask array ``m``: what these qualifiers say the stored M stands for."""
+        if self.symmetric or self.triangular:
+            part = da.tril(m) if self.triangle else da.triu(m)
+            if self.symmetric:
+                part = part + (da.tril(m, -1) if self.triangle else da.triu(m, 1)).T
+            elif self.unit:
+                part = part - da.diag(da.diag(m)) + da.eye(m.shape[0], chunks=m.chunks[0][0])
+            m = part
+        return m.T if self.trans else m
 
 
 def reference_for(check, options: dict | None = None, module: str | None = None) -> Reference | None:
@@ -162,21 +180,29 @@ def _solve_reference(a: Operand) -> Reference:
     """solve(A, X, B): the reference takes A and B (X is the result, wherever the program keeps it)."""
     if a.symmetric:
         return Reference("dposv", lambda a_, b: lapack.dposv(a_, b, lower=a.triangle, overwrite_a=1, overwrite_b=1),
-                         (0, 2))
+                         (0, 2), ("linalg.solve", lambda da, a_, b: da.linalg.solve(a.of_dask(da, a_), b, assume_a="pos")))
     if a.triangular:
         return Reference("dtrsm", lambda a_, b: blas.dtrsm(1.0, a_, b, lower=a.triangle, trans_a=a.trans,
-                                                            diag=a.unit, overwrite_b=1), (0, 2))
-    return Reference("dgesv", lambda a_, b: lapack.dgesv(a_, b, overwrite_a=1, overwrite_b=1), (0, 2))
+                                                            diag=a.unit, overwrite_b=1), (0, 2),
+                         ("linalg.solve_triangular", lambda da, a_, b: da.linalg.solve_triangular(
+                             a.of_dask(da, a_), b, lower=bool(a.triangle) != bool(a.trans))))
+    return Reference("dgesv", lambda a_, b: lapack.dgesv(a_, b, overwrite_a=1, overwrite_b=1), (0, 2),
+                     ("linalg.solve", lambda da, a_, b: da.linalg.solve(a.of_dask(da, a_), b)))
 
 
 def _inverse_reference(a: Operand) -> Reference:
     """inverse(A, X): the reference inverts A in place."""
+    def identity(da, a_):
+        return da.eye(a_.shape[0], chunks=a_.chunks[0][0])
     if a.symmetric:
-        return Reference("dpotrf+dpotri", lambda a_: _potri(a_, a.triangle), (0,))
+        return Reference("dpotrf+dpotri", lambda a_: _potri(a_, a.triangle), (0,),
+                         ("linalg.solve", lambda da, a_: da.linalg.solve(a.of_dask(da, a_), identity(da, a_),
+                                                                         assume_a="pos")))
     if a.triangular:
         return Reference("dtrtri", lambda a_: lapack.dtrtri(a_, lower=a.triangle, unitdiag=a.unit, overwrite_c=1),
-                         (0,))
-    return Reference("dgetrf+dgetri", _getri, (0,))
+                         (0,), ("linalg.solve_triangular", lambda da, a_: da.linalg.solve_triangular(
+                             a.of_dask(da, a_), identity(da, a_), lower=bool(a.triangle) != bool(a.trans))))
+    return Reference("dgetrf+dgetri", _getri, (0,), ("linalg.inv", lambda da, a_: da.linalg.inv(a.of_dask(da, a_))))
 
 
 def _product_reference(names, operands, part_of_c: bool, beta: float) -> Reference | None:
@@ -192,7 +218,8 @@ def _product_reference(names, operands, part_of_c: bool, beta: float) -> Referen
         return None
     if part_of_c and a == b and left.trans != right.trans and not left.symmetric:  # a triangle of A·Aᵀ
         return Reference("dsyrk", lambda c_, a_, alpha=1.0, beta=1.0: blas.dsyrk(
-            alpha, a_, beta, c_, trans=left.trans, lower=operands[0].triangle, overwrite_c=1))
+            alpha, a_, beta, c_, trans=left.trans, lower=operands[0].triangle, overwrite_c=1),
+            dask=_dask_product(left, right, once=True), blocked=False)
     if part_of_c:  # a triangle of a general product: BLAS has no routine for it
         return None
     if left.symmetric or right.symmetric:
@@ -203,11 +230,22 @@ def _product_reference(names, operands, part_of_c: bool, beta: float) -> Referen
         def symm(c_, a_, b_, alpha=1.0, beta=1.0):
             return blas.dsymm(alpha, *((a_, b_) if side == 0 else (b_, a_)), beta, c_, side=side,
                               lower=symmetric.triangle, overwrite_c=1)
-        return Reference("dsymm", _taking_a_once(symm) if a == b else symm)
+        return Reference("dsymm", _taking_a_once(symm) if a == b else symm,
+                         dask=_dask_product(left, right, once=a == b), blocked=False)
 
     def gemm(c_, a_, b_, alpha=1.0, beta=1.0):
         return blas.dgemm(alpha, a_, b_, beta, c_, trans_a=left.trans, trans_b=right.trans, overwrite_c=1)
-    return Reference("dgemm", _taking_a_once(gemm) if a == b else gemm)
+    return Reference("dgemm", _taking_a_once(gemm) if a == b else gemm, dask=_dask_product(left, right, once=a == b),
+                     blocked=False)
+
+
+def _dask_product(left: Operand, right: Operand, once: bool) -> tuple:
+    """dask's α·op(A)·op(B) + β·C, on C, A, B (``once``: on C and A, both operands A): the whole of C,
+    a part of which (dsyrk's) BLAS computes."""
+    def product(da, c_, a_, b_, alpha=1.0, beta=1.0):
+        return alpha * (left.of_dask(da, a_) @ right.of_dask(da, b_)) + beta * c_
+    return "matmul", ((lambda da, c_, a_, alpha=1.0, beta=1.0: product(da, c_, a_, a_, alpha, beta)) if once
+                      else product)
 
 
 def _taking_a_once(routine):
@@ -218,9 +256,12 @@ def _taking_a_once(routine):
 
 def _trmm(triangle: Operand, side: int) -> Reference:
     """The in-place triangular product; it takes the matrix written, then the triangle."""
+    def product(da, target, t, alpha=1.0, beta=0.0):
+        op = triangle.of_dask(da, t)
+        return alpha * (op @ target if side == 0 else target @ op)
     return Reference("dtrmm", lambda target, t, alpha=1.0, beta=0.0: blas.dtrmm(
         alpha, t, target, side=side, lower=triangle.triangle, trans_a=triangle.trans, diag=triangle.unit,
-        overwrite_b=1))
+        overwrite_b=1), dask=("matmul", product), blocked=False)
 
 
 def reference_of(program, params) -> tuple[Reference, list, dict] | None:
@@ -281,21 +322,35 @@ def _without_dask(n: int, order: str = "n") -> str:
             f"Cholesky and LU take square chunks only: give sizes with such a divisor to compare with it)")
 
 
-def _dask(kind: str, chunk: int, workers: int):
-    """dask's Cholesky or LU at ``chunk`` (None for other kinds, or without dask; its QR is
-    tall-and-skinny only)."""
-    if kind not in DASK_KINDS:
-        return None
-    try:
-        import dask.array as da
-    except ImportError:
-        return None
-    compute = {"cholesky": lambda x: da.linalg.cholesky(x, lower=True),
-               "lu": lambda x: da.linalg.lu(x)[2]}[kind]
+def _dask(reference: Reference, chunk: int, workers: int) -> tuple[str, Callable]:
+    """The name and the run of ``reference``'s dask counterpart at chunks of ``chunk``, on ``workers``
+    threads of dask's (each of one BLAS thread)."""
+    import dask.array as da
 
-    def run(a):
-        compute(da.from_array(a, chunks=chunk)).compute(scheduler="threads", num_workers=workers)
-    return f"dask.array.linalg.{kind} (chunks {chunk})", run
+    name, make = reference.dask
+
+    def run(*matrices, **options):
+        chunked = (da.from_array(m, chunks=chunk) for m in matrices)
+        make(da, *chunked, **options).compute(scheduler="threads", num_workers=workers)
+    return f"dask.array.{name} (chunks {chunk})", run
+
+
+def _dask_sizes(reference: Reference, matrices: list, names: list, order: int, order_name: str) -> tuple:
+    """The chunk sizes dask is timed at, and a note where it is not timed for want of one: a factorization
+    or a solve takes square chunks dividing the order of its matrix (:func:`dask_chunks`); a product any
+    of :data:`DASK_CHUNKS` below its largest dimension."""
+    if reference.blocked:
+        shape = matrices[0].shape
+        if shape[0] != shape[1]:
+            return [], f"dask is not timed: its factorizations take square matrices, and {names[0]} is " \
+                       f"{shape[0]}×{shape[1]}"
+        chunks = dask_chunks(order)
+        return chunks, None if chunks else _without_dask(order, order_name)
+    largest = max(max(m.shape) for m in matrices)
+    chunks = [chunk for chunk in DASK_CHUNKS if chunk < largest]
+    return chunks, None if chunks else (
+        f"dask is not timed: its chunks are about {', '.join(map(str, DASK_CHUNKS))} and no matrix of the product "
+        f"is larger than the smallest (one chunk is no blocked product to compare with)")
 
 
 def _timed(function, matrices: list, threads: int, options: dict) -> tuple[float, int]:
@@ -325,14 +380,12 @@ WAKE_ORDER = 384
 def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True) -> dict:
     """Alternate tiledsl and the references ``rounds`` times; returns the results table."""
     program = driver.PROGRAM
-    kind = program.check.kind if program.check else None
     workers = options.workers
     inputs = inputs_of(driver, options)
     tiled = Measure("tiledsl")
     references = []  # (measure, routine, its matrices, BLAS threads, options)
     found = reference_of(program, make_params(driver, options))
     order, order_name = options.n, "n"  # of the matrix dask factors: the check's, which may be sized other than n
-    shape = None  # of that matrix
     if found:
         reference, names, check_options = found
         matrices = [inputs[name] for name in names]
@@ -341,21 +394,17 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         references.append((Measure(f"scipy {reference.routine} ({workers} thread{'s' if workers != 1 else ''})"),
                            reference.run, matrices,
                            workers, check_options))
-        shape = matrices[0].shape
-        for chunk in dask_chunks(order) if with_dask and shape[0] == shape[1] else ():  # dask's take no other
-            dask = _dask(kind, chunk, workers)
-            if dask:
-                references.append((Measure(dask[0]), dask[1], matrices[:1], 1, {}))
     notes = [] if found else [_without_reference(program)]
-    if with_dask and kind in DASK_KINDS:
+    if found and with_dask and reference.dask is not None:
+        chunks, why_not = _dask_sizes(reference, matrices, names, order, order_name)
         installed = importlib.util.find_spec("dask") is not None
-        if shape is not None and shape[0] != shape[1]:  # as for the orders below: installing it would not help
-            notes.append(f"dask is not timed: its Cholesky and LU take square matrices, and {names[0]} is "
-                         f"{shape[0]}×{shape[1]}")
-        elif not dask_chunks(order):  # said whether dask is installed or not: installing it would not help
-            notes.append(_without_dask(order, order_name) + ("" if installed else " (it is not installed either)"))
+        if why_not:  # said whether dask is installed or not: installing it would not help
+            notes.append(why_not + ("" if installed else " (it is not installed either)"))
         elif not installed:
             notes.append("dask is not installed (pip install 'dask[array]' to compare with it too)")
+        for chunk in chunks if installed else ():
+            name, run = _dask(reference, chunk, workers)
+            references.append((Measure(name), run, matrices, 1, check_options))
     residual, passed, tiles, params, sources, flops, source = None, None, {}, {}, {}, None, None
     residuals, errors = {}, []
     execute(driver, options, inputs)  # an untimed round first: no implementation is timed cold
@@ -443,18 +492,19 @@ def render(table: dict) -> str:
     settings = settings_text(table["sources"], {**table["tiles"], **table["params"]}, None)  # no GPUs: no ratio
     tiles = " ".join(f"{k}={v}" for k, v in {**table["tiles"], **table.get("params", {})}.items())
     rounds = f"best of {table['rounds']} alternated rounds" if table["rounds"] > 1 else "one round"
+    width = max(44, *(len(row["name"]) for row in table["rows"]))
     lines = [f"bench {table['program']}: n={table['n']} {tiles}, {table['workers']} worker(s), {rounds}",
              f"settings {settings}", "",
-             f"{'implementation':<44} {'seconds':>9} {'GFLOP/s':>9} {'tiledsl speedup':>16}"]
+             f"{'implementation':<{width}} {'seconds':>9} {'GFLOP/s':>9} {'tiledsl speedup':>16}"]
     if table.get("flops_basis"):
         lines.insert(2, f"GFLOP/s: {table['flops_basis']}, over each time")
     for row in table["rows"]:
         if row.get("failed"):
-            lines.append(f"{row['name']:<44} {'failed':>9} {'-':>9} {'-':>16}")
+            lines.append(f"{row['name']:<{width}} {'failed':>9} {'-':>9} {'-':>16}")
             continue
         rate = rate_number(row["gflops"]) if row["gflops"] else "-"
         ratio = f"{ratio_number(row['ratio'])}x" if row["ratio"] else "-"
-        lines.append(f"{row['name']:<44} {seconds_text(row['seconds']):>9} {rate:>9} {ratio:>16}")
+        lines.append(f"{row['name']:<{width}} {seconds_text(row['seconds']):>9} {rate:>9} {ratio:>16}")
     if table["residual"] is not None and math.isnan(table["residual"]) and table["errors"]:
         lines.append("\ntiledsl no residual (FAIL: the check failed, see below)")  # as run says it
     elif table["residual"] is not None:
