@@ -316,7 +316,7 @@ program p {
 """)
     assert unparse(checked.calls[0].accesses[0].tile.row) == "w - 1024"
     assert diagnostics_of("program p {\n  matrix A[n, n] = random spd\n"
-                          "  for k in 0 .. A.nt { potrf(A[k + 2 ** 0, k]) }\n}\n") == [("E208", 3, 30)]
+                          "  for k in 0 .. A.nt { potrf(A[k + 2 ** 0, k]) }\n}\n") == [("E208", 3, 32)]
 
 
 def test_powers_are_affine_only_of_loop_invariant_values():
@@ -436,7 +436,7 @@ def test_an_index_times_a_parameter_proves_no_extreme():
     parameter's sign is unknown, so its product with a loop variable has no known greatest value."""
     text = ("program p {\n  param p = 2\n  matrix A[n, n] = random spd\n"
             "  for t in 0 .. A.mt { potrf(A[t + p - p, t * %s + 1]) }\n}\n")
-    assert diagnostics_of(text % "2") == [("E208", 4, 30)]
+    assert diagnostics_of(text % "2") == [("E208", 4, 43)]  # at the column index
     assert diagnostics_of(text % "p") == []
 
 

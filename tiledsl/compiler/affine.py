@@ -25,8 +25,9 @@ Form = dict
 
 
 def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=(),
-                         several_slices: bool = False) -> str | None:
-    """A sentence explaining why ``tile`` is provably out of range, or None.
+                         several_slices: bool = False) -> tuple[str, n.Expr] | None:
+    """A sentence explaining why ``tile`` is provably out of range, and the index that leaves it
+    (where a diagnostic points), or None.
 
     ``guards`` are the enclosing ``if`` conditions, ``(condition, branch taken)``: the
     extreme point must satisfy each of them once sizes are large enough (affine
@@ -63,7 +64,8 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
                 where = _where(form, loops, point, converter)
                 limit = f"{tile.matrix.text}.{count} - 1" if direction > 0 else "0"
                 return (f"the tile {noun} index reaches {converter.render(value, written)} "
-                        f"({'past' if direction > 0 else 'below'} {limit})" + (f" when {where}" if where else ""))
+                        f"({'past' if direction > 0 else 'below'} {limit})" + (f" when {where}" if where else ""),
+                        index)
     return None
 
 

@@ -875,14 +875,16 @@ class _Analyzer:
                 self.bag.error(given.span, "E208", f"empty panel {_tile_text(given)}", empty)
                 continue
             for tile in _range_ends(given):
-                witness = out_of_range_witness(tile, self.loops, self.converter, self.guards)
-                if witness:
-                    self.bag.error(given.span, "E208", f"tile index out of range in {_tile_text(given)}", witness,
+                found = out_of_range_witness(tile, self.loops, self.converter, self.guards)
+                if found:
+                    witness, index = found
+                    self.bag.error(index.span, "E208", f"tile index out of range in {_tile_text(given)}", witness,
                                    hint=self._counting_down_hint(witness))
                     break
-                sliced = self._several_slices(tile)
-                if sliced:
-                    self.bag.warning(given.span, "W303", f"tile index out of range in {_tile_text(given)} at s = "
+                found = self._several_slices(tile)
+                if found:
+                    sliced, index = found
+                    self.bag.warning(index.span, "W303", f"tile index out of range in {_tile_text(given)} at s = "
                                                          f"{self.tiling_defaults['s']}", sliced,
                                      f"{tile.matrix.text}.mt counts {tile.matrix.text}'s blocks of rows and "
                                      f"{tile.matrix.text}.nt its slices of columns, s a block: the index is in "
@@ -905,10 +907,10 @@ class _Analyzer:
                 f"{first} .. {last} step -1` visits {first} down to {unparse(loop.stop)}, the values "
                 f"`{unparse(loop.stop)} .. {unparse(loop.start)}` visits counting up")
 
-    def _several_slices(self, tile: n.TileRef) -> str | None:
+    def _several_slices(self, tile: n.TileRef) -> tuple[str, n.Expr] | None:
         """Why ``tile`` leaves its matrix under the program's hybrid tiling of s ≥ 2 slices a block,
         where it is in range at s = 1 only (so no error whatever the settings): a uniform tiling's
-        loop over A.nt kept for tile rows."""
+        loop over A.nt kept for tile rows; and the index that leaves it."""
         if self.tiling != "hybrid" or self.tiling_defaults.get("s", 1) < 2:
             return None
         return out_of_range_witness(tile, self.loops, self.converter, self.guards, several_slices=True)
@@ -1019,7 +1021,8 @@ def _range_ends(tile: n.TileRef):
         index = []
         for part in (tile.row, tile.col):
             if isinstance(part, n.Range):
-                part = part.start if first else n.Binary("-", part.stop, n.IntLit(1, part.span), part.span)
+                # (the last tile's index is where its stop is written: a diagnostic points there)
+                part = part.start if first else n.Binary("-", part.stop, n.IntLit(1, part.stop.span), part.stop.span)
             index.append(part)
         ends.append(n.TileRef(tile.matrix, index[0], index[1], None, None, tile.span))
     return ends
