@@ -440,6 +440,6 @@ def test_an_index_times_a_parameter_proves_no_extreme():
     assert diagnostics_of(text % "p") == []
 
 
-def test_a_matrix_called_as_a_function_is_not_also_said_to_be_unused():
-    assert diagnostics_of("program p {\n  matrix A[n, n] = random spd\n  potrf(A(0, 0))\n}\n") == [
-        ("E200", 3, 9), ("E205", 3, 9)]
+def test_a_matrix_called_as_a_function_is_not_also_said_to_be_unused_nor_to_be_no_tile():
+    """One mistake, one error: E200's hint says how a tile is written (E205 said it again)."""
+    assert diagnostics_of("program p {\n  matrix A[n, n] = random spd\n  potrf(A(0, 0))\n}\n") == [("E200", 3, 9)]

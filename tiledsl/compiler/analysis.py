@@ -775,6 +775,8 @@ class _Analyzer:
         """Whether ``arg`` can be the argument of ``param`` (a tile for a tile, a number or a char)."""
         where = f"argument {index + 1} of {kernel} ('{param.name.text}')"
         if param.kind == "tile":
+            if isinstance(arg, n.Func) and self._matrix_named(n.Name(arg.func, arg.func.span)):
+                return False  # A(i, j): E200 says how a tile is written
             if not isinstance(arg, n.TileRef):
                 matrix = self._matrix_named(arg) or "A"
                 self.bag.error(arg.span, "E205", f"{where} is a tile: pass {matrix}[i, j] or a range "
