@@ -5,6 +5,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tiledsl.runtime import Options, execute
@@ -267,3 +268,29 @@ def test_a_value_argument_json_has_no_number_for_is_written_as_its_spelling():
     args = task_args(Counter(), call, ["A[0, 0]"], 0, (float("inf"), -float("inf"), float("nan"), -0.0))
     assert args["values"] == {"a": "inf", "b": "-inf", "c": "nan", "d": -0.0}
     json.dumps(args, allow_nan=False)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_least_time_is_the_linear_programs_optimum(seed):
+    """The sweep against scipy's LP solver on random call sites, some of them on one kind only."""
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(seed)
+    lines = int(rng.integers(1, 30))
+    work = {}
+    for line in range(lines):
+        for kind in ("cpu", "gpu")[int(rng.integers(0, 2)):] if rng.random() < 0.3 else ("cpu", "gpu"):
+            work[line, kind] = float(rng.choice([0.0, rng.exponential()]) if rng.random() < 0.1 else rng.exponential())
+    capacity = {"cpu": int(rng.integers(1, 9)), "gpu": int(rng.integers(1, 4))}
+    variables = list(work)
+    cost = np.zeros(len(variables) + 1)
+    cost[-1] = 1.0
+    loads = np.zeros((2, len(variables) + 1))
+    shares = np.zeros((lines, len(variables) + 1))
+    for column, (line, kind) in enumerate(variables):
+        loads[("cpu", "gpu").index(kind), column] = work[line, kind]
+        shares[line, column] = 1.0
+    loads[:, -1] = [-capacity["cpu"], -capacity["gpu"]]
+    solved = linprog(cost, A_ub=loads, b_ub=np.zeros(2), A_eq=shares, b_eq=np.ones(lines), bounds=(0, None))
+    assert solved.success
+    assert least_time(work, capacity) == pytest.approx(solved.x[-1], rel=1e-7, abs=1e-12)
