@@ -21,7 +21,7 @@ from ..language import (MAX_ITERATIONS, NAMED_INITS, OPERATOR_WORDS, RANDOM_KIND
 from . import nodes as n
 from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, surely_reached, meets_everywhere,
                      never_runs, never_runs_within, out_of_range_witness, provably_negative, value_range)
-from .checks import (check_declaration, check_lu_pivots, check_qr_replay, check_result_written,
+from .checks import (check_declaration, check_lu_pivots, check_product_start, check_qr_replay, check_result_written,
                      check_user_reads_results)
 from .diagnostics import DiagnosticBag, suggestion_notes
 from .expressions import (canonical_text, constant_of, expression_nodes, is_panel, names, param_text, quoted,
@@ -189,6 +189,8 @@ class _Analyzer:
         declared = {d.name.text for d in (*program.matrices, *program.workspaces)}
         check_result_written(program.checks[:1], self.calls, self.kernel_used, declared - self.unjudged, self.bag)
         check_user_reads_results(program.checks[:1], self.calls, bool(self.file.uses), self.bag, self.unjudged)
+        check_product_start(program.checks[:1], self.calls, {d.name.text: d for d in program.matrices}, self.bag,
+                            self.unjudged)
         self.module.check_functions(self.kernels, self.kernel_used)
         self._report_unused()
         if self.bag.has_errors:

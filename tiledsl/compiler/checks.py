@@ -290,6 +290,27 @@ def check_user_reads_results(checks, calls, has_module: bool, bag: DiagnosticBag
                         hint="name the matrices the program computes")
 
 
+def check_product_start(checks, calls, matrices: dict, bag: DiagnosticBag, unjudged: set) -> None:
+    """W306 for ``check product(C, A, B)`` at its default β = 1 where every call passes C as ``out``: the
+    program's C cannot depend on C₀, and the check compares it with α·op(A)·op(B) + C₀ (it fails by
+    ‖C₀‖ however right the product; none said where C starts as zeros, or a call refused names it).
+    A kernel that takes C ``inout`` may or may not read it (gemm at beta = 0.0): not judged."""
+    for check in checks:
+        if check.kind.text != "product" or len(check.args) != 3 or any(o.name.text == "beta" for o in check.options):
+            continue
+        name = check.args[0].name
+        decl = matrices.get(name.text)
+        if decl is None or name.text in unjudged or (decl.init.kind == "named" and decl.init.what.text == "zeros"):
+            continue
+        modes = {access.mode for call in calls for access in call.accesses if access.matrix == name.text}
+        if modes == {"out"}:
+            bag.warning(name.span, "W306", f"check product compares {name.text} with α·op(A)·op(B) + β·{name.text}₀ "
+                                           f"at β = 1, and no call reads {name.text}'s original values",
+                        f"every call passes {name.text} as out: the product the program computes cannot hold "
+                        f"{name.text}₀, and the check fails by its norm",
+                        hint=f"write beta = 0.0 in the check (or declare {name.text} = zeros)")
+
+
 def check_qr_replay(checks, kernel_used: dict, bag: DiagnosticBag) -> None:
     """``check qr`` rebuilds Q from the reflectors of the prelude's QR kernels: a program that
     calls none of them would have nothing replayed (Q = I), and its check would be meaningless."""

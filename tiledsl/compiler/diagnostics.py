@@ -43,6 +43,7 @@ CODES = {
     "W303": "an index in range at s = 1 only (hybrid tiles)",
     "W304": "a user check of no matrix the program writes",
     "W305": "a text direction control in a comment",
+    "W306": "a product check at β = 1 of a result no call reads",
 }
 
 

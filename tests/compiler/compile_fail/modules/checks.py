@@ -4,3 +4,11 @@ def one(C):
 
 def same(before, after):
     return 0.0
+
+
+def overwrite(A, B, C):
+    C[...] = A @ B
+
+
+def accumulate(A, B, C):
+    C += A @ B
