@@ -481,6 +481,9 @@ class Engine:
             # and wait while another rank completes tasks (the data may be at the end of its work)
             limit = max(limit * WAITING_FACTOR, outlasting(limit))
             since = max(since, self.comm.others_progressed())
+        elif self.running:  # until its oldest task began, the rank was waiting: not stalled (it then failed a
+            # rank whose data came at the end of another's 5 s of work, as the tick met the task it started)
+            since = max(since, min(began for _, began in self.running.values()))
         stalled = now - self.last_progress
         if now - since > limit:
             transfers = self.exchange.describe(self.matrices.values()) if self.exchange is not None else ""

@@ -136,6 +136,27 @@ def test_a_stalled_task_that_blocks_no_other_is_named_with_its_line_and_worker(c
     assert failure.value.line == 20 and failure.value.rank == 0
 
 
+@pytest.mark.timeout(30)
+def test_a_task_begun_after_a_wait_has_the_whole_limit_before_it_is_a_stall(compiled):
+    """A rank that waited 5 s for another's data (no stall: the other progressed) failed as the watchdog's
+    tick met the task it had just begun ("no task completed for 5.0 s", the task running "for 0 s"): the
+    time without progress counted from its last completed task, its wait included."""
+    engine, _ = engine_for(compiled(PROGRAM), Options(n=128), 1.0)
+    engine.scheduler = SimpleNamespace(idle=False, describe=lambda **_: "1 task(s) in the window")
+    task = Task(Call("take", ("in", "inout"), 0, 8, "take(A[0, 0], A[0, 1])"), ("A[0, 0]", "A[0, 1]"), None, 0)
+    task.seq = 0
+    now = time.monotonic()
+    engine.last_progress = now - 5.0
+    engine.running = {task: ("cpu-0", now - 0.1)}
+    with engine.lock:
+        engine._check_tasks()
+    assert engine.failure is None
+    engine.running = {task: ("cpu-0", now - 1.5)}  # running past the limit: a stall
+    with engine.lock:
+        engine._check_tasks()
+    assert str(engine.failure).startswith("watchdog: no task completed for 5.0 s"), engine.failure
+
+
 @pytest.mark.timeout(10)
 def test_running_tasks_are_named_oldest_first_with_their_lanes():
     call = Call("stall", ("inout",), 0, 9, "stall(A[k, k])")
