@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..language import INT64_MAX, WRITE_MODES
-from . import heteroprio, threadstart
+from . import debugging, heteroprio, threadstart
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
@@ -324,7 +324,8 @@ class Engine:
             self.last_progress = time.monotonic()
             guard_exit()
             self._outlast_frozen_ranks()  # before the first tick: a rank's share may end sooner
-            with fatal_signals_traced(), Monitor(self._check_stalls, lambda: self.limit.seconds) as self.monitor:
+            with fatal_signals_traced(), debugging.breakpoints_noticed(), \
+                    Monitor(self._check_stalls, lambda: self.limit.seconds) as self.monitor:
                 self._generate(generate, params)
                 self._wait_until_idle()
             self._wait_for_gpus()
@@ -473,6 +474,8 @@ class Engine:
 
     def _check_tasks(self) -> None:
         limit = self.limit.seconds
+        if debugging.active():  # a person at the debugger's prompt: no stall, and the clock starts when it returns
+            self.last_progress = time.monotonic()
         if limit is None or self.scheduler.idle or self.failure is not None:
             return
         now, since = time.monotonic(), self.last_progress
@@ -568,6 +571,8 @@ class Engine:
                 except BaseException as caught:  # sys.exit() or KeyboardInterrupt in a kernel too (17.3)
                     error = caught
                 ended = time.perf_counter()
+                if debugging.active():
+                    debugging.task_returned()
                 program = task.call.line > 0  # a program task, not a transfer or a check task
                 if program:
                     busy += ended - began

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 
+from . import debugging
 
 #: seconds a phase runs before its bar appears (short phases stay quiet)
 DELAY = 2.0
@@ -71,10 +72,12 @@ class Progress:
     def _draw(self) -> None:
         if self.stop_event.wait(self.delay):
             return
-        while not self.stop_event.is_set() and self._write(
-                "\r\033[K" + render(self.label, self.completed() - self.already_done, self.total,
-                                     time.monotonic() - self.start)):
-            self.drawn = True
+        while not self.stop_event.is_set():
+            if not debugging.active():  # (a kernel in the debugger: the bar would write over its prompt)
+                if not self._write("\r\033[K" + render(self.label, self.completed() - self.already_done,
+                                                        self.total, time.monotonic() - self.start)):
+                    return
+                self.drawn = True
             self.stop_event.wait(0.25)
 
     def _write(self, text: str) -> bool:
