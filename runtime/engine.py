@@ -135,6 +135,7 @@ class Engine:
         self.loop_nest: LoopNestWatch | None = None
         self.check_finite = check_finite
         self.tracer = None  # a trace.Tracer while a traced run is on
+        self.wall_span = (0.0, 0.0)  # the last run's start and end on the wall clock (time.time())
         self.kernel_clock = None  # a rates.KernelClock while kernels are timed in the run (tune)
         self.priority_of = None  # (call, tiles, given) -> priority, to replace the program's own
         self.host_costs = None  # --host-takes: heteroprio.Costs, for idle CPU workers to take GPU tasks
@@ -298,9 +299,13 @@ class Engine:
 
 
     # ---------------------------------------------------------------- running
-    def run(self, generate, params) -> float:
-        """Run the loop nest to completion; returns the wall seconds it took. After a failure or an
-        interrupt it returns (raises) once no worker runs a kernel (see :meth:`_stop`)."""
+    def run(self, generate, params, begin=None) -> float:
+        """Run the loop nest to completion; returns the seconds it took: from the moment the run's
+        threads are ready (its GPUs prepared, its workers and watchdog started, and ``begin`` returned:
+        the ranks' barrier) to its last task's end, its GPUs' kernels included. Starting and ending the
+        threads is set-up, as a runtime's start is in PaRSEC's and StarPU's testers, and as the GPUs'
+        preparation always was here; :attr:`wall_span` holds the same interval on the wall clock. After
+        a failure or an interrupt it returns (raises) once no worker runs a kernel (see :meth:`_stop`)."""
         self.stopping = self.stalled = False
         prepared = threading.Barrier(self.gpus + 1)
         threads = [threading.Thread(target=self._manage_gpu, args=(self.workers + g - 1, g, prepared),
@@ -316,19 +321,23 @@ class Engine:
             for thread in threads[:self.gpus]:
                 threadstart.start(thread)
             self._wait_until_prepared(prepared)
-            start = time.perf_counter()
-            if self.tracer is not None and self.comm is None:  # alone, the run's seconds start here
-                self.tracer.begin_at(start)
-            for thread in threads[self.gpus:]:
+            for thread in threads[self.gpus:]:  # they wait for tasks until the clock starts
                 threadstart.start(thread)
             self.last_progress = time.monotonic()
             guard_exit()
             self._outlast_frozen_ranks()  # before the first tick: a rank's share may end sooner
             with fatal_signals_traced(), debugging.breakpoints_noticed(), \
                     Monitor(self._check_stalls, lambda: self.limit.seconds) as self.monitor:
+                if begin is not None:
+                    begin()
+                start, wall_start = time.perf_counter(), time.time()
+                self._start_trace(start, wall_start)
+                self.last_progress = time.monotonic()
                 self._generate(generate, params)
                 self._wait_until_idle()
-            self._wait_for_gpus()
+                self._wait_for_gpus()
+                end = time.perf_counter()
+                self.wall_span = (wall_start, wall_start + end - start)
         except BaseException as interrupted:  # Ctrl-C (KeyboardInterrupt), or a stopping signal's exception
             prepared.abort()  # a GPU's thread still waiting to start gives up
             left = self._stop(threads)
@@ -345,7 +354,18 @@ class Engine:
         act_on(came)  # a Ctrl-C as the interval was put back, once the workers are stopped
         if self.failure is not None:
             raise self._reported(left)
-        return time.perf_counter() - start
+        return end - start
+
+    def _start_trace(self, start: float, wall_start: float) -> None:
+        """Time zero of a traced run: alone, its clock's start (what came before is cut off, as the
+        seconds leave it out); on several ranks, this rank's start on the wall clock, moved to the first
+        rank's once the run is over (:meth:`.trace.Tracer.move_origin`)."""
+        if self.tracer is None:
+            return
+        if self.comm is None:
+            self.tracer.begin_at(start)
+        else:
+            self.tracer.restart(wall_start)
 
     def _stop(self, threads: list) -> str:
         """End the workers: none takes a new task, each finishes the kernel it runs. A kernel still

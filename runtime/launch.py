@@ -15,7 +15,6 @@ import dataclasses
 import os
 import re
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -301,15 +300,12 @@ def _naming_bad_inputs(bad_inputs: dict, spelling, checking_finite: bool):
 
 
 def _timed(engine: Engine, generate, params, comm) -> float:
-    """Wall seconds of the run: from the first rank's start, after a barrier, to the last one's end."""
+    """Seconds of the run: alone, the engine's; on several ranks, from the first rank's start, after a
+    barrier, to the last one's end."""
     if comm is None:
         return engine.run(generate, params)
-    comm.barrier()
-    started = time.time()
-    if engine.tracer is not None:
-        engine.tracer.restart(started)
-    engine.run(generate, params)
-    ended = time.time()
+    engine.run(generate, params, begin=comm.barrier)
+    started, ended = engine.wall_span
     # ranks leave a polled barrier milliseconds apart: from the first one's start to the last one's
     # end, on the wall clock (the slowest rank's own time fell short of the trace's span)
     first = -comm.allreduce_max(-started)
