@@ -37,8 +37,8 @@ from .sameness import check_same_job
 from .reporting import (failure_json, failure_line_out, failure_reasons, json_text, stdout_closed, stdout_unwritable,
                         summary_json, summary_text)
 from .userkernels import changed_source
-from .world import (RankError, UsageError, abort_started_mpi, await_ending, check_working_directory, communicator,
-                    end_open_line, environment_switch, expect_json, launcher_rank, launcher_size, record_completion,
+from .world import (STDERR_MARK, STDERR_MARK_VARIABLE, RankError, UsageError, abort_started_mpi, await_ending,
+                    check_working_directory, communicator, end_open_line, environment_switch, expect_json, launcher_rank, launcher_size, record_completion,
                     standard_streams_open, track_stdout_lines, unless_ignored, unraisable_in_one_line)
 
 
@@ -206,11 +206,26 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         except OSError as error:  # a full disk or a device that takes nothing (`> /dev/full`)
             stdout_unwritable(error, err)
             return _leave(comm, 1)
+        said_after = _after_summary(out, err)
         for problem in failure_reasons(result):
-            print(f"tiledsl: error: {problem}", file=err, flush=True)
+            said_after(f"tiledsl: error: {problem}")
         if withheld:
-            print(f"tiledsl: note: {withheld}", file=err, flush=True)
+            said_after(f"tiledsl: note: {withheld}")
     return _leave(comm, 0 if result.ok else 1)
+
+
+def _after_summary(out, err):
+    """``say(line)``: a line for stderr that follows the summary. In a job whose stdout ``tiledsl run
+    --np`` passes on itself, it goes to stdout behind :data:`.world.STDERR_MARK`, which the launcher
+    turns back into stderr: the job's launcher passes a rank's two streams on apart, and the error a
+    summary said was "below" came above it."""
+    def say(line: str) -> None:
+        if os.environ.get(STDERR_MARK_VARIABLE) == "1":
+            with contextlib.suppress(OSError):  # a stdout gone: said on stderr
+                print(STDERR_MARK + line, file=out, flush=True)
+                return
+        print(line, file=err, flush=True)
+    return say
 
 
 def _withheld_note(result) -> str | None:

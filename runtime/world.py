@@ -32,6 +32,12 @@ JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # set by ``tiledsl run --np``: where ranks
 JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # set by ``tiledsl run --np``: its own pid, which no rank outlives
 JOB_HOST_VARIABLE = "TILEDSL_JOB_HOST"  # set by ``tiledsl run --np``: the host where that pid is
 JOB_RANKS_VARIABLE = "TILEDSL_JOB_RANKS"  # set by ``tiledsl run --np P``: P, which the launcher must start
+#: set by ``tiledsl run --np`` where it passes the job's stdout on itself: rank 0 then writes the lines it says
+#: on stderr after its summary to stdout, behind :data:`STDERR_MARK`, and the launcher sends them back to
+#: stderr: the job's launcher passes a rank's stdout and stderr on apart, and the error that follows the
+#: summary came before it
+STDERR_MARK_VARIABLE = "TILEDSL_STDERR_MARK"
+STDERR_MARK = "\x1etiledsl-stderr\x1f"
 UCX_DEBUG_SIGNAL_VARIABLE = "UCX_DEBUG_SIGNO"
 LOCAL_SIZE_VARIABLES = ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 #: the signals that stop a rank (Ctrl-C, a scheduler's SIGTERM, a hang-up), held back where stopping is no option

@@ -15,9 +15,9 @@ BANNER = (b"\n" + b"=" * 83 + b"\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION
           b"Please see the FAQ page for debugging suggestions\n")
 
 
-def _forwarded(data: bytes, target: int, json_last: bool = False) -> Forwarder:
+def _forwarded(data: bytes, target: int, json_last: bool = False, error_target: int = 2) -> Forwarder:
     read_end, write_end = os.pipe()
-    output = Forwarder(os.fdopen(read_end, "rb"), target, json_last).start()
+    output = Forwarder(os.fdopen(read_end, "rb"), target, json_last, error_target).start()
     writer = threading.Thread(target=lambda: (os.write(write_end, data), os.close(write_end)))
     writer.start()
     output.finish()
@@ -92,3 +92,16 @@ def test_the_json_object_of_a_job_whose_rank_crashed_is_all_of_stdout(tmp_path):
     assert run.returncode == 1, run.stderr
     assert json.loads(run.stdout)["error"].startswith("rank 1 (crash.tile:6) crashed (Segmentation fault) in kernel code crash "
                                                   "(crash.py:7), in `crash(A[k, k])`")
+
+
+@pytest.mark.timeout(20)
+def test_a_marked_line_goes_to_stderr_in_its_place_among_the_lines_of_stdout(tmp_path):
+    """Rank 0's error after its summary came before the summary: the job's launcher passed its two streams on
+    apart. Sent on stdout behind the mark, it keeps its place; what a kernel printed before it without its
+    newline stays on stdout."""
+    mark = b"\x1etiledsl-stderr\x1f"
+    text = b"summary\n  check  FAIL, see below\n" + mark + b"tiledsl: error: why\npartial" + mark + b"note\n"
+    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
+        _forwarded(text, out.fileno(), error_target=err.fileno())
+    assert (tmp_path / "out").read_bytes() == b"summary\n  check  FAIL, see below\npartial\n"
+    assert (tmp_path / "err").read_bytes() == b"tiledsl: error: why\nnote\n"

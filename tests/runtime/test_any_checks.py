@@ -402,6 +402,12 @@ def test_a_user_check_on_two_ranks_gathers_on_rank_0_and_every_rank_gets_the_ver
     assert "residual nan is not below" not in failed.stderr  # the cause, not its NaN, is the error
     assert "  raising   no residual  (FAIL: the check failed, see below)" in failed.stdout.splitlines()
     assert "Traceback" not in failed.stderr
+    # one stream, as a terminal shows both: the error below the summary that points at it (it came above)
+    merged = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", user_driver("raising"), "--n", "250",
+                             "--nb", "64", "--np", "2", "--check"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=100).stdout.splitlines()
+    assert merged.index(f"tiledsl: error: check raising (p.tile:7): {reason}") == len(merged) - 1
+    assert merged.index("  raising   no residual  (FAIL: the check failed, see below)") < len(merged) - 1
 
 
 # ---------------------------------------------------------------- GFLOP/s

@@ -13,10 +13,14 @@ through a pipe of ours rather than our stdout itself:
 * with ``--json``, rank 0's object (a summary or a failure) is passed on last, on a line of its
   own: the launcher merges the ranks' output as it comes, and a kernel's print on another rank
   (one without its newline, whose end came later) could land on its line or after it, where a
-  script reads stdout's last line.
+  script reads stdout's last line;
+* a line behind :data:`STDERR_MARK` goes to stderr: rank 0's errors after its summary come on
+  stdout so marked (the job's launcher passes a rank's two streams on apart, and an error the
+  summary said was "below" it came above it).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -29,14 +33,16 @@ _BANNER = re.compile(rb"^(=+|=   .*|YOUR APPLICATION TERMINATED WITH THE EXIT ST
 JOIN_SECONDS = 5.0  # how long the end of the output may take once the launcher has ended
 #: how rank 0's --json object begins (runtime.reporting's summary_json and failure_json both open so)
 RESULT_OPENING = b'{"program": '
+#: the mark of a line for stderr (as runtime.world's STDERR_MARK)
+STDERR_MARK = b"\x1etiledsl-stderr\x1f"
 
 
 class Forwarder:
     """Passes the lines of ``source`` (a pipe's reading end, binary) on to file descriptor ``target``
     on a thread of its own, from :meth:`start` until the pipe closes (:meth:`finish`)."""
 
-    def __init__(self, source, target: int, json_last: bool = False):
-        self.source, self.target, self.json_last = source, target, json_last
+    def __init__(self, source, target: int, json_last: bool = False, error_target: int = 2):
+        self.source, self.target, self.json_last, self.error_target = source, target, json_last, error_target
         self._result = b""  # with json_last: rank 0's object, passed on at the end
         self._line_open = False  # what was passed on last ends mid-line
         self.failure: OSError | None = None  # why stdout could not be written, if it could not
@@ -55,6 +61,13 @@ class Forwarder:
     def _forward(self) -> None:
         with self.source:
             for line in self.source:
+                at = line.find(STDERR_MARK)
+                if at >= 0:  # what a kernel printed before it without its newline stays on stdout
+                    self._write(self._held + line[:at] + b"\n" * bool(line[:at]))
+                    self._held = b""
+                    with contextlib.suppress(OSError):  # a stderr gone: dropped
+                        _write_all(self.error_target, line[at + len(STDERR_MARK):])
+                    continue
                 if _BANNER.match(line):
                     self._held = b""
                     continue
@@ -81,11 +94,16 @@ class Forwarder:
             return  # read and dropped
         if data:
             self._line_open = not data.endswith(b"\n")
-        view = memoryview(data)
         try:
-            while view:
-                view = view[os.write(self.target, view):]
+            _write_all(self.target, data)
         except BrokenPipeError:
             self.reader_gone = True
         except OSError as error:
             self.failure = error
+
+
+def _write_all(target: int, data: bytes) -> None:
+    """``data`` written whole to file descriptor ``target`` (a pipe may take it in parts)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(target, view):]

@@ -59,6 +59,7 @@ POLL_SECONDS = 0.2  # how often a waiting launcher is checked on
 STALE_SECONDS = 600.0  # what a killed job left (segments, its folder) is removed by a later job after this
 JOB_DIR_VARIABLE = "TILEDSL_JOB_DIR"  # as runtime.world names it: where ranks record their completion
 JOB_PID_VARIABLE = "TILEDSL_JOB_PID"  # as runtime.world names it: this process, which no rank outlives
+STDERR_MARK_VARIABLE = "TILEDSL_STDERR_MARK"  # as runtime.world names it: rank 0's later errors come on stdout
 JOB_HOST_VARIABLE = "TILEDSL_JOB_HOST"  # as runtime.world names it: the host this process runs on
 JOB_RANKS_VARIABLE = "TILEDSL_JOB_RANKS"  # as runtime.world names it: the ranks the launcher must start
 
@@ -91,6 +92,8 @@ def run_job(command: list[str], ranks: int | None = None, grace: float = GRACE_S
             # no rank reads our stdin: the launcher would forward it to rank 0 and take it from the
             # shell's loop that feeds us (`while read n; do tiledsl run ...; done < sizes`)
             target = _stdout_descriptor()
+            if target is not None:  # rank 0's errors after its summary come through it, after the summary
+                environment[STDERR_MARK_VARIABLE] = "1"
             job = subprocess.Popen(command, env=environment, start_new_session=True, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE if target is not None else None,
                                    preexec_fn=_ended_with(os.getpid()))
