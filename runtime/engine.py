@@ -331,7 +331,10 @@ class Engine:
                 if begin is not None:
                     begin()
                 start, wall_start = time.perf_counter(), time.time()
-                self._start_trace(start, wall_start)
+                if self.tracer is not None and self.comm is None:
+                    self.tracer.begin_at(start)
+                elif self.tracer is not None:  # moved to the first rank's start after the run
+                    self.tracer.begin_at_wall(wall_start)
                 self.last_progress = time.monotonic()
                 self._generate(generate, params)
                 self._wait_until_idle()
@@ -355,17 +358,6 @@ class Engine:
         if self.failure is not None:
             raise self._reported(left)
         return end - start
-
-    def _start_trace(self, start: float, wall_start: float) -> None:
-        """Time zero of a traced run: alone, its clock's start (what came before is cut off, as the
-        seconds leave it out); on several ranks, this rank's start on the wall clock, moved to the first
-        rank's once the run is over (:meth:`.trace.Tracer.move_origin`)."""
-        if self.tracer is None:
-            return
-        if self.comm is None:
-            self.tracer.begin_at(start)
-        else:
-            self.tracer.restart(wall_start)
 
     def _stop(self, threads: list) -> str:
         """End the workers: none takes a new task, each finishes the kernel it runs. A kernel still

@@ -40,10 +40,6 @@ class Tracer:
         self.events: list = []
         self.occurrences: Counter = Counter()
 
-    def restart(self, started: float) -> None:
-        """Time zero: the wall-clock time ``started``, when the run started (on this rank)."""
-        self.origin = _perf_counter_at(started)
-
     def move_origin(self, started: float) -> None:
         """Time zero moved to the wall-clock time ``started``, when the first rank left the barrier
         that started the run, the events with it. Ranks leave a polled barrier up to a polling interval
@@ -54,9 +50,14 @@ class Tracer:
         self._shift_to(_perf_counter_at(started))
 
     def begin_at(self, origin: float) -> None:
-        """Time zero moved to ``time.perf_counter()`` reading ``origin``, when a run alone started
-        timing (its GPUs prepared): what happened before it is cut off, as ``seconds`` leaves it out."""
+        """Time zero moved to ``time.perf_counter()`` reading ``origin``, when this rank's run started
+        timing (its threads ready): what happened before it is cut off, as ``seconds`` leaves it out."""
         self._shift_to(origin, cut=True)
+
+    def begin_at_wall(self, started: float) -> None:
+        """:meth:`begin_at` the wall-clock time ``started``, read through the clock that
+        :meth:`move_origin` reads the first rank's start with: that rank's events then stay at 0 or after."""
+        self._shift_to(_perf_counter_at(started), cut=True)
 
     def _shift_to(self, origin: float, cut: bool = False) -> None:
         """Time zero moved to perf_counter reading ``origin``, the events with it (``cut``: from it on)."""
