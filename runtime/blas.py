@@ -29,7 +29,7 @@ import threading
 
 import numpy as np
 
-from .world import HeldInterrupts, address_limited, libraries_loading, release_after_blas
+from .world import HeldInterrupts, libraries_loading, release_after_blas
 
 _capsule_name = ctypes.pythonapi.PyCapsule_GetName
 _capsule_name.restype = ctypes.c_char_p
@@ -165,18 +165,18 @@ def load() -> None:
     load is watched (:func:`.world.libraries_loading`)."""
     global _loaded
     if not _loaded:
-        # under ulimit -v, OpenBLAS raises SIGINT where it cannot start its threads: held, and said as what it is
-        held = HeldInterrupts() if address_limited() else None
+        # a Ctrl-C while SciPy's modules load is held until they have: raised inside a Cython module's set-up,
+        # it was dropped without a word, and the run went on to succeed (1 in 8 at 10 ms after a run's fork);
+        # under ulimit -v, OpenBLAS raises SIGINT where it cannot start its threads: said as what it is
+        held = HeldInterrupts()
         try:
             with libraries_loading():
                 for finder in _ROUTINES:
                     finder()
         except BaseException:
-            if held is not None:
-                held.release(act=False)
+            held.release(act=False)
             raise
-        if held is not None:
-            release_after_blas(held)
+        release_after_blas(held)
         _loaded = True
 
 

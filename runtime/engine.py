@@ -29,7 +29,7 @@ from . import debugging, heteroprio, threadstart
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
-from .errors import (InternalFailure, KernelError, TaskFailure, ValueArgumentError, loop_nest_failure, message_of,
+from .errors import (InternalFailure, KernelFault, TaskFailure, ValueArgumentError, loop_nest_failure, message_of,
                      shortage, user_code_line)
 from .matrix import call_views
 from .notes import KernelNotes, arguments_text, where_ran
@@ -554,6 +554,7 @@ class Engine:
         count = 0
         idle_since = None
         in_kernel.notes = self.kernel_notes  # where .notes.note puts what this thread's kernels say
+        finite = self.spelling.flag("check_finite") if self.check_finite else None
         in_kernel.device = device
         with self.lock:
             # checked before each task, not only when none is ready: a failed or interrupted run
@@ -574,11 +575,11 @@ class Engine:
                 idle_since = None
                 try:
                     if task.device and not device:  # a GPU task this CPU worker took (--host-takes)
-                        _execute_on_host(task, self.check_finite, self.devices)
+                        _execute_on_host(task, finite, self.devices)
                     else:
                         if task.device and self.exchange is not None:  # out-of-core: its tiles onto the GPU first
                             self.exchange.make_resident(task)
-                        _execute(task, self.check_finite, self.devices)
+                        _execute(task, finite, self.devices)
                     error = None
                 except BaseException as caught:  # sys.exit() or KeyboardInterrupt in a kernel too (17.3)
                     error = caught
@@ -649,21 +650,23 @@ class Engine:
         self.space.notify_all()
 
 
-def _execute(task: Task, check_finite: bool, devices) -> None:
+def _execute(task: Task, check_finite: str | None, devices) -> None:
+    """Run ``task`` where its tiles are; ``check_finite``: the option that asks for its written tiles to be
+    checked for NaN and infinities, as the interface spells it (None: not asked)."""
     arrays = _arrays(task)
     _call_kernel(task, task.kernel, arrays, devices, on_gpu=bool(task.device))
     if check_finite and task.call.line > 0:
-        _check_finite(task, arrays, devices)
+        _check_finite(task, arrays, devices, check_finite)
 
 
-def _execute_on_host(task: Task, check_finite: bool, devices) -> None:
+def _execute_on_host(task: Task, check_finite: str | None, devices) -> None:
     """A GPU task run by a CPU worker: its CPU body on host copies of its tiles (each waits for the
     kernels launched on its GPU), then the written ones copied back, before the task completes."""
     on_gpu = _arrays(task)
     arrays = [devices.to_host(array) for array in on_gpu]
     _call_kernel(task, task.host_kernel, arrays, devices)
     if check_finite:
-        _check_finite(task, arrays, devices)
+        _check_finite(task, arrays, devices, check_finite)
     for index in task.call.writes:
         devices.write_into(on_gpu[index], arrays[index])
 
@@ -697,7 +700,7 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
             os._exit(0)  # the rank's locks, holding its output open, and the job with it
     for index, shape in zip(call.writes, shapes):  # ndarray.resize in place: the tile would no longer be its tile
         if arrays[index].shape != shape:
-            raise KernelError(f"changed the shape of {task.tiles[index]} from {shape} to "
+            raise KernelFault(f"changed the shape of {task.tiles[index]} from {shape} to "
                               f"{arrays[index].shape}: a kernel writes into its tiles, it cannot resize them")
     if not call.plain:
         _check_panels_kept(task, arguments, arrays)
@@ -728,17 +731,17 @@ def _check_returned(returned, arrays: list, kernel, task: Task) -> None:
         if not inspect.isasyncgen(returned):  # (an async generator closes by awaiting: none to await)
             returned.close()  # never finished: closing it keeps Python from warning of it
         if _code_of(returned) is getattr(inspect.unwrap(kernel), "__code__", None):
-            raise KernelError(f"returned a {type(returned).__name__} without running its body (a function with "
+            raise KernelFault(f"returned a {type(returned).__name__} without running its body (a function with "
                               f"'yield', or an 'async def'): a kernel is a plain function that writes into its "
                               f"tiles")
         # a generator expression, or another function's generator: the kernel's body ran, its result is lost
-        raise KernelError(f"returned a {type(returned).__name__}, which is dropped: {_in_place(kernel, task)}")
+        raise KernelFault(f"returned a {type(returned).__name__}, which is dropped: {_in_place(kernel, task)}")
     held = isinstance(returned, (dict, tuple, list))
     results = returned.values() if isinstance(returned, dict) else returned if held else (returned,)
     for result in results:
         if getattr(result, "shape", ()) != () and not _is_argument(result, arrays):
             what = f"a new {type(result).__name__} of shape {tuple(result.shape)}"
-            raise KernelError(f"returned {f'a {type(returned).__name__} holding {what}' if held else what}, which is "
+            raise KernelFault(f"returned {f'a {type(returned).__name__} holding {what}' if held else what}, which is "
                               f"dropped: {_in_place(kernel, task)}")
 
 
@@ -768,7 +771,7 @@ def _check_panels_kept(task: Task, arguments: list, arrays: list) -> None:
     for (first, count), panel in zip(groups, panels):
         tiles = arrays[first:first + count]
         if panel.written and (len(panel) != count or any(a is not b for a, b in zip(panel, tiles))):
-            raise KernelError(f"changed the list of its panel {tiles_text(task.tiles[first:first + count])}, "
+            raise KernelFault(f"changed the list of its panel {tiles_text(task.tiles[first:first + count])}, "
                               f"which drops what it put there: a kernel writes into a panel's tiles in place "
                               f"(P[k][...] = ..., not P[k] = ...)")
 
@@ -785,9 +788,9 @@ def _is_argument(array, arrays) -> bool:
     return any(b is a for b in bases for a in arrays)
 
 
-def _check_finite(task: Task, arrays, devices) -> None:
-    """--check-finite: a NaN or an infinity in a written tile stops the run here, said at its place in
-    the tile (a sub-range's array starts inside it)."""
+def _check_finite(task: Task, arrays, devices, option: str) -> None:
+    """``option`` (--check-finite, or check_finite=True): a NaN or an infinity in a written tile stops the
+    run here, said at its place in the tile (a sub-range's array starts inside it)."""
     for index in task.call.writes:
         array = arrays[index]
         found = first_nonfinite(array) if isinstance(array, np.ndarray) else devices.first_nonfinite(array)
@@ -796,7 +799,7 @@ def _check_finite(task: Task, arrays, devices) -> None:
             view = task.named_regions[index] if task.named_regions is not None else None
             if view is not None:
                 row, col = row + view[0].start, col + view[1].start
-            raise KernelError(f"produced {value} at ({row}, {col}) of {task.tiles[index]} (--check-finite)")
+            raise KernelFault(f"produced {value} at ({row}, {col}) of {task.tiles[index]} ({option})")
 
 
 def _plain(value):
@@ -812,7 +815,7 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int,
     arguments = call.declared(task.tiles)
     at = user_code_line(error)
     text = message_of(error)
-    reason = text if error.__class__.__name__ == "KernelError" or isinstance(error, KernelExit) else \
+    reason = text if error.__class__.__name__ == "KernelError" or isinstance(error, (KernelFault, KernelExit)) else \
         shortage(error, remedies, at) if isinstance(error, MemoryError) else \
         f"{type(error).__name__}{at}: {text}" if text else f"{type(error).__name__}{at}"
     if not isinstance(error, Exception):
@@ -830,6 +833,7 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int,
     values = f"; argument{'s' if len(counts) > 1 else ''} {', '.join(counts)}" if counts else ""
     failure = TaskFailure(f"kernel {call.kernel} failed on {arguments_text(task)}{where} ({call.text}{values}): "
                           f"{reason}", rank, call.line)
-    failure.__cause__ = error  # the kernel's own exception, for a caller of the Python API to inspect
+    # the kernel's own exception, for a caller of the Python API to inspect (a finding of the runtime's is none)
+    failure.__cause__ = None if isinstance(error, KernelFault) else error
     return failure
 

@@ -26,6 +26,12 @@ class KernelError(Exception):
         self.message = message
 
 
+class KernelFault(KernelError):
+    """A kernel returned having done what the runtime refuses (written a NaN where the run checks for
+    them, resized a tile, returned a result): the runtime's finding, no exception of the kernel's, so no
+    cause of the failure a Python API caller inspects."""
+
+
 # where the runtime and the installed libraries live: a frame elsewhere is the user's code
 _NOT_USERS = tuple({os.path.dirname(os.path.abspath(__file__)) + os.sep}
                    | {os.path.abspath(path) + os.sep for key, path in sysconfig.get_paths().items()

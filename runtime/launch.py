@@ -293,8 +293,8 @@ def _naming_bad_inputs(bad_inputs: dict, spelling, checking_finite: bool):
             failure.args = (f"{failure}; the input tiles the run reads held NaN or infinite values: {said} "
                             f"({finding})",)
         elif str(failure).startswith("kernel ") and nonfinite_said and not checking_finite:
-            option = "check_finite=True" if spelling.api else "--check-finite"
-            failure.args = (f"{failure} (no input held one: an earlier task wrote it, and {option} names the "
+            failure.args = (f"{failure} (no input held one: an earlier task wrote it, and "
+                            f"{spelling.flag('check_finite')} names the "
                             f"first task that writes one)",)
         raise
 

@@ -265,6 +265,10 @@ class Spelling:
         """A setting given ``value`` as the interface writes it: ``--watchdog 0``, or ``watchdog=0``."""
         return f"{name}={value}" if self.api else f"{self.setting(name)} {value}"
 
+    def flag(self, name: str) -> str:
+        """A flag given: ``check_finite=True``, or ``--check-finite``."""
+        return f"{name}=True" if self.api else self.setting(name)
+
     def switched_on(self, name: str) -> str:
         """An on/off setting turned on: ``host_takes=True``, or ``--host-takes on``."""
         return f"{name}=True" if self.api else f"{self.setting(name)} on"

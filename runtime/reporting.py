@@ -224,25 +224,27 @@ def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMA
     return f"{where} held no tile and ran no task: {why}"
 
 
-def no_gpu_task_warning(result: RunResult, ranks: list, spelling: Spelling = COMMAND_LINE) -> str | None:
+def no_gpu_task_warning(result: RunResult, ranks: list, spelling: Spelling = COMMAND_LINE,
+                        explained: bool = False) -> str | None:
     """The warning of a run with GPUs whose tasks all ran on hosts though its GPUs held tiles (the summary said
     only that it had GPUs): their kernels have no GPU body, or every task wrote a tile the host holds (a task runs
-    where the tile it writes lies); none where no GPU held a tile (:func:`idle_gpus_warning`'s)."""
+    where the tile it writes lies); none where no GPU held a tile (:func:`idle_gpus_warning`'s). ``explained``:
+    said by ``tiledsl explain``, which shows where each task runs (a run's warning points to it)."""
     ran = sum(r["tasks"] for r in ranks)
     on_gpus = sum(count for r in ranks for device, count in r.get("tasks_by_device", {}).items() if device != "host")
     held = any(len(r.get("gpus_without_tiles", ())) < result.gpus for r in ranks)
     if not result.gpus or not ran or on_gpus or not held:
         return None
     gpus = spelling.valued("gpus", str(result.gpus))
-    where = f"`tiledsl explain --gpus {result.gpus}` shows where each task runs"
+    where = "" if explained else f"; `tiledsl explain --gpus {result.gpus}` shows where each task runs"
     if result.host_only_kernels:
         return (f"{gpus}: no task ran on a GPU: kernel(s) {', '.join(result.host_only_kernels)} have no GPU body, "
                 f"so every task ran on a host, the GPUs holding tiles for nothing (a kernel NAME runs on GPUs once "
-                f"its module defines NAME_gpu; {where})")
+                f"its module defines NAME_gpu{where})")
     dealt = ("" if result.gpu_ratio is None or result.gpu_ratio[0] == 0 else
              f"; {spelling.given('gpu_ratio', '0:1')} gives the GPUs every tile column")
     return (f"{gpus}: no task ran on a GPU: every task wrote a tile that a host holds (a task runs where the tile "
-            f"it writes lies), the GPUs holding only tiles that tasks read{dealt} ({where})")
+            f"it writes lies), the GPUs holding only tiles that tasks read{dealt}{where and f' ({where[2:]})'}")
 
 
 def count_text(program, matrices: dict, source: str) -> str:

@@ -54,7 +54,9 @@ def test_a_run_whose_parent_is_killed_ends_and_the_next_run_removes_its_folder(t
 def test_a_signal_just_after_the_fork_stops_the_run_once(tmp_path, signum):
     """Tester z: a Ctrl-C or SIGTERM in the first milliseconds after the fork was lost (the run finished, exit 0)
     or said twice, two --json objects. The signals wait across the fork, and the child takes the one passed on
-    where it says it once."""
+    where it says it once. A Ctrl-C while SciPy's modules loaded (about 10 ms after the fork) was dropped inside
+    a Cython module's set-up, and the run went on to succeed without a word (2 runs in 15): held until they have
+    loaded."""
     (tmp_path / "nap.py").write_text("import time\n\n\ndef nap(A):\n    time.sleep(5)\n")
     (tmp_path / "nap.tile").write_text('use "nap.py"\nkernel nap(inout A)\nprogram p {\n  tiling uniform(nb = 10)\n'
                                        "  matrix A[n, n] = zeros\n  nap(A[0, 0])\n}\n")
@@ -72,10 +74,6 @@ def test_a_signal_just_after_the_fork_stops_the_run_once(tmp_path, signum):
         run.send_signal(signum)
         out, err = run.communicate(timeout=30)
         name = signal.Signals(signum).name
-        if run.returncode == 0:  # Python itself dropped the KeyboardInterrupt, raised inside a callback of its
-            # import machinery as the run began (said, and the run then finished): never silently, never twice
-            assert "an error was ignored in" in err and "KeyboardInterrupt" in err and '"ok": true' in out, err
-            continue
         assert run.returncode == 128 + signum, (delay, err)
         assert out.count("\n") == 1 and f'"error": "stopped by {name}"' in out, (delay, out)
         assert err.count(f"stopped by {name}") == 1, (delay, err)

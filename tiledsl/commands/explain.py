@@ -23,7 +23,7 @@ from ..runtime.program import argument_texts, flatten
 from ..runtime.matrix import call_views, part_of
 from ..runtime.protocol import Instance, delivery, instances, runs_at
 from ..runtime.recording import LoopNestTarget, walk as run_walk
-from ..runtime.reporting import idle_gpus_warning, rank_columns, ratio_text
+from ..runtime.reporting import idle_gpus_warning, no_gpu_task_warning, rank_columns, ratio_text
 from ..runtime.resources import bytes_text
 from ..runtime.userkernels import gpu_kernels
 from ..runtime.world import RankError, UsageError
@@ -80,6 +80,7 @@ class Plan:
     own_params: tuple = ()  # the program's own parameters' names (``param``), shown with the sizes
     gpu_backend: str | None = None  # whose tuned values were used, with GPUs (None without)
     columns: int | None = None  # the most tile columns a rank holds of one matrix
+    held: dict = field(default_factory=dict)  # rank -> the devices holding a tile of its that some task touches
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -116,7 +117,7 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
                 tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options),
                 walk.runs_on, dict(walk.on_host), dict(walk.traffic.volume), driver.PROGRAM.tiling.kind,
                 tuple(driver.PROGRAM.params), getattr(options, "gpu_backend", None) if gpus else None,
-                rank_columns(matrices, grid))
+                rank_columns(matrices, grid), walk.held)
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -143,6 +144,7 @@ class _Walk(LoopNestTarget):
         self.count = 0
         self.counts = {rank: Counter() for rank in range(nranks)}
         self.runs_on = {rank: Counter() for rank in range(nranks)}
+        self.held = {rank: set() for rank in range(nranks)}  # as a run stores them: the tiles tasks touch
         self.on_host = Counter()
         self.versions = Counter()  # tile key -> versions written so far
         self.traffic = _Traffic()
@@ -162,6 +164,8 @@ class _Walk(LoopNestTarget):
                 task.per_rank[rank] = found
                 self.counts[rank].update(kind for kind, _ in found)
         self.runs_on[at[0]][at[1]] += 1
+        for rank, device in places:
+            self.held[rank].add(device)
         if task.on_host_for_want_of_gpu_body:
             self.on_host[call.kernel] += 1
         for position, (tile, place) in enumerate(zip(tiles, places)):
@@ -314,11 +318,14 @@ def _placement(plan: Plan) -> list[str]:
              for rank, devices in plan.runs_on.items() if devices]
     # as a run warns of its GPUs left without work, in the same words; kernels without a GPU body are said below
     ranks = [{"rank": rank, "tasks": sum(devices.values()),
-              "gpus_without_tiles": [d for d in range(1, plan.gpus + 1) if not devices[d]]}
+              "tasks_by_device": {_device(d): devices[d] for d in range(plan.gpus + 1)},
+              "gpus_without_tiles": [d for d in range(1, plan.gpus + 1) if d not in plan.held[rank]]}
              for rank, devices in plan.runs_on.items() if devices]
-    idle = idle_gpus_warning(SimpleNamespace(gpus=plan.gpus, gpu_ratio=plan.gpu_ratio), ranks,
-                             columns=plan.columns) if not plan.on_host else None
-    lines += [idle] if idle else []
+    result = SimpleNamespace(gpus=plan.gpus, gpu_ratio=plan.gpu_ratio, host_only_kernels=())
+    idle = idle_gpus_warning(result, ranks, columns=plan.columns) if not plan.on_host else None
+    # (kernels without a GPU body are said below)
+    none_on_gpus = no_gpu_task_warning(result, ranks, explained=True) if not plan.on_host else None
+    lines += [said for said in (idle, none_on_gpus) if said]
     if plan.on_host:
         lines.append("on the host for want of a GPU body (NAME_gpu), their main output on a GPU: "
                      + ", ".join(f"{kernel} {count} task{'' if count == 1 else 's'}"

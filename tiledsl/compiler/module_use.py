@@ -83,8 +83,13 @@ class ModuleUse:
                 params = [p.name.text for p in decl.params]
                 declared = f"declared as {name}({', '.join(param_text(p) for p in decl.params)})"
                 advice = "give the function one positional parameter per argument, in declaration order"
-                self._check_function(name, decl.name.span, params, f"kernel '{name}'", declared, advice)
                 body = gpu_body(self.definitions, name)
+                # a GPU body alone is no CPU body: said so, not suggested as the function meant
+                only_gpu = () if not body.functions else (
+                    f"{self.file.uses[0].path} defines {body.name}, the kernel's GPU body: a kernel needs a CPU "
+                    f"body too, named '{name}', which runs on the host",)
+                self._check_function(name, decl.name.span, params, f"kernel '{name}'", declared, advice,
+                                     not_suggested=body.name, notes=only_gpu)
                 if not body.absent and not body.unknown:  # a GPU body is optional; one that is there must fit
                     self._check_function(body.name, decl.name.span, params, f"kernel '{name}' (its GPU body)",
                                          declared, advice, not_suggested=name)

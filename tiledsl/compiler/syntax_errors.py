@@ -1185,6 +1185,9 @@ def _separator_hint(code: str, token: Token, after: str, accepts: frozenset) -> 
         return None
     statement = _STATEMENT_OF_LINE.search(code).group().strip()
     rest = f"{token}{_SEPARATED_UP_TO.match(after).group()}".strip()
+    typed = re.fullmatch(r"(let|param)\s+(int|float|char|" + "|".join(_OTHER_TYPES) + ")", statement)
+    if _terminal("=") in accepts and typed:  # param float alpha = 2.0
+        return f"a {typed[1]} takes its type from its value, and has no type word: {typed[1]} {rest}"
     if _terminal("=") in accepts and re.fullmatch(r"(let|param)\s+[A-Za-z_]\w*", statement):
         return f"a {statement.split()[0]} binds its name with '=': {statement} = {rest}"
     bound = re.fullmatch(r"((let|param)\s+[A-Za-z_]\w*)\s*=", statement)
