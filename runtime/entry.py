@@ -38,8 +38,9 @@ from .reporting import (failure_json, failure_line_out, failure_reasons, json_te
                         summary_json, summary_text)
 from .userkernels import changed_source
 from .world import (STDERR_MARK, STDERR_MARK_VARIABLE, RankError, UsageError, abort_started_mpi, await_ending,
-                    check_working_directory, communicator, end_open_line, environment_switch, expect_json, launcher_rank, launcher_size, record_completion,
-                    standard_streams_open, track_stdout_lines, unless_ignored, unraisable_in_one_line)
+                    check_working_directory, communicator, end_open_line, environment_switch, expect_json,
+                    launcher_rank, launcher_size, record_completion, standard_streams_open, track_stdout_lines,
+                    unless_ignored, unraisable_in_one_line)
 
 
 def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:

@@ -301,9 +301,9 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
     explained = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "explain", "y.tile", "--n", "300",
                                 "--gpus", "2", "--no-tune"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
     assert explained.returncode == 0 and "held no tile" not in explained.stdout, explained.stdout
-    assert "\n--gpus 2: no task ran on a GPU: every task wrote a tile that a host holds (a task runs where the tile it " \
-        "writes lies), the GPUs holding only tiles that tasks read; --gpu-ratio 0:1 gives the GPUs every tile " \
-        "column\n" in explained.stdout, explained.stdout
+    assert "\n--gpus 2: no task ran on a GPU: every task wrote a tile that a host holds (a task runs where the " \
+        "tile it writes lies), the GPUs holding only tiles that tasks read; --gpu-ratio 0:1 gives the GPUs every " \
+        "tile column\n" in explained.stdout, explained.stdout
 
 
 @pytest.mark.timeout(120)
