@@ -549,8 +549,10 @@ def _planned_options(driver, args, grid: tuple[int, int]):
 
 def _explain(args) -> int:
     from .explain import as_json, explain, render
+    from ..runtime.gridadvice import idle_rank_advice
     from ..runtime.launch import unused_settings
     from ..runtime.layout import make_params
+    from ..runtime.reporting import idle_ranks_warning
 
     driver = _load_driver(args)
     try:
@@ -559,8 +561,15 @@ def _explain(args) -> int:
         explained = explain(driver, options, grid, args.gpus, args.totals)
     except ValueError as error:  # a bad --grid: a usage error (with --json, its failure object)
         raise UsageError(str(error)) from None
-    for said in unused_settings(driver.PROGRAM, options, make_params(driver, options), grid[0] * grid[1]):
+    params, ranks = make_params(driver, options), grid[0] * grid[1]
+    for said in unused_settings(driver.PROGRAM, options, params, ranks):
         print(f"tiledsl: warning: {said}", file=sys.stderr)  # as run warns of them (a --b where s = 1)
+    # as a run warns after it of ranks that own tiles and run no task (tester k53: explain named only those
+    # without tiles, and its table showed one more rank with nothing to do)
+    idle = idle_ranks_warning(explained.rank_stats(), grid, lambda: idle_rank_advice(
+        driver, options, params, ranks, args.gpus, getattr(options, "gpu_ratio", None)))
+    if idle:
+        print(f"tiledsl: warning: {idle}", file=sys.stderr)
     print(json_text({**as_json(explained), "ok": True}) if args.json
           else render(explained, Path(program_path(args.file)).name))
     return 0

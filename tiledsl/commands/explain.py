@@ -81,6 +81,16 @@ class Plan:
     gpu_backend: str | None = None  # whose tuned values were used, with GPUs (None without)
     columns: int | None = None  # the most tile columns a rank holds of one matrix
     held: dict = field(default_factory=dict)  # rank -> the devices holding a tile of its that some task touches
+    owned: dict = field(default_factory=dict)  # rank -> the tiles it owns
+
+    def rank_stats(self) -> list[dict]:
+        """Each rank's statistics as a run's warnings read them: the tasks it runs, the tiles it owns, the
+        tile versions it sends."""
+        sent = Counter()
+        for (sender, _), count in self.messages.items():
+            sent[sender] += count
+        return [{"rank": rank, "tasks": sum(devices.values()), "owned_tiles": self.owned.get(rank, 0),
+                 "messages_sent": sent[rank]} for rank, devices in self.runs_on.items()]
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -117,7 +127,9 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
                 tuple(ratio) if uniform_on_gpus else None, tiling_sources(driver.PROGRAM, params, options),
                 walk.runs_on, dict(walk.on_host), dict(walk.traffic.volume), driver.PROGRAM.tiling.kind,
                 tuple(driver.PROGRAM.params), getattr(options, "gpu_backend", None) if gpus else None,
-                rank_columns(matrices, grid), walk.held)
+                rank_columns(matrices, grid), walk.held,
+                Counter(matrix.rank_of(i, j) for matrix in matrices.values()
+                        for i in range(matrix.mt) for j in range(matrix.nt)))
 
 
 def _gpu_kernels(driver) -> frozenset:

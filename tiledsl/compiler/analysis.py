@@ -899,17 +899,19 @@ class _Analyzer:
 
     def _counting_down_hint(self, witness: str) -> str | None:
         """Where a loop counting down reaches the bad index (tester x: `for m in A.mt .. k step -1`, as a
-        range counts up, starts past the last tile): how such a loop's bounds go."""
+        range counts up, starts past the last tile): how such a loop's bounds go, the end the witness
+        reaches moved in by one (tester j53: moving both, `A.nt .. -1 step -1` was told `A.nt - 1 .. -2`,
+        which reached -1)."""
         down = [loop for loop, step in self.steps if step is not None and step < 0
                 and re.search(rf"\b{re.escape(loop.var.text)} = ", witness)]
         if not down:
             return None
         loop = down[0]
-        first, last = (unparse(n.Binary("-", end, n.IntLit(1, loop.span), loop.span))
-                       for end in (loop.start, loop.stop))
+        at_first = re.search(rf"\b{re.escape(loop.var.text)} = {re.escape(unparse(loop.start))}(,|$)", witness)
+        first, stop = (_shifted(loop.start, -1), loop.stop) if at_first else (loop.start, _shifted(loop.stop, 1))
         return (f"a loop counting down starts at its first value and stops before its stop: `for {loop.var.text} in "
-                f"{first} .. {last} step -1` visits {first} down to {unparse(loop.stop)}, the values "
-                f"`{unparse(loop.stop)} .. {unparse(loop.start)}` visits counting up")
+                f"{unparse(first)} .. {unparse(stop)} step -1` visits {unparse(first)} down to "
+                f"{unparse(_shifted(stop, 1))}")
 
     def _several_slices(self, tile: n.TileRef) -> tuple[str, n.Expr] | None:
         """Why ``tile`` leaves its matrix under the program's hybrid tiling of s ≥ 2 slices a block,
@@ -1067,6 +1069,21 @@ def _keyword(stmt: n.For) -> Span:
     """The span of a loop's ``for``."""
     span = stmt.span
     return Span(span.path, span.line, span.column, span.line, span.column + 3)
+
+
+def _shifted(expr, delta: int):
+    """``expr + delta``, folded into a trailing integer (``A.nt - 1`` moved by 1 is ``A.nt``)."""
+    span = getattr(expr, "span", None)
+    if isinstance(expr, n.IntLit):
+        return n.IntLit(expr.value + delta, span)
+    if isinstance(expr, n.Unary) and expr.op == "-" and isinstance(expr.operand, n.IntLit):
+        return n.IntLit(-expr.operand.value + delta, span)
+    if isinstance(expr, n.Binary) and expr.op in ("+", "-") and isinstance(expr.right, n.IntLit):
+        total = (expr.right.value if expr.op == "+" else -expr.right.value) + delta
+        if total == 0:
+            return expr.left
+        return n.Binary("+" if total > 0 else "-", expr.left, n.IntLit(abs(total), span), span)
+    return n.Binary("+" if delta > 0 else "-", expr, n.IntLit(abs(delta), span), span)
 
 
 def _tile_text(tile: n.TileRef) -> str:
