@@ -294,8 +294,7 @@ def _naming_bad_inputs(bad_inputs: dict, spelling, checking_finite: bool):
                             f"({finding})",)
         elif str(failure).startswith("kernel ") and nonfinite_said and not checking_finite:
             failure.args = (f"{failure} (no input held one: an earlier task wrote it, and "
-                            f"{spelling.flag('check_finite')} names the "
-                            f"first task that writes one)",)
+                            f"{spelling.flag('check_finite')} names the first task that writes one)",)
         raise
 
 

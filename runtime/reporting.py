@@ -236,15 +236,15 @@ def no_gpu_task_warning(result: RunResult, ranks: list, spelling: Spelling = COM
     if not result.gpus or not ran or on_gpus or not held:
         return None
     gpus = spelling.valued("gpus", str(result.gpus))
-    where = "" if explained else f"; `tiledsl explain --gpus {result.gpus}` shows where each task runs"
+    pointer = None if explained else f"`tiledsl explain --gpus {result.gpus}` shows where each task runs"
     if result.host_only_kernels:
         return (f"{gpus}: no task ran on a GPU: kernel(s) {', '.join(result.host_only_kernels)} have no GPU body, "
                 f"so every task ran on a host, the GPUs holding tiles for nothing (a kernel NAME runs on GPUs once "
-                f"its module defines NAME_gpu{where})")
+                f"its module defines NAME_gpu{f'; {pointer}' if pointer else ''})")
     dealt = ("" if result.gpu_ratio is None or result.gpu_ratio[0] == 0 else
              f"; {spelling.given('gpu_ratio', '0:1')} gives the GPUs every tile column")
     return (f"{gpus}: no task ran on a GPU: every task wrote a tile that a host holds (a task runs where the tile "
-            f"it writes lies), the GPUs holding only tiles that tasks read{dealt}{where and f' ({where[2:]})'}")
+            f"it writes lies), the GPUs holding only tiles that tasks read{dealt}{f' ({pointer})' if pointer else ''}")
 
 
 def count_text(program, matrices: dict, source: str) -> str:
