@@ -24,11 +24,13 @@ EPS = float(np.finfo(np.float64).eps)
 
 class CheckError(Exception):
     """A check that gave no residual (a user check that raised, pivots naming no row): the run
-    fails with this one-line message, the same on every rank; ``name`` is the residual's name."""
+    fails with this one-line message, the same on every rank; ``name`` is the residual's name,
+    ``names`` all those the check gives (each then has none: a QR check's orthogonality too)."""
 
-    def __init__(self, name: str, message: str):
+    def __init__(self, name: str, message: str, names: tuple = ()):
         super().__init__(message)
         self.name = name
+        self.names = names or (name,)
 
 
 def passes(*residuals: float) -> bool:

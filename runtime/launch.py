@@ -202,7 +202,7 @@ def _check(result: RunResult, driver, params, engine: Engine, matrices: dict, so
                                           lambda total: _progress(options, "check", ranks, total, engine))
         result.notes += notes
     except checks.CheckError as error:  # every rank has the same: the check failed, with this message
-        result.residuals = {error.name: float("nan")}
+        result.residuals = dict.fromkeys(error.names, float("nan"))
         result.errors.append(str(error))
     result.residual = checks.largest(result.residuals.values())
     near = None if driver.PROGRAM.check.user else checks.near_threshold(result.residuals)

@@ -53,6 +53,8 @@ from .world import UsageError
 
 #: the kernel that applies the reflectors each of them makes
 _APPLY = {"geqrt": "gemqrt", "tpqrt": "tpmqrt", "ttqrt": "ttmqrt"}
+#: the residuals of a built-in check that gives more than one, in order (the others give one, named as the check)
+RESIDUAL_NAMES = {"qr": ("qr", "orthogonality")}
 _CALLS: dict = {}
 
 
@@ -176,7 +178,7 @@ class Verifier:
         try:
             return self._residuals(decl, driver, params)
         except Subnormal as tiny:
-            raise CheckError(decl.kind, f"check {decl.kind}: {tiny}") from None
+            raise CheckError(decl.kind, f"check {decl.kind}: {tiny}", RESIDUAL_NAMES.get(decl.kind, ())) from None
 
     def _residuals(self, decl, driver, params) -> dict:
         where = decl.place(driver.PROGRAM.source if driver is not None else None)
@@ -269,8 +271,8 @@ class Verifier:
         self.run(lambda stream: _apply_q_to_identity(stream, reflectors, q),
                  lambda stream: _qr_products(stream, q, factored, residual),
                  lambda stream: _gram_products(stream, q, gram))
-        return {"qr": scaled(self._norm(residual), norm_a, factored.n),
-                "orthogonality": scaled(self._norm(gram, symmetric=True), 1.0, factored.n)}
+        return dict(zip(RESIDUAL_NAMES["qr"], (scaled(self._norm(residual), norm_a, factored.n),
+                                               scaled(self._norm(gram, symmetric=True), 1.0, factored.n))))
 
     def solve(self, a: str, x: str, b: str, view_a: View, where: str) -> dict:
         """‖B₀ − op(A₀)·X‖∞ / ((‖op(A₀)‖∞·‖X‖∞ + ‖B₀‖∞)·n·ε), DPLASMA's check of a solve."""
