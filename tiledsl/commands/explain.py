@@ -84,13 +84,16 @@ class Plan:
     owned: dict = field(default_factory=dict)  # rank -> the tiles it owns
 
     def rank_stats(self) -> list[dict]:
-        """Each rank's statistics as a run's warnings read them: the tasks it runs, the tiles it owns, the
-        tile versions it sends."""
+        """Each rank's statistics as a run's warnings read them: the tasks it runs (on each device), the
+        tiles it owns, the tile versions it sends, its GPUs that hold no tile a task touches."""
         sent = Counter()
         for (sender, _), count in self.messages.items():
             sent[sender] += count
         return [{"rank": rank, "tasks": sum(devices.values()), "owned_tiles": self.owned.get(rank, 0),
-                 "messages_sent": sent[rank]} for rank, devices in self.runs_on.items()]
+                 "messages_sent": sent[rank],
+                 "tasks_by_device": {_device(d): devices[d] for d in range(self.gpus + 1)},
+                 "gpus_without_tiles": [d for d in range(1, self.gpus + 1) if d not in self.held[rank]]}
+                for rank, devices in self.runs_on.items()]
 
     def totals(self) -> dict:
         """rank -> Counter of instance types."""
@@ -329,10 +332,7 @@ def _placement(plan: Plan) -> list[str]:
     lines = [f"tasks run on rank {rank}: " + ", ".join(f"{_device(d)} {devices[d]}" for d in range(plan.gpus + 1))
              for rank, devices in plan.runs_on.items() if devices]
     # as a run warns of its GPUs left without work, in the same words; kernels without a GPU body are said below
-    ranks = [{"rank": rank, "tasks": sum(devices.values()),
-              "tasks_by_device": {_device(d): devices[d] for d in range(plan.gpus + 1)},
-              "gpus_without_tiles": [d for d in range(1, plan.gpus + 1) if d not in plan.held[rank]]}
-             for rank, devices in plan.runs_on.items() if devices]
+    ranks = [stats for stats in plan.rank_stats() if stats["tasks"]]
     result = SimpleNamespace(gpus=plan.gpus, gpu_ratio=plan.gpu_ratio, host_only_kernels=())
     idle = idle_gpus_warning(result, ranks, columns=plan.columns) if not plan.on_host else None
     # (kernels without a GPU body are said below)
