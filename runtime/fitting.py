@@ -715,10 +715,16 @@ def file_shapes(files: dict, notes: dict | None = None) -> dict:
                              f"{(notes or {}).get(name, '')}") from None
         if len(shapes[name]) != 2:
             raise UsageError(f"input file {path!r} of matrix {name} holds {len(shapes[name])} dimension(s), not 2")
-        if 0 in shapes[name]:
-            raise UsageError(f"input file {path!r} of matrix {name} is empty ({shapes[name][0]}×{shapes[name][1]}): "
-                             f"a matrix has at least one row and one column")
+        refuse_empty(path, name, shapes[name])
     return shapes
+
+
+def refuse_empty(path, name: str, shape: tuple) -> None:
+    """UsageError where matrix ``name``'s input file holds no entry: said as that, not as a shape
+    that some other size (of 0) would fit."""
+    if 0 in shape:
+        raise UsageError(f"input file {path!r} of matrix {name} is empty ({shape[0]}×{shape[1]}): "
+                         f"a matrix has at least one row and one column")
 
 
 def load_path(decl, driver) -> str:

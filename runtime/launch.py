@@ -24,7 +24,7 @@ from . import (blas, checks, heteroprio, inputs, npyio, outofcore, priorities, p
                userkernels)
 from .backends import backend
 from .engine import Engine, TaskFailure
-from .fitting import load_note, load_path, misfit_hint
+from .fitting import load_note, load_path, misfit_hint, refuse_empty
 from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources
 from .broadcast import broadcast_for
@@ -389,7 +389,10 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         try:
             source_file = npyio.open_input(path, shape)
         except npyio.InputShapeError as error:
-            hint = misfit_hint(driver, options, decl.name, error.shape) if len(error.shape) == 2 else ""
+            if len(error.shape) != 2:
+                raise UsageError(str(error)) from None
+            refuse_empty(path, decl.name, error.shape)
+            hint = misfit_hint(driver, options, decl.name, error.shape)
             raise UsageError(f"{error}{hint}") from None
         except (npyio.InputFileError, OSError) as error:
             raise UsageError(f"{error}{load_note(decl, driver) if loaded else ''}") from None

@@ -351,6 +351,14 @@ def test_an_input_that_cannot_give_the_size_says_why(tmp_path, save, said):
 
 
 @pytest.mark.timeout(130)
+def test_an_empty_input_is_said_empty_whatever_the_size_given(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((0, 200)))  # no size of 0 to suggest: none runs
+    out = tiledsl("run", "programs/gemm.tile", "--n", 128, "--input", f"A={tmp_path / 'a.npy'}")
+    assert (out.returncode, out.stderr) == (2, f"tiledsl: error: input file '{tmp_path / 'a.npy'}' of matrix A is "
+                                               f"empty (0×200): a matrix has at least one row and one column\n")
+
+
+@pytest.mark.timeout(130)
 def test_a_compiled_driver_runs_on_its_own(tmp_path):
     assert tiledsl("compile", "programs/qr.tile", "-o", tmp_path / "qr.py").returncode == 0
     out = subprocess.run([sys.executable, str(tmp_path / "qr.py"), "--n", "200", "--nb", "64", "--check"],
