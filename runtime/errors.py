@@ -68,6 +68,12 @@ def message_of(error: BaseException) -> str:
         text = str(error)
     except Exception as failure:  # its __str__ raised: the failure is still the task's
         return f"(its message could not be printed: {type(failure).__name__} in its __str__)"
+    return one_line(text)
+
+
+def one_line(text: str) -> str:
+    """A user's ``text`` as one line of a message (lines joined by " | ", control characters escaped),
+    cut at :data:`MESSAGE_LIMIT` characters."""
     text = " | ".join(line.strip() for line in text.splitlines() if line.strip()).translate(_CONTROLS)
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + f"… ({len(text)} characters)"
 

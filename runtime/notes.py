@@ -3,7 +3,7 @@ stands, such as an exactly singular U from getrf with partial pivoting (the fact
 is complete, and a solve with it would divide by zero; scipy warns so too).
 
 A kernel calls :func:`note` while its task runs. The engine keeps, per call site, the
-first note and how many tasks there left one (:class:`KernelNotes`), and its rank's
+first note (on one line, cut as a failure's message is) and how many tasks there left one (:class:`KernelNotes`), and its rank's
 statistics carry them; once the run is over they are said as warnings, every rank's by
 rank 0 (:func:`warnings_of`), naming the rank, the ``.tile`` line, the kernel and its
 tiles as a failure does. Outside a run's task (a kernel called directly), a note is
@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 
 from .crash import in_kernel
+from .errors import one_line
 from .program import argument_texts
 
 
@@ -24,13 +25,13 @@ class KernelNotes:
     def __init__(self):
         self._lock = threading.Lock()
         self._first: dict = {}  # (.tile line, what) -> (the task's place in the order, its note)
-        self._count: dict = {}
+        self._tasks: dict = {}  # (.tile line, what) -> the places of the tasks that left one
 
     def add(self, task, text: str, device: int = 0) -> None:
         """``task``'s note ``text``, the task run by a worker of ``device`` (0: a CPU worker)."""
         call = task.call
         self._keep((call.line, "kernel"), task.seq, f"kernel {call.kernel} on {arguments_text(task)}"
-                                                    f"{where_ran(task, device)} ({call.text}): {text}")
+                                                    f"{where_ran(task, device)} ({call.text}): {one_line(str(text))}")
 
     def add_read_of_zeros(self, call, tiles, views, tile, order: int, runner: int | None = None) -> None:
         """A task (``order``: its place in this rank's order; run by rank ``runner``, None: this one) reads
@@ -45,12 +46,12 @@ class KernelNotes:
     def _keep(self, key: tuple, order: int, text: str) -> None:
         with self._lock:
             self._first[key] = min(self._first.get(key, (order, text)), (order, text))
-            self._count[key] = self._count.get(key, 0) + 1
+            self._tasks.setdefault(key, set()).add(order)  # a task that says several things counts once
 
     def summary(self) -> list[dict]:
         """Per call site, in line order: ``{"line", "text", "tasks"}`` (JSON, for the rank's statistics)."""
         with self._lock:
-            return [{"line": key[0], "text": self._first[key][1], "tasks": self._count[key]}
+            return [{"line": key[0], "text": self._first[key][1], "tasks": len(self._tasks[key])}
                     for key in sorted(self._first)]
 
 

@@ -40,10 +40,23 @@ def test_a_note_outside_a_task_is_dropped_and_one_inside_is_kept_per_line():
         for seq, tile in ((5, "A[1, 1]"), (2, "A[0, 0]"), (9, "A[2, 2]")):  # as workers finish them
             in_kernel.task = Task(seq, tile)
             note(f"U of {tile} is singular")
+            note("and said again")  # the same task: counted once
     finally:
         in_kernel.notes = in_kernel.task = None
     assert notes.summary() == [{"line": 21, "text": "kernel getrf on A[0, 0] (getrf(A[k : A.mt, k], P[k, k])): "
                                                     "U of A[0, 0] is singular", "tasks": 3}]
+
+
+def test_a_long_note_is_one_line_cut_as_a_failures_message_is():
+    notes = KernelNotes()
+    in_kernel.notes, in_kernel.task = notes, Task(1, "A[0, 0]")
+    try:
+        note("first\n\tsecond " + "z" * 100_000)
+    finally:
+        in_kernel.notes = in_kernel.task = None
+    text = notes.summary()[0]["text"]
+    said = text.partition("P[k, k])): ")[2]
+    assert said.startswith("first | second zzz") and said.endswith("… (100015 characters)") and len(said) < 600
 
 
 def test_every_ranks_notes_are_one_warning_per_line_named_by_the_first_rank():
