@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from . import debugging
+from . import debugging, threadstart
 
 #: seconds a phase runs before its bar appears (short phases stay quiet)
 DELAY = 2.0
@@ -60,7 +60,7 @@ class Progress:
     def __enter__(self):
         self.start = time.monotonic()
         self.already_done = self.completed()  # tasks of earlier phases
-        self.thread.start()
+        threadstart.start(self.thread)
         return self
 
     def __exit__(self, *exc):
