@@ -305,10 +305,11 @@ def _module_names(folder: Path) -> list:
 
 
 def _package_folder(entry: os.DirEntry) -> bool:
-    """Whether ``entry`` is a folder Python imports as a package; not for an entry that cannot be
+    """Whether ``entry`` is a folder Python imports as a package, with an ``__init__.py`` or without
+    (a namespace package, as a script imports one beside it); not for an entry that cannot be
     followed (a link in a loop, a folder not to be read): no module of the user's is there."""
     try:
-        return entry.is_dir() and (Path(entry.path) / "__init__.py").is_file()
+        return entry.name.isidentifier() and entry.is_dir()
     except OSError:
         return False
 
@@ -322,7 +323,11 @@ def _installed(name: str) -> bool:
 
 
 def _is_helper(module, folder: Path) -> bool:
-    """Whether ``module`` is a Python file of the user's in ``folder`` (or below it)."""
+    """Whether ``module`` is a Python file of the user's in ``folder`` (or below it), or a namespace
+    package (a folder without ``__init__.py``) there."""
+    spec = getattr(module, "__spec__", None)
+    if spec is not None and spec.origin is None and spec.submodule_search_locations is not None:
+        return all(Path(place).resolve().is_relative_to(folder) for place in spec.submodule_search_locations)
     file = _user_file(module)
     return file is not None and file.is_relative_to(folder)
 

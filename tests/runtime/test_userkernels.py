@@ -158,6 +158,23 @@ def test_each_program_imports_its_own_helper_files_afresh(tmp_path):
     assert out.stdout.split() == ["[1.0,", "100.0,", "1.0]", "50.5", "False", "True"]
 
 
+@pytest.mark.timeout(150)
+def test_a_folder_without_init_beside_the_module_is_imported_as_a_script_imports_it(tmp_path):
+    """``from parts.amount import AMOUNT`` with no parts/__init__.py: a namespace package, as for a script;
+    each program's own, forgotten once its module has loaded."""
+    for name, amount in (("a", 1), ("b", 100)):
+        (tmp_path / name / "parts").mkdir(parents=True)
+        (tmp_path / name / "parts" / "amount.py").write_text(f"AMOUNT = {amount}\n")
+        (tmp_path / name / "kernels.py").write_text(HELPER_KERNELS.replace("from helper", "from parts.amount"))
+        (tmp_path / name / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump")
+                                                .replace("random spd", "zeros"))
+    script = ("import sys, tiledsl\n"
+              "print([float(tiledsl.load(f'{f}/t.tile').run(n=4)['A'][0, 0]) for f in 'aba'], 'parts' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[1.0,", "100.0,", "1.0]", "False"]
+
+
 @pytest.mark.timeout(120)
 def test_an_edit_keeping_the_file_s_time_and_size_is_run_not_the_byte_code_cached_before(tmp_path):
     """Python judges a module's cached byte code current by the file's time and size alone: a
