@@ -240,7 +240,7 @@ def no_gpu_task_warning(result: RunResult, ranks: list, spelling: Spelling = COM
     if result.host_only_kernels:
         return (f"{gpus}: no task ran on a GPU: kernel(s) {', '.join(result.host_only_kernels)} have no GPU body, "
                 f"so every task ran on a host, the GPUs holding tiles for nothing (a kernel NAME runs on GPUs once "
-                f"its module defines NAME_gpu{f'; {pointer}' if pointer else ''})")
+                f"its module defines a function NAME_gpu{f'; {pointer}' if pointer else ''})")
     dealt = ("" if result.gpu_ratio is None or result.gpu_ratio[0] == 0 else
              f"; {spelling.given('gpu_ratio', '0:1')} gives the GPUs every tile column")
     return (f"{gpus}: no task ran on a GPU: every task wrote a tile that a host holds (a task runs where the tile "

@@ -13,7 +13,8 @@ The module is looked for next to the ``.tile`` file, which a driver compiled wit
 (or through the cache) records relative to itself, so that it runs from any directory;
 then next to the driver and in the working directory. A module that is missing or not a
 ``.py`` file is a usage error, as is a ``NAME`` or ``NAME_gpu`` that is not callable (or is a
-class: any other callable, such as a ``functools.partial``, serves);
+class: any other callable, such as a ``functools.partial``, serves; a ``NAME_gpu`` of None is no
+GPU body);
 one whose own code fails as it loads (a syntax error, an import that fails, a
 ``SystemExit``) is this rank's failure (:class:`~.world.RankError`: the job is aborted),
 naming the file, the line and the cause, never a traceback; one that does not finish
@@ -76,10 +77,10 @@ def _user_kernels(program, driver) -> dict:
     found = {}
     for call in program.calls:
         if call.kernel not in CPU_KERNELS and call.kernel not in found:
-            body = vars(module).get(call.kernel)
+            body = vars(module).get(call.kernel, _UNBOUND)
             # the program's mistake (check reads the module without running it: a function defined
             # under an 'if' escapes it), said at the call's line as a failed loop nest is
-            if body is None or (call.kernel.startswith("__") and not _is_body(body)):  # __loader__, __doc__
+            if body is _UNBOUND or (call.kernel.startswith("__") and not _is_body(body)):  # __loader__, __doc__
                 raise TaskFailure(f"kernel module {_module_named(program, driver, module)} defines no function "
                                   f"{call.kernel} (for the call {call.text})", launcher_rank(), call.line)
             if not _is_body(body):
@@ -87,6 +88,9 @@ def _user_kernels(program, driver) -> dict:
                                   f"function (for the call {call.text}), {_what(body)}", launcher_rank(), call.line)
             found[call.kernel] = (body, _gpu_body(module, _module_named(program, driver, module), call))
     return found
+
+
+_UNBOUND = object()  # a name the module does not bind (one bound to None is a body that is not one)
 
 
 def _module_named(program, driver, module) -> str:
@@ -112,8 +116,9 @@ def _what(body) -> str:
 
 
 def _gpu_body(module, module_name: str, call):
-    """The GPU body NAME_gpu of ``call``'s kernel in ``module``, None if it has none; a failure at the
-    call's line, as a CPU body's, if it is not callable (with GPUs or without: the module is wrong)."""
+    """The GPU body NAME_gpu of ``call``'s kernel in ``module``, None if it has none (or binds the name to
+    None: ``NAME_gpu = fast if cupy_found else None``); a failure at the call's line, as a CPU body's, if it
+    is not callable (with GPUs or without: the module is wrong)."""
     name = call.kernel + GPU_SUFFIX
     body = vars(module).get(name)
     if body is None or _is_body(body):

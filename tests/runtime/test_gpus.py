@@ -25,6 +25,7 @@ from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options, execute
 from tiledsl.runtime.engine import TaskFailure
 from tiledsl.runtime.protocol import Instance
+from tiledsl.runtime.userkernels import gpu_kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 TILES = {"cholesky": {"nb": 96}, "lu": {"nb": 96}, "qr": {"nb": 96},
@@ -249,6 +250,18 @@ def test_a_gpu_body_that_is_not_a_function_fails_the_run_at_its_call_as_a_cpu_bo
     assert error.value.line == 21  # placement.tile's call of pair
 
 
+@pytest.mark.timeout(60)
+def test_a_gpu_body_bound_to_none_is_none(tmp_path):
+    """``pair_gpu = fast if cupy_found else None``: pair runs on the host, as without the name."""
+    driver, _ = placement_with_gpu_bodies(tmp_path, ("pair",))
+    with open(tmp_path / "placement_kernels.py", "a") as module:
+        module.write("\npair_gpu = None\n")
+    assert "pair" not in gpu_kernels(driver.PROGRAM, driver)
+    alone = execute(driver, Options(n=56, watchdog=60)).matrices["A"].assemble()
+    with_gpus = execute(driver, Options(n=56, gpus=2, gpu_ratio=(1, 1), watchdog=60)).matrices["A"].assemble()
+    assert np.array_equal(with_gpus, alone)
+
+
 @pytest.mark.timeout(120)
 def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
     """--gpu-ratio 5:1 on five tile columns puts them all on the host: the GPUs sat idle, unsaid."""
@@ -281,8 +294,8 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
                          timeout=100)  # the GPUs hold tiles, and ran nothing for want of a GPU body: said so
     assert out.returncode == 0 and "ran no task" not in out.stderr, out.stderr
     assert "tiledsl: warning: --gpus 2: no task ran on a GPU: kernel(s) scale have no GPU body, so every task ran " \
-        "on a host, the GPUs holding tiles for nothing (a kernel NAME runs on GPUs once its module defines NAME_gpu; " \
-        "`tiledsl explain --gpus 2` shows where each task runs)\n" in out.stderr, out.stderr
+        "on a host, the GPUs holding tiles for nothing (a kernel NAME runs on GPUs once its module defines a " \
+        "function NAME_gpu; `tiledsl explain --gpus 2` shows where each task runs)\n" in out.stderr, out.stderr
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "s.tile", "--n", "300", "--gpus", "2",
                           "--gpu-backend", "emulated", "--gpu-ratio", "1:1", "--no-tune"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=100)  # and GPU 2 got no column: no ratio would help

@@ -24,6 +24,8 @@ MODULES = {
     "a value, not a function": ("scale = 3\n", 1,
                                 "rank 0 (t.tile:5): kernel module kernels.py: scale must be a function (for the call "
                                 "scale(A[0, 0])), not int 3"),
+    "None": ("scale = None\n", 1, "rank 0 (t.tile:5): kernel module kernels.py: scale must be a function (for the "
+                                  "call scale(A[0, 0])), not NoneType None"),  # it "defined no function scale"
     "a class": ("class scale:\n    def __init__(self, A):\n        pass\n", 1,
                 "rank 0 (t.tile:5): kernel module kernels.py: scale must be a function (for the call scale(A[0, 0])), "
                 "not a class"),
