@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 
 from ..drivercontract import early_failure_json, forget_hiding, hiding, json_asked
-from . import blas, threadstart
+from . import blas
 from .engine import STOP_SECONDS, TaskFailure, kernels_left_running
 from .errors import InternalFailure, SettingFailure, shortage
 from .fitting import fit_files
@@ -99,12 +99,11 @@ def _own_stream(stream):
 
 
 def _not_waiting_for(before: set, status: int, out, err) -> None:
-    """End the process with ``status`` now, saying so, when threads started since ``before`` by a
-    kernel still run: one would keep it alive after its summary, for ever if it never ended, and a
-    daemon (a thread started by a worker is one unless it says ``daemon=False``) would be cut off
-    without a word; return if there are none."""
+    """End the process with ``status`` now, saying so, when threads started since ``before`` (by a
+    kernel: the runtime's own have ended) still run and would keep it alive after its summary,
+    for ever if they never end; return if there are none."""
     left = [thread for thread in threading.enumerate()
-            if thread not in before and thread.is_alive() and not threadstart.is_the_runtimes(thread)]
+            if thread not in before and thread.is_alive() and not thread.daemon]
     if not left:
         return
     counts = collections.Counter(thread.name for thread in left)

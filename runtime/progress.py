@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from . import debugging, threadstart
+from . import debugging
 
 #: seconds a phase runs before its bar appears (short phases stay quiet)
 DELAY = 2.0
@@ -60,7 +60,7 @@ class Progress:
     def __enter__(self):
         self.start = time.monotonic()
         self.already_done = self.completed()  # tasks of earlier phases
-        threadstart.start(self.thread)
+        self.thread.start()
         return self
 
     def __exit__(self, *exc):

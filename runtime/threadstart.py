@@ -6,13 +6,10 @@ thread whose own set-up fails first (memory that ran out as Python made its reco
 waits :data:`START_SECONDS` at most, then raises what Python raises for a thread it cannot
 create, which :func:`.errors.shortage` says as what it is. (The wait is the thread's
 ``_started`` event, Python's own since 3.0: replaced by one whose wait has that limit.)
-Every thread the runtime starts goes through :func:`start`, which remembers it: a thread that
-:func:`is_the_runtimes` does not know was started by a kernel (or a library a kernel uses).
 """
 from __future__ import annotations
 
 import threading
-import weakref
 
 #: the longest a new thread may take to begin running (a loaded machine's is milliseconds)
 START_SECONDS = 30.0
@@ -30,20 +27,11 @@ class _Started(threading.Event):
                            f"{START_SECONDS:g} s (memory ran out as Python set it up)")
 
 
-_started_here: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
-
-
 def start(thread: threading.Thread) -> threading.Thread:
     """``thread.start()``, raising RuntimeError where the thread does not begin within
     :data:`START_SECONDS`; returns ``thread``."""
-    _started_here.add(thread)
     started = _Started()
     started.name = thread.name
     thread._started = started  # Thread.start waits on it
     thread.start()
     return thread
-
-
-def is_the_runtimes(thread: threading.Thread) -> bool:
-    """Whether the runtime started ``thread`` (through :func:`start`)."""
-    return thread in _started_here

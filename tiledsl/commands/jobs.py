@@ -51,6 +51,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # SIGTERM) while none has started
 SENT_FOR = {signal.SIGHUP: signal.SIGTERM, signal.SIGINT: signal.SIGINT}
 PR_SET_PDEATHSIG = 1  # prctl(2)
+#: what can end a run's process unseen, said when one ended so
+UNSEEN_ENDS = "posix._exit, a C library's exit() or a Fortran STOP, MPI_Abort"
 GRACE_SECONDS = 30  # after the first forwarded signal, how long the job has to end before it is killed
 LINGER_SECONDS = 5.0  # how long the launcher may outlive the last rank (it waits for the output pipes)
 ORPHAN_WAIT = 3.0  # after a failed job, how long its ranks have to let go of their segments
@@ -210,7 +212,9 @@ def _check_every_rank_finished(folder: str, ranks: int, launcher: str) -> int:
     """0 when every rank recorded that it finished its run with status 0, else 1 (said on stderr)."""
     unfinished = [rank for rank in range(ranks) if recorded_status(folder, rank) != "0"]
     if unfinished and _some_rank_started(folder, launcher, 0):  # else said: `--launcher true` starts none
-        print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended without finishing the run",
+        silent = all(recorded_status(folder, rank) is None for rank in unfinished)  # and the launcher's status 0
+        how = (" with exit status 0", f": code the run called ended the process ({UNSEEN_ENDS})") if silent else ("", "")
+        print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended{how[0]} without finishing the run{how[1]}",
               file=sys.stderr, flush=True)
     return 1 if unfinished else 0
 

@@ -25,12 +25,10 @@ import tempfile
 
 from ..runtime.reporting import failure_json, json_text
 from ..runtime.world import JOB_DIR_VARIABLE, launched_by_mpi, process_exists
-from .jobs import PR_SET_PDEATHSIG, crashes, recorded_status, report_crashes, signal_name
+from .jobs import PR_SET_PDEATHSIG, UNSEEN_ENDS, crashes, recorded_status, report_crashes, signal_name
 
 #: the file the child leaves in its folder once the run returned to the command (or raised to it)
 RETURNED = "returned"
-#: what can end a run's process unseen, said when one ended so
-UNSEEN_ENDS = "posix._exit, a C library's exit() or a Fortran STOP, MPI_Abort"
 
 
 def can_watch() -> bool:
