@@ -29,8 +29,8 @@ from . import debugging, heteroprio, threadstart
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
-from .errors import (InternalFailure, KernelFault, TaskFailure, ValueArgumentError, loop_nest_failure, message_of,
-                     shortage, user_code_line)
+from .errors import (InternalFailure, KernelFailure, KernelFault, TaskFailure, ValueArgumentError, loop_nest_failure,
+                     message_of, shortage, user_code_line)
 from .matrix import call_views
 from .notes import KernelNotes, arguments_text, where_ran
 from .options import COMMAND_LINE, Spelling
@@ -831,8 +831,8 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int,
     counts = [f"{name} = {_plain(value)!r}" for name, value in zip(call.values, task.values or ())
               if isinstance(value, (int, np.integer)) and not isinstance(value, bool)]
     values = f"; argument{'s' if len(counts) > 1 else ''} {', '.join(counts)}" if counts else ""
-    failure = TaskFailure(f"kernel {call.kernel} failed on {arguments_text(task)}{where} ({call.text}{values}): "
-                          f"{reason}", rank, call.line)
+    failure = KernelFailure(f"kernel {call.kernel} failed on {arguments_text(task)}{where} ({call.text}{values}): "
+                            f"{reason}", rank, call.line)
     # the kernel's own exception, for a caller of the Python API to inspect (a finding of the runtime's is none)
     failure.__cause__ = None if isinstance(error, KernelFault) else error
     return failure

@@ -88,6 +88,10 @@ class TaskFailure(Exception):
         self.kernel_notes: list = []  # what this rank's kernels said before (.notes), as its statistics hold it
 
 
+class KernelFailure(TaskFailure):
+    """A task's kernel failed (raised, or did what the runtime refuses), not the loop nest around it."""
+
+
 class SettingFailure(TaskFailure):
     """A task the run's settings leave no room for (its tiles past ``--gpu-memory``), found as it came: a
     usage error (exit status 2) like the same setting refused before the run, named at the call."""

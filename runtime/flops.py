@@ -169,7 +169,7 @@ def task_flops(call, count, shapes: list, values: tuple) -> float:
     """One task's flops by its kernel's ``count``, given its arguments' ``shapes`` and ``values``."""
     try:
         flops = float(count(*call.interleave(shapes, values)))
-    except ArithmeticError as error:
+    except (ArithmeticError, ValueError) as error:  # ValueError: a negative exponent of '**', a math domain
         raise FlopCountError(f"the flop count of kernel {call.kernel} failed: {error}") from None
     if flops < 0:
         if call.flops is None:  # the prelude's count, on shapes its kernel refuses: the kernel names them

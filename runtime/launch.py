@@ -24,6 +24,7 @@ from . import (blas, checks, heteroprio, inputs, npyio, outofcore, priorities, p
                userkernels)
 from .backends import backend
 from .engine import Engine, TaskFailure
+from .errors import KernelFailure
 from .fitting import load_note, load_path, misfit_hint, refuse_empty
 from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources
@@ -282,9 +283,9 @@ def _naming_bad_inputs(bad_inputs: dict, spelling, checking_finite: bool):
     an earlier task wrote it, which ``--check-finite`` names (a user's gemm's NaN failed a potrf)."""
     try:
         yield
-    except TaskFailure as failure:
+    except KernelFailure as failure:  # (a value argument the loop nest computed as inf is no task's)
         nonfinite_said = re.search(r"\b(nan|inf|infinite|infinity)\b", str(failure), re.I)
-        if bad_inputs and str(failure).startswith("kernel ") and nonfinite_said:
+        if bad_inputs and nonfinite_said:
             said = ", ".join(f"{name} ({count} value{'s' * (count > 1)})" for name, count in bad_inputs.items())
             # run()'s caller has the arrays, where numpy finds the values
             finding = f"numpy.argwhere(~numpy.isfinite({next(iter(bad_inputs))})) finds them" if spelling.api \
@@ -292,7 +293,7 @@ def _naming_bad_inputs(bad_inputs: dict, spelling, checking_finite: bool):
             # (the tiles of the whole run: tester y read A (69264) as the failed task's own)
             failure.args = (f"{failure}; the input tiles the run reads held NaN or infinite values: {said} "
                             f"({finding})",)
-        elif str(failure).startswith("kernel ") and nonfinite_said and not checking_finite:
+        elif nonfinite_said and not checking_finite:
             failure.args = (f"{failure} (no input held one: an earlier task wrote it, and "
                             f"{spelling.flag('check_finite')} names the first task that writes one)",)
         raise

@@ -331,12 +331,14 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("formula, problem", [("10.0 * k * A.m", "is -100, below zero"),
-                                              ("A.m // (k - 1) + A.m", "failed: integer division or modulo by zero"),
-                                              ("A.m * 1.0e308 * 10.0", "is inf, no finite number")])
+@pytest.mark.parametrize("formula, problem, at", [
+    ("10.0 * k * A.m", "is -100, below zero", 0),
+    ("A.m // (k - 1) + A.m", "failed: integer division or modulo by zero", 2),
+    ("2 ** (k - 1)", "failed: the exponent of '**' is negative: 2 ** -2", 0),  # "the loop nest failed: ValueError"
+    ("A.m * 1.0e308 * 10.0", "is inf, no finite number", 0)])
 @pytest.mark.parametrize("command", ["run", "simulate"])
 def test_a_flop_count_that_fails_is_negative_or_infinite_is_the_programs_mistake_at_its_line(
-        machine_file, tmp_path, capsys, monkeypatch, command, formula, problem):
+        machine_file, tmp_path, capsys, monkeypatch, command, formula, problem, at):
     """A sum of counts would hide a negative one; simulate timed it as negative seconds, or failed
     with an internal error; an infinite one made the rate "inf" (no GFLOP/s, exit 0). simulate in
     this process, as this file's other simulations (a run claims its process: a subprocess)."""
@@ -351,11 +353,10 @@ def test_a_flop_count_that_fails_is_negative_or_infinite_is_the_programs_mistake
     else:
         out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "p.tile", "--n", "10"],
                              cwd=tmp_path, capture_output=True, text=True, timeout=50)
-    at = "i = 2" if "failed" in problem else "i = 0"
     where = "p.tile:6" if command == "simulate" else "rank 0 (p.tile:6)"  # a simulation runs no rank
     assert (out.returncode, out.stderr.strip()) == (
         1, f"tiledsl: error: {where}: the flop count of kernel put {problem} "
-           f"(in `put(A[0, 0], i - 1)`, with {at})")
+           f"(in `put(A[0, 0], i - 1)`, with i = {at})")
 
 
 @pytest.mark.timeout(160)

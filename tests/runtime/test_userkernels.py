@@ -279,6 +279,7 @@ def test_a_float_argument_that_overflowed_fails_its_task_and_so_does_a_default_b
         program.run(n=1, params={"s": 10.0})
     assert str(error.value).startswith("rank 0 (t.tile:8): kernel put's float argument f = nan is not a finite "
                                        "number (float64 reaches about ±1.8e308)"), str(error.value)
+    assert "task" not in str(error.value)  # no task or input made it: no "an earlier task wrote it" (tester p55)
     with pytest.raises(tiledsl.TiledslError) as error:
         program.run(n=1000)
     assert str(error.value).startswith("the default of param big is inf, beyond float64's range (about ±1.8e308) "
