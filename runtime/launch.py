@@ -400,8 +400,8 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         return inputs.finite_watched(lambda r0, r1, c0, c1: _read_input(source_file, r0, r1, c0, c1),
                                      decl.name, held, options.check_finite)
     if decl.init in SQUARE_KINDS and shape[0] != shape[1]:
-        raise UsageError(f"matrix {decl.name} (line {decl.line}) is {shape[0]}×{shape[1]} with these sizes, but "
-                         f"`random {decl.init}` needs a square matrix")
+        raise UsageError(f"matrix {decl.name} ({Path(driver.PROGRAM.source).name}:{decl.line}) is "
+                         f"{shape[0]}×{shape[1]} with these sizes, but `random {decl.init}` needs a square matrix")
     seed = DEFAULT_SEED if options.seed is None else options.seed
     return lambda r0, r1, c0, c1: inputs.make_tile(decl.init, seed, index, *shape, r0, r1, c0, c1)
 

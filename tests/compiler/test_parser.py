@@ -355,6 +355,7 @@ def test_power_spans():
     assert span_of(e.right) == (1, offset + 7, 1, offset + 12)  # k + 1, inside its parentheses
     assert unparse(expr("2 ** 3 ** k")) == "2 ** 3 ** k" and unparse(expr("(2 ** 3) ** k")) == "(2 ** 3) ** k"
     assert unparse(expr("(-2) ** k")) == "(-2) ** k" and unparse(expr("2 ** -k")) == "2 ** -k"
+    assert unparse(expr("- - 3.0")) == "- -3.0" and unparse(expr("-(-k)")) == "- -k"  # not "--3.0" (tester p55)
 
 
 #: every keyword of the language but 'not', which an expression may begin with

@@ -93,7 +93,9 @@ def _render(expr, outer: int, canonical: bool, in_or: bool = False) -> str:
             return f"{f.text}({', '.join(_render(a, 0, canonical) for a in args)})"
         case n.Unary(op=op, operand=operand):
             mine = precedence(expr)
-            text = ("not " if op == "not" else "-") + _render(operand, mine, canonical)
+            inner = _render(operand, mine, canonical)
+            # a negation of a negation is "- -3.0", not "--3.0", which reads as another operator
+            text = "not " + inner if op == "not" else f"- {inner}" if inner.startswith("-") else "-" + inner
         case n.Binary(op=op, left=left, right=right):
             mine = precedence(expr)
             # operators of one level group from the left (a right operand of that level needs
