@@ -415,7 +415,9 @@ def _leave(comm, status: int) -> int:
 
 
 def main(program, *_older_driver_arguments) -> None:
-    """Entry point of a generated driver run as a script (the driver's module is ``__main__``)."""
+    """Entry point of a generated driver run as a script (the driver's module is ``__main__``), or called
+    by a script that imported the driver (``chol.main(chol.PROGRAM)``): the run takes its options from
+    ``sys.argv`` either way, and exits."""
     # Drivers of format 2 and before pass resolve_params, shapes and generate too; the run finds
     # them on the driver's module, so they are taken and not used: such drivers still run.
     # a file beside the script in place of a module the run imports later (json.py, mpi4py.py), which
@@ -439,13 +441,20 @@ def main(program, *_older_driver_arguments) -> None:
         sys.exit(2)
     standard_streams_open()
     unraisable_in_one_line()
-    driver = sys.modules["__main__"]
+    driver = _driver_of(program)
     size = launcher_size()
     parser = SuggestingParser(prog=Path(sys.argv[0]).name, epilog=EXIT_CODES, program=program.name,
                               ranks=size[1] if size else 1,
                               description=f"Run the tile program {program.name} ({program.source}).")
     add_run_arguments(parser, program.tiling.kind)
     sys.exit(process_status(run_and_report(driver, _parsed_once(parser))))
+
+
+def _driver_of(program):
+    """The module of the driver whose ``PROGRAM`` is ``program``: ``__main__`` where the driver runs as a
+    script, else the imported driver's."""
+    modules = [sys.modules["__main__"], *list(sys.modules.values())]
+    return next((module for module in modules if getattr(module, "PROGRAM", None) is program), modules[0])
 
 
 def process_status(status: int) -> int:

@@ -365,6 +365,10 @@ def test_a_compiled_driver_runs_on_its_own(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "qr        residual" in out.stdout
+    # and called by a script that imports it: it read __main__'s PROGRAM, a traceback (tester u56)
+    script = "import sys, qr; sys.argv = ['qr.py', '--n', '200', '--nb', '64', '--check']; qr.main(qr.PROGRAM)"
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "qr        residual" in out.stdout, out.stderr
 
 
 # Elementwise Y = X + Y with a user kernel, beside the program in its kernel module.
