@@ -28,6 +28,7 @@ import importlib.machinery
 import importlib.util
 import os
 import reprlib
+import shlex
 import sys
 import threading
 import traceback
@@ -188,7 +189,8 @@ def changed_source(program, driver) -> str | None:
     driver_file = Path(getattr(driver, "__file__", None) or "DRIVER.py")
     # a driver of tiledsl's cache was compiled by the command itself, as the run began: run it again
     again = ("run it again" if driver_file.resolve().parent == usercache.cache_dir("drivers").resolve()
-             else f"compile it again: tiledsl compile {_shown(found)} -o {_shown(driver_file)}")
+             else f"compile it again: tiledsl compile {shlex.quote(str(_shown(found)))} -o "
+                  f"{shlex.quote(str(_shown(driver_file)))}")
     return (f"{_shown(found)} has changed since this driver was compiled from it: the driver holds the program "
             f"as it was then ({again})")
 

@@ -1,6 +1,8 @@
 """What a generated driver states besides its loop nest: the requirements in the order of the
 file, the ``.tile`` names of the variables it renames, integer powers with their run-time checks,
 loop bounds over intervals where powers or steps vary, and no name bound that nothing reads."""
+from pathlib import Path
+
 import pytest
 
 import tiledsl
@@ -175,3 +177,13 @@ def test_drivers_bind_no_unused_matrix_or_count(tmp_path):
     bounds = text[text.index("def loop_bounds"):]
     assert "_bound.matrix('B')" not in bounds and "_t2" not in bounds
     assert "_bound.matrix('A')" in bounds
+
+
+def test_the_commands_a_driver_names_quote_its_paths(tmp_path):
+    """A program or driver named with a space: the commands pasted as written failed (tester u56)."""
+    from tiledsl.compiler import compile_path
+
+    (tmp_path / "my chol.tile").write_text((Path(__file__).parents[2] / "programs/cholesky.tile").read_text())
+    _, text = compile_path(tmp_path / "my chol.tile", tmp_path / "d 1.py")
+    assert "with `tiledsl compile 'my chol.tile' -o 'd 1.py'`." in text
+    assert "(`python 'd 1.py' --n 2048 --check`)" in text and "(`mpiexec -n 4 python 'd 1.py' --n 8192`)" in text

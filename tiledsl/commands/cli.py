@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -395,7 +396,7 @@ def _compile(args) -> int:
     if path.endswith(".py"):  # read as a program, a driver is a syntax error at its first line
         what = "a driver tiledsl compile wrote" if _opens_as_a_driver(path) else "a Python file (a compiled driver?)"
         raise UsageError(f"{path} is {what}: compile takes a .tile program; a driver runs as it is "
-                         f"(python {path}, or tiledsl run {path})")
+                         f"(python {shlex.quote(path)}, or tiledsl run {shlex.quote(path)})")
     if args.output is not None:
         _check_driver_target(args.output, path)
     else:
@@ -488,7 +489,8 @@ def _not_a_driver_unnamed(path: str) -> None:
         return
     if _opens_as_a_driver(path):
         raise UsageError(f"{path} is a driver tiledsl compile wrote, under a name without .py: rename it "
-                         f"{Path(path).name}.py, and run it as python {path}.py or tiledsl run {path}.py")
+                         f"{Path(path).name}.py, and run it as python {shlex.quote(path + '.py')} or tiledsl run "
+                         f"{shlex.quote(path + '.py')}")
 
 
 def _driver_path(path: str):

@@ -21,6 +21,7 @@ import keyword
 import os
 import posixpath
 import re
+import shlex
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -189,6 +190,7 @@ def _template() -> jinja2.Template:
                              undefined=jinja2.StrictUndefined, autoescape=False)
     env.filters["py"] = repr
     env.filters["printable"] = printable
+    env.filters["shell"] = shlex.quote  # a path in a command to paste: "my program.tile" quoted
     return env.get_template("driver.py.j2")
 
 
