@@ -139,6 +139,9 @@ def load_kernel_module(program, driver):
         path = base / program.kernel_module
         if _is_file(path):
             return _import(_shown(path))
+    if len(places) == 1:  # a driver of the cache (`tiledsl run X.tile`, `tiledsl.load`): the .tile's folder alone
+        raise KernelModuleNotFound(f"kernel module {program.kernel_module} not found next to {program.source} "
+                                   f"(looked in {places[0]}): it belongs beside the .tile file")
     raise KernelModuleNotFound(f"kernel module {program.kernel_module} not found next to {program.source} "
                      f"(looked in {', '.join(str(base) for base in places)}: the .tile's directory as the driver "
                      f"recorded it or as its path reads from here, the driver's and the current one; a driver "
