@@ -149,11 +149,13 @@ def test_a_mistake_of_the_loop_nest_is_one_clean_error_per_rank(tmp_path, checke
 
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("case", ["tile out of range", "a tile passed twice and written"])
-@pytest.mark.parametrize("command", ["explain", "graph"])
-def test_explain_and_graph_report_the_mistake_too(tmp_path, command, case):
+@pytest.mark.parametrize("command", ["explain", "graph", "simulate --machine keeneland --gpus 0"])
+def test_explain_graph_and_simulate_report_the_mistake_too(tmp_path, command, case):
+    """simulate predicted a run of a tile passed twice and written, which a run refuses (tester s56)."""
     text, line, message = PROGRAMS[case]
     (tmp_path / "t.tile").write_text(text + "\n")
-    out = tiledsl(command, "t.tile", "--n", 64, "--nb", 32, cwd=tmp_path)
+    command, *options = command.split()
+    out = tiledsl(command, "t.tile", "--n", 64, "--nb", 32, *options, cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     assert out.stderr.strip() == f"tiledsl: error: t.tile:{line}: {message}"  # no rank ran
 

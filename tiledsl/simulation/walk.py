@@ -24,7 +24,7 @@ is decided by :func:`message_bytes` alone.
 """
 from __future__ import annotations
 
-from ..runtime.matrix import call_views, part_of
+from ..runtime.matrix import call_views, check_distinct_writes, part_of
 from ..runtime.program import flatten
 from ..runtime.protocol import Instance, delivery, runs_at
 from ..runtime.recording import LoopNestTarget
@@ -134,6 +134,7 @@ class Walk(LoopNestTarget):
 
     def submit(self, call, tiles, regions, priority, values=(), at=None) -> None:
         call, tiles, regions = flatten(call, tiles, regions)
+        check_distinct_writes(call, tiles)  # as a run's survey finds it
         views = call_views(call, tiles, regions)  # a bad sub-range names its line
         parts = _parts(call, tiles, views)
         index = self.count
