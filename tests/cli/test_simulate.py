@@ -236,6 +236,9 @@ def test_pcie_is_needed_only_by_a_machine_with_gpus(capsys, tmp_path):
     assert main(["simulate", "cholesky", "--n", "500", "--machine", str(path)]) == 2
     assert capsys.readouterr().err.strip() == (f"tiledsl: error: {path}: missing field 'pcie' (the link between a "
                                                f"node's host and GPUs, which it has: gpus {MACHINE['gpus']})")
+    path.write_text(json.dumps({"name": "x", "cores": 4}))  # no gpus either: an internal KeyError (tester s56)
+    assert main(["simulate", "cholesky", "--n", "500", "--machine", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"tiledsl: error: {path}: missing field 'cpu'"
 
 
 @pytest.mark.timeout(60)

@@ -172,7 +172,8 @@ def machine(content: dict, where: str = "machine file") -> Machine:
         raise MachineError(f"{where}: {unknown} (fields: {', '.join(sorted(TOP_FIELDS))})")
     for key in ("cores", "cpu", "network", *(("pcie",) if content.get("gpus") else ())):  # pcie: the GPUs' link
         if key not in content:
-            why = f" (the link between a node's host and GPUs, which it has: gpus {content['gpus']})" * (key == "pcie")
+            why = f" (the link between a node's host and GPUs, which it has: gpus {content['gpus']})" if key == "pcie" \
+                else ""
             raise MachineError(f"{where}: missing field {key!r}{why}")
     runtime = content.get("runtime", {})
     if not isinstance(runtime, dict):
