@@ -160,14 +160,16 @@ def no_rate_reason(ranks: list) -> str | None:
     return f"the kernels' flop counts add up to {total:.3g}" if not 0 < total < math.inf else None
 
 
-def idle_warning(program, params: dict, ranks: list) -> str | None:
-    """The warning of a run in which no task ran: its loop nest called no kernel (a loop
-    bounded by a parameter of 0, a guard never true), so its outputs are its inputs."""
+def idle_warning(program, params: dict, ranks: list, planned: bool = False) -> str | None:
+    """The warning of a run in which no task ran (``planned``: would run, said by ``explain`` and
+    ``simulate``): its loop nest called no kernel (a loop bounded by a parameter of 0, a guard never
+    true), so its outputs are its inputs."""
     if sum(r["tasks"] for r in ranks):
         return None
     given = " ".join(f"{name}={params[name]}" for name in program.params if name in params)
-    return (f"no task ran: the loop nest of {program.name} calls no kernel at n={params['n']}"
-            + (f" with {given}" if given else "") + "; its matrices are left as they were")
+    return (f"no task {'would run' if planned else 'ran'}: the loop nest of {program.name} calls no kernel at "
+            f"n={params['n']}" + (f" with {given}" if given else "")
+            + f"; its matrices {'would be' if planned else 'are'} left as they were")
 
 
 def idle_ranks_warning(ranks: list, grid, advice) -> str | None:
@@ -176,8 +178,8 @@ def idle_ranks_warning(ranks: list, grid, advice) -> str | None:
     ``advice()`` (:func:`.gridadvice.idle_rank_advice`, called only to warn); a
     rank without tiles is not named here (:func:`.resources.ranks_without_tiles` warns of it)."""
     idle = [r for r in ranks if not r["tasks"] and r["owned_tiles"]]
-    if len(ranks) < 2 or not idle or len(idle) == len(ranks):
-        return None
+    if len(ranks) < 2 or not idle or len(idle) == len(ranks) or not any(r["tasks"] for r in ranks):
+        return None  # (no task at all: :func:`idle_warning` says so, and no grid helps)
     sent = "so it only sent tiles" if any(r["messages_sent"] for r in idle) else "nor reads one"
     return (f"rank {listed([r['rank'] for r in idle])} ran no task on the {grid[0]}x{grid[1]} grid: no task "
             f"writes first a tile it owns, {sent}; {advice()}")

@@ -488,6 +488,13 @@ def test_a_run_in_which_no_task_ran_has_no_rate_even_with_a_standard_count_and_w
     assert reporting.idle_warning(program, {"n": 157, "domains": 0}, ranks) == \
         "no task ran: the loop nest of p calls no kernel at n=157 with domains=0; its matrices are left as they were"
     assert reporting.idle_warning(program, {"n": 157, "domains": 2}, [{"tasks": 1}]) is None
+    assert reporting.idle_warning(program, {"n": 157, "domains": 0}, ranks, planned=True) == (  # explain, simulate
+        "no task would run: the loop nest of p calls no kernel at n=157 with domains=0; its matrices would be left "
+        "as they were")
+    # and no rank is said to be idle for want of a grid that no grid mends (tester s56)
+    nothing = [{"rank": 0, "tasks": 0, "owned_tiles": 1, "messages_sent": 0},
+               {"rank": 1, "tasks": 0, "owned_tiles": 0, "messages_sent": 0}]
+    assert reporting.idle_ranks_warning(nothing, (2, 1), pytest.fail) is None
 
 
 def test_ranks_that_ran_no_task_are_warned_of_with_another_grid_to_try():

@@ -554,7 +554,7 @@ def _explain(args) -> int:
     from ..runtime.gridadvice import idle_rank_advice
     from ..runtime.launch import unused_settings
     from ..runtime.layout import make_params
-    from ..runtime.reporting import idle_ranks_warning
+    from ..runtime.reporting import idle_ranks_warning, idle_warning
 
     driver = _load_driver(args)
     try:
@@ -568,8 +568,9 @@ def _explain(args) -> int:
         print(f"tiledsl: warning: {said}", file=sys.stderr)  # as run warns of them (a --b where s = 1)
     # as a run warns after it of ranks that own tiles and run no task (tester k53: explain named only those
     # without tiles, and its table showed one more rank with nothing to do)
-    idle = idle_ranks_warning(explained.rank_stats(), grid, lambda: idle_rank_advice(
-        driver, options, params, ranks, args.gpus, getattr(options, "gpu_ratio", None)))
+    idle = idle_warning(driver.PROGRAM, params.as_dict(), explained.rank_stats(), planned=True) or \
+        idle_ranks_warning(explained.rank_stats(), grid, lambda: idle_rank_advice(
+            driver, options, params, ranks, args.gpus, getattr(options, "gpu_ratio", None)))
     if idle:
         print(f"tiledsl: warning: {idle}", file=sys.stderr)
     print(json_text({**as_json(explained), "ok": True}) if args.json

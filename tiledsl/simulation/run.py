@@ -26,7 +26,7 @@ from ..runtime.program import flatten
 from ..runtime.dataflow import events_of
 from ..runtime.recording import LoopNestTarget, survey, walk
 from ..runtime.reporting import (SUMMED, count_text, gflops, has_standard_count, idle_gpus_warning,
-                                 idle_ranks_warning, no_gpu_task_warning, rank_columns)
+                                 idle_ranks_warning, idle_warning, no_gpu_task_warning, rank_columns)
 from ..runtime.gridadvice import idle_rank_advice
 from ..runtime.resources import ranks_without_tiles
 from ..runtime.trace import CriticalPath, copy_args, task_args
@@ -159,7 +159,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
         stats["gpus_without_tiles"], stats["owned_tiles"] = idle, tiles  # as a run's statistics say them
     idle_ranks = idle_ranks_warning(summary["ranks"], grid, lambda: idle_rank_advice(
         driver, options, params, nranks, gpus, options.gpu_ratio))
-    summary["notes"][:0] = [note for note in (without_tiles, idle_ranks) if note]
+    idle = idle_warning(program, params.as_dict(), summary["ranks"], planned=True)
+    summary["notes"][:0] = [note for note in (without_tiles, idle, idle_ranks) if note]
     # the dealing of tile columns far from the ratio, GPUs left without any included; else, as a run
     # warns, GPUs holding no tile a task touches (hybrid tiles, or columns no task touches)
     dealt = _dealing_note(distribution, matrices, gpus) or idle_gpus_warning(
