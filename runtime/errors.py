@@ -45,11 +45,15 @@ def is_users(filename: str) -> bool:
 
 def user_code_line(error: BaseException) -> str:
     """`` at kernels.py:12``: the innermost line of the user's own code (a kernel module) that
-    ``error`` went through, or "" when it rose in the runtime or a library alone."""
-    for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        if is_users(frame.filename):
-            return f" at {os.path.basename(frame.filename)}:{frame.lineno}"
-    return ""
+    ``error`` went through, or "" when it rose in the runtime or a library alone. A file below the
+    folder of the outermost (the kernel module) is named from there: ``helpers/io.py:3``."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if is_users(frame.filename)]
+    if not frames:
+        return ""
+    folder = os.path.dirname(os.path.abspath(frames[0].filename))
+    inner = os.path.abspath(frames[-1].filename)
+    shown = os.path.relpath(inner, folder) if inner.startswith(folder + os.sep) else os.path.basename(inner)
+    return f" at {shown}:{frames[-1].lineno}"
 
 
 #: the most characters of an exception's message a one-line report keeps

@@ -164,6 +164,8 @@ def test_each_program_imports_its_own_helper_files_afresh(tmp_path):
 def test_a_folder_without_init_beside_the_module_is_imported_as_a_script_imports_it(tmp_path):
     """``from parts.amount import AMOUNT`` with no parts/__init__.py: a namespace package, as for a script;
     each program's own, forgotten once its module has loaded."""
+    import tiledsl
+
     for name, amount in (("a", 1), ("b", 100)):
         (tmp_path / name / "parts").mkdir(parents=True)
         (tmp_path / name / "parts" / "amount.py").write_text(f"AMOUNT = {amount}\n")
@@ -175,6 +177,11 @@ def test_a_folder_without_init_beside_the_module_is_imported_as_a_script_imports
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[1.0,", "100.0,", "1.0]", "False"]
+    # a failure in such a file is named from the module's folder, not as amount.py alone (tester r55)
+    (tmp_path / "a" / "parts" / "amount.py").write_text("AMOUNT = 1\n\n\ndef failing():\n    raise ValueError('no')\n")
+    (tmp_path / "a" / "kernels.py").write_text("from parts.amount import failing\n\ndef bump(A):\n    failing()\n")
+    with pytest.raises(tiledsl.TiledslError, match=r"ValueError at parts/amount\.py:5: no$"):
+        tiledsl.load(tmp_path / "a" / "t.tile").run(n=4)
 
 
 @pytest.mark.timeout(120)
