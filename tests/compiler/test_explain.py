@@ -415,6 +415,17 @@ def test_a_setting_that_does_nothing_is_warned_of_as_run_warns(capsys):
                                        "slice, B=200 wide\n")
 
 
+def test_a_tuned_b_at_s_1_is_not_warned_of_as_if_given(drivers):
+    """Tune times s = 1 with GPUs and keeps the b it had: every later run warned "--b 64 does nothing" (tester w57)."""
+    from tiledsl.runtime.launch import unused_settings
+    from tiledsl.runtime.layout import make_params
+
+    driver = drivers["hetero_cholesky"]
+    for sources, said in (({}, 1), ({"B": "tuned (t.json)", "b": "tuned (t.json)", "s": "tuned (t.json)"}, 0)):
+        options = Options(n=1000, tiles={"B": 200, "b": 50, "s": 1}, sources=sources)
+        assert len(unused_settings(driver.PROGRAM, options, make_params(driver, options), 1)) == said
+
+
 def test_ranks_with_nothing_to_do_are_one_line(drivers):
     """Tester y: a 1000x1000 grid printed a line of zeros for each of its 999,996 idle ranks."""
     driver = drivers["cholesky"]
