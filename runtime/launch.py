@@ -155,9 +155,9 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
         # the rates use_tuned read (a tuned run's), on the workers the rank's cores run at once
         cores = core_share(ranks)
         largest = _largest_tile(params, matrices)
-        result.upper_bound = rates.upper_bound(options.host_speeds, largest, min(workers, cores), options.gpus, ranks,
+        result.upper_bound = rates.upper_bound(options.bound_rates, largest, min(workers, cores), options.gpus, ranks,
                                                cores if options.gpu_backend == "emulated" else None)
-        timed = rates.largest_timed(options.host_speeds, largest, options.gpus) if not result.upper_bound else None
+        timed = rates.largest_timed(options.bound_rates, largest, options.gpus) if not result.upper_bound else None
         result.untimed_tiles = (timed, largest) if timed else None
         stopwatch.lap("run")
         if options.check and program.check is not None:

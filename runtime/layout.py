@@ -370,8 +370,9 @@ def use_tuned(driver, options: Options, enabled: bool = True, comm=None, warn=No
     tasks fastest, the run takes them at 0:1 unless ``--host-takes off``, which keeps the
     tuned ratio. Rank 0 reads the cache and every rank uses what it read
     (``TILEDSL_NO_TUNE=1`` or ``enabled=False``: the cache is not read). A run with
-    ``--host-takes on`` gets the kernel rates tune measured, from the cache in any case; a
-    tuned run gets them too (``options.host_speeds``), for the summary's kernel upper bound.
+    ``--host-takes on`` gets the kernel rates tune measured (``options.host_speeds``), from the
+    cache in any case; a tuned run gets them too, for the summary's kernel upper bound
+    (``options.bound_rates``: none where the cache is ignored, whatever ``--host-takes`` says).
     A tuned parameter that is no longer an inner block of the program (:func:`inner_block_params`:
     the program was edited since, keeping its name) is not used, with a warning.
     """
@@ -385,6 +386,7 @@ def use_tuned(driver, options: Options, enabled: bool = True, comm=None, warn=No
     if (options.host_takes or found is not None) and options.host_speeds is None:
         entry = _read_on_rank_zero(comm, lambda: tuning.entry(tuning.program_key(program), options.gpus, options.gpu_backend))
         options.host_speeds = (entry or {}).get("speeds") or {}
+        options.bound_rates = options.host_speeds if found is not None else None
 
 
 def _read_on_rank_zero(comm, read):

@@ -306,6 +306,7 @@ class Options:
     broadcast: str = "auto"  # how a tile version reaches the ranks that read it (.broadcast.broadcast_for)
     host_takes: bool | None = None  # idle CPU workers take GPU tasks (.heteroprio); None: as tuned, else off
     host_speeds: dict | None = None  # the kernel rates it estimates with (default: this machine's tune cache)
+    bound_rates: dict | None = None  # a tuned run's kernel rates, for its summary's kernel upper bound
     time_kernels: bool = False  # measure each kernel's rate in the run (RunResult.kernel_rates: tune)
     priorities: str = "program"  # "program", "auto" (bottom levels) or "none" (see runtime.priorities)
     gpu_ratio: tuple | None = None  # (H, G): host/GPU block columns per cycle, uniform tiles (default 1:1)

@@ -972,6 +972,12 @@ def test_a_tuned_run_reports_its_fraction_of_the_kernel_upper_bound(cache):
             "larger ones times them)\n") in text, text
     untuned = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--no-tune", "--json", cache=cache))
     assert untuned["upper_bound"] is None and untuned["of_upper_bound"] is None
+    # nor where --host-takes reads the rates it estimates with (tester w57: the bound came back with it)
+    seed_cache("cholesky", 1, "emulated", {"nb": 128},
+               speeds={"core": {"gemm": {128: 40.0}}, "gpu": {"gemm": {128: 90.0}}})
+    taking = last_json(tiledsl("run", "programs/cholesky.tile", "--n", 400, "--nb", 128, "--gpus", 1, "--no-tune",
+                               "--host-takes", "on", "--json", cache=cache))
+    assert taking["upper_bound"] is None and taking["sources"].get("host_takes") == "command line"
 
 
 @pytest.mark.timeout(120)

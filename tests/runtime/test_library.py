@@ -506,7 +506,7 @@ def test_bench_says_a_rate_above_the_kernel_upper_bound_as_run_does(compiled):
     tune); bench printed the same rate without a word (a block diagonal's potrfs, counted as n³/3)."""
     driver = compiled("programs/cholesky.tile")
     speeds = {"core": {"gemm": 0.001}}  # as if tune had timed gemm at 1 MFLOP/s: every run passes it
-    table = run_bench(driver, Options(n=100, tiles={"nb": 50}, workers=1, host_speeds=speeds), rounds=1,
+    table = run_bench(driver, Options(n=100, tiles={"nb": 50}, workers=1, bound_rates=speeds), rounds=1,
                       with_dask=False)
     said = [note for note in table["notes"] if "upper bound" in note]
     assert len(said) == 1 and said[0].startswith("tiledsl's ") and said[0].endswith(
