@@ -18,14 +18,13 @@ import inspect
 import math
 import numbers
 import traceback
-import types
 from pathlib import Path
 
 import numpy as np
 
 from .checks import CheckError
 from .crash import NOT_USERS, KernelExit, fatal_signals_traced, user_code
-from .userkernels import load_kernel_module
+from .userkernels import UNBOUND, is_body, load_kernel_module, what_is
 from .verify import fill_untouched
 from .watchdog import deadline
 from .world import RankError, UsageError
@@ -81,9 +80,12 @@ def _call(check, driver, before: dict, after: dict, params: dict) -> tuple:
         module = load_kernel_module(program, driver)
     except (UsageError, RankError) as error:
         return None, f"{where}: {error}"
-    function = vars(module).get(check.kind)
-    if not isinstance(function, types.FunctionType):
+    function = vars(module).get(check.kind, UNBOUND)
+    if function is UNBOUND:
         return None, f"{where}: kernel module {program.kernel_module} defines no function {check.kind}"
+    if not is_body(function):  # a function, or any other callable but a class, as a kernel's body
+        return None, (f"{where}: kernel module {program.kernel_module}: {check.kind} must be a function, "
+                      f"{what_is(function)}")
     arguments = (before, after, dict(params)) if _takes_three(function) else (before, after)
     try:
         with user_code():
@@ -91,7 +93,7 @@ def _call(check, driver, before: dict, after: dict, params: dict) -> tuple:
     except NOT_USERS:
         raise
     except BaseException as error:  # the user's check: its failure (GeneratorExit too) is the run's, in one line
-        return None, f"{where}: {check.kind} raised {_described(error, function)}"
+        return None, f"{where}: {check.kind} raised {_described(error, module)}"
     residuals, problem = _residuals(check.kind, value)
     if problem is not None:
         return None, f"{where}: {check.kind} {problem}"
@@ -107,9 +109,9 @@ def _takes_three(function) -> bool:
     return True
 
 
-def _described(error: BaseException, function) -> str:
-    """``ValueError at checks.py:12: message``: the error and the last line of the module it came from."""
-    path = Path(function.__code__.co_filename).resolve()
+def _described(error: BaseException, module) -> str:
+    """``ValueError at checks.py:12: message``: the error and the last line of the kernel module it went through."""
+    path = Path(module.__file__).resolve()
     line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
                  if Path(frame.filename).resolve() == path), None)
     if isinstance(error, SystemExit):

@@ -78,20 +78,20 @@ def _user_kernels(program, driver) -> dict:
     found = {}
     for call in program.calls:
         if call.kernel not in CPU_KERNELS and call.kernel not in found:
-            body = vars(module).get(call.kernel, _UNBOUND)
+            body = vars(module).get(call.kernel, UNBOUND)
             # the program's mistake (check reads the module without running it: a function defined
             # under an 'if' escapes it), said at the call's line as a failed loop nest is
-            if body is _UNBOUND or (call.kernel.startswith("__") and not _is_body(body)):  # __loader__, __doc__
+            if body is UNBOUND or (call.kernel.startswith("__") and not is_body(body)):  # __loader__, __doc__
                 raise TaskFailure(f"kernel module {_module_named(program, driver, module)} defines no function "
                                   f"{call.kernel} (for the call {call.text})", launcher_rank(), call.line)
-            if not _is_body(body):
+            if not is_body(body):
                 raise TaskFailure(f"kernel module {_module_named(program, driver, module)}: {call.kernel} must be a "
-                                  f"function (for the call {call.text}), {_what(body)}", launcher_rank(), call.line)
+                                  f"function (for the call {call.text}), {what_is(body)}", launcher_rank(), call.line)
             found[call.kernel] = (body, _gpu_body(module, _module_named(program, driver, module), call))
     return found
 
 
-_UNBOUND = object()  # a name the module does not bind (one bound to None is a body that is not one)
+UNBOUND = object()  # a name the module does not bind (one bound to None is a body that is not one)
 
 
 def _module_named(program, driver, module) -> str:
@@ -105,13 +105,13 @@ def _module_named(program, driver, module) -> str:
     return f"{program.kernel_module} (loaded from {loaded.absolute()}, as {beside} is not there)"
 
 
-def _is_body(body) -> bool:
+def is_body(body) -> bool:
     """A kernel's body is a function, or any other callable but a class: a functools.partial, an
     object with ``__call__``, a numpy.vectorize (a class would build an object and write nothing)."""
     return callable(body) and not isinstance(body, type)
 
 
-def _what(body) -> str:
+def what_is(body) -> str:
     """``not str 'fast'``: what a name that should be a kernel's body is instead."""
     return "not a class" if isinstance(body, type) else f"not {type(body).__name__} {reprlib.repr(body)}"
 
@@ -122,10 +122,10 @@ def _gpu_body(module, module_name: str, call):
     is not callable (with GPUs or without: the module is wrong)."""
     name = call.kernel + GPU_SUFFIX
     body = vars(module).get(name)
-    if body is None or _is_body(body):
+    if body is None or is_body(body):
         return body
     raise TaskFailure(f"kernel module {module_name}: {name} must be a function (the GPU body of kernel "
-                      f"{call.kernel}, for the call {call.text}), {_what(body)}", launcher_rank(), call.line)
+                      f"{call.kernel}, for the call {call.text}), {what_is(body)}", launcher_rank(), call.line)
 
 
 class KernelModuleNotFound(UsageError):

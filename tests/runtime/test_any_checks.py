@@ -269,6 +269,20 @@ def negative_past_floats(before, after):
 
 def ends_a_generator(before, after):
     raise GeneratorExit("not an Exception")
+
+
+class _Halving:
+    def __call__(self, before, after):
+        return 0.5
+
+
+def _scaled(x, before, after):
+    return x
+
+
+a_callable = _Halving()
+a_partial = __import__("functools").partial(_scaled, 0.125)
+not_callable = 3.0
 '''
 
 
@@ -354,6 +368,14 @@ def test_each_failing_residual_is_said_with_its_own_value():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("function, residual", [("a_callable", 0.5), ("a_partial", 0.125)])
+def test_a_user_check_may_be_any_callable_but_a_class_as_a_kernel_body_may(user_driver, function, residual):
+    """A functools.partial or an object with __call__ "defined no function" (tester v57)."""
+    result = run_user(user_driver, function)
+    assert result.passed and result.residual == residual, result.errors
+
+
+@pytest.mark.timeout(60)
 def test_an_integer_residual_past_floats_is_infinite_and_fails(user_driver):
     """10**400 was an internal error (OverflowError) on one rank, a traceback and a minute's wait on four."""
     result = run_user(user_driver, "past_floats")
@@ -371,6 +393,8 @@ def test_an_integer_residual_past_floats_is_infinite_and_fails(user_driver):
     ("ends_a_generator", rf"^check ends_a_generator \(p.tile:7\): ends_a_generator raised GeneratorExit at "
                          rf"checks.py:{BASE_AT}: not an Exception$"),  # a BaseException: it was a traceback
     ("missing", r"^check missing \(p.tile:7\): kernel module checks.py defines no function missing$"),
+    ("not_callable", r"^check not_callable \(p.tile:7\): kernel module checks.py: not_callable must be a function, "
+                     r"not float 3.0$"),
     ("negative", r"^check negative \(p.tile:7\): negative returned -5, below 0: a residual is a ratio of norms"),
     ("bad_entry", r"^check bad_entry \(p.tile:7\): bad_entry returned a dict whose entry 'b' is list, not a number$"),
     ("negative_entry", r"negative_entry returned a dict whose entry 'b' is -0.5, below 0"),
