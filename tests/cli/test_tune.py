@@ -677,6 +677,21 @@ def test_tune_cholesky_on_an_emulated_gpu_then_run_uses_it(cache):
     assert any(note.startswith("the GPUs are emulated here") for note in simulated["notes"]), simulated["notes"]
 
 
+@pytest.mark.timeout(120)
+def test_the_tile_search_never_times_candidates_with_a_gpu_idle(cache, tmp_path):
+    """At n = 256 the formula's 5:4 dealt both 128-wide columns to the host: nb was chosen from runs on the host
+    alone (tester w57). Each trial's ratio is one of those dealing every GPU a column at its tiles."""
+    out = tiledsl("tune", "cholesky", "--gpus", 2, "--quick", "--sizes", "64,128", "--n", 256, "--no-save", "--json",
+                  cache=cache)
+    assert out.returncode == 0, out.stderr
+    search, driver = last_json(out)["search"], driver_of(tmp_path, "cholesky")
+    assert {trial["tiles"]["nb"] for trial in search} == {64, 128}
+    for trial in search:
+        ratio = Fraction(*trial["gpu_ratio"])
+        dealing, _ = tune_command.distinct_ratios(driver, Options(n=256, tiles=trial["tiles"], gpus=2), ratio)
+        assert ratio in dealing, trial
+
+
 @pytest.mark.timeout(180)
 def test_tune_qr_tunes_ib_with_the_tiles_then_run_uses_it(cache):
     out = tiledsl("tune", "qr", "--gpus", 1, "--quick", "--sizes", "64,128", "--n", 256, cache=cache, timeout=150)

@@ -464,6 +464,7 @@ class _Tuner:
                                     requirements=False).as_dict()
         self.sets = {name: self.defaults[name] for name in sets or {}}  # as the parameters' types read them
         self.blocks = [name for name in inner_block_params(driver) if name not in self.sets]  # --set: not tuned
+        self.dealt: dict = {}  # (ratio, tiles, n) -> the ratio the tile search times them at (dealing_every_gpu)
 
     def remaining(self) -> float:
         """Seconds left of the budget."""
@@ -750,7 +751,7 @@ class _Tuner:
         # the runs time the kernels: those tune cannot time alone (time_in_run), and the dominant one as the
         # cores run it together (cores_shared)
         timing = True
-        probed_at = nearest
+        probed_at, probed_ratio = nearest, guess.ratio
         probed = trial(self.driver, Options(n=probe_n, tiles=guess.settings(nearest), gpus=gpus,
                                             gpu_backend=self.backend, workers=workers, gpu_ratio=guess.ratio,
                                             sets=self.sets, time_kernels=timing, watchdog=self.watchdog))
@@ -767,13 +768,32 @@ class _Tuner:
                                              watchdog=self.watchdog),
                         repeats, self.remaining)
         trials.kernel_rates[None] = probed.kernel_rates
-        if (trial_n, nearest) == (probe_n, probed_at) and repeats == 1:  # the probe was the first trial
-            first = trials.key(guess.settings(nearest), guess.ratio, {})
+        ratio = self.dealing_every_gpu(guess.ratio, guess.settings(nearest), trial_n)
+        if (trial_n, nearest, ratio) == (probe_n, probed_at, probed_ratio) and repeats == 1:  # the first trial
+            first = trials.key(guess.settings(nearest), ratio, {})
             trials.measured[first], trials.kernel_rates[first] = probe, probed.kernel_rates
             trials.longest = probe
         self.log(f"search at n={trial_n} ({guess.label}-multiple {trial_n / tile:.3g}), best of {repeats} "
                  f"run(s) each:")
         return trials, guess
+
+    def dealing_every_gpu(self, ratio: tuple | None, tiles: dict, n: int) -> tuple | None:
+        """The guessed host:GPU ``ratio``, or where it leaves a GPU without a tile column in a run of order
+        ``n`` with ``tiles`` (a tile candidate would be timed with GPUs idle), the nearest one that deals
+        them the most columns (:func:`distinct_ratios`, as the ratio search takes its candidates)."""
+        key = (ratio, tuple(sorted(tiles.items())), n)
+        if ratio is None or key in self.dealt:
+            return self.dealt.get(key)
+        first = Fraction(*ratio)
+        options = Options(n=n, tiles=tiles, gpus=self.gpus, gpu_backend=self.backend, sets=self.sets)
+        ratios, _ = distinct_ratios(self.driver, options, first)
+        self.dealt[key] = ratio
+        if ratios and first not in ratios:
+            dealing = min(ratios, key=lambda r: abs(r - first))
+            self.log(f"  {first.numerator}:{first.denominator} leaves a GPU without a tile column at n={n}, "
+                     f"{_assigned(tiles)}: timed at {dealing.numerator}:{dealing.denominator}")
+            self.dealt[key] = dealing.numerator, dealing.denominator
+        return self.dealt[key]
 
     def narrowed(self, guess: Guess, usable: list, width, nearest_to_guess, trial_n: int, nearest) -> tuple:
         """``(guess, nearest)``: the guess searching only ``usable``, the candidates its trials of order
@@ -801,19 +821,20 @@ class _Tuner:
 
         def measure_tiles(candidate) -> float:
             tiles = guess.settings(candidate)
+            ratio = self.dealing_every_gpu(guess.ratio, tiles, trials.options.n)
             if self.blocks:
                 width = narrowest_column({**tile_defaults, **tiles})
                 # the program's own inner blocks at these tiles (ib = nb // 6 is 32 at nb = 192, not 42)
-                here = make_params(self.driver, trials.options_of(tiles, guess.ratio, {}), requirements=False)
+                here = make_params(self.driver, trials.options_of(tiles, ratio, {}), requirements=False)
                 values, tried = search_inner_blocks(self.blocks, inner, width,
-                                                    lambda v: trials.seconds(tiles, guess.ratio, v),
+                                                    lambda v: trials.seconds(tiles, ratio, v),
                                                     trials.time_for_another, here.as_dict(),
-                                                    lambda v: trials.accepts(tiles, guess.ratio, v))
+                                                    lambda v: trials.accepts(tiles, ratio, v))
                 self.log(f"  {guess.describe(candidate)}: " + ", ".join(f"{_assigned(v)} {t:.4f} s"
                                                                         for v, t in tried))
                 inner.update(values)
                 best_inner[candidate] = values
-            return trials.seconds(tiles, guess.ratio, best_inner.get(candidate, {}))
+            return trials.seconds(tiles, ratio, best_inner.get(candidate, {}))
 
         chosen, history = hill_climb(guess.candidates, guess.start, measure_tiles, more_time=trials.time_for_another)
         if guess.gpu_only is not None:
