@@ -364,7 +364,8 @@ def unused_settings(program, options: Options, params, ranks: int) -> list[str]:
     if options.broadcast != "auto" and ranks == 1:
         said.append(f"{options.spelling.valued('broadcast', options.broadcast)} does nothing on one rank: "
                     f"no tile is sent")
-    given_b = "b" in options.tiles and not options.sources.get("b", "").startswith("tuned")  # tune times s = 1 with GPUs
+    # a tuned b at s = 1 is tune's (it times s = 1 with GPUs), not a setting the user gave for nothing
+    given_b = "b" in options.tiles and not options.sources.get("b", "").startswith("tuned")
     if program.tiling.kind == "hybrid" and given_b and params.s == 1:
         said.append(f"{options.spelling.tile_valued('b', params.b)} does nothing with s=1: each block column is one "
                     f"slice, B={params.B} wide")

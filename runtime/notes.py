@@ -3,8 +3,8 @@ stands, such as an exactly singular U from getrf with partial pivoting (the fact
 is complete, and a solve with it would divide by zero; scipy warns so too).
 
 A kernel calls :func:`note` while its task runs. The engine keeps, per call site, the
-first note (on one line, cut as a failure's message is) and how many tasks there left one (:class:`KernelNotes`), and its rank's
-statistics carry them; once the run is over they are said as warnings, every rank's by
+first note (on one line, cut as a failure's message is) and how many tasks there left one
+(:class:`KernelNotes`), and its rank's statistics carry them; once the run is over they are said as warnings, every rank's by
 rank 0 (:func:`warnings_of`), naming the rank, the ``.tile`` line, the kernel and its
 tiles as a failure does. Outside a run's task (a kernel called directly), a note is
 dropped.

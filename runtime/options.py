@@ -342,7 +342,8 @@ def add_size_arguments(parser: argparse.ArgumentParser, input_help: str = SHAPE_
 def add_run_arguments(parser: argparse.ArgumentParser, tiling: str | None = None) -> None:
     """The run options shared by drivers (``tiling``: their program's) and ``tiledsl run`` (DESIGN §8)."""
     add_size_arguments(parser, "read matrix NAME from a .npy file (64-, 32- or 16-bit floats, or integers up "
-                               "to 2**53; any order) instead of generating it; repeat for several matrices", tiling=tiling)
+                               "to 2**53; any order) instead of generating it; repeat for several matrices",
+                       tiling=tiling)
     parser.add_argument("--grid", metavar="PxQ", help="process grid of an MPI run (default: the squarest; "
                         "one process row for a program writing columns of tiles)")
     parser.add_argument("--gpus", type=int, default=0, metavar="G", help="GPUs per rank (default 0)")

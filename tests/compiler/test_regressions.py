@@ -179,8 +179,8 @@ def test_random_spd_not_square_at_run_time_is_a_usage_error(tmp_path):
             "  potrf(A[0, 0])\n}\n")
     assert errors(check(text)) == []  # q may equal n: only the run can tell
     assert run(text, tmp_path, n=64).tasks == 1
-    with pytest.raises(UsageError, match=r"^matrix A \(\w+\.tile:4\) is 64×128 with these sizes, but `random spd` needs a "
-                                         r"square matrix$"):
+    with pytest.raises(UsageError, match=r"^matrix A \(\w+\.tile:4\) is 64×128 with these sizes, but `random spd` "
+                                         r"needs a square matrix$"):
         run(text, tmp_path, n=64, sets={"q": 128})
 
 

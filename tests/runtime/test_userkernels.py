@@ -173,7 +173,8 @@ def test_a_folder_without_init_beside_the_module_is_imported_as_a_script_imports
         (tmp_path / name / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump")
                                                 .replace("random spd", "zeros"))
     script = ("import sys, tiledsl\n"
-              "print([float(tiledsl.load(f'{f}/t.tile').run(n=4)['A'][0, 0]) for f in 'aba'], 'parts' in sys.modules)\n")
+              "print([float(tiledsl.load(f'{f}/t.tile').run(n=4)['A'][0, 0]) for f in 'aba'],\n"
+              "      'parts' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[1.0,", "100.0,", "1.0]", "False"]

@@ -213,7 +213,8 @@ def _check_every_rank_finished(folder: str, ranks: int, launcher: str) -> int:
     unfinished = [rank for rank in range(ranks) if recorded_status(folder, rank) != "0"]
     if unfinished and _some_rank_started(folder, launcher, 0):  # else said: `--launcher true` starts none
         silent = all(recorded_status(folder, rank) is None for rank in unfinished)  # and the launcher's status 0
-        how = (" with exit status 0", f": code the run called ended the process ({UNSEEN_ENDS})") if silent else ("", "")
+        how = ((" with exit status 0", f": code the run called ended the process ({UNSEEN_ENDS})") if silent
+               else ("", ""))
         print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended{how[0]} without finishing the run{how[1]}",
               file=sys.stderr, flush=True)
     return 1 if unfinished else 0
