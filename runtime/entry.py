@@ -454,7 +454,9 @@ def _driver_of(program):
     """The module of the driver whose ``PROGRAM`` is ``program``: ``__main__`` where the driver runs as a
     script, else the imported driver's."""
     modules = [sys.modules["__main__"], *list(sys.modules.values())]
-    return next((module for module in modules if getattr(module, "PROGRAM", None) is program), modules[0])
+    # (a module's own names only: a lazy module's __getattr__ may import, or raise, when asked)
+    return next((module for module in modules if getattr(module, "__dict__", {}).get("PROGRAM") is program),
+                modules[0])
 
 
 def process_status(status: int) -> int:
