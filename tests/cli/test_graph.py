@@ -288,7 +288,7 @@ def test_the_caption_says_the_parameters_it_was_drawn_for(tmp_path, capsys):
     assert 'graph [label="gp (gp.tile) n=300 nb=100 q=3 mode=L, 3 tasks, 1x1 grid' in text
     # and each node its values, as explain's table (tester v: the graph could not tell a solve's sides apart)
     assert [label.split("\\n")[:2] for _, label in NODE.findall(text)] == [
-        [f"potrf(A[{k}, {k}])", "uplo='L'"] for k in range(3)]
+        [f"potrf(A[{k}, {k}])", 'uplo = \\"L\\"'] for k in range(3)]  # as the language writes it, quoted for DOT
 
 
 @pytest.mark.timeout(60)

@@ -285,8 +285,8 @@ def test_a_panel_is_one_argument_of_its_tasks_call(tmp_path):
     (tmp_path / "panel_gemm.py").write_text(text)
     driver = import_driver(tmp_path / "panel_gemm.py", "explain_driver_panel_gemm")
     table = render(plan(driver, Options(n=192, tiles={"nb": 64}), (1, 2), 0), "panel_gemm.tile")
-    assert "gemm(A[0, 0:3], B[0:3, 0], C[0, 0]; transa='N', transb='N', alpha=1.0, beta=1.0)" in table
-    assert "gemm(A[2, 0:3], B[0:3, 2], C[2, 2]; " in table
+    assert 'gemm(A[0, 0:3], B[0:3, 0], C[0, 0], transa = "N", transb = "N", alpha = 1.0, beta = 1.0)' in table
+    assert "gemm(A[2, 0:3], B[0:3, 2], C[2, 2], " in table
 
 
 def test_the_task_table_is_aligned_whatever_the_cell_widths(tmp_path):

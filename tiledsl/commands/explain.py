@@ -372,16 +372,22 @@ def _task_table(plan: Plan) -> list[str]:
 
 
 def call_text(task: PlannedTask, with_values: bool = True) -> str:
-    """``kernel(arguments; name=value, ...)``: the tile arguments of the task as every label names
+    """``kernel(arguments, name = value, ...)``: the tile arguments of the task as every label names
     them (a panel as its range, a sub-range after its tile: :func:`argument_texts`), then its values
-    (unless not ``with_values``)."""
-    values = f"; {values_text(task)}" if task.values and with_values else ""
+    (unless not ``with_values``), as a call in the language passes them."""
+    values = f", {values_text(task)}" if task.values and with_values else ""
     return f"{task.call.kernel}({', '.join(argument_texts(task.call, task.tiles, task.views))}{values})"
 
 
 def values_text(task: PlannedTask) -> str:
-    """The task's value arguments, ``name=value, ...`` ("" for none)."""
-    return ", ".join(f"{name}={value!r}" for name, value in zip(task.call.values, task.values))
+    """The task's value arguments, ``name = value, ...`` as the language writes them ("" for none)."""
+    return ", ".join(f"{name} = {_literal(value)}" for name, value in zip(task.call.values, task.values))
+
+
+def _literal(value) -> str:
+    """A value argument as the language writes it: ``"N"``, ``-1.0``, ``7``."""
+    value = value.item() if hasattr(value, "item") else value
+    return f'"{value}"' if isinstance(value, str) else repr(value)
 
 
 def as_json(plan: Plan) -> dict:

@@ -498,6 +498,8 @@ def _character_diagnostic(source: Source, offset: int, where: Span) -> Diagnosti
     line_before = _code(source.text[source.text.rfind("\n", 0, offset) + 1:offset])
     if char == ";" and _OPEN_TILE_INDEX.search(line_before):  # A[0; 0]: no statement separator, but a comma
         return Diagnostic(where, "E100", f"unexpected character {char!r}", hint=_TILE_INDEX_HINT)
+    if char == ";" and line_before.count("(") > line_before.count(")"):  # potrf(A[k, k]; uplo = "L")
+        return Diagnostic(where, "E100", f"unexpected character {char!r}", hint=_CALL_ARGUMENTS_HINT)
     return Diagnostic(where, "E100", f"unexpected character {char!r}",
                       hint=_character_hint(char, rest_of_line, line_before))
 
@@ -505,6 +507,7 @@ def _character_diagnostic(source: Source, offset: int, where: Span) -> Diagnosti
 #: a tile's indices opened and left open (``A[0, k``), up to the end of the text, with what is inside them
 _OPEN_TILE_INDEX = re.compile(r"(?<![\w.\]])[A-Za-z_]\w*\s*\[([^\[\]]*)$")
 _TILE_INDEX_HINT = "tile indices are separated by ',': A[i, j]"
+_CALL_ARGUMENTS_HINT = "a call's arguments are separated by ',', its options after its tiles: potrf(A[k, k], uplo = \"L\")"
 
 
 def _character_hint(char: str, rest_of_line: str, line_before: str = "") -> str | None:
