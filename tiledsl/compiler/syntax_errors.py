@@ -507,7 +507,8 @@ def _character_diagnostic(source: Source, offset: int, where: Span) -> Diagnosti
 #: a tile's indices opened and left open (``A[0, k``), up to the end of the text, with what is inside them
 _OPEN_TILE_INDEX = re.compile(r"(?<![\w.\]])[A-Za-z_]\w*\s*\[([^\[\]]*)$")
 _TILE_INDEX_HINT = "tile indices are separated by ',': A[i, j]"
-_CALL_ARGUMENTS_HINT = "a call's arguments are separated by ',', its options after its tiles: potrf(A[k, k], uplo = \"L\")"
+_CALL_ARGUMENTS_HINT = ("a call's arguments are separated by ',', its options after its tiles: "
+                        "potrf(A[k, k], uplo = \"L\")")
 
 
 def _character_hint(char: str, rest_of_line: str, line_before: str = "") -> str | None:
