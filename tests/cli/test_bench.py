@@ -328,3 +328,14 @@ def test_a_dask_operand_is_the_matrix_the_qualifiers_name(words):
                                                                                                 + np.eye(7)).T,
                 ("symmetric",): np.tril(m) + np.tril(m, -1).T, ("symmetric", "upper"): np.triu(m) + np.triu(m, 1).T}
     assert np.array_equal(Operand.of(words).of_dask(da, da.from_array(m, chunks=3)).compute(), expected[words])
+
+
+def test_bench_names_each_residual_of_a_check_that_gives_several():
+    """bench printed the largest of a check's residuals without its name (tester a58: qr's or a user check's)."""
+    table = {"program": "p", "n": 10, "tiles": {"nb": 5}, "params": {}, "sources": {"nb": "command line"},
+             "workers": 1, "rounds": 1, "residual": 0.4,
+             "rows": [{"name": "tiledsl", "seconds": 0.5, "gflops": 1.0, "ratio": 1.0}], "passed": True, "errors": [], "nonfinite": {},
+             "notes": [], "residuals": {"qr": 0.03, "orthogonality": 0.4}}
+    lines = [line for line in render(table).splitlines() if "residual" in line]
+    assert lines == ["tiledsl qr residual 0.03 (pass, threshold 60)",
+                     "tiledsl orthogonality residual 0.4 (pass, threshold 60)"]
