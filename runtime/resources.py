@@ -69,8 +69,14 @@ def check_memory(program, matrices: dict, needed: set | None, window: int, check
     # the tiles and the check shrink with the size and the ranks, the threads' reservations do not: where those
     # alone exceed what is available, neither a smaller size nor more ranks can make the run fit
     sizes_help = reserved < available
+    # what each setting can give back at most: the window down to 1, the check dropped, one worker left
+    stack = thread_stack_bytes()
+    savings = {"window": transfers - 2 * largest, "check": checking,
+               "workers": reserved - thread_address_space(1, threads[1]) if reserved and threads[0] > 1 else 0,
+               # thread stacks of 1 MiB (ulimit -s 1024) hold a run's threads
+               "stacks": sum(threads) * max(0, stack - STACK_ENOUGH) if reserved else 0}
     remedies = _remedies(transfers, checking, limit == _ADDRESS_LIMIT, sized_by_inputs, spelling, tiny,
-                         bool(reserved) and threads[0] > 1, sizes_help)
+                         bool(reserved) and threads[0] > 1, sizes_help, (savings, total - available))
     raise UsageError(f"the run needs {need} but {has} is available{limit}: {remedies}")
 
 
@@ -83,6 +89,9 @@ def _room(threads: tuple) -> tuple:
         available, limit = left, _ADDRESS_LIMIT  # the threads make this limit the nearest
     return available, limit, reserved if limit == _ADDRESS_LIMIT else 0
 
+
+#: a thread stack a run's threads do with (their frames are shallow): a smaller ``ulimit -s`` is advised down to it
+STACK_ENOUGH = 2 ** 20
 
 #: a worker's buffers for its first BLAS calls, one for each OpenBLAS (numpy's and SciPy's), which count under
 #: ulimit -v alone (the address space is reserved, no memory used yet): where the limit leaves no room for them,
@@ -121,13 +130,24 @@ def shortage_remedies(transfers: bool, check: bool, sized_by_inputs: bool, spell
 
 def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs: bool = False,
               spelling: Spelling = COMMAND_LINE, tiny: bool = False, threads: bool = False,
-              sizes_help: bool = True) -> str:
+              sizes_help: bool = True, gap: tuple | None = None) -> str:
     """The advice of a refusal: only what shrinks a part of the estimate refused (the window sizes the
     transfer buffers, --check the check's matrices, fewer ``threads`` their reservations); more ranks on
     this node divide the tiles but not the node's memory, which every rank there compares its own estimate
     with, except under a limit of each process's (``per_process``: ulimit -v), which may be raised too. A run
     from Python is one rank: more ranks there are the command line's. Neither more ranks nor a smaller size
-    are advised where what they do not shrink exceeds what is available (``sizes_help``)."""
+    are advised where what they do not shrink exceeds what is available (``sizes_help``). ``gap``: (the
+    bytes each of window, check, workers and thread stacks can give back at most, the bytes missing), where
+    known: where some of them alone close the gap only those are advised; where none does, none is unless a
+    smaller size or more ranks may help too (a window of 1 already gives nothing back, and is never advised)."""
+    if gap is not None:
+        savings, missing = gap
+        enough = {name: saved for name, saved in savings.items() if saved >= missing}  # each alone makes it fit
+        if enough or not sizes_help:  # the others, or all where none helps and the size cannot either: unsaid
+            savings = {name: enough.get(name, 0) for name in savings}
+        transfers, checking = transfers and savings["window"] > 0, checking and savings["check"] > 0
+        threads = threads and savings["workers"] > 0
+        stacks = savings["stacks"] > 0
     size = ("smaller inputs (the files or arrays given fix the sizes)" if sized_by_inputs
             else f"a smaller {spelling.setting('n')}")
     ranks = more_ranks(per_process)
@@ -139,6 +159,8 @@ def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs:
         remedies.insert(len(remedies) - (len(remedies) > 1), f"fewer workers ({spelling.valued('workers', 'N')})")
     if transfers and not spelling.api:  # the API has no window to set
         remedies.append("a smaller --window")
+    if gap is not None and stacks:
+        remedies.append(f"smaller thread stacks (ulimit -s, {bytes_text(thread_stack_bytes())} now)")
     used = "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}" if len(remedies) > 1 else \
         f"use {remedies[0]}" if remedies else ""
     advice = ", or ".join(filter(None, ["raise the limit" if per_process else "", used]))

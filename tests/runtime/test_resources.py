@@ -373,9 +373,12 @@ def test_a_refusal_first_collects_the_cycles_an_earlier_run_left(monkeypatch):
 
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("threads, tile_bytes, available, said", [
-    ((1, 1), 64 * 2 ** 20, 100, "raise the limit, or use more ranks (each has its own limit) or a smaller --n"),
+    ((1, 1), 64 * 2 ** 20, 100, "raise the limit, or use more ranks (each has its own limit), a smaller --n or "
+                                "smaller thread stacks (ulimit -s, 8.00 MiB now)"),
     ((4, 1), 2 ** 10, 100, "raise the limit, or use fewer workers (--workers N)"),
     ((1, 1), 2 ** 10, 60, "raise the limit"),
+    # 5 MiB short, which 1 MiB stacks give back (14 MiB); the window, at 1, and the check, 1 KiB, cannot (tester y58)
+    ((1, 1), 2 ** 10, 75, "raise the limit, or use smaller thread stacks (ulimit -s, 8.00 MiB now)"),
 ])
 def test_a_refusal_under_ulimit_v_advises_only_what_can_help(monkeypatch, threads, tile_bytes, available, said):
     """'fewer workers' was advised to a run of one worker, and 'more ranks or a smaller --n' where the threads'
@@ -388,3 +391,16 @@ def test_a_refusal_under_ulimit_v_advises_only_what_can_help(monkeypatch, thread
         resources.check_memory(*_memory_case(tile_bytes, 0, False), threads=threads)
     assert str(refused.value).endswith(f"is available (under the address-space limit, ulimit -v): {said}"), \
         refused.value
+
+
+@pytest.mark.timeout(10)
+def test_a_refusal_advises_no_window_or_check_too_small_to_close_the_gap(monkeypatch):
+    """'use a smaller --window' at --window 1, and 'run without --check' for a check of a few KiB, where the run
+    was 27 MiB short: followed, the run was refused again (tester y58)."""
+    monkeypatch.setattr(resources, "_available_memory", lambda: (75 * 2 ** 20, resources._ADDRESS_LIMIT))
+    monkeypatch.setattr(resources, "address_space_left", lambda: 75 * 2 ** 20)
+    monkeypatch.setattr(resources, "thread_stack_bytes", lambda: 8 * 2 ** 20)
+    monkeypatch.setattr(resources, "_reserved", {"workers": 0})
+    with pytest.raises(UsageError) as refused:
+        resources.check_memory(*_memory_case(2 ** 10, 1, True), threads=(1, 1))
+    assert str(refused.value).endswith(": raise the limit, or use smaller thread stacks (ulimit -s, 8.00 MiB now)")
