@@ -124,8 +124,9 @@ def shortage(error: BaseException, remedies: str | None = None, at: str = "") ->
 
             stack = thread_stack_bytes()
             source = " by ulimit -s" if stack == resource.getrlimit(resource.RLIMIT_STACK)[0] else ""
+            # the stacks shrink neither with the size nor with more ranks, each of which has as many threads
             return (f"cannot start a thread (each reserves its stack, {bytes_text(stack)}{source}); "
-                    f"{_more_memory(remedies)}")
+                    f"{_more_memory('raise that limit, or use smaller thread stacks (ulimit -s) or fewer workers')}")
         processes = resource.getrlimit(resource.RLIMIT_NPROC)[0]
         count = (f"this user's processes and threads may have reached their limit (ulimit -u {processes}): raise "
                  f"it, or use fewer workers (each is a thread); or " if processes != resource.RLIM_INFINITY else "")

@@ -82,8 +82,8 @@ def _limits(address: int, processes: int):
                                        "a smaller --n"),
     (RuntimeError("can't start new thread"), 300 * 2 ** 20, -1,
      "cannot start a thread (each reserves its stack, 8.00 MiB by ulimit -s); this process's address space is "
-     "limited to 300.00 MiB (ulimit -v): raise that limit, or use more ranks (each has its own limit) or a smaller "
-     "--n"),
+     "limited to 300.00 MiB (ulimit -v): raise that limit, or use smaller thread stacks (ulimit -s) or fewer "
+     "workers"),  # not more ranks or a smaller --n, which leave every rank its threads (tester y58)
     (ImportError("libx.so: failed to map segment from shared object"), 300 * 2 ** 20, -1,
      "out of memory: libx.so: failed to map segment from shared object (no room to load it); this process's address "
      "space is limited to 300.00 MiB (ulimit -v): raise that limit"),  # was an internal error, under ulimit -v 170000
