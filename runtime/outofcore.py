@@ -45,6 +45,8 @@ from .scheduler import Task
 
 #: Ready tasks of a GPU whose tiles are fetched ahead of their turn.
 PREFETCH_DEPTH = 4
+#: the most tiles a refusal names of a task's (a panel of 1×1 tiles has hundreds), and a 1×1 tile's bytes
+SHOWN_TILES, DOUBLE = 6, 8
 
 WRITE_BACK = Call("write back", ("inout",), main=0, line=0, text="write a tile back from a GPU's cache to the host",
                   role="transfer")
@@ -228,9 +230,13 @@ class GpuCache:
         if sum(tiles.values()) > self.policy.capacity:
             whole = "; a sub-range of this rank's tile holds the whole tile out of core" if partial else ""
             needs, capacity = compared_bytes(sum(tiles.values()), self.policy.capacity)
-            raise SettingFailure(f"a call of {call.kernel} needs its {len(tiles)} tile(s) {', '.join(map(str, tiles))} "
-                              f"({needs}{whole}) at once on GPU {self.device}, more than its cache of {capacity} "
-                              f"({self.ooc.bound}): allow more, or use smaller tiles", self.ooc.rank, call.line)
+            names = list(tiles)
+            named = ", ".join(names[:SHOWN_TILES]) + (f" and {len(names) - SHOWN_TILES} more"
+                                                      if len(names) > SHOWN_TILES else "")
+            smaller = ", or use smaller tiles" if max(tiles.values()) > DOUBLE else ""  # none at 1×1 tiles
+            raise SettingFailure(f"a call of {call.kernel} needs its {len(tiles)} tile(s) {named} "
+                                 f"({needs}{whole}) at once on GPU {self.device}, more than its cache of {capacity} "
+                                 f"({self.ooc.bound}): allow more{smaller}", self.ooc.rank, call.line)
 
     # ---------------------------------------------------------------- a task's tiles
     def make_resident(self, uses) -> None:

@@ -173,6 +173,23 @@ def test_a_refused_call_with_a_sub_range_says_the_cache_holds_whole_tiles():
         cache.check_fits(call, uses)
 
 
+class _Use(str):
+    nbytes = 8  # a 1×1 tile
+
+
+def test_a_refused_call_of_many_one_by_one_tiles_names_a_few_and_no_smaller_tiles():
+    """179 tiles named on one line of 1,956 characters, and "use smaller tiles" at nb = 1 (tester y58)."""
+    cache = GpuCache.__new__(GpuCache)
+    cache.device, cache.policy = 1, CachePolicy(64)
+    cache.ooc = SimpleNamespace(bound="--gpu-memory", rank=0)
+    call = Call("gemm", ("in", "inout"), main=1, line=4, text="gemm")
+    with pytest.raises(TaskFailure) as refused:
+        cache.check_fits(call, [_Use(f"A[{i}, 0]") for i in range(10)])
+    assert str(refused.value) == ("a call of gemm needs its 10 tile(s) A[0, 0], A[1, 0], A[2, 0], A[3, 0], A[4, 0], "
+                                  "A[5, 0] and 4 more (80 bytes) at once on GPU 1, more than its cache of 64 bytes "
+                                  "(--gpu-memory): allow more")
+
+
 @pytest.mark.timeout(120)
 def test_an_impossible_bound_is_one_line_on_the_command_line_and_a_usage_error():
     """Exit status 2, as the same --gpu-memory refused before the run (below one tile) is: it was 1."""
