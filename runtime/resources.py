@@ -140,6 +140,7 @@ def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs:
     bytes each of window, check, workers and thread stacks can give back at most, the bytes missing), where
     known: where some of them alone close the gap only those are advised; where none does, none is unless a
     smaller size or more ranks may help too (a window of 1 already gives nothing back, and is never advised)."""
+    stacks = False
     if gap is not None:
         savings, missing = gap
         enough = {name: saved for name, saved in savings.items() if saved >= missing}  # each alone makes it fit
@@ -159,7 +160,7 @@ def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs:
         remedies.insert(len(remedies) - (len(remedies) > 1), f"fewer workers ({spelling.valued('workers', 'N')})")
     if transfers and not spelling.api:  # the API has no window to set
         remedies.append("a smaller --window")
-    if gap is not None and stacks:
+    if stacks:
         remedies.append(f"smaller thread stacks (ulimit -s, {bytes_text(thread_stack_bytes())} now)")
     used = "use " + ", ".join(remedies[:-1]) + f" or {remedies[-1]}" if len(remedies) > 1 else \
         f"use {remedies[0]}" if remedies else ""
