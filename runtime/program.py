@@ -230,9 +230,15 @@ def _shape(tile, region) -> tuple[int, int]:
     return len(range(*r.indices(rows))), len(range(*c.indices(cols)))
 
 
-def tiles_text(tiles) -> str:
+def tiles_text(tiles, axis: int | None = None) -> str:
     """``U[0:3, 0]`` for a panel of consecutive tiles of one column (or row) of one matrix,
-    as a ``.tile`` range writes it; else the tiles one by one."""
+    as a ``.tile`` range writes it; else the tiles one by one. A panel of one tile along ``axis``
+    (0: a column's range, 1: a row's) is a range too, ``U[1:2, 1]``: a plain tile is another argument
+    (a user kernel gets an array, not a list)."""
+    if len(tiles) == 1 and axis is not None:
+        tile = tiles[0]
+        return (f"{tile.matrix.name}[{tile.i}:{tile.i + 1}, {tile.j}]" if axis == 0
+                else f"{tile.matrix.name}[{tile.i}, {tile.j}:{tile.j + 1}]")
     if len(tiles) == 1:
         return str(tiles[0])
     first, last = tiles[0], tiles[-1]
@@ -253,9 +259,10 @@ def argument_texts(call, tiles, views) -> list[str]:
     panel's spread out (:func:`flatten`); ``views``: their slices (:func:`.matrix.call_views`; None:
     whole tiles)."""
     texts, first = [], 0
-    for _, _, group, _ in call.declared(tiles):
+    axes = [axis if count is not None else None for _, count, axis in call.groups] if call.groups else None
+    for index, (_, _, group, _) in enumerate(call.declared(tiles)):
         view = views[first] if views is not None and len(group) == 1 else None
-        texts.append(tiles_text(group) + part_text(part_of(group[0], view)))
+        texts.append(tiles_text(group, axes[index] if axes else None) + part_text(part_of(group[0], view)))
         first += len(group)
     return texts
 

@@ -434,3 +434,13 @@ def test_ranks_with_nothing_to_do_are_one_line(drivers):
     assert [row.split()[0] + (" " + row.split(":")[0].split()[-1] if ":" in row else "") for row in rows] == [
         "0", "1 9", "10", "11", "12 99"]
     assert "  12 to 99: nothing (88 ranks)" in rows
+
+
+def test_a_panel_of_one_tile_is_named_as_a_range_and_values_as_the_language_writes_them(drivers):
+    """getrf(A[k : A.mt, k], ...) at its last k was printed getrf(A[1, 1], P[1, 1]): pasted back, a plain tile, which
+    a user kernel gets as an array, not a list; and values as Python's repr (uplo='L'), which the language refuses
+    (tester b59)."""
+    explained = plan(drivers["getrf"], Options(n=256, tiles={"nb": 128}), (1, 1), 0)
+    texts = [call_text(task) for task in explained.tasks]
+    assert texts[0] == "getrf(A[0:2, 0], P[0, 0])" and "getrf(A[1:2, 1], P[1, 1])" in texts
+    assert 'laswp(P[0, 0], A[0:2, 1], first = 0, direction = "F")' in texts

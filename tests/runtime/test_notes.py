@@ -16,6 +16,7 @@ from tiledsl.runtime.notes import KernelNotes, note, warnings_of
 
 class Call:
     kernel, line, text = "getrf", 21, "getrf(A[k : A.mt, k], P[k, k])"
+    groups = None  # the tiles' labels as they are
 
     @staticmethod
     def declared(tiles):
