@@ -33,8 +33,9 @@ def leading_dimension(a) -> int | None:
 def check_option(kernel: str, name: str, value, allowed: str) -> None:
     """``value`` must be one of the characters of ``allowed`` (a char parameter)."""
     if not (isinstance(value, str) and len(value) == 1 and value in allowed):
-        choices = ", ".join(repr(c) for c in allowed)
-        raise ValueError(f"{kernel}: {name} must be one of {choices}, got {value!r}")
+        choices = ", ".join(f'"{c}"' for c in allowed)  # as the language writes a char
+        got = f'"{value}"' if isinstance(value, str) else repr(value)
+        raise ValueError(f"{kernel}: {name} must be one of {choices}, got {got}")
 
 
 def check_number(kernel: str, name: str, value) -> float:

@@ -984,7 +984,7 @@ def test_shape_errors_are_the_cpu_kernels():
     kernels = HostImplementation().kernels
     with pytest.raises(ValueError, match="trsm: A of shape"):
         kernels.trsm(np.zeros((2, 2), order="F"), np.zeros((4, 3), order="F"))
-    with pytest.raises(ValueError, match="gemqrt: trans must be one of 'N', 'T', got 'C'"):
+    with pytest.raises(ValueError, match='gemqrt: trans must be one of "N", "T", got "C"'):
         kernels.gemqrt(np.zeros((4, 4), order="F"), np.zeros((2, 4), order="F"), np.zeros((4, 4), order="F"), "L", "C")
     with pytest.raises(ValueError, match="getrf: a panel's tiles have 3, 2 columns"):
         taking_matrices(kernels.getrf)(Panel([np.zeros((3, 3), order="F"), np.zeros((3, 2), order="F")], 0, True),

@@ -174,7 +174,7 @@ def test_mismatched_shapes_are_rejected():
         potrf(f(3, 4))
     with pytest.raises(ValueError):
         geqrt(f(4, 4), f(2, 3))
-    with pytest.raises(ValueError, match="gemqrt: trans must be one of 'N', 'T', got 'C'"):
+    with pytest.raises(ValueError, match='gemqrt: trans must be one of "N", "T", got "C"'):
         gemqrt(f(4, 4), f(2, 4), f(4, 4), "L", "C")
 
 
@@ -669,13 +669,13 @@ def test_triangular_options(rng, layout, kernel, side, uplo, transa, diag, m, n)
 
 def test_option_values_are_checked():
     f = np.zeros((3, 3), order="F")
-    with pytest.raises(ValueError, match=r"^gemm: transa must be one of 'N', 'T', got 'X'$"):
+    with pytest.raises(ValueError, match=r'^gemm: transa must be one of "N", "T", got "X"$'):
         gemm(f, f, f.copy(order="F"), "X")
-    with pytest.raises(ValueError, match="trmm: side must be one of 'L', 'R', got 'l'"):
+    with pytest.raises(ValueError, match='trmm: side must be one of "L", "R", got "l"'):
         trmm(f, f.copy(order="F"), "l")
     with pytest.raises(ValueError, match="syrk: alpha must be a number, got 'x'"):
         syrk(f, f.copy(order="F"), "L", "N", "x")
-    with pytest.raises(ValueError, match="laswp: direction must be one of 'F', 'B', got 'N'"):
+    with pytest.raises(ValueError, match='laswp: direction must be one of "F", "B", got "N"'):
         laswp(np.zeros((1, 3), order="F"), f.copy(order="F"), 0, "N")
     with pytest.raises(ValueError, match="laswp: first must be an integer >= 0, got -1"):
         laswp(np.zeros((1, 3), order="F"), f.copy(order="F"), -1)

@@ -292,10 +292,10 @@ class _Analyzer:
         if not self.types.one_character(value, param.choices):
             return
         if param.choices and value.value not in param.choices:  # none listed: E209 said so
-            choices = ", ".join(map(repr, param.choices))
+            choices = ", ".join(map(quoted, param.choices))  # as the language writes a char: "L"
             # BLAS takes either case of its options; the prelude's kernels, as written: 'N', not 'n'
             hint = f"did you mean {quoted(value.value.upper())}?" if value.value.upper() in param.choices else None
-            self.bag.error(value.span, "E205", f"{param.name.text} must be one of {choices}, got {value.value!r}",
+            self.bag.error(value.span, "E205", f"{param.name.text} must be one of {choices}, got {quoted(value.value)}",
                            hint=hint)
 
     def _check_flops(self, decl: n.KernelDecl):
@@ -509,9 +509,9 @@ class _Analyzer:
                                hint="give each kernel option a char parameter of its own")
             elif default not in common:
                 self.bag.error(decl.default.span, "E205", f"the default of char parameter '{decl.name.text}', "
-                                                          f"{default!r}, is not a value every use of it accepts",
+                                                          f"{quoted(default)}, is not a value every use of it accepts",
                                *(_char_use_note(use) for use in first.values() if default not in use.choices),
-                               hint=f"default to one of {', '.join(map(repr, sorted(common)))}")
+                               hint=f"default to one of {', '.join(map(quoted, sorted(common)))}")
 
     def _report_unused(self):
         read_by_check = self.module.check_reads_params()
@@ -1042,7 +1042,7 @@ def _moved_mode(mode: str, tile: n.TileRef) -> str:
 
 
 def _char_use_note(use: CharUse) -> str:
-    return f"it is passed as {use.where} at line {use.span.line}: one of {', '.join(map(repr, use.choices))}"
+    return f"it is passed as {use.where} at line {use.span.line}: one of {', '.join(map(quoted, use.choices))}"
 
 
 def _taken_as(params: list, positional: int, given: dict) -> str:
