@@ -983,7 +983,9 @@ class _Analyzer:
             if beyond is not None and beyond >= 1:
                 self.bag.error(end.span, "E208", f"the sub-range {verb} {self.converter.render(form)}, past every "
                                                  f"tile: a tile has at most {widest} {what}",
-                               hint=f"its {what} count from 0 to {widest} - 1 (a tile at the edge has fewer)")
+                               hint=(f"end it at {widest} at most: the end is excluded, so [0 : {widest}] is all "
+                                     f"the {what} of a full tile (a tile at the edge has fewer)" if verb == "ends at"
+                                     else f"its {what} count from 0 to {widest} - 1 (a tile at the edge has fewer)"))
                 return
 
 
