@@ -295,8 +295,9 @@ def _report_stopped_while_starting(folder: str, ranks: int | None, watch: RankWa
 
 
 #: seconds between the ends of two ranks within which which died first cannot be told: a rank killed by SIGKILL
-#: was seen to end 1-2 ms after the one the launcher then ended (a loaded machine; 8-17 ms before it otherwise)
-CLOSE_ENDS_SECONDS = 0.005
+#: was seen to end 1-2 ms, once 6 ms, after the one the launcher then ended (a loaded machine; 8-17 ms before it
+#: otherwise): an order seen closer than this is not said, a wrong one sent the user to an innocent rank's logs
+CLOSE_ENDS_SECONDS = 0.010
 
 
 def _start_note(folder: str, rank: int) -> tuple[str, str]:
