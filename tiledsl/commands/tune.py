@@ -25,7 +25,9 @@
    Uniform tiles are searched among the sizes their kernels were timed at, and only
    those at most half of the trials' order (a run of one tile tells sizes apart by noise).
    The ratios searched are one per way of dealing the trials' tile columns to the
-   host and the GPUs, none leaving a GPU without one (:func:`distinct_ratios`).
+   host and the GPUs, none leaving a GPU without one (:func:`distinct_ratios`); the tile
+   sizes are timed at the guessed ratio, or the nearest of those where it leaves one
+   (:meth:`_Tuner.dealing_every_gpu`).
    A program with an inner block (:func:`inner_block_params`: QR's ``ib``, the
    height of its ``T`` workspace) has it searched at each tile setting tried,
    among the sizes of :data:`INNER_BLOCKS` that divide the tiles
