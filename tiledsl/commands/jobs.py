@@ -210,9 +210,10 @@ def _ended_with(parent: int):
 
 def _check_every_rank_finished(folder: str, ranks: int, launcher: str) -> int:
     """0 when every rank recorded that it finished its run with status 0, else 1 (said on stderr)."""
-    unfinished = [rank for rank in range(ranks) if recorded_status(folder, rank) != "0"]
+    statuses = {rank: recorded_status(folder, rank) for rank in range(ranks)}  # each rank's file, read once
+    unfinished = [rank for rank, status in statuses.items() if status != "0"]
     if unfinished and _some_rank_started(folder, launcher, 0):  # else said: `--launcher true` starts none
-        silent = all(recorded_status(folder, rank) is None for rank in unfinished)  # and the launcher's status 0
+        silent = all(statuses[rank] is None for rank in unfinished)  # and the launcher's status 0: exit(0), unseen
         how = ((" with exit status 0", f": code the run called ended the process ({UNSEEN_ENDS})") if silent
                else ("", ""))
         print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended{how[0]} without finishing the run{how[1]}",
