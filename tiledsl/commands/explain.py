@@ -17,7 +17,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from ..compiler.expressions import quoted
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import tile_values
 from ..runtime.program import argument_texts, flatten
@@ -388,7 +387,7 @@ def values_text(task: PlannedTask) -> str:
 def _literal(value) -> str:
     """A value argument as the language writes it: ``"N"``, ``-1.0``, ``7``."""
     value = value.item() if hasattr(value, "item") else value
-    return quoted(value) if isinstance(value, str) else repr(value)
+    return f'"{value}"' if isinstance(value, str) else repr(value)  # (one character: no escape needed)
 
 
 def as_json(plan: Plan) -> dict:
