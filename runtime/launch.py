@@ -152,6 +152,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
         result.notes = [note for note in (without_tiles, *(devices.notes if devices is not None else ())) if note]
         if devices is not None:
             result.host_only_kernels = sorted(set(program.kernels) - set(devices.kernels))
+            result.gpu_kernels = sorted(set(program.kernels) & set(devices.kernels))
         # the rates use_tuned read (a tuned run's), on the workers the rank's cores run at once
         cores = core_share(ranks)
         largest = _largest_tile(params, matrices)

@@ -59,6 +59,7 @@ class RunResult:
     withheld_because: str = ""  # "the run failed" where it did (else writing a file failed)
     notes: list = field(default_factory=list)  # what ran other than asked (kernels the GPU backend lacks)
     host_only_kernels: list = field(default_factory=list)  # with GPUs: the kernels called that have no GPU body
+    gpu_kernels: list = field(default_factory=list)  # with GPUs: the kernels called that have one
 
     @property
     def passed(self) -> bool | None:
@@ -239,14 +240,20 @@ def no_gpu_task_warning(result: RunResult, ranks: list, spelling: Spelling = COM
         return None
     gpus = spelling.valued("gpus", str(result.gpus))
     pointer = None if explained else f"`tiledsl explain --gpus {result.gpus}` shows where each task runs"
-    if result.host_only_kernels:
-        return (f"{gpus}: no task ran on a GPU: kernel(s) {', '.join(result.host_only_kernels)} have no GPU body, "
-                f"so every task ran on a host, the GPUs holding tiles for nothing (a kernel NAME runs on GPUs once "
-                f"its module defines a function NAME_gpu{f'; {pointer}' if pointer else ''})")
     dealt = ("" if result.gpu_ratio is None or result.gpu_ratio[0] == 0 else
              f"; {spelling.given('gpu_ratio', '0:1')} gives the GPUs every tile column")
-    return (f"{gpus}: no task ran on a GPU: every task wrote a tile that a host holds (a task runs where the tile "
-            f"it writes lies), the GPUs holding only tiles that tasks read{dealt}{f' ({pointer})' if pointer else ''}")
+    placed = (f"wrote a tile that a host holds (a task runs where the tile it writes lies), the GPUs holding only "
+              f"tiles that tasks read{dealt}")
+    defining = "a kernel NAME runs on GPUs once its module defines a function NAME_gpu"
+    if result.host_only_kernels and result.gpu_kernels:  # both reasons: a GPU body alone moves nothing
+        return (f"{gpus}: no task ran on a GPU: kernel(s) {', '.join(result.host_only_kernels)} have no GPU body "
+                f"({defining}), and every task of {', '.join(result.gpu_kernels)} {placed}"
+                f"{f' ({pointer})' if pointer else ''}")
+    if result.host_only_kernels:
+        return (f"{gpus}: no task ran on a GPU: kernel(s) {', '.join(result.host_only_kernels)} have no GPU body, "
+                f"so every task ran on a host, the GPUs holding tiles for nothing ({defining}"
+                f"{f'; {pointer}' if pointer else ''})")
+    return f"{gpus}: no task ran on a GPU: every task {placed}{f' ({pointer})' if pointer else ''}"
 
 
 def count_text(program, matrices: dict, source: str) -> str:

@@ -320,6 +320,25 @@ def test_gpus_the_ratio_deals_no_column_are_said_to_have_run_nothing(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_kernels_without_a_gpu_body_and_others_placed_on_the_host_are_both_said(tmp_path):
+    """Tester x60: a run whose kernels with a GPU body all wrote host tiles, and one kernel had none, was
+    told only of the missing body, though defining it would have moved no task."""
+    (tmp_path / "k.py").write_text("def scale(A):\n    A *= 2.0\n\ndef fill(A):\n    A[:] = 1.0\n\nfill_gpu = fill\n")
+    (tmp_path / "s.tile").write_text('use "k.py"\nkernel scale(inout A)\nkernel fill(inout A)\nprogram s {\n'
+                                     "  tiling uniform(nb = 100)\n  matrix A[n, n] = random general\n"
+                                     "  matrix Y[n, 100] = zeros\n"
+                                     "  for i in 0 .. A.mt { for j in 0 .. A.nt { scale(A[i, j]) } fill(Y[i, 0]) }\n}\n")
+    out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "s.tile", "--n", "300", "--gpus", "2",
+                          "--gpu-backend", "emulated", "--no-tune"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=100)
+    assert out.returncode == 0 and "tiledsl: warning: --gpus 2: no task ran on a GPU: kernel(s) scale have no GPU " \
+        "body (a kernel NAME runs on GPUs once its module defines a function NAME_gpu), and every task of fill " \
+        "wrote a tile that a host holds (a task runs where the tile it writes lies), the GPUs holding only tiles " \
+        "that tasks read; --gpu-ratio 0:1 gives the GPUs every tile column (`tiledsl explain --gpus 2` shows " \
+        "where each task runs)\n" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(120)
 def test_gpus_of_an_out_of_core_run_hold_their_tiles_on_the_host_and_are_not_said_idle():
     """Out of core, a GPU's tiles live on the host and its cache serves them: it held them, and ran tasks."""
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "cholesky", "--n", "1000", "--nb", "200",

@@ -333,7 +333,7 @@ def _placement(plan: Plan) -> list[str]:
              for rank, devices in plan.runs_on.items() if devices]
     # as a run warns of its GPUs left without work, in the same words; kernels without a GPU body are said below
     ranks = [stats for stats in plan.rank_stats() if stats["tasks"]]
-    result = SimpleNamespace(gpus=plan.gpus, gpu_ratio=plan.gpu_ratio, host_only_kernels=())
+    result = SimpleNamespace(gpus=plan.gpus, gpu_ratio=plan.gpu_ratio, host_only_kernels=(), gpu_kernels=())
     idle = idle_gpus_warning(result, ranks, columns=plan.columns) if not plan.on_host else None
     # (kernels without a GPU body are said below)
     none_on_gpus = no_gpu_task_warning(result, ranks, explained=True) if not plan.on_host else None

@@ -169,7 +169,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     # as a run warns: GPUs holding tiles and running nothing, their kernels without a GPU body (which makes
     # the dealing moot)
     idle = no_gpu_task_warning(SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution), host_only_kernels=sorted(
-        set(program.kernels) - kernels_on_gpu)), summary["ranks"], options.spelling)
+        set(program.kernels) - kernels_on_gpu), gpu_kernels=sorted(set(program.kernels) & kernels_on_gpu)),
+        summary["ranks"], options.spelling)
     summary["notes"] += [idle or dealt] if idle or dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
