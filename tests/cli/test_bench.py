@@ -339,3 +339,17 @@ def test_bench_names_each_residual_of_a_check_that_gives_several():
     lines = [line for line in render(table).splitlines() if "residual" in line]
     assert lines == ["tiledsl qr residual 0.03 (pass, threshold 60)",
                      "tiledsl orthogonality residual 0.4 (pass, threshold 60)"]
+
+
+@pytest.mark.timeout(200)
+def test_an_lu_without_pivots_is_said_to_be_timed_against_a_pivoting_dgetrf(tmp_path):
+    """Tester z60: an LU without pivoting was timed against dgetrf, which pivots, with nothing said."""
+    notes = {}
+    for program in ("lu", "getrf"):
+        (tmp_path / f"{program}.py").write_text(compile_path(ROOT / f"programs/{program}.tile")[1])
+        driver = import_driver(tmp_path / f"{program}.py", f"bench_pivots_{program}")
+        table = run_bench(driver, Options(n=96, tiles={"nb": 32}, workers=1), rounds=1, with_dask=False)
+        notes[program] = [note for note in table["notes"] if "pivot" in note]
+    assert notes == {"lu": ["scipy dgetrf pivots rows (partial pivoting); the program's LU does not (check lu(A) "
+                            "names no pivots): its row searches and interchanges are dgetrf's own work"],
+                     "getrf": []}

@@ -101,6 +101,16 @@ def _gels(a, b):
     return lapack.dgels(a, b, lwork=lwork, overwrite_a=1, overwrite_b=1)
 
 
+def _unlike_reference(program) -> str | None:
+    """What the program computes otherwise than its reference: an LU without pivots against dgetrf's
+    partial pivoting (none where they compute alike)."""
+    check = program.check
+    if check.user or check.kind != "lu" or len(check.args) > 1:
+        return None
+    return (f"scipy dgetrf pivots rows (partial pivoting); the program's LU does not (check lu({check.args[0]}) "
+            f"names no pivots): its row searches and interchanges are dgetrf's own work")
+
+
 def lapack_info(returned) -> int:
     """The ``info`` of what a reference returned (scipy's LAPACK wrappers return it last, or a
     wrapper of two calls the first nonzero one); 0 for a BLAS routine's array."""
@@ -394,7 +404,8 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         references.append((Measure(f"scipy {reference.routine} ({workers} thread{'s' if workers != 1 else ''})"),
                            reference.run, matrices,
                            workers, check_options))
-    notes = [] if found else [_without_reference(program)]
+    said = _unlike_reference(program) if found else _without_reference(program)
+    notes = [said] if said else []
     if found and with_dask and reference.dask is not None:
         chunks, why_not = _dask_sizes(reference, matrices, names, order, order_name)
         installed = importlib.util.find_spec("dask") is not None
