@@ -3,8 +3,9 @@
 Files are read or written one tile at a time, so a matrix is never held in
 memory twice: a rank touches only the tiles it owns. Inputs are read with
 explicit reads (:class:`InputFile`), which turn a file cut short or changed
-during the run into an error naming it; they may be float64 or float32
-(converted per tile), in C or Fortran order, of either byte order. Outputs are
+during the run into an error naming it; they may be float64, float32, float16 or
+integers (converted per tile; 64-bit integers scanned before the run for values float64
+does not hold), in C or Fortran order, of either byte order. Outputs are
 memory-mapped, float64 in Fortran order, matching the column-major tiles of the
 kernels.
 """
@@ -57,6 +58,10 @@ class InputFile:
 
     def read(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
         """A new Fortran float64 copy of rows ``r0:r1`` and columns ``c0:c1``."""
+        return np.array(self._block(r0, r1, c0, c1), dtype=np.float64, order="F")
+
+    def _block(self, r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
+        """Rows ``r0:r1`` and columns ``c0:c1`` as the file holds them (its dtype)."""
         # the file's contiguous lines: columns in Fortran order, rows in C order
         (first, last), (start, stop) = ((c0, c1), (r0, r1)) if self.fortran else ((r0, r1), (c0, c1))
         length = self.shape[0] if self.fortran else self.shape[1]
@@ -69,8 +74,20 @@ class InputFile:
                 if os.preadv(handle.fileno(), [buffer], where) != buffer.nbytes:
                     raise InputFileError(f"input file {self.path!r} is shorter than its header says "
                                          f"(cut short during the run?)")
-        block = lines.T if self.fortran else lines
-        if self.dtype.kind in "iu" and self.dtype.itemsize == 8:  # as run() takes an integer array: exact ones
+        return lines.T if self.fortran else lines
+
+    def check_exact(self) -> None:
+        """Refuse (InputFileError) a 64-bit integer past 2**53, which float64 does not hold exactly, as run()
+        refuses one in an array: before the run, by whole lines of the file (its tiles are read later, each by
+        the rank that owns it, which would fail the run where the input is at fault)."""
+        if self.dtype.kind not in "iu" or self.dtype.itemsize != 8:
+            return
+        m, n = self.shape
+        per = max(1, (1 << 20) // max(1, m if self.fortran else n))  # lines of about 8 MiB at a time
+        for first in range(0, n if self.fortran else m, per):
+            last = min(first + per, n if self.fortran else m)
+            r0, r1, c0, c1 = (0, m, first, last) if self.fortran else (first, last, 0, n)
+            block = self._block(r0, r1, c0, c1)
             past = block > EXACT_INTEGERS
             if self.dtype.kind == "i":
                 past |= block < -EXACT_INTEGERS
@@ -79,7 +96,6 @@ class InputFile:
                 raise InputFileError(f"input file {self.path!r} holds {block[i, j]} at ({r0 + i}, {c0 + j}), an "
                                      f"integer float64 does not hold exactly (past 2**53)"
                                      f"{_conversion(self.path, self.dtype)}")
-        return np.array(block, dtype=np.float64, order="F")
 
     def _opened(self):
         """The file, open, checked to be the one first opened."""
@@ -222,15 +238,20 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> Inpu
         pass
     if source.identity[2] < offset + expected[0] * expected[1] * dtype.itemsize:  # shortened since
         raise InputFileError(f"input file {path!r} is shorter than its header says (cut short?)")
+    source.check_exact()
     return source
 
 
 def _conversion(path: str, dtype: np.dtype) -> str:
     """How to save the file at ``path``, of ``dtype``, as one tiledsl reads: into a new file beside
     it, as the conversion may lose what the file holds (float64 holds integers to 2**53 exactly)."""
+    stem, _ = os.path.splitext(path)
+    if dtype.kind == "O":  # numbers as Python objects, as run() takes them; not read here: loading unpickles
+        return (f": it holds Python objects, which reading would unpickle (and a pickle may run code); if they "
+                f"are numbers, save them as float64 in a new file, numpy.save({stem + '_float64.npy'!r}, "
+                f"numpy.load({path!r}, allow_pickle=True).astype(numpy.float64))")
     if dtype.kind not in "iubfc":
         return ""
-    stem, _ = os.path.splitext(path)
     saved = f"numpy.save({stem + '_float64.npy'!r}, numpy.load({path!r})"
     if dtype.kind == "c":
         return f": save its real parts in a new file (tiledsl computes in real arithmetic), {saved}.real)"

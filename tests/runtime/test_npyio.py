@@ -281,11 +281,40 @@ def test_a_file_of_integers_is_taken_as_run_takes_an_array_of_them(tmp_path, dty
     values = np.arange(12, dtype=dtype).reshape(3, 4)
     np.save(path, values)
     assert np.array_equal(npyio.open_input(path, (3, 4)).read(0, 3, 0, 4), values.astype(np.float64))
-    if np.dtype(dtype).itemsize == 8:
-        values[2, 1] = 2 ** 53 + 1
-        np.save(path, values)
-        source = npyio.open_input(path, (3, 4))
-        assert source.read(0, 2, 0, 4).dtype == np.float64  # the rows without it
-        with pytest.raises(npyio.InputFileError, match=r"holds 9007199254740993 at \(2, 1\), an integer float64 "
-                                                       r"does not hold exactly \(past 2\*\*53\): save it as float64"):
-            source.read(0, 3, 0, 4)
+    if np.dtype(dtype).itemsize == 8:  # refused on opening (tester y60: the rank reading its tile failed the run)
+        for order in "CF":
+            values[2, 1] = 2 ** 53 + 1
+            np.save(path, np.array(values, order=order))
+            with pytest.raises(npyio.InputFileError, match=r"holds 9007199254740993 at \(2, 1\), an integer float64 "
+                                                           r"does not hold exactly \(past 2\*\*53\): save it as float64"):
+                npyio.open_input(path, (3, 4))
+
+
+@pytest.mark.parametrize("order", "CF")
+def test_an_integer_past_2_53_is_found_in_any_block_of_a_large_file(tmp_path, order):
+    """The file is scanned by blocks of lines before the run: the value is found in a later block, where it is."""
+    path = str(tmp_path / "i.npy")
+    values = np.zeros((300, 5000), dtype=np.int64, order=order)
+    values[299, 4998] = -(2 ** 53) - 1
+    np.save(path, values)
+    with pytest.raises(npyio.InputFileError, match=r"holds -9007199254740993 at \(299, 4998\)"):
+        npyio.open_input(path, (300, 5000))
+    values[299, 4998] = -(2 ** 53)
+    np.save(path, values)
+    assert npyio.open_input(path, (300, 5000)).read(299, 300, 4998, 4999)[0, 0] == -(2.0 ** 53)
+
+
+def test_a_file_of_python_objects_is_refused_with_the_conversion_to_make(tmp_path):
+    """Tester y60: a file of numbers as Python objects (which run() takes in an array) was refused with no
+    advice; reading it would unpickle it, so it is refused, saying how to save its numbers."""
+    path, converted = str(tmp_path / "a.npy"), str(tmp_path / "a_float64.npy")
+    np.save(path, np.eye(3, dtype=object), allow_pickle=True)
+    with pytest.raises(npyio.InputFileError) as refused:
+        npyio.open_input(path, (3, 3))
+    said = str(refused.value)
+    assert said.endswith(f"has dtype object; expected float64 (16- and 32-bit floats and integers are taken too): "
+                         f"it holds Python objects, which reading would unpickle (and a pickle may run code); if they "
+                         f"are numbers, save them as float64 in a new file, numpy.save({converted!r}, "
+                         f"numpy.load({path!r}, allow_pickle=True).astype(numpy.float64))"), said
+    exec(said.split("a new file, ", 1)[1].replace("numpy", "np"))
+    assert np.array_equal(npyio.open_input(converted, (3, 3)).read(0, 3, 0, 3), np.eye(3))
