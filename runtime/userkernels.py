@@ -231,7 +231,7 @@ def _import(path: Path):
                     deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()):
                 spec.loader.exec_module(module)
         except SyntaxError as error:  # NUL bytes too, on recent Pythons: a SyntaxError of no line
-            raise RankError(f"kernel module {_place(path, error.lineno)}: SyntaxError: {error.msg}") from None
+            raise RankError(f"kernel module {_place(path, error.lineno)}: SyntaxError: {error.msg}") from error
         except (RankError, *NOT_USERS):  # the deadline's (past it), a stop
             raise
         except BaseException as error:  # a failing import, an exit (a GeneratorExit too): the module's mistake
@@ -241,7 +241,7 @@ def _import(path: Path):
             what = (f"called sys.exit({error.code!r}) while being loaded" if isinstance(error, SystemExit)
                     else f"{error} while being loaded" if isinstance(error, KernelExit)
                     else f"{type(error).__name__}: {error}")
-            raise RankError(f"kernel module {where}: {what}") from None
+            raise RankError(f"kernel module {where}: {what}") from error  # (the API's error keeps it)
     return module
 
 

@@ -222,12 +222,18 @@ class Loaded:
             raise TiledslError(f"rank 0: {_shortage(error, settings, given)}") from None
 
     def _changed_source(self) -> str | None:
-        """A warning when the ``.tile`` file has changed since it was loaded (as a compiled driver warns
-        when its own has): the run is of the program as it was then."""
+        """A warning when the ``.tile`` file has changed, or is gone, since it was loaded (as a compiled driver
+        warns when its own has changed): the run is of the program as it was then."""
         try:
             if self.program.source_digest in (None, source_digest(self.where.read_bytes())):
                 return None
-        except OSError:  # moved or unreadable now: nothing to compare
+        except FileNotFoundError:
+            module = self.program.kernel_module
+            if module and not (self.where.parent / module).exists():  # the run fails, saying both are gone
+                return None
+            return (f"{self.path} is no longer there (moved or removed since it was loaded): the run is of the "
+                    f"program as it was then")
+        except OSError:  # unreadable now: nothing to compare
             return None
         return (f"{self.path} has changed since it was loaded: the run is of the program as it was then (load it "
                 f"again: tiledsl.load({self._named_from_here()!r}))")
@@ -262,8 +268,8 @@ class Loaded:
         except TaskFailure as failure:
             where = f" ({Path(self.program.source).name}:{failure.line})" if failure.line else ""
             raise TiledslError(f"rank {failure.rank}{where}: {failure}") from failure.__cause__  # a kernel's
-        except RankError as error:
-            raise TiledslError(f"rank 0: {error}") from None
+        except RankError as error:  # the user's exception where it has one (a kernel module's, as it loaded)
+            raise TiledslError(f"rank 0: {error}") from error.__cause__
         except (MemoryError, RuntimeError) as error:  # as the command line says them: out of memory, no thread
             said = _shortage(error, settings, given)
             if said is None:

@@ -366,6 +366,14 @@ def test_a_failed_kernels_own_exception_is_the_errors_cause(tmp_path):
     with pytest.raises(TiledslError) as caught:  # a failure of no kernel has no cause
         tiledsl.load(ROOT / "programs/cholesky.tile").run(A=np.eye(8), tiles={"nb": "x"})
     assert caught.value.__cause__ is None
+    # tester b61: a kernel module failing as it loads kept nothing of what it raised
+    loaded = tiledsl.load(tmp_path / "bad.tile")  # then its module edited
+    for text, kind in (("raise RuntimeError('import fail')\n", RuntimeError), ("def boom(A:\n", SyntaxError)):
+        (tmp_path / "bad_kernels.py").write_text(text)
+        with pytest.raises(TiledslError, match=rf"^rank 0: kernel module .*bad_kernels.py:1: {kind.__name__}") \
+                as caught:
+            loaded.run(A=np.eye(8))
+        assert type(caught.value.__cause__) is kind
 
 
 @pytest.mark.timeout(120)
@@ -510,6 +518,10 @@ def test_a_run_of_a_program_whose_tile_file_changed_since_it_was_loaded_warns(tm
     source.write_text(source.read_text().replace("nb = 8", "nb = 4"))
     with pytest.warns(TiledslWarning, match=rf"^{re.escape(str(source))} has changed since it was loaded: the run "
                                             r"is of the program as it was then \(load it again: tiledsl.load\("):
+        assert loaded.run(n=8).tiles == {"nb": 8}
+    source.unlink()  # tester b61: removed, it ran silently
+    with pytest.warns(TiledslWarning, match=rf"^{re.escape(str(source))} is no longer there \(moved or removed "
+                                            r"since it was loaded\): the run is of the program as it was then$"):
         assert loaded.run(n=8).tiles == {"nb": 8}
 
 
