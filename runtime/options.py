@@ -95,14 +95,23 @@ class SuggestingParser(argparse.ArgumentParser):
         command = self._subcommand()
         helped = self.prog if command is None else f"{self.prog} {command[0]}"
         said = f"{message} (see {helped} --help)"
-        run = self._json_failure_of()
+        command = self._json_failure_of()
         piped = None
-        if run is not None:  # a script reading --json's line hears of a usage error too
+        if command is not None:  # a script reading --json's line hears of a usage error too
             from .reporting import failure_json, failure_line_out, json_text
 
-            ranks = {"np": self.ranks} if run == "run" else {}  # (the others' runs are one rank's, or simulated)
-            piped = failure_line_out(json_text({**failure_json(self.program, None), **ranks, "error": said}))
+            stored = self._stored_so_far()  # the fields as a failure after the options are read gives them
+            np_given = any(word == "--np" or word.startswith("--np=") for word in getattr(self, "_given", []))
+            ranks = (stored.get("np", None if np_given else self.ranks or 1) if command == "run"  # (default: 1)
+                     else stored.get("nodes") if command == "simulate" else None)  # (the others': one process)
+            piped = failure_line_out(json_text({**failure_json(self.program, stored.get("n"), ranks, command == "run"
+                                                               or ranks is not None), "error": said}))
         self.exit(piped or 2, f"{self.prog}: error: {said}\n")
+
+    def _stored_so_far(self) -> dict:
+        """The options read before the error, this parser's and its subcommand's (dest -> value)."""
+        command = self._subcommand()
+        return {**getattr(self, "stored", {}), **(getattr(command[1], "stored", {}) if command is not None else {})}
 
     def _json_failure_of(self) -> str | None:
         """The command (``run`` for a driver's) when the command line is one of :data:`JSON_COMMANDS`

@@ -1302,8 +1302,7 @@ def test_every_command_with_json_says_a_failure_in_json_as_run_does(tmp_path):
 
 
 @pytest.mark.parametrize("command, error", [
-    (["explain", "cholesky", "--n", 400, "--nb", "abc"], "argument --nb: invalid int value: 'abc' (see tiledsl explain "
-                                                         "--help)"),
+    (["explain", "cholesky", "--nb", "abc"], "argument --nb: invalid int value: 'abc' (see tiledsl explain --help)"),
     (["simulate", "cholesky", "--nodes", "abc"], "argument --nodes: invalid int value: 'abc' (see tiledsl simulate "
                                                  "--help)"),
     (["tune", "cholesky", "--bogus"], "unrecognized arguments: --bogus (see tiledsl tune --help)"),

@@ -1756,3 +1756,21 @@ def test_ranks_crowding_this_machines_cores_are_said_before_they_start(monkeypat
     assert cli._crowded_cores(1000) == (
         "--np 1000 starts 1000 ranks on this machine's 2 core(s), over 4 a core: they take long to start and share "
         "the cores (a cluster's ranks on several nodes come from its launcher, --launcher)")
+
+
+@pytest.mark.parametrize("args, fields", [
+    (("simulate", "cholesky", "--n", 400, "--nodes", 4, "--machine", "keeneland", "--bogus"), {"n": 400, "np": 4}),
+    (("simulate", "cholesky", "--n", 400, "--bogus"), {"n": 400}),  # np only with --nodes
+    (("run", "cholesky", "--n", 400, "--np", 2, "--bogus"), {"n": 400, "np": 2}),
+    (("run", "cholesky", "--bogus"), {"n": None, "np": 1}),  # run's default
+    (("run", "cholesky", "--n", 400, "--np", "x"), {"n": 400, "np": None}),  # given, and not a number
+    (("bench", "cholesky", "--n", 400, "--bogus"), {"n": 400}),
+])
+def test_a_usage_error_of_the_option_parser_names_the_options_read(args, fields):
+    """Tester a61: the parser's failure object had n null and np null (run) or missing (simulate, whose
+    --nodes was given), where a usage error found after the options were read names both."""
+    out = tiledsl(*args, "--json")
+    said = json.loads(out.stdout)
+    assert out.returncode == 2 and list(said) == ["program", "n", *(["np"] if "np" in fields else []), "ok",
+                                                  "passed", "error"], out.stdout
+    assert {key: said[key] for key in fields} == fields and said["program"] is None

@@ -125,8 +125,7 @@ def _json_failure_before_options(argv: list, error: str) -> int | None:
     given = argv[:argv.index("--") if "--" in argv else None]
     if "--json" not in given:
         return None
-    ranks = {"np": None} if given[:1] == ["run"] else {}
-    return failure_line_out(json_text({**failure_json(None, None), **ranks, "error": error}))
+    return failure_line_out(json_text({**failure_json(None, None, names_ranks=given[:1] == ["run"]), "error": error}))
 
 
 def _ranks_of(args) -> int | None:
