@@ -827,7 +827,7 @@ def test_a_broken_requirement_is_said_as_the_command_line_says_it():
         with pytest.raises(TiledslError) as error:
             tiledsl.load("hqr").run(tiles={"nb": 8}, **given)
         assert str(error.value).startswith("hqr requires domains >= 1 (the tile rows of a column go to at least one "
-                                           "domain), which n = 40, nb = 8, ib = 64, domains = 0 break"), error.value
+                                           "domain), which n = 40, nb = 8, ib = 64, domains = 0, m = 40 break"), error.value
 
 
 @pytest.mark.timeout(60)

@@ -44,29 +44,29 @@ PROGRAM = Program(
     source='programs/hqr.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'general', line=30),
+        MatrixDecl('A', 'general', line=31),
     ),
     workspaces=(
-        WorkspaceDecl('T', like='A', line=31, inner_block=True),
-        WorkspaceDecl('T2', like='A', line=32, inner_block=True),
+        WorkspaceDecl('T', like='A', line=32, inner_block=True),
+        WorkspaceDecl('T2', like='A', line=33, inner_block=True),
     ),
-    params=('ib', 'domains', ),
-    check=CheckDecl('qr', ('A', 'T'), line=33),
+    params=('ib', 'domains', 'm', ),
+    check=CheckDecl('qr', ('A', 'T'), line=34),
     kernel_module=None,
     source_dir='../../programs',  # programs/hqr.tile's directory, relative to this file's
-    source_digest='c29115390cc9504e',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='c984e4a211e74330',  # of the .tile compiled: a run says when the file has changed since
     calls=(
-        Call('geqrt', ('inout', 'out'), main=0, line=41,
+        Call('geqrt', ('inout', 'out'), main=0, line=42,
              text='geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)'),
-        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=43,
+        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=44,
              text='gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
-        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=48,
+        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=49,
              text='tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)'),
-        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=50,
+        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=51,
              text='tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j', values=('side', 'trans'), order='ttttvv'),
-        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=60,
+        Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=61,
              text='ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)'),
-        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=62,
+        Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=63,
              text='ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
     ),
 )
@@ -78,6 +78,8 @@ def resolve_params(p):
         p['ib'] = 64
     if p['domains'] is None:
         p['domains'] = 8
+    if p['m'] is None:
+        p['m'] = p['n']
     return p
 
 
@@ -91,7 +93,7 @@ def unmet(p):
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {
-        'A': (p['n'], p['n']),
+        'A': (p['m'], p['n']),
     }
     workspaces = {
         'T': ('A', p['ib']),
@@ -121,74 +123,74 @@ def generate(rt, p):
     A = rt.matrix('A')
     T = rt.matrix('T')
     T2 = rt.matrix('T2')
-    for k in range(0, min(A.mt, A.nt)):  # hqr.tile:35
-        for t in range(k, k + domains):  # hqr.tile:39
-            if t < A.mt:  # hqr.tile:40
-                _r0 = A.rank_of(t, k)  # hqr.tile:41
-                _r1 = T.rank_of(t, k)  # hqr.tile:41
-                # hqr.tile:41: geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)
+    for k in range(0, min(A.mt, A.nt)):  # hqr.tile:36
+        for t in range(k, k + domains):  # hqr.tile:40
+            if t < A.mt:  # hqr.tile:41
+                _r0 = A.rank_of(t, k)  # hqr.tile:42
+                _r1 = T.rank_of(t, k)  # hqr.tile:42
+                # hqr.tile:42: geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)
                 if _me == _r0 or _me == _r1:
-                    _submit(CALLS[0], (A.tile(t, k, 41), T.tile(t, k, 41)), None, 3 * (A.nt - k), at=(0, k, 0, t, 0))
+                    _submit(CALLS[0], (A.tile(t, k, 42), T.tile(t, k, 42)), None, 3 * (A.nt - k), at=(0, k, 0, t, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, k)
                     T.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # hqr.tile:42
-                    _r2 = A.rank_of(t, j)  # hqr.tile:43
-                    # hqr.tile:43: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # hqr.tile:43
+                    _r2 = A.rank_of(t, j)  # hqr.tile:44
+                    # hqr.tile:44: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
                     if _me == _r0 or _me == _r1 or _me == _r2:
-                        _submit(CALLS[1], (A.tile(t, k, 43), T.tile(t, k, 43), A.tile(t, j, 43)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 1, j, 0))
+                        _submit(CALLS[1], (A.tile(t, k, 44), T.tile(t, k, 44), A.tile(t, j, 44)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 1, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(t, j)
-                for r in range(1, A.mt - t):  # hqr.tile:45
-                    for i in _among(t + r * domains, t + r * domains + 1, 1, lambda: ((A, AT, t, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:46
-                        if i < A.mt:  # hqr.tile:47
-                            _r3 = A.rank_of(t, k)  # hqr.tile:48
-                            _r4 = A.rank_of(i, k)  # hqr.tile:48
-                            _r5 = T.rank_of(i, k)  # hqr.tile:48
-                            # hqr.tile:48: tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
+                for r in range(1, A.mt - t):  # hqr.tile:46
+                    for i in _among(t + r * domains, t + r * domains + 1, 1, lambda: ((A, AT, t, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, t, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:47
+                        if i < A.mt:  # hqr.tile:48
+                            _r3 = A.rank_of(t, k)  # hqr.tile:49
+                            _r4 = A.rank_of(i, k)  # hqr.tile:49
+                            _r5 = T.rank_of(i, k)  # hqr.tile:49
+                            # hqr.tile:49: tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
                             if _me == _r3 or _me == _r4 or _me == _r5:
-                                _submit(CALLS[2], (A.tile(t, k, 48), A.tile(i, k, 48), T.tile(i, k, 48)), None, 2 * (A.nt - k), at=(0, k, 0, t, 2, r, 0, i, 0))
+                                _submit(CALLS[2], (A.tile(t, k, 49), A.tile(i, k, 49), T.tile(i, k, 49)), None, 2 * (A.nt - k), at=(0, k, 0, t, 2, r, 0, i, 0))
                             else:  # not ours: only count the new versions of the tiles it writes
                                 A.bump(t, k)
                                 A.bump(i, k)
                                 T.bump(i, k)
-                            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hqr.tile:49
-                                _r6 = A.rank_of(t, j)  # hqr.tile:50
-                                _r7 = A.rank_of(i, j)  # hqr.tile:50
-                                # hqr.tile:50: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j
+                            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hqr.tile:50
+                                _r6 = A.rank_of(t, j)  # hqr.tile:51
+                                _r7 = A.rank_of(i, j)  # hqr.tile:51
+                                # hqr.tile:51: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j
                                 if _me == _r4 or _me == _r5 or _me == _r6 or _me == _r7:
-                                    _submit(CALLS[3], (A.tile(i, k, 50), T.tile(i, k, 50), A.tile(t, j, 50), A.tile(i, j, 50)), None, A.nt - j, ('L', 'T'), at=(0, k, 0, t, 2, r, 0, i, 1, j, 0))
+                                    _submit(CALLS[3], (A.tile(i, k, 51), T.tile(i, k, 51), A.tile(t, j, 51), A.tile(i, j, 51)), None, A.nt - j, ('L', 'T'), at=(0, k, 0, t, 2, r, 0, i, 1, j, 0))
                                 else:  # not ours: only count the new versions of the tiles it writes
                                     A.bump(t, j)
                                     A.bump(i, j)
-        for t in _among(k + 1, k + domains, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:58
-            if t < A.mt:  # hqr.tile:59
-                _r8 = A.rank_of(k, k)  # hqr.tile:60
-                _r9 = A.rank_of(t, k)  # hqr.tile:60
-                _r10 = T2.rank_of(t, k)  # hqr.tile:60
-                # hqr.tile:60: ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)
+        for t in _among(k + 1, k + domains, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # hqr.tile:59
+            if t < A.mt:  # hqr.tile:60
+                _r8 = A.rank_of(k, k)  # hqr.tile:61
+                _r9 = A.rank_of(t, k)  # hqr.tile:61
+                _r10 = T2.rank_of(t, k)  # hqr.tile:61
+                # hqr.tile:61: ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)
                 if _me == _r8 or _me == _r9 or _me == _r10:
-                    _submit(CALLS[4], (A.tile(k, k, 60), A.tile(t, k, 60), T2.tile(t, k, 60)), None, 3 * (A.nt - k), at=(0, k, 1, t, 0))
+                    _submit(CALLS[4], (A.tile(k, k, 61), A.tile(t, k, 61), T2.tile(t, k, 61)), None, 3 * (A.nt - k), at=(0, k, 1, t, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(k, k)
                     A.bump(t, k)
                     T2.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # hqr.tile:61
-                    _r11 = A.rank_of(k, j)  # hqr.tile:62
-                    _r12 = A.rank_of(t, j)  # hqr.tile:62
-                    # hqr.tile:62: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # hqr.tile:62
+                    _r11 = A.rank_of(k, j)  # hqr.tile:63
+                    _r12 = A.rank_of(t, j)  # hqr.tile:63
+                    # hqr.tile:63: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
                     if _me == _r9 or _me == _r10 or _me == _r11 or _me == _r12:
-                        _submit(CALLS[5], (A.tile(t, k, 62), T2.tile(t, k, 62), A.tile(k, j, 62), A.tile(t, j, 62)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, t, 1, j, 0))
+                        _submit(CALLS[5], (A.tile(t, k, 63), T2.tile(t, k, 63), A.tile(k, j, 63), A.tile(t, j, 63)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, t, 1, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(k, j)
                         A.bump(t, j)
-        for i in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k))):  # hqr.tile:67
-            # hqr.tile:68: release A[i, k]
-            _release(A.tile(i, k, 68), at=(0, k, 2, i, 0))
-            # hqr.tile:69: release T[i, k]
-            _release(T.tile(i, k, 69), at=(0, k, 2, i, 1))
-            # hqr.tile:70: release T2[i, k]
-            _release(T2.tile(i, k, 70), at=(0, k, 2, i, 2))
+        for i in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (T2, PLUS, 0, AT, k))):  # hqr.tile:68
+            # hqr.tile:69: release A[i, k]
+            _release(A.tile(i, k, 69), at=(0, k, 2, i, 0))
+            # hqr.tile:70: release T[i, k]
+            _release(T.tile(i, k, 70), at=(0, k, 2, i, 1))
+            # hqr.tile:71: release T2[i, k]
+            _release(T2.tile(i, k, 71), at=(0, k, 2, i, 2))
 
 
 
@@ -199,22 +201,22 @@ def dataflow(rt, p):
     domains = p['domains']
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=41),  # writes at hqr.tile:41
-        Event('T', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=41),  # writes at hqr.tile:41
-        Event('A', (0, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((0, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=43),  # writes at hqr.tile:43
-        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 1, 0, 0), (1, 0, 1, 0, 0)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=48),  # writes at hqr.tile:48
-        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=48),  # writes at hqr.tile:48
-        Event('T', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=48),  # writes at hqr.tile:48
-        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 1, 0, 0, 0), (1, 0, 1, 0, 0, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=50),  # writes at hqr.tile:50
-        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 0, 0, 1, 0), (1, 0, 0, 0, 1, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=50),  # writes at hqr.tile:50
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=60),  # writes at hqr.tile:60
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=60),  # writes at hqr.tile:60
-        Event('T2', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=60),  # writes at hqr.tile:60
-        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=62),  # writes at hqr.tile:62
-        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=62),  # writes at hqr.tile:62
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=68),  # release at hqr.tile:68
-        Event('T', (0, 2, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=69),  # release at hqr.tile:69
-        Event('T2', (0, 2, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=70),  # release at hqr.tile:70
+        Event('A', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=42),  # writes at hqr.tile:42
+        Event('T', (0, 0, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=42),  # writes at hqr.tile:42
+        Event('A', (0, 0, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((0, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=44),  # writes at hqr.tile:44
+        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 1, 0, 0), (1, 0, 1, 0, 0)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=49),  # writes at hqr.tile:49
+        Event('A', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=49),  # writes at hqr.tile:49
+        Event('T', (0, 0, 2, 0, 0), (Loop(((0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0),), ((domains, 1, 0, 0, 0), (A.mt, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0),)), Loop(((0, 0, 1, domains, 0),), ((1, 0, 1, domains, 0), (A.mt, 0, 0, 0, 0)))), ((0, 0, 0, 0, 1), (1, 0, 0, 0, 1)), ((0, 1, 0, 0, 0), (1, 1, 0, 0, 0)), line=49),  # writes at hqr.tile:49
+        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 1, 0, 0, 0), (1, 0, 1, 0, 0, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=51),  # writes at hqr.tile:51
+        Event('A', (0, 0, 2, 0, 1, 0), (Loop(((0, 0, 0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0, 0, 0),)), Loop(((0, 1, 0, 0, 0, 0),), ((domains, 1, 0, 0, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 0, 0, 0, 0, 0),), ((A.mt, 0, -1, 0, 0, 0),)), Loop(((0, 0, 1, domains, 0, 0),), ((1, 0, 1, domains, 0, 0), (A.mt, 0, 0, 0, 0, 0))), Loop(((1, 1, 0, 0, 0, 0),), ((A.nt, 0, 0, 0, 0, 0),))), ((0, 0, 0, 0, 1, 0), (1, 0, 0, 0, 1, 0)), ((0, 0, 0, 0, 0, 1), (1, 0, 0, 0, 0, 1)), line=51),  # writes at hqr.tile:51
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=61),  # writes at hqr.tile:61
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=61),  # writes at hqr.tile:61
+        Event('T2', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((domains, 1, 0), (A.mt, 0, 0)))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=61),  # writes at hqr.tile:61
+        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=63),  # writes at hqr.tile:63
+        Event('A', (0, 1, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((domains, 1, 0, 0), (A.mt, 0, 0, 0))), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=63),  # writes at hqr.tile:63
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=69),  # release at hqr.tile:69
+        Event('T', (0, 2, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=70),  # release at hqr.tile:70
+        Event('T2', (0, 2, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=71),  # release at hqr.tile:71
     )
 
 
@@ -224,18 +226,18 @@ def loop_bounds(_bound, p):
     domains = p['domains']
     A = _bound.matrix('A')
     _t0 = 1
-    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 35)
-    t, _t2 = _bound.loop(k, k + domains, _t1, 39, width=domains)
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 36)
+    t, _t2 = _bound.loop(k, k + domains, _t1, 40, width=domains)
     _t3 = _bound.when(t < A.mt, _t2)
-    j, _ = _bound.loop(k + 1, A.nt, _t3, 42)
-    r, _t5 = _bound.loop(1, A.mt - t, _t3, 45)
-    i, _t6 = _bound.loop(t + r * domains, t + r * domains + 1, _t5, 46, width=1)
+    j, _ = _bound.loop(k + 1, A.nt, _t3, 43)
+    r, _t5 = _bound.loop(1, A.mt - t, _t3, 46)
+    i, _t6 = _bound.loop(t + r * domains, t + r * domains + 1, _t5, 47, width=1)
     _t7 = _bound.when(i < A.mt, _t6)
-    j, _ = _bound.loop(k + 1, A.nt, _t7, 49)
-    t, _t9 = _bound.loop(k + 1, k + domains, _t1, 58, width=domains - 1)
+    j, _ = _bound.loop(k + 1, A.nt, _t7, 50)
+    t, _t9 = _bound.loop(k + 1, k + domains, _t1, 59, width=domains - 1)
     _t10 = _bound.when(t < A.mt, _t9)
-    j, _ = _bound.loop(k + 1, A.nt, _t10, 61)
-    i, _ = _bound.loop(k, A.mt, _t1, 67)
+    j, _ = _bound.loop(k + 1, A.nt, _t10, 62)
+    i, _ = _bound.loop(k, A.mt, _t1, 68)
 
 
 if __name__ == "__main__":

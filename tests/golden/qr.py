@@ -44,24 +44,24 @@ PROGRAM = Program(
     source='programs/qr.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'general', line=7),
+        MatrixDecl('A', 'general', line=9),
     ),
     workspaces=(
-        WorkspaceDecl('T', like='A', line=8, inner_block=True),
+        WorkspaceDecl('T', like='A', line=10, inner_block=True),
     ),
-    params=('ib', ),
-    check=CheckDecl('qr', ('A', 'T'), line=9),
+    params=('ib', 'm', ),
+    check=CheckDecl('qr', ('A', 'T'), line=11),
     kernel_module=None,
     source_dir='../../programs',  # programs/qr.tile's directory, relative to this file's
-    source_digest='cbd6d62d9055571b',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='7492a2b7f23859b6',  # of the .tile compiled: a run says when the file has changed since
     calls=(
-        Call('geqrt', ('inout', 'out'), main=0, line=12,
+        Call('geqrt', ('inout', 'out'), main=0, line=14,
              text='geqrt(A[k, k], T[k, k]) priority 3 * (A.nt - k)'),
-        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=14,
+        Call('gemqrt', ('in', 'in', 'inout'), main=2, line=16,
              text='gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
-        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=17,
+        Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=19,
              text='tpqrt(A[k, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)'),
-        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=19,
+        Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=21,
              text='tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j', values=('side', 'trans'), order='ttttvv'),
     ),
 )
@@ -71,6 +71,8 @@ def resolve_params(p):
     """Give the program's own parameters their defaults where the run options set none."""
     if p['ib'] is None:
         p['ib'] = 64
+    if p['m'] is None:
+        p['m'] = p['n']
     return p
 
 
@@ -82,7 +84,7 @@ def unmet(p):
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {
-        'A': (p['n'], p['n']),
+        'A': (p['m'], p['n']),
     }
     workspaces = {
         'T': ('A', p['ib']),
@@ -109,46 +111,46 @@ def generate(rt, p):
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     T = rt.matrix('T')
-    for k in range(0, min(A.mt, A.nt)):  # qr.tile:11
-        _r0 = A.rank_of(k, k)  # qr.tile:12
-        _r1 = T.rank_of(k, k)  # qr.tile:12
-        # qr.tile:12: geqrt(A[k, k], T[k, k]) priority 3 * (A.nt - k)
+    for k in range(0, min(A.mt, A.nt)):  # qr.tile:13
+        _r0 = A.rank_of(k, k)  # qr.tile:14
+        _r1 = T.rank_of(k, k)  # qr.tile:14
+        # qr.tile:14: geqrt(A[k, k], T[k, k]) priority 3 * (A.nt - k)
         if _me == _r0 or _me == _r1:
-            _submit(CALLS[0], (A.tile(k, k, 12), T.tile(k, k, 12)), None, 3 * (A.nt - k), at=(0, k, 0))
+            _submit(CALLS[0], (A.tile(k, k, 14), T.tile(k, k, 14)), None, 3 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
             T.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, AT, k), (T, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # qr.tile:13
-            _r2 = A.rank_of(k, j)  # qr.tile:14
-            # qr.tile:14: gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, AT, k), (T, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # qr.tile:15
+            _r2 = A.rank_of(k, j)  # qr.tile:16
+            # qr.tile:16: gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1 or _me == _r2:
-                _submit(CALLS[1], (A.tile(k, k, 14), T.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, j, 0))
+                _submit(CALLS[1], (A.tile(k, k, 16), T.tile(k, k, 16), A.tile(k, j, 16)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        for i in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # qr.tile:16
-            _r3 = A.rank_of(i, k)  # qr.tile:17
-            _r4 = T.rank_of(i, k)  # qr.tile:17
-            # qr.tile:17: tpqrt(A[k, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
+        for i in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # qr.tile:18
+            _r3 = A.rank_of(i, k)  # qr.tile:19
+            _r4 = T.rank_of(i, k)  # qr.tile:19
+            # qr.tile:19: tpqrt(A[k, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r3 or _me == _r4:
-                _submit(CALLS[2], (A.tile(k, k, 17), A.tile(i, k, 17), T.tile(i, k, 17)), None, 2 * (A.nt - k), at=(0, k, 2, i, 0))
+                _submit(CALLS[2], (A.tile(k, k, 19), A.tile(i, k, 19), T.tile(i, k, 19)), None, 2 * (A.nt - k), at=(0, k, 2, i, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, k)
                 A.bump(i, k)
                 T.bump(i, k)
-            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # qr.tile:18
-                _r5 = A.rank_of(k, j)  # qr.tile:19
-                _r6 = A.rank_of(i, j)  # qr.tile:19
-                # qr.tile:19: tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j
+            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # qr.tile:20
+                _r5 = A.rank_of(k, j)  # qr.tile:21
+                _r6 = A.rank_of(i, j)  # qr.tile:21
+                # qr.tile:21: tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j
                 if _me == _r3 or _me == _r4 or _me == _r5 or _me == _r6:
-                    _submit(CALLS[3], (A.tile(i, k, 19), T.tile(i, k, 19), A.tile(k, j, 19), A.tile(i, j, 19)), None, A.nt - j, ('L', 'T'), at=(0, k, 2, i, 1, j, 0))
+                    _submit(CALLS[3], (A.tile(i, k, 21), T.tile(i, k, 21), A.tile(k, j, 21), A.tile(i, j, 21)), None, A.nt - j, ('L', 'T'), at=(0, k, 2, i, 1, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(k, j)
                     A.bump(i, j)
-        for i in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k))):  # qr.tile:23
-            # qr.tile:24: release A[i, k]
-            _release(A.tile(i, k, 24), at=(0, k, 3, i, 0))
-            # qr.tile:25: release T[i, k]
-            _release(T.tile(i, k, 25), at=(0, k, 3, i, 1))
+        for i in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k), (T, PLUS, 0, AT, k))):  # qr.tile:25
+            # qr.tile:26: release A[i, k]
+            _release(A.tile(i, k, 26), at=(0, k, 3, i, 0))
+            # qr.tile:27: release T[i, k]
+            _release(T.tile(i, k, 27), at=(0, k, 3, i, 1))
 
 
 
@@ -158,16 +160,16 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=12),  # writes at qr.tile:12
-        Event('T', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=12),  # writes at qr.tile:12
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=14),  # writes at qr.tile:14
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at qr.tile:17
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at qr.tile:17
-        Event('T', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at qr.tile:17
-        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=19),  # writes at qr.tile:19
-        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=19),  # writes at qr.tile:19
-        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=24),  # release at qr.tile:24
-        Event('T', (0, 3, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=25),  # release at qr.tile:25
+        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=14),  # writes at qr.tile:14
+        Event('T', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=14),  # writes at qr.tile:14
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=16),  # writes at qr.tile:16
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 1, 0), (1, 1, 0)), line=19),  # writes at qr.tile:19
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=19),  # writes at qr.tile:19
+        Event('T', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=19),  # writes at qr.tile:19
+        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 1, 0, 0), (1, 1, 0, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=21),  # writes at qr.tile:21
+        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=21),  # writes at qr.tile:21
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=26),  # release at qr.tile:26
+        Event('T', (0, 3, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=27),  # release at qr.tile:27
     )
 
 
@@ -176,11 +178,11 @@ def loop_bounds(_bound, p):
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     A = _bound.matrix('A')
     _t0 = 1
-    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 11)
-    j, _ = _bound.loop(k + 1, A.nt, _t1, 13)
-    i, _t3 = _bound.loop(k + 1, A.mt, _t1, 16)
-    j, _ = _bound.loop(k + 1, A.nt, _t3, 18)
-    i, _ = _bound.loop(k, A.mt, _t1, 23)
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 13)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 15)
+    i, _t3 = _bound.loop(k + 1, A.mt, _t1, 18)
+    j, _ = _bound.loop(k + 1, A.nt, _t3, 20)
+    i, _ = _bound.loop(k, A.mt, _t1, 25)
 
 
 if __name__ == "__main__":
