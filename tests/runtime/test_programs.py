@@ -68,6 +68,21 @@ def test_program_is_correct_at_every_size(compiled, path, tiles, compare, kind):
         compare(original, {name: m.assemble() for name, m in result.matrices.items()})
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("program", ["qr", "hqr"])
+def test_qr_programs_factor_tall_and_wide_matrices(compiled, program):
+    """qr.tile and hqr.tile take A m×n (tester c61: both were square only), ragged and narrower than a tile."""
+    driver = compiled(f"programs/{program}.tile")
+    for m, n in ((300, 100), (100, 300), (257, 65), (65, 257), (1, 7), (7, 1), (64, 200)):
+        sets = {"m": m, **({"domains": 3} if program == "hqr" else {})}  # (not a multiple of the tile rows)
+        result = execute(driver, Options(n=n, sets=sets, tiles={"nb": 64}, check=True, workers=2, seed=m))
+        assert result.residual is not None and result.residual < 60, (m, n, result.residuals)
+        factored = result.matrices["A"].assemble()
+        assert factored.shape == (m, n)
+        r = scipy.linalg.qr(make_matrix("general", m, 0, m, n), mode="r")[0]
+        assert _relative(np.abs(np.triu(factored))[:min(m, n)], np.abs(r)[:min(m, n)]) < 1e-10, (m, n)
+
+
 REPRODUCED = {"cholesky": {"nb": 100}, "lu": {"nb": 100}, "qr": {"nb": 100},
               "hetero_cholesky": {"B": 160, "b": 48, "s": 3}, "hetero_qr": {"B": 160, "b": 48, "s": 3}}
 
