@@ -459,9 +459,9 @@ def test_a_run_stopped_before_it_started_says_so_in_json_too(tmp_path):
              (["run", "cholesky", "--n", 200, "--set", "foo=1", "--np", 2], 2, ("cholesky", 200, 2)),
              (["run", tmp_path / "bad.tile", "--n", 64], 1, (None, 64, 1)),
              (["bench", "cholesky", "--n", 200, "--rounds", 0], 2, ("cholesky", 200)),
-             # caught by the option parser: nothing is known yet of the run
-             (["run", "cholesky", "--n", "abc"], 2, (None, None, None)),
-             (["run", "cholesky", "--n", 200, "--bogus"], 2, (None, None, None)),
+             # caught by the option parser: the options it read (the program is not read yet; np 1 by default)
+             (["run", "cholesky", "--n", "abc"], 2, (None, None, 1)),
+             (["run", "cholesky", "--n", 200, "--bogus"], 2, (None, 200, 1)),
              (["bench", "cholesky", "--n", "abc"], 2, (None, None))]
     for command, code, said in cases:
         out = tiledsl(*command, "--json")

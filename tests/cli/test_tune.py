@@ -1382,7 +1382,7 @@ def test_explain_bench_and_tune_json_name_the_settings_as_run_does(cache, capsys
     explained = json.loads(in_process(capsys, "explain", "qr", "--n", 400, "--nb", 100, "--gpus", 1, "--json",
                                       "--totals")[1].strip().splitlines()[-1])
     assert {k: explained[k] for k in keys} == {k: ran[k] for k in keys} == {
-        "n": 400, "tiles": {"nb": 100}, "params": {"ib": 64}, "gpu_backend": "emulated", "gpu_ratio": "1:1",
+        "n": 400, "tiles": {"nb": 100}, "params": {"ib": 64, "m": 400}, "gpu_backend": "emulated", "gpu_ratio": "1:1",
         "sources": {"nb": "command line", "gpu_ratio": "default"}}
     benched = last_json(tiledsl("bench", "qr", "--n", 400, "--nb", 100, "--rounds", 1, "--no-dask", "--json",
                                 cache=cache))

@@ -68,12 +68,12 @@ EXPECTED = {
                          ("A", "i", "j", None, "inout")], 2),
     ],
     "qr": [
-        ("geqrt", 12, [("A", "k", "k", None, "inout"), ("T", "k", "k", None, "out")], 0),
-        ("gemqrt", 14, [("A", "k", "k", None, "in"), ("T", "k", "k", None, "in"),
+        ("geqrt", 14, [("A", "k", "k", None, "inout"), ("T", "k", "k", None, "out")], 0),
+        ("gemqrt", 16, [("A", "k", "k", None, "in"), ("T", "k", "k", None, "in"),
                         ("A", "k", "j", None, "inout")], 2),
-        ("tpqrt", 17, [("A", "k", "k", None, "inout"), ("A", "i", "k", None, "inout"),
+        ("tpqrt", 19, [("A", "k", "k", None, "inout"), ("A", "i", "k", None, "inout"),
                        ("T", "i", "k", None, "out")], 0),
-        ("tpmqrt", 19, [("A", "i", "k", None, "in"), ("T", "i", "k", None, "in"),
+        ("tpmqrt", 21, [("A", "i", "k", None, "in"), ("T", "i", "k", None, "in"),
                         ("A", "k", "j", None, "inout"), ("A", "i", "j", None, "inout")], 2),
     ],
 }
