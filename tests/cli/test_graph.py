@@ -125,6 +125,10 @@ def test_war_and_waw_edges():
     found = {pair: dict(kinds) for pair, kinds in graph.edges(tasks).items()}
     assert found == {(0, 1): {"RAW": ["X[0, 0]"]}, (1, 2): {"WAR": ["X[0, 0]"]},
                      (0, 2): {"WAW": ["X[0, 0]"]}, (2, 3): {"RAW": ["X[0, 0]"]}}
+    # tester f62: a reader on another rank reads the copy it was sent, which the write does not wait for
+    tasks[1] = PlannedTask(1, tasks[1].call, tasks[1].tiles, ((0, 0), (1, 0)))  # `use` runs where Y lies: rank 1
+    found = {pair: dict(kinds) for pair, kinds in graph.edges(tasks).items()}
+    assert found == {(0, 1): {"RAW": ["X[0, 0]"]}, (0, 2): {"WAW": ["X[0, 0]"]}, (2, 3): {"RAW": ["X[0, 0]"]}}
 
 
 class Tile:

@@ -6,7 +6,8 @@ a rank that takes part in every task), so nodes and owners are exactly the ones
 accesses at tile granularity, as the runtime orders them:
 
 * RAW: a task reading a tile depends on the tile's last writer;
-* WAR: a task writing a tile depends on the tile's readers since that write;
+* WAR: a task writing a tile depends on the tile's readers since that write on its
+  own rank (a reader on another rank reads the copy it was sent: the write does not wait for it);
 * WAW: a task that only writes (``out``) a tile depends on its last writer
   (an ``inout`` access is already ordered by its RAW edge).
 
@@ -141,6 +142,7 @@ def edges(tasks) -> dict:
     found: dict = defaultdict(lambda: defaultdict(list))
     writer: dict = {}
     readers: dict = defaultdict(list)
+    ranks = {task.index: task.owner[0] for task in tasks}
     for task in tasks:
         call, tiles, index = task.call, task.tiles, task.index
         for position in call.reads:
@@ -150,7 +152,7 @@ def edges(tasks) -> dict:
         for position in call.writes:
             key = _key(tiles[position])
             for reader in readers.get(key, ()):
-                if reader != index:
+                if reader != index and ranks[reader] == ranks[index]:  # (another rank's reads its copy)
                     _add(found, reader, index, "WAR", tiles[position])
             if call.modes[position] == "out" and key in writer and writer[key] != index:
                 _add(found, writer[key], index, "WAW", tiles[position])

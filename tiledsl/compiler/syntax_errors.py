@@ -89,6 +89,7 @@ def syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
                               declared=_DECLARED_KERNEL.findall(source.text))
             or _value_dependent(source, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
+            or _declaration_read_as_call(where, before, terminals)
             or _misplaced_priority(where, before, source.text.split("\n")[line - 2] if line > 1 else "")
             or Diagnostic(where, "E100", f"unexpected {found}", notes,
                           _token_hint(before, token, after, terminals, _in_braces(source.text, line, column))
@@ -606,6 +607,16 @@ def _stray_else(where: Span, before: str, token: Token, terminals: frozenset) ->
 
 
 _PRIORITY_AFTER = re.compile(r"\b(?:(release)\b.*|priority\b.*)\b(priority)\s*$")
+
+
+def _declaration_read_as_call(where: Span, before: str, terminals: frozenset) -> Diagnostic | None:
+    """A declaration after a statement whose word the parser read as a kernel's name (``check cholesky(A)``,
+    ``matrix B[n, n]``: '(' awaited after it): said at that word, which is what is out of place."""
+    word = _NAME_BEFORE.search(before)
+    if "LPAR" not in terminals or not word or word.group(1) not in _DECLARATIONS:
+        return None
+    span = Span(where.path, where.line, word.start(1) + 1, where.line, word.end(1) + 1)
+    return Diagnostic(span, "E100", f"unexpected '{word.group(1)}'", (), _DECLARATIONS_FIRST)
 
 
 def _misplaced_priority(where: Span, before: str, previous: str) -> Diagnostic | None:
