@@ -640,6 +640,7 @@ class _Analyzer:
         self.conditions -= 1
 
     def _let(self, stmt: n.Let):
+        said = len(self.bag.items)
         kind = self.types.number_expr(stmt.value)
         ok = kind == "int"
         # facts about the value are taken now, from those of earlier lets: never re-expanded
@@ -649,6 +650,7 @@ class _Analyzer:
         symbol.affine = not ok or self.types.affine(stmt.value)
         symbol.form = (self.converter.form(stmt.value) or self.converter.opaque(stmt.name)) if ok else None
         symbol.value = self.types.folded(stmt.value)
+        symbol.used = any(d.is_error for d in self.bag.items[said:])  # a value refused: "never used" is noise
         self.types.declare(stmt.name, symbol)
 
     def _release(self, stmt: n.Release):
