@@ -1089,7 +1089,7 @@ def test_tune_refused_everywhere_says_where_it_looked(tmp_path, cache, capsys):
     status, _, err = in_process(capsys, "tune", _required(tmp_path, 'n < nb - 100000 "never"'), "--no-save",
                                 "--quick")
     assert status == 2 and "requires n < nb - 100000 (never)" in err, err
-    assert "(tune counts the program's tasks at n=512 nb=64: give --n, --sizes or --set at which the program's " \
+    assert "(tune counts the program's tasks at n=1536 nb=64: give --n, --sizes or --set at which the program's " \
            "requirements hold)" in err
 
 
@@ -1600,3 +1600,14 @@ def test_hybrid_host_slices_narrower_than_tunes_sizes_are_said_with_what_to_do(t
                                          r"64\): give runs b yourself \(--b\), or give the program a B of at least 129 "
                                          r"or a smaller s$"):
         tune(import_driver(tmp_path / "h.py", "tune_narrow_slices"), workers=1, budget=2)
+
+
+@pytest.mark.parametrize("program, n", [("hqr", None), ("hqr", 1000), ("tsqr", None)])
+def test_the_census_of_kernels_holds_those_only_many_tile_rows_call(tmp_path, program, n):
+    """Tester d62: tune timed hqr's and tsqr's kernels at 8×8 tiles, where a column's 8 tile rows are 8 domains:
+    tpqrt and tpmqrt, which the trial runs called (and which do most of the work at large sizes), were not timed,
+    and simulate priced them at gemm's rate."""
+    (tmp_path / f"{program}.py").write_text(compile_path(ROOT / f"programs/{program}.tile")[1])
+    driver = import_driver(tmp_path / f"{program}.py", f"census_{program}_{n}")
+    counts = tune_command.task_counts(driver, n=n)
+    assert counts["tpqrt"] > 0 and counts["tpmqrt"] > 0, counts

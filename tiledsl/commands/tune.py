@@ -293,16 +293,22 @@ def mix_rates(speeds: dict, weights: dict) -> dict:
     return rates
 
 
+#: the tile rows and columns of the census of a program's tasks (:func:`task_counts`)
+CENSUS_TILES = 24
+
+
 def task_counts(driver, tiles: dict | None = None, sets: dict | None = None, n: int | None = None) -> Counter:
-    """How many tasks of each kernel the program has at a small size, parameters ``sets``: 8×8
+    """How many tasks of each kernel the program has at a small size, parameters ``sets``: 24×24
     uniform tiles of 64 (else, if its requirements refuse that, of its own tile size), or four
-    blocks of the program's hybrid tiling; the order ``n`` (tune's --n) with tiles an eighth of it."""
+    blocks of the program's hybrid tiling; the order ``n`` (tune's --n) with tiles of at most
+    CENSUS_TILES of it. As many tiles as the trial runs' smallest tiles make, or more: a kernel that
+    only larger tile counts call (hqr's tpqrt, once a column has more tile rows than domains) is timed."""
     program = driver.PROGRAM
     sets = sets or {}
     if program.tiling.kind == "uniform":
         own = int(program.tiling.defaults.get("nb") or STEP)
-        sizes = [STEP, own] if n is None else [max(STEP, -(-n // 8 // STEP) * STEP), own]
-        census = [Options(n=n or 8 * nb, tiles={"nb": nb}, sets=sets) for nb in sizes]
+        sizes = [STEP, own] if n is None else [max(STEP, -(-n // CENSUS_TILES // STEP) * STEP), own]
+        census = [Options(n=n or CENSUS_TILES * nb, tiles={"nb": nb}, sets=sets) for nb in sizes]
     else:
         settings = {**program.tiling.defaults, **(tiles or {})}
         census = [Options(n=n or 4 * settings.get("B", 512), tiles=tiles or {}, sets=sets)]
