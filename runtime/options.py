@@ -95,23 +95,27 @@ class SuggestingParser(argparse.ArgumentParser):
         command = self._subcommand()
         helped = self.prog if command is None else f"{self.prog} {command[0]}"
         said = f"{message} (see {helped} --help)"
-        command = self._json_failure_of()
+        json_command = self._json_failure_of()
         piped = None
-        if command is not None:  # a script reading --json's line hears of a usage error too
-            from .reporting import failure_json, failure_line_out, json_text
+        if json_command is not None:  # a script reading --json's line hears of a usage error too
+            from .reporting import failure_line_out, json_text
 
-            stored = self._stored_so_far()  # the fields as a failure after the options are read gives them
-            np_given = any(word == "--np" or word.startswith("--np=") for word in getattr(self, "_given", []))
-            ranks = (stored.get("np", None if np_given else self.ranks or 1) if command == "run"  # (default: 1)
-                     else stored.get("nodes") if command == "simulate" else None)  # (the others': one process)
-            piped = failure_line_out(json_text({**failure_json(self.program, stored.get("n"), ranks, command == "run"
-                                                               or ranks is not None), "error": said}))
+            piped = failure_line_out(json_text({**self._failure_fields(json_command), "error": said}))
         self.exit(piped or 2, f"{self.prog}: error: {said}\n")
 
-    def _stored_so_far(self) -> dict:
-        """The options read before the error, this parser's and its subcommand's (dest -> value)."""
-        command = self._subcommand()
-        return {**getattr(self, "stored", {}), **(getattr(command[1], "stored", {}) if command is not None else {})}
+    def _failure_fields(self, command: str) -> dict:
+        """The failure object's fields for ``command``, from the options read before the error, as a
+        failure after them gives them: run's ``np`` (1 by default, null where it is not a number),
+        simulate's ``--nodes`` where given."""
+        from .reporting import failure_json
+
+        subcommand = self._subcommand()
+        stored = {**getattr(self, "stored", {}), **(getattr(subcommand[1], "stored", {}) if subcommand else {})}
+        if command == "run":
+            np_given = any(word == "--np" or word.startswith("--np=") for word in getattr(self, "_given", []))
+            return failure_json(self.program, stored.get("n"), stored.get("np", None if np_given else self.ranks or 1),
+                                names_ranks=True)
+        return failure_json(self.program, stored.get("n"), stored.get("nodes") if command == "simulate" else None)
 
     def _json_failure_of(self) -> str | None:
         """The command (``run`` for a driver's) when the command line is one of :data:`JSON_COMMANDS`

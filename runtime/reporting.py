@@ -271,7 +271,8 @@ def gflops(program, matrices: dict, ranks: list, seconds: float) -> tuple[float 
     return (flops / seconds / 1e9, source) if flops is not None and seconds > 0 else (None, None)
 
 
-def failure_json(program: str | None, n: int | None, ranks: int | None = None, names_ranks: bool | None = None) -> dict:
+def failure_json(program: str | None, n: int | None, ranks: int | None = None,
+                 names_ranks: bool | None = None) -> dict:
     """What ``--json`` prints for a run (or, without ``ranks``, a bench) that has no summary,
     besides its ``error``: the program's name (None where it was not read), n, the ranks (``np``, said
     where ``names_ranks``, by default where they are given: a run's ``np`` is null where it is not known)."""

@@ -89,7 +89,7 @@ def syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
                               declared=_DECLARED_KERNEL.findall(source.text))
             or _value_dependent(source, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
-            or _declaration_read_as_call(where, before, terminals)
+            or _declaration_read_as_call(where, before, token, terminals)
             or _misplaced_priority(where, before, source.text.split("\n")[line - 2] if line > 1 else "")
             or Diagnostic(where, "E100", f"unexpected {found}", notes,
                           _token_hint(before, token, after, terminals, _in_braces(source.text, line, column))
@@ -609,11 +609,12 @@ def _stray_else(where: Span, before: str, token: Token, terminals: frozenset) ->
 _PRIORITY_AFTER = re.compile(r"\b(?:(release)\b.*|priority\b.*)\b(priority)\s*$")
 
 
-def _declaration_read_as_call(where: Span, before: str, terminals: frozenset) -> Diagnostic | None:
+def _declaration_read_as_call(where: Span, before: str, token: Token, terminals: frozenset) -> Diagnostic | None:
     """A declaration after a statement whose word the parser read as a kernel's name (``check cholesky(A)``,
-    ``matrix B[n, n]``: '(' awaited after it): said at that word, which is what is out of place."""
+    ``matrix B[n, n]``, ``in matrix B``: '(' awaited after it): said at that word, which is out of place."""
     word = _NAME_BEFORE.search(before)
-    if "LPAR" not in terminals or not word or word.group(1) not in _DECLARATIONS:
+    if "LPAR" not in terminals or not word or not (
+            word.group(1) in _DECLARATIONS or word.group(1) in _MODES and token == "matrix"):
         return None
     span = Span(where.path, where.line, word.start(1) + 1, where.line, word.end(1) + 1)
     return Diagnostic(span, "E100", f"unexpected '{word.group(1)}'", (), _DECLARATIONS_FIRST)
@@ -671,7 +672,7 @@ def _token_hint(before: str, token: Token, after: str, terminals: frozenset, in_
         return "write 'else if'"
     if word == "not" and token in (")", ",", "]", "}"):  # 'not' where a value ends: a name spelt so
         return "'not' negates a condition, so it cannot name a value: give the let or param another name"
-    if _declaration_among_statements(word, token, after, terminals):
+    if _declaration_among_statements(token, after, terminals):
         return _DECLARATIONS_FIRST
     if word in ("kernel", "use") and in_braces:
         return f"'{word}' declarations go outside the program's block"
@@ -713,11 +714,9 @@ def _number_hint(before: str, after: str) -> str | None:
     return None
 
 
-def _declaration_among_statements(word: str | None, token: Token, after: str, terminals: frozenset) -> bool:
-    """Whether a declaration starts after a statement: its word read as a kernel's name (it
-    awaits '('), or as a keyword where a statement begins."""
-    if "LPAR" in terminals and (word in _DECLARATIONS or (word in _MODES and token == "matrix")):
-        return True
+def _declaration_among_statements(token: Token, after: str, terminals: frozenset) -> bool:
+    """Whether a declaration starts where a statement begins, its word read as a keyword (one read
+    as a kernel's name is :func:`_declaration_read_as_call`'s)."""
     starts = token in _DECLARATIONS or (token in _MODES and re.match(r"\s*matrix\b", after))
     return bool(starts) and "LET" in terminals
 
