@@ -35,7 +35,7 @@ import traceback
 from pathlib import Path
 
 from .. import usercache
-from ..drivercontract import source_digest
+from ..drivercontract import program_folder, source_digest
 from .crash import NOT_USERS, KernelExit, fatal_signals_traced, user_code
 from .errors import TaskFailure
 from .kernels import CPU_KERNELS
@@ -171,7 +171,7 @@ def program_places(program, driver, working_directory: bool = True) -> list:
     if recorded and here == usercache.cache_dir("drivers").resolve():
         return [Path(os.path.normpath(recorded[0].absolute()))]
     places = {}
-    for base in [*recorded, Path(program.source).parent, here, *[Path.cwd()] * working_directory]:
+    for base in [*recorded, Path(program_folder(program.source)), here, *[Path.cwd()] * working_directory]:
         places.setdefault(Path(os.path.normpath(base.absolute())), None)
     return list(places)
 
@@ -265,7 +265,8 @@ def _files_beside(folder: Path):
     imports resolve afterwards as before."""
     names = [name for name in _module_names(folder) if not _installed(name)]
     finder = _FolderFirst(folder, names)
-    stepped_aside = {name: sys.modules.pop(name) for name in names if name in sys.modules}
+    tops = frozenset(names)  # the caller's modules of those names step aside, their submodules too (helpers.h)
+    stepped_aside = {name: sys.modules.pop(name) for name in list(sys.modules) if name.partition(".")[0] in tops}
     before = set(sys.modules)
     sys.meta_path.insert(0, finder)
     try:

@@ -47,6 +47,15 @@ def source_digest(data: bytes) -> str:
     return hashlib.sha256(text).hexdigest()[:16]
 
 
+def program_folder(path) -> str:
+    """The absolute folder of the ``.tile`` file named by ``path``, where its kernel module and the files it
+    loads are: the folder the operating system reads the file from. Taken as written (a symlinked file's
+    folder is the link's), but for a ``..``, which follows a symlinked folder to its target's parent as the
+    system does (``L/../p/x.tile`` where L links to a/b/c is a/b/p/x.tile, not p/x.tile)."""
+    folder = os.path.dirname(os.path.join(os.getcwd(), os.fspath(path)))
+    return os.path.realpath(folder) if ".." in folder.split(os.sep) else os.path.normpath(folder)
+
+
 def launcher_rank() -> int:
     """This process's rank as its launcher numbered it (0 without a launcher)."""
     value = next((os.environ[v] for v in RANK_VARIABLES if os.environ.get(v, "").isdigit()), "0")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__, usercache
+from .drivercontract import program_folder
 from .runtime.world import UsageError
 
 #: the modules whose code shapes a driver: a change to any of them compiles programs anew
@@ -123,7 +124,7 @@ def cache_key(source_text: str, path: str) -> str:
     for part in (__version__, _package_text("tiledsl.grammars", "tile.lark"),
                  _package_text("tiledsl.compiler", "prelude.tile"), _package_text("tiledsl", "language.py"), *stages,
                  _package_text("tiledsl.compiler", "templates/driver.py.j2"),
-                 path, os.path.dirname(os.path.abspath(path)), source_text):
+                 path, program_folder(path), source_text):
         digest.update(part.encode(errors="surrogateescape"))  # a file name need not be UTF-8
         digest.update(b"\0")
     return digest.hexdigest()[:24]

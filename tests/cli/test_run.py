@@ -1774,3 +1774,25 @@ def test_a_usage_error_of_the_option_parser_names_the_options_read(args, fields)
     assert out.returncode == 2 and list(said) == ["program", "n", *(["np"] if "np" in fields else []), "ok",
                                                   "passed", "error"], out.stdout
     assert {key: said[key] for key in fields} == fields and said["program"] is None
+
+
+@pytest.mark.timeout(120)
+def test_a_program_named_through_a_symlinked_folder_and_dots_uses_the_files_beside_the_file_read(tmp_path):
+    """Tester h63: `L/../proj/p.tile`, L a link to a/b/c, read a/b/proj/p.tile (as the system does) but took
+    proj/'s kernel module and data (the path normalised by its words): another program's, exit 0."""
+    (tmp_path / "a/b/c").mkdir(parents=True)
+    (tmp_path / "L").symlink_to(tmp_path / "a/b/c")
+    for folder, factor, n in ((tmp_path / "proj", 2.0, 16), (tmp_path / "a/b/proj", 10.0, 8)):
+        folder.mkdir()
+        (folder / "k.py").write_text(f"def scale(A):\n    A *= {factor}\n")
+        np.save(folder / "y.npy", np.ones((n, n)))
+        (folder / "p.tile").write_text('use "k.py"\nkernel scale(inout A)\nprogram p {\n  tiling uniform(nb = 8)\n'
+                                       '  matrix Y[n, n] = load "y.npy"\n  scale(Y[0, 0])\n}\n')
+    out = tiledsl("run", "L/../proj/p.tile", "--output", "Y=out.npy", cwd=tmp_path)
+    assert out.returncode == 0 and "changed" not in out.stderr, out.stderr
+    assert np.array_equal(np.load(tmp_path / "out.npy"), np.full((8, 8), 10.0))
+    out = tiledsl("compile", "L/../proj/p.tile", "-o", "d.py", cwd=tmp_path)
+    ran = subprocess.run([sys.executable, tmp_path / "d.py", "--output", f"Y={tmp_path / 'out2.npy'}"],
+                         cwd="/", capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and "changed" not in ran.stderr, ran.stderr
+    assert np.array_equal(np.load(tmp_path / "out2.npy"), np.full((8, 8), 10.0))

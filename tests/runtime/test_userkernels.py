@@ -185,6 +185,27 @@ def test_a_folder_without_init_beside_the_module_is_imported_as_a_script_imports
         tiledsl.load(tmp_path / "a" / "t.tile").run(n=4)
 
 
+@pytest.mark.timeout(150)
+def test_a_helper_package_s_submodule_is_the_program_s_not_the_caller_s_of_the_same_name(tmp_path):
+    """Tester h63: the caller had imported its own parts.amount: the kernel module's `from parts.amount import
+    AMOUNT` found the caller's submodule (the caller's package alone stepped aside), and ran its value."""
+    (tmp_path / "p" / "parts").mkdir(parents=True)
+    (tmp_path / "p" / "parts" / "amount.py").write_text("AMOUNT = 2\n")
+    (tmp_path / "p" / "kernels.py").write_text(HELPER_KERNELS.replace("from helper", "from parts.amount"))
+    (tmp_path / "p" / "t.tile").write_text(PROGRAM.format(module="kernels.py", kernel="bump")
+                                           .replace("random spd", "zeros"))
+    (tmp_path / "caller" / "parts").mkdir(parents=True)
+    (tmp_path / "caller" / "parts" / "amount.py").write_text("AMOUNT = 3\n")
+    script = ("import sys, parts.amount, tiledsl\n"
+              "mine = sys.modules['parts.amount']\n"
+              "print(float(tiledsl.load('../p/t.tile').run(n=4)['A'][0, 0]), sys.modules['parts.amount'] is mine,\n"
+              "      parts.amount.AMOUNT)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "caller", capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2.0", "True", "3"]
+
+
 @pytest.mark.timeout(120)
 def test_an_edit_keeping_the_file_s_time_and_size_is_run_not_the_byte_code_cached_before(tmp_path):
     """Python judges a module's cached byte code current by the file's time and size alone: a

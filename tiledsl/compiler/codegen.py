@@ -30,7 +30,7 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__
-from ..drivercontract import DRIVER_FORMAT, source_digest
+from ..drivercontract import DRIVER_FORMAT, program_folder, source_digest
 from ..language import TILING_SETTINGS
 from . import nodes as n
 from . import dataflow
@@ -127,11 +127,10 @@ def generate(checked: Checked, driver_path=None, cached: bool = False, warnings:
     with room_for_depth():
         model = _Model(checked).build()
     model.warnings = warnings
-    model.source_dir = (os.path.dirname(os.path.abspath(checked.path)) if cached
-                        else _source_dir(checked.path, driver_path))
+    model.source_dir = program_folder(checked.path) if cached else _source_dir(checked.path, driver_path)
     model.source_digest = _file_digest(checked.path)
     model.placed = driver_path is not None and not cached
-    model.source_from_driver = os.path.abspath(checked.path)
+    model.source_from_driver = os.path.join(program_folder(checked.path), os.path.basename(checked.path))
     if driver_path is not None:
         model.driver_name = os.path.basename(driver_path)
         model.source_from_driver = posixpath.normpath(f"{model.source_dir}/{os.path.basename(checked.path)}")
@@ -172,7 +171,7 @@ def _source_dir(source: str, driver_path) -> str | None:
     folder finds the copy's. Absolute where the driver's place is unknown (printed, to be saved
     anywhere): the path as given, relative to the folder compile ran in, was read from the one
     the driver was saved in."""
-    source_dir = os.path.dirname(os.path.abspath(source))
+    source_dir = program_folder(source)
     if driver_path is None:
         return source_dir
     # where the driver is written, its links followed: the run looks from there (Path.resolve)
