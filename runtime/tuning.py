@@ -64,10 +64,11 @@ def cache_path() -> Path:
 
 
 def program_key(program) -> str:
-    """The name a program's entries go by: its name and a digest of its tiling kind and the kernels
-    it calls (``cholesky@5d1c09e2``), so that two programs of one name (a shipped one and a copy made
-    into another algorithm) do not take each other's tiles and kernel rates."""
-    calls = json.dumps([program.tiling.kind, sorted(program.kernels)])
+    """The name a program's entries go by: its name and a digest of its tiling kind, the kernels it calls
+    and its calls as written (``cholesky@5d1c09e2``), so that two programs of one name (a shipped one and a
+    copy made into another algorithm, with the same kernels in other loops) do not take each other's tiles
+    and kernel rates. Its comments, layout and file are not part of it."""
+    calls = json.dumps([program.tiling.kind, sorted(program.kernels), [call.text for call in program.calls]])
     return f"{program.name}@{hashlib.sha256(calls.encode()).hexdigest()[:8]}"
 
 
@@ -146,9 +147,11 @@ def check_storable(path: Path | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         probe.write_text("")
         probe.unlink()
+        with _updating(path):  # its lock file opens (not a folder left there), and the file itself is writable
+            if path.exists():
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
     except OSError as error:
-        raise UsageError(f"cannot write the tuning cache {path}: {error.strerror or error} (set XDG_CACHE_HOME to a "
-                         f"writable directory, or tune with --no-save)") from None
+        raise UsageError(_unwritable(path, error)) from None
 
 
 def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
@@ -164,13 +167,18 @@ def store(key: str, entry: dict, path: Path | None = None, warn=None) -> Path:
             temporary.write_text(json.dumps(content, indent=1, sort_keys=True) + "\n")
             os.replace(temporary, path)
     except OSError as error:
-        other = f" ({error.filename})" if error.filename and Path(error.filename) != path else ""  # its lock
-        raise UsageError(f"cannot write the tuning cache {path}{other}: {error.strerror or error} "
-                         f"(set XDG_CACHE_HOME to a writable directory)") from None
+        raise UsageError(_unwritable(path, error)) from None
     finally:
         if temporary.exists():
             temporary.unlink()
     return path
+
+
+def _unwritable(path: Path, error: OSError) -> str:
+    """Why the tuning cache at ``path`` cannot be written, naming the file that failed (its lock, a temporary)."""
+    other = f" ({error.filename})" if error.filename and Path(error.filename) != path else ""
+    return (f"cannot write the tuning cache {path}{other}: {error.strerror or error} (set XDG_CACHE_HOME to a "
+            f"writable directory, or tune with --no-save)")
 
 
 @contextlib.contextmanager
@@ -261,8 +269,14 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
         if ratio is not None:
             if not isinstance(ratio, list) or len(ratio) != 2:
                 raise ValueError(f"gpu_ratio is {_kind(ratio)}, not a pair [H, G] of host and GPU columns")
-            ratio = (_positive(ratio[0], "ratio", 0), _positive(ratio[1], "ratio"))
-        params = {name: _positive(value, name) for name, value in (entry.get("params") or {}).items()}
+            ratio = (_positive(ratio[0], "gpu_ratio's host columns", 0),
+                     _positive(ratio[1], "gpu_ratio's GPU columns"))
+        params = entry.get("params") or {}
+        if not isinstance(params, dict):
+            raise ValueError(f"params is {_kind(params)}, not an object of names and values")
+        params = {name: _positive(value, name) for name, value in params.items()}
+        if entry.get("host_takes", False) not in (True, False):
+            raise ValueError(f"host_takes is {_kind(entry['host_takes'])}, not true or false")
     except (TypeError, ValueError, AttributeError) as error:
         warn(f"ignoring the tuned entry {entry_key(program, gpus, backend)} of {path}: {error}; {_REWRITE}")
         return None

@@ -1611,3 +1611,48 @@ def test_the_census_of_kernels_holds_those_only_many_tile_rows_call(tmp_path, pr
     driver = import_driver(tmp_path / f"{program}.py", f"census_{program}_{n}")
     counts = tune_command.task_counts(driver, n=n)
     assert counts["tpqrt"] > 0 and counts["tpmqrt"] > 0, counts
+
+
+def test_a_program_of_one_name_and_kernels_in_other_loops_is_tuned_apart(tmp_path):
+    """Tester i63: a left-looking Cholesky named cholesky, calling the shipped one's four kernels, took its
+    tuned tiles (the key digested the name, the tiling and the kernels alone); comments and layout do not count."""
+    shipped = (ROOT / "programs/cholesky.tile").read_text()
+    (tmp_path / "same.tile").write_text("# a comment of my own\n" + shipped.replace("  for k in", "  for   k in"))
+    (tmp_path / "left.tile").write_text(
+        "program cholesky {\n  tiling uniform(nb = 256)\n  matrix A[n, n] = random spd\n  check cholesky(A)\n"
+        "  for k in 0 .. A.nt {\n    for j in 0 .. k {\n      syrk(A[k, j], A[k, k])\n"
+        "      for m in k + 1 .. A.mt { gemm(A[m, j], A[k, j], A[m, k]) }\n    }\n    potrf(A[k, k])\n"
+        "    for m in k + 1 .. A.mt { trsm(A[k, k], A[m, k]) }\n  }\n}\n")
+    assert key_of("cholesky", tmp_path / "same.tile") == key_of("cholesky")
+    assert key_of("cholesky", tmp_path / "left.tile") != key_of("cholesky")
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("params", [1], "params is the list [1], not an object of names and values"),
+    ("host_takes", "yes", 'host_takes is the text "yes", not true or false'),
+    ("gpu_ratio", [0, 0], "gpu_ratio's GPU columns = 0 is not an integer from 1 to 2**63 - 1"),
+])
+def test_a_tuned_entry_edited_by_hand_is_ignored_saying_which_field(cache, field, value, said):
+    """Tester i63: a list for params said "'list' object has no attribute 'items'", host_takes "yes" was taken
+    as off without a word, and a ratio's 0 did not say which half."""
+    edited = {"gpu_ratio": [1, 1], "params": {"ib": 64}, field: value}
+    path = seed_cache("qr", 1, "emulated", {"nb": 256}, edited.pop("gpu_ratio"), **edited)
+    warned = []
+    assert tuning.lookup(key_of("qr"), "uniform", 1, "emulated", warned.append) is None
+    assert warned == [f"ignoring the tuned entry {key_of('qr')}/emulated/1 of {path}: {said}; "
+                      f"{tuning._REWRITE}"], warned
+
+
+@pytest.mark.parametrize("shared, said", [
+    (5, "shared_cores is 5, not an object"),
+    ({"factor": "x"}, "shared_cores.factor is 'x', not a number above 0"),
+    ({"factor": -1}, "shared_cores.factor is -1, not a number above 0"),
+])
+def test_simulate_refuses_a_tuned_entry_whose_sharing_was_edited_by_hand(cache, capsys, shared, said):
+    """Tester i63: simulate failed with an internal error (AttributeError, TypeError), or blamed gemm's rate for
+    a factor it had scaled it by; run takes the entry (it reads no factor)."""
+    seed_cache("cholesky", 0, "emulated", {"nb": 128}, speeds={"core": {"gemm": {"64": 10.0, "128": 12.0}}},
+               shared_cores=shared)
+    status, _, err = in_process(capsys, "simulate", "cholesky", "--n", 512)
+    assert status == 2 and err == (f"tiledsl: error: the tuned entry of cholesky in {tuning.cache_path()}: {said}: "
+                                   f"run `tiledsl tune cholesky` again to rewrite it\n"), err

@@ -43,6 +43,7 @@ measured here (its cache entry for the program).
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -240,8 +241,7 @@ def this_machine(program, gpus: int, backend: str, source: str | None = None) ->
                            + "` first, or give --machine FILE")
     # the rates timed alone, as the cores ran them together in tune's run (memory included): each core at
     # its rate alone predicted a 2-core VM's runs twice as fast as they were
-    shared = (tuned.get("shared_cores") or {}).get("factor")
-    in_run = set(tuned.get("measured_in_run") or ())
+    shared, in_run = _sharing(tuned, program, source)
     content["cpu"] = {kernel: _scaled(rates, shared) if shared and kernel not in in_run else rates
                       for kernel, rates in speeds["core"].items()}
     content["name"] = "this machine, with its tuned kernel rates" + (
@@ -252,6 +252,22 @@ def this_machine(program, gpus: int, backend: str, source: str | None = None) ->
     local = machine(content, f"local + {tuning.cache_path()}")
     local.in_run = frozenset(set(speeds["core"]) if shared else in_run)
     return local
+
+
+def _sharing(tuned: dict, program, source: str | None) -> tuple:
+    """The tuned entry's factor of a core's rate when all cores work (None where tune measured none) and the
+    kernels it timed in a run; a value that is neither (the cache edited by hand) is a MachineError."""
+    shared, in_run = tuned.get("shared_cores"), tuned.get("measured_in_run") or []
+    factor = shared.get("factor") if isinstance(shared, dict) else shared
+    wrong = (f"shared_cores is {shared!r}, not an object" if shared is not None and not isinstance(shared, dict)
+             else f"shared_cores.factor is {factor!r}, not a number above 0" if factor is not None and (
+                 isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf)
+             else f"measured_in_run is {in_run!r}, not a list of kernels" if not isinstance(in_run, list)
+             or not all(isinstance(kernel, str) for kernel in in_run) else None)
+    if wrong:
+        raise MachineError(f"the tuned entry of {program.name} in {tuning.cache_path()}: {wrong}: run `tiledsl "
+                           f"tune {source or program.name}` again to rewrite it")
+    return factor, set(in_run)
 
 
 def _scaled(rates, factor: float):
