@@ -258,12 +258,15 @@ def _sharing(tuned: dict, program, source: str | None) -> tuple:
     """The tuned entry's factor of a core's rate when all cores work (None where tune measured none) and the
     kernels it timed in a run; a value that is neither (the cache edited by hand) is a MachineError."""
     shared, in_run = tuned.get("shared_cores"), tuned.get("measured_in_run") or []
-    factor = shared.get("factor") if isinstance(shared, dict) else shared
-    wrong = (f"shared_cores is {shared!r}, not an object" if shared is not None and not isinstance(shared, dict)
-             else f"shared_cores.factor is {factor!r}, not a number above 0" if factor is not None and (
-                 isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf)
-             else f"measured_in_run is {in_run!r}, not a list of kernels" if not isinstance(in_run, list)
-             or not all(isinstance(kernel, str) for kernel in in_run) else None)
+    factor = shared.get("factor") if isinstance(shared, dict) else None
+    wrong = None
+    if shared is not None and not isinstance(shared, dict):
+        wrong = f"shared_cores is {shared!r}, not an object"
+    elif factor is not None and (isinstance(factor, bool) or not isinstance(factor, (int, float))
+                                 or not 0 < factor < math.inf):
+        wrong = f"shared_cores.factor is {factor!r}, not a number above 0"
+    elif not isinstance(in_run, list) or not all(isinstance(kernel, str) for kernel in in_run):
+        wrong = f"measured_in_run is {in_run!r}, not a list of kernels"
     if wrong:
         raise MachineError(f"the tuned entry of {program.name} in {tuning.cache_path()}: {wrong}: run `tiledsl "
                            f"tune {source or program.name}` again to rewrite it")
