@@ -67,7 +67,7 @@ def test_two_threads_run_kernels_in_parallel():
     each followed by one, which is the next kernel's control before it. Other work on the machine
     (the suite's other worker) can take a core for a while, so a kernel's try counts only when the
     control had two cores both before and after it; a kernel that holds the GIL stays at 1.0x
-    every time."""
+    every time, so it fails on two such tries or more."""
     first, second = tiles(1), tiles(2)
     failures = {kernel: [] for kernel in KERNELS}
     left = list(KERNELS)
@@ -89,8 +89,10 @@ def test_two_threads_run_kernels_in_parallel():
                 control = after
             if not left:
                 return
-    failed = [said for kernel in left for said in failures[kernel]]
+    # a kernel holding the GIL is slow on every try the controls stand for; one slow try among busy ones
+    # (the VM's other tenants) tells nothing more than the busy ones do
+    failed = [said for kernel in left if len(failures[kernel]) >= 2 for said in failures[kernel]]
     if not failed:
-        pytest.skip("the machine is busy: numpy's matmul got less than 1.5x around every try of "
+        pytest.skip("the machine is busy: numpy's matmul got less than 1.5x around all tries but at most one of "
                     + ", ".join(kernel.__name__ for kernel in left))
     pytest.fail(f"2 threads: {'; '.join(failed)}; is the GIL released?")
