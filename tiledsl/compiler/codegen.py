@@ -127,10 +127,11 @@ def generate(checked: Checked, driver_path=None, cached: bool = False, warnings:
     with room_for_depth():
         model = _Model(checked).build()
     model.warnings = warnings
-    model.source_dir = program_folder(checked.path) if cached else _source_dir(checked.path, driver_path)
+    folder = program_folder(checked.path)
+    model.source_dir = folder if cached else _source_dir(folder, driver_path)
     model.source_digest = _file_digest(checked.path)
     model.placed = driver_path is not None and not cached
-    model.source_from_driver = os.path.join(program_folder(checked.path), os.path.basename(checked.path))
+    model.source_from_driver = os.path.join(folder, os.path.basename(checked.path))
     if driver_path is not None:
         model.driver_name = os.path.basename(driver_path)
         model.source_from_driver = posixpath.normpath(f"{model.source_dir}/{os.path.basename(checked.path)}")
@@ -164,14 +165,13 @@ def _file_digest(path: str) -> str | None:
         return None
 
 
-def _source_dir(source: str, driver_path) -> str | None:
+def _source_dir(source_dir: str, driver_path) -> str | None:
     """The ``.tile`` file's directory relative to the driver's, where its kernel module and the
     files it loads are: a relative path keeps the driver free of this machine's absolute paths
     while it finds them from any working directory, and a copy of the driver with its program's
     folder finds the copy's. Absolute where the driver's place is unknown (printed, to be saved
     anywhere): the path as given, relative to the folder compile ran in, was read from the one
-    the driver was saved in."""
-    source_dir = program_folder(source)
+    the driver was saved in (``source_dir``: :func:`~tiledsl.drivercontract.program_folder`'s)."""
     if driver_path is None:
         return source_dir
     # where the driver is written, its links followed: the run looks from there (Path.resolve)
