@@ -111,6 +111,7 @@ GUARDED = """\
 program guarded {
   tiling uniform(nb = 48)
   matrix A[n, n] = random spd
+  matrix B[n, n] = random general
   for k in 0 .. A.nt {
     for m in 0 .. A.mt {
       if m > k and not (m > k + 3 or k < 1) { potrf(A[m, 0]) }
@@ -129,6 +130,15 @@ program guarded {
   for k in 0 .. A.nt step 2 {
     trsm(A[1, 7], A[k, 6])
     if k < 5 { potrf(A[1, 7]) }
+  }
+  for k in 0 .. A.nt {
+    for m in max(k - 1, 1) .. min(k + 3, A.mt) { trsm(A[k, 8], B[m, 0]) }
+    let top = min(k + 2, min(A.mt - 1, 6))
+    for m in top .. max(k - 2, -1, 1) step -1 { trsm(B[m, 0], B[k, 1]) }
+    for m in 1 .. min(k, 5) step 2 { trsm(B[m, 1], B[k, 2]) }
+    for m in 0 .. A.mt {
+      if m < min(k + 2, 7) and max(k - 1, 2) <= m and not (m >= min(A.mt - 2, k + 1)) { trsm(B[k, 2], B[m, 3]) }
+    }
   }
 }
 """
@@ -149,7 +159,8 @@ def test_terms_that_cannot_be_computed_walk_every_value_and_a_tuple_still_serves
 
 
 def test_calls_under_affine_ifs_walk_their_share(tmp_path):
-    """if and else, and, not over or, ==, a loop counting down, a loop of step 2 bounded above:
+    """if and else, and, not over or, ==, a loop counting down, a loop of step 2 bounded above, loop
+    bounds and if conditions taking the min or max of forms (directly, nested, through a let; up and down):
     the guided walk follows the whole one (tiles written only under an if and read on
     other ranks: an event at an iteration the if leaves out would show as a version)."""
     (tmp_path / "guarded.tile").write_text(GUARDED)
@@ -309,13 +320,27 @@ def test_an_if_bounds_the_innermost_loop_its_comparison_names(tmp_path):
     assert (then.positions, orelse.positions) == ((0, 0, 0), (0, 0, 1))  # numbered in program order
 
 
-@pytest.mark.parametrize("condition", ["k != 1", "2 * k < A.nt", "k > 0 or k < 3", "k * k < 4", "A.nt > 3"])
+def test_a_loop_bound_or_if_taking_a_min_or_max_is_one_bound_per_argument(tmp_path):
+    band = _plan_of(tmp_path, "param kd = 2\nfor k in 0 .. A.nt { for m in k + 1 .. min(k + kd + 1, A.mt) {\n"
+                              "  trsm(A[k, k], A[m, k]) } }")
+    (_, m_upper, _) = band.events[0].loops[1]
+    assert m_upper[0][1:] == (1, 0) and len(m_upper) == 2 and m_upper[1][1:] == (0, 0)  # m < k + kd + 1, m < A.mt
+    guarded = _plan_of(tmp_path, "for k in 0 .. A.nt { for m in 0 .. A.mt {\n"
+                                 "  if max(k, 1) <= m and m < min(k + 3, A.mt - 1) { trsm(A[k, k], A[m, k]) } } }")
+    m_lower, m_upper, _ = guarded.events[0].loops[1]
+    assert m_lower == ((0, 0, 0), (0, 1, 0), (1, 0, 0)) and m_upper[1] == (3, 1, 0)
+
+
+@pytest.mark.parametrize("condition", ["k != 1", "2 * k < A.nt", "k > 0 or k < 3", "k * k < 4", "A.nt > 3",
+                                       "k < max(2, 2 * k - 5)", "min(k, 3) < 2", "k == min(1, k + A.nt)"])
 def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition):
     assert _plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}") is None
 
 
 def test_an_if_bounding_a_stepped_loop_from_below_leaves_no_plan(tmp_path):
     assert _plan_of(tmp_path, "for k in 0 .. A.nt step 2 { if k > 0 { potrf(A[k, k]) } }") is None
+    assert _plan_of(tmp_path, "for j in 0 .. 2 { for k in max(j, 1) .. A.nt step 2 { potrf(A[k, k]) } }") is None
+    assert _plan_of(tmp_path, "for k in max(0, A.nt - 5) .. A.nt step 2 { potrf(A[k, k]) }") is not None  # known
     assert _plan_of(tmp_path, "for k in 0 .. A.nt step 2 { if k < 3 { potrf(A[k, k]) } }") is not None
 
 

@@ -15,7 +15,8 @@ Three things, for programs whose writes and releases are affine (below):
   walking the iterations of other ranks.
 
 Affine here means: every loop that encloses a call or release has constant
-step and bounds that are affine in the enclosing loops' variables, every tile
+step and bounds that are affine in the enclosing loops' variables (or, where that
+makes one bound per argument, a min or max of such forms), every tile
 index written or released is affine, with coefficients that the run knows
 before it starts (numbers, parameters, matrix sizes: ``(t + 1) * s`` is
 affine), and a call or release under an ``if`` is so only under comparisons of
@@ -119,8 +120,14 @@ class _Planner:
         if step is None or step == 0:
             raise NotAffine("a loop step that is not a constant")
         sign = 1 if step > 0 else -1
-        start, stop = (_form(e, loops, lets) for e in (stmt.start, stmt.stop))
-        loop = (stmt.var.text, sign, start, stop, abs(step), ())  # no guards yet
+        # a loop runs while every one of its bounds holds: max(a, b) .. min(c, d) counting up is from a,
+        # below c, and the guards v >= b and v < d (counting down, min(a, b) .. max(c, d): v <= b, v > d)
+        start, *later = _bounds(stmt.start, "max" if sign > 0 else "min", loops, lets)
+        stop, *sooner = _bounds(stmt.stop, "min" if sign > 0 else "max", loops, lets)
+        shift = 0 if sign > 0 else 1
+        guards = tuple(("ge" if sign > 0 else "lt", _add(f, {"": shift})) for f in later) + \
+            tuple(("lt" if sign > 0 else "ge", _add(f, {"": shift})) for f in sooner)
+        loop = (stmt.var.text, sign, start, stop, abs(step), guards)
         refs = self._block(stmt.body, loops + [loop], positions, lets)
         depth = len(loops)
         plan = LoopPlan(stmt.var.text)
@@ -248,18 +255,41 @@ def _guards(cond, loops: list, lets: dict, negated: bool = False) -> list:
     """The bounds a condition puts on the loops around it: (loop variable, "ge" or "lt", F) for
     v >= F or v < F, F a form of shallower variables. A condition is comparisons of affine
     forms joined by ``and`` (``or`` under ``not``), each bounding the innermost loop variable
-    it names, with coefficient ±1; else the program is not affine."""
+    it names, with coefficient ±1 (a ``min`` on the greater side of ``<``, ``>`` or their
+    ``=`` forms, or a ``max`` on the lesser, is a comparison per argument); else the
+    program is not affine."""
     match cond:
         case n.Unary(op="not", operand=operand):
             return _guards(operand, loops, lets, not negated)
         case n.Binary(op="and" | "or", left=left, right=right) if (cond.op == "and") != negated:
             return _guards(left, loops, lets, negated) + _guards(right, loops, lets, negated)
+        case n.Binary(op="<" | "<=" | ">" | ">=", left=left, right=right) if not negated and _splits(cond):
+            return [bound for side in _split(cond) for bound in _guards(side, loops, lets)]
         case n.Binary(op="<" | "<=" | ">" | ">=" | "==", left=left, right=right) if not negated:
             return _comparison(cond.op, _add(_form(left, loops, lets), _scale(_form(right, loops, lets), -1)),
                                loops)
         case n.Binary(op="<" | "<=" | ">" | ">=" | "!=", left=left, right=right) if negated:
             return _guards(n.Binary(_NEGATED[cond.op], left, right, cond.span), loops, lets)
     raise NotAffine("an if condition that is not affine comparisons joined by and")
+
+
+# a comparison with min or max on one side that holds when it holds for every argument:
+# x < min(a, b) is x < a and x < b; x < max(a, b) is an or, outside the class
+_CONJUNCTIVE = {("right", "min"): ("<", "<="), ("right", "max"): (">", ">="),
+                ("left", "min"): (">", ">="), ("left", "max"): ("<", "<=")}
+
+
+def _splits(cond: n.Binary) -> bool:
+    return any(isinstance(e, n.Func) and cond.op in _CONJUNCTIVE.get((side, e.func.text), ())
+               for side, e in (("left", cond.left), ("right", cond.right)))
+
+
+def _split(cond: n.Binary) -> list:
+    """The comparisons, one per argument of the min or max on one side, that hold together
+    exactly when ``cond`` holds (see :data:`_CONJUNCTIVE`)."""
+    if isinstance(cond.left, n.Func) and cond.op in _CONJUNCTIVE.get(("left", cond.left.func.text), ()):
+        return [n.Binary(cond.op, arg, cond.right, cond.span) for arg in cond.left.args]
+    return [n.Binary(cond.op, cond.left, arg, cond.span) for arg in cond.right.args]
 
 
 def _comparison(op: str, difference: Form, loops: list) -> list:
@@ -297,6 +327,7 @@ class _LetInfo:
     form: dict | None  # its value as an affine form, or None
     depends: frozenset  # the loop variables it depends on, through other lets too
     depth: int  # the loops around it
+    bounds: tuple = (None, ())  # ("min" or "max", its forms) when it is a min or max of affine forms
 
 
 def _let(value, loops: list, lets: dict) -> _LetInfo:
@@ -306,7 +337,13 @@ def _let(value, loops: list, lets: dict) -> _LetInfo:
         form = None
     if form is not None and any(_size(c, 64) >= 64 for c in form.values()):
         form = None  # a coefficient built up by a chain of lets: not worth writing out
-    return _LetInfo(form, frozenset(_depends(value, lets)), len(loops))
+    bounds = (None, ())
+    if isinstance(value, n.Func) and value.func.text in ("min", "max"):
+        try:
+            bounds = (value.func.text, tuple(_bounds(value, value.func.text, loops, lets)))
+        except NotAffine:
+            pass
+    return _LetInfo(form, frozenset(_depends(value, lets)), len(loops), bounds)
 
 
 def _form(expr, loops: list, lets: dict) -> Form:
@@ -336,6 +373,22 @@ def _form(expr, loops: list, lets: dict) -> Form:
     if any(name in variables or name in lets for name in names(expr)):  # (not a set of every let: one per let)
         raise NotAffine("a loop variable or let under a non-affine operation")
     return {"": expr}  # loop-invariant: the run knows it before it starts
+
+
+def _bounds(expr, func: str, loops: list, lets: dict) -> list:
+    """The forms whose ``func`` (min or max) ``expr`` is, nested calls and lets of them
+    flattened (``min(k + kd + 1, A.mt)``: two forms); a single form when it is no such call
+    or names no loop variable (``min(A.mt, A.nt)`` is known before the run)."""
+    try:
+        return [_form(expr, loops, lets)]
+    except NotAffine:
+        pass
+    match expr:
+        case n.Func(func=name, args=args) if name.text == func:
+            return [form for arg in args for form in _bounds(arg, func, loops, lets)]
+        case n.Name(ident=ident) if ident.text in lets and lets[ident.text].bounds[0] == func:
+            return list(lets[ident.text].bounds[1])
+    return [_form(expr, loops, lets)]
 
 
 def _size(value, cap: int) -> int:
