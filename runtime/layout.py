@@ -14,6 +14,7 @@ from .geometry import Geometry
 from .matrix import TiledMatrix
 from .options import TILE_SETTINGS, Options, Params, SetText, Spelling, long_number, read_number, read_setting
 from .resources import every_rank_has_tiles
+from .userkernels import kernel_module_digest
 from .world import UsageError, environment_switch, grid_for
 
 
@@ -383,6 +384,11 @@ def use_tuned(driver, options: Options, enabled: bool = True, comm=None, warn=No
                                                                options.gpu_backend, warn))
     if found is not None:
         _use_tuned_entry(driver, options, found, warn)
+        if found.kernel_module is not None and warn is not None:
+            edited = tuning.edited_module(program, found.kernel_module, found.path,
+                                          _read_on_rank_zero(comm, lambda: kernel_module_digest(program, driver)))
+            if edited:
+                warn(edited)
     if (options.host_takes or found is not None) and options.host_speeds is None:
         entry = _read_on_rank_zero(comm, lambda: tuning.entry(tuning.program_key(program), options.gpus, options.gpu_backend))
         options.host_speeds = (entry or {}).get("speeds") or {}
@@ -397,7 +403,7 @@ def _read_on_rank_zero(comm, read):
 
 def _use_tuned_entry(driver, options: Options, found: tuning.Tuned, warn) -> None:
     program = driver.PROGRAM
-    tiles, ratio, params, path, host_takes = found
+    tiles, ratio, params, path, host_takes, _ = found
     source = f"tuned ({path})"
     merged = {**program.tiling.defaults, **tiles}
     if program.tiling.kind == "hybrid" and not (merged.get("s", 1) - 1) * merged.get("b", 0) < merged.get("B", 1):

@@ -115,7 +115,7 @@ def read(path: Path, warn=None, updating: bool = False) -> dict:
     """The cache file's content; an empty cache (and a warning) if it is unreadable or corrupt.
     ``updating``: one that exists but cannot be read is a :class:`UsageError` instead, since
     writing over it would drop its entries (a corrupt one is rewritten, as its warning says)."""
-    warn = warn or _warn
+    warn = warn or warn_once
     try:
         text = usercache.read_bytes(path)  # json reads UTF-8 (and -16, -32); other bytes are a corrupt file
     except FileNotFoundError:
@@ -205,13 +205,14 @@ class Tuned(NamedTuple):
     params: dict  # program parameters tuned with these tiles ({"ib": 64}), {} if none
     path: Path  # the cache file, for the summary's "tuned (<path>)"
     host_takes: bool = False  # CPU workers taking GPU tasks was the fastest (--host-takes on)
+    kernel_module: str | None = None  # the digest of the kernel module tune measured, if any
 
 
 def entry(program: str, gpus: int, backend: str, path: Path | None = None, warn=None) -> dict | None:
     """This machine's cache entry for the program (its :func:`program_key`) and GPU setup as stored (None: never tuned, or
     an entry that is no object); its kernel rates (``speeds``) left out, with a warning, where
     they cannot be read as rates (a cache edited by hand: a run failed as an internal error)."""
-    warn, path = warn or _warn, cache_path() if path is None else path
+    warn, path = warn or warn_once, cache_path() if path is None else path
     key = entry_key(program, gpus, backend)
     found = read(path, warn)["entries"].get(key)
     if found is not None and not isinstance(found, dict):
@@ -253,7 +254,7 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
 
     An entry that does not fit the program's tiling kind is ignored with a warning.
     """
-    warn = warn or _warn
+    warn = warn or warn_once
     path = cache_path() if path is None else path
     entry = read(path, warn)["entries"].get(entry_key(program, gpus, backend))
     if entry is None:
@@ -280,7 +281,18 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
     except (TypeError, ValueError, AttributeError) as error:
         warn(f"ignoring the tuned entry {entry_key(program, gpus, backend)} of {path}: {error}; {_REWRITE}")
         return None
-    return Tuned(tiles, ratio, params, path, entry.get("host_takes") is True)
+    module = entry.get("kernel_module")
+    return Tuned(tiles, ratio, params, path, entry.get("host_takes") is True,
+                 module if isinstance(module, str) else None)
+
+
+def edited_module(program, measured: str | None, path: Path, digest: str | None) -> str | None:
+    """A warning where the program's kernel module (``digest``: its :func:`~.userkernels.kernel_module_digest`
+    now) differs from the one whose digest tune recorded (``measured``) in the cache at ``path``."""
+    if measured is None or digest is None or digest == measured:
+        return None
+    return (f"{program.kernel_module} has changed since tiledsl tune measured {program.name} with it: the tuned "
+            f"tile sizes and kernel rates ({path}) are those of the module as it was then; run tiledsl tune again")
 
 
 def _positive(value, name: str, least: int = 1) -> int:
@@ -297,7 +309,7 @@ def _empty() -> dict:
 _warned: set = set()  # the default warnings said in this process
 
 
-def _warn(message: str) -> None:
+def warn_once(message: str) -> None:
     """The default warning, on stderr once per process: a command may read the cache more than once
     (simulate: its tile sizes, then this machine's kernel rates), each read meeting the same fault."""
     if message not in _warned:

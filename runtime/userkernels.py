@@ -198,6 +198,20 @@ def changed_source(program, driver) -> str | None:
             f"as it was then ({again})")
 
 
+def kernel_module_digest(program, driver) -> str | None:
+    """The digest (:func:`source_digest`) of the program's kernel module where a run would load it;
+    None without a module, or where none is found or read. ``tiledsl tune`` records it with its
+    measurements, and a run whose module differs from it is warned (:func:`~.layout.use_tuned`)."""
+    if not program.kernel_module:
+        return None
+    path = next((base / program.kernel_module for base in program_places(program, driver)
+                 if _is_file(base / program.kernel_module)), None)
+    try:
+        return None if path is None else source_digest(path.read_bytes())
+    except OSError:
+        return None
+
+
 def program_files(program, driver) -> list:
     """The files a run of ``program`` is made of, which its outputs must not replace: the
     ``.tile``, its kernel module and the driver, wherever they are found."""

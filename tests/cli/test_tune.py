@@ -21,6 +21,7 @@ from tiledsl.api import load
 from tiledsl.commands.cli import main
 from tiledsl.compiler import compile_path
 from tiledsl.driverload import import_driver
+from tiledsl.drivercontract import source_digest
 from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options, execute, tuning
 from tiledsl.runtime.distribution import BlockCyclic, parse_ratio
@@ -447,9 +448,9 @@ def test_the_cache_round_trips_under_xdg_cache_home(cache):
     path = seed_cache("cholesky", 2, "cupy", {"nb": 512}, [1, 8])
     assert path == tuning.cache_path() and path.parent == cache / "tiledsl" / "tune"
     seed_cache("cholesky", 0, "emulated", {"nb": 320})
-    assert tuning.lookup(key_of("cholesky"), "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), {}, path, False)
+    assert tuning.lookup(key_of("cholesky"), "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), {}, path, False, None)
     assert tuning.lookup(key_of("cholesky"), "uniform", 0, "cupy") == ({"nb": 320}, None, {}, path,
-                                                                    False)  # no GPU: any backend
+                                                                    False, None)  # no GPU: any backend
     seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 96})
     assert tuning.lookup(key_of("qr"), "uniform", 0, "emulated") == tuning.Tuned({"nb": 256}, None, {"ib": 96}, path)
     assert tuning.lookup(key_of("cholesky"), "uniform", 1, "cupy") is None
@@ -872,6 +873,16 @@ def test_tune_times_user_kernels_in_its_runs_of_the_program_and_simulate_uses_th
     assert simulated.returncode == 0, simulated.stderr
     tasks = -(-256 // tile) ** 2
     assert last_json(simulated)["seconds"] > tasks * 4e-3  # at gemm's rate: well under a millisecond
+    # the rates are the module's as tune timed it: a run and a simulation after an edit say so
+    assert entry["kernel_module"] == source_digest((tmp_path / "halve_kernels.py").read_bytes())
+    assert "has changed" not in simulated.stderr
+    with open(tmp_path / "halve_kernels.py", "a") as module:
+        module.write("# edited\n")
+    for command in ("run", "simulate"):
+        out = tiledsl(command, tmp_path / "halve.tile", "--n", 128, "--workers", 1, cache=cache)
+        assert out.returncode == 0, out.stderr
+        assert out.stderr.count("warning: halve_kernels.py has changed since tiledsl tune measured halve with it: "
+                                "the tuned tile sizes and kernel rates (") == 1, (command, out.stderr)
 
 
 @pytest.mark.timeout(120)

@@ -32,7 +32,7 @@ from ..runtime.priorities import MODES
 from ..runtime.reporting import json_text, rate_text, settings_text
 from ..runtime.resources import bytes_text
 from ..runtime.trace import chrome_trace, compute_lanes
-from ..runtime.userkernels import program_files
+from ..runtime.userkernels import kernel_module_digest, program_files
 from ..runtime.world import UsageError
 
 
@@ -101,7 +101,8 @@ def run(args, driver) -> int:
     grid, _, matrices = placement(driver, params, args.grid, nodes, 0, options.gpus, options.gpu_ratio)
     _warn_of_a_long_simulation(driver, matrices, params)
     if machine is None:
-        machine = this_machine(program, options.gpus, args.gpu_backend, args.file)
+        machine = this_machine(program, options.gpus, args.gpu_backend, args.file,
+                               kernel_module_digest(program, driver))
     if args.trace is not None:  # before the simulation, which may take minutes; as run refuses it
         check_output_paths(replace(options, outputs={}, trace=args.trace), program_files(program, driver))
     progress = _Progress() if not args.json and sys.stderr.isatty() else None
