@@ -27,6 +27,7 @@ import platform
 import re
 import socket
 import sys
+import time
 from fractions import Fraction
 from pathlib import Path
 from typing import NamedTuple
@@ -191,10 +192,37 @@ def _updating(path: Path):
     lock = os.open(path.with_name(f".{path.name}.lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK,
                    0o666)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # let go as the file closes
+        _lock(lock, path)
         yield
     finally:
         os.close(lock)
+
+
+#: seconds a save waits for another process's lock on the cache before saying so, and before giving up
+LOCK_NOTICE, LOCK_LIMIT = 1.0, 60.0
+
+
+def _lock(lock: int, path: Path) -> None:
+    """Hold ``lock`` (let go as the file closes); a lock another process keeps is said after
+    :data:`LOCK_NOTICE` seconds, and refused after :data:`LOCK_LIMIT` (a saving tune holds it for
+    milliseconds: a longer one is a stuck process, which must not hang this one)."""
+    start, said = time.monotonic(), False
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            waited = time.monotonic() - start
+            if waited >= LOCK_LIMIT:
+                raise UsageError(f"cannot write the tuning cache {path}: another process has held its lock "
+                                 f"(.{path.name}.lock) for {LOCK_LIMIT:g} s; a tiledsl tune saves in milliseconds, "
+                                 f"so that process is stuck: end it, or set XDG_CACHE_HOME to another "
+                                 f"directory") from None
+            if waited >= LOCK_NOTICE and not said:
+                print(f"tiledsl: waiting for another process's lock on the tuning cache {path} "
+                      f"(up to {LOCK_LIMIT:g} s)", file=sys.stderr, flush=True)
+                said = True
+            time.sleep(0.05)
 
 
 class Tuned(NamedTuple):

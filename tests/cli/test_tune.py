@@ -466,6 +466,29 @@ def test_the_cache_round_trips_under_xdg_cache_home(cache):
     assert sorted(p.name for p in path.parent.iterdir()) == [f".{path.name}.lock", path.name]
 
 
+@pytest.mark.timeout(20)
+def test_a_save_waits_for_a_lock_held_elsewhere_says_so_and_gives_up_past_its_limit(cache, monkeypatch, capsys):
+    """Another process holding the cache's lock (a stuck one) is said, and refused, never waited on forever."""
+    path = seed_cache("cholesky", 0, "emulated", {"nb": 320})
+    monkeypatch.setattr(tuning, "LOCK_NOTICE", 0.1)
+    monkeypatch.setattr(tuning, "LOCK_LIMIT", 0.5)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(path.with_name('.' + path.name + '.lock'))!r}, os.O_WRONLY)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(30)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UsageError, match=r"another process has held its lock \(\.[^ ]+\.lock\) for 0\.5 s; "
+                                             r"a tiledsl tune saves in milliseconds, so that process is stuck"):
+            tuning.store("x/cpu", {"tiles": {"nb": 64}})
+        assert capsys.readouterr().err.count("tiledsl: waiting for another process's lock on the tuning cache") == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    tuning.store("x/cpu", {"tiles": {"nb": 64}})  # let go: saved at once
+    assert tuning.entry("x", 0, "emulated") == {"tiles": {"nb": 64}}
+
+
 @pytest.mark.timeout(10)
 def test_a_cache_that_cannot_be_read_is_not_written_over(cache, monkeypatch):
     """Another user's cache, unreadable to this one: tune replaced it, the other entries dropped."""
