@@ -131,9 +131,18 @@ def read(path: Path, warn=None, updating: bool = False) -> dict:
         content = json.loads(text)
         if not isinstance(content, dict) or not isinstance(content.get("entries"), dict):
             raise ValueError("not a tiledsl tuning file")
+        if type(content.get("version", VERSION)) is not int:
+            raise ValueError(f"its version is {_kind(content['version'])}, not a format number")
     except (ValueError, RecursionError) as error:  # RecursionError: nested too deep
         warn(f"ignoring the corrupt tuning cache {path} ({str(error).splitlines()[0]}); "
              f"run tiledsl tune again to rewrite it")
+        return _empty()
+    if content.get("version", VERSION) > VERSION:  # a newer tiledsl's: its entries may mean something else
+        said = f"it is of format {content['version']}, a newer tiledsl's (this one reads format {VERSION})"
+        if updating:  # rewriting it would drop what that tiledsl reads
+            raise UsageError(f"cannot add to the tuning cache {path}: {said}; it was left as it is (use that "
+                             f"tiledsl, or set XDG_CACHE_HOME to another directory)")
+        warn(f"ignoring the tuning cache {path}: {said}")
         return _empty()
     return content
 

@@ -490,6 +490,20 @@ def test_a_save_waits_for_a_lock_held_elsewhere_says_so_and_gives_up_past_its_li
 
 
 @pytest.mark.timeout(10)
+def test_a_cache_of_a_newer_format_is_ignored_with_a_warning_and_not_written_over(cache):
+    path = seed_cache("cholesky", 0, "emulated", {"nb": 320})
+    content = {**json.loads(path.read_text()), "version": 99}
+    path.write_text(json.dumps(content))
+    said = []
+    assert tuning.lookup(key_of("cholesky"), "uniform", 0, "emulated", said.append) is None
+    assert said == [f"ignoring the tuning cache {path}: it is of format 99, a newer tiledsl's (this one reads format 1)"]
+    with pytest.raises(UsageError, match="cannot add to the tuning cache .*: it is of format 99, .*; it was left as it "
+                                         "is"):
+        tuning.store("x/cpu", {"tiles": {"nb": 64}})
+    assert json.loads(path.read_text()) == content
+
+
+@pytest.mark.timeout(10)
 def test_a_cache_that_cannot_be_read_is_not_written_over(cache, monkeypatch):
     """Another user's cache, unreadable to this one: tune replaced it, the other entries dropped."""
     path = seed_cache("lu", 0, "emulated", {"nb": 320})
@@ -527,6 +541,7 @@ def test_the_machine_key_names_the_host_and_hashes_the_hardware():
 
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"entries": 3}', "\x00\x01", b"\x00\xff\xfe",
+                                  '{"entries": {}, "version": "1"}', '{"entries": {}, "version": true}',
                                   '{"entries": ' + "[" * 100_000 + "]" * 100_000 + "}"])  # a RecursionError
 def test_a_corrupt_cache_is_ignored_with_one_warning(cache, text):
     path = tuning.cache_path()
