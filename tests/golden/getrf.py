@@ -44,26 +44,26 @@ PROGRAM = Program(
     source='programs/getrf.tile',
     tiling=Tiling('uniform', {'nb': 448}),
     matrices=(
-        MatrixDecl('A', 'general', line=18),
+        MatrixDecl('A', 'general', line=20),
     ),
     workspaces=(
-        WorkspaceDecl('P', like='A', line=19),
+        WorkspaceDecl('P', like='A', line=21),
     ),
-    params=(),
-    check=CheckDecl('lu', ('A', 'P'), line=20),
+    params=('m', ),
+    check=CheckDecl('lu', ('A', 'P'), line=22),
     kernel_module=None,
     source_dir='../../programs',  # programs/getrf.tile's directory, relative to this file's
-    source_digest='8988be58649e76b8',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='a048385e0c1befdf',  # of the .tile compiled: a run says when the file has changed since
     calls=(
-        Call('getrf', ('inout', 'out'), main=0, line=23,
+        Call('getrf', ('inout', 'out'), main=0, line=25,
              text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,), panel_axes=(0,)),
-        Call('laswp', ('in', 'inout'), main=1, line=25,
+        Call('laswp', ('in', 'inout'), main=1, line=27,
              text='laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
-        Call('trsm', ('in', 'inout'), main=1, line=26,
+        Call('trsm', ('in', 'inout'), main=1, line=28,
              text='trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=28,
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=30,
              text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
-        Call('laswp', ('in', 'inout'), main=1, line=33,
+        Call('laswp', ('in', 'inout'), main=1, line=35,
              text='laswp(P[k, k], A[k : A.mt, j])', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
     ),
 )
@@ -71,6 +71,8 @@ PROGRAM = Program(
 
 def resolve_params(p):
     """Give the program's own parameters their defaults where the run options set none."""
+    if p['m'] is None:
+        p['m'] = p['n']
     return p
 
 
@@ -82,7 +84,7 @@ def unmet(p):
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {
-        'A': (p['n'], p['n']),
+        'A': (p['m'], p['n']),
     }
     workspaces = {
         'P': ('A', 1),
@@ -109,54 +111,54 @@ def generate(rt, p):
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     P = rt.matrix('P')
-    for k in range(0, min(A.mt, A.nt)):  # getrf.tile:22
-        _r0 = P.rank_of(k, k)  # getrf.tile:23
-        _r1 = A.rank_of(k, k)  # getrf.tile:26
-        # getrf.tile:23: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
-        _p0 = A.panel(k, A.mt, k, None, 23)
+    for k in range(0, min(A.mt, A.nt)):  # getrf.tile:24
+        _r0 = P.rank_of(k, k)  # getrf.tile:25
+        _r1 = A.rank_of(k, k)  # getrf.tile:28
+        # getrf.tile:25: getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)
+        _p0 = A.panel(k, A.mt, k, None, 25)
         if _me == _r0 or takes_part(_p0, _me):
-            _submit(CALLS[0], (_p0, P.tile(k, k, 23)), None, 4 * (A.nt - k), at=(0, k, 0))
+            _submit(CALLS[0], (_p0, P.tile(k, k, 25)), None, 4 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:24
-            _r2 = A.rank_of(k, j)  # getrf.tile:26
-            # getrf.tile:25: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
-            _p1 = A.panel(k, A.mt, j, None, 25)
+        for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:26
+            _r2 = A.rank_of(k, j)  # getrf.tile:28
+            # getrf.tile:27: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
+            _p1 = A.panel(k, A.mt, j, None, 27)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[1], (P.tile(k, k, 25), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
+                _submit(CALLS[1], (P.tile(k, k, 27), _p1), None, 3 * (A.nt - k) - (j - k), (0, 'F'), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-            # getrf.tile:26: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)
+            # getrf.tile:28: trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)
             if _me == _r1 or _me == _r2:
-                _submit(CALLS[2], (A.tile(k, k, 26), A.tile(k, j, 26)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
+                _submit(CALLS[2], (A.tile(k, k, 28), A.tile(k, j, 28)), None, 3 * (A.nt - k) - (j - k), ('L', 'L', 'N', 'U', 1.0), at=(0, k, 1, j, 1))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-            if k + 1 < A.mt:  # getrf.tile:27
-                _r3 = A.rank_of(k, j)  # getrf.tile:28
-                # getrf.tile:28: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)
-                _p0 = A.panel(k + 1, A.mt, k, None, 28)
-                _p2 = A.panel(k + 1, A.mt, j, None, 28)
+            if k + 1 < A.mt:  # getrf.tile:29
+                _r3 = A.rank_of(k, j)  # getrf.tile:30
+                # getrf.tile:30: gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)
+                _p0 = A.panel(k + 1, A.mt, k, None, 30)
+                _p2 = A.panel(k + 1, A.mt, j, None, 30)
                 if _me == _r3 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                    _submit(CALLS[3], (_p0, A.tile(k, j, 28), _p2), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2))
+                    _submit(CALLS[3], (_p0, A.tile(k, j, 30), _p2), None, 2 * (A.nt - j), ('N', 'N', -1.0, 1.0), at=(0, k, 1, j, 2))
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, k, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:32
-            # getrf.tile:33: laswp(P[k, k], A[k : A.mt, j])
-            _p1 = A.panel(k, A.mt, j, None, 33)
+        for j in _among(0, k, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0))):  # getrf.tile:34
+            # getrf.tile:35: laswp(P[k, k], A[k : A.mt, j])
+            _p1 = A.panel(k, A.mt, j, None, 35)
             if _me == _r0 or takes_part(_p1, _me):
-                _submit(CALLS[4], (P.tile(k, k, 33), _p1), None, 0, (0, 'F'), at=(0, k, 2, j, 0))
+                _submit(CALLS[4], (P.tile(k, k, 35), _p1), None, 0, (0, 'F'), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, A.nt, 1, lambda: ((A, AT, k, PLUS, 0),)):  # getrf.tile:36
-            # getrf.tile:36: release A[k, j]
-            _release(A.tile(k, j, 36), at=(0, k, 3, j, 0))
-        # getrf.tile:37: release P[k, k]
-        _release(P.tile(k, k, 37), at=(0, k, 4))
+        for j in _among(0, A.nt, 1, lambda: ((A, AT, k, PLUS, 0),)):  # getrf.tile:38
+            # getrf.tile:38: release A[k, j]
+            _release(A.tile(k, j, 38), at=(0, k, 3, j, 0))
+        # getrf.tile:39: release P[k, k]
+        _release(P.tile(k, k, 39), at=(0, k, 4))
 
 
 
@@ -166,14 +168,14 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=23),  # writes at getrf.tile:23
-        Event('P', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=23),  # writes at getrf.tile:23
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=25),  # writes at getrf.tile:25
-        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=26),  # writes at getrf.tile:26
-        Event('A', (0, 1, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0), (A.mt - 1, 0, 0))), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=28),  # writes at getrf.tile:28
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=33),  # writes at getrf.tile:33
-        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=36),  # release at getrf.tile:36
-        Event('P', (0, 4), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=37),  # release at getrf.tile:37
+        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (A.mt, 0)), ((0, 1), (1, 1)), line=25),  # writes at getrf.tile:25
+        Event('P', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=25),  # writes at getrf.tile:25
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=27),  # writes at getrf.tile:27
+        Event('A', (0, 1, 1), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=28),  # writes at getrf.tile:28
+        Event('A', (0, 1, 2), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0), (A.mt - 1, 0, 0))), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((1, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=30),  # writes at getrf.tile:30
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((0, 1, 0),))), ((0, 1, 0), (A.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=35),  # writes at getrf.tile:35
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 0, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=38),  # release at getrf.tile:38
+        Event('P', (0, 4), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), release=True, line=39),  # release at getrf.tile:39
     )
 
 
@@ -182,10 +184,10 @@ def loop_bounds(_bound, p):
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     A = _bound.matrix('A')
     _t0 = 1
-    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 22)
-    j, _ = _bound.loop(k + 1, A.nt, _t1, 24)
-    j, _ = _bound.loop(0, k, _t1, 32)
-    j, _ = _bound.loop(0, A.nt, _t1, 36)
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 24)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 26)
+    j, _ = _bound.loop(0, k, _t1, 34)
+    j, _ = _bound.loop(0, A.nt, _t1, 38)
 
 
 if __name__ == "__main__":

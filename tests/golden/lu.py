@@ -44,23 +44,23 @@ PROGRAM = Program(
     source='programs/lu.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'diagdom', line=6),
+        MatrixDecl('A', 'diagdom', line=8),
     ),
     workspaces=(
     ),
-    params=(),
-    check=CheckDecl('lu', ('A',), line=7),
+    params=('m', ),
+    check=CheckDecl('lu', ('A',), line=9),
     kernel_module=None,
     source_dir='../../programs',  # programs/lu.tile's directory, relative to this file's
-    source_digest='6c460cb109d89849',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='46a32fd08579aa9c',  # of the .tile compiled: a run says when the file has changed since
     calls=(
-        Call('getrf_nopiv', ('inout',), main=0, line=10,
+        Call('getrf_nopiv', ('inout',), main=0, line=12,
              text='getrf_nopiv(A[k, k]) priority 3 * (A.nt - k)'),
-        Call('trsm_l', ('in', 'inout'), main=1, line=12,
+        Call('trsm_l', ('in', 'inout'), main=1, line=14,
              text='trsm_l(A[k, k], A[k, j]) priority 2 * (A.nt - k)'),
-        Call('trsm_u', ('in', 'inout'), main=1, line=15,
+        Call('trsm_u', ('in', 'inout'), main=1, line=17,
              text='trsm_u(A[k, k], A[i, k]) priority 2 * (A.nt - k)'),
-        Call('gemm_nn', ('in', 'in', 'inout'), main=2, line=17,
+        Call('gemm_nn', ('in', 'in', 'inout'), main=2, line=19,
              text='gemm_nn(A[i, k], A[k, j], A[i, j]) priority A.nt - j'),
     ),
 )
@@ -68,6 +68,8 @@ PROGRAM = Program(
 
 def resolve_params(p):
     """Give the program's own parameters their defaults where the run options set none."""
+    if p['m'] is None:
+        p['m'] = p['n']
     return p
 
 
@@ -79,7 +81,7 @@ def unmet(p):
 def shapes(p):
     """Global (rows, cols) of every matrix, and (like, tile rows) of every workspace."""
     matrices = {
-        'A': (p['n'], p['n']),
+        'A': (p['m'], p['n']),
     }
     workspaces = {
     }
@@ -104,41 +106,41 @@ def generate(rt, p):
     _among = rt.among
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
-    for k in range(0, min(A.mt, A.nt)):  # lu.tile:9
-        _r0 = A.rank_of(k, k)  # lu.tile:10
-        # lu.tile:10: getrf_nopiv(A[k, k]) priority 3 * (A.nt - k)
+    for k in range(0, min(A.mt, A.nt)):  # lu.tile:11
+        _r0 = A.rank_of(k, k)  # lu.tile:12
+        # lu.tile:12: getrf_nopiv(A[k, k]) priority 3 * (A.nt - k)
         if _me == _r0:
-            _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k), at=(0, k, 0))
+            _submit(CALLS[0], (A.tile(k, k, 12),), None, 3 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # lu.tile:11
-            _r1 = A.rank_of(k, j)  # lu.tile:12
-            # lu.tile:12: trsm_l(A[k, k], A[k, j]) priority 2 * (A.nt - k)
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # lu.tile:13
+            _r1 = A.rank_of(k, j)  # lu.tile:14
+            # lu.tile:14: trsm_l(A[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[1], (A.tile(k, k, 12), A.tile(k, j, 12)), None, 2 * (A.nt - k), at=(0, k, 1, j, 0))
+                _submit(CALLS[1], (A.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        for i in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # lu.tile:14
-            _r2 = A.rank_of(i, k)  # lu.tile:15
-            # lu.tile:15: trsm_u(A[k, k], A[i, k]) priority 2 * (A.nt - k)
+        for i in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # lu.tile:16
+            _r2 = A.rank_of(i, k)  # lu.tile:17
+            # lu.tile:17: trsm_u(A[k, k], A[i, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r2:
-                _submit(CALLS[2], (A.tile(k, k, 15), A.tile(i, k, 15)), None, 2 * (A.nt - k), at=(0, k, 2, i, 0))
+                _submit(CALLS[2], (A.tile(k, k, 17), A.tile(i, k, 17)), None, 2 * (A.nt - k), at=(0, k, 2, i, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(i, k)
-            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # lu.tile:16
-                _r3 = A.rank_of(k, j)  # lu.tile:17
-                _r4 = A.rank_of(i, j)  # lu.tile:17
-                # lu.tile:17: gemm_nn(A[i, k], A[k, j], A[i, j]) priority A.nt - j
+            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # lu.tile:18
+                _r3 = A.rank_of(k, j)  # lu.tile:19
+                _r4 = A.rank_of(i, j)  # lu.tile:19
+                # lu.tile:19: gemm_nn(A[i, k], A[k, j], A[i, j]) priority A.nt - j
                 if _me == _r2 or _me == _r3 or _me == _r4:
-                    _submit(CALLS[3], (A.tile(i, k, 17), A.tile(k, j, 17), A.tile(i, j, 17)), None, A.nt - j, at=(0, k, 2, i, 1, j, 0))
+                    _submit(CALLS[3], (A.tile(i, k, 19), A.tile(k, j, 19), A.tile(i, j, 19)), None, A.nt - j, at=(0, k, 2, i, 1, j, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(i, j)
-        for i in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k),)):  # lu.tile:21
-            # lu.tile:21: release A[i, k]
-            _release(A.tile(i, k, 21), at=(0, k, 3, i, 0))
-        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, PLUS, 0),)):  # lu.tile:22
-            # lu.tile:22: release A[k, j]
-            _release(A.tile(k, j, 22), at=(0, k, 4, j, 0))
+        for i in _among(k, A.mt, 1, lambda: ((A, PLUS, 0, AT, k),)):  # lu.tile:23
+            # lu.tile:23: release A[i, k]
+            _release(A.tile(i, k, 23), at=(0, k, 3, i, 0))
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, PLUS, 0),)):  # lu.tile:24
+            # lu.tile:24: release A[k, j]
+            _release(A.tile(k, j, 24), at=(0, k, 4, j, 0))
 
 
 
@@ -148,12 +150,12 @@ def dataflow(rt, p):
     and columns as (first, past), each a form (constant, coefficient of u1, ...)."""
     A = rt.matrix('A')
     return (
-        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=10),  # writes at lu.tile:10
-        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=12),  # writes at lu.tile:12
-        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=15),  # writes at lu.tile:15
-        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=17),  # writes at lu.tile:17
-        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=21),  # release at lu.tile:21
-        Event('A', (0, 4, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=22),  # release at lu.tile:22
+        Event('A', (0, 0), (Loop(((0, 0),), ((min(A.mt, A.nt), 0),)),), ((0, 1), (1, 1)), ((0, 1), (1, 1)), line=12),  # writes at lu.tile:12
+        Event('A', (0, 1, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), line=14),  # writes at lu.tile:14
+        Event('A', (0, 2, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), line=17),  # writes at lu.tile:17
+        Event('A', (0, 2, 1, 0), (Loop(((0, 0, 0, 0),), ((min(A.mt, A.nt), 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.mt, 0, 0, 0),)), Loop(((1, 1, 0, 0),), ((A.nt, 0, 0, 0),))), ((0, 0, 1, 0), (1, 0, 1, 0)), ((0, 0, 0, 1), (1, 0, 0, 1)), line=19),  # writes at lu.tile:19
+        Event('A', (0, 3, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((0, 1, 0),), ((A.mt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 1, 0), (1, 1, 0)), release=True, line=23),  # release at lu.tile:23
+        Event('A', (0, 4, 0), (Loop(((0, 0, 0),), ((min(A.mt, A.nt), 0, 0),)), Loop(((1, 1, 0),), ((A.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=24),  # release at lu.tile:24
     )
 
 
@@ -162,12 +164,12 @@ def loop_bounds(_bound, p):
     nest's iterations, checked before it is walked (see tiledsl.runtime.iterations)."""
     A = _bound.matrix('A')
     _t0 = 1
-    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 9)
-    j, _ = _bound.loop(k + 1, A.nt, _t1, 11)
-    i, _t3 = _bound.loop(k + 1, A.mt, _t1, 14)
-    j, _ = _bound.loop(k + 1, A.nt, _t3, 16)
-    i, _ = _bound.loop(k, A.mt, _t1, 21)
-    j, _ = _bound.loop(k + 1, A.nt, _t1, 22)
+    k, _t1 = _bound.loop(0, _bound.min(A.mt, A.nt), _t0, 11)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 13)
+    i, _t3 = _bound.loop(k + 1, A.mt, _t1, 16)
+    j, _ = _bound.loop(k + 1, A.nt, _t3, 18)
+    i, _ = _bound.loop(k, A.mt, _t1, 23)
+    j, _ = _bound.loop(k + 1, A.nt, _t1, 24)
 
 
 if __name__ == "__main__":

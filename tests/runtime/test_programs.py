@@ -83,6 +83,26 @@ def test_qr_programs_factor_tall_and_wide_matrices(compiled, program):
         assert _relative(np.abs(np.triu(factored))[:min(m, n)], np.abs(r)[:min(m, n)]) < 1e-10, (m, n)
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("program, kind", [("getrf", "general"), ("lu", "diagdom")])
+def test_lu_programs_factor_tall_and_wide_matrices(compiled, program, kind):
+    """getrf.tile and lu.tile take A m×n, as dgetrf does: L's m×min(m, n) unit lower and U's min(m, n)×n upper
+    factors, held in A, make the input again (P's rows swapped for getrf)."""
+    driver = compiled(f"programs/{program}.tile")
+    for m, n in ((300, 100), (100, 300), (257, 65), (65, 257), (1, 7), (7, 1)):
+        result = execute(driver, Options(n=n, sets={"m": m}, tiles={"nb": 64}, check=True, workers=2, seed=m))
+        assert result.residual is not None and result.residual < 60, (m, n, result.residuals)
+        factored, k = result.matrices["A"].assemble(), min(m, n)
+        assert factored.shape == (m, n)
+        lower, upper = np.tril(factored, -1)[:, :k] + np.eye(m, k), np.triu(factored)[:k]
+        original = make_matrix(kind, m, 0, m, n)
+        if program == "getrf":
+            u_ref = scipy.linalg.lu(original)[2]
+            assert _relative(np.abs(upper), np.abs(u_ref)) < 1e-10, (m, n)  # the same pivots: LAPACK's U
+        else:
+            assert _relative(lower @ upper, original) < 1e-13, (m, n)
+
+
 REPRODUCED = {"cholesky": {"nb": 100}, "lu": {"nb": 100}, "qr": {"nb": 100},
               "hetero_cholesky": {"B": 160, "b": 48, "s": 3}, "hetero_qr": {"B": 160, "b": 48, "s": 3}}
 
