@@ -146,6 +146,10 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
                            broadcast=broadcast, host_takes=engine.host_costs is not None,
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
+        result.seed = (DEFAULT_SEED if options.seed is None else options.seed) \
+            if makes_random(program, options, arrays) else None
+        result.window = window
+        result.priorities = priorities.in_force(program, options.priorities)
         if not result.host_takes:  # asked for, but out of core: the notes say it did nothing
             result.sources.pop("host_takes", None)
         result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}
@@ -346,13 +350,17 @@ def given_inputs(program, options: Options, arrays: dict | None) -> set:
             if d.name in (arrays or {}) or d.name in options.inputs or d.init == "load"}
 
 
+def makes_random(program, options: Options, arrays: dict | None) -> bool:
+    """Whether the run makes a matrix at random: one of the program's random matrices is not given (an
+    input file or array)."""
+    given = set(options.inputs) | set(arrays or {})
+    return any(decl.init in inputs.RANDOM_KINDS and decl.name not in given for decl in program.matrices)
+
+
 def unused_seed(program, options: Options, arrays: dict | None) -> str | None:
     """The warning for a seed given to a run that generates no matrix at random: each one is given
     (an input file or array), or the program has none."""
-    if options.seed is None:
-        return None
-    given = set(options.inputs) | set(arrays or {})
-    if any(decl.init in inputs.RANDOM_KINDS and decl.name not in given for decl in program.matrices):
+    if options.seed is None or makes_random(program, options, arrays):
         return None
     return (f"{options.spelling.valued('seed', str(options.seed))} does nothing: {program.name} generates no matrix "
             f"at random here (its random matrices are given as inputs, or it has none)")

@@ -108,6 +108,12 @@ def equal(call, tiles, given) -> int:
     return 0
 
 
+def in_force(program, choice: str) -> str:
+    """What ``--priorities choice`` gives a run, as its summary says it: ``"none"``, ``"derived"`` (from
+    the task graph) or ``"program"`` (its calls' priority clauses)."""
+    return "none" if choice == "none" else "derived" if derived(program, choice) else "program"
+
+
 def derived(program, choice: str) -> bool:
     """Whether ``--priorities choice`` derives the priorities from the task graph (``auto``, or the
     program's own choice when it asks for them): such a run looks at every task of the program."""

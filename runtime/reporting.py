@@ -43,6 +43,9 @@ class RunResult:
     untimed_tiles: tuple | None = None  # (the largest tile tune timed, the run's): tuned, and no bound for that
     broadcast: str = "direct"  # how tile versions reached the ranks reading them: "direct" or "tree"
     host_takes: bool = False  # idle CPU workers took GPU tasks (--host-takes on, in memory)
+    seed: int | None = None  # the seed of the matrices made at random (None: the run made none)
+    window: int | None = None  # the tasks a rank's window held at most (--window, or the default chosen)
+    priorities: str | None = None  # "program" (its clauses), "derived" (from the task graph) or "none"
     host_takes_out_of_core: bool = False  # --host-takes on, but out of core: nothing taken
     trace: dict = field(default_factory=dict)  # bounds and utilisation of a traced run
     kernel_rates: dict = field(default_factory=dict)  # Options.time_kernels: {kernel: {size: GFLOP/s}} on a core
@@ -313,7 +316,8 @@ def summary_json(program, result: RunResult, ranks: list, notes: list) -> dict:
             "tiles": tile_values(result.params, program.tiling.kind),
             "params": {k: result.params[k] for k in program.params if k in result.params},
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
-            "broadcast": result.broadcast, "host_takes": result.host_takes,
+            "broadcast": result.broadcast, "host_takes": result.host_takes, "seed": result.seed,
+            "window": result.window, "priorities": result.priorities,
             "seconds": result.seconds, "gflops": rate, "flops_source": source,
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed, "ok": result.ok,

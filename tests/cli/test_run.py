@@ -1728,6 +1728,17 @@ def test_a_seed_given_to_a_run_that_generates_nothing_is_warned_of(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_the_json_summary_names_the_seed_the_window_and_the_priorities_in_force(tmp_path):
+    """Two summaries that differ tell whether their inputs did (tester m64: the seed was in none)."""
+    np.save(tmp_path / "a.npy", np.eye(100) * 4)
+    runs = [("--n", 100), ("--n", 100, "--seed", 7, "--window", 9, "--priorities", "auto"),
+            ("--input", f"A={tmp_path / 'a.npy'}", "--priorities", "none")]
+    said = [json.loads(tiledsl("run", "cholesky", "--nb", 64, "--json", *args).stdout.splitlines()[-1]) for args in runs]
+    assert [(s["seed"], s["window"], s["priorities"]) for s in said] == [
+        (42, 4096, "program"), (7, 9, "derived"), (None, 4096, "none")]
+
+
+@pytest.mark.timeout(60)
 def test_a_broadcast_on_one_rank_and_a_slice_width_of_one_slice_are_warned_of():
     """--broadcast tree on one rank and --b where s = 1 changed nothing, without a word."""
     out = tiledsl("run", "hetero_cholesky", "--n", 300, "--B", 100, "--b", 40, "--s", 1, "--broadcast", "tree")

@@ -145,7 +145,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     summary = {"program": program.name, "n": params.n, "tiles": tile_values(params.as_dict(), program.tiling.kind),
                "params": {name: params[name] for name in program.params},  # the program's own, as run --json's
                "np": nranks, "grid": list(grid), "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution),
-               "window": window,
+               "window": window, "priorities": priorities.in_force(program, options.priorities),
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options),
                # as a run's in memory: a simulated GPU holds every tile it is given
