@@ -77,8 +77,8 @@ class InputFile:
         return lines.T if self.fortran else lines
 
     def check_exact(self) -> None:
-        """Refuse (InputFileError) a 64-bit integer past 2**53, which float64 does not hold exactly, as run()
-        refuses one in an array: before the run, by whole lines of the file (its tiles are read later, each by
+        """Refuse (InputFileError) a 64-bit integer that float64 does not hold exactly (past 2**53, most), as
+        run() refuses one in an array: before the run, by whole lines of the file (its tiles are read later, each by
         the rank that owns it, which would fail the run where the input is at fault)."""
         if self.dtype.kind not in "iu" or self.dtype.itemsize != 8:
             return
@@ -91,11 +91,16 @@ class InputFile:
             past = block > EXACT_INTEGERS
             if self.dtype.kind == "i":
                 past |= block < -EXACT_INTEGERS
-            if past.any():
-                i, j = np.argwhere(past)[0]
+            if not past.any():
+                continue
+            # past 2**53 only some integers are float64s (2**60 is): those, as run() takes them in an array
+            with np.errstate(invalid="ignore", over="ignore"):
+                inexact = past & (block.astype(np.float64).astype(self.dtype) != block)
+            if inexact.any():
+                i, j = np.argwhere(inexact)[0]
                 raise InputFileError(f"input file {self.path!r} holds {block[i, j]} at ({r0 + i}, {c0 + j}), an "
-                                     f"integer float64 does not hold exactly (past 2**53)"
-                                     f"{_conversion(self.path, self.dtype)}")
+                                     f"integer float64 does not hold exactly (nearest {float(block[i, j])!r}; past "
+                                     f"2**53 most integers are not float64s){_conversion(self.path, self.dtype)}")
 
     def _opened(self):
         """The file, open, checked to be the one first opened."""

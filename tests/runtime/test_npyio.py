@@ -275,8 +275,8 @@ def test_a_load_file_that_is_no_npy_names_its_matrix_and_line(tmp_path):
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint16, np.int64, np.uint64, np.float16])
 def test_a_file_of_integers_is_taken_as_run_takes_an_array_of_them(tmp_path, dtype):
     """Tester y: `--input A=i.npy` of int64 was refused where run(A=array) takes the same integers (tester a2:
-    and float16, each value exactly a float64); those
-    past 2**53, which float64 does not hold exactly, are refused as run() refuses them, where they are."""
+    and float16, each value exactly a float64); those float64 does not hold exactly (past 2**53, most) are
+    refused as run() refuses them, where they are."""
     path = str(tmp_path / "i.npy")
     values = np.arange(12, dtype=dtype).reshape(3, 4)
     np.save(path, values)
@@ -286,7 +286,17 @@ def test_a_file_of_integers_is_taken_as_run_takes_an_array_of_them(tmp_path, dty
             values[2, 1] = 2 ** 53 + 1
             np.save(path, np.array(values, order=order))
             with pytest.raises(npyio.InputFileError, match=r"holds 9007199254740993 at \(2, 1\), an integer float64 "
-                                                           r"does not hold exactly \(past 2\*\*53\): save it as float64"):
+                                                           r"does not hold exactly \(nearest 9007199254740992\.0; "
+                                                           r"past 2\*\*53 most integers are not float64s\): save it "
+                                                           r"as float64"):
+                npyio.open_input(path, (3, 4))
+            values[2, 1] = 2 ** 60  # (tester l64) a float64, as run() takes it in an array
+            np.save(path, np.array(values, order=order))
+            assert npyio.open_input(path, (3, 4)).read(2, 3, 1, 2)[0, 0] == 2.0 ** 60
+        if dtype == np.uint64:  # the largest, whose nearest float64 is 2**64: no uint64
+            values[2, 1] = 2 ** 64 - 1
+            np.save(path, values)
+            with pytest.raises(npyio.InputFileError, match=r"holds 18446744073709551615 at \(2, 1\)"):
                 npyio.open_input(path, (3, 4))
 
 
