@@ -282,11 +282,23 @@ class _Analyzer:
                                                f"more than once: {quoted(param.choices)}",
                            hint=f"list each character once: char {param.name.text} in "
                                 f"{quoted(''.join(dict.fromkeys(param.choices)))}")
+        if param.kind == "float" and param.default is not None:
+            self._rounded(param.default, constant_of(param.default, "int"), f"the default of '{param.name.text}'")
         if param.default is not None and constant_of(param.default, param.kind) is None:
             self.bag.error(param.default.span, "E205", f"the default of {param.kind} parameter "
                                                        f"'{param.name.text}' must be {TYPE_NOUN[param.kind]} constant")
         elif param.default is not None and param.kind == "char":
             self._check_char(param.default, param)
+
+    def _rounded(self, value, integer: int | None, where: str) -> None:
+        """W307 where ``integer``, the constant value of ``value`` given as a float (``where``), is no
+        float64: the kernel gets the nearest one, as a matrix's element it would be refused."""
+        if integer is None or abs(integer) > 2 ** 1023 or float(integer) == integer:
+            return  # (past float64's range: E211 where the value is folded)
+        self.bag.warning(value.span, "W307", f"{where} is a float, and float64 does not hold the integer {integer} "
+                                             f"exactly: the kernel gets {float(integer)!r}",
+                         "integers past 2**53 are not all float64s",
+                         hint=f"write {float(integer)!r} to pass that value")
 
     def _check_char(self, value: n.StrLit, param: n.KernelParam) -> None:
         if not self.types.one_character(value, param.choices):
@@ -811,6 +823,8 @@ class _Analyzer:
             self._check_char(arg, param)
             return len(self.bag.items) == before
         if got == param.kind or (param.kind == "float" and got == "int"):
+            if got == "int":
+                self._rounded(arg, self.types.values.get(id(arg)), where)
             return True
         if isinstance(arg, n.StrLit) and len(arg.value) != 1:  # "1.5" is no char, but a string
             number = _number_text(arg.value)

@@ -44,6 +44,7 @@ CODES = {
     "W304": "a user check of no matrix the program writes",
     "W305": "a text direction control in a comment",
     "W306": "a product check at β = 1 of a result no call reads",
+    "W307": "an integer passed as a float that float64 does not hold exactly",
 }
 
 
