@@ -133,6 +133,9 @@ def _residuals(name: str, value) -> tuple[dict | None, str | None]:
     residual (a residual is a ratio of norms: a negative one is a mistake, never a pass)."""
     def real(x) -> bool:
         return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+    value = _unwrapped(value)
+    if isinstance(value, dict):
+        value = {key: _unwrapped(entry) for key, entry in value.items()}
     if real(value):
         if value < 0:
             return None, f"returned {_as_float(value):g}, {_BELOW_ZERO}"
@@ -150,6 +153,12 @@ def _residuals(name: str, value) -> tuple[dict | None, str | None]:
         if entry < 0:
             return None, f"returned a dict whose entry {key!r} is {_as_float(entry):g}, {_BELOW_ZERO}"
     return {k: _as_float(v) for k, v in value.items()}, None
+
+
+def _unwrapped(value):
+    """A 0-d numpy array's element (``np.linalg.norm(x, axis=None, keepdims=...)``, ``np.array(r)``: a
+    number, as numpy's scalars are); anything else as it is."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
 
 
 def _as_float(number) -> float:

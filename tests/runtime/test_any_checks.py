@@ -693,3 +693,15 @@ def test_a_long_list_of_idle_ranks_is_cut_as_the_other_lists_are():
     ranks = [{"rank": r, "tasks": r % 2, "owned_tiles": 1, "messages_sent": 0} for r in range(40)]
     said = reporting.idle_ranks_warning(ranks, (5, 8), lambda: [])
     assert said.startswith("rank 0, 2, 4, 6, 8 and 15 more ran no task on the 5x8 grid"), said
+
+
+def test_a_residual_in_a_0_d_array_is_a_number():
+    """np.array(0.5) was refused as "returned ndarray" where np.float64(0.5) is taken (tester l64); an array of
+    residuals, and a 0-d array of a bool, still are not residuals."""
+    from tiledsl.runtime.usercheck import _residuals
+
+    assert _residuals("r", np.array(0.5)) == ({"r": 0.5}, None)
+    assert _residuals("r", {"a": np.array(2), "b": np.float32(1.0)}) == ({"a": 2.0, "b": 1.0}, None)
+    assert _residuals("r", np.array([0.5]))[1].startswith("returned ndarray; a check returns a float residual")
+    assert _residuals("r", np.array(True))[1].startswith("returned bool")
+    assert _residuals("r", np.array(-1.0))[1].startswith("returned -1, below 0")
