@@ -353,3 +353,18 @@ def test_an_lu_without_pivots_is_said_to_be_timed_against_a_pivoting_dgetrf(tmp_
     assert notes == {"lu": ["scipy dgetrf pivots rows (partial pivoting); the program's LU does not (check lu(A) "
                             "names no pivots): its row searches and interchanges are dgetrf's own work"],
                      "getrf": []}
+
+
+@pytest.mark.timeout(60)
+def test_a_program_without_a_reference_is_said_with_its_check_as_written_options_included(tmp_path):
+    """beta = 0.0 was left out of the check bench quoted (tester k64): the check it named was another one."""
+    (tmp_path / "p.tile").write_text("program p {\n  tiling uniform(nb = 16)\n  param b = 0.5\n"
+                                     "  matrix A[n, n] = random diagdom\n"
+                                     "  check product(upper A, upper A, transposed upper A, alpha = 2.0 * b, beta = 0.0)\n"
+                                     '  for k in 0 .. A.nt { lauum(A[k, k], "U") }\n}\n')
+    _, text = compile_path(tmp_path / "p.tile")
+    (tmp_path / "driver.py").write_text(text)
+    table = run_bench(import_driver(tmp_path / "driver.py", "bench_alone"), Options(n=40, workers=1), rounds=1,
+                      with_dask=False)
+    assert "note: no LAPACK/BLAS routine computes what check product(upper A, upper A, transposed upper A, alpha = 1, " \
+           "beta = 0) verifies: tiledsl is timed alone" in render(table)

@@ -291,14 +291,16 @@ def reference_of(program, params) -> tuple[Reference, list, dict] | None:
     return (reference, names, options) if len(names) == reference.arity() else None
 
 
-def _without_reference(program) -> str:
-    """Why a program is timed alone (it has no reference, :func:`reference_of`)."""
+def _without_reference(program, params) -> str:
+    """Why a program is timed alone (it has no reference, :func:`reference_of`); the check as written,
+    its options at their values in a run with ``params`` (product's ``beta = 0``)."""
     check = program.check
     if check is None:
         return "no reference to time against: the program declares no check (a check says what it computes)"
     if check.user:
         return f"no LAPACK/BLAS routine is known for the user check {check.kind}: tiledsl is timed alone"
-    text = ", ".join(" ".join((*given, name)) for given, name in zip(_qualifiers(check), check.args))
+    text = ", ".join([" ".join((*given, name)) for given, name in zip(_qualifiers(check), check.args)]
+                     + [f"{name} = {value:g}" for name, value in check.option_values(params).items()])
     return f"no LAPACK/BLAS routine computes what check {check.kind}({text}) verifies: tiledsl is timed alone"
 
 
@@ -394,7 +396,8 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     inputs = inputs_of(driver, options)
     tiled = Measure("tiledsl")
     references = []  # (measure, routine, its matrices, BLAS threads, options)
-    found = reference_of(program, make_params(driver, options))
+    params = make_params(driver, options)
+    found = reference_of(program, params)
     order, order_name = options.n, "n"  # of the matrix dask factors: the check's, which may be sized other than n
     if found:
         reference, names, check_options = found
@@ -404,7 +407,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
         references.append((Measure(f"scipy {reference.routine} ({workers} thread{'s' if workers != 1 else ''})"),
                            reference.run, matrices,
                            workers, check_options))
-    said = _unlike_reference(program) if found else _without_reference(program)
+    said = _unlike_reference(program) if found else _without_reference(program, params)
     notes = [said] if said else []
     if found and with_dask and reference.dask is not None:
         chunks, why_not = _dask_sizes(reference, matrices, names, order, order_name)
