@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import polling, threadstart
-from .world import abort_job
+from .world import abort_job, ranks_text
 
 #: seconds a failed rank listens for the notices of ranks that failed before it, before it reports
 FAILURE_WINDOW = 0.1
@@ -510,8 +510,7 @@ class Unanswered(Exception):
     """Some rank did not reach a collective within the time limit (stopped, lost or stuck)."""
 
     def __init__(self, rank: int, missing: list, limit: float):
-        names = ", ".join(map(str, missing))
-        super().__init__(f"rank {rank}: rank(s) {names} did not answer within {limit:g} s (stopped or lost?)")
+        super().__init__(f"rank {rank}: {ranks_text(missing)} did not answer within {limit:g} s (stopped or lost?)")
         self.rank, self.missing = rank, missing
 
 

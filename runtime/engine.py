@@ -41,7 +41,7 @@ from .resources import address_space_note
 from .scheduler import Scheduler, Task
 from .share import among, every_value
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, outlasting, running_line, running_lines
-from .world import HeldInterrupts, act_on, environment_switch
+from .world import HeldInterrupts, act_on, environment_switch, ranks_text
 
 
 #: A rank running nothing, only waiting for other ranks, reports a stall after this many times the
@@ -525,8 +525,8 @@ class Engine:
             return "", []
         waited = self.exchange.waited_ranks(self.matrices.values())
         sending = self.comm.unfinished_sends()
-        waits = ([f"waits for data from rank {', '.join(map(str, waited))}"] if waited else []) + (
-            [f"{sum(sending.values())} message(s) it sent to rank {', '.join(map(str, sending))} are not received yet"]
+        waits = ([f"waits for data from {ranks_text(waited)}"] if waited else []) + (
+            [f"{sum(sending.values())} message(s) it sent to {ranks_text(sending)} are not received yet"]
             if sending else [])
         if not waits:
             return "", []

@@ -18,7 +18,8 @@ import numpy as np
 
 from . import checks
 from .options import COMMAND_LINE, Spelling, tile_values
-from .resources import bytes_text, listed
+from .resources import bytes_text
+from .world import ranks_text
 
 
 @dataclass
@@ -184,9 +185,10 @@ def idle_ranks_warning(ranks: list, grid, advice) -> str | None:
     idle = [r for r in ranks if not r["tasks"] and r["owned_tiles"]]
     if len(ranks) < 2 or not idle or len(idle) == len(ranks) or not any(r["tasks"] for r in ranks):
         return None  # (no task at all: :func:`idle_warning` says so, and no grid helps)
-    sent = "so it only sent tiles" if any(r["messages_sent"] for r in idle) else "nor reads one"
-    return (f"rank {listed([r['rank'] for r in idle])} ran no task on the {grid[0]}x{grid[1]} grid: no task "
-            f"writes first a tile it owns, {sent}; {advice()}")
+    one = len(idle) == 1
+    sent = f"so {'it' if one else 'they'} only sent tiles" if any(r["messages_sent"] for r in idle) else "nor reads one"
+    return (f"{ranks_text([r['rank'] for r in idle])} ran no task on the {grid[0]}x{grid[1]} grid: no task "
+            f"writes first a tile {'it owns' if one else 'they own'}, {sent}; {advice()}")
 
 
 def rank_columns(matrices: dict, grid: tuple) -> int:

@@ -10,7 +10,7 @@ import threading
 
 from .errors import more_ranks
 from .options import COMMAND_LINE, Spelling
-from .world import UsageError, address_limited
+from .world import UsageError, address_limited, ranks_text
 
 
 #: what a rank keeps for each tile it owns besides the tile's values (the tile's object, its
@@ -400,12 +400,6 @@ def ranks_without_tiles(program, matrices: dict, ranks: int, advice) -> str | No
         columns = f", {-(-largest.nt // slices)} block column(s) of {slices} slices" if slices > 1 else ""
         idle = sorted(set(range(ranks)) - set(owners))
         return (f"{ranks} ranks but only {len(owners)} of them own tiles (the largest matrix, {name}, has "
-                f"{largest.mt}×{largest.nt} tiles{columns}): rank {listed(idle)} ha{'s' if len(idle) == 1 else 've'} "
+                f"{largest.mt}×{largest.nt} tiles{columns}): {ranks_text(idle)} ha{'s' if len(idle) == 1 else 've'} "
                 f"nothing to do; {advice()}")
     return None
-
-
-def listed(numbers: list) -> str:
-    """``0, 1, 2`` (at most five, then how many more)."""
-    shown = ", ".join(map(str, numbers[:5]))
-    return shown + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")

@@ -111,8 +111,11 @@ def chrome_trace(ranks: list, about: dict | None = None, lanes: list = ()) -> di
             events.append({"ph": "M", "pid": rank, "tid": tid, "name": "thread_name", "args": {"name": lane}})
         ids = {lane: tid for tid, lane in enumerate(lanes_here)}
         for lane, start, end, name, args in rank_events:
-            # the end rounded, not the length: a slice then ends where the next one begins, never past it
-            ts, te = round(start * 1e6, 3), round(max(end, start) * 1e6, 3)
+            # the end rounded, not the length: a slice then ends where the next one begins, never past it;
+            # none before time zero (a rank's first wait, which the two clocks' reading may put a tenth of a
+            # microsecond before the first rank's start)
+            ts = max(round(start * 1e6, 3), 0.0)
+            te = max(round(end * 1e6, 3), ts)
             events.append({"ph": "X", "pid": rank, "tid": ids[lane], "name": name, "cat": _category(lane, name),
                            "ts": ts, "dur": round(te - ts, 3), "args": args})
     # the maker first: --trace replaces a file that opens so (outputs.TRACE_START), not another profiler's trace

@@ -629,6 +629,16 @@ def _stop_waiting(pid: int) -> tuple | None:
     return (pending[0], time.monotonic()) if pending else None
 
 
+def ranks_text(numbers) -> str:
+    """``rank 1``, ``ranks 1 and 2``, ``ranks 0, 1 and 2``: at most five named, then how many more
+    (``ranks 0, 1, 2, 3, 4 and 15 more``)."""
+    numbers = list(numbers)
+    if len(numbers) == 1:
+        return f"rank {numbers[0]}"
+    shown = [str(number) for number in numbers[:5]] + ([f"{len(numbers) - 5} more"] if len(numbers) > 5 else [])
+    return f"ranks {', '.join(shown[:-1])} and {shown[-1]}"
+
+
 def _late_at_start_up(limit: float) -> str:
     """Why MPI's start took ``limit`` seconds: the ranks that never came to it (their marker is
     missing, in a job of ``tiledsl run --np``) where known, else the other ranks."""
@@ -636,7 +646,7 @@ def _late_at_start_up(limit: float) -> str:
     missing = [rank for rank in range(size[1]) if not os.path.exists(os.path.join(folder, f"joining.{rank}"))] \
         if folder and size else []
     if missing:
-        return (f"rank {', '.join(map(str, missing))} did not come to MPI's start within {limit:g} s "
+        return (f"{ranks_text(missing)} did not come to MPI's start within {limit:g} s "
                 f"(stopped or lost?)")
     return f"the other ranks did not answer within {limit:g} s at start-up (stopped or lost?)"
 

@@ -238,7 +238,7 @@ def test_a_rank_killed_without_a_word_is_named(tmp_path):
     # the one killed, named first: the launcher ended the other after it; ends within 10 ms of each other
     # (a loaded machine) are said as such, their order the kernel's, which may be the inverse of the deaths'
     if "within 10 ms of each other: which died first cannot be told" in err:
-        assert re.search(r"tiledsl: error: rank 0, 1 ended( as MPI started,)? without finishing the run and without a "
+        assert re.search(r"tiledsl: error: ranks 0 and 1 ended( as MPI started,)? without finishing the run and without a "
                          r"word, within 10 ms", err), err
     else:  # killed in MPI's start, or after it
         assert re.search(r"tiledsl: error: rank 1 ended( as MPI started,)? without finishing the run and without a "
@@ -517,7 +517,7 @@ def test_a_killed_launcher_is_said_to_be_what_ended_the_job(tmp_path):
     code, out, err = finish(job, timeout=60)
     assert code == 1 and "Traceback" not in err, err
     assert f"tiledsl: error: the launcher (mpiexec, pid {launcher}) was killed by SIGKILL: the job was stopped " \
-           f"(rank 0, 1 had not finished)" in err, err
+           f"(ranks 0 and 1 had not finished)" in err, err
     assert "died" not in err
     assert processes_in(tmp_path) == []
 

@@ -137,6 +137,9 @@ def test_overlapping_transfers_get_rows_of_their_own():
     (json.dumps({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": "soon", "dur": 1}]}), "not a number"),
     ('{"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": NaN, "dur": 1}]}', "time nan is not a finite number"),
     (json.dumps({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 0, "dur": -5}]}), "duration -5 is below 0"),
+    # (tester n64) not drawn, where the title and the legend counted it
+    (json.dumps({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 3, "name": "potrf"}]}),
+     "not a trace: the event 'potrf' at time 3 has no duration ('dur'), which every slice of a trace has"),
 ])
 def test_a_bad_trace_is_one_clear_line(tmp_path, capsys, content, message):
     trace = tmp_path / "trace.json"

@@ -904,8 +904,8 @@ def test_a_plan_of_a_grid_that_leaves_a_rank_idle_warns_as_run_does(command):
     idle = [f"tiledsl: warning: rank 1 ran no task on the 3x3 grid: no task writes first a tile it owns, nor reads "
             f"one; {advice}"] if command == "explain" else []
     assert out.stderr.strip().splitlines() == [
-        "tiledsl: warning: 9 ranks but only 4 of them own tiles (the largest matrix, A, has 2×2 tiles): rank 2, 5, 6, "
-        f"7, 8 have nothing to do; {advice}", *idle]
+        "tiledsl: warning: 9 ranks but only 4 of them own tiles (the largest matrix, A, has 2×2 tiles): ranks 2, 5, 6, "
+        f"7 and 8 have nothing to do; {advice}", *idle]
 
 
 @pytest.mark.timeout(120)

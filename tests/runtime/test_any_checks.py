@@ -641,7 +641,7 @@ def test_a_rank_owning_tiles_no_task_touches_is_warned_of_in_the_json_notes_and_
                                         "  for k in 0 .. A.mt { potrf(A[k, k]) }\n}\n")
     out = run_cli(str(tmp_path / "diag.tile"), "--n", 400, "--np", 4, "--json")
     summary = json.loads(out.stdout.splitlines()[-1])
-    said = ("rank 1, 2 ran no task on the 2x2 grid: no task writes first a tile it owns, nor reads one; use --grid "
+    said = ("ranks 1 and 2 ran no task on the 2x2 grid: no task writes first a tile they own, nor reads one; use --grid "
             "1x4 or --grid 4x1, on which every rank runs a task")
     assert [r["tasks"] for r in summary["ranks"]] == [2, 0, 0, 2] and said in out.stderr, out.stderr
     assert said in summary["notes"], summary["notes"]
@@ -692,7 +692,7 @@ def test_a_long_list_of_idle_ranks_is_cut_as_the_other_lists_are():
 
     ranks = [{"rank": r, "tasks": r % 2, "owned_tiles": 1, "messages_sent": 0} for r in range(40)]
     said = reporting.idle_ranks_warning(ranks, (5, 8), lambda: [])
-    assert said.startswith("rank 0, 2, 4, 6, 8 and 15 more ran no task on the 5x8 grid"), said
+    assert said.startswith("ranks 0, 2, 4, 6, 8 and 15 more ran no task on the 5x8 grid"), said
 
 
 def test_a_residual_in_a_0_d_array_is_a_number():

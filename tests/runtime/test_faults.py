@@ -155,9 +155,9 @@ def test_a_rank_waiting_on_a_stopped_rank_names_that_rank_as_the_stall(tmp_path,
     # (which comes first depends on where the others are), never as another rank's own stall
     first = err.splitlines()[0]
     assert re.fullmatch(r"tiledsl: error: rank (\d): (watchdog: no task completed for \d+ s; this rank runs no task "
-                        r"and waits for data from rank (?!\1)(\d)(?: and \d+ message\(s\) it sent to rank [\d, ]+ are "
+                        r"and waits for data from rank (?!\1)(\d)(?: and \d+ message\(s\) it sent to ranks? [\d, and]+ are "
                         r"not received yet)?, where the stall is \(rank \3 gave no sign of life "
-                        r"for \d+ s: stopped, lost, or a kernel holding Python's lock\); .*|rank\(s\) (\d) did not "
+                        r"for \d+ s: stopped, lost, or a kernel holding Python's lock\); .*|rank (\d) did not "
                         r"answer within 20 s \(stopped or lost\?\))", first), err  # 2.5 × 2 s and 15 s: a run began
     assert nothing_left(tmp_path, segments_before)
 

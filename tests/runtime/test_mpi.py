@@ -130,7 +130,7 @@ def test_ranks_without_tiles_are_named_with_the_grids_that_would_give_them_tiles
                                         "  for m in 0 .. A.mt { gemm(A[m, 0], A[m, 0], C[m, 0], \"N\", \"T\") }\n}\n")
     out = run(tmp_path / "tall.tile", "--n", 256, "--grid", "2x2", np_=4)
     assert out.returncode == 0, out.stderr
-    assert "4 ranks but only 2 of them own tiles (the largest matrix, A, has 4×1 tiles): rank 1, 3 have nothing " \
+    assert "4 ranks but only 2 of them own tiles (the largest matrix, A, has 4×1 tiles): ranks 1 and 3 have nothing " \
            "to do; use --grid 4x1, on which every rank runs a task" in out.stderr
 
 

@@ -41,7 +41,7 @@ def test_hybrid_tiles_are_counted_in_block_columns_and_the_busy_grids_advised():
     advice = "use --grid 2x3 or --grid 3x2, on which every rank runs a task"
     assert ranks_without_tiles(_program("A"), matrices, 6, lambda: advice) == (
         "6 ranks but only 4 of them own tiles (the largest matrix, A, has 4×12 tiles, 4 block column(s) of 3 "
-        "slices): rank 4, 5 have nothing to do; use --grid 2x3 or --grid 3x2, on which every rank runs a task")
+        "slices): ranks 4 and 5 have nothing to do; use --grid 2x3 or --grid 3x2, on which every rank runs a task")
 
 
 @pytest.mark.timeout(10)
@@ -404,3 +404,10 @@ def test_a_refusal_advises_no_window_or_check_too_small_to_close_the_gap(monkeyp
     with pytest.raises(UsageError) as refused:
         resources.check_memory(*_memory_case(2 ** 10, 1, True), threads=(1, 1))
     assert str(refused.value).endswith(": raise the limit, or use smaller thread stacks (ulimit -s, 8.00 MiB now)")
+
+
+def test_ranks_are_named_as_a_sentence_names_them():
+    from tiledsl.runtime.world import ranks_text
+
+    assert [ranks_text(r) for r in ([3], [1, 2], [0, 1, 2], list(range(20)))] == [
+        "rank 3", "ranks 1 and 2", "ranks 0, 1 and 2", "ranks 0, 1, 2, 3, 4 and 15 more"]

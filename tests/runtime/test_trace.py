@@ -158,6 +158,13 @@ def test_transfers_in_flight_together_get_lanes_of_their_own_and_no_slice_passes
         assert name != after or end <= start
 
 
+def test_no_slice_starts_before_time_zero():
+    """A rank's first wait, read through the two clocks, began 0.1 µs before the first rank's start (tester n64)."""
+    rank = [("cpu-0", -1e-7, 2e-3, "idle", {}), ("cpu-0", 2e-3, 3e-3, "potrf", {}), ("cpu-0", -2e-7, -1e-7, "idle", {})]
+    spans = [(e["ts"], e["dur"]) for e in chrome_trace([rank], {}, compute_lanes(1, 0))["traceEvents"] if e["ph"] == "X"]
+    assert sorted(spans) == [(0.0, 0.0), (0.0, 2000.0), (2000.0, 1000.0)]
+
+
 def test_area_bound_one_kind():
     times = {(1, ("A[0, 0]",), i): (1.0, "cpu") for i in range(1, 5)}
     assert area_bound(times, {"cpu": 2, "gpu": 0}) == pytest.approx(2.0)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ..runtime import crash
 from ..runtime.reporting import json_text, unwritable_text
-from ..runtime.world import process_exists, unless_ignored
+from ..runtime.world import process_exists, ranks_text, unless_ignored
 from .joboutput import Forwarder
 from .rankwatch import RankWatch
 
@@ -216,7 +216,7 @@ def _check_every_rank_finished(folder: str, ranks: int, launcher: str) -> int:
         silent = all(statuses[rank] is None for rank in unfinished)  # and the launcher's status 0: exit(0), unseen
         how = ((" with exit status 0", f": code the run called ended the process ({UNSEEN_ENDS})") if silent
                else ("", ""))
-        print(f"tiledsl: error: rank {', '.join(map(str, unfinished))} ended{how[0]} without finishing the run{how[1]}",
+        print(f"tiledsl: error: {ranks_text(unfinished)} ended{how[0]} without finishing the run{how[1]}",
               file=sys.stderr, flush=True)
     return 1 if unfinished else 0
 
@@ -258,7 +258,7 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
         # seen at one wake-up, or nearly: the kernel's order of ends may be the inverse of the deaths' (the one
         # killed first may take longer to end: its threads, its memory), so neither is named first
         starting, advice = next((note for note in (_start_note(folder, r) for r in lost) if note[0]), ("", ""))
-        print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended{starting} without finishing the run and "
+        print(f"tiledsl: error: {ranks_text(lost)} ended{starting} without finishing the run and "
               f"without a word, within {CLOSE_ENDS_SECONDS * 1e3:.0f} ms of each other: which died first cannot be "
               f"told (once one dies the launcher ends the others; the launcher's exit status is {code}"
               f"{_as_signal(code)})"
@@ -276,7 +276,7 @@ def _report_lost_ranks(folder: str, ranks: int | None, code: int, launcher: str,
     # on other nodes, which one died first cannot be told: once one dies the launcher kills the others
     why = ("at least one died (a crash, a signal) and the launcher then ended the others" if len(lost) > 1
            else "killed by a signal, or lost")
-    print(f"tiledsl: error: rank {', '.join(map(str, lost))} ended without finishing the run and without "
+    print(f"tiledsl: error: {ranks_text(lost)} ended without finishing the run and without "
           f"a word ({why}; the launcher's exit status is {code}{_as_signal(code)})", file=sys.stderr, flush=True)
     return True
 
@@ -316,7 +316,7 @@ def _start_note(folder: str, rank: int) -> tuple[str, str]:
 
 
 def _said_ended_by_launcher(ranks: list) -> None:
-    print(f"tiledsl: error: the launcher then ended rank {', '.join(map(str, ranks))}", file=sys.stderr, flush=True)
+    print(f"tiledsl: error: the launcher then ended {ranks_text(ranks)}", file=sys.stderr, flush=True)
 
 
 def _as_signal(code: int) -> str:
@@ -348,7 +348,7 @@ def _report_orphans(folder: str) -> bool:
 def _report_launcher_killed(folder: str, ranks: int | None, signum: int, launcher: str, pid: int) -> None:
     """Say that the launcher was killed by ``signum`` (the ranks did not die first: it did)."""
     lost = [rank for rank in range(ranks or 0) if recorded_status(folder, rank) is None]
-    unfinished = f" (rank {', '.join(map(str, lost))} had not finished)" if lost else ""
+    unfinished = f" ({ranks_text(lost)} had not finished)" if lost else ""
     print(f"tiledsl: error: the launcher ({Path(launcher).name}, pid {pid}) was killed by {signal_name(signum)}: "
           f"the job was stopped{unfinished}", file=sys.stderr, flush=True)
 
@@ -604,7 +604,7 @@ def _wait_for_launcher(job: subprocess.Popen, folder: str, ranks_ended_since, ra
             job.wait()
             late = [rank for rank in range(ranks) if rank not in ended]
             if late:
-                print(f"tiledsl: error: rank {', '.join(map(str, late))} did not end its run within {END_SECONDS:g} s "
+                print(f"tiledsl: error: {ranks_text(late)} did not end {'its run' if len(late) == 1 else 'their runs'} within {END_SECONDS:g} s "
                       f"of a rank that had (stopped or lost?): the job was ended", file=sys.stderr, flush=True)
                 return 1
             print(f"tiledsl: warning: every rank ended its run, but not its process within {END_SECONDS:g} s (one "

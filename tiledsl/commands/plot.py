@@ -107,7 +107,10 @@ def lanes(document: dict) -> list[Lane]:
             names[pid, tid] = str((event.get("args") or {}).get("name", f"lane {tid}"))
             found.setdefault((pid, tid), Lane(pid, tid, ""))
         elif event.get("ph") == "X" and event.get("cat") != "idle":  # idle shows as the gaps
-            start, duration = _seconds(event.get("ts")), _seconds(event.get("dur", 0))
+            if "dur" not in event:  # (not drawn, where the title and the legend counted it)
+                raise TraceError(f"not a trace: the event {str(event.get('name', '?'))[:40]!r} at time "
+                                 f"{event.get('ts')!r} has no duration ('dur'), which every slice of a trace has")
+            start, duration = _seconds(event.get("ts")), _seconds(event.get("dur"))
             if duration < -1e-6:  # a hand-made trace's; a rounding's (-1e-12) is 0
                 raise TraceError(f"not a trace: duration {event.get('dur')!r} is below 0")
             lane = found.setdefault((pid, tid), Lane(pid, tid, ""))

@@ -37,7 +37,7 @@ def main(mode: str) -> int:
         comm.barrier()
     except Unanswered as error:
         waited = time.monotonic() - began
-        expected = "rank 0: rank(s) 1 did not answer within 1 s (stopped or lost?)"
+        expected = "rank 0: rank 1 did not answer within 1 s (stopped or lost?)"
         good = mode == "stopped" and str(error) == expected and error.missing == [1] and waited < 3.5
         print("ok" if good else f"wrong: {error} after {waited:.1f} s", flush=True)
         time.sleep(5)  # rank 1 is back, beating
