@@ -61,10 +61,10 @@ EXPECTED = {
                         ("A", "t", "j", "o:", "inout"), ("A", "i", "j", None, "inout")], 2),
     ],
     "lu": [
-        ("getrf_nopiv", 10, [("A", "k", "k", None, "inout")], 0),
-        ("trsm_l", 12, [("A", "k", "k", None, "in"), ("A", "k", "j", None, "inout")], 1),
-        ("trsm_u", 15, [("A", "k", "k", None, "in"), ("A", "i", "k", None, "inout")], 1),
-        ("gemm_nn", 17, [("A", "i", "k", None, "in"), ("A", "k", "j", None, "in"),
+        ("getrf_nopiv", 12, [("A", "k", "k", None, "inout")], 0),
+        ("trsm_l", 14, [("A", "k", "k", None, "in"), ("A", "k", "j", None, "inout")], 1),
+        ("trsm_u", 17, [("A", "k", "k", None, "in"), ("A", "i", "k", None, "inout")], 1),
+        ("gemm_nn", 19, [("A", "i", "k", None, "in"), ("A", "k", "j", None, "in"),
                          ("A", "i", "j", None, "inout")], 2),
     ],
     "qr": [

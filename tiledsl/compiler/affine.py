@@ -774,8 +774,9 @@ class Converter:
         for key, value in form.items():
             if key == "" or not value:
                 continue
-            name = "*".join((names or {}).get(factor) or self.display.get(factor, factor) for factor in _factors(key))
-            terms.append(name if value == 1 else f"-{name}" if value == -1 else f"{value}*{name}")
+            # as the language writes them: 2 * A.nt, A.mt * s
+            name = " * ".join((names or {}).get(factor) or self.display.get(factor, factor) for factor in _factors(key))
+            terms.append(name if value == 1 else f"-{name}" if value == -1 else f"{value} * {name}")
         constant = form.get("", 0)
         if constant or not terms:
             terms.append(str(constant))

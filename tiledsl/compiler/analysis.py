@@ -898,8 +898,18 @@ class _Analyzer:
                 found = out_of_range_witness(tile, self.loops, self.converter, self.guards)
                 if found:
                     witness, index = found
-                    self.bag.error(index.span, "E208", f"tile index out of range in {_tile_text(given)}", witness,
-                                   hint=self._counting_down_hint(witness))
+                    # a panel's last tile below 0: its stop is at most 0, so it holds no tile (a start that is
+                    # no affine form, max(k - 1, 0), left the empty-panel proof without its difference)
+                    panel = next((part for part in panels if index is not part.start and index.span == part.stop.span
+                                  and "(below 0)" in witness), None)
+                    if panel is not None:
+                        when = witness.partition(" when ")[2]
+                        self.bag.error(given.span, "E208", f"empty panel {_tile_text(given)}",
+                                       f"the panel {unparse(panel.start)} : {unparse(panel.stop)} holds no tile"
+                                       + (f" when {when}" if when else ""))
+                    else:
+                        self.bag.error(index.span, "E208", f"tile index out of range in {_tile_text(given)}", witness,
+                                       hint=self._counting_down_hint(witness))
                     break
                 found = self._several_slices(tile)
                 if found:
@@ -918,11 +928,11 @@ class _Analyzer:
         range counts up, starts past the last tile): how such a loop's bounds go, the end the witness
         reaches moved in by one (tester j53: moving both, `A.nt .. -1 step -1` was told `A.nt - 1 .. -2`,
         which reached -1)."""
-        down = [loop for loop, step in self.steps if step is not None and step < 0
+        down = [(loop, step) for loop, step in self.steps if step is not None and step < 0
                 and re.search(rf"\b{re.escape(loop.var.text)} = ", witness)]
-        if not down:
-            return None
-        loop = down[0]
+        if not down or down[0][1] != -1:
+            return None  # (a longer step: moving an end by one fixes nothing, tester q66)
+        loop = down[0][0]
         at_first = re.search(rf"\b{re.escape(loop.var.text)} = {re.escape(unparse(loop.start))}(,|$)", witness)
         first, stop = (_shifted(loop.start, -1), loop.stop) if at_first else (loop.start, _shifted(loop.stop, 1))
         return (f"a loop counting down starts at its first value and stops before its stop: `for {loop.var.text} in "
