@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import os
 import sys
 import threading
@@ -24,19 +23,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..language import INT64_MAX, WRITE_MODES
+from ..language import WRITE_MODES
 from . import debugging, heteroprio, threadstart
 from .crash import KernelExit, fatal_signals_traced, guard_exit, in_kernel
 from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
-from .errors import (InternalFailure, KernelFailure, KernelFault, TaskFailure, ValueArgumentError, loop_nest_failure,
+from .errors import (InternalFailure, KernelFailure, KernelFault, TaskFailure, loop_nest_failure,
                      message_of, shortage, user_code_line)
 from .matrix import call_views
 from .notes import KernelNotes, arguments_text, where_ran
 from .options import COMMAND_LINE, Spelling
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
-from .program import flatten, tiles_text
+from .program import check_values, flatten, tiles_text
 from .resources import address_space_note
 from .scheduler import Scheduler, Task
 from .share import among, every_value
@@ -200,7 +199,7 @@ class Engine:
             self.loop_nest.submitted()
         site = id(call)
         if values:
-            _check_values(call, values)
+            check_values(call, values)
         call, tiles, regions = flatten(call, tiles, regions)
         views, kernel = call_views(call, tiles, regions), kernel or self.kernels[site]
         if self.priority_of is not None:
@@ -705,22 +704,6 @@ def _call_kernel(task: Task, kernel, arrays: list, devices, on_gpu: bool = False
     if not call.plain:
         _check_panels_kept(task, arguments, arrays)
     _check_returned(returned, arrays, kernel, task)
-
-
-def _check_values(call, values) -> None:
-    """An int argument beyond 64 bits (``q * q`` of a large ``q``) is refused, not handed on: a
-    kernel in C would take it wrapped around (Python ints have no range of their own); so is a
-    float argument that overflowed to inf, or nan (``1.0e308 * s``), which --set and the
-    compiler refuse too. Refused as the loop nest submits the task: said at the call, with the
-    loop's values, as the loop nest's other mistakes."""
-    for name, value in zip(call.values, values):
-        if type(value) is int and not -INT64_MAX <= value <= INT64_MAX:
-            raise ValueArgumentError(f"kernel {call.kernel}'s int argument {name} = {value} is beyond the 64-bit "
-                                     f"range (±{INT64_MAX}, 2**63 - 1), which a kernel's int argument stays within "
-                                     f"(C takes 64 bits): check its formula")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueArgumentError(f"kernel {call.kernel}'s float argument {name} = {value} is not a finite number "
-                                     f"(float64 reaches about ±1.8e308): check its formula")
 
 
 def _check_returned(returned, arrays: list, kernel, task: Task) -> None:

@@ -234,9 +234,11 @@ def _where(error: BaseException) -> str:
     statement = _quoted_statement(lines, number - 1)
     named = set(re.findall(r"[A-Za-z_]\w*", statement)) if statement else None
     source_names = frame.f_globals.get("SOURCE_NAMES", {})  # the driver's renamings of .tile names
-    values = ", ".join(f"{shown} = {_value_text(value)}" for name in _names_in_scope(lines, number - 1)
+    # every loop variable around it (a let it names may take one value at several iterations: tester q66),
+    # and the lets and parameters it names
+    values = ", ".join(f"{shown} = {_value_text(value)}" for name, loop in _names_in_scope(lines, number - 1)
                        for shown, value in [(source_names.get(name, name), frame.f_locals.get(name))]
-                       if type(value) in (int, float, str) and (named is None or shown in named))
+                       if type(value) in (int, float, str) and (loop or named is None or shown in named))
     parts = ([f"in `{statement}`"] if statement else []) + ([f"with {values}"] if values else [])
     return f" ({', '.join(parts)})" if parts else ""
 
@@ -252,8 +254,9 @@ _ASSIGNED = re.compile(r"\s*([A-Za-z]\w*) = ")
 
 def _names_in_scope(lines: list, at: int) -> list:
     """The loop variables and lets of the driver's loop nest visible at line ``at`` (0-based), in
-    the order the program gives them values: those of the loops around it and the lets before it
-    in its own or an enclosing block, not those of a loop that ended before it."""
+    the order the program gives them values, each as ``(name, whether a loop's)``: those of the loops
+    around it and the lets before it in its own or an enclosing block, not those of a loop that ended
+    before it."""
     names: list = []
     if at >= len(lines):
         return names
@@ -270,8 +273,8 @@ def _names_in_scope(lines: list, at: int) -> list:
             found = _LOOP.match(text)
         else:
             found = _ASSIGNED.match(text) if level == indent else None
-        if found and found.group(1) not in names:
-            names.append(found.group(1))
+        if found and found.group(1) not in [name for name, _ in names]:
+            names.append((found.group(1), found.re is _LOOP))
     return names[::-1]
 
 

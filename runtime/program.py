@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from functools import cached_property, lru_cache
 
-from ..language import READ_MODES, WRITE_MODES
+from ..language import INT64_MAX, READ_MODES, WRITE_MODES
 from .crash import call_runner
 from .matrix import part_of, part_text
 from .panels import Panel
+from .errors import ValueArgumentError
 from .world import UsageError
 
 
@@ -314,3 +315,20 @@ class Program:
         """The axes of the panels its calls write: 0 columns of tiles, 1 rows of tiles."""
         return frozenset(axis for call in self.calls for index, axis in zip(call.panels, call.panel_axes)
                          if call.modes[index] in WRITE_MODES)
+
+
+def check_values(call, values) -> None:
+    """An int argument beyond 64 bits (``q * q`` of a large ``q``) is refused, not handed on: a
+    kernel in C would take it wrapped around (Python ints have no range of their own); so is a
+    float argument that overflowed to inf, or nan (``1.0e308 * s``), which --set and the
+    compiler refuse too. Refused as the loop nest submits the task: said at the call, with the
+    loop's values, as the loop nest's other mistakes; by the walks of explain, graph and simulate
+    too, which show the run."""
+    for name, value in zip(call.values, values):
+        if type(value) is int and not -INT64_MAX <= value <= INT64_MAX:
+            raise ValueArgumentError(f"kernel {call.kernel}'s int argument {name} = {value} is beyond the 64-bit "
+                                     f"range (±{INT64_MAX}, 2**63 - 1), which a kernel's int argument stays within "
+                                     f"(C takes 64 bits): check its formula")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueArgumentError(f"kernel {call.kernel}'s float argument {name} = {value} is not a finite number "
+                                     f"(float64 reaches about ±1.8e308): check its formula")

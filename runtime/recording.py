@@ -13,11 +13,11 @@ program's loop nest (a tile that does not exist, a division by zero) into the
 """
 from __future__ import annotations
 
-from .errors import loop_nest_failure
+from .errors import ValueArgumentError, loop_nest_failure
 from .iterations import check_iterations
 from .kernels import CPU_KERNELS
 from .matrix import check_distinct_writes
-from .program import flatten
+from .program import check_values, flatten
 from .share import among, every_value
 
 
@@ -67,6 +67,7 @@ class Recorder(LoopNestTarget):
 
     def submit(self, call, tiles, regions, priority, values=(), at=None):
         self.count += 1
+        check_values(call, values)  # as a run refuses them (graph, the critical path)
         call, tiles, regions = flatten(call, tiles, regions)
         check_distinct_writes(call, tiles)
         if self.keep(call):
@@ -152,9 +153,9 @@ def walk(driver, stand_in, params, rank: int) -> None:
     A loop nest too long to walk is refused first (:func:`.iterations.check_iterations`),
     whatever walks it (a run's survey, explain, graph, simulate, tune). An exception of
     the stand-in's own (a ``keep`` that stops the walk early) is not the program's
-    mistake: it goes through unchanged. A tile or sub-range outside its matrix, or a
-    flop count that fails, is the program's, wherever it was found (a stand-in checks
-    sub-ranges and counts flops too)."""
+    mistake: it goes through unchanged. A tile or sub-range outside its matrix, a
+    flop count that fails, or a value argument a kernel cannot take, is the program's, wherever
+    it was found (a stand-in checks sub-ranges, values and counts flops too)."""
     from .flops import FlopCountError
     from .matrix import TileIndexError
 
@@ -162,7 +163,8 @@ def walk(driver, stand_in, params, rank: int) -> None:
     try:
         driver.generate(stand_in, params)
     except Exception as error:
-        if _raised_by(stand_in, error) and not isinstance(error, (TileIndexError, FlopCountError)):
+        if _raised_by(stand_in, error) and not isinstance(error, (TileIndexError, FlopCountError,
+                                                                  ValueArgumentError)):
             raise
         raise loop_nest_failure(error, rank) from None
 

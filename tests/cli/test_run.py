@@ -1807,3 +1807,20 @@ def test_a_program_named_through_a_symlinked_folder_and_dots_uses_the_files_besi
                          cwd="/", capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0 and "changed" not in ran.stderr, ran.stderr
     assert np.array_equal(np.load(tmp_path / "out2.npy"), np.full((8, 8), 10.0))
+
+
+@pytest.mark.timeout(120)
+def test_a_value_argument_a_run_refuses_is_refused_by_explain_graph_and_simulate_too(tmp_path):
+    """explain listed x = nan, graph drew it and simulate timed it, where run stops at the call (tester r66)."""
+    (tmp_path / "k.py").write_text("def logv(A, i, x):\n    pass\n")
+    (tmp_path / "ov.tile").write_text('use "k.py"\nkernel logv(inout A, int i, float x) flops 0\nprogram ov {\n'
+                                      "  tiling uniform(nb = 50)\n  param f = 0.5\n  matrix A[n, n] = random general\n"
+                                      "  for k in 0 .. A.mt { logv(A[k, k], k, f * 1.0e308 * 10.0 * k) }\n}\n")
+    said = ("kernel logv's float argument x = nan is not a finite number (float64 reaches about ±1.8e308): "
+            "check its formula (in `logv(A[k, k], k, f * 1e+308 * 10.0 * k)`, with f = 0.5, k = 0)")
+    for command in (("explain",), ("graph", "-o", tmp_path / "g.dot"), ("simulate", "--nodes", 2, "--machine",
+                                                                         "keeneland"), ("run",)):
+        out = tiledsl(*command[:1], "ov.tile", "--n", 100, *command[1:], cwd=tmp_path)
+        place = "rank 0 (ov.tile:7): " if command == ("run",) else "ov.tile:7: "  # (run says the rank)
+        assert out.returncode == 1 and out.stderr == f"tiledsl: error: {place}{said}\n", (command, out.stderr)
+    assert not (tmp_path / "g.dot").exists()

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import tile_values
-from ..runtime.program import argument_texts, flatten
+from ..runtime.program import argument_texts, check_values, flatten
 from ..runtime.matrix import call_views, part_of
 from ..runtime.protocol import Instance, delivery, instances, runs_at
 from ..runtime.recording import LoopNestTarget, walk as run_walk
@@ -168,6 +168,7 @@ class _Walk(LoopNestTarget):
         self.traffic.forget(_key(tile))  # like the runtime: the next read of the tile is sent anew
 
     def submit(self, call, tiles, regions, priority, values=(), at=None):
+        check_values(call, values)  # as a run refuses them: a NaN argument is no plan of a run
         call, tiles, regions = flatten(call, tiles, regions)
         places = tuple((t.rank, t.device) for t in tiles)
         at = runs_at(places[call.main], call.kernel, self.gpu_kernels)

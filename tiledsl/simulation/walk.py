@@ -25,7 +25,7 @@ is decided by :func:`message_bytes` alone.
 from __future__ import annotations
 
 from ..runtime.matrix import call_views, check_distinct_writes, part_of
-from ..runtime.program import flatten
+from ..runtime.program import check_values, flatten
 from ..runtime.protocol import Instance, delivery, runs_at
 from ..runtime.recording import LoopNestTarget
 
@@ -133,6 +133,7 @@ class Walk(LoopNestTarget):
         self.versions.pop(tile, None)
 
     def submit(self, call, tiles, regions, priority, values=(), at=None) -> None:
+        check_values(call, values)  # as a run refuses them
         call, tiles, regions = flatten(call, tiles, regions)
         check_distinct_writes(call, tiles)  # as a run's survey finds it
         views = call_views(call, tiles, regions)  # a bad sub-range names its line
