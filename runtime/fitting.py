@@ -759,6 +759,9 @@ def _misfit(search: _Search, tuned: str) -> str:
     if disagreement is not None:
         return disagreement
     _, reference_n, chosen = search.closest
+    broken = _broken_whatever_n(search, reference_n)
+    if broken is not None:  # the settings given break a requirement at any size: the shapes are not why
+        return broken
     values, expected = search.evaluate(reference_n, chosen)
     wrong = "; ".join(f"{matrix} has shape {shape}, expected {expected[matrix]}"
                       for matrix, shape in shapes.items() if expected[matrix] != tuple(shape))
@@ -783,6 +786,17 @@ def _misfit(search: _Search, tuned: str) -> str:
             advice += f", and give {spelling.n} or {spelling.params} to choose among the sizes they fit"
     return (f"{spelling.inputs}' shapes fit no size of {name}: with "
             f"{assignment(reference_n, {k: values[k] for k in driver.PROGRAM.params})}, {wrong}" + (tuned or advice))
+
+
+def _broken_whatever_n(search: _Search, n: int) -> str | None:
+    """The requirement that the settings given (``--set``, the others at their defaults) break at ``n``
+    and at other sizes too (``require q >= 1`` with ``--set q=-1``), as the run would say it; None where
+    none is (a requirement that a size breaks is the shapes' to tell)."""
+    given = dict(search.options.sets)
+    broken = search.unmet(n, given)
+    if broken is None or any(search.unmet(other, given) is None for other in (n + 1, 2 * n + 7)):
+        return None
+    return broken
 
 
 def _given_sizing(search: _Search, n: int, chosen: dict, mismatched: list) -> list:

@@ -99,6 +99,17 @@ def test_a_requirement_the_only_fitting_values_break_is_the_error(tmp_path):
     assert fitted(tmp_path, body, {"B": (900, 300)}) == (300, {"q": 3})
 
 
+@pytest.mark.parametrize("q", [-1, 0])
+def test_a_requirement_the_given_settings_break_at_any_size_is_the_error(tmp_path, q):
+    """--set q=-1 with an input was told that B has shape (200, 100), expected (-100, 100): give --n (tester r66)."""
+    body = 'param q = 2\n  require q >= 1 "q at least one"\n  matrix B[n * q, n] = zeros'
+    with pytest.raises(UsageError) as error:
+        fitted(tmp_path, body, {"B": (200, 100)}, params={"q": q})
+    assert str(error.value) == f"p requires q >= 1 (q at least one), which n = 100, nb = 4, q = {q} break (p.tile:6)"
+    with pytest.raises(UsageError, match=r"B has shape \(200, 100\), expected \(300, 100\)"):  # at any q it meets
+        fitted(tmp_path, body, {"B": (200, 100)}, params={"q": 3})
+
+
 @pytest.mark.parametrize("inputs", [{}, {"B": (1000, 50)}])
 def test_the_size_given_as_a_param_is_said_to_be_an_option_of_its_own(tmp_path, inputs):
     """--set n=79 without --n nor inputs was told 'give --n (the matrix order) or --input ...' (with --n too: '--set
