@@ -941,7 +941,11 @@ def _tied(group: list, given: dict) -> str:
 def _ambiguity(search: _Search, best: dict) -> str:
     """The error for several fits (listed), or one that the shapes do not pin down."""
     spelling = search.spelling
-    listed = " or ".join(assignment(n, dict(values)) for n, values in sorted(best)[:SHOWN])
+    fits = [(n, dict(values)) for n, values in sorted(best)[:SHOWN]]
+    # a char or float param, never a size, the same in every fit, is left out of each (it tells none apart)
+    same = {name for name, value in fits[0][1].items() if isinstance(value, (str, float))
+            and all(other.get(name) == value for _, other in fits[1:])} if len(fits) > 1 else set()
+    listed = " or ".join(assignment(n, {k: v for k, v in values.items() if k not in same}) for n, values in fits)
     choose = f"give {spelling.n} or {spelling.params} to choose"
     if len(best) > 1:
         # more unknowns than the inputs have dimensions (some kept at their defaults, or not): the

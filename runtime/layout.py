@@ -276,7 +276,15 @@ def _size_settings(driver, params: Params, tiles: bool = False) -> str:
     settings too)."""
     program = driver.PROGRAM
     names = ["n", *(TILING_SETTINGS[program.tiling.kind] if tiles else ()), *program.params]
-    return ", ".join(f"{name} = {params[name]}" for name in names if params[name] is not None)
+    return ", ".join(f"{name} = {_setting_text(params[name])}" for name in names if params[name] is not None)
+
+
+def _setting_text(value) -> str:
+    """A setting's value as the program writes it: a char quoted (``" "``, ``"="``: bare, they read as
+    the message's own punctuation)."""
+    if isinstance(value, str):
+        return f'"{value}"' if value.isprintable() and value != '"' else repr(value)
+    return str(value)
 
 
 def settings_giving(driver, options: Options, name: str, shape: tuple) -> list[tuple[str, int]]:

@@ -610,7 +610,7 @@ def _number(name: str, value):
     """A param's value as the Python int or float it stands for (a numpy number, a
     ``Fraction``: what a kernel receives, and JSON takes), or its text."""
     if isinstance(value, str):
-        return value
+        return str(value)  # (numpy's str_ as Python's: what a char parameter's kernel receives)
     if isinstance(value, Integral):
         return int(value)
     try:

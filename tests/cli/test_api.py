@@ -866,6 +866,21 @@ def test_a_fraction_for_a_float_param_is_the_float_the_kernel_and_the_summary_se
 
 
 @pytest.mark.timeout(60)
+def test_a_numpy_text_for_a_char_param_is_the_python_text_the_kernel_sees(tmp_path):
+    """np.str_("R") reached the kernel as np.str_ (np.int64 and np.float16 are Python's int and float; tester r66)."""
+    sided = program(tmp_path, """program sided {
+  tiling uniform(nb = 4)
+  param side = "L"
+  matrix L[n, n] = random spd
+  matrix A[n, n] = random general
+  for i in 0 .. A.mt { trmm(L[i, i], A[i, i], side = side) }
+}
+""")
+    out = sided.run(n=8, params={"side": np.str_("R")})
+    assert type(out.params["side"]) is str and out.params["side"] == "R"
+
+
+@pytest.mark.timeout(60)
 def test_a_parameter_of_the_wrong_type_shows_the_default_of_the_run():
     gemm = tiledsl.load("gemm")
     with pytest.raises(TiledslError) as error:

@@ -1092,7 +1092,7 @@ def test_a_char_parameter_chooses_a_kernel_option_at_run_time(tmp_path):
     out = tiledsl("run", tmp_path / "o.tile", "--n", 100, "--set", "side=X")
     assert out.returncode == 2 and out.stderr.strip() == (
         "tiledsl: error: options requires side in \"LR\" (it is passed as trsm's side when side != \"L\"), which "
-        "n = 100, nb = 32, side = X break (o.tile:9)")  # the else block's: the if's use is not reached at X
+        "n = 100, nb = 32, side = \"X\" break (o.tile:9)")  # the else block's: the if's use is not reached at X
 
 
 # A char parameter whose characters are digits: `--set mode=2` is the character 2, not the number.

@@ -139,7 +139,7 @@ def test_a_char_parameter_a_kernel_takes_inside_an_if_is_required_where_the_if_h
     assert program.run(n=8, tiles={"nb": 4}).tasks == 2  # potrf, then potrf again at k = 1
     assert program.run(n=8, tiles={"nb": 4}, params={"side": "R"}).tasks == 3  # potrf and a trsm per k
     with pytest.raises(tiledsl.TiledslError, match=r'g requires side in "LR" \(it is passed as trsm\'s side when '
-                                                   r'side != "N"\), which .* side = X break \(g.tile:8\)'):
+                                                   r'side != "N"\), which .* side = "X" break \(g.tile:8\)'):
         program.run(n=8, tiles={"nb": 4}, params={"side": "X"})
 
 
