@@ -667,7 +667,7 @@ class _Analyzer:
 
     def _release(self, stmt: n.Release):
         said = len(self.bag.items)
-        self._tile(stmt.tile)
+        self._tile(stmt.tile, verb="release")
         if len(self.bag.items) == said:  # a tile the program can name: is it in its matrix?
             self._check_ranges((stmt.tile,))
         if stmt.tile.rows is not None or stmt.tile.cols is not None:
@@ -948,7 +948,8 @@ class _Analyzer:
         return out_of_range_witness(tile, self.loops, self.converter, self.guards, several_slices=True)
 
     # ---------------------------------------------------------------- tiles
-    def _tile(self, tile: n.TileRef):
+    def _tile(self, tile: n.TileRef, verb: str = "pass"):
+        """Type a tile reference of a call (``verb``: pass) or a release."""
         self.types.matrix(tile.matrix)
         for index in (tile.row, tile.col):
             for end in (index.start, index.stop) if isinstance(index, n.Range) else (index,):
@@ -956,10 +957,11 @@ class _Analyzer:
         ranges = [index for index in (tile.row, tile.col) if isinstance(index, n.Range)]
         if len(ranges) == 2:
             self.bag.error(ranges[1].span, "E209", "a panel is a range of tiles along one index",
-                           hint="pass a column of tiles A[i0 : i1, j] or a row A[i, j0 : j1]")
+                           hint=f"{verb} a column of tiles A[i0 : i1, j] or a row A[i, j0 : j1]")
         if ranges and (tile.rows is not None or tile.cols is not None):
             self.bag.error(tile.span, "E209", "a panel of tiles takes no sub-range",
-                           hint="pass whole tiles, or a tile A[i, j][r0 : r1] one at a time")
+                           hint="release whole tiles (copies are whole tiles)" if verb == "release" else
+                           "pass whole tiles, or a tile A[i, j][r0 : r1] one at a time")
         for part, what in ((tile.rows, "rows"), (tile.cols, "columns")):
             for end in (part.start, part.stop) if part else ():
                 if end is not None:
