@@ -47,7 +47,7 @@ def out_of_range_witness(tile: n.TileRef, loops, converter: "Converter", guards=
         # limit names this axis (past A.mt - 1)
         converter.display.setdefault(next(iter(extent)), f"{tile.matrix.text}.{count}")
         for direction in (+1, -1):
-            value, point = _extreme(form, bounds, direction)
+            value, point = _extreme(form, bounds, direction, converter)
             if value is None:
                 continue
             beyond = _add(value, _scale(extent, -1), {"": 1}) if direction > 0 else _scale(value, -1)
@@ -76,7 +76,7 @@ def empty_panel_witness(panel: n.Range, loops, converter: "Converter", guards=()
     bounds, start, stop = _box(loops, converter), converter.form(panel.start), converter.form(panel.stop)
     if start is None or stop is None or bounds is None:
         return None
-    gap, point = _extreme(difference(start, stop), bounds, +1)  # start - stop at its largest
+    gap, point = _extreme(difference(start, stop), bounds, +1, converter)  # start - stop at its largest
     if gap is None or not _provably_at_least(gap, 0) \
             or not all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
         return None
@@ -289,7 +289,7 @@ def never_runs_within(low, high, loops, converter: "Converter") -> bool:
     bounds, start, stop = _box(loops, converter, single=True), converter.form(low), converter.form(high)
     if start is None or stop is None or bounds is None:
         return False
-    least, _ = _extreme(difference(start, stop), bounds, -1)
+    least, _ = _extreme(difference(start, stop), bounds, -1, converter)
     return least is not None and _provably_at_least(counts_lowered(least, converter), 0)
 
 
@@ -469,42 +469,58 @@ def _holds_for_large_sizes(form: Form, bound: int) -> bool:
     return any(_growable(k) for k in terms) or _provably_at_least(form, bound)
 
 
-def _extreme(form: Form, bounds, direction: int):
+def _extreme(form: Form, bounds, direction: int, converter: "Converter | None" = None):
     """Maximise (direction +1) or minimise (-1) ``form`` over the loop box, innermost first.
 
     Returns the symbol-only value and the point (variable -> symbol-only form), or
     (None, None) when the point is not provably inside every loop's range. A loop bounded by
     a ``min`` (``max``) of several forms is at one of them: each choice is tried, and kept
-    when it is provably the least (greatest) of them.
+    when it is provably the least (greatest) of them (``converter``: comparing tile counts
+    as :func:`counts_lowered` does, ``A.mt <= A.nt`` of ``A[n, 2 * n]``). A loop whose variable
+    the form no longer names may be at any of its ends: one that puts the loops inside it at
+    the bound chosen for them (``m`` at ``A.mt - 1`` below ``min(k + 2, A.mt)`` needs
+    ``k`` at its last value) is tried after the first end.
     """
-    choices = [range(max(len(lows), len(highs))) for _, lows, highs in bounds]
-    for picks in itertools.islice(itertools.product(*choices), MAX_CHOICES):
-        value, point = _extreme_at(form, bounds, direction, picks)
+    first = [range(max(len(lows), len(highs))) for _, lows, highs in bounds]
+    every = [range(len(lows) + len(highs)) for _, lows, highs in bounds]
+    later = (picks for picks in itertools.product(*every) if any(p >= len(r) for p, r in zip(picks, first)))
+    for picks in itertools.islice(itertools.chain(itertools.product(*first), later), MAX_CHOICES):
+        value, point = _extreme_at(form, bounds, direction, picks, converter)
         if value is not None:
             return value, point
     return None, None
 
 
-def _extreme_at(form: Form, bounds, direction: int, picks):
-    """:func:`_extreme` with each loop at the bound ``picks`` says (its index among the loop's)."""
+def _extreme_at(form: Form, bounds, direction: int, picks, converter=None):
+    """:func:`_extreme` with each loop at the bound ``picks`` says (its index among the loop's; of
+    a loop the form does not move with, among its lower ends, then its upper ones)."""
     chosen = {}
     current = dict(form)
     for (var, lows, highs), pick in zip(reversed(bounds), reversed(picks)):
-        rising = _rises(_coefficient(current, var), direction)
+        coefficient = _coefficient(current, var)
+        if coefficient is not None and is_zero(coefficient):  # any value of it gives the form's
+            ends = [*lows, *(_add(high, {"": -1}) for high in highs)]
+            if pick >= len(ends):
+                return None, None
+            chosen[var] = ends[pick]
+            continue
+        rising = _rises(coefficient, direction)
         ends = highs if rising else lows
         if rising is None or pick >= len(ends):
             return None, None
         chosen[var] = _add(ends[pick], {"": -1}) if rising else ends[pick]
         current = _substitute(current, var, chosen[var])
+    lowered = (lambda f: counts_lowered(f, converter)) if converter is not None else (lambda f: f)
     point = {}
     for var, lows, highs in bounds:
         resolved = lambda f: _resolve(f, point)
-        if not all(_runs_for_large_sizes(_add(resolved(hi), _scale(resolved(lo), -1))) for lo in lows for hi in highs):
+        if not all(_runs_for_large_sizes(lowered(_add(resolved(hi), _scale(resolved(lo), -1))))
+                   for lo in lows for hi in highs):
             return None, None
         value = resolved(chosen[var])
         if len(lows) + len(highs) > 2 and not (  # one of several bounds: within all of them (as the loop runs)
-                all(_holds_for_large_sizes(_add(value, _scale(resolved(lo), -1)), 0) for lo in lows)
-                and all(_holds_for_large_sizes(_add(resolved(hi), _scale(value, -1)), 1) for hi in highs)):
+                all(_holds_for_large_sizes(lowered(_add(value, _scale(resolved(lo), -1))), 0) for lo in lows)
+                and all(_holds_for_large_sizes(lowered(_add(resolved(hi), _scale(value, -1))), 1) for hi in highs)):
             return None, None
         point[var] = value
     return current, point
@@ -637,7 +653,7 @@ def surely_reached(form: Form, loops, converter: "Converter", guards=()) -> int 
     bounds = _box(loops, converter)
     if bounds is None:
         return None
-    value, point = _extreme(form, bounds, +1)
+    value, point = _extreme(form, bounds, +1, converter)
     if value is None or not all(_holds_at(cond, taken, point, converter) for cond, taken in guards):
         return None
     return _least(slices_expanded(value))
