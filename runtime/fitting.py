@@ -31,13 +31,15 @@ import contextlib
 import itertools
 import math
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from . import npyio
-from .layout import check_set_names, make_params, matrix_shapes, settings_giving, tuned_note, untuned
+from .layout import (FORMULA_ERRORS, check_set_names, make_params, matrix_shapes, settings_giving, tuned_note,
+                     untuned)
 from .options import TILE_SETTINGS, Options, SetText, check_file_names, read_setting
 from .userkernels import program_places
 from .world import UsageError
@@ -789,14 +791,20 @@ def _misfit(search: _Search, tuned: str) -> str:
 
 
 def _broken_whatever_n(search: _Search, n: int) -> str | None:
-    """The requirement that the settings given (``--set``, the others at their defaults) break at ``n``
-    and at other sizes too (``require q >= 1`` with ``--set q=-1``), as the run would say it; None where
-    none is (a requirement that a size breaks is the shapes' to tell)."""
+    """The requirement that the settings given (``--set``) break whatever the size (``require q >= 1``
+    with ``--set q=-1``: it names only parameters given), as the run would say it; None where none is
+    (one naming a size, a tile setting or a parameter left to its default is the shapes' to tell:
+    ``n % nb == 0``)."""
     given = dict(search.options.sets)
-    broken = search.unmet(n, given)
-    if broken is None or any(search.unmet(other, given) is None for other in (n + 1, 2 * n + 7)):
+    try:
+        params = make_params(search.driver, replace(search.options, n=n, sets=given), requirements=False)
+        found = search.driver.unmet(params) if hasattr(search.driver, "unmet") else None
+    except (UsageError, *FORMULA_ERRORS):
         return None
-    return broken
+    if found is None:
+        return None
+    named = set(re.findall(r"[A-Za-z_]\w*", re.sub(r'"[^"]*"', "", found[1]))) - {"and", "or", "not", "in"}
+    return search.unmet(n, given) if named and named <= set(given) else None
 
 
 def _given_sizing(search: _Search, n: int, chosen: dict, mismatched: list) -> list:

@@ -81,7 +81,7 @@ def test_a_segmentation_fault_in_a_kernel_shows_the_kernel_on_stderr():
           "called os._exit(0) (a kernel must return, or raise an Exception; it may not end the run)"),
     # on two ranks: both exit(0), said as such, or one does first and the launcher kills the other (exit status 9,
     # said with which ended first, or that it cannot be told): each way names a C library's exit()
-    ("4 --np 2", r"tiledsl: error: rank (0, 1|\d) ended (with exit status 0 )?without finishing the run.*"
+    ("4 --np 2", r"tiledsl: error: ranks? (0 and 1|\d) ended (with exit status 0 )?without finishing the run.*"
                  r"a C library's exit\(\)")])
 def test_a_kernel_ending_the_process_with_status_0_is_no_success(how, said):
     """Tester w: a C library's exit(0) (a Fortran STOP) or posix._exit(0) in a kernel ended a one-rank run with
