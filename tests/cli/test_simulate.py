@@ -248,7 +248,8 @@ def test_pcie_is_needed_only_by_a_machine_with_gpus(capsys, tmp_path):
     (("--nodes", 2, "--machine", "keeneland", "--gpus", 4),
      "machine file keeneland (Keeneland) has 3 GPU(s) per node: give --gpus 3 or fewer"),
     (("--machine", "local", "--gpus", 1), "--gpus 1: machine file local has no GPUs: give one with \"gpus\" and GPU "
-                                          "rates (keeneland, h100), or leave out --machine"),  # it pasted its name in
+                                          "rates (keeneland, h100), or leave out --machine to simulate this machine "
+                                          "with the rates `tiledsl tune cholesky --gpus 1` measured"),  # (its name too)
     (("--nodes", 2, "--grid", "3x1", "--machine", "keeneland"),
      "--grid 3x1 has 3 rank(s) but --nodes is 2: give --nodes 3"),  # it said: tiledsl run --np 3
     (("--nodes", 2, "--machine", "keeneland", "--trace", "/nonexistent/t.json"),  # said before simulating

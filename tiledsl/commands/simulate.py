@@ -108,7 +108,7 @@ def run(args, driver) -> int:
     progress = _Progress() if not args.json and sys.stderr.isatty() else None
     try:
         result = simulate(driver, options, nodes, grid, machine, trace=args.trace is not None, progress=progress,
-                          ratio_from_rates=args.machine is not None)
+                          ratio_from_rates=args.machine is not None, source=args.file)
     finally:
         if progress is not None:
             progress.clear()

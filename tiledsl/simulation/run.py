@@ -10,6 +10,7 @@ every rank, in the trace format of ``run --trace`` (:mod:`tiledsl.runtime.trace`
 """
 from __future__ import annotations
 
+import shlex
 import time
 from collections import Counter
 from types import SimpleNamespace
@@ -110,13 +111,14 @@ class Timing:
 
 
 def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = False, progress=None,
-             ratio_from_rates: bool = False) -> dict:
+             ratio_from_rates: bool = False, source: str | None = None) -> dict:
     """Predict ``driver``'s run for ``options`` on ``nranks`` ranks of ``machine`` (see the module);
-    ``ratio_from_rates``: uniform tiles on GPUs without a ratio get the one the machine's rates give."""
+    ``ratio_from_rates``: uniform tiles on GPUs without a ratio get the one the machine's rates give;
+    ``source``: the program as the command named it (a message's command to tune it names it so)."""
     program = driver.PROGRAM
     gpus = options.gpus
     if gpus > machine.gpus:
-        raise UsageError(_too_many_gpus(gpus, machine))
+        raise UsageError(_too_many_gpus(gpus, machine, source or program.source or program.name))
     params = make_params(driver, options)
     if ratio_from_rates and gpus and program.tiling.kind == "uniform" and options.gpu_ratio is None:
         workers = rank_layout(machine, nranks, gpus, options.workers)[0]
@@ -177,14 +179,15 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     return summary
 
 
-def _too_many_gpus(gpus: int, machine) -> str:
-    """Why ``--gpus`` asks more of the machine file than it has, and what to do."""
+def _too_many_gpus(gpus: int, machine, source: str) -> str:
+    """Why ``--gpus`` asks more of the machine file than it has, and what to do (the command to tune the
+    program, ``source``, with, as :func:`.machine.this_machine` names it)."""
     if machine.gpus:
         return (f"--gpus {gpus}: machine file {machine.source} ({machine.name}) has {machine.gpus} GPU(s) per node: "
                 f"give --gpus {machine.gpus} or fewer")
     return (f"--gpus {gpus}: machine file {machine.source} has no GPUs: give one with \"gpus\" and GPU rates "
             f"(keeneland, h100), or leave out --machine to simulate this machine with the rates `tiledsl tune "
-            f"--gpus {gpus}` measured")
+            f"{shlex.quote(source)} --gpus {gpus}` measured")
 
 
 def _whole_walk_reason(driver, nranks: int, options) -> str | None:
