@@ -45,6 +45,7 @@ CODES = {
     "W305": "a text direction control in a comment",
     "W306": "a product check at β = 1 of a result no call reads",
     "W307": "an integer passed as a float that float64 does not hold exactly",
+    "W308": "a lone carriage return in a file of LF line ends",
 }
 
 

@@ -13,7 +13,7 @@ from . import nodes
 from .analysis import Checked, analyze
 from .diagnostics import Diagnostic, headline, render
 from .parser import parse, room_for_depth
-from .source import Source, SourceError, decode, direction_controls, read_source
+from .source import Source, SourceError, decode, direction_controls, lone_returns, read_source
 
 
 @dataclass
@@ -54,7 +54,7 @@ def check_source(source: Source) -> Result:
         return result
     with room_for_depth():
         result.checked, bag = analyze(tree, prelude())
-    result.diagnostics.extend(sorted([*bag.items, *direction_controls(source)], key=_position))
+    result.diagnostics.extend(sorted([*bag.items, *direction_controls(source), *lone_returns(source)], key=_position))
     return result
 
 

@@ -42,6 +42,7 @@ class Source:
 
     path: str
     text: str
+    lone_returns: tuple = ()  # lines a lone CR ended in a file whose other lines end in LF (or CRLF)
 
     @cached_property
     def lines(self) -> list[str]:
@@ -83,7 +84,8 @@ def decode(path: str, data: bytes) -> Source:
                  f"Python: text = open(path, encoding='{encoding.lower()}').read(), then open(path, 'w', "
                  f"encoding='utf-8').write(text))"))
     try:
-        source = Source(path, _as_program_text(data.decode("utf-8")))
+        text = data.decode("utf-8")
+        source = Source(path, _as_program_text(text), _lone_returns(text))
     except UnicodeDecodeError as error:
         # the position in the text as read (a byte-order mark dropped, line ends as LF), in characters
         shown = Source(path, _as_program_text(data.decode("utf-8", errors="replace")))
@@ -93,9 +95,38 @@ def decode(path: str, data: bytes) -> Source:
             hint="save the program as UTF-8"), shown) from None
     nul = source.text.find("\0")
     if nul >= 0:
+        # ASCII text saved as UTF-16 without a byte-order mark: a NUL beside every character
+        utf16 = len(data) >= 4 and (not any(data[1::2]) or not any(data[0::2]))
         raise SourceError(Diagnostic(source.span_at(nul), "E001",
-                                     "NUL character in program text; is this a binary file?"), source)
+                                     "NUL character in program text; is this a binary file?",
+                                     hint="it reads as UTF-16 text without a byte-order mark: save the program as "
+                                          "UTF-8" if utf16 else None), source)
     return source
+
+
+def _lone_returns(text: str) -> tuple:
+    """The lines (1-based, as the compiler reads them) that a lone CR ends in a file whose other lines end
+    in LF or CRLF: the compiler ends a line there, as Python reads files, where an editor set to LF shows
+    one line (and a comment before it, seeming to hold what follows, does not)."""
+    if "\n" not in text or "\r" not in text:
+        return ()
+    found, breaks = [], 0
+    for position, char in enumerate(text):
+        if char == "\n" or (char == "\r" and not text.startswith("\n", position + 1)):
+            breaks += 1
+            if char == "\r":
+                found.append(breaks)
+    return tuple(found)
+
+
+def lone_returns(source: Source) -> list[Diagnostic]:
+    """A W308 warning at the end of each line a lone CR ends (:func:`_lone_returns`)."""
+    return [Diagnostic(Span.point(source.path, line, len(source.line_text(line)) + 1), "W308",
+                       "a lone carriage return (CR) ends this line, in a file whose lines end in LF",
+                       ("tiledsl ends a line at it, as Python reads files; an editor may show this line and the next "
+                        "as one (and a comment here, seeming to hold what follows, does not)",),
+                       hint="end the line with LF, or remove the CR")
+            for line in source.lone_returns]
 
 
 #: the controls that reorder how text is shown (Unicode's embeddings, overrides and isolates): in a comment,
