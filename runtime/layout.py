@@ -393,8 +393,8 @@ def use_tuned(driver, options: Options, enabled: bool = True, comm=None, warn=No
     if found is not None:
         _use_tuned_entry(driver, options, found, warn)
         if found.kernel_module is not None and warn is not None:
-            edited = tuning.edited_module(program, found.kernel_module, found.path,
-                                          _read_on_rank_zero(comm, lambda: kernel_module_digest(program, driver)))
+            edited = tuning.edited_module(program, found.kernel_module, found.path, _read_on_rank_zero(
+                comm, lambda: kernel_module_digest(program, driver, found.kernel_helpers)))
             if edited:
                 warn(edited)
     if (options.host_takes or found is not None) and options.host_speeds is None:
@@ -411,7 +411,7 @@ def _read_on_rank_zero(comm, read):
 
 def _use_tuned_entry(driver, options: Options, found: tuning.Tuned, warn) -> None:
     program = driver.PROGRAM
-    tiles, ratio, params, path, host_takes, _ = found
+    tiles, ratio, params, path, host_takes, *_ = found
     source = f"tuned ({path})"
     merged = {**program.tiling.defaults, **tiles}
     if program.tiling.kind == "hybrid" and not (merged.get("s", 1) - 1) * merged.get("b", 0) < merged.get("B", 1):

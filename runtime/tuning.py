@@ -242,7 +242,8 @@ class Tuned(NamedTuple):
     params: dict  # program parameters tuned with these tiles ({"ib": 64}), {} if none
     path: Path  # the cache file, for the summary's "tuned (<path>)"
     host_takes: bool = False  # CPU workers taking GPU tasks was the fastest (--host-takes on)
-    kernel_module: str | None = None  # the digest of the kernel module tune measured, if any
+    kernel_module: str | None = None  # the digest of the kernel module tune measured (and its helpers), if any
+    kernel_helpers: tuple = ()  # those helpers: files beside the module, relative to its folder
 
 
 def entry(program: str, gpus: int, backend: str, path: Path | None = None, warn=None) -> dict | None:
@@ -299,6 +300,8 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
     try:
         if not isinstance(entry, dict):
             raise ValueError(f"{_kind(entry)}, not an object")
+        if "tiles" not in entry:  # tune writes them always: a hand edit
+            raise ValueError("it has no tile settings")
         tiles = entry.get("tiles") or {}
         if not isinstance(tiles, dict) or set(tiles) - set(TILING_SETTINGS.get(tiling, ())):
             raise ValueError(f"tile settings {sorted(tiles)} do not fit {tiling} tiling")
@@ -318,9 +321,14 @@ def lookup(program: str, tiling: str, gpus: int, backend: str, warn=None, path: 
     except (TypeError, ValueError, AttributeError) as error:
         warn(f"ignoring the tuned entry {entry_key(program, gpus, backend)} of {path}: {error}; {_REWRITE}")
         return None
-    module = entry.get("kernel_module")
+    module, helpers = entry.get("kernel_module"), entry.get("kernel_helpers") or []
     return Tuned(tiles, ratio, params, path, entry.get("host_takes") is True,
-                 module if isinstance(module, str) else None)
+                 module if isinstance(module, str) else None, helpers_of(helpers))
+
+
+def helpers_of(value) -> tuple:
+    """An entry's ``kernel_helpers`` as file names (none where it is not a list of names: a hand edit)."""
+    return tuple(value) if isinstance(value, list) and all(isinstance(name, str) for name in value) else ()
 
 
 def edited_module(program, measured: str | None, path: Path, digest: str | None) -> str | None:
@@ -328,8 +336,9 @@ def edited_module(program, measured: str | None, path: Path, digest: str | None)
     now) differs from the one whose digest tune recorded (``measured``) in the cache at ``path``."""
     if measured is None or digest is None or digest == measured:
         return None
-    return (f"{program.kernel_module} has changed since tiledsl tune measured {program.name} with it: the tuned "
-            f"tile sizes and kernel rates ({path}) are those of the module as it was then; run tiledsl tune again")
+    return (f"{program.kernel_module} (or a helper file it imports) has changed since tiledsl tune measured "
+            f"{program.name} with it: the tuned tile sizes and kernel rates ({path}) are those of the module as it "
+            f"was then; run tiledsl tune again")
 
 
 def _positive(value, name: str, least: int = 1) -> int:

@@ -198,18 +198,46 @@ def changed_source(program, driver) -> str | None:
             f"as it was then ({again})")
 
 
-def kernel_module_digest(program, driver) -> str | None:
-    """The digest (:func:`source_digest`) of the program's kernel module where a run would load it;
-    None without a module, or where none is found or read. ``tiledsl tune`` records it with its
-    measurements, and a run whose module differs from it is warned (:func:`~.layout.use_tuned`)."""
-    if not program.kernel_module:
+def kernel_module_digest(program, driver, helpers=()) -> str | None:
+    """The digest (:func:`source_digest`) of the program's kernel module where a run would load it, and of
+    the ``helpers`` beside it (:func:`loaded_helpers`: names relative to its folder; one gone counts as
+    changed); None without a module, or where none is found or read. ``tiledsl tune`` records it with its
+    measurements, and a run whose module or helpers differ from it is warned (:func:`~.layout.use_tuned`)."""
+    path = _kernel_module_path(program, driver)
+    if path is None:
         return None
-    path = next((base / program.kernel_module for base in program_places(program, driver)
-                 if _is_file(base / program.kernel_module)), None)
     try:
-        return None if path is None else source_digest(path.read_bytes())
+        text = path.read_bytes()
+        for name in helpers:  # (each after a separator: a helper's text cannot pass for the module's end)
+            helper = path.parent / name
+            text += b"\0" + name.encode() + b"\0" + (helper.read_bytes() if _is_file(helper) else b"\0gone")
+        return source_digest(text)
     except OSError:
         return None
+
+
+def loaded_helpers(program, driver) -> tuple:
+    """The Python files beside the kernel module that its latest load in this process imported (its own
+    helpers, :func:`_files_beside`), relative to its folder, sorted; the module is loaded first where
+    this process has not loaded it. None without a kernel module."""
+    path = _kernel_module_path(program, driver)
+    if path is None:
+        return None
+    if path.resolve() not in _HELPERS:
+        load_kernel_module(program, driver)
+    return _HELPERS.get(path.resolve(), ())
+
+
+def _kernel_module_path(program, driver) -> Path | None:
+    """The program's kernel module where a run would load it (the first of :func:`program_places`)."""
+    if not program.kernel_module:
+        return None
+    return next((base / program.kernel_module for base in program_places(program, driver)
+                 if _is_file(base / program.kernel_module)), None)
+
+
+#: kernel module (resolved path) -> the helper files its latest load imported, relative to its folder
+_HELPERS: dict = {}
 
 
 def program_files(program, driver) -> list:
@@ -238,7 +266,7 @@ def _import(path: Path):
     name = f"tiledsl_kernels_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path, loader=FromSource(name, str(path)))
     module = importlib.util.module_from_spec(spec)
-    with _LOADING, _files_beside(path.resolve().parent):
+    with _LOADING, _files_beside(path.resolve().parent) as helpers:
         try:
             # a crash while it loads (a C extension's) is reported with its stack, as one in a kernel is
             with fatal_signals_traced(), user_code(), \
@@ -256,6 +284,7 @@ def _import(path: Path):
                     else f"{error} while being loaded" if isinstance(error, KernelExit)
                     else f"{type(error).__name__}: {error}")
             raise RankError(f"kernel module {where}: {what}") from error  # (the API's error keeps it)
+    _HELPERS[path.resolve()] = tuple(sorted(helpers))
     return module
 
 
@@ -276,21 +305,25 @@ def _files_beside(folder: Path):
     stray numpy.py there must not hide numpy). Once it has loaded, the files it imported from the
     folder are forgotten again. So each load imports its own helper files, as they are now: two
     programs of one process (two threads, even) may each have a ``helpers.py``, and the caller's
-    imports resolve afterwards as before."""
+    imports resolve afterwards as before. Yields a list that then holds those files, relative to the
+    folder (what tune's record of the module covers: :func:`kernel_module_digest`)."""
     names = [name for name in _module_names(folder) if not _installed(name)]
+    helpers: list = []
     finder = _FolderFirst(folder, names)
     tops = frozenset(names)  # the caller's modules of those names step aside, their submodules too (helpers.h)
     stepped_aside = {name: sys.modules.pop(name) for name in list(sys.modules) if name.partition(".")[0] in tops}
     before = set(sys.modules)
     sys.meta_path.insert(0, finder)
     try:
-        yield
+        yield helpers
     finally:
         sys.meta_path.remove(finder)
         # a new submodule of a package imported before (tiledsl's own, numpy's) is not the user's
         for name in [name for name, imported in list(sys.modules.items())
                      if name.partition(".")[0] not in before and _is_helper(imported, folder)]:
-            del sys.modules[name]
+            file = _user_file(sys.modules.pop(name))
+            if file is not None:
+                helpers.append(file.relative_to(folder).as_posix())
         sys.modules.update(stepped_aside)
 
 

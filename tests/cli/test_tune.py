@@ -448,9 +448,9 @@ def test_the_cache_round_trips_under_xdg_cache_home(cache):
     path = seed_cache("cholesky", 2, "cupy", {"nb": 512}, [1, 8])
     assert path == tuning.cache_path() and path.parent == cache / "tiledsl" / "tune"
     seed_cache("cholesky", 0, "emulated", {"nb": 320})
-    assert tuning.lookup(key_of("cholesky"), "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), {}, path, False, None)
+    assert tuning.lookup(key_of("cholesky"), "uniform", 2, "cupy") == ({"nb": 512}, (1, 8), {}, path, False, None, ())
     assert tuning.lookup(key_of("cholesky"), "uniform", 0, "cupy") == ({"nb": 320}, None, {}, path,
-                                                                    False, None)  # no GPU: any backend
+                                                                    False, None, ())  # no GPU: any backend
     seed_cache("qr", 0, "emulated", {"nb": 256}, params={"ib": 96})
     assert tuning.lookup(key_of("qr"), "uniform", 0, "emulated") == tuning.Tuned({"nb": 256}, None, {"ib": 96}, path)
     assert tuning.lookup(key_of("cholesky"), "uniform", 1, "cupy") is None
@@ -913,14 +913,31 @@ def test_tune_times_user_kernels_in_its_runs_of_the_program_and_simulate_uses_th
     assert last_json(simulated)["seconds"] > tasks * 4e-3  # at gemm's rate: well under a millisecond
     # the rates are the module's as tune timed it: a run and a simulation after an edit say so
     assert entry["kernel_module"] == source_digest((tmp_path / "halve_kernels.py").read_bytes())
-    assert "has changed" not in simulated.stderr
+    assert entry["kernel_helpers"] == [] and "has changed" not in simulated.stderr
     with open(tmp_path / "halve_kernels.py", "a") as module:
         module.write("# edited\n")
-    for command in ("run", "simulate"):
-        out = tiledsl(command, tmp_path / "halve.tile", "--n", 128, "--workers", 1, cache=cache)
+    for command, *more in (("run", "--workers", 1), ("simulate", "--workers", 1), ("explain",),
+                           ("bench", "--workers", 1, "--rounds", 1)):
+        out = tiledsl(command, tmp_path / "halve.tile", "--n", 128, *more, cache=cache)
         assert out.returncode == 0, out.stderr
-        assert out.stderr.count("warning: halve_kernels.py has changed since tiledsl tune measured halve with it: "
-                                "the tuned tile sizes and kernel rates (") == 1, (command, out.stderr)
+        assert out.stderr.count("warning: halve_kernels.py (or a helper file it imports) has changed since tiledsl "
+                                "tune measured halve with it: the tuned tile sizes and kernel rates (") == 1, \
+            (command, out.stderr)
+
+
+@pytest.mark.timeout(120)
+def test_tune_records_the_helper_files_the_kernel_module_imports_and_an_edit_of_one_is_warned_of(tmp_path, cache):
+    """The kernel's code lived in a helper: editing it changed what tune had timed, without a word (tester u67)."""
+    (tmp_path / "hk.py").write_text("from hhelp import work\n")
+    (tmp_path / "hhelp.py").write_text("def work(A):\n    A += 1.0\n")
+    (tmp_path / "ht.tile").write_text('use "hk.py"\nkernel work(inout A)\nprogram ht {\n  tiling uniform(nb = 64)\n'
+                                      "  matrix A[n, n] = zeros\n  for i in 0 .. A.mt { work(A[i, i]) }\n}\n")
+    assert tiledsl("tune", tmp_path / "ht.tile", "--workers", 1, *TINY, cache=cache).returncode == 0
+    assert tuning.entry(key_of("ht", tmp_path / "ht.tile"), 0, "emulated")["kernel_helpers"] == ["hhelp.py"]
+    said = "warning: hk.py (or a helper file it imports) has changed since tiledsl tune measured ht"
+    assert said not in tiledsl("run", tmp_path / "ht.tile", "--n", 128, cache=cache).stderr
+    (tmp_path / "hhelp.py").write_text("def work(A):\n    A += 2.0\n")
+    assert said in tiledsl("run", tmp_path / "ht.tile", "--n", 128, cache=cache).stderr
 
 
 @pytest.mark.timeout(120)

@@ -527,6 +527,7 @@ def _planned_options(driver, args, grid: tuple[int, int]):
     when ``grid`` leaves a rank without tiles, as a run gives."""
     from ..runtime.fitting import check_files, fit_files
     from ..runtime.layout import make_distribution, make_matrices, make_params, use_tuned
+    from ..runtime.tuning import warn_once
     from ..runtime.gridadvice import idle_rank_advice
     from ..runtime.options import size_options, unused_backend
     from ..runtime.resources import ranks_without_tiles
@@ -536,7 +537,7 @@ def _planned_options(driver, args, grid: tuple[int, int]):
         print(f"tiledsl: warning: {unused}", file=sys.stderr)
     options = size_options(args)
     options.gpus, options.gpu_backend = args.gpus, args.gpu_backend or "emulated"
-    use_tuned(driver, options, not args.no_tune)  # the defaults run would use
+    use_tuned(driver, options, not args.no_tune, warn=warn_once)  # the defaults run would use, warned as it is
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     check_files(driver, options)  # as run refuses them
     params = make_params(driver, options)
@@ -583,6 +584,7 @@ def _bench(args) -> int:
     from ..runtime.fitting import fit_files
     from ..runtime.world import expect_json
     from ..runtime.layout import use_tuned
+    from ..runtime.tuning import warn_once
     from ..runtime.options import check_seed, check_workers, set_finite_options, size_options
 
     driver = _load_driver(args)
@@ -595,7 +597,7 @@ def _bench(args) -> int:
     set_finite_options(options, args)
     if args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
-    use_tuned(driver, options, not args.no_tune)  # what run would use
+    use_tuned(driver, options, not args.no_tune, warn=warn_once)  # what run would use, warned as it is
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     claim_process()  # bench's runs are its own: a stray os._exit of a kernel's thread fails it, as a run
     expect_json(failure_json(driver.PROGRAM.name, options.n) if args.json else None, sys.stdout)

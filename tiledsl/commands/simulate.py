@@ -25,6 +25,7 @@ from ..runtime.broadcast import CHOICES
 from ..runtime.distribution import parse_grid
 from ..runtime.iterations import SECONDS_PER_TASK, count_text, duration_text, iteration_bound
 from ..runtime.layout import make_params, placement, use_tuned
+from ..runtime.tuning import warn_once
 from ..runtime.fitting import check_files, fit_files
 from ..runtime.options import add_size_arguments, add_tuning_arguments, check_gpus, size_options, trace_file
 from ..runtime.outputs import check_output_paths
@@ -93,7 +94,7 @@ def run(args, driver) -> int:
         if given and not options.gpus:
             raise UsageError(f"{flag} needs GPUs (--gpus G, or a machine file that has them)")
     if machine is None:  # this machine: the tile sizes run would take from the tune cache
-        use_tuned(driver, options, not args.no_tune)
+        use_tuned(driver, options, not args.no_tune, warn=warn_once)
     fit_files(driver, options)  # no --n: the size of the --input files and of the files the program loads
     check_files(driver, options)  # as run refuses them
     params = make_params(driver, options)  # a broken requirement is said before the machine's rates are looked for
@@ -102,7 +103,7 @@ def run(args, driver) -> int:
     _warn_of_a_long_simulation(driver, matrices, params)
     if machine is None:
         machine = this_machine(program, options.gpus, args.gpu_backend, args.file,
-                               kernel_module_digest(program, driver))
+                               lambda helpers: kernel_module_digest(program, driver, helpers))
     if args.trace is not None:  # before the simulation, which may take minutes; as run refuses it
         check_output_paths(replace(options, outputs={}, trace=args.trace), program_files(program, driver))
     progress = _Progress() if not args.json and sys.stderr.isatty() else None

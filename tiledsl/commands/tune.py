@@ -68,7 +68,7 @@ from ..runtime import blas
 from ..runtime.fitting import file_shapes, fit, load_files, load_notes, tile_settings_sizing
 from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.rates import KERNEL_FLOPS, Rates, rate_kept
-from ..runtime.userkernels import gpu_kernels, kernel_module_digest
+from ..runtime.userkernels import gpu_kernels, kernel_module_digest, loaded_helpers
 from ..runtime.layout import inner_block_params, make_distribution, make_matrices, make_params
 from ..runtime.options import TILE_SETTINGS, check_gpus, check_workers, tile_values
 from ..runtime.reporting import FLOPS
@@ -495,9 +495,6 @@ class _Tuner:
                   "speeds": {place: {k: {str(s): rate_kept(r) for s, r in v.items()} for k, v in table.items()}
                              for place, table in speeds.items()},
                   "gpu_ratio": None}
-        module = kernel_module_digest(self.program, self.driver)
-        if module is not None:  # a run whose module is edited since is warned that these measured the old one
-            result["kernel_module"] = module
         guess = self.first_guess(speeds)
         if guess.formula is not None:
             result["formula"] = guess.formula
@@ -517,6 +514,10 @@ class _Tuner:
         if self.sizes_left_out:
             result["sizes_left_out"] = {"sizes": self.sizes_left_out, "by": self._n_said().rstrip(","),
                                         "from_files": self.n_from_files}
+        helpers = loaded_helpers(self.program, self.driver)  # those the trials' runs imported
+        if helpers is not None:  # a run whose module or helpers are edited since is warned these measured the old
+            result.update(kernel_module=kernel_module_digest(self.program, self.driver, helpers),
+                          kernel_helpers=list(helpers))
         result.update({"tiles": tiles, "params": params, "trial_n": trials.options.n, "search": trials.records(),
                        "candidates": len(guess.candidates),
                        "seconds": round(self.clock() - self.began, 3),

@@ -227,14 +227,16 @@ def load(spec: str) -> Machine:
     return machine(read(spec), spec)
 
 
-def this_machine(program, gpus: int, backend: str, source: str | None = None, module: str | None = None) -> Machine:
+def this_machine(program, gpus: int, backend: str, source: str | None = None, module=None) -> Machine:
     """This machine, for a simulation without ``--machine``: the ``local`` file with the kernel
     rates of this machine's ``tiledsl tune`` cache for ``program`` (``source``: its .tile file,
-    which the command to tune it names; ``module``: its kernel module's digest, which a warning
-    compares with the one tune measured)."""
+    which the command to tune it names; ``module(helpers)``: the digest of its kernel module and
+    those helpers, which a warning compares with the one tune measured)."""
     content = {**read("local"), "cores": os.cpu_count() or 1}
     tuned = tuning.entry(tuning.program_key(program), gpus, backend) or {}
-    edited = tuning.edited_module(program, tuned.get("kernel_module"), tuning.cache_path(), module)
+    measured = tuned.get("kernel_module")
+    edited = measured and module and tuning.edited_module(
+        program, measured, tuning.cache_path(), module(tuning.helpers_of(tuned.get("kernel_helpers"))))
     if edited:
         tuning.warn_once(edited)
     speeds = tuned.get("speeds") or {}
