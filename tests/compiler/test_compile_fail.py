@@ -279,6 +279,16 @@ def test_a_file_name_is_printed_with_its_control_characters_and_odd_bytes_escape
     assert check_path("").report() == "error[E000]: the file name is empty: give the path of a .tile file"
 
 
+def test_a_note_naming_a_file_shows_its_control_characters_escaped(tmp_path):
+    """'looked for k<NUL>.py' reached the terminal as a raw NUL (the headline escaped it; tester t67)."""
+    (tmp_path / "t.tile").write_text('use "k\\0\u200b.py"\nkernel s(inout A)\nprogram p { matrix A[n, n] = random spd '
+                                     's(A[0, 0]) }\n')
+    result = check_path(tmp_path / "t.tile")
+    (d,) = [d for d in result.diagnostics if d.code == "E209"]
+    note = next(line for line in render(d, result.source).split("\n") if "looked for" in line)
+    assert note.endswith("k\\x00\\u200b.py") and "\0" not in note
+
+
 def test_rendered_multiline_span_underlines_to_end_of_line():
     source = decode("m.tile", b"program p {\n  matrix A[n, n] = random spd\n  gemm(A[0, 0],\n  A[1, 0])\n}\n")
     (d,) = [d for d in check_source(source).diagnostics if d.code == "E202"]  # a missing argument: the call

@@ -147,9 +147,11 @@ def render(diagnostic: Diagnostic, source: Source | None) -> str:
     lines = [headline(diagnostic)]
     if source is not None and span is not None and span.line > 0:
         lines += _excerpt(source, span)
-    lines += [f"  = note: {_shortened(note)}" for note in diagnostic.notes]
+    # (a note may name a file of the user's: a NUL or zero-width space in its name is shown escaped, as the
+    # headline shows the program's path)
+    lines += [f"  = note: {printable(_shortened(note))}" for note in diagnostic.notes]
     if diagnostic.hint:
-        lines.append(f"  = hint: {_shortened(diagnostic.hint)}")
+        lines.append(f"  = hint: {printable(_shortened(diagnostic.hint))}")
     return "\n".join(lines)
 
 
