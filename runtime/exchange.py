@@ -35,6 +35,7 @@ tiles' GPUs, and write tiles back to the host before another place touches them.
 """
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -50,8 +51,9 @@ from .protocol import Instance, delivery, runs_at
 from .scheduler import Task
 from .trace import copy_args
 
-#: Transfers go before computation: another rank or device may be waiting for them.
-TRANSFER_PRIORITY = 1 << 40
+#: Transfers go before computation: another rank or device may be waiting for them. Above every priority a
+#: program may give (its arithmetic is exact: 2 ** 62 * i passes any integer bound).
+TRANSFER_PRIORITY = math.inf
 #: Copies under way on the copy thread at most (each holds a pinned staging buffer on a GPU).
 IN_FLIGHT = 8
 _NO_JOB = object()  # the copy thread's "no new copy to start yet"

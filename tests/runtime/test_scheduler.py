@@ -89,6 +89,18 @@ def test_ready_queue_orders_by_priority_then_submission():
     assert drain(s) == [tasks[1], tasks[2], tasks[0], tasks[3]]
 
 
+def test_a_transfer_goes_before_any_task_whatever_its_priority():
+    """Transfers had priority 2**40, which a program's `priority 2 ** 50 * k` passed (tester x68)."""
+    from tiledsl.runtime.exchange import SEND, TRANSFER_PRIORITY
+
+    s = Scheduler(window=10)
+    tasks = [task(WRITE, Tile("a"), priority=2 ** 70), Task(SEND, (Tile("b"),), None, TRANSFER_PRIORITY),
+             task(WRITE, Tile("c"), priority=-(2 ** 70))]
+    for t in tasks:
+        s.submit(t)
+    assert drain(s) == [tasks[1], tasks[0], tasks[2]]
+
+
 def test_finished_tasks_leave_no_references_behind():
     s = Scheduler(window=10)
     x, y = Tile("x"), Tile("y")
