@@ -200,9 +200,18 @@ def loop_nest_failure(error: Exception, rank: int, remedies: str | None = None) 
     said = shortage(error, remedies)  # memory (or a thread) that ran out as the loop nest made tiles or messages
     if said is not None:
         return TaskFailure(f"{said}{_where(error)}", rank, driver_line(error))
-    # a mistake in the program's arithmetic, e.g. a division by zero
-    return TaskFailure(f"the loop nest failed: {type(error).__name__}: {error}{_where(error)}", rank,
-                       driver_line(error))
+    # a mistake in the program's arithmetic, e.g. a division by zero: said in the program's words
+    return TaskFailure(f"the loop nest failed: {_arithmetic_text(error)}{_where(error)}", rank, driver_line(error))
+
+
+def _arithmetic_text(error: Exception) -> str:
+    """What went wrong in the loop nest's arithmetic, in the program's terms: Python's name for it (its
+    "integer division or modulo by zero" of a program with no modulo) only for an error of another kind."""
+    if isinstance(error, ZeroDivisionError):
+        return "a division by zero (the right operand of '//', '%' or '/' is 0)"
+    if isinstance(error, (ArithmeticError, ValueError)):  # the driver's own checks: a negative exponent, a step of 0
+        return str(error)
+    return f"{type(error).__name__}: {error}"
 
 
 def driver_line(error: BaseException) -> int | None:

@@ -93,7 +93,7 @@ def test_a_negative_exponent_stops_the_run_with_its_line(tmp_path):
     path.write_text(POWERS)
     program = tiledsl.load(str(path))
     assert program.run(n=64, params={"e": 3}).tasks == 1
-    with pytest.raises(tiledsl.TiledslError, match=r"powers.tile:5\): the loop nest failed: ValueError: "
+    with pytest.raises(tiledsl.TiledslError, match=r"powers.tile:5\): the loop nest failed: "
                                                    r"the exponent of '\*\*' is negative: 2 \*\* -1"):
         program.run(n=64, params={"e": -1})
 
@@ -112,7 +112,7 @@ def test_a_computed_step_of_zero_names_its_loop(tmp_path):
     with pytest.raises(tiledsl.TiledslError, match=r"steps requires s != 0 \(a loop's step of 0 would never end\), "
                                                    r"which n = 64, nb = 16, s = 0, j0 = 1 break \(steps.tile:5\)"):
         program.run(n=64, tiles={"nb": 16}, params={"s": 0})
-    with pytest.raises(tiledsl.TiledslError, match=r"steps.tile:12\): the loop nest failed: ValueError: the step "
+    with pytest.raises(tiledsl.TiledslError, match=r"steps.tile:12\): the loop nest failed: the step "
                                                    r"of the loop at line 12 is 0: the loop would never end"):
         program.run(n=64, tiles={"nb": 16}, params={"j0": 0})
     driver = load(path.read_text(), tmp_path, "steps_driver")

@@ -33,7 +33,7 @@ PROGRAMS = {
   for k in 0 .. A.nt {
     potrf(A[k // z, k])
   }
-}""", 5, "the loop nest failed: ZeroDivisionError: integer division or modulo by zero "
+}""", 5, "the loop nest failed: a division by zero (the right operand of '//', '%' or '/' is 0) "
              "(in `potrf(A[k // z, k])`, with z = 0, k = 0)"),
     # a term of the loop's share (computed at the loop's head) was said at the loop's line, 4
     "division by zero in a loop-invariant index": ("""program p {
@@ -42,7 +42,7 @@ PROGRAMS = {
   for k in 0 .. A.nt {
     potrf(A[k + 1 // z, k])
   }
-}""", 5, "the loop nest failed: ZeroDivisionError: integer division or modulo by zero "
+}""", 5, "the loop nest failed: a division by zero (the right operand of '//', '%' or '/' is 0) "
              "(in `potrf(A[k + 1 // z, k])`, with z = 0, k = 0)"),
     "modulo by zero": ("""program p {
   param z = 0
@@ -51,7 +51,7 @@ PROGRAMS = {
     let q = k % z
     potrf(A[k, q])
   }
-}""", 5, "the loop nest failed: ZeroDivisionError: integer modulo by zero (with z = 0, k = 0)"),
+}""", 5, "the loop nest failed: a division by zero (the right operand of '//', '%' or '/' is 0) (with z = 0, k = 0)"),
     "negative height": ("""program p {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
