@@ -8,6 +8,7 @@ an exception.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from functools import cached_property
@@ -110,13 +111,9 @@ def _lone_returns(text: str) -> tuple:
     one line (and a comment before it, seeming to hold what follows, does not)."""
     if "\n" not in text or "\r" not in text:
         return ()
-    found, breaks = [], 0
-    for position, char in enumerate(text):
-        if char == "\n" or (char == "\r" and not text.startswith("\n", position + 1)):
-            breaks += 1
-            if char == "\r":
-                found.append(breaks)
-    return tuple(found)
+    # the line a lone CR ends: one past the LFs (a CRLF's too) and the lone CRs before it
+    return tuple(text.count("\n", 0, match.start()) + number + 1
+                 for number, match in enumerate(re.finditer(r"\r(?!\n)", text)))
 
 
 def lone_returns(source: Source) -> list[Diagnostic]:
