@@ -245,16 +245,19 @@ def _where(error: BaseException) -> str:
     source_names = frame.f_globals.get("SOURCE_NAMES", {})  # the driver's renamings of .tile names
     # every loop variable around it (a let it names may take one value at several iterations: tester q66),
     # and the lets and parameters it names
-    values = ", ".join(f"{shown} = {_value_text(value)}" for name, loop in _names_in_scope(lines, number - 1)
+    values = ", ".join(f"{shown} = {value_text(value)}" for name, loop in _names_in_scope(lines, number - 1)
                        for shown, value in [(source_names.get(name, name), frame.f_locals.get(name))]
                        if type(value) in (int, float, str) and (loop or named is None or shown in named))
     parts = ([f"in `{statement}`"] if statement else []) + ([f"with {values}"] if values else [])
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _value_text(value) -> str:
-    """A value as the program writes it: ``3``, ``-1.0``, ``"L"``."""
-    return f'"{value}"' if isinstance(value, str) else repr(value)
+def value_text(value) -> str:
+    """A value as the program writes it: ``3``, ``-1.0``, ``"L"`` (a char that does not print, or a
+    quote, as Python writes it: bare, it would read as the message's own punctuation)."""
+    if isinstance(value, str):
+        return f'"{value}"' if value.isprintable() and value != '"' else repr(value)
+    return repr(value)
 
 
 _LOOP = re.compile(r"\s*for ([A-Za-z]\w*) in ")

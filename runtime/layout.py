@@ -10,6 +10,7 @@ from dataclasses import replace
 from ..language import INT64_MAX, TILING_SETTINGS, hybrid_slices_advice, hybrid_slices_fit, tiling_of
 from . import tuning
 from .distribution import BlockCyclic, Hybrid
+from .errors import value_text
 from .geometry import Geometry
 from .matrix import TiledMatrix
 from .options import TILE_SETTINGS, Options, Params, SetText, Spelling, long_number, read_number, read_setting
@@ -276,15 +277,7 @@ def _size_settings(driver, params: Params, tiles: bool = False) -> str:
     settings too)."""
     program = driver.PROGRAM
     names = ["n", *(TILING_SETTINGS[program.tiling.kind] if tiles else ()), *program.params]
-    return ", ".join(f"{name} = {_setting_text(params[name])}" for name in names if params[name] is not None)
-
-
-def _setting_text(value) -> str:
-    """A setting's value as the program writes it: a char quoted (``" "``, ``"="``: bare, they read as
-    the message's own punctuation)."""
-    if isinstance(value, str):
-        return f'"{value}"' if value.isprintable() and value != '"' else repr(value)
-    return str(value)
+    return ", ".join(f"{name} = {value_text(params[name])}" for name in names if params[name] is not None)
 
 
 def settings_giving(driver, options: Options, name: str, shape: tuple) -> list[tuple[str, int]]:
