@@ -399,13 +399,33 @@ def _stopped_after_outcome(signum, frame):
 def _stopped_as_any_process() -> None:
     """A process a kernel forks (a multiprocessing pool's worker) is not the rank: SIGTERM ends it
     as it ends any process, not by raising the rank's :class:`Stopped` (which printed a traceback
-    in each worker that ``Pool.terminate`` ended, and could leave the pool waiting)."""
+    in each worker that ``Pool.terminate`` ended, and could leave the pool waiting). The stopping
+    signals are held back across the fork (:func:`_holding_stops`), so one sent at once waits for
+    this, not running the rank's handler in Python's own after-fork work ("an error was ignored in
+    _after_fork: Stopped: 15")."""
     for signum in STOPPING_SIGNALS:
         if signal.getsignal(signum) in (stopped_by_signal, _stopped_after_outcome):
             signal.signal(signum, signal.SIG_DFL)
+    _letting_stops_through()
 
 
-os.register_at_fork(after_in_child=_stopped_as_any_process)
+def _holding_stops() -> None:
+    """Block the stopping signals in the thread about to fork: the child starts with them blocked."""
+    _fork_masks.before = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING_SIGNALS)
+
+
+def _letting_stops_through() -> None:
+    """The forking thread's signal mask as it was before the fork (in the parent, and in the child)."""
+    before = getattr(_fork_masks, "before", None)
+    if before is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+_fork_masks = threading.local()  # each forking thread's mask before its fork
+
+
+os.register_at_fork(before=_holding_stops, after_in_parent=_letting_stops_through,
+                    after_in_child=_stopped_as_any_process)
 
 
 def _leave(comm, status: int) -> int:
