@@ -8,10 +8,13 @@ take no new reader; a release: they go once read) when its walk passes the
 point. The owner takes part in every task that touches its tiles, so it counts
 their versions as it submits them, as before.
 
-The compiler describes every statement that writes or releases tiles as an
-:class:`Event`: its loops (bounds affine in the enclosing loop variables), its
+The compiler describes every statement that writes or releases tiles as
+:class:`Event` records: its loops (bounds affine in the enclosing loop variables), its
 place in the program (the positions that make up its instances' *schedule
-keys*) and the tile range it touches (affine too). A schedule key
+keys*) and the tile range it touches (affine too); a statement under an ``or``
+(or a min or max that makes one) is several events, whose instances may
+overlap (only the first event after a point matters, :class:`Tracker`), and
+one under a comparison of sizes alone happens ``when`` the run finds it true. A schedule key
 ``(β0, u1, β1, …, ud, βd)`` interleaves the statement's position in each block
 with the iteration of each enclosing loop (``u = v`` for a loop counting up,
 ``-v`` for one counting down), so that Python's tuple order is program order.
@@ -53,6 +56,7 @@ class Event:
     cols: tuple
     release: bool = False
     line: int = 0
+    when: bool = True  # whether it happens at all: the run decides the ifs on sizes and parameters alone
     _system: "_System" = field(default=None, compare=False, repr=False)
 
     def system(self) -> "_System":
@@ -309,7 +313,7 @@ def events_of(driver, matrices: dict, params) -> dict | None:
     except Exception:  # a coefficient the sizes make impossible (n // z with z = 0): the whole walk reports it
         return None
     events: dict = {}
-    for event in described:
+    for event in filter(lambda event: event.when, described):
         forms = [f for loop in event.loops for f in loop.lower + loop.upper] + list(event.rows + event.cols)
         if not all(isinstance(x, int) for form in forms for x in form):
             return None

@@ -172,3 +172,20 @@ def test_a_tree_broadcast_gives_the_same_bits_and_the_same_receives(tmp_path, pa
     if "cholesky" in path:  # a panel tile goes to three ranks: one of them gets it from another
         assert [r["messages_sent"] for r in tree] != [r["messages_sent"] for r in direct]
         assert plans == received  # no task of Cholesky writes a tile of another rank
+
+
+@pytest.mark.timeout(120)
+def test_a_program_under_an_or_walks_its_share_and_sends_what_explain_predicts(compiled, tmp_path):
+    """Gauss-Jordan (``if m != k``: two ranges of m) on 2x2 ranks: each rank walks its share (the driver
+    describes its dataflow), its messages are explain's, and X is one rank's to the bit."""
+    path, options = "tests/runtime/programs/gauss_jordan.tile", Options(n=700, tiles={"nb": 64})
+    driver = compiled(path)
+    assert hasattr(driver, "dataflow")
+    one_rank = execute(driver, options).matrices["B"].assemble()
+    result = summary(run(path, "--n", 700, "--nb", 64, "--grid", "2x2", "--check", "--json",
+                         "--output", f"B={tmp_path / 'x.npy'}", np_=4))
+    assert result["residual"] < 60 and np.array_equal(np.load(tmp_path / "x.npy"), one_rank)
+    predicted = plan(driver, options, (2, 2)).messages
+    for stats in result["ranks"]:
+        assert stats["messages_sent"] == sum(c for (s, _), c in predicted.items() if s == stats["rank"])
+        assert stats["messages_received"] == sum(c for (_, r), c in predicted.items() if r == stats["rank"])

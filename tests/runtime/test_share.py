@@ -15,6 +15,7 @@ import pytest
 
 from tiledsl.compiler import compile_path
 from tiledsl.compiler.dataflow import plan
+from tiledsl.compiler.expressions import unparse
 from tiledsl.compiler.pipeline import check_path
 from tiledsl.driverload import import_driver
 from tiledsl.runtime.dataflow import Tracker, events_of, events_on, next_event
@@ -144,6 +145,38 @@ program guarded {
 """
 
 
+UNIONS = """\
+program unions {
+  tiling uniform(nb = 48)
+  matrix B[n, n] = random general
+  matrix C[n, n] = random general
+  for k in 0 .. B.nt {
+    for m in 0 .. B.mt {
+      if m < k - 2 or m > k + 3 { trsm(B[k, m], C[m, k]) }
+      if m != k { trsm(C[m, k], B[m, 4]) }
+      if not (m >= 2 and k <= 5) { trsm(B[m, 1], C[k, m]) } else { trsm(C[2, m], B[m, k]) }
+      if m == max(k - 1, 2) { trsm(B[m, 3], C[k, 0]) }
+      if 2 * m < B.mt and 3 * k >= B.nt - 1 { trsm(C[k, 4], B[m, 1]) }
+      if m > min(k, 4) { trsm(B[m, 5], C[2, m]) }
+      if m < max(k - 3, 2) and not (m == 1) { trsm(C[k, 6], B[m, 6]) }
+    }
+    for m in min(k + 1, 3) .. B.mt { trsm(B[m, 6], C[k, 3]) }
+    for m in 0 .. max(k - 2, 3) { trsm(C[k, 7], B[m, 7]) }
+    for m in max(k, 4) .. -1 step -1 { trsm(B[m, 7], C[k, 5]) }
+    for m in B.mt - 1 .. min(k, 5) step -1 { trsm(C[k, 8], B[m, 8]) }
+    for m in 0 .. max(k, 3) step 2 { trsm(B[m, 8], C[k, 2]) }
+    if B.nt > 3 { trsm(C[k, 0], B[8, k]) }
+    if B.nt > 100 or k == 2 { trsm(B[8, k], C[k, 1]) }
+    if B.nt - 100 > 0 { trsm(C[8, k], B[k, 1]) }
+    let top = min(k + 2, B.mt - 1)
+    for m in 0 .. B.mt {
+      if m >= top or m == 0 { trsm(C[m, 2], B[m, 0]) }
+    }
+  }
+}
+"""
+
+
 @pytest.mark.timeout(300)
 def test_terms_that_cannot_be_computed_walk_every_value_and_a_tuple_still_serves():
     """A driver of format 2 passes its terms as a function: a division by zero in one gives every
@@ -163,28 +196,37 @@ def test_calls_under_affine_ifs_walk_their_share(tmp_path):
     bounds and if conditions taking the min or max of forms (directly, nested, through a let; up and down):
     the guided walk follows the whole one (tiles written only under an if and read on
     other ranks: an event at an iteration the if leaves out would show as a version)."""
-    (tmp_path / "guarded.tile").write_text(GUARDED)
-    _, text = compile_path(tmp_path / "guarded.tile")
-    (tmp_path / "share_guarded.py").write_text(text)
-    driver = import_driver(tmp_path / "share_guarded.py", "share_guarded")
+    driver = _driver_of(tmp_path, "guarded")
     assert hasattr(driver, "dataflow")
     assert_guided_is_the_whole_walk(driver, "guarded")
 
 
+def test_calls_under_unions_walk_their_share(tmp_path):
+    """A condition that is an or (directly, as !=, as a negated and, as a comparison a min or max makes
+    one, through a let), a min start or max end counting up (max start or min end counting down, of
+    step 2 too), a comparison with a coefficient other than ±1 and one of sizes alone (true, false, in
+    an or): each statement's events are the union of its alternatives'."""
+    driver = _driver_of(tmp_path, "unions")
+    assert "when=B.nt - 100 > 0" in Path(driver.__file__).read_text()
+    assert_guided_is_the_whole_walk(driver, "unions")
+
+
+def _driver_of(folder, name: str):
+    """The driver of the test program ``name`` (GUARDED or UNIONS), compiled into ``folder``."""
+    (folder / f"{name}.tile").write_text(globals()[name.upper()])
+    _, text = compile_path(folder / f"{name}.tile")
+    (folder / f"share_{name}.py").write_text(text)
+    return import_driver(folder / f"share_{name}.py", f"share_{name}")
+
+
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", ["cholesky", "qr", "getrf", "guarded"])
+@pytest.mark.parametrize("name", ["cholesky", "qr", "getrf", "guarded", "unions"])
 def test_the_next_event_on_a_tile_is_the_least_instance_after_the_key(drivers, tmp_path, name):
     """The search (its bound by the best event so far included) against every instance of every
     event enumerated, for every tile and a sample of schedule keys."""
     import random
 
-    if name == "guarded":
-        (tmp_path / "guarded.tile").write_text(GUARDED)
-        _, text = compile_path(tmp_path / "guarded.tile")
-        (tmp_path / "share_guarded.py").write_text(text)
-        driver = import_driver(tmp_path / "share_guarded.py", "share_guarded")
-    else:
-        driver = drivers[name]
+    driver = _driver_of(tmp_path, name) if name in ("guarded", "unions") else drivers[name]
     params, matrices = setup(driver, name, (2, 2), 0)
     chosen = random.Random(7)
     for matrix, events in events_of(driver, matrices, params).items():
@@ -270,8 +312,8 @@ def test_other_ranks_tasks_met_and_tiles_made_fall_with_the_grid(drivers):
 
 def test_a_loop_nest_with_a_call_under_a_non_affine_if_has_no_plan(drivers, tmp_path):
     (tmp_path / "p.tile").write_text("program p {\n  tiling uniform(nb = 32)\n  matrix A[n, n] = random spd\n"
-                                     "  for k in 0 .. A.nt { if 2 * k < A.mt { potrf(A[k, k]) } }\n}\n")
-    assert "def dataflow" not in compile_path(tmp_path / "p.tile")[1]  # k's coefficient is 2
+                                     "  for k in 0 .. A.nt { if k * k < A.mt { potrf(A[k, k]) } }\n}\n")
+    assert "def dataflow" not in compile_path(tmp_path / "p.tile")[1]  # a product of variables
     assert hasattr(drivers["cholesky"], "dataflow") and hasattr(drivers["getrf"], "dataflow")  # if k + 1 < A.mt
 
 
@@ -331,10 +373,31 @@ def test_a_loop_bound_or_if_taking_a_min_or_max_is_one_bound_per_argument(tmp_pa
     assert m_lower == ((0, 0, 0), (0, 1, 0), (1, 0, 0)) and m_upper[1] == (3, 1, 0)
 
 
-@pytest.mark.parametrize("condition", ["k != 1", "2 * k < A.nt", "k > 0 or k < 3", "k * k < 4", "A.nt > 3",
-                                       "k < max(2, 2 * k - 5)", "min(k, 3) < 2", "k == min(1, k + A.nt)"])
+@pytest.mark.parametrize("condition", ["k * k < 4", "k % 2 == 0", "A.nt % (k + 1) > 0", "min(k, 3) * 2 < 5",
+                                       " and ".join(f"k != {i}" for i in range(7))])  # 2⁷ alternatives
 def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition):
     assert _plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}") is None
+    assert _plan_of(tmp_path, "for j in 0 .. 3 { for k in 0 .. A.nt { if 2 * k < j { potrf(A[k, k]) } } }") is None
+
+
+@pytest.mark.parametrize("condition, pieces", [("k != 1", 2), ("k > 4 or k < 3", 2), ("not (k > 0 and k < 3)", 2),
+                                               ("k < max(2, 2 * k - 5)", 2), ("min(k, 3) < 2", 1),
+                                               ("k == min(1, k + A.nt)", 2), ("2 * k < A.nt", 1), ("A.nt > 3", 1),
+                                               ("A.nt > 3 or k == 1", 2),
+                                               (" and ".join(f"k != {i}" for i in range(6)), 64)])
+def test_an_if_of_ors_is_a_union_of_alternatives(tmp_path, condition, pieces):
+    """Each alternative is an event of the call (min(k, 3) < 2 is k < 2 or 3 < 2: one, 3 < 2 never holds)."""
+    assert len(_plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}").events) == pieces
+
+
+def test_a_comparison_of_sizes_alone_is_decided_by_the_run(tmp_path):
+    found = _plan_of(tmp_path, "for k in 0 .. A.nt { if A.nt > 3 and 3 * k >= A.nt - 1 { potrf(A[k, k]) } }")
+    (event,) = found.events
+    (op, value), = event.when
+    assert op == ">" and unparse(value) == "A.nt - 3"
+    k_lower = event.loops[0][0]
+    assert unparse(k_lower[1][0]) == "-((-A.nt + 1) // 3)"  # k >= ⌈(A.nt − 1) / 3⌉
+    assert not _plan_of(tmp_path, "for k in 0 .. A.nt { if 3 > 4 { potrf(A[k, k]) } }").events  # never
 
 
 def test_an_if_bounding_a_stepped_loop_from_below_leaves_no_plan(tmp_path):

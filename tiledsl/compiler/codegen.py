@@ -351,9 +351,15 @@ class _Model:
             what = "release" if event.release else "writes"
             lines.append(f"Event({event.matrix!r}, {event.positions!r}, ({loops}{',' if len(event.loops) == 1 else ''}), "
                          f"{self._forms(event.rows)}, {self._forms(event.cols)}"
-                         f"{', release=True' if event.release else ''}, line={event.line}),  "
-                         f"# {what} at {_where_line(self.checked.path, event.line)}")
+                         f"{', release=True' if event.release else ''}, line={event.line}"
+                         f"{self._when(event.when)}),  # {what} at {_where_line(self.checked.path, event.line)}")
         return lines
+
+    def _when(self, conditions) -> str:
+        """An event's ``when``: the loop-invariant comparisons of the ifs it happens under."""
+        if not conditions:
+            return ""
+        return ", when=" + " and ".join(f"{self._coefficient(value)} {op} 0" for op, value in conditions)
 
     def _forms(self, forms) -> str:
         return _tuple(_tuple(self._coefficient(c) for c in form) for form in forms)

@@ -14,23 +14,28 @@ Three things, for programs whose writes and releases are affine (below):
   is next written or released (:mod:`tiledsl.runtime.dataflow`) instead of
   walking the iterations of other ranks.
 
-Affine here means: every loop that encloses a call or release has constant
-step and bounds that are affine in the enclosing loops' variables (or, where that
-makes one bound per argument, a min or max of such forms), every tile
-index written or released is affine, with coefficients that the run knows
-before it starts (numbers, parameters, matrix sizes: ``(t + 1) * s`` is
-affine), and a call or release under an ``if`` is so only under comparisons of
-affine forms joined by ``and`` (or ``or`` under ``not``; an ``else`` branch is the
-condition negated), each naming a loop variable with coefficient ±1, whose bounds
-join that loop's. ``let`` values count
-as their forms. Indices that are only read may be anything (``j // s``): their
-terms say nothing, and the driver's ownership test decides. A program outside
-this class gets no plan (:func:`plan` returns None) and every rank walks its
-whole loop nest, as the driver's docstring then says.
+Affine here means: every loop that encloses a call or release has a constant
+step and bounds that are affine in the enclosing loops' variables, or mins and
+maxes of such forms, every tile index written or released is affine, with
+coefficients that the run knows before it starts (numbers, parameters, matrix
+sizes: ``(t + 1) * s`` is affine), and an ``if`` over a call or release compares
+such values, joined by ``and``, ``or`` and ``not`` (an ``else`` branch is the
+condition negated); a comparison bounds the innermost loop variable it names,
+whose coefficient is ±1 (or any number, when the rest names no loop variable:
+``2 * k < A.nt`` is ``k < ⌊(A.nt − 1) / 2⌋ + 1``), and one that names none is
+decided by the run before it starts. ``let`` values count as their forms. An
+``or``, or a min or max that makes one (``for m in min(k, 3) .. n``, ``if m >
+min(k, 4)``), splits a statement into alternatives, each an event: their union
+is the statement's (at most 64 per statement; a loop of a step other than ±1
+may not start at a min or max, nor be bounded from below by an if: its steps
+count from its start). Indices that are only read may be anything (``j // s``):
+their terms say nothing, and the driver's ownership test decides. A program
+outside this class gets no plan (:func:`plan` returns None) and every rank
+walks its whole loop nest, as the driver's docstring then says.
 """
 from __future__ import annotations
 
-import itertools
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from . import nodes as n
@@ -58,6 +63,7 @@ class EventPlan:
     cols: tuple
     release: bool
     line: int
+    when: tuple = ()  # (op, value): the loop-invariant comparisons ``value op 0`` it happens under
 
 
 @dataclass
@@ -84,6 +90,8 @@ class _Planner:
         self.checked = checked
         self.summaries = {c.call.span: c for c in checked.calls}
         self.result = SharePlan()
+        self.when: list = []  # the loop-invariant comparisons of the ifs around (see _comparison)
+        self.pieces = 1  # the alternatives the loops and ifs around have split the statements into
 
     def build(self) -> SharePlan:
         self._block(self.checked.program.body, [], [], {})
@@ -92,45 +100,76 @@ class _Planner:
     def _block(self, stmts, loops: list, positions: list, lets: dict) -> list:
         """Plan a block; returns the tile references of every leaf in it, with the leaf's lets and loops."""
         refs: list = []
-        self._statements(stmts, loops, positions, dict(lets), itertools.count(), refs)
+        self._statements(stmts, loops, positions, dict(lets), 0, refs)
         return refs
 
-    def _statements(self, stmts, loops: list, positions: list, lets: dict, numbers, refs: list) -> None:
-        """Plan statements of a block, numbered from ``numbers`` in program order. The
-        statements of an ``if`` holding calls take their numbers in the enclosing block,
-        then branch before else (at most one of them runs), and its condition bounds the
-        loops around them (:func:`_guards`)."""
+    def _statements(self, stmts, loops: list, positions: list, lets: dict, first: int, refs: list) -> int:
+        """Plan statements of a block, numbered from ``first`` in program order; returns the next
+        number. The statements of an ``if`` holding calls take their numbers in the enclosing
+        block, then branch before else (at most one of them runs), and are planned once per
+        alternative of the condition (:func:`_alternatives`), which bounds the loops around them."""
+        number = first
         for stmt in stmts:
             if isinstance(stmt, n.If) and (_has_leaf(stmt.then) or _has_leaf(stmt.orelse)):
                 for branch, negated in ((stmt.then, False), (stmt.orelse, True)):
                     if _has_leaf(branch):
-                        guarded = _guarded(loops, _guards(stmt.cond, loops, lets, negated))
-                        self._statements(branch, guarded, positions, dict(lets), numbers, refs)
+                        number = self._branch(branch, _alternatives(stmt.cond, loops, lets, negated), loops,
+                                              positions, lets, number, refs)
                 continue
-            here = positions + [next(numbers)]
+            here = positions + [number]
+            number += 1
             if isinstance(stmt, n.Let):
                 lets[stmt.name.text] = _let(stmt.value, loops, lets)
             elif isinstance(stmt, n.For):
                 refs += self._for(stmt, loops, here, lets)
             elif isinstance(stmt, (n.Call, n.Release)):
                 refs += self._leaf(stmt, loops, here, lets)
+        return number
+
+    def _branch(self, branch, alternatives: list, loops: list, positions: list, lets: dict, first: int,
+                refs: list) -> int:
+        """Plan an if's branch once per alternative of its condition: its statements' events
+        are the union of the alternatives' (they may overlap: only the first event after a
+        point counts, :mod:`tiledsl.runtime.dataflow`)."""
+        number = first
+        with self._split(len(alternatives)):
+            for guards, conditions in alternatives:
+                self.when += conditions
+                number = self._statements(branch, _guarded(loops, guards), positions, dict(lets), first, refs)
+                del self.when[len(self.when) - len(conditions):]
+        return number
+
+    @contextmanager
+    def _split(self, alternatives: int):
+        self.pieces *= alternatives
+        if self.pieces > _MOST_PIECES:
+            raise NotAffine(f"loops and ifs that split a statement into more than {_MOST_PIECES} alternatives")
+        try:
+            yield
+        finally:
+            self.pieces //= alternatives
 
     def _for(self, stmt: n.For, loops: list, positions: list, lets: dict) -> list:
         step = 1 if stmt.step is None else constant_of(stmt.step, "int")
         if step is None or step == 0:
             raise NotAffine("a loop step that is not a constant")
         sign = 1 if step > 0 else -1
-        # a loop runs while every one of its bounds holds: max(a, b) .. min(c, d) counting up is from a,
-        # below c, and the guards v >= b and v < d (counting down, min(a, b) .. max(c, d): v <= b, v > d)
-        start, *later = _bounds(stmt.start, "max" if sign > 0 else "min", loops, lets)
-        stop, *sooner = _bounds(stmt.stop, "min" if sign > 0 else "max", loops, lets)
-        shift = 0 if sign > 0 else 1
-        guards = tuple(("ge" if sign > 0 else "lt", _add(f, {"": shift})) for f in later) + \
-            tuple(("lt" if sign > 0 else "ge", _add(f, {"": shift})) for f in sooner)
-        loop = (stmt.var.text, sign, start, stop, abs(step), guards)
-        refs = self._block(stmt.body, loops + [loop], positions, lets)
+        var = stmt.var.text
+        start, stop = _tree(stmt.start, loops, lets), _tree(stmt.stop, loops, lets)
+        if abs(step) != 1 and not isinstance(start, dict):
+            raise NotAffine("a min or max start of a loop of step other than ±1")  # its steps count from it
+        # a loop runs while v >= start and v < stop (counting down, v <= start and v > stop): a min
+        # or max makes that a bound per form, or alternatives (a min start counting up: v >= a or v >= b)
+        inside = loops + [(var, sign, abs(step), ())]
+        alternatives = _all([_compare(">=" if sign > 0 else "<=", {var: 1}, start, inside),
+                             _compare("<" if sign > 0 else ">", {var: 1}, stop, inside)])
+        refs = []
+        with self._split(len(alternatives)):
+            for guards, _ in alternatives:  # each bounds v only
+                loop = (var, sign, abs(step), tuple((kind, form) for _, kind, form in guards))
+                refs += self._block(stmt.body, loops + [loop], positions, lets)
         depth = len(loops)
-        plan = LoopPlan(stmt.var.text)
+        plan = LoopPlan(var)
         for tile, leaf_lets, leaf_loops in refs:
             term = (tile.matrix.text,) + self._spec(tile.row, depth, leaf_loops, leaf_lets) + \
                 self._spec(tile.col, depth, leaf_loops, leaf_lets)
@@ -205,15 +244,17 @@ class _Planner:
         return [(access.tile, lets, loops) for access in summary.accesses]
 
     def _event(self, tile: n.TileRef, loops: list, positions: list, lets: dict, release: bool, line: int) -> None:
+        if any(isinstance(value, int) for _, value in self.when):
+            return  # under a condition that never holds (a true one is left out of self.when)
         space = [(v, sign) for v, sign, *_ in loops]
         bounds = []
-        for var, sign, start, stop, step, guards in loops:
+        for var, sign, step, guards in loops:
             # in u = sign·v: v >= F is u >= F (u <= -F, counting down), v < F is u < F (u >= 1 - F)
-            lower = [start] + [f for kind, f in guards if kind == "ge"]
-            upper = [stop] + [f for kind, f in guards if kind == "lt"]
-            if sign < 0:  # u = -v runs from -start while u < -stop
-                lower, upper = ([_scale(start, -1)] + [_add(_scale(f, -1), {"": 1}) for f in upper[1:]],
-                                [_scale(stop, -1)] + [_add(_scale(f, -1), {"": 1}) for f in lower[1:]])
+            lower = [f for kind, f in guards if kind == "ge"]
+            upper = [f for kind, f in guards if kind == "lt"]
+            if sign < 0:
+                lower, upper = ([_add(_scale(f, -1), {"": 1}) for f in upper],
+                                [_add(_scale(f, -1), {"": 1}) for f in lower])
             if step != 1 and len(lower) > 1:
                 raise NotAffine("an if bounding a loop of step other than 1 from below")  # its start would move
             bounds.append((tuple(_u(f, space) for f in lower), tuple(_u(f, space) for f in upper), step))
@@ -225,12 +266,16 @@ class _Planner:
                 first = _form(index, loops, lets)
                 past = _add(first, {"": 1})
             ranges.append((_u(first, space), _u(past, space)))
-        self.result.events.append(EventPlan(tile.matrix.text, tuple(positions), tuple(bounds), ranges[0],
-                                            ranges[1], release, line))
+        event = EventPlan(tile.matrix.text, tuple(positions), tuple(bounds), ranges[0], ranges[1], release, line,
+                          tuple(self.when))
+        if event not in self.result.events:  # alternatives that differ only on other loops' bounds
+            self.result.events.append(event)
 
 
 # ---------------------------------------------------------------- if conditions
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_MOST_PIECES = 64
+_NEVER = ("never", 0)  # a comparison of numbers that does not hold: the statements under it never run
 
 
 def invariant_width(start, stop, loops: list, lets: dict):
@@ -251,73 +296,120 @@ def let_info(value, loops: list, lets: dict) -> "_LetInfo":
     return _let(value, loops, lets)
 
 
-def _guards(cond, loops: list, lets: dict, negated: bool = False) -> list:
-    """The bounds a condition puts on the loops around it: (loop variable, "ge" or "lt", F) for
-    v >= F or v < F, F a form of shallower variables. A condition is comparisons of affine
-    forms joined by ``and`` (``or`` under ``not``), each bounding the innermost loop variable
-    it names, with coefficient ±1 (a ``min`` on the greater side of ``<``, ``>`` or their
-    ``=`` forms, or a ``max`` on the lesser, is a comparison per argument); else the
-    program is not affine."""
+def _alternatives(cond, loops: list, lets: dict, negated: bool = False) -> list:
+    """``cond`` (or its negation) as alternatives, any of which may hold: each ``(guards,
+    conditions)``, the bounds it puts on the loops around it (loop variable, "ge" or "lt", F)
+    for v >= F or v < F, F a form of shallower variables, and the comparisons of
+    loop-invariant values it needs (:func:`_comparison`). A condition is comparisons of
+    affine forms, or of mins and maxes of them, joined by ``and``, ``or`` and ``not``; else
+    the program is not affine."""
     match cond:
         case n.Unary(op="not", operand=operand):
-            return _guards(operand, loops, lets, not negated)
-        case n.Binary(op="and" | "or", left=left, right=right) if (cond.op == "and") != negated:
-            return _guards(left, loops, lets, negated) + _guards(right, loops, lets, negated)
-        case n.Binary(op="<" | "<=" | ">" | ">=", left=left, right=right) if not negated and _splits(cond):
-            return [bound for side in _split(cond) for bound in _guards(side, loops, lets)]
-        case n.Binary(op="<" | "<=" | ">" | ">=" | "==", left=left, right=right) if not negated:
-            return _comparison(cond.op, _add(_form(left, loops, lets), _scale(_form(right, loops, lets), -1)),
-                               loops)
-        case n.Binary(op="<" | "<=" | ">" | ">=" | "!=", left=left, right=right) if negated:
-            return _guards(n.Binary(_NEGATED[cond.op], left, right, cond.span), loops, lets)
-    raise NotAffine("an if condition that is not affine comparisons joined by and")
+            return _alternatives(operand, loops, lets, not negated)
+        case n.Binary(op="and" | "or", left=left, right=right):
+            sides = [_alternatives(side, loops, lets, negated) for side in (left, right)]
+            return _all(sides) if (cond.op == "and") != negated else _any(sides)
+        case n.Binary(op="<" | "<=" | ">" | ">=" | "==" | "!=", left=left, right=right):
+            return _compare(_NEGATED[cond.op] if negated else cond.op, _tree(left, loops, lets),
+                            _tree(right, loops, lets), loops)
+    raise NotAffine("an if condition that is not comparisons joined by and, or and not")
 
 
-# a comparison with min or max on one side that holds when it holds for every argument:
-# x < min(a, b) is x < a and x < b; x < max(a, b) is an or, outside the class
+# where a min or max on one side of a comparison makes it hold when it holds for every
+# argument: x < min(a, b) is x < a and x < b; the other comparisons, x < max(a, b), for one
 _CONJUNCTIVE = {("right", "min"): ("<", "<="), ("right", "max"): (">", ">="),
                 ("left", "min"): (">", ">="), ("left", "max"): ("<", "<=")}
 
 
-def _splits(cond: n.Binary) -> bool:
-    return any(isinstance(e, n.Func) and cond.op in _CONJUNCTIVE.get((side, e.func.text), ())
-               for side, e in (("left", cond.left), ("right", cond.right)))
+def _compare(op: str, left, right, loops: list) -> list:
+    """The alternatives (see :func:`_alternatives`) of ``left op right``, two trees of :func:`_tree`."""
+    if op == "==":
+        return _all([_compare("<=", left, right, loops), _compare(">=", left, right, loops)])
+    if op == "!=":
+        return _any([_compare("<", left, right, loops), _compare(">", left, right, loops)])
+    for side, tree in (("left", left), ("right", right)):
+        if not isinstance(tree, dict):
+            func, args = tree
+            parts = [_compare(op, arg, right, loops) if side == "left" else _compare(op, left, arg, loops)
+                     for arg in args]
+            return _all(parts) if op in _CONJUNCTIVE[(side, func)] else _any(parts)
+    return [_comparison(op, _add(left, _scale(right, -1)), loops)]
 
 
-def _split(cond: n.Binary) -> list:
-    """The comparisons, one per argument of the min or max on one side, that hold together
-    exactly when ``cond`` holds (see :data:`_CONJUNCTIVE`)."""
-    if isinstance(cond.left, n.Func) and cond.op in _CONJUNCTIVE.get(("left", cond.left.func.text), ()):
-        return [n.Binary(cond.op, arg, cond.right, cond.span) for arg in cond.left.args]
-    return [n.Binary(cond.op, cond.left, arg, cond.span) for arg in cond.right.args]
+def _all(parts: list) -> list:
+    """The alternatives of a conjunction of ``parts`` (each a list of alternatives)."""
+    combined = [((), ())]
+    for part in parts:
+        combined = [(guards + tuple(more), conditions + tuple(also)) for guards, conditions in combined
+                    for more, also in part]
+        if len(combined) > _MOST_PIECES:
+            raise NotAffine(f"a condition of more than {_MOST_PIECES} alternatives")
+    return combined
 
 
-def _comparison(op: str, difference: Form, loops: list) -> list:
-    """The bounds of ``difference op 0``: on the innermost loop variable it names."""
+def _any(parts: list) -> list:
+    """The alternatives of a disjunction of ``parts``."""
+    combined = [alternative for part in parts for alternative in part]
+    if len(combined) > _MOST_PIECES:
+        raise NotAffine(f"a condition of more than {_MOST_PIECES} alternatives")
+    return combined
+
+
+def _comparison(op: str, difference: Form, loops: list) -> tuple:
+    """The alternative of ``difference op 0`` (op not ``!=``): bounds on the innermost loop
+    variable it names; or, when it names none, the comparison itself, which the run decides
+    before it starts (``A.nt > 3``; one of numbers is decided here: true, nothing; false,
+    :data:`_NEVER`)."""
     named = [loop[0] for loop in loops if difference.get(loop[0], 0) != 0]
-    if not named or difference[named[-1]] not in (1, -1):
-        raise NotAffine("a comparison bounding no loop variable with coefficient ±1")
+    if not named:
+        value = difference.get("", 0)
+        if isinstance(value, int):
+            return (), (() if _holds(op, value) else (_NEVER,))
+        return (), ((op, value),)
     var = named[-1]
     coefficient, rest = difference[var], {k: v for k, v in difference.items() if k != var}
+    if not (isinstance(coefficient, int) and (coefficient in (1, -1) or _invariant(rest))):
+        raise NotAffine("a comparison bounding no loop variable with coefficient ±1, or with a constant rest")
     # coefficient·v + rest  >= 0  or  <= 0  (a strict comparison moves the bound by one)
     at_least = {"<": None, "<=": None, ">": 1, ">=": 0, "==": 0}[op]
     at_most = {"<": -1, "<=": 0, ">": None, ">=": None, "==": 0}[op]
-    bounds = []
+    guards = []
     if at_least is not None:  # coefficient·v >= at_least − rest
         bound = _add({"": at_least}, _scale(rest, -1))
-        bounds.append((var, "ge", bound) if coefficient == 1 else (var, "lt", _add(_scale(bound, -1), {"": 1})))
+        guards.append((var, "ge", _ceiling(bound, coefficient)) if coefficient > 0
+                      else (var, "lt", _add(_floor(bound, coefficient), {"": 1})))
     if at_most is not None:  # coefficient·v <= at_most − rest
         bound = _add({"": at_most}, _scale(rest, -1))
-        bounds.append((var, "lt", _add(bound, {"": 1})) if coefficient == 1 else (var, "ge", _scale(bound, -1)))
-    return bounds
+        guards.append((var, "lt", _add(_floor(bound, coefficient), {"": 1})) if coefficient > 0
+                      else (var, "ge", _ceiling(bound, coefficient)))
+    return tuple(guards), ()
 
 
-def _guarded(loops: list, guards: list) -> list:
+def _holds(op: str, value: int) -> bool:
+    return {"<": value < 0, "<=": value <= 0, ">": value > 0, ">=": value >= 0, "==": value == 0}[op]
+
+
+def _floor(form: Form, divisor: int) -> Form:
+    """⌊form / divisor⌋: the form divided (divisor ±1), or its constant's floor (a constant form)."""
+    if divisor in (1, -1):
+        return _scale(form, divisor)
+    value = form.get("", 0)
+    if isinstance(value, int):
+        return {"": value // divisor}
+    return {"": n.Binary("//", value, _expr(divisor), _span_of(value))}
+
+
+def _ceiling(form: Form, divisor: int) -> Form:
+    """⌈form / divisor⌉ (:func:`_floor`)."""
+    return _scale(_floor(_scale(form, -1), divisor), -1)
+
+
+def _guarded(loops: list, guards: tuple) -> list:
     """``loops`` with each guard added to the loop of its variable."""
     out = []
-    for var, sign, start, stop, step, existing in loops:
+    for var, sign, step, existing in loops:
         more = tuple((kind, form) for v, kind, form in guards if v == var)
-        out.append((var, sign, start, stop, step, existing + more))
+        out.append((var, sign, step, existing + more))
     return out
 
 
@@ -327,7 +419,7 @@ class _LetInfo:
     form: dict | None  # its value as an affine form, or None
     depends: frozenset  # the loop variables it depends on, through other lets too
     depth: int  # the loops around it
-    bounds: tuple = (None, ())  # ("min" or "max", its forms) when it is a min or max of affine forms
+    tree: tuple | None = None  # when it is no form, a min or max of them (:func:`_tree`), or None
 
 
 def _let(value, loops: list, lets: dict) -> _LetInfo:
@@ -337,13 +429,13 @@ def _let(value, loops: list, lets: dict) -> _LetInfo:
         form = None
     if form is not None and any(_size(c, 64) >= 64 for c in form.values()):
         form = None  # a coefficient built up by a chain of lets: not worth writing out
-    bounds = (None, ())
-    if isinstance(value, n.Func) and value.func.text in ("min", "max"):
+    tree = None
+    if form is None:
         try:
-            bounds = (value.func.text, tuple(_bounds(value, value.func.text, loops, lets)))
+            tree = _tree(value, loops, lets)
         except NotAffine:
             pass
-    return _LetInfo(form, frozenset(_depends(value, lets)), len(loops), bounds)
+    return _LetInfo(form, frozenset(_depends(value, lets)), len(loops), None if isinstance(tree, dict) else tree)
 
 
 def _form(expr, loops: list, lets: dict) -> Form:
@@ -375,20 +467,20 @@ def _form(expr, loops: list, lets: dict) -> Form:
     return {"": expr}  # loop-invariant: the run knows it before it starts
 
 
-def _bounds(expr, func: str, loops: list, lets: dict) -> list:
-    """The forms whose ``func`` (min or max) ``expr`` is, nested calls and lets of them
-    flattened (``min(k + kd + 1, A.mt)``: two forms); a single form when it is no such call
-    or names no loop variable (``min(A.mt, A.nt)`` is known before the run)."""
+def _tree(expr, loops: list, lets: dict):
+    """``expr`` as an affine form, or as ``(func, trees)`` when it is a min or max (``func``) of
+    such trees, directly or through lets (``min(k + kd + 1, A.mt)``: two forms; ``min(A.mt,
+    A.nt)``, known before the run, is one); NotAffine otherwise."""
     try:
-        return [_form(expr, loops, lets)]
+        return _form(expr, loops, lets)
     except NotAffine:
         pass
     match expr:
-        case n.Func(func=name, args=args) if name.text == func:
-            return [form for arg in args for form in _bounds(arg, func, loops, lets)]
-        case n.Name(ident=ident) if ident.text in lets and lets[ident.text].bounds[0] == func:
-            return list(lets[ident.text].bounds[1])
-    return [_form(expr, loops, lets)]
+        case n.Func(func=name, args=args) if name.text in ("min", "max"):
+            return name.text, tuple(_tree(arg, loops, lets) for arg in args)
+        case n.Name(ident=ident) if ident.text in lets and lets[ident.text].tree is not None:
+            return lets[ident.text].tree
+    raise NotAffine("a value that is neither affine nor a min or max of affine values")
 
 
 def _size(value, cap: int) -> int:
@@ -456,9 +548,10 @@ def _linear(value) -> tuple[dict, int]:
             return _combined(({}, 0), _linear(operand), -1)
         case n.Binary(op="+" | "-", left=left, right=right):
             return _combined(_linear(left), _linear(right), 1 if value.op == "+" else -1)
-        case n.Binary(op="*", left=left, right=right) if constant_of(left, "int") is not None or constant_of(right, "int") is not None:
-            factor, other = (constant_of(left, "int"), right) if constant_of(left, "int") is not None else (constant_of(right, "int"), left)
-            return _combined(({}, 0), _linear(other), factor)
+        case n.Binary(op="*", left=left, right=right) if constant_of(left, "int") is not None:
+            return _combined(({}, 0), _linear(right), constant_of(left, "int"))
+        case n.Binary(op="*", left=left, right=right) if constant_of(right, "int") is not None:
+            return _combined(({}, 0), _linear(left), constant_of(right, "int"))
     return {unparse(value): (value, 1)}, 0
 
 
