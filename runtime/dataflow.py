@@ -37,7 +37,8 @@ Form = tuple  # (constant, coefficient of u1, …, coefficient of ud)
 
 @dataclass(frozen=True)
 class Loop:
-    """``u`` ranges over ``max(lower) <= u < min(upper)`` in steps of ``step`` from its start."""
+    """``u`` ranges over ``max(lower) <= u < min(upper)`` in steps of ``step`` from ``lower[0]``,
+    the loop's start (the other bounds from below are the ifs' around the statement)."""
 
     lower: tuple  # forms over the enclosing loops' variables
     upper: tuple
@@ -225,7 +226,7 @@ class _System:
 
     def _start(self, level: int, values: list) -> int:
         """The first value of the loop at ``level``, given the shallower ones (its steps count from it)."""
-        return max(_evaluate_form(f, values) for f in self.loops[level].lower)
+        return _evaluate_form(self.loops[level].lower[0], values)
 
     def _range(self, level: int, r: int, c: int, values: list) -> tuple[int, int]:
         """Bounds of the variable at ``level`` from the inequalities whose deepest variable it is."""

@@ -26,9 +26,9 @@ whose coefficient is ±1 (or any number, when the rest names no loop variable:
 decided by the run before it starts. ``let`` values count as their forms. An
 ``or``, or a min or max that makes one (``for m in min(k, 3) .. n``, ``if m >
 min(k, 4)``), splits a statement into alternatives, each an event: their union
-is the statement's (at most 64 per statement; a loop of a step other than ±1
-may not start at a min or max, nor be bounded from below by an if: its steps
-count from its start). Indices that are only read may be anything (``j // s``):
+is the statement's (at most 64 per statement; a loop of a step other than 1
+counts its steps from its start, so a min start of one is an alternative per
+form, where that form is the least, and a min of maxes is outside). Indices that are only read may be anything (``j // s``):
 their terms say nothing, and the driver's ownership test decides. A program
 outside this class gets no plan (:func:`plan` returns None) and every rank
 walks its whole loop nest, as the driver's docstring then says.
@@ -134,10 +134,18 @@ class _Planner:
         number = first
         with self._split(len(alternatives)):
             for guards, conditions in alternatives:
-                self.when += conditions
-                number = self._statements(branch, _guarded(loops, guards), positions, dict(lets), first, refs)
-                del self.when[len(self.when) - len(conditions):]
+                with self._under(conditions):
+                    number = self._statements(branch, _guarded(loops, guards), positions, dict(lets), first, refs)
         return number
+
+    @contextmanager
+    def _under(self, conditions: tuple):
+        """Statements planned meanwhile happen only when the loop-invariant ``conditions`` hold."""
+        self.when += conditions
+        try:
+            yield
+        finally:
+            del self.when[len(self.when) - len(conditions):]
 
     @contextmanager
     def _split(self, alternatives: int):
@@ -156,18 +164,18 @@ class _Planner:
         sign = 1 if step > 0 else -1
         var = stmt.var.text
         start, stop = _tree(stmt.start, loops, lets), _tree(stmt.stop, loops, lets)
-        if abs(step) != 1 and not isinstance(start, dict):
-            raise NotAffine("a min or max start of a loop of step other than ±1")  # its steps count from it
         # a loop runs while v >= start and v < stop (counting down, v <= start and v > stop): a min
         # or max makes that a bound per form, or alternatives (a min start counting up: v >= a or v >= b)
         inside = loops + [(var, sign, abs(step), ())]
-        alternatives = _all([_compare(">=" if sign > 0 else "<=", {var: 1}, start, inside),
+        alternatives = _all([_starts(var, sign, abs(step), start, inside),
                              _compare("<" if sign > 0 else ">", {var: 1}, stop, inside)])
         refs = []
         with self._split(len(alternatives)):
-            for guards, _ in alternatives:  # each bounds v only
-                loop = (var, sign, abs(step), tuple((kind, form) for _, kind, form in guards))
-                refs += self._block(stmt.body, loops + [loop], positions, lets)
+            for guards, conditions in alternatives:
+                mine = tuple((kind, form) for v, kind, form in guards if v == var)
+                around = _guarded(loops, tuple(guard for guard in guards if guard[0] != var))
+                with self._under(conditions):
+                    refs += self._block(stmt.body, around + [(var, sign, abs(step), mine)], positions, lets)
         depth = len(loops)
         plan = LoopPlan(var)
         for tile, leaf_lets, leaf_loops in refs:
@@ -255,8 +263,6 @@ class _Planner:
             if sign < 0:
                 lower, upper = ([_add(_scale(f, -1), {"": 1}) for f in upper],
                                 [_add(_scale(f, -1), {"": 1}) for f in lower])
-            if step != 1 and len(lower) > 1:
-                raise NotAffine("an if bounding a loop of step other than 1 from below")  # its start would move
             bounds.append((tuple(_u(f, space) for f in lower), tuple(_u(f, space) for f in upper), step))
         ranges = []
         for index in (tile.row, tile.col):
@@ -402,6 +408,41 @@ def _floor(form: Form, divisor: int) -> Form:
 def _ceiling(form: Form, divisor: int) -> Form:
     """⌈form / divisor⌉ (:func:`_floor`)."""
     return _scale(_floor(_scale(form, -1), divisor), -1)
+
+
+def _starts(var: str, sign: int, step: int, start, inside: list) -> list:
+    """The alternatives of ``v >= start`` (counting down, ``v <= start``), each with the loop's
+    start first among v's bounds from below (where a loop of a step other than 1 counts its
+    steps from). At step 1, a min start counting up is the union of the ranges from each of
+    its forms; at another step, the steps count from the least of them: an alternative per
+    form, where it is the least and no form before it is as small (a max counting down alike)."""
+    bound = ">=" if sign > 0 else "<="
+    if step == 1 or isinstance(start, dict):
+        return _compare(bound, {var: 1}, start, inside)
+    func, forms = start[0], _flat(start)
+    better = "<" if func == "min" else ">"
+    loops = inside[:-1]
+    pieces = []
+    for i, form in enumerate(forms):
+        parts = [_compare(better if j < i else better + "=", form, other, loops)
+                 for j, other in enumerate(forms) if j != i]
+        pieces.append(_all(parts + [_compare(bound, {var: 1}, form, inside)]))
+    return _any(pieces)
+
+
+def _flat(tree) -> list:
+    """The forms of a min (or max) of forms, nested calls of the same one flattened; NotAffine
+    for a min of maxes or the other way round."""
+    func, args = tree
+    forms = []
+    for arg in args:
+        if isinstance(arg, dict):
+            forms.append(arg)
+        elif arg[0] == func:
+            forms += _flat(arg)
+        else:
+            raise NotAffine("a start of a stepped loop that is a min of maxes, or a max of mins")
+    return forms
 
 
 def _guarded(loops: list, guards: tuple) -> list:
