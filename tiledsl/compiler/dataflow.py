@@ -28,10 +28,11 @@ decided by the run before it starts. ``let`` values count as their forms. An
 min(k, 4)``), splits a statement into alternatives, each an event: their union
 is the statement's (at most 64 per statement; a loop of a step other than 1
 counts its steps from its start, so a min start of one is an alternative per
-form, where that form is the least, and a min of maxes is outside). Indices that are only read may be anything (``j // s``):
-their terms say nothing, and the driver's ownership test decides. A program
-outside this class gets no plan (:func:`plan` returns None) and every rank
-walks its whole loop nest, as the driver's docstring then says.
+form, where that form is the least, and a min of maxes is outside). Indices
+that are only read may be anything (``j // s``): their terms say nothing, and
+the driver's ownership test decides. A program outside this class gets no plan
+(:func:`plan` returns None) and every rank walks its whole loop nest, as the
+driver's docstring then says.
 """
 from __future__ import annotations
 
