@@ -58,6 +58,7 @@ class Event:
     release: bool = False
     line: int = 0
     when: bool = True  # whether it happens at all: the run decides the ifs on sizes and parameters alone
+    constraints: tuple = ()  # forms F: its instances are those where every F >= 0 (ifs that bound no loop alone)
     _system: "_System" = field(default=None, compare=False, repr=False)
 
     def system(self) -> "_System":
@@ -89,7 +90,7 @@ class _System:
                 row[symbol] = -scale
             return row
 
-        equalities, inequalities = [], []
+        equalities, inequalities = [], [lifted(form) for form in event.constraints]
         for (first, past), symbol in ((event.rows, _R), (event.cols, _C)):
             if _difference(past, first) == (1,) + (0,) * depth:  # a single index: index == tile
                 equalities.append(lifted(first, symbol))
@@ -315,7 +316,8 @@ def events_of(driver, matrices: dict, params) -> dict | None:
         return None
     events: dict = {}
     for event in filter(lambda event: event.when, described):
-        forms = [f for loop in event.loops for f in loop.lower + loop.upper] + list(event.rows + event.cols)
+        forms = [f for loop in event.loops for f in loop.lower + loop.upper] + \
+            list(event.rows + event.cols + event.constraints)
         if not all(isinstance(x, int) for form in forms for x in form):
             return None
         events.setdefault(event.matrix, []).append(event)

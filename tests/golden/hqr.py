@@ -54,7 +54,7 @@ PROGRAM = Program(
     check=CheckDecl('qr', ('A', 'T'), line=34),
     kernel_module=None,
     source_dir='../../programs',  # programs/hqr.tile's directory, relative to this file's
-    source_digest='c984e4a211e74330',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='00804f71ab2cf941',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=42,
              text='geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)'),

@@ -56,7 +56,7 @@ PROGRAM = Program(
                     user=True),
     kernel_module='tsqr_kernels.py',
     source_dir='../../programs',  # programs/tsqr.tile's directory, relative to this file's
-    source_digest='203d707fbf2d3fae',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='e5cc6c5ab5dab1ef',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=43,
              text='geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)'),

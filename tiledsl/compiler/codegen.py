@@ -352,14 +352,17 @@ class _Model:
             lines.append(f"Event({event.matrix!r}, {event.positions!r}, ({loops}{',' if len(event.loops) == 1 else ''}), "
                          f"{self._forms(event.rows)}, {self._forms(event.cols)}"
                          f"{', release=True' if event.release else ''}, line={event.line}"
-                         f"{self._when(event.when)}),  # {what} at {_where_line(self.checked.path, event.line)}")
+                         f"{self._when(event.when)}{self._constraints(event.constraints)}),"
+                         f"  # {what} at {_where_line(self.checked.path, event.line)}")
         return lines
 
-    def _when(self, conditions) -> str:
-        """An event's ``when``: the loop-invariant comparisons of the ifs it happens under."""
-        if not conditions:
-            return ""
-        return ", when=" + " and ".join(f"{self._coefficient(value)} {op} 0" for op, value in conditions)
+    def _when(self, values) -> str:
+        """An event's ``when``: the ifs it happens under that compare sizes and parameters alone."""
+        return ", when=" + " and ".join(f"{self._coefficient(value)} >= 0" for value in values) if values else ""
+
+    def _constraints(self, forms) -> str:
+        """An event's ``constraints``: the comparisons of the ifs it happens under that bound no loop alone."""
+        return f", constraints={self._forms(forms)}" if forms else ""
 
     def _forms(self, forms) -> str:
         return _tuple(_tuple(self._coefficient(c) for c in form) for form in forms)

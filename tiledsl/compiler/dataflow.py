@@ -20,10 +20,10 @@ maxes of such forms, every tile index written or released is affine, with
 coefficients that the run knows before it starts (numbers, parameters, matrix
 sizes: ``(t + 1) * s`` is affine), and an ``if`` over a call or release compares
 such values, joined by ``and``, ``or`` and ``not`` (an ``else`` branch is the
-condition negated); a comparison bounds the innermost loop variable it names,
-whose coefficient is ±1 (or any number, when the rest names no loop variable:
-``2 * k < A.nt`` is ``k < ⌊(A.nt − 1) / 2⌋ + 1``), and one that names none is
-decided by the run before it starts. ``let`` values count as their forms. An
+condition negated); a comparison bounds the innermost loop variable it names
+where its coefficient is ±1, is a constraint of the statement's instances
+otherwise (``2 * k < A.nt``), and one that names no loop variable is decided by
+the run before it starts. ``let`` values count as their forms. An
 ``or``, or a min or max that makes one (``for m in min(k, 3) .. n``, ``if m >
 min(k, 4)``), splits a statement into alternatives, each an event: their union
 is the statement's (at most 64 per statement; a loop of a step other than 1
@@ -64,7 +64,8 @@ class EventPlan:
     cols: tuple
     release: bool
     line: int
-    when: tuple = ()  # (op, value): the loop-invariant comparisons ``value op 0`` it happens under
+    when: tuple = ()  # loop-invariant values v: it happens only where every v >= 0
+    constraints: tuple = ()  # forms F in u-space: its instances are those where every F >= 0
 
 
 @dataclass
@@ -91,7 +92,7 @@ class _Planner:
         self.checked = checked
         self.summaries = {c.call.span: c for c in checked.calls}
         self.result = SharePlan()
-        self.when: list = []  # the loop-invariant comparisons of the ifs around (see _comparison)
+        self.when: list = []  # the conditions of the ifs around that bound no loop (see _comparison)
         self.pieces = 1  # the alternatives the loops and ifs around have split the statements into
 
     def build(self) -> SharePlan:
@@ -141,7 +142,7 @@ class _Planner:
 
     @contextmanager
     def _under(self, conditions: tuple):
-        """Statements planned meanwhile happen only when the loop-invariant ``conditions`` hold."""
+        """Statements planned meanwhile happen only where ``conditions`` hold (:func:`_comparison`)."""
         self.when += conditions
         try:
             yield
@@ -253,8 +254,8 @@ class _Planner:
         return [(access.tile, lets, loops) for access in summary.accesses]
 
     def _event(self, tile: n.TileRef, loops: list, positions: list, lets: dict, release: bool, line: int) -> None:
-        if any(isinstance(value, int) for _, value in self.when):
-            return  # under a condition that never holds (a true one is left out of self.when)
+        if _NEVER in self.when:
+            return  # under a comparison of numbers that does not hold (one that holds is left out)
         space = [(v, sign) for v, sign, *_ in loops]
         bounds = []
         for var, sign, step, guards in loops:
@@ -274,7 +275,8 @@ class _Planner:
                 past = _add(first, {"": 1})
             ranges.append((_u(first, space), _u(past, space)))
         event = EventPlan(tile.matrix.text, tuple(positions), tuple(bounds), ranges[0], ranges[1], release, line,
-                          tuple(self.when))
+                          tuple(f[""] for f in self.when if _invariant(f)),
+                          tuple(_u(f, space) for f in self.when if not _invariant(f)))
         if event not in self.result.events:  # alternatives that differ only on other loops' bounds
             self.result.events.append(event)
 
@@ -282,7 +284,7 @@ class _Planner:
 # ---------------------------------------------------------------- if conditions
 _NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 _MOST_PIECES = 64
-_NEVER = ("never", 0)  # a comparison of numbers that does not hold: the statements under it never run
+_NEVER = {"": -1}  # a comparison of numbers that does not hold (-1 >= 0): the statements under it never run
 
 
 def invariant_width(start, stop, loops: list, lets: dict):
@@ -364,51 +366,32 @@ def _any(parts: list) -> list:
 
 def _comparison(op: str, difference: Form, loops: list) -> tuple:
     """The alternative of ``difference op 0`` (op not ``!=``): bounds on the innermost loop
-    variable it names; or, when it names none, the comparison itself, which the run decides
-    before it starts (``A.nt > 3``; one of numbers is decided here: true, nothing; false,
-    :data:`_NEVER`)."""
+    variable it names, where its coefficient is ±1; else conditions, forms F that it needs
+    to be F >= 0 (``2 * k < A.nt``: A.nt - 1 - 2·k >= 0). A condition of sizes and
+    parameters alone (``A.nt > 3``) the run decides before it starts; one of numbers is
+    decided here (true: none; false: :data:`_NEVER`)."""
     named = [loop[0] for loop in loops if difference.get(loop[0], 0) != 0]
-    if not named:
-        value = difference.get("", 0)
-        if isinstance(value, int):
-            return (), (() if _holds(op, value) else (_NEVER,))
-        return (), ((op, value),)
+    if not named or difference[named[-1]] not in (1, -1):
+        conditions = {"<": [_add(_scale(difference, -1), {"": -1})], "<=": [_scale(difference, -1)],
+                      ">": [_add(difference, {"": -1})], ">=": [difference],
+                      "==": [difference, _scale(difference, -1)]}[op]
+        numbers = [f for f in conditions if set(f) <= {""} and isinstance(f.get("", 0), int)]
+        if any(f.get("", 0) < 0 for f in numbers):
+            return (), (_NEVER,)
+        return (), tuple(f for f in conditions if f not in numbers)
     var = named[-1]
     coefficient, rest = difference[var], {k: v for k, v in difference.items() if k != var}
-    if not (isinstance(coefficient, int) and (coefficient in (1, -1) or _invariant(rest))):
-        raise NotAffine("a comparison bounding no loop variable with coefficient ±1, or with a constant rest")
     # coefficient·v + rest  >= 0  or  <= 0  (a strict comparison moves the bound by one)
     at_least = {"<": None, "<=": None, ">": 1, ">=": 0, "==": 0}[op]
     at_most = {"<": -1, "<=": 0, ">": None, ">=": None, "==": 0}[op]
     guards = []
     if at_least is not None:  # coefficient·v >= at_least − rest
         bound = _add({"": at_least}, _scale(rest, -1))
-        guards.append((var, "ge", _ceiling(bound, coefficient)) if coefficient > 0
-                      else (var, "lt", _add(_floor(bound, coefficient), {"": 1})))
+        guards.append((var, "ge", bound) if coefficient == 1 else (var, "lt", _add(_scale(bound, -1), {"": 1})))
     if at_most is not None:  # coefficient·v <= at_most − rest
         bound = _add({"": at_most}, _scale(rest, -1))
-        guards.append((var, "lt", _add(_floor(bound, coefficient), {"": 1})) if coefficient > 0
-                      else (var, "ge", _ceiling(bound, coefficient)))
+        guards.append((var, "lt", _add(bound, {"": 1})) if coefficient == 1 else (var, "ge", _scale(bound, -1)))
     return tuple(guards), ()
-
-
-def _holds(op: str, value: int) -> bool:
-    return {"<": value < 0, "<=": value <= 0, ">": value > 0, ">=": value >= 0, "==": value == 0}[op]
-
-
-def _floor(form: Form, divisor: int) -> Form:
-    """⌊form / divisor⌋: the form divided (divisor ±1), or its constant's floor (a constant form)."""
-    if divisor in (1, -1):
-        return _scale(form, divisor)
-    value = form.get("", 0)
-    if isinstance(value, int):
-        return {"": value // divisor}
-    return {"": n.Binary("//", value, _expr(divisor), _span_of(value))}
-
-
-def _ceiling(form: Form, divisor: int) -> Form:
-    """⌈form / divisor⌉ (:func:`_floor`)."""
-    return _scale(_floor(_scale(form, -1), divisor), -1)
 
 
 def _starts(var: str, sign: int, step: int, start, inside: list) -> list:
