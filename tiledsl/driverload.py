@@ -248,6 +248,7 @@ DRIVER_FUNCTIONS = {"resolve_params", "unmet", "shapes", "generate", "loop_bound
 # an affine loop nest's writes and releases; the helpers of a program that uses '**' or a computed step
 OPTIONAL_FUNCTIONS = {"dataflow", "_power", "_step"}
 OPTIONAL_TABLES = {"SOURCE_NAMES"}  # the .tile names the driver renames (a loop variable 'lambda')
+OPTIONAL_TEXTS = {"NOT_AFFINE"}  # where a loop nest with no share plan leaves the affine class
 FLOPS_PREFIX = "_flops_"  # how codegen names a user kernel's flop count: _flops_<kernel>
 
 
@@ -293,6 +294,10 @@ def _driver_statement(statement) -> str | None:
     if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
             and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in OPTIONAL_TABLES
             and isinstance(statement.value, ast.Dict)):
+        return statement.targets[0].id
+    if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in OPTIONAL_TEXTS
+            and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)):
         return statement.targets[0].id
     if isinstance(statement, ast.FunctionDef) and not statement.decorator_list and (
             statement.name in DRIVER_FUNCTIONS | OPTIONAL_FUNCTIONS or statement.name.startswith(FLOPS_PREFIX)):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tiledsl.compiler import compile_path
-from tiledsl.compiler.dataflow import plan
+from tiledsl.compiler.dataflow import outside, plan
 from tiledsl.compiler.expressions import unparse
 from tiledsl.compiler.pipeline import check_path
 from tiledsl.driverload import import_driver
@@ -387,6 +387,20 @@ def test_a_loop_bound_or_if_taking_a_min_or_max_is_one_bound_per_argument(tmp_pa
                                        " and ".join(f"k != {i}" for i in range(7))])  # 2⁷ alternatives
 def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition):
     assert _plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}") is None
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("for k in 0 .. A.nt {\n  if k % 2 == 0 { potrf(A[k, k]) } }", "line 5: k % 2 is not affine in the loop variables"),
+    ("for k in 0 .. A.nt {\n  if k < 3 { potrf(A[k * k, k]) } }", "line 5: k * k multiplies loop variables"),
+    ("for k in 0 .. A.nt {\n  potrf(A[k // 2, k]) }", "line 5: k // 2 is not affine in the loop variables"),
+    ("for k in 0 .. A.nt {\n  if " + " or ".join(f"k == {i}" for i in range(65)) + " { potrf(A[k, k]) } }",
+     "line 5: a condition of more than 64 alternatives")])
+def test_the_driver_of_a_program_outside_the_class_says_where(tmp_path, body, reason):
+    """The innermost statement that leaves the class, and why (a driver's NOT_AFFINE; simulate says it)."""
+    (tmp_path / "p.tile").write_text("program p {\n  tiling uniform(nb = 32)\n  matrix A[n, n] = random spd\n"
+                                     + body + "\n}\n")
+    assert outside(check_path(tmp_path / "p.tile").checked) == reason
+    assert f"NOT_AFFINE = {reason!r}" in compile_path(tmp_path / "p.tile")[1]
 
 
 @pytest.mark.parametrize("condition, pieces", [("k != 1", 2), ("k > 4 or k < 3", 2), ("not (k > 0 and k < 3)", 2),

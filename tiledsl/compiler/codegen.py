@@ -44,7 +44,8 @@ INDENT = "    "
 _RESERVED = (set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins))
              | {"rt", "p", "CALLS", "PROGRAM", "Call", "CheckDecl", "MatrixDecl", "Program", "Tiling",
                 "WorkspaceDecl", "main", "takes_part", "resolve_params", "unmet", "shapes", "generate", "loop_bounds",
-                "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS", "DIV", "SOURCE_NAMES"})
+                "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS", "DIV", "SOURCE_NAMES",
+                "NOT_AFFINE"})
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,7 @@ class DriverModel:
     derive_priorities: bool = False  # no call states a priority
     guided: bool = False  # some loop visits only the values that can lead to this rank's tasks
     events: list | None = None  # lines of dataflow()'s events; None: no share plan (not affine)
+    not_affine: str | None = None  # without a share plan, where and why the loop nest leaves the class
     share_prelude: list = field(default_factory=list)  # dataflow()'s first lines
     kinds: set = field(default_factory=set)  # the term kinds (ANY, AT, PLUS, MINUS, DIV) the loops use
     powers: bool = False  # some expression raises to a power ('**'): the driver defines _power
@@ -310,6 +312,8 @@ class _Model:
             model.guided = any(loop.terms for loop in self.share.loops.values())
             model.events = self._event_lines()
             model.share_prelude = without_unused(self._prelude(), model.events)
+        else:
+            model.not_affine = dataflow.outside(self.checked)
         model.powers = self.powers
         model.steps = self.steps
         model.source_names = self.names.renamed(_bound_names(program))

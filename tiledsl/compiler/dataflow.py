@@ -76,7 +76,9 @@ class SharePlan:
 
 
 class NotAffine(Exception):
-    """The program leaves the class this plan handles."""
+    """The program leaves the class this plan handles: at ``line``, the innermost statement's."""
+
+    line: int | None = None
 
 
 def plan(checked: Checked) -> SharePlan | None:
@@ -85,6 +87,16 @@ def plan(checked: Checked) -> SharePlan | None:
         return _Planner(checked).build()
     except NotAffine:
         return None
+
+
+def outside(checked: Checked) -> str | None:
+    """Why ``checked`` has no share plan (``line 6: a loop variable or let under a non-affine
+    operation``), or None when it has one."""
+    try:
+        _Planner(checked).build()
+    except NotAffine as reason:
+        return f"line {reason.line}: {reason}"
+    return None
 
 
 class _Planner:
@@ -112,21 +124,29 @@ class _Planner:
         alternative of the condition (:func:`_alternatives`), which bounds the loops around them."""
         number = first
         for stmt in stmts:
-            if isinstance(stmt, n.If) and (_has_leaf(stmt.then) or _has_leaf(stmt.orelse)):
-                for branch, negated in ((stmt.then, False), (stmt.orelse, True)):
-                    if _has_leaf(branch):
-                        number = self._branch(branch, _alternatives(stmt.cond, loops, lets, negated), loops,
-                                              positions, lets, number, refs)
-                continue
-            here = positions + [number]
-            number += 1
-            if isinstance(stmt, n.Let):
-                lets[stmt.name.text] = _let(stmt.value, loops, lets)
-            elif isinstance(stmt, n.For):
-                refs += self._for(stmt, loops, here, lets)
-            elif isinstance(stmt, (n.Call, n.Release)):
-                refs += self._leaf(stmt, loops, here, lets)
+            try:
+                number = self._statement(stmt, loops, positions, lets, number, refs)
+            except NotAffine as reason:
+                reason.line = reason.line or stmt.span.line
+                raise
         return number
+
+    def _statement(self, stmt, loops: list, positions: list, lets: dict, number: int, refs: list) -> int:
+        """Plan one statement numbered ``number``; returns the next number (:meth:`_statements`)."""
+        if isinstance(stmt, n.If) and (_has_leaf(stmt.then) or _has_leaf(stmt.orelse)):
+            for branch, negated in ((stmt.then, False), (stmt.orelse, True)):
+                if _has_leaf(branch):
+                    number = self._branch(branch, _alternatives(stmt.cond, loops, lets, negated), loops,
+                                          positions, lets, number, refs)
+            return number
+        here = positions + [number]
+        if isinstance(stmt, n.Let):
+            lets[stmt.name.text] = _let(stmt.value, loops, lets)
+        elif isinstance(stmt, n.For):
+            refs += self._for(stmt, loops, here, lets)
+        elif isinstance(stmt, (n.Call, n.Release)):
+            refs += self._leaf(stmt, loops, here, lets)
+        return number + 1
 
     def _branch(self, branch, alternatives: list, loops: list, positions: list, lets: dict, first: int,
                 refs: list) -> int:
@@ -162,7 +182,7 @@ class _Planner:
     def _for(self, stmt: n.For, loops: list, positions: list, lets: dict) -> list:
         step = 1 if stmt.step is None else constant_of(stmt.step, "int")
         if step is None or step == 0:
-            raise NotAffine("a loop step that is not a constant")
+            raise NotAffine(f"the step {unparse(stmt.step)} is not a constant")
         sign = 1 if step > 0 else -1
         var = stmt.var.text
         start, stop = _tree(stmt.start, loops, lets), _tree(stmt.stop, loops, lets)
@@ -321,7 +341,7 @@ def _alternatives(cond, loops: list, lets: dict, negated: bool = False) -> list:
         case n.Binary(op="<" | "<=" | ">" | ">=" | "==" | "!=", left=left, right=right):
             return _compare(_NEGATED[cond.op] if negated else cond.op, _tree(left, loops, lets),
                             _tree(right, loops, lets), loops)
-    raise NotAffine("an if condition that is not comparisons joined by and, or and not")
+    raise NotAffine(f"the condition {unparse(cond)} is not comparisons joined by and, or and not")
 
 
 # where a min or max on one side of a comparison makes it hold when it holds for every
@@ -425,7 +445,7 @@ def _flat(tree) -> list:
         elif arg[0] == func:
             forms += _flat(arg)
         else:
-            raise NotAffine("a start of a stepped loop that is a min of maxes, or a max of mins")
+            raise NotAffine("the start of a loop of step other than 1 is a min of maxes, or a max of mins")
     return forms
 
 
@@ -473,7 +493,7 @@ def _form(expr, loops: list, lets: dict) -> Form:
             return {ident.text: 1}
         case n.Name(ident=ident) if ident.text in lets:
             if lets[ident.text].form is None:
-                raise NotAffine("a let that is not affine")
+                raise NotAffine(f"the let {ident.text} is not affine")
             return lets[ident.text].form
         case n.Unary(op="-", operand=operand):
             return _scale(_form(operand, loops, lets), -1)
@@ -486,9 +506,9 @@ def _form(expr, loops: list, lets: dict) -> Form:
                 return _scale(b, a.get("", 0))
             if _invariant(b):
                 return _scale(a, b.get("", 0))
-            raise NotAffine("a product of loop variables")
+            raise NotAffine(f"{unparse(expr)} multiplies loop variables")
     if any(name in variables or name in lets for name in names(expr)):  # (not a set of every let: one per let)
-        raise NotAffine("a loop variable or let under a non-affine operation")
+        raise NotAffine(f"{unparse(expr)} is not affine in the loop variables")
     return {"": expr}  # loop-invariant: the run knows it before it starts
 
 
@@ -499,13 +519,12 @@ def _tree(expr, loops: list, lets: dict):
     try:
         return _form(expr, loops, lets)
     except NotAffine:
-        pass
-    match expr:
-        case n.Func(func=name, args=args) if name.text in ("min", "max"):
-            return name.text, tuple(_tree(arg, loops, lets) for arg in args)
-        case n.Name(ident=ident) if ident.text in lets and lets[ident.text].tree is not None:
-            return lets[ident.text].tree
-    raise NotAffine("a value that is neither affine nor a min or max of affine values")
+        match expr:
+            case n.Func(func=name, args=args) if name.text in ("min", "max"):
+                return name.text, tuple(_tree(arg, loops, lets) for arg in args)
+            case n.Name(ident=ident) if ident.text in lets and lets[ident.text].tree is not None:
+                return lets[ident.text].tree
+        raise
 
 
 def _size(value, cap: int) -> int:

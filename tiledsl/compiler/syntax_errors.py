@@ -17,19 +17,20 @@ from .grammar import TOKEN, WORD, GluedKeyword, lark_parser
 from .source import Source, Span
 
 #: (an integer and a float are both "a number" where an expression may begin: they come together)
-_TOKEN_WORDS = {"NAME": "a name", "INT": "a number", "FLOAT": "a number", "STRING": "a string",
-                "CMP_OP": "a comparison",
-                "MUL_OP": "'*', '//' or '%'", "SLASH": "'/'", "VALUE_TYPE": "int, float or char", "$END": "end of file"}
+_TOKEN_WORDS = {"NAME": ("a name",), "INT": ("a number",), "FLOAT": ("a number",), "STRING": ("a string",),
+                "CMP_OP": ("a comparison",), "MUL_OP": ("'*'", "'//'", "'%'"), "SLASH": ("'/'",),
+                "VALUE_TYPE": ("int", "float", "char"), "$END": ("end of file",)}
 
 
-def _describe(terminal: str) -> str:
+def _describe(terminal: str) -> tuple[str, ...]:
+    """The words a note of what was expected gives a terminal (one per token it stands for)."""
     if terminal in _TOKEN_WORDS:
         return _TOKEN_WORDS[terminal]
     try:
         pattern = lark_parser().get_terminal(terminal).pattern
     except KeyError:
-        return terminal
-    return f"'{pattern.value}'" if pattern.type == "str" else terminal.lower()
+        return (terminal,)
+    return (f"'{pattern.value}'",) if pattern.type == "str" else (terminal.lower(),)
 
 
 def _keyword_of(terminal: str) -> str | None:
@@ -56,7 +57,7 @@ def syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
         return _character_diagnostic(source, error.pos_in_stream, Span.point(source.path, line, column))
     terminals = frozenset(getattr(error, "expected", ()))
     accepts = _acceptable(error, terminals)
-    expected = sorted({_describe(t) for t in accepts} - {""})
+    expected = sorted({word for t in accepts for word in _describe(t)} - {""})
     if isinstance(error, UnexpectedEOF) or (isinstance(error, UnexpectedToken) and error.token.type == "$END"):
         where = Span.point(source.path, *_end_position(source))
         found = "end of file"
@@ -1209,7 +1210,8 @@ def _separator_hint(code: str, token: Token, after: str, accepts: frozenset) -> 
         return f"a {bound[2]} binds its name with one '=': {bound[1]} = {_SEPARATED_UP_TO.match(after).group().strip()}"
     if _terminal("..") in accepts and re.match(r"for\b", statement):
         return f"a loop's range is START .. STOP: {statement} .. {rest}"
-    if accepts == {_terminal("(")} and re.fullmatch(r"[A-Za-z_]\w*", statement) and statement not in KEYWORDS:
+    if accepts == {_terminal("(")} and re.fullmatch(r"[A-Za-z_]\w*", statement) and statement not in KEYWORDS \
+            and re.match(r'[\w"\[-]', str(token)):  # what follows could be an argument (not 'then, trsm(...)')
         bracketed = re.fullmatch(r"\[(.*)\]", rest)  # potrf[A[k, k]]
         return f"a call's arguments go in parentheses: {statement}({bracketed.group(1) if bracketed else rest})"
     return None

@@ -198,7 +198,9 @@ def _whole_walk_reason(driver, nranks: int, options) -> str | None:
     if priorities.derived(driver.PROGRAM, options.priorities):
         return ("the program's priorities are derived from every task: give its calls priority clauses, or "
                 "--priorities none")
-    return "the program's loop nest has no affine description for a share walk to follow (docs/cluster.md)"
+    where = getattr(driver, "NOT_AFFINE", None)
+    return ("the program's loop nest has no affine description for a share walk to follow "
+            f"({f'{where}; ' if where else ''}docs/cluster.md)")
 
 
 def _share_walks(driver, params, distribution, nranks: int, options) -> list[float] | None:
