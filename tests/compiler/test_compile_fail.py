@@ -429,3 +429,11 @@ def test_a_panel_passed_twice_with_sub_ranges_is_not_told_of_one_tile_s_sub_rang
             "  trsm_l(A[0 : A.mt, 0][0 : 2, 0 : 4], A[0 : A.mt, 0][2 : 4, 0 : 4])\n}\n")
     (twice,) = [d for d in check_source(decode("p.tile", text.encode())).diagnostics if d.code == "E204"]
     assert twice.message.startswith("panel A[0 : A.mt, 0] is passed twice") and twice.hint is None
+
+
+def test_a_lone_cr_is_warned_of_with_the_syntax_error_it_causes():
+    """A comment that seems to hold the text after a lone CR does not: the parse fails on that text,
+    and W308 (said before it, in the file's order) is why."""
+    source = decode("u.tile", b"program u {\n  matrix A[n, n] = random spd\n  potrf(A[0, 0])  # first\rdone, more\n}\n")
+    assert [(d.code, d.span.line, d.span.column) for d in check_source(source).diagnostics] == [
+        ("W308", 3, 26), ("E100", 4, 5)]

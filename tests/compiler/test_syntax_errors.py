@@ -230,6 +230,7 @@ def test_a_greek_letter_that_is_a_name_of_its_own_is_spelt_out(name, hint):
     ("if k > 0 { x = 1 }", "there is no assignment"),  # the '=' is in the if's block: no comparison
     ("if k == 0 IN k { potrf(A[k, k]) }", None),  # 'in' does not parse there either: no "lower case" hint
     ("potrf[A[k, k]]", "a call's arguments go in parentheses: potrf(A[k, k])"),  # no '=' after them: no assignment
+    ("see below", "a call's arguments go in parentheses: see(below)"),  # not "did you mean 'use'": a file's word
     ("gemm(A[k, k], A[k, k].m, A[k, k])", None),  # an attribute, not a transpose
     ("if k == 0 { potrf(A[k, k]) } else potrf(A[k, k])", "an else takes braces: else { potrf(A[k, k]) }")])
 def test_another_languages_form_is_hinted_only_where_it_is_what_failed(statement, hint):

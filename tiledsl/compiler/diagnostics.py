@@ -104,6 +104,34 @@ class DiagnosticBag:
         return any(d.is_error for d in self.items)
 
 
+def merged_repeats(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """``diagnostics`` (in the file's order) with an unknown name said once, where it is first
+    used, noting the other places (one misspelling or rename fixes them all); and without the
+    "declared but never used" of a matrix or kernel while an unknown one may stand for it."""
+    first: dict = {}  # (path, code, message) -> index in out
+    places: dict = {}
+    out: list[Diagnostic] = []
+    for diagnostic in diagnostics:
+        key = (diagnostic.span and diagnostic.span.path, diagnostic.code, diagnostic.message)
+        if diagnostic.code in ("E200", "E201") and diagnostic.message.startswith("unknown ") and key in first:
+            places[key].append(diagnostic.span)
+            continue
+        first[key], places[key] = len(out), []
+        out.append(diagnostic)
+    for key, spans in places.items():
+        if spans:
+            shown = ", ".join(f"{span.line}:{span.column}" for span in spans[:_MOST_PLACES])
+            more = f" and {len(spans) - _MOST_PLACES} more" if len(spans) > _MOST_PLACES else ""
+            kept = out[first[key]]
+            out[first[key]] = replace(kept, notes=kept.notes + (f"also used at {shown}{more}",))
+    unknown = {kind for d in out if d.code in ("E200", "E201")
+               for kind in ("matrix", "kernel") if d.message.startswith(f"unknown {kind} ")}
+    return [d for d in out if not (d.code == "W300" and d.message.split(" ")[0] in unknown)]
+
+
+_MOST_PLACES = 8  # the places a merged unknown name's note lists
+
+
 def _on_its_line(diagnostic: Diagnostic) -> tuple:
     """A diagnostic without its columns: the same words and notes at the same line are one cause."""
     span = diagnostic.span

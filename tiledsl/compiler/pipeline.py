@@ -11,7 +11,7 @@ from importlib import resources
 
 from . import nodes
 from .analysis import Checked, analyze
-from .diagnostics import Diagnostic, headline, render
+from .diagnostics import Diagnostic, headline, merged_repeats, render
 from .parser import parse, room_for_depth
 from .source import Source, SourceError, decode, direction_controls, lone_returns, read_source
 
@@ -47,14 +47,16 @@ def prelude() -> nodes.File:
 def check_source(source: Source) -> Result:
     """Parse and analyze already-decoded program text."""
     result = Result(source.path, source)
+    # what the text itself warns of (a lone CR, direction controls) may be what broke the syntax
+    of_text = [*direction_controls(source), *lone_returns(source)]
     try:
         tree = parse(source)
     except SourceError as error:
-        result.diagnostics.append(error.diagnostic)
+        result.diagnostics.extend(sorted([error.diagnostic, *of_text], key=_position))
         return result
     with room_for_depth():
         result.checked, bag = analyze(tree, prelude())
-    result.diagnostics.extend(sorted([*bag.items, *direction_controls(source), *lone_returns(source)], key=_position))
+    result.diagnostics.extend(merged_repeats(sorted([*bag.items, *of_text], key=_position)))
     return result
 
 

@@ -87,7 +87,8 @@ def syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or _line_ended_early(source, line, before, token, terminals, notes)
             or _expression_missing(source, line, before, token, notes)
             or _misspelt_word(source.path, line, before, called=terminals == {"LPAR"},
-                              declared=_DECLARED_KERNEL.findall(source.text))
+                              declared=_DECLARED_KERNEL.findall(source.text),
+                              in_block=_in_braces(source.text, line, column))
             or _value_dependent(source, line, before, token, in_expression)
             or _stray_else(where, before, token, terminals)
             or _declaration_read_as_call(where, before, token, terminals)
@@ -192,7 +193,7 @@ def _line_ended_early(source: Source, line: int, before: str, token, terminals, 
         return None
     code = _code(lines[previous - 1])
     named = _NAMED_AND_WORD.search(code)
-    misspelt = _misspelt_word(source.path, previous, code[:named.end()]) if named else None
+    misspelt = _misspelt_word(source.path, previous, code[:named.end()], in_block=True) if named else None
     if misspelt is not None:
         return misspelt
     end = len(code.rstrip()) + 1
@@ -722,7 +723,7 @@ def _declaration_among_statements(token: Token, after: str, terminals: frozenset
     return bool(starts) and "LET" in terminals
 
 
-def _misspelt_keyword(before: str, word: str | None, called: bool = False) -> str | None:
+def _misspelt_keyword(before: str, word: str | None, called: bool = False, in_block: bool = False) -> str | None:
     """The keyword that the word ending ``before`` misspells, where a keyword goes: at the start
     of its line or of a statement after a call or a brace (a program on one line), or
     ``priority`` after a call; or where the parser read the word as a called kernel's name
@@ -732,7 +733,10 @@ def _misspelt_keyword(before: str, word: str | None, called: bool = False) -> st
     ahead = before.rstrip()[:-len(word)].rstrip()
     statement = not ahead or ahead.endswith(("{", "}", ")")) or called and not _NAMING.search(ahead)
     candidates = KEYWORDS if statement else _INITS if _MATRIX_EQUALS.search(ahead) else ()
-    return did_you_mean(word, candidates)
+    return did_you_mean(word, [c for c in candidates if not (in_block and c in _FILE_KEYWORDS)])
+
+
+_FILE_KEYWORDS = ("use", "kernel", "program")  # the statements of a file, outside its program's braces
 
 
 _INITS = ("random", "load")  # the keywords that may begin a matrix's initial value
@@ -783,14 +787,16 @@ def _parses_apart(text: str, keyword: Token) -> bool:
     return True
 
 
-def _misspelt_word(path: str, line: int, before: str, called: bool = False, declared=()) -> Diagnostic | None:
+def _misspelt_word(path: str, line: int, before: str, called: bool = False, declared=(),
+                   in_block: bool = False) -> Diagnostic | None:
     """A keyword misspelt where one goes (``matrx A``, ``fro k``): said at the word, which the
     parser read as a name (``called``: a called kernel's, unless the file ``declared`` a kernel of
-    that name: its call lacks its '('), not at the token after it."""
+    that name: its call lacks its '('), not at the token after it; ``in_block``: inside a
+    program's braces, where the file's own keywords (``use``, ``kernel``, ``program``) do not go."""
     found = _NAME_BEFORE.search(before)
     if found and (called and found.group(1) in declared or found.group(1) in _grammar_keywords()):
         return None  # (a keyword where it cannot go, 'or' after a requirement's message: no misspelling)
-    close = _misspelt_keyword(before, found.group(1), called) if found else None
+    close = _misspelt_keyword(before, found.group(1), called, in_block) if found else None
     if close is None:
         return None
     return Diagnostic(Span(path, line, found.start(1) + 1, line, found.end(1) + 1), "E100",
