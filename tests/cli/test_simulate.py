@@ -88,6 +88,9 @@ def test_one_rank_counts_every_task_and_no_message(capsys, machine_file):
     assert predicted["tasks"] == predicted["ranks"][0]["tasks"] == 6 + 2 * 15 + 55  # 6×6 tiles, ragged
     assert predicted["totals"]["messages_sent"] == 0
     assert predicted["seconds"] >= max(predicted["critical_path"], predicted["area_bound"]) > 0
+    assert predicted["ranks"][0]["instances"] is not None  # the machine file's GPUs exchange with the host
+    alone = simulate(capsys, "lu", "--nodes", 1, "--machine", machine_file, "--n", 500, "--nb", 96, "--gpus", 0)
+    assert alone["ranks"][0]["instances"] is None  # as a run's: one rank without GPUs exchanges with nothing
 
 
 @pytest.mark.timeout(60)
@@ -98,13 +101,17 @@ def test_a_rank_walks_as_the_run_would(capsys, machine_file, tmp_path):
     share = simulate(capsys, "cholesky", "--nodes", 4, *size)["walk"]
     whole = simulate(capsys, "cholesky", "--nodes", 4, *size, "--priorities", "auto")
     assert share["rank_walks"] == "share" and whole["walk"]["rank_walks"] == "whole"
-    assert whole["walk"]["whole_because"].startswith("the program's priorities are derived from every task")
+    assert whole["walk"]["whole_because"] == ("--priorities auto derives the priorities from every task: leave it "
+                                              "out for the program's own priority clauses, or give --priorities none")
     assert whole["walk"]["tasks_met"] == whole["tasks"] == 680
     assert share["tasks_met"] < whole["tasks"] * 0.75 and share["seconds"] < whole["walk"]["seconds"]
     assert simulate(capsys, "cholesky", "--nodes", 1, *size)["walk"]["rank_walks"] == "whole"
     (tmp_path / "guarded.tile").write_text("program guarded {\n  tiling uniform(nb = 32)\n"
                                            "  matrix A[n, n] = random spd\n"
                                            "  for k in 0 .. A.nt { if k * k < A.mt { potrf(A[k, k]) } }\n}\n")
+    derived = simulate(capsys, tmp_path / "guarded.tile", "--nodes", 2, *size)["walk"]  # no priority clauses
+    assert derived["whole_because"] == ("the program's priorities are derived from every task: give its calls "
+                                        "priority clauses, or --priorities none")
     guarded = simulate(capsys, tmp_path / "guarded.tile", "--nodes", 2, *size, "--priorities", "none")["walk"]
     assert guarded["rank_walks"] == "whole" and guarded["whole_because"] == (
         "the program's loop nest has no affine description for a share walk to follow (line 4: k * k multiplies "
@@ -171,7 +178,12 @@ def test_rates_are_interpolated_in_the_tile_size():
     ({"cores": 2.5}, "bad.json: cores must be an integer from 1 to 4096, got 2.5"),
     ({"cores": 10 ** 9}, "bad.json: cores must be an integer from 1 to 4096, got 1000000000"),
     ({"gpus": 1.5, "gpu": {"gemm": 9}}, "bad.json: gpus must be an integer from 0 to 4096, got 1.5"),
-    ({"memory_gbs": 0}, "bad.json: memory_gbs must be positive (leave it out for no memory time), got 0"),
+    ({"memory_gbs": 0}, "bad.json: memory_gbs (leave it out for no memory time) must be a number above 0 and up to "
+                        "1e+09, got 0"),
+    ({"network": {"latency_us": 2, "bandwidth_gbs": -24}},  # said as 0 is: it was "from 0 to 1e+09" here
+     "bad.json: network.bandwidth_gbs must be a number above 0 and up to 1e+09, got -24"),
+    ({"network": {"latency_us": 2, "bandwidth_gbs": 0}},
+     "bad.json: network.bandwidth_gbs must be a number above 0 and up to 1e+09, got 0"),
     ({"cpu": {"gemm": float("nan")}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got NaN"),
     ({"cpu": {"gemm": float("inf")}}, "bad.json: cpu.gemm: rates are GFLOP/s from 1e-06 to 1e+09, got Infinity"),
     ({"cpu": {"gemm": {"0": 3}}}, "bad.json: cpu.gemm: the tile sizes of a rate table are positive integers"),

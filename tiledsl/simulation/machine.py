@@ -106,9 +106,8 @@ class Machine:
 def _link(value, where: str) -> Link:
     if not isinstance(value, dict) or set(value) != set(LINK_FIELDS):
         raise MachineError(f"{where} must give exactly {', '.join(LINK_FIELDS)}, got {json.dumps(value)}")
-    latency, bandwidth = (_number(value[key], f"{where}.{key}") for key in LINK_FIELDS)
-    if bandwidth <= 0:
-        raise MachineError(f"{where}.bandwidth_gbs must be positive, got {bandwidth:g}")
+    latency, bandwidth = (_number(value[key], f"{where}.{key}", positive=key == "bandwidth_gbs")
+                          for key in LINK_FIELDS)
     return Link(latency * 1e-6, bandwidth * 1e9)
 
 
@@ -121,9 +120,11 @@ MOST = 1e9  # microseconds, GB/s: a machine file's number past this is a mistake
 MOST_PER_NODE = 4096  # cores or GPUs of a node: more is a mistake (the simulation makes a worker of each)
 
 
-def _number(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MOST:
-        raise MachineError(f"{where} must be a number from 0 to {MOST:g}, got {json.dumps(value)}")
+def _number(value, where: str, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MOST \
+            or positive and value == 0:
+        span = f"above 0 and up to {MOST:g}" if positive else f"from 0 to {MOST:g}"
+        raise MachineError(f"{where} must be a number {span}, got {json.dumps(value)}")
     return float(value)
 
 
@@ -137,10 +138,8 @@ def _memory(content: dict, where: str) -> float:
     """``memory_gbs`` in bytes per second; 0 where the file leaves it out (no memory cost)."""
     if "memory_gbs" not in content:
         return 0.0
-    value = _number(content["memory_gbs"], f"{where}: memory_gbs")
-    if value == 0:
-        raise MachineError(f"{where}: memory_gbs must be positive (leave it out for no memory time), got 0")
-    return value * 1e9
+    return _number(content["memory_gbs"], f"{where}: memory_gbs (leave it out for no memory time)", positive=True) \
+        * 1e9
 
 
 def shipped() -> list[str]:

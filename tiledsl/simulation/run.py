@@ -195,6 +195,9 @@ def _whole_walk_reason(driver, nranks: int, options) -> str | None:
     for one rank, whose share is the whole."""
     if nranks == 1:
         return None
+    if priorities.derived(driver.PROGRAM, options.priorities) and not driver.PROGRAM.derive_priorities:
+        return ("--priorities auto derives the priorities from every task: leave it out for the program's own "
+                "priority clauses, or give --priorities none")
     if priorities.derived(driver.PROGRAM, options.priorities):
         return ("the program's priorities are derived from every task: give its calls priority clauses, or "
                 "--priorities none")
@@ -230,7 +233,9 @@ def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, tim
     """The predicted time and rate, every rank's statistics, the walk's cost and the bounds."""
     first = timing.uncounted[0] if timing.uncounted else None  # a run names the first, as its rank stats do
     counted = not has_standard_count(program)  # a run counts no task's flops where the check's formula counts
-    ranks = [_rank_stats(rank, walker, number, first, counted) for number, rank in enumerate(simulator.ranks)]
+    exchanges = len(simulator.ranks) > 1 or any(len(rank.by_device) > 1 for rank in simulator.ranks)
+    ranks = [_rank_stats(rank, walker, number, first, counted, exchanges)
+             for number, rank in enumerate(simulator.ranks)]
     rate, source = gflops(program, matrices, ranks, seconds)
     runtime = machine.runtime
     generation = max(walker.count * rank.walk_s + rank.submitted * runtime["submit_us"] * 1e-6
@@ -362,7 +367,7 @@ def _tile_owners(matrices: dict, distribution, nranks: int, gpus: int,
     return [[gpu for gpu in range(1, gpus + 1) if gpu not in devices] for devices in held], owned
 
 
-def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None, counted: bool) -> dict:
+def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None, counted: bool, exchanges: bool) -> dict:
     """One simulated rank's statistics, as a run reports them: no flops when a kernel without a
     count ran (its modelled flops time it, they do not count) or, as ``counted`` False says, where
     the check's standard count gives the run's flops."""
@@ -376,7 +381,8 @@ def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None, counted:
             "device_copies": rank.device_copies, "host_took": rank.host_took,
             "out_of_core": None,  # the simulated GPUs hold every tile they are given
             "kernel_notes": [],  # no kernel runs
-            "instances": walker.instances[number],
+            # as a run's: null where nothing is exchanged (one rank without GPUs)
+            "instances": walker.instances[number] if exchanges else None,
             "peak_window": rank.peak_window, "flops": walker.flops[number] if counted and not uncounted else None,
             "uncounted": uncounted if counted else None,
             "busy_seconds": [round(b, 6) for b in rank.busy],
