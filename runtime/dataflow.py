@@ -14,7 +14,9 @@ place in the program (the positions that make up its instances' *schedule
 keys*) and the tile range it touches (affine too); a statement under an ``or``
 (or a min or max that makes one) is several events, whose instances may
 overlap (only the first event after a point matters, :class:`Tracker`), and
-one under a comparison of sizes alone happens ``when`` the run finds it true. A schedule key
+one under a comparison of sizes alone happens ``when`` the run finds it true;
+an ``if`` that bounds no loop alone is a constraint (``2 * k < A.nt``) or a
+modulus (``(i + j) % 2 == 0``) of the instances. A schedule key
 ``(β0, u1, β1, …, ud, βd)`` interleaves the statement's position in each block
 with the iteration of each enclosing loop (``u = v`` for a loop counting up,
 ``-v`` for one counting down), so that Python's tuple order is program order.
@@ -59,6 +61,7 @@ class Event:
     line: int = 0
     when: bool = True  # whether it happens at all: the run decides the ifs on sizes and parameters alone
     constraints: tuple = ()  # forms F: its instances are those where every F >= 0 (ifs that bound no loop alone)
+    moduli: tuple = ()  # (F, d): ... and F % d == 0 (an if taking a loop variable modulo a number)
     _system: "_System" = field(default=None, compare=False, repr=False)
 
     def system(self) -> "_System":
@@ -124,8 +127,18 @@ class _System:
         self.constant_equalities = [_sparse(row) for row in self.constant_equalities]
         self.solved = [None if row is None else _sparse(row) for row in self.solved]
         self.divides = [[_sparse(row) for row in rows] for rows in self.divides]
-        # levels with neither a divisibility check nor a step: every value in range is admissible
-        self.plain = [not rows and loop.step == 1 for rows, loop in zip(self.divides, event.loops)]
+        # per level, the moduli whose deepest variable it is: checked once the variable has a value
+        self.moduli: list = [[] for _ in range(depth)]
+        self.impossible = False  # a modulus of no variable (its coefficients 0 at these sizes) that fails
+        for form, divisor in event.moduli:
+            levels = [level for level, a in enumerate(form[1:]) if a]
+            if levels:
+                self.moduli[levels[-1]].append((form, divisor))
+            else:
+                self.impossible |= form[0] % divisor != 0
+        # levels with neither a divisibility check, a modulus nor a step: every value in range is admissible
+        self.plain = [not rows and not moduli and loop.step == 1
+                      for rows, moduli, loop in zip(self.divides, self.moduli, event.loops)]
         # per level: (coefficient of its variable, the rest of the row)
         self.bounds = [[(row[_U + level], _sparse(row, without=level)) for row in rows]
                        for level, rows in enumerate(bounds)]
@@ -154,6 +167,8 @@ class _System:
 
     def holds(self, r: int, c: int) -> bool:
         """Whether some iteration may touch tile (r, c): the constraints on the tile alone hold."""
+        if self.impossible:
+            return False
         for row in self.constant:
             if _evaluate(row, r, c, ()) < 0:
                 return False
@@ -218,9 +233,12 @@ class _System:
         return None
 
     def _admissible(self, level: int, u: int, r: int, c: int, values: list) -> bool:
-        """Whether ``u`` (already in ``values[level]``) meets the level's divisibility checks and step."""
+        """Whether ``u`` (already in ``values[level]``) meets the level's divisibility checks, moduli and step."""
         for row in self.divides[level]:
             if _evaluate(row, r, c, values) != 0:
+                return False
+        for form, divisor in self.moduli[level]:
+            if _evaluate_form(form, values) % divisor:
                 return False
         step = self.loops[level].step
         return step == 1 or (u - self._start(level, values)) % step == 0
@@ -317,7 +335,7 @@ def events_of(driver, matrices: dict, params) -> dict | None:
     events: dict = {}
     for event in filter(lambda event: event.when, described):
         forms = [f for loop in event.loops for f in loop.lower + loop.upper] + \
-            list(event.rows + event.cols + event.constraints)
+            list(event.rows + event.cols + event.constraints) + [form for form, _ in event.moduli]
         if not all(isinstance(x, int) for form in forms for x in form):
             return None
         events.setdefault(event.matrix, []).append(event)

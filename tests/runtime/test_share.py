@@ -149,6 +149,7 @@ UNIONS = """\
 program unions {
   tiling uniform(nb = 48)
   param p = 2
+  param s = 2
   matrix B[n, n] = random general
   matrix C[n, n] = random general
   for k in 0 .. B.nt {
@@ -159,6 +160,8 @@ program unions {
       if m == max(k - 1, 2) { trsm(B[m, 3], C[k, 0]) }
       if 2 * m < B.mt and 3 * k >= B.nt - 1 { trsm(C[k, 4], B[m, 1]) }
       if k < 2 * m and k + m * p < B.mt + 4 { trsm(B[m, 0], C[m, 3]) }
+      if m % 2 == 0 or (m + k) % 3 != 1 { trsm(B[m, 7], C[k, m]) }
+      if 1 == (2 * m - k) % 4 and m % 3 == s - 1 { trsm(C[m, 8], B[k, m]) }
       if m > min(k, 4) { trsm(B[m, 5], C[2, m]) }
       if m < max(k - 3, 2) and not (m == 1) { trsm(C[k, 6], B[m, 6]) }
     }
@@ -171,6 +174,7 @@ program unions {
     for m in max(k, 2, B.mt - 4) .. -1 step -2 { trsm(B[m, 2], C[k, 7]) }
     for m in 0 .. B.mt step 3 { if m > k - 2 or m == 0 { trsm(C[m, 1], B[k, 2]) } }
     for m in B.mt - 1 .. -1 step -2 { if m < k + 1 { trsm(B[m, 4], C[k, 8]) } }
+    for m in B.mt - 1 .. -1 step -1 { if m % 3 == 1 and B.nt % 2 == 1 { trsm(C[k, 5], B[m, 5]) } }
     if B.nt > 3 { trsm(C[k, 0], B[8, k]) }
     if B.nt > 100 or k == 2 { trsm(B[8, k], C[k, 1]) }
     if B.nt - 100 > 0 { trsm(C[8, k], B[k, 1]) }
@@ -211,8 +215,9 @@ def test_calls_under_unions_walk_their_share(tmp_path):
     """A condition that is an or (directly, as !=, as a negated and, as a comparison a min or max makes
     one, through a let), a min start or max end counting up (max start or min end counting down, of
     step 2 too), an if bounding a stepped loop from below, a comparison with a coefficient other than
-    ±1 (a number or a parameter, the rest varying too) and one of sizes alone (true, false, in an or):
-    each statement's events are the union of its alternatives'."""
+    ±1 (a number or a parameter, the rest varying too), one of sizes alone (true, false, in an or), and
+    a loop variable modulo a number (==, !=, up and down, the residue a parameter): each statement's
+    events are the union of its alternatives'."""
     driver = _driver_of(tmp_path, "unions")
     assert "when=B.nt - 101 >= 0" in Path(driver.__file__).read_text()
     assert_guided_is_the_whole_walk(driver, "unions")
@@ -263,7 +268,8 @@ def enumerated(event):
     def walk(values):
         level = len(values)
         if level == len(event.loops):
-            if any(form(f, values) < 0 for f in event.constraints):
+            if any(form(f, values) < 0 for f in event.constraints) or \
+                    any(form(f, values) % d for f, d in event.moduli):
                 return
             key = (event.positions[0],) + tuple(x for u, p in zip(values, event.positions[1:]) for x in (u, p))
             for i in range(form(event.rows[0], values), form(event.rows[1], values)):
@@ -383,14 +389,14 @@ def test_a_loop_bound_or_if_taking_a_min_or_max_is_one_bound_per_argument(tmp_pa
     assert m_lower == ((0, 0, 0), (0, 1, 0), (1, 0, 0)) and m_upper[1] == (3, 1, 0)
 
 
-@pytest.mark.parametrize("condition", ["k * k < 4", "k % 2 == 0", "A.nt % (k + 1) > 0", "min(k, 3) * 2 < 5",
+@pytest.mark.parametrize("condition", ["k * k < 4", "k % 2 < 1", "k % A.nt == 0", "A.nt % (k + 1) > 0", "min(k, 3) * 2 < 5",
                                        " and ".join(f"k != {i}" for i in range(7))])  # 2⁷ alternatives
 def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition):
     assert _plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}") is None
 
 
 @pytest.mark.parametrize("body, reason", [
-    ("for k in 0 .. A.nt {\n  if k % 2 == 0 { potrf(A[k, k]) } }", "line 5: k % 2 is not affine in the loop variables"),
+    ("for k in 0 .. A.nt {\n  if k % 2 < 1 { potrf(A[k, k]) } }", "line 5: k % 2 is not affine in the loop variables"),
     ("for k in 0 .. A.nt {\n  if k < 3 { potrf(A[k * k, k]) } }", "line 5: k * k multiplies loop variables"),
     ("for k in 0 .. A.nt {\n  potrf(A[k // 2, k]) }", "line 5: k // 2 is not affine in the loop variables"),
     ("for k in 0 .. A.nt {\n  if " + " or ".join(f"k == {i}" for i in range(65)) + " { potrf(A[k, k]) } }",
@@ -413,14 +419,19 @@ def test_an_if_of_ors_is_a_union_of_alternatives(tmp_path, condition, pieces):
     assert len(_plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}").events) == pieces
 
 
-def test_a_comparison_bounding_no_loop_alone_is_a_constraint_and_one_of_sizes_alone_a_when(tmp_path):
+def test_comparisons_that_bound_no_loop_alone_are_constraints_whens_or_moduli(tmp_path):
     found = _plan_of(tmp_path, "for k in 0 .. A.nt { if A.nt > 3 and 3 * k >= A.nt - 1 { potrf(A[k, k]) } }")
     (event,) = found.events
-    (value,) = event.when  # A.nt - 4 >= 0
-    assert unparse(value) == "A.nt - 4"
+    ((value, divisor),) = event.when  # A.nt - 4 >= 0
+    assert unparse(value) == "A.nt - 4" and divisor is None
     (constraint,) = event.constraints  # 3·k - A.nt + 1 >= 0
     assert constraint[1:] == (3,) and unparse(constraint[0]) == "-A.nt + 1"
     assert not _plan_of(tmp_path, "for k in 0 .. A.nt { if 3 > 4 { potrf(A[k, k]) } }").events  # never
+    assert not _plan_of(tmp_path, "for k in 0 .. A.nt { if k % 3 == 3 { potrf(A[k, k]) } }").events  # never
+    (event,) = _plan_of(tmp_path, "for k in 0 .. A.nt { if A.nt % 2 == 1 and 2 == (k + 1) % 3 {\n"
+                                  "  potrf(A[k, k]) } }").events
+    assert [(unparse(value), divisor) for value, divisor in event.when] == [("A.nt - 1", 2)]
+    assert event.moduli == (((-1, 1), 3),)  # k + 1 - 2 ≡ 0 (mod 3)
 
 
 def test_a_stepped_loop_counts_its_steps_from_its_start(tmp_path):

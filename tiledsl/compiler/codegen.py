@@ -356,13 +356,23 @@ class _Model:
             lines.append(f"Event({event.matrix!r}, {event.positions!r}, ({loops}{',' if len(event.loops) == 1 else ''}), "
                          f"{self._forms(event.rows)}, {self._forms(event.cols)}"
                          f"{', release=True' if event.release else ''}, line={event.line}"
-                         f"{self._when(event.when)}{self._constraints(event.constraints)}),"
+                         f"{self._when(event.when)}{self._constraints(event.constraints)}"
+                         f"{self._moduli(event.moduli)}),"
                          f"  # {what} at {_where_line(self.checked.path, event.line)}")
         return lines
 
-    def _when(self, values) -> str:
+    def _when(self, conditions) -> str:
         """An event's ``when``: the ifs it happens under that compare sizes and parameters alone."""
-        return ", when=" + " and ".join(f"{self._coefficient(value)} >= 0" for value in values) if values else ""
+        return ", when=" + " and ".join(f"{self._coefficient(value)} >= 0" if divisor is None
+                                        else f"({self._coefficient(value)}) % {divisor} == 0"
+                                        for value, divisor in conditions) if conditions else ""
+
+    def _moduli(self, moduli) -> str:
+        """An event's ``moduli``: the ifs it happens under that take a loop variable modulo a number."""
+        if not moduli:
+            return ""
+        return ", moduli=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, {divisor})"
+                                    for form, divisor in moduli)
 
     def _constraints(self, forms) -> str:
         """An event's ``constraints``: the comparisons of the ifs it happens under that bound no loop alone."""

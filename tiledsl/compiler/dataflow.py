@@ -22,8 +22,9 @@ sizes: ``(t + 1) * s`` is affine), and an ``if`` over a call or release compares
 such values, joined by ``and``, ``or`` and ``not`` (an ``else`` branch is the
 condition negated); a comparison bounds the innermost loop variable it names
 where its coefficient is ±1, is a constraint of the statement's instances
-otherwise (``2 * k < A.nt``), and one that names no loop variable is decided by
-the run before it starts. ``let`` values count as their forms. An
+otherwise (``2 * k < A.nt``), one that names no loop variable is decided by
+the run before it starts, and ``x % d == y`` (or ``!=``; x affine, d a number)
+is a residue the instances keep. ``let`` values count as their forms. An
 ``or``, or a min or max that makes one (``for m in min(k, 3) .. n``, ``if m >
 min(k, 4)``), splits a statement into alternatives, each an event: their union
 is the statement's (at most 64 per statement; a loop of a step other than 1
@@ -64,8 +65,9 @@ class EventPlan:
     cols: tuple
     release: bool
     line: int
-    when: tuple = ()  # loop-invariant values v: it happens only where every v >= 0
+    when: tuple = ()  # (v, None) or (v, d), v loop-invariant: it happens only where every v >= 0, v % d == 0
     constraints: tuple = ()  # forms F in u-space: its instances are those where every F >= 0
+    moduli: tuple = ()  # (F, d): ... and F % d == 0
 
 
 @dataclass
@@ -295,8 +297,12 @@ class _Planner:
                 past = _add(first, {"": 1})
             ranges.append((_u(first, space), _u(past, space)))
         event = EventPlan(tile.matrix.text, tuple(positions), tuple(bounds), ranges[0], ranges[1], release, line,
-                          tuple(f[""] for f in self.when if _invariant(f)),
-                          tuple(_u(f, space) for f in self.when if not _invariant(f)))
+                          tuple((c.form[""], c.divisor) if isinstance(c, _Modulus) else (c[""], None)
+                                for c in self.when if _invariant(_condition_form(c))),
+                          tuple(_u(c, space) for c in self.when
+                                if not isinstance(c, _Modulus) and not _invariant(c)),
+                          tuple((_u(c.form, space), c.divisor) for c in self.when
+                                if isinstance(c, _Modulus) and not _invariant(c.form)))
         if event not in self.result.events:  # alternatives that differ only on other loops' bounds
             self.result.events.append(event)
 
@@ -338,10 +344,62 @@ def _alternatives(cond, loops: list, lets: dict, negated: bool = False) -> list:
         case n.Binary(op="and" | "or", left=left, right=right):
             sides = [_alternatives(side, loops, lets, negated) for side in (left, right)]
             return _all(sides) if (cond.op == "and") != negated else _any(sides)
+        case n.Binary(op="==" | "!=", left=left, right=right) if _is_modulus(left) or _is_modulus(right):
+            return _residues(_NEGATED[cond.op] if negated else cond.op, left, right, loops, lets)
         case n.Binary(op="<" | "<=" | ">" | ">=" | "==" | "!=", left=left, right=right):
             return _compare(_NEGATED[cond.op] if negated else cond.op, _tree(left, loops, lets),
                             _tree(right, loops, lets), loops)
     raise NotAffine(f"the condition {unparse(cond)} is not comparisons joined by and, or and not")
+
+
+def _is_modulus(expr) -> bool:
+    return isinstance(expr, n.Binary) and expr.op == "%"
+
+
+def _residues(op: str, left, right, loops: list, lets: dict) -> list:
+    """The alternatives of ``x % d == y`` (or ``!=``; the ``%`` on either side): x affine, d a
+    positive number, y loop-invariant. ``==`` is one alternative, x − y ≡ 0 (mod d) (a
+    :data:`_Modulus`) where 0 <= y < d; ``!=`` one per other residue (y a number)."""
+    modulus, other = (left, right) if _is_modulus(left) else (right, left)
+    divisor = constant_of(modulus.right, "int")
+    if divisor is None or divisor <= 0:
+        raise NotAffine(f"{unparse(modulus)} is not modulo a positive number")
+    x, y = _form(modulus.left, loops, lets), _form(other, loops, lets)
+    if not _invariant(y):
+        raise NotAffine(f"{unparse(other)}, compared with {unparse(modulus)}, varies with the loops")
+    if op == "==":
+        within = [y, _add({"": divisor - 1}, _scale(y, -1))]  # 0 <= y <= d - 1: else x % d is never y
+        return [((), _decided(within) + _decided([_Modulus(_add(x, _scale(y, -1)), divisor)]))]
+    value = y.get("", 0)
+    if not isinstance(value, int):
+        raise NotAffine(f"{unparse(other)}, compared with {unparse(modulus)} by !=, is not a number")
+    others = [r for r in range(divisor) if r != value]
+    if len(others) > _MOST_PIECES:
+        raise NotAffine(f"a condition of more than {_MOST_PIECES} alternatives")
+    return [((), _decided([_Modulus(_add(x, {"": -r}), divisor)])) for r in others]
+
+
+@dataclass(frozen=True)
+class _Modulus:
+    """A condition ``form ≡ 0 (mod divisor)``, beside the forms F of conditions F >= 0."""
+
+    form: dict
+    divisor: int
+
+
+def _decided(conditions: list) -> tuple:
+    """``conditions`` (forms F >= 0, :class:`_Modulus`) without those of numbers that hold; a
+    tuple of :data:`_NEVER` where one of numbers does not."""
+    kept = []
+    for condition in conditions:
+        form = condition.form if isinstance(condition, _Modulus) else condition
+        value = form.get("", 0)
+        if set(form) <= {""} and isinstance(value, int):
+            if (value % condition.divisor != 0) if isinstance(condition, _Modulus) else value < 0:
+                return (_NEVER,)
+        else:
+            kept.append(condition)
+    return tuple(kept)
 
 
 # where a min or max on one side of a comparison makes it hold when it holds for every
@@ -395,10 +453,7 @@ def _comparison(op: str, difference: Form, loops: list) -> tuple:
         conditions = {"<": [_add(_scale(difference, -1), {"": -1})], "<=": [_scale(difference, -1)],
                       ">": [_add(difference, {"": -1})], ">=": [difference],
                       "==": [difference, _scale(difference, -1)]}[op]
-        numbers = [f for f in conditions if set(f) <= {""} and isinstance(f.get("", 0), int)]
-        if any(f.get("", 0) < 0 for f in numbers):
-            return (), (_NEVER,)
-        return (), tuple(f for f in conditions if f not in numbers)
+        return (), _decided(conditions)
     var = named[-1]
     coefficient, rest = difference[var], {k: v for k, v in difference.items() if k != var}
     # coefficient·v + rest  >= 0  or  <= 0  (a strict comparison moves the bound by one)
@@ -447,6 +502,10 @@ def _flat(tree) -> list:
         else:
             raise NotAffine("the start of a loop of step other than 1 is a min of maxes, or a max of mins")
     return forms
+
+
+def _condition_form(condition) -> Form:
+    return condition.form if isinstance(condition, _Modulus) else condition
 
 
 def _guarded(loops: list, guards: tuple) -> list:
