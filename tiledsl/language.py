@@ -20,6 +20,8 @@ INT64_MAX = 2**63 - 1
 MAX_ITERATIONS = 10**10
 #: the operators of conditions, spelt as words: a name spelt so could never be used in an expression
 OPERATOR_WORDS = ("and", "or", "not")
+#: the words that begin a statement in a program (not Python's too): a kernel so named could not be called
+STATEMENT_WORDS = ("let", "release", "matrix", "workspace", "param", "tiling", "check", "require")
 #: the kernels whose reflectors ``check qr`` replays: a program calling none of them has nothing to check
 QR_KERNELS = ("geqrt", "tpqrt", "ttqrt")
 #: The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" an operand's

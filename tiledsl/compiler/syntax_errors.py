@@ -11,7 +11,7 @@ from functools import lru_cache
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from ..language import NAMED_INITS, OPERATOR_WORDS, RANDOM_KINDS, TILING_SETTINGS
+from ..language import NAMED_INITS, OPERATOR_WORDS, RANDOM_KINDS, STATEMENT_WORDS, TILING_SETTINGS
 from .diagnostics import Diagnostic, did_you_mean
 from .grammar import TOKEN, WORD, GluedKeyword, lark_parser
 from .source import Source, Span
@@ -78,6 +78,7 @@ def syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     notes += _open_on_earlier_lines(source.text, line) + _program_closed_before(source.text, token, after)
     return (keyword_read_as_expression(source, token)
             or _workspace_form(source, line)
+            or _statement_word_called(source, line, before, token)
             or _operator_word_declared(source, token)
             or _initial_value_missing(source, line)
             or _python_number(source, line, before, str(token))
@@ -737,6 +738,20 @@ def _misspelt_keyword(before: str, word: str | None, called: bool = False, in_bl
 
 
 _FILE_KEYWORDS = ("use", "kernel", "program")  # the statements of a file, outside its program's braces
+
+
+def _statement_word_called(source: Source, line: int, before: str, token: Token) -> Diagnostic | None:
+    """``let(A[0, 0])`` where the file declares a kernel 'let': the word begins a statement there,
+    so no kernel it names can be called (E207, as at the declaration once the file parses)."""
+    word = re.search(r"\b([a-z]+)\s*$", before)
+    if token != "(" or word is None or word.group(1) not in STATEMENT_WORDS \
+            or word.group(1) not in _DECLARED_KERNEL.findall(source.text):
+        return None
+    name = word.group(1)
+    return Diagnostic(Span(source.path, line, word.start(1) + 1, line, word.end(1) + 1), "E207",
+                      f"'{name}' begins a statement, and cannot name a kernel",
+                      (f"this reads as a '{name}' statement",),
+                      f"name the kernel and its function in the kernel module otherwise (my_{name})")
 
 
 _INITS = ("random", "load")  # the keywords that may begin a matrix's initial value
