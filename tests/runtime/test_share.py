@@ -428,6 +428,7 @@ def test_comparisons_that_bound_no_loop_alone_are_constraints_whens_or_moduli(tm
     assert constraint[1:] == (3,) and unparse(constraint[0]) == "-A.nt + 1"
     assert not _plan_of(tmp_path, "for k in 0 .. A.nt { if 3 > 4 { potrf(A[k, k]) } }").events  # never
     assert not _plan_of(tmp_path, "for k in 0 .. A.nt { if k % 3 == 3 { potrf(A[k, k]) } }").events  # never
+    assert not _plan_of(tmp_path, "for k in 0 .. A.nt { if k % 1 != 0 { potrf(A[k, k]) } }").events  # no residue
     (event,) = _plan_of(tmp_path, "for k in 0 .. A.nt { if A.nt % 2 == 1 and 2 == (k + 1) % 3 {\n"
                                   "  potrf(A[k, k]) } }").events
     assert [(unparse(value), divisor) for value, divisor in event.when] == [("A.nt - 1", 2)]

@@ -376,7 +376,8 @@ def _residues(op: str, left, right, loops: list, lets: dict) -> list:
     others = [r for r in range(divisor) if r != value]
     if len(others) > _MOST_PIECES:
         raise NotAffine(f"a condition of more than {_MOST_PIECES} alternatives")
-    return [((), _decided([_Modulus(_add(x, {"": -r}), divisor)])) for r in others]
+    # (x % 1 != 0 never holds: one alternative, never, so that its statements are planned all the same)
+    return [((), _decided([_Modulus(_add(x, {"": -r}), divisor)])) for r in others] or [((), (_NEVER,))]
 
 
 @dataclass(frozen=True)
