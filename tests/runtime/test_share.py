@@ -161,6 +161,7 @@ program unions {
       if 2 * m < B.mt and 3 * k >= B.nt - 1 { trsm(C[k, 4], B[m, 1]) }
       if k < 2 * m and k + m * p < B.mt + 4 { trsm(B[m, 0], C[m, 3]) }
       if m % 2 == 0 or (m + k) % 3 != 1 { trsm(B[m, 7], C[k, m]) }
+      if m > min(k, 4) + 1 and 2 * max(k - 5, 1) - min(m, 3) <= m { trsm(C[m, 0], B[k, 6]) }
       if 1 == (2 * m - k) % 4 and m % 3 == s - 1 { trsm(C[m, 8], B[k, m]) }
       if m > min(k, 4) { trsm(B[m, 5], C[2, m]) }
       if m < max(k - 3, 2) and not (m == 1) { trsm(C[k, 6], B[m, 6]) }
@@ -179,6 +180,8 @@ program unions {
     if B.nt > 100 or k == 2 { trsm(B[8, k], C[k, 1]) }
     if B.nt - 100 > 0 { trsm(C[8, k], B[k, 1]) }
     let top = min(k + 2, B.mt - 1)
+    let low = max(top - 4, k - 1, 0)
+    for j in low .. min(low + 3, top) { trsm(B[j, 1], C[k, 4]) }
     for m in 0 .. B.mt {
       if m >= top or m == 0 { trsm(C[m, 2], B[m, 0]) }
     }
@@ -216,8 +219,9 @@ def test_calls_under_unions_walk_their_share(tmp_path):
     one, through a let), a min start or max end counting up (max start or min end counting down, of
     step 2 too), an if bounding a stepped loop from below, a comparison with a coefficient other than
     ±1 (a number or a parameter, the rest varying too), one of sizes alone (true, false, in an or), and
-    a loop variable modulo a number (==, !=, up and down, the residue a parameter): each statement's
-    events are the union of its alternatives'."""
+    a loop variable modulo a number (==, !=, up and down, the residue a parameter), sums and multiples
+    of mins and maxes (directly and through lets): each statement's events are the union of its
+    alternatives'."""
     driver = _driver_of(tmp_path, "unions")
     assert "when=B.nt - 101 >= 0" in Path(driver.__file__).read_text()
     assert_guided_is_the_whole_walk(driver, "unions")
@@ -389,7 +393,7 @@ def test_a_loop_bound_or_if_taking_a_min_or_max_is_one_bound_per_argument(tmp_pa
     assert m_lower == ((0, 0, 0), (0, 1, 0), (1, 0, 0)) and m_upper[1] == (3, 1, 0)
 
 
-@pytest.mark.parametrize("condition", ["k * k < 4", "k % 2 < 1", "k % A.nt == 0", "A.nt % (k + 1) > 0", "min(k, 3) * 2 < 5",
+@pytest.mark.parametrize("condition", ["k * k < 4", "k % 2 < 1", "k % A.nt == 0", "A.nt % (k + 1) > 0", "min(k, 3) * A.nt < 5",
                                        " and ".join(f"k != {i}" for i in range(7))])  # 2⁷ alternatives
 def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition):
     assert _plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}") is None

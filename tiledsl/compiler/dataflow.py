@@ -575,7 +575,8 @@ def _form(expr, loops: list, lets: dict) -> Form:
 def _tree(expr, loops: list, lets: dict):
     """``expr`` as an affine form, or as ``(func, trees)`` when it is a min or max (``func``) of
     such trees, directly or through lets (``min(k + kd + 1, A.mt)``: two forms; ``min(A.mt,
-    A.nt)``, known before the run, is one); NotAffine otherwise."""
+    A.nt)``, known before the run, is one), or a sum or number multiple of them (``min(k, 4) +
+    1`` is ``min(k + 1, 5)``); NotAffine otherwise."""
     try:
         return _form(expr, loops, lets)
     except NotAffine:
@@ -584,7 +585,35 @@ def _tree(expr, loops: list, lets: dict):
                 return name.text, tuple(_tree(arg, loops, lets) for arg in args)
             case n.Name(ident=ident) if ident.text in lets and lets[ident.text].tree is not None:
                 return lets[ident.text].tree
+            case n.Binary(op="+" | "-", left=left, right=right):
+                right_tree = _tree_scaled(_tree(right, loops, lets), 1 if expr.op == "+" else -1)
+                return _tree_sum(_tree(left, loops, lets), right_tree)
+            case n.Unary(op="-", operand=operand):
+                return _tree_scaled(_tree(operand, loops, lets), -1)
+            case n.Binary(op="*", left=left, right=right) if constant_of(left, "int") is not None:
+                return _tree_scaled(_tree(right, loops, lets), constant_of(left, "int"))
+            case n.Binary(op="*", left=left, right=right) if constant_of(right, "int") is not None:
+                return _tree_scaled(_tree(left, loops, lets), constant_of(right, "int"))
         raise
+
+
+def _tree_sum(a, b):
+    """The tree of a + b (:func:`_tree`): min(x, y) + z is min(x + z, y + z)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return _add(a, b)
+    if isinstance(a, dict):
+        a, b = b, a
+    return a[0], tuple(_tree_sum(arg, b) for arg in a[1])
+
+
+def _tree_scaled(tree, factor: int):
+    """The tree of factor · tree: a negative factor turns a min into a max."""
+    if isinstance(tree, dict):
+        return _scale(tree, factor)
+    if factor == 0:
+        return {"": 0}
+    func = tree[0] if factor > 0 else {"min": "max", "max": "min"}[tree[0]]
+    return func, tuple(_tree_scaled(arg, factor) for arg in tree[1])
 
 
 def _size(value, cap: int) -> int:
