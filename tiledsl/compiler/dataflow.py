@@ -568,6 +568,9 @@ def _form(expr, loops: list, lets: dict) -> Form:
                 return _scale(a, b.get("", 0))
             raise NotAffine(f"{unparse(expr)} multiplies loop variables")
     if any(name in variables or name in lets for name in names(expr)):  # (not a set of every let: one per let)
+        if isinstance(expr, n.Func) and expr.func.text in ("min", "max"):
+            raise NotAffine(f"{unparse(expr)} is a {expr.func.text} of loop variables, which only loop bounds, "
+                            f"compared values and lets of them take (with sums and number multiples)")
         raise NotAffine(f"{unparse(expr)} is not affine in the loop variables")
     return {"": expr}  # loop-invariant: the run knows it before it starts
 
