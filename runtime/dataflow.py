@@ -336,8 +336,11 @@ def events_of(driver, matrices: dict, params) -> dict | None:
     for event in filter(lambda event: event.when, described):
         forms = [f for loop in event.loops for f in loop.lower + loop.upper] + \
             list(event.rows + event.cols + event.constraints) + [form for form, _ in event.moduli]
-        if not all(isinstance(x, int) for form in forms for x in form):
+        if not all(isinstance(x, int) for form in forms for x in form) or \
+                not all(isinstance(divisor, int) for _, divisor in event.moduli):
             return None
+        if any(divisor == 0 for _, divisor in event.moduli):
+            continue  # its if divides by zero: the statement never runs (the run fails where it is met)
         events.setdefault(event.matrix, []).append(event)
     return events
 

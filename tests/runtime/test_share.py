@@ -162,6 +162,7 @@ program unions {
       if k < 2 * m and k + m * p < B.mt + 4 { trsm(B[m, 0], C[m, 3]) }
       if m % 2 == 0 or (m + k) % 3 != 1 { trsm(B[m, 7], C[k, m]) }
       if m > min(k, 4) + 1 and 2 * max(k - 5, 1) - min(m, 3) <= m { trsm(C[m, 0], B[k, 6]) }
+      if (m + k) % (s + 1) == s - 1 and k % s == 0 { trsm(B[m, 3], C[m, 7]) }
       if 1 == (2 * m - k) % 4 and m % 3 == s - 1 { trsm(C[m, 8], B[k, m]) }
       if m > min(k, 4) { trsm(B[m, 5], C[2, m]) }
       if m < max(k - 3, 2) and not (m == 1) { trsm(C[k, 6], B[m, 6]) }
@@ -219,8 +220,8 @@ def test_calls_under_unions_walk_their_share(tmp_path):
     one, through a let), a min start or max end counting up (max start or min end counting down, of
     step 2 too), an if bounding a stepped loop from below, a comparison with a coefficient other than
     ±1 (a number or a parameter, the rest varying too), one of sizes alone (true, false, in an or), and
-    a loop variable modulo a number (==, !=, up and down, the residue a parameter), sums and multiples
-    of mins and maxes (directly and through lets): each statement's events are the union of its
+    a loop variable modulo a number or a parameter (==, !=, up and down, the residue a parameter), sums
+    and multiples of mins and maxes (directly and through lets): each statement's events are the union of its
     alternatives'."""
     driver = _driver_of(tmp_path, "unions")
     assert "when=B.nt - 101 >= 0" in Path(driver.__file__).read_text()
@@ -393,8 +394,8 @@ def test_a_loop_bound_or_if_taking_a_min_or_max_is_one_bound_per_argument(tmp_pa
     assert m_lower == ((0, 0, 0), (0, 1, 0), (1, 0, 0)) and m_upper[1] == (3, 1, 0)
 
 
-@pytest.mark.parametrize("condition", ["k * k < 4", "k % 2 < 1", "k % A.nt == 0", "A.nt % (k + 1) > 0", "min(k, 3) * A.nt < 5",
-                                       " and ".join(f"k != {i}" for i in range(7))])  # 2⁷ alternatives
+@pytest.mark.parametrize("condition", ["k * k < 4", "k % 2 < 1", "k % (k + 1) == 0", "A.nt % (k + 1) > 0",
+                                       "min(k, 3) * A.nt < 5", " and ".join(f"k != {i}" for i in range(7))])  # 2⁷ alternatives
 def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition):
     assert _plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}") is None
 
@@ -437,6 +438,11 @@ def test_comparisons_that_bound_no_loop_alone_are_constraints_whens_or_moduli(tm
                                   "  potrf(A[k, k]) } }").events
     assert [(unparse(value), divisor) for value, divisor in event.when] == [("A.nt - 1", 2)]
     assert event.moduli == (((-1, 1), 3),)  # k + 1 - 2 ≡ 0 (mod 3)
+    # modulo a parameter: y = 0 a value of x % d where d > 0 (0 <= y <= d - 1) or d < 0 (d + 1 <= y <= 0)
+    above, below = _plan_of(tmp_path, "param d = 2\nfor k in 0 .. A.nt { if k % d == 0 { potrf(A[k, k]) } }").events
+    assert [(unparse(value), divisor) for value, divisor in above.when] == [("d - 1", None)]
+    assert [(unparse(value), divisor) for value, divisor in below.when] == [("-d - 1", None)]
+    assert [(form, unparse(divisor)) for form, divisor in above.moduli] == [((0, 1), "d")]
 
 
 def test_a_stepped_loop_counts_its_steps_from_its_start(tmp_path):

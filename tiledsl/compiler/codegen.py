@@ -364,14 +364,14 @@ class _Model:
     def _when(self, conditions) -> str:
         """An event's ``when``: the ifs it happens under that compare sizes and parameters alone."""
         return ", when=" + " and ".join(f"{self._coefficient(value)} >= 0" if divisor is None
-                                        else f"({self._coefficient(value)}) % {divisor} == 0"
+                                        else f"({self._coefficient(value)}) % ({self._coefficient(divisor)}) == 0"
                                         for value, divisor in conditions) if conditions else ""
 
     def _moduli(self, moduli) -> str:
         """An event's ``moduli``: the ifs it happens under that take a loop variable modulo a number."""
         if not moduli:
             return ""
-        return ", moduli=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, {divisor})"
+        return ", moduli=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, {self._coefficient(divisor)})"
                                     for form, divisor in moduli)
 
     def _constraints(self, forms) -> str:

@@ -23,8 +23,8 @@ such values, joined by ``and``, ``or`` and ``not`` (an ``else`` branch is the
 condition negated); a comparison bounds the innermost loop variable it names
 where its coefficient is ±1, is a constraint of the statement's instances
 otherwise (``2 * k < A.nt``), one that names no loop variable is decided by
-the run before it starts, and ``x % d == y`` (or ``!=``; x affine, d a number)
-is a residue the instances keep. ``let`` values count as their forms. An
+the run before it starts, and ``x % d == y`` (x affine, d and y known before the
+run; or ``!=``, d and y numbers) is a residue the instances keep. ``let`` values count as their forms. An
 ``or``, or a min or max that makes one (``for m in min(k, 3) .. n``, ``if m >
 min(k, 4)``), splits a statement into alternatives, each an event: their union
 is the statement's (at most 64 per statement; a loop of a step other than 1
@@ -357,20 +357,28 @@ def _is_modulus(expr) -> bool:
 
 
 def _residues(op: str, left, right, loops: list, lets: dict) -> list:
-    """The alternatives of ``x % d == y`` (or ``!=``; the ``%`` on either side): x affine, d a
-    positive number, y loop-invariant. ``==`` is one alternative, x − y ≡ 0 (mod d) (a
-    :data:`_Modulus`) where 0 <= y < d; ``!=`` one per other residue (y a number)."""
+    """The alternatives of ``x % d == y`` (or ``!=``; the ``%`` on either side): x affine, d and y
+    loop-invariant. ``==`` holds where x − y ≡ 0 (mod d) (a :data:`_Modulus`) and y is a value
+    of x % d: 0 <= y < d, or d < y <= 0 (Python's modulo takes the divisor's sign; two
+    alternatives where d is no number). ``!=``, d a positive number and y a number: one
+    alternative per other residue."""
     modulus, other = (left, right) if _is_modulus(left) else (right, left)
-    divisor = constant_of(modulus.right, "int")
-    if divisor is None or divisor <= 0:
-        raise NotAffine(f"{unparse(modulus)} is not modulo a positive number")
-    x, y = _form(modulus.left, loops, lets), _form(other, loops, lets)
-    if not _invariant(y):
-        raise NotAffine(f"{unparse(other)}, compared with {unparse(modulus)}, varies with the loops")
+    x, y, d = (_form(e, loops, lets) for e in (modulus.left, other, modulus.right))
+    for value in (y, d):
+        if not _invariant(value):
+            varying = other if value is y else modulus.right
+            raise NotAffine(f"{unparse(modulus)} == {unparse(other)}: {unparse(varying)} varies with the loops")
+    divisor = d.get("", 0)
     if op == "==":
-        within = [y, _add({"": divisor - 1}, _scale(y, -1))]  # 0 <= y <= d - 1: else x % d is never y
-        return [((), _decided(within) + _decided([_Modulus(_add(x, _scale(y, -1)), divisor)]))]
+        residue = [_Modulus(_add(x, _scale(y, -1)), divisor)]
+        # 0 <= y <= d - 1 (d > 0), or d + 1 <= y <= 0 (d < 0): else x % d is never y
+        above = _decided([y, _add(d, _add(_scale(y, -1), {"": -1}))])
+        below = _decided([_scale(y, -1), _add(y, _add(_scale(d, -1), {"": -1}))])
+        pieces = [((), within + _decided(residue)) for within in (above, below) if _NEVER not in within]
+        return pieces or [((), (_NEVER,))]
     value = y.get("", 0)
+    if not isinstance(divisor, int) or divisor <= 0:
+        raise NotAffine(f"{unparse(modulus)} != {unparse(other)}: {unparse(modulus.right)} is not a positive number")
     if not isinstance(value, int):
         raise NotAffine(f"{unparse(other)}, compared with {unparse(modulus)} by !=, is not a number")
     others = [r for r in range(divisor) if r != value]
@@ -382,10 +390,11 @@ def _residues(op: str, left, right, loops: list, lets: dict) -> list:
 
 @dataclass(frozen=True)
 class _Modulus:
-    """A condition ``form ≡ 0 (mod divisor)``, beside the forms F of conditions F >= 0."""
+    """A condition ``form ≡ 0 (mod divisor)``, beside the forms F of conditions F >= 0 (the divisor
+    an int or a loop-invariant expression)."""
 
     form: dict
-    divisor: int
+    divisor: object
 
 
 def _decided(conditions: list) -> tuple:
@@ -395,8 +404,11 @@ def _decided(conditions: list) -> tuple:
     for condition in conditions:
         form = condition.form if isinstance(condition, _Modulus) else condition
         value = form.get("", 0)
-        if set(form) <= {""} and isinstance(value, int):
-            if (value % condition.divisor != 0) if isinstance(condition, _Modulus) else value < 0:
+        numbers = set(form) <= {""} and isinstance(value, int) and \
+            not (isinstance(condition, _Modulus) and not isinstance(condition.divisor, int))
+        if numbers:
+            if (condition.divisor == 0 or value % condition.divisor != 0) if isinstance(condition, _Modulus) \
+                    else value < 0:
                 return (_NEVER,)
         else:
             kept.append(condition)
