@@ -144,7 +144,10 @@ ABOVE_BOUND = (": above it, the count is more than the work this run did (a band
 
 def seconds_text(seconds: float) -> str:
     """A time in seconds: four decimals; below 0.0001 s (a reference's call on a tiny matrix) three
-    digits, not "0.0000", which reads as no time."""
+    digits, not "0.0000", which reads as no time; from 10⁷ s (a simulation of flop counts near the
+    float range) four digits and an exponent, not hundreds of digits."""
+    if seconds >= 1e7:
+        return f"{seconds:.4g}"
     return f"{seconds:.4f}" if seconds >= 1e-4 or seconds == 0 else f"{seconds:.3g}"
 
 
@@ -441,7 +444,8 @@ def summary_text(program, result: RunResult, ranks: list) -> str:
                      + (f"; {HOST_TAKES_OUT_OF_CORE}" if result.host_takes_out_of_core else ""))
     if result.trace:
         t = result.trace
-        lines.append(f"  bounds    critical path {t['critical_path']:.4f} s, area {t['area_bound']:.4f} s, "
+        lines.append(f"  bounds    critical path {seconds_text(t['critical_path'])} s, "
+                     f"area {seconds_text(t['area_bound'])} s, "
                      f"efficiency {'-' if t['efficiency'] is None else format(t['efficiency'], '.2f')}, load imbalance "
                      + (f"{t['imbalance']:.2f}" if t["imbalance"] is not None else "- (no task ran)"))
     if result.ranks > 1:

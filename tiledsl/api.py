@@ -57,7 +57,8 @@ class Output(Mapping):
 
     ``n``, ``tiles`` and ``params`` are the values it ran with (tuned or default ones
     included); ``seconds`` its wall time (the factorization only), ``gflops`` its rate
-    (None without a flop count) and ``tasks`` its task count. ``residuals`` maps each
+    (None without a flop count, ``no_gflops`` then saying why, as the summary line does: "kernel
+    fill declares no flop count") and ``tasks`` its task count. ``residuals`` maps each
     checked quantity to its backward error (empty without ``check=True``), ``residual``
     is the largest of them, ``passed`` the check's verdict (None when no check ran).
     ``nonfinite`` counts the NaN and infinite values left in each matrix that has any,
@@ -93,6 +94,7 @@ class Output(Mapping):
     tiles: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     gflops: float | None = None
+    no_gflops: str | None = None
     gpus: dict | None = None
     notes: list = field(default_factory=list)
     sources: dict = field(default_factory=dict)
@@ -132,8 +134,8 @@ class Output(Mapping):
         from .runtime.reporting import finite_or_none
 
         return finite_or_none({key: getattr(self, key) for key in (
-            "program", "n", "tiles", "params", "seconds", "gflops", "flops_source", "check_seconds", "total_seconds",
-            "phases", "tasks", "residual", "residuals", "passed", "ok", "nonfinite", "input_nonfinite", "errors", "gpus",
+            "program", "n", "tiles", "params", "seconds", "gflops", "no_gflops", "flops_source", "check_seconds",
+            "total_seconds", "phases", "tasks", "residual", "residuals", "passed", "ok", "nonfinite", "input_nonfinite", "errors", "gpus",
             "notes", "sources", "workers")})
 
 
@@ -324,7 +326,7 @@ class Loaded:
     def _ran_with(self, result) -> dict:
         """Output's n, tiles, params and gflops of a run's ``result``."""
         from .runtime.options import tile_values
-        from .runtime.reporting import gflops
+        from .runtime.reporting import gflops, no_rate_reason
 
         values, stats = result.params, result.stats
         gpus = None if not result.gpus else {
@@ -333,7 +335,8 @@ class Loaded:
         rate, source = gflops(self.program, result.matrices, [stats], result.seconds)
         return dict(program=result.program, n=values["n"], tiles=tile_values(values, self.program.tiling.kind),
                     params={name: values[name] for name in self.program.params if name in values},
-                    gflops=rate, flops_source=source, gpus=gpus, sources=dict(result.sources), workers=result.workers,
+                    gflops=rate, no_gflops=no_rate_reason([stats]) if rate is None else None,
+                    flops_source=source, gpus=gpus, sources=dict(result.sources), workers=result.workers,
                     check_seconds=result.check_seconds, total_seconds=result.total_seconds, phases=dict(result.phases))
 
     # ------------------------------------------------------------ the arguments

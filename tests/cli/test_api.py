@@ -786,6 +786,17 @@ def test_the_output_is_a_mapping_of_matrices_and_says_what_ran():
     # named and meant as --json's: a log of several programs' summaries says which is which, and how long each part took
     assert summary["program"] == "gemm" and summary["flops_source"] == "kernels", summary
     assert 0 < summary["check_seconds"] < summary["total_seconds"] and "run" in summary["phases"], summary
+    assert summary["no_gflops"] is None
+
+
+@pytest.mark.timeout(60)
+def test_an_output_without_gflops_says_why(tmp_path):
+    """As the summary line says it (the API said nothing: gflops None, no note)."""
+    (tmp_path / "k.py").write_text("def fill(A):\n    A[...] = 1.0\n")
+    (tmp_path / "u.tile").write_text('use "k.py"\nkernel fill(out A)\nprogram u {\n  matrix A[n, n] = zeros\n'
+                                     "  fill(A[0, 0])\n}\n")
+    out = tiledsl.load(tmp_path / "u.tile").run(n=50)
+    assert out.gflops is None and out.no_gflops == out.summary()["no_gflops"] == "kernel fill declares no flop count"
 
 
 @pytest.mark.timeout(60)

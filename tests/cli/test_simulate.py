@@ -333,6 +333,21 @@ def test_a_kernel_without_a_flop_count_leaves_no_rate_as_a_run_does(capsys, mach
     assert result["notes"] == [  # the CPU rates have no default; the GPU's (unused here) have one
         "kernel fill declares no flop count: its tasks are timed as a gemm on their largest argument",
         f"no cpu rate for fill ({machine_file}): timed at gemm's"]
+
+
+@pytest.mark.timeout(150)
+def test_a_rank_that_ran_no_kernel_without_a_count_counts_its_flops_as_a_run_does(capsys, machine_file, tmp_path):
+    """Each rank's flops and uncounted kernel are its own (they were the first rank's on every rank)."""
+    (tmp_path / "k.py").write_text("def fill(A):\n    A[...] = 1.0\n\ndef scale(A, alpha):\n    A *= alpha\n")
+    (tmp_path / "u.tile").write_text('use "k.py"\nkernel fill(out A)\nkernel scale(inout A, float alpha = 1.0) '
+                                     "flops alpha * A.m * A.n\nprogram u {\n  tiling uniform(nb = 64)\n"
+                                     "  matrix A[n, n] = zeros\n  fill(A[0, 0])\n"
+                                     "  for j in 0 .. A.nt { scale(A[0, j], 2.0) }\n}\n")
+    size = ("--n", 150, "--grid", "1x2")
+    predicted = simulate(capsys, tmp_path / "u.tile", *size, "--machine", machine_file, "--gpus", 0)
+    real = real_run(str(tmp_path / "u.tile"), 2, *size)
+    assert [(r["flops"], r["uncounted"]) for r in predicted["ranks"]] == \
+        [(r["flops"], r["uncounted"]) for r in real["ranks"]] == [(None, "fill"), (2 * 64 * 64, None)]
     (tmp_path / "k.py").write_text("def fill(A):\n    A[...] = 1.0\n\n\ndef halve(A):\n    A *= 0.5\n")
     (tmp_path / "p.tile").write_text('use "k.py"\nkernel fill(out A)\nkernel halve(inout A)\nprogram p {\n'
                                      "  tiling uniform(nb = 50)\n  matrix B[n, n] = zeros\n"
@@ -738,3 +753,19 @@ def test_this_machine_counts_its_cores_at_the_rate_they_ran_together(monkeypatch
     del entry["shared_cores"]
     local = machines.this_machine(load("cholesky").driver.PROGRAM, 0, "emulated")
     assert local.cpu.gflops("gemm", 256) == 25.0 and local.in_run == {"mine"}
+
+
+@pytest.mark.timeout(60)
+def test_times_past_ten_million_seconds_are_written_with_an_exponent(capsys, machine_file, tmp_path):
+    """Flop counts near the float range (each finite, their sum inf) model times of 10³⁰⁰ s: they were
+    printed with all their hundreds of digits."""
+    (tmp_path / "k.py").write_text("def scale(A, alpha):\n    A *= alpha\n")
+    (tmp_path / "o.tile").write_text('use "k.py"\nkernel scale(inout A, float alpha = 1.0) flops alpha * A.m\n'
+                                     "program o {\n  tiling uniform(nb = 64)\n  matrix A[n, n] = random general\n"
+                                     "  for i in 0 .. A.mt { scale(A[i, 0], 1.5e306) }\n}\n")
+    status = main(["simulate", str(tmp_path / "o.tile"), "--n", "150", "--machine", str(machine_file)])
+    out = capsys.readouterr().out
+    assert status == 0
+    time_line = next(line for line in out.splitlines() if line.startswith("  time"))
+    assert "e+" in time_line and len(time_line) < 160, time_line
+

@@ -30,7 +30,7 @@ from ..runtime.fitting import check_files, fit_files
 from ..runtime.options import add_size_arguments, add_tuning_arguments, check_gpus, size_options, trace_file
 from ..runtime.outputs import check_output_paths
 from ..runtime.priorities import MODES
-from ..runtime.reporting import json_text, rate_text, settings_text
+from ..runtime.reporting import json_text, rate_text, seconds_text, settings_text
 from ..runtime.resources import bytes_text
 from ..runtime.trace import chrome_trace, compute_lanes
 from ..runtime.userkernels import kernel_module_digest, program_files
@@ -194,12 +194,13 @@ def render(result: dict) -> str:
     walk = result["walk"]
     lines = [f"{result['program']}: n={result['n']} {tiles}, simulated on {result['np']} rank(s) ({grid} grid) of "
              f"{result['machine']}, {result['workers']} worker(s){gpus} each, {result['tasks']} tasks",
-             f"  time      {result['seconds']:.4f} s" + rate_text(rate, result["ranks"])
+             f"  time      {seconds_text(result['seconds'])} s" + rate_text(rate, result["ranks"])
              + (f" ({result['flops_basis']})" if result.get("flops_basis") else ""),
-             f"  bounds    critical path {result['critical_path']:.4f} s, area {result['area_bound']:.4f} s, "
+             f"  bounds    critical path {seconds_text(result['critical_path'])} s, "
+             f"area {seconds_text(result['area_bound'])} s, "
              f"efficiency {_or_dash(result['efficiency'], '.2f')}",
              f"  walk      {walk['per_task_us']:g} µs per task walked + {walk['per_submit_us']:g} µs per share "
-             f"submitted: {walk['seconds']:.4f} s on the busiest rank ({_or_dash(walk['share'], '.0%')} of the time)",
+             f"submitted: {seconds_text(walk['seconds'])} s on the busiest rank ({_or_dash(walk['share'], '.0%')} of the time)",
              f"            {_walked(walk)}"]
     totals = result["totals"]
     settings = settings_text(result["sources"], {**result["tiles"], **result["params"]}, result["gpu_ratio"])

@@ -231,11 +231,9 @@ def _share_walks(driver, params, distribution, nranks: int, options) -> list[flo
 def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, timing: Timing, seconds: float,
              walked: list | None) -> dict:
     """The predicted time and rate, every rank's statistics, the walk's cost and the bounds."""
-    first = timing.uncounted[0] if timing.uncounted else None  # a run names the first, as its rank stats do
     counted = not has_standard_count(program)  # a run counts no task's flops where the check's formula counts
     exchanges = len(simulator.ranks) > 1 or any(len(rank.by_device) > 1 for rank in simulator.ranks)
-    ranks = [_rank_stats(rank, walker, number, first, counted, exchanges)
-             for number, rank in enumerate(simulator.ranks)]
+    ranks = [_rank_stats(rank, walker, number, counted, exchanges) for number, rank in enumerate(simulator.ranks)]
     rate, source = gflops(program, matrices, ranks, seconds)
     runtime = machine.runtime
     generation = max(walker.count * rank.walk_s + rank.submitted * runtime["submit_us"] * 1e-6
@@ -367,11 +365,12 @@ def _tile_owners(matrices: dict, distribution, nranks: int, gpus: int,
     return [[gpu for gpu in range(1, gpus + 1) if gpu not in devices] for devices in held], owned
 
 
-def _rank_stats(rank, walker: Walk, number: int, uncounted: str | None, counted: bool, exchanges: bool) -> dict:
+def _rank_stats(rank, walker: Walk, number: int, counted: bool, exchanges: bool) -> dict:
     """One simulated rank's statistics, as a run reports them: no flops when a kernel without a
     count ran (its modelled flops time it, they do not count) or, as ``counted`` False says, where
     the check's standard count gives the run's flops."""
     sent, received, bytes_sent, bytes_received = walker.traffic[number]
+    uncounted = walker.uncounted[number]  # as a run's: the first kernel without a count this rank ran
     return {"rank": number, "tasks": rank.tasks,
             "tasks_by_device": {"host": rank.by_device[0],
                                 **{f"gpu{g}": count for g, count in enumerate(rank.by_device[1:], 1)}},
