@@ -437,3 +437,15 @@ def test_a_lone_cr_is_warned_of_with_the_syntax_error_it_causes():
     source = decode("u.tile", b"program u {\n  matrix A[n, n] = random spd\n  potrf(A[0, 0])  # first\rdone, more\n}\n")
     assert [(d.code, d.span.line, d.span.column) for d in check_source(source).diagnostics] == [
         ("W308", 3, 26), ("E100", 4, 5)]
+
+
+def test_carets_count_the_escapes_of_characters_stderr_cannot_write(monkeypatch):
+    """Under LANG=C, stderr writes é as \\xe9 (four columns): the caret under a later name was three short."""
+    import io
+
+    source = decode("e.tile", 'program p {\n  matrix A[n, n] = random spd\n  require n > 0 "café" potrf(A[0, yy])\n}\n'
+                    .encode())
+    (d,) = [d for d in check_source(source).diagnostics if d.is_error]
+    monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="backslashreplace"))
+    shown, carets = (line.split(" | ", 1)[1] for line in render(d, source).split("\n")[2:4])
+    assert shown == '  require n > 0 "caf\\xe9" potrf(A[0, yy])' and carets.index("^") == shown.index("yy")

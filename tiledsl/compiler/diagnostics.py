@@ -7,7 +7,9 @@ only the command line turns them into text.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
+import sys
 import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -219,7 +221,9 @@ def _excerpt(source: Source, span: Span, width: int = 160) -> list[str]:
 def printable(text: str) -> str:
     """``text`` as it is safe to print: control and invisible format characters (an escape
     sequence, a zero-width space) and Unicode's line and paragraph separators as Python escapes,
-    and the bytes of a file name that were not UTF-8 (decoded as surrogates) as ``\\xNN``."""
+    the bytes of a file name that were not UTF-8 (decoded as surrogates) as ``\\xNN``, and a
+    character that stderr's encoding lacks (``é`` under LANG=C) as Python would write it
+    there (``\\xe9``), so that a caret counts the columns the terminal shows."""
     return "".join(map(_printable_char, text))
 
 
@@ -228,7 +232,20 @@ def _printable_char(char: str) -> str:
         return f"\\x{ord(char) - 0xDC00:02x}"
     if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp") and char != "\t":
         return repr(char)[1:-1]
+    if not _encodable(char, getattr(sys.stderr, "encoding", None) or "utf-8"):
+        return char.encode("ascii", "backslashreplace").decode("ascii")
     return char
+
+
+@functools.lru_cache(maxsize=4096)
+def _encodable(char: str, encoding: str) -> bool:
+    try:
+        char.encode(encoding)
+    except UnicodeEncodeError:
+        return False
+    except LookupError:  # an encoding Python does not know: take it as writing everything
+        pass
+    return True
 
 
 def _columns(text: str) -> int:
@@ -238,8 +255,11 @@ def _columns(text: str) -> int:
 
 
 def _char_columns(char: str) -> int:
+    shown = _printable_char(char)
+    if shown != char:  # an escape, letter by letter
+        return len(shown)
     if unicodedata.combining(char) or unicodedata.category(char) == "Me":
         return 0
     if unicodedata.east_asian_width(char) in "WF":
         return 2
-    return len(_printable_char(char))
+    return 1
