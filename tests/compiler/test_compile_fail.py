@@ -449,3 +449,14 @@ def test_carets_count_the_escapes_of_characters_stderr_cannot_write(monkeypatch)
     monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="backslashreplace"))
     shown, carets = (line.split(" | ", 1)[1] for line in render(d, source).split("\n")[2:4])
     assert shown == '  require n > 0 "caf\\xe9" potrf(A[0, yy])' and carets.index("^") == shown.index("yy")
+
+
+@pytest.mark.parametrize("encoding, said", [("utf-16", "UTF-16 text"),
+                                            ("utf-16-le", "UTF-16 text without a byte-order mark")])
+def test_a_kernel_module_saved_as_utf16_is_said_so(tmp_path, encoding, said):
+    """Python's "source code string cannot contain null bytes" alone did not say what to do."""
+    (tmp_path / "k.py").write_bytes("def fill(A):\n    A[...] = 1.0\n".encode(encoding))
+    (tmp_path / "p.tile").write_text('use "k.py"\nkernel fill(out A)\nprogram p {\n  matrix A[n, n] = zeros\n'
+                                     "  fill(A[0, 0])\n}\n")
+    (d,) = check_path(tmp_path / "p.tile").diagnostics
+    assert d.code == "E209" and d.hint == f"it reads as {said}: save it as UTF-8, as Python reads it"

@@ -17,7 +17,7 @@ from .checks import CHECK_ARITY
 from .diagnostics import DiagnosticBag, did_you_mean, suggestion_notes
 from .expressions import param_text
 from .kernel_module import UNKNOWN, Definitions, Function, gpu_body, read_definitions
-from .source import Span
+from .source import Span, marked_encoding, unmarked_utf16
 
 
 class ModuleUse:
@@ -64,8 +64,12 @@ class ModuleUse:
             compile(tree, str(path), "exec", dont_inherit=True)  # what parsing alone lets through
         except SyntaxError as error:  # NUL bytes too, on recent Pythons: a SyntaxError of no line
             where = f"{use.path}:{error.lineno}" if error.lineno else use.path
+            encoding = marked_encoding(data)
+            encoding = f"{encoding} text" if encoding else \
+                "UTF-16 text without a byte-order mark" if unmarked_utf16(data) else None
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not valid Python",
-                           f"{where}: SyntaxError: {error.msg}")
+                           f"{where}: SyntaxError: {error.msg}",
+                           hint=f"it reads as {encoding}: save it as UTF-8, as Python reads it" if encoding else None)
         except (OSError, ValueError) as error:  # unreadable, or NUL bytes on older Pythons
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} cannot be read: {error}")
         else:

@@ -74,9 +74,20 @@ _OTHER_ENCODINGS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-
                     (b"\xfe\xff", "UTF-16"))
 
 
+def marked_encoding(data: bytes) -> str | None:
+    """The encoding other than UTF-8 whose byte-order mark ``data`` begins with ("UTF-16"), or None."""
+    return next((name for mark, name in _OTHER_ENCODINGS if data.startswith(mark)), None)
+
+
+def unmarked_utf16(data: bytes) -> bool:
+    """Whether ``data`` reads as ASCII text saved as UTF-16 without a byte-order mark: a NUL
+    beside every character."""
+    return len(data) >= 4 and (not any(data[1::2]) or not any(data[0::2]))
+
+
 def decode(path: str, data: bytes) -> Source:
     """Decode ``data`` as UTF-8 program text, or raise :class:`SourceError`."""
-    encoding = next((name for mark, name in _OTHER_ENCODINGS if data.startswith(mark)), None)
+    encoding = marked_encoding(data)
     if encoding is not None:  # said of the whole file: its first line, a NUL every other byte, says nothing
         raise SourceError(Diagnostic(
             Span.whole(path), "E001", f"file is {encoding} text (it begins with a {encoding} byte-order mark), "
@@ -96,12 +107,10 @@ def decode(path: str, data: bytes) -> Source:
             hint="save the program as UTF-8"), shown) from None
     nul = source.text.find("\0")
     if nul >= 0:
-        # ASCII text saved as UTF-16 without a byte-order mark: a NUL beside every character
-        utf16 = len(data) >= 4 and (not any(data[1::2]) or not any(data[0::2]))
         raise SourceError(Diagnostic(source.span_at(nul), "E001",
                                      "NUL character in program text; is this a binary file?",
                                      hint="it reads as UTF-16 text without a byte-order mark: save the program as "
-                                          "UTF-8" if utf16 else None), source)
+                                          "UTF-8" if unmarked_utf16(data) else None), source)
     return source
 
 
