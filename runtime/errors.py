@@ -240,9 +240,9 @@ def _where(error: BaseException) -> str:
     if frame is None:
         return ""
     lines = linecache.getlines(frame.f_code.co_filename)
-    statement = _quoted_statement(lines, number - 1)
-    named = set(re.findall(r"[A-Za-z_]\w*", statement)) if statement else None
     source_names = frame.f_globals.get("SOURCE_NAMES", {})  # the driver's renamings of .tile names
+    statement = _quoted_statement(lines, number - 1) or _let_statement(lines, number - 1, source_names)
+    named = set(re.findall(r"[A-Za-z_]\w*", statement)) if statement else None
     # every loop variable around it (a let it names may take one value at several iterations: tester q66),
     # and the lets and parameters it names
     values = ", ".join(f"{shown} = {value_text(value)}" for name, loop in _names_in_scope(lines, number - 1)
@@ -292,6 +292,20 @@ def _names_in_scope(lines: list, at: int) -> list:
 
 _QUOTED = re.compile(r"^\s*# \S+\.tile:(\d+): (.+)$")
 _OWNER_LINE = re.compile(r"^\s*_r\d+ = ")
+
+
+_LET_LINE = re.compile(r"^\s*([A-Za-z]\w*) = (.+?)  # \S+\.tile:\d+$")
+
+
+def _let_statement(lines: list, at: int, source_names: dict) -> str | None:
+    """``let q = A.nt // z``: the ``.tile`` let whose driver line ``at`` (0-based) is, in the
+    program's names, where the driver wrote its value as the program does (no helper of its own,
+    ``_power``, no parameter read from ``p``); else None."""
+    found = _LET_LINE.match(lines[at]) if at < len(lines) else None
+    if found is None or re.search(r"\b_|\bp\[", found.group(2)):
+        return None
+    value = re.sub(r"[A-Za-z]\w*", lambda name: source_names.get(name.group(), name.group()), found.group(2))
+    return f"let {source_names.get(found.group(1), found.group(1))} = {value}"
 
 
 def _quoted_statement(lines: list, at: int) -> str | None:

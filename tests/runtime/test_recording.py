@@ -51,7 +51,8 @@ PROGRAMS = {
     let q = k % z
     potrf(A[k, q])
   }
-}""", 5, "the loop nest failed: a division by zero (the right operand of '//', '%' or '/' is 0) (with z = 0, k = 0)"),
+}""", 5, "the loop nest failed: a division by zero (the right operand of '//', '%' or '/' is 0) "
+             "(in `let q = k % z`, with z = 0, k = 0)"),
     "negative height": ("""program p {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
@@ -64,7 +65,7 @@ PROGRAMS = {
     let w = A.width(k + 5)
     potrf(A[k, k]) priority w
   }
-}""", 4, "A.width(5): A has no tile column 5 (its tile columns are 0 .. 1) (with k = 0)"),
+}""", 4, "A.width(5): A has no tile column 5 (its tile columns are 0 .. 1) (in `let w = A.width(k + 5)`, with k = 0)"),
     "offset below zero": ("""program p {
   matrix A[n, n] = random spd
   for k in 0 .. A.nt {
