@@ -345,6 +345,29 @@ def events_of(driver, matrices: dict, params) -> dict | None:
     return events
 
 
+def whole_walk_reason(driver, matrices: dict, params, ranks: int, derived: bool) -> str | None:
+    """Why the ranks of a run walk the whole loop nest, not their shares; None where they walk
+    their shares (several ranks, :func:`events_of` found the program's events) or where there
+    is one rank, whose share is the whole. ``derived``: the run derives its priorities."""
+    if ranks == 1:
+        return None
+    if derived and not driver.PROGRAM.derive_priorities:
+        return ("--priorities auto derives the priorities from every task: leave it out for the program's own "
+                "priority clauses, or give --priorities none")
+    if derived:
+        return ("the program's priorities are derived from every task: give its calls priority clauses, or "
+                "--priorities none")
+    if not hasattr(driver, "dataflow"):
+        where = getattr(driver, "NOT_AFFINE", None)
+        return ("the program's loop nest has no affine description for a share walk to follow "
+                f"({f'{where}; ' if where else ''}docs/cluster.md)")
+    if any(m.lines is None for m in matrices.values()):
+        return "a matrix's distribution does not deal its tiles by rows and columns (a custom distribution)"
+    if events_of(driver, matrices, params) is None:
+        return "the program's affine description does not hold at these sizes (a coefficient that is no integer)"
+    return None
+
+
 class Tracker:
     """A rank's view of the tiles it does not own, as its walk of its share goes on.
 

@@ -33,7 +33,7 @@ from .crash import run_in_progress
 from .options import DEFAULT_SEED, Options, check_file_names, check_gpus
 from .notes import warnings_of
 from .outputs import Staging, check_output_paths, write_output, write_trace
-from .dataflow import events_of
+from .dataflow import events_of, whole_walk_reason
 from .recording import survey
 from .reporting import (RunResult, count_nonfinite, has_standard_count, idle_gpus_warning, idle_ranks_warning,
                         idle_warning, no_gpu_task_warning, rank_columns, rank_stats)
@@ -146,6 +146,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
                            broadcast=broadcast, host_takes=engine.host_costs is not None,
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
+        result.walk = {"rank_walks": "share" if events is not None else "whole",
+                       "whole_because": whole_walk_reason(driver, matrices, params, ranks, derive)}
         result.seed = (DEFAULT_SEED if options.seed is None else options.seed) \
             if makes_random(program, options, arrays) else None
         result.window = window

@@ -45,6 +45,7 @@ class RunResult:
     broadcast: str = "direct"  # how tile versions reached the ranks reading them: "direct" or "tree"
     host_takes: bool = False  # idle CPU workers took GPU tasks (--host-takes on, in memory)
     seed: int | None = None  # the seed of the matrices made at random (None: the run made none)
+    walk: dict | None = None  # "rank_walks": "share" or "whole", and "whole_because" (.dataflow.whole_walk_reason)
     window: int | None = None  # the tasks a rank's window held at most (--window, or the default chosen)
     priorities: str | None = None  # "program" (its clauses), "derived" (from the task graph) or "none"
     host_takes_out_of_core: bool = False  # --host-takes on, but out of core: nothing taken
@@ -322,7 +323,7 @@ def summary_json(program, result: RunResult, ranks: list, notes: list) -> dict:
             "params": {k: result.params[k] for k in program.params if k in result.params},
             "np": result.ranks, "grid": list(result.grid), "workers": result.workers, "gpus": result.gpus,
             "broadcast": result.broadcast, "host_takes": result.host_takes, "seed": result.seed,
-            "window": result.window, "priorities": result.priorities,
+            "window": result.window, "priorities": result.priorities, "walk": result.walk,
             "seconds": result.seconds, "gflops": rate, "flops_source": source,
             "check_seconds": result.check_seconds, "total_seconds": result.total_seconds, "phases": result.phases,
             "residual": result.residual, "residuals": result.residuals, "passed": result.passed, "ok": result.ok,

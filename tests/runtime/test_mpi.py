@@ -180,16 +180,33 @@ def test_a_program_under_an_or_or_a_residue_walks_its_share_and_sends_what_expla
                                                                                              matrix, n, checked):
     """Gauss-Jordan (``if m != k``: two ranges of m) and red-black sweeps (``if (i + j + sweep) % 2 == 0``)
     on 2x2 ranks: each rank walks its share (the driver describes its dataflow), its messages are
-    explain's, and the result is one rank's to the bit (and passes its check)."""
+    explain's, and the result is one rank's to the bit (and passes its check). Without priority clauses,
+    a program's priorities are derived from every task: --priorities none, for the share walk."""
     path, options = f"tests/runtime/programs/{name}.tile", Options(n=n, tiles={"nb": 64 if checked else 32})
     driver = compiled(path)
     assert hasattr(driver, "dataflow")
     one_rank = execute(driver, options).matrices[matrix].assemble()
-    result = summary(run(path, "--n", n, "--nb", options.tiles["nb"], "--grid", "2x2", "--json",
+    result = summary(run(path, "--n", n, "--nb", options.tiles["nb"], "--grid", "2x2", "--json", "--priorities", "none",
                          *(["--check"] if checked else []), "--output", f"{matrix}={tmp_path / 'x.npy'}", np_=4))
     assert np.array_equal(np.load(tmp_path / "x.npy"), one_rank)
     assert result["residual"] < 60 if checked else result["passed"] is None
+    assert result["walk"] == {"rank_walks": "share", "whole_because": None}
     predicted = plan(driver, options, (2, 2)).messages
     for stats in result["ranks"]:
         assert stats["messages_sent"] == sum(c for (s, _), c in predicted.items() if s == stats["rank"])
         assert stats["messages_received"] == sum(c for (_, r), c in predicted.items() if r == stats["rank"])
+
+
+@pytest.mark.timeout(60)
+def test_a_run_says_why_its_ranks_walk_the_whole_loop_nest(tmp_path):
+    """As simulate's walk line does: the statement outside the affine class, or the derived priorities."""
+    source = (ROOT / "tests/runtime/programs/red_black.tile").read_text()
+    (tmp_path / "rb.tile").write_text(source.replace("(i + j + sweep) % 2 == 0", "(i + j + sweep) % 2 < 1"))
+    walk = summary(run(tmp_path / "rb.tile", "--n", 128, "--json", "--priorities", "none", np_=2))["walk"]
+    assert walk == {"rank_walks": "whole", "whole_because": "the program's loop nest has no affine description for "
+                    "a share walk to follow (line 11: (i + j + sweep) % 2 is not affine in the loop variables; "
+                    "docs/cluster.md)"}
+    walk = summary(run("programs/cholesky.tile", "--n", 128, "--nb", 32, "--json", "--priorities", "auto",
+                       np_=2))["walk"]
+    assert walk["rank_walks"] == "whole" and walk["whole_because"].startswith("--priorities auto derives")
+

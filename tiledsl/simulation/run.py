@@ -24,7 +24,7 @@ from ..runtime.layout import make_distribution, make_matrices, make_params, rati
 from ..runtime.options import tile_values
 from ..runtime.matrix import region_view
 from ..runtime.program import flatten
-from ..runtime.dataflow import events_of
+from ..runtime.dataflow import events_of, whole_walk_reason
 from ..runtime.recording import LoopNestTarget, survey, walk
 from ..runtime.reporting import (SUMMED, count_text, gflops, has_standard_count, idle_gpus_warning,
                                  idle_ranks_warning, idle_warning, no_gpu_task_warning, rank_columns)
@@ -154,7 +154,9 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
                "gpu_backend": options.gpu_backend if gpus else None, "out_of_core": None}
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     if not walked:
-        summary["walk"]["whole_because"] = _whole_walk_reason(driver, nranks, options)
+        summary["walk"]["whole_because"] = whole_walk_reason(
+            driver, make_matrices(driver, params, distribution, 0), params, nranks,
+            priorities.derived(program, options.priorities))
     stored = {(tile.matrix.name, tile.i, tile.j) for tile in walker.touched}
     idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus, stored)
     for stats, idle, tiles in zip(summary["ranks"], idle_gpus, owned):
@@ -188,22 +190,6 @@ def _too_many_gpus(gpus: int, machine, source: str) -> str:
     return (f"--gpus {gpus}: machine file {machine.source} has no GPUs: give one with \"gpus\" and GPU rates "
             f"(keeneland, h100), or leave out --machine to simulate this machine with the rates `tiledsl tune "
             f"{shlex.quote(source)} --gpus {gpus}` measured")
-
-
-def _whole_walk_reason(driver, nranks: int, options) -> str | None:
-    """Why the ranks walk the whole loop nest (:func:`_share_walks` found no share to walk); None
-    for one rank, whose share is the whole."""
-    if nranks == 1:
-        return None
-    if priorities.derived(driver.PROGRAM, options.priorities) and not driver.PROGRAM.derive_priorities:
-        return ("--priorities auto derives the priorities from every task: leave it out for the program's own "
-                "priority clauses, or give --priorities none")
-    if priorities.derived(driver.PROGRAM, options.priorities):
-        return ("the program's priorities are derived from every task: give its calls priority clauses, or "
-                "--priorities none")
-    where = getattr(driver, "NOT_AFFINE", None)
-    return ("the program's loop nest has no affine description for a share walk to follow "
-            f"({f'{where}; ' if where else ''}docs/cluster.md)")
 
 
 def _share_walks(driver, params, distribution, nranks: int, options) -> list[float] | None:
