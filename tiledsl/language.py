@@ -20,8 +20,27 @@ INT64_MAX = 2**63 - 1
 MAX_ITERATIONS = 10**10
 #: the operators of conditions, spelt as words: a name spelt so could never be used in an expression
 OPERATOR_WORDS = ("and", "or", "not")
-#: the words that begin a statement in a program (not Python's too): a kernel so named could not be called
-STATEMENT_WORDS = ("let", "release", "matrix", "workspace", "param", "tiling", "check", "require")
+#: the words that begin a statement or a declaration in a program: a kernel so named could not be called
+#: (in, out and inout begin an 'in matrix' declaration among the program's statements)
+STATEMENT_WORDS = ("let", "release", "matrix", "workspace", "param", "tiling", "check", "require", "for", "if",
+                   "in", "out", "inout")
+
+
+def statement_word_kernel(name: str, calls: tuple = ()) -> tuple:
+    """The message, notes and hint of E207 for a kernel named by a word that begins a statement
+    (or an 'in matrix' declaration), given the places of its ``calls`` found ("7:5")."""
+    what = f"'{name} matrix' declaration" if name in ("in", "out", "inout") else f"'{name}' statement"
+    said = f"its calls at {', '.join(calls)} read as {what}s" if len(calls) > 1 else \
+        f"its call at {calls[0]} reads as {_article(what)} {what}" if calls else \
+        f"a call {name}(...) would read as {_article(what)} {what}"
+    return (f"'{name}' begins a statement, and cannot name a kernel", said,
+            f"name the kernel and its function in the kernel module otherwise (my_{name})")
+
+
+def _article(words: str) -> str:
+    return "an" if words.lstrip("'")[0] in "aeiou" else "a"
+
+
 #: the kernels whose reflectors ``check qr`` replays: a program calling none of them has nothing to check
 QR_KERNELS = ("geqrt", "tpqrt", "ttqrt")
 #: The arguments of each built-in check, per accepted arity: "-" takes no qualifier, "o" an operand's

@@ -16,8 +16,8 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from ..language import (MAX_ITERATIONS, NAMED_INITS, OPERATOR_WORDS, RANDOM_KINDS, SQUARE_KINDS, STATEMENT_WORDS,
-                        TILING_SETTINGS, WRITE_MODES, hybrid_slices_fit, most_slices)
+from ..language import (MAX_ITERATIONS, NAMED_INITS, OPERATOR_WORDS, RANDOM_KINDS, SQUARE_KINDS, TILING_SETTINGS,
+                        WRITE_MODES, hybrid_slices_fit, most_slices)
 from . import nodes as n
 from .affine import (coincidence_witness, difference, empty_panel_witness, is_zero, surely_reached, meets_everywhere,
                      never_runs, never_runs_within, out_of_range_witness, provably_negative, value_range)
@@ -210,10 +210,6 @@ class _Analyzer:
                                hint=f"call the prelude's {name} as it is, or give a kernel of your own another "
                                     f"name (my_{name}), as its function in the kernel module" if prelude else None)
                 continue
-            if name in STATEMENT_WORDS:
-                self.bag.error(decl.name.span, "E207", f"'{name}' begins a statement, and cannot name a kernel",
-                               f"a call {name}(...) would read as a '{name}' statement",
-                               hint=f"name the kernel and its function in the kernel module otherwise (my_{name})")
             if not self._check_kernel_params(decl):
                 self.misdeclared.add(name)
             self.kernels[name] = decl

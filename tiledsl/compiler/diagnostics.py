@@ -108,14 +108,15 @@ class DiagnosticBag:
 
 def merged_repeats(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     """``diagnostics`` (in the file's order) with an unknown name said once, where it is first
-    used, noting the other places (one misspelling or rename fixes them all); and without the
-    "declared but never used" of a matrix or kernel while an unknown one may stand for it."""
+    used, noting the other places (one misspelling or rename fixes them all), a name declared
+    again alike (a parameter's name taken by two loops); and without the "declared but never
+    used" of a matrix or kernel while an unknown one may stand for it."""
     first: dict = {}  # (path, code, message) -> index in out
     places: dict = {}
     out: list[Diagnostic] = []
     for diagnostic in diagnostics:
         key = (diagnostic.span and diagnostic.span.path, diagnostic.code, diagnostic.message)
-        if diagnostic.code in ("E200", "E201") and diagnostic.message.startswith("unknown ") and key in first:
+        if _one_cause(diagnostic) and key in first:
             places[key].append(diagnostic.span)
             continue
         first[key], places[key] = len(out), []
@@ -125,13 +126,20 @@ def merged_repeats(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
             shown = ", ".join(f"{span.line}:{span.column}" for span in spans[:_MOST_PLACES])
             more = f" and {len(spans) - _MOST_PLACES} more" if len(spans) > _MOST_PLACES else ""
             kept = out[first[key]]
-            out[first[key]] = replace(kept, notes=kept.notes + (f"also used at {shown}{more}",))
+            said = "also used at" if kept.code in ("E200", "E201") else "also at"
+            out[first[key]] = replace(kept, notes=kept.notes + (f"{said} {shown}{more}",))
     unknown = {kind for d in out if d.code in ("E200", "E201")
                for kind in ("matrix", "kernel") if d.message.startswith(f"unknown {kind} ")}
     return [d for d in out if not (d.code == "W300" and d.message.split(" ")[0] in unknown)]
 
 
 _MOST_PLACES = 8  # the places a merged unknown name's note lists
+
+
+def _one_cause(diagnostic: Diagnostic) -> bool:
+    """Whether the same diagnostic elsewhere has the same cause: an unknown name, a name declared again."""
+    return (diagnostic.code in ("E200", "E201") and diagnostic.message.startswith("unknown ")
+            or diagnostic.code == "E207" and " is already declared" in diagnostic.message)
 
 
 def _on_its_line(diagnostic: Diagnostic) -> tuple:

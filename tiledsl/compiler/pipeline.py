@@ -13,6 +13,7 @@ from . import nodes
 from .analysis import Checked, analyze
 from .diagnostics import Diagnostic, headline, merged_repeats, render
 from .parser import parse, room_for_depth
+from .syntax_errors import statement_word_kernels
 from .source import Source, SourceError, decode, direction_controls, lone_returns, read_source
 
 
@@ -49,6 +50,10 @@ def check_source(source: Source) -> Result:
     result = Result(source.path, source)
     # what the text itself warns of (a lone CR, direction controls) may be what broke the syntax
     of_text = [*direction_controls(source), *lone_returns(source)]
+    unusable = statement_word_kernels(source)  # their calls would break the parse, or parse as something else
+    if unusable:
+        result.diagnostics.extend(sorted([*unusable, *of_text], key=_position))
+        return result
     try:
         tree = parse(source)
     except SourceError as error:

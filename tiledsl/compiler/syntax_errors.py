@@ -11,7 +11,8 @@ from functools import lru_cache
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
-from ..language import NAMED_INITS, OPERATOR_WORDS, RANDOM_KINDS, STATEMENT_WORDS, TILING_SETTINGS
+from ..language import (NAMED_INITS, OPERATOR_WORDS, RANDOM_KINDS, STATEMENT_WORDS, TILING_SETTINGS,
+                        statement_word_kernel)
 from .diagnostics import Diagnostic, did_you_mean
 from .grammar import TOKEN, WORD, GluedKeyword, lark_parser
 from .source import Source, Span
@@ -78,7 +79,6 @@ def syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
     notes += _open_on_earlier_lines(source.text, line) + _program_closed_before(source.text, token, after)
     return (keyword_read_as_expression(source, token)
             or _workspace_form(source, line)
-            or _statement_word_called(source, line, before, token)
             or _operator_word_declared(source, token)
             or _initial_value_missing(source, line)
             or _python_number(source, line, before, str(token))
@@ -740,18 +740,24 @@ def _misspelt_keyword(before: str, word: str | None, called: bool = False, in_bl
 _FILE_KEYWORDS = ("use", "kernel", "program")  # the statements of a file, outside its program's braces
 
 
-def _statement_word_called(source: Source, line: int, before: str, token: Token) -> Diagnostic | None:
-    """``let(A[0, 0])`` where the file declares a kernel 'let': the word begins a statement there,
-    so no kernel it names can be called (E207, as at the declaration once the file parses)."""
-    word = re.search(r"\b([a-z]+)\s*$", before)
-    if token != "(" or word is None or word.group(1) not in STATEMENT_WORDS \
-            or word.group(1) not in _DECLARED_KERNEL.findall(source.text):
-        return None
-    name = word.group(1)
-    return Diagnostic(Span(source.path, line, word.start(1) + 1, line, word.end(1) + 1), "E207",
-                      f"'{name}' begins a statement, and cannot name a kernel",
-                      (f"this reads as a '{name}' statement",),
-                      f"name the kernel and its function in the kernel module otherwise (my_{name})")
+def statement_word_kernels(source: Source) -> list[Diagnostic]:
+    """E207 for each kernel declared with a name that begins a statement (``kernel let(inout
+    A)``), said at its declaration with its calls: read before the parse, which its calls break
+    wherever the error is met (a call of one in a loop may parse, at the program's top not)."""
+    lines = [_code(line) for line in source.text.split("\n")]
+    found = []
+    for number, code in enumerate(lines, 1):
+        declared = _DECLARED_KERNEL.search(code)
+        if declared is None or declared.group(1) not in STATEMENT_WORDS:
+            continue
+        name = declared.group(1)
+        call = re.compile(rf"(?<![\w.]){name}\s*\(")
+        calls = tuple(f"{other}:{match.start() + 1}" for other, text in enumerate(lines, 1)
+                      for match in call.finditer(text) if other != number)
+        message, note, hint = statement_word_kernel(name, calls)
+        found.append(Diagnostic(Span(source.path, number, declared.start(1) + 1, number, declared.end(1) + 1),
+                                "E207", message, (note,), hint))
+    return found
 
 
 _INITS = ("random", "load")  # the keywords that may begin a matrix's initial value

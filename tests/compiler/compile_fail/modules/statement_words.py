@@ -7,3 +7,7 @@ def let(A):
 
 def release(A):
     A += 1.0
+
+
+def out(A):
+    A += 1.0
