@@ -28,6 +28,7 @@ import importlib.machinery
 import importlib.util
 import os
 import reprlib
+import types
 import shlex
 import sys
 import threading
@@ -113,7 +114,11 @@ def is_body(body) -> bool:
 
 def what_is(body) -> str:
     """``not str 'fast'``: what a name that should be a kernel's body is instead."""
-    return "not a class" if isinstance(body, type) else f"not {type(body).__name__} {reprlib.repr(body)}"
+    if isinstance(body, type):
+        return "not a class"
+    if isinstance(body, types.ModuleType):  # its repr names its file, which reprlib would cut in the middle
+        return f"not the module {body.__name__} (an import): name a function of it, or define one"
+    return f"not {type(body).__name__} {reprlib.repr(body)}"
 
 
 def _gpu_body(module, module_name: str, call):

@@ -29,6 +29,9 @@ MODULES = {
     "a class": ("class scale:\n    def __init__(self, A):\n        pass\n", 1,
                 "rank 0 (t.tile:5): kernel module kernels.py: scale must be a function (for the call scale(A[0, 0])), "
                 "not a class"),
+    "a module": ("import numpy as scale\n", 1,  # its repr, its file's path, was cut in the middle by reprlib
+                 "rank 0 (t.tile:5): kernel module kernels.py: scale must be a function (for the call scale(A[0, 0])), "
+                 "not the module numpy (an import): name a function of it, or define one"),
 }
 
 
