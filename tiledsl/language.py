@@ -30,7 +30,8 @@ def statement_word_kernel(name: str, calls: tuple = ()) -> tuple:
     """The message, notes and hint of E207 for a kernel named by a word that begins a statement
     (or an 'in matrix' declaration), given the places of its ``calls`` found ("7:5")."""
     what = f"'{name} matrix' declaration" if name in ("in", "out", "inout") else f"'{name}' statement"
-    said = f"its calls at {', '.join(calls)} read as {what}s" if len(calls) > 1 else \
+    shown = ", ".join(calls[:8]) + (f" and {len(calls) - 8} more" if len(calls) > 8 else "")
+    said = f"its calls at {shown} read as {what}s" if len(calls) > 1 else \
         f"its call at {calls[0]} reads as {_article(what)} {what}" if calls else \
         f"a call {name}(...) would read as {_article(what)} {what}"
     return (f"'{name}' begins a statement, and cannot name a kernel", said,
