@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tiledsl.compiler import compile_path
-from tiledsl.compiler.dataflow import outside, plan
+from tiledsl.compiler.dataflow import plan, planned
 from tiledsl.compiler.expressions import unparse
 from tiledsl.compiler.pipeline import check_path
 from tiledsl.driverload import import_driver
@@ -410,7 +410,7 @@ def test_the_driver_of_a_program_outside_the_class_says_where(tmp_path, body, re
     """The innermost statement that leaves the class, and why (a driver's NOT_AFFINE; simulate says it)."""
     (tmp_path / "p.tile").write_text("program p {\n  tiling uniform(nb = 32)\n  matrix A[n, n] = random spd\n"
                                      + body + "\n}\n")
-    assert outside(check_path(tmp_path / "p.tile").checked) == reason
+    assert planned(check_path(tmp_path / "p.tile").checked) == (None, reason)
     assert f"NOT_AFFINE = {reason!r}" in compile_path(tmp_path / "p.tile")[1]
 
 

@@ -273,7 +273,7 @@ class _Model:
         self.rank_vars: dict[tuple, str] = {}
         self.access_vars: dict[tuple, str] = {}
         self.call_index: dict = {}
-        self.share = dataflow.plan(checked)
+        self.share, self.not_affine = dataflow.planned(checked)
         self.kinds: set = set()  # term kinds the rendered loops use
         self.local: tuple | None = None  # (names, tile arguments) while writing a flops function
         self.powers = False  # whether some expression written uses _power
@@ -312,8 +312,7 @@ class _Model:
             model.guided = any(loop.terms for loop in self.share.loops.values())
             model.events = self._event_lines()
             model.share_prelude = without_unused(self._prelude(), model.events)
-        else:
-            model.not_affine = dataflow.outside(self.checked)
+        model.not_affine = self.not_affine
         model.powers = self.powers
         model.steps = self.steps
         model.source_names = self.names.renamed(_bound_names(program))

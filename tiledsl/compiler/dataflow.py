@@ -85,20 +85,16 @@ class NotAffine(Exception):
 
 def plan(checked: Checked) -> SharePlan | None:
     """The share plan of ``checked``, or None when it is not affine (see the module)."""
-    try:
-        return _Planner(checked).build()
-    except NotAffine:
-        return None
+    return planned(checked)[0]
 
 
-def outside(checked: Checked) -> str | None:
-    """Why ``checked`` has no share plan (``line 6: a loop variable or let under a non-affine
-    operation``), or None when it has one."""
+def planned(checked: Checked) -> tuple[SharePlan | None, str | None]:
+    """The share plan of ``checked`` and None; or None and why it has none (``line 6: k % 2 is
+    not affine in the loop variables``)."""
     try:
-        _Planner(checked).build()
+        return _Planner(checked).build(), None
     except NotAffine as reason:
-        return f"line {reason.line}: {reason}"
-    return None
+        return None, f"line {reason.line}: {reason}"
 
 
 class _Planner:
@@ -402,16 +398,12 @@ def _decided(conditions: list) -> tuple:
     tuple of :data:`_NEVER` where one of numbers does not."""
     kept = []
     for condition in conditions:
-        form = condition.form if isinstance(condition, _Modulus) else condition
-        value = form.get("", 0)
-        numbers = set(form) <= {""} and isinstance(value, int) and \
-            not (isinstance(condition, _Modulus) and not isinstance(condition.divisor, int))
-        if numbers:
-            if (condition.divisor == 0 or value % condition.divisor != 0) if isinstance(condition, _Modulus) \
-                    else value < 0:
-                return (_NEVER,)
-        else:
+        form = _condition_form(condition)
+        value, divisor = form.get("", 0), condition.divisor if isinstance(condition, _Modulus) else None
+        if not (_invariant(form) and isinstance(value, int) and isinstance(divisor, (int, type(None)))):
             kept.append(condition)
+        elif not (value >= 0 if divisor is None else divisor != 0 and value % divisor == 0):
+            return (_NEVER,)
     return tuple(kept)
 
 
