@@ -146,8 +146,9 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
                            broadcast=broadcast, host_takes=engine.host_costs is not None,
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
-        result.walk = {"rank_walks": "share" if events is not None else "whole",
-                       "whole_because": whole_walk_reason(driver, matrices, params, ranks, derive)}
+        # (the reason evaluates the events again: asked only where they were not found)
+        reason = None if events is not None else whole_walk_reason(driver, matrices, params, ranks, derive)
+        result.walk = {"rank_walks": "share" if events is not None else "whole", "whole_because": reason}
         result.seed = (DEFAULT_SEED if options.seed is None else options.seed) \
             if makes_random(program, options, arrays) else None
         result.window = window
