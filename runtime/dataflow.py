@@ -16,7 +16,7 @@ keys*) and the tile range it touches (affine too); a statement under an ``or``
 overlap (only the first event after a point matters, :class:`Tracker`), and
 one under a comparison of sizes alone happens ``when`` the run finds it true;
 an ``if`` that bounds no loop alone is a constraint (``2 * k < A.nt``) or a
-modulus (``(i + j) % 2 == 0``) of the instances. A schedule key
+modulus (``(i + j) % 2 == 0``; ``k % s != 0``: an excluded one) of the instances. A schedule key
 ``(β0, u1, β1, …, ud, βd)`` interleaves the statement's position in each block
 with the iteration of each enclosing loop (``u = v`` for a loop counting up,
 ``-v`` for one counting down), so that Python's tuple order is program order.
@@ -62,6 +62,7 @@ class Event:
     when: bool = True  # whether it happens at all: the run decides the ifs on sizes and parameters alone
     constraints: tuple = ()  # forms F: its instances are those where every F >= 0 (ifs that bound no loop alone)
     moduli: tuple = ()  # (F, d): ... and F % d == 0 (an if taking a loop variable modulo a number)
+    off_moduli: tuple = ()  # (F, d): ... and F % d != 0 (the same under != or not)
     _system: "_System" = field(default=None, compare=False, repr=False)
 
     def system(self) -> "_System":
@@ -130,12 +131,13 @@ class _System:
         # per level, the moduli whose deepest variable it is: checked once the variable has a value
         self.moduli: list = [[] for _ in range(depth)]
         self.impossible = False  # a modulus of no variable (its coefficients 0 at these sizes) that fails
-        for form, divisor in event.moduli:
-            levels = [level for level, a in enumerate(form[1:]) if a]
-            if levels:
-                self.moduli[levels[-1]].append((form, divisor))
-            else:
-                self.impossible |= form[0] % divisor != 0
+        for moduli, divides in ((event.moduli, True), (event.off_moduli, False)):
+            for form, divisor in moduli:
+                levels = [level for level, a in enumerate(form[1:]) if a]
+                if levels:
+                    self.moduli[levels[-1]].append((form, divisor, divides))
+                else:
+                    self.impossible |= (form[0] % divisor == 0) != divides
         # levels with neither a divisibility check, a modulus nor a step: every value in range is admissible
         self.plain = [not rows and not moduli and loop.step == 1
                       for rows, moduli, loop in zip(self.divides, self.moduli, event.loops)]
@@ -237,8 +239,8 @@ class _System:
         for row in self.divides[level]:
             if _evaluate(row, r, c, values) != 0:
                 return False
-        for form, divisor in self.moduli[level]:
-            if _evaluate_form(form, values) % divisor:
+        for form, divisor, divides in self.moduli[level]:
+            if (_evaluate_form(form, values) % divisor == 0) != divides:
                 return False
         step = self.loops[level].step
         return step == 1 or (u - self._start(level, values)) % step == 0
@@ -335,11 +337,11 @@ def events_of(driver, matrices: dict, params) -> dict | None:
     events: dict = {}
     for event in filter(lambda event: event.when, described):
         forms = [f for loop in event.loops for f in loop.lower + loop.upper] + \
-            list(event.rows + event.cols + event.constraints) + [form for form, _ in event.moduli]
+            list(event.rows + event.cols + event.constraints) + [form for form, _ in event.moduli + event.off_moduli]
         if not all(isinstance(x, int) for form in forms for x in form) or \
-                not all(isinstance(divisor, int) for _, divisor in event.moduli):
+                not all(isinstance(divisor, int) for _, divisor in event.moduli + event.off_moduli):
             return None
-        if any(divisor == 0 for _, divisor in event.moduli):
+        if any(divisor == 0 for _, divisor in event.moduli + event.off_moduli):
             continue  # its if divides by zero: the statement never runs (the run fails where it is met)
         events.setdefault(event.matrix, []).append(event)
     return events
@@ -373,11 +375,12 @@ class Tracker:
 
     Before the rank submits the task (or release) at schedule key ``at``, :meth:`reach`
     acts on every pending event before it (``advance(tile)`` for a write, ``release(tile)``
-    for a release); after, :meth:`touched` makes sure each tile it does not own that the
-    task touched has its next event pending. Only the first event after each touch is
+    for a release); after a task, :meth:`touched` makes sure each tile it does not own that
+    the task touched has its next event pending. Only the first event after each touch is
     acted on: it closes the copies the rank holds of the tile (a closed copy is never read
     by a later task), so the ones after it, until the rank touches the tile again, would
-    close nothing more. A tile never written or released again is asked about once.
+    close nothing more; a release the rank walks leaves it no copy open either, so it is
+    no touch. A tile never written or released again is asked about once.
     """
 
     def __init__(self, events: dict, rank: int, advance, release):

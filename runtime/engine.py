@@ -286,15 +286,13 @@ class Engine:
             self._finished(task)
 
     def release(self, tile, at=None) -> None:
-        """Release_Tile: copies of ``tile`` held here are freed once their readers are done."""
+        """Release_Tile: copies of ``tile`` held here are freed once their readers are done (none is
+        left open, so a rank walking its share asks for the tile's next event only at its next touch)."""
         if self.exchange is not None:
-            tracker = self.tracker if at is not None else None
             with self.lock:
-                if tracker is not None:
-                    tracker.reach(at)
+                if self.tracker is not None and at is not None:
+                    self.tracker.reach(at)
                 self.exchange.release(tile)
-            if tracker is not None:
-                tracker.touched(at, (tile,))
 
 
     # ---------------------------------------------------------------- running

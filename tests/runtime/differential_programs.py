@@ -33,12 +33,17 @@ from __future__ import annotations
 
 import random
 import re
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import scipy.linalg.blas as scipy_blas
+
+from tiledsl.compiler import check_source
+from tiledsl.compiler.source import decode
 
 #: The file name of the user kernel module; the test writes :data:`KERNEL_MODULE_SOURCE` there.
 KERNEL_MODULE = "differential_kernels.py"
@@ -598,11 +603,17 @@ def interpret(program: Program, arrays: dict) -> Execution:
 
 
 class Generator:
-    """Draws one candidate program from ``random.Random(seed)``."""
+    """Draws one candidate program from ``random.Random(seed)``; an ``affine`` one keeps to the
+    class whose ranks walk only their share (docs/cluster.md): its indices are affine forms of the
+    loop variables, kept in range by the ``if`` around their statement, and its conditions affine
+    comparisons (of residues too), where the other's fold indices with ``%``, ``min`` and ``max``
+    and ask the geometry."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, affine: bool = False):
         self.rng = random.Random(seed)
         self.names = 0
+        self.affine = affine
+        self.guards: list = []  # affine: what keeps the indices of the statement being drawn in range
 
     def fresh(self) -> str:
         """A name no other loop or let has."""
@@ -649,8 +660,9 @@ class Generator:
                 statements.append(If(self.condition(names), self.block(names, depth + 1, 2),
                                      self.block(names, depth + 1, 1) if rng.random() < 0.3 else []))
             elif names and draw < 0.6:
-                statements.append(Release(self.tile(rng.choice(self.written), names, panel=rng.random() < 0.3,
-                                                    subrange=False)))
+                self.guards = []
+                statements.append(self.guarded(Release(self.tile(rng.choice(self.written), names,
+                                                                 panel=rng.random() < 0.3, subrange=False))))
             elif names and draw < 0.65:
                 let = Let(self.fresh(), rng.choice(["{v} + 1", "{v} - 2", "2 * {v} - 1"]).format(v=rng.choice(names)))
                 statements.append(let)
@@ -681,13 +693,22 @@ class Generator:
         return Loop(var, start, stop, step, self.block(names + [var], depth + 1, 3))
 
     def condition(self, names: list) -> str:
-        """A condition on loop variables, the geometry, or the float and char parameters."""
+        """A condition on loop variables, the geometry, or the float and char parameters (affine:
+        on loop variables, sizes and the parameters)."""
         rng = self.rng
         v, w = rng.choice(names), rng.choice(names)
         matrix = rng.choice(self.written)
-        condition = rng.choice([f"{v} % 2 == 0", f"{v} < {rng.randint(1, 3)}", f"{v} != 1", f"{v} + {w} >= 2",
+        if self.affine:
+            top = f"{matrix}.{rng.choice(['mt', 'nt'])}"
+            condition = rng.choice([f"{v} % 2 == 0", f"{v} < {rng.randint(1, 3)}", f"{v} != 1", f"{v} + {w} >= 2",
+                                    f"({v} + {w}) % 3 != 1", f"{v} % q == 0", f"2 * {v} < {top}",
+                                    f"{v} > min({w}, 2)", f"{v} <= max({w} - 1, q)", f"{v} - q * {w} < 1",
+                                    f"{top} > 3", f'mode == "{rng.choice("AB")}"', "shift < 1.0"])
+        else:
+            condition = rng.choice([f"{v} % 2 == 0", f"{v} < {rng.randint(1, 3)}", f"{v} != 1", f"{v} + {w} >= 2",
                                 f'mode == "{rng.choice("AB")}"', rng.choice(["shift < 1.0", "shift > 0.0"]),
-                                f"{matrix}.height({v} % {matrix}.mt) == nb", f"{matrix}.width({v} % {matrix}.nt) < nb"])
+                                    f"{matrix}.height({v} % {matrix}.mt) == nb",
+                                    f"{matrix}.width({v} % {matrix}.nt) < nb"])
         if rng.random() < 0.25:
             condition = rng.choice([f"not ({condition})", f"{condition} and {v} <= 4", f"{condition} or {v} == 0"])
         return condition
@@ -698,9 +719,28 @@ class Generator:
         top = f"{matrix}.{count}"
         if not names or rng.random() < 0.15:
             return rng.choice(["0", f"{top} - 1", f"{top} // 2"])
+        if self.affine:
+            return self.affine_index(top, names)
         v, c = rng.choice(names), rng.randint(0, 3)
         return rng.choice([f"{v} % {top}", f"min({v}, {top} - 1)", f"({v} + {c}) % {top}", f"{top} - 1 - {v} % {top}",
                            f"max(min({v} - 1, {top} - 1), 0)", f"{v} // 2 % {top}", v, f"{v} * {c + 1} % {top}"])
+
+    def affine_index(self, top: str, names: list) -> str:
+        """An affine form of the loop variables below ``top``, its range said by :attr:`guards`."""
+        rng = self.rng
+        v, c = rng.choice(names), rng.randint(1, 3)
+        index = rng.choice([v, v, f"{v} + {c}", f"{v} - {c}", f"{top} - 1 - {v}", f"2 * {v}",
+                            f"{v} + {rng.choice(names)}"])
+        if index != v or rng.random() < 0.5:
+            self.guards.append(rng.choice([f"{index} < {top}", f"{top} > {index}", f"not ({index} >= {top})"]))
+            self.guards += [f"{index} >= 0"] if "-" in index else []
+        return index
+
+    def guarded(self, statement):
+        """``statement`` under an ``if`` of the :attr:`guards` its indices drew, if any."""
+        if not self.guards or self.rng.random() < 0.1:  # unguarded: pruned where it leaves the matrix
+            return statement
+        return If(" and ".join(dict.fromkeys(self.guards)), [statement], [])
 
     def tile(self, matrix: str, names: list, panel: bool, subrange: bool) -> TileRef:
         """A tile of ``matrix``; a panel along either index when ``panel``, possibly a
@@ -717,9 +757,9 @@ class Generator:
                                        ((None, 1),)])
         return ref
 
-    def call(self, names: list) -> Call:
-        """A call of a user or prelude kernel, with a priority now and then."""
-        rng = self.rng
+    def call(self, names: list):
+        """A call of a user or prelude kernel, with a priority now and then (affine: under its guards)."""
+        rng, self.guards = self.rng, []
         kernel = rng.choice(["mix", "mix", "mix", "mix2", "put", "pmix", "pupd", "pout", "gemm", "gemm", "trsm",
                              "trmm", "syrk", "syrk"])  # gemm and syrk twice: shapes that do not conform drop many
         if kernel in USER_KERNELS:
@@ -728,7 +768,7 @@ class Generator:
             call = self.prelude_call(kernel, names)
         if rng.random() < 0.3:
             call.priority = rng.choice([str(rng.randint(0, 5)), f"10 - {rng.choice(names)}" if names else "3"])
-        return call
+        return self.guarded(call)
 
     def user_call(self, kernel: str, names: list) -> Call:
         """A user kernel's tiles (panels where it iterates over one), then its values: some left
@@ -915,11 +955,11 @@ def prune(program: Program) -> Execution | None:
         return execution
 
 
-def generate(seed: int) -> Program:
+def generate(seed: int, affine: bool = False) -> Program:
     """The program of ``seed``: the first candidate that runs, makes enough calls, and keeps
-    its results finite and moderate. Its ``text`` is set."""
+    its results finite and moderate. Its ``text`` is set. ``affine``: see :class:`Generator`."""
     for attempt in range(ATTEMPTS):
-        program = Generator(seed * ATTEMPTS + attempt).program(seed)
+        program = Generator(seed * ATTEMPTS + attempt, affine).program(seed)
         execution = prune(program)
         if execution is None or execution.calls < MIN_CALLS:
             continue
@@ -927,8 +967,20 @@ def generate(seed: int) -> Program:
             continue
         drop_unused(program)
         program.text = render(program)
+        if affine and not accepted(program):
+            continue
         return program
     raise AssertionError(f"no usable program for seed {seed} in {ATTEMPTS} attempts")
+
+
+def accepted(program: Program) -> bool:
+    """Whether the checker has nothing to say about ``program``. An affine program's indices are kept
+    in range by its ifs at its sizes, where the checker judges every size: one it proves out of range
+    at some size, or passing one tile twice where one is written (E208, E204), is drawn again."""
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / KERNEL_MODULE).write_text(KERNEL_MODULE_SOURCE)
+        result = check_source(decode(str(Path(folder) / "program.tile"), program.text.encode()))
+    return result.ok and not result.diagnostics
 
 
 # ---------------------------------------------------------------- what a program covers

@@ -17,6 +17,8 @@ from tiledsl.commands import jobs
 from tiledsl.commands.explain import plan
 from tiledsl.runtime import Options, execute
 
+from differential_programs import KERNEL_MODULE, KERNEL_MODULE_SOURCE, generate, initial_matrices, interpret
+
 ROOT = Path(__file__).resolve().parents[2]
 # a square grid, and a row and a column of ranks each way in turn: every grid, both ways of each program
 GRIDS = [("2x2", "1x2", "3x1"), ("2x2", "2x1", "1x3")]
@@ -195,6 +197,37 @@ def test_a_program_under_an_or_or_a_residue_walks_its_share_and_sends_what_expla
     for stats in result["ranks"]:
         assert stats["messages_sent"] == sum(c for (s, _), c in predicted.items() if s == stats["rank"])
         assert stats["messages_received"] == sum(c for (_, r), c in predicted.items() if r == stats["rank"])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 8])
+def test_a_random_affine_program_on_four_ranks_walking_their_shares_computes_the_reference_bits(tmp_path, seed):
+    """Programs drawn at random (:mod:`differential_programs`, affine: see test_share) run on 2x2 ranks,
+    each rank walking its share: every matrix and workspace comes back with the bits of the sequential
+    reference, which runs the calls one by one in program order (a stale copy, a lost version or a
+    message sent to the wrong rank shows in the bits, or as a stall)."""
+    program = generate(seed, affine=True)
+    (tmp_path / KERNEL_MODULE).write_text(KERNEL_MODULE_SOURCE)
+    (tmp_path / "p.tile").write_text(program.text)
+    arrays = initial_matrices(program)
+    words = ["--n", program.n, "--nb", program.nb, *(w for name, value in program.params.items()
+                                                   for w in ("--set", f"{name}={value}"))]
+    for name, matrix in program.matrices.items():
+        if matrix.given:
+            np.save(tmp_path / f"in_{name}.npy", arrays[name])
+            words += ["--input", f"{name}={tmp_path / f'in_{name}.npy'}"]
+    interpret(program, arrays)  # arrays: now what the program computes
+    written = [name for name in arrays if not (name in program.matrices and program.matrices[name].read_only)]
+    for name in written:
+        words += ["--output", f"{name}={tmp_path / f'out_{name}.npy'}"]
+    result = summary(run(tmp_path / "p.tile", *words, "--grid", "2x2", "--priorities", "none", "--json",
+                         "--watchdog", 60, np_=4, timeout=240))
+    assert result["walk"] == {"rank_walks": "share", "whole_because": None}, program.text
+    assert sum(stats["messages_sent"] for stats in result["ranks"]) > 0
+    for name in written:
+        got = np.load(tmp_path / f"out_{name}.npy")
+        assert np.array_equal(got.view(np.uint64), np.ascontiguousarray(arrays[name]).view(np.uint64)), \
+            f"{name} differs\n{program.text}"
 
 
 @pytest.mark.timeout(60)

@@ -356,21 +356,31 @@ class _Model:
                          f"{self._forms(event.rows)}, {self._forms(event.cols)}"
                          f"{', release=True' if event.release else ''}, line={event.line}"
                          f"{self._when(event.when)}{self._constraints(event.constraints)}"
-                         f"{self._moduli(event.moduli)}),"
+                         f"{self._moduli('moduli', event.moduli)}{self._moduli('off_moduli', event.off_moduli)}),"
                          f"  # {what} at {_where_line(self.checked.path, event.line)}")
         return lines
 
     def _when(self, conditions) -> str:
         """An event's ``when``: the ifs it happens under that compare sizes and parameters alone."""
-        return ", when=" + " and ".join(f"{self._coefficient(value)} >= 0" if divisor is None
-                                        else f"({self._coefficient(value)}) % ({self._coefficient(divisor)}) == 0"
-                                        for value, divisor in conditions) if conditions else ""
+        return ", when=" + " and ".join(map(self._invariant_condition, conditions)) if conditions else ""
 
-    def _moduli(self, moduli) -> str:
-        """An event's ``moduli``: the ifs it happens under that take a loop variable modulo a number."""
+    def _invariant_condition(self, condition) -> str:
+        if isinstance(condition, dataflow.InvariantTest):
+            left, right = (str(v) if isinstance(v, int) else self.expr(v, parent=5) for v in
+                           (condition.left, condition.right))  # (comparisons bind less than + and -)
+            test = f"{left} {condition.op} {right}"
+            return f"not ({test})" if condition.negated else test
+        value, divisor = condition
+        if divisor is None:
+            return f"{self._coefficient(value)} >= 0"
+        return f"({self._coefficient(value)}) % ({self._coefficient(divisor)}) == 0"
+
+    def _moduli(self, field: str, moduli) -> str:
+        """An event's ``moduli`` (or ``off_moduli``): the ifs it happens under that take a loop variable
+        modulo a number, by == (by != or not)."""
         if not moduli:
             return ""
-        return ", moduli=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, {self._coefficient(divisor)})"
+        return f", {field}=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, {self._coefficient(divisor)})"
                                     for form, divisor in moduli)
 
     def _constraints(self, forms) -> str:

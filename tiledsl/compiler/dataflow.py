@@ -16,23 +16,24 @@ Three things, for programs whose writes and releases are affine (below):
 
 Affine here means: every loop that encloses a call or release has a constant
 step and bounds that are affine in the enclosing loops' variables, or mins and
-maxes of such forms, every tile index written or released is affine, with
+maxes of such forms, every tile index written or released is affine (or a min or max of such), with
 coefficients that the run knows before it starts (numbers, parameters, matrix
 sizes: ``(t + 1) * s`` is affine), and an ``if`` over a call or release compares
 such values, joined by ``and``, ``or`` and ``not`` (an ``else`` branch is the
 condition negated); a comparison bounds the innermost loop variable it names
 where its coefficient is ±1, is a constraint of the statement's instances
 otherwise (``2 * k < A.nt``), one that names no loop variable is decided by
-the run before it starts, and ``x % d == y`` (x affine, d and y known before the
-run; or ``!=``, d and y numbers) is a residue the instances keep. ``let`` values count as their forms. An
+the run before it starts (as written: floats and chars compare as they do in the
+loop nest), and ``x % d == y`` (x affine, d and y known before the
+run) is a residue the instances keep (``!=``: one they leave out). ``let`` values count as their forms. An
 ``or``, or a min or max that makes one (``for m in min(k, 3) .. n``, ``if m >
-min(k, 4)``), splits a statement into alternatives, each an event: their union
-is the statement's (at most 64 per statement; a loop of a step other than 1
-counts its steps from its start, so a min start of one is an alternative per
-form, where that form is the least, and a min of maxes is outside). Indices
-that are only read may be anything (``j // s``): their terms say nothing, and
-the driver's ownership test decides. A program outside this class gets no plan
-(:func:`plan` returns None) and every rank walks its whole loop nest, as the
+min(k, 4)``, a written index ``A[min(k + 1, A.mt - 1), j]``), splits a statement
+into alternatives, each an event: their union is the statement's (at most 64 per
+statement; a loop of a step other than 1 counts its steps from its start, so a
+min start of one is an alternative per form, where that form is the least, and a
+min of maxes is outside). Indices that are only read may be anything (``j // s``):
+their terms say nothing, and the driver's ownership test decides. A program outside this class gets
+no plan (:func:`plan` returns None) and every rank walks its whole loop nest, as the
 driver's docstring then says.
 """
 from __future__ import annotations
@@ -65,9 +66,24 @@ class EventPlan:
     cols: tuple
     release: bool
     line: int
-    when: tuple = ()  # (v, None) or (v, d), v loop-invariant: it happens only where every v >= 0, v % d == 0
+    # (v, None) or (v, d), v loop-invariant, or an InvariantTest: it happens only where every v >= 0, v % d == 0
+    # and every test holds
+    when: tuple = ()
     constraints: tuple = ()  # forms F in u-space: its instances are those where every F >= 0
     moduli: tuple = ()  # (F, d): ... and F % d == 0
+    off_moduli: tuple = ()  # (F, d): ... and F % d != 0
+
+
+@dataclass(frozen=True)
+class InvariantTest:
+    """A comparison of loop-invariant values (``shift < 1.0``, ``mode == "N"``, ``A.nt > 3``), which
+    the run decides as the loop nest would (``not (left op right)`` when ``negated``): a float's or
+    a char's is no integer form's sign."""
+
+    left: object  # an int or a loop-invariant expression
+    op: str
+    right: object
+    negated: bool = False
 
 
 @dataclass
@@ -272,6 +288,19 @@ class _Planner:
         return [(access.tile, lets, loops) for access in summary.accesses]
 
     def _event(self, tile: n.TileRef, loops: list, positions: list, lets: dict, release: bool, line: int) -> None:
+        """The events of one tile argument written or released: one, or one per alternative where an
+        index or a range bound is a min or max (``A[min(k + 1, A.mt - 1), j]``, ``A[k : min(k + 2, A.mt), j]``)."""
+        pieces = [(rows, cols, _all([where_rows, where_cols])) for rows, where_rows in _ranges(tile.row, loops, lets)
+                  for cols, where_cols in _ranges(tile.col, loops, lets)]
+        with self._split(sum(len(alternatives) for *_, alternatives in pieces)):
+            for rows, cols, alternatives in pieces:
+                for guards, conditions in alternatives:
+                    with self._under(conditions):
+                        self._add_event(tile.matrix.text, (rows, cols), _guarded(loops, guards), positions, release,
+                                        line)
+
+    def _add_event(self, matrix: str, ranges: tuple, loops: list, positions: list, release: bool, line: int) -> None:
+        """The event of tiles ``ranges`` ((first, past) forms of rows and columns) over ``loops``."""
         if _NEVER in self.when:
             return  # under a comparison of numbers that does not hold (one that holds is left out)
         space = [(v, sign) for v, sign, *_ in loops]
@@ -284,23 +313,28 @@ class _Planner:
                 lower, upper = ([_add(_scale(f, -1), {"": 1}) for f in upper],
                                 [_add(_scale(f, -1), {"": 1}) for f in lower])
             bounds.append((tuple(_u(f, space) for f in lower), tuple(_u(f, space) for f in upper), step))
-        ranges = []
-        for index in (tile.row, tile.col):
-            if isinstance(index, n.Range):
-                first, past = (_form(e, loops, lets) for e in (index.start, index.stop))
-            else:
-                first = _form(index, loops, lets)
-                past = _add(first, {"": 1})
-            ranges.append((_u(first, space), _u(past, space)))
-        event = EventPlan(tile.matrix.text, tuple(positions), tuple(bounds), ranges[0], ranges[1], release, line,
-                          tuple((c.form[""], c.divisor) if isinstance(c, _Modulus) else (c[""], None)
-                                for c in self.when if _invariant(_condition_form(c))),
-                          tuple(_u(c, space) for c in self.when
-                                if not isinstance(c, _Modulus) and not _invariant(c)),
-                          tuple((_u(c.form, space), c.divisor) for c in self.when
-                                if isinstance(c, _Modulus) and not _invariant(c.form)))
+        rows, cols = (tuple(_u(form, space) for form in pair) for pair in ranges)
+        moduli = [c for c in self.when if isinstance(c, _Modulus) and not _invariant(c.form)]
+        event = EventPlan(matrix, tuple(positions), tuple(bounds), rows, cols, release, line,
+                          tuple(map(_when_entry, filter(lambda c: _invariant(_condition_form(c)), self.when))),
+                          tuple(_u(c, space) for c in self.when if not _invariant(_condition_form(c))
+                                and not isinstance(c, _Modulus)),
+                          *(tuple((_u(c.form, space), c.divisor) for c in moduli if c.excluded == excluded)
+                            for excluded in (False, True)))
         if event not in self.result.events:  # alternatives that differ only on other loops' bounds
             self.result.events.append(event)
+
+
+def _when_entry(condition):
+    """A condition of no loop variable as an :class:`EventPlan` ``when`` entry."""
+    if isinstance(condition, InvariantTest):
+        return condition
+    if not isinstance(condition, _Modulus):
+        return condition[""], None
+    if condition.excluded:  # v % d != 0
+        value = condition.form[""]
+        return InvariantTest(n.Binary("%", _expr(value), _expr(condition.divisor), _span_of(value)), "!=", 0)
+    return condition.form[""], condition.divisor
 
 
 # ---------------------------------------------------------------- if conditions
@@ -343,8 +377,11 @@ def _alternatives(cond, loops: list, lets: dict, negated: bool = False) -> list:
         case n.Binary(op="==" | "!=", left=left, right=right) if _is_modulus(left) or _is_modulus(right):
             return _residues(_NEGATED[cond.op] if negated else cond.op, left, right, loops, lets)
         case n.Binary(op="<" | "<=" | ">" | ">=" | "==" | "!=", left=left, right=right):
-            return _compare(_NEGATED[cond.op] if negated else cond.op, _tree(left, loops, lets),
-                            _tree(right, loops, lets), loops)
+            trees = _tree(left, loops, lets), _tree(right, loops, lets)
+            values = [tree.get("", 0) for tree in trees if isinstance(tree, dict) and _invariant(tree)]
+            if len(values) == 2 and not all(isinstance(value, int) for value in values):
+                return [((), (InvariantTest(*values[:1], cond.op, *values[1:], negated),))]
+            return _compare(_NEGATED[cond.op] if negated else cond.op, *trees, loops)
     raise NotAffine(f"the condition {unparse(cond)} is not comparisons joined by and, or and not")
 
 
@@ -356,8 +393,8 @@ def _residues(op: str, left, right, loops: list, lets: dict) -> list:
     """The alternatives of ``x % d == y`` (or ``!=``; the ``%`` on either side): x affine, d and y
     loop-invariant. ``==`` holds where x − y ≡ 0 (mod d) (a :data:`_Modulus`) and y is a value
     of x % d: 0 <= y < d, or d < y <= 0 (Python's modulo takes the divisor's sign; two
-    alternatives where d is no number). ``!=``, d a positive number and y a number: one
-    alternative per other residue."""
+    alternatives where d is no number). ``!=`` holds where x − y ≢ 0 (mod d) (an excluded
+    modulus), and everywhere where y is no value of x % d (``y % d != y``, decided by the run)."""
     modulus, other = (left, right) if _is_modulus(left) else (right, left)
     x, y, d = (_form(e, loops, lets) for e in (modulus.left, other, modulus.right))
     for value in (y, d):
@@ -373,24 +410,21 @@ def _residues(op: str, left, right, loops: list, lets: dict) -> list:
         pieces = [((), within + _decided(residue)) for within in (above, below) if _NEVER not in within]
         return pieces or [((), (_NEVER,))]
     value = y.get("", 0)
-    if not isinstance(divisor, int) or divisor <= 0:
-        raise NotAffine(f"{unparse(modulus)} != {unparse(other)}: {unparse(modulus.right)} is not a positive number")
-    if not isinstance(value, int):
-        raise NotAffine(f"{unparse(other)}, compared with {unparse(modulus)} by !=, is not a number")
-    others = [r for r in range(divisor) if r != value]
-    if len(others) > _MOST_PIECES:
-        raise NotAffine(f"a condition of more than {_MOST_PIECES} alternatives")
-    # (x % 1 != 0 never holds: one alternative, never, so that its statements are planned all the same)
-    return [((), _decided([_Modulus(_add(x, {"": -r}), divisor)])) for r in others] or [((), (_NEVER,))]
+    off = [((), _decided([_Modulus(_add(x, _scale(y, -1)), divisor, excluded=True)]))]
+    if isinstance(value, int) and isinstance(divisor, int):
+        return off + ([((), ())] if divisor and value % divisor != value else [])
+    return off + [((), (InvariantTest(n.Binary("%", _expr(value), _expr(divisor), _span_of(value, divisor)), "!=",
+                                      value),))]
 
 
 @dataclass(frozen=True)
 class _Modulus:
-    """A condition ``form ≡ 0 (mod divisor)``, beside the forms F of conditions F >= 0 (the divisor
-    an int or a loop-invariant expression)."""
+    """A condition ``form ≡ 0 (mod divisor)`` (``form ≢ 0`` where ``excluded``), beside the forms F
+    of conditions F >= 0 (the divisor an int or a loop-invariant expression)."""
 
     form: dict
     divisor: object
+    excluded: bool = False
 
 
 def _decided(conditions: list) -> tuple:
@@ -398,11 +432,17 @@ def _decided(conditions: list) -> tuple:
     tuple of :data:`_NEVER` where one of numbers does not."""
     kept = []
     for condition in conditions:
+        if isinstance(condition, InvariantTest):
+            kept.append(condition)
+            continue
         form = _condition_form(condition)
         value, divisor = form.get("", 0), condition.divisor if isinstance(condition, _Modulus) else None
+        excluded = isinstance(condition, _Modulus) and condition.excluded
+        if excluded and divisor in (1, -1):
+            return (_NEVER,)  # every integer is 0 modulo ±1
         if not (_invariant(form) and isinstance(value, int) and isinstance(divisor, (int, type(None)))):
             kept.append(condition)
-        elif not (value >= 0 if divisor is None else divisor != 0 and value % divisor == 0):
+        elif not (value >= 0 if divisor is None else divisor != 0 and (value % divisor == 0) != excluded):
             return (_NEVER,)
     return tuple(kept)
 
@@ -509,7 +549,34 @@ def _flat(tree) -> list:
     return forms
 
 
+def _ranges(index, loops: list, lets: dict) -> list:
+    """The (first, past) forms of the tiles an index or a range names, each with the alternatives
+    (:func:`_alternatives`) where it is those: one, unless an index or bound is a min or max."""
+    if isinstance(index, n.Range):
+        starts, stops = (_selections(_tree(e, loops, lets), loops) for e in (index.start, index.stop))
+        return [((first, past), _all([a, b])) for first, a in starts for past, b in stops]
+    return [((form, _add(form, {"": 1})), where) for form, where in _selections(_tree(index, loops, lets), loops)]
+
+
+def _selections(tree, loops: list) -> list:
+    """The forms a tree of mins and maxes (:func:`_tree`) takes, each with the alternatives where it
+    is the tree's value: an argument of a min where it is below those before it and not above
+    those after (a max alike), nested trees through their own selections."""
+    if isinstance(tree, dict):
+        return [(tree, [((), ())])]
+    func, args = tree
+    better = "<" if func == "min" else ">"
+    found = []
+    for i, arg in enumerate(args):
+        ahead = [_compare(better if j < i else better + "=", arg, other, loops)
+                 for j, other in enumerate(args) if j != i]
+        found += [(form, _all([where, *ahead])) for form, where in _selections(arg, loops)]
+    return found
+
+
 def _condition_form(condition) -> Form:
+    if isinstance(condition, InvariantTest):
+        return {"": 0}  # decided by the run: a condition of no loop variable
     return condition.form if isinstance(condition, _Modulus) else condition
 
 
@@ -574,7 +641,7 @@ def _form(expr, loops: list, lets: dict) -> Form:
     if any(name in variables or name in lets for name in names(expr)):  # (not a set of every let: one per let)
         if isinstance(expr, n.Func) and expr.func.text in ("min", "max"):
             raise NotAffine(f"{unparse(expr)} is a {expr.func.text} of loop variables, which only loop bounds, "
-                            f"compared values and lets of them take (with sums and number multiples)")
+                            f"compared values, written indices and lets of them take (with sums and number multiples)")
         raise NotAffine(f"{unparse(expr)} is not affine in the loop variables")
     return {"": expr}  # loop-invariant: the run knows it before it starts
 
