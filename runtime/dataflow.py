@@ -63,6 +63,8 @@ class Event:
     constraints: tuple = ()  # forms F: its instances are those where every F >= 0 (ifs that bound no loop alone)
     moduli: tuple = ()  # (F, d): ... and F % d == 0 (an if taking a loop variable modulo a number)
     off_moduli: tuple = ()  # (F, d): ... and F % d != 0 (the same under != or not)
+    # (F, d, axis): ... and F − (the tile's row, axis 0, or column) ≡ 0 (mod d) (a tile index F % d)
+    index_moduli: tuple = ()
     _system: "_System" = field(default=None, compare=False, repr=False)
 
     def system(self) -> "_System":
@@ -138,9 +140,18 @@ class _System:
                     self.moduli[levels[-1]].append((form, divisor, divides))
                 else:
                     self.impossible |= (form[0] % divisor == 0) != divides
+        # tile indices modulo d: rows over the tile and the loops, each checked once its deepest variable has a
+        # value (none: a check of the tile alone)
+        self.index_moduli: list = [[] for _ in range(depth)]
+        self.constant_moduli: list = []
+        for form, divisor, axis in event.index_moduli:
+            row = lifted(form, _C if axis else _R)
+            level = _deepest(row)
+            (self.constant_moduli if level is None else self.index_moduli[level]).append((_sparse(row), divisor))
         # levels with neither a divisibility check, a modulus nor a step: every value in range is admissible
-        self.plain = [not rows and not moduli and loop.step == 1
-                      for rows, moduli, loop in zip(self.divides, self.moduli, event.loops)]
+        self.plain = [not rows and not moduli and not index_moduli and loop.step == 1
+                      for rows, moduli, index_moduli, loop in zip(self.divides, self.moduli, self.index_moduli,
+                                                                  event.loops)]
         # per level: (coefficient of its variable, the rest of the row)
         self.bounds = [[(row[_U + level], _sparse(row, without=level)) for row in rows]
                        for level, rows in enumerate(bounds)]
@@ -177,7 +188,7 @@ class _System:
         for row in self.constant_equalities:
             if _evaluate(row, r, c, ()) != 0:
                 return False
-        return True
+        return all(_evaluate(row, r, c, ()) % divisor == 0 for row, divisor in self.constant_moduli)
 
     def first_after(self, r: int, c: int, after: tuple, before: tuple | None = None):
         """The least schedule key of this event's instances on tile (r, c) after ``after`` (and
@@ -241,6 +252,9 @@ class _System:
                 return False
         for form, divisor, divides in self.moduli[level]:
             if (_evaluate_form(form, values) % divisor == 0) != divides:
+                return False
+        for row, divisor in self.index_moduli[level]:
+            if _evaluate(row, r, c, values) % divisor:
                 return False
         step = self.loops[level].step
         return step == 1 or (u - self._start(level, values)) % step == 0
@@ -337,11 +351,12 @@ def events_of(driver, matrices: dict, params) -> dict | None:
     events: dict = {}
     for event in filter(lambda event: event.when, described):
         forms = [f for loop in event.loops for f in loop.lower + loop.upper] + \
-            list(event.rows + event.cols + event.constraints) + [form for form, _ in event.moduli + event.off_moduli]
-        if not all(isinstance(x, int) for form in forms for x in form) or \
-                not all(isinstance(divisor, int) for _, divisor in event.moduli + event.off_moduli):
+            list(event.rows + event.cols + event.constraints) + \
+            [form for form, _ in event.moduli + event.off_moduli] + [form for form, _, _ in event.index_moduli]
+        divisors = [divisor for _, divisor in event.moduli + event.off_moduli] + [d for _, d, _ in event.index_moduli]
+        if not all(isinstance(x, int) for form in forms for x in form) or not all(isinstance(d, int) for d in divisors):
             return None
-        if any(divisor == 0 for _, divisor in event.moduli + event.off_moduli):
+        if 0 in divisors:
             continue  # its if divides by zero: the statement never runs (the run fails where it is met)
         events.setdefault(event.matrix, []).append(event)
     return events

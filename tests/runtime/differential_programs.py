@@ -605,7 +605,8 @@ def interpret(program: Program, arrays: dict) -> Execution:
 class Generator:
     """Draws one candidate program from ``random.Random(seed)``; an ``affine`` one keeps to the
     class whose ranks walk only their share (docs/cluster.md): its indices are affine forms of the
-    loop variables, kept in range by the ``if`` around their statement, and its conditions affine
+    loop variables, kept in range by the ``if`` around their statement or taken modulo the matrix's
+    tile count, and its conditions affine
     comparisons (of residues too), where the other's fold indices with ``%``, ``min`` and ``max``
     and ask the geometry."""
 
@@ -726,11 +727,14 @@ class Generator:
                            f"max(min({v} - 1, {top} - 1), 0)", f"{v} // 2 % {top}", v, f"{v} * {c + 1} % {top}"])
 
     def affine_index(self, top: str, names: list) -> str:
-        """An affine form of the loop variables below ``top``, its range said by :attr:`guards`."""
+        """An affine form of the loop variables below ``top``, its range said by :attr:`guards`, or one
+        modulo ``top``, in range as it is."""
         rng = self.rng
         v, c = rng.choice(names), rng.randint(1, 3)
         index = rng.choice([v, v, f"{v} + {c}", f"{v} - {c}", f"{top} - 1 - {v}", f"2 * {v}",
-                            f"{v} + {rng.choice(names)}"])
+                            f"{v} + {rng.choice(names)}", f"({v} + {c}) % {top}", f"{top} - 1 - {v} % {top}"])
+        if "%" in index:
+            return index  # in range as it is
         if index != v or rng.random() < 0.5:
             self.guards.append(rng.choice([f"{index} < {top}", f"{top} > {index}", f"not ({index} >= {top})"]))
             self.guards += [f"{index} >= 0"] if "-" in index else []
@@ -748,10 +752,13 @@ class Generator:
         rng = self.rng
         ref = TileRef(matrix, self.index(matrix, "mt", names), self.index(matrix, "nt", names))
         if panel:
+            # (affine: a range from a modulo is one of a number of tiles)
             if rng.random() < 0.5:
-                ref.row_end = rng.choice([f"{matrix}.mt", f"min({ref.row} + 2, {matrix}.mt)", f"{ref.row} + 1"])
+                ref.row_end = rng.choice([f"{matrix}.mt", f"min({ref.row} + 2, {matrix}.mt)", f"{ref.row} + 1"]
+                                         if not (self.affine and "%" in ref.row) else [f"{ref.row} + 1"])
             else:
-                ref.col_end = rng.choice([f"{matrix}.nt", f"min({ref.col} + 2, {matrix}.nt)", f"{ref.col} + 1"])
+                ref.col_end = rng.choice([f"{matrix}.nt", f"min({ref.col} + 2, {matrix}.nt)", f"{ref.col} + 1"]
+                                         if not (self.affine and "%" in ref.col) else [f"{ref.col} + 1"])
         elif subrange and rng.random() < 0.2:
             ref.subrange = rng.choice([((0, 1),), ((1, None),), ((None, None), (0, 1)), ((0, 2), (1, None)),
                                        ((None, 1),)])

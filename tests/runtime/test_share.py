@@ -177,6 +177,9 @@ program unions {
       trsm(C[m, 3], B[min(k + 1, B.mt - 1), m])
       if m > 0 { trsm(B[m, 1], C[max(min(k - 1, m), 2), min(m, 4)]) }
       if k < B.mt - 1 { trsm(C[m, 4], B[k : min(k + 2, B.mt), 8]) }
+      trsm(B[m, 3], C[(m + k + 1) % C.mt, (2 * k) % s])
+      trsm(B[k, 4], C[7, m - m % 3])
+      if k > 0 { trsm(C[k, 5], B[(B.mt - 1 - m) % (s + 1), (k - m) % -3 + 5]) }
     }
     for m in min(k + 1, 3) .. B.mt { trsm(B[m, 6], C[k, 3]) }
     for m in 0 .. max(k - 2, 3) { trsm(C[k, 7], B[m, 7]) }
@@ -235,7 +238,8 @@ def test_calls_under_unions_walk_their_share(tmp_path):
     and multiples of mins and maxes (directly and through lets), comparisons of float and char parameters
     (decided as written: a float's difference is no integer form), residues excluded (``!=`` and ``else``, modulo
     a parameter or a number, a residue that is no value of the modulo), written indices and range bounds that
-    are mins and maxes (nested too): each statement's events are the union of its alternatives'."""
+    are mins and maxes (nested too), written indices modulo a size, a parameter or a number (negative too):
+    each statement's events are the union of its alternatives'."""
     driver = _driver_of(tmp_path, "unions")
     text = Path(driver.__file__).read_text()
     assert "when=B.nt - 100 > 0" in text and "when=shift < 1.0" in text and "when=not (mode == 'B'" in text
@@ -294,7 +298,8 @@ def enumerated(event):
             key = (event.positions[0],) + tuple(x for u, p in zip(values, event.positions[1:]) for x in (u, p))
             for i in range(form(event.rows[0], values), form(event.rows[1], values)):
                 for j in range(form(event.cols[0], values), form(event.cols[1], values)):
-                    yield key, (i, j)
+                    if not any((form(f, values) - (j if axis else i)) % d for f, d, axis in event.index_moduli):
+                        yield key, (i, j)
             return
         loop = event.loops[level]
         lowest, stop = max(form(f, values) for f in loop.lower), min(form(f, values) for f in loop.upper)

@@ -356,7 +356,8 @@ class _Model:
                          f"{self._forms(event.rows)}, {self._forms(event.cols)}"
                          f"{', release=True' if event.release else ''}, line={event.line}"
                          f"{self._when(event.when)}{self._constraints(event.constraints)}"
-                         f"{self._moduli('moduli', event.moduli)}{self._moduli('off_moduli', event.off_moduli)}),"
+                         f"{self._moduli('moduli', event.moduli)}{self._moduli('off_moduli', event.off_moduli)}"
+                         f"{self._index_moduli(event.index_moduli)}),"
                          f"  # {what} at {_where_line(self.checked.path, event.line)}")
         return lines
 
@@ -382,6 +383,13 @@ class _Model:
             return ""
         return f", {field}=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, {self._coefficient(divisor)})"
                                     for form, divisor in moduli)
+
+    def _index_moduli(self, moduli) -> str:
+        """An event's ``index_moduli``: its tile indices that take a loop variable modulo a number."""
+        if not moduli:
+            return ""
+        return ", index_moduli=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, "
+                                          f"{self._coefficient(divisor)}, {axis})" for form, divisor, axis in moduli)
 
     def _constraints(self, forms) -> str:
         """An event's ``constraints``: the comparisons of the ifs it happens under that bound no loop alone."""

@@ -16,7 +16,8 @@ Three things, for programs whose writes and releases are affine (below):
 
 Affine here means: every loop that encloses a call or release has a constant
 step and bounds that are affine in the enclosing loops' variables, or mins and
-maxes of such forms, every tile index written or released is affine (or a min or max of such), with
+maxes of such forms, every tile index written or released is affine (or a min or max of such,
+or one plus or minus an affine form modulo a value known before the run: ``(i + 1) % A.mt``), with
 coefficients that the run knows before it starts (numbers, parameters, matrix
 sizes: ``(t + 1) * s`` is affine), and an ``if`` over a call or release compares
 such values, joined by ``and``, ``or`` and ``not`` (an ``else`` branch is the
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 
 from . import nodes as n
 from .analysis import Checked
-from .expressions import constant_of, names, unparse
+from .expressions import canonical_text, constant_of, names, unparse
 
 ANY, AT, PLUS, MINUS, DIV = "ANY", "AT", "PLUS", "MINUS", "DIV"
 Form = dict  # loop variable -> coefficient, "" -> constant; coefficients are ints or loop-invariant Exprs
@@ -72,6 +73,7 @@ class EventPlan:
     constraints: tuple = ()  # forms F in u-space: its instances are those where every F >= 0
     moduli: tuple = ()  # (F, d): ... and F % d == 0
     off_moduli: tuple = ()  # (F, d): ... and F % d != 0
+    index_moduli: tuple = ()  # (F, d, axis): ... and F - (the tile's row, axis 0, or column) ≡ 0 (mod d)
 
 
 @dataclass(frozen=True)
@@ -290,8 +292,8 @@ class _Planner:
     def _event(self, tile: n.TileRef, loops: list, positions: list, lets: dict, release: bool, line: int) -> None:
         """The events of one tile argument written or released: one, or one per alternative where an
         index or a range bound is a min or max (``A[min(k + 1, A.mt - 1), j]``, ``A[k : min(k + 2, A.mt), j]``)."""
-        pieces = [(rows, cols, _all([where_rows, where_cols])) for rows, where_rows in _ranges(tile.row, loops, lets)
-                  for cols, where_cols in _ranges(tile.col, loops, lets)]
+        pieces = [(rows, cols, _all([where_rows, where_cols])) for rows, where_rows in _ranges(tile.row, 0, loops, lets)
+                  for cols, where_cols in _ranges(tile.col, 1, loops, lets)]
         with self._split(sum(len(alternatives) for *_, alternatives in pieces)):
             for rows, cols, alternatives in pieces:
                 for guards, conditions in alternatives:
@@ -316,11 +318,14 @@ class _Planner:
         rows, cols = (tuple(_u(form, space) for form in pair) for pair in ranges)
         moduli = [c for c in self.when if isinstance(c, _Modulus) and not _invariant(c.form)]
         event = EventPlan(matrix, tuple(positions), tuple(bounds), rows, cols, release, line,
-                          tuple(map(_when_entry, filter(lambda c: _invariant(_condition_form(c)), self.when))),
+                          tuple(_when_entry(c) for c in self.when
+                                if _invariant(_condition_form(c)) and not isinstance(c, _IndexModulus)),
                           tuple(_u(c, space) for c in self.when if not _invariant(_condition_form(c))
-                                and not isinstance(c, _Modulus)),
+                                and not isinstance(c, (_Modulus, _IndexModulus))),
                           *(tuple((_u(c.form, space), c.divisor) for c in moduli if c.excluded == excluded)
-                            for excluded in (False, True)))
+                            for excluded in (False, True)),
+                          tuple((_u(c.form, space), c.divisor, c.axis) for c in self.when
+                                if isinstance(c, _IndexModulus)))
         if event not in self.result.events:  # alternatives that differ only on other loops' bounds
             self.result.events.append(event)
 
@@ -432,7 +437,7 @@ def _decided(conditions: list) -> tuple:
     tuple of :data:`_NEVER` where one of numbers does not."""
     kept = []
     for condition in conditions:
-        if isinstance(condition, InvariantTest):
+        if isinstance(condition, (InvariantTest, _IndexModulus)):
             kept.append(condition)
             continue
         form = _condition_form(condition)
@@ -549,13 +554,95 @@ def _flat(tree) -> list:
     return forms
 
 
-def _ranges(index, loops: list, lets: dict) -> list:
-    """The (first, past) forms of the tiles an index or a range names, each with the alternatives
-    (:func:`_alternatives`) where it is those: one, unless an index or bound is a min or max."""
+def _ranges(index, axis: int, loops: list, lets: dict) -> list:
+    """The (first, past) forms of the tiles an index or a range names (of rows, ``axis`` 0, or
+    columns), each with the alternatives (:func:`_alternatives`) where it is those: one, unless an
+    index or bound is a min or max, or the index holds an affine form modulo a value known before
+    the run."""
     if isinstance(index, n.Range):
-        starts, stops = (_selections(_tree(e, loops, lets), loops) for e in (index.start, index.stop))
+        try:
+            starts, stops = (_selections(_tree(e, loops, lets), loops) for e in (index.start, index.stop))
+        except NotAffine:
+            return _modulo_range(index, axis, loops, lets)
         return [((first, past), _all([a, b])) for first, a in starts for past, b in stops]
-    return [((form, _add(form, {"": 1})), where) for form, where in _selections(_tree(index, loops, lets), loops)]
+    try:
+        tree = _tree(index, loops, lets)
+    except NotAffine:
+        term = _modulus_term(index, loops, lets)
+        if term is None:
+            raise
+        return _modulo_index(*term, axis, loops, lets)
+    return [((form, _add(form, {"": 1})), where) for form, where in _selections(tree, loops)]
+
+
+def _modulo_range(index: n.Range, axis: int, loops: list, lets: dict) -> list:
+    """A range ``m + a : m + b``, m the same ``±(x % d)`` and b − a a number of tiles (at most 64):
+    each of its tiles an index of :func:`_modulo_index`; NotAffine for any other range that is not affine."""
+    start, stop = (_modulus_term(e, loops, lets) for e in (index.start, index.stop))
+    if start is None or stop is None or (start[0], canonical_text(start[1])) != (stop[0], canonical_text(stop[1])):
+        _tree(index.start, loops, lets), _tree(index.stop, loops, lets)  # (raises the reason)
+        raise NotAffine(f"the range {unparse(index.start)} : {unparse(index.stop)} is not affine")
+    width = _add(stop[2], _scale(start[2], -1))
+    if not (_invariant(width) and isinstance(width[""], int) and width[""] <= _MOST_PIECES):
+        raise NotAffine(f"the range {unparse(index.start)} : {unparse(index.stop)} spans no number of tiles "
+                        f"up to {_MOST_PIECES}")
+    return [piece for offset in range(width[""])
+            for piece in _modulo_index(start[0], start[1], _add(start[2], {"": offset}), axis, loops, lets)]
+
+
+def _modulus_term(expr, loops: list, lets: dict) -> tuple | None:
+    """``(s, x % d, e)`` where ``expr`` is s·(x % d) + e, s = ±1 and e affine (``(i + 1) % A.mt``,
+    ``k + 1 - j % s``); None where it is no such sum."""
+    match expr:
+        case n.Binary(op="%"):
+            return 1, expr, {}
+        case n.Unary(op="-", operand=operand):
+            found = _modulus_term(operand, loops, lets)
+            return found and (-found[0], found[1], _scale(found[2], -1))
+        case n.Binary(op="+" | "-", left=left, right=right):
+            sign = 1 if expr.op == "+" else -1
+            found = _modulus_term(left, loops, lets)
+            if found is not None:
+                return found[0], found[1], _add(found[2], _scale(_form(right, loops, lets), sign))
+            found = _modulus_term(right, loops, lets)
+            if found is not None:
+                return sign * found[0], found[1], _add(_form(left, loops, lets), _scale(found[2], sign))
+    return None
+
+
+def _modulo_index(sign: int, modulus: n.Binary, rest: Form, axis: int, loops: list, lets: dict) -> list:
+    """The alternatives of a tile index t = sign·(x % d) + rest (x affine, d known before the run,
+    sign ±1): x % d lies in [0, d) where d > 0, in (d, 0] where d < 0 (Python's modulo takes the
+    divisor's sign), which bounds t; and t is the index where sign·x + rest − t ≡ 0 (mod d) (an
+    :class:`_IndexModulus`, t the tile asked about)."""
+    x, d = _form(modulus.left, loops, lets), _form(modulus.right, loops, lets)
+    if not _invariant(d):
+        raise NotAffine(f"{unparse(modulus)}: {unparse(modulus.right)} varies with the loops")
+    divisor = d.get("", 0)
+    if _invariant(x):  # (through a let) x % d is known before the run
+        value = _add(rest, {"": _times(n.Binary("%", _expr(x.get("", 0)), _expr(divisor), modulus.span), sign)})
+        return [((value, _add(value, {"": 1})), [((), ())])]
+    residue = (_IndexModulus(_add(_scale(x, sign), rest), divisor, axis),)
+    pieces = []
+    for positive in (True, False):
+        # the values of x % d: [low, high) with low, high of d; of sign·(x % d): [-high + 1, -low + 1)
+        low, high = ({"": 0}, d) if positive else (_add(d, {"": 1}), {"": 1})
+        if sign < 0:
+            low, high = _add(_scale(high, -1), {"": 1}), _add(_scale(low, -1), {"": 1})
+        where = _decided([_add(d, {"": -1}) if positive else _add(_scale(d, -1), {"": -1})])
+        if _NEVER not in where:
+            pieces.append(((_add(low, rest), _add(high, rest)), [((), where + residue)]))
+    return pieces
+
+
+@dataclass(frozen=True)
+class _IndexModulus:
+    """A tile index ``form % divisor`` on ``axis`` (0: rows): the instances where ``form`` less the
+    tile's index is ≡ 0 (mod divisor)."""
+
+    form: dict
+    divisor: object
+    axis: int
 
 
 def _selections(tree, loops: list) -> list:
@@ -577,7 +664,7 @@ def _selections(tree, loops: list) -> list:
 def _condition_form(condition) -> Form:
     if isinstance(condition, InvariantTest):
         return {"": 0}  # decided by the run: a condition of no loop variable
-    return condition.form if isinstance(condition, _Modulus) else condition
+    return condition.form if isinstance(condition, (_Modulus, _IndexModulus)) else condition
 
 
 def _guarded(loops: list, guards: tuple) -> list:
