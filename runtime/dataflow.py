@@ -317,14 +317,32 @@ def events_on(events, r: int, c: int) -> list:
     return [event for event in events if event.system().holds(r, c)]
 
 
-def next_event(events, r: int, c: int, after: tuple):
+def next_event(events, r: int, c: int, after: tuple, memo: list | None = None):
     """``(key, event)`` of the first of ``events`` (of one matrix, :func:`events_on` tile (r, c))
-    to touch tile (r, c) after the schedule key ``after``; None if none does."""
+    to touch tile (r, c) after the schedule key ``after``; None if none does.
+
+    ``memo`` (an entry per event, None at first) keeps what each event's last search found, for
+    a caller that asks about one tile at growing keys: its least key after the earlier point
+    (still the answer while past ``after``), that it has none (it never will), or a key that
+    bounded the search (its least key is no less): an event whose answer still holds, or cannot
+    come first, is not searched again."""
+    memo = [None] * len(events) if memo is None else memo
     best = None
-    for event in events:
+    for index, known in enumerate(memo):
+        if known is not None and known[1] and known[0] is not None and known[0] > after and \
+                (best is None or known[0] < best[0]):
+            best = (known[0], events[index])
+    for index, event in enumerate(events):
+        known = memo[index]
+        if known is not None:
+            bound, exact = known
+            if exact and (bound is None or bound > after) or not exact and best is not None and bound >= best[0]:
+                continue
         key = event.system().first_after(r, c, after, None if best is None else best[0])
         if key is not None:  # before the best so far: the search is bounded by it
-            best = (key, event)
+            best, memo[index] = (key, event), (key, True)
+        else:
+            memo[index] = (None, True) if best is None else (best[0], False)
     return best
 
 
@@ -403,7 +421,7 @@ class Tracker:
         self.rank = rank
         self.advance, self.release = advance, release
         self.pending: dict = {}  # tile -> key of its next event
-        self.on_tile: dict = {}  # tile -> the events that may touch it (asked again at each version)
+        self.on_tile: dict = {}  # tile -> the events that may touch it, and their memo (:func:`next_event`)
         self.heap: list = []
         self.order = itertools.count()
         self.queries = 0
@@ -420,10 +438,11 @@ class Tracker:
         for tile in tiles:
             if tile.rank != self.rank and tile not in self.pending:
                 self.queries += 1
-                on = self.on_tile.get(tile)
-                if on is None:
-                    on = self.on_tile[tile] = events_on(self.events.get(tile.matrix.name, ()), tile.i, tile.j)
-                found = next_event(on, tile.i, tile.j, at)
+                if tile not in self.on_tile:
+                    on = events_on(self.events.get(tile.matrix.name, ()), tile.i, tile.j)
+                    self.on_tile[tile] = (on, [None] * len(on))
+                on, memo = self.on_tile[tile]
+                found = next_event(on, tile.i, tile.j, at, memo)
                 self.pending[tile] = None if found is None else found[0]  # None: nothing happens to it again
                 if found is not None:
                     heapq.heappush(self.heap, (found[0], next(self.order), tile, found[1]))

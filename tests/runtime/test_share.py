@@ -258,7 +258,8 @@ def _driver_of(folder, name: str):
 @pytest.mark.parametrize("name", ["cholesky", "qr", "getrf", "guarded", "unions"])
 def test_the_next_event_on_a_tile_is_the_least_instance_after_the_key(drivers, tmp_path, name):
     """The search (its bound by the best event so far included) against every instance of every
-    event enumerated, for every tile and a sample of schedule keys."""
+    event enumerated, for every tile and a sample of schedule keys; and asked at growing keys with
+    a memo, as a rank's tracker asks."""
     import random
 
     driver = _driver_of(tmp_path, name) if name in ("guarded", "unions") else drivers[name]
@@ -270,6 +271,7 @@ def test_the_next_event_on_a_tile_is_the_least_instance_after_the_key(drivers, t
         keys = sorted({key[:-1] + (key[-1] + shift,) for key, _, _ in instances for shift in (-1, 0, 1)} | {(-1,)})
         for tile in {tile for _, tile, _ in instances}:
             on = events_on(events, *tile)
+            memo = [None] * len(on)
             for after in chosen.sample(keys, min(40, len(keys))):
                 later = [(key, event) for key, at, event in instances if at == tile and key > after]
                 expected = min(later, key=lambda found: found[0]) if later else None
@@ -281,6 +283,10 @@ def test_the_next_event_on_a_tile_is_the_least_instance_after_the_key(drivers, t
                     between = [key for key, its in later if its is event and key < before]
                     assert event.system().first_after(*tile, after, before) == min(between, default=None), \
                         (matrix, tile, after, before)
+            for after in sorted(chosen.sample(keys, min(40, len(keys)))):
+                later = [key for key, at, _ in instances if at == tile and key > after]
+                found = next_event(on, *tile, after, memo)
+                assert (found and found[0]) == min(later, default=None), (matrix, tile, after, "memo")
 
 
 def enumerated(event):
