@@ -65,6 +65,7 @@ class Event:
     off_moduli: tuple = ()  # (F, d): ... and F % d != 0 (the same under != or not)
     # (F, d, axis): ... and F − (the tile's row, axis 0, or column) ≡ 0 (mod d) (a tile index F % d)
     index_moduli: tuple = ()
+    index_bounds: tuple = ()  # (F, a, axis): ... and F + a·(the tile's row or column) >= 0 (a tile index x // d)
     _system: "_System" = field(default=None, compare=False, repr=False)
 
     def system(self) -> "_System":
@@ -103,6 +104,10 @@ class _System:
             else:
                 inequalities.append(lifted(first, symbol, scale=-1))  # tile - first >= 0
                 inequalities.append(lifted(past, symbol, shift=-1))  # past - 1 - tile >= 0
+        for form, coefficient, axis in event.index_bounds:
+            row = lifted(form)
+            row[_C if axis else _R] = coefficient
+            inequalities.append(row)
         self.steps = []
         for level, loop in enumerate(event.loops):
             for form in loop.lower:  # u - lower >= 0
@@ -370,8 +375,11 @@ def events_of(driver, matrices: dict, params) -> dict | None:
     for event in filter(lambda event: event.when, described):
         forms = [f for loop in event.loops for f in loop.lower + loop.upper] + \
             list(event.rows + event.cols + event.constraints) + \
-            [form for form, _ in event.moduli + event.off_moduli] + [form for form, _, _ in event.index_moduli]
+            [form for form, _ in event.moduli + event.off_moduli] + \
+            [form for form, _, _ in event.index_moduli + event.index_bounds]
         divisors = [divisor for _, divisor in event.moduli + event.off_moduli] + [d for _, d, _ in event.index_moduli]
+        if not all(isinstance(a, int) for _, a, _ in event.index_bounds):
+            return None
         if not all(isinstance(x, int) for form in forms for x in form) or not all(isinstance(d, int) for d in divisors):
             return None
         if 0 in divisors:

@@ -130,6 +130,15 @@ def test_the_tasks_a_share_walk_meets_are_counted_in_tasks(capsys, machine_file,
     own = [survey(driver, make_matrices(driver, params, make_distribution(driver.PROGRAM, params, (2, 2), 0), rank),
                   params, rank, guided=True).count for rank in range(4)]
     assert max(own) <= predicted["walk"]["tasks_met"] < predicted["tasks"]
+    # panels of two tiles but one at the matrix's edge: the tiles written per task vary, and the
+    # estimate from them went past the program's 50 tasks (52) on a 3x1 grid
+    (tmp_path / "edges.tile").write_text(
+        "program edges {\n  tiling uniform(nb = 32)\n  in matrix A[n, n] = random general\n"
+        "  matrix C[n, n] = zeros\n  for k in 0 .. A.nt {\n    for j in 0 .. C.nt {\n"
+        "      gemm(A[k, j], A[j, k], C[k, j]) priority 1\n"
+        "      gemm(A[k : min(k + 2, A.mt), j], A[j, k], C[k : min(k + 2, C.mt), j]) priority 1\n    }\n  }\n}\n")
+    edges = simulate(capsys, tmp_path / "edges.tile", "--grid", "3x1", "--machine", machine_file, "--n", 160)
+    assert edges["walk"]["rank_walks"] == "share" and edges["walk"]["tasks_met"] <= edges["tasks"] == 50
 
 
 @pytest.mark.timeout(60)

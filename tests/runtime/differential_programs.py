@@ -605,8 +605,8 @@ def interpret(program: Program, arrays: dict) -> Execution:
 class Generator:
     """Draws one candidate program from ``random.Random(seed)``; an ``affine`` one keeps to the
     class whose ranks walk only their share (docs/cluster.md): its indices are affine forms of the
-    loop variables, kept in range by the ``if`` around their statement or taken modulo the matrix's
-    tile count, and its conditions affine
+    loop variables (a quotient too), kept in range by the ``if`` around their statement or taken
+    modulo the matrix's tile count, and its conditions affine
     comparisons (of residues too), where the other's fold indices with ``%``, ``min`` and ``max``
     and ask the geometry."""
 
@@ -732,9 +732,13 @@ class Generator:
         rng = self.rng
         v, c = rng.choice(names), rng.randint(1, 3)
         index = rng.choice([v, v, f"{v} + {c}", f"{v} - {c}", f"{top} - 1 - {v}", f"2 * {v}",
-                            f"{v} + {rng.choice(names)}", f"({v} + {c}) % {top}", f"{top} - 1 - {v} % {top}"])
+                            f"{v} + {rng.choice(names)}", f"({v} + {c}) % {top}", f"{top} - 1 - {v} % {top}",
+                            f"{v} // 2"])
         if "%" in index:
             return index  # in range as it is
+        if "//" in index:  # (v >= 0: the loops count from 0 or down to 0)
+            self.guards.append(f"{v} < 2 * {top}")
+            return index
         if index != v or rng.random() < 0.5:
             self.guards.append(rng.choice([f"{index} < {top}", f"{top} > {index}", f"not ({index} >= {top})"]))
             self.guards += [f"{index} >= 0"] if "-" in index else []
@@ -752,17 +756,23 @@ class Generator:
         rng = self.rng
         ref = TileRef(matrix, self.index(matrix, "mt", names), self.index(matrix, "nt", names))
         if panel:
-            # (affine: a range from a modulo is one of a number of tiles)
+            # (affine: a range from a modulo is one of a number of tiles; from a quotient, it ends at no min)
             if rng.random() < 0.5:
-                ref.row_end = rng.choice([f"{matrix}.mt", f"min({ref.row} + 2, {matrix}.mt)", f"{ref.row} + 1"]
-                                         if not (self.affine and "%" in ref.row) else [f"{ref.row} + 1"])
+                ref.row_end = rng.choice(self.ends(ref.row, f"{matrix}.mt"))
             else:
-                ref.col_end = rng.choice([f"{matrix}.nt", f"min({ref.col} + 2, {matrix}.nt)", f"{ref.col} + 1"]
-                                         if not (self.affine and "%" in ref.col) else [f"{ref.col} + 1"])
+                ref.col_end = rng.choice(self.ends(ref.col, f"{matrix}.nt"))
         elif subrange and rng.random() < 0.2:
             ref.subrange = rng.choice([((0, 1),), ((1, None),), ((None, None), (0, 1)), ((0, 2), (1, None)),
                                        ((None, 1),)])
         return ref
+
+    def ends(self, start: str, count: str) -> list:
+        """Where a panel from ``start`` may end, before ``count``."""
+        if self.affine and "%" in start:
+            return [f"{start} + 1"]
+        if self.affine and "//" in start:
+            return [count, f"{start} + 1"]
+        return [count, f"min({start} + 2, {count})", f"{start} + 1"]
 
     def call(self, names: list):
         """A call of a user or prelude kernel, with a priority now and then (affine: under its guards)."""

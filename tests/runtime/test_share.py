@@ -179,6 +179,8 @@ program unions {
       if k < B.mt - 1 { trsm(C[m, 4], B[k : min(k + 2, B.mt), 8]) }
       trsm(B[m, 3], C[(m + k + 1) % C.mt, (2 * k) % s])
       trsm(B[k, 4], C[7, m - m % 3])
+      trsm(C[m, 8], B[(m + k) // 2, 7])
+      if m > 1 { trsm(B[5, 2], C[B.mt - 1 - (m - 1) // s, 3 + k // -4]) }
       if k > 0 { trsm(C[k, 5], B[(B.mt - 1 - m) % (s + 1), (k - m) % -3 + 5]) }
     }
     for m in min(k + 1, 3) .. B.mt { trsm(B[m, 6], C[k, 3]) }
@@ -304,7 +306,8 @@ def enumerated(event):
             key = (event.positions[0],) + tuple(x for u, p in zip(values, event.positions[1:]) for x in (u, p))
             for i in range(form(event.rows[0], values), form(event.rows[1], values)):
                 for j in range(form(event.cols[0], values), form(event.cols[1], values)):
-                    if not any((form(f, values) - (j if axis else i)) % d for f, d, axis in event.index_moduli):
+                    if not any((form(f, values) - (j if axis else i)) % d for f, d, axis in event.index_moduli) and \
+                            all(form(f, values) + a * (j if axis else i) >= 0 for f, a, axis in event.index_bounds):
                         yield key, (i, j)
             return
         loop = event.loops[level]
@@ -450,7 +453,7 @@ def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition
 @pytest.mark.parametrize("body, reason", [
     ("for k in 0 .. A.nt {\n  if k % 2 < 1 { potrf(A[k, k]) } }", "line 5: k % 2 is not affine in the loop variables"),
     ("for k in 0 .. A.nt {\n  if k < 3 { potrf(A[k * k, k]) } }", "line 5: k * k multiplies loop variables"),
-    ("for k in 0 .. A.nt {\n  potrf(A[k // 2, k]) }", "line 5: k // 2 is not affine in the loop variables"),
+    ("for k in 0 .. A.nt {\n  potrf(A[k % 2 + k // 2, k]) }", "line 5: k // 2 is not affine in the loop variables"),
     ("for k in 0 .. A.nt {\n  if " + " or ".join(f"k == {i}" for i in range(65)) + " { potrf(A[k, k]) } }",
      "line 5: a condition of more than 64 alternatives")])
 def test_the_driver_of_a_program_outside_the_class_says_where(tmp_path, body, reason):

@@ -357,7 +357,8 @@ class _Model:
                          f"{', release=True' if event.release else ''}, line={event.line}"
                          f"{self._when(event.when)}{self._constraints(event.constraints)}"
                          f"{self._moduli('moduli', event.moduli)}{self._moduli('off_moduli', event.off_moduli)}"
-                         f"{self._index_moduli(event.index_moduli)}),"
+                         f"{self._index_terms('index_moduli', event.index_moduli)}"
+                         f"{self._index_terms('index_bounds', event.index_bounds)}),"
                          f"  # {what} at {_where_line(self.checked.path, event.line)}")
         return lines
 
@@ -384,12 +385,13 @@ class _Model:
         return f", {field}=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, {self._coefficient(divisor)})"
                                     for form, divisor in moduli)
 
-    def _index_moduli(self, moduli) -> str:
-        """An event's ``index_moduli``: its tile indices that take a loop variable modulo a number."""
-        if not moduli:
+    def _index_terms(self, field: str, terms) -> str:
+        """An event's ``index_moduli`` (or ``index_bounds``): its tile indices that take a loop variable
+        modulo (or divided by) a value, (form, value, axis) each."""
+        if not terms:
             return ""
-        return ", index_moduli=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, "
-                                          f"{self._coefficient(divisor)}, {axis})" for form, divisor, axis in moduli)
+        return f", {field}=" + _tuple(f"({_tuple(self._coefficient(c) for c in form)}, "
+                                      f"{self._coefficient(value)}, {axis})" for form, value, axis in terms)
 
     def _constraints(self, forms) -> str:
         """An event's ``constraints``: the comparisons of the ifs it happens under that bound no loop alone."""

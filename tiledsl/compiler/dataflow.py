@@ -17,7 +17,8 @@ Three things, for programs whose writes and releases are affine (below):
 Affine here means: every loop that encloses a call or release has a constant
 step and bounds that are affine in the enclosing loops' variables, or mins and
 maxes of such forms, every tile index written or released is affine (or a min or max of such,
-or one plus or minus an affine form modulo a value known before the run: ``(i + 1) % A.mt``), with
+or one plus or minus an affine form modulo, or divided by, a value known before the run:
+``(i + 1) % A.mt``, ``i // 2``), with
 coefficients that the run knows before it starts (numbers, parameters, matrix
 sizes: ``(t + 1) * s`` is affine), and an ``if`` over a call or release compares
 such values, joined by ``and``, ``or`` and ``not`` (an ``else`` branch is the
@@ -74,6 +75,7 @@ class EventPlan:
     moduli: tuple = ()  # (F, d): ... and F % d == 0
     off_moduli: tuple = ()  # (F, d): ... and F % d != 0
     index_moduli: tuple = ()  # (F, d, axis): ... and F - (the tile's row, axis 0, or column) ≡ 0 (mod d)
+    index_bounds: tuple = ()  # (F, a, axis): ... and F + a·(the tile's row or column) >= 0
 
 
 @dataclass(frozen=True)
@@ -292,8 +294,10 @@ class _Planner:
     def _event(self, tile: n.TileRef, loops: list, positions: list, lets: dict, release: bool, line: int) -> None:
         """The events of one tile argument written or released: one, or one per alternative where an
         index or a range bound is a min or max (``A[min(k + 1, A.mt - 1), j]``, ``A[k : min(k + 2, A.mt), j]``)."""
-        pieces = [(rows, cols, _all([where_rows, where_cols])) for rows, where_rows in _ranges(tile.row, 0, loops, lets)
-                  for cols, where_cols in _ranges(tile.col, 1, loops, lets)]
+        extents = [n.Attr(tile.matrix, n.Ident(count, tile.span), tile.span) for count in ("mt", "nt")]
+        pieces = [(rows, cols, _all([where_rows, where_cols]))
+                  for rows, where_rows in _ranges(tile.row, 0, extents[0], loops, lets)
+                  for cols, where_cols in _ranges(tile.col, 1, extents[1], loops, lets)]
         with self._split(sum(len(alternatives) for *_, alternatives in pieces)):
             for rows, cols, alternatives in pieces:
                 for guards, conditions in alternatives:
@@ -319,13 +323,15 @@ class _Planner:
         moduli = [c for c in self.when if isinstance(c, _Modulus) and not _invariant(c.form)]
         event = EventPlan(matrix, tuple(positions), tuple(bounds), rows, cols, release, line,
                           tuple(_when_entry(c) for c in self.when
-                                if _invariant(_condition_form(c)) and not isinstance(c, _IndexModulus)),
+                                if _invariant(_condition_form(c)) and not isinstance(c, (_IndexModulus, _IndexBound))),
                           tuple(_u(c, space) for c in self.when if not _invariant(_condition_form(c))
-                                and not isinstance(c, (_Modulus, _IndexModulus))),
+                                and not isinstance(c, (_Modulus, _IndexModulus, _IndexBound))),
                           *(tuple((_u(c.form, space), c.divisor) for c in moduli if c.excluded == excluded)
                             for excluded in (False, True)),
                           tuple((_u(c.form, space), c.divisor, c.axis) for c in self.when
-                                if isinstance(c, _IndexModulus)))
+                                if isinstance(c, _IndexModulus)),
+                          tuple((_u(c.form, space), c.coefficient, c.axis) for c in self.when
+                                if isinstance(c, _IndexBound)))
         if event not in self.result.events:  # alternatives that differ only on other loops' bounds
             self.result.events.append(event)
 
@@ -437,7 +443,7 @@ def _decided(conditions: list) -> tuple:
     tuple of :data:`_NEVER` where one of numbers does not."""
     kept = []
     for condition in conditions:
-        if isinstance(condition, (InvariantTest, _IndexModulus)):
+        if isinstance(condition, (InvariantTest, _IndexModulus, _IndexBound)):
             kept.append(condition)
             continue
         form = _condition_form(condition)
@@ -554,34 +560,58 @@ def _flat(tree) -> list:
     return forms
 
 
-def _ranges(index, axis: int, loops: list, lets: dict) -> list:
+def _ranges(index, axis: int, extent, loops: list, lets: dict) -> list:
     """The (first, past) forms of the tiles an index or a range names (of rows, ``axis`` 0, or
-    columns), each with the alternatives (:func:`_alternatives`) where it is those: one, unless an
-    index or bound is a min or max, or the index holds an affine form modulo a value known before
-    the run."""
+    columns, ``extent`` of them), each with the alternatives (:func:`_alternatives`) where it is
+    those: one, unless an index or bound is a min or max, or holds an affine form modulo or
+    divided by a value known before the run."""
     if isinstance(index, n.Range):
         try:
             starts, stops = (_selections(_tree(e, loops, lets), loops) for e in (index.start, index.stop))
         except NotAffine:
-            return _modulo_range(index, axis, loops, lets)
+            if _same_modulus(index, loops, lets):
+                return _modulo_range(index, axis, loops, lets)
+            starts, stops = (_side(e, upper, axis, extent, loops, lets)
+                             for e, upper in ((index.start, False), (index.stop, True)))
         return [((first, past), _all([a, b])) for first, a in starts for past, b in stops]
     try:
         tree = _tree(index, loops, lets)
     except NotAffine:
         term = _modulus_term(index, loops, lets)
+        if term is not None:
+            return _modulo_index(*term, axis, loops, lets)
+        term = _modulus_term(index, loops, lets, "//")
         if term is None:
             raise
-        return _modulo_index(*term, axis, loops, lets)
+        past = term[0], term[1], _add(term[2], {"": 1})
+        return [((first, stop), _all([a, b])) for first, a in _quotient_side(term, False, axis, extent, loops, lets)
+                for stop, b in _quotient_side(past, True, axis, extent, loops, lets)]
     return [((form, _add(form, {"": 1})), where) for form, where in _selections(tree, loops)]
+
+
+def _side(bound, upper: bool, axis: int, extent, loops: list, lets: dict) -> list:
+    """The forms a range's first (past, ``upper``) tile takes, each with its alternatives: a bound
+    holding a quotient is a constraint on the tile (:func:`_quotient_side`)."""
+    try:
+        return _selections(_tree(bound, loops, lets), loops)
+    except NotAffine:
+        term = _modulus_term(bound, loops, lets, "//")
+        if term is None:
+            raise
+        return _quotient_side(term, upper, axis, extent, loops, lets)
+
+
+def _same_modulus(index: n.Range, loops: list, lets: dict) -> bool:
+    """Whether both bounds of a range are the same ``±(x % d)`` plus affine forms."""
+    start, stop = (_modulus_term(e, loops, lets) for e in (index.start, index.stop))
+    return start is not None and stop is not None and \
+        (start[0], canonical_text(start[1])) == (stop[0], canonical_text(stop[1]))
 
 
 def _modulo_range(index: n.Range, axis: int, loops: list, lets: dict) -> list:
     """A range ``m + a : m + b``, m the same ``±(x % d)`` and b − a a number of tiles (at most 64):
-    each of its tiles an index of :func:`_modulo_index`; NotAffine for any other range that is not affine."""
+    each of its tiles an index of :func:`_modulo_index`."""
     start, stop = (_modulus_term(e, loops, lets) for e in (index.start, index.stop))
-    if start is None or stop is None or (start[0], canonical_text(start[1])) != (stop[0], canonical_text(stop[1])):
-        _tree(index.start, loops, lets), _tree(index.stop, loops, lets)  # (raises the reason)
-        raise NotAffine(f"the range {unparse(index.start)} : {unparse(index.stop)} is not affine")
     width = _add(stop[2], _scale(start[2], -1))
     if not (_invariant(width) and isinstance(width[""], int) and width[""] <= _MOST_PIECES):
         raise NotAffine(f"the range {unparse(index.start)} : {unparse(index.stop)} spans no number of tiles "
@@ -590,21 +620,21 @@ def _modulo_range(index: n.Range, axis: int, loops: list, lets: dict) -> list:
             for piece in _modulo_index(start[0], start[1], _add(start[2], {"": offset}), axis, loops, lets)]
 
 
-def _modulus_term(expr, loops: list, lets: dict) -> tuple | None:
+def _modulus_term(expr, loops: list, lets: dict, op: str = "%") -> tuple | None:
     """``(s, x % d, e)`` where ``expr`` is s·(x % d) + e, s = ±1 and e affine (``(i + 1) % A.mt``,
-    ``k + 1 - j % s``); None where it is no such sum."""
+    ``k + 1 - j % s``; ``op`` "//": of ``x // d`` alike); None where it is no such sum."""
     match expr:
-        case n.Binary(op="%"):
+        case n.Binary(op=found_op) if found_op == op:
             return 1, expr, {}
         case n.Unary(op="-", operand=operand):
-            found = _modulus_term(operand, loops, lets)
+            found = _modulus_term(operand, loops, lets, op)
             return found and (-found[0], found[1], _scale(found[2], -1))
         case n.Binary(op="+" | "-", left=left, right=right):
             sign = 1 if expr.op == "+" else -1
-            found = _modulus_term(left, loops, lets)
+            found = _modulus_term(left, loops, lets, op)
             if found is not None:
                 return found[0], found[1], _add(found[2], _scale(_form(right, loops, lets), sign))
-            found = _modulus_term(right, loops, lets)
+            found = _modulus_term(right, loops, lets, op)
             if found is not None:
                 return sign * found[0], found[1], _add(_form(left, loops, lets), _scale(found[2], sign))
     return None
@@ -633,6 +663,47 @@ def _modulo_index(sign: int, modulus: n.Binary, rest: Form, axis: int, loops: li
         if _NEVER not in where:
             pieces.append(((_add(low, rest), _add(high, rest)), [((), where + residue)]))
     return pieces
+
+
+def _quotient_side(term: tuple, upper: bool, axis: int, extent, loops: list, lets: dict) -> list:
+    """The first tile t of a range (the past one, ``upper``) at sign·(x // d) + rest (``term``: x
+    affine, d known before the run, sign ±1), as a constraint on the tile over any of ``extent``
+    tiles: t >= sign·m + rest, or t < sign·m + rest, m = x // d, is m <= y or m >= y for y = a·t + b
+    (a = ±1), which is x <= d·y + d − 1 or x >= d·y where d > 0, their mirror images where d < 0
+    (an alternative each, a :class:`_IndexBound`)."""
+    sign, quotient, rest = term
+    x, d = _form(quotient.left, loops, lets), _form(quotient.right, loops, lets)
+    if not _invariant(d):
+        raise NotAffine(f"{unparse(quotient)}: {unparse(quotient.right)} varies with the loops")
+    divisor = d.get("", 0)
+    if _invariant(x):  # (through a let) x // d is known before the run
+        value = _add(rest, {"": _times(n.Binary("//", _expr(x.get("", 0)), _expr(divisor), quotient.span), sign)})
+        return [(value, [((), ())])]
+    # the constraint as m >= y (at_least) or m <= y, y = a·t + b
+    a, b, at_least = {(False, 1): (1, _scale(rest, -1), False), (False, -1): (-1, rest, True),
+                      (True, 1): (1, _add(_scale(rest, -1), {"": 1}), True),
+                      (True, -1): (-1, _add(rest, {"": -1}), False)}[(upper, sign)]
+    pieces = []
+    for way in (1, -1):  # d > 0, d < 0
+        d_b = _scale(b, divisor)
+        if at_least:  # way·(x − d·y) >= 0
+            bound = _IndexBound(_scale(_add(x, _scale(d_b, -1)), way), _times(divisor, -way * a), axis)
+        else:  # way·(d·y + d − x) − 1 >= 0
+            bound = _IndexBound(_add(_scale(_add(_add(d_b, d), _scale(x, -1)), way), {"": -1}),
+                                _times(divisor, way * a), axis)
+        where = _decided([_add(_scale(d, way), {"": -1})])
+        if _NEVER not in where:
+            pieces.append(({"": extent} if upper else {"": 0}, [((), where + (bound,))]))
+    return pieces
+
+
+@dataclass(frozen=True)
+class _IndexBound:
+    """``form + coefficient·t >= 0``, t the tile's index on ``axis`` (0: rows) (a tile index ``x // d``)."""
+
+    form: dict
+    coefficient: object
+    axis: int
 
 
 @dataclass(frozen=True)
@@ -664,7 +735,7 @@ def _selections(tree, loops: list) -> list:
 def _condition_form(condition) -> Form:
     if isinstance(condition, InvariantTest):
         return {"": 0}  # decided by the run: a condition of no loop variable
-    return condition.form if isinstance(condition, (_Modulus, _IndexModulus)) else condition
+    return condition.form if isinstance(condition, (_Modulus, _IndexModulus, _IndexBound)) else condition
 
 
 def _guarded(loops: list, guards: tuple) -> list:
