@@ -223,11 +223,11 @@ def test_a_random_affine_program_on_four_ranks_walking_their_shares_computes_the
     result = summary(run(tmp_path / "p.tile", *words, "--grid", "2x2", "--priorities", "none", "--json",
                          "--watchdog", 60, np_=4, timeout=240))
     assert result["walk"] == {"rank_walks": "share", "whole_because": None}, program.text
-    assert sum(stats["messages_sent"] for stats in result["ranks"]) > 0
     for name in written:
         got = np.load(tmp_path / f"out_{name}.npy")
         assert np.array_equal(got.view(np.uint64), np.ascontiguousarray(arrays[name]).view(np.uint64)), \
             f"{name} differs\n{program.text}"
+    assert sum(stats["messages_sent"] for stats in result["ranks"]) > 0  # (the seeds are chosen so)
 
 
 @pytest.mark.timeout(60)
