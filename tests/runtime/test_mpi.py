@@ -200,12 +200,15 @@ def test_a_program_under_an_or_or_a_residue_walks_its_share_and_sends_what_expla
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("seed", [0, 1, 2, 3, 8])
-def test_a_random_affine_program_on_four_ranks_walking_their_shares_computes_the_reference_bits(tmp_path, seed):
-    """Programs drawn at random (:mod:`differential_programs`, affine: see test_share) run on 2x2 ranks,
-    each rank walking its share: every matrix and workspace comes back with the bits of the sequential
-    reference, which runs the calls one by one in program order (a stale copy, a lost version or a
-    message sent to the wrong rank shows in the bits, or as a stall)."""
+@pytest.mark.parametrize("seed, grid, extra", [(0, "2x2", ()), (1, "2x2", ()), (2, "2x2", ()), (3, "2x2", ()),
+                                               (8, "2x2", ()), (4, "3x1", ("--broadcast", "tree")),
+                                               (5, "1x2", ("--gpus", 1, "--gpu-backend", "emulated"))])
+def test_a_random_affine_program_on_ranks_walking_their_shares_computes_the_reference_bits(tmp_path, seed, grid,
+                                                                                            extra):
+    """Programs drawn at random (:mod:`differential_programs`, affine: see test_share) run on several
+    ranks (tree broadcasts, emulated GPUs), each rank walking its share: every matrix and workspace comes
+    back with the bits of the sequential reference, which runs the calls one by one in program order (a
+    stale copy, a lost version or a message sent to the wrong rank shows in the bits, or as a stall)."""
     program = generate(seed, affine=True)
     (tmp_path / KERNEL_MODULE).write_text(KERNEL_MODULE_SOURCE)
     (tmp_path / "p.tile").write_text(program.text)
@@ -220,8 +223,8 @@ def test_a_random_affine_program_on_four_ranks_walking_their_shares_computes_the
     written = [name for name in arrays if not (name in program.matrices and program.matrices[name].read_only)]
     for name in written:
         words += ["--output", f"{name}={tmp_path / f'out_{name}.npy'}"]
-    result = summary(run(tmp_path / "p.tile", *words, "--grid", "2x2", "--priorities", "none", "--json",
-                         "--watchdog", 60, np_=4, timeout=240))
+    result = summary(run(tmp_path / "p.tile", *words, "--grid", grid, *extra, "--priorities", "none", "--json",
+                         "--watchdog", 60, np_=int(grid[0]) * int(grid[2]), timeout=240))
     assert result["walk"] == {"rank_walks": "share", "whole_because": None}, program.text
     for name in written:
         got = np.load(tmp_path / f"out_{name}.npy")
