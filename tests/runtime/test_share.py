@@ -452,8 +452,14 @@ def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition
 
 @pytest.mark.parametrize("body, reason", [
     ("for k in 0 .. A.nt {\n  if k % 2 < 1 { potrf(A[k, k]) } }", "line 5: k % 2 is not affine in the loop variables"),
-    ("for k in 0 .. A.nt {\n  if k < 3 { potrf(A[k * k, k]) } }", "line 5: k * k multiplies loop variables"),
-    ("for k in 0 .. A.nt {\n  potrf(A[k % 2 + k // 2, k]) }", "line 5: k // 2 is not affine in the loop variables"),
+    ("for k in 0 .. A.nt {\n  if k < 3 { potrf(A[k * k, k]) } }",
+     "line 5: k * k multiplies loop variables, in A[k * k, k], which it writes"),
+    ("for k in 0 .. A.nt {\n  potrf(A[k % 2 + k // 2, k]) }",
+     "line 5: k // 2 is not affine in the loop variables, in A[k % 2 + k // 2, k], which it writes"),
+    ("for k in 0 .. A.nt {\n  release A[k, k * k] }",
+     "line 5: k * k multiplies loop variables, in A[k, k * k], which it releases"),
+    ("for k in 0 .. A.nt {\n  for j in 0 .. A.nt step 2 ** k { potrf(A[k, j]) } }",
+     "line 5: the step 2 ** k is not a number (nor arithmetic of numbers)"),
     ("for k in 0 .. A.nt {\n  if " + " or ".join(f"k == {i}" for i in range(65)) + " { potrf(A[k, k]) } }",
      "line 5: a condition of more than 64 alternatives")])
 def test_the_driver_of_a_program_outside_the_class_says_where(tmp_path, body, reason):
@@ -506,6 +512,8 @@ def test_a_stepped_loop_counts_its_steps_from_its_start(tmp_path):
     assert second.loops[0][0][1:] == ((2, 0, 0),) and second.loops[1][0][0] == (2, 0, 0)
     assert _plan_of(tmp_path, "for j in 0 .. 2 { for k in min(max(j, 1), 2) .. A.nt step 2 { potrf(A[k, k]) } }") \
         is None  # a min of maxes
+    (event,) = _plan_of(tmp_path, "for k in 0 .. A.nt step 4 - 2 { potrf(A[k, k]) }").events  # a step of numbers
+    assert event.loops[0][2] == 2
 
 
 def test_among_takes_the_union_of_the_terms_in_loop_order():

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from . import nodes as n
 from .analysis import Checked
-from .expressions import canonical_text, constant_of, names, unparse
+from .expressions import canonical_text, constant_of, names, unparse, unparse_tile
 
 ANY, AT, PLUS, MINUS, DIV = "ANY", "AT", "PLUS", "MINUS", "DIV"
 Form = dict  # loop variable -> coefficient, "" -> constant; coefficients are ints or loop-invariant Exprs
@@ -198,9 +198,9 @@ class _Planner:
             self.pieces //= alternatives
 
     def _for(self, stmt: n.For, loops: list, positions: list, lets: dict) -> list:
-        step = 1 if stmt.step is None else constant_of(stmt.step, "int")
+        step = 1 if stmt.step is None else _number(stmt.step)
         if step is None or step == 0:
-            raise NotAffine(f"the step {unparse(stmt.step)} is not a constant")
+            raise NotAffine(f"the step {unparse(stmt.step)} is not a number (nor arithmetic of numbers)")
         sign = 1 if step > 0 else -1
         var = stmt.var.text
         start, stop = _tree(stmt.start, loops, lets), _tree(stmt.stop, loops, lets)
@@ -295,9 +295,13 @@ class _Planner:
         """The events of one tile argument written or released: one, or one per alternative where an
         index or a range bound is a min or max (``A[min(k + 1, A.mt - 1), j]``, ``A[k : min(k + 2, A.mt), j]``)."""
         extents = [n.Attr(tile.matrix, n.Ident(count, tile.span), tile.span) for count in ("mt", "nt")]
-        pieces = [(rows, cols, _all([where_rows, where_cols]))
-                  for rows, where_rows in _ranges(tile.row, 0, extents[0], loops, lets)
-                  for cols, where_cols in _ranges(tile.col, 1, extents[1], loops, lets)]
+        try:
+            pieces = [(rows, cols, _all([where_rows, where_cols]))
+                      for rows, where_rows in _ranges(tile.row, 0, extents[0], loops, lets)
+                      for cols, where_cols in _ranges(tile.col, 1, extents[1], loops, lets)]
+        except NotAffine as reason:  # (a read index may be anything: say that this one is written)
+            raise NotAffine(f"{reason}, in {unparse_tile(tile)}, which it {'releases' if release else 'writes'}") \
+                from None
         with self._split(sum(len(alternatives) for *_, alternatives in pieces)):
             for rows, cols, alternatives in pieces:
                 for guards, conditions in alternatives:
@@ -543,6 +547,16 @@ def _starts(var: str, sign: int, step: int, start, inside: list) -> list:
                  for j, other in enumerate(forms) if j != i]
         pieces.append(_all(parts + [_compare(bound, {var: 1}, form, inside)]))
     return _any(pieces)
+
+
+def _number(expr) -> int | None:
+    """The value of an integer expression of numbers alone (``2``, ``-1``, ``4 - 2``), else None."""
+    try:
+        form = _form(expr, [], {})
+    except NotAffine:
+        return None
+    value = form.get("", 0)
+    return value if _invariant(form) and isinstance(value, int) else None
 
 
 def _flat(tree) -> list:
