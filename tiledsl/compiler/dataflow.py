@@ -395,7 +395,7 @@ def _alternatives(cond, loops: list, lets: dict, negated: bool = False) -> list:
             trees = _tree(left, loops, lets), _tree(right, loops, lets)
             values = [tree.get("", 0) for tree in trees if isinstance(tree, dict) and _invariant(tree)]
             if len(values) == 2 and not all(isinstance(value, int) for value in values):
-                return [((), (InvariantTest(*values[:1], cond.op, *values[1:], negated),))]
+                return [((), (InvariantTest(values[0], cond.op, values[1], negated),))]
             return _compare(_NEGATED[cond.op] if negated else cond.op, *trees, loops)
     raise NotAffine(f"the condition {unparse(cond)} is not comparisons joined by and, or and not")
 
