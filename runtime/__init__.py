@@ -32,7 +32,8 @@ from .reporting import RunResult
 from .world import UsageError
 from ..drivercontract import DRIVER_FORMAT
 from .program import Call, CheckDecl, MatrixDecl, Program, Tiling, WorkspaceDecl, takes_part
-from .share import ANY, AT, DIV, MINUS, PLUS
+from .share import ANY, AT, DIV, MINUS, MOD, PLUS
 
-__all__ = ["ANY", "AT", "Call", "CheckDecl", "DIV", "DRIVER_FORMAT", "Event", "Loop", "MINUS", "MatrixDecl", "Options",
+__all__ = ["ANY", "AT", "Call", "CheckDecl", "DIV", "DRIVER_FORMAT", "Event", "Loop", "MINUS", "MOD", "MatrixDecl",
+           "Options",
            "PLUS", "Program", "RunResult", "Tiling", "UsageError", "WorkspaceDecl", "array_module", "execute", "main", "takes_part"]

@@ -11,7 +11,8 @@ loop, or is not affine), its value (``AT``: it depends only on enclosing
 loops), the loop variable plus (``PLUS``) or minus (``MINUS``) a value
 known here, or the loop variable plus a value, divided by a positive value
 (``DIV``, with the pair ``(value, divisor)``: the block row ``j // s`` of a
-hybrid tile column). :func:`among` returns the union over the terms of the values
+hybrid tile column), or modulo one (``MOD``, the same pair: a periodic row
+``(i + 1) % U.mt``). :func:`among` returns the union over the terms of the values
 whose row and column index this rank owns, in the loop's order: a superset of
 the values that lead to this rank's tasks (the driver's own ownership test
 still decides each task), whose size follows the rank's share rather than the
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-ANY, AT, PLUS, MINUS, DIV = 0, 1, 2, 3, 4
+ANY, AT, PLUS, MINUS, DIV, MOD = 0, 1, 2, 3, 4, 5
 
 
 def every_value(start: int, stop: int, step: int, terms=()) -> range:
@@ -83,6 +84,8 @@ def _axis(owned: list, owned_set, kind: int, value: int, low: int, high: int):
     if kind == MINUS:  # index = value - v, v in [low, high)  ⇔  index in (value - high, value - low]
         first, past = bisect_left(owned, value - high + 1), bisect_left(owned, value - low + 1)
         return [value - x for x in owned[first:past]] or ()
+    if kind == MOD:
+        return _modulo(owned, *value, low, high)
     return _divided(owned, *value, low, high)
 
 
@@ -97,6 +100,13 @@ def _outside(kind: int, value, extent: int, low: int, high: int):
         below, above = -value, extent - value
     elif kind == MINUS:  # index = value - v: below 0 for v > value, beyond for v <= value - extent
         return [*range(max(low, value + 1), high), *range(low, min(high, value - extent + 1))]
+    elif kind == MOD:  # index = (v + offset) % divisor: outside where its residue is past the extent
+        offset, divisor = value
+        if divisor == 0:
+            return None
+        if 0 < divisor <= extent:
+            return []
+        return [v for v in range(low, high) if not 0 <= (v + offset) % divisor < extent]
     else:  # DIV: index = (v + offset) // divisor
         offset, divisor = value
         if divisor < 1:
@@ -116,6 +126,18 @@ def _divided(owned: list, offset: int, divisor: int, low: int, high: int):
     for x in owned[first:past]:
         values.extend(range(max(low, x * divisor - offset), min(high, (x + 1) * divisor - offset)))
     return values or ()
+
+
+def _modulo(owned: list, offset: int, divisor: int, low: int, high: int):
+    """MOD: the v in [low, high) with (v + offset) % divisor owned (None: all of them, for a divisor
+    of 0: the driver's own test decides)."""
+    if divisor == 0:
+        return None
+    values = []
+    for x in owned:
+        if 0 <= x < divisor or divisor < x <= 0:  # a value of the modulo
+            values.extend(range(low + (x - offset - low) % abs(divisor), high, abs(divisor)))
+    return sorted(values) or ()
 
 
 class Lines:

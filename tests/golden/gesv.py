@@ -111,8 +111,8 @@ def generate(rt, p):
     tile), then its priority, its value arguments and its place in the loop nest. `_among(start, stop, step, terms)` gives the values of `range(start, stop,
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
-    loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]) or ANY
-    (not known at this loop).
+    loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
     """
     _me = rt.rank
     _submit = rt.submit

@@ -23,7 +23,7 @@ from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.program import flatten
 from tiledsl.runtime.recording import Everyone, survey
-from tiledsl.runtime.share import ANY, AT, DIV, MINUS, PLUS, among, every_value
+from tiledsl.runtime.share import ANY, AT, DIV, MINUS, MOD, PLUS, among, every_value
 
 from differential_programs import KERNEL_MODULE, KERNEL_MODULE_SOURCE, generate
 
@@ -535,6 +535,11 @@ def test_among_takes_the_union_of_the_terms_in_loop_order():
     assert list(among(0, 12, 1, ((M, DIV, (1, 3), ANY, 0),))) == [2, 3, 4, 8, 9, 10]
     assert list(among(3, 12, 1, ((M, DIV, (0, 2), AT, 2),))) == [3, 6, 7, 10, 11]
     assert list(among(0, 4, 1, ((M, DIV, (0, 0), AT, 2),))) == [0, 1, 2, 3]  # no sense: every value
+    # (v + 2) % 6 among the rows 1, 3, 5, 7 (7 is no residue): v in 0..11 with v + 2 ≡ 1, 3, 5 (mod 6)
+    assert list(among(0, 12, 1, ((M, MOD, (2, 6), ANY, 0),))) == [1, 3, 5, 7, 9, 11]
+    assert list(among(11, -1, -2, ((M, MOD, (0, 4), ANY, 0),))) == [11, 9, 7, 5, 3, 1]  # 1, 3 (mod 4), down
+    assert list(among(0, 6, 1, ((M, ANY, 0, MOD, (1, -3)),))) == [2, 5]  # residues 0, -1, -2: only 0 owned
+    assert list(among(0, 4, 1, ((M, MOD, (0, 0), AT, 2),))) == [0, 1, 2, 3]
 
 
 def test_rank_0_also_walks_the_values_that_lead_outside_the_matrix():
@@ -552,5 +557,8 @@ def test_rank_0_also_walks_the_values_that_lead_outside_the_matrix():
     assert list(among(0, 3, 1, ((M, AT, 4, ANY, 0),))) == [0, 1, 2]  # a known row past the matrix: every value
     # v // 4 in rows 1, 3, or >= 4 (past the matrix)
     assert list(among(0, 20, 1, ((M, DIV, (0, 4), AT, 2),))) == [4, 5, 6, 7, 12, 13, 14, 15, 16, 17, 18, 19]
+    # v % 6 in rows 1, 3, or 4, 5 (past the matrix); v % 4 is always a row
+    assert list(among(0, 8, 1, ((M, MOD, (0, 6), AT, 2),))) == [1, 3, 4, 5, 7]
+    assert list(among(0, 8, 1, ((M, MOD, (0, 4), AT, 2),))) == [1, 3, 5, 7]
     M.lines = Lines([1, 3], [0, 2, 4, 6])  # another rank: only its own
     assert list(among(0, 6, 1, ((M, PLUS, 0, PLUS, 0),))) == []

@@ -44,7 +44,7 @@ INDENT = "    "
 _RESERVED = (set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins))
              | {"rt", "p", "CALLS", "PROGRAM", "Call", "CheckDecl", "MatrixDecl", "Program", "Tiling",
                 "WorkspaceDecl", "main", "takes_part", "resolve_params", "unmet", "shapes", "generate", "loop_bounds",
-                "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS", "DIV", "SOURCE_NAMES",
+                "dataflow", "Event", "Loop", "ANY", "AT", "PLUS", "MINUS", "DIV", "MOD", "SOURCE_NAMES",
                 "NOT_AFFINE"})
 
 
@@ -105,7 +105,7 @@ class DriverModel:
     events: list | None = None  # lines of dataflow()'s events; None: no share plan (not affine)
     not_affine: str | None = None  # without a share plan, where and why the loop nest leaves the class
     share_prelude: list = field(default_factory=list)  # dataflow()'s first lines
-    kinds: set = field(default_factory=set)  # the term kinds (ANY, AT, PLUS, MINUS, DIV) the loops use
+    kinds: set = field(default_factory=set)  # the term kinds (ANY, AT, PLUS, MINUS, DIV, MOD) the loops use
     powers: bool = False  # some expression raises to a power ('**'): the driver defines _power
     steps: bool = False  # some loop's step is computed at run time: the driver defines _step
     source_names: dict = field(default_factory=dict)  # the renamed loop variables, lets and params: Python -> .tile
@@ -429,7 +429,7 @@ class _Model:
     def _spec_value(self, kind: str, value) -> str:
         if kind == dataflow.ANY:
             return "0"
-        if kind == dataflow.DIV:
+        if kind in (dataflow.DIV, dataflow.MOD):
             rest, divisor = value
             return f"({self._affine(rest)}, {self.expr(divisor)})"
         return self._affine(value) if isinstance(value, dict) else self.expr(value)

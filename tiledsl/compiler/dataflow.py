@@ -47,7 +47,7 @@ from . import nodes as n
 from .analysis import Checked
 from .expressions import canonical_text, constant_of, names, unparse, unparse_tile
 
-ANY, AT, PLUS, MINUS, DIV = "ANY", "AT", "PLUS", "MINUS", "DIV"
+ANY, AT, PLUS, MINUS, DIV, MOD = "ANY", "AT", "PLUS", "MINUS", "DIV", "MOD"
 Form = dict  # loop variable -> coefficient, "" -> constant; coefficients are ints or loop-invariant Exprs
 
 
@@ -236,9 +236,10 @@ class _Planner:
         try:
             form = _form(index, loops, lets)
         except NotAffine:
-            divided = self._divided(index, depth, loops, lets)
-            if divided is not None:
-                return (DIV, divided)
+            for op, kind in (("//", DIV), ("%", MOD)):
+                divided = self._divided(index, depth, loops, lets, op)
+                if divided is not None:
+                    return (kind, divided)
             # known at this loop when it depends on no loop from here in, through lets bound outside it
             used = set(names(index))
             if _depends(index, lets) & inner or any(lets[v].depth > depth for v in used if v in lets):
@@ -257,11 +258,11 @@ class _Planner:
             return (MINUS, rest)
         return (ANY, None)
 
-    def _divided(self, index, depth: int, loops: list, lets: dict) -> tuple | None:
-        """``(rest, divisor)`` when ``index`` is ``(v + rest) // divisor`` for the loop variable v at
-        ``depth`` (such as the block row ``j // s`` of a hybrid tile column), the rest and the
-        divisor known at that loop; else None."""
-        if not (isinstance(index, n.Binary) and index.op == "//"):
+    def _divided(self, index, depth: int, loops: list, lets: dict, op: str) -> tuple | None:
+        """``(rest, divisor)`` when ``index`` is ``(v + rest) // divisor`` (``op`` "//", such as the block
+        row ``j // s`` of a hybrid tile column) or ``(v + rest) % divisor`` (a periodic row) for the
+        loop variable v at ``depth``, the rest and the divisor known at that loop; else None."""
+        if not (isinstance(index, n.Binary) and index.op == op):
             return None
         inner = {loop[0] for loop in loops[depth:]}
         used = set(names(index.right))
