@@ -181,6 +181,9 @@ def _setting(name: str, given, default, spelling: Spelling, shown=None):
     value = read_setting(given, default) if isinstance(given, SetText) else given
     said, shown = spelling.param(name, given), default if shown is None else shown
     if isinstance(default, str):
+        if isinstance(value, str) and len(value) == 3 and value[0] == value[-1] and value[0] in "'\"":
+            raise UsageError(f"{said}: {name} is a char parameter (its default is {shown!r}): give the character "
+                             f"without its quotes, {value[1]}")  # as the language writes it: --set uplo="U"
         if not isinstance(value, str) or len(value) != 1:
             raise UsageError(f"{said}: {name} is a char parameter (its default is {shown!r}): give one character")
     elif isinstance(value, str) and not isinstance(given, SetText) and read_number(value) is not None \

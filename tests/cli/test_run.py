@@ -1122,6 +1122,10 @@ def test_a_char_parameter_is_set_to_a_digit_as_a_character(tmp_path):
     out = tiledsl("run", tmp_path / "digits.tile", "--n", 8, "--set", "mode=12")
     assert out.returncode == 2 and out.stderr.strip() == (
         "tiledsl: error: --set mode=12: mode is a char parameter (its default is '1'): give one character")
+    out = tiledsl("run", tmp_path / "digits.tile", "--n", 8, "--set", 'mode="3"')  # quoted as the language writes it
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "tiledsl: error: --set mode=\"3\": mode is a char parameter (its default is '1'): give the character "
+        "without its quotes, 3")
 
 
 @pytest.mark.timeout(120)
