@@ -391,19 +391,24 @@ def events_of(driver, matrices: dict, params) -> dict | None:
 def whole_walk_reason(driver, matrices: dict, params, ranks: int, derived: bool) -> str | None:
     """Why the ranks of a run walk the whole loop nest, not their shares; None where they walk
     their shares (several ranks, :func:`events_of` found the program's events) or where there
-    is one rank, whose share is the whole. ``derived``: the run derives its priorities."""
+    is one rank, whose share is the whole. ``derived``: the run derives its priorities. A loop
+    nest outside the class is said first, where the priorities are derived too: priority clauses
+    alone would not make the ranks walk their shares."""
     if ranks == 1:
         return None
-    if derived and not driver.PROGRAM.derive_priorities:
-        return ("--priorities auto derives the priorities from every task: leave it out for the program's own "
-                "priority clauses, or give --priorities none")
-    if derived:
-        return ("the program's priorities are derived from every task: give its calls priority clauses, or "
-                "--priorities none")
+    reasons = []
     if not hasattr(driver, "dataflow"):
         where = getattr(driver, "NOT_AFFINE", None)
-        return ("the program's loop nest has no affine description for a share walk to follow "
-                f"({f'{where}; ' if where else ''}docs/cluster.md)")
+        reasons.append("the program's loop nest has no affine description for a share walk to follow "
+                       f"({f'{where}; ' if where else ''}docs/cluster.md)")
+    if derived and not driver.PROGRAM.derive_priorities:
+        reasons.append("--priorities auto derives the priorities from every task: leave it out for the program's "
+                       "own priority clauses, or give --priorities none")
+    elif derived:
+        reasons.append("the program's priorities are derived from every task: give its calls priority clauses, or "
+                       "--priorities none")
+    if reasons:
+        return "; and ".join(reasons)
     if any(m.lines is None for m in matrices.values()):
         return "a matrix's distribution does not deal its tiles by rows and columns (a custom distribution)"
     if events_of(driver, matrices, params) is None:

@@ -110,6 +110,12 @@ def test_a_rank_walks_as_the_run_would(capsys, machine_file, tmp_path):
                                            "  matrix A[n, n] = random spd\n"
                                            "  for k in 0 .. A.nt { if k * k < A.mt { potrf(A[k, k]) } }\n}\n")
     derived = simulate(capsys, tmp_path / "guarded.tile", "--nodes", 2, *size)["walk"]  # no priority clauses
+    assert derived["whole_because"] == (  # both obstacles, the loop nest's first (tester z81a)
+        "the program's loop nest has no affine description for a share walk to follow (line 4: k * k multiplies "
+        "loop variables; docs/cluster.md); and the program's priorities are derived from every task: give its "
+        "calls priority clauses, or --priorities none")
+    (tmp_path / "affine.tile").write_text((tmp_path / "guarded.tile").read_text().replace("k * k < A.mt", "k < 3"))
+    derived = simulate(capsys, tmp_path / "affine.tile", "--nodes", 2, *size)["walk"]
     assert derived["whole_because"] == ("the program's priorities are derived from every task: give its calls "
                                         "priority clauses, or --priorities none")
     guarded = simulate(capsys, tmp_path / "guarded.tile", "--nodes", 2, *size, "--priorities", "none")["walk"]
