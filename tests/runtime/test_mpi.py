@@ -234,6 +234,22 @@ def test_a_random_affine_program_on_ranks_walking_their_shares_computes_the_refe
 
 
 @pytest.mark.timeout(60)
+def test_explain_says_how_a_run_with_the_programs_priorities_walks_the_loop_nest(compiled, tmp_path):
+    """As run --json's walk (tester z81a: explain could not say it)."""
+    options = Options(n=1000, tiles={"nb": 200})
+    assert plan(compiled("programs/cholesky.tile"), options, (2, 2)).walk == {"rank_walks": "share",
+                                                                                 "whole_because": None}
+    assert plan(compiled("programs/cholesky.tile"), options, (1, 1)).walk == {"rank_walks": "whole",
+                                                                                 "whole_because": None}
+    source = (ROOT / "tests/runtime/programs/red_black.tile").read_text()
+    (tmp_path / "rb_mod.tile").write_text(source.replace("(i + j + sweep) % 2 == 0", "(i + j + sweep) % 2 < 1"))
+    walk = plan(compiled(str(tmp_path / "rb_mod.tile")), Options(n=128, tiles={"nb": 32}), (1, 2)).walk
+    assert walk["rank_walks"] == "whole" and walk["whole_because"].startswith(
+        "the program's loop nest has no affine description for a share walk to follow (line 11: (i + j + sweep) % 2 "
+        "is not affine in the loop variables; docs/cluster.md); and the program's priorities are derived")
+
+
+@pytest.mark.timeout(60)
 def test_a_run_says_why_its_ranks_walk_the_whole_loop_nest(tmp_path):
     """As simulate's walk line does: the statement outside the affine class, or the derived priorities."""
     source = (ROOT / "tests/runtime/programs/red_black.tile").read_text()

@@ -17,7 +17,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+from ..runtime.dataflow import whole_walk_reason
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
+from ..runtime.priorities import derived
 from ..runtime.options import tile_values
 from ..runtime.program import argument_texts, check_values, flatten
 from ..runtime.matrix import call_views, part_of
@@ -82,6 +84,8 @@ class Plan:
     columns: int | None = None  # the most tile columns a rank holds of one matrix
     held: dict = field(default_factory=dict)  # rank -> the devices holding a tile of its that some task touches
     owned: dict = field(default_factory=dict)  # rank -> the tiles it owns
+    # how a run's ranks walk the loop nest (with the program's priorities), as run --json says it
+    walk: dict = field(default_factory=dict)
 
     def rank_stats(self) -> list[dict]:
         """Each rank's statistics as a run's warnings read them: the tasks it runs (on each device), the
@@ -132,7 +136,14 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
                 tuple(driver.PROGRAM.params), getattr(options, "gpu_backend", None) if gpus else None,
                 rank_columns(matrices, grid), walk.held,
                 Counter(matrix.rank_of(i, j) for matrix in matrices.values()
-                        for i in range(matrix.mt) for j in range(matrix.nt)))
+                        for i in range(matrix.mt) for j in range(matrix.nt)),
+                _walk(driver, matrices, params, grid[0] * grid[1]))
+
+
+def _walk(driver, matrices, params, ranks: int) -> dict:
+    """How the ranks of a run with the program's priorities walk the loop nest (run --json's ``walk``)."""
+    because = whole_walk_reason(driver, matrices, params, ranks, derived(driver.PROGRAM, "program"))
+    return {"rank_walks": "share" if ranks > 1 and because is None else "whole", "whole_because": because}
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -311,6 +322,10 @@ def render(plan: Plan, source_name: str) -> str:
     sent = sum(plan.messages.values())
     lines += ["", f"messages between ranks (tile versions sent): {sent} ({bytes_text(sum(plan.volume.values()), 1)})",
               f"host/GPU copies inside ranks: {sum(plan.copies.values())}"]
+    if plan.walk["rank_walks"] == "share":
+        lines.append("walk: each rank walks its share of the loop nest")
+    elif plan.walk["whole_because"]:
+        lines.append(f"walk: every rank walks the whole loop nest: {plan.walk['whole_because']}")
     if plan.gpus:
         lines += [""] + _placement(plan)
     return "\n".join(lines)
@@ -415,4 +430,5 @@ def as_json(plan: Plan) -> dict:
         # every device of every rank, as run's and simulate's tasks_by_device give them
         "runs_on": {str(r): {_device(d): devices[d] for d in range(plan.gpus + 1)} for r, devices in plan.runs_on.items()},
         "on_host_without_gpu_body": plan.on_host,
+        "walk": plan.walk,
     }
