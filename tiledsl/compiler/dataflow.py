@@ -584,8 +584,9 @@ def _ranges(index, axis: int, extent, loops: list, lets: dict) -> list:
         try:
             starts, stops = (_selections(_tree(e, loops, lets), loops) for e in (index.start, index.stop))
         except NotAffine:
-            if _same_modulus(index, loops, lets):
-                return _modulo_range(index, axis, loops, lets)
+            pieces = _modulo_range(index, axis, loops, lets)
+            if pieces is not None:
+                return pieces
             starts, stops = (_side(e, upper, axis, extent, loops, lets)
                              for e, upper in ((index.start, False), (index.stop, True)))
         return [((first, past), _all([a, b])) for first, a in starts for past, b in stops]
@@ -616,17 +617,12 @@ def _side(bound, upper: bool, axis: int, extent, loops: list, lets: dict) -> lis
         return _quotient_side(term, upper, axis, extent, loops, lets)
 
 
-def _same_modulus(index: n.Range, loops: list, lets: dict) -> bool:
-    """Whether both bounds of a range are the same ``±(x % d)`` plus affine forms."""
-    start, stop = (_modulus_term(e, loops, lets) for e in (index.start, index.stop))
-    return start is not None and stop is not None and \
-        (start[0], canonical_text(start[1])) == (stop[0], canonical_text(stop[1]))
-
-
-def _modulo_range(index: n.Range, axis: int, loops: list, lets: dict) -> list:
+def _modulo_range(index: n.Range, axis: int, loops: list, lets: dict) -> list | None:
     """A range ``m + a : m + b``, m the same ``±(x % d)`` and b − a a number of tiles (at most 64):
-    each of its tiles an index of :func:`_modulo_index`."""
+    each of its tiles an index of :func:`_modulo_index`; None for a range of another kind."""
     start, stop = (_modulus_term(e, loops, lets) for e in (index.start, index.stop))
+    if start is None or stop is None or (start[0], canonical_text(start[1])) != (stop[0], canonical_text(stop[1])):
+        return None
     width = _add(stop[2], _scale(start[2], -1))
     if not (_invariant(width) and isinstance(width[""], int) and width[""] <= _MOST_PIECES):
         raise NotAffine(f"the range {unparse(index.start)} : {unparse(index.stop)} spans no number of tiles "
@@ -665,7 +661,7 @@ def _modulo_index(sign: int, modulus: n.Binary, rest: Form, axis: int, loops: li
         raise NotAffine(f"{unparse(modulus)}: {unparse(modulus.right)} varies with the loops")
     divisor = d.get("", 0)
     if _invariant(x):  # (through a let) x % d is known before the run
-        value = _add(rest, {"": _times(n.Binary("%", _expr(x.get("", 0)), _expr(divisor), modulus.span), sign)})
+        value = _known_term(sign, modulus, x, divisor, rest)
         return [((value, _add(value, {"": 1})), [((), ())])]
     residue = (_IndexModulus(_add(_scale(x, sign), rest), divisor, axis),)
     pieces = []
@@ -680,6 +676,11 @@ def _modulo_index(sign: int, modulus: n.Binary, rest: Form, axis: int, loops: li
     return pieces
 
 
+def _known_term(sign: int, term: n.Binary, x: Form, divisor, rest: Form) -> Form:
+    """sign·(x op d) + rest as a form, x known before the run (``term``: its ``%`` or ``//``)."""
+    return _add(rest, {"": _times(n.Binary(term.op, _expr(x.get("", 0)), _expr(divisor), term.span), sign)})
+
+
 def _quotient_side(term: tuple, upper: bool, axis: int, extent, loops: list, lets: dict) -> list:
     """The first tile t of a range (the past one, ``upper``) at sign·(x // d) + rest (``term``: x
     affine, d known before the run, sign ±1), as a constraint on the tile over any of ``extent``
@@ -692,8 +693,7 @@ def _quotient_side(term: tuple, upper: bool, axis: int, extent, loops: list, let
         raise NotAffine(f"{unparse(quotient)}: {unparse(quotient.right)} varies with the loops")
     divisor = d.get("", 0)
     if _invariant(x):  # (through a let) x // d is known before the run
-        value = _add(rest, {"": _times(n.Binary("//", _expr(x.get("", 0)), _expr(divisor), quotient.span), sign)})
-        return [(value, [((), ())])]
+        return [(_known_term(sign, quotient, x, divisor, rest), [((), ())])]
     # the constraint as m >= y (at_least) or m <= y, y = a·t + b
     a, b, at_least = {(False, 1): (1, _scale(rest, -1), False), (False, -1): (-1, rest, True),
                       (True, 1): (1, _add(_scale(rest, -1), {"": 1}), True),
