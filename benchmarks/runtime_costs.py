@@ -17,6 +17,7 @@ Cholesky on ``--tiles``² tiles of 64 gives the walk; best of ``--repeats`` roun
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import time
 from pathlib import Path
@@ -54,12 +55,17 @@ class QuietComm:
         pass
 
 
-def generation_seconds(driver, n: int, rank: int, grid: tuple[int, int], guided: bool) -> tuple[float, int, int]:
-    """Seconds of one walk of the loop nest by ``rank`` of ``grid`` (of its share when ``guided``),
-    the tasks it submitted a share of, and the tasks its walk met."""
-    params = make_params(driver, Options(n=n, tiles={"nb": 64}))
+def generation(driver, options: Options, rank: int, grid: tuple[int, int], guided: bool):
+    """One walk of the loop nest by ``rank`` of ``grid`` (of its share when ``guided``) with the real
+    engine, nothing run: ``seconds`` (the thread's CPU time), ``shares`` (the tasks it submitted a
+    share of), the ``engine``, and the rank's ``survey`` before it (``survey_seconds``). Every task
+    stays in the window (nothing runs): the garbage collector is off meanwhile, as it would
+    otherwise traverse them all, which a run's window of a few hundred tasks spares it."""
+    params = make_params(driver, options)
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), rank)
+    started = time.thread_time()
     found = survey(driver, matrices, params, rank, guided=guided)
+    surveyed = time.thread_time() - started
     engine = Engine(driver.PROGRAM, kernels(driver.PROGRAM, driver), 1, window=1 << 30,
                     comm=QuietComm(rank, grid[0] * grid[1]), count_flops=False)
     engine.attach(matrices)
@@ -72,9 +78,22 @@ def generation_seconds(driver, n: int, rank: int, grid: tuple[int, int], guided:
         counter.tasks += 1
         submit(*args, **kwargs)
     engine.submit = counting
-    started = time.thread_time()  # the generation thread's own time, not other processes' on a shared machine
-    driver.generate(engine, params)
-    return time.thread_time() - started, counter.tasks, found.count + found.foreign
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.thread_time()  # the generation thread's own time, not other processes' on a shared machine
+        driver.generate(engine, params)
+        seconds = time.thread_time() - started
+    finally:
+        gc.enable()
+    return SimpleNamespace(seconds=seconds, shares=counter.tasks, engine=engine, survey=found, survey_seconds=surveyed)
+
+
+def generation_seconds(driver, n: int, rank: int, grid: tuple[int, int], guided: bool) -> tuple[float, int, int]:
+    """Seconds of one walk on tiles of 64 (:func:`generation`), the tasks it submitted a share of,
+    and the tasks its walk met."""
+    walk = generation(driver, Options(n=n, tiles={"nb": 64}), rank, grid, guided)
+    return walk.seconds, walk.shares, walk.survey.count + walk.survey.foreign
 
 
 def main() -> None:

@@ -426,13 +426,16 @@ class Tracker:
     acted on: it closes the copies the rank holds of the tile (a closed copy is never read
     by a later task), so the ones after it, until the rank touches the tile again, would
     close nothing more; a release the rank walks leaves it no copy open either, so it is
-    no touch. A tile never written or released again is asked about once.
+    no touch. Nor is a task that leaves the rank nothing open of a tile (``holds(tile)``
+    false: a task of another rank that this rank walks to send it an input, which writes
+    that rank's tile): no event could close anything, and a tile's version number is the
+    rank's own key for its copies. A tile never written or released again is asked about once.
     """
 
-    def __init__(self, events: dict, rank: int, advance, release):
+    def __init__(self, events: dict, rank: int, advance, release, holds=lambda tile: True):
         self.events = events  # matrix name -> its Events
         self.rank = rank
-        self.advance, self.release = advance, release
+        self.advance, self.release, self.holds = advance, release, holds
         self.pending: dict = {}  # tile -> key of its next event
         self.on_tile: dict = {}  # tile -> the events that may touch it, and their memo (:func:`next_event`)
         self.heap: list = []
@@ -449,7 +452,7 @@ class Tracker:
 
     def touched(self, at: tuple, tiles) -> None:
         for tile in tiles:
-            if tile.rank != self.rank and tile not in self.pending:
+            if tile.rank != self.rank and tile not in self.pending and self.holds(tile):
                 self.queries += 1
                 if tile not in self.on_tile:
                     on = events_on(self.events.get(tile.matrix.name, ()), tile.i, tile.j)

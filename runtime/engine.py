@@ -185,7 +185,7 @@ class Engine:
         """Walk only this rank's share of the loop nest (:mod:`.share`): tiles owned elsewhere
         change version when :mod:`.dataflow` says, not as the walk passes tasks of other ranks."""
         self.among = among
-        self.tracker = Tracker(events, self.rank, self.exchange.advance, self.exchange.release)
+        self.tracker = Tracker(events, self.rank, self.exchange.advance, self.exchange.release, self.exchange.holds)
         for matrix in self.matrices.values():
             matrix.counts_foreign_writes = False
 
@@ -202,6 +202,8 @@ class Engine:
             check_values(call, values)
         call, tiles, regions = flatten(call, tiles, regions)
         views, kernel = call_views(call, tiles, regions), kernel or self.kernels[site]
+        if self.tracker is not None and self.exchange.sends_nothing(call, tiles, views):
+            return  # (its writes are of another rank's tiles: the tracker sees to those this rank holds)
         if self.priority_of is not None:
             priority = self.priority_of(call, tiles, priority)
         if self.flop_counts is not None and tiles[call.main].rank == self.rank and call.line > 0:

@@ -44,7 +44,7 @@ from collections import Counter
 import numpy as np
 
 from . import polling, threadstart
-from .matrix import part_of, part_text, region_view
+from .matrix import already_sent, moved_part, part_text, region_view
 from .program import Call
 from .broadcast import Broadcasts
 from .protocol import Instance, delivery, runs_at
@@ -280,16 +280,29 @@ class Exchange:
         task.on_complete = lambda: self._owner_done(sources, tiles, outgoing, sinks, kept)
         return kept
 
+    def sends_nothing(self, call, tiles, views) -> bool:
+        """Whether a task gives this rank nothing to do: it runs on another rank, which already has
+        what it reads of this rank's tiles, and writes none of them (a reader that a share walk
+        meets although :func:`.share.among` could not pass it over)."""
+        runner = tiles[call.main].rank
+        if runner == self.rank:
+            return False
+        for index, tile in enumerate(tiles):
+            if tile.rank == self.rank and (call.modes[index] != "in" or
+                                           not already_sent(tile, runner, moved_part(call, tiles, views, index))):
+                return False
+        return True
+
     def _helpers(self, call, tiles, views, main) -> None:
         """Instances for a task computed on another rank: sends of inputs, sinks of outputs."""
         for index, tile in enumerate(tiles):
             if tile.rank != self.rank:
                 continue
             if call.modes[index] != "out":
-                self.created[INTER_NODE_ALIEN_INPUT] += 1
                 moves, what = delivery(tile.delivered, (main.rank, 0), moved_part(call, tiles, views, index),
                                        tile.shape)  # as the receiver decides (:meth:`copy_at`)
-                if moves:
+                if moves:  # an inter-node alien input is a send: a reader of a version already there has none
+                    self.created[INTER_NODE_ALIEN_INPUT] += 1
                     self._send_task(tile, main.rank, what)
             if call.modes[index] != "in" and index != call.main:
                 self._remote_sink(tile, main.rank)
@@ -552,6 +565,16 @@ class Exchange:
         if self.out_of_core is not None:
             self.out_of_core.release(tile)
 
+    def holds(self, tile) -> bool:
+        """Whether this rank holds something of ``tile``'s current version that its next
+        version or a release must close: an open copy, or a record of what was delivered."""
+        if tile.delivered:
+            return True
+        for copy in tile.copies.values():  # (a loop: this is asked for most touches of a share walk)
+            if not copy.closed:
+                return True
+        return False
+
     def make_resident(self, task) -> None:
         """Out-of-core hook: a GPU's management thread waits for ``task``'s tiles in the GPU's cache."""
         if self.out_of_core is not None:
@@ -603,7 +626,8 @@ class Exchange:
         as the tiles are placed, what ``tiledsl explain`` predicts)."""
         if self.out_of_core is None:
             return self.created[1:]
-        return [self.out_of_core.created[kind] for kind in Instance]
+        return [self.created[kind] if kind == INTER_NODE_ALIEN_INPUT else self.out_of_core.created[kind]
+                for kind in Instance]
 
     @property
     def device_copies(self) -> int:
@@ -619,14 +643,6 @@ class Exchange:
 
 def _nothing() -> None:
     """A completion that needs no action (the comm thread holds the buffer until then)."""
-
-
-def moved_part(call, tiles, views, index: int) -> tuple | None:
-    """What of argument ``index``'s tile moves to a task run elsewhere: the sub-range an ``in``
-    argument names; the whole tile for a written one (it goes home whole)."""
-    if views is None or call.modes[index] != "in":
-        return None
-    return part_of(tiles[index], views[index])
 
 
 def _view_of(tile, part: tuple | None):

@@ -489,7 +489,7 @@ def make_matrices(driver, params: Params, distribution, rank: int) -> dict:
                          f"(with {_size_settings(driver, params, tiles=kind == 'workspace')})") from None
     matrices, first_tag = {}, 0
     for name, geometry in geometries.items():
-        matrices[name] = TiledMatrix(name, geometry, distribution, rank, first_tag)
+        matrices[name] = TiledMatrix(name, geometry, distribution, rank, first_tag, workspace=name in workspaces)
         first_tag += geometry.mt * geometry.nt
     return matrices
 

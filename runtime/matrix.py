@@ -64,8 +64,9 @@ class TiledMatrix:
     """A matrix cut into tiles by ``geometry`` and placed by ``distribution``."""
 
     def __init__(self, name: str, geometry: Geometry, distribution, rank: int, first_tag: int = 0,
-                 on_host: bool = False):
+                 on_host: bool = False, workspace: bool = False):
         self.name = name
+        self.workspace = workspace  # a workspace: its tiles start as zeros, which a task may read
         self.geometry = geometry
         self.distribution = distribution
         self.rank = rank
@@ -108,6 +109,12 @@ class TiledMatrix:
         if 0 <= i < self.mt and 0 <= j < self.nt:
             return self._owner_rank(i, j)
         return 0
+
+    def sent_whole(self, i: int, j: int, rank: int) -> bool:
+        """Whether the current version of tile ``(i, j)`` went whole to ``rank`` (:func:`already_sent`;
+        False for a tile this rank has not met)."""
+        tile = self._made.get(i * self.nt + j) if 0 <= i < self.mt and 0 <= j < self.nt else None
+        return tile is not None and already_sent(tile, rank, None)
 
     def made_tiles(self) -> list:
         """The tiles this rank has met so far (the only ones that can hold data, copies or tasks)."""
@@ -285,7 +292,6 @@ def region_view(tile: Tile, region) -> tuple:
     Raises ValueError with a readable message when the region leaves the tile.
     """
     height, width = tile.shape
-    written = "[{}:{}, {}:{}]".format(*("" if end is None else end for end in region))  # as the call gave it
     r0, r1, c0, c1 = region
     r0 = 0 if r0 is None else r0
     r1 = height if r1 is None else r1
@@ -296,6 +302,7 @@ def region_view(tile: Tile, region) -> tuple:
         raise TileIndexError(f"sub-range [{r0}:{r1}, {c0}:{c1}] of tile {tile} is reversed: its {what} start at "
                              f"{start} and end before, at {end}")
     if not (0 <= r0 <= height and r1 <= height and 0 <= c0 <= width and c1 <= width):
+        written = "[{}:{}, {}:{}]".format(*("" if end is None else end for end in region))  # as the call gave it
         raise TileIndexError(f"sub-range {written} is outside tile {tile} ({height}×{width})")
     return slice(r0, r1), slice(c0, c1)
 
@@ -313,6 +320,23 @@ def part_of(tile: Tile, view) -> tuple | None:
 def part_text(part: tuple | None) -> str:
     """``[r0:r1, c0:c1]`` for a sub-range key of :func:`part_of`; nothing for the whole tile."""
     return "" if part is None else f"[{part[0]}:{part[1]}, {part[2]}:{part[3]}]"
+
+
+def already_sent(tile: Tile, rank: int, part: tuple | None) -> bool:
+    """Whether ``part`` (None: the whole) of the current version of this rank's ``tile`` already went
+    to ``rank``'s host, as the exchange records it (:func:`.protocol.delivery`): a task there that
+    reads it needs nothing more from here. Never for a workspace tile no task wrote yet: its owner
+    notes every task that reads its zeros (:meth:`.engine.Engine._note_reads_of_zeros`)."""
+    parts = tile.delivered.get((rank, 0))
+    return parts is not None and (None in parts or part in parts) and (tile.version or not tile.matrix.workspace)
+
+
+def moved_part(call, tiles, views, index: int) -> tuple | None:
+    """What of argument ``index``'s tile moves to a task run elsewhere: the sub-range an ``in``
+    argument names; the whole tile for a written one (it goes home whole)."""
+    if views is None or call.modes[index] != "in":
+        return None
+    return part_of(tiles[index], views[index])
 
 
 def call_views(call, tiles, regions) -> tuple | None:

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 
 from .devicecache import RESIDENT, CachePolicy
 from .errors import SettingFailure
-from .exchange import TRANSFER_PRIORITY, Copy, moved_part, read_whole
-from .matrix import part_text
+from .exchange import TRANSFER_PRIORITY, Copy, read_whole
+from .matrix import moved_part, part_text
 from .program import Call
-from .protocol import instances, runs_at
+from .protocol import Instance, instances, runs_at
 from .resources import compared_bytes, gpu_cache_bytes
 from .scheduler import Task
 
@@ -143,7 +143,8 @@ class OutOfCore:
         places = [(t.rank, self.device_of(t)) for t in tiles]
         at = (self.rank, device) if device is not None else runs_at(places[call.main], call.kernel,
                                                                    self.devices.kernels)
-        self.created.update(kind for kind, _ in instances(call, places, self.rank, at))
+        self.created.update(kind for kind, _ in instances(call, places, self.rank, at)
+                            if kind != Instance.INTER_NODE_ALIEN_INPUT)  # the sends: the exchange counts them
 
     def release(self, tile) -> None:
         """Release_Tile, or the end of generation: a tile written on a GPU goes home."""

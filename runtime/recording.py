@@ -16,8 +16,9 @@ from __future__ import annotations
 from .errors import ValueArgumentError, loop_nest_failure
 from .iterations import check_iterations
 from .kernels import CPU_KERNELS
-from .matrix import check_distinct_writes
+from .matrix import already_sent, call_views, check_distinct_writes, moved_part
 from .program import check_values, flatten
+from .protocol import delivery
 from .share import among, every_value
 
 
@@ -86,7 +87,11 @@ class Survey(LoopNestTarget):
     which derived priorities need (they look at every task). Otherwise, when ``guided``,
     it walks as this rank, only the loop values that can lead to its tasks (:mod:`.share`),
     and ``foreign`` counts the tiles written by tasks of other ranks it met on the way
-    (what a guided walk does for them: a bump each; a whole walk counts them alike).
+    (what a guided walk does for them: a bump each; a whole walk counts them alike). A
+    guided walk notes, as the run's exchange does, what of this rank's tiles' versions goes
+    to another rank (:meth:`_note_sends`), and passes over their later readers there as the
+    run does (the run notes more: the versions computed on that rank's host, which it
+    keeps; so the survey never passes over a reader the run meets).
     """
 
     def __init__(self, matrices: dict, rank: int, sequence=None, guided: bool = False):
@@ -108,6 +113,8 @@ class Survey(LoopNestTarget):
         columns = [tiles[i] for i, axis in zip(call.panels, call.panel_axes) if axis == 0]
         call, tiles, regions = flatten(call, tiles, regions)
         mine = any(tile.rank == self.me for tile in tiles)
+        if mine and self.guided:  # as the run's walk: a task it reads only versions already sent for is passed over
+            mine = self._note_sends(call, tiles, regions)
         if mine:  # the tasks this rank runs or sends for: those whose mistakes it must find before the run
             check_distinct_writes(call, tiles)
             self.count += 1
@@ -123,6 +130,33 @@ class Survey(LoopNestTarget):
         self.foreign += 0 if mine else len(call.writes)
         self.foreign_tasks += not mine
 
+    def _note_sends(self, call, tiles, regions) -> bool:
+        """Whether a task that touches this rank's tiles gives it anything to do, as the run's
+        exchange decides (:meth:`.exchange.Exchange.sends_nothing`); its tiles note, as the
+        exchange's do, what a task of another rank reads of them (:func:`.protocol.delivery`) and
+        their versions (a new one forgets what went where)."""
+        runner = tiles[call.main].rank
+        new = runner == self.me
+        if not new:
+            views = call_views(call, tiles, regions)
+            for index, tile in enumerate(tiles):
+                if tile.rank == self.me:
+                    part = moved_part(call, tiles, views, index)
+                    if call.modes[index] != "in" or not already_sent(tile, runner, part):
+                        new = True
+                        if call.modes[index] != "out":
+                            delivery(tile.delivered, (runner, 0), part, tile.shape)
+        for index in call.writes:
+            tile = tiles[index]
+            if tile.rank == self.me:
+                tile.delivered.clear()
+                tile.version += 1
+        return new
+
+    def release(self, tile, at=None):
+        if self.guided and tile.rank == self.me:
+            tile.delivered.clear()  # the run sends the tile anew to its next readers
+
 
 def survey(driver, matrices: dict, params, rank: int, sequence=None, guided: bool = False) -> Survey:
     """One pass over the driver's loop nest for ``rank`` (see :class:`Survey`)."""
@@ -137,6 +171,9 @@ def survey(driver, matrices: dict, params, rank: int, sequence=None, guided: boo
         for name, matrix in matrices.items():
             found.foreign += matrix.foreign_writes - saved[name][1]
             matrix.counts_foreign_writes = saved[name][0]
+            for tile in matrix.made_tiles() if found.guided else ():
+                tile.delivered.clear()  # what the survey noted: the run's exchange starts anew
+                tile.version = 0
     return found
 
 

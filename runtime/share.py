@@ -47,7 +47,8 @@ def among(start: int, stop: int, step: int, terms):
         except ArithmeticError:
             return range(start, stop, step)
     found: set = set()
-    for matrix, row_kind, row, col_kind, col in terms:
+    reads: list = []  # the terms of tiles only read whose reader is known here, with their values
+    for matrix, row_kind, row, col_kind, col, *reader in terms:
         lines = matrix.lines
         if lines.edges:
             outside = [_outside(kind, value, extent, low, high)
@@ -62,14 +63,59 @@ def among(start: int, stop: int, step: int, terms):
         if cols == ():
             continue
         if rows is None and cols is None:
-            return range(start, stop, step)
-        if rows is None or cols is None:
-            found.update(cols if rows is None else rows)
+            values = range(low, high)
+        elif rows is None or cols is None:
+            values = set(cols if rows is None else rows)
         else:
-            found.update(set(rows).intersection(cols))
+            values = set(rows).intersection(cols)
+        if reader and _computable((row_kind, row, col_kind, col, *reader[0][1:])):
+            reads.append((values, matrix, row_kind, row, col_kind, col, reader[0]))
+        elif isinstance(values, range):
+            return range(start, stop, step)
+        else:
+            found.update(values)
+    candidates = found.union(*(values for values, *_ in reads))
     if step not in (1, -1):
-        found = {v for v in found if (v - start) % step == 0}
-    return sorted(found, reverse=step < 0)
+        candidates = {v for v in candidates if (v - start) % step == 0}
+    ordered = sorted(candidates, reverse=step < 0)
+    return _unless_sent(ordered, found, reads) if reads else ordered
+
+
+def _computable(spec: tuple) -> bool:
+    """Whether the indices of ``spec`` (kind, value, kind, value, ...) can be computed at every loop
+    value: a quotient or a modulo by a value that is not zero (the driver's own test meets the rest)."""
+    return all(kind not in (DIV, MOD) or value[1] != 0 for kind, value in zip(spec[::2], spec[1::2]))
+
+
+def _unless_sent(ordered: list, found: set, reads: list):
+    """The values of ``ordered`` in ``found``, and those of a read's term (``reads``) whose tile's
+    current version has not yet gone whole to the rank that reads it, decided as the loop reaches
+    each value: this rank's earlier tasks may have written or sent the tile since the loop began.
+    Where the rank takes part only by owning such a tile (the only rank that writes or releases
+    it, so its walk sees every new version), the task would send nothing: it is passed over."""
+    for v in ordered:
+        if v in found:
+            yield v
+            continue
+        for values, matrix, row_kind, row, col_kind, col, (runner, *where) in reads:
+            if v in values:
+                i, j = _index(row_kind, row, v), _index(col_kind, col, v)
+                reader = runner.rank_of(_index(where[0], where[1], v), _index(where[2], where[3], v))
+                if reader == matrix.rank or not matrix.sent_whole(i, j, reader):
+                    yield v
+                    break
+
+
+def _index(kind: int, value, v: int) -> int:
+    """A tile index at loop value ``v`` by its term's kind (not ANY)."""
+    if kind == AT:
+        return value
+    if kind == PLUS:
+        return v + value
+    if kind == MINUS:
+        return value - v
+    offset, divisor = value
+    return (v + offset) // divisor if kind == DIV else (v + offset) % divisor
 
 
 def _axis(owned: list, owned_set, kind: int, value: int, low: int, high: int):

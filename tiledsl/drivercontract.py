@@ -24,7 +24,7 @@ whose runtime failed to import reads this module then.
 import os
 import sys
 
-DRIVER_FORMAT = 5  # 5: a panel's single index has no stop (None); 4: WorkspaceDecl's inner_block; 3: main takes the program alone; 2: a loop's share terms are a function
+DRIVER_FORMAT = 6  # 6: a read's share term may carry its call's main tile; 5: a panel's single index has no stop (None); 4: WorkspaceDecl's inner_block; 3: main takes the program alone; 2: a loop's share terms are a function
 
 #: where launchers give a process its rank (MPICH's and Open MPI's mpiexec, PMIx, srun)
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")

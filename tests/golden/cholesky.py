@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'cholesky')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/cholesky.tile' + " again with this Python's")
 
@@ -96,7 +96,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -111,14 +113,14 @@ def generate(rt, p):
             _submit(CALLS[0], (A.tile(k, k, 10),), None, 3 * (A.nt - k), ('L',), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for m in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k))):  # cholesky.tile:11
+        for m in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k, (A, PLUS, 0, AT, k)), (A, PLUS, 0, AT, k))):  # cholesky.tile:11
             _r1 = A.rank_of(m, k)  # cholesky.tile:12
             # cholesky.tile:12: trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
                 _submit(CALLS[1], (A.tile(k, k, 12), A.tile(m, k, 12)), None, 2 * (A.nt - k), ('R', 'L', 'T', 'N', 1.0), at=(0, k, 1, m, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(m, k)
-        for j in _among(k + 1, A.nt, 1, lambda: ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # cholesky.tile:14
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, PLUS, 0, AT, k, (A, PLUS, 0, PLUS, 0)), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, PLUS, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # cholesky.tile:14
             _r2 = A.rank_of(j, k)  # cholesky.tile:15
             _r3 = A.rank_of(j, j)  # cholesky.tile:15
             # cholesky.tile:15: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
@@ -126,7 +128,7 @@ def generate(rt, p):
                 _submit(CALLS[2], (A.tile(j, k, 15), A.tile(j, j, 15)), None, 2 * (A.nt - j), ('L', 'N', -1.0, 1.0), at=(0, k, 2, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in _among(j + 1, A.mt, 1, lambda: ((A, PLUS, 0, AT, k), (A, AT, j, AT, k), (A, PLUS, 0, AT, j))):  # cholesky.tile:16
+            for m in _among(j + 1, A.mt, 1, lambda: ((A, PLUS, 0, AT, k, (A, PLUS, 0, AT, j)), (A, AT, j, AT, k, (A, PLUS, 0, AT, j)), (A, PLUS, 0, AT, j))):  # cholesky.tile:16
                 _r4 = A.rank_of(m, k)  # cholesky.tile:17
                 _r5 = A.rank_of(m, j)  # cholesky.tile:17
                 # cholesky.tile:17: gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j

@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'gesv')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/gesv.tile' + " again with this Python's")
 
@@ -112,7 +112,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -133,7 +135,7 @@ def generate(rt, p):
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:24
+        for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k, (A, AT, k, PLUS, 0)), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:24
             _r2 = A.rank_of(k, j)  # gesv.tile:26
             # gesv.tile:25: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
             _p1 = A.panel(k, A.mt, j, None, 25)
@@ -157,7 +159,7 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, B.nt, 1, lambda: ((P, AT, k, AT, k), (B, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:31
+        for j in _among(0, B.nt, 1, lambda: ((P, AT, k, AT, k), (B, ANY, 0, PLUS, 0), (A, AT, k, AT, k, (B, AT, k, PLUS, 0)), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # gesv.tile:31
             _r4 = B.rank_of(k, j)  # gesv.tile:33
             # gesv.tile:32: laswp(P[k, k], B[k : B.mt, j]) priority 2 * (A.nt - k)
             _p1 = B.panel(k, B.mt, j, None, 32)
@@ -185,14 +187,14 @@ def generate(rt, p):
         _release(P.tile(k, k, 38), at=(0, k, 3))
     for k in range(A.nt - 1, -1, -1):  # gesv.tile:41
         _r6 = A.rank_of(k, k)  # gesv.tile:43
-        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # gesv.tile:42
+        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k, (B, AT, k, PLUS, 0)), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # gesv.tile:42
             _r7 = B.rank_of(k, j)  # gesv.tile:43
             # gesv.tile:43: trsm(A[k, k], B[k, j], "L", "U", "N", "N") priority k + 1
             if _me == _r6 or _me == _r7:
                 _submit(CALLS[7], (A.tile(k, k, 43), B.tile(k, j, 43)), None, k + 1, ('L', 'U', 'N', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in _among(0, k, 1, lambda: ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # gesv.tile:44
+            for i in _among(0, k, 1, lambda: ((A, PLUS, 0, AT, k, (B, PLUS, 0, AT, j)), (B, AT, k, AT, j, (B, PLUS, 0, AT, j)), (B, PLUS, 0, AT, j))):  # gesv.tile:44
                 _r8 = A.rank_of(i, k)  # gesv.tile:45
                 _r9 = B.rank_of(i, j)  # gesv.tile:45
                 # gesv.tile:45: gemm(A[i, k], B[k, j], B[i, j], "N", "N") priority i

@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'getrf')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/getrf.tile' + " again with this Python's")
 
@@ -102,7 +102,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -122,7 +124,7 @@ def generate(rt, p):
             for _tile in _p0:
                 _tile.matrix.bump(_tile.i, _tile.j)
             P.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:26
+        for j in _among(k + 1, A.nt, 1, lambda: ((P, AT, k, AT, k), (A, ANY, 0, PLUS, 0), (A, AT, k, AT, k, (A, AT, k, PLUS, 0)), (A, AT, k, PLUS, 0), (A, ANY, 0, AT, k))):  # getrf.tile:26
             _r2 = A.rank_of(k, j)  # getrf.tile:28
             # getrf.tile:27: laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)
             _p1 = A.panel(k, A.mt, j, None, 27)

@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, DIV, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'hetero_cholesky')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/hetero_cholesky.tile' + " again with this Python's")
 
@@ -96,7 +96,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -114,7 +116,7 @@ def generate(rt, p):
                 _submit(CALLS[0], (A.tile(t, k, 17),), ((o, None, None, None),), 3 * (A.nt - k), ('L',), at=(0, t, 0, d, 2))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(t, k)
-            for j in _among(k + 1, (t + 1) * s, 1, lambda: ((A, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_cholesky.tile:19
+            for j in _among(k + 1, (t + 1) * s, 1, lambda: ((A, AT, t, AT, s * t + d, (A, AT, t, PLUS, 0)), (A, AT, t, PLUS, 0))):  # hetero_cholesky.tile:19
                 _r1 = A.rank_of(t, j)  # hetero_cholesky.tile:21
                 oj = A.offset(j)  # hetero_cholesky.tile:20
                 # hetero_cholesky.tile:21: gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)
@@ -122,7 +124,7 @@ def generate(rt, p):
                     _submit(CALLS[1], (A.tile(t, k, 21), A.tile(t, k, 21), A.tile(t, j, 21)), ((oj, None, None, None), (oj, oj + A.width(j), None, None), (oj, None, None, None)), 3 * (A.nt - j), ('N', 'T', -1.0, 1.0), at=(0, t, 0, d, 3, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, j)
-            for i in _among(t + 1, A.mt, 1, lambda: ((A, AT, t, AT, s * t + d), (A, PLUS, 0, AT, s * t + d))):  # hetero_cholesky.tile:23
+            for i in _among(t + 1, A.mt, 1, lambda: ((A, AT, t, AT, s * t + d, (A, PLUS, 0, AT, s * t + d)), (A, PLUS, 0, AT, s * t + d))):  # hetero_cholesky.tile:23
                 _r2 = A.rank_of(i, k)  # hetero_cholesky.tile:24
                 # hetero_cholesky.tile:24: trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r2:
@@ -131,7 +133,7 @@ def generate(rt, p):
                     A.bump(i, k)
             for i in _among(t + 1, A.mt, 1, lambda: ((A, PLUS, 0, AT, s * t + d), (A, ANY, 0, AT, s * t + d), (A, PLUS, 0, ANY, 0))):  # hetero_cholesky.tile:27
                 _r3 = A.rank_of(i, k)  # hetero_cholesky.tile:30
-                for j in _among(k + 1, (i + 1) * s, 1, lambda: ((A, AT, i, AT, s * t + d), (A, DIV, (0, s), AT, s * t + d), (A, AT, i, PLUS, 0))):  # hetero_cholesky.tile:28
+                for j in _among(k + 1, (i + 1) * s, 1, lambda: ((A, AT, i, AT, s * t + d, (A, AT, i, PLUS, 0)), (A, DIV, (0, s), AT, s * t + d, (A, AT, i, PLUS, 0)), (A, AT, i, PLUS, 0))):  # hetero_cholesky.tile:28
                     _r4 = A.rank_of(j // s, k)  # hetero_cholesky.tile:30
                     _r5 = A.rank_of(i, j)  # hetero_cholesky.tile:30
                     oj = A.offset(j)  # hetero_cholesky.tile:29

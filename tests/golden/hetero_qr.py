@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'hetero_qr')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/hetero_qr.tile' + " again with this Python's")
 
@@ -100,7 +100,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -121,7 +123,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(t, k)
                 T.bump(t, k)
-            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, s * t + d), (T, AT, t, AT, s * t + d), (A, AT, t, PLUS, 0))):  # hetero_qr.tile:17
+            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, s * t + d, (A, AT, t, PLUS, 0)), (T, AT, t, AT, s * t + d, (A, AT, t, PLUS, 0)), (A, AT, t, PLUS, 0))):  # hetero_qr.tile:17
                 _r2 = A.rank_of(t, j)  # hetero_qr.tile:18
                 # hetero_qr.tile:18: gemqrt(A[t, k][o:], T[t, k], A[t, j][o:]) priority 2 * (A.nt - k)
                 if _me == _r0 or _me == _r1 or _me == _r2:
@@ -138,7 +140,7 @@ def generate(rt, p):
                     A.bump(t, k)
                     A.bump(i, k)
                     T.bump(i, k)
-                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, s * t + d), (T, AT, i, AT, s * t + d), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hetero_qr.tile:22
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, s * t + d, (A, AT, t, PLUS, 0)), (T, AT, i, AT, s * t + d, (A, AT, t, PLUS, 0)), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # hetero_qr.tile:22
                     _r5 = A.rank_of(t, j)  # hetero_qr.tile:23
                     _r6 = A.rank_of(i, j)  # hetero_qr.tile:23
                     # hetero_qr.tile:23: tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j]) priority A.nt - j

@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'lu')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/lu.tile' + " again with this Python's")
 
@@ -98,7 +98,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -113,21 +115,21 @@ def generate(rt, p):
             _submit(CALLS[0], (A.tile(k, k, 12),), None, 3 * (A.nt - k), at=(0, k, 0))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # lu.tile:13
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, k, AT, k, (A, AT, k, PLUS, 0)), (A, AT, k, PLUS, 0))):  # lu.tile:13
             _r1 = A.rank_of(k, j)  # lu.tile:14
             # lu.tile:14: trsm_l(A[k, k], A[k, j]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r1:
                 _submit(CALLS[1], (A.tile(k, k, 14), A.tile(k, j, 14)), None, 2 * (A.nt - k), at=(0, k, 1, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(k, j)
-        for i in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k), (A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # lu.tile:16
+        for i in _among(k + 1, A.mt, 1, lambda: ((A, AT, k, AT, k, (A, PLUS, 0, AT, k)), (A, PLUS, 0, AT, k), (A, AT, k, ANY, 0), (A, PLUS, 0, ANY, 0))):  # lu.tile:16
             _r2 = A.rank_of(i, k)  # lu.tile:17
             # lu.tile:17: trsm_u(A[k, k], A[i, k]) priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r2:
                 _submit(CALLS[2], (A.tile(k, k, 17), A.tile(i, k, 17)), None, 2 * (A.nt - k), at=(0, k, 2, i, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(i, k)
-            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (A, AT, k, PLUS, 0), (A, AT, i, PLUS, 0))):  # lu.tile:18
+            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k, (A, AT, i, PLUS, 0)), (A, AT, k, PLUS, 0, (A, AT, i, PLUS, 0)), (A, AT, i, PLUS, 0))):  # lu.tile:18
                 _r3 = A.rank_of(k, j)  # lu.tile:19
                 _r4 = A.rank_of(i, j)  # lu.tile:19
                 # lu.tile:19: gemm_nn(A[i, k], A[k, j], A[i, j]) priority A.nt - j

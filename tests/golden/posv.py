@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'posv')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/posv.tile' + " again with this Python's")
 
@@ -109,7 +109,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -134,7 +136,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(k + 1, A.nt, 1, lambda: ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # posv.tile:24
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, PLUS, 0, AT, k, (A, PLUS, 0, PLUS, 0)), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, PLUS, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # posv.tile:24
             _r2 = A.rank_of(j, k)  # posv.tile:25
             _r3 = A.rank_of(j, j)  # posv.tile:25
             # posv.tile:25: syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)
@@ -152,7 +154,7 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # posv.tile:31
+        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k, (B, AT, k, PLUS, 0)), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # posv.tile:31
             _r5 = B.rank_of(k, j)  # posv.tile:32
             # posv.tile:32: trsm(A[k, k], B[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
             if _me == _r0 or _me == _r5:
@@ -171,14 +173,14 @@ def generate(rt, p):
                         _tile.matrix.bump(_tile.i, _tile.j)
     for k in range(A.nt - 1, -1, -1):  # posv.tile:39
         _r7 = A.rank_of(k, k)  # posv.tile:41
-        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, AT, k, ANY, 0), (B, ANY, 0, PLUS, 0))):  # posv.tile:40
+        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k, (B, AT, k, PLUS, 0)), (B, AT, k, PLUS, 0), (A, AT, k, ANY, 0), (B, ANY, 0, PLUS, 0))):  # posv.tile:40
             _r8 = B.rank_of(k, j)  # posv.tile:41
             # posv.tile:41: trsm(A[k, k], B[k, j], "L", "L", "T", "N") priority k + 1
             if _me == _r7 or _me == _r8:
                 _submit(CALLS[6], (A.tile(k, k, 41), B.tile(k, j, 41)), None, k + 1, ('L', 'L', 'T', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in _among(0, k, 1, lambda: ((A, AT, k, PLUS, 0), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # posv.tile:42
+            for i in _among(0, k, 1, lambda: ((A, AT, k, PLUS, 0, (B, PLUS, 0, AT, j)), (B, AT, k, AT, j, (B, PLUS, 0, AT, j)), (B, PLUS, 0, AT, j))):  # posv.tile:42
                 _r9 = A.rank_of(k, i)  # posv.tile:43
                 _r10 = B.rank_of(i, j)  # posv.tile:43
                 # posv.tile:43: gemm(A[k, i], B[k, j], B[i, j], "T", "N") priority k

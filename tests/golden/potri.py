@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'potri')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/potri.tile' + " again with this Python's")
 
@@ -113,7 +113,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -137,7 +139,7 @@ def generate(rt, p):
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p1:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        for j in _among(k + 1, A.nt, 1, lambda: ((A, PLUS, 0, AT, k), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # potri.tile:22
+        for j in _among(k + 1, A.nt, 1, lambda: ((A, PLUS, 0, AT, k, (A, PLUS, 0, PLUS, 0)), (A, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, k), (A, PLUS, 0, AT, k), (A, ANY, 0, PLUS, 0))):  # potri.tile:22
             _r2 = A.rank_of(j, k)  # potri.tile:23
             _r3 = A.rank_of(j, j)  # potri.tile:23
             # potri.tile:23: syrk(A[j, k], A[j, j]) priority 5 * (A.nt - j)
@@ -181,7 +183,7 @@ def generate(rt, p):
             _submit(CALLS[6], (A.tile(k, k, 37),), None, 3 * (A.nt - k), ('L', 'N'), at=(1, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(0, k, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:38
+        for j in _among(0, k, 1, lambda: ((A, AT, k, AT, k, (A, AT, k, PLUS, 0)), (A, AT, k, PLUS, 0))):  # potri.tile:38
             _r8 = A.rank_of(k, j)  # potri.tile:39
             # potri.tile:39: trmm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
             if _me == _r7 or _me == _r8:
@@ -190,7 +192,7 @@ def generate(rt, p):
                 A.bump(k, j)
     for k in range(0, A.nt):  # potri.tile:43
         _r13 = A.rank_of(k, k)  # potri.tile:51
-        for j in _among(0, k, 1, lambda: ((A, AT, k, PLUS, 0), (A, PLUS, 0, PLUS, 0), (A, AT, k, ANY, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:44
+        for j in _among(0, k, 1, lambda: ((A, AT, k, PLUS, 0, (A, PLUS, 0, PLUS, 0)), (A, PLUS, 0, PLUS, 0), (A, AT, k, ANY, 0), (A, AT, k, PLUS, 0), (A, ANY, 0, PLUS, 0))):  # potri.tile:44
             _r9 = A.rank_of(k, j)  # potri.tile:45
             _r10 = A.rank_of(j, j)  # potri.tile:45
             # potri.tile:45: syrk(A[k, j], A[j, j], "L", "T", 1.0, 1.0) priority A.nt - k
@@ -198,7 +200,7 @@ def generate(rt, p):
                 _submit(CALLS[8], (A.tile(k, j, 45), A.tile(j, j, 45)), None, A.nt - k, ('L', 'T', 1.0, 1.0), at=(2, k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 A.bump(j, j)
-            for m in _among(j + 1, k, 1, lambda: ((A, AT, k, PLUS, 0), (A, AT, k, AT, j), (A, PLUS, 0, AT, j))):  # potri.tile:46
+            for m in _among(j + 1, k, 1, lambda: ((A, AT, k, PLUS, 0, (A, PLUS, 0, AT, j)), (A, AT, k, AT, j, (A, PLUS, 0, AT, j)), (A, PLUS, 0, AT, j))):  # potri.tile:46
                 _r11 = A.rank_of(k, m)  # potri.tile:47
                 _r12 = A.rank_of(m, j)  # potri.tile:47
                 # potri.tile:47: gemm(A[k, m], A[k, j], A[m, j], "T", "N", 1.0, 1.0) priority A.nt - k
@@ -206,7 +208,7 @@ def generate(rt, p):
                     _submit(CALLS[9], (A.tile(k, m, 47), A.tile(k, j, 47), A.tile(m, j, 47)), None, A.nt - k, ('T', 'N', 1.0, 1.0), at=(2, k, 0, j, 1, m, 0))
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(m, j)
-        for j in _among(0, k, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # potri.tile:50
+        for j in _among(0, k, 1, lambda: ((A, AT, k, AT, k, (A, AT, k, PLUS, 0)), (A, AT, k, PLUS, 0))):  # potri.tile:50
             _r14 = A.rank_of(k, j)  # potri.tile:51
             # potri.tile:51: trmm(A[k, k], A[k, j], "L", "L", "T", "N") priority A.nt - k
             if _me == _r13 or _me == _r14:

@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'trmm')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/trmm.tile' + " again with this Python's")
 
@@ -98,7 +98,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -109,7 +111,7 @@ def generate(rt, p):
     B = rt.matrix('B')
     for l in range(A.nt - 1, -1, -1):  # trmm.tile:16
         _r1 = A.rank_of(l, l)  # trmm.tile:21
-        for j in _among(0, B.nt, 1, lambda: ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (B, ANY, 0, PLUS, 0), (A, AT, l, AT, l))):  # trmm.tile:17
+        for j in _among(0, B.nt, 1, lambda: ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (B, ANY, 0, PLUS, 0), (A, AT, l, AT, l, (B, AT, l, PLUS, 0)))):  # trmm.tile:17
             _r2 = B.rank_of(l, j)  # trmm.tile:21
             if l + 1 < B.mt:  # trmm.tile:18
                 _r0 = B.rank_of(l, j)  # trmm.tile:19

@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, main, takes_part
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'trtri')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/trtri.tile' + " again with this Python's")
 
@@ -97,7 +97,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -131,7 +133,7 @@ def generate(rt, p):
             _submit(CALLS[2], (A.tile(k, k, 25),), None, 3 * (A.nt - k), ('L', 'N'), at=(0, k, 2))
         else:  # not ours: only count the new versions of the tiles it writes
             A.bump(k, k)
-        for j in _among(0, k, 1, lambda: ((A, AT, k, AT, k), (A, AT, k, PLUS, 0))):  # trtri.tile:26
+        for j in _among(0, k, 1, lambda: ((A, AT, k, AT, k, (A, AT, k, PLUS, 0)), (A, AT, k, PLUS, 0))):  # trtri.tile:26
             _r3 = A.rank_of(k, j)  # trtri.tile:27
             # trtri.tile:27: trmm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)
             if _me == _r2 or _me == _r3:

@@ -16,7 +16,7 @@ if __name__ == "__main__":  # a Ctrl-C while the libraries load: one line, not a
         pass
 try:
     from tiledsl.runtime import DRIVER_FORMAT, ANY, AT, Call, CheckDecl, Event, Loop, MatrixDecl, PLUS, Program, Tiling, WorkspaceDecl, main
-    _unmet = None if DRIVER_FORMAT >= 5 else f"its driver format is {DRIVER_FORMAT}"
+    _unmet = None if DRIVER_FORMAT >= 6 else f"its driver format is {DRIVER_FORMAT}"
 except Exception as missing:  # no tiledsl in this Python, one older than the driver, or a module hidden
     _unmet = missing
 if _unmet:
@@ -35,7 +35,7 @@ if _unmet:
         _stop_if_hiding(_folder, 'tsqr')  # one line naming the file, from rank 0, and exit status 2
     if not isinstance(_unmet, (ImportError, str)):  # a failure of its own, not a runtime this driver cannot use
         raise _unmet
-    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 5 or "
+    raise SystemExit(f"{__file__}: this driver needs tiledsl's runtime of driver format 6 or "
                      f"later, which this Python does not have ({_unmet}): run it with the Python of the tiledsl "
                      "that compiled it, or compile " + 'programs/tsqr.tile' + " again with this Python's")
 
@@ -131,7 +131,9 @@ def generate(rt, p):
     step)` at which this rank can take part in a task below: each term is (matrix, row form, row value,
     column form, column value) of a tile argument, a form AT (the index is that value), PLUS or MINUS (the
     loop variable plus or minus it), DIV (the loop variable plus value[0], divided by value[1]), MOD (the
-    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop).
+    loop variable plus value[0], modulo value[1]) or ANY (not known at this loop); a tile only read comes
+    with its call's main tile as a term of its own, naming the rank that reads it: a value where this rank
+    would only send that rank a version it already has is passed over.
     """
     _me = rt.rank
     _submit = rt.submit
@@ -153,14 +155,14 @@ def generate(rt, p):
                 else:  # not ours: only count the new versions of the tiles it writes
                     A.bump(t, k)
                     T.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T, AT, t, AT, k), (A, AT, t, PLUS, 0))):  # tsqr.tile:44
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k, (A, AT, t, PLUS, 0)), (T, AT, t, AT, k, (A, AT, t, PLUS, 0)), (A, AT, t, PLUS, 0))):  # tsqr.tile:44
                     _r2 = A.rank_of(t, j)  # tsqr.tile:44
                     # tsqr.tile:44: gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)
                     if _me == _r0 or _me == _r1 or _me == _r2:
                         _submit(CALLS[1], (A.tile(t, k, 44), T.tile(t, k, 44), A.tile(t, j, 44)), None, 2 * (A.nt - k), ('L', 'T'), at=(0, k, 0, t, 1, j, 0))
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(t, j)
-                for j in _among(0, B.nt, 1, lambda: ((A, AT, t, AT, k), (T, AT, t, AT, k), (B, AT, t, PLUS, 0))):  # tsqr.tile:45
+                for j in _among(0, B.nt, 1, lambda: ((A, AT, t, AT, k, (B, AT, t, PLUS, 0)), (T, AT, t, AT, k, (B, AT, t, PLUS, 0)), (B, AT, t, PLUS, 0))):  # tsqr.tile:45
                     _r3 = B.rank_of(t, j)  # tsqr.tile:45
                     # tsqr.tile:45: gemqrt(A[t, k], T[t, k], B[t, j])
                     if _me == _r0 or _me == _r1 or _me == _r3:
@@ -180,7 +182,7 @@ def generate(rt, p):
                                 A.bump(t, k)
                                 A.bump(i, k)
                                 T.bump(i, k)
-                            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # tsqr.tile:50
+                            for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, i, AT, k, (A, AT, t, PLUS, 0)), (T, AT, i, AT, k, (A, AT, t, PLUS, 0)), (A, AT, t, PLUS, 0), (A, AT, i, PLUS, 0))):  # tsqr.tile:50
                                 _r7 = A.rank_of(t, j)  # tsqr.tile:50
                                 _r8 = A.rank_of(i, j)  # tsqr.tile:50
                                 # tsqr.tile:50: tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority 2 * (A.nt - k)
@@ -189,7 +191,7 @@ def generate(rt, p):
                                 else:  # not ours: only count the new versions of the tiles it writes
                                     A.bump(t, j)
                                     A.bump(i, j)
-                            for j in _among(0, B.nt, 1, lambda: ((A, AT, i, AT, k), (T, AT, i, AT, k), (B, AT, t, PLUS, 0), (B, AT, i, PLUS, 0))):  # tsqr.tile:51
+                            for j in _among(0, B.nt, 1, lambda: ((A, AT, i, AT, k, (B, AT, t, PLUS, 0)), (T, AT, i, AT, k, (B, AT, t, PLUS, 0)), (B, AT, t, PLUS, 0), (B, AT, i, PLUS, 0))):  # tsqr.tile:51
                                 _r9 = B.rank_of(t, j)  # tsqr.tile:51
                                 _r10 = B.rank_of(i, j)  # tsqr.tile:51
                                 # tsqr.tile:51: tpmqrt(A[i, k], T[i, k], B[t, j], B[i, j])
@@ -210,7 +212,7 @@ def generate(rt, p):
                     A.bump(k, k)
                     A.bump(t, k)
                     T2.bump(t, k)
-                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k), (T2, AT, t, AT, k), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # tsqr.tile:61
+                for j in _among(k + 1, A.nt, 1, lambda: ((A, AT, t, AT, k, (A, AT, k, PLUS, 0)), (T2, AT, t, AT, k, (A, AT, k, PLUS, 0)), (A, AT, k, PLUS, 0), (A, AT, t, PLUS, 0))):  # tsqr.tile:61
                     _r14 = A.rank_of(k, j)  # tsqr.tile:61
                     _r15 = A.rank_of(t, j)  # tsqr.tile:61
                     # tsqr.tile:61: ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)
@@ -219,7 +221,7 @@ def generate(rt, p):
                     else:  # not ours: only count the new versions of the tiles it writes
                         A.bump(k, j)
                         A.bump(t, j)
-                for j in _among(0, B.nt, 1, lambda: ((A, AT, t, AT, k), (T2, AT, t, AT, k), (B, AT, k, PLUS, 0), (B, AT, t, PLUS, 0))):  # tsqr.tile:62
+                for j in _among(0, B.nt, 1, lambda: ((A, AT, t, AT, k, (B, AT, k, PLUS, 0)), (T2, AT, t, AT, k, (B, AT, k, PLUS, 0)), (B, AT, k, PLUS, 0), (B, AT, t, PLUS, 0))):  # tsqr.tile:62
                     _r16 = B.rank_of(k, j)  # tsqr.tile:62
                     _r17 = B.rank_of(t, j)  # tsqr.tile:62
                     # tsqr.tile:62: ttmqrt(A[t, k], T2[t, k], B[k, j], B[t, j])
@@ -230,14 +232,14 @@ def generate(rt, p):
                         B.bump(t, j)
     for k in range(A.nt - 1, -1, -1):  # tsqr.tile:67
         _r18 = A.rank_of(k, k)  # tsqr.tile:69
-        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # tsqr.tile:68
+        for j in _among(0, B.nt, 1, lambda: ((A, AT, k, AT, k, (B, AT, k, PLUS, 0)), (B, AT, k, PLUS, 0), (A, ANY, 0, AT, k), (B, ANY, 0, PLUS, 0))):  # tsqr.tile:68
             _r19 = B.rank_of(k, j)  # tsqr.tile:69
             # tsqr.tile:69: trsm(A[k, k], B[k, j][0:A.width(k)], "L", "U", "N", "N") priority k + 1
             if _me == _r18 or _me == _r19:
                 _submit(CALLS[9], (A.tile(k, k, 69), B.tile(k, j, 69)), (None, (0, A.width(k), None, None)), k + 1, ('L', 'U', 'N', 'N', 1.0), at=(1, -k, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 B.bump(k, j)
-            for i in _among(0, k, 1, lambda: ((A, PLUS, 0, AT, k), (B, AT, k, AT, j), (B, PLUS, 0, AT, j))):  # tsqr.tile:70
+            for i in _among(0, k, 1, lambda: ((A, PLUS, 0, AT, k, (B, PLUS, 0, AT, j)), (B, AT, k, AT, j, (B, PLUS, 0, AT, j)), (B, PLUS, 0, AT, j))):  # tsqr.tile:70
                 _r20 = A.rank_of(i, k)  # tsqr.tile:71
                 _r21 = B.rank_of(i, j)  # tsqr.tile:71
                 # tsqr.tile:71: gemm(A[i, k], B[k, j][0:A.width(k)], B[i, j], "N", "N") priority k

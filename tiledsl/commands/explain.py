@@ -185,8 +185,16 @@ class _Walk(LoopNestTarget):
         at = runs_at(places[call.main], call.kernel, self.gpu_kernels)
         views = call_views(call, tiles, regions)
         task = PlannedTask(self.count, call, tiles, places, values=values, at=at, views=views)
+        unsent = set()  # the inputs whose version is already at the task's rank: no send, no instance
+        for position, (tile, place) in enumerate(zip(tiles, places)):
+            if call.modes[position] != "out" and place != at:
+                key = _key(tile)
+                moved = part_of(tile, views[position]) if views is not None and call.modes[position] == "in" else None
+                if not self.traffic.move(key, self.versions[key], place, at, tile.shape, part=moved):
+                    unsent.add(position)
         for rank in sorted({place[0] for place in places}):  # only a task's own ranks create its instances
-            found = instances(call, places, rank, at)
+            found = [(kind, index) for kind, index in instances(call, places, rank, at)
+                     if kind != Instance.INTER_NODE_ALIEN_INPUT or index not in unsent]
             if found:
                 task.per_rank[rank] = found
                 self.counts[rank].update(kind for kind, _ in found)
@@ -195,11 +203,6 @@ class _Walk(LoopNestTarget):
             self.held[rank].add(device)
         if task.on_host_for_want_of_gpu_body:
             self.on_host[call.kernel] += 1
-        for position, (tile, place) in enumerate(zip(tiles, places)):
-            if call.modes[position] != "out" and place != at:
-                key = _key(tile)
-                moved = part_of(tile, views[position]) if views is not None and call.modes[position] == "in" else None
-                self.traffic.move(key, self.versions[key], place, at, tile.shape, part=moved)
         for position in call.writes:  # outputs computed elsewhere go home (the main output too, from a host)
             key = _key(tiles[position])
             self.versions[key] += 1
@@ -228,9 +231,10 @@ class _Traffic:
         self._sent.pop(key, None)
         self._copied.pop(key, None)
 
-    def move(self, key, version, source, target, shape, output=False, part=None) -> None:
+    def move(self, key, version, source, target, shape, output=False, part=None) -> bool:
         """One tile version (of ``shape``, or the sub-range ``part`` of it that an ``in`` argument
-        names) moving from place ``source`` to place ``target`` (rank, device).
+        names) moving from place ``source`` to place ``target`` (rank, device); whether a message
+        goes between the ranks (False within a rank).
 
         An input moves as the runtime moves it (:func:`.protocol.delivery`: once per version
         and place, the part or the whole tile, not at all where the whole version went): a
@@ -241,7 +245,7 @@ class _Traffic:
         if source[0] == target[0]:
             if _delivery(self._copied, key, version, target, part, shape)[0] or output:
                 self.copies[source[0]] += 1
-            return
+            return False
         moves, what = _delivery(self._sent, key, version, target[0], part, shape)
         if output and source[1] == 0:  # computed on a host, which keeps the version for its own readers
             _delivery(self._sent, key, version, source[0], None, shape)
@@ -254,6 +258,7 @@ class _Traffic:
                 self.copies[target[0]] += target[1] != 0
         if not output and target[1] != 0 and _delivery(self._copied, key, version, target, part, shape)[0]:
             self.copies[target[0]] += 1
+        return moves or output
 
 
 def _delivery(deliveries: dict, key, version, where, part, shape) -> tuple[bool, tuple | None]:

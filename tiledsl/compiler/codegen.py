@@ -421,10 +421,11 @@ class _Model:
         return text.replace("+ -", "- ")
 
     def _term(self, term) -> str:
-        matrix, row_kind, row, col_kind, col = term
+        matrix, row_kind, row, col_kind, col, *runner = term
         self.kinds.update((row_kind, col_kind))
         values = [self._spec_value(kind, value) for kind, value in ((row_kind, row), (col_kind, col))]
-        return f"({self.names[matrix]}, {row_kind}, {values[0]}, {col_kind}, {values[1]})"
+        main = f", {self._term(runner[0])}" if runner else ""
+        return f"({self.names[matrix]}, {row_kind}, {values[0]}, {col_kind}, {values[1]}{main})"
 
     def _spec_value(self, kind: str, value) -> str:
         if kind == dataflow.ANY:

@@ -54,7 +54,9 @@ Form = dict  # loop variable -> coefficient, "" -> constant; coefficients are in
 @dataclass
 class LoopPlan:
     var: str
-    terms: list = field(default_factory=list)  # (matrix, row kind, row value, col kind, col value)
+    # (matrix, row kind, row value, col kind, col value), and for a tile only read where the rank that
+    # runs its call is known at the loop, that call's main tile as such a term
+    terms: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -218,15 +220,22 @@ class _Planner:
                     refs += self._block(stmt.body, around + [(var, sign, abs(step), mine)], positions, lets)
         depth = len(loops)
         plan = LoopPlan(var)
-        for tile, leaf_lets, leaf_loops in refs:
-            term = (tile.matrix.text,) + self._spec(tile.row, depth, leaf_loops, leaf_lets) + \
-                self._spec(tile.col, depth, leaf_loops, leaf_lets)
+        for tile, leaf_lets, leaf_loops, main in refs:
+            term = self._tile_term(tile, depth, leaf_loops, leaf_lets)
+            if main is not None and ANY not in term[1::2]:
+                runner = self._tile_term(main, depth, leaf_loops, leaf_lets)
+                if ANY not in runner[1::2]:  # the rank that reads the tile is known at this loop
+                    term += (runner,)
             if term not in plan.terms:
                 plan.terms.append(term)
         if any(t[1] == ANY and t[3] == ANY for t in plan.terms):
             plan.terms = []  # some statement below may take part at any value: walk them all
         self.result.loops[stmt.span] = plan
         return refs
+
+    def _tile_term(self, tile: n.TileRef, depth: int, loops: list, lets: dict) -> tuple:
+        """(matrix, row kind, row value, col kind, col value) of a tile at the loop at ``depth``."""
+        return (tile.matrix.text,) + self._spec(tile.row, depth, loops, lets) + self._spec(tile.col, depth, loops, lets)
 
     def _spec(self, index, depth: int, loops: list, lets: dict) -> tuple:
         """How an index depends on the loop at ``depth``: (kind, value) with value a form or Expr."""
@@ -285,12 +294,15 @@ class _Planner:
         self.result.keys[stmt.span] = key
         if isinstance(stmt, n.Release):
             self._event(stmt.tile, loops, positions, lets, True, stmt.span.line)
-            return [(stmt.tile, lets, loops)]
+            return [(stmt.tile, lets, loops, None)]
         summary = self.summaries[stmt.span]
         for access in summary.accesses:
             if access.mode != "in":
                 self._event(access.tile, loops, positions, lets, False, stmt.span.line)
-        return [(access.tile, lets, loops) for access in summary.accesses]
+        main = summary.accesses[summary.main].tile
+        # a tile only read comes with the call's main tile: the rank that runs the call, which a
+        # version already sent to needs nothing more from its owner (:func:`tiledsl.runtime.share.among`)
+        return [(access.tile, lets, loops, main if access.mode == "in" else None) for access in summary.accesses]
 
     def _event(self, tile: n.TileRef, loops: list, positions: list, lets: dict, release: bool, line: int) -> None:
         """The events of one tile argument written or released: one, or one per alternative where an

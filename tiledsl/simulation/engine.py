@@ -11,7 +11,9 @@ priority on the host's queue as there. Time advances by events in a heap:
 * a rank's generation thread reaches its next share after walking the tasks in
   between (``walk_us`` each; a rank that walks only its share of the loop nest
   pays for the other ranks' tasks it meets, spread evenly over the walk: its
-  ``walked`` fraction of ``walk_us`` per task) and spends ``submit_us`` on it; a
+  ``walked`` fraction of ``walk_us`` per task) and spends ``submit_us`` on it (a
+  share with nothing to create, the reader of a version its rank already has, costs
+  nothing there: the share walk passes over it, :func:`tiledsl.runtime.share.among`); a
   full window stops it until the window drains to three quarters, as
   :class:`~tiledsl.runtime.engine.Engine` does;
 * a worker (``W`` CPU workers, one per GPU) runs the highest-priority ready task of
@@ -114,6 +116,7 @@ class Simulator:
         self.transfer_s, self.notice_s = runtime["transfer_us"] * 1e-6, runtime["notice_us"] * 1e-6
         self.ranks = [Rank(r, window, workers, gpus, walk_s * (1.0 if walked is None else walked[r]))
                       for r in range(nranks)]
+        self.passes_over_empty = walked is not None  # a share walk: a share with nothing to create is not met
         self.walk_s = min(rank.walk_s for rank in self.ranks)  # the slowest walk towards the horizon
         self.workers, self.gpus = workers, gpus
         self.events: list = []
@@ -129,7 +132,10 @@ class Simulator:
     # ---------------------------------------------------------------- feeding and running
     def dispatch(self, rank: int, index: int, kind: str, payload) -> None:
         """The walk hands ``rank`` its share of task ``index``; one with nothing to create (an
-        input sent already: ``payload == ()``) is counted on the share queued before it."""
+        input sent already: ``payload == ()``) is passed over by a share walk, else counted on
+        the share queued before it."""
+        if not payload and self.passes_over_empty:
+            return
         state = self.ranks[rank]
         state.submitted += 1
         items = state.items

@@ -242,11 +242,11 @@ class Walk(LoopNestTarget):
                 continue
             mode = call.modes[position]
             if mode != OUT:
-                counts[Instance.INTER_NODE_ALIEN_INPUT - 1] += 1
                 for message in self.sent.get(tile, {}).get(owner, ()):
                     if message.fresh:  # planned by this task's owner: the first reader of it there
                         message.fresh = False
                         actions.append(("send", message))
+                        counts[Instance.INTER_NODE_ALIEN_INPUT - 1] += 1  # (a reader of one sent before: none)
             if mode != IN and position != call.main:
                 counts[Instance.SINK_MINOR_OUTPUT - 1] += 1
                 actions.append(("sink", owned.outgoing_message(position)))
