@@ -259,7 +259,7 @@ def _driver_of(folder, name: str):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("name", ["cholesky", "qr", "getrf", "guarded", "unions"])
+@pytest.mark.parametrize("name", ["cholesky", "qr", "getrf", "hetero_cholesky", "hqr", "guarded", "unions"])
 def test_the_next_event_on_a_tile_is_the_least_instance_after_the_key(drivers, tmp_path, name):
     """The search (its bound by the best event so far included) against every instance of every
     event enumerated, for every tile and a sample of schedule keys; and asked at growing keys with
@@ -415,6 +415,55 @@ def test_other_ranks_tasks_met_and_tiles_made_fall_with_the_grid(drivers):
     assert met[2][0] < met[0][0]
     # the tiles a rank takes part in: its own and those its tasks read (about n²/P + n²·(1/P + 1/Q)/2)
     assert made[0] > made[1] > made[2] and made[2] < 465 / 4, made  # 465 tiles in the lower triangle
+
+
+class QuietComm:
+    """A communicator that posts nothing: the engine's generation alone (nothing runs)."""
+
+    def __init__(self, rank: int, size: int):
+        self.rank, self.size, self.on_error = rank, size, None
+
+    def send(self, *args):
+        pass
+
+    def receive(self, *args):
+        pass
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["cholesky", "qr", "hetero_cholesky"])
+def test_a_rank_generating_its_share_keeps_the_tasks_its_survey_counts_and_asks_only_of_tiles_it_holds(drivers,
+                                                                                                      name):
+    """The engine drops a task that sends nothing new (:meth:`Exchange.sends_nothing`) and ``among``
+    passes over most: the tasks it keeps are those the survey counts, and its sends of inputs (type
+    4) are explain's; it asks for the next event of a tile of another rank only where it holds a copy
+    or a record of it (a task of another rank it walks to send an input leaves it none)."""
+    from tiledsl.commands.explain import plan
+    from tiledsl.runtime.engine import Engine
+    from tiledsl.runtime.protocol import Instance
+    from tiledsl.runtime.userkernels import kernels
+
+    driver = drivers[name]
+    tiles = {"B": 96, "b": 32, "s": 2} if name.startswith("hetero") else {"nb": 48}
+    options = Options(n=430, tiles=tiles)
+    explained = plan(driver, options, (2, 2))
+    for rank in range(4):
+        params, matrices = setup(driver, name, (2, 2), rank, options)
+        surveyed = survey(driver, matrices, params, rank, guided=True)
+        engine = Engine(driver.PROGRAM, kernels(driver.PROGRAM, driver), 1, window=1 << 30,
+                        comm=QuietComm(rank, 4), count_flops=False)
+        engine.attach(matrices)
+        engine.guide(events_of(driver, matrices, params))
+        kept, sends_nothing = [], engine.exchange.sends_nothing
+        engine.exchange.sends_nothing = lambda *task: sends_nothing(*task) or kept.append(task) and False
+        copies, new_copy = [], engine.exchange._new_copy
+        engine.exchange._new_copy = lambda tile, *rest: copies.append(tile.rank != rank) or new_copy(tile, *rest)
+        driver.generate(engine, params)
+        assert len(kept) == surveyed.count, rank
+        counts = engine.exchange.instance_counts()
+        assert counts[Instance.INTER_NODE_ALIEN_INPUT - 1] == explained.totals()[rank][Instance.INTER_NODE_ALIEN_INPUT]
+        # a question per time it comes to hold a tile of another rank (a copy of a version, received or kept)
+        assert 0 < engine.tracker.queries <= sum(copies), rank
 
 
 def test_a_loop_nest_with_a_call_under_a_non_affine_if_has_no_plan(drivers, tmp_path):
@@ -579,6 +628,31 @@ def test_among_takes_the_union_of_the_terms_in_loop_order():
     assert list(among(11, -1, -2, ((M, MOD, (0, 4), ANY, 0),))) == [11, 9, 7, 5, 3, 1]  # 1, 3 (mod 4), down
     assert list(among(0, 6, 1, ((M, ANY, 0, MOD, (1, -3)),))) == [2, 5]  # residues 0, -1, -2: only 0 owned
     assert list(among(0, 4, 1, ((M, MOD, (0, 0), AT, 2),))) == [0, 1, 2, 3]
+
+
+def test_a_value_where_the_rank_would_only_send_a_version_already_sent_is_passed_over(drivers):
+    """A term of a tile only read carries its call's main tile (the reader): a value where this rank
+    takes part only through such tiles, each already sent whole to its reader, is passed over, as the
+    loop reaches it (this rank's earlier tasks send and write meanwhile); not a workspace tile no
+    task wrote yet, whose owner says each read of its zeros."""
+    params, matrices = setup(drivers["cholesky"], "cholesky", (1, 2), 0)  # rank 0 of 1x2: the even columns
+    A = matrices["A"]
+    read = (A, AT, 2, AT, 0, (A, AT, 2, PLUS, 0))  # A[2, 0], read by the call whose main tile is A[2, v]
+    assert list(among(1, 9, 1, (read,))) == list(range(1, 9))  # nothing sent yet: every value
+    A.tile(2, 0).delivered[(1, 0)] = {(0, 4, 0, 48): 16}  # a part went to rank 1: the whole tile still moves
+    assert list(among(1, 9, 1, (read,))) == list(range(1, 9))
+    A.tile(2, 0).delivered[(1, 0)] = {None: 0}  # ... the whole version: rank 1's readers are passed over
+    assert list(among(1, 9, 1, (read,))) == [2, 4, 6, 8]  # rank 0 runs these (its columns)
+    assert list(among(1, 9, 1, (read, (A, AT, 2, AT, 0)))) == list(range(1, 9))  # written below too: every value
+    A.tile(2, 0).delivered.clear()  # a new version
+    values = among(1, 9, 1, (read,))
+    seen = [next(values), next(values)]
+    A.tile(2, 0).delivered[(1, 0)] = {None: 0}  # sent as the loop goes: decided where the loop gets
+    assert seen + list(values) == [1, 2, 4, 6, 8]
+    A.workspace = True
+    assert list(among(1, 9, 1, (read,))) == list(range(1, 9))  # version 0 of a workspace: every reader
+    A.tile(2, 0).version = 1
+    assert list(among(1, 9, 1, (read,))) == [2, 4, 6, 8]
 
 
 def test_rank_0_also_walks_the_values_that_lead_outside_the_matrix():
