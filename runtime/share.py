@@ -16,7 +16,11 @@ hybrid tile column), or modulo one (``MOD``, the same pair: a periodic row
 whose row and column index this rank owns, in the loop's order: a superset of
 the values that lead to this rank's tasks (the driver's own ownership test
 still decides each task), whose size follows the rank's share rather than the
-whole program. A value whose tile lies outside its matrix is no rank's: rank 0
+whole program. A tile only read may come with its call's main tile as a term of
+its own (both known at the loop): the rank that reads it. A value that only such
+terms admit is passed over where each of those tiles' current version already
+went whole to its reader: the task would send nothing, and this rank, which owns
+the tile, sees every new version of it in its own walk. A value whose tile lies outside its matrix is no rank's: rank 0
 walks those too (:attr:`Lines.edges`), so that the tile check meets it and the
 run fails there, as on one rank. A rank that walks the whole nest (one rank, a distribution
 without lines, ``explain``) uses :func:`every_value`, a plain ``range``.
