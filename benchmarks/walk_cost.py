@@ -10,18 +10,20 @@ best of ``--repeats`` rounds, and reports the slower of the two: no MPI, no
 kernels. Each is timed twice in the same run: walking the whole loop nest (what
 every rank did before, and still does for a program without a share plan) and
 walking only the rank's share (``guided``: what a rank of a run does now). The
-table gives the program's tasks (a 1×1 survey), the measured rank's own tasks,
-both walks, the share walk per own task and against the first grid's, and the tile
+table gives the program's tasks (a 1×1 survey), the tasks the measured rank takes part
+in, both walks, the share walk per task taken part in and against the first grid's, and the tile
 objects the rank holds after its share walk (those of its tasks and its own tiles:
 tiles are made when first met) against the program's tiles. ``--json`` writes the rows.
 
 It also splits the measured rank's tasks into those it runs (it owns the main output:
-they fall as 1/P) and those of other ranks it sends an input to, counts the messages
-those make (one per tile version and receiving rank), and the tasks among them that
-post a new one. A rank must meet each task it runs and each task that posts a
-message: ``runs + posting`` is the floor of a walk that posts messages as tasks are
-met, and messages per rank fall as about 1/sqrt(P), not 1/P. The other tasks it
-meets send a version already sent to that rank (``tasks / floor``).
+they fall as 1/P) and those of other ranks it sends an input to, counts the input
+versions it sends (one per tile version and receiving rank: type 4 instances; the
+outputs it computes for other ranks, type 8, go home from its runs), and the tasks
+among them that post a new one. A rank must meet each task it runs and each task
+that posts a message: ``runs + posting`` is the floor of a walk that posts messages
+as tasks are met, and messages per rank fall as about 1/sqrt(P), not 1/P. A rank
+that met more would be meeting readers of a version already sent to their rank
+(``taken part in / floor``).
 """
 from __future__ import annotations
 
@@ -63,15 +65,15 @@ def surveyed(driver, params, grid: tuple[int, int], rank: int, guided: bool):
 
 
 def rank_walk(driver, params, grid: tuple[int, int], rank: int, repeats: int, guided: bool):
-    """Best seconds of ``repeats`` surveys by ``rank``, its own tasks, and the tile objects it holds."""
+    """Best seconds of ``repeats`` surveys by ``rank``, the tasks it takes part in, and the tile objects it holds."""
     runs = [surveyed(driver, params, grid, rank, guided) for _ in range(repeats)]
     return min(seconds for seconds, _, _ in runs), runs[0][1].count, runs[0][2]
 
 
 def participation(driver, params, grid: tuple[int, int], rank: int) -> tuple[int, int, int]:
     """The tasks ``rank`` runs on ``grid``, the tasks of other ranks that make it post a message,
-    and its messages (tile versions times the other ranks that run a task reading them, but the
-    rank that computed the version: it keeps it), from a record of every task."""
+    and the input versions it sends (tile versions times the other ranks that run a task reading
+    them, but the rank that computed the version: it keeps it), from a record of every task."""
     matrices = make_matrices(driver, params, make_distribution(driver.PROGRAM, params, grid, 0), rank)
     versions: dict = {}
     producers: dict = {}  # tile -> the rank that computed its current version
@@ -101,8 +103,8 @@ def row(name: str, driver, params, grid: tuple[int, int], total: int, tiles: int
                                          for rank in (0, ranks - 1))
     runs, posting, messages = participation(driver, params, grid, slower)
     return {"program": name, "grid": f"{grid[0]}x{grid[1]}", "ranks": ranks, "tasks_all": total,
-            "tasks_rank": tasks, "runs": runs, "posting": posting, "messages": messages, "whole_walk_s": whole, "walk_s": seconds,
-            "us_per_own_task": seconds / tasks * 1e6 if tasks else None, "tiles_all": tiles, "tiles_rank": held}
+            "tasks_rank": tasks, "runs": runs, "posting": posting, "inputs_sent": messages, "whole_walk_s": whole, "walk_s": seconds,
+            "us_per_task": seconds / tasks * 1e6 if tasks else None, "tiles_all": tiles, "tiles_rank": held}
 
 
 def program_rows(name: str, grids: list, n: int, nb: int, repeats: int) -> list[dict]:
@@ -119,16 +121,17 @@ def program_rows(name: str, grids: list, n: int, nb: int, repeats: int) -> list[
 
 
 def per_task(r: dict) -> str:
-    return "–" if r["us_per_own_task"] is None else f"{r['us_per_own_task']:.1f}"
+    return "–" if r["us_per_task"] is None else f"{r['us_per_task']:.1f}"
 
 
 def table(rows: list[dict], first: str) -> str:
-    lines = [f"| program | grid | ranks | tasks (all) | tasks (rank) | runs | posting | messages | tasks / (runs + posting) "
+    lines = [f"| program | grid | ranks | tasks (all) | tasks taken part in | runs | posting | input versions sent "
+             f"| taken part in / floor "
              f"| whole walk s | share walk s | whole / share "
-             f"| µs per own task | share walk / (at {first}) | tiles (all) | tile objects (rank) |",
+             f"| µs per task taken part in | share walk / (at {first}) | tiles (all) | tile objects (rank) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['program']} | {r['grid']} | {r['ranks']} | {r['tasks_all']} | {r['tasks_rank']} "
-              f"| {r['runs']} | {r['posting']} | {r['messages']} | {r['tasks_rank'] / max(1, r['runs'] + r['posting']):.2f} "
+              f"| {r['runs']} | {r['posting']} | {r['inputs_sent']} | {r['tasks_rank'] / max(1, r['runs'] + r['posting']):.2f} "
               f"| {r['whole_walk_s']:.4f} | {r['walk_s']:.4f} | {r['whole_walk_s'] / r['walk_s']:.1f} "
               f"| {per_task(r)} | {r['vs_first']:.3f} | {r['tiles_all']} | {r['tiles_rank']} |" for r in rows]
     return "\n".join(lines)
