@@ -30,7 +30,7 @@ from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import (InternalFailure, KernelFailure, KernelFault, TaskFailure, loop_nest_failure,
                      message_of, shortage, user_code_line)
-from .matrix import call_views
+from .matrix import call_views, sends_nothing
 from .notes import KernelNotes, arguments_text, where_ran
 from .options import COMMAND_LINE, Spelling
 from .flops import PRELUDE_FLOPS, task_flops
@@ -202,8 +202,10 @@ class Engine:
             check_values(call, values)
         call, tiles, regions = flatten(call, tiles, regions)
         views, kernel = call_views(call, tiles, regions), kernel or self.kernels[site]
-        if self.tracker is not None and self.exchange.sends_nothing(call, tiles, views):
-            return  # (its writes are of another rank's tiles: the tracker sees to those this rank holds)
+        if self.tracker is not None and sends_nothing(call, tiles, views, self.rank):
+            # a reader that :func:`.share.among` could not pass over; its writes are of another
+            # rank's tiles: the tracker sees to those this rank holds
+            return
         if self.priority_of is not None:
             priority = self.priority_of(call, tiles, priority)
         if self.flop_counts is not None and tiles[call.main].rank == self.rank and call.line > 0:

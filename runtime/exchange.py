@@ -44,7 +44,7 @@ from collections import Counter
 import numpy as np
 
 from . import polling, threadstart
-from .matrix import already_sent, moved_part, part_text, region_view
+from .matrix import moved_part, part_text, region_view
 from .program import Call
 from .broadcast import Broadcasts
 from .protocol import Instance, delivery, runs_at
@@ -279,19 +279,6 @@ class Exchange:
         kept = {copy: None for copy in outgoing if copy.tile.rank != self.rank} if device == 0 else {}
         task.on_complete = lambda: self._owner_done(sources, tiles, outgoing, sinks, kept)
         return kept
-
-    def sends_nothing(self, call, tiles, views) -> bool:
-        """Whether a task gives this rank nothing to do: it runs on another rank, which already has
-        what it reads of this rank's tiles, and writes none of them (a reader that a share walk
-        meets although :func:`.share.among` could not pass it over)."""
-        runner = tiles[call.main].rank
-        if runner == self.rank:
-            return False
-        for index, tile in enumerate(tiles):
-            if tile.rank == self.rank and (call.modes[index] != "in" or
-                                           not already_sent(tile, runner, moved_part(call, tiles, views, index))):
-                return False
-        return True
 
     def _helpers(self, call, tiles, views, main) -> None:
         """Instances for a task computed on another rank: sends of inputs, sinks of outputs."""

@@ -331,6 +331,19 @@ def already_sent(tile: Tile, rank: int, part: tuple | None) -> bool:
     return parts is not None and (None in parts or part in parts) and (tile.version or not tile.matrix.workspace)
 
 
+def sends_nothing(call, tiles, views, rank: int) -> bool:
+    """Whether a task gives ``rank`` nothing to do: it runs on another rank, which already has
+    what it reads of ``rank``'s tiles (:func:`already_sent`), and writes none of them."""
+    runner = tiles[call.main].rank
+    if runner == rank:
+        return False
+    for index, tile in enumerate(tiles):
+        if tile.rank == rank and (call.modes[index] != "in" or
+                                  not already_sent(tile, runner, moved_part(call, tiles, views, index))):
+            return False
+    return True
+
+
 def moved_part(call, tiles, views, index: int) -> tuple | None:
     """What of argument ``index``'s tile moves to a task run elsewhere: the sub-range an ``in``
     argument names; the whole tile for a written one (it goes home whole)."""

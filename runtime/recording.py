@@ -16,7 +16,7 @@ from __future__ import annotations
 from .errors import ValueArgumentError, loop_nest_failure
 from .iterations import check_iterations
 from .kernels import CPU_KERNELS
-from .matrix import already_sent, call_views, check_distinct_writes, moved_part
+from .matrix import call_views, check_distinct_writes, moved_part, sends_nothing
 from .program import check_values, flatten
 from .protocol import delivery
 from .share import among, every_value
@@ -132,20 +132,16 @@ class Survey(LoopNestTarget):
 
     def _note_sends(self, call, tiles, regions) -> bool:
         """Whether a task that touches this rank's tiles gives it anything to do, as the run's
-        exchange decides (:meth:`.exchange.Exchange.sends_nothing`); its tiles note, as the
-        exchange's do, what a task of another rank reads of them (:func:`.protocol.delivery`) and
-        their versions (a new one forgets what went where)."""
+        engine decides (:func:`.matrix.sends_nothing`); its tiles note, as the exchange's do, what
+        a task of another rank reads of them (:func:`.protocol.delivery`) and their versions (a
+        new one forgets what went where)."""
         runner = tiles[call.main].rank
-        new = runner == self.me
-        if not new:
-            views = call_views(call, tiles, regions)
+        views = None if runner == self.me else call_views(call, tiles, regions)
+        new = not sends_nothing(call, tiles, views, self.me)
+        if new and runner != self.me:
             for index, tile in enumerate(tiles):
-                if tile.rank == self.me:
-                    part = moved_part(call, tiles, views, index)
-                    if call.modes[index] != "in" or not already_sent(tile, runner, part):
-                        new = True
-                        if call.modes[index] != "out":
-                            delivery(tile.delivered, (runner, 0), part, tile.shape)
+                if tile.rank == self.me and call.modes[index] != "out":
+                    delivery(tile.delivered, (runner, 0), moved_part(call, tiles, views, index), tile.shape)
         for index in call.writes:
             tile = tiles[index]
             if tile.rank == self.me:

@@ -421,13 +421,16 @@ def test_other_ranks_tasks_met_and_tiles_made_fall_with_the_grid(drivers):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", ["cholesky", "qr", "hetero_cholesky"])
 def test_a_rank_generating_its_share_keeps_the_tasks_its_survey_counts_and_asks_only_of_tiles_it_holds(drivers,
-                                                                                                      name):
-    """The engine drops a task that sends nothing new (:meth:`Exchange.sends_nothing`) and ``among``
+                                                                                                      name,
+                                                                                                      monkeypatch):
+    """The engine drops a task that sends nothing new (:func:`.matrix.sends_nothing`) and ``among``
     passes over most: the tasks it keeps are those the survey counts, and its sends of inputs (type
     4) are explain's; it asks for the next event of a tile of another rank only where it holds a copy
     or a record of it (a task of another rank it walks to send an input leaves it none)."""
     from tiledsl.commands.explain import plan
+    from tiledsl.runtime import engine as engine_module
     from tiledsl.runtime.engine import Engine
+    from tiledsl.runtime.matrix import sends_nothing
     from tiledsl.runtime.protocol import Instance
     from tiledsl.runtime.userkernels import kernels
 
@@ -443,8 +446,9 @@ def test_a_rank_generating_its_share_keeps_the_tasks_its_survey_counts_and_asks_
                         count_flops=False)  # (nothing runs: no message is posted)
         engine.attach(matrices)
         engine.guide(events_of(driver, matrices, params))
-        kept, sends_nothing = [], engine.exchange.sends_nothing
-        engine.exchange.sends_nothing = lambda *task: sends_nothing(*task) or kept.append(task) and False
+        kept = []
+        monkeypatch.setattr(engine_module, "sends_nothing",
+                            lambda *task: sends_nothing(*task) or kept.append(task) and False)
         copies, new_copy = [], engine.exchange._new_copy
         engine.exchange._new_copy = lambda tile, *rest: copies.append(tile.rank != rank) or new_copy(tile, *rest)
         driver.generate(engine, params)
