@@ -281,6 +281,22 @@ def test_cli_explain_table_and_json(tmp_path):
     assert sum(c for _, _, c in data["messages"]) == sent
 
 
+@pytest.mark.timeout(120)
+def test_cli_explain_says_the_walk_of_a_run_with_the_priorities_given(tmp_path):
+    """--priorities as run's: derived ones (a program stating none) walk every task, none walks the share."""
+    source = (ROOT / "programs/cholesky.tile").read_text()
+    (tmp_path / "plain.tile").write_text(re.sub(r" priority [^\n]*", "", source))
+    args = ("explain", str(tmp_path / "plain.tile"), "--grid", "2x2", "--n", "512", "--nb", "128", "--totals")
+    lines = {given: run_cli(*args, *given, cache=tmp_path).stdout.splitlines()[-1]
+             for given in ((), ("--priorities", "none"), ("--priorities", "auto"))}
+    assert lines[()] == ("walk: every rank walks the whole loop nest: the program's priorities are derived from "
+                         "every task: give its calls priority clauses, or --priorities none")
+    assert lines[("--priorities", "none")] == "walk: each rank walks its share of the loop nest"
+    assert lines[("--priorities", "auto")] == lines[()]
+    out = run_cli(*args, "--priorities", "auto", "--json", cache=tmp_path)
+    assert json.loads(out.stdout)["walk"]["rank_walks"] == "whole"
+
+
 def test_a_panel_is_one_argument_of_its_tasks_call(tmp_path):
     """gemm(A[i, 0 : A.nt], B[0 : B.mt, j], C[i, j], ...) showed as gemm(A[0, 0], A[0, 1], A[0, 2], B[0, 0], ...):
     its panels' tiles one by one, read as 7 arguments of a 3-argument kernel."""

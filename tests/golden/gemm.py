@@ -44,22 +44,21 @@ PROGRAM = Program(
     source='programs/gemm.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'general', line=13),
-        MatrixDecl('B', 'general', line=14),
-        MatrixDecl('C', 'general', line=15),
+        MatrixDecl('A', 'general', line=14),
+        MatrixDecl('B', 'general', line=15),
+        MatrixDecl('C', 'general', line=16),
     ),
     workspaces=(
     ),
     params=('m', 'k', ),
-    check=CheckDecl('product', ('C', 'A', 'B'), line=16),
+    check=CheckDecl('product', ('C', 'A', 'B'), line=17),
     kernel_module=None,
     source_dir='../../programs',  # programs/gemm.tile's directory, relative to this file's
-    source_digest='37cc98b669c5caf0',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='0efc8d9499de55ba',  # of the .tile compiled: a run says when the file has changed since
     calls=(
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=20,
-             text='gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=21,
+             text='gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0) priority A.nt - l', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
     ),
-    derive_priorities=True,  # no call states a priority: the runtime derives them (--priorities)
 )
 
 
@@ -111,23 +110,23 @@ def generate(rt, p):
     A = rt.matrix('A')
     B = rt.matrix('B')
     C = rt.matrix('C')
-    for l in range(0, A.nt):  # gemm.tile:18
-        for j in _among(0, C.nt, 1, lambda: ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (C, ANY, 0, PLUS, 0))):  # gemm.tile:19
-            _r0 = B.rank_of(l, j)  # gemm.tile:20
-            # gemm.tile:20: gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0)
-            _p0 = A.panel(0, A.mt, l, None, 20)
-            _p2 = C.panel(0, C.mt, j, None, 20)
+    for l in range(0, A.nt):  # gemm.tile:19
+        for j in _among(0, C.nt, 1, lambda: ((A, ANY, 0, AT, l), (B, AT, l, PLUS, 0), (C, ANY, 0, PLUS, 0))):  # gemm.tile:20
+            _r0 = B.rank_of(l, j)  # gemm.tile:21
+            # gemm.tile:21: gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0) priority A.nt - l
+            _p0 = A.panel(0, A.mt, l, None, 21)
+            _p2 = C.panel(0, C.mt, j, None, 21)
             if _me == _r0 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                _submit(CALLS[0], (_p0, B.tile(l, j, 20), _p2), None, 0, ('N', 'N', 1.0, 1.0), at=(0, l, 0, j, 0))
+                _submit(CALLS[0], (_p0, B.tile(l, j, 21), _p2), None, A.nt - l, ('N', 'N', 1.0, 1.0), at=(0, l, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 for _tile in _p2:
                     _tile.matrix.bump(_tile.i, _tile.j)
-        # gemm.tile:22: release A[0 : A.mt, l]
-        for _tile in A.panel(0, A.mt, l, None, 22):
+        # gemm.tile:23: release A[0 : A.mt, l]
+        for _tile in A.panel(0, A.mt, l, None, 23):
             _release(_tile, at=(0, l, 1))
-        for j in _among(0, B.nt, 1, lambda: ((B, AT, l, PLUS, 0),)):  # gemm.tile:23
-            # gemm.tile:23: release B[l, j]
-            _release(B.tile(l, j, 23), at=(0, l, 2, j, 0))
+        for j in _among(0, B.nt, 1, lambda: ((B, AT, l, PLUS, 0),)):  # gemm.tile:24
+            # gemm.tile:24: release B[l, j]
+            _release(B.tile(l, j, 24), at=(0, l, 2, j, 0))
 
 
 
@@ -139,9 +138,9 @@ def dataflow(rt, p):
     B = rt.matrix('B')
     C = rt.matrix('C')
     return (
-        Event('C', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0),))), ((0, 0, 0), (C.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=20),  # writes at gemm.tile:20
-        Event('A', (0, 1), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 0), (A.mt, 0)), ((0, 1), (1, 1)), release=True, line=22),  # release at gemm.tile:22
-        Event('B', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=23),  # release at gemm.tile:23
+        Event('C', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0),))), ((0, 0, 0), (C.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=21),  # writes at gemm.tile:21
+        Event('A', (0, 1), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 0), (A.mt, 0)), ((0, 1), (1, 1)), release=True, line=23),  # release at gemm.tile:23
+        Event('B', (0, 2, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((B.nt, 0, 0),))), ((0, 1, 0), (1, 1, 0)), ((0, 0, 1), (1, 0, 1)), release=True, line=24),  # release at gemm.tile:24
     )
 
 
@@ -152,9 +151,9 @@ def loop_bounds(_bound, p):
     B = _bound.matrix('B')
     C = _bound.matrix('C')
     _t0 = 1
-    l, _t1 = _bound.loop(0, A.nt, _t0, 18)
-    j, _ = _bound.loop(0, C.nt, _t1, 19)
-    j, _ = _bound.loop(0, B.nt, _t1, 23)
+    l, _t1 = _bound.loop(0, A.nt, _t0, 19)
+    j, _ = _bound.loop(0, C.nt, _t1, 20)
+    j, _ = _bound.loop(0, B.nt, _t1, 24)
 
 
 if __name__ == "__main__":

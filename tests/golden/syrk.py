@@ -44,25 +44,24 @@ PROGRAM = Program(
     source='programs/syrk.tile',
     tiling=Tiling('uniform', {'nb': 384}),
     matrices=(
-        MatrixDecl('A', 'general', line=10),
-        MatrixDecl('C', 'spd', line=11),
+        MatrixDecl('A', 'general', line=11),
+        MatrixDecl('C', 'spd', line=12),
     ),
     workspaces=(
     ),
     params=('k', ),
-    check=CheckDecl('product', ('C', 'A', 'A'), line=12,
+    check=CheckDecl('product', ('C', 'A', 'A'), line=13,
                     qualifiers=(('symmetric',), (), ('transposed',)),
                     options=(('alpha', -1.0),)),
     kernel_module=None,
     source_dir='../../programs',  # programs/syrk.tile's directory, relative to this file's
-    source_digest='46550f29263843ab',  # of the .tile compiled: a run says when the file has changed since
+    source_digest='ac530272735e0c49',  # of the .tile compiled: a run says when the file has changed since
     calls=(
-        Call('syrk', ('in', 'inout'), main=1, line=16,
-             text='syrk(A[j, l], C[j, j])', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
-        Call('gemm', ('in', 'in', 'inout'), main=2, line=18,
-             text='gemm(A[j + 1 : A.mt, l], A[j, l], C[j + 1 : C.mt, j])', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+        Call('syrk', ('in', 'inout'), main=1, line=17,
+             text='syrk(A[j, l], C[j, j]) priority A.nt - l', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
+        Call('gemm', ('in', 'in', 'inout'), main=2, line=19,
+             text='gemm(A[j + 1 : A.mt, l], A[j, l], C[j + 1 : C.mt, j]) priority A.nt - l', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
     ),
-    derive_priorities=True,  # no call states a priority: the runtime derives them (--priorities)
 )
 
 
@@ -110,27 +109,27 @@ def generate(rt, p):
     CALLS = PROGRAM.calls
     A = rt.matrix('A')
     C = rt.matrix('C')
-    for l in range(0, A.nt):  # syrk.tile:14
-        for j in _among(0, C.nt, 1, lambda: ((A, PLUS, 0, AT, l, (C, PLUS, 0, PLUS, 0)), (C, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, l), (A, PLUS, 0, AT, l), (C, ANY, 0, PLUS, 0))):  # syrk.tile:15
-            _r0 = A.rank_of(j, l)  # syrk.tile:16
-            _r1 = C.rank_of(j, j)  # syrk.tile:16
-            # syrk.tile:16: syrk(A[j, l], C[j, j])
+    for l in range(0, A.nt):  # syrk.tile:15
+        for j in _among(0, C.nt, 1, lambda: ((A, PLUS, 0, AT, l, (C, PLUS, 0, PLUS, 0)), (C, PLUS, 0, PLUS, 0), (A, ANY, 0, AT, l), (A, PLUS, 0, AT, l), (C, ANY, 0, PLUS, 0))):  # syrk.tile:16
+            _r0 = A.rank_of(j, l)  # syrk.tile:17
+            _r1 = C.rank_of(j, j)  # syrk.tile:17
+            # syrk.tile:17: syrk(A[j, l], C[j, j]) priority A.nt - l
             if _me == _r0 or _me == _r1:
-                _submit(CALLS[0], (A.tile(j, l, 16), C.tile(j, j, 16)), None, 0, ('L', 'N', -1.0, 1.0), at=(0, l, 0, j, 0))
+                _submit(CALLS[0], (A.tile(j, l, 17), C.tile(j, j, 17)), None, A.nt - l, ('L', 'N', -1.0, 1.0), at=(0, l, 0, j, 0))
             else:  # not ours: only count the new versions of the tiles it writes
                 C.bump(j, j)
-            if j + 1 < C.mt:  # syrk.tile:17
-                _r2 = A.rank_of(j, l)  # syrk.tile:18
-                # syrk.tile:18: gemm(A[j + 1 : A.mt, l], A[j, l], C[j + 1 : C.mt, j])
-                _p0 = A.panel(j + 1, A.mt, l, None, 18)
-                _p2 = C.panel(j + 1, C.mt, j, None, 18)
+            if j + 1 < C.mt:  # syrk.tile:18
+                _r2 = A.rank_of(j, l)  # syrk.tile:19
+                # syrk.tile:19: gemm(A[j + 1 : A.mt, l], A[j, l], C[j + 1 : C.mt, j]) priority A.nt - l
+                _p0 = A.panel(j + 1, A.mt, l, None, 19)
+                _p2 = C.panel(j + 1, C.mt, j, None, 19)
                 if _me == _r2 or takes_part(_p0, _me) or takes_part(_p2, _me):
-                    _submit(CALLS[1], (_p0, A.tile(j, l, 18), _p2), None, 0, ('N', 'T', -1.0, 1.0), at=(0, l, 0, j, 1))
+                    _submit(CALLS[1], (_p0, A.tile(j, l, 19), _p2), None, A.nt - l, ('N', 'T', -1.0, 1.0), at=(0, l, 0, j, 1))
                 else:  # not ours: only count the new versions of the tiles it writes
                     for _tile in _p2:
                         _tile.matrix.bump(_tile.i, _tile.j)
-        # syrk.tile:21: release A[0 : A.mt, l]
-        for _tile in A.panel(0, A.mt, l, None, 21):
+        # syrk.tile:22: release A[0 : A.mt, l]
+        for _tile in A.panel(0, A.mt, l, None, 22):
             _release(_tile, at=(0, l, 1))
 
 
@@ -142,9 +141,9 @@ def dataflow(rt, p):
     A = rt.matrix('A')
     C = rt.matrix('C')
     return (
-        Event('C', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=16),  # writes at syrk.tile:16
-        Event('C', (0, 0, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0), (C.mt - 1, 0, 0)))), ((1, 0, 1), (C.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=18),  # writes at syrk.tile:18
-        Event('A', (0, 1), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 0), (A.mt, 0)), ((0, 1), (1, 1)), release=True, line=21),  # release at syrk.tile:21
+        Event('C', (0, 0, 0), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0),))), ((0, 0, 1), (1, 0, 1)), ((0, 0, 1), (1, 0, 1)), line=17),  # writes at syrk.tile:17
+        Event('C', (0, 0, 1), (Loop(((0, 0, 0),), ((A.nt, 0, 0),)), Loop(((0, 0, 0),), ((C.nt, 0, 0), (C.mt - 1, 0, 0)))), ((1, 0, 1), (C.mt, 0, 0)), ((0, 0, 1), (1, 0, 1)), line=19),  # writes at syrk.tile:19
+        Event('A', (0, 1), (Loop(((0, 0),), ((A.nt, 0),)),), ((0, 0), (A.mt, 0)), ((0, 1), (1, 1)), release=True, line=22),  # release at syrk.tile:22
     )
 
 
@@ -154,8 +153,8 @@ def loop_bounds(_bound, p):
     A = _bound.matrix('A')
     C = _bound.matrix('C')
     _t0 = 1
-    l, _t1 = _bound.loop(0, A.nt, _t0, 14)
-    j, _ = _bound.loop(0, C.nt, _t1, 15)
+    l, _t1 = _bound.loop(0, A.nt, _t0, 15)
+    j, _ = _bound.loop(0, C.nt, _t1, 16)
 
 
 if __name__ == "__main__":

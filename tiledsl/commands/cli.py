@@ -30,6 +30,7 @@ from ..runtime.errors import TaskFailure
 from ..runtime.entry import Stopped, process_status
 from ..runtime.world import LineTracking
 from ..runtime.outputs import check_replaceable, check_writable
+from ..runtime.priorities import MODES
 from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, failure_line_out, json_text, stdout_closed, stdout_unwritable
 from ..runtime.world import (RankError, UsageError, check_working_directory, closed_streams, environment_switch,
@@ -250,6 +251,9 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--totals", action="store_true",
                          help="print only the totals, not the per-task table (always so past "
                               f"{TABLE_LIMIT} tasks)")
+    explain.add_argument("--priorities", choices=MODES, default="program",
+                         help="as for run; derived ones (auto, or a program that states none) make every rank "
+                              "walk the whole loop nest, which the plan's walk line says")
     _add_planning_arguments(explain)
     add_size_arguments(explain)
     explain.set_defaults(handler=_explain)
@@ -560,6 +564,7 @@ def _explain(args) -> int:
     try:
         grid = _grid_of(args)
         options = _planned_options(driver, args, grid)
+        options.priorities = args.priorities  # (the plan's walk line: derived priorities walk every task)
         explained = explain(driver, options, grid, args.gpus, args.totals)
     except ValueError as error:  # a bad --grid: a usage error (with --json, its failure object)
         raise UsageError(str(error)) from None

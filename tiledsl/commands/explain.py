@@ -137,12 +137,12 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
                 rank_columns(matrices, grid), walk.held,
                 Counter(matrix.rank_of(i, j) for matrix in matrices.values()
                         for i in range(matrix.mt) for j in range(matrix.nt)),
-                _walk(driver, matrices, params, grid[0] * grid[1]))
+                _walk(driver, matrices, params, grid[0] * grid[1], options.priorities))
 
 
-def _walk(driver, matrices, params, ranks: int) -> dict:
-    """How the ranks of a run with the program's priorities walk the loop nest (run --json's ``walk``)."""
-    because = whole_walk_reason(driver, matrices, params, ranks, derived(driver.PROGRAM, "program"))
+def _walk(driver, matrices, params, ranks: int, priorities: str) -> dict:
+    """How the ranks of a run with ``--priorities priorities`` walk the loop nest (run --json's ``walk``)."""
+    because = whole_walk_reason(driver, matrices, params, ranks, derived(driver.PROGRAM, priorities))
     return {"rank_walks": "share" if ranks > 1 and because is None else "whole", "whole_because": because}
 
 
