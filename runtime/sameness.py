@@ -23,9 +23,13 @@ SAMPLES = 17
 
 
 def check_same_job(comm, driver, options) -> None:
-    """Make every rank read rank 0's input files (absolute paths), and raise :class:`UsageError` on every
-    rank where one runs another driver, with other options or sees other input files."""
-    options.inputs = comm.broadcast({name: os.path.abspath(path) for name, path in options.inputs.items()})
+    """Make every rank read rank 0's input files, and raise :class:`UsageError` on every rank where one
+    runs another driver, with other options or sees other input files. A rank in rank 0's working
+    directory keeps the paths as given, so that its messages name them as a run on one rank does; one
+    elsewhere reads them joined to rank 0's directory."""
+    given, where = comm.broadcast((options.inputs, os.getcwd()))
+    here = os.getcwd()
+    options.inputs = {name: path if here == where else os.path.join(where, path) for name, path in given.items()}
     mine = {"driver": _digest_of(getattr(driver, "__file__", None)), "path": getattr(driver, "__file__", None),
             "argv": sys.argv[1:], "inputs": {name: fingerprint(path) for name, path in options.inputs.items()}}
     seen = comm.gather(mine)

@@ -1265,6 +1265,17 @@ def test_a_load_file_found_but_unfit_is_not_said_to_be_looked_for(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_an_input_file_is_named_as_given_whatever_the_ranks(tmp_path):
+    """Tester z79b: on several ranks a bad --input file was named by its absolute path (every rank reads
+    rank 0's file), on one rank as given; ranks in rank 0's directory now keep it as given."""
+    np.save(tmp_path / "a.npy", np.eye(100, dtype=np.complex128))
+    said = [tiledsl("run", "cholesky", "--n", 100, "--nb", 50, "--np", ranks, "--input", "A=a.npy", cwd=tmp_path)
+            for ranks in (1, 2)]
+    assert [out.returncode for out in said] == [2, 2] and said[0].stderr == said[1].stderr, said[1].stderr
+    assert said[0].stderr.startswith("tiledsl: error: input file 'a.npy' has dtype complex128;"), said[0].stderr
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("ranks, seconds", [("1", "1e10"), ("2", "1e300")])
 def test_a_watchdog_beyond_its_maximum_is_a_usage_error(ranks, seconds):
     """--watchdog 1e10 failed as an internal error (a time_t overflow), 1e300 on 3 ranks printed
