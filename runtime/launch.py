@@ -93,8 +93,10 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
         if said and warn is not None and rank == 0:
             warn(said)
     sequence = priorities.TaskSequence() if derive else None
-    # on several ranks, walk only this rank's share of an affine loop nest (derived priorities need it all)
-    events = events_of(driver, matrices, params) if ranks > 1 and not derive else None
+    # on several ranks, walk only this rank's share of an affine loop nest (derived priorities on up to
+    # EXACT_LEVELS_RANKS ranks need it all; on more, they are the levels over the tasks it walks)
+    every_task = priorities.walks_every_task(program, options.priorities, ranks)
+    events = events_of(driver, matrices, params) if ranks > 1 and not every_task else None
     share = watched(lambda noting: survey(noting, matrices, params, rank, sequence, events is not None),
                     driver, options.watchdog,
                     lambda message, line: TaskFailure(f"{message} (surveying it before the run)", rank, line))
@@ -147,7 +149,7 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
         # (the reason evaluates the events again: asked only where they were not found)
-        reason = None if events is not None else whole_walk_reason(driver, matrices, params, ranks, derive)
+        reason = None if events is not None else whole_walk_reason(driver, matrices, params, ranks, every_task)
         result.walk = {"rank_walks": "share" if events is not None else "whole", "whole_because": reason}
         result.seed = (DEFAULT_SEED if options.seed is None else options.seed) \
             if makes_random(program, options, arrays) else None

@@ -83,9 +83,9 @@ class Survey(LoopNestTarget):
     """What a run needs to know of the loop nest before it starts, in one pass over every task.
 
     A rank submits a task when it owns one of the task's tiles (the driver's own
-    test), so the pass can run as :class:`Everyone` and still tell this rank's tasks,
-    which derived priorities need (they look at every task). Otherwise, when ``guided``,
-    it walks as this rank, only the loop values that can lead to its tasks (:mod:`.share`),
+    test), so the pass can run as :class:`Everyone` and still tell this rank's tasks
+    (derived priorities then look at every task: ``sequence``). When ``guided``,
+    it walks as this rank (derived priorities look at the tasks it walks), only the loop values that can lead to its tasks (:mod:`.share`),
     and ``foreign`` counts the tiles written by tasks of other ranks it met on the way
     (what a guided walk does for them: a bump each; a whole walk counts them alike). A
     guided walk notes, as the run's exchange does, what of this rank's tiles' versions goes
@@ -96,7 +96,7 @@ class Survey(LoopNestTarget):
 
     def __init__(self, matrices: dict, rank: int, sequence=None, guided: bool = False):
         super().__init__(matrices)
-        self.guided = guided and sequence is None
+        self.guided = guided
         self.rank = rank if self.guided else Everyone()
         self.among = among if self.guided else every_value
         self.me = rank
@@ -126,7 +126,7 @@ class Survey(LoopNestTarget):
             if call.kernel in CPU_KERNELS:
                 self.column_panels.update(panel[0].matrix.name for panel in columns if len(panel) > 1)
         if self.sequence is not None:
-            self.sequence.add(call, tiles, mine)
+            self.sequence.add(call, tiles, mine, mine and tiles[call.main].rank == self.me)
         self.foreign += 0 if mine else len(call.writes)
         self.foreign_tasks += not mine
 

@@ -101,8 +101,8 @@ def test_a_rank_walks_as_the_run_would(capsys, machine_file, tmp_path):
     share = simulate(capsys, "cholesky", "--nodes", 4, *size)["walk"]
     whole = simulate(capsys, "cholesky", "--nodes", 4, *size, "--priorities", "auto")
     assert share["rank_walks"] == "share" and whole["walk"]["rank_walks"] == "whole"
-    assert whole["walk"]["whole_because"] == ("--priorities auto derives the priorities from every task: leave it "
-                                              "out for the program's own priority clauses, or give --priorities none")
+    assert whole["walk"]["whole_because"] == ("--priorities auto derives the priorities from every task on up to "
+                                              "16 ranks: leave it out for the program's own priority clauses, or give --priorities none")
     assert whole["walk"]["tasks_met"] == whole["tasks"] == 680
     assert share["tasks_met"] < whole["tasks"] * 0.75 and share["seconds"] < whole["walk"]["seconds"]
     assert simulate(capsys, "cholesky", "--nodes", 1, *size)["walk"]["rank_walks"] == "whole"
@@ -112,12 +112,12 @@ def test_a_rank_walks_as_the_run_would(capsys, machine_file, tmp_path):
     derived = simulate(capsys, tmp_path / "guarded.tile", "--nodes", 2, *size)["walk"]  # no priority clauses
     assert derived["whole_because"] == (  # both obstacles, the loop nest's first (tester z81a)
         "the program's loop nest has no affine description for a share walk to follow (line 4: k * k multiplies "
-        "loop variables; docs/cluster.md); and the program's priorities are derived from every task: give its "
-        "calls priority clauses, or --priorities none")
+        "loop variables; docs/cluster.md); and the program's priorities are derived from every task on up to 16 "
+        "ranks: give its calls priority clauses, or --priorities none")
     (tmp_path / "affine.tile").write_text((tmp_path / "guarded.tile").read_text().replace("k * k < A.mt", "k < 3"))
     derived = simulate(capsys, tmp_path / "affine.tile", "--nodes", 2, *size)["walk"]
-    assert derived["whole_because"] == ("the program's priorities are derived from every task: give its calls "
-                                        "priority clauses, or --priorities none")
+    assert derived["whole_because"] == ("the program's priorities are derived from every task on up to 16 "
+                                        "ranks: give its calls priority clauses, or --priorities none")
     guarded = simulate(capsys, tmp_path / "guarded.tile", "--nodes", 2, *size, "--priorities", "none")["walk"]
     assert guarded["rank_walks"] == "whole" and guarded["whole_because"] == (
         "the program's loop nest has no affine description for a share walk to follow (line 4: k * k multiplies "

@@ -290,11 +290,14 @@ def test_cli_explain_says_the_walk_of_a_run_with_the_priorities_given(tmp_path):
     lines = {given: run_cli(*args, *given, cache=tmp_path).stdout.splitlines()[-1]
              for given in ((), ("--priorities", "none"), ("--priorities", "auto"))}
     assert lines[()] == ("walk: every rank walks the whole loop nest: the program's priorities are derived from "
-                         "every task: give its calls priority clauses, or --priorities none")
+                         "every task on up to 16 ranks: give its calls priority clauses, or --priorities none")
     assert lines[("--priorities", "none")] == "walk: each rank walks its share of the loop nest"
     assert lines[("--priorities", "auto")] == lines[()]
     out = run_cli(*args, "--priorities", "auto", "--json", cache=tmp_path)
     assert json.loads(out.stdout)["walk"]["rank_walks"] == "whole"
+    past = run_cli("explain", str(tmp_path / "plain.tile"), "--grid", "5x4", "--n", "1024", "--nb", "64", "--totals",
+                   cache=tmp_path)  # past 16 ranks, derived priorities are each rank's share's
+    assert past.stdout.splitlines()[-1] == "walk: each rank walks its share of the loop nest", past.stderr
 
 
 def test_a_panel_is_one_argument_of_its_tasks_call(tmp_path):

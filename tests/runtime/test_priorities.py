@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tiledsl.runtime import Options
-from tiledsl.runtime.priorities import TaskSequence, bottom_levels, in_turn, work
+from tiledsl.runtime.priorities import EXACT_LEVELS_RANKS, TaskSequence, bottom_levels, in_turn, work
 from tiledsl.runtime.program import Call
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +83,30 @@ def test_cholesky_derived_priorities_put_the_panel_first(compiled):
     assert levels[0] == max(levels) == 13 * 100 ** 3 and kernels[0] == "potrf"
     trsm = [level for level, kernel in zip(levels, kernels) if kernel == "trsm"]
     assert trsm[:4] == sorted(trsm[:4], reverse=True)  # the first column's solves, nearest the diagonal first
+
+
+@pytest.mark.parametrize("name, grid", [("cholesky", (5, 4)), ("qr", (4, 5)), ("lu", (6, 3))])
+def test_levels_over_a_ranks_share_are_at_most_the_exact_ones_and_follow_its_tasks(compiled, name, grid):
+    """Past EXACT_LEVELS_RANKS ranks a rank's levels are over the tasks its share walk meets: one per
+    task it submits (the engine hands them out in turn) and, for each task it runs, never above the
+    task's level in the whole program's graph (a chain within the share is a chain of the whole)."""
+    from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
+    from tiledsl.runtime.recording import survey
+
+    driver = compiled(f"programs/{name}.tile")
+    params = make_params(driver, Options(n=1000, tiles={"nb": 64}, sets={"ib": 32} if name == "qr" else {}))
+    distribution = make_distribution(driver.PROGRAM, params, grid, 0)
+    assert grid[0] * grid[1] > EXACT_LEVELS_RANKS
+    for rank in (0, grid[0] * grid[1] - 1):
+        whole = TaskSequence()  # every task, those the rank runs marked
+        survey(driver, make_matrices(driver, params, distribution, rank), params, rank, whole)
+        sequence = TaskSequence()
+        share = survey(driver, make_matrices(driver, params, distribution, rank), params, rank, sequence, guided=True)
+        assert len(bottom_levels(sequence)) == share.count < len(whole)
+        local, exact = bottom_levels(sequence, sequence.runs), bottom_levels(whole, whole.runs)
+        assert len(local) == len(exact) == share.runs > 0
+        assert all(a <= b for a, b in zip(local, exact))
+        assert any(a < b for a, b in zip(local, exact))  # (other ranks' chains left out)
 
 
 def run(*args):

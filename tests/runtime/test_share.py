@@ -24,6 +24,7 @@ from tiledsl.runtime.layout import make_distribution, make_matrices, make_params
 from tiledsl.runtime.matrix import call_views, moved_part
 from tiledsl.runtime.options import Options
 from tiledsl.runtime.program import flatten
+from tiledsl.runtime.priorities import TaskSequence, bottom_levels, in_turn
 from tiledsl.runtime.protocol import delivery
 from tiledsl.runtime.recording import Everyone, record, survey
 from tiledsl.runtime.share import ANY, AT, DIV, MINUS, MOD, PLUS, among, every_value
@@ -426,7 +427,9 @@ def test_a_rank_generating_its_share_keeps_the_tasks_its_survey_counts_and_asks_
     """The engine drops a task that sends nothing new (:func:`.matrix.sends_nothing`) and ``among``
     passes over most: the tasks it keeps are those the survey counts, and its sends of inputs (type
     4) are explain's; it asks for the next event of a tile of another rank only where it holds a copy
-    or a record of it (a task of another rank it walks to send an input leaves it none)."""
+    or a record of it (a task of another rank it walks to send an input leaves it none). Derived priorities
+    past EXACT_LEVELS_RANKS are the levels over the survey's tasks: the engine asks for one per task it
+    keeps, the survey's kept tasks in turn."""
     from tiledsl.commands.explain import plan
     from tiledsl.runtime import engine as engine_module
     from tiledsl.runtime.engine import Engine
@@ -440,12 +443,15 @@ def test_a_rank_generating_its_share_keeps_the_tasks_its_survey_counts_and_asks_
     explained = plan(driver, options, (2, 2))
     for rank in range(4):
         params, matrices = setup(driver, name, (2, 2), rank, options)
-        surveyed = survey(driver, matrices, params, rank, guided=True)
+        sequence = TaskSequence()
+        surveyed = survey(driver, matrices, params, rank, sequence, guided=True)
         quiet = SimpleNamespace(rank=rank, size=4, on_error=None, send=lambda *_: None, receive=lambda *_: None)
         engine = Engine(driver.PROGRAM, kernels(driver.PROGRAM, driver), 1, window=1 << 30, comm=quiet,
                         count_flops=False)  # (nothing runs: no message is posted)
         engine.attach(matrices)
         engine.guide(events_of(driver, matrices, params))
+        asked, levels = [], in_turn(bottom_levels(sequence))
+        engine.priority_of = lambda call, tiles, given: asked.append(call.kernel) or levels(call, tiles, given)
         kept = []
         monkeypatch.setattr(engine_module, "sends_nothing",
                             lambda *task: sends_nothing(*task) or kept.append(task) and False)
@@ -453,6 +459,7 @@ def test_a_rank_generating_its_share_keeps_the_tasks_its_survey_counts_and_asks_
         engine.exchange._new_copy = lambda tile, *rest: copies.append(tile.rank != rank) or new_copy(tile, *rest)
         driver.generate(engine, params)
         assert len(kept) == surveyed.count, rank
+        assert asked == [sequence.calls[code].kernel for code, mine in zip(sequence.code, sequence.mine) if mine]
         counts = engine.exchange.instance_counts()
         assert counts[Instance.INTER_NODE_ALIEN_INPUT - 1] == explained.totals()[rank][Instance.INTER_NODE_ALIEN_INPUT]
         # a question per time it comes to hold a tile of another rank (a copy of a version, received or kept)

@@ -30,7 +30,7 @@ from ..runtime.errors import TaskFailure
 from ..runtime.entry import Stopped, process_status
 from ..runtime.world import LineTracking
 from ..runtime.outputs import check_replaceable, check_writable
-from ..runtime.priorities import MODES
+from ..runtime.priorities import EXACT_LEVELS_RANKS, MODES
 from .plot import DRAWN_BY
 from ..runtime.reporting import failure_json, failure_line_out, json_text, stdout_closed, stdout_unwritable
 from ..runtime.world import (RankError, UsageError, check_working_directory, closed_streams, environment_switch,
@@ -253,7 +253,7 @@ def _parser() -> argparse.ArgumentParser:
                               f"{TABLE_LIMIT} tasks)")
     explain.add_argument("--priorities", choices=MODES, default="program",
                          help="as for run; derived ones (auto, or a program that states none) make every rank "
-                              "walk the whole loop nest, which the plan's walk line says")
+                              f"of up to {EXACT_LEVELS_RANKS} walk the whole loop nest, which the plan's walk line says")
     _add_planning_arguments(explain)
     add_size_arguments(explain)
     explain.set_defaults(handler=_explain)

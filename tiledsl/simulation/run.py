@@ -133,14 +133,14 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     window = options.window or (4096 if nranks == 1 and not gpus else max(64, 32 * (workers + gpus)))
     tracer = Tracer(nranks) if trace else None
     began = time.perf_counter()
-    walked = _share_walks(driver, params, distribution, nranks, options)
+    walked, levels = _share_walks(driver, params, distribution, nranks, options)
     broadcast = broadcast_for(options.broadcast, nranks)
     simulator = Simulator(machine, nranks, workers, gpus, window, tracer, walked, broadcast,
                           bool(options.host_takes) and gpus > 0)
     kernels_on_gpu = gpu_kernels(program, driver) if gpus else frozenset()
     timing = Timing(machine, cpu_share, kernels_on_gpu)
     walker = Walk(matrices, nranks, kernels_on_gpu, _feeder(simulator, progress), timing,
-                  _priority_of(driver, matrices, params, options))
+                  _priority_of(driver, matrices, params, options, levels))
     simulator.traffic = walker.traffic
     walk(driver, walker, params, 0)
     seconds = simulator.finish(walker.count)
@@ -156,7 +156,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     if not walked:
         summary["walk"]["whole_because"] = whole_walk_reason(
             driver, make_matrices(driver, params, distribution, 0), params, nranks,
-            priorities.derived(program, options.priorities))
+            priorities.walks_every_task(program, options.priorities, nranks))
     stored = {(tile.matrix.name, tile.i, tile.j) for tile in walker.touched}
     idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus, stored)
     for stats, idle, tiles in zip(summary["ranks"], idle_gpus, owned):
@@ -192,27 +192,33 @@ def _too_many_gpus(gpus: int, machine, source: str) -> str:
             f"{shlex.quote(source)} --gpus {gpus}` measured")
 
 
-def _share_walks(driver, params, distribution, nranks: int, options) -> list[float] | None:
+def _share_walks(driver, params, distribution, nranks: int, options) -> tuple[list | None, list | None]:
     """Per rank, the fraction of the program's tasks its walk meets, where a run would walk only
     each rank's share of the loop nest (as ``run`` decides: several ranks, an affine program, a
-    distribution by rows and columns, priorities not derived); None where every rank walks it all.
-    Each rank's share walk is made here, as the run makes it (no kernels, no messages)."""
-    if nranks == 1 or priorities.derived(driver.PROGRAM, options.priorities):
-        return None
+    distribution by rows and columns, priorities not derived from every task); None where every rank
+    walks it all. Each rank's share walk
+    is made here, as the run makes it (no kernels, no messages). With derived priorities, also per
+    rank the levels of the tasks it runs, in program order, over the tasks it walks (as a run's)."""
+    if nranks == 1 or priorities.walks_every_task(driver.PROGRAM, options.priorities, nranks):
+        return None, None
     matrices = make_matrices(driver, params, distribution, 0)
     if events_of(driver, matrices, params) is None:
-        return None
+        return None, None
     whole = survey(driver, matrices, params, 0)
     total = max(1, whole.count + whole.foreign_tasks)
     # a share walk meets another rank's task as the tiles it writes (a bump each): in tasks, at the
     # program's tiles written per such task (QR's updates write two)
     written = whole.foreign / whole.foreign_tasks if whole.foreign_tasks else 1.0
-    walked = []
+    derive = priorities.derived(driver.PROGRAM, options.priorities)
+    walked, levels = [], [] if derive else None
     for rank in range(nranks):
-        share = survey(driver, make_matrices(driver, params, distribution, rank), params, rank, guided=True)
+        sequence = priorities.TaskSequence() if derive else None
+        share = survey(driver, make_matrices(driver, params, distribution, rank), params, rank, sequence, guided=True)
         # (tiles written per task vary, by a panel's edge: the estimate is held to the whole walk)
         walked.append(min(1.0, max(1.0, share.count + share.foreign / written) / total))
-    return walked
+        if derive:
+            levels.append(priorities.bottom_levels(sequence, sequence.runs))
+    return walked, levels
 
 
 def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, timing: Timing, seconds: float,
@@ -259,11 +265,15 @@ def _feeder(simulator: Simulator, progress):
     return dispatch
 
 
-def _priority_of(driver, matrices, params, options):
-    """The priorities a run would use (``--priorities``): the program's, derived, or none."""
+def _priority_of(driver, matrices, params, options, levels: list | None):
+    """The priorities a run would use (``--priorities``): the program's, derived, or none.
+    ``levels``: per rank, the derived levels of the tasks it runs (ranks walking their shares)."""
     program = driver.PROGRAM
     if options.priorities == "none":
         return priorities.equal
+    if levels is not None:
+        upcoming = [iter(rank_levels) for rank_levels in levels]
+        return lambda call, tiles, given: next(upcoming[tiles[call.main].rank])
     if priorities.derived(program, options.priorities):
         sequence = priorities.TaskSequence()
         walk(driver, _Sequencer(matrices, sequence), params, 0)
