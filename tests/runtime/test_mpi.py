@@ -242,22 +242,23 @@ def test_explain_says_how_a_run_with_the_programs_priorities_walks_the_loop_nest
     assert plan(compiled("programs/cholesky.tile"), options, (1, 1)).walk == {"rank_walks": "whole",
                                                                                  "whole_because": None}
     source = (ROOT / "tests/runtime/programs/red_black.tile").read_text()
-    (tmp_path / "rb_mod.tile").write_text(source.replace("(i + j + sweep) % 2 == 0", "(i + j + sweep) % 2 < 1"))
+    (tmp_path / "rb_mod.tile").write_text(source.replace("(i + j + sweep) % 2 == 0", "(i + j + sweep) % X.nt < 1"))
     walk = plan(compiled(str(tmp_path / "rb_mod.tile")), Options(n=128, tiles={"nb": 32}), (1, 2)).walk
     assert walk["rank_walks"] == "whole" and walk["whole_because"].startswith(
-        "the program's loop nest has no affine description for a share walk to follow (line 11: (i + j + sweep) % 2 "
-        "is not affine in the loop variables; docs/cluster.md); and the program's priorities are derived")
+        "the program's loop nest has no affine description for a share walk to follow (line 11: (i + j + sweep) % "
+        "X.nt < 1: an order of a modulo by X.nt, which is not a number; docs/cluster.md); and the program's "
+        "priorities are derived")
 
 
 @pytest.mark.timeout(60)
 def test_a_run_says_why_its_ranks_walk_the_whole_loop_nest(tmp_path):
     """As simulate's walk line does: the statement outside the affine class, or the derived priorities."""
     source = (ROOT / "tests/runtime/programs/red_black.tile").read_text()
-    (tmp_path / "rb.tile").write_text(source.replace("(i + j + sweep) % 2 == 0", "(i + j + sweep) % 2 < 1"))
+    (tmp_path / "rb.tile").write_text(source.replace("(i + j + sweep) % 2 == 0", "(i + j + sweep) % X.nt < 1"))
     walk = summary(run(tmp_path / "rb.tile", "--n", 128, "--json", "--priorities", "none", np_=2))["walk"]
     assert walk == {"rank_walks": "whole", "whole_because": "the program's loop nest has no affine description for "
-                    "a share walk to follow (line 11: (i + j + sweep) % 2 is not affine in the loop variables; "
-                    "docs/cluster.md)"}
+                    "a share walk to follow (line 11: (i + j + sweep) % X.nt < 1: an order of a modulo by X.nt, "
+                    "which is not a number; docs/cluster.md)"}
     walk = summary(run("programs/cholesky.tile", "--n", 128, "--nb", 32, "--json", "--priorities", "auto",
                        np_=2))["walk"]
     assert walk["rank_walks"] == "whole" and walk["whole_because"].startswith("--priorities auto derives")

@@ -178,6 +178,9 @@ program unions {
       if mode == "B" and not (shift > 2 * shift) { trsm(C[k, 1], B[m, 2]) } else { trsm(B[m, 2], C[k, 1]) }
       if k % s == 0 { trsm(B[m, 6], C[m, 2]) } else { trsm(C[m, 2], B[m, 6]) }
       if m % s != 1 and k % 100 != 3 and (m + k) % (s + 1) != s - 3 { trsm(B[k, 0], C[m, 7]) }
+      if (m + k) % 3 < 2 { trsm(C[m, 6], B[k, 5]) } else { trsm(B[k, 5], C[m, 6]) }
+      if 1 >= (2 * m - k) % -4 and not (k % 5 > s) { trsm(B[m, 8], C[k, 2]) }
+      if m % 4 >= 3 or k % 100 < 98 { trsm(C[k, 3], B[m, 4]) }
       trsm(C[m, 3], B[min(k + 1, B.mt - 1), m])
       if m > 0 { trsm(B[m, 1], C[max(min(k - 1, m), 2), min(m, 4)]) }
       if k < B.mt - 1 { trsm(C[m, 4], B[k : min(k + 2, B.mt), 8]) }
@@ -243,7 +246,8 @@ def test_calls_under_unions_walk_their_share(tmp_path):
     a loop variable modulo a number or a parameter (==, !=, up and down, the residue a parameter), sums
     and multiples of mins and maxes (directly and through lets), comparisons of float and char parameters
     (decided as written: a float's difference is no integer form), residues excluded (``!=`` and ``else``, modulo
-    a parameter or a number, a residue that is no value of the modulo), written indices and range bounds that
+    a parameter or a number, a residue that is no value of the modulo), orders of a modulo by a number (the
+    residues kept, or those left out, against a number or a parameter), written indices and range bounds that
     are mins and maxes (nested too), written indices modulo a size, a parameter or a number (negative too):
     each statement's events are the union of its alternatives'."""
     driver = _driver_of(tmp_path, "unions")
@@ -532,14 +536,16 @@ def test_a_loop_bound_or_if_taking_a_min_or_max_is_one_bound_per_argument(tmp_pa
     assert m_lower == ((0, 0, 0), (0, 1, 0), (1, 0, 0)) and m_upper[1] == (3, 1, 0)
 
 
-@pytest.mark.parametrize("condition", ["k * k < 4", "k % 2 < 1", "k % (k + 1) == 0", "A.nt % (k + 1) > 0",
+@pytest.mark.parametrize("condition", ["k * k < 4", "k % A.nt < 1", "k % (k + 1) == 0", "A.nt % (k + 1) > 0",
                                        "min(k, 3) * A.nt < 5", " and ".join(f"k != {i}" for i in range(7))])  # 2⁷ alternatives
 def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition):
     assert _plan_of(tmp_path, f"for k in 0 .. A.nt {{ if {condition} {{ potrf(A[k, k]) }} }}") is None
 
 
 @pytest.mark.parametrize("body, reason", [
-    ("for k in 0 .. A.nt {\n  if k % 2 < 1 { potrf(A[k, k]) } }", "line 5: k % 2 is not affine in the loop variables"),
+    ("for k in 0 .. A.nt {\n  if k % A.nt < 1 { potrf(A[k, k]) } }",
+     "line 5: k % A.nt < 1: an order of a modulo by A.nt, which is not a number"),
+    ("for k in 0 .. A.nt {\n  if k % 2 < k { potrf(A[k, k]) } }", "line 5: k % 2 < k: k varies with the loops"),
     ("for k in 0 .. A.nt {\n  if k < 3 { potrf(A[k * k, k]) } }",
      "line 5: k * k multiplies loop variables, in A[k * k, k], which it writes"),
     ("for k in 0 .. A.nt {\n  potrf(A[k % 2 + k // 2, k]) }",

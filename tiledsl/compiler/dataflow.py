@@ -40,6 +40,7 @@ driver's docstring then says.
 """
 from __future__ import annotations
 
+import operator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -404,6 +405,8 @@ def _alternatives(cond, loops: list, lets: dict, negated: bool = False) -> list:
             return _all(sides) if (cond.op == "and") != negated else _any(sides)
         case n.Binary(op="==" | "!=", left=left, right=right) if _is_modulus(left) or _is_modulus(right):
             return _residues(_NEGATED[cond.op] if negated else cond.op, left, right, loops, lets)
+        case n.Binary(op="<" | "<=" | ">" | ">=", left=left, right=right) if _is_modulus(left) or _is_modulus(right):
+            return _ordered_residues(_NEGATED[cond.op] if negated else cond.op, left, right, loops, lets)
         case n.Binary(op="<" | "<=" | ">" | ">=" | "==" | "!=", left=left, right=right):
             trees = _tree(left, loops, lets), _tree(right, loops, lets)
             values = [tree.get("", 0) for tree in trees if isinstance(tree, dict) and _invariant(tree)]
@@ -443,6 +446,38 @@ def _residues(op: str, left, right, loops: list, lets: dict) -> list:
         return off + ([((), ())] if divisor and value % divisor != value else [])
     return off + [((), (InvariantTest(n.Binary("%", _expr(value), _expr(divisor), _span_of(value, divisor)), "!=",
                                       value),))]
+
+
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_ORDERS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _ordered_residues(op: str, left, right, loops: list, lets: dict) -> list:
+    """The alternatives of ``x % d op y``, an order (the ``%`` on either side): x affine, d a number,
+    y loop-invariant. They are the values r of x % d (0 <= r < d, or d < r <= 0) that the order
+    admits, each where x − r ≡ 0 (mod d); or, where fewer are left out, one alternative that
+    excludes those (x − r ≢ 0 for each). Where y is no number the run decides ``r op y`` for each r."""
+    if not _is_modulus(left):
+        left, right, op = right, left, _FLIPPED[op]
+    x, y, d = (_form(e, loops, lets) for e in (left.left, right, left.right))
+    divisor = d.get("", 0)
+    if not (_invariant(d) and isinstance(divisor, int)):
+        raise NotAffine(f"{unparse(left)} {op} {unparse(right)}: an order of a modulo by {unparse(left.right)}, "
+                        f"which is not a number")
+    if not _invariant(y):
+        raise NotAffine(f"{unparse(left)} {op} {unparse(right)}: {unparse(right)} varies with the loops")
+    if divisor == 0:
+        return [((), (_NEVER,))]  # (as x % 0 == y: the run fails where it evaluates it)
+    residues = range(divisor) if divisor > 0 else range(divisor + 1, 1)
+    value = y.get("", 0)
+    if not isinstance(value, int):
+        return _any([[((), (InvariantTest(r, op, value),) + _decided([_Modulus(_add(x, {"": -r}), divisor)]))]
+                     for r in residues])
+    admitted = [r for r in residues if _ORDERS[op](r, value)]
+    left_out = [r for r in residues if r not in admitted]
+    if len(left_out) < len(admitted):
+        return [((), _decided([_Modulus(_add(x, {"": -r}), divisor, excluded=True) for r in left_out]))]
+    return _any([[((), _decided([_Modulus(_add(x, {"": -r}), divisor)]))] for r in admitted]) or [((), (_NEVER,))]
 
 
 @dataclass(frozen=True)
