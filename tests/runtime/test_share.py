@@ -181,6 +181,7 @@ program unions {
       if (m + k) % 3 < 2 { trsm(C[m, 6], B[k, 5]) } else { trsm(B[k, 5], C[m, 6]) }
       if 1 >= (2 * m - k) % -4 and not (k % 5 > s) { trsm(B[m, 8], C[k, 2]) }
       if m % 4 >= 3 or k % 100 < 98 { trsm(C[k, 3], B[m, 4]) }
+      if s % (p + 1) < 1 or not (B.nt % s >= 1) { trsm(B[m, 5], C[k, 8]) }
       trsm(C[m, 3], B[min(k + 1, B.mt - 1), m])
       if m > 0 { trsm(B[m, 1], C[max(min(k - 1, m), 2), min(m, 4)]) }
       if k < B.mt - 1 { trsm(C[m, 4], B[k : min(k + 2, B.mt), 8]) }
@@ -247,12 +248,14 @@ def test_calls_under_unions_walk_their_share(tmp_path):
     and multiples of mins and maxes (directly and through lets), comparisons of float and char parameters
     (decided as written: a float's difference is no integer form), residues excluded (``!=`` and ``else``, modulo
     a parameter or a number, a residue that is no value of the modulo), orders of a modulo by a number (the
-    residues kept, or those left out, against a number or a parameter), written indices and range bounds that
+    residues kept, or those left out, against a number or a parameter; of sizes and parameters alone, decided as
+    written), written indices and range bounds that
     are mins and maxes (nested too), written indices modulo a size, a parameter or a number (negative too):
     each statement's events are the union of its alternatives'."""
     driver = _driver_of(tmp_path, "unions")
     text = Path(driver.__file__).read_text()
     assert "when=B.nt - 100 > 0" in text and "when=shift < 1.0" in text and "when=not (mode == 'B'" in text
+    assert "when=s % (p_ + 1) < 1" in text and "when=B.nt % s < 1" in text  # (negated as the if is)
     assert_guided_is_the_whole_walk(driver, "unions")
 
 
@@ -545,6 +548,8 @@ def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition
 @pytest.mark.parametrize("body, reason", [
     ("for k in 0 .. A.nt {\n  if k % A.nt < 1 { potrf(A[k, k]) } }",
      "line 5: k % A.nt < 1: an order of a modulo by A.nt, which is not a number"),
+    ("for k in 0 .. A.nt {\n  if not (k % A.nt >= 1) { potrf(A[k, k]) } }",  # (tester z79d: quoted as written)
+     "line 5: k % A.nt >= 1: an order of a modulo by A.nt, which is not a number"),
     ("for k in 0 .. A.nt {\n  if k % 2 < k { potrf(A[k, k]) } }", "line 5: k % 2 < k: k varies with the loops"),
     ("for k in 0 .. A.nt {\n  if k < 3 { potrf(A[k * k, k]) } }",
      "line 5: k * k multiplies loop variables, in A[k * k, k], which it writes"),

@@ -406,7 +406,7 @@ def _alternatives(cond, loops: list, lets: dict, negated: bool = False) -> list:
         case n.Binary(op="==" | "!=", left=left, right=right) if _is_modulus(left) or _is_modulus(right):
             return _residues(_NEGATED[cond.op] if negated else cond.op, left, right, loops, lets)
         case n.Binary(op="<" | "<=" | ">" | ">=", left=left, right=right) if _is_modulus(left) or _is_modulus(right):
-            return _ordered_residues(_NEGATED[cond.op] if negated else cond.op, left, right, loops, lets)
+            return _ordered_residues(_NEGATED[cond.op] if negated else cond.op, cond, loops, lets)
         case n.Binary(op="<" | "<=" | ">" | ">=" | "==" | "!=", left=left, right=right):
             trees = _tree(left, loops, lets), _tree(right, loops, lets)
             values = [tree.get("", 0) for tree in trees if isinstance(tree, dict) and _invariant(tree)]
@@ -452,20 +452,25 @@ _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _ORDERS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
-def _ordered_residues(op: str, left, right, loops: list, lets: dict) -> list:
-    """The alternatives of ``x % d op y``, an order (the ``%`` on either side): x affine, d a number,
-    y loop-invariant. They are the values r of x % d (0 <= r < d, or d < r <= 0) that the order
-    admits, each where x − r ≡ 0 (mod d); or, where fewer are left out, one alternative that
-    excludes those (x − r ≢ 0 for each). Where y is no number the run decides ``r op y`` for each r."""
+def _ordered_residues(op: str, written, loops: list, lets: dict) -> list:
+    """The alternatives of ``x % d op y``, an order (the ``%`` on either side; ``op`` that of the
+    comparison ``written``, or its negation): x affine, d a number, y loop-invariant. They are the
+    values r of x % d (0 <= r < d, or d < r <= 0) that the order admits, each where x − r ≡ 0
+    (mod d); or, where fewer are left out, one alternative that excludes those (x − r ≢ 0 for each).
+    Where y is no number the run decides ``r op y`` for each r; where nothing varies, the whole."""
+    left, right = written.left, written.right
     if not _is_modulus(left):
         left, right, op = right, left, _FLIPPED[op]
     x, y, d = (_form(e, loops, lets) for e in (left.left, right, left.right))
     divisor = d.get("", 0)
+    if _invariant(x) and _invariant(y) and _invariant(d):  # sizes and parameters alone: decided as written
+        value = x.get("", 0)
+        return [((), (InvariantTest(n.Binary("%", _expr(value), _expr(divisor), _span_of(value, divisor)), op,
+                                    y.get("", 0)),))]
     if not (_invariant(d) and isinstance(divisor, int)):
-        raise NotAffine(f"{unparse(left)} {op} {unparse(right)}: an order of a modulo by {unparse(left.right)}, "
-                        f"which is not a number")
+        raise NotAffine(f"{unparse(written)}: an order of a modulo by {unparse(left.right)}, which is not a number")
     if not _invariant(y):
-        raise NotAffine(f"{unparse(left)} {op} {unparse(right)}: {unparse(right)} varies with the loops")
+        raise NotAffine(f"{unparse(written)}: {unparse(right)} varies with the loops")
     if divisor == 0:
         return [((), (_NEVER,))]  # (as x % 0 == y: the run fails where it evaluates it)
     residues = range(divisor) if divisor > 0 else range(divisor + 1, 1)
