@@ -6,6 +6,7 @@ host/GPU copies must be equal. The predicted time must depend only on the progra
 the size and the machine file; mistakes are one-line messages.
 """
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -118,6 +119,13 @@ def test_a_rank_walks_as_the_run_would(capsys, machine_file, tmp_path):
     derived = simulate(capsys, tmp_path / "affine.tile", "--nodes", 2, *size)["walk"]
     assert derived["whole_because"] == ("the program's priorities are derived from every task on up to 16 "
                                         "ranks: give its calls priority clauses, or --priorities none")
+    plain = tmp_path / "plain.tile"  # cholesky without its priority clauses
+    plain.write_text(re.sub(r" priority [^\n]*", "", (ROOT / "programs/cholesky.tile").read_text()))
+    many = [simulate(capsys, plain, "--nodes", 20, "--machine", machine_file, "--n", 3000, "--nb", 100, *given)
+            for given in ((), ("--priorities", "none"), ())]  # past 16 ranks, derived ones over each rank's share
+    assert [m["priorities"] for m in many] == ["derived", "none", "derived"]
+    assert [m["walk"]["rank_walks"] for m in many] == ["share"] * 3 and many[0]["tasks"] == 4960
+    assert many[0]["seconds"] == many[2]["seconds"] != many[1]["seconds"]
     guarded = simulate(capsys, tmp_path / "guarded.tile", "--nodes", 2, *size, "--priorities", "none")["walk"]
     assert guarded["rank_walks"] == "whole" and guarded["whole_because"] == (
         "the program's loop nest has no affine description for a share walk to follow (line 4: k * k multiplies "
