@@ -35,7 +35,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from .priorities import EXACT_LEVELS_RANKS
+from .priorities import EXACT_LEVELS_RANKS, walks_every_task
 
 Form = tuple  # (constant, coefficient of u1, …, coefficient of ud)
 
@@ -430,13 +430,13 @@ def events_of(driver, matrices: dict, params) -> dict | None:
     return events
 
 
-def whole_walk_reason(driver, matrices: dict, params, ranks: int, every_task: bool) -> str | None:
+def whole_walk_reason(driver, matrices: dict, params, ranks: int, choice: str) -> str | None:
     """Why the ranks of a run walk the whole loop nest, not their shares; None where they walk
     their shares (several ranks, :func:`events_of` found the program's events) or where there
-    is one rank, whose share is the whole. ``every_task``: the run derives its priorities from
-    every task (:func:`.priorities.walks_every_task`). A loop nest outside the class is said first,
-    where the priorities are derived too: priority clauses alone would not make the ranks walk
-    their shares."""
+    is one rank, whose share is the whole. ``choice``: the run's ``--priorities``, whose derived
+    priorities may need every task (:func:`.priorities.walks_every_task`). A loop nest outside the
+    class is said first, where the priorities are derived too: priority clauses alone would not
+    make the ranks walk their shares."""
     if ranks == 1:
         return None
     reasons = []
@@ -444,12 +444,12 @@ def whole_walk_reason(driver, matrices: dict, params, ranks: int, every_task: bo
         where = getattr(driver, "NOT_AFFINE", None)
         reasons.append("the program's loop nest has no affine description for a share walk to follow "
                        f"({f'{where}; ' if where else ''}docs/cluster.md)")
-    if every_task and not driver.PROGRAM.derive_priorities:
-        reasons.append(f"--priorities auto derives the priorities from every task on up to {EXACT_LEVELS_RANKS} "
-                       "ranks: leave it out for the program's own priority clauses, or give --priorities none")
-    elif every_task:
+    if walks_every_task(driver.PROGRAM, choice, ranks):
+        own = "" if driver.PROGRAM.derive_priorities else "leave it out for the program's own priority clauses, or "
         reasons.append(f"the program's priorities are derived from every task on up to {EXACT_LEVELS_RANKS} ranks: "
-                       "give its calls priority clauses, or --priorities none")
+                       "give its calls priority clauses, or --priorities none" if choice != "auto" else
+                       f"--priorities auto derives the priorities from every task on up to {EXACT_LEVELS_RANKS} "
+                       f"ranks: {own}give --priorities none")
     if reasons:
         return "; and ".join(reasons)
     if any(m.lines is None for m in matrices.values()):

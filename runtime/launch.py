@@ -149,12 +149,12 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
                            host_takes_out_of_core=host_costs is not None and out_of_core is not None)
         result.sources, result.gpu_ratio = tiling_sources(program, params, options), ratio_of(distribution)
         # (the reason evaluates the events again: asked only where they were not found)
-        reason = None if events is not None else whole_walk_reason(driver, matrices, params, ranks, every_task)
+        reason = None if events is not None else whole_walk_reason(driver, matrices, params, ranks, options.priorities)
         result.walk = {"rank_walks": "share" if events is not None else "whole", "whole_because": reason}
         result.seed = (DEFAULT_SEED if options.seed is None else options.seed) \
             if makes_random(program, options, arrays) else None
         result.window = window
-        result.priorities = priorities.in_force(program, options.priorities)
+        result.priorities = priorities.in_force(program, options.priorities, events is not None)
         if not result.host_takes:  # asked for, but out of core: the notes say it did nothing
             result.sources.pop("host_takes", None)
         result.kernel_rates = engine.kernel_clock.rates() if engine.kernel_clock is not None else {}

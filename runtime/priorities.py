@@ -124,10 +124,13 @@ def equal(call, tiles, given) -> int:
     return 0
 
 
-def in_force(program, choice: str) -> str:
+def in_force(program, choice: str, over_shares: bool = False) -> str:
     """What ``--priorities choice`` gives a run, as its summary says it: ``"none"``, ``"derived"`` (from
-    the task graph) or ``"program"`` (its calls' priority clauses)."""
-    return "none" if choice == "none" else "derived" if derived(program, choice) else "program"
+    the task graph), ``"derived-share"`` (from each rank's share of it: ``over_shares``, ranks walking
+    their shares) or ``"program"`` (its calls' priority clauses)."""
+    if choice == "none":
+        return "none"
+    return ("derived-share" if over_shares else "derived") if derived(program, choice) else "program"
 
 
 def walks_every_task(program, choice: str, ranks: int) -> bool:

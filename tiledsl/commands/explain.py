@@ -19,7 +19,6 @@ from types import SimpleNamespace
 
 from ..runtime.dataflow import whole_walk_reason
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
-from ..runtime.priorities import walks_every_task
 from ..runtime.options import tile_values
 from ..runtime.program import argument_texts, check_values, flatten
 from ..runtime.matrix import call_views, part_of
@@ -142,7 +141,7 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
 
 def _walk(driver, matrices, params, ranks: int, priorities: str) -> dict:
     """How the ranks of a run with ``--priorities priorities`` walk the loop nest (run --json's ``walk``)."""
-    because = whole_walk_reason(driver, matrices, params, ranks, walks_every_task(driver.PROGRAM, priorities, ranks))
+    because = whole_walk_reason(driver, matrices, params, ranks, priorities)
     return {"rank_walks": "share" if ranks > 1 and because is None else "whole", "whole_because": because}
 
 

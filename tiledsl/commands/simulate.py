@@ -201,7 +201,7 @@ def render(result: dict) -> str:
              f"efficiency {_or_dash(result['efficiency'], '.2f')}",
              f"  walk      {walk['per_task_us']:g} µs per task walked + {walk['per_submit_us']:g} µs per share "
              f"submitted: {seconds_text(walk['seconds'])} s on the busiest rank ({_or_dash(walk['share'], '.0%')} of the time)",
-             f"            {_walked(walk)}"]
+             f"            {_walked(walk, result['priorities'])}"]
     totals = result["totals"]
     settings = settings_text(result["sources"], {**result["tiles"], **result["params"]}, result["gpu_ratio"])
     lines.append(f"  settings  {settings}")
@@ -225,8 +225,9 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _walked(walk: dict) -> str:
+def _walked(walk: dict, priorities: str) -> str:
     if walk["rank_walks"] == "share":
-        return f"each rank walks its share of the loop nest (at most {walk['tasks_met']:,} tasks met)"
+        levels = "; derived priorities over each rank's share" if priorities == "derived-share" else ""
+        return f"each rank walks its share of the loop nest (at most {walk['tasks_met']:,} tasks met){levels}"
     because = f": {walk['whole_because']}" if walk.get("whole_because") else ""
     return f"each rank walks the whole loop nest ({walk['tasks_met']:,} tasks){because}"

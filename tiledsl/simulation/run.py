@@ -147,7 +147,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     summary = {"program": program.name, "n": params.n, "tiles": tile_values(params.as_dict(), program.tiling.kind),
                "params": {name: params[name] for name in program.params},  # the program's own, as run --json's
                "np": nranks, "grid": list(grid), "workers": workers, "gpus": gpus, "gpu_ratio": _ratio(distribution),
-               "window": window, "priorities": priorities.in_force(program, options.priorities),
+               "window": window, "priorities": priorities.in_force(program, options.priorities, levels is not None),
                "ranks_per_node": per_node, "machine": machine.name, "broadcast": broadcast,
                "host_takes": simulator.host_takes, "sources": tiling_sources(program, params, options),
                # as a run's in memory: a simulated GPU holds every tile it is given
@@ -155,8 +155,7 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     summary.update(_outcome(program, matrices, machine, simulator, walker, timing, seconds, walked))
     if not walked:
         summary["walk"]["whole_because"] = whole_walk_reason(
-            driver, make_matrices(driver, params, distribution, 0), params, nranks,
-            priorities.walks_every_task(program, options.priorities, nranks))
+            driver, make_matrices(driver, params, distribution, 0), params, nranks, options.priorities)
     stored = {(tile.matrix.name, tile.i, tile.j) for tile in walker.touched}
     idle_gpus, owned = _tile_owners(matrices, distribution, nranks, gpus, stored)
     for stats, idle, tiles in zip(summary["ranks"], idle_gpus, owned):
@@ -240,7 +239,7 @@ def _outcome(program, matrices, machine, simulator: Simulator, walker: Walk, tim
                        for key in SUMMED},
             "walk": {"per_task_us": runtime["walk_us"], "per_submit_us": runtime["submit_us"],
                      "seconds": generation, "share": generation / seconds if seconds else None,
-                     "rank_walks": "share" if walked else "whole",
+                     "rank_walks": "share" if walked else "whole", "whole_because": None,
                      "tasks_met": round(walker.count * max(walked)) if walked else walker.count},
             "critical_path": critical, "area_bound": bound, "notes": _model_notes(machine, timing, program),
             "efficiency": max(critical, bound) / seconds if seconds > 0 else None,
