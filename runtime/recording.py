@@ -84,8 +84,9 @@ class Survey(LoopNestTarget):
 
     A rank submits a task when it owns one of the task's tiles (the driver's own
     test), so the pass can run as :class:`Everyone` and still tell this rank's tasks
-    (derived priorities then look at every task: ``sequence``). When ``guided``,
-    it walks as this rank (derived priorities look at the tasks it walks), only the loop values that can lead to its tasks (:mod:`.share`),
+    (derived priorities then look at every task: ``sequence``). When ``guided``, it
+    walks as this rank (derived priorities look at the tasks it walks), only the loop
+    values that can lead to its tasks (:mod:`.share`),
     and ``foreign`` counts the tiles written by tasks of other ranks it met on the way
     (what a guided walk does for them: a bump each; a whole walk counts them alike). A
     guided walk notes, as the run's exchange does, what of this rank's tiles' versions goes

@@ -539,6 +539,15 @@ def test_a_loop_bound_or_if_taking_a_min_or_max_is_one_bound_per_argument(tmp_pa
     assert m_lower == ((0, 0, 0), (0, 1, 0), (1, 0, 0)) and m_upper[1] == (3, 1, 0)
 
 
+@pytest.mark.timeout(30)
+def test_an_order_of_a_modulo_by_a_large_number_is_its_few_residues_or_leaves_the_class_at_once(tmp_path):
+    """The residues an order admits are ranges: a divisor of 10⁹ is neither walked nor listed."""
+    few = _plan_of(tmp_path, "for k in 0 .. A.nt {\n  if k % 1000000000 < 3 or k % 1000000000 >= 2 "
+                             "{ potrf(A[k, k]) } }")
+    assert len(few.events) == 4 and sum(len(e.off_moduli) for e in few.events) == 2
+    assert _plan_of(tmp_path, "for k in 0 .. A.nt {\n  if k % 1000000000 < 500000 { potrf(A[k, k]) } }") is None
+
+
 @pytest.mark.parametrize("condition", ["k * k < 4", "k % A.nt < 1", "k % (k + 1) == 0", "A.nt % (k + 1) > 0",
                                        "min(k, 3) * A.nt < 5", " and ".join(f"k != {i}" for i in range(7))])  # 2⁷ alternatives
 def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition):

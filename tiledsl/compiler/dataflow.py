@@ -40,7 +40,6 @@ driver's docstring then says.
 """
 from __future__ import annotations
 
-import operator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -449,7 +448,6 @@ def _residues(op: str, left, right, loops: list, lets: dict) -> list:
 
 
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_ORDERS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 def _ordered_residues(op: str, written, loops: list, lets: dict) -> list:
@@ -476,10 +474,16 @@ def _ordered_residues(op: str, written, loops: list, lets: dict) -> list:
     residues = range(divisor) if divisor > 0 else range(divisor + 1, 1)
     value = y.get("", 0)
     if not isinstance(value, int):
+        if len(residues) > _MOST_PIECES:
+            raise NotAffine(f"a condition of more than {_MOST_PIECES} alternatives")
         return _any([[((), (InvariantTest(r, op, value),) + _decided([_Modulus(_add(x, {"": -r}), divisor)]))]
                      for r in residues])
-    admitted = [r for r in residues if _ORDERS[op](r, value)]
-    left_out = [r for r in residues if r not in admitted]
+    # the residues admitted are those below (or above) a cut: ranges, however large the divisor
+    cut = min(max(value + (op in ("<=", ">")), residues.start), residues.stop)
+    below, above = range(residues.start, cut), range(cut, residues.stop)
+    admitted, left_out = (below, above) if op in ("<", "<=") else (above, below)
+    if min(len(admitted), len(left_out)) > _MOST_PIECES:
+        raise NotAffine(f"a condition of more than {_MOST_PIECES} alternatives")
     if len(left_out) < len(admitted):
         return [((), _decided([_Modulus(_add(x, {"": -r}), divisor, excluded=True) for r in left_out]))]
     return _any([[((), _decided([_Modulus(_add(x, {"": -r}), divisor)]))] for r in admitted]) or [((), (_NEVER,))]
