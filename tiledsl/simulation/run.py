@@ -272,7 +272,7 @@ def _priority_of(driver, matrices, params, options, levels: list | None):
         return priorities.equal
     if levels is not None:
         upcoming = [iter(rank_levels) for rank_levels in levels]
-        return lambda call, tiles, given: next(upcoming[tiles[call.main].rank])
+        return lambda call, tiles, given: next(upcoming[tiles[call.main].rank], given)  # (as in_turn)
     if priorities.derived(program, options.priorities):
         sequence = priorities.TaskSequence()
         walk(driver, _Sequencer(matrices, sequence), params, 0)
