@@ -195,9 +195,9 @@ def _share_walks(driver, params, distribution, nranks: int, options) -> tuple[li
     """Per rank, the fraction of the program's tasks its walk meets, where a run would walk only
     each rank's share of the loop nest (as ``run`` decides: several ranks, an affine program, a
     distribution by rows and columns, priorities not derived from every task); None where every rank
-    walks it all. Each rank's share walk
-    is made here, as the run makes it (no kernels, no messages). With derived priorities, also per
-    rank the levels of the tasks it runs, in program order, over the tasks it walks (as a run's)."""
+    walks it all. Each rank's share walk is made here, as the run makes it (no kernels, no messages).
+    With derived priorities, also per rank the levels of the tasks it runs, in program order, over the
+    tasks it walks (as a run's)."""
     if nranks == 1 or priorities.walks_every_task(driver.PROGRAM, options.priorities, nranks):
         return None, None
     matrices = make_matrices(driver, params, distribution, 0)
@@ -271,8 +271,8 @@ def _priority_of(driver, matrices, params, options, levels: list | None):
     if options.priorities == "none":
         return priorities.equal
     if levels is not None:
-        upcoming = [iter(rank_levels) for rank_levels in levels]
-        return lambda call, tiles, given: next(upcoming[tiles[call.main].rank], given)  # (as in_turn)
+        handed = [priorities.in_turn(rank_levels) for rank_levels in levels]  # each rank's, to the tasks it runs
+        return lambda call, tiles, given: handed[tiles[call.main].rank](call, tiles, given)
     if priorities.derived(program, options.priorities):
         sequence = priorities.TaskSequence()
         walk(driver, _Sequencer(matrices, sequence), params, 0)
