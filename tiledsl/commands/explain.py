@@ -20,6 +20,7 @@ from types import SimpleNamespace
 from ..runtime.dataflow import whole_walk_reason
 from ..runtime.layout import make_distribution, make_matrices, make_params, tiling_sources
 from ..runtime.options import tile_values
+from ..runtime.priorities import in_force
 from ..runtime.program import argument_texts, check_values, flatten
 from ..runtime.matrix import call_views, part_of
 from ..runtime.protocol import Instance, delivery, instances, runs_at
@@ -140,9 +141,12 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
 
 
 def _walk(driver, matrices, params, ranks: int, priorities: str) -> dict:
-    """How the ranks of a run with ``--priorities priorities`` walk the loop nest (run --json's ``walk``)."""
+    """How the ranks of a run with ``--priorities priorities`` walk the loop nest (run --json's ``walk``),
+    and which priorities that run has (its ``priorities``)."""
     because = whole_walk_reason(driver, matrices, params, ranks, priorities)
-    return {"rank_walks": "share" if ranks > 1 and because is None else "whole", "whole_because": because}
+    shares = ranks > 1 and because is None
+    return {"rank_walks": "share" if shares else "whole", "whole_because": because,
+            "priorities": in_force(driver.PROGRAM, priorities, over_shares=shares)}
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -327,7 +331,8 @@ def render(plan: Plan, source_name: str) -> str:
     lines += ["", f"messages between ranks (tile versions sent): {sent} ({bytes_text(sum(plan.volume.values()), 1)})",
               f"host/GPU copies inside ranks: {sum(plan.copies.values())}"]
     if plan.walk["rank_walks"] == "share":
-        lines.append("walk: each rank walks its share of the loop nest")
+        levels = "; derived priorities over each rank's share" if plan.walk["priorities"] == "derived-share" else ""
+        lines.append(f"walk: each rank walks its share of the loop nest{levels}")
     elif plan.walk["whole_because"]:
         lines.append(f"walk: every rank walks the whole loop nest: {plan.walk['whole_because']}")
     if plan.gpus:
