@@ -86,6 +86,7 @@ class Plan:
     owned: dict = field(default_factory=dict)  # rank -> the tiles it owns
     # how a run's ranks walk the loop nest (with the program's priorities), as run --json says it
     walk: dict = field(default_factory=dict)
+    priorities: str = "program"  # whose priorities order a run's tasks, as run --json's "priorities"
 
     def rank_stats(self) -> list[dict]:
         """Each rank's statistics as a run's warnings read them: the tasks it runs (on each device), the
@@ -137,16 +138,16 @@ def plan(driver, options, grid: tuple[int, int], gpus: int = 0, keep_tasks: bool
                 rank_columns(matrices, grid), walk.held,
                 Counter(matrix.rank_of(i, j) for matrix in matrices.values()
                         for i in range(matrix.mt) for j in range(matrix.nt)),
-                _walk(driver, matrices, params, grid[0] * grid[1], options.priorities))
+                *_walk(driver, matrices, params, grid[0] * grid[1], options.priorities))
 
 
-def _walk(driver, matrices, params, ranks: int, priorities: str) -> dict:
-    """How the ranks of a run with ``--priorities priorities`` walk the loop nest (run --json's ``walk``),
-    and which priorities that run has (its ``priorities``)."""
+def _walk(driver, matrices, params, ranks: int, priorities: str) -> tuple[dict, str]:
+    """How the ranks of a run with ``--priorities priorities`` walk the loop nest, and whose priorities
+    that run has (run --json's ``walk`` and ``priorities``)."""
     because = whole_walk_reason(driver, matrices, params, ranks, priorities)
     shares = ranks > 1 and because is None
-    return {"rank_walks": "share" if shares else "whole", "whole_because": because,
-            "priorities": in_force(driver.PROGRAM, priorities, over_shares=shares)}
+    return ({"rank_walks": "share" if shares else "whole", "whole_because": because},
+            in_force(driver.PROGRAM, priorities, over_shares=shares))
 
 
 def _gpu_kernels(driver) -> frozenset:
@@ -331,7 +332,7 @@ def render(plan: Plan, source_name: str) -> str:
     lines += ["", f"messages between ranks (tile versions sent): {sent} ({bytes_text(sum(plan.volume.values()), 1)})",
               f"host/GPU copies inside ranks: {sum(plan.copies.values())}"]
     if plan.walk["rank_walks"] == "share":
-        levels = "; derived priorities over each rank's share" if plan.walk["priorities"] == "derived-share" else ""
+        levels = "; derived priorities over each rank's share" if plan.priorities == "derived-share" else ""
         lines.append(f"walk: each rank walks its share of the loop nest{levels}")
     elif plan.walk["whole_because"]:
         lines.append(f"walk: every rank walks the whole loop nest: {plan.walk['whole_because']}")
@@ -440,4 +441,5 @@ def as_json(plan: Plan) -> dict:
         "runs_on": {str(r): {_device(d): devices[d] for d in range(plan.gpus + 1)} for r, devices in plan.runs_on.items()},
         "on_host_without_gpu_body": plan.on_host,
         "walk": plan.walk,
+        "priorities": plan.priorities,
     }
