@@ -443,3 +443,14 @@ def test_an_index_times_a_parameter_proves_no_extreme():
 def test_a_matrix_called_as_a_function_is_not_also_said_to_be_unused_nor_to_be_no_tile():
     """One mistake, one error: E200's hint says how a tile is written (E205 said it again)."""
     assert diagnostics_of("program p {\n  matrix A[n, n] = random spd\n  potrf(A(0, 0))\n}\n") == [("E200", 3, 9)]
+
+
+def test_an_int_parameter_takes_integers_past_float64_without_w307(tmp_path):
+    """W307 (an integer float64 does not hold) is for float parameters: an int one gets the integer
+    itself (it was said of int parameters too, with a hint that then failed as E205: tester z80d)."""
+    (tmp_path / "k.py").write_text("def show(A, g, x):\n    pass\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel show(inout A, int g, float x) flops 0\n'
+                                     'program p {\n  matrix A[n, n] = zeros\n'
+                                     '  show(A[0, 0], 2 ** 62 - 1 + 2 ** 62, 2 ** 53 + 1)\n}\n')
+    said = [(d.code, d.span.column) for d in check_path(tmp_path / "t.tile").diagnostics]
+    assert said == [("W307", 40)]  # the float argument only
