@@ -117,7 +117,9 @@ class Call:
     shapes and values (the prelude's are the runtime's own). ``role`` is what its tasks are, as a
     stall report counts and names them: ``"task"``, the program's; the runtime's own, of no
     ``.tile`` line (``line`` 0): ``"transfer"`` (a tile version sent, received, copied, forwarded or
-    written back) or ``"check task"`` (``--check``'s residuals).
+    written back) or ``"check task"`` (``--check``'s residuals). A task's failure says its integer
+    values (they tell the tasks of a loop apart) and those named in ``computed``: the float and char
+    values that the call gives by a parameter or an expression, which its text does not show.
     """
 
     kernel: str
@@ -132,6 +134,7 @@ class Call:
     panel_axes: tuple[int, ...] = ()  # per panel: 0 a column of tiles (the default), 1 a row of tiles
     groups: tuple | None = None  # an expanded call: (first tile, tiles, axis) of each argument; None: one tile each
     role: str = "task"
+    computed: tuple[str, ...] = ()  # float and char values given as no literal: a failure says them (ints always)
 
     @cached_property
     def runner(self):

@@ -94,6 +94,7 @@ def test_a_dunder_kernel_the_module_defines_runs(tmp_path):
 
 @pytest.mark.timeout(150)
 def test_a_failure_names_the_integer_values_that_tell_its_task_from_the_others(tmp_path):
+    """The float literal 0.5 is in the call's text: not said again."""
     (tmp_path / "kernels.py").write_text("def poison(A, k, scale):\n    if k == 2:\n        raise ValueError('bad')\n")
     (tmp_path / "t.tile").write_text('use "kernels.py"\nkernel poison(inout A, int k, float scale)\n'
                                      'program p {\n  matrix A[n, n] = zeros\n'
@@ -101,6 +102,21 @@ def test_a_failure_names_the_integer_values_that_tell_its_task_from_the_others(t
     out = tiledsl("run", "t.tile", "--n", 8, cwd=tmp_path)
     assert out.returncode == 1 and "(poison(A[0, 0], k, 0.5); argument k = 2): ValueError at kernels.py:3: bad" \
         in out.stderr, out.stderr
+
+
+
+@pytest.mark.timeout(150)
+def test_a_failure_names_the_float_and_char_values_its_call_computes(tmp_path):
+    """A float or char argument given by a parameter or an expression is not in the call's text: the
+    failure says its value; a literal or a default it does not repeat (tester z80d)."""
+    (tmp_path / "kernels.py").write_text("def boom(A, i, x, c, y, d):\n    raise ValueError('boom')\n")
+    (tmp_path / "t.tile").write_text('use "kernels.py"\n'
+                                     'kernel boom(inout A, int i, float x, char c, float y = 2.0, char d = "D")\n'
+                                     'program p {\n  param fl = 0.5\n  param side = "R"\n  matrix A[n, n] = zeros\n'
+                                     '  for k in 0 .. 2 { if k == 1 { boom(A[0, 0], k, fl * k, side) } }\n}\n')
+    out = tiledsl("run", "t.tile", "--n", 8, "--set", 'side="', cwd=tmp_path)
+    assert out.returncode == 1 and ('(boom(A[0, 0], k, fl * k, side); arguments i = 1, x = 0.5, c = "\\""): '
+                                    "ValueError at kernels.py:2: boom") in out.stderr, out.stderr
 
 
 @pytest.mark.timeout(150)

@@ -60,6 +60,7 @@ class CallModel:
     panels: tuple[int, ...] = ()  # the tile arguments that are panels at this call site
     flops: str | None = None  # the driver's function counting the kernel's flops
     panel_axes: tuple[int, ...] = ()  # per panel: 0 a column of tiles (a range of rows), 1 a row
+    computed: tuple[str, ...] = ()  # the float and char value arguments given as no literal
 
 
 @dataclass(frozen=True)
@@ -300,7 +301,7 @@ class _Model:
                                  c.order, tuple(i for i, a in enumerate(c.accesses) if is_panel(a.tile)),
                                  counters.get(c.kernel.name.text),
                                  tuple(int(not isinstance(a.tile.row, n.Range)) for a in c.accesses
-                                       if is_panel(a.tile))) for c in checked.calls]
+                                       if is_panel(a.tile)), _computed(c)) for c in checked.calls]
         self.call_index = {c.call.span: i for i, c in enumerate(checked.calls)}
         model.derive_priorities = all(c.call.priority is None for c in checked.calls)
         self.anchors = self._anchors()
@@ -916,6 +917,13 @@ def _negated(cond):
     if isinstance(cond, n.Unary) and cond.op == "not":
         return cond.operand
     return n.Unary("not", cond, cond.span)
+
+
+def _computed(call) -> tuple[str, ...]:
+    """The float and char value arguments ``call`` gives as no literal (a parameter, an expression):
+    a failure of its task says their values, which its text cannot show (an int's it says always)."""
+    kinds = {param.name.text: param.kind for param in call.kernel.params}
+    return tuple(name for name, expr in call.values if kinds[name] != "int" and constant_of(expr, kinds[name]) is None)
 
 
 def _call_text(call: n.Call) -> str:
