@@ -31,7 +31,7 @@ from .dataflow import Tracker
 from .devices import first_nonfinite, read_only
 from .errors import (InternalFailure, KernelFailure, KernelFault, TaskFailure, loop_nest_failure,
                      message_of, shortage, user_code_line)
-from .matrix import call_views, sends_nothing
+from .matrix import call_views, part_of, sends_nothing
 from .notes import KernelNotes, arguments_text, where_ran
 from .options import COMMAND_LINE, Spelling
 from .flops import PRELUDE_FLOPS, task_flops
@@ -40,6 +40,7 @@ from .program import check_values, flatten, tiles_text
 from .resources import address_space_note
 from .scheduler import Scheduler, Task
 from .share import among, every_value
+from .trace import copy_args
 from .watchdog import Limit, LoopNestWatch, Monitor, Stalled, lane_text, outlasting, running_line, running_lines
 from .world import HeldInterrupts, act_on, environment_switch, ranks_text
 
@@ -71,6 +72,7 @@ class Stats:
     other: list = field(default_factory=list)  # per worker: seconds on tasks not of the program
     peak_window: int = 0
     host_took: int = 0  # GPU tasks a CPU worker took (--host-takes)
+    taken_copies: list = field(default_factory=list)  # per worker: host/GPU copies of the tasks it took
 
 
 class _SwitchInterval:
@@ -156,7 +158,8 @@ class Engine:
         self.last_progress = time.monotonic()
         self.running: dict = {}  # task -> (lane, monotonic start), under the lock: what a stall report names
         threads = workers + self.gpus
-        self.stats = Stats(per_worker=[0] * threads, busy=[0.0] * threads, other=[0.0] * threads)
+        self.stats = Stats(per_worker=[0] * threads, busy=[0.0] * threads, other=[0.0] * threads,
+                           taken_copies=[0] * threads)
         self.kernel_notes = KernelNotes()  # what kernels said without failing (.notes)
         self.matrices: dict = {}
         self.exchange = None
@@ -577,7 +580,7 @@ class Engine:
                 idle_since = None
                 try:
                     if task.device and not device:  # a GPU task this CPU worker took (--host-takes)
-                        _execute_on_host(task, finite, self.devices)
+                        _execute_on_host(task, finite, self.devices, self._copied_for(index))
                     else:
                         if task.device and self.exchange is not None:  # out-of-core: its tiles onto the GPU first
                             self.exchange.make_resident(task)
@@ -611,6 +614,16 @@ class Engine:
                     self._finished(task)
         self.stats.per_worker[index] = count
         self.stats.busy[index], self.stats.other[index] = busy, other
+
+    def _copied_for(self, index: int):
+        """What counts and traces the host/GPU copies of the tasks CPU worker ``index`` takes (in its own
+        slot of the statistics: no lock), as the copy thread counts and traces its own."""
+        def copied(task: Task, tile: int, source: int, target: int, began: float, nbytes: int) -> None:
+            self.stats.taken_copies[index] += 1
+            if self.tracer is not None:
+                part = part_of(task.tiles[tile], task.named_regions[tile] if task.named_regions else None)
+                self.tracer.transfer("copy", began, "copy", copy_args(task.tiles[tile], part, source, target, nbytes))
+        return copied
 
     def _host_takes(self, task: Task | None, device: int) -> Task | None:
         """--host-takes (lock held): a CPU worker without a task of its own may take a GPU's; a GPU
@@ -661,16 +674,23 @@ def _execute(task: Task, check_finite: str | None, devices) -> None:
         _check_finite(task, arrays, devices, check_finite)
 
 
-def _execute_on_host(task: Task, check_finite: str | None, devices) -> None:
+def _execute_on_host(task: Task, check_finite: str | None, devices, copied) -> None:
     """A GPU task run by a CPU worker: its CPU body on host copies of its tiles (each waits for the
-    kernels launched on its GPU), then the written ones copied back, before the task completes."""
+    kernels launched on its GPU), then the written ones copied back, before the task completes;
+    ``copied(task, index, source, target, began, nbytes)`` is told of each copy of its tile ``index``."""
     on_gpu = _arrays(task)
-    arrays = [devices.to_host(array) for array in on_gpu]
+    arrays = []
+    for index, array in enumerate(on_gpu):
+        began = time.perf_counter()
+        arrays.append(devices.to_host(array))
+        copied(task, index, task.device, 0, began, array.nbytes)
     _call_kernel(task, task.host_kernel, arrays, devices)
     if check_finite:
         _check_finite(task, arrays, devices, check_finite)
     for index in task.call.writes:
+        began = time.perf_counter()
         devices.write_into(on_gpu[index], arrays[index])
+        copied(task, index, 0, task.device, began, arrays[index].nbytes)
 
 
 def _arrays(task: Task) -> list:

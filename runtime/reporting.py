@@ -533,7 +533,9 @@ def rank_stats(engine, matrices: dict, comm) -> dict:
             "plans_received": traffic.plans_received if traffic else 0,
             "peak_tile_bytes": local + copies,
             "owned_tiles": sum(len(m.local_tiles()) for m in matrices.values()),
-            "device_copies": engine.exchange.device_copies if engine.exchange is not None else 0,
+            # the copy thread's, and those of the GPU tasks CPU workers took
+            "device_copies": (engine.exchange.device_copies if engine.exchange is not None else 0)
+            + sum(engine.stats.taken_copies),
             "host_took": engine.stats.host_took,  # GPU tasks its CPU workers took (--host-takes)
             "gpus_without_tiles": _gpus_without_tiles(engine, matrices, len(per_worker) - workers),
             "kernel_notes": engine.kernel_notes.summary(),  # what kernels said without failing (.notes)

@@ -459,9 +459,12 @@ def test_host_cores_taking_gpu_tasks_are_simulated_with_the_same_traffic(capsys,
     taking = simulate(capsys, *args, "--host-takes", "on")
     assert alone["host_takes"] is False and taking["host_takes"] is True
     assert taking["totals"]["host_took"] > 0 == alone["totals"]["host_took"]
-    for key in set(EXACT) - {"tasks_by_device"}:
+    for key in set(EXACT) - {"tasks_by_device", "device_copies"}:
         assert [r[key] for r in taking["ranks"]] == [r[key] for r in alone["ranks"]], key
     assert [r["tasks_by_device"]["host"] for r in taking["ranks"]] == [r["host_took"] for r in taking["ranks"]]
+    # a taken task's tiles go to the host and its written one back: potrf 2 copies, trsm and syrk 3, gemm 4
+    assert all(2 * t["host_took"] <= t["device_copies"] - r["device_copies"] <= 4 * t["host_took"]
+               for r, t in zip(alone["ranks"], taking["ranks"]))
     assert simulate(capsys, *args, "--host-takes", "on")["seconds"] == taking["seconds"]
 
 
@@ -470,8 +473,11 @@ def test_taken_tasks_are_marked_in_the_trace_and_need_gpus(capsys, machine_file,
     trace = tmp_path / "taken.json"
     args = ("cholesky", "--nodes", 1, "--machine", machine_file, "--n", 2000, "--nb", 128, "--gpu-ratio", "0:1")
     result = simulate(capsys, *args, "--gpus", 1, "--host-takes", "on", "--trace", trace)
-    taken = [e for e in json.loads(trace.read_text())["traceEvents"] if "taken from" in e.get("args", {})]
+    events = json.loads(trace.read_text())["traceEvents"]
+    taken = [e for e in events if "taken from" in e.get("args", {})]
     assert len(taken) == result["totals"]["host_took"] > 0 and {e["args"]["taken from"] for e in taken} == {"gpu-1"}
+    copies = [e for e in events if e.get("name") == "copy"]  # a taken task's too, as a run traces them
+    assert len(copies) == result["totals"]["device_copies"] and {"host", "gpu-1"} == {e["args"]["to"] for e in copies}
     assert main(["simulate", *map(str, args[:-2]), "--gpus", "0", "--host-takes", "on"]) == 2
     assert capsys.readouterr().err.strip() == ("tiledsl: error: --host-takes on needs GPUs (--gpus G, or a machine "
                                                "file that has them)")

@@ -212,10 +212,17 @@ def test_two_ranks_take_gpu_tasks_and_say_so(tmp_path, slow_gpu_rates):
         assert out.returncode == 0, out.stderr
         return out.stdout
 
-    summary = json.loads(run("--host-takes", "on", "--json", "--check", "--output",
-                             f"A={tmp_path / 'taking.npy'}").strip().splitlines()[-1])
+    summary = json.loads(run("--host-takes", "on", "--json", "--check", "--output", f"A={tmp_path / 'taking.npy'}",
+                             "--trace", str(tmp_path / "taking.json")).strip().splitlines()[-1])
     assert summary["passed"] and summary["host_takes"]
     assert all(rank["host_took"] > 0 for rank in summary["ranks"])
+    # a taken task's tiles are copied to the host and its written one back, counted and traced as the copy
+    # thread's copies are (tester z80c: neither was): the tiles are all on the GPU (--gpu-ratio 0:1)
+    events = json.loads((tmp_path / "taking.json").read_text())["traceEvents"]
+    for rank in summary["ranks"]:
+        copies = [e["args"] for e in events if e.get("name") == "copy" and e["pid"] == rank["rank"]]
+        assert len(copies) == rank["device_copies"] >= 2 * rank["host_took"], rank
+        assert sum(c["from"] == "gpu-1" for c in copies) >= rank["host_took"]
     assert summary["totals"]["host_took"] == sum(rank["host_took"] for rank in summary["ranks"])
     run("--output", f"A={tmp_path / 'alone.npy'}", np_=1)
     assert np.array_equal(np.load(tmp_path / "taking.npy"), np.load(tmp_path / "alone.npy"))

@@ -46,7 +46,9 @@ from collections import deque
 from ..runtime import heteroprio
 from ..runtime.broadcast import binomial_tree
 from ..runtime.exchange import COPY, SEND, SINK, TRANSFER_PRIORITY
+from ..runtime.matrix import part_of
 from ..runtime.scheduler import Scheduler, Task, TileState
+from .walk import Copy
 
 INFINITY = float("inf")
 
@@ -467,7 +469,27 @@ class Simulator:
             rank.host_took += 1
             task.taken_from, task.device, task.seconds = task.device, 0, task.owned.host_seconds  # on the host now
             task.started = self.now
+            self._taken_copies(rank, task)
             self._at(self.now + task.seconds, self._ran, (rank, idle.pop(), task))
+
+    def _taken_copies(self, rank: Rank, task: SimTask) -> None:
+        """The copies a CPU worker makes of the GPU task it took, counted and traced as the run does: each
+        tile to the host as it starts, the written ones back as it ends (its seconds include them)."""
+        owned, gpu, pcie = task.owned, task.taken_from, self.machine.pcie
+        down = [Copy(tile, 0, part=part_of(tile, view))
+                for tile, view in zip(owned.tiles, owned.views or (None,) * len(owned.tiles))]
+        up = [down[index] for index in owned.call.writes]
+        rank.device_copies += len(down) + len(up)
+        if self.tracer is None:
+            return
+        at = self.now
+        for copy in down:
+            self.tracer.copy(rank.number, at, at + pcie.seconds(copy.nbytes), copy, gpu, 0)
+            at += pcie.seconds(copy.nbytes)
+        at = self.now + task.seconds
+        for copy in reversed(up):
+            at -= pcie.seconds(copy.nbytes)
+            self.tracer.copy(rank.number, at, at + pcie.seconds(copy.nbytes), copy, 0, gpu)
 
     def _ran(self, argument) -> None:
         rank, lane, task = argument
