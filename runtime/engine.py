@@ -560,6 +560,7 @@ class Engine:
         idle_since = None
         in_kernel.notes = self.kernel_notes  # where .notes.note puts what this thread's kernels say
         finite = self.spelling.flag("check_finite") if self.check_finite else None
+        copied = self._copied_for(index)  # (of the GPU tasks this worker takes)
         in_kernel.device = device
         with self.lock:
             # checked before each task, not only when none is ready: a failed or interrupted run
@@ -580,7 +581,7 @@ class Engine:
                 idle_since = None
                 try:
                     if task.device and not device:  # a GPU task this CPU worker took (--host-takes)
-                        _execute_on_host(task, finite, self.devices, self._copied_for(index))
+                        _execute_on_host(task, finite, self.devices, copied)
                     else:
                         if task.device and self.exchange is not None:  # out-of-core: its tiles onto the GPU first
                             self.exchange.make_resident(task)

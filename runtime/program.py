@@ -15,7 +15,7 @@ never needs the compiler.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from functools import cached_property, lru_cache
 
@@ -222,8 +222,7 @@ def _expanded(call: Call, lengths: tuple[int, ...]) -> Call:
             main = len(modes)
         groups.append((len(modes), count, axis_of.get(index, 0)))
         modes += [mode] * (1 if count is None else count)
-    return Call(call.kernel, tuple(modes), main, call.line, call.text, call.values, call.order, (), call.flops,
-                groups=tuple(groups))
+    return replace(call, modes=tuple(modes), main=main, panels=(), panel_axes=(), groups=tuple(groups))
 
 
 def _shape(tile, region) -> tuple[int, int]:

@@ -114,6 +114,13 @@ def test_a_failure_names_the_float_and_char_values_its_call_computes(tmp_path):
                                      'kernel boom(inout A, int i, float x, char c, float y = 2.0, char d = "D")\n'
                                      'program p {\n  param fl = 0.5\n  param side = "R"\n  matrix A[n, n] = zeros\n'
                                      '  for k in 0 .. 2 { if k == 1 { boom(A[0, 0], k, fl * k, side) } }\n}\n')
+    (tmp_path / "p.tile").write_text('use "kernels.py"\nkernel pan(inout P, float x)\nprogram p {\n'
+                                     '  param fl = 0.25\n  tiling uniform(nb = 4)\n  matrix A[n, n] = zeros\n'
+                                     '  pan(A[0 : A.mt, 0], fl)\n}\n')  # a panel's call too
+    (tmp_path / "kernels.py").write_text("def boom(A, i, x, c, y, d):\n    raise ValueError('boom')\n\n\n"
+                                         "def pan(P, x):\n    raise ValueError('pan')\n")
+    out = tiledsl("run", "p.tile", "--n", 8, cwd=tmp_path)
+    assert out.returncode == 1 and "(pan(A[0 : A.mt, 0], fl); argument x = 0.25): ValueError" in out.stderr, out.stderr
     out = tiledsl("run", "t.tile", "--n", 8, "--set", 'side="', cwd=tmp_path)
     assert out.returncode == 1 and ('(boom(A[0, 0], k, fl * k, side); arguments i = 1, x = 0.5, c = "\\""): '
                                     "ValueError at kernels.py:2: boom") in out.stderr, out.stderr
