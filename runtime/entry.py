@@ -253,6 +253,10 @@ def _unwritten_note(options) -> str | None:
 
 
 STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # Ctrl-C (SIGINT) is Python's KeyboardInterrupt
+#: how long a stopped rank waits for the others to say they stopped too: a rank waiting STOP_SECONDS for a
+#: kernel says so that much later, and one that came to its stop later still on a loaded machine (half a
+#: second was too little in CI, on 2 cores) must not be aborted before it names that kernel
+STOPPED_RANKS_SECONDS = STOP_SECONDS + 3.0
 
 
 def _stopped_run(stop, program, args, out, err, comm, options) -> int:
@@ -271,7 +275,7 @@ def _stopped_run(stop, program, args, out, err, comm, options) -> int:
         print(json_text({**json_out[0], "error": f"stopped by {signal.Signals(signum).name}"}), file=out,
               flush=True)
     if comm is not None and comm.size > 1:  # the other ranks may still wait for their kernels
-        comm.wait_for_stopped_ranks(STOP_SECONDS + 0.5)
+        comm.wait_for_stopped_ranks(STOPPED_RANKS_SECONDS)
     _abort(comm, 128 + signum)
     return 128 + signum
 

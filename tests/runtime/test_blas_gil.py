@@ -28,12 +28,12 @@ def tiles():
     return [np.asfortranarray(rng.standard_normal((TILE, TILE))) for _ in range(3)]
 
 
-VALUES = np.random.default_rng(2).random(400_000).tolist()
-
-
-def sort_values(a, b, c) -> None:
-    """The control, a C function that holds the GIL throughout (about 60 ms): list.sort of floats."""
-    sorted(VALUES)
+def sorting(values: list):
+    """The control, a C function that holds the GIL throughout: ``sorted(values)`` (about 100-200 ms
+    for a million floats, so that the few ms the caller waits for the GIL after it are a small part)."""
+    def sort_values(a, b, c) -> None:
+        sorted(values)
+    return sort_values
 
 
 class Ticker(threading.Thread):
@@ -84,6 +84,7 @@ def test_kernel_lets_python_threads_run(kernel):
 @pytest.mark.timeout(120)
 def test_a_call_holding_the_gil_pauses_the_thread():
     """The measure tells the two apart. (The thread runs in the last few ms of such a call: once it
-    returns, the caller waits up to the 5 ms switch interval for the GIL before noting the end.)"""
-    fractions = longest_pauses(sort_values, tiles())
-    assert min(fractions) > 0.75, fractions
+    returns, the caller waits up to the 5 ms switch interval for the GIL before noting the end, longer
+    where the OS takes the ticking thread's core as it holds the GIL: the median call, not every call.)"""
+    fractions = longest_pauses(sorting(np.random.default_rng(2).random(1_000_000).tolist()), tiles())
+    assert float(np.median(fractions)) > 0.75, fractions
