@@ -103,8 +103,10 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
     needed = share.needed
     workers = options.workers or default_workers(ranks, options.gpus)
     window = options.window or (4096 if ranks == 1 and not options.gpus else max(64, 32 * (workers + options.gpus)))
+    with stopwatch.excluded():  # loading the kernel module: the libraries it imports are no part of the run
+        bodies = kernels(program, driver, devices)  # (the GPU bodies it adds: what the GPUs' caches are for)
     # GPU tiles that do not fit their GPUs stay on the host, cached on the GPUs (None: they fit)
-    out_of_core = outofcore.plan(matrices, needed, share.run_on, window, devices, options.gpu_memory, rank,
+    out_of_core = outofcore.plan(matrices, share, window, devices, options.gpu_memory, rank,
                                  options.spelling.setting("gpu_memory"))
     # host copies of tiles in transit: received from other ranks, or of GPU tiles that host tasks read
     in_transit = ranks > 1 or (options.gpus and out_of_core is None)
@@ -117,8 +119,6 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
     _fill_inputs(program, matrices, sources, needed, share.column_panels, devices)
     bad_inputs = _over_ranks(held, [decl.name for decl in program.matrices], comm)
     broadcast = broadcast_for(options.broadcast, ranks)
-    with stopwatch.excluded():  # loading the kernel module: the libraries it imports are no part of the run
-        bodies = kernels(program, driver, devices)
     engine = _engine(driver, options, comm, devices, bodies, workers, window, broadcast, matrices, out_of_core,
                      host_costs, events, share if derive else None)
     engine.memory_remedies = shortage_remedies(bool(in_transit), options.check and program.check is not None,

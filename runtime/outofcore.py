@@ -61,12 +61,12 @@ class Plan:
     placement: dict  # tile -> its GPU (its data now on the host)
 
 
-def plan(matrices: dict, needed: set, run_on: dict, window: int, devices, limit: int | None, rank: int,
+def plan(matrices: dict, share, window: int, devices, limit: int | None, rank: int,
          limit_name: str = "--gpu-memory") -> Plan | None:
     """None when this rank's GPUs hold their tiles (an in-memory run); else the :class:`Plan`, the
     GPU tiles set to live on the host (before their inputs are made); ``limit_name``: how the
     interface names ``limit`` (the rest: :func:`.resources.gpu_cache_bytes`)."""
-    capacity = gpu_cache_bytes(matrices, needed, run_on, window, devices, limit, rank, limit_name)
+    capacity = gpu_cache_bytes(matrices, share, window, devices, limit, rank, limit_name)
     if capacity is None:
         return None
     placement = {}

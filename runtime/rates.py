@@ -137,6 +137,11 @@ def _table(value, where: str) -> tuple[list, list]:
         raise RateError(f"{where}: rates are GFLOP/s from {LEAST_RATE:g} to {MOST_RATE:g}, got {got}")
     if isinstance(value, dict) and any(size < 1 for size, _ in pairs):
         raise RateError(f"{where}: the tile sizes of a rate table are positive integers, got {json.dumps(value)}")
+    twice = sorted({size for (size, _), (other, _) in zip(pairs, pairs[1:]) if size == other})
+    if twice:  # "64" and "064": one of the two rates would be dropped without a word
+        keys = [key for key in value if int(key) in twice]
+        raise RateError(f"{where}: tile size {', '.join(map(str, twice))} given more than once "
+                        f"({', '.join(map(json.dumps, keys))}): give one rate per size")
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 

@@ -107,6 +107,7 @@ class Survey(LoopNestTarget):
         self.foreign_tasks = 0  # those tasks, where the walk sees them (a whole walk; a guided one bumps their tiles)
         self.needed: set = set()  # tiles they touch
         self.run_on: dict = {}  # device -> the tiles touched by the tasks this rank runs there (0: the host)
+        self.kernels_on: dict = {}  # device -> the kernels of those tasks
         self.column_panels: set = set()  # matrices of which they give a built-in kernel column panels
         self.sequence = sequence  # a priorities.TaskSequence to fill, or None
 
@@ -123,6 +124,7 @@ class Survey(LoopNestTarget):
             if main.rank == self.me:  # a task runs where its main output lives
                 self.runs += 1
                 self.run_on.setdefault(main.device, set()).update(tiles)
+                self.kernels_on.setdefault(main.device, set()).add(call.kernel)
             self.needed.update(tiles)
             if call.kernel in CPU_KERNELS:
                 self.column_panels.update(panel[0].matrix.name for panel in columns if len(panel) > 1)

@@ -237,17 +237,18 @@ def idle_gpus_warning(result: RunResult, ranks: list, spelling: Spelling = COMMA
 
 
 def no_gpu_task_warning(result: RunResult, ranks: list, spelling: Spelling = COMMAND_LINE,
-                        explained: bool = False) -> str | None:
+                        explained: bool = False, given: str | None = None) -> str | None:
     """The warning of a run with GPUs whose tasks all ran on hosts though its GPUs held tiles (the summary said
     only that it had GPUs): their kernels have no GPU body, or every task wrote a tile the host holds (a task runs
     where the tile it writes lies); none where no GPU held a tile (:func:`idle_gpus_warning`'s). ``explained``:
-    said by ``tiledsl explain``, which shows where each task runs (a run's warning points to it)."""
+    said by ``tiledsl explain``, which shows where each task runs (a run's warning points to it); ``given``: how the
+    GPUs were given, where not by the GPU setting (``simulate``'s machine file)."""
     ran = sum(r["tasks"] for r in ranks)
     on_gpus = sum(count for r in ranks for device, count in r.get("tasks_by_device", {}).items() if device != "host")
     held = any(len(r.get("gpus_without_tiles", ())) < result.gpus for r in ranks)
     if not result.gpus or not ran or on_gpus or not held:
         return None
-    gpus = spelling.valued("gpus", str(result.gpus))
+    gpus = given or spelling.valued("gpus", str(result.gpus))
     pointer = None if explained else f"`tiledsl explain --gpus {result.gpus}` shows where each task runs"
     dealt = ("" if result.gpu_ratio is None or result.gpu_ratio[0] == 0 else
              f"; {spelling.given('gpu_ratio', '0:1')} gives the GPUs every tile column")

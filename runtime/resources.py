@@ -171,7 +171,7 @@ def _remedies(transfers: int, checking: int, per_process: bool, sized_by_inputs:
     return advice + (f", or {without_check}" if checking else "")
 
 
-def gpu_cache_bytes(matrices: dict, needed: set, run_on: dict, window: int, devices, limit: int | None, rank: int,
+def gpu_cache_bytes(matrices: dict, share, window: int, devices, limit: int | None, rank: int,
                     limit_name: str = "--gpu-memory") -> int | None:
     """None when each of this rank's GPUs holds its tiles (an in-memory run); else the bytes each
     GPU's cache of tiles may hold in an out-of-core run (:mod:`.outofcore`): ``limit``
@@ -179,18 +179,21 @@ def gpu_cache_bytes(matrices: dict, needed: set, run_on: dict, window: int, devi
     GPU's free memory less room for the kernels' workspace. Refuses, with the numbers, a bound
     that cannot hold the largest tile.
 
-    The in-memory estimate per GPU: the tiles homed there (of ``needed``, those this rank's tasks
+    The in-memory estimate per GPU: the tiles homed there (of ``share.needed``, those this rank's tasks
     touch), and the copies it may hold at once (alien inputs and minor outputs): two of a tile
     per task of the window, and never more than two of each tile that the tasks it runs touch
-    (``run_on``: device -> those tiles) and that lives elsewhere (tiles only host tasks read
+    (``share.run_on``: device -> those tiles) and that lives elsewhere (tiles only host tasks read
     are not copied to it). A GPU homing none of the tiles this rank's tasks touch runs none
     of them, and holds nothing.
     """
     if devices is None:
         return None
+    needed, run_on = share.needed, share.run_on
     largest = largest_tile_bytes(matrices)
-    # the cache must take the largest tile its GPUs home (a task needing more is refused as it comes)
-    largest_homed = max((8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device
+    # the cache must take the largest tile its GPUs home, where a task runs on them (a task needing more is
+    # refused as it comes); kernels without a GPU body run on the host, and leave the caches empty
+    running = {device for device, kernels in share.kernels_on.items() if device and kernels & set(devices.kernels)}
+    largest_homed = max((8 * h * w for tile in needed if tile.rank == tile.matrix.rank and tile.device in running
                          for h, w in [tile.shape]), default=0)
     bounds, fits = [limit] if limit is not None else [], True
     for device in range(1, devices.gpus + 1):

@@ -242,6 +242,9 @@ def test_bench_says_a_failed_check_and_a_missing_or_tiny_rate_as_run_does(tmp_pa
     assert re.search(rf"^tiledsl +[0-9.]+ +{rate} +1.00x$", shown, re.MULTILINE), shown
     assert "\ntiledsl no residual (FAIL: the check failed, see below)\n" in shown and "residual nan" not in shown
     assert (f"note: {note}" in shown) if note else "no GFLOP/s" not in shown, shown
+    # the count behind the rate is said (tester z80f: only the standard counts were)
+    basis = None if note else "from the kernels' flop counts"
+    assert table["flops_basis"] == basis and (f"\nGFLOP/s: {basis}, over each time\n" in shown) == bool(basis), shown
 
 
 @pytest.mark.timeout(60)

@@ -234,6 +234,9 @@ def test_rates_are_interpolated_in_the_tile_size():
     # a rate is a number in a table too (the strings were taken), a boolean no count (true was 1 rank a node)
     ({"cpu": {"gemm": {"128": "1e-3", "512": 2}}}, "bad.json: cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
     ({"cpu": {"gemm": {"128": True}}}, "bad.json: cpu.gemm: a rate table maps tile sizes to GFLOP/s"),
+    # tester z80b: one of the two rates was dropped without a word
+    ({"cpu": {"gemm": {"64": 5, "064": 6, "256": 10}}}, 'bad.json: cpu.gemm: tile size 64 given more than once '
+                                                       '("64", "064"): give one rate per size'),
     ({"ranks_per_node": True}, "bad.json: ranks_per_node must be a positive integer or null (all ranks on one "
                                "node), got true"),
     ({"pcie": None}, "bad.json: pcie must give exactly latency_us, bandwidth_gbs, got null"),
@@ -757,6 +760,10 @@ def test_kernels_without_a_gpu_body_are_said_to_leave_the_gpus_idle_as_a_run_say
                for rank in result["ranks"])
     assert ("--gpus 1: no task ran on a GPU: kernel(s) mm have no GPU body, so every task ran on a host, the GPUs "
             "holding tiles for nothing") in " ".join(result["notes"]), result["notes"]
+    # without --gpus, the machine file's GPUs: said as its (tester z80b: "--gpus 2", never given)
+    result = simulate(capsys, tmp_path / "mm.tile", "--machine", machine_file, "--n", 2000)
+    assert result["gpus"] == 2 and "--gpus" not in " ".join(result["notes"]).split("`")[0], result["notes"]
+    assert ("test node's 2 GPU(s): no task ran on a GPU: kernel(s) mm have no GPU body") in " ".join(result["notes"])
 
 
 def test_this_machine_counts_its_cores_at_the_rate_they_ran_together(monkeypatch):

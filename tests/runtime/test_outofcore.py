@@ -378,3 +378,26 @@ def test_tiles_only_host_tasks_read_are_not_counted_as_copies_a_gpu_may_hold(com
     assert bounded.stats["device_copies"] == in_memory.stats["device_copies"]
     assert np.array_equal(bounded.matrices["A"].assemble(), in_memory.matrices["A"].assemble())
     assert execute(driver, Options(**options, gpu_memory=2 * 2 ** 20)).stats["out_of_core"] is not None
+
+
+@pytest.mark.timeout(120)
+def test_a_bound_below_one_tile_is_no_matter_where_no_task_runs_on_a_gpu(tmp_path):
+    """Tester z80c: a --gpu-memory below the largest tile was refused though the program's kernel has no GPU
+    body, so every task runs on the host and the caches stay empty; with a GPU body it is still refused."""
+    import tiledsl
+
+    (tmp_path / "k.py").write_text("def twice(A):\n    A *= 2\n")
+    (tmp_path / "g.tile").write_text('use "k.py"\nkernel twice(inout A)\nprogram g {\n  tiling uniform(nb = 64)\n'
+                                     "  matrix A[n, n] = random general\n"
+                                     "  for i in 0 .. A.mt { for j in 0 .. A.nt { twice(A[i, j]) } }\n}\n")
+    settings = {"n": N, "seed": 5, "gpus": 1, "gpu_backend": "emulated", "gpu_memory": TILE // 4}
+    alone = tiledsl.load(tmp_path / "g.tile").run(n=N, seed=5)
+    with pytest.warns(tiledsl.TiledslWarning, match=r"no task ran on a GPU: kernel\(s\) twice have no GPU body"):
+        cached = tiledsl.load(tmp_path / "g.tile").run(**settings)
+    assert np.array_equal(cached.matrices["A"], alone.matrices["A"])
+    cache = cached.gpus["out_of_core"]
+    assert cache["cache_bytes"] == TILE // 4 and cache["peak_cache_bytes"] == 0, cache
+    (tmp_path / "k.py").write_text("def twice(A):\n    A *= 2\n\n\ndef twice_gpu(A):\n    A *= 2\n")
+    with pytest.raises(tiledsl.TiledslError, match=r"gpu_memory allows 8.00 KiB, less than the largest tile its GPUs "
+                                                   r"hold \(32.00 KiB\)"):
+        tiledsl.load(tmp_path / "g.tile").run(**settings)

@@ -455,8 +455,7 @@ def run_bench(driver, options: Options, rounds: int = 3, with_dask: bool = True)
     # the count of the check's kind, which a program doing less (a band) did not do: say so by every rate
     table.update(residuals=residuals, errors=errors, ok=not errors,  # as run --json's ok
                  nonfinite=dict(result.nonfinite))  # left in the results (--allow-nonfinite), as run says them
-    table["flops_basis"] = count_text(program, result.matrices, source).strip(" ()") \
-        if flops and source != "kernels" else None  # (the kernels' count has its note)
+    table["flops_basis"] = count_text(program, result.matrices, source).strip(" ()") if flops else None
     return table
 
 

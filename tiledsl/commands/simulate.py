@@ -85,6 +85,8 @@ def run(args, driver) -> int:
     machine = None if args.machine is None else load(args.machine)
     options = size_options(args, keep_on_host="give --gpus 0")  # without --gpus, a machine file's GPUs are simulated
     options.gpus = args.gpus if args.gpus is not None else machine.gpus if machine else 0
+    if args.gpus is None and options.gpus:
+        options.sources["gpus"] = f"machine file {machine.source}"
     # a machine file's GPUs are its own, not this machine's backend
     options.gpu_backend = args.gpu_backend if args.machine is None else None
     options.workers, options.window = args.workers, args.window

@@ -15,7 +15,8 @@ A machine file is a small JSON object (the shipped ones are in ``tiledsl/machine
 
 * ``cpu`` / ``gpu``: GFLOP/s of one CPU core / one GPU per kernel, a number or a
   table over square tile sizes (interpolated linearly in the size, clamped at the
-  ends); ``default`` serves kernels the file does not name (else gemm's rate).
+  ends); ``default`` serves kernels the file does not name, gemm included (else gemm's
+  rate serves them): each table gives one of the two.
   A task of a kernel takes ``flops / rate + task_us``; its size is the order of the
   square tile with the same flops (a gemm on 512×128 slices is timed at ~203).
   ``memory_gbs`` (optional) adds, on a core, the time to bring the task's tiles
