@@ -704,13 +704,13 @@ def test_a_shipped_program_goes_by_its_name_from_any_directory(tmp_path):
     path says which name to give, and a folder named like a program does not hide it."""
     (tmp_path / "qr").mkdir()
     out = tiledsl("check", "cholesky", "qr", cwd=tmp_path)
-    assert out.returncode == 0 and "checked 2 file(s): no errors" in out.stderr, out.stderr
+    assert out.returncode == 0 and "checked 2 file(s): no errors" in out.stdout, out.stdout
     out = tiledsl("check", "programs/cholesky.tile", cwd=tmp_path)
     assert out.returncode == 1 and "programs/cholesky.tile: error[E000]: no such file (a shipped program is " \
-        "called cholesky: give its name, `cholesky`, from any directory)\n" in out.stderr, out.stderr
+        "called cholesky: give its name, `cholesky`, from any directory)\n" in out.stdout, out.stdout
     out = tiledsl("check", "cholsky", cwd=tmp_path)  # as run says it: "no such file" alone, before
-    assert out.returncode == 1 and out.stderr.startswith("cholsky: error[E000]: no such file, nor a shipped program "
-                                                         "of that name (did you mean cholesky?)\n"), out.stderr
+    assert out.returncode == 1 and out.stdout.startswith("cholsky: error[E000]: no such file, nor a shipped program "
+                                                         "of that name (did you mean cholesky?)\n"), out.stdout
     out = tiledsl("run", "programs/lu.tile", "--n", 100, cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.strip().endswith(
         "programs/lu.tile: no such file (a shipped program is called lu: give its name, `lu`, from any directory)")

@@ -319,7 +319,7 @@ def tiledsl_check(folder: Path, module_text: str):
 def test_check_prints_a_wrong_kernel_arity_with_the_def_line(tmp_path):
     done = tiledsl_check(tmp_path, "import numpy\n\n\ndef scale(A, B, C):\n    C[:] = A @ B\n")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stderr.split("\n")[:7] == [
+    assert done.stdout.split("\n")[:7] == [
         "t.tile:2:8: error[E213]: function 'scale' of 'k.py' cannot take the 2 argument(s) of kernel 'scale'",
         "      |", "    2 | kernel scale(in A, inout B)", "      |        ^^^^^",
         "  = note: k.py:4 defines scale(A, B, C): 3 positional argument(s)",
@@ -331,7 +331,7 @@ def test_check_prints_a_wrong_kernel_arity_with_the_def_line(tmp_path):
 def test_a_kernel_name_bound_to_a_constant_is_shown_without_suggesting_another_function(tmp_path):
     done = tiledsl_check(tmp_path, "def scal(A, B):\n    B += A\n\n\nscale = 3.0\n")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stderr.split("\n")[:6] == [
+    assert done.stdout.split("\n")[:6] == [
         "t.tile:2:8: error[E212]: kernel module 'k.py' defines no function 'scale'",
         "      |", "    2 | kernel scale(in A, inout B)", "      |        ^^^^^",
         "  = note: k.py:5 defines scale = 3.0",
@@ -343,8 +343,8 @@ def test_check_reads_the_kernel_module_without_running_it(tmp_path):
     marker = tmp_path / "ran"
     done = tiledsl_check(tmp_path, f"import sys\nopen({str(marker)!r}, 'w')\nsys.exit(3)\n\n\n"
                                    "def scale(A, B):\n    B += A\n")
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.strip() == "checked 1 file(s): no errors"
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.strip() == "checked 1 file(s): no errors"
     assert not marker.exists()
 
 
@@ -352,8 +352,8 @@ def test_check_reads_the_kernel_module_without_running_it(tmp_path):
 def test_a_module_that_parses_but_does_not_compile_is_still_e209(tmp_path):
     done = tiledsl_check(tmp_path, "def scale(A, B):\n    B += A\n\nreturn scale\n")
     assert done.returncode == 1
-    assert "t.tile:1:1: error[E209]: kernel module 'k.py' is not valid Python" in done.stderr
-    assert "= note: k.py:4: SyntaxError: 'return' outside function" in done.stderr
+    assert "t.tile:1:1: error[E209]: kernel module 'k.py' is not valid Python" in done.stdout
+    assert "= note: k.py:4: SyntaxError: 'return' outside function" in done.stdout
 
 
 def test_a_module_with_a_nul_byte_is_named_without_a_line_it_does_not_have(tmp_path):

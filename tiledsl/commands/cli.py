@@ -233,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
         return commands.add_parser(name, help=summary, description=summary, epilog=EXIT_STATUS,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    check = command("check", "report diagnostics for .tile files")
+    check = command("check", "report diagnostics for .tile files (on stdout)")
     check.add_argument("files", nargs="+", metavar="PROGRAM", help="a .tile file or a shipped program's name")
     check.set_defaults(handler=_check)
 
@@ -350,9 +350,10 @@ def _add_planning_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # ---------------------------------------------------------------- commands
-def _print_diagnostics(result) -> None:
+def _print_diagnostics(result, stream=None) -> None:
+    """``result``'s diagnostics, on stderr unless ``stream`` is given (check's report is its output)."""
     if result.diagnostics:
-        print(result.report(), file=sys.stderr)
+        print(result.report(), file=stream or sys.stderr)
 
 
 def _check(args) -> int:
@@ -370,12 +371,12 @@ def _check(args) -> int:
         except UsageError as error:  # no such file, nor a shipped program: said as run says it, as a diagnostic
             where = Span.whole(given) if given else None  # (an empty name is no place)
             result = Result(given, diagnostics=[Diagnostic(where, "E000", str(error).removeprefix(f"{given}: "))])
-        _print_diagnostics(result)
+        _print_diagnostics(result, sys.stdout)  # the report is check's output, as a linter's (`check x.tile > log`)
         failed += not result.ok
         warnings += sum(not d.is_error for d in result.diagnostics)
     count = len(args.files)
     print(f"checked {count} file(s): " + (f"{failed} with errors" if failed else "no errors")
-          + (f", {warnings} warning(s)" if warnings else ""), file=sys.stderr)
+          + (f", {warnings} warning(s)" if warnings else ""))
     return 1 if failed else 0
 
 
