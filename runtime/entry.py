@@ -40,8 +40,8 @@ from .reporting import (failure_json, failure_line_out, failure_reasons, json_te
 from .userkernels import changed_source
 from .world import (STDERR_MARK, STDERR_MARK_VARIABLE, RankError, UsageError, abort_started_mpi, await_ending,
                     check_working_directory, communicator, end_open_line, environment_switch, expect_json,
-                    launcher_rank, launcher_size, record_completion, standard_streams_open, track_stdout_lines,
-                    unless_ignored, unraisable_in_one_line)
+                    launcher_rank, launcher_size, note_on_ending, record_completion, standard_streams_open,
+                    track_stdout_lines, unless_ignored, unraisable_in_one_line)
 
 
 def run_and_report(driver, args: argparse.Namespace, out=None, err=None) -> int:
@@ -139,6 +139,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
             if comm.size > 1:  # each rank its own process, which a launcher may give other files
                 check_same_job(comm, driver, options)
         expect_json(*(_json_out(program, args, out, comm, options) or (None,)))  # for a thread ending the rank
+        note_on_ending(_unwritten_note(options))
         if _rank(comm) == 0:  # what a run killed while it wrote these files left beside them
             remove_abandoned([*options.outputs.values(), *([options.trace] if options.trace else [])])
         said = []  # every warning, for --json's notes too

@@ -278,19 +278,32 @@ def _import(path: Path):
                     deadline(import_limit, f"kernel module {path} has not finished loading", launcher_rank()):
                 spec.loader.exec_module(module)
         except SyntaxError as error:  # NUL bytes too, on recent Pythons: a SyntaxError of no line
-            raise RankError(f"kernel module {_place(path, error.lineno)}: SyntaxError: {error.msg}") from error
+            raise RankError(f"kernel module {_syntax_error_place(path, error)}: SyntaxError: {error.msg}") from error
         except (RankError, *NOT_USERS):  # the deadline's (past it), a stop
             raise
         except BaseException as error:  # a failing import, an exit (a GeneratorExit too): the module's mistake
-            line = next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
-                         if Path(frame.filename).resolve() == path.resolve()), None)
-            where = _place(path, line)
+            where = _place(path, _module_line(path, error))
             what = (f"called sys.exit({error.code!r}) while being loaded" if isinstance(error, SystemExit)
                     else f"{error} while being loaded" if isinstance(error, KernelExit)
                     else f"{type(error).__name__}: {error}")
             raise RankError(f"kernel module {where}: {what}") from error  # (the API's error keeps it)
     _HELPERS[path.resolve()] = tuple(sorted(helpers))
     return module
+
+
+def _module_line(path: Path, error: BaseException) -> int | None:
+    """The line of the module at ``path`` that ``error`` came through (an import of a failing helper), if known."""
+    return next((frame.lineno for frame in reversed(traceback.extract_tb(error.__traceback__))
+                 if Path(frame.filename).resolve() == path.resolve()), None)
+
+
+def _syntax_error_place(path: Path, error: SyntaxError) -> str:
+    """Where the module at ``path`` failed to compile: its line, or the line importing the helper file that
+    failed and that file's (a helper's line was said as the module's)."""
+    if error.filename is None or not Path(error.filename).exists() or Path(error.filename).resolve() == path.resolve():
+        return _place(path, error.lineno)
+    helper = path.parent / os.path.relpath(error.filename, path.resolve().parent)  # named as the module is
+    return f"{_place(path, _module_line(path, error))} (importing {_place(helper, error.lineno)})"
 
 
 def _place(path: Path, line: int | None) -> str:

@@ -18,13 +18,15 @@ asynchronously (``PyThreadState_SetAsyncExc``), delivered at its next bytecode;
 a :class:`Monitor` thread checks once per :data:`TICK_SECONDS`. The user's code
 that runs outside tasks (a kernel module as it loads, a user check) has a
 :func:`deadline`: past it, :class:`Overdue` is raised in it and the rank fails
-saying what has not returned; code that no exception reaches (a sleep, a lock)
-makes the rank say so and end the job.
+saying what has not returned (a wait on the main thread that Python can interrupt, a sleep, a
+lock, a read, is woken for it by :data:`WAKE_SIGNAL`); code that no exception reaches (C code,
+code that swallows it) makes the rank say so and end the job.
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import signal
 import sys
 import threading
 import time
@@ -252,6 +254,7 @@ def deadline(seconds: float | None, what: str, rank: int):
     said = f"watchdog: {what} after {seconds:g} s (--watchdog)"
     returned, guard, caller = threading.Event(), threading.Lock(), threading.get_ident()
     state = {"armed": True, "fired": False}
+    waking = _waking()
     size = launcher_size()
     # every rank may be stuck alike (loading one module): rank 0 says it and its end ends the
     # job, the others say it only where they outlive that (one error a job, as a failed run's)
@@ -264,12 +267,15 @@ def deadline(seconds: float | None, what: str, rank: int):
             if state["armed"]:
                 state["fired"] = True
                 _raise_in(caller, Overdue)
+                if waking is not None:  # a sleep or a lock of the main thread: its handler takes the exception
+                    signal.pthread_kill(caller, WAKE_SIGNAL)
         if returned.wait(OVERDUE_SECONDS):  # it unwound (or returned): the rank fails the usual way
             return
         returned.wait(later)
         # said when it ends: past the limit by the time given to unwind (a rank's report ~8 s after a limit of 1 s)
         say_ending(f"rank {rank}: {said}, nor stopped {OVERDUE_SECONDS + later:g} s later (it waits where Python "
-                   f"cannot interrupt it: a sleep, a lock, C code)")
+                   f"cannot interrupt it: C code, a wait of another thread than the main one, or code that catches the "
+                   f"exception)")
     _backstops.append(backstop_seconds(seconds))  # code holding the GIL in C: no thread of ours runs
     frozen_backstop(_backstops[-1])
     try:  # an interrupt as the thread starts (start() waits for it) must end it too: else it ended the process
@@ -287,12 +293,26 @@ def deadline(seconds: float | None, what: str, rank: int):
         raise RankError(said) from None
     finally:
         returned.set()
+        if waking is not None:
+            signal.signal(WAKE_SIGNAL, waking)
         _backstops.pop()
         frozen_backstop(_backstops[-1] if _backstops else None)  # an enclosing deadline's (a check's module)
 
 
 #: seconds the user's code past its deadline has to unwind before the rank ends the job
 OVERDUE_SECONDS = 5.0
+#: the signal that wakes the main thread from a wait Python can interrupt (a sleep, a lock, a read): its handler,
+#: Python code, takes the :class:`Overdue` raised in it; ignored by default, so one that comes after the handler
+#: is put back does nothing
+WAKE_SIGNAL = signal.SIGURG
+
+
+def _waking():
+    """On the main thread, where signal handlers run: :data:`WAKE_SIGNAL`'s handler set to take delivery of a
+    pending exception (the one it had is returned, to be put back); None on another thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(WAKE_SIGNAL, lambda signum, frame: _let_it_arrive())
 #: the backstops of the deadlines in force, innermost last (:func:`.crash.frozen_backstop`: armed within
 #: :func:`.crash.fatal_signals_traced`, which encloses them)
 _backstops: list = []

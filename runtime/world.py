@@ -291,6 +291,15 @@ def expect_json(known: dict | None, out=None) -> None:
     _failure_object = None if known is None else (known, out)
 
 
+_ending_note: str | None = None  # said after the error of a thread ending the rank (:func:`note_on_ending`)
+
+
+def note_on_ending(note: str | None) -> None:
+    """A note for :func:`say_ending` to say after its error: the output files a run ended so does not write."""
+    global _ending_note
+    _ending_note = note
+
+
 def say_ending(message: str, code: int = 1) -> None:
     """End the rank, and the job, from any thread, saying ``message`` as an error, once (the first
     thread to end the rank says why); with ``--json``, as the failure object on stdout too."""
@@ -298,7 +307,7 @@ def say_ending(message: str, code: int = 1) -> None:
         _said.wait(SAYING_SECONDS)  # the first thread says why: ending the process now would cut it short
         end_job(code)
     with contextlib.suppress(OSError, ValueError, AttributeError):  # streams a kernel closed: it ends all the same
-        sys.__stderr__.write(f"tiledsl: error: {message}\n")
+        sys.__stderr__.write(f"tiledsl: error: {message}\n" + (f"tiledsl: note: {_ending_note}\n" if _ending_note else ""))
         sys.__stderr__.flush()
     if _failure_object is not None:
         from .reporting import json_text

@@ -997,6 +997,22 @@ def test_a_ctrl_c_as_a_run_sets_the_blas_threads_leaves_them_as_they_were(tmp_pa
 
 
 @pytest.mark.timeout(120)
+def test_a_kernel_module_sleeping_as_it_loads_raises_at_the_watchdog_and_the_interpreter_goes_on(tmp_path):
+    """Tester w81b: the watchdog ended the caller's whole interpreter 5 s past the limit (exit 1, no atexit
+    handler), a sleep of the main thread being beyond the exception it raised; now a signal wakes it."""
+    (tmp_path / "k.py").write_text("import time\n\ntime.sleep(60)\n\n\ndef bump(A):\n    A += 1\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel bump(inout A)\nprogram p {  matrix A[n, n] = zeros\n'
+                                     "  for k in 0 .. A.nt { bump(A[k, k]) }\n}\n")
+    script = ("import atexit, time, tiledsl\natexit.register(lambda: print('atexit'))\nbegan = time.monotonic()\n"
+              "try:\n    tiledsl.load('t.tile').run(n=40, watchdog=2)\nexcept tiledsl.TiledslError as error:\n"
+              "    print(error, time.monotonic() - began < 10)\nprint('after')\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0 and out.stdout.splitlines() == [
+        "rank 0: watchdog: kernel module k.py has not finished loading after 2 s (--watchdog) True", "after",
+        "atexit"], (out.stdout, out.stderr)
+
+
+@pytest.mark.timeout(120)
 def test_a_new_process_limits_scipys_blas_too(tmp_path):
     """SciPy's OpenBLAS, which the prelude's kernels call, loads with the first kernel: a limit
     set before it loaded left it on every core in a fresh process."""

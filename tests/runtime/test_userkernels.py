@@ -70,6 +70,17 @@ def test_a_module_with_a_nul_byte_is_named_without_a_line_it_does_not_have(tmp_p
     assert ":None" not in str(raised.value)
 
 
+def test_a_helper_files_syntax_error_names_the_helper_and_the_line_importing_it(tmp_path):
+    """Tester w81b: `kernel module mk.py:4: SyntaxError`, line 4 being the helper's, mk.py's a valid one."""
+    (tmp_path / "helper_w81b.py").write_text("x = 1\n\n\ndef h(:\n")
+    path = tmp_path / "kernels.py"
+    path.write_text("import os\n\nfrom helper_w81b import h\n\n\ndef scale(A):\n    A *= 2\n")
+    with pytest.raises(RankError) as raised:
+        _import(path)
+    assert str(raised.value) == (f"kernel module {path}:3 (importing {tmp_path / 'helper_w81b.py'}:4): "
+                                 f"SyntaxError: invalid syntax"), raised.value
+
+
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("kernel", ["__eq__", "__class__", "__init__", "__dict__", "__loader__"])
 def test_a_kernel_is_a_function_the_module_defines_not_an_attribute_of_every_module(tmp_path, kernel):
