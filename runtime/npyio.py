@@ -230,8 +230,8 @@ def open_input(path: str | os.PathLike, expected_shape: tuple[int, int]) -> Inpu
     path = os.fspath(path)
     shape, fortran, dtype, offset = _read_header(path)
     if not (dtype.kind == "f" and dtype.itemsize in _ACCEPTED_ITEMSIZES or dtype.kind in "iu"):
-        raise InputFileError(f"input file {path!r} has dtype {dtype}; expected float64 (16- and 32-bit floats "
-                             f"and integers are taken too)"
+        raise InputFileError(f"input file {path!r} has dtype {dtype}; expected float64 (also taken: 16- and 32-bit "
+                             f"floats and any integers float64 holds exactly)"
                              f"{_conversion(path, dtype)}")
     _check_length(path, shape, dtype, offset)
     expected = tuple(int(x) for x in expected_shape)

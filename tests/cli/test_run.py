@@ -1259,8 +1259,8 @@ def test_a_load_file_found_but_unfit_is_not_said_to_be_looked_for(tmp_path):
     np.save(tmp_path / "a.npy", np.ones((100, 100), dtype=np.complex128))
     out = tiledsl("run", tmp_path / "loading.tile", cwd=tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-    assert f"input file '{tmp_path / 'a.npy'}' has dtype complex128; expected float64 (16- and 32-bit floats " \
-           f"and integers are taken too)" in out.stderr
+    assert f"input file '{tmp_path / 'a.npy'}' has dtype complex128; expected float64 (also taken: 16- and 32-bit " \
+           f"floats and any integers float64 holds exactly)" in out.stderr
     assert "looked for in" not in out.stderr
 
 

@@ -251,8 +251,8 @@ def test_a_file_of_another_dtype_is_refused_with_the_conversion_to_make(tmp_path
     np.save(path, np.eye(3, dtype=dtype))
     with pytest.raises(npyio.InputFileError) as refused:
         npyio.open_input(path, (3, 3))
-    assert str(refused.value).endswith("; expected float64 (16- and 32-bit floats and integers are taken too): "
-                                       + advice.format(p=path, q=converted))
+    assert str(refused.value).endswith("; expected float64 (also taken: 16- and 32-bit floats and any integers "
+                                       "float64 holds exactly): " + advice.format(p=path, q=converted))
     statement = str(refused.value).split(", ", 1)[1].removesuffix(", which rounds the values float64 does not hold "
                                                                   "exactly")
     exec(statement.replace("numpy", "np"))
@@ -322,7 +322,8 @@ def test_a_file_of_python_objects_is_refused_with_the_conversion_to_make(tmp_pat
     with pytest.raises(npyio.InputFileError) as refused:
         npyio.open_input(path, (3, 3))
     said = str(refused.value)
-    assert said.endswith(f"has dtype object; expected float64 (16- and 32-bit floats and integers are taken too): "
+    assert said.endswith(f"has dtype object; expected float64 (also taken: 16- and 32-bit floats and any "
+                         f"integers float64 holds exactly): "
                          f"it holds Python objects, which reading would unpickle (and a pickle may run code); if they "
                          f"are numbers, save them as float64 in a new file, numpy.save({converted!r}, "
                          f"numpy.load({path!r}, allow_pickle=True).astype(numpy.float64))"), said
