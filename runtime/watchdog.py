@@ -301,6 +301,11 @@ def deadline(seconds: float | None, what: str, rank: int):
 
 #: seconds the user's code past its deadline has to unwind before the rank ends the job
 OVERDUE_SECONDS = 5.0
+#: the backstops of the deadlines in force, innermost last (:func:`.crash.frozen_backstop`: armed within
+#: :func:`.crash.fatal_signals_traced`, which encloses them)
+_backstops: list = []
+
+
 #: the signal that wakes the main thread from a wait Python can interrupt (a sleep, a lock, a read): its handler,
 #: Python code, takes the :class:`Overdue` raised in it; ignored by default, so one that comes after the handler
 #: is put back does nothing
@@ -309,13 +314,11 @@ WAKE_SIGNAL = signal.SIGURG
 
 def _waking():
     """On the main thread, where signal handlers run: :data:`WAKE_SIGNAL`'s handler set to take delivery of a
-    pending exception (the one it had is returned, to be put back); None on another thread."""
+    pending exception, and the handler it had, to be put back (the default where C code set it); None on
+    another thread."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    return signal.signal(WAKE_SIGNAL, lambda signum, frame: _let_it_arrive())
-#: the backstops of the deadlines in force, innermost last (:func:`.crash.frozen_backstop`: armed within
-#: :func:`.crash.fatal_signals_traced`, which encloses them)
-_backstops: list = []
+    return signal.signal(WAKE_SIGNAL, lambda signum, frame: _let_it_arrive()) or signal.SIG_DFL
 
 
 #: seconds a rank other than 0 whose user code outlived its deadline waits for rank 0's report
