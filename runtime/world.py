@@ -307,7 +307,8 @@ def say_ending(message: str, code: int = 1) -> None:
         _said.wait(SAYING_SECONDS)  # the first thread says why: ending the process now would cut it short
         end_job(code)
     with contextlib.suppress(OSError, ValueError, AttributeError):  # streams a kernel closed: it ends all the same
-        sys.__stderr__.write(f"tiledsl: error: {message}\n" + (f"tiledsl: note: {_ending_note}\n" if _ending_note else ""))
+        note = f"tiledsl: note: {_ending_note}\n" if _ending_note else ""
+        sys.__stderr__.write(f"tiledsl: error: {message}\n{note}")
         sys.__stderr__.flush()
     if _failure_object is not None:
         from .reporting import json_text

@@ -822,7 +822,8 @@ def test_outputs_go_where_the_command_line_meant_even_if_a_kernel_changes_direct
 
 
 SLEEPING = "    time.sleep(1000)\n"
-SWALLOWING = "    while True:\n        try:\n            time.sleep(1000)\n        except BaseException:\n            pass\n"
+SWALLOWING = ("    while True:\n        try:\n            time.sleep(1000)\n        except BaseException:\n"
+              "            pass\n")
 NOT_STOPPED = (", nor stopped 5 s later (it waits where Python cannot interrupt it: C code, a wait of another thread "
                "than the main one, or code that catches the exception)")
 

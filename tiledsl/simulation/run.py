@@ -173,7 +173,8 @@ def simulate(driver, options, nranks: int, grid: tuple, machine, trace: bool = F
     # the dealing moot)
     idle = no_gpu_task_warning(SimpleNamespace(gpus=gpus, gpu_ratio=ratio_of(distribution), host_only_kernels=sorted(
         set(program.kernels) - kernels_on_gpu), gpu_kernels=sorted(set(program.kernels) & kernels_on_gpu)),
-        summary["ranks"], options.spelling, given=f"{machine.name}'s {gpus} GPU(s)" if "gpus" in options.sources else None)
+        summary["ranks"], options.spelling,
+        given=f"{machine.name}'s {gpus} GPU(s)" if "gpus" in options.sources else None)  # not --gpus: the file's
     summary["notes"] += [idle or dealt] if idle or dealt else []
     summary["simulation_seconds"] = time.perf_counter() - began
     summary["events"] = tracer.ranks if tracer is not None else None
