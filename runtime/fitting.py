@@ -705,6 +705,10 @@ def load_note(decl, driver) -> str:
             f".tile file; looked for in {', '.join(map(str, searched))}{moved})")
 
 
+#: said of a 1-D input file: how it becomes a matrix
+VECTOR_HINT = " (a vector is a matrix of one column: save it as numpy.save(FILE, vector.reshape(-1, 1)))"
+
+
 def file_shapes(files: dict, notes: dict | None = None) -> dict:
     """Matrix name -> (rows, cols) of the ``.npy`` file of each of ``files`` (name -> path), from its
     header; a file that cannot be read is said with its ``notes`` (name -> text, :func:`load_notes`)."""
@@ -716,7 +720,8 @@ def file_shapes(files: dict, notes: dict | None = None) -> dict:
             raise UsageError(f"the size cannot be read from {name}'s file: {error}"
                              f"{(notes or {}).get(name, '')}") from None
         if len(shapes[name]) != 2:
-            raise UsageError(f"input file {path!r} of matrix {name} holds {len(shapes[name])} dimension(s), not 2")
+            raise UsageError(f"input file {path!r} of matrix {name}: expected a 2-D array, got shape {shapes[name]}"
+                             f"{VECTOR_HINT if len(shapes[name]) == 1 else ''}")
         refuse_empty(path, name, shapes[name])
     return shapes
 

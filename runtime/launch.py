@@ -62,7 +62,8 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
     program = driver.PROGRAM
     stopwatch = progress.Stopwatch()
     ranks, rank = (comm.size, comm.rank) if comm is not None else (1, 0)
-    userkernels.import_limit = user_code_limit(options.watchdog, userkernels.IMPORT_SECONDS)
+    userkernels.import_limit = user_code_limit(options.watchdog, userkernels.IMPORT_SECONDS,
+                                               _watchdog_named(options))
     params = make_params(driver, options)
     devices = _devices(options)
     host_costs = heteroprio.costs_from_speeds(_host_speeds(program, options), program.source, options.gpus,
@@ -201,6 +202,11 @@ def _engine(driver, options: Options, comm, devices, bodies: dict, workers: int,
     return engine
 
 
+def _watchdog_named(options: Options) -> str:
+    """The watchdog's setting as this run was given it, for a deadline's message."""
+    return "watchdog=" if options.spelling.api else "--watchdog"
+
+
 def _check(result: RunResult, driver, params, engine: Engine, matrices: dict, sources: dict, comm,
            options: Options) -> None:
     """The program's check of the run's result: its residuals (a failed check's message among the
@@ -208,7 +214,8 @@ def _check(result: RunResult, driver, params, engine: Engine, matrices: dict, so
     ranks = comm.size if comm is not None else 1
     try:
         # a user check has the watchdog's limit, else TASK_FACTOR times the run on every rank
-        limit = user_code_limit(options.watchdog, max(FLOOR_SECONDS, TASK_FACTOR * result.seconds * ranks))
+        limit = user_code_limit(options.watchdog, max(FLOOR_SECONDS, TASK_FACTOR * result.seconds * ranks),
+                                _watchdog_named(options))
         result.residuals, notes = _verify(driver, params, engine, matrices, sources, comm, limit,
                                           lambda total: _progress(options, "check", ranks, total, engine))
         result.notes += notes

@@ -26,14 +26,15 @@ from .checks import CheckError
 from .crash import NOT_USERS, KernelExit, fatal_signals_traced, user_code
 from .userkernels import UNBOUND, is_body, load_kernel_module, what_is
 from .verify import fill_untouched
-from .watchdog import deadline
+from .watchdog import CodeLimit, deadline
 from .world import RankError, UsageError
 
 
-def run(check, driver, matrices: dict, sources: dict, comm, params: dict, limit: float | None = None) -> dict:
+def run(check, driver, matrices: dict, sources: dict, comm, params: dict,
+        limit: CodeLimit | None = None) -> dict:
     """The residuals of the user check ``check``, on every rank (computed on rank 0); ``params``:
     the run's parameters, name → value, the third argument of a function that takes three; a
-    function that has not returned after ``limit`` seconds ends the job."""
+    function that has not returned within ``limit`` ends the job."""
     finals = {name: _gather(matrices[name], comm) for name in dict.fromkeys(check.args)}
     outcome = None
     if comm is None or comm.rank == 0:

@@ -40,7 +40,7 @@ from ..drivercontract import program_folder, source_digest
 from .crash import NOT_USERS, KernelExit, fatal_signals_traced, user_code
 from .errors import TaskFailure
 from .kernels import CPU_KERNELS
-from .watchdog import FLOOR_SECONDS, deadline
+from .watchdog import FLOOR_SECONDS, CodeLimit, deadline
 from .world import RankError, UsageError, launcher_rank
 
 #: ``NAME`` + GPU_SUFFIX names the GPU body of user kernel ``NAME``
@@ -49,8 +49,8 @@ GPU_SUFFIX = "_gpu"
 IMPORT_SECONDS = 5 * FLOOR_SECONDS
 
 
-#: seconds a kernel module may take to load (a run sets its --watchdog limit here; None: no limit)
-import_limit: float | None = IMPORT_SECONDS
+#: how long a kernel module may take to load (a run sets its --watchdog limit here; None: no limit)
+import_limit: CodeLimit | None = CodeLimit(IMPORT_SECONDS)
 
 
 def kernels(program, driver, devices=None) -> dict:
@@ -144,7 +144,7 @@ def load_kernel_module(program, driver):
         path = base / program.kernel_module
         if _is_file(path):
             return _import(_shown(path))
-    if len(places) == 1:  # a driver of the cache (`tiledsl run X.tile`, `tiledsl.load`): the .tile's folder alone
+    if _of_the_cache(driver):  # `tiledsl run X.tile`, `tiledsl.load`: the .tile's folder alone
         raise KernelModuleNotFound(f"kernel module {program.kernel_module} not found next to {program.source} "
                                    f"(looked in {places[0]}): it belongs beside the .tile file")
     raise KernelModuleNotFound(f"kernel module {program.kernel_module} not found next to {program.source} "
@@ -166,19 +166,28 @@ def program_places(program, driver, working_directory: bool = True) -> list:
     """Where the program's own files (its kernel module, the files it loads) may be, in order,
     each once: the ``.tile``'s directory as the
     driver recorded it relative to itself (found from any working directory), the
-    ``.tile``'s directory as its path was given (relative to the working directory), the
-    driver's own directory, and (``working_directory``) the working directory. A driver of
+    ``.tile``'s directory as its path was given (relative to the working directory, where the
+    ``.tile`` file is), the driver's own directory, and (``working_directory``) the working directory. A driver of
     tiledsl's cache (``tiledsl run X.tile``, ``tiledsl.load``) has the first only: the cache key holds
     the program's directory, so it is exact, and the others named the folder a Python process had
     moved to since it loaded the program (its stray files taken for the program's)."""
     here = Path(getattr(driver, "__file__", None) or ".").resolve().parent
     recorded = [here / program.source_dir] if program.source_dir else []
-    if recorded and here == usercache.cache_dir("drivers").resolve():
+    if recorded and _of_the_cache(driver):
         return [Path(os.path.normpath(recorded[0].absolute()))]
+    given = Path(program_folder(program.source))
+    # a relative path reads from wherever the run starts: that folder is the program's only where the program is
+    as_given = [given] if os.path.isabs(program.source) or _is_file(given / Path(program.source).name) else []
     places = {}
-    for base in [*recorded, Path(program_folder(program.source)), here, *[Path.cwd()] * working_directory]:
+    for base in [*recorded, *as_given, here, *[Path.cwd()] * working_directory]:
         places.setdefault(Path(os.path.normpath(base.absolute())), None)
     return list(places)
+
+
+def _of_the_cache(driver) -> bool:
+    """Whether ``driver`` is one of tiledsl's cache (``tiledsl run X.tile``, ``tiledsl.load``)."""
+    here = Path(getattr(driver, "__file__", None) or ".").resolve().parent
+    return here == usercache.cache_dir("drivers").resolve()
 
 
 def changed_source(program, driver) -> str | None:

@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 from . import threadstart
 from .crash import RunStop, frozen_backstop
@@ -227,12 +228,21 @@ def running_lines(running: dict, now: float) -> list[str]:
     return lines
 
 
-def user_code_limit(setting: float | None, automatic: float) -> float | None:
-    """The :func:`deadline` of the user's code for a ``--watchdog`` setting: the setting's seconds,
-    None when it is 0 (off), ``automatic`` when it is not given."""
+@dataclass(frozen=True)
+class CodeLimit:
+    """A :func:`deadline`'s seconds, and the setting that sets them as the run was given it
+    (``--watchdog``, or ``watchdog=`` from Python): the message names it."""
+
+    seconds: float
+    setting: str = "--watchdog"
+
+
+def user_code_limit(setting: float | None, automatic: float, named: str = "--watchdog") -> CodeLimit | None:
+    """The :func:`deadline` of the user's code for a ``--watchdog`` setting (named ``named``): the
+    setting's seconds, None when it is 0 (off), ``automatic`` when it is not given."""
     if setting is None:
-        return automatic
-    return setting or None
+        return CodeLimit(automatic, named)
+    return CodeLimit(setting, named) if setting else None
 
 
 class Overdue(RunStop):
@@ -240,18 +250,19 @@ class Overdue(RunStop):
 
 
 @contextlib.contextmanager
-def deadline(seconds: float | None, what: str, rank: int):
+def deadline(limit: CodeLimit | None, what: str, rank: int):
     """The user's code run outside the engine (a kernel module's import, a user check) ends
-    within ``seconds`` (None: no limit), or this rank fails saying ``what`` (what has not happened):
+    within ``limit`` (None: no limit), or this rank fails saying ``what`` (what has not happened):
     :class:`Overdue` is raised in that code, which unwinds to a :class:`.world.RankError` (a run from
     Python leaves the interpreter usable); code that it cannot reach within :data:`OVERDUE_SECONDS`
     (a sleep, a lock, a C library) makes the rank say so and end the job, and code holding the GIL in C,
     where no thread of the rank runs, ends the rank by the frozen interpreter's backstop
     (:func:`backstop_seconds`; within :func:`.crash.fatal_signals_traced`, in tiledsl's own process)."""
-    if seconds is None:
+    if limit is None:
         yield
         return
-    said = f"watchdog: {what} after {seconds:g} s (--watchdog)"
+    seconds = limit.seconds
+    said = f"watchdog: {what} after {seconds:g} s ({limit.setting})"
     returned, guard, caller = threading.Event(), threading.Lock(), threading.get_ident()
     state = {"armed": True, "fired": False}
     waking = _waking()

@@ -474,7 +474,7 @@ def test_a_check_past_its_deadline_fails_the_run_and_leaves_the_interpreter_usab
     with pytest.raises(tiledsl.TiledslError) as failed:
         program.run(n=8, check=True, watchdog=1)
     assert str(failed.value) == ("rank 0: watchdog: check verdict (checked.tile:10) has not returned after 1 s "
-                                 "(--watchdog)")
+                                 "(watchdog=)")
     assert time.monotonic() - began < 30
     assert program.run(n=8).passed is None  # the next run goes on
 
@@ -1008,7 +1008,7 @@ def test_a_kernel_module_sleeping_as_it_loads_raises_at_the_watchdog_and_the_int
               "    print(error, time.monotonic() - began < 10)\nprint('after')\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=100)
     assert out.returncode == 0 and out.stdout.splitlines() == [
-        "rank 0: watchdog: kernel module k.py has not finished loading after 2 s (--watchdog) True", "after",
+        "rank 0: watchdog: kernel module k.py has not finished loading after 2 s (watchdog=) True", "after",
         "atexit"], (out.stdout, out.stderr)
 
 

@@ -407,8 +407,46 @@ def test_a_compiled_driver_finds_the_kernel_module_from_any_directory(tmp_path):
     out = subprocess.run([sys.executable, "deeper/adding.py", "--n", "8"], cwd=elsewhere, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr
+    # the .tile's path as given, adding.tile, reads from `elsewhere`, which is not its folder (no adding.tile there)
     assert (f"kernel module add_kernels.py not found next to adding.tile (looked in {elsewhere / 'source'}, "
-            f"{elsewhere}, {elsewhere / 'deeper'}: the .tile's directory as the driver recorded it") in out.stderr
+            f"{elsewhere / 'deeper'}, {elsewhere}: the .tile's directory as the driver recorded it") in out.stderr
+
+
+def test_a_compiled_driver_whose_places_are_one_folder_is_not_taken_for_one_of_the_cache(tmp_path):
+    """Tester w81e: where every place looked in was one folder, the message was the cache driver's, without
+    what a driver moved elsewhere needs."""
+    (tmp_path / "adding.tile").write_text(WITH_MODULE)
+    (tmp_path / "add_kernels.py").write_text("def add(X, Y):\n    Y[:] += X\n")
+    assert tiledsl("compile", "adding.tile", "-o", "adding.py", cwd=tmp_path).returncode == 0
+    (tmp_path / "add_kernels.py").unlink()
+    out = subprocess.run([sys.executable, "adding.py", "--n", "8"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert (f"kernel module add_kernels.py not found next to adding.tile (looked in {tmp_path}: the .tile's "
+            f"directory as the driver recorded it") in out.stderr and "a driver moved elsewhere needs" in out.stderr
+
+
+def test_a_moved_driver_of_a_relative_tile_path_never_loads_a_file_of_the_folder_it_runs_in(tmp_path):
+    """Tester w81e: a driver compiled from `t.tile` and moved alone read a `load "B0.npy"` of the folder it ran in
+    (the .tile's directory as its path reads from there), as if it were the program's."""
+    source, drivers, elsewhere = tmp_path / "source", tmp_path / "drivers", tmp_path / "elsewhere"
+    for folder in (source, drivers, elsewhere):
+        folder.mkdir()
+    (source / "t.tile").write_text('program p {\n  tiling uniform(nb = 4)\n  matrix A[n, n] = load "B0.npy"\n'
+                                   "  for k in 0 .. A.nt { potrf(A[k, k]) }\n}\n")
+    np.save(source / "B0.npy", 4 * np.eye(8))
+    np.save(elsewhere / "B0.npy", 9 * np.eye(8))
+    assert tiledsl("compile", "t.tile", "-o", "d.py", cwd=source).returncode == 0
+    (source / "d.py").rename(drivers / "d.py")
+    run = [sys.executable, str(drivers / "d.py"), "--output", f"A={tmp_path / 'L.npy'}"]
+    out = subprocess.run(run, cwd=elsewhere, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and not (tmp_path / "L.npy").exists()
+    assert (f"input file '{drivers / 'B0.npy'}' does not exist (load 'B0.npy' of matrix A: a relative path is "
+            f"relative to the directory of the .tile file; looked for in {drivers}; t.tile is in none of them "
+            f"either") in out.stderr, out.stderr
+    out = subprocess.run(run, cwd=source, capture_output=True, text=True, timeout=120)  # where the program is
+    assert out.returncode == 0, out.stderr
+    assert np.array_equal(np.load(tmp_path / "L.npy"), 2 * np.eye(8))
 
 
 ONE_ROUND = ("one round each: a busy machine, or threads waiting for cores, would not show, and the ratios may be "

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tiledsl.runtime.fitting import check_files, fit
+from tiledsl.runtime.fitting import check_files, file_shapes, fit
 from tiledsl.runtime.layout import check_settings, make_params
 from tiledsl.runtime.options import API, COMMAND_LINE, Options, SetText
 from tiledsl.runtime.world import UsageError
@@ -396,3 +396,14 @@ def test_the_settings_that_fit_are_said_as_python_takes_them(tmp_path):
     body = "param m = n\n  param k = n\n  matrix A[m, k] = zeros\n  matrix B[k, n] = zeros"
     with pytest.raises(UsageError, match=re.escape("(n=400, params={'m': 520, 'k': 300} fits)")):
         fitted(tmp_path, body, {"A": (520, 300), "B": (300, 400)}, n=300)
+
+
+@pytest.mark.parametrize("shape, hint", [((6,), True), ((), False), ((2, 2, 2), False)])
+def test_an_input_file_of_other_than_two_dimensions_is_said_as_the_api_says_an_array(tmp_path, shape, hint):
+    """Tester w81f: a 1-D file got 'holds 1 dimension(s), not 2', the API's array a shape and how to reshape it."""
+    np.save(tmp_path / "v.npy", np.zeros(shape))
+    with pytest.raises(UsageError) as refused:
+        file_shapes({"A": str(tmp_path / "v.npy")})
+    said = f"input file {str(tmp_path / 'v.npy')!r} of matrix A: expected a 2-D array, got shape {shape}"
+    assert str(refused.value) == said + (" (a vector is a matrix of one column: save it as "
+                                         "numpy.save(FILE, vector.reshape(-1, 1)))" if hint else "")

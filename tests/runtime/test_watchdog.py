@@ -404,7 +404,7 @@ def test_an_interrupt_as_a_deadline_s_thread_starts_ends_that_thread_too(monkeyp
         raise KeyboardInterrupt
     monkeypatch.setattr(threading.Thread, "start", start_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        with watchdog.deadline(0.3, "the module has not finished loading", 0):
+        with watchdog.deadline(watchdog.CodeLimit(0.3), "the module has not finished loading", 0):
             pass
     monkeypatch.setattr(threading.Thread, "start", real_start)
     time.sleep(0.6)
