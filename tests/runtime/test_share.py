@@ -567,7 +567,7 @@ def test_an_if_that_is_not_affine_comparisons_leaves_no_plan(tmp_path, condition
     ("for k in 0 .. A.nt {\n  release A[k, k * k] }",
      "line 5: k * k multiplies loop variables, in A[k, k * k], which it releases"),
     ("for k in 0 .. A.nt {\n  for j in 0 .. A.nt step 2 ** k { potrf(A[k, j]) } }",
-     "line 5: the step 2 ** k is not a number (nor arithmetic of numbers)"),
+     "line 5: the step 2 ** k is not a constant (a number, or arithmetic of numbers)"),
     ("for k in 0 .. A.nt {\n  if " + " or ".join(f"k == {i}" for i in range(65)) + " { potrf(A[k, k]) } }",
      "line 5: a condition of more than 64 alternatives")])
 def test_the_driver_of_a_program_outside_the_class_says_where(tmp_path, body, reason):

@@ -202,7 +202,7 @@ class _Planner:
     def _for(self, stmt: n.For, loops: list, positions: list, lets: dict) -> list:
         step = 1 if stmt.step is None else _number(stmt.step)
         if step is None or step == 0:
-            raise NotAffine(f"the step {unparse(stmt.step)} is not a number (nor arithmetic of numbers)")
+            raise NotAffine(f"the step {unparse(stmt.step)} is not a constant (a number, or arithmetic of numbers)")
         sign = 1 if step > 0 else -1
         var = stmt.var.text
         start, stop = _tree(stmt.start, loops, lets), _tree(stmt.stop, loops, lets)
