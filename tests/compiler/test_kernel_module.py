@@ -127,3 +127,18 @@ def test_a_kernel_module_named_by_a_directory_is_said_to_be_one(tmp_path):
     assert (error.code, error.message, error.hint) == ("E209", "kernel module 'dir.py' is a directory",
                                                        "name the .py file that defines the program's kernels")
     assert (error.span.line, error.span.column) == (1, 1)
+
+
+@pytest.mark.parametrize("named", ["", ".", "/", "./", "kernels/"])
+def test_a_kernel_module_path_that_names_no_file_is_an_error_not_a_crash(tmp_path, named):
+    """Tester v82b: use "" (or ".", "/") was an internal error, `PosixPath('.') has an empty name`."""
+    from tiledsl.compiler import compile_path
+
+    (tmp_path / "p.tile").write_text(f'use "{named}"\nkernel k(inout A)\nprogram p {{\n  matrix A[n, n] = zeros\n'
+                                     "  k(A[0, 0])\n}\n")
+    result, _ = compile_path(tmp_path / "p.tile")
+    [error] = [d for d in result.diagnostics if d.is_error]
+    assert (error.code, error.message, error.hint) == (
+        "E209", f"kernel module {named!r} names no file",
+        "name the .py file that defines the program's kernels: use \"kernels.py\"")
+    assert (error.span.line, error.span.column) == (1, 1)

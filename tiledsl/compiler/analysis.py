@@ -141,7 +141,8 @@ class _Analyzer:
         self.module = ModuleUse(file, bag)
         self.kernels: dict[str, n.KernelDecl] = {}
         self.kernel_used: dict[str, bool] = {}
-        self.misdeclared: set[str] = set()  # kernels whose parameters cannot be told apart: calls go unchecked
+        # kernels whose parameters cannot be told apart, or named as a prelude kernel: their calls go unchecked
+        self.misdeclared: set[str] = set()
         self.calls: list[CallSummary] = []
         self.unjudged: set[str] = set()  # the matrices of calls refused: whether a call writes them is unknown
         self.loops: list[n.For] = []
@@ -205,10 +206,12 @@ class _Analyzer:
             name = decl.name.text
             if name in self.kernels:
                 prelude = self.kernels[name].prelude
-                where = "the prelude" if prelude else f"line {self.kernels[name].span.line}"
-                self.bag.error(decl.name.span, "E207", f"kernel '{name}' is already declared in {where}",
+                where = "in the prelude" if prelude else f"at line {self.kernels[name].span.line}"
+                self.bag.error(decl.name.span, "E207", f"kernel '{name}' is already declared {where}",
                                hint=f"call the prelude's {name} as it is, or give a kernel of your own another "
                                     f"name (my_{name}), as its function in the kernel module" if prelude else None)
+                if prelude:  # its calls mean the user's kernel: the prelude's parameters would judge them wrongly
+                    self.misdeclared.add(name)
                 continue
             if not self._check_kernel_params(decl):
                 self.misdeclared.add(name)

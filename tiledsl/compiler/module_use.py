@@ -39,7 +39,10 @@ class ModuleUse:
             return None
         use = uses[0]
         path = Path(self.file.path).parent / use.path
-        if path.suffix != ".py":
+        if not Path(use.path).name or use.path.endswith(("/", "\\")):  # "", ".", "/", "dir/": no file's name
+            self.bag.error(use.span, "E209", f"kernel module {use.path!r} names no file",
+                           hint='name the .py file that defines the program\'s kernels: use "kernels.py"')
+        elif path.suffix != ".py":
             python_file = path.with_name(path.name + ".py")  # use "k" for use "k.py" (tester x)
             self.bag.error(use.span, "E209", f"kernel module {use.path!r} is not a Python file",
                            hint=f"did you mean \"{use.path}.py\"? ({python_file.name} is there)"

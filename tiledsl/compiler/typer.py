@@ -73,7 +73,8 @@ class ExpressionTyper:
         self.ended: dict[str, tuple[Symbol, str]] = {}
 
     def declare(self, ident: n.Ident, symbol: Symbol):
-        """Bind ``ident``; a second binding of a visible name is an error and is dropped."""
+        """Bind ``ident``; a second binding of a visible name is an error, and dropped unless both are
+        loop variables or lets (the later one is then the one the lines after it read)."""
         if ident.text in OPERATOR_WORDS:
             self.bag.error(ident.span, "E207", f"'{ident.text}' is an operator of conditions, and cannot name a "
                                                f"{symbol.kind}", hint="choose another name")
@@ -90,7 +91,14 @@ class ExpressionTyper:
         else:
             message = f"'{ident.text}' is already declared ({previous.kind}, {where})"
         self.bag.error(ident.span, "E207", message, hint="choose another name")
-        if previous.kind not in ("loop", "let") and previous.span:
+        if previous.kind in ("loop", "let") and symbol.kind in ("loop", "let"):
+            # the lines after it mean the later binding, not the one it repeats; a let's value proves nothing
+            # there (E207 is the one mistake: its value may read the name it repeats, `let k = k + 1`)
+            previous.used = True
+            if symbol.kind == "let" and symbol.form is not None:
+                symbol.form = self.converter.opaque(ident)
+            self.scope.frames[-1][ident.text] = symbol
+        elif previous.kind not in ("loop", "let") and previous.span:
             # which declaration a use meant is not known: E207 is the one mistake, not every use
             self.redeclared.add(ident.text)
             previous.used = True
