@@ -6,7 +6,8 @@ working directory (a relative ``--input`` then named another file), a stale copy
 a node's local disk. Each rank reads only its own tiles, so the run mixed them and its check,
 computed on each rank's own copy of the input, passed a wrong result. :func:`check_same_job`
 has rank 0's input paths taken by every rank (as its output paths are) and compares, across
-ranks, the driver's bytes, the options as given and a fingerprint of each input file: a
+ranks, the driver's bytes, the options as given and a fingerprint of each input file, and of each file
+the program loads (each rank finds those in the program's folder: it must find rank 0's): a
 difference is one usage error naming the rank.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 import os
 import sys
 
+from .fitting import load_path
 from .world import UsageError
 
 #: bytes read at each of :data:`SAMPLES` places of an input file for its fingerprint
@@ -24,16 +26,20 @@ SAMPLES = 17
 
 def check_same_job(comm, driver, options) -> None:
     """Make every rank read rank 0's input files, and raise :class:`UsageError` on every rank where one
-    runs another driver, with other options or sees other input files. A rank in rank 0's working
-    directory keeps the paths as given, so that its messages name them as a run on one rank does; one
+    runs another driver, with other options or sees other input files (or other files the program loads).
+    A rank in rank 0's working directory keeps the paths as given, so that its messages name them as a run on one rank does; one
     elsewhere reads them joined to rank 0's directory."""
     given, where = comm.broadcast((options.inputs, os.getcwd()))
     here = os.getcwd()
     options.inputs = {name: path if here == where else os.path.join(where, path) for name, path in given.items()}
+    loads = {decl.name: decl for decl in driver.PROGRAM.matrices
+             if decl.init == "load" and decl.name not in options.inputs}
+    found = {name: os.path.abspath(load_path(decl, driver)) for name, decl in loads.items()}
     mine = {"driver": _digest_of(getattr(driver, "__file__", None)), "path": getattr(driver, "__file__", None),
-            "argv": sys.argv[1:], "inputs": {name: fingerprint(path) for name, path in options.inputs.items()}}
+            "argv": sys.argv[1:], "inputs": {name: fingerprint(path) for name, path in options.inputs.items()},
+            "loads": {name: (path, fingerprint(path)) for name, path in found.items()}}
     seen = comm.gather(mine)
-    verdict = _difference(seen, options.inputs) if seen is not None else None
+    verdict = None if seen is None else _difference(seen, options.inputs) or _load_difference(seen, loads, driver)
     verdict = comm.broadcast(verdict)
     if verdict:
         raise UsageError(verdict)
@@ -55,6 +61,26 @@ def _difference(seen: list, inputs: dict) -> str | None:
                         if first["inputs"][name] is None else "another file of that name")
                 return (f"rank {rank} sees --input {name} {path} other than rank 0 does ({what}): every rank must "
                         f"read the same file (on a node's own disk, an identical copy)")
+    return None
+
+
+def _load_difference(seen: list, loads: dict, driver) -> str | None:
+    """What the first rank whose ``load`` files differ from rank 0's differs in, said; None where none does.
+    Each rank finds a relative ``load`` in its program's folder: started elsewhere, or beside another copy of
+    the driver, it may find another file."""
+    first, source = seen[0]["loads"], os.path.basename(driver.PROGRAM.source)
+    for rank, other in enumerate(seen[1:], 1):
+        for name, decl in loads.items():
+            (path, print_), (first_path, first_print) = other["loads"][name], first[name]
+            said = f'rank {rank} reads load "{decl.load}" of matrix {name} ({source}:{decl.line})'
+            if path != first_path:
+                return (f"{said} from {path}, rank 0 from {first_path}: every rank must read the same file: "
+                        f"run one driver, at one path on every node, where its program's folder is as compiled")
+            if print_ != first_print:
+                what = ("missing there" if print_ is None else "missing on rank 0" if first_print is None
+                        else "another file of that name")
+                return (f"{said}, {path}, other than rank 0 does ({what}): every rank must read the same file "
+                        f"(on a node's own disk, an identical copy)")
     return None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tiledsl.runtime.sameness import SAMPLE_BYTES, _difference, fingerprint
+from tiledsl.runtime.sameness import SAMPLE_BYTES, _difference, _load_difference, fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
 _BESIDE = Path(sys.executable).with_name("mpiexec")  # the launcher of the mpich wheel in use
@@ -40,6 +40,49 @@ def test_the_first_difference_from_rank_0_is_said_naming_the_rank():
     assert _difference([same, {**same, "inputs": {"A": None}}], {"A": "/a/A.npy"}) == (
         "rank 1 sees --input A /a/A.npy other than rank 0 does (missing there): every rank must read the same file "
         "(on a node's own disk, an identical copy)")
+
+
+def test_a_file_the_program_loads_found_elsewhere_or_other_on_a_rank_is_said_naming_it():
+    class Decl:
+        load, line = "data/A.npy", 3
+
+    class Driver:
+        class PROGRAM:
+            source = "/p/t.tile"
+    same = {"loads": {"A": ("/p/data/A.npy", (8, "x"))}}
+    assert _load_difference([same, same], {"A": Decl}, Driver) is None
+    assert _load_difference([same, {"loads": {"A": ("/q/data/A.npy", (8, "x"))}}], {"A": Decl}, Driver) == (
+        'rank 1 reads load "data/A.npy" of matrix A (t.tile:3) from /q/data/A.npy, rank 0 from /p/data/A.npy: every '
+        "rank must read the same file: run one driver, at one path on every node, where its program's folder is as "
+        "compiled")
+    assert _load_difference([same, {"loads": {"A": ("/p/data/A.npy", (8, "y"))}}], {"A": Decl}, Driver) == (
+        'rank 1 reads load "data/A.npy" of matrix A (t.tile:3), /p/data/A.npy, other than rank 0 does (another '
+        "file of that name): every rank must read the same file (on a node's own disk, an identical copy)")
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+@pytest.mark.timeout(200)
+def test_ranks_finding_a_loaded_file_in_two_copies_of_the_program_are_not_mixed_into_the_job(tmp_path):
+    """Tester v82f: two ranks, each beside a copy of the program with its own A.npy, factored a blend of the
+    two files, and the check passed."""
+    for folder, seed in (("a", 1), ("b", 2)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "t.tile").write_text(
+            (ROOT / "programs/cholesky.tile").read_text().replace("random spd", 'load "A.npy"'))
+        a = np.random.default_rng(seed).random((64, 64))
+        np.save(tmp_path / folder / "A.npy", a @ a.T + 64 * np.eye(64))
+        assert subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "compile", "t.tile", "-o", "d.py"],
+                              cwd=tmp_path / folder, capture_output=True, timeout=60).returncode == 0
+    rank_1 = tmp_path / "rank1.sh"  # rank 1 runs b's copy of the driver
+    rank_1.write_text('#!/bin/bash\nif [ "$PMI_RANK" = 1 ]; then set -- "$1" ../b/d.py "${@:3}"; fi\nexec "$@"\n')
+    rank_1.chmod(0o755)
+    out = subprocess.run([MPIEXEC, "-n", "2", rank_1, sys.executable, "d.py", "--nb", "16", "--check"],
+                         cwd=tmp_path / "a", capture_output=True, text=True, timeout=150,
+                         env={**os.environ, "TILEDSL_NO_TUNE": "1"})
+    assert out.returncode == 2 and out.stderr == (
+        f'tiledsl: error: rank 1 reads load "A.npy" of matrix A (t.tile:6) from {tmp_path / "b" / "A.npy"}, rank 0 '
+        f"from {tmp_path / 'a' / 'A.npy'}: every rank must read the same file: run one driver, at "
+        f"one path on every node, where its program's folder is as compiled\n"), out.stderr
 
 
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
