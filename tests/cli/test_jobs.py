@@ -219,6 +219,32 @@ def test_a_signal_repeated_after_the_job_ended_changes_nothing(tmp_path):
     assert err == "tiledsl: stopped by SIGTERM\n"
 
 
+ENDS_AS_IT_WENT = """
+import os, signal, sys
+from tiledsl.commands import jobs
+
+outcome = jobs._outcome
+
+
+def signalled_as_it_reports(*args, **kwargs):  # a Ctrl-C as the job's outcome is read, every rank done
+    os.kill(os.getpid(), signal.SIGINT)
+    return outcome(*args, **kwargs)
+
+
+jobs._outcome = signalled_as_it_reports
+sys.exit(jobs.run_job([sys.executable, "-c", "print('ran')"]))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_after_the_launcher_ended_leaves_the_run_as_it_went(tmp_path):
+    """Tester v82d: a Ctrl-C that came as `tiledsl run --np 4` read the outcome of a job that had succeeded
+    (its summary printed, its files written) said "stopped by SIGINT", exit 130."""
+    out = subprocess.run([sys.executable, "-c", ENDS_AS_IT_WENT], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=50)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "ran\n", "")
+
+
 def test_a_process_that_ends_while_its_files_are_looked_at_is_passed_over(tmp_path, monkeypatch):
     """A process gone between the listing of /proc and that of its descriptors: Path.glob raised
     FileNotFoundError out of `tiledsl run` (an internal error at the end of a good run)."""

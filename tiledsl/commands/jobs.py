@@ -547,7 +547,8 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, r
             kill_job(job, folder)
         raise _Forwarded  # out of a wait without a deadline (waitpid resumes after a handler)
 
-    previous = {signum: unless_ignored(signum, forward) for signum in FORWARDED}
+    for signum in FORWARDED:
+        unless_ignored(signum, forward)
     try:
         code = _wait_for_launcher(job, folder, ranks_ended_since, ranks)
     except _Forwarded:
@@ -558,9 +559,11 @@ def _wait_forwarding_signals(job: subprocess.Popen, folder: str, grace: float, r
             code = job.wait()
     finally:
         # after a signal we end with 128+N: one repeated from now on (a second Ctrl-C), even while
-        # Python exits (which puts back the default of a signal that has a handler), changes nothing
-        for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_IGN if received else handler)
+        # Python exits (which puts back the default of a signal that has a handler), changes nothing;
+        # without one, the job has ended as it went: a signal as we report it stops nothing either (it
+        # said "stopped by SIGINT", exit 130, of a run that had succeeded, its files written)
+        for signum in FORWARDED:
+            signal.signal(signum, signal.SIG_IGN)
     if received:
         return 128 + received[0]
     return 128 - code if code < 0 else code
