@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import gc
 import io
 import os
 import signal
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 from pathlib import Path
 
 from ..drivercontract import early_failure_json, forget_hiding, hiding, json_asked
@@ -480,8 +482,18 @@ def _driver_of(program):
     script, else the imported driver's."""
     modules = [sys.modules["__main__"], *list(sys.modules.values())]
     # (a module's own names only: a lazy module's __getattr__ may import, or raise, when asked)
-    return next((module for module in modules if getattr(module, "__dict__", {}).get("PROGRAM") is program),
-                modules[0])
+    found = next((module for module in modules if getattr(module, "__dict__", {}).get("PROGRAM") is program), None)
+    return found or _unlisted_module_of(program) or modules[0]
+
+
+def _unlisted_module_of(program):
+    """The module holding ``program`` as its ``PROGRAM`` that ``sys.modules`` does not list: one made by
+    ``importlib.util.module_from_spec`` and executed, never imported (the documented way to load a file)."""
+    for names in gc.get_referrers(program):
+        if isinstance(names, dict) and names.get("PROGRAM") is program:
+            return next((module for module in gc.get_referrers(names)
+                         if isinstance(module, types.ModuleType) and module.__dict__ is names), None)
+    return None
 
 
 def process_status(status: int) -> int:

@@ -369,6 +369,12 @@ def test_a_compiled_driver_runs_on_its_own(tmp_path):
     script = "import sys, qr; sys.argv = ['qr.py', '--n', '200', '--nb', '64', '--check']; qr.main(qr.PROGRAM)"
     out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "qr        residual" in out.stdout, out.stderr
+    # loaded from its path by importlib, a module sys.modules does not list: a traceback (tester v82f)
+    script = ("import importlib.util, sys\nspec = importlib.util.spec_from_file_location('d', 'qr.py')\n"
+              "m = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\n"
+              "sys.argv = ['qr.py', '--n', '200', '--nb', '64', '--check']\nm.main(m.PROGRAM)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "qr        residual" in out.stdout, out.stderr
 
 
 # Elementwise Y = X + Y with a user kernel, beside the program in its kernel module.
