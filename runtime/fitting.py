@@ -205,8 +205,7 @@ def _best(driver, shapes: dict, options: Options) -> tuple["_Search", dict]:
         raise UsageError(f"give {spelling.n} (the matrix order) or {spelling.input_form.format(names=names)}")
     search = _searched(driver, shapes, options, dims)
     if not search.fits:
-        raise UsageError(_misfit(search, _tuned_misfit(driver, shapes, options))
-                         + _at_another_n(driver, shapes, options))
+        raise _Misfit(_misfit(search, _tuned_misfit(driver, shapes, options)) + _at_another_n(driver, shapes, options))
     unmet = {key: search.unmet(key[0], chosen) for key, chosen in search.fits.items()}
     fits = {key: chosen for key, chosen in search.fits.items() if unmet[key] is None}
     if not fits:  # the shapes tell the values, which the program refuses: say why
@@ -217,6 +216,10 @@ def _best(driver, shapes: dict, options: Options) -> tuple["_Search", dict]:
     if any(search.free(key[0], chosen) for key, chosen in best.items()):
         raise _Ambiguous(_ambiguity(search, best))
     return search, best
+
+
+class _Misfit(UsageError):
+    """The inputs' shapes fit no size: said of the shapes, each of which a file may have given."""
 
 
 class _Ambiguous(UsageError):
@@ -647,10 +650,22 @@ def fit_files(driver, options: Options) -> None:
         return
     try:
         options.n, options.sets = fit(driver, shapes, options)
+    except _Misfit as error:  # the shapes said: which file gave each
+        if options.n is None:
+            raise UsageError(f"{error} ({_files_text(driver, files, options.inputs)})") from None
+        _fit_all_but_one(driver, shapes, options)
     except UsageError:
         if options.n is None:
             raise
         _fit_all_but_one(driver, shapes, options)
+
+
+def _files_text(driver, files: dict, given: dict) -> str:
+    """Where each matrix's shape came from: ``A: r.npy, load at p.tile:6; B: --input B=b.npy``."""
+    lines = {decl.name: decl.line for decl in driver.PROGRAM.matrices}
+    source = Path(driver.PROGRAM.source).name
+    return "; ".join(f"{name}: --input {name}={path}" if name in given else f"{name}: {path}, load at {source}:"
+                     f"{lines[name]}" for name, path in files.items())
 
 
 def _fit_all_but_one(driver, shapes: dict, options: Options) -> None:
@@ -701,8 +716,8 @@ def load_note(decl, driver) -> str:
     moved = "" if any((place / program).is_file() for place in searched) else (
         f"; {program} is in none of them either: a driver finds its program's folder relative to itself, so keep "
         f"the two together, or compile the driver with -o where it will live")
-    return (f" (load {decl.load!r} of matrix {decl.name}: a relative path is relative to the directory of the "
-            f".tile file; looked for in {', '.join(map(str, searched))}{moved})")
+    return (f" (load {decl.load!r} of matrix {decl.name}, {program}:{decl.line}: a relative path is relative to "
+            f"the directory of the .tile file; looked for in {', '.join(map(str, searched))}{moved})")
 
 
 #: said of a 1-D input file: how it becomes a matrix
@@ -719,19 +734,20 @@ def file_shapes(files: dict, notes: dict | None = None) -> dict:
         except (npyio.InputFileError, OSError) as error:
             raise UsageError(f"the size cannot be read from {name}'s file: {error}"
                              f"{(notes or {}).get(name, '')}") from None
+        note = (notes or {}).get(name, "")
         if len(shapes[name]) != 2:
             raise UsageError(f"input file {path!r} of matrix {name}: expected a 2-D array, got shape {shapes[name]}"
-                             f"{VECTOR_HINT if len(shapes[name]) == 1 else ''}")
-        refuse_empty(path, name, shapes[name])
+                             f"{VECTOR_HINT if len(shapes[name]) == 1 else ''}{note}")
+        refuse_empty(path, name, shapes[name], note)
     return shapes
 
 
-def refuse_empty(path, name: str, shape: tuple) -> None:
+def refuse_empty(path, name: str, shape: tuple, note: str = "") -> None:
     """UsageError where matrix ``name``'s input file holds no entry: said as that, not as a shape
-    that some other size (of 0) would fit."""
+    that some other size (of 0) would fit; ``note``: which ``load`` it is (:func:`load_note`)."""
     if 0 in shape:
         raise UsageError(f"input file {path!r} of matrix {name} is empty ({shape[0]}×{shape[1]}): "
-                         f"a matrix has at least one row and one column")
+                         f"a matrix has at least one row and one column{note}")
 
 
 def load_path(decl, driver) -> str:

@@ -415,9 +415,10 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         except npyio.InputShapeError as error:
             if len(error.shape) != 2:
                 raise UsageError(str(error)) from None
-            refuse_empty(path, decl.name, error.shape)
+            note = load_note(decl, driver) if loaded else ""
+            refuse_empty(path, decl.name, error.shape, note)
             hint = misfit_hint(driver, options, decl.name, error.shape)
-            raise UsageError(f"{error}{hint}") from None
+            raise UsageError(f"{error}{hint}{note}") from None
         except (npyio.InputFileError, OSError) as error:
             raise UsageError(f"{error}{load_note(decl, driver) if loaded else ''}") from None
         return inputs.finite_watched(lambda r0, r1, c0, c1: _read_input(source_file, r0, r1, c0, c1),

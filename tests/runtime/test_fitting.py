@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tiledsl.runtime.fitting import check_files, file_shapes, fit
+from tiledsl.runtime.fitting import check_files, file_shapes, fit, fit_files
 from tiledsl.runtime.layout import check_settings, make_params
 from tiledsl.runtime.options import API, COMMAND_LINE, Options, SetText
 from tiledsl.runtime.world import UsageError
@@ -363,8 +363,9 @@ def test_a_misfit_of_a_shape_only_the_tile_size_sets_names_no_trial_n(tmp_path):
 
 
 @pytest.mark.parametrize("sets, said", [
-    ({}, "(the input files fit n=131, m=129, k=37: leave --n out)"),
-    ({"m": SetText("5")}, "(the input files fit n=131, m=129, k=37: leave --n and --set m=5 out)"),
+    ({}, "(the input files fit n=131, m=129, k=37: leave --n out) (load 'a.npy' of matrix A, p.tile:7)"),
+    ({"m": SetText("5")}, "(the input files fit n=131, m=129, k=37: leave --n and --set m=5 out) "
+                          "(load 'a.npy' of matrix A, p.tile:7)"),
     ({"m": SetText("129"), "k": SetText("37")}, "(--n 131 gives the matrix the file's shape)"),  # B's alone: fits A
 ])
 def test_a_file_at_odds_with_the_n_given_is_told_settings_that_fit_every_file(tmp_path, sets, said):
@@ -407,3 +408,22 @@ def test_an_input_file_of_other_than_two_dimensions_is_said_as_the_api_says_an_a
     said = f"input file {str(tmp_path / 'v.npy')!r} of matrix A: expected a 2-D array, got shape {shape}"
     assert str(refused.value) == said + (" (a vector is a matrix of one column: save it as "
                                          "numpy.save(FILE, vector.reshape(-1, 1)))" if hint else "")
+
+
+def test_shapes_that_fit_no_size_are_said_with_the_file_that_gave_each(tmp_path):
+    """Tester v82f: a loaded file of the wrong shape was said as 'A is 130×70', naming neither the file nor the
+    `load` line; a file that cannot be a matrix, or is missing, now names the `load` line too."""
+    np.save(tmp_path / "a.npy", np.ones((130, 70)))
+    np.save(tmp_path / "b.npy", np.ones((3, 4)))
+    program = driver(tmp_path, '  matrix A[n, n] = load "a.npy"\n  matrix B[n, n] = zeros')
+    with pytest.raises(UsageError) as error:
+        fit_files(program, Options(n=None, inputs={"B": str(tmp_path / "b.npy")}, spelling=COMMAND_LINE))
+    assert str(error.value).endswith(f"(A: {tmp_path / 'a.npy'}, load at p.tile:5; B: --input B={tmp_path / 'b.npy'})")
+    np.save(tmp_path / "a.npy", np.ones(4))
+    with pytest.raises(UsageError) as error:
+        fit_files(program, Options(n=None, spelling=COMMAND_LINE))
+    assert str(error.value).endswith("(load 'a.npy' of matrix A, p.tile:5)")
+    (tmp_path / "a.npy").unlink()
+    with pytest.raises(UsageError) as error:
+        fit_files(program, Options(n=None, spelling=COMMAND_LINE))
+    assert "does not exist (load 'a.npy' of matrix A, p.tile:5: a relative path is relative" in str(error.value)
