@@ -227,7 +227,8 @@ class _Analyzer:
             self._operator_word(param, decl)
             if param.name.text in seen:
                 self.bag.error(param.name.span, "E207",
-                               f"kernel '{decl.name.text}' has two arguments named '{param.name.text}'")
+                               f"kernel '{decl.name.text}' has two arguments named '{param.name.text}'",
+                               hint="give each argument a name of its own")
                 usable = False
             seen.add(param.name.text)
             if param.kind != "tile":
@@ -397,7 +398,8 @@ class _Analyzer:
                      f"setting is a number, the program's default"] if written else []
             self.bag.error(setting.value.span, "E209", f"{name} must be a positive integer constant", *named,
                            hint=f"write a number (e.g. {name} = 256); a run chooses another with --{name} VALUE "
-                                f"(tiles={{'{name}': VALUE}} from Python)" if value is None else None)
+                                f"(tiles={{'{name}': VALUE}} from Python)" if value is None else
+                           f"a tile holds at least one row: write a positive number (e.g. {name} = 256)")
             return False
         self.tiling_defaults[name] = value
         return True
@@ -912,7 +914,7 @@ class _Analyzer:
                                        + (f" when {when}" if when else ""))
                     else:
                         self.bag.error(index.span, "E208", f"tile index out of range in {_tile_text(given)}", witness,
-                                       hint=self._counting_down_hint(witness))
+                                       hint=self._counting_down_hint(witness) or _range_hint(given.matrix.text, witness))
                     break
                 found = self._several_slices(tile)
                 if found:
@@ -1117,6 +1119,13 @@ def _shifted(expr, delta: int):
             return expr.left
         return n.Binary("+" if total > 0 else "-", expr.left, n.IntLit(abs(total), span), span)
     return n.Binary("+" if delta > 0 else "-", expr, n.IntLit(abs(delta), span), span)
+
+
+def _range_hint(matrix: str, witness: str) -> str:
+    """How the tile indices of ``matrix`` go, for an index out of range (``witness``: where it is)."""
+    ranges = f"{matrix}'s tile rows are 0 .. {matrix}.mt - 1 and its tile columns 0 .. {matrix}.nt - 1"
+    return f"{ranges}: bound the loop by them, or put the call under an if that keeps the index in" \
+        if " when " in witness else ranges
 
 
 def _tile_text(tile: n.TileRef) -> str:
