@@ -27,8 +27,8 @@ SAMPLES = 17
 def check_same_job(comm, driver, options) -> None:
     """Make every rank read rank 0's input files, and raise :class:`UsageError` on every rank where one
     runs another driver, with other options or sees other input files (or other files the program loads).
-    A rank in rank 0's working directory keeps the paths as given, so that its messages name them as a run on one rank does; one
-    elsewhere reads them joined to rank 0's directory."""
+    A rank in rank 0's working directory keeps the paths as given, so that its messages name them as a run on
+    one rank does; one elsewhere reads them joined to rank 0's directory."""
     given, where = comm.broadcast((options.inputs, os.getcwd()))
     here = os.getcwd()
     options.inputs = {name: path if here == where else os.path.join(where, path) for name, path in given.items()}

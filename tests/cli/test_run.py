@@ -222,7 +222,8 @@ def test_a_copied_project_reads_its_own_data_beside_its_own_kernel_module(tmp_pa
     out = subprocess.run([sys.executable, "driver.py"], cwd=alone, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert (f"input file '{alone / 'program' / 'a.npy'}' does not exist (load 'a.npy' of matrix A, loading.tile:3: a "
-            f"relative path is relative to the directory of the .tile file; looked for in {alone / 'program'}, {alone}; "
+            f"relative path is relative to the directory of the .tile file; looked for in {alone / 'program'}, "
+            f"{alone}; "
             f"loading.tile is in none of them either: a driver finds its program's folder relative to itself, so "
             f"keep the two together, or compile the driver with -o where it will live)") in out.stderr
 

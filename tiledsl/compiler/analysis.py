@@ -913,8 +913,9 @@ class _Analyzer:
                                        f"the panel {unparse(panel.start)} : {unparse(panel.stop)} holds no tile"
                                        + (f" when {when}" if when else ""))
                     else:
+                        hint = self._counting_down_hint(witness) or _range_hint(given.matrix.text, witness)
                         self.bag.error(index.span, "E208", f"tile index out of range in {_tile_text(given)}", witness,
-                                       hint=self._counting_down_hint(witness) or _range_hint(given.matrix.text, witness))
+                                       hint=hint)
                     break
                 found = self._several_slices(tile)
                 if found:
