@@ -49,6 +49,7 @@ from .world import abort_job, ranks_text
 #: seconds a failed rank listens for the notices of ranks that failed before it, before it reports
 FAILURE_WINDOW = 0.1
 STOPPED_TAG = 1  # on the failures' communicator: a rank stopped for a signal (failures are tag 0)
+STOP_POLL_SECONDS = 0.2  # how often the heartbeat thread looks for another rank's stop notice
 
 
 def mpi_module():
@@ -113,7 +114,14 @@ class Communicator:
         self._plans = self._comm.Dup()  # for the plans of tree broadcasts alone (:mod:`.broadcast`)
         self._failures = self._comm.Dup()  # for the notices of failed ranks alone (:meth:`first_to_fail`)
         self._notice = np.zeros(1)  # the time this rank failed, which its failure notices carry
+        self._stopped_notice = np.zeros(1)  # the signal this rank stopped for, which its stop notices carry
         self._notices: list = []  # those notices in flight
+        #: ``on_stop_elsewhere(signum, rank)``, called once from the heartbeat thread when another ``rank`` says
+        #: it stopped for a signal (a `kill` of one rank): this one stops as for that signal (None: it does not)
+        self.on_stop_elsewhere = None
+        self._stop_relayed = False
+        self._stops_heard: set = set()  # the ranks whose stop notices were taken
+        self._stop_lock = threading.Lock()  # one thread at a time probes and takes the stop notices
         self._first_to_fail: bool | None = None  # decided once: a rank reports its failure or stays quiet
         self._token = np.zeros(1, np.uint8)
         self._rounds = 0
@@ -344,20 +352,24 @@ class Communicator:
             found.append((status.Get_source(), float(when[0])))
         return found
 
-    def wait_for_stopped_ranks(self, window: float) -> None:
-        """This rank stopped for a signal, as every rank of its node did: tell the others, and wait
-        up to ``window`` seconds for each of them to say so too, so that a rank still waiting for a
-        kernel (``engine.STOP_SECONDS``) names it before this rank's abort ends it. Ranks on other
-        nodes, which the signal did not reach, are waited for the whole window."""
-        self._notice[0] = time.time()
-        self._notices += [self._failures.Isend([self._notice, self._MPI.DOUBLE], rank, STOPPED_TAG)
+    def wait_for_stopped_ranks(self, window: float, signum: int) -> None:
+        """This rank stopped for signal ``signum``, as every rank of its node may have: tell the others,
+        and wait up to ``window`` seconds for each of them to say so too, so that a rank still waiting for
+        a kernel (``engine.STOP_SECONDS``) names it before this rank's abort ends it. A rank the signal did
+        not reach (another node's, or the signal sent to this rank alone) stops as for it on hearing this
+        (:attr:`on_stop_elsewhere`, within a heartbeat); one without heartbeats is waited for the whole
+        window."""
+        with self._stop_lock:
+            self._stop_relayed = True  # stopped already: another rank's notice changes nothing here
+        self._stopped_notice[0] = signum
+        self._notices += [self._failures.Isend([self._stopped_notice, self._MPI.DOUBLE], rank, STOPPED_TAG)
                           for rank in range(self.size) if rank != self.rank]
-        status, when, heard = self._MPI.Status(), np.empty(1), set()
+        status = self._MPI.Status()
         deadline = time.monotonic() + window
-        while len(heard) < self.size - 1 and time.monotonic() < deadline:
-            while self._failures.Iprobe(self._MPI.ANY_SOURCE, STOPPED_TAG, status):
-                self._failures.Recv([when, self._MPI.DOUBLE], status.Get_source(), STOPPED_TAG)
-                heard.add(status.Get_source())
+        while len(self._stops_heard) < self.size - 1 and time.monotonic() < deadline:
+            with self._stop_lock:
+                while self._take_stop_notice(status) is not None:
+                    pass
             time.sleep(0.005)
 
     def abort(self, code: int = 1) -> None:
@@ -436,29 +448,55 @@ class Communicator:
     def _beat(self) -> None:
         """The heartbeat thread: every ``limit / 6`` seconds (0.5 s at least) a message to every
         other rank carrying this rank's count of completed tasks, and the note of every heartbeat
-        received since the last time (and of the ranks whose count grew)."""
+        received since the last time (and of the ranks whose count grew); every
+        :data:`STOP_POLL_SECONDS`, a look for another rank's stop notice (:meth:`_relay_stop`)."""
         interval = max(0.5, self.limit / 6)
         others = [r for r in range(self.size) if r != self.rank]
         sends: list = []  # (request, its buffer, kept until the send ends)
         status = self._MPI.Status()
         incoming = np.empty(1, np.int64)
+        next_beat = time.monotonic()
         try:
             while True:
-                sends = [(r, count) for r, count in sends if not r.Test()]  # 8 bytes go eagerly: at once
-                count = np.array([self.tasks_done], np.int64)
-                sends += [(self._beats.Isend([count, self._MPI.INT64_T], r, 0), count) for r in others]
-                while self._beats.Iprobe(self._MPI.ANY_SOURCE, 0, status):
-                    source = status.Get_source()
-                    self._beats.Recv([incoming, self._MPI.INT64_T], source, 0)
-                    self._heard[source] = time.monotonic()
-                    if incoming[0] != self._done[source]:
-                        self._done[source], self._progressed[source] = int(incoming[0]), self._heard[source]
-                self._listened = [self._listened[1], time.monotonic()]
-                if self._quiet.wait(interval):
+                if time.monotonic() >= next_beat:
+                    sends = [(r, count) for r, count in sends if not r.Test()]  # 8 bytes go eagerly: at once
+                    count = np.array([self.tasks_done], np.int64)
+                    sends += [(self._beats.Isend([count, self._MPI.INT64_T], r, 0), count) for r in others]
+                    while self._beats.Iprobe(self._MPI.ANY_SOURCE, 0, status):
+                        source = status.Get_source()
+                        self._beats.Recv([incoming, self._MPI.INT64_T], source, 0)
+                        self._heard[source] = time.monotonic()
+                        if incoming[0] != self._done[source]:
+                            self._done[source], self._progressed[source] = int(incoming[0]), self._heard[source]
+                    self._listened = [self._listened[1], time.monotonic()]
+                    next_beat = time.monotonic() + interval
+                self._relay_stop(status)
+                if self._quiet.wait(min(STOP_POLL_SECONDS, max(0.0, next_beat - time.monotonic()))):
                     break
             self._MPI.Request.Waitall([r for r, _ in sends])
         except Exception as exc:  # an MPI error: the collectives then judge by arrivals alone
             self._record(exc)
+
+    def _relay_stop(self, status) -> None:
+        """Where another rank said it stopped for a signal and this one has not, :attr:`on_stop_elsewhere`
+        with that signal, once."""
+        with self._stop_lock:
+            if self._stop_relayed or self.on_stop_elsewhere is None:
+                return
+            signum = self._take_stop_notice(status)
+            if signum is None:
+                return
+            self._stop_relayed = True
+        self.on_stop_elsewhere(signum, status.Get_source())
+
+    def _take_stop_notice(self, status) -> int | None:
+        """The signal of a stop notice that has come (its sender counted as stopped), or None."""
+        if not self._failures.Iprobe(self._MPI.ANY_SOURCE, STOPPED_TAG, status):
+            return None
+        signum = np.empty(1)
+        self._failures.Recv([signum, self._MPI.DOUBLE], status.Get_source(), STOPPED_TAG)
+        self._stops_heard.add(status.Get_source())
+        return int(signum[0])
 
     def unfinished_sends(self) -> dict:
         """The tile messages posted and not yet completed (their receiver has not taken them), by

@@ -137,6 +137,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
                                program.params)
         comm = communicator(limit=collective_limit(options.watchdog))
         if comm is not None:
+            comm.on_stop_elsewhere = _stop_as_another_rank
             comm.start()
             if comm.size > 1:  # each rank its own process, which a launcher may give other files
                 check_same_job(comm, driver, options)
@@ -267,7 +268,8 @@ def _stopped_run(stop, program, args, out, err, comm, options) -> int:
     and with --json as the failure object; the status 128 + N."""
     signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
     left = "".join(f"\n{note}" for note in getattr(stop, "__notes__", ()))  # the kernels left running
-    err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}{left}\n")  # one write
+    relayed = f" (as rank {_stopped_as[0]} was)" if _stopped_as else ""
+    err.write(f"tiledsl: rank {_rank(comm)}: stopped by {signal.Signals(signum).name}{relayed}{left}\n")  # one write
     err.flush()
     json_out = _json_out(program, args, out, comm, options)
     # the run never reached its summary: --json says so, once: by the first rank stopped (a signal to
@@ -278,7 +280,7 @@ def _stopped_run(stop, program, args, out, err, comm, options) -> int:
         print(json_text({**json_out[0], "error": f"stopped by {signal.Signals(signum).name}"}), file=out,
               flush=True)
     if comm is not None and comm.size > 1:  # the other ranks may still wait for their kernels
-        comm.wait_for_stopped_ranks(STOPPED_RANKS_SECONDS)
+        comm.wait_for_stopped_ranks(STOPPED_RANKS_SECONDS, signum)
     _abort(comm, 128 + signum)
     return 128 + signum
 
@@ -379,6 +381,19 @@ def stopped_by_signal(signum, frame):
     for again in STOPPING_SIGNALS:  # the rank is stopping: a repeated signal adds nothing
         signal.signal(again, signal.SIG_IGN)
     raise Stopped(signum)
+
+
+def _stop_as_another_rank(signum: int, rank: int) -> None:
+    """Another ``rank`` stopped for ``signum`` (a signal sent to it alone: `kill` of its process, a kernel's
+    own): this one stops as for that signal, naming its kernels, rather than run on until that rank
+    ends the job (it waited :data:`STOPPED_RANKS_SECONDS` for this one to say it stopped). Only where the
+    rank would stop for it: before its handlers are set, or once its run's outcome is decided, not."""
+    if signum in STOPPING_SIGNALS and signal.getsignal(signum) is stopped_by_signal:
+        _stopped_as.append(rank)
+        signal.pthread_kill(threading.main_thread().ident, signum)
+
+
+_stopped_as: list = []  # the rank this one stopped as (:func:`_stop_as_another_rank`), once it did
 
 
 def _stops_after_outcome() -> None:
