@@ -640,6 +640,7 @@ def fit_files(driver, options: Options) -> None:
     check_file_names([d.name for d in program.matrices], [d.name for d in program.workspaces], options.inputs, {},
                      program.params)
     files = {**load_files(driver), **options.inputs}
+    refuse_missing_loads(driver, options.inputs)
     if options.n is not None and (not files or set(program.params) <= set(options.sets)):
         return
     try:
@@ -705,19 +706,33 @@ def load_notes(driver, given) -> dict:
 
 
 def load_note(decl, driver) -> str:
-    """Which ``load`` a message about its file is about: the matrix and the ``.tile`` line of a file
-    found (unfit, said by the message itself), or, where none of the places a relative path is
-    looked for has it, those places."""
+    """Which ``load`` a message about its file is about: the matrix and the ``.tile`` line (a file
+    found, unfit, said by the message itself; one not found is :func:`missing_load`'s)."""
+    return f" (load {decl.load!r} of matrix {decl.name}, {Path(driver.PROGRAM.source).name}:{decl.line})"
+
+
+def refuse_missing_loads(driver, given) -> None:
+    """A :class:`UsageError` for the first ``load`` matrix not ``given`` otherwise whose file is missing."""
+    for decl in driver.PROGRAM.matrices:
+        missing = missing_load(decl, driver) if decl.init == "load" and decl.name not in given else None
+        if missing is not None:
+            raise UsageError(missing)
+
+
+def missing_load(decl, driver) -> str | None:
+    """The error for a relative ``load`` whose file none of the places it is looked for has (said
+    without a path of its own: each place is one), or None."""
     if os.path.isabs(decl.load) or os.path.isfile(load_path(decl, driver)):
-        return f" (load {decl.load!r} of matrix {decl.name}, {Path(driver.PROGRAM.source).name}:{decl.line})"
+        return None
     searched = program_places(driver.PROGRAM, driver, working_directory=False)
     program = Path(driver.PROGRAM.source).name
     # the .tile nowhere either: the driver was copied away from its program's folder
     moved = "" if any((place / program).is_file() for place in searched) else (
         f"; {program} is in none of them either: a driver finds its program's folder relative to itself, so keep "
         f"the two together, or compile the driver with -o where it will live")
-    return (f" (load {decl.load!r} of matrix {decl.name}, {program}:{decl.line}: a relative path is relative to "
-            f"the directory of the .tile file; looked for in {', '.join(map(str, searched))}{moved})")
+    return (f"the file of load {decl.load!r} of matrix {decl.name} ({program}:{decl.line}) does not exist: a "
+            f"relative path is relative to the directory of the .tile file; looked for in "
+            f"{', '.join(map(str, searched))}{moved}")
 
 
 #: said of a 1-D input file: how it becomes a matrix

@@ -25,7 +25,7 @@ from . import (blas, checks, heteroprio, inputs, npyio, outofcore, priorities, p
 from .backends import backend
 from .engine import Engine, TaskFailure
 from .errors import KernelFailure
-from .fitting import load_note, load_path, misfit_hint, refuse_empty
+from .fitting import load_note, load_path, misfit_hint, missing_load, refuse_empty
 from .iterations import check_iterations
 from .layout import make_params, placement, ratio_of, tiling_sources
 from .broadcast import broadcast_for
@@ -408,6 +408,9 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
     path = options.inputs.get(decl.name)  # --input: as given, relative to the current directory
     loaded = path is None and decl.init == "load"
     if loaded:
+        missing = missing_load(decl, driver)
+        if missing is not None:
+            raise UsageError(missing)
         path = load_path(decl, driver)
     if path is not None:
         try:

@@ -27,7 +27,7 @@ import numpy as np
 
 from .drivercontract import source_digest
 from .driverload import compile_cached, import_driver, program_path, shadowing
-from .runtime.fitting import file_shapes, fit, load_files, load_notes
+from .runtime.fitting import file_shapes, fit, load_files, load_notes, refuse_missing_loads
 from .runtime.options import API, WATCHDOG_RANGE, valid_watchdog
 from .runtime.world import UsageError
 
@@ -316,6 +316,7 @@ class Loaded:
         cannot be read is left out, for the run to say against its matrix."""
         files = {name: path for name, path in load_files(self.driver).items() if name not in given}
         try:
+            refuse_missing_loads(self.driver, given)
             shapes = file_shapes(files, load_notes(self.driver, given))
         except UsageError:
             if not sized:

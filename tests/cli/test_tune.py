@@ -1200,7 +1200,7 @@ def test_the_inputs_are_fitted_at_the_tuned_tiles_the_run_uses(wide, cache, caps
     untuned = tiledsl("run", program, "--input", given, "--no-tune", cache=cache)  # 192 is no multiple of 100
     assert untuned.returncode == 2 and untuned.stderr.strip() == (
         "tiledsl: error: the input files' shapes fit no size of wide: with n=96, c=4, A has shape (96, 192), "
-        "expected (96, 400); give --n and --set or --nb for the size you mean")
+        f"expected (96, 400); give --n and --set or --nb for the size you mean (A: --input {given})")
     loaded = load(program).run(A=np.zeros((96, 192)))  # the API, in this process, reads the same cache
     assert (loaded.n, loaded.tiles, loaded.params) == (96, {"nb": 48}, {"c": 4})
 

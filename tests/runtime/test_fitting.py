@@ -426,4 +426,5 @@ def test_shapes_that_fit_no_size_are_said_with_the_file_that_gave_each(tmp_path)
     (tmp_path / "a.npy").unlink()
     with pytest.raises(UsageError) as error:
         fit_files(program, Options(n=None, spelling=COMMAND_LINE))
-    assert "does not exist (load 'a.npy' of matrix A, p.tile:5: a relative path is relative" in str(error.value)
+    assert str(error.value).startswith("the file of load 'a.npy' of matrix A (p.tile:5) does not exist: a relative "
+                                       "path is relative")

@@ -65,7 +65,7 @@ from ..runtime.errors import TaskFailure
 from ..runtime.reporting import ratio_text
 from ..runtime.kernels import CPU_KERNELS
 from ..runtime import blas
-from ..runtime.fitting import file_shapes, fit, load_files, load_notes, tile_settings_sizing
+from ..runtime.fitting import file_shapes, fit, load_files, load_notes, refuse_missing_loads, tile_settings_sizing
 from ..runtime.flops import PRELUDE_FLOPS
 from ..runtime.rates import KERNEL_FLOPS, Rates, rate_kept
 from ..runtime.userkernels import gpu_kernels, kernel_module_digest, loaded_helpers
@@ -348,6 +348,7 @@ def loaded_sizes(driver, log, n: int | None = None, sets: dict | None = None) ->
     if not files:
         return n, sets
     _refuse_files_sized_by_tiles(driver, files, n, sets)
+    refuse_missing_loads(driver, {})
     shapes = file_shapes(files, load_notes(driver, {}))
     loaded = ", ".join(f"{name} from {path} ({'×'.join(map(str, shapes[name]))})" for name, path in files.items())
     try:
