@@ -132,18 +132,18 @@ def make_matrix(kind: str, seed: int, matrix_index: int, n_rows: int, n_cols: in
     return make_tile(kind, seed, matrix_index, n_rows, n_cols, 0, n_rows, 0, n_cols)
 
 
-def finite_watched(fill, name: str, held: dict, refuse: bool):
+def finite_watched(fill, name: str, held: dict, refused_by: str | None):
     """``fill`` (tiles read from a user's array or file), counting the NaN and infinite values
-    it reads in ``held[name]``; with ``refuse`` (--check-finite) the first one is an error
-    rather than blamed on the task that meets it."""
+    it reads in ``held[name]``; where ``refused_by`` (the setting as given: ``--check-finite``,
+    ``check_finite=True``), the first one is an error rather than blamed on the task that meets it."""
     def read(r0: int, r1: int, c0: int, c1: int) -> np.ndarray:
         tile = fill(r0, r1, c0, c1)
         bad = ~np.isfinite(tile)
         if bad.any():
-            if refuse:
+            if refused_by:
                 row, col = (int(x) for x in np.argwhere(bad)[0])
                 raise RankError(f"input {name} holds {tile[row, col]} at ({r0 + row}, {c0 + col}) "
-                                f"(--check-finite refuses non-finite inputs)")
+                                f"({refused_by} refuses non-finite inputs)")
             held[name] = held.get(name, 0) + int(np.count_nonzero(bad))
         return tile
     return read

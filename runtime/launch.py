@@ -393,6 +393,11 @@ def unused_settings(program, options: Options, params, ranks: int) -> list[str]:
     return said
 
 
+def _refusing_nonfinite(options: Options) -> str | None:
+    """The setting that refuses non-finite inputs as the run was given it, or None where none does."""
+    return options.spelling.flag("check_finite") if options.check_finite else None
+
+
 def source(decl, index: int, shape: tuple, options: Options, arrays: dict, driver, held: dict):
     """``fill(r0, r1, c0, c1)`` for matrix ``decl`` (the program's ``index``-th) of ``shape``: an
     array given, a file, or a generator; the non-finite values of what is read from an array or
@@ -404,7 +409,7 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         # a copy: a tile covering a whole Fortran-ordered array would otherwise be the array
         # itself, and the check rebuilds the original matrix from it after the run
         return inputs.finite_watched(lambda r0, r1, c0, c1: np.array(array[r0:r1, c0:c1], order="F"),
-                                     decl.name, held, options.check_finite)
+                                     decl.name, held, _refusing_nonfinite(options))
     path = options.inputs.get(decl.name)  # --input: as given, relative to the current directory
     loaded = path is None and decl.init == "load"
     if loaded:
@@ -425,7 +430,7 @@ def source(decl, index: int, shape: tuple, options: Options, arrays: dict, drive
         except (npyio.InputFileError, OSError) as error:
             raise UsageError(f"{error}{load_note(decl, driver) if loaded else ''}") from None
         return inputs.finite_watched(lambda r0, r1, c0, c1: _read_input(source_file, r0, r1, c0, c1),
-                                     decl.name, held, options.check_finite)
+                                     decl.name, held, _refusing_nonfinite(options))
     if decl.init in SQUARE_KINDS and shape[0] != shape[1]:
         raise UsageError(f"matrix {decl.name} ({Path(driver.PROGRAM.source).name}:{decl.line}) is "
                          f"{shape[0]}×{shape[1]} with these sizes, but `random {decl.init}` needs a square matrix")

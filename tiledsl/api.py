@@ -130,7 +130,7 @@ class Output(Mapping):
         return len(self.matrices)
 
     def summary(self) -> dict:
-        """Everything but the matrices, as JSON takes it (a NaN residual is None)."""
+        """Everything but the matrices, as JSON takes it (a NaN or infinite residual is None)."""
         from .runtime.reporting import finite_or_none
 
         return finite_or_none({key: getattr(self, key) for key in (

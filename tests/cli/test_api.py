@@ -1214,3 +1214,8 @@ def test_check_finite_names_the_task_that_wrote_a_nan(tmp_path):
         program.run(n=64, check_finite=True, allow_nonfinite=True)
     with pytest.raises(tiledsl.TiledslError, match="check_finite must be True or False, got 'yes'"):
         program.run(n=64, check_finite="yes")
+    spoiled = np.eye(64)
+    spoiled[1, 1] = np.nan
+    with pytest.raises(tiledsl.TiledslError) as caught:  # an input's, said as run() spells it too (tester v82c)
+        program.run(check_finite=True, A=spoiled)
+    assert str(caught.value) == "rank 0: input A holds nan at (1, 1) (check_finite=True refuses non-finite inputs)"

@@ -111,9 +111,9 @@ def test_non_finite_input_values_are_counted_as_read_and_refused_with_check_fini
     array[4, 1], array[5, 5] = np.nan, np.inf
     fill = lambda r0, r1, c0, c1: array[r0:r1, c0:c1]
     held = {}
-    watched = finite_watched(fill, "U", held, refuse=False)
+    watched = finite_watched(fill, "U", held, refused_by=None)
     assert same_bits(watched(0, 3, 0, 3), array[:3, :3]) and held == {}
     watched(3, 6, 0, 6)
     assert held == {"U": 2}
     with pytest.raises(RankError, match=r"input U holds nan at \(4, 1\) \(--check-finite refuses non-finite inputs\)"):
-        finite_watched(fill, "U", {}, refuse=True)(3, 6, 0, 3)
+        finite_watched(fill, "U", {}, refused_by="--check-finite")(3, 6, 0, 3)
