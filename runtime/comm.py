@@ -451,24 +451,13 @@ class Communicator:
         received since the last time (and of the ranks whose count grew); every
         :data:`STOP_POLL_SECONDS`, a look for another rank's stop notice (:meth:`_relay_stop`)."""
         interval = max(0.5, self.limit / 6)
-        others = [r for r in range(self.size) if r != self.rank]
         sends: list = []  # (request, its buffer, kept until the send ends)
         status = self._MPI.Status()
-        incoming = np.empty(1, np.int64)
         next_beat = time.monotonic()
         try:
             while True:
                 if time.monotonic() >= next_beat:
-                    sends = [(r, count) for r, count in sends if not r.Test()]  # 8 bytes go eagerly: at once
-                    count = np.array([self.tasks_done], np.int64)
-                    sends += [(self._beats.Isend([count, self._MPI.INT64_T], r, 0), count) for r in others]
-                    while self._beats.Iprobe(self._MPI.ANY_SOURCE, 0, status):
-                        source = status.Get_source()
-                        self._beats.Recv([incoming, self._MPI.INT64_T], source, 0)
-                        self._heard[source] = time.monotonic()
-                        if incoming[0] != self._done[source]:
-                            self._done[source], self._progressed[source] = int(incoming[0]), self._heard[source]
-                    self._listened = [self._listened[1], time.monotonic()]
+                    sends = self._exchange_beats(sends, status)
                     next_beat = time.monotonic() + interval
                 self._relay_stop(status)
                 if self._quiet.wait(min(STOP_POLL_SECONDS, max(0.0, next_beat - time.monotonic()))):
@@ -476,6 +465,22 @@ class Communicator:
             self._MPI.Request.Waitall([r for r, _ in sends])
         except Exception as exc:  # an MPI error: the collectives then judge by arrivals alone
             self._record(exc)
+
+    def _exchange_beats(self, sends: list, status) -> list:
+        """One heartbeat to every other rank, and the note of those received; the sends still in flight."""
+        sends = [(r, count) for r, count in sends if not r.Test()]  # 8 bytes go eagerly: at once
+        count = np.array([self.tasks_done], np.int64)
+        sends += [(self._beats.Isend([count, self._MPI.INT64_T], r, 0), count)
+                  for r in range(self.size) if r != self.rank]
+        incoming = np.empty(1, np.int64)
+        while self._beats.Iprobe(self._MPI.ANY_SOURCE, 0, status):
+            source = status.Get_source()
+            self._beats.Recv([incoming, self._MPI.INT64_T], source, 0)
+            self._heard[source] = time.monotonic()
+            if incoming[0] != self._done[source]:
+                self._done[source], self._progressed[source] = int(incoming[0]), self._heard[source]
+        self._listened = [self._listened[1], time.monotonic()]
+        return sends
 
     def _relay_stop(self, status) -> None:
         """Where another rank said it stopped for a signal and this one has not, :attr:`on_stop_elsewhere`
