@@ -27,6 +27,7 @@ from .engine import Engine, TaskFailure
 from .errors import KernelFailure
 from .fitting import load_note, load_path, misfit_hint, missing_load, refuse_empty
 from .iterations import check_iterations
+from .kernels import CPU_KERNELS
 from .layout import make_params, placement, ratio_of, tiling_sources
 from .broadcast import broadcast_for
 from .crash import run_in_progress
@@ -166,9 +167,11 @@ def _execute(driver, options: Options, arrays: dict | None, comm, when_decided, 
         # the rates use_tuned read (a tuned run's), on the workers the rank's cores run at once
         cores = core_share(ranks)
         largest = _largest_tile(params, matrices)
-        result.upper_bound = rates.upper_bound(options.bound_rates, largest, min(workers, cores), options.gpus, ranks,
+        # gemm's rate bounds the prelude's kernels, not the user's (a kernel of its own may be slower or faster)
+        bound_rates = options.bound_rates if set(program.kernels) <= set(CPU_KERNELS) else None
+        result.upper_bound = rates.upper_bound(bound_rates, largest, min(workers, cores), options.gpus, ranks,
                                                cores if options.gpu_backend == "emulated" else None)
-        timed = rates.largest_timed(options.bound_rates, largest, options.gpus) if not result.upper_bound else None
+        timed = rates.largest_timed(bound_rates, largest, options.gpus) if not result.upper_bound else None
         result.untimed_tiles = (timed, largest) if timed else None
         stopwatch.lap("run")
         if options.check and program.check is not None:

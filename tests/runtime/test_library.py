@@ -513,3 +513,21 @@ def test_bench_says_a_rate_above_the_kernel_upper_bound_as_run_does(compiled):
     assert len(said) == 1 and said[0].startswith("tiledsl's ") and said[0].endswith(
         "of the kernel upper bound, 0.0 GFLOP/s: above it, the count is more than the work this run did (a band, a "
         "part of the factorization), or its kernels ran faster than tune timed them (a busy machine then)"), said
+
+
+@pytest.mark.timeout(60)
+def test_the_kernel_upper_bound_is_of_programs_of_prelude_kernels_only(compiled, tmp_path):
+    """Tester v82h: a program of its own kernels was judged against gemm's tuned rate, which bounds the prelude's
+    kernels, not a user's (its own measured at a fifth of it: '0.14 of the kernel upper bound')."""
+    from tiledsl.api import load
+
+    speeds = {"core": {"gemm": {"64": 50.0}}}
+    bounded = execute(compiled("programs/cholesky.tile"), Options(n=64, tiles={"nb": 32}, workers=1,
+                                                                 bound_rates=speeds))
+    assert bounded.upper_bound == 50.0
+    (tmp_path / "k.py").write_text("def double(A):\n    A *= 2\n")
+    (tmp_path / "t.tile").write_text('use "k.py"\nkernel double(inout A) flops A.m * A.n\nprogram t {\n'
+                                     "  tiling uniform(nb = 32)\n  matrix A[n, n] = random spd\n"
+                                     "  for k in 0 .. A.nt { double(A[k, k]) potrf(A[k, k]) }\n}\n")
+    own = execute(load(tmp_path / "t.tile").driver, Options(n=64, tiles={"nb": 32}, workers=1, bound_rates=speeds))
+    assert own.upper_bound is None and own.untimed_tiles is None
