@@ -73,6 +73,9 @@ def test_simulation_moves_exactly_what_a_real_run_moves(capsys, machine_file, tm
                       for e in json.loads((tmp_path / name).read_text())["traceEvents"] if e.get("name") == "copy")
               for name in ("run.json", "simulated.json")]
     assert copied[0] == copied[1] and sum(copied[0].values()) == real["totals"]["device_copies"]
+    # what each trace says of its run: the same, the program's params included (tester v82e), but the verdict
+    about = [json.loads((tmp_path / name).read_text())["otherData"] for name in ("run.json", "simulated.json")]
+    assert set(about[0]) - {"ok"} == set(about[1]) - {"simulated"}
     assert predicted["tasks"] == real["tasks"] and predicted["grid"] == real["grid"]
     for mine, theirs in zip(predicted["ranks"], real["ranks"], strict=True):
         assert {k: mine[k] for k in EXACT} == {k: theirs[k] for k in EXACT}

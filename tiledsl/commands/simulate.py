@@ -121,7 +121,8 @@ def run(args, driver) -> int:
                                "workers, which the simulation models as devices of their own (at the emulated GPUs' "
                                "tuned rates), so its prediction is above what this machine gives")
     if args.trace is not None:
-        about = {"program": program.name, "kernels": program.kernels, "n": result["n"], **result["tiles"], "ranks": nodes,
+        about = {"program": program.name, "kernels": program.kernels, "n": result["n"], **result["tiles"],
+                 **result["params"], "ranks": nodes,
                  "workers": result["workers"], "gpus": result["gpus"], "seconds": result["seconds"],
                  "simulated": machine.name}
         try:
