@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -77,6 +78,32 @@ def test_a_signal_just_after_the_fork_stops_the_run_once(tmp_path, signum):
         assert run.returncode == 128 + signum, (delay, err)
         assert out.count("\n") == 1 and f'"error": "stopped by {name}"' in out, (delay, out)
         assert err.count(f"stopped by {name}") == 1, (delay, err)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("pidfd", [True, False])
+def test_a_signal_noted_while_the_parent_waits_is_handled_at_once(monkeypatch, pidfd):
+    """A Ctrl-C 1-2 ms after the fork (1 in ~200 under load) was handled only once the run had ended, which
+    it then did, exit 0: noted just before the parent's blocking waitpid began, nothing woke that wait. Here
+    the signal is noted by another thread, which wakes no system call of the waiting one either."""
+    if not pidfd:
+        monkeypatch.delattr(os, "pidfd_open")
+    child = os.fork()
+    if child == 0:
+        time.sleep(3)
+        os._exit(0)
+    handled = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: handled.append(time.monotonic()))
+    noting = threading.Thread(target=lambda: (time.sleep(0.2), signal.pthread_kill(noting.ident, signal.SIGUSR1)))
+    try:
+        began = time.monotonic()
+        noting.start()
+        assert os.waitstatus_to_exitcode(onerank._ended(child)) == 0
+        ended = time.monotonic()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert len(handled) == 1
+    assert handled[0] - began < 1.5 and ended - began > 2.5
 
 
 @pytest.mark.timeout(120)
