@@ -737,10 +737,12 @@ def _check_returned(returned, arrays: list, kernel, task: Task) -> None:
     if inspect.isgenerator(returned) or inspect.iscoroutine(returned) or inspect.isasyncgen(returned):
         if not inspect.isasyncgen(returned):  # (an async generator closes by awaiting: none to await)
             returned.close()  # never finished: closing it keeps Python from warning of it
-        if _code_of(returned) is getattr(inspect.unwrap(kernel), "__code__", None):
-            raise KernelFault(f"returned a {type(returned).__name__} without running its body (a function with "
-                              f"'yield', or an 'async def'): a kernel is a plain function that writes into its "
-                              f"tiles")
+        code = getattr(inspect.unwrap(kernel), "__code__", None)
+        if _code_of(returned) is code:
+            where = f"{code.co_name} at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+            raise KernelFault(f"returned a {type(returned).__name__} without running its body ({where} is a "
+                              f"function with 'yield', or an 'async def'): a kernel is a plain function that "
+                              f"writes into its tiles")
         # a generator expression, or another function's generator: the kernel's body ran, its result is lost
         raise KernelFault(f"returned a {type(returned).__name__}, which is dropped: {_in_place(kernel, task)}")
     held = isinstance(returned, (dict, tuple, list))

@@ -757,15 +757,16 @@ def test_a_dropped_result_is_told_to_go_into_the_argument_the_kernel_writes(tmp_
 def test_a_kernel_whose_body_never_runs_fails(tmp_path, body, kind):
     """A kernel with ``yield`` (or an ``async def``) returns without running its body: its tiles would
     be left as they were, and the run would pass. ``check`` refuses one it can read (E212); behind a
-    decorator, which only running the module could see through, the run fails its task."""
+    decorator, which only running the module could see through, the run fails its task, naming where the
+    function is (tester u83b: a GPU body defined under an ``if`` was not named)."""
     (tmp_path / "g.py").write_text("def as_is(function):\n    return function\n\n\n@as_is\n" + body)
     (tmp_path / "g.tile").write_text('use "g.py"\nkernel k(inout A)\nprogram p {\n  matrix A[n, n] = zeros\n'
                                      "  k(A[0, 0])\n}\n")
     out = tiledsl("run", tmp_path / "g.tile", "--n", "8")
     assert out.returncode == 1 and "Traceback" not in out.err and "never awaited" not in out.err, out.err
-    assert out.err.strip().endswith(f"(k(A[0, 0])): returned a {kind} without running its body (a function with "
-                                    "'yield', or an 'async def'): a kernel is a plain function that writes into "
-                                    "its tiles"), out.err
+    assert out.err.strip().endswith(f"(k(A[0, 0])): returned a {kind} without running its body (k at g.py:5 is a "
+                                    "function with 'yield', or an 'async def'): a kernel is a plain function that "
+                                    "writes into its tiles"), out.err
 
 
 @pytest.mark.timeout(180)
