@@ -30,7 +30,7 @@ from .kernel_module import Function
 from .module_use import ModuleUse
 from .scope import TYPE_NOUN, Symbol
 from .source import Span
-from .typer import ExpressionTyper, integer_constant
+from .typer import ExpressionTyper, integer_constant, queries_geometry
 
 TILING_DEFAULTS = {"uniform": {"nb": 256}, "hybrid": {"B": 512, "b": 128, "s": 2}}
 #: Deepest nest of loops: the driver nests one Python ``for`` per loop (CPython allows 20).
@@ -396,10 +396,11 @@ class _Analyzer:
             self.tiling_names.update(written)
             named = [f"{', '.join(map(repr, written))} {'is a name' if len(written) == 1 else 'are names'}: a "
                      f"setting is a number, the program's default"] if written else []
+            example = f"{name} = {_SETTING_EXAMPLES[name]}"
             self.bag.error(setting.value.span, "E209", f"{name} must be a positive integer constant", *named,
-                           hint=f"write a number (e.g. {name} = 256); a run chooses another with --{name} VALUE "
+                           hint=f"write a number (e.g. {example}); a run chooses another with --{name} VALUE "
                                 f"(tiles={{'{name}': VALUE}} from Python)" if value is None else
-                           f"a tile holds at least one row: write a positive number (e.g. {name} = 256)")
+                           f"{_SETTING_HOLDS[name]}: write a positive number (e.g. {example})")
             return False
         self.tiling_defaults[name] = value
         return True
@@ -467,7 +468,7 @@ class _Analyzer:
     def _size_expr(self, expr, what: str):
         """A size: an integer expression of parameters only (no geometry queries), at least 1
         where it is a constant."""
-        if self.types.int_expr(expr) and any(isinstance(node, (n.Attr, n.Method)) for node in expression_nodes(expr)):
+        if self.types.int_expr(expr) and queries_geometry(expr):
             self.bag.error(expr.span, "E209", f"the {what} may use parameters only",
                            hint="geometry queries such as A.mt exist only once matrices are tiled")
         value = self.values.get(id(expr))
@@ -642,8 +643,7 @@ class _Analyzer:
 
     def _of_parameters(self, expr) -> bool:
         """Whether ``expr`` reads the parameters only (no loop variable, let or matrix's size)."""
-        nodes = list(expression_nodes(expr))
-        return not any(isinstance(node, (n.Attr, n.Method)) for node in nodes) and all(
+        return not queries_geometry(expr) and all(
             (self.scope.lookup(name) or Symbol("", None)).kind == "param" for name in names(expr))
 
     def _if(self, stmt: n.If):
@@ -913,7 +913,7 @@ class _Analyzer:
                                        f"the panel {unparse(panel.start)} : {unparse(panel.stop)} holds no tile"
                                        + (f" when {when}" if when else ""))
                     else:
-                        hint = self._counting_down_hint(witness) or _range_hint(given.matrix.text, witness)
+                        hint = self._counting_down_hint(witness, index) or _range_hint(given.matrix.text, witness)
                         self.bag.error(index.span, "E208", f"tile index out of range in {_tile_text(given)}", witness,
                                        hint=hint)
                     break
@@ -929,21 +929,27 @@ class _Analyzer:
                                           f"{tile.matrix.text}.nt")
                     break
 
-    def _counting_down_hint(self, witness: str) -> str | None:
-        """Where a loop counting down reaches the bad index (tester x: `for m in A.mt .. k step -1`, as a
-        range counts up, starts past the last tile): how such a loop's bounds go, the end the witness
-        reaches moved in by one (tester j53: moving both, `A.nt .. -1 step -1` was told `A.nt - 1 .. -2`,
-        which reached -1)."""
+    def _counting_down_hint(self, witness: str, index: n.Expr) -> str | None:
+        """Where a loop counting down reaches the bad ``index``, its own variable (tester x: `for m in A.mt .. k
+        step -1`, as a range counts up, starts past the last tile): how such a loop's bounds go, the end the
+        witness reaches moved in by one (tester j53: moving both, `A.nt .. -1 step -1` was told `A.nt - 1 .. -2`,
+        which reached -1); a number it stops at may have been meant as its last value (tester u83e: `A.nt .. 0`
+        was told only of `A.nt - 1 .. 0`, which stops at 1). An index off the variable (`k - 1`) is no sign of
+        the loop's bounds: the tile ranges are said."""
         down = [(loop, step) for loop, step in self.steps if step is not None and step < 0
                 and re.search(rf"\b{re.escape(loop.var.text)} = ", witness)]
-        if not down or down[0][1] != -1:
+        if not down or down[0][1] != -1 or not (isinstance(index, n.Name) and index.ident.text == down[0][0].var.text):
             return None  # (a longer step: moving an end by one fixes nothing, tester q66)
         loop = down[0][0]
         at_first = re.search(rf"\b{re.escape(loop.var.text)} = {re.escape(unparse(loop.start))}(,|$)", witness)
         first, stop = (_shifted(loop.start, -1), loop.stop) if at_first else (loop.start, _shifted(loop.stop, 1))
-        return (f"a loop counting down starts at its first value and stops before its stop: `for {loop.var.text} in "
+        hint = (f"a loop counting down starts at its first value and stops before its stop: `for {loop.var.text} in "
                 f"{unparse(first)} .. {unparse(stop)} step -1` visits {unparse(first)} down to "
                 f"{unparse(_shifted(stop, 1))}")
+        last = integer_constant(loop.stop)
+        if at_first and last is not None and last >= 0:
+            hint += f", and `{unparse(first)} .. {last - 1} step -1` down to {last}"
+        return hint
 
     def _several_slices(self, tile: n.TileRef) -> tuple[str, n.Expr] | None:
         """Why ``tile`` leaves its matrix under the program's hybrid tiling of s ≥ 2 slices a block,
@@ -1120,6 +1126,13 @@ def _shifted(expr, delta: int):
             return expr.left
         return n.Binary("+" if total > 0 else "-", expr.left, n.IntLit(abs(total), span), span)
     return n.Binary("+" if delta > 0 else "-", expr, n.IntLit(abs(delta), span), span)
+
+
+#: a tiling setting's example value in hints, one that fits the others' examples ((s - 1)·b < B)
+_SETTING_EXAMPLES = {"nb": 256, "B": 512, "b": 128, "s": 2}
+#: why a tiling setting is at least 1 (tester u83e: s = 0 was told "a tile holds at least one row ... s = 256")
+_SETTING_HOLDS = {"nb": "a tile holds at least one row", "B": "a block holds at least one row",
+                  "b": "a slice holds at least one column", "s": "a block holds at least one slice"}
 
 
 def _range_hint(matrix: str, witness: str) -> str:

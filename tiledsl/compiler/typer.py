@@ -756,8 +756,8 @@ class ExpressionTyper:
         like = self.scope.lookup(decl.like.text) if isinstance(decl, n.WorkspaceDecl) else None
         if like is not None and isinstance(like.node, n.MatrixDecl):  # (like no matrix: E209, a count of its own)
             return self._extent_symbol(decl.like.text, axis)
-        if not isinstance(decl, n.MatrixDecl):
-            return f"{matrix}.{axis}"
+        if not isinstance(decl, n.MatrixDecl) or queries_geometry(decl.rows if axis == "mt" else decl.cols):
+            return f"{matrix}.{axis}"  # (a size of geometry queries, E209 or E200, is no length: A[n, A.nt] recursed)
         dim = decl.rows if axis == "mt" else decl.cols
         counter = "tiles" if self.tiling == "uniform" else ("blocks" if axis == "mt" else "slices")
         symbol = f"{counter}({canonical_text(dim)})"
@@ -772,7 +772,13 @@ class ExpressionTyper:
         if axis not in ("m", "n") or symbol is None or symbol.kind != "matrix" \
                 or not isinstance(symbol.node, n.MatrixDecl):
             return None
-        return symbol.node.rows if axis == "m" else symbol.node.cols
+        dim = symbol.node.rows if axis == "m" else symbol.node.cols
+        return None if queries_geometry(dim) else dim
+
+
+def queries_geometry(expr) -> bool:
+    """Whether ``expr`` holds a geometry query (``A.nt``, ``A.height(k)``): refused in a matrix's size."""
+    return any(isinstance(node, (n.Attr, n.Method)) for node in expression_nodes(expr))
 
 
 def _within(inner: Span, outer: Span) -> bool:
