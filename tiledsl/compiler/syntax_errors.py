@@ -81,6 +81,7 @@ def syntax_diagnostic(source: Source, error: UnexpectedInput) -> Diagnostic:
             or _workspace_form(source, line)
             or _operator_word_declared(source, token)
             or _initial_value_missing(source, line)
+            or _call_taken_for_a_kind(source.path, line, before, str(token))
             or _python_number(source, line, before, str(token))
             or _bare_exponent(source, line, before, str(token))
             or _no_such_statement(source, line, before, accepts)
@@ -434,6 +435,19 @@ def _initial_value_missing(source: Source, line: int) -> Diagnostic | None:
     return Diagnostic(Span.point(source.path, previous, found.start(1) + 1), "E100",
                       "the matrix's initial value is missing after '='",
                       hint="write 'random general' (or another kind), 'zeros', 'identity' or 'load \"FILE.npy\"'")
+
+
+#: ``= random NAME`` before a '(': a call on the same line taken for the kind ``random`` was not given
+_KIND_TAKEN = re.compile(r"\bmatrix\b[^=]*=\s*(random)\s+(\w+)\s*$")
+
+
+def _call_taken_for_a_kind(path: str, line: int, before: str, token: str) -> Diagnostic | None:
+    """``matrix A[n, n] = random potrf(A[0, 0])``, the kind forgotten (tester u83e): the call's name was read
+    as the kind, and its '(' was the error. Said at ``random``."""
+    found = _KIND_TAKEN.search(before) if token == "(" else None
+    if found is None or found.group(2) in RANDOM_KINDS:
+        return None
+    return random_needs_a_kind(path, line, found.start(1) + 1)
 
 
 def random_needs_a_kind(path: str, line: int, column: int) -> Diagnostic:
