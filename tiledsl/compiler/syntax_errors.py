@@ -205,11 +205,16 @@ def _line_ended_early(source: Source, line: int, before: str, token, terminals, 
 
 #: a line that begins with a kernel call, up to the unexpected token; a line that ends where an expression is due
 _CALL_BEGINS_LINE = re.compile(r"\s*([A-Za-z_]\w*)\s*\(")
-_EXPRESSION_DUE = re.compile(r"(?:[=<>!]=|\*\*|//|[=<>+\-*/%]|\.\.|\b(?:step|priority|require|flops|in|if|and|or|not))\s*$")
+_EXPRESSION_DUE = re.compile(r"(?:[=<>!]=|\*\*|//|[=<>+\-*/%]|\.\.|\b(?:step|priority|require|flops|in|if|and|or|not|check))"
+                             r"\s*$")
+
+
+#: what is due after a word ending a line, where it is not an expression (tester u83e: a bare `check`)
+_DUE_AFTER = {"check": "the check's name and matrices (check cholesky(A))"}
 
 
 def _expression_missing(source: Source, line: int, before: str, token, notes) -> Diagnostic | None:
-    """A line that ends where an expression is due (``step``, ``let j =``, ``priority``), followed by
+    """A line that ends where an expression is due (``step``, ``let j =``, ``priority``; or a check), followed by
     a kernel call (read as the missing expression, it failed inside it: ``potrf(A[k, k])``, a tile
     is no value) or by a token no expression begins with (``}``). Said at the end of the line
     before, as a line that ended early."""
@@ -224,7 +229,8 @@ def _expression_missing(source: Source, line: int, before: str, token, notes) ->
     end = len(_code(lines[previous - 1]).rstrip()) + 1
     earlier = tuple(note for note in notes if not note.startswith("expected "))  # not the token's: the line's
     return Diagnostic(Span.point(source.path, previous, end), "E100", "unexpected end of line",
-                      (*earlier, f"expected an expression after '{due.group().strip()}'",
+                      (*earlier, f"expected {_DUE_AFTER.get(due.group().strip(), 'an expression')} after "
+                                 f"'{due.group().strip()}'",
                        f"the next line begins with '{call.group(1) if call else token}'"))
 
 
