@@ -130,7 +130,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
         unless_ignored(signum, stopped_by_signal)
     # a rank's (or a driver's) quiet end on Ctrl-C while it loads and reads its options ends here, where a
     # KeyboardInterrupt is caught: before, one came out as a traceback from inside argparse
-    unless_ignored(signal.SIGINT, signal.default_int_handler)
+    unless_ignored(signal.SIGINT, interrupted)
     try:
         check_working_directory()
         options = options_from(args, [d.name for d in program.matrices], [d.name for d in program.workspaces],
@@ -378,17 +378,30 @@ class Stopped(RunStop):
 
 
 def stopped_by_signal(signum, frame):
-    for again in STOPPING_SIGNALS:  # the rank is stopping: a repeated signal adds nothing
-        signal.signal(again, signal.SIG_IGN)
+    _ignoring_stops()
     raise Stopped(signum)
+
+
+def interrupted(signum, frame):
+    """Ctrl-C: Python's KeyboardInterrupt, the stopping signals ignored from now on as after any other."""
+    _ignoring_stops()
+    raise KeyboardInterrupt
+
+
+def _ignoring_stops() -> None:
+    """The rank is stopping: a repeated signal adds nothing, nor another rank's stop relayed to this one,
+    which would raise a second interrupt in the unwinding of the first."""
+    for again in (signal.SIGINT, *STOPPING_SIGNALS):
+        signal.signal(again, signal.SIG_IGN)
 
 
 def _stop_as_another_rank(signum: int, rank: int) -> None:
     """Another ``rank`` stopped for ``signum`` (a signal sent to it alone: `kill` of its process, a kernel's
     own): this one stops as for that signal, naming its kernels, rather than run on until that rank
     ends the job (it waited :data:`STOPPED_RANKS_SECONDS` for this one to say it stopped). Only where the
-    rank would stop for it: before its handlers are set, or once its run's outcome is decided, not."""
-    if signum in STOPPING_SIGNALS and signal.getsignal(signum) is stopped_by_signal:
+    rank would stop for it: before its handlers are set, or once its run's outcome is decided, not. A
+    Ctrl-C too (tester u83c: one sent to one rank left the others to be aborted 5 s later, saying nothing)."""
+    if signal.getsignal(signum) is (interrupted if signum == signal.SIGINT else stopped_by_signal):
         _stopped_as.append(rank)
         signal.pthread_kill(threading.main_thread().ident, signum)
 

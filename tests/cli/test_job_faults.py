@@ -226,19 +226,24 @@ def test_ctrl_c_names_the_kernel_a_rank_still_runs_before_any_abort(tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_a_signal_to_one_rank_stops_the_others_as_it_stops_them_all(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_one_rank_stops_the_others_as_it_stops_them_all(tmp_path, signum):
     """Tester v82d: a kernel sending SIGTERM to its own rank (or a `kill` of one rank) ended the job 5.5 s
-    after that rank said so, the others running on until its wait for them to say they stopped ran out."""
-    (tmp_path / "term.py").write_text("import os, signal, time\n\n\ndef term(A, r):\n    if r == 1:\n"
-                                      "        os.kill(os.getpid(), signal.SIGTERM)\n        time.sleep(60)\n")
+    after that rank said so, the others running on until its wait for them to say they stopped ran out.
+    Tester u83c: so did a SIGINT, after the relay for SIGTERM."""
+    name = signal.Signals(signum).name
+    (tmp_path / "term.py").write_text(f"import os, signal, time\n\n\ndef term(A, r):\n    if r == 1:\n"
+                                      f"        os.kill(os.getpid(), signal.{name})\n        time.sleep(60)\n")
     (tmp_path / "term.tile").write_text('use "term.py"\nkernel term(inout A, int r)\nprogram p {\n'
                                         "  tiling uniform(nb = 10)\n  matrix A[n, n] = zeros\n"
                                         "  for i in 0 .. A.mt { term(A[i, 0], i) }\n}\n")
+    began = time.monotonic()
     code, out, err = finish(start("term.tile", "--n", 30, "--np", 3, "--grid", "3x1", cwd=tmp_path))
-    assert code == 143 and "Traceback" not in err, err
-    assert re.search(r"tiledsl: rank 1: stopped by SIGTERM\n1 kernel\(s\) of rank 1 still running 2 s after the run "
+    assert code == 128 + signum and "Traceback" not in err, err
+    assert re.search(rf"tiledsl: rank 1: stopped by {name}\n1 kernel\(s\) of rank 1 still running 2 s after the run "
                      r"stopped.*\n  running #\d+ term\(A\[1, 0\]\), line 6", err), err
-    assert all(f"tiledsl: rank {rank}: stopped by SIGTERM (as rank 1 was)" in err for rank in (0, 2)), err
+    assert all(f"tiledsl: rank {rank}: stopped by {name} (as rank 1 was)" in err for rank in (0, 2)), err
+    assert time.monotonic() - began < 30
 
 
 @pytest.mark.timeout(180)
