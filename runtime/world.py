@@ -401,6 +401,11 @@ def communicator(on_error=None, limit: float | None = None):
     before MPI starts) ends this rank after ``limit`` seconds (None: no limit), saying why.
     """
     if not launched_by_mpi():
+        asked = os.environ.get(JOB_RANKS_VARIABLE, "")
+        if asked.isdigit() and int(asked) > 1:  # (tester u83c: each ran the whole program, and wrote its outputs)
+            raise UsageError(f"the launcher started this process without MPI (none of {', '.join(LAUNCHER_VARIABLES)} "
+                             f"set) where --np asked for {asked} ranks: each process would run the whole program "
+                             f"alone (choose an MPI launcher with --launcher or TILEDSL_LAUNCHER)")
         return None
     from .comm import Communicator
 

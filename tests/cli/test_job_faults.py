@@ -315,6 +315,23 @@ def test_a_launcher_starting_other_than_np_ranks_is_a_usage_error(tmp_path, star
 
 
 @pytest.mark.timeout(120)
+def test_a_launcher_starting_processes_without_mpi_is_said_to_and_writes_nothing(tmp_path):
+    """Tester u83c: a launcher that took -n 4 and started 4 plain processes (no MPI variable set): each ran the
+    whole program alone, printed its summary and wrote --output's file, and the job was said to have ranks
+    ended by code the run called."""
+    launcher = tmp_path / "plain.sh"
+    launcher.write_text('#!/bin/bash\nn=$2; shift 2\nfor i in $(seq 1 $n); do "$@" & done; wait\n')
+    launcher.chmod(0o755)
+    np.save(tmp_path / "old.npy", np.zeros((2, 2)))
+    code, out, err = finish(start(ROOT / "programs/cholesky.tile", "--np", 2, "--n", 100, "--launcher", launcher,
+                                  "--output", "A=old.npy", cwd=tmp_path))
+    assert code != 0 and "Traceback" not in err and "residual" not in out, (out, err)
+    assert "the launcher started this process without MPI (none of PMI_SIZE, PMI_RANK, OMPI_COMM_WORLD_SIZE, " \
+           "PMIX_RANK, SLURM_STEP_NUM_TASKS set) where --np asked for 2 ranks" in err, err
+    assert np.load(tmp_path / "old.npy").shape == (2, 2)
+
+
+@pytest.mark.timeout(120)
 def test_a_launcher_of_another_mpi_taking_np_is_said_to_be_of_another_mpi(tmp_path):
     """A launcher that took -n 2 but whose MPI was not mpi4py's (each process alone in its world) was said to
     have started 1 rank where --np asked for 2: it must take '-n 2', which it did."""
