@@ -437,6 +437,8 @@ def set_finite_options(options: Options, args: argparse.Namespace) -> None:
 def trace_file(text: str) -> str:
     """``--trace``'s file: not ``-``, which stdout (the summary's) cannot stand for, nor a chart's name (the trace
     is JSON, which ``tiledsl plot`` draws)."""
+    if not text.strip():  # (tester u83f: --trace " " wrote a file named " ")
+        raise argparse.ArgumentTypeError("no file name given")
     if text == "-":
         raise argparse.ArgumentTypeError("a trace is written to a file, not to stdout: name one, e.g. --trace "
                                          "trace.json")
@@ -445,10 +447,14 @@ def trace_file(text: str) -> str:
         json_name = path.with_suffix(".json")
         raise argparse.ArgumentTypeError(f"a trace is written as JSON, which tiledsl plot draws: name it {json_name}, "
                                          f"then tiledsl plot {json_name} -o {text}")
+    if path.suffix.lower() in _ARRAY_SUFFIXES:  # (testers u83f, u83i: written, it was JSON that numpy.load refused)
+        raise argparse.ArgumentTypeError(f"a trace is written as JSON, not as its {path.suffix} suffix says (numpy's "
+                                         f"arrays): name it {path.with_suffix('.json')}")
     return text
 
 
 _CHART_SUFFIXES = {".png", ".svg", ".pdf", ".jpg", ".jpeg", ".gif", ".html"}  # what a trace is drawn as
+_ARRAY_SUFFIXES = {".npy", ".npz"}  # what --output writes, and numpy reads
 
 
 #: The largest --watchdog: the limits derived from it (three times it, deadlines on the clock) stay
@@ -639,7 +645,7 @@ def _pairs(items, flag: str) -> dict:
     for item in items:
         name, sep, value = item.partition("=")
         name = name.strip()  # "ib = 20": names have no spaces
-        if not sep or not name or not value:
+        if not sep or not name or not value.strip():  # (tester u83f: "A= " came to the runtime as no file at all)
             raise UsageError(f"{flag} expects NAME=VALUE, got {item!r}{_missing_part(sep, name, value)}")
         if name in pairs and pairs[name] != value:
             raise UsageError(f"{flag} {name} is given twice ({name}={pairs[name]} and {name}={value})")

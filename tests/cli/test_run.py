@@ -632,7 +632,11 @@ BAD_RUN_OPTIONS = [
     (("--n", 100, "--trace", "nodir/t.json"), "--trace nodir/t.json: directory 'nodir' does not exist"),
     (("--n", 100, "--output", "A=programs"), "--output A=programs: is a directory"),
     (("--n", 100, "--output", "A=/proc/a.npy"), "--output A=/proc/a.npy: cannot create a file in '/proc'"),
-    (("--n", 100, "--output", "A=t.npy", "--trace", "./t.npy"), "--trace ./t.npy: the same file as --output A=t.npy"),
+    (("--n", 100, "--output", "A=t", "--trace", "./t"), "--trace ./t: the same file as --output A=t"),
+    (("--n", 100, "--trace", "t.npy"), "argument --trace: a trace is written as JSON, not as its .npy suffix says "
+                                       "(numpy's arrays): name it t.json"),
+    (("--n", 100, "--output", "A= "), "--output expects NAME=VALUE, got 'A= ': no VALUE after the '='"),
+    (("--n", 100, "--trace", " "), "argument --trace: no file name given"),
     (("--n", 100, "--output", "A=x.npy", "--output", "A=y.npy"), "--output A is given twice (A=x.npy and A=y.npy)"),
     (("--n", 100, "--set", "n=1", "--set", "n=2"), "--set n is given twice (n=1 and n=2)"),
     (("--n", 100, "--gpus", "-1"), "--gpus must be from 0 to 1024, got -1"),

@@ -381,8 +381,8 @@ def _check(args) -> int:
 
 
 def _file_name(text: str) -> str:
-    """An output's name, which cannot be empty (``-o ""`` read as the current directory)."""
-    if not text:
+    """An output's name, which cannot be empty (``-o ""`` read as the current directory) or blank."""
+    if not text.strip():
         raise argparse.ArgumentTypeError("no file name given")
     return text
 
