@@ -91,8 +91,9 @@ class ModuleUse:
                 declared = f"declared as {name}({', '.join(param_text(p) for p in decl.params)})"
                 advice = "give the function one positional parameter per argument, in declaration order"
                 body = gpu_body(self.definitions, name)
-                # a GPU body alone is no CPU body: said so, not suggested as the function meant
-                only_gpu = () if not body.functions else (
+                # a GPU body alone is no CPU body: said so, not suggested as the function meant (where the
+                # module binds the kernel's name, its own fault is said alone: tester u83a)
+                only_gpu = () if not body.functions or self.definitions.of(name) else (
                     f"{self.file.uses[0].path} defines {body.name}, the kernel's GPU body: a kernel needs a CPU "
                     f"body too, named '{name}', which runs on the host",)
                 self._check_function(name, decl.name.span, params, f"kernel '{name}'", declared, advice,
@@ -138,7 +139,7 @@ class ModuleUse:
             counts = f"{len(params)}" + "".join(f" or {len(params) + extra}" for extra in range(1, optional + 1))
             self.bag.error(span, "E213",
                            f"function '{name}' of {module!r} cannot take the {counts} argument(s) of {what}",
-                           *(_function_note(module, f) for f in functions), declared, *notes, hint=advice)
+                           *(_function_note(module, f, name) for f in functions), declared, *notes, hint=advice)
 
     def check_reads_params(self) -> bool:
         """Whether the program's user check function may take the run's parameters (a third
@@ -161,9 +162,10 @@ def _definition_hint(module: str, name: str, params: list) -> str:
     return f"define it in {module}: def {name}({', '.join(safe)}):"
 
 
-def _function_note(module: str, function: Function) -> str:
-    """``k.py:3 defines scale(A, B): 2 positional argument(s)``, with what else stops a positional call."""
-    alias = f" (bound to the kernel's name at line {function.alias_line})" if function.alias_line else ""
+def _function_note(module: str, function: Function, name: str) -> str:
+    """``k.py:3 defines scale(A, B): 2 positional argument(s)``, with what else stops a positional call; a
+    function reached through ``name = scale`` says where ``name`` is bound."""
+    alias = f" (bound to '{name}' at line {function.alias_line})" if function.alias_line else ""
     note = f"{module}:{function.line} defines {function.signature()}{alias}: {function.takes()} positional argument(s)"
     if function.required_keywords:
         note += f", and keyword-only {', '.join(function.required_keywords)} without a default"
