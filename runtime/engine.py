@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import os
 import sys
 import threading
@@ -32,7 +31,7 @@ from .devices import first_nonfinite, read_only
 from .errors import (InternalFailure, KernelFailure, KernelFault, TaskFailure, loop_nest_failure,
                      message_of, shortage, user_code_line)
 from .matrix import call_views, part_of, sends_nothing
-from .notes import KernelNotes, arguments_text, where_ran
+from .notes import KernelNotes, arguments_text, values_text, where_ran
 from .options import COMMAND_LINE, Spelling
 from .flops import PRELUDE_FLOPS, task_flops
 from .panels import Panel
@@ -811,12 +810,6 @@ def _check_finite(task: Task, arrays, devices, option: str) -> None:
             raise KernelFault(f"produced {value} at ({row}, {col}) of {task.tiles[index]} ({option})")
 
 
-def _value_text(value) -> str:
-    """A value argument as the language writes it: 7 (not numpy's np.int64(7)), 0.5, "T"."""
-    value = value.item() if isinstance(value, np.generic) else value
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)  # "\n" escaped
-
-
 def _task_failure(task: Task, error: BaseException, rank: int, device: int,
                   remedies: str | None = None) -> TaskFailure:
     """The failure of ``task`` run by a worker of ``device`` (0: a CPU worker, which may have taken a GPU task);
@@ -836,14 +829,8 @@ def _task_failure(task: Task, error: BaseException, rank: int, device: int,
                            for number, mode, group, panel in arguments if mode == "in")
         reason += f": a kernel may not write its `in` arguments: {inputs}"
     where = where_ran(task, device)
-    # integer arguments tell one task of a loop from another (the same tiles may recur), and a float
-    # or char one the call computes is not in its text; said as the kernel's arguments: "with k = 7"
-    # (and then "; k=7") read as the loop's k, which was another
-    said = [f"{name} = {_value_text(value)}" for name, value in zip(call.values, task.values or ())
-            if isinstance(value, (int, np.integer)) and not isinstance(value, bool) or name in call.computed]
-    values = f"; argument{'s' if len(said) > 1 else ''} {', '.join(said)}" if said else ""
-    failure = KernelFailure(f"kernel {call.kernel} failed on {arguments_text(task)}{where} ({call.text}{values}): "
-                            f"{reason}", rank, call.line)
+    failure = KernelFailure(f"kernel {call.kernel} failed on {arguments_text(task)}{where} ({call.text}"
+                            f"{values_text(task)}): {reason}", rank, call.line)
     # the kernel's own exception, for a caller of the Python API to inspect (a finding of the runtime's is none)
     failure.__cause__ = None if isinstance(error, KernelFault) else error
     return failure

@@ -11,7 +11,10 @@ dropped.
 """
 from __future__ import annotations
 
+import json
 import threading
+
+import numpy as np
 
 from .crash import in_kernel
 from .errors import one_line
@@ -31,7 +34,8 @@ class KernelNotes:
         """``task``'s note ``text``, the task run by a worker of ``device`` (0: a CPU worker)."""
         call = task.call
         self._keep((call.line, "kernel"), task.seq, f"kernel {call.kernel} on {arguments_text(task)}"
-                                                    f"{where_ran(task, device)} ({call.text}): {one_line(str(text))}")
+                                                    f"{where_ran(task, device)} ({call.text}{values_text(task)}): "
+                                                    f"{one_line(str(text))}")
 
     def add_read_of_zeros(self, call, tiles, views, tile, order: int, runner: int | None = None) -> None:
         """A task (``order``: its place in this rank's order; run by rank ``runner``, None: this one) reads
@@ -59,6 +63,24 @@ def arguments_text(task) -> str:
     """``task``'s tile arguments as its labels name them (:func:`.program.argument_texts`)."""
     # named_regions (slices), not task.regions, which may read a received part whole
     return ", ".join(argument_texts(task.call, task.tiles, task.named_regions))
+
+
+def values_text(task) -> str:
+    """The value arguments that tell ``task`` from the others of its call, as said after the call's text:
+    "; arguments i = 0, j = 3". Integer arguments tell one task of a loop from another (the same tiles may
+    recur), and a float or char one the call computes is not in its text; said as the kernel's arguments:
+    "with k = 7" (and then "; k=7") read as the loop's k, which was another. A failure and a note say them
+    alike (tester u83g: a note left them out)."""
+    call = task.call
+    said = [f"{name} = {_value_text(value)}" for name, value in zip(call.values, task.values or ())
+            if isinstance(value, (int, np.integer)) and not isinstance(value, bool) or name in call.computed]
+    return f"; argument{'s' if len(said) > 1 else ''} {', '.join(said)}" if said else ""
+
+
+def _value_text(value) -> str:
+    """A value argument as the language writes it: 7 (not numpy's np.int64(7)), 0.5, "T"."""
+    value = value.item() if isinstance(value, np.generic) else value
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)  # "\n" escaped
 
 
 def where_ran(task, device: int) -> str:

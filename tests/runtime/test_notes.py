@@ -17,6 +17,7 @@ from tiledsl.runtime.notes import KernelNotes, note, warnings_of
 class Call:
     kernel, line, text = "getrf", 21, "getrf(A[k : A.mt, k], P[k, k])"
     groups = None  # the tiles' labels as they are
+    values = computed = ()  # no value argument
 
     @staticmethod
     def declared(tiles):
@@ -27,6 +28,7 @@ class Task:
     call = Call()
     device = 0  # a host task
     regions = named_regions = None  # whole tiles
+    values = None
 
     def __init__(self, seq, *tiles):
         self.seq, self.tiles = seq, list(tiles)
@@ -336,3 +338,15 @@ def test_a_nan_a_task_wrote_points_at_check_finite(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tiledsl.commands.cli", "run", "s.tile", "--n", "64",
                           "--check-finite"], cwd=tmp_path, capture_output=True, text=True, timeout=100)
     assert out.returncode == 1 and "kernel spoil failed on A[1, 1]" in out.stderr, out.stderr
+
+
+def test_a_note_says_the_value_arguments_as_a_failure_does():
+    """Tester u83g: a note of `nk(A[i, 0], A[i, j], i, j)` did not say i and j, which its failure says."""
+    class Valued(Call):
+        kernel, text, values, computed = "nk", "nk(A[i, j], i, j)", ("i", "j"), ()
+
+    task = Task(0, "A[0, 2]")
+    task.call, task.values = Valued(), (0, 2)
+    notes = KernelNotes()
+    notes.add(task, "even tile")
+    assert notes.summary()[0]["text"] == "kernel nk on A[0, 2] (nk(A[i, j], i, j); arguments i = 0, j = 2): even tile"
