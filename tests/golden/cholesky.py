@@ -55,13 +55,13 @@ PROGRAM = Program(
     source_digest='25ed97a86c02eaa8',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('potrf', ('inout',), main=0, line=10,
-             text='potrf(A[k, k]) priority 3 * (A.nt - k)', values=('uplo',), order='tv'),
+             text='potrf(A[k, k])', values=('uplo',), order='tv'),
         Call('trsm', ('in', 'inout'), main=1, line=12,
-             text='trsm(A[k, k], A[m, k]) priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
+             text='trsm(A[k, k], A[m, k])', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
         Call('syrk', ('in', 'inout'), main=1, line=15,
-             text='syrk(A[j, k], A[j, j]) priority 2 * (A.nt - j)', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
+             text='syrk(A[j, k], A[j, j])', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=17,
-             text='gemm(A[m, k], A[j, k], A[m, j]) priority A.nt - j', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
+             text='gemm(A[m, k], A[j, k], A[m, j])', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
     ),
 )
 

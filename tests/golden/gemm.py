@@ -57,7 +57,7 @@ PROGRAM = Program(
     source_digest='0efc8d9499de55ba',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('gemm', ('in', 'in', 'inout'), main=2, line=21,
-             text='gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0) priority A.nt - l', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+             text='gemm(A[0 : A.mt, l], B[l, j], C[0 : C.mt, j], "N", "N", 1.0, 1.0)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
     ),
 )
 

@@ -56,13 +56,13 @@ PROGRAM = Program(
     source_digest='a048385e0c1befdf',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('getrf', ('inout', 'out'), main=0, line=25,
-             text='getrf(A[k : A.mt, k], P[k, k]) priority 4 * (A.nt - k)', panels=(0,), panel_axes=(0,)),
+             text='getrf(A[k : A.mt, k], P[k, k])', panels=(0,), panel_axes=(0,)),
         Call('laswp', ('in', 'inout'), main=1, line=27,
-             text='laswp(P[k, k], A[k : A.mt, j]) priority 3 * (A.nt - k) - (j - k)', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
+             text='laswp(P[k, k], A[k : A.mt, j])', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
         Call('trsm', ('in', 'inout'), main=1, line=28,
-             text='trsm(A[k, k], A[k, j], "L", "L", "N", "U") priority 3 * (A.nt - k) - (j - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
+             text='trsm(A[k, k], A[k, j], "L", "L", "N", "U")', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=30,
-             text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N") priority 2 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+             text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N")', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
         Call('laswp', ('in', 'inout'), main=1, line=35,
              text='laswp(P[k, k], A[k : A.mt, j])', values=('first', 'direction'), order='ttvv', panels=(1,), panel_axes=(0,)),
     ),

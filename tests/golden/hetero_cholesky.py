@@ -55,13 +55,13 @@ PROGRAM = Program(
     source_digest='17752f2fccf3e775',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('potrf', ('inout',), main=0, line=17,
-             text='potrf(A[t, k][o:]) priority 3 * (A.nt - k)', values=('uplo',), order='tv'),
+             text='potrf(A[t, k][o:])', values=('uplo',), order='tv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=21,
-             text='gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:]) priority 3 * (A.nt - j)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
+             text='gemm(A[t, k][oj:], A[t, k][oj:oj + A.width(j)], A[t, j][oj:])', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
         Call('trsm', ('in', 'inout'), main=1, line=24,
-             text='trsm(A[t, k][o:], A[i, k]) priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
+             text='trsm(A[t, k][o:], A[i, k])', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=30,
-             text='gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j]) priority A.nt - j', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
+             text='gemm(A[i, k], A[j // s, k][oj:oj + A.width(j)], A[i, j])', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv'),
     ),
 )
 

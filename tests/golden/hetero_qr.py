@@ -56,13 +56,13 @@ PROGRAM = Program(
     source_digest='774c478e56a3b834',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=16,
-             text='geqrt(A[t, k][o:], T[t, k]) priority 3 * (A.nt - k)'),
+             text='geqrt(A[t, k][o:], T[t, k])'),
         Call('gemqrt', ('in', 'in', 'inout'), main=2, line=18,
-             text='gemqrt(A[t, k][o:], T[t, k], A[t, j][o:]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
+             text='gemqrt(A[t, k][o:], T[t, k], A[t, j][o:])', values=('side', 'trans'), order='tttvv'),
         Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=21,
-             text='tpqrt(A[t, k][o:], A[i, k], T[i, k]) priority 2 * (A.nt - k)'),
+             text='tpqrt(A[t, k][o:], A[i, k], T[i, k])'),
         Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=23,
-             text='tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j]) priority A.nt - j', values=('side', 'trans'), order='ttttvv'),
+             text='tpmqrt(A[i, k], T[i, k], A[t, j][o:], A[i, j])', values=('side', 'trans'), order='ttttvv'),
     ),
 )
 

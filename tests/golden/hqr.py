@@ -57,17 +57,17 @@ PROGRAM = Program(
     source_digest='00804f71ab2cf941',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=42,
-             text='geqrt(A[t, k], T[t, k]) priority 3 * (A.nt - k)'),
+             text='geqrt(A[t, k], T[t, k])'),
         Call('gemqrt', ('in', 'in', 'inout'), main=2, line=44,
-             text='gemqrt(A[t, k], T[t, k], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
+             text='gemqrt(A[t, k], T[t, k], A[t, j])', values=('side', 'trans'), order='tttvv'),
         Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=49,
-             text='tpqrt(A[t, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)'),
+             text='tpqrt(A[t, k], A[i, k], T[i, k])'),
         Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=51,
-             text='tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j]) priority A.nt - j', values=('side', 'trans'), order='ttttvv'),
+             text='tpmqrt(A[i, k], T[i, k], A[t, j], A[i, j])', values=('side', 'trans'), order='ttttvv'),
         Call('ttqrt', ('inout', 'inout', 'out'), main=0, line=61,
-             text='ttqrt(A[k, k], A[t, k], T2[t, k]) priority 3 * (A.nt - k)'),
+             text='ttqrt(A[k, k], A[t, k], T2[t, k])'),
         Call('ttmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=63,
-             text='ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='ttttvv'),
+             text='ttmqrt(A[t, k], T2[t, k], A[k, j], A[t, j])', values=('side', 'trans'), order='ttttvv'),
     ),
 )
 

@@ -55,13 +55,13 @@ PROGRAM = Program(
     source_digest='46a32fd08579aa9c',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('getrf_nopiv', ('inout',), main=0, line=12,
-             text='getrf_nopiv(A[k, k]) priority 3 * (A.nt - k)'),
+             text='getrf_nopiv(A[k, k])'),
         Call('trsm_l', ('in', 'inout'), main=1, line=14,
-             text='trsm_l(A[k, k], A[k, j]) priority 2 * (A.nt - k)'),
+             text='trsm_l(A[k, k], A[k, j])'),
         Call('trsm_u', ('in', 'inout'), main=1, line=17,
-             text='trsm_u(A[k, k], A[i, k]) priority 2 * (A.nt - k)'),
+             text='trsm_u(A[k, k], A[i, k])'),
         Call('gemm_nn', ('in', 'in', 'inout'), main=2, line=19,
-             text='gemm_nn(A[i, k], A[k, j], A[i, j]) priority A.nt - j'),
+             text='gemm_nn(A[i, k], A[k, j], A[i, j])'),
     ),
 )
 

@@ -56,13 +56,13 @@ PROGRAM = Program(
     source_digest='7492a2b7f23859b6',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('geqrt', ('inout', 'out'), main=0, line=14,
-             text='geqrt(A[k, k], T[k, k]) priority 3 * (A.nt - k)'),
+             text='geqrt(A[k, k], T[k, k])'),
         Call('gemqrt', ('in', 'in', 'inout'), main=2, line=16,
-             text='gemqrt(A[k, k], T[k, k], A[k, j]) priority 2 * (A.nt - k)', values=('side', 'trans'), order='tttvv'),
+             text='gemqrt(A[k, k], T[k, k], A[k, j])', values=('side', 'trans'), order='tttvv'),
         Call('tpqrt', ('inout', 'inout', 'out'), main=0, line=19,
-             text='tpqrt(A[k, k], A[i, k], T[i, k]) priority 2 * (A.nt - k)'),
+             text='tpqrt(A[k, k], A[i, k], T[i, k])'),
         Call('tpmqrt', ('in', 'in', 'inout', 'inout'), main=2, line=21,
-             text='tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j]) priority A.nt - j', values=('side', 'trans'), order='ttttvv'),
+             text='tpmqrt(A[i, k], T[i, k], A[k, j], A[i, j])', values=('side', 'trans'), order='ttttvv'),
     ),
 )
 

@@ -58,9 +58,9 @@ PROGRAM = Program(
     source_digest='ac530272735e0c49',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('syrk', ('in', 'inout'), main=1, line=17,
-             text='syrk(A[j, l], C[j, j]) priority A.nt - l', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
+             text='syrk(A[j, l], C[j, j])', values=('uplo', 'trans', 'alpha', 'beta'), order='ttvvvv'),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=19,
-             text='gemm(A[j + 1 : A.mt, l], A[j, l], C[j + 1 : C.mt, j]) priority A.nt - l', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+             text='gemm(A[j + 1 : A.mt, l], A[j, l], C[j + 1 : C.mt, j])', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
     ),
 )
 

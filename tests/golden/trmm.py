@@ -58,9 +58,9 @@ PROGRAM = Program(
     source_digest='2a215b6079b52c60',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('gemm', ('in', 'in', 'inout'), main=2, line=19,
-             text='gemm(A[l + 1 : A.mt, l], B[l, j], B[l + 1 : B.mt, j], "N", "N", 1.0, 1.0) priority l + 1', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+             text='gemm(A[l + 1 : A.mt, l], B[l, j], B[l + 1 : B.mt, j], "N", "N", 1.0, 1.0)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
         Call('trmm', ('in', 'inout'), main=1, line=21,
-             text='trmm(A[l, l], B[l, j]) priority l + 1', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
+             text='trmm(A[l, l], B[l, j])', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
     ),
 )
 

@@ -56,13 +56,13 @@ PROGRAM = Program(
     source_digest='e57840081875a2e6',  # of the .tile compiled: a run says when the file has changed since
     calls=(
         Call('trsm', ('in', 'inout'), main=1, line=20,
-             text='trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0) priority 3 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv', panels=(1,), panel_axes=(0,)),
+             text='trsm(A[k, k], A[k + 1 : A.mt, k], "R", "L", "N", "N", -1.0)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv', panels=(1,), panel_axes=(0,)),
         Call('gemm', ('in', 'in', 'inout'), main=2, line=22,
-             text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0) priority 2 * (A.nt - k)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
+             text='gemm(A[k + 1 : A.mt, k], A[k, j], A[k + 1 : A.mt, j], "N", "N", 1.0, 1.0)', values=('transa', 'transb', 'alpha', 'beta'), order='tttvvvv', panels=(0, 2), panel_axes=(0, 0)),
         Call('trtri', ('inout',), main=0, line=25,
-             text='trtri(A[k, k]) priority 3 * (A.nt - k)', values=('uplo', 'diag'), order='tvv'),
+             text='trtri(A[k, k])', values=('uplo', 'diag'), order='tvv'),
         Call('trmm', ('in', 'inout'), main=1, line=27,
-             text='trmm(A[k, k], A[k, j], "L", "L", "N", "N") priority 2 * (A.nt - k)', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
+             text='trmm(A[k, k], A[k, j], "L", "L", "N", "N")', values=('side', 'uplo', 'transa', 'diag', 'alpha'), order='ttvvvvv'),
     ),
 )
 

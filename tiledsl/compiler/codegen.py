@@ -724,7 +724,7 @@ class _Model:
             bumps += ([f"{pad}{INDENT}for _tile in {panels[i]}:", f"{pad}{INDENT * 2}_tile.matrix.bump(_tile.i, _tile.j)"]
                       if i in panels else
                       [f"{pad}{INDENT}{self.names[t.matrix.text]}.bump({self.expr(t.row)}, {self.expr(t.col)})"])
-        return ([f"{pad}# {_where(self.checked.path, stmt.span)}: {_call_text(stmt)}"]
+        return ([f"{pad}# {_where(self.checked.path, stmt.span)}: {_call_text(stmt, with_priority=True)}"]
                 + [f"{pad}{name} = {self._tile(accesses[i].tile, stmt.span.line)}" for i, name in panels.items()]
                 + [f"{pad}if {test}:",
                    f"{pad}{INDENT}_submit(CALLS[{index}], {tiles}, {region_text}, {priority}{values}{at})",
@@ -926,11 +926,13 @@ def _computed(call) -> tuple[str, ...]:
     return tuple(name for name, expr in call.values if kinds[name] != "int" and constant_of(expr, kinds[name]) is None)
 
 
-def _call_text(call: n.Call) -> str:
+def _call_text(call: n.Call, with_priority: bool = False) -> str:
+    """The call as the program writes it; its priority only where asked (the driver's comment): a message
+    naming the call has no use for it (tester u83a)."""
     args = [unparse_tile(a) if isinstance(a, n.TileRef) else unparse(a) for a in call.args]
     args += [f"{k.name.text} = {unparse(k.value)}" for k in call.keywords]
     text = f"{call.kernel.text}({', '.join(args)})"
-    return text + (f" priority {unparse(call.priority)}" if call.priority is not None else "")
+    return text + (f" priority {unparse(call.priority)}" if with_priority and call.priority is not None else "")
 
 
 
