@@ -43,9 +43,13 @@ def failure_line(residuals: dict) -> str:
     said as "the NAME residual VALUE" whether it is a check's only one or one of several (an only
     residual may have no name)."""
     failing = {name: value for name, value in residuals.items() if not passes(value)} or residuals
-    said = " and ".join(f"{f'the {name} residual' if name else 'the residual'} {value:.3g}"
-                        for name, value in failing.items())
-    return f"check failed: {said} {'are' if len(failing) > 1 else 'is'} not below {THRESHOLD:g}"
+    none = [f"the {name} check" if name else "the check" for name, value in failing.items() if math.isnan(value)]
+    high = [f"{f'the {name} residual' if name else 'the residual'} {value:.3g}" for name, value in failing.items()
+            if not math.isnan(value)]
+    # a NaN is no residual "not below" the threshold (tester u83d: "the solve residual nan is not below 60")
+    said = ([f"{' and '.join(none)} gave no residual (NaN)"] if none else []) \
+        + ([f"{' and '.join(high)} {'are' if len(high) > 1 else 'is'} not below {THRESHOLD:g}"] if high else [])
+    return f"check failed: {'; '.join(said)}"
 
 
 def failure_lines(errors: list, residuals: dict) -> list:

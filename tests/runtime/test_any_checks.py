@@ -356,13 +356,13 @@ def test_a_user_residual_at_the_threshold_or_nan_fails(user_driver, function):
 @pytest.mark.timeout(60)
 def test_the_failure_names_the_residual_that_failed(user_driver):
     result = run_user(user_driver, "one_of_two")
-    assert reporting.failure_reasons(result) == ["check failed: the broken residual nan is not below 60"]
+    assert reporting.failure_reasons(result) == ["check failed: the broken check gave no residual (NaN)"]
 
 
 def test_each_failing_residual_is_said_with_its_own_value():
     """{b: nan, c: inf} said "residual (b, c) nan": the largest for both."""
     assert checks.failure_line({"a": 1.0, "b": math.nan, "c": math.inf}) == \
-        "check failed: the b residual nan and the c residual inf are not below 60"
+        "check failed: the b check gave no residual (NaN); the c residual inf is not below 60"
     assert checks.failure_line({"": 1000.0}) == "check failed: the residual 1e+03 is not below 60"
     assert checks.failure_line({"x": 61.0}) == "check failed: the x residual 61 is not below 60"  # its only one, named
 
@@ -423,7 +423,7 @@ def test_a_user_check_on_two_ranks_gathers_on_rank_0_and_every_rank_gets_the_ver
     errors = [line for line in failed.stderr.splitlines() if "raising raised" in line]
     reason = f"raising raised KeyError at checks.py:{RAISES_AT}: 'y'"
     assert errors == [f"tiledsl: error: check raising (p.tile:7): {reason}"]
-    assert "residual nan is not below" not in failed.stderr  # the cause, not its NaN, is the error
+    assert "gave no residual (NaN)" not in failed.stderr  # the cause, not its NaN, is the error
     assert "  raising   no residual  (FAIL: the check failed, see below)" in failed.stdout.splitlines()
     assert "Traceback" not in failed.stderr
     # one stream, as a terminal shows both: the error below the summary that points at it (it came above)
