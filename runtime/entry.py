@@ -126,6 +126,7 @@ def _run_and_report(driver, args: argparse.Namespace, out, err) -> int:
     # SciPy loads before the stopping signals' handlers, as it did when the runtime imported it: a
     # handler raising inside the import machinery is "Exception ignored", with a traceback
     blas.load()
+    _stopping.clear()
     for signum in STOPPING_SIGNALS:
         unless_ignored(signum, stopped_by_signal)
     # a rank's (or a driver's) quiet end on Ctrl-C while it loads and reads its options ends here, where a
@@ -378,21 +379,22 @@ class Stopped(RunStop):
 
 
 def stopped_by_signal(signum, frame):
-    _ignoring_stops()
+    _stopping.append(signum)
+    for again in STOPPING_SIGNALS:  # the rank is stopping: a repeated signal adds nothing
+        signal.signal(again, signal.SIG_IGN)
     raise Stopped(signum)
 
 
 def interrupted(signum, frame):
-    """Ctrl-C: Python's KeyboardInterrupt, the stopping signals ignored from now on as after any other."""
-    _ignoring_stops()
+    """Ctrl-C: Python's KeyboardInterrupt, the rank noted as stopping (its handler stays: a driver's ``main``
+    called from Python leaves the caller's Ctrl-C working)."""
+    _stopping.append(signum)
     raise KeyboardInterrupt
 
 
-def _ignoring_stops() -> None:
-    """The rank is stopping: a repeated signal adds nothing, nor another rank's stop relayed to this one,
-    which would raise a second interrupt in the unwinding of the first."""
-    for again in (signal.SIGINT, *STOPPING_SIGNALS):
-        signal.signal(again, signal.SIG_IGN)
+#: the signals this rank's run stopped for: another rank's stop relayed to a rank stopping already would raise a
+#: second interrupt in the unwinding of the first
+_stopping: list = []
 
 
 def _stop_as_another_rank(signum: int, rank: int) -> None:
@@ -401,7 +403,7 @@ def _stop_as_another_rank(signum: int, rank: int) -> None:
     ends the job (it waited :data:`STOPPED_RANKS_SECONDS` for this one to say it stopped). Only where the
     rank would stop for it: before its handlers are set, or once its run's outcome is decided, not. A
     Ctrl-C too (tester u83c: one sent to one rank left the others to be aborted 5 s later, saying nothing)."""
-    if signal.getsignal(signum) is (interrupted if signum == signal.SIGINT else stopped_by_signal):
+    if not _stopping and signal.getsignal(signum) is (interrupted if signum == signal.SIGINT else stopped_by_signal):
         _stopped_as.append(rank)
         signal.pthread_kill(threading.main_thread().ident, signum)
 
