@@ -128,8 +128,7 @@ def _wait(child: int, held) -> int:
     return os.waitstatus_to_exitcode(_ended(child))
 
 
-#: seconds between looks at a child that cannot be watched by a file descriptor (no pidfd), or at signals that
-#: cannot wake the wait (it is not the main thread's)
+#: seconds between looks at a child that cannot be watched by a file descriptor (no pidfd)
 LOOK_SECONDS = 0.1
 
 
